@@ -1,0 +1,242 @@
+"""Probe the machine into a raw snapshot, interpret a snapshot into a ``HostReport``, save and load them.
+
+A snapshot keeps the raw answers of every source (NVML calls, cuda-core attributes, /proc/cpuinfo,
+sysfs, compiler output), so a report from a GPU machine replays, and is tested, on one without:
+``build_report(load_snapshot(path))`` is the same function the live probe uses.
+
+A source that raises costs only its own section: the exception is recorded in ``errors``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from . import ceilings as _ceilings
+from .checks import run_checks
+from .errors import SnapshotError
+from .report import SCHEMA_VERSION, AmdSection, AppleSection, CpuInfo, HostReport, NvidiaSection, PythonEnv
+from .sources import amd, apple, cpu, cuda, host, nvidia, nvml, toolchains
+
+SNAPSHOT_KIND = "tracea-doctor-snapshot"
+REPORT_KIND = "tracea-doctor-report"
+
+
+def tracea_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("tracea")
+    except Exception:  # noqa: BLE001 - running from a source tree
+        return "0+unknown"
+
+
+def _guard(name: str, fn: Callable[[], Any], errors: list[str]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - one failing source costs only its section
+        errors.append(f"{name}: {type(exc).__name__}: {exc}")
+        return {"status": "error", "error": type(exc).__name__, "message": str(exc),
+                "traceback": traceback.format_exc(limit=4)}
+
+
+def _timed(name: str, fn: Callable[[], Any], errors: list[str], timings: dict[str, float]) -> Any:
+    t0 = time.perf_counter()
+    try:
+        return _guard(name, fn, errors)
+    finally:
+        timings[name] = round((time.perf_counter() - t0) * 1000, 1)
+
+
+def _nvidia_sources(errors: list[str], timings: dict[str, float]) -> tuple[Any, Any]:
+    nv = _timed("nvml", nvml.collect, errors, timings)
+    if nv.get("status") != "ok" and nv.get("error") in ("LibraryNotFound", "DriverNotLoaded", "ModuleNotFound"):
+        cu = {"status": "skipped", "message": f"not tried: NVML says {nv.get('error')}"}
+    else:
+        cu = _timed("cuda", cuda.collect, errors, timings)
+    return nv, cu
+
+
+def collect_raw() -> dict[str, Any]:
+    """Every source's raw answers on this machine, gathered concurrently."""
+    errors: list[str] = []
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        futures = {
+            "host": pool.submit(_timed, "host", host.collect, errors, timings),
+            "cpu": pool.submit(_timed, "cpu", cpu.collect, errors, timings),
+            "nvidia": pool.submit(_nvidia_sources, errors, timings),
+            "amd": pool.submit(_timed, "amd", amd.collect, errors, timings),
+            "apple": pool.submit(_timed, "apple", apple.collect, errors, timings),
+            "toolchains": pool.submit(_timed, "toolchains", toolchains.collect, errors, timings),
+            "python": pool.submit(_timed, "python", toolchains.collect_python, errors, timings),
+        }
+        results = {k: f.result() for k, f in futures.items()}
+    nv, cu = results.pop("nvidia")
+    timings["total"] = round((time.perf_counter() - t0) * 1000, 1)
+    return {
+        "kind": SNAPSHOT_KIND,
+        "schema_version": SCHEMA_VERSION,
+        "tracea_version": tracea_version(),
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "env": host.collect_env(),
+        **results,
+        "nvml": nv,
+        "cuda": cu,
+        "collect_errors": errors,
+        "timings_ms": timings,
+    }
+
+
+def build_report(raw: dict[str, Any], origin: str = "live") -> HostReport:
+    """Interpret raw answers into a report; touches nothing on this machine."""
+    errors = list(raw.get("collect_errors") or [])
+    warnings: list[str] = []
+
+    def part(name: str, fn: Callable[[], Any], fallback: Any) -> Any:
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"interpreting {name}: {type(exc).__name__}: {exc}")
+            return fallback
+
+    env = raw.get("env") or {}
+    cpu_info = part("cpu", lambda: cpu.interpret(raw.get("cpu") or {}), CpuInfo())
+    nv = part("nvidia", lambda: nvidia.interpret(raw.get("nvml"), raw.get("cuda"), env),
+              NvidiaSection(reason="could not be interpreted (see errors)"))
+    amd_s = part("amd", lambda: amd.interpret(raw.get("amd")), AmdSection(reason="could not be interpreted"))
+    sysctl = (raw.get("cpu") or {}).get("sysctl")
+    apple_s = part("apple", lambda: apple.interpret(raw.get("apple"), sysctl), AppleSection(reason="could not be interpreted"))
+    tools = part("toolchains", lambda: toolchains.interpret(raw.get("toolchains")), [])
+    py = part("python", lambda: toolchains.interpret_python(raw.get("python")), PythonEnv())
+    host_info = part("host", lambda: host.interpret(raw.get("host")), None)
+
+    ceilings = part("ceilings", lambda: _ceilings.cpu_ceilings(cpu_info), [])
+    for g in nv.devices:
+        ceilings += part(f"ceilings cuda:{g.cuda_index}", lambda g=g: _ceilings.gpu_ceilings(g), [])
+    ceilings = part("measured", lambda: _ceilings.merge_measured(ceilings, raw.get("measured")), ceilings)
+    checks = part("checks", lambda: run_checks(raw, cpu_info, nv, tools, py), [])
+
+    for g in nv.devices:
+        unsupported = [k for k, why in g.unavailable.items() if "NVML" in why and "does not support" not in why]
+        if unsupported:
+            warnings.append(f"GPU {g.cuda_index}: NVML errors for {', '.join(unsupported)}")
+
+    kwargs = {} if host_info is None else {"host": host_info}
+    return HostReport(
+        schema_version=SCHEMA_VERSION,
+        tracea_version=raw.get("tracea_version"),
+        created_at=raw.get("created_at"),
+        origin=origin,
+        cpu=cpu_info,
+        nvidia=nv,
+        amd=amd_s,
+        apple=apple_s,
+        toolchains=tools,
+        python=py,
+        ceilings=ceilings,
+        checks=checks,
+        errors=errors,
+        warnings=warnings,
+        **kwargs,
+    )
+
+
+_CACHE: dict[str, Any] = {}
+
+
+def probe(refresh: bool = False) -> HostReport:
+    """This machine's report, probed once per process (``refresh=True`` probes again)."""
+    if refresh or "report" not in _CACHE:
+        raw = collect_raw()
+        _CACHE["raw"] = raw
+        _CACHE["report"] = build_report(raw)
+    return _CACHE["report"]
+
+
+def last_raw() -> dict[str, Any] | None:
+    return _CACHE.get("raw")
+
+
+def snapshot_document(raw: dict[str, Any], report: HostReport) -> dict[str, Any]:
+    return {"kind": SNAPSHOT_KIND, "schema_version": SCHEMA_VERSION, "report": report.to_json(), "raw": raw}
+
+
+def report_document(report: HostReport) -> dict[str, Any]:
+    return {"kind": REPORT_KIND, **report.to_json()}
+
+
+def write_json_atomic(path: str | os.PathLike[str], document: Any) -> None:
+    """Write to a temporary file in the same folder, then rename: a crash never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(document, f, indent=1, sort_keys=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_snapshot(path: str | os.PathLike[str]) -> HostReport:
+    """A saved snapshot (re-interpreted from its raw answers) or a saved report, validated."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise SnapshotError(f"snapshot not found: {p}", "save one with `tracea doctor --save FILE`") from None
+    except IsADirectoryError:
+        raise SnapshotError(f"snapshot is a directory, not a file: {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(f"cannot read snapshot {p}: {exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(f"snapshot {p} is not valid JSON (truncated?): {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(doc, dict):
+        raise SnapshotError(f"snapshot {p} is not a JSON object")
+    kind = doc.get("kind")
+    if kind not in (SNAPSHOT_KIND, REPORT_KIND):
+        raise SnapshotError(f"{p} is not a Tracea doctor snapshot (kind={kind!r})",
+                            "save one with `tracea doctor --save FILE`")
+    version = doc.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SnapshotError(f"snapshot {p} has schema_version {version!r}; this Tracea reads {SCHEMA_VERSION}",
+                            "re-record it with this version of Tracea")
+    try:
+        if kind == SNAPSHOT_KIND:
+            raw = doc.get("raw")
+            if not isinstance(raw, dict):
+                raise SnapshotError(f"snapshot {p} has no raw answers")
+            report = build_report(raw, origin=f"replay:{p.name}")
+            _CACHE_REPLAY[str(p)] = raw
+            return report
+        body = {k: v for k, v in doc.items() if k != "kind"}
+        report = HostReport.from_json(body)
+        return HostReport.from_json({**report.to_json(), "origin": f"report:{p.name}"})
+    except SnapshotError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise SnapshotError(f"snapshot {p} is malformed: {type(exc).__name__}: {exc}") from None
+
+
+_CACHE_REPLAY: dict[str, dict[str, Any]] = {}
+
+
+def replay_raw(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The raw answers of a snapshot loaded with ``load_snapshot`` (for re-saving a replay)."""
+    return _CACHE_REPLAY.get(str(Path(path)))

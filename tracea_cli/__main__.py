@@ -1,0 +1,63 @@
+"""The ``tracea`` console script: runs the Typer app under Tracea's error and exit-code policy.
+
+Exit codes: 0 ok, 1 internal error, 2 bad input (unknown flag, bad file), 3 unsupported on this host.
+Errors are one line on stderr (plus a hint line); ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _err(message: str, hint: str | None = None) -> None:
+    sys.stderr.write(f"error: {message}\n")
+    if hint:
+        sys.stderr.write(f"hint: {hint}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("TRACEA_DEBUG") == "1"
+    from tracea.app import build_command
+    from tracea.doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, TraceaError
+
+    command = build_command()
+    try:
+        result = command.main(args=args, prog_name="tracea", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except TraceaError as exc:
+        if debug:
+            raise
+        _err(exc.message, exc.hint)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        # Click's own exceptions, matched by name: Typer >= 0.29 vendors Click, older Typer uses it.
+        kinds = {k.__name__ for k in type(exc).__mro__}
+        if "Exit" in kinds:
+            return int(getattr(exc, "exit_code", 0))
+        if "Abort" in kinds:
+            _err("aborted")
+            return 130
+        if debug:
+            raise
+        if "UsageError" in kinds:
+            ctx = getattr(exc, "ctx", None)
+            where = f"{ctx.command_path} --help" if ctx is not None else "tracea --help"
+            _err(f"{exc.format_message()} (see `{where}`)")  # type: ignore[attr-defined]
+            return EXIT_BAD_INPUT
+        if "ClickException" in kinds:
+            _err(exc.format_message())  # type: ignore[attr-defined]
+            return int(getattr(exc, "exit_code", EXIT_INTERNAL))
+        # The last line of defence: one line, not a traceback.
+        _err(f"internal error: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it")
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""The ``tracea`` Typer app. Only Typer is imported here: each command imports its layer when it runs,
+so ``tracea --help`` and Tab-completion never pay for the doctor, NVML, cuda-core or Textual.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    name="tracea",
+    help="What is the fastest correct way to run this operation on this machine, and can you prove it?",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from tracea import _version
+
+        typer.echo(f"tracea {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", callback=_version_callback, is_eager=True)
+    ] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")] = False,
+) -> None:
+    """Tracea: diagnose, plan, generate, tune and verify compute kernels."""
+
+
+@app.command()
+def doctor(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema).")] = False,
+    save: Annotated[
+        Path | None, typer.Option("--save", help="Write the snapshot (report + raw answers) to FILE.", metavar="FILE")
+    ] = None,
+    input_file: Annotated[
+        Path | None,
+        typer.Option("--input", help="Re-render a saved snapshot instead of probing this machine.", metavar="FILE"),
+    ] = None,
+    measure: Annotated[
+        bool, typer.Option("--measure", help="Also measure the ceilings (FMA, stream triad; GPU copy, matrix loop).")
+    ] = False,
+    tui: Annotated[bool, typer.Option("--tui", help="Interactive view with live telemetry.")] = False,
+    plain: Annotated[bool, typer.Option("--plain", help="No colours or styling, even on a terminal.")] = False,
+) -> None:
+    """Diagnose this machine for kernel work: CPU, GPUs, toolchains, ceilings and checks."""
+    from tracea.doctor.errors import BadInputError
+    from tracea.doctor.snapshot import (
+        build_report,
+        collect_raw,
+        load_snapshot,
+        replay_raw,
+        report_document,
+        snapshot_document,
+        write_json_atomic,
+    )
+
+    if input_file is not None and measure:
+        raise BadInputError("--measure cannot be combined with --input (a snapshot is not this machine)")
+    if json_out and tui:
+        raise BadInputError("--json and --tui are mutually exclusive")
+
+    raw: dict[str, Any] | None
+    if input_file is not None:
+        report = load_snapshot(input_file)
+        raw = replay_raw(input_file)
+    else:
+        raw = collect_raw()
+        if measure:
+            from tracea.doctor.measure import measure_all
+
+            raw["measured"] = measure_all(raw)
+        report = build_report(raw)
+
+    if save is not None:
+        if raw is None:
+            raise BadInputError(f"{input_file} is a report without raw answers; only snapshots can be re-saved")
+        write_json_atomic(save, snapshot_document(raw, report))
+
+    if tui:
+        from tracea.tui.doctor_app import run_doctor_tui
+
+        run_doctor_tui(report, raw, live=input_file is None)
+        return
+    if json_out:
+        import json
+
+        typer.echo(json.dumps(report_document(report), indent=1))
+        return
+    from tracea.render import render_doctor
+
+    render_doctor(report, plain=plain, saved_to=save)
+
+
+def build_command() -> Any:
+    """The Click command behind the app (the console script runs it under Tracea's error policy)."""
+    return typer.main.get_command(app)

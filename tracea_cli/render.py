@@ -1,0 +1,220 @@
+"""Rich rendering of a ``HostReport``: readable on a terminal, plain one-shot text in a pipe.
+
+Shared with the TUI: ``doctor_lines`` yields (label, text) rows per section, so both views say the
+same thing in the same words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from tracea.doctor.report import OK, PROBLEM, WARNING, AmdGpu, AppleGpu, Ceiling, HostReport, NvidiaGpu
+
+MARK_STYLE = {OK: ("✓", "green"), WARNING: ("!", "yellow"), PROBLEM: ("✗", "red")}
+MARK_PLAIN = {OK: "[ok]", WARNING: "[warning]", PROBLEM: "[problem]"}
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" or n == int(n) else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def si(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.1f} {prefix}{unit}"
+    return f"{value:.1f} {unit}"
+
+
+def _na(section, key: str) -> str:
+    reason = section.unavailable.get(key)
+    return f"n/a ({reason})" if reason else "n/a"
+
+
+def cpu_lines(report: HostReport) -> Iterator[tuple[str, str]]:
+    c = report.cpu
+    yield "model", f"{c.model or _na(c, 'model')} ({c.vendor or '?'}, {c.architecture or '?'})"
+    sockets = f", {c.sockets} socket{'s' if c.sockets != 1 else ''}" if c.sockets else ""
+    numa = f", {c.numa_nodes} NUMA node{'s' if c.numa_nodes != 1 else ''}" if c.numa_nodes else ""
+    phys = c.physical_cores if c.physical_cores is not None else "?"
+    yield "cores", f"{phys} physical / {c.logical_cores or '?'} logical{sockets}{numa}"
+    clocks = []
+    for label, key in (("base", "base_clock_hz"), ("max", "max_clock_hz"), ("current", "current_clock_hz")):
+        v = getattr(c, key)
+        clocks.append(f"{label} {v / 1e9:.2f} GHz" if v else f"{label} n/a")
+    yield "clock", " · ".join(clocks)
+    yield "caches", (f"L1d {human_bytes(c.l1d_bytes_per_core)}/core · L2 {human_bytes(c.l2_bytes_per_core)}/core"
+                     f" · L3 {human_bytes(c.l3_bytes_total)} total")
+    yield "memory", f"{human_bytes(c.memory_total_bytes)} total, {human_bytes(c.memory_available_bytes)} available"
+    yield "ISA", " ".join(c.isa or []) or _na(c, "isa")
+    if c.simd_family:
+        width = f"{c.vector_width_bits}-bit vectors" if c.vector_width_bits else "scalar"
+        yield "CPU emitter", f"{c.simd_family}, {width}, flags: {' '.join(c.emitter_flags or []) or '(none)'}"
+
+
+def gpu_lines(g: NvidiaGpu) -> Iterator[tuple[str, str]]:
+    cc = g.compute_capability
+    sm = f"sm_{cc.replace('.', '')}" if cc else "sm_?"
+    yield "device", f"{g.name or _na(g, 'name')} · {g.uuid or '?'} · PCI {g.pci_bus_id or '?'}"
+    yield "compute", (f"compute capability {cc or '?'} ({sm}, {g.architecture or '?'}) · {g.sm_count or '?'} SMs"
+                      f" [{g.sources.get('sm_count', 'n/a')}]")
+    yield "tensor cores", f"{g.tensor_core_generation or 'none'}: {' '.join(g.precisions or []) or '-'}"
+    yield "memory", (f"{human_bytes(g.memory_total_bytes)} ({human_bytes(g.memory_used_bytes)} used)"
+                     f" · {g.memory_bus_width_bits or '?'}-bit bus")
+    optin = g.shared_memory_per_block_optin_bytes
+    yield "shared memory", (f"{human_bytes(g.shared_memory_per_block_bytes)}/block default · "
+                            f"{human_bytes(optin)} ({optin if optin is not None else '?'} B)/block opt-in · "
+                            f"{human_bytes(g.shared_memory_per_sm_bytes)}/SM"
+                            f" [{g.sources.get('shared_memory_per_block_optin_bytes', 'n/a')}]")
+    yn = {True: "yes", False: "no", None: "?"}
+    yield "limits", (f"{g.registers_per_sm or '?'} regs/SM · {g.max_threads_per_sm or '?'} threads/SM · "
+                     f"warp {g.warp_size or '?'} · L2 {human_bytes(g.l2_cache_bytes)} · "
+                     f"clusters {yn[g.cluster_launch]} · TMA {yn[g.tma]}")
+    yield "clocks", (f"SM {g.sm_clock_mhz or '?'} / {g.sm_clock_max_mhz or '?'} MHz max · "
+                     f"memory {g.memory_clock_mhz or '?'} / {g.memory_clock_max_mhz or '?'} MHz max")
+    power = f"{g.power_draw_w:.0f} W" if g.power_draw_w is not None else "? W"
+    limit = f"{g.power_limit_w:.0f} W" if g.power_limit_w is not None else "? W"
+    temp = f"{g.temperature_c} °C" if g.temperature_c is not None else "? °C"
+    yield "telemetry", (f"{power} of {limit} · {temp} · utilization {g.utilization_gpu_percent}% "
+                        f"(memory {g.utilization_memory_percent}%)")
+    yield "PCIe", (f"gen {g.pcie_generation or '?'} (max {g.pcie_generation_max or '?'}) · "
+                   f"x{g.pcie_width or '?'} (max x{g.pcie_width_max or '?'})")
+    persist = {True: "on", False: "off", None: "?"}[g.persistence_mode]
+    throttle = ", ".join(g.throttle_reasons) if g.throttle_reasons else "none"
+    yield "modes", f"MIG {g.mig_mode or '?'} · persistence {persist} · clock events: {throttle}"
+
+
+def amd_lines(g: AmdGpu) -> Iterator[tuple[str, str]]:
+    yield "device", f"{g.name or _na(g, 'name')} · {g.gfx_target or '?'} · KFD node {g.node} · PCI id {g.pci_device_id}"
+    yield "compute", (f"{g.compute_units or '?'} CUs · {g.simd_per_cu or '?'} SIMD/CU · wavefront {g.wavefront_size or '?'}"
+                      f" · LDS {human_bytes(g.lds_bytes_per_workgroup)} · {g.max_engine_clock_mhz or '?'} MHz max")
+    yield "memory", f"VRAM {human_bytes(g.vram_bytes) if g.vram_bytes else _na(g, 'vram_bytes')}"
+    yield "driver", g.driver_version or _na(g, "driver_version")
+
+
+def apple_lines(g: AppleGpu) -> Iterator[tuple[str, str]]:
+    yield "device", f"{g.chip or '?'} · {g.gpu_cores or '?'} GPU cores · {g.metal_family or '?'}"
+    yield "memory", f"{human_bytes(g.unified_memory_bytes)} unified"
+
+
+def ceiling_text(c: Ceiling) -> tuple[str, str, str, str]:
+    spec = si(c.spec, c.unit.replace("/s", "") + "/s") if c.spec is not None else "n/a"
+    measured = si(c.measured, c.unit.replace("/s", "") + "/s") if c.measured is not None else "-"
+    if c.measured is not None and c.spec:
+        measured += f" ({c.measured / c.spec:.0%} of spec)"
+    note = c.basis or ""
+    if c.method:
+        note = f"{note}; measured: {c.method}" if note else f"measured: {c.method}"
+    if c.reason and c.measured is None:
+        note = f"{note}; {c.reason}" if note else c.reason
+    return f"{c.device} {c.metric}", spec, measured, note
+
+
+def render_doctor(report: HostReport, plain: bool = False, saved_to: Path | None = None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(highlight=False, no_color=plain, emoji=False)
+    plain = plain or not console.is_terminal
+    if plain:
+        console = Console(highlight=False, no_color=True, emoji=False, soft_wrap=True)
+
+    def heading(text: str) -> None:
+        console.print(f"\n[bold]{escape(text)}[/bold]" if not plain else f"\n{text}")
+
+    def rows(lines: Iterator[tuple[str, str]], indent: int = 2) -> None:
+        for label, text in lines:
+            console.print(f"{' ' * indent}{label:<14} {escape(text)}", soft_wrap=plain)
+
+    origin = "" if report.origin == "live" else f" · {report.origin}"
+    console.print(f"[bold]Tracea doctor[/bold] {report.tracea_version} · {report.created_at}{origin}")
+    h = report.host
+    console.print(f"host: {h.os_name} {h.os_release} {h.machine}"
+                  + (" · WSL" if h.wsl else "") + (f" · container: {h.container}" if h.container else ""))
+
+    heading("CPU")
+    rows(cpu_lines(report))
+
+    heading("NVIDIA GPUs")
+    nv = report.nvidia
+    if nv.driver_version:
+        console.print(f"  driver {nv.driver_version} · CUDA {nv.cuda_driver_version} · NVML {nv.nvml_version}")
+    if not nv.devices:
+        console.print(f"  none found: {escape(nv.reason or 'unknown reason')}")
+    for g in nv.devices:
+        console.print(f"  [bold]GPU {g.cuda_index}[/bold]" if not plain else f"  GPU {g.cuda_index}")
+        rows(gpu_lines(g), indent=4)
+
+    heading("AMD GPUs")
+    if not report.amd.devices:
+        console.print(f"  none found: {escape(report.amd.reason or 'unknown reason')}")
+    for g in report.amd.devices:
+        rows(amd_lines(g), indent=4)
+
+    heading("Apple GPUs")
+    if not report.apple.devices:
+        console.print(f"  none found: {escape(report.apple.reason or 'unknown reason')}")
+    for g in report.apple.devices:
+        rows(apple_lines(g), indent=4)
+
+    heading("Toolchains")
+    for t in report.toolchains:
+        mark = "✓" if t.found else "-"
+        if t.found:
+            extra = ""
+            if "march_native_enables" in t.details:
+                resolved = t.details.get("march_native_resolved")
+                extra = f" · -march=native{'=' + resolved if resolved else ''}: {' '.join(t.details['march_native_enables'])}"
+            elif t.details.get("march_native") == "fails":
+                extra = " · -march=native fails"
+            console.print(f"  {mark} {t.name:<6} {t.version or '?':<10} {escape(t.path or '')}{escape(extra)}")
+        else:
+            console.print(f"  {mark} {t.name:<6} {escape(t.reason or 'not found')}")
+
+    heading("Python")
+    p = report.python
+    pk = p.packages
+    console.print(f"  Python {p.python_version} ({p.implementation}) {escape(p.executable or '')}")
+    console.print(f"  numpy {pk.get('numpy') or '-'}" + (f" (BLAS: {p.numpy_blas})" if p.numpy_blas else "")
+                  + f" · torch {pk.get('torch') or '-'}" + (f" (CUDA {p.torch_cuda})" if p.torch_cuda else "")
+                  + f" · triton {pk.get('triton') or '-'}")
+    console.print(f"  nvidia-ml-py {pk.get('nvidia-ml-py') or '-'} · cuda-core {pk.get('cuda-core') or '-'}"
+                  f" · cuda-bindings {pk.get('cuda-bindings') or '-'} · amdsmi {pk.get('amdsmi') or '-'}")
+
+    heading("Ceilings (spec = clock x units; measured with --measure)")
+    if plain:
+        for c in report.ceilings:
+            name, spec, measured, note = ceiling_text(c)
+            console.print(f"  {name:<28} spec {spec:<16} measured {measured:<24} {escape(note)}")
+    else:
+        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, padding=(0, 2, 0, 2))
+        for col in ("ceiling", "spec", "measured", "basis"):
+            table.add_column(col, overflow="fold")
+        for c in report.ceilings:
+            table.add_row(*(escape(x) for x in ceiling_text(c)))
+        console.print(table)
+
+    heading("Checks")
+    for c in report.checks:
+        if plain:
+            console.print(f"  {escape(MARK_PLAIN[c.mark])} {escape(c.message)}")
+        else:
+            sym, style = MARK_STYLE[c.mark]
+            console.print(f"  [{style}]{sym}[/{style}] {escape(c.message)}")
+        if c.hint:
+            console.print(f"      hint: {escape(c.hint)}")
+    for e in report.errors:
+        console.print(f"  {escape(MARK_PLAIN[PROBLEM]) if plain else '[red]✗[/red]'} probe error: {escape(e)}")
+    for w in report.warnings:
+        console.print(f"  {escape(MARK_PLAIN[WARNING]) if plain else '[yellow]![/yellow]'} {escape(w)}")
+    if saved_to is not None:
+        console.print(f"\nsnapshot saved to {escape(str(saved_to))}")

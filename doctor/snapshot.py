@@ -180,7 +180,10 @@ def write_json_atomic(path: str | os.PathLike[str], document: Any) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a saved snapshot is an ordinary file
         with os.fdopen(fd, "w") as f:
             json.dump(document, f, indent=1, sort_keys=False)
             f.write("\n")

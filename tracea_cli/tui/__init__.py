@@ -1,0 +1,1 @@
+"""Textual apps (imported only by the commands that open them)."""

@@ -56,13 +56,13 @@ def _timed(name: str, fn: Callable[[], Any], errors: list[str], timings: dict[st
         timings[name] = round((time.perf_counter() - t0) * 1000, 1)
 
 
-def _nvidia_sources(errors: list[str], timings: dict[str, float]) -> tuple[Any, Any]:
-    nv = _timed("nvml", nvml.collect, errors, timings)
-    if nv.get("status") != "ok" and nv.get("error") in ("LibraryNotFound", "DriverNotLoaded", "ModuleNotFound"):
-        cu = {"status": "skipped", "message": f"not tried: NVML says {nv.get('error')}"}
-    else:
-        cu = _timed("cuda", cuda.collect, errors, timings)
-    return nv, cu
+def nvidia_driver_present() -> bool:
+    """A cheap look for an NVIDIA driver (device nodes, /proc, WSL's GPU node), so that cuda-core,
+    which takes a few hundred milliseconds to import, is only tried where it can answer."""
+    import glob
+
+    return bool(glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/proc/driver/nvidia/version")
+                or os.path.exists("/dev/dxg") or os.name == "nt")
 
 
 def collect_raw() -> dict[str, Any]:
@@ -70,18 +70,21 @@ def collect_raw() -> dict[str, Any]:
     errors: list[str] = []
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=6) as pool:
+    with ThreadPoolExecutor(max_workers=8) as pool:
         futures = {
             "host": pool.submit(_timed, "host", host.collect, errors, timings),
             "cpu": pool.submit(_timed, "cpu", cpu.collect, errors, timings),
-            "nvidia": pool.submit(_nvidia_sources, errors, timings),
+            "nvml": pool.submit(_timed, "nvml", nvml.collect, errors, timings),
+            "cuda": pool.submit(_timed, "cuda", cuda.collect, errors, timings) if nvidia_driver_present() else None,
             "amd": pool.submit(_timed, "amd", amd.collect, errors, timings),
             "apple": pool.submit(_timed, "apple", apple.collect, errors, timings),
             "toolchains": pool.submit(_timed, "toolchains", toolchains.collect, errors, timings),
             "python": pool.submit(_timed, "python", toolchains.collect_python, errors, timings),
         }
-        results = {k: f.result() for k, f in futures.items()}
-    nv, cu = results.pop("nvidia")
+        results = {k: (f.result() if f is not None else None) for k, f in futures.items()}
+    nv, cu = results.pop("nvml"), results.pop("cuda")
+    if cu is None:
+        cu = {"status": "skipped", "message": "not tried: no NVIDIA driver (no /dev/nvidia*, /proc/driver/nvidia)"}
     timings["total"] = round((time.perf_counter() - t0) * 1000, 1)
     return {
         "kind": SNAPSHOT_KIND,

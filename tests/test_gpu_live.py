@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from tracea.doctor.snapshot import build_report, collect_raw, load_snapshot, snapshot_document, write_json_atomic
+from tracea.doctor.snapshot import (
+    build_report,
+    collect_raw,
+    load_snapshot,
+    snapshot_document,
+    write_json_atomic,
+)
 
 pytestmark = pytest.mark.gpu
 

@@ -14,6 +14,7 @@ app = typer.Typer(
     help="What is the fastest correct way to run this operation on this machine, and can you prove it?",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -34,7 +34,7 @@ def _import_core():
     try:
         import cuda.core as core
 
-        getattr(core, "Device")
+        _ = core.Device  # cuda-core >= 0.4 exports it at the top level
         return core
     except (ImportError, AttributeError):
         import cuda.core.experimental as core  # cuda-core < 0.4

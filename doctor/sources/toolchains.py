@@ -97,21 +97,37 @@ def _nvrtc() -> dict[str, Any]:
 
 
 def collect() -> dict[str, Any]:
+    """Every toolchain's answers; the commands run concurrently (each waits on a subprocess or a
+    shared-library load, so threads overlap them), and compilers behind one binary run once."""
+    from concurrent.futures import ThreadPoolExecutor
+
     darwin = platform.system() == "Darwin"
-    raw: dict[str, Any] = {"cc": {}, "tools": {}}
-    for name in ("cc", "gcc", "clang"):
-        raw["cc"][name] = _c_compiler(name)
-    nvcc = _which("nvcc", _cuda_dirs())
-    raw["tools"]["nvcc"] = {"path": nvcc, "version": _run([nvcc, "--version"]) if nvcc else None}
-    hipcc = _which("hipcc", ("/opt/rocm/bin",))
-    raw["tools"]["hipcc"] = {"path": hipcc, "version": _run([hipcc, "--version"]) if hipcc else None}
-    if darwin:
-        xcrun = _which("xcrun")
-        raw["tools"]["metal"] = {
-            "path": xcrun,
-            "version": _run([xcrun, "metal", "--version"]) if xcrun else None,
-        }
-    raw["tools"]["nvrtc"] = _nvrtc()
+    paths = {name: _which(name) for name in ("cc", "gcc", "clang")}
+    nvcc, hipcc = _which("nvcc", _cuda_dirs()), _which("hipcc", ("/opt/rocm/bin",))
+    xcrun = _which("xcrun") if darwin else None
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        by_binary: dict[str, Any] = {}
+        for name, path in paths.items():
+            if path:
+                key = os.path.realpath(path)
+                by_binary.setdefault(key, pool.submit(_c_compiler, name))
+        nvrtc_f = pool.submit(_nvrtc)
+        nvcc_f = pool.submit(_run, [nvcc, "--version"]) if nvcc else None
+        hipcc_f = pool.submit(_run, [hipcc, "--version"]) if hipcc else None
+        metal_f = pool.submit(_run, [xcrun, "metal", "--version"]) if xcrun else None
+        raw: dict[str, Any] = {"cc": {}, "tools": {}}
+        for name, path in paths.items():
+            if not path:
+                raw["cc"][name] = {"path": None}
+                continue
+            entry = dict(by_binary[os.path.realpath(path)].result())
+            entry["path"] = path  # same binary, this name's path
+            raw["cc"][name] = entry
+        raw["tools"]["nvcc"] = {"path": nvcc, "version": nvcc_f.result() if nvcc_f else None}
+        raw["tools"]["hipcc"] = {"path": hipcc, "version": hipcc_f.result() if hipcc_f else None}
+        if darwin:
+            raw["tools"]["metal"] = {"path": xcrun, "version": metal_f.result() if metal_f else None}
+        raw["tools"]["nvrtc"] = nvrtc_f.result()
     return raw
 
 

@@ -1,0 +1,1 @@
+complete --command tracea --no-files --arguments "(env _TRACEA_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) tracea)" --condition "env _TRACEA_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) tracea"

@@ -7,6 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label, Sparkline, Static
 
+from .metric_cell import grow_with_history
 from .samples import History, mean
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -73,4 +74,5 @@ class CpuLoad(Vertical):
         self._summary.update(f"CPU load · {len(self.percents)} logical cores · average {avg:.0f} % "
                              f"(history below) · busiest core {busiest}: {self.percents[busiest]:.0f} %")
         self.sparkline.data = self.history.values("average")
+        grow_with_history(self.sparkline, self.sparkline.data)
         self._bars.update(core_bars(self.percents))

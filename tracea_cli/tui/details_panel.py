@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import Static
-
 from tracea.doctor.report import HostReport
 from tracea.render import MARK_STYLE
 
@@ -32,13 +31,13 @@ class DetailsPanel(Static):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id)
-        self.key: str | None = None
-        self.lines: list[Line] = []
+        self.node_key: str | None = None
+        self.rows: list[Line] = []
 
     def show(self, report: HostReport, key: str, title: str) -> None:
-        self.key = key
-        self.lines = detail_lines(report, key)
-        self.update(lines_text(title, self.lines))
+        self.node_key = key
+        self.rows = detail_lines(report, key)
+        self.update(lines_text(title, self.rows))
 
     @property
     def plain(self) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
-
 from tracea.doctor.report import HostReport
 
 from .model import HOST, NodeSpec, tree_spec
@@ -16,7 +15,7 @@ class DeviceTree(Tree[str]):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("Host", data=HOST, id=id)
-        self._nodes: dict[str, TreeNode[str]] = {}
+        self._by_key: dict[str, TreeNode[str]] = {}
         self.show_root = True
         self.guide_depth = 3
 
@@ -26,10 +25,10 @@ class DeviceTree(Tree[str]):
         self.clear()
         self.root.set_label(Text(spec.label))  # Text, not str: a str label is parsed as markup
         self.root.data = spec.key
-        self._nodes = {spec.key: self.root}
+        self._by_key = {spec.key: self.root}
         self._add(self.root, spec.children)
         self.root.expand_all()
-        target = self._nodes.get(cursor_key or HOST, self.root)
+        target = self._by_key.get(cursor_key or HOST, self.root)
         # Lines (and so a node's cursor position) are only laid out on the next refresh.
         self.call_after_refresh(self.move_cursor, target)
 
@@ -37,17 +36,17 @@ class DeviceTree(Tree[str]):
         for child in children:
             if child.children:
                 node = parent.add(Text(child.label), data=child.key, expand=True)
-                self._add(node, child.children)
             else:
                 node = parent.add_leaf(Text(child.label), data=child.key)
-            self._nodes[child.key] = node
+            self._by_key[child.key] = node  # before the children: keys come out in tree order
+            self._add(node, child.children)
 
     def node_for(self, key: str) -> TreeNode[str] | None:
-        return self._nodes.get(key)
+        return self._by_key.get(key)
 
     @property
     def keys(self) -> list[str]:
-        return list(self._nodes)
+        return list(self._by_key)
 
     @property
     def cursor_key(self) -> str | None:

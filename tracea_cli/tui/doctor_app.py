@@ -19,8 +19,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Header, Tree
-from textual.worker import Worker, get_current_worker
-
+from textual.worker import Worker, WorkerState, get_current_worker
 from tracea.doctor.report import HostReport
 
 from .checks_panel import ChecksPanel
@@ -55,7 +54,7 @@ class DoctorApp(App[None]):
     TITLE = "Tracea doctor"
     CSS = """
     #main { height: 1fr; }
-    #tree { width: 42; border: round $primary; }
+    #tree { width: 30%; min-width: 28; max-width: 44; border: round $primary; }
     #right { width: 1fr; }
     #details-scroll { height: 1fr; border: round $primary; border-title-color: $text; }
     #telemetry { border: round $secondary; }
@@ -106,6 +105,7 @@ class DoctorApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one(DeviceTree).border_title = "Devices"
         self.query_one("#details-scroll").border_title = "Details"
         self.query_one("#checks-scroll").border_title = "Checks"
         self._show(self.report, HOST)
@@ -126,7 +126,11 @@ class DoctorApp(App[None]):
         self.sub_title = f"{mode} · {report.created_at}"
 
     def _show_details(self, key: str) -> None:
-        self.query_one(DetailsPanel).show(self.report, key, node_title(tree_spec(self.report), key))
+        title = node_title(tree_spec(self.report), key)
+        if self.live and key.startswith("nvidia:"):
+            # The report's clocks and power are from the probe; say so beside the live sparklines.
+            title += f" (as probed at {self.report.created_at}; live values under Telemetry)"
+        self.query_one(DetailsPanel).show(self.report, key, title)
 
     @on(Tree.NodeHighlighted, "#tree")
     def _node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
@@ -148,8 +152,11 @@ class DoctorApp(App[None]):
         source = self._telemetry_source()
         psutil.cpu_percent(percpu=True)  # the first call only starts psutil's interval
         try:
-            # Waiting on the cancel event, not sleeping, so quitting never waits out an interval.
-            while not worker.cancelled_event.wait(self.poll_interval_s):
+            # Waiting on the cancel event, not sleeping, so quitting never waits out an interval;
+            # the wait is measured from the start of the last poll, so a slow NVML poll does not
+            # push the rate above one poll per interval nor stretch it.
+            wait = self.poll_interval_s
+            while not worker.cancelled_event.wait(wait):
                 started = time.monotonic()
                 gpus: list[dict[str, Any]] = []
                 gpu_error = None
@@ -163,16 +170,19 @@ class DoctorApp(App[None]):
                 if worker.is_cancelled:
                     break
                 self.post_message(TelemetrySampled(gpus, cpu, gpu_error))
-                self.polls += 1
-                # A slow NVML poll eats into the interval rather than stretching it.
-                del started
+                wait = max(0.0, self.poll_interval_s - (time.monotonic() - started))
         finally:
             close = getattr(source, "close", None)
             if callable(close):
                 close()
 
     def on_telemetry_sampled(self, message: TelemetrySampled) -> None:
+        self.polls += 1
         self.query_one(TelemetryPanel).add_sample(message)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR:  # exit_on_error=False: say so instead of dying silently
+            self.notify(f"{event.worker.name} stopped: {event.worker.error}", severity="error")
 
     # -- keys --------------------------------------------------------------------------------------
 

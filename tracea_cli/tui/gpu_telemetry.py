@@ -22,14 +22,14 @@ class GpuTelemetry(Vertical):
 
     def __init__(self, title: str, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.title = title
+        self.heading = title
         self.history = History()
         self.last: dict[str, Reading] = {}
         self.samples = 0
         self.cells = {key: MetricCell(label, unit, id=f"{key}") for key, label, unit in GPU_METRICS}
 
     def compose(self) -> ComposeResult:
-        yield Label(self.title)
+        yield Label(self.heading)
         with Horizontal():
             yield from self.cells.values()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from textual.message import Message
-
 from tracea.doctor.report import HostReport
 
 

@@ -20,7 +20,7 @@ def format_reading(label: str, unit: str, reading: Reading | None) -> str:
 class MetricCell(Horizontal):
     DEFAULT_CSS = """
     MetricCell { height: 1; width: 1fr; }
-    MetricCell > Label { width: 17; }
+    MetricCell > Label { width: 14; }
     MetricCell > Sparkline { width: 1fr; margin-right: 2; }
     """
 
@@ -38,3 +38,10 @@ class MetricCell(Horizontal):
         self._value.update(format_reading(self.label, self.unit, reading))
         # The sparkline scales between the window's min and max; the label carries the absolute value.
         self.sparkline.data = history
+        grow_with_history(self.sparkline, history)
+
+
+def grow_with_history(sparkline: Sparkline, history: list[float]) -> None:
+    """One column per sample until the widget is full: a sparkline stretches few samples into wide
+    blocks, which reads as a change in the data rather than as "only three samples so far"."""
+    sparkline.styles.max_width = max(1, len(history))

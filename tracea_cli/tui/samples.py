@@ -15,7 +15,7 @@ from typing import Any
 # (metric key, label, unit); the four series the issue asks for, in the order they are drawn.
 GPU_METRICS: tuple[tuple[str, str, str], ...] = (
     ("utilization_gpu", "util", "%"),
-    ("clock_sm", "SM clock", "MHz"),
+    ("clock_sm", "SM", "MHz"),
     ("temperature", "temp", "°C"),
     ("power", "power", "W"),
 )

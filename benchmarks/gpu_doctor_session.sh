@@ -6,6 +6,10 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/site . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+# Textual and what it needs, carried as wheels (the image has none): only for the TUI test.
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$OUT/install.log" 2>&1
+fi
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
 {
   echo "== machine"; nvidia-smi --query-gpu=name,uuid,pci.bus_id,compute_cap,memory.total,clocks.max.sm,clocks.max.mem,power.limit,persistence_mode,mig.mode.current,pcie.link.gen.max,pcie.link.width.max --format=csv
@@ -43,8 +47,19 @@ done
 echo "== measure"
 tracea doctor --measure --plain --save "$OUT/h100_snapshot_measured.json" | sed -n '/^Ceilings/,/^Checks/p' | tee "$OUT/doctor_measure.txt"
 
-echo "== gpu tests"
-python3 -m pytest -q -m gpu tests/test_gpu_live.py -p no:cacheprovider 2>&1 | tail -15
+echo "== where the live probe spends its time (ms)"
+python3 -c "
+import json, time
+t=time.perf_counter(); import cuda.core; a=time.perf_counter()-t
+from cuda.bindings import driver; t=time.perf_counter(); driver.cuInit(0); b=time.perf_counter()-t
+t=time.perf_counter(); d=cuda.core.Device(0); p=d.properties; x=p.multiprocessor_count; c=time.perf_counter()-t
+print(f'import cuda.core {a*1e3:.0f}, cuInit {b*1e3:.0f}, Device(0)+first attribute {c*1e3:.0f}')
+from tracea.doctor.snapshot import collect_raw
+for i in range(3): print(collect_raw()['timings_ms'])
+"
+
+echo "== gpu tests (live probe, measure, TUI with real NVML telemetry)"
+python3 -m pytest -q -m gpu tests/ -p no:cacheprovider 2>&1 | tail -15
 
 echo "== process timings (median of 7)"
 python3 benchmarks/bench_startup.py --repeat 7 2>&1 | tee "$OUT/startup_gpu.txt"

@@ -1,7 +1,7 @@
 """Rich rendering of a ``HostReport``: readable on a terminal, plain one-shot text in a pipe.
 
-Shared with the TUI: ``doctor_lines`` yields (label, text) rows per section, so both views say the
-same thing in the same words.
+Shared with the TUI: the ``*_lines`` functions yield (label, text) rows per section, so both views
+say the same thing in the same words.
 """
 
 from __future__ import annotations
@@ -105,6 +105,41 @@ def apple_lines(g: AppleGpu) -> Iterator[tuple[str, str]]:
     yield "memory", f"{human_bytes(g.unified_memory_bytes)} unified"
 
 
+def toolchain_lines(report: HostReport) -> Iterator[tuple[str, str]]:
+    """One row per tool; a second name for the same compiler binary says so instead of repeating it."""
+    seen_binaries: dict[str, str] = {}
+    for t in report.toolchains:
+        if not t.found:
+            yield t.name, f"- {t.reason or 'not found'}"
+            continue
+        real = t.details.get("realpath")
+        if real and real in seen_binaries:
+            yield t.name, f"✓ {t.version or '?'} {t.path or ''} (same compiler as {seen_binaries[real]})"
+            continue
+        if real:
+            seen_binaries[real] = t.name
+        extra = ""
+        if "march_native_enables" in t.details:
+            resolved = t.details.get("march_native_resolved")
+            extra = (f" · -march=native{'=' + resolved if resolved else ''}: "
+                     f"{' '.join(t.details['march_native_enables'])}")
+        elif t.details.get("march_native") == "fails":
+            extra = " · -march=native fails"
+        yield t.name, f"✓ {t.version or '?'} {t.path or ''}{extra}"
+
+
+def python_lines(report: HostReport) -> Iterator[tuple[str, str]]:
+    p = report.python
+    pk = p.packages
+    yield "Python", f"{p.python_version} ({p.implementation}) {p.executable or ''}"
+    yield "numpy", f"{pk.get('numpy') or '-'}" + (f" (BLAS: {p.numpy_blas})" if p.numpy_blas else "")
+    yield "torch", f"{pk.get('torch') or '-'}" + (f" (CUDA {p.torch_cuda})" if p.torch_cuda else "")
+    for name in ("triton", "nvidia-ml-py", "cuda-core", "cuda-bindings", "amdsmi"):
+        yield name, pk.get(name) or "-"
+    if p.pynvml_shadow:
+        yield "pynvml", p.pynvml_shadow
+
+
 def ceiling_text(c: Ceiling) -> tuple[str, str, str, str]:
     spec = si(c.spec, c.unit.replace("/s", "") + "/s") if c.spec is not None else "n/a"
     measured = si(c.measured, c.unit.replace("/s", "") + "/s") if c.measured is not None else "-"
@@ -167,28 +202,10 @@ def render_doctor(report: HostReport, plain: bool = False, saved_to: Path | None
         rows(apple_lines(g), indent=4)
 
     heading("Toolchains")
-    for t in report.toolchains:
-        mark = "✓" if t.found else "-"
-        if t.found:
-            extra = ""
-            if "march_native_enables" in t.details:
-                resolved = t.details.get("march_native_resolved")
-                extra = f" · -march=native{'=' + resolved if resolved else ''}: {' '.join(t.details['march_native_enables'])}"
-            elif t.details.get("march_native") == "fails":
-                extra = " · -march=native fails"
-            console.print(f"  {mark} {t.name:<6} {t.version or '?':<10} {escape(t.path or '')}{escape(extra)}")
-        else:
-            console.print(f"  {mark} {t.name:<6} {escape(t.reason or 'not found')}")
+    rows(toolchain_lines(report))
 
     heading("Python")
-    p = report.python
-    pk = p.packages
-    console.print(f"  Python {p.python_version} ({p.implementation}) {escape(p.executable or '')}")
-    console.print(f"  numpy {pk.get('numpy') or '-'}" + (f" (BLAS: {p.numpy_blas})" if p.numpy_blas else "")
-                  + f" · torch {pk.get('torch') or '-'}" + (f" (CUDA {p.torch_cuda})" if p.torch_cuda else "")
-                  + f" · triton {pk.get('triton') or '-'}")
-    console.print(f"  nvidia-ml-py {pk.get('nvidia-ml-py') or '-'} · cuda-core {pk.get('cuda-core') or '-'}"
-                  f" · cuda-bindings {pk.get('cuda-bindings') or '-'} · amdsmi {pk.get('amdsmi') or '-'}")
+    rows(python_lines(report))
 
     heading("Ceilings (spec = clock x units; measured with --measure)")
     if plain:

@@ -9,8 +9,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from tracea.doctor.report import PROBLEM, WARNING, HostReport, Tool
-from tracea.render import MARK_STYLE, amd_lines, apple_lines, ceiling_text, cpu_lines, gpu_lines
+from tracea.doctor.report import PROBLEM, WARNING, HostReport
+from tracea.render import (
+    MARK_STYLE,
+    amd_lines,
+    apple_lines,
+    ceiling_text,
+    cpu_lines,
+    gpu_lines,
+    python_lines,
+    toolchain_lines,
+)
 
 Line = tuple[str, str]
 
@@ -74,33 +83,6 @@ def all_keys(spec: NodeSpec) -> Iterator[str]:
         yield from all_keys(child)
 
 
-# Toolchain and Python rows: render_doctor prints these inline (no line function to reuse yet),
-# so the same words are spelled here; see the report to the render.py owner.
-def tool_line(t: Tool) -> Line:
-    if not t.found:
-        return t.name, f"- {t.reason or 'not found'}"
-    extra = ""
-    if "march_native_enables" in t.details:
-        resolved = t.details.get("march_native_resolved")
-        extra = (f" · -march=native{'=' + resolved if resolved else ''}: "
-                 f"{' '.join(t.details['march_native_enables'])}")
-    elif t.details.get("march_native") == "fails":
-        extra = " · -march=native fails"
-    return t.name, f"✓ {t.version or '?'} {t.path or ''}{extra}"
-
-
-def python_lines(report: HostReport) -> Iterator[Line]:
-    p = report.python
-    pk = p.packages
-    yield "Python", f"{p.python_version} ({p.implementation}) {p.executable or ''}"
-    yield "numpy", (f"{pk.get('numpy') or '-'}" + (f" (BLAS: {p.numpy_blas})" if p.numpy_blas else ""))
-    yield "torch", (f"{pk.get('torch') or '-'}" + (f" (CUDA {p.torch_cuda})" if p.torch_cuda else ""))
-    for name in ("triton", "nvidia-ml-py", "cuda-core", "cuda-bindings", "amdsmi"):
-        yield name, pk.get(name) or "-"
-    if p.pynvml_shadow:
-        yield "pynvml", p.pynvml_shadow
-
-
 def _none_found(reason: str | None) -> Line:
     return "none found", reason or "unknown reason"
 
@@ -146,7 +128,7 @@ def detail_lines(report: HostReport, key: str) -> list[Line]:
     if section == APPLE:
         return list(apple_lines(report.apple.devices[_device_index(key)]))
     if key == TOOLCHAINS:
-        return [tool_line(t) for t in report.toolchains] or [("none", "no toolchains probed")]
+        return list(toolchain_lines(report)) or [("none", "no toolchains probed")]
     if key == PYTHON:
         return list(python_lines(report))
     if key == CEILINGS:

@@ -69,3 +69,33 @@ def test_measured_gpu_ceilings_are_verified_and_plausible(live):
     spec_bw = next(c.spec for c in report.ceilings if c.device == "cuda:0" and c.metric == "memory_bandwidth")
     # A copy reaches a large fraction of the bus, never more than the bus.
     assert 0.3 * spec_bw < m["memory_bandwidth"]["value"] < 1.05 * spec_bw
+
+
+def test_tui_live_telemetry_from_real_nvml(live):
+    """The TUI in live mode with the real NVML Telemetry: the GPU sparklines fill from the device."""
+    pytest.importorskip("textual")
+    import asyncio
+    import time as _time
+
+    from tracea.tui.doctor_app import DoctorApp
+    from tracea.tui.telemetry_panel import TelemetryPanel
+
+    raw, report = live
+    app = DoctorApp(report, raw, live=True, poll_interval_s=0.05)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(160, 45)) as pilot:
+            deadline = _time.monotonic() + 20
+            while app.polls < 4 and _time.monotonic() < deadline:
+                await pilot.pause(0.05)
+            assert app.polls >= 4
+            panel = pilot.app.query_one(TelemetryPanel)
+            g = report.nvidia.devices[0]
+            widget = panel.gpus[g.nvml_index]
+            assert len(widget.cells["clock_sm"].sparkline.data) >= 3
+            assert 0 < widget.last["clock_sm"].value <= g.sm_clock_max_mhz
+            assert 0 < widget.last["power"].value <= g.power_limit_w * 1.1
+            await pilot.press("q")
+
+    asyncio.run(scenario())
+    assert app.telemetry_worker is not None

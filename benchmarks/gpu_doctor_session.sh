@@ -5,11 +5,13 @@
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/site . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
 # Textual and what it needs, carried as wheels (the image has none): only for the TUI test.
 if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$OUT/install.log" 2>&1
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >"$OUT/install.log" 2>&1
 fi
+# Tracea itself last, with --upgrade: a wheel above (markdown-it-py) made bin/, which pip --target
+# keeps unless told to replace it, and then tracea would have no console script.
+python3 -m pip install -q --no-deps --no-build-isolation --upgrade --target /tmp/site . >>"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
 {
   echo "== machine"; nvidia-smi --query-gpu=name,uuid,pci.bus_id,compute_cap,memory.total,clocks.max.sm,clocks.max.mem,power.limit,persistence_mode,mig.mode.current,pcie.link.gen.max,pcie.link.width.max --format=csv

@@ -12,7 +12,7 @@ from tracea.doctor.errors import SnapshotError
 from tracea.doctor.report import SCHEMA_VERSION, HostReport
 from tracea.doctor.snapshot import build_report, load_snapshot
 
-SNAPSHOTS = ["ci_vm.json", "h200_live.json", "h200_measured.json"]
+SNAPSHOTS = ["ci_vm.json", "h200_live.json", "h100_live.json", "h100_measured.json"]
 
 
 def tracea(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -33,23 +33,25 @@ def test_recorded_snapshot_replays_to_the_saved_report(fixtures, name):
     assert _without_origin(replayed) == _without_origin(saved)
 
 
-def test_h200_snapshot_reports_the_hopper_facts(fixtures):
-    g = load_snapshot(fixtures / "snapshots" / "h200_live.json").nvidia.devices[0]
+@pytest.mark.parametrize(("name", "gpu"), [("h100_live.json", "NVIDIA H100 80GB HBM3"), ("h200_live.json", "NVIDIA H200")])
+def test_hopper_snapshots_report_the_hopper_facts(fixtures, name, gpu):
+    g = load_snapshot(fixtures / "snapshots" / name).nvidia.devices[0]
+    assert g.name == gpu
     assert g.sm_count == 132 and g.compute_capability == "9.0"
     assert g.shared_memory_per_block_optin_bytes == 232448
     assert {"bf16", "fp8"} <= set(g.precisions)
 
 
-def test_h200_rendered_report_says_so(fixtures):
-    out = tracea("doctor", "--input", str(fixtures / "snapshots" / "h200_live.json"), "--plain")
+def test_h100_rendered_report_says_so(fixtures):
+    out = tracea("doctor", "--input", str(fixtures / "snapshots" / "h100_live.json"), "--plain")
     assert out.returncode == 0, out.stderr
     for words in ("132 SMs", "compute capability 9.0", "227 KiB (232448 B)/block opt-in", "bf16", "fp8",
-                  "replay:h200_live.json", "NVIDIA H200"):
+                  "replay:h100_live.json", "NVIDIA H100 80GB HBM3"):
         assert words in out.stdout
 
 
 def test_measured_snapshot_shows_measured_beside_spec(fixtures):
-    report = load_snapshot(fixtures / "snapshots" / "h200_measured.json")
+    report = load_snapshot(fixtures / "snapshots" / "h100_measured.json")
     bw = next(c for c in report.ceilings if c.device == "cuda:0" and c.metric == "memory_bandwidth")
     assert bw.spec and bw.measured and 0.5 < bw.measured / bw.spec < 1.0
     mma = next(c for c in report.ceilings if c.device == "cuda:0" and c.metric == "bf16_tensor_flops")

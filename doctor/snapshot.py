@@ -65,8 +65,24 @@ def nvidia_driver_present() -> bool:
                 or os.path.exists("/dev/dxg") or os.name == "nt")
 
 
-def collect_raw() -> dict[str, Any]:
-    """Every source's raw answers on this machine, gathered concurrently."""
+def _cuda_attributes(nvml_future, use_cache: bool, errors: list[str], timings: dict[str, float]) -> Any:
+    """cuda-core's answers: from the static-attribute cache when it covers every GPU NVML sees,
+    else read live (and remembered)."""
+    path = cuda.cache_path() if use_cache else None
+    nv = nvml_future.result() if use_cache else None
+    if path and nv is not None:
+        hit = cuda.cache_lookup(nv, path)
+        if hit is not None:
+            return hit
+    live = _timed("cuda", cuda.collect, errors, timings)
+    if use_cache and path:
+        cuda.cache_store(nv, live, path)
+    return live
+
+
+def collect_raw(use_cache: bool = True) -> dict[str, Any]:
+    """Every source's raw answers on this machine, gathered concurrently. ``use_cache=False`` reads
+    the static CUDA device attributes live instead of from the cache (see sources/cuda.py)."""
     errors: list[str] = []
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -75,7 +91,12 @@ def collect_raw() -> dict[str, Any]:
             "host": pool.submit(_timed, "host", host.collect, errors, timings),
             "cpu": pool.submit(_timed, "cpu", cpu.collect, errors, timings),
             "nvml": pool.submit(_timed, "nvml", nvml.collect, errors, timings),
-            "cuda": pool.submit(_timed, "cuda", cuda.collect, errors, timings) if nvidia_driver_present() else None,
+        }
+        futures["cuda"] = (
+            pool.submit(_cuda_attributes, futures["nvml"], use_cache, errors, timings)
+            if nvidia_driver_present() else None
+        )
+        futures |= {
             "amd": pool.submit(_timed, "amd", amd.collect, errors, timings),
             "apple": pool.submit(_timed, "apple", apple.collect, errors, timings),
             "toolchains": pool.submit(_timed, "toolchains", toolchains.collect, errors, timings),

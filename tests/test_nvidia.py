@@ -160,3 +160,36 @@ def test_container_without_gpus(h200_raw):
 def test_checks_use_only_interpreted_values(h200_raw):
     report = build_report(h200_raw)
     assert run_checks(h200_raw, report.cpu, report.nvidia, report.toolchains, report.python) == report.checks
+
+
+def test_attribute_cache_hits_only_for_the_same_driver_and_gpus(h200_raw, tmp_path):
+    from tracea.doctor.sources import cuda
+
+    path = str(tmp_path / "cache.json")
+    nv, cu = h200_raw["nvml"], h200_raw["cuda"]
+    assert cuda.cache_lookup(nv, path) is None  # nothing stored yet
+    cuda.cache_store(nv, cu, path)
+    hit = cuda.cache_lookup(nv, path)
+    assert hit["cache"]["hit"] is True and hit["devices"] == cu["devices"]
+    g = nvidia.interpret(nv, hit, {}).devices[0]
+    assert g.sm_count == 132 and g.sources["sm_count"].startswith("cuda-core (cached ")
+
+    upgraded = {**nv, "driver_version": "590.10"}
+    assert cuda.cache_lookup(upgraded, path) is None  # a new driver is a miss, never a stale hit
+    swapped = copy.deepcopy(nv)
+    swapped["devices"][0]["calls"]["uuid"] = "GPU-00000000-1111-2222-3333-444444444444"
+    assert cuda.cache_lookup(swapped, path) is None  # another GPU is a miss
+    assert cuda.cache_lookup({"status": "error", "error": "LibraryNotFound"}, path) is None
+
+    (tmp_path / "cache.json").write_text("{ truncated")
+    assert cuda.cache_lookup(nv, path) is None  # a corrupt cache is a miss, not a crash
+    cuda.cache_store(nv, cu, path)  # and is rewritten whole
+    assert cuda.cache_lookup(nv, path) is not None
+
+
+def test_failed_readings_are_not_cached(h200_raw, tmp_path):
+    from tracea.doctor.sources import cuda
+
+    path = str(tmp_path / "cache.json")
+    cuda.cache_store(h200_raw["nvml"], {"status": "error", "message": "no cuda-core"}, path)
+    assert not (tmp_path / "cache.json").exists()

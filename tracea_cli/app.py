@@ -52,6 +52,9 @@ def doctor(
     ] = False,
     tui: Annotated[bool, typer.Option("--tui", help="Interactive view with live telemetry.")] = False,
     plain: Annotated[bool, typer.Option("--plain", help="No colours or styling, even on a terminal.")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Read the static CUDA device attributes live, not from the cache.")
+    ] = False,
 ) -> None:
     """Diagnose this machine for kernel work: CPU, GPUs, toolchains, ceilings and checks."""
     from tracea.doctor.errors import BadInputError
@@ -75,7 +78,7 @@ def doctor(
         report = load_snapshot(input_file)
         raw = replay_raw(input_file)
     else:
-        raw = collect_raw()
+        raw = collect_raw(use_cache=not no_cache)
         if measure:
             from tracea.doctor.measure import measure_all
 

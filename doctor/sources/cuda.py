@@ -100,3 +100,120 @@ def collect() -> dict[str, Any]:
         devices.append(entry)
     raw["devices"] = devices
     return raw
+
+
+# ------------------------------------------------------------------------------------------------
+# Static attributes cache. Importing cuda-core and cuInit cost most of a second on a GPU machine,
+# and the attributes read here never change for one device under one driver. So a successful
+# reading is kept, keyed by driver version and cuda-core version, and reused only when every GPU
+# NVML now sees (by UUID, MIG instances included) is in it. A new driver, a new cuda-core, a
+# swapped GPU or a new MIG layout is a miss, never a stale hit. `tracea doctor --no-cache` rereads.
+
+CACHE_SCHEMA = 1
+
+
+def cache_path() -> str:
+    import os
+
+    home = os.environ.get("TRACEA_HOME")
+    if home:
+        return os.path.join(home, "cache", "doctor-cuda-attributes.json")
+    from platformdirs import user_cache_dir
+
+    return os.path.join(user_cache_dir("tracea", appauthor=False), "doctor-cuda-attributes.json")
+
+
+def _cuda_core_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cuda-core")
+    except PackageNotFoundError:
+        return None
+
+
+def _norm(uuid: str) -> str:
+    u = uuid.strip().lower()
+    return u.split("-", 1)[1] if u.startswith(("gpu-", "mig-")) else u
+
+
+def nvml_uuids(nvml_raw: dict[str, Any] | None) -> set[str] | None:
+    """Every UUID NVML reports (GPUs and MIG instances), or None when NVML gave no device list."""
+    devices = (nvml_raw or {}).get("devices") if (nvml_raw or {}).get("status") == "ok" else None
+    if not isinstance(devices, list):
+        return None
+    uuids = set()
+    for d in devices:
+        u = (d.get("calls") or {}).get("uuid")
+        if not isinstance(u, str):
+            return None  # a device we cannot name cannot be matched: read live
+        uuids.add(_norm(u))
+        uuids.update(_norm(m["uuid"]) for m in d.get("mig_devices") or [] if isinstance(m.get("uuid"), str))
+    return uuids
+
+
+def _key(nvml_raw: dict[str, Any]) -> str | None:
+    driver, core = nvml_raw.get("driver_version"), _cuda_core_version()
+    if not isinstance(driver, str) or core is None:
+        return None
+    return f"driver {driver} | cuda-core {core}"
+
+
+def cache_lookup(nvml_raw: dict[str, Any] | None, path: str) -> dict[str, Any] | None:
+    """The cached raw answers covering every GPU NVML sees now, or None (a miss, never an error)."""
+    import json
+
+    uuids, key = nvml_uuids(nvml_raw), _key(nvml_raw or {})
+    if not uuids or key is None:
+        return None
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        entry = doc["entries"][key]
+        if doc.get("schema") != CACHE_SCHEMA:
+            return None
+        devices = [d for d in entry["raw"]["devices"] if _norm(d.get("uuid", "")) in uuids]
+        cached = {_norm(d["uuid"]) for d in devices}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    # CUDA may see fewer devices than NVML (CUDA_VISIBLE_DEVICES when it was saved); only a reading
+    # that covers what CUDA can see now is used: every NVML GPU that has no MIG instances.
+    plain_gpus = {_norm(d["calls"]["uuid"]) for d in nvml_raw["devices"] if not d.get("mig_devices")}
+    if not plain_gpus <= cached:
+        return None
+    return {**entry["raw"], "devices": devices, "cache": {"hit": True, "saved_at": entry.get("saved_at"), "path": path}}
+
+
+def cache_store(nvml_raw: dict[str, Any] | None, cuda_raw: dict[str, Any], path: str) -> None:
+    """Merge a successful live reading into the cache (atomically); failures are silently skipped."""
+    import datetime as dt
+    import json
+    import os
+    import tempfile
+
+    key = _key(nvml_raw or {})
+    if key is None or cuda_raw.get("status") != "ok" or not cuda_raw.get("devices"):
+        return
+    if any("error" in d or not d.get("uuid") for d in cuda_raw["devices"]):
+        return
+    try:
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+            if doc.get("schema") != CACHE_SCHEMA:
+                raise ValueError
+        except (OSError, ValueError):
+            doc = {"schema": CACHE_SCHEMA, "entries": {}}
+        old = doc["entries"].get(key, {}).get("raw", {}).get("devices", [])
+        merged = {d["uuid"]: d for d in old if isinstance(d, dict) and d.get("uuid")}
+        merged.update({d["uuid"]: d for d in cuda_raw["devices"]})
+        raw = {k: v for k, v in cuda_raw.items() if k != "cache"}
+        raw["devices"] = list(merged.values())
+        doc["entries"] = {key: {"saved_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "raw": raw}}
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".cuda-attributes.", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home costs only the speed-up

@@ -121,10 +121,12 @@ def interpret(nvml: dict[str, Any] | None, cuda: dict[str, Any] | None, env: dic
             if entry.get("uuid"):
                 cuda_by_uuid[_norm_uuid(entry["uuid"])] = entry
     cuda_reason = None if cuda_ok else ((cuda or {}).get("message") or "cuda-core not collected")
+    cache = (cuda or {}).get("cache") or {}
+    cuda_source = f"cuda-core (cached {cache.get('saved_at')})" if cache.get("hit") else "cuda-core"
 
     visible = resolve_visible(raw_devices, cvd)
     devices = [
-        _device(d, mig_uuid, cuda_index, cuda_by_uuid, cuda_reason)
+        _device(d, mig_uuid, cuda_index, cuda_by_uuid, cuda_reason, cuda_source)
         for cuda_index, (d, mig_uuid) in enumerate(visible)
     ]
     reason = None
@@ -148,6 +150,7 @@ def _device(
     cuda_index: int,
     cuda_by_uuid: dict[str, dict[str, Any]],
     cuda_reason: str | None,
+    cuda_source: str = "cuda-core",
 ) -> NvidiaGpu:
     fs = FieldSet()
     calls = d.get("calls") or {}
@@ -235,7 +238,7 @@ def _device(
     for field, attr in names.items():
         value = attrs.get(attr)
         if value is not None and not isinstance(value, dict):
-            fs.put(field, bool(value) if field in ("cluster_launch", "tma") else int(value), "cuda-core")
+            fs.put(field, bool(value) if field in ("cluster_launch", "tma") else int(value), cuda_source)
 
     # The table for what cuda-core could not give.
     why_table = f"cuda-core unavailable ({cuda_reason}); " if cuda_reason else ""

@@ -47,9 +47,6 @@ class Record:
             kwargs[key] = value
         return cls(**kwargs)
 
-    def get(self, name: str) -> Any:
-        return getattr(self, name)
-
 
 def _dump(value: Any) -> Any:
     if isinstance(value, Record):

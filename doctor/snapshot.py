@@ -219,8 +219,9 @@ def write_json_atomic(path: str | os.PathLike[str], document: Any) -> None:
         raise
 
 
-def load_snapshot(path: str | os.PathLike[str]) -> HostReport:
-    """A saved snapshot (re-interpreted from its raw answers) or a saved report, validated."""
+def read_snapshot(path: str | os.PathLike[str]) -> tuple[HostReport, dict[str, Any] | None]:
+    """A saved snapshot (re-interpreted from its raw answers) or a saved report, validated:
+    (report, raw answers or None for a report-only file)."""
     p = Path(path)
     try:
         text = p.read_text()
@@ -249,21 +250,21 @@ def load_snapshot(path: str | os.PathLike[str]) -> HostReport:
             raw = doc.get("raw")
             if not isinstance(raw, dict):
                 raise SnapshotError(f"snapshot {p} has no raw answers")
-            report = build_report(raw, origin=f"replay:{p.name}")
-            _CACHE_REPLAY[str(p)] = raw
-            return report
+            return build_report(raw, origin=f"replay:{p.name}"), raw
         body = {k: v for k, v in doc.items() if k != "kind"}
-        report = HostReport.from_json(body)
-        return HostReport.from_json({**report.to_json(), "origin": f"report:{p.name}"})
+        report = HostReport.from_json({**HostReport.from_json(body).to_json(), "origin": f"report:{p.name}"})
+        return report, None
     except SnapshotError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise SnapshotError(f"snapshot {p} is malformed: {type(exc).__name__}: {exc}") from None
 
 
-_CACHE_REPLAY: dict[str, dict[str, Any]] = {}
+def load_snapshot(path: str | os.PathLike[str]) -> HostReport:
+    """The report of a saved snapshot or report file (see ``read_snapshot``)."""
+    return read_snapshot(path)[0]
 
 
 def replay_raw(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The raw answers of a snapshot loaded with ``load_snapshot`` (for re-saving a replay)."""
-    return _CACHE_REPLAY.get(str(Path(path)))
+    """The raw answers of a saved snapshot (None for a report-only file)."""
+    return read_snapshot(path)[1]

@@ -61,8 +61,7 @@ def doctor(
     from tracea.doctor.snapshot import (
         build_report,
         collect_raw,
-        load_snapshot,
-        replay_raw,
+        read_snapshot,
         report_document,
         snapshot_document,
         write_json_atomic,
@@ -75,8 +74,7 @@ def doctor(
 
     raw: dict[str, Any] | None
     if input_file is not None:
-        report = load_snapshot(input_file)
-        raw = replay_raw(input_file)
+        report, raw = read_snapshot(input_file)
     else:
         raw = collect_raw(use_cache=not no_cache)
         if measure:

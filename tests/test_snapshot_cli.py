@@ -185,3 +185,11 @@ def test_version_and_help():
     assert out.returncode == 0 and out.stdout.strip() == f"tracea {version('tracea')}"
     helped = tracea("--help")
     assert helped.returncode == 0 and "doctor" in helped.stdout
+
+
+def test_unwritable_save_path_is_bad_input(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    out = tracea("doctor", "--save", str(blocker / "snap.json"))
+    assert out.returncode == 2 and out.stderr.startswith("error: cannot write snapshot")
+    assert "Traceback" not in out.stderr

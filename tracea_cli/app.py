@@ -86,7 +86,10 @@ def doctor(
     if save is not None:
         if raw is None:
             raise BadInputError(f"{input_file} is a report without raw answers; only snapshots can be re-saved")
-        write_json_atomic(save, snapshot_document(raw, report))
+        try:
+            write_json_atomic(save, snapshot_document(raw, report))
+        except OSError as exc:
+            raise BadInputError(f"cannot write snapshot to {save}: {exc.strerror or exc}") from None
 
     if tui:
         from tracea.tui.doctor_app import run_doctor_tui

@@ -1,0 +1,385 @@
+"""Operations as frozen values: validated at construction, with FLOP and byte counts, fresh random
+inputs (never zeros) and float64 NumPy references.
+
+A bad size raises ``BadInputError`` naming the field, so ``tracea bench gemm --m 0`` stops with one
+line before anything is built.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tracea.doctor.errors import BadInputError
+
+from .dtypes import DType, parse_dtype, to_float64, to_storage
+
+SCHEMA_VERSION = 1
+MAX_DIM = 2**31 - 1  # kernels index with 32-bit signed ints per dimension
+MAX_ELEMENTS = 2**40  # per tensor: far beyond any device, small enough for 64-bit offsets
+
+EPILOGUES = ("bias", "relu", "gelu", "scale", "residual")
+LAYOUTS = ("row", "col")
+CONV_LAYOUTS = ("nchw", "nhwc")
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise BadInputError(f"{name}: expected a positive integer, got {value!r}")
+    if value <= 0:
+        raise BadInputError(f"{name}: must be positive, got {value}")
+    if value > MAX_DIM:
+        raise BadInputError(f"{name}: {value} exceeds the largest supported size {MAX_DIM}")
+    return int(value)
+
+
+def _non_negative(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0 or value > MAX_DIM:
+        raise BadInputError(f"{name}: expected a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _elements(name: str, *dims: int) -> int:
+    count = math.prod(dims)
+    if count > MAX_ELEMENTS:
+        raise BadInputError(f"{name}: {' x '.join(map(str, dims))} = {count} elements is too large (max {MAX_ELEMENTS})")
+    return count
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """tanh approximation (as PyTorch's gelu(approximate='tanh') and most fused epilogues)."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType, scale: float = 1.0) -> np.ndarray:
+    # Normal values: never zeros, signs mixed, magnitudes that keep fp16 sums in range.
+    return to_storage(rng.standard_normal(shape, dtype=np.float32) * np.float32(scale), dtype)
+
+
+class Op:
+    """Common behaviour of the operations (frozen dataclasses)."""
+
+    kind: ClassVar[str]
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)  # type: ignore[call-overload]
+        for k, v in d.items():
+            if isinstance(v, DType):
+                d[k] = v.value
+            elif isinstance(v, tuple):
+                d[k] = list(v)
+        return {"op": self.kind, "schema_version": SCHEMA_VERSION, **d}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Op:
+        data = dict(data)
+        kind = data.pop("op", None)
+        if data.pop("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+            raise BadInputError("op: unsupported schema_version")
+        cls = OPS.get(kind)  # type: ignore[arg-type]
+        if cls is None:
+            raise BadInputError(f"op: unknown operation {kind!r}; known: {', '.join(OPS)}")
+        for k, v in data.items():
+            if isinstance(v, list):
+                data[k] = tuple(v)
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise BadInputError(f"{kind}: {exc}") from None
+
+    @property
+    def signature(self) -> str:
+        """A stable one-line key for caches and databases."""
+        parts = [f"{k}={v.value if isinstance(v, DType) else v}" for k, v in asdict(self).items()]  # type: ignore[call-overload]
+        return f"{self.kind}(" + ",".join(parts) + ")"
+
+
+@dataclass(frozen=True)
+class Gemm(Op):
+    """C[m, n] = epilogue(A[m, k] @ B[k, n]). ``layout_a``/``layout_b``: "row" (k contiguous for A,
+    n contiguous for B) or "col". Epilogue ops apply in order: bias (length n), relu, gelu (tanh),
+    scale (by ``alpha``), residual (add an m x n tensor)."""
+
+    m: int
+    n: int
+    k: int
+    dtype: DType = DType.FP32
+    layout_a: str = "row"
+    layout_b: str = "row"
+    epilogue: tuple[str, ...] = ()
+    alpha: float = 1.0
+    kind: ClassVar[str] = "gemm"
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k"):
+            object.__setattr__(self, name, _positive(name, getattr(self, name)))
+        object.__setattr__(self, "dtype", parse_dtype(self.dtype))
+        for name in ("layout_a", "layout_b"):
+            if getattr(self, name) not in LAYOUTS:
+                raise BadInputError(f"{name}: expected 'row' or 'col', got {getattr(self, name)!r}")
+        epi = tuple(self.epilogue.split(",")) if isinstance(self.epilogue, str) else tuple(self.epilogue)
+        epi = tuple(e.strip() for e in epi if e.strip())
+        for e in epi:
+            if e not in EPILOGUES:
+                raise BadInputError(f"epilogue: unknown op {e!r}; choose from {', '.join(EPILOGUES)}")
+        if len(set(epi)) != len(epi):
+            raise BadInputError(f"epilogue: an op appears twice in {','.join(epi)}")
+        object.__setattr__(self, "epilogue", epi)
+        if not math.isfinite(float(self.alpha)):
+            raise BadInputError(f"alpha: must be finite, got {self.alpha}")
+        object.__setattr__(self, "alpha", float(self.alpha))
+        _elements("A (m x k)", self.m, self.k)
+        _elements("B (k x n)", self.k, self.n)
+        _elements("C (m x n)", self.m, self.n)
+
+    @property
+    def flops(self) -> int:
+        epi = {"bias": 1, "relu": 1, "gelu": 8, "scale": 1, "residual": 1}
+        return 2 * self.m * self.n * self.k + sum(epi[e] for e in self.epilogue) * self.m * self.n
+
+    @property
+    def bytes(self) -> int:
+        """The fewest bytes a kernel moves: each input read once, the output written once."""
+        size = self.dtype.itemsize
+        total = (self.m * self.k + self.k * self.n + self.m * self.n) * size
+        total += self.n * size if "bias" in self.epilogue else 0
+        total += self.m * self.n * size if "residual" in self.epilogue else 0
+        return total
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        s = {
+            "a": (self.m, self.k) if self.layout_a == "row" else (self.k, self.m),
+            "b": (self.k, self.n) if self.layout_b == "row" else (self.n, self.k),
+        }
+        if "bias" in self.epilogue:
+            s["bias"] = (self.n,)
+        if "residual" in self.epilogue:
+            s["residual"] = (self.m, self.n)
+        return s
+
+    def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        # Scale so each dot product has unit variance whatever k is (fp16 stays in range).
+        scale = 1.0 / math.sqrt(math.sqrt(self.k))
+        return {name: _random(rng, shape, self.dtype, scale if name in ("a", "b") else 1.0)
+                for name, shape in self.shapes().items()}
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        a = to_float64(inputs["a"], self.dtype)
+        b = to_float64(inputs["b"], self.dtype)
+        a = a if self.layout_a == "row" else a.T
+        b = b if self.layout_b == "row" else b.T
+        c = a @ b
+        for e in self.epilogue:
+            if e == "bias":
+                c = c + to_float64(inputs["bias"], self.dtype)[None, :]
+            elif e == "relu":
+                c = np.maximum(c, 0.0)
+            elif e == "gelu":
+                c = _gelu(c)
+            elif e == "scale":
+                c = c * self.alpha
+            elif e == "residual":
+                c = c + to_float64(inputs["residual"], self.dtype)
+        return c
+
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.m, self.n)
+
+
+def _pair(name: str, value: Any, check) -> tuple[int, int]:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise BadInputError(f"{name}: expected one integer or two (h, w), got {value!r}")
+        return check(f"{name}[0]", value[0]), check(f"{name}[1]", value[1])
+    v = check(name, value)
+    return v, v
+
+
+@dataclass(frozen=True)
+class Conv2d(Op):
+    """2-D convolution (cross-correlation, as in PyTorch): input N x C x H x W (or NHWC), filter
+    K x C/groups x R x S (or K x R x S x C/groups for NHWC), output N x K x P x Q (or NHWC).
+    Lowered to implicit GEMM: GEMM_M = N*P*Q, GEMM_N = K, GEMM_K = C/groups*R*S."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+    layout: str = "nchw"
+    bias: bool = False
+    dtype: DType = DType.FP32
+    kind: ClassVar[str] = "conv2d"
+
+    def __post_init__(self) -> None:
+        for name in ("n", "c", "h", "w", "k", "r", "s", "groups"):
+            object.__setattr__(self, name, _positive(name, getattr(self, name)))
+        object.__setattr__(self, "stride", _pair("stride", self.stride, _positive))
+        object.__setattr__(self, "padding", _pair("padding", self.padding, _non_negative))
+        object.__setattr__(self, "dilation", _pair("dilation", self.dilation, _positive))
+        object.__setattr__(self, "dtype", parse_dtype(self.dtype))
+        layout = str(self.layout).lower()
+        if layout not in CONV_LAYOUTS:
+            raise BadInputError(f"layout: expected nchw or nhwc, got {self.layout!r}")
+        object.__setattr__(self, "layout", layout)
+        object.__setattr__(self, "bias", bool(self.bias))
+        if self.c % self.groups:
+            raise BadInputError(f"groups: c={self.c} is not divisible by groups={self.groups}")
+        if self.k % self.groups:
+            raise BadInputError(f"groups: k={self.k} is not divisible by groups={self.groups}")
+        for axis, size, filt, i in (("h", self.h, self.r, 0), ("w", self.w, self.s, 1)):
+            span = self.dilation[i] * (filt - 1) + 1
+            if size + 2 * self.padding[i] < span:
+                raise BadInputError(
+                    f"{'r' if i == 0 else 's'}: the dilated filter ({span}) is larger than the padded input "
+                    f"{axis} ({size} + 2 x {self.padding[i]})")
+        _elements("input", self.n, self.c, self.h, self.w)
+        _elements("filter", self.k, self.c // self.groups, self.r, self.s)
+        _elements("output", self.n, self.k, self.p, self.q)
+        _elements("GEMM (M x K)", self.gemm_m, self.gemm_k)
+
+    @property
+    def p(self) -> int:
+        return (self.h + 2 * self.padding[0] - self.dilation[0] * (self.r - 1) - 1) // self.stride[0] + 1
+
+    @property
+    def q(self) -> int:
+        return (self.w + 2 * self.padding[1] - self.dilation[1] * (self.s - 1) - 1) // self.stride[1] + 1
+
+    @property
+    def gemm_m(self) -> int:
+        return self.n * self.p * self.q
+
+    @property
+    def gemm_n(self) -> int:
+        return self.k
+
+    @property
+    def gemm_k(self) -> int:
+        return (self.c // self.groups) * self.r * self.s
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.gemm_m * self.gemm_n * self.gemm_k + (self.gemm_m * self.gemm_n if self.bias else 0)
+
+    @property
+    def bytes(self) -> int:
+        size = self.dtype.itemsize
+        elems = self.n * self.c * self.h * self.w + self.k * (self.c // self.groups) * self.r * self.s
+        elems += self.n * self.k * self.p * self.q + (self.k if self.bias else 0)
+        return elems * size
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        cg = self.c // self.groups
+        if self.layout == "nchw":
+            s = {"x": (self.n, self.c, self.h, self.w), "weight": (self.k, cg, self.r, self.s)}
+        else:
+            s = {"x": (self.n, self.h, self.w, self.c), "weight": (self.k, self.r, self.s, cg)}
+        if self.bias:
+            s["bias"] = (self.k,)
+        return s
+
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.n, self.k, self.p, self.q) if self.layout == "nchw" else (self.n, self.p, self.q, self.k)
+
+    def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        scale = 1.0 / math.sqrt(math.sqrt(self.gemm_k))
+        return {name: _random(rng, shape, self.dtype, 1.0 if name == "bias" else scale)
+                for name, shape in self.shapes().items()}
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        x = to_float64(inputs["x"], self.dtype)
+        wt = to_float64(inputs["weight"], self.dtype)
+        if self.layout == "nhwc":
+            x = x.transpose(0, 3, 1, 2)
+            wt = wt.transpose(0, 3, 1, 2)
+        (sh, sw), (ph, pw), (dh, dw) = self.stride, self.padding, self.dilation
+        x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        g, cg, kg = self.groups, self.c // self.groups, self.k // self.groups
+        out = np.empty((self.n, self.k, self.p, self.q))
+        for gi in range(g):
+            xg = x[:, gi * cg:(gi + 1) * cg]
+            wg = wt[gi * kg:(gi + 1) * kg]
+            acc = np.zeros((self.n, kg, self.p, self.q))
+            for ri in range(self.r):
+                for si in range(self.s):
+                    patch = xg[:, :, ri * dh: ri * dh + sh * (self.p - 1) + 1: sh,
+                               si * dw: si * dw + sw * (self.q - 1) + 1: sw]  # N x Cg x P x Q
+                    acc += np.einsum("ncpq,kc->nkpq", patch, wg[:, :, ri, si], optimize=True)
+            out[:, gi * kg:(gi + 1) * kg] = acc
+        if self.bias:
+            out += to_float64(inputs["bias"], self.dtype)[None, :, None, None]
+        return out if self.layout == "nchw" else out.transpose(0, 2, 3, 1)
+
+
+@dataclass(frozen=True)
+class Softmax(Op):
+    """Row-wise softmax over the last axis of a rows x cols matrix, numerically stable."""
+
+    rows: int
+    cols: int
+    dtype: DType = DType.FP32
+    kind: ClassVar[str] = "softmax"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rows", _positive("rows", self.rows))
+        object.__setattr__(self, "cols", _positive("cols", self.cols))
+        object.__setattr__(self, "dtype", parse_dtype(self.dtype))
+        _elements("input (rows x cols)", self.rows, self.cols)
+
+    @property
+    def flops(self) -> int:
+        # max, subtract, exp, sum, scale: 5 per element (an exp counted as one)
+        return 5 * self.rows * self.cols
+
+    @property
+    def bytes(self) -> int:
+        return 2 * self.rows * self.cols * self.dtype.itemsize
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"x": (self.rows, self.cols)}
+
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.rows, self.cols)
+
+    def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        # A wide spread (and an offset) so that a kernel without the max subtraction overflows.
+        x = rng.standard_normal((self.rows, self.cols), dtype=np.float32) * 4 + 40
+        return {"x": to_storage(x, self.dtype)}
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        x = to_float64(inputs["x"], self.dtype)
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+
+OPS: dict[str, type] = {"gemm": Gemm, "conv2d": Conv2d, "softmax": Softmax}
+
+
+def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """||out - ref|| / ||ref|| in float64; NaN or a shape mismatch is an infinite error."""
+    out = np.asarray(out, dtype=np.float64)
+    if out.shape != ref.shape or not np.all(np.isfinite(out)):
+        return math.inf
+    denom = float(np.linalg.norm(ref))
+    return float(np.linalg.norm(out - ref)) / (denom if denom > 0 else 1.0)
+
+
+def tolerance(op: Op) -> float:
+    """Relative-error bound for a correct kernel: the output's own rounding plus accumulation."""
+    dtype: DType = op.dtype  # type: ignore[attr-defined]
+    if dtype is DType.FP32:
+        return 1e-4
+    return 8 * dtype.unit_roundoff  # output rounding dominates: ~3e-2 bf16, ~4e-3 fp16
+
+
+__all__ = ["Gemm", "Conv2d", "Softmax", "Op", "OPS", "DType", "relative_error", "tolerance"]

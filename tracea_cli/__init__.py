@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["__version__", "TraceaError", "BadInputError", "UnsupportedError", "probe"]
+__all__ = ["__version__", "Context", "TraceaError", "BadInputError", "UnsupportedError", "probe"]
 
 
 def _version() -> str:
@@ -27,6 +27,10 @@ def __getattr__(name: str) -> Any:
         from tracea.doctor import errors
 
         return getattr(errors, name)
+    if name == "Context":
+        from tracea.context import Context
+
+        return Context
     if name == "probe":
         from tracea.doctor import probe
 

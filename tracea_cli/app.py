@@ -106,6 +106,11 @@ def doctor(
     render_doctor(report, plain=plain, saved_to=save)
 
 
+from tracea import cmd_kernels  # noqa: E402  (each command module imports only Typer at load)
+
+cmd_kernels.register(app)
+
+
 def build_command() -> Any:
     """The Click command behind the app (the console script runs it under Tracea's error policy)."""
     return typer.main.get_command(app)

@@ -1,0 +1,120 @@
+"""The library each Tracea kernel is measured against, computing the same function in the same process.
+
+gemm: NumPy's matmul (its BLAS, e.g. OpenBLAS) plus the epilogue in NumPy; conv2d: torch's CPU
+convolution when torch is installed; softmax: torch.softmax when torch is installed, else NumPy.
+16-bit inputs are widened to float32 once, outside the timed call (NumPy has no bf16 arithmetic), so
+the baseline does fp32 work: the comparison says so in its name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracea.kernels import Conv2d, DType, Gemm, Op, Softmax
+from tracea.kernels.dtypes import to_float64
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str
+    run: Callable[[], np.ndarray] | None  # None: unavailable here
+    reason: str | None = None  # why unavailable
+
+
+def _f32(x: np.ndarray, dtype: DType) -> np.ndarray:
+    return np.ascontiguousarray(to_float64(x, dtype).astype(np.float32) if dtype is not DType.FP32 else x)
+
+
+def _blas_name() -> str:
+    try:
+        cfg = np.show_config(mode="dicts")  # numpy >= 1.25
+        blas = cfg["Build Dependencies"]["blas"]
+        return f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
+    except Exception:  # noqa: BLE001
+        return "BLAS"
+
+
+def gemm_baseline(op: Gemm, inputs: dict[str, np.ndarray]) -> Baseline:
+    a, b = _f32(inputs["a"], op.dtype), _f32(inputs["b"], op.dtype)
+    a = a if op.layout_a == "row" else a.T
+    b = b if op.layout_b == "row" else b.T
+    out = np.empty((op.m, op.n), np.float32)
+    extra = {k: _f32(v, op.dtype) for k, v in inputs.items() if k in ("bias", "residual")}
+    c0 = math.sqrt(2.0 / math.pi)
+
+    def run() -> np.ndarray:
+        np.matmul(a, b, out=out)
+        for e in op.epilogue:
+            if e == "bias":
+                out += extra["bias"]
+            elif e == "relu":
+                np.maximum(out, 0, out=out)
+            elif e == "gelu":
+                out[...] = 0.5 * out * (1 + np.tanh(c0 * (out + 0.044715 * out**3)))
+            elif e == "scale":
+                out *= np.float32(op.alpha)
+            elif e == "residual":
+                out += extra["residual"]
+        return out
+
+    suffix = "" if op.dtype is DType.FP32 else f", {op.dtype.value} inputs widened to fp32"
+    return Baseline(f"numpy.matmul ({_blas_name()}{suffix})", run)
+
+
+def _torch():
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+
+    return torch
+
+
+def conv2d_baseline(op: Conv2d, inputs: dict[str, np.ndarray]) -> Baseline:
+    torch = _torch()
+    if torch is None:
+        return Baseline("torch.nn.functional.conv2d", None, "torch is not installed (pip install 'tracea[torch]')")
+    x = torch.from_numpy(_f32(inputs["x"], op.dtype))
+    w = torch.from_numpy(_f32(inputs["weight"], op.dtype))
+    bias = torch.from_numpy(_f32(inputs["bias"], op.dtype)) if op.bias else None
+    if op.layout == "nhwc":
+        x = x.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+        w = w.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+
+    def run() -> np.ndarray:
+        with torch.no_grad():
+            y = torch.nn.functional.conv2d(x, w, bias, op.stride, op.padding, op.dilation, op.groups)
+        return (y.permute(0, 2, 3, 1) if op.layout == "nhwc" else y).numpy()
+
+    return Baseline(f"torch {torch.__version__} conv2d (CPU, fp32)", run)
+
+
+def softmax_baseline(op: Softmax, inputs: dict[str, np.ndarray]) -> Baseline:
+    x = _f32(inputs["x"], op.dtype)
+    torch = _torch()
+    if torch is not None:
+        tx = torch.from_numpy(x)
+        return Baseline(f"torch {torch.__version__} softmax (CPU, fp32)", lambda: torch.softmax(tx, dim=1).numpy())
+    out = np.empty_like(x)
+
+    def run() -> np.ndarray:
+        np.subtract(x, x.max(axis=1, keepdims=True), out=out)
+        np.exp(out, out=out)
+        out /= out.sum(axis=1, keepdims=True)
+        return out
+
+    return Baseline("numpy softmax (fp32)", run)
+
+
+def baseline_for(op: Op, inputs: dict[str, np.ndarray]) -> Baseline:
+    if isinstance(op, Gemm):
+        return gemm_baseline(op, inputs)
+    if isinstance(op, Conv2d):
+        return conv2d_baseline(op, inputs)
+    if isinstance(op, Softmax):
+        return softmax_baseline(op, inputs)
+    return Baseline("none", None, f"no baseline for {op.kind}")

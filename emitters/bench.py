@@ -1,0 +1,208 @@
+"""``tracea bench``: one Tracea kernel against its baseline, in the same process, verified first.
+
+1. The decision engine picks the variant (precision fallback included); the schedule is the tuned one
+   when the tuning database has it, else the hero schedule.
+2. Fresh random inputs (never zeros; the seed is recorded) and a float64 reference.
+3. The first run happens in a forked child: a kernel that crashes or hangs there is a recorded
+   ``runtime_failed`` / ``timeout``, not the end of Tracea. A wrong answer is ``wrong_result`` and is
+   never timed.
+4. Tracea and the baseline are timed interleaved after warm-up: median and p95; the ratio is
+   baseline time / Tracea time (> 1: Tracea is faster).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import math
+import os
+import secrets
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tracea.doctor.errors import CompileError, ToolchainMissingError
+from tracea.doctor.fingerprint import fingerprint
+from tracea.doctor.plan import Decision, plan
+from tracea.doctor.report import HostReport
+from tracea.kernels import Op, relative_error, tolerance
+from tracea.kernels.dtypes import parse_dtype, to_float64
+from tracea.reports.metrics import MetricsRow
+
+from . import registry
+from .baselines import baseline_for
+from .timing import Timing, interleaved
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    op: Op
+    decision: Decision
+    status: str  # a MetricsRow status
+    seed: int
+    variant: str | None = None
+    schedule: dict[str, Any] | None = None
+    schedule_source: str | None = None  # "tuned" | "hero"
+    error: str | None = None
+    rel_err: float | None = None
+    tolerance: float | None = None
+    tracea: Timing | None = None
+    baseline_name: str | None = None
+    baseline: Timing | None = None
+    baseline_rel_err: float | None = None
+    baseline_reason: str | None = None
+    compile_s: float | None = None
+    cache_hit: bool | None = None
+    fingerprint: str = ""
+    timestamp: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+
+    @property
+    def tflops(self) -> float | None:
+        return self.op.flops / (self.tracea.p50_ms * 1e-3) / 1e12 if self.tracea else None  # type: ignore[attr-defined]
+
+    @property
+    def gbps(self) -> float | None:
+        return self.op.bytes / (self.tracea.p50_ms * 1e-3) / 1e9 if self.tracea else None  # type: ignore[attr-defined]
+
+    @property
+    def ratio(self) -> float | None:
+        if self.tracea and self.baseline:
+            return self.baseline.p50_ms / self.tracea.p50_ms
+        return None
+
+    def row(self) -> MetricsRow:
+        shape = {k: v for k, v in self.op.to_json().items() if k not in ("op", "schema_version", "dtype")}
+        return MetricsRow(
+            timestamp=self.timestamp, op=self.op.kind, shape=json.dumps(shape, sort_keys=True),
+            dtype=self.op.dtype.value, backend=self.decision.backend or "", variant=self.variant or "",  # type: ignore[attr-defined]
+            schedule=json.dumps(self.schedule, sort_keys=True) if self.schedule else "", status=self.status,
+            p50_ms=self.tracea.p50_ms if self.tracea else None, p95_ms=self.tracea.p95_ms if self.tracea else None,
+            tflops=self.tflops, gbps=self.gbps, rel_err=self.rel_err, baseline=self.baseline_name,
+            baseline_p50_ms=self.baseline.p50_ms if self.baseline else None, ratio=self.ratio,
+            env_fingerprint=self.fingerprint,
+        )
+
+
+def _rel_err_no_blas(out: np.ndarray, ref: np.ndarray) -> float:
+    """relative_error without BLAS calls: safe in a forked child of a process running OpenBLAS threads."""
+    out = np.asarray(out, dtype=np.float64)
+    if out.shape != ref.shape or not np.all(np.isfinite(out)):
+        return math.inf
+    d = out - ref
+    den = math.sqrt(float(np.sum(ref * ref)))
+    return math.sqrt(float(np.sum(d * d))) / (den if den > 0 else 1.0)
+
+
+def run_isolated(fn: Callable[[], float], timeout_s: float) -> tuple[str, float | None, str | None]:
+    """Run ``fn`` (which returns a number) in a forked child: (status, value, error text).
+    status: "ok", "runtime_failed" (an exception or a signal) or "timeout"."""
+    if not hasattr(os, "fork"):
+        try:
+            return "ok", fn(), None
+        except Exception as exc:  # noqa: BLE001
+            return "runtime_failed", None, f"{type(exc).__name__}: {exc}"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller's code
+        os.close(r)
+        try:
+            msg = {"value": fn()}
+        except BaseException as exc:  # noqa: BLE001
+            msg = {"error": f"{type(exc).__name__}: {exc}"}
+        os.write(w, json.dumps(msg).encode())
+        os._exit(0)
+    os.close(w)
+    deadline = time.monotonic() + timeout_s
+    status = None
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.005)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(r)
+        return "timeout", None, f"the kernel did not finish within {timeout_s:.0f} s"
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return "runtime_failed", None, f"the kernel crashed with {signal.Signals(sig).name}"
+    try:
+        msg = json.loads(data or b"{}")
+    except ValueError:
+        msg = {}
+    if "value" in msg:
+        return "ok", float(msg["value"]), None
+    return "runtime_failed", None, msg.get("error", f"the verification process exited with {os.WEXITSTATUS(status)}")
+
+
+def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None = None, repeats: int = 10,
+          warmup: int = 2, min_seconds: float = 0.5, seed: int | None = None, timeout_s: float = 120.0,
+          tuned: Callable[[Op, str], dict[str, Any] | None] | None = None) -> BenchResult:
+    """Plan, build, verify and time ``op``. ``tuned(op, variant_id)`` may return a stored schedule."""
+    decision = plan(op, host, registry.all_variants(backend), precision=precision, backend=backend)
+    variant_id = decision.require()
+    if decision.precision and decision.precision != op.dtype.value:  # type: ignore[attr-defined]
+        op = dataclasses.replace(op, dtype=parse_dtype(decision.precision))  # type: ignore[type-var]
+    seed = secrets.randbits(32) if seed is None else seed
+    fp = fingerprint(host, backend)
+    base = {"op": op, "decision": decision, "seed": seed, "variant": variant_id, "fingerprint": fp}
+
+    mod = registry.backend_module(backend)
+    variant = registry.variant(variant_id)
+    stored = tuned(op, variant_id) if tuned else None
+    schedule = mod.hero_schedule(op, variant, host)
+    if stored:
+        schedule = type(schedule).from_json(stored)
+    base |= {"schedule": schedule.to_json(), "schedule_source": "tuned" if stored else "hero"}
+    try:
+        kernel = mod.build(op, variant, schedule, host)
+    except ToolchainMissingError:
+        raise
+    except CompileError as exc:
+        return BenchResult(status="compile_failed", error=exc.message, **base)
+    art = kernel.artifact
+    base |= {"compile_s": getattr(art, "compile_seconds", None), "cache_hit": getattr(art, "cache_hit", None)}
+
+    rng = np.random.default_rng(seed)
+    inputs = op.random_inputs(rng)
+    ref = op.reference(inputs)
+    tol = tolerance(op)
+    out = np.empty(op.output_shape(), op.dtype.storage)  # type: ignore[attr-defined]
+
+    def first_run() -> float:
+        out.fill(np.nan if out.dtype.kind == "f" else 0x7FC0)  # poison: every element must be written
+        kernel(inputs, out)
+        return _rel_err_no_blas(to_float64(out, op.dtype), ref)  # type: ignore[attr-defined]
+
+    status, err, text = run_isolated(first_run, timeout_s)
+    if status != "ok":
+        return BenchResult(status=status, error=text, tolerance=tol, **base)
+    if not err <= tol:  # NaN and inf fail too
+        return BenchResult(status="wrong_result", rel_err=err, tolerance=tol,
+                           error=f"relative error {err:.3g} exceeds {tol:.1g}", **base)
+
+    baseline = baseline_for(op, inputs)
+    contenders: dict[str, Callable[[], object]] = {"tracea": lambda: kernel(inputs, out)}
+    if baseline.run is not None:
+        contenders["baseline"] = baseline.run
+    kernel(inputs, out)  # the same check in this process, on the buffers that will be timed
+    err = relative_error(to_float64(out, op.dtype), ref)  # type: ignore[attr-defined]
+    if not err <= tol:
+        return BenchResult(status="wrong_result", rel_err=err, tolerance=tol,
+                           error=f"relative error {err:.3g} exceeds {tol:.1g} (in-process run)", **base)
+    base_err = relative_error(np.asarray(baseline.run(), dtype=np.float64), ref) if baseline.run else None
+    timings = interleaved(contenders, warmup=warmup, repeats=repeats, min_seconds=min_seconds)
+    return BenchResult(
+        status="ok", rel_err=err, tolerance=tol, tracea=timings["tracea"], baseline_name=baseline.name,
+        baseline=timings.get("baseline"), baseline_rel_err=base_err, baseline_reason=baseline.reason, **base,
+    )

@@ -1,0 +1,1 @@
+"""Evidence: metrics rows (CSV/JSONL), IR dumps, kernel metadata, env fingerprints, repro bundles."""

@@ -1,0 +1,102 @@
+"""``tracea plan``, ``tracea emit`` and ``tracea bench``: one op-flag set (op_options.py), three verbs.
+Each verb imports its layers when it runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .op_options import add_op_commands, option
+
+BACKEND = option("backend", str | None, None, "--backend", help="Restrict to one backend (cpu; cuda, hip, metal as they land).")
+PRECISION = option("precision", str | None, None, "--precision", help="Requested precision (default: --dtype); falls back BF16 -> FP16 -> FP32.")
+JSON = option("json_out", bool, False, "--json", help="Print JSON.")
+
+
+def _host() -> Any:
+    from tracea.doctor import probe
+
+    return probe()
+
+
+def do_plan(op: Any, backend: str | None, precision: str | None, json_out: bool) -> None:
+    from tracea.render_kernels import plan_table
+    from tracea.doctor.plan import plan
+    from tracea.emitters.registry import all_variants
+
+    decision = plan(op, _host(), all_variants(backend) if backend else all_variants(), precision=precision, backend=backend)
+    if json_out:
+        import json
+
+        typer.echo(json.dumps(decision.to_json(), indent=1))
+        return
+    plan_table(decision)
+
+
+def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json_out: bool) -> None:
+    import json
+
+    from tracea.doctor.plan import plan
+    from tracea.emitters import registry
+
+    backend = backend or "cpu"
+    host = _host()
+    decision = plan(op, host, registry.all_variants(backend), precision=precision, backend=backend)
+    variant = registry.variant(decision.require())
+    mod = registry.backend_module(backend)
+    schedule = mod.hero_schedule(op, variant, host)
+    paths = mod.emit(op, variant, schedule, host, out)
+    if json_out:
+        typer.echo(json.dumps({"variant": variant.id, "schedule": schedule.to_json(), "files": [str(p) for p in paths]}, indent=1))
+        return
+    typer.echo(f"{variant.id} · schedule {json.dumps(schedule.to_json())}")
+    for p in paths:
+        typer.echo(f"  wrote {p}")
+
+
+def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, warmup: int, seed: int | None,
+             json_out: bool, csv_out: bool) -> None:
+    from tracea.render_kernels import bench_table
+    from tracea.doctor.errors import TraceaError
+    from tracea.emitters.bench import bench
+    from tracea.reports.metrics import to_csv, to_jsonl
+
+    result = bench(op, _host(), backend=backend or "cpu", precision=precision, repeats=repeat, warmup=warmup, seed=seed)
+    if json_out:
+        typer.echo(to_jsonl([result.row()]), nl=False)
+    elif csv_out:
+        typer.echo(to_csv([result.row()]), nl=False)
+    else:
+        bench_table(result)
+    if result.status != "ok":
+        raise TraceaError(f"{result.status}: {result.error}",
+                          "the metrics row above records it; rerun with the same --seed to reproduce")
+
+
+plan_app = typer.Typer(help="Rank the kernel variants for an operation on this machine, and say why.", no_args_is_help=True)
+emit_app = typer.Typer(help="Write the generated kernel source, its schedule and metadata.", no_args_is_help=True)
+bench_app = typer.Typer(help="Measure a Tracea kernel against the vendor library in the same run.", no_args_is_help=True)
+
+add_op_commands(plan_app, [BACKEND, PRECISION, JSON], do_plan, "Plan")
+add_op_commands(
+    emit_app,
+    [BACKEND, PRECISION, option("out", Path, ..., "--out", help="Folder to write into."), JSON],
+    do_emit, "Emit",
+)
+add_op_commands(
+    bench_app,
+    [BACKEND, PRECISION,
+     option("repeat", int, 10, "--repeat", help="Timed runs of each contender (at least; more until 0.5 s)."),
+     option("warmup", int, 2, "--warmup", help="Untimed runs of each contender first."),
+     option("seed", int | None, None, "--seed", help="Random inputs' seed (default: fresh, and recorded)."),
+     JSON, option("csv_out", bool, False, "--csv", help="Print the metrics row as CSV.")],
+    do_bench, "Bench",
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(plan_app, name="plan")
+    app.add_typer(emit_app, name="emit")
+    app.add_typer(bench_app, name="bench")

@@ -1,0 +1,58 @@
+"""The Python API: ``tracea.Context`` probes the machine once and answers what the CLI answers.
+
+    ctx = tracea.Context()
+    decision = ctx.plan_kernel("gemm", precision="BF16")          # same Decision as `tracea plan gemm --m 4096 --dtype bf16`
+    result = ctx.bench(tracea.kernels.Gemm(2048, 2048, 2048))    # same as `tracea bench gemm --m 2048`
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .render_kernels import bench_table, plan_table
+
+# The shape `plan_kernel` assumes when none is given: the one the CLI examples use.
+DEFAULT_SHAPES: dict[str, dict[str, Any]] = {
+    "gemm": {"m": 4096, "n": 4096, "k": 4096},
+    "conv2d": {"n": 1, "c": 64, "h": 224, "w": 224, "k": 128, "r": 3, "s": 3, "padding": 1},
+    "softmax": {"rows": 4096, "cols": 4096},
+}
+
+
+class Context:
+    def __init__(self, host: Any = None) -> None:
+        if host is None:
+            from tracea.doctor import probe
+
+            host = probe()
+        self.host = host
+
+    def op(self, kind: str, precision: str | None = None, **shape: Any) -> Any:
+        from tracea.doctor.errors import BadInputError
+        from tracea.kernels import OPS
+
+        cls = OPS.get(kind.lower())
+        if cls is None:
+            raise BadInputError(f"unknown operation {kind!r}; known: {', '.join(OPS)}")
+        args = {**DEFAULT_SHAPES[kind.lower()], **shape}
+        if precision is not None:
+            args["dtype"] = precision.lower()
+        return cls(**args)
+
+    def plan_kernel(self, op: Any, precision: str | None = None, backend: str | None = None, **shape: Any) -> Any:
+        """The Decision for ``op`` (an IR value, or a name plus shape keywords) on this machine."""
+        from tracea.doctor.plan import plan
+        from tracea.emitters.registry import all_variants
+
+        if isinstance(op, str):
+            op = self.op(op, precision, **shape)
+        return plan(op, self.host, all_variants(backend) if backend else all_variants(),
+                    precision=precision.lower() if precision else None, backend=backend)
+
+    def bench(self, op: Any, backend: str = "cpu", **kwargs: Any) -> Any:
+        from tracea.emitters.bench import bench
+
+        return bench(op, self.host, backend=backend, **kwargs)
+
+
+__all__ = ["Context", "plan_table", "bench_table"]

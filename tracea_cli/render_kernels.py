@@ -1,0 +1,67 @@
+"""Tables for ``tracea plan`` and ``tracea bench`` (rich on a terminal, plain text in a pipe)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _console():
+    from rich.console import Console
+
+    console = Console(highlight=False, emoji=False)
+    return console if console.is_terminal else Console(highlight=False, emoji=False, no_color=True, soft_wrap=True)
+
+
+def plan_table(decision: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = _console()
+    op = decision.op
+    shape = ", ".join(f"{k}={v}" for k, v in op.items() if k not in ("op", "schema_version"))
+    console.print(f"{op['op']}({escape(shape)})  requested {decision.requested_precision}"
+                  f" → {decision.precision or 'nothing runs here'}")
+    if decision.fallback:
+        console.print(f"precision fallback: {escape(decision.fallback)}")
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("", "variant", "backend", "family", "precision", "score", "why not"):
+        table.add_column(col, overflow="fold")
+    for c in decision.candidates:
+        mark = "→" if c.variant == decision.chosen else ("✓" if c.accepted else "✗")
+        table.add_row(mark, c.variant, c.backend, c.family, c.precision, f"{c.score:g}", escape("; ".join(c.reasons)))
+    console.print(table)
+    console.print(f"chosen: {decision.chosen}" if decision.chosen else "no variant can run this here")
+
+
+def bench_table(result: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = _console()
+    op = result.op
+    console.print(f"{escape(op.signature)}")
+    console.print(f"variant {result.variant} · schedule ({result.schedule_source}) {escape(str(result.schedule))}")
+    console.print(f"inputs: fresh random, seed {result.seed} · verified against a float64 reference"
+                  + (f" · rel err {result.rel_err:.2e} (tolerance {result.tolerance:.0e})" if result.rel_err is not None else ""))
+    if result.status != "ok":
+        console.print(f"[red]{result.status}[/red]: {escape(result.error or '')}")
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("", "p50 ms", "p95 ms", "runs", "TFLOP/s", "GB/s", "rel err"):
+        table.add_column(col, justify="right" if col else "left")
+    t = result.tracea
+    table.add_row("tracea", f"{t.p50_ms:.3f}", f"{t.p95_ms:.3f}", str(t.runs), f"{result.tflops:.3f}",
+                  f"{result.gbps:.1f}", f"{result.rel_err:.1e}")
+    if result.baseline:
+        b = result.baseline
+        flops = op.flops / (b.p50_ms * 1e-3) / 1e12
+        gbps = op.bytes / (b.p50_ms * 1e-3) / 1e9
+        err = f"{result.baseline_rel_err:.1e}" if result.baseline_rel_err is not None else "-"
+        table.add_row(escape(result.baseline_name), f"{b.p50_ms:.3f}", f"{b.p95_ms:.3f}", str(b.runs), f"{flops:.3f}",
+                      f"{gbps:.1f}", err)
+    console.print(table)
+    if result.ratio is not None:
+        verdict = "faster" if result.ratio >= 1 else "slower"
+        console.print(f"ratio baseline/tracea = {result.ratio:.2f} (Tracea is {verdict})")
+    else:
+        console.print(f"baseline unavailable: {escape(result.baseline_reason or '')}")

@@ -51,15 +51,15 @@ def gemm_baseline(op: Gemm, inputs: dict[str, np.ndarray]) -> Baseline:
         np.matmul(a, b, out=out)
         for e in op.epilogue:
             if e == "bias":
-                out += extra["bias"]
+                np.add(out, extra["bias"], out=out)
             elif e == "relu":
                 np.maximum(out, 0, out=out)
             elif e == "gelu":
                 out[...] = 0.5 * out * (1 + np.tanh(c0 * (out + 0.044715 * out**3)))
             elif e == "scale":
-                out *= np.float32(op.alpha)
+                np.multiply(out, np.float32(op.alpha), out=out)
             elif e == "residual":
-                out += extra["residual"]
+                np.add(out, extra["residual"], out=out)
         return out
 
     suffix = "" if op.dtype is DType.FP32 else f", {op.dtype.value} inputs widened to fp32"
@@ -104,7 +104,7 @@ def softmax_baseline(op: Softmax, inputs: dict[str, np.ndarray]) -> Baseline:
     def run() -> np.ndarray:
         np.subtract(x, x.max(axis=1, keepdims=True), out=out)
         np.exp(out, out=out)
-        out /= out.sum(axis=1, keepdims=True)
+        np.divide(out, out.sum(axis=1, keepdims=True), out=out)
         return out
 
     return Baseline("numpy softmax (fp32)", run)

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pynvml
+
 from tracea.doctor.sources.nvml import ALIASES, DEVICE_CALLS
 
 # How each recorded value is rebuilt into the shape pynvml returns.

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tracea.doctor.sources.cpu import interpret, parse_cpuinfo, parse_sysctl, simd_choice
 
 

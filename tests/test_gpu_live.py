@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from tracea.doctor.snapshot import (
     build_report,
     collect_raw,

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+
 import tracea.doctor
 
 HEAVY = ("pynvml", "cuda", "amdsmi", "textual", "numpy", "torch", "sklearn", "cpuinfo")

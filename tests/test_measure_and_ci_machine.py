@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tracea.doctor.sources import cpu as cpu_source
 
 

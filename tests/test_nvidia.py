@@ -10,6 +10,7 @@ import json
 import pynvml
 import pytest
 from recorded_nvml import RecordedNvml
+
 from tracea.doctor.checks import run_checks
 from tracea.doctor.snapshot import build_report
 from tracea.doctor.sources import nvidia, nvml

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from tracea.doctor.errors import SnapshotError
 from tracea.doctor.report import SCHEMA_VERSION, HostReport
 from tracea.doctor.snapshot import build_report, load_snapshot

@@ -22,9 +22,9 @@ def _host() -> Any:
 
 
 def do_plan(op: Any, backend: str | None, precision: str | None, json_out: bool) -> None:
-    from tracea.render_kernels import plan_table
     from tracea.doctor.plan import plan
     from tracea.emitters.registry import all_variants
+    from tracea.render_kernels import plan_table
 
     decision = plan(op, _host(), all_variants(backend) if backend else all_variants(), precision=precision, backend=backend)
     if json_out:
@@ -58,9 +58,9 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
 
 def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, warmup: int, seed: int | None,
              json_out: bool, csv_out: bool) -> None:
-    from tracea.render_kernels import bench_table
     from tracea.doctor.errors import TraceaError
     from tracea.emitters.bench import bench
+    from tracea.render_kernels import bench_table
     from tracea.reports.metrics import to_csv, to_jsonl
 
     result = bench(op, _host(), backend=backend or "cpu", precision=precision, repeats=repeat, warmup=warmup, seed=seed)

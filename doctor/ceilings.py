@@ -42,6 +42,9 @@ def gpu_ceilings(gpu: NvidiaGpu) -> list[Ceiling]:
     name = f"cuda:{gpu.cuda_index}"
     cc = tuple(int(x) for x in gpu.compute_capability.split(".")) if gpu.compute_capability else None
     spec = spec_for(cc)  # type: ignore[arg-type]
+    if gpu.mig_mode == "enabled" or (gpu.uuid or "").startswith("MIG-"):
+        return [Ceiling(device=name, metric="bf16_tensor_flops", unit="FLOP/s",
+                        reason="MIG: the ceilings are the slice's, and its SM count comes only from cuda-core")]
     out = []
     clock = gpu.sm_clock_max_mhz
     if spec and gpu.sm_count and clock:

@@ -93,6 +93,12 @@ def _gpu_checks(nvidia: NvidiaSection, cuda: dict[str, Any]) -> list[Check]:
                          f"({cuda.get('message') or 'cuda-core not collected'})",
                          "pip install 'tracea[cuda]'"))
     for g in nvidia.devices:
+        lost = g.unavailable.get("name", "")
+        if g.name is None and lost.startswith("device handle"):
+            out.append(Check(f"gpu-lost:{g.cuda_index}", PROBLEM,
+                             f"GPU {g.cuda_index} (NVML index {g.nvml_index}) cannot be opened: {lost}",
+                             "check `nvidia-smi` and `dmesg | grep -i xid`; a GPU that fell off the bus needs a reset or reboot"))
+            continue
         label = f"GPU {g.cuda_index} ({g.name or '?'})"
         if g.mig_mode == "enabled":
             out.append(Check(f"mig:{g.cuda_index}", WARNING, f"{label} is in MIG mode: a kernel sees one slice",

@@ -2,7 +2,8 @@
 
 A snapshot keeps the raw answers of every source (NVML calls, cuda-core attributes, /proc/cpuinfo,
 sysfs, compiler output), so a report from a GPU machine replays, and is tested, on one without:
-``build_report(load_snapshot(path))`` is the same function the live probe uses.
+``read_snapshot(path)`` re-interprets the raw answers with ``build_report``, the function the live
+probe uses.
 
 A source that raises costs only its own section: the exception is recorded in ``errors``.
 """
@@ -16,7 +17,6 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from . import ceilings as _ceilings
 from .checks import run_checks
 from .errors import SnapshotError
 from .report import SCHEMA_VERSION, AmdSection, AppleSection, CpuInfo, HostReport, NvidiaSection, PythonEnv
+from ._threads import Task as _Task
 from .sources import amd, apple, cpu, cuda, host, nvidia, nvml, toolchains
 
 SNAPSHOT_KIND = "tracea-doctor-snapshot"
@@ -65,44 +66,49 @@ def nvidia_driver_present() -> bool:
                 or os.path.exists("/dev/dxg") or os.name == "nt")
 
 
-def _cuda_attributes(nvml_future, use_cache: bool, errors: list[str], timings: dict[str, float]) -> Any:
+SOURCE_TIMEOUT_S = 30.0
+
+
+def _cuda_attributes(nvml_task: _Task, deadline: float, use_cache: bool, errors: list[str],
+                     timings: dict[str, float]) -> Any:
     """cuda-core's answers: from the static-attribute cache when it covers every GPU NVML sees,
-    else read live (and remembered)."""
-    path = cuda.cache_path() if use_cache else None
-    nv = nvml_future.result() if use_cache else None
-    if path and nv is not None:
+    else read live and remembered (``use_cache=False`` still refreshes the cache)."""
+    path = cuda.cache_path()
+    nv = nvml_task.result(deadline)
+    if use_cache:
         hit = cuda.cache_lookup(nv, path)
         if hit is not None:
             return hit
     live = _timed("cuda", cuda.collect, errors, timings)
-    if use_cache and path:
-        cuda.cache_store(nv, live, path)
+    cuda.cache_store(nv, live, path)
     return live
 
 
 def collect_raw(use_cache: bool = True) -> dict[str, Any]:
-    """Every source's raw answers on this machine, gathered concurrently. ``use_cache=False`` reads
-    the static CUDA device attributes live instead of from the cache (see sources/cuda.py)."""
+    """Every source's raw answers on this machine, gathered concurrently, each within
+    ``SOURCE_TIMEOUT_S``. ``use_cache=False`` reads the static CUDA device attributes live instead of
+    from the cache (see sources/cuda.py), and refreshes it."""
     errors: list[str] = []
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        futures = {
-            "host": pool.submit(_timed, "host", host.collect, errors, timings),
-            "cpu": pool.submit(_timed, "cpu", cpu.collect, errors, timings),
-            "nvml": pool.submit(_timed, "nvml", nvml.collect, errors, timings),
-        }
-        futures["cuda"] = (
-            pool.submit(_cuda_attributes, futures["nvml"], use_cache, errors, timings)
-            if nvidia_driver_present() else None
-        )
-        futures |= {
-            "amd": pool.submit(_timed, "amd", amd.collect, errors, timings),
-            "apple": pool.submit(_timed, "apple", apple.collect, errors, timings),
-            "toolchains": pool.submit(_timed, "toolchains", toolchains.collect, errors, timings),
-            "python": pool.submit(_timed, "python", toolchains.collect_python, errors, timings),
-        }
-        results = {k: (f.result() if f is not None else None) for k, f in futures.items()}
+    deadline = time.monotonic() + SOURCE_TIMEOUT_S
+
+    def timed(name: str, fn: Callable[[], Any]) -> _Task:
+        return _Task(name, lambda: _timed(name, fn, errors, timings), SOURCE_TIMEOUT_S)
+
+    tasks = {name: timed(name, fn) for name, fn in (
+        ("host", host.collect), ("cpu", cpu.collect), ("nvml", nvml.collect), ("amd", amd.collect),
+        ("apple", apple.collect), ("toolchains", toolchains.collect), ("python", toolchains.collect_python),
+    )}
+    if nvidia_driver_present():
+        tasks["cuda"] = _Task("cuda", lambda: _guard(
+            "cuda", lambda: _cuda_attributes(tasks["nvml"], deadline, use_cache, errors, timings), errors),
+            SOURCE_TIMEOUT_S)
+    results: dict[str, Any] = {name: task.result(deadline) for name, task in tasks.items()}
+    for name, value in results.items():
+        if isinstance(value, dict) and value.get("error") == "Timeout":
+            errors.append(f"{name}: {value['message']}")
+    results.setdefault("cuda", None)
     nv, cu = results.pop("nvml"), results.pop("cuda")
     if cu is None:
         cu = {"status": "skipped", "message": "not tried: no NVIDIA driver (no /dev/nvidia*, /proc/driver/nvidia)"}
@@ -185,10 +191,6 @@ def probe(refresh: bool = False) -> HostReport:
         _CACHE["raw"] = raw
         _CACHE["report"] = build_report(raw)
     return _CACHE["report"]
-
-
-def last_raw() -> dict[str, Any] | None:
-    return _CACHE.get("raw")
 
 
 def snapshot_document(raw: dict[str, Any], report: HostReport) -> dict[str, Any]:

@@ -107,6 +107,7 @@ def _two_gpus(h200_raw):
         ("0,7,1", ["GPU-1810"]),  # CUDA stops at the first entry that names no device
         ("0,0", ["GPU-1810"]),  # a repeat also ends the list
         ("GPU-", []),  # an ambiguous prefix names no device
+        ("99999999-0000-1111", []),  # CUDA takes a UUID only with its GPU- prefix
     ],
 )
 def test_cuda_visible_devices(h200_raw, cvd, expected):
@@ -171,7 +172,8 @@ def test_attribute_cache_hits_only_for_the_same_driver_and_gpus(h200_raw, tmp_pa
     assert cuda.cache_lookup(nv, path) is None  # nothing stored yet
     cuda.cache_store(nv, cu, path)
     hit = cuda.cache_lookup(nv, path)
-    assert hit["cache"]["hit"] is True and hit["devices"] == cu["devices"]
+    assert hit["cache"]["hit"] is True
+    assert [dict(d, ordinal=None) for d in cu["devices"]] == hit["devices"]  # ordinals depend on the env: dropped
     g = nvidia.interpret(nv, hit, {}).devices[0]
     assert g.sm_count == 132 and g.sources["sm_count"].startswith("cuda-core (cached ")
 
@@ -182,10 +184,37 @@ def test_attribute_cache_hits_only_for_the_same_driver_and_gpus(h200_raw, tmp_pa
     assert cuda.cache_lookup(swapped, path) is None  # another GPU is a miss
     assert cuda.cache_lookup({"status": "error", "error": "LibraryNotFound"}, path) is None
 
-    (tmp_path / "cache.json").write_text("{ truncated")
-    assert cuda.cache_lookup(nv, path) is None  # a corrupt cache is a miss, not a crash
-    cuda.cache_store(nv, cu, path)  # and is rewritten whole
-    assert cuda.cache_lookup(nv, path) is not None
+    for corrupt in ("{ truncated", '{"schema": 1}', "[]", '{"schema": 1, "entries": []}', '{"schema": 1, "entries": {"x": 5}}'):
+        (tmp_path / "cache.json").write_text(corrupt)
+        assert cuda.cache_lookup(nv, path) is None  # a corrupt cache is a miss, not a crash
+        cuda.cache_store(nv, cu, path)  # and is rewritten whole
+        assert cuda.cache_lookup(nv, path) is not None
+
+
+def test_attribute_cache_misses_on_a_new_mig_layout(h200_raw, tmp_path):
+    from tracea.doctor.sources import cuda
+
+    path = str(tmp_path / "cache.json")
+    nv, cu = h200_raw["nvml"], h200_raw["cuda"]
+    cuda.cache_store(nv, cu, path)
+    mig = copy.deepcopy(nv)
+    mig["devices"][0]["calls"]["mig_mode"] = [1, 1]
+    mig["devices"][0]["mig_devices"] = [{"index": 0, "uuid": "MIG-aaaa-bbbb", "name": "NVIDIA H200 MIG 1g.18gb",
+                                         "memory_info": {"total": 18 * 2**30, "used": 0, "free": 18 * 2**30}}]
+    assert cuda.cache_lookup(mig, path) is None
+
+
+def test_a_corrupt_cache_file_never_breaks_the_probe(h200_raw, tmp_path, monkeypatch):
+    """The cache is read inside the cuda source's guard: whatever is in the file, the report stands."""
+    from tracea.doctor import snapshot
+    from tracea.doctor.sources import cuda
+
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "doctor-cuda-attributes.json").write_text('{"schema": 1}')
+    assert cuda.cache_lookup(h200_raw["nvml"], cuda.cache_path()) is None
+    raw = snapshot.collect_raw()
+    assert snapshot.build_report(raw).cpu.model  # a full report, whatever the machine has
 
 
 def test_failed_readings_are_not_cached(h200_raw, tmp_path):
@@ -194,3 +223,54 @@ def test_failed_readings_are_not_cached(h200_raw, tmp_path):
     path = str(tmp_path / "cache.json")
     cuda.cache_store(h200_raw["nvml"], {"status": "error", "message": "no cuda-core"}, path)
     assert not (tmp_path / "cache.json").exists()
+    partial = copy.deepcopy(h200_raw["cuda"])
+    partial["devices"][0]["attributes"]["l2_cache_size"] = {"error": "CUDAError", "message": "x"}
+    cuda.cache_store(h200_raw["nvml"], partial, path)
+    assert not (tmp_path / "cache.json").exists()
+
+
+def test_lost_gpu_is_a_problem(h200_raw):
+    raw = copy.deepcopy(h200_raw)
+    raw["nvml"]["devices"].append({"index": 1, "handle_error": {"error": "GpuIsLost", "code": 15, "message": "GPU is lost"}})
+    raw["cuda"] = {"status": "error", "message": "x"}
+    report = build_report(raw)
+    lost = report.nvidia.devices[1]
+    assert lost.name is None and lost.sm_count is None and "GpuIsLost" in lost.unavailable["sm_count"]
+    check = next(c for c in report.checks if c.id == "gpu-lost:1")
+    assert check.mark == "problem" and "xid" in check.hint.lower()
+
+
+def test_mig_instance_gets_no_whole_gpu_figures(h200_raw):
+    raw = copy.deepcopy(h200_raw)
+    d = raw["nvml"]["devices"][0]
+    d["calls"]["mig_mode"] = [1, 1]
+    d["mig_devices"] = [{"index": 0, "uuid": "MIG-aaaa-bbbb", "name": "NVIDIA H200 MIG 1g.18gb",
+                         "memory_info": {"total": 18 * 2**30, "used": 1, "free": 18 * 2**30 - 1}}]
+    raw["cuda"] = {"status": "error", "message": "cuda-core is not installed"}
+    raw["env"] = {"CUDA_VISIBLE_DEVICES": "MIG-aaaa-bbbb"}
+    report = build_report(raw)
+    g = report.nvidia.devices[0]
+    assert g.uuid == "MIG-aaaa-bbbb" and g.name == "NVIDIA H200 MIG 1g.18gb"
+    assert g.memory_total_bytes == 18 * 2**30  # the slice's memory, not the GPU's
+    assert g.sm_count is None and "MIG" in g.unavailable["sm_count"]
+    assert g.l2_cache_bytes is None
+    assert all(c.spec is None for c in report.ceilings if c.device == "cuda:0")
+
+
+def test_cuda_order_follows_cuda_enumeration(h200_raw):
+    nv = copy.deepcopy(h200_raw["nvml"])
+    devices = _two_gpus(h200_raw)
+    devices[1]["calls"]["name"] = "NVIDIA H100 PCIe"
+    nv["devices"] = devices
+    # CUDA (fastest first) enumerates the second NVML device first
+    cu = {"status": "ok", "devices": [
+        {"ordinal": 0, "uuid": "99999999-0000-1111-2222-333333333333", "attributes": {}},
+        {"ordinal": 1, "uuid": "1810b632-72b1-4671-6c6c-b9e202a7fdea", "attributes": {}},
+    ]}
+    section = nvidia.interpret(nv, cu, {})
+    assert [(g.cuda_index, g.nvml_index) for g in section.devices] == [(0, 1), (1, 0)]
+    assert section.devices[0].sources["cuda_index"] == "cuda-core enumeration"
+    unsure = nvidia.interpret(nv, {"status": "error", "message": "x"}, {})
+    assert "assuming PCI order" in unsure.devices[0].sources["cuda_index"]
+    sure = nvidia.interpret(nv, {"status": "error", "message": "x"}, {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    assert sure.devices[0].sources["cuda_index"] == "CUDA_VISIBLE_DEVICES order (PCI order)"

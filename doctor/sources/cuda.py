@@ -104,10 +104,11 @@ def collect() -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------------
 # Static attributes cache. Importing cuda-core and cuInit cost most of a second on a GPU machine,
-# and the attributes read here never change for one device under one driver. So a successful
-# reading is kept, keyed by driver version and cuda-core version, and reused only when every GPU
-# NVML now sees (by UUID, MIG instances included) is in it. A new driver, a new cuda-core, a
-# swapped GPU or a new MIG layout is a miss, never a stale hit. `tracea doctor --no-cache` rereads.
+# and the attributes read here never change for one device under one driver. So a complete, error-
+# free reading is kept, keyed by the driver, cuda-core, cuda-bindings and Tracea versions and the
+# attribute list, and reused only when it covers every device CUDA can see now (each GPU not in MIG
+# mode and each MIG instance, by UUID). A new driver or package, a swapped GPU or a new MIG layout is
+# a miss, never a stale hit. `tracea doctor --no-cache` reads live and refreshes the cache.
 
 CACHE_SCHEMA = 1
 
@@ -123,13 +124,16 @@ def cache_path() -> str:
     return os.path.join(user_cache_dir("tracea", appauthor=False), "doctor-cuda-attributes.json")
 
 
-def _cuda_core_version() -> str | None:
+def _versions() -> tuple[str | None, str | None, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        return version("cuda-core")
-    except PackageNotFoundError:
-        return None
+    out = []
+    for name in ("cuda-core", "cuda-bindings", "tracea"):
+        try:
+            out.append(version(name))
+        except PackageNotFoundError:
+            out.append(None)
+    return out[0], out[1], out[2]
 
 
 def _norm(uuid: str) -> str:
@@ -148,72 +152,102 @@ def nvml_uuids(nvml_raw: dict[str, Any] | None) -> set[str] | None:
         if not isinstance(u, str):
             return None  # a device we cannot name cannot be matched: read live
         uuids.add(_norm(u))
-        uuids.update(_norm(m["uuid"]) for m in d.get("mig_devices") or [] if isinstance(m.get("uuid"), str))
+        for m in d.get("mig_devices") or []:
+            if not isinstance(m.get("uuid"), str):
+                return None
+            uuids.add(_norm(m["uuid"]))
     return uuids
 
 
 def _key(nvml_raw: dict[str, Any]) -> str | None:
-    driver, core = nvml_raw.get("driver_version"), _cuda_core_version()
+    """Everything the cached answers depend on besides the GPUs themselves."""
+    import hashlib
+
+    driver = nvml_raw.get("driver_version")
+    core, bindings, tracea = _versions()
     if not isinstance(driver, str) or core is None:
         return None
-    return f"driver {driver} | cuda-core {core}"
+    attrs = hashlib.sha256(",".join(ATTRIBUTES).encode()).hexdigest()[:8]
+    return f"schema {CACHE_SCHEMA} | driver {driver} | cuda-core {core} | cuda-bindings {bindings} | tracea {tracea} | attributes {attrs}"
+
+
+def _needed(nvml_raw: dict[str, Any]) -> set[str]:
+    """The UUIDs CUDA may enumerate: each GPU not in MIG mode, and each MIG instance."""
+    needed = set()
+    for d in nvml_raw["devices"]:
+        migs = d.get("mig_devices") or []
+        if migs:
+            needed.update(_norm(m["uuid"]) for m in migs)
+        else:
+            needed.add(_norm(d["calls"]["uuid"]))
+    return needed
 
 
 def cache_lookup(nvml_raw: dict[str, Any] | None, path: str) -> dict[str, Any] | None:
-    """The cached raw answers covering every GPU NVML sees now, or None (a miss, never an error)."""
+    """The cached raw answers covering every device CUDA can see now, or None: a miss, never an error
+    (a missing, unreadable, corrupt or foreign cache file is a miss)."""
     import json
 
-    uuids, key = nvml_uuids(nvml_raw), _key(nvml_raw or {})
-    if not uuids or key is None:
-        return None
     try:
+        uuids, key = nvml_uuids(nvml_raw), _key(nvml_raw or {})
+        if not uuids or key is None:
+            return None
         with open(path) as f:
             doc = json.load(f)
-        entry = doc["entries"][key]
         if doc.get("schema") != CACHE_SCHEMA:
             return None
-        devices = [d for d in entry["raw"]["devices"] if _norm(d.get("uuid", "")) in uuids]
-        cached = {_norm(d["uuid"]) for d in devices}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        entry = doc["entries"][key]
+        devices = [dict(d, ordinal=None) for d in entry["raw"]["devices"] if _norm(d.get("uuid", "")) in uuids]
+        if not _needed(nvml_raw) <= {_norm(d["uuid"]) for d in devices}:  # type: ignore[arg-type]
+            return None  # a new GPU, or a new MIG layout
+        return {**entry["raw"], "devices": devices,
+                "cache": {"hit": True, "saved_at": entry.get("saved_at"), "path": path}}
+    except Exception:  # noqa: BLE001 - any malformed cache is a miss
         return None
-    # CUDA may see fewer devices than NVML (CUDA_VISIBLE_DEVICES when it was saved); only a reading
-    # that covers what CUDA can see now is used: every NVML GPU that has no MIG instances.
-    plain_gpus = {_norm(d["calls"]["uuid"]) for d in nvml_raw["devices"] if not d.get("mig_devices")}
-    if not plain_gpus <= cached:
-        return None
-    return {**entry["raw"], "devices": devices, "cache": {"hit": True, "saved_at": entry.get("saved_at"), "path": path}}
+
+
+def _clean(cuda_raw: dict[str, Any]) -> bool:
+    devices = cuda_raw.get("devices")
+    if cuda_raw.get("status") != "ok" or not devices:
+        return False
+    return all("error" not in d and d.get("uuid") and not any(isinstance(v, dict) for v in d.get("attributes", {}).values())
+               for d in devices)
 
 
 def cache_store(nvml_raw: dict[str, Any] | None, cuda_raw: dict[str, Any], path: str) -> None:
-    """Merge a successful live reading into the cache (atomically); failures are silently skipped."""
+    """Merge a complete, error-free live reading into the cache, atomically; a reading with any error
+    is not kept, and a cache that cannot be written costs only the speed-up."""
     import datetime as dt
     import json
     import os
     import tempfile
 
-    key = _key(nvml_raw or {})
-    if key is None or cuda_raw.get("status") != "ok" or not cuda_raw.get("devices"):
-        return
-    if any("error" in d or not d.get("uuid") for d in cuda_raw["devices"]):
+    key = _key(nvml_raw or {}) if isinstance(nvml_raw, dict) else None
+    if key is None or not _clean(cuda_raw):
         return
     try:
         try:
             with open(path) as f:
                 doc = json.load(f)
-            if doc.get("schema") != CACHE_SCHEMA:
-                raise ValueError
-        except (OSError, ValueError):
-            doc = {"schema": CACHE_SCHEMA, "entries": {}}
-        old = doc["entries"].get(key, {}).get("raw", {}).get("devices", [])
-        merged = {d["uuid"]: d for d in old if isinstance(d, dict) and d.get("uuid")}
-        merged.update({d["uuid"]: d for d in cuda_raw["devices"]})
+            old = doc["entries"][key]["raw"]["devices"] if doc.get("schema") == CACHE_SCHEMA else []
+            old = [d for d in old if isinstance(d, dict) and d.get("uuid")]
+        except Exception:  # noqa: BLE001 - absent or malformed: start afresh
+            old = []
+        merged = {d["uuid"]: d for d in old}
+        merged.update({d["uuid"]: dict(d, ordinal=None) for d in cuda_raw["devices"]})
         raw = {k: v for k, v in cuda_raw.items() if k != "cache"}
         raw["devices"] = list(merged.values())
-        doc["entries"] = {key: {"saved_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "raw": raw}}
+        doc = {"schema": CACHE_SCHEMA,
+               "entries": {key: {"saved_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "raw": raw}}}
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".cuda-attributes.", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only home costs only the speed-up
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(doc, f)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except Exception:  # noqa: BLE001 - a read-only or odd home costs only the speed-up
+        pass

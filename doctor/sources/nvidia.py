@@ -4,6 +4,7 @@ and applies CUDA_VISIBLE_DEVICES the way the CUDA runtime does.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..gpu_specs import PRODUCTS, spec_for
@@ -82,7 +83,7 @@ def resolve_visible(nvml_devices: list[dict[str, Any]], cvd: str | None) -> list
                 for m in d.get("mig_devices") or []:
                     if _norm_uuid(m.get("uuid") if isinstance(m.get("uuid"), str) else None) == _norm_uuid(token):
                         match = (d, m["uuid"])
-        elif token:
+        elif token.upper().startswith("GPU-"):  # CUDA takes UUIDs only with their prefix
             want = _norm_uuid(token)
             hits = [d for d in nvml_devices if want and _norm_uuid(_uuid_of(d)).startswith(want)]
             match = (hits[0], None) if len(hits) == 1 else None
@@ -91,6 +92,32 @@ def resolve_visible(nvml_devices: list[dict[str, Any]], cvd: str | None) -> list
         seen.add(id(match[0]))
         picked.append(match)
     return picked
+
+
+def cuda_order(nvml_devices: list[dict[str, Any]], cuda: dict[str, Any] | None,
+               env: dict[str, Any]) -> tuple[list[tuple[dict[str, Any], str | None]], str]:
+    """The devices a CUDA process sees, in CUDA's order: [(NVML device, MIG UUID or None)], and how
+    that order is known. A live cuda-core reading is CUDA's own enumeration (CUDA_VISIBLE_DEVICES and
+    CUDA_DEVICE_ORDER applied by the driver); otherwise NVML's PCI order is exact only under
+    CUDA_DEVICE_ORDER=PCI_BUS_ID or when all GPUs are alike (CUDA's default is fastest first)."""
+    if cuda is not None:
+        by_uuid: dict[str, tuple[dict[str, Any], str | None]] = {}
+        for d in nvml_devices:
+            by_uuid[_norm_uuid(_uuid_of(d))] = (d, None)
+            for m in d.get("mig_devices") or []:
+                if isinstance(m.get("uuid"), str):
+                    by_uuid[_norm_uuid(m["uuid"])] = (d, m["uuid"])
+        entries = sorted(cuda.get("devices") or [], key=lambda e: e.get("ordinal", 0))
+        picked = [by_uuid[_norm_uuid(e["uuid"])] for e in entries if _norm_uuid(e.get("uuid")) in by_uuid]
+        if len(picked) == len(entries):
+            return picked, "cuda-core enumeration"
+    visible = resolve_visible(nvml_devices, env.get("CUDA_VISIBLE_DEVICES"))
+    kinds = {((d.get("calls") or {}).get("name"), str((d.get("calls") or {}).get("cuda_compute_capability")))
+             for d in nvml_devices}
+    if env.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" or len(kinds) <= 1:
+        return visible, "CUDA_VISIBLE_DEVICES order (PCI order)"
+    return visible, ("CUDA_VISIBLE_DEVICES order, assuming PCI order: CUDA's default is fastest first; "
+                     "set CUDA_DEVICE_ORDER=PCI_BUS_ID or install tracea[cuda] to be sure")
 
 
 def _uuid_of(d: dict[str, Any]) -> str | None:
@@ -124,9 +151,9 @@ def interpret(nvml: dict[str, Any] | None, cuda: dict[str, Any] | None, env: dic
     cache = (cuda or {}).get("cache") or {}
     cuda_source = f"cuda-core (cached {cache.get('saved_at')})" if cache.get("hit") else "cuda-core"
 
-    visible = resolve_visible(raw_devices, cvd)
+    visible, order_source = cuda_order(raw_devices, cuda if cuda_ok and not cache.get("hit") else None, env)
     devices = [
-        _device(d, mig_uuid, cuda_index, cuda_by_uuid, cuda_reason, cuda_source)
+        _device(d, mig_uuid, cuda_index, cuda_by_uuid, cuda_reason, cuda_source, order_source)
         for cuda_index, (d, mig_uuid) in enumerate(visible)
     ]
     reason = None
@@ -151,13 +178,18 @@ def _device(
     cuda_by_uuid: dict[str, dict[str, Any]],
     cuda_reason: str | None,
     cuda_source: str = "cuda-core",
+    order_source: str = "CUDA_VISIBLE_DEVICES order",
 ) -> NvidiaGpu:
     fs = FieldSet()
     calls = d.get("calls") or {}
-    if "handle_error" in d:
-        fs.miss("name", _why(d["handle_error"], "device handle"))
-    fs.put("cuda_index", cuda_index, "CUDA_VISIBLE_DEVICES order")
+    fs.put("cuda_index", cuda_index, order_source)
     fs.put("nvml_index", d.get("index"), "nvml")
+    if "handle_error" in d:  # a GPU NVML cannot open (fallen off the bus, Xid 79): every field says so
+        why = _why(d["handle_error"], "device handle")
+        for f in dataclasses.fields(NvidiaGpu):
+            if f.name not in ("cuda_index", "nvml_index", "sources", "unavailable"):
+                fs.miss(f.name, why)
+        return fs.build(NvidiaGpu)
 
     def nv(key: str, field: str, convert=lambda v: v) -> Any:
         value = calls.get(key)
@@ -169,12 +201,15 @@ def _device(
 
     nv("name", "name")
     nv("uuid", "uuid")
+    mig = next((m for m in d.get("mig_devices") or [] if m.get("uuid") == mig_uuid), None) if mig_uuid else None
     if mig_uuid:
-        fs.put("uuid", mig_uuid, "nvml (MIG instance named by CUDA_VISIBLE_DEVICES)")
+        fs.put("uuid", mig_uuid, "nvml (MIG instance)")
+        if isinstance(mig.get("name"), str):
+            fs.put("name", mig["name"], "nvml (MIG instance)")
     nv("pci_bus_id", "pci_bus_id")
     cc_raw = nv("cuda_compute_capability", "compute_capability", lambda v: f"{v[0]}.{v[1]}")
     cc = tuple(cc_raw) if cc_raw else None
-    mem = calls.get("memory_info")
+    mem = (mig or {}).get("memory_info") if mig_uuid else calls.get("memory_info")
     if _ok(mem):
         fs.put("memory_total_bytes", mem["total"], "nvml")
         fs.put("memory_used_bytes", mem["used"], "nvml")
@@ -240,14 +275,23 @@ def _device(
         if value is not None and not isinstance(value, dict):
             fs.put(field, bool(value) if field in ("cluster_launch", "tma") else int(value), cuda_source)
 
-    # The table for what cuda-core could not give.
+    # The table for what cuda-core could not give. Whole-GPU figures (SMs, L2) never stand in for a
+    # MIG slice, nor for a GPU in MIG mode, where CUDA runs only on the slices.
     why_table = f"cuda-core unavailable ({cuda_reason}); " if cuda_reason else ""
-    product = PRODUCTS.get(fs.values.get("name") or "", {})
+    in_mig = bool(mig_uuid) or fs.values.get("mig_mode") == "enabled"
+    product = {} if in_mig else PRODUCTS.get(fs.values.get("name") or "", {})
     cores = calls.get("num_gpu_cores")
+    if in_mig:
+        for field in ("sm_count", "l2_cache_bytes"):
+            if not fs.has(field):
+                fs.miss(field, "a MIG slice's SMs and L2 are read only through cuda-core (pip install 'tracea[cuda]')"
+                        if mig_uuid else "GPU in MIG mode: CUDA runs on its MIG instances; name one in "
+                        "CUDA_VISIBLE_DEVICES=MIG-<uuid>")
     if spec:
-        if not fs.has("sm_count") and _ok(cores):
+        if not fs.has("sm_count") and _ok(cores) and not in_mig:
             fs.put("sm_count", int(cores) // spec.cores_per_sm, f"nvml cores / {table} cores per SM")
-        fs.setdefault("sm_count", product.get("sm_count"), f"table:{fs.values.get('name')}")
+        if not in_mig:
+            fs.setdefault("sm_count", product.get("sm_count"), f"table:{fs.values.get('name')}")
         fs.setdefault("shared_memory_per_block_bytes", 48 * 1024, table)
         fs.setdefault("shared_memory_per_block_optin_bytes", spec.shared_memory_per_block_optin_bytes, table)
         fs.setdefault("shared_memory_per_sm_bytes", spec.shared_memory_per_sm_bytes, table)
@@ -256,8 +300,9 @@ def _device(
         fs.setdefault("warp_size", 32, table)
         fs.setdefault("cluster_launch", spec.cluster_launch, table)
         fs.setdefault("tma", spec.tma, table)
-    fs.setdefault("l2_cache_bytes", product.get("l2_cache_bytes"), f"table:{fs.values.get('name')}",
-                  f"{why_table}L2 size varies by product and this one is not in the table")
+    if not in_mig:
+        fs.setdefault("l2_cache_bytes", product.get("l2_cache_bytes"), f"table:{fs.values.get('name')}",
+                      f"{why_table}L2 size varies by product and this one is not in the table")
     for field in names:
         if not fs.has(field) and field not in fs.unavailable:
             fs.miss(field, f"{why_table}compute capability {fs.values.get('compute_capability')} not in the table")

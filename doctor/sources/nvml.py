@@ -101,6 +101,11 @@ def _mig_devices(nvml: Any, handle: Any) -> list[dict[str, Any]]:
                 entry[key] = _text(_call(nvml, fn_name, mig))
             except Exception as exc:  # noqa: BLE001
                 entry[key] = _error_record(exc)
+        try:
+            m = _call(nvml, "nvmlDeviceGetMemoryInfo", mig)
+            entry["memory_info"] = {"total": m.total, "used": m.used, "free": m.free}
+        except Exception as exc:  # noqa: BLE001
+            entry["memory_info"] = _error_record(exc)
         out.append(entry)
     return out
 

@@ -99,35 +99,35 @@ def _nvrtc() -> dict[str, Any]:
 def collect() -> dict[str, Any]:
     """Every toolchain's answers; the commands run concurrently (each waits on a subprocess or a
     shared-library load, so threads overlap them), and compilers behind one binary run once."""
-    from concurrent.futures import ThreadPoolExecutor
+    from .._threads import Task
 
     darwin = platform.system() == "Darwin"
     paths = {name: _which(name) for name in ("cc", "gcc", "clang")}
     nvcc, hipcc = _which("nvcc", _cuda_dirs()), _which("hipcc", ("/opt/rocm/bin",))
     xcrun = _which("xcrun") if darwin else None
-    with ThreadPoolExecutor(max_workers=6) as pool:
-        by_binary: dict[str, Any] = {}
-        for name, path in paths.items():
-            if path:
-                key = os.path.realpath(path)
-                by_binary.setdefault(key, pool.submit(_c_compiler, name))
-        nvrtc_f = pool.submit(_nvrtc)
-        nvcc_f = pool.submit(_run, [nvcc, "--version"]) if nvcc else None
-        hipcc_f = pool.submit(_run, [hipcc, "--version"]) if hipcc else None
-        metal_f = pool.submit(_run, [xcrun, "metal", "--version"]) if xcrun else None
-        raw: dict[str, Any] = {"cc": {}, "tools": {}}
-        for name, path in paths.items():
-            if not path:
-                raw["cc"][name] = {"path": None}
-                continue
-            entry = dict(by_binary[os.path.realpath(path)].result())
-            entry["path"] = path  # same binary, this name's path
-            raw["cc"][name] = entry
-        raw["tools"]["nvcc"] = {"path": nvcc, "version": nvcc_f.result() if nvcc_f else None}
-        raw["tools"]["hipcc"] = {"path": hipcc, "version": hipcc_f.result() if hipcc_f else None}
-        if darwin:
-            raw["tools"]["metal"] = {"path": xcrun, "version": metal_f.result() if metal_f else None}
-        raw["tools"]["nvrtc"] = nvrtc_f.result()
+    by_binary: dict[str, Task] = {}
+    for name, path in paths.items():
+        if path:
+            key = os.path.realpath(path)
+            if key not in by_binary:
+                by_binary[key] = Task(name, lambda name=name: _c_compiler(name))
+    nvrtc_t = Task("nvrtc", _nvrtc)
+    nvcc_t = Task("nvcc", lambda: _run([nvcc, "--version"])) if nvcc else None
+    hipcc_t = Task("hipcc", lambda: _run([hipcc, "--version"])) if hipcc else None
+    metal_t = Task("metal", lambda: _run([xcrun, "metal", "--version"])) if xcrun else None
+    raw: dict[str, Any] = {"cc": {}, "tools": {}}
+    for name, path in paths.items():
+        if not path:
+            raw["cc"][name] = {"path": None}
+            continue
+        entry = dict(by_binary[os.path.realpath(path)].result())
+        entry["path"] = path  # same binary, this name's path
+        raw["cc"][name] = entry
+    raw["tools"]["nvcc"] = {"path": nvcc, "version": nvcc_t.result() if nvcc_t else None}
+    raw["tools"]["hipcc"] = {"path": hipcc, "version": hipcc_t.result() if hipcc_t else None}
+    if darwin:
+        raw["tools"]["metal"] = {"path": xcrun, "version": metal_t.result() if metal_t else None}
+    raw["tools"]["nvrtc"] = nvrtc_t.result()
     return raw
 
 

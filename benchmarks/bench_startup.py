@@ -45,7 +45,7 @@ def main() -> int:
         ("Tab completion (bash)", [tracea], complete_env),
         ("python -c pass (floor)", [sys.executable, "-c", "pass"], None),
     ]
-    print(f"machine: {platform.node() and platform.machine()} {platform.processor() or ''} · "
+    print(f"machine: {platform.machine()} {platform.processor() or ''} · "
           f"{os.cpu_count()} CPUs · Python {platform.python_version()} · {args.repeat} runs each")
     print(f"{'command':<26} {'median s':>9} {'p95 s':>8} {'min s':>8} {'target s':>9}  verdict")
     failed = False

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .gpu_specs import spec_for
+from .gpu_specs import HALF_RATE_ON_GEFORCE, spec_for
 from .report import Ceiling, CpuInfo, NvidiaGpu
 
 # FP32 FLOP per clock per core for a SIMD family: 2 FMA pipes x lanes x 2 FLOP.
 CPU_FP32_FLOPS_PER_CLOCK = {"avx512": 64, "avx2-fma": 32, "neon": 16, "portable": 2}
+# Arm cores with four 128-bit FMA pipes instead of two.
+WIDE_NEON = ("Neoverse V1", "Neoverse V2", "Neoverse V3", "Apple")
 
 
 def cpu_ceilings(cpu: CpuInfo) -> list[Ceiling]:
@@ -20,7 +22,9 @@ def cpu_ceilings(cpu: CpuInfo) -> list[Ceiling]:
     cores = cpu.physical_cores or cpu.logical_cores
     per_clock = CPU_FP32_FLOPS_PER_CLOCK.get(cpu.simd_family or "")
     pipes = "2 FMA pipes"
-    if cpu.simd_family == "avx512" and cpu.vendor == "AuthenticAMD":
+    if cpu.simd_family == "neon" and any(w in (cpu.model or "") for w in WIDE_NEON):
+        per_clock, pipes = 32, "4 x 128-bit FMA pipes"
+    elif cpu.simd_family == "avx512" and cpu.vendor == "AuthenticAMD":
         # Zen 4 runs 512-bit FMAs double-pumped on 256-bit pipes; Zen 5 has full-width pipes (64), but a
         # virtual machine's model name often does not say which, so the figure that holds for both.
         per_clock, pipes = 32, "2 x 256-bit FMA pipes as on Zen 4; Zen 5 doubles it"
@@ -47,14 +51,19 @@ def gpu_ceilings(gpu: NvidiaGpu) -> list[Ceiling]:
                         reason="MIG: the ceilings are the slice's, and its SM count comes only from cuda-core")]
     out = []
     clock = gpu.sm_clock_max_mhz
+    geforce = cc in HALF_RATE_ON_GEFORCE and "GeForce" in (gpu.name or "")
     if spec and gpu.sm_count and clock:
         for precision, per_clock in spec.flops_per_clock_per_sm.items():
             unit_kind = "CUDA cores" if precision in ("fp32", "fp64") else "tensor cores, dense"
+            if geforce and precision in ("fp16", "bf16", "tf32"):
+                per_clock //= 2
+                unit_kind += ", GeForce: fp32 accumulate at half rate"
             metric = f"{precision}_flops" if precision in ("fp32", "fp64") else f"{precision}_tensor_flops"
             unit = "OP/s" if precision == "int8" else "FLOP/s"
             out.append(Ceiling(
                 device=name, metric=metric, unit=unit, spec=float(gpu.sm_count * clock * 1e6 * per_clock),
-                basis=f"{gpu.sm_count} SMs x {clock} MHz (max SM clock) x {per_clock} per clock per SM ({unit_kind})",
+                basis=f"{gpu.sm_count} SMs x {clock} MHz (max SM clock; datasheets often use a lower sustained "
+                      f"clock) x {per_clock} per clock per SM ({unit_kind})",
             ))
     else:
         out.append(Ceiling(device=name, metric="bf16_tensor_flops", unit="FLOP/s",

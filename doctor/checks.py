@@ -88,10 +88,13 @@ def _nvml_checks(nvml: dict[str, Any], host: dict[str, Any], nvidia: NvidiaSecti
 def _gpu_checks(nvidia: NvidiaSection, cuda: dict[str, Any]) -> list[Check]:
     out = []
     if nvidia.devices and cuda.get("status") != "ok":
+        missing = cuda.get("error") == "ModuleNotFound"
         out.append(Check("cuda-core", WARNING,
                          f"device attributes NVML lacks come from the table, not the device "
                          f"({cuda.get('message') or 'cuda-core not collected'})",
-                         "pip install 'tracea[cuda]'"))
+                         "pip install 'tracea[cuda]'" if missing else
+                         "cuda-core is installed but could not read the device: cuda-bindings 13 needs an R580+ "
+                         "driver; with a CUDA 12 driver, pip install 'cuda-bindings<13' 'nvidia-cuda-nvrtc-cu12'"))
     for g in nvidia.devices:
         lost = g.unavailable.get("name", "")
         if g.name is None and lost.startswith("device handle"):

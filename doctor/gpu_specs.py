@@ -39,8 +39,9 @@ SPECS: dict[tuple[int, int], ArchSpec] = {
                   {"fp32": 128, "fp64": 64, "fp16": 2048, "bf16": 2048, "tf32": 1024, "int8": 4096}),
     (8, 6): _spec("Ampere", "3rd gen", ("fp16", "bf16", "tf32", "int8"), 99, 100, 1536, 128,
                   {"fp32": 256, "fp64": 4, "fp16": 1024, "bf16": 1024, "tf32": 512, "int8": 2048}),
+    # Jetson Orin: GA100-class tensor cores (85 dense INT8 TOPS = 16 SMs x 1.3 GHz x 4096)
     (8, 7): _spec("Ampere", "3rd gen", ("fp16", "bf16", "tf32", "int8"), 163, 164, 1536, 128,
-                  {"fp32": 256, "fp64": 4, "fp16": 1024, "bf16": 1024, "tf32": 512, "int8": 2048}),
+                  {"fp32": 256, "fp64": 4, "fp16": 2048, "bf16": 2048, "tf32": 1024, "int8": 4096}),
     (8, 9): _spec("Ada Lovelace", "4th gen", ("fp16", "bf16", "tf32", "fp8", "int8"), 99, 100, 1536, 128,
                   {"fp32": 256, "fp64": 4, "fp16": 1024, "bf16": 1024, "tf32": 512, "fp8": 2048, "int8": 2048}),
     (9, 0): _spec("Hopper", "4th gen (wgmma)", ("fp16", "bf16", "tf32", "fp8", "int8", "fp64"), 227, 228, 2048, 128,
@@ -71,6 +72,11 @@ PRODUCTS: dict[str, dict[str, int]] = {
 }
 
 
+# Compute capabilities shared by GeForce and professional cards: the table holds the professional
+# (and fp16-accumulate) tensor rates; GeForce cards run fp16/bf16 with fp32 accumulate at half.
+HALF_RATE_ON_GEFORCE = {(8, 6), (8, 9), (12, 0)}
+
+
 def spec_for(cc: tuple[int, int] | None) -> ArchSpec | None:
     """The spec of a compute capability; an unknown minor falls back to its major's first entry."""
     if cc is None:
@@ -81,6 +87,3 @@ def spec_for(cc: tuple[int, int] | None) -> ArchSpec | None:
     return SPECS[same_major[-1]] if same_major else None
 
 
-def precisions_for(cc: tuple[int, int]) -> tuple[str, ...]:
-    spec = spec_for(cc)
-    return spec.precisions if spec else ()

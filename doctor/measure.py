@@ -38,7 +38,8 @@ def measure_cpu(raw_cpu: dict[str, Any], fma_iters: int = 50_000_000, triad_floa
     vbytes = max(16, (cpu.vector_width_bits or 128) // 8)
     threads = cpu.logical_cores or os.cpu_count() or 1
     src = resources.files("tracea.doctor").joinpath("data/cpu_ceilings.c").read_text()
-    flags = ["-O3", "-ffp-contract=fast", *(cpu.emitter_flags or []), f"-DVBYTES={vbytes}", "-pthread"]
+    nacc = 16 if cpu.simd_family in ("avx512", "neon") else 12  # 32 vector registers, or 16 (AVX2)
+    flags = ["-O3", "-ffp-contract=fast", *(cpu.emitter_flags or []), f"-DVBYTES={vbytes}", f"-DNACC={nacc}", "-pthread"]
     with tempfile.TemporaryDirectory(prefix="tracea-measure-") as tmp:
         c_path, exe = os.path.join(tmp, "cpu_ceilings.c"), os.path.join(tmp, "cpu_ceilings")
         with open(c_path, "w") as f:
@@ -64,7 +65,7 @@ def measure_cpu(raw_cpu: dict[str, Any], fma_iters: int = 50_000_000, triad_floa
         "fp32_flops": {
             "value": out["fma_flops"], "unit": "FLOP/s",
             "method": f"FMA loop, {threads} threads x {out['accumulators']} independent {vbytes * 8}-bit accumulators"
-                      f" ({os.path.basename(cc)} {' '.join(flags[:-2])}), best of 3",
+                      f" ({os.path.basename(cc)} {' '.join(flags[:-3])}), best of 3",
         },
         "memory_bandwidth": triad,
     }

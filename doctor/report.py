@@ -45,7 +45,34 @@ class Record:
             if sub is not None and value is not None:
                 value = [sub.from_json(v) for v in value] if isinstance(value, list) else sub.from_json(value)
             kwargs[key] = value
-        return cls(**kwargs)
+        obj = cls(**kwargs)
+        _check_types(obj)
+        return obj
+
+
+_SCALARS = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
+
+
+def _check_types(obj: Record) -> None:
+    """A record read from a file holds the types its fields declare (a hand-edited or foreign file
+    fails here, with the field named, instead of deep inside the renderer)."""
+    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+        value = getattr(obj, f.name)
+        if value is None or isinstance(value, Record):
+            continue
+        kind = str(f.type).split("|")[0].strip().split("[")[0]
+        if kind in _SCALARS:
+            ok = isinstance(value, _SCALARS[kind]) and not (kind in ("int", "float") and isinstance(value, bool))
+        elif kind in ("list", "tuple"):
+            ok = isinstance(value, list) and all(isinstance(v, Record) or not isinstance(v, (dict, list)) for v in value)
+        elif kind == "dict":
+            ok = isinstance(value, dict)
+        else:
+            ok = True
+        if not ok:
+            raise ValueError(f"{type(obj).__name__}.{f.name} should be {f.type}, not {type(value).__name__}")
+    if isinstance(obj, Check) and obj.mark not in MARKS:
+        raise ValueError(f"Check.mark must be one of {MARKS}, not {obj.mark!r}")
 
 
 def _dump(value: Any) -> Any:

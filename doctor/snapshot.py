@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -202,14 +201,15 @@ def report_document(report: HostReport) -> dict[str, Any]:
 
 
 def write_json_atomic(path: str | os.PathLike[str], document: Any) -> None:
-    """Write to a temporary file in the same folder, then rename: a crash never leaves half a file."""
+    """Write to a temporary file in the same folder, then rename: a crash never leaves half a file.
+    The file is created with mode 0666 less the umask, like any file the user writes."""
+    import secrets
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a saved snapshot is an ordinary file
         with os.fdopen(fd, "w") as f:
             json.dump(document, f, indent=1, sort_keys=False)
             f.write("\n")
@@ -217,7 +217,7 @@ def write_json_atomic(path: str | os.PathLike[str], document: Any) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -236,7 +236,7 @@ def read_snapshot(path: str | os.PathLike[str]) -> tuple[HostReport, dict[str, A
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SnapshotError(f"snapshot {p} is not valid JSON (truncated?): {exc.msg} at line {exc.lineno}") from None
+        raise SnapshotError(f"snapshot {p} is not valid JSON (truncated?): {exc}") from None
     if not isinstance(doc, dict):
         raise SnapshotError(f"snapshot {p} is not a JSON object")
     kind = doc.get("kind")

@@ -94,3 +94,13 @@ def test_missing_sources_are_values_with_reasons():
 )
 def test_simd_choice(isa, machine, family):
     assert simd_choice(isa, machine)[0] == family
+
+
+def test_zen3_has_avx2_fma_and_no_avx512(fixtures):
+    cpu = cpu_from_cpuinfo(fixtures, "zen3_ryzen9_5950x.txt")
+    assert cpu.model == "AMD Ryzen 9 5950X 16-Core Processor"
+    assert {"sse4.2", "avx", "avx2", "fma", "f16c"} <= set(cpu.isa)
+    assert not any(i.startswith(("avx512", "amx")) for i in cpu.isa)
+    assert cpu.simd_family == "avx2-fma" and cpu.vector_width_bits == 256
+    assert cpu.emitter_flags == ["-mavx2", "-mfma", "-mf16c"]
+    assert cpu.logical_cores == 4 and cpu.physical_cores == 4  # the recorded blocks

@@ -99,19 +99,25 @@ def test_compiler_older_than_the_cpu(fixtures):
     assert check.mark == "warning" and "avx512f" in check.message
 
 
+# File lists of the real wheels (pip download --no-deps pynvml==11.5.0 / 12.0.0, unzip -l).
+PYNVML_11_5_0 = ["pynvml/__init__.py", "pynvml/_version.py", "pynvml/nvml.py", "pynvml/smi.py"]
+PYNVML_12_0_0 = ["pynvml_utils/__init__.py", "pynvml_utils/smi.py", "pynvml_utils/tests/test_nvml.py",
+                 "pynvml_utils/tests/test_smi.py"]
+
+
 @pytest.mark.parametrize(
-    ("files", "origin", "expected"),
+    ("version", "files", "origin", "expected"),
     [
-        (["pynvml.py", "pynvml-11.5.0.dist-info/METADATA"], "/site/pynvml.py", "shadowing"),
-        (["pynvml_utils/__init__.py"], "/site/pynvml.py", "deprecated"),
+        ("11.5.0", PYNVML_11_5_0, "/site/pynvml/__init__.py", "shadowing"),
+        ("12.0.0", PYNVML_12_0_0, "/site/pynvml.py", "deprecated"),
     ],
 )
-def test_pynvml_shadow(fixtures, files, origin, expected):
+def test_pynvml_shadow(fixtures, version, files, origin, expected):
     from tracea.doctor.snapshot import build_report
 
     raw = json.loads((fixtures / "snapshots" / "ci_vm.json").read_text())["raw"]
-    raw["python"]["packages"]["pynvml"] = "11.5.0" if expected == "shadowing" else "12.0.0"
-    raw["python"]["pynvml_dist_files"] = [f for f in files if f.endswith(".py")]
+    raw["python"]["packages"]["pynvml"] = version
+    raw["python"]["pynvml_dist_files"] = files
     raw["python"]["pynvml_origin"] = origin
     report = build_report(raw)
     check = next(c for c in report.checks if c.id == "pynvml-shadow")

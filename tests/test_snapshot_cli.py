@@ -117,14 +117,14 @@ def test_round_trip_of_the_dataclasses(fixtures):
         ('{"kind": "something-else", "schema_version": 1}', "not a Tracea doctor snapshot"),
         ("[1, 2, 3]", "not a JSON object"),
         ('{"kind": "tracea-doctor-snapshot", "schema_version": 1}', "no raw answers"),
-        ("\x00\xff\xfe", "snapshot"),
+        ("\x00\xff\xfe", "cannot read snapshot"),
     ],
 )
 def test_bad_snapshots_are_one_line_and_exit_2(tmp_path, content, words):
     path = tmp_path / "snap.json"
     if content is not None:
         path.write_bytes(content.encode("latin-1"))
-    with pytest.raises(SnapshotError, match=words.split()[0]):
+    with pytest.raises(SnapshotError, match=words):
         load_snapshot(path)
     out = tracea("doctor", "--input", str(path))
     assert out.returncode == 2
@@ -194,3 +194,61 @@ def test_unwritable_save_path_is_bad_input(tmp_path):
     out = tracea("doctor", "--save", str(blocker / "snap.json"))
     assert out.returncode == 2 and out.stderr.startswith("error: cannot write snapshot")
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda d: d["checks"].append({"id": "x", "mark": "bogus", "message": "m"}), "Check.mark"),
+        (lambda d: d["ceilings"][0].__setitem__("spec", "abc"), "Ceiling.spec"),
+        (lambda d: d["cpu"].__setitem__("isa", "avx2"), "CpuInfo.isa"),
+        (lambda d: d["nvidia"]["devices"][0].__setitem__("sm_count", "132"), "NvidiaGpu.sm_count"),
+    ],
+)
+def test_hand_edited_report_files_are_bad_input(fixtures, tmp_path, edit, words):
+    doc = json.loads(tracea("doctor", "--input", str(fixtures / "snapshots" / "h100_live.json"), "--json").stdout)
+    edit(doc)
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(doc))
+    out = tracea("doctor", "--input", str(path))
+    assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr
+
+
+def test_markup_in_a_file_name_is_printed_as_is(fixtures, tmp_path):
+    path = tmp_path / "snap[red].json"
+    path.write_text((fixtures / "snapshots" / "ci_vm.json").read_text())
+    out = tracea("doctor", "--input", str(path), "--plain")
+    assert out.returncode == 0 and "replay:snap[red].json" in out.stdout
+
+
+def test_debug_anywhere_and_bare_commands():
+    out = tracea("doctor", "--input", "/nonexistent.json", "--debug")
+    assert "Traceback" in out.stderr and "SnapshotError" in out.stderr  # --debug after the command works too
+    bare = tracea()
+    assert bare.returncode == 0 and bare.stdout.startswith("Usage: tracea") and bare.stderr == ""
+    group = tracea("plan")
+    assert group.returncode == 0 and "gemm" in group.stdout
+
+
+def test_a_closed_pipe_is_not_an_error(fixtures):
+    cmd = f"{sys.executable} -m tracea doctor --input {fixtures / 'snapshots' / 'h100_live.json'} --plain | head -1"
+    out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("Tracea doctor") and out.stderr == ""
+
+
+def test_a_hung_source_costs_only_its_section(monkeypatch):
+    import time as _time
+
+    from tracea.doctor import snapshot
+
+    monkeypatch.setattr(snapshot, "SOURCE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(snapshot.amd, "collect", lambda: _time.sleep(30))  # a driver call that never returns
+    t0 = _time.monotonic()
+    raw = snapshot.collect_raw()
+    assert _time.monotonic() - t0 < 10
+    assert raw["amd"]["error"] == "Timeout"
+    report = snapshot.build_report(raw)
+    assert any("amd" in e and "did not answer" in e for e in report.errors)
+    assert report.amd.devices == [] and "did not answer" in report.amd.reason
+    assert report.cpu.logical_cores  # every other section is intact

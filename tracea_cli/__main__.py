@@ -18,7 +18,9 @@ def _err(message: str, hint: str | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    # --debug is honoured wherever it is typed (`tracea doctor --debug` as well as `tracea --debug doctor`)
     debug = "--debug" in args or os.environ.get("TRACEA_DEBUG") == "1"
+    args = [a for a in args if a != "--debug"]
     from tracea.app import build_command
     from tracea.doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, TraceaError
 
@@ -35,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         _err("interrupted")
         return 130
     except BrokenPipeError:
+        # the reader went away (`tracea doctor | head`): not an error; keep the exit-time flush quiet
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 0
     except Exception as exc:
         # Click's own exceptions, matched by name: Typer >= 0.29 vendors Click, older Typer uses it.
@@ -44,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         if "Abort" in kinds:
             _err("aborted")
             return 130
+        if "NoArgsIsHelpError" in kinds:  # `tracea` or `tracea plan` alone: the help, as asked
+            ctx = getattr(exc, "ctx", None)
+            sys.stdout.write((ctx.get_help() if ctx is not None else str(exc)) + "\n")
+            return 0
         if debug:
             raise
         if "UsageError" in kinds:

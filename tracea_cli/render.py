@@ -153,15 +153,26 @@ def ceiling_text(c: Ceiling) -> tuple[str, str, str, str]:
     return f"{c.device} {c.metric}", spec, measured, note
 
 
-def render_doctor(report: HostReport, plain: bool = False, saved_to: Path | None = None) -> None:
+def make_console(plain: bool = False):
+    """A rich Console that is plain in a pipe, and lets a closed pipe end the command quietly."""
     from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError  # tracea.__main__ turns it into a quiet exit 0
+
+    console = _Console(highlight=False, no_color=plain, emoji=False)
+    if plain or not console.is_terminal:
+        console = _Console(highlight=False, no_color=True, emoji=False, soft_wrap=True)
+    return console
+
+
+def render_doctor(report: HostReport, plain: bool = False, saved_to: Path | None = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console(highlight=False, no_color=plain, emoji=False)
-    plain = plain or not console.is_terminal
-    if plain:
-        console = Console(highlight=False, no_color=True, emoji=False, soft_wrap=True)
+    console = make_console(plain)
+    plain = plain or console.no_color
 
     def heading(text: str) -> None:
         console.print(f"\n[bold]{escape(text)}[/bold]" if not plain else f"\n{text}")
@@ -171,10 +182,10 @@ def render_doctor(report: HostReport, plain: bool = False, saved_to: Path | None
             console.print(f"{' ' * indent}{label:<14} {escape(text)}", soft_wrap=plain)
 
     origin = "" if report.origin == "live" else f" · {report.origin}"
-    console.print(f"[bold]Tracea doctor[/bold] {report.tracea_version} · {report.created_at}{origin}")
+    console.print(f"[bold]Tracea doctor[/bold] {escape(f'{report.tracea_version} · {report.created_at}{origin}')}")
     h = report.host
-    console.print(f"host: {h.os_name} {h.os_release} {h.machine}"
-                  + (" · WSL" if h.wsl else "") + (f" · container: {h.container}" if h.container else ""))
+    console.print(escape(f"host: {h.os_name} {h.os_release} {h.machine}"
+                         + (" · WSL" if h.wsl else "") + (f" · container: {h.container}" if h.container else "")))
 
     heading("CPU")
     rows(cpu_lines(report))
@@ -182,7 +193,7 @@ def render_doctor(report: HostReport, plain: bool = False, saved_to: Path | None
     heading("NVIDIA GPUs")
     nv = report.nvidia
     if nv.driver_version:
-        console.print(f"  driver {nv.driver_version} · CUDA {nv.cuda_driver_version} · NVML {nv.nvml_version}")
+        console.print(escape(f"  driver {nv.driver_version} · CUDA {nv.cuda_driver_version} · NVML {nv.nvml_version}"))
     if not nv.devices:
         console.print(f"  none found: {escape(nv.reason or 'unknown reason')}")
     for g in nv.devices:

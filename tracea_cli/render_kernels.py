@@ -6,10 +6,9 @@ from typing import Any
 
 
 def _console():
-    from rich.console import Console
+    from tracea.render import make_console
 
-    console = Console(highlight=False, emoji=False)
-    return console if console.is_terminal else Console(highlight=False, emoji=False, no_color=True, soft_wrap=True)
+    return make_console()
 
 
 def plan_table(decision: Any) -> None:

@@ -17,7 +17,9 @@
 #ifndef VBYTES
 #define VBYTES 16
 #endif
-#define NACC 12
+#ifndef NACC
+#define NACC 12 /* independent accumulators: >= FMA pipes x latency, <= registers (16 on AVX2) */
+#endif
 #define LANES (VBYTES / 4)
 
 typedef float vf __attribute__((vector_size(VBYTES)));
@@ -49,7 +51,7 @@ static void *fma_worker(void *arg) {
     pthread_barrier_wait(j->barrier);
     j->t0 = now_s();
     for (long i = 0; i < j->iters; ++i) {
-#pragma GCC unroll 12
+#pragma GCC unroll 16
         for (int k = 0; k < NACC; ++k) acc[k] = acc[k] * x + y;
     }
     double s = 0;
@@ -57,6 +59,20 @@ static void *fma_worker(void *arg) {
         for (int l = 0; l < LANES; ++l) s += acc[k][l];
     j->t1 = now_s();
     j->sink = s;
+    return NULL;
+}
+
+/* each thread first touches its own range, so pages land on its NUMA node (as STREAM does) */
+static void *init_worker(void *arg) {
+    job_t *j = (job_t *)arg;
+    pthread_barrier_wait(j->barrier);
+    j->t0 = now_s();
+    for (long i = j->n0; i < j->n1; ++i) {
+        j->a[i] = 0.5f;
+        j->b[i] = (float)(i % 1021) * 0.25f + 1.0f;
+        j->c[i] = (float)(i % 997) * 0.5f + 2.0f;
+    }
+    j->t1 = now_s();
     return NULL;
 }
 
@@ -108,8 +124,11 @@ int main(int argc, char **argv) {
 
     float *a = aligned_alloc(64, (size_t)n * 4), *b = aligned_alloc(64, (size_t)n * 4), *c = aligned_alloc(64, (size_t)n * 4);
     if (!a || !b || !c) { printf("{\"error\": \"out of memory for %ld floats\"}\n", n); return 1; }
-    /* first touch by each thread's own range is what STREAM does; random-ish, never zero, values */
-    for (long i = 0; i < n; ++i) { a[i] = 0.5f; b[i] = (float)(i % 1021) * 0.25f + 1.0f; c[i] = (float)(i % 997) * 0.5f + 2.0f; }
+    for (int t = 0; t < threads; ++t) {
+        jobs[t].a = a; jobs[t].b = b; jobs[t].c = c; jobs[t].s = x;
+        jobs[t].n0 = n * t / threads; jobs[t].n1 = n * (t + 1) / threads;
+    }
+    run(threads, jobs, init_worker); /* never-zero values, first touched by their own thread */
     double best_triad = 1e30;
     for (int rep = 0; rep < 5; ++rep) {
         for (int t = 0; t < threads; ++t) {

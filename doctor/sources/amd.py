@@ -101,7 +101,13 @@ def collect_amdsmi() -> dict[str, Any]:
 
 
 def collect() -> dict[str, Any]:
-    return {"kfd": collect_kfd(), "amdsmi": collect_amdsmi(), "dev_kfd": os.path.exists("/dev/kfd")}
+    kfd = collect_kfd()
+    gpu_nodes = any(parse_properties(n.get("properties")).get("simd_count", 0) > 0
+                    for n in (kfd.get("nodes") or {}).values())
+    # amdsmi is asked only where KFD shows a GPU: its import prints, and silencing it means borrowing
+    # the process's stdout for a moment, which no other machine should pay for.
+    smi = collect_amdsmi() if gpu_nodes else {"status": "skipped", "message": "no AMD GPU in KFD"}
+    return {"kfd": kfd, "amdsmi": smi, "dev_kfd": os.path.exists("/dev/kfd")}
 
 
 def parse_properties(text: str | None) -> dict[str, int]:
@@ -124,6 +130,8 @@ def gfx_target(version: int) -> str:
 
 def interpret(raw: dict[str, Any] | None) -> AmdSection:
     raw = raw or {}
+    if raw.get("status") == "error":  # the source itself failed or timed out
+        return AmdSection(devices=[], reason=raw.get("message") or raw.get("error"))
     kfd = raw.get("kfd") or {}
     smi = raw.get("amdsmi") or {}
     if kfd.get("status") != "ok":
@@ -138,6 +146,26 @@ def interpret(raw: dict[str, Any] | None) -> AmdSection:
         devices.append(_device(int(node_id), node, props, kfd.get("driver_version"), smi_devices, len(devices)))
     reason = None if devices else "KFD lists no GPU nodes"
     return AmdSection(devices=devices, reason=reason, sources={"devices": "kfd sysfs"})
+
+
+def _bdf_location(bdf: Any) -> int | None:
+    """amdsmi's "0000:c3:00.0" -> KFD's location_id (bus << 8 | device << 3 | function)."""
+    try:
+        _, bus, devfn = str(bdf).split(":")
+        dev, fn = devfn.split(".")
+        return int(bus, 16) << 8 | int(dev, 16) << 3 | int(fn, 16)
+    except (ValueError, AttributeError):
+        return None
+
+
+def _smi_for(props: dict[str, int], smi_devices: list[dict[str, Any]] | None, gpu_index: int) -> dict[str, Any] | None:
+    if not smi_devices:
+        return None
+    loc = props.get("location_id")
+    for d in smi_devices:
+        if loc is not None and _bdf_location(d.get("bdf")) == loc:
+            return d
+    return smi_devices[gpu_index] if gpu_index < len(smi_devices) and loc is None else None
 
 
 def _device(node_id: int, node: dict[str, Any], props: dict[str, int], driver: str | None,
@@ -160,7 +188,7 @@ def _device(node_id: int, node: dict[str, Any], props: dict[str, int], driver: s
     vram = sum(b.get("size_in_bytes", 0) for b in banks if b.get("heap_type") in (1, 2))
     fs.put("vram_bytes", vram or props.get("local_mem_size") or None, src, "no local memory banks in KFD")
     fs.put("driver_version", driver, "/sys/module/amdgpu/version", "amdgpu module version not exposed")
-    smi = smi_devices[gpu_index] if smi_devices and gpu_index < len(smi_devices) else None
+    smi = _smi_for(props, smi_devices, gpu_index)
     asic = (smi or {}).get("asic")
     if isinstance(asic, dict) and asic.get("market_name"):
         fs.put("name", asic["market_name"], "amdsmi")

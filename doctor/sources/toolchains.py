@@ -227,8 +227,9 @@ def interpret(raw: dict[str, Any] | None) -> list[Tool]:
     nvcc = t.get("nvcc") or {}
     if nvcc.get("path"):
         out = (nvcc.get("version") or {}).get("stdout")
+        lines = (out or "").strip().splitlines()
         tools.append(Tool("nvcc", True, nvcc["path"], parse_nvcc_version(out),
-                          details={"version_line": (out or "").strip().splitlines()[-1:] and out.strip().splitlines()[-1]}))
+                          details={"version_line": lines[-1] if lines else None}))
     else:
         tools.append(Tool("nvcc", False, reason="nvcc not on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin"))
     nvrtc = t.get("nvrtc") or {}
@@ -288,14 +289,15 @@ def interpret_python(raw: dict[str, Any] | None) -> PythonEnv:
 
 
 def _pynvml_shadow(raw: dict[str, Any]) -> str | None:
-    """'shadowing' when the old pynvml package's own pynvml.py is what `import pynvml` finds;
-    'deprecated' when the pynvml shim (>= 12, which wraps nvidia-ml-py) is installed."""
+    """'shadowing' when the old ``pynvml`` distribution (< 12) installs its own ``pynvml`` module: its
+    ``pynvml/`` package wins the import over nvidia-ml-py's ``pynvml.py``, so an outdated NVML binding
+    answers. 'deprecated' for pynvml >= 12, a shim that only adds ``pynvml_utils`` over nvidia-ml-py."""
     version = (raw.get("packages") or {}).get("pynvml")
     if not version:
         return None
-    dist_files = raw.get("pynvml_dist_files") or []
-    origin = raw.get("pynvml_origin") or ""
-    own = any(f.endswith("pynvml.py") for f in dist_files)
-    if own and (origin.endswith("pynvml.py") or not raw.get("nvidia_ml_py_files")):
-        return f"shadowing: pynvml {version} provides its own pynvml.py ({origin or 'unknown path'})"
+    files = raw.get("pynvml_dist_files") or []
+    own = [f for f in files if f == "pynvml.py" or f.startswith("pynvml/")]
+    origin = raw.get("pynvml_origin") or "unknown path"
+    if own:
+        return f"shadowing: pynvml {version} installs its own {own[0].split('/')[0]} module; `import pynvml` loads {origin}"
     return f"deprecated: pynvml {version} is installed (a shim over nvidia-ml-py)"

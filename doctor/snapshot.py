@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from . import ceilings as _ceilings
+from ._threads import Task as _Task
 from .checks import run_checks
 from .errors import SnapshotError
 from .report import SCHEMA_VERSION, AmdSection, AppleSection, CpuInfo, HostReport, NvidiaSection, PythonEnv
-from ._threads import Task as _Task
 from .sources import amd, apple, cpu, cuda, host, nvidia, nvml, toolchains
 
 SNAPSHOT_KIND = "tracea-doctor-snapshot"

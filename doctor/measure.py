@@ -133,16 +133,28 @@ def _bf16_value(bits):
 class _Cuda:
     """A minimal driver-API session: one device, its primary context, events for timing."""
 
-    def __init__(self, ordinal: int) -> None:
+    def __init__(self, ordinal: int, uuid: str | None = None) -> None:
         from cuda.bindings import driver
 
         self.drv = driver
         _check(driver.cuInit(0), "cuInit")
+        if uuid is not None:  # the report's order may be assumed; the UUID is not
+            ordinal = self._ordinal_of(uuid, ordinal)
         self.dev = _check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
         self.ctx = _check(driver.cuDevicePrimaryCtxRetain(self.dev), "cuDevicePrimaryCtxRetain")
         _check(driver.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
         self.stream = _check(driver.cuStreamCreate(0), "cuStreamCreate")
         self.allocs: list[Any] = []
+
+    def _ordinal_of(self, uuid: str, fallback: int) -> int:
+        want = uuid.lower().split("-", 1)[1].replace("-", "") if uuid.lower().startswith(("gpu-", "mig-")) else uuid.lower()
+        count = int(_check(self.drv.cuDeviceGetCount(), "cuDeviceGetCount"))
+        for i in range(count):
+            dev = _check(self.drv.cuDeviceGet(i), "cuDeviceGet")
+            got = _check(self.drv.cuDeviceGetUuid(dev), "cuDeviceGetUuid")
+            if bytes(got.bytes).hex() == want:
+                return i
+        return fallback
 
     def attr(self, name: str) -> int:
         a = getattr(self.drv.CUdevice_attribute, name)
@@ -303,9 +315,9 @@ def measure_cublas(ordinal: int, n: int = 8192) -> dict[str, Any]:
                       f"(rel err {rel:.1e}), CUDA events, median of {len(times)}"}
 
 
-def measure_gpu(ordinal: int) -> dict[str, Any]:
+def measure_gpu(ordinal: int, uuid: str | None = None) -> dict[str, Any]:
     try:
-        cu = _Cuda(ordinal)
+        cu = _Cuda(ordinal, uuid)
     except Exception as exc:  # noqa: BLE001
         err = _fail(exc)
         return {"memory_bandwidth": err, "bf16_tensor_flops": err}
@@ -336,5 +348,5 @@ def measure_all(raw: dict[str, Any]) -> dict[str, Any]:
     measured: dict[str, Any] = {"cpu": _guarded(measure_cpu, raw.get("cpu") or {})}
     section = interpret_nvidia(raw.get("nvml"), raw.get("cuda"), raw.get("env") or {})
     for g in section.devices:
-        measured[f"cuda:{g.cuda_index}"] = measure_gpu(g.cuda_index or 0)
+        measured[f"cuda:{g.cuda_index}"] = measure_gpu(g.cuda_index or 0, g.uuid)
     return measured

@@ -78,7 +78,7 @@ def test_measured_gpu_ceilings_are_verified_and_plausible(live):
 
     _, report = live
     g = report.nvidia.devices[0]
-    m = measure_gpu(g.cuda_index)
+    m = measure_gpu(g.cuda_index, g.uuid)  # found by UUID
     assert "error" not in m["memory_bandwidth"], m["memory_bandwidth"]
     assert "error" not in m["bf16_tensor_flops"], m["bf16_tensor_flops"]
     spec_bw = next(c.spec for c in report.ceilings if c.device == "cuda:0" and c.metric == "memory_bandwidth")

@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
 from textual.worker import WorkerState
+
 from tracea.doctor.report import HostReport
 from tracea.doctor.snapshot import build_report, load_snapshot, replay_raw
 from tracea.doctor.sources.nvml import TELEMETRY_KEYS

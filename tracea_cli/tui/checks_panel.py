@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import Static
+
 from tracea.doctor.report import PROBLEM, WARNING, HostReport
 from tracea.render import MARK_STYLE
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
+
 from tracea.doctor.report import HostReport
 
 from .model import HOST, NodeSpec, tree_spec

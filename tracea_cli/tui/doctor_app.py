@@ -20,6 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Header, Tree
 from textual.worker import Worker, WorkerState, get_current_worker
+
 from tracea.doctor.report import HostReport
 
 from .checks_panel import ChecksPanel

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from textual.message import Message
+
 from tracea.doctor.report import HostReport
 
 

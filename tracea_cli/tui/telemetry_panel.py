@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
+
 from tracea.doctor.report import HostReport
 from tracea.render import gpu_lines
 

@@ -111,6 +111,11 @@ from tracea import cmd_kernels  # noqa: E402  (each command module imports only 
 cmd_kernels.register(app)
 
 
+from tracea import cmd_bank_sim  # noqa: E402
+
+cmd_bank_sim.register(app)
+
+
 def build_command() -> Any:
     """The Click command behind the app (the console script runs it under Tracea's error policy)."""
     return typer.main.get_command(app)

@@ -1,0 +1,65 @@
+"""Which swizzles make a tile's shared-memory accesses conflict-free: the tuner's pruning rule ("drop a
+schedule whose main loop conflicts when a conflict-free swizzle of the same tile exists") and the
+emitter's choice of swizzle, both scored by the bank simulator on the tile sweeps the kernel issues."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+from tracea.emitters.bank_access import AccessBatch, tile_sweep
+from tracea.emitters.bank_sim import simulate
+from tracea.emitters.layout import AnySwizzle, NoSwizzle, Swizzle, TileLayout, TmaSwizzle, XorSwizzle
+
+
+def default_candidates() -> list[AnySwizzle]:
+    """None, the seeds' Xor2/4/8, the TMA modes, and every CUTLASS Swizzle<B,M,S> whose XORed bits lie in
+    the 128-byte bank window (M >= 2, M + B <= 7) with S in [max(B, 3), 7]."""
+    out: list[AnySwizzle] = [NoSwizzle(), XorSwizzle(2), XorSwizzle(4), XorSwizzle(8),
+                             TmaSwizzle("32B"), TmaSwizzle("64B"), TmaSwizzle("128B")]
+    out += [Swizzle(b, m, s) for m in (2, 3, 4) for b in range(1, 8 - m) for s in range(max(b, 3), 8)]
+    return out
+
+
+@dataclass(frozen=True)
+class SwizzleScore:
+    layout: TileLayout
+    totals: dict[str, Any]
+
+    @property
+    def conflict_free(self) -> bool:
+        return self.totals["conflicts"] == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"swizzle": self.layout.swizzle.to_json(), "name": self.layout.swizzle.name, **self.totals}
+
+
+def score(layout: TileLayout, accesses: Sequence[str]) -> dict[str, Any]:
+    """Totals over one sweep of the tile by each access spec (``ldmatrix.x4``, ``cp.async.128.row``...)."""
+    if not accesses:
+        raise BadInputError("score needs at least one access spec")
+    return simulate(AccessBatch.concat(tile_sweep(layout, spec) for spec in accesses)).totals()
+
+
+def rank_swizzles(layout: TileLayout, accesses: Sequence[str],
+                  candidates: Sequence[AnySwizzle] | None = None) -> list[SwizzleScore]:
+    """Every candidate swizzle that fits the tile and the accesses, fewest conflict wavefronts first
+    (ties keep the candidates' order, simplest first). Layout padding is kept as given."""
+    ranked = []
+    for sw in candidates if candidates is not None else default_candidates():
+        try:
+            lay = replace(layout, swizzle=sw, base_bytes=0)
+            ranked.append(SwizzleScore(lay, score(lay, accesses)))
+        except BadInputError:
+            continue  # this swizzle does not fit the tile, or splits one of its vector accesses
+    return sorted(ranked, key=lambda s: s.totals["conflicts"])
+
+
+def should_drop(layout: TileLayout, accesses: Sequence[str],
+                candidates: Sequence[AnySwizzle] | None = None) -> bool:
+    """True when the layout's accesses conflict but some swizzle of the same tile does not."""
+    if score(layout, accesses)["conflicts"] == 0:
+        return False
+    return any(s.conflict_free for s in rank_swizzles(layout, accesses, candidates))

@@ -1,0 +1,140 @@
+"""The host C compiler and the content-hash binary cache.
+
+A binary is keyed by sha256(source, flags, compiler path and version line): the same kernel is compiled
+once per machine and compiler, and a changed compiler or flag set compiles anew. Writes are atomic (a
+temporary file in the cache folder, then ``os.replace``), so concurrent builds of one kernel (tuner
+workers) never see half a file. Cache folder: ``$TRACEA_HOME/cache/cpu``, else the platform's user
+cache folder (``platformdirs.user_cache_dir("tracea")/cpu``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracea.doctor.errors import CompileError, ToolchainMissingError
+
+BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden")
+LINK_FLAGS = ("-lm",)
+COMPILE_TIMEOUT_S = 300
+INSTALL_HINT = ("install a C compiler: `sudo apt install gcc` (Debian/Ubuntu), `sudo dnf install gcc` (Fedora), "
+                "`xcode-select --install` (macOS); or point TRACEA_CC at one")
+
+
+@dataclass(frozen=True)
+class Compiler:
+    path: str
+    version: str  # the first line of `--version`
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+
+@functools.lru_cache(maxsize=16)
+def _version_line(path: str) -> str:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ToolchainMissingError(f"the C compiler {path} does not run ({exc})", INSTALL_HINT) from None
+    line = (out.stdout or out.stderr).strip().splitlines()
+    return line[0] if line else "unknown"
+
+
+def find_compiler(host: Any = None) -> Compiler:
+    """TRACEA_CC if set, else the first of cc, gcc, clang the doctor found, else the first on PATH."""
+    env = os.environ.get("TRACEA_CC")
+    if env:
+        path = shutil.which(env)
+        if path is None:
+            raise ToolchainMissingError(f"TRACEA_CC={env} is not an executable compiler", INSTALL_HINT)
+        return Compiler(path, _version_line(path))
+    candidates: list[str] = []
+    for name in ("cc", "gcc", "clang"):
+        tool = host.tool(name) if host is not None else None
+        if tool is not None and tool.found and tool.path:
+            candidates.append(tool.path)
+    candidates += [p for p in (shutil.which(n) for n in ("cc", "gcc", "clang")) if p]
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return Compiler(path, _version_line(path))
+    raise ToolchainMissingError("no C compiler found (looked for cc, gcc and clang)", INSTALL_HINT)
+
+
+def cache_dir() -> Path:
+    home = os.environ.get("TRACEA_HOME")
+    if home:
+        base = Path(home) / "cache"
+    else:
+        import platformdirs
+
+        base = Path(platformdirs.user_cache_dir("tracea"))
+    path = base / "cpu"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cache_key(source: str, flags: list[str], compiler: Compiler) -> str:
+    h = hashlib.sha256()
+    for part in (source, "\0".join(flags), os.path.realpath(compiler.path), compiler.version):
+        h.update(part.encode())
+        h.update(b"\x00\x01")
+    return h.hexdigest()
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def command(compiler: Compiler, flags: list[str], source: str | Path, binary: str | Path) -> list[str]:
+    return [compiler.path, *flags, str(source), "-o", str(binary), *LINK_FLAGS]
+
+
+def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler) -> tuple[Path, bool, float]:
+    """(binary path, cache hit, compile seconds) for ``source``; CompileError with the log on failure."""
+    key = cache_key(source, flags, compiler)[:24]
+    folder = cache_dir()
+    binary = folder / f"{name}-{key}.so"
+    src_path = folder / f"{name}-{key}.c"
+    if binary.exists():
+        return binary, True, 0.0
+    write_atomic(src_path, source)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{binary.name}.", suffix=".tmp")
+    os.close(fd)
+    t0 = time.perf_counter()
+    try:
+        try:
+            proc = subprocess.run(command(compiler, flags, src_path, tmp), capture_output=True, text=True,
+                                  timeout=COMPILE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise CompileError(f"{compiler.name} took more than {COMPILE_TIMEOUT_S} s on {src_path}",
+                               "a smaller unroll or micro-kernel compiles faster") from None
+        except OSError as exc:
+            raise ToolchainMissingError(f"the C compiler {compiler.path} does not run ({exc})", INSTALL_HINT) from None
+        if proc.returncode != 0:
+            log = (proc.stderr or proc.stdout).strip().splitlines()
+            head = "\n".join(log[:12])
+            raise CompileError(f"{compiler.name} failed (exit {proc.returncode}) on {src_path}:\n{head}",
+                               f"the full source is {src_path}; rerun the command with TRACEA_CC set to another "
+                               "compiler, or report the schedule that produced it")
+        os.replace(tmp, binary)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return binary, False, time.perf_counter() - t0

@@ -1,0 +1,160 @@
+"""Conv2d as implicit GEMM on the shared GEMM core: the packing routines gather input patches for the
+block being packed, so no im2col buffer is ever built.
+
+- NHWC: one GEMM per group, M = N*P*Q output pixels, N = K/groups channels, K = R*S*C/groups with
+  kk = (r*S + s)*Cg + c (the filter's own order). A is gathered from the input (a run of Cg contiguous
+  channels per filter tap); B is the filter in "col" layout; C is the output itself (ldc = K).
+- NCHW: one GEMM per image and group, computed as W x patches: M = K/groups, N = P*Q, K = Cg*R*S with
+  kk = (c*R + r)*S + s. A is the filter (row layout); B is gathered (with unit stride, a run of NR
+  output pixels of one output row is a contiguous run of input pixels); C is the image's output plane
+  (ldc = P*Q), bias per row.
+
+Entry: ``int tracea_conv2d(void* const* bufs, const int64_t* dims, const double* fparams)`` with
+bufs = {x, weight, out, bias}, dims = {n, c, h, w, k, r, s, sh, sw, ph, pw, dh, dw, groups, threads}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..schedule import CpuSchedule
+from .gemm import _pack_a, _pack_b
+from .gemm_core import VEC_SUFFIX, CoreSpec, render_core
+from .isa import CpuIsa
+
+ENTRY = "tracea_conv2d"
+
+FIELDS = """    const in_t* xg;            /* input of this image / group (see the packing routines) */
+    const in_t* wg;            /* filter of this group */
+    long N, C, H, W, K, R, S, P, Q, sh, sw, ph, pw, dh, dw, G, Cg, Kg, Kdim;"""
+
+NHWC_PACK_A = """    /* rows are output pixels, columns kk = (r*S + s)*Cg + c: runs of Cg contiguous input channels */
+    for (int i = 0; i < mr; ++i) {
+        const long pix = i0 + i, pq = pix % (J->P * J->Q), nimg = pix / (J->P * J->Q);
+        const long ih0 = (pq / J->Q) * J->sh - J->ph, iw0 = (pq % J->Q) * J->sw - J->pw;
+        const in_t* xn = J->xg + nimg * J->H * J->W * J->C;
+        long c = p0 % J->Cg, rs = p0 / J->Cg;
+        long s = rs % J->S, r = rs / J->S;
+        int p = 0;
+        while (p < kc) {
+            const long h = ih0 + r * J->dh, w = iw0 + s * J->dw;
+            const int run = (int)tr_min(J->Cg - c, kc - p);
+            if (h >= 0 && h < J->H && w >= 0 && w < J->W) {
+                const in_t* src = xn + (h * J->W + w) * J->C + c;
+                for (int t = 0; t < run; ++t) dst[(long)(p + t) * MR + i] = IN2F(src[t]);
+            } else {
+                for (int t = 0; t < run; ++t) dst[(long)(p + t) * MR + i] = 0.0f;
+            }
+            p += run;
+            c = 0;
+            if (++s == J->S) { s = 0; ++r; }
+        }
+    }
+    for (int i = mr; i < MR; ++i)
+        for (int p = 0; p < kc; ++p) dst[(long)p * MR + i] = 0.0f;"""
+
+NCHW_PACK_B = """    /* rows kk = (c*R + r)*S + s, columns are output pixels of this image */
+    long ih0[NR], iw0[NR];
+    for (int j = 0; j < nr; ++j) {
+        const long pix = j0 + j;
+        ih0[j] = (pix / J->Q) * J->sh - J->ph;
+        iw0[j] = (pix % J->Q) * J->sw - J->pw;
+    }
+    /* unit stride and one output row: the NR pixels read a contiguous run of an input row */
+    const int one_row = nr == NR && J->sw == 1 && j0 / J->Q == (j0 + NR - 1) / J->Q;
+    const long RS = J->R * J->S, HW = J->H * J->W;
+    long c = p0 / RS, rs = p0 % RS;
+    long r = rs / J->S, s = rs % J->S;
+    for (int p = 0; p < kc; ++p) {
+        float* d = dst + (long)p * NR;
+        const in_t* xc = J->xg + c * HW;
+        const long dr = r * J->dh, ds = s * J->dw;
+        if (one_row) {
+            const long h = ih0[0] + dr, w0 = iw0[0] + ds;
+            if (h < 0 || h >= J->H) {
+                for (int j = 0; j < NR; j += VL) vf_store(d + j, vf_zero());
+            } else if (w0 >= 0 && w0 + NR <= J->W) {
+                const in_t* src = xc + h * J->W + w0;
+                for (int j = 0; j < NR; j += VL) vf_store(d + j, LOAD_IN(src + j));
+            } else {
+                const in_t* src = xc + h * J->W;
+                for (int j = 0; j < NR; ++j) {
+                    const long w = w0 + j;
+                    d[j] = w >= 0 && w < J->W ? IN2F(src[w]) : 0.0f;
+                }
+            }
+        } else {
+            int j = 0;
+            for (; j < nr; ++j) {
+                const long h = ih0[j] + dr, w = iw0[j] + ds;
+                d[j] = h >= 0 && h < J->H && w >= 0 && w < J->W ? IN2F(xc[h * J->W + w]) : 0.0f;
+            }
+            for (; j < NR; ++j) d[j] = 0.0f;
+        }
+        if (++s == J->S) { s = 0; if (++r == J->R) { r = 0; ++c; } }
+    }"""
+
+
+def render_conv(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
+    from .pool import pool_c
+
+    dtype = op.dtype.value
+    nhwc = op.layout == "nhwc"
+    # the filter as a GEMM operand: element (kk, j) of B at wg[j * Kdim + kk] (NHWC), element (i, kk) of
+    # A at wg[i * Kdim + kk] (NCHW): the plain GEMM packing routines with J->b / J->a pointing at it
+    spec = CoreSpec(
+        dtype=dtype, epilogue=("bias",) if op.bias else (), bias_axis="col" if nhwc else "row",
+        pack_a=NHWC_PACK_A if nhwc else _pack_a("row"),
+        pack_b=_pack_b("col", dtype) if nhwc else NCHW_PACK_B,
+        job_fields=FIELDS,
+        helpers=f"#define LOAD_IN(p) vf_load{VEC_SUFFIX[dtype]}(p)\n",
+    )
+    converts = dtype != "fp32"
+    if nhwc:
+        loop = """    for (long g = 0; g < J.G && rc == 0; ++g) {
+        J.m = J.N * J.P * J.Q; J.n = J.Kg; J.k = J.Kdim;
+        J.xg = x + g * J.Cg;
+        J.b = w + g * J.Kg * J.Kdim; J.ldb = J.Kdim;
+        J.out = out + g * J.Kg; J.ldo = J.K;
+        J.bias = bias ? bias + g * J.Kg : NULL;
+        %s
+        rc = tr_gemm(&J, threads);
+    }""" % ("J.c = NULL;" if converts else "J.c = (float*)J.out; J.ldc = J.K;")
+    else:
+        loop = """    for (long img = 0; img < J.N && rc == 0; ++img)
+        for (long g = 0; g < J.G && rc == 0; ++g) {
+            J.m = J.Kg; J.n = J.P * J.Q; J.k = J.Kdim;
+            J.xg = x + (img * J.C + g * J.Cg) * J.H * J.W;
+            J.a = w + g * J.Kg * J.Kdim; J.lda = J.Kdim;
+            J.out = out + (img * J.K + g * J.Kg) * J.P * J.Q; J.ldo = J.P * J.Q;
+            J.bias = bias ? bias + g * J.Kg : NULL;
+            %s
+            rc = tr_gemm(&J, threads);
+        }""" % ("J.c = NULL;" if converts else "J.c = (float*)J.out; J.ldc = J.P * J.Q;")
+    entry = f"""
+{isa.kernel_prefix}int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams) {{
+    (void)fparams;
+    tr_job J;
+    memset(&J, 0, sizeof J);
+    const in_t* x = (const in_t*)bufs[0];
+    const in_t* w = (const in_t*)bufs[1];
+    out_t* out = (out_t*)bufs[2];
+    const in_t* bias = (const in_t*)bufs[3];
+    J.N = (long)dims[0]; J.C = (long)dims[1]; J.H = (long)dims[2]; J.W = (long)dims[3];
+    J.K = (long)dims[4]; J.R = (long)dims[5]; J.S = (long)dims[6];
+    J.sh = (long)dims[7]; J.sw = (long)dims[8]; J.ph = (long)dims[9]; J.pw = (long)dims[10];
+    J.dh = (long)dims[11]; J.dw = (long)dims[12]; J.G = (long)dims[13];
+    J.P = (J.H + 2 * J.ph - J.dh * (J.R - 1) - 1) / J.sh + 1;
+    J.Q = (J.W + 2 * J.pw - J.dw * (J.S - 1) - 1) / J.sw + 1;
+    J.Cg = J.C / J.G; J.Kg = J.K / J.G; J.Kdim = J.Cg * J.R * J.S;
+    J.alpha = 1.0f;
+    const int threads = dims[14] > 0 ? (int)dims[14] : NTHREADS;
+    int rc = 0;
+    pthread_mutex_lock(&tr_call_mu);
+{loop}
+    pthread_mutex_unlock(&tr_call_mu);
+    return rc;
+}}
+"""
+    return "\n".join([header, isa.prelude((dtype,)), pool_c(), f"#define NTHREADS {s.threads}",
+                      render_core(isa, s, spec), entry])

@@ -1,0 +1,93 @@
+"""GEMM on the shared core: packing for both layouts of A and B and every input type, and the entry.
+
+Entry: ``int tracea_gemm(void* const* bufs, const int64_t* dims, const double* fparams)`` with
+bufs = {a, b, out, bias, residual}, dims = {m, n, k, threads (0: the schedule's)}, fparams = {alpha}.
+Shapes are runtime arguments, so one binary serves every shape of a (type, layouts, epilogue, schedule).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..schedule import CpuSchedule
+from .gemm_core import VEC_SUFFIX, CoreSpec, render_core
+from .isa import CpuIsa
+
+ENTRY = "tracea_gemm"
+
+
+def _pack_a(layout: str) -> str:
+    if layout == "row":  # element (i, p) at a[i * lda + p]: rows are contiguous in k
+        return """    const in_t* src = J->a + i0 * J->lda + p0;
+    for (int i = 0; i < mr; ++i) {
+        const in_t* s = src + i * J->lda;
+        for (int p = 0; p < kc; ++p) dst[p * MR + i] = IN2F(s[p]);
+    }
+    for (int i = mr; i < MR; ++i)
+        for (int p = 0; p < kc; ++p) dst[p * MR + i] = 0.0f;"""
+    return """    const in_t* src = J->a + p0 * J->lda + i0;  /* element (i, p) at a[p * lda + i] */
+    for (int p = 0; p < kc; ++p) {
+        const in_t* s = src + p * J->lda;
+        float* d = dst + p * MR;
+        int i = 0;
+        for (; i < mr; ++i) d[i] = IN2F(s[i]);
+        for (; i < MR; ++i) d[i] = 0.0f;
+    }"""
+
+
+def _pack_b(layout: str, dtype: str) -> str:
+    sfx = VEC_SUFFIX[dtype]
+    if layout == "row":  # element (p, j) at b[p * ldb + j]: NR contiguous values per k step
+        return f"""    const in_t* src = J->b + p0 * J->ldb + j0;
+    if (nr == NR) {{
+        for (int p = 0; p < kc; ++p)
+            for (int j = 0; j < NR; j += VL) vf_store(dst + p * NR + j, vf_load{sfx}(src + p * J->ldb + j));
+    }} else {{
+        for (int p = 0; p < kc; ++p)
+            for (int j = 0; j < NR; j += VL) {{
+                const int n = nr - j;
+                vf_store(dst + p * NR + j, n >= VL ? vf_load{sfx}(src + p * J->ldb + j)
+                                          : n > 0 ? vf_load{sfx}_n(src + p * J->ldb + j, n) : vf_zero());
+            }}
+    }}"""
+    return """    const in_t* src = J->b + j0 * J->ldb + p0;  /* element (p, j) at b[j * ldb + p] */
+    for (int j = 0; j < nr; ++j) {
+        const in_t* s = src + j * J->ldb;
+        for (int p = 0; p < kc; ++p) dst[p * NR + j] = IN2F(s[p]);
+    }
+    for (int j = nr; j < NR; ++j)
+        for (int p = 0; p < kc; ++p) dst[p * NR + j] = 0.0f;"""
+
+
+def render_gemm(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
+    from .pool import pool_c
+
+    dtype = op.dtype.value
+    spec = CoreSpec(
+        dtype=dtype, epilogue=tuple(op.epilogue), bias_axis="col",
+        pack_a=_pack_a(op.layout_a), pack_b=_pack_b(op.layout_b, dtype),
+        unpacked_a=op.layout_a if dtype == "fp32" else None,
+        unpacked_b="row" if dtype == "fp32" and op.layout_b == "row" else None,
+    )
+    converts = dtype != "fp32"
+    entry = f"""
+{isa.kernel_prefix}int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams) {{
+    tr_job J;
+    memset(&J, 0, sizeof J);
+    J.m = (long)dims[0]; J.n = (long)dims[1]; J.k = (long)dims[2];
+    J.a = (const in_t*)bufs[0]; J.b = (const in_t*)bufs[1]; J.out = (out_t*)bufs[2];
+    J.bias = (const in_t*)bufs[3]; J.res = (const in_t*)bufs[4];
+    J.lda = {"J.k" if op.layout_a == "row" else "J.m"};
+    J.ldb = {"J.n" if op.layout_b == "row" else "J.k"};
+    J.ldo = J.n; J.ldr = J.n; J.ldc = J.n;
+    J.alpha = (float)fparams[0];
+    {"J.c = NULL;" if converts else "J.c = (float*)J.out;"}
+    const int threads = dims[3] > 0 ? (int)dims[3] : NTHREADS;
+    pthread_mutex_lock(&tr_call_mu);
+    const int rc = tr_gemm(&J, threads);
+    pthread_mutex_unlock(&tr_call_mu);
+    return rc;
+}}
+"""
+    return "\n".join([header, isa.prelude((dtype,)), pool_c(), f"#define NTHREADS {s.threads}",
+                      render_core(isa, s, spec), entry])

@@ -1,0 +1,371 @@
+"""The shared BLIS-style GEMM core: register-blocked micro-kernels, tile stores with fused epilogues,
+the cache-blocked macro loops and their threading. GEMM and the implicit-GEMM convolution plug into it
+with their own packing routines (``CoreSpec``).
+
+Loop nest (every thread runs it; work inside a phase is claimed, not assigned):
+
+    for jc in N step NC:                    B panel   KC x NC  (L3, shared)
+      for pc in K step KC:
+        pack the B panel: chunks of micro-panels claimed by all threads; barrier
+        claim units (an M block of MC rows x a chunk of N micro-panels):
+          pack its A block                  A block   MC x KC  (L2, private)
+          for jr in the chunk:              B micro-panel KC x NR (L1/L2)
+            for ir in the block step MR:    MR x NR accumulators in registers
+              micro-kernel; epilogue on the last K block
+        barrier
+
+Claiming keeps both cores busy when one of them is shared with another process (a thread that gets
+half a core takes fewer units instead of holding the others at the barrier). Blocks are capped by the
+schedule and balanced per call (K = 2048 with KC = 1024 runs as 2 x 1024, K = 1100 as 2 x 550). Edge
+tiles run the same micro-kernel into a local tile. On AVX-512 the broadcast of A is folded into the
+FMA (``vfmadd231ps mem{1to16}``), so 28 accumulators + the B vectors fit the 32 registers unspilled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..schedule import CpuSchedule
+from .isa import CpuIsa
+
+IN_CONVERT = {"fp32": "{x}", "fp16": "tr_h2f({x})", "bf16": "tr_bf2f({x})"}
+VEC_SUFFIX = {"fp32": "", "fp16": "_f16", "bf16": "_bf16"}
+
+
+@dataclass(frozen=True)
+class CoreSpec:
+    """What an operation plugs into the core."""
+
+    dtype: str  # fp32 | fp16 | bf16: inputs, bias, residual and output
+    epilogue: tuple[str, ...]  # bias, relu, gelu, scale, residual, in order
+    bias_axis: str = "col"  # "col": bias[j] (GEMM, NHWC conv); "row": bias[i] (NCHW conv as W x patches)
+    pack_a: str = ""  # C body of pack_a(J, i0, mr, p0, kc, dst)
+    pack_b: str = ""  # C body of pack_b(J, p0, kc, j0, nr, dst)
+    job_fields: str = ""  # extra fields of tr_job the packing routines read
+    unpacked_a: str | None = None  # "row" | "col": the micro-kernel may read A in place (fp32 only)
+    unpacked_b: str | None = None  # "row": the micro-kernel may read B in place (fp32 only)
+    helpers: str = ""  # C placed before the packing routines
+
+
+def _ukernel(isa: CpuIsa, s: CpuSchedule, amode: str, bmode: str) -> str:
+    """One micro-kernel: C[MR x NR] (+)= A-panel x B-panel over kc steps, accumulators in registers."""
+    mr, nv, vl, unroll, pf = s.mr, s.nr // isa.lanes, isa.lanes, s.unroll, s.prefetch
+    bcast = "fma_bcast" in isa.vec  # the ISA folds the broadcast into the FMA
+    nr = s.nr
+
+    def a_at(u: int, i: int) -> str:
+        return {"packed": f"a[{u * mr + i}]", "row": f"a[{i} * lda + {u}]", "col": f"a[{u} * lda + {i}]"}[amode]
+
+    def b_at(u: int, j: int) -> str:
+        return {"packed": f"b + {u * nr + j * vl}", "row": f"b + {u} * ldb + {j * vl}"}[bmode]
+
+    def advance(u: int) -> str:
+        da = {"packed": f"a += {u * mr};", "row": f"a += {u};", "col": f"a += {u} * lda;"}[amode]
+        db = {"packed": f"b += {u * nr};", "row": f"b += {u} * ldb;"}[bmode]
+        return f"{da} {db}"
+
+    lines = [f"static void __attribute__((noinline)) ukernel_{amode}_{bmode}(int kc, const float* restrict a, long lda, "
+             "const float* restrict b, long ldb, float* restrict c, long ldc, int accumulate) {",
+             "    (void)lda; (void)ldb;"]
+    for i in range(mr):
+        lines.append("    vf " + ", ".join(f"c{i}_{j} = vf_zero()" for j in range(nv)) + ";")
+
+    def step(u: int, indent: str) -> list[str]:
+        out = [f"{indent}{{"]
+        for j in range(nv):
+            out.append(f"{indent}    const vf b{j} = vf_load({b_at(u, j)});")
+        for i in range(mr):
+            if nv == 1 or bcast:
+                out.append(f"{indent}    " + " ".join(f"c{i}_{j} = vf_fma_bcast(&{a_at(u, i)}, b{j}, c{i}_{j});"
+                                                     for j in range(nv)))
+            else:
+                out.append(f"{indent}    {{ const vf ai = vf_set1({a_at(u, i)}); "
+                           + " ".join(f"c{i}_{j} = vf_fma(ai, b{j}, c{i}_{j});" for j in range(nv)) + " }")
+        out.append(f"{indent}}}")
+        return out
+
+    # the C tile is read (or written) once the loop ends: start bringing its lines in now
+    lines += [f"    __builtin_prefetch(c + {i} * ldc + {off}, 1, 3);" for i in range(mr) for off in range(0, nr, 16)]
+    lines.append("    int k = 0;")
+    lines.append(f"    for (; k + {unroll} <= kc; k += {unroll}) {{")
+    if pf:
+        # one prefetch per 64-byte line the loop will need pf steps from now
+        if amode == "packed":
+            lines += [f"        __builtin_prefetch(a + {pf * mr + off}, 0, 3);" for off in range(0, unroll * mr, 16)]
+        if bmode == "packed":
+            lines += [f"        __builtin_prefetch(b + {pf * nr + off}, 0, 3);" for off in range(0, unroll * nr, 16)]
+    for u in range(unroll):
+        lines += step(u, "        ")
+    lines.append(f"        {advance(unroll)}")
+    lines.append("    }")
+    lines.append("    for (; k < kc; ++k) {")
+    lines += step(0, "        ")
+    lines.append(f"        {advance(1)}")
+    lines.append("    }")
+    lines.append("    if (accumulate) {")
+    for i in range(mr):
+        lines.append("        " + " ".join(
+            f"vf_store(c + {i} * ldc + {j * vl}, vf_add(vf_load(c + {i} * ldc + {j * vl}), c{i}_{j}));"
+            for j in range(nv)))
+    lines.append("    } else {")
+    for i in range(mr):
+        lines.append("        " + " ".join(f"vf_store(c + {i} * ldc + {j * vl}, c{i}_{j});" for j in range(nv)))
+    lines.append("    }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _epilogue(spec: CoreSpec) -> str:
+    """Apply the epilogue to an mr x nr tile of fp32 sums at src and write the output type."""
+    sfx = VEC_SUFFIX[spec.dtype]
+    conv = IN_CONVERT[spec.dtype]
+    ops = []
+    for e in spec.epilogue:
+        if e == "bias":
+            ops.append("v = vf_add(v, brow);" if spec.bias_axis == "row" else "v = vf_add(v, ld_in(J->bias + gj, n));")
+        elif e == "relu":
+            ops.append("v = vf_max(v, vf_zero());")
+        elif e == "gelu":
+            ops.append("v = vf_gelu(v);")
+        elif e == "scale":
+            ops.append("v = vf_mul(v, valpha);")
+        elif e == "residual":
+            ops.append("v = vf_add(v, ld_in(J->res + gi * J->ldr + gj, n));")
+    brow = conv.format(x="J->bias[gi]")
+    return f"""
+static inline vf ld_in(const in_t* p, int n) {{ return n == VL ? vf_load{sfx}(p) : vf_load{sfx}_n(p, n); }}
+static inline void st_out(out_t* p, vf v, int n) {{ if (n == VL) vf_store{sfx}(p, v); else vf_store{sfx}_n(p, v, n); }}
+static void epilogue(const tr_job* J, const float* src, long lds, long i0, long j0, int mr, int nr) {{
+    const vf valpha = vf_set1(J->alpha);
+    (void)valpha;
+    for (int i = 0; i < mr; ++i) {{
+        const long gi = i0 + i;
+        {"const vf brow = vf_set1(" + brow + ");" if "bias" in spec.epilogue and spec.bias_axis == "row" else ""}
+        out_t* orow = J->out + gi * J->ldo;
+        for (int j = 0; j < nr; j += VL) {{
+            const int n = nr - j < VL ? nr - j : VL;
+            const long gj = j0 + j;
+            vf v = n == VL ? vf_load(src + i * lds + j) : vf_load_n(src + i * lds + j, n);
+            {" ".join(ops)}
+            st_out(orow + gj, v, n);
+        }}
+    }}
+}}
+"""
+
+
+def render_core(isa: CpuIsa, s: CpuSchedule, spec: CoreSpec) -> str:
+    """Everything between the prelude and the operation's entry point: defines, the job, packing,
+    micro-kernels, tiles, the threaded macro loops and ``tr_gemm(J, threads)``."""
+    in_t = isa.ctype(spec.dtype)
+    converts = spec.dtype != "fp32"
+    has_epilogue = bool(spec.epilogue) or converts
+    amodes = ["packed"] + ([spec.unpacked_a] if (not s.pack_a and spec.unpacked_a) else [])
+    bmodes = ["packed"] + ([spec.unpacked_b] if (not s.pack_b and spec.unpacked_b) else [])
+    direct_a = len(amodes) > 1
+    direct_b = len(bmodes) > 1
+    out = [f"""
+#define MR {s.mr}
+#define NR {s.nr}
+#define MC {s.mc}
+#define KC {s.kc}
+#define NC {s.nc}
+#define IN2F(x) {IN_CONVERT[spec.dtype].format(x='(x)')}
+typedef {in_t} in_t;
+typedef {in_t} out_t;
+
+typedef struct {{
+    long m, n, k;
+    const in_t* a; long lda;
+    const in_t* b; long ldb;
+    float* c; long ldc;        /* fp32 sums: the output itself for fp32, else a workspace */
+    out_t* out; long ldo;      /* the output */
+    const in_t* bias; const in_t* res; long ldr; float alpha;
+    float* bpack; float* apack; long apack_stride;
+    long mc, kc, nc;           /* this call's balanced blocks */
+    long mblocks, nchunks;     /* units of work: M blocks x chunks of N micro-panels */
+    atomic_long bclaim, uclaim;
+    tr_barrier bar;
+{spec.job_fields}
+}} tr_job;
+"""]
+    out.append(spec.helpers)
+    out.append(f"static void pack_a(const tr_job* J, long i0, int mr, long p0, int kc, float* restrict dst) {{\n"
+               f"{spec.pack_a}\n}}\n")
+    out.append(f"static void pack_b(const tr_job* J, long p0, int kc, long j0, int nr, float* restrict dst) {{\n"
+               f"{spec.pack_b}\n}}\n")
+    for am in amodes:
+        for bm in bmodes:
+            out.append(_ukernel(isa, s, am, bm))
+    if has_epilogue:
+        out.append(_epilogue(spec))
+    out.append(f"""
+/* sums of a partial tile (computed into t, ld NR) into C */
+static void merge(float* c, long ldc, const float* t, int mr, int nr, int accumulate) {{
+    for (int i = 0; i < mr; ++i)
+        for (int j = 0; j < nr; j += VL) {{
+            const int n = nr - j < VL ? nr - j : VL;
+            vf v = vf_load(t + i * NR + j);
+            if (accumulate) v = vf_add(v, vf_load_n(c + i * ldc + j, n));
+            vf_store_n(c + i * ldc + j, v, n);
+        }}
+}}
+
+static void tile(const tr_job* J, const float* a, long lda, const float* b, long ldb, int amode, int bmode,
+                 int kc, long i0, long j0, int mr, int nr, int first, int last) {{
+    float* c = J->c ? J->c + i0 * J->ldc + j0 : NULL;
+    float t[MR * NR] __attribute__((aligned(64)));
+    (void)amode; (void)bmode;
+#define TR_UK(dst, ld, acc) {_dispatch(amodes, bmodes)}
+    if ({"first && last" if converts else "0"}) {{
+        /* one K block and a converted output: the sums never leave this tile */
+        TR_UK(t, NR, 0);
+        {"epilogue(J, t, NR, i0, j0, mr, nr);" if has_epilogue else ""}
+        return;
+    }}
+    if (mr == MR && nr == NR) {{
+        TR_UK(c, J->ldc, !first);
+    }} else {{
+        TR_UK(t, NR, 0);
+        merge(c, J->ldc, t, mr, nr, !first);
+    }}
+    {"if (last) epilogue(J, c, J->ldc, i0, j0, mr, nr);" if has_epilogue else "(void)last;"}
+#undef TR_UK
+}}
+
+/* Work is claimed, not assigned: a thread that runs slower (a core shared with another process)
+   takes fewer units instead of holding everyone up. Each thread's last claim of a phase fails exactly
+   once, so every thread can compute where the next phase's claims start (base += units + nthreads). */
+static inline long tr_claim(atomic_long* counter) {{ return atomic_fetch_add_explicit(counter, 1, memory_order_relaxed); }}
+
+#define BPACK_CHUNK 4
+
+static void gemm_worker(void* arg, int tid, int nthreads) {{
+    tr_job* J = (tr_job*)arg;
+    float* ap = J->apack + tid * J->apack_stride;
+    int sense = 0;
+    long bbase = 0, ubase = 0;
+    for (long jc = 0; jc < J->n; jc += J->nc) {{
+        const long nc = tr_min(J->nc, J->n - jc);
+        const long npanels = tr_cdiv(nc, NR);
+        const long nchunks = tr_min(J->nchunks, npanels);
+        const long bchunks = tr_cdiv(npanels, BPACK_CHUNK);
+        const long units = J->mblocks * nchunks;
+        for (long pc = 0; pc < J->k; pc += J->kc) {{
+            const int kc = (int)tr_min(J->kc, J->k - pc);
+            const int first = pc == 0, last = pc + kc >= J->k;
+            for (;;) {{
+                const long u = tr_claim(&J->bclaim) - bbase;
+                if (u >= bchunks) break;
+                for (long q = u * BPACK_CHUNK; q < tr_min(npanels, (u + 1) * BPACK_CHUNK); ++q) {{
+                    const int nr = (int)tr_min(NR, nc - q * NR);
+                    {"if (nr == NR) continue;  /* full panels are read in place */" if direct_b else ""}
+                    pack_b(J, pc, kc, jc + q * NR, nr, J->bpack + q * NR * kc);
+                }}
+            }}
+            bbase += bchunks + nthreads;
+            if (nthreads > 1) tr_barrier_wait(&J->bar, &sense);
+            long packed_mb = -1;
+            for (;;) {{
+                const long u = tr_claim(&J->uclaim) - ubase;
+                if (u >= units) break;
+                const long mb = u / nchunks, ch = u % nchunks;
+                const long ic = mb * J->mc, mc = tr_min(J->mc, J->m - ic);
+                const int apanels = (int)tr_cdiv(mc, MR);
+                if (mb != packed_mb) {{
+                    for (int r = 0; r < apanels; ++r) {{
+                        const int mr = (int)tr_min(MR, mc - (long)r * MR);
+                        {"if (mr == MR) continue;  /* full panels are read in place */" if direct_a else ""}
+                        pack_a(J, ic + (long)r * MR, mr, pc, kc, ap + (long)r * MR * kc);
+                    }}
+                    packed_mb = mb;
+                }}
+                for (long q = npanels * ch / nchunks; q < npanels * (ch + 1) / nchunks; ++q) {{
+                    const long j0 = jc + q * NR;
+                    const int nr = (int)tr_min(NR, nc - q * NR);
+                    const float* bp = J->bpack + q * NR * kc;
+                    long ldb = NR;
+                    int bmode = 0;
+                    {_direct_b(spec) if direct_b else ""}
+                    for (int r = 0; r < apanels; ++r) {{
+                        const long i0 = ic + (long)r * MR;
+                        const int mr = (int)tr_min(MR, mc - (long)r * MR);
+                        const float* apn = ap + (long)r * MR * kc;
+                        long lda = MR;
+                        int amode = 0;
+                        {_direct_a(spec) if direct_a else ""}
+                        tile(J, apn, lda, bp, ldb, amode, bmode, kc, i0, j0, mr, nr, first, last);
+                    }}
+                }}
+            }}
+            ubase += units + nthreads;
+            if (nthreads > 1) tr_barrier_wait(&J->bar, &sense);
+        }}
+    }}
+}}
+
+static tr_buf tr_bpack_buf, tr_apack_buf, tr_ws_buf;
+
+/* Blocks, buffers and threads for J (operands and output set by the caller); 0 or an error code. */
+static int tr_gemm(tr_job* J, int max_threads) {{
+    if (J->m <= 0 || J->n <= 0 || J->k <= 0) return 0;
+    J->kc = tr_balanced(J->k, KC, 1);
+    J->nc = tr_balanced(J->n, NC, NR);
+    /* threads: one per ~4 MFLOP at most, and no more than there are tiles */
+    const double flops = 2.0 * (double)J->m * (double)J->n * (double)J->k;
+    int t = max_threads;
+    if ((double)t > 1.0 + flops / 4e6) t = (int)(1.0 + flops / 4e6);
+    const long mpanels = tr_cdiv(J->m, MR), npanels = tr_cdiv(J->nc, NR);
+    if ((long)t > mpanels * npanels) t = (int)(mpanels * npanels);
+    if (t < 1) t = 1;
+    t = tr_pool_ensure(t);
+    /* units of work: M blocks of up to MC rows, at least ~4 per thread (down to 4 MR panels a block);
+       if M is too short for that, the N micro-panels are split into chunks as well */
+    long mcb = tr_balanced(J->m, MC, MR);
+    const long want = 4L * t;
+    if (t > 1 && tr_cdiv(J->m, mcb) < want) {{
+        long target = tr_cdiv(tr_cdiv(J->m, want), MR) * MR;
+        if (target < 4 * MR) target = 4 * MR;
+        if (target < mcb) mcb = tr_balanced(J->m, target, MR);
+    }}
+    J->mc = mcb;
+    J->mblocks = tr_cdiv(J->m, mcb);
+    J->nchunks = t > 1 && J->mblocks < want ? tr_min(npanels, tr_cdiv(want, J->mblocks)) : 1;
+    J->bpack = (float*)tr_reserve(&tr_bpack_buf, sizeof(float) * (size_t)J->kc * (size_t)(npanels * NR));
+    J->apack_stride = (J->mc * J->kc + 15) / 16 * 16 + 16;  /* separate cache lines per thread */
+    J->apack = (float*)tr_reserve(&tr_apack_buf, sizeof(float) * (size_t)J->apack_stride * (size_t)t);
+    if (!J->bpack || !J->apack) return 1;
+    if (J->c == NULL && J->k > J->kc) {{
+        /* a converted output over several K blocks keeps its fp32 sums in a workspace */
+        J->ldc = J->n;
+        J->c = (float*)tr_reserve(&tr_ws_buf, sizeof(float) * (size_t)J->m * (size_t)J->n);
+        if (!J->c) return 1;
+    }}
+    atomic_store(&J->bclaim, 0);
+    atomic_store(&J->uclaim, 0);
+    tr_barrier_init(&J->bar, t);
+    tr_parallel(gemm_worker, J, t);
+    tr_barrier_destroy(&J->bar);
+    return 0;
+}}
+""")
+    return "\n".join(out)
+
+
+def _dispatch(amodes: list[str], bmodes: list[str]) -> str:
+    if len(amodes) == 1 and len(bmodes) == 1:
+        return "ukernel_packed_packed(kc, a, lda, b, ldb, dst, ld, acc)"
+    branches = []
+    for ai, am in enumerate(amodes):
+        for bi, bm in enumerate(bmodes):
+            branches.append(f"if (amode == {ai} && bmode == {bi}) ukernel_{am}_{bm}(kc, a, lda, b, ldb, dst, ld, acc);")
+    return " else ".join(branches)
+
+
+def _direct_a(spec: CoreSpec) -> str:
+    off = "i0 * J->lda + pc" if spec.unpacked_a == "row" else "pc * J->lda + i0"
+    return f"if (mr == MR) {{ apn = (const float*)J->a + {off}; lda = J->lda; amode = 1; }}"
+
+
+def _direct_b(spec: CoreSpec) -> str:
+    return "if (nr == NR) { bp = (const float*)J->b + pc * J->ldb + j0; ldb = J->ldb; bmode = 1; }"

@@ -1,0 +1,121 @@
+"""Loading a compiled CPU kernel with ctypes and calling it on NumPy arrays.
+
+``CpuKernel.__call__`` checks every input (names, shapes, storage dtypes), makes a strided input
+contiguous, and writes into ``out`` when one is given: with contiguous inputs and an ``out`` the call
+allocates nothing (the kernel keeps its packing buffers and thread pool between calls).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tracea.doctor.errors import BadInputError, LaunchError
+
+from .render import Rendered
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """Everything needed to see, rebuild and replay one compiled kernel."""
+
+    name: str
+    op: dict[str, Any]
+    variant: str
+    schedule: dict[str, Any]
+    source: str
+    language: str
+    entry: str
+    compiler: str  # path
+    compiler_version: str
+    flags: tuple[str, ...]
+    binary: str  # path of the shared object
+    cache_hit: bool
+    compile_seconds: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "op": self.op, "variant": self.variant, "schedule": self.schedule,
+            "source": self.source, "language": self.language, "entry": self.entry, "compiler": self.compiler,
+            "compiler_version": self.compiler_version, "flags": list(self.flags), "binary": self.binary,
+            "cache_hit": self.cache_hit, "compile_seconds": self.compile_seconds, "metadata": self.metadata,
+        }
+
+
+class CpuKernel:
+    """A compiled kernel for one operation: ``kernel(op.random_inputs(rng))`` or ``kernel(inputs, out=buf)``."""
+
+    def __init__(self, op: Any, artifact: Artifact, rendered: Rendered) -> None:
+        self.op = op
+        self.artifact = artifact
+        try:
+            self._lib = ctypes.CDLL(artifact.binary)
+            fn = getattr(self._lib, rendered.entry)
+        except (OSError, AttributeError) as exc:
+            raise LaunchError(f"cannot load {artifact.binary}: {exc}",
+                              "delete the file (it is a cache entry) and build again") from None
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        self._fn = fn
+        self._names = rendered.buffers
+        self._bufs = (ctypes.c_void_p * len(rendered.buffers))()
+        self._dims = (ctypes.c_int64 * len(rendered.dims))(*rendered.dims)
+        self._fparams = (ctypes.c_double * max(1, len(rendered.fparams)))(*rendered.fparams)
+        self._shapes = {k: tuple(v) for k, v in op.shapes().items()}
+        self._dtype = op.dtype.storage
+        self._out_shape = tuple(op.output_shape())
+        self._lock = threading.Lock()
+
+    @property
+    def threads(self) -> int:
+        return int(self.artifact.schedule.get("threads", 1))
+
+    def _input(self, inputs: Any, name: str) -> np.ndarray:
+        try:
+            x = inputs[name]
+        except (KeyError, TypeError):
+            raise BadInputError(f"inputs: missing {name!r} (expected {', '.join(self._shapes)})") from None
+        if not isinstance(x, np.ndarray):
+            raise BadInputError(f"inputs[{name!r}]: expected a NumPy array, got {type(x).__name__}")
+        if x.shape != self._shapes[name]:
+            raise BadInputError(f"inputs[{name!r}]: shape {x.shape}, expected {self._shapes[name]}")
+        if x.dtype != self._dtype:
+            raise BadInputError(f"inputs[{name!r}]: dtype {x.dtype}, expected {self._dtype} "
+                                f"(the storage of {self.op.dtype.value})")
+        return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+    def __call__(self, inputs: dict[str, np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
+        if not hasattr(inputs, "keys"):
+            raise BadInputError(f"inputs: expected a dict of arrays ({', '.join(self._shapes)})")
+        unknown = sorted(set(inputs.keys()) - set(self._shapes))
+        if unknown:
+            raise BadInputError(f"inputs: unexpected {unknown[0]!r} (expected {', '.join(self._shapes)})")
+        arrays = {name: self._input(inputs, name) for name in self._shapes}
+        if out is None:
+            out = np.empty(self._out_shape, dtype=self._dtype)
+        else:
+            if not isinstance(out, np.ndarray) or out.shape != self._out_shape or out.dtype != self._dtype:
+                got = f"{out.shape} {out.dtype}" if isinstance(out, np.ndarray) else type(out).__name__
+                raise BadInputError(f"out: expected a {self._out_shape} {self._dtype} array, got {got}")
+            if not out.flags.c_contiguous or not out.flags.writeable:
+                raise BadInputError("out: must be C-contiguous and writeable")
+            for name, x in arrays.items():
+                if np.may_share_memory(out, x):
+                    raise BadInputError(f"out: overlaps the input {name!r}; give a separate buffer")
+        with self._lock:
+            for i, name in enumerate(self._names):
+                arr = out if name == "out" else arrays.get(name)
+                self._bufs[i] = arr.__array_interface__["data"][0] if arr is not None else None
+            rc = self._fn(self._bufs, self._dims, self._fparams)
+        if rc != 0:
+            raise LaunchError(f"{self.artifact.name}: the kernel could not allocate its packing buffers (code {rc})",
+                              "free memory or use smaller mc/kc/nc blocks")
+        return out
+
+    def __repr__(self) -> str:
+        return f"CpuKernel({self.artifact.name}, variant={self.artifact.variant}, threads={self.threads})"

@@ -1,0 +1,57 @@
+"""The CPU emitter's variants: instruction family x operation, with what a host needs to run them.
+
+Only families whose kernels were compiled, run and verified against the float64 references on the CI
+machine are registered in ``VARIANTS`` (tests/test_cpu_*.py re-verify them on every run). NEON is
+rendered (``ALL_VARIANTS``) and verified under user-mode emulation where an aarch64 cross compiler and
+qemu-aarch64 exist (tests/test_cpu_neon.py), but CI has neither and no aarch64 machine has run it, so
+the planner is not offered it yet.
+"""
+
+from __future__ import annotations
+
+from tracea.doctor.variants import Requirements, Variant
+
+OPS = ("gemm", "conv2d", "softmax")
+TOOLCHAIN = ("cc", "gcc", "clang")
+X86 = ("x86_64", "amd64")
+ARM = ("aarch64", "arm64")
+
+# family -> (machines, isa, fp16 extra isa, priority, description)
+FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], int, str]] = {
+    "cpu-avx512": (X86, ("avx512f", "avx2", "fma"), ("f16c",), 30,
+                   "AVX-512 broadcast-FMA micro-kernel, 32 zmm registers"),
+    "cpu-avx2-fma": (X86, ("avx2", "fma"), ("f16c",), 20, "AVX2+FMA broadcast-FMA micro-kernel, 16 ymm registers"),
+    "cpu-neon": (ARM, ("neon",), (), 20, "NEON fmla micro-kernel, 32 q registers"),
+    "cpu-portable": ((), (), (), 10, "portable C11, register-blocked scalar code"),
+}
+REGISTERED_FAMILIES = ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")
+OP_TEXT = {"gemm": "BLIS-style GEMM (packed panels, cache blocks, threads, fused epilogue)",
+           "conv2d": "implicit-GEMM convolution on the GEMM micro-kernel (patches gathered while packing)",
+           "softmax": "vectorised, numerically stable row softmax"}
+
+
+def make_variant(family: str, op: str) -> Variant:
+    machines, isa, fp16_isa, priority, text = FAMILIES[family]
+    return Variant(
+        id=f"{family}.{op}", op=op, backend="cpu", family=family, precisions=("fp32", "fp16", "bf16"),
+        requirements=Requirements(machine=machines, isa=isa, toolchain=TOOLCHAIN),
+        precision_requirements={"fp16": Requirements(isa=fp16_isa)} if fp16_isa else {},
+        priority=priority, description=f"{OP_TEXT[op]}; {text}; 16-bit inputs converted to fp32 when packed, "
+                                       "fp32 accumulation, output rounded back",
+    )
+
+
+ALL_VARIANTS: tuple[Variant, ...] = tuple(make_variant(f, op) for f in FAMILIES for op in OPS)
+VARIANTS: tuple[Variant, ...] = tuple(v for v in ALL_VARIANTS if v.family in REGISTERED_FAMILIES)
+
+
+def resolve(variant: Variant | str) -> Variant:
+    """A Variant from itself or its id ("cpu-avx512.gemm"), registered or only renderable."""
+    if isinstance(variant, Variant):
+        return variant
+    found = next((v for v in ALL_VARIANTS if v.id == variant), None)
+    if found is None:
+        from tracea.doctor.errors import BadInputError
+
+        raise BadInputError(f"variant: unknown CPU variant {variant!r}; known: {', '.join(v.id for v in ALL_VARIANTS)}")
+    return found

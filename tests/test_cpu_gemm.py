@@ -215,3 +215,40 @@ def test_avx512_inner_loop_is_zmm_fma_without_spills():
     fmas = [ln for ln in loop if "vfmadd231ps" in ln]
     assert len(fmas) == s.unroll * s.mr * s.nr // 16 and all("zmm" in ln and "{1to16}" in ln for ln in fmas)
     assert not [ln for ln in loop if "(%rsp)" in ln or "(%rbp)" in ln], "register spills in the micro-kernel"
+
+
+RETIRE_SCRIPT = """
+import os, sys, time, dataclasses
+import numpy as np
+from tracea.doctor import probe
+from tracea.emitters import cpu
+from tracea.emitters.cpu.pool import RETIRE_SECONDS
+from tracea.kernels import Gemm
+host = probe()
+v = cpu.resolve("cpu-portable.gemm")
+op = Gemm(200, 300, 400)
+kernel = cpu.build(op, v, dataclasses.replace(cpu.hero_schedule(op, v, host), threads=2, unroll=3), host)
+inputs = op.random_inputs(np.random.default_rng())
+count = lambda: len(os.listdir("/proc/self/task"))
+before = count()
+want = kernel(inputs)
+during = count()
+time.sleep(RETIRE_SECONDS + 1.5)
+after = count()
+again = kernel(inputs)
+print(before, during, after, count(), bool(np.array_equal(again, want)))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task") or (HOST.cpu.logical_cores or 1) < 2,
+                    reason="needs Linux /proc and 2 cores")
+def test_idle_workers_retire_and_come_back():
+    """An idle kernel's workers exit after RETIRE_SECONDS (a process that loaded many kernels keeps no
+    thread pool per kernel); the next call recreates them. In a fresh interpreter, to count threads."""
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", RETIRE_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    before, during, after, again, same = proc.stdout.split()
+    assert int(during) == int(before) + 1 and int(after) == int(before) and int(again) == int(during)
+    assert same == "True"

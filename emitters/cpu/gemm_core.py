@@ -334,12 +334,12 @@ static int tr_gemm(tr_job* J, int max_threads) {{
     J->bpack = (float*)tr_reserve(&tr_bpack_buf, sizeof(float) * (size_t)J->kc * (size_t)(npanels * NR));
     J->apack_stride = (J->mc * J->kc + 15) / 16 * 16 + 16;  /* separate cache lines per thread */
     J->apack = (float*)tr_reserve(&tr_apack_buf, sizeof(float) * (size_t)J->apack_stride * (size_t)t);
-    if (!J->bpack || !J->apack) return 1;
+    if (!J->bpack || !J->apack) {{ tr_pool_release(); return 1; }}
     if (J->c == NULL && J->k > J->kc) {{
         /* a converted output over several K blocks keeps its fp32 sums in a workspace */
         J->ldc = J->n;
         J->c = (float*)tr_reserve(&tr_ws_buf, sizeof(float) * (size_t)J->m * (size_t)J->n);
-        if (!J->c) return 1;
+        if (!J->c) {{ tr_pool_release(); return 1; }}
     }}
     atomic_store(&J->bclaim, 0);
     atomic_store(&J->uclaim, 0);

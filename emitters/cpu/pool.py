@@ -3,18 +3,22 @@ spin barrier, and reusable workspace buffers.
 
 Why not OpenMP: libgomp's pool breaks in a child process after ``fork`` (the tuner's worker processes),
 and one library-wide pool cannot be sized per kernel. This pool is created on the first call, its
-workers spin briefly after a call (so back-to-back calls do not pay a wake-up) and then sleep on a
-condition variable, so an idle kernel costs nothing and does not steal cycles from other libraries
-(NumPy's OpenBLAS) for long. ``pthread_atfork`` resets it in a child, which rebuilds it lazily.
-Calls into one kernel library are serialised by a mutex: its buffers and pool are shared.
+workers spin briefly after a call (so back-to-back calls do not pay a wake-up), then sleep on a
+condition variable (an idle kernel steals no cycles from other libraries, NumPy's OpenBLAS included),
+and exit after RETIRE_SECONDS idle (a process that loaded many kernels, a tuner's, does not keep a
+pool of threads for each; the next call recreates them). ``pthread_atfork`` resets the pool in a
+child, which rebuilds it lazily. Calls into one kernel library are serialised by a mutex: its
+buffers and pool are shared.
 """
 
 from __future__ import annotations
 
 SPIN_SECONDS = 50e-6  # how long an idle worker spins after a call before it sleeps
 WAIT_SPIN_SECONDS = 200e-6  # how long a thread waiting inside a call (barrier, join) spins before it sleeps
+RETIRE_SECONDS = 5  # how long an idle worker sleeps before it exits
 
 POOL_C = r"""
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -27,6 +31,7 @@ POOL_C = r"""
 #define TR_MAX_THREADS 256
 #define TR_SPIN_SECONDS @SPIN@
 #define TR_WAIT_SPIN_SECONDS @WAIT@
+#define TR_RETIRE_SECONDS @RETIRE@
 typedef void (*tr_task)(void* arg, int tid, int nthreads);
 
 static struct {
@@ -40,7 +45,9 @@ static struct {
     tr_task fn;
     void* arg;
     int nthreads;
-    int nworkers;
+    int nalive;                /* workers alive (guarded by mu) */
+    int busy;                  /* a call is between tr_pool_ensure and its end: nobody retires (mu) */
+    char alive[TR_MAX_THREADS];
     int master_cpu;            /* where the calling thread runs; workers keep off it (see tr_keep_off) */
     unsigned seen0[TR_MAX_THREADS];
 } tr_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, PTHREAD_COND_INITIALIZER};
@@ -63,7 +70,9 @@ static void tr_after_fork_child(void) {
     atomic_store(&tr_pool.gen, 0u);
     atomic_store(&tr_pool.sleepers, 0);
     atomic_store(&tr_pool.remaining, 0);
-    tr_pool.nworkers = 0;
+    tr_pool.nalive = 0;
+    tr_pool.busy = 0;
+    memset(tr_pool.alive, 0, sizeof tr_pool.alive);
 }
 
 static void tr_init_once(void) { pthread_atfork(NULL, NULL, tr_after_fork_child); }
@@ -114,6 +123,7 @@ static void* tr_worker(void* p) {
     unsigned seen = tr_pool.seen0[tid];
 #ifdef TR_AFFINITY
     int applied = -2;
+    pthread_setname_np(pthread_self(), "tracea-cpu");  /* what `top -H` shows */
 #endif
     for (;;) {
         unsigned g;
@@ -127,7 +137,19 @@ static void* tr_worker(void* p) {
             if (tr_now() - t0 < TR_SPIN_SECONDS) continue;
             pthread_mutex_lock(&tr_pool.mu);
             atomic_fetch_add(&tr_pool.sleepers, 1);
-            while (atomic_load(&tr_pool.gen) == seen) pthread_cond_wait(&tr_pool.wake, &tr_pool.mu);
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += TR_RETIRE_SECONDS;
+            while (atomic_load(&tr_pool.gen) == seen) {
+                if (pthread_cond_timedwait(&tr_pool.wake, &tr_pool.mu, &until) == ETIMEDOUT &&
+                    atomic_load(&tr_pool.gen) == seen && !tr_pool.busy) {
+                    tr_pool.alive[tid] = 0;  /* idle long enough: retire (tr_pool_ensure recreates) */
+                    tr_pool.nalive--;
+                    atomic_fetch_sub(&tr_pool.sleepers, 1);
+                    pthread_mutex_unlock(&tr_pool.mu);
+                    return NULL;
+                }
+            }
             atomic_fetch_sub(&tr_pool.sleepers, 1);
             pthread_mutex_unlock(&tr_pool.mu);
             t0 = 0.0;
@@ -146,17 +168,20 @@ static void* tr_worker(void* p) {
     return NULL;
 }
 
-/* Make sure n - 1 workers exist; returns how many threads (workers + the caller) can run. */
+/* Make sure workers 1 .. n-1 are alive; returns how many threads (workers + the caller) can run.
+   From here until tr_parallel returns (or tr_pool_release for a serial call) no worker retires. */
 static int tr_pool_ensure(int n) {
     if (n > TR_MAX_THREADS) n = TR_MAX_THREADS;
     if (n <= 1) return 1;
     pthread_once(&tr_once, tr_init_once);
+    pthread_mutex_lock(&tr_pool.mu);
+    tr_pool.busy = 1;
 #ifdef TR_AFFINITY
-    if (tr_pool.nworkers == 0)
-        tr_base_ok = pthread_getaffinity_np(pthread_self(), sizeof tr_base_set, &tr_base_set) == 0;
+    if (!tr_base_ok) tr_base_ok = pthread_getaffinity_np(pthread_self(), sizeof tr_base_set, &tr_base_set) == 0;
 #endif
-    while (tr_pool.nworkers < n - 1) {
-        const int tid = tr_pool.nworkers + 1;
+    int avail = 1;
+    for (int tid = 1; tid < n; ++tid, ++avail) {
+        if (tr_pool.alive[tid]) continue;
         pthread_t th;
         pthread_attr_t attr;
         tr_pool.seen0[tid] = atomic_load(&tr_pool.gen);
@@ -165,29 +190,41 @@ static int tr_pool_ensure(int n) {
         const int rc = pthread_create(&th, &attr, tr_worker, (void*)(intptr_t)tid);
         pthread_attr_destroy(&attr);
         if (rc != 0) break;
-        tr_pool.nworkers++;
+        tr_pool.alive[tid] = 1;
+        tr_pool.nalive++;
     }
-    return n - 1 > tr_pool.nworkers ? tr_pool.nworkers + 1 : n;
+    pthread_mutex_unlock(&tr_pool.mu);
+    return avail;
 }
 
-/* Run fn(arg, tid, n) for tid in [0, n), n <= tr_pool_ensure(n): the caller is thread 0. */
+static void tr_pool_release(void) {
+    pthread_mutex_lock(&tr_pool.mu);
+    tr_pool.busy = 0;
+    pthread_mutex_unlock(&tr_pool.mu);
+}
+
+/* Run fn(arg, tid, n) for tid in [0, n), n = what tr_pool_ensure returned: the caller is thread 0.
+   Workers alive beyond n (from a wider earlier call) wake, do nothing and count themselves done. */
 static void tr_parallel(tr_task fn, void* arg, int n) {
-    if (n <= 1) { fn(arg, 0, 1); return; }
+    if (n <= 1) {
+        fn(arg, 0, 1);
+        if (tr_pool.busy) tr_pool_release();
+        return;
+    }
+    pthread_mutex_lock(&tr_pool.mu);
     tr_pool.fn = fn;
     tr_pool.arg = arg;
     tr_pool.nthreads = n;
 #ifdef TR_AFFINITY
     tr_pool.master_cpu = sched_getcpu();
 #endif
-    atomic_store(&tr_pool.remaining, tr_pool.nworkers);
+    atomic_store(&tr_pool.remaining, tr_pool.nalive);
     atomic_fetch_add(&tr_pool.gen, 1u);
-    if (atomic_load(&tr_pool.sleepers) > 0) {
-        pthread_mutex_lock(&tr_pool.mu);
-        pthread_cond_broadcast(&tr_pool.wake);
-        pthread_mutex_unlock(&tr_pool.mu);
-    }
+    if (atomic_load(&tr_pool.sleepers) > 0) pthread_cond_broadcast(&tr_pool.wake);
+    pthread_mutex_unlock(&tr_pool.mu);
     fn(arg, 0, n);
     tr_wait_zero(&tr_pool.remaining);
+    tr_pool_release();
 }
 
 /* Sense-reversing barrier for the n threads of one tr_parallel call: spin briefly, then sleep. */
@@ -266,4 +303,5 @@ static inline long tr_balanced(long n, long cap, long unit) {
 
 
 def pool_c() -> str:
-    return POOL_C.replace("@SPIN@", repr(SPIN_SECONDS)).replace("@WAIT@", repr(WAIT_SPIN_SECONDS))
+    return (POOL_C.replace("@SPIN@", repr(SPIN_SECONDS)).replace("@WAIT@", repr(WAIT_SPIN_SECONDS))
+            .replace("@RETIRE@", str(RETIRE_SECONDS)))

@@ -67,6 +67,11 @@ class CpuKernel:
         self._dims = (ctypes.c_int64 * len(rendered.dims))(*rendered.dims)
         self._fparams = (ctypes.c_double * max(1, len(rendered.fparams)))(*rendered.fparams)
         self._shapes = {k: tuple(v) for k, v in op.shapes().items()}
+        # the inputs this op has, in the entry's buffer order; absent optional buffers stay NULL
+        self._in_names = tuple(n for n in rendered.buffers if n in self._shapes)
+        self._in_shapes = tuple(self._shapes[n] for n in self._in_names)
+        self._in_slots = tuple(rendered.buffers.index(n) for n in self._in_names)
+        self._out_slot = rendered.buffers.index("out")
         self._dtype = op.dtype.storage
         self._out_shape = tuple(op.output_shape())
         self._lock = threading.Lock()
@@ -89,13 +94,14 @@ class CpuKernel:
                                 f"(the storage of {self.op.dtype.value})")
         return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
-    def __call__(self, inputs: dict[str, np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
+    def _checked(self, inputs: Any, out: np.ndarray | None) -> tuple[list[np.ndarray], np.ndarray]:
+        """The slow path: every check, with a message naming what is wrong."""
         if not hasattr(inputs, "keys"):
             raise BadInputError(f"inputs: expected a dict of arrays ({', '.join(self._shapes)})")
         unknown = sorted(set(inputs.keys()) - set(self._shapes))
         if unknown:
             raise BadInputError(f"inputs: unexpected {unknown[0]!r} (expected {', '.join(self._shapes)})")
-        arrays = {name: self._input(inputs, name) for name in self._shapes}
+        arrays = [self._input(inputs, name) for name in self._in_names]
         if out is None:
             out = np.empty(self._out_shape, dtype=self._dtype)
         else:
@@ -104,14 +110,36 @@ class CpuKernel:
                 raise BadInputError(f"out: expected a {self._out_shape} {self._dtype} array, got {got}")
             if not out.flags.c_contiguous or not out.flags.writeable:
                 raise BadInputError("out: must be C-contiguous and writeable")
-            for name, x in arrays.items():
-                if np.may_share_memory(out, x):
-                    raise BadInputError(f"out: overlaps the input {name!r}; give a separate buffer")
+        return arrays, out
+
+    def __call__(self, inputs: dict[str, np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
+        # Fast path (the timed one): the arrays as op.random_inputs() makes them and a given out buffer
+        # pass with a few attribute reads; anything else takes the slow path, which explains itself.
+        dtype = self._dtype
+        try:
+            arrays = [inputs[name] for name in self._in_names]
+            fast = len(inputs) == len(arrays) and all(
+                type(x) is np.ndarray and x.dtype == dtype and x.shape == shape and x.flags.c_contiguous
+                for x, shape in zip(arrays, self._in_shapes, strict=True))
+        except (KeyError, TypeError):
+            fast = False
+        if fast and out is None:
+            out = np.empty(self._out_shape, dtype=dtype)
+        elif not fast or type(out) is not np.ndarray or out.dtype != dtype or out.shape != self._out_shape \
+                or not out.flags.c_contiguous or not out.flags.writeable:
+            arrays, out = self._checked(inputs, out)
+        ptrs = [x.__array_interface__["data"][0] for x in arrays]
+        optr = out.__array_interface__["data"][0]
+        oend = optr + out.nbytes
+        for name, x, p in zip(self._in_names, arrays, ptrs, strict=True):
+            if p < oend and optr < p + x.nbytes:
+                raise BadInputError(f"out: overlaps the input {name!r}; give a separate buffer")
         with self._lock:
-            for i, name in enumerate(self._names):
-                arr = out if name == "out" else arrays.get(name)
-                self._bufs[i] = arr.__array_interface__["data"][0] if arr is not None else None
-            rc = self._fn(self._bufs, self._dims, self._fparams)
+            bufs = self._bufs
+            for i, p in zip(self._in_slots, ptrs, strict=True):
+                bufs[i] = p
+            bufs[self._out_slot] = optr
+            rc = self._fn(bufs, self._dims, self._fparams)
         if rc != 0:
             raise LaunchError(f"{self.artifact.name}: the kernel could not allocate its packing buffers (code {rc})",
                               "free memory or use smaller mc/kc/nc blocks")

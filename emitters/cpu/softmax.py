@@ -79,7 +79,7 @@ static tr_buf tr_scratch_buf;
     J.scratch_stride = {"0" if fp32 else "(J.cols + 15) / 16 * 16 + 16"};
     J.scratch = {"NULL" if fp32 else "(float*)tr_reserve(&tr_scratch_buf, sizeof(float) * (size_t)J.scratch_stride * (size_t)t)"};
     int rc = 0;
-    if ({"0" if fp32 else "J.scratch == NULL"}) rc = 1;
+    if ({"0" if fp32 else "J.scratch == NULL"}) {{ rc = 1; tr_pool_release(); }}
     else tr_parallel(softmax_rows, &J, t);
     pthread_mutex_unlock(&tr_call_mu);
     return rc;

@@ -1,0 +1,538 @@
+"""The Hopper GEMM (``cuda-wgmma.gemm``, sm_90a): TMA loads into 128B-swizzled shared memory,
+``wgmma.mma_async`` on warpgroups, producer/consumer warp specialisation over an mbarrier ring,
+``setmaxnreg`` register reallocation, a persistent grid walking an L2-friendly tile order, the IR's
+fused epilogues and any M, N, K.
+
+One block is ``1 + consumers`` warpgroups. Warpgroup 0 is the producer: it gives registers back
+(``setmaxnreg.dec``) and one of its threads issues the TMA copies of each k step into the next free
+stage of the ring (wait ``empty[s]``, ``arrive.expect_tx`` on ``full[s]``, copy). The consumer
+warpgroups take registers (``setmaxnreg.inc``), wait ``full[s]``, issue ``bk / 16`` wgmma per m64 slice
+they own, keep one wgmma group in flight and release the stage before it (one arrive per warp on
+``empty[s]``). Both sides walk the same tile sequence (``tile = blockIdx.x, += gridDim.x``), so the
+producer runs into the next tile while the consumers are in their epilogue.
+
+Shared memory per stage: the A tile (``bm`` x 64 elements) and the B tile (``bn`` x 64), each a stack
+of 128-byte-swizzled 1024-byte atoms: ``TileLayout`` values with ``TmaSwizzle("128B")`` from
+``emitters/layout.py`` (``operand_layouts``), the same layouts the bank simulator scores. The stage
+size, the 1024-byte base alignment and the wgmma descriptors' strides (SBO = 8 lines, LBO = one
+64-element atom column for MN-major operands) are read off those layouts, not written twice.
+
+An operand whose global layout has k contiguous is "K-major" (one TMA box ``{64, rows}``); otherwise
+"MN-major" (``rows / 64`` boxes of ``{64, 64}``) and the wgmma transposes it (``imm-trans`` = 1; bf16
+and fp16 only, which is all this variant computes). Out-of-bounds boxes are zero-filled by TMA, so
+any M, N, K is right; the epilogue predicates its stores. TMA needs each global row to start on a
+16-byte boundary: a row stride that is not a multiple of 8 elements (K = 4097 row-major A) cannot be
+described, and ``tma_unsupported`` says so (the caller pads the operand to an aligned stride or
+picks another variant).
+
+Thread-block clusters with TMA multicast are not rendered yet (``cluster`` must be 1): the schedule
+field exists so the tuner's space and saved schedules keep their shape when it lands.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+
+from ..cstyle import CodeWriter
+from ..layout import TileLayout, TmaSwizzle
+from .render import CudaRenderer
+
+SCHEMA_VERSION = 1
+BK = 64  # one 128-byte swizzle span of 16-bit elements: the k extent of every TMA box
+SWIZZLE = TmaSwizzle("128B")
+RASTERS = ("m", "n")
+REGISTERS_PER_SM = 65536
+PRODUCER_REGS = 40
+SMEM_OPTIN_SM90 = 232448
+ELEM_BYTES = 2  # bf16 / fp16
+PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
+KERNEL_NAME = "tr_wgmma_gemm"
+
+
+@dataclass(frozen=True)
+class WgmmaSchedule:
+    """How the Hopper GEMM tiles C and pipelines its operands (all fields searchable by the tuner).
+
+    ``bm`` x ``bn``: C tile per block (per persistent iteration); ``consumers`` warpgroups split the
+    ``bm`` rows, each issuing m64 wgmma of width ``bn``. ``stages``: depth of the TMA ring.
+    ``raster``/``group``: the persistent tile order walks ``group`` tile rows ("m") or tile columns
+    ("n") at a time so that blocks running together share A or B panels in L2. ``cluster``: blocks per
+    cluster (1 only for now)."""
+
+    bm: int = 128
+    bn: int = 256
+    stages: int = 4
+    consumers: int = 2
+    raster: str = "m"
+    group: int = 8
+    cluster: int = 1
+    persistent: bool = True
+
+    @property
+    def bk(self) -> int:
+        return BK
+
+    @property
+    def threads(self) -> int:
+        return 128 * (1 + self.consumers)
+
+    @property
+    def wm(self) -> int:
+        """Rows of C each consumer warpgroup owns."""
+        return self.bm // self.consumers
+
+    @property
+    def m_slices(self) -> int:
+        return self.wm // 64
+
+    @property
+    def accumulators(self) -> int:
+        """fp32 accumulator registers per consumer thread."""
+        return self.m_slices * self.bn // 2
+
+    @property
+    def stage_bytes(self) -> int:
+        return (self.bm + self.bn) * BK * ELEM_BYTES
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory: the ring, two mbarriers per stage, slack to align the base to 1024."""
+        return self.stages * self.stage_bytes + 16 * self.stages + 1024
+
+    @property
+    def name(self) -> str:
+        tag = f"wgmma_{self.bm}x{self.bn}x{BK}_s{self.stages}_c{self.consumers}_r{self.raster}{self.group}"
+        tag += "" if self.cluster == 1 else f"_cl{self.cluster}"
+        return tag + ("" if self.persistent else "_np")
+
+    def register_split(self) -> tuple[int, int, int]:
+        """(registers per thread at entry, producer after dec, consumers after inc): setmaxnreg takes
+        multiples of 8 in 24..256, and the block's pool (threads x entry) must cover the new split."""
+        entry = min(255, REGISTERS_PER_SM // self.threads) // 8 * 8
+        pool = entry * self.threads
+        consumer = min(256, (pool - 128 * PRODUCER_REGS) // (128 * self.consumers) // 8 * 8)
+        return entry, PRODUCER_REGS, consumer
+
+    def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
+        """Raise ``BadInputError`` naming the first field that cannot work."""
+        for name in ("bm", "bn", "stages", "consumers", "group", "cluster"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
+        if not isinstance(self.persistent, bool):
+            raise BadInputError(f"persistent: expected true or false, got {self.persistent!r}")
+        if self.raster not in RASTERS:
+            raise BadInputError(f"raster: expected 'm' or 'n', got {self.raster!r}")
+        if self.consumers not in (1, 2, 3):
+            raise BadInputError(f"consumers: {self.consumers} consumer warpgroups (1, 2 or 3 supported)")
+        if self.bm % (64 * self.consumers) or self.bm > 256:
+            raise BadInputError(f"bm: {self.bm} is not a multiple of 64 x {self.consumers} consumer warpgroups "
+                                "up to 256 (each consumer issues m64 wgmma)")
+        if self.bn % 64 or not 64 <= self.bn <= 256:
+            raise BadInputError(f"bn: {self.bn} is not 64, 128, 192 or 256 (wgmma n <= 256, 64-element TMA atoms)")
+        if not 2 <= self.stages <= 12:
+            raise BadInputError(f"stages: {self.stages} is outside 2..12")
+        if self.group > 64:
+            raise BadInputError(f"group: {self.group} tile rows per group is more than 64")
+        if self.cluster != 1:
+            raise BadInputError(f"cluster: {self.cluster} blocks per cluster is not rendered yet (1 only)")
+        if self.accumulators > 192:
+            raise BadInputError(f"bn: {self.accumulators} fp32 accumulators per consumer thread do not fit "
+                                f"beside addresses in {self.register_split()[2]} registers")
+        if self.smem_bytes > smem_optin:
+            raise BadInputError(f"stages: the ring needs {self.smem_bytes} B of shared memory per block, more "
+                                f"than the {smem_optin} B allowed", "fewer stages or smaller tiles")
+        if op is not None:
+            if getattr(op, "kind", None) != "gemm":
+                raise BadInputError(f"cuda-wgmma computes gemm, not {getattr(op, 'kind', None)}")
+            if op.dtype.value not in PTX_TYPE:
+                raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": "wgmma",
+                **dataclasses.asdict(self)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> WgmmaSchedule:
+        d = dict(d)
+        if d.pop("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+            raise BadInputError("schedule: unsupported schema_version")
+        if d.pop("backend", "cuda") != "cuda" or d.pop("core", "wgmma") != "wgmma":
+            raise BadInputError("schedule: not a cuda-wgmma schedule")
+        names = {f.name for f in dataclasses.fields(WgmmaSchedule)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise BadInputError(f"schedule: unknown field {unknown[0]!r}")
+        return WgmmaSchedule(**d)
+
+
+HERO = WgmmaSchedule()
+
+
+def hero_schedule(op: Any = None) -> WgmmaSchedule:
+    """The hand-picked schedule: 128 x 256 tiles, 4 stages, 2 consumers; narrow tiles when M or N is
+    small (decode shapes), so that more blocks than a handful stream B."""
+    if op is not None and op.m <= 64:
+        return WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1)
+    if op is not None and op.n <= 128:
+        return WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2)
+    return HERO
+
+
+def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> list[WgmmaSchedule]:
+    """Every valid schedule over a grid of the searchable fields (hero first)."""
+    out = [hero_schedule(op)]
+    for bm, consumers in ((64, 1), (128, 1), (128, 2), (192, 3), (256, 2)):
+        for bn in (64, 128, 192, 256):
+            for stages in (3, 4, 5, 6, 8):
+                for raster in RASTERS:
+                    s = WgmmaSchedule(bm=bm, bn=bn, stages=stages, consumers=consumers, raster=raster)
+                    try:
+                        s.validate(op, smem_optin)
+                    except BadInputError:
+                        continue
+                    if s not in out:
+                        out.append(s)
+    return out
+
+
+# ---------------------------------------------------------------------------------------- layouts
+
+
+def operand_kmajor(op: Any, which: str) -> bool:
+    """Operand ``which`` ("a" or "b") has k contiguous in global memory."""
+    return op.layout_a == "row" if which == "a" else op.layout_b == "col"
+
+
+def operand_layouts(rows: int, kmajor: bool) -> list[TileLayout]:
+    """The shared-memory atoms of one operand tile (``rows`` of the m or n extent by 64 k) in one stage,
+    as TMA writes them with the 128B swizzle. K-major: one ``rows x 64`` row-major layout (a line per
+    m/n row, 128 bytes of k). MN-major: ``rows / 64`` atoms of ``64 (k) x 64 (m/n)``, a line per k."""
+    if kmajor:
+        return [TileLayout(rows, BK, ELEM_BYTES, "row", swizzle=SWIZZLE)]
+    atom = BK * 64 * ELEM_BYTES
+    return [TileLayout(BK, 64, ELEM_BYTES, "row", swizzle=SWIZZLE, base_bytes=i * atom) for i in range(rows // 64)]
+
+
+def descriptor_strides(layouts: list[TileLayout]) -> tuple[int, int]:
+    """(LBO, SBO) in bytes of the wgmma shared-memory descriptor for an operand stored as ``layouts``.
+    SBO: from one group of 8 lines to the next (8 x the line pitch: one swizzle period). LBO: for an
+    MN-major operand, from one 64-element atom column to the next; unused by K-major swizzled ones."""
+    first = layouts[0]
+    sbo = 8 * first.pitch_bytes
+    if sbo != SWIZZLE.period_bytes:
+        raise BadInputError(f"a {first.describe()} tile is not made of 8-line 128B swizzle atoms")
+    lbo = layouts[1].base_bytes - first.base_bytes if len(layouts) > 1 else first.size_bytes
+    return lbo, sbo
+
+
+def tma_unsupported(op: Any) -> str | None:
+    """Why TMA cannot describe ``op``'s operands as they are (None: it can)."""
+    if op.dtype.value not in PTX_TYPE:
+        return f"cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}"
+    for which, (_rows, inner) in (("A", op.shapes()["a"]), ("B", op.shapes()["b"])):
+        if (inner * ELEM_BYTES) % 16:
+            return (f"{which}'s rows are {inner} elements ({inner * ELEM_BYTES} B) apart; TMA needs a multiple of "
+                    "16 B (pad the row stride to a multiple of 8 elements)")
+    return None
+
+
+# ---------------------------------------------------------------------------------------- rendering
+
+DEVICE_LIB = r"""struct __align__(64) TrTensorMap { uint64_t opaque[16]; };
+
+static __device__ __forceinline__ void tr_mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count));
+}
+static __device__ __forceinline__ void tr_mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile("{\n.reg .pred p;\nTR_WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra TR_WAIT_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+static __device__ __forceinline__ void tr_mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+static __device__ __forceinline__ void tr_mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void tr_tma_load_2d(uint32_t dst, const TrTensorMap* map, int c0, int c1,
+                                                      uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+static __device__ __forceinline__ void tr_prefetch_map(const TrTensorMap* map) {
+    asm volatile("prefetch.tensormap [%0];\n" :: "l"((uint64_t)map) : "memory");
+}
+/* wgmma shared-memory descriptor: start, LBO, SBO in 16-byte units; layout type 1 = 128B swizzle. */
+static __device__ __forceinline__ uint64_t tr_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo & 0x3FFFF) >> 4) << 16)
+         | ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+#define TR_WGMMA_FENCE() asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory")
+#define TR_WGMMA_COMMIT() asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory")
+#define TR_WGMMA_WAIT(n) asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(n) : "memory")
+"""
+
+
+def _wgmma_function(bn: int, ptx_type: str, trans_a: int, trans_b: int) -> str:
+    """``tr_wgmma(float* d, descA, descB)``: one m64n{bn}k16 wgmma accumulating into ``d[bn/2]``."""
+    n = bn // 2
+    regs = ",".join(f"%{i}" for i in range(n))
+    w = CodeWriter()
+    w("static __device__ __forceinline__ void tr_wgmma(float* d, uint64_t da, uint64_t db) {")
+    w(f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n"')
+    w(f'                 "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{ptx_type}.{ptx_type} "')
+    w(f'                 "{{{regs}}}, %{n}, %{n + 1}, p, 1, 1, {trans_a}, {trans_b};\\n}}\\n"')
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(n))
+    w(f"                 : {outs}")
+    w('                 : "l"(da), "l"(db), "r"(1));')
+    w("}")
+    return w.render()
+
+
+def _epilogue(op: Any, renderer: CudaRenderer, dtype: str) -> list[str]:
+    """C statements applying ``op.epilogue`` in order to float ``v`` at (``row``, ``col``)."""
+    lines = []
+    for e in op.epilogue:
+        if e == "bias":
+            lines.append(f"v += {renderer.to_float(dtype, 'bias[col]')};")
+        elif e == "relu":
+            lines.append("v = fmaxf(v, 0.0f);")
+        elif e == "gelu":
+            lines.append("v = tr_gelu(v);")
+        elif e == "scale":
+            lines.append("v *= alpha;")
+        elif e == "residual":
+            lines.append(f"v += {renderer.to_float(dtype, 'residual[(int64_t)row * N + col]')};")
+    return lines
+
+
+def render(op: Any, sched: WgmmaSchedule) -> str:
+    """CUDA C++ (no headers; NVRTC, ``-arch=sm_90a``) of ``extern "C" tr_wgmma_gemm`` for ``op``.
+
+    Parameters: ``(const __grid_constant__ TrTensorMap tmA, tmB, uint16_t* C, const uint16_t* bias,
+    const uint16_t* residual, float alpha, int M, int N, int K)``; launch ``sched.threads`` threads,
+    ``sched.smem_bytes`` dynamic shared memory, a grid of ``min(tiles, SMs)`` (persistent) or ``tiles``.
+    """
+    sched.validate(op)
+    dtype = op.dtype.value
+    ptx = PTX_TYPE[dtype]
+    r = CudaRenderer()
+    a_k, b_k = operand_kmajor(op, "a"), operand_kmajor(op, "b")
+    a_lay, b_lay = operand_layouts(sched.bm, a_k), operand_layouts(sched.bn, b_k)
+    a_lbo, a_sbo = descriptor_strides(a_lay)
+    b_lbo, b_sbo = descriptor_strides(b_lay)
+    a_bytes = sum(t.size_bytes for t in a_lay)
+    b_bytes = sum(t.size_bytes for t in b_lay)
+    align = SWIZZLE.period_bytes
+    assert a_bytes % align == 0 and b_bytes % align == 0
+    # A k16 step moves 32 bytes along a K-major line, or 16 lines down an MN-major atom.
+    a_kstep = 16 * ELEM_BYTES if a_k else 16 * a_lay[0].pitch_bytes
+    b_kstep = 16 * ELEM_BYTES if b_k else 16 * b_lay[0].pitch_bytes
+    # An m64 slice starts 64 lines into a K-major tile, or one atom further along an MN-major one.
+    a_mstep = 64 * a_lay[0].pitch_bytes if a_k else a_lay[1].base_bytes if len(a_lay) > 1 else 0
+    entry, prod_regs, cons_regs = sched.register_split()
+    S = sched.stages
+
+    w = CodeWriter()
+    # No shape in the source: one binary serves every M, N, K of its kind (the cache key is the text).
+    w(f"/* cuda-wgmma.gemm {sched.name}: {dtype}, A {op.layout_a}, B {op.layout_b}, "
+      f"epilogue {','.join(op.epilogue) or 'none'} */")
+    w.extend(r.prelude(1))
+    w.extend(DEVICE_LIB)
+    w.extend(_wgmma_function(sched.bn, ptx, 0 if a_k else 1, 0 if b_k else 1))
+    w.extend(_tile_order(sched))
+    store = {"bf16": "tr_f2bf", "fp16": "tr_f2h"}[dtype]
+    w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
+    w("    const __grid_constant__ TrTensorMap tmA, const __grid_constant__ TrTensorMap tmB,")
+    w("    uint16_t* __restrict__ C, const uint16_t* __restrict__ bias, const uint16_t* __restrict__ residual,")
+    w("    float alpha, int M, int N, int K) {")
+    w.extend(f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
+    const uint32_t smem = (tr_smem_addr(tr_smem) + {align - 1}u) & ~{align - 1}u;
+    /* stage s: A at smem + s * {sched.stage_bytes}, B {a_bytes} bytes after it; then full[S], empty[S] */
+    const uint32_t bars = smem + {S * sched.stage_bytes}u;
+    const int tiles_m = (M + {sched.bm - 1}) / {sched.bm}, tiles_n = (N + {sched.bn - 1}) / {sched.bn};
+    const int tiles = tiles_m * tiles_n, k_iters = (K + {BK - 1}) / {BK};
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    if (threadIdx.x == 0) {{
+        tr_prefetch_map(&tmA);
+        tr_prefetch_map(&tmB);
+        for (int s = 0; s < {S}; ++s) {{
+            tr_mbar_init(bars + 8u * s, 1u);
+            tr_mbar_init(bars + 8u * ({S} + s), {4 * sched.consumers}u);
+        }}
+        asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
+    }}
+    __syncthreads();
+    if (wg == 0) {{
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 {prod_regs};\\n");
+        if (tid == 0) {{
+            int s = 0;
+            uint32_t phase = 0;
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{
+                int tm, tn;
+                tr_tile_coords(tile, tiles_m, tiles_n, tm, tn);
+                for (int kk = 0; kk < k_iters; ++kk) {{
+                    tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
+                    const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
+                    tr_mbar_expect_tx(full, {sched.stage_bytes}u);""")
+    w._level = 5  # inside the k loop of the producer
+    if a_k:
+        w(f"tr_tma_load_2d(sa, &tmA, kk * {BK}, tm * {sched.bm}, full);")
+    else:
+        for i, t in enumerate(a_lay):
+            w(f"tr_tma_load_2d(sa + {t.base_bytes}u, &tmA, tm * {sched.bm} + {64 * i}, kk * {BK}, full);")
+    if b_k:
+        w(f"tr_tma_load_2d(sb, &tmB, kk * {BK}, tn * {sched.bn}, full);")
+    else:
+        for i, t in enumerate(b_lay):
+            w(f"tr_tma_load_2d(sb + {t.base_bytes}u, &tmB, tn * {sched.bn} + {64 * i}, kk * {BK}, full);")
+    w._level = 0
+    m_slices, n_regs = sched.m_slices, sched.bn // 2
+    w.extend(f"""                    if (++s == {S}) {{ s = 0; phase ^= 1u; }}
+                }}
+            }}
+        }}
+    }} else {{
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 {cons_regs};\\n");
+        const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
+        float acc[{m_slices}][{n_regs}];
+        int s = 0;
+        uint32_t phase = 0;
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{
+            int tm, tn;
+            tr_tile_coords(tile, tiles_m, tiles_n, tm, tn);
+            #pragma unroll
+            for (int i = 0; i < {m_slices}; ++i) {{
+                #pragma unroll
+                for (int j = 0; j < {n_regs}; ++j) acc[i][j] = 0.0f;
+            }}
+            int prev = -1;
+            for (int kk = 0; kk < k_iters; ++kk) {{
+                tr_mbar_wait(bars + 8u * s, phase);
+                const uint32_t sa = smem + s * {sched.stage_bytes}u + cw * {sched.m_slices * a_mstep}u;
+                const uint32_t sb = smem + s * {sched.stage_bytes}u + {a_bytes}u;
+                TR_WGMMA_FENCE();
+                #pragma unroll
+                for (int k16 = 0; k16 < {BK // 16}; ++k16) {{
+                    const uint64_t db = tr_desc(sb + k16 * {b_kstep}u, {b_lbo}u, {b_sbo}u);
+                    #pragma unroll
+                    for (int i = 0; i < {m_slices}; ++i)
+                        tr_wgmma(acc[i], tr_desc(sa + i * {a_mstep}u + k16 * {a_kstep}u, {a_lbo}u, {a_sbo}u), db);
+                }}
+                TR_WGMMA_COMMIT();
+                TR_WGMMA_WAIT(1);
+                if (prev >= 0 && lane == 0) tr_mbar_arrive(bars + 8u * ({S} + prev));
+                prev = s;
+                if (++s == {S}) {{ s = 0; phase ^= 1u; }}
+            }}
+            TR_WGMMA_WAIT(0);
+            if (lane == 0) tr_mbar_arrive(bars + 8u * ({S} + prev));
+            #pragma unroll
+            for (int i = 0; i < {m_slices}; ++i) {{
+                #pragma unroll
+                for (int j = 0; j < {n_regs}; ++j) asm volatile("" : "+f"(acc[i][j]) :: "memory");
+            }}
+            /* wgmma m64nN accumulator layout: thread (warp, lane) holds rows warp*16 + lane/4 (+8),
+               columns 8*j + 2*(lane%4) (+1) in acc[4j..4j+3] = (r, c), (r, c+1), (r+8, c), (r+8, c+1). */
+            const int row0 = tm * {sched.bm} + cw * {sched.wm} + warp * 16 + lane / 4;
+            const int col0 = tn * {sched.bn} + 2 * (lane % 4);
+            #pragma unroll
+            for (int i = 0; i < {m_slices}; ++i) {{
+                #pragma unroll
+                for (int j = 0; j < {sched.bn // 8}; ++j) {{
+                    #pragma unroll
+                    for (int h = 0; h < 2; ++h) {{
+                        const int row = row0 + i * 64 + h * 8;
+                        const int c0 = col0 + j * 8;
+                        if (row < M && c0 < N) {{
+                            float out[2];
+                            #pragma unroll
+                            for (int e = 0; e < 2; ++e) {{
+                                const int col = c0 + e < N ? c0 + e : c0;
+                                float v = acc[i][4 * j + 2 * h + e];""")
+    w._level = 8
+    for line in _epilogue(op, r, dtype):
+        w(line)
+    w("out[e] = v;")
+    w._level = 0
+    w.extend(f"""                            }}
+                            uint16_t* p = C + (int64_t)row * N + c0;
+                            if (c0 + 1 < N && (N & 1) == 0) {{
+                                *(uint32_t*)p = (uint32_t){store}(out[0]) | ((uint32_t){store}(out[1]) << 16);
+                            }} else {{
+                                p[0] = {store}(out[0]);
+                                if (c0 + 1 < N) p[1] = {store}(out[1]);
+                            }}
+                        }}
+                    }}
+                }}
+            }}
+        }}
+    }}
+}}""")
+    return w.render()
+
+
+def _tile_order(sched: WgmmaSchedule) -> str:
+    """Persistent tile index -> (tile row, tile column): ``group`` tile rows (raster "m") or columns
+    ("n") at a time, so the blocks of one wave share a few A (or B) panels in L2."""
+    major, minor = ("tm", "tn") if sched.raster == "m" else ("tn", "tm")
+    count_major, count_minor = ("tiles_m", "tiles_n") if sched.raster == "m" else ("tiles_n", "tiles_m")
+    return f"""static __device__ __forceinline__ void tr_tile_coords(int t, int tiles_m, int tiles_n, int& tm, int& tn) {{
+    const int per_group = {sched.group} * {count_minor};
+    const int g = t / per_group, first = g * {sched.group};
+    const int size = min({count_major} - first, {sched.group});
+    const int rest = t - g * per_group;
+    {major} = first + rest % size;
+    {minor} = rest / size;
+}}
+"""
+
+
+def render_tma_probe() -> str:
+    """A kernel that TMA-loads one 64 x 64 16-bit tile with the 128B swizzle and copies the raw shared
+    memory out: the GPU check that TMA's byte placement is ``TileLayout(..., TmaSwizzle("128B"))``."""
+    w = CodeWriter()
+    w.extend(CudaRenderer().prelude(1))
+    w.extend(DEVICE_LIB)
+    w.extend(r"""extern "C" __global__ void tr_tma_probe(const __grid_constant__ TrTensorMap tm, uint16_t* out) {
+    __shared__ __align__(1024) uint16_t tile[64 * 64];
+    __shared__ __align__(8) uint64_t bar;
+    const uint32_t b = tr_smem_addr(&bar);
+    if (threadIdx.x == 0) {
+        tr_mbar_init(b, 1u);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        tr_mbar_expect_tx(b, 64u * 64u * 2u);
+        tr_tma_load_2d(tr_smem_addr(tile), &tm, 0, 0, b);
+    }
+    tr_mbar_wait(b, 0u);
+    for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) out[i] = tile[i];
+}
+""")
+    return w.render()
+
+
+def launch_geometry(op: Any, sched: WgmmaSchedule, sm_count: int) -> tuple[int, int, int]:
+    """(grid blocks, threads per block, dynamic shared memory bytes)."""
+    tiles = -(-op.m // sched.bm) * -(-op.n // sched.bn)
+    grid = min(tiles, sm_count) if sched.persistent else tiles
+    return grid, sched.threads, sched.smem_bytes
+
+
+def tma_boxes(op: Any, sched: WgmmaSchedule) -> dict[str, dict[str, Any]]:
+    """What the host encodes into each tensor map: global dims (inner first), box dims, 128B swizzle."""
+    out = {}
+    for which, rows in (("a", sched.bm), ("b", sched.bn)):
+        outer, inner = op.shapes()[which]
+        kmajor = operand_kmajor(op, which)
+        out[which] = {"dims": (inner, outer), "box": (BK, rows) if kmajor else (64, BK), "kmajor": kmajor}
+    return out

@@ -33,6 +33,8 @@ from tracea.doctor.report import HostReport
 from tracea.kernels import Op, relative_error, tolerance
 from tracea.kernels.dtypes import parse_dtype, to_float64
 from tracea.reports.metrics import MetricsRow
+from tracea.reports.nvtx import phase as nvtx_phase
+from tracea.reports.nvtx import phase_of
 
 from . import registry
 from .baselines import baseline_for
@@ -147,9 +149,14 @@ def run_isolated(fn: Callable[[], float], timeout_s: float) -> tuple[str, float 
 
 def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None = None, repeats: int = 10,
           warmup: int = 2, min_seconds: float = 0.5, seed: int | None = None, timeout_s: float = 120.0,
-          tuned: Callable[[Op, str], dict[str, Any] | None] | None = None) -> BenchResult:
-    """Plan, build, verify and time ``op``. ``tuned(op, variant_id)`` may return a stored schedule."""
-    decision = plan(op, host, registry.all_variants(backend), precision=precision, backend=backend)
+          tuned: Callable[[Op, str], dict[str, Any] | None] | None = None, variant: str | None = None,
+          build: Callable[..., Any] | None = None) -> BenchResult:
+    """Plan, build, verify and time ``op``. ``tuned(op, variant_id)`` may return a stored schedule.
+    ``variant`` pins the variant (the planner still checks this host can run it); ``build(op, variant,
+    schedule, host)`` replaces the backend's build (replay compiles a bundled source; the CLI keeps the
+    kernel's artifact for the IR dump)."""
+    variants = [registry.variant(variant)] if variant else registry.all_variants(backend)
+    decision = plan(op, host, variants, precision=precision, backend=backend)
     variant_id = decision.require()
     if decision.precision and decision.precision != op.dtype.value:  # type: ignore[attr-defined]
         op = dataclasses.replace(op, dtype=parse_dtype(decision.precision))  # type: ignore[type-var]
@@ -158,14 +165,15 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
     base = {"op": op, "decision": decision, "seed": seed, "variant": variant_id, "fingerprint": fp}
 
     mod = registry.backend_module(backend)
-    variant = registry.variant(variant_id)
+    chosen = registry.variant(variant_id)
     stored = tuned(op, variant_id) if tuned else None
-    schedule = mod.hero_schedule(op, variant, host)
+    schedule = mod.hero_schedule(op, chosen, host)
     if stored:
         schedule = type(schedule).from_json(stored)
     base |= {"schedule": schedule.to_json(), "schedule_source": "tuned" if stored else "hero"}
     try:
-        kernel = mod.build(op, variant, schedule, host)
+        with nvtx_phase("host", "compile"):
+            kernel = (build or mod.build)(op, chosen, schedule, host)
     except ToolchainMissingError:
         raise
     except CompileError as exc:
@@ -184,7 +192,8 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
         kernel(inputs, out)
         return _rel_err_no_blas(to_float64(out, op.dtype), ref)  # type: ignore[attr-defined]
 
-    status, err, text = run_isolated(first_run, timeout_s)
+    with nvtx_phase("host", "verify"):
+        status, err, text = run_isolated(first_run, timeout_s)
     if status != "ok":
         return BenchResult(status=status, error=text, tolerance=tol, **base)
     if not err <= tol:  # NaN and inf fail too
@@ -195,13 +204,15 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
     contenders: dict[str, Callable[[], object]] = {"tracea": lambda: kernel(inputs, out)}
     if baseline.run is not None:
         contenders["baseline"] = baseline.run
-    kernel(inputs, out)  # the same check in this process, on the buffers that will be timed
-    err = relative_error(to_float64(out, op.dtype), ref)  # type: ignore[attr-defined]
+    with nvtx_phase("host", "verify"):
+        kernel(inputs, out)  # the same check in this process, on the buffers that will be timed
+        err = relative_error(to_float64(out, op.dtype), ref)  # type: ignore[attr-defined]
     if not err <= tol:
         return BenchResult(status="wrong_result", rel_err=err, tolerance=tol,
                            error=f"relative error {err:.3g} exceeds {tol:.1g} (in-process run)", **base)
     base_err = relative_error(np.asarray(baseline.run(), dtype=np.float64), ref) if baseline.run else None
-    timings = interleaved(contenders, warmup=warmup, repeats=repeats, min_seconds=min_seconds)
+    with nvtx_phase(phase_of(op.kind), "time"):
+        timings = interleaved(contenders, warmup=warmup, repeats=repeats, min_seconds=min_seconds)
     return BenchResult(
         status="ok", rel_err=err, tolerance=tol, tracea=timings["tracea"], baseline_name=baseline.name,
         baseline=timings.get("baseline"), baseline_rel_err=base_err, baseline_reason=baseline.reason, **base,

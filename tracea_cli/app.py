@@ -116,6 +116,11 @@ from tracea import cmd_bank_sim  # noqa: E402
 cmd_bank_sim.register(app)
 
 
+from tracea import cmd_evidence  # noqa: E402
+
+cmd_evidence.register(app)
+
+
 def build_command() -> Any:
     """The Click command behind the app (the console script runs it under Tracea's error policy)."""
     return typer.main.get_command(app)

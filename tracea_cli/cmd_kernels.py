@@ -13,6 +13,7 @@ from .op_options import add_op_commands, option
 BACKEND = option("backend", str | None, None, "--backend", help="Restrict to one backend (cpu; cuda, hip, metal as they land).")
 PRECISION = option("precision", str | None, None, "--precision", help="Requested precision (default: --dtype); falls back BF16 -> FP16 -> FP32.")
 JSON = option("json_out", bool, False, "--json", help="Print JSON.")
+DUMP_IR = option("dump_ir", Path | None, None, "--dump-ir", help="Write every stage of the kernel (op, decision, schedule, source, compile, binary, metadata) into DIR.")
 
 
 def _host() -> Any:
@@ -35,7 +36,8 @@ def do_plan(op: Any, backend: str | None, precision: str | None, json_out: bool)
     plan_table(decision)
 
 
-def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json_out: bool) -> None:
+def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json_out: bool,
+            dump_ir: Path | None = None) -> None:
     import json
 
     from tracea.doctor.plan import plan
@@ -48,6 +50,10 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
     mod = registry.backend_module(backend)
     schedule = mod.hero_schedule(op, variant, host)
     paths = mod.emit(op, variant, schedule, host, out)
+    if dump_ir is not None:
+        from tracea.cmd_evidence import dump_emitted
+
+        paths += dump_emitted(op, decision, variant, schedule, host, mod, paths, dump_ir)
     if json_out:
         typer.echo(json.dumps({"variant": variant.id, "schedule": schedule.to_json(), "files": [str(p) for p in paths]}, indent=1))
         return
@@ -57,19 +63,26 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
 
 
 def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, warmup: int, seed: int | None,
-             json_out: bool, csv_out: bool) -> None:
+             json_out: bool, csv_out: bool, dump_ir: Path | None = None, metrics: Path | None = None) -> None:
+    from tracea.cmd_evidence import command_line, say_run
     from tracea.doctor.errors import TraceaError
     from tracea.emitters.bench import bench
     from tracea.render_kernels import bench_table
     from tracea.reports.metrics import to_csv, to_jsonl
+    from tracea.reports.record import RunRecorder
 
-    result = bench(op, _host(), backend=backend or "cpu", precision=precision, repeats=repeat, warmup=warmup, seed=seed)
+    host, backend = _host(), backend or "cpu"
+    with RunRecorder("bench", command_line(), host, dump_ir=dump_ir, metrics=metrics) as rec:  # run folder, crash bundle
+        result = bench(op, host, backend=backend, precision=precision, repeats=repeat, warmup=warmup, seed=seed,
+                       build=rec.build_hook(backend))
+        rec.bench_result(result, {"backend": backend, "precision": precision, "repeat": repeat, "warmup": warmup})
     if json_out:
         typer.echo(to_jsonl([result.row()]), nl=False)
     elif csv_out:
         typer.echo(to_csv([result.row()]), nl=False)
     else:
         bench_table(result)
+    say_run(rec, to_stderr=json_out or csv_out)
     if result.status != "ok":
         raise TraceaError(f"{result.status}: {result.error}",
                           "the metrics row above records it; rerun with the same --seed to reproduce")
@@ -82,7 +95,7 @@ bench_app = typer.Typer(help="Measure a Tracea kernel against the vendor library
 add_op_commands(plan_app, [BACKEND, PRECISION, JSON], do_plan, "Plan")
 add_op_commands(
     emit_app,
-    [BACKEND, PRECISION, option("out", Path, ..., "--out", help="Folder to write into."), JSON],
+    [BACKEND, PRECISION, option("out", Path, ..., "--out", help="Folder to write into."), JSON, DUMP_IR],
     do_emit, "Emit",
 )
 add_op_commands(
@@ -91,7 +104,8 @@ add_op_commands(
      option("repeat", int, 10, "--repeat", help="Timed runs of each contender (at least; more until 0.5 s)."),
      option("warmup", int, 2, "--warmup", help="Untimed runs of each contender first."),
      option("seed", int | None, None, "--seed", help="Random inputs' seed (default: fresh, and recorded)."),
-     JSON, option("csv_out", bool, False, "--csv", help="Print the metrics row as CSV.")],
+     JSON, option("csv_out", bool, False, "--csv", help="Print the metrics row as CSV."), DUMP_IR,
+     option("metrics", Path | None, None, "--metrics", help="Append the metrics row to FILE (.csv or .jsonl).")],
     do_bench, "Bench",
 )
 

@@ -1,0 +1,188 @@
+"""pack-repro bundles: one .tar.gz with what someone else needs to reproduce a run's result or failure.
+
+    from tracea.reports.bundle import pack_run
+    pack_run(find_run("LAST"), Path("bundle.tar.gz"), argv=sys.argv[1:])
+
+Layout (one top folder, ``tracea-repro-<run id>/``):
+
+    manifest.json       kind "tracea-repro-bundle", schema_version, tracea_version, created_at,
+                        command_line (pack-repro's) and the run's own argv, env hash and fingerprinted
+                        fields per backend, python, platform, the kernels and their architecture,
+                        and the size + sha256 of every other file
+    replay.sh           the replay entry point: ``sh replay.sh`` runs ``tracea replay`` on this folder
+    README.txt          what this is, in three lines
+    snapshot.json       the doctor snapshot (the run's; a fresh one when the run has none)
+    packages.json       the installed Python distributions and versions (importlib.metadata)
+    environment.json    the environment variables, secrets redacted (see ``redact_environment``)
+    run/                the run folder: manifest, metrics, trials, ir/<kernel>/ dumps, logs, result.json
+
+The archive is written to a temporary file beside ``out`` and renamed; members are plain files and
+folders only, owned by nobody, so unpacking them never needs privileges.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+import json
+import os
+import platform
+import re
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+
+from .runs import Run
+
+BUNDLE_KIND = "tracea-repro-bundle"
+BUNDLE_SCHEMA_VERSION = 1
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
+REDACTED = "<redacted>"
+# scheme://user:password@host or scheme://token@host: the userinfo is a credential
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
+SKIP_IN_RUN = {"crash-bundle.tar.gz"}
+
+
+def redact_value(value: str) -> str:
+    """``value`` with credentials inside URLs replaced (``https://user:pass@host`` -> ``https://<redacted>@host``)."""
+    return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", value)
+
+
+def redact_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment with the values of secret-looking names (TOKEN, KEY, SECRET, PASSWORD, ...)
+    replaced and URL credentials removed from every other value."""
+    env = dict(os.environ if env is None else env)
+    out = {}
+    for name in sorted(env):
+        upper = name.upper()
+        out[name] = REDACTED if any(w in upper for w in SECRET_WORDS) else redact_value(env[name])
+    return out
+
+
+def installed_packages() -> list[dict[str, str]]:
+    from importlib.metadata import distributions
+
+    seen: dict[str, str] = {}
+    for dist in distributions():
+        name = dist.metadata.get("Name") if dist.metadata else None
+        if name:
+            seen.setdefault(name, dist.version)
+    return [{"name": n, "version": seen[n]} for n in sorted(seen, key=str.lower)]
+
+
+def _fresh_snapshot() -> dict[str, Any]:
+    from tracea.doctor.snapshot import build_report, collect_raw, snapshot_document
+
+    raw = collect_raw()
+    return snapshot_document(raw, build_report(raw))
+
+
+def _kernels(run_dir: Path, machine: str) -> list[dict[str, Any]]:
+    """The kernels dumped in the run (its ir/ folders), with what replay needs to know up front."""
+    import yaml
+
+    out = []
+    for folder in sorted((run_dir / "ir").glob("[0-9][0-9][0-9][0-9]_*")):
+        if not folder.is_dir():
+            continue
+        meta: dict[str, Any] = {}
+        try:
+            meta = yaml.safe_load((folder / "07_metadata.yaml").read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            pass
+        decision: dict[str, Any] = {}
+        try:
+            decision = json.loads((folder / "01_decision.json").read_text()) or {}
+        except (OSError, ValueError):
+            pass
+        source = next((p.name for p in sorted(folder.glob("03_source.*"))), None)
+        binary = next((p.name for p in sorted(folder.glob("05_binary.*"))), None)
+        out.append({
+            "dir": f"run/ir/{folder.name}", "name": meta.get("name"), "variant": meta.get("variant") or decision.get("chosen"),
+            "backend": decision.get("backend"), "language": meta.get("language"), "source": source, "binary": binary,
+            "arch": meta.get("arch") or meta.get("target") or machine,
+        })
+    return out
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def pack_run(run: Run, out: str | Path, argv: list[str] | None = None) -> Path:
+    """Write the bundle of ``run`` to ``out`` (a .tar.gz); returns its path."""
+    from tracea.doctor.snapshot import tracea_version
+
+    out = Path(out)
+    if out.is_dir():
+        raise BadInputError(f"-o {out} is a directory; give a file name such as bundle.tar.gz")
+    top = f"tracea-repro-{run.id}"
+    files: dict[str, bytes] = {}
+    for path in sorted(run.path.rglob("*")):
+        rel = path.relative_to(run.path)
+        if path.is_symlink() or not path.is_file() or rel.name in SKIP_IN_RUN or rel.name.startswith("."):
+            continue
+        if rel.as_posix() == "snapshot.json":  # bundled once, at the top
+            continue
+        files[f"run/{rel.as_posix()}"] = path.read_bytes()
+    snap = run.path / "snapshot.json"
+    files["snapshot.json"] = snap.read_bytes() if snap.is_file() else (json.dumps(_fresh_snapshot(), indent=1) + "\n").encode()
+    files["packages.json"] = (json.dumps(installed_packages(), indent=1) + "\n").encode()
+    files["environment.json"] = (json.dumps(redact_environment(), indent=1) + "\n").encode()
+    files["replay.sh"] = (
+        b"#!/bin/sh\n# Replays this bundle: recompiles the bundled sources, reruns, verifies on fresh random inputs\n"
+        b"# and prints the recorded and the new figures side by side. Needs `pip install tracea` (the version in\n"
+        b"# manifest.json) and a C compiler (CUDA kernels: a GPU and cuda-core).\n"
+        b'cd "$(dirname "$0")" && exec tracea replay . "$@"\n')
+    files["README.txt"] = (
+        f"Tracea repro bundle of run {run.id} ({run.kind}, status {run.manifest.get('status')}).\n"
+        "Replay it with `tracea replay BUNDLE.tar.gz` (or `sh replay.sh` in this folder).\n"
+        "manifest.json lists every file with its sha256; environment.json has secrets redacted.\n").encode()
+    cpu_env = ((run.manifest.get("env") or {}).get("cpu") or {}).get("environment") or {}
+    machine = cpu_env.get("machine") or platform.machine()
+    manifest = {
+        "kind": BUNDLE_KIND, "schema_version": BUNDLE_SCHEMA_VERSION, "tracea_version": tracea_version(),
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command_line": ["tracea", *(argv if argv is not None else sys.argv[1:])],
+        "run": {k: run.manifest.get(k) for k in ("id", "run_kind", "argv", "status", "error", "started_at",
+                                                  "finished_at", "tracea_version")},
+        "env": run.manifest.get("env") or {},
+        "env_hash": next((v.get("fingerprint") for v in (run.manifest.get("env") or {}).values()), None),
+        "python": sys.version.split()[0], "platform": platform.platform(), "machine": platform.machine(),
+        "kernels": _kernels(run.path, machine),
+        "replay": "sh replay.sh  (or: tracea replay BUNDLE.tar.gz)",
+        "files": {name: {"size": len(data), "sha256": _sha256(data)} for name, data in sorted(files.items())},
+    }
+    files["manifest.json"] = (json.dumps(manifest, indent=1) + "\n").encode()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise BadInputError(f"-o {out}: cannot write there ({exc.strerror})") from None
+    mtime = int(_dt.datetime.now(_dt.timezone.utc).timestamp())
+    try:
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+            tar.addfile(_info(top + "/", 0, mtime, tarfile.DIRTYPE))
+            for name in ["manifest.json", *sorted(n for n in files if n != "manifest.json")]:
+                data = files[name]
+                mode = 0o755 if name == "replay.sh" else 0o644
+                tar.addfile(_info(f"{top}/{name}", len(data), mtime, tarfile.REGTYPE, mode), io.BytesIO(data))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
+
+
+def _info(name: str, size: int, mtime: int, kind: bytes, mode: int = 0o755) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name.rstrip("/"))
+    info.size, info.mtime, info.type, info.mode = size, mtime, kind, mode
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info

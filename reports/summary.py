@@ -1,0 +1,116 @@
+"""``tracea report``: a metrics file (CSV or JSONL) summarised per kernel configuration, and the
+roofline ceilings of the device its rows ran on (from the doctor: spec, and measured when the
+snapshot has ``--measure`` figures).
+
+    rows = read_metrics(path); groups = summarise(rows); ceilings = roofline_ceilings(host, rows)
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+# the roofline ceiling that bounds a dtype's compute, per backend
+CUDA_COMPUTE_METRIC = {"fp32": "fp32_flops", "fp16": "fp16_tensor_flops", "bf16": "bf16_tensor_flops",
+                       "tf32": "tf32_tensor_flops", "fp64": "fp64_flops", "int8": "int8_tensor_flops"}
+
+
+def shape_label(row: dict[str, Any]) -> str:
+    """A short label for a row's shape: "256x256x256" for gemm, "rows x cols" for softmax, ..."""
+    try:
+        shape = json.loads(row["shape"]) if isinstance(row["shape"], str) else dict(row["shape"])
+    except (ValueError, TypeError):
+        return str(row["shape"])
+    if row["op"] == "gemm":
+        return f"{shape.get('m')}x{shape.get('n')}x{shape.get('k')}"
+    if row["op"] == "softmax":
+        return f"{shape.get('rows')}x{shape.get('cols')}"
+    if row["op"] == "conv2d":
+        return f"n{shape.get('n')} c{shape.get('c')} {shape.get('h')}x{shape.get('w')} k{shape.get('k')}"
+    return ",".join(f"{k}={v}" for k, v in sorted(shape.items()) if not isinstance(v, (list, dict)))
+
+
+@dataclass
+class Group:
+    op: str
+    shape: str
+    dtype: str
+    backend: str
+    variant: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r["status"] == "ok" and r["tflops"] is not None]
+
+    @property
+    def statuses(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.rows:
+            out[r["status"]] = out.get(r["status"], 0) + 1
+        return out
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        return max(self.ok, key=lambda r: r["tflops"], default=None)
+
+    def to_json(self) -> dict[str, Any]:
+        best = self.best
+        ok = self.ok
+        return {
+            "op": self.op, "shape": self.shape, "dtype": self.dtype, "backend": self.backend,
+            "variant": self.variant, "rows": len(self.rows), "statuses": self.statuses,
+            "best_tflops": best["tflops"] if best else None, "best_p50_ms": best["p50_ms"] if best else None,
+            "best_schedule": best["schedule"] if best else None,
+            "median_p50_ms": statistics.median(r["p50_ms"] for r in ok) if ok else None,
+            "baseline": best["baseline"] if best else None,
+            "baseline_p50_ms": best["baseline_p50_ms"] if best else None,
+            "best_ratio": best["ratio"] if best else None,
+            "max_rel_err": max((r["rel_err"] for r in ok if r["rel_err"] is not None), default=None),
+        }
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[Group]:
+    """Rows grouped per (op, shape, dtype, backend, variant), in first-seen order."""
+    groups: dict[tuple[str, ...], Group] = {}
+    for r in rows:
+        key = (r["op"], shape_label(r), r["dtype"], r["backend"], r["variant"])
+        groups.setdefault(key, Group(*key)).rows.append(r)
+    return list(groups.values())
+
+
+@dataclass(frozen=True)
+class RooflineCeiling:
+    label: str  # "spec" or "measured"
+    flops: float | None  # FLOP/s
+    bandwidth: float | None  # B/s
+    basis: str
+
+
+def roofline_ceilings(host: Any, rows: list[dict[str, Any]]) -> tuple[str, list[RooflineCeiling], list[str]]:
+    """(device, ceilings, notes) for the device most rows ran on: a spec ceiling and a measured one
+    where the snapshot has them; ``notes`` say what is missing and why."""
+    backends = [r["backend"] for r in rows if r["backend"]]
+    backend = max(set(backends), key=backends.count) if backends else "cpu"
+    dtypes = [r["dtype"] for r in rows]
+    dtype = max(set(dtypes), key=dtypes.count) if dtypes else "fp32"
+    device = "cpu" if backend == "cpu" else "cuda:0"
+    metric = "fp32_flops" if backend == "cpu" else CUDA_COMPUTE_METRIC.get(dtype, "fp32_flops")
+    mine = {c.metric: c for c in getattr(host, "ceilings", []) if c.device == device}
+    compute, memory = mine.get(metric), mine.get("memory_bandwidth")
+    notes: list[str] = []
+    out: list[RooflineCeiling] = []
+    for label in ("spec", "measured"):
+        flops = getattr(compute, label, None) if compute else None
+        bw = getattr(memory, label, None) if memory else None
+        if flops is None and bw is None:
+            continue
+        basis = (compute.basis if label == "spec" else compute.method) if compute and flops else ""
+        out.append(RooflineCeiling(label, flops, bw, basis or ""))
+    if compute is None or (compute.spec is None and compute.measured is None):
+        notes.append(f"{device} {metric}: {compute.reason if compute else 'no ceiling known'}")
+    if memory is None or (memory.spec is None and memory.measured is None):
+        notes.append(f"{device} memory bandwidth: {memory.reason if memory else 'no ceiling known'}")
+    return f"{device} {metric}", out, notes

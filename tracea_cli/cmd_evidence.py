@@ -1,0 +1,262 @@
+"""``tracea report``, ``tracea pack-repro`` and ``tracea replay``: reading, packing and replaying the
+evidence that bench and tune leave (tracea.reports). Each command imports its layers when it runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+
+def _console() -> Any:
+    from tracea.render import make_console
+
+    return make_console()
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def report(
+    metrics_file: Annotated[Path, typer.Argument(help="A metrics file from bench or tune (.csv or .jsonl).", metavar="METRICS_FILE")],
+    plot: Annotated[Path | None, typer.Option("--plot", help="Also draw TFLOP/s and a roofline into FILE (.png, .svg, .pdf).", metavar="FILE")] = None,
+    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Ceilings from a saved doctor snapshot (doctor --measure --save) instead of this machine.", metavar="FILE")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Summarise a metrics file per kernel configuration; optionally plot it against the roofline."""
+    from tracea.reports.metrics import format_of, read_metrics
+    from tracea.reports.summary import roofline_ceilings, summarise
+
+    format_of(metrics_file)
+    if plot is not None:
+        from tracea.reports.plot import _pyplot
+
+        _pyplot()  # a missing matplotlib is said before any work
+    rows = read_metrics(metrics_file)
+    groups = summarise(rows)
+    if json_out:
+        typer.echo(json.dumps([g.to_json() for g in groups], indent=1))
+    else:
+        _summary_table(metrics_file, rows, groups)
+    if plot is not None:
+        from tracea.reports.plot import plot as draw
+
+        if snapshot is not None:
+            from tracea.doctor.snapshot import load_snapshot
+
+            host = load_snapshot(snapshot)
+        else:
+            from tracea.doctor import probe
+
+            host = probe()
+        device, ceilings, notes = roofline_ceilings(host, rows)
+        path = draw(rows, plot, device, ceilings, notes, title=f"{metrics_file.name}: {len(rows)} rows")
+        (sys.stderr if json_out else sys.stdout).write(f"plot: {path}\n")
+
+
+def _summary_table(path: Path, rows: list[dict[str, Any]], groups: list[Any]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = _console()
+    console.print(f"{escape(str(path))}: {len(rows)} rows, {len(groups)} configurations")
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("op", "shape", "dtype", "variant", "rows", "status", "best TFLOP/s", "p50 ms", "baseline",
+                "base ms", "ratio", "max rel err"):
+        table.add_column(col, justify="right" if col in ("rows", "best TFLOP/s", "p50 ms", "base ms", "ratio", "max rel err") else "left")
+    for g in groups:
+        j = g.to_json()
+        status = ", ".join(f"{k} {v}" for k, v in j["statuses"].items())
+        table.add_row(j["op"], escape(j["shape"]), j["dtype"], escape(j["variant"]), str(j["rows"]), status,
+                      _fmt(j["best_tflops"]), _fmt(j["best_p50_ms"]), escape(_fmt(j["baseline"])),
+                      _fmt(j["baseline_p50_ms"]), _fmt(j["best_ratio"]), _fmt(j["max_rel_err"]))
+    console.print(table)
+
+
+def pack_repro(
+    out: Annotated[Path, typer.Option("-o", "--out", help="The bundle to write (.tar.gz).", metavar="FILE")],
+    run: Annotated[str, typer.Option("--run", help="LAST (the newest run), a run id, an id prefix, or a run folder.", metavar="LAST|ID")] = "LAST",
+) -> None:
+    """Bundle a bench or tune run (sources, binaries, IR, metrics, snapshot, env) for someone to replay."""
+    from tracea.doctor.errors import BadInputError
+    from tracea.reports.bundle import pack_run
+    from tracea.reports.runs import find_run
+
+    if not out.name.endswith((".tar.gz", ".tgz")):
+        raise BadInputError(f"-o {out}: the bundle is a .tar.gz; name it so")
+    found = find_run(run)
+    path = pack_run(found, out, argv=sys.argv[1:])
+    size = path.stat().st_size
+    typer.echo(f"run {found.id} ({found.kind}, {found.manifest.get('status')}) -> {path} ({size / 1024:.0f} KiB)")
+    typer.echo(f"replay it with: tracea replay {path}")
+
+
+def replay(
+    bundle: Annotated[Path, typer.Argument(help="A bundle from `tracea pack-repro` (.tar.gz), or its unpacked folder.", metavar="BUNDLE")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run the bundle's code without asking (needed when stdin is not a terminal).")] = False,
+    binary: Annotated[bool, typer.Option("--binary", help="Load the bundled binary instead of compiling the bundled source (same architecture only).")] = False,
+    into: Annotated[Path | None, typer.Option("--into", help="Unpack into DIR (new or empty) instead of a temporary folder.", metavar="DIR")] = None,
+    kernel: Annotated[str | None, typer.Option("--kernel", help="Replay only the kernel whose folder name starts with this (default: all).", metavar="NAME")] = None,
+    repeat: Annotated[int, typer.Option("--repeat", help="Timed runs of each contender (at least).")] = 10,
+    warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs of each contender first.")] = 2,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random inputs' seed (default: fresh).")] = None,
+) -> None:
+    """Unpack a repro bundle safely, compare environments, rebuild, rerun, verify and compare figures."""
+    from tracea.doctor.errors import BadInputError
+
+    if repeat < 1 or warmup < 0:
+        raise BadInputError("--repeat must be at least 1 and --warmup at least 0")
+    import shutil
+    import tempfile
+
+    scratch = None if into is not None or bundle.is_dir() else Path(tempfile.mkdtemp(prefix="tracea-replay-"))
+    try:
+        _replay(bundle, into or scratch, yes, binary, kernel, repeat, warmup, seed, keep=scratch is None)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _replay(bundle: Path, into: Path | None, yes: bool, binary: bool, kernel: str | None, repeat: int, warmup: int,
+            seed: int | None, keep: bool) -> None:
+    from rich.markup import escape
+
+    from tracea.doctor import probe
+    from tracea.doctor.errors import BadInputError, TraceaError
+    from tracea.reports import replay as rp
+
+    b = rp.open_bundle(bundle, into)
+    m = b.manifest
+    console = _console()
+    run = m.get("run") or {}
+    console.print(f"bundle: run {escape(str(run.get('id')))} ({run.get('run_kind')}, recorded status "
+                  f"{run.get('status')}) made {m.get('created_at')} by Tracea {m.get('tracea_version')}")
+    console.print(f"recorded command: {escape(' '.join(['tracea', *(run.get('argv') or [])]))}")
+    console.print(f"unpacked in {escape(str(b.root))}" + ("" if keep else " (removed afterwards; --into DIR keeps it)"))
+    host = probe()
+    diffs = rp.env_differences(b, host)
+    if diffs:
+        console.print("environment differs from the recording:")
+        for key, was, now in diffs:
+            console.print(f"  {escape(key)}: {escape(json.dumps(was, default=str))} -> {escape(json.dumps(now, default=str))}")
+    else:
+        console.print("environment: the same fingerprint fields as the recording")
+    entries = [e for e in b.kernels if kernel is None or str(e.get("dir", "")).split("/")[-1].startswith(kernel)]
+    if not entries:
+        raise BadInputError("the bundle has no kernel to replay" + (f" matching {kernel!r}" if kernel else ""),
+                            "a run that failed before building records no kernel; see run/log.txt in the bundle")
+    plans = [rp.load_kernel(b, e) for e in entries]
+    console.print("replay will:")
+    for k in plans:
+        for line in rp.describe(k, binary):
+            console.print(f"  {escape(line)}")
+    _confirm(yes)
+
+    mismatched = []
+    for k in plans:
+        same = rp.rendered_matches(k, host)
+        if same is not None and not binary:
+            console.print(f"{escape(k.entry['dir'])}: this Tracea renders "
+                          + ("the identical source" if same else "a different source; the bundled one is compiled"))
+        try:
+            result = rp.replay_kernel(b, k, host, binary=binary, repeats=repeat, warmup=warmup, seed=seed)
+        except TraceaError as exc:
+            console.print(f"[red]{escape(k.entry['dir'])}: {escape(exc.message)}[/red]")
+            raise
+        new = result.row().to_json()
+        _side_by_side(console, k, result, rp.side_by_side(k.recorded, new))
+        if k.recorded is not None and k.recorded["status"] != new["status"]:
+            mismatched.append(f"{k.entry['dir']}: recorded {k.recorded['status']}, now {new['status']}")
+        elif k.recorded is None and new["status"] != "ok":
+            mismatched.append(f"{k.entry['dir']}: {new['status']}: {result.error}")
+    if mismatched:
+        raise TraceaError("replay does not reproduce the recording: " + "; ".join(mismatched))
+
+
+def _confirm(yes: bool) -> None:
+    from tracea.doctor.errors import BadInputError
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise BadInputError("replay compiles and runs code from the bundle; pass --yes to allow it "
+                            "(stdin is not a terminal, so it cannot ask)")
+    if not typer.confirm("Run it?", default=False):
+        raise typer.Exit(1)
+
+
+def _side_by_side(console: Any, k: Any, result: Any, rows: list[tuple[str, Any, Any]]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False, title=None)
+    table.add_column(k.entry["dir"].split("/")[-1])
+    table.add_column("recorded", justify="right")
+    table.add_column("now", justify="right")
+    for name, was, now in rows:
+        table.add_row(name, escape(_fmt(was)), escape(_fmt(now)))
+    console.print(table)
+    verdict = (f"verified: rel err {result.rel_err:.2e} within {result.tolerance:.0e} on fresh random inputs "
+               f"(seed {result.seed})" if result.status == "ok" else f"{result.status}: {result.error}")
+    console.print(escape(verdict))
+
+
+def command_line() -> list[str]:
+    """The arguments of this tracea command (for run manifests): sys.argv when the console script runs,
+    else (a test calling main([...])) the command path and parameters Click parsed."""
+    import os
+
+    if os.path.basename(sys.argv[0]) in ("tracea", "__main__.py"):
+        return list(sys.argv[1:])
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return []
+    args = ctx.command_path.split()[1:]
+    for name, value in ctx.params.items():
+        if value is not None and value is not False:
+            args += [f"--{name.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    return args
+
+
+def say_run(rec: Any, to_stderr: bool) -> None:
+    """Where the run's evidence is, and how to bundle it."""
+    stream = sys.stderr if to_stderr else sys.stdout
+    stream.write(f"run {rec.run.id}: {rec.run.path} (bundle it: tracea pack-repro --run {rec.run.id} -o FILE.tar.gz)\n")
+
+
+def dump_emitted(op: Any, decision: Any, variant: Any, schedule: Any, host: Any, mod: Any, emitted: list[Path],
+                 dump_ir: Path) -> list[Path]:
+    """``tracea emit --dump-ir``: every stage, compiled when this host can (else the stages up to the
+    source, with the emitted metadata)."""
+    from tracea.doctor.errors import CompileError, UnsupportedError
+    from tracea.reports.irdump import dump_kernel
+
+    try:
+        artifact: Any = mod.build(op, variant, schedule, host).artifact
+    except (UnsupportedError, CompileError):  # another machine's kernel, or no compiler: no binary stage
+        import yaml
+
+        exts = {".c": "c", ".cu": "cuda", ".ptx": "ptx"}
+        src = next((Path(p) for p in emitted if Path(p).suffix in exts), None)
+        meta_file = next((Path(p) for p in emitted if Path(p).name.endswith(".yaml")), None)
+        meta = yaml.safe_load(meta_file.read_text()) if meta_file else {}
+        artifact = {"name": (meta or {}).get("name") or (src.stem if src else None),
+                    "source": src.read_text() if src else None, "language": exts.get(src.suffix) if src else None,
+                    "metadata": meta or {}, "variant": variant.id}
+    return dump_kernel(dump_ir, op, decision, schedule, artifact)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="report")(report)
+    app.command(name="pack-repro")(pack_repro)
+    app.command(name="replay")(replay)

@@ -18,6 +18,8 @@ import numpy as np
 from tracea.kernels import Conv2d, DType, Gemm, Op, Softmax
 from tracea.kernels.dtypes import to_float64
 
+from .blas_env import describe
+
 
 @dataclass(frozen=True)
 class Baseline:
@@ -34,7 +36,8 @@ def _blas_name() -> str:
     try:
         cfg = np.show_config(mode="dicts")  # numpy >= 1.25
         blas = cfg["Build Dependencies"]["blas"]
-        return f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
+        name = f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
+        return f"{name}, {describe()}" if "openblas" in name.lower() else name
     except Exception:  # noqa: BLE001
         return "BLAS"
 

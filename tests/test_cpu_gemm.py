@@ -208,12 +208,21 @@ def test_avx512_inner_loop_is_zmm_fma_without_spills():
                          capture_output=True, text=True, check=True).stdout
     # the function's own listing (not a call site naming it)
     body = re.split(r"<ukernel_packed_packed[.\w]*>:\n", asm)[1].split("\n\n")[0].splitlines()
-    # the unrolled k loop: from the first B load to the backward branch
-    start = next(i for i, ln in enumerate(body) if "vmovups" in ln and "zmm" in ln)
-    end = next(i for i, ln in enumerate(body) if i > start and "\tjne" in ln)
-    loop = body[start:end + 1]
-    fmas = [ln for ln in loop if "vfmadd231ps" in ln]
-    assert len(fmas) == s.unroll * s.mr * s.nr // 16 and all("zmm" in ln and "{1to16}" in ln for ln in fmas)
+    # the unrolled k loop: the backward branch (from its target to it) densest in FMAs
+    addr = {int(ln.split(":")[0], 16): i for i, ln in enumerate(body) if re.match(r"\s*[0-9a-f]+:", ln)}
+    loops = []
+    for i, ln in enumerate(body):
+        m = re.search(r"\tj\w+\s+([0-9a-f]+) <", ln)
+        if m and int(m.group(1), 16) in addr and addr[int(m.group(1), 16)] < i:
+            loops.append(body[addr[int(m.group(1), 16)]:i + 1])
+    loop = max(loops, key=lambda lp: sum(bool(re.search(r"\tvfmadd\d{3}ps", ln)) for ln in lp) / len(lp))
+    fmas = [ln for ln in loop if re.search(r"\tvfmadd\d{3}ps", ln)]  # gcc picks the 132/213/231 form
+    assert len(fmas) == s.unroll * s.mr * s.nr // 16 and all("zmm" in ln for ln in fmas)
+    # A is broadcast once per row and k step into a register and reused by the row's nr/16 FMAs
+    # (folded {1to16} operands would load it nr/16 times and make the loop load-port bound)
+    broadcasts = [ln for ln in loop if "vbroadcastss" in ln and "zmm" in ln]
+    if s.nr > 16:
+        assert len(broadcasts) == s.unroll * s.mr and not [ln for ln in fmas if "{1to16}" in ln]
     assert not [ln for ln in loop if "(%rsp)" in ln or "(%rbp)" in ln], "register spills in the micro-kernel"
 
 

@@ -21,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     # --debug is honoured wherever it is typed (`tracea doctor --debug` as well as `tracea --debug doctor`)
     debug = "--debug" in args or os.environ.get("TRACEA_DEBUG") == "1"
     args = [a for a in args if a != "--debug"]
+    from tracea.emitters.blas_env import quiet_openblas
+
+    quiet_openblas()  # before anything loads NumPy: OpenBLAS reads it once (emitters/blas_env.py)
     from tracea.app import build_command
     from tracea.doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, TraceaError
 

@@ -17,8 +17,9 @@ Loop nest (every thread runs it; work inside a phase is claimed, not assigned):
 Claiming keeps both cores busy when one of them is shared with another process (a thread that gets
 half a core takes fewer units instead of holding the others at the barrier). Blocks are capped by the
 schedule and balanced per call (K = 2048 with KC = 1024 runs as 2 x 1024, K = 1100 as 2 x 550). Edge
-tiles run the same micro-kernel into a local tile. On AVX-512 the broadcast of A is folded into the
-FMA (``vfmadd231ps mem{1to16}``), so 28 accumulators + the B vectors fit the 32 registers unspilled.
+tiles run the same micro-kernel into a local tile. On AVX-512 a row's A element is broadcast once per
+k step into a register shared by the row's FMAs when one is free; otherwise (one B vector, or no
+register left) the broadcast is folded into the FMA (``vfmadd231ps mem{1to16}``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def _ukernel(isa: CpuIsa, s: CpuSchedule, amode: str, bmode: str) -> str:
     """One micro-kernel: C[MR x NR] (+)= A-panel x B-panel over kc steps, accumulators in registers."""
     mr, nv, vl, unroll, pf = s.mr, s.nr // isa.lanes, isa.lanes, s.unroll, s.prefetch
     bcast = "fma_bcast" in isa.vec  # the ISA folds the broadcast into the FMA
+    # With nv > 1 B vectors a row's A element feeds nv FMAs: a folded broadcast loads it nv times, so a
+    # k step issues mr * nv + nv loads for mr * nv FMAs and the load ports, not the FMA units, set the
+    # pace (measured on the CI machine's AVX-512 cores, 8 x 48: 89 % of NumPy). Broadcast once into a
+    # register when one is free beside the accumulators and the B vectors: mr + nv loads per k step.
+    reuse = mr * nv + nv + 1 <= isa.vregs
     nr = s.nr
 
     def a_at(u: int, i: int) -> str:
@@ -75,9 +81,12 @@ def _ukernel(isa: CpuIsa, s: CpuSchedule, amode: str, bmode: str) -> str:
         for j in range(nv):
             out.append(f"{indent}    const vf b{j} = vf_load({b_at(u, j)});")
         for i in range(mr):
-            if nv == 1 or bcast:
+            if nv == 1 or (bcast and not reuse):
                 out.append(f"{indent}    " + " ".join(f"c{i}_{j} = vf_fma_bcast(&{a_at(u, i)}, b{j}, c{i}_{j});"
                                                      for j in range(nv)))
+            elif bcast:
+                out.append(f"{indent}    {{ const vf ai = vf_bcast(&{a_at(u, i)}); "
+                           + " ".join(f"c{i}_{j} = vf_fma(ai, b{j}, c{i}_{j});" for j in range(nv)) + " }")
             else:
                 out.append(f"{indent}    {{ const vf ai = vf_set1({a_at(u, i)}); "
                            + " ".join(f"c{i}_{j} = vf_fma(ai, b{j}, c{i}_{j});" for j in range(nv)) + " }")

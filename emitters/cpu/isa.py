@@ -28,6 +28,7 @@ DIALECT: dict[str, tuple[str, str]] = {
     "min": ("vf", "vf a, vf b"),
     "fma": ("vf", "vf a, vf b, vf c"),  # a * b + c
     "fma_bcast": ("vf", "const float* a, vf b, vf c"),  # *a (broadcast) * b + c
+    "bcast": ("vf", "const float* a"),  # *a broadcast into a register (reused by several FMAs)
     "round": ("vf", "vf a"),  # to nearest, ties to even
     "exp2i": ("vf", "vf a"),  # 2^a for integral a in [-126, 127]
     "hmax": ("float", "vf a"),
@@ -44,6 +45,7 @@ DIALECT: dict[str, tuple[str, str]] = {
 
 GENERIC: dict[str, str] = {
     "fma_bcast": "return vf_fma(vf_set1(*a), b, c);",
+    "bcast": "return vf_set1(*a);",
     "load_n": "float t[VL] = {0};\nfor (int i = 0; i < n; ++i) t[i] = p[i];\nreturn vf_load(t);",
     "store_n": "float t[VL];\nvf_store(t, v);\nfor (int i = 0; i < n; ++i) p[i] = t[i];",
     "load_f16": "float t[VL];\nfor (int i = 0; i < VL; ++i) t[i] = tr_h2f(p[i]);\nreturn vf_load(t);",
@@ -181,6 +183,9 @@ class Avx512(CpuIsa):
         # the broadcast folded into the FMA's memory operand ({1to16}): no register for it, so a 14 x 32
         # micro-kernel (28 accumulators + 2 B vectors) fits the 32 zmm registers without spills
         "fma_bcast": '__asm__("vfmadd231ps %1%{1to16%}, %2, %0" : "+v"(c) : "m"(*a), "v"(b));\nreturn c;',
+        # one vbroadcastss into a register; the empty asm keeps the compiler from folding it back into
+        # every FMA's memory operand (which would load A once per FMA instead of once per row)
+        "bcast": 'vf r = _mm512_set1_ps(*a);\n__asm__("" : "+v"(r));\nreturn r;',
         "round": "return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);",
         "exp2i": "return _mm512_castsi512_ps(_mm512_slli_epi32("
                  "_mm512_add_epi32(_mm512_cvtps_epi32(a), _mm512_set1_epi32(127)), 23));",

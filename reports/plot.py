@@ -7,6 +7,7 @@ the Agg backend (no display needed).
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,29 @@ def _pyplot() -> Any:
         raise ToolchainMissingError("--plot needs matplotlib, which is not installed",
                                     "pip install 'tracea[plot]'  (or: pip install matplotlib)") from None
     return plt
+
+
+OP_MARKERS = {"gemm": "o", "conv2d": "s", "softmax": "^"}
+
+
+def _short(name: str | None) -> str:
+    """A baseline's name without its parenthesised build details (they go in the table, not a legend)."""
+    return (name or "baseline").split(" (")[0]
+
+
+def _size(r: dict[str, Any]) -> float:
+    """An order for shapes: FLOPs from the row when it has them, else the product of the shape's numbers."""
+    if r["tflops"] and r["p50_ms"]:
+        return r["tflops"] * r["p50_ms"]
+    try:
+        shape = json.loads(r["shape"])
+        return float(math.prod(v for v in shape.values() if isinstance(v, int) and not isinstance(v, bool)))
+    except (ValueError, TypeError, AttributeError):
+        return 0.0
+
+
+def _label(r: dict[str, Any], ops: int) -> str:
+    return f"{r['op']} {shape_label(r)}" if ops > 1 else shape_label(r)
 
 
 def _baseline_tflops(r: dict[str, Any]) -> float | None:
@@ -58,7 +82,7 @@ def plot(rows: list[dict[str, Any]], out: str | Path, device: str, ceilings: lis
     fig.suptitle(title or f"Tracea metrics: {len(rows)} rows", fontsize=12)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=110)
+        fig.savefig(out, dpi=110, bbox_inches="tight")
     except OSError as exc:
         raise BadInputError(f"--plot {out}: cannot write ({exc.strerror})") from None
     finally:
@@ -67,12 +91,17 @@ def plot(rows: list[dict[str, Any]], out: str | Path, device: str, ceilings: lis
 
 
 def _performance(ax: Any, rows: list[dict[str, Any]]) -> None:
-    labels = list(dict.fromkeys(shape_label(r) for r in rows))
+    ops = len({r["op"] for r in rows})
+    sizes: dict[str, float] = {}
+    for r in rows:
+        sizes[_label(r, ops)] = max(sizes.get(_label(r, ops), 0.0), _size(r))
+    labels = sorted(sizes, key=lambda lab: (lab.split()[0] if ops > 1 else "", sizes[lab]))
     by_shape = len(labels) > 1
     if by_shape:
-        xs = [labels.index(shape_label(r)) for r in rows]
-        ax.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 4 else 0, ha="right" if len(labels) > 4 else "center")
-        ax.set_xlabel("shape")
+        xs = [labels.index(_label(r, ops)) for r in rows]
+        tilt = len(labels) > 3 or ops > 1
+        ax.set_xticks(range(len(labels)), labels, rotation=30 if tilt else 0, ha="right" if tilt else "center")
+        ax.set_xlabel("shape" if ops == 1 else "operation and shape")
     else:
         xs = list(range(1, len(rows) + 1))
         ax.set_xlabel(f"trial (shape {labels[0]})")
@@ -87,29 +116,30 @@ def _performance(ax: Any, rows: list[dict[str, Any]]) -> None:
     base = [(x, _baseline_tflops(r), r["baseline"]) for x, r in zip(xs, rows, strict=True)]
     base = [b for b in base if b[1] is not None]
     if base:
-        name = base[0][2] or "baseline"
+        names = ", ".join(dict.fromkeys(_short(b[2]) for b in base))
         ax.plot([b[0] for b in base], [b[1] for b in base], "s", mfc="none", color="tab:green",
-                label=f"baseline ({name}, same run)", zorder=2)
+                label=f"baseline, same run ({names})", zorder=2)
     failed = [(x, r["status"]) for x, r in zip(xs, rows, strict=True) if r["status"] != "ok"]
     for status in dict.fromkeys(s for _, s in failed):
         pts = [x for x, s in failed if s == status]
         ax.plot(pts, [0.0] * len(pts), "x", color=STATUS_COLOURS.get(status, "black"), markersize=9,
                 label=f"{status} ({len(pts)})", clip_on=False, zorder=4)
     ax.set_ylabel("TFLOP/s (p50)")
-    ax.set_ylim(bottom=0)
+    top = max([r["tflops"] for _, r in ok] + [b[1] for b in base] + [0.0])
+    ax.set_ylim(bottom=0, top=top * 1.25 if top > 0 else 1.0)  # head room for the legend
     ax.grid(True, alpha=0.3)
     ax.set_title("throughput" + (" per shape" if by_shape else " per trial"))
-    ax.legend(loc="best", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)
 
 
 def _roofline(ax: Any, rows: list[dict[str, Any]], device: str, ceilings: list[RooflineCeiling],
               notes: list[str]) -> None:
-    pts = [(_intensity(r), r["tflops"] * 1e12) for r in rows]
-    pts = [(i, f) for i, f in pts if i]
+    pts = [(_intensity(r), r["tflops"], r["op"]) for r in rows]
+    pts = [(i, f, op) for i, f, op in pts if i]
     if not pts and not ceilings:
         ax.text(0.5, 0.5, "no ok rows and no ceilings", ha="center", va="center", transform=ax.transAxes)
         return
-    xs = [i for i, _ in pts] or [1.0]
+    xs = [i for i, _, _ in pts] or [1.0]
     lo, hi = min(xs) / 8, max(xs) * 8
     for c in ceilings:
         if c.bandwidth and c.flops:
@@ -119,7 +149,8 @@ def _roofline(ax: Any, rows: list[dict[str, Any]], device: str, ceilings: list[R
     styles = {"spec": ("-", "tab:red"), "measured": ("--", "tab:purple")}
     for c in ceilings:
         ls, colour = styles.get(c.label, (":", "black"))
-        ys = [min(c.flops if c.flops else math.inf, c.bandwidth * x if c.bandwidth else math.inf) for x in grid]
+        ys = [min(c.flops / 1e12 if c.flops else math.inf, c.bandwidth * x / 1e12 if c.bandwidth else math.inf)
+              for x in grid]
         if all(math.isinf(y) for y in ys):
             continue
         parts = []
@@ -127,22 +158,28 @@ def _roofline(ax: Any, rows: list[dict[str, Any]], device: str, ceilings: list[R
             parts.append(f"{c.flops / 1e12:.3g} TFLOP/s")
         if c.bandwidth:
             parts.append(f"{c.bandwidth / 1e9:.3g} GB/s")
-        ax.plot(grid, ys, ls, color=colour, label=f"{c.label}: {', '.join(parts)}")
-        if c.flops and not c.bandwidth:  # a compute roof with no known memory slope: say so on the line
-            ax.annotate("memory roof unknown", (grid[0], c.flops), textcoords="offset points", xytext=(4, -12),
-                        fontsize=7, color=colour)
-    if pts:
-        ax.plot([i for i, _ in pts], [f for _, f in pts], "o", color="tab:blue", label="Tracea (ok rows)", zorder=3)
+        ax.plot(grid, ys, ls, color=colour, label=f"{c.label}: {', '.join(parts)}"
+                + ("" if c.bandwidth else " (memory roof unknown)"))
+    for op in dict.fromkeys(op for _, _, op in pts):
+        mine = [(i, f) for i, f, o in pts if o == op]
+        ax.plot([i for i, _ in mine], [f for _, f in mine], OP_MARKERS.get(op, "o"), color="tab:blue",
+                label=f"Tracea {op} (ok rows)", zorder=3)
+    bw = max((c.bandwidth for c in ceilings if c.bandwidth), default=None)
+    if bw and any(f * 1e12 > bw * i * 1.05 for i, f, _ in pts):
+        notes = [*notes, "points above the memory roof: their operands fit in cache, the roof is DRAM bandwidth"]
+    values = [f for _, f, _ in pts] + [c.flops / 1e12 for c in ceilings if c.flops]
+    if values:
+        ax.set_ylim(min(values) / 4, max(values) * 3)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ax.set_xlabel("arithmetic intensity (FLOP / byte of the op's minimum traffic)")
-    ax.set_ylabel("FLOP/s")
+    ax.set_ylabel("TFLOP/s")
     ax.grid(True, which="both", alpha=0.25)
     ax.set_title(f"roofline: {device}")
     ax.legend(loc="lower right", fontsize=8)
-    if notes:
-        ax.text(0.01, 0.99, "\n".join(_wrap(n) for n in notes), transform=ax.transAxes, fontsize=7, va="top",
+    if notes:  # under the axes, where no point or line can hide them
+        ax.text(0.0, -0.16, "\n".join(_wrap(n, 95) for n in notes), transform=ax.transAxes, fontsize=7, va="top",
                 ha="left", color="dimgray")
 
 

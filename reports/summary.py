@@ -112,5 +112,6 @@ def roofline_ceilings(host: Any, rows: list[dict[str, Any]]) -> tuple[str, list[
     if compute is None or (compute.spec is None and compute.measured is None):
         notes.append(f"{device} {metric}: {compute.reason if compute else 'no ceiling known'}")
     if memory is None or (memory.spec is None and memory.measured is None):
-        notes.append(f"{device} memory bandwidth: {memory.reason if memory else 'no ceiling known'}")
-    return f"{device} {metric}", out, notes
+        notes.append(f"{device} memory bandwidth: {memory.reason if memory else 'no ceiling known'} "
+                     "(measured: `tracea doctor --measure --save FILE`, then `tracea report --snapshot FILE`)")
+    return f"{device} ({metric.removesuffix('_flops').replace('_', ' ')})", out, notes

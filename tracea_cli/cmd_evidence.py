@@ -67,17 +67,22 @@ def _summary_table(path: Path, rows: list[dict[str, Any]], groups: list[Any]) ->
     from rich.table import Table
 
     console = _console()
+    if not console.is_terminal:
+        console.width = 160  # a pipe or a file: whole rows beat an 80-column guess
     console.print(f"{escape(str(path))}: {len(rows)} rows, {len(groups)} configurations")
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("op", "shape", "dtype", "variant", "rows", "status", "best TFLOP/s", "p50 ms", "baseline",
-                "base ms", "ratio", "max rel err"):
-        table.add_column(col, justify="right" if col in ("rows", "best TFLOP/s", "p50 ms", "base ms", "ratio", "max rel err") else "left")
+    right = ("rows", "TFLOP/s", "p50 ms", "base ms", "ratio", "rel err")
+    for col in ("op", "shape", "dtype", "variant", "rows", "status", "TFLOP/s", "p50 ms", "baseline", "base ms",
+                "ratio", "rel err"):
+        table.add_column(col, justify="right" if col in right else "left", no_wrap=col in ("shape", "variant"))
     for g in groups:
         j = g.to_json()
         status = ", ".join(f"{k} {v}" for k, v in j["statuses"].items())
+        baseline = (j["baseline"] or "-").split(" (")[0]  # build details stay in the file
         table.add_row(j["op"], escape(j["shape"]), j["dtype"], escape(j["variant"]), str(j["rows"]), status,
-                      _fmt(j["best_tflops"]), _fmt(j["best_p50_ms"]), escape(_fmt(j["baseline"])),
+                      _fmt(j["best_tflops"]), _fmt(j["best_p50_ms"]), escape(baseline),
                       _fmt(j["baseline_p50_ms"]), _fmt(j["best_ratio"]), _fmt(j["max_rel_err"]))
+    console.print("TFLOP/s, p50 ms, base ms and ratio: the best ok row's; rel err: the worst ok row's")
     console.print(table)
 
 

@@ -1,0 +1,153 @@
+"""Sample efficiency of the tuner's strategies, in simulation over every recorded complete space in
+tests/fixtures/spaces/ (CPU spaces recorded here, CUDA spaces recorded on a GPU; the same format).
+
+For each space and seed, random search and the Bayesian strategy replay the space up to 25 % of its
+evaluations; the score at a budget is (exhaustive optimum time) / (best time found within the budget),
+1.0 = the optimum. The table shows the median over the seeds at 5, 10, 15, 20 and 25 % of the space.
+
+    python benchmarks/bench_tuner.py [--seeds 10] [--json]
+    python benchmarks/bench_tuner.py --record tests/fixtures/spaces/cpu_gemm_512_avx512.json   # measure a space
+
+Acceptance (issue 6): bayes >= 0.97 at 10 %, and bayes > random at every budget from 5 to 25 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+SPACES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "spaces"
+FRACTIONS = (0.05, 0.10, 0.15, 0.20, 0.25)
+
+
+def curve(path: Path, strategy: str, seed: int, budget: int) -> list[float | None]:
+    """Best-so-far p50 after each evaluation of one simulated run."""
+    from tracea.tuner.run import TuneConfig, tune
+
+    result = tune(None, None, TuneConfig(strategy=strategy, seed=seed, budget=budget, patience=None,
+                                         simulate=str(path)))
+    best: float | None = None
+    out = []
+    for t in result.trials:
+        v = t.objective
+        if v is not None and (best is None or v < best):
+            best = v
+        out.append(best)
+    return out
+
+
+def evaluate_space(path: Path, seeds: int) -> dict:
+    from tracea.tuner.recorded import load_recorded
+
+    rec = load_recorded(path)
+    n = len(rec.trials)
+    optimum = rec.optimum_ms
+    budgets = [max(1, math.ceil(f * n)) for f in FRACTIONS]
+    scores: dict[str, list[list[float]]] = {"random": [], "bayes": []}
+    t0 = time.monotonic()
+    for strategy in scores:
+        for seed in range(seeds):
+            c = curve(path, strategy, seed, budgets[-1])
+            scores[strategy].append([(optimum / c[b - 1]) if b - 1 < len(c) and c[b - 1] else 0.0 for b in budgets])
+    med = {s: [statistics.median(run[i] for run in scores[s]) for i in range(len(budgets))] for s in scores}
+    ok = sum(1 for t in rec.trials if t["status"] == "ok")
+    return {"space": path.name, "backend": rec.backend, "device": rec.device, "variant": rec.variant,
+            "candidates": n, "ok": ok, "optimum_ms": optimum, "budgets": budgets, "fractions": list(FRACTIONS),
+            "median": med, "seconds": round(time.monotonic() - t0, 1),
+            "bayes_97_at_10": med["bayes"][1] >= 0.97,
+            "bayes_beats_random": all(b > r for b, r in zip(med["bayes"], med["random"], strict=True)),
+            "bayes_ge_random": all(b >= r for b, r in zip(med["bayes"], med["random"], strict=True))}
+
+
+def table(results: list[dict], seeds: int) -> str:
+    lines = [f"Median over {seeds} seeds of optimum / best-found (1.000 = the exhaustive optimum)", "",
+             "| space | candidates (ok) | budget | evals | random | bayes |", "|---|---|---|---|---|---|"]
+    for r in results:
+        for i, f in enumerate(r["fractions"]):
+            lines.append(f"| {r['space']} | {r['candidates']} ({r['ok']}) | {f:.0%} | {r['budgets'][i]} | "
+                         f"{r['median']['random'][i]:.3f} | {r['median']['bayes'][i]:.3f} |")
+    lines.append("")
+    for r in results:
+        lines.append(f"{r['space']}: bayes >= 0.97 at 10 %: {'yes' if r['bayes_97_at_10'] else 'NO'}; "
+                     f"bayes > random at every budget: {'yes' if r['bayes_beats_random'] else 'NO'} "
+                     f"(>=: {'yes' if r['bayes_ge_random'] else 'no'}); {r['seconds']} s")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- record
+
+def record_filter(s) -> bool:
+    """The CPU GEMM space recorded here: four micro-kernels of the AVX-512 family, three A blocks, three
+    k blocks, both B panel widths the 512-wide problem allows, 1 or 2 threads, unroll 1 or 4, no prefetch."""
+    shapes = {(6, 64), (8, 48), (14, 32), (30, 16)}
+    if (s.mr, s.nr) not in shapes:
+        return False
+    return (s.mc in {-(-v // s.mr) * s.mr for v in (64, 128, 256)} and s.kc in (128, 256, 512)
+            and s.unroll in (1, 4) and s.prefetch == 0)
+
+
+def record(out: Path, m: int) -> None:
+    import platform
+    import tempfile
+
+    from tracea.doctor import probe
+    from tracea.kernels import Gemm
+    from tracea.tuner.recorded import RecordedSpace, write_recorded
+    from tracea.tuner.run import TuneConfig, tune
+    from tracea.tuner.trial import now_iso
+
+    host = probe()
+    op = Gemm(m=m, n=m, k=m)
+    started = time.monotonic()
+
+    def progress(kind: str, data: dict) -> None:
+        if kind == "start":
+            print(f"recording {data['space_size']} candidates of {data['variant']}", file=sys.stderr)
+        elif kind == "trial":
+            t = data["trial"]
+            print(f"{data['done']:4d} {t.name:40s} {t.measurement.status:14s} {t.measurement.p50_ms or 0:8.3f} ms",
+                  file=sys.stderr)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        result = tune(op, host, TuneConfig(strategy="exhaustive", patience=None, seed=0, repeats=10,
+                                           min_seconds=0.1, space_filter=record_filter,
+                                           db_path=os.path.join(tmp, "record.sqlite")), on_event=progress)
+    trials = [{"schedule": t.schedule, "status": t.measurement.status, "p50_ms": t.measurement.p50_ms,
+               "p95_ms": t.measurement.p95_ms, "rel_err": t.measurement.rel_err, "error": t.measurement.error,
+               "compile_s": t.measurement.compile_s} for t in sorted(result.trials, key=lambda t: t.index)]
+    device = f"{host.cpu.model} ({host.cpu.logical_cores} logical cores, {platform.machine()})"
+    rec = RecordedSpace(op=op.to_json(), variant=result.variant, backend="cpu", device=device, trials=trials,
+                        recorded=now_iso(), baseline=result.baseline,
+                        command=f"python benchmarks/bench_tuner.py --record {out} --m {m} "
+                                f"({time.monotonic() - started:.0f} s, exhaustive, repeats 10, min 0.1 s per candidate)")
+    write_recorded(rec, out)
+    print(f"wrote {out}: {len(trials)} candidates, optimum {rec.optimum_ms:.3f} ms, "
+          f"{time.monotonic() - started:.0f} s", file=sys.stderr)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--spaces", type=Path, default=SPACES, help="folder of recorded spaces (*.json)")
+    ap.add_argument("--record", type=Path, help="measure the CPU GEMM space exhaustively into this file")
+    ap.add_argument("--m", type=int, default=512, help="GEMM size to record (m = n = k)")
+    args = ap.parse_args()
+    if args.record:
+        record(args.record, args.m)
+        return
+    files = sorted(args.spaces.glob("*.json"))
+    if not files:
+        sys.exit(f"no recorded spaces in {args.spaces}")
+    results = [evaluate_space(p, args.seeds) for p in files]
+    print(json.dumps(results, indent=1) if args.json else table(results, args.seeds))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""``tracea cache list | show | export | clear``: the tuning database (every trial of every run, keyed by
+op, variant and environment fingerprint). Location: $TRACEA_HOME/tuning.sqlite, else the platform's user
+data folder. Only Typer is imported when the app loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+cache_app = typer.Typer(help="The tuning database: list, show, export or clear stored results.", no_args_is_help=True)
+
+KEY = Annotated[str, typer.Argument(help="A tuning key or a unique prefix of one (see `tracea cache list`).")]
+JSON = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _db() -> Any:
+    from tracea.tuner.db import TuningDB
+
+    return TuningDB()
+
+
+def _resolve(db: Any, prefix: str) -> str:
+    from tracea.doctor.errors import BadInputError
+
+    keys = db.find_keys(prefix)
+    if not keys:
+        raise BadInputError(f"no tuning key starts with {prefix!r}", "`tracea cache list` shows the stored keys")
+    if len(keys) > 1:
+        raise BadInputError(f"{prefix!r} matches {len(keys)} keys; give more characters")
+    return keys[0]
+
+
+@cache_app.command("list")
+def list_cmd(json_out: JSON = False) -> None:
+    """One line per tuned op x variant x environment: trials, verified, best time."""
+    db = _db()
+    rows = db.keys()
+    if json_out:
+        typer.echo(json.dumps({"database": str(db.path), "keys": rows}, indent=1))
+        return
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tracea.render import make_console
+
+    console = make_console()
+    console.print(f"database: {escape(str(db.path))}")
+    if not rows:
+        console.print("nothing tuned yet (`tracea tune gemm --m 1024` tunes one)")
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("key", "op", "variant", "env", "runs", "trials", "ok", "best ms", "best schedule"):
+        table.add_column(col, justify="right" if col in ("runs", "trials", "ok", "best ms") else "left", overflow="fold")
+    for r in rows:
+        table.add_row(r["key"][:12], escape(r["op_signature"]), r["variant"], r["fingerprint"][:8], str(r["runs"]),
+                      str(r["trials"]), str(r["ok"]), f"{r['best_ms']:.3f}" if r["best_ms"] else "-",
+                      escape(r["best_name"] or "-"))
+    console.print(table)
+
+
+@cache_app.command("show")
+def show_cmd(key: KEY, json_out: JSON = False) -> None:
+    """Every trial of one key, fastest verified first, failures with their reason."""
+    db = _db()
+    k = _resolve(db, key)
+    trials = db.trials(key=k)
+    run = db.latest_run(k)
+    if json_out:
+        typer.echo(json.dumps(db.export(k), indent=1))
+        return
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tracea.render import make_console
+
+    console = make_console()
+    console.print(f"{k} · {escape(run['op_signature'])} · {run['variant']} · env {run['fingerprint']}")
+    baseline = json.loads(run["baseline"]) if run.get("baseline") else {}
+    if baseline.get("p50_ms"):
+        console.print(f"baseline {escape(str(baseline['name']))}: {baseline['p50_ms']:.3f} ms")
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("run", "schedule", "status", "p50 ms", "p95 ms", "compile s", "error"):
+        table.add_column(col, overflow="fold")
+    for t in sorted(trials, key=lambda t: (t["status"] != "ok", t["p50_ms"] or 0)):
+        table.add_row(str(t["run_id"]), escape(t["name"]), t["status"],
+                      f"{t['p50_ms']:.3f}" if t["p50_ms"] else "-", f"{t['p95_ms']:.3f}" if t["p95_ms"] else "-",
+                      f"{t['compile_s']:.2f}" if t["compile_s"] else "-", escape(t["error"] or ""))
+    console.print(table)
+
+
+@cache_app.command("export")
+def export_cmd(
+    key: Annotated[str | None, typer.Argument(help="A key (prefix); default: everything.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write to FILE (atomically) instead of stdout.")] = None,
+) -> None:
+    """Runs and trials as JSON (schedules, statuses, times, errors, environments)."""
+    db = _db()
+    doc = db.export(_resolve(db, key) if key else None)
+    text = json.dumps(doc, indent=1) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    from tracea.doctor.errors import BadInputError
+    from tracea.reports.runs import write_atomic
+
+    try:
+        write_atomic(out, text)
+    except OSError as exc:
+        raise BadInputError(f"--out: cannot write {out}: {exc.strerror or exc}") from None
+    typer.echo(f"wrote {len(doc['trials'])} trials of {len(doc['runs'])} runs to {out}")
+
+
+@cache_app.command("clear")
+def clear_cmd(
+    key: Annotated[str | None, typer.Argument(help="A key (prefix) to clear.")] = None,
+    all_keys: Annotated[bool, typer.Option("--all", help="Clear every stored result.")] = False,
+) -> None:
+    """Delete the runs and trials of one key, or of all keys with --all."""
+    from tracea.doctor.errors import BadInputError
+
+    if (key is None) == (not all_keys):
+        raise BadInputError("give a KEY or --all (not both)")
+    db = _db()
+    n = db.clear(_resolve(db, key) if key else None)
+    typer.echo(f"cleared {n} trials")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cache_app, name="cache")

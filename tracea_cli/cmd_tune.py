@@ -1,0 +1,193 @@
+"""``tracea tune gemm --m 4096``: search the schedule space of the chosen variant, verify and time every
+candidate in a worker process, keep every trial in the tuning database, and report the best.
+
+On a terminal a live Textual dashboard shows the run; with ``--no-tui`` (or when stdout is not a
+terminal) a progress bar on stderr and a summary; ``--json`` prints the result object. Only Typer is
+imported when the app loads.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .op_options import add_op_commands, option
+
+PARAMS = [
+    option("backend", str, "cpu", "--backend", help="Backend to tune (cpu; cuda as it lands)."),
+    option("precision", str | None, None, "--precision", help="Requested precision (default: --dtype); falls back BF16 -> FP16 -> FP32."),
+    option("strategy", str, "bayes", "--strategy", help="bayes (Gaussian process + expected improvement), random or exhaustive."),
+    option("budget", int | None, None, "--budget", help="Evaluations in this run (default 60; exhaustive: the whole space)."),
+    option("time_limit", float | None, None, "--time-limit", help="Stop starting candidates after S seconds."),
+    option("patience", int, 40, "--patience", help="Converged after N evaluations without a 0.5% gain (0: never)."),
+    option("seed", int, 0, "--seed", help="Seed of the strategy and of the random inputs: a run is reproducible."),
+    option("repeat", int, 10, "--repeat", help="Timed runs per candidate (at least; more until 0.1 s)."),
+    option("warmup", int, 2, "--warmup", help="Untimed runs per candidate first."),
+    option("timeout", float, 60.0, "--timeout", help="Seconds one candidate may take (compile + verify + time)."),
+    option("space", Path | None, None, "--space", help="TOML file: [restrict] / [extend] parameter values."),
+    option("simulate", Path | None, None, "--simulate", help="Replay a recorded complete space (JSON) instead of running kernels."),
+    option("resume", bool, False, "--resume", help="Continue the last interrupted or stopped run of this op."),
+    option("retune", bool, False, "--retune", help="Search again even when a best schedule is stored."),
+    option("compile_ahead", bool, True, "--compile-ahead/--no-compile-ahead", help="Compile upcoming candidates while one is verified."),
+    option("no_tui", bool, False, "--no-tui", help="Progress bar and summary instead of the live dashboard."),
+    option("json_out", bool, False, "--json", help="Print the result object as JSON."),
+    option("jsonl", Path | None, None, "--jsonl", help="Append per-trial metrics rows to FILE (JSONL)."),
+    option("csv", Path | None, None, "--csv", help="Append per-trial metrics rows to FILE (CSV)."),
+]
+
+
+def do_tune(op: Any, backend: str, precision: str | None, strategy: str, budget: int | None,
+            time_limit: float | None, patience: int, seed: int, repeat: int, warmup: int, timeout: float,
+            space: Path | None, simulate: Path | None, resume: bool, retune: bool, compile_ahead: bool,
+            no_tui: bool, json_out: bool, jsonl: Path | None, csv: Path | None) -> None:
+    from tracea.doctor.errors import BadInputError, TraceaError
+    from tracea.tuner.run import TuneConfig
+    from tracea.tuner.strategies import NAMES
+
+    if strategy not in NAMES:
+        raise BadInputError(f"--strategy: unknown strategy {strategy!r}; known: {', '.join(NAMES)}")
+    if resume and retune:
+        raise BadInputError("--resume and --retune are mutually exclusive")
+    for name, value in (("--repeat", repeat), ("--timeout", timeout)):
+        if value <= 0:
+            raise BadInputError(f"{name}: expected a positive number, got {value:g}")
+    if budget is not None and budget <= 0:
+        raise BadInputError(f"--budget: expected a positive number of evaluations, got {budget}")
+    if warmup < 0 or patience < 0 or (time_limit is not None and time_limit <= 0):
+        raise BadInputError("--warmup and --patience must be >= 0, --time-limit > 0")
+    for flag, path in (("--space", space), ("--simulate", simulate)):
+        if path is not None and not path.is_file():
+            raise BadInputError(f"{flag}: no such file {path}")
+    if simulate is not None and space is not None:
+        raise BadInputError("--space cannot change a recorded space (--simulate)")
+    config = TuneConfig(
+        backend=backend, precision=precision, strategy=strategy, budget=budget, time_limit_s=time_limit,
+        patience=patience or None, seed=seed, warmup=warmup, repeats=repeat, timeout_s=timeout,
+        compile_ahead=compile_ahead, resume=resume, retune=retune, space_file=str(space) if space else None,
+        simulate=str(simulate) if simulate else None, argv=sys.argv[1:], run_folder=simulate is None,
+        metrics_files=[str(p) for p in (jsonl, csv) if p is not None])
+    if jsonl is not None and jsonl.suffix != ".jsonl":
+        raise BadInputError(f"--jsonl: {jsonl} should end in .jsonl (the format follows the extension)")
+    if csv is not None and csv.suffix != ".csv":
+        raise BadInputError(f"--csv: {csv} should end in .csv (the format follows the extension)")
+    host = None
+    if simulate is None:
+        from tracea.doctor import probe
+
+        host = probe()
+    use_tui = not (no_tui or json_out) and sys.stdout.isatty() and sys.stdin.isatty()
+    if use_tui:
+        from tracea.tui.tune_app import run_tune_tui
+
+        result = run_tune_tui(op, host, config)
+        if result is None:
+            return
+    else:
+        result = _run_with_progress(op, host, config, quiet=json_out)
+    if json_out:
+        import json
+
+        typer.echo(json.dumps(result.to_json(), indent=1, default=str))
+    else:
+        tune_summary(result)
+    if result.best is None:
+        raise TraceaError("no candidate passed verification", "the trials above record each failure and its reason")
+
+
+def _run_with_progress(op: Any, host: Any, config: Any, quiet: bool) -> Any:
+    """The run with a rich progress bar on stderr (so --json output stays clean)."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from tracea.tuner.run import tune
+
+    console = Console(stderr=True)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TimeRemainingColumn(), console=console, disable=quiet or not console.is_terminal,
+                        transient=True)
+    task = None
+    state = {"best": None}
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        nonlocal task
+        if kind == "start":
+            task = progress.add_task("starting", total=data["budget"])
+            if not quiet:
+                console.print(f"tuning {escape(data['op'].signature)} · {data['variant']} · {data['space_size']} "
+                              f"candidates · {data['strategy']} · budget {data['budget']}"
+                              + (f" · {data['known']} known from earlier runs" if data["known"] else ""))
+        elif kind == "phase" and task is not None:
+            best = f" · best {state['best']:.3f} ms" if state["best"] else ""
+            progress.update(task, description=f"{data['phase']:8s} {escape(str(data['name']))}{best}")
+        elif kind == "trial" and task is not None:
+            state["best"] = data["best_ms"]
+            progress.update(task, completed=data["done"])
+            t = data["trial"]
+            if not console.is_terminal and not quiet:
+                m = t.measurement
+                console.print(f"{data['done']:4d}/{data['budget']} {t.name} {m.status}"
+                              + (f" {m.p50_ms:.3f} ms" if m.p50_ms is not None else f": {escape(m.error or '')}"))
+
+    with progress:
+        return tune(op, host, config, on_event=on_event)
+
+
+def tune_summary(result: Any, top: int = 8) -> None:
+    """The best schedule, its speed against the baseline, and the fastest trials of this run."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tracea.render import make_console
+
+    console = make_console()
+    console.print(f"{escape(result.op.signature)} · {result.variant} · key {result.key}"
+                  + (" · simulated" if result.simulated else ""))
+    if result.reused:
+        console.print(f"stored best reused, nothing evaluated ({escape(result.stop_reason)})")
+    else:
+        counts: dict[str, int] = {}
+        for t in result.trials:
+            counts[t.measurement.status] = counts.get(t.measurement.status, 0) + 1
+        console.print(f"{len(result.trials)} evaluated of {result.space_size} candidates in {result.elapsed_s:.1f} s "
+                      f"({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}); {escape(result.stop_reason)}")
+    if result.best:
+        b = result.best
+        line = f"best: {escape(b['name'])}  {b['p50_ms']:.3f} ms (p95 {b.get('p95_ms') or 0:.3f})  {result.best_tflops:.3f} TFLOP/s"
+        base = result.baseline or {}
+        if base.get("p50_ms"):
+            line += f"  ·  {escape(str(base.get('name')))} {base['p50_ms']:.3f} ms  ·  ratio {result.ratio:.2f}x"
+        elif base.get("reason"):
+            line += f"  ·  no baseline: {escape(str(base['reason']))}"
+        console.print(line)
+    else:
+        console.print("[red]no verified candidate[/red]")
+    if result.trials:
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for col in ("#", "schedule", "status", "p50 ms", "p95 ms", "compile s", "error"):
+            table.add_column(col, justify="right" if col in ("#", "p50 ms", "p95 ms", "compile s") else "left")
+        order = sorted(result.trials, key=lambda t: (t.objective is None, t.objective or 0))
+        for t in order[:top] + [t for t in order[top:] if t.objective is None][:top]:
+            m = t.measurement
+            table.add_row(str(t.index), escape(t.name), m.status, f"{m.p50_ms:.3f}" if m.p50_ms else "-",
+                          f"{m.p95_ms:.3f}" if m.p95_ms else "-", f"{m.compile_s:.2f}" if m.compile_s else "-",
+                          escape((m.error or "")[:80]))
+        console.print(table)
+    console.print(f"database: {escape(result.db_path)}" + (f" · run folder: {escape(result.run_dir)}" if result.run_dir else ""))
+
+
+def register(app: typer.Typer) -> None:
+    tune_app = typer.Typer(help="Search the schedule space for the fastest verified kernel; results are stored.",
+                           no_args_is_help=True)
+    add_op_commands(tune_app, PARAMS, do_tune, "Tune")
+    app.add_typer(tune_app, name="tune")

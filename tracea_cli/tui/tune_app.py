@@ -1,0 +1,263 @@
+"""``tracea tune`` on a terminal: a live dashboard of the search.
+
+Progress and ETA, the candidate being evaluated and its phase (compile, verify, run), a sortable table of
+every trial (failures show their reason), best-so-far as a chart, and the best schedule with its TFLOP/s
+and ratio to the vendor baseline. Keys: p pause, r resume, x stop early (results are kept), w save,
+o sort by the next column, q quit. The search runs in a thread worker that posts messages
+(tune_messages.py); it never touches widgets.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.markup import escape
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, Header, Label, ProgressBar, Static
+
+from tracea.tui.best_chart import BestChart
+from tracea.tui.tune_messages import (
+    BaselineMeasured,
+    PhaseChanged,
+    TrialFinished,
+    TuneFailed,
+    TuneFinished,
+    TuneStarted,
+)
+
+COLUMNS = ("#", "schedule", "status", "p50 ms", "p95 ms", "TFLOP/s", "compile s", "reason")
+SORTABLE = ("p50 ms", "status", "schedule", "#")  # "o" cycles; the table starts in trial order
+
+
+class TuneApp(App[Any]):
+    TITLE = "Tracea tune"
+    CSS = """
+    #top { height: auto; }
+    #progress-box { width: 1fr; border: round $primary; padding: 0 1; height: 6; }
+    #best { width: 1fr; border: round $success; padding: 0 1; height: 6; }
+    #trials { height: 1fr; border: round $primary; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "pause", "Pause"),
+        Binding("r", "resume", "Resume"),
+        Binding("x", "stop", "Stop early"),
+        Binding("w", "save", "Save"),
+        Binding("o", "sort", "Sort"),
+        Binding("q", "quit_tune", "Quit"),
+    ]
+
+    def __init__(self, op: Any, host: Any, config: Any, tuner: Callable[..., Any] | None = None,
+                 save_dir: str | Path = ".") -> None:
+        super().__init__()
+        from tracea.tuner.run import Control
+
+        self.op, self.host, self.config = op, host, config
+        self.tuner = tuner
+        self.control = Control()
+        self.save_dir = Path(save_dir)
+        self.trials: list[Any] = []
+        self.info: dict[str, Any] = {}
+        self.baseline: dict[str, Any] | None = None
+        self.result: Any = None
+        self.error: str | None = None
+        self.best_ms: float | None = None
+        self.started = time.monotonic()
+        self.sort_key: str | None = None
+        self.saved: Path | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="top"):
+            with Vertical(id="progress-box"):
+                yield Label("starting", id="title")
+                yield ProgressBar(total=None, show_eta=False, id="bar")
+                yield Label("", id="eta")
+                yield Label("", id="phase")
+            yield Static("best: nothing verified yet", id="best")
+        yield BestChart(id="chart")
+        yield DataTable(id="trials", zebra_stripes=True, cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#trials", DataTable)
+        for col in COLUMNS:
+            table.add_column(col, key=col)
+        self.started = time.monotonic()
+        self._run()
+
+    # ------------------------------------------------------------------------------------- the worker
+
+    @work(thread=True, exclusive=True, group="tune", name="tune", exit_on_error=False)
+    def _run(self) -> None:
+        from tracea.doctor.errors import TraceaError
+        from tracea.tuner.run import tune
+
+        def on_event(kind: str, data: dict[str, Any]) -> None:
+            if kind == "start":
+                self.post_message(TuneStarted(data))
+            elif kind == "baseline":
+                self.post_message(BaselineMeasured(data["baseline"]))
+            elif kind == "phase":
+                self.post_message(PhaseChanged(data["index"], data["name"], data["phase"]))
+            elif kind == "trial":
+                self.post_message(TrialFinished(data["trial"], data["best_ms"], data["done"], data["budget"],
+                                                data["elapsed_s"]))
+
+        try:
+            result = (self.tuner or tune)(self.op, self.host, self.config, on_event=on_event, control=self.control)
+        except TraceaError as exc:
+            self.post_message(TuneFailed(exc.message + (f" ({exc.hint})" if exc.hint else "")))
+            return
+        except Exception as exc:  # noqa: BLE001 - shown in the dashboard, kept for the caller
+            self.post_message(TuneFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(TuneFinished(result))
+
+    # ------------------------------------------------------------------------------------- handlers
+
+    def _tflops(self, ms: float | None) -> float | None:
+        op = self.info.get("op", self.op)
+        return op.flops / (ms * 1e-3) / 1e12 if ms and op is not None else None
+
+    def on_tune_started(self, msg: TuneStarted) -> None:
+        self.info = msg.info
+        op = msg.info["op"]
+        self.query_one("#title", Label).update(
+            f"{escape(op.signature)}\n{msg.info['variant']} · {msg.info['space_size']} candidates · "
+            f"{msg.info['strategy']} · budget {msg.info['budget']}"
+            + (" · simulated" if msg.info.get("simulated") else "")
+            + (f" · {msg.info['known']} known" if msg.info.get("known") else ""))
+        self.query_one("#bar", ProgressBar).update(total=msg.info["budget"], progress=0)
+
+    def on_baseline_measured(self, msg: BaselineMeasured) -> None:
+        self.baseline = msg.baseline
+        self._show_best()
+
+    def on_phase_changed(self, msg: PhaseChanged) -> None:
+        where = f"#{msg.index} " if msg.index is not None else ""
+        self.query_one("#phase", Label).update(f"{msg.phase}: {where}{escape(msg.name)}")
+
+    def on_trial_finished(self, msg: TrialFinished) -> None:
+        self.trials.append(msg.trial)
+        self.best_ms = msg.best_ms
+        self.query_one("#bar", ProgressBar).update(total=msg.budget, progress=msg.done)
+        left = msg.budget - msg.done
+        eta = msg.elapsed_s / max(1, msg.done) * left
+        self.query_one("#eta", Label).update(f"{msg.done}/{msg.budget} · {msg.elapsed_s:.0f} s elapsed · "
+                                             f"ETA {eta:.0f} s" + (" · paused" if self.control.paused else ""))
+        self._add_row(msg.trial)
+        self.query_one("#chart", BestChart).add(self._tflops(msg.best_ms), self._tflops((self.baseline or {}).get("p50_ms")))
+        self._show_best()
+
+    def on_tune_finished(self, msg: TuneFinished) -> None:
+        self.result = msg.result
+        self.best_ms = (msg.result.best or {}).get("p50_ms")
+        self.query_one("#phase", Label).update(f"finished: {escape(msg.result.stop_reason)}")
+        self._show_best()
+        self.notify(f"tuning finished: {msg.result.stop_reason}")
+
+    def on_tune_failed(self, msg: TuneFailed) -> None:
+        self.error = msg.error
+        self.query_one("#phase", Label).update(f"[red]failed[/red]: {escape(msg.error)}")
+        self.notify(msg.error, severity="error")
+
+    # ------------------------------------------------------------------------------------- views
+
+    def _cells(self, t: Any) -> list[str]:
+        m = t.measurement
+        tf = self._tflops(m.p50_ms) if m.ok else None
+        return [str(t.index), t.name, m.status, f"{m.p50_ms:.3f}" if m.p50_ms else "-",
+                f"{m.p95_ms:.3f}" if m.p95_ms else "-", f"{tf:.3f}" if tf else "-",
+                f"{m.compile_s:.2f}" if m.compile_s else "-", (m.error or "")[:120]]
+
+    def _add_row(self, t: Any) -> None:
+        table = self.query_one("#trials", DataTable)
+        table.add_row(*self._cells(t), key=str(len(self.trials) - 1))
+        if self.sort_key is not None:
+            self._sort()
+
+    def _sort(self) -> None:
+        table = self.query_one("#trials", DataTable)
+        if self.sort_key in ("p50 ms", "#"):  # numbers; "-" (failed) last
+            table.sort(self.sort_key, key=lambda v: (v == "-", float(v) if v != "-" else 0.0))
+        elif self.sort_key is not None:
+            table.sort(self.sort_key)
+
+    def _show_best(self) -> None:
+        best = self.result.best if self.result is not None else None
+        if best is None and self.trials:
+            ok = [t for t in self.trials if t.objective is not None]
+            if ok:
+                b = min(ok, key=lambda t: t.objective)
+                best = {"name": b.name, "p50_ms": b.objective}
+        base = self.baseline or {}
+        lines = []
+        if best:
+            lines.append(f"best: {escape(best['name'])}")
+            lines.append(f"{best['p50_ms']:.3f} ms · {self._tflops(best['p50_ms']):.3f} TFLOP/s")
+            if base.get("p50_ms"):
+                lines.append(f"{base['p50_ms'] / best['p50_ms']:.2f}x vs {escape(str(base.get('name')))} "
+                             f"({base['p50_ms']:.3f} ms)")
+        else:
+            lines.append("best: nothing verified yet")
+        if not base.get("p50_ms") and base.get("reason"):
+            lines.append(f"no baseline: {escape(str(base['reason']))}")
+        self.query_one("#best", Static).update("\n".join(lines))
+
+    # ------------------------------------------------------------------------------------- actions
+
+    def action_pause(self) -> None:
+        self.control.pause()
+        self.notify("paused after the candidate in flight (r resumes)")
+
+    def action_resume(self) -> None:
+        self.control.resume()
+        self.notify("resumed")
+
+    def action_stop(self) -> None:
+        self.control.stop()
+        self.notify("stopping after the candidate in flight; every result is kept")
+
+    def action_sort(self) -> None:
+        i = SORTABLE.index(self.sort_key) + 1 if self.sort_key in SORTABLE else 0
+        self.sort_key = SORTABLE[i % len(SORTABLE)]
+        self._sort()
+        self.notify(f"sorted by {self.sort_key}")
+
+    def action_save(self) -> None:
+        from tracea.reports.runs import write_atomic
+
+        doc = (self.result.to_json() if self.result is not None else
+               {"op": self.info["op"].to_json() if self.info else None, "variant": self.info.get("variant"),
+                "partial": True, "baseline": self.baseline, "trials": [t.to_json() for t in self.trials]})
+        path = self.save_dir / f"tracea-tune-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        try:
+            write_atomic(path, json.dumps(doc, indent=1, default=str) + "\n")
+        except OSError as exc:
+            self.notify(f"cannot save {path}: {exc.strerror or exc}", severity="error")
+            return
+        self.saved = path
+        self.notify(f"saved {path}")
+
+    def action_quit_tune(self) -> None:
+        self.control.stop()
+        self.exit(self.result)
+
+
+def run_tune_tui(op: Any, host: Any, config: Any) -> Any:
+    """Open the dashboard; returns the TuneResult once the run finished and the user quit (None when the
+    user quit before the run ended: the trials so far are in the database)."""
+    app = TuneApp(op, host, config)
+    result = app.run()
+    if app.error:
+        from tracea.doctor.errors import TraceaError
+
+        raise TraceaError(app.error)
+    return result

@@ -1,0 +1,126 @@
+"""The one cost function every strategy shares: ``evaluate(schedule_json) -> Measurement``.
+
+``LiveEvaluator`` measures in a worker process (tuner/worker.py) with a deadline per candidate, and
+compiles upcoming candidates ahead in a second worker. The compile worker is stopped (SIGSTOP to its
+process group, compiler included) while a candidate is being timed, so timings are not disturbed, and
+continued when the timing is done. ``SimulatedEvaluator`` answers from a recorded complete space.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .recorded import RecordedSpace, schedule_key
+from .trial import Measurement
+from .worker import Worker, WorkerDied, WorkerTimeout
+
+PhaseCallback = Callable[[str], None]
+
+
+class LiveEvaluator:
+    simulated = False
+
+    def __init__(self, op: Any, variant_id: str, module: str, host: Any, *, seed: int = 0, warmup: int = 2,
+                 repeats: int = 10, min_seconds: float = 0.1, timeout_s: float = 60.0,
+                 compile_ahead: bool = True) -> None:
+        self.base = {"op": op.to_json(), "variant": variant_id, "module": module, "seed": seed,
+                     "warmup": warmup, "repeats": repeats, "min_seconds": min_seconds}
+        self.timeout_s = timeout_s
+        host_json = host.to_json()
+        self.worker = Worker(host_json)
+        self.compiler = Worker(host_json) if compile_ahead else None
+        self.prefetched: dict[str, Measurement | None] = {}  # key -> failure found while compiling ahead
+        self.in_flight = 0
+
+    def prefetch(self, schedules: list[dict[str, Any]]) -> None:
+        """Queue builds of candidates the strategy expects to ask for next (results fill the cache)."""
+        if self.compiler is None:
+            return
+        self._drain()
+        for s in schedules:
+            key = schedule_key(s)
+            if key in self.prefetched or self.in_flight >= 2:
+                continue
+            try:
+                self.compiler.send({**self.base, "kind": "compile", "schedule": s, "key": key})
+            except (OSError, WorkerDied, WorkerTimeout):
+                self.compiler.kill()
+                return
+            self.prefetched[key] = None
+            self.in_flight += 1
+
+    def _drain(self) -> None:
+        assert self.compiler is not None
+        while self.in_flight:
+            res = self.compiler.poll_result()
+            if res is None:
+                if not self.compiler.alive:
+                    self.in_flight = 0
+                return
+            self.in_flight -= 1
+
+    def evaluate(self, schedule: dict[str, Any], on_phase: PhaseCallback | None = None) -> Measurement:
+        def phase(p: str) -> None:
+            if self.compiler is not None:
+                self.compiler.signal_group(signal.SIGSTOP if p == "run" else signal.SIGCONT)
+            if on_phase:
+                on_phase(p)
+
+        try:
+            res = self.worker.request({**self.base, "kind": "measure", "schedule": schedule}, self.timeout_s, phase)
+            return Measurement.from_json(res)
+        except WorkerTimeout as exc:
+            return Measurement("timeout", error=f"no answer within {self.timeout_s:g} s (phase {exc.phase}); "
+                                                "the worker was killed")
+        except WorkerDied as exc:
+            status = "compile_failed" if exc.phase == "compile" else "runtime_failed"
+            return Measurement(status, error=f"{exc.text} (phase {exc.phase})")
+        finally:
+            if self.compiler is not None:
+                self.compiler.signal_group(signal.SIGCONT)
+
+    def baseline(self) -> dict[str, Any] | None:
+        """The vendor library on the same inputs, verified and timed once per run."""
+        try:
+            return self.worker.request({**self.base, "kind": "baseline"}, max(self.timeout_s, 120))
+        except (WorkerTimeout, WorkerDied) as exc:
+            return {"name": None, "reason": str(exc)}
+
+    def close(self) -> None:
+        self.worker.close()
+        if self.compiler is not None:
+            self.compiler.close()
+
+
+class SimulatedEvaluator:
+    """Replays a recorded complete space: no kernel runs; each answer costs ``delay_s`` (0 by default)."""
+
+    simulated = True
+
+    def __init__(self, recorded: RecordedSpace, delay_s: float = 0.0) -> None:
+        self.recorded = recorded
+        self.delay_s = delay_s
+
+    def prefetch(self, schedules: list[dict[str, Any]]) -> None:
+        pass
+
+    def evaluate(self, schedule: dict[str, Any], on_phase: PhaseCallback | None = None) -> Measurement:
+        m = self.recorded.lookup(schedule)
+        for p in ("compile", "verify", "run"):
+            if on_phase:
+                on_phase(p)
+            if self.delay_s:
+                time.sleep(self.delay_s / 3)
+        if m is None:
+            return Measurement("invalid", error="not in the recorded space " + json.dumps(schedule, sort_keys=True))
+        return m
+
+    def baseline(self) -> dict[str, Any] | None:
+        return self.recorded.baseline
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,109 @@
+"""Recorded complete spaces: every candidate of one space measured once, for ``--simulate`` and the
+sample-efficiency benchmark. One JSON format for every backend (schema_version 1):
+
+    {"schema_version": 1, "op": op.to_json(), "variant": "<id>", "backend": "cpu|cuda",
+     "device": "<cpu model or GPU name>", "recorded": "<iso time>", "command": "<how>",
+     "baseline": {"name": ..., "p50_ms": ...} (optional),
+     "trials": [{"schedule": schedule.to_json(), "status": "...", "p50_ms": float|null,
+                 "p95_ms": float|null, "rel_err": float|null, "error": str|null}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+
+from .trial import STATUSES, Measurement
+
+SCHEMA_VERSION = 1
+
+
+def schedule_key(schedule: dict[str, Any]) -> str:
+    """A canonical text for a schedule's JSON: equal schedules, equal keys."""
+    return json.dumps(schedule, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass
+class RecordedSpace:
+    op: dict[str, Any]
+    variant: str
+    backend: str
+    device: str
+    trials: list[dict[str, Any]]
+    recorded: str = ""
+    command: str = ""
+    baseline: dict[str, Any] | None = None
+    path: str = ""
+    _index: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._index = {schedule_key(t["schedule"]): t for t in self.trials}
+
+    @property
+    def schedules(self) -> list[dict[str, Any]]:
+        return [t["schedule"] for t in self.trials]
+
+    def lookup(self, schedule: dict[str, Any]) -> Measurement | None:
+        t = self._index.get(schedule_key(schedule))
+        if t is None:
+            return None
+        return Measurement(t["status"], p50_ms=t.get("p50_ms"), p95_ms=t.get("p95_ms"), rel_err=t.get("rel_err"),
+                           error=t.get("error"), compile_s=t.get("compile_s"))
+
+    @property
+    def optimum_ms(self) -> float | None:
+        ok = [t["p50_ms"] for t in self.trials if t["status"] == "ok" and t.get("p50_ms") is not None]
+        return min(ok) if ok else None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {"schema_version": SCHEMA_VERSION, "op": self.op, "variant": self.variant, "backend": self.backend,
+               "device": self.device, "recorded": self.recorded, "command": self.command}
+        if self.baseline is not None:
+            doc["baseline"] = self.baseline
+        return doc | {"trials": self.trials}
+
+
+def load_recorded(path: str | Path) -> RecordedSpace:
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except OSError as exc:
+        raise BadInputError(f"cannot read {p}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BadInputError(f"{p} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
+        raise BadInputError(f"{p}: not a recorded space (expected schema_version {SCHEMA_VERSION})")
+    for key in ("op", "variant", "backend", "trials"):
+        if key not in doc:
+            raise BadInputError(f"{p}: recorded space lacks {key!r}")
+    trials = doc["trials"]
+    if not isinstance(trials, list) or not trials:
+        raise BadInputError(f"{p}: \"trials\" must be a non-empty list")
+    for i, t in enumerate(trials):
+        if not isinstance(t, dict) or not isinstance(t.get("schedule"), dict) or t.get("status") not in STATUSES:
+            raise BadInputError(f"{p}: trial {i} needs a schedule object and a status in {', '.join(STATUSES)}")
+        if t["status"] == "ok" and not isinstance(t.get("p50_ms"), (int, float)):
+            raise BadInputError(f"{p}: trial {i} is ok but has no p50_ms")
+    return RecordedSpace(op=doc["op"], variant=doc["variant"], backend=doc["backend"], device=doc.get("device", ""),
+                         trials=trials, recorded=doc.get("recorded", ""), command=doc.get("command", ""),
+                         baseline=doc.get("baseline"), path=str(p))
+
+
+def write_recorded(space: RecordedSpace, path: str | Path) -> None:
+    """Atomically: a temporary file beside the target, then os.replace."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", dir=p.parent or ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(space.to_json(), f, indent=1)
+            f.write("\n")
+        os.replace(tmp, p)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -1,0 +1,368 @@
+"""One tuning run, end to end: plan the variant, build the space, reuse what the database knows, search
+with a strategy over the shared cost function, record every trial, and report the best.
+
+    result = tune(Gemm(512, 512, 512), host, TuneConfig(budget=20))
+
+Events for a live view go to ``on_event(kind, data)``: "start", "baseline", "phase", "trial", "done".
+``Control`` pauses, resumes and stops a run from another thread (the dashboard's keys).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+
+from .db import TuningDB, tuning_key
+from .trial import Measurement, Trial, now_iso
+
+EventCallback = Callable[[str, dict[str, Any]], None]
+DEFAULT_BUDGET = 60
+DEFAULT_PATIENCE = 40
+IMPROVEMENT = 0.005  # a new best must be 0.5 % faster to reset the patience counter
+
+
+@dataclass
+class TuneConfig:
+    backend: str = "cpu"
+    precision: str | None = None
+    strategy: str = "bayes"
+    budget: int | None = None  # evaluations in this run (default: DEFAULT_BUDGET, or the space for exhaustive)
+    time_limit_s: float | None = None
+    patience: int | None = DEFAULT_PATIENCE  # stop after this many evaluations without a 0.5 % gain; None: off
+    seed: int = 0
+    warmup: int = 2
+    repeats: int = 10
+    min_seconds: float = 0.1
+    timeout_s: float = 60.0
+    compile_ahead: bool = True
+    resume: bool = False
+    retune: bool = False
+    space_file: str | None = None
+    space_filter: Callable[[Any], bool] | None = None  # Python callers: keep only these candidates (hero kept)
+    simulate: str | None = None  # a recorded complete space to replay instead of running kernels
+    simulate_delay_s: float = 0.0
+    module: str | None = None  # a backend module outside the registry (test backends, plug-ins)
+    db_path: str | None = None
+    argv: list[str] = field(default_factory=list)
+    run_folder: bool = False  # a reports run folder (metrics, trials, result) for this run
+    metrics_files: list[str] = field(default_factory=list)  # --jsonl / --csv
+
+
+class Control:
+    """Thread-safe pause / resume / stop for a running search."""
+
+    def __init__(self) -> None:
+        self._running = threading.Event()
+        self._running.set()
+        self.stopped = False
+
+    def pause(self) -> None:
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._running.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
+    def wait_if_paused(self) -> None:
+        self._running.wait()
+
+
+@dataclass
+class TuneResult:
+    op: Any
+    variant: str
+    backend: str
+    key: str
+    fingerprint: str
+    strategy: str
+    space_size: int
+    run_id: int | None
+    reused: bool
+    trials: list[Trial]  # evaluated by this run (resumed: the run's earlier trials too)
+    best: dict[str, Any] | None  # the best verified trial under the key: schedule, name, p50_ms, ...
+    baseline: dict[str, Any] | None
+    stop_reason: str
+    elapsed_s: float
+    db_path: str
+    simulated: bool = False
+    run_dir: str | None = None
+
+    @property
+    def best_tflops(self) -> float | None:
+        return self.op.flops / (self.best["p50_ms"] * 1e-3) / 1e12 if self.best else None
+
+    @property
+    def ratio(self) -> float | None:
+        """Baseline time / best time (> 1: the tuned kernel is faster than the vendor library)."""
+        b = (self.baseline or {}).get("p50_ms")
+        return b / self.best["p50_ms"] if b and self.best else None
+
+    def to_json(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for t in self.trials:
+            counts[t.measurement.status] = counts.get(t.measurement.status, 0) + 1
+        return {
+            "schema_version": 1, "op": self.op.to_json(), "variant": self.variant, "backend": self.backend,
+            "key": self.key, "env_fingerprint": self.fingerprint, "strategy": self.strategy,
+            "space_size": self.space_size, "run_id": self.run_id, "reused": self.reused, "simulated": self.simulated,
+            "evaluated": len(self.trials), "statuses": counts, "stop_reason": self.stop_reason,
+            "elapsed_s": round(self.elapsed_s, 3), "best": self.best, "best_tflops": self.best_tflops,
+            "baseline": self.baseline, "ratio_to_baseline": self.ratio, "database": self.db_path,
+            "run_dir": self.run_dir, "trials": [t.to_json() for t in self.trials],
+        }
+
+
+def schedule_name(backend: str, schedule: dict[str, Any]) -> str:
+    """The schedule's own short name where its class is importable, else a compact field list."""
+    try:
+        if backend == "cpu":
+            from tracea.emitters.schedule import CpuSchedule
+
+            return CpuSchedule.from_json(schedule).name
+        if backend == "cuda":
+            from tracea.emitters.cuda.schedule import CudaSchedule  # type: ignore[import-not-found]
+
+            return CudaSchedule.from_json(schedule).name
+    except Exception:  # noqa: BLE001 - a label only
+        pass
+    return ",".join(f"{k}={v}" for k, v in schedule.items() if k not in ("schema_version", "backend"))
+
+
+@dataclass
+class _Setup:
+    op: Any
+    variant: str
+    backend: str
+    fingerprint: str
+    environment: dict[str, Any]
+    schedules: list[dict[str, Any]]
+    names: list[str]
+    evaluator_factory: Callable[[], Any]
+    simulated: bool
+
+
+def _setup_simulated(op: Any, config: TuneConfig) -> _Setup:
+    from tracea.kernels import Op
+
+    from .evaluate import SimulatedEvaluator
+    from .recorded import load_recorded
+
+    rec = load_recorded(config.simulate)  # type: ignore[arg-type]
+    recorded_op = Op.from_json(rec.op)
+    if op is not None and op.signature != recorded_op.signature:
+        raise BadInputError(f"--simulate: {config.simulate} recorded {recorded_op.signature}, not {op.signature}",
+                            "give the recorded shape, or no shape flags beyond the required ones match it")
+    digest = hashlib.sha256(Path(rec.path).read_bytes()).hexdigest()[:16]
+    return _Setup(op=recorded_op, variant=rec.variant, backend=rec.backend, fingerprint=f"simulated-{digest}",
+                  environment={"simulated": rec.path, "device": rec.device}, schedules=rec.schedules,
+                  names=[schedule_name(rec.backend, s) for s in rec.schedules],
+                  evaluator_factory=lambda: SimulatedEvaluator(rec, config.simulate_delay_s), simulated=True)
+
+
+def _setup_live(op: Any, host: Any, config: TuneConfig) -> _Setup:
+    import importlib
+
+    from tracea.doctor.fingerprint import environment, fingerprint
+    from tracea.doctor.plan import plan
+    from tracea.emitters import registry
+    from tracea.kernels.dtypes import parse_dtype
+
+    from .evaluate import LiveEvaluator
+    from .space import build_space
+
+    if config.module:
+        module_name = config.module
+        mod = importlib.import_module(module_name)
+        variants = list(mod.VARIANTS)
+    else:
+        module_name = registry.BACKENDS.get(config.backend) or ""
+        mod = registry.backend_module(config.backend)
+        variants = registry.all_variants(config.backend)
+    decision = plan(op, host, variants, precision=config.precision, backend=config.backend)
+    variant_id = decision.require()
+    if decision.precision and decision.precision != op.dtype.value:
+        op = dataclasses.replace(op, dtype=parse_dtype(decision.precision))
+    variant = next(v for v in variants if v.id == variant_id)
+    cands = build_space(op, variant, host, mod, config.space_file)
+    if config.space_filter is not None:
+        cands = cands[:1] + [s for s in cands[1:] if config.space_filter(s)]
+    schedules = [s.to_json() for s in cands]
+    return _Setup(
+        op=op, variant=variant_id, backend=config.backend, fingerprint=fingerprint(host, config.backend),
+        environment=environment(host, config.backend), schedules=schedules, names=[s.name for s in cands],
+        evaluator_factory=lambda: LiveEvaluator(
+            op, variant_id, module_name, host, seed=config.seed, warmup=config.warmup, repeats=config.repeats,
+            min_seconds=config.min_seconds, timeout_s=config.timeout_s, compile_ahead=config.compile_ahead),
+        simulated=False)
+
+
+def _best_of(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    ok = [r for r in rows if r["status"] == "ok" and r.get("p50_ms") is not None]
+    if not ok:
+        return None
+    b = min(ok, key=lambda r: r["p50_ms"])
+    sched = b["schedule"] if isinstance(b["schedule"], dict) else json.loads(b["schedule"])
+    return {"name": b["name"], "schedule": sched, "p50_ms": b["p50_ms"], "p95_ms": b.get("p95_ms"),
+            "rel_err": b.get("rel_err"), "trial_id": b.get("id")}
+
+
+def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None = None,
+         control: Control | None = None) -> TuneResult:
+    """Run (or resume, or reuse) a tuning search for ``op``; see the module docstring."""
+    from .recorded import schedule_key
+    from .search import Search
+    from .space import encode
+    from .strategies import make_strategy
+
+    t_start = time.monotonic()
+    emit = on_event or (lambda kind, data: None)
+    control = control or Control()
+    setup = _setup_simulated(op, config) if config.simulate else _setup_live(op, host, config)
+    if config.simulate and config.db_path is None:
+        db = TuningDB(":memory:")  # a replay never touches this machine's database
+    else:
+        db = TuningDB(config.db_path)
+    key = tuning_key(setup.op.signature, setup.variant, setup.fingerprint)
+    n = len(setup.schedules)
+    budget = config.budget if config.budget is not None else (n if config.strategy == "exhaustive" else
+                                                               min(n, DEFAULT_BUDGET))
+    if budget <= 0:
+        raise BadInputError(f"--budget: expected a positive number of evaluations, got {budget}")
+    base = dict(op=setup.op, variant=setup.variant, backend=setup.backend, key=key, fingerprint=setup.fingerprint,
+                strategy=config.strategy, space_size=n, db_path=str(db.path), simulated=setup.simulated)
+
+    latest = db.latest_run(key)
+    if not (config.resume or config.retune) and latest is not None and latest["state"] in ("done", "stopped"):
+        best = _best_of(db.trials(key))
+        if best is not None:  # a stored best under this exact key: reuse it, evaluate nothing
+            result = TuneResult(**base, run_id=latest["id"], reused=True, trials=[], best=best,
+                                baseline=json.loads(latest["baseline"]) if latest.get("baseline") else None,
+                                stop_reason="reused the stored best (--retune searches again)",
+                                elapsed_s=time.monotonic() - t_start)
+            emit("done", {"result": result})
+            db.close()
+            return result
+
+    resumed = db.latest_run(key, ("running", "stopped", "interrupted")) if config.resume else None
+    if resumed is not None:
+        run_id = int(resumed["id"])
+        budget = config.budget if config.budget is not None else int(resumed["budget"] or budget)
+    else:
+        run_id = db.start_run(key=key, op=setup.op, variant=setup.variant, backend=setup.backend,
+                              fingerprint=setup.fingerprint, environment=setup.environment,
+                              strategy=config.strategy, seed=config.seed, budget=budget, space_size=n,
+                              options={"time_limit_s": config.time_limit_s, "patience": config.patience,
+                                       "space_file": config.space_file, "simulate": config.simulate})
+
+    # what this key already knows (every run, every process): observed, never evaluated again
+    index_of = {schedule_key(s): i for i, s in enumerate(setup.schedules)}
+    observed: dict[int, float | None] = {}
+    run_trials: list[Trial] = []
+    for r in db.trials(key):
+        i = index_of.get(r["schedule_key"])
+        if i is None:
+            continue
+        m = Measurement.from_json(r)
+        observed[i] = m.p50_ms if m.ok else None
+        if r["run_id"] == run_id:
+            run_trials.append(Trial(i, setup.schedules[i], r["name"], m, r["seconds"] or 0.0, r["created"]))
+
+    strategy = make_strategy(config.strategy, encode(setup.schedules), config.seed)
+    sink = _Sinks(config, setup, host)
+    evaluator = setup.evaluator_factory()
+    try:
+        baseline = json.loads(resumed["baseline"]) if resumed and resumed.get("baseline") else None
+        emit("start", {"op": setup.op, "variant": setup.variant, "backend": setup.backend, "space_size": n,
+                       "budget": budget, "strategy": config.strategy, "known": len(observed), "run_id": run_id,
+                       "resumed": resumed is not None, "names": setup.names, "simulated": setup.simulated})
+        if baseline is None:
+            emit("phase", {"index": None, "name": "baseline", "phase": "baseline"})
+            baseline = evaluator.baseline()
+            db.set_baseline(run_id, baseline)
+        sink.baseline = baseline
+        emit("baseline", {"baseline": baseline})
+        search = Search(strategy, evaluator, setup.schedules, setup.names, observed, run_trials, budget=budget,
+                        time_limit_s=config.time_limit_s, patience=config.patience, control=control, emit=emit,
+                        record=lambda t: (db.add_trial(run_id, key, t), sink.trial(t)))
+        stop_reason = search.run()
+        state = "stopped" if control.stopped else "done"
+        db.finish_run(run_id, state)
+    except BaseException:
+        db.finish_run(run_id, "interrupted")
+        sink.finish("interrupted", None)
+        raise
+    finally:
+        evaluator.close()
+    best = _best_of(db.trials(key))
+    result = TuneResult(**base, run_id=run_id, reused=False, trials=search.trials, best=best, baseline=baseline,
+                        stop_reason=stop_reason, elapsed_s=time.monotonic() - t_start,
+                        run_dir=str(sink.run.path) if sink.run else None)
+    sink.finish("ok" if best else "error", result)
+    db.close()
+    emit("done", {"result": result})
+    return result
+
+
+class _Sinks:
+    """Where each trial goes besides the database: --jsonl/--csv metrics files and the run folder."""
+
+    def __init__(self, config: TuneConfig, setup: _Setup, host: Any) -> None:
+        from tracea.reports.metrics import MetricsWriter
+
+        self.setup = setup
+        self.baseline: dict[str, Any] | None = None
+        self.writers = [MetricsWriter(p) for p in config.metrics_files]
+        self.run = None
+        if config.run_folder and not setup.simulated:
+            # HOOK(reports): the run folder of this tune run (reports/runs.py); trials.jsonl + metrics.jsonl
+            from tracea.reports.runs import start_run
+
+            self.run = start_run("tune", config.argv, host)
+            self.writers.append(MetricsWriter(self.run.metrics_path))
+
+    def row(self, t: Trial) -> Any:
+        from tracea.reports.metrics import MetricsRow
+
+        op, m = self.setup.op, t.measurement
+        shape = {k: v for k, v in op.to_json().items() if k not in ("op", "schema_version", "dtype")}
+        secs = m.p50_ms * 1e-3 if m.ok else None
+        b = self.baseline or {}
+        return MetricsRow(
+            timestamp=t.timestamp, op=op.kind, shape=json.dumps(shape, sort_keys=True), dtype=op.dtype.value,
+            backend=self.setup.backend, variant=self.setup.variant, schedule=json.dumps(t.schedule, sort_keys=True),
+            status=m.status, p50_ms=m.p50_ms, p95_ms=m.p95_ms, tflops=op.flops / secs / 1e12 if secs else None,
+            gbps=op.bytes / secs / 1e9 if secs else None, rel_err=m.rel_err, baseline=b.get("name"),
+            baseline_p50_ms=b.get("p50_ms"), ratio=b["p50_ms"] / m.p50_ms if secs and b.get("p50_ms") else None,
+            env_fingerprint=self.setup.fingerprint)
+
+    def trial(self, t: Trial) -> None:
+        row = self.row(t)
+        for w in self.writers:
+            w.write(row)
+        if self.run is not None:
+            with open(self.run.trials_path, "a") as f:
+                f.write(json.dumps(t.to_json()) + "\n")
+
+    def finish(self, status: str, result: TuneResult | None) -> None:
+        if self.run is None:
+            return
+        if result is not None:
+            self.run.add_json("result.json", {k: v for k, v in result.to_json().items() if k != "trials"})
+            self.run.record(best=result.best, tuning_key=result.key, finished=now_iso())
+        self.run.finish(status)

@@ -1,0 +1,69 @@
+"""The search loop shared by every strategy: propose, compile ahead, evaluate, record, until the budget,
+the time limit, convergence (no 0.5 % gain in ``patience`` evaluations), the end of the space, or a stop
+from the user. Known results (earlier runs, other processes) count as observed and are never evaluated
+again; a failed candidate is observed as a failure and never retried."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .trial import Trial
+
+IMPROVEMENT = 0.005
+
+
+class Search:
+    def __init__(self, strategy: Any, evaluator: Any, schedules: list[dict[str, Any]], names: list[str],
+                 observed: dict[int, float | None], trials: list[Trial], *, budget: int,
+                 time_limit_s: float | None, patience: int | None, control: Any,
+                 emit: Callable[[str, dict[str, Any]], None], record: Callable[[Trial], Any]) -> None:
+        self.strategy, self.evaluator = strategy, evaluator
+        self.schedules, self.names = schedules, names
+        self.observed = observed
+        self.trials = trials  # this run's trials (a resumed run starts with its earlier ones)
+        self.budget, self.time_limit_s, self.patience = budget, time_limit_s, patience
+        self.control, self.emit, self.record = control, emit, record
+
+    def best(self) -> float | None:
+        ok = [v for v in self.observed.values() if v is not None]
+        return min(ok) if ok else None
+
+    def run(self) -> str:
+        start = time.monotonic()
+        since_gain = 0
+        best = self.best()
+        while True:
+            self.control.wait_if_paused()
+            if self.control.stopped:
+                return "stopped by the user"
+            if len(self.trials) >= self.budget:
+                return f"budget of {self.budget} evaluations reached"
+            if self.time_limit_s is not None and time.monotonic() - start >= self.time_limit_s:
+                return f"time limit of {self.time_limit_s:g} s reached"
+            if self.patience is not None and since_gain >= self.patience:
+                return f"converged: no {IMPROVEMENT:.1%} gain in {self.patience} evaluations"
+            index = self.strategy.propose(self.observed)
+            if index is None or index in self.observed:
+                return "the space is exhausted" if len(self.observed) >= len(self.schedules) else "strategy finished"
+            self.evaluator.prefetch([self.schedules[i] for i in self.strategy.upcoming(self.observed, 2)
+                                     if i != index])
+            name = self.names[index]
+            t0 = time.monotonic()
+            m = self.evaluator.evaluate(
+                self.schedules[index],
+                on_phase=lambda p, i=index, n=name: self.emit("phase", {"index": i, "name": n, "phase": p}))
+            trial = Trial(index, self.schedules[index], name, m, time.monotonic() - t0)
+            self.record(trial)  # committed before the next candidate starts
+            self.trials.append(trial)
+            self.observed[index] = trial.objective
+            value = trial.objective
+            if value is not None and (best is None or value < best * (1 - IMPROVEMENT)):
+                since_gain = 0
+            else:
+                since_gain += 1
+            if value is not None and (best is None or value < best):
+                best = value
+            self.emit("trial", {"trial": trial, "best_ms": best, "done": len(self.trials), "budget": self.budget,
+                                "elapsed_s": time.monotonic() - start})

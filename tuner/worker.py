@@ -1,0 +1,347 @@
+"""Evaluation in a separate process: ``python -m tracea.tuner.worker`` reads one JSON request per line on
+stdin and answers on stdout: progress lines ``{"phase": "compile" | "verify" | "run"}``, then one
+``{"result": {...}}``. The parent (``Worker``) enforces a deadline; a kernel that segfaults kills only
+this process, one that hangs is killed with its process group, and either becomes a recorded status.
+
+Spawned, never forked: CUDA state does not survive fork, and a fresh interpreter carries nothing of the
+tuner's threads. The worker keeps the inputs and the float64 reference of its op between requests.
+
+Requests: ``{"kind": "init", "host": HostReport JSON}``, then ``measure`` (build, verify, time),
+``compile`` (build only: fills the content-hash cache ahead of time) or ``baseline`` (the vendor library,
+verified and timed like a candidate).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .trial import Measurement
+
+PHASES = ("start", "compile", "verify", "run")
+
+
+# ----------------------------------------------------------------------------------------- the child
+
+
+class _Session:
+    """The worker's state: the host, and per op the inputs, reference and output buffer."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.host: Any = None
+        self.data: dict[tuple[str, int], tuple[Any, Any, Any]] = {}
+
+    def send(self, msg: dict[str, Any]) -> None:
+        self.out.write(json.dumps(msg) + "\n")
+        self.out.flush()
+
+    def op_data(self, op: Any, seed: int) -> tuple[Any, Any, Any]:
+        import numpy as np
+
+        key = (op.signature, seed)
+        if key not in self.data:
+            self.data.clear()
+            inputs = op.random_inputs(np.random.default_rng(seed))  # fresh random values, never zeros
+            self.data[key] = (inputs, op.reference(inputs), np.empty(op.output_shape(), op.dtype.storage))
+        return self.data[key]
+
+    def resolve(self, req: dict[str, Any]) -> tuple[Any, Any, Any]:
+        from tracea.kernels import Op
+
+        op = Op.from_json(req["op"])
+        mod = importlib.import_module(req["module"])
+        variant = next((v for v in mod.VARIANTS if v.id == req["variant"]), None)
+        if variant is None:
+            variant = mod.resolve(req["variant"])
+        return op, mod, variant
+
+    def build(self, req: dict[str, Any]) -> tuple[Any, Measurement | None, float]:
+        from tracea.doctor.errors import BadInputError, CompileError, TraceaError, UnsupportedError
+
+        op, mod, variant = self.resolve(req)
+        t0 = time.perf_counter()
+        try:
+            cls = type(mod.hero_schedule(op, variant, self.host))
+            schedule = cls.from_json(req["schedule"])
+            kernel = mod.build(op, variant, schedule, self.host)
+        except CompileError as exc:
+            return None, Measurement("compile_failed", error=_one_line(exc.message),
+                                     compile_s=time.perf_counter() - t0), 0.0
+        except (BadInputError, UnsupportedError) as exc:
+            return None, Measurement("invalid", error=_one_line(exc.message)), 0.0
+        except TraceaError as exc:
+            return None, Measurement("compile_failed", error=_one_line(exc.message)), 0.0
+        art = getattr(kernel, "artifact", None)
+        seconds = getattr(art, "compile_seconds", None)
+        return kernel, None, float(seconds if seconds is not None else time.perf_counter() - t0)
+
+    def measure(self, req: dict[str, Any]) -> Measurement:
+        from tracea.emitters.timing import interleaved
+        from tracea.kernels import relative_error, tolerance
+        from tracea.kernels.dtypes import to_float64
+
+        self.send({"phase": "compile"})
+        kernel, failed, compile_s = self.build(req)
+        if failed is not None:
+            return failed
+        hit = getattr(getattr(kernel, "artifact", None), "cache_hit", None)
+        op = kernel.op if hasattr(kernel, "op") else self.resolve(req)[0]
+        inputs, ref, out = self.op_data(op, int(req.get("seed", 0)))
+        self.send({"phase": "verify"})
+        try:
+            out.fill(float("nan") if out.dtype.kind == "f" else 0x7FC0)  # poison: every element must be written
+            kernel(inputs, out)
+            err = relative_error(to_float64(out, op.dtype), ref)
+        except Exception as exc:  # noqa: BLE001 - a launch failure is a result of this candidate
+            return Measurement("runtime_failed", error=_one_line(f"{type(exc).__name__}: {exc}"),
+                               compile_s=compile_s, cache_hit=hit)
+        tol = tolerance(op)
+        if not err <= tol:  # NaN fails too
+            return Measurement("wrong_result", rel_err=_finite(err), compile_s=compile_s, cache_hit=hit,
+                               error=f"relative error {err:.3g} exceeds {tol:.1g}")
+        self.send({"phase": "run"})
+        warmup, repeats = int(req.get("warmup", 2)), int(req.get("repeats", 10))
+        try:
+            if hasattr(kernel, "time"):  # a device kernel times itself (CUDA events, L2 flushed)
+                t = kernel.time(inputs, warmup, repeats, flush_l2=True)
+            else:
+                t = interleaved({"k": lambda: kernel(inputs, out)}, warmup=warmup, repeats=repeats,
+                                min_seconds=float(req.get("min_seconds", 0.1)))["k"]
+        except Exception as exc:  # noqa: BLE001
+            return Measurement("runtime_failed", error=_one_line(f"{type(exc).__name__}: {exc}"),
+                               compile_s=compile_s, cache_hit=hit)
+        return Measurement("ok", p50_ms=t.p50_ms, p95_ms=t.p95_ms, min_ms=t.min_ms, runs=t.runs, rel_err=err,
+                           compile_s=compile_s, cache_hit=hit)
+
+    def baseline(self, req: dict[str, Any]) -> dict[str, Any]:
+        import numpy as np
+
+        from tracea.emitters.baselines import baseline_for
+        from tracea.emitters.timing import interleaved
+        from tracea.kernels import relative_error
+
+        op = self.resolve(req)[0]
+        inputs, ref, _ = self.op_data(op, int(req.get("seed", 0)))
+        b = baseline_for(op, inputs)
+        if b.run is None:
+            return {"name": b.name, "reason": b.reason}
+        err = relative_error(np.asarray(b.run(), dtype=np.float64), ref)
+        t = interleaved({"b": b.run}, warmup=int(req.get("warmup", 2)), repeats=int(req.get("repeats", 10)),
+                        min_seconds=float(req.get("min_seconds", 0.1)))["b"]
+        return {"name": b.name, "p50_ms": t.p50_ms, "p95_ms": t.p95_ms, "rel_err": err}
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        kind = req.get("kind")
+        if kind == "init":
+            from tracea.doctor.report import HostReport
+
+            self.host = HostReport.from_json(req["host"])
+            return {"ready": True}
+        if kind == "measure":
+            return self.measure(req).to_json()
+        if kind == "compile":
+            _, failed, seconds = self.build(req)
+            return failed.to_json() if failed else {"status": "ok", "compile_s": seconds}
+        if kind == "baseline":
+            return self.baseline(req)
+        raise ValueError(f"unknown request {kind!r}")
+
+
+def _one_line(text: str, limit: int = 2000) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _finite(x: float) -> float | None:
+    return x if x == x and abs(x) != float("inf") else None
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this worker when the tuner that started it dies (even by SIGKILL), so a hung
+    candidate never outlives its tuner spinning a core."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(1)
+
+
+def main() -> None:
+    _die_with_parent()
+    # the protocol owns the real stdout; anything a library or kernel prints goes to stderr
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    session = _Session(proto)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            result = session.handle(json.loads(line))
+        except Exception as exc:  # noqa: BLE001 - answer, so the parent records it and goes on
+            result = {"status": "runtime_failed", "error": _one_line(f"{type(exc).__name__}: {exc}")}
+        session.send({"result": result})
+
+
+# ---------------------------------------------------------------------------------------- the parent
+
+
+class WorkerDied(Exception):
+    def __init__(self, text: str, phase: str) -> None:
+        super().__init__(text)
+        self.text, self.phase = text, phase
+
+
+class WorkerTimeout(Exception):
+    def __init__(self, phase: str) -> None:
+        super().__init__(phase)
+        self.phase = phase
+
+
+class Worker:
+    """One ``tracea.tuner.worker`` process, restarted after a crash or a timeout."""
+
+    def __init__(self, host_json: dict[str, Any]) -> None:
+        self.host_json = host_json
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._buf = b""
+        self._stderr: Any = None
+
+    def start(self) -> None:
+        self._stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tracea.tuner.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._stderr, start_new_session=True, env=worker_env())  # its own process group: a hang is killed whole
+        self._buf = b""
+        self.request({"kind": "init", "host": self.host_json}, timeout_s=120)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def send(self, req: dict[str, Any]) -> None:
+        if not self.alive:
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(req) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def request(self, req: dict[str, Any], timeout_s: float,
+                on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """Send ``req`` and wait for its result; raises WorkerDied or WorkerTimeout (the process is gone)."""
+        self.send(req)
+        deadline = time.monotonic() + timeout_s
+        phase = "start"
+        while True:
+            msg = self._read_line(deadline, phase)
+            if "phase" in msg:
+                phase = msg["phase"]
+                if on_phase:
+                    on_phase(phase)
+            elif "result" in msg:
+                return msg["result"]
+
+    def poll_result(self) -> dict[str, Any] | None:
+        """A finished result if one is waiting (for fire-and-forget compile requests), else None."""
+        if not self.alive:
+            return None
+        try:
+            msg = self._read_line(time.monotonic(), "compile")
+        except (WorkerTimeout, WorkerDied):
+            return None
+        return msg.get("result")
+
+    def _read_line(self, deadline: float, phase: str) -> dict[str, Any]:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0 and not _readable(fd, 0):
+                if deadline > 0 and self.alive:
+                    self.kill()
+                raise WorkerTimeout(phase)
+            if not _readable(fd, max(0.0, min(left, 0.5))):
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise WorkerDied(self._death(), phase)
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def _death(self) -> str:
+        assert self.proc is not None
+        code = self.proc.wait()
+        if code < 0:
+            text = f"the worker died with {signal.Signals(-code).name}"
+        else:
+            text = f"the worker exited with status {code}"
+        tail = self.stderr_tail()
+        return text + (f": {tail}" if tail else "")
+
+    def stderr_tail(self, limit: int = 300) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        text = self._stderr.read().decode(errors="replace").strip()
+        return " ".join(text[-limit:].split())
+
+    def signal_group(self, sig: int) -> None:
+        """Signal the worker and its children (a compile in progress): SIGSTOP/SIGCONT pause it."""
+        if self.alive:
+            assert self.proc is not None
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        if self.proc is None:
+            return
+        self.signal_group(signal.SIGKILL)
+        self.proc.wait()
+        self.proc = None
+
+    def close(self) -> None:
+        if self.alive:
+            assert self.proc is not None and self.proc.stdin is not None
+            self.signal_group(signal.SIGCONT)
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.kill()
+        self.proc = None
+
+
+def worker_env() -> dict[str, str]:
+    """The worker's environment: OpenBLAS told not to spin for 0.1 s after each call (the float64
+    reference and the baseline use it), so its idle threads do not steal a core from the candidate timed
+    next. Read once when NumPy loads, hence set here, before the worker starts."""
+    env = dict(os.environ)
+    env.setdefault("OPENBLAS_THREAD_TIMEOUT", "12")
+    return env
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        return bool(sel.select(timeout))
+
+
+if __name__ == "__main__":
+    main()

@@ -25,6 +25,10 @@ any M, N, K is right; the epilogue predicates its stores. TMA needs each global 
 described, and ``tma_unsupported`` says so (the caller pads the operand to an aligned stride or
 picks another variant).
 
+``pingpong``: the two consumer warpgroups take alternate whole tiles instead of halves of one, so
+one's epilogue runs under the other's mainloop (CUTLASS's "ping-pong" kernel); the ring's FIFO order
+keeps their mainloops in turn.
+
 Thread-block clusters with TMA multicast are not rendered yet (``cluster`` must be 1): the schedule
 field exists so the tuner's space and saved schedules keep their shape when it lands.
 """
@@ -71,6 +75,7 @@ class WgmmaSchedule:
     group: int = 8
     cluster: int = 1
     persistent: bool = True
+    pingpong: bool = False
 
     @property
     def bk(self) -> int:
@@ -82,8 +87,14 @@ class WgmmaSchedule:
 
     @property
     def wm(self) -> int:
-        """Rows of C each consumer warpgroup owns."""
-        return self.bm // self.consumers
+        """Rows of C each consumer warpgroup owns: its share of the tile (cooperative), or the whole tile
+        (ping-pong: the consumers take turns on whole tiles, one's epilogue under the other's mainloop)."""
+        return self.bm if self.pingpong else self.bm // self.consumers
+
+    @property
+    def tile_walkers(self) -> int:
+        """Consumer warpgroups that take separate tiles (ping-pong) rather than sharing one."""
+        return self.consumers if self.pingpong else 1
 
     @property
     def m_slices(self) -> int:
@@ -101,12 +112,13 @@ class WgmmaSchedule:
     @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory: the ring, two mbarriers per stage, slack to align the base to 1024."""
-        return self.stages * self.stage_bytes + 16 * self.stages + 1024
+        return self.stages * self.stage_bytes + 16 * self.stages + 16 + 1024
 
     @property
     def name(self) -> str:
         tag = f"wgmma_{self.bm}x{self.bn}x{BK}_s{self.stages}_c{self.consumers}_r{self.raster}{self.group}"
         tag += "" if self.cluster == 1 else f"_cl{self.cluster}"
+        tag += "_pp" if self.pingpong else ""
         return tag + ("" if self.persistent else "_np")
 
     def register_split(self) -> tuple[int, int, int]:
@@ -123,15 +135,18 @@ class WgmmaSchedule:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
-        if not isinstance(self.persistent, bool):
-            raise BadInputError(f"persistent: expected true or false, got {self.persistent!r}")
+        for name in ("persistent", "pingpong"):
+            if not isinstance(getattr(self, name), bool):
+                raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
         if self.raster not in RASTERS:
             raise BadInputError(f"raster: expected 'm' or 'n', got {self.raster!r}")
         if self.consumers not in (1, 2, 3):
             raise BadInputError(f"consumers: {self.consumers} consumer warpgroups (1, 2 or 3 supported)")
-        if self.bm % (64 * self.consumers) or self.bm > 256:
+        if self.bm % (64 * (1 if self.pingpong else self.consumers)) or self.bm > 256:
             raise BadInputError(f"bm: {self.bm} is not a multiple of 64 x {self.consumers} consumer warpgroups "
                                 "up to 256 (each consumer issues m64 wgmma)")
+        if self.pingpong and self.consumers != 2:
+            raise BadInputError("pingpong: the ping-pong schedule alternates exactly 2 consumer warpgroups")
         if self.bn % 64 or not 64 <= self.bn <= 256:
             raise BadInputError(f"bn: {self.bn} is not 64, 128, 192 or 256 (wgmma n <= 256, 64-element TMA atoms)")
         if not 2 <= self.stages <= 12:
@@ -364,8 +379,10 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
         tr_prefetch_map(&tmB);
         for (int s = 0; s < {S}; ++s) {{
             tr_mbar_init(bars + 8u * s, 1u);
-            tr_mbar_init(bars + 8u * ({S} + s), {4 * sched.consumers}u);
+            tr_mbar_init(bars + 8u * ({S} + s), {4 * (1 if sched.pingpong else sched.consumers)}u);
         }}
+        tr_mbar_init(bars + 8u * {2 * S}, 1u);
+        tr_mbar_init(bars + 8u * {2 * S + 1}, 1u);
         asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
     }}
     __syncthreads();
@@ -401,12 +418,19 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     }} else {{
         asm volatile("setmaxnreg.inc.sync.aligned.u32 {cons_regs};\\n");
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
+        /* part: this warpgroup's slice of a shared tile (cooperative); walk: which of the block's tiles
+           it takes (ping-pong: every {sched.tile_walkers}th, starting at its own index). */
+        const int part = {"0" if sched.pingpong else "cw"}, walk = {"cw" if sched.pingpong else "0"};
         float acc[{m_slices}][{n_regs}];
-        int s = 0;
-        uint32_t phase = 0;
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{
+        for (int j = walk, tile = blockIdx.x + walk * gridDim.x; tile < tiles;
+             j += {sched.tile_walkers}, tile += {sched.tile_walkers} * gridDim.x) {{
             int tm, tn;
             tr_tile_coords(tile, tiles_m, tiles_n, tm, tn);
+            /* The producer fills the ring in the block's tile order: tile j starts at step j * k_iters. */
+            const long long it0 = (long long)j * k_iters;
+            int s = (int)(it0 % {S});
+            uint32_t phase = (uint32_t)((it0 / {S}) & 1);
+            {_turn_wait(sched)}
             #pragma unroll
             for (int i = 0; i < {m_slices}; ++i) {{
                 #pragma unroll
@@ -415,7 +439,7 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
             int prev = -1;
             for (int kk = 0; kk < k_iters; ++kk) {{
                 tr_mbar_wait(bars + 8u * s, phase);
-                const uint32_t sa = smem + s * {sched.stage_bytes}u + cw * {sched.m_slices * a_mstep}u;
+                const uint32_t sa = smem + s * {sched.stage_bytes}u + part * {sched.m_slices * a_mstep}u;
                 const uint32_t sb = smem + s * {sched.stage_bytes}u + {a_bytes}u;
                 TR_WGMMA_FENCE();
                 #pragma unroll
@@ -431,6 +455,7 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
                 prev = s;
                 if (++s == {S}) {{ s = 0; phase ^= 1u; }}
             }}
+            {_turn_pass(sched)}
             TR_WGMMA_WAIT(0);
             if (lane == 0) tr_mbar_arrive(bars + 8u * ({S} + prev));
             #pragma unroll
@@ -440,7 +465,7 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
             }}
             /* wgmma m64nN accumulator layout: thread (warp, lane) holds rows warp*16 + lane/4 (+8),
                columns 8*j + 2*(lane%4) (+1) in acc[4j..4j+3] = (r, c), (r, c+1), (r+8, c), (r+8, c+1). */
-            const int row0 = tm * {sched.bm} + cw * {sched.wm} + warp * 16 + lane / 4;
+            const int row0 = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4;
             const int col0 = tn * {sched.bn} + 2 * (lane % 4);
             #pragma unroll
             for (int i = 0; i < {m_slices}; ++i) {{
@@ -477,6 +502,23 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     }}
 }}""")
     return w.render()
+
+
+def _turn_wait(sched: WgmmaSchedule) -> str:
+    """Ping-pong: before its t-th tile a consumer waits until the other has passed every full-barrier
+    wait of the tile before (its turn barrier, after ``bars + 16 S``). Without this a consumer could
+    wait on a stage two ring phases ahead, and the parity wait cannot tell those phases apart."""
+    if not sched.pingpong:
+        return ""
+    return ("{ const int t = (j - walk) / 2; if (cw == 1 || t > 0) "
+            f"tr_mbar_wait(bars + 8u * ({2 * sched.stages} + cw), (uint32_t)((cw == 1 ? t : t - 1) & 1)); }}")
+
+
+def _turn_pass(sched: WgmmaSchedule) -> str:
+    """Ping-pong: hand the mainloop turn to the other consumer once this one's loads have all landed."""
+    if not sched.pingpong:
+        return ""
+    return f"if (tid == 0) tr_mbar_arrive(bars + 8u * ({2 * sched.stages} + 1 - cw));"
 
 
 def _tile_order(sched: WgmmaSchedule) -> str:

@@ -237,6 +237,11 @@ def verify_cases(quick: bool) -> list[tuple[Gemm, W.WgmmaSchedule]]:
               W.WgmmaSchedule(bm=128, bn=256, stages=4, raster="n"), W.WgmmaSchedule(bm=128, bn=192, stages=4),
               W.WgmmaSchedule(bm=192, bn=128, stages=5, consumers=3)):
         cases.append((Gemm(1111, 1200, 776, dtype="bf16"), s))
+    for s in (W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True),
+              W.WgmmaSchedule(bm=64, bn=256, stages=5, pingpong=True)):
+        cases.append((Gemm(3000, 3000, 136, dtype="bf16"), s))
+        cases.append((Gemm(2048, 4096, 1000, dtype="fp16", layout_b="col", epilogue=("bias", "relu")), s))
+        cases.append((Gemm(4096, 4096, 4096, dtype="bf16"), s))
     # dedupe (hero_schedule may equal hero)
     seen, out = set(), []
     for op, s in cases:
@@ -285,7 +290,8 @@ BENCH_SHAPES = [
 def bench_candidates(op: Gemm, wide: bool) -> list[W.WgmmaSchedule]:
     c = [W.hero_schedule(op)]
     if wide and op.m > 64:
-        c += [W.WgmmaSchedule(bm=128, bn=256, stages=4, raster="n"), W.WgmmaSchedule(bm=256, bn=128, stages=4),
+        c += [W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True),
+              W.WgmmaSchedule(bm=64, bn=256, stages=5, pingpong=True),
               W.WgmmaSchedule(bm=128, bn=256, stages=4, group=16)]
     if wide and op.m <= 64:
         c += [W.WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1), W.WgmmaSchedule(bm=64, bn=64, stages=12, consumers=1)]

@@ -121,6 +121,12 @@ from tracea import cmd_evidence  # noqa: E402
 cmd_evidence.register(app)
 
 
+from tracea import cmd_cache, cmd_tune  # noqa: E402
+
+cmd_tune.register(app)
+cmd_cache.register(app)
+
+
 def build_command() -> Any:
     """The Click command behind the app (the console script runs it under Tracea's error policy)."""
     return typer.main.get_command(app)

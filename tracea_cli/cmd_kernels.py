@@ -73,8 +73,10 @@ def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, w
 
     host, backend = _host(), backend or "cpu"
     with RunRecorder("bench", command_line(), host, dump_ir=dump_ir, metrics=metrics) as rec:  # run folder, crash bundle
+        from tracea.tuner.lookup import tuned_lookup  # the best stored schedule, when tuned here
+
         result = bench(op, host, backend=backend, precision=precision, repeats=repeat, warmup=warmup, seed=seed,
-                       build=rec.build_hook(backend))
+                       build=rec.build_hook(backend), tuned=tuned_lookup(host, backend))
         rec.bench_result(result, {"backend": backend, "precision": precision, "repeat": repeat, "warmup": warmup})
     if json_out:
         typer.echo(to_jsonl([result.row()]), nl=False)

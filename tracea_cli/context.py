@@ -52,6 +52,10 @@ class Context:
     def bench(self, op: Any, backend: str = "cpu", **kwargs: Any) -> Any:
         from tracea.emitters.bench import bench
 
+        if "tuned" not in kwargs:  # the best stored schedule (`tracea tune`), else the hero schedule
+            from tracea.tuner.lookup import tuned_lookup
+
+            kwargs["tuned"] = tuned_lookup(self.host, backend)
         return bench(op, self.host, backend=backend, **kwargs)
 
 

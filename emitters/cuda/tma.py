@@ -41,7 +41,8 @@ def encode_2d(ptr: int, dtype: str, inner: int, outer: int, row_stride_elems: in
     dt = drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if dtype == "bf16" else \
         drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
     m = _check(drv.cuTensorMapEncodeTiled(
-        dt, 2, ptr, [inner, outer], [row_stride_elems * 2], [box[0], box[1]], [1, 1],
+        dt, 2, ptr, [drv.cuuint64_t(inner), drv.cuuint64_t(outer)], [drv.cuuint64_t(row_stride_elems * 2)],
+        [drv.cuuint32_t(box[0]), drv.cuuint32_t(box[1])], [drv.cuuint32_t(1), drv.cuuint32_t(1)],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,

@@ -1,0 +1,416 @@
+"""Tracea's CUDA kernels against PyTorch (cuBLAS, cuDNN, torch.softmax) in the same process, on one GPU.
+
+    python benchmarks/bench_cuda.py verify            # every kernel on odd shapes vs the float64 IR reference
+    python benchmarks/bench_cuda.py bench --out DIR   # the issue-4 targets: table on stdout, JSON in DIR
+    python benchmarks/bench_cuda.py sanitize          # one small run of each kernel (under compute-sanitizer)
+    python benchmarks/bench_cuda.py ncu-gemm          # one launch of the bf16 GEMM hero (under ncu)
+    python benchmarks/bench_cuda.py space --out FILE  # the complete recorded search space of a bf16 GEMM
+
+Method (docs/benchmarks.md): fresh random inputs; each output verified before it is timed (odd shapes
+against the IR's float64 reference; the large shapes against PyTorch in float64, or fp32 with TF32 off
+for the large convolutions); CUDA events around each launch, L2 flushed before each (a memset over
+twice the L2 size, outside the interval), warm-up, median and p95; TF32 off for every fp32 baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from tracea.emitters import cuda
+from tracea.emitters.timing import Timing, _p95
+from tracea.kernels import Conv2d, Gemm, Softmax, relative_error, tolerance
+from tracea.kernels.dtypes import to_float64
+
+
+class _NoGpuHost:  # build() reads the GPU from cuda-core when the host report has none
+    nvidia = None
+
+
+HOST = _NoGpuHost()
+
+ODD = [
+    ("cuda-mma-sync.gemm", Gemm(127, 93, 61, "bf16")),
+    ("cuda-mma-sync.gemm", Gemm(257, 130, 72, "fp16", layout_a="col", layout_b="col")),
+    ("cuda-mma-sync.gemm", Gemm(300, 264, 200, "bf16", layout_a="col", layout_b="row",
+                                epilogue=("bias", "gelu", "scale", "residual"), alpha=0.75)),
+    ("cuda-mma-sync.gemm", Gemm(1000, 1000, 1000, "bf16", epilogue=("bias", "relu"))),
+    ("cuda-mma-sync.gemm", Gemm(4000, 4000, 4000, "bf16")),
+    ("cuda-mma-sync.conv2d", Conv2d(2, 16, 17, 19, 24, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True)),
+    ("cuda-mma-sync.conv2d", Conv2d(2, 3, 17, 19, 10, 3, 3, padding=1, stride=2, layout="nchw", dtype="bf16",
+                                    bias=True)),
+    ("cuda-mma-sync.conv2d", Conv2d(1, 5, 9, 11, 7, 5, 3, padding=(2, 1), dilation=(1, 2), layout="nhwc",
+                                    dtype="fp16")),
+    ("cuda-simt.gemm", Gemm(127, 93, 61)),
+    ("cuda-simt.gemm", Gemm(130, 257, 72, layout_a="col", layout_b="col", epilogue=("relu", "scale"), alpha=0.5)),
+    ("cuda-simt.gemm", Gemm(301, 259, 203, epilogue=("bias", "gelu", "residual"))),
+    ("cuda-simt.conv2d", Conv2d(2, 3, 17, 19, 10, 3, 3, padding=1, stride=2, bias=True)),
+    ("cuda-simt.conv2d", Conv2d(2, 8, 15, 13, 12, 3, 3, padding=1, layout="nhwc")),
+    ("cuda-simt.softmax", Softmax(37, 1001)),
+    ("cuda-simt.softmax", Softmax(19, 4104, "bf16")),
+    ("cuda-simt.softmax", Softmax(7, 70001, "fp16")),
+    ("cuda-simt.softmax", Softmax(3, 5)),
+]
+
+BENCH = [
+    ("gemm bf16 4096^3", "cuda-mma-sync.gemm", Gemm(4096, 4096, 4096, "bf16")),
+    ("gemm bf16 8192^3", "cuda-mma-sync.gemm", Gemm(8192, 8192, 8192, "bf16")),
+    ("gemm bf16 4000^3", "cuda-mma-sync.gemm", Gemm(4000, 4000, 4000, "bf16")),
+    ("gemm fp32 4096^3 (SIMT; TF32 off)", "cuda-simt.gemm", Gemm(4096, 4096, 4096)),
+    ("conv N1 C64 224 K128 3x3 fp32 NCHW", "cuda-simt.conv2d", Conv2d(1, 64, 224, 224, 128, 3, 3, padding=1)),
+    ("conv N1 C64 224 K128 3x3 fp32 NHWC", "cuda-simt.conv2d",
+     Conv2d(1, 64, 224, 224, 128, 3, 3, padding=1, layout="nhwc")),
+    ("conv N1 C64 224 K128 3x3 fp16 NHWC", "cuda-mma-sync.conv2d",
+     Conv2d(1, 64, 224, 224, 128, 3, 3, padding=1, layout="nhwc", dtype="fp16")),
+    ("conv N1 C64 224 K128 3x3 fp16 NCHW", "cuda-mma-sync.conv2d",
+     Conv2d(1, 64, 224, 224, 128, 3, 3, padding=1, layout="nchw", dtype="fp16")),
+    ("conv N32 C256 56 K256 3x3 fp16 NHWC", "cuda-mma-sync.conv2d",
+     Conv2d(32, 256, 56, 56, 256, 3, 3, padding=1, layout="nhwc", dtype="fp16")),
+    ("softmax 8192x8192 fp32", "cuda-simt.softmax", Softmax(8192, 8192)),
+]
+
+
+# ------------------------------------------------------------------ torch side
+def _torch():
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    return torch
+
+
+def to_torch(x: np.ndarray, dtype: str):
+    torch = _torch()
+    if dtype == "bf16":
+        return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).cuda()
+    return torch.from_numpy(np.ascontiguousarray(x)).cuda()
+
+
+def torch_call(op, inputs: dict[str, np.ndarray], ref_dtype=None):
+    """(callable, output) of PyTorch's own kernel for ``op`` (or, with ``ref_dtype``, a reference)."""
+    torch = _torch()
+    F = torch.nn.functional
+    t = {k: to_torch(v, op.dtype.value) for k, v in inputs.items()}
+    if ref_dtype is not None:
+        t = {k: v.to(ref_dtype) for k, v in t.items()}
+    if op.kind == "gemm":
+        a = t["a"] if op.layout_a == "row" else t["a"].t()
+        b = t["b"] if op.layout_b == "row" else t["b"].t()
+
+        def fn():
+            c = a @ b
+            for e in op.epilogue:
+                if e == "bias":
+                    c = c + t["bias"]
+                elif e == "relu":
+                    c = torch.relu(c)
+                elif e == "gelu":
+                    c = F.gelu(c, approximate="tanh")
+                elif e == "scale":
+                    c = c * op.alpha
+                elif e == "residual":
+                    c = c + t["residual"]
+            return c
+    elif op.kind == "conv2d":
+        x, w = t["x"], t["weight"]
+        if op.layout == "nhwc":
+            x, w = x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2)  # channels_last views, no copy
+
+        def fn():
+            y = F.conv2d(x, w, t.get("bias"), stride=op.stride, padding=op.padding, dilation=op.dilation,
+                         groups=op.groups)
+            return y.permute(0, 2, 3, 1) if op.layout == "nhwc" else y
+    else:
+        def fn():
+            return torch.softmax(t["x"], dim=1)
+    return fn
+
+
+def time_torch(fn, warmup: int, repeats: int, flush) -> Timing:
+    torch = _torch()
+    for _ in range(warmup):
+        fn()
+    pairs = []
+    for _ in range(repeats):
+        flush.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        pairs.append((s, e))
+    torch.cuda.synchronize()
+    ms = sorted(s.elapsed_time(e) for s, e in pairs)
+    return Timing(statistics.median(ms), _p95(ms), ms[0], len(ms))
+
+
+def reference(op, inputs):
+    """float64 reference: the IR's own for small shapes, PyTorch on the GPU for large ones."""
+    work = op.flops
+    if work < 2e9:
+        return op.reference(inputs), "float64 (IR reference)"
+    torch = _torch()
+    if op.kind == "conv2d" and work > 2e10:
+        y = torch_call(op, inputs, torch.float32)()
+        return y.double().cpu().numpy(), "fp32 PyTorch (TF32 off)"
+    y = torch_call(op, inputs, torch.float64)()
+    return y.cpu().numpy(), "float64 PyTorch"
+
+
+def out_f64(op, y: np.ndarray) -> np.ndarray:
+    return to_float64(y, op.dtype)
+
+
+# ------------------------------------------------------------------ modes
+def verify(cases, rng, quiet=False) -> list[dict]:
+    rows = []
+    for vid, op in cases:
+        sched = cuda.hero_schedule(op, vid, HOST)
+        rec = {"variant": vid, "op": op.signature, "schedule": sched.name}
+        try:
+            k = cuda.build(op, vid, sched, HOST)
+            inputs = op.random_inputs(rng)
+            y = k(inputs)
+            ref, how = reference(op, inputs)
+            err = relative_error(out_f64(op, y), ref)
+            res = k.artifact.metadata["resources"]
+            rec.update(rel_err=err, tol=tolerance(op), ok=bool(err <= tolerance(op)), reference=how,
+                       regs=res["regs_per_thread"], spills=res["spills"], smem=res["smem_per_cta"])
+        except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
+            rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:400])
+        rows.append(rec)
+        if not quiet:
+            print(json.dumps(rec), flush=True)
+    return rows
+
+
+def bench(rng, out_dir: Path | None, repeats: int, only: str | None) -> list[dict]:
+    torch = _torch()
+    dev = torch.cuda.get_device_properties(0)
+    flush = torch.empty(2 * max(dev.L2_cache_size, 64 << 20), dtype=torch.uint8, device="cuda")
+    # the copy ceiling, measured in this run: bytes read + written per second
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = time_torch(lambda: dst.copy_(src), 3, 20, flush)
+    copy_gbs = 2 * src.numel() / (t.p50_ms * 1e-3) / 1e9
+    src = dst = None  # free the 2 GiB before the kernels run
+    print(f"device: {torch.cuda.get_device_name(0)}; D2D copy {copy_gbs:.0f} GB/s (read + write, median of 20)")
+    rows = []
+    for label, vid, op in BENCH:
+        if only and only not in label:
+            continue
+        sched = cuda.hero_schedule(op, vid, HOST)
+        rec = {"case": label, "variant": vid, "op": op.to_json(), "schedule": sched.to_json(),
+               "flops": op.flops, "bytes": op.bytes}
+        try:
+            k = cuda.build(op, vid, sched, HOST)
+            inputs = op.random_inputs(rng)
+            y = k(inputs)
+            ref, how = reference(op, inputs)
+            err = relative_error(out_f64(op, y), ref)
+            rec.update(rel_err=err, reference=how, verified=bool(err <= tolerance(op)))
+            fn = torch_call(op, inputs)
+            base_err = relative_error(fn().double().cpu().numpy() if op.dtype.value != "bf16" else
+                                      fn().float().double().cpu().numpy(), ref)
+            reps = repeats if op.flops < 2e11 else max(10, repeats // 3)
+            ours = k.time(inputs, warmup=5, repeats=reps)
+            theirs = time_torch(fn, 5, reps, flush)
+            ours2 = k.time(inputs, warmup=2, repeats=reps)  # a second pass: drift shows as a difference
+            rec.update(ours=ours.to_json(), ours_again=ours2.to_json(), baseline=theirs.to_json(),
+                       baseline_rel_err=base_err,
+                       speed_ratio=theirs.p50_ms / ours.p50_ms,
+                       tflops=op.flops / (ours.p50_ms * 1e-3) / 1e12,
+                       baseline_tflops=op.flops / (theirs.p50_ms * 1e-3) / 1e12,
+                       gbs=op.bytes / (ours.p50_ms * 1e-3) / 1e9, copy_gbs=copy_gbs,
+                       regs=k.artifact.metadata["resources"]["regs_per_thread"],
+                       spills=k.artifact.metadata["resources"]["spills"])
+            if op.kind == "softmax":
+                rec["fraction_of_copy"] = rec["gbs"] / copy_gbs
+        except Exception as exc:  # noqa: BLE001
+            rec.update(verified=False, error=f"{type(exc).__name__}: {exc}"[:400])
+        rows.append(rec)
+        if "error" in rec:
+            print(f"{label:40s} ERROR {rec['error']}", flush=True)
+        else:
+            extra = (f" {rec['gbs']:.0f} GB/s = {rec['fraction_of_copy']:.2f} of copy" if op.kind == "softmax"
+                     else f" {rec['tflops']:.1f} vs {rec['baseline_tflops']:.1f} TFLOP/s")
+            print(f"{label:40s} ours {rec['ours']['p50_ms']:.3f} ms (p95 {rec['ours']['p95_ms']:.3f}) "
+                  f"torch {rec['baseline']['p50_ms']:.3f} ms (p95 {rec['baseline']['p95_ms']:.3f}) "
+                  f"ratio {rec['speed_ratio']:.2f}x{extra} err {rec['rel_err']:.1e} "
+                  f"regs {rec['regs']} spills {rec['spills']}", flush=True)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        doc = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "copy_gbs": copy_gbs,
+               "recorded": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}
+        (out_dir / "bench_cuda.json").write_text(json.dumps(doc, indent=1))
+    return rows
+
+
+def sanitize(rng) -> None:
+    """One small run of each kernel (no torch: only the kernels' own memory traffic)."""
+    small = [c for c in ODD if c[1].flops < 1e8]
+    rows = verify(small, rng, quiet=True)
+    for r in rows:
+        print(r["variant"], r["op"][:60], "ok" if r["ok"] else f"FAILED {r.get('error', r.get('rel_err'))}")
+
+
+def ncu_gemm(rng) -> None:
+    op = Gemm(4096, 4096, 4096, "bf16")
+    vid = "cuda-mma-sync.gemm"
+    k = cuda.build(op, vid, cuda.hero_schedule(op, vid, HOST), HOST)
+    y = k(op.random_inputs(rng))
+    print(k.artifact.name, "ran; output finite:", bool(np.isfinite(to_float64(y, op.dtype)).all()))
+
+
+# ------------------------------------------------------------------ recorded search space
+def _space_worker(op_json: dict, variant: str, scheds: list[dict], start: int, results: Path, ref_path: Path,
+                  inputs_path: Path) -> None:
+    from tracea.kernels import Op
+
+    op = Op.from_json(op_json)
+    data = np.load(inputs_path)
+    inputs = {k: data[k] for k in data.files}
+    ref = np.load(ref_path)
+    for i in range(start, len(scheds)):
+        sched = cuda.CudaSchedule.from_json(scheds[i])
+        rec = {"index": i, "schedule": scheds[i], "status": "ok", "p50_ms": None, "p95_ms": None,
+               "rel_err": None, "error": None}
+        with results.open("a") as f:
+            f.write(json.dumps({"index": i, "started": True}) + "\n")
+        try:
+            try:
+                k = cuda.build(op, variant, sched, HOST)
+            except Exception as exc:  # noqa: BLE001
+                rec.update(status="compile_failed" if "NVRTC" in str(exc) else "invalid", error=str(exc)[:300])
+                raise StopIteration from None
+            y = k(inputs)
+            err = relative_error(to_float64(y, op.dtype), ref)
+            rec["rel_err"] = err if math.isfinite(err) else None
+            if not err <= tolerance(op):
+                rec.update(status="wrong_result", error=f"relative error {err:.3g} > {tolerance(op):.3g}")
+                raise StopIteration
+            t = k.time(inputs, warmup=3, repeats=15)
+            rec.update(p50_ms=t.p50_ms, p95_ms=t.p95_ms)
+        except StopIteration:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            rec.update(status="runtime_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+            with results.open("a") as f:
+                f.write(json.dumps(rec) + "\n")
+            os._exit(3)  # a sticky CUDA error poisons the context: the parent restarts past it
+        with results.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+
+def _precompile(args: tuple) -> None:
+    op_json, variant, sched_json = args
+    from tracea.kernels import Op
+
+    try:
+        from tracea.emitters.cuda.build import compile_kernel
+
+        compile_kernel(Op.from_json(op_json), variant, cuda.CudaSchedule.from_json(sched_json), HOST,
+                       os.environ["TRACEA_SPACE_ARCH"])
+    except Exception:  # noqa: BLE001 - the worker records the failure
+        pass
+
+
+def space(out: Path, size: int, arch: str, device_name: str | None) -> None:
+    import concurrent.futures as cf
+
+    op = Gemm(size, size, size, "bf16")
+    variant = "cuda-mma-sync.gemm"
+    cands = cuda.search_space(op, variant, HOST, arch)
+    scheds = [c.to_json() for c in cands]
+    t0 = time.time()
+    os.environ["TRACEA_SPACE_ARCH"] = arch
+    with cf.ProcessPoolExecutor(max_workers=os.cpu_count() or 4) as pool:  # fills the cubin cache
+        list(pool.map(_precompile, [(op.to_json(), variant, s) for s in scheds]))
+    print(f"{len(scheds)} candidates compiled in {time.time() - t0:.0f} s", flush=True)
+    work = out.parent / (out.stem + ".work")
+    work.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(7)
+    inputs = op.random_inputs(rng)
+    np.savez(work / "inputs.npz", **inputs)
+    ref, _ = reference(op, inputs)
+    np.save(work / "ref.npy", ref)
+    results = work / "results.jsonl"
+    results.unlink(missing_ok=True)
+    start = 0
+    spec = [op.to_json(), variant, scheds]
+    (work / "spec.json").write_text(json.dumps(spec))
+    while start < len(scheds):
+        proc = subprocess.run([sys.executable, __file__, "space-worker", str(work), str(start)], timeout=900)
+        done = [json.loads(ln) for ln in results.read_text().splitlines()]
+        finished = {d["index"] for d in done if "status" in d}
+        started = [d["index"] for d in done if d.get("started")]
+        last = max(started) if started else start
+        if last not in finished:  # it died inside a candidate without recording it
+            with results.open("a") as f:
+                f.write(json.dumps({"index": last, "schedule": scheds[last], "status": "runtime_failed",
+                                    "p50_ms": None, "p95_ms": None, "rel_err": None,
+                                    "error": f"worker exited with {proc.returncode}"}) + "\n")
+        start = last + 1
+    recs = {d["index"]: d for d in (json.loads(ln) for ln in results.read_text().splitlines()) if "status" in d}
+    trials = [{k: recs[i][k] for k in ("schedule", "status", "p50_ms", "p95_ms", "rel_err", "error")}
+              for i in sorted(recs)]
+    doc = {"schema_version": 1, "op": op.to_json(), "variant": variant, "backend": "cuda",
+           "device": device_name, "recorded": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "command": f"python benchmarks/bench_cuda.py space --size {size} --out {out.name}", "trials": trials}
+    out.write_text(json.dumps(doc, indent=1))
+    ok = [t for t in trials if t["status"] == "ok"]
+    best = min(ok, key=lambda t: t["p50_ms"]) if ok else None
+    print(f"{len(trials)} trials, {len(ok)} ok; best {best and cuda.CudaSchedule.from_json(best['schedule']).name} "
+          f"{best and best['p50_ms']:.3f} ms; hero {trials[0]['status']} {trials[0]['p50_ms']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["verify", "bench", "sanitize", "ncu-gemm", "space", "space-worker"])
+    ap.add_argument("rest", nargs="*")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--only")
+    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--arch", default=None)
+    a = ap.parse_args()
+    rng = np.random.default_rng(2026)
+    if a.mode == "verify":
+        rows = verify(ODD, rng)
+        bad = [r for r in rows if not r["ok"]]
+        print(f"verified {len(rows) - len(bad)}/{len(rows)}")
+        if a.out:
+            a.out.mkdir(parents=True, exist_ok=True)
+            (a.out / "verify.json").write_text(json.dumps(rows, indent=1))
+        sys.exit(1 if bad else 0)
+    elif a.mode == "bench":
+        bench(rng, a.out, a.repeats, a.only)
+    elif a.mode == "sanitize":
+        sanitize(rng)
+    elif a.mode == "ncu-gemm":
+        ncu_gemm(rng)
+    elif a.mode == "space":
+        from cuda.core import Device
+
+        d = Device()
+        arch = a.arch or "sm_{}{}{}".format(*d.compute_capability, "a" if tuple(d.compute_capability) == (9, 0) else "")
+        space(a.out, a.size, arch, d.name)
+    elif a.mode == "space-worker":
+        work = Path(a.rest[0])
+        op_json, variant, scheds = json.loads((work / "spec.json").read_text())
+        _space_worker(op_json, variant, scheds, int(a.rest[1]), work / "results.jsonl", work / "ref.npy",
+                      work / "inputs.npz")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The CUDA emitter's GPU session (issue 4): run on a machine with an NVIDIA GPU from the repository root.
+#   benchmarks/gpu_cuda_session.sh smoke   # versions, verify on odd shapes, a quick benchmark table
+#   benchmarks/gpu_cuda_session.sh full    # verify, compute-sanitizer, benchmark, ncu bank conflicts, search space
+# Writes logs and JSON under $OUT (default ./.out). Installs nothing from the network: `tracea` is imported
+# from this checkout through a folder of links that mirrors pyproject's package-dir map.
+set -uo pipefail
+MODE=${1:-smoke}
+OUT=${OUT:-$PWD/.out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 TRACEA_HOME=${TRACEA_HOME:-/tmp/tracea-home}
+PY=${PYTHON:-python3}
+shim=/tmp/tracea-shim/tracea
+rm -rf /tmp/tracea-shim && mkdir -p $shim
+for f in tracea_cli/*; do ln -s "$PWD/$f" $shim/; done
+for d in doctor kernels emitters reports tuner; do [ -d $d ] && ln -s "$PWD/$d" $shim/$d; done
+export PYTHONPATH=/tmp/tracea-shim${PYTHONPATH:+:$PYTHONPATH}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
+$PY - <<'PY' | tee -a "$OUT/device.txt"
+import importlib.metadata as md
+for p in ("cuda-core", "cuda-bindings", "nvidia-cuda-nvrtc", "torch", "numpy"):
+    try: print(p, md.version(p))
+    except Exception as e: print(p, "missing", e)
+from cuda.bindings import nvrtc; print("nvrtc", nvrtc.nvrtcVersion()[1:])
+PY
+
+case "$MODE" in
+smoke)
+    $PY benchmarks/bench_cuda.py verify --out "$OUT" 2>&1 | tee "$OUT/verify.log"
+    $PY benchmarks/bench_cuda.py bench --repeats 10 --out "$OUT" 2>&1 | tee "$OUT/bench.log"
+    command -v ncu compute-sanitizer | tee -a "$OUT/device.txt"
+    ;;
+bench)
+    $PY benchmarks/bench_cuda.py bench --repeats ${REPEATS:-20} --out "$OUT" ${ONLY:+--only "$ONLY"} 2>&1 | tee "$OUT/bench.log"
+    ;;
+full)
+    $PY benchmarks/bench_cuda.py verify --out "$OUT" 2>&1 | tee "$OUT/verify.log"
+    compute-sanitizer --tool memcheck --print-limit 20 $PY benchmarks/bench_cuda.py sanitize 2>&1 \
+        | tail -40 | tee "$OUT/memcheck.log"
+    $PY benchmarks/bench_cuda.py bench --out "$OUT" 2>&1 | tee "$OUT/bench.log"
+    ncu --clock-control none --kernel-name regex:tr_gemm_mma --launch-count 1 \
+        --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__sass_inst_executed_op_ldsm.sum,smsp__sass_inst_executed_op_shared_ld.sum,smsp__sass_inst_executed_op_shared_st.sum,smsp__sass_inst_executed_op_ldgsts.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldgsts.sum \
+        $PY benchmarks/bench_cuda.py ncu-gemm 2>&1 | tee "$OUT/ncu_gemm.log"
+    $PY benchmarks/bench_cuda.py space --size ${SPACE_SIZE:-4096} --out "$OUT/space.json" 2>&1 | tail -5 | tee "$OUT/space.log"
+    ;;
+esac

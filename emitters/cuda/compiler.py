@@ -1,0 +1,168 @@
+"""NVRTC through cuda-core, and the content-hash binary cache.
+
+A kernel is compiled at run time by NVRTC (``cuda.core.Program``) to a cubin for one target (sm_80,
+sm_90a, ...). No nvcc and no GPU are needed: CI compiles for targets it does not have. The cubin is
+keyed by sha256(source, target, options, NVRTC version), written atomically into
+``$TRACEA_HOME/cache/cuda`` (else the platform's user cache folder), and its resource usage (registers,
+shared memory, spills) is read from ptxas's own report (``-v``), kept beside it as ``.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracea.doctor.errors import CompileError, ToolchainMissingError
+
+from ..cpu.compiler import write_atomic
+
+INSTALL_HINT = ("install the CUDA extra: `pip install 'tracea[cuda]'` (cuda-core with cuda-bindings and "
+                "nvidia-cuda-nvrtc); no nvcc or driver is needed to compile")
+# -std=c++17 for constexpr-if; --use_fast_math is not used: softmax's __expf is explicit where wanted
+BASE_OPTIONS: dict[str, Any] = {"std": "c++17", "ptxas_options": ["-v"]}
+
+
+@dataclass(frozen=True)
+class Nvrtc:
+    version: str  # "13.5"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reports for the kernel: the figures DESIGN.md's kernel metadata asks for."""
+
+    regs_per_thread: int
+    smem_static: int
+    spill_stores: int
+    spill_loads: int
+    stack_frame: int
+
+    @property
+    def spills(self) -> int:
+        return self.spill_stores + self.spill_loads
+
+    def to_json(self) -> dict[str, int]:
+        return {"regs_per_thread": self.regs_per_thread, "smem_static": self.smem_static,
+                "spill_stores": self.spill_stores, "spill_loads": self.spill_loads, "stack_frame": self.stack_frame}
+
+
+def find_nvrtc() -> Nvrtc:
+    """The NVRTC that cuda-core will use; ToolchainMissingError (with the install line) when absent."""
+    try:
+        import cuda.core  # noqa: F401
+        from cuda.bindings import nvrtc
+    except ImportError as exc:
+        raise ToolchainMissingError(f"cuda-core is not installed ({exc.name or exc})", INSTALL_HINT) from None
+    try:
+        err, major, minor = nvrtc.nvrtcVersion()
+    except Exception as exc:  # noqa: BLE001 - a missing libnvrtc surfaces as various errors
+        raise ToolchainMissingError(f"NVRTC cannot be loaded ({exc})", INSTALL_HINT) from None
+    if int(err) != 0:
+        raise ToolchainMissingError(f"NVRTC cannot be loaded ({err})", INSTALL_HINT)
+    return Nvrtc(f"{major}.{minor}")
+
+
+def cache_dir() -> Path:
+    home = os.environ.get("TRACEA_HOME")
+    if home:
+        base = Path(home) / "cache"
+    else:
+        import platformdirs
+
+        base = Path(platformdirs.user_cache_dir("tracea"))
+    path = base / "cuda"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cache_key(source: str, arch: str, options: dict[str, Any], nvrtc: Nvrtc) -> str:
+    h = hashlib.sha256()
+    for part in (source, arch, json.dumps(options, sort_keys=True), nvrtc.version):
+        h.update(part.encode())
+        h.update(b"\x00\x01")
+    return h.hexdigest()
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def parse_resources(log: str, entry: str) -> Resources:
+    """The ``entry`` function's figures from a ptxas ``-v`` log (zeros where ptxas printed none)."""
+    regs = smem = stores = loads = frame = 0
+    current = None
+    for line in log.splitlines():
+        m = _ENTRY.search(line)
+        if m:
+            current = m.group(1)
+            continue
+        if current != entry:
+            continue
+        if (m := _FRAME.search(line)):
+            frame, stores, loads = (int(x) for x in m.groups())
+        if (m := _USED.search(line)):
+            regs = int(m.group(1))
+            if (s := _SMEM.search(line)):
+                smem = int(s.group(1))
+    return Resources(regs, smem, stores, loads, frame)
+
+
+def options_for(arch: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {**BASE_OPTIONS, "arch": arch, **(extra or {})}
+
+
+def _program_options(opts: dict[str, Any], name: str) -> Any:
+    from cuda.core import ProgramOptions
+
+    try:
+        return ProgramOptions(name=name, **opts)
+    except TypeError:  # an older cuda-core without one of the keywords: drop ptxas -v, keep the rest
+        return ProgramOptions(name=name, **{k: v for k, v in opts.items() if k != "ptxas_options"})
+
+
+def compile_cached(source: str, name: str, entry: str, arch: str,
+                   extra: dict[str, Any] | None = None) -> tuple[Path, Resources, str, bool, float]:
+    """(cubin path, resources, compile log, cache hit, seconds) for ``source`` on ``arch`` (``sm_90a``).
+
+    CompileError names the first lines of NVRTC's log and where the full source was written."""
+    nvrtc = find_nvrtc()
+    opts = options_for(arch, extra)
+    key = cache_key(source, arch, opts, nvrtc)[:24]
+    folder = cache_dir()
+    cubin = folder / f"{name}-{arch}-{key}.cubin"
+    info = folder / f"{name}-{arch}-{key}.json"
+    if cubin.exists() and info.exists():
+        try:
+            d = json.loads(info.read_text())
+            return cubin, Resources(**d["resources"]), d["log"], True, 0.0
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a damaged entry: compile again and overwrite it
+    src_path = folder / f"{name}-{arch}-{key}.cu"
+    write_atomic(src_path, source)
+    from cuda.core import Program
+
+    t0 = time.perf_counter()
+    logs = io.StringIO()
+    try:
+        prog = Program(source, "c++", _program_options(opts, f"{name}.cu"))
+        obj = prog.compile("cubin", logs=logs)
+    except Exception as exc:  # noqa: BLE001 - cuda-core raises its own or NVRTC's error types
+        text = (logs.getvalue() or str(exc)).replace("\x00", "").strip()
+        head = "\n".join(text.splitlines()[:15])
+        raise CompileError(f"NVRTC {nvrtc.version} failed on {name} for {arch}:\n{head}",
+                           f"the full source is {src_path}") from None
+    seconds = time.perf_counter() - t0
+    log = logs.getvalue().replace("\x00", "").strip()
+    res = parse_resources(log, entry)
+    write_atomic(cubin, bytes(obj.code))
+    write_atomic(info, json.dumps({"resources": res.to_json(), "log": log, "nvrtc": nvrtc.version}))
+    return cubin, res, log, False, seconds

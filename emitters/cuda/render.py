@@ -1,0 +1,158 @@
+"""The CUDA C++ renderer: ``emitters/cstyle.py``'s C-style base with CUDA's spellings, plus the small
+device library every Tracea kernel starts with (PTX wrappers for cp.async, ldmatrix, mma.sync and the
+16-bit conversions, magic-number division, warp reductions).
+
+NVRTC compiles without the CUDA headers on its path, so the prelude includes nothing: integer types
+are typedefs, 16-bit floats travel as their bits (``uint16_t``) and convert through PTX ``cvt``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..cstyle import CodeWriter, CStyleRenderer, Param
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One kernel's CUDA C++ and how to launch it."""
+
+    name: str
+    entry: str
+    source: str
+    params: tuple[str, ...]  # argument order: op buffer names ("a", "x", "out", ...) and scalar names
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int  # dynamic shared memory per block, bytes
+    metadata: dict[str, Any]
+
+
+class CudaRenderer(CStyleRenderer):
+    language: ClassVar[str] = "cuda"
+    file_suffix: ClassVar[str] = ".cu"
+    includes: ClassVar[tuple[str, ...]] = ()
+    kernel_prefix: ClassVar[str] = 'extern "C" __global__ '
+    static_prefix: ClassVar[str] = "static __device__ "
+    inline_prefix: ClassVar[str] = "static __device__ __forceinline__ "
+    restrict: ClassVar[str] = "__restrict__"
+    smem_prefix: ClassVar[str] = "__shared__ "
+    barrier: ClassVar[str] = "__syncthreads();"
+    code_for_op = {
+        **CStyleRenderer.code_for_op,
+        "exp": lambda x: f"__expf({x})",
+        "to_float_bf16": lambda x: f"tr_bf2f({x})",
+        "to_float_fp16": lambda x: f"tr_h2f({x})",
+        "from_float_bf16": lambda x: f"tr_f2bf({x})",
+        "from_float_fp16": lambda x: f"tr_f2h({x})",
+    }
+    # Declared limits: a block's opt-in shared memory is per target (arch.py); these are the language's.
+    shared_max: ClassVar[int | None] = 232448
+    max_threads: ClassVar[int] = 1024
+    registers_per_thread: ClassVar[int] = 255
+    tensor_cores: ClassVar[tuple[str, ...]] = ("mma.sync.m16n8k16.f32.bf16", "mma.sync.m16n8k16.f32.f16")
+    dtypes: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "bf16")
+
+    def render_kernel_signature(self, name: str, params: Sequence[Param], ret: str = "void",
+                                launch_bounds: tuple[int, int] | None = None) -> str:
+        """CUDA puts ``__launch_bounds__`` between the return type and the name."""
+        if launch_bounds:
+            name = f"__launch_bounds__({launch_bounds[0]}, {launch_bounds[1]}) {name}"
+        return self.render_signature(name, params, ret, self.kernel_prefix)
+
+    def to_float(self, dtype: str, expr: str) -> str:
+        return expr if dtype == "fp32" else self.op(f"to_float_{dtype}", expr)
+
+    def from_float(self, dtype: str, expr: str) -> str:
+        return expr if dtype == "fp32" else self.op(f"from_float_{dtype}", expr)
+
+    def prelude(self, nargs: int = 32) -> str:
+        w = CodeWriter()
+        w.extend(PRELUDE.replace("NARGS", str(nargs)))
+        return w.render()
+
+
+PRELUDE = r"""typedef unsigned int uint32_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+
+#define TR_NEG_INF __int_as_float(0xff800000u)
+
+/* Every shape-dependent integer a kernel reads, by value (one binary serves every shape of its kind). */
+struct TrArgs { int v[NARGS]; };
+
+static __device__ __forceinline__ uint32_t tr_smem_addr(const void* p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+/* n / d for 0 <= n < 2^31 with (mul, shr) from the host (tracea.emitters.cuda.magic). */
+static __device__ __forceinline__ int tr_div(int n, uint32_t mul, uint32_t shr) {
+    return (int)((__umulhi((uint32_t)n, mul) + (uint32_t)n) >> shr);
+}
+static __device__ __forceinline__ float tr_bf2f(uint16_t h) { return __uint_as_float(((uint32_t)h) << 16); }
+static __device__ __forceinline__ float tr_h2f(uint16_t h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+static __device__ __forceinline__ uint16_t tr_f2bf(float f) {  /* round to nearest even; NaN stays NaN */
+    const uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)0x7fc0;
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static __device__ __forceinline__ uint16_t tr_f2h(float f) {
+    uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+static __device__ __forceinline__ float tr_warp_max(float v) {
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+static __device__ __forceinline__ float tr_warp_sum(float v) {
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ __forceinline__ float tr_gelu(float x) {  /* tanh form, as the IR's reference */
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+"""
+
+PRELUDE_SM80 = r"""/* sm_80+: asynchronous copies, ldmatrix, mma.sync, packed conversions. */
+static __device__ __forceinline__ void tr_cp16(uint32_t dst, const void* src, uint32_t bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+#define TR_CP_COMMIT() asm volatile("cp.async.commit_group;\n" ::: "memory")
+#define TR_CP_WAIT(n) asm volatile("cp.async.wait_group %0;\n" :: "n"(n) : "memory")
+static __device__ __forceinline__ void tr_ldm4(uint32_t* r, uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+static __device__ __forceinline__ void tr_ldm4t(uint32_t* r, uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+static __device__ __forceinline__ void tr_mma(float* c, const uint32_t* a, const uint32_t* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.MMA_T.MMA_T.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+static __device__ __forceinline__ uint32_t tr_pack2(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.MMA_T" "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+static __device__ __forceinline__ void tr_sts128(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};\n" :: "r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+"""
+
+
+def prelude_sm80(dtype: str) -> str:
+    """The tensor-core helpers for 16-bit ``dtype`` (bf16 or f16 in PTX)."""
+    return PRELUDE_SM80.replace("MMA_T", {"bf16": "bf16", "fp16": "f16"}[dtype])

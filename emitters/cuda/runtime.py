@@ -1,0 +1,234 @@
+"""Loading a cubin through cuda-core, launching it on NumPy arrays, and timing it with CUDA events.
+
+``CudaKernel(inputs, out)`` is synchronous with host arrays in and out (copies included).
+``CudaKernel.time`` keeps the inputs on the device, flushes L2 before each run (a memset over a buffer
+twice the L2 size, outside the timed interval) and times each launch alone between two events.
+Device memory is taken with plain allocations (cuMemAlloc), never managed memory.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tracea.doctor.errors import BadInputError, LaunchError, UnsupportedError
+
+from ..timing import Timing, _p95
+from .render import Rendered
+
+BUFFERS = ("a", "b", "x", "weight", "bias", "residual", "out")
+FLOAT_SCALARS = ("alpha",)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """Everything needed to see, rebuild and replay one compiled kernel (the CPU Artifact's fields)."""
+
+    name: str
+    op: dict[str, Any]
+    variant: str
+    schedule: dict[str, Any]
+    source: str
+    language: str
+    entry: str
+    compiler: str
+    compiler_version: str
+    flags: tuple[str, ...]
+    binary: str  # path of the cubin
+    cache_hit: bool
+    compile_seconds: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["flags"] = list(self.flags)
+        return d
+
+
+def _check(result: Any, what: str) -> Any:
+    err = result[0] if isinstance(result, tuple) else result
+    if int(err) != 0:
+        raise LaunchError(f"{what} failed: {err}")
+    if isinstance(result, tuple):
+        return result[1] if len(result) == 2 else result[1:]
+    return None
+
+
+class _Device:
+    """The current GPU's context, one stream, and an L2-sized scratch buffer (process-wide)."""
+
+    _lock = threading.Lock()
+    _inst: _Device | None = None
+
+    def __init__(self) -> None:
+        from cuda.bindings import driver
+        from cuda.core import Device
+
+        try:
+            self.dev = Device()
+            self.dev.set_current()
+        except Exception as exc:  # noqa: BLE001 - no driver / no device surface as several types
+            raise UnsupportedError(f"no CUDA device to run on ({exc})",
+                                   "`tracea emit --backend cuda --arch sm_90a` compiles without one") from None
+        self.driver = driver
+        self.stream = self.dev.create_stream()
+        self.l2 = int(getattr(self.dev.properties, "l2_cache_size", 0) or 64 << 20)
+        self.flush_bytes = 2 * self.l2
+        self.flush_ptr = _check(driver.cuMemAlloc(self.flush_bytes), "cuMemAlloc")
+
+    @classmethod
+    def get(cls) -> _Device:
+        with cls._lock:
+            if cls._inst is None:
+                cls._inst = _Device()
+            cls._inst.dev.set_current()
+            return cls._inst
+
+    def flush_l2(self) -> None:
+        d = self.driver
+        _check(d.cuMemsetD8Async(self.flush_ptr, 0, self.flush_bytes, self.stream.handle), "cuMemsetD8Async")
+
+
+class DeviceArray:
+    def __init__(self, dev: _Device, nbytes: int) -> None:
+        self.dev = dev
+        self.nbytes = nbytes
+        self.ptr = _check(dev.driver.cuMemAlloc(max(1, nbytes)), "cuMemAlloc")
+
+    def upload(self, host: np.ndarray) -> None:
+        _check(self.dev.driver.cuMemcpyHtoD(self.ptr, np.ascontiguousarray(host), host.nbytes), "cuMemcpyHtoD")
+
+    def download(self, host: np.ndarray) -> None:
+        _check(self.dev.driver.cuMemcpyDtoH(host, self.ptr, host.nbytes), "cuMemcpyDtoH")
+
+    def __del__(self) -> None:
+        try:
+            self.dev.driver.cuMemFree(self.ptr)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class CudaKernel:
+    """A compiled kernel for one operation on the current GPU."""
+
+    def __init__(self, op: Any, artifact: Artifact, rendered: Rendered, scalars: dict[str, float | int]) -> None:
+        from cuda.core import LaunchConfig, ObjectCode
+
+        self.op = op
+        self.artifact = artifact
+        self.rendered = rendered
+        self._dev = _Device.get()
+        try:
+            obj = ObjectCode.from_cubin(artifact.binary)
+            self._kernel = obj.get_kernel(rendered.entry)
+        except Exception as exc:  # noqa: BLE001
+            raise LaunchError(f"cannot load {artifact.binary}: {exc}",
+                              "delete the file (a cache entry) and build again; a cubin for another GPU "
+                              "does not load here") from None
+        if rendered.smem > 48 * 1024:
+            self._allow_smem(rendered.smem)
+        self._config = LaunchConfig(grid=rendered.grid, block=rendered.block, shmem_size=rendered.smem)
+        self._scalars = scalars
+        self._shapes = {k: tuple(v) for k, v in op.shapes().items()}
+        self._dtype = op.dtype.storage
+        self._out_shape = tuple(op.output_shape())
+        self._dbuf: dict[str, DeviceArray] = {}
+        self._lock = threading.Lock()
+
+    def _allow_smem(self, nbytes: int) -> None:
+        d = self._dev.driver
+        attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        handle = self._kernel._handle if hasattr(self._kernel, "_handle") else self._kernel.handle
+        if isinstance(handle, d.CUkernel):
+            res = d.cuKernelSetAttribute(attr, nbytes, handle, self._dev.dev.device_id)
+        else:
+            res = d.cuFuncSetAttribute(handle, attr, nbytes)
+        _check(res, f"allowing {nbytes} B of dynamic shared memory")
+
+    # -------------------------------------------------------------- buffers
+    def _buffer(self, name: str, nbytes: int) -> DeviceArray:
+        buf = self._dbuf.get(name)
+        if buf is None or buf.nbytes != nbytes:
+            buf = self._dbuf[name] = DeviceArray(self._dev, nbytes)
+        return buf
+
+    def _check_inputs(self, inputs: Any) -> dict[str, np.ndarray]:
+        if not hasattr(inputs, "keys"):
+            raise BadInputError(f"inputs: expected a dict of arrays ({', '.join(self._shapes)})")
+        out = {}
+        for name, shape in self._shapes.items():
+            x = inputs.get(name)
+            if not isinstance(x, np.ndarray):
+                raise BadInputError(f"inputs: missing {name!r} (expected {', '.join(self._shapes)})")
+            if x.shape != shape or x.dtype != self._dtype:
+                raise BadInputError(f"inputs[{name!r}]: {x.shape} {x.dtype}, expected {shape} {self._dtype}")
+            out[name] = np.ascontiguousarray(x)
+        return out
+
+    def upload(self, inputs: dict[str, np.ndarray]) -> None:
+        for name, x in self._check_inputs(inputs).items():
+            self._buffer(name, x.nbytes).upload(x)
+        self._buffer("out", int(np.prod(self._out_shape)) * self._dtype.itemsize)
+
+    def _args(self) -> list[Any]:
+        args: list[Any] = []
+        for p in self.rendered.params:
+            if p in BUFFERS:
+                buf = self._dbuf.get(p)
+                args.append(np.uint64(int(buf.ptr) if buf is not None else 0))
+            elif p in FLOAT_SCALARS:
+                args.append(np.float32(self._scalars[p]))
+            else:
+                args.append(np.int32(self._scalars[p]))
+        return args
+
+    def launch(self) -> None:
+        """One launch on the device-resident buffers (asynchronous)."""
+        from cuda.core import launch
+
+        launch(self._dev.stream, self._config, self._kernel, *self._args())
+
+    # -------------------------------------------------------------- calls
+    def __call__(self, inputs: dict[str, np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            out = np.empty(self._out_shape, dtype=self._dtype)
+        elif not isinstance(out, np.ndarray) or out.shape != self._out_shape or out.dtype != self._dtype \
+                or not out.flags.c_contiguous:
+            raise BadInputError(f"out: expected a C-contiguous {self._out_shape} {self._dtype} array")
+        with self._lock:
+            self.upload(inputs)
+            self.launch()
+            self._dev.stream.sync()
+            self._dbuf["out"].download(out)
+        return out
+
+    def time(self, inputs: dict[str, np.ndarray], warmup: int = 3, repeats: int = 20,
+             flush_l2: bool = True) -> Timing:
+        """Median and p95 of ``repeats`` launches, each between two CUDA events, L2 flushed before each."""
+        from cuda.core import EventOptions
+
+        with self._lock:
+            self.upload(inputs)
+            stream = self._dev.stream
+            for _ in range(warmup):
+                self.launch()
+            opts = EventOptions(timing_enabled=True)
+            pairs = []
+            for _ in range(repeats):
+                if flush_l2:
+                    self._dev.flush_l2()
+                start = stream.record(options=opts)
+                self.launch()
+                end = stream.record(options=opts)
+                pairs.append((start, end))
+            stream.sync()
+            ms = sorted(float(e - s) for s, e in pairs)
+        import statistics
+
+        return Timing(statistics.median(ms), _p95(ms), ms[0], len(ms))
+
+    def __repr__(self) -> str:
+        return f"CudaKernel({self.artifact.name}, variant={self.artifact.variant})"

@@ -1,0 +1,187 @@
+"""CUDA schedules: how a kernel is tiled over thread blocks, warps and the shared-memory pipeline.
+
+``CudaSchedule`` is one frozen value for the three kernel cores:
+
+- ``mma``: tensor-core GEMM (and the implicit-GEMM convolution) on ``mma.sync.m16n8k16``. A block
+  computes ``bm x bn`` of C, its warps ``wm x wn`` each; ``bk`` is the K step of one pipeline stage and
+  ``stages`` (2..5) the depth of the cp.async pipeline; ``swizzle`` is the shared-memory swizzle of the
+  operand tiles ("auto": the first conflict-free one the bank simulator finds; or a layout name such as
+  ``sw<3,4,3>``); ``raster`` groups that many block rows so neighbouring blocks share L2 lines.
+- ``simt``: fp32 GEMM on CUDA cores: the same block/warp tiles, an 8 x 8 thread tile (2 x 2 sub-tiles of
+  4 x 4 for 16-byte shared-memory reads), a double-buffered shared stage (``stages`` = 2).
+- ``softmax``: ``threads`` per block, ``vec`` elements per vector access, ``chunks`` vectors held in
+  registers by each thread (the single-pass form; 0 = stream the row twice with an online max/sum).
+
+``hoist`` (convolution): where the per-k filter-tap coordinates live: "smem" (a table filled once per
+block, looked up per tile), "recompute" (magic-number division per tile), "auto" (smem when the
+table fits the block's shared-memory budget). Validation needs the target's limits, given as an
+``Arch`` (``arch.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+
+SCHEMA_VERSION = 1
+CORES = ("mma", "simt", "softmax")
+HOIST = ("auto", "smem", "recompute")
+MAX_THREADS = 1024
+REGISTERS_PER_SM = 65536
+
+
+@dataclass(frozen=True)
+class CudaSchedule:
+    core: str
+    bm: int = 128
+    bn: int = 128
+    bk: int = 32
+    wm: int = 64
+    wn: int = 64
+    stages: int = 3
+    swizzle: str = "auto"
+    raster: int = 8
+    hoist: str = "auto"
+    min_blocks: int = 1
+    threads: int = 0  # softmax only (mma/simt: derived from the warp grid)
+    vec: int = 4
+    chunks: int = 0
+
+    # ------------------------------------------------------------------ derived
+
+    @property
+    def warps(self) -> int:
+        if self.core == "softmax":
+            return max(1, self.threads // 32)
+        return (self.bm // self.wm) * (self.bn // self.wn)
+
+    @property
+    def block_threads(self) -> int:
+        return self.threads if self.core == "softmax" else 32 * self.warps
+
+    @property
+    def name(self) -> str:
+        if self.core == "softmax":
+            return f"sm_t{self.threads}_v{self.vec}_c{self.chunks}"
+        tag = f"{self.core}_{self.bm}x{self.bn}x{self.bk}_w{self.wm}x{self.wn}_s{self.stages}_r{self.raster}"
+        if self.swizzle != "auto":
+            tag += "_" + "".join(ch for ch in self.swizzle if ch.isalnum())
+        if self.hoist != "auto":
+            tag += f"_h{self.hoist[0]}"
+        return tag + (f"_b{self.min_blocks}" if self.min_blocks != 1 else "")
+
+    # ------------------------------------------------------------------ validation
+
+    def validate(self, op: Any = None, arch: Any = None) -> None:
+        """Raise ``BadInputError`` naming the first field that cannot work (for ``op`` on ``arch``)."""
+        if self.core not in CORES:
+            raise BadInputError(f"core: expected one of {', '.join(CORES)}, got {self.core!r}")
+        for name in ("bm", "bn", "bk", "wm", "wn", "stages", "raster", "min_blocks", "vec"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
+        for name in ("threads", "chunks"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise BadInputError(f"{name}: expected a non-negative integer, got {v!r}")
+        if self.hoist not in HOIST:
+            raise BadInputError(f"hoist: expected one of {', '.join(HOIST)}, got {self.hoist!r}")
+        if self.core == "softmax":
+            self._validate_softmax(op)
+        else:
+            self._validate_tiles(op)
+        if arch is not None and op is not None:
+            from .plan import smem_bytes
+
+            need = smem_bytes(op, self, arch.smem_optin)
+            if need > arch.smem_optin:
+                raise BadInputError(f"stages: the schedule needs {need} B of shared memory per block, more than "
+                                    f"the {arch.smem_optin} B {arch.name} allows", "fewer stages or smaller tiles")
+
+    def _validate_softmax(self, op: Any) -> None:
+        if self.threads % 32 or not 32 <= self.threads <= MAX_THREADS:
+            raise BadInputError(f"threads: {self.threads} is not a multiple of 32 in 32..{MAX_THREADS}")
+        if self.vec not in (1, 2, 4, 8):
+            raise BadInputError(f"vec: {self.vec} is not 1, 2, 4 or 8 elements")
+        if self.chunks > 16:
+            raise BadInputError(f"chunks: {self.chunks} vectors per thread is more than the 16 kept in registers")
+        if op is not None:
+            item = op.dtype.itemsize
+            if self.vec * item > 16:
+                raise BadInputError(f"vec: {self.vec} x {item} B is wider than a 16-byte access")
+            if getattr(op, "kind", None) != "softmax":
+                raise BadInputError(f"core: softmax computes softmax, not {getattr(op, 'kind', op)}")
+            if op.cols % self.vec:
+                raise BadInputError(f"vec: rows of {op.cols} elements do not split into {self.vec}-element vectors")
+            if self.chunks and self.threads * self.vec * self.chunks < op.cols:
+                raise BadInputError(f"chunks: {self.threads} threads x {self.vec} x {self.chunks} hold fewer than "
+                                    f"the {op.cols} elements of a row (chunks = 0 streams the row twice)")
+
+    def _validate_tiles(self, op: Any) -> None:
+        if self.bm % self.wm or self.bn % self.wn:
+            raise BadInputError(f"wm: the warp tile {self.wm}x{self.wn} does not divide the block tile {self.bm}x{self.bn}")
+        if not 1 <= self.warps <= 16:
+            raise BadInputError(f"wm: {self.warps} warps per block (1..16 supported)")
+        if self.core == "mma":
+            if self.wm % 16 or self.wn % 16:
+                raise BadInputError(f"wm: the warp tile {self.wm}x{self.wn} is not made of 16x16 mma.sync pieces")
+            if self.bk not in (32, 64):
+                # at least two k16 steps: the pipeline waits for the next slot in the last step and issues
+                # the next copy in the first, and one step would need a deeper wait than stages - 2
+                raise BadInputError(f"bk: {self.bk} is not 32 or 64 (two or four k16 steps of mma.sync)")
+            if not 2 <= self.stages <= 5:
+                raise BadInputError(f"stages: {self.stages} is outside the 2..5 cp.async pipeline depths")
+            accum = self.wm * self.wn // 32
+            if accum > 128:
+                raise BadInputError(f"wm: a {self.wm}x{self.wn} warp tile keeps {accum} fp32 accumulators per thread "
+                                    "(at most 128 fit beside the fragments in 255 registers)")
+        else:
+            if self.wm * self.wn != 32 * 64:
+                raise BadInputError(f"wm: a SIMT warp tile holds 32 lanes x 8x8 outputs (wm*wn = 2048), got {self.wm}x{self.wn}")
+            if self.wm % 8 or self.wn % 8 or (self.wm // 8) * (self.wn // 8) != 32:
+                raise BadInputError(f"wm: {self.wm}x{self.wn} does not split into 32 lanes of 8x8")
+            if self.bk not in (8, 16, 32):
+                raise BadInputError(f"bk: {self.bk} is not 8, 16 or 32")
+            if self.stages != 2:
+                raise BadInputError("stages: the SIMT core double-buffers (stages = 2)")
+        if self.raster > 64:
+            raise BadInputError(f"raster: {self.raster} block rows per group is more than 64")
+        if self.min_blocks * self.block_threads > 2048:
+            raise BadInputError(f"min_blocks: {self.min_blocks} blocks of {self.block_threads} threads exceed 2048 per SM")
+        if op is not None:
+            kind = getattr(op, "kind", None)
+            if kind not in ("gemm", "conv2d"):
+                raise BadInputError(f"core: {self.core} computes gemm or conv2d, not {kind}")
+            dtype = op.dtype.value
+            if self.core == "mma" and dtype == "fp32":
+                raise BadInputError("core: mma.sync takes fp16 or bf16 inputs (fp32 runs on the simt core)")
+            if self.core == "simt" and dtype != "fp32":
+                raise BadInputError(f"core: the simt core computes fp32 ({dtype} runs on the mma core)")
+        if self.swizzle != "auto":
+            from ..layout import parse_swizzle
+
+            parse_swizzle(self.swizzle)  # names the problem if it does not parse
+
+    # ------------------------------------------------------------------ JSON
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", **dataclasses.asdict(self)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> CudaSchedule:
+        d = dict(d)
+        if d.pop("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+            raise BadInputError("schedule: unsupported schema_version")
+        backend = d.pop("backend", "cuda")
+        if backend != "cuda":
+            raise BadInputError(f"schedule: backend {backend!r} is not a CUDA schedule")
+        names = {f.name for f in dataclasses.fields(CudaSchedule)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise BadInputError(f"schedule: unknown field {unknown[0]!r}")
+        if "core" not in d:
+            raise BadInputError("schedule: missing field 'core'")
+        return CudaSchedule(**d)

@@ -1,0 +1,229 @@
+"""The CUDA-core (SIMT) fp32 core: GEMM, and conv2d as implicit GEMM, without tensor cores.
+
+A block computes ``bm x bn`` of C with warps of ``wm x wn``; each lane an 8 x 8 piece made of 2 x 2
+sub-tiles of 4 x 4 (half a warp tile apart), so that its shared-memory reads are 16-byte ``float4``
+loads that neighbouring lanes share (broadcast) instead of conflicting. Both operand tiles are stored
+k-major-transposed in shared memory (``[bk][bm + pad]``, ``[bk][bn + pad]``) in two buffers: the next
+tile is loaded from global memory into registers (``float4`` where the rows are 16-byte aligned) while
+the current one is multiplied, then stored to the other buffer (one barrier per k step).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .mma import CONV_ARGS, EPI_CODE, _k_decompose, _k_offset
+from .plan import SIMT_PAD, conv_table_bytes, simt_hoists, simt_smem_bytes
+from .render import PRELUDE, Rendered
+
+
+def _operand(which: str, op: Any, s: Any, nt: int) -> tuple[str, str, int, int]:
+    """(load code, store code, registers, vector width) for operand ``which`` of a plain GEMM."""
+    if which == "a":
+        kmaj, mn0, mn_total, ext = op.layout_a == "row", "m0", "M", s.bm
+    else:
+        kmaj, mn0, mn_total, ext = op.layout_b == "col", "n0", "N", s.bn
+    ld = "K" if kmaj else mn_total
+    contiguous_len = op.k if kmaj else (op.m if which == "a" else op.n)
+    vec = 4 if contiguous_len % 4 == 0 else 1
+    along = s.bk if kmaj else ext  # elements along the contiguous dimension within the tile
+    per_line = along // vec
+    total = (ext * s.bk) // vec
+    iters = -(-total // nt)
+    reg = f"r{which}"
+    P = which.upper()
+    smem = "As" if which == "a" else "Bs"
+    load, store = [], []
+    for i in range(iters):
+        e = f"(tid + {i * nt})"
+        guard = "" if total % nt == 0 or (i + 1) * nt <= total else f"if ({e} < {total}) "
+        if kmaj:
+            coords = f"const int kk = ({e} % {per_line}) * {vec}, mm = {e} / {per_line};"
+            g = f"(size_t)({mn0} + mm) * {ld} + k0 + kk"
+            ok = f"{mn0} + mm < {mn_total} && k0 + kk < K"
+        else:
+            coords = f"const int mm = ({e} % {per_line}) * {vec}, kk = {e} / {per_line};"
+            g = f"(size_t)(k0 + kk) * {ld} + {mn0} + mm"
+            ok = f"k0 + kk < K && {mn0} + mm < {mn_total}"
+        if vec == 4:
+            load.append(f"{guard}{{ {coords} {reg}[{i}] = ({ok}) ? *(const float4*)({P} + {g}) : "
+                        "make_float4(0.f, 0.f, 0.f, 0.f); }")
+        else:
+            load.append(f"{guard}{{ {coords} {reg}[{i}].x = ({ok}) ? {P}[{g}] : 0.0f; }}")
+        comps = ("x", "y", "z", "w")[:vec]
+        if kmaj:
+            st = " ".join(f"{smem}[buf][kk + {j}][mm] = {reg}[{i}].{c};" for j, c in enumerate(comps))
+        else:
+            st = " ".join(f"{smem}[buf][kk][mm + {j}] = {reg}[{i}].{c};" for j, c in enumerate(comps))
+        store.append(f"{guard}{{ {coords} {st} }}")
+    return "\n".join(load), "\n".join(store), iters, vec
+
+
+def _conv_operand(op: Any, s: Any, nt: int, hoist: bool) -> tuple[str, str, str, int]:
+    """The gathered A tile of the convolution: (prologue, load, store, registers)."""
+    vec = 4 if op.layout == "nhwc" and op.c % 4 == 0 else 1
+    per_line = s.bk // vec
+    total = (s.bm * s.bk) // vec
+    iters = -(-total // nt)
+    pro = [f"int px_base[{iters}], px_h[{iters}], px_w[{iters}];"]
+    for i in range(iters):
+        pro.append(f"{{ const int m = m0 + (tid + {i * nt}) / {per_line};")
+        pro.append("  const int img = tr_div(m, (uint32_t)PQ_mul, (uint32_t)PQ_shr), pq = m - img * P * Q;")
+        pro.append("  const int p = tr_div(pq, (uint32_t)Qd_mul, (uint32_t)Qd_shr), q = pq - p * Q;")
+        pro.append(f"  px_h[{i}] = p * SH - PH; px_w[{i}] = q * SW - PW;")
+        if op.layout == "nhwc":
+            pro.append(f"  px_base[{i}] = ((img * H + px_h[{i}]) * W + px_w[{i}]) * C;")
+        else:
+            pro.append(f"  px_base[{i}] = (img * C * H + px_h[{i}]) * W + px_w[{i}];")
+        pro.append(f"  if (m >= M) {{ px_h[{i}] = -(1 << 28); px_base[{i}] = 0; }} }}")
+    if hoist:
+        pro.append(f"int2* ktab = (int2*)(tr_smem_f + {simt_smem_bytes(s) // 4});")
+        pro.append(f"for (int k = tid; k < K; k += {nt}) {{")
+        pro.append("  " + _k_decompose(op, "k"))
+        pro.append(f"  ktab[k] = make_int2({_k_offset(op)}, ((kr * DH) << 16) | (ks * DW));")
+        pro.append("}")
+        pro.append("__syncthreads();")
+    if hoist:
+        look = "const int2 t_ = ktab[kx]; const int koff = t_.x, dh_ = t_.y >> 16, dw_ = t_.y & 0xffff;"
+    else:
+        look = _k_decompose(op, "kx") + f" const int koff = {_k_offset(op)}, dh_ = kr * DH, dw_ = ks * DW;"
+    load, store = [], []
+    for i in range(iters):
+        e = f"(tid + {i * nt})"
+        guard = "" if total % nt == 0 or (i + 1) * nt <= total else f"if ({e} < {total}) "
+        coords = f"const int kk = ({e} % {per_line}) * {vec}, mm = {e} / {per_line};"
+        zero = "make_float4(0.f, 0.f, 0.f, 0.f)"
+        load.append(f"{guard}{{ {coords} const int kx = k0 + kk; ra[{i}] = {zero};")
+        load.append(f"  if (kx < K) {{ {look}")
+        load.append(f"    const int h = px_h[{i}] + dh_, w = px_w[{i}] + dw_;")
+        load.append("    if ((unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W) {")
+        if vec == 4:
+            load.append(f"      ra[{i}] = *(const float4*)(A + px_base[{i}] + koff); }} }} }}")
+        else:
+            load.append(f"      ra[{i}].x = A[px_base[{i}] + koff]; }} }} }}")
+        comps = ("x", "y", "z", "w")[:vec]
+        st = " ".join(f"As[buf][kk + {j}][mm] = ra[{i}].{c};" for j, c in enumerate(comps))
+        store.append(f"{guard}{{ {coords} {st} }}")
+    return "\n".join(pro), "\n".join(load), "\n".join(store), iters
+
+
+def render_simt(op: Any, schedule: Any, arch: Any) -> Rendered:
+    s = schedule
+    conv = op.kind == "conv2d"
+    nt = s.block_threads
+    warps_n = s.bn // s.wn
+    lanes_n = s.wn // 8  # lanes across the warp tile's n extent (8 columns each)
+    M, N, K = (op.gemm_m, op.gemm_n, op.gemm_k) if conv else (op.m, op.n, op.k)
+    epi = ("bias",) if conv and op.bias else (() if conv else op.epilogue)
+    hoist = simt_hoists(op, s, arch.smem_optin)
+    name = f"tr_{op.kind}_simt_fp32_{s.name}" + (f"_{op.layout}" if conv else
+                                                 f"_{op.layout_a[0]}{op.layout_b[0]}") + \
+        ("_" + "_".join(epi) if epi else "")
+    if conv:
+        # B: filters K x (C R S), k contiguous: the GEMM loader of a column-major B with ld = K
+        class _B:
+            layout_b = "col"
+            k = K
+            n = N
+            m = M
+        pro, a_load, a_store, a_iters = _conv_operand(op, s, nt, hoist)
+        b_load, b_store, b_iters, _ = _operand("b", _B, s, nt)
+    else:
+        pro = ""
+        a_load, a_store, a_iters, _ = _operand("a", op, s, nt)
+        b_load, b_store, b_iters, _ = _operand("b", op, s, nt)
+    scal = ["int M", "int N", "int K", "float alpha"] + ([f"int {a}" for a in CONV_ARGS] if conv else [])
+    params = (("x", "weight") if conv else ("a", "b")) + ("out", "bias", "residual", "M", "N", "K", "alpha") + \
+        (CONV_ARGS if conv else ())
+    smem = simt_smem_bytes(s) + (conv_table_bytes(op) if hoist else 0)
+    pa, pb = s.bm + SIMT_PAD, s.bn + SIMT_PAD
+    L = [PRELUDE.replace("NARGS", "1"),
+         f'extern "C" __global__ void __launch_bounds__({nt}, {s.min_blocks}) {name}('
+         "const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ Cout, "
+         "const float* __restrict__ bias, const float* __restrict__ resid, " + ", ".join(scal) + ") {",
+         "extern __shared__ __align__(16) float tr_smem_f[];",
+         f"float (*As)[{s.bk}][{pa}] = (float (*)[{s.bk}][{pa}])tr_smem_f;",
+         f"float (*Bs)[{s.bk}][{pb}] = (float (*)[{s.bk}][{pb}])(tr_smem_f + {2 * s.bk * pa});",
+         "const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;",
+         f"const int warp_m = warp / {warps_n}, warp_n = warp % {warps_n};",
+         f"const int lm = lane / {lanes_n}, ln = lane % {lanes_n};",
+         f"const int grid_m = (M + {s.bm - 1}) / {s.bm}, grid_n = (N + {s.bn - 1}) / {s.bn};",
+         f"const int pid = blockIdx.x, per_group = {s.raster} * grid_n, group = pid / per_group;",
+         f"const int first_m = group * {s.raster}, gsize = min(grid_m - first_m, {s.raster});",
+         "const int in_group = pid - group * per_group;",
+         f"const int m0 = (first_m + in_group % gsize) * {s.bm}, n0 = (in_group / gsize) * {s.bn};",
+         pro,
+         f"float4 ra[{a_iters}], rb[{b_iters}];",
+         "float acc[8][8];",
+         "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;",
+         f"const int ktiles = (K + {s.bk - 1}) / {s.bk};",
+         "int k0 = 0, buf = 0;",
+         a_load, b_load, a_store, b_store,
+         "__syncthreads();",
+         f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;",
+         "for (int kt = 0; kt < ktiles; ++kt) {",
+         f"  k0 = (kt + 1) * {s.bk};",
+         "  const bool more = kt + 1 < ktiles;",
+         "  if (more) {", a_load, b_load, "  }",
+         f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{",
+         "    float a[8], b[8];",
+         "    const float4 a0 = *(const float4*)&As[buf][k][am], "
+         f"a1 = *(const float4*)&As[buf][k][am + {s.wm // 2}];",
+         "    const float4 b0 = *(const float4*)&Bs[buf][k][bn_], "
+         f"b1 = *(const float4*)&Bs[buf][k][bn_ + {s.wn // 2}];",
+         "    a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w; a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;",
+         "    b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w; b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;",
+         "    #pragma unroll\n    for (int i = 0; i < 8; ++i)\n    #pragma unroll\n    for (int j = 0; j < 8; ++j) "
+         "acc[i][j] = fmaf(a[i], b[j], acc[i][j]);",
+         "  }",
+         "  if (more) {",
+         "    buf ^= 1;", a_store, b_store,
+         "    __syncthreads();",
+         "  }",
+         "}"]
+    L.append(_simt_epilogue(op, s, epi, conv))
+    L.append("}")
+    src = "\n".join(L) + "\n"
+    grid = (-(-M // s.bm) * -(-N // s.bn), 1, 1)
+    meta = {"name": name, "tile": {"M": s.bm, "N": s.bn, "K": s.bk, "stages": 2, "warp": [s.wm, s.wn],
+                                   "thread": [8, 8]},
+            "fragments": {"mma": "fma.rn.f32 (CUDA cores)", "dtype_in": "fp32", "dtype_acc": "fp32"},
+            "launch": {"grid": list(grid), "block": [nt, 1, 1], "dynamic_smem": smem}, "epilogue": list(epi)}
+    if conv:
+        meta["conv"] = {"layout": op.layout, "hoist": "smem" if hoist else "recompute"}
+    return Rendered(name, name, src, params, grid, (nt, 1, 1), smem, meta)
+
+
+def _simt_epilogue(op: Any, s: Any, epi: tuple[str, ...], conv: bool) -> str:
+    nchw = conv and op.layout == "nchw"
+    n_total = op.k if conv else op.n
+    vec_ok = not nchw and n_total % 4 == 0
+    out = ["#pragma unroll\nfor (int i = 0; i < 8; ++i) {",
+           f"  const int row = m0 + am + (i & 3) + (i >> 2) * {s.wm // 2};",
+           "  if (row >= M) continue;"]
+    if nchw:
+        out += ["  const int img = tr_div(row, (uint32_t)PQ_mul, (uint32_t)PQ_shr), pq = row - img * P * Q;",
+                "  float* crow = Cout + (size_t)img * N * P * Q + pq;"]
+    else:
+        out += ["  float* crow = Cout + (size_t)row * N;"]
+    out += ["  #pragma unroll\n  for (int h = 0; h < 2; ++h) {",
+            f"    const int col = n0 + bn_ + h * {s.wn // 2};",
+            "    float o[4];",
+            "    #pragma unroll\n    for (int e = 0; e < 4; ++e) {",
+            "      const int cc = col + e;",
+            "      float v = acc[i][h * 4 + e];"]
+    if "bias" in epi:
+        out.append("      const float bias_v = cc < N ? bias[cc] : 0.0f;")
+    if "residual" in epi:
+        out.append("      const float res_v = cc < N ? resid[(size_t)row * N + cc] : 0.0f;")
+    out += ["      " + EPI_CODE[e] for e in epi]
+    out += ["      o[e] = v;", "    }"]
+    if nchw:
+        out += ["    #pragma unroll\n    for (int e = 0; e < 4; ++e) if (col + e < N) crow[(size_t)(col + e) * P * Q] = o[e];"]
+    elif vec_ok:
+        out += ["    if (col + 3 < N) *(float4*)(crow + col) = make_float4(o[0], o[1], o[2], o[3]);",
+                "    else {\n      #pragma unroll\n      for (int e = 0; e < 4; ++e) if (col + e < N) crow[col + e] = o[e];\n    }"]
+    else:
+        out += ["    #pragma unroll\n    for (int e = 0; e < 4; ++e) if (col + e < N) crow[col + e] = o[e];"]
+    out += ["  }", "}"]
+    return "\n".join(out)

@@ -1,0 +1,85 @@
+"""The shared-memory instructions of an mma-core kernel's main loop, for the bank-conflict simulator.
+
+``mainloop_accesses(op, schedule)`` lists, for one block and one k tile, every warp's
+
+- 16-byte stores into the operand tiles (``cp.async`` where the rows are 16-byte aligned, else the
+  ``st.shared.v4`` of the register path), one instruction per loader iteration, as ``mma.py`` issues
+  them (thread ``tid`` copies chunks ``tid + i * threads``);
+- ``ldmatrix.x4`` loads of the A and B fragments for each k16 step (``.trans`` moves the same bytes).
+
+Addresses come from the same ``TileLayout`` values (``plan.py``) whose ``c_offset`` the kernel's source
+pastes in, so a swizzle that simulates conflict-free here is the swizzle the kernel runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..bank_access import INACTIVE, WARP, AccessBatch
+from .plan import mma_plan
+
+
+def _stores(layout: Any, base: int, threads: int, op: str, name: str) -> AccessBatch:
+    cpl = layout.cols // 8
+    total = layout.rows * cpl
+    iters = -(-total // threads)
+    rows = []
+    for w in range(threads // WARP):
+        for i in range(iters):
+            c = w * WARP + np.arange(WARP) + i * threads
+            valid = c < total
+            c = np.where(valid, c, 0)
+            addr = base + np.asarray(layout.offset(c // cpl, (c % cpl) * 8), dtype=np.int64)
+            rows.append(np.where(valid, addr, INACTIVE))
+    return AccessBatch.uniform(op, 16, np.array(rows), names=[name] * len(rows))
+
+
+def _ldmatrix(plan: Any, s: Any, base_a: int, base_b: int) -> AccessBatch:
+    lane = np.arange(WARP)
+    lj, lr = lane >> 3, lane & 7
+    warps_n = s.bn // s.wn
+    rows, names = [], []
+    for w in range(s.warps):
+        wm0, wn0 = (w // warps_n) * s.wm, (w % warps_n) * s.wn
+        for kk in range(s.bk // 16):
+            for i in range(s.wm // 16):
+                if plan.a_kmajor:
+                    line, col = wm0 + i * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8
+                else:
+                    line, col = kk * 16 + (lj >> 1) * 8 + lr, wm0 + i * 16 + (lj & 1) * 8
+                rows.append(base_a + np.asarray(plan.a.offset(line, col), dtype=np.int64))
+                names.append("ldmatrix A" + ("" if plan.a_kmajor else ".trans"))
+            for p in range(s.wn // 16):
+                if plan.b_kmajor:
+                    line, col = wn0 + p * 16 + (lj >> 1) * 8 + lr, kk * 16 + (lj & 1) * 8
+                else:
+                    line, col = kk * 16 + (lj & 1) * 8 + lr, wn0 + p * 16 + (lj >> 1) * 8
+                rows.append(base_b + np.asarray(plan.b.offset(line, col), dtype=np.int64))
+                names.append("ldmatrix B" + ("" if plan.b_kmajor else ".trans"))
+    return AccessBatch.uniform("ldmatrix.x4", 16, np.array(rows), names=names)
+
+
+def vector_copies(op: Any) -> tuple[bool, bool]:
+    """Whether the A and B tiles are filled by cp.async (True) or by register stores (False)."""
+    if op.kind == "conv2d":
+        return op.layout == "nhwc" and op.c % 8 == 0, op.gemm_k % 8 == 0
+    a = (op.k if op.layout_a == "row" else op.m) % 8 == 0
+    b = (op.k if op.layout_b == "col" else op.n) % 8 == 0
+    return a, b
+
+
+def mainloop_accesses(op: Any, schedule: Any) -> AccessBatch:
+    """One block's shared-memory instructions for one k tile of the main loop (stage slot 0)."""
+    if schedule.core != "mma":
+        raise ValueError("mainloop_accesses describes the mma core")
+    plan = mma_plan(op, schedule)
+    threads = schedule.block_threads
+    base_a, base_b = 0, schedule.stages * plan.a.size_bytes
+    a_vec, b_vec = vector_copies(op)
+    return AccessBatch.concat([
+        _stores(plan.a, base_a, threads, "cp.async" if a_vec else "st", "A tile store"),
+        _stores(plan.b, base_b, threads, "cp.async" if b_vec else "st", "B tile store"),
+        _ldmatrix(plan, schedule, base_a, base_b),
+    ])

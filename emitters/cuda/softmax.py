@@ -1,0 +1,122 @@
+"""Row softmax in one kernel: one block per row, vectorised loads (16 bytes a lane where the row length
+allows), and an online max and sum: each thread folds its elements into a running (max, sum) pair, the
+block merges the pairs (m, s) (+) (m', s') = (max, s e^(m - max) + s' e^(m' - max)), then every element is
+written as e^(x - max) / sum.
+
+When the row fits in the block's registers (``chunks`` vectors a thread, ``threads * vec * chunks >=
+cols``) the kernel reads each element once and writes it once; otherwise (``chunks = 0``) it streams
+the row twice (reads 2x, writes 1x).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .render import PRELUDE, Rendered
+
+LOADS = {  # (storage, vec) -> (C type of one vector access, code unpacking it into float f[vec])
+    ("fp32", 1): ("float", "f[0] = v;"),
+    ("fp32", 2): ("float2", "f[0] = v.x; f[1] = v.y;"),
+    ("fp32", 4): ("float4", "f[0] = v.x; f[1] = v.y; f[2] = v.z; f[3] = v.w;"),
+    ("h", 1): ("uint16_t", "f[0] = CVT(v);"),
+    ("h", 2): ("uint32_t", "f[0] = CVT((uint16_t)v); f[1] = CVT((uint16_t)(v >> 16));"),
+    ("h", 4): ("uint2", "f[0] = CVT((uint16_t)v.x); f[1] = CVT((uint16_t)(v.x >> 16)); "
+                        "f[2] = CVT((uint16_t)v.y); f[3] = CVT((uint16_t)(v.y >> 16));"),
+    ("h", 8): ("uint4", "f[0] = CVT((uint16_t)v.x); f[1] = CVT((uint16_t)(v.x >> 16)); "
+                        "f[2] = CVT((uint16_t)v.y); f[3] = CVT((uint16_t)(v.y >> 16)); "
+                        "f[4] = CVT((uint16_t)v.z); f[5] = CVT((uint16_t)(v.z >> 16)); "
+                        "f[6] = CVT((uint16_t)v.w); f[7] = CVT((uint16_t)(v.w >> 16));"),
+}
+STORES = {
+    ("fp32", 1): "v = f[0];",
+    ("fp32", 2): "v = make_float2(f[0], f[1]);",
+    ("fp32", 4): "v = make_float4(f[0], f[1], f[2], f[3]);",
+    ("h", 1): "v = BACK(f[0]);",
+    ("h", 2): "v = P2(f[0], f[1]);",
+    ("h", 4): "v = make_uint2(P2(f[0], f[1]), P2(f[2], f[3]));",
+    ("h", 8): "v = make_uint4(P2(f[0], f[1]), P2(f[2], f[3]), P2(f[4], f[5]), P2(f[6], f[7]));",
+}
+
+
+def render_softmax(op: Any, schedule: Any, arch: Any) -> Rendered:
+    s = schedule
+    dtype = op.dtype.value
+    key = "fp32" if dtype == "fp32" else "h"
+    vec, threads, chunks = s.vec, s.threads, s.chunks
+    vtype, unpack = LOADS[(key, vec)]
+    pack = STORES[(key, vec)]
+    cvt, back = ("tr_bf2f", "tr_f2bf") if dtype == "bf16" else ("tr_h2f", "tr_f2h")
+    elem = "float" if dtype == "fp32" else "uint16_t"
+    name = f"tr_softmax_{dtype}_{s.name}"
+    single = chunks > 0
+    warps = threads // 32
+    src = [PRELUDE.replace("NARGS", "1"),
+           f"#define CVT {cvt}\n#define BACK {back}",
+           f"static __device__ __forceinline__ uint32_t P2(float a, float b) "
+           f"{{ return (uint32_t){back}(a) | ((uint32_t){back}(b) << 16); }}",
+           "static __device__ __forceinline__ void tr_fold(float& m, float& s, float m2, float s2) {",
+           "    const float mx = fmaxf(m, m2);",
+           "    s = (m == TR_NEG_INF ? 0.0f : s * __expf(m - mx)) + (m2 == TR_NEG_INF ? 0.0f : s2 * __expf(m2 - mx));",
+           "    m = mx;",
+           "}",
+           f'extern "C" __global__ void __launch_bounds__({threads}) {name}(const {elem}* __restrict__ X, '
+           f"{elem}* __restrict__ Y, int rows, int cols) {{",
+           f"    __shared__ float red_m[{warps}], red_s[{warps}];",
+           "    const int tid = threadIdx.x;",
+           "    const size_t row = blockIdx.x;",
+           f"    const {vtype}* xr = (const {vtype}*)(X + row * (size_t)cols);",
+           f"    {vtype}* yr = ({vtype}*)(Y + row * (size_t)cols);",
+           f"    const int nv = cols / {vec};  /* cols is a multiple of vec (the schedule chose vec so) */",
+           "    float m = TR_NEG_INF, s = 0.0f;"]
+    body = src.append
+    if single:
+        body(f"    float xs[{chunks}][{vec}];")
+        body(f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{")
+        body(f"        const int i = j * {threads} + tid;")
+        body(f"        float f[{vec}];")
+        body(f"        if (i < nv) {{ const {vtype} v = xr[i]; {unpack} }}")
+        body(f"        else {{\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) f[e] = TR_NEG_INF;\n        }}")
+        body(f"        float cm = f[0];\n        #pragma unroll\n        for (int e = 1; e < {vec}; ++e) cm = fmaxf(cm, f[e]);")
+        body(f"        float cs = 0.0f;\n        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) {{ xs[j][e] = f[e]; "
+             "cs += (f[e] == TR_NEG_INF) ? 0.0f : __expf(f[e] - cm); }")
+        body("        if (cm != TR_NEG_INF) tr_fold(m, s, cm, cs);")
+        body("    }")
+    else:
+        body(f"    for (int i = tid; i < nv; i += {threads}) {{")
+        body(f"        float f[{vec}];\n        const {vtype} v = xr[i]; {unpack}")
+        body(f"        float cm = f[0];\n        #pragma unroll\n        for (int e = 1; e < {vec}; ++e) cm = fmaxf(cm, f[e]);")
+        body(f"        float cs = 0.0f;\n        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) cs += __expf(f[e] - cm);")
+        body("        tr_fold(m, s, cm, cs);")
+        body("    }")
+    # block reduction of the (m, s) pairs
+    body("    #pragma unroll\n    for (int o = 16; o > 0; o >>= 1) {")
+    body("        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);")
+    body("        tr_fold(m, s, m2, s2);")
+    body("    }")
+    body("    if ((tid & 31) == 0) { red_m[tid >> 5] = m; red_s[tid >> 5] = s; }")
+    body("    __syncthreads();")
+    body(f"    m = red_m[0]; s = red_s[0];\n    #pragma unroll\n    for (int w = 1; w < {warps}; ++w) tr_fold(m, s, red_m[w], red_s[w]);")
+    body("    const float inv = __frcp_rn(s);")
+    if single:
+        body(f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{")
+        body(f"        const int i = j * {threads} + tid;")
+        body("        if (i < nv) {")
+        body(f"            float f[{vec}];\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) "
+             "f[e] = __expf(xs[j][e] - m) * inv;")
+        body(f"            {vtype} v; {pack}\n            yr[i] = v;")
+        body("        }")
+        body("    }")
+    else:
+        body(f"    for (int i = tid; i < nv; i += {threads}) {{")
+        body(f"        float f[{vec}];\n        {{ const {vtype} v = xr[i]; {unpack} }}")
+        body(f"        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) f[e] = __expf(f[e] - m) * inv;")
+        body(f"        {vtype} v; {pack}\n        yr[i] = v;")
+        body("    }")
+    body("}")
+    source = "\n".join(src) + "\n"
+    passes = 1 if single else 2
+    meta = {"name": name, "tile": {"rows_per_block": 1, "threads": threads, "vec": vec, "chunks": chunks},
+            "fragments": {"dtype_in": dtype, "dtype_acc": "fp32"},
+            "launch": {"grid": [op.rows, 1, 1], "block": [threads, 1, 1], "dynamic_smem": 0},
+            "passes_over_input": passes, "epilogue": []}
+    return Rendered(name, name, source, ("x", "out", "rows", "cols"), (op.rows, 1, 1), (threads, 1, 1), 0, meta)

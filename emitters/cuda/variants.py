@@ -1,0 +1,52 @@
+"""The CUDA emitter's variants: core family x operation, with what a host needs to run them.
+
+``ALL_VARIANTS`` are rendered and NVRTC-compiled in CI for sm_80 and sm_90a. ``VARIANTS`` (offered to
+the planner) holds only those whose kernels ran and verified against the float64 references on a GPU
+(gpu/cuda_runs/ keeps the logs of those runs; docs/cuda.md says which).
+"""
+
+from __future__ import annotations
+
+from tracea.doctor.errors import BadInputError
+from tracea.doctor.variants import Requirements, Variant
+
+TOOLCHAIN = ("nvrtc",)
+
+# (family, op) -> (precisions, min compute capability, priority, description)
+TABLE: dict[tuple[str, str], tuple[tuple[str, ...], tuple[int, int], int, str]] = {
+    ("cuda-mma-sync", "gemm"): (("bf16", "fp16"), (8, 0), 60,
+                                "tensor-core GEMM: mma.sync m16n8k16 fed by ldmatrix, multi-stage cp.async pipeline, "
+                                "swizzled shared memory, fused epilogue, fp32 accumulation"),
+    ("cuda-mma-sync", "conv2d"): (("bf16", "fp16"), (8, 0), 60,
+                                  "implicit-GEMM convolution on the mma.sync core (NCHW/NHWC, magic-number "
+                                  "division, hoisted coordinate table)"),
+    ("cuda-simt", "gemm"): (("fp32",), (7, 0), 50, "warp-tiled fp32 GEMM on CUDA cores (8x8 per thread, "
+                                                     "double-buffered shared tiles)"),
+    ("cuda-simt", "conv2d"): (("fp32",), (7, 0), 50, "implicit-GEMM fp32 convolution on the SIMT core"),
+    ("cuda-simt", "softmax"): (("fp32", "fp16", "bf16"), (7, 0), 50,
+                               "row softmax: one kernel, online max and sum, vectorised, one pass when the row "
+                               "fits in registers"),
+}
+
+# Registered only after a verified GPU run (see the module docstring); updated by the GPU session.
+REGISTERED: tuple[str, ...] = ()
+
+
+def make_variant(family: str, op: str) -> Variant:
+    precisions, cc, priority, text = TABLE[(family, op)]
+    return Variant(id=f"{family}.{op}", op=op, backend="cuda", family=family, precisions=precisions,
+                   requirements=Requirements(toolchain=TOOLCHAIN, min_compute_capability=cc),
+                   priority=priority, description=text)
+
+
+ALL_VARIANTS: tuple[Variant, ...] = tuple(make_variant(f, o) for f, o in TABLE)
+VARIANTS: tuple[Variant, ...] = tuple(v for v in ALL_VARIANTS if v.id in REGISTERED)
+
+
+def resolve(variant: Variant | str) -> Variant:
+    if isinstance(variant, Variant):
+        return variant
+    found = next((v for v in ALL_VARIANTS if v.id == variant), None)
+    if found is None:
+        raise BadInputError(f"variant: unknown CUDA variant {variant!r}; known: {', '.join(v.id for v in ALL_VARIANTS)}")
+    return found

@@ -13,7 +13,7 @@ Layout (one top folder, ``tracea-repro-<run id>/``):
     README.txt          what this is, in three lines
     snapshot.json       the doctor snapshot (the run's; a fresh one when the run has none)
     packages.json       the installed Python distributions and versions (importlib.metadata)
-    environment.json    the environment variables, secrets redacted (see ``redact_environment``)
+    environment.json    the run's environment variables, secrets redacted (see ``redact_environment``)
     run/                the run folder: manifest, metrics, trials, ir/<kernel>/ dumps, logs, result.json
 
 The archive is written to a temporary file beside ``out`` and renamed; members are plain files and
@@ -127,13 +127,15 @@ def pack_run(run: Run, out: str | Path, argv: list[str] | None = None) -> Path:
         rel = path.relative_to(run.path)
         if path.is_symlink() or not path.is_file() or rel.name in SKIP_IN_RUN or rel.name.startswith("."):
             continue
-        if rel.as_posix() == "snapshot.json":  # bundled once, at the top
+        if rel.as_posix() in ("snapshot.json", "environment.json"):  # bundled once, at the top
             continue
         files[f"run/{rel.as_posix()}"] = path.read_bytes()
     snap = run.path / "snapshot.json"
     files["snapshot.json"] = snap.read_bytes() if snap.is_file() else (json.dumps(_fresh_snapshot(), indent=1) + "\n").encode()
     files["packages.json"] = (json.dumps(installed_packages(), indent=1) + "\n").encode()
-    files["environment.json"] = (json.dumps(redact_environment(), indent=1) + "\n").encode()
+    run_env = run.path / "environment.json"  # the run's own (redacted when written); else this process's
+    files["environment.json"] = run_env.read_bytes() if run_env.is_file() else \
+        (json.dumps(redact_environment(), indent=1) + "\n").encode()
     files["replay.sh"] = (
         b"#!/bin/sh\n# Replays this bundle: recompiles the bundled sources, reruns, verifies on fresh random inputs\n"
         b"# and prints the recorded and the new figures side by side. Needs `pip install tracea` (the version in\n"

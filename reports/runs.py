@@ -18,6 +18,7 @@ Folder: ``$TRACEA_HOME/runs/<id>`` when TRACEA_HOME is set, else
 
     manifest.json       this module's manifest (RUN_SCHEMA_VERSION)
     snapshot.json       the doctor snapshot (raw answers when the process probed) or report
+    environment.json    the environment variables at the start, secrets redacted
     metrics.jsonl       metrics rows (tracea.reports.metrics.MetricsWriter)
     trials.jsonl        the tuner's trial records
     ir/                 IR dumps (tracea.reports.irdump.dump_kernel), one folder per kernel
@@ -193,6 +194,9 @@ def start_run(kind: str, argv: list[str], host: Any = None) -> Run:
         "finished_at": None, "status": "running", "error": None, "pid": os.getpid(),
     }
     run = Run(id=run_id, path=path, kind=kind, argv=list(argv), manifest=manifest)
+    from .bundle import redact_environment
+
+    run.add_json("environment.json", redact_environment())  # as the run saw it (OMP_NUM_THREADS, ...)
     if host is not None:
         manifest["env"] = _environment(host)
         snap = _snapshot_of(host)

@@ -24,7 +24,7 @@ from tracea.doctor.errors import BadInputError
 MAX_MEMBER_BYTES = 256 << 20
 MAX_TOTAL_BYTES = 1 << 30
 MAX_MEMBERS = 20_000
-_READ_ERRORS = (tarfile.TarError, EOFError, zlib.error, OSError, ValueError)
+_READ_ERRORS = (tarfile.TarError, EOFError, zlib.error, OSError, ValueError)  # gzip.BadGzipFile is an OSError
 
 
 def _refuse(archive: Path, why: str) -> BadInputError:
@@ -52,7 +52,9 @@ def check_members(archive: str | Path, max_member_bytes: int = MAX_MEMBER_BYTES,
     seen: set[str] = set()
     total = 0
     try:
-        with tarfile.open(archive, mode="r:*") as tar:
+        with open(archive, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+        with tarfile.open(archive, mode="r:gz" if gzipped else "r:") as tar:
             for m in tar:  # streaming: a member's header is judged before the reader skips its data
                 path = _check_name(archive, m.name)
                 if m.issym() or m.islnk():
@@ -72,6 +74,8 @@ def check_members(archive: str | Path, max_member_bytes: int = MAX_MEMBER_BYTES,
                 members.append(m)
                 if len(members) > max_members:
                     raise _refuse(archive, f"it has more than {max_members} members")
+            end = tar.offset
+        _check_tail(archive, gzipped, end, max_total_bytes)
     except BadInputError:
         raise
     except _READ_ERRORS as exc:
@@ -80,6 +84,24 @@ def check_members(archive: str | Path, max_member_bytes: int = MAX_MEMBER_BYTES,
     if not members:
         raise BadInputError(f"bundle {archive.name} is empty")
     return members
+
+
+def _check_tail(archive: Path, gzipped: bool, end: int, max_total_bytes: int) -> None:
+    """Read the whole stream: gzip checks its CRC and length only at the end, and tarfile stops quietly
+    at the first bad header after the first member, so past the last member there must be only zeros."""
+    import gzip
+
+    limit = end + max_total_bytes + (1 << 20)
+    pos = 0
+    with (gzip.open(archive, "rb") if gzipped else open(archive, "rb")) as f:
+        while chunk := f.read(1 << 20):
+            start = max(0, end - pos)
+            if start < len(chunk) and chunk[start:].strip(b"\0"):
+                raise BadInputError(f"bundle {archive.name} is corrupted (data after the last readable member)",
+                                    "make it again with `tracea pack-repro`, or copy it again")
+            pos += len(chunk)
+            if pos > limit:
+                raise _refuse(archive, f"it decompresses to more than {limit} bytes")
 
 
 def safe_extract(archive: str | Path, target: str | Path, max_member_bytes: int = MAX_MEMBER_BYTES,

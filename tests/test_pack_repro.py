@@ -1,0 +1,168 @@
+"""Run folders, IR dumps, pack-repro bundles and replay, end to end through the real CLI: a real bench
+(gcc-compiled kernel, verified, timed), a bundle of it, and a replay that recompiles the bundled source
+and verifies again on fresh random inputs. Also: a failing compiler leaves a crash bundle."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tracea.reports.bundle import redact_environment, redact_value
+
+GEMM = ["gemm", "--m", "64", "--n", "48", "--k", "40", "--repeat", "2", "--warmup", "1"]
+
+
+def tracea(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full = {**os.environ, "TRACEA_HOME": str(home), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "tracea", *args], capture_output=True, text=True, timeout=300,
+                          env=full, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """One real bench run with --dump-ir and --metrics, and its bundle."""
+    base = tmp_path_factory.mktemp("evidence")
+    home = base / "home"
+    out = tracea(home, "bench", *GEMM, "--dump-ir", str(base / "ir"), "--metrics", str(base / "m.csv"),
+                 env={"MY_API_TOKEN": "s3cr3t-token", "PIP_INDEX_URL": "https://alice:hunter2@pypi.example/simple"})
+    assert out.returncode == 0, out.stderr
+    runs = sorted((home / "runs").iterdir())
+    assert len(runs) == 1
+    pack = tracea(home, "pack-repro", "-o", str(base / "bundle.tar.gz"))
+    assert pack.returncode == 0, pack.stderr
+    return {"base": base, "home": home, "run": runs[0], "bench": out, "bundle": base / "bundle.tar.gz"}
+
+
+def test_bench_run_folder_and_ir_dump(recorded):
+    run = recorded["run"]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["kind"] == "tracea-run" and manifest["status"] == "ok" and manifest["run_kind"] == "bench"
+    assert manifest["argv"][:2] == ["bench", "gemm"] and manifest["env"]["cpu"]["fingerprint"]
+    assert f"run {run.name}" in recorded["bench"].stdout
+    snap = json.loads((run / "snapshot.json").read_text())
+    assert snap["kind"] == "tracea-doctor-snapshot" and "raw" in snap  # replayable with doctor --input
+    for root in (run / "ir", recorded["base"] / "ir"):
+        (folder,) = list(root.iterdir())
+        names = sorted(p.name for p in folder.iterdir())
+        assert names == ["00_op.json", "01_decision.json", "02_schedule.json", "03_source.c", "04_compile.json",
+                         "05_binary.so", "07_metadata.yaml"]
+        assert json.loads((folder / "00_op.json").read_text())["m"] == 64
+        compile_rec = json.loads((folder / "04_compile.json").read_text())
+        assert compile_rec["command"][-4:] == ["03_source.c", "-o", "05_binary.so", "-lm"]
+        assert (folder / "05_binary.so").read_bytes()[:4] == b"\x7fELF"
+        meta = yaml.safe_load((folder / "07_metadata.yaml").read_text())
+        assert list(meta)[:6] == ["name", "tile", "fragments", "resources", "launch", "epilogue"]
+        assert set(meta["tile"]) >= {"M", "N", "K", "stages"} and meta["resources"]["regs_per_thread"] is None
+        assert meta["launch"]["grid"] is None and meta["launch"]["threads"] >= 1
+
+
+def test_bundle_contents_and_redaction(recorded):
+    with tarfile.open(recorded["bundle"]) as tar:
+        names = tar.getnames()
+        top = names[0]
+        files = {m.name[len(top) + 1:]: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+        assert all(m.isfile() or m.isdir() for m in tar.getmembers())
+    manifest = json.loads(files["manifest.json"])
+    assert manifest["kind"] == "tracea-repro-bundle" and manifest["schema_version"] == 1
+    assert manifest["command_line"][:2] == ["tracea", "pack-repro"] and manifest["tracea_version"]
+    assert manifest["created_at"] and manifest["env_hash"] == manifest["env"]["cpu"]["fingerprint"]
+    assert manifest["run"]["argv"][:2] == ["bench", "gemm"]
+    for name, info in manifest["files"].items():
+        assert hashlib.sha256(files[name]).hexdigest() == info["sha256"], name
+    for needed in ("snapshot.json", "packages.json", "environment.json", "replay.sh", "run/metrics.jsonl",
+                   "run/result.json", "run/manifest.json"):
+        assert needed in files, needed
+    (kernel,) = manifest["kernels"]
+    assert kernel["language"] == "c" and kernel["source"] == "03_source.c" and kernel["binary"] == "05_binary.so"
+    assert f"{kernel['dir']}/03_source.c" in files
+    env = json.loads(files["environment.json"])
+    assert env["MY_API_TOKEN"] == "<redacted>"
+    assert env["PIP_INDEX_URL"] == "https://<redacted>@pypi.example/simple"
+    assert b"s3cr3t-token" not in b"".join(files.values()) and b"hunter2" not in b"".join(files.values())
+    packages = {p["name"].lower(): p["version"] for p in json.loads(files["packages.json"])}
+    assert "numpy" in packages and "tracea" in packages
+    assert b"tracea replay" in files["replay.sh"]
+
+
+def test_redaction_rules():
+    env = redact_environment({"GITHUB_TOKEN": "a", "aws_secret_access_key": "b", "DB_PASSWORD": "c",
+                              "HOME": "/root", "URL": "git+https://tok@github.com/x.git and ftp://u:p@h/"})
+    assert env["GITHUB_TOKEN"] == env["aws_secret_access_key"] == env["DB_PASSWORD"] == "<redacted>"
+    assert env["HOME"] == "/root"
+    assert env["URL"] == "git+https://<redacted>@github.com/x.git and ftp://<redacted>@h/"
+    assert redact_value("https://example.com/a@b") == "https://example.com/a@b"  # '@' after the host is a path
+
+
+def test_replay_recompiles_bundled_source_and_verifies(recorded, tmp_path):
+    out = tracea(recorded["home"], "replay", str(recorded["bundle"]), "--yes", "--into", str(tmp_path / "r"),
+                 "--repeat", "2", "--warmup", "1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "compile the bundled source 03_source.c" in out.stdout
+    assert "environment: the same fingerprint fields as the recording" in out.stdout
+    assert "verified: rel err" in out.stdout and "recorded" in out.stdout
+    assert (tmp_path / "r").is_dir()  # --into keeps the unpacked bundle
+
+
+def test_replay_bundled_binary(recorded, tmp_path):
+    out = tracea(recorded["home"], "replay", str(recorded["bundle"]), "--yes", "--binary", "--repeat", "2",
+                 "--warmup", "1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "load the bundled binary 05_binary.so" in out.stdout and "verified: rel err" in out.stdout
+
+
+def test_replay_asks_before_running(recorded):
+    out = tracea(recorded["home"], "replay", str(recorded["bundle"]))
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[0] == ("error: replay compiles and runs code from the bundle; pass --yes to "
+                                          "allow it (stdin is not a terminal, so it cannot ask)")
+    assert "replay will:" in out.stdout  # what would run is shown first
+
+
+def test_replay_refuses_altered_source(recorded, tmp_path):
+    target = tmp_path / "r"
+    with tarfile.open(recorded["bundle"]) as tar:
+        tar.extractall(target, filter="data")
+    (root,) = list(target.iterdir())
+    (src,) = list(root.glob("run/ir/*/03_source.c"))
+    src.write_text(src.read_text().replace("tracea_gemm", "tracea_gemm", 1) + "\n/* altered */\n")
+    out = tracea(recorded["home"], "replay", str(root), "--yes")
+    assert out.returncode == 2 and "does not match its sha256" in out.stderr, out.stderr
+
+
+def test_pack_repro_bad_input(recorded, tmp_path):
+    home = recorded["home"]
+    out = tracea(home, "pack-repro", "--run", "nosuchrun", "-o", str(tmp_path / "x.tar.gz"))
+    assert out.returncode == 2 and out.stderr.startswith("error: no run 'nosuchrun'"), out.stderr
+    out = tracea(home, "pack-repro", "-o", str(tmp_path / "x.zip"))
+    assert out.returncode == 2 and ".tar.gz" in out.stderr
+    out = tracea(tmp_path / "empty-home", "pack-repro", "-o", str(tmp_path / "x.tar.gz"))
+    assert out.returncode == 2 and out.stderr.startswith("error: no runs yet"), out.stderr
+
+
+def test_compile_failure_writes_crash_bundle(tmp_path):
+    """A compiler that fails: the run is a recorded compile_failed with a crash bundle holding the
+    source that failed, and the path is printed."""
+    fake = tmp_path / "failcc"
+    fake.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'failcc 1.0'; exit 0; fi\n"
+                    "echo 'failcc: error: this compiler always fails' >&2\nexit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    home = tmp_path / "home"
+    out = tracea(home, "bench", *GEMM, env={"TRACEA_CC": str(fake)})
+    assert out.returncode == 1, out.stderr
+    line = next(ln for ln in out.stderr.splitlines() if ln.startswith("crash bundle: "))
+    bundle = Path(line.removeprefix("crash bundle: "))
+    assert bundle.is_file() and bundle.parent.parent == home / "runs"
+    with tarfile.open(bundle) as tar:
+        names = tar.getnames()
+        manifest = json.loads(tar.extractfile(names[1]).read())
+    assert manifest["run"]["status"] == "compile_failed" and "always fails" in manifest["run"]["error"]
+    assert any(n.endswith("/03_source.c") for n in names)

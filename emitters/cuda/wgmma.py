@@ -201,11 +201,14 @@ def hero_schedule(op: Any = None) -> WgmmaSchedule:
 def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> list[WgmmaSchedule]:
     """Every valid schedule over a grid of the searchable fields (hero first)."""
     out = [hero_schedule(op)]
-    for bm, consumers in ((64, 1), (128, 1), (128, 2), (192, 3), (256, 2)):
+    shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (192, 3, False), (256, 2, False),
+              (64, 2, True), (128, 2, True))
+    for bm, consumers, pingpong in shapes:
         for bn in (64, 128, 192, 256):
             for stages in (3, 4, 5, 6, 8):
                 for raster in RASTERS:
-                    s = WgmmaSchedule(bm=bm, bn=bn, stages=stages, consumers=consumers, raster=raster)
+                    s = WgmmaSchedule(bm=bm, bn=bn, stages=stages, consumers=consumers, raster=raster,
+                                      pingpong=pingpong)
                     try:
                         s.validate(op, smem_optin)
                     except BadInputError:

@@ -108,14 +108,7 @@ class RunRecorder:
     # ------------------------------------------------------------------------------------------- crashes
 
     def _crash_bundle(self) -> None:
-        from .bundle import pack_run
-
-        try:
-            self.crash_bundle = pack_run(self.run, self.run.path / CRASH_BUNDLE, argv=self.run.argv)
-        except Exception as exc:  # noqa: BLE001 - the bundle is a courtesy; the run's own error matters more
-            sys.stderr.write(f"warning: could not write a crash bundle: {type(exc).__name__}: {exc}\n")
-            return
-        sys.stderr.write(f"crash bundle: {self.crash_bundle}\n")
+        self.crash_bundle = crash_bundle(self.run)
 
     def __enter__(self) -> RunRecorder:
         return self
@@ -135,6 +128,20 @@ class RunRecorder:
 
         if not interrupted and not isinstance(exc, BadInputError):
             self._crash_bundle()
+
+
+def crash_bundle(run: Run) -> Path | None:
+    """Pack ``run`` into ``<run folder>/crash-bundle.tar.gz`` and print its path on stderr (for a failed
+    bench or tune run); None, with a warning, when even that fails."""
+    from .bundle import pack_run
+
+    try:
+        path = pack_run(run, run.path / CRASH_BUNDLE, argv=run.argv)
+    except Exception as exc:  # noqa: BLE001 - the bundle is a courtesy; the run's own error matters more
+        sys.stderr.write(f"warning: could not write a crash bundle: {type(exc).__name__}: {exc}\n")
+        return None
+    sys.stderr.write(f"crash bundle: {path}\n")
+    return path
 
 
 def bench_result_json(result: Any) -> dict[str, Any]:

@@ -13,11 +13,14 @@ the baseline. What is compiled is the bundled source text, byte for byte:
 
 * C (the CPU backend): ``compile_cached(bundled source, name, bundled flags, this host's compiler)``,
   loaded with the call interface the CPU runtime derives from the op (buffers, dims).
+* CUDA: NVRTC's ``compile_cached(bundled source, name, entry, this GPU's arch)``, launched with the grid,
+  block and shared memory the CUDA renderer derives from the op and schedule.
 * other languages: the backend's ``build_from_source(op, variant, schedule, host, source)`` when it
   has one; otherwise replay says it is unsupported for that backend (exit 3).
 
 ``binary=True`` loads the bundled binary instead, only when it was built for this architecture
-(C: the same machine type, and the variant's ISA requirements met here; other backends:
+(C: the same machine type, and the variant's ISA requirements met here; CUDA: the same sm_XY target
+as this GPU; other backends:
 ``load_binary(op, variant, schedule, host, path, arch)``).
 """
 
@@ -148,7 +151,7 @@ def env_differences(bundle: Bundle, host: Any) -> list[tuple[str, Any, Any]]:
         pass
     from importlib.metadata import PackageNotFoundError, version
 
-    for name in ("numpy",):
+    for name in ("numpy",):  # the reference and the baseline run on it
         try:
             mine = version(name)
         except PackageNotFoundError:
@@ -156,6 +159,18 @@ def env_differences(bundle: Bundle, host: Any) -> list[tuple[str, Any, Any]]:
         if packages.get(name) and packages[name] != mine:
             out.append((name, packages[name], mine))
     return out
+
+
+def package_differences(bundle: Bundle) -> list[tuple[str, str | None, str | None]]:
+    """(name, recorded version, installed version) for every distribution that differs."""
+    from .bundle import installed_packages
+
+    try:
+        recorded = {p["name"].lower(): p["version"] for p in bundle.json("packages.json")}
+    except (BadInputError, TypeError, KeyError):
+        return []
+    now = {p["name"].lower(): p["version"] for p in installed_packages()}
+    return [(n, recorded.get(n), now.get(n)) for n in sorted(set(recorded) | set(now)) if recorded.get(n) != now.get(n)]
 
 
 def recorded_fingerprint(bundle: Bundle, backend: str) -> str | None:
@@ -246,6 +261,41 @@ def _cpu_builder(k: KernelPlan, bundle: Bundle, binary: bool) -> Any:
     return build
 
 
+def _cuda_builder(k: KernelPlan, bundle: Bundle, binary: bool) -> Any:
+    """CUDA: NVRTC compiles the bundled .cu for this host's GPU (``compile_cached``), or the bundled cubin
+    loads when it was built for this GPU's architecture; the launch shape comes from the CUDA renderer."""
+    def build(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
+        from tracea.emitters.cuda import build as cuda_build
+        from tracea.emitters.cuda import compiler as nv
+        from tracea.emitters.cuda.arch import target_of
+        from tracea.emitters.cuda.runtime import Artifact, CudaKernel
+
+        target = target_of(host)  # this host's GPU (UnsupportedError without one)
+        recorded = k.entry.get("arch")
+        if binary and recorded != target.name:
+            raise UnsupportedError(f"the bundled cubin was built for {recorded}, this GPU is {target.name}",
+                                   "replay without --binary to compile the bundled source for this GPU")
+        rendered, scalars = cuda_build.render(op, schedule, target)  # grid, block, smem, entry for this op
+        name = k.entry.get("name") or rendered.name
+        meta = dict(rendered.metadata)
+        if binary:
+            cubin, hit, seconds, log = bundle.path(f"{k.entry['dir']}/{k.entry.get('binary')}"), True, 0.0, None
+        else:
+            if k.source is None:
+                raise BadInputError(f"bundle kernel {k.entry.get('dir')} has no source")
+            cubin, res, log, hit, seconds = nv.compile_cached(k.source, name, rendered.entry, target.name)
+            meta["resources"] = res.to_json()
+        meta |= {"arch": target.name, "compile_log": log}
+        artifact = Artifact(name=name, op=op.to_json(), variant=variant.id, schedule=schedule.to_json(),
+                            source=k.source or "", language="cuda", entry=rendered.entry,
+                            compiler="NVRTC (cuda.core.Program)", compiler_version=k.compile.get("compiler_version") or "?",
+                            flags=tuple(k.compile.get("flags") or ()), binary=str(cubin), cache_hit=hit,
+                            compile_seconds=seconds, metadata=meta)
+        return CudaKernel(op, artifact, dataclasses.replace(rendered, source=k.source or ""), scalars)
+
+    return build
+
+
 def _builder(k: KernelPlan, bundle: Bundle, binary: bool) -> Any:
     language = k.entry.get("language") or k.compile.get("language")
     if k.backend == "cpu" and language in (None, "c"):
@@ -253,6 +303,8 @@ def _builder(k: KernelPlan, bundle: Bundle, binary: bool) -> Any:
             raise UnsupportedError(f"the bundled binary was built for {k.entry.get('arch')}, this machine is "
                                    f"{platform.machine()}", "replay without --binary to compile the bundled source")
         return _cpu_builder(k, bundle, binary)
+    if k.backend == "cuda" and language in (None, "cuda"):
+        return _cuda_builder(k, bundle, binary)
     from tracea.emitters import registry
 
     mod = registry.backend_module(k.backend)

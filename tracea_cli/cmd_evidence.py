@@ -141,6 +141,8 @@ def _replay(bundle: Path, into: Path | None, yes: bool, binary: bool, kernel: st
     b = rp.open_bundle(bundle, into)
     m = b.manifest
     console = _console()
+    if not console.is_terminal:
+        console.width = 160  # a pipe or a log file: whole lines
     run = m.get("run") or {}
     console.print(f"bundle: run {escape(str(run.get('id')))} ({run.get('run_kind')}, recorded status "
                   f"{run.get('status')}) made {m.get('created_at')} by Tracea {m.get('tracea_version')}")
@@ -154,6 +156,11 @@ def _replay(bundle: Path, into: Path | None, yes: bool, binary: bool, kernel: st
             console.print(f"  {escape(key)}: {escape(json.dumps(was, default=str))} -> {escape(json.dumps(now, default=str))}")
     else:
         console.print("environment: the same fingerprint fields as the recording")
+    pkgs = rp.package_differences(b)
+    if pkgs:
+        shown = ", ".join(f"{n} {was or '-'} -> {now or '-'}" for n, was, now in pkgs[:8])
+        console.print(f"installed packages: {len(pkgs)} differ from the recording ({escape(shown)}"
+                      + (", ...)" if len(pkgs) > 8 else ")"))
     entries = [e for e in b.kernels if kernel is None or str(e.get("dir", "")).split("/")[-1].startswith(kernel)]
     if not entries:
         raise BadInputError("the bundle has no kernel to replay" + (f" matching {kernel!r}" if kernel else ""),
@@ -207,6 +214,8 @@ def _side_by_side(console: Any, k: Any, result: Any, rows: list[tuple[str, Any, 
     table.add_column("recorded", justify="right")
     table.add_column("now", justify="right")
     for name, was, now in rows:
+        if name == "baseline":  # the name without its build details (those are in the bundle's metrics)
+            was, now = (str(v).split(" (")[0] if v else v for v in (was, now))
         table.add_row(name, escape(_fmt(was)), escape(_fmt(now)))
     console.print(table)
     verdict = (f"verified: rel err {result.rel_err:.2e} within {result.tolerance:.0e} on fresh random inputs "

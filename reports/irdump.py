@@ -84,7 +84,7 @@ def kernel_metadata(artifact: Any, op: Any = None) -> dict[str, Any]:
     if epilogue is None and op is not None:
         epilogue = list(field(_plain(op), "epilogue") or [])
     out["epilogue"] = epilogue if epilogue is not None else []
-    out |= {k: v for k, v in meta.items() if k not in out}
+    out |= {k: v for k, v in meta.items() if k not in out and k not in ("compile_log", "log")}  # in 04_compile.json
     if artifact is not None:
         for key in ("variant", "language", "entry"):
             out.setdefault(key, field(artifact, key))

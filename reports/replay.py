@@ -265,11 +265,13 @@ def _cuda_builder(k: KernelPlan, bundle: Bundle, binary: bool) -> Any:
     """CUDA: NVRTC compiles the bundled .cu for this host's GPU (``compile_cached``), or the bundled cubin
     loads when it was built for this GPU's architecture; the launch shape comes from the CUDA renderer."""
     def build(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
-        from tracea.emitters.cuda import build as cuda_build
+        import importlib
+
         from tracea.emitters.cuda import compiler as nv
         from tracea.emitters.cuda.arch import target_of
         from tracea.emitters.cuda.runtime import Artifact, CudaKernel
 
+        cuda_build = importlib.import_module("tracea.emitters.cuda.build")  # the package's `build` is a function
         target = target_of(host)  # this host's GPU (UnsupportedError without one)
         recorded = k.entry.get("arch")
         if binary and recorded != target.name:

@@ -166,3 +166,39 @@ def test_compile_failure_writes_crash_bundle(tmp_path):
         manifest = json.loads(tar.extractfile(names[1]).read())
     assert manifest["run"]["status"] == "compile_failed" and "always fails" in manifest["run"]["error"]
     assert any(n.endswith("/03_source.c") for n in names)
+
+
+def test_cuda_kernel_dump_bundle_and_replay_without_gpu(tmp_path, monkeypatch):
+    """A CUDA kernel compiled here by NVRTC for sm_90a (no GPU needed): its IR dump carries the .cu, the
+    cubin and ptxas's resources; its bundle packs; replaying it on a host without a GPU is one line, exit 3."""
+    pytest.importorskip("cuda.core")
+    import importlib
+
+    from tracea.doctor import probe
+    from tracea.emitters.cuda import hero_schedule, resolve
+    from tracea.kernels import Gemm
+    from tracea.reports.bundle import pack_run
+    from tracea.reports.irdump import dump_kernel
+    from tracea.reports.runs import start_run
+
+    host = probe()
+    if host.nvidia.devices:
+        pytest.skip("a GPU is present: the GPU session replays CUDA bundles for real")
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
+    build = importlib.import_module("tracea.emitters.cuda.build")
+    op = Gemm(m=128, n=128, k=64, dtype="bf16")
+    v = resolve("cuda-mma-sync.gemm")
+    sched = hero_schedule(op, v, host, arch="sm_90a")
+    _, _, _, artifact = build.compile_kernel(op, v, sched, host, arch="sm_90a")
+    run = start_run("bench", ["bench", "gemm", "--backend", "cuda"], host)
+    paths = dump_kernel(run.ir_dir, op, None, sched, artifact)
+    assert [p.name for p in paths][2:5] == ["03_source.cu", "04_compile.json", "05_binary.cubin"]
+    meta = yaml.safe_load(paths[-1].read_text())
+    assert meta["resources"]["regs_per_thread"] > 0 and meta["resources"]["smem_per_cta"] > 0
+    assert meta["arch"] == "sm_90a" and meta["launch"]["block"][0] > 0 and "compile_log" not in meta
+    assert json.loads((paths[0].parent / "04_compile.json").read_text())["log"] is not None
+    run.finish("ok")
+    bundle = pack_run(run, tmp_path / "cuda.tar.gz", argv=["pack-repro"])
+    out = tracea(tmp_path / "home", "replay", str(bundle), "--yes")
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.stderr.startswith("error: run/ir/0000_") and "Traceback" not in out.stderr

@@ -180,9 +180,8 @@ def _replay(bundle: Path, into: Path | None, yes: bool, binary: bool, kernel: st
                           + ("the identical source" if same else "a different source; the bundled one is compiled"))
         try:
             result = rp.replay_kernel(b, k, host, binary=binary, repeats=repeat, warmup=warmup, seed=seed)
-        except TraceaError as exc:
-            console.print(f"[red]{escape(k.entry['dir'])}: {escape(exc.message)}[/red]")
-            raise
+        except TraceaError as exc:  # the same kind of error, naming the kernel
+            raise type(exc)(f"{k.entry['dir']}: {exc.message}", exc.hint) from None
         new = result.row().to_json()
         _side_by_side(console, k, result, rp.side_by_side(k.recorded, new))
         if k.recorded is not None and k.recorded["status"] != new["status"]:

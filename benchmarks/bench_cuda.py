@@ -256,6 +256,46 @@ def bench(rng, out_dir: Path | None, repeats: int, only: str | None) -> list[dic
     return rows
 
 
+PROBE = {
+    "cuda-mma-sync.gemm": (Gemm(4096, 4096, 4096, "bf16"), [
+        (256, 128, 32, 64, 64, 3), (256, 128, 32, 64, 64, 4), (128, 256, 32, 64, 64, 3), (128, 256, 32, 64, 64, 4),
+        (128, 128, 32, 64, 32, 4), (128, 128, 64, 64, 32, 3), (128, 128, 32, 32, 64, 4), (256, 128, 64, 64, 64, 3),
+        (128, 128, 32, 64, 64, 4), (64, 128, 32, 32, 64, 4), (256, 64, 32, 64, 32, 4), (128, 128, 64, 64, 32, 4),
+        (128, 64, 64, 64, 32, 4), (128, 256, 64, 64, 64, 3)]),
+    "cuda-mma-sync.gemm ": (Gemm(8192, 8192, 8192, "bf16"), [(256, 128, 32, 64, 64, 4), (128, 128, 64, 64, 32, 3)]),
+    "cuda-simt.gemm": (Gemm(4096, 4096, 4096), [
+        (128, 128, 16, 32, 64, 2), (128, 128, 16, 64, 32, 2), (128, 128, 32, 32, 64, 2), (128, 64, 16, 32, 64, 2),
+        (64, 128, 16, 64, 32, 2)]),
+    "cuda-simt.softmax": (Softmax(8192, 8192), [(128, 4, 16), (256, 4, 8), (512, 4, 4), (1024, 4, 2), (256, 4, 0),
+                                                (1024, 4, 0)]),
+}
+
+
+def probe(rng) -> None:
+    """A few schedules of the GEMMs, verified then timed: where the hero stands among its neighbours."""
+    for vid, (op, shapes) in PROBE.items():
+        vid = vid.strip()
+        inputs = op.random_inputs(rng)
+        ref, _ = reference(op, inputs)
+        core = "mma" if "mma" in vid else "simt"
+        for t in shapes:
+            if op.kind == "softmax":
+                sched = cuda.CudaSchedule("softmax", threads=t[0], vec=t[1], chunks=t[2])
+            else:
+                sched = cuda.CudaSchedule(core, *t, raster=8)
+            try:
+                k = cuda.build(op, vid, sched, HOST)
+                err = relative_error(out_f64(op, k(inputs)), ref)
+                tm = k.time(inputs, warmup=3, repeats=10)
+                res = k.artifact.metadata["resources"]
+                rate = (f"{op.bytes / tm.p50_ms / 1e6:.0f} GB/s" if op.kind == "softmax"
+                        else f"{op.flops / tm.p50_ms / 1e9:.1f} TFLOP/s")
+                print(f"{vid} {op.signature[:28]} {sched.name:36s} {tm.p50_ms:.3f} ms {rate} "
+                      f"err {err:.1e} regs {res['regs_per_thread']} spills {res['spills']}", flush=True)
+            except Exception as exc:  # noqa: BLE001
+                print(f"{vid} {sched.name} ERROR {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+
+
 def sanitize(rng) -> None:
     """One small run of each kernel (no torch: only the kernels' own memory traffic)."""
     small = [c for c in ODD if c[1].flops < 1e8]
@@ -376,7 +416,7 @@ def space(out: Path, size: int, arch: str, device_name: str | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["verify", "bench", "sanitize", "ncu-gemm", "space", "space-worker"])
+    ap.add_argument("mode", choices=["verify", "bench", "probe", "sanitize", "ncu-gemm", "space", "space-worker"])
     ap.add_argument("rest", nargs="*")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--repeats", type=int, default=30)
@@ -395,6 +435,8 @@ def main() -> None:
         sys.exit(1 if bad else 0)
     elif a.mode == "bench":
         bench(rng, a.out, a.repeats, a.only)
+    elif a.mode == "probe":
+        probe(rng)
     elif a.mode == "sanitize":
         sanitize(rng)
     elif a.mode == "ncu-gemm":

@@ -32,6 +32,7 @@ smoke)
     command -v ncu compute-sanitizer | tee -a "$OUT/device.txt"
     ;;
 bench)
+    $PY benchmarks/bench_cuda.py probe 2>&1 | tee "$OUT/probe.log"
     $PY benchmarks/bench_cuda.py bench --repeats ${REPEATS:-20} --out "$OUT" ${ONLY:+--only "$ONLY"} 2>&1 | tee "$OUT/bench.log"
     ;;
 full)

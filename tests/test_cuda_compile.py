@@ -28,6 +28,7 @@ ARCHS = ("sm_80", "sm_90a")
 # (variant, op, whether its hero must be spill-free): the target shapes and odd ones
 CASES = [
     ("cuda-mma-sync.gemm", Gemm(4096, 4096, 4096, "bf16")),
+    ("cuda-mma-sync.gemm", Gemm(8192, 8192, 8192, "bf16", layout_b="col", epilogue=("bias", "gelu"))),
     ("cuda-mma-sync.gemm", Gemm(257, 130, 75, "fp16", layout_a="col", layout_b="col",
                                 epilogue=("bias", "gelu", "scale", "residual"))),
     ("cuda-mma-sync.conv2d", Conv2d(32, 256, 56, 56, 256, 3, 3, padding=1, layout="nhwc", dtype="fp16")),

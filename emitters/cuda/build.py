@@ -62,9 +62,10 @@ def _check(op: Any, v: Variant, schedule: Any, arch: Arch) -> None:
 
 
 def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch | None = None) -> CudaSchedule:
-    """A good default: 256x128 blocks of 8 warps (64x64 each), 4 cp.async stages, rasterized in groups
-    of 8 block rows, for tensor cores; 128x128x8 blocks of 8x8-per-thread on CUDA cores; softmax rows
-    held in registers when they fit."""
+    """A good default: 256x128x32 blocks of 8 warps (64x64 each) and 4 cp.async stages, or 128x128x64
+    with 3 when that fills the last wave of blocks better, rasterized in groups of 8 block rows, for
+    tensor cores; 128x128x16 blocks of 8x8-per-thread on CUDA cores; softmax rows held in registers
+    when they fit."""
     v = resolve(variant)
     core = _core(op, v)
     if core == "softmax":
@@ -77,12 +78,26 @@ def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch |
             threads = 256 if op.cols >= 2048 else 128
         chunks = -(-op.cols // (threads * vec))
         return CudaSchedule("softmax", threads=threads, vec=vec, chunks=chunks if chunks <= 16 else 0)
-    if core == "simt":
-        return CudaSchedule("simt", bm=128, bn=128, bk=8, wm=32, wn=64, stages=2, raster=8)
+    if core == "simt":  # bk 16: 45 TFLOP/s on an H200 at 4096^3, bk 8: 26 (gpu/cuda_runs/02_bench_probe)
+        return CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
+    # Two tiles within 2 % of each other at 4096^3 on an H200 (370 and 376 TFLOP/s, 02_bench_probe):
+    # take the one whose last wave of blocks is fuller on this GPU's SMs.
     m, n = (op.gemm_m, op.gemm_n) if op.kind == "conv2d" else (op.m, op.n)
-    if m * n >= 2048 * 2048:
-        return CudaSchedule("mma", bm=256, bn=128, bk=32, wm=64, wn=64, stages=4, raster=8)
-    return CudaSchedule("mma", bm=128, bn=128, bk=32, wm=64, wn=32, stages=4, raster=8)
+    big = CudaSchedule("mma", bm=256, bn=128, bk=32, wm=64, wn=64, stages=4, raster=8)
+    small = CudaSchedule("mma", bm=128, bn=128, bk=64, wm=64, wn=32, stages=3, raster=8)
+    sms = _sm_count(host)
+
+    def waves(s: CudaSchedule) -> int:
+        return -(-(-(-m // s.bm) * -(-n // s.bn)) // sms)
+
+    if op.kind == "gemm" and op.epilogue:  # the 64x64 warp tile spills beside a fused epilogue's registers
+        return small
+    return big if 2 * waves(big) < waves(small) else small  # a big tile does twice the work of a small one
+
+
+def _sm_count(host: Any) -> int:
+    gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
+    return int(getattr(gpus[0], "sm_count", 0) or 132) if gpus else 132
 
 
 def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | None = None) -> list[CudaSchedule]:

@@ -117,8 +117,12 @@ def _performance(ax: Any, rows: list[dict[str, Any]]) -> None:
     base = [b for b in base if b[1] is not None]
     if base:
         names = ", ".join(dict.fromkeys(_short(b[2]) for b in base))
-        ax.plot([b[0] for b in base], [b[1] for b in base], "s", mfc="none", color="tab:green",
-                label=f"baseline, same run ({names})", zorder=2)
+        if by_shape:
+            ax.plot([b[0] for b in base], [b[1] for b in base], "s", mfc="none", color="tab:green",
+                    label=f"baseline, same run ({names})", zorder=2)
+        else:  # one shape: the baseline is one figure of the run (the median of what the rows recorded)
+            level = sorted(b[1] for b in base)[len(base) // 2]
+            ax.axhline(level, color="tab:green", ls="--", label=f"baseline, same run ({names}): {level:.3g}")
     failed = [(x, r["status"]) for x, r in zip(xs, rows, strict=True) if r["status"] != "ok"]
     for status in dict.fromkeys(s for _, s in failed):
         pts = [x for x, s in failed if s == status]
@@ -172,6 +176,13 @@ def _roofline(ax: Any, rows: list[dict[str, Any]], device: str, ceilings: list[R
         ax.set_ylim(min(values) / 4, max(values) * 3)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):  # 0.2, not 2x10^-1
+        axis.set_major_formatter(plain)
+        axis.set_minor_locator(LogLocator(subs=(2, 5)))
+        axis.set_minor_formatter(plain)
     ax.set_xlim(lo, hi)
     ax.set_xlabel("arithmetic intensity (FLOP / byte of the op's minimum traffic)")
     ax.set_ylabel("TFLOP/s")

@@ -37,6 +37,7 @@ class Built:
     error: BaseException | None = None
     source: str | None = None  # the rendered source when the build failed (from the backend's emit)
     language: str | None = None
+    dumped: bool = False
 
 
 class RunRecorder:
@@ -97,6 +98,7 @@ class RunRecorder:
             artifact = getattr(built.kernel, "artifact", None)
             self.dump(result.op, result.decision, result.schedule, artifact, source=built.source,
                       language=built.language)
+            built.dumped = True
         self.row(result.row())
         self.run.add_json("result.json", bench_result_json(result))
         self.run.record(op=result.op.to_json(), backend=result.decision.backend, variant=result.variant,
@@ -120,9 +122,11 @@ class RunRecorder:
             return
         interrupted = isinstance(exc, KeyboardInterrupt)
         self.run.add_file("log.txt", "".join(traceback.format_exception(kind, exc, tb)))
-        for i, built in enumerate(b for b in self.builds if b.error is not None and b.source):
-            del i
-            self.dump(built.op, None, built.schedule, None, source=built.source, language=built.language)
+        for built in self.builds:  # what was built before the exception, so the bundle can replay it
+            artifact = getattr(built.kernel, "artifact", None)
+            if not built.dumped and (artifact is not None or built.source):
+                self.dump(built.op, None, built.schedule, artifact, source=built.source, language=built.language)
+                built.dumped = True
         self.run.finish("interrupted" if interrupted else "error", f"{type(exc).__name__}: {exc}")
         from tracea.doctor.errors import BadInputError
 

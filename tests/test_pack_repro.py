@@ -202,3 +202,52 @@ def test_cuda_kernel_dump_bundle_and_replay_without_gpu(tmp_path, monkeypatch):
     out = tracea(tmp_path / "home", "replay", str(bundle), "--yes")
     assert out.returncode == 3, out.stdout + out.stderr
     assert out.stderr.startswith("error: run/ir/0000_") and "Traceback" not in out.stderr
+
+
+def test_crashing_kernel_bundle_reproduces_with_binary(tmp_path):
+    """A compiler that builds a kernel which segfaults: bench records runtime_failed (the crash happens in
+    the forked child) and writes a crash bundle. Replaying its *binary* reproduces the crash (exit 0:
+    the recording is reproduced); replaying its *source* with this host's real compiler does not (exit 1,
+    saying so)."""
+    crash_c = tmp_path / "crash.c"
+    crash_c.write_text("int tracea_gemm(void **b, long long *d, double *f) {\n"
+                       "    (void)b; (void)d; (void)f; volatile int *p = 0; *p = 1; return 0;\n}\n")
+    fake = tmp_path / "crashcc"
+    fake.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'crashcc 1.0'; exit 0; fi\n"
+                    "out=''; prev=''\nfor a in \"$@\"; do [ \"$prev\" = -o ] && out=\"$a\"; prev=\"$a\"; done\n"
+                    f"exec cc -shared -fPIC -o \"$out\" {crash_c}\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    home = tmp_path / "home"
+    out = tracea(home, "bench", *GEMM, env={"TRACEA_CC": str(fake)})
+    assert out.returncode == 1 and "runtime_failed: the kernel crashed with SIGSEGV" in out.stderr, out.stderr
+    bundle = Path(next(ln for ln in out.stderr.splitlines() if ln.startswith("crash bundle: "))[14:])
+    again = tracea(home, "replay", str(bundle), "--yes", "--binary")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "runtime_failed: the kernel crashed with SIGSEGV" in again.stdout
+    fresh = tracea(home, "replay", str(bundle), "--yes")
+    assert fresh.returncode == 1
+    assert "replay does not reproduce the recording" in fresh.stderr and "recorded runtime_failed, now ok" in fresh.stderr
+
+
+def test_exception_during_bench_marks_run_and_writes_crash_bundle(tmp_path, monkeypatch, capsys):
+    """An unexpected exception inside bench: the run is marked "error" with the traceback in log.txt, and
+    a crash bundle is written and its path printed; the exception still reaches the CLI's policy."""
+    import tracea.emitters.bench as bench_mod
+    from tracea.__main__ import main
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("timer exploded")
+
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(bench_mod, "interleaved", broken)
+    code = main(["bench", *GEMM])
+    err = capsys.readouterr().err
+    assert code == 1 and "timer exploded" in err
+    (run,) = list((tmp_path / "home" / "runs").iterdir())
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "error" and manifest["error"] == "RuntimeError: timer exploded"
+    assert "timer exploded" in (run / "log.txt").read_text()
+    assert f"crash bundle: {run / 'crash-bundle.tar.gz'}" in err
+    with tarfile.open(run / "crash-bundle.tar.gz") as tar:
+        names = tar.getnames()
+    assert any(n.endswith("run/log.txt") for n in names) and any(n.endswith("/03_source.c") for n in names)

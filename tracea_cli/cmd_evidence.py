@@ -249,23 +249,31 @@ def say_run(rec: Any, to_stderr: bool) -> None:
 
 def dump_emitted(op: Any, decision: Any, variant: Any, schedule: Any, host: Any, mod: Any, emitted: list[Path],
                  dump_ir: Path) -> list[Path]:
-    """``tracea emit --dump-ir``: every stage, compiled when this host can (else the stages up to the
-    source, with the emitted metadata)."""
+    """``tracea emit --dump-ir``: every stage. When the emitter wrote a binary (CUDA: the cubin for the
+    named --arch) the emitted files are the stages; else the kernel is built here when this host can, and
+    otherwise the stages up to the source are written, with the emitted metadata."""
+    import yaml
+
     from tracea.doctor.errors import CompileError, UnsupportedError
     from tracea.reports.irdump import dump_kernel
 
-    try:
-        artifact: Any = mod.build(op, variant, schedule, host).artifact
-    except (UnsupportedError, CompileError):  # another machine's kernel, or no compiler: no binary stage
-        import yaml
-
-        exts = {".c": "c", ".cu": "cuda", ".ptx": "ptx"}
-        src = next((Path(p) for p in emitted if Path(p).suffix in exts), None)
-        meta_file = next((Path(p) for p in emitted if Path(p).name.endswith(".yaml")), None)
-        meta = yaml.safe_load(meta_file.read_text()) if meta_file else {}
-        artifact = {"name": (meta or {}).get("name") or (src.stem if src else None),
-                    "source": src.read_text() if src else None, "language": exts.get(src.suffix) if src else None,
-                    "metadata": meta or {}, "variant": variant.id}
+    files = [Path(p) for p in emitted]
+    exts = {".c": "c", ".cu": "cuda", ".ptx": "ptx"}
+    src = next((p for p in files if p.suffix in exts), None)
+    binary = next((p for p in files if p.suffix in (".cubin", ".so", ".hsaco", ".metallib")), None)
+    if binary is None:
+        try:
+            return dump_kernel(dump_ir, op, decision, schedule, mod.build(op, variant, schedule, host).artifact)
+        except (UnsupportedError, CompileError):  # another machine's kernel, or no compiler: no binary stage
+            pass
+    meta_file = next((p for p in files if p.suffix == ".yaml"), None)
+    log_file = next((p for p in files if p.suffix == ".log"), None)
+    meta = (yaml.safe_load(meta_file.read_text()) if meta_file else None) or {}
+    artifact = {"name": meta.get("name") or (src.stem if src else None), "source": src.read_text() if src else None,
+                "language": exts.get(src.suffix) if src else None, "metadata": meta, "variant": variant.id,
+                "binary": str(binary) if binary else None, "entry": meta.get("entry"),
+                "compiler": meta.get("compiler"), "compiler_version": meta.get("compiler_version"),
+                "log": log_file.read_text() if log_file else None}
     return dump_kernel(dump_ir, op, decision, schedule, artifact)
 
 

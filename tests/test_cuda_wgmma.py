@@ -211,3 +211,74 @@ def test_gpu_verify_quick(tmp_path):
     assert probe["mismatches_vs_layout"] == 0
     recs = json.loads((tmp_path / "verify.json").read_text())["records"]
     assert recs and all(r["ok"] for r in recs), [r for r in recs if not r["ok"]]
+
+
+# ------------------------------------------------------------------------------------------ emitter + plan
+
+
+def _planned(host, op):
+    from tracea.doctor.plan import plan
+    from tracea.emitters import cuda
+    from tracea.emitters.cuda.variants import WGMMA_GEMM
+
+    return plan(op, host, cuda.ALL_VARIANTS + (WGMMA_GEMM,), backend="cuda")
+
+
+@pytest.mark.parametrize("snapshot", ["h100_live", "h100_measured", "h200_live"])
+def test_plan_prefers_wgmma_on_sm90(snapshot):
+    from tracea.doctor.snapshot import read_snapshot
+
+    host, _ = read_snapshot(ROOT / "tests/fixtures/snapshots" / f"{snapshot}.json")
+    for dtype in ("bf16", "fp16"):
+        d = _planned(host, Gemm(4096, 4096, 4096, dtype))
+        assert d.chosen == "cuda-wgmma.gemm"
+        ranked = [c.variant for c in d.candidates if c.accepted]
+        assert ranked.index("cuda-wgmma.gemm") < ranked.index("cuda-mma-sync.gemm")
+    d = _planned(host, Gemm(64, 64, 64, "fp32"))
+    assert d.chosen != "cuda-wgmma.gemm"
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_86", "sm_89", "sm_100", "sm_120"])
+def test_plan_never_offers_wgmma_off_sm90(target):
+    from tracea.doctor.snapshot import read_snapshot
+    from tracea.emitters.cuda.arch import target_host
+
+    host, _ = read_snapshot(ROOT / "tests/fixtures/snapshots/h100_live.json")
+    d = _planned(target_host(host, target), Gemm(4096, 4096, 4096, "bf16"))
+    wg = next(c for c in d.candidates if c.variant == "cuda-wgmma.gemm")
+    assert not wg.accepted and any("compute capability" in r for r in wg.reasons)
+    assert d.chosen != "cuda-wgmma.gemm"
+
+
+def test_variant_smem_requirement_is_the_hero_ring():
+    from tracea.emitters.cuda.variants import WGMMA_GEMM
+
+    assert WGMMA_GEMM.requirements.min_shared_memory_per_block_bytes == W.HERO.smem_bytes
+    assert WGMMA_GEMM.requirements.min_compute_capability == WGMMA_GEMM.requirements.max_compute_capability == (9, 0)
+
+
+class _NoGpu:
+    nvidia = None
+
+
+def test_emitter_builds_and_emits_for_sm90a_only(nvrtc, tmp_path, monkeypatch):
+    from tracea.doctor.errors import UnsupportedError
+    from tracea.emitters import cuda
+    from tracea.emitters.cuda.build import compile_kernel
+
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
+    op = Gemm(4000, 4000, 4000, "bf16", epilogue=("bias", "relu"))
+    hero = cuda.hero_schedule(op, "cuda-wgmma.gemm", _NoGpu(), "sm_90a")
+    assert hero == W.HERO
+    _, r, _, art = compile_kernel(op, "cuda-wgmma.gemm", hero, _NoGpu(), "sm_90a")
+    assert art.metadata["resources"]["spills"] == 0 and r.entry == W.KERNEL_NAME
+    assert art.metadata["launch"]["block"] == [384, 1, 1] and art.metadata["launch"]["dynamic_smem"] == hero.smem_bytes
+    files = cuda.emit(op, "cuda-wgmma.gemm", hero, _NoGpu(), tmp_path / "out", arch="sm_90a")
+    assert {p.suffix for p in files} >= {".cu", ".cubin", ".json", ".yaml"}
+    space = cuda.search_space(op, "cuda-wgmma.gemm", _NoGpu(), "sm_90a")
+    assert space[0] == hero and len(space) > 20
+    assert cuda.search_space(op, "cuda-wgmma.gemm", _NoGpu(), "sm_80") == []
+    with pytest.raises(UnsupportedError, match="sm_90"):
+        compile_kernel(op, "cuda-wgmma.gemm", hero, _NoGpu(), "sm_80")
+    with pytest.raises(UnsupportedError, match="sm_90a"):
+        compile_kernel(op, "cuda-wgmma.gemm", hero, _NoGpu(), "sm_90")

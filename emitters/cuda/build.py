@@ -18,7 +18,7 @@ from .render import Rendered
 from .schedule import CudaSchedule
 from .variants import resolve
 
-CORE_OF_FAMILY = {"cuda-mma-sync": "mma", "cuda-simt": "simt"}
+CORE_OF_FAMILY = {"cuda-mma-sync": "mma", "cuda-simt": "simt", "cuda-wgmma": "wgmma"}
 
 
 def _core(op: Any, v: Variant) -> str:
@@ -46,6 +46,10 @@ def _arch(host: Any, arch: str | Arch | None = None) -> Arch:
 def _check(op: Any, v: Variant, schedule: Any, arch: Arch) -> None:
     if getattr(op, "kind", None) != v.op:
         raise BadInputError(f"variant: {v.id} computes {v.op}, not {getattr(op, 'kind', op)!r}")
+    if v.family == "cuda-wgmma":  # the Hopper GEMM checks its own schedule type and target (tma.py)
+        from .tma import check_wgmma
+
+        return check_wgmma(op, v, schedule, arch)
     if not isinstance(schedule, CudaSchedule):
         raise BadInputError(f"schedule: expected a CudaSchedule, got {type(schedule).__name__}")
     if op.dtype.value not in v.precisions:
@@ -68,6 +72,10 @@ def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch |
     when they fit."""
     v = resolve(variant)
     core = _core(op, v)
+    if core == "wgmma":
+        from .wgmma import hero_schedule as wgmma_hero
+
+        return wgmma_hero(op)
     if core == "softmax":
         vec = 16 // op.dtype.itemsize
         if op.cols % vec:
@@ -117,6 +125,10 @@ def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | 
                             if not 2 <= warps <= 8:
                                 continue
                             cands.append(CudaSchedule("mma", bm, bn, bk, wm, wn, stages, raster=8))
+    elif core == "wgmma":
+        from .wgmma import search_space as wgmma_space
+
+        cands += wgmma_space(op, target.smem_optin)
     elif core == "simt":
         for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64)):
             for wm, wn in ((32, 64), (64, 32)):
@@ -142,6 +154,10 @@ def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | 
 
 def render(op: Any, schedule: CudaSchedule, arch: Arch) -> tuple[Rendered, dict[str, float | int]]:
     """The kernel source and its runtime scalars."""
+    if schedule.core == "wgmma":
+        from .wgmma import rendered
+
+        return rendered(op, schedule, arch.sm_count), {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha}
     if schedule.core == "mma":
         from .mma import conv_scalars, render_mma
 
@@ -196,6 +212,10 @@ def build(op: Any, variant: Variant | str, schedule: CudaSchedule, host: Any):
     from .runtime import CudaKernel
 
     _, r, scalars, artifact = compile_kernel(op, variant, schedule, host)
+    if schedule.core == "wgmma":  # tensor maps built at upload, passed by value (tma.py)
+        from .tma import WgmmaKernel
+
+        return WgmmaKernel(op, artifact, r, scalars)
     return CudaKernel(op, artifact, r, scalars)
 
 

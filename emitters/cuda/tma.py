@@ -1,5 +1,6 @@
 """Host side of the Hopper GEMM: TMA tensor maps (``cuTensorMapEncodeTiled`` through cuda-bindings'
-driver API, 128B swizzle) and a launch through ``cuLaunchKernel`` with the maps passed by value.
+driver API, 128B swizzle), a launch through ``cuLaunchKernel`` with the maps passed by value, and the
+CUDA emitter's hooks for the ``cuda-wgmma`` family (``check_wgmma``, ``WgmmaKernel``).
 
 Needs a driver (a GPU machine); importing this module does not. The tensor map is 128 opaque bytes
 that the kernel receives as ``const __grid_constant__ TrTensorMap``: it is copied out of the
@@ -11,9 +12,10 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from tracea.doctor.errors import TraceaError
+from tracea.doctor.errors import BadInputError, LaunchError, TraceaError, UnsupportedError
 
-from .wgmma import BK, WgmmaSchedule, tma_boxes
+from .runtime import CudaKernel
+from .wgmma import BK, WgmmaSchedule, tma_boxes, tma_unsupported
 
 MAP_BYTES = 128
 
@@ -85,8 +87,9 @@ class Launcher:
         """``args``: ctypes values in kernel-parameter order (tensor maps, pointers as c_uint64, ...)."""
         keep = list(args)
         ptrs = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(a) for a in keep])
-        _check(self._drv.cuLaunchKernel(self.func, grid, 1, 1, threads, 1, 1, self.smem_bytes,
-                                        self._drv.CUstream(stream),
+        if not isinstance(stream, self._drv.CUstream):
+            stream = self._drv.CUstream(stream)
+        _check(self._drv.cuLaunchKernel(self.func, grid, 1, 1, threads, 1, 1, self.smem_bytes, stream,
                                         ctypes.addressof(ptrs), 0), "cuLaunchKernel")
 
 
@@ -94,3 +97,80 @@ def gemm_args(tm_a: _Map, tm_b: _Map, c: int, bias: int, residual: int, alpha: f
               m: int, n: int, k: int) -> list[Any]:
     return [tm_a, tm_b, ctypes.c_uint64(c), ctypes.c_uint64(bias), ctypes.c_uint64(residual),
             ctypes.c_float(alpha), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
+
+
+# ------------------------------------------------------------------------------- emitter hooks
+
+
+def check_wgmma(op: Any, v: Any, schedule: Any, arch: Any) -> None:
+    """What ``build._check`` asks of a cuda-wgmma kernel: a GEMM, a WgmmaSchedule, the sm_90a target."""
+    if not isinstance(schedule, WgmmaSchedule):
+        raise BadInputError(f"schedule: {v.id} takes a wgmma schedule, got {type(schedule).__name__}")
+    if arch.cc != (9, 0):
+        raise UnsupportedError(f"{v.id} runs only on sm_90 (Hopper: wgmma, TMA, setmaxnreg), not {arch.name}",
+                               "cuda-mma-sync runs on sm_80 and later")
+    if arch.suffix != "a":
+        raise UnsupportedError(f"{v.id} needs the architecture-specific target sm_90a, not {arch.name}",
+                               "--arch sm_90a")
+    if op.dtype.value not in v.precisions:
+        raise UnsupportedError(f"{v.id} computes {', '.join(v.precisions)}, not {op.dtype.value}",
+                               "fp32 runs on cuda-simt")
+    schedule.validate(op, arch.smem_optin)
+
+
+def _copy_2d(drv: Any, src: int, src_pitch: int, dst: int, dst_pitch: int, width: int, height: int) -> Any:
+    cp = drv.CUDA_MEMCPY2D()
+    cp.srcMemoryType = drv.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    cp.srcDevice = src
+    cp.srcPitch = src_pitch
+    cp.dstMemoryType = drv.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    cp.dstDevice = dst
+    cp.dstPitch = dst_pitch
+    cp.WidthInBytes = width
+    cp.Height = height
+    return cp
+
+
+class WgmmaKernel(CudaKernel):
+    """The CUDA emitter's kernel object for cuda-wgmma: buffers, timing and verification as for every
+    CUDA kernel; the launch builds the two tensor maps over the device buffers and passes them by value.
+
+    Operands whose rows TMA cannot address (a row stride that is not a multiple of 16 bytes, e.g. K = 4097
+    row-major A) are copied into padded device buffers by ``cuMemcpy2DAsync`` at every launch, inside the
+    timed region, so the cost of the padding is part of the figure."""
+
+    def __init__(self, op: Any, artifact: Any, rendered: Any, scalars: dict[str, float | int]) -> None:
+        super().__init__(op, artifact, rendered, scalars)
+        from pathlib import Path
+
+        self.schedule = WgmmaSchedule.from_json(artifact.schedule)
+        self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered.entry, rendered.smem)
+        self._wargs: list[Any] | None = None
+        self._copies: list[Any] = []
+        self.padding = tma_unsupported(op)
+
+    def upload(self, inputs: dict[str, Any]) -> None:
+        super().upload(inputs)
+        drv = self._dev.driver
+        op, ptrs, strides, self._copies = self.op, {}, {}, []
+        for which in ("a", "b"):
+            rows, inner = self._shapes[which]
+            ptr = int(self._dbuf[which].ptr)
+            if (inner * 2) % 16:
+                padded = (inner + 7) // 8 * 8
+                buf = self._buffer(f"{which}_tma", rows * padded * 2)
+                self._copies.append(_copy_2d(drv, ptr, inner * 2, int(buf.ptr), padded * 2, inner * 2, rows))
+                ptr, inner = int(buf.ptr), padded
+            ptrs[which], strides[which] = ptr, inner
+        ma, mb = operand_maps(op, self.schedule, ptrs["a"], ptrs["b"], strides["a"], strides["b"])
+        opt = {name: int(self._dbuf[name].ptr) if name in self._dbuf else 0 for name in ("bias", "residual")}
+        self._wargs = gemm_args(ma, mb, int(self._dbuf["out"].ptr), opt["bias"], opt["residual"], op.alpha,
+                                op.m, op.n, op.k)
+
+    def launch(self) -> None:
+        if self._wargs is None:
+            raise LaunchError("cuda-wgmma: launch before upload (no tensor maps yet)")
+        stream = self._dev.stream.handle
+        for cp in self._copies:
+            _check(self._dev.driver.cuMemcpy2DAsync(cp, stream), "cuMemcpy2DAsync")
+        self._launcher.launch(self.rendered.grid[0], self.rendered.block[0], stream, self._wargs)

@@ -42,11 +42,25 @@ def make_variant(family: str, op: str) -> Variant:
 ALL_VARIANTS: tuple[Variant, ...] = tuple(make_variant(f, o) for f, o in TABLE)
 VARIANTS: tuple[Variant, ...] = tuple(v for v in ALL_VARIANTS if v.id in REGISTERED)
 
+# The Hopper GEMM (wgmma.py, tma.py; issue 5). sm_90 only: wgmma, TMA and setmaxnreg are sm_90a
+# instructions (min = max compute capability 9.0); needs the hero's opt-in shared memory (197712 B,
+# WgmmaSchedule().smem_bytes; tests/test_cuda_wgmma.py checks the two agree); ranked above
+# cuda-mma-sync. Kept out of ALL_VARIANTS, which CI compiles for sm_80 too; verified on an H200
+# (gpu/wgmma/runs/, docs/hopper.md).
+WGMMA_GEMM = Variant(
+    id="cuda-wgmma.gemm", op="gemm", backend="cuda", family="cuda-wgmma", precisions=("bf16", "fp16"),
+    requirements=Requirements(toolchain=TOOLCHAIN, min_compute_capability=(9, 0), max_compute_capability=(9, 0),
+                              min_shared_memory_per_block_bytes=197712),
+    priority=70, description="Hopper GEMM: TMA into 128B-swizzled shared memory, wgmma.mma_async on warpgroups, "
+                             "producer/consumer warp specialisation over an mbarrier ring, setmaxnreg, "
+                             "persistent L2-grouped tile order, fused epilogue, fp32 accumulation")
+VARIANTS = VARIANTS + (WGMMA_GEMM,)
+
 
 def resolve(variant: Variant | str) -> Variant:
     if isinstance(variant, Variant):
         return variant
-    found = next((v for v in ALL_VARIANTS if v.id == variant), None)
+    found = next((v for v in ALL_VARIANTS + (WGMMA_GEMM,) if v.id == variant), None)
     if found is None:
         raise BadInputError(f"variant: unknown CUDA variant {variant!r}; known: {', '.join(v.id for v in ALL_VARIANTS)}")
     return found

@@ -78,6 +78,11 @@ class WgmmaSchedule:
     pingpong: bool = False
 
     @property
+    def core(self) -> str:
+        """The kernel core, as ``CudaSchedule.core`` names its own (the CUDA emitter dispatches on it)."""
+        return "wgmma"
+
+    @property
     def bk(self) -> int:
         return BK
 
@@ -581,3 +586,30 @@ def tma_boxes(op: Any, sched: WgmmaSchedule) -> dict[str, dict[str, Any]]:
         kmajor = operand_kmajor(op, which)
         out[which] = {"dims": (inner, outer), "box": (BK, rows) if kmajor else (64, BK), "kmajor": kmajor}
     return out
+
+
+def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Any:
+    """The CUDA emitter's ``Rendered`` for ``op`` (source, launch geometry, metadata). ``params`` names the
+    kernel's arguments in order; the tensor maps ``tmA``/``tmB`` are built on the host (``tma.py``)."""
+    from .render import Rendered
+
+    src = render(op, sched)
+    grid, threads, smem = launch_geometry(op, sched, sm_count)
+    a_k, b_k = operand_kmajor(op, "a"), operand_kmajor(op, "b")
+    meta = {
+        "name": f"tr_{sched.name}",
+        "tile": {"M": sched.bm, "N": sched.bn, "K": BK, "stages": sched.stages, "consumers": sched.consumers,
+                 "pingpong": sched.pingpong, "cluster": sched.cluster},
+        "fragments": {"mma": f"wgmma.mma_async m64n{sched.bn}k16", "dtype_in": op.dtype.value, "dtype_acc": "fp32",
+                      "load": "TMA cp.async.bulk.tensor.2d, 128B swizzle" + ("" if a_k else " (A MN-major)")
+                              + ("" if b_k else " (B MN-major)")},
+        "smem": {"a": [t.describe() for t in operand_layouts(sched.bm, a_k)],
+                 "b": [t.describe() for t in operand_layouts(sched.bn, b_k)], "stage_bytes": sched.stage_bytes},
+        "registers": dict(zip(("entry", "producer", "consumer"), sched.register_split(), strict=True)),
+        "launch": {"grid": [grid, 1, 1], "block": [threads, 1, 1], "dynamic_smem": smem,
+                   "persistent": sched.persistent},
+        "epilogue": list(op.epilogue),
+        "tma_padding": tma_unsupported(op),
+    }
+    params = ("tmA", "tmB", "out", "bias", "residual", "alpha", "M", "N", "K")
+    return Rendered(f"tr_{sched.name}", KERNEL_NAME, src, params, (grid, 1, 1), (threads, 1, 1), smem, meta)

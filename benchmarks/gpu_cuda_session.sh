@@ -37,12 +37,16 @@ bench)
     ;;
 full)
     $PY benchmarks/bench_cuda.py verify --out "$OUT" 2>&1 | tee "$OUT/verify.log"
-    compute-sanitizer --tool memcheck --print-limit 20 $PY benchmarks/bench_cuda.py sanitize 2>&1 \
-        | tail -40 | tee "$OUT/memcheck.log"
-    $PY benchmarks/bench_cuda.py bench --out "$OUT" 2>&1 | tee "$OUT/bench.log"
-    ncu --clock-control none --kernel-name regex:tr_gemm_mma --launch-count 1 \
-        --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__sass_inst_executed_op_ldsm.sum,smsp__sass_inst_executed_op_shared_ld.sum,smsp__sass_inst_executed_op_shared_st.sum,smsp__sass_inst_executed_op_ldgsts.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldgsts.sum \
+    timeout 240 compute-sanitizer --tool memcheck --print-limit 20 $PY benchmarks/bench_cuda.py sanitize 2>&1 \
+        | tee "$OUT/memcheck.log" | tail -30
+    $PY benchmarks/bench_cuda.py probe 2>&1 | tee "$OUT/probe.log"
+    $PY benchmarks/bench_cuda.py bench --repeats ${REPEATS:-30} --out "$OUT" 2>&1 | tee "$OUT/bench.log"
+    W=l1tex__data_pipe_lsu_wavefronts_mem_shared BC=l1tex__data_bank_conflicts_pipe_lsu_mem_shared I=smsp__sass_inst_executed_op_
+    timeout 180 ncu --clock-control none --kernel-name regex:tr_gemm_mma --launch-count 1 \
+        --metrics $BC.sum,${BC}_op_ld.sum,${BC}_op_st.sum,$W.sum,${W}_op_ld.sum,${W}_op_st.sum,${I}ldsm.sum,${I}shared_ld.sum,${I}shared_st.sum,${I}ldgsts.sum \
         $PY benchmarks/bench_cuda.py ncu-gemm 2>&1 | tee "$OUT/ncu_gemm.log"
-    $PY benchmarks/bench_cuda.py space --size ${SPACE_SIZE:-4096} --out "$OUT/space.json" 2>&1 | tail -5 | tee "$OUT/space.log"
+    ;;
+space)
+    $PY benchmarks/bench_cuda.py space --size ${SPACE_SIZE:-4096} --out "$OUT/space.json" 2>&1 | tee "$OUT/space.log" | tail -5
     ;;
 esac

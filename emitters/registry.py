@@ -12,7 +12,7 @@ from typing import Any
 from tracea.doctor.errors import UnsupportedError
 from tracea.doctor.variants import Variant
 
-BACKENDS = {"cpu": "tracea.emitters.cpu"}
+BACKENDS = {"cpu": "tracea.emitters.cpu", "cuda": "tracea.emitters.cuda"}
 
 
 def backend_module(backend: str) -> Any:

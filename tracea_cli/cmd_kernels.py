@@ -37,19 +37,27 @@ def do_plan(op: Any, backend: str | None, precision: str | None, json_out: bool)
 
 
 def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json_out: bool,
-            dump_ir: Path | None = None) -> None:
+            dump_ir: Path | None = None, arch: str | None = None) -> None:
     import json
 
     from tracea.doctor.plan import plan
     from tracea.emitters import registry
 
-    backend = backend or "cpu"
+    backend = backend or ("cuda" if arch else "cpu")
     host = _host()
+    if arch is not None:
+        if backend != "cuda":
+            from tracea.doctor.errors import BadInputError
+
+            raise BadInputError(f"--arch names a CUDA target; it does not apply to --backend {backend}")
+        from tracea.emitters.cuda.arch import target_host
+
+        host = target_host(host, arch)  # plan and emit for the named GPU, installed here or not
     decision = plan(op, host, registry.all_variants(backend), precision=precision, backend=backend)
     variant = registry.variant(decision.require())
     mod = registry.backend_module(backend)
     schedule = mod.hero_schedule(op, variant, host)
-    paths = mod.emit(op, variant, schedule, host, out)
+    paths = mod.emit(op, variant, schedule, host, out, arch=arch) if arch else mod.emit(op, variant, schedule, host, out)
     if dump_ir is not None:
         from tracea.cmd_evidence import dump_emitted
 
@@ -97,7 +105,8 @@ bench_app = typer.Typer(help="Measure a Tracea kernel against the vendor library
 add_op_commands(plan_app, [BACKEND, PRECISION, JSON], do_plan, "Plan")
 add_op_commands(
     emit_app,
-    [BACKEND, PRECISION, option("out", Path, ..., "--out", help="Folder to write into."), JSON, DUMP_IR],
+    [BACKEND, PRECISION, option("out", Path, ..., "--out", help="Folder to write into."), JSON, DUMP_IR,
+     option("arch", str | None, None, "--arch", help="CUDA target to compile for (sm_80, sm_90a, ...); no GPU needed.")],
     do_emit, "Emit",
 )
 add_op_commands(

@@ -185,6 +185,12 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
     inputs = op.random_inputs(rng)
     ref = op.reference(inputs)
     tol = tolerance(op)
+    if backend == "cuda":  # verified in-process (no fork under a CUDA context), timed with CUDA events
+        from .cuda.baselines import bench_on_device
+
+        with nvtx_phase(phase_of(op.kind), "time"):
+            fields = bench_on_device(kernel, op, inputs, ref, tol, warmup, repeats)
+        return BenchResult(tolerance=tol, **fields, **base)
     out = np.empty(op.output_shape(), op.dtype.storage)  # type: ignore[attr-defined]
 
     def first_run() -> float:

@@ -1,0 +1,122 @@
+"""GPU baselines for ``tracea bench --backend cuda``: PyTorch's own kernels (cuBLAS, cuDNN, torch.softmax) in
+the same process and on the same device, timed like Tracea's kernels (CUDA events around each call, L2
+flushed before each, warm-up, median and p95). fp32 baselines run with TF32 off, so both sides do fp32
+arithmetic. Without torch the bench still verifies and times Tracea's kernel and says why there is no
+baseline.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tracea.kernels import relative_error
+from tracea.kernels.dtypes import to_float64
+
+from ..timing import Timing, _p95
+
+
+@dataclass(frozen=True)
+class GpuBaseline:
+    name: str
+    run: Callable[[], Any] | None  # returns a torch tensor on the device; None: unavailable
+    reason: str | None = None
+
+
+def torch_baseline(op: Any, inputs: dict[str, np.ndarray]) -> GpuBaseline:
+    if importlib.util.find_spec("torch") is None:
+        return GpuBaseline("torch (cuBLAS/cuDNN)", None, "torch is not installed (pip install 'tracea[torch]')")
+    import torch
+
+    if not torch.cuda.is_available():
+        return GpuBaseline("torch (cuBLAS/cuDNN)", None, "torch sees no CUDA device")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    F = torch.nn.functional
+
+    def dev(x: np.ndarray):
+        if op.dtype.value == "bf16":
+            return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).cuda()
+        return torch.from_numpy(np.ascontiguousarray(x)).cuda()
+
+    t = {k: dev(v) for k, v in inputs.items()}
+    ver = torch.__version__
+    if op.kind == "gemm":
+        a = t["a"] if op.layout_a == "row" else t["a"].t()
+        b = t["b"] if op.layout_b == "row" else t["b"].t()
+
+        def run():
+            c = a @ b
+            for e in op.epilogue:
+                c = {"bias": lambda c: c + t["bias"], "relu": torch.relu,
+                     "gelu": lambda c: F.gelu(c, approximate="tanh"), "scale": lambda c: c * op.alpha,
+                     "residual": lambda c: c + t["residual"]}[e](c)
+            return c
+        name = f"torch {ver} matmul (cuBLAS{', TF32 off' if op.dtype.value == 'fp32' else ''})"
+    elif op.kind == "conv2d":
+        x, w = t["x"], t["weight"]
+        if op.layout == "nhwc":
+            x, w = x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2)  # channels_last views of the same bytes
+
+        def run():
+            y = F.conv2d(x, w, t.get("bias"), op.stride, op.padding, op.dilation, op.groups)
+            return y.permute(0, 2, 3, 1) if op.layout == "nhwc" else y
+        name = f"torch {ver} conv2d (cuDNN, {op.layout}{', TF32 off' if op.dtype.value == 'fp32' else ''})"
+    else:
+        def run():
+            return torch.softmax(t["x"], dim=1)
+        name = f"torch {ver} softmax"
+    return GpuBaseline(name, run)
+
+
+def time_torch(run: Callable[[], Any], warmup: int, repeats: int, flush_l2: bool = True) -> Timing:
+    import torch
+
+    flush = torch.empty(2 * max(torch.cuda.get_device_properties(0).L2_cache_size, 1 << 26), dtype=torch.uint8,
+                        device="cuda") if flush_l2 else None
+    for _ in range(warmup):
+        run()
+    pairs = []
+    for _ in range(repeats):
+        if flush is not None:
+            flush.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        run()
+        e.record()
+        pairs.append((s, e))
+    torch.cuda.synchronize()
+    ms = sorted(s.elapsed_time(e) for s, e in pairs)
+    return Timing(statistics.median(ms), _p95(ms), ms[0], len(ms))
+
+
+def bench_on_device(kernel: Any, op: Any, inputs: dict[str, np.ndarray], ref: np.ndarray, tol: float,
+                    warmup: int, repeats: int) -> dict[str, Any]:
+    """Verify ``kernel`` on ``inputs`` (in this process: a CUDA context does not survive a fork), then time
+    it and the torch baseline on the device. Returns BenchResult fields."""
+    out = np.empty(op.output_shape(), op.dtype.storage)
+    out.fill(np.nan if out.dtype.kind == "f" else 0x7FC0)  # poison: every element must be written
+    try:
+        kernel(inputs, out)
+    except Exception as exc:  # noqa: BLE001 - a launch or memory error is a recorded result
+        return {"status": "runtime_failed", "error": f"{type(exc).__name__}: {exc}"}
+    err = relative_error(to_float64(out, op.dtype), ref)
+    if not err <= tol:
+        return {"status": "wrong_result", "rel_err": err, "error": f"relative error {err:.3g} exceeds {tol:.1g}"}
+    base = torch_baseline(op, inputs)
+    fields: dict[str, Any] = {"status": "ok", "rel_err": err, "baseline_name": base.name,
+                              "baseline_reason": base.reason}
+    repeats = max(repeats, 10)
+    fields["tracea"] = kernel.time(inputs, warmup=max(warmup, 1), repeats=repeats)
+    if base.run is not None:
+        y = base.run()
+        y = y.float() if str(y.dtype) == "torch.bfloat16" else y
+        fields["baseline_rel_err"] = relative_error(y.double().cpu().numpy(), ref)
+        fields["baseline"] = time_torch(base.run, max(warmup, 1), repeats)
+    return fields

@@ -15,7 +15,7 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, LaunchError, TraceaError, UnsupportedError
 
 from .runtime import CudaKernel
-from .wgmma import BK, WgmmaSchedule, tma_boxes, tma_unsupported
+from .wgmma import BK, WgmmaSchedule, launch_geometry, tma_boxes, tma_unsupported
 
 MAP_BYTES = 128
 
@@ -78,6 +78,25 @@ class Launcher:
         self.smem_bytes = smem_bytes
         attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         _check(drv.cuFuncSetAttribute(self.func, attr, smem_bytes), "cuFuncSetAttribute")
+
+    def max_active_clusters(self, threads: int, cluster: int) -> int | None:
+        """How many clusters of ``cluster`` blocks fit on the GPU at once (the driver's answer; some
+        GPCs cannot host a whole pair on every SM), or None when the driver cannot say."""
+        drv = self._drv
+        try:
+            cfg = drv.CUlaunchConfig()
+            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = cluster, 1, 1
+            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = threads, 1, 1
+            cfg.sharedMemBytes = self.smem_bytes
+            attr = drv.CUlaunchAttribute()
+            attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+            cfg.attrs = [attr]
+            cfg.numAttrs = 1
+            n = int(_check(drv.cuOccupancyMaxActiveClusters(self.func, cfg), "cuOccupancyMaxActiveClusters"))
+            return n if n > 0 else None
+        except Exception:  # noqa: BLE001 - an older driver or binding: fall back to SMs / cluster
+            return None
 
     def attribute(self, name: str) -> int:
         attr = getattr(self._drv.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
@@ -145,6 +164,11 @@ class WgmmaKernel(CudaKernel):
 
         self.schedule = WgmmaSchedule.from_json(artifact.schedule)
         self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered.entry, rendered.smem)
+        self._grid = rendered.grid[0]
+        if self.schedule.cluster > 1 and self.schedule.persistent:
+            fit = self._launcher.max_active_clusters(rendered.block[0], self.schedule.cluster)
+            sms = int(getattr(self._dev.dev.properties, "multiprocessor_count", 0) or 132)
+            self._grid = launch_geometry(op, self.schedule, sms, fit)[0]
         self._wargs: list[Any] | None = None
         self._copies: list[Any] = []
         self.padding = tma_unsupported(op)
@@ -173,4 +197,4 @@ class WgmmaKernel(CudaKernel):
         stream = self._dev.stream.handle
         for cp in self._copies:
             _check(self._dev.driver.cuMemcpy2DAsync(cp, stream), "cuMemcpy2DAsync")
-        self._launcher.launch(self.rendered.grid[0], self.rendered.block[0], stream, self._wargs)
+        self._launcher.launch(self._grid, self.rendered.block[0], stream, self._wargs)

@@ -29,8 +29,12 @@ picks another variant).
 one's epilogue runs under the other's mainloop (CUTLASS's "ping-pong" kernel); the ring's FIFO order
 keeps their mainloops in turn.
 
-Thread-block clusters with TMA multicast are not rendered yet (``cluster`` must be 1): the schedule
-field exists so the tuner's space and saved schedules keep their shape when it lands.
+``cluster`` = 2: the blocks run in pairs (``__cluster_dims__(2, 1, 1)``) over pairs of tiles that share
+their B panel (tile rows 2i and 2i+1 of one tile column). Each block loads its own A and one half of B,
+multicast by TMA into both blocks' shared memory; a stage is free again only when the consumers of both
+blocks have released it (each consumer warp arrives on its own and on the peer's ``empty[s]``). The
+pair starts and ends with a cluster barrier so neither block's barriers or shared memory are used
+before they exist or after the block exits.
 """
 
 from __future__ import annotations
@@ -64,8 +68,8 @@ class WgmmaSchedule:
     ``bm`` x ``bn``: C tile per block (per persistent iteration); ``consumers`` warpgroups split the
     ``bm`` rows, each issuing m64 wgmma of width ``bn``. ``stages``: depth of the TMA ring.
     ``raster``/``group``: the persistent tile order walks ``group`` tile rows ("m") or tile columns
-    ("n") at a time so that blocks running together share A or B panels in L2. ``cluster``: blocks per
-    cluster (1 only for now)."""
+    ("n") at a time so that blocks running together share A or B panels in L2. ``cluster``: 1, or 2
+    blocks sharing each B tile through TMA multicast."""
 
     bm: int = 128
     bn: int = 256
@@ -158,8 +162,10 @@ class WgmmaSchedule:
             raise BadInputError(f"stages: {self.stages} is outside 2..12")
         if self.group > 64:
             raise BadInputError(f"group: {self.group} tile rows per group is more than 64")
-        if self.cluster != 1:
-            raise BadInputError(f"cluster: {self.cluster} blocks per cluster is not rendered yet (1 only)")
+        if self.cluster not in (1, 2):
+            raise BadInputError(f"cluster: {self.cluster} blocks per cluster (1 or 2 supported)")
+        if self.cluster == 2 and self.bn % 128:
+            raise BadInputError(f"bn: {self.bn} does not split into two 64-column halves for the cluster's multicast")
         if self.accumulators > 192:
             raise BadInputError(f"bn: {self.accumulators} fp32 accumulators per consumer thread do not fit "
                                 f"beside addresses in {self.register_split()[2]} registers")
@@ -288,6 +294,18 @@ static __device__ __forceinline__ void tr_tma_load_2d(uint32_t dst, const TrTens
                  " [%0], [%1, {%2, %3}], [%4];\n"
                  :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
+static __device__ __forceinline__ void tr_tma_load_2d_mc(uint32_t dst, const TrTensorMap* map, int c0, int c1,
+                                                         uint32_t bar, uint16_t mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask) : "memory");
+}
+/* Arrive on the mbarrier at the same shared-memory offset in block ``rank`` of this cluster. */
+static __device__ __forceinline__ void tr_mbar_arrive_remote(uint32_t bar, uint32_t rank) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
+}
 static __device__ __forceinline__ void tr_prefetch_map(const TrTensorMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" :: "l"((uint64_t)map) : "memory");
 }
@@ -371,7 +389,8 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     w.extend(_wgmma_function(sched.bn, ptx, 0 if a_k else 1, 0 if b_k else 1))
     w.extend(_tile_order(sched))
     store = {"bf16": "tr_f2bf", "fp16": "tr_f2h"}[dtype]
-    w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
+    cluster_attr = f"__cluster_dims__({sched.cluster}, 1, 1) " if sched.cluster > 1 else ""
+    w(f'extern "C" __global__ void {cluster_attr}__launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
     w("    const __grid_constant__ TrTensorMap tmA, const __grid_constant__ TrTensorMap tmB,")
     w("    uint16_t* __restrict__ C, const uint16_t* __restrict__ bias, const uint16_t* __restrict__ residual,")
     w("    float alpha, int M, int N, int K) {")
@@ -380,28 +399,32 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     /* stage s: A at smem + s * {sched.stage_bytes}, B {a_bytes} bytes after it; then full[S], empty[S] */
     const uint32_t bars = smem + {S * sched.stage_bytes}u;
     const int tiles_m = (M + {sched.bm - 1}) / {sched.bm}, tiles_n = (N + {sched.bn - 1}) / {sched.bn};
-    const int tiles = tiles_m * tiles_n, k_iters = (K + {BK - 1}) / {BK};
+    /* A cluster of CL blocks walks tiles of CL tile rows (one per block, "rank") sharing one B panel. */
+    const int rank = blockIdx.x % {sched.cluster}, cluster_id = blockIdx.x / {sched.cluster};
+    const int clusters = gridDim.x / {sched.cluster}, tiles_mc = (tiles_m + {sched.cluster - 1}) / {sched.cluster};
+    const int tiles = tiles_mc * tiles_n, k_iters = (K + {BK - 1}) / {BK};
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     if (threadIdx.x == 0) {{
         tr_prefetch_map(&tmA);
         tr_prefetch_map(&tmB);
         for (int s = 0; s < {S}; ++s) {{
             tr_mbar_init(bars + 8u * s, 1u);
-            tr_mbar_init(bars + 8u * ({S} + s), {4 * (1 if sched.pingpong else sched.consumers)}u);
+            tr_mbar_init(bars + 8u * ({S} + s), {4 * (1 if sched.pingpong else sched.consumers) * sched.cluster}u);
         }}
         tr_mbar_init(bars + 8u * {2 * S}, 1u);
         tr_mbar_init(bars + 8u * {2 * S + 1}, 1u);
         asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
     }}
-    __syncthreads();
+    {_cluster_sync(sched)}
     if (wg == 0) {{
         asm volatile("setmaxnreg.dec.sync.aligned.u32 {prod_regs};\\n");
         if (tid == 0) {{
             int s = 0;
             uint32_t phase = 0;
-            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{
+            for (int tile = cluster_id; tile < tiles; tile += clusters) {{
                 int tm, tn;
-                tr_tile_coords(tile, tiles_m, tiles_n, tm, tn);
+                tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);
+                tm = tm * {sched.cluster} + rank;
                 for (int kk = 0; kk < k_iters; ++kk) {{
                     tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
                     const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
@@ -412,11 +435,19 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     else:
         for i, t in enumerate(a_lay):
             w(f"tr_tma_load_2d(sa + {t.base_bytes}u, &tmA, tm * {sched.bm} + {64 * i}, kk * {BK}, full);")
-    if b_k:
+    if sched.cluster == 1 and b_k:
         w(f"tr_tma_load_2d(sb, &tmB, kk * {BK}, tn * {sched.bn}, full);")
-    else:
+    elif sched.cluster == 1:
         for i, t in enumerate(b_lay):
             w(f"tr_tma_load_2d(sb + {t.base_bytes}u, &tmB, tn * {sched.bn} + {64 * i}, kk * {BK}, full);")
+    elif b_k:  # this block's half of the B rows, multicast to both blocks of the pair
+        half = sched.bn // 2
+        w(f"tr_tma_load_2d_mc(sb + rank * {half * b_lay[0].pitch_bytes}u, &tmB, kk * {BK}, "
+          f"tn * {sched.bn} + rank * {half}, full, 3);")
+    else:  # this block's half of the 64-column atoms, multicast to both blocks of the pair
+        per = len(b_lay) // 2
+        w(f"for (int i = rank * {per}; i < rank * {per} + {per}; ++i)")
+        w(f"    tr_tma_load_2d_mc(sb + i * {b_lay[1].base_bytes}u, &tmB, tn * {sched.bn} + 64 * i, kk * {BK}, full, 3);")
     w._level = 0
     m_slices, n_regs = sched.m_slices, sched.bn // 2
     w.extend(f"""                    if (++s == {S}) {{ s = 0; phase ^= 1u; }}
@@ -430,10 +461,11 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
            it takes (ping-pong: every {sched.tile_walkers}th, starting at its own index). */
         const int part = {"0" if sched.pingpong else "cw"}, walk = {"cw" if sched.pingpong else "0"};
         float acc[{m_slices}][{n_regs}];
-        for (int j = walk, tile = blockIdx.x + walk * gridDim.x; tile < tiles;
-             j += {sched.tile_walkers}, tile += {sched.tile_walkers} * gridDim.x) {{
+        for (int j = walk, tile = cluster_id + walk * clusters; tile < tiles;
+             j += {sched.tile_walkers}, tile += {sched.tile_walkers} * clusters) {{
             int tm, tn;
-            tr_tile_coords(tile, tiles_m, tiles_n, tm, tn);
+            tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);
+            tm = tm * {sched.cluster} + rank;
             /* The producer fills the ring in the block's tile order: tile j starts at step j * k_iters. */
             const long long it0 = (long long)j * k_iters;
             int s = (int)(it0 % {S});
@@ -459,13 +491,13 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
                 }}
                 TR_WGMMA_COMMIT();
                 TR_WGMMA_WAIT(1);
-                if (prev >= 0 && lane == 0) tr_mbar_arrive(bars + 8u * ({S} + prev));
+                if (prev >= 0 && lane == 0) {_release("prev", sched)}
                 prev = s;
                 if (++s == {S}) {{ s = 0; phase ^= 1u; }}
             }}
             {_turn_pass(sched)}
             TR_WGMMA_WAIT(0);
-            if (lane == 0) tr_mbar_arrive(bars + 8u * ({S} + prev));
+            if (lane == 0) {_release("prev", sched)}
             #pragma unroll
             for (int i = 0; i < {m_slices}; ++i) {{
                 #pragma unroll
@@ -508,8 +540,33 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
             }}
         }}
     }}
+    {_cluster_exit(sched)}
 }}""")
     return w.render()
+
+
+def _cluster_sync(sched: WgmmaSchedule) -> str:
+    """Every barrier of the block (and, in a pair, of the peer) initialised before anyone uses one."""
+    if sched.cluster == 1:
+        return "__syncthreads();"
+    return ('asm volatile("barrier.cluster.arrive.release.aligned;\\n" ::: "memory");\n'
+            '    asm volatile("barrier.cluster.wait.acquire.aligned;\\n" ::: "memory");')
+
+
+def _cluster_exit(sched: WgmmaSchedule) -> str:
+    """A pair leaves together: the peer may still arrive on this block's barriers until it is done."""
+    if sched.cluster == 1:
+        return ""
+    return ('asm volatile("barrier.cluster.arrive.release;\\n" ::: "memory");\n'
+            '    asm volatile("barrier.cluster.wait.acquire;\\n" ::: "memory");')
+
+
+def _release(stage: str, sched: WgmmaSchedule) -> str:
+    """One warp's release of ring stage ``stage``: its own empty barrier, and the peer's in a pair."""
+    own = f"tr_mbar_arrive(bars + 8u * ({sched.stages} + {stage}));"
+    if sched.cluster == 1:
+        return own
+    return f"{{ {own} tr_mbar_arrive_remote(bars + 8u * ({sched.stages} + {stage}), rank ^ 1); }}"
 
 
 def _turn_wait(sched: WgmmaSchedule) -> str:
@@ -571,10 +628,15 @@ def render_tma_probe() -> str:
     return w.render()
 
 
-def launch_geometry(op: Any, sched: WgmmaSchedule, sm_count: int) -> tuple[int, int, int]:
-    """(grid blocks, threads per block, dynamic shared memory bytes)."""
-    tiles = -(-op.m // sched.bm) * -(-op.n // sched.bn)
-    grid = min(tiles, sm_count) if sched.persistent else tiles
+def launch_geometry(op: Any, sched: WgmmaSchedule, sm_count: int,
+                    max_clusters: int | None = None) -> tuple[int, int, int]:
+    """(grid blocks, threads per block, dynamic shared memory bytes). Persistent: one block (or pair) per
+    SM (pair of SMs) that can hold one at once (``max_clusters``, from the driver when known)."""
+    cl = sched.cluster
+    tile_rows = -(-op.m // sched.bm)
+    tiles = -(-tile_rows // cl) * -(-op.n // sched.bn)
+    slots = max_clusters if max_clusters else sm_count // cl
+    grid = cl * (min(tiles, slots) if sched.persistent else tiles)
     return grid, sched.threads, sched.smem_bytes
 
 
@@ -584,6 +646,8 @@ def tma_boxes(op: Any, sched: WgmmaSchedule) -> dict[str, dict[str, Any]]:
     for which, rows in (("a", sched.bm), ("b", sched.bn)):
         outer, inner = op.shapes()[which]
         kmajor = operand_kmajor(op, which)
+        if which == "b" and kmajor:
+            rows //= sched.cluster  # each block of a pair loads half the B rows
         out[which] = {"dims": (inner, outer), "box": (BK, rows) if kmajor else (64, BK), "kmajor": kmajor}
     return out
 

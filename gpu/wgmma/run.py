@@ -155,6 +155,8 @@ class Kernel:
         self.cubin, self.log, self.compile_s, self.sass = cache[key]
         self.op, self.sched = op, sched
         self.launcher = T.Launcher(self.cubin, W.KERNEL_NAME, sched.smem_bytes)
+        self.max_clusters = self.launcher.max_active_clusters(sched.threads, sched.cluster) \
+            if sched.cluster > 1 else None
         self.regs = self.launcher.attribute("NUM_REGS")
         self.local = self.launcher.attribute("LOCAL_SIZE_BYTES")
 
@@ -180,7 +182,7 @@ class Kernel:
         res = ins.get("residual")
         args = T.gemm_args(ma, mb, out.data_ptr(), bias.data_ptr() if bias is not None else 0,
                            res.data_ptr() if res is not None else 0, op.alpha, op.m, op.n, op.k)
-        grid, threads, _ = W.launch_geometry(op, self.sched, sm_count)
+        grid, threads, _ = W.launch_geometry(op, self.sched, sm_count, self.max_clusters)
         copies = [(buf, t) for buf, _, t in srcs.values() if t is not None]
         stream = torch.cuda.current_stream().cuda_stream
 
@@ -242,6 +244,11 @@ def verify_cases(quick: bool) -> list[tuple[Gemm, W.WgmmaSchedule]]:
         cases.append((Gemm(3000, 3000, 136, dtype="bf16"), s))
         cases.append((Gemm(2048, 4096, 1000, dtype="fp16", layout_b="col", epilogue=("bias", "relu")), s))
         cases.append((Gemm(4096, 4096, 4096, dtype="bf16"), s))
+    for s in (W.WgmmaSchedule(cluster=2), W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True, cluster=2)):
+        cases.append((Gemm(3000, 3000, 136, dtype="bf16"), s))
+        cases.append((Gemm(1100, 4096, 1000, dtype="fp16", layout_b="col", epilogue=("bias", "relu")), s))
+        cases.append((Gemm(4096, 4096, 4096, dtype="bf16"), s))
+        cases.append((Gemm(130, 264, 4104, dtype="bf16", layout_a="col"), s))
     # dedupe (hero_schedule may equal hero)
     seen, out = set(), []
     for op, s in cases:
@@ -261,7 +268,8 @@ def run_verify(out_dir: Path, quick: bool, sm_count: int, cache: dict) -> list[d
         rec = {"op": op.signature, "schedule": sched.name}
         try:
             k = Kernel(op, sched, cache)
-            rec.update(regs=k.regs, local_bytes=k.local, sass=k.sass, compile_s=round(k.compile_s, 2))
+            rec.update(regs=k.regs, local_bytes=k.local, sass=k.sass, compile_s=round(k.compile_s, 2),
+                       max_clusters=k.max_clusters)
             ins = make_inputs(op, gen)
             out = torch.full((op.m, op.n), float("nan"), dtype=torch_dtype(op.dtype.value), device="cuda")
             call, pad = k.prepare(op, ins, out, sm_count)
@@ -290,9 +298,9 @@ BENCH_SHAPES = [
 def bench_candidates(op: Gemm, wide: bool) -> list[W.WgmmaSchedule]:
     c = [W.hero_schedule(op)]
     if wide and op.m > 64:
-        c += [W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True),
-              W.WgmmaSchedule(bm=64, bn=256, stages=5, pingpong=True),
-              W.WgmmaSchedule(bm=128, bn=256, stages=4, group=16)]
+        c += [W.HERO, W.WgmmaSchedule(cluster=2), W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True),
+              W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True, cluster=2),
+              W.WgmmaSchedule(bm=64, bn=256, stages=5, pingpong=True, cluster=2)]
     if wide and op.m <= 64:
         c += [W.WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1), W.WgmmaSchedule(bm=64, bn=64, stages=12, consumers=1)]
     return list(dict.fromkeys(c))

@@ -256,25 +256,24 @@ def bench(rng, out_dir: Path | None, repeats: int, only: str | None) -> list[dic
     return rows
 
 
-PROBE = {
-    "cuda-mma-sync.gemm": (Gemm(4096, 4096, 4096, "bf16"), [
-        (256, 128, 32, 64, 64, 3), (256, 128, 32, 64, 64, 4), (128, 256, 32, 64, 64, 3), (128, 256, 32, 64, 64, 4),
-        (128, 128, 32, 64, 32, 4), (128, 128, 64, 64, 32, 3), (128, 128, 32, 32, 64, 4), (256, 128, 64, 64, 64, 3),
-        (128, 128, 32, 64, 64, 4), (64, 128, 32, 32, 64, 4), (256, 64, 32, 64, 32, 4), (128, 128, 64, 64, 32, 4),
-        (128, 64, 64, 64, 32, 4), (128, 256, 64, 64, 64, 3)]),
-    "cuda-mma-sync.gemm ": (Gemm(8192, 8192, 8192, "bf16"), [(256, 128, 32, 64, 64, 4), (128, 128, 64, 64, 32, 3)]),
-    "cuda-simt.gemm": (Gemm(4096, 4096, 4096), [
-        (128, 128, 16, 32, 64, 2), (128, 128, 16, 64, 32, 2), (128, 128, 32, 32, 64, 2), (128, 64, 16, 32, 64, 2),
-        (64, 128, 16, 64, 32, 2)]),
-    "cuda-simt.softmax": (Softmax(8192, 8192), [(128, 4, 16), (256, 4, 8), (512, 4, 4), (1024, 4, 2), (256, 4, 0),
-                                                (1024, 4, 0)]),
+G4, G8 = Gemm(4096, 4096, 4096, "bf16"), Gemm(8192, 8192, 8192, "bf16")
+MMA_PROBE = [(256, 128, 32, 64, 64, 4, 1), (128, 256, 32, 64, 64, 4, 1), (128, 256, 32, 64, 64, 3, 1),
+             (128, 128, 64, 64, 32, 3, 1), (128, 128, 32, 64, 32, 4, 1), (128, 128, 32, 64, 64, 4, 1),
+             (128, 128, 32, 64, 64, 3, 2), (128, 128, 32, 64, 64, 4, 2), (256, 128, 32, 64, 64, 3, 1)]
+PROBE = {  # (variant, op) -> schedules as (bm, bn, bk, wm, wn, stages, min_blocks) or softmax (threads, vec, chunks)
+    ("cuda-mma-sync.gemm", G4): MMA_PROBE,
+    ("cuda-mma-sync.gemm", G8): MMA_PROBE[:3] + MMA_PROBE[6:8],
+    ("cuda-mma-sync.conv2d", Conv2d(32, 256, 56, 56, 256, 3, 3, padding=1, layout="nhwc", dtype="fp16")):
+        MMA_PROBE[:2] + MMA_PROBE[3:4] + MMA_PROBE[6:8],
+    ("cuda-mma-sync.conv2d", Conv2d(1, 64, 224, 224, 128, 3, 3, padding=1, layout="nhwc", dtype="fp16")):
+        [MMA_PROBE[3], MMA_PROBE[4], MMA_PROBE[6], (128, 64, 64, 64, 32, 3, 1), (64, 128, 64, 32, 64, 3, 2)],
+    ("cuda-simt.softmax", Softmax(8192, 8192)): [(256, 4, 8), (512, 4, 4), (1024, 4, 2), (512, 4, 0), (256, 4, 0)],
 }
 
 
 def probe(rng) -> None:
     """A few schedules of the GEMMs, verified then timed: where the hero stands among its neighbours."""
-    for vid, (op, shapes) in PROBE.items():
-        vid = vid.strip()
+    for (vid, op), shapes in PROBE.items():
         inputs = op.random_inputs(rng)
         ref, _ = reference(op, inputs)
         core = "mma" if "mma" in vid else "simt"
@@ -282,7 +281,7 @@ def probe(rng) -> None:
             if op.kind == "softmax":
                 sched = cuda.CudaSchedule("softmax", threads=t[0], vec=t[1], chunks=t[2])
             else:
-                sched = cuda.CudaSchedule(core, *t, raster=8)
+                sched = cuda.CudaSchedule(core, *t[:6], raster=8, min_blocks=t[6] if len(t) > 6 else 1)
             try:
                 k = cuda.build(op, vid, sched, HOST)
                 err = relative_error(out_f64(op, k(inputs)), ref)

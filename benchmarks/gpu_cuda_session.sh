@@ -31,6 +31,11 @@ smoke)
     $PY benchmarks/bench_cuda.py bench --repeats 10 --out "$OUT" 2>&1 | tee "$OUT/bench.log"
     command -v ncu compute-sanitizer | tee -a "$OUT/device.txt"
     ;;
+probe)
+    $PY benchmarks/bench_cuda.py verify --out "$OUT" 2>&1 | tee "$OUT/verify.log" | tail -3 || exit 1
+    $PY benchmarks/bench_cuda.py probe 2>&1 | tee "$OUT/probe.log"
+    $PY -m pytest -q -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
+    ;;
 bench)
     $PY benchmarks/bench_cuda.py probe 2>&1 | tee "$OUT/probe.log"
     $PY benchmarks/bench_cuda.py bench --repeats ${REPEATS:-20} --out "$OUT" ${ONLY:+--only "$ONLY"} 2>&1 | tee "$OUT/bench.log"

@@ -133,6 +133,13 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     else:
         loaders.append(_gemm_loader("A", "A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, nt, "m0", "M",
                                     "K" if plan.a_kmajor else "M"))
+    if not conv:
+        for tag, kmaj, vec_, lines_, cpl_, it_, mn0, mnt in (
+                ("A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, "m0", "M"),
+                ("B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, "n0", "N")):
+            if vec_ and nt % cpl_ == 0:
+                body.extend(_gemm_loader_setup(tag, kmaj, lines_, cpl_, it_, nt, mn0, mnt,
+                                               "K" if kmaj else mnt).splitlines())
     b("auto load_tile = [&](int kt, int slot) {")
     b(f"  const int k0 = kt * {s.bk};")
     b(f"  const uint32_t baseA = sA + slot * {plan.a.size_bytes}u, baseB = sB + slot * {plan.b.size_bytes}u;")
@@ -223,6 +230,22 @@ def _gemm_loader(tag: str, ptr: str, kmajor: bool, vec: bool, lines: int, cpl: i
            f"    const int line = c / {cpl}, ch = c % {cpl};",
            f"    {coords}",
            f"    const uint32_t dst = base{tag} + off{tag}(line, ch * 8);"]
+    if vec and nt % cpl == 0:  # addresses precomputed once per block (_gemm_loader_setup)
+        step = nt // cpl
+        if kmajor:
+            ok_k = f"k0 + {tag}_ch * 8 < K"
+            out = [f"{{ const bool okk = {ok_k};",
+                   f"#pragma unroll\nfor (int i = 0; i < {iters}; ++i) {{",
+                   f"  const bool ok = okk && {tag}_ok[i];",
+                   f"  tr_cp16(base{tag} + {tag}_soff[i], ok ? {tag}_src[i] + k0 : {ptr}, ok ? 16u : 0u);",
+                   "}", "}"]
+        else:
+            out = [f"#pragma unroll\nfor (int i = 0; i < {iters}; ++i) {{",
+                   f"  const bool ok = {tag}_ok[i] && k0 + {tag}_line0 + i * {step} < K;",
+                   f"  tr_cp16(base{tag} + {tag}_soff[i], ok ? {tag}_src[i] + (size_t)k0 * {ld} : {ptr}, "
+                   "ok ? 16u : 0u);",
+                   "}"]
+        return "\n".join(out)
     if vec:
         out += [f"    const bool ok = {ok};",
                 f"    const uint16_t* src = ok ? {ptr} + (size_t){row} * {ld} + {col} : {ptr};",
@@ -238,6 +261,30 @@ def _gemm_loader(tag: str, ptr: str, kmajor: bool, vec: bool, lines: int, cpl: i
                 "    }",
                 "    tr_sts128(dst, v[0], v[1], v[2], v[3]);"]
     out += ["  }", "}"]
+    return "\n".join(out)
+
+
+def _gemm_loader_setup(tag: str, kmajor: bool, lines: int, cpl: int, iters: int, nt: int, mn0: str,
+                       mn_total: str, ld: str) -> str:
+    """Per-thread constants of a vectorised operand copy: every chunk a thread copies sits in the same
+    16-byte column of the tile (``nt`` is a multiple of the chunks per line), so its shared offsets, source
+    pointers and row checks are fixed for the whole k loop; each tile then adds k0 and copies."""
+    total = lines * cpl
+    out = [f"const int {tag}_ch = tid % {cpl}, {tag}_line0 = tid / {cpl};",
+           f"uint32_t {tag}_soff[{iters}]; const uint16_t* {tag}_src[{iters}]; bool {tag}_ok[{iters}];",
+           f"#pragma unroll\nfor (int i = 0; i < {iters}; ++i) {{",
+           f"  const int line = {tag}_line0 + i * {nt // cpl};",
+           f"  {tag}_soff[i] = off{tag}(line, {tag}_ch * 8);"]
+    if kmajor:  # line: a row of the m/n extent; k advances along it
+        out += [f"  const int mn = {mn0} + line;",
+                f"  {tag}_ok[i] = line < {lines} && mn < {mn_total};",
+                f"  {tag}_src[i] = {tag} + (size_t)({tag}_ok[i] ? mn : 0) * {ld} + {tag}_ch * 8;"]
+    else:  # line: a k row; the chunk's m/n columns are fixed
+        out += [f"  const int mn = {mn0} + {tag}_ch * 8;",
+                f"  {tag}_ok[i] = line < {lines} && mn < {mn_total};",
+                f"  {tag}_src[i] = {tag} + (size_t)line * {ld} + ({tag}_ok[i] ? mn : 0);"]
+    del total
+    out.append("}")
     return "\n".join(out)
 
 

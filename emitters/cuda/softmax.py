@@ -74,7 +74,7 @@ def render_softmax(op: Any, schedule: Any, arch: Any) -> Rendered:
         body(f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{")
         body(f"        const int i = j * {threads} + tid;")
         body(f"        float f[{vec}];")
-        body(f"        if (i < nv) {{ const {vtype} v = xr[i]; {unpack} }}")
+        body(f"        if (i < nv) {{ const {vtype} v = __ldcs(xr + i); {unpack} }}")
         body(f"        else {{\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) f[e] = TR_NEG_INF;\n        }}")
         body(f"        float cm = f[0];\n        #pragma unroll\n        for (int e = 1; e < {vec}; ++e) cm = fmaxf(cm, f[e]);")
         body(f"        float cs = 0.0f;\n        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) {{ xs[j][e] = f[e]; "
@@ -103,14 +103,14 @@ def render_softmax(op: Any, schedule: Any, arch: Any) -> Rendered:
         body("        if (i < nv) {")
         body(f"            float f[{vec}];\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) "
              "f[e] = __expf(xs[j][e] - m) * inv;")
-        body(f"            {vtype} v; {pack}\n            yr[i] = v;")
+        body(f"            {vtype} v; {pack}\n            __stcs(yr + i, v);")
         body("        }")
         body("    }")
     else:
         body(f"    for (int i = tid; i < nv; i += {threads}) {{")
-        body(f"        float f[{vec}];\n        {{ const {vtype} v = xr[i]; {unpack} }}")
+        body(f"        float f[{vec}];\n        {{ const {vtype} v = __ldcs(xr + i); {unpack} }}")
         body(f"        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) f[e] = __expf(f[e] - m) * inv;")
-        body(f"        {vtype} v; {pack}\n        yr[i] = v;")
+        body(f"        {vtype} v; {pack}\n        __stcs(yr + i, v);")
         body("    }")
     body("}")
     source = "\n".join(src) + "\n"

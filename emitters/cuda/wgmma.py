@@ -218,14 +218,15 @@ def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> list[Wgmm
         for bn in (64, 128, 192, 256):
             for stages in (3, 4, 5, 6, 8):
                 for raster in RASTERS:
-                    s = WgmmaSchedule(bm=bm, bn=bn, stages=stages, consumers=consumers, raster=raster,
-                                      pingpong=pingpong)
-                    try:
-                        s.validate(op, smem_optin)
-                    except BadInputError:
-                        continue
-                    if s not in out:
-                        out.append(s)
+                    for cluster in (1, 2):
+                        s = WgmmaSchedule(bm=bm, bn=bn, stages=stages, consumers=consumers, raster=raster,
+                                          pingpong=pingpong, cluster=cluster)
+                        try:
+                            s.validate(op, smem_optin)
+                        except BadInputError:
+                            continue
+                        if s not in out:
+                            out.append(s)
     return out
 
 

@@ -74,7 +74,7 @@ def test_operand_layouts_give_the_descriptor_strides():
 def test_schedule_validation_names_the_field():
     for bad, field in ((dict(bm=96), "bm"), (dict(bn=320), "bn"), (dict(stages=1), "stages"),
                        (dict(consumers=4), "consumers"), (dict(raster="z"), "raster"),
-                       (dict(cluster=2), "cluster"), (dict(stages=6), "stages"),
+                       (dict(cluster=3), "cluster"), (dict(cluster=2, bn=192), "bn"), (dict(stages=6), "stages"),
                        (dict(pingpong=True, consumers=1, bm=64), "pingpong"), (dict(bm=0), "bm")):
         with pytest.raises(BadInputError, match=field):
             W.WgmmaSchedule(**bad).validate()
@@ -88,6 +88,7 @@ def test_schedule_json_round_trip_and_space():
     assert space[0] == W.hero_schedule(op) == W.HERO
     assert len(set(space)) == len(space) > 20
     assert any(s.pingpong for s in space) and any(s.consumers == 1 for s in space)
+    assert any(s.cluster == 2 and s.pingpong for s in space)
     for s in space:
         s.validate(op)
         assert W.WgmmaSchedule.from_json(json.loads(json.dumps(s.to_json()))) == s
@@ -128,6 +129,10 @@ def test_rendered_source_has_the_hopper_pieces():
     assert order == sorted(order)
     # B row-major (n contiguous) is MN-major: the wgmma transposes it; A row-major is K-major.
     assert re.search(r"p, 1, 1, 0, 1;", src)
+    pair = W.render(Gemm(1000, 1000, 1000, "bf16"), W.WgmmaSchedule(cluster=2))
+    for piece in ("__cluster_dims__(2, 1, 1)", ".multicast::cluster", "mapa.shared::cluster.u32",
+                  "mbarrier.arrive.release.cluster.shared::cluster.b64", "barrier.cluster.wait"):
+        assert piece in pair and piece not in src, piece
     assert "p, 1, 1, 1, 0;" in W.render(Gemm(64, 64, 64, "fp16", layout_a="col", layout_b="col"), W.HERO)
 
 
@@ -179,7 +184,8 @@ def test_a_sample_of_schedules_compiles(nvrtc):
                                                 epilogue=("residual", "relu", "bias"))]
     for op in ops:
         space = W.search_space(op)
-        picks = rnd.sample(space[1:], 3) + [s for s in space if s.pingpong][:1]
+        picks = rnd.sample(space[1:], 3) + [s for s in space if s.pingpong][:1] + \
+            [s for s in space if s.cluster == 2][-1:]
         for sched in picks:
             log = nvrtc_compile(W.render(op, sched), sched.name)
             assert spills(log)[1:] == (0, 0), f"{sched.name}: {log}"

@@ -266,6 +266,9 @@ def run_verify(out_dir: Path, quick: bool, sm_count: int, cache: dict) -> list[d
     gen.manual_seed(int(time.time()))
     for op, sched in verify_cases(quick):
         rec = {"op": op.signature, "schedule": sched.name}
+        # Written before each case: a case that hangs leaves its schedule named as "running", and the
+        # bench phase (a separate process) skips schedules that failed or hung here.
+        (out_dir / "verify.json").write_text(json.dumps({"records": recs, "running": sched.name}, default=str))
         try:
             k = Kernel(op, sched, cache)
             rec.update(regs=k.regs, local_bytes=k.local, sass=k.sass, compile_s=round(k.compile_s, 2),
@@ -341,6 +344,11 @@ def run_bench(out_dir: Path, quick: bool, sm_count: int, cache: dict, reps: int,
     shapes = BENCH_SHAPES[:3] if quick else BENCH_SHAPES
     if only:
         shapes = [s for s in shapes if f"{s[0]}:{s[1]}x{s[2]}x{s[3]}" in only.split(",")] or shapes
+    bad: set[str] = set()
+    if (out_dir / "verify.json").exists():
+        v = json.loads((out_dir / "verify.json").read_text())
+        bad = {r["schedule"] for r in v.get("records", []) if not r.get("ok")} | {v.get("running")} - {None}
+        print("bench skips schedules that failed or hung in verify:", sorted(bad))
     for dtype, m, n, k in shapes:
         op = Gemm(m, n, k, dtype=dtype)
         ins = make_inputs(op, gen)
@@ -356,6 +364,8 @@ def run_bench(out_dir: Path, quick: bool, sm_count: int, cache: dict, reps: int,
         err_torch = rel_err(torch_out, ref)
         best = None
         for sched in bench_candidates(op, not quick):
+            if sched.name in bad:
+                continue
             rec = {"op": op.signature, "shape": f"{dtype} {m}x{n}x{k}", "schedule": sched.name}
             try:
                 kern = Kernel(op, sched, cache)

@@ -82,17 +82,25 @@ def table(results: list[dict], seeds: int) -> str:
 
 # ---------------------------------------------------------------------------------------------- record
 
-def record_filter(s) -> bool:
-    """The CPU GEMM space recorded here: four micro-kernels of the AVX-512 family, three A blocks, three
-    k blocks, both B panel widths the 512-wide problem allows, 1 or 2 threads, unroll 1 or 4, no prefetch."""
-    shapes = {(6, 64), (8, 48), (14, 32), (30, 16)}
-    if (s.mr, s.nr) not in shapes:
-        return False
-    return (s.mc in {-(-v // s.mr) * s.mr for v in (64, 128, 256)} and s.kc in (128, 256, 512)
-            and s.unroll in (1, 4) and s.prefetch == 0)
+RECORD_SHAPES = {  # micro-kernels per family in the recorded spaces
+    "cpu-avx512": {(6, 64), (8, 48), (14, 32), (30, 16)},
+    "cpu-avx2-fma": {(4, 24), (6, 16), (14, 8), (12, 8)},
+}
 
 
-def record(out: Path, m: int) -> None:
+def record_filter(family: str):
+    """The CPU GEMM spaces recorded here: four micro-kernels of the family, three A blocks, three k blocks,
+    both B panel widths a 512-wide problem allows, 1 or 2 threads, unroll 1 or 4, no prefetch."""
+    shapes = RECORD_SHAPES[family]
+
+    def keep(s) -> bool:
+        return ((s.mr, s.nr) in shapes and s.mc in {-(-v // s.mr) * s.mr for v in (64, 128, 256)}
+                and s.kc in (128, 256, 512) and s.unroll in (1, 4) and s.prefetch == 0)
+
+    return keep
+
+
+def record(out: Path, m: int, family: str) -> None:
     import platform
     import tempfile
 
@@ -116,7 +124,8 @@ def record(out: Path, m: int) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         result = tune(op, host, TuneConfig(strategy="exhaustive", patience=None, seed=0, repeats=10,
-                                           min_seconds=0.1, space_filter=record_filter,
+                                           min_seconds=0.1, space_filter=record_filter(family),
+                                           variant=f"{family}.gemm",
                                            db_path=os.path.join(tmp, "record.sqlite")), on_event=progress)
     trials = [{"schedule": t.schedule, "status": t.measurement.status, "p50_ms": t.measurement.p50_ms,
                "p95_ms": t.measurement.p95_ms, "rel_err": t.measurement.rel_err, "error": t.measurement.error,
@@ -124,7 +133,7 @@ def record(out: Path, m: int) -> None:
     device = f"{host.cpu.model} ({host.cpu.logical_cores} logical cores, {platform.machine()})"
     rec = RecordedSpace(op=op.to_json(), variant=result.variant, backend="cpu", device=device, trials=trials,
                         recorded=now_iso(), baseline=result.baseline,
-                        command=f"python benchmarks/bench_tuner.py --record {out} --m {m} "
+                        command=f"python benchmarks/bench_tuner.py --record {out} --m {m} --family {family} "
                                 f"({time.monotonic() - started:.0f} s, exhaustive, repeats 10, min 0.1 s per candidate)")
     write_recorded(rec, out)
     print(f"wrote {out}: {len(trials)} candidates, optimum {rec.optimum_ms:.3f} ms, "
@@ -138,9 +147,10 @@ def main() -> None:
     ap.add_argument("--spaces", type=Path, default=SPACES, help="folder of recorded spaces (*.json)")
     ap.add_argument("--record", type=Path, help="measure the CPU GEMM space exhaustively into this file")
     ap.add_argument("--m", type=int, default=512, help="GEMM size to record (m = n = k)")
+    ap.add_argument("--family", default="cpu-avx512", choices=sorted(RECORD_SHAPES), help="CPU family to record")
     args = ap.parse_args()
     if args.record:
-        record(args.record, args.m)
+        record(args.record, args.m, args.family)
         return
     files = sorted(args.spaces.glob("*.json"))
     if not files:

@@ -19,6 +19,7 @@ from .op_options import add_op_commands, option
 PARAMS = [
     option("backend", str, "cpu", "--backend", help="Backend to tune (cpu; cuda as it lands)."),
     option("precision", str | None, None, "--precision", help="Requested precision (default: --dtype); falls back BF16 -> FP16 -> FP32."),
+    option("variant", str | None, None, "--variant", help="Tune this variant (e.g. cpu-avx2-fma.gemm) instead of the planner's choice."),
     option("strategy", str, "bayes", "--strategy", help="bayes (Gaussian process + expected improvement), random or exhaustive."),
     option("budget", int | None, None, "--budget", help="Evaluations in this run (default 60; exhaustive: the whole space)."),
     option("time_limit", float | None, None, "--time-limit", help="Stop starting candidates after S seconds."),
@@ -39,7 +40,7 @@ PARAMS = [
 ]
 
 
-def do_tune(op: Any, backend: str, precision: str | None, strategy: str, budget: int | None,
+def do_tune(op: Any, backend: str, precision: str | None, variant: str | None, strategy: str, budget: int | None,
             time_limit: float | None, patience: int, seed: int, repeat: int, warmup: int, timeout: float,
             space: Path | None, simulate: Path | None, resume: bool, retune: bool, compile_ahead: bool,
             no_tui: bool, json_out: bool, jsonl: Path | None, csv: Path | None) -> None:
@@ -64,7 +65,7 @@ def do_tune(op: Any, backend: str, precision: str | None, strategy: str, budget:
     if simulate is not None and space is not None:
         raise BadInputError("--space cannot change a recorded space (--simulate)")
     config = TuneConfig(
-        backend=backend, precision=precision, strategy=strategy, budget=budget, time_limit_s=time_limit,
+        backend=backend, precision=precision, variant=variant, strategy=strategy, budget=budget, time_limit_s=time_limit,
         patience=patience or None, seed=seed, warmup=warmup, repeats=repeat, timeout_s=timeout,
         compile_ahead=compile_ahead, resume=resume, retune=retune, space_file=str(space) if space else None,
         simulate=str(simulate) if simulate else None, argv=sys.argv[1:], run_folder=simulate is None,

@@ -11,8 +11,6 @@ sample-efficiency benchmark. One JSON format for every backend (schema_version 1
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,14 +94,7 @@ def load_recorded(path: str | Path) -> RecordedSpace:
 
 
 def write_recorded(space: RecordedSpace, path: str | Path) -> None:
-    """Atomically: a temporary file beside the target, then os.replace."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", dir=p.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(space.to_json(), f, indent=1)
-            f.write("\n")
-        os.replace(tmp, p)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Atomically (reports' writer: temporary file, fsync, rename)."""
+    from tracea.reports.runs import write_atomic
+
+    write_atomic(Path(path), json.dumps(space.to_json(), indent=1) + "\n")

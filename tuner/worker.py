@@ -260,18 +260,18 @@ class Worker:
         if not self.alive:
             return None
         try:
-            msg = self._read_line(time.monotonic(), "compile")
+            msg = self._read_line(time.monotonic(), "compile", kill_on_timeout=False)
         except (WorkerTimeout, WorkerDied):
             return None
         return msg.get("result")
 
-    def _read_line(self, deadline: float, phase: str) -> dict[str, Any]:
+    def _read_line(self, deadline: float, phase: str, kill_on_timeout: bool = True) -> dict[str, Any]:
         assert self.proc is not None and self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0 and not _readable(fd, 0):
-                if deadline > 0 and self.alive:
+                if kill_on_timeout:
                     self.kill()
                 raise WorkerTimeout(phase)
             if not _readable(fd, max(0.0, min(left, 0.5))):

@@ -110,6 +110,28 @@ def _kernels(run_dir: Path, machine: str) -> list[dict[str, Any]]:
     return out
 
 
+def _dump_best_if_missing(run: Run) -> None:
+    """A run that recorded a best schedule (``tune``) but no IR dump gets one now, built through the
+    backend (a cache hit on the machine that tuned: the binary it measured), so its bundle replays.
+    The run's manifest says it was dumped at pack time."""
+    if (run.path / "ir").is_dir() or not isinstance(run.manifest.get("best"), dict):
+        return
+    try:
+        result = json.loads((run.path / "result.json").read_text())
+        from tracea.doctor import probe
+        from tracea.kernels import Op
+
+        from .record import dump_best
+
+        paths = dump_best(run, Op.from_json(result["op"]), result["variant"], run.manifest["best"]["schedule"],
+                          probe(), backend=result.get("backend"))
+        run.record(ir_dumped_by="pack-repro", ir_dump_cache_hit=json.loads(
+            next(p for p in paths if p.name == "04_compile.json").read_text()).get("cache_hit"))
+    except Exception as exc:  # noqa: BLE001 - the bundle is still worth having without it
+        sys.stderr.write(f"warning: run {run.id} has no IR dump and its best schedule could not be built "
+                         f"({type(exc).__name__}: {exc}); the bundle will not replay\n")
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -121,6 +143,7 @@ def pack_run(run: Run, out: str | Path, argv: list[str] | None = None) -> Path:
     out = Path(out)
     if out.is_dir():
         raise BadInputError(f"-o {out} is a directory; give a file name such as bundle.tar.gz")
+    _dump_best_if_missing(run)
     top = f"tracea-repro-{run.id}"
     files: dict[str, bytes] = {}
     for path in sorted(run.path.rglob("*")):

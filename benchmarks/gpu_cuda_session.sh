@@ -6,8 +6,17 @@
 # from this checkout through a folder of links that mirrors pyproject's package-dir map.
 set -uo pipefail
 MODE=${1:-smoke}
-OUT=${OUT:-$PWD/.out}
-mkdir -p "$OUT"
+FINAL=${OUT:-$PWD/.out}
+mkdir -p "$FINAL"
+# Everything is written to a work folder; on exit the JSON results are copied out and the logs packed
+# into one archive (the device tool brings back at most 8 files).
+OUT=$(mktemp -d /tmp/cuda_run.XXXX)
+finish() {
+    cp "$OUT"/*.json "$FINAL"/ 2>/dev/null
+    tar czf "$FINAL/logs.tgz" -C "$OUT" --exclude='*.npy' --exclude='*.npz' . 2>/dev/null
+}
+trap finish EXIT
+trap 'exit 124' TERM INT
 export PYTHONUNBUFFERED=1 TRACEA_HOME=${TRACEA_HOME:-/tmp/tracea-home}
 PY=${PYTHON:-python3}
 shim=/tmp/tracea-shim/tracea
@@ -41,15 +50,19 @@ bench)
     $PY benchmarks/bench_cuda.py bench --repeats ${REPEATS:-20} --out "$OUT" ${ONLY:+--only "$ONLY"} 2>&1 | tee "$OUT/bench.log"
     ;;
 full)
-    $PY benchmarks/bench_cuda.py verify --out "$OUT" 2>&1 | tee "$OUT/verify.log"
-    timeout 240 compute-sanitizer --tool memcheck --print-limit 20 $PY benchmarks/bench_cuda.py sanitize 2>&1 \
-        | tee "$OUT/memcheck.log" | tail -30
-    $PY benchmarks/bench_cuda.py probe 2>&1 | tee "$OUT/probe.log"
+    $PY benchmarks/bench_cuda.py verify --out "$OUT" 2>&1 | tee "$OUT/verify.log" | tail -3 || exit 1
+    # memcheck of the kernels; host API errors are cuda-core's own probing (a cuCtxGetDevice it expects to fail)
+    timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --print-limit 20 \
+        $PY benchmarks/bench_cuda.py sanitize 2>&1 | tee "$OUT/memcheck.log" | tail -4
+    $PY benchmarks/bench_cuda.py probe --out "$OUT" 2>&1 | tee "$OUT/probe.log"
     $PY benchmarks/bench_cuda.py bench --repeats ${REPEATS:-30} --out "$OUT" 2>&1 | tee "$OUT/bench.log"
     W=l1tex__data_pipe_lsu_wavefronts_mem_shared BC=l1tex__data_bank_conflicts_pipe_lsu_mem_shared I=smsp__sass_inst_executed_op_
     timeout 180 ncu --clock-control none --kernel-name regex:tr_gemm_mma --launch-count 1 \
         --metrics $BC.sum,${BC}_op_ld.sum,${BC}_op_st.sum,$W.sum,${W}_op_ld.sum,${W}_op_st.sum,${I}ldsm.sum,${I}shared_ld.sum,${I}shared_st.sum,${I}ldgsts.sum \
-        $PY benchmarks/bench_cuda.py ncu-gemm 2>&1 | tee "$OUT/ncu_gemm.log"
+        $PY benchmarks/bench_cuda.py ncu-gemm 2>&1 | tee "$OUT/ncu_gemm.log" | tail -14
+    timeout 200 $PY benchmarks/bench_cuda.py space --size ${SPACE_SIZE:-4096} --out "$OUT/space.json" 2>&1 \
+        | tee "$OUT/space.log" | tail -3
+    timeout 120 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -5
     ;;
 space)
     $PY benchmarks/bench_cuda.py space --size ${SPACE_SIZE:-4096} --out "$OUT/space.json" 2>&1 | tee "$OUT/space.log" | tail -5

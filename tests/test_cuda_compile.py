@@ -33,6 +33,8 @@ CASES = [
                                 epilogue=("bias", "gelu", "scale", "residual"))),
     ("cuda-mma-sync.conv2d", Conv2d(32, 256, 56, 56, 256, 3, 3, padding=1, layout="nhwc", dtype="fp16")),
     ("cuda-mma-sync.conv2d", Conv2d(2, 3, 17, 19, 10, 3, 3, padding=1, stride=2, bias=True, dtype="bf16")),
+    ("cuda-mma-sync.conv2d", Conv2d(2, 16, 17, 19, 24, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True)),
+    ("cuda-mma-sync.conv2d", Conv2d(1, 64, 224, 224, 128, 3, 3, padding=1, layout="nchw", dtype="fp16")),
     ("cuda-simt.gemm", Gemm(4096, 4096, 4096)),
     ("cuda-simt.gemm", Gemm(33, 65, 17, layout_a="col", epilogue=("relu", "bias"))),
     ("cuda-simt.conv2d", Conv2d(1, 64, 224, 224, 128, 3, 3, padding=1)),

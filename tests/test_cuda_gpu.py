@@ -56,9 +56,10 @@ def test_kernel_matches_the_reference_on_odd_shapes(vid, op):
 
 def test_tracea_bench_backend_cuda(tmp_path):
     env = {**os.environ, "TRACEA_HOME": str(tmp_path)}
-    res = subprocess.run([sys.executable, "-m", "tracea", "bench", "gemm", "--m", "1000", "--dtype", "bf16",
+    res = subprocess.run([sys.executable, "-m", "tracea", "bench", "gemm", "--m", "1000", "--dtype", "fp32",
                           "--backend", "cuda", "--json"], capture_output=True, text=True, timeout=600, env=env)
     assert res.returncode == 0, res.stderr
     row = json.loads(res.stdout.splitlines()[0])
-    assert row["status"] == "ok" and row["backend"] == "cuda" and row["rel_err"] <= 2**-5
+    assert row["status"] == "ok" and row["backend"] == "cuda" and row["variant"] == "cuda-simt.gemm"
+    assert row["rel_err"] <= 1e-4 and row["baseline"] and row["ratio"] > 0
     assert row["p50_ms"] > 0

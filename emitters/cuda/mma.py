@@ -133,13 +133,12 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     else:
         loaders.append(_gemm_loader("A", "A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, nt, "m0", "M",
                                     "K" if plan.a_kmajor else "M"))
-    if not conv:
-        for tag, kmaj, vec_, lines_, cpl_, it_, mn0, mnt in (
-                ("A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, "m0", "M"),
-                ("B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, "n0", "N")):
-            if vec_ and nt % cpl_ == 0:
-                body.extend(_gemm_loader_setup(tag, kmaj, lines_, cpl_, it_, nt, mn0, mnt,
-                                               "K" if kmaj else mnt).splitlines())
+    for tag, kmaj, vec_, lines_, cpl_, it_, mn0, mnt in (
+            ("A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, "m0", "M"),
+            ("B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, "n0", "N")):
+        if vec_ and nt % cpl_ == 0 and not (conv and tag == "A"):  # the conv A tile is a gather
+            body.extend(_gemm_loader_setup(tag, kmaj, lines_, cpl_, it_, nt, mn0, mnt,
+                                           "K" if kmaj else mnt).splitlines())
     b("auto load_tile = [&](int kt, int slot) {")
     b(f"  const int k0 = kt * {s.bk};")
     b(f"  const uint32_t baseA = sA + slot * {plan.a.size_bytes}u, baseB = sB + slot * {plan.b.size_bytes}u;")

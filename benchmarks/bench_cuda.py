@@ -276,7 +276,9 @@ PROBE = {  # (variant, op) -> schedules as (bm, bn, bk, wm, wn, stages, min_bloc
         MMA_PROBE[:2] + MMA_PROBE[3:4] + MMA_PROBE[6:8],
     ("cuda-mma-sync.conv2d", Conv2d(1, 64, 224, 224, 128, 3, 3, padding=1, layout="nhwc", dtype="fp16")):
         [MMA_PROBE[3], MMA_PROBE[4], MMA_PROBE[6], (128, 64, 64, 64, 32, 3, 1), (64, 128, 64, 32, 64, 3, 2)],
-    ("cuda-simt.softmax", Softmax(8192, 8192)): [(256, 4, 8), (512, 4, 4), (1024, 4, 2), (512, 4, 0), (256, 4, 0)],
+    ("cuda-simt.softmax", Softmax(8192, 8192)): [(256, 4, 8), (512, 4, 4), (1024, 4, 2), (512, 4, 0), (512, 4, 4, 2),
+                                                 (256, 4, 8, 2), (1024, 4, 2, 1), (128, 4, 16, 4), (256, 4, 8, 3)],
+    ("cuda-simt.softmax", Softmax(1001, 4100, "bf16")): [(256, 4, 5), (256, 4, 5, 2), (128, 4, 9, 4)],
 }
 
 
@@ -290,7 +292,8 @@ def probe(rng, out_dir: Path | None = None) -> None:
         core = "mma" if "mma" in vid else "simt"
         for t in shapes:
             if op.kind == "softmax":
-                sched = cuda.CudaSchedule("softmax", threads=t[0], vec=t[1], chunks=t[2])
+                sched = cuda.CudaSchedule("softmax", threads=t[0], vec=t[1], chunks=t[2],
+                                          persist=t[3] if len(t) > 3 else 0)
             else:
                 sched = cuda.CudaSchedule(core, *t[:6], raster=8, min_blocks=t[6] if len(t) > 6 else 1)
             try:

@@ -86,6 +86,16 @@ def test_a_sample_of_the_search_space_compiles():
                     assert arch == "sm_80"  # a schedule too big for sm_80's shared memory
 
 
+@pytest.mark.parametrize("persist", [1, 3])
+def test_persistent_softmax_compiles(persist):
+    op = Softmax(1001, 4100, "bf16")
+    s = cuda.CudaSchedule("softmax", threads=256, vec=4, chunks=5, persist=persist)
+    _, r, _, a = compile_kernel(op, "cuda-simt.softmax", s, HOST, "sm_90a")
+    assert a.metadata["resources"]["spills"] == 0 and r.grid[0] == 132 * persist and "gridDim.x" in r.source
+    with pytest.raises(BadInputError, match="persist"):
+        cuda.CudaSchedule("softmax", threads=256, vec=4, chunks=0, persist=2).validate(op)
+
+
 def test_cache_hit_and_key():
     op = Softmax(64, 1000)
     vid = "cuda-simt.softmax"

@@ -142,8 +142,10 @@ def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | 
         for threads in (128, 256, 512, 1024):
             vec = hero.vec
             chunks = -(-op.cols // (threads * vec))
-            for c in {0, chunks if chunks <= 16 else 0}:
+            for c in sorted({0, chunks if chunks <= 16 else 0}):
                 cands.append(CudaSchedule("softmax", threads=threads, vec=vec, chunks=c))
+                if c:
+                    cands += [CudaSchedule("softmax", threads=threads, vec=vec, chunks=c, persist=p) for p in (1, 2, 4)]
     out: list[CudaSchedule] = []
     for c in cands:
         if c in out:

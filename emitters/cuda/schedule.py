@@ -49,6 +49,7 @@ class CudaSchedule:
     threads: int = 0  # softmax only (mma/simt: derived from the warp grid)
     vec: int = 4
     chunks: int = 0
+    persist: int = 0  # softmax: 0 one block per row; n > 0 a grid of n blocks per SM, each streaming rows
 
     # ------------------------------------------------------------------ derived
 
@@ -65,7 +66,7 @@ class CudaSchedule:
     @property
     def name(self) -> str:
         if self.core == "softmax":
-            return f"sm_t{self.threads}_v{self.vec}_c{self.chunks}"
+            return f"sm_t{self.threads}_v{self.vec}_c{self.chunks}" + (f"_p{self.persist}" if self.persist else "")
         tag = f"{self.core}_{self.bm}x{self.bn}x{self.bk}_w{self.wm}x{self.wn}_s{self.stages}_r{self.raster}"
         if self.swizzle != "auto":
             tag += "_" + "".join(ch for ch in self.swizzle if ch.isalnum())
@@ -83,7 +84,7 @@ class CudaSchedule:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
-        for name in ("threads", "chunks"):
+        for name in ("threads", "chunks", "persist"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise BadInputError(f"{name}: expected a non-negative integer, got {v!r}")
@@ -106,6 +107,9 @@ class CudaSchedule:
             raise BadInputError(f"threads: {self.threads} is not a multiple of 32 in 32..{MAX_THREADS}")
         if self.vec not in (1, 2, 4, 8):
             raise BadInputError(f"vec: {self.vec} is not 1, 2, 4 or 8 elements")
+        if self.persist and (self.core != "softmax" or not self.chunks or self.persist > 8):
+            raise BadInputError(f"persist: {self.persist} blocks per SM streaming rows needs the single-pass softmax "
+                                "(chunks > 0) and at most 8")
         if self.chunks > 16:
             raise BadInputError(f"chunks: {self.chunks} vectors per thread is more than the 16 kept in registers")
         if op is not None:

@@ -50,6 +50,8 @@ def render_softmax(op: Any, schedule: Any, arch: Any) -> Rendered:
     name = f"tr_softmax_{dtype}_{s.name}"
     single = chunks > 0
     warps = threads // 32
+    if s.persist:
+        return _render_persistent(op, s, arch, name, elem, vtype, unpack, pack, cvt, back)
     src = [PRELUDE.replace("NARGS", "1"),
            f"#define CVT {cvt}\n#define BACK {back}",
            f"static __device__ __forceinline__ uint32_t P2(float a, float b) "
@@ -120,3 +122,86 @@ def render_softmax(op: Any, schedule: Any, arch: Any) -> Rendered:
             "launch": {"grid": [op.rows, 1, 1], "block": [threads, 1, 1], "dynamic_smem": 0},
             "passes_over_input": passes, "epilogue": []}
     return Rendered(name, name, source, ("x", "out", "rows", "cols"), (op.rows, 1, 1), (threads, 1, 1), 0, meta)
+
+
+def _render_persistent(op: Any, s: Any, arch: Any, name: str, elem: str, vtype: str, unpack: str, pack: str,
+                       cvt: str, back: str) -> Rendered:
+    """The single-pass kernel on a grid of ``persist`` blocks per SM, each taking every gridDim-th row and
+    issuing the loads of its next row before reducing and writing the current one, so reads stay in
+    flight through the reduction and the writes (software pipelining across rows)."""
+    vec, threads, chunks = s.vec, s.threads, s.chunks
+    warps = threads // 32
+    grid = max(1, min(op.rows, arch.sm_count * s.persist))
+
+    def load(arr: str, row: str) -> str:
+        return "\n".join([
+            f"        {{ const {vtype}* xr = (const {vtype}*)(X + (size_t)({row}) * (size_t)cols);",
+            f"        #pragma unroll\n        for (int j = 0; j < {chunks}; ++j) {{",
+            f"            const int i = j * {threads} + tid;",
+            f"            float f[{vec}];",
+            f"            if (i < nv) {{ const {vtype} v = __ldcs(xr + i); {unpack} }}",
+            f"            else {{\n                #pragma unroll\n                for (int e = 0; e < {vec}; ++e) "
+            "f[e] = TR_NEG_INF;\n            }",
+            f"            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) {arr}[j][e] = f[e];",
+            "        } }"])
+
+    src = [PRELUDE.replace("NARGS", "1"),
+           f"#define CVT {cvt}\n#define BACK {back}",
+           f"static __device__ __forceinline__ uint32_t P2(float a, float b) "
+           f"{{ return (uint32_t){back}(a) | ((uint32_t){back}(b) << 16); }}",
+           "static __device__ __forceinline__ void tr_fold(float& m, float& s, float m2, float s2) {",
+           "    const float mx = fmaxf(m, m2);",
+           "    s = (m == TR_NEG_INF ? 0.0f : s * __expf(m - mx)) + (m2 == TR_NEG_INF ? 0.0f : s2 * __expf(m2 - mx));",
+           "    m = mx;",
+           "}",
+           f'extern "C" __global__ void __launch_bounds__({threads}) {name}(const {elem}* __restrict__ X, '
+           f"{elem}* __restrict__ Y, int rows, int cols) {{",
+           f"    __shared__ float red_m[{warps}], red_s[{warps}];",
+           "    const int tid = threadIdx.x;",
+           f"    const int nv = cols / {vec};",
+           f"    float xs[{chunks}][{vec}], xn[{chunks}][{vec}];",
+           "    int row = blockIdx.x;",
+           "    if (row >= rows) return;",
+           load("xs", "row"),
+           "    for (; row < rows; row += gridDim.x) {",
+           "        const int next = row + gridDim.x;",
+           "        if (next < rows) {", load("xn", "next"), "        }",
+           "        float m = TR_NEG_INF, s = 0.0f;",
+           f"        #pragma unroll\n        for (int j = 0; j < {chunks}; ++j) {{",
+           f"            float cm = xs[j][0];\n            #pragma unroll\n            for (int e = 1; e < {vec}; ++e) "
+           "cm = fmaxf(cm, xs[j][e]);",
+           "            if (cm == TR_NEG_INF) continue;",
+           f"            float cs = 0.0f;\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) "
+           "cs += (xs[j][e] == TR_NEG_INF) ? 0.0f : __expf(xs[j][e] - cm);",
+           "            tr_fold(m, s, cm, cs);",
+           "        }",
+           "        #pragma unroll\n        for (int o = 16; o > 0; o >>= 1) {",
+           "            const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);",
+           "            tr_fold(m, s, m2, s2);",
+           "        }",
+           "        if ((tid & 31) == 0) { red_m[tid >> 5] = m; red_s[tid >> 5] = s; }",
+           "        __syncthreads();",
+           f"        m = red_m[0]; s = red_s[0];\n        #pragma unroll\n        for (int w = 1; w < {warps}; ++w) "
+           "tr_fold(m, s, red_m[w], red_s[w]);",
+           "        __syncthreads();  /* red_m/red_s are written again for the next row */",
+           "        const float inv = __frcp_rn(s);",
+           f"        {vtype}* yr = ({vtype}*)(Y + (size_t)row * (size_t)cols);",
+           f"        #pragma unroll\n        for (int j = 0; j < {chunks}; ++j) {{",
+           f"            const int i = j * {threads} + tid;",
+           "            if (i < nv) {",
+           f"                float f[{vec}];\n                #pragma unroll\n                for (int e = 0; e < {vec}; ++e) "
+           "f[e] = __expf(xs[j][e] - m) * inv;",
+           f"                {vtype} v; {pack}\n                __stcs(yr + i, v);",
+           "            }",
+           "        }",
+           f"        #pragma unroll\n        for (int j = 0; j < {chunks}; ++j)\n        #pragma unroll\n"
+           f"        for (int e = 0; e < {vec}; ++e) xs[j][e] = xn[j][e];",
+           "    }",
+           "}"]
+    meta = {"name": name, "tile": {"rows_per_block": "every gridDim-th", "threads": threads, "vec": vec,
+                                   "chunks": chunks, "persist": s.persist},
+            "fragments": {"dtype_in": op.dtype.value, "dtype_acc": "fp32"},
+            "launch": {"grid": [grid, 1, 1], "block": [threads, 1, 1], "dynamic_smem": 0},
+            "passes_over_input": 1, "epilogue": []}
+    return Rendered(name, name, "\n".join(src) + "\n", ("x", "out", "rows", "cols"), (grid, 1, 1),
+                    (threads, 1, 1), 0, meta)

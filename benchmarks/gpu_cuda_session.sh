@@ -50,7 +50,7 @@ bench)
     $PY benchmarks/bench_cuda.py bench --repeats ${REPEATS:-20} --out "$OUT" ${ONLY:+--only "$ONLY"} 2>&1 | tee "$OUT/bench.log"
     ;;
 full)
-    $PY benchmarks/bench_cuda.py verify --out "$OUT" 2>&1 | tee "$OUT/verify.log" | tail -3 || exit 1
+    $PY benchmarks/bench_cuda.py verify --out "$OUT" 2>&1 | tee "$OUT/verify.log" | tail -3
     # memcheck of the kernels; host API errors are cuda-core's own probing (a cuCtxGetDevice it expects to fail)
     timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --print-limit 20 \
         $PY benchmarks/bench_cuda.py sanitize 2>&1 | tee "$OUT/memcheck.log" | tail -4
@@ -60,7 +60,7 @@ full)
     timeout 180 ncu --clock-control none --kernel-name regex:tr_gemm_mma --launch-count 1 \
         --metrics $BC.sum,${BC}_op_ld.sum,${BC}_op_st.sum,$W.sum,${W}_op_ld.sum,${W}_op_st.sum,${I}ldsm.sum,${I}shared_ld.sum,${I}shared_st.sum,${I}ldgsts.sum \
         $PY benchmarks/bench_cuda.py ncu-gemm 2>&1 | tee "$OUT/ncu_gemm.log" | tail -14
-    timeout 200 $PY benchmarks/bench_cuda.py space --size ${SPACE_SIZE:-4096} --out "$OUT/space.json" 2>&1 \
+    timeout 260 $PY benchmarks/bench_cuda.py space --size ${SPACE_SIZE:-4096} --out "$OUT/space.json" 2>&1 \
         | tee "$OUT/space.log" | tail -3
     timeout 120 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -5
     ;;

@@ -273,7 +273,7 @@ PROBE = {  # (variant, op) -> schedules as (bm, bn, bk, wm, wn, stages, min_bloc
     ("cuda-mma-sync.gemm", G4): MMA_PROBE,
     ("cuda-mma-sync.gemm", G8): MMA_PROBE[:3] + MMA_PROBE[6:8],
     ("cuda-mma-sync.conv2d", Conv2d(32, 256, 56, 56, 256, 3, 3, padding=1, layout="nhwc", dtype="fp16")):
-        MMA_PROBE[:2] + MMA_PROBE[3:4] + MMA_PROBE[6:8],
+        MMA_PROBE[:2] + MMA_PROBE[3:4] + MMA_PROBE[6:8] + [(*MMA_PROBE[0], "recompute"), (*MMA_PROBE[6], "recompute")],
     ("cuda-mma-sync.conv2d", Conv2d(1, 64, 224, 224, 128, 3, 3, padding=1, layout="nhwc", dtype="fp16")):
         [MMA_PROBE[3], MMA_PROBE[4], MMA_PROBE[6], (128, 64, 64, 64, 32, 3, 1), (64, 128, 64, 32, 64, 3, 2)],
     ("cuda-simt.softmax", Softmax(8192, 8192)): [(256, 4, 8), (512, 4, 4), (1024, 4, 2), (512, 4, 0), (512, 4, 4, 2),
@@ -295,7 +295,8 @@ def probe(rng, out_dir: Path | None = None) -> None:
                 sched = cuda.CudaSchedule("softmax", threads=t[0], vec=t[1], chunks=t[2],
                                           persist=t[3] if len(t) > 3 else 0)
             else:
-                sched = cuda.CudaSchedule(core, *t[:6], raster=8, min_blocks=t[6] if len(t) > 6 else 1)
+                sched = cuda.CudaSchedule(core, *t[:6], raster=8, min_blocks=t[6] if len(t) > 6 else 1,
+                                          hoist=t[7] if len(t) > 7 else "auto")
             try:
                 k = cuda.build(op, vid, sched, HOST)
                 err = relative_error(out_f64(op, k(inputs)), ref)

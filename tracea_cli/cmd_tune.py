@@ -167,7 +167,9 @@ def tune_summary(result: Any, top: int = 8) -> None:
         line = f"best: {escape(b['name'])}  {b['p50_ms']:.3f} ms (p95 {b.get('p95_ms') or 0:.3f})  {result.best_tflops:.3f} TFLOP/s"
         base = result.baseline or {}
         if base.get("p50_ms"):
-            line += f"  ·  {escape(str(base.get('name')))} {base['p50_ms']:.3f} ms  ·  ratio {result.ratio:.2f}x"
+            how = (f"interleaved with the best: {base['tracea_p50_ms']:.3f} vs {base['p50_ms']:.3f} ms"
+                   if base.get("tracea_p50_ms") else f"{base['p50_ms']:.3f} ms")
+            line += f"\n  ·  {escape(str(base.get('name')))} {how}  ·  ratio {result.ratio:.2f}x"
         elif base.get("reason"):
             line += f"  ·  no baseline: {escape(str(base['reason']))}"
         console.print(line)

@@ -90,6 +90,14 @@ class LiveEvaluator:
         except (WorkerTimeout, WorkerDied) as exc:
             return {"name": None, "reason": str(exc)}
 
+    def final(self, schedule: dict[str, Any]) -> dict[str, Any] | None:
+        """The baseline timed interleaved with ``schedule`` (the best), for a ratio under equal conditions."""
+        try:
+            res = self.worker.request({**self.base, "kind": "final", "schedule": schedule}, max(self.timeout_s, 120))
+        except (WorkerTimeout, WorkerDied) as exc:
+            return {"name": None, "reason": str(exc)}
+        return None if "error" in res else res
+
     def close(self) -> None:
         self.worker.close()
         if self.compiler is not None:

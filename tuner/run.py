@@ -110,8 +110,12 @@ class TuneResult:
 
     @property
     def ratio(self) -> float | None:
-        """Baseline time / best time (> 1: the tuned kernel is faster than the vendor library)."""
-        b = (self.baseline or {}).get("p50_ms")
+        """Baseline time / best time (> 1: the tuned kernel is faster than the vendor library); from the
+        final interleaved timing of the two where the run made one."""
+        base = self.baseline or {}
+        b = base.get("p50_ms")
+        if b and base.get("tracea_p50_ms"):
+            return b / base["tracea_p50_ms"]
         return b / self.best["p50_ms"] if b and self.best else None
 
     def to_json(self) -> dict[str, Any]:
@@ -229,16 +233,6 @@ def _best_of(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             "rel_err": b.get("rel_err"), "trial_id": b.get("id")}
 
 
-def _faster_baseline(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The baseline measurement with the lower median (both kept in ``measurements``)."""
-    runs = [x for x in (a, b) if x and x.get("p50_ms")]
-    if not runs:
-        return a or b
-    best = dict(min(runs, key=lambda x: x["p50_ms"]))
-    best["measurements"] = [x["p50_ms"] for x in runs]
-    return best
-
-
 def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None = None,
          control: Control | None = None) -> TuneResult:
     """Run (or resume, or reuse) a tuning search for ``op``; see the module docstring."""
@@ -318,14 +312,17 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
                         time_limit_s=config.time_limit_s, patience=config.patience, control=control, emit=emit,
                         record=lambda t: (db.add_trial(run_id, key, t), sink.trial(t)))
         stop_reason = search.run()
-        if not setup.simulated and search.trials:
-            # measured again at the end, the faster of the two kept: a neighbour's load during one of
-            # the two measurements must not flatter the tuned kernel's ratio
-            emit("phase", {"index": None, "name": "baseline", "phase": "baseline"})
-            baseline = _faster_baseline(baseline, evaluator.baseline())
-            db.set_baseline(run_id, baseline)
-            sink.baseline = baseline
-            emit("baseline", {"baseline": baseline})
+        best_now = _best_of(db.trials(key))
+        if not setup.simulated and search.trials and best_now is not None:
+            # the ratio comes from the best and the baseline timed interleaved (same conditions, as in
+            # `tracea bench`), not from the baseline alone at the start while a neighbour may have been busy
+            emit("phase", {"index": None, "name": best_now["name"], "phase": "baseline"})
+            final = evaluator.final(best_now["schedule"])
+            if final is not None:
+                baseline = final
+                db.set_baseline(run_id, baseline)
+                sink.baseline = baseline
+                emit("baseline", {"baseline": baseline})
         state = "stopped" if control.stopped else "done"
         db.finish_run(run_id, state)
     except BaseException:

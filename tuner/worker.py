@@ -7,8 +7,8 @@ Spawned, never forked: CUDA state does not survive fork, and a fresh interpreter
 tuner's threads. The worker keeps the inputs and the float64 reference of its op between requests.
 
 Requests: ``{"kind": "init", "host": HostReport JSON}``, then ``measure`` (build, verify, time),
-``compile`` (build only: fills the content-hash cache ahead of time) or ``baseline`` (the vendor library,
-verified and timed like a candidate).
+``compile`` (build only: fills the content-hash cache ahead of time), ``baseline`` (the vendor library,
+verified and timed like a candidate) or ``final`` (the best candidate and the baseline timed interleaved).
 """
 
 from __future__ import annotations
@@ -140,6 +140,35 @@ class _Session:
                         min_seconds=float(req.get("min_seconds", 0.1)))["b"]
         return {"name": b.name, "p50_ms": t.p50_ms, "p95_ms": t.p95_ms, "rel_err": err}
 
+    def final(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The best candidate and the baseline timed interleaved (as ``tracea bench`` does), so the ratio
+        compares the two under the same conditions; the candidate is verified again first."""
+        import numpy as np
+
+        from tracea.emitters.baselines import baseline_for
+        from tracea.emitters.timing import interleaved
+        from tracea.kernels import relative_error, tolerance
+        from tracea.kernels.dtypes import to_float64
+
+        kernel, failed, _ = self.build(req)
+        if failed is not None:
+            return {"error": failed.error}
+        op = kernel.op if hasattr(kernel, "op") else self.resolve(req)[0]
+        inputs, ref, out = self.op_data(op, int(req.get("seed", 0)))
+        out.fill(float("nan") if out.dtype.kind == "f" else 0x7FC0)
+        kernel(inputs, out)
+        err = relative_error(to_float64(out, op.dtype), ref)
+        if not err <= tolerance(op):
+            return {"error": f"the best candidate failed verification again (relative error {err:.3g})"}
+        b = baseline_for(op, inputs)
+        if b.run is None:
+            return {"name": b.name, "reason": b.reason}
+        base_err = relative_error(np.asarray(b.run(), dtype=np.float64), ref)
+        t = interleaved({"k": lambda: kernel(inputs, out), "b": b.run}, warmup=int(req.get("warmup", 2)),
+                        repeats=int(req.get("repeats", 10)), min_seconds=max(0.3, float(req.get("min_seconds", 0.1))))
+        return {"name": b.name, "p50_ms": t["b"].p50_ms, "p95_ms": t["b"].p95_ms, "rel_err": base_err,
+                "tracea_p50_ms": t["k"].p50_ms, "tracea_p95_ms": t["k"].p95_ms, "interleaved": True}
+
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         kind = req.get("kind")
         if kind == "init":
@@ -154,6 +183,8 @@ class _Session:
             return failed.to_json() if failed else {"status": "ok", "compile_s": seconds}
         if kind == "baseline":
             return self.baseline(req)
+        if kind == "final":
+            return self.final(req)
         raise ValueError(f"unknown request {kind!r}")
 
 

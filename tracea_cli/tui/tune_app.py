@@ -203,8 +203,9 @@ class TuneApp(App[Any]):
             lines.append(f"best: {escape(best['name'])}")
             lines.append(f"{best['p50_ms']:.3f} ms · {self._tflops(best['p50_ms']):.3f} TFLOP/s")
             if base.get("p50_ms"):
-                lines.append(f"{base['p50_ms'] / best['p50_ms']:.2f}x vs {escape(str(base.get('name')))} "
-                             f"({base['p50_ms']:.3f} ms)")
+                ours = base.get("tracea_p50_ms") or best["p50_ms"]  # the final interleaved timing, when made
+                lines.append(f"{base['p50_ms'] / ours:.2f}x vs {escape(str(base.get('name')))} "
+                             f"({base['p50_ms']:.3f} ms{', interleaved' if base.get('interleaved') else ''})")
         else:
             lines.append("best: nothing verified yet")
         if not base.get("p50_ms") and base.get("reason"):

@@ -1,0 +1,119 @@
+"""A test-only backend whose candidates really fail: real C, compiled by the host compiler and called
+through ctypes, that segfaults, never returns, computes a wrong answer or does not compile. The tuner
+reaches it the way it reaches any backend module (``TuneConfig.module``), in its worker process, so
+the fault tests exercise the real isolation, not a mocked status.
+
+The module is imported by the tuner's worker as ``test_tuner_fault_backend`` (tests/ is put on
+PYTHONPATH); its own test below only checks that the healthy candidate is a correct GEMM.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+from tracea.doctor.variants import Requirements, Variant
+
+MODES = ("ok", "segfault", "hang", "wrong", "nocompile", "slow")
+VARIANTS = (Variant(id="faulty.gemm", op="gemm", backend="cpu", family="faulty", precisions=("fp32",),
+                    requirements=Requirements(toolchain=("cc", "gcc", "clang")), priority=1,
+                    description="test-only: candidates that crash, hang, lie or do not compile"),)
+
+BODY = {
+    "ok": "",
+    "slow": "for (int r = 0; r < 3; r++) naive(A, B, C, m, n, k);",
+    "segfault": "*(volatile int*)0 = 1;",
+    "hang": "for (volatile int spin = 0;; spin++) { }",
+    "wrong": "C[0] += 1000.0f;",
+    "nocompile": "this is not C;",
+}
+
+SOURCE = """
+static void naive(const float* A, const float* B, float* C, long m, long n, long k) {
+    for (long i = 0; i < m; i++)
+        for (long j = 0; j < n; j++) {
+            float s = 0.0f;
+            for (long p = 0; p < k; p++) s += A[i * k + p] * B[p * n + j];
+            C[i * n + j] = s;
+        }
+}
+__attribute__((visibility("default"))) void faulty_gemm(const float* A, const float* B, float* C, long m, long n, long k) {
+    naive(A, B, C, m, n, k);
+    %s
+}
+"""
+
+
+@dataclass(frozen=True)
+class FaultSchedule:
+    mode: str = "ok"
+
+    def validate(self, op: Any = None, host: Any = None, variant: Any = None) -> None:
+        if self.mode not in MODES:
+            raise BadInputError(f"mode: {self.mode!r} is not one of {', '.join(MODES)}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": 1, "backend": "faulty", **dataclasses.asdict(self)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> FaultSchedule:
+        return FaultSchedule(mode=d["mode"])
+
+    @property
+    def name(self) -> str:
+        return f"fault-{self.mode}"
+
+
+class FaultKernel:
+    def __init__(self, op: Any, lib: ctypes.CDLL, artifact: Any) -> None:
+        self.op, self.lib, self.artifact = op, lib, artifact
+        self.fn = lib.faulty_gemm
+        self.fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
+
+    def __call__(self, inputs: dict[str, Any], out: Any) -> Any:
+        a, b = inputs["a"], inputs["b"]
+        self.fn(a.ctypes.data, b.ctypes.data, out.ctypes.data, self.op.m, self.op.n, self.op.k)
+        return out
+
+
+@dataclass(frozen=True)
+class _Artifact:
+    name: str
+    compile_seconds: float
+    cache_hit: bool
+
+
+def hero_schedule(op: Any, variant: Any, host: Any) -> FaultSchedule:
+    return FaultSchedule("ok")
+
+
+def search_space(op: Any, variant: Any, host: Any) -> list[FaultSchedule]:
+    return [FaultSchedule(m) for m in MODES]
+
+
+def build(op: Any, variant: Any, schedule: FaultSchedule, host: Any) -> FaultKernel:
+    from tracea.emitters.cpu import compiler as cc
+
+    schedule.validate()
+    source = SOURCE % BODY[schedule.mode]
+    binary, hit, seconds = cc.compile_cached(source, f"faulty_{schedule.mode}", [*cc.BASE_FLAGS, "-O1"],
+                                             cc.find_compiler(host))
+    return FaultKernel(op, ctypes.CDLL(str(binary)), _Artifact(f"faulty_{schedule.mode}", seconds, hit))
+
+
+def test_the_healthy_fault_candidate_is_a_correct_gemm(tmp_path, monkeypatch) -> None:
+    import numpy as np
+
+    from tracea.doctor import probe
+    from tracea.kernels import Gemm, relative_error
+
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
+    op = Gemm(m=16, n=24, k=8)
+    inputs = op.random_inputs(np.random.default_rng(0))
+    kernel = build(op, VARIANTS[0], FaultSchedule("ok"), probe())
+    out = np.full((16, 24), np.nan, np.float32)
+    kernel(inputs, out)
+    assert relative_error(out.astype(np.float64), op.reference(inputs)) < 1e-5

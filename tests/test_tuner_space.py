@@ -1,0 +1,96 @@
+"""The CPU search space, --space TOML files, and the encoding the Gaussian process sees."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from tracea.doctor import probe
+from tracea.doctor.errors import BadInputError
+from tracea.emitters import cpu
+from tracea.emitters.cpu.space import micro_kernels, thread_counts
+from tracea.emitters.schedule import FAMILY_REGISTERS
+from tracea.kernels import Conv2d, Gemm, Softmax
+from tracea.tuner.space import apply_space_file, build_space, encode, read_space_file
+
+
+@pytest.fixture(scope="module")
+def host():
+    return probe()
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_REGISTERS))
+def test_micro_kernels_fill_the_register_file_and_fit(family) -> None:
+    lanes, vregs = FAMILY_REGISTERS[family]
+    shapes = micro_kernels(family)
+    assert shapes and len(set(shapes)) == len(shapes)
+    for mr, nr in shapes:
+        vectors = nr // lanes
+        assert nr % lanes == 0 and mr * vectors + vectors + 1 <= vregs
+        assert mr * vectors >= 0.6 * vregs
+
+
+@pytest.mark.parametrize("op", [Gemm(m=512, n=384, k=256), Gemm(m=100, n=70, k=1000, dtype="bf16"),
+                                Conv2d(n=1, c=32, h=28, w=28, k=64, r=3, s=3), Softmax(rows=64, cols=512)],
+                         ids=["gemm", "gemm-bf16-odd", "conv2d", "softmax"])
+def test_cpu_space_is_valid_unique_and_hero_first(op, host) -> None:
+    variant = f"cpu-portable.{op.kind}"
+    space = cpu.search_space(op, variant, host)
+    assert space[0] == dataclasses.replace(space[0])  # a CpuSchedule value
+    hero = cpu.hero_schedule(op, variant, host)
+    assert (space[0].mr, space[0].nr, space[0].threads) == (hero.mr, hero.nr, hero.threads)
+    assert len(set(space)) == len(space)
+    for s in space:
+        s.validate(op, host, variant)  # raises on an invalid candidate
+    if op.kind == "gemm":
+        assert all(s.mc <= -(-op.m // s.mr) * s.mr and s.nc <= -(-op.n // s.nr) * s.nr for s in space)
+        assert len(space) > 50
+    assert {s.threads for s in space} == set(thread_counts(host))
+
+
+def test_space_file_restricts_and_extends(tmp_path, host) -> None:
+    op = Gemm(m=256, n=256, k=256)
+    base = build_space(op, "cpu-portable.gemm", host, cpu)
+    f = tmp_path / "space.toml"
+    f.write_text("[restrict]\nkc = [128, 768]\nunroll = [2]\n\n[extend]\nkc = [768]\n")
+    spec = read_space_file(f)
+    space = build_space(op, "cpu-portable.gemm", host, cpu, f)
+    assert spec == {"restrict": {"kc": [128, 768], "unroll": [2]}, "extend": {"kc": [768]}}
+    assert {s.kc for s in space} == {128, 768} and {s.unroll for s in space} == {2}
+    assert 768 not in {s.kc for s in base}  # the extension added values the default space lacks
+    assert len(space) == len(set(space))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[restrict]\nkc = 128\n", "non-empty list"),
+    ("[restrict]\nwarps = [4]\n", "not a schedule field"),
+    ("[shrink]\nkc = [1]\n", "unknown table"),
+    ("[restrict\n", "not valid TOML"),
+    ("[restrict]\nkc = [3]\n", "no valid candidate"),
+])
+def test_bad_space_files_are_bad_input(tmp_path, host, text, message) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text(text)
+    with pytest.raises(BadInputError, match=message):
+        build_space(Gemm(m=64, n=64, k=64), "cpu-portable.gemm", host, cpu, f)
+
+
+def test_extended_values_are_validated(host) -> None:
+    op = Gemm(m=64, n=64, k=64)
+    base = cpu.search_space(op, "cpu-portable.gemm", host)[:5]
+    out = apply_space_file(base, {"extend": {"threads": [100000]}},
+                           lambda s: s.threads <= (host.cpu.logical_cores or 1))
+    assert out == base  # every extended candidate failed validation
+
+
+def test_encoding_is_scaled_and_drops_constant_columns() -> None:
+    scheds = [{"schema_version": 1, "backend": "cpu", "mr": 4, "nr": 16, "kc": k, "swz": sw, "pack": p}
+              for k, sw, p in [(64, "none", True), (256, "xor4", False), (1024, "none", True)]]
+    x = encode(scheds)
+    assert x.shape == (3, 4)  # kc, pack, swz one-hot x2; mr and nr are constant
+    assert x.min() == 0.0 and x.max() == 1.0
+    kc_col = x[:, 0]
+    lg = [math.log2(v + 1) for v in (64, 256, 1024)]
+    assert kc_col[1] == pytest.approx((lg[1] - lg[0]) / (lg[2] - lg[0]))  # sizes on a log2 scale

@@ -28,11 +28,14 @@ def tracea(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 def test_tune_stores_every_trial_and_a_second_call_reuses_the_best(home) -> None:
     args = ["tune", "gemm", "--m", "96", "--backend", "cpu", "--budget", "4", "--no-tui", "--repeat", "3",
             "--jsonl", str(home / "m.jsonl"), "--csv", str(home / "m.csv")]
-    first = tracea(*args, "--json")
+    first = tracea(*args, "--json", "--dump-ir", str(home / "ir"))
     assert first.returncode == 0, first.stderr
     doc = json.loads(first.stdout)
+    dumps = sorted((home / "ir").iterdir())
+    assert len(dumps) == 4 and all((d / "03_source.c").exists() and (d / "02_schedule.json").exists() for d in dumps)
     assert doc["evaluated"] == 4 and not doc["reused"] and doc["best"]["p50_ms"] > 0
-    assert doc["baseline"]["p50_ms"] > 0 and doc["ratio_to_baseline"] > 0
+    assert doc["baseline"]["p50_ms"] > 0 and doc["baseline"]["interleaved"]  # timed beside the best
+    assert doc["ratio_to_baseline"] == pytest.approx(doc["baseline"]["p50_ms"] / doc["baseline"]["tracea_p50_ms"])
     assert all(t["status"] == "ok" and t["rel_err"] < 1e-4 for t in doc["trials"])
     from tracea.reports.metrics import read_metrics
 

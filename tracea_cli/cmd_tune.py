@@ -37,13 +37,14 @@ PARAMS = [
     option("json_out", bool, False, "--json", help="Print the result object as JSON."),
     option("jsonl", Path | None, None, "--jsonl", help="Append per-trial metrics rows to FILE (JSONL)."),
     option("csv", Path | None, None, "--csv", help="Append per-trial metrics rows to FILE (CSV)."),
+    option("dump_ir", Path | None, None, "--dump-ir", help="Write every candidate's kernel stages (source, compile, metadata) into DIR."),
 ]
 
 
 def do_tune(op: Any, backend: str, precision: str | None, variant: str | None, strategy: str, budget: int | None,
             time_limit: float | None, patience: int, seed: int, repeat: int, warmup: int, timeout: float,
             space: Path | None, simulate: Path | None, resume: bool, retune: bool, compile_ahead: bool,
-            no_tui: bool, json_out: bool, jsonl: Path | None, csv: Path | None) -> None:
+            no_tui: bool, json_out: bool, jsonl: Path | None, csv: Path | None, dump_ir: Path | None) -> None:
     from tracea.doctor.errors import BadInputError, TraceaError
     from tracea.tuner.run import TuneConfig
     from tracea.tuner.strategies import NAMES
@@ -69,7 +70,13 @@ def do_tune(op: Any, backend: str, precision: str | None, variant: str | None, s
         patience=patience or None, seed=seed, warmup=warmup, repeats=repeat, timeout_s=timeout,
         compile_ahead=compile_ahead, resume=resume, retune=retune, space_file=str(space) if space else None,
         simulate=str(simulate) if simulate else None, argv=sys.argv[1:], run_folder=simulate is None,
-        metrics_files=[str(p) for p in (jsonl, csv) if p is not None])
+        metrics_files=[str(p) for p in (jsonl, csv) if p is not None],
+        dump_ir=str(dump_ir.resolve()) if dump_ir is not None else None)
+    if dump_ir is not None:
+        try:
+            dump_ir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BadInputError(f"--dump-ir: cannot create {dump_ir} ({exc.strerror})") from None
     if jsonl is not None and jsonl.suffix != ".jsonl":
         raise BadInputError(f"--jsonl: {jsonl} should end in .jsonl (the format follows the extension)")
     if csv is not None and csv.suffix != ".csv":

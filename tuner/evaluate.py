@@ -26,9 +26,9 @@ class LiveEvaluator:
 
     def __init__(self, op: Any, variant_id: str, module: str, host: Any, *, seed: int = 0, warmup: int = 2,
                  repeats: int = 10, min_seconds: float = 0.1, timeout_s: float = 60.0,
-                 compile_ahead: bool = True) -> None:
+                 compile_ahead: bool = True, dump_ir: str | None = None) -> None:
         self.base = {"op": op.to_json(), "variant": variant_id, "module": module, "seed": seed,
-                     "warmup": warmup, "repeats": repeats, "min_seconds": min_seconds}
+                     "warmup": warmup, "repeats": repeats, "min_seconds": min_seconds, "dump_ir": dump_ir}
         self.timeout_s = timeout_s
         host_json = host.to_json()
         self.worker = Worker(host_json)
@@ -63,7 +63,7 @@ class LiveEvaluator:
                 return
             self.in_flight -= 1
 
-    def evaluate(self, schedule: dict[str, Any], on_phase: PhaseCallback | None = None) -> Measurement:
+    def evaluate(self, schedule: dict[str, Any], on_phase: PhaseCallback | None = None, index: int = 0) -> Measurement:
         def phase(p: str) -> None:
             if self.compiler is not None:
                 self.compiler.signal_group(signal.SIGSTOP if p == "run" else signal.SIGCONT)
@@ -71,7 +71,8 @@ class LiveEvaluator:
                 on_phase(p)
 
         try:
-            res = self.worker.request({**self.base, "kind": "measure", "schedule": schedule}, self.timeout_s, phase)
+            res = self.worker.request({**self.base, "kind": "measure", "schedule": schedule, "index": index},
+                                      self.timeout_s, phase)
             return Measurement.from_json(res)
         except WorkerTimeout as exc:
             return Measurement("timeout", error=f"no answer within {self.timeout_s:g} s (phase {exc.phase}); "
@@ -116,7 +117,7 @@ class SimulatedEvaluator:
     def prefetch(self, schedules: list[dict[str, Any]]) -> None:
         pass
 
-    def evaluate(self, schedule: dict[str, Any], on_phase: PhaseCallback | None = None) -> Measurement:
+    def evaluate(self, schedule: dict[str, Any], on_phase: PhaseCallback | None = None, index: int = 0) -> Measurement:
         m = self.recorded.lookup(schedule)
         for p in ("compile", "verify", "run"):
             if on_phase:

@@ -56,6 +56,7 @@ class TuneConfig:
     argv: list[str] = field(default_factory=list)
     run_folder: bool = False  # a reports run folder (metrics, trials, result) for this run
     metrics_files: list[str] = field(default_factory=list)  # --jsonl / --csv
+    dump_ir: str | None = None  # every candidate's kernel stages (reports/irdump.py), written by the worker
 
 
 class Control:
@@ -219,7 +220,8 @@ def _setup_live(op: Any, host: Any, config: TuneConfig) -> _Setup:
         environment=environment(host, config.backend), schedules=schedules, names=[s.name for s in cands],
         evaluator_factory=lambda: LiveEvaluator(
             op, variant_id, module_name, host, seed=config.seed, warmup=config.warmup, repeats=config.repeats,
-            min_seconds=config.min_seconds, timeout_s=config.timeout_s, compile_ahead=config.compile_ahead),
+            min_seconds=config.min_seconds, timeout_s=config.timeout_s, compile_ahead=config.compile_ahead,
+            dump_ir=config.dump_ir),
         simulated=False)
 
 

@@ -53,7 +53,8 @@ class Search:
             t0 = time.monotonic()
             m = self.evaluator.evaluate(
                 self.schedules[index],
-                on_phase=lambda p, i=index, n=name: self.emit("phase", {"index": i, "name": n, "phase": p}))
+                on_phase=lambda p, i=index, n=name: self.emit("phase", {"index": i, "name": n, "phase": p}),
+                index=index)
             trial = Trial(index, self.schedules[index], name, m, time.monotonic() - t0)
             self.record(trial)  # committed before the next candidate starts
             self.trials.append(trial)

@@ -96,6 +96,8 @@ class _Session:
             return failed
         hit = getattr(getattr(kernel, "artifact", None), "cache_hit", None)
         op = kernel.op if hasattr(kernel, "op") else self.resolve(req)[0]
+        if req.get("dump_ir"):
+            _dump(req, op, kernel)
         inputs, ref, out = self.op_data(op, int(req.get("seed", 0)))
         self.send({"phase": "verify"})
         try:
@@ -186,6 +188,17 @@ class _Session:
         if kind == "final":
             return self.final(req)
         raise ValueError(f"unknown request {kind!r}")
+
+
+def _dump(req: dict[str, Any], op: Any, kernel: Any) -> None:
+    """--dump-ir: every stage of this candidate's kernel (reports/irdump.py), numbered by its index."""
+    from tracea.reports.irdump import dump_kernel
+
+    try:
+        dump_kernel(req["dump_ir"], op, None, req["schedule"], getattr(kernel, "artifact", None),
+                    index=int(req.get("index", 0)))
+    except Exception as exc:  # noqa: BLE001 - a dump that cannot be written does not fail the candidate
+        print(f"dump-ir: {exc}", file=sys.stderr)
 
 
 def _one_line(text: str, limit: int = 2000) -> str:

@@ -7,6 +7,7 @@ evaluations; the score at a budget is (exhaustive optimum time) / (best time fou
 
     python benchmarks/bench_tuner.py [--seeds 10] [--json]
     python benchmarks/bench_tuner.py --record tests/fixtures/spaces/cpu_gemm_512_avx512.json   # measure a space
+    python benchmarks/bench_tuner.py --rebaseline FILE   # the space's best vs the baseline, interleaved
 
 Acceptance (issue 6): bayes >= 0.97 at 10 %, and bayes > random at every budget from 5 to 25 %.
 """
@@ -140,17 +141,47 @@ def record(out: Path, m: int, family: str) -> None:
           f"{time.monotonic() - started:.0f} s", file=sys.stderr)
 
 
+def rebaseline(path: Path) -> None:
+    """Time the space's best candidate interleaved with the vendor baseline (as `tracea bench` does) and
+    store that as the space's baseline: a ratio under equal conditions, with when it was measured."""
+    from tracea.doctor import probe
+    from tracea.kernels import Op
+    from tracea.tuner.evaluate import LiveEvaluator
+    from tracea.tuner.recorded import load_recorded, write_recorded
+    from tracea.tuner.trial import now_iso
+
+    rec = load_recorded(path)
+    best = min((t for t in rec.trials if t["status"] == "ok"), key=lambda t: t["p50_ms"])
+    ev = LiveEvaluator(Op.from_json(rec.op), rec.variant, "tracea.emitters.cpu", probe(), repeats=30,
+                       min_seconds=1.0, compile_ahead=False)
+    try:
+        final = ev.final(best["schedule"])
+    finally:
+        ev.close()
+    if not final or not final.get("p50_ms"):
+        sys.exit(f"no baseline measurement: {final}")
+    rec.baseline = final | {"measured": now_iso(), "note": "the space's best and the baseline timed interleaved"}
+    write_recorded(rec, path)
+    print(f"{path.name}: best {final['tracea_p50_ms']:.3f} ms, {final['name']} {final['p50_ms']:.3f} ms, "
+          f"ratio {final['p50_ms'] / final['tracea_p50_ms']:.2f}", file=sys.stderr)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--spaces", type=Path, default=SPACES, help="folder of recorded spaces (*.json)")
     ap.add_argument("--record", type=Path, help="measure the CPU GEMM space exhaustively into this file")
+    ap.add_argument("--rebaseline", type=Path, help="time a recorded space's best against the baseline, interleaved")
     ap.add_argument("--m", type=int, default=512, help="GEMM size to record (m = n = k)")
     ap.add_argument("--family", default="cpu-avx512", choices=sorted(RECORD_SHAPES), help="CPU family to record")
     args = ap.parse_args()
     if args.record:
         record(args.record, args.m, args.family)
+        rebaseline(args.record)
+        return
+    if args.rebaseline:
+        rebaseline(args.rebaseline)
         return
     files = sorted(args.spaces.glob("*.json"))
     if not files:

@@ -111,3 +111,24 @@ def test_a_corrupt_database_is_bad_input(tmp_path) -> None:
     with pytest.raises(BadInputError, match="tuning database"):
         TuningDB(bad)
     assert sqlite3.sqlite_version
+
+
+def test_context_bench_uses_the_stored_best(tmp_path, monkeypatch) -> None:
+    import tracea
+
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
+    host = probe()
+    op = Gemm(m=48, n=40, k=32)
+    ctx = tracea.Context(host)
+    variant = ctx.plan_kernel(op, backend="cpu").require()
+    assert ctx.bench(op, repeats=2, warmup=1, min_seconds=0.0).schedule_source == "hero"  # nothing stored yet
+    stored = _trial(0).schedule | {"mr": 2, "nr": 8 if "portable" in variant else 16, "mc": 8, "nc": 32,
+                                   "threads": 1}
+    if "avx2" in variant:
+        stored["nr"] = 8
+    key = tuning_key(op.signature, variant, fingerprint(host, "cpu"))
+    db = TuningDB()
+    db.add_trial(_start(db, key), key, dataclasses.replace(_trial(0), schedule=stored))
+    db.close()
+    result = ctx.bench(op, repeats=2, warmup=1, min_seconds=0.0)
+    assert result.status == "ok" and result.schedule_source == "tuned" and result.schedule == stored

@@ -112,10 +112,18 @@ class Launcher:
                                         ctypes.addressof(ptrs), 0), "cuLaunchKernel")
 
 
-def gemm_args(tm_a: _Map, tm_b: _Map, c: int, bias: int, residual: int, alpha: float,
-              m: int, n: int, k: int) -> list[Any]:
-    return [tm_a, tm_b, ctypes.c_uint64(c), ctypes.c_uint64(bias), ctypes.c_uint64(residual),
-            ctypes.c_float(alpha), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
+def output_map(op: Any, sched: WgmmaSchedule, c_ptr: int) -> tuple[_Map, int]:
+    """(tensor map over C for the TMA-store epilogue, store_tma flag). C rows that TMA cannot address
+    (N not a multiple of 8 elements) or a direct-store schedule get an empty map and the flag 0."""
+    if sched.store != "tma" or (op.n * 2) % 16 or c_ptr % 16:
+        return _Map(), 0
+    return encode_2d(c_ptr, op.dtype.value, op.n, op.m, op.n, (64, 64)), 1
+
+
+def gemm_args(tm_a: _Map, tm_b: _Map, tm_c: _Map, c: int, bias: int, residual: int, alpha: float,
+              m: int, n: int, k: int, store_tma: int) -> list[Any]:
+    return [tm_a, tm_b, tm_c, ctypes.c_uint64(c), ctypes.c_uint64(bias), ctypes.c_uint64(residual),
+            ctypes.c_float(alpha), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k), ctypes.c_int(store_tma)]
 
 
 # ------------------------------------------------------------------------------- emitter hooks
@@ -188,8 +196,10 @@ class WgmmaKernel(CudaKernel):
             ptrs[which], strides[which] = ptr, inner
         ma, mb = operand_maps(op, self.schedule, ptrs["a"], ptrs["b"], strides["a"], strides["b"])
         opt = {name: int(self._dbuf[name].ptr) if name in self._dbuf else 0 for name in ("bias", "residual")}
-        self._wargs = gemm_args(ma, mb, int(self._dbuf["out"].ptr), opt["bias"], opt["residual"], op.alpha,
-                                op.m, op.n, op.k)
+        out = int(self._dbuf["out"].ptr)
+        mc, store_tma = output_map(op, self.schedule, out)
+        self._wargs = gemm_args(ma, mb, mc, out, opt["bias"], opt["residual"], op.alpha, op.m, op.n, op.k,
+                                store_tma)
 
     def launch(self) -> None:
         if self._wargs is None:

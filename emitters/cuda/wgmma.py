@@ -53,6 +53,8 @@ SCHEMA_VERSION = 1
 BK = 64  # one 128-byte swizzle span of 16-bit elements: the k extent of every TMA box
 SWIZZLE = TmaSwizzle("128B")
 RASTERS = ("m", "n")
+STORES = ("direct", "tma")
+C_ATOM_BYTES = 64 * 64 * 2  # one 64 x 64 16-bit tile of C staged for a TMA store
 REGISTERS_PER_SM = 65536
 PRODUCER_REGS = 40
 SMEM_OPTIN_SM90 = 232448
@@ -80,6 +82,7 @@ class WgmmaSchedule:
     cluster: int = 1
     persistent: bool = True
     pingpong: bool = False
+    store: str = "direct"
 
     @property
     def core(self) -> str:
@@ -119,15 +122,22 @@ class WgmmaSchedule:
         return (self.bm + self.bn) * BK * ELEM_BYTES
 
     @property
+    def c_staging_bytes(self) -> int:
+        """TMA-store epilogue: two 64 x 64 staging atoms of C per consumer warpgroup (double-buffered)."""
+        return self.consumers * 2 * C_ATOM_BYTES if self.store == "tma" else 0
+
+    @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory: the ring, two mbarriers per stage, slack to align the base to 1024."""
-        return self.stages * self.stage_bytes + 16 * self.stages + 16 + 1024
+        """Dynamic shared memory: the ring, the C staging atoms, the mbarriers (full and empty per stage,
+        two ping-pong turns), slack to align the base to 1024."""
+        return self.stages * self.stage_bytes + self.c_staging_bytes + 16 * self.stages + 16 + 1024
 
     @property
     def name(self) -> str:
         tag = f"wgmma_{self.bm}x{self.bn}x{BK}_s{self.stages}_c{self.consumers}_r{self.raster}{self.group}"
         tag += "" if self.cluster == 1 else f"_cl{self.cluster}"
         tag += "_pp" if self.pingpong else ""
+        tag += "_ts" if self.store == "tma" else ""
         return tag + ("" if self.persistent else "_np")
 
     def register_split(self) -> tuple[int, int, int]:
@@ -147,6 +157,8 @@ class WgmmaSchedule:
         for name in ("persistent", "pingpong"):
             if not isinstance(getattr(self, name), bool):
                 raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
+        if self.store not in STORES:
+            raise BadInputError(f"store: expected 'direct' or 'tma', got {self.store!r}")
         if self.raster not in RASTERS:
             raise BadInputError(f"raster: expected 'm' or 'n', got {self.raster!r}")
         if self.consumers not in (1, 2, 3):
@@ -219,14 +231,15 @@ def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> list[Wgmm
             for stages in (3, 4, 5, 6, 8):
                 for raster in RASTERS:
                     for cluster in (1, 2):
-                        s = WgmmaSchedule(bm=bm, bn=bn, stages=stages, consumers=consumers, raster=raster,
-                                          pingpong=pingpong, cluster=cluster)
-                        try:
-                            s.validate(op, smem_optin)
-                        except BadInputError:
-                            continue
-                        if s not in out:
-                            out.append(s)
+                        for store in STORES:
+                            s = WgmmaSchedule(bm=bm, bn=bn, stages=stages, consumers=consumers, raster=raster,
+                                              pingpong=pingpong, cluster=cluster, store=store)
+                            try:
+                                s.validate(op, smem_optin)
+                            except BadInputError:
+                                continue
+                            if s not in out:
+                                out.append(s)
     return out
 
 
@@ -305,7 +318,11 @@ static __device__ __forceinline__ void tr_tma_load_2d_mc(uint32_t dst, const TrT
 static __device__ __forceinline__ void tr_mbar_arrive_remote(uint32_t bar, uint32_t rank) {
     uint32_t remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
+}
+static __device__ __forceinline__ void tr_tma_store_2d(const TrTensorMap* map, int c0, int c1, uint32_t src) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+                 :: "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(src) : "memory");
 }
 static __device__ __forceinline__ void tr_prefetch_map(const TrTensorMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" :: "l"((uint64_t)map) : "memory");
@@ -337,11 +354,16 @@ def _wgmma_function(bn: int, ptx_type: str, trans_a: int, trans_b: int) -> str:
     return w.render()
 
 
-def _epilogue(op: Any, renderer: CudaRenderer, dtype: str) -> list[str]:
-    """C statements applying ``op.epilogue`` in order to float ``v`` at (``row``, ``col``)."""
+def _epilogue(op: Any, renderer: CudaRenderer, dtype: str, guarded: bool = False) -> list[str]:
+    """C statements applying ``op.epilogue`` in order to float ``v`` at (``row``, ``col``); ``guarded``:
+    bias and residual are read only where ``inside`` (the TMA-store path visits rows past M)."""
     lines = []
     for e in op.epilogue:
-        if e == "bias":
+        if e == "bias" and guarded:
+            lines.append(f"v += inside ? {renderer.to_float(dtype, 'bias[col]')} : 0.0f;")
+        elif e == "residual" and guarded:
+            lines.append(f"v += inside ? {renderer.to_float(dtype, 'residual[(int64_t)row * N + col]')} : 0.0f;")
+        elif e == "bias":
             lines.append(f"v += {renderer.to_float(dtype, 'bias[col]')};")
         elif e == "relu":
             lines.append("v = fmaxf(v, 0.0f);")
@@ -357,8 +379,9 @@ def _epilogue(op: Any, renderer: CudaRenderer, dtype: str) -> list[str]:
 def render(op: Any, sched: WgmmaSchedule) -> str:
     """CUDA C++ (no headers; NVRTC, ``-arch=sm_90a``) of ``extern "C" tr_wgmma_gemm`` for ``op``.
 
-    Parameters: ``(const __grid_constant__ TrTensorMap tmA, tmB, uint16_t* C, const uint16_t* bias,
-    const uint16_t* residual, float alpha, int M, int N, int K)``; launch ``sched.threads`` threads,
+    Parameters: ``(const __grid_constant__ TrTensorMap tmA, tmB, tmC, uint16_t* C, const uint16_t* bias,
+    const uint16_t* residual, float alpha, int M, int N, int K, int store_tma)``; ``tmC`` and ``store_tma``
+    matter only to ``store="tma"`` schedules (0: the direct stores, for C rows TMA cannot address); launch ``sched.threads`` threads,
     ``sched.smem_bytes`` dynamic shared memory, a grid of ``min(tiles, SMs)`` (persistent) or ``tiles``.
     """
     sched.validate(op)
@@ -393,12 +416,14 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     cluster_attr = f"__cluster_dims__({sched.cluster}, 1, 1) " if sched.cluster > 1 else ""
     w(f'extern "C" __global__ void {cluster_attr}__launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
     w("    const __grid_constant__ TrTensorMap tmA, const __grid_constant__ TrTensorMap tmB,")
+    w("    const __grid_constant__ TrTensorMap tmC,")
     w("    uint16_t* __restrict__ C, const uint16_t* __restrict__ bias, const uint16_t* __restrict__ residual,")
-    w("    float alpha, int M, int N, int K) {")
+    w("    float alpha, int M, int N, int K, int store_tma) {")
     w.extend(f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
     const uint32_t smem = (tr_smem_addr(tr_smem) + {align - 1}u) & ~{align - 1}u;
     /* stage s: A at smem + s * {sched.stage_bytes}, B {a_bytes} bytes after it; then full[S], empty[S] */
-    const uint32_t bars = smem + {S * sched.stage_bytes}u;
+    const uint32_t cstage = smem + {S * sched.stage_bytes}u;  /* C staging atoms (TMA-store epilogue) */
+    const uint32_t bars = cstage + {sched.c_staging_bytes}u;
     const int tiles_m = (M + {sched.bm - 1}) / {sched.bm}, tiles_n = (N + {sched.bn - 1}) / {sched.bn};
     /* A cluster of CL blocks walks tiles of CL tile rows (one per block, "rank") sharing one B panel. */
     const int rank = blockIdx.x % {sched.cluster}, cluster_id = blockIdx.x / {sched.cluster};
@@ -462,6 +487,8 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
            it takes (ping-pong: every {sched.tile_walkers}th, starting at its own index). */
         const int part = {"0" if sched.pingpong else "cw"}, walk = {"cw" if sched.pingpong else "0"};
         float acc[{m_slices}][{n_regs}];
+        int cstep = 0;  /* TMA-store epilogue: which staging atom is next */
+        (void)cstep;
         for (int j = walk, tile = cluster_id + walk * clusters; tile < tiles;
              j += {sched.tile_walkers}, tile += {sched.tile_walkers} * clusters) {{
             int tm, tn;
@@ -508,6 +535,7 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
                columns 8*j + 2*(lane%4) (+1) in acc[4j..4j+3] = (r, c), (r, c+1), (r+8, c), (r+8, c+1). */
             const int row0 = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4;
             const int col0 = tn * {sched.bn} + 2 * (lane % 4);
+            {_tma_store_epilogue(op, sched, r, dtype, store)}
             #pragma unroll
             for (int i = 0; i < {m_slices}; ++i) {{
                 #pragma unroll
@@ -540,10 +568,73 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
                 }}
             }}
         }}
+        {_tma_store_drain(sched)}
     }}
     {_cluster_exit(sched)}
 }}""")
     return w.render()
+
+
+def _tma_store_epilogue(op: Any, sched: WgmmaSchedule, r: CudaRenderer, dtype: str, store: str) -> str:
+    """``store="tma"``: each consumer warpgroup writes its part of C, 64 x 64 at a time, into a staging
+    atom laid out as TMA's 128B swizzle (the same ``TileLayout`` algebra as the operands: the lanes of a
+    warp hit 8 different 16-byte bank groups), fences it to the async proxy, and one thread issues the
+    bulk tensor store; two atoms alternate so the next is written while the last is read out. TMA clips
+    rows and columns past M and N. When ``store_tma`` is 0 (C rows not 16-byte aligned) the loop is
+    skipped and the direct stores below run instead. Ends with ``continue`` (next tile)."""
+    if sched.store != "tma":
+        return ""
+    lay = TileLayout(64, 64, ELEM_BYTES, "row", swizzle=SWIZZLE)
+    w = CodeWriter()
+    w("if (store_tma) {")
+    w(f"    const uint32_t catoms = cstage + cw * {2 * C_ATOM_BYTES}u;")
+    w("    #pragma unroll")
+    w(f"    for (int i = 0; i < {sched.m_slices}; ++i) {{")
+    w("        #pragma unroll")
+    w(f"        for (int a = 0; a < {sched.bn // 64}; ++a) {{")
+    w(f"            const uint32_t buf = catoms + (cstep & 1) * {C_ATOM_BYTES}u;")
+    w("            ++cstep;")
+    w('            if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 1;\\n" ::: "memory");')
+    w('            asm volatile("bar.sync %0, 128;\\n" :: "r"(1 + cw) : "memory");')
+    w("            #pragma unroll")
+    w("            for (int jj = 0; jj < 8; ++jj) {")
+    w("                #pragma unroll")
+    w("                for (int h = 0; h < 2; ++h) {")
+    w("                    const int row = row0 + i * 64 + h * 8, r_in = warp * 16 + lane / 4 + h * 8;")
+    w("                    const int c_in = jj * 8 + 2 * (lane % 4);")
+    w("                    float out[2];")
+    w("                    #pragma unroll")
+    w("                    for (int e = 0; e < 2; ++e) {")
+    w("                        const int col = col0 + (a * 8 + jj) * 8 + e;")
+    w("                        const bool inside = row < M && col < N;")
+    w("                        float v = acc[i][4 * (a * 8 + jj) + 2 * h + e];")
+    for line in _epilogue(op, r, dtype, guarded=True):
+        w("                        " + line)
+    w("                        out[e] = v;")
+    w("                    }")
+    w(f"                    const uint32_t word = (uint32_t){store}(out[0]) | ((uint32_t){store}(out[1]) << 16);")
+    w(f'                    asm volatile("st.shared.b32 [%0], %1;\\n" :: "r"(buf + {lay.c_offset("r_in", "c_in")}), '
+      '"r"(word) : "memory");')
+    w("                }")
+    w("            }")
+    w('            asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");')
+    w('            asm volatile("bar.sync %0, 128;\\n" :: "r"(1 + cw) : "memory");')
+    w("            if (tid == 0) {")
+    w(f"                tr_tma_store_2d(&tmC, tn * {sched.bn} + a * 64, tm * {sched.bm} + part * {sched.wm} + i * 64, buf);")
+    w('                asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");')
+    w("            }")
+    w("        }")
+    w("    }")
+    w("    continue;")
+    w("}")
+    return w.render().replace("\n", "\n            ")
+
+
+def _tma_store_drain(sched: WgmmaSchedule) -> str:
+    """The staging atoms must outlive the bulk stores reading them: wait before the block exits."""
+    if sched.store != "tma":
+        return ""
+    return 'if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;\\n" ::: "memory");'
 
 
 def _cluster_sync(sched: WgmmaSchedule) -> str:
@@ -676,5 +767,5 @@ def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Any:
         "epilogue": list(op.epilogue),
         "tma_padding": tma_unsupported(op),
     }
-    params = ("tmA", "tmB", "out", "bias", "residual", "alpha", "M", "N", "K")
+    params = ("tmA", "tmB", "tmC", "out", "bias", "residual", "alpha", "M", "N", "K", "store_tma")
     return Rendered(f"tr_{sched.name}", KERNEL_NAME, src, params, (grid, 1, 1), (threads, 1, 1), smem, meta)

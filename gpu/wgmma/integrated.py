@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 import run  # noqa: E402,F401 - maps the source folders onto the tracea package names
 
 from tracea.emitters import cuda  # noqa: E402
+from tracea.emitters.cuda import wgmma as W  # noqa: E402
 from tracea.kernels.dtypes import to_float64  # noqa: E402
 from tracea.kernels.ops import Gemm, relative_error, tolerance  # noqa: E402
 
@@ -37,10 +38,12 @@ def main() -> int:
     ops = [Gemm(1000, 1000, 1000, "bf16", epilogue=("bias", "gelu", "scale", "residual"), alpha=0.75),
            Gemm(4097, 520, 1001, "bf16"), Gemm(2048, 2048, 2048, "fp16", layout_b="col"),
            Gemm(8, 4096, 4096, "bf16"), Gemm(4096, 4096, 4096, "bf16")]
-    for op in ops:
+    jobs = [(op, None) for op in ops] + [(ops[-1], W.WgmmaSchedule(store="tma")),
+                                         (Gemm(777, 1001, 264, "fp16", epilogue=("residual",)), W.WgmmaSchedule(store="tma"))]
+    for op, chosen in jobs:
         rec = {"op": op.signature}
         try:
-            sched = cuda.hero_schedule(op, "cuda-wgmma.gemm", host)
+            sched = chosen or cuda.hero_schedule(op, "cuda-wgmma.gemm", host)
             kernel = cuda.build(op, "cuda-wgmma.gemm", sched, host)
             rec.update(kernel=type(kernel).__name__, schedule=sched.name, padding=kernel.padding)
             inputs = op.random_inputs(rng)

@@ -180,8 +180,9 @@ class Kernel:
                                 srcs["a"][1], srcs["b"][1])
         bias = ins.get("bias")
         res = ins.get("residual")
-        args = T.gemm_args(ma, mb, out.data_ptr(), bias.data_ptr() if bias is not None else 0,
-                           res.data_ptr() if res is not None else 0, op.alpha, op.m, op.n, op.k)
+        mc, store_tma = T.output_map(op, self.sched, out.data_ptr())
+        args = T.gemm_args(ma, mb, mc, out.data_ptr(), bias.data_ptr() if bias is not None else 0,
+                           res.data_ptr() if res is not None else 0, op.alpha, op.m, op.n, op.k, store_tma)
         grid, threads, _ = W.launch_geometry(op, self.sched, sm_count, self.max_clusters)
         copies = [(buf, t) for buf, _, t in srcs.values() if t is not None]
         stream = torch.cuda.current_stream().cuda_stream
@@ -249,6 +250,17 @@ def verify_cases(quick: bool) -> list[tuple[Gemm, W.WgmmaSchedule]]:
         cases.append((Gemm(1100, 4096, 1000, dtype="fp16", layout_b="col", epilogue=("bias", "relu")), s))
         cases.append((Gemm(4096, 4096, 4096, dtype="bf16"), s))
         cases.append((Gemm(130, 264, 4104, dtype="bf16", layout_a="col"), s))
+    ts = W.WgmmaSchedule(store="tma")
+    for op in (Gemm(4096, 4096, 4096, dtype="bf16"), Gemm(777, 1032, 264, dtype="bf16", alpha=0.5,
+                                                          epilogue=("bias", "gelu", "scale", "residual")),
+               Gemm(777, 1001, 264, dtype="fp16", epilogue=("residual", "bias")),
+               Gemm(3000, 3000, 136, dtype="fp16", layout_a="col", layout_b="col")):
+        cases.append((op, ts))
+    for s in (W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True, store="tma"),
+              W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True, cluster=2, store="tma"),
+              W.WgmmaSchedule(cluster=2, store="tma"), W.WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma")):
+        cases.append((Gemm(2000, 3000, 520, dtype="bf16", epilogue=("bias", "relu")), s))
+        cases.append((Gemm(4096, 4096, 4096, dtype="bf16"), s))
     # dedupe (hero_schedule may equal hero)
     seen, out = set(), []
     for op, s in cases:
@@ -301,11 +313,13 @@ BENCH_SHAPES = [
 def bench_candidates(op: Gemm, wide: bool) -> list[W.WgmmaSchedule]:
     c = [W.hero_schedule(op)]
     if wide and op.m > 64:
-        c += [W.HERO, W.WgmmaSchedule(cluster=2), W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True),
-              W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True, cluster=2),
-              W.WgmmaSchedule(bm=64, bn=256, stages=5, pingpong=True, cluster=2)]
+        c += [W.HERO, W.WgmmaSchedule(store="tma"), W.WgmmaSchedule(cluster=2), W.WgmmaSchedule(cluster=2, store="tma"),
+              W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True),
+              W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True, store="tma"),
+              W.WgmmaSchedule(bm=128, bn=128, stages=6, pingpong=True, cluster=2, store="tma")]
     if wide and op.m <= 64:
-        c += [W.WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1), W.WgmmaSchedule(bm=64, bn=64, stages=12, consumers=1)]
+        c += [W.WgmmaSchedule(bm=64, bn=64, stages=12, consumers=1),
+              W.WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma")]
     return list(dict.fromkeys(c))
 
 

@@ -408,9 +408,30 @@ def run_bench(out_dir: Path, quick: bool, sm_count: int, cache: dict, reps: int,
     return recs
 
 
+def run_profile(out_dir: Path, sm_count: int, cache: dict) -> list[dict]:
+    """One verified launch of a few 4096^3 bf16 schedules, for ``ncu -k tr_wgmma_gemm`` to read."""
+    import torch
+
+    op = Gemm(4096, 4096, 4096, dtype="bf16")
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(int(time.time()))
+    ins = make_inputs(op, gen)
+    ref = reference(op, ins)
+    recs = []
+    for sched in (W.HERO, W.WgmmaSchedule(store="tma"), W.WgmmaSchedule(cluster=2)):
+        k = Kernel(op, sched, cache)
+        out = torch.full((op.m, op.n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        call, _ = k.prepare(op, ins, out, sm_count)
+        call()
+        torch.cuda.synchronize()
+        recs.append({"schedule": sched.name, "rel_err": rel_err(out, ref)})
+        print("profiled", recs[-1])
+    return recs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--phase", choices=("probe", "verify", "bench"), required=True)
+    ap.add_argument("--phase", choices=("probe", "verify", "bench", "profile"), required=True)
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/wgmma_out"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=30)
@@ -433,6 +454,8 @@ def main() -> int:
         recs = run_probe(out_dir)
     elif args.phase == "verify":
         recs = run_verify(out_dir, args.quick, props.multi_processor_count, cache)
+    elif args.phase == "profile":
+        recs = run_profile(out_dir, props.multi_processor_count, cache)
     else:
         recs = run_bench(out_dir, args.quick, props.multi_processor_count, cache, args.reps, args.only)
     for log in {v[1] for v in cache.values()}:

@@ -113,3 +113,21 @@ def test_schedule_json_round_trip_and_errors():
             cuda.CudaSchedule(**bad).validate()
     with pytest.raises(BadInputError, match="unknown field"):
         cuda.CudaSchedule.from_json({"core": "mma", "tile": 3})
+
+
+def test_recorded_space_covers_the_search_space(fixtures):
+    """The H200 recording (gpu/cuda_runs/05_final) holds every candidate search_space gives today."""
+    doc = json.loads((fixtures / "spaces" / "cuda_gemm_h200_4096.json").read_text())
+    from tracea.kernels import Op
+
+    op = Op.from_json(doc["op"])
+    assert doc["backend"] == "cuda" and doc["variant"] == "cuda-mma-sync.gemm" and doc["complete"]
+    recorded = {json.dumps(t["schedule"], sort_keys=True) for t in doc["trials"]}
+    space = {json.dumps(s.to_json(), sort_keys=True) for s in cuda.search_space(op, doc["variant"], None, "sm_90a")}
+    assert recorded == space and len(doc["trials"]) == len(space)
+    for t in doc["trials"]:
+        assert t["status"] in ("ok", "compile_failed", "runtime_failed", "wrong_result", "timeout", "invalid")
+        assert (t["p50_ms"] is not None) == (t["status"] == "ok")
+    ok = [t for t in doc["trials"] if t["status"] == "ok"]
+    best = min(ok, key=lambda t: t["p50_ms"])
+    assert cuda.CudaSchedule.from_json(best["schedule"]) == cuda.hero_schedule(op, doc["variant"], None)

@@ -82,9 +82,13 @@ def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch |
             vec = 1
         if vec == 1:  # scalar rows: about 4 elements a thread (more spilled in measured compiles)
             threads = min(1024, max(128, -(-op.cols // 128) * 32))
-        else:  # 512 x 4 chunks measured 3 % ahead of 256 x 8 at 8192 x 8192 fp32 (gpu/cuda_runs/03_full)
+        else:
             threads = 512 if op.cols >= 8192 else 256 if op.cols >= 2048 else 128
         chunks = -(-op.cols // (threads * vec))
+        if op.cols >= 8192 and vec > 1:
+            # long rows: the two-pass form, whose second read of a row hits L2, ran at 0.93 of the copy
+            # bandwidth at 8192 x 8192 fp32 against 0.70 for the rows held in registers (05_final)
+            chunks = 0
         return CudaSchedule("softmax", threads=threads, vec=vec, chunks=chunks if chunks <= 16 else 0)
     if core == "simt":  # bk 16: 45 TFLOP/s on an H200 at 4096^3, bk 8: 26 (gpu/cuda_runs/02_bench_probe)
         return CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
@@ -104,7 +108,12 @@ def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch |
         return dataclasses.replace(small, bk=32, stages=4)
     if op.kind == "gemm" and op.epilogue:  # the 64x64 warp tile spills beside a fused epilogue's registers
         return small
-    return big if 2 * waves(big) < waves(small) else small  # a big tile does twice the work of a small one
+    if op.kind == "conv2d" and n >= 256:  # 128x256 led the N32 C256 56x56 probe: 328 vs 270-282 TFLOP/s (05_final)
+        wide = CudaSchedule("mma", bm=128, bn=256, bk=32, wm=64, wn=64, stages=4, raster=8)
+        return wide if 2 * waves(wide) <= waves(small) else small
+    # 256x128 led at 4096^3 and 8192^3 on an H200 (416 and 451 TFLOP/s, gpu/cuda_runs/05_final): take it
+    # unless its last wave leaves the GPU emptier (a big tile does twice the work of a small one)
+    return big if 2 * waves(big) <= waves(small) else small
 
 
 def _sm_count(host: Any) -> int:

@@ -130,6 +130,7 @@ class CudaKernel:
                               "does not load here") from None
         if rendered.smem > 48 * 1024:
             self._allow_smem(rendered.smem)
+        self._driver_resources()
         self._config = LaunchConfig(grid=rendered.grid, block=rendered.block, shmem_size=rendered.smem)
         self._scalars = scalars
         self._shapes = {k: tuple(v) for k, v in op.shapes().items()}
@@ -137,6 +138,28 @@ class CudaKernel:
         self._out_shape = tuple(op.output_shape())
         self._dbuf: dict[str, DeviceArray] = {}
         self._lock = threading.Lock()
+
+    def _driver_resources(self) -> None:
+        """The loaded binary's own figures (cuFuncGetAttribute) beside ptxas's, and in place of them where
+        the compile log had none (seen once on an H200 with NVRTC 13.0, cause not established)."""
+        res = self.artifact.metadata.get("resources")
+        if not isinstance(res, dict):
+            return
+        try:
+            attrs = self._kernel.attributes
+
+            def get(name: str) -> int:
+                v = getattr(attrs, name)
+                return int(v() if callable(v) else v)
+
+            drv = {"num_regs": get("num_regs"), "local_size_bytes": get("local_size_bytes"),
+                   "shared_size_bytes": get("shared_size_bytes")}
+        except Exception:  # noqa: BLE001 - an older cuda-core without these attributes
+            return
+        res["driver"] = drv
+        if not res.get("regs_per_thread"):
+            res["regs_per_thread"] = drv["num_regs"]
+            res["source"] = "driver kernel attributes (the ptxas log had no figures)"
 
     def _allow_smem(self, nbytes: int) -> None:
         d = self._dev.driver

@@ -174,3 +174,20 @@ def test_target_must_be_new_or_empty(tmp_path):
     with pytest.raises(BadInputError, match="is not empty"):
         safe_extract(bundle, target)
     assert [p.name for p in target.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize("field", ["files", "kernels"])
+def test_manifest_paths_cannot_leave_the_bundle(tmp_path, field):
+    """A well-formed archive whose manifest points outside the bundle (a file list or a kernel folder
+    with '..') is refused before anything is read from there."""
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"op": "gemm"}')
+    doc = {"kind": BUNDLE_KIND, "schema_version": 1, "files": {}, "kernels": []}
+    if field == "files":
+        doc["files"] = {"../../secret.json": {"size": 14, "sha256": "0" * 64}}
+    else:
+        doc["kernels"] = [{"dir": "../..", "variant": "cpu-avx2-fma.gemm", "backend": "cpu", "source": "secret.json"}]
+    bundle = build(tmp_path / "b.tar.gz", [file_("b/manifest.json", json.dumps(doc).encode())])
+    out = tracea("replay", str(bundle), "--yes", "--into", str(tmp_path / "t" / "u"))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "outside the bundle" in out.stderr.splitlines()[0], out.stderr

@@ -159,9 +159,9 @@ def _roofline(ax: Any, rows: list[dict[str, Any]], device: str, ceilings: list[R
             continue
         parts = []
         if c.flops:
-            parts.append(f"{c.flops / 1e12:.3g} TFLOP/s")
+            parts.append(f"{_num(c.flops / 1e12)} TFLOP/s")
         if c.bandwidth:
-            parts.append(f"{c.bandwidth / 1e9:.3g} GB/s")
+            parts.append(f"{_num(c.bandwidth / 1e9)} GB/s")
         ax.plot(grid, ys, ls, color=colour, label=f"{c.label}: {', '.join(parts)}"
                 + ("" if c.bandwidth else " (memory roof unknown)"))
     for op in dict.fromkeys(op for _, _, op in pts):
@@ -192,6 +192,11 @@ def _roofline(ax: Any, rows: list[dict[str, Any]], device: str, ceilings: list[R
     if notes:  # under the axes, where no point or line can hide them
         ax.text(0.0, -0.16, "\n".join(_wrap(n, 95) for n in notes), transform=ax.transAxes, fontsize=7, va="top",
                 ha="left", color="dimgray")
+
+
+def _num(x: float) -> str:
+    """1070 rather than 1.07e+03; 0.333 stays 0.333."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
 def _wrap(text: str, width: int = 70) -> str:

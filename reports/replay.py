@@ -293,7 +293,10 @@ def _cuda_builder(k: KernelPlan, bundle: Bundle, binary: bool) -> Any:
                             compiler="NVRTC (cuda.core.Program)", compiler_version=k.compile.get("compiler_version") or "?",
                             flags=tuple(k.compile.get("flags") or ()), binary=str(cubin), cache_hit=hit,
                             compile_seconds=seconds, metadata=meta)
-        return CudaKernel(op, artifact, dataclasses.replace(rendered, source=k.source or ""), scalars)
+        kernel_class = CudaKernel
+        if getattr(schedule, "core", None) == "wgmma":  # TMA tensor maps are built at upload (as cuda.build does)
+            from tracea.emitters.cuda.tma import WgmmaKernel as kernel_class
+        return kernel_class(op, artifact, dataclasses.replace(rendered, source=k.source or ""), scalars)
 
     return build
 
@@ -305,12 +308,12 @@ def _builder(k: KernelPlan, bundle: Bundle, binary: bool) -> Any:
             raise UnsupportedError(f"the bundled binary was built for {k.entry.get('arch')}, this machine is "
                                    f"{platform.machine()}", "replay without --binary to compile the bundled source")
         return _cpu_builder(k, bundle, binary)
-    if k.backend == "cuda" and language in (None, "cuda"):
-        return _cuda_builder(k, bundle, binary)
     from tracea.emitters import registry
 
     mod = registry.backend_module(k.backend)
     hook = getattr(mod, "load_binary" if binary else "build_from_source", None)
+    if hook is None and k.backend == "cuda" and language in (None, "cuda"):
+        return _cuda_builder(k, bundle, binary)  # until the CUDA backend offers the hooks itself
     if hook is None:
         raise UnsupportedError(f"replay of {k.backend} kernels {'from the bundled binary' if binary else 'from source'} "
                                f"is not supported by this Tracea (the {k.backend} backend has no "

@@ -274,3 +274,26 @@ def test_tune_bundle_replays_its_best_schedule(tmp_path):
     again = tracea(home, "replay", str(tmp_path / "tune.tar.gz"), "--yes", "--repeat", "2", "--warmup", "1")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "verified: rel err" in again.stdout and "recorded" in again.stdout
+
+
+@pytest.mark.gpu
+def test_cuda_bench_bundle_replays_on_the_gpu(tmp_path):
+    """On a GPU: a CUDA bench run's bundle replays from the bundled .cu (NVRTC, an empty compile cache)
+    and from the bundled cubin, and verifies both times; the IR dump has the cubin and, where cuobjdump is
+    installed, the SASS and resource usage."""
+    import shutil
+
+    home = tmp_path / "home"
+    out = tracea(home, "bench", "gemm", "--backend", "cuda", "--dtype", "bf16", "--m", "1024", "--repeat", "5",
+                 "--dump-ir", str(tmp_path / "ir"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    (folder,) = list((tmp_path / "ir").iterdir())
+    names = {p.name for p in folder.iterdir()}
+    assert {"03_source.cu", "04_compile.json", "05_binary.cubin", "07_metadata.yaml"} <= names
+    if shutil.which("cuobjdump"):
+        assert {"06_sass.txt", "06_resources.txt"} <= names
+    assert tracea(home, "pack-repro", "-o", str(tmp_path / "b.tar.gz")).returncode == 0
+    for extra in ([], ["--binary"]):
+        again = tracea(tmp_path / f"fresh{len(extra)}", "replay", str(tmp_path / "b.tar.gz"), "--yes", *extra)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "verified: rel err" in again.stdout

@@ -220,6 +220,32 @@ def load_kernel(bundle: Bundle, entry: dict[str, Any]) -> KernelPlan:
     return KernelPlan(entry, folder, op, backend, variant, schedule, source, source_name, compile_rec, recorded)
 
 
+def select_kernels(bundle: Bundle, prefix: str | None = None, every: bool = False) -> tuple[list[dict[str, Any]], str]:
+    """The kernel entries to replay and a sentence saying which: those whose folder name starts with
+    ``prefix``; else, for a run that recorded a best schedule (tune), the kernels of that schedule;
+    else (or with ``every``) all of them."""
+    entries = bundle.kernels
+    if prefix is not None:
+        return [e for e in entries if str(e.get("dir", "")).split("/")[-1].startswith(prefix)], f"matching {prefix!r}"
+    best = None
+    try:
+        best = (bundle.json("run/manifest.json").get("best") or {}).get("schedule")
+    except (BadInputError, AttributeError):
+        pass
+    if best and not every and len(entries) > 1:
+        mine = [e for e in entries if _schedule_of(bundle, e) == best]
+        if mine:
+            return mine, f"the run's best schedule ({len(mine)} of {len(entries)} kernels; --all replays every one)"
+    return entries, f"all {len(entries)}"
+
+
+def _schedule_of(bundle: Bundle, entry: dict[str, Any]) -> Any:
+    try:
+        return bundle.json(f"{entry['dir']}/02_schedule.json")
+    except (BadInputError, KeyError):
+        return None
+
+
 def describe(k: KernelPlan, binary: bool) -> list[str]:
     """What replay will run for this kernel, in words, before it runs."""
     what = f"{k.op.signature}" if hasattr(k.op, "signature") else k.op.kind

@@ -124,7 +124,7 @@ def test_replay_asks_before_running(recorded):
     assert out.returncode == 2
     assert out.stderr.splitlines()[0] == ("error: replay compiles and runs code from the bundle; pass --yes to "
                                           "allow it (stdin is not a terminal, so it cannot ask)")
-    assert "replay will:" in out.stdout  # what would run is shown first
+    assert "replay will (all 1):" in out.stdout  # what would run is shown first
 
 
 def test_replay_refuses_altered_source(recorded, tmp_path):
@@ -297,3 +297,37 @@ def test_cuda_bench_bundle_replays_on_the_gpu(tmp_path):
         again = tracea(tmp_path / f"fresh{len(extra)}", "replay", str(tmp_path / "b.tar.gz"), "--yes", *extra)
         assert again.returncode == 0, again.stdout + again.stderr
         assert "verified: rel err" in again.stdout
+
+
+def test_tune_style_bundle_replays_the_best_schedule_by_default(tmp_path, monkeypatch):
+    """A run with several kernel dumps and a recorded best schedule: replay picks the best one's
+    kernels unless --kernel or --all says otherwise."""
+    import dataclasses
+
+    from tracea.doctor import probe
+    from tracea.emitters import registry
+    from tracea.kernels import Gemm
+    from tracea.reports.bundle import pack_run
+    from tracea.reports.irdump import dump_kernel
+    from tracea.reports.replay import open_bundle, select_kernels
+    from tracea.reports.runs import start_run
+
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
+    host = probe()
+    op = Gemm(m=32, n=32, k=16)
+    mod = registry.backend_module("cpu")
+    from tracea.doctor.plan import plan
+
+    variant = registry.variant(plan(op, host, registry.all_variants("cpu"), backend="cpu").require())
+    hero = mod.hero_schedule(op, variant, host)
+    schedules = [hero, dataclasses.replace(hero, unroll=1), dataclasses.replace(hero, threads=1)]
+    run = start_run("tune", ["tune", "gemm"], host)
+    for i, sched in enumerate(schedules):
+        dump_kernel(run.ir_dir, op, None, sched, mod.build(op, variant, sched, host).artifact, index=i)
+    run.record(best={"schedule": schedules[1].to_json()})
+    run.finish("ok")
+    bundle = open_bundle(pack_run(run, tmp_path / "t.tar.gz"), tmp_path / "u")
+    chosen, why = select_kernels(bundle)
+    assert [e["dir"].split("/")[-1][:4] for e in chosen] == ["0001"] and "best schedule" in why
+    assert len(select_kernels(bundle, every=True)[0]) == 3
+    assert [e["dir"].split("/")[-1][:4] for e in select_kernels(bundle, prefix="0002")[0]] == ["0002"]

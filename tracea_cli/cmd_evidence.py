@@ -109,7 +109,8 @@ def replay(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Run the bundle's code without asking (needed when stdin is not a terminal).")] = False,
     binary: Annotated[bool, typer.Option("--binary", help="Load the bundled binary instead of compiling the bundled source (same architecture only).")] = False,
     into: Annotated[Path | None, typer.Option("--into", help="Unpack into DIR (new or empty) instead of a temporary folder.", metavar="DIR")] = None,
-    kernel: Annotated[str | None, typer.Option("--kernel", help="Replay only the kernel whose folder name starts with this (default: all).", metavar="NAME")] = None,
+    kernel: Annotated[str | None, typer.Option("--kernel", help="Replay only the kernels whose folder name starts with NAME.", metavar="NAME")] = None,
+    every: Annotated[bool, typer.Option("--all", help="Replay every kernel of a tune bundle, not only its best schedule's.")] = False,
     repeat: Annotated[int, typer.Option("--repeat", help="Timed runs of each contender (at least).")] = 10,
     warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs of each contender first.")] = 2,
     seed: Annotated[int | None, typer.Option("--seed", help="Random inputs' seed (default: fresh).")] = None,
@@ -124,14 +125,14 @@ def replay(
 
     scratch = None if into is not None or bundle.is_dir() else Path(tempfile.mkdtemp(prefix="tracea-replay-"))
     try:
-        _replay(bundle, into or scratch, yes, binary, kernel, repeat, warmup, seed, keep=scratch is None)
+        _replay(bundle, into or scratch, yes, binary, kernel, every, repeat, warmup, seed, keep=scratch is None)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _replay(bundle: Path, into: Path | None, yes: bool, binary: bool, kernel: str | None, repeat: int, warmup: int,
-            seed: int | None, keep: bool) -> None:
+def _replay(bundle: Path, into: Path | None, yes: bool, binary: bool, kernel: str | None, every: bool, repeat: int,
+            warmup: int, seed: int | None, keep: bool) -> None:
     from rich.markup import escape
 
     from tracea.doctor import probe
@@ -161,12 +162,12 @@ def _replay(bundle: Path, into: Path | None, yes: bool, binary: bool, kernel: st
         shown = ", ".join(f"{n} {was or '-'} -> {now or '-'}" for n, was, now in pkgs[:8])
         console.print(f"installed packages: {len(pkgs)} differ from the recording ({escape(shown)}"
                       + (", ...)" if len(pkgs) > 8 else ")"))
-    entries = [e for e in b.kernels if kernel is None or str(e.get("dir", "")).split("/")[-1].startswith(kernel)]
+    entries, which = rp.select_kernels(b, kernel, every)
     if not entries:
         raise BadInputError("the bundle has no kernel to replay" + (f" matching {kernel!r}" if kernel else ""),
                             "a run that failed before building records no kernel; see run/log.txt in the bundle")
     plans = [rp.load_kernel(b, e) for e in entries]
-    console.print("replay will:")
+    console.print(f"replay will ({escape(which)}):")
     for k in plans:
         for line in rp.describe(k, binary):
             console.print(f"  {escape(line)}")

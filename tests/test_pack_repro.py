@@ -246,6 +246,7 @@ def test_exception_during_bench_marks_run_and_writes_crash_bundle(tmp_path, monk
     (run,) = list((tmp_path / "home" / "runs").iterdir())
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "error" and manifest["error"] == "RuntimeError: timer exploded"
+    assert manifest["argv"][:4] == ["bench", "gemm", "--m", "64"]  # the command, not pytest's arguments
     assert "timer exploded" in (run / "log.txt").read_text()
     assert f"crash bundle: {run / 'crash-bundle.tar.gz'}" in err
     with tarfile.open(run / "crash-bundle.tar.gz") as tar:

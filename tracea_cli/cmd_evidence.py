@@ -226,13 +226,17 @@ def _side_by_side(console: Any, k: Any, result: Any, rows: list[tuple[str, Any, 
 def command_line() -> list[str]:
     """The arguments of this tracea command (for run manifests): sys.argv when the console script runs,
     else (a test calling main([...])) the command path and parameters Click parsed."""
-    import os
-
-    if os.path.basename(sys.argv[0]) in ("tracea", "__main__.py"):
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
+    if script.name == "tracea" or (script.name == "__main__.py" and script.parent.name in ("tracea", "tracea_cli")):
         return list(sys.argv[1:])
-    import click
-
-    ctx = click.get_current_context(silent=True)
+    try:  # Typer >= 0.29 vendors Click; older Typer uses it
+        from typer._click.globals import get_current_context
+    except ImportError:
+        try:
+            from click import get_current_context
+        except ImportError:
+            return []
+    ctx = get_current_context(silent=True)
     if ctx is None:
         return []
     args = ctx.command_path.split()[1:]

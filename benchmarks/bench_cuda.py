@@ -18,7 +18,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from tracea.emitters import cuda
-from tracea.emitters.timing import Timing, _p95
+from tracea.emitters.cuda.baselines import time_torch
 from tracea.kernels import Conv2d, Gemm, Softmax, relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
 
@@ -137,23 +136,6 @@ def torch_call(op, inputs: dict[str, np.ndarray], ref_dtype=None):
     return fn
 
 
-def time_torch(fn, warmup: int, repeats: int, flush) -> Timing:
-    torch = _torch()
-    for _ in range(warmup):
-        fn()
-    pairs = []
-    for _ in range(repeats):
-        flush.zero_()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        pairs.append((s, e))
-    torch.cuda.synchronize()
-    ms = sorted(s.elapsed_time(e) for s, e in pairs)
-    return Timing(statistics.median(ms), _p95(ms), ms[0], len(ms))
-
-
 def reference(op, inputs):
     """float64 reference: the IR's own for small shapes, PyTorch on the GPU for large ones."""
     work = op.flops
@@ -196,12 +178,10 @@ def verify(cases, rng, quiet=False) -> list[dict]:
 
 def bench(rng, out_dir: Path | None, repeats: int, only: str | None) -> list[dict]:
     torch = _torch()
-    dev = torch.cuda.get_device_properties(0)
-    flush = torch.empty(2 * max(dev.L2_cache_size, 64 << 20), dtype=torch.uint8, device="cuda")
     # the copy ceiling, measured in this run: bytes read + written per second
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    t = time_torch(lambda: dst.copy_(src), 3, 20, flush)
+    t = time_torch(lambda: dst.copy_(src), 3, 20)
     copy_gbs = 2 * src.numel() / (t.p50_ms * 1e-3) / 1e9
     src = dst = None  # free the 2 GiB before the kernels run
     print(f"device: {torch.cuda.get_device_name(0)}; D2D copy {copy_gbs:.0f} GB/s (read + write, median of 20)")
@@ -233,7 +213,7 @@ def bench(rng, out_dir: Path | None, repeats: int, only: str | None) -> list[dic
                                       fn().float().double().cpu().numpy(), ref)
             reps = repeats if op.flops < 2e11 else max(10, repeats // 3)
             ours = k.time(inputs, warmup=5, repeats=reps)
-            theirs = time_torch(fn, 5, reps, flush)
+            theirs = time_torch(fn, 5, reps)
             ours2 = k.time(inputs, warmup=2, repeats=reps)  # a second pass: drift shows as a difference
             rec.update(ours=ours.to_json(), ours_again=ours2.to_json(), baseline=theirs.to_json(),
                        baseline_rel_err=base_err,

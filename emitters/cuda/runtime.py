@@ -9,43 +9,18 @@ Device memory is taken with plain allocations (cuMemAlloc), never managed memory
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tracea.doctor.errors import BadInputError, LaunchError, UnsupportedError
 
+from ..cpu.runtime import Artifact  # the same record for every backend (language="cuda", binary: the cubin)
 from ..timing import Timing, _p95
 from .render import Rendered
 
 BUFFERS = ("a", "b", "x", "weight", "bias", "residual", "out")
 FLOAT_SCALARS = ("alpha",)
-
-
-@dataclass(frozen=True)
-class Artifact:
-    """Everything needed to see, rebuild and replay one compiled kernel (the CPU Artifact's fields)."""
-
-    name: str
-    op: dict[str, Any]
-    variant: str
-    schedule: dict[str, Any]
-    source: str
-    language: str
-    entry: str
-    compiler: str
-    compiler_version: str
-    flags: tuple[str, ...]
-    binary: str  # path of the cubin
-    cache_hit: bool
-    compile_seconds: float
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["flags"] = list(self.flags)
-        return d
 
 
 def _check(result: Any, what: str) -> Any:

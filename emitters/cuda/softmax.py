@@ -38,6 +38,23 @@ STORES = {
 }
 
 
+def _header(name: str, elem: str, cvt: str, back: str, threads: int) -> list[str]:
+    """The prelude, the (max, sum) fold and the kernel's signature and reduction arrays."""
+    warps = threads // 32
+    return [PRELUDE.replace("NARGS", "1"),
+            f"#define CVT {cvt}\n#define BACK {back}",
+            f"static __device__ __forceinline__ uint32_t P2(float a, float b) "
+            f"{{ return (uint32_t){back}(a) | ((uint32_t){back}(b) << 16); }}",
+            "static __device__ __forceinline__ void tr_fold(float& m, float& s, float m2, float s2) {",
+            "    const float mx = fmaxf(m, m2);",
+            "    s = (m == TR_NEG_INF ? 0.0f : s * __expf(m - mx)) + (m2 == TR_NEG_INF ? 0.0f : s2 * __expf(m2 - mx));",
+            "    m = mx;",
+            "}",
+            f'extern "C" __global__ void __launch_bounds__({threads}) {name}(const {elem}* __restrict__ X, '
+            f"{elem}* __restrict__ Y, int rows, int cols) {{",
+            f"    __shared__ float red_m[{warps}], red_s[{warps}];"]
+
+
 def render_softmax(op: Any, schedule: Any, arch: Any) -> Rendered:
     s = schedule
     dtype = op.dtype.value
@@ -52,18 +69,7 @@ def render_softmax(op: Any, schedule: Any, arch: Any) -> Rendered:
     warps = threads // 32
     if s.persist:
         return _render_persistent(op, s, arch, name, elem, vtype, unpack, pack, cvt, back)
-    src = [PRELUDE.replace("NARGS", "1"),
-           f"#define CVT {cvt}\n#define BACK {back}",
-           f"static __device__ __forceinline__ uint32_t P2(float a, float b) "
-           f"{{ return (uint32_t){back}(a) | ((uint32_t){back}(b) << 16); }}",
-           "static __device__ __forceinline__ void tr_fold(float& m, float& s, float m2, float s2) {",
-           "    const float mx = fmaxf(m, m2);",
-           "    s = (m == TR_NEG_INF ? 0.0f : s * __expf(m - mx)) + (m2 == TR_NEG_INF ? 0.0f : s2 * __expf(m2 - mx));",
-           "    m = mx;",
-           "}",
-           f'extern "C" __global__ void __launch_bounds__({threads}) {name}(const {elem}* __restrict__ X, '
-           f"{elem}* __restrict__ Y, int rows, int cols) {{",
-           f"    __shared__ float red_m[{warps}], red_s[{warps}];",
+    src = [*_header(name, elem, cvt, back, threads),
            "    const int tid = threadIdx.x;",
            "    const size_t row = blockIdx.x;",
            f"    const {vtype}* xr = (const {vtype}*)(X + row * (size_t)cols);",
@@ -145,18 +151,7 @@ def _render_persistent(op: Any, s: Any, arch: Any, name: str, elem: str, vtype: 
             f"            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) {arr}[j][e] = f[e];",
             "        } }"])
 
-    src = [PRELUDE.replace("NARGS", "1"),
-           f"#define CVT {cvt}\n#define BACK {back}",
-           f"static __device__ __forceinline__ uint32_t P2(float a, float b) "
-           f"{{ return (uint32_t){back}(a) | ((uint32_t){back}(b) << 16); }}",
-           "static __device__ __forceinline__ void tr_fold(float& m, float& s, float m2, float s2) {",
-           "    const float mx = fmaxf(m, m2);",
-           "    s = (m == TR_NEG_INF ? 0.0f : s * __expf(m - mx)) + (m2 == TR_NEG_INF ? 0.0f : s2 * __expf(m2 - mx));",
-           "    m = mx;",
-           "}",
-           f'extern "C" __global__ void __launch_bounds__({threads}) {name}(const {elem}* __restrict__ X, '
-           f"{elem}* __restrict__ Y, int rows, int cols) {{",
-           f"    __shared__ float red_m[{warps}], red_s[{warps}];",
+    src = [*_header(name, elem, cvt, back, threads),
            "    const int tid = threadIdx.x;",
            f"    const int nv = cols / {vec};",
            f"    float xs[{chunks}][{vec}], xn[{chunks}][{vec}];",

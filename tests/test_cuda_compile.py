@@ -66,6 +66,8 @@ def test_hero_compiles_without_spills(vid, op, arch):
     assert f"Compiling entry function '{r.entry}' for '{arch}'" in art.metadata["compile_log"]
     meta = art.metadata
     assert meta["launch"]["block"][0] == sched.block_threads and meta["arch"] == arch
+    assert {"name", "tile", "fragments", "resources", "launch", "epilogue"} <= set(meta)  # DESIGN.md's fields
+    assert meta["name"] == r.name and meta["fragments"]["dtype_acc"] == "fp32"
 
 
 def test_a_sample_of_the_search_space_compiles():

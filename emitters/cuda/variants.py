@@ -33,10 +33,17 @@ REGISTERED: tuple[str, ...] = ("cuda-mma-sync.gemm", "cuda-mma-sync.conv2d", "cu
                                  "cuda-simt.softmax")
 
 
+# opt-in shared memory per block the largest hero schedule takes: 256x128x32 with 4 stages (mma.sync),
+# 128x128x16 double-buffered fp32 tiles (SIMT); softmax needs only its static reduction arrays
+MIN_SMEM = {"cuda-mma-sync": 98304, "cuda-simt": 33792}
+
+
 def make_variant(family: str, op: str) -> Variant:
     precisions, cc, priority, text = TABLE[(family, op)]
+    smem = MIN_SMEM.get(family) if op != "softmax" else None
     return Variant(id=f"{family}.{op}", op=op, backend="cuda", family=family, precisions=precisions,
-                   requirements=Requirements(toolchain=TOOLCHAIN, min_compute_capability=cc),
+                   requirements=Requirements(toolchain=TOOLCHAIN, min_compute_capability=cc,
+                                             min_shared_memory_per_block_bytes=smem),
                    priority=priority, description=text)
 
 

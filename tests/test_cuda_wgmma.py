@@ -118,7 +118,8 @@ def test_tma_alignment_is_checked():
 
 
 def test_rendered_source_has_the_hopper_pieces():
-    src = W.render(Gemm(1000, 1000, 1000, "bf16", epilogue=("bias", "gelu", "scale", "residual")), W.WgmmaSchedule())  # direct stores
+    op = Gemm(1000, 1000, 1000, "bf16", epilogue=("bias", "gelu", "scale", "residual"))
+    src = W.render(op, W.WgmmaSchedule())  # direct stores
     for piece in ("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
                   "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
                   "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "setmaxnreg.dec.sync.aligned.u32 40",

@@ -3,7 +3,8 @@
     python benchmarks/bench_cuda.py verify            # every kernel on odd shapes vs the float64 IR reference
     python benchmarks/bench_cuda.py bench --out DIR   # the issue-4 targets: table on stdout, JSON in DIR
     python benchmarks/bench_cuda.py sanitize          # one small run of each kernel (under compute-sanitizer)
-    python benchmarks/bench_cuda.py ncu-gemm          # one launch of the bf16 GEMM hero (under ncu)
+    python benchmarks/bench_cuda.py gemm-probe        # bf16 GEMM schedules vs cuBLAS at 4096^3, 8192^3, 4000^3
+    python benchmarks/bench_cuda.py ncu-gemm [SPEC..] # one launch of the bf16 GEMM hero or of each schedule (ncu)
     python benchmarks/bench_cuda.py space --out FILE  # the complete recorded search space of a bf16 GEMM
 
 Method (docs/benchmarks.md): fresh random inputs; each output verified before it is timed (odd shapes
@@ -304,12 +305,114 @@ def sanitize(rng) -> None:
         print(r["variant"], r["op"][:60], "ok" if r["ok"] else f"FAILED {r.get('error', r.get('rel_err'))}")
 
 
-def ncu_gemm(rng) -> None:
+def _mma(spec: str) -> cuda.CudaSchedule:
+    """``bm,bn,bk,wm,wn,stages[,persist]`` -> an mma schedule (raster 8)."""
+    t = [int(x) for x in spec.split(",")]
+    return cuda.CudaSchedule("mma", *t[:6], raster=8, persist=t[6] if len(t) > 6 else 0,
+                             min_blocks=max(1, t[6] if len(t) > 6 else 1))
+
+
+def ncu_gemm(rng, specs: list[str] | None = None) -> None:
+    """One launch of the 4096^3 bf16 GEMM hero, or of each schedule named (``bm,bn,bk,wm,wn,stages[,persist]``)."""
     op = Gemm(4096, 4096, 4096, "bf16")
     vid = "cuda-mma-sync.gemm"
-    k = cuda.build(op, vid, cuda.hero_schedule(op, vid, HOST), HOST)
-    y = k(op.random_inputs(rng))
-    print(k.artifact.name, "ran; output finite:", bool(np.isfinite(to_float64(y, op.dtype)).all()))
+    scheds = [_mma(x) for x in specs] if specs else [cuda.hero_schedule(op, vid, HOST)]
+    for sched in scheds:
+        k = cuda.build(op, vid, sched, HOST)
+        y = k(op.random_inputs(rng))
+        print(k.artifact.name, "ran; output finite:", bool(np.isfinite(to_float64(y, op.dtype)).all()))
+
+
+# the mma.sync GEMM schedules timed against cuBLAS by gemm-probe, per size (bm,bn,bk,wm,wn,stages[,persist])
+GEMM_PROBE = {
+    4096: ["256,128,32,64,64,4", "256,128,32,64,64,4,1", "256,128,64,64,64,3", "256,128,64,64,64,3,1",
+           "128,256,64,64,64,3", "128,256,64,64,64,3,1", "128,256,32,64,64,4,1", "128,128,64,64,32,4"],
+    8192: ["256,128,32,64,64,4", "256,128,32,64,64,4,1", "256,128,64,64,64,3", "256,128,64,64,64,3,1"],
+    4000: ["256,128,32,64,64,4", "256,128,32,64,64,4,1", "256,128,64,64,64,3", "256,128,64,64,64,3,1"],
+}
+
+
+# odd shapes, both layouts of A and B, fused epilogues: the persistent schedules verified (not timed)
+PERSIST_ODD = [Gemm(129, 95, 67, "bf16"), Gemm(257, 130, 72, "fp16", layout_a="col", layout_b="col"),
+               Gemm(300, 264, 200, "bf16", layout_a="col", layout_b="row", epilogue=("bias", "gelu", "scale",
+                                                                                    "residual"), alpha=0.75),
+               Gemm(1000, 1000, 1000, "bf16", epilogue=("bias", "relu")), Gemm(1000, 3000, 520, "fp16"),
+               Gemm(2000, 1000, 4000, "bf16", layout_b="col")]
+
+
+def verify_persistent(rng) -> int:
+    """Each persistent schedule of GEMM_PROBE on PERSIST_ODD, output poisoned with NaN first; failures."""
+    bad = 0
+    specs = sorted({x for v in GEMM_PROBE.values() for x in v if x.count(",") == 6})
+    for spec in specs:
+        for op in PERSIST_ODD:
+            sched = _mma(spec)
+            try:
+                k = cuda.build(op, "cuda-mma-sync.gemm", sched, HOST)
+                inputs = op.random_inputs(rng)
+                poison = np.full(op.output_shape(), 0x7FC0 if op.dtype.value == "bf16" else np.nan, op.dtype.storage)
+                err = relative_error(out_f64(op, k(inputs, poison)), reference(op, inputs)[0])
+                ok = bool(err <= tolerance(op))
+                print(f"persistent {sched.name} {op.signature[:70]} err {err:.2e} {'ok' if ok else 'FAILED'}",
+                      flush=True)
+            except Exception as exc:  # noqa: BLE001
+                ok = False
+                print(f"persistent {sched.name} {op.signature[:70]} ERROR {type(exc).__name__}: {str(exc)[:200]}")
+            bad += not ok
+    print(f"persistent odd shapes: {bad} failed")
+    return bad
+
+
+def gemm_probe(rng, out_dir: Path | None, repeats: int, sizes: list[int] | None = None) -> list[dict]:
+    """bf16 GEMM schedules against torch.matmul (cuBLAS) in this process: each on fresh random inputs,
+    its output poisoned with NaN before the launch and verified against float64 PyTorch, then timed
+    (CUDA events, L2 flushed, median and p95), torch timed between two passes of ours."""
+    torch = _torch()
+    vid = "cuda-mma-sync.gemm"
+    rows = []
+    verify_persistent(rng)
+    for size, specs in GEMM_PROBE.items():
+        if sizes and size not in sizes:
+            continue
+        op = Gemm(size, size, size, "bf16")
+        reps = repeats if size <= 4096 else max(10, repeats // 2)
+        for spec in specs:
+            sched = _mma(spec)
+            rec = {"size": size, "schedule": sched.to_json(), "name": sched.name, "flops": op.flops}
+            try:
+                k = cuda.build(op, vid, sched, HOST)
+                inputs = op.random_inputs(rng)
+                y = k(inputs, np.full(op.output_shape(), 0x7FC0, op.dtype.storage))  # bf16 NaN everywhere
+                ref, how = reference(op, inputs)
+                err = relative_error(out_f64(op, y), ref)
+                rec.update(rel_err=err, verified=bool(err <= tolerance(op)), reference=how,
+                           regs=k.artifact.metadata["resources"]["regs_per_thread"],
+                           spills=k.artifact.metadata["resources"]["spills"], grid=k.rendered.grid[0])
+                if rec["verified"]:
+                    fn = torch_call(op, inputs)
+                    ours = k.time(inputs, warmup=5, repeats=reps)
+                    theirs = time_torch(fn, 5, reps)
+                    ours2 = k.time(inputs, warmup=2, repeats=reps)
+                    rec.update(ours=ours.to_json(), ours_again=ours2.to_json(), baseline=theirs.to_json(),
+                               ratio=theirs.p50_ms / ours.p50_ms, tflops=op.flops / ours.p50_ms / 1e9,
+                               baseline_tflops=op.flops / theirs.p50_ms / 1e9)
+            except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
+                rec.update(verified=False, error=f"{type(exc).__name__}: {exc}"[:400])
+            rows.append(rec)
+            if "ratio" in rec:
+                print(f"{size} {sched.name:38s} ours {rec['ours']['p50_ms']:.4f} (p95 {rec['ours']['p95_ms']:.4f}, "
+                      f"again {rec['ours_again']['p50_ms']:.4f}) ms = {rec['tflops']:.0f} TFLOP/s  cuBLAS "
+                      f"{rec['baseline']['p50_ms']:.4f} ms = {rec['baseline_tflops']:.0f}  ratio {rec['ratio']:.3f}  "
+                      f"err {rec['rel_err']:.1e} regs {rec['regs']} grid {rec['grid']}", flush=True)
+            else:
+                why = rec.get("error") or f"err {rec['rel_err']:.2e}"
+                print(f"{size} {sched.name:38s} NOT TIMED: {why}", flush=True)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        doc = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+               "recorded": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}
+        (out_dir / "gemm_probe.json").write_text(json.dumps(doc, indent=1))
+    return rows
 
 
 # ------------------------------------------------------------------ recorded search space
@@ -440,7 +543,8 @@ def _write_space(out: Path, op, variant: str, scheds: list[dict], results: Path,
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["verify", "bench", "probe", "sanitize", "ncu-gemm", "space", "space-worker"])
+    ap.add_argument("mode", choices=["verify", "bench", "probe", "gemm-probe", "sanitize", "ncu-gemm", "space",
+                                     "space-worker"])
     ap.add_argument("rest", nargs="*")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--repeats", type=int, default=30)
@@ -463,8 +567,10 @@ def main() -> None:
         probe(rng, a.out)
     elif a.mode == "sanitize":
         sanitize(rng)
+    elif a.mode == "gemm-probe":
+        gemm_probe(rng, a.out, a.repeats, [int(x) for x in a.rest] or None)
     elif a.mode == "ncu-gemm":
-        ncu_gemm(rng)
+        ncu_gemm(rng, a.rest or None)
     elif a.mode == "space":
         from cuda.core import Device
 

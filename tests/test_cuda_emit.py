@@ -131,3 +131,61 @@ def test_recorded_space_covers_the_search_space(fixtures):
     ok = [t for t in doc["trials"] if t["status"] == "ok"]
     best = min(ok, key=lambda t: t["p50_ms"])
     assert cuda.CudaSchedule.from_json(best["schedule"]) == cuda.hero_schedule(op, doc["variant"], None)
+
+
+@pytest.mark.parametrize("shape,layouts", [((256, 128, 32, 64, 64, 4), ("row", "row")),
+                                           ((256, 128, 64, 64, 64, 3), ("row", "col")),
+                                           ((128, 128, 64, 64, 32, 3), ("col", "row")),
+                                           ((128, 256, 32, 64, 64, 4), ("col", "col"))])
+def test_folded_fragment_addresses_are_the_simulated_ones(shape, layouts):
+    """The kernel's ldmatrix addresses (a few base registers plus constants) equal, lane by lane, those
+    the bank simulator scores, and the fold leaves no more than one base per k16 step (A) and one per
+    n16 pair (B) for these swizzles."""
+    import numpy as np
+
+    from tracea.emitters.bank_access import WARP
+    from tracea.emitters.cuda.mma import _frag_coords, fragment_offsets
+    from tracea.emitters.cuda.plan import mma_plan
+    from tracea.emitters.cuda.smem import _ldmatrix
+
+    op = Gemm(1024, 1024, 1024, "bf16", layout_a=layouts[0], layout_b=layouts[1])
+    s = cuda.CudaSchedule("mma", *shape)
+    plan = mma_plan(op, s)
+    lane = np.arange(WARP)
+    got = []
+    folded = {w: fragment_offsets(plan, s, w) for w in ("a", "b")}
+    for which, (bases, _uses) in folded.items():
+        assert len(bases) <= s.bk // 16 + (s.wm if which == "a" else s.wn) // 16
+    warps_n = s.bn // s.wn
+    for w in range(s.warps):
+        w0 = {"a": (w // warps_n) * s.wm, "b": (w % warps_n) * s.wn}
+        for kk in range(s.bk // 16):
+            for which, n in (("a", s.wm // 16), ("b", s.wn // 16)):
+                bases, uses = folded[which]
+                layout = plan.a if which == "a" else plan.b
+                base = 0 if which == "a" else s.stages * plan.a.size_bytes
+                for idx in range(n):
+                    j, const = uses[(kk, idx)]
+                    line, col = _frag_coords(plan, which, *bases[j], w0[which], lane)
+                    got.append(base + np.asarray(layout.offset(line, col), dtype=np.int64) + const)
+    want = _ldmatrix(plan, s, 0, s.stages * plan.a.size_bytes)
+    assert np.array_equal(np.array(got), want.addr)
+
+
+def test_persistent_gemm_schedule():
+    from tracea.emitters.cuda.arch import parse_arch
+    from tracea.emitters.cuda.mma import render_mma
+
+    op = Gemm(4096, 4096, 4096, "bf16")
+    s = cuda.CudaSchedule("mma", 256, 128, 32, 64, 64, 4, persist=1)
+    s.validate(op, parse_arch("sm_90a"))
+    assert s.name.endswith("_p1") and cuda.CudaSchedule.from_json(s.to_json()) == s
+    r = render_mma(op, s, parse_arch("sm_90a"))
+    assert r.grid == (132, 1, 1) and "load_next(write_slot)" in r.source and "tile_origin(c_tile, m0, n0)" in r.source
+    small = render_mma(Gemm(300, 200, 100, "bf16"), s, parse_arch("sm_90a"))
+    assert small.grid == (4, 1, 1)  # 2 x 2 tiles: never more blocks than tiles
+    conv = Conv2d(2, 16, 13, 11, 24, 3, 3, padding=1, layout="nhwc", dtype="bf16")
+    with pytest.raises(BadInputError, match="gemm only"):
+        s.validate(conv)
+    with pytest.raises(BadInputError, match="min_blocks"):
+        dataclasses.replace(s, persist=2).validate(op)

@@ -51,7 +51,8 @@ def test_kernel_matches_the_reference_on_odd_shapes(vid, op):
     t = k.time(inputs, warmup=1, repeats=5)
     assert 0 < t.min_ms <= t.p50_ms <= t.p95_ms and t.runs == 5
     res = k.artifact.metadata["resources"]
-    assert res["regs_per_thread"] > 0 and res["spills"] == 0
+    log = k.artifact.metadata.get("compile_log", "")
+    assert res["regs_per_thread"] > 0 and res["spills"] == 0, (res, log[-800:])
 
 
 def test_tracea_bench_backend_cuda(tmp_path):

@@ -90,6 +90,10 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
         a_vec = (K if plan.a_kmajor else M) % 8 == 0
         b_vec = (K if plan.b_kmajor else N) % 8 == 0
     hoist = plan.table_bytes > 0
+    # persistent grid (GEMM): each block walks tiles blockIdx.x, + gridDim.x, ...; the cp.async ring runs on
+    # into the next tile's k tiles, so a tile's first loads are in flight during the last one's epilogue
+    persistent = s.persist > 0 and not conv
+    lm0, ln0 = ("lm0", "ln0") if persistent else ("m0", "n0")
     name = (f"tr_{op.kind}_mma_{dtype}_{'a' + ('k' if plan.a_kmajor else 'm')}{'b' + ('k' if plan.b_kmajor else 'n')}"
             f"_{s.name}" + (f"_{op.layout}" if conv else "") + ("_" + "_".join(epi) if epi else ""))
     name = name.replace("<", "").replace(">", "").replace(",", "")
@@ -111,10 +115,17 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     b(f"const int warp_m = warp / {warps_n}, warp_n = warp % {warps_n};")
     # rasterization: groups of RASTER block rows walk the N direction together
     b(f"const int grid_m = (M + {s.bm - 1}) / {s.bm}, grid_n = (N + {s.bn - 1}) / {s.bn};")
-    b(f"const int pid = blockIdx.x, per_group = {s.raster} * grid_n, group = pid / per_group;")
-    b(f"const int first_m = group * {s.raster}, gsize = min(grid_m - first_m, {s.raster});")
-    b("const int in_group = pid - group * per_group;")
-    b(f"const int m0 = (first_m + in_group % gsize) * {s.bm}, n0 = (in_group / gsize) * {s.bn};")
+    b("auto tile_origin = [&](int pid, int& m0_, int& n0_) {")
+    b(f"  const int per_group = {s.raster} * grid_n, group = pid / per_group;")
+    b(f"  const int first_m = group * {s.raster}, gsize = min(grid_m - first_m, {s.raster});")
+    b("  const int in_group = pid - group * per_group;")
+    b(f"  m0_ = (first_m + in_group % gsize) * {s.bm}; n0_ = (in_group / gsize) * {s.bn};")
+    b("};")
+    b("int m0, n0;")
+    b("tile_origin(blockIdx.x, m0, n0);")
+    if persistent:  # the loader runs ahead of the compute across tile boundaries: its own tile and origin
+        b("const int tiles = grid_m * grid_n;")
+        b("int c_tile = blockIdx.x, l_tile = blockIdx.x, l_kt = 0, lm0 = m0, ln0 = n0;")
     b("const uint32_t smem0 = tr_smem_addr(tr_smem);")
     b(f"const uint32_t sA = smem0, sB = smem0 + {s.stages * plan.a.size_bytes}u;")
     b(f"const int ktiles = (K + {s.bk - 1}) / {s.bk};")
@@ -126,19 +137,19 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
         _conv_prologue(op, s, plan, body, nt, a_iter, a_cpl, hoist)
     # ---- loaders
     loaders: list[str] = []
-    loaders.append(_gemm_loader("B", "B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, nt, "n0", "N",
+    loaders.append(_gemm_loader("B", "B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, nt, ln0, "N",
                                 "K" if plan.b_kmajor else "N"))
     if conv:
         loaders.append(_conv_loader(op, a_vec, a_lines, a_cpl, a_iter, nt, hoist))
     else:
-        loaders.append(_gemm_loader("A", "A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, nt, "m0", "M",
+        loaders.append(_gemm_loader("A", "A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, nt, lm0, "M",
                                     "K" if plan.a_kmajor else "M"))
     for tag, kmaj, vec_, lines_, cpl_, it_, mn0, mnt in (
-            ("A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, "m0", "M"),
-            ("B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, "n0", "N")):
+            ("A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, lm0, "M"),
+            ("B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, ln0, "N")):
         if vec_ and nt % cpl_ == 0 and not (conv and tag == "A"):  # the conv A tile is a gather
             body.extend(_gemm_loader_setup(tag, kmaj, lines_, cpl_, it_, nt, mn0, mnt,
-                                           "K" if kmaj else mnt).splitlines())
+                                           "K" if kmaj else mnt, plan.a if tag == "A" else plan.b).splitlines())
     b("auto load_tile = [&](int kt, int slot) {")
     b(f"  const int k0 = kt * {s.bk};")
     b(f"  const uint32_t baseA = sA + slot * {plan.a.size_bytes}u, baseB = sB + slot * {plan.b.size_bytes}u;")
@@ -147,36 +158,37 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
         body.extend("    " + ln for ln in text.splitlines())
     b("  }")
     b("};")
+    if persistent:  # the next k tile of the loader's tile; past its last, the next tile's origin and sources
+        setups = " ".join(f"setup_{t}();" for t in ("A", "B") if f"auto setup_{t} =" in "\n".join(body))
+        b("auto load_next = [&](int slot) {")
+        b("  if (l_tile < tiles) {")
+        b("    load_tile(l_kt, slot);")
+        b("    if (++l_kt == ktiles) {")
+        b("      l_kt = 0; l_tile += gridDim.x;")
+        b(f"      if (l_tile < tiles) {{ tile_origin(l_tile, lm0, ln0); {setups} }}")
+        b("    }")
+        b("  }")
+        b("};")
     # ---- fragment loads
     b(f"float acc[{mt}][{ntile}][4];")
     b(f"#pragma unroll\nfor (int i = 0; i < {mt}; ++i)\n#pragma unroll\nfor (int j = 0; j < {ntile}; ++j)\n"
       "#pragma unroll\nfor (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;")
     b(f"uint32_t fa[2][{mt}][4], fb[2][{ntile}][2];")
     b("const int lj = lane >> 3, lr = lane & 7;")
-    b("auto load_frags = [&](int buf, int slot, int kk) {")
-    b(f"  const uint32_t baseA = sA + slot * {plan.a.size_bytes}u, baseB = sB + slot * {plan.b.size_bytes}u;")
-    b(f"  #pragma unroll\n  for (int i = 0; i < {mt}; ++i) {{")
-    if plan.a_kmajor:
-        b(f"    tr_ldm4(fa[buf][i], baseA + offA(warp_m * {s.wm} + i * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));")
-    else:
-        b(f"    tr_ldm4t(fa[buf][i], baseA + offA(kk * 16 + (lj >> 1) * 8 + lr, warp_m * {s.wm} + i * 16 + (lj & 1) * 8));")
-    b("  }")
-    b(f"  #pragma unroll\n  for (int p = 0; p < {ntile // 2}; ++p) {{")
-    b("    uint32_t r[4];")
-    if plan.b_kmajor:
-        b(f"    tr_ldm4(r, baseB + offB(warp_n * {s.wn} + p * 16 + (lj >> 1) * 8 + lr, kk * 16 + (lj & 1) * 8));")
-    else:
-        b(f"    tr_ldm4t(r, baseB + offB(kk * 16 + (lj & 1) * 8 + lr, warp_n * {s.wn} + p * 16 + (lj >> 1) * 8));")
-    b("    fb[buf][2 * p][0] = r[0]; fb[buf][2 * p][1] = r[1]; fb[buf][2 * p + 1][0] = r[2]; fb[buf][2 * p + 1][1] = r[3];")
-    b("  }")
-    b("};")
+    body.extend(_fragment_loads(plan, s).splitlines())
     # ---- pipeline
     st = s.stages
-    b(f"#pragma unroll\nfor (int t = 0; t < {st - 1}; ++t) {{ load_tile(t, t); TR_CP_COMMIT(); }}")
+    load = "load_next(t)" if persistent else "load_tile(t, t)"
+    b(f"#pragma unroll\nfor (int t = 0; t < {st - 1}; ++t) {{ {load}; TR_CP_COMMIT(); }}")
     b(f"TR_CP_WAIT({st - 2});\n__syncthreads();")
     b("load_frags(0, 0, 0);")
     b(f"int read_slot = 0, write_slot = {st - 1};")
-    b("for (int kt = 0; kt < ktiles; ++kt) {")
+    if persistent:
+        b("const int iters = (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x * ktiles;")
+        b("int kt = 0;")
+        b("for (int it = 0; it < iters; ++it) {")
+    else:
+        b("for (int kt = 0; kt < ktiles; ++kt) {")
     b(f"  #pragma unroll\n  for (int kk = 0; kk < {kk_steps}; ++kk) {{")
     b(f"    if (kk == {kk_steps - 1}) {{")
     b(f"      TR_CP_WAIT({st - 2});\n      __syncthreads();")
@@ -184,18 +196,29 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     b("    }")
     b(f"    load_frags((kk + 1) & 1, read_slot, (kk + 1) % {kk_steps});")
     b("    if (kk == 0) {")
-    b(f"      load_tile(kt + {st - 1}, write_slot); TR_CP_COMMIT();")
+    b(f"      {'load_next(write_slot)' if persistent else f'load_tile(kt + {st - 1}, write_slot)'}; TR_CP_COMMIT();")
     b(f"      write_slot = write_slot == {st - 1} ? 0 : write_slot + 1;")
     b("    }")
     b(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n    for (int j = 0; j < {ntile}; ++j)")
     b("      tr_mma(acc[i][j], fa[kk & 1][i], fb[kk & 1][j]);")
     b("  }")
+    if persistent:  # the tile's last k step: store it, clear the accumulators, take the next tile
+        b("  if (++kt == ktiles) {")
+        b("    kt = 0;")
+        body.extend("    " + ln for ln in _epilogue(op, s, epi, to_f, from_f, conv, mt, ntile).splitlines())
+        b(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n    for (int j = 0; j < {ntile}; ++j)\n"
+          "    #pragma unroll\n    for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;")
+        b("    c_tile += gridDim.x;")
+        b("    if (c_tile < tiles) tile_origin(c_tile, m0, n0);")
+        b("  }")
     b("}")
     b("TR_CP_WAIT(0);")
     # ---- epilogue
-    body.extend(_epilogue(op, s, epi, to_f, from_f, conv, mt, ntile).splitlines())
+    if not persistent:
+        body.extend(_epilogue(op, s, epi, to_f, from_f, conv, mt, ntile).splitlines())
     src = "\n".join(w) + "\n\n" + sig + " {\n" + "\n".join("    " + ln for ln in body) + "\n}\n"
-    grid = (-(-M // s.bm) * -(-N // s.bn), 1, 1)
+    tiles = -(-M // s.bm) * -(-N // s.bn)
+    grid = (min(tiles, s.persist * max(1, arch.sm_count)) if persistent else tiles, 1, 1)
     meta = {
         "name": name,
         "tile": {"M": s.bm, "N": s.bn, "K": s.bk, "stages": s.stages, "warp": [s.wm, s.wn]},
@@ -210,6 +233,98 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     if conv:
         meta["conv"] = {"layout": op.layout, "hoist": "smem" if hoist else "recompute"}
     return Rendered(name, name, src, params, grid, (nt, 1, 1), plan.smem_bytes, meta)
+
+
+def _frag_coords(plan: MmaPlan, which: str, kk: int, idx: int, w0: Any, lane: Any) -> tuple[Any, Any]:
+    """(line, col) in the operand tile of the row address that ``lane`` gives to the ldmatrix.x4 of
+    fragment ``idx`` (A: the 16-row block i; B: the pair p of n8 tiles) in k16 step ``kk``; ``w0`` is the
+    warp's first row (A) or column (B) of the block tile. On NumPy arrays, or on C names (strings) for
+    the kernel source, which then uses its ``lj = lane >> 3`` and ``lr = lane & 7``."""
+    if isinstance(lane, str):
+        lo16, hi, lj1, lj2, lr = f"({lane} & 15)", f"({lane} >> 4)", "(lj & 1)", "(lj >> 1)", "lr"
+    else:
+        lo16, hi, lj1, lj2, lr = lane & 15, lane >> 4, (lane >> 3) & 1, lane >> 4, lane & 7
+    kmajor = plan.a_kmajor if which == "a" else plan.b_kmajor
+    if isinstance(lane, str):
+        if which == "a":
+            return ((f"{w0} + {idx * 16} + {lo16}", f"{kk * 16} + {hi} * 8") if kmajor else
+                    (f"{kk * 16} + {lj2} * 8 + {lr}", f"{w0} + {idx * 16} + {lj1} * 8"))
+        return ((f"{w0} + {idx * 16} + {lj2} * 8 + {lr}", f"{kk * 16} + {lj1} * 8") if kmajor else
+                (f"{kk * 16} + {lj1} * 8 + {lr}", f"{w0} + {idx * 16} + {lj2} * 8"))
+    if which == "a":
+        return ((w0 + idx * 16 + lo16, kk * 16 + hi * 8) if kmajor else
+                (kk * 16 + lj2 * 8 + lr, w0 + idx * 16 + lj1 * 8))
+    return ((w0 + idx * 16 + lj2 * 8 + lr, kk * 16 + lj1 * 8) if kmajor else
+            (kk * 16 + lj1 * 8 + lr, w0 + idx * 16 + lj2 * 8))
+
+
+def fragment_offsets(plan: MmaPlan, s: Any, which: str) -> tuple[list[tuple[int, int]], dict[tuple[int, int],
+                                                                                          tuple[int, int]]]:
+    """The ldmatrix addressing of one operand, folded: a few per-thread base offsets computed once per
+    block, and for every (k16 step, fragment) the base it adds to and a compile-time constant.
+
+    Returns (bases, uses): ``bases`` the (kk, idx) whose full swizzled offset is a register; ``uses`` maps
+    every (kk, idx) to (base number, constant) with offset(kk, idx) == offset(base) + constant for every
+    warp and lane, checked here on the layout itself (the swizzle's XOR often moves only bits that a
+    fragment's step leaves alone; where it does not, that fragment gets a base of its own). So the main
+    loop does no index arithmetic: each ldmatrix is [base register + slot + immediate]."""
+    import numpy as np
+
+    layout = plan.a if which == "a" else plan.b
+    extent, step = (s.wm, s.bm) if which == "a" else (s.wn, s.bn)
+    n_idx = s.wm // 16 if which == "a" else s.wn // 16
+    lane = np.arange(32)[None, :]
+    wm0 = np.arange(0, step, extent)[:, None]
+    bases: list[tuple[int, int]] = []
+    base_off: list[np.ndarray] = []
+    uses: dict[tuple[int, int], tuple[int, int]] = {}
+    for kk in range(s.bk // 16):
+        for idx in range(n_idx):
+            line, col = _frag_coords(plan, which, kk, idx, wm0, lane)
+            off = np.asarray(layout.offset(line, col), dtype=np.int64)
+            for j, bo in enumerate(base_off):
+                d = off - bo
+                if (d == d.flat[0]).all() and d.flat[0] >= 0:
+                    uses[(kk, idx)] = (j, int(d.flat[0]))
+                    break
+            else:
+                uses[(kk, idx)] = (len(bases), 0)
+                bases.append((kk, idx))
+                base_off.append(off)
+    return bases, uses
+
+
+def _fragment_loads(plan: MmaPlan, s: Any) -> str:
+    """The per-thread fragment base offsets and the ``load_frags(buf, slot, kk)`` lambda (kk and buf are
+    compile-time constants once the k16 loop is unrolled, so only one branch survives)."""
+    mt, ntile = s.wm // 16, s.wn // 8
+    out: list[str] = []
+    folded: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
+    for which, tag, w0 in (("a", "A", f"warp_m * {s.wm}"), ("b", "B", f"warp_n * {s.wn}")):
+        bases, uses = fragment_offsets(plan, s, which)
+        folded[which] = uses
+        regs = []
+        for j, (kk, idx) in enumerate(bases):
+            line, col = _frag_coords(plan, which, kk, idx, w0, "lane")
+            regs.append(f"fo{tag}{j} = off{tag}({line}, {col})")
+        out.append("const uint32_t " + ", ".join(regs) + ";")
+    out.append("auto load_frags = [&](int buf, int slot, int kk) {")
+    out.append(f"  const uint32_t baseA = sA + slot * {plan.a.size_bytes}u, baseB = sB + slot * {plan.b.size_bytes}u;")
+    for kk in range(s.bk // 16):
+        out.append(f"  {'if' if kk == 0 else 'else if'} (kk == {kk}) {{")
+        for i in range(mt):
+            j, c = folded["a"][(kk, i)]
+            fn = "tr_ldm4" if plan.a_kmajor else "tr_ldm4t"
+            out.append(f"    {fn}(fa[buf][{i}], baseA + foA{j} + {c}u);")
+        for p in range(ntile // 2):
+            j, c = folded["b"][(kk, p)]
+            fn = "tr_ldm4" if plan.b_kmajor else "tr_ldm4t"
+            out.append(f"    {{ uint32_t r[4]; {fn}(r, baseB + foB{j} + {c}u);")
+            out.append(f"      fb[buf][{2 * p}][0] = r[0]; fb[buf][{2 * p}][1] = r[1]; "
+                       f"fb[buf][{2 * p + 1}][0] = r[2]; fb[buf][{2 * p + 1}][1] = r[3]; }}")
+        out.append("  }")
+    out.append("};")
+    return "\n".join(out)
 
 
 def _gemm_loader(tag: str, ptr: str, kmajor: bool, vec: bool, lines: int, cpl: int, iters: int, nt: int,
@@ -229,21 +344,23 @@ def _gemm_loader(tag: str, ptr: str, kmajor: bool, vec: bool, lines: int, cpl: i
            f"    const int line = c / {cpl}, ch = c % {cpl};",
            f"    {coords}",
            f"    const uint32_t dst = base{tag} + off{tag}(line, ch * 8);"]
-    if vec and nt % cpl == 0:  # addresses precomputed once per block (_gemm_loader_setup)
+    if vec and nt % cpl == 0:  # addresses precomputed once per tile origin (_gemm_loader_setup)
         step = nt // cpl
+        rowstep = f"(size_t){step} * {ld}"
+        out = ["{"]
         if kmajor:
-            ok_k = f"k0 + {tag}_ch * 8 < K"
-            out = [f"{{ const bool okk = {ok_k};",
-                   f"#pragma unroll\nfor (int i = 0; i < {iters}; ++i) {{",
-                   f"  const bool ok = okk && {tag}_ok[i];",
-                   f"  tr_cp16(base{tag} + {tag}_soff[i], ok ? {tag}_src[i] + k0 : {ptr}, ok ? 16u : 0u);",
-                   "}", "}"]
-        else:
-            out = [f"#pragma unroll\nfor (int i = 0; i < {iters}; ++i) {{",
-                   f"  const bool ok = {tag}_ok[i] && k0 + {tag}_line0 + i * {step} < K;",
-                   f"  tr_cp16(base{tag} + {tag}_soff[i], ok ? {tag}_src[i] + (size_t)k0 * {ld} : {ptr}, "
-                   "ok ? 16u : 0u);",
-                   "}"]
+            out.append(f"const bool okk = k0 + {tag}_ch * 8 < K;")
+        for i in range(iters):
+            ok = f"(({tag}_okm >> {i}) & 1)"
+            if kmajor:
+                cond = f"okk && {ok}"
+                src = f"{tag}_src + k0 + {i} * {rowstep}" if i else f"{tag}_src + k0"
+            else:
+                cond = f"{ok} && k0 + {tag}_line0 + {i * step} < K"
+                src = f"{tag}_src + ((size_t)k0 + {i * step}) * {ld}"
+            out.append(f"{{ const bool ok = {cond}; "
+                       f"tr_cp16(base{tag} + {_soff(tag, i)}, ok ? {src} : {ptr}, ok ? 16u : 0u); }}")
+        out.append("}")
         return "\n".join(out)
     if vec:
         out += [f"    const bool ok = {ok};",
@@ -263,27 +380,49 @@ def _gemm_loader(tag: str, ptr: str, kmajor: bool, vec: bool, lines: int, cpl: i
     return "\n".join(out)
 
 
+def _soff(tag: str, i: int) -> str:
+    return f"{tag}_soff{i}"
+
+
 def _gemm_loader_setup(tag: str, kmajor: bool, lines: int, cpl: int, iters: int, nt: int, mn0: str,
-                       mn_total: str, ld: str) -> str:
+                       mn_total: str, ld: str, layout: Any) -> str:
     """Per-thread constants of a vectorised operand copy: every chunk a thread copies sits in the same
     16-byte column of the tile (``nt`` is a multiple of the chunks per line), so its shared offsets, source
-    pointers and row checks are fixed for the whole k loop; each tile then adds k0 and copies."""
-    total = lines * cpl
+    pointer and row checks are fixed while the tile origin stays (``setup_X()`` recomputes them for a new
+    one); each k tile then adds k0 and copies. The shared offsets of a thread's later chunks are its first
+    plus a constant where the swizzle allows (checked on the layout for every thread), so they cost no
+    register; the row checks are one bit mask."""
+    import numpy as np
+
+    step = nt // cpl
+    tid = np.arange(nt)
+    line0, ch = tid // cpl, tid % cpl
+    first = np.asarray(layout.offset(np.minimum(line0, layout.rows - 1), ch * 8), dtype=np.int64)
     out = [f"const int {tag}_ch = tid % {cpl}, {tag}_line0 = tid / {cpl};",
-           f"uint32_t {tag}_soff[{iters}]; const uint16_t* {tag}_src[{iters}]; bool {tag}_ok[{iters}];",
-           f"#pragma unroll\nfor (int i = 0; i < {iters}; ++i) {{",
-           f"  const int line = {tag}_line0 + i * {nt // cpl};",
-           f"  {tag}_soff[i] = off{tag}(line, {tag}_ch * 8);"]
+           f"const uint32_t {_soff(tag, 0)} = off{tag}({tag}_line0, {tag}_ch * 8);"]
+    for i in range(1, iters):
+        line = line0 + i * step
+        live = line < layout.rows
+        off = np.asarray(layout.offset(np.where(live, line, 0), ch * 8), dtype=np.int64)
+        d = (off - first)[live]
+        if d.size and (d == d[0]).all():
+            out.append(f"const uint32_t {_soff(tag, i)} = {_soff(tag, 0)} + {int(d[0])}u;")
+        else:
+            out.append(f"const uint32_t {_soff(tag, i)} = off{tag}({tag}_line0 + {i * step}, {tag}_ch * 8);")
+    out += [f"const uint16_t* {tag}_src; uint32_t {tag}_okm;",
+            f"auto setup_{tag} = [&]() {{",
+            f"  {tag}_okm = 0u;",
+            f"  #pragma unroll\n  for (int i = 0; i < {iters}; ++i) {{",
+            f"    const int line = {tag}_line0 + i * {step};"]
     if kmajor:  # line: a row of the m/n extent; k advances along it
-        out += [f"  const int mn = {mn0} + line;",
-                f"  {tag}_ok[i] = line < {lines} && mn < {mn_total};",
-                f"  {tag}_src[i] = {tag} + (size_t)({tag}_ok[i] ? mn : 0) * {ld} + {tag}_ch * 8;"]
+        out += [f"    if (line < {lines} && {mn0} + line < {mn_total}) {tag}_okm |= 1u << i;",
+                "  }",
+                f"  {tag}_src = {tag} + (size_t)({mn0} + {tag}_line0) * {ld} + {tag}_ch * 8;"]
     else:  # line: a k row; the chunk's m/n columns are fixed
-        out += [f"  const int mn = {mn0} + {tag}_ch * 8;",
-                f"  {tag}_ok[i] = line < {lines} && mn < {mn_total};",
-                f"  {tag}_src[i] = {tag} + (size_t)line * {ld} + ({tag}_ok[i] ? mn : 0);"]
-    del total
-    out.append("}")
+        out += [f"    if (line < {lines} && {mn0} + {tag}_ch * 8 < {mn_total}) {tag}_okm |= 1u << i;",
+                "  }",
+                f"  {tag}_src = {tag} + (size_t){tag}_line0 * {ld} + ({mn0} + {tag}_ch * 8);"]
+    out += ["};", f"setup_{tag}();"]
     return "\n".join(out)
 
 

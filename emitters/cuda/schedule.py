@@ -12,6 +12,9 @@
 - ``softmax``: ``threads`` per block, ``vec`` elements per vector access, ``chunks`` vectors held in
   registers by each thread (the single-pass form; 0 = stream the row twice with an online max/sum).
 
+``persist`` (mma GEMM): 0 launches one block per tile; n > 0 a grid of n blocks per SM that walk the
+tiles in rasterized order, the cp.async pipeline running on into each block's next tile.
+
 ``hoist`` (convolution): where the per-k filter-tap coordinates live: "smem" (a table filled once per
 block, looked up per tile), "recompute" (magic-number division per tile), "auto" (smem when the
 table fits the block's shared-memory budget). Validation needs the target's limits, given as an
@@ -49,7 +52,7 @@ class CudaSchedule:
     threads: int = 0  # softmax only (mma/simt: derived from the warp grid)
     vec: int = 4
     chunks: int = 0
-    persist: int = 0  # softmax: 0 one block per row; n > 0 a grid of n blocks per SM, each streaming rows
+    persist: int = 0  # 0: one block per row (softmax) or tile (mma); n > 0: a grid of n blocks per SM walking them
 
     # ------------------------------------------------------------------ derived
 
@@ -72,6 +75,7 @@ class CudaSchedule:
             tag += "_" + "".join(ch for ch in self.swizzle if ch.isalnum())
         if self.hoist != "auto":
             tag += f"_h{self.hoist[0]}"
+        tag += f"_p{self.persist}" if self.persist else ""
         return tag + (f"_b{self.min_blocks}" if self.min_blocks != 1 else "")
 
     # ------------------------------------------------------------------ validation
@@ -151,6 +155,11 @@ class CudaSchedule:
                 raise BadInputError(f"bk: {self.bk} is not 8, 16 or 32")
             if self.stages != 2:
                 raise BadInputError("stages: the SIMT core double-buffers (stages = 2)")
+        if self.persist and (self.core != "mma" or self.persist > self.min_blocks):
+            raise BadInputError(f"persist: a persistent grid of {self.persist} blocks per SM needs the mma core and "
+                                f"at most min_blocks ({self.min_blocks}) blocks per SM")
+        if self.persist and op is not None and getattr(op, "kind", None) != "gemm":
+            raise BadInputError("persist: the persistent grid is implemented for gemm only")
         if self.raster > 64:
             raise BadInputError(f"raster: {self.raster} block rows per group is more than 64")
         if self.min_blocks * self.block_threads > 2048:

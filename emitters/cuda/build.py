@@ -72,6 +72,10 @@ def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch |
     when they fit."""
     v = resolve(variant)
     core = _core(op, v)
+    if core == "wgmma" and op.kind == "conv2d":
+        from .wgmma_conv import hero_schedule as conv_hero
+
+        return conv_hero(op)
     if core == "wgmma":
         from .wgmma import hero_schedule as wgmma_hero
 
@@ -138,6 +142,10 @@ def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | 
                             if not 2 <= warps <= 8:
                                 continue
                             cands.append(CudaSchedule("mma", bm, bn, bk, wm, wn, stages, raster=8))
+    elif core == "wgmma" and op.kind == "conv2d":
+        from .wgmma_conv import search_space as conv_space
+
+        cands += conv_space(op, target.smem_optin)
     elif core == "wgmma":
         from .wgmma import search_space as wgmma_space
 
@@ -169,6 +177,11 @@ def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | 
 
 def render(op: Any, schedule: CudaSchedule, arch: Arch) -> tuple[Rendered, dict[str, float | int]]:
     """The kernel source and its runtime scalars."""
+    if schedule.core == "wgmma" and op.kind == "conv2d":  # the Hopper implicit-GEMM conv (wgmma_conv.py)
+        from .wgmma_conv import conv_scalars
+        from .wgmma_conv import rendered as conv_rendered
+
+        return conv_rendered(op, schedule, arch.sm_count), dict(conv_scalars(op))
     if schedule.core == "wgmma":
         from .wgmma import rendered
 
@@ -227,6 +240,10 @@ def build(op: Any, variant: Variant | str, schedule: CudaSchedule, host: Any):
     from .runtime import CudaKernel
 
     _, r, scalars, artifact = compile_kernel(op, variant, schedule, host)
+    if schedule.core == "wgmma" and op.kind == "conv2d":
+        from .wgmma_conv import conv_kernel
+
+        return conv_kernel(op, artifact, r, scalars)
     if schedule.core == "wgmma":  # tensor maps built at upload, passed by value (tma.py)
         from .tma import WgmmaKernel
 

@@ -33,18 +33,19 @@ def _check(result: Any, what: str) -> Any:
     return rest[0] if len(rest) == 1 else rest
 
 
-def encode_2d(ptr: int, dtype: str, inner: int, outer: int, row_stride_elems: int, box: tuple[int, int]) -> _Map:
-    """A tensor map over a row-major ``outer x inner`` 16-bit matrix at ``ptr`` (rows ``row_stride_elems``
-    apart), boxes of ``box = (inner, outer)`` elements, 128B swizzle, out-of-bounds elements read as 0."""
+def encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tuple[int, ...],
+                 box: tuple[int, ...]) -> _Map:
+    """A tensor map over a dense 16-bit tensor at ``ptr``: ``dims`` innermost first, ``strides_bytes`` of
+    every dimension but the innermost, boxes of ``box`` elements, 128B swizzle, out-of-bounds reads as 0."""
     from cuda.bindings import driver as drv
 
-    if (row_stride_elems * 2) % 16 or ptr % 16:
-        raise TraceaError(f"TMA needs 16-byte aligned rows (stride {row_stride_elems * 2} B, base {ptr:#x})")
+    if any(st % 16 for st in strides_bytes) or ptr % 16:
+        raise TraceaError(f"TMA needs 16-byte aligned rows (strides {list(strides_bytes)} B, base {ptr:#x})")
     dt = drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if dtype == "bf16" else \
         drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
     m = _check(drv.cuTensorMapEncodeTiled(
-        dt, 2, ptr, [drv.cuuint64_t(inner), drv.cuuint64_t(outer)], [drv.cuuint64_t(row_stride_elems * 2)],
-        [drv.cuuint32_t(box[0]), drv.cuuint32_t(box[1])], [drv.cuuint32_t(1), drv.cuuint32_t(1)],
+        dt, len(dims), ptr, [drv.cuuint64_t(d) for d in dims], [drv.cuuint64_t(st) for st in strides_bytes],
+        [drv.cuuint32_t(b) for b in box], [drv.cuuint32_t(1)] * len(dims),
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -52,6 +53,12 @@ def encode_2d(ptr: int, dtype: str, inner: int, outer: int, row_stride_elems: in
     out = _Map()
     ctypes.memmove(ctypes.addressof(out), m.getPtr(), MAP_BYTES)
     return out
+
+
+def encode_2d(ptr: int, dtype: str, inner: int, outer: int, row_stride_elems: int, box: tuple[int, int]) -> _Map:
+    """A tensor map over a row-major ``outer x inner`` 16-bit matrix at ``ptr`` (rows ``row_stride_elems``
+    apart), boxes of ``box = (inner, outer)`` elements, 128B swizzle, out-of-bounds elements read as 0."""
+    return encode_tiled(ptr, dtype, (inner, outer), (row_stride_elems * 2,), box)
 
 
 def operand_maps(op: Any, sched: WgmmaSchedule, a_ptr: int, b_ptr: int,

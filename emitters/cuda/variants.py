@@ -64,11 +64,24 @@ WGMMA_GEMM = Variant(
                              "persistent L2-grouped tile order, fused epilogue, fp32 accumulation")
 VARIANTS = VARIANTS + (WGMMA_GEMM,)
 
+# The Hopper implicit-GEMM convolution (wgmma_conv.py): the GEMM's machinery with a producer warpgroup
+# that gathers the activations by cp.async (NHWC; NCHW through transposes inside the call; bf16/fp16).
+# sm_90 only, like cuda-wgmma.gemm; needs its larger hero's opt-in shared memory (128x128 ping-pong,
+# 6 stages: 230512 B); ranked above cuda-mma-sync.conv2d. Verified on an H200 (gpu/wgmma_conv/runs/).
+WGMMA_CONV = Variant(
+    id="cuda-wgmma.conv2d", op="conv2d", backend="cuda", family="cuda-wgmma", precisions=("bf16", "fp16"),
+    requirements=Requirements(toolchain=TOOLCHAIN, min_compute_capability=(9, 0), max_compute_capability=(9, 0),
+                              min_shared_memory_per_block_bytes=230512),
+    priority=70, description="Hopper implicit-GEMM convolution (NHWC; NCHW via transposes): filter by TMA, "
+                             "activations gathered by a cp.async producer warpgroup into 128B-swizzled shared memory (zero fill for "
+                             "padding), wgmma.mma_async consumers, mbarrier ring, persistent tiles, bias")
+VARIANTS = VARIANTS + (WGMMA_CONV,)
+
 
 def resolve(variant: Variant | str) -> Variant:
     if isinstance(variant, Variant):
         return variant
-    found = next((v for v in ALL_VARIANTS + (WGMMA_GEMM,) if v.id == variant), None)
+    found = next((v for v in ALL_VARIANTS + (WGMMA_GEMM, WGMMA_CONV) if v.id == variant), None)
     if found is None:
         raise BadInputError(f"variant: unknown CUDA variant {variant!r}; known: {', '.join(v.id for v in ALL_VARIANTS)}")
     return found

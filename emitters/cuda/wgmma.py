@@ -44,8 +44,10 @@ before they exist or after the block exits.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from tracea.doctor.errors import BadInputError
 
@@ -87,6 +89,7 @@ class WgmmaSchedule:
     persistent: bool = True
     pingpong: bool = False
     store: str = "direct"
+    producer_regs: ClassVar[int] = PRODUCER_REGS  # registers the producer warpgroup keeps (setmaxnreg.dec)
 
     @property
     def core(self) -> str:
@@ -149,8 +152,8 @@ class WgmmaSchedule:
         multiples of 8 in 24..256, and the block's pool (threads x entry) must cover the new split."""
         entry = min(255, REGISTERS_PER_SM // self.threads) // 8 * 8
         pool = entry * self.threads
-        consumer = min(256, (pool - 128 * PRODUCER_REGS) // (128 * self.consumers) // 8 * 8)
-        return entry, PRODUCER_REGS, consumer
+        consumer = min(256, (pool - 128 * self.producer_regs) // (128 * self.consumers) // 8 * 8)
+        return entry, self.producer_regs, consumer
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
         """Raise ``BadInputError`` naming the first field that cannot work."""
@@ -233,20 +236,20 @@ def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> list[Wgmm
     out = [hero_schedule(op)]
     shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (192, 3, False), (256, 2, False),
               (64, 2, True), (128, 2, True))
-    for bm, consumers, pingpong in shapes:
-        for bn in (64, 128, 192, 256):
-            for stages in (3, 4, 5, 6, 8):
-                for raster in RASTERS:
-                    for cluster in (1, 2):
-                        for store in STORES:
-                            s = WgmmaSchedule(bm=bm, bn=bn, stages=stages, consumers=consumers, raster=raster,
-                                              pingpong=pingpong, cluster=cluster, store=store)
-                            try:
-                                s.validate(op, smem_optin)
-                            except BadInputError:
-                                continue
-                            if s not in out:
-                                out.append(s)
+    grid = itertools.product(shapes, (64, 128, 192, 256), (3, 4, 5, 6, 8), RASTERS, (1, 2), STORES)
+    return keep_valid(out, (WgmmaSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, cluster=cl,
+                                          store=so) for (bm, c, pp), bn, st, ra, cl, so in grid), op, smem_optin)
+
+
+def keep_valid(out: list, candidates: Iterable[Any], op: Any, smem_optin: int) -> list:
+    """``out`` extended by the ``candidates`` that validate for ``op`` and are not in it yet, in order."""
+    for s in candidates:
+        try:
+            s.validate(op, smem_optin)
+        except BadInputError:
+            continue
+        if s not in out:
+            out.append(s)
     return out
 
 
@@ -397,18 +400,11 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     r = CudaRenderer()
     a_k, b_k = operand_kmajor(op, "a"), operand_kmajor(op, "b")
     a_lay, b_lay = operand_layouts(sched.bm, a_k), operand_layouts(sched.bn, b_k)
-    a_lbo, a_sbo = descriptor_strides(a_lay)
-    b_lbo, b_sbo = descriptor_strides(b_lay)
     a_bytes = sum(t.size_bytes for t in a_lay)
     b_bytes = sum(t.size_bytes for t in b_lay)
     align = SWIZZLE.period_bytes
     assert a_bytes % align == 0 and b_bytes % align == 0
-    # A k16 step moves 32 bytes along a K-major line, or 16 lines down an MN-major atom.
-    a_kstep = 16 * ELEM_BYTES if a_k else 16 * a_lay[0].pitch_bytes
-    b_kstep = 16 * ELEM_BYTES if b_k else 16 * b_lay[0].pitch_bytes
-    # An m64 slice starts 64 lines into a K-major tile, or one atom further along an MN-major one.
-    a_mstep = 64 * a_lay[0].pitch_bytes if a_k else a_lay[1].base_bytes if len(a_lay) > 1 else 0
-    entry, prod_regs, cons_regs = sched.register_split()
+    prod_regs = sched.register_split()[1]
     S = sched.stages
 
     w = CodeWriter()
@@ -419,37 +415,14 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     w.extend(DEVICE_LIB)
     w.extend(_wgmma_function(sched.bn, ptx, 0 if a_k else 1, 0 if b_k else 1))
     w.extend(_tile_order(sched))
-    store = {"bf16": "tr_f2bf", "fp16": "tr_f2h"}[dtype]
     cluster_attr = f"__cluster_dims__({sched.cluster}, 1, 1) " if sched.cluster > 1 else ""
     w(f'extern "C" __global__ void {cluster_attr}__launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
     w("    const __grid_constant__ TrTensorMap tmA, const __grid_constant__ TrTensorMap tmB,")
     w("    const __grid_constant__ TrTensorMap tmC,")
     w("    uint16_t* __restrict__ C, const uint16_t* __restrict__ bias, const uint16_t* __restrict__ residual,")
     w("    float alpha, int M, int N, int K, int store_tma) {")
-    w.extend(f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
-    const uint32_t smem = (tr_smem_addr(tr_smem) + {align - 1}u) & ~{align - 1}u;
-    /* stage s: A at smem + s * {sched.stage_bytes}, B {a_bytes} bytes after it; then full[S], empty[S] */
-    const uint32_t cstage = smem + {S * sched.stage_bytes}u;  /* C staging atoms (TMA-store epilogue) */
-    const uint32_t bars = cstage + {sched.c_staging_bytes}u;
-    const int tiles_m = (M + {sched.bm - 1}) / {sched.bm}, tiles_n = (N + {sched.bn - 1}) / {sched.bn};
-    /* A cluster of CL blocks walks tiles of CL tile rows (one per block, "rank") sharing one B panel. */
-    const int rank = blockIdx.x % {sched.cluster}, cluster_id = blockIdx.x / {sched.cluster};
-    const int clusters = gridDim.x / {sched.cluster}, tiles_mc = (tiles_m + {sched.cluster - 1}) / {sched.cluster};
-    const int tiles = tiles_mc * tiles_n, k_iters = (K + {BK - 1}) / {BK};
-    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    if (threadIdx.x == 0) {{
-        tr_prefetch_map(&tmA);
-        tr_prefetch_map(&tmB);
-        for (int s = 0; s < {S}; ++s) {{
-            tr_mbar_init(bars + 8u * s, 1u);
-            tr_mbar_init(bars + 8u * ({S} + s), {4 * (1 if sched.pingpong else sched.consumers) * sched.cluster}u);
-        }}
-        tr_mbar_init(bars + 8u * {2 * S}, 1u);
-        tr_mbar_init(bars + 8u * {2 * S + 1}, 1u);
-        asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
-    }}
-    {_cluster_sync(sched)}
-    if (wg == 0) {{
+    w.extend(kernel_head(sched, a_bytes))
+    w.extend(f"""    if (wg == 0) {{
         asm volatile("setmaxnreg.dec.sync.aligned.u32 {prod_regs};\\n");
         if (tid == 0) {{
             int s = 0;
@@ -482,12 +455,41 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
         w(f"for (int i = rank * {per}; i < rank * {per} + {per}; ++i)")
         w(f"    tr_tma_load_2d_mc(sb + i * {b_lay[1].base_bytes}u, &tmB, tn * {sched.bn} + 64 * i, kk * {BK}, full, 3);")
     w._level = 0
-    m_slices, n_regs = sched.m_slices, sched.bn // 2
     w.extend(f"""                    if (++s == {S}) {{ s = 0; phase ^= 1u; }}
                 }}
             }}
-        }}
-    }} else {{
+        }}""")
+    w.extend(consumer_branch(op, sched, r, a_k, b_k))
+    return w.render()
+
+
+def consumer_branch(op: Any, sched: WgmmaSchedule, r: CudaRenderer, a_k: bool = True, b_k: bool = True,
+                    proxy_fence: bool = False) -> str:
+    """The consumer warpgroups' side of the kernel, from ``} else {`` after the producer's branch to the
+    kernel's closing brace: ring waits, wgmma mainloop, stage releases, epilogue (direct or TMA store).
+    Shared by every kernel on this machinery (the GEMM here, the implicit-GEMM conv in wgmma_conv.py);
+    it reads the locals the kernel head declares (``smem``, ``bars``, ``cstage``, ``tiles*``, ``k_iters``,
+    ``rank``, ``cluster_id``, ``clusters``, ``wg``, ``tid``) and the parameters ``C``, ``bias``,
+    ``residual``, ``alpha``, ``M``, ``N``, ``tmC``, ``store_tma``. ``op.epilogue`` names the fused
+    epilogues, applied in order. ``proxy_fence``: a ``fence.proxy.async`` after each full-barrier wait, for
+    stages written through the generic proxy (cp.async) and published without a producer-side fence."""
+    dtype = op.dtype.value
+    store = {"bf16": "tr_f2bf", "fp16": "tr_f2h"}[dtype]
+    a_lay, b_lay = operand_layouts(sched.bm, a_k), operand_layouts(sched.bn, b_k)
+    a_lbo, a_sbo = descriptor_strides(a_lay)
+    b_lbo, b_sbo = descriptor_strides(b_lay)
+    a_bytes = sum(t.size_bytes for t in a_lay)
+    # A k16 step moves 32 bytes along a K-major line, or 16 lines down an MN-major atom.
+    a_kstep = 16 * ELEM_BYTES if a_k else 16 * a_lay[0].pitch_bytes
+    b_kstep = 16 * ELEM_BYTES if b_k else 16 * b_lay[0].pitch_bytes
+    # An m64 slice starts 64 lines into a K-major tile, or one atom further along an MN-major one.
+    a_mstep = 64 * a_lay[0].pitch_bytes if a_k else a_lay[1].base_bytes if len(a_lay) > 1 else 0
+    cons_regs = sched.register_split()[2]
+    S = sched.stages
+    m_slices, n_regs = sched.m_slices, sched.bn // 2
+    fence = '\n                asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");' if proxy_fence else ""
+    w = CodeWriter()
+    w.extend(f"""    }} else {{
         asm volatile("setmaxnreg.inc.sync.aligned.u32 {cons_regs};\\n");
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
         /* part: this warpgroup's slice of a shared tile (cooperative); walk: which of the block's tiles
@@ -513,7 +515,7 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
             }}
             int prev = -1;
             for (int kk = 0; kk < k_iters; ++kk) {{
-                tr_mbar_wait(bars + 8u * s, phase);
+                tr_mbar_wait(bars + 8u * s, phase);{fence}
                 const uint32_t sa = smem + s * {sched.stage_bytes}u + part * {sched.m_slices * a_mstep}u;
                 const uint32_t sb = smem + s * {sched.stage_bytes}u + {a_bytes}u;
                 TR_WGMMA_FENCE();
@@ -580,6 +582,38 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     {_cluster_exit(sched)}
 }}""")
     return w.render()
+
+
+def kernel_head(sched: WgmmaSchedule, a_bytes: int, k_iters: str = f"(K + {BK - 1}) / {BK}",
+                maps: tuple[str, ...] = ("tmA", "tmB"), full_arrivals: int = 1) -> str:
+    """The kernel body up to the warpgroup split: the 1024-aligned ring base, the C staging atoms and
+    the mbarriers after it, the tile counts (``M``, ``N`` and ``k_iters``, a C expression), tensor-map
+    prefetches, barrier initialisation (``full_arrivals`` per full barrier: 1, the producer's
+    ``expect_tx``, for TMA-only producers), and the block (or cluster) barrier that publishes them."""
+    S, align = sched.stages, SWIZZLE.period_bytes
+    prefetch = "\n        ".join(f"tr_prefetch_map(&{m});" for m in maps)
+    return f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
+    const uint32_t smem = (tr_smem_addr(tr_smem) + {align - 1}u) & ~{align - 1}u;
+    /* stage s: A at smem + s * {sched.stage_bytes}, B {a_bytes} bytes after it; then full[S], empty[S] */
+    const uint32_t cstage = smem + {S * sched.stage_bytes}u;  /* C staging atoms (TMA-store epilogue) */
+    const uint32_t bars = cstage + {sched.c_staging_bytes}u;
+    const int tiles_m = (M + {sched.bm - 1}) / {sched.bm}, tiles_n = (N + {sched.bn - 1}) / {sched.bn};
+    /* A cluster of CL blocks walks tiles of CL tile rows (one per block, "rank") sharing one B panel. */
+    const int rank = blockIdx.x % {sched.cluster}, cluster_id = blockIdx.x / {sched.cluster};
+    const int clusters = gridDim.x / {sched.cluster}, tiles_mc = (tiles_m + {sched.cluster - 1}) / {sched.cluster};
+    const int tiles = tiles_mc * tiles_n, k_iters = {k_iters};
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    if (threadIdx.x == 0) {{
+        {prefetch}
+        for (int s = 0; s < {S}; ++s) {{
+            tr_mbar_init(bars + 8u * s, {full_arrivals}u);
+            tr_mbar_init(bars + 8u * ({S} + s), {4 * (1 if sched.pingpong else sched.consumers) * sched.cluster}u);
+        }}
+        tr_mbar_init(bars + 8u * {2 * S}, 1u);
+        tr_mbar_init(bars + 8u * {2 * S + 1}, 1u);
+        asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
+    }}
+    {_cluster_sync(sched)}"""
 
 
 def _tma_store_epilogue(op: Any, sched: WgmmaSchedule, r: CudaRenderer, dtype: str, store: str) -> str:

@@ -1,0 +1,230 @@
+"""The Hopper implicit-GEMM conv (cuda-wgmma.conv2d): its schedule value, the gather's shared-memory
+addresses against the TMA 128B pattern, NVRTC compiles for sm_90a (hero spill-free, a sample of the
+space), planning on the recorded H100/H200 snapshots (and nowhere else), and the emitter's entry
+points without a GPU. The GPU run itself is gpu/wgmma_conv/run.py (records in gpu/wgmma_conv/runs/).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.emitters.cuda import wgmma_conv as WC
+from tracea.emitters.cuda.wgmma import BK, SWIZZLE
+from tracea.emitters.layout import TileLayout
+from tracea.kernels import Conv2d, Gemm
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def conv(n=1, c=64, h=56, w=56, k=128, r=3, s=3, layout="nhwc", dtype="fp16", **kw) -> Conv2d:
+    return Conv2d(n=n, c=c, h=h, w=w, k=k, r=r, s=s, padding=(1, 1), layout=layout, dtype=dtype, **kw)
+
+
+class _NoGpu:
+    nvidia = None
+
+
+# ------------------------------------------------------------------------------------------ schedule
+
+
+def test_schedule_validation_names_the_field():
+    with pytest.raises(BadInputError, match="cluster"):
+        WC.WgmmaConvSchedule(cluster=2).validate(conv())
+    with pytest.raises(BadInputError, match="stages"):
+        WC.WgmmaConvSchedule(bm=128, bn=128, stages=2).validate(conv())
+    with pytest.raises(BadInputError, match="publish"):
+        WC.WgmmaConvSchedule(publish="eventually").validate(conv())
+    with pytest.raises(BadInputError, match="dtype"):
+        WC.hero_schedule().validate(conv(dtype="fp32"))
+    with pytest.raises(BadInputError, match="conv2d"):
+        WC.hero_schedule().validate(Gemm(64, 64, 64, "fp16"))
+    with pytest.raises(BadInputError, match="accumulators"):  # 128 x 256 ping-pong: 256 per thread
+        WC.WgmmaConvSchedule(bm=128, bn=256, pingpong=True).validate(conv())
+
+
+def test_schedule_json_round_trip_and_space():
+    op = conv(k=256)
+    space = WC.search_space(op)
+    assert space[0] == WC.hero_schedule(op) and len(space) > 50
+    assert {s.publish for s in space} == {"wait", "noinc"} and any(s.pingpong for s in space)
+    assert all(s.cluster == 1 and s.stages >= 3 for s in space)
+    for s in space[:: max(1, len(space) // 9)]:
+        assert WC.WgmmaConvSchedule.from_json(s.to_json()) == s
+        assert s.to_json()["kernel"] == "conv2d" and s.name.startswith("conv_wgmma_")
+    with pytest.raises(BadInputError):
+        WC.WgmmaConvSchedule.from_json({**space[0].to_json(), "kernel": "gemm"})
+
+
+def test_heroes_follow_k():
+    assert WC.hero_schedule(conv(k=128)).bn == 128 and WC.hero_schedule(conv(k=128)).pingpong
+    big = WC.hero_schedule(conv(k=256))
+    assert (big.bm, big.bn, big.publish, big.store) == (128, 256, "noinc", "tma")
+
+
+def test_lag_leaves_the_consumers_two_stages():
+    """A producer thread publishes a stage ``lag`` steps late; the consumers hold two stages (one in the
+    wgmma, one in flight), so lag <= stages - 2 or the ring deadlocks."""
+    for stages in range(3, 9):
+        s = WC.WgmmaConvSchedule(bm=128, bn=128, stages=stages)
+        assert 1 <= s.lag <= stages - 2
+
+
+# ------------------------------------------------------------------------------------------ gather
+
+
+def _eval_offset(expr: str, line: int, col: int) -> int:
+    c_expr = re.sub(r"(\d+)u", r"\1", expr)  # C unsigned literals -> Python ints
+    return eval(c_expr, {}, {"line": line, "chunk": col // 8})  # noqa: S307 - our own C expression
+
+
+def test_gather_addresses_are_the_tma_128b_pattern():
+    """The producer writes 16-byte chunk ``chunk`` of line ``line`` where TMA's 128B swizzle would: chunk
+    index XOR (line mod 8), lines 128 bytes apart; every byte of the stage's A tile written once."""
+    for bm in (64, 128, 256):
+        lay = TileLayout(bm, BK, 2, "row", swizzle=SWIZZLE)
+        expr = lay.c_offset("line", "chunk * 8")
+        seen = set()
+        for line in range(bm):
+            for chunk in range(8):
+                off = _eval_offset(expr, line, chunk * 8)
+                assert off == line * 128 + ((chunk ^ (line % 8)) * 16)
+                seen.add(off)
+        assert seen == set(range(0, bm * 128, 16))
+        src = WC.render(conv(), WC.WgmmaConvSchedule(bm=bm, bn=128, stages=4, consumers=1 if bm == 64 else 2))
+        assert expr in src
+
+
+def test_rendered_source_has_the_pieces():
+    op = conv(bias=True)
+    wait = WC.render(op, WC.WgmmaConvSchedule(bm=128, bn=128, stages=4))
+    noinc = WC.render(op, WC.WgmmaConvSchedule(bm=128, bn=128, stages=4, publish="noinc"))
+    for piece in ("cp.async.cg.shared.global", "tr_tma_load_3d(sb, &tmB", "wgmma.mma_async.sync.aligned.m64n128k16",
+                  "setmaxnreg.dec.sync.aligned.u32 96", "tr_mbar_init(bars + 8u * s, 129u)", "bias[col]"):
+        assert piece in wait and piece in noinc, piece
+    assert "cp.async.wait_group 2;" in wait and "cp.async.mbarrier.arrive.noinc" not in wait
+    assert "cp.async.mbarrier.arrive.noinc.shared::cta.b64" in noinc and "cp.async.wait_group" not in noinc
+    # noinc: the consumers fence the proxy after each full-barrier wait; wait: the producer does
+    assert noinc.count("fence.proxy.async.shared::cta") > wait.count("fence.proxy.async.shared::cta") - 2
+    # no shape in the source: one binary per (dtype, bias, layout, schedule)
+    assert WC.render(conv(n=3, c=20, h=9, w=7, k=70, bias=True), WC.WgmmaConvSchedule(bm=128, bn=128, stages=4)) == wait
+    assert "tr_transpose16" in WC.render(conv(layout="nchw"), WC.hero_schedule()) and "tr_transpose16" not in wait
+
+
+def test_conv_scalars_pad_channels_to_16_bytes():
+    sc = WC.conv_scalars(conv(c=3, k=24))
+    assert sc["Cp"] == 8 and sc["cblk"] == 1 and sc["M"] == 56 * 56
+    assert WC.conv_scalars(conv(c=200))["cblk"] == 4  # 200 -> 200 (already 8-aligned), 4 blocks of 64
+
+
+# ------------------------------------------------------------------------------------------ NVRTC
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    pytest.importorskip("cuda.core")
+    from tracea.emitters.cuda.compiler import find_nvrtc
+
+    find_nvrtc()
+    import os
+
+    os.environ.setdefault("TRACEA_HOME", str(tmp_path_factory.mktemp("home")))
+    from tracea.emitters.cuda.compiler import compile_cached
+
+    def run(op: Conv2d, sched: WC.WgmmaConvSchedule):
+        r = WC.rendered(op, sched, 132)
+        _, res, log, _, _ = compile_cached(r.source, r.name, r.entry, "sm_90a")
+        return res, log
+
+    return run
+
+
+def test_heroes_compile_for_sm90a_without_spills(compiled):
+    for op in (conv(k=128), conv(n=32, c=256, k=256), conv(dtype="bf16", k=256, bias=True)):
+        sched = WC.hero_schedule(op)
+        res, log = compiled(op, sched)
+        assert "tr_wgmma_conv" in log and "sm_90a" in log
+        assert (res.spill_stores, res.spill_loads, res.stack_frame) == (0, 0, 0), log
+        assert "C7508" not in log  # ptxas would say so if it ignored setmaxnreg
+        assert res.regs_per_thread <= sched.register_split()[0]
+
+
+def test_a_sample_of_schedules_compiles(compiled):
+    rnd = random.Random(11)
+    op = conv(n=3, c=20, h=9, w=7, k=70, bias=True, dtype="bf16")
+    space = WC.search_space(op)
+    for sched in rnd.sample(space[1:], 3) + [s for s in space if s.pingpong and s.publish == "noinc"][:1]:
+        res, log = compiled(op, sched)
+        assert re.search(r"Compiling entry function 'tr_wgmma_conv'", log), log
+        assert res.regs_per_thread > 0  # ptxas reported its resource line
+
+
+# ------------------------------------------------------------------------------------------ emitter + plan
+
+
+def _planned(host, op):
+    from tracea.doctor.plan import plan
+    from tracea.emitters import cuda
+    from tracea.emitters.cuda.variants import WGMMA_CONV, WGMMA_GEMM
+
+    return plan(op, host, cuda.ALL_VARIANTS + (WGMMA_GEMM, WGMMA_CONV), backend="cuda")
+
+
+@pytest.mark.parametrize("snapshot", ["h100_live", "h100_measured", "h200_live"])
+def test_plan_prefers_wgmma_conv_on_sm90(snapshot):
+    from tracea.doctor.snapshot import read_snapshot
+
+    host, _ = read_snapshot(ROOT / "tests/fixtures/snapshots" / f"{snapshot}.json")
+    for dtype in ("bf16", "fp16"):
+        for layout in ("nhwc", "nchw"):
+            d = _planned(host, conv(n=32, c=256, k=256, dtype=dtype, layout=layout))
+            assert d.chosen == "cuda-wgmma.conv2d"
+            ranked = [c.variant for c in d.candidates if c.accepted]
+            assert ranked.index("cuda-wgmma.conv2d") < ranked.index("cuda-mma-sync.conv2d")
+    assert _planned(host, conv(dtype="fp32")).chosen == "cuda-simt.conv2d"
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_89", "sm_100"])
+def test_plan_never_offers_wgmma_conv_off_sm90(target):
+    from tracea.doctor.snapshot import read_snapshot
+    from tracea.emitters.cuda.arch import target_host
+
+    host, _ = read_snapshot(ROOT / "tests/fixtures/snapshots/h100_live.json")
+    d = _planned(target_host(host, target), conv(dtype="bf16"))
+    wg = next(c for c in d.candidates if c.variant == "cuda-wgmma.conv2d")
+    assert not wg.accepted and any("compute capability" in r for r in wg.reasons)
+    assert d.chosen == "cuda-mma-sync.conv2d"
+
+
+def test_variant_is_registered_with_the_largest_hero_ring():
+    from tracea.emitters.cuda.variants import VARIANTS, WGMMA_CONV
+
+    assert WGMMA_CONV in VARIANTS
+    heroes = (WC.hero_schedule(conv(k=128)), WC.hero_schedule(conv(k=256)))
+    assert WGMMA_CONV.requirements.min_shared_memory_per_block_bytes == max(h.smem_bytes for h in heroes)
+    assert WGMMA_CONV.requirements.min_compute_capability == WGMMA_CONV.requirements.max_compute_capability == (9, 0)
+
+
+def test_emitter_compiles_and_emits_for_sm90a_only(compiled, tmp_path):
+    from tracea.emitters import cuda
+    from tracea.emitters.cuda.build import compile_kernel
+
+    op = conv(n=2, c=3, h=33, w=31, k=24, bias=True)
+    hero = cuda.hero_schedule(op, "cuda-wgmma.conv2d", _NoGpu(), "sm_90a")
+    assert isinstance(hero, WC.WgmmaConvSchedule)
+    _, r, scalars, art = compile_kernel(op, "cuda-wgmma.conv2d", hero, _NoGpu(), "sm_90a")
+    assert r.entry == WC.KERNEL_NAME and art.metadata["resources"]["spills"] == 0
+    assert art.metadata["channel_padding"] and scalars["Cp"] == 8
+    files = cuda.emit(op, "cuda-wgmma.conv2d", hero, _NoGpu(), tmp_path / "out", arch="sm_90a")
+    assert {p.suffix for p in files} >= {".cu", ".cubin", ".json", ".yaml"}
+    space = cuda.search_space(op, "cuda-wgmma.conv2d", _NoGpu(), "sm_90a")
+    assert space[0] == hero and all(isinstance(s, WC.WgmmaConvSchedule) for s in space)
+    assert cuda.search_space(op, "cuda-wgmma.conv2d", _NoGpu(), "sm_80") == []
+    with pytest.raises(UnsupportedError, match="sm_90"):
+        compile_kernel(op, "cuda-wgmma.conv2d", hero, _NoGpu(), "sm_80")
+    assert np.isfinite(art.compile_seconds)

@@ -3,7 +3,9 @@ tests/fixtures/spaces/ (CPU spaces recorded here, CUDA spaces recorded on a GPU;
 
 For each space and seed, random search and the Bayesian strategy replay the space up to 25 % of its
 evaluations; the score at a budget is (exhaustive optimum time) / (best time found within the budget),
-1.0 = the optimum. The table shows the median over the seeds at 5, 10, 15, 20 and 25 % of the space.
+1.0 = the optimum. The table shows the median over the seeds at 5, 10, 15, 20 and 25 % of the space,
+twice: with no hero (the search alone: both strategies start from nothing) and hero first (as `tracea
+tune` runs them: both evaluate the hero configuration first, which on a good hero makes them tie early).
 
     python benchmarks/bench_tuner.py [--seeds 10] [--json]
     python benchmarks/bench_tuner.py --record tests/fixtures/spaces/cpu_gemm_512_avx512.json   # measure a space
@@ -27,12 +29,12 @@ SPACES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "spaces
 FRACTIONS = (0.05, 0.10, 0.15, 0.20, 0.25)
 
 
-def curve(path: Path, strategy: str, seed: int, budget: int) -> list[float | None]:
+def curve(path: Path, strategy: str, seed: int, budget: int, hero_first: bool) -> list[float | None]:
     """Best-so-far p50 after each evaluation of one simulated run."""
     from tracea.tuner.run import TuneConfig, tune
 
     result = tune(None, None, TuneConfig(strategy=strategy, seed=seed, budget=budget, patience=None,
-                                         simulate=str(path)))
+                                         simulate=str(path), hero_first=hero_first))
     best: float | None = None
     out = []
     for t in result.trials:
@@ -43,7 +45,7 @@ def curve(path: Path, strategy: str, seed: int, budget: int) -> list[float | Non
     return out
 
 
-def evaluate_space(path: Path, seeds: int) -> dict:
+def evaluate_space(path: Path, seeds: int, hero_first: bool) -> dict:
     from tracea.tuner.recorded import load_recorded
 
     rec = load_recorded(path)
@@ -54,11 +56,12 @@ def evaluate_space(path: Path, seeds: int) -> dict:
     t0 = time.monotonic()
     for strategy in scores:
         for seed in range(seeds):
-            c = curve(path, strategy, seed, budgets[-1])
+            c = curve(path, strategy, seed, budgets[-1], hero_first)
             scores[strategy].append([(optimum / c[b - 1]) if b - 1 < len(c) and c[b - 1] else 0.0 for b in budgets])
     med = {s: [statistics.median(run[i] for run in scores[s]) for i in range(len(budgets))] for s in scores}
     ok = sum(1 for t in rec.trials if t["status"] == "ok")
-    return {"space": path.name, "backend": rec.backend, "device": rec.device, "variant": rec.variant,
+    hero_score = (optimum / rec.trials[0]["p50_ms"]) if rec.trials[0]["status"] == "ok" else 0.0
+    return {"space": path.name, "hero_first": hero_first, "hero_score": hero_score, "backend": rec.backend, "device": rec.device, "variant": rec.variant,
             "candidates": n, "ok": ok, "optimum_ms": optimum, "budgets": budgets, "fractions": list(FRACTIONS),
             "median": med, "seconds": round(time.monotonic() - t0, 1),
             "bayes_97_at_10": med["bayes"][1] >= 0.97,
@@ -68,16 +71,19 @@ def evaluate_space(path: Path, seeds: int) -> dict:
 
 def table(results: list[dict], seeds: int) -> str:
     lines = [f"Median over {seeds} seeds of optimum / best-found (1.000 = the exhaustive optimum)", "",
-             "| space | candidates (ok) | budget | evals | random | bayes |", "|---|---|---|---|---|---|"]
+             "| space | candidates (ok) | start | budget | evals | random | bayes |", "|---|---|---|---|---|---|---|"]
     for r in results:
+        start = "hero first" if r["hero_first"] else "no hero"
         for i, f in enumerate(r["fractions"]):
-            lines.append(f"| {r['space']} | {r['candidates']} ({r['ok']}) | {f:.0%} | {r['budgets'][i]} | "
+            lines.append(f"| {r['space']} | {r['candidates']} ({r['ok']}) | {start} | {f:.0%} | {r['budgets'][i]} | "
                          f"{r['median']['random'][i]:.3f} | {r['median']['bayes'][i]:.3f} |")
     lines.append("")
     for r in results:
-        lines.append(f"{r['space']}: bayes >= 0.97 at 10 %: {'yes' if r['bayes_97_at_10'] else 'NO'}; "
-                     f"bayes > random at every budget: {'yes' if r['bayes_beats_random'] else 'NO'} "
-                     f"(>=: {'yes' if r['bayes_ge_random'] else 'no'}); {r['seconds']} s")
+        start = "hero first" if r["hero_first"] else "no hero"
+        lines.append(f"{r['space']} ({start}; the hero alone scores {r['hero_score']:.3f}): bayes >= 0.97 at 10 %: "
+                     f"{'yes' if r['bayes_97_at_10'] else 'NO'}; bayes > random at every budget: "
+                     f"{'yes' if r['bayes_beats_random'] else 'NO'} (>=: {'yes' if r['bayes_ge_random'] else 'no'}); "
+                     f"{r['seconds']} s")
     return "\n".join(lines)
 
 
@@ -101,7 +107,13 @@ def record_filter(family: str):
     return keep
 
 
-def record(out: Path, m: int, family: str) -> None:
+PASSES = 5
+
+
+def record(out: Path, m: int, family: str, passes: int = PASSES) -> None:
+    """Every candidate verified and timed in ``passes`` exhaustive passes over the space (minutes apart,
+    binaries from the compile cache after the first); a candidate's p50 is the median of its passes'
+    medians, so a quiet or busy moment on a shared machine does not decide its rank alone."""
     import platform
     import tempfile
 
@@ -116,26 +128,36 @@ def record(out: Path, m: int, family: str) -> None:
     started = time.monotonic()
 
     def progress(kind: str, data: dict) -> None:
-        if kind == "start":
-            print(f"recording {data['space_size']} candidates of {data['variant']}", file=sys.stderr)
-        elif kind == "trial":
-            t = data["trial"]
-            print(f"{data['done']:4d} {t.name:40s} {t.measurement.status:14s} {t.measurement.p50_ms or 0:8.3f} ms",
-                  file=sys.stderr)
+        if kind == "trial" and data["done"] % 50 == 0:
+            print(f"  {data['done']} / {data['budget']}", file=sys.stderr)
 
+    runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        result = tune(op, host, TuneConfig(strategy="exhaustive", patience=None, seed=0, repeats=10,
-                                           min_seconds=0.1, space_filter=record_filter(family),
-                                           variant=f"{family}.gemm",
-                                           db_path=os.path.join(tmp, "record.sqlite")), on_event=progress)
-    trials = [{"schedule": t.schedule, "status": t.measurement.status, "p50_ms": t.measurement.p50_ms,
-               "p95_ms": t.measurement.p95_ms, "rel_err": t.measurement.rel_err, "error": t.measurement.error,
-               "compile_s": t.measurement.compile_s} for t in sorted(result.trials, key=lambda t: t.index)]
+        for p in range(passes):
+            print(f"pass {p + 1} of {passes}", file=sys.stderr)
+            result = tune(op, host, TuneConfig(strategy="exhaustive", patience=None, seed=p, repeats=10,
+                                               min_seconds=0.1, space_filter=record_filter(family),
+                                               variant=f"{family}.gemm",
+                                               db_path=os.path.join(tmp, f"pass{p}.sqlite")), on_event=progress)
+            runs.append(sorted(result.trials, key=lambda t: t.index))
+    trials = []
+    for per in zip(*runs, strict=True):
+        ms = [t.measurement for t in per]
+        bad = next((m for m in ms if m.status != "ok"), None)
+        if bad is not None:
+            trials.append({"schedule": per[0].schedule, "status": bad.status, "p50_ms": None, "p95_ms": None,
+                           "rel_err": bad.rel_err, "error": bad.error, "compile_s": ms[0].compile_s})
+            continue
+        trials.append({"schedule": per[0].schedule, "status": "ok",
+                       "p50_ms": statistics.median(m.p50_ms for m in ms),
+                       "p95_ms": statistics.median(m.p95_ms for m in ms), "rel_err": max(m.rel_err for m in ms),
+                       "error": None, "compile_s": ms[0].compile_s, "passes_p50_ms": [m.p50_ms for m in ms]})
     device = f"{host.cpu.model} ({host.cpu.logical_cores} logical cores, {platform.machine()})"
     rec = RecordedSpace(op=op.to_json(), variant=result.variant, backend="cpu", device=device, trials=trials,
-                        recorded=now_iso(), baseline=result.baseline,
+                        recorded=now_iso(), baseline=None,
                         command=f"python benchmarks/bench_tuner.py --record {out} --m {m} --family {family} "
-                                f"({time.monotonic() - started:.0f} s, exhaustive, repeats 10, min 0.1 s per candidate)")
+                                f"({time.monotonic() - started:.0f} s; {passes} exhaustive passes, each candidate "
+                                f">= 10 runs and >= 0.1 s per pass, p50 = median of the passes' medians)")
     write_recorded(rec, out)
     print(f"wrote {out}: {len(trials)} candidates, optimum {rec.optimum_ms:.3f} ms, "
           f"{time.monotonic() - started:.0f} s", file=sys.stderr)
@@ -186,7 +208,7 @@ def main() -> None:
     files = sorted(args.spaces.glob("*.json"))
     if not files:
         sys.exit(f"no recorded spaces in {args.spaces}")
-    results = [evaluate_space(p, args.seeds) for p in files]
+    results = [evaluate_space(p, args.seeds, hero) for p in files for hero in (False, True)]
     print(json.dumps(results, indent=1) if args.json else table(results, args.seeds))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from .trial import Measurement
 from .worker import Worker, WorkerDied, WorkerTimeout
 
 PhaseCallback = Callable[[str], None]
+AHEAD = 2  # candidates compiled ahead at most
 
 
 class LiveEvaluator:
@@ -33,35 +35,48 @@ class LiveEvaluator:
         host_json = host.to_json()
         self.worker = Worker(host_json)
         self.compiler = Worker(host_json) if compile_ahead else None
-        self.prefetched: dict[str, Measurement | None] = {}  # key -> failure found while compiling ahead
-        self.in_flight = 0
+        self.pending: deque[str] = deque()  # keys sent to the compile worker, answered in order
+        self.compiled: set[str] = set()
+        self.failed: dict[str, Measurement] = {}  # key -> the build failure the compile worker met
 
     def prefetch(self, schedules: list[dict[str, Any]]) -> None:
         """Queue builds of candidates the strategy expects to ask for next (results fill the cache)."""
         if self.compiler is None:
             return
-        self._drain()
+        self._collect()
         for s in schedules:
             key = schedule_key(s)
-            if key in self.prefetched or self.in_flight >= 2:
+            if key in self.pending or key in self.compiled or len(self.pending) >= AHEAD:
                 continue
             try:
-                self.compiler.send({**self.base, "kind": "compile", "schedule": s, "key": key})
+                self.compiler.send({**self.base, "kind": "compile", "schedule": s})
             except (OSError, WorkerDied, WorkerTimeout):
                 self.compiler.kill()
+                self.pending.clear()
                 return
-            self.prefetched[key] = None
-            self.in_flight += 1
+            self.pending.append(key)
 
-    def _drain(self) -> None:
+    def _collect(self, until: str | None = None) -> None:
+        """Take the compile worker's finished answers; with ``until``, wait (up to the candidate timeout)
+        until that key's build is done, so the measuring worker finds it in the cache."""
         assert self.compiler is not None
-        while self.in_flight:
-            res = self.compiler.poll_result()
-            if res is None:
-                if not self.compiler.alive:
-                    self.in_flight = 0
+        deadline = time.monotonic() + (self.timeout_s if until else 0.0)
+        while self.pending and (until is None or until in self.pending):
+            try:
+                msg = self.compiler._read_line(deadline, "compile", kill_on_timeout=False)
+            except WorkerTimeout:
                 return
-            self.in_flight -= 1
+            except WorkerDied:
+                self.pending.clear()
+                return
+            if "result" not in msg:
+                continue
+            key = self.pending.popleft()
+            res = msg["result"]
+            if res.get("status") in ("compile_failed", "invalid"):
+                self.failed[key] = Measurement.from_json(res)
+            else:
+                self.compiled.add(key)
 
     def evaluate(self, schedule: dict[str, Any], on_phase: PhaseCallback | None = None, index: int = 0) -> Measurement:
         def phase(p: str) -> None:
@@ -70,6 +85,13 @@ class LiveEvaluator:
             if on_phase:
                 on_phase(p)
 
+        key = schedule_key(schedule)
+        if self.compiler is not None and key in self.pending:
+            if on_phase:
+                on_phase("compile")
+            self._collect(until=key)
+        if key in self.failed:  # the same build failed in the compile worker: not built twice
+            return self.failed.pop(key)
         try:
             res = self.worker.request({**self.base, "kind": "measure", "schedule": schedule, "index": index},
                                       self.timeout_s, phase)

@@ -40,6 +40,7 @@ class TuneConfig:
     time_limit_s: float | None = None
     patience: int | None = DEFAULT_PATIENCE  # stop after this many evaluations without a 0.5 % gain; None: off
     seed: int = 0
+    hero_first: bool = True  # False: the strategy starts without the hero (to compare search alone)
     warmup: int = 2
     repeats: int = 10
     min_seconds: float = 0.1
@@ -296,7 +297,7 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
         if r["run_id"] == run_id:
             run_trials.append(Trial(i, setup.schedules[i], r["name"], m, r["seconds"] or 0.0, r["created"]))
 
-    strategy = make_strategy(config.strategy, encode(setup.schedules), config.seed)
+    strategy = make_strategy(config.strategy, encode(setup.schedules), config.seed, n_hero=int(config.hero_first))
     sink = _Sinks(config, setup, host)
     evaluator = setup.evaluator_factory()
     try:

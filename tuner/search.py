@@ -47,8 +47,7 @@ class Search:
             index = self.strategy.propose(self.observed)
             if index is None or index in self.observed:
                 return "the space is exhausted" if len(self.observed) >= len(self.schedules) else "strategy finished"
-            self.evaluator.prefetch([self.schedules[i] for i in self.strategy.upcoming(self.observed, 2)
-                                     if i != index])
+            self.evaluator.prefetch([self.schedules[i] for i in self.strategy.upcoming(self.observed, index, 2)])
             name = self.names[index]
             t0 = time.monotonic()
             m = self.evaluator.evaluate(

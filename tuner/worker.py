@@ -299,16 +299,6 @@ class Worker:
             elif "result" in msg:
                 return msg["result"]
 
-    def poll_result(self) -> dict[str, Any] | None:
-        """A finished result if one is waiting (for fire-and-forget compile requests), else None."""
-        if not self.alive:
-            return None
-        try:
-            msg = self._read_line(time.monotonic(), "compile", kill_on_timeout=False)
-        except (WorkerTimeout, WorkerDied):
-            return None
-        return msg.get("result")
-
     def _read_line(self, deadline: float, phase: str, kill_on_timeout: bool = True) -> dict[str, Any]:
         assert self.proc is not None and self.proc.stdout is not None
         fd = self.proc.stdout.fileno()

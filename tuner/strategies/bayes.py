@@ -56,8 +56,9 @@ class Bayes(Strategy):
         self._ranking = self._expected_improvement(observed)
         return self._ranking
 
-    def upcoming(self, observed: Observed, count: int) -> list[int]:
-        return [i for i in self._ranking if i not in observed][1:count + 1]
+    def upcoming(self, observed: Observed, current: int, count: int) -> list[int]:
+        """The next best by the last expected-improvement ranking (none during the space-filling start)."""
+        return [i for i in self._ranking if i not in observed and i != current][:count]
 
     def _expected_improvement(self, observed: Observed) -> list[int]:
         import numpy as np
@@ -87,7 +88,10 @@ class Bayes(Strategy):
             warnings.simplefilter("ignore", ConvergenceWarning)
             gp.fit(xs[idx], y)
             mu, sigma = gp.predict(xs[untried], return_std=True)
-        best = min(ok.values())
+            # the incumbent is the model's best mean at a working observed point, not the luckiest raw
+            # measurement: with estimated noise, one fast outlier does not end the search around it
+            ok_idx = np.array(list(ok))
+            best = float(np.min(gp.predict(xs[ok_idx])))
         sigma = np.maximum(sigma, 1e-12)
         imp = best - mu - XI
         z = imp / sigma

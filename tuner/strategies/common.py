@@ -29,6 +29,7 @@ class Strategy:
         nxt = self.order(observed)
         return nxt[0] if nxt else None
 
-    def upcoming(self, observed: Observed, count: int) -> list[int]:
-        """Likely next proposals after the current one, to compile ahead (a guess; may be empty)."""
-        return [i for i in self.order(observed) if i not in observed][:count + 1][1:]
+    def upcoming(self, observed: Observed, current: int, count: int) -> list[int]:
+        """Likely next proposals after ``current``, to compile ahead (a guess; may be empty)."""
+        heroes = [i for i in range(self.n_hero) if i not in observed and i != current]
+        return (heroes + [i for i in self.order(observed) if i != current and i not in heroes])[:count]

@@ -325,25 +325,26 @@ def ncu_gemm(rng, specs: list[str] | None = None) -> None:
 
 # the mma.sync GEMM schedules timed against cuBLAS by gemm-probe, per size (bm,bn,bk,wm,wn,stages[,persist])
 GEMM_PROBE = {
-    4096: ["256,128,32,64,64,4", "256,128,32,64,64,4,1", "256,128,64,64,64,3", "256,128,64,64,64,3,1",
-           "128,256,64,64,64,3", "128,256,64,64,64,3,1", "128,256,32,64,64,4,1", "128,128,64,64,32,4"],
-    8192: ["256,128,32,64,64,4", "256,128,32,64,64,4,1", "256,128,64,64,64,3", "256,128,64,64,64,3,1"],
-    4000: ["256,128,32,64,64,4", "256,128,32,64,64,4,1", "256,128,64,64,64,3", "256,128,64,64,64,3,1"],
+    4096: ["256,128,32,64,64,4", "256,128,64,64,64,3", "128,256,64,64,64,3", "128,256,32,64,64,4",
+           "128,256,64,64,64,4", "256,128,64,64,64,4", "256,128,32,64,64,4,1", "128,128,64,64,32,4"],
+    8192: ["256,128,32,64,64,4", "256,128,64,64,64,3", "128,256,64,64,64,3", "128,256,64,64,64,4"],
+    4000: ["256,128,32,64,64,4", "256,128,64,64,64,3", "128,256,64,64,64,3", "128,256,32,64,64,4"],
 }
 
 
-# odd shapes, both layouts of A and B, fused epilogues: the persistent schedules verified (not timed)
+# odd shapes, both layouts of A and B, fused epilogues, edge blocks beside whole ones (the unchecked copy
+# path): the leading GEMM schedules verified on them (not timed)
 PERSIST_ODD = [Gemm(129, 95, 67, "bf16"), Gemm(257, 130, 72, "fp16", layout_a="col", layout_b="col"),
                Gemm(300, 264, 200, "bf16", layout_a="col", layout_b="row", epilogue=("bias", "gelu", "scale",
                                                                                     "residual"), alpha=0.75),
-               Gemm(1000, 1000, 1000, "bf16", epilogue=("bias", "relu")), Gemm(1000, 3000, 520, "fp16"),
-               Gemm(2000, 1000, 4000, "bf16", layout_b="col")]
+               Gemm(1000, 1000, 1000, "bf16", epilogue=("bias", "relu")), Gemm(1000, 3000, 512, "fp16"),
+               Gemm(2000, 1000, 4096, "bf16", layout_b="col")]
 
 
 def verify_persistent(rng) -> int:
-    """Each persistent schedule of GEMM_PROBE on PERSIST_ODD, output poisoned with NaN first; failures."""
+    """The leading schedules (and a persistent one) on PERSIST_ODD, output poisoned with NaN first; failures."""
     bad = 0
-    specs = sorted({x for v in GEMM_PROBE.values() for x in v if x.count(",") == 6})
+    specs = ["256,128,32,64,64,4", "256,128,64,64,64,3", "128,256,64,64,64,3", "256,128,32,64,64,4,1"]
     for spec in specs:
         for op in PERSIST_ODD:
             sched = _mma(spec)
@@ -353,13 +354,13 @@ def verify_persistent(rng) -> int:
                 poison = np.full(op.output_shape(), 0x7FC0 if op.dtype.value == "bf16" else np.nan, op.dtype.storage)
                 err = relative_error(out_f64(op, k(inputs, poison)), reference(op, inputs)[0])
                 ok = bool(err <= tolerance(op))
-                print(f"persistent {sched.name} {op.signature[:70]} err {err:.2e} {'ok' if ok else 'FAILED'}",
+                print(f"odd {sched.name} {op.signature[:70]} err {err:.2e} {'ok' if ok else 'FAILED'}",
                       flush=True)
             except Exception as exc:  # noqa: BLE001
                 ok = False
-                print(f"persistent {sched.name} {op.signature[:70]} ERROR {type(exc).__name__}: {str(exc)[:200]}")
+                print(f"odd {sched.name} {op.signature[:70]} ERROR {type(exc).__name__}: {str(exc)[:200]}")
             bad += not ok
-    print(f"persistent odd shapes: {bad} failed")
+    print(f"odd shapes: {bad} failed")
     return bad
 
 

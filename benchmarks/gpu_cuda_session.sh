@@ -71,18 +71,19 @@ gemm)
     $PY benchmarks/bench_cuda.py verify --out "$OUT" 2>&1 | tee "$OUT/verify.log" | tail -3
     timeout ${PROBE_S:-260} $PY benchmarks/bench_cuda.py gemm-probe --repeats ${REPEATS:-30} --out "$OUT" \
         2>&1 | tee "$OUT/gemm_probe.log"
-    timeout 120 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -8
     SPECS=${NCU_SPECS:-256,128,32,64,64,4}
     N=$(echo $SPECS | wc -w)
     W=l1tex__data_pipe_lsu_wavefronts_mem_shared BC=l1tex__data_bank_conflicts_pipe_lsu_mem_shared I=smsp__sass_inst_executed_op_
     timeout 120 ncu --clock-control none --kernel-name regex:tr_gemm_mma --launch-count $N \
         --metrics $BC.sum,${BC}_op_ld.sum,${BC}_op_st.sum,$W.sum,${W}_op_ld.sum,${W}_op_st.sum,${I}ldsm.sum,${I}shared_ld.sum,${I}shared_st.sum,${I}ldgsts.sum \
         $PY benchmarks/bench_cuda.py ncu-gemm $SPECS 2>&1 | tee "$OUT/ncu_gemm.log" | grep -E "tr_gemm|conflicts|wavefronts|inst_executed" | tail -44
-    timeout 100 ncu --clock-control none --kernel-name regex:tr_gemm_mma --launch-count $N \
+    timeout 100 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -8
+    timeout 80 ncu --clock-control none --kernel-name regex:tr_gemm_mma --launch-count $N \
         --section WarpStateStats --section ComputeWorkloadAnalysis --section SpeedOfLight \
         $PY benchmarks/bench_cuda.py ncu-gemm $SPECS > "$OUT/ncu_stalls.log" 2>&1
     grep -E "tr_gemm|Stall|Throughput|Pipe|Issue" "$OUT/ncu_stalls.log" | head -60 > "$OUT/ncu_stalls_short.log"
-    grep -E "^[0-9]+ mma|persistent odd" "$OUT/gemm_probe.log" | tail -24
+    timeout 90 $PY benchmarks/bench_cuda.py bench --repeats 20 --only fp16 --out "$OUT/conv" 2>&1 | tee "$OUT/bench_conv.log" | tail -4
+    grep -E "^[0-9]+ mma|odd shapes|FAILED|ERROR" "$OUT/gemm_probe.log" | tail -24
     ;;
 space)
     $PY benchmarks/bench_cuda.py space --size ${SPACE_SIZE:-4096} --out "$OUT/space.json" 2>&1 | tee "$OUT/space.log" | tail -5

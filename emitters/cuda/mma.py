@@ -97,7 +97,9 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     name = (f"tr_{op.kind}_mma_{dtype}_{'a' + ('k' if plan.a_kmajor else 'm')}{'b' + ('k' if plan.b_kmajor else 'n')}"
             f"_{s.name}" + (f"_{op.layout}" if conv else "") + ("_" + "_".join(epi) if epi else ""))
     name = name.replace("<", "").replace(">", "").replace(",", "")
-    w: list[str] = [PRELUDE.replace("NARGS", "1"), prelude_sm80(dtype)]
+    w: list[str] = [PRELUDE.replace("NARGS", "1"), prelude_sm80(dtype),
+                    "struct TrTrue { static constexpr bool value = true; };\n"
+                    "struct TrFalse { static constexpr bool value = false; };"]
     w.append(f"static __device__ __forceinline__ uint32_t offA(uint32_t line, uint32_t col) "
              f"{{ return {plan.a.c_offset('line', 'col')}; }}")
     w.append(f"static __device__ __forceinline__ uint32_t offB(uint32_t line, uint32_t col) "
@@ -138,19 +140,19 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     # ---- loaders
     loaders: list[str] = []
     loaders.append(_gemm_loader("B", "B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, nt, ln0, "N",
-                                "K" if plan.b_kmajor else "N"))
+                                "K" if plan.b_kmajor else "N", s.bk))
     if conv:
         loaders.append(_conv_loader(op, a_vec, a_lines, a_cpl, a_iter, nt, hoist))
     else:
         loaders.append(_gemm_loader("A", "A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, nt, lm0, "M",
-                                    "K" if plan.a_kmajor else "M"))
+                                    "K" if plan.a_kmajor else "M", s.bk))
     for tag, kmaj, vec_, lines_, cpl_, it_, mn0, mnt in (
             ("A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, lm0, "M"),
             ("B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, ln0, "N")):
         if vec_ and nt % cpl_ == 0 and not (conv and tag == "A"):  # the conv A tile is a gather
             body.extend(_gemm_loader_setup(tag, kmaj, lines_, cpl_, it_, nt, mn0, mnt,
                                            "K" if kmaj else mnt, plan.a if tag == "A" else plan.b).splitlines())
-    b("auto load_tile = [&](int kt, int slot) {")
+    b("auto load_tile = [&](int kt, int slot, auto fast_) {")
     b(f"  const int k0 = kt * {s.bk};")
     b(f"  const uint32_t baseA = sA + slot * {plan.a.size_bytes}u, baseB = sB + slot * {plan.b.size_bytes}u;")
     b("  if (kt < ktiles) {")
@@ -162,7 +164,7 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
         setups = " ".join(f"setup_{t}();" for t in ("A", "B") if f"auto setup_{t} =" in "\n".join(body))
         b("auto load_next = [&](int slot) {")
         b("  if (l_tile < tiles) {")
-        b("    load_tile(l_kt, slot);")
+        b("    load_tile(l_kt, slot, TrFalse());")
         b("    if (++l_kt == ktiles) {")
         b("      l_kt = 0; l_tile += gridDim.x;")
         b(f"      if (l_tile < tiles) {{ tile_origin(l_tile, lm0, ln0); {setups} }}")
@@ -178,7 +180,9 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     body.extend(_fragment_loads(plan, s).splitlines())
     # ---- pipeline
     st = s.stages
-    load = "load_next(t)" if persistent else "load_tile(t, t)"
+    # the pipeline and main loop, instantiated for whole tiles (unchecked copies) and for edge blocks
+    b("auto mainloop = [&](auto fast_) {")
+    load = "load_next(t)" if persistent else "load_tile(t, t, fast_)"
     b(f"#pragma unroll\nfor (int t = 0; t < {st - 1}; ++t) {{ {load}; TR_CP_COMMIT(); }}")
     b(f"TR_CP_WAIT({st - 2});\n__syncthreads();")
     b("load_frags(0, 0, 0);")
@@ -196,7 +200,7 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     b("    }")
     b(f"    load_frags((kk + 1) & 1, read_slot, (kk + 1) % {kk_steps});")
     b("    if (kk == 0) {")
-    b(f"      {'load_next(write_slot)' if persistent else f'load_tile(kt + {st - 1}, write_slot)'}; TR_CP_COMMIT();")
+    b(f"      {'load_next(write_slot)' if persistent else f'load_tile(kt + {st - 1}, write_slot, fast_)'}; TR_CP_COMMIT();")
     b(f"      write_slot = write_slot == {st - 1} ? 0 : write_slot + 1;")
     b("    }")
     b(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n    for (int j = 0; j < {ntile}; ++j)")
@@ -213,6 +217,11 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
         b("  }")
     b("}")
     b("TR_CP_WAIT(0);")
+    b("};")
+    if persistent or conv:
+        b("mainloop(TrFalse());")
+    else:
+        b(f"if (m0 + {s.bm} <= M && n0 + {s.bn} <= N && K % {s.bk} == 0) mainloop(TrTrue()); else mainloop(TrFalse());")
     # ---- epilogue
     if not persistent:
         body.extend(_epilogue(op, s, epi, to_f, from_f, conv, mt, ntile).splitlines())
@@ -328,7 +337,7 @@ def _fragment_loads(plan: MmaPlan, s: Any) -> str:
 
 
 def _gemm_loader(tag: str, ptr: str, kmajor: bool, vec: bool, lines: int, cpl: int, iters: int, nt: int,
-                 mn0: str, mn_total: str, ld: str) -> str:
+                 mn0: str, mn_total: str, ld: str, bk: int = 0) -> str:
     """One operand tile from a plain row- or column-major matrix (``ld`` = its row length)."""
     if kmajor:
         coords = f"const int mn = {mn0} + line, kq = k0 + ch * 8;"
@@ -346,21 +355,24 @@ def _gemm_loader(tag: str, ptr: str, kmajor: bool, vec: bool, lines: int, cpl: i
            f"    const uint32_t dst = base{tag} + off{tag}(line, ch * 8);"]
     if vec and nt % cpl == 0:  # addresses precomputed once per tile origin (_gemm_loader_setup)
         step = nt // cpl
-        rowstep = f"(size_t){step} * {ld}"
-        out = ["{"]
+        koff = "(size_t)k0" if kmajor else f"(size_t)k0 * {ld}"
+        out = ["{", f"const uint16_t* p_ = {tag}_src + {koff};",
+               # a block whose tiles all lie inside the matrices (chosen once per block, a compile-time branch
+               # of the main loop): no per-copy checks, one pointer stepped by a constant row distance
+               "if constexpr (decltype(fast_)::value) {"]
+        for i in range(iters):
+            out.append(f"  tr_cp16(base{tag} + {_soff(tag, i)}, p_, 16u);" +
+                       (f" p_ += {tag}_rs;" if i + 1 < iters else ""))
+        out.append("} else {")
         if kmajor:
-            out.append(f"const bool okk = k0 + {tag}_ch * 8 < K;")
+            out.append(f"  const bool okk = k0 + {tag}_ch * 8 < K;")
         for i in range(iters):
             ok = f"(({tag}_okm >> {i}) & 1)"
-            if kmajor:
-                cond = f"okk && {ok}"
-                src = f"{tag}_src + k0 + {i} * {rowstep}" if i else f"{tag}_src + k0"
-            else:
-                cond = f"{ok} && k0 + {tag}_line0 + {i * step} < K"
-                src = f"{tag}_src + ((size_t)k0 + {i * step}) * {ld}"
-            out.append(f"{{ const bool ok = {cond}; "
+            cond = f"okk && {ok}" if kmajor else f"{ok} && k0 + {tag}_line0 + {i * step} < K"
+            src = f"p_ + {i} * {tag}_rs" if i else "p_"
+            out.append(f"  {{ const bool ok = {cond}; "
                        f"tr_cp16(base{tag} + {_soff(tag, i)}, ok ? {src} : {ptr}, ok ? 16u : 0u); }}")
-        out.append("}")
+        out += ["}", "}"]
         return "\n".join(out)
     if vec:
         out += [f"    const bool ok = {ok};",
@@ -410,6 +422,7 @@ def _gemm_loader_setup(tag: str, kmajor: bool, lines: int, cpl: int, iters: int,
         else:
             out.append(f"const uint32_t {_soff(tag, i)} = off{tag}({tag}_line0 + {i * step}, {tag}_ch * 8);")
     out += [f"const uint16_t* {tag}_src; uint32_t {tag}_okm;",
+            f"const size_t {tag}_rs = (size_t){step} * {ld};  /* elements between a thread's chunks */",
             f"auto setup_{tag} = [&]() {{",
             f"  {tag}_okm = 0u;",
             f"  #pragma unroll\n  for (int i = 0; i < {iters}; ++i) {{",

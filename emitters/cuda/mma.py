@@ -97,9 +97,7 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     name = (f"tr_{op.kind}_mma_{dtype}_{'a' + ('k' if plan.a_kmajor else 'm')}{'b' + ('k' if plan.b_kmajor else 'n')}"
             f"_{s.name}" + (f"_{op.layout}" if conv else "") + ("_" + "_".join(epi) if epi else ""))
     name = name.replace("<", "").replace(">", "").replace(",", "")
-    w: list[str] = [PRELUDE.replace("NARGS", "1"), prelude_sm80(dtype),
-                    "struct TrTrue { static constexpr bool value = true; };\n"
-                    "struct TrFalse { static constexpr bool value = false; };"]
+    w: list[str] = [PRELUDE.replace("NARGS", "1"), prelude_sm80(dtype)]
     w.append(f"static __device__ __forceinline__ uint32_t offA(uint32_t line, uint32_t col) "
              f"{{ return {plan.a.c_offset('line', 'col')}; }}")
     w.append(f"static __device__ __forceinline__ uint32_t offB(uint32_t line, uint32_t col) "
@@ -137,34 +135,40 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     b_iter = -(-(b_lines * b_cpl) // nt)
     if conv:
         _conv_prologue(op, s, plan, body, nt, a_iter, a_cpl, hoist)
-    # ---- loaders
-    loaders: list[str] = []
-    loaders.append(_gemm_loader("B", "B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, nt, ln0, "N",
-                                "K" if plan.b_kmajor else "N", s.bk))
-    if conv:
-        loaders.append(_conv_loader(op, a_vec, a_lines, a_cpl, a_iter, nt, hoist))
-    else:
-        loaders.append(_gemm_loader("A", "A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, nt, lm0, "M",
-                                    "K" if plan.a_kmajor else "M", s.bk))
+    # ---- loaders: "checked" copies test every row and k; "fast" ones (blocks whose tiles all lie inside the
+    # matrices, chosen once per block) test nothing and step one pointer per operand
+    fast_ok = not (conv or persistent)
+
+    def loaders(fast: bool) -> list[str]:
+        out = [_gemm_loader("B", "B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, nt, ln0, "N",
+                            "K" if plan.b_kmajor else "N", fast)]
+        if conv:
+            out.append(_conv_loader(op, a_vec, a_lines, a_cpl, a_iter, nt, hoist))
+        else:
+            out.append(_gemm_loader("A", "A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, nt, lm0, "M",
+                                    "K" if plan.a_kmajor else "M", fast))
+        return out
+
     for tag, kmaj, vec_, lines_, cpl_, it_, mn0, mnt in (
             ("A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, lm0, "M"),
             ("B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, ln0, "N")):
         if vec_ and nt % cpl_ == 0 and not (conv and tag == "A"):  # the conv A tile is a gather
             body.extend(_gemm_loader_setup(tag, kmaj, lines_, cpl_, it_, nt, mn0, mnt,
                                            "K" if kmaj else mnt, plan.a if tag == "A" else plan.b).splitlines())
-    b("auto load_tile = [&](int kt, int slot, auto fast_) {")
-    b(f"  const int k0 = kt * {s.bk};")
-    b(f"  const uint32_t baseA = sA + slot * {plan.a.size_bytes}u, baseB = sB + slot * {plan.b.size_bytes}u;")
-    b("  if (kt < ktiles) {")
-    for text in loaders:
-        body.extend("    " + ln for ln in text.splitlines())
-    b("  }")
-    b("};")
+    for fast in (False, True) if fast_ok else (False,):
+        b(f"auto load_tile{'_fast' if fast else ''} = [&](int kt, int slot) {{")
+        b(f"  const int k0 = kt * {s.bk};")
+        b(f"  const uint32_t baseA = sA + slot * {plan.a.size_bytes}u, baseB = sB + slot * {plan.b.size_bytes}u;")
+        b("  if (kt < ktiles) {")
+        for text in loaders(fast):
+            body.extend("    " + ln for ln in text.splitlines())
+        b("  }")
+        b("};")
     if persistent:  # the next k tile of the loader's tile; past its last, the next tile's origin and sources
         setups = " ".join(f"setup_{t}();" for t in ("A", "B") if f"auto setup_{t} =" in "\n".join(body))
         b("auto load_next = [&](int slot) {")
         b("  if (l_tile < tiles) {")
-        b("    load_tile(l_kt, slot, TrFalse());")
+        b("    load_tile(l_kt, slot);")
         b("    if (++l_kt == ktiles) {")
         b("      l_kt = 0; l_tile += gridDim.x;")
         b(f"      if (l_tile < tiles) {{ tile_origin(l_tile, lm0, ln0); {setups} }}")
@@ -180,48 +184,53 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     body.extend(_fragment_loads(plan, s).splitlines())
     # ---- pipeline
     st = s.stages
-    # the pipeline and main loop, instantiated for whole tiles (unchecked copies) and for edge blocks
-    b("auto mainloop = [&](auto fast_) {")
-    load = "load_next(t)" if persistent else "load_tile(t, t, fast_)"
-    b(f"#pragma unroll\nfor (int t = 0; t < {st - 1}; ++t) {{ {load}; TR_CP_COMMIT(); }}")
-    b(f"TR_CP_WAIT({st - 2});\n__syncthreads();")
-    b("load_frags(0, 0, 0);")
-    b(f"int read_slot = 0, write_slot = {st - 1};")
-    if persistent:
-        b("const int iters = (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x * ktiles;")
-        b("int kt = 0;")
-        b("for (int it = 0; it < iters; ++it) {")
-    else:
-        b("for (int kt = 0; kt < ktiles; ++kt) {")
-    b(f"  #pragma unroll\n  for (int kk = 0; kk < {kk_steps}; ++kk) {{")
-    b(f"    if (kk == {kk_steps - 1}) {{")
-    b(f"      TR_CP_WAIT({st - 2});\n      __syncthreads();")
-    b(f"      read_slot = read_slot == {st - 1} ? 0 : read_slot + 1;")
-    b("    }")
-    b(f"    load_frags((kk + 1) & 1, read_slot, (kk + 1) % {kk_steps});")
-    b("    if (kk == 0) {")
-    b(f"      {'load_next(write_slot)' if persistent else f'load_tile(kt + {st - 1}, write_slot, fast_)'}; TR_CP_COMMIT();")
-    b(f"      write_slot = write_slot == {st - 1} ? 0 : write_slot + 1;")
-    b("    }")
-    b(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n    for (int j = 0; j < {ntile}; ++j)")
-    b("      tr_mma(acc[i][j], fa[kk & 1][i], fb[kk & 1][j]);")
-    b("  }")
-    if persistent:  # the tile's last k step: store it, clear the accumulators, take the next tile
-        b("  if (++kt == ktiles) {")
-        b("    kt = 0;")
-        body.extend("    " + ln for ln in _epilogue(op, s, epi, to_f, from_f, conv, mt, ntile).splitlines())
-        b(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n    for (int j = 0; j < {ntile}; ++j)\n"
-          "    #pragma unroll\n    for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;")
-        b("    c_tile += gridDim.x;")
-        b("    if (c_tile < tiles) tile_origin(c_tile, m0, n0);")
+    # the pipeline and main loop, written out twice where blocks may take the fast copies
+    def mainloop(fast: bool) -> None:
+        lt = "load_tile_fast" if fast else "load_tile"
+        load = "load_next(t)" if persistent else f"{lt}(t, t)"
+        b(f"#pragma unroll\nfor (int t = 0; t < {st - 1}; ++t) {{ {load}; TR_CP_COMMIT(); }}")
+        b(f"TR_CP_WAIT({st - 2});\n__syncthreads();")
+        b("load_frags(0, 0, 0);")
+        b(f"int read_slot = 0, write_slot = {st - 1};")
+        if persistent:
+            b("const int iters = (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x * ktiles;")
+            b("int kt = 0;")
+            b("for (int it = 0; it < iters; ++it) {")
+        else:
+            b("for (int kt = 0; kt < ktiles; ++kt) {")
+        b(f"  #pragma unroll\n  for (int kk = 0; kk < {kk_steps}; ++kk) {{")
+        b(f"    if (kk == {kk_steps - 1}) {{")
+        b(f"      TR_CP_WAIT({st - 2});\n      __syncthreads();")
+        b(f"      read_slot = read_slot == {st - 1} ? 0 : read_slot + 1;")
+        b("    }")
+        b(f"    load_frags((kk + 1) & 1, read_slot, (kk + 1) % {kk_steps});")
+        b("    if (kk == 0) {")
+        b(f"      {'load_next(write_slot)' if persistent else f'{lt}(kt + {st - 1}, write_slot)'}; TR_CP_COMMIT();")
+        b(f"      write_slot = write_slot == {st - 1} ? 0 : write_slot + 1;")
+        b("    }")
+        b(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n    for (int j = 0; j < {ntile}; ++j)")
+        b("      tr_mma(acc[i][j], fa[kk & 1][i], fb[kk & 1][j]);")
         b("  }")
-    b("}")
-    b("TR_CP_WAIT(0);")
-    b("};")
-    if persistent or conv:
-        b("mainloop(TrFalse());")
+        if persistent:  # the tile's last k step: store it, clear the accumulators, take the next tile
+            b("  if (++kt == ktiles) {")
+            b("    kt = 0;")
+            body.extend("    " + ln for ln in _epilogue(op, s, epi, to_f, from_f, conv, mt, ntile).splitlines())
+            b(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n    for (int j = 0; j < {ntile}; ++j)\n"
+              "    #pragma unroll\n    for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;")
+            b("    c_tile += gridDim.x;")
+            b("    if (c_tile < tiles) tile_origin(c_tile, m0, n0);")
+            b("  }")
+        b("}")
+        b("TR_CP_WAIT(0);")
+
+    if fast_ok:
+        b(f"if (m0 + {s.bm} <= M && n0 + {s.bn} <= N && K % {s.bk} == 0) {{")
+        mainloop(True)
+        b("} else {")
+        mainloop(False)
+        b("}")
     else:
-        b(f"if (m0 + {s.bm} <= M && n0 + {s.bn} <= N && K % {s.bk} == 0) mainloop(TrTrue()); else mainloop(TrFalse());")
+        mainloop(False)
     # ---- epilogue
     if not persistent:
         body.extend(_epilogue(op, s, epi, to_f, from_f, conv, mt, ntile).splitlines())
@@ -337,7 +346,7 @@ def _fragment_loads(plan: MmaPlan, s: Any) -> str:
 
 
 def _gemm_loader(tag: str, ptr: str, kmajor: bool, vec: bool, lines: int, cpl: int, iters: int, nt: int,
-                 mn0: str, mn_total: str, ld: str, bk: int = 0) -> str:
+                 mn0: str, mn_total: str, ld: str, fast: bool = False) -> str:
     """One operand tile from a plain row- or column-major matrix (``ld`` = its row length)."""
     if kmajor:
         coords = f"const int mn = {mn0} + line, kq = k0 + ch * 8;"
@@ -356,23 +365,22 @@ def _gemm_loader(tag: str, ptr: str, kmajor: bool, vec: bool, lines: int, cpl: i
     if vec and nt % cpl == 0:  # addresses precomputed once per tile origin (_gemm_loader_setup)
         step = nt // cpl
         koff = "(size_t)k0" if kmajor else f"(size_t)k0 * {ld}"
-        out = ["{", f"const uint16_t* p_ = {tag}_src + {koff};",
-               # a block whose tiles all lie inside the matrices (chosen once per block, a compile-time branch
-               # of the main loop): no per-copy checks, one pointer stepped by a constant row distance
-               "if constexpr (decltype(fast_)::value) {"]
-        for i in range(iters):
-            out.append(f"  tr_cp16(base{tag} + {_soff(tag, i)}, p_, 16u);" +
-                       (f" p_ += {tag}_rs;" if i + 1 < iters else ""))
-        out.append("} else {")
+        out = ["{", f"const uint16_t* p_ = {tag}_src + {koff};"]
+        if fast:  # a whole tile inside the matrix: no checks, one pointer stepped by a row distance
+            for i in range(iters):
+                out.append(f"tr_cp16(base{tag} + {_soff(tag, i)}, p_, 16u);" +
+                           (f" p_ += {tag}_rs;" if i + 1 < iters else ""))
+            out.append("}")
+            return "\n".join(out)
         if kmajor:
-            out.append(f"  const bool okk = k0 + {tag}_ch * 8 < K;")
+            out.append(f"const bool okk = k0 + {tag}_ch * 8 < K;")
         for i in range(iters):
             ok = f"(({tag}_okm >> {i}) & 1)"
             cond = f"okk && {ok}" if kmajor else f"{ok} && k0 + {tag}_line0 + {i * step} < K"
             src = f"p_ + {i} * {tag}_rs" if i else "p_"
-            out.append(f"  {{ const bool ok = {cond}; "
+            out.append(f"{{ const bool ok = {cond}; "
                        f"tr_cp16(base{tag} + {_soff(tag, i)}, ok ? {src} : {ptr}, ok ? 16u : 0u); }}")
-        out += ["}", "}"]
+        out.append("}")
         return "\n".join(out)
     if vec:
         out += [f"    const bool ok = {ok};",

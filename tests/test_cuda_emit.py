@@ -129,8 +129,23 @@ def test_recorded_space_covers_the_search_space(fixtures):
         assert t["status"] in ("ok", "compile_failed", "runtime_failed", "wrong_result", "timeout", "invalid")
         assert (t["p50_ms"] is not None) == (t["status"] == "ok")
     ok = [t for t in doc["trials"] if t["status"] == "ok"]
-    best = min(ok, key=lambda t: t["p50_ms"])
-    assert cuda.CudaSchedule.from_json(best["schedule"]) == cuda.hero_schedule(op, doc["variant"], None)
+    # the recording (run 05) predates the copy-path and ldmatrix changes measured in run 07 that moved the hero
+    # from its best (256x128x32) to 128x256x32 (test below); the hero is one of its verified candidates
+    hero = cuda.hero_schedule(op, doc["variant"], None)
+    assert hero in {cuda.CudaSchedule.from_json(t["schedule"]) for t in ok}
+
+
+@pytest.mark.parametrize("size", [4096, 8192, 4000])
+def test_gemm_hero_is_the_fastest_verified_schedule_of_the_last_h200_run(size):
+    """gpu/cuda_runs/07_gemm/gemm_probe.json: bf16 GEMM schedules verified then timed against cuBLAS."""
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).parent.parent / "gpu/cuda_runs/07_gemm/gemm_probe.json").read_text())
+    rows = [r for r in doc["rows"] if r["size"] == size and r.get("verified") and "ours" in r]
+    assert rows and all(r["rel_err"] < 1e-2 for r in rows)
+    best = min(rows, key=lambda r: r["ours"]["p50_ms"])
+    op = Gemm(size, size, size, "bf16")
+    assert cuda.CudaSchedule.from_json(best["schedule"]) == cuda.hero_schedule(op, "cuda-mma-sync.gemm", None)
 
 
 @pytest.mark.parametrize("shape,layouts", [((256, 128, 32, 64, 64, 4), ("row", "row")),

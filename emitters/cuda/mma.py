@@ -6,8 +6,11 @@ through a ``stages``-deep ring of shared-memory slots filled by 16-byte ``cp.asy
 the edges, so any M, N, K runs); the matching ``cp.async.wait_group stages-2`` before each slot is
 read. Shared tiles are swizzled by the layouts of ``plan.py`` (from ``emitters/layout.py``), read into
 registers by ``ldmatrix`` (``.trans`` for mn-major tiles), with the fragments of the next k16 step
-loaded while the current one multiplies (register double buffering). Blocks are rasterized in groups
-of ``raster`` block rows so that neighbours share operand lines in L2. The epilogue applies the IR's
+loaded while the current one multiplies (register double buffering); the ldmatrix addresses are a few
+per-thread base registers plus constants (``fragment_offsets``), so the main loop does no index
+arithmetic. Blocks whose tiles all lie inside the matrices run a copy of the main loop with unchecked
+copies; edge blocks the checked one. Blocks are rasterized in groups of ``raster`` block rows so that
+neighbours share operand lines in L2; ``persist`` > 0 (GEMM) walks the tiles with one block per SM. The epilogue applies the IR's
 fused ops in order and stores two elements per 32-bit store where the row allows.
 
 Operands whose rows are not 16-byte aligned (k or n not a multiple of 8) load through registers

@@ -306,10 +306,14 @@ def sanitize(rng) -> None:
 
 
 def _mma(spec: str) -> cuda.CudaSchedule:
-    """``bm,bn,bk,wm,wn,stages[,persist]`` -> an mma schedule (raster 8)."""
-    t = [int(x) for x in spec.split(",")]
-    return cuda.CudaSchedule("mma", *t[:6], raster=8, persist=t[6] if len(t) > 6 else 0,
-                             min_blocks=max(1, t[6] if len(t) > 6 else 1))
+    """``bm,bn,bk,wm,wn,stages[,persist][:direct][:rN]`` -> an mma schedule (raster 8 unless ``:rN``; the
+    staged epilogue unless ``:direct``)."""
+    head, *opts = spec.split(":")
+    t = [int(x) for x in head.split(",")]
+    raster = next((int(o[1:]) for o in opts if o.startswith("r")), 8)
+    return cuda.CudaSchedule("mma", *t[:6], raster=raster, persist=t[6] if len(t) > 6 else 0,
+                             min_blocks=max(1, t[6] if len(t) > 6 else 1),
+                             epilogue="direct" if "direct" in opts else "smem")
 
 
 def ncu_gemm(rng, specs: list[str] | None = None) -> None:
@@ -323,12 +327,13 @@ def ncu_gemm(rng, specs: list[str] | None = None) -> None:
         print(k.artifact.name, "ran; output finite:", bool(np.isfinite(to_float64(y, op.dtype)).all()))
 
 
-# the mma.sync GEMM schedules timed against cuBLAS by gemm-probe, per size (bm,bn,bk,wm,wn,stages[,persist])
+# the mma.sync GEMM schedules timed against cuBLAS by gemm-probe, per size (see _mma): run 08 times the staged
+# epilogue against the direct one (":direct") on the leading tiles, and the hero's raster width
 GEMM_PROBE = {
-    4096: ["256,128,32,64,64,4", "256,128,64,64,64,3", "128,256,64,64,64,3", "128,256,32,64,64,4",
-           "128,256,64,64,64,4", "256,128,64,64,64,4", "256,128,32,64,64,4,1", "128,128,64,64,32,4"],
-    8192: ["256,128,32,64,64,4", "256,128,64,64,64,3", "128,256,64,64,64,3", "128,256,64,64,64,4"],
-    4000: ["256,128,32,64,64,4", "256,128,64,64,64,3", "128,256,64,64,64,3", "128,256,32,64,64,4"],
+    4096: ["128,256,32,64,64,4", "128,256,32,64,64,4:direct", "128,256,64,64,64,3", "128,256,64,64,64,3:direct",
+           "256,128,32,64,64,4", "256,128,32,64,64,4:direct", "128,256,32,64,64,4:r4", "128,256,32,64,64,4:r16"],
+    8192: ["128,256,64,64,64,3", "128,256,64,64,64,3:direct", "128,256,32,64,64,4", "128,256,32,64,64,4:direct"],
+    4000: ["128,256,32,64,64,4", "128,256,32,64,64,4:direct", "128,256,64,64,64,3", "256,128,32,64,64,4"],
 }
 
 
@@ -338,13 +343,15 @@ PERSIST_ODD = [Gemm(129, 95, 67, "bf16"), Gemm(257, 130, 72, "fp16", layout_a="c
                Gemm(300, 264, 200, "bf16", layout_a="col", layout_b="row", epilogue=("bias", "gelu", "scale",
                                                                                     "residual"), alpha=0.75),
                Gemm(1000, 1000, 1000, "bf16", epilogue=("bias", "relu")), Gemm(1000, 3000, 512, "fp16"),
-               Gemm(2000, 1000, 4096, "bf16", layout_b="col")]
+               Gemm(2000, 1000, 4096, "bf16", layout_b="col"),
+               Gemm(200, 203, 96, "fp16", epilogue=("residual", "relu", "bias"))]  # scalar tail, fused ops
 
 
 def verify_persistent(rng) -> int:
     """The leading schedules (and a persistent one) on PERSIST_ODD, output poisoned with NaN first; failures."""
     bad = 0
-    specs = ["256,128,32,64,64,4", "256,128,64,64,64,3", "128,256,64,64,64,3", "256,128,32,64,64,4,1"]
+    specs = ["128,256,32,64,64,4", "128,256,32,64,64,4:direct", "256,128,64,64,64,3", "128,256,64,64,64,3",
+             "256,128,32,64,64,4,1"]
     for spec in specs:
         for op in PERSIST_ODD:
             sched = _mma(spec)

@@ -3,6 +3,7 @@
 #   benchmarks/gpu_cuda_session.sh smoke   # versions, verify on odd shapes, a quick benchmark table
 #   benchmarks/gpu_cuda_session.sh full    # verify, compute-sanitizer, benchmark, ncu bank conflicts, search space
 #   benchmarks/gpu_cuda_session.sh gemm    # verify, the mma.sync GEMM schedules vs cuBLAS, GPU tests, ncu
+#   benchmarks/gpu_cuda_session.sh epilogue  # verify, the GEMM schedules (staged vs direct epilogue) vs cuBLAS, GPU tests
 # Writes logs and JSON under $OUT (default ./.out). Installs nothing from the network: `tracea` is imported
 # from this checkout through a folder of links that mirrors pyproject's package-dir map.
 set -uo pipefail
@@ -84,6 +85,15 @@ gemm)
     grep -E "tr_gemm|Stall|Throughput|Pipe|Issue" "$OUT/ncu_stalls.log" | head -60 > "$OUT/ncu_stalls_short.log"
     timeout 90 $PY benchmarks/bench_cuda.py bench --repeats 20 --only fp16 --out "$OUT/conv" 2>&1 | tee "$OUT/bench_conv.log" | tail -4
     grep -E "^[0-9]+ mma|odd shapes|FAILED|ERROR" "$OUT/gemm_probe.log" | tail -24
+    ;;
+epilogue)
+    # run 08: odd shapes of every variant, then the GEMM schedules with the staged epilogue against the direct
+    # one (and the hero's raster width) vs cuBLAS at 4096^3, 8192^3, 4000^3, then the GPU tests
+    $PY benchmarks/bench_cuda.py verify --out "$OUT" 2>&1 | tee "$OUT/verify.log" | tail -2
+    timeout ${PROBE_S:-300} $PY benchmarks/bench_cuda.py gemm-probe --repeats ${REPEATS:-30} --out "$OUT" \
+        2>&1 | tee "$OUT/gemm_probe.log" | grep -E "FAILED|ERROR|NOT TIMED|odd shapes"
+    timeout 100 $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -4
+    grep -E "^[0-9]+ mma" "$OUT/gemm_probe.log"
     ;;
 space)
     $PY benchmarks/bench_cuda.py space --size ${SPACE_SIZE:-4096} --out "$OUT/space.json" 2>&1 | tee "$OUT/space.log" | tail -5

@@ -11,7 +11,12 @@ per-thread base registers plus constants (``fragment_offsets``), so the main loo
 arithmetic. Blocks whose tiles all lie inside the matrices run a copy of the main loop with unchecked
 copies; edge blocks the checked one. Blocks are rasterized in groups of ``raster`` block rows so that
 neighbours share operand lines in L2; ``persist`` > 0 (GEMM) walks the tiles with one block per SM. The epilogue applies the IR's
-fused ops in order and stores two elements per 32-bit store where the row allows.
+fused ops in order (in fp32, one rounding at the end). With ``epilogue="smem"`` (GEMM and NHWC conv, not
+persistent) the warps first write their fp32 accumulators to a staging tile in the drained pipeline's
+shared memory (``plan.CStage``), then every thread reads 8 consecutive columns of one row and stores them
+as one 16-byte vector (bias and residual read as 16-byte vectors too): a warp writes 512 contiguous bytes.
+Rows whose length is not a multiple of 8 store element by element. ``"direct"`` stores from the fragments,
+two elements per 32-bit store where the row allows.
 
 Operands whose rows are not 16-byte aligned (k or n not a multiple of 8) load through registers
 element by element: slower, still correct. The convolution gathers A = im2col(x) on the fly: the pixel
@@ -235,7 +240,9 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
     else:
         mainloop(False)
     # ---- epilogue
-    if not persistent:
+    if plan.c_stage is not None:
+        body.extend(_staged_epilogue(s, plan.c_stage, epi, to_f, from_f, N % 8 == 0, nt).splitlines())
+    elif not persistent:
         body.extend(_epilogue(op, s, epi, to_f, from_f, conv, mt, ntile).splitlines())
     src = "\n".join(w) + "\n\n" + sig + " {\n" + "\n".join("    " + ln for ln in body) + "\n}\n"
     tiles = -(-M // s.bm) * -(-N // s.bn)
@@ -250,6 +257,8 @@ def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
                  "coordinate_table_bytes": plan.table_bytes},
         "launch": {"grid": list(grid), "block": [nt, 1, 1], "dynamic_smem": plan.smem_bytes},
         "epilogue": list(epi),
+        "c_store": ({"staged": "smem", "passes": plan.c_stage.passes, "bytes": plan.c_stage.size_bytes,
+                     "vector": "16 B" if N % 8 == 0 else "scalar"} if plan.c_stage else {"staged": "none"}),
     }
     if conv:
         meta["conv"] = {"layout": op.layout, "hoist": "smem" if hoist else "recompute"}
@@ -554,3 +563,69 @@ def _epilogue(op: Any, s: Any, epi: tuple[str, ...], to_f: str, from_f: str, con
                   "      }"]
     lines += ["    }", "  }", "}"]
     return "\n".join(lines)
+
+
+def _staged_epilogue(s: Any, cs: Any, epi: tuple[str, ...], to_f: str, from_f: str, n_vec: bool, nt: int) -> str:
+    """C through the shared staging tile ``cs`` (``plan.CStage``), in ``cs.passes`` passes: the warps write
+    fragment rows, a barrier, the block reads 8 columns per thread, applies the fused ops and stores 16 bytes
+    (``n_vec``: N a multiple of 8, so every row starts on 16 bytes and a chunk is whole or wholly past N)
+    or element by element; a barrier before the next pass overwrites the tile."""
+    per, cpr = cs.rows_per_warp, s.bn // 8
+    total = cs.lines * cpr
+    iters = -(-total // nt)
+    guard = "" if total % nt == 0 else f"if (c >= {total}) continue;"
+    L = ["__syncthreads();  /* every warp is past its last ldmatrix: the pipeline's shared memory is free */",
+         "float* cst = (float*)tr_smem;",
+         f"#pragma unroll\nfor (int pass = 0; pass < {cs.passes}; ++pass) {{",
+         f"  #pragma unroll\n  for (int ii = 0; ii < {per // 16}; ++ii)",
+         "  #pragma unroll\n  for (int half = 0; half < 2; ++half) {",
+         f"    const int line = warp_m * {per} + ii * 16 + (lane >> 2) + half * 8;",
+         f"    #pragma unroll\n    for (int j = 0; j < {s.wn // 8}; ++j) {{",
+         f"      const int col = warp_n * {s.wn} + j * 8 + (lane & 3) * 2;",
+         f"      const float* a_ = acc[pass * {per // 16} + ii][j];",
+         f"      *(float2*)(cst + {cs.c_offset('line', 'col')}) = make_float2(a_[half * 2], a_[half * 2 + 1]);",
+         "    }",
+         "  }",
+         "  __syncthreads();",
+         f"  #pragma unroll\n  for (int it = 0; it < {iters}; ++it) {{",
+         f"    const int c = tid + it * {nt};",
+         f"    {guard}",
+         f"    const int line = c / {cpr}, ch = c % {cpr};",
+         f"    const int row = m0 + (line / {per}) * {s.wm} + pass * {per} + line % {per}, col = n0 + ch * 8;",
+         "    if (row >= M || col >= N) continue;",
+         f"    const float4 x0 = *(const float4*)(cst + {cs.c_offset('line', 'ch * 8')});",
+         f"    const float4 x1 = *(const float4*)(cst + {cs.c_offset('line', 'ch * 8 + 4')});",
+         "    float v8[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};",
+         "    uint16_t* crow = Cout + (size_t)row * N;"]
+    if n_vec:
+        for name, src in (("bias", "bias + col"), ("residual", "resid + (size_t)row * N + col")):
+            if name in epi:
+                tag = name[:3]
+                L += [f"    const uint4 {tag}q = *(const uint4*)({src});",
+                      f"    const uint32_t {tag}w[4] = {{{tag}q.x, {tag}q.y, {tag}q.z, {tag}q.w}};"]
+    L += ["    #pragma unroll\n    for (int e = 0; e < 8; ++e) {",
+          "      float v = v8[e];"]
+    if n_vec:
+        if "bias" in epi:
+            L += [f"      const float bias_v = {to_f}((uint16_t)(biaw[e >> 1] >> ((e & 1) * 16)));"]
+        if "residual" in epi:
+            L += [f"      const float res_v = {to_f}((uint16_t)(resw[e >> 1] >> ((e & 1) * 16)));"]
+    else:
+        if "bias" in epi:
+            L += [f"      const float bias_v = col + e < N ? {to_f}(bias[col + e]) : 0.0f;"]
+        if "residual" in epi:
+            L += [f"      const float res_v = col + e < N ? {to_f}(resid[(size_t)row * N + col + e]) : 0.0f;"]
+    L += ["      " + EPI_CODE[e] for e in epi]
+    L += ["      v8[e] = v;", "    }"]
+    if n_vec:
+        L += ["    uint32_t o_[4];",
+              "    #pragma unroll\n    for (int q = 0; q < 4; ++q)",
+              f"      o_[q] = (uint32_t){from_f}(v8[2 * q]) | ((uint32_t){from_f}(v8[2 * q + 1]) << 16);",
+              "    *(uint4*)(crow + col) = make_uint4(o_[0], o_[1], o_[2], o_[3]);"]
+    else:
+        L += ["    #pragma unroll\n    for (int e = 0; e < 8; ++e)",
+              f"      if (col + e < N) crow[col + e] = {from_f}(v8[e]);"]
+    L += ["  }",
+          f"  if (pass + 1 < {cs.passes}) __syncthreads();  /* the tile is read before the next pass writes it */",
+          "}"]
+    return "\n".join(ln for ln in L if ln.strip())

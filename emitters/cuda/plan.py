@@ -46,6 +46,7 @@ class MmaPlan:
     b_kmajor: bool
     stages: int
     table_bytes: int  # the conv coordinate table (0: none)
+    c_stage: CStage | None = None  # the epilogue's staging tile (None: C written from the fragments)
 
     @property
     def stage_bytes(self) -> int:
@@ -53,7 +54,74 @@ class MmaPlan:
 
     @property
     def smem_bytes(self) -> int:
-        return self.stages * self.stage_bytes + self.table_bytes
+        pipeline = self.stages * self.stage_bytes + self.table_bytes
+        return max(pipeline, self.c_stage.size_bytes) if self.c_stage else pipeline
+
+
+C_PAD = 8  # floats of padding per staging line: the 8-byte fragment stores of 8 rows land on distinct banks
+
+
+@dataclass(frozen=True)
+class CStage:
+    """The fp32 tile through which the mma epilogue passes C, reusing the pipeline's shared memory.
+
+    Pass ``p`` holds, of every warp row ``wm``, its fragment rows ``p*rows_per_warp .. +rows_per_warp``
+    (all ``bn`` columns): ``warps_m * rows_per_warp`` lines of ``bn + C_PAD`` floats. Warps write their
+    accumulators as 8-byte float pairs; the block reads 2 x 16 bytes per thread (8 columns = one 16-byte
+    bf16/fp16 store to C). Column ``col`` lives at ``col ^ ((col >> 3) & 4)``: the 16-byte chunk index's bit 0
+    flipped by its bit 3, so the 8 threads of a quarter-warp reading chunks 0, 2, .., 14 hit 8 different
+    bank groups; the padding keeps the fragment stores apart. Both checked by the bank simulator
+    (``smem.epilogue_accesses``)."""
+
+    warps_m: int
+    rows_per_warp: int  # fragment rows of one warp in one pass (a multiple of 16)
+    passes: int
+    bn: int
+    pad: int = C_PAD
+    swizzle: bool = True  # (pad 0 / no swizzle: the layouts the simulator shows conflicting, for the tests)
+
+    @property
+    def lines(self) -> int:
+        return self.warps_m * self.rows_per_warp
+
+    @property
+    def stride(self) -> int:
+        return self.bn + self.pad
+
+    @property
+    def size_bytes(self) -> int:
+        return self.lines * self.stride * 4
+
+    def offset(self, line: Any, col: Any) -> Any:
+        """Float offset of (line, col); NumPy arrays or ints."""
+        return line * self.stride + ((col ^ ((col >> 3) & 4)) if self.swizzle else col)
+
+    def c_offset(self, line: str, col: str) -> str:
+        if not self.swizzle:
+            return f"({line}) * {self.stride} + ({col})"
+        return f"({line}) * {self.stride} + (({col}) ^ ((({col}) >> 3) & 4))"
+
+
+def stages_c(op: Any, schedule: Any) -> bool:
+    """Whether the epilogue stages C through shared memory: asked for, C row-major (GEMM, NHWC conv), and no
+    persistent grid (whose cp.async ring runs on into the next tile while the epilogue stores)."""
+    s = schedule
+    if getattr(s, "epilogue", "direct") != "smem" or s.persist > 0:
+        return False
+    return op.kind == "gemm" or (op.kind == "conv2d" and op.layout == "nhwc")
+
+
+def c_stage(op: Any, schedule: Any, pipeline_bytes: int) -> CStage | None:
+    """The staging tile: as many fragment rows per pass as fit in the pipeline's bytes (one 16-row
+    slice per warp at least, which may then need more shared memory than the pipeline)."""
+    s = schedule
+    if not stages_c(op, s):
+        return None
+    warps_m, mt = s.bm // s.wm, s.wm // 16
+    fits = [d for d in range(1, mt + 1) if mt % d == 0
+            and warps_m * d * 16 * (s.bn + C_PAD) * 4 <= pipeline_bytes]
+    per = max(fits) if fits else 1
+    return CStage(warps_m, per * 16, mt // per, s.bn)
 
 
 def _tile(lines: int, line_elems: int, swizzle: str) -> TileLayout:
@@ -81,7 +149,9 @@ def mma_plan(op: Any, schedule: Any, table: bool | None = None, arch_smem: int |
     a = _tile(s.bm, s.bk, s.swizzle) if ak else _tile(s.bk, s.bm, s.swizzle)
     b = _tile(s.bn, s.bk, s.swizzle) if bk_ else _tile(s.bk, s.bn, s.swizzle)
     use_table = hoists(op, s, arch_smem) if table is None else table
-    return MmaPlan(a, b, ak, bk_, s.stages, conv_table_bytes(op) if use_table and op.kind == "conv2d" else 0)
+    table_bytes = conv_table_bytes(op) if use_table and op.kind == "conv2d" else 0
+    return MmaPlan(a, b, ak, bk_, s.stages, table_bytes,
+                   c_stage(op, s, s.stages * (a.size_bytes + b.size_bytes)))
 
 
 SIMT_PAD = 4  # floats of padding per shared line of the SIMT tiles (keeps the transposed stores apart)

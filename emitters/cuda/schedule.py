@@ -12,6 +12,10 @@
 - ``softmax``: ``threads`` per block, ``vec`` elements per vector access, ``chunks`` vectors held in
   registers by each thread (the single-pass form; 0 = stream the row twice with an online max/sum).
 
+``epilogue`` (mma): "smem" passes C through an fp32 tile in shared memory so that each thread stores
+16 bytes and a warp whole rows (``plan.CStage``; GEMM and NHWC conv, not the persistent grid, which
+keeps the direct form); "direct" stores from the accumulator fragments (4 bytes per thread, scattered).
+
 ``persist`` (mma GEMM): 0 launches one block per tile; n > 0 a grid of n blocks per SM that walk the
 tiles in rasterized order, the cp.async pipeline running on into each block's next tile.
 
@@ -32,6 +36,7 @@ from tracea.doctor.errors import BadInputError
 SCHEMA_VERSION = 1
 CORES = ("mma", "simt", "softmax")
 HOIST = ("auto", "smem", "recompute")
+EPILOGUES = ("smem", "direct")
 MAX_THREADS = 1024
 REGISTERS_PER_SM = 65536
 
@@ -53,6 +58,7 @@ class CudaSchedule:
     vec: int = 4
     chunks: int = 0
     persist: int = 0  # 0: one block per row (softmax) or tile (mma); n > 0: a grid of n blocks per SM walking them
+    epilogue: str = "smem"  # mma: "smem" stages C through shared memory (16-byte stores), "direct" from fragments
 
     # ------------------------------------------------------------------ derived
 
@@ -76,6 +82,7 @@ class CudaSchedule:
         if self.hoist != "auto":
             tag += f"_h{self.hoist[0]}"
         tag += f"_p{self.persist}" if self.persist else ""
+        tag += "_ed" if self.epilogue == "direct" else ""
         return tag + (f"_b{self.min_blocks}" if self.min_blocks != 1 else "")
 
     # ------------------------------------------------------------------ validation
@@ -94,6 +101,8 @@ class CudaSchedule:
                 raise BadInputError(f"{name}: expected a non-negative integer, got {v!r}")
         if self.hoist not in HOIST:
             raise BadInputError(f"hoist: expected one of {', '.join(HOIST)}, got {self.hoist!r}")
+        if self.epilogue not in EPILOGUES:
+            raise BadInputError(f"epilogue: expected one of {', '.join(EPILOGUES)}, got {self.epilogue!r}")
         if self.core == "softmax":
             self._validate_softmax(op)
         else:
@@ -181,7 +190,12 @@ class CudaSchedule:
     # ------------------------------------------------------------------ JSON
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", **dataclasses.asdict(self)}
+        d = dataclasses.asdict(self)
+        # written only when not the default, so schedules recorded before the field existed (the search spaces
+        # under tests/fixtures/spaces, keyed by their JSON) keep their keys; they then name the staged form
+        if d["epilogue"] == "smem":
+            del d["epilogue"]
+        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", **d}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> CudaSchedule:

@@ -7,6 +7,8 @@
   them (thread ``tid`` copies chunks ``tid + i * threads``);
 - ``ldmatrix.x4`` loads of the A and B fragments for each k16 step (``.trans`` moves the same bytes).
 
+``epilogue_accesses(op, schedule)`` lists those of the staged epilogue (the fp32 C tile of ``plan.CStage``).
+
 Addresses come from the same ``TileLayout`` values (``plan.py``) whose ``c_offset`` the kernel's source
 pastes in, so a swizzle that simulates conflict-free here is the swizzle the kernel runs.
 """
@@ -82,4 +84,41 @@ def mainloop_accesses(op: Any, schedule: Any) -> AccessBatch:
         _stores(plan.a, base_a, threads, "cp.async" if a_vec else "st", "A tile store"),
         _stores(plan.b, base_b, threads, "cp.async" if b_vec else "st", "B tile store"),
         _ldmatrix(plan, schedule, base_a, base_b),
+    ])
+
+
+def epilogue_accesses(op: Any, schedule: Any, stage: Any = None) -> AccessBatch:
+    """One block's shared-memory instructions of the staged epilogue (``mma._staged_epilogue``), all passes:
+    the 8-byte float-pair stores of every warp's accumulator fragments, then the two 16-byte loads per
+    thread and row chunk of 8 columns (``stage``: another ``CStage`` to score in its place). Raises
+    ``ValueError`` when the schedule does not stage C."""
+    cs = stage if stage is not None else mma_plan(op, schedule).c_stage
+    if cs is None:
+        raise ValueError(f"{schedule.name} does not stage C through shared memory")
+    s = schedule
+    lane = np.arange(WARP)
+    warps_n = s.bn // s.wn
+    stores, loads = [], []
+    nt = s.block_threads
+    cpr = s.bn // 8
+    total = cs.lines * cpr
+    for _ in range(cs.passes):  # every pass uses the same addresses
+        for w in range(s.warps):
+            warp_m, warp_n = w // warps_n, w % warps_n
+            for ii in range(cs.rows_per_warp // 16):
+                for half in range(2):
+                    line = warp_m * cs.rows_per_warp + ii * 16 + (lane >> 2) + half * 8
+                    for j in range(s.wn // 8):
+                        col = warp_n * s.wn + j * 8 + (lane & 3) * 2
+                        stores.append(4 * cs.offset(line, col))
+        for it in range(-(-total // nt)):
+            for w in range(nt // WARP):
+                c = w * WARP + lane + it * nt
+                valid = c < total
+                line, ch = np.where(valid, c // cpr, 0), np.where(valid, c % cpr, 0)
+                for h in range(2):
+                    loads.append(np.where(valid, 4 * cs.offset(line, ch * 8 + h * 4), INACTIVE))
+    return AccessBatch.concat([
+        AccessBatch.uniform("st", 8, np.array(stores), names=["C stage store"] * len(stores)),
+        AccessBatch.uniform("ld", 16, np.array(loads), names=["C stage load"] * len(loads)),
     ])

@@ -66,8 +66,8 @@ def _check(op: Any, v: Variant, schedule: Any, arch: Arch) -> None:
 
 
 def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch | None = None) -> CudaSchedule:
-    """A good default: 128x256x32 GEMM blocks of 8 warps (64x64 each) and 4 cp.async stages (128x256x64 and 3
-    stages for K >= 8192; 256x128x32 for convolutions), or 128x128x64
+    """A good default: 128x256x32 GEMM blocks of 8 warps (64x64 each) and 4 cp.async stages (256x128x32 for
+    convolutions), or 128x128x64
     with 3 when that fills the last wave of blocks better, rasterized in groups of 8 block rows, for
     tensor cores; 128x128x16 blocks of 8x8-per-thread on CUDA cores; softmax rows held in registers
     when they fit."""
@@ -116,11 +116,9 @@ def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch |
     if op.kind == "conv2d" and n >= 256:  # 128x256 led the N32 C256 56x56 probe: 328 vs 270-282 TFLOP/s (05_final)
         wide = CudaSchedule("mma", bm=128, bn=256, bk=32, wm=64, wn=64, stages=4, raster=8)
         return wide if 2 * waves(wide) <= waves(small) else small
-    if op.kind == "gemm":  # H200 run 07 (gpu/cuda_runs/07_gemm), after the copy-path and ldmatrix changes:
-        # 128x256x32 s4 led at 4096^3 and 4000^3 (466 and 439 TFLOP/s), 128x256x64 s3 at 8192^3 (498)
-        long_k = op.k >= 8192
-        wide = CudaSchedule("mma", bm=128, bn=256, bk=64 if long_k else 32, wm=64, wn=64,
-                            stages=3 if long_k else 4, raster=8)
+    if op.kind == "gemm":  # H200 run 08 (gpu/cuda_runs/08_epilogue), staged epilogue: 128x256x32 s4 led at
+        # 4096^3, 8192^3 and 4000^3 (481, 507 and 436 TFLOP/s; 128x256x64 s3, run 07's pick at 8192^3: 505)
+        wide = CudaSchedule("mma", bm=128, bn=256, bk=32, wm=64, wn=64, stages=4, raster=8)
         return wide if 2 * waves(wide) <= waves(small) else small
     # 256x128 led at 4096^3 and 8192^3 on an H200 (416 and 451 TFLOP/s, gpu/cuda_runs/05_final): take it
     # unless its last wave leaves the GPU emptier (a big tile does twice the work of a small one)

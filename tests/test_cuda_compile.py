@@ -115,6 +115,14 @@ def test_compile_error_names_the_log(tmp_path):
     assert "undeclared_thing" in str(exc.value) and "identifier" in str(exc.value)
 
 
+def test_compile_error_shows_the_error_not_the_warnings_before_it():
+    # twenty unused variables (twenty warnings) ahead of one error: the message must carry the error
+    unused = " ".join(f"int u{i} = {i};" for i in range(20))
+    with pytest.raises(CompileError) as exc:
+        nv.compile_cached(f'extern "C" __global__ void k() {{ {unused} undeclared_thing(); }}', "noisy", "k", "sm_80")
+    assert "undeclared_thing" in str(exc.value) and "error" in str(exc.value)
+
+
 def test_parse_resources_reads_ptxas():
     log = ("ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
            "ptxas         .     24 bytes stack frame, 20 bytes spill stores, 16 bytes spill loads\n"

@@ -297,3 +297,15 @@ def test_emitter_builds_and_emits_for_sm90a_only(nvrtc, tmp_path, monkeypatch):
         compile_kernel(op, "cuda-wgmma.gemm", hero, _NoGpu(), "sm_80")
     with pytest.raises(UnsupportedError, match="sm_90a"):
         compile_kernel(op, "cuda-wgmma.gemm", hero, _NoGpu(), "sm_90")
+
+
+def test_schedules_whose_accumulators_exceed_the_compile_time_register_cap_are_invalid():
+    # 192x256 with 3 consumers: 128 accumulators under a 128-register cap (4 warpgroups); ptxas refuses it
+    # (C7602, seen on an H200 with NVRTC 13.0 and here with 13.5), so the search space must not offer it
+    from tracea.doctor.errors import BadInputError
+    from tracea.emitters.cuda.wgmma import ADDRESS_REGS, WgmmaSchedule, search_space
+
+    with pytest.raises(BadInputError, match="consumers"):
+        WgmmaSchedule(bm=192, bn=256, stages=3, consumers=3).validate()
+    for s in search_space(Gemm(2048, 2048, 2048, dtype="bf16")):
+        assert s.accumulators + ADDRESS_REGS <= s.register_split()[0], s.name

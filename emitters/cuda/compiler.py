@@ -157,7 +157,11 @@ def compile_cached(source: str, name: str, entry: str, arch: str,
         obj = prog.compile("cubin", logs=logs)
     except Exception as exc:  # noqa: BLE001 - cuda-core raises its own or NVRTC's error types
         text = (logs.getvalue() or str(exc)).replace("\x00", "").strip()
-        head = "\n".join(text.splitlines()[:15])
+        lines = text.splitlines()
+        # the errors first: a long log of warnings would otherwise hide the one line that matters
+        errors = [ln for ln in lines if ("error" in ln.lower() or "fatal" in ln.lower())
+                  and "NVRTC_ERROR_COMPILATION" not in ln]
+        head = "\n".join((errors or lines)[:15])
         raise CompileError(f"NVRTC {nvrtc.version} failed on {name} for {arch}:\n{head}",
                            f"the full source is {src_path}") from None
     seconds = time.perf_counter() - t0

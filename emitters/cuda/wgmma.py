@@ -63,6 +63,7 @@ STORES = ("direct", "tma")
 C_ATOM_BYTES = 64 * 64 * 2  # one 64 x 64 16-bit tile of C staged for a TMA store
 REGISTERS_PER_SM = 65536
 PRODUCER_REGS = 40
+ADDRESS_REGS = 26  # registers a consumer needs beside its accumulators (ptxas, 128x256 c2: 154 for 128)
 SMEM_OPTIN_SM90 = 232448
 ELEM_BYTES = 2  # bf16 / fp16
 PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
@@ -188,6 +189,13 @@ class WgmmaSchedule:
         if self.accumulators > 192:
             raise BadInputError(f"bn: {self.accumulators} fp32 accumulators per consumer thread do not fit "
                                 f"beside addresses in {self.register_split()[2]} registers")
+        if self.accumulators + ADDRESS_REGS > self.register_split()[0]:
+            # setmaxnreg raises the consumers' budget at run time, but ptxas compiles the whole kernel under
+            # the entry cap (65536 / threads): 4 warpgroups cap every thread at 128 registers (H200, NVRTC
+            # 13.0 and 13.5: "C7602 Insufficient registers (128) ... register target of 154" for 192x256 c3)
+            raise BadInputError(f"consumers: {self.accumulators} accumulators + ~{ADDRESS_REGS} registers of "
+                                f"addresses exceed the {self.register_split()[0]} registers ptxas may give a "
+                                f"thread of a {self.threads}-thread block", "fewer consumers or a narrower bn")
         if self.smem_bytes > smem_optin:
             raise BadInputError(f"stages: the ring needs {self.smem_bytes} B of shared memory per block, more "
                                 f"than the {smem_optin} B allowed", "fewer stages or smaller tiles")

@@ -69,7 +69,8 @@ def find_compiler(host: Any = None) -> Compiler:
     raise ToolchainMissingError("no C compiler found (looked for cc, gcc and clang)", INSTALL_HINT)
 
 
-def cache_dir() -> Path:
+def cache_dir(backend: str = "cpu") -> Path:
+    """The binary cache of ``backend``: $TRACEA_HOME/cache/<backend>, else the platform's user cache."""
     home = os.environ.get("TRACEA_HOME")
     if home:
         base = Path(home) / "cache"
@@ -77,7 +78,7 @@ def cache_dir() -> Path:
         import platformdirs
 
         base = Path(platformdirs.user_cache_dir("tracea"))
-    path = base / "cpu"
+    path = base / backend
     path.mkdir(parents=True, exist_ok=True)
     return path
 

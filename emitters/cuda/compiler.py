@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -70,16 +69,9 @@ def find_nvrtc() -> Nvrtc:
 
 
 def cache_dir() -> Path:
-    home = os.environ.get("TRACEA_HOME")
-    if home:
-        base = Path(home) / "cache"
-    else:
-        import platformdirs
+    from ..cpu.compiler import cache_dir as backend_cache_dir
 
-        base = Path(platformdirs.user_cache_dir("tracea"))
-    path = base / "cuda"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return backend_cache_dir("cuda")
 
 
 def cache_key(source: str, arch: str, options: dict[str, Any], nvrtc: Nvrtc) -> str:

@@ -21,11 +21,7 @@ trap finish EXIT
 trap 'exit 124' TERM INT
 export PYTHONUNBUFFERED=1 TRACEA_HOME=${TRACEA_HOME:-/tmp/tracea-home}
 PY=${PYTHON:-python3}
-shim=/tmp/tracea-shim/tracea
-rm -rf /tmp/tracea-shim && mkdir -p $shim
-for f in tracea_cli/*; do ln -s "$PWD/$f" $shim/; done
-for d in doctor kernels emitters reports tuner; do [ -d $d ] && ln -s "$PWD/$d" $shim/$d; done
-export PYTHONPATH=/tmp/tracea-shim${PYTHONPATH:+:$PYTHONPATH}
+. benchmarks/gpu_shim.sh
 
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 $PY - <<'PY' | tee -a "$OUT/device.txt"

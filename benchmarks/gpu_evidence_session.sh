@@ -16,11 +16,7 @@ finish() {
 trap finish EXIT
 export PYTHONUNBUFFERED=1 TRACEA_HOME=${TRACEA_HOME:-/tmp/tracea-home}
 PY=${PYTHON:-python3}
-shim=/tmp/tracea-shim/tracea
-rm -rf /tmp/tracea-shim && mkdir -p $shim
-for f in tracea_cli/*; do ln -s "$PWD/$f" $shim/; done
-for d in doctor kernels emitters reports tuner; do [ -d $d ] && ln -s "$PWD/$d" $shim/$d; done
-export PYTHONPATH=/tmp/tracea-shim${PYTHONPATH:+:$PYTHONPATH}
+. benchmarks/gpu_shim.sh
 T="$PY -m tracea"
 M=${M:-4096}
 if [ "${1:-full}" = replay ]; then

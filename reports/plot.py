@@ -67,12 +67,19 @@ def _intensity(r: dict[str, Any]) -> float | None:
     return r["tflops"] * 1e12 / (r["gbps"] * 1e9)  # FLOP per byte (both from the same time)
 
 
-def plot(rows: list[dict[str, Any]], out: str | Path, device: str, ceilings: list[RooflineCeiling],
-         notes: list[str], title: str | None = None) -> Path:
-    """Draw the two panels into ``out`` (PNG, SVG or PDF by extension); returns the path."""
+def check_plot_path(out: str | Path) -> Path:
+    """The plot file's extension picks its format; a wrong one is bad input whether or not matplotlib
+    is installed (checked before matplotlib is)."""
     out = Path(out)
     if out.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise BadInputError(f"--plot {out}: the extension must be .png, .svg or .pdf")
+    return out
+
+
+def plot(rows: list[dict[str, Any]], out: str | Path, device: str, ceilings: list[RooflineCeiling],
+         notes: list[str], title: str | None = None) -> Path:
+    """Draw the two panels into ``out`` (PNG, SVG or PDF by extension); returns the path."""
+    out = check_plot_path(out)
     if not rows:
         raise BadInputError("the metrics file has no rows to plot")
     plt = _pyplot()

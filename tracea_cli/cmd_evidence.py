@@ -37,8 +37,9 @@ def report(
 
     format_of(metrics_file)
     if plot is not None:
-        from tracea.reports.plot import _pyplot
+        from tracea.reports.plot import _pyplot, check_plot_path
 
+        check_plot_path(plot)
         _pyplot()  # a missing matplotlib is said before any work
     rows = read_metrics(metrics_file)
     groups = summarise(rows)

@@ -2,6 +2,9 @@
 
     python benchmarks/bench_cpu.py                 # fp32 GEMM 1024/2048/4096 + conv2d + softmax
     python benchmarks/bench_cpu.py --quick         # smaller sizes, for a smoke run
+    OPENBLAS_CORETYPE=Haswell python benchmarks/bench_cpu.py --family cpu-avx2-fma
+                                                   # the AVX2+FMA code path against OpenBLAS's AVX2
+                                                   # kernels, on an AVX-512 machine (Zen 3's pair)
 
 Each row: verified first on fresh random inputs against a float64 reference, then Tracea and the
 baseline timed interleaved (warm-up, median, p95); ratio = baseline p50 / Tracea p50 (> 1: faster).
@@ -30,6 +33,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--csv", help="also write the metrics rows to this CSV file")
+    ap.add_argument("--family", help="pin the CPU variant family (cpu-avx512, cpu-avx2-fma, ...); default: the planner's")
     args = ap.parse_args()
     host = probe()
     sizes = [256, 512] if args.quick else [1024, 2048, 4096]
@@ -45,7 +49,8 @@ def main() -> int:
     print(head)
     rows, failed = [], False
     for op in ops:
-        r = bench(op, host, repeats=args.repeat, min_seconds=1.0)
+        variant = f"{args.family}.{op.kind}" if args.family else None
+        r = bench(op, host, repeats=args.repeat, min_seconds=1.0, variant=variant)
         rows.append(r.row())
         label = op.signature.replace("layout_a=row,layout_b=row,", "").replace(",alpha=1.0", "").replace("epilogue=()", "")
         label = label[:44]

@@ -33,4 +33,6 @@ def quiet_openblas() -> bool:
 def describe() -> str:
     """What the loaded OpenBLAS spins for, as the baseline's name shows it."""
     value = os.environ.get(VARIABLE)
-    return f"{VARIABLE}={value}" if value else f"{VARIABLE} unset: workers spin ~0.1 s after each call"
+    out = f"{VARIABLE}={value}" if value else f"{VARIABLE} unset: workers spin ~0.1 s after each call"
+    core = os.environ.get("OPENBLAS_CORETYPE")
+    return out + (f", OPENBLAS_CORETYPE={core}" if core else "")  # a pinned kernel set (e.g. Haswell: AVX2)

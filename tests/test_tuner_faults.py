@@ -126,3 +126,25 @@ def test_sigkill_mid_run_leaves_a_readable_database_and_resume_continues(fault_e
     assert len(after) == 6 and len({t["schedule_key"] for t in after}) == 6  # nothing evaluated twice
     assert db.run(run["id"])["state"] == "done"
     assert {t["status"] for t in after} == {"ok", "runtime_failed", "timeout", "wrong_result", "compile_failed"}
+
+
+@pytest.mark.gpu
+def test_gpu_faults_are_recorded_and_the_worker_recovers(fault_env) -> None:
+    """On a GPU: a kernel that spins forever, one that writes through a null pointer (a sticky error: the
+    CUDA context is dead afterwards), one that traps, one that lies and one that does not compile are each
+    recorded; the healthy candidate after them still runs (a fresh worker, a fresh context)."""
+    op = Gemm(m=64, n=48, k=32)
+    config = TuneConfig(strategy="exhaustive", backend="cuda", module="test_tuner_cuda_fault_backend",
+                        timeout_s=20.0, repeats=3, warmup=1, min_seconds=0.0, patience=None, compile_ahead=False)
+    result = tune(op, _host(), config)
+    by_mode = {t.schedule["mode"]: t.measurement for t in result.trials}
+    assert set(by_mode) == {"ok", "illegal", "hang", "trap", "wrong", "nocompile", "ok2"}
+    assert by_mode["ok"].status == "ok" and by_mode["ok"].p50_ms > 0
+    assert by_mode["illegal"].status == "runtime_failed" and "ILLEGAL" in by_mode["illegal"].error.upper(), by_mode["illegal"]
+    assert by_mode["hang"].status == "timeout", by_mode["hang"]
+    assert by_mode["trap"].status == "runtime_failed", by_mode["trap"]
+    assert by_mode["wrong"].status == "wrong_result" and by_mode["wrong"].rel_err > 1e-3
+    assert by_mode["nocompile"].status == "compile_failed" and "NVRTC" in by_mode["nocompile"].error
+    assert by_mode["ok2"].status == "ok", by_mode["ok2"]  # after every fault: recovered
+    assert result.best["schedule"]["mode"] in ("ok", "ok2")
+    assert TuningDB().run(result.run_id)["state"] == "done"

@@ -95,7 +95,12 @@ class LiveEvaluator:
         try:
             res = self.worker.request({**self.base, "kind": "measure", "schedule": schedule, "index": index},
                                       self.timeout_s, phase)
-            return Measurement.from_json(res)
+            m = Measurement.from_json(res)
+            if m.status == "runtime_failed":
+                # the worker answered, but a kernel that faulted may have left its state broken (a CUDA
+                # context is unusable after an illegal address or a trap): the next candidate gets a fresh one
+                self.worker.kill()
+            return m
         except WorkerTimeout as exc:
             return Measurement("timeout", error=f"no answer within {self.timeout_s:g} s (phase {exc.phase}); "
                                                 "the worker was killed")

@@ -1,0 +1,93 @@
+"""A test-only CUDA backend whose candidates really fail on the GPU: CUDA C++ compiled by NVRTC and run
+through Tracea's CUDA runtime (emitters/cuda), that hangs the GPU, writes through a null pointer (a
+sticky CUDA_ERROR_ILLEGAL_ADDRESS: the context is unusable afterwards), traps, computes a wrong answer
+or does not compile. The tuner reaches it as it reaches any backend module (``TuneConfig.module``), in
+its worker process, so tests/test_tuner_faults.py's GPU test exercises the real isolation on a device.
+
+Imported by the tuner's worker as ``test_tuner_cuda_fault_backend`` (tests/ on PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+from tracea.doctor.variants import Requirements, Variant
+
+MODES = ("ok", "illegal", "hang", "trap", "wrong", "nocompile", "ok2")
+VARIANTS = (Variant(id="cuda-faulty.gemm", op="gemm", backend="cuda", family="cuda-faulty", precisions=("fp32",),
+                    requirements=Requirements(min_compute_capability=(7, 0)), priority=1,
+                    description="test-only: CUDA candidates that hang, fault, lie or do not compile"),)
+
+BODY = {
+    "ok": "",
+    "ok2": "",  # a second healthy candidate, evaluated after the faults: the worker recovered
+    "illegal": "if (i == 0 && j == 0) *(volatile float*)0 = 1.0f;",
+    "hang": "if (i == 0 && j == 0) { for (volatile long spin = 0;; spin++) { } }",
+    "trap": "if (i == 0 && j == 0) __trap();",
+    "wrong": "if (i == 0 && j == 0) acc += 1000.0f;",
+    "nocompile": "this is not CUDA;",
+}
+
+SOURCE = """
+extern "C" __global__ void faulty_gemm(const float* a, const float* b, float* out, int M, int N, int K) {
+    int i = blockIdx.y * blockDim.y + threadIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= M || j >= N) return;
+    float acc = 0.0f;
+    for (int p = 0; p < K; p++) acc += a[i * K + p] * b[p * N + j];
+    %s
+    out[i * N + j] = acc;
+}
+"""
+
+
+@dataclass(frozen=True)
+class FaultSchedule:
+    mode: str = "ok"
+
+    def validate(self, op: Any = None, host: Any = None, variant: Any = None) -> None:
+        if self.mode not in MODES:
+            raise BadInputError(f"mode: {self.mode!r} is not one of {', '.join(MODES)}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": 1, "backend": "cuda-faulty", **dataclasses.asdict(self)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> FaultSchedule:
+        return FaultSchedule(mode=d["mode"])
+
+    @property
+    def name(self) -> str:
+        return f"cuda-fault-{self.mode}"
+
+
+def hero_schedule(op: Any, variant: Any, host: Any) -> FaultSchedule:
+    return FaultSchedule("ok")
+
+
+def search_space(op: Any, variant: Any, host: Any) -> list[FaultSchedule]:
+    return [FaultSchedule(m) for m in MODES]
+
+
+def build(op: Any, variant: Any, schedule: FaultSchedule, host: Any) -> Any:
+    from cuda.core import Device
+
+    from tracea.emitters.cpu.runtime import Artifact
+    from tracea.emitters.cuda import compiler as nv
+    from tracea.emitters.cuda.render import Rendered
+    from tracea.emitters.cuda.runtime import CudaKernel
+
+    schedule.validate()
+    cc = Device().compute_capability
+    arch = f"sm_{cc[0]}{cc[1]}"
+    source = SOURCE % BODY[schedule.mode]
+    name = f"faulty_{schedule.mode}"
+    cubin, _, _, hit, seconds = nv.compile_cached(source, name, "faulty_gemm", arch)
+    r = Rendered(name=name, entry="faulty_gemm", source=source, params=("a", "b", "out", "M", "N", "K"),
+                 grid=(-(-op.n // 16), -(-op.m // 16), 1), block=(16, 16, 1), smem=0, metadata={})
+    art = Artifact(name=name, op=op.to_json(), variant=VARIANTS[0].id, schedule=schedule.to_json(), source=source,
+                   language="cuda", entry="faulty_gemm", compiler="NVRTC", compiler_version=nv.find_nvrtc().version,
+                   flags=(), binary=str(cubin), cache_hit=hit, compile_seconds=seconds, metadata={})
+    return CudaKernel(op, art, r, {"M": op.m, "N": op.n, "K": op.k})

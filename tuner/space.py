@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tracea.doctor.errors import BadInputError
+from tracea.doctor.errors import BadInputError, UnsupportedError
 
 SECTIONS = ("restrict", "extend")
 
@@ -66,7 +66,7 @@ def _validator(module: Any, op: Any, variant: Any, host: Any):
                 custom(op, variant, s, host)
             else:
                 s.validate(op, host, variant)
-        except BadInputError:
+        except (BadInputError, UnsupportedError):
             return False
         return True
 
@@ -105,44 +105,47 @@ def apply_space_file(cands: list[Any], spec: dict[str, dict[str, list[Any]]], ch
     return unique
 
 
-def prune_bank_conflicts(cands: list[Any], module: Any, op: Any, variant: Any) -> list[Any]:
+def prune_bank_conflicts(cands: list[Any], module: Any, op: Any, variant: Any) -> tuple[list[Any], list[str]]:
     """Drop candidates whose shared-memory tiles conflict when a conflict-free swizzle of the same tile
-    exists (emitters/bank_search.py). Applies where the backend describes its tiles through
-    ``smem_layouts(op, variant, schedule) -> [(TileLayout, [access specs])]``; other backends pass."""
-    layouts = getattr(module, "smem_layouts", None)
-    if layouts is None:
-        return cands
-    from tracea.emitters.bank_search import should_drop
-
-    memo: dict[Any, bool] = {}
-    kept = []
+    exists, as the bank simulator scores the accesses the kernel issues. Applies where the backend has
+    ``bank_conflict_drop(op, variant, schedule) -> reason | None`` (CUDA's mma core); others pass.
+    The hero is always kept. Returns the kept candidates and one line per dropped one."""
+    drop = getattr(module, "bank_conflict_drop", None)
+    if drop is None:
+        return cands, []
+    kept, dropped = [], []
     for i, s in enumerate(cands):
-        drop = False
-        for layout, accesses in layouts(op, variant, s):
-            key = (layout, tuple(accesses))
-            if key not in memo:
-                memo[key] = should_drop(layout, accesses)
-            drop = drop or memo[key]
-        if i == 0 or not drop:  # the hero is always tried
+        reason = None if i == 0 else drop(op, variant, s)
+        if reason is None:
             kept.append(s)
-    return kept
+        else:
+            dropped.append(f"{s.name}: {reason}")
+    return kept, dropped
 
 
-def build_space(op: Any, variant: Any, host: Any, module: Any, space_file: str | Path | None = None) -> list[Any]:
-    """The candidates of one run, hero first."""
+def build_space(op: Any, variant: Any, host: Any, module: Any, space_file: str | Path | None = None,
+                pruned: list[str] | None = None) -> list[Any]:
+    """The candidates of one run, hero first; ``pruned`` (when given) receives a line per candidate the
+    bank-conflict rule dropped."""
     cands = list(module.search_space(op, variant, host))
     if space_file is not None:
         cands = apply_space_file(cands, read_space_file(space_file), _validator(module, op, variant, host))
-    return prune_bank_conflicts(cands, module, op, variant)
+    kept, dropped = prune_bank_conflicts(cands, module, op, variant)
+    if pruned is not None:
+        pruned.extend(dropped)
+    return kept
 
 
-def encode(schedules: list[dict[str, Any]]):
+def encode(schedules: list[dict[str, Any]], features: Any = None):
     """Numbers for the Gaussian process: log2 of sizes (blocking effects scale with ratios), booleans 0/1,
-    strings one-hot; each column scaled to [0, 1]; constant columns dropped."""
+    strings one-hot; each column scaled to [0, 1]; constant columns dropped. ``features(schedule) ->
+    {name: number}`` (the backend's ``tuning_features``) adds derived columns, encoded the same way."""
     import numpy as np
 
     if not schedules:
         return np.zeros((0, 0))
+    if features is not None:
+        schedules = [dict(s) | {f"~{k}": v for k, v in features(s).items()} for s in schedules]
     keys = sorted({k for s in schedules for k in s if k not in ("schema_version", "backend")})
     cols: list[list[float]] = []
     for k in keys:

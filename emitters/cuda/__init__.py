@@ -14,15 +14,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .build import build, emit, hero_schedule, search_space
+from .build import build, emit, hero_schedule, search_space, tuning_features, validate_schedule
 from .schedule import CudaSchedule
 from .variants import ALL_VARIANTS, VARIANTS, resolve
 
 if TYPE_CHECKING:
     from .runtime import Artifact, CudaKernel
 
-__all__ = ["VARIANTS", "ALL_VARIANTS", "CudaSchedule", "CudaKernel", "Artifact", "build", "emit", "hero_schedule",
-           "resolve", "search_space"]
+__all__ = ["VARIANTS", "ALL_VARIANTS", "CudaSchedule", "CudaKernel", "Artifact", "bank_conflict_drop", "build", "emit", "hero_schedule",
+           "resolve", "search_space", "tuning_features", "validate_schedule"]
+
+
+def bank_conflict_drop(op: Any, variant: Any, schedule: Any) -> str | None:
+    """The tuner's bank-conflict pruning hook (smem.bank_conflict_drop; imports NumPy on use)."""
+    from .smem import bank_conflict_drop as drop
+
+    return drop(op, variant, schedule)
 
 
 def __getattr__(name: str) -> Any:

@@ -130,6 +130,38 @@ def _sm_count(host: Any) -> int:
     return int(getattr(gpus[0], "sm_count", 0) or 132) if gpus else 132
 
 
+def validate_schedule(op: Any, variant: Variant | str, schedule: Any, host: Any, arch: str | Arch | None = None) -> None:
+    """Raise ``BadInputError`` or ``UnsupportedError`` when ``schedule`` cannot run ``op`` with ``variant``
+    on the target (the tuner's check of candidates a ``--space`` file adds)."""
+    _check(op, resolve(variant), schedule, _arch(host, arch))
+
+
+def tuning_features(op: Any, schedule: dict[str, Any]) -> dict[str, float]:
+    """Quantities the tuner's model sees beside the schedule's own fields (tuner/space.py ``encode``):
+    warps per block, shared memory per block, the block tile's area and the number of block tiles. They
+    set occupancy (registers and shared memory per SM), the work and reuse per block and how the grid
+    fills the last wave, which the raw fields only carry jointly: a 256x128 tile of 64x64 warps and a
+    128x128 tile of 64x32 warps share their warp count, not their smem. Device-independent (a recorded
+    space replays without its GPU). Empty for schedules without block tiles (softmax)."""
+    core = schedule.get("core")
+    if core == "wgmma":
+        from .wgmma import WgmmaSchedule
+        from .wgmma_conv import WgmmaConvSchedule
+
+        w = WgmmaConvSchedule.from_json(schedule) if schedule.get("kernel") == "conv2d" else WgmmaSchedule.from_json(schedule)
+        warps, smem, bm, bn = w.threads // 32, w.smem_bytes, w.bm, w.bn
+    elif core in ("mma", "simt"):
+        from .plan import smem_bytes
+
+        c = CudaSchedule.from_json(schedule)
+        warps, smem, bm, bn = c.warps, smem_bytes(op, c), c.bm, c.bn
+    else:
+        return {}
+    m = getattr(op, "gemm_m", None) or getattr(op, "m", bm)
+    n = getattr(op, "gemm_n", None) or getattr(op, "n", bn)
+    return {"warps": warps, "smem_bytes": smem, "block_tile": bm * bn, "tiles": -(-m // bm) * -(-n // bn)}
+
+
 def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | None = None) -> list[CudaSchedule]:
     """Every valid candidate for ``op`` on the target, hero first."""
     v = resolve(variant)

@@ -122,3 +122,22 @@ def epilogue_accesses(op: Any, schedule: Any, stage: Any = None) -> AccessBatch:
         AccessBatch.uniform("st", 8, np.array(stores), names=["C stage store"] * len(stores)),
         AccessBatch.uniform("ld", 16, np.array(loads), names=["C stage load"] * len(loads)),
     ])
+
+
+def bank_conflict_drop(op: Any, variant: Any, schedule: Any) -> str | None:
+    """The tuner's pruning rule for one candidate (tuner/space.py): the reason to drop a schedule whose
+    named swizzle makes its main loop conflict when the emitter's own choice (``auto``) for the same tile
+    is conflict-free; None to keep it. Schedules on ``auto`` and cores other than mma are kept."""
+    import dataclasses
+
+    from ..bank_sim import simulate
+
+    if getattr(schedule, "core", None) != "mma" or schedule.swizzle == "auto":
+        return None
+    mine = simulate(mainloop_accesses(op, schedule)).totals()["conflicts"]
+    if mine == 0:
+        return None
+    auto = simulate(mainloop_accesses(op, dataclasses.replace(schedule, swizzle="auto"))).totals()["conflicts"]
+    if auto:
+        return None
+    return f"swizzle {schedule.swizzle}: {mine} conflict wavefronts per k tile; auto has none"

@@ -133,7 +133,8 @@ class TuneApp(App[Any]):
             f"{escape(op.signature)}\n{msg.info['variant']} · {msg.info['space_size']} candidates · "
             f"{msg.info['strategy']} · budget {msg.info['budget']}"
             + (" · simulated" if msg.info.get("simulated") else "")
-            + (f" · {msg.info['known']} known" if msg.info.get("known") else ""))
+            + (f" · {msg.info['known']} known" if msg.info.get("known") else "")
+            + (f" · {msg.info['pruned']} pruned (bank conflicts)" if msg.info.get("pruned") else ""))
         self.query_one("#bar", ProgressBar).update(total=msg.info["budget"], progress=0)
 
     def on_baseline_measured(self, msg: BaselineMeasured) -> None:

@@ -148,3 +148,33 @@ def test_gpu_faults_are_recorded_and_the_worker_recovers(fault_env) -> None:
     assert by_mode["ok2"].status == "ok", by_mode["ok2"]  # after every fault: recovered
     assert result.best["schedule"]["mode"] in ("ok", "ok2")
     assert TuningDB().run(result.run_id)["state"] == "done"
+
+
+def test_a_crash_of_the_tuner_itself_leaves_a_crash_bundle(fault_env, capsys) -> None:
+    """Not a candidate's failure (those are results) but the tuner's own: here the progress callback
+    raises after the first trial. The run folder is marked "error", keeps the traceback and a crash
+    bundle whose path is printed; the database keeps the trial that finished."""
+    import json
+    import tarfile
+
+    class DashboardBug(RuntimeError):
+        pass
+
+    def on_event(kind: str, data: dict) -> None:
+        if kind == "trial":
+            raise DashboardBug("the progress display broke")
+
+    config = TuneConfig(strategy="exhaustive", module=FAULT_MODULE, timeout_s=10.0, repeats=2, warmup=1,
+                        min_seconds=0.0, patience=None, run_folder=True, argv=["tune", "gemm", "--m", "32"])
+    with pytest.raises(DashboardBug):
+        tune(Gemm(m=32, n=32, k=32), _host(), config, on_event=on_event)
+    (run_dir,) = [p for p in (fault_env / "runs").iterdir() if p.is_dir()]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "error" and "DashboardBug" in manifest["error"]
+    assert "the progress display broke" in (run_dir / "log.txt").read_text()
+    bundle = run_dir / "crash-bundle.tar.gz"
+    assert bundle.is_file() and f"crash bundle: {bundle}" in capsys.readouterr().err
+    with tarfile.open(bundle) as tar:
+        assert any(n.endswith("log.txt") for n in tar.getnames())
+    (row,) = TuningDB(fault_env / "tuning.sqlite").trials()
+    assert row["status"] == "ok"

@@ -53,14 +53,16 @@ def test_seeded_runs_repeat_start_from_the_hero_and_never_retry(space, strategy)
 
 
 def test_bayes_is_sample_efficient_on_the_recorded_spaces(space) -> None:
-    """A cheaper form of the benchmark (benchmarks/bench_tuner.py): 3 seeds at 10 % of the space, the
-    search alone (no hero head start for either strategy)."""
+    """The acceptance at 10 % of the space (benchmarks/bench_tuner.py has every budget): median over 10
+    seeds, the search alone (no hero head start for either strategy). Fewer seeds do not do: on the CUDA
+    space a run either finds the three schedules >= 0.97 (1.7 % of the space) or stops near 0.94, so a
+    median of 3 follows luck."""
     rec = load_recorded(space)
     budget = math.ceil(0.10 * len(rec.trials))
     scores = {}
     for strategy in ("random", "bayes"):
         found = [min(t.objective for t in _run(space, strategy, s, budget, hero_first=False) if t.objective)
-                 for s in range(3)]
+                 for s in range(10)]
         scores[strategy] = statistics.median(rec.optimum_ms / f for f in found)
     assert scores["bayes"] >= 0.97, scores
     assert scores["bayes"] >= scores["random"], scores

@@ -37,6 +37,7 @@ PARAMS = [
     option("json_out", bool, False, "--json", help="Print the result object as JSON."),
     option("jsonl", Path | None, None, "--jsonl", help="Append per-trial metrics rows to FILE (JSONL)."),
     option("csv", Path | None, None, "--csv", help="Append per-trial metrics rows to FILE (CSV)."),
+    option("metrics", Path | None, None, "--metrics", help="Append per-trial metrics rows to FILE (.csv or .jsonl, as bench)."),
     option("dump_ir", Path | None, None, "--dump-ir", help="Write every candidate's kernel stages (source, compile, metadata) into DIR."),
 ]
 
@@ -44,7 +45,8 @@ PARAMS = [
 def do_tune(op: Any, backend: str, precision: str | None, variant: str | None, strategy: str, budget: int | None,
             time_limit: float | None, patience: int, seed: int, repeat: int, warmup: int, timeout: float,
             space: Path | None, simulate: Path | None, resume: bool, retune: bool, compile_ahead: bool,
-            no_tui: bool, json_out: bool, jsonl: Path | None, csv: Path | None, dump_ir: Path | None) -> None:
+            no_tui: bool, json_out: bool, jsonl: Path | None, csv: Path | None, metrics: Path | None,
+            dump_ir: Path | None) -> None:
     from tracea.doctor.errors import BadInputError, TraceaError
     from tracea.tuner.run import TuneConfig
     from tracea.tuner.strategies import NAMES
@@ -70,7 +72,7 @@ def do_tune(op: Any, backend: str, precision: str | None, variant: str | None, s
         patience=patience or None, seed=seed, warmup=warmup, repeats=repeat, timeout_s=timeout,
         compile_ahead=compile_ahead, resume=resume, retune=retune, space_file=str(space) if space else None,
         simulate=str(simulate) if simulate else None, argv=sys.argv[1:], run_folder=simulate is None,
-        metrics_files=[str(p) for p in (jsonl, csv) if p is not None],
+        metrics_files=[str(p) for p in (jsonl, csv, metrics) if p is not None],
         dump_ir=str(dump_ir.resolve()) if dump_ir is not None else None)
     if dump_ir is not None:
         try:
@@ -81,6 +83,8 @@ def do_tune(op: Any, backend: str, precision: str | None, variant: str | None, s
         raise BadInputError(f"--jsonl: {jsonl} should end in .jsonl (the format follows the extension)")
     if csv is not None and csv.suffix != ".csv":
         raise BadInputError(f"--csv: {csv} should end in .csv (the format follows the extension)")
+    if metrics is not None and metrics.suffix not in (".csv", ".jsonl"):
+        raise BadInputError(f"--metrics: {metrics}: the extension must be .csv or .jsonl (it picks the format)")
     host = None
     if simulate is None:
         from tracea.doctor import probe
@@ -134,7 +138,8 @@ def _run_with_progress(op: Any, host: Any, config: Any, quiet: bool) -> Any:
             if not quiet:
                 console.print(f"tuning {escape(data['op'].signature)} · {data['variant']} · {data['space_size']} "
                               f"candidates · {data['strategy']} · budget {data['budget']}"
-                              + (f" · {data['known']} known from earlier runs" if data["known"] else ""))
+                              + (f" · {data['known']} known from earlier runs" if data["known"] else "")
+                              + (f" · {data['pruned']} pruned for bank conflicts" if data.get("pruned") else ""))
         elif kind == "phase" and task is not None:
             best = f" · best {state['best']:.3f} ms" if state["best"] else ""
             progress.update(task, description=f"{data['phase']:8s} {escape(str(data['name']))}{best}")

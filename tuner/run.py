@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracea.doctor.errors import BadInputError
+from tracea.doctor.errors import BadInputError, UnsupportedError
 
 from .db import TuningDB, tuning_key
 from .trial import Measurement, Trial, now_iso
@@ -105,6 +105,7 @@ class TuneResult:
     db_path: str
     simulated: bool = False
     run_dir: str | None = None
+    pruned: list[str] = field(default_factory=list)  # candidates the bank-conflict rule dropped, with why
 
     @property
     def best_tflops(self) -> float | None:
@@ -131,7 +132,7 @@ class TuneResult:
             "evaluated": len(self.trials), "statuses": counts, "stop_reason": self.stop_reason,
             "elapsed_s": round(self.elapsed_s, 3), "best": self.best, "best_tflops": self.best_tflops,
             "baseline": self.baseline, "ratio_to_baseline": self.ratio, "database": self.db_path,
-            "run_dir": self.run_dir, "trials": [t.to_json() for t in self.trials],
+            "run_dir": self.run_dir, "pruned_bank_conflicts": self.pruned, "trials": [t.to_json() for t in self.trials],
         }
 
 
@@ -162,6 +163,13 @@ class _Setup:
     names: list[str]
     evaluator_factory: Callable[[], Any]
     simulated: bool
+    pruned: list[str] = field(default_factory=list)
+    features: Callable[[dict[str, Any]], dict[str, float]] | None = None  # the backend's tuning_features
+
+
+def _features(module: Any, op: Any) -> Callable[[dict[str, Any]], dict[str, float]] | None:
+    fn = getattr(module, "tuning_features", None)
+    return None if fn is None else (lambda s: fn(op, s))
 
 
 def _setup_simulated(op: Any, config: TuneConfig) -> _Setup:
@@ -179,7 +187,19 @@ def _setup_simulated(op: Any, config: TuneConfig) -> _Setup:
     return _Setup(op=recorded_op, variant=rec.variant, backend=rec.backend, fingerprint=f"simulated-{digest}",
                   environment={"simulated": rec.path, "device": rec.device}, schedules=rec.schedules,
                   names=[schedule_name(rec.backend, s) for s in rec.schedules],
-                  evaluator_factory=lambda: SimulatedEvaluator(rec, config.simulate_delay_s), simulated=True)
+                  evaluator_factory=lambda: SimulatedEvaluator(rec, config.simulate_delay_s), simulated=True,
+                  features=_features(_backend_or_none(rec.backend), recorded_op))
+
+
+def _backend_or_none(backend: str) -> Any:
+    """The backend's module for its model features, when this install has it (a recorded space of a
+    backend that is not here still replays, on the schedule fields alone)."""
+    from tracea.emitters import registry
+
+    try:
+        return registry.backend_module(backend)
+    except (UnsupportedError, ImportError):
+        return None
 
 
 def _setup_live(op: Any, host: Any, config: TuneConfig) -> _Setup:
@@ -212,7 +232,8 @@ def _setup_live(op: Any, host: Any, config: TuneConfig) -> _Setup:
     if decision.precision and decision.precision != op.dtype.value:
         op = dataclasses.replace(op, dtype=parse_dtype(decision.precision))
     variant = next(v for v in variants if v.id == variant_id)
-    cands = build_space(op, variant, host, mod, config.space_file)
+    pruned: list[str] = []
+    cands = build_space(op, variant, host, mod, config.space_file, pruned=pruned)
     if config.space_filter is not None:
         cands = cands[:1] + [s for s in cands[1:] if config.space_filter(s)]
     schedules = [s.to_json() for s in cands]
@@ -223,7 +244,7 @@ def _setup_live(op: Any, host: Any, config: TuneConfig) -> _Setup:
             op, variant_id, module_name, host, seed=config.seed, warmup=config.warmup, repeats=config.repeats,
             min_seconds=config.min_seconds, timeout_s=config.timeout_s, compile_ahead=config.compile_ahead,
             dump_ir=config.dump_ir),
-        simulated=False)
+        simulated=False, pruned=pruned, features=_features(mod, op))
 
 
 def _best_of(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -259,7 +280,8 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
     if budget <= 0:
         raise BadInputError(f"--budget: expected a positive number of evaluations, got {budget}")
     base = dict(op=setup.op, variant=setup.variant, backend=setup.backend, key=key, fingerprint=setup.fingerprint,
-                strategy=config.strategy, space_size=n, db_path=str(db.path), simulated=setup.simulated)
+                strategy=config.strategy, space_size=n, db_path=str(db.path), simulated=setup.simulated,
+                pruned=setup.pruned)
 
     latest = db.latest_run(key)
     if not (config.resume or config.retune) and latest is not None and latest["state"] in ("done", "stopped"):
@@ -297,14 +319,15 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
         if r["run_id"] == run_id:
             run_trials.append(Trial(i, setup.schedules[i], r["name"], m, r["seconds"] or 0.0, r["created"]))
 
-    strategy = make_strategy(config.strategy, encode(setup.schedules), config.seed, n_hero=int(config.hero_first))
+    strategy = make_strategy(config.strategy, encode(setup.schedules, setup.features), config.seed, n_hero=int(config.hero_first))
     sink = _Sinks(config, setup, host)
     evaluator = setup.evaluator_factory()
     try:
         baseline = json.loads(resumed["baseline"]) if resumed and resumed.get("baseline") else None
         emit("start", {"op": setup.op, "variant": setup.variant, "backend": setup.backend, "space_size": n,
                        "budget": budget, "strategy": config.strategy, "known": len(observed), "run_id": run_id,
-                       "resumed": resumed is not None, "names": setup.names, "simulated": setup.simulated})
+                       "resumed": resumed is not None, "names": setup.names, "simulated": setup.simulated,
+                       "pruned": len(setup.pruned)})
         if baseline is None:
             emit("phase", {"index": None, "name": "baseline", "phase": "baseline"})
             baseline = evaluator.baseline()
@@ -328,9 +351,9 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
                 emit("baseline", {"baseline": baseline})
         state = "stopped" if control.stopped else "done"
         db.finish_run(run_id, state)
-    except BaseException:
+    except BaseException as exc:
         db.finish_run(run_id, "interrupted")
-        sink.finish("interrupted", None)
+        sink.crash(exc)
         raise
     finally:
         evaluator.close()
@@ -383,6 +406,21 @@ class _Sinks:
         if self.run is not None:
             with open(self.run.trials_path, "a") as f:
                 f.write(json.dumps(t.to_json()) + "\n")
+
+    def crash(self, exc: BaseException) -> None:
+        """The search raised: the run folder keeps the traceback and is marked "error" ("interrupted" for
+        Ctrl-C), and, unless the input was bad, a crash bundle is written and its path printed."""
+        if self.run is None:
+            return
+        import traceback
+
+        from tracea.reports.record import crash_bundle
+
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        self.run.add_file("log.txt", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        self.run.finish("interrupted" if interrupted else "error", f"{type(exc).__name__}: {exc}")
+        if not interrupted and not isinstance(exc, BadInputError):
+            crash_bundle(self.run)
 
     def finish(self, status: str, result: TuneResult | None) -> None:
         if self.run is None:

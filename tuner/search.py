@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tracea.reports.nvtx import phase as nvtx_phase
+
 from .trial import Trial
 
 IMPROVEMENT = 0.005
@@ -44,7 +46,8 @@ class Search:
                 return f"time limit of {self.time_limit_s:g} s reached"
             if self.patience is not None and since_gain >= self.patience:
                 return f"converged: no {IMPROVEMENT:.1%} gain in {self.patience} evaluations"
-            index = self.strategy.propose(self.observed)
+            with nvtx_phase("host", "tune"):  # the strategy's model and choice (NVTX, reports/nvtx.py)
+                index = self.strategy.propose(self.observed)
             if index is None or index in self.observed:
                 return "the space is exhausted" if len(self.observed) >= len(self.schedules) else "strategy finished"
             self.evaluator.prefetch([self.schedules[i] for i in self.strategy.upcoming(self.observed, index, 2)])

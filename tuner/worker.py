@@ -89,9 +89,11 @@ class _Session:
         from tracea.emitters.timing import interleaved
         from tracea.kernels import relative_error, tolerance
         from tracea.kernels.dtypes import to_float64
+        from tracea.reports.nvtx import phase, phase_of
 
         self.send({"phase": "compile"})
-        kernel, failed, compile_s = self.build(req)
+        with phase("host", "compile"):  # NVTX ranges (reports/nvtx.py): Nsight Systems follows the worker
+            kernel, failed, compile_s = self.build(req)
         if failed is not None:
             return failed
         hit = getattr(getattr(kernel, "artifact", None), "cache_hit", None)
@@ -102,8 +104,9 @@ class _Session:
         self.send({"phase": "verify"})
         try:
             out.fill(float("nan") if out.dtype.kind == "f" else 0x7FC0)  # poison: every element must be written
-            kernel(inputs, out)
-            err = relative_error(to_float64(out, op.dtype), ref)
+            with phase("host", "verify"):
+                kernel(inputs, out)
+                err = relative_error(to_float64(out, op.dtype), ref)
         except Exception as exc:  # noqa: BLE001 - a launch failure is a result of this candidate
             return Measurement("runtime_failed", error=_one_line(f"{type(exc).__name__}: {exc}"),
                                compile_s=compile_s, cache_hit=hit)
@@ -114,11 +117,12 @@ class _Session:
         self.send({"phase": "run"})
         warmup, repeats = int(req.get("warmup", 2)), int(req.get("repeats", 10))
         try:
-            if hasattr(kernel, "time"):  # a device kernel times itself (CUDA events, L2 flushed)
-                t = kernel.time(inputs, warmup, repeats, flush_l2=True)
-            else:
-                t = interleaved({"k": lambda: kernel(inputs, out)}, warmup=warmup, repeats=repeats,
-                                min_seconds=float(req.get("min_seconds", 0.1)))["k"]
+            with phase(phase_of(op.kind), "time"):
+                if hasattr(kernel, "time"):  # a device kernel times itself (CUDA events, L2 flushed)
+                    t = kernel.time(inputs, warmup, repeats, flush_l2=True)
+                else:
+                    t = interleaved({"k": lambda: kernel(inputs, out)}, warmup=warmup, repeats=repeats,
+                                    min_seconds=float(req.get("min_seconds", 0.1)))["k"]
         except Exception as exc:  # noqa: BLE001
             return Measurement("runtime_failed", error=_one_line(f"{type(exc).__name__}: {exc}"),
                                compile_s=compile_s, cache_hit=hit)

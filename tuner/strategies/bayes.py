@@ -1,10 +1,15 @@
 """Bayesian optimisation over the enumerated candidates.
 
-- Start: the hero configurations, then a small space-filling sample (greedy max-min distance in the
-  encoded space, random tie-breaks from the seed).
-- Model: a Gaussian process on log(median ms) (ratios matter, not milliseconds), a Matern 5/2 kernel with
-  one length scale per parameter, times a constant, plus a WhiteKernel so the measurement noise is
-  estimated; all hyperparameters are fitted to the data (marginal likelihood, a few restarts).
+- Start: the hero configurations; then the nearest neighbour of the best working hero in the encoded
+  space (a hero tuned on another shape or device is usually good up to one field, such as the pipeline
+  depth); then a small space-filling sample: one candidate drawn by the seed, then greedy max-min
+  distance in the encoded space (random tie-breaks from the seed).
+- Model: a Gaussian process on log(median ms) (ratios matter, not milliseconds), a Matern 3/2 kernel with
+  one length scale per encoded column (the schedule's fields and the backend's derived features, see
+  tuner/space.py ``encode``), times a constant, plus a WhiteKernel so the measurement noise is
+  estimated; all hyperparameters are fitted to the data (marginal likelihood, a few restarts). Matern 3/2
+  rather than 5/2: tile spaces have sharp interactions (a 256x128 block beats 128x256 by 10 % on the
+  H200 space), which the rougher kernel follows with fewer points (benchmarks/bench_tuner.py).
 - Acquisition: expected improvement over every untried candidate.
 - Failed candidates inform the search: they enter the model at a penalised value (slower than the
   slowest working candidate), so their neighbourhood is avoided; they are never proposed again.
@@ -45,6 +50,14 @@ class Bayes(Strategy):
             return None
         if not chosen or self.x.shape[1] == 0:
             return int(self.rng.choice(untried))
+        heroes = [(v, i) for i, v in observed.items() if i < self.n_hero and v is not None]
+        after = len(observed) - self.n_hero  # points taken after the heroes
+        if heroes and after == 0:  # first after the heroes: the best hero's nearest neighbour
+            d = np.linalg.norm(self.x[untried] - self.x[min(heroes)[1]], axis=1)
+            near = np.flatnonzero(d <= d.min() + 1e-12)
+            return int(untried[self.rng.choice(near)])
+        if after == (1 if heroes else 0):  # then one at random: the seed decides where the sample starts
+            return int(self.rng.choice(untried))
         d = np.min(np.linalg.norm(self.x[untried, None, :] - self.x[None, chosen, :], axis=2), axis=1)
         best = np.flatnonzero(d >= d.max() - 1e-12)
         return int(untried[self.rng.choice(best)])
@@ -79,7 +92,7 @@ class Bayes(Strategy):
         y = np.array([ok.get(int(i), worst + FAIL_PENALTY) for i in idx])
         d = max(1, self.x.shape[1])
         kernel = (ConstantKernel(1.0, (1e-3, 1e3)) * Matern(length_scale=np.full(d, 0.5), length_scale_bounds=(0.05, 20.0),
-                                                            nu=2.5)
+                                                            nu=1.5)
                   + WhiteKernel(1e-2, (1e-6, 1.0)))
         gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, n_restarts_optimizer=2,
                                       random_state=int(self.rng.integers(2**31)))

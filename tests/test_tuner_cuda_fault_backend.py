@@ -9,11 +9,11 @@ Imported by the tuner's worker as ``test_tuner_cuda_fault_backend`` (tests/ on P
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from tracea.doctor.errors import BadInputError
+from test_tuner_fault_backend import FaultSchedule as CpuFaultSchedule  # tests/ is on the path
+
 from tracea.doctor.variants import Requirements, Variant
 
 MODES = ("ok", "illegal", "hang", "trap", "wrong", "nocompile", "ok2")
@@ -44,23 +44,10 @@ extern "C" __global__ void faulty_gemm(const float* a, const float* b, float* ou
 
 
 @dataclass(frozen=True)
-class FaultSchedule:
-    mode: str = "ok"
-
-    def validate(self, op: Any = None, host: Any = None, variant: Any = None) -> None:
-        if self.mode not in MODES:
-            raise BadInputError(f"mode: {self.mode!r} is not one of {', '.join(MODES)}")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema_version": 1, "backend": "cuda-faulty", **dataclasses.asdict(self)}
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> FaultSchedule:
-        return FaultSchedule(mode=d["mode"])
-
-    @property
-    def name(self) -> str:
-        return f"cuda-fault-{self.mode}"
+class FaultSchedule(CpuFaultSchedule):
+    modes: ClassVar[tuple[str, ...]] = MODES
+    backend: ClassVar[str] = "cuda-faulty"
+    prefix: ClassVar[str] = "cuda-fault"
 
 
 def hero_schedule(op: Any, variant: Any, host: Any) -> FaultSchedule:

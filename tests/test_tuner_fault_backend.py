@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from tracea.doctor.errors import BadInputError
 from tracea.doctor.variants import Requirements, Variant
@@ -50,21 +50,24 @@ __attribute__((visibility("default"))) void faulty_gemm(const float* A, const fl
 @dataclass(frozen=True)
 class FaultSchedule:
     mode: str = "ok"
+    modes: ClassVar[tuple[str, ...]] = MODES  # the CUDA fault backend subclasses with its own
+    backend: ClassVar[str] = "faulty"
+    prefix: ClassVar[str] = "fault"
 
     def validate(self, op: Any = None, host: Any = None, variant: Any = None) -> None:
-        if self.mode not in MODES:
-            raise BadInputError(f"mode: {self.mode!r} is not one of {', '.join(MODES)}")
+        if self.mode not in self.modes:
+            raise BadInputError(f"mode: {self.mode!r} is not one of {', '.join(self.modes)}")
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": 1, "backend": "faulty", **dataclasses.asdict(self)}
+        return {"schema_version": 1, "backend": self.backend, **dataclasses.asdict(self)}
 
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> FaultSchedule:
-        return FaultSchedule(mode=d["mode"])
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FaultSchedule:
+        return cls(mode=d["mode"])
 
     @property
     def name(self) -> str:
-        return f"fault-{self.mode}"
+        return f"{self.prefix}-{self.mode}"
 
 
 class FaultKernel:

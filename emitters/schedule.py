@@ -111,23 +111,29 @@ class CpuSchedule:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> CpuSchedule:
-        d = dict(d)
-        if d.pop("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
-            raise BadInputError("schedule: unsupported schema_version")
-        backend = d.pop("backend", "cpu")
-        if backend != "cpu":
-            raise BadInputError(f"schedule: backend {backend!r} is not a CPU schedule")
-        names = {f.name for f in dataclasses.fields(CpuSchedule)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise BadInputError(f"schedule: unknown field {unknown[0]!r}")
-        missing = sorted(n for n in ("mr", "nr", "mc", "kc", "nc") if n not in d)
-        if missing:
-            raise BadInputError(f"schedule: missing field {missing[0]!r}")
-        return CpuSchedule(**d)
+        return CpuSchedule(**schedule_fields(d, CpuSchedule, "cpu", "CPU", ("mr", "nr", "mc", "kc", "nc")))
 
     @property
     def name(self) -> str:
         """A short readable label: 14x32_mc336_kc256_nc4096_t2_u4_p0."""
         tag = f"{self.mr}x{self.nr}_mc{self.mc}_kc{self.kc}_nc{self.nc}_t{self.threads}_u{self.unroll}_p{self.prefetch}"
         return tag + ("" if self.pack_a else "_nopa") + ("" if self.pack_b else "_nopb")
+
+
+def schedule_fields(d: dict[str, Any], cls: type, backend: str, label: str, required: tuple[str, ...],
+                    version: int = SCHEMA_VERSION) -> dict[str, Any]:
+    """The constructor arguments of ``cls`` from a schedule's JSON ``d`` (every backend's ``from_json``):
+    the schema version and the backend checked, the first unknown or missing field named."""
+    d = dict(d)
+    if d.pop("schema_version", version) != version:
+        raise BadInputError("schedule: unsupported schema_version")
+    got = d.pop("backend", backend)
+    if got != backend:
+        raise BadInputError(f"schedule: backend {got!r} is not a {label} schedule")
+    unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise BadInputError(f"schedule: unknown field {unknown[0]!r}")
+    missing = [n for n in required if n not in d]
+    if missing:
+        raise BadInputError(f"schedule: missing field {missing[0]!r}")
+    return d

@@ -45,6 +45,15 @@ def _why(value: Any, what: str) -> str:
     return f"{what}: not reported"
 
 
+def _pair(fs: Any, answer: Any, call: str, fields: dict[str, str]) -> None:
+    """Fields read from one NVML call's answer (a dict), or each marked missing with the call's reason."""
+    for field, key in fields.items():
+        if _ok(answer):
+            fs.put(field, answer[key], "nvml")
+        else:
+            fs.miss(field, _why(answer, call))
+
+
 def _norm_uuid(uuid: str | None) -> str:
     u = (uuid or "").strip().lower()
     for prefix in ("gpu-", "mig-"):
@@ -210,12 +219,7 @@ def _device(
     cc_raw = nv("cuda_compute_capability", "compute_capability", lambda v: f"{v[0]}.{v[1]}")
     cc = tuple(cc_raw) if cc_raw else None
     mem = (mig or {}).get("memory_info") if mig_uuid else calls.get("memory_info")
-    if _ok(mem):
-        fs.put("memory_total_bytes", mem["total"], "nvml")
-        fs.put("memory_used_bytes", mem["used"], "nvml")
-    else:
-        fs.miss("memory_total_bytes", _why(mem, "memory_info"))
-        fs.miss("memory_used_bytes", _why(mem, "memory_info"))
+    _pair(fs, mem, "memory_info", {"memory_total_bytes": "total", "memory_used_bytes": "used"})
     nv("memory_bus_width", "memory_bus_width_bits")
     nv("clock_sm_mhz", "sm_clock_mhz")
     nv("max_clock_sm_mhz", "sm_clock_max_mhz")
@@ -224,13 +228,8 @@ def _device(
     nv("power_usage_mw", "power_draw_w", lambda v: v / 1000)
     nv("power_limit_mw", "power_limit_w", lambda v: v / 1000)
     nv("temperature_c", "temperature_c")
-    util = calls.get("utilization")
-    if _ok(util):
-        fs.put("utilization_gpu_percent", util["gpu"], "nvml")
-        fs.put("utilization_memory_percent", util["memory"], "nvml")
-    else:
-        fs.miss("utilization_gpu_percent", _why(util, "utilization"))
-        fs.miss("utilization_memory_percent", _why(util, "utilization"))
+    _pair(fs, calls.get("utilization"), "utilization", {"utilization_gpu_percent": "gpu",
+                                                         "utilization_memory_percent": "memory"})
     nv("pcie_gen", "pcie_generation")
     nv("pcie_gen_max", "pcie_generation_max")
     nv("pcie_width", "pcie_width")

@@ -199,16 +199,6 @@ class CudaSchedule:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> CudaSchedule:
-        d = dict(d)
-        if d.pop("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
-            raise BadInputError("schedule: unsupported schema_version")
-        backend = d.pop("backend", "cuda")
-        if backend != "cuda":
-            raise BadInputError(f"schedule: backend {backend!r} is not a CUDA schedule")
-        names = {f.name for f in dataclasses.fields(CudaSchedule)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise BadInputError(f"schedule: unknown field {unknown[0]!r}")
-        if "core" not in d:
-            raise BadInputError("schedule: missing field 'core'")
-        return CudaSchedule(**d)
+        from ..schedule import schedule_fields
+
+        return CudaSchedule(**schedule_fields(d, CudaSchedule, "cuda", "CUDA", ("core",), SCHEMA_VERSION))

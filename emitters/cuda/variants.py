@@ -55,26 +55,29 @@ VARIANTS: tuple[Variant, ...] = tuple(v for v in ALL_VARIANTS if v.id in REGISTE
 # WgmmaSchedule().smem_bytes; tests/test_cuda_wgmma.py checks the two agree); ranked above
 # cuda-mma-sync. Kept out of ALL_VARIANTS, which CI compiles for sm_80 too; verified on an H200
 # (gpu/wgmma/runs/, docs/hopper.md).
-WGMMA_GEMM = Variant(
-    id="cuda-wgmma.gemm", op="gemm", backend="cuda", family="cuda-wgmma", precisions=("bf16", "fp16"),
-    requirements=Requirements(toolchain=TOOLCHAIN, min_compute_capability=(9, 0), max_compute_capability=(9, 0),
-                              min_shared_memory_per_block_bytes=230480),
-    priority=70, description="Hopper GEMM: TMA into 128B-swizzled shared memory, wgmma.mma_async on warpgroups, "
-                             "producer/consumer warp specialisation over an mbarrier ring, setmaxnreg, "
-                             "persistent L2-grouped tile order, fused epilogue, fp32 accumulation")
+def hopper_variant(op: str, smem: int, description: str) -> Variant:
+    """A cuda-wgmma variant: bf16/fp16, sm_90 exactly (wgmma, TMA and setmaxnreg are sm_90a instructions),
+    the hero's opt-in shared memory, ranked above cuda-mma-sync."""
+    return Variant(id=f"cuda-wgmma.{op}", op=op, backend="cuda", family="cuda-wgmma", precisions=("bf16", "fp16"),
+                   requirements=Requirements(toolchain=TOOLCHAIN, min_compute_capability=(9, 0),
+                                             max_compute_capability=(9, 0), min_shared_memory_per_block_bytes=smem),
+                   priority=70, description=description)
+
+
+WGMMA_GEMM = hopper_variant(
+    "gemm", 230480, "Hopper GEMM: TMA into 128B-swizzled shared memory, wgmma.mma_async on warpgroups, "
+                    "producer/consumer warp specialisation over an mbarrier ring, setmaxnreg, "
+                    "persistent L2-grouped tile order, fused epilogue, fp32 accumulation")
 VARIANTS = VARIANTS + (WGMMA_GEMM,)
 
 # The Hopper implicit-GEMM convolution (wgmma_conv.py): the GEMM's machinery with a producer warpgroup
 # that gathers the activations by cp.async (NHWC; NCHW through transposes inside the call; bf16/fp16).
 # sm_90 only, like cuda-wgmma.gemm; needs its larger hero's opt-in shared memory (128x128 ping-pong,
 # 6 stages: 230512 B); ranked above cuda-mma-sync.conv2d. Verified on an H200 (gpu/wgmma_conv/runs/).
-WGMMA_CONV = Variant(
-    id="cuda-wgmma.conv2d", op="conv2d", backend="cuda", family="cuda-wgmma", precisions=("bf16", "fp16"),
-    requirements=Requirements(toolchain=TOOLCHAIN, min_compute_capability=(9, 0), max_compute_capability=(9, 0),
-                              min_shared_memory_per_block_bytes=230512),
-    priority=70, description="Hopper implicit-GEMM convolution (NHWC; NCHW via transposes): filter by TMA, "
-                             "activations gathered by a cp.async producer warpgroup into 128B-swizzled shared memory (zero fill for "
-                             "padding), wgmma.mma_async consumers, mbarrier ring, persistent tiles, bias")
+WGMMA_CONV = hopper_variant(
+    "conv2d", 230512, "Hopper implicit-GEMM convolution (NHWC; NCHW via transposes): filter by TMA, "
+                      "activations gathered by a cp.async producer warpgroup into 128B-swizzled shared memory "
+                      "(zero fill for padding), wgmma.mma_async consumers, mbarrier ring, persistent tiles, bias")
 VARIANTS = VARIANTS + (WGMMA_CONV,)
 
 

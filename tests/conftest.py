@@ -36,3 +36,18 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(scope="module")
+def kernel_cache(tmp_path_factory):
+    """A fresh binary cache (TRACEA_HOME) for a module: every kernel is really compiled there. Modules
+    that compile take it with ``pytestmark = pytest.mark.usefixtures("kernel_cache")``."""
+    import os
+
+    old = os.environ.get("TRACEA_HOME")
+    os.environ["TRACEA_HOME"] = str(tmp_path_factory.getbasetemp() / "tracea-home")
+    yield
+    if old is None:
+        os.environ.pop("TRACEA_HOME", None)
+    else:
+        os.environ["TRACEA_HOME"] = old

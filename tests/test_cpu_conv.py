@@ -4,8 +4,6 @@ strides, padding, dilation, groups (depthwise too), bias, 1x1 filters, fp32/fp16
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -30,15 +28,7 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _kernel_cache(tmp_path_factory):
-    old = os.environ.get("TRACEA_HOME")
-    os.environ["TRACEA_HOME"] = str(tmp_path_factory.getbasetemp() / "tracea-home")
-    yield
-    if old is None:
-        os.environ.pop("TRACEA_HOME", None)
-    else:
-        os.environ["TRACEA_HOME"] = old
+pytestmark = pytest.mark.usefixtures("kernel_cache")  # a fresh binary cache: every kernel really compiled
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -46,16 +46,7 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _kernel_cache(tmp_path_factory):
-    """A fresh binary cache for the test session: every kernel is really compiled here."""
-    old = os.environ.get("TRACEA_HOME")
-    os.environ["TRACEA_HOME"] = str(tmp_path_factory.getbasetemp() / "tracea-home")
-    yield
-    if old is None:
-        os.environ.pop("TRACEA_HOME", None)
-    else:
-        os.environ["TRACEA_HOME"] = old
+pytestmark = pytest.mark.usefixtures("kernel_cache")  # a fresh binary cache: every kernel really compiled
 
 
 def runnable(family: str, op_kind: str, dtype: str = "fp32"):

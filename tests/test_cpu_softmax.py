@@ -4,7 +4,6 @@ rows split between threads, and inputs that overflow exp without the max subtrac
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import numpy as np
 import pytest
@@ -19,15 +18,7 @@ FAMILIES = ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")
 SHAPES = [(1, 1), (7, 33), (33, 1000), (1023, 7), (2, 4097), (1000, 1023)]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _kernel_cache(tmp_path_factory):
-    old = os.environ.get("TRACEA_HOME")
-    os.environ["TRACEA_HOME"] = str(tmp_path_factory.getbasetemp() / "tracea-home")
-    yield
-    if old is None:
-        os.environ.pop("TRACEA_HOME", None)
-    else:
-        os.environ["TRACEA_HOME"] = old
+pytestmark = pytest.mark.usefixtures("kernel_cache")  # a fresh binary cache: every kernel really compiled
 
 
 def variant(family: str, dtype: str):

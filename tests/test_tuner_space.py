@@ -121,3 +121,19 @@ def test_cuda_space_file_swizzles_are_validated_and_bank_pruned(tmp_path) -> Non
 
     for s in space:  # what is kept really is conflict-free in the simulator
         assert simulate(mainloop_accesses(op, s)).totals()["conflicts"] == 0
+
+
+def test_cuda_schedules_of_every_core_decode_and_name_from_json() -> None:
+    """The tuner names and features recorded CUDA schedules from their JSON alone (simulation mode has no
+    GPU and no hero to take the class from): Hopper GEMM and conv schedules as well as CudaSchedule."""
+    from tracea.emitters.cuda import CudaSchedule, schedule_from_json, tuning_features
+    from tracea.emitters.cuda.wgmma import hero_schedule as gemm_hero
+    from tracea.emitters.cuda.wgmma_conv import hero_schedule as conv_hero
+    from tracea.tuner.run import schedule_name
+
+    op = Gemm(m=4096, n=4096, k=4096, dtype="bf16")
+    for s in (gemm_hero(op), conv_hero(), CudaSchedule("mma", 128, 128, 64, 64, 32, 3, raster=8)):
+        assert schedule_from_json(s.to_json()) == s
+        assert schedule_name("cuda", s.to_json()) == s.name
+    f = tuning_features(op, gemm_hero(op).to_json())
+    assert f["warps"] == gemm_hero(op).threads // 32 and f["tiles"] == (4096 // gemm_hero(op).bm) * (4096 // gemm_hero(op).bn)

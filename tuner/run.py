@@ -144,9 +144,9 @@ def schedule_name(backend: str, schedule: dict[str, Any]) -> str:
 
             return CpuSchedule.from_json(schedule).name
         if backend == "cuda":
-            from tracea.emitters.cuda.schedule import CudaSchedule  # type: ignore[import-not-found]
+            from tracea.emitters.cuda import schedule_from_json  # type: ignore[import-not-found]
 
-            return CudaSchedule.from_json(schedule).name
+            return schedule_from_json(schedule).name
     except Exception:  # noqa: BLE001 - a label only
         pass
     return ",".join(f"{k}={v}" for k, v in schedule.items() if k not in ("schema_version", "backend"))

@@ -14,7 +14,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .build import build, emit, hero_schedule, search_space, tuning_features, validate_schedule
+from .build import (
+    build,
+    emit,
+    hero_schedule,
+    schedule_from_json,
+    search_space,
+    tuning_features,
+    validate_schedule,
+)
 from .schedule import CudaSchedule
 from .variants import ALL_VARIANTS, VARIANTS, resolve
 
@@ -22,7 +30,7 @@ if TYPE_CHECKING:
     from .runtime import Artifact, CudaKernel
 
 __all__ = ["VARIANTS", "ALL_VARIANTS", "CudaSchedule", "CudaKernel", "Artifact", "bank_conflict_drop", "build", "emit", "hero_schedule",
-           "resolve", "search_space", "tuning_features", "validate_schedule"]
+           "resolve", "schedule_from_json", "search_space", "tuning_features", "validate_schedule"]
 
 
 def bank_conflict_drop(op: Any, variant: Any, schedule: Any) -> str | None:

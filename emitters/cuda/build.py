@@ -136,6 +136,17 @@ def validate_schedule(op: Any, variant: Variant | str, schedule: Any, host: Any,
     _check(op, resolve(variant), schedule, _arch(host, arch))
 
 
+def schedule_from_json(d: dict[str, Any]) -> Any:
+    """Any CUDA schedule from its JSON: the Hopper GEMM's or conv's (``core`` wgmma, ``kernel`` conv2d)
+    or a ``CudaSchedule`` (mma, simt, softmax)."""
+    if d.get("core") == "wgmma":
+        from .wgmma import WgmmaSchedule
+        from .wgmma_conv import WgmmaConvSchedule
+
+        return WgmmaConvSchedule.from_json(d) if d.get("kernel") == "conv2d" else WgmmaSchedule.from_json(d)
+    return CudaSchedule.from_json(d)
+
+
 def tuning_features(op: Any, schedule: dict[str, Any]) -> dict[str, float]:
     """Quantities the tuner's model sees beside the schedule's own fields (tuner/space.py ``encode``):
     warps per block, shared memory per block, the block tile's area and the number of block tiles. They
@@ -143,20 +154,16 @@ def tuning_features(op: Any, schedule: dict[str, Any]) -> dict[str, float]:
     fills the last wave, which the raw fields only carry jointly: a 256x128 tile of 64x64 warps and a
     128x128 tile of 64x32 warps share their warp count, not their smem. Device-independent (a recorded
     space replays without its GPU). Empty for schedules without block tiles (softmax)."""
-    core = schedule.get("core")
-    if core == "wgmma":
-        from .wgmma import WgmmaSchedule
-        from .wgmma_conv import WgmmaConvSchedule
-
-        w = WgmmaConvSchedule.from_json(schedule) if schedule.get("kernel") == "conv2d" else WgmmaSchedule.from_json(schedule)
-        warps, smem, bm, bn = w.threads // 32, w.smem_bytes, w.bm, w.bn
-    elif core in ("mma", "simt"):
+    sched = schedule_from_json(schedule)
+    if sched.core == "wgmma":
+        warps, smem = sched.threads // 32, sched.smem_bytes
+    elif sched.core in ("mma", "simt"):
         from .plan import smem_bytes
 
-        c = CudaSchedule.from_json(schedule)
-        warps, smem, bm, bn = c.warps, smem_bytes(op, c), c.bm, c.bn
+        warps, smem = sched.warps, smem_bytes(op, sched)
     else:
         return {}
+    bm, bn = sched.bm, sched.bn
     m = getattr(op, "gemm_m", None) or getattr(op, "m", bm)
     n = getattr(op, "gemm_n", None) or getattr(op, "n", bn)
     return {"warps": warps, "smem_bytes": smem, "block_tile": bm * bn, "tiles": -(-m // bm) * -(-n // bn)}

@@ -24,6 +24,13 @@ def _check(op: Any, variant: Variant, schedule: CpuSchedule, host: Any) -> None:
     schedule.validate(op, host, variant)
 
 
+# The A block's ceiling per family, below half of L2. AVX2 6x16: on a 2 MiB-L2 core an A block of half of L2
+# (mc 252) ran at 0.81x NumPy (AVX2 OpenBLAS) at 2048, mc 60 at 0.93x (1024: 0.93x, 4096: 0.95x; CI machine,
+# 2026-11-23, bench_cpu_gemm_probe.py); the AVX-512 8x48 kernel is the same at mc 64 and 256. Where L2 is
+# 512 KiB (Zen 3) the ceiling changes nothing.
+A_BLOCK_MAX = {"cpu-avx2-fma": 256 << 10}
+
+
 def hero_schedule(op: Any, variant: Variant | str, host: Any) -> CpuSchedule:
     """A good default for this host: the micro-kernel shape of the family, blocks from the cache sizes
     (B micro-panel in half of L1 .. L2, A block in half of L2, B panel in a share of L3), all cores."""
@@ -39,12 +46,7 @@ def hero_schedule(op: Any, variant: Variant | str, host: Any) -> CpuSchedule:
     # KC: an A and a B micro-panel in a quarter of L2 (measured here: long K blocks win, the micro-panels
     # stream from L2 well and C is read and written fewer times), at most 1024
     kc = max(64, min(1024, (l2 // 4) // ((mr + nr) * 4)) // 64 * 64)
-    # A block: half of L2. For the AVX2 6x16 kernel at most 256 KiB: on a 2 MiB-L2 core an A block of half
-    # of L2 (mc 252) ran at 0.81x NumPy (AVX2 OpenBLAS) at 2048, mc 60 at 0.93x (1024: 0.93x, 4096: 0.95x;
-    # CI machine, 2026-11-23, bench_cpu_gemm_probe.py); the 8x48 AVX-512 kernel is the same at mc 64 and
-    # 256. Where L2 is 512 KiB (Zen 3), both rules give the same block.
-    a_block = l2 // 2 if v.family != "cpu-avx2-fma" else min(l2 // 2, 256 << 10)
-    mc = max(mr, a_block // (kc * 4) // mr * mr)
+    mc = max(mr, min(l2 // 2, A_BLOCK_MAX.get(v.family, l2)) // (kc * 4) // mr * mr)  # A block: half of L2
     nc = max(nr, min(8192, (l3 // 2) // (kc * 4)) // nr * nr)  # B panel: half of L3
     # AVX-512 8x48 keeps 24 accumulators + 3 B vectors + the A broadcast in registers: unrolled by 2 it
     # compiles without a spill (by 4, gcc spills one zmm), at the same speed (CI machine, 2026-11-23)

@@ -37,9 +37,37 @@ def _blas_name() -> str:
         cfg = np.show_config(mode="dicts")  # numpy >= 1.25
         blas = cfg["Build Dependencies"]["blas"]
         name = f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
-        return f"{name}, {describe()}" if "openblas" in name.lower() else name
+        if "openblas" not in name.lower():
+            return name
+        core = openblas_core()
+        return f"{name}{f', {core} kernels' if core else ''}, {describe()}"
     except Exception:  # noqa: BLE001
         return "BLAS"
+
+
+def openblas_core() -> str | None:
+    """The core type whose kernels the loaded OpenBLAS runs (its own choice for this CPU, or what
+    OPENBLAS_CORETYPE forced), as threadpoolctl reads it from the library; None when unknown."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    cores = [i.get("architecture") for i in threadpool_info() if i.get("internal_api") == "openblas"]
+    return cores[0] if cores and cores[0] else None
+
+
+def pinned_note(host: object) -> str | None:
+    """Why the CPU baseline does not run at its library's best on this machine (a BLAS pinned to an older
+    kernel set or to fewer threads by the environment), for the ratio line; None when it does."""
+    import os
+
+    from tracea.doctor.blas_pin import pinned_below
+
+    reasons = pinned_below(host.cpu, os.environ)  # type: ignore[attr-defined]
+    if not reasons:
+        return None
+    return ("the baseline is pinned below its best for this CPU (" + "; ".join(reasons)
+            + "): the ratio flatters Tracea; unset the variable for this command to compare with the library's own choice")
 
 
 def gemm_baseline(op: Gemm, inputs: dict[str, np.ndarray]) -> Baseline:

@@ -37,7 +37,8 @@ from tracea.reports.nvtx import phase as nvtx_phase
 from tracea.reports.nvtx import phase_of
 
 from . import registry
-from .baselines import baseline_for
+from .baselines import baseline_for, pinned_note
+from .stability import measure_stable, spread_problem
 from .timing import Timing, interleaved
 
 
@@ -60,6 +61,8 @@ class BenchResult:
     baseline_reason: str | None = None
     compile_s: float | None = None
     cache_hit: bool | None = None
+    unstable: str | None = None  # why the timings do not make a ratio (emitters/stability.py), or None
+    baseline_note: str | None = None  # why the baseline is not the library's best here (a pinned BLAS), or None
     fingerprint: str = ""
     timestamp: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 
@@ -73,9 +76,15 @@ class BenchResult:
 
     @property
     def ratio(self) -> float | None:
-        if self.tracea and self.baseline:
+        """Baseline time / Tracea time, from timings that agree with themselves; None when unstable."""
+        if self.tracea and self.baseline and not self.unstable:
             return self.baseline.p50_ms / self.tracea.p50_ms
         return None
+
+    @property
+    def note(self) -> str | None:
+        """What a reader of the ratio must know: why there is none, or why it flatters Tracea."""
+        return "; ".join(n for n in (self.unstable, self.baseline_note) if n) or None
 
     def row(self) -> MetricsRow:
         shape = {k: v for k, v in self.op.to_json().items() if k not in ("op", "schema_version", "dtype")}
@@ -86,7 +95,7 @@ class BenchResult:
             p50_ms=self.tracea.p50_ms if self.tracea else None, p95_ms=self.tracea.p95_ms if self.tracea else None,
             tflops=self.tflops, gbps=self.gbps, rel_err=self.rel_err, baseline=self.baseline_name,
             baseline_p50_ms=self.baseline.p50_ms if self.baseline else None, ratio=self.ratio,
-            env_fingerprint=self.fingerprint,
+            env_fingerprint=self.fingerprint, note=self.note,
         )
 
 
@@ -188,9 +197,13 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
     if backend == "cuda":  # verified in-process (no fork under a CUDA context), timed with CUDA events
         from .cuda.baselines import bench_on_device
 
+        def device_spread(f: dict[str, Any]) -> str | None:
+            return spread_problem({k: f[k] for k in ("tracea", "baseline") if f.get(k)}) if f.get("status") == "ok" else None
+
         with nvtx_phase(phase_of(op.kind), "time"):
-            fields = bench_on_device(kernel, op, inputs, ref, tol, warmup, repeats)
-        return BenchResult(tolerance=tol, **fields, **base)
+            fields, unstable = measure_stable(lambda: bench_on_device(kernel, op, inputs, ref, tol, warmup, repeats),
+                                              device_spread)
+        return BenchResult(tolerance=tol, unstable=unstable, **fields, **base)
     out = np.empty(op.output_shape(), op.dtype.storage)  # type: ignore[attr-defined]
 
     def first_run() -> float:
@@ -218,8 +231,10 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
                            error=f"relative error {err:.3g} exceeds {tol:.1g} (in-process run)", **base)
     base_err = relative_error(np.asarray(baseline.run(), dtype=np.float64), ref) if baseline.run else None
     with nvtx_phase(phase_of(op.kind), "time"):
-        timings = interleaved(contenders, warmup=warmup, repeats=repeats, min_seconds=min_seconds)
+        timings, unstable = measure_stable(
+            lambda: interleaved(contenders, warmup=warmup, repeats=repeats, min_seconds=min_seconds), spread_problem)
     return BenchResult(
         status="ok", rel_err=err, tolerance=tol, tracea=timings["tracea"], baseline_name=baseline.name,
-        baseline=timings.get("baseline"), baseline_rel_err=base_err, baseline_reason=baseline.reason, **base,
+        baseline=timings.get("baseline"), baseline_rel_err=base_err, baseline_reason=baseline.reason,
+        unstable=unstable, baseline_note=pinned_note(host) if baseline.run is not None else None, **base,
     )

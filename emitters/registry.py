@@ -34,3 +34,35 @@ def variant(variant_id: str) -> Variant:
         if v.id == variant_id:
             return v
     raise UnsupportedError(f"no registered variant {variant_id!r}")
+
+
+def default_backend(op: Any, host: Any, precision: str | None = None) -> tuple[str, str]:
+    """The backend a command uses when none is named: the one whose variant the decision engine ranks
+    first for ``op`` on ``host`` (a GPU variant outranks every CPU one, so a machine with a usable GPU
+    gets the GPU), and the sentence that says why. Falls back to the CPU, with the reason, when no
+    variant can run the op here (the command then explains that itself)."""
+    from tracea.doctor.plan import plan
+
+    decision = plan(op, host, all_variants(), precision=precision)
+    if decision.chosen is None or decision.backend is None:
+        return "cpu", "no variant can run it here; trying the CPU"
+    why = f"the planner's first choice here is {decision.chosen}"
+    gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
+    if decision.backend != "cpu" and gpus:
+        why += f" on GPU 0 ({gpus[0].name})"
+    elif decision.backend == "cpu":
+        others = [set(c.reasons) for c in decision.candidates if c.backend != "cpu"]
+        shared = sorted(set.intersection(*others)) if others else []  # what stops every GPU variant
+        if shared:
+            why += f"; no GPU variant fits ({shared[0]})"
+    return decision.backend, why
+
+
+def runnable_backends(host: Any) -> list[str]:
+    """The backends with at least one variant this host can run (in any of its precisions)."""
+    out = []
+    for name in BACKENDS:
+        variants = backend_module(name).VARIANTS
+        if any(not v.unmet(host, p) for v in variants for p in v.precisions):
+            out.append(name)
+    return out

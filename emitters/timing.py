@@ -1,11 +1,15 @@
 """Timing that can be trusted on a noisy machine: warm-up, interleaved repeats of every contender
 (so drift in clocks or neighbours hits all alike), median and p95 per contender.
 
-CPU work is timed with ``time.perf_counter`` around complete calls (the kernels are synchronous).
+CPU work is timed with ``time.perf_counter`` around complete calls (the kernels are synchronous). A call
+shorter than ``MIN_SAMPLE_S`` is repeated inside one sample (the per-call time is the sample over the
+count), so the clock's resolution and the interpreter's jitter do not dominate a microsecond kernel.
+Whether the samples agree well enough for a ratio is emitters/stability.py's question.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -27,6 +31,17 @@ def _p95(sorted_ms: list[float]) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, round(0.95 * (len(sorted_ms) - 1)))]
 
 
+MIN_SAMPLE_S = 0.002  # a sample shorter than this repeats the call inside it
+MAX_INNER = 1000
+
+
+def _calls_per_sample(fn: Callable[[], object]) -> int:
+    t0 = time.perf_counter()
+    fn()
+    once = time.perf_counter() - t0
+    return max(1, min(MAX_INNER, math.ceil(MIN_SAMPLE_S / once) if once > 0 else MAX_INNER))
+
+
 def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, repeats: int = 10,
                 min_seconds: float = 0.0, max_repeats: int = 200) -> dict[str, Timing]:
     """Time each callable ``repeats`` times, round-robin, after ``warmup`` calls each; keep going
@@ -34,6 +49,7 @@ def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, re
     for _ in range(warmup):
         for fn in contenders.values():
             fn()
+    inner = {name: _calls_per_sample(fn) for name, fn in contenders.items()}
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     start = time.perf_counter()
     rounds = 0
@@ -41,9 +57,11 @@ def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, re
         # alternate the order each round so neither side always runs on a cache warmed by the other
         order = list(contenders.items()) if rounds % 2 == 0 else list(reversed(contenders.items()))
         for name, fn in order:
+            n = inner[name]
             t0 = time.perf_counter()
-            fn()
-            samples[name].append((time.perf_counter() - t0) * 1e3)
+            for _ in range(n):
+                fn()
+            samples[name].append((time.perf_counter() - t0) * 1e3 / n)
         rounds += 1
     out = {}
     for name, ms in samples.items():

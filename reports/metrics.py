@@ -16,7 +16,11 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
-SCHEMA_VERSION = 1
+# 2: rows carry ``note`` (why a ratio is missing or must not be read as one: an unstable measurement, a
+# baseline pinned below its best for this CPU); JSONL holds ``shape`` and ``schedule`` as objects.
+# Version 1 rows are still read.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 STATUSES = ("ok", "invalid", "compile_failed", "runtime_failed", "wrong_result", "timeout")
 
 
@@ -39,6 +43,7 @@ class MetricsRow:
     baseline_p50_ms: float | None
     ratio: float | None  # baseline time / Tracea time: > 1 means Tracea is faster
     env_fingerprint: str
+    note: str | None = None  # why ratio is None, or why it is not the library's best (see SCHEMA_VERSION)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -46,10 +51,20 @@ class MetricsRow:
             raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
 
     def to_json(self) -> dict[str, Any]:
+        """The row as JSON: ``shape`` and ``schedule`` as nested objects (``jq .schedule.mc`` works)."""
+        out = asdict(self)
+        for key in NESTED:
+            out[key] = json.loads(out[key]) if out[key] else None
+        return out
+
+    def flat(self) -> dict[str, Any]:
+        """The row for CSV: ``shape`` and ``schedule`` as JSON text in one cell."""
         return asdict(self)
 
 
 FIELDS = list(MetricsRow.__dataclass_fields__)
+NESTED = ("shape", "schedule")  # JSON text in CSV cells and in the dataclass, objects in JSON
+V1_FIELDS = [f for f in FIELDS if f != "note"]
 
 
 def to_jsonl(rows: list[MetricsRow]) -> str:
@@ -61,7 +76,7 @@ def to_csv(rows: list[MetricsRow]) -> str:
     writer = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n")
     writer.writeheader()
     for r in rows:
-        writer.writerow({k: ("" if v is None else v) for k, v in r.to_json().items()})
+        writer.writerow({k: ("" if v is None else v) for k, v in r.flat().items()})
     return buf.getvalue()
 
 
@@ -184,23 +199,29 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         reader = csv.DictReader(io.StringIO(text))
         if reader.fieldnames is None:
             return []
-        missing = [f for f in FIELDS if f not in reader.fieldnames]
+        missing = [f for f in V1_FIELDS if f not in reader.fieldnames]
         if missing:
             raise BadInputError(f"{p}: not a Tracea metrics CSV (missing columns: {', '.join(missing[:5])})")
         raw = [(i, r) for i, r in enumerate(reader, 2)]
     for i, r in raw:
-        if not isinstance(r, dict) or any(f not in r for f in FIELDS):
+        if not isinstance(r, dict) or any(f not in r for f in V1_FIELDS):
             raise BadInputError(f"{p}:{i}: not a Tracea metrics row (expected the fields {', '.join(FIELDS[:4])}, ...)")
         try:
-            row = {f: r[f] for f in FIELDS}
+            row = {f: r.get(f) for f in FIELDS}
             for f in NUMERIC:
                 row[f] = _number(row[f])
             row["schema_version"] = int(row["schema_version"])
-            for f in ("baseline",):
+            for f in ("baseline", "note"):
                 row[f] = row[f] or None
+            for f in NESTED:  # rows read back hold JSON text, whichever format they were written in
+                if isinstance(row[f], (dict, list)):
+                    row[f] = json.dumps(row[f], sort_keys=True)
+                elif row[f] is None:
+                    row[f] = ""
         except (TypeError, ValueError) as exc:
             raise BadInputError(f"{p}:{i}: a number field does not parse ({exc})") from None
-        if row["schema_version"] != SCHEMA_VERSION:
-            raise BadInputError(f"{p}:{i}: schema_version {row['schema_version']}; this Tracea reads {SCHEMA_VERSION}")
+        if row["schema_version"] not in READABLE_VERSIONS:
+            raise BadInputError(f"{p}:{i}: schema_version {row['schema_version']}; this Tracea reads "
+                                f"{', '.join(map(str, READABLE_VERSIONS))}")
         rows.append(row)
     return rows

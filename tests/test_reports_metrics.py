@@ -17,7 +17,8 @@ from tracea.doctor.errors import BadInputError
 from tracea.reports.metrics import FIELDS, MetricsRow, MetricsWriter, read_metrics
 
 SCHEMA = ["timestamp", "op", "shape", "dtype", "backend", "variant", "schedule", "status", "p50_ms", "p95_ms",
-          "tflops", "gbps", "rel_err", "baseline", "baseline_p50_ms", "ratio", "env_fingerprint", "schema_version"]
+          "tflops", "gbps", "rel_err", "baseline", "baseline_p50_ms", "ratio", "env_fingerprint", "note", "schema_version"]
+V1 = [f for f in SCHEMA if f != "note"]
 
 
 def row(i: int = 0, status: str = "ok") -> MetricsRow:
@@ -50,10 +51,32 @@ def test_writer_round_trip_and_header_once(tmp_path, ext):
     else:
         got = [json.loads(line) for line in text.splitlines()]
         assert list(got[0]) == SCHEMA and got[2]["p50_ms"] is None
+        # JSON holds objects, not JSON text: `jq .schedule.mr` works
+        assert got[0]["schedule"] == {"mr": 6, "nr": 16, "note": 'a,"b"'} and got[1]["shape"]["m"] == 65
     assert len(got) == 3
     rows = read_metrics(path)
     assert [r["status"] for r in rows] == ["ok", "ok", "wrong_result"]
-    assert rows[1]["p50_ms"] == 1.5 and rows[2]["tflops"] is None and rows[0]["schema_version"] == 1
+    assert rows[1]["p50_ms"] == 1.5 and rows[2]["tflops"] is None and rows[0]["schema_version"] == 2
+    assert json.loads(rows[0]["schedule"]) == {"mr": 6, "nr": 16, "note": 'a,"b"'}  # read back as JSON text
+
+
+@pytest.mark.parametrize("ext", ["csv", "jsonl"])
+def test_version_1_files_still_read(tmp_path, ext):
+    """Files written before the note field (schema 1: shape and schedule as JSON text in JSONL too)."""
+    old = {**{k: v for k, v in row(3).flat().items() if k != "note"}, "schema_version": 1}
+    path = tmp_path / f"old.{ext}"
+    if ext == "csv":
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=V1)
+            w.writeheader()
+            w.writerow({k: "" if v is None else v for k, v in old.items()})
+    else:
+        path.write_text(json.dumps(old) + "\n")
+    (got,) = read_metrics(path)
+    assert got["schema_version"] == 1 and got["note"] is None and json.loads(got["shape"])["m"] == 67
+    if ext == "csv":  # a new row is never mixed into an old-schema CSV
+        with pytest.raises(BadInputError, match="another header"):
+            MetricsWriter(path).write(row(4))
 
 
 def _append(path: str, worker: int, n: int) -> None:
@@ -86,7 +109,7 @@ def test_torn_last_line_does_not_swallow_the_next_row(tmp_path):
         f.write('{"timestamp": "half a row')  # a writer killed mid-line
     MetricsWriter(path).write(row(1))
     lines = path.read_text().splitlines()
-    assert json.loads(lines[-1])["shape"] == json.dumps({"m": 65, "n": 64, "k": 64})
+    assert json.loads(lines[-1])["shape"] == {"m": 65, "n": 64, "k": 64}
     with pytest.raises(BadInputError, match=r"m.jsonl:2: not a JSON line"):
         read_metrics(path)
 

@@ -25,6 +25,16 @@ def tracea(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
                           env=os.environ.copy())
 
 
+def timed(baseline: dict) -> bool:
+    """A baseline has a time, or (its timing never settled on a busy machine) no time and the reason: never
+    a time that the stability check rejected (emitters/stability.py)."""
+    if baseline.get("unstable"):
+        assert "unstable" in baseline["reason"] and "p50_ms" not in baseline
+        return False
+    assert baseline["p50_ms"] > 0
+    return True
+
+
 def test_tune_stores_every_trial_and_a_second_call_reuses_the_best(home) -> None:
     args = ["tune", "gemm", "--m", "96", "--backend", "cpu", "--budget", "4", "--no-tui", "--repeat", "3",
             "--jsonl", str(home / "m.jsonl"), "--csv", str(home / "m.csv")]
@@ -34,14 +44,18 @@ def test_tune_stores_every_trial_and_a_second_call_reuses_the_best(home) -> None
     dumps = sorted((home / "ir").iterdir())
     assert len(dumps) == 4 and all((d / "03_source.c").exists() and (d / "02_schedule.json").exists() for d in dumps)
     assert doc["evaluated"] == 4 and not doc["reused"] and doc["best"]["p50_ms"] > 0
-    assert doc["baseline"]["p50_ms"] > 0 and doc["baseline"]["interleaved"]  # timed beside the best
-    assert doc["ratio_to_baseline"] == pytest.approx(doc["baseline"]["p50_ms"] / doc["baseline"]["tracea_p50_ms"])
+    if timed(doc["baseline"]):
+        assert doc["baseline"]["interleaved"]  # timed beside the best
+        assert doc["ratio_to_baseline"] == pytest.approx(doc["baseline"]["p50_ms"] / doc["baseline"]["tracea_p50_ms"])
+    else:
+        assert doc["ratio_to_baseline"] is None
     assert all(t["status"] == "ok" and t["rel_err"] < 1e-4 for t in doc["trials"])
     from tracea.reports.metrics import read_metrics
 
     for f in ("m.jsonl", "m.csv"):
         rows = read_metrics(home / f)
-        assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"} and rows[0]["baseline_p50_ms"] > 0
+        assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}
+        assert (rows[0]["baseline_p50_ms"] or 0) > 0 or "unstable" in (rows[0]["note"] or "")
     run_dir = Path(doc["run_dir"])
     assert (run_dir / "result.json").exists() and len((run_dir / "trials.jsonl").read_text().splitlines()) == 4
 
@@ -53,7 +67,8 @@ def test_tune_stores_every_trial_and_a_second_call_reuses_the_best(home) -> None
     listed = json.loads(tracea("cache", "list", "--json").stdout)["keys"]
     assert len(listed) == 1 and listed[0]["trials"] == 4 and listed[0]["key"] == doc["key"]
     shown = json.loads(tracea("cache", "show", doc["key"][:8], "--json").stdout)
-    assert len(shown["trials"]) == 4 and shown["runs"][0]["baseline"]["p50_ms"] > 0
+    assert len(shown["trials"]) == 4
+    timed(shown["runs"][0]["baseline"])
     text = tracea("cache", "show", doc["key"][:8]).stdout
     assert doc["best"]["name"] in text
     exported = tracea("cache", "export", "--out", str(home / "x.json"))
@@ -63,7 +78,7 @@ def test_tune_stores_every_trial_and_a_second_call_reuses_the_best(home) -> None
     bench = tracea("bench", "gemm", "--m", "96", "--json")
     assert bench.returncode == 0, bench.stderr
     row = json.loads(bench.stdout.splitlines()[0])
-    assert json.loads(row["schedule"]) == doc["best"]["schedule"]
+    assert row["schedule"] == doc["best"]["schedule"]  # a nested object in JSON output
 
     assert tracea("cache", "clear", "--all").stdout.strip() == "cleared 4 trials"
     assert json.loads(tracea("cache", "list", "--json").stdout)["keys"] == []

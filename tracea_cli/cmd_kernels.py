@@ -4,13 +4,15 @@ Each verb imports its layers when it runs."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from .op_options import add_op_commands, option
 
-BACKEND = option("backend", str | None, None, "--backend", help="Restrict to one backend (cpu; cuda, hip, metal as they land).")
+BACKEND = option("backend", str | None, None, "--backend",
+                 help="cpu or cuda. Default: the backend of the planner's first choice on this machine "
+                      "(a GPU when one can run the op); the first line says which and why.")
 PRECISION = option("precision", str | None, None, "--precision", help="Requested precision (default: --dtype); falls back BF16 -> FP16 -> FP32.")
 JSON = option("json_out", bool, False, "--json", help="Print JSON.")
 DUMP_IR = option("dump_ir", Path | None, None, "--dump-ir", help="Write every stage of the kernel (op, decision, schedule, source, compile, binary, metadata) into DIR.")
@@ -22,12 +24,35 @@ def _host() -> Any:
     return probe()
 
 
-def do_plan(op: Any, backend: str | None, precision: str | None, json_out: bool) -> None:
+def resolve_backend(op: Any, host: Any, backend: str | None, precision: str | None, to_stderr: bool = False) -> str:
+    """``--backend`` as given, else the planner's first choice here, said in the first line of the output
+    (on stderr with ``to_stderr``, so --json and --csv output stay machine-readable)."""
+    if backend is not None:
+        from tracea.emitters.registry import backend_module
+
+        backend_module(backend)  # an unknown name fails here, with the list of backends
+        return backend
+    from tracea.emitters.registry import default_backend
+
+    backend, why = default_backend(op, host, precision)
+    typer.echo(f"backend {backend} ({why}; --backend picks another)", err=to_stderr)
+    return backend
+
+
+def do_plan(op: Any, backend: str | None, precision: str | None, json_out: bool, input_file: Path | None = None) -> None:
     from tracea.doctor.plan import plan
     from tracea.emitters.registry import all_variants
     from tracea.render_kernels import plan_table
 
-    decision = plan(op, _host(), all_variants(backend) if backend else all_variants(), precision=precision, backend=backend)
+    if input_file is not None:  # plan for a recorded machine (`tracea doctor --save`), not this one
+        from tracea.doctor.snapshot import read_snapshot
+
+        host = read_snapshot(input_file)[0]
+    else:
+        host = _host()
+    if backend is None:
+        resolve_backend(op, host, None, precision, to_stderr=json_out)
+    decision = plan(op, host, all_variants(backend) if backend else all_variants(), precision=precision, backend=backend)
     if json_out:
         import json
 
@@ -43,8 +68,8 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
     from tracea.doctor.plan import plan
     from tracea.emitters import registry
 
-    backend = backend or ("cuda" if arch else "cpu")
     host = _host()
+    backend = backend or ("cuda" if arch else resolve_backend(op, host, None, precision, to_stderr=json_out))
     if arch is not None:
         if backend != "cuda":
             from tracea.doctor.errors import BadInputError
@@ -79,7 +104,8 @@ def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, w
     from tracea.reports.metrics import to_csv, to_jsonl
     from tracea.reports.record import RunRecorder
 
-    host, backend = _host(), backend or "cpu"
+    host = _host()
+    backend = resolve_backend(op, host, backend, precision, to_stderr=json_out or csv_out)
     with RunRecorder("bench", command_line(), host, dump_ir=dump_ir, metrics=metrics) as rec:  # run folder, crash bundle
         from tracea.tuner.lookup import tuned_lookup  # the best stored schedule, when tuned here
 
@@ -100,9 +126,33 @@ def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, w
 
 plan_app = typer.Typer(help="Rank the kernel variants for an operation on this machine, and say why.", no_args_is_help=True)
 emit_app = typer.Typer(help="Write the generated kernel source, its schedule and metadata.", no_args_is_help=True)
-bench_app = typer.Typer(help="Measure a Tracea kernel against the vendor library in the same run.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Measure a Tracea kernel against the vendor library in the same run. With no operation: this "
+         "machine's standard suite (one representative case per operation on every backend it can run).",
+    invoke_without_command=True)
 
-add_op_commands(plan_app, [BACKEND, PRECISION, JSON], do_plan, "Plan")
+
+@bench_app.callback()
+def bench_suite(
+    ctx: typer.Context,
+    backend: Annotated[str | None, typer.Option("--backend", help="Only this backend's suite (cpu or cuda).")] = None,
+    repeat: Annotated[int, typer.Option("--repeat", help="Timed runs of each contender (at least).", min=1)] = 10,
+    warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs of each contender first.", min=0)] = 2,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random inputs' seed (default: fresh, recorded).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the suite's metrics rows as JSON lines.")] = False,
+    metrics: Annotated[Path | None, typer.Option("--metrics", help="Append every row to FILE (.csv or .jsonl).")] = None,
+) -> None:
+    """Without an operation, run this machine's standard suite and print one table."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from tracea.suite import run_suite
+
+    run_suite(backend, repeat=repeat, warmup=warmup, seed=seed, json_out=json_out, metrics=metrics)
+
+add_op_commands(plan_app, [BACKEND, PRECISION, JSON, option(
+    "input_file", Path | None, None, "--input",
+    help="Plan for the machine of a saved doctor snapshot or report (tracea doctor --save FILE) instead of this one.")],
+    do_plan, "Plan")
 add_op_commands(
     emit_app,
     [BACKEND, PRECISION, option("out", Path, ..., "--out", help="Folder to write into."), JSON, DUMP_IR,

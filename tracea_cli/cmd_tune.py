@@ -17,7 +17,9 @@ import typer
 from .op_options import add_op_commands, option
 
 PARAMS = [
-    option("backend", str, "cpu", "--backend", help="Backend to tune (cpu; cuda as it lands)."),
+    option("backend", str | None, None, "--backend",
+           help="cpu or cuda. Default: the backend of the planner's first choice on this machine (a GPU when "
+                "one can run the op); the first line says which and why."),
     option("precision", str | None, None, "--precision", help="Requested precision (default: --dtype); falls back BF16 -> FP16 -> FP32."),
     option("variant", str | None, None, "--variant", help="Tune this variant (e.g. cpu-avx2-fma.gemm) instead of the planner's choice."),
     option("strategy", str, "bayes", "--strategy", help="bayes (Gaussian process + expected improvement), random or exhaustive."),
@@ -42,7 +44,7 @@ PARAMS = [
 ]
 
 
-def do_tune(op: Any, backend: str, precision: str | None, variant: str | None, strategy: str, budget: int | None,
+def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | None, strategy: str, budget: int | None,
             time_limit: float | None, patience: int, seed: int, repeat: int, warmup: int, timeout: float,
             space: Path | None, simulate: Path | None, resume: bool, retune: bool, compile_ahead: bool,
             no_tui: bool, json_out: bool, jsonl: Path | None, csv: Path | None, metrics: Path | None,
@@ -87,9 +89,11 @@ def do_tune(op: Any, backend: str, precision: str | None, variant: str | None, s
         raise BadInputError(f"--metrics: {metrics}: the extension must be .csv or .jsonl (it picks the format)")
     host = None
     if simulate is None:
+        from tracea.cmd_kernels import resolve_backend
         from tracea.doctor import probe
 
         host = probe()
+        config.backend = resolve_backend(op, host, backend, precision, to_stderr=json_out)
     use_tui = not (no_tui or json_out) and sys.stdout.isatty() and sys.stdin.isatty()
     if use_tui:
         from tracea.tui.tune_app import run_tune_tui
@@ -182,6 +186,11 @@ def tune_summary(result: Any, top: int = 8) -> None:
             how = (f"interleaved with the best: {base['tracea_p50_ms']:.3f} vs {base['p50_ms']:.3f} ms"
                    if base.get("tracea_p50_ms") else f"{base['p50_ms']:.3f} ms")
             line += f"\n  ·  {escape(str(base.get('name')))} {how}  ·  ratio {result.ratio:.2f}x"
+            if base.get("note"):
+                line += f"\n  [yellow]warning[/yellow]: {escape(str(base['note']))}"
+        elif base.get("unstable"):
+            line += (f"\n  ·  [yellow]no ratio[/yellow]: {escape(str(base['reason']))} (something else is using "
+                     "the cores; `tracea bench` this shape on a quiet machine)")
         elif base.get("reason"):
             line += f"  ·  no baseline: {escape(str(base['reason']))}"
         console.print(line)

@@ -3,6 +3,7 @@
     ctx = tracea.Context()
     decision = ctx.plan_kernel("gemm", precision="BF16")          # same Decision as `tracea plan gemm --m 4096 --dtype bf16`
     result = ctx.bench(tracea.kernels.Gemm(2048, 2048, 2048))    # same as `tracea bench gemm --m 2048`
+                                                                  # (the planner's backend: a GPU when one fits)
 """
 
 from __future__ import annotations
@@ -49,9 +50,14 @@ class Context:
         return plan(op, self.host, all_variants(backend) if backend else all_variants(),
                     precision=precision.lower() if precision else None, backend=backend)
 
-    def bench(self, op: Any, backend: str = "cpu", **kwargs: Any) -> Any:
+    def bench(self, op: Any, backend: str | None = None, **kwargs: Any) -> Any:
+        """`tracea bench` for ``op``: on ``backend``, else on the backend the planner ranks first here."""
         from tracea.emitters.bench import bench
 
+        if backend is None:
+            from tracea.emitters.registry import default_backend
+
+            backend = default_backend(op, self.host, kwargs.get("precision"))[0]
         if "tuned" not in kwargs:  # the best stored schedule (`tracea tune`), else the hero schedule
             from tracea.tuner.lookup import tuned_lookup
 

@@ -28,9 +28,12 @@ class LiveEvaluator:
 
     def __init__(self, op: Any, variant_id: str, module: str, host: Any, *, seed: int = 0, warmup: int = 2,
                  repeats: int = 10, min_seconds: float = 0.1, timeout_s: float = 60.0,
-                 compile_ahead: bool = True, dump_ir: str | None = None) -> None:
+                 compile_ahead: bool = True, dump_ir: str | None = None, gate: bool = False) -> None:
+        # gate: the worker waits before timing until the phase callback for "run" returned (a dashboard
+        # that shares the cores pauses its rendering there; tuner/worker.py)
         self.base = {"op": op.to_json(), "variant": variant_id, "module": module, "seed": seed,
-                     "warmup": warmup, "repeats": repeats, "min_seconds": min_seconds, "dump_ir": dump_ir}
+                     "warmup": warmup, "repeats": repeats, "min_seconds": min_seconds, "dump_ir": dump_ir,
+                     "gate": gate}
         self.timeout_s = timeout_s
         host_json = host.to_json()
         self.worker = Worker(host_json)
@@ -111,17 +114,28 @@ class LiveEvaluator:
             if self.compiler is not None:
                 self.compiler.signal_group(signal.SIGCONT)
 
-    def baseline(self) -> dict[str, Any] | None:
+    def _quiet_request(self, req: dict[str, Any], on_phase: PhaseCallback | None) -> dict[str, Any]:
+        """A request that times the baseline: the compile-ahead worker (and its compiler) stopped meanwhile,
+        as for a candidate's timing, so the vendor library never shares the cores with a build."""
+        if self.compiler is not None:
+            self.compiler.signal_group(signal.SIGSTOP)
+        try:
+            return self.worker.request(req, max(self.timeout_s, 120), on_phase)
+        finally:
+            if self.compiler is not None:
+                self.compiler.signal_group(signal.SIGCONT)
+
+    def baseline(self, on_phase: PhaseCallback | None = None) -> dict[str, Any] | None:
         """The vendor library on the same inputs, verified and timed once per run."""
         try:
-            return self.worker.request({**self.base, "kind": "baseline"}, max(self.timeout_s, 120))
+            return self._quiet_request({**self.base, "kind": "baseline"}, on_phase)
         except (WorkerTimeout, WorkerDied) as exc:
             return {"name": None, "reason": str(exc)}
 
-    def final(self, schedule: dict[str, Any]) -> dict[str, Any] | None:
+    def final(self, schedule: dict[str, Any], on_phase: PhaseCallback | None = None) -> dict[str, Any] | None:
         """The baseline timed interleaved with ``schedule`` (the best), for a ratio under equal conditions."""
         try:
-            res = self.worker.request({**self.base, "kind": "final", "schedule": schedule}, max(self.timeout_s, 120))
+            res = self._quiet_request({**self.base, "kind": "final", "schedule": schedule}, on_phase)
         except (WorkerTimeout, WorkerDied) as exc:
             return {"name": None, "reason": str(exc)}
         return None if "error" in res else res
@@ -155,7 +169,7 @@ class SimulatedEvaluator:
             return Measurement("invalid", error="not in the recorded space " + json.dumps(schedule, sort_keys=True))
         return m
 
-    def baseline(self) -> dict[str, Any] | None:
+    def baseline(self, on_phase: PhaseCallback | None = None) -> dict[str, Any] | None:
         return self.recorded.baseline
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ IMPROVEMENT = 0.005  # a new best must be 0.5 % faster to reset the patience cou
 
 @dataclass
 class TuneConfig:
-    backend: str = "cpu"
+    backend: str | None = None  # None: the backend of the planner's first choice on this host
     precision: str | None = None
     variant: str | None = None  # tune this variant instead of the planner's choice
     strategy: str = "bayes"
@@ -58,6 +58,7 @@ class TuneConfig:
     run_folder: bool = False  # a reports run folder (metrics, trials, result) for this run
     metrics_files: list[str] = field(default_factory=list)  # --jsonl / --csv
     dump_ir: str | None = None  # every candidate's kernel stages (reports/irdump.py), written by the worker
+    quiet_timing: bool = False  # the worker waits before each timing until the "run" phase event returned
 
 
 class Control:
@@ -213,10 +214,14 @@ def _setup_live(op: Any, host: Any, config: TuneConfig) -> _Setup:
     from .evaluate import LiveEvaluator
     from .space import build_space
 
+    if config.backend is None and not config.module:
+        config = dataclasses.replace(config, backend=registry.default_backend(op, host, config.precision)[0])
     if config.module:
         module_name = config.module
         mod = importlib.import_module(module_name)
         variants = list(mod.VARIANTS)
+        if config.backend is None:  # a plug-in module's own backend
+            config = dataclasses.replace(config, backend=variants[0].backend)
     else:
         module_name = registry.BACKENDS.get(config.backend) or ""
         mod = registry.backend_module(config.backend)
@@ -243,7 +248,7 @@ def _setup_live(op: Any, host: Any, config: TuneConfig) -> _Setup:
         evaluator_factory=lambda: LiveEvaluator(
             op, variant_id, module_name, host, seed=config.seed, warmup=config.warmup, repeats=config.repeats,
             min_seconds=config.min_seconds, timeout_s=config.timeout_s, compile_ahead=config.compile_ahead,
-            dump_ir=config.dump_ir),
+            dump_ir=config.dump_ir, gate=config.quiet_timing),
         simulated=False, pruned=pruned, features=_features(mod, op))
 
 
@@ -330,7 +335,8 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
                        "pruned": len(setup.pruned)})
         if baseline is None:
             emit("phase", {"index": None, "name": "baseline", "phase": "baseline"})
-            baseline = evaluator.baseline()
+            baseline = evaluator.baseline(
+                on_phase=lambda p: emit("phase", {"index": None, "name": "baseline", "phase": p}))
             db.set_baseline(run_id, baseline)
         sink.baseline = baseline
         emit("baseline", {"baseline": baseline})
@@ -343,7 +349,7 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
             # the ratio comes from the best and the baseline timed interleaved (same conditions, as in
             # `tracea bench`), not from the baseline alone at the start while a neighbour may have been busy
             emit("phase", {"index": None, "name": best_now["name"], "phase": "baseline"})
-            final = evaluator.final(best_now["schedule"])
+            final = _final_baseline(evaluator, best_now, baseline, emit)
             if final is not None:
                 baseline = final
                 db.set_baseline(run_id, baseline)
@@ -365,6 +371,30 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
     db.close()
     emit("done", {"result": result})
     return result
+
+
+def _final_baseline(evaluator: Any, best: dict[str, Any], start: dict[str, Any] | None,
+                    emit: EventCallback) -> dict[str, Any] | None:
+    """The best and the baseline timed interleaved, taken again while it disagrees with itself (a wide
+    spread) or with what this run measured before (the baseline at the start, the best during the search);
+    if it never settles, a baseline without a time, whose reason says why: no ratio is made from it."""
+    from tracea.emitters.stability import drift_problem, measure_stable, spread_problem
+
+    def problem(f: dict[str, Any] | None) -> str | None:
+        if not f or not f.get("p50_ms") or not f.get("tracea_p50_ms"):
+            return None  # no final timing (an error or no baseline): nothing to check
+        return (spread_problem({f.get("name") or "the baseline": f,
+                                "the best": {"p50_ms": f["tracea_p50_ms"], "p95_ms": f.get("tracea_p95_ms")}})
+                or drift_problem("the baseline", (start or {}).get("p50_ms"), f["p50_ms"])
+                or drift_problem("the best candidate", best.get("p50_ms"), f["tracea_p50_ms"]))
+
+    on_phase = lambda p: emit("phase", {"index": None, "name": best["name"], "phase": p})  # noqa: E731
+    final, unstable = measure_stable(lambda: evaluator.final(best["schedule"], on_phase=on_phase), problem)
+    if unstable and final is not None:
+        return {"name": final.get("name"), "unstable": True, "reason": f"the final timing was {unstable}",
+                "rel_err": final.get("rel_err"), "start_p50_ms": (start or {}).get("p50_ms"),
+                "last": {k: final.get(k) for k in ("p50_ms", "p95_ms", "tracea_p50_ms", "tracea_p95_ms")}}
+    return final
 
 
 class _Sinks:
@@ -397,7 +427,7 @@ class _Sinks:
             status=m.status, p50_ms=m.p50_ms, p95_ms=m.p95_ms, tflops=op.flops / secs / 1e12 if secs else None,
             gbps=op.bytes / secs / 1e9 if secs else None, rel_err=m.rel_err, baseline=b.get("name"),
             baseline_p50_ms=b.get("p50_ms"), ratio=b["p50_ms"] / m.p50_ms if secs and b.get("p50_ms") else None,
-            env_fingerprint=self.setup.fingerprint)
+            env_fingerprint=self.setup.fingerprint, note=b.get("reason") if b.get("unstable") else b.get("note"))
 
     def trial(self, t: Trial) -> None:
         row = self.row(t)

@@ -9,6 +9,10 @@ tuner's threads. The worker keeps the inputs and the float64 reference of its op
 Requests: ``{"kind": "init", "host": HostReport JSON}``, then ``measure`` (build, verify, time),
 ``compile`` (build only: fills the content-hash cache ahead of time), ``baseline`` (the vendor library,
 verified and timed like a candidate) or ``final`` (the best candidate and the baseline timed interleaved).
+
+A request with ``"gate": true`` stops before it times anything: the worker sends ``{"phase": "run"}`` and
+waits for a ``go`` line, so the parent can first quiet whatever shares the cores (the dashboard pauses its
+rendering) and the timing runs in a quiet window.
 """
 
 from __future__ import annotations
@@ -44,6 +48,21 @@ class _Session:
     def send(self, msg: dict[str, Any]) -> None:
         self.out.write(json.dumps(msg) + "\n")
         self.out.flush()
+
+    def timing_starts(self, req: dict[str, Any]) -> None:
+        """Say that timing starts; with a gate, wait until the parent says go (see the module docstring)."""
+        self.send({"phase": "run"})
+        if req.get("gate"):
+            sys.stdin.readline()
+
+    def baseline_of(self, req: dict[str, Any], op: Any, inputs: Any) -> Any:
+        """The vendor library for ``op``: the backend module's own ``baseline_for`` when it has one (a
+        plug-in or test backend), else the host libraries of emitters/baselines.py."""
+        mod = importlib.import_module(req["module"])
+        fn = getattr(mod, "baseline_for", None)
+        if fn is None:
+            from tracea.emitters.baselines import baseline_for as fn
+        return fn(op, inputs)
 
     def op_data(self, op: Any, seed: int) -> tuple[Any, Any, Any]:
         import numpy as np
@@ -114,7 +133,7 @@ class _Session:
         if not err <= tol:  # NaN fails too
             return Measurement("wrong_result", rel_err=_finite(err), compile_s=compile_s, cache_hit=hit,
                                error=f"relative error {err:.3g} exceeds {tol:.1g}")
-        self.send({"phase": "run"})
+        self.timing_starts(req)
         warmup, repeats = int(req.get("warmup", 2)), int(req.get("repeats", 10))
         try:
             with phase(phase_of(op.kind), "time"):
@@ -130,30 +149,38 @@ class _Session:
                            compile_s=compile_s, cache_hit=hit)
 
     def baseline(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The vendor library alone, verified, then timed until its samples agree (emitters/stability.py);
+        samples that never agree give no time at all, only the reason, so no ratio can be made from them."""
         import numpy as np
 
-        from tracea.emitters.baselines import baseline_for
+        from tracea.emitters.stability import measure_stable, spread_problem
         from tracea.emitters.timing import interleaved
         from tracea.kernels import relative_error
 
         op = self.resolve(req)[0]
         inputs, ref, _ = self.op_data(op, int(req.get("seed", 0)))
         if _on_device(req):
+            self.timing_starts(req)
             return _device_baseline(op, inputs, ref, req)
-        b = baseline_for(op, inputs)
+        b = self.baseline_of(req, op, inputs)
         if b.run is None:
             return {"name": b.name, "reason": b.reason}
         err = relative_error(np.asarray(b.run(), dtype=np.float64), ref)
-        t = interleaved({"b": b.run}, warmup=int(req.get("warmup", 2)), repeats=int(req.get("repeats", 10)),
-                        min_seconds=float(req.get("min_seconds", 0.1)))["b"]
-        return {"name": b.name, "p50_ms": t.p50_ms, "p95_ms": t.p95_ms, "rel_err": err}
+        self.timing_starts(req)
+        t, unstable = measure_stable(
+            lambda: interleaved({"b": b.run}, warmup=int(req.get("warmup", 2)), repeats=int(req.get("repeats", 10)),
+                                min_seconds=float(req.get("min_seconds", 0.1)))["b"],
+            lambda t: spread_problem({b.name: t}))
+        if unstable:
+            return {"name": b.name, "reason": f"the baseline's timing was {unstable}", "unstable": True,
+                    "rel_err": err}
+        return {"name": b.name, "p50_ms": t.p50_ms, "p95_ms": t.p95_ms, "rel_err": err, "note": self.pinned()}
 
     def final(self, req: dict[str, Any]) -> dict[str, Any]:
         """The best candidate and the baseline timed interleaved (as ``tracea bench`` does), so the ratio
         compares the two under the same conditions; the candidate is verified again first."""
         import numpy as np
 
-        from tracea.emitters.baselines import baseline_for
         from tracea.emitters.timing import interleaved
         from tracea.kernels import relative_error, tolerance
         from tracea.kernels.dtypes import to_float64
@@ -169,15 +196,24 @@ class _Session:
         if not err <= tolerance(op):
             return {"error": f"the best candidate failed verification again (relative error {err:.3g})"}
         if _on_device(req):  # the vendor library on the same GPU, each side timed with CUDA events
+            self.timing_starts(req)
             return _device_baseline(op, inputs, ref, req, kernel)
-        b = baseline_for(op, inputs)
+        b = self.baseline_of(req, op, inputs)
         if b.run is None:
             return {"name": b.name, "reason": b.reason}
         base_err = relative_error(np.asarray(b.run(), dtype=np.float64), ref)
+        self.timing_starts(req)
         t = interleaved({"k": lambda: kernel(inputs, out), "b": b.run}, warmup=int(req.get("warmup", 2)),
                         repeats=int(req.get("repeats", 10)), min_seconds=max(0.3, float(req.get("min_seconds", 0.1))))
         return {"name": b.name, "p50_ms": t["b"].p50_ms, "p95_ms": t["b"].p95_ms, "rel_err": base_err,
-                "tracea_p50_ms": t["k"].p50_ms, "tracea_p95_ms": t["k"].p95_ms, "interleaved": True}
+                "tracea_p50_ms": t["k"].p50_ms, "tracea_p95_ms": t["k"].p95_ms, "interleaved": True,
+                "note": self.pinned()}
+
+    def pinned(self) -> str | None:
+        """Why a host baseline runs below its library's best here (emitters/baselines.py), or None."""
+        from tracea.emitters.baselines import pinned_note
+
+        return pinned_note(self.host) if self.host is not None else None
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         kind = req.get("kind")
@@ -334,9 +370,19 @@ class Worker:
             if "phase" in msg:
                 phase = msg["phase"]
                 if on_phase:
-                    on_phase(phase)
+                    on_phase(phase)  # with a gate, this returns once the parent's side is quiet
+                if phase == "run" and req.get("gate"):
+                    self._go()
             elif "result" in msg:
                 return msg["result"]
+
+    def _go(self) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(b"go\n")
+            self.proc.stdin.flush()
+        except OSError:  # it died meanwhile: the next read says how
+            pass
 
     def _read_line(self, deadline: float, phase: str, kill_on_timeout: bool = True) -> dict[str, Any]:
         assert self.proc is not None and self.proc.stdout is not None

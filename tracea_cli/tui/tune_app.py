@@ -5,11 +5,20 @@ every trial (failures show their reason), best-so-far as a chart, and the best s
 and ratio to the vendor baseline. Keys: p pause, r resume, x stop early (results are kept), w save,
 o sort by the next column, q quit. The search runs in a thread worker that posts messages
 (tune_messages.py); it never touches widgets.
+
+The dashboard never draws while something is being timed on cores it shares: before each timing the
+worker process waits (tuner/worker.py, "gate") until the app has drawn what it had and gone quiet, and
+every update that arrives during the timing is held and shown when it ends. Quiet timing is on when the
+kernel runs on the host CPU, or when the machine has fewer than ``QUIET_CORES`` cores (a GPU kernel's
+host thread, the dashboard and the timing each need one).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,12 +34,24 @@ from textual.widgets import DataTable, Footer, Header, Label, ProgressBar, Stati
 from tracea.tui.best_chart import BestChart
 from tracea.tui.tune_messages import (
     BaselineMeasured,
+    Hush,
     PhaseChanged,
     TrialFinished,
     TuneFailed,
     TuneFinished,
     TuneStarted,
 )
+
+QUIET_CORES = 4
+HUSH_WAIT_S = 2.0  # the longest a timing waits for the screen to settle
+
+
+def needs_quiet_timing(config: Any, host: Any = None) -> bool:
+    """Whether timings of this run must not share the cores with the dashboard's rendering."""
+    if getattr(config, "simulate", None):
+        return False  # nothing is timed
+    return getattr(config, "backend", None) in (None, "cpu") or (os.cpu_count() or 1) < QUIET_CORES
+
 
 COLUMNS = ("#", "schedule", "status", "p50 ms", "p95 ms", "TFLOP/s", "compile s", "reason")
 SORTABLE = ("p50 ms", "status", "schedule", "#")  # "o" cycles; the table starts in trial order
@@ -54,11 +75,15 @@ class TuneApp(App[Any]):
     ]
 
     def __init__(self, op: Any, host: Any, config: Any, tuner: Callable[..., Any] | None = None,
-                 save_dir: str | Path = ".") -> None:
+                 save_dir: str | Path = ".", quiet_timing: bool | None = None) -> None:
         super().__init__()
         from tracea.tuner.run import Control
 
+        self.quiet_timing = needs_quiet_timing(config, host) if quiet_timing is None else quiet_timing
+        if self.quiet_timing:
+            config = dataclasses.replace(config, quiet_timing=True)
         self.op, self.host, self.config = op, host, config
+        self.hush_count = 0  # timings the dashboard stayed quiet for
         self.tuner = tuner
         self.control = Control()
         self.save_dir = Path(save_dir)
@@ -99,25 +124,45 @@ class TuneApp(App[Any]):
         from tracea.doctor.errors import TraceaError
         from tracea.tuner.run import tune
 
+        held: list[Any] = []  # messages that arrived while a timing ran
+
+        def post(msg: Any) -> None:
+            (held.append if held else self.post_message)(msg)
+
+        def flush() -> None:  # a timing ended: show what it held, in order
+            for msg in held:
+                self.post_message(msg)
+            held.clear()
+
         def on_event(kind: str, data: dict[str, Any]) -> None:
-            if kind == "start":
-                self.post_message(TuneStarted(data))
+            timing = kind == "phase" and data["phase"] == "run" and self.quiet_timing
+            if not timing:
+                flush()
+            if timing:
+                drawn = threading.Event()
+                self.post_message(Hush(drawn))
+                drawn.wait(HUSH_WAIT_S)  # the worker process waits for this before it times
+                held.append(PhaseChanged(data["index"], data["name"], data["phase"]))
+            elif kind == "start":
+                post(TuneStarted(data))
             elif kind == "baseline":
-                self.post_message(BaselineMeasured(data["baseline"]))
+                post(BaselineMeasured(data["baseline"]))
             elif kind == "phase":
-                self.post_message(PhaseChanged(data["index"], data["name"], data["phase"]))
+                post(PhaseChanged(data["index"], data["name"], data["phase"]))
             elif kind == "trial":
-                self.post_message(TrialFinished(data["trial"], data["best_ms"], data["done"], data["budget"],
-                                                data["elapsed_s"]))
+                post(TrialFinished(data["trial"], data["best_ms"], data["done"], data["budget"], data["elapsed_s"]))
 
         try:
             result = (self.tuner or tune)(self.op, self.host, self.config, on_event=on_event, control=self.control)
         except TraceaError as exc:
+            flush()
             self.post_message(TuneFailed(exc.message + (f" ({exc.hint})" if exc.hint else "")))
             return
         except Exception as exc:  # noqa: BLE001 - shown in the dashboard, kept for the caller
+            flush()
             self.post_message(TuneFailed(f"{type(exc).__name__}: {exc}"))
             return
+        flush()
         self.post_message(TuneFinished(result))
 
     # ------------------------------------------------------------------------------------- handlers
@@ -136,6 +181,11 @@ class TuneApp(App[Any]):
             + (f" · {msg.info['known']} known" if msg.info.get("known") else "")
             + (f" · {msg.info['pruned']} pruned (bank conflicts)" if msg.info.get("pruned") else ""))
         self.query_one("#bar", ProgressBar).update(total=msg.info["budget"], progress=0)
+
+    def on_hush(self, msg: Hush) -> None:
+        self.hush_count += 1
+        self.query_one("#phase", Label).update("timing (display paused)")
+        self.call_after_refresh(msg.drawn.set)
 
     def on_baseline_measured(self, msg: BaselineMeasured) -> None:
         self.baseline = msg.baseline
@@ -209,8 +259,12 @@ class TuneApp(App[Any]):
                              f"({base['p50_ms']:.3f} ms{', interleaved' if base.get('interleaved') else ''})")
         else:
             lines.append("best: nothing verified yet")
-        if not base.get("p50_ms") and base.get("reason"):
+        if base.get("unstable"):
+            lines.append(f"no ratio: {escape(str(base['reason']))}")
+        elif not base.get("p50_ms") and base.get("reason"):
             lines.append(f"no baseline: {escape(str(base['reason']))}")
+        if base.get("p50_ms") and base.get("note"):
+            lines.append(f"warning: {escape(str(base['note']))}")
         self.query_one("#best", Static).update("\n".join(lines))
 
     # ------------------------------------------------------------------------------------- actions

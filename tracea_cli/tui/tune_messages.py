@@ -46,3 +46,12 @@ class TuneFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
+
+
+class Hush(Message):
+    """The search is about to time a candidate or the baseline: the app draws what it has, then sets
+    ``drawn`` and holds its updates until timing ends (the worker's thread waits on ``drawn``)."""
+
+    def __init__(self, drawn: Any) -> None:
+        super().__init__()
+        self.drawn = drawn  # a threading.Event

@@ -1,0 +1,71 @@
+"""When a pair of timings may be turned into a ratio, and when it must not.
+
+A ratio baseline/Tracea is printed or stored only from measurements that agree with themselves:
+
+* spread: each contender's p95 within ``SPREAD_LIMIT`` of its median. A wider spread means something
+  else ran on the cores during the measurement (a dashboard repainting, a compiler, a neighbour), and
+  the median of such samples says more about the neighbour than about the kernel;
+* drift: where a run measured the same thing twice (a tune's baseline at its start and at its end, the
+  best candidate during the search and in the final timing), the two medians within ``DRIFT_LIMIT``.
+  A baseline that took 0.5 ms at the start and 16 ms at the end was disturbed at one of the two, and no
+  ratio built on either can be trusted.
+
+An unstable measurement is taken again (``measure_stable``, up to ``ATTEMPTS`` times, with a pause to let
+the disturbance pass); if it stays unstable it is reported as unstable, with the figures, never as a ratio.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+SPREAD_LIMIT = 1.35  # p95 / p50 of one contender
+DRIFT_LIMIT = 0.25  # |log(after / before)| <= log(1.25): two medians of the same thing within 25 %
+ATTEMPTS = 3
+PAUSE_S = 0.5  # between attempts: a compile or a repaint that disturbed one attempt has usually passed
+
+T = TypeVar("T")
+
+
+def _ms(t: Any, key: str) -> float | None:
+    value = t.get(key) if isinstance(t, Mapping) else getattr(t, key, None)
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def spread_problem(timings: Mapping[str, Any]) -> str | None:
+    """Why these timings (name -> Timing, or dict with p50_ms / p95_ms) are too spread for a ratio, or None."""
+    bad = []
+    for name, t in timings.items():
+        p50, p95 = _ms(t, "p50_ms"), _ms(t, "p95_ms")
+        if p50 is None or p95 is None or p50 <= 0:
+            continue
+        if p95 / p50 > SPREAD_LIMIT:
+            bad.append(f"{name} p95/p50 = {p95 / p50:.2f} ({p50:.3f} / {p95:.3f} ms)")
+    return "; ".join(bad) or None
+
+
+def drift_problem(name: str, before_ms: float | None, after_ms: float | None) -> str | None:
+    """Why two medians of the same measurement disagree too much for either to be trusted, or None."""
+    if not before_ms or not after_ms or before_ms <= 0 or after_ms <= 0:
+        return None
+    if abs(math.log(after_ms / before_ms)) > math.log1p(DRIFT_LIMIT):
+        return f"{name} took {before_ms:.3f} ms earlier and {after_ms:.3f} ms now"
+    return None
+
+
+def measure_stable(measure: Callable[[], T], problem: Callable[[T], str | None], attempts: int = ATTEMPTS,
+                   pause_s: float = PAUSE_S) -> tuple[T, str | None]:
+    """Run ``measure`` until ``problem(result)`` is None, at most ``attempts`` times: (the last result, None)
+    when it settled, else (the last result, "unstable in N measurements: <the last problem>")."""
+    why = None
+    result = measure()
+    for attempt in range(1, attempts + 1):
+        why = problem(result)
+        if why is None:
+            return result, None
+        if attempt < attempts:
+            time.sleep(pause_s)
+            result = measure()
+    return result, f"unstable in {attempts} measurements: {why}"

@@ -198,7 +198,8 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
         from .cuda.baselines import bench_on_device
 
         def device_spread(f: dict[str, Any]) -> str | None:
-            return spread_problem({k: f[k] for k in ("tracea", "baseline") if f.get(k)}) if f.get("status") == "ok" else None
+            named = {"Tracea": f.get("tracea"), f.get("baseline_name") or "baseline": f.get("baseline")}
+            return spread_problem({k: v for k, v in named.items() if v}) if f.get("status") == "ok" else None
 
         with nvtx_phase(phase_of(op.kind), "time"):
             fields, unstable = measure_stable(lambda: bench_on_device(kernel, op, inputs, ref, tol, warmup, repeats),
@@ -231,8 +232,10 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
                            error=f"relative error {err:.3g} exceeds {tol:.1g} (in-process run)", **base)
     base_err = relative_error(np.asarray(baseline.run(), dtype=np.float64), ref) if baseline.run else None
     with nvtx_phase(phase_of(op.kind), "time"):
+        names = {"tracea": "Tracea", "baseline": baseline.name}
         timings, unstable = measure_stable(
-            lambda: interleaved(contenders, warmup=warmup, repeats=repeats, min_seconds=min_seconds), spread_problem)
+            lambda: interleaved(contenders, warmup=warmup, repeats=repeats, min_seconds=min_seconds),
+            lambda t: spread_problem({names[k]: v for k, v in t.items()}))
     return BenchResult(
         status="ok", rel_err=err, tolerance=tol, tracea=timings["tracea"], baseline_name=baseline.name,
         baseline=timings.get("baseline"), baseline_rel_err=base_err, baseline_reason=baseline.reason,

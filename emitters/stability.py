@@ -2,9 +2,10 @@
 
 A ratio baseline/Tracea is printed or stored only from measurements that agree with themselves:
 
-* spread: each contender's p95 within ``SPREAD_LIMIT`` of its median. A wider spread means something
-  else ran on the cores during the measurement (a dashboard repainting, a compiler, a neighbour), and
-  the median of such samples says more about the neighbour than about the kernel;
+* spread: each contender's p95 within ``SPREAD_LIMIT`` of its median, and its median within
+  ``SPREAD_LIMIT`` of its fastest sample. A wider spread means something else ran on the cores during the
+  measurement (a dashboard repainting, a compiler, a neighbour), and the median of such samples says more
+  about the neighbour than about the kernel;
 * drift: where a run measured the same thing twice (a tune's baseline at its start and at its end, the
   best candidate during the search and in the final timing), the two medians within ``DRIFT_LIMIT``.
   A baseline that took 0.5 ms at the start and 16 ms at the end was disturbed at one of the two, and no
@@ -38,11 +39,13 @@ def spread_problem(timings: Mapping[str, Any]) -> str | None:
     """Why these timings (name -> Timing, or dict with p50_ms / p95_ms) are too spread for a ratio, or None."""
     bad = []
     for name, t in timings.items():
-        p50, p95 = _ms(t, "p50_ms"), _ms(t, "p95_ms")
-        if p50 is None or p95 is None or p50 <= 0:
+        p50, p95, low = _ms(t, "p50_ms"), _ms(t, "p95_ms"), _ms(t, "min_ms")
+        if p50 is None or p50 <= 0:
             continue
-        if p95 / p50 > SPREAD_LIMIT:
+        if p95 is not None and p95 / p50 > SPREAD_LIMIT:
             bad.append(f"{name} p95/p50 = {p95 / p50:.2f} ({p50:.3f} / {p95:.3f} ms)")
+        elif low is not None and low > 0 and p50 / low > SPREAD_LIMIT:
+            bad.append(f"{name} p50/min = {p50 / low:.2f} ({p50:.3f} / {low:.3f} ms)")
     return "; ".join(bad) or None
 
 

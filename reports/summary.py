@@ -32,6 +32,14 @@ def shape_label(row: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(shape.items()) if not isinstance(v, (list, dict)))
 
 
+def _object(text: Any) -> Any:
+    """A row's JSON-text cell (schedule) as the object it holds, for JSON output."""
+    try:
+        return json.loads(text) if isinstance(text, str) and text else (text or None)
+    except ValueError:
+        return text
+
+
 @dataclass
 class Group:
     op: str
@@ -63,7 +71,7 @@ class Group:
             "op": self.op, "shape": self.shape, "dtype": self.dtype, "backend": self.backend,
             "variant": self.variant, "rows": len(self.rows), "statuses": self.statuses,
             "best_tflops": best["tflops"] if best else None, "best_p50_ms": best["p50_ms"] if best else None,
-            "best_schedule": best["schedule"] if best else None,
+            "best_schedule": _object(best["schedule"]) if best else None,
             "median_p50_ms": statistics.median(r["p50_ms"] for r in ok) if ok else None,
             "baseline": best["baseline"] if best else None,
             "baseline_p50_ms": best["baseline_p50_ms"] if best else None,

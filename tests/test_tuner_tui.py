@@ -8,6 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("textual")  # an optional install (the GPU machine runs without it): skip, not a collection error
+
 from textual.widgets import DataTable, Label, Static
 
 from tracea.tui.best_chart import BestChart

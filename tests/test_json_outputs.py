@@ -1,0 +1,116 @@
+"""Every ``--json`` output is JSON all the way down: nested objects, never an object or a list serialised
+as a string inside the document (``jq .schedule.mc`` must work), and each command's top-level keys are
+the documented ones. One test per command, on real runs (CPU kernels compiled and timed, a recorded
+snapshot, a recorded space)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SNAPSHOT = FIXTURES / "snapshots" / "h100_live.json"
+SPACE = FIXTURES / "spaces" / "cpu_gemm_512_avx512.json"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("json-home")
+
+
+def tracea_json(home: Path, *args: str, lines: bool = False):
+    env = {**os.environ, "TRACEA_HOME": str(home)}
+    out = subprocess.run([sys.executable, "-m", "tracea", *args], capture_output=True, text=True, timeout=300,
+                         env=env, stdin=subprocess.DEVNULL, cwd=home)
+    assert out.returncode == 0, out.stderr
+    if lines:
+        docs = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+        for d in docs:
+            assert_nested(d)
+        return docs
+    doc = json.loads(out.stdout)  # stdout is the document alone (notes go to stderr)
+    assert_nested(doc)
+    return doc
+
+
+def assert_nested(value, path: str = "$") -> None:
+    """No string in the document is itself a JSON object or list."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            assert_nested(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            assert_nested(v, f"{path}[{i}]")
+    elif isinstance(value, str) and value[:1] in "[{":
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return
+        assert not isinstance(parsed, (dict, list)), f"{path} is JSON text inside JSON: {value[:60]}"
+
+
+def test_the_checker_catches_json_in_a_string() -> None:
+    with pytest.raises(AssertionError, match=r"\$\.row\.schedule is JSON text"):
+        assert_nested({"row": {"schedule": json.dumps({"mc": 64})}})
+    assert_nested({"name": "[1] numpy", "ok": "{not json"})
+
+
+def test_doctor_json(home) -> None:
+    doc = tracea_json(home, "doctor", "--input", str(SNAPSHOT), "--json")
+    assert {"schema_version", "cpu", "nvidia", "toolchains", "checks"} <= set(doc)
+
+
+def test_plan_json(home) -> None:
+    doc = tracea_json(home, "plan", "gemm", "--m", "4096", "--dtype", "bf16", "--input", str(SNAPSHOT), "--json")
+    assert {"schema_version", "op", "chosen", "backend", "candidates"} <= set(doc)
+    assert doc["op"]["m"] == 4096 and isinstance(doc["candidates"][0]["reasons"], list)
+
+
+def test_emit_json(home) -> None:
+    doc = tracea_json(home, "emit", "gemm", "--m", "48", "--backend", "cpu", "--out", str(home / "emit"), "--json")
+    assert set(doc) == {"variant", "schedule", "files"} and doc["schedule"]["mc"] > 0
+
+
+def test_bench_json(home) -> None:
+    (row,) = tracea_json(home, "bench", "gemm", "--m", "64", "--backend", "cpu", "--json", "--repeat", "3", lines=True)
+    assert row["schedule"]["mc"] > 0 and row["shape"] == {"m": 64, "n": 64, "k": 64, "layout_a": "row",
+                                                           "layout_b": "row", "epilogue": [], "alpha": 1.0}
+    assert row["schema_version"] == 2 and "note" in row
+    (home / "m.jsonl").write_text(json.dumps(row) + "\n")
+
+
+def test_bench_suite_json(home) -> None:
+    doc = tracea_json(home, "bench", "--backend", "cpu", "--json", "--repeat", "3")
+    assert set(doc) == {"schema_version", "suite", "rows", "geomean_ratio", "rows_with_ratio", "worst"}
+    assert [r["op"] for r in doc["rows"]] == ["gemm", "conv2d", "softmax"]
+    assert all(r["status"] == "ok" and isinstance(r["schedule"], dict) for r in doc["rows"])
+
+
+def test_report_json(home) -> None:
+    if not (home / "m.jsonl").exists():
+        pytest.skip("needs test_bench_json's row")
+    doc = tracea_json(home, "report", str(home / "m.jsonl"), "--json")
+    assert_nested(doc)
+
+
+def test_tune_and_cache_json(home) -> None:
+    doc = tracea_json(home, "tune", "gemm", "--m", "512", "--simulate", str(SPACE), "--budget", "5", "--json")
+    assert {"schema_version", "op", "best", "baseline", "trials", "ratio_to_baseline"} <= set(doc)
+    assert isinstance(doc["best"]["schedule"], dict) and isinstance(doc["trials"][0]["schedule"], dict)
+    real = tracea_json(home, "tune", "gemm", "--m", "32", "--backend", "cpu", "--budget", "2", "--no-tui",
+                       "--repeat", "3", "--json")
+    listed = tracea_json(home, "cache", "list", "--json")
+    assert any(k["key"] == real["key"] for k in listed["keys"])
+    shown = tracea_json(home, "cache", "show", real["key"][:8], "--json")
+    assert isinstance(shown["trials"][0]["schedule"], dict)
+
+
+def test_bank_sim_json(home) -> None:
+    doc = tracea_json(home, "bank-sim", "--layout", "64x64", "--dtype", "bf16", "--swizzle", "xor8",
+                      "--access", "ldmatrix.x4", "--json")
+    assert_nested(doc)

@@ -139,7 +139,7 @@ def bench_suite(
     repeat: Annotated[int, typer.Option("--repeat", help="Timed runs of each contender (at least).", min=1)] = 10,
     warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs of each contender first.", min=0)] = 2,
     seed: Annotated[int | None, typer.Option("--seed", help="Random inputs' seed (default: fresh, recorded).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the suite's metrics rows as JSON lines.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the suite as one JSON object: its rows, the geometric mean, the worst row.")] = False,
     metrics: Annotated[Path | None, typer.Option("--metrics", help="Append every row to FILE (.csv or .jsonl).")] = None,
 ) -> None:
     """Without an operation, run this machine's standard suite and print one table."""

@@ -160,7 +160,7 @@ def read_listed(root: Path, rel: str, info: dict[str, Any]) -> bytes:
     """The bytes of a listed file, after the link, size and sha256 checks."""
     st = _lstat_inside(root, rel)
     if st.st_size != info["size"]:
-        raise BadInputError(f"bundle file {rel} does not match its size and sha256 in the manifest: it is "
+        raise BadInputError(f"bundle file {rel} does not match its sha256 and size in the manifest: it is "
                             f"{st.st_size} bytes, the manifest says {info['size']} (altered or corrupted)")
     try:
         fd = os.open(root / rel, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))

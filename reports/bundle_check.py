@@ -71,14 +71,14 @@ def check_rel_path(where: str, rel: Any) -> PurePosixPath:
     parts = rel.split("/")
     if (not rel or "\x00" in rel or "\\" in rel or rel.startswith("/") or len(rel) > 1024
             or any(p in ("", ".", "..") or len(p) > 255 for p in parts)):
-        raise BadInputError(f"bundle manifest: {where} {shown(rel)} is outside the bundle or not a plain "
+        raise BadInputError(f"bundle manifest: {where} {quoted(rel)} is outside the bundle or not a plain "
                             "relative path")
     return PurePosixPath(rel)
 
 
 def check_kernel_name(where: str, name: Any) -> None:
     if name is not None and (not isinstance(name, str) or not KERNEL_NAME.fullmatch(name)):
-        raise BadInputError(f"bundle manifest: {where} {shown(name)} is not a C identifier "
+        raise BadInputError(f"bundle manifest: {where} {quoted(name)} is not a C identifier "
                             "([A-Za-z_][A-Za-z0-9_]*, at most 128 characters)",
                             "kernel names become file names in the compile cache; this one could leave it")
 
@@ -125,7 +125,7 @@ def check_manifest(m: dict[str, Any]) -> None:
         check_kernel_name(f"kernels[{i}].name", entry.get("name"))
         for key in ("source", "binary"):  # plain file names inside the kernel's folder
             if entry.get(key) is not None and (("/" in entry[key]) or entry[key] in (".", "..")):
-                raise BadInputError(f"bundle manifest: kernels[{i}].{key} {shown(entry[key])} is not a file name")
+                raise BadInputError(f"bundle manifest: kernels[{i}].{key} {quoted(entry[key])} is not a file name")
             if entry.get(key) is not None:
                 check_rel_path(f"kernels[{i}].{key}", entry[key])
 
@@ -241,6 +241,11 @@ def refused_flag(flag: Any) -> str | None:
     if not any(p.fullmatch(flag) for p in _ALLOWED):
         return "it is not on the allow-list (-O*, -m<isa>, -f<codegen>, -D/-U, -std=, -W<warning>, -g, -shared, -pthread)"
     return None
+
+
+def quoted(value: Any) -> str:
+    """A bundle's value for a message: strings quoted, everything terminal-safe."""
+    return f"'{shown(value)}'" if isinstance(value, str) else shown(repr(value))
 
 
 def shown(value: Any) -> str:

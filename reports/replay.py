@@ -38,7 +38,7 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, TraceaError, UnsupportedError
 
 from .bundle import BUNDLE_KIND, BUNDLE_SCHEMA_VERSION
-from .bundle_check import check_manifest, read_listed, refused_flag, shown, unlisted
+from .bundle_check import check_manifest, quoted, read_listed, refused_flag, shown, unlisted
 from .safetar import safe_extract
 
 MODES = ("own", "source", "binary")
@@ -115,9 +115,9 @@ def read_manifest(root: Path) -> dict[str, Any]:
         raise BadInputError(f"bundle manifest is unreadable: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("kind") != BUNDLE_KIND:
         kind = manifest.get("kind") if isinstance(manifest, dict) else type(manifest).__name__
-        raise BadInputError(f"not a Tracea repro bundle (manifest kind {shown(kind)!r})")
+        raise BadInputError(f"not a Tracea repro bundle (manifest kind {quoted(kind)})")
     if manifest.get("schema_version") != BUNDLE_SCHEMA_VERSION or isinstance(manifest.get("schema_version"), bool):
-        raise BadInputError(f"bundle manifest has schema_version {shown(manifest.get('schema_version'))}; "
+        raise BadInputError(f"bundle manifest has schema_version {quoted(manifest.get('schema_version'))}; "
                             f"this Tracea reads {BUNDLE_SCHEMA_VERSION}",
                             f"replay it with the Tracea that made it ({shown(manifest.get('tracea_version'))})")
     check_manifest(manifest)
@@ -294,7 +294,7 @@ def load_kernel(bundle: Bundle, entry: dict[str, Any], host: Any, mode: str = "o
     try:
         op = Op.from_json(_object(bundle, f"{d}/00_op.json"))
     except TraceaError as exc:
-        raise type(exc)(f"bundle kernel {shown(d)}: {exc.message}", exc.hint) from None
+        raise type(exc)(f"bundle kernel {shown(d)}: {shown(exc.message)}", exc.hint) from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise _fail(d, "00_op.json is not an operation", exc) from None
     decision = _object(bundle, f"{d}/01_decision.json", required=False)
@@ -312,12 +312,15 @@ def load_kernel(bundle: Bundle, entry: dict[str, Any], host: Any, mode: str = "o
     backend = entry.get("backend") or decision.get("backend") or schedule.get("backend")
     if not isinstance(variant, str) or not isinstance(backend, str):
         raise BadInputError(f"bundle kernel {shown(d)}: no variant or backend recorded")
-    v = registry.variant(variant)
+    try:
+        v = registry.variant(variant)
+    except TraceaError as exc:
+        raise type(exc)(f"bundle kernel {shown(d)}: {shown(exc.message)}", exc.hint) from None
     if v.backend != backend:
-        raise BadInputError(f"bundle kernel {shown(d)}: variant {shown(variant)} is a {v.backend} variant, "
-                            f"the manifest says backend {shown(backend)}")
+        raise BadInputError(f"bundle kernel {shown(d)}: variant {quoted(variant)} is a {v.backend} variant, "
+                            f"the manifest says backend {quoted(backend)}")
     if v.op != op.kind:
-        raise BadInputError(f"bundle kernel {shown(d)}: variant {shown(variant)} computes {v.op}, not {op.kind}")
+        raise BadInputError(f"bundle kernel {shown(d)}: variant {quoted(variant)} computes {v.op}, not {op.kind}")
     recorded = _recorded_row(bundle, variant, json.dumps(schedule, sort_keys=True))
     k = KernelPlan(entry, d, op, backend, variant, schedule, source, source_name, compile_rec, recorded, mode)
     k.own, k.own_note = own_rendering(k, host)
@@ -331,8 +334,8 @@ def _parse_schedule(mod: Any, k: KernelPlan, variant: Any, host: Any) -> Any:
         if parse is None:
             return type(mod.hero_schedule(k.op, variant, host)).from_json(k.schedule)
         return parse(k.schedule)
-    except TraceaError:
-        raise
+    except TraceaError as exc:
+        raise type(exc)(f"bundle kernel {shown(k.dir)}: 02_schedule.json: {shown(exc.message)}", exc.hint) from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise _fail(k.dir, "02_schedule.json is not a schedule", exc) from None
 
@@ -380,7 +383,7 @@ def own_rendering(k: KernelPlan, host: Any) -> tuple[Rendering | None, str | Non
             return Rendering(src.stem, src.read_text(), None, f"the {k.backend} backend's compiler"), None
     except BadInputError as exc:
         raise BadInputError(f"bundle kernel {shown(k.dir)}: its schedule is not one this Tracea builds: "
-                            f"{exc.message}", exc.hint) from None
+                            f"{shown(exc.message)}", exc.hint) from None
     except TraceaError as exc:
         return None, exc.message
 
@@ -399,10 +402,11 @@ def _check_mode(bundle: Bundle, k: KernelPlan) -> None:
     language = k.entry.get("language") or k.compile.get("language")
     if k.backend == "cpu" and language in (None, "c"):
         flags = k.bundled_flags if k.bundled_flags else (k.own.flags if k.own else None)
-        refused = [f"{shown(f)!r} ({why})" for f in flags or [] if (why := refused_flag(f))]
+        refused = {shown(f): why for f in flags or [] if (why := refused_flag(f))}
         if refused:
+            reasons = "; ".join(dict.fromkeys(refused.values()))
             raise BadInputError(f"bundle kernel {shown(k.dir)}: --bundled-source refuses the bundle's compiler "
-                                f"flags {', '.join(refused)}",
+                                f"flags {', '.join(repr(f) for f in refused)}: {reasons}",
                                 "a compiler flag can run a program or read and write files (docs/evidence.md); "
                                 "replay without --bundled-source builds Tracea's own rendering with Tracea's flags")
         k.flags = list(flags) if flags is not None else None

@@ -207,7 +207,7 @@ def _replay(bundle: Path, into: Path | None, yes: bool, mode: str, kernel: str |
         try:
             result = rp.replay_kernel(b, k, host, repeats=repeat, warmup=warmup, seed=seed)
         except TraceaError as exc:  # the same kind of error, naming the kernel
-            raise type(exc)(f"{k.dir}: {exc.message}", exc.hint) from None
+            raise type(exc)(f"{k.dir}: {shown(exc.message)}", exc.hint) from None
         new = result.row().to_json()
         _side_by_side(console, k, result, rp.side_by_side(k.recorded, new))
         note = rp.built_source_note(k)

@@ -96,6 +96,8 @@ def _is_plain(path: Path, want_dir: bool) -> bool:
 def _find_root(folder: Path) -> Path:
     if _is_plain(folder / "manifest.json", False):
         return folder
+    if (folder / "manifest.json").is_symlink():
+        raise BadInputError(f"{folder}/manifest.json is a symbolic link; replay follows none")
     tops = [p for p in folder.iterdir() if _is_plain(p, True) and _is_plain(p / "manifest.json", False)]
     if len(tops) != 1:
         raise BadInputError(f"{folder} holds no Tracea bundle (no manifest.json at its top)")

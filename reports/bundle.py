@@ -160,9 +160,10 @@ def pack_run(run: Run, out: str | Path, argv: list[str] | None = None) -> Path:
     files["environment.json"] = run_env.read_bytes() if run_env.is_file() else \
         (json.dumps(redact_environment(), indent=1) + "\n").encode()
     files["replay.sh"] = (
-        b"#!/bin/sh\n# Replays this bundle: recompiles the bundled sources, reruns, verifies on fresh random inputs\n"
-        b"# and prints the recorded and the new figures side by side. Needs `pip install tracea` (the version in\n"
-        b"# manifest.json) and a C compiler (CUDA kernels: a GPU and cuda-core).\n"
+        b"#!/bin/sh\n# Replays this bundle: rebuilds its ops and schedules from Tracea's own rendering (--bundled-source\n"
+        b"# or --binary run the bundled code instead), reruns, verifies on fresh random inputs and prints the\n"
+        b"# recorded and the new figures side by side. Needs `pip install tracea` (the version in manifest.json)\n"
+        b"# and a C compiler (CUDA kernels: a GPU and cuda-core).\n"
         b'cd "$(dirname "$0")" && exec tracea replay . "$@"\n')
     files["README.txt"] = (
         f"Tracea repro bundle of run {run.id} ({run.kind}, status {run.manifest.get('status')}).\n"

@@ -1,121 +1,142 @@
-"""Replaying a pack-repro bundle: unpack safely, compare environments, rebuild, rerun, verify, compare.
+"""Replaying a pack-repro bundle: a trust boundary. Everything is decided before anything runs.
 
-    bundle = open_bundle(Path("bundle.tar.gz"))          # safetar checks, manifest + sha256 checks
+    bundle = open_bundle(Path("bundle.tar.gz"))          # safetar, manifest fields, links, sizes, sha256
+    bundle.extra                                         # entries the manifest does not list (never read)
     env_differences(bundle, host)                        # [(field, recorded, now), ...]
-    for k in bundle.kernels: describe(k)                 # what will run, before it runs
-    outcome = replay_kernel(bundle, k, host)             # a BenchResult and the recorded row
+    k = load_kernel(bundle, entry, host, mode)           # op, schedule, Tracea's own rendering, checks
+    describe(k) + differences(k)                         # what will run and what differs, before it runs
+    result = replay_kernel(bundle, k, host)              # a BenchResult; k.built: what was compiled
 
-Rebuilding goes through the public backend API: ``registry.backend_module(backend)``, the op from
-``Op.from_json``, the schedule through the backend's schedule ``from_json`` (inside ``bench``), the
-planner pinned to the recorded variant (so a host that cannot run it says why), and ``bench()`` itself
-for the fresh random inputs, the verification against the float64 reference and the timing beside
-the baseline. What is compiled is the bundled source text, byte for byte:
+A bundle is untrusted input. Three modes, chosen by the user:
 
-* C (the CPU backend): ``compile_cached(bundled source, name, bundled flags, this host's compiler)``,
-  loaded with the call interface the CPU runtime derives from the op (buffers, dims).
-* CUDA: NVRTC's ``compile_cached(bundled source, name, entry, this GPU's arch)``, launched with the grid,
-  block and shared memory the CUDA renderer derives from the op and schedule.
-* other languages: the backend's ``build_from_source(op, variant, schedule, host, source)`` when it
-  has one; otherwise replay says it is unsupported for that backend (exit 3).
-
-``binary=True`` loads the bundled binary instead, only when it was built for this architecture
-(C: the same machine type, and the variant's ISA requirements met here; CUDA: the same sm_XY target
-as this GPU; other backends:
-``load_binary(op, variant, schedule, host, path, arch)``).
+* ``own`` (the default): the op and schedule are read from the bundle (validated data), and the kernel
+  is what *this* Tracea renders and builds for them through the backend module
+  (``registry.backend_module(backend).build`` inside ``bench``), with this Tracea's flags. Nothing from
+  the bundle is compiled, loaded or run; its source and flags are only compared (sha256, flag lists).
+* ``source`` (``--bundled-source``): the bundled source text, byte for byte. C: the CPU backend's
+  ``compile_cached(bundled source, name, bundled flags, this host's compiler)``, the flags through an
+  allow-list first (``bundle_check.refused_flag``); CUDA: NVRTC's ``compile_cached`` with this Tracea's
+  options for this GPU; other backends: their ``build_from_source`` hook, else unsupported (exit 3).
+* ``binary`` (``--binary``): the bundled binary, only when built for this architecture (C: the same
+  machine type; CUDA: the same sm_XY target; other backends: ``load_binary``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
-import platform
+import os
+import stat
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.doctor.errors import BadInputError, TraceaError
 
 from .bundle import BUNDLE_KIND, BUNDLE_SCHEMA_VERSION
+from .bundle_check import check_manifest, quoted, read_listed, refused_flag, shown, unlisted
 from .safetar import safe_extract
+
+MODES = ("own", "source", "binary")
+MAX_MANIFEST_BYTES = 16 << 20
 
 
 @dataclass
 class Bundle:
     root: Path  # the unpacked top folder (holds manifest.json)
     manifest: dict[str, Any]
+    data: dict[str, bytes] = field(default_factory=dict)  # every listed file, checked (size, sha256, no link)
+    extra: list[tuple[str, str]] = field(default_factory=list)  # (path, what) the manifest does not list
 
     @property
     def kernels(self) -> list[dict[str, Any]]:
-        return list(self.manifest.get("kernels") or [])
+        return list(self.manifest["kernels"])
 
-    def path(self, rel: str) -> Path:
-        """A file of the bundle by its manifest path, never outside the bundle."""
-        p = (self.root / rel).resolve()
-        if not str(p).startswith(str(self.root.resolve()) + "/"):
-            raise BadInputError(f"bundle manifest names {rel!r}, outside the bundle")
-        return p
+    def has(self, rel: str) -> bool:
+        return rel in self.data
+
+    def bytes(self, rel: str) -> bytes:
+        if rel not in self.data:
+            raise BadInputError(f"bundle is missing {shown(rel)} (its manifest does not list it)")
+        return self.data[rel]
+
+    def text(self, rel: str) -> str:
+        try:
+            return self.bytes(rel).decode()
+        except UnicodeDecodeError:
+            raise BadInputError(f"bundle file {shown(rel)} is not UTF-8 text") from None
 
     def json(self, rel: str) -> Any:
         try:
-            return json.loads(self.path(rel).read_text())
-        except FileNotFoundError:
-            raise BadInputError(f"bundle is missing {rel}") from None
-        except (OSError, ValueError) as exc:
-            raise BadInputError(f"bundle file {rel} is unreadable: {exc}") from None
+            return json.loads(self.text(rel))
+        except ValueError as exc:
+            raise BadInputError(f"bundle file {shown(rel)} is not JSON ({exc})") from None
+
+    def path(self, rel: str) -> Path:
+        """A listed file on disk (the binary a loader needs by path), checked again just before use."""
+        info = self.manifest["files"].get(rel)
+        if info is None:
+            raise BadInputError(f"bundle is missing {shown(rel)} (its manifest does not list it)")
+        read_listed(self.root, rel, info)
+        return self.root / rel
+
+
+def _is_plain(path: Path, want_dir: bool) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) if want_dir else stat.S_ISREG(st.st_mode)
 
 
 def _find_root(folder: Path) -> Path:
-    if (folder / "manifest.json").is_file():
+    if _is_plain(folder / "manifest.json", False):
         return folder
-    tops = [p for p in folder.iterdir() if p.is_dir() and (p / "manifest.json").is_file()]
+    if (folder / "manifest.json").is_symlink():
+        raise BadInputError(f"{folder}/manifest.json is a symbolic link; replay follows none")
+    tops = [p for p in folder.iterdir() if _is_plain(p, True) and _is_plain(p / "manifest.json", False)]
     if len(tops) != 1:
         raise BadInputError(f"{folder} holds no Tracea bundle (no manifest.json at its top)")
     return tops[0]
 
 
 def read_manifest(root: Path) -> dict[str, Any]:
+    path = root / "manifest.json"
     try:
-        manifest = json.loads((root / "manifest.json").read_text())
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MANIFEST_BYTES:
+            raise BadInputError(f"bundle manifest {path} is not a plain file of at most {MAX_MANIFEST_BYTES} bytes")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as f:
+            manifest = json.loads(f.read(MAX_MANIFEST_BYTES + 1))
     except (OSError, ValueError) as exc:
         raise BadInputError(f"bundle manifest is unreadable: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("kind") != BUNDLE_KIND:
         kind = manifest.get("kind") if isinstance(manifest, dict) else type(manifest).__name__
-        raise BadInputError(f"not a Tracea repro bundle (manifest kind {kind!r})")
-    if manifest.get("schema_version") != BUNDLE_SCHEMA_VERSION:
-        raise BadInputError(f"bundle manifest has schema_version {manifest.get('schema_version')!r}; "
+        raise BadInputError(f"not a Tracea repro bundle (manifest kind {quoted(kind)})")
+    if manifest.get("schema_version") != BUNDLE_SCHEMA_VERSION or isinstance(manifest.get("schema_version"), bool):
+        raise BadInputError(f"bundle manifest has schema_version {quoted(manifest.get('schema_version'))}; "
                             f"this Tracea reads {BUNDLE_SCHEMA_VERSION}",
-                            f"replay it with the Tracea that made it ({manifest.get('tracea_version')})")
-    if not isinstance(manifest.get("files"), dict) or not isinstance(manifest.get("kernels", []), list):
-        raise BadInputError("bundle manifest is malformed (no file list)")
+                            f"replay it with the Tracea that made it ({shown(manifest.get('tracea_version'))})")
+    check_manifest(manifest)
     return manifest
 
 
-def verify_files(bundle: Bundle) -> None:
-    """Every file the manifest lists is there with its recorded size and sha256."""
-    for rel, info in bundle.manifest["files"].items():
-        p = bundle.path(rel)
-        try:
-            data = p.read_bytes()
-        except FileNotFoundError:
-            raise BadInputError(f"bundle is missing {rel}, which its manifest lists") from None
-        if not isinstance(info, dict) or hashlib.sha256(data).hexdigest() != info.get("sha256"):
-            raise BadInputError(f"bundle file {rel} does not match its sha256 in the manifest (altered or corrupted)")
-
-
 def open_bundle(source: Path, into: Path | None = None) -> Bundle:
-    """Unpack (a .tar.gz) or open (an unpacked folder) a bundle and check its manifest and files."""
+    """Unpack (a .tar.gz) or open (an unpacked folder) a bundle; check its manifest and every listed
+    file (no link on the way, the recorded size and sha256); list what the manifest does not."""
     if source.is_dir():
         root = _find_root(source)
     else:
         target = into if into is not None else Path(tempfile.mkdtemp(prefix="tracea-replay-"))
         safe_extract(source, target)
         root = _find_root(target)
-    bundle = Bundle(root=root, manifest=read_manifest(root))
-    verify_files(bundle)
-    return bundle
+    manifest = read_manifest(root)
+    files = manifest["files"]
+    data = {rel: read_listed(root, rel, info) for rel, info in files.items()}
+    return Bundle(root=root, manifest=manifest, data=data, extra=unlisted(root, set(files)))
 
 
 # ------------------------------------------------------------------------------------- environment
@@ -144,11 +165,7 @@ def env_differences(bundle: Bundle, host: Any) -> list[tuple[str, Any, Any]]:
                 out.append((f"{backend}.{key}", r_env.get(key), c_env.get(key)))
     if bundle.manifest.get("python") and bundle.manifest["python"] != sys.version.split()[0]:
         out.append(("python", bundle.manifest["python"], sys.version.split()[0]))
-    packages = {}
-    try:
-        packages = {p["name"].lower(): p["version"] for p in bundle.json("packages.json")}
-    except (BadInputError, TypeError, KeyError):
-        pass
+    packages = recorded_packages(bundle)
     from importlib.metadata import PackageNotFoundError, version
 
     for name in ("numpy",):  # the reference and the baseline run on it
@@ -165,12 +182,21 @@ def package_differences(bundle: Bundle) -> list[tuple[str, str | None, str | Non
     """(name, recorded version, installed version) for every distribution that differs."""
     from .bundle import installed_packages
 
-    try:
-        recorded = {p["name"].lower(): p["version"] for p in bundle.json("packages.json")}
-    except (BadInputError, TypeError, KeyError):
+    recorded = recorded_packages(bundle)
+    if not recorded:
         return []
     now = {p["name"].lower(): p["version"] for p in installed_packages()}
     return [(n, recorded.get(n), now.get(n)) for n in sorted(set(recorded) | set(now)) if recorded.get(n) != now.get(n)]
+
+
+def recorded_packages(bundle: Bundle) -> dict[str, str]:
+    """packages.json as {name: version}; empty when absent or not of that shape."""
+    try:
+        rows = bundle.json("packages.json") if bundle.has("packages.json") else []
+        return {p["name"].lower(): p["version"] for p in rows
+                if isinstance(p.get("name"), str) and isinstance(p.get("version"), str)}
+    except (BadInputError, TypeError, AttributeError):
+        return {}
 
 
 def recorded_fingerprint(bundle: Bundle, backend: str) -> str | None:
@@ -181,43 +207,267 @@ def recorded_fingerprint(bundle: Bundle, backend: str) -> str | None:
 
 
 @dataclass
+class Rendering:
+    """What a build compiles: the source, its kernel name, the flags and the compiler."""
+
+    name: str
+    source: str
+    flags: list[str] | None  # None: the backend does not say
+    compiler: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+
+@dataclass
 class KernelPlan:
     entry: dict[str, Any]
-    folder: Path
+    dir: str
     op: Any
     backend: str
     variant: str
-    schedule: dict[str, Any]
+    schedule: dict[str, Any]  # as recorded (JSON)
     source: str | None
     source_name: str | None
     compile: dict[str, Any]
     recorded: dict[str, Any] | None  # the metrics row recorded for this kernel
+    mode: str = "own"
+    own: Rendering | None = None  # what this Tracea renders for the op and schedule
+    own_note: str | None = None  # why ``own`` is None
+    flags: list[str] | None = None  # what a bundled-source build passes to the compiler
+    binary_sha256: str | None = None
+    built: list[Any] = field(default_factory=list)  # the artifacts replay built
+
+    @property
+    def bundled_sha256(self) -> str | None:
+        return hashlib.sha256(self.source.encode()).hexdigest() if self.source is not None else None
+
+    @property
+    def bundled_flags(self) -> list[str] | None:
+        return self.compile.get("flags")
 
 
-def load_kernel(bundle: Bundle, entry: dict[str, Any]) -> KernelPlan:
+def _fail(d: str, what: str, exc: BaseException) -> BadInputError:
+    return BadInputError(f"bundle kernel {shown(d)}: {what} ({type(exc).__name__}: {shown(str(exc))})")
+
+
+def _object(bundle: Bundle, rel: str, required: bool = True) -> dict[str, Any]:
+    if not required and not bundle.has(rel):
+        return {}
+    value = bundle.json(rel)
+    if not isinstance(value, dict):
+        raise BadInputError(f"bundle file {shown(rel)} holds {type(value).__name__}, expected a JSON object")
+    return value
+
+
+def _recorded_row(bundle: Bundle, variant: str, sched_key: str) -> dict[str, Any] | None:
+    """The last metrics row recorded for this variant and schedule (read through the metrics reader)."""
+    if not bundle.has("run/metrics.jsonl"):
+        return None
+    from .metrics import read_metrics
+
+    with tempfile.TemporaryDirectory(prefix="tracea-replay-metrics-") as tmp:
+        path = Path(tmp) / "metrics.jsonl"
+        path.write_bytes(bundle.bytes("run/metrics.jsonl"))
+        try:
+            rows = read_metrics(path)
+        except BadInputError as exc:
+            raise BadInputError(f"bundle file run/metrics.jsonl is not a Tracea metrics file: "
+                                f"{exc.message.replace(str(path), 'run/metrics.jsonl')}") from None
+    found = None
+    for row in rows:
+        if row.get("variant") == variant and row.get("schedule") == sched_key:
+            found = row
+    return found
+
+
+def load_kernel(bundle: Bundle, entry: dict[str, Any], host: Any, mode: str = "own") -> KernelPlan:
+    """One kernel of the bundle, every field checked, with what this Tracea renders for it; refuses
+    (before anything runs) what ``mode`` cannot do safely."""
+    from tracea.emitters import registry
     from tracea.kernels import Op
 
-    folder = bundle.path(entry.get("dir") or "")
-    op = Op.from_json(bundle.json(f"{entry['dir']}/00_op.json"))
-    decision = bundle.json(f"{entry['dir']}/01_decision.json") if (folder / "01_decision.json").is_file() else {}
-    schedule = bundle.json(f"{entry['dir']}/02_schedule.json")
-    compile_rec = bundle.json(f"{entry['dir']}/04_compile.json") if (folder / "04_compile.json").is_file() else {}
+    if mode not in MODES:
+        raise ValueError(mode)
+    d = entry["dir"]
+    try:
+        op = Op.from_json(_object(bundle, f"{d}/00_op.json"))
+    except TraceaError as exc:
+        raise type(exc)(f"bundle kernel {shown(d)}: {shown(exc.message)}", exc.hint) from None
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise _fail(d, "00_op.json is not an operation", exc) from None
+    decision = _object(bundle, f"{d}/01_decision.json", required=False)
+    schedule = _object(bundle, f"{d}/02_schedule.json")
+    compile_rec = _object(bundle, f"{d}/04_compile.json", required=False)
+    flags = compile_rec.get("flags")
+    if flags is not None and not (isinstance(flags, list) and all(isinstance(f, str) for f in flags)):
+        raise BadInputError(f"bundle kernel {shown(d)}: 04_compile.json flags is not a list of strings")
+    for key in ("compiler", "compiler_version", "language"):
+        if not isinstance(compile_rec.get(key), (str, type(None))):
+            raise BadInputError(f"bundle kernel {shown(d)}: 04_compile.json {key} is not a string")
     source_name = entry.get("source")
-    source = bundle.path(f"{entry['dir']}/{source_name}").read_text() if source_name else None
+    source = bundle.text(f"{d}/{source_name}") if source_name else None
     variant = entry.get("variant") or decision.get("chosen")
-    backend = entry.get("backend") or decision.get("backend") or (schedule or {}).get("backend")
-    if not variant or not backend:
-        raise BadInputError(f"bundle kernel {entry.get('dir')}: no variant or backend recorded")
-    sched_key = json.dumps(schedule, sort_keys=True)
-    recorded = None
-    metrics = bundle.root / "run" / "metrics.jsonl"
-    if metrics.is_file():
-        from .metrics import read_metrics
+    backend = entry.get("backend") or decision.get("backend") or schedule.get("backend")
+    if not isinstance(variant, str) or not isinstance(backend, str):
+        raise BadInputError(f"bundle kernel {shown(d)}: no variant or backend recorded")
+    try:
+        v = registry.variant(variant)
+    except TraceaError as exc:
+        raise type(exc)(f"bundle kernel {shown(d)}: {shown(exc.message)}", exc.hint) from None
+    if v.backend != backend:
+        raise BadInputError(f"bundle kernel {shown(d)}: variant {quoted(variant)} is a {v.backend} variant, "
+                            f"the manifest says backend {quoted(backend)}")
+    if v.op != op.kind:
+        raise BadInputError(f"bundle kernel {shown(d)}: variant {quoted(variant)} computes {v.op}, not {op.kind}")
+    recorded = _recorded_row(bundle, variant, json.dumps(schedule, sort_keys=True))
+    k = KernelPlan(entry, d, op, backend, variant, schedule, source, source_name, compile_rec, recorded, mode)
+    k.own, k.own_note = own_rendering(k, host)
+    _check_mode(bundle, k)
+    return k
 
-        for row in read_metrics(metrics):
-            if row["variant"] == variant and row["schedule"] == sched_key:
-                recorded = row
-    return KernelPlan(entry, folder, op, backend, variant, schedule, source, source_name, compile_rec, recorded)
+
+def _parse_schedule(mod: Any, k: KernelPlan, variant: Any, host: Any) -> Any:
+    parse = getattr(mod, "schedule_from_json", None)
+    try:
+        if parse is None:
+            return type(mod.hero_schedule(k.op, variant, host)).from_json(k.schedule)
+        return parse(k.schedule)
+    except TraceaError as exc:
+        raise type(exc)(f"bundle kernel {shown(k.dir)}: 02_schedule.json: {shown(exc.message)}", exc.hint) from None
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise _fail(k.dir, "02_schedule.json is not a schedule", exc) from None
+
+
+def own_rendering(k: KernelPlan, host: Any) -> tuple[Rendering | None, str | None]:
+    """What this Tracea renders for the kernel's op and schedule (no compiler runs), or why it cannot
+    say. A schedule this Tracea refuses is bad input (exit 2)."""
+    from tracea.emitters import registry
+
+    mod = registry.backend_module(k.backend)
+    variant = registry.variant(k.variant)
+    sched = _parse_schedule(mod, k, variant, host)
+    try:
+        if k.backend == "cpu":
+            from tracea.emitters.cpu import compiler as cc
+            from tracea.emitters.cpu.render import render
+
+            sched.validate(k.op, host, variant)
+            r = render(k.op, variant.family, sched)
+            try:
+                comp = cc.find_compiler(host)
+                compiler = f"{comp.path} ({comp.version})"
+            except TraceaError as exc:
+                compiler = f"no C compiler here ({exc.message})"
+            return Rendering(r.name, r.source, [*cc.BASE_FLAGS, *r.flags], compiler), None
+        if k.backend == "cuda":
+            import importlib
+
+            from tracea.emitters.cuda import compiler as nv
+            from tracea.emitters.cuda.arch import target_of
+
+            arch = None if getattr(getattr(host, "nvidia", None), "devices", None) else k.entry.get("arch")
+            if arch is None and not getattr(getattr(host, "nvidia", None), "devices", None):
+                return None, "no GPU here and no recorded target to render for"
+            target = target_of(host, arch)
+            r, _ = importlib.import_module("tracea.emitters.cuda.build").render(k.op, sched, target)
+            flags = [f"{key}={val}" for key, val in sorted(nv.options_for(target.name).items())]
+            return Rendering(r.name, r.source, flags, f"NVRTC for {target.name}"), None
+        with tempfile.TemporaryDirectory(prefix="tracea-render-") as tmp:
+            paths = [Path(p) for p in mod.emit(k.op, variant, sched, host, tmp)]
+            suffix = Path(k.source_name or "x.none").suffix
+            src = next((p for p in paths if p.suffix == suffix), None)
+            if src is None:
+                return None, f"the {k.backend} emitter wrote no {suffix} source"
+            return Rendering(src.stem, src.read_text(), None, f"the {k.backend} backend's compiler"), None
+    except BadInputError as exc:
+        raise BadInputError(f"bundle kernel {shown(k.dir)}: its schedule is not one this Tracea builds: "
+                            f"{shown(exc.message)}", exc.hint) from None
+    except TraceaError as exc:
+        return None, exc.message
+
+
+def _check_mode(bundle: Bundle, k: KernelPlan) -> None:
+    """Refuse, before anything runs, what the chosen mode cannot do safely."""
+    if k.mode == "binary":
+        if not k.entry.get("binary"):
+            raise BadInputError(f"bundle kernel {shown(k.dir)} has no binary", "replay without --binary")
+        k.binary_sha256 = hashlib.sha256(bundle.bytes(f"{k.dir}/{k.entry['binary']}")).hexdigest()
+        return
+    if k.mode != "source":
+        return
+    if k.source is None:
+        raise BadInputError(f"bundle kernel {shown(k.dir)} has no source", "replay without --bundled-source")
+    language = k.entry.get("language") or k.compile.get("language")
+    if k.backend == "cpu" and language in (None, "c"):
+        flags = k.bundled_flags if k.bundled_flags else (k.own.flags if k.own else None)
+        refused = {shown(f): why for f in flags or [] if (why := refused_flag(f))}
+        if refused:
+            reasons = "; ".join(dict.fromkeys(refused.values()))
+            raise BadInputError(f"bundle kernel {shown(k.dir)}: --bundled-source refuses the bundle's compiler "
+                                f"flags {', '.join(repr(f) for f in refused)}: {reasons}",
+                                "a compiler flag can run a program or read and write files (docs/evidence.md); "
+                                "replay without --bundled-source builds Tracea's own rendering with Tracea's flags")
+        k.flags = list(flags) if flags is not None else None
+
+
+def describe(k: KernelPlan) -> list[str]:
+    """What replay will run for this kernel, in words, before it runs."""
+    what = k.op.signature if hasattr(k.op, "signature") else k.op.kind
+    lines = [f"{k.dir}: {what} with {k.variant}, schedule {json.dumps(k.schedule, sort_keys=True)}"]
+    if k.mode == "own":
+        if k.own is not None:
+            lines.append(f"  build Tracea's own rendering {k.own.name} ({len(k.own.source)} bytes, sha256 "
+                         f"{k.own.sha256[:16]}) with {k.own.compiler}"
+                         + (f" and Tracea's flags: {' '.join(k.own.flags)}" if k.own.flags is not None else ""))
+        else:
+            lines.append(f"  build Tracea's own rendering through the {k.backend} backend ({k.own_note})")
+        lines.append("  nothing from the bundle is compiled, loaded or run (its op and schedule are data)")
+    elif k.mode == "source":
+        where = f"{k.source_name} ({len(k.source or '')} bytes, sha256 {(k.bundled_sha256 or '')[:16]})"
+        if k.flags is not None:
+            compiler = k.own.compiler if k.own else "this host's compiler"
+            lines.append(f"  compile the bundled source {where} as kernel {k.entry.get('name') or (k.own and k.own.name)} "
+                         f"with {compiler} and the bundle's flags (allowed): {' '.join(k.flags)}")
+        else:
+            lines.append(f"  compile the bundled source {where} with this Tracea's compiler options")
+        lines.append("  RISK: this runs code from the bundle on this machine (--bundled-source)")
+    else:
+        lines.append(f"  load the bundled binary {k.entry.get('binary')} (built for {k.entry.get('arch')}, sha256 "
+                     f"{(k.binary_sha256 or '?')[:16]})")
+        lines.append("  RISK: this runs code from the bundle on this machine (--binary)")
+    lines.append("  run it on fresh random inputs, verify against the float64 reference, time it beside the baseline")
+    return [shown(line) for line in lines]
+
+
+def differences(k: KernelPlan) -> list[str]:
+    """How the bundle's kernel differs from what this Tracea would build for the same op and schedule."""
+    if k.own is None:
+        return [f"  cannot compare with this Tracea's rendering: {k.own_note}"]
+    out = []
+    if k.source is None:
+        out.append("  the bundle holds no source to compare")
+    elif k.bundled_sha256 != k.own.sha256:
+        out.append(f"  DIFFERS: source: the bundle's {k.source_name} (sha256 {k.bundled_sha256[:16]}) is not what "
+                   f"this Tracea renders (sha256 {k.own.sha256[:16]})")
+    name = k.entry.get("name")
+    if name is not None and name != k.own.name:
+        out.append(f"  DIFFERS: kernel name: the bundle's {name}, this Tracea's {k.own.name}")
+    theirs = k.bundled_flags
+    if theirs is not None and k.own.flags is not None and theirs != k.own.flags:
+        added = [f for f in theirs if f not in k.own.flags]
+        missing = [f for f in k.own.flags if f not in theirs]
+        detail = "; ".join(part for part in (f"the bundle adds {' '.join(added)}" if added else "",
+                                             f"lacks {' '.join(missing)}" if missing else "") if part)
+        out.append(f"  DIFFERS: compiler flags: {detail or 'the same flags in another order'}")
+    recorded = f"{k.compile.get('compiler')} ({k.compile.get('compiler_version')})"
+    if k.compile.get("compiler") and recorded != k.own.compiler:
+        out.append(f"  recorded compiler: {recorded}; here: {k.own.compiler}")
+    if not any(line.startswith("  DIFFERS") for line in out):
+        out.insert(0, "  the same source" + (", flags" if theirs is not None else "") + " and kernel name as this "
+                   "Tracea renders")
+    return [shown(line) for line in out]
 
 
 def select_kernels(bundle: Bundle, prefix: str | None = None, every: bool = False) -> tuple[list[dict[str, Any]], str]:
@@ -226,10 +476,11 @@ def select_kernels(bundle: Bundle, prefix: str | None = None, every: bool = Fals
     else (or with ``every``) all of them."""
     entries = bundle.kernels
     if prefix is not None:
-        return [e for e in entries if str(e.get("dir", "")).split("/")[-1].startswith(prefix)], f"matching {prefix!r}"
+        return [e for e in entries if e["dir"].split("/")[-1].startswith(prefix)], f"matching {prefix!r}"
     best = None
     try:
-        best = (bundle.json("run/manifest.json").get("best") or {}).get("schedule")
+        run_manifest = bundle.json("run/manifest.json") if bundle.has("run/manifest.json") else {}
+        best = (run_manifest.get("best") or {}).get("schedule")
     except (BadInputError, AttributeError):
         pass
     if best and not every and len(entries) > 1:
@@ -242,138 +493,31 @@ def select_kernels(bundle: Bundle, prefix: str | None = None, every: bool = Fals
 def _schedule_of(bundle: Bundle, entry: dict[str, Any]) -> Any:
     try:
         return bundle.json(f"{entry['dir']}/02_schedule.json")
-    except (BadInputError, KeyError):
+    except BadInputError:
         return None
 
 
-def describe(k: KernelPlan, binary: bool) -> list[str]:
-    """What replay will run for this kernel, in words, before it runs."""
-    what = f"{k.op.signature}" if hasattr(k.op, "signature") else k.op.kind
-    lines = [f"{k.entry.get('dir')}: {what} with {k.variant}, schedule {json.dumps(k.schedule, sort_keys=True)}"]
-    if binary:
-        lines.append(f"  load the bundled binary {k.entry.get('binary')} (built for {k.entry.get('arch')})")
-    else:
-        flags = " ".join(k.compile.get("flags") or [])
-        lines.append(f"  compile the bundled source {k.source_name} ({len(k.source or '')} bytes) "
-                     f"with this host's compiler and the recorded flags: {flags}")
-    lines.append("  run it on fresh random inputs, verify against the float64 reference, time it beside the baseline")
-    return lines
-
-
-def _cpu_builder(k: KernelPlan, bundle: Bundle, binary: bool) -> Any:
-    def build(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
-        from tracea.emitters.cpu import compiler as cc
-        from tracea.emitters.cpu.render import render
-        from tracea.emitters.cpu.runtime import Artifact, CpuKernel
-
-        schedule.validate(op, host, variant)
-        rendered = render(op, variant.family, schedule)  # the runtime's call interface for this op
-        name = k.entry.get("name") or rendered.name
-        flags = list(k.compile.get("flags") or [*cc.BASE_FLAGS, *rendered.flags])
-        if binary:
-            path = bundle.path(f"{k.entry['dir']}/{k.entry.get('binary')}")
-            hit, seconds, comp = True, 0.0, cc.Compiler(k.compile.get("compiler") or "?", k.compile.get("compiler_version") or "?")
-        else:
-            if k.source is None:
-                raise BadInputError(f"bundle kernel {k.entry.get('dir')} has no source")
-            comp = cc.find_compiler(host)
-            path, hit, seconds = cc.compile_cached(k.source, name, flags, comp)
-        artifact = Artifact(name=name, op=op.to_json(), variant=variant.id, schedule=schedule.to_json(),
-                            source=k.source or "", language="c", entry=rendered.entry, compiler=comp.path,
-                            compiler_version=comp.version, flags=tuple(flags), binary=str(path), cache_hit=hit,
-                            compile_seconds=seconds, metadata=rendered.metadata)
-        return CpuKernel(op, artifact, dataclasses.replace(rendered, source=k.source or ""))
-
-    return build
-
-
-def _cuda_builder(k: KernelPlan, bundle: Bundle, binary: bool) -> Any:
-    """CUDA: NVRTC compiles the bundled .cu for this host's GPU (``compile_cached``), or the bundled cubin
-    loads when it was built for this GPU's architecture; the launch shape comes from the CUDA renderer."""
-    def build(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
-        import importlib
-
-        from tracea.emitters.cuda import compiler as nv
-        from tracea.emitters.cuda.arch import target_of
-        from tracea.emitters.cuda.runtime import Artifact, CudaKernel
-
-        cuda_build = importlib.import_module("tracea.emitters.cuda.build")  # the package's `build` is a function
-        target = target_of(host)  # this host's GPU (UnsupportedError without one)
-        recorded = k.entry.get("arch")
-        if binary and recorded != target.name:
-            raise UnsupportedError(f"the bundled cubin was built for {recorded}, this GPU is {target.name}",
-                                   "replay without --binary to compile the bundled source for this GPU")
-        rendered, scalars = cuda_build.render(op, schedule, target)  # grid, block, smem, entry for this op
-        name = k.entry.get("name") or rendered.name
-        meta = dict(rendered.metadata)
-        if binary:
-            cubin, hit, seconds, log = bundle.path(f"{k.entry['dir']}/{k.entry.get('binary')}"), True, 0.0, None
-        else:
-            if k.source is None:
-                raise BadInputError(f"bundle kernel {k.entry.get('dir')} has no source")
-            cubin, res, log, hit, seconds = nv.compile_cached(k.source, name, rendered.entry, target.name)
-            meta["resources"] = res.to_json()
-        meta |= {"arch": target.name, "compile_log": log}
-        artifact = Artifact(name=name, op=op.to_json(), variant=variant.id, schedule=schedule.to_json(),
-                            source=k.source or "", language="cuda", entry=rendered.entry,
-                            compiler="NVRTC (cuda.core.Program)", compiler_version=k.compile.get("compiler_version") or "?",
-                            flags=tuple(k.compile.get("flags") or ()), binary=str(cubin), cache_hit=hit,
-                            compile_seconds=seconds, metadata=meta)
-        kernel_class = CudaKernel
-        if getattr(schedule, "core", None) == "wgmma":  # TMA tensor maps are built at upload (as cuda.build does)
-            from tracea.emitters.cuda.tma import WgmmaKernel as kernel_class
-        return kernel_class(op, artifact, dataclasses.replace(rendered, source=k.source or ""), scalars)
-
-    return build
-
-
-def _builder(k: KernelPlan, bundle: Bundle, binary: bool) -> Any:
-    language = k.entry.get("language") or k.compile.get("language")
-    if k.backend == "cpu" and language in (None, "c"):
-        if binary and k.entry.get("arch") != platform.machine():
-            raise UnsupportedError(f"the bundled binary was built for {k.entry.get('arch')}, this machine is "
-                                   f"{platform.machine()}", "replay without --binary to compile the bundled source")
-        return _cpu_builder(k, bundle, binary)
-    from tracea.emitters import registry
-
-    mod = registry.backend_module(k.backend)
-    hook = getattr(mod, "load_binary" if binary else "build_from_source", None)
-    if hook is None and k.backend == "cuda" and language in (None, "cuda"):
-        return _cuda_builder(k, bundle, binary)  # until the CUDA backend offers the hooks itself
-    if hook is None:
-        raise UnsupportedError(f"replay of {k.backend} kernels {'from the bundled binary' if binary else 'from source'} "
-                               f"is not supported by this Tracea (the {k.backend} backend has no "
-                               f"{'load_binary' if binary else 'build_from_source'})")
-    if binary:
-        path = bundle.path(f"{k.entry['dir']}/{k.entry.get('binary')}")
-        return lambda op, variant, schedule, host: hook(op, variant, schedule, host, path, k.entry.get("arch"))
-    return lambda op, variant, schedule, host: hook(op, variant, schedule, host, k.source)
-
-
-def rendered_matches(k: KernelPlan, host: Any) -> bool | None:
-    """Whether this Tracea renders the very source the bundle holds (None: could not tell)."""
-    try:
-        from tracea.emitters import registry
-
-        mod = registry.backend_module(k.backend)
-        variant = registry.variant(k.variant)
-        sched = type(mod.hero_schedule(k.op, variant, host)).from_json(k.schedule)
-        with tempfile.TemporaryDirectory(prefix="tracea-render-") as tmp:
-            paths = [Path(p) for p in mod.emit(k.op, variant, sched, host, tmp)]
-            src = next((p for p in paths if k.source_name and p.suffix == Path(k.source_name).suffix), None)
-            return src is not None and src.read_text() == k.source
-    except Exception:  # noqa: BLE001 - informative only
-        return None
-
-
-def replay_kernel(bundle: Bundle, k: KernelPlan, host: Any, binary: bool = False, repeats: int = 10,
-                  warmup: int = 2, seed: int | None = None) -> Any:
-    """Rebuild (bundled source or binary), rerun on fresh random inputs, verify, time: a BenchResult."""
+def replay_kernel(bundle: Bundle, k: KernelPlan, host: Any, repeats: int = 10, warmup: int = 2,
+                  seed: int | None = None) -> Any:
+    """Build (as ``k.mode`` says), rerun on fresh random inputs, verify, time: a BenchResult."""
     from tracea.emitters.bench import bench
 
-    build = _builder(k, bundle, binary)
+    from .replay_build import builder
+
+    build = builder(k, bundle)
     return bench(k.op, host, backend=k.backend, repeats=repeats, warmup=warmup, seed=seed, variant=k.variant,
                  tuned=lambda op, v: k.schedule, build=build)
+
+
+def built_source_note(k: KernelPlan) -> str | None:
+    """After an own build: whether what was compiled is byte for byte the bundle's source."""
+    if k.mode != "own" or not k.built or k.source is None:
+        return None
+    mine = hashlib.sha256((getattr(k.built[-1], "source", "") or "").encode()).hexdigest()
+    if mine == k.bundled_sha256:
+        return f"source: Tracea built the bundle's {k.source_name} byte for byte (sha256 {mine[:16]})"
+    return (f"source: Tracea built its own rendering (sha256 {mine[:16]}); the bundle's {k.source_name} "
+            f"(sha256 {(k.bundled_sha256 or '')[:16]}) differs and was not run (--bundled-source runs it)")
 
 
 FIGURES = ("status", "p50_ms", "p95_ms", "tflops", "gbps", "rel_err", "baseline", "baseline_p50_ms", "ratio")

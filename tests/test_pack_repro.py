@@ -102,14 +102,29 @@ def test_redaction_rules():
     assert redact_value("https://example.com/a@b") == "https://example.com/a@b"  # '@' after the host is a path
 
 
-def test_replay_recompiles_bundled_source_and_verifies(recorded, tmp_path):
+def test_replay_builds_trace_own_rendering_by_default(recorded, tmp_path):
     out = tracea(recorded["home"], "replay", str(recorded["bundle"]), "--yes", "--into", str(tmp_path / "r"),
                  "--repeat", "2", "--warmup", "1")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "compile the bundled source 03_source.c" in out.stdout
+    assert "build Tracea's own rendering gemm_" in out.stdout
+    assert "nothing from the bundle is compiled, loaded or run" in out.stdout
+    assert "the same source, flags and kernel name as this Tracea renders" in out.stdout
     assert "environment: the same fingerprint fields as the recording" in out.stdout
-    assert "verified: rel err" in out.stdout and "recorded" in out.stdout
+    assert "verified: rel err" in out.stdout and "built from this Tracea's own rendering" in out.stdout
+    assert "source: Tracea built the bundle's 03_source.c byte for byte" in out.stdout
+    assert "RISK" not in out.stdout and out.stderr == ""
     assert (tmp_path / "r").is_dir()  # --into keeps the unpacked bundle
+
+
+def test_replay_bundled_source_is_named_and_verifies(recorded, tmp_path):
+    out = tracea(recorded["home"], "replay", str(recorded["bundle"]), "--yes", "--bundled-source", "--repeat", "2",
+                 "--warmup", "1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "compile the bundled source 03_source.c" in out.stdout and "the bundle's flags (allowed): -O3" in out.stdout
+    assert "RISK: --bundled-source compiles the bundle's own source and runs it: this runs code from the bundle " \
+           "on this machine" in out.stdout
+    assert out.stderr.startswith("warning: --bundled-source")  # --yes does not hide the risk
+    assert "verified: rel err" in out.stdout and "built from the bundled source" in out.stdout
 
 
 def test_replay_bundled_binary(recorded, tmp_path):
@@ -117,14 +132,26 @@ def test_replay_bundled_binary(recorded, tmp_path):
                  "--warmup", "1")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "load the bundled binary 05_binary.so" in out.stdout and "verified: rel err" in out.stdout
+    assert "RISK: --binary loads the bundle's own binary" in out.stdout and "warning: --binary" in out.stderr
+
+
+def test_replay_opt_ins_exclude_each_other(recorded):
+    out = tracea(recorded["home"], "replay", str(recorded["bundle"]), "--yes", "--binary", "--bundled-source")
+    assert out.returncode == 2 and "exclude each other" in out.stderr, out.stderr
 
 
 def test_replay_asks_before_running(recorded):
     out = tracea(recorded["home"], "replay", str(recorded["bundle"]))
     assert out.returncode == 2
-    assert out.stderr.splitlines()[0] == ("error: replay compiles and runs code from the bundle; pass --yes to "
-                                          "allow it (stdin is not a terminal, so it cannot ask)")
+    assert out.stderr.splitlines()[0] == (
+        "error: replay builds and runs this Tracea's own kernels for the bundled ops (nothing from the bundle "
+        "runs); pass --yes to allow it (stdin is not a terminal, so it cannot ask)")
     assert "replay will (all 1):" in out.stdout  # what would run is shown first
+    out = tracea(recorded["home"], "replay", str(recorded["bundle"]), "--bundled-source")
+    assert out.returncode == 2 and out.stderr.startswith(
+        "error: --bundled-source compiles the bundle's own source and runs it: this runs code from the bundle on "
+        "this machine; pass --yes"), out.stderr
+    assert "RISK: --bundled-source" in out.stdout
 
 
 def test_replay_refuses_altered_source(recorded, tmp_path):
@@ -294,7 +321,7 @@ def test_cuda_bench_bundle_replays_on_the_gpu(tmp_path):
     if shutil.which("cuobjdump"):
         assert {"06_sass.txt", "06_resources.txt"} <= names
     assert tracea(home, "pack-repro", "-o", str(tmp_path / "b.tar.gz")).returncode == 0
-    for extra in ([], ["--binary"]):
+    for extra in ([], ["--bundled-source"], ["--binary"]):
         again = tracea(tmp_path / f"fresh{len(extra)}", "replay", str(tmp_path / "b.tar.gz"), "--yes", *extra)
         assert again.returncode == 0, again.stdout + again.stderr
         assert "verified: rel err" in again.stdout

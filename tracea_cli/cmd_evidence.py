@@ -107,8 +107,9 @@ def pack_repro(
 
 def replay(
     bundle: Annotated[Path, typer.Argument(help="A bundle from `tracea pack-repro` (.tar.gz), or its unpacked folder.", metavar="BUNDLE")],
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run the bundle's code without asking (needed when stdin is not a terminal).")] = False,
-    binary: Annotated[bool, typer.Option("--binary", help="Load the bundled binary instead of compiling the bundled source (same architecture only).")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (needed when stdin is not a terminal). Without --bundled-source or --binary nothing from the bundle runs.")] = False,
+    bundled_source: Annotated[bool, typer.Option("--bundled-source", help="Compile and run the bundle's own source (and its flags, if on the allow-list) instead of Tracea's rendering: runs code from the bundle on this machine.")] = False,
+    binary: Annotated[bool, typer.Option("--binary", help="Load the bundled binary (same architecture only): runs code from the bundle on this machine.")] = False,
     into: Annotated[Path | None, typer.Option("--into", help="Unpack into DIR (new or empty) instead of a temporary folder.", metavar="DIR")] = None,
     kernel: Annotated[str | None, typer.Option("--kernel", help="Replay only the kernels whose folder name starts with NAME.", metavar="NAME")] = None,
     every: Annotated[bool, typer.Option("--all", help="Replay every kernel of a tune bundle, not only its best schedule's.")] = False,
@@ -116,29 +117,46 @@ def replay(
     warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs of each contender first.")] = 2,
     seed: Annotated[int | None, typer.Option("--seed", help="Random inputs' seed (default: fresh).")] = None,
 ) -> None:
-    """Unpack a repro bundle safely, compare environments, rebuild, rerun, verify and compare figures."""
+    """Unpack a repro bundle safely, show what would run and what differs, rebuild, rerun, verify, compare.
+
+    By default the kernel is this Tracea's own rendering of the bundled op and schedule: nothing from the
+    bundle is compiled, loaded or run. --bundled-source and --binary run the bundle's own code."""
     from tracea.doctor.errors import BadInputError
 
     if repeat < 1 or warmup < 0:
         raise BadInputError("--repeat must be at least 1 and --warmup at least 0")
+    if bundled_source and binary:
+        raise BadInputError("--bundled-source and --binary exclude each other (one compiles the bundled source, "
+                            "the other loads the bundled binary)")
     import shutil
     import tempfile
 
+    mode = "binary" if binary else "source" if bundled_source else "own"
     scratch = None if into is not None or bundle.is_dir() else Path(tempfile.mkdtemp(prefix="tracea-replay-"))
     try:
-        _replay(bundle, into or scratch, yes, binary, kernel, every, repeat, warmup, seed, keep=scratch is None)
+        _replay(bundle, into or scratch, yes, mode, kernel, every, repeat, warmup, seed, keep=scratch is None)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _replay(bundle: Path, into: Path | None, yes: bool, binary: bool, kernel: str | None, every: bool, repeat: int,
+RISK = {"source": "--bundled-source compiles the bundle's own source and runs it: this runs code from the bundle "
+                  "on this machine",
+        "binary": "--binary loads the bundle's own binary and runs it: this runs code from the bundle on this machine"}
+MAX_UNLISTED_LINES = 100
+
+
+def _replay(bundle: Path, into: Path | None, yes: bool, mode: str, kernel: str | None, every: bool, repeat: int,
             warmup: int, seed: int | None, keep: bool) -> None:
     from rich.markup import escape
 
     from tracea.doctor import probe
     from tracea.doctor.errors import BadInputError, TraceaError
     from tracea.reports import replay as rp
+    from tracea.reports.bundle_check import shown
+
+    def say(text: str, style: str | None = None) -> None:  # bundle text: no markup, no control characters
+        console.print(escape(shown(text)), style=style)
 
     b = rp.open_bundle(bundle, into)
     m = b.manifest
@@ -146,63 +164,80 @@ def _replay(bundle: Path, into: Path | None, yes: bool, binary: bool, kernel: st
     if not console.is_terminal:
         console.width = 160  # a pipe or a log file: whole lines
     run = m.get("run") or {}
-    console.print(f"bundle: run {escape(str(run.get('id')))} ({run.get('run_kind')}, recorded status "
-                  f"{run.get('status')}) made {m.get('created_at')} by Tracea {m.get('tracea_version')}")
-    console.print(f"recorded command: {escape(' '.join(['tracea', *(run.get('argv') or [])]))}")
-    console.print(f"unpacked in {escape(str(b.root))}" + ("" if keep else " (removed afterwards; --into DIR keeps it)"))
+    say(f"bundle: run {run.get('id')} ({run.get('run_kind')}, recorded status {run.get('status')}) made "
+        f"{m.get('created_at')} by Tracea {m.get('tracea_version')}")
+    say(f"recorded command: {' '.join(['tracea', *(run.get('argv') or [])])}")
+    say(f"unpacked in {b.root}" + ("" if keep else " (removed afterwards; --into DIR keeps it)"))
+    if b.extra:
+        say(f"the bundle holds {len(b.extra)} entries its manifest does not list (ignored, never read):")
+        for rel, what in b.extra[:MAX_UNLISTED_LINES]:
+            say(f"  unlisted: {rel}: {what}")
+        if len(b.extra) > MAX_UNLISTED_LINES:
+            say(f"  ... and {len(b.extra) - MAX_UNLISTED_LINES} more")
     host = probe()
     diffs = rp.env_differences(b, host)
     if diffs:
-        console.print("environment differs from the recording:")
+        say("environment differs from the recording:")
         for key, was, now in diffs:
-            console.print(f"  {escape(key)}: {escape(json.dumps(was, default=str))} -> {escape(json.dumps(now, default=str))}")
+            say(f"  {key}: {json.dumps(was, default=str)} -> {json.dumps(now, default=str)}")
     else:
-        console.print("environment: the same fingerprint fields as the recording")
+        say("environment: the same fingerprint fields as the recording")
     pkgs = rp.package_differences(b)
     if pkgs:
-        shown = ", ".join(f"{n} {was or '-'} -> {now or '-'}" for n, was, now in pkgs[:8])
-        console.print(f"installed packages: {len(pkgs)} differ from the recording ({escape(shown)}"
-                      + (", ...)" if len(pkgs) > 8 else ")"))
+        shown_pkgs = ", ".join(f"{n} {was or '-'} -> {now or '-'}" for n, was, now in pkgs[:8])
+        say(f"installed packages: {len(pkgs)} differ from the recording ({shown_pkgs}" + (", ...)" if len(pkgs) > 8 else ")"))
     entries, which = rp.select_kernels(b, kernel, every)
     if not entries:
         raise BadInputError("the bundle has no kernel to replay" + (f" matching {kernel!r}" if kernel else ""),
                             "a run that failed before building records no kernel; see run/log.txt in the bundle")
-    plans = [rp.load_kernel(b, e) for e in entries]
-    console.print(f"replay will ({escape(which)}):")
+    plans = [rp.load_kernel(b, e, host, mode) for e in entries]
+    say(f"replay will ({which}):")
     for k in plans:
-        for line in rp.describe(k, binary):
-            console.print(f"  {escape(line)}")
-    _confirm(yes)
+        for line in rp.describe(k):
+            say(f"  {line}")
+        say(f"  compared with what this Tracea renders for {k.variant} and this schedule:")
+        for line in rp.differences(k):
+            say(f"  {line}")
+    if mode != "own":
+        say(f"RISK: {RISK[mode]}", style="bold")
+    _confirm(yes, mode)
 
     mismatched = []
     for k in plans:
-        same = rp.rendered_matches(k, host)
-        if same is not None and not binary:
-            console.print(f"{escape(k.entry['dir'])}: this Tracea renders "
-                          + ("the identical source" if same else "a different source; the bundled one is compiled"))
         try:
-            result = rp.replay_kernel(b, k, host, binary=binary, repeats=repeat, warmup=warmup, seed=seed)
+            result = rp.replay_kernel(b, k, host, repeats=repeat, warmup=warmup, seed=seed)
         except TraceaError as exc:  # the same kind of error, naming the kernel
-            raise type(exc)(f"{k.entry['dir']}: {exc.message}", exc.hint) from None
+            raise type(exc)(f"{k.dir}: {shown(exc.message)}", exc.hint) from None
         new = result.row().to_json()
         _side_by_side(console, k, result, rp.side_by_side(k.recorded, new))
-        if k.recorded is not None and k.recorded["status"] != new["status"]:
-            mismatched.append(f"{k.entry['dir']}: recorded {k.recorded['status']}, now {new['status']}")
+        note = rp.built_source_note(k)
+        if note:
+            say(note)
+        if k.recorded is not None and k.recorded.get("status") != new["status"]:
+            mismatched.append(f"{k.dir}: recorded {shown(k.recorded.get('status'))}, now {new['status']}")
         elif k.recorded is None and new["status"] != "ok":
-            mismatched.append(f"{k.entry['dir']}: {new['status']}: {result.error}")
+            mismatched.append(f"{k.dir}: {new['status']}: {result.error}")
     if mismatched:
         raise TraceaError("replay does not reproduce the recording: " + "; ".join(mismatched))
 
 
-def _confirm(yes: bool) -> None:
+def _confirm(yes: bool, mode: str) -> None:
+    """Ask before running. The question names what runs; --yes with an opt-in still prints the risk."""
     from tracea.doctor.errors import BadInputError
 
+    if mode == "own":
+        what = "replay builds and runs this Tracea's own kernels for the bundled ops (nothing from the bundle runs)"
+        question = "Build and run Tracea's own kernels for these ops?"
+    else:
+        what = RISK[mode]
+        question = f"Run code from the bundle on this machine ({'--binary' if mode == 'binary' else '--bundled-source'})?"
     if yes:
+        if mode != "own":
+            sys.stderr.write(f"warning: {what} (--yes: not asking)\n")
         return
     if not sys.stdin.isatty():
-        raise BadInputError("replay compiles and runs code from the bundle; pass --yes to allow it "
-                            "(stdin is not a terminal, so it cannot ask)")
-    if not typer.confirm("Run it?", default=False):
+        raise BadInputError(f"{what}; pass --yes to allow it (stdin is not a terminal, so it cannot ask)")
+    if not typer.confirm(question, default=False):
         raise typer.Exit(1)
 
 
@@ -210,17 +245,20 @@ def _side_by_side(console: Any, k: Any, result: Any, rows: list[tuple[str, Any, 
     from rich.markup import escape
     from rich.table import Table
 
+    from tracea.reports.bundle_check import shown
+
     table = Table(box=None, header_style="bold", pad_edge=False, title=None)
-    table.add_column(k.entry["dir"].split("/")[-1])
+    table.add_column(escape(k.dir.split("/")[-1]))
     table.add_column("recorded", justify="right")
     table.add_column("now", justify="right")
     for name, was, now in rows:
         if name == "baseline":  # the name without its build details (those are in the bundle's metrics)
             was, now = (str(v).split(" (")[0] if v else v for v in (was, now))
-        table.add_row(name, escape(_fmt(was)), escape(_fmt(now)))
+        table.add_row(name, escape(shown(_fmt(was))), escape(_fmt(now)))  # recorded: the bundle's text
     console.print(table)
+    built = {"own": "this Tracea's own rendering", "source": "the bundled source", "binary": "the bundled binary"}[k.mode]
     verdict = (f"verified: rel err {result.rel_err:.2e} within {result.tolerance:.0e} on fresh random inputs "
-               f"(seed {result.seed})" if result.status == "ok" else f"{result.status}: {result.error}")
+               f"(seed {result.seed}); built from {built}" if result.status == "ok" else f"{result.status}: {result.error}")
     console.print(escape(verdict))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -20,13 +21,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracea.doctor.errors import CompileError, ToolchainMissingError
+from tracea.doctor.errors import BadInputError, CompileError, ToolchainMissingError
 
 BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden")
 LINK_FLAGS = ("-lm",)
 COMPILE_TIMEOUT_S = 300
 INSTALL_HINT = ("install a C compiler: `sudo apt install gcc` (Debian/Ubuntu), `sudo dnf install gcc` (Fedora), "
                 "`xcode-select --install` (macOS); or point TRACEA_CC at one")
+
+
+# A kernel name becomes a file name in the cache: an identifier cannot climb out of it ('/', '..')
+KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def check_kernel_name(name: str) -> None:
+    """Refuse a kernel name that is not a C identifier (replay checks bundles too; this is the last line)."""
+    if not isinstance(name, str) or not KERNEL_NAME.fullmatch(name):
+        raise BadInputError(f"kernel name {name!r} is not a C identifier ([A-Za-z_][A-Za-z0-9_]*, at most "
+                            "128 characters); it would name files outside the compile cache")
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,7 @@ def command(compiler: Compiler, flags: list[str], source: str | Path, binary: st
 
 def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler) -> tuple[Path, bool, float]:
     """(binary path, cache hit, compile seconds) for ``source``; CompileError with the log on failure."""
+    check_kernel_name(name)
     key = cache_key(source, flags, compiler)[:24]
     folder = cache_dir()
     binary = folder / f"{name}-{key}.so"

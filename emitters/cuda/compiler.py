@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracea.doctor.errors import CompileError, ToolchainMissingError
+from tracea.doctor.errors import BadInputError, CompileError, ToolchainMissingError
 
-from ..cpu.compiler import write_atomic
+from ..cpu.compiler import check_kernel_name, write_atomic
 
 INSTALL_HINT = ("install the CUDA extra: `pip install 'tracea[cuda]'` (cuda-core with cuda-bindings and "
                 "nvidia-cuda-nvrtc); no nvcc or driver is needed to compile")
@@ -126,6 +126,9 @@ def compile_cached(source: str, name: str, entry: str, arch: str,
     """(cubin path, resources, compile log, cache hit, seconds) for ``source`` on ``arch`` (``sm_90a``).
 
     CompileError names the first lines of NVRTC's log and where the full source was written."""
+    check_kernel_name(name)
+    if not re.fullmatch(r"sm_[0-9]{2,3}[a-z]?", arch):  # the target is part of the file name too
+        raise BadInputError(f"CUDA target {arch!r} is not of the form sm_XY")
     nvrtc = find_nvrtc()
     opts = options_for(arch, extra)
     key = cache_key(source, arch, opts, nvrtc)[:24]

@@ -1,0 +1,153 @@
+"""The bundle's own code: a constructor in its source, a binary that runs code when loaded, compiler
+flags that run programs. Default `tracea replay --yes` runs none of it (the marker file the hostile
+code would create stays absent) and reports each difference; the opt-ins that do run it are named,
+and the positive controls prove the marker would have appeared."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tracea.doctor.errors import BadInputError
+from tracea.reports.bundle_check import refused_flag
+
+
+def constructor(marker) -> str:
+    return ("\n#include <stdlib.h>\n"
+            f"__attribute__((constructor)) static void tracea_pwn(void) {{ system(\"touch {marker}\"); }}\n")
+
+
+def add_constructor(h) -> None:
+    src = h.kernel_dir / "03_source.c"
+    src.write_text(src.read_text() + constructor(h.marker))
+
+
+def set_flags(h, flags: list[str]) -> None:
+    rec = h.kernel_dir / "04_compile.json"
+    doc = json.loads(rec.read_text())
+    doc["flags"] = [*doc["flags"], *flags]
+    rec.write_text(json.dumps(doc))
+
+
+def test_constructor_in_source_is_not_run_by_default(hostile):
+    add_constructor(hostile)
+    hostile.resign()
+    out = hostile.replay("--yes")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "nothing from the bundle is compiled, loaded or run" in out.stdout
+    assert "DIFFERS: source: the bundle's 03_source.c" in out.stdout  # said before the run
+    assert out.stdout.index("DIFFERS: source") < out.stdout.index("verified:")
+    assert "differs and was not run (--bundled-source runs it)" in out.stdout
+    assert "built from this Tracea's own rendering" in out.stdout
+
+
+def test_constructor_runs_only_with_bundled_source_which_names_the_risk(hostile):
+    add_constructor(hostile)
+    hostile.resign()
+    refused = hostile.replay("--bundled-source")  # no --yes, no terminal: nothing runs
+    assert refused.returncode == 2 and "runs code from the bundle on this machine" in refused.stderr
+    assert "RISK: --bundled-source" in refused.stdout
+    ran = hostile.replay("--yes", "--bundled-source", expect_marker=True)  # the positive control
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "warning: --bundled-source compiles the bundle's own source and runs it" in ran.stderr
+
+
+def test_binary_with_constructor_is_loaded_only_with_binary(hostile):
+    add_constructor(hostile)
+    so = hostile.kernel_dir / "05_binary.so"
+    cc = subprocess.run(["cc", "-O1", "-fPIC", "-shared", "-o", str(so), str(hostile.kernel_dir / "03_source.c"),
+                         "-mavx512f", "-mavx2", "-mfma", "-lm"], capture_output=True, text=True)
+    if cc.returncode != 0:
+        pytest.skip(f"cc cannot build the hostile binary here: {cc.stderr[:200]}")
+    hostile.resign()
+    out = hostile.replay("--yes")
+    assert out.returncode == 0, out.stdout + out.stderr
+    ran = hostile.replay("--yes", "--binary", expect_marker=True)
+    assert "RISK: --binary loads the bundle's own binary" in ran.stdout
+    assert "load the bundled binary 05_binary.so" in ran.stdout
+
+
+@pytest.mark.parametrize("flags", [
+    ["-wrapper", "/bin/sh,-c,touch {marker}"],
+    ["-fplugin=/tmp/evil-plugin.so"],
+    ["-B{evil}/"],
+    ["-specs={evil}/specs"],
+    ["@{evil}/args"],
+    ["-Wl,--wrap=malloc"],
+    ["-Xlinker", "--plugin"],
+    ["-fuse-ld=/tmp/evil-ld"],
+    ["-o", "/tmp/elsewhere.so"],
+    ["-save-temps"],
+    ["-Xclang", "-load"],
+    ["{evil}/extra.o"],
+    ["-include", "/etc/passwd"],
+    ["-fprofile-generate={evil}"],
+    ["-MF", "{evil}/deps"],
+], ids=lambda f: f[0].split("=")[0].split("/")[0] or "path")
+def test_hostile_flags_never_reach_the_compiler(hostile, flags):
+    """-B gets a real evil folder whose `as` would create the marker; -wrapper would run a shell."""
+    evil = hostile.base / "evil"
+    evil.mkdir()
+    (evil / "as").write_text(f"#!/bin/sh\ntouch {hostile.marker}\nexec as \"$@\"\n")
+    (evil / "as").chmod(0o755)
+    set_flags(hostile, [f.format(marker=hostile.marker, evil=evil) for f in flags])
+    hostile.resign()
+    out = hostile.replay("--yes")  # the default: Tracea's flags, the bundle's only compared
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "DIFFERS: compiler flags: the bundle adds " + flags[0].split("{")[0] in out.stdout
+    refused = hostile.replay("--yes", "--bundled-source")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.startswith("error: bundle kernel run/ir/") and "--bundled-source refuses the bundle's " \
+        "compiler flags" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) <= 2  # the line and its hint
+
+
+def test_the_wrapper_flag_is_really_dangerous(tmp_path, monkeypatch):
+    """The control: handed to the compiler, -wrapper runs its command (so the test above can fail)."""
+    from tracea.emitters.cpu import compiler as cc
+
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
+    marker = tmp_path / "PWNED"
+    try:
+        cc.compile_cached("int f(void) { return 1; }\n", "control", [*cc.BASE_FLAGS, "-wrapper",
+                          f"/bin/sh,-c,touch {marker}"], cc.find_compiler())
+    except Exception:  # noqa: BLE001 - the compile itself fails; the command ran first
+        pass
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("flag", ["-O3", "-O2", "-Os", "-Ofast", "-std=gnu11", "-std=c++17", "-fPIC", "-shared",
+                                  "-pthread", "-fvisibility=hidden", "-mavx512f", "-mavx2", "-mfma", "-mf16c",
+                                  "-march=armv8-a", "-march=native", "-funroll-loops", "-fno-math-errno",
+                                  "-DNDEBUG", "-DTILE=64", "-UFOO", "-Wall", "-Wno-unused", "-g", "-fopenmp"])
+def test_allowed_flags(flag):
+    assert refused_flag(flag) is None
+
+
+@pytest.mark.parametrize("flag", ["-wrapper", "-fplugin=x.so", "-fplugin-arg-x", "-B/tmp", "-B", "-specs=x",
+                                  "@args", "-Wl,-rpath,/tmp", "-Wa,-o,/tmp/x", "-Wp,-imacros,/etc/passwd",
+                                  "-Xlinker", "-Xassembler", "-o", "-load", "-save-temps", "-fuse-ld=gold",
+                                  "-mllvm", "-I/etc", "-L/tmp", "-lfoo", "-x", "/bin/sh", "x.c", "--sysroot=/",
+                                  "-fprofile-use=/tmp", "-fdump-tree-all", "-DX=$(touch)", "-DX=a/b", "",
+                                  "-O3 -wrapper", 7, None])
+def test_refused_flags(flag):
+    assert refused_flag(flag) is not None
+
+
+@pytest.mark.parametrize("name", ["../../../../../outside/PWN", "../x", "a/b", "", "1abc", "a b", "x" * 200, "é"])
+def test_compiler_layer_refuses_names_that_are_not_identifiers(tmp_path, monkeypatch, name):
+    """Defence in depth: the compile caches refuse such a name themselves, before writing anything."""
+    from tracea.emitters.cpu import compiler as cc
+    from tracea.emitters.cuda import compiler as nv
+
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
+    with pytest.raises(BadInputError, match="is not a C identifier"):
+        cc.compile_cached("int f(void) { return 1; }\n", name, list(cc.BASE_FLAGS), cc.find_compiler())
+    with pytest.raises(BadInputError, match="is not a C identifier"):
+        nv.compile_cached("__global__ void k() {}\n", name, "k", "sm_80")
+    with pytest.raises(BadInputError, match="sm_XY"):
+        nv.compile_cached("__global__ void k() {}\n", "ok_name", "k", "../../sm_80")
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written == []

@@ -89,7 +89,7 @@ def cpu_ceilings(cpu: CpuInfo) -> list[Ceiling]:
         per_clock = pipes * min(bits, cpu.vector_width_bits or bits) // 32 * 2
         out.append(Ceiling(
             device="cpu", metric="fp32_flops", unit="FLOP/s", spec=float(clock * cores * per_clock),
-            basis=f"{cores} cores x {clock / 1e9:.2f} GHz ({which}) x {per_clock} FLOP/clock ({basis})",
+            basis=f"{cores} core{'s' if cores != 1 else ''} x {clock / 1e9:.2f} GHz ({which}) x {per_clock} FLOP/clock ({basis})",
         ))
     else:
         out.append(Ceiling(device="cpu", metric="fp32_flops", unit="FLOP/s",

@@ -195,3 +195,14 @@ def test_doctor_text_and_json_show_the_microarchitecture(fixtures):
                         capture_output=True, text=True, timeout=120)
     cpu = json.loads(js.stdout)["cpu"]
     assert (cpu["microarchitecture"], cpu["codename"], cpu["hypervisor"]) == ("Zen 4", "Stones/Storm Peak", True)
+
+
+def test_arm_cores_by_midr_part(fixtures):
+    text = (fixtures / "cpuinfo" / "arm_neoverse_v2_grace.txt").read_text()
+    cpu = interpret({"platform": {"system": "Linux", "machine": "aarch64"}, "proc_cpuinfo": text})
+    assert cpu.microarchitecture == "Neoverse V2" and "MIDR" in cpu.sources["microarchitecture"]
+    assert cpu.hypervisor is None and "x86" in cpu.unavailable["hypervisor"]
+    cpu = dataclasses.replace(cpu, max_clock_hz=3_400_000_000, sources={**cpu.sources, "max_clock_hz": "sysfs cpufreq"})
+    c = fp32(cpu)
+    assert c.spec == pytest.approx(3.4e9 * 32)
+    assert c.basis.endswith("x 32 FLOP/clock (Neoverse V2: 4 x 128-bit FMA pipes)")

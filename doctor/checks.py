@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .blas_pin import pinned_below, unset_command
 from .report import OK, PROBLEM, WARNING, Check, CpuInfo, NvidiaSection, PythonEnv, Tool
 from .sources.nvidia import THROTTLING
 
@@ -36,6 +37,7 @@ def run_checks(raw: dict[str, Any], cpu: CpuInfo, nvidia: NvidiaSection, tools: 
         else:
             checks.append(Check("pynvml-shadow", WARNING, f"the deprecated 'pynvml' package is installed "
                                 f"({python.pynvml_shadow})", "pip uninstall -y pynvml  (Tracea uses nvidia-ml-py)"))
+    checks += _blas_checks(cpu, raw.get("env") or {}, python)
     if host.get("wsl"):
         checks.append(Check("wsl", WARNING, "running under WSL: NVML and CUDA come from the Windows driver; "
                             "some NVML fields and the hardware counters are unavailable",
@@ -158,3 +160,18 @@ def _compiler_checks(cpu: CpuInfo, tools: list[Tool]) -> list[Check]:
         return [Check("march-native", WARNING, f"{msg} does not enable {', '.join(missing)} that this CPU has",
                       "upgrade the compiler (or pass the ISA flags explicitly, as the CPU emitter does)")]
     return [Check("c-compiler", OK, f"{msg} enables {', '.join(cc.details.get('march_native_enables') or []) or 'no SIMD'}")]
+
+
+def _blas_checks(cpu: CpuInfo, env: dict[str, str], python: PythonEnv) -> list[Check]:
+    """A BLAS pinned below this CPU makes every "x NumPy" ratio wrong (blas_pin.py)."""
+    reasons = pinned_below(cpu, env, python.numpy_blas)
+    if not reasons:
+        return []
+    blas = python.numpy_blas or "NumPy's BLAS"
+    return [Check("blas-pinned", WARNING,
+                  f"{blas} is pinned below this CPU by the environment: {'; '.join(reasons)}. "
+                  "Baselines against it run slow, so ratios against them are too high",
+                  f"{unset_command(env, reasons)} tracea bench ...  (for that command). Some machines pin it on "
+                  "purpose: old OpenBLAS builds computed wrong results with their own kernels on newer CPUs "
+                  "(SkylakeX kernels in 0.3.5-0.3.6, numpy/numpy#13401), so check NumPy's OpenBLAS version "
+                  "first: python -c 'import numpy; numpy.show_config()'")]

@@ -158,6 +158,9 @@ class CpuInfo(Record):
     vector_width_bits: int | None = None
     emitter_flags: list[str] | None = None
     scaling_governor: str | None = None
+    microarchitecture: str | None = None
+    codename: str | None = None
+    hypervisor: bool | None = None
     sources: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
 

@@ -3,6 +3,7 @@ roofline ceilings of the device its rows ran on (from the doctor: spec, and meas
 snapshot has ``--measure`` figures).
 
     rows = read_metrics(path); groups = summarise(rows); ceilings = roofline_ceilings(host, rows)
+    errors = ceiling_errors(host, groups)  # rows faster than the spec: the ceiling is wrong
 """
 
 from __future__ import annotations
@@ -123,3 +124,41 @@ def roofline_ceilings(host: Any, rows: list[dict[str, Any]]) -> tuple[str, list[
         notes.append(f"{device} memory bandwidth: {memory.reason if memory else 'no ceiling known'} "
                      "(measured: `tracea doctor --measure --save FILE`, then `tracea report --snapshot FILE`)")
     return f"{device} ({metric.removesuffix('_flops').replace('_', ' ')})", out, notes
+
+
+def _compute_ceiling(host: Any, backend: str, dtype: str) -> Any:
+    """The spec compute ceiling a row of this backend and dtype is bounded by, or None."""
+    if backend == "cpu":
+        device, metric = "cpu", "fp32_flops" if dtype == "fp32" else None  # bf16 dot products beat fp32 FMAs
+    elif backend == "cuda":
+        device, metric = "cuda:0", CUDA_COMPUTE_METRIC.get(dtype)
+    else:
+        return None
+    return next((c for c in getattr(host, "ceilings", []) if c.device == device and c.metric == metric
+                 and c.spec), None)
+
+
+def ceiling_errors(host: Any, groups: list[Group], fingerprints: set[str] | None = None) -> dict[int, dict[str, Any]]:
+    """{group index: error} for each group with an ok row faster than the spec ceiling of ``host``.
+    Hardware cannot beat its own peak, so such a row says the ceiling is wrong (a clock or a FMA width
+    the doctor assumed), not that the kernel is magic. ``fingerprints`` limits the check to rows
+    measured on ``host`` (None: every row, as when the user names the snapshot)."""
+    out: dict[int, dict[str, Any]] = {}
+    for i, g in enumerate(groups):
+        ceiling = _compute_ceiling(host, g.backend, g.dtype)
+        if ceiling is None:
+            continue
+        rows = [r for r in g.ok if fingerprints is None or r.get("env_fingerprint") in fingerprints]
+        above = [r for r in rows if r["tflops"] * 1e12 > ceiling.spec]
+        if not above:
+            continue
+        best = max(r["tflops"] for r in above) * 1e12
+        out[i] = {
+            "achieved_flops": best, "spec_flops": ceiling.spec, "ratio": best / ceiling.spec,
+            "rows_above": len(above), "ceiling": f"{ceiling.device} {ceiling.metric}", "basis": ceiling.basis,
+            "message": (f"ceiling error: {best / 1e12:.4g} TFLOP/s is {best / ceiling.spec:.2f}x the spec "
+                        f"{ceiling.device} {ceiling.metric} ceiling of {ceiling.spec / 1e12:.4g} TFLOP/s "
+                        f"({ceiling.basis}): the ceiling is wrong, not the kernel; measure it with "
+                        "`tracea doctor --measure --save FILE` and read this file with --snapshot FILE"),
+        }
+    return out

@@ -31,9 +31,10 @@ def report(
     snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Ceilings from a saved doctor snapshot (doctor --measure --save) instead of this machine.", metavar="FILE")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
-    """Summarise a metrics file per kernel configuration; optionally plot it against the roofline."""
+    """Summarise a metrics file per kernel configuration; optionally plot it against the roofline. A row
+    faster than the spec ceiling is flagged as a ceiling error (the ceiling is wrong, not the kernel)."""
     from tracea.reports.metrics import format_of, read_metrics
-    from tracea.reports.summary import roofline_ceilings, summarise
+    from tracea.reports.summary import ceiling_errors, roofline_ceilings, summarise
 
     format_of(metrics_file)
     if plot is not None:
@@ -43,24 +44,36 @@ def report(
         _pyplot()  # a missing matplotlib is said before any work
     rows = read_metrics(metrics_file)
     groups = summarise(rows)
+    host, fingerprints = _ceilings_host(snapshot, rows)
+    errors = ceiling_errors(host, groups, fingerprints)
     if json_out:
-        typer.echo(json.dumps([g.to_json() for g in groups], indent=1))
+        typer.echo(json.dumps([{**g.to_json(), "ceiling_error": errors.get(i)} for i, g in enumerate(groups)],
+                              indent=1))
     else:
         _summary_table(metrics_file, rows, groups)
+        for i, err in errors.items():
+            g = groups[i]
+            typer.echo(f"{g.op} {g.shape} {g.dtype} {g.backend} {g.variant}: {err['message']}")
     if plot is not None:
         from tracea.reports.plot import plot as draw
 
-        if snapshot is not None:
-            from tracea.doctor.snapshot import load_snapshot
-
-            host = load_snapshot(snapshot)
-        else:
-            from tracea.doctor import probe
-
-            host = probe()
         device, ceilings, notes = roofline_ceilings(host, rows)
         path = draw(rows, plot, device, ceilings, notes, title=f"{metrics_file.name}: {len(rows)} rows")
         (sys.stderr if json_out else sys.stdout).write(f"plot: {path}\n")
+
+
+def _ceilings_host(snapshot: Path | None, rows: list[dict[str, Any]]) -> tuple[Any, set[str] | None]:
+    """The host whose ceilings bound the rows, and the fingerprints of the rows it may judge: a named
+    snapshot judges every row; this machine only the rows measured on it (same env fingerprint)."""
+    if snapshot is not None:
+        from tracea.doctor.snapshot import load_snapshot
+
+        return load_snapshot(snapshot), None
+    from tracea.doctor import probe
+    from tracea.doctor.fingerprint import fingerprint
+
+    host = probe()
+    return host, {fingerprint(host, b) for b in {r["backend"] for r in rows if r["backend"]}}
 
 
 def _summary_table(path: Path, rows: list[dict[str, Any]], groups: list[Any]) -> None:

@@ -46,6 +46,13 @@ def cpu_lines(report: HostReport) -> Iterator[tuple[str, str]]:
     numa = f", {c.numa_nodes} NUMA node{'s' if c.numa_nodes != 1 else ''}" if c.numa_nodes else ""
     phys = c.physical_cores if c.physical_cores is not None else "?"
     yield "cores", f"{phys} physical / {c.logical_cores or '?'} logical{sockets}{numa}"
+    if c.microarchitecture:
+        die = f" ({c.codename})" if c.codename else ""
+        where = (c.sources.get("microarchitecture") or "").partition(": ")[2]
+        vm = ", in a virtual machine" if c.hypervisor else ""
+        yield "microarch", f"{c.microarchitecture}{die}{vm}" + (f" · {where}" if where else "")
+    else:
+        yield "microarch", _na(c, "microarchitecture")
     clocks = []
     for label, key in (("base", "base_clock_hz"), ("max", "max_clock_hz"), ("current", "current_clock_hz")):
         v = getattr(c, key)
@@ -148,7 +155,7 @@ def ceiling_text(c: Ceiling) -> tuple[str, str, str, str]:
     note = c.basis or ""
     if c.method:
         note = f"{note}; measured: {c.method}" if note else f"measured: {c.method}"
-    if c.reason and c.measured is None:
+    if c.reason and (c.measured is None or (c.spec and c.measured > c.spec)):
         note = f"{note}; {c.reason}" if note else c.reason
     return f"{c.device} {c.metric}", spec, measured, note
 

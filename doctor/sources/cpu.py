@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..report import CpuInfo, FieldSet
+from .uarch import Uarch, x86_microarchitecture
 
 SYSFS_CPU = "/sys/devices/system/cpu"
 SYSFS_NODE = "/sys/devices/system/node"
@@ -120,6 +121,13 @@ def collect() -> dict[str, Any]:
             v = _read(f"{SYSFS_CPU}/cpu0/cpufreq/{k}")
             if v is not None:
                 freq[k] = v.strip()
+        # ACPI CPPC: where there is no cpufreq driver (amd-pstate off), the boost clock is
+        # nominal_freq x highest_perf / nominal_perf
+        cppc = {}
+        for k in ("highest_perf", "nominal_perf", "nominal_freq", "lowest_freq"):
+            v = _read(f"{SYSFS_CPU}/cpu0/acpi_cppc/{k}")
+            if v is not None:
+                cppc[k] = v.strip()
         topo = {}
         for cpu_dir in glob.glob(f"{SYSFS_CPU}/cpu[0-9]*"):
             pkg = _read(f"{cpu_dir}/topology/physical_package_id")
@@ -129,6 +137,7 @@ def collect() -> dict[str, Any]:
         raw["sysfs"] = {
             "caches_cpu0": _read_sysfs_caches("cpu0"),
             "cpufreq_cpu0": freq,
+            "acpi_cppc_cpu0": cppc,
             "online": (_read(f"{SYSFS_CPU}/online") or "").strip() or None,
             "topology": topo,
             "numa_nodes": sorted(os.path.basename(p) for p in glob.glob(f"{SYSFS_NODE}/node[0-9]*")),
@@ -256,6 +265,11 @@ def interpret(raw: dict[str, Any]) -> CpuInfo:
             vendor, model = _arm_name(first)
         fs.put("vendor", vendor, src)
         fs.put("model", model, src)
+        if arm:
+            _arm_uarch(fs, first)
+        else:
+            _x86_uarch(fs, vendor, _int(first.get("cpu family")), _int(first.get("model")), flags, src)
+            fs.put("hypervisor", "hypervisor" in flags, "/proc/cpuinfo flags")
         fs.put("logical_cores", len(procs) or None, src)
         if procs and "physical id" in first:
             pkgs = {b.get("physical id") for b in procs}
@@ -272,6 +286,14 @@ def interpret(raw: dict[str, Any]) -> CpuInfo:
         src = "sysctl"
         fs.put("model", sysctl.get("machdep.cpu.brand_string"), src)
         fs.put("vendor", sysctl.get("machdep.cpu.vendor") or ("Apple" if arm else None), src)
+        if arm:
+            chip = re.match(r"Apple (M\d+)", sysctl.get("machdep.cpu.brand_string") or "")
+            fs.put("microarchitecture", f"Apple {chip.group(1)}" if chip else None,
+                   "sysctl machdep.cpu.brand_string", "the brand string names no Apple M chip")
+            fs.miss("codename", "not looked up for Apple chips")
+        else:
+            _x86_uarch(fs, sysctl.get("machdep.cpu.vendor"), _int(sysctl.get("machdep.cpu.family")),
+                       _int(sysctl.get("machdep.cpu.model")), set(), src)
         fs.put("logical_cores", _int(sysctl.get("hw.logicalcpu")), src)
         fs.put("physical_cores", _int(sysctl.get("hw.physicalcpu")), src)
         fs.put("sockets", _int(sysctl.get("hw.packages")), src)
@@ -295,6 +317,12 @@ def interpret(raw: dict[str, Any]) -> CpuInfo:
         flags = set(info.get("flags") or [])
     else:
         fs.miss("model", "no /proc/cpuinfo, sysctl or py-cpuinfo answer on this platform")
+    if not fs.has("microarchitecture") and "microarchitecture" not in fs.unavailable:
+        fs.miss("microarchitecture", "no CPUID family/model or MIDR read (only /proc/cpuinfo and sysctl give them)")
+    if "codename" not in fs.values:
+        fs.miss("codename", "microarchitecture unknown")
+    if "hypervisor" not in fs.values:
+        fs.miss("hypervisor", "the hypervisor flag is read from x86 /proc/cpuinfo only")
 
     if flags is not None:
         fs.put("isa", isa_from_flags(flags, arm), "/proc/cpuinfo flags")
@@ -303,6 +331,8 @@ def interpret(raw: dict[str, Any]) -> CpuInfo:
     freq = sysfs.get("cpufreq_cpu0") or {}
     no_freq = "no cpufreq in sysfs (common in virtual machines)" if sysfs else "no sysfs on this platform"
     fs.setdefault("max_clock_hz", _khz(freq.get("cpuinfo_max_freq")), "sysfs cpufreq", no_freq)
+    fs.setdefault("max_clock_hz", _cppc_boost_hz(sysfs.get("acpi_cppc_cpu0") or {}),
+                  "sysfs acpi_cppc (nominal_freq x highest_perf / nominal_perf)", no_freq)
     fs.setdefault("base_clock_hz", _khz(freq.get("base_frequency")), "sysfs cpufreq",
                   "neither sysfs base_frequency nor a clock in the model name")
     fs.put("scaling_governor", freq.get("scaling_governor"), "sysfs cpufreq", no_freq)
@@ -335,6 +365,33 @@ def interpret(raw: dict[str, Any]) -> CpuInfo:
         for key in ("simd_family", "vector_width_bits", "emitter_flags"):
             fs.miss(key, "ISA unknown")
     return fs.build(CpuInfo)
+
+
+def _x86_uarch(fs: FieldSet, vendor: str | None, family: int | None, model: int | None, flags: set[str],
+               src: str) -> None:
+    found = x86_microarchitecture(vendor, family, model, flags)
+    if isinstance(found, Uarch):
+        fs.put("microarchitecture", found.name, f"{src}: {found.source}")
+        fs.put("codename", found.codename, f"{src}: {found.source}", "the table names no die for this model")
+    else:
+        fs.miss("microarchitecture", found)
+        fs.miss("codename", found)
+
+
+def _arm_uarch(fs: FieldSet, block: dict[str, str]) -> None:
+    impl, part = _int(block.get("CPU implementer")), _int(block.get("CPU part"))
+    name = ARM_PARTS.get(impl or -1, ("", {}))[1].get(part or -1)
+    where = "/proc/cpuinfo CPU implementer/part (MIDR)"
+    fs.put("microarchitecture", name, where,
+           f"MIDR implementer {block.get('CPU implementer')} part {block.get('CPU part')} is not in the table")
+    fs.miss("codename", "not looked up for Arm cores")
+
+
+def _cppc_boost_hz(cppc: dict[str, str]) -> int | None:
+    highest, nominal, freq_mhz = (_int(cppc.get(k)) for k in ("highest_perf", "nominal_perf", "nominal_freq"))
+    if not (highest and nominal and freq_mhz):
+        return None
+    return int(freq_mhz * 1e6 * highest / nominal)
 
 
 def _caches(fs: FieldSet, sysfs: dict[str, Any], raw: dict[str, Any]) -> None:

@@ -10,11 +10,13 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from ..blas_pin import BLAS_ENV_KEYS
 from ..report import FieldSet, HostInfo
 
 ENV_KEYS = (
     "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
     "ROCR_VISIBLE_DEVICES", "WSL_DISTRO_NAME", "CUDA_HOME", "CUDA_PATH",
+    *BLAS_ENV_KEYS,  # what pins NumPy's BLAS (blas_pin.py): replayed with --input like the rest
 )
 
 

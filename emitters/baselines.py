@@ -61,13 +61,14 @@ def pinned_note(host: object) -> str | None:
     kernel set or to fewer threads by the environment), for the ratio line; None when it does."""
     import os
 
-    from tracea.doctor.blas_pin import pinned_below
+    from tracea.doctor.blas_pin import pinned_below, unset_command
 
     reasons = pinned_below(host.cpu, os.environ)  # type: ignore[attr-defined]
     if not reasons:
         return None
-    return ("the baseline is pinned below its best for this CPU (" + "; ".join(reasons)
-            + "): the ratio flatters Tracea; unset the variable for this command to compare with the library's own choice")
+    return ("the baseline is pinned below its best for this CPU (" + "; ".join(reasons) + "), so the ratio "
+            f"flatters Tracea; for the library's own choice run this command under `{unset_command(os.environ, reasons)}`"
+            " (some machines pin it on purpose: old OpenBLAS builds compute wrong results on new CPUs; `tracea doctor` says more)")
 
 
 def gemm_baseline(op: Gemm, inputs: dict[str, np.ndarray]) -> Baseline:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from .validate import FILE, NON_NEGATIVE, checked
+
 if TYPE_CHECKING:
     from tracea.emitters.bank_access import AccessBatch
     from tracea.emitters.bank_sim import SimResult
@@ -136,18 +138,18 @@ def _render(result: SimResult, title: str, heat_index: int, limit: int, plain: b
 
 
 def bank_sim(
-    pattern: Annotated[Path | None, typer.Option("--pattern", metavar="FILE.json",
-                                                 help="Explicit warp accesses (see above).")] = None,
+    pattern: Annotated[Path | None, checked(FILE, "--pattern", metavar="FILE.json",
+                                            help="Explicit warp accesses (see above).")] = None,
     layout: Annotated[str | None, typer.Option("--layout", metavar="ROWSxCOLS", help="Tile shape in elements.")] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="Element type (bf16, fp16, fp32, int8, ...).")] = "bf16",
     order: Annotated[str, typer.Option("--order", help="row or col (which dimension is contiguous).")] = "row",
-    pad: Annotated[int, typer.Option("--pad", metavar="ELEMS", help="Padding elements per stored line.")] = 0,
+    pad: Annotated[int, checked(NON_NEGATIVE, "--pad", metavar="ELEMS", help="Padding elements per stored line.")] = 0,
     swizzle: Annotated[str, typer.Option("--swizzle", help="none, xor2/4/8, 32B/64B/128B (TMA), sw<B,M,S>.")] = "none",
     access: Annotated[list[str] | None, typer.Option("--access", metavar="SPEC",
                                                      help="ldmatrix.x4, ld.128.column, cp.async.128.row, ...")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
-    heat: Annotated[int | None, typer.Option("--heatmap", metavar="I", help="Instruction to draw (default: the worst).")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="Instructions listed in text output.")] = 32,
+    heat: Annotated[int | None, checked(NON_NEGATIVE, "--heatmap", metavar="I", help="Instruction to draw (default: the worst).")] = None,
+    limit: Annotated[int, checked(NON_NEGATIVE, "--limit", help="Instructions listed in text output.")] = 32,
     plain: Annotated[bool, typer.Option("--plain", help="No colours, even on a terminal.")] = False,
 ) -> None:
     from tracea.doctor.errors import BadInputError
@@ -183,7 +185,7 @@ def bank_sim(
         heat = int((result.wavefronts - result.ideal).argmax()) if len(result) else 0
     if not 0 <= heat < len(result):
         raise BadInputError(f"--heatmap {heat}: there are {len(result)} instructions (0-{len(result) - 1})")
-    _render(result, title, heat, max(0, limit), plain or not sys.stdout.isatty())
+    _render(result, title, heat, limit, plain or not sys.stdout.isatty())
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from .validate import COUNT, FILE, NON_NEGATIVE, SEED, checked, checked_argument
+
 
 def _console() -> Any:
     from tracea.render import make_console
@@ -26,15 +28,18 @@ def _fmt(value: Any) -> str:
 
 
 def report(
-    metrics_file: Annotated[Path, typer.Argument(help="A metrics file from bench or tune (.csv or .jsonl).", metavar="METRICS_FILE")],
+    metrics_file: Annotated[Path, checked_argument(FILE, help="A metrics file from bench or tune (.csv or .jsonl).", metavar="METRICS_FILE")],
     plot: Annotated[Path | None, typer.Option("--plot", help="Also draw TFLOP/s and a roofline into FILE (.png, .svg, .pdf).", metavar="FILE")] = None,
-    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Ceilings from a saved doctor snapshot (doctor --measure --save) instead of this machine.", metavar="FILE")] = None,
+    snapshot: Annotated[Path | None, checked(FILE, "--snapshot", help="With --plot: the ceilings from a saved doctor snapshot (doctor --measure --save) instead of this machine.", metavar="FILE")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Summarise a metrics file per kernel configuration; optionally plot it against the roofline."""
+    from tracea.doctor.errors import BadInputError
     from tracea.reports.metrics import format_of, read_metrics
     from tracea.reports.summary import roofline_ceilings, summarise
 
+    if snapshot is not None and plot is None:
+        raise BadInputError("--snapshot only gives the ceilings of a --plot; add --plot FILE or leave it out")
     format_of(metrics_file)
     if plot is not None:
         from tracea.reports.plot import _pyplot, check_plot_path
@@ -112,15 +117,11 @@ def replay(
     into: Annotated[Path | None, typer.Option("--into", help="Unpack into DIR (new or empty) instead of a temporary folder.", metavar="DIR")] = None,
     kernel: Annotated[str | None, typer.Option("--kernel", help="Replay only the kernels whose folder name starts with NAME.", metavar="NAME")] = None,
     every: Annotated[bool, typer.Option("--all", help="Replay every kernel of a tune bundle, not only its best schedule's.")] = False,
-    repeat: Annotated[int, typer.Option("--repeat", help="Timed runs of each contender (at least).")] = 10,
-    warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs of each contender first.")] = 2,
-    seed: Annotated[int | None, typer.Option("--seed", help="Random inputs' seed (default: fresh).")] = None,
+    repeat: Annotated[int, checked(COUNT, "--repeat", help="Timed runs of each contender (at least).")] = 10,
+    warmup: Annotated[int, checked(NON_NEGATIVE, "--warmup", help="Untimed runs of each contender first.")] = 2,
+    seed: Annotated[int | None, checked(SEED, "--seed", help="Random inputs' seed (default: fresh).")] = None,
 ) -> None:
     """Unpack a repro bundle safely, compare environments, rebuild, rerun, verify and compare figures."""
-    from tracea.doctor.errors import BadInputError
-
-    if repeat < 1 or warmup < 0:
-        raise BadInputError("--repeat must be at least 1 and --warmup at least 0")
     import shutil
     import tempfile
 

@@ -49,13 +49,10 @@ STATUSES_DONE = ("ok", "failed", "error", "interrupted")  # plus any MetricsRow 
 
 
 def tracea_home() -> Path:
-    """``$TRACEA_HOME`` or the platform's user data folder for Tracea."""
-    home = os.environ.get("TRACEA_HOME")
-    if home:
-        return Path(home)
-    import platformdirs
+    """``$TRACEA_HOME`` or the platform's user data folder for Tracea (doctor/home.py checks it)."""
+    from tracea.doctor.home import tracea_dir
 
-    return Path(platformdirs.user_data_dir("tracea"))
+    return tracea_dir("data", create=False)
 
 
 def runs_root() -> Path:
@@ -171,9 +168,10 @@ def start_run(kind: str, argv: list[str], host: Any = None) -> Run:
     """Create a run folder with its manifest (and the doctor snapshot of ``host``, a ``HostReport``)."""
     if not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", kind):
         raise BadInputError(f"run kind {kind!r}: lower-case letters, digits, '-' and '_' only")
+    from tracea.doctor.home import tracea_dir
     from tracea.doctor.snapshot import tracea_version
 
-    root = runs_root()
+    root = tracea_dir("data", "runs")  # a TRACEA_HOME that cannot hold it is said here, naming it
     now = _now()
     for _ in range(8):
         run_id = f"{now:%Y%m%d-%H%M%S}-{kind}-{secrets.token_hex(3)}"

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .validate import COUNT, FILE, NON_NEGATIVE, SEED, checked, checked_argument
+from .validate import COUNT, FILE, NON_NEGATIVE, SEED, checked
 
 
 def _console() -> Any:
@@ -28,7 +28,7 @@ def _fmt(value: Any) -> str:
 
 
 def report(
-    metrics_file: Annotated[Path, checked_argument(FILE, help="A metrics file from bench or tune (.csv or .jsonl).", metavar="METRICS_FILE")],
+    metrics_file: Annotated[Path, typer.Argument(help="A metrics file from bench or tune (.csv or .jsonl).", metavar="METRICS_FILE")],
     plot: Annotated[Path | None, typer.Option("--plot", help="Also draw TFLOP/s and a roofline into FILE (.png, .svg, .pdf).", metavar="FILE")] = None,
     snapshot: Annotated[Path | None, checked(FILE, "--snapshot", help="With --plot: the ceilings from a saved doctor snapshot (doctor --measure --save) instead of this machine.", metavar="FILE")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,

@@ -75,7 +75,3 @@ def checked(domain: Domain, *flags: str, help: str, **kwargs: Any) -> Any:
     """``typer.Option`` for a flag with a domain (for commands that write their options inline)."""
     return typer.Option(*flags, help=domain.help(help), callback=domain.callback, **kwargs)
 
-
-def checked_argument(domain: Domain, help: str, **kwargs: Any) -> Any:
-    """``typer.Argument`` with a domain."""
-    return typer.Argument(help=domain.help(help), callback=domain.callback, **kwargs)

@@ -76,10 +76,12 @@ def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, w
     from tracea.cmd_evidence import command_line, say_run
     from tracea.doctor.errors import TraceaError
     from tracea.emitters.bench import bench
+    from tracea.kernels.footprint import require_host_memory
     from tracea.render_kernels import bench_table
     from tracea.reports.metrics import to_csv, to_jsonl
     from tracea.reports.record import RunRecorder
 
+    require_host_memory(op)  # too large for this machine: said before a run folder (and crash bundle) exists
     host, backend = _host(), backend or "cpu"
     with RunRecorder("bench", command_line(), host, dump_ir=dump_ir, metrics=metrics) as rec:  # run folder, crash bundle
         from tracea.tuner.lookup import tuned_lookup  # the best stored schedule, when tuned here

@@ -58,6 +58,10 @@ def do_tune(op: Any, backend: str, precision: str | None, variant: str | None, s
         raise BadInputError("--resume and --retune are mutually exclusive")
     if simulate is not None and space is not None:
         raise BadInputError("--space cannot change a recorded space (--simulate)")
+    if simulate is None:
+        from tracea.kernels.footprint import require_host_memory
+
+        require_host_memory(op)  # before any worker allocates: "needs N GiB, the machine has M"
     config = TuneConfig(
         backend=backend, precision=precision, variant=variant, strategy=strategy, budget=budget, time_limit_s=time_limit,
         patience=patience or None, seed=seed, warmup=warmup, repeats=repeat, timeout_s=timeout,

@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from .op_options import add_op_commands, option
-from .validate import COUNT, FILE, NON_NEGATIVE, SECONDS, SEED
+from .validate import COUNT, FILE, NON_NEGATIVE, SECONDS, SEED, check_variant
 
 PARAMS = [
     option("backend", str, "cpu", "--backend", help="Backend to tune (cpu; cuda as it lands)."),
@@ -61,6 +61,8 @@ def do_tune(op: Any, backend: str, precision: str | None, variant: str | None, s
     if simulate is None:
         from tracea.kernels.footprint import require_host_memory
 
+        if variant is not None:
+            check_variant(variant, op.kind, backend)
         require_host_memory(op)  # before any worker allocates: "needs N GiB, the machine has M"
     config = TuneConfig(
         backend=backend, precision=precision, variant=variant, strategy=strategy, budget=budget, time_limit_s=time_limit,

@@ -75,3 +75,25 @@ def checked(domain: Domain, *flags: str, help: str, **kwargs: Any) -> Any:
     """``typer.Option`` for a flag with a domain (for commands that write their options inline)."""
     return typer.Option(*flags, help=domain.help(help), callback=domain.callback, **kwargs)
 
+
+
+def check_variant(variant_id: str, op_kind: str, backend: str) -> None:
+    """``--variant``: a registered variant of this op and backend; otherwise say whose it is and list
+    the variants that fit (the registry is imported only when the flag is given)."""
+    from tracea.doctor.errors import BadInputError
+    from tracea.emitters import registry
+
+    if backend not in registry.BACKENDS:
+        return  # the unknown backend is the error to report; the tuner says it
+    every = registry.all_variants()
+    fitting = [v.id for v in every if v.op == op_kind and v.backend == backend]
+    found = next((v for v in every if v.id == variant_id), None)
+    if found is not None and found.op == op_kind and found.backend == backend:
+        return
+    if found is None:
+        what = f"--variant {variant_id}: no such variant"
+    elif found.backend != backend:
+        what = f"--variant {variant_id} is a {found.backend} variant of {found.op}, and this is --backend {backend}"
+    else:
+        what = f"--variant {variant_id} computes {found.op}, not {op_kind}"
+    raise BadInputError(what, f"the {backend} {op_kind} variants: {', '.join(fitting) or 'none'}")

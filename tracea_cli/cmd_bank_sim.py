@@ -77,7 +77,13 @@ def _parse_layout(shape: str, dtype: str, order: str, pad: int, swizzle: str):
         raise BadInputError(f"--layout {shape!r} is not ROWSxCOLS", "e.g. --layout 128x64")
     if dtype.lower() not in DTYPE_BYTES:
         raise BadInputError(f"unknown --dtype {dtype!r}", f"use one of {', '.join(DTYPE_BYTES)}")
-    return TileLayout(int(parts[0]), int(parts[1]), DTYPE_BYTES[dtype.lower()], order, pad, parse_swizzle(swizzle))
+    rows, cols = int(parts[0]), int(parts[1])
+    from tracea.emitters.bank_sim import MAX_ADDRESS
+
+    if rows * (cols + max(pad, 0)) * DTYPE_BYTES[dtype.lower()] > MAX_ADDRESS:  # said before sweeping it
+        raise BadInputError(f"--layout {shape}: the tile is larger than {MAX_ADDRESS} bytes; shared memory is "
+                            "smaller (an SM has at most 228 KiB)")
+    return TileLayout(rows, cols, DTYPE_BYTES[dtype.lower()], order, pad, parse_swizzle(swizzle))
 
 
 _HEAT_CHARS = "123456789abcdefghijklmnopqrstuvw"  # wavefront 1-32; a bank serves at most 32 words a group

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .validate import COUNT, FILE, NON_NEGATIVE, SEED, checked
+from .validate import FILE, REPEATS, SEED, WARMUP, checked
 
 
 def _console() -> Any:
@@ -117,8 +117,8 @@ def replay(
     into: Annotated[Path | None, typer.Option("--into", help="Unpack into DIR (new or empty) instead of a temporary folder.", metavar="DIR")] = None,
     kernel: Annotated[str | None, typer.Option("--kernel", help="Replay only the kernels whose folder name starts with NAME.", metavar="NAME")] = None,
     every: Annotated[bool, typer.Option("--all", help="Replay every kernel of a tune bundle, not only its best schedule's.")] = False,
-    repeat: Annotated[int, checked(COUNT, "--repeat", help="Timed runs of each contender (at least).")] = 10,
-    warmup: Annotated[int, checked(NON_NEGATIVE, "--warmup", help="Untimed runs of each contender first.")] = 2,
+    repeat: Annotated[int, checked(REPEATS, "--repeat", help="Timed runs of each contender (at least).")] = 10,
+    warmup: Annotated[int, checked(WARMUP, "--warmup", help="Untimed runs of each contender first.")] = 2,
     seed: Annotated[int | None, checked(SEED, "--seed", help="Random inputs' seed (default: fresh).")] = None,
 ) -> None:
     """Unpack a repro bundle safely, compare environments, rebuild, rerun, verify and compare figures."""

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from .op_options import add_op_commands, option
-from .validate import COUNT, NON_NEGATIVE, SEED
+from .validate import REPEATS, SEED, WARMUP
 
 BACKEND = option("backend", str | None, None, "--backend", help="Restrict to one backend (cpu; cuda, hip, metal as they land).")
 PRECISION = option("precision", str | None, None, "--precision", help="Requested precision (default: --dtype); falls back BF16 -> FP16 -> FP32.")
@@ -115,8 +115,8 @@ add_op_commands(
 add_op_commands(
     bench_app,
     [BACKEND, PRECISION,
-     option("repeat", int, 10, "--repeat", help="Timed runs of each contender (at least; more until 0.5 s).", domain=COUNT),
-     option("warmup", int, 2, "--warmup", help="Untimed runs of each contender first.", domain=NON_NEGATIVE),
+     option("repeat", int, 10, "--repeat", help="Timed runs of each contender (at least; more until 0.5 s).", domain=REPEATS),
+     option("warmup", int, 2, "--warmup", help="Untimed runs of each contender first.", domain=WARMUP),
      option("seed", int | None, None, "--seed", help="Random inputs' seed (default: fresh, and recorded).", domain=SEED),
      JSON, option("csv_out", bool, False, "--csv", help="Print the metrics row as CSV."), DUMP_IR,
      option("metrics", Path | None, None, "--metrics", help="Append the metrics row to FILE (.csv or .jsonl).")],

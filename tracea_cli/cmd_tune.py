@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from .op_options import add_op_commands, option
-from .validate import COUNT, FILE, NON_NEGATIVE, SECONDS, SEED, check_variant
+from .validate import COUNT, FILE, NON_NEGATIVE, REPEATS, SECONDS, SEED, WARMUP, check_variant
 
 PARAMS = [
     option("backend", str, "cpu", "--backend", help="Backend to tune (cpu; cuda as it lands)."),
@@ -26,8 +26,8 @@ PARAMS = [
     option("time_limit", float | None, None, "--time-limit", help="Stop starting candidates after S seconds.", domain=SECONDS),
     option("patience", int, 40, "--patience", help="Converged after N evaluations without a 0.5% gain (0: never).", domain=NON_NEGATIVE),
     option("seed", int, 0, "--seed", help="Seed of the strategy and of the random inputs: a run is reproducible.", domain=SEED),
-    option("repeat", int, 10, "--repeat", help="Timed runs per candidate (at least; more until 0.1 s).", domain=COUNT),
-    option("warmup", int, 2, "--warmup", help="Untimed runs per candidate first.", domain=NON_NEGATIVE),
+    option("repeat", int, 10, "--repeat", help="Timed runs per candidate (at least; more until 0.1 s).", domain=REPEATS),
+    option("warmup", int, 2, "--warmup", help="Untimed runs per candidate first.", domain=WARMUP),
     option("timeout", float, 60.0, "--timeout", help="Seconds one candidate may take (compile + verify + time).", domain=SECONDS),
     option("space", Path | None, None, "--space", help="TOML file: [restrict] / [extend] parameter values.", domain=FILE),
     option("simulate", Path | None, None, "--simulate", help="Replay a recorded complete space (JSON) instead of running kernels.", domain=FILE),

@@ -17,6 +17,7 @@ from typing import Any
 import typer
 
 SEED_MAX = 2**32 - 1  # numpy's and scikit-learn's RandomState take seeds below 2**32
+MAX_RUNS = 1_000_000  # timed or warm-up runs of one kernel: more is a typo, and would run for hours
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ def _int(low: int, high: int | None = None) -> Callable[[Any], bool]:
 SIZE = Domain("a positive integer", _int(1))
 COUNT = Domain("an integer >= 1", _int(1))
 NON_NEGATIVE = Domain("an integer >= 0", _int(0))
+REPEATS = Domain(f"an integer from 1 to {MAX_RUNS}", _int(1, MAX_RUNS))
+WARMUP = Domain(f"an integer from 0 to {MAX_RUNS}", _int(0, MAX_RUNS))
 SEED = Domain(f"an integer from 0 to {SEED_MAX}", _int(0, SEED_MAX))
 SECONDS = Domain("a finite number of seconds > 0", lambda v: math.isfinite(v) and v > 0)
 FINITE = Domain("a finite number", lambda v: math.isfinite(v))

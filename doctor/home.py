@@ -19,10 +19,14 @@ def _home() -> Path | None:
     raw = os.environ.get("TRACEA_HOME")
     if not raw:  # unset or empty: the platform's folders
         return None
-    path = Path(raw).expanduser()
-    if path.exists() and not path.is_dir():
-        raise BadInputError(f"TRACEA_HOME={raw} is not a folder", HINT)
-    return path.absolute()  # a run records its paths: the same folder whatever the working directory
+    path = Path(raw).expanduser().absolute()
+    for existing in (path, *path.parents):  # the nearest part that exists must be a folder
+        if existing.exists():
+            if not existing.is_dir():
+                where = "" if existing == path else f" ({existing} is a file)"
+                raise BadInputError(f"TRACEA_HOME={raw} is not a folder{where}", HINT)
+            break
+    return path  # absolute: a run records its paths, the same folder whatever the working directory  # a run records its paths: the same folder whatever the working directory
 
 
 def tracea_dir(kind: str = "data", *parts: str, create: bool = True) -> Path:

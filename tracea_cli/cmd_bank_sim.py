@@ -37,13 +37,17 @@ def _read_pattern(path: Path) -> AccessBatch:
     from tracea.emitters.bank_access import Access, AccessBatch
 
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise BadInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise BadInputError(f"{path} is not a pattern: not UTF-8 text (a binary file?)") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadInputError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise BadInputError(f"{path} is not a pattern: JSON nested too deeply") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("instructions"), list) or not doc["instructions"]:
         raise BadInputError(f"{path}: expected an object with a non-empty \"instructions\" list",
                             'e.g. {"instructions": [{"op": "ld", "bytes_per_lane": 4, "addresses": [0, 4, ...]}]}')

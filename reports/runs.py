@@ -65,6 +65,8 @@ def _now() -> _dt.datetime:
 
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Temporary file in the same folder, fsync, rename: a crash never leaves half a file."""
+    if path.exists() and not path.is_file():  # a rename would replace /dev/null or a FIFO with a file
+        raise BadInputError(f"{path} is not a regular file; Tracea writes a file by replacing it")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -285,3 +285,17 @@ def test_tracea_home_where_nothing_can_be_created_names_the_variable(capsys, mon
     monkeypatch.setenv("TRACEA_HOME", "/proc/tracea-home")
     code, out, err = tracea(capsys, *args)
     one_line_error(code, err, "TRACEA_HOME=/proc/tracea-home: cannot create")
+
+
+@pytest.mark.parametrize("args", [["doctor", "--save"], ["cache", "export", "--out"]])
+def test_an_output_that_is_not_a_regular_file_is_never_replaced(capsys, home, tmp_path, args) -> None:
+    """An atomic write renames over its target: over a FIFO (or, as root, /dev/null) that would put a
+    regular file in its place."""
+    import os
+    import stat
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code, out, err = tracea(capsys, *args, str(fifo))
+    one_line_error(code, err, str(fifo), "not a regular file")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)

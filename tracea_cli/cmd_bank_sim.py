@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .validate import FILE, NON_NEGATIVE, checked
+from .validate import NON_NEGATIVE, checked
 
 if TYPE_CHECKING:
     from tracea.emitters.bank_access import AccessBatch
@@ -148,8 +148,8 @@ def _render(result: SimResult, title: str, heat_index: int, limit: int, plain: b
 
 
 def bank_sim(
-    pattern: Annotated[Path | None, checked(FILE, "--pattern", metavar="FILE.json",
-                                            help="Explicit warp accesses (see above).")] = None,
+    pattern: Annotated[Path | None, typer.Option("--pattern", metavar="FILE.json",
+                                                 help="Explicit warp accesses (see above).")] = None,
     layout: Annotated[str | None, typer.Option("--layout", metavar="ROWSxCOLS", help="Tile shape in elements.")] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="Element type (bf16, fp16, fp32, int8, ...).")] = "bf16",
     order: Annotated[str, typer.Option("--order", help="row or col (which dimension is contiguous).")] = "row",

@@ -22,7 +22,7 @@ from typing import Any
 from . import ceilings as _ceilings
 from ._threads import Task as _Task
 from .checks import run_checks
-from .errors import SnapshotError
+from .errors import BadInputError, SnapshotError
 from .report import SCHEMA_VERSION, AmdSection, AppleSection, CpuInfo, HostReport, NvidiaSection, PythonEnv
 from .sources import amd, apple, cpu, cuda, host, nvidia, nvml, toolchains
 
@@ -206,6 +206,8 @@ def write_json_atomic(path: str | os.PathLike[str], document: Any) -> None:
     import secrets
 
     path = Path(path)
+    if path.exists() and not path.is_file():  # a rename would replace /dev/null or a FIFO with a file
+        raise BadInputError(f"{path} is not a regular file; Tracea writes a file by replacing it")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -237,6 +239,8 @@ def read_snapshot(path: str | os.PathLike[str]) -> tuple[HostReport, dict[str, A
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SnapshotError(f"snapshot {p} is not valid JSON (truncated?): {exc}") from None
+    except RecursionError:
+        raise SnapshotError(f"snapshot {p} is not a snapshot: JSON nested too deeply") from None
     if not isinstance(doc, dict):
         raise SnapshotError(f"snapshot {p} is not a JSON object")
     kind = doc.get("kind")

@@ -32,6 +32,7 @@ from tracea.doctor.plan import Decision, plan
 from tracea.doctor.report import HostReport
 from tracea.kernels import Op, relative_error, tolerance
 from tracea.kernels.dtypes import parse_dtype, to_float64
+from tracea.kernels.footprint import require_host_memory
 from tracea.reports.metrics import MetricsRow
 from tracea.reports.nvtx import phase as nvtx_phase
 from tracea.reports.nvtx import phase_of
@@ -169,6 +170,7 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
     variant_id = decision.require()
     if decision.precision and decision.precision != op.dtype.value:  # type: ignore[attr-defined]
         op = dataclasses.replace(op, dtype=parse_dtype(decision.precision))  # type: ignore[type-var]
+    require_host_memory(op)  # an op this machine cannot hold is one clear error, before anything is built
     seed = secrets.randbits(32) if seed is None else seed
     fp = fingerprint(host, backend)
     base = {"op": op, "decision": decision, "seed": seed, "variant": variant_id, "fingerprint": fp}

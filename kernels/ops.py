@@ -75,11 +75,14 @@ class Op:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Op:
+        """The op of ``data`` (from a bundle, a recorded space or a database: untrusted), validated."""
+        if not isinstance(data, dict):
+            raise BadInputError(f"op: expected an object, got {type(data).__name__}")
         data = dict(data)
         kind = data.pop("op", None)
         if data.pop("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
             raise BadInputError("op: unsupported schema_version")
-        cls = OPS.get(kind)  # type: ignore[arg-type]
+        cls = OPS.get(kind) if isinstance(kind, str) else None
         if cls is None:
             raise BadInputError(f"op: unknown operation {kind!r}; known: {', '.join(OPS)}")
         for k, v in data.items():
@@ -121,6 +124,8 @@ class Gemm(Op):
             if getattr(self, name) not in LAYOUTS:
                 raise BadInputError(f"{name}: expected 'row' or 'col', got {getattr(self, name)!r}")
         epi = tuple(self.epilogue.split(",")) if isinstance(self.epilogue, str) else tuple(self.epilogue)
+        if not all(isinstance(e, str) for e in epi):
+            raise BadInputError(f"epilogue: expected op names, got {self.epilogue!r}")
         epi = tuple(e.strip() for e in epi if e.strip())
         for e in epi:
             if e not in EPILOGUES:
@@ -128,6 +133,8 @@ class Gemm(Op):
         if len(set(epi)) != len(epi):
             raise BadInputError(f"epilogue: an op appears twice in {','.join(epi)}")
         object.__setattr__(self, "epilogue", epi)
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float, np.number)):
+            raise BadInputError(f"alpha: expected a number, got {self.alpha!r}")
         if not math.isfinite(float(self.alpha)):
             raise BadInputError(f"alpha: must be finite, got {self.alpha}")
         object.__setattr__(self, "alpha", float(self.alpha))

@@ -49,13 +49,10 @@ STATUSES_DONE = ("ok", "failed", "error", "interrupted")  # plus any MetricsRow 
 
 
 def tracea_home() -> Path:
-    """``$TRACEA_HOME`` or the platform's user data folder for Tracea."""
-    home = os.environ.get("TRACEA_HOME")
-    if home:
-        return Path(home)
-    import platformdirs
+    """``$TRACEA_HOME`` or the platform's user data folder for Tracea (doctor/home.py checks it)."""
+    from tracea.doctor.home import tracea_dir
 
-    return Path(platformdirs.user_data_dir("tracea"))
+    return tracea_dir("data", create=False)
 
 
 def runs_root() -> Path:
@@ -68,6 +65,8 @@ def _now() -> _dt.datetime:
 
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Temporary file in the same folder, fsync, rename: a crash never leaves half a file."""
+    if path.exists() and not path.is_file():  # a rename would replace /dev/null or a FIFO with a file
+        raise BadInputError(f"{path} is not a regular file; Tracea writes a file by replacing it")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -171,9 +170,10 @@ def start_run(kind: str, argv: list[str], host: Any = None) -> Run:
     """Create a run folder with its manifest (and the doctor snapshot of ``host``, a ``HostReport``)."""
     if not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", kind):
         raise BadInputError(f"run kind {kind!r}: lower-case letters, digits, '-' and '_' only")
+    from tracea.doctor.home import tracea_dir
     from tracea.doctor.snapshot import tracea_version
 
-    root = runs_root()
+    root = tracea_dir("data", "runs")  # a TRACEA_HOME that cannot hold it is said here, naming it
     now = _now()
     for _ in range(8):
         run_id = f"{now:%Y%m%d-%H%M%S}-{kind}-{secrets.token_hex(3)}"

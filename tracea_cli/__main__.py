@@ -39,6 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
+    except MemoryError:  # the footprint check (kernels/footprint.py) is an estimate; say it plainly anyway
+        if debug:
+            raise
+        from tracea.doctor.errors import EXIT_UNSUPPORTED
+        from tracea.kernels.footprint import out_of_memory_message
+
+        _err(out_of_memory_message(), "use smaller sizes, or free memory and try again")
+        return EXIT_UNSUPPORTED
     except BrokenPipeError:
         # the reader went away (`tracea doctor | head`): not an error; keep the exit-time flush quiet
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from .validate import NON_NEGATIVE, checked
+
 if TYPE_CHECKING:
     from tracea.emitters.bank_access import AccessBatch
     from tracea.emitters.bank_sim import SimResult
@@ -35,13 +37,17 @@ def _read_pattern(path: Path) -> AccessBatch:
     from tracea.emitters.bank_access import Access, AccessBatch
 
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise BadInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise BadInputError(f"{path} is not a pattern: not UTF-8 text (a binary file?)") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadInputError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise BadInputError(f"{path} is not a pattern: JSON nested too deeply") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("instructions"), list) or not doc["instructions"]:
         raise BadInputError(f"{path}: expected an object with a non-empty \"instructions\" list",
                             'e.g. {"instructions": [{"op": "ld", "bytes_per_lane": 4, "addresses": [0, 4, ...]}]}')
@@ -75,7 +81,13 @@ def _parse_layout(shape: str, dtype: str, order: str, pad: int, swizzle: str):
         raise BadInputError(f"--layout {shape!r} is not ROWSxCOLS", "e.g. --layout 128x64")
     if dtype.lower() not in DTYPE_BYTES:
         raise BadInputError(f"unknown --dtype {dtype!r}", f"use one of {', '.join(DTYPE_BYTES)}")
-    return TileLayout(int(parts[0]), int(parts[1]), DTYPE_BYTES[dtype.lower()], order, pad, parse_swizzle(swizzle))
+    rows, cols = int(parts[0]), int(parts[1])
+    from tracea.emitters.bank_sim import MAX_ADDRESS
+
+    if rows * (cols + max(pad, 0)) * DTYPE_BYTES[dtype.lower()] > MAX_ADDRESS:  # said before sweeping it
+        raise BadInputError(f"--layout {shape}: the tile is larger than {MAX_ADDRESS} bytes; shared memory is "
+                            "smaller (an SM has at most 228 KiB)")
+    return TileLayout(rows, cols, DTYPE_BYTES[dtype.lower()], order, pad, parse_swizzle(swizzle))
 
 
 _HEAT_CHARS = "123456789abcdefghijklmnopqrstuvw"  # wavefront 1-32; a bank serves at most 32 words a group
@@ -141,13 +153,13 @@ def bank_sim(
     layout: Annotated[str | None, typer.Option("--layout", metavar="ROWSxCOLS", help="Tile shape in elements.")] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="Element type (bf16, fp16, fp32, int8, ...).")] = "bf16",
     order: Annotated[str, typer.Option("--order", help="row or col (which dimension is contiguous).")] = "row",
-    pad: Annotated[int, typer.Option("--pad", metavar="ELEMS", help="Padding elements per stored line.")] = 0,
+    pad: Annotated[int, checked(NON_NEGATIVE, "--pad", metavar="ELEMS", help="Padding elements per stored line.")] = 0,
     swizzle: Annotated[str, typer.Option("--swizzle", help="none, xor2/4/8, 32B/64B/128B (TMA), sw<B,M,S>.")] = "none",
     access: Annotated[list[str] | None, typer.Option("--access", metavar="SPEC",
                                                      help="ldmatrix.x4, ld.128.column, cp.async.128.row, ...")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
-    heat: Annotated[int | None, typer.Option("--heatmap", metavar="I", help="Instruction to draw (default: the worst).")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="Instructions listed in text output.")] = 32,
+    heat: Annotated[int | None, checked(NON_NEGATIVE, "--heatmap", metavar="I", help="Instruction to draw (default: the worst).")] = None,
+    limit: Annotated[int, checked(NON_NEGATIVE, "--limit", help="Instructions listed in text output.")] = 32,
     plain: Annotated[bool, typer.Option("--plain", help="No colours, even on a terminal.")] = False,
 ) -> None:
     from tracea.doctor.errors import BadInputError
@@ -183,7 +195,7 @@ def bank_sim(
         heat = int((result.wavefronts - result.ideal).argmax()) if len(result) else 0
     if not 0 <= heat < len(result):
         raise BadInputError(f"--heatmap {heat}: there are {len(result)} instructions (0-{len(result) - 1})")
-    _render(result, title, heat, max(0, limit), plain or not sys.stdout.isatty())
+    _render(result, title, heat, limit, plain or not sys.stdout.isatty())
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from .op_options import add_op_commands, option
+from .validate import REPEATS, SEED, WARMUP, checked
 
 BACKEND = option("backend", str | None, None, "--backend",
                  help="cpu or cuda. Default: the backend of the planner's first choice on this machine "
@@ -100,10 +101,12 @@ def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, w
     from tracea.cmd_evidence import command_line, say_run
     from tracea.doctor.errors import TraceaError
     from tracea.emitters.bench import bench
+    from tracea.kernels.footprint import require_host_memory
     from tracea.render_kernels import bench_table
     from tracea.reports.metrics import to_csv, to_jsonl
     from tracea.reports.record import RunRecorder
 
+    require_host_memory(op)  # too large for this machine: said before a run folder (and crash bundle) exists
     host = _host()
     backend = resolve_backend(op, host, backend, precision, to_stderr=json_out or csv_out)
     with RunRecorder("bench", command_line(), host, dump_ir=dump_ir, metrics=metrics) as rec:  # run folder, crash bundle
@@ -136,9 +139,9 @@ bench_app = typer.Typer(
 def bench_suite(
     ctx: typer.Context,
     backend: Annotated[str | None, typer.Option("--backend", help="Only this backend's suite (cpu or cuda).")] = None,
-    repeat: Annotated[int, typer.Option("--repeat", help="Timed runs of each contender (at least).", min=1)] = 10,
-    warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs of each contender first.", min=0)] = 2,
-    seed: Annotated[int | None, typer.Option("--seed", help="Random inputs' seed (default: fresh, recorded).")] = None,
+    repeat: Annotated[int, checked(REPEATS, "--repeat", help="Timed runs of each contender (at least)")] = 10,
+    warmup: Annotated[int, checked(WARMUP, "--warmup", help="Untimed runs of each contender first")] = 2,
+    seed: Annotated[int | None, checked(SEED, "--seed", help="Random inputs' seed (default: fresh, recorded)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the suite as one JSON object: its rows, the geometric mean, the worst row.")] = False,
     metrics: Annotated[Path | None, typer.Option("--metrics", help="Append every row to FILE (.csv or .jsonl).")] = None,
 ) -> None:
@@ -162,9 +165,9 @@ add_op_commands(
 add_op_commands(
     bench_app,
     [BACKEND, PRECISION,
-     option("repeat", int, 10, "--repeat", help="Timed runs of each contender (at least; more until 0.5 s)."),
-     option("warmup", int, 2, "--warmup", help="Untimed runs of each contender first."),
-     option("seed", int | None, None, "--seed", help="Random inputs' seed (default: fresh, and recorded)."),
+     option("repeat", int, 10, "--repeat", help="Timed runs of each contender (at least; more until 0.5 s).", domain=REPEATS),
+     option("warmup", int, 2, "--warmup", help="Untimed runs of each contender first.", domain=WARMUP),
+     option("seed", int | None, None, "--seed", help="Random inputs' seed (default: fresh, and recorded).", domain=SEED),
      JSON, option("csv_out", bool, False, "--csv", help="Print the metrics row as CSV."), DUMP_IR,
      option("metrics", Path | None, None, "--metrics", help="Append the metrics row to FILE (.csv or .jsonl).")],
     do_bench, "Bench",

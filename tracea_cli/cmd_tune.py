@@ -15,6 +15,7 @@ from typing import Any
 import typer
 
 from .op_options import add_op_commands, option
+from .validate import COUNT, FILE, NON_NEGATIVE, REPEATS, SECONDS, SEED, WARMUP, check_variant
 
 PARAMS = [
     option("backend", str | None, None, "--backend",
@@ -23,15 +24,15 @@ PARAMS = [
     option("precision", str | None, None, "--precision", help="Requested precision (default: --dtype); falls back BF16 -> FP16 -> FP32."),
     option("variant", str | None, None, "--variant", help="Tune this variant (e.g. cpu-avx2-fma.gemm) instead of the planner's choice."),
     option("strategy", str, "bayes", "--strategy", help="bayes (Gaussian process + expected improvement), random or exhaustive."),
-    option("budget", int | None, None, "--budget", help="Evaluations in this run (default 60; exhaustive: the whole space)."),
-    option("time_limit", float | None, None, "--time-limit", help="Stop starting candidates after S seconds."),
-    option("patience", int, 40, "--patience", help="Converged after N evaluations without a 0.5% gain (0: never)."),
-    option("seed", int, 0, "--seed", help="Seed of the strategy and of the random inputs: a run is reproducible."),
-    option("repeat", int, 10, "--repeat", help="Timed runs per candidate (at least; more until 0.1 s)."),
-    option("warmup", int, 2, "--warmup", help="Untimed runs per candidate first."),
-    option("timeout", float, 60.0, "--timeout", help="Seconds one candidate may take (compile + verify + time)."),
-    option("space", Path | None, None, "--space", help="TOML file: [restrict] / [extend] parameter values."),
-    option("simulate", Path | None, None, "--simulate", help="Replay a recorded complete space (JSON) instead of running kernels."),
+    option("budget", int | None, None, "--budget", help="Evaluations in this run (default 60; exhaustive: the whole space).", domain=COUNT),
+    option("time_limit", float | None, None, "--time-limit", help="Stop starting candidates after S seconds.", domain=SECONDS),
+    option("patience", int, 40, "--patience", help="Converged after N evaluations without a 0.5% gain (0: never).", domain=NON_NEGATIVE),
+    option("seed", int, 0, "--seed", help="Seed of the strategy and of the random inputs: a run is reproducible.", domain=SEED),
+    option("repeat", int, 10, "--repeat", help="Timed runs per candidate (at least; more until 0.1 s).", domain=REPEATS),
+    option("warmup", int, 2, "--warmup", help="Untimed runs per candidate first.", domain=WARMUP),
+    option("timeout", float, 60.0, "--timeout", help="Seconds one candidate may take (compile + verify + time).", domain=SECONDS),
+    option("space", Path | None, None, "--space", help="TOML file: [restrict] / [extend] parameter values.", domain=FILE),
+    option("simulate", Path | None, None, "--simulate", help="Replay a recorded complete space (JSON) instead of running kernels.", domain=FILE),
     option("resume", bool, False, "--resume", help="Continue the last interrupted or stopped run of this op."),
     option("retune", bool, False, "--retune", help="Search again even when a best schedule is stored."),
     option("compile_ahead", bool, True, "--compile-ahead/--no-compile-ahead", help="Compile upcoming candidates while one is verified."),
@@ -57,18 +58,18 @@ def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | 
         raise BadInputError(f"--strategy: unknown strategy {strategy!r}; known: {', '.join(NAMES)}")
     if resume and retune:
         raise BadInputError("--resume and --retune are mutually exclusive")
-    for name, value in (("--repeat", repeat), ("--timeout", timeout)):
-        if value <= 0:
-            raise BadInputError(f"{name}: expected a positive number, got {value:g}")
-    if budget is not None and budget <= 0:
-        raise BadInputError(f"--budget: expected a positive number of evaluations, got {budget}")
-    if warmup < 0 or patience < 0 or (time_limit is not None and time_limit <= 0):
-        raise BadInputError("--warmup and --patience must be >= 0, --time-limit > 0")
-    for flag, path in (("--space", space), ("--simulate", simulate)):
-        if path is not None and not path.is_file():
-            raise BadInputError(f"{flag}: no such file {path}")
     if simulate is not None and space is not None:
         raise BadInputError("--space cannot change a recorded space (--simulate)")
+    if simulate is None:
+        from tracea.kernels.footprint import require_host_memory
+
+        if variant is not None:
+            if backend is None:  # a named variant names its backend
+                from tracea.emitters import registry
+
+                backend = next((v.backend for v in registry.all_variants() if v.id == variant), None)
+            check_variant(variant, op.kind, backend or "cpu")
+        require_host_memory(op)  # before any worker allocates: "needs N GiB, the machine has M"
     config = TuneConfig(
         backend=backend, precision=precision, variant=variant, strategy=strategy, budget=budget, time_limit_s=time_limit,
         patience=patience or None, seed=seed, warmup=warmup, repeats=repeat, timeout_s=timeout,

@@ -14,45 +14,51 @@ from typing import Annotated, Any
 
 import typer
 
+from .validate import COUNT, FINITE, NON_NEGATIVE, SIZE, Domain
+
 P = inspect.Parameter
 
 
-def _opt(name: str, annotation: Any, default: Any, *flags: str, help: str) -> inspect.Parameter:
-    return P(name, P.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, typer.Option(*flags, help=help)])
+def _opt(name: str, annotation: Any, default: Any, *flags: str, help: str,
+         domain: Domain | None = None) -> inspect.Parameter:
+    """One keyword parameter for Typer; with a ``domain`` (validate.py) the help says it and parsing checks it."""
+    info = (typer.Option(*flags, help=domain.help(help), callback=domain.callback) if domain is not None
+            else typer.Option(*flags, help=help))
+    return P(name, P.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, info])
 
 
 DTYPE = _opt("dtype", str, "fp32", "--dtype", help="Element type: fp32, fp16 or bf16 (16-bit inputs accumulate in fp32).")
 
 OP_PARAMS: dict[str, list[inspect.Parameter]] = {
     "gemm": [
-        _opt("m", int, ..., "--m", help="Rows of A and C."),
-        _opt("n", int | None, None, "--n", help="Columns of B and C (default: m)."),
-        _opt("k", int | None, None, "--k", help="The reduction size (default: m)."),
+        _opt("m", int, ..., "--m", help="Rows of A and C.", domain=SIZE),
+        _opt("n", int | None, None, "--n", help="Columns of B and C (default: m).", domain=SIZE),
+        _opt("k", int | None, None, "--k", help="The reduction size (default: m).", domain=SIZE),
         DTYPE,
         _opt("layout_a", str, "row", "--layout-a", help="A is m x k 'row'-major or 'col'-major."),
         _opt("layout_b", str, "row", "--layout-b", help="B is k x n 'row'-major or 'col'-major."),
         _opt("epilogue", str, "", "--epilogue", help="Fused ops in order, comma-separated: bias,relu,gelu,scale,residual."),
-        _opt("alpha", float, 1.0, "--alpha", help="The factor of the 'scale' epilogue."),
+        _opt("alpha", float, 1.0, "--alpha", help="The factor of the 'scale' epilogue.", domain=FINITE),
     ],
     "conv2d": [
-        _opt("n", int, 1, "--n", help="Batch size."),
-        _opt("c", int, ..., "--c", help="Input channels."),
-        _opt("h", int, ..., "--h", help="Input height."),
-        _opt("w", int, ..., "--w", help="Input width."),
-        _opt("k", int, ..., "--k", help="Output channels (filters)."),
-        _opt("r", int, 3, "--r", help="Filter height."),
-        _opt("s", int, 3, "--s", help="Filter width."),
-        _opt("stride", int, 1, "--stride", help="Stride (both axes)."),
-        _opt("padding", int, 0, "--padding", help="Zero padding (both axes)."),
-        _opt("dilation", int, 1, "--dilation", help="Dilation (both axes)."),
-        _opt("groups", int, 1, "--groups", help="Groups (c and k divisible by it)."),
+        _opt("n", int, 1, "--n", help="Batch size.", domain=SIZE),
+        _opt("c", int, ..., "--c", help="Input channels.", domain=SIZE),
+        _opt("h", int, ..., "--h", help="Input height.", domain=SIZE),
+        _opt("w", int, ..., "--w", help="Input width.", domain=SIZE),
+        _opt("k", int, ..., "--k", help="Output channels (filters).", domain=SIZE),
+        _opt("r", int, 3, "--r", help="Filter height.", domain=SIZE),
+        _opt("s", int, 3, "--s", help="Filter width.", domain=SIZE),
+        _opt("stride", int, 1, "--stride", help="Stride (both axes).", domain=SIZE),
+        _opt("padding", int, 0, "--padding", help="Zero padding (both axes).", domain=NON_NEGATIVE),
+        _opt("dilation", int, 1, "--dilation", help="Dilation (both axes).", domain=SIZE),
+        _opt("groups", int, 1, "--groups", help="Groups (c and k divisible by it).", domain=COUNT),
         _opt("layout", str, "nchw", "--layout", help="nchw or nhwc."),
         _opt("bias", bool, False, "--bias/--no-bias", help="Add a per-channel bias."),
         DTYPE,
     ],
     "softmax": [
-        _opt("rows", int, ..., "--rows", help="Rows (softmax is over each row)."),
-        _opt("cols", int, ..., "--cols", help="Columns: the softmax axis."),
+        _opt("rows", int, ..., "--rows", help="Rows (softmax is over each row).", domain=SIZE),
+        _opt("cols", int, ..., "--cols", help="Columns: the softmax axis.", domain=SIZE),
         DTYPE,
     ],
 }
@@ -68,8 +74,8 @@ def make_op(kind: str, values: dict[str, Any]) -> Any:
     from tracea.kernels import Conv2d, Gemm, Softmax
 
     if kind == "gemm":
-        m = values["m"]
-        return Gemm(m=m, n=values["n"] or m, k=values["k"] or m, dtype=values["dtype"],
+        m = values["m"]  # --n and --k left out (None) mean m; 0 never does (the domain rejects it)
+        return Gemm(m=m, n=m if values["n"] is None else values["n"], k=m if values["k"] is None else values["k"], dtype=values["dtype"],
                     layout_a=values["layout_a"], layout_b=values["layout_b"], epilogue=values["epilogue"],
                     alpha=values["alpha"])
     if kind == "conv2d":
@@ -95,5 +101,6 @@ def add_op_commands(group: typer.Typer, verb_params: list[inspect.Parameter],
         group.command(name=kind)(command)
 
 
-def option(name: str, annotation: Any, default: Any, *flags: str, help: str) -> inspect.Parameter:
-    return _opt(name, annotation, default, *flags, help=help)
+def option(name: str, annotation: Any, default: Any, *flags: str, help: str,
+           domain: Domain | None = None) -> inspect.Parameter:
+    return _opt(name, annotation, default, *flags, help=help, domain=domain)

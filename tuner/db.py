@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,12 +48,9 @@ CREATE INDEX IF NOT EXISTS runs_by_key ON runs (key, id);
 
 
 def default_path() -> Path:
-    home = os.environ.get("TRACEA_HOME")
-    if home:
-        return Path(home) / "tuning.sqlite"
-    import platformdirs
+    from tracea.doctor.home import tracea_dir  # $TRACEA_HOME, checked, else the user data folder
 
-    return Path(platformdirs.user_data_dir("tracea")) / "tuning.sqlite"
+    return tracea_dir("data") / "tuning.sqlite"
 
 
 def tuning_key(op_signature: str, variant: str, fingerprint: str) -> str:

@@ -67,9 +67,12 @@ class _Session:
     def op_data(self, op: Any, seed: int) -> tuple[Any, Any, Any]:
         import numpy as np
 
+        from tracea.kernels.footprint import require_host_memory
+
         key = (op.signature, seed)
         if key not in self.data:
             self.data.clear()
+            require_host_memory(op)  # "needs N GiB, has M": the trial's error, not a bare MemoryError
             inputs = op.random_inputs(np.random.default_rng(seed))  # fresh random values, never zeros
             self.data[key] = (inputs, op.reference(inputs), np.empty(op.output_shape(), op.dtype.storage))
         return self.data[key]

@@ -83,16 +83,9 @@ def find_compiler(host: Any = None) -> Compiler:
 
 def cache_dir(backend: str = "cpu") -> Path:
     """The binary cache of ``backend``: $TRACEA_HOME/cache/<backend>, else the platform's user cache."""
-    home = os.environ.get("TRACEA_HOME")
-    if home:
-        base = Path(home) / "cache"
-    else:
-        import platformdirs
+    from tracea.doctor.home import tracea_dir
 
-        base = Path(platformdirs.user_cache_dir("tracea"))
-    path = base / backend
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return tracea_dir("cache", backend)
 
 
 def cache_key(source: str, flags: list[str], compiler: Compiler) -> str:

@@ -30,21 +30,14 @@ def _fmt(value: Any) -> str:
 def report(
     metrics_file: Annotated[Path, typer.Argument(help="A metrics file from bench or tune (.csv or .jsonl).", metavar="METRICS_FILE")],
     plot: Annotated[Path | None, typer.Option("--plot", help="Also draw TFLOP/s and a roofline into FILE (.png, .svg, .pdf).", metavar="FILE")] = None,
-    snapshot: Annotated[Path | None, checked(FILE, "--snapshot", help="With --plot: the ceilings from a saved doctor snapshot (doctor --measure --save) instead of this machine.", metavar="FILE")] = None,
+    snapshot: Annotated[Path | None, checked(FILE, "--snapshot", help="The ceilings from a saved doctor snapshot (doctor --measure --save) instead of this machine: for the ceiling-error check and --plot.", metavar="FILE")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
-<<<<<<< HEAD
     """Summarise a metrics file per kernel configuration; optionally plot it against the roofline. A row
     faster than the spec ceiling is flagged as a ceiling error (the ceiling is wrong, not the kernel)."""
-=======
-    """Summarise a metrics file per kernel configuration; optionally plot it against the roofline."""
-    from tracea.doctor.errors import BadInputError
->>>>>>> inputs
     from tracea.reports.metrics import format_of, read_metrics
     from tracea.reports.summary import ceiling_errors, roofline_ceilings, summarise
 
-    if snapshot is not None and plot is None:
-        raise BadInputError("--snapshot only gives the ceilings of a --plot; add --plot FILE or leave it out")
     format_of(metrics_file)
     if plot is not None:
         from tracea.reports.plot import _pyplot, check_plot_path
@@ -139,21 +132,15 @@ def replay(
     warmup: Annotated[int, checked(WARMUP, "--warmup", help="Untimed runs of each contender first.")] = 2,
     seed: Annotated[int | None, checked(SEED, "--seed", help="Random inputs' seed (default: fresh).")] = None,
 ) -> None:
-<<<<<<< HEAD
     """Unpack a repro bundle safely, show what would run and what differs, rebuild, rerun, verify, compare.
 
     By default the kernel is this Tracea's own rendering of the bundled op and schedule: nothing from the
     bundle is compiled, loaded or run. --bundled-source and --binary run the bundle's own code."""
     from tracea.doctor.errors import BadInputError
 
-    if repeat < 1 or warmup < 0:
-        raise BadInputError("--repeat must be at least 1 and --warmup at least 0")
     if bundled_source and binary:
         raise BadInputError("--bundled-source and --binary exclude each other (one compiles the bundled source, "
                             "the other loads the bundled binary)")
-=======
-    """Unpack a repro bundle safely, compare environments, rebuild, rerun, verify and compare figures."""
->>>>>>> inputs
     import shutil
     import tempfile
 

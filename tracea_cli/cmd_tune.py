@@ -69,6 +69,7 @@ def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | 
 
                 backend = next((v.backend for v in registry.all_variants() if v.id == variant), None)
             check_variant(variant, op.kind, backend or "cpu")
+            backend = backend or "cpu"
         require_host_memory(op)  # before any worker allocates: "needs N GiB, the machine has M"
     config = TuneConfig(
         backend=backend, precision=precision, variant=variant, strategy=strategy, budget=budget, time_limit_s=time_limit,

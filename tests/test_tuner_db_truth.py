@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -106,7 +107,7 @@ def tuned(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def tuned_home(tuned, monkeypatch) -> Path:
+def tuned_home(tuned, monkeypatch) -> Iterator[Path]:
     """A copy in a folder of its own under the system's temporary folder (pytest's is private to root,
     so another user could not reach it in the read-only cases)."""
     import tempfile
@@ -480,7 +481,7 @@ def test_a_truncated_cached_cubin_is_compiled_again(tmp_path, monkeypatch, capsy
 # ---------------------------------------------------------------------------------------- signals
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_mid_tune_marks_the_run_interrupted_and_kills_the_workers(home, sig) -> None:
     db_path = home / "tuning.sqlite"
     proc = start(*TUNE, "--budget", "40", "--patience", "0")
@@ -489,14 +490,39 @@ def test_a_signal_mid_tune_marks_the_run_interrupted_and_kills_the_workers(home,
     assert workers
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 128 + sig, err
-    assert f"interrupted ({sig.name})" in err and "Traceback" not in err
+    assert "Traceback" not in err
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130, err
+    else:
+        assert proc.returncode == 128 + sig and f"interrupted ({sig.name})" in err, err
     assert all(gone(pid) for pid in workers)  # already gone when the tuner exits: none left computing
     db = TuningDB.reader(db_path)
-    assert [r["state"] for r in db.conn.execute("SELECT state FROM runs")] == ["interrupted"]
+    (run,) = db.conn.execute("SELECT id, state FROM runs").fetchall()
+    assert run["state"] == "interrupted"
+    stored = len(db.trials(run_id=run["id"]))
     db.close()
     assert manifest_status(home) == ["interrupted"]
     assert_clean(db_path)
+    if sig == signal.SIGTERM:  # and --resume continues that very run to its (new) budget
+        resumed = tracea(*TUNE, "--resume", "--budget", str(stored + 1), "--json")
+        assert resumed.returncode == 0, resumed.stderr
+        assert json.loads(resumed.stdout)["run_id"] == run["id"]
+        db = TuningDB.reader(db_path)
+        assert db.run(run["id"])["state"] == "done" and len(db.trials(run_id=run["id"])) == stored + 1
+        db.close()
+        assert_clean(db_path)
+
+
+def test_clearing_another_key_does_not_stop_a_tune(tmp_path) -> None:
+    path = tmp_path / "t.sqlite"
+    tuner, other = TuningDB(path), TuningDB(path)
+    mine, theirs = _start_run(tuner, "mine"), _start_run(other, "theirs")
+    other.add_trial(theirs, "theirs", _trial(0))
+    assert other.clear("theirs") == 1
+    tuner.add_trial(mine, "mine", _trial(1))
+    tuner.finish_run(mine, "done")
+    assert [t["name"] for t in other.trials()] == ["cand1"] and other.run(mine)["state"] == "done"
+    assert_clean(path)
 
 
 HANGING = textwrap.dedent("""

@@ -29,6 +29,7 @@ from tracea.doctor.errors import CompileError, ToolchainMissingError
 BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden")
 LINK_FLAGS = ("-lm",)
 COMPILE_TIMEOUT_S = 300
+SHARED_OBJECTS_ARE_ELF = sys.platform.startswith(("linux", "freebsd"))
 INSTALL_HINT = ("install a C compiler: `sudo apt install gcc` (Debian/Ubuntu), `sudo dnf install gcc` (Fedora), "
                 "`xcode-select --install` (macOS); or point TRACEA_CC at one")
 
@@ -118,7 +119,7 @@ def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler)
     binary = folder / f"{name}-{key}.so"
     src_path = folder / f"{name}-{key}.c"
     if binary.exists():
-        problem = elf_problem(binary)
+        problem = elf_problem(binary) if SHARED_OBJECTS_ARE_ELF else None  # macOS: Mach-O, the loader checks
         if problem is None:
             return binary, True, 0.0
         discard_cached(binary, problem)

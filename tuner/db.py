@@ -92,8 +92,9 @@ def _stderr_warning(text: str) -> None:
 
 
 def _writable(path: Path) -> bool:
-    """Whether SQLite could write beside ``path`` (the file, and its folder for the -wal/-shm files)."""
-    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+    """Whether SQLite could write beside ``path`` (the -wal and -shm files a WAL database needs, even to
+    be read through ``mode=ro``)."""
+    return os.access(path.parent, os.W_OK | os.X_OK)
 
 
 class TuningDB:
@@ -118,7 +119,8 @@ class TuningDB:
             version = self._schema_version()
         except sqlite3.DatabaseError as exc:
             self._close_quietly()
-            if "readonly" in str(exc) or (not memory and self.path.exists() and not _writable(self.path)):
+            if "readonly" in str(exc) or (not memory and self.path.exists() and not (
+                    os.access(self.path, os.W_OK) and _writable(self.path))):
                 raise BadInputError(
                     f"tuning database {self.path} is read-only; tuning writes to it",
                     "make it writable (chmod u+w on the file and its folder), or set TRACEA_HOME to another "

@@ -147,7 +147,7 @@ def _dump_folder(path: str | Path) -> Path:
 
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
-        raise BadInputError(f"--dump-ir: {folder} exists and is not a folder", "give a folder to write the IR into")
+        raise BadInputError(f"--dump-ir: {folder} exists and is not a folder; give a folder to write the IR into")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -549,7 +549,7 @@ def test_sigterm_kills_a_hung_worker_at_once(home, monkeypatch) -> None:
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)
-    assert proc.returncode == 143 and time.monotonic() - t0 < 3.0  # not the worker's 5 s grace, not 60 s
+    assert proc.returncode == 143 and time.monotonic() - t0 < 4.5  # not the worker's 5 s grace, not 60 s
     assert workers and all(gone(pid) for pid in workers)
     db = TuningDB.reader(db_path)
     assert db.latest_run(db.find_keys("")[0])["state"] == "interrupted"

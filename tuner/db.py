@@ -174,12 +174,13 @@ class TuningDB:
             raise BadInputError(f"tuning database {self.path} is not a file")
         uri = "file:" + quote(str(self.path.resolve()))
         if _writable(self.path):
+            conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                   check_same_thread=False)
             try:
-                conn = self._configure(sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
-                                                       isolation_level=None, check_same_thread=False))
-                conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+                self._configure(conn).execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
                 return conn
             except sqlite3.OperationalError as exc:
+                conn.close()
                 if "unable to open" not in str(exc) and "readonly" not in str(exc):
                     raise
         # a WAL database needs its -shm file even to be read; where nothing can be written beside it,

@@ -44,7 +44,7 @@ class RunRecorder:
     def __init__(self, kind: str, argv: list[str], host: Any, dump_ir: str | Path | None = None,
                  metrics: str | Path | None = None) -> None:
         self.host = host
-        self.dump_ir = Path(dump_ir) if dump_ir is not None else None
+        self.dump_ir = _dump_folder(dump_ir) if dump_ir is not None else None  # bad paths fail before the run opens
         self.user_metrics = MetricsWriter(metrics) if metrics is not None else None  # bad extension: fail first
         self.run: Run = start_run(kind, argv, host)
         self.run_metrics = MetricsWriter(self.run.metrics_path)
@@ -121,17 +121,38 @@ class RunRecorder:
                 self.run.finish("ok")
             return
         interrupted = isinstance(exc, KeyboardInterrupt)
-        self.run.add_file("log.txt", "".join(traceback.format_exception(kind, exc, tb)))
-        for built in self.builds:  # what was built before the exception, so the bundle can replay it
-            artifact = getattr(built.kernel, "artifact", None)
-            if not built.dumped and (artifact is not None or built.source):
-                self.dump(built.op, None, built.schedule, artifact, source=built.source, language=built.language)
-                built.dumped = True
-        self.run.finish("interrupted" if interrupted else "error", f"{type(exc).__name__}: {exc}")
+        try:
+            self.run.add_file("log.txt", "".join(traceback.format_exception(kind, exc, tb)))
+            for built in self.builds:  # what was built before the exception, so the bundle can replay it
+                artifact = getattr(built.kernel, "artifact", None)
+                if not built.dumped and (artifact is not None or built.source):
+                    built.dumped = True  # once: a dump that failed is not tried again below
+                    self.dump(built.op, None, built.schedule, artifact, source=built.source,
+                              language=built.language)
+        except Exception as again:  # noqa: BLE001 - the run is closed whatever the evidence could not be
+            sys.stderr.write(f"warning: run {self.run.id}: could not record everything: {again}\n")
+        finally:
+            # the run is closed on every path, a KeyboardInterrupt during the dumps above included
+            self.run.finish("interrupted" if interrupted else "error", f"{type(exc).__name__}: {exc}")
         from tracea.doctor.errors import BadInputError
 
         if not interrupted and not isinstance(exc, BadInputError):
             self._crash_bundle()
+
+
+def _dump_folder(path: str | Path) -> Path:
+    """``--dump-ir DIR``, created now: a path that is a file, or a folder that cannot be made, is bad
+    input before any run opens."""
+    from tracea.doctor.errors import BadInputError
+
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise BadInputError(f"--dump-ir: {folder} exists and is not a folder; give a folder to write the IR into")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"--dump-ir: cannot create {folder} ({exc.strerror or exc})") from None
+    return folder
 
 
 def dump_best(run: Run, op: Any, variant: str, schedule: dict[str, Any], host: Any, decision: Any = None,

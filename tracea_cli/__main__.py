@@ -1,13 +1,70 @@
 """The ``tracea`` console script: runs the Typer app under Tracea's error and exit-code policy.
 
-Exit codes: 0 ok, 1 internal error, 2 bad input (unknown flag, bad file), 3 unsupported on this host.
+Exit codes: 0 ok, 1 internal error, 2 bad input (unknown flag, bad file), 3 unsupported on this host,
+130 interrupted (Ctrl-C), 128 + the signal's number for SIGTERM (143) and SIGHUP (129).
 Errors are one line on stderr (plus a hint line); ``--debug`` shows the traceback.
+
+SIGTERM and SIGHUP are handled as Ctrl-C is: the tuner's worker processes are killed at once, and the
+signal becomes a ``Terminated`` (a KeyboardInterrupt), so every layer that closes a run on Ctrl-C (the
+tuning database's run, the run folder) marks it "interrupted" on its way out. A repeat of the signal
+during that cleanup is ignored (SIGKILL still stops the process at once).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from typing import Any
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _kill_workers() -> None:
+    """The tuner's worker processes die now, not after the candidate they are timing (loaded lazily:
+    only a process that started workers has the module)."""
+    worker = sys.modules.get("tracea.tuner.worker")
+    if worker is not None:
+        worker.kill_all()
+
+
+_received: list[int] = []  # the SIGTERM/SIGHUP this process got (Typer turns the exception into exit 130)
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    _received.append(signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # the cleanup that follows is not cut short by a repeat
+        signal.signal(sig, signal.SIG_IGN)
+    _kill_workers()
+    raise Terminated(signum)
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    _kill_workers()
+    raise KeyboardInterrupt
+
+
+def _install_signal_handlers() -> dict[int, Any]:
+    """Install the handlers; the previous ones, to put back when ``main`` returns (it may be called
+    in-process, by a test)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}  # main() called from a thread (a test harness): signals stay as they are
+    _received.clear()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # `nohup tracea ...` keeps ignoring SIGHUP
+            signal.signal(sig, _on_signal)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
+    return previous
 
 
 def _err(message: str, hint: str | None = None) -> None:
@@ -25,17 +82,35 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet_openblas()  # before anything loads NumPy: OpenBLAS reads it once (emitters/blas_env.py)
     from tracea.app import build_command
-    from tracea.doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, TraceaError
 
     command = build_command()
+    previous = _install_signal_handlers()
+    try:
+        return _run(command, args, debug)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        worker = sys.modules.get("tracea.tuner.worker")
+        if worker is not None:
+            worker.kill_all_done()  # main() may be called again in this process (tests): workers may start
+
+
+def _run(command: Any, args: list[str], debug: bool) -> int:
+    from tracea.doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, TraceaError
+
     try:
         result = command.main(args=args, prog_name="tracea", standalone_mode=False)
+        if _received:
+            raise Terminated(_received[0])
         return result if isinstance(result, int) else 0
     except TraceaError as exc:
         if debug:
             raise
         _err(exc.message, exc.hint)
         return exc.exit_code
+    except Terminated as exc:
+        _err(f"interrupted ({signal.Signals(exc.signum).name})")
+        return 128 + exc.signum
     except KeyboardInterrupt:
         _err("interrupted")
         return 130

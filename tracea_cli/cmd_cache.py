@@ -1,6 +1,8 @@
 """``tracea cache list | show | export | clear``: the tuning database (every trial of every run, keyed by
 op, variant and environment fingerprint). Location: $TRACEA_HOME/tuning.sqlite, else the platform's user
-data folder. Only Typer is imported when the app loads."""
+data folder. list, show and export only read (a read-only database works; a malformed row is skipped with
+a warning); clear writes under the database's write lock, and a tune running under a cleared key stops.
+Only Typer is imported when the app loads."""
 
 from __future__ import annotations
 
@@ -16,10 +18,10 @@ KEY = Annotated[str, typer.Argument(help="A tuning key or a unique prefix of one
 JSON = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def _db() -> Any:
+def _db(write: bool = False) -> Any:
     from tracea.tuner.db import TuningDB
 
-    return TuningDB()
+    return TuningDB() if write else TuningDB.reader()
 
 
 def _resolve(db: Any, prefix: str) -> str:
@@ -47,7 +49,11 @@ def list_cmd(json_out: JSON = False) -> None:
     from tracea.render import make_console
 
     console = make_console()
-    console.print(f"database: {escape(str(db.path))}")
+    console.print(f"database: {escape(str(db.path))}" + (" (read-only)" if db.immutable else ""))
+    orphans = db.orphans()
+    if orphans:
+        console.print(f"[yellow]{orphans} trials belong to no run and are ignored[/yellow] "
+                      "(`tracea cache clear --orphans` removes them)")
     if not rows:
         console.print("nothing tuned yet (`tracea tune gemm --m 1024` tunes one)")
         return
@@ -68,6 +74,11 @@ def show_cmd(key: KEY, json_out: JSON = False) -> None:
     k = _resolve(db, key)
     trials = db.trials(key=k)
     run = db.latest_run(k)
+    if run is None:
+        from tracea.doctor.errors import BadInputError
+
+        raise BadInputError(f"every run of {k} is malformed (see the warnings above)",
+                            "`tracea cache export` shows what can be read; `tracea cache clear KEY` removes it")
     if json_out:
         typer.echo(json.dumps(db.export(k), indent=1))
         return
@@ -78,7 +89,7 @@ def show_cmd(key: KEY, json_out: JSON = False) -> None:
 
     console = make_console()
     console.print(f"{k} · {escape(run['op_signature'])} · {run['variant']} · env {run['fingerprint']}")
-    baseline = json.loads(run["baseline"]) if run.get("baseline") else {}
+    baseline = (json.loads(run["baseline"]) if run.get("baseline") else None) or {}
     if baseline.get("p50_ms"):
         console.print(f"baseline {escape(str(baseline['name']))}: {baseline['p50_ms']:.3f} ms")
     table = Table(box=None, header_style="bold", pad_edge=False)
@@ -117,13 +128,18 @@ def export_cmd(
 def clear_cmd(
     key: Annotated[str | None, typer.Argument(help="A key (prefix) to clear.")] = None,
     all_keys: Annotated[bool, typer.Option("--all", help="Clear every stored result.")] = False,
+    orphans: Annotated[bool, typer.Option("--orphans", help="Clear only trials that belong to no run.")] = False,
 ) -> None:
-    """Delete the runs and trials of one key, or of all keys with --all."""
+    """Delete the runs and trials of one key, or of all keys with --all. A tune running under a cleared
+    key stops at its next trial (exit 1) instead of writing trials of a run that is gone."""
     from tracea.doctor.errors import BadInputError
 
-    if (key is None) == (not all_keys):
-        raise BadInputError("give a KEY or --all (not both)")
-    db = _db()
+    if (key is not None) + all_keys + orphans != 1:
+        raise BadInputError("give one of KEY, --all or --orphans")
+    db = _db(write=True)
+    if orphans:
+        typer.echo(f"cleared {db.clear_orphans()} trials of no run")
+        return
     n = db.clear(_resolve(db, key) if key else None)
     typer.echo(f"cleared {n} trials")
 

@@ -1,10 +1,25 @@
-"""The tuning database: SQLite in WAL mode, every trial kept.
+"""The tuning database: SQLite in WAL mode, every trial kept, and the one source of truth for what was tuned.
 
 Trials are keyed by the op signature, the variant and the environment fingerprint (backend, device and
 architecture, driver, compiler and NVRTC versions, CPU flags, Tracea version: doctor/fingerprint.py), so
 a change in any part is a miss, never a stale hit. Each trial is one short transaction committed before
 the next candidate starts: a process killed at any point loses at most the trial in flight. Several
 processes share the file (WAL readers never block the writer; writers wait up to ``BUSY_TIMEOUT_S``).
+
+What keeps the file consistent with itself (tuner/db_rows.py checks the rows):
+
+* Foreign keys are on: a trial cannot name a run that does not exist. Every write first checks, inside
+  its own write transaction, that its run is still there: ``tracea cache clear`` (which takes the same
+  write lock) and a running tune never interleave, and a tune whose run was cleared stops with
+  ``DatabaseChangedError`` instead of writing trials that belong to nothing.
+* Every write also checks that the path still names the file this process opened (device and inode):
+  a database deleted or replaced under a running tune is said, not written into a file nobody sees.
+* Readers (``TuningDB.reader``: cache list/show/export, bench's lookup) open the file read-only
+  (``mode=ro``; ``immutable=1`` when neither the file nor its folder can be written), so a read-only
+  database is still listed, exported and used.
+* A malformed row (a value of the wrong type, JSON that does not parse, a trial of no run) is skipped with
+  one warning naming the table, the row id and what is wrong; it never stops a command. A file that is not
+  a database at all is refused with a hint to move it aside.
 
 Location: ``$TRACEA_HOME/tuning.sqlite``, else ``platformdirs.user_data_dir("tracea")/tuning.sqlite``.
 """
@@ -13,19 +28,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from tracea.doctor.errors import BadInputError
+from tracea.doctor.errors import BadInputError, TraceaError
 
+from .db_rows import baseline_problem, run_problem, trial_problem
 from .recorded import schedule_key
 from .trial import Trial, now_iso
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 30.0
+MAX_WARNINGS = 20  # per database handle; the rest are counted
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -45,6 +65,13 @@ CREATE INDEX IF NOT EXISTS trials_by_key ON trials (key, status, p50_ms);
 CREATE INDEX IF NOT EXISTS trials_by_run ON trials (run_id);
 CREATE INDEX IF NOT EXISTS runs_by_key ON runs (key, id);
 """
+TABLES = ("meta", "runs", "trials")
+CORRUPT_HINT = "move the file aside (or set TRACEA_HOME) to start a new database"
+ORPHANS = "run_id NOT IN (SELECT id FROM runs)"
+
+
+class DatabaseChangedError(TraceaError):
+    """The database this process writes was deleted, replaced, or its run cleared, while it ran."""
 
 
 def default_path() -> Path:
@@ -57,45 +84,184 @@ def tuning_key(op_signature: str, variant: str, fingerprint: str) -> str:
     return hashlib.sha256(f"{op_signature}|{variant}|{fingerprint}".encode()).hexdigest()[:20]
 
 
+def _stderr_warning(text: str) -> None:
+    sys.stderr.write(f"warning: {text}\n")
+
+
+def _writable(path: Path) -> bool:
+    """Whether SQLite could write beside ``path`` (the -wal and -shm files a WAL database needs, even to
+    be read through ``mode=ro``)."""
+    return os.access(path.parent, os.W_OK | os.X_OK)
+
+
 class TuningDB:
-    def __init__(self, path: str | Path | None = None) -> None:
+    """One connection to the tuning database. ``TuningDB(path)`` writes (a tune); ``TuningDB.reader(path)``
+    only reads and never creates or changes the file."""
+
+    def __init__(self, path: str | Path | None = None, *, readonly: bool = False,
+                 warn: Callable[[str], None] | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
+        self.readonly = readonly
+        self.immutable = False  # read through immutable=1: no locks, the -wal file unseen
+        self._warn_sink = warn or _stderr_warning
+        self._warned: set[str] = set()
+        self.skipped: list[dict[str, Any]] = []  # {"table", "id", "problem"} of each malformed row read
+        self._identity: tuple[int, int] | None = None
+        memory = str(self.path) == ":memory:"
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                                        check_same_thread=False)
-            self.conn.row_factory = sqlite3.Row
-            self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            self.conn.execute("PRAGMA synchronous = FULL")
-            self.conn.executescript(SCHEMA)  # idempotent; executescript commits on its own
-            with self.tx():
-                self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            if readonly and not memory:
+                self.conn = self._connect_readonly()
+            else:
+                self.conn = self._connect_writable(memory)
+            version = self._schema_version()
         except sqlite3.DatabaseError as exc:
-            raise BadInputError(f"tuning database {self.path}: {exc}",
-                                "move the file aside (or set TRACEA_HOME) to start a new database") from None
+            self._close_quietly()
+            if "readonly" in str(exc) or (not memory and self.path.exists() and not (
+                    os.access(self.path, os.W_OK) and _writable(self.path))):
+                raise BadInputError(
+                    f"tuning database {self.path} is read-only; tuning writes to it",
+                    "make it writable (chmod u+w on the file and its folder), or set TRACEA_HOME to another "
+                    "folder; `tracea cache list/show/export` and `tracea bench` read it as it is") from None
+            raise BadInputError(f"tuning database {self.path}: {exc}", CORRUPT_HINT) from None
         except OSError as exc:
+            self._close_quietly()
             raise BadInputError(f"cannot open the tuning database {self.path}: {exc.strerror or exc}") from None
-        version = self.conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0]
-        if int(version) != SCHEMA_VERSION:
+        if version != SCHEMA_VERSION:
+            self._close_quietly()
             raise BadInputError(f"tuning database {self.path} has schema version {version}; this Tracea reads "
                                 f"{SCHEMA_VERSION}")
 
+    @classmethod
+    def reader(cls, path: str | Path | None = None, warn: Callable[[str], None] | None = None) -> TuningDB:
+        return cls(path, readonly=True, warn=warn)
+
+    # ----------------------------------------------------------------------------------- opening
+
+    def _configure(self, conn: sqlite3.Connection) -> sqlite3.Connection:
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def _connect_writable(self, memory: bool) -> sqlite3.Connection:
+        if not memory:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._configure(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                               check_same_thread=False))
+        self.conn = conn
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.executescript(SCHEMA)  # idempotent; executescript commits on its own
+        if not memory:
+            st = os.stat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
+        with self.tx():
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        return conn
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        if not self.path.exists():
+            # nothing stored yet: an empty database in memory answers every question with "nothing",
+            # and no file is created just to look something up
+            conn = self._configure(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False))
+            conn.executescript(SCHEMA)
+            conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            return conn
+        if not self.path.is_file():
+            raise BadInputError(f"tuning database {self.path} is not a file")
+        uri = "file:" + quote(str(self.path.resolve()))
+        if _writable(self.path):
+            conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                self._configure(conn).execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+                return conn
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if "unable to open" not in str(exc) and "readonly" not in str(exc):
+                    raise
+        # a WAL database needs its -shm file even to be read; where nothing can be written beside it,
+        # read the main file as it is (what the last checkpoint holds)
+        self.immutable = True
+        wal = self.path.with_name(self.path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            self.warn(f"tuning database {self.path} is read-only and has a write-ahead log ({wal.name}) that "
+                      "cannot be read without write access: the newest trials may be missing")
+        conn = self._configure(sqlite3.connect(uri + "?immutable=1", uri=True, isolation_level=None,
+                                               check_same_thread=False))
+        conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+        return conn
+
+    def _schema_version(self) -> int:
+        tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = [t for t in TABLES if t not in tables]
+        if missing:
+            raise sqlite3.DatabaseError(f"not a Tracea tuning database (no {', '.join(missing)} table)")
+        row = self.conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+        try:
+            return int(row[0])
+        except (TypeError, ValueError):
+            raise sqlite3.DatabaseError(
+                f"meta.schema_version is {None if row is None else row[0]!r}, not a version number") from None
+
+    def _close_quietly(self) -> None:
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ----------------------------------------------------------------------------------- warnings
+
+    def warn(self, text: str) -> None:
+        """One warning per distinct text; after MAX_WARNINGS only a count (a damaged file can have many)."""
+        if text in self._warned:
+            return
+        self._warned.add(text)
+        if len(self._warned) <= MAX_WARNINGS:
+            self._warn_sink(text)
+        elif len(self._warned) == MAX_WARNINGS + 1:
+            self._warn_sink(f"tuning database {self.path}: more malformed rows; not listing them all")
+
+    @property
+    def warnings(self) -> int:
+        return len(self._warned)
+
+    # ----------------------------------------------------------------------------------- writing
+
+    def _check_identity(self) -> None:
+        """The path still names the file this connection writes (not deleted, not replaced)."""
+        if self._identity is None:
+            return
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise DatabaseChangedError(f"the tuning database {self.path} was deleted while this process used it; "
+                                       "nothing more is written to it") from None
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise DatabaseChangedError(f"the tuning database {self.path} was replaced by another file while this "
+                                       "process used it; nothing is written to the new file")
+
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        """One short write transaction (BEGIN IMMEDIATE: take the write lock up front, wait if busy)."""
+        """One short write transaction (BEGIN IMMEDIATE: take the write lock up front, wait if busy); the
+        file is checked to still be the one opened, under the lock, before anything is written."""
+        if self.readonly:
+            raise BadInputError(f"tuning database {self.path} was opened read-only")
         self.conn.execute("BEGIN IMMEDIATE")
         try:
+            self._check_identity()
             yield self.conn
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
 
-    def close(self) -> None:
-        self.conn.close()
-
-    # -------------------------------------------------------------------------------------- writing
+    def _require_run(self, c: sqlite3.Connection, run_id: int) -> None:
+        if c.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+            raise DatabaseChangedError(f"run {run_id} was removed from the tuning database {self.path} while it "
+                                       "ran (`tracea cache clear`); this run stops and writes nothing more")
 
     def start_run(self, *, key: str, op: Any, variant: str, backend: str, fingerprint: str,
                   environment: dict[str, Any], strategy: str, seed: int, budget: int | None, space_size: int,
@@ -112,6 +278,7 @@ class TuningDB:
     def add_trial(self, run_id: int, key: str, trial: Trial) -> None:
         m = trial.measurement
         with self.tx() as c:
+            self._require_run(c, run_id)
             c.execute(
                 "INSERT INTO trials (run_id, key, idx, schedule_key, name, schedule, status, p50_ms, p95_ms, min_ms,"
                 " runs, rel_err, error, compile_s, seconds, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -121,14 +288,17 @@ class TuningDB:
 
     def set_baseline(self, run_id: int, baseline: dict[str, Any] | None) -> None:
         with self.tx() as c:
+            self._require_run(c, run_id)
             c.execute("UPDATE runs SET baseline = ? WHERE id = ?", (json.dumps(baseline), run_id))
 
     def finish_run(self, run_id: int, state: str) -> None:
         with self.tx() as c:
+            self._require_run(c, run_id)
             c.execute("UPDATE runs SET state = ?, finished = ? WHERE id = ?", (state, now_iso(), run_id))
 
     def clear(self, key: str | None = None) -> int:
-        """Delete every run and trial (of ``key``); the number of trials removed."""
+        """Delete every run and trial (of ``key``), trials of no run included; the number of trials removed.
+        A tune running under a cleared key notices at its next write and stops."""
         with self.tx() as c:
             where, args = ("WHERE key = ?", (key,)) if key else ("", ())
             n = c.execute(f"SELECT COUNT(*) FROM trials {where}", args).fetchone()[0]
@@ -136,56 +306,109 @@ class TuningDB:
             c.execute(f"DELETE FROM runs {where}", args)
         return int(n)
 
-    # -------------------------------------------------------------------------------------- reading
+    def clear_orphans(self) -> int:
+        """Delete trials that belong to no run (an older Tracea, without foreign keys, could leave them)."""
+        with self.tx() as c:
+            return int(c.execute(f"DELETE FROM trials WHERE {ORPHANS}").rowcount)
+
+    # ----------------------------------------------------------------------------------- reading
+
+    def _runs(self, cond: str = "1", args: tuple[Any, ...] = (), order: str = "id") -> list[dict[str, Any]]:
+        out = []
+        for r in self.conn.execute(f"SELECT * FROM runs WHERE {cond} ORDER BY {order}", args).fetchall():
+            row = dict(r)
+            problem = run_problem(row)
+            if problem:
+                self._skip("runs", row, problem)
+                continue
+            problem = baseline_problem(row)
+            if problem:  # the run is usable without it: its trials stand on their own
+                self.warn(f"tuning database {self.path}: runs row {row['id']}: {problem}; read as no baseline")
+                row["baseline"] = None
+            out.append(row)
+        return out
+
+    def _trials(self, cond: str = "1", args: tuple[Any, ...] = (), order: str = "id") -> list[dict[str, Any]]:
+        """Trials that are well-formed and belong to a run; the others are named in a warning."""
+        out = []
+        for r in self.conn.execute(f"SELECT * FROM trials WHERE NOT ({ORPHANS}) AND ({cond}) ORDER BY {order}",
+                                   args).fetchall():
+            row = dict(r)
+            problem = trial_problem(row)
+            if problem:
+                self._skip("trials", row, problem)
+                continue
+            out.append(row)
+        return out
+
+    def _skip(self, table: str, row: dict[str, Any], problem: str) -> None:
+        entry = {"table": table, "id": row.get("id"), "problem": problem}
+        if entry not in self.skipped:
+            self.skipped.append(entry)
+        self.warn(f"tuning database {self.path}: {table} row {row.get('id')!r} skipped: {problem}")
+
+    def orphans(self) -> int:
+        """How many trials belong to no run (never read: they have no environment to trust)."""
+        return int(self.conn.execute(f"SELECT COUNT(*) FROM trials WHERE {ORPHANS}").fetchone()[0])
 
     def run(self, run_id: int) -> dict[str, Any] | None:
-        row = self.conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return dict(row) if row else None
+        rows = self._runs("id = ?", (run_id,))
+        return rows[0] if rows else None
 
     def latest_run(self, key: str, states: tuple[str, ...] | None = None) -> dict[str, Any] | None:
-        rows = self.conn.execute("SELECT * FROM runs WHERE key = ? ORDER BY id DESC", (key,)).fetchall()
-        for r in rows:
+        for r in self._runs("key = ?", (key,), order="id DESC"):
             if states is None or r["state"] in states:
-                return dict(r)
+                return r
         return None
 
     def trials(self, key: str | None = None, run_id: int | None = None) -> list[dict[str, Any]]:
         if run_id is not None:
-            rows = self.conn.execute("SELECT * FROM trials WHERE run_id = ? ORDER BY id", (run_id,)).fetchall()
-        elif key is not None:
-            rows = self.conn.execute("SELECT * FROM trials WHERE key = ? ORDER BY id", (key,)).fetchall()
-        else:
-            rows = self.conn.execute("SELECT * FROM trials ORDER BY id").fetchall()
-        return [dict(r) for r in rows]
+            return self._trials("run_id = ?", (run_id,))
+        if key is not None:
+            return self._trials("key = ?", (key,))
+        return self._trials()
+
+    def ranked(self, key: str) -> Iterator[dict[str, Any]]:
+        """The verified trials under ``key``, fastest first (verified: status ok means the output matched
+        the reference); a caller that cannot use one takes the next."""
+        rows = self._trials("key = ? AND status = 'ok' AND p50_ms IS NOT NULL", (key,))
+        yield from sorted(rows, key=lambda r: r["p50_ms"])
 
     def best(self, key: str) -> dict[str, Any] | None:
-        """The fastest verified trial under ``key`` (verified: status ok means the output matched the reference)."""
-        row = self.conn.execute(
-            "SELECT * FROM trials WHERE key = ? AND status = 'ok' AND p50_ms IS NOT NULL ORDER BY p50_ms LIMIT 1",
-            (key,)).fetchone()
-        return dict(row) if row else None
+        """The fastest verified trial under ``key``."""
+        return next(self.ranked(key), None)
 
     def keys(self) -> list[dict[str, Any]]:
         """One row per tuning key: what it is, how many runs and trials, and its best time."""
-        rows = self.conn.execute("""
-            SELECT r.key, r.op_signature, r.variant, r.backend, r.fingerprint, COUNT(DISTINCT r.id) AS runs,
-                   MAX(r.started) AS last_started,
-                   (SELECT COUNT(*) FROM trials t WHERE t.key = r.key) AS trials,
-                   (SELECT COUNT(*) FROM trials t WHERE t.key = r.key AND t.status = 'ok') AS ok,
-                   (SELECT MIN(p50_ms) FROM trials t WHERE t.key = r.key AND t.status = 'ok') AS best_ms,
-                   (SELECT name FROM trials t WHERE t.key = r.key AND t.status = 'ok'
-                     ORDER BY p50_ms LIMIT 1) AS best_name
-            FROM runs r GROUP BY r.key ORDER BY last_started DESC""").fetchall()
-        return [dict(r) for r in rows]
+        by_key: dict[str, dict[str, Any]] = {}
+        for r in self._runs():
+            k = by_key.setdefault(r["key"], {
+                "key": r["key"], "op_signature": r["op_signature"], "variant": r["variant"], "backend": r["backend"],
+                "fingerprint": r["fingerprint"], "runs": 0, "last_started": r["started"], "trials": 0, "ok": 0,
+                "best_ms": None, "best_name": None})
+            k["runs"] += 1
+            k["last_started"] = max(k["last_started"], r["started"])
+        for t in self._trials():
+            k = by_key.get(t["key"])
+            if k is None:
+                continue
+            k["trials"] += 1
+            if t["status"] == "ok" and t["p50_ms"] is not None:
+                k["ok"] += 1
+                if k["best_ms"] is None or t["p50_ms"] < k["best_ms"]:
+                    k["best_ms"], k["best_name"] = t["p50_ms"], t["name"]
+        return sorted(by_key.values(), key=lambda k: k["last_started"], reverse=True)
 
     def find_keys(self, prefix: str) -> list[str]:
-        rows = self.conn.execute("SELECT DISTINCT key FROM runs WHERE key LIKE ?", (prefix + "%",)).fetchall()
-        return [r[0] for r in rows]
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self.conn.execute("SELECT DISTINCT key FROM runs WHERE key LIKE ? ESCAPE '\\'",
+                                 (escaped + "%",)).fetchall()
+        return [r[0] for r in rows if isinstance(r[0], str)]
 
     def export(self, key: str | None = None) -> dict[str, Any]:
-        where, args = ("WHERE key = ?", (key,)) if key else ("", ())
-        runs = [dict(r) for r in self.conn.execute(f"SELECT * FROM runs {where} ORDER BY id", args)]
-        trials = [dict(r) for r in self.conn.execute(f"SELECT * FROM trials {where} ORDER BY id", args)]
+        cond, args = ("key = ?", (key,)) if key else ("1", ())
+        runs = self._runs(cond, args)
+        trials = self._trials(cond, args)
         for r in runs:
             for k in ("op", "environment", "options", "baseline"):
                 if r.get(k):
@@ -194,4 +417,4 @@ class TuningDB:
             t["schedule"] = json.loads(t["schedule"])
             t.pop("schedule_key", None)
         return {"schema_version": SCHEMA_VERSION, "database": str(self.path), "exported": now_iso(),
-                "runs": runs, "trials": trials}
+                "runs": runs, "trials": trials, "skipped": list(self.skipped)}

@@ -1,11 +1,25 @@
 """The best stored schedule for (op, variant) on this host: what ``tracea bench`` and ``tracea.Context``
-use automatically. A miss (no database, another fingerprint, nothing verified yet) is None."""
+use automatically. A miss (no database, another fingerprint, nothing verified yet) is None.
+
+The database is opened read-only (a read-only file is still used), and a stored schedule that this
+Tracea's schedule class refuses is skipped with a warning naming its row, in favour of the next best."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from typing import Any
+
+
+def _parser(op: Any, variant: str, host: Any, backend: str) -> Callable[[dict[str, Any]], Any] | None:
+    """The backend's ``from_json`` for this variant's schedules, or None when it cannot be had here."""
+    from tracea.emitters import registry
+
+    try:
+        mod = registry.backend_module(backend)
+        return type(mod.hero_schedule(op, registry.variant(variant), host)).from_json
+    except Exception:  # noqa: BLE001 - no parser: the caller's own build says what is wrong
+        return None
 
 
 def stored_schedule(op: Any, variant: str, host: Any, backend: str, db_path: str | None = None) -> dict[str, Any] | None:
@@ -15,12 +29,24 @@ def stored_schedule(op: Any, variant: str, host: Any, backend: str, db_path: str
 
     if db_path is None and not default_path().exists():
         return None  # never create a database just to look something up
-    db = TuningDB(db_path)
+    db = TuningDB.reader(db_path)
     try:
-        best = db.best(tuning_key(op.signature, variant, fingerprint(host, backend)))
+        parse = None
+        for row in db.ranked(tuning_key(op.signature, variant, fingerprint(host, backend))):
+            schedule = json.loads(row["schedule"])
+            parse = parse or _parser(op, variant, host, backend)
+            if parse is None:
+                return schedule
+            try:
+                parse(schedule)
+            except Exception as exc:  # noqa: BLE001 - a schedule this Tracea cannot read is a bad row, not a crash
+                db.warn(f"tuning database {db.path}: trials row {row['id']} skipped: its schedule is refused "
+                        f"({getattr(exc, 'message', exc)})")
+                continue
+            return schedule
+        return None
     finally:
         db.close()
-    return json.loads(best["schedule"]) if best else None
 
 
 def tuned_lookup(host: Any, backend: str, db_path: str | None = None) -> Callable[[Any, str], dict[str, Any] | None]:

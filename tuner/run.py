@@ -21,7 +21,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
-from .db import TuningDB, tuning_key
+from .db import DatabaseChangedError, TuningDB, tuning_key
 from .trial import Measurement, Trial, now_iso
 
 EventCallback = Callable[[str, dict[str, Any]], None]
@@ -358,7 +358,7 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
         state = "stopped" if control.stopped else "done"
         db.finish_run(run_id, state)
     except BaseException as exc:
-        db.finish_run(run_id, "interrupted")
+        _close_db_run(db, run_id, exc, sink)
         sink.crash(exc)
         raise
     finally:
@@ -395,6 +395,25 @@ def _final_baseline(evaluator: Any, best: dict[str, Any], start: dict[str, Any] 
                 "rel_err": final.get("rel_err"), "start_p50_ms": (start or {}).get("p50_ms"),
                 "last": {k: final.get(k) for k in ("p50_ms", "p95_ms", "tracea_p50_ms", "tracea_p95_ms")}}
     return final
+
+
+def _close_db_run(db: TuningDB, run_id: int, exc: BaseException, sink: _Sinks) -> None:
+    """Mark the run interrupted in the database, unless the database is what failed: then say where this
+    run's trials are kept instead (the run folder), and leave the database alone."""
+    import sqlite3
+
+    if isinstance(exc, DatabaseChangedError):
+        kept = [str(sink.run.trials_path)] if sink.run is not None else []
+        kept += [str(w.path) for w in sink.writers if str(w.path) not in kept]
+        exc.hint = ("this run's trials are kept in " + ", ".join(kept) if kept else
+                    "this run's trials were not kept elsewhere (no run folder or metrics file)")
+        return
+    try:
+        db.finish_run(run_id, "interrupted")
+    except (DatabaseChangedError, sqlite3.Error) as again:  # the original exception is the one to report
+        import sys
+
+        sys.stderr.write(f"warning: could not mark tuning run {run_id} interrupted: {again}\n")
 
 
 class _Sinks:
@@ -449,7 +468,7 @@ class _Sinks:
         interrupted = isinstance(exc, KeyboardInterrupt)
         self.run.add_file("log.txt", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
         self.run.finish("interrupted" if interrupted else "error", f"{type(exc).__name__}: {exc}")
-        if not interrupted and not isinstance(exc, BadInputError):
+        if not interrupted and not isinstance(exc, (BadInputError, DatabaseChangedError)):
             crash_bundle(self.run)
 
     def finish(self, status: str, result: TuneResult | None) -> None:

@@ -25,7 +25,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -322,6 +324,34 @@ def main() -> None:
 # ---------------------------------------------------------------------------------------- the parent
 
 
+_LIVE: weakref.WeakSet[Worker] = weakref.WeakSet()  # every started worker of this process
+_KILLED = threading.Event()  # set by kill_all(): a worker's death from now on is the interruption's
+
+
+def kill_all() -> None:
+    """SIGKILL every worker of this process and its process group, now (the CLI's SIGTERM/SIGHUP/SIGINT
+    handler calls it, so no kernel keeps a core busy after the tuner was told to stop). Safe inside a
+    signal handler: it only sends signals. A tuner thread still reading from a killed worker gets a
+    KeyboardInterrupt, not a "worker died" result: the death is not the candidate's."""
+    _KILLED.set()
+    try:
+        workers = list(_LIVE)
+    except RuntimeError:  # the set changed under the handler: take what a second look finds
+        workers = list(_LIVE)
+    for w in workers:
+        proc = w.proc
+        if proc is not None and proc.returncode is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def kill_all_done() -> None:
+    """The interruption is over (the CLI returned): workers started from now on live normally."""
+    _KILLED.clear()
+
+
 class WorkerDied(Exception):
     def __init__(self, text: str, phase: str) -> None:
         super().__init__(text)
@@ -342,6 +372,7 @@ class Worker:
         self.proc: subprocess.Popen[bytes] | None = None
         self._buf = b""
         self._stderr: Any = None
+        self.outstanding = 0  # requests sent and not answered yet
 
     def start(self) -> None:
         self._stderr = tempfile.TemporaryFile()
@@ -349,6 +380,10 @@ class Worker:
             [sys.executable, "-m", "tracea.tuner.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._stderr, start_new_session=True, env=worker_env())  # its own process group: a hang is killed whole
         self._buf = b""
+        self.outstanding = 0
+        _LIVE.add(self)
+        if _KILLED.is_set():  # started after the stop signal: it goes the same way
+            kill_all()
         self.request({"kind": "init", "host": self.host_json}, timeout_s=120)
 
     @property
@@ -361,6 +396,7 @@ class Worker:
         assert self.proc is not None and self.proc.stdin is not None
         self.proc.stdin.write((json.dumps(req) + "\n").encode())
         self.proc.stdin.flush()
+        self.outstanding += 1
 
     def request(self, req: dict[str, Any], timeout_s: float,
                 on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -400,10 +436,16 @@ class Worker:
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
+                if _KILLED.is_set():
+                    self.proc.wait()
+                    raise KeyboardInterrupt(f"the worker was stopped by a signal (phase {phase})")
                 raise WorkerDied(self._death(), phase)
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
+        msg = json.loads(line)
+        if "result" in msg:
+            self.outstanding -= 1
+        return msg
 
     def _death(self) -> str:
         assert self.proc is not None
@@ -439,6 +481,10 @@ class Worker:
         self.proc = None
 
     def close(self) -> None:
+        """Let an idle worker exit on its own; kill one still working (an interrupted run, or builds
+        compiled ahead that nobody will ask for: the cache's writes are atomic, nothing is left half)."""
+        if self.alive and self.outstanding > 0:
+            self.kill()
         if self.alive:
             assert self.proc is not None and self.proc.stdin is not None
             self.signal_group(signal.SIGCONT)

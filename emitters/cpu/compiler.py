@@ -3,7 +3,9 @@
 A binary is keyed by sha256(source, flags, compiler path and version line): the same kernel is compiled
 once per machine and compiler, and a changed compiler or flag set compiles anew. Writes are atomic (a
 temporary file in the cache folder, then ``os.replace``), so concurrent builds of one kernel (tuner
-workers) never see half a file. Cache folder: ``$TRACEA_HOME/cache/cpu``, else the platform's user
+workers) never see half a file. A cached binary that is damaged (not a whole ELF file, or one the loader
+refuses: ``runtime.CpuKernel``) is moved out of the way and compiled again, once, with a warning on
+stderr, before it counts as a failure. Cache folder: ``$TRACEA_HOME/cache/cpu``, else the platform's user
 cache folder (``platformdirs.user_cache_dir("tracea")/cpu``).
 """
 
@@ -14,7 +16,9 @@ import hashlib
 import os
 import re
 import shutil
+import struct
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -26,6 +30,7 @@ from tracea.doctor.errors import BadInputError, CompileError, ToolchainMissingEr
 BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden")
 LINK_FLAGS = ("-lm",)
 COMPILE_TIMEOUT_S = 300
+SHARED_OBJECTS_ARE_ELF = sys.platform.startswith(("linux", "freebsd"))
 INSTALL_HINT = ("install a C compiler: `sudo apt install gcc` (Debian/Ubuntu), `sudo dnf install gcc` (Fedora), "
                 "`xcode-select --install` (macOS); or point TRACEA_CC at one")
 
@@ -120,7 +125,10 @@ def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler)
     binary = folder / f"{name}-{key}.so"
     src_path = folder / f"{name}-{key}.c"
     if binary.exists():
-        return binary, True, 0.0
+        problem = elf_problem(binary) if SHARED_OBJECTS_ARE_ELF else None  # macOS: Mach-O, the loader checks
+        if problem is None:
+            return binary, True, 0.0
+        discard_cached(binary, problem)
     write_atomic(src_path, source)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{binary.name}.", suffix=".tmp")
     os.close(fd)
@@ -145,3 +153,58 @@ def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler)
         if os.path.exists(tmp):
             os.unlink(tmp)
     return binary, False, time.perf_counter() - t0
+
+
+def elf_problem(path: Path) -> str | None:
+    """Why ``path`` is not a whole ELF file (bad magic, or headers that point past its end), else None.
+    A cheap check of a cache entry before the loader sees it: a truncated or overwritten file is caught
+    here; anything subtler, by the loader (``CpuKernel``)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if len(head) < 52 or head[:4] != b"\x7fELF":
+        return "not an ELF file"
+    order = {1: "<", 2: ">"}.get(head[5])
+    if order is None or head[4] not in (1, 2):
+        return "an ELF header of unknown class or byte order"
+    if head[4] == 2:  # 64-bit
+        if len(head) < 64:
+            return "a truncated ELF header"
+        phoff, shoff = struct.unpack_from(order + "QQ", head, 32)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", head, 54)
+    else:
+        phoff, shoff = struct.unpack_from(order + "II", head, 28)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", head, 42)
+    if phoff + phentsize * phnum > size or shoff + shentsize * shnum > size:
+        return f"truncated ({size} bytes; its headers reach past the end)"
+    return None
+
+
+def discard_cached(binary: Path, problem: str, inode: int | None = None) -> None:
+    """Move a damaged cache entry out of the way (a rename, then unlink: a concurrent reader sees the old
+    file or none) and say so; the next ``compile_cached`` builds it again. With ``inode``, only that
+    very file is removed: another process may have rebuilt it already."""
+    try:
+        if inode is not None and os.stat(binary).st_ino != inode:
+            return
+        doomed = binary.with_name(f".{binary.name}.damaged-{os.getpid()}")
+        os.replace(binary, doomed)
+        os.unlink(doomed)
+    except FileNotFoundError:
+        return  # someone else removed it first
+    except OSError as exc:
+        sys.stderr.write(f"warning: cached binary {binary} is damaged ({problem}) and cannot be removed: "
+                         f"{exc.strerror or exc}\n")
+        return
+    sys.stderr.write(f"warning: cached binary {binary} was damaged ({problem}); removed it, compiling it again\n")
+
+
+def in_cache(path: str | Path, backend: str = "cpu") -> bool:
+    """Whether ``path`` is an entry of this machine's binary cache (a bundled binary is never rebuilt)."""
+    try:
+        return Path(path).resolve().parent == cache_dir(backend).resolve()
+    except OSError:
+        return False

@@ -10,13 +10,39 @@ from __future__ import annotations
 import ctypes
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tracea.doctor.errors import BadInputError, LaunchError
 
+from .compiler import in_cache
 from .render import Rendered
+
+
+def _load(binary: str, entry: str) -> tuple[Any, Any]:
+    lib = ctypes.CDLL(binary)
+    return lib, getattr(lib, entry)
+
+
+def _rebuilt(artifact: Artifact, problem: str) -> Artifact:
+    """A cached binary that would not load: removed and compiled again from the artifact's own source,
+    flags and compiler, once."""
+    import dataclasses
+    import os
+
+    from . import compiler as cc
+
+    try:
+        inode = os.stat(artifact.binary).st_ino
+    except OSError:
+        inode = None
+    cc.discard_cached(Path(artifact.binary), problem, inode)
+    name = Path(artifact.binary).name.rsplit("-", 1)[0]
+    binary, hit, seconds = cc.compile_cached(artifact.source, name, list(artifact.flags),
+                                             cc.Compiler(artifact.compiler, artifact.compiler_version))
+    return dataclasses.replace(artifact, binary=str(binary), cache_hit=hit, compile_seconds=seconds)
 
 
 @dataclass(frozen=True)
@@ -54,11 +80,17 @@ class CpuKernel:
         self.op = op
         self.artifact = artifact
         try:
-            self._lib = ctypes.CDLL(artifact.binary)
-            fn = getattr(self._lib, rendered.entry)
+            self._lib, fn = _load(artifact.binary, rendered.entry)
         except (OSError, AttributeError) as exc:
-            raise LaunchError(f"cannot load {artifact.binary}: {exc}",
-                              "delete the file (it is a cache entry) and build again") from None
+            if not (artifact.cache_hit and in_cache(artifact.binary)):
+                raise LaunchError(f"cannot load {artifact.binary}: {exc}",
+                                  "delete the file if it is a cache entry, and build again") from None
+            self.artifact = artifact = _rebuilt(artifact, f"the loader refused it: {exc}")
+            try:
+                self._lib, fn = _load(artifact.binary, rendered.entry)
+            except (OSError, AttributeError) as exc2:
+                raise LaunchError(f"cannot load {artifact.binary}, even compiled again: {exc2}",
+                                  "check the compiler (TRACEA_CC) and the cache folder's disk") from None
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         fn.restype = ctypes.c_int
         self._fn = fn

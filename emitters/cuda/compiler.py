@@ -4,7 +4,9 @@ A kernel is compiled at run time by NVRTC (``cuda.core.Program``) to a cubin for
 sm_90a, ...). No nvcc and no GPU are needed: CI compiles for targets it does not have. The cubin is
 keyed by sha256(source, target, options, NVRTC version), written atomically into
 ``$TRACEA_HOME/cache/cuda`` (else the platform's user cache folder), and its resource usage (registers,
-shared memory, spills) is read from ptxas's own report (``-v``), kept beside it as ``.json``.
+shared memory, spills) is read from ptxas's own report (``-v``), kept beside it as ``.json``. A cached
+cubin that is not a whole ELF file (truncated, overwritten) is removed and compiled again, once, with a
+warning on stderr, instead of failing at load time.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError, CompileError, ToolchainMissingError
 
-from ..cpu.compiler import check_kernel_name, write_atomic
+from ..cpu.compiler import check_kernel_name, discard_cached, elf_problem, write_atomic
 
 INSTALL_HINT = ("install the CUDA extra: `pip install 'tracea[cuda]'` (cuda-core with cuda-bindings and "
                 "nvidia-cuda-nvrtc); no nvcc or driver is needed to compile")
@@ -136,11 +138,14 @@ def compile_cached(source: str, name: str, entry: str, arch: str,
     cubin = folder / f"{name}-{arch}-{key}.cubin"
     info = folder / f"{name}-{arch}-{key}.json"
     if cubin.exists() and info.exists():
-        try:
-            d = json.loads(info.read_text())
-            return cubin, Resources(**d["resources"]), d["log"], True, 0.0
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # a damaged entry: compile again and overwrite it
+        problem = elf_problem(cubin)
+        if problem is None:
+            try:
+                d = json.loads(info.read_text())
+                return cubin, Resources(**d["resources"]), d["log"], True, 0.0
+            except (OSError, ValueError, KeyError, TypeError):
+                problem = f"its resource record {info.name} is unreadable"
+        discard_cached(cubin, problem)  # compiled again below and written over atomically
     src_path = folder / f"{name}-{arch}-{key}.cu"
     write_atomic(src_path, source)
     from cuda.core import Program

@@ -1,0 +1,583 @@
+"""The tuning database never disagrees with itself (issue 14): a ``cache clear`` or a deleted or replaced
+file under a running tune, a read-only file, malformed rows, a damaged cached binary, and SIGTERM/SIGHUP
+mid-tune. Real ``tracea`` subprocesses, real gcc, real SQLite; after every case the file passes
+``PRAGMA integrity_check`` and ``PRAGMA foreign_key_check``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tracea.kernels import Gemm
+from tracea.tuner.db import DatabaseChangedError, TuningDB
+from tracea.tuner.trial import Measurement, Trial
+
+TESTS = Path(__file__).resolve().parent
+TUNE = ["tune", "gemm", "--m", "64", "--backend", "cpu", "--no-tui", "--repeat", "2", "--warmup", "1"]
+
+
+def tracea(*args: str, timeout: float = 180, env: dict[str, str] | None = None,
+           prefix: list[str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*(prefix or []), sys.executable, "-m", "tracea", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env or os.environ.copy())
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tracea", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=os.environ.copy())
+
+
+def assert_clean(db_path: Path) -> None:
+    """integrity_check ok and no foreign-key violation (read-only: the check changes nothing)."""
+    if not db_path.exists():
+        return
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    finally:
+        conn.close()
+
+
+def count_trials(db_path: Path) -> int:
+    if not db_path.exists():
+        return 0
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+        try:
+            return int(conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0
+
+
+def wait_for_trials(db_path: Path, proc: subprocess.Popen, n: int, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while count_trials(db_path) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the tune stored no trials in time"
+        time.sleep(0.1)
+
+
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def manifest_status(home: Path) -> list[str]:
+    return [json.loads(p.read_text())["status"] for p in sorted((home / "runs").glob("*/manifest.json"))]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory) -> Path:
+    """One real tune (3 candidates); each test copies the folder (database, compile cache, runs)."""
+    src = tmp_path_factory.mktemp("tuned")
+    env = {**os.environ, "TRACEA_HOME": str(src)}
+    done = tracea(*TUNE, "--budget", "3", env=env)
+    assert done.returncode == 0, done.stderr
+    return src
+
+
+@pytest.fixture
+def tuned_home(tuned, monkeypatch) -> Iterator[Path]:
+    """A copy in a folder of its own under the system's temporary folder (pytest's is private to root,
+    so another user could not reach it in the read-only cases)."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="tracea-db-truth-"))
+    base.chmod(0o755)
+    dst = base / "home"
+    shutil.copytree(tuned, dst)
+    monkeypatch.setenv("TRACEA_HOME", str(dst))
+    yield dst
+    for p in [dst, *dst.rglob("*")]:
+        if p.is_dir():
+            p.chmod(0o755)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _sql(db_path: Path, statement: str, args: tuple = ()) -> None:
+    conn = sqlite3.connect(db_path)  # foreign keys off, as any other tool would write
+    conn.execute(statement, args)
+    conn.commit()
+    conn.close()
+
+
+def _trial(i: int, ms: float = 1.0) -> Trial:
+    sched = {"schema_version": 1, "backend": "cpu", "mr": 4, "nr": 4, "mc": 8 * (i + 1), "kc": 64, "nc": 64,
+             "threads": 1, "unroll": 1, "prefetch": 0, "pack_a": True, "pack_b": True}
+    return Trial(i, sched, f"cand{i}", Measurement("ok", p50_ms=ms, p95_ms=ms), 0.1)
+
+
+def _start_run(db: TuningDB, key: str = "k") -> int:
+    return db.start_run(key=key, op=Gemm(m=64, n=64, k=64), variant="cpu-portable.gemm", backend="cpu",
+                        fingerprint="f", environment={}, strategy="random", seed=0, budget=10, space_size=10,
+                        options={})
+
+
+# --------------------------------------------------------------------------------- writers and clear
+
+
+def test_foreign_keys_are_enforced(tmp_path) -> None:
+    db = TuningDB(tmp_path / "t.sqlite")
+    assert db.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+        db.conn.execute("INSERT INTO trials (run_id, key, idx, schedule_key, name, schedule, status, created) "
+                        "VALUES (99, 'k', 0, '{}', 'x', '{}', 'ok', 'now')")
+    assert_clean(tmp_path / "t.sqlite")
+
+
+def test_a_cleared_run_is_never_written_again(tmp_path) -> None:
+    path = tmp_path / "t.sqlite"
+    tuner, other = TuningDB(path), TuningDB(path)
+    run = _start_run(tuner)
+    tuner.add_trial(run, "k", _trial(0))
+    assert other.clear() == 1
+    for write in (lambda: tuner.add_trial(run, "k", _trial(1)), lambda: tuner.set_baseline(run, None),
+                  lambda: tuner.finish_run(run, "done")):
+        with pytest.raises(DatabaseChangedError, match=f"run {run} was removed"):
+            write()
+    assert other.trials() == [] and other.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+    assert_clean(path)
+
+
+def test_a_replaced_or_deleted_file_is_noticed_at_the_next_write(tmp_path) -> None:
+    path = tmp_path / "t.sqlite"
+    db = TuningDB(path)
+    run = _start_run(db)
+    TuningDB(tmp_path / "other.sqlite").close()
+    os.replace(tmp_path / "other.sqlite", path)
+    with pytest.raises(DatabaseChangedError, match="replaced by another file"):
+        db.add_trial(run, "k", _trial(0))
+    assert TuningDB.reader(path).trials() == []  # nothing went into the new file
+    os.unlink(path)
+    with pytest.raises(DatabaseChangedError, match="was deleted"):
+        db.add_trial(run, "k", _trial(0))
+    assert not path.exists()  # and it was not brought back
+
+
+def test_cache_clear_while_tuning_stops_the_tune_and_leaves_no_orphans(home) -> None:
+    db_path = home / "tuning.sqlite"
+    proc = start(*TUNE, "--budget", "40", "--patience", "0")
+    wait_for_trials(db_path, proc, 2)
+    cleared = tracea("cache", "clear", "--all")
+    assert cleared.returncode == 0 and cleared.stdout.startswith("cleared "), cleared.stderr
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "was removed from the tuning database" in err and "cache clear" in err
+    trials_file = Path(err.split("kept in ", 1)[1].split(",", 1)[0].strip())
+    assert trials_file.name == "trials.jsonl" and len(trials_file.read_text().splitlines()) >= 2
+    assert count_trials(db_path) == 0  # no trial of a run that is gone
+    assert "nothing tuned yet" in tracea("cache", "list").stdout
+    assert manifest_status(home) == ["error"]
+    assert_clean(db_path)
+
+
+def test_a_database_deleted_mid_tune_is_said_with_a_non_zero_exit(home) -> None:
+    db_path = home / "tuning.sqlite"
+    proc = start(*TUNE, "--budget", "40", "--patience", "0")
+    wait_for_trials(db_path, proc, 2)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert f"the tuning database {db_path} was deleted" in err
+    trials_file = Path(err.split("kept in ", 1)[1].split(",", 1)[0].strip())
+    assert len(trials_file.read_text().splitlines()) >= 2  # the run folder kept what was measured
+    assert not db_path.exists()  # the tune did not write a new file behind the user's back
+
+
+# --------------------------------------------------------------------------------------- read-only
+
+
+def _as_other_user() -> list[str] | None:
+    """A prefix that runs a command as an unprivileged user (root ignores file modes), or None."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def _readonly_env(prefix: list[str], home: Path) -> dict[str, str]:
+    env = {**os.environ, "TRACEA_HOME": str(home)}
+    if prefix:
+        env["HOME"] = str(home)  # nobody's own home is not writable
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_read_only_database_is_listed_shown_exported_and_used_by_bench(tuned_home) -> None:
+    prefix = _as_other_user()
+    if prefix is None:
+        pytest.skip("running as root without setpriv: file modes cannot make the database read-only")
+    db_path = tuned_home / "tuning.sqlite"
+    best = TuningDB.reader(db_path).keys()[0]
+    if prefix:  # everything but the database belongs to the user running the commands
+        for p in [tuned_home, *tuned_home.rglob("*")]:
+            os.chown(p, 65534, 65534)
+        os.chown(db_path, 0, 0)
+    db_path.chmod(0o444)
+    before = _digest(db_path)
+    env = _readonly_env(prefix, tuned_home)
+    listed = tracea("cache", "list", "--json", env=env, prefix=prefix)
+    assert listed.returncode == 0, listed.stderr
+    assert [k["key"] for k in json.loads(listed.stdout)["keys"]] == [best["key"]]
+    shown = tracea("cache", "show", best["key"][:8], env=env, prefix=prefix)
+    assert shown.returncode == 0 and best["best_name"] in shown.stdout, shown.stderr
+    exported = tracea("cache", "export", env=env, prefix=prefix)
+    assert exported.returncode == 0 and len(json.loads(exported.stdout)["trials"]) == 3, exported.stderr
+    bench = tracea("bench", "gemm", "--m", "64", "--repeat", "2", "--json", env=env, prefix=prefix)
+    assert bench.returncode == 0, bench.stderr
+    row = json.loads(bench.stdout.splitlines()[0])
+    stored = TuningDB.reader(db_path).best(best["key"])
+    assert json.loads(row["schedule"]) == json.loads(stored["schedule"])  # the tuned schedule, read-only
+    # tuning needs to write: a clear read-only message, not "move a good database aside"
+    tune = tracea(*TUNE, "--budget", "1", "--retune", env=env, prefix=prefix)
+    assert tune.returncode == 2 and "is read-only" in tune.stderr and "move the file aside" not in tune.stderr
+    assert _digest(db_path) == before
+    assert_clean(db_path)
+
+
+def test_a_database_in_a_read_only_folder_is_read_as_immutable(tuned_home, monkeypatch) -> None:
+    """Nothing can be written beside it (not even the -shm file a WAL reader needs): read it through
+    ``immutable=1``. As root the folder's mode does not stop writes, so the check that decides is made
+    to answer "not writable"; as another user the real modes decide (the CLI case below)."""
+    db_path = tuned_home / "tuning.sqlite"
+    before = _digest(db_path)
+    import tracea.tuner.db as dbmod
+
+    monkeypatch.setattr(dbmod, "_writable", lambda path: False)
+    db = TuningDB.reader(db_path)
+    assert db.immutable and len(db.trials()) == 3 and db.keys()[0]["ok"] == 3
+    db.close()
+    assert _digest(db_path) == before and not Path(f"{db_path}-shm").exists()
+
+    prefix = _as_other_user()
+    if prefix is None:
+        return
+    monkeypatch.undo()
+    if prefix:
+        os.chown(tuned_home, 65534, 65534)
+    db_path.chmod(0o444)
+    tuned_home.chmod(0o555)
+    try:
+        listed = tracea("cache", "list", env=_readonly_env(prefix, tuned_home), prefix=prefix)
+        assert listed.returncode == 0 and "(read-only)" in listed.stdout, listed.stderr
+    finally:
+        tuned_home.chmod(0o755)
+    assert _digest(db_path) == before
+    assert_clean(db_path)
+
+
+def test_a_missing_database_reads_as_empty_and_is_not_created(home) -> None:
+    listed = tracea("cache", "list")
+    assert listed.returncode == 0 and "nothing tuned yet" in listed.stdout
+    assert tracea("cache", "export").returncode == 0
+    assert not (home / "tuning.sqlite").exists()
+
+
+# ------------------------------------------------------------------------------------ malformed rows
+
+MALFORMED = {
+    "bad schedule": ("UPDATE trials SET schedule = '{not json' WHERE id = 1", "trials row 1", "schedule is not valid JSON"),
+    "p50_ms text": ("UPDATE trials SET p50_ms = 'fast' WHERE id = 2", "trials row 2", "p50_ms is 'fast', not a number"),
+    "schema_version": ("UPDATE trials SET schedule = json_set(schedule, '$.schema_version', 'one') WHERE id = 3",
+                       "trials row 3", "schedule.schema_version is 'one'"),
+    "bad baseline": ("UPDATE runs SET baseline = '{\"name\": \"numpy\", \"p50_ms\": \"slow\"' WHERE id = 1",
+                     "runs row 1", "baseline is not valid JSON"),
+    "status": ("UPDATE trials SET status = 'great' WHERE id = 1", "trials row 1", "status is 'great'"),
+    "negative time": ("UPDATE trials SET p50_ms = -1 WHERE id = 2", "trials row 2", "p50_ms is -1.0, not a positive time"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_row_is_skipped_with_a_warning_naming_it(tuned_home, case) -> None:
+    statement, row, problem = MALFORMED[case]
+    db_path = tuned_home / "tuning.sqlite"
+    _sql(db_path, statement)
+    key = TuningDB.reader(db_path, warn=lambda _: None).find_keys("")[0]
+    for args in (["cache", "list"], ["cache", "show", key[:8]], ["cache", "show", key[:8], "--json"],
+                 ["cache", "export"], [*TUNE, "--budget", "3"]):
+        done = tracea(*args)
+        assert done.returncode == 0, (args, done.stderr)
+        assert row in done.stderr and problem in done.stderr, (args, done.stderr)
+        assert "internal error" not in done.stderr
+    exported = json.loads(tracea("cache", "export").stdout)
+    if row.startswith("trials"):
+        assert exported["skipped"][0]["table"] == "trials" and len(exported["trials"]) == 2
+    else:
+        assert exported["runs"][0]["baseline"] is None and len(exported["trials"]) == 3
+    assert_clean(db_path)
+
+
+def test_a_malformed_run_hides_the_key_but_nothing_fails(tuned_home) -> None:
+    db_path = tuned_home / "tuning.sqlite"
+    _sql(db_path, "UPDATE runs SET seed = 'x' WHERE id = 1")
+    listed = tracea("cache", "list")
+    assert listed.returncode == 0 and "runs row 1 skipped: seed is 'x'" in listed.stderr
+    key = TuningDB.reader(db_path, warn=lambda _: None).find_keys("")[0]
+    shown = tracea("cache", "show", key[:8])
+    assert shown.returncode == 2 and "every run of" in shown.stderr
+    assert tracea("cache", "clear", key[:8]).stdout == "cleared 3 trials\n"
+    assert_clean(db_path)
+
+
+def test_a_non_integer_schema_version_is_a_damaged_database(tuned_home) -> None:
+    _sql(tuned_home / "tuning.sqlite", "UPDATE meta SET value = 'one' WHERE name = 'schema_version'")
+    for args in (["cache", "list"], ["cache", "export"], [*TUNE, "--budget", "1"]):
+        done = tracea(*args)
+        assert done.returncode == 2, done.stderr
+        assert "schema_version is 'one', not a version number" in done.stderr
+        assert "move the file aside" in done.stderr  # a genuinely damaged file keeps its hint
+
+
+def test_trials_of_no_run_are_never_used_and_can_be_cleared(tuned_home) -> None:
+    db_path = tuned_home / "tuning.sqlite"
+    conn = sqlite3.connect(db_path)  # an older Tracea without foreign keys, racing a clear
+    conn.execute("DELETE FROM runs")
+    conn.commit()
+    conn.close()
+    db = TuningDB.reader(db_path)
+    assert db.orphans() == 3 and db.trials() == [] and db.keys() == []
+    key = db.conn.execute("SELECT key FROM trials LIMIT 1").fetchone()[0]
+    assert db.best(key) is None  # bench does not take a trial nobody can see as "tuned"
+    db.close()
+    listed = tracea("cache", "list")
+    assert "3 trials belong to no run" in listed.stdout and "nothing tuned yet" in listed.stdout
+    assert tracea("cache", "clear", "--orphans").stdout == "cleared 3 trials of no run\n"
+    assert_clean(db_path)
+
+
+def test_bench_skips_a_stored_schedule_this_tracea_refuses(tuned_home) -> None:
+    from tracea.doctor import probe
+    from tracea.tuner.lookup import stored_schedule
+
+    db_path = tuned_home / "tuning.sqlite"
+    db = TuningDB.reader(db_path)
+    best, k = db.best(db.find_keys("")[0]), db.keys()[0]
+    db.close()
+    broken = json.dumps({"schema_version": 1, "backend": "cpu", "mr": 4})  # parses as JSON, not as a schedule
+    _sql(db_path, "UPDATE trials SET schedule = ?, schedule_key = ?, p50_ms = 1e-6 WHERE id = ?",
+         (broken, json.dumps(json.loads(broken), sort_keys=True, separators=(",", ":")),
+          [r for r in range(1, 4) if r != best["id"]][0]))
+    warnings: list[str] = []
+    import tracea.tuner.db as dbmod
+
+    original = dbmod._stderr_warning
+    dbmod._stderr_warning = warnings.append
+    try:
+        op = Gemm(m=64, n=64, k=64)
+        got = stored_schedule(op, k["variant"], probe(), "cpu", str(db_path))
+    finally:
+        dbmod._stderr_warning = original
+    assert got == json.loads(best["schedule"])
+    assert any("its schedule is refused" in w for w in warnings), warnings
+
+
+def test_a_key_prefix_is_not_a_pattern(tuned_home) -> None:
+    for prefix in ("%", "_"):
+        done = tracea("cache", "show", prefix)
+        assert done.returncode == 2 and "no tuning key starts with" in done.stderr
+
+
+# --------------------------------------------------------------------------------- damaged binaries
+
+
+def _cached_so(home: Path) -> list[Path]:
+    return sorted((home / "cache" / "cpu").glob("*.so"))
+
+
+def _zero_body(path: Path) -> None:
+    """An ELF header that passes the cheap check over a body the loader refuses."""
+    data = bytearray(path.read_bytes())
+    data[64:len(data) // 2] = bytes(len(data) // 2 - 64)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "zeroed body"])
+def test_a_damaged_cached_so_is_rebuilt_once_by_bench(home, damage) -> None:
+    first = tracea("bench", "gemm", "--m", "48", "--repeat", "2")
+    assert first.returncode == 0, first.stderr
+    (so,) = _cached_so(home)
+    good = so.stat().st_size
+    if damage == "garbage":
+        so.write_bytes(b"not a shared object\n")
+    elif damage == "truncated":
+        so.write_bytes(so.read_bytes()[: good // 3])
+    else:
+        _zero_body(so)
+    again = tracea("bench", "gemm", "--m", "48", "--repeat", "2")
+    assert again.returncode == 0, again.stderr
+    assert f"cached binary {so} was damaged" in again.stderr and "compiling it again" in again.stderr
+    assert so.read_bytes()[:4] == b"\x7fELF" and so.stat().st_size == good
+    third = tracea("bench", "gemm", "--m", "48", "--repeat", "2")
+    assert third.returncode == 0 and "damaged" not in third.stderr  # rebuilt once, then a plain hit
+
+
+def test_a_damaged_cached_so_is_not_a_permanent_compile_failure_in_tune(tuned_home) -> None:
+    for so in _cached_so(tuned_home):
+        _zero_body(so)
+    done = tracea(*TUNE, "--budget", "2", "--retune", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["statuses"] == {"ok": 2}
+    assert_clean(tuned_home / "tuning.sqlite")
+
+
+def test_a_truncated_cached_cubin_is_compiled_again(tmp_path, monkeypatch, capsys) -> None:
+    from tracea.doctor.errors import ToolchainMissingError
+    from tracea.emitters.cuda import compiler as nv
+
+    try:
+        nv.find_nvrtc()
+    except ToolchainMissingError:
+        pytest.skip("NVRTC is not installed")
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
+    src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }'
+    cubin, _, _, hit, _ = nv.compile_cached(src, "twice", "k", "sm_80")
+    assert not hit
+    good = cubin.read_bytes()
+    cubin.write_bytes(good[: len(good) // 2])
+    again, _, _, hit, _ = nv.compile_cached(src, "twice", "k", "sm_80")
+    assert not hit and again.read_bytes() == good
+    assert "was damaged (truncated" in capsys.readouterr().err
+    assert nv.compile_cached(src, "twice", "k", "sm_80")[3]  # and a hit after that
+
+
+# ---------------------------------------------------------------------------------------- signals
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_mid_tune_marks_the_run_interrupted_and_kills_the_workers(home, sig) -> None:
+    db_path = home / "tuning.sqlite"
+    proc = start(*TUNE, "--budget", "40", "--patience", "0")
+    wait_for_trials(db_path, proc, 2)
+    workers = children(proc.pid)
+    assert workers
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130, err
+    else:
+        assert proc.returncode == 128 + sig and f"interrupted ({sig.name})" in err, err
+    assert all(gone(pid) for pid in workers)  # already gone when the tuner exits: none left computing
+    db = TuningDB.reader(db_path)
+    (run,) = db.conn.execute("SELECT id, state FROM runs").fetchall()
+    assert run["state"] == "interrupted"
+    stored = len(db.trials(run_id=run["id"]))
+    db.close()
+    assert manifest_status(home) == ["interrupted"]
+    assert_clean(db_path)
+    if sig == signal.SIGTERM:  # and --resume continues that very run to its (new) budget
+        resumed = tracea(*TUNE, "--resume", "--budget", str(stored + 1), "--json")
+        assert resumed.returncode == 0, resumed.stderr
+        assert json.loads(resumed.stdout)["run_id"] == run["id"]
+        db = TuningDB.reader(db_path)
+        assert db.run(run["id"])["state"] == "done" and len(db.trials(run_id=run["id"])) == stored + 1
+        db.close()
+        assert_clean(db_path)
+
+
+def test_clearing_another_key_does_not_stop_a_tune(tmp_path) -> None:
+    path = tmp_path / "t.sqlite"
+    tuner, other = TuningDB(path), TuningDB(path)
+    mine, theirs = _start_run(tuner, "mine"), _start_run(other, "theirs")
+    other.add_trial(theirs, "theirs", _trial(0))
+    assert other.clear("theirs") == 1
+    tuner.add_trial(mine, "mine", _trial(1))
+    tuner.finish_run(mine, "done")
+    assert [t["name"] for t in other.trials()] == ["cand1"] and other.run(mine)["state"] == "done"
+    assert_clean(path)
+
+
+HANGING = textwrap.dedent("""
+    from tracea.__main__ import _install_signal_handlers
+    from tracea.doctor import probe
+    from tracea.kernels import Gemm
+    from tracea.tuner.run import TuneConfig, tune
+    _install_signal_handlers()  # the CLI's handlers, around a tune whose third candidate never returns
+    try:
+        tune(Gemm(m=32, n=32, k=32), probe(), TuneConfig(strategy="exhaustive", module="test_tuner_fault_backend",
+             timeout_s=60, repeats=2, warmup=1, min_seconds=0.0, patience=None))
+    except KeyboardInterrupt:
+        raise SystemExit(143)
+""")
+
+
+def test_sigterm_kills_a_hung_worker_at_once(home, monkeypatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    db_path = home / "tuning.sqlite"
+    proc = subprocess.Popen([sys.executable, "-c", HANGING], stderr=subprocess.PIPE, text=True)
+    wait_for_trials(db_path, proc, 2)
+    time.sleep(0.5)  # the hanging candidate is now in flight
+    workers = children(proc.pid)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert proc.returncode == 143 and time.monotonic() - t0 < 4.5  # not the worker's 5 s grace, not 60 s
+    assert workers and all(gone(pid) for pid in workers)
+    db = TuningDB.reader(db_path)
+    assert db.latest_run(db.find_keys("")[0])["state"] == "interrupted"
+    assert all(t["status"] != "runtime_failed" or "SIGKILL" not in (t["error"] or "") for t in db.trials())
+    db.close()
+    assert_clean(db_path)
+
+
+def test_bench_dump_ir_onto_a_file_is_bad_input_before_a_run_opens(home) -> None:
+    target = home / "taken"
+    target.write_text("mine\n")
+    done = tracea("bench", "gemm", "--m", "32", "--dump-ir", str(target))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --dump-ir:") and "not a folder" in done.stderr
+    assert "Traceback" not in done.stderr and target.read_text() == "mine\n"
+    assert not (home / "runs").exists() or manifest_status(home) == []  # no run was opened
+
+
+@pytest.mark.parametrize("failure", [OSError("disk full"), KeyboardInterrupt()])
+def test_a_run_is_closed_even_when_recording_its_failure_fails(home, failure) -> None:
+    from tracea.reports.record import Built, RunRecorder
+
+    def dump(*args, **kwargs):
+        raise failure
+
+    with pytest.raises(type(failure) if isinstance(failure, KeyboardInterrupt) else RuntimeError):
+        with RunRecorder("bench", ["bench"], None) as rec:
+            rec.builds.append(Built(Gemm(m=8, n=8, k=8), None, {"x": 1}, source="int main;", language="c"))
+            rec.dump = dump  # the IR dump of what was built fails while the crash is recorded
+            raise RuntimeError("kernel crashed")
+    assert manifest_status(home) == ["error"]

@@ -46,8 +46,7 @@ def main() -> None:
             continue
         assert relative_error(np.asarray(base.run(), dtype=np.float64), ref) <= tolerance(op)
         for gap in (0.0, 0.01, 0.03, 0.06):
-            t = interleaved({"k": lambda kernel=kernel, inputs=inputs, out=out: kernel(inputs, out), "b": base.run},
-                            warmup=2, repeats=args.repeat,
+            t = interleaved({"k": lambda: kernel(inputs, out), "b": base.run}, warmup=2, repeats=args.repeat,
                             settle_s=gap)
             k, b = t["k"], t["b"]
             print(f"{op.signature[:44]:44s} {gap * 1e3:6.0f} {k.p50_ms:10.3f} {k.p95_ms / k.p50_ms:8.2f} "

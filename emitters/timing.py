@@ -42,27 +42,15 @@ def _calls_per_sample(fn: Callable[[], object]) -> int:
     return max(1, min(MAX_INNER, math.ceil(MIN_SAMPLE_S / once) if once > 0 else MAX_INNER))
 
 
-# Thread pools spin after a call before they sleep: GNU OpenMP (PyTorch's CPU kernels) for 300,000 pause
-# instructions, about 20 ms on a Sapphire Rapids core, on every thread. A contender timed right after
-# another's call then shares every core with the other's spinning threads (on a 16-core H100 host the
-# torch CPU baselines and Tracea's kernels, timed back to back, spread p95/p50 up to 17x). Each
-# library keeps its own settings; the timing leaves a quiet gap instead.
-SETTLE_S = 0.03
-
-
 def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, repeats: int = 10,
-                min_seconds: float = 0.0, max_repeats: int = 200, settle_s: float | None = None) -> dict[str, Timing]:
+                min_seconds: float = 0.0, max_repeats: int = 200) -> dict[str, Timing]:
     """Time each callable ``repeats`` times, round-robin, after ``warmup`` calls each; keep going
-    (up to ``max_repeats``) until the total measured time reaches ``min_seconds``. With more than one
-    contender, a sample that follows another contender's call waits ``settle_s`` (default ``SETTLE_S``)
-    first, so the other's idle threads have gone to sleep."""
-    settle = (SETTLE_S if settle_s is None else settle_s) if len(contenders) > 1 else 0.0
+    (up to ``max_repeats``) until the total measured time reaches ``min_seconds``."""
     for _ in range(warmup):
         for fn in contenders.values():
             fn()
     inner = {name: _calls_per_sample(fn) for name, fn in contenders.items()}
     samples: dict[str, list[float]] = {name: [] for name in contenders}
-    last = None
     start = time.perf_counter()
     rounds = 0
     while rounds < repeats or (time.perf_counter() - start < min_seconds and rounds < max_repeats):
@@ -70,9 +58,6 @@ def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, re
         order = list(contenders.items()) if rounds % 2 == 0 else list(reversed(contenders.items()))
         for name, fn in order:
             n = inner[name]
-            if settle and last != name:
-                time.sleep(settle)
-            last = name
             t0 = time.perf_counter()
             for _ in range(n):
                 fn()

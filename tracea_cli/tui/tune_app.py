@@ -53,6 +53,23 @@ def needs_quiet_timing(config: Any, host: Any = None) -> bool:
     return getattr(config, "backend", None) in (None, "cpu") or (os.cpu_count() or 1) < QUIET_CORES
 
 
+QUIET_WINDOW_S = 0.05
+QUIET_SHARE = 0.05  # of one core
+
+
+def settle_quietly(limit_s: float = HUSH_WAIT_S) -> float:
+    """Wait until this process (the dashboard's loop, its driver thread, the search thread) has used less
+    than ``QUIET_SHARE`` of a core over ``QUIET_WINDOW_S``: a screen drawn once is not yet an idle app
+    (layout, a driver thread, the tail of start-up work). Returns the seconds waited."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit_s:
+        cpu0, t0 = time.process_time(), time.monotonic()
+        time.sleep(QUIET_WINDOW_S)
+        if time.process_time() - cpu0 < QUIET_SHARE * (time.monotonic() - t0):
+            break
+    return time.monotonic() - start
+
+
 COLUMNS = ("#", "schedule", "status", "p50 ms", "p95 ms", "TFLOP/s", "compile s", "reason")
 SORTABLE = ("p50 ms", "status", "schedule", "#")  # "o" cycles; the table starts in trial order
 
@@ -142,6 +159,7 @@ class TuneApp(App[Any]):
                 drawn = threading.Event()
                 self.post_message(Hush(drawn))
                 drawn.wait(HUSH_WAIT_S)  # the worker process waits for this before it times
+                settle_quietly()
                 held.append(PhaseChanged(data["index"], data["name"], data["phase"]))
             elif kind == "start":
                 post(TuneStarted(data))

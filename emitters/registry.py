@@ -9,16 +9,21 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from tracea.doctor.errors import UnsupportedError
+from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.doctor.variants import Variant
 
 BACKENDS = {"cpu": "tracea.emitters.cpu", "cuda": "tracea.emitters.cuda"}
 
 
+PLANNED = ("hip", "metal")  # backends the design names whose emitters have not landed: unsupported, not a typo
+
+
 def backend_module(backend: str) -> Any:
     name = BACKENDS.get(backend)
     if name is None:
-        raise UnsupportedError(f"backend {backend!r} has no emitter yet (available: {', '.join(BACKENDS)})")
+        if backend in PLANNED:
+            raise UnsupportedError(f"backend {backend!r} has no emitter yet (available: {', '.join(BACKENDS)})")
+        raise BadInputError(f"--backend: unknown backend {backend!r}; use {' or '.join(BACKENDS)}")
     return importlib.import_module(name)
 
 

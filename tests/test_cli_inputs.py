@@ -301,3 +301,12 @@ def test_an_output_that_is_not_a_regular_file_is_never_replaced(capsys, home, tm
     code, out, err = tracea(capsys, *args, str(fifo))
     one_line_error(code, err, str(fifo), "not a regular file")
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+@pytest.mark.parametrize("verb", [["bench", "gemm", "--m", "8"], ["tune", "gemm", "--m", "8", "--no-tui"],
+                                  ["plan", "gemm", "--m", "8"], ["bench"]])
+def test_an_unknown_backend_is_bad_input_and_a_planned_one_unsupported(capsys, home, verb) -> None:
+    code, _, err = tracea(capsys, *verb, "--backend", "foo")
+    one_line_error(code, err, "unknown backend 'foo'", "cpu or cuda")
+    code, _, err = tracea(capsys, *verb, "--backend", "hip")
+    one_line_error(code, err, "'hip' has no emitter yet", exit_code=3)

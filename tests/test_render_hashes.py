@@ -1,6 +1,7 @@
 """Every kernel renders the same source as it did when these hashes were recorded: the hero schedule of
 each core for each op, dtype and epilogue below (CPU families on the recorded CI machine, CUDA cores for
-sm_90a and sm_80 on the recorded H100) and a sample of the schedules of the recorded tuning spaces.
+sm_90a and sm_80 on the recorded H100, with each CUDA kernel's launch: grid, block, shared memory,
+arguments, metadata, TMA boxes) and a sample of the schedules of the recorded tuning spaces.
 
 A restructuring of the emitters must leave every hash as it is; a change that means to change a kernel
 re-records them (``python tests/test_render_hashes.py --record``) and says why in its commit.
@@ -45,6 +46,18 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
+def _launch(op: Any, schedule: Any, rendered: Any, scalars: dict[str, Any]) -> str:
+    """Everything about a CUDA kernel but its text: entry, argument order, grid, block, shared memory,
+    metadata, runtime scalars and, for the Hopper GEMM, the TMA boxes the host encodes."""
+    facts: dict[str, Any] = {k: getattr(rendered, k) for k in ("name", "entry", "params", "grid", "block", "smem")}
+    facts.update(metadata=rendered.metadata, scalars=scalars)
+    if schedule.core == "wgmma" and op.kind == "gemm":
+        from tracea.emitters.cuda.wgmma import tma_boxes
+
+        facts["tma_boxes"] = tma_boxes(op, schedule)
+    return json.dumps(facts, sort_keys=True, default=repr)
+
+
 def current() -> dict[str, str]:
     """case -> sha256 prefix of the rendered source, for every case this file covers."""
     from tracea.doctor.errors import TraceaError
@@ -74,7 +87,9 @@ def current() -> dict[str, str]:
                 key = f"cuda {arch_name} {v.id} {op.signature} hero"
                 try:
                     s = cuda.hero_schedule(op, v, host, arch=arch)
-                    out[key] = _digest(cuda_render(op, s, arch)[0].source)
+                    rendered, scalars = cuda_render(op, s, arch)
+                    out[key] = _digest(rendered.source)
+                    out[key.replace(" hero", " hero launch")] = _digest(_launch(op, s, rendered, scalars))
                 except TraceaError as exc:
                     out[key] = f"error: {type(exc).__name__}"
     for space in sorted((FIXTURES / "spaces").glob("*.json")):

@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from tracea.emitters import cuda
-from tracea.emitters.cuda.baselines import time_torch
+from tracea.emitters.cuda.baselines import time_torch, torch_math
 from tracea.kernels import Conv2d, Gemm, Softmax, relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
+from tracea.kernels.epilogue import apply as apply_epilogue
 
 
 class _NoGpuHost:  # build() reads the GPU from cuda-core when the host report has none
@@ -108,20 +109,10 @@ def torch_call(op, inputs: dict[str, np.ndarray], ref_dtype=None):
         a = t["a"] if op.layout_a == "row" else t["a"].t()
         b = t["b"] if op.layout_b == "row" else t["b"].t()
 
+        math = torch_math()
+
         def fn():
-            c = a @ b
-            for e in op.epilogue:
-                if e == "bias":
-                    c = c + t["bias"]
-                elif e == "relu":
-                    c = torch.relu(c)
-                elif e == "gelu":
-                    c = F.gelu(c, approximate="tanh")
-                elif e == "scale":
-                    c = c * op.alpha
-                elif e == "residual":
-                    c = c + t["residual"]
-            return c
+            return apply_epilogue(op.epilogue, a @ b, t, op.alpha, math)
     elif op.kind == "conv2d":
         x, w = t["x"], t["weight"]
         if op.layout == "nhwc":

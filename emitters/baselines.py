@@ -9,7 +9,6 @@ the baseline does fp32 work: the comparison says so in its name.
 from __future__ import annotations
 
 import importlib.util
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,6 +16,8 @@ import numpy as np
 
 from tracea.kernels import Conv2d, DType, Gemm, Op, Softmax
 from tracea.kernels.dtypes import to_float64
+from tracea.kernels.epilogue import ArrayMath, gelu_tanh
+from tracea.kernels.epilogue import apply as apply_epilogue
 
 from .blas_env import describe
 
@@ -71,28 +72,26 @@ def pinned_note(host: object) -> str | None:
             " (some machines pin it on purpose: old OpenBLAS builds compute wrong results on new CPUs; `tracea doctor` says more)")
 
 
+def _gelu_inplace(c: np.ndarray) -> np.ndarray:
+    c[...] = gelu_tanh(c, np.tanh)
+    return c
+
+
+# The epilogue vocabulary in NumPy's in-place forms: a baseline allocates nothing per call.
+NUMPY_INPLACE = ArrayMath(add=lambda c, x: np.add(c, x, out=c), mul=lambda c, a: np.multiply(c, np.float32(a), out=c),
+                          unary={"relu": lambda c: np.maximum(c, 0, out=c), "gelu": _gelu_inplace})
+
+
 def gemm_baseline(op: Gemm, inputs: dict[str, np.ndarray]) -> Baseline:
     a, b = _f32(inputs["a"], op.dtype), _f32(inputs["b"], op.dtype)
     a = a if op.layout_a == "row" else a.T
     b = b if op.layout_b == "row" else b.T
     out = np.empty((op.m, op.n), np.float32)
     extra = {k: _f32(v, op.dtype) for k, v in inputs.items() if k in ("bias", "residual")}
-    c0 = math.sqrt(2.0 / math.pi)
 
     def run() -> np.ndarray:
         np.matmul(a, b, out=out)
-        for e in op.epilogue:
-            if e == "bias":
-                np.add(out, extra["bias"], out=out)
-            elif e == "relu":
-                np.maximum(out, 0, out=out)
-            elif e == "gelu":
-                out[...] = 0.5 * out * (1 + np.tanh(c0 * (out + 0.044715 * out**3)))
-            elif e == "scale":
-                np.multiply(out, np.float32(op.alpha), out=out)
-            elif e == "residual":
-                np.add(out, extra["residual"], out=out)
-        return out
+        return apply_epilogue(op.epilogue, out, extra, op.alpha, NUMPY_INPLACE)
 
     suffix = "" if op.dtype is DType.FP32 else f", {op.dtype.value} inputs widened to fp32"
     return Baseline(f"numpy.matmul ({_blas_name()}{suffix})", run)

@@ -42,6 +42,16 @@ class CodeWriter:
             self._level -= 1
             self(tail)
 
+    @contextmanager
+    def indented(self, levels: int = 1) -> Iterator[None]:
+        """Lines written inside sit ``levels`` deeper, without braces (a body continued from text that
+        opened its blocks elsewhere, a label's statements)."""
+        self._level += levels
+        try:
+            yield
+        finally:
+            self._level -= levels
+
     def extend(self, text: str) -> None:
         self(text.rstrip("\n"))
 

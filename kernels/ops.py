@@ -16,12 +16,13 @@ import numpy as np
 from tracea.doctor.errors import BadInputError
 
 from .dtypes import DType, parse_dtype, to_float64, to_storage
+from .epilogue import EPILOGUES, NUMPY, flops_per_element
+from .epilogue import apply as apply_epilogue
 
 SCHEMA_VERSION = 1
 MAX_DIM = 2**31 - 1  # kernels index with 32-bit signed ints per dimension
 MAX_ELEMENTS = 2**40  # per tensor: far beyond any device, small enough for 64-bit offsets
 
-EPILOGUES = ("bias", "relu", "gelu", "scale", "residual")
 LAYOUTS = ("row", "col")
 CONV_LAYOUTS = ("nchw", "nhwc")
 
@@ -47,11 +48,6 @@ def _elements(name: str, *dims: int) -> int:
     if count > MAX_ELEMENTS:
         raise BadInputError(f"{name}: {' x '.join(map(str, dims))} = {count} elements is too large (max {MAX_ELEMENTS})")
     return count
-
-
-def _gelu(x: np.ndarray) -> np.ndarray:
-    """tanh approximation (as PyTorch's gelu(approximate='tanh') and most fused epilogues)."""
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType, scale: float = 1.0) -> np.ndarray:
@@ -144,8 +140,7 @@ class Gemm(Op):
 
     @property
     def flops(self) -> int:
-        epi = {"bias": 1, "relu": 1, "gelu": 8, "scale": 1, "residual": 1}
-        return 2 * self.m * self.n * self.k + sum(epi[e] for e in self.epilogue) * self.m * self.n
+        return 2 * self.m * self.n * self.k + flops_per_element(self.epilogue) * self.m * self.n
 
     @property
     def bytes(self) -> int:
@@ -178,19 +173,10 @@ class Gemm(Op):
         b = to_float64(inputs["b"], self.dtype)
         a = a if self.layout_a == "row" else a.T
         b = b if self.layout_b == "row" else b.T
-        c = a @ b
-        for e in self.epilogue:
-            if e == "bias":
-                c = c + to_float64(inputs["bias"], self.dtype)[None, :]
-            elif e == "relu":
-                c = np.maximum(c, 0.0)
-            elif e == "gelu":
-                c = _gelu(c)
-            elif e == "scale":
-                c = c * self.alpha
-            elif e == "residual":
-                c = c + to_float64(inputs["residual"], self.dtype)
-        return c
+        extra = {k: to_float64(inputs[k], self.dtype) for k in ("bias", "residual") if k in inputs}
+        if "bias" in extra:
+            extra["bias"] = extra["bias"][None, :]
+        return apply_epilogue(self.epilogue, a @ b, extra, self.alpha, NUMPY)
 
     def output_shape(self) -> tuple[int, ...]:
         return (self.m, self.n)

@@ -145,4 +145,8 @@ def test_c_style_base():
     with w.block("for (;;)"):
         w("break;")
     assert w.render() == "for (;;) {\n    break;\n}\n"
+    with w.indented(2):
+        w("x;\ny;")
+    w("z;")
+    assert w.render().endswith("\n        x;\n        y;\nz;\n")
     assert "*/" not in r.render_comment("a */ b")[2:-2]

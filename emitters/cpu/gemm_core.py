@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..schedule import CpuSchedule
+from .epilogue import C_SIMD, statements
 from .isa import CpuIsa
 
 IN_CONVERT = {"fp32": "{x}", "fp16": "tr_h2f({x})", "bf16": "tr_bf2f({x})"}
@@ -128,18 +129,8 @@ def _epilogue(spec: CoreSpec) -> str:
     """Apply the epilogue to an mr x nr tile of fp32 sums at src and write the output type."""
     sfx = VEC_SUFFIX[spec.dtype]
     conv = IN_CONVERT[spec.dtype]
-    ops = []
-    for e in spec.epilogue:
-        if e == "bias":
-            ops.append("v = vf_add(v, brow);" if spec.bias_axis == "row" else "v = vf_add(v, ld_in(J->bias + gj, n));")
-        elif e == "relu":
-            ops.append("v = vf_max(v, vf_zero());")
-        elif e == "gelu":
-            ops.append("v = vf_gelu(v);")
-        elif e == "scale":
-            ops.append("v = vf_mul(v, valpha);")
-        elif e == "residual":
-            ops.append("v = vf_add(v, ld_in(J->res + gi * J->ldr + gj, n));")
+    ops = statements(spec.epilogue, C_SIMD, bias="brow" if spec.bias_axis == "row" else "ld_in(J->bias + gj, n)",
+                     residual="ld_in(J->res + gi * J->ldr + gj, n)")
     brow = conv.format(x="J->bias[gi]")
     return f"""
 static inline vf ld_in(const in_t* p, int n) {{ return n == VL ? vf_load{sfx}(p) : vf_load{sfx}_n(p, n); }}

@@ -17,6 +17,8 @@ import numpy as np
 
 from tracea.kernels import relative_error
 from tracea.kernels.dtypes import to_float64
+from tracea.kernels.epilogue import ArrayMath
+from tracea.kernels.epilogue import apply as apply_epilogue
 
 from ..timing import Timing, _p95
 
@@ -26,6 +28,15 @@ class GpuBaseline:
     name: str
     run: Callable[[], Any] | None  # returns a torch tensor on the device; None: unavailable
     reason: str | None = None
+
+
+def torch_math() -> ArrayMath:
+    """The epilogue vocabulary in PyTorch's own kernels (needs torch)."""
+    import torch
+
+    gelu = torch.nn.functional.gelu
+    return ArrayMath(add=lambda c, x: c + x, mul=lambda c, a: c * a,
+                     unary={"relu": torch.relu, "gelu": lambda c: gelu(c, approximate="tanh")})
 
 
 def torch_baseline(op: Any, inputs: dict[str, np.ndarray]) -> GpuBaseline:
@@ -51,13 +62,10 @@ def torch_baseline(op: Any, inputs: dict[str, np.ndarray]) -> GpuBaseline:
         a = t["a"] if op.layout_a == "row" else t["a"].t()
         b = t["b"] if op.layout_b == "row" else t["b"].t()
 
+        math = torch_math()
+
         def run():
-            c = a @ b
-            for e in op.epilogue:
-                c = {"bias": lambda c: c + t["bias"], "relu": torch.relu,
-                     "gelu": lambda c: F.gelu(c, approximate="tanh"), "scale": lambda c: c * op.alpha,
-                     "residual": lambda c: c + t["residual"]}[e](c)
-            return c
+            return apply_epilogue(op.epilogue, a @ b, t, op.alpha, math)
         name = f"torch {ver} matmul (cuBLAS{', TF32 off' if op.dtype.value == 'fp32' else ''})"
     elif op.kind == "conv2d":
         x, w = t["x"], t["weight"]

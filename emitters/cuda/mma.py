@@ -28,17 +28,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from .epilogue import CUDA, statements
 from .magic import as_int32, magic
 from .plan import MmaPlan, mma_plan
 from .render import PRELUDE, Rendered, prelude_sm80
 
-EPI_CODE = {
-    "bias": "v += bias_v;",
-    "relu": "v = fmaxf(v, 0.0f);",
-    "gelu": "v = tr_gelu(v);",
-    "scale": "v *= alpha;",
-    "residual": "v += res_v;",
-}
+
+def epilogue_lines(epi: tuple[str, ...], indent: str) -> list[str]:
+    """The epilogue's statements over ``v``, the operands already loaded into ``bias_v`` and ``res_v``."""
+    return [indent + line for line in statements(epi, CUDA, bias="bias_v", residual="res_v")]
 
 
 def _cvt(dtype: str) -> tuple[str, str]:
@@ -549,7 +547,7 @@ def _epilogue(op: Any, s: Any, epi: tuple[str, ...], to_f: str, from_f: str, con
         lines += [f"        const float bias_v = cc < N ? {to_f}(bias[cc]) : 0.0f;"]
     if "residual" in epi:
         lines += [f"        const float res_v = (cc < N) ? {to_f}(rrow[cc]) : 0.0f;"]
-    lines += ["        " + EPI_CODE[e] for e in epi]
+    lines += epilogue_lines(epi, "        ")
     lines += ["        out2[e] = v;", "      }"]
     if nchw:
         lines += [f"      if (col < N) crow[(size_t)col * P * Q] = {from_f}(out2[0]);",
@@ -615,7 +613,7 @@ def _staged_epilogue(s: Any, cs: Any, epi: tuple[str, ...], to_f: str, from_f: s
             L += [f"      const float bias_v = col + e < N ? {to_f}(bias[col + e]) : 0.0f;"]
         if "residual" in epi:
             L += [f"      const float res_v = col + e < N ? {to_f}(resid[(size_t)row * N + col + e]) : 0.0f;"]
-    L += ["      " + EPI_CODE[e] for e in epi]
+    L += epilogue_lines(epi, "      ")
     L += ["      v8[e] = v;", "    }"]
     if n_vec:
         L += ["    uint32_t o_[4];",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .mma import CONV_ARGS, EPI_CODE, _k_decompose, _k_offset
+from .mma import CONV_ARGS, _k_decompose, _k_offset, epilogue_lines
 from .plan import SIMT_PAD, conv_table_bytes, simt_hoists, simt_smem_bytes
 from .render import PRELUDE, Rendered
 
@@ -216,7 +216,7 @@ def _simt_epilogue(op: Any, s: Any, epi: tuple[str, ...], conv: bool) -> str:
         out.append("      const float bias_v = cc < N ? bias[cc] : 0.0f;")
     if "residual" in epi:
         out.append("      const float res_v = cc < N ? resid[(size_t)row * N + cc] : 0.0f;")
-    out += ["      " + EPI_CODE[e] for e in epi]
+    out += epilogue_lines(epi, "      ")
     out += ["      o[e] = v;", "    }"]
     if nchw:
         out += ["    #pragma unroll\n    for (int e = 0; e < 4; ++e) if (col + e < N) crow[(size_t)(col + e) * P * Q] = o[e];"]

@@ -53,6 +53,7 @@ from tracea.doctor.errors import BadInputError
 
 from ..cstyle import CodeWriter
 from ..layout import TileLayout, TmaSwizzle
+from .epilogue import CUDA, statements
 from .render import CudaRenderer
 
 SCHEMA_VERSION = 1
@@ -375,23 +376,11 @@ def _wgmma_function(bn: int, ptx_type: str, trans_a: int, trans_b: int) -> str:
 def _epilogue(op: Any, renderer: CudaRenderer, dtype: str, guarded: bool = False) -> list[str]:
     """C statements applying ``op.epilogue`` in order to float ``v`` at (``row``, ``col``); ``guarded``:
     bias and residual are read only where ``inside`` (the TMA-store path visits rows past M)."""
-    lines = []
-    for e in op.epilogue:
-        if e == "bias" and guarded:
-            lines.append(f"v += inside ? {renderer.to_float(dtype, 'bias[col]')} : 0.0f;")
-        elif e == "residual" and guarded:
-            lines.append(f"v += inside ? {renderer.to_float(dtype, 'residual[(int64_t)row * N + col]')} : 0.0f;")
-        elif e == "bias":
-            lines.append(f"v += {renderer.to_float(dtype, 'bias[col]')};")
-        elif e == "relu":
-            lines.append("v = fmaxf(v, 0.0f);")
-        elif e == "gelu":
-            lines.append("v = tr_gelu(v);")
-        elif e == "scale":
-            lines.append("v *= alpha;")
-        elif e == "residual":
-            lines.append(f"v += {renderer.to_float(dtype, 'residual[(int64_t)row * N + col]')};")
-    return lines
+    bias = renderer.to_float(dtype, "bias[col]")
+    residual = renderer.to_float(dtype, "residual[(int64_t)row * N + col]")
+    if guarded:
+        bias, residual = f"inside ? {bias} : 0.0f", f"inside ? {residual} : 0.0f"
+    return statements(op.epilogue, CUDA, bias=bias, residual=residual)
 
 
 def render(op: Any, sched: WgmmaSchedule) -> str:

@@ -1,0 +1,17 @@
+"""The epilogue vocabulary (``kernels/epilogue.py``) in CUDA C++: one statement per op over the fp32 value
+``v`` (``tr_gelu`` lives in the renderer's prelude). ``{bias}`` and ``{residual}`` stand for the caller's
+expressions loading those operands (a register, a guarded global load)."""
+
+from __future__ import annotations
+
+from tracea.kernels.epilogue import statements
+
+CUDA = {
+    "bias": "v += {bias};",
+    "relu": "v = fmaxf(v, 0.0f);",
+    "gelu": "v = tr_gelu(v);",
+    "scale": "v *= alpha;",
+    "residual": "v += {residual};",
+}
+
+__all__ = ["CUDA", "statements"]

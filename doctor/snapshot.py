@@ -22,7 +22,8 @@ from typing import Any
 from . import ceilings as _ceilings
 from ._threads import Task as _Task
 from .checks import run_checks
-from .errors import BadInputError, SnapshotError
+from .errors import SnapshotError
+from .files import write_atomic
 from .report import SCHEMA_VERSION, AmdSection, AppleSection, CpuInfo, HostReport, NvidiaSection, PythonEnv
 from .sources import amd, apple, cpu, cuda, host, nvidia, nvml, toolchains
 
@@ -201,26 +202,8 @@ def report_document(report: HostReport) -> dict[str, Any]:
 
 
 def write_json_atomic(path: str | os.PathLike[str], document: Any) -> None:
-    """Write to a temporary file in the same folder, then rename: a crash never leaves half a file.
-    The file is created with mode 0666 less the umask, like any file the user writes."""
-    import secrets
-
-    path = Path(path)
-    if path.exists() and not path.is_file():  # a rename would replace /dev/null or a FIFO with a file
-        raise BadInputError(f"{path} is not a regular file; Tracea writes a file by replacing it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(document, f, indent=1, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """``document`` as indented JSON, written atomically (``files.write_atomic``)."""
+    write_atomic(path, json.dumps(document, indent=1, sort_keys=False) + "\n")
 
 
 def read_snapshot(path: str | os.PathLike[str]) -> tuple[HostReport, dict[str, Any] | None]:

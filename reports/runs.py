@@ -35,12 +35,12 @@ import os
 import re
 import secrets
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tracea.doctor.errors import BadInputError
+from tracea.doctor.files import write_atomic
 
 RUN_SCHEMA_VERSION = 1
 RUN_KIND = "tracea-run"
@@ -61,25 +61,6 @@ def runs_root() -> Path:
 
 def _now() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Temporary file in the same folder, fsync, rename: a crash never leaves half a file."""
-    if path.exists() and not path.is_file():  # a rename would replace /dev/null or a FIFO with a file
-        raise BadInputError(f"{path} is not a regular file; Tracea writes a file by replacing it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _json(obj: Any) -> str:

@@ -30,6 +30,13 @@ CASES = [
     ("cuda-simt.conv2d", Conv2d(2, 5, 11, 9, 7, 3, 3, padding=1, stride=2, bias=True)),
     ("cuda-simt.softmax", Softmax(33, 999)),
     ("cuda-simt.softmax", Softmax(8, 8200, "bf16")),
+    # Hopper (sm_90 only): partial tiles in every dimension, both operand majors, fused epilogues, TMA store.
+    ("cuda-wgmma.gemm", Gemm(200, 136, 88, "bf16", epilogue=("bias", "gelu"))),
+    ("cuda-wgmma.gemm", Gemm(520, 264, 328, "fp16", layout_a="col", layout_b="col", epilogue=("scale", "residual"),
+                             alpha=0.5)),
+    ("cuda-wgmma.gemm", Gemm(1024, 1024, 1024, "bf16")),
+    ("cuda-wgmma.conv2d", Conv2d(2, 64, 30, 30, 96, 3, 3, padding=1, stride=2, layout="nhwc", dtype="fp16")),
+    ("cuda-wgmma.conv2d", Conv2d(1, 24, 17, 19, 40, 3, 3, padding=1, layout="nhwc", dtype="bf16")),
 ]
 
 
@@ -42,6 +49,11 @@ def _cache(tmp_path_factory, monkeypatch):
 def test_kernel_matches_the_reference_on_odd_shapes(vid, op):
     from tracea.emitters import cuda
 
+    if vid.startswith("cuda-wgmma"):
+        from cuda.core import Device
+
+        if Device(0).compute_capability != (9, 0):
+            pytest.skip("the Hopper kernels need an sm_90 GPU")
     k = cuda.build(op, vid, cuda.hero_schedule(op, vid, NoReport()), NoReport())
     inputs = op.random_inputs(np.random.default_rng(11))
     out = np.full(op.output_shape(), np.nan if op.dtype.value != "bf16" else 0x7FC0, op.dtype.storage)

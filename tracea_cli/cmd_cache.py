@@ -115,7 +115,7 @@ def export_cmd(
         typer.echo(text, nl=False)
         return
     from tracea.doctor.errors import BadInputError
-    from tracea.reports.runs import write_atomic
+    from tracea.doctor.files import write_atomic
 
     try:
         write_atomic(out, text)

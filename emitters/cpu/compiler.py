@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, CompileError, ToolchainMissingError
+from tracea.doctor.files import write_atomic
 
 BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden")
 LINK_FLAGS = ("-lm",)
@@ -99,18 +100,6 @@ def cache_key(source: str, flags: list[str], compiler: Compiler) -> str:
         h.update(part.encode())
         h.update(b"\x00\x01")
     return h.hexdigest()
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def command(compiler: Compiler, flags: list[str], source: str | Path, binary: str | Path) -> list[str]:

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, CompileError, ToolchainMissingError
+from tracea.doctor.files import write_atomic
 
-from ..cpu.compiler import check_kernel_name, discard_cached, elf_problem, write_atomic
+from ..cpu.compiler import check_kernel_name, discard_cached, elf_problem
 
 INSTALL_HINT = ("install the CUDA extra: `pip install 'tracea[cuda]'` (cuda-core with cuda-bindings and "
                 "nvidia-cuda-nvrtc); no nvcc or driver is needed to compile")

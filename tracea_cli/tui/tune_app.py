@@ -306,7 +306,7 @@ class TuneApp(App[Any]):
         self.notify(f"sorted by {self.sort_key}")
 
     def action_save(self) -> None:
-        from tracea.reports.runs import write_atomic
+        from tracea.doctor.files import write_atomic
 
         doc = (self.result.to_json() if self.result is not None else
                {"op": self.info["op"].to_json() if self.info else None, "variant": self.info.get("variant"),

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from tracea.doctor.errors import BadInputError
-from tracea.emitters.layout import TileLayout
+
+from .layout import TileLayout
 
 WARP = 32
 INACTIVE = -1

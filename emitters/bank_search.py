@@ -9,9 +9,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tracea.doctor.errors import BadInputError
-from tracea.emitters.bank_access import AccessBatch, tile_sweep
-from tracea.emitters.bank_sim import simulate
-from tracea.emitters.layout import AnySwizzle, NoSwizzle, Swizzle, TileLayout, TmaSwizzle, XorSwizzle
+
+from .bank_access import AccessBatch, tile_sweep
+from .bank_sim import simulate
+from .layout import AnySwizzle, NoSwizzle, Swizzle, TileLayout, TmaSwizzle, XorSwizzle
 
 
 def default_candidates() -> list[AnySwizzle]:

@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 
 from tracea.doctor.errors import BadInputError
-from tracea.emitters.bank_access import INACTIVE, OP_NAMES, OPS, WARP, Access, AccessBatch
+
+from .bank_access import INACTIVE, OP_NAMES, OPS, WARP, Access, AccessBatch
 
 MAX_ADDRESS = 1 << 24  # a shared-memory offset; an SM has at most 228 KiB
 _CODE = {name: OPS[name][0] for name in OPS}

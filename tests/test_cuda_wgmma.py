@@ -51,7 +51,7 @@ def test_tma_128b_swizzle_in_the_algebra_is_the_hardware_pattern():
 def test_recorded_gpu_probe_agrees_with_the_layout():
     """benchmarks/gpu/wgmma_run.py --phase probe TMA-loaded a tile on an H200 and compared every
     element's place with TileLayout(TmaSwizzle("128B")); the committed record must say all 4096 matched."""
-    rec = json.loads((ROOT / "gpu/wgmma/runs/run1/probe.json").read_text())
+    rec = json.loads((ROOT / "docs/device-runs/2026-11-23-h200/wgmma/run1/probe.json").read_text())
     assert rec["head"]["device"].startswith("NVIDIA H")
     assert rec["records"]["elements"] == 4096
     assert rec["records"]["mismatches_vs_layout"] == 0

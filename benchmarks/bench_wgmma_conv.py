@@ -2,8 +2,8 @@
 
     python benchmarks/bench_wgmma_conv.py [--out DIR] [--reps 40]
 
-Runs gpu/wgmma_conv/run.py (from a checkout; tracea need not be installed there): a smoke launch in a
-child process with a time limit, 108 verified odd-shape cases, the issue-4 conv shapes timed
+Runs benchmarks/gpu/wgmma_conv_run.py (from a checkout; tracea need not be installed there): a smoke
+launch in a child process with a time limit, 108 verified odd-shape cases, the issue-4 conv shapes timed
 interleaved with cuDNN (torch.nn.functional.conv2d, cudnn.benchmark, same process, CUDA events, L2
 flushed, warm-up, median and p95, every candidate verified first on the timed inputs), then the
 emitter's own path (cuda.build) on NHWC and NCHW with the NCHW issue-4 shapes timed against cuDNN.
@@ -34,7 +34,8 @@ def main() -> int:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability(0) != (9, 0):
         print("bench_wgmma_conv: needs an sm_90 GPU (H100/H200)", file=sys.stderr)
         return 3
-    cmd = [sys.executable, str(ROOT / "gpu/wgmma_conv/run.py"), "--out", args.out, "--reps", str(args.reps)]
+    run = ROOT / "benchmarks" / "gpu" / "wgmma_conv_run.py"
+    cmd = [sys.executable, str(run), "--out", args.out, "--reps", str(args.reps)]
     return subprocess.run(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
 
 

@@ -181,7 +181,8 @@ def test_schedule_json_round_trip_and_errors():
 
 
 def test_recorded_space_covers_the_search_space(fixtures):
-    """The H200 recording (gpu/cuda_runs/05_final) holds every candidate search_space gives today."""
+    """The H200 recording (docs/device-runs/2026-11-23-h200/cuda/05_final) holds every candidate
+    search_space gives today."""
     doc = json.loads((fixtures / "spaces" / "cuda_gemm_h200_4096.json").read_text())
     from tracea.kernels import Op
 
@@ -202,11 +203,12 @@ def test_recorded_space_covers_the_search_space(fixtures):
 
 @pytest.mark.parametrize("size", [4096, 8192, 4000])
 def test_gemm_hero_is_the_fastest_verified_schedule_of_the_last_h200_run(size):
-    """gpu/cuda_runs/08_epilogue/gemm_probe.json: bf16 GEMM schedules (staged and direct epilogues, raster
-    widths) verified then timed against cuBLAS."""
+    """docs/device-runs/2026-11-23-h200/cuda/08_epilogue/gemm_probe.json: bf16 GEMM schedules (staged and
+    direct epilogues, raster widths) verified then timed against cuBLAS."""
     from pathlib import Path
 
-    doc = json.loads((Path(__file__).parent.parent / "gpu/cuda_runs/08_epilogue/gemm_probe.json").read_text())
+    run_dir = Path(__file__).parent.parent / "docs" / "device-runs" / "2026-11-23-h200" / "cuda" / "08_epilogue"
+    doc = json.loads((run_dir / "gemm_probe.json").read_text())
     rows = [r for r in doc["rows"] if r["size"] == size and r.get("verified") and "ours" in r]
     assert rows and all(r["rel_err"] < 1e-2 for r in rows)
     best = min(rows, key=lambda r: r["ours"]["p50_ms"])

@@ -1,6 +1,7 @@
 """The Hopper GEMM (cuda-wgmma): its 128B swizzle in the layout algebra against the TMA/wgmma pattern,
 its schedule value, and NVRTC compiles for sm_90a over a sample of schedules (no GPU needed; a register
-spill in the hero schedule fails). The GPU run itself is gpu/wgmma/run.py (test at the end, gpu marker).
+spill in the hero schedule fails). The GPU run itself is benchmarks/gpu/wgmma_run.py (test at the end,
+gpu marker).
 """
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ def test_tma_128b_swizzle_in_the_algebra_is_the_hardware_pattern():
 
 
 def test_recorded_gpu_probe_agrees_with_the_layout():
-    """gpu/wgmma/run.py --phase probe TMA-loaded a tile on an H200 and compared every element's place
-    with TileLayout(TmaSwizzle("128B")); the committed record must say all 4096 matched."""
-    rec = json.loads((ROOT / "gpu/wgmma/runs/run1/probe.json").read_text())
+    """benchmarks/gpu/wgmma_run.py --phase probe TMA-loaded a tile on an H200 and compared every
+    element's place with TileLayout(TmaSwizzle("128B")); the committed record must say all 4096 matched."""
+    rec = json.loads((ROOT / "docs/device-runs/2026-11-23-h200/wgmma/run1/probe.json").read_text())
     assert rec["head"]["device"].startswith("NVIDIA H")
     assert rec["records"]["elements"] == 4096
     assert rec["records"]["mismatches_vs_layout"] == 0
@@ -217,8 +218,9 @@ def test_gpu_verify_quick(tmp_path):
         pytest.skip("needs an sm_90 GPU")
     if shutil.which(sys.executable) is None:
         pytest.skip("no interpreter path")
+    harness = ROOT / "benchmarks" / "gpu" / "wgmma_run.py"
     for phase in ("probe", "verify"):
-        p = subprocess.run([sys.executable, str(ROOT / "gpu/wgmma/run.py"), "--phase", phase, "--quick",
+        p = subprocess.run([sys.executable, str(harness), "--phase", phase, "--quick",
                             "--out", str(tmp_path)], capture_output=True, text=True, timeout=600,
                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
         assert p.returncode == 0, p.stdout + p.stderr

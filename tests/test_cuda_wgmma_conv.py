@@ -1,7 +1,8 @@
 """The Hopper implicit-GEMM conv (cuda-wgmma.conv2d): its schedule value, the gather's shared-memory
 addresses against the TMA 128B pattern, NVRTC compiles for sm_90a (hero spill-free, a sample of the
 space), planning on the recorded H100/H200 snapshots (and nowhere else), and the emitter's entry
-points without a GPU. The GPU run itself is gpu/wgmma_conv/run.py (records in gpu/wgmma_conv/runs/).
+points without a GPU. The GPU run itself is benchmarks/gpu/wgmma_conv_run.py (records:
+docs/device-runs/2026-11-23-h200/wgmma_conv/).
 """
 
 from __future__ import annotations

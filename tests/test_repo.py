@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -36,3 +39,31 @@ def test_every_package_folder_is_installed():
             rel = init.parent.relative_to(ROOT / folder)
             found.add(".".join([package, *rel.parts]) if rel.parts else package)
     assert found == listed
+
+
+TOP_LEVEL = {"pyproject.toml", "README.md", "tracea_cli/", "doctor/", "emitters/", "kernels/", "tuner/", "reports/",
+             "tests/", "completions/", "benchmarks/", "docs/"}
+
+
+def _top_level_entries() -> set[str]:
+    """The repository's top-level entries, folders ending in '/', dot-names left out.
+
+    From `git ls-files` where this is a git checkout: the promise is about what the repository holds, so
+    tracked files are what counts, and a developer's .venv, build/ or scratch file (ignored or never added)
+    cannot fail it, while a stray folder that gets committed does. Elsewhere (an unpacked archive, a copy
+    without .git) the folder as it is, less what the root .gitignore names."""
+    git = shutil.which("git")
+    if git and (ROOT / ".git").exists():
+        p = subprocess.run([git, "-C", str(ROOT), "ls-files", "-z"], capture_output=True, text=True)
+        if p.returncode == 0 and p.stdout:
+            paths = [s for s in p.stdout.split("\0") if s]
+            return {s.split("/")[0] + ("/" if "/" in s else "") for s in paths if not s.startswith(".")}
+    ignored = [ln.strip().strip("/") for ln in (ROOT / ".gitignore").read_text().splitlines()
+               if ln.strip() and not ln.startswith(("#", "!"))] if (ROOT / ".gitignore").exists() else []
+    return {e.name + ("/" if e.is_dir() else "") for e in ROOT.iterdir()
+            if not e.name.startswith(".") and not any(fnmatch.fnmatch(e.name, g) for g in ignored)}
+
+
+def test_top_level_holds_only_the_product():
+    """Device-run logs live in docs/device-runs/, GPU scripts in benchmarks/gpu/ (issue 15)."""
+    assert _top_level_entries() == TOP_LEVEL

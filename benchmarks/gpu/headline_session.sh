@@ -3,13 +3,13 @@
 # `tracea tune gemm --m 4096` must tune the GPU kernel; `tracea bench` with no operation runs the standard
 # suite on every backend the machine has; the GPU tests run without textual installed (they skip cleanly);
 # a pinned OpenBLAS on the host CPU is warned about. Installs nothing: `tracea` is imported from this
-# checkout through benchmarks/gpu_shim.sh. Logs under $OUT (default ./.out).
+# checkout through benchmarks/gpu/shim.sh. Logs under $OUT (default ./.out).
 set -uo pipefail
 RES=${OUT:-$PWD/.out}
 mkdir -p "$RES"
 export PYTHONUNBUFFERED=1 TRACEA_HOME=${TRACEA_HOME:-/tmp/tracea-home}
 PY=${PYTHON:-python3}
-. benchmarks/gpu_shim.sh
+. benchmarks/gpu/shim.sh
 T="$PY -m tracea"
 {
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader

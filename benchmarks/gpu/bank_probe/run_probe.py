@@ -1,6 +1,6 @@
 """Measure every pattern of patterns.json on this machine's GPU with Nsight Compute, in one go.
 
-    python3 gpu/bank_probe/run_probe.py [--out DIR] [--reps 256] [--chunk 160] [--budget-s 420]
+    python3 benchmarks/gpu/bank_probe/run_probe.py [--out DIR] [--reps 256] [--chunk 160] [--budget-s 420]
 
 Builds bank_probe.cu for sm_90a, checks on the SASS that each probe kernel holds exactly one kind of
 shared-memory instruction (LDS.*, STS.*, LDSM.*, STSM.*, LDGSTS.*; never-executed ``@!PT`` padding

@@ -3,7 +3,7 @@
 #   bench a CUDA kernel with --dump-ir and --metrics, pack the run, replay the bundle from the bundled
 #   source (NVRTC) and from the bundled cubin, draw the report (`replay FILE` mode: only replay a bundle made
 #   earlier, both ways). Installs nothing: `tracea` is imported from
-#   this checkout through a folder of links mirroring pyproject's package-dir map (as gpu_cuda_session.sh).
+#   this checkout through a folder of links mirroring pyproject's package-dir map (as cuda_session.sh).
 # Results under $OUT (default ./.out): log.txt, the bundle, the metrics CSV, the plot, the IR dump (ir.tgz).
 set -uo pipefail
 FINAL=${OUT:-$PWD/.out}
@@ -16,7 +16,7 @@ finish() {
 trap finish EXIT
 export PYTHONUNBUFFERED=1 TRACEA_HOME=${TRACEA_HOME:-/tmp/tracea-home}
 PY=${PYTHON:-python3}
-. benchmarks/gpu_shim.sh
+. benchmarks/gpu/shim.sh
 T="$PY -m tracea"
 M=${M:-4096}
 if [ "${1:-full}" = replay ]; then

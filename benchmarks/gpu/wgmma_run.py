@@ -1,6 +1,6 @@
 """The Hopper GEMM on the GPU: TMA swizzle probe, verification, timing against cuBLAS, in one go.
 
-    PYTHONUNBUFFERED=1 python3 gpu/wgmma/run.py --phase probe|verify|bench [--out DIR] [--quick]
+    PYTHONUNBUFFERED=1 python3 benchmarks/gpu/wgmma_run.py --phase probe|verify|bench [--out DIR] [--quick]
 
 Runs from a plain checkout on the GPU machine (its python3 with torch, cuda-bindings and NVRTC; tracea
 itself need not be installed: ``_import_tracea`` maps the source folders onto the package names).

@@ -4,13 +4,13 @@
 # worker recovering), then `tracea tune` on the CUDA backend with the vendor baseline on the device,
 # pack-repro of that tune run and its replay, the stored best reused by a second call and by
 # `tracea bench`, and a tune of the mma.sync space with named swizzles pruned by the bank simulator.
-# Installs nothing (benchmarks/gpu_shim.sh). Results under $OUT (default ./.out).
+# Installs nothing (benchmarks/gpu/shim.sh). Results under $OUT (default ./.out).
 set -uo pipefail
 FINAL=${OUT:-$PWD/.out}
 mkdir -p "$FINAL"
 export PYTHONUNBUFFERED=1 TRACEA_HOME=${TRACEA_HOME:-/tmp/tracea-home}
 PY=${PYTHON:-python3}
-. benchmarks/gpu_shim.sh
+. benchmarks/gpu/shim.sh
 T="$PY -m tracea"
 MODE=${1:-all}  # tests | tune | all
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$FINAL/gpu.txt"

@@ -1,8 +1,8 @@
 """cuda-wgmma through the CUDA emitter's own path (cuda.build -> WgmmaKernel: cuda-core buffers, host
 tensor maps, CudaKernel.time with L2 flush), verified against the IR's float64 reference on fresh random
-inputs. Complements run.py, which drives the kernel directly next to torch.
+inputs. Complements wgmma_run.py, which drives the kernel directly next to torch.
 
-    PYTHONUNBUFFERED=1 python3 gpu/wgmma/integrated.py [--out DIR]
+    PYTHONUNBUFFERED=1 python3 benchmarks/gpu/wgmma_integrated.py [--out DIR]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
-import run  # noqa: E402,F401 - maps the source folders onto the tracea package names
+import wgmma_run  # noqa: E402,F401 - maps the source folders onto the tracea package names
 
 from tracea.emitters import cuda  # noqa: E402
 from tracea.emitters.cuda import wgmma as W  # noqa: E402

@@ -1,9 +1,9 @@
 """The Hopper implicit-GEMM conv (cuda-wgmma.conv2d) on the GPU: verify, then time against cuDNN, in one go.
 
-    PYTHONUNBUFFERED=1 python3 gpu/wgmma_conv/run.py [--out DIR] [--reps 30] [--smoke]
+    PYTHONUNBUFFERED=1 python3 benchmarks/gpu/wgmma_conv_run.py [--out DIR] [--reps 30] [--smoke]
 
 Runs from a plain checkout on the GPU machine (its python3 with torch, cuda-bindings, NVRTC); it loads
-gpu/wgmma/run.py for the package mapping, the NVRTC compile, SASS counts and the interleaved timer.
+benchmarks/gpu/wgmma_run.py for the package mapping, the NVRTC compile, SASS counts and the interleaved timer.
 
 1. smoke (``--smoke``, run first in a child process with a time limit by the parent): one small conv.
 2. verify: schedules x odd shapes (C not a multiple of 8, stride 2, dilation 2, 1x1, N*P*Q and K not
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("wgmma_run", ROOT / "gpu" / "wgmma" / "run.py")
+_spec = importlib.util.spec_from_file_location("wgmma_run", ROOT / "benchmarks" / "gpu" / "wgmma_run.py")
 R = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(R)  # maps tracea onto the source folders when it is not installed
 

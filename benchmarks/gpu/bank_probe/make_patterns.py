@@ -1,12 +1,13 @@
-"""Write gpu/bank_probe/patterns.json: the per-lane address patterns the probe measures on the GPU.
+"""Write benchmarks/gpu/bank_probe/patterns.json: the per-lane address patterns the probe measures on
+the GPU.
 
 Named patterns are the textbook cases (strides, broadcast, shared words, partial warps, padded and
 swizzled tile sweeps from tracea.emitters.layout) plus patterns built to tell candidate hardware
 rules apart (e.g. a 64-bit access whose half-warps conflict but whose whole warp would not). Random
 patterns (fixed seed) cover the rest. Deterministic: re-running gives the same file.
 
-    python gpu/bank_probe/make_patterns.py            # patterns.json, the first run
-    python gpu/bank_probe/make_patterns.py --round2   # patterns_r2.json, the follow-ups
+    python benchmarks/gpu/bank_probe/make_patterns.py            # patterns.json, the first run
+    python benchmarks/gpu/bank_probe/make_patterns.py --round2   # patterns_r2.json, the follow-ups
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Turn run_probe.py's results.json into a test fixture: per pattern, the measured wavefronts and bank
 conflicts per instruction, with the nonzero raw counters they came from and the machine/date.
 
-    python gpu/bank_probe/to_fixture.py RESULTS.json tests/fixtures/bank_patterns/NAME.json
+    python benchmarks/gpu/bank_probe/to_fixture.py RESULTS.json tests/fixtures/bank_patterns/NAME.json
 
 Per instruction = counter / the instruction counter of that kind (never / REPS: ptxas may hoist a
 loop-invariant ld.shared out of the probe's loop, and then a load runs once, which the instruction
@@ -80,8 +80,8 @@ def main(src: str, dst: str) -> int:
         "machine": doc["machine"],
         "reps": doc["reps"],
         "sass_check": {k: v["found"] for k, v in doc["sass_check"].items()},
-        "how": "gpu/bank_probe/run_probe.py under ncu --clock-control none; per-instruction = counter / "
-               "instruction counter (see gpu/bank_probe/to_fixture.py)",
+        "how": "benchmarks/gpu/bank_probe/run_probe.py under ncu --clock-control none; per-instruction = "
+               "counter / instruction counter (see benchmarks/gpu/bank_probe/to_fixture.py)",
         "patterns": patterns,
     }
     Path(dst).write_text(json.dumps(fixture, separators=(",", ":")) + "\n")

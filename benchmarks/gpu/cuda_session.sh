@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA emitter's GPU session (issue 4): run on a machine with an NVIDIA GPU from the repository root.
-#   benchmarks/gpu_cuda_session.sh smoke   # versions, verify on odd shapes, a quick benchmark table
-#   benchmarks/gpu_cuda_session.sh full    # verify, compute-sanitizer, benchmark, ncu bank conflicts, search space
-#   benchmarks/gpu_cuda_session.sh gemm    # verify, the mma.sync GEMM schedules vs cuBLAS, GPU tests, ncu
-#   benchmarks/gpu_cuda_session.sh epilogue  # verify, the GEMM schedules (staged vs direct epilogue) vs cuBLAS, GPU tests
+#   benchmarks/gpu/cuda_session.sh smoke   # versions, verify on odd shapes, a quick benchmark table
+#   benchmarks/gpu/cuda_session.sh full    # verify, compute-sanitizer, benchmark, ncu bank conflicts, search space
+#   benchmarks/gpu/cuda_session.sh gemm    # verify, the mma.sync GEMM schedules vs cuBLAS, GPU tests, ncu
+#   benchmarks/gpu/cuda_session.sh epilogue  # verify, the GEMM schedules (staged vs direct epilogue) vs cuBLAS, GPU tests
 # Writes logs and JSON under $OUT (default ./.out). Installs nothing from the network: `tracea` is imported
 # from this checkout through a folder of links that mirrors pyproject's package-dir map.
 set -uo pipefail
@@ -21,7 +21,7 @@ trap finish EXIT
 trap 'exit 124' TERM INT
 export PYTHONUNBUFFERED=1 TRACEA_HOME=${TRACEA_HOME:-/tmp/tracea-home}
 PY=${PYTHON:-python3}
-. benchmarks/gpu_shim.sh
+. benchmarks/gpu/shim.sh
 
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 $PY - <<'PY' | tee -a "$OUT/device.txt"

@@ -1,7 +1,7 @@
 """Does the bank simulator's pruning verdict cost time on the GPU? Times mma.sync GEMM schedules that the
 tuner drops for bank conflicts (swizzle none, sw<3,4,3>) beside the same tiles on `auto` and xor8, each
 verified first, CUDA events, L2 flushed; prints the simulator's conflict wavefronts per k tile beside the
-time. `python benchmarks/gpu_swizzle_check.py` (a GPU; benchmarks/gpu_shim.sh for an uninstalled tree)."""
+time. `python benchmarks/gpu/swizzle_check.py` (a GPU; benchmarks/gpu/shim.sh for an uninstalled tree)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 # `tracea bench` on every CUDA variant the planner picks (Hopper wgmma GEMM and conv, SIMT, softmax),
 # compute-sanitizer memcheck on the Hopper kernels, `tracea tune` on the CUDA backend, then pack-repro and
 # replay of the tune run. Installs nothing: `tracea` is imported from this checkout through a folder of
-# links mirroring pyproject's package-dir map (as gpu_cuda_session.sh). Results under $OUT (default ./.out).
+# links mirroring pyproject's package-dir map (as cuda_session.sh). Results under $OUT (default ./.out).
 set -uo pipefail
 FINAL=${OUT:-$PWD/.out}
 mkdir -p "$FINAL"
@@ -11,7 +11,7 @@ W=$(mktemp -d /tmp/final.XXXX)
 trap 'cp "$W"/*.txt "$W"/*.csv "$W"/*.tar.gz "$FINAL"/ 2>/dev/null' EXIT
 export PYTHONUNBUFFERED=1 TRACEA_HOME=${TRACEA_HOME:-/tmp/tracea-home}
 PY=${PYTHON:-python3}
-. benchmarks/gpu_shim.sh
+. benchmarks/gpu/shim.sh
 T="$PY -m tracea"
 B="--backend cuda --metrics $W/bench.csv"
 {

@@ -1,5 +1,5 @@
 """The simulator against Nsight Compute: every pattern measured on an H100 (tests/fixtures/bank_patterns/,
-made by gpu/bank_probe/) must be reproduced exactly, wavefronts and bank conflicts per instruction.
+made by benchmarks/gpu/bank_probe/) must be reproduced exactly, wavefronts and bank conflicts per instruction.
 
 The one measured behaviour the rules do not predict (emitters/bank_sim.py, rule 3) is pinned too: those
 patterns are partial warps whose count is exactly the larger-group count, and the default is then an

@@ -69,7 +69,7 @@ def test_tune_gemm_4096_tunes_the_machines_first_backend(machine, backend, monke
     capture: dict = {}
     code, out = _cli(["tune", "gemm", "--m", "4096", "--no-tui"], machine, monkeypatch, capture)
     assert code == 0, out
-    assert capture["config"].backend == backend
+    assert capture["config"].target.backend == backend
     assert out.splitlines()[0].startswith(f"backend {backend} (the planner's first choice here is ")
     assert capture["op"].dtype.value == "fp32"  # --dtype stays explicit: the default is not changed for the GPU
 
@@ -77,7 +77,7 @@ def test_tune_gemm_4096_tunes_the_machines_first_backend(machine, backend, monke
 def test_an_explicit_backend_wins(monkeypatch) -> None:
     capture: dict = {}
     code, out = _cli(["tune", "gemm", "--m", "4096", "--backend", "cpu", "--no-tui"], "h100_live", monkeypatch, capture)
-    assert code == 0 and capture["config"].backend == "cpu" and "planner's first choice" not in out
+    assert code == 0 and capture["config"].target.backend == "cpu" and "planner's first choice" not in out
 
 
 def test_plan_input_plans_for_the_recorded_machine() -> None:

@@ -31,10 +31,10 @@ FRACTIONS = (0.05, 0.10, 0.15, 0.20, 0.25)
 
 def curve(path: Path, strategy: str, seed: int, budget: int, hero_first: bool) -> list[float | None]:
     """Best-so-far p50 after each evaluation of one simulated run."""
-    from tracea.tuner.run import TuneConfig, tune
+    from tracea.tuner.run import SearchLimits, Target, TuneConfig, tune
 
-    result = tune(None, None, TuneConfig(strategy=strategy, seed=seed, budget=budget, patience=None,
-                                         simulate=str(path), hero_first=hero_first))
+    limits = SearchLimits(strategy=strategy, seed=seed, budget=budget, patience=None, hero_first=hero_first)
+    result = tune(None, None, TuneConfig(Target(simulate=str(path)), limits=limits))
     best: float | None = None
     out = []
     for t in result.trials:
@@ -120,7 +120,7 @@ def record(out: Path, m: int, family: str, passes: int = PASSES) -> None:
     from tracea.doctor import probe
     from tracea.kernels import Gemm
     from tracea.tuner.recorded import RecordedSpace, write_recorded
-    from tracea.tuner.run import TuneConfig, tune
+    from tracea.tuner.run import Evaluation, Outputs, SearchLimits, Target, TuneConfig, tune
     from tracea.tuner.trial import now_iso
 
     host = probe()
@@ -135,10 +135,11 @@ def record(out: Path, m: int, family: str, passes: int = PASSES) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for p in range(passes):
             print(f"pass {p + 1} of {passes}", file=sys.stderr)
-            result = tune(op, host, TuneConfig(strategy="exhaustive", patience=None, seed=p, repeats=10,
-                                               min_seconds=0.1, space_filter=record_filter(family),
-                                               variant=f"{family}.gemm",
-                                               db_path=os.path.join(tmp, f"pass{p}.sqlite")), on_event=progress)
+            config = TuneConfig(Target(variant=f"{family}.gemm", space_filter=record_filter(family)),
+                                Evaluation(repeats=10, min_seconds=0.1),
+                                SearchLimits(strategy="exhaustive", patience=None, seed=p),
+                                Outputs(db_path=os.path.join(tmp, f"pass{p}.sqlite")))
+            result = tune(op, host, config, on_event=progress)
             runs.append(sorted(result.trials, key=lambda t: t.index))
     trials = []
     for per in zip(*runs, strict=True):
@@ -168,14 +169,15 @@ def rebaseline(path: Path) -> None:
     store that as the space's baseline: a ratio under equal conditions, with when it was measured."""
     from tracea.doctor import probe
     from tracea.kernels import Op
+    from tracea.tuner.config import Evaluation
     from tracea.tuner.evaluate import LiveEvaluator
     from tracea.tuner.recorded import load_recorded, write_recorded
     from tracea.tuner.trial import now_iso
 
     rec = load_recorded(path)
     best = min((t for t in rec.trials if t["status"] == "ok"), key=lambda t: t["p50_ms"])
-    ev = LiveEvaluator(Op.from_json(rec.op), rec.variant, "tracea.emitters.cpu", probe(), repeats=30,
-                       min_seconds=1.0, compile_ahead=False)
+    ev = LiveEvaluator(Op.from_json(rec.op), rec.variant, "tracea.emitters.cpu", probe(),
+                       Evaluation(repeats=30, min_seconds=1.0, compile_ahead=False))
     try:
         final = ev.final(best["schedule"])
     finally:

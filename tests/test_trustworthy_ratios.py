@@ -69,7 +69,7 @@ def test_tune_gemm_4096_tunes_the_machines_first_backend(machine, backend, monke
     capture: dict = {}
     code, out = _cli(["tune", "gemm", "--m", "4096", "--no-tui"], machine, monkeypatch, capture)
     assert code == 0, out
-    assert capture["config"].backend == backend
+    assert capture["config"].target.backend == backend
     assert out.splitlines()[0].startswith(f"backend {backend} (the planner's first choice here is ")
     assert capture["op"].dtype.value == "fp32"  # --dtype stays explicit: the default is not changed for the GPU
 
@@ -77,7 +77,7 @@ def test_tune_gemm_4096_tunes_the_machines_first_backend(machine, backend, monke
 def test_an_explicit_backend_wins(monkeypatch) -> None:
     capture: dict = {}
     code, out = _cli(["tune", "gemm", "--m", "4096", "--backend", "cpu", "--no-tui"], "h100_live", monkeypatch, capture)
-    assert code == 0 and capture["config"].backend == "cpu" and "planner's first choice" not in out
+    assert code == 0 and capture["config"].target.backend == "cpu" and "planner's first choice" not in out
 
 
 def test_plan_input_plans_for_the_recorded_machine() -> None:
@@ -143,14 +143,16 @@ def test_the_dashboard_stores_no_ratio_from_a_noisy_baseline(tmp_path, monkeypat
     from tracea.doctor import probe
     from tracea.tui.tune_app import TuneApp
     from tracea.tuner.db import TuningDB
-    from tracea.tuner.run import TuneConfig
+    from tracea.tuner.run import Evaluation, Outputs, SearchLimits, Target, TuneConfig
 
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    config = TuneConfig(strategy="exhaustive", module="noisy_baseline_backend", timeout_s=30.0, repeats=12, warmup=1,
-                        min_seconds=0.0, patience=None, metrics_files=[str(tmp_path / "m.jsonl")])
+    config = TuneConfig(Target(module="noisy_baseline_backend"),
+                        Evaluation(timeout_s=30.0, repeats=12, warmup=1, min_seconds=0.0),
+                        SearchLimits(strategy="exhaustive", patience=None),
+                        Outputs(metrics_files=[str(tmp_path / "m.jsonl")]))
     app = TuneApp(Gemm(m=32, n=32, k=32), probe(), config, save_dir=tmp_path)
-    assert app.quiet_timing and app.config.quiet_timing  # a CPU kernel: the dashboard pauses while timing
+    assert app.quiet_timing and app.config.evaluation.quiet_timing  # a CPU kernel: the dashboard pauses while timing
 
     async def main() -> None:
         async with app.run_test(size=(160, 45)) as pilot:

@@ -1,7 +1,7 @@
 """A test-only CUDA backend whose candidates really fail on the GPU: CUDA C++ compiled by NVRTC and run
 through Tracea's CUDA runtime (emitters/cuda), that hangs the GPU, writes through a null pointer (a
 sticky CUDA_ERROR_ILLEGAL_ADDRESS: the context is unusable afterwards), traps, computes a wrong answer
-or does not compile. The tuner reaches it as it reaches any backend module (``TuneConfig.module``), in
+or does not compile. The tuner reaches it as it reaches any backend module (``Target.module``), in
 its worker process, so tests/test_tuner_faults.py's GPU test exercises the real isolation on a device.
 
 Imported by the tuner's worker as ``test_tuner_cuda_fault_backend`` (tests/ on PYTHONPATH).

@@ -529,11 +529,12 @@ HANGING = textwrap.dedent("""
     from tracea.__main__ import _install_signal_handlers
     from tracea.doctor import probe
     from tracea.kernels import Gemm
-    from tracea.tuner.run import TuneConfig, tune
+    from tracea.tuner.run import Evaluation, SearchLimits, Target, TuneConfig, tune
     _install_signal_handlers()  # the CLI's handlers, around a tune whose third candidate never returns
     try:
-        tune(Gemm(m=32, n=32, k=32), probe(), TuneConfig(strategy="exhaustive", module="test_tuner_fault_backend",
-             timeout_s=60, repeats=2, warmup=1, min_seconds=0.0, patience=None))
+        tune(Gemm(m=32, n=32, k=32), probe(), TuneConfig(Target(module="test_tuner_fault_backend"),
+             Evaluation(timeout_s=60, repeats=2, warmup=1, min_seconds=0.0),
+             SearchLimits(strategy="exhaustive", patience=None)))
     except KeyboardInterrupt:
         raise SystemExit(143)
 """)

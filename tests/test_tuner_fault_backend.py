@@ -1,6 +1,6 @@
 """A test-only backend whose candidates really fail: real C, compiled by the host compiler and called
 through ctypes, that segfaults, never returns, computes a wrong answer or does not compile. The tuner
-reaches it the way it reaches any backend module (``TuneConfig.module``), in its worker process, so
+reaches it the way it reaches any backend module (``Target.module``), in its worker process, so
 the fault tests exercise the real isolation, not a mocked status.
 
 The module is imported by the tuner's worker as ``test_tuner_fault_backend`` (tests/ is put on

@@ -20,7 +20,7 @@ import pytest
 
 from tracea.kernels import Gemm
 from tracea.tuner.db import TuningDB
-from tracea.tuner.run import TuneConfig, tune
+from tracea.tuner.run import Evaluation, Outputs, SearchLimits, Target, TuneConfig, tune
 
 TESTS = Path(__file__).resolve().parent
 FAULT_MODULE = "test_tuner_fault_backend"
@@ -41,8 +41,8 @@ def _host():
 
 def test_every_fault_is_recorded_and_the_run_completes(fault_env) -> None:
     op = Gemm(m=32, n=32, k=32)
-    config = TuneConfig(strategy="exhaustive", module=FAULT_MODULE, timeout_s=4.0, repeats=3, warmup=1,
-                        min_seconds=0.0, patience=None)
+    config = TuneConfig(Target(module=FAULT_MODULE), Evaluation(timeout_s=4.0, repeats=3, warmup=1, min_seconds=0.0),
+                        SearchLimits(strategy="exhaustive", patience=None))
     result = tune(op, _host(), config)
     by_mode = {t.schedule["mode"]: t.measurement for t in result.trials}
     assert set(by_mode) == {"ok", "segfault", "hang", "wrong", "nocompile", "slow"}
@@ -58,7 +58,8 @@ def test_every_fault_is_recorded_and_the_run_completes(fault_env) -> None:
     assert sorted(r["status"] for r in rows) == sorted(m.status for m in by_mode.values())
     assert db.run(result.run_id)["state"] == "done"
     # the failures are observed: a new run under the same key evaluates none of them again
-    again = tune(op, _host(), TuneConfig(strategy="exhaustive", module=FAULT_MODULE, retune=True, timeout_s=4.0))
+    again = tune(op, _host(), TuneConfig(Target(module=FAULT_MODULE), Evaluation(timeout_s=4.0),
+                                         SearchLimits(strategy="exhaustive", retune=True)))
     assert again.trials == [] and again.stop_reason == "the space is exhausted"
 
 
@@ -79,10 +80,10 @@ KILLABLE = textwrap.dedent("""
     import sys
     from tracea.doctor import probe
     from tracea.kernels import Gemm
-    from tracea.tuner.run import TuneConfig, tune
-    tune(Gemm(m=32, n=32, k=32), probe(), TuneConfig(strategy="exhaustive", module="test_tuner_fault_backend",
-         timeout_s=float(sys.argv[1]), repeats=2, warmup=1, min_seconds=0.0, patience=None,
-         resume=sys.argv[2] == "resume"))
+    from tracea.tuner.run import Evaluation, SearchLimits, Target, TuneConfig, tune
+    tune(Gemm(m=32, n=32, k=32), probe(), TuneConfig(Target(module="test_tuner_fault_backend"),
+         Evaluation(timeout_s=float(sys.argv[1]), repeats=2, warmup=1, min_seconds=0.0),
+         SearchLimits(strategy="exhaustive", patience=None, resume=sys.argv[2] == "resume")))
 """)
 
 
@@ -134,8 +135,9 @@ def test_gpu_faults_are_recorded_and_the_worker_recovers(fault_env) -> None:
     CUDA context is dead afterwards), one that traps, one that lies and one that does not compile are each
     recorded; the healthy candidate after them still runs (a fresh worker, a fresh context)."""
     op = Gemm(m=64, n=48, k=32)
-    config = TuneConfig(strategy="exhaustive", backend="cuda", module="test_tuner_cuda_fault_backend",
-                        timeout_s=20.0, repeats=3, warmup=1, min_seconds=0.0, patience=None, compile_ahead=False)
+    config = TuneConfig(Target(backend="cuda", module="test_tuner_cuda_fault_backend"),
+                        Evaluation(timeout_s=20.0, repeats=3, warmup=1, min_seconds=0.0, compile_ahead=False),
+                        SearchLimits(strategy="exhaustive", patience=None))
     result = tune(op, _host(), config)
     by_mode = {t.schedule["mode"]: t.measurement for t in result.trials}
     assert set(by_mode) == {"ok", "illegal", "hang", "trap", "wrong", "nocompile", "ok2"}
@@ -164,8 +166,9 @@ def test_a_crash_of_the_tuner_itself_leaves_a_crash_bundle(fault_env, capsys) ->
         if kind == "trial":
             raise DashboardBug("the progress display broke")
 
-    config = TuneConfig(strategy="exhaustive", module=FAULT_MODULE, timeout_s=10.0, repeats=2, warmup=1,
-                        min_seconds=0.0, patience=None, run_folder=True, argv=["tune", "gemm", "--m", "32"])
+    config = TuneConfig(Target(module=FAULT_MODULE), Evaluation(timeout_s=10.0, repeats=2, warmup=1, min_seconds=0.0),
+                        SearchLimits(strategy="exhaustive", patience=None),
+                        Outputs(argv=["tune", "gemm", "--m", "32"], run_folder=True))
     with pytest.raises(DashboardBug):
         tune(Gemm(m=32, n=32, k=32), _host(), config, on_event=on_event)
     (run_dir,) = [p for p in (fault_env / "runs").iterdir() if p.is_dir()]

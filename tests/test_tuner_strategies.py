@@ -12,7 +12,7 @@ import pytest
 
 from tracea.doctor.errors import BadInputError
 from tracea.tuner.recorded import load_recorded
-from tracea.tuner.run import Control, TuneConfig, tune
+from tracea.tuner.run import Control, Evaluation, SearchLimits, Target, TuneConfig, tune
 from tracea.tuner.strategies import make_strategy
 
 SPACES = sorted((Path(__file__).parent / "fixtures" / "spaces").glob("*.json"))
@@ -24,8 +24,8 @@ def space(request) -> Path:
 
 
 def _run(path: Path, strategy: str, seed: int, budget: int, **kw) -> list:
-    return tune(None, None, TuneConfig(strategy=strategy, seed=seed, budget=budget, patience=None,
-                                       simulate=str(path), **kw)).trials
+    limits = SearchLimits(strategy=strategy, seed=seed, budget=budget, patience=None, **kw)
+    return tune(None, None, TuneConfig(Target(simulate=str(path)), limits=limits)).trials
 
 
 def test_a_cpu_space_is_recorded_here() -> None:
@@ -88,12 +88,13 @@ def test_failed_candidates_inform_the_search() -> None:
 
 def test_budget_time_limit_patience_and_stop(space) -> None:
     n = len(load_recorded(space).trials)
-    r = tune(None, None, TuneConfig(strategy="random", budget=5, simulate=str(space)))
+    target = Target(simulate=str(space))
+    r = tune(None, None, TuneConfig(target, limits=SearchLimits(strategy="random", budget=5)))
     assert len(r.trials) == 5 and "budget" in r.stop_reason
-    r = tune(None, None, TuneConfig(strategy="random", budget=n, patience=3, simulate=str(space), seed=1))
+    r = tune(None, None, TuneConfig(target, limits=SearchLimits(strategy="random", budget=n, patience=3, seed=1)))
     assert "converged" in r.stop_reason and len(r.trials) < n
-    r = tune(None, None, TuneConfig(strategy="random", budget=n, simulate=str(space), time_limit_s=0.2,
-                                    simulate_delay_s=0.05, patience=None))
+    r = tune(None, None, TuneConfig(target, Evaluation(simulate_delay_s=0.05),
+                                    SearchLimits(strategy="random", budget=n, time_limit_s=0.2, patience=None)))
     assert "time limit" in r.stop_reason and 1 <= len(r.trials) <= 8
     control = Control()
     seen = []
@@ -104,7 +105,7 @@ def test_budget_time_limit_patience_and_stop(space) -> None:
             if len(seen) == 3:
                 control.stop()
 
-    r = tune(None, None, TuneConfig(strategy="bayes", budget=20, simulate=str(space)), on_event=stop_after_three,
+    r = tune(None, None, TuneConfig(target, limits=SearchLimits(strategy="bayes", budget=20)), on_event=stop_after_three,
              control=control)
     assert len(r.trials) == 3 and r.stop_reason == "stopped by the user"
 
@@ -113,6 +114,6 @@ def test_unknown_strategy_and_mismatched_op_are_bad_input(space) -> None:
     from tracea.kernels import Gemm
 
     with pytest.raises(BadInputError, match="unknown strategy"):
-        tune(None, None, TuneConfig(strategy="annealing", simulate=str(space)))
+        tune(None, None, TuneConfig(Target(simulate=str(space)), limits=SearchLimits(strategy="annealing")))
     with pytest.raises(BadInputError, match="recorded"):
-        tune(Gemm(m=3, n=5, k=7), None, TuneConfig(simulate=str(space)))
+        tune(Gemm(m=3, n=5, k=7), None, TuneConfig(Target(simulate=str(space))))

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Label, Static
 from tracea.tui.best_chart import BestChart
 from tracea.tui.tune_app import TuneApp
 from tracea.tui.tune_messages import PhaseChanged, TrialFinished, TuneFinished, TuneStarted
-from tracea.tuner.run import TuneConfig
+from tracea.tuner.run import Evaluation, SearchLimits, Target, TuneConfig
 
 SPACES = sorted((Path(__file__).parent / "fixtures" / "spaces").glob("*.json"))
 pytestmark = pytest.mark.skipif(not SPACES, reason="no recorded space")
@@ -31,7 +31,7 @@ async def _until(pilot, cond, timeout: float = 20.0) -> None:
 
 
 def test_dashboard_shows_a_simulated_run_to_the_end(tmp_path) -> None:
-    config = TuneConfig(strategy="bayes", budget=10, seed=1, simulate=str(SPACES[0]))
+    config = TuneConfig(Target(simulate=str(SPACES[0])), limits=SearchLimits(strategy="bayes", budget=10, seed=1))
     app = TuneApp(None, None, config, save_dir=tmp_path)
     posted = []
 
@@ -63,8 +63,8 @@ def test_dashboard_shows_a_simulated_run_to_the_end(tmp_path) -> None:
 
 
 def test_pause_resume_and_stop_early_keep_the_results(tmp_path) -> None:
-    config = TuneConfig(strategy="random", budget=200, seed=2, simulate=str(SPACES[0]), simulate_delay_s=0.03,
-                        patience=None)
+    config = TuneConfig(Target(simulate=str(SPACES[0])), Evaluation(simulate_delay_s=0.03),
+                        SearchLimits(strategy="random", budget=200, seed=2, patience=None))
     app = TuneApp(None, None, config, save_dir=tmp_path)
 
     async def main() -> None:

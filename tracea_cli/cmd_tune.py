@@ -8,6 +8,7 @@ imported when the app loads.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | 
             no_tui: bool, json_out: bool, jsonl: Path | None, csv: Path | None, metrics: Path | None,
             dump_ir: Path | None) -> None:
     from tracea.doctor.errors import BadInputError, TraceaError
-    from tracea.tuner.run import TuneConfig
+    from tracea.tuner.run import Evaluation, Outputs, SearchLimits, Target, TuneConfig
     from tracea.tuner.strategies import NAMES
 
     if strategy not in NAMES:
@@ -72,12 +73,14 @@ def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | 
             backend = backend or "cpu"
         require_host_memory(op)  # before any worker allocates: "needs N GiB, the machine has M"
     config = TuneConfig(
-        backend=backend, precision=precision, variant=variant, strategy=strategy, budget=budget, time_limit_s=time_limit,
-        patience=patience or None, seed=seed, warmup=warmup, repeats=repeat, timeout_s=timeout,
-        compile_ahead=compile_ahead, resume=resume, retune=retune, space_file=str(space) if space else None,
-        simulate=str(simulate) if simulate else None, argv=sys.argv[1:], run_folder=simulate is None,
-        metrics_files=[str(p) for p in (jsonl, csv, metrics) if p is not None],
-        dump_ir=str(dump_ir.resolve()) if dump_ir is not None else None)
+        target=Target(backend=backend, precision=precision, variant=variant,
+                      space_file=str(space) if space else None, simulate=str(simulate) if simulate else None),
+        evaluation=Evaluation(warmup=warmup, repeats=repeat, timeout_s=timeout, compile_ahead=compile_ahead),
+        limits=SearchLimits(strategy=strategy, seed=seed, budget=budget, time_limit_s=time_limit,
+                            patience=patience or None, resume=resume, retune=retune),
+        outputs=Outputs(argv=sys.argv[1:], run_folder=simulate is None,
+                        metrics_files=[str(p) for p in (jsonl, csv, metrics) if p is not None],
+                        dump_ir=str(dump_ir.resolve()) if dump_ir is not None else None))
     if dump_ir is not None:
         try:
             dump_ir.mkdir(parents=True, exist_ok=True)
@@ -95,7 +98,9 @@ def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | 
         from tracea.doctor import probe
 
         host = probe()
-        config.backend = resolve_backend(op, host, backend, precision, to_stderr=json_out)
+        target = dataclasses.replace(config.target, backend=resolve_backend(op, host, backend, precision,
+                                                                           to_stderr=json_out))
+        config = dataclasses.replace(config, target=target)
     use_tui = not (no_tui or json_out) and sys.stdout.isatty() and sys.stdin.isatty()
     if use_tui:
         from tracea.tui.tune_app import run_tune_tui

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .config import Evaluation
 from .recorded import RecordedSpace, schedule_key
 from .trial import Measurement
 from .worker import Worker, WorkerDied, WorkerTimeout
@@ -26,18 +27,19 @@ AHEAD = 2  # candidates compiled ahead at most
 class LiveEvaluator:
     simulated = False
 
-    def __init__(self, op: Any, variant_id: str, module: str, host: Any, *, seed: int = 0, warmup: int = 2,
-                 repeats: int = 10, min_seconds: float = 0.1, timeout_s: float = 60.0,
-                 compile_ahead: bool = True, dump_ir: str | None = None, gate: bool = False) -> None:
+    def __init__(self, op: Any, variant_id: str, module: str, host: Any, evaluation: Evaluation | None = None,
+                 *, seed: int = 0, dump_ir: str | None = None) -> None:
+        # seed: the inputs' random values; dump_ir: the folder the worker writes each candidate's stages to
+        ev = evaluation or Evaluation()
         # gate: the worker waits before timing until the phase callback for "run" returned (a dashboard
         # that shares the cores pauses its rendering there; tuner/worker.py)
         self.base = {"op": op.to_json(), "variant": variant_id, "module": module, "seed": seed,
-                     "warmup": warmup, "repeats": repeats, "min_seconds": min_seconds, "dump_ir": dump_ir,
-                     "gate": gate}
-        self.timeout_s = timeout_s
+                     "warmup": ev.warmup, "repeats": ev.repeats, "min_seconds": ev.min_seconds, "dump_ir": dump_ir,
+                     "gate": ev.quiet_timing}
+        self.timeout_s = ev.timeout_s
         host_json = host.to_json()
         self.worker = Worker(host_json)
-        self.compiler = Worker(host_json) if compile_ahead else None
+        self.compiler = Worker(host_json) if ev.compile_ahead else None
         self.pending: deque[str] = deque()  # keys sent to the compile worker, answered in order
         self.compiled: set[str] = set()
         self.failed: dict[str, Measurement] = {}  # key -> the build failure the compile worker met

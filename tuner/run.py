@@ -1,7 +1,7 @@
 """One tuning run, end to end: plan the variant, build the space, reuse what the database knows, search
 with a strategy over the shared cost function, record every trial, and report the best.
 
-    result = tune(Gemm(512, 512, 512), host, TuneConfig(budget=20))
+    result = tune(Gemm(512, 512, 512), host, TuneConfig(limits=SearchLimits(budget=20)))
 
 Events for a live view go to ``on_event(kind, data)``: "start", "baseline", "phase", "trial", "done".
 ``Control`` pauses, resumes and stops a run from another thread (the dashboard's keys).
@@ -21,44 +21,15 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
+from .config import DEFAULT_BUDGET, DEFAULT_PATIENCE, Evaluation, Outputs, SearchLimits, Target, TuneConfig
 from .db import DatabaseChangedError, TuningDB, tuning_key
 from .trial import Measurement, Trial, now_iso
 
+__all__ = ["DEFAULT_BUDGET", "DEFAULT_PATIENCE", "Control", "Evaluation", "Outputs", "SearchLimits", "Target",
+           "TuneConfig", "TuneResult", "schedule_name", "tune"]
+
 EventCallback = Callable[[str, dict[str, Any]], None]
-DEFAULT_BUDGET = 60
-DEFAULT_PATIENCE = 40
 IMPROVEMENT = 0.005  # a new best must be 0.5 % faster to reset the patience counter
-
-
-@dataclass
-class TuneConfig:
-    backend: str | None = None  # None: the backend of the planner's first choice on this host
-    precision: str | None = None
-    variant: str | None = None  # tune this variant instead of the planner's choice
-    strategy: str = "bayes"
-    budget: int | None = None  # evaluations in this run (default: DEFAULT_BUDGET, or the space for exhaustive)
-    time_limit_s: float | None = None
-    patience: int | None = DEFAULT_PATIENCE  # stop after this many evaluations without a 0.5 % gain; None: off
-    seed: int = 0
-    hero_first: bool = True  # False: the strategy starts without the hero (to compare search alone)
-    warmup: int = 2
-    repeats: int = 10
-    min_seconds: float = 0.1
-    timeout_s: float = 60.0
-    compile_ahead: bool = True
-    resume: bool = False
-    retune: bool = False
-    space_file: str | None = None
-    space_filter: Callable[[Any], bool] | None = None  # Python callers: keep only these candidates (hero kept)
-    simulate: str | None = None  # a recorded complete space to replay instead of running kernels
-    simulate_delay_s: float = 0.0
-    module: str | None = None  # a backend module outside the registry (test backends, plug-ins)
-    db_path: str | None = None
-    argv: list[str] = field(default_factory=list)
-    run_folder: bool = False  # a reports run folder (metrics, trials, result) for this run
-    metrics_files: list[str] = field(default_factory=list)  # --jsonl / --csv
-    dump_ir: str | None = None  # every candidate's kernel stages (reports/irdump.py), written by the worker
-    quiet_timing: bool = False  # the worker waits before each timing until the "run" phase event returned
 
 
 class Control:
@@ -179,16 +150,17 @@ def _setup_simulated(op: Any, config: TuneConfig) -> _Setup:
     from .evaluate import SimulatedEvaluator
     from .recorded import load_recorded
 
-    rec = load_recorded(config.simulate)  # type: ignore[arg-type]
+    simulate = config.target.simulate
+    rec = load_recorded(simulate)  # type: ignore[arg-type]
     recorded_op = Op.from_json(rec.op)
     if op is not None and op.signature != recorded_op.signature:
-        raise BadInputError(f"--simulate: {config.simulate} recorded {recorded_op.signature}, not {op.signature}",
+        raise BadInputError(f"--simulate: {simulate} recorded {recorded_op.signature}, not {op.signature}",
                             "give the recorded shape, or no shape flags beyond the required ones match it")
     digest = hashlib.sha256(Path(rec.path).read_bytes()).hexdigest()[:16]
     return _Setup(op=recorded_op, variant=rec.variant, backend=rec.backend, fingerprint=f"simulated-{digest}",
                   environment={"simulated": rec.path, "device": rec.device}, schedules=rec.schedules,
                   names=[schedule_name(rec.backend, s) for s in rec.schedules],
-                  evaluator_factory=lambda: SimulatedEvaluator(rec, config.simulate_delay_s), simulated=True,
+                  evaluator_factory=lambda: SimulatedEvaluator(rec, config.evaluation.simulate_delay_s), simulated=True,
                   features=_features(_backend_or_none(rec.backend), recorded_op))
 
 
@@ -203,7 +175,8 @@ def _backend_or_none(backend: str) -> Any:
         return None
 
 
-def _setup_live(op: Any, host: Any, config: TuneConfig) -> _Setup:
+def _setup_live(op: Any, host: Any, tune_config: TuneConfig) -> _Setup:
+    """The planner's variant of ``op`` on this host (or the one named), its candidates and a live evaluator."""
     import importlib
 
     from tracea.doctor.fingerprint import environment, fingerprint
@@ -214,6 +187,8 @@ def _setup_live(op: Any, host: Any, config: TuneConfig) -> _Setup:
     from .evaluate import LiveEvaluator
     from .space import build_space
 
+    config = tune_config.target
+    evaluation, seed, dump_ir = tune_config.evaluation, tune_config.limits.seed, tune_config.outputs.dump_ir
     if config.backend is None and not config.module:
         config = dataclasses.replace(config, backend=registry.default_backend(op, host, config.precision)[0])
     if config.module:
@@ -246,9 +221,7 @@ def _setup_live(op: Any, host: Any, config: TuneConfig) -> _Setup:
         op=op, variant=variant_id, backend=config.backend, fingerprint=fingerprint(host, config.backend),
         environment=environment(host, config.backend), schedules=schedules, names=[s.name for s in cands],
         evaluator_factory=lambda: LiveEvaluator(
-            op, variant_id, module_name, host, seed=config.seed, warmup=config.warmup, repeats=config.repeats,
-            min_seconds=config.min_seconds, timeout_s=config.timeout_s, compile_ahead=config.compile_ahead,
-            dump_ir=config.dump_ir, gate=config.quiet_timing),
+            op, variant_id, module_name, host, evaluation, seed=seed, dump_ir=dump_ir),
         simulated=False, pruned=pruned, features=_features(mod, op))
 
 
@@ -265,112 +238,175 @@ def _best_of(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None = None,
          control: Control | None = None) -> TuneResult:
     """Run (or resume, or reuse) a tuning search for ``op``; see the module docstring."""
-    from .recorded import schedule_key
-    from .search import Search
-    from .space import encode
-    from .strategies import make_strategy
-
     t_start = time.monotonic()
     emit = on_event or (lambda kind, data: None)
     control = control or Control()
-    setup = _setup_simulated(op, config) if config.simulate else _setup_live(op, host, config)
-    if config.simulate and config.db_path is None:
+    setup = _setup_simulated(op, config) if config.target.simulate else _setup_live(op, host, config)
+    if config.target.simulate and config.outputs.db_path is None:
         db = TuningDB(":memory:")  # a replay never touches this machine's database
     else:
-        db = TuningDB(config.db_path)
+        db = TuningDB(config.outputs.db_path)
     key = tuning_key(setup.op.signature, setup.variant, setup.fingerprint)
-    n = len(setup.schedules)
-    budget = config.budget if config.budget is not None else (n if config.strategy == "exhaustive" else
-                                                               min(n, DEFAULT_BUDGET))
-    if budget <= 0:
-        raise BadInputError(f"--budget: expected a positive number of evaluations, got {budget}")
+    limits = _with_budget(config.limits, len(setup.schedules))
     base = dict(op=setup.op, variant=setup.variant, backend=setup.backend, key=key, fingerprint=setup.fingerprint,
-                strategy=config.strategy, space_size=n, db_path=str(db.path), simulated=setup.simulated,
-                pruned=setup.pruned)
-
-    latest = db.latest_run(key)
-    if not (config.resume or config.retune) and latest is not None and latest["state"] in ("done", "stopped"):
-        best = _best_of(db.trials(key))
-        if best is not None:  # a stored best under this exact key: reuse it, evaluate nothing
-            result = TuneResult(**base, run_id=latest["id"], reused=True, trials=[], best=best,
-                                baseline=json.loads(latest["baseline"]) if latest.get("baseline") else None,
-                                stop_reason="reused the stored best (--retune searches again)",
-                                elapsed_s=time.monotonic() - t_start)
-            emit("done", {"result": result})
-            db.close()
-            return result
-
-    resumed = db.latest_run(key, ("running", "stopped", "interrupted")) if config.resume else None
-    if resumed is not None:
-        run_id = int(resumed["id"])
-        budget = config.budget if config.budget is not None else int(resumed["budget"] or budget)
-    else:
-        run_id = db.start_run(key=key, op=setup.op, variant=setup.variant, backend=setup.backend,
-                              fingerprint=setup.fingerprint, environment=setup.environment,
-                              strategy=config.strategy, seed=config.seed, budget=budget, space_size=n,
-                              options={"time_limit_s": config.time_limit_s, "patience": config.patience,
-                                       "space_file": config.space_file, "simulate": config.simulate})
-
-    # what this key already knows (every run, every process): observed, never evaluated again
-    index_of = {schedule_key(s): i for i, s in enumerate(setup.schedules)}
-    observed: dict[int, float | None] = {}
-    run_trials: list[Trial] = []
-    for r in db.trials(key):
-        i = index_of.get(r["schedule_key"])
-        if i is None:
-            continue
-        m = Measurement.from_json(r)
-        observed[i] = m.p50_ms if m.ok else None
-        if r["run_id"] == run_id:
-            run_trials.append(Trial(i, setup.schedules[i], r["name"], m, r["seconds"] or 0.0, r["created"]))
-
-    strategy = make_strategy(config.strategy, encode(setup.schedules, setup.features), config.seed, n_hero=int(config.hero_first))
-    sink = _Sinks(config, setup, host)
-    evaluator = setup.evaluator_factory()
-    try:
-        baseline = json.loads(resumed["baseline"]) if resumed and resumed.get("baseline") else None
-        emit("start", {"op": setup.op, "variant": setup.variant, "backend": setup.backend, "space_size": n,
-                       "budget": budget, "strategy": config.strategy, "known": len(observed), "run_id": run_id,
-                       "resumed": resumed is not None, "names": setup.names, "simulated": setup.simulated,
-                       "pruned": len(setup.pruned)})
-        if baseline is None:
-            emit("phase", {"index": None, "name": "baseline", "phase": "baseline"})
-            baseline = evaluator.baseline(
-                on_phase=lambda p: emit("phase", {"index": None, "name": "baseline", "phase": p}))
-            db.set_baseline(run_id, baseline)
-        sink.baseline = baseline
-        emit("baseline", {"baseline": baseline})
-        search = Search(strategy, evaluator, setup.schedules, setup.names, observed, run_trials, budget=budget,
-                        time_limit_s=config.time_limit_s, patience=config.patience, control=control, emit=emit,
-                        record=lambda t: (db.add_trial(run_id, key, t), sink.trial(t)))
-        stop_reason = search.run()
-        best_now = _best_of(db.trials(key))
-        if not setup.simulated and search.trials and best_now is not None:
-            # the ratio comes from the best and the baseline timed interleaved (same conditions, as in
-            # `tracea bench`), not from the baseline alone at the start while a neighbour may have been busy
-            emit("phase", {"index": None, "name": best_now["name"], "phase": "baseline"})
-            final = _final_baseline(evaluator, best_now, baseline, emit)
-            if final is not None:
-                baseline = final
-                db.set_baseline(run_id, baseline)
-                sink.baseline = baseline
-                emit("baseline", {"baseline": baseline})
-        state = "stopped" if control.stopped else "done"
-        db.finish_run(run_id, state)
-    except BaseException as exc:
-        _close_db_run(db, run_id, exc, sink)
-        sink.crash(exc)
-        raise
-    finally:
-        evaluator.close()
+                strategy=limits.strategy, space_size=len(setup.schedules), db_path=str(db.path),
+                simulated=setup.simulated, pruned=setup.pruned)
+    reused = _reuse(db, key, limits, base, t_start)
+    if reused is not None:  # a stored best under this exact key: evaluate nothing
+        emit("done", {"result": reused})
+        db.close()
+        return reused
+    run_id, resumed, limits = _open_run(db, key, setup, config, limits)
+    run = _Run(setup, db, key, run_id, emit, control)
+    search, baseline = run.search(limits, resumed, config.outputs, host)
     best = _best_of(db.trials(key))
     result = TuneResult(**base, run_id=run_id, reused=False, trials=search.trials, best=best, baseline=baseline,
-                        stop_reason=stop_reason, elapsed_s=time.monotonic() - t_start,
-                        run_dir=str(sink.run.path) if sink.run else None)
-    sink.finish("ok" if best else "error", result)
+                        stop_reason=run.stop_reason, elapsed_s=time.monotonic() - t_start,
+                        run_dir=str(run.sink.run.path) if run.sink.run else None)
+    run.sink.finish("ok" if best else "error", result)
     db.close()
     emit("done", {"result": result})
     return result
+
+
+def _with_budget(limits: SearchLimits, n: int) -> SearchLimits:
+    """``limits`` with a number for the budget: the one given, else the space (exhaustive) or at most
+    DEFAULT_BUDGET."""
+    budget = limits.budget if limits.budget is not None else (n if limits.strategy == "exhaustive" else
+                                                              min(n, DEFAULT_BUDGET))
+    if budget <= 0:
+        raise BadInputError(f"--budget: expected a positive number of evaluations, got {budget}")
+    return dataclasses.replace(limits, budget=budget)
+
+
+def _reuse(db: TuningDB, key: str, limits: SearchLimits, base: dict[str, Any], t_start: float) -> TuneResult | None:
+    """The result of the last finished run under ``key`` when it has a verified best and neither --resume
+    nor --retune asks for a search."""
+    latest = db.latest_run(key)
+    if (limits.resume or limits.retune) or latest is None or latest["state"] not in ("done", "stopped"):
+        return None
+    best = _best_of(db.trials(key))
+    if best is None:
+        return None
+    return TuneResult(**base, run_id=latest["id"], reused=True, trials=[], best=best,
+                      baseline=json.loads(latest["baseline"]) if latest.get("baseline") else None,
+                      stop_reason="reused the stored best (--retune searches again)",
+                      elapsed_s=time.monotonic() - t_start)
+
+
+def _open_run(db: TuningDB, key: str, setup: _Setup, config: TuneConfig,
+              limits: SearchLimits) -> tuple[int, dict[str, Any] | None, SearchLimits]:
+    """The run to record into: the latest unfinished one (--resume, with its budget unless one was given),
+    else a new one; and the limits it runs under."""
+    resumed = db.latest_run(key, ("running", "stopped", "interrupted")) if limits.resume else None
+    if resumed is not None:
+        if config.limits.budget is None:
+            limits = dataclasses.replace(limits, budget=int(resumed["budget"] or limits.budget))
+        return int(resumed["id"]), resumed, limits
+    run_id = db.start_run(key=key, op=setup.op, variant=setup.variant, backend=setup.backend,
+                          fingerprint=setup.fingerprint, environment=setup.environment,
+                          strategy=limits.strategy, seed=limits.seed, budget=limits.budget,
+                          space_size=len(setup.schedules),
+                          options={"time_limit_s": limits.time_limit_s, "patience": limits.patience,
+                                   "space_file": config.target.space_file, "simulate": config.target.simulate})
+    return run_id, None, limits
+
+
+class _Run:
+    """One run's search, once its database row exists: what the key already knows, the baseline, the
+    search itself and the final interleaved timing, each trial recorded as it comes."""
+
+    def __init__(self, setup: _Setup, db: TuningDB, key: str, run_id: int, emit: EventCallback,
+                 control: Control) -> None:
+        self.setup, self.db, self.key, self.run_id = setup, db, key, run_id
+        self.emit, self.control = emit, control
+        self.stop_reason = ""
+        self.sink: _Sinks  # set when the search starts (after the strategy is made, as the run folder is)
+
+    def known(self) -> tuple[dict[int, float | None], list[Trial]]:
+        """What this key already knows (every run, every process): observed, never evaluated again; and
+        this run's own trials so far (a resumed run)."""
+        from .recorded import schedule_key
+
+        schedules = self.setup.schedules
+        index_of = {schedule_key(s): i for i, s in enumerate(schedules)}
+        observed: dict[int, float | None] = {}
+        run_trials: list[Trial] = []
+        for r in self.db.trials(self.key):
+            i = index_of.get(r["schedule_key"])
+            if i is None:
+                continue
+            m = Measurement.from_json(r)
+            observed[i] = m.p50_ms if m.ok else None
+            if r["run_id"] == self.run_id:
+                run_trials.append(Trial(i, schedules[i], r["name"], m, r["seconds"] or 0.0, r["created"]))
+        return observed, run_trials
+
+    def set_baseline(self, baseline: dict[str, Any] | None, store: bool = True) -> None:
+        if store:
+            self.db.set_baseline(self.run_id, baseline)
+        self.sink.baseline = baseline
+        self.emit("baseline", {"baseline": baseline})
+
+    def search(self, limits: SearchLimits, resumed: dict[str, Any] | None, outputs: Outputs,
+               host: Any) -> tuple[Any, dict[str, Any] | None]:
+        """The search and its baselines; on any exception the run is closed as interrupted (or its trials'
+        other home named) and the run folder records the crash."""
+        from .space import encode
+        from .strategies import make_strategy
+
+        setup = self.setup
+        observed, run_trials = self.known()
+        strategy = make_strategy(limits.strategy, encode(setup.schedules, setup.features), limits.seed,
+                                 n_hero=int(limits.hero_first))
+        self.sink = sink = _Sinks(outputs, setup, host)
+        evaluator = setup.evaluator_factory()
+        try:
+            baseline = json.loads(resumed["baseline"]) if resumed and resumed.get("baseline") else None
+            self.emit("start", {
+                "op": setup.op, "variant": setup.variant, "backend": setup.backend,
+                "space_size": len(setup.schedules), "budget": limits.budget, "strategy": limits.strategy,
+                "known": len(observed), "run_id": self.run_id, "resumed": resumed is not None,
+                "names": setup.names, "simulated": setup.simulated, "pruned": len(setup.pruned)})
+            if baseline is None:
+                self.emit("phase", {"index": None, "name": "baseline", "phase": "baseline"})
+                baseline = evaluator.baseline(
+                    on_phase=lambda p: self.emit("phase", {"index": None, "name": "baseline", "phase": p}))
+                self.db.set_baseline(self.run_id, baseline)
+            self.set_baseline(baseline, store=False)
+            search = self.run_search(strategy, evaluator, observed, run_trials, limits)
+            baseline = self.final(evaluator, search, baseline)
+            self.db.finish_run(self.run_id, "stopped" if self.control.stopped else "done")
+        except BaseException as exc:
+            _close_db_run(self.db, self.run_id, exc, sink)
+            sink.crash(exc)
+            raise
+        finally:
+            evaluator.close()
+        return search, baseline
+
+    def run_search(self, strategy: Any, evaluator: Any, observed: dict[int, float | None],
+                   run_trials: list[Trial], limits: SearchLimits) -> Any:
+        from .search import Search
+
+        search = Search(strategy, evaluator, self.setup.schedules, self.setup.names, observed, run_trials, limits,
+                        control=self.control, emit=self.emit,
+                        record=lambda t: (self.db.add_trial(self.run_id, self.key, t), self.sink.trial(t)))
+        self.stop_reason = search.run()
+        return search
+
+    def final(self, evaluator: Any, search: Any, baseline: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The ratio comes from the best and the baseline timed interleaved (same conditions, as in
+        `tracea bench`), not from the baseline alone at the start while a neighbour may have been busy."""
+        best_now = _best_of(self.db.trials(self.key))
+        if self.setup.simulated or not search.trials or best_now is None:
+            return baseline
+        self.emit("phase", {"index": None, "name": best_now["name"], "phase": "baseline"})
+        final = _final_baseline(evaluator, best_now, baseline, self.emit)
+        if final is None:
+            return baseline
+        self.set_baseline(final)
+        return final
 
 
 def _final_baseline(evaluator: Any, best: dict[str, Any], start: dict[str, Any] | None,
@@ -419,18 +455,18 @@ def _close_db_run(db: TuningDB, run_id: int, exc: BaseException, sink: _Sinks) -
 class _Sinks:
     """Where each trial goes besides the database: --jsonl/--csv metrics files and the run folder."""
 
-    def __init__(self, config: TuneConfig, setup: _Setup, host: Any) -> None:
+    def __init__(self, outputs: Outputs, setup: _Setup, host: Any) -> None:
         from tracea.reports.metrics import MetricsWriter
 
         self.setup = setup
         self.baseline: dict[str, Any] | None = None
-        self.writers = [MetricsWriter(p) for p in config.metrics_files]
+        self.writers = [MetricsWriter(p) for p in outputs.metrics_files]
         self.run = None
-        if config.run_folder and not setup.simulated:
+        if outputs.run_folder and not setup.simulated:
             # HOOK(reports): the run folder of this tune run (reports/runs.py); trials.jsonl + metrics.jsonl
             from tracea.reports.runs import start_run
 
-            self.run = start_run("tune", config.argv, host)
+            self.run = start_run("tune", outputs.argv, host)
             self.writers.append(MetricsWriter(self.run.metrics_path))
 
     def row(self, t: Trial) -> Any:

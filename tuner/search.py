@@ -11,6 +11,7 @@ from typing import Any
 
 from tracea.reports.nvtx import phase as nvtx_phase
 
+from .config import SearchLimits
 from .trial import Trial
 
 IMPROVEMENT = 0.005
@@ -18,14 +19,17 @@ IMPROVEMENT = 0.005
 
 class Search:
     def __init__(self, strategy: Any, evaluator: Any, schedules: list[dict[str, Any]], names: list[str],
-                 observed: dict[int, float | None], trials: list[Trial], *, budget: int,
-                 time_limit_s: float | None, patience: int | None, control: Any,
+                 observed: dict[int, float | None], trials: list[Trial], limits: SearchLimits, *, control: Any,
                  emit: Callable[[str, dict[str, Any]], None], record: Callable[[Trial], Any]) -> None:
+        """``limits.budget`` must be resolved (a number: the run's default or its resumed budget)."""
+        if limits.budget is None:
+            raise ValueError("Search needs a resolved budget")
         self.strategy, self.evaluator = strategy, evaluator
         self.schedules, self.names = schedules, names
         self.observed = observed
         self.trials = trials  # this run's trials (a resumed run starts with its earlier ones)
-        self.budget, self.time_limit_s, self.patience = budget, time_limit_s, patience
+        self.budget: int = limits.budget
+        self.time_limit_s, self.patience = limits.time_limit_s, limits.patience
         self.control, self.emit, self.record = control, emit, record
 
     def best(self) -> float | None:

@@ -48,9 +48,9 @@ HUSH_WAIT_S = 2.0  # the longest a timing waits for the screen to settle
 
 def needs_quiet_timing(config: Any, host: Any = None) -> bool:
     """Whether timings of this run must not share the cores with the dashboard's rendering."""
-    if getattr(config, "simulate", None):
+    if config.target.simulate:
         return False  # nothing is timed
-    return getattr(config, "backend", None) in (None, "cpu") or (os.cpu_count() or 1) < QUIET_CORES
+    return config.target.backend in (None, "cpu") or (os.cpu_count() or 1) < QUIET_CORES
 
 
 QUIET_WINDOW_S = 0.05
@@ -98,7 +98,7 @@ class TuneApp(App[Any]):
 
         self.quiet_timing = needs_quiet_timing(config, host) if quiet_timing is None else quiet_timing
         if self.quiet_timing:
-            config = dataclasses.replace(config, quiet_timing=True)
+            config = dataclasses.replace(config, evaluation=dataclasses.replace(config.evaluation, quiet_timing=True))
         self.op, self.host, self.config = op, host, config
         self.hush_count = 0  # timings the dashboard stayed quiet for
         self.tuner = tuner

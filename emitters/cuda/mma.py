@@ -26,12 +26,14 @@ every k either kept in a shared-memory table (hoisted) or recomputed per tile.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from .epilogue import CUDA, statements
 from .magic import as_int32, magic
 from .plan import MmaPlan, mma_plan
 from .render import PRELUDE, Rendered, prelude_sm80
+from .schedule import CudaSchedule
 
 
 def epilogue_lines(epi: tuple[str, ...], indent: str) -> list[str]:
@@ -74,6 +76,67 @@ def _k_offset(op: Any) -> str:
     if op.layout == "nhwc":
         return "(kr * DH * W + ks * DW) * C + kc"
     return "kc * H * W + kr * DH * W + ks * DW"
+
+
+def hero_schedule(op: Any, host: Any) -> CudaSchedule:
+    """128x256x32 GEMM blocks of 8 warps (64x64 each) and 4 cp.async stages (256x128x32 for convolutions),
+    or 128x128x64 with 3 when that fills the last wave of blocks better, rasterized in groups of 8 block
+    rows."""
+    # Two tiles within 2 % of each other at 4096^3 on an H200 (370 and 376 TFLOP/s, 02_bench_probe):
+    # take the one whose last wave of blocks is fuller on this GPU's SMs.
+    conv = op.kind == "conv2d"
+    m, n = (op.gemm_m, op.gemm_n) if conv else (op.m, op.n)
+    big = CudaSchedule("mma", bm=256, bn=128, bk=32, wm=64, wn=64, stages=4, raster=8)
+    small = CudaSchedule("mma", bm=128, bn=128, bk=64, wm=64, wn=32, stages=3, raster=8)
+    wide = CudaSchedule("mma", bm=128, bn=256, bk=32, wm=64, wn=64, stages=4, raster=8)
+    sms = sm_count(host)
+
+    def waves(s: CudaSchedule) -> int:
+        return -(-(-(-m // s.bm) * -(-n // s.bn)) // sms)
+
+    from .smem import vector_copies
+
+    if not all(vector_copies(op)):  # rows not 16-byte aligned: the register copy path, lighter with bk 32
+        return dataclasses.replace(small, bk=32, stages=4)
+    if not conv and op.epilogue:  # the 64x64 warp tile spills beside a fused epilogue's registers
+        return small
+    if conv and n >= 256:  # 128x256 led the N32 C256 56x56 probe: 328 vs 270-282 TFLOP/s (05_final)
+        return wide if 2 * waves(wide) <= waves(small) else small
+    if not conv:  # H200 run 08 (gpu/cuda_runs/08_epilogue), staged epilogue: 128x256x32 s4 led at
+        # 4096^3, 8192^3 and 4000^3 (481, 507 and 436 TFLOP/s; 128x256x64 s3, run 07's pick at 8192^3: 505)
+        return wide if 2 * waves(wide) <= waves(small) else small
+    # 256x128 led at 4096^3 and 8192^3 on an H200 (416 and 451 TFLOP/s, gpu/cuda_runs/05_final): take it
+    # unless its last wave leaves the GPU emptier (a big tile does twice the work of a small one)
+    return big if 2 * waves(big) <= waves(small) else small
+
+
+def sm_count(host: Any) -> int:
+    gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
+    return int(getattr(gpus[0], "sm_count", 0) or 132) if gpus else 132
+
+
+def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
+    """Block tiles 64..256, warp tiles 32..64, bk 32 or 64, 2..5 stages, 2..8 warps (checked by build)."""
+    cands: list[CudaSchedule] = []
+    for bm in (64, 128, 256):
+        for bn in (64, 128, 256):
+            for wm, wn in ((64, 64), (64, 32), (32, 64), (32, 32)):
+                for bk in (32, 64):
+                    for stages in (2, 3, 4, 5):
+                        if 2 <= (bm // wm) * (bn // wn) <= 8:
+                            cands.append(CudaSchedule("mma", bm, bn, bk, wm, wn, stages, raster=8))
+    return cands
+
+
+def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
+    return render_mma(op, schedule, arch), gemm_scalars(op)
+
+
+def gemm_scalars(op: Any) -> dict[str, float | int]:
+    """The runtime scalars of a GEMM-shaped kernel (mma and SIMT cores): the implicit GEMM's for a conv."""
+    if op.kind == "conv2d":
+        return {"M": op.gemm_m, "N": op.gemm_n, "K": op.gemm_k, "alpha": 1.0, **conv_scalars(op)}
+    return {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha}
 
 
 def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:

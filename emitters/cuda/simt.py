@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .mma import CONV_ARGS, _k_decompose, _k_offset, epilogue_lines, gemm_scalars
+from .conv import CONV_ARGS, gemm_scalars, k_decompose, k_offset
+from .mma import epilogue_lines
 from .plan import SIMT_PAD, conv_table_bytes, simt_hoists, simt_smem_bytes
 from .render import PRELUDE, Rendered
 from .schedule import CudaSchedule
@@ -80,14 +81,14 @@ def _conv_operand(op: Any, s: Any, nt: int, hoist: bool) -> tuple[str, str, str,
     if hoist:
         pro.append(f"int2* ktab = (int2*)(tr_smem_f + {simt_smem_bytes(s) // 4});")
         pro.append(f"for (int k = tid; k < K; k += {nt}) {{")
-        pro.append("  " + _k_decompose(op, "k"))
-        pro.append(f"  ktab[k] = make_int2({_k_offset(op)}, ((kr * DH) << 16) | (ks * DW));")
+        pro.append("  " + k_decompose(op, "k"))
+        pro.append(f"  ktab[k] = make_int2({k_offset(op)}, ((kr * DH) << 16) | (ks * DW));")
         pro.append("}")
         pro.append("__syncthreads();")
     if hoist:
         look = "const int2 t_ = ktab[kx]; const int koff = t_.x, dh_ = t_.y >> 16, dw_ = t_.y & 0xffff;"
     else:
-        look = _k_decompose(op, "kx") + f" const int koff = {_k_offset(op)}, dh_ = kr * DH, dw_ = ks * DW;"
+        look = k_decompose(op, "kx") + f" const int koff = {k_offset(op)}, dh_ = kr * DH, dw_ = ks * DW;"
     load, store = [], []
     for i in range(iters):
         e = f"(tid + {i * nt})"

@@ -244,3 +244,40 @@ def mma_kernel(op: Any, schedule: Any, arch_smem: int | None = None) -> MmaKerne
             f"_{s.name}" + (f"_{op.layout}" if conv else "") + ("_" + "_".join(epi) if epi else ""))
     name = name.replace("<", "").replace(">", "").replace(",", "")
     return MmaKernel(op, s, plan, name, epi, a_vec, b_vec)
+
+
+@dataclass(frozen=True)
+class SimtKernel:
+    """What each step of the SIMT kernel (loader, main loop, epilogue) reads: the op's (implicit) GEMM, the
+    schedule, the fused ops, whether the conv keeps its k table in shared memory, the block's bytes."""
+
+    op: Any
+    s: Any  # the CudaSchedule
+    name: str
+    epi: tuple[str, ...]
+    hoist: bool
+    smem: int  # dynamic shared memory per block
+
+    @property
+    def conv(self) -> bool:
+        return self.op.kind == "conv2d"
+
+    @property
+    def mnk(self) -> tuple[int, int, int]:
+        op = self.op
+        return (op.gemm_m, op.gemm_n, op.gemm_k) if self.conv else (op.m, op.n, op.k)
+
+    @property
+    def threads(self) -> int:
+        return self.s.block_threads
+
+
+def simt_kernel(op: Any, schedule: Any, arch_smem: int) -> SimtKernel:
+    s = schedule
+    conv = op.kind == "conv2d"
+    epi = ("bias",) if conv and op.bias else (() if conv else op.epilogue)
+    hoist = simt_hoists(op, s, arch_smem)
+    name = f"tr_{op.kind}_simt_fp32_{s.name}" + (f"_{op.layout}" if conv else
+                                                 f"_{op.layout_a[0]}{op.layout_b[0]}") + \
+        ("_" + "_".join(epi) if epi else "")
+    return SimtKernel(op, s, name, epi, hoist, simt_smem_bytes(s) + (conv_table_bytes(op) if hoist else 0))

@@ -156,10 +156,11 @@ class CudaRenderer(CStyleRenderer):
     dtypes: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "bf16")
 
     def render_kernel_signature(self, name: str, params: Sequence[Param], ret: str = "void",
-                                launch_bounds: tuple[int, int] | None = None) -> str:
-        """CUDA puts ``__launch_bounds__`` between the return type and the name."""
+                                launch_bounds: tuple[int, ...] | None = None) -> str:
+        """CUDA puts ``__launch_bounds__`` (max threads, and min blocks per SM if given) between the return
+        type and the name."""
         if launch_bounds:
-            name = f"__launch_bounds__({launch_bounds[0]}, {launch_bounds[1]}) {name}"
+            name = f"__launch_bounds__({', '.join(map(str, launch_bounds))}) {name}"
         return self.render_signature(name, params, ret, self.kernel_prefix)
 
     def to_float(self, dtype: str, expr: str) -> str:

@@ -54,3 +54,33 @@ def test_build_holds_no_branch_on_an_op_or_a_core():
     assert not found, found
     text = BUILD.read_text()
     assert "op.kind ==" not in text and ".core ==" not in text and "wgmma" not in text
+
+
+def test_ptx_wrappers_are_renderer_data():
+    """A renderer for another vendor substitutes its own wrappers; the kernels ask it for their prelude."""
+    from tracea.emitters.cuda.arch import parse_arch
+    from tracea.emitters.cuda.mma import render_mma
+    from tracea.emitters.cuda.render import CudaRenderer
+    from tracea.emitters.cuda.simt import render_simt
+    from tracea.emitters.cuda.softmax import render_softmax
+    from tracea.kernels import Gemm, Softmax
+
+    class Other(CudaRenderer):
+        library = (*CudaRenderer.library, ("marker", "/* other library */\n"))
+        tensor_library = tuple((n, "/* other mma */\n" if n == "mma.sync" else t) for n, t in CudaRenderer.tensor_library)
+
+    arch = parse_arch("sm_80")
+    gemm = Gemm(256, 256, 256, "bf16")
+    s = cuda_hero(gemm, "cuda-mma-sync.gemm")
+    plain, other = render_mma(gemm, s, arch).source, render_mma(gemm, s, arch, Other()).source
+    assert "mma.sync.aligned" in plain and "/* other mma */" in other and "mma.sync.aligned" not in other
+    f32 = Gemm(128, 128, 128)
+    assert "/* other library */" in render_simt(f32, cuda_hero(f32, "cuda-simt.gemm"), arch, Other()).source
+    sm = Softmax(rows=4, cols=1000)
+    assert "/* other library */" in render_softmax(sm, cuda_hero(sm, "cuda-simt.softmax"), arch, Other()).source
+
+
+def cuda_hero(op, vid):
+    from tracea.emitters import cuda
+
+    return cuda.hero_schedule(op, vid, None)

@@ -80,7 +80,7 @@ static __device__ __forceinline__ float tr_warp_sum(float v) {
     return v;
 }
 """),
-    ("gelu", r"""static __device__ __forceinline__ float tr_gelu(float x) {  /* tanh form, as the IR's reference */
+    ("tr_gelu", r"""static __device__ __forceinline__ float tr_gelu(float x) {  /* tanh form, as the IR's reference */
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 """),

@@ -1,6 +1,7 @@
 """hero_schedule / search_space / build / emit: from (op, variant, schedule, host) to a loaded kernel or
 files on disk. The same public functions as ``emitters/cpu`` so the registry, bench, tuner and
-evidence layers treat backends alike."""
+evidence layers treat backends alike. Each step is the kernel core's own (``cores.py``, looked up by the
+variant or the schedule); what is left here is common to every core: the target, compiling, writing."""
 
 from __future__ import annotations
 

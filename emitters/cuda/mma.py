@@ -26,12 +26,15 @@ every k either kept in a shared-memory table (hoisted) or recomputed per tile.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from ..cstyle import Param
+from .conv import CONV_ARGS, conv_loader, conv_prologue, gemm_scalars
 from .epilogue import CUDA, statements
-from .magic import as_int32, magic
-from .plan import MmaPlan, mma_plan
-from .render import PRELUDE, Rendered, prelude_sm80
+from .plan import MmaKernel, MmaPlan, mma_kernel
+from .render import CudaRenderer, Rendered
+from .schedule import CudaSchedule
 
 
 def epilogue_lines(epi: tuple[str, ...], indent: str) -> list[str]:
@@ -39,228 +42,239 @@ def epilogue_lines(epi: tuple[str, ...], indent: str) -> list[str]:
     return [indent + line for line in statements(epi, CUDA, bias="bias_v", residual="res_v")]
 
 
-def _cvt(dtype: str) -> tuple[str, str]:
-    return ("tr_bf2f", "tr_f2bf") if dtype == "bf16" else ("tr_h2f", "tr_f2h")
-
-
-def conv_scalars(op: Any) -> dict[str, int]:
-    """The runtime integers of a conv kernel (magic numbers for every divisor it uses)."""
-    pq = op.p * op.q
-    rs = op.r * op.s
-    d: dict[str, int] = {"C": op.c, "H": op.h, "W": op.w, "P": op.p, "Q": op.q, "R": op.r, "S": op.s,
-                         "SH": op.stride[0], "SW": op.stride[1], "PH": op.padding[0], "PW": op.padding[1],
-                         "DH": op.dilation[0], "DW": op.dilation[1]}
-    for name, div in (("PQ", pq), ("Qd", op.q), ("Cd", op.c), ("Sd", op.s), ("RS", rs)):
-        mul, shr = magic(div)
-        d[f"{name}_mul"], d[f"{name}_shr"] = as_int32(mul), shr
-    return d
-
-
-CONV_ARGS = ("C", "H", "W", "P", "Q", "R", "S", "SH", "SW", "PH", "PW", "DH", "DW",
-             "PQ_mul", "PQ_shr", "Qd_mul", "Qd_shr", "Cd_mul", "Cd_shr", "Sd_mul", "Sd_shr", "RS_mul", "RS_shr")
-
-
-def _k_decompose(op: Any, k: str) -> str:
-    """C statements setting kc, kr, ks (channel, filter row, filter column) of GEMM index ``k``."""
-    if op.layout == "nhwc":  # k = (r * S + s) * C + c
-        return (f"const int rs_ = tr_div({k}, (uint32_t)Cd_mul, (uint32_t)Cd_shr); const int kc = {k} - rs_ * C; "
-                "const int kr = tr_div(rs_, (uint32_t)Sd_mul, (uint32_t)Sd_shr); const int ks = rs_ - kr * S;")
-    return (f"const int kc = tr_div({k}, (uint32_t)RS_mul, (uint32_t)RS_shr); const int rs_ = {k} - kc * R * S; "
-            "const int kr = tr_div(rs_, (uint32_t)Sd_mul, (uint32_t)Sd_shr); const int ks = rs_ - kr * S;")
-
-
-def _k_offset(op: Any) -> str:
-    """The x offset of (kc, kr, ks) relative to a pixel's (h0, w0) corner, and its (dh, dw)."""
-    if op.layout == "nhwc":
-        return "(kr * DH * W + ks * DW) * C + kc"
-    return "kc * H * W + kr * DH * W + ks * DW"
-
-
-def render_mma(op: Any, schedule: Any, arch: Any) -> Rendered:
-    s = schedule
+def hero_schedule(op: Any, host: Any) -> CudaSchedule:
+    """128x256x32 GEMM blocks of 8 warps (64x64 each) and 4 cp.async stages (256x128x32 for convolutions),
+    or 128x128x64 with 3 when that fills the last wave of blocks better, rasterized in groups of 8 block
+    rows."""
+    # Two tiles within 2 % of each other at 4096^3 on an H200 (370 and 376 TFLOP/s, 02_bench_probe):
+    # take the one whose last wave of blocks is fuller on this GPU's SMs.
     conv = op.kind == "conv2d"
-    plan: MmaPlan = mma_plan(op, s, arch_smem=arch.smem_optin)
-    dtype = op.dtype.value
-    to_f, from_f = _cvt(dtype)
-    nt = s.block_threads
-    warps_n = s.bn // s.wn
-    mt, ntile = s.wm // 16, s.wn // 8
-    kk_steps = s.bk // 16
-    M, N, K = (op.gemm_m, op.gemm_n, op.gemm_k) if conv else (op.m, op.n, op.k)
-    epi = ("bias",) if conv and op.bias else (() if conv else op.epilogue)
-    # alignment of the global rows (16-byte cp.async needs rows starting on 16 bytes)
-    if conv:
-        a_vec = op.layout == "nhwc" and op.c % 8 == 0
-        b_vec = K % 8 == 0
-    else:
-        a_vec = (K if plan.a_kmajor else M) % 8 == 0
-        b_vec = (K if plan.b_kmajor else N) % 8 == 0
-    hoist = plan.table_bytes > 0
-    # persistent grid (GEMM): each block walks tiles blockIdx.x, + gridDim.x, ...; the cp.async ring runs on
-    # into the next tile's k tiles, so a tile's first loads are in flight during the last one's epilogue
-    persistent = s.persist > 0 and not conv
-    lm0, ln0 = ("lm0", "ln0") if persistent else ("m0", "n0")
-    name = (f"tr_{op.kind}_mma_{dtype}_{'a' + ('k' if plan.a_kmajor else 'm')}{'b' + ('k' if plan.b_kmajor else 'n')}"
-            f"_{s.name}" + (f"_{op.layout}" if conv else "") + ("_" + "_".join(epi) if epi else ""))
-    name = name.replace("<", "").replace(">", "").replace(",", "")
-    w: list[str] = [PRELUDE.replace("NARGS", "1"), prelude_sm80(dtype)]
-    w.append(f"static __device__ __forceinline__ uint32_t offA(uint32_t line, uint32_t col) "
+    m, n = (op.gemm_m, op.gemm_n) if conv else (op.m, op.n)
+    big = CudaSchedule("mma", bm=256, bn=128, bk=32, wm=64, wn=64, stages=4, raster=8)
+    small = CudaSchedule("mma", bm=128, bn=128, bk=64, wm=64, wn=32, stages=3, raster=8)
+    wide = CudaSchedule("mma", bm=128, bn=256, bk=32, wm=64, wn=64, stages=4, raster=8)
+    sms = sm_count(host)
+
+    def waves(s: CudaSchedule) -> int:
+        return -(-(-(-m // s.bm) * -(-n // s.bn)) // sms)
+
+    from .smem import vector_copies
+
+    if not all(vector_copies(op)):  # rows not 16-byte aligned: the register copy path, lighter with bk 32
+        return dataclasses.replace(small, bk=32, stages=4)
+    if not conv and op.epilogue:  # the 64x64 warp tile spills beside a fused epilogue's registers
+        return small
+    if conv and n >= 256:  # 128x256 led the N32 C256 56x56 probe: 328 vs 270-282 TFLOP/s (05_final)
+        return wide if 2 * waves(wide) <= waves(small) else small
+    if not conv:  # H200 run 08 (gpu/cuda_runs/08_epilogue), staged epilogue: 128x256x32 s4 led at
+        # 4096^3, 8192^3 and 4000^3 (481, 507 and 436 TFLOP/s; 128x256x64 s3, run 07's pick at 8192^3: 505)
+        return wide if 2 * waves(wide) <= waves(small) else small
+    # 256x128 led at 4096^3 and 8192^3 on an H200 (416 and 451 TFLOP/s, gpu/cuda_runs/05_final): take it
+    # unless its last wave leaves the GPU emptier (a big tile does twice the work of a small one)
+    return big if 2 * waves(big) <= waves(small) else small
+
+
+def sm_count(host: Any) -> int:
+    gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
+    return int(getattr(gpus[0], "sm_count", 0) or 132) if gpus else 132
+
+
+def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
+    """Block tiles 64..256, warp tiles 32..64, bk 32 or 64, 2..5 stages, 2..8 warps (checked by build)."""
+    cands: list[CudaSchedule] = []
+    for bm in (64, 128, 256):
+        for bn in (64, 128, 256):
+            for wm, wn in ((64, 64), (64, 32), (32, 64), (32, 32)):
+                for bk in (32, 64):
+                    for stages in (2, 3, 4, 5):
+                        if 2 <= (bm // wm) * (bn // wn) <= 8:
+                            cands.append(CudaSchedule("mma", bm, bn, bk, wm, wn, stages, raster=8))
+    return cands
+
+
+def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
+    return render_mma(op, schedule, arch), gemm_scalars(op)
+
+
+def render_mma(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None = None) -> Rendered:
+    """The kernel's text in steps over its plan (``plan.MmaKernel``): the block's head, the loaders, the
+    fragment loads, the main loop (twice where blocks may take the unchecked copies) and the C store."""
+    r = renderer or CudaRenderer()
+    k = mma_kernel(op, schedule, arch.smem_optin)
+    s, plan = k.s, k.smem
+    to_f, from_f = r.converters(k.dtype)
+    w: list[str] = [r.prelude(1), r.tensor_prelude(k.dtype)]
+    w.append(f"{r.inline_prefix}uint32_t offA(uint32_t line, uint32_t col) "
              f"{{ return {plan.a.c_offset('line', 'col')}; }}")
-    w.append(f"static __device__ __forceinline__ uint32_t offB(uint32_t line, uint32_t col) "
+    w.append(f"{r.inline_prefix}uint32_t offB(uint32_t line, uint32_t col) "
              f"{{ return {plan.b.c_offset('line', 'col')}; }}")
-    scal = ["int M", "int N", "int K", "float alpha"] + ([f"int {a}" for a in CONV_ARGS] if conv else [])
-    params = (("x", "weight") if conv else ("a", "b")) + ("out", "bias", "residual", "M", "N", "K", "alpha") + \
-        (CONV_ARGS if conv else ())
-    sig = (f'extern "C" __global__ void __launch_bounds__({nt}, {s.min_blocks}) {name}('
-           "const uint16_t* __restrict__ A, const uint16_t* __restrict__ B, uint16_t* __restrict__ Cout, "
-           "const uint16_t* __restrict__ bias, const uint16_t* __restrict__ resid, " + ", ".join(scal) + ")")
-    body: list[str] = []
-    b = body.append
-    b("extern __shared__ __align__(1024) unsigned char tr_smem[];")
-    b("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;")
-    b(f"const int warp_m = warp / {warps_n}, warp_n = warp % {warps_n};")
-    # rasterization: groups of RASTER block rows walk the N direction together
-    b(f"const int grid_m = (M + {s.bm - 1}) / {s.bm}, grid_n = (N + {s.bn - 1}) / {s.bn};")
-    b("auto tile_origin = [&](int pid, int& m0_, int& n0_) {")
-    b(f"  const int per_group = {s.raster} * grid_n, group = pid / per_group;")
-    b(f"  const int first_m = group * {s.raster}, gsize = min(grid_m - first_m, {s.raster});")
-    b("  const int in_group = pid - group * per_group;")
-    b(f"  m0_ = (first_m + in_group % gsize) * {s.bm}; n0_ = (in_group / gsize) * {s.bn};")
-    b("};")
-    b("int m0, n0;")
-    b("tile_origin(blockIdx.x, m0, n0);")
-    if persistent:  # the loader runs ahead of the compute across tile boundaries: its own tile and origin
-        b("const int tiles = grid_m * grid_n;")
-        b("int c_tile = blockIdx.x, l_tile = blockIdx.x, l_kt = 0, lm0 = m0, ln0 = n0;")
-    b("const uint32_t smem0 = tr_smem_addr(tr_smem);")
-    b(f"const uint32_t sA = smem0, sB = smem0 + {s.stages * plan.a.size_bytes}u;")
-    b(f"const int ktiles = (K + {s.bk - 1}) / {s.bk};")
-    a_lines, a_cpl = plan.a.rows, plan.a.cols // 8
-    b_lines, b_cpl = plan.b.rows, plan.b.cols // 8
-    a_iter = -(-(a_lines * a_cpl) // nt)
-    b_iter = -(-(b_lines * b_cpl) // nt)
-    if conv:
-        _conv_prologue(op, s, plan, body, nt, a_iter, a_cpl, hoist)
-    # ---- loaders: "checked" copies test every row and k; "fast" ones (blocks whose tiles all lie inside the
-    # matrices, chosen once per block) test nothing and step one pointer per operand
-    fast_ok = not (conv or persistent)
+    body = _head(k)
+    if k.conv:
+        conv_prologue(op, s, plan, body, k.threads, k.copies("a")[2], k.copies("a")[1], k.hoist)
+    _loader_step(k, body)
+    body += [f"float acc[{s.wm // 16}][{s.wn // 8}][4];", _zero_acc(s, ""),
+             f"uint32_t fa[2][{s.wm // 16}][4], fb[2][{s.wn // 8}][2];", "const int lj = lane >> 3, lr = lane & 7;"]
+    body.extend(_fragment_loads(plan, s).splitlines())
+    direct = _epilogue(op, s, k.epi, to_f, from_f, k.conv, s.wm // 16, s.wn // 8)
+    if k.persistent or k.conv:
+        body += _mainloop(k, False, direct)
+    else:  # the pipeline and main loop written out twice: unchecked copies where the block's tiles lie inside
+        body += [f"if (m0 + {s.bm} <= M && n0 + {s.bn} <= N && K % {s.bk} == 0) {{", *_mainloop(k, True, direct),
+                 "} else {", *_mainloop(k, False, direct), "}"]
+    if plan.c_stage is not None:
+        body.extend(_staged_epilogue(s, plan.c_stage, k.epi, to_f, from_f, k.mnk[1] % 8 == 0, k.threads).splitlines())
+    elif not k.persistent:
+        body.extend(direct.splitlines())
+    src = "\n".join(w) + "\n\n" + _signature(r, k) + " {\n" + "\n".join("    " + ln for ln in body) + "\n}\n"
+    M, N, _ = k.mnk
+    tiles = -(-M // s.bm) * -(-N // s.bn)
+    grid = (min(tiles, s.persist * max(1, arch.sm_count)) if k.persistent else tiles, 1, 1)
+    params = (("x", "weight") if k.conv else ("a", "b")) + ("out", "bias", "residual", "M", "N", "K", "alpha") + \
+        (CONV_ARGS if k.conv else ())
+    return Rendered(k.name, k.name, src, params, grid, (k.threads, 1, 1), plan.smem_bytes, _metadata(k, grid))
+
+
+def _signature(r: CudaRenderer, k: MmaKernel) -> str:
+    elem = k.dtype
+    params = [Param("A", elem, True, True, True), Param("B", elem, True, True, True), Param("Cout", elem, True, False, True),
+              Param("bias", elem, True, True, True), Param("resid", elem, True, True, True),
+              Param("M", "int"), Param("N", "int"), Param("K", "int"), Param("alpha", "float")]
+    params += [Param(a, "int") for a in CONV_ARGS] if k.conv else []
+    return r.render_kernel_signature(k.name, params, launch_bounds=(k.threads, k.s.min_blocks))
+
+
+def _head(k: MmaKernel) -> list[str]:
+    """The block's indices, its tile origin (rasterized: groups of ``raster`` block rows walk the N direction
+    together), the loader's own tile where it runs ahead (persistent), the shared-memory bases."""
+    s = k.s
+    warps_n = s.bn // s.wn
+    out = ["extern __shared__ __align__(1024) unsigned char tr_smem[];",
+           "const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;",
+           f"const int warp_m = warp / {warps_n}, warp_n = warp % {warps_n};",
+           f"const int grid_m = (M + {s.bm - 1}) / {s.bm}, grid_n = (N + {s.bn - 1}) / {s.bn};",
+           "auto tile_origin = [&](int pid, int& m0_, int& n0_) {",
+           f"  const int per_group = {s.raster} * grid_n, group = pid / per_group;",
+           f"  const int first_m = group * {s.raster}, gsize = min(grid_m - first_m, {s.raster});",
+           "  const int in_group = pid - group * per_group;",
+           f"  m0_ = (first_m + in_group % gsize) * {s.bm}; n0_ = (in_group / gsize) * {s.bn};",
+           "};",
+           "int m0, n0;",
+           "tile_origin(blockIdx.x, m0, n0);"]
+    if k.persistent:  # the loader runs ahead of the compute across tile boundaries: its own tile and origin
+        out += ["const int tiles = grid_m * grid_n;",
+                "int c_tile = blockIdx.x, l_tile = blockIdx.x, l_kt = 0, lm0 = m0, ln0 = n0;"]
+    return out + ["const uint32_t smem0 = tr_smem_addr(tr_smem);",
+                  f"const uint32_t sA = smem0, sB = smem0 + {s.stages * k.smem.a.size_bytes}u;",
+                  f"const int ktiles = (K + {s.bk - 1}) / {s.bk};"]
+
+
+def _loader_step(k: MmaKernel, body: list[str]) -> None:
+    """The global -> shared copies: per-thread setups of the vectorised operands, ``load_tile`` ("checked":
+    tests every row and k) and ``load_tile_fast`` (blocks whose tiles all lie inside the matrices: tests
+    nothing, steps one pointer per operand), and ``load_next`` of the persistent grid."""
+    s, plan, nt, (lm0, ln0) = k.s, k.smem, k.threads, k.origin
+    a_lines, a_cpl, a_iter = k.copies("a")
+    b_lines, b_cpl, b_iter = k.copies("b")
 
     def loaders(fast: bool) -> list[str]:
-        out = [_gemm_loader("B", "B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, nt, ln0, "N",
+        out = [_gemm_loader("B", "B", plan.b_kmajor, k.b_vec, b_lines, b_cpl, b_iter, nt, ln0, "N",
                             "K" if plan.b_kmajor else "N", fast)]
-        if conv:
-            out.append(_conv_loader(op, a_vec, a_lines, a_cpl, a_iter, nt, hoist))
+        if k.conv:
+            out.append(conv_loader(k.op, k.a_vec, a_lines, a_cpl, a_iter, nt, k.hoist))
         else:
-            out.append(_gemm_loader("A", "A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, nt, lm0, "M",
+            out.append(_gemm_loader("A", "A", plan.a_kmajor, k.a_vec, a_lines, a_cpl, a_iter, nt, lm0, "M",
                                     "K" if plan.a_kmajor else "M", fast))
         return out
 
     for tag, kmaj, vec_, lines_, cpl_, it_, mn0, mnt in (
-            ("A", plan.a_kmajor, a_vec, a_lines, a_cpl, a_iter, lm0, "M"),
-            ("B", plan.b_kmajor, b_vec, b_lines, b_cpl, b_iter, ln0, "N")):
-        if vec_ and nt % cpl_ == 0 and not (conv and tag == "A"):  # the conv A tile is a gather
+            ("A", plan.a_kmajor, k.a_vec, a_lines, a_cpl, a_iter, lm0, "M"),
+            ("B", plan.b_kmajor, k.b_vec, b_lines, b_cpl, b_iter, ln0, "N")):
+        if vec_ and nt % cpl_ == 0 and not (k.conv and tag == "A"):  # the conv A tile is a gather
             body.extend(_gemm_loader_setup(tag, kmaj, lines_, cpl_, it_, nt, mn0, mnt,
                                            "K" if kmaj else mnt, plan.a if tag == "A" else plan.b).splitlines())
-    for fast in (False, True) if fast_ok else (False,):
-        b(f"auto load_tile{'_fast' if fast else ''} = [&](int kt, int slot) {{")
-        b(f"  const int k0 = kt * {s.bk};")
-        b(f"  const uint32_t baseA = sA + slot * {plan.a.size_bytes}u, baseB = sB + slot * {plan.b.size_bytes}u;")
-        b("  if (kt < ktiles) {")
+    for fast in (False, True) if not (k.conv or k.persistent) else (False,):
+        body += [f"auto load_tile{'_fast' if fast else ''} = [&](int kt, int slot) {{",
+                 f"  const int k0 = kt * {s.bk};",
+                 f"  const uint32_t baseA = sA + slot * {plan.a.size_bytes}u, baseB = sB + slot * {plan.b.size_bytes}u;",
+                 "  if (kt < ktiles) {"]
         for text in loaders(fast):
             body.extend("    " + ln for ln in text.splitlines())
-        b("  }")
-        b("};")
-    if persistent:  # the next k tile of the loader's tile; past its last, the next tile's origin and sources
+        body += ["  }", "};"]
+    if k.persistent:  # the next k tile of the loader's tile; past its last, the next tile's origin and sources
         setups = " ".join(f"setup_{t}();" for t in ("A", "B") if f"auto setup_{t} =" in "\n".join(body))
-        b("auto load_next = [&](int slot) {")
-        b("  if (l_tile < tiles) {")
-        b("    load_tile(l_kt, slot);")
-        b("    if (++l_kt == ktiles) {")
-        b("      l_kt = 0; l_tile += gridDim.x;")
-        b(f"      if (l_tile < tiles) {{ tile_origin(l_tile, lm0, ln0); {setups} }}")
-        b("    }")
-        b("  }")
-        b("};")
-    # ---- fragment loads
-    b(f"float acc[{mt}][{ntile}][4];")
-    b(f"#pragma unroll\nfor (int i = 0; i < {mt}; ++i)\n#pragma unroll\nfor (int j = 0; j < {ntile}; ++j)\n"
-      "#pragma unroll\nfor (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;")
-    b(f"uint32_t fa[2][{mt}][4], fb[2][{ntile}][2];")
-    b("const int lj = lane >> 3, lr = lane & 7;")
-    body.extend(_fragment_loads(plan, s).splitlines())
-    # ---- pipeline
-    st = s.stages
-    # the pipeline and main loop, written out twice where blocks may take the fast copies
-    def mainloop(fast: bool) -> None:
-        lt = "load_tile_fast" if fast else "load_tile"
-        load = "load_next(t)" if persistent else f"{lt}(t, t)"
-        b(f"#pragma unroll\nfor (int t = 0; t < {st - 1}; ++t) {{ {load}; TR_CP_COMMIT(); }}")
-        b(f"TR_CP_WAIT({st - 2});\n__syncthreads();")
-        b("load_frags(0, 0, 0);")
-        b(f"int read_slot = 0, write_slot = {st - 1};")
-        if persistent:
-            b("const int iters = (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x * ktiles;")
-            b("int kt = 0;")
-            b("for (int it = 0; it < iters; ++it) {")
-        else:
-            b("for (int kt = 0; kt < ktiles; ++kt) {")
-        b(f"  #pragma unroll\n  for (int kk = 0; kk < {kk_steps}; ++kk) {{")
-        b(f"    if (kk == {kk_steps - 1}) {{")
-        b(f"      TR_CP_WAIT({st - 2});\n      __syncthreads();")
-        b(f"      read_slot = read_slot == {st - 1} ? 0 : read_slot + 1;")
-        b("    }")
-        b(f"    load_frags((kk + 1) & 1, read_slot, (kk + 1) % {kk_steps});")
-        b("    if (kk == 0) {")
-        b(f"      {'load_next(write_slot)' if persistent else f'{lt}(kt + {st - 1}, write_slot)'}; TR_CP_COMMIT();")
-        b(f"      write_slot = write_slot == {st - 1} ? 0 : write_slot + 1;")
-        b("    }")
-        b(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n    for (int j = 0; j < {ntile}; ++j)")
-        b("      tr_mma(acc[i][j], fa[kk & 1][i], fb[kk & 1][j]);")
-        b("  }")
-        if persistent:  # the tile's last k step: store it, clear the accumulators, take the next tile
-            b("  if (++kt == ktiles) {")
-            b("    kt = 0;")
-            body.extend("    " + ln for ln in _epilogue(op, s, epi, to_f, from_f, conv, mt, ntile).splitlines())
-            b(f"    #pragma unroll\n    for (int i = 0; i < {mt}; ++i)\n    #pragma unroll\n    for (int j = 0; j < {ntile}; ++j)\n"
-              "    #pragma unroll\n    for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;")
-            b("    c_tile += gridDim.x;")
-            b("    if (c_tile < tiles) tile_origin(c_tile, m0, n0);")
-            b("  }")
-        b("}")
-        b("TR_CP_WAIT(0);")
+        body += ["auto load_next = [&](int slot) {",
+                 "  if (l_tile < tiles) {",
+                 "    load_tile(l_kt, slot);",
+                 "    if (++l_kt == ktiles) {",
+                 "      l_kt = 0; l_tile += gridDim.x;",
+                 f"      if (l_tile < tiles) {{ tile_origin(l_tile, lm0, ln0); {setups} }}",
+                 "    }",
+                 "  }",
+                 "};"]
 
-    if fast_ok:
-        b(f"if (m0 + {s.bm} <= M && n0 + {s.bn} <= N && K % {s.bk} == 0) {{")
-        mainloop(True)
-        b("} else {")
-        mainloop(False)
-        b("}")
+
+def _zero_acc(s: Any, ind: str) -> str:
+    return (f"{ind}#pragma unroll\n{ind}for (int i = 0; i < {s.wm // 16}; ++i)\n{ind}#pragma unroll\n"
+            f"{ind}for (int j = 0; j < {s.wn // 8}; ++j)\n{ind}#pragma unroll\n{ind}for (int e = 0; e < 4; ++e) "
+            "acc[i][j][e] = 0.0f;")
+
+
+def _mainloop(k: MmaKernel, fast: bool, direct: str) -> list[str]:
+    """The cp.async pipeline's prologue and the k loop: wait for the slot read next in the last k16 step,
+    issue the next tile's copies in the first, fragments of step kk + 1 loaded while kk multiplies. The
+    persistent grid stores each tile (``direct``) at its last k step and goes on to the next."""
+    s, st, kk_steps = k.s, k.s.stages, k.s.bk // 16
+    lt = "load_tile_fast" if fast else "load_tile"
+    load = "load_next(t)" if k.persistent else f"{lt}(t, t)"
+    out = [f"#pragma unroll\nfor (int t = 0; t < {st - 1}; ++t) {{ {load}; TR_CP_COMMIT(); }}",
+           f"TR_CP_WAIT({st - 2});\n__syncthreads();",
+           "load_frags(0, 0, 0);",
+           f"int read_slot = 0, write_slot = {st - 1};"]
+    if k.persistent:
+        out += ["const int iters = (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x * ktiles;",
+                "int kt = 0;",
+                "for (int it = 0; it < iters; ++it) {"]
     else:
-        mainloop(False)
-    # ---- epilogue
-    if plan.c_stage is not None:
-        body.extend(_staged_epilogue(s, plan.c_stage, epi, to_f, from_f, N % 8 == 0, nt).splitlines())
-    elif not persistent:
-        body.extend(_epilogue(op, s, epi, to_f, from_f, conv, mt, ntile).splitlines())
-    src = "\n".join(w) + "\n\n" + sig + " {\n" + "\n".join("    " + ln for ln in body) + "\n}\n"
-    tiles = -(-M // s.bm) * -(-N // s.bn)
-    grid = (min(tiles, s.persist * max(1, arch.sm_count)) if persistent else tiles, 1, 1)
+        out.append("for (int kt = 0; kt < ktiles; ++kt) {")
+    out += [f"  #pragma unroll\n  for (int kk = 0; kk < {kk_steps}; ++kk) {{",
+            f"    if (kk == {kk_steps - 1}) {{",
+            f"      TR_CP_WAIT({st - 2});\n      __syncthreads();",
+            f"      read_slot = read_slot == {st - 1} ? 0 : read_slot + 1;",
+            "    }",
+            f"    load_frags((kk + 1) & 1, read_slot, (kk + 1) % {kk_steps});",
+            "    if (kk == 0) {",
+            f"      {'load_next(write_slot)' if k.persistent else f'{lt}(kt + {st - 1}, write_slot)'}; TR_CP_COMMIT();",
+            f"      write_slot = write_slot == {st - 1} ? 0 : write_slot + 1;",
+            "    }",
+            f"    #pragma unroll\n    for (int i = 0; i < {s.wm // 16}; ++i)\n    #pragma unroll\n"
+            f"    for (int j = 0; j < {s.wn // 8}; ++j)",
+            "      tr_mma(acc[i][j], fa[kk & 1][i], fb[kk & 1][j]);",
+            "  }"]
+    if k.persistent:  # the tile's last k step: store it, clear the accumulators, take the next tile
+        out += ["  if (++kt == ktiles) {", "    kt = 0;", *("    " + ln for ln in direct.splitlines()),
+                _zero_acc(s, "    "), "    c_tile += gridDim.x;", "    if (c_tile < tiles) tile_origin(c_tile, m0, n0);",
+                "  }"]
+    return out + ["}", "TR_CP_WAIT(0);"]
+
+
+def _metadata(k: MmaKernel, grid: tuple[int, int, int]) -> dict[str, Any]:
+    s, plan, N = k.s, k.smem, k.mnk[1]
     meta = {
-        "name": name,
+        "name": k.name,
         "tile": {"M": s.bm, "N": s.bn, "K": s.bk, "stages": s.stages, "warp": [s.wm, s.wn]},
-        "fragments": {"mma": "mma.sync.aligned.m16n8k16", "dtype_in": dtype, "dtype_acc": "fp32",
+        "fragments": {"mma": "mma.sync.aligned.m16n8k16", "dtype_in": k.dtype, "dtype_acc": "fp32",
                       "load": "ldmatrix.x4" + ("" if plan.a_kmajor else " (A .trans)") +
                               ("" if plan.b_kmajor else " (B .trans)")},
-        "smem": {"a": plan.a.describe(), "b": plan.b.describe(), "a_vector_copy": a_vec, "b_vector_copy": b_vec,
-                 "coordinate_table_bytes": plan.table_bytes},
-        "launch": {"grid": list(grid), "block": [nt, 1, 1], "dynamic_smem": plan.smem_bytes},
-        "epilogue": list(epi),
+        "smem": {"a": plan.a.describe(), "b": plan.b.describe(), "a_vector_copy": k.a_vec,
+                 "b_vector_copy": k.b_vec, "coordinate_table_bytes": plan.table_bytes},
+        "launch": {"grid": list(grid), "block": [k.threads, 1, 1], "dynamic_smem": plan.smem_bytes},
+        "epilogue": list(k.epi),
         "c_store": ({"staged": "smem", "passes": plan.c_stage.passes, "bytes": plan.c_stage.size_bytes,
                      "vector": "16 B" if N % 8 == 0 else "scalar"} if plan.c_stage else {"staged": "none"}),
     }
-    if conv:
-        meta["conv"] = {"layout": op.layout, "hoist": "smem" if hoist else "recompute"}
-    return Rendered(name, name, src, params, grid, (nt, 1, 1), plan.smem_bytes, meta)
+    if k.conv:
+        meta["conv"] = {"layout": k.op.layout, "hoist": "smem" if k.hoist else "recompute"}
+    return meta
 
 
 def _frag_coords(plan: MmaPlan, which: str, kk: int, idx: int, w0: Any, lane: Any) -> tuple[Any, Any]:
@@ -454,73 +468,6 @@ def _gemm_loader_setup(tag: str, kmajor: bool, lines: int, cpl: int, iters: int,
                 "  }",
                 f"  {tag}_src = {tag} + (size_t){tag}_line0 * {ld} + ({mn0} + {tag}_ch * 8);"]
     out += ["};", f"setup_{tag}();"]
-    return "\n".join(out)
-
-
-def _conv_prologue(op: Any, s: Any, plan: MmaPlan, body: list[str], nt: int, a_iter: int, a_cpl: int,
-                   hoist: bool) -> None:
-    """Per-thread pixel corners of the A lines it loads (fixed for the whole k loop), and the k table."""
-    b = body.append
-    b(f"int px_base[{a_iter}], px_h[{a_iter}], px_w[{a_iter}];")
-    b(f"#pragma unroll\nfor (int i = 0; i < {a_iter}; ++i) {{")
-    b(f"  const int m = m0 + (tid + i * {nt}) / {a_cpl};")
-    b("  const int img = tr_div(m, (uint32_t)PQ_mul, (uint32_t)PQ_shr), pq = m - img * P * Q;")
-    b("  const int p = tr_div(pq, (uint32_t)Qd_mul, (uint32_t)Qd_shr), q = pq - p * Q;")
-    b("  px_h[i] = p * SH - PH; px_w[i] = q * SW - PW;")
-    if op.layout == "nhwc":
-        b("  px_base[i] = ((img * H + px_h[i]) * W + px_w[i]) * C;")
-    else:
-        b("  px_base[i] = (img * C * H + px_h[i]) * W + px_w[i];")
-    b("  if (m >= M) { px_h[i] = -(1 << 28); px_base[i] = 0; }  /* past the last pixel: every tap is padding */")
-    b("}")
-    if hoist:
-        table_off = plan.stages * plan.stage_bytes
-        b(f"int2* ktab = (int2*)(tr_smem + {table_off});")
-        b(f"for (int k = tid; k < K; k += {nt}) {{")
-        b("  " + _k_decompose(op, "k"))
-        b(f"  ktab[k] = make_int2({_k_offset(op)}, ((kr * DH) << 16) | (ks * DW));")
-        b("}")
-        b("__syncthreads();")
-
-
-def _conv_loader(op: Any, vec: bool, lines: int, cpl: int, iters: int, nt: int, hoist: bool) -> str:
-    """The A tile of the implicit GEMM: rows are output pixels, k = (c, r, s) gathered from x."""
-    total = lines * cpl
-    guard = "" if total % nt == 0 else f"if (c < {total}) "
-
-    def lookup(k: str) -> str:
-        if hoist:
-            return (f"const int2 t_ = ktab[{k}]; const int koff = t_.x, dh_ = t_.y >> 16, dw_ = t_.y & 0xffff;")
-        return (_k_decompose(op, k) + f" const int koff = {_k_offset(op)}, dh_ = kr * DH, dw_ = ks * DW;")
-
-    out = [f"#pragma unroll\nfor (int i = 0; i < {iters}; ++i) {{",
-           f"  const int c = tid + i * {nt};",
-           f"  {guard}{{",
-           f"    const int line = c / {cpl}, ch = c % {cpl};",
-           "    const int kq = k0 + ch * 8;",
-           "    const uint32_t dst = baseA + offA(line, ch * 8);"]
-    if vec:  # NHWC, C % 8 == 0: the 8 k of a chunk are 8 consecutive channels of one pixel
-        out += ["    bool ok = false; const uint16_t* src = A;",
-                "    if (kq < K) {",
-                "      " + lookup("kq"),
-                "      const int h = px_h[i] + dh_, w = px_w[i] + dw_;",
-                "      ok = (unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W;",
-                "      if (ok) src = A + (px_base[i] + koff);",
-                "    }",
-                "    tr_cp16(dst, src, ok ? 16u : 0u);"]
-    else:
-        out += ["    uint32_t v[4] = {0u, 0u, 0u, 0u};",
-                "    #pragma unroll\n    for (int e = 0; e < 8; ++e) {",
-                "      const int kx = kq + e;",
-                "      if (kx < K) {",
-                "        " + lookup("kx"),
-                "        const int h = px_h[i] + dh_, w = px_w[i] + dw_;",
-                "        if ((unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W)",
-                "          v[e >> 1] |= (uint32_t)A[px_base[i] + koff] << ((e & 1) * 16);",
-                "      }",
-                "    }",
-                "    tr_sts128(dst, v[0], v[1], v[2], v[3]);"]
-    out += ["  }", "}"]
     return "\n".join(out)
 
 

@@ -175,3 +175,109 @@ def smem_bytes(op: Any, schedule: Any, arch_smem: int | None = None) -> int:
         hoist = simt_hoists(op, schedule, arch_smem if arch_smem is not None else 48 * 1024)
         return simt_smem_bytes(schedule) + (conv_table_bytes(op) if hoist else 0)
     return 0
+
+
+@dataclass(frozen=True)
+class MmaKernel:
+    """What each step of the mma.sync kernel (loader, main loop, epilogue) reads: the op's (implicit) GEMM
+    extents and fused ops, the schedule, which operand copies vectorise, and the shared-memory plan."""
+
+    op: Any
+    s: Any  # the CudaSchedule
+    smem: MmaPlan
+    name: str
+    epi: tuple[str, ...]
+    a_vec: bool  # 16-byte cp.async of A's global rows (rows start on 16 bytes)
+    b_vec: bool
+
+    @property
+    def conv(self) -> bool:
+        return self.op.kind == "conv2d"
+
+    @property
+    def dtype(self) -> str:
+        return self.op.dtype.value
+
+    @property
+    def mnk(self) -> tuple[int, int, int]:
+        op = self.op
+        return (op.gemm_m, op.gemm_n, op.gemm_k) if self.conv else (op.m, op.n, op.k)
+
+    @property
+    def persistent(self) -> bool:
+        """A persistent grid (GEMM): each block walks tiles blockIdx.x, + gridDim.x, ...; the cp.async ring
+        runs on into the next tile's k tiles, so its first loads are in flight during the last epilogue."""
+        return self.s.persist > 0 and not self.conv
+
+    @property
+    def origin(self) -> tuple[str, str]:
+        """The C names of the loader's tile origin (its own where it runs ahead of the compute)."""
+        return ("lm0", "ln0") if self.persistent else ("m0", "n0")
+
+    @property
+    def hoist(self) -> bool:
+        return self.smem.table_bytes > 0
+
+    @property
+    def threads(self) -> int:
+        return self.s.block_threads
+
+    def copies(self, which: str) -> tuple[int, int, int]:
+        """(lines, 16-byte chunks per line, chunks per thread) of operand tile ``which``."""
+        t = self.smem.a if which == "a" else self.smem.b
+        lines, cpl = t.rows, t.cols // 8
+        return lines, cpl, -(-(lines * cpl) // self.threads)
+
+
+def mma_kernel(op: Any, schedule: Any, arch_smem: int | None = None) -> MmaKernel:
+    s = schedule
+    conv = op.kind == "conv2d"
+    plan = mma_plan(op, s, arch_smem=arch_smem)
+    dtype = op.dtype.value
+    epi = ("bias",) if conv and op.bias else (() if conv else op.epilogue)
+    if conv:
+        a_vec, b_vec = op.layout == "nhwc" and op.c % 8 == 0, op.gemm_k % 8 == 0
+    else:
+        a_vec = (op.k if plan.a_kmajor else op.m) % 8 == 0
+        b_vec = (op.k if plan.b_kmajor else op.n) % 8 == 0
+    name = (f"tr_{op.kind}_mma_{dtype}_{'a' + ('k' if plan.a_kmajor else 'm')}{'b' + ('k' if plan.b_kmajor else 'n')}"
+            f"_{s.name}" + (f"_{op.layout}" if conv else "") + ("_" + "_".join(epi) if epi else ""))
+    name = name.replace("<", "").replace(">", "").replace(",", "")
+    return MmaKernel(op, s, plan, name, epi, a_vec, b_vec)
+
+
+@dataclass(frozen=True)
+class SimtKernel:
+    """What each step of the SIMT kernel (loader, main loop, epilogue) reads: the op's (implicit) GEMM, the
+    schedule, the fused ops, whether the conv keeps its k table in shared memory, the block's bytes."""
+
+    op: Any
+    s: Any  # the CudaSchedule
+    name: str
+    epi: tuple[str, ...]
+    hoist: bool
+    smem: int  # dynamic shared memory per block
+
+    @property
+    def conv(self) -> bool:
+        return self.op.kind == "conv2d"
+
+    @property
+    def mnk(self) -> tuple[int, int, int]:
+        op = self.op
+        return (op.gemm_m, op.gemm_n, op.gemm_k) if self.conv else (op.m, op.n, op.k)
+
+    @property
+    def threads(self) -> int:
+        return self.s.block_threads
+
+
+def simt_kernel(op: Any, schedule: Any, arch_smem: int) -> SimtKernel:
+    s = schedule
+    conv = op.kind == "conv2d"
+    epi = ("bias",) if conv and op.bias else (() if conv else op.epilogue)
+    hoist = simt_hoists(op, s, arch_smem)
+    name = f"tr_{op.kind}_simt_fp32_{s.name}" + (f"_{op.layout}" if conv else
+                                                 f"_{op.layout_a[0]}{op.layout_b[0]}") + \
+        ("_" + "_".join(epi) if epi else "")
+    return SimtKernel(op, s, name, epi, hoist, simt_smem_bytes(s) + (conv_table_bytes(op) if hoist else 0))

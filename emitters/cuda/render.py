@@ -29,6 +29,101 @@ class Rendered:
     metadata: dict[str, Any]
 
 
+LIBRARY: tuple[tuple[str, str], ...] = (  # (what, its C); ``NARGS``: the size of TrArgs
+    ("types", r"""typedef unsigned int uint32_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+
+#define TR_NEG_INF __int_as_float(0xff800000u)
+
+"""),
+    ("args", r"""/* Every shape-dependent integer a kernel reads, by value (one binary serves every shape of its kind). */
+struct TrArgs { int v[NARGS]; };
+
+"""),
+    ("smem_addr", r"""static __device__ __forceinline__ uint32_t tr_smem_addr(const void* p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+"""),
+    ("div", r"""/* n / d for 0 <= n < 2^31 with (mul, shr) from the host (tracea.emitters.cuda.magic). */
+static __device__ __forceinline__ int tr_div(int n, uint32_t mul, uint32_t shr) {
+    return (int)((__umulhi((uint32_t)n, mul) + (uint32_t)n) >> shr);
+}
+"""),
+    ("conversions", r"""static __device__ __forceinline__ float tr_bf2f(uint16_t h) { return __uint_as_float(((uint32_t)h) << 16); }
+static __device__ __forceinline__ float tr_h2f(uint16_t h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+static __device__ __forceinline__ uint16_t tr_f2bf(float f) {  /* round to nearest even; NaN stays NaN */
+    const uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)0x7fc0;
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static __device__ __forceinline__ uint16_t tr_f2h(float f) {
+    uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+"""),
+    ("warp_reductions", r"""static __device__ __forceinline__ float tr_warp_max(float v) {
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+static __device__ __forceinline__ float tr_warp_sum(float v) {
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+"""),
+    ("tr_gelu", r"""static __device__ __forceinline__ float tr_gelu(float x) {  /* tanh form, as the IR's reference */
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+"""),
+)
+
+TENSOR_LIBRARY: tuple[tuple[str, str], ...] = (  # sm_80+; ``MMA_T``: the 16-bit type as PTX names it
+    ("header", r"""/* sm_80+: asynchronous copies, ldmatrix, mma.sync, packed conversions. */
+"""),
+    ("cp.async", r"""static __device__ __forceinline__ void tr_cp16(uint32_t dst, const void* src, uint32_t bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+#define TR_CP_COMMIT() asm volatile("cp.async.commit_group;\n" ::: "memory")
+#define TR_CP_WAIT(n) asm volatile("cp.async.wait_group %0;\n" :: "n"(n) : "memory")
+"""),
+    ("ldmatrix", r"""static __device__ __forceinline__ void tr_ldm4(uint32_t* r, uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+static __device__ __forceinline__ void tr_ldm4t(uint32_t* r, uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+"""),
+    ("mma.sync", r"""static __device__ __forceinline__ void tr_mma(float* c, const uint32_t* a, const uint32_t* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.MMA_T.MMA_T.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+"""),
+    ("pack", r"""static __device__ __forceinline__ uint32_t tr_pack2(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.MMA_T" "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+"""),
+    ("st.shared", r"""static __device__ __forceinline__ void tr_sts128(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};\n" :: "r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+"""),
+)
+
+
 class CudaRenderer(CStyleRenderer):
     language: ClassVar[str] = "cuda"
     file_suffix: ClassVar[str] = ".cu"
@@ -39,6 +134,12 @@ class CudaRenderer(CStyleRenderer):
     restrict: ClassVar[str] = "__restrict__"
     smem_prefix: ClassVar[str] = "__shared__ "
     barrier: ClassVar[str] = "__syncthreads();"
+    # The device library: PTX wrappers and helpers as data, so a renderer for another vendor (HIP) can
+    # substitute its own bodies for the same names.
+    library: ClassVar[tuple[tuple[str, str], ...]] = LIBRARY
+    tensor_library: ClassVar[tuple[tuple[str, str], ...]] = TENSOR_LIBRARY
+    mma_types: ClassVar[dict[str, str]] = {"bf16": "bf16", "fp16": "f16"}
+    conversions: ClassVar[dict[str, tuple[str, str]]] = {"bf16": ("tr_bf2f", "tr_f2bf"), "fp16": ("tr_h2f", "tr_f2h")}
     code_for_op = {
         **CStyleRenderer.code_for_op,
         "exp": lambda x: f"__expf({x})",
@@ -55,10 +156,11 @@ class CudaRenderer(CStyleRenderer):
     dtypes: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "bf16")
 
     def render_kernel_signature(self, name: str, params: Sequence[Param], ret: str = "void",
-                                launch_bounds: tuple[int, int] | None = None) -> str:
-        """CUDA puts ``__launch_bounds__`` between the return type and the name."""
+                                launch_bounds: tuple[int, ...] | None = None) -> str:
+        """CUDA puts ``__launch_bounds__`` (max threads, and min blocks per SM if given) between the return
+        type and the name."""
         if launch_bounds:
-            name = f"__launch_bounds__({launch_bounds[0]}, {launch_bounds[1]}) {name}"
+            name = f"__launch_bounds__({', '.join(map(str, launch_bounds))}) {name}"
         return self.render_signature(name, params, ret, self.kernel_prefix)
 
     def to_float(self, dtype: str, expr: str) -> str:
@@ -68,91 +170,26 @@ class CudaRenderer(CStyleRenderer):
         return expr if dtype == "fp32" else self.op(f"from_float_{dtype}", expr)
 
     def prelude(self, nargs: int = 32) -> str:
+        """The device library every kernel starts with; ``nargs`` ints in ``TrArgs``."""
         w = CodeWriter()
-        w.extend(PRELUDE.replace("NARGS", str(nargs)))
+        w.extend("".join(text for _, text in self.library).replace("NARGS", str(nargs)))
         return w.render()
 
+    def tensor_prelude(self, dtype: str) -> str:
+        """The tensor-core wrappers (cp.async, ldmatrix, mma.sync, packing) for 16-bit ``dtype``."""
+        w = CodeWriter()
+        w.extend("".join(text for _, text in self.tensor_library).replace("MMA_T", self.mma_types[dtype]))
+        return w.render()
 
-PRELUDE = r"""typedef unsigned int uint32_t;
-typedef unsigned short uint16_t;
-typedef int int32_t;
-typedef long long int64_t;
-typedef unsigned long long uint64_t;
+    def converters(self, dtype: str) -> tuple[str, str]:
+        """The names of the device functions converting 16-bit ``dtype`` to float and back."""
+        return self.conversions[dtype]
 
-#define TR_NEG_INF __int_as_float(0xff800000u)
 
-/* Every shape-dependent integer a kernel reads, by value (one binary serves every shape of its kind). */
-struct TrArgs { int v[NARGS]; };
-
-static __device__ __forceinline__ uint32_t tr_smem_addr(const void* p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-/* n / d for 0 <= n < 2^31 with (mul, shr) from the host (tracea.emitters.cuda.magic). */
-static __device__ __forceinline__ int tr_div(int n, uint32_t mul, uint32_t shr) {
-    return (int)((__umulhi((uint32_t)n, mul) + (uint32_t)n) >> shr);
-}
-static __device__ __forceinline__ float tr_bf2f(uint16_t h) { return __uint_as_float(((uint32_t)h) << 16); }
-static __device__ __forceinline__ float tr_h2f(uint16_t h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
-static __device__ __forceinline__ uint16_t tr_f2bf(float f) {  /* round to nearest even; NaN stays NaN */
-    const uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)0x7fc0;
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static __device__ __forceinline__ uint16_t tr_f2h(float f) {
-    uint16_t h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-}
-static __device__ __forceinline__ float tr_warp_max(float v) {
-    #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-static __device__ __forceinline__ float tr_warp_sum(float v) {
-    #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-static __device__ __forceinline__ float tr_gelu(float x) {  /* tanh form, as the IR's reference */
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
-"""
-
-PRELUDE_SM80 = r"""/* sm_80+: asynchronous copies, ldmatrix, mma.sync, packed conversions. */
-static __device__ __forceinline__ void tr_cp16(uint32_t dst, const void* src, uint32_t bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-#define TR_CP_COMMIT() asm volatile("cp.async.commit_group;\n" ::: "memory")
-#define TR_CP_WAIT(n) asm volatile("cp.async.wait_group %0;\n" :: "n"(n) : "memory")
-static __device__ __forceinline__ void tr_ldm4(uint32_t* r, uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-static __device__ __forceinline__ void tr_ldm4t(uint32_t* r, uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-static __device__ __forceinline__ void tr_mma(float* c, const uint32_t* a, const uint32_t* b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.MMA_T.MMA_T.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-static __device__ __forceinline__ uint32_t tr_pack2(float lo, float hi) {
-    uint32_t r;
-    asm("cvt.rn.MMA_T" "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-static __device__ __forceinline__ void tr_sts128(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-    asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};\n" :: "r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-"""
+PRELUDE = "".join(text for _, text in LIBRARY)  # NARGS not yet replaced
+PRELUDE_SM80 = "".join(text for _, text in TENSOR_LIBRARY)
 
 
 def prelude_sm80(dtype: str) -> str:
     """The tensor-core helpers for 16-bit ``dtype`` (bf16 or f16 in PTX)."""
-    return PRELUDE_SM80.replace("MMA_T", {"bf16": "bf16", "fp16": "f16"}[dtype])
+    return CudaRenderer().tensor_prelude(dtype)

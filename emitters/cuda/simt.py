@@ -12,19 +12,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from .mma import CONV_ARGS, _k_decompose, _k_offset, epilogue_lines
-from .plan import SIMT_PAD, conv_table_bytes, simt_hoists, simt_smem_bytes
-from .render import PRELUDE, Rendered
+from ..cstyle import Param
+from .conv import CONV_ARGS, gemm_scalars, k_decompose, k_offset
+from .mma import epilogue_lines
+from .plan import SIMT_PAD, SimtKernel, simt_kernel, simt_smem_bytes
+from .render import CudaRenderer, Rendered
+from .schedule import CudaSchedule
 
 
-def _operand(which: str, op: Any, s: Any, nt: int) -> tuple[str, str, int, int]:
-    """(load code, store code, registers, vector width) for operand ``which`` of a plain GEMM."""
+def _operand(which: str, kmaj: bool, contiguous_len: int, s: Any, nt: int) -> tuple[str, str, int, int]:
+    """(load code, store code, registers, vector width) for operand ``which`` of a plain GEMM, k-major or
+    not, whose global rows hold ``contiguous_len`` elements."""
     if which == "a":
-        kmaj, mn0, mn_total, ext = op.layout_a == "row", "m0", "M", s.bm
+        mn0, mn_total, ext = "m0", "M", s.bm
     else:
-        kmaj, mn0, mn_total, ext = op.layout_b == "col", "n0", "N", s.bn
+        mn0, mn_total, ext = "n0", "N", s.bn
     ld = "K" if kmaj else mn_total
-    contiguous_len = op.k if kmaj else (op.m if which == "a" else op.n)
     vec = 4 if contiguous_len % 4 == 0 else 1
     along = s.bk if kmaj else ext  # elements along the contiguous dimension within the tile
     per_line = along // vec
@@ -79,14 +82,14 @@ def _conv_operand(op: Any, s: Any, nt: int, hoist: bool) -> tuple[str, str, str,
     if hoist:
         pro.append(f"int2* ktab = (int2*)(tr_smem_f + {simt_smem_bytes(s) // 4});")
         pro.append(f"for (int k = tid; k < K; k += {nt}) {{")
-        pro.append("  " + _k_decompose(op, "k"))
-        pro.append(f"  ktab[k] = make_int2({_k_offset(op)}, ((kr * DH) << 16) | (ks * DW));")
+        pro.append("  " + k_decompose(op, "k"))
+        pro.append(f"  ktab[k] = make_int2({k_offset(op)}, ((kr * DH) << 16) | (ks * DW));")
         pro.append("}")
         pro.append("__syncthreads();")
     if hoist:
         look = "const int2 t_ = ktab[kx]; const int koff = t_.x, dh_ = t_.y >> 16, dw_ = t_.y & 0xffff;"
     else:
-        look = _k_decompose(op, "kx") + f" const int koff = {_k_offset(op)}, dh_ = kr * DH, dw_ = ks * DW;"
+        look = k_decompose(op, "kx") + f" const int koff = {k_offset(op)}, dh_ = kr * DH, dw_ = ks * DW;"
     load, store = [], []
     for i in range(iters):
         e = f"(tid + {i * nt})"
@@ -107,91 +110,119 @@ def _conv_operand(op: Any, s: Any, nt: int, hoist: bool) -> tuple[str, str, str,
     return "\n".join(pro), "\n".join(load), "\n".join(store), iters
 
 
-def render_simt(op: Any, schedule: Any, arch: Any) -> Rendered:
-    s = schedule
-    conv = op.kind == "conv2d"
-    nt = s.block_threads
-    warps_n = s.bn // s.wn
-    lanes_n = s.wn // 8  # lanes across the warp tile's n extent (8 columns each)
-    M, N, K = (op.gemm_m, op.gemm_n, op.gemm_k) if conv else (op.m, op.n, op.k)
-    epi = ("bias",) if conv and op.bias else (() if conv else op.epilogue)
-    hoist = simt_hoists(op, s, arch.smem_optin)
-    name = f"tr_{op.kind}_simt_fp32_{s.name}" + (f"_{op.layout}" if conv else
-                                                 f"_{op.layout_a[0]}{op.layout_b[0]}") + \
-        ("_" + "_".join(epi) if epi else "")
-    if conv:
-        # B: filters K x (C R S), k contiguous: the GEMM loader of a column-major B with ld = K
-        class _B:
-            layout_b = "col"
-            k = K
-            n = N
-            m = M
-        pro, a_load, a_store, a_iters = _conv_operand(op, s, nt, hoist)
-        b_load, b_store, b_iters, _ = _operand("b", _B, s, nt)
+def hero_schedule(op: Any, host: Any) -> CudaSchedule:
+    """128x128x16 blocks of 8x8-per-thread: bk 16 ran at 45 TFLOP/s on an H200 at 4096^3, bk 8 at 26
+    (gpu/cuda_runs/02_bench_probe)."""
+    return CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
+
+
+def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
+    return [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8)
+            for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64))
+            for wm, wn in ((32, 64), (64, 32)) for bk in (8, 16)]
+
+
+def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
+    return render_simt(op, schedule, arch), gemm_scalars(op)
+
+
+def render_simt(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None = None) -> Rendered:
+    """The kernel's text in steps over its plan (``plan.SimtKernel``): the operand loaders, the block's head,
+    the double-buffered main loop and the C store."""
+    r = renderer or CudaRenderer()
+    k = simt_kernel(op, schedule, arch.smem_optin)
+    s, nt = k.s, k.threads
+    pro, a, b = _loaders(k)
+    L = [r.prelude(1), _signature(r, k) + " {", *_head(k), pro, *_mainloop(k, a, b), _simt_epilogue(op, s, k.epi, k.conv),
+         "}"]
+    M, N, _ = k.mnk
+    grid = (-(-M // s.bm) * -(-N // s.bn), 1, 1)
+    params = (("x", "weight") if k.conv else ("a", "b")) + ("out", "bias", "residual", "M", "N", "K", "alpha") + \
+        (CONV_ARGS if k.conv else ())
+    meta = {"name": k.name, "tile": {"M": s.bm, "N": s.bn, "K": s.bk, "stages": 2, "warp": [s.wm, s.wn],
+                                     "thread": [8, 8]},
+            "fragments": {"mma": "fma.rn.f32 (CUDA cores)", "dtype_in": "fp32", "dtype_acc": "fp32"},
+            "launch": {"grid": list(grid), "block": [nt, 1, 1], "dynamic_smem": k.smem}, "epilogue": list(k.epi)}
+    if k.conv:
+        meta["conv"] = {"layout": op.layout, "hoist": "smem" if k.hoist else "recompute"}
+    return Rendered(k.name, k.name, "\n".join(L) + "\n", params, grid, (nt, 1, 1), k.smem, meta)
+
+
+def _signature(r: CudaRenderer, k: SimtKernel) -> str:
+    params = [Param("A", "fp32", True, True, True), Param("B", "fp32", True, True, True),
+              Param("Cout", "fp32", True, False, True), Param("bias", "fp32", True, True, True),
+              Param("resid", "fp32", True, True, True), Param("M", "int"), Param("N", "int"), Param("K", "int"),
+              Param("alpha", "float")]
+    params += [Param(a, "int") for a in CONV_ARGS] if k.conv else []
+    return r.render_kernel_signature(k.name, params, launch_bounds=(k.threads, k.s.min_blocks))
+
+
+def _loaders(k: SimtKernel) -> tuple[str, tuple[str, str, int], tuple[str, str, int]]:
+    """(conv prologue, (load, store, registers) of A, of B): global -> registers -> shared."""
+    s, nt = k.s, k.threads
+    op = k.op
+    if k.conv:  # B: filters K x (C R S), k contiguous: the GEMM loader of a column-major B
+        pro, a_load, a_store, a_iters = _conv_operand(op, s, nt, k.hoist)
+        b_load, b_store, b_iters, _ = _operand("b", True, k.mnk[2], s, nt)
     else:
         pro = ""
-        a_load, a_store, a_iters, _ = _operand("a", op, s, nt)
-        b_load, b_store, b_iters, _ = _operand("b", op, s, nt)
-    scal = ["int M", "int N", "int K", "float alpha"] + ([f"int {a}" for a in CONV_ARGS] if conv else [])
-    params = (("x", "weight") if conv else ("a", "b")) + ("out", "bias", "residual", "M", "N", "K", "alpha") + \
-        (CONV_ARGS if conv else ())
-    smem = simt_smem_bytes(s) + (conv_table_bytes(op) if hoist else 0)
+        a_kmaj, b_kmaj = op.layout_a == "row", op.layout_b == "col"
+        a_load, a_store, a_iters, _ = _operand("a", a_kmaj, op.k if a_kmaj else op.m, s, nt)
+        b_load, b_store, b_iters, _ = _operand("b", b_kmaj, op.k if b_kmaj else op.n, s, nt)
+    return pro, (a_load, a_store, a_iters), (b_load, b_store, b_iters)
+
+
+def _head(k: SimtKernel) -> list[str]:
+    """The shared tiles, the lane's place in its warp tile and the block's rasterized tile origin."""
+    s = k.s
     pa, pb = s.bm + SIMT_PAD, s.bn + SIMT_PAD
-    L = [PRELUDE.replace("NARGS", "1"),
-         f'extern "C" __global__ void __launch_bounds__({nt}, {s.min_blocks}) {name}('
-         "const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ Cout, "
-         "const float* __restrict__ bias, const float* __restrict__ resid, " + ", ".join(scal) + ") {",
-         "extern __shared__ __align__(16) float tr_smem_f[];",
-         f"float (*As)[{s.bk}][{pa}] = (float (*)[{s.bk}][{pa}])tr_smem_f;",
-         f"float (*Bs)[{s.bk}][{pb}] = (float (*)[{s.bk}][{pb}])(tr_smem_f + {2 * s.bk * pa});",
-         "const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;",
-         f"const int warp_m = warp / {warps_n}, warp_n = warp % {warps_n};",
-         f"const int lm = lane / {lanes_n}, ln = lane % {lanes_n};",
-         f"const int grid_m = (M + {s.bm - 1}) / {s.bm}, grid_n = (N + {s.bn - 1}) / {s.bn};",
-         f"const int pid = blockIdx.x, per_group = {s.raster} * grid_n, group = pid / per_group;",
-         f"const int first_m = group * {s.raster}, gsize = min(grid_m - first_m, {s.raster});",
-         "const int in_group = pid - group * per_group;",
-         f"const int m0 = (first_m + in_group % gsize) * {s.bm}, n0 = (in_group / gsize) * {s.bn};",
-         pro,
-         f"float4 ra[{a_iters}], rb[{b_iters}];",
-         "float acc[8][8];",
-         "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;",
-         f"const int ktiles = (K + {s.bk - 1}) / {s.bk};",
-         "int k0 = 0, buf = 0;",
-         a_load, b_load, a_store, b_store,
-         "__syncthreads();",
-         f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;",
-         "for (int kt = 0; kt < ktiles; ++kt) {",
-         f"  k0 = (kt + 1) * {s.bk};",
-         "  const bool more = kt + 1 < ktiles;",
-         "  if (more) {", a_load, b_load, "  }",
-         f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{",
-         "    float a[8], b[8];",
-         "    const float4 a0 = *(const float4*)&As[buf][k][am], "
-         f"a1 = *(const float4*)&As[buf][k][am + {s.wm // 2}];",
-         "    const float4 b0 = *(const float4*)&Bs[buf][k][bn_], "
-         f"b1 = *(const float4*)&Bs[buf][k][bn_ + {s.wn // 2}];",
-         "    a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w; a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;",
-         "    b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w; b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;",
-         "    #pragma unroll\n    for (int i = 0; i < 8; ++i)\n    #pragma unroll\n    for (int j = 0; j < 8; ++j) "
-         "acc[i][j] = fmaf(a[i], b[j], acc[i][j]);",
-         "  }",
-         "  if (more) {",
-         "    buf ^= 1;", a_store, b_store,
-         "    __syncthreads();",
-         "  }",
-         "}"]
-    L.append(_simt_epilogue(op, s, epi, conv))
-    L.append("}")
-    src = "\n".join(L) + "\n"
-    grid = (-(-M // s.bm) * -(-N // s.bn), 1, 1)
-    meta = {"name": name, "tile": {"M": s.bm, "N": s.bn, "K": s.bk, "stages": 2, "warp": [s.wm, s.wn],
-                                   "thread": [8, 8]},
-            "fragments": {"mma": "fma.rn.f32 (CUDA cores)", "dtype_in": "fp32", "dtype_acc": "fp32"},
-            "launch": {"grid": list(grid), "block": [nt, 1, 1], "dynamic_smem": smem}, "epilogue": list(epi)}
-    if conv:
-        meta["conv"] = {"layout": op.layout, "hoist": "smem" if hoist else "recompute"}
-    return Rendered(name, name, src, params, grid, (nt, 1, 1), smem, meta)
+    warps_n, lanes_n = s.bn // s.wn, s.wn // 8  # lanes across the warp tile's n extent (8 columns each)
+    return ["extern __shared__ __align__(16) float tr_smem_f[];",
+            f"float (*As)[{s.bk}][{pa}] = (float (*)[{s.bk}][{pa}])tr_smem_f;",
+            f"float (*Bs)[{s.bk}][{pb}] = (float (*)[{s.bk}][{pb}])(tr_smem_f + {2 * s.bk * pa});",
+            "const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;",
+            f"const int warp_m = warp / {warps_n}, warp_n = warp % {warps_n};",
+            f"const int lm = lane / {lanes_n}, ln = lane % {lanes_n};",
+            f"const int grid_m = (M + {s.bm - 1}) / {s.bm}, grid_n = (N + {s.bn - 1}) / {s.bn};",
+            f"const int pid = blockIdx.x, per_group = {s.raster} * grid_n, group = pid / per_group;",
+            f"const int first_m = group * {s.raster}, gsize = min(grid_m - first_m, {s.raster});",
+            "const int in_group = pid - group * per_group;",
+            f"const int m0 = (first_m + in_group % gsize) * {s.bm}, n0 = (in_group / gsize) * {s.bn};"]
+
+
+def _mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
+    """The first tile stored, then per k tile: the next one loaded into registers, the 8 x 8 outer
+    products from 16-byte shared reads, the registers stored to the other buffer, one barrier."""
+    s = k.s
+    (a_load, a_store, a_iters), (b_load, b_store, b_iters) = a, b
+    return [f"float4 ra[{a_iters}], rb[{b_iters}];",
+            "float acc[8][8];",
+            "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;",
+            f"const int ktiles = (K + {s.bk - 1}) / {s.bk};",
+            "int k0 = 0, buf = 0;",
+            a_load, b_load, a_store, b_store,
+            "__syncthreads();",
+            f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;",
+            "for (int kt = 0; kt < ktiles; ++kt) {",
+            f"  k0 = (kt + 1) * {s.bk};",
+            "  const bool more = kt + 1 < ktiles;",
+            "  if (more) {", a_load, b_load, "  }",
+            f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{",
+            "    float a[8], b[8];",
+            "    const float4 a0 = *(const float4*)&As[buf][k][am], "
+            f"a1 = *(const float4*)&As[buf][k][am + {s.wm // 2}];",
+            "    const float4 b0 = *(const float4*)&Bs[buf][k][bn_], "
+            f"b1 = *(const float4*)&Bs[buf][k][bn_ + {s.wn // 2}];",
+            "    a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w; a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;",
+            "    b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w; b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;",
+            "    #pragma unroll\n    for (int i = 0; i < 8; ++i)\n    #pragma unroll\n    for (int j = 0; j < 8; ++j) "
+            "acc[i][j] = fmaf(a[i], b[j], acc[i][j]);",
+            "  }",
+            "  if (more) {",
+            "    buf ^= 1;", a_store, b_store,
+            "    __syncthreads();",
+            "  }",
+            "}"]
 
 
 def _simt_epilogue(op: Any, s: Any, epi: tuple[str, ...], conv: bool) -> str:

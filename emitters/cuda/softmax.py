@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .render import PRELUDE, Rendered
+from ..cstyle import Param
+from .render import CudaRenderer, Rendered
+from .schedule import CudaSchedule
 
 LOADS = {  # (storage, vec) -> (C type of one vector access, code unpacking it into float f[vec])
     ("fp32", 1): ("float", "f[0] = v;"),
@@ -38,38 +40,74 @@ STORES = {
 }
 
 
-def _header(name: str, elem: str, cvt: str, back: str, threads: int) -> list[str]:
+def hero_schedule(op: Any, host: Any) -> CudaSchedule:
+    """16-byte vectors where the row allows, rows held in registers when they fit."""
+    vec = 16 // op.dtype.itemsize
+    if op.cols % vec:
+        vec = 1
+    if vec == 1:  # scalar rows: about 4 elements a thread (more spilled in measured compiles)
+        threads = min(1024, max(128, -(-op.cols // 128) * 32))
+    else:
+        threads = 512 if op.cols >= 8192 else 256 if op.cols >= 2048 else 128
+    chunks = -(-op.cols // (threads * vec))
+    if op.cols >= 8192 and vec > 1:
+        # long rows: the two-pass form, whose second read of a row hits L2, ran at 0.93 of the copy
+        # bandwidth at 8192 x 8192 fp32 against 0.70 for the rows held in registers (05_final)
+        chunks = 0
+    return CudaSchedule("softmax", threads=threads, vec=vec, chunks=chunks if chunks <= 16 else 0)
+
+
+def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
+    """128..1024 threads at the hero's vector width, two-pass or in registers, persistent grids."""
+    cands: list[CudaSchedule] = []
+    for threads in (128, 256, 512, 1024):
+        vec = hero.vec
+        chunks = -(-op.cols // (threads * vec))
+        for c in sorted({0, chunks if chunks <= 16 else 0}):
+            cands.append(CudaSchedule("softmax", threads=threads, vec=vec, chunks=c))
+            if c:
+                cands += [CudaSchedule("softmax", threads=threads, vec=vec, chunks=c, persist=p) for p in (1, 2, 4)]
+    return cands
+
+
+def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
+    return render_softmax(op, schedule, arch), {"rows": op.rows, "cols": op.cols}
+
+
+def _header(r: CudaRenderer, dtype: str, name: str, threads: int) -> list[str]:
     """The prelude, the (max, sum) fold and the kernel's signature and reduction arrays."""
     warps = threads // 32
-    return [PRELUDE.replace("NARGS", "1"),
+    # the 16-bit converters behind CVT and BACK (fp32 rows define them unused, spelled as for fp16)
+    cvt, back = r.converters("bf16" if dtype == "bf16" else "fp16")
+    params = [Param("X", dtype, True, True, True), Param("Y", dtype, True, False, True),
+              Param("rows", "int"), Param("cols", "int")]
+    return [r.prelude(1),
             f"#define CVT {cvt}\n#define BACK {back}",
-            f"static __device__ __forceinline__ uint32_t P2(float a, float b) "
+            f"{r.inline_prefix}uint32_t P2(float a, float b) "
             f"{{ return (uint32_t){back}(a) | ((uint32_t){back}(b) << 16); }}",
-            "static __device__ __forceinline__ void tr_fold(float& m, float& s, float m2, float s2) {",
+            f"{r.inline_prefix}void tr_fold(float& m, float& s, float m2, float s2) {{",
             "    const float mx = fmaxf(m, m2);",
             "    s = (m == TR_NEG_INF ? 0.0f : s * __expf(m - mx)) + (m2 == TR_NEG_INF ? 0.0f : s2 * __expf(m2 - mx));",
             "    m = mx;",
             "}",
-            f'extern "C" __global__ void __launch_bounds__({threads}) {name}(const {elem}* __restrict__ X, '
-            f"{elem}* __restrict__ Y, int rows, int cols) {{",
+            r.render_kernel_signature(name, params, launch_bounds=(threads,)) + " {",
             f"    __shared__ float red_m[{warps}], red_s[{warps}];"]
 
 
-def render_softmax(op: Any, schedule: Any, arch: Any) -> Rendered:
+def render_softmax(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None = None) -> Rendered:
+    r = renderer or CudaRenderer()
     s = schedule
     dtype = op.dtype.value
     key = "fp32" if dtype == "fp32" else "h"
     vec, threads, chunks = s.vec, s.threads, s.chunks
     vtype, unpack = LOADS[(key, vec)]
     pack = STORES[(key, vec)]
-    cvt, back = ("tr_bf2f", "tr_f2bf") if dtype == "bf16" else ("tr_h2f", "tr_f2h")
-    elem = "float" if dtype == "fp32" else "uint16_t"
     name = f"tr_softmax_{dtype}_{s.name}"
     single = chunks > 0
     warps = threads // 32
     if s.persist:
-        return _render_persistent(op, s, arch, name, elem, vtype, unpack, pack, cvt, back)
-    src = [*_header(name, elem, cvt, back, threads),
+        return _render_persistent(r, op, s, arch, name, vtype, unpack, pack)
+    src = [*_header(r, op.dtype.value, name, threads),
            "    const int tid = threadIdx.x;",
            "    const size_t row = blockIdx.x;",
            f"    const {vtype}* xr = (const {vtype}*)(X + row * (size_t)cols);",
@@ -130,8 +168,8 @@ def render_softmax(op: Any, schedule: Any, arch: Any) -> Rendered:
     return Rendered(name, name, source, ("x", "out", "rows", "cols"), (op.rows, 1, 1), (threads, 1, 1), 0, meta)
 
 
-def _render_persistent(op: Any, s: Any, arch: Any, name: str, elem: str, vtype: str, unpack: str, pack: str,
-                       cvt: str, back: str) -> Rendered:
+def _render_persistent(r: CudaRenderer, op: Any, s: Any, arch: Any, name: str, vtype: str, unpack: str,
+                       pack: str) -> Rendered:
     """The single-pass kernel on a grid of ``persist`` blocks per SM, each taking every gridDim-th row and
     issuing the loads of its next row before reducing and writing the current one, so reads stay in
     flight through the reduction and the writes (software pipelining across rows)."""
@@ -151,7 +189,7 @@ def _render_persistent(op: Any, s: Any, arch: Any, name: str, elem: str, vtype: 
             f"            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) {arr}[j][e] = f[e];",
             "        } }"])
 
-    src = [*_header(name, elem, cvt, back, threads),
+    src = [*_header(r, op.dtype.value, name, threads),
            "    const int tid = threadIdx.x;",
            f"    const int nv = cols / {vec};",
            f"    float xs[{chunks}][{vec}], xn[{chunks}][{vec}];",

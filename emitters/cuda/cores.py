@@ -1,0 +1,160 @@
+"""The CUDA kernel cores, one registry line each.
+
+A core is everything that takes one family of kernels from an op to a launch: its schedule type (read
+from JSON), the heuristic schedule (the hero), the search space, the checks, the renderer, the host-side
+kernel object and the quantities the tuner's model sees. ``build.py`` looks each step up here by the
+variant (family, op) or by the schedule (core, op), so it holds no branch on a core or an op.
+
+Adding a core or an op: write its module (schedule, ``hero_schedule``, ``search_space``, ``render``) and
+add one ``Core(...)`` line to ``CORES`` (plus its variant in ``variants.py``). The functions are named
+by module and attribute and imported on first use: importing the registry stays as light as the package
+(the renderers pull in NumPy).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.doctor.variants import Variant
+
+from .arch import Arch
+from .render import Rendered
+from .schedule import CudaSchedule
+
+
+def lazy(module: str, attr: str) -> Callable[..., Any]:
+    """``module.attr`` (relative to this package), imported when first called."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module, __package__), attr)(*args, **kwargs)
+
+    call.__qualname__ = f"{module}.{attr}"
+    return call
+
+
+@dataclass(frozen=True)
+class Core:
+    """One kernel core of the CUDA backend and the ops it serves."""
+
+    name: str  # the schedule's ``core`` (its JSON's "core")
+    family: str  # the variant family (variants.py) whose kernels it renders
+    ops: tuple[str, ...]  # op kinds (the schedule JSON's "kernel", where a core's name is shared)
+    schedule: Callable[[dict[str, Any]], Any]  # the schedule from its JSON
+    hero: Callable[[Any, Any], Any]  # (op, host) -> the heuristic schedule
+    space: Callable[[Any, Any, Arch], Iterable[Any]]  # (op, hero, target) -> candidates beside the hero
+    check: Callable[[Any, Variant, Any, Arch], None]  # (op, variant, schedule, target) -> raise or pass
+    render: Callable[[Any, Any, Arch], tuple[Rendered, dict[str, float | int]]]  # source and runtime scalars
+    kernel: Callable[[Any, Any, Rendered, dict[str, Any]], Any]  # (op, artifact, rendered, scalars) -> kernel
+    features: Callable[[Any, Any], tuple[int, int]] | None = None  # (warps, smem bytes); None: no block tiles
+
+
+def tiled_check(core: str) -> Callable[[Any, Variant, Any, Arch], None]:
+    """The checks of a ``CudaSchedule`` core: its schedule type, precision, target, core and limits."""
+
+    def check(op: Any, v: Variant, schedule: Any, arch: Arch) -> None:
+        if not isinstance(schedule, CudaSchedule):
+            raise BadInputError(f"schedule: expected a CudaSchedule, got {type(schedule).__name__}")
+        if op.dtype.value not in v.precisions:
+            raise UnsupportedError(f"{v.id} computes {', '.join(v.precisions)}, not {op.dtype.value}",
+                                   "fp32 runs on cuda-simt, bf16/fp16 on cuda-mma-sync")
+        if arch.cc < v.requirements.min_compute_capability:
+            raise UnsupportedError(f"{v.id} needs sm_{''.join(map(str, v.requirements.min_compute_capability))} "
+                                   f"or later, not {arch.name}")
+        if getattr(op, "groups", 1) != 1:
+            raise UnsupportedError("grouped convolution is not implemented on CUDA yet", "use --backend cpu")
+        if schedule.core != core:
+            raise BadInputError(f"core: {v.id} runs the {core} core, not {schedule.core}")
+        schedule.validate(op, arch)
+
+    return check
+
+
+def cuda_kernel(op: Any, artifact: Any, rendered: Rendered, scalars: dict[str, Any]) -> Any:
+    """The plain kernel object: buffers, one launch of the rendered grid, timing (runtime.py)."""
+    from .runtime import CudaKernel
+
+    return CudaKernel(op, artifact, rendered, scalars)
+
+
+def tiled_features(op: Any, schedule: Any) -> tuple[int, int]:
+    from .plan import smem_bytes
+
+    return schedule.warps, smem_bytes(op, schedule)
+
+
+def own_features(op: Any, schedule: Any) -> tuple[int, int]:
+    """A schedule that knows its threads and shared memory itself (the Hopper kernels')."""
+    return schedule.threads // 32, schedule.smem_bytes
+
+
+# ---------------------------------------------------------------------------------------------- Hopper
+# Every reference to the Hopper (sm_90a) kernels' modules is in this block: wgmma.py (GEMM), wgmma_conv.py
+# (implicit-GEMM conv), tma.py (checks, the GEMM's kernel object). Repoint these lines when they move.
+def hopper(kind: str, module: str, schedule_class: str, kernel: Callable[..., Any],
+           scalars: Callable[[Any], dict[str, float | int]]) -> Core:
+    """A Hopper core over ``module``'s ``hero_schedule(op)``, ``search_space(op, smem_optin)`` and
+    ``rendered(op, schedule, sm_count)``."""
+
+    def load(name: str) -> Any:
+        return getattr(importlib.import_module(module, __package__), name)
+
+    return Core("wgmma", "cuda-wgmma", (kind,), lambda d: load(schedule_class).from_json(d),
+                lambda op, host: load("hero_schedule")(op),
+                lambda op, hero, arch: load("search_space")(op, arch.smem_optin), lazy(".tma", "check_wgmma"),
+                lambda op, s, arch: (load("rendered")(op, s, arch.sm_count), scalars(op)), kernel, own_features)
+
+
+HOPPER: tuple[Core, ...] = (
+    hopper("gemm", ".wgmma", "WgmmaSchedule", lazy(".tma", "WgmmaKernel"),
+           lambda op: {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha}),
+    hopper("conv2d", ".wgmma_conv", "WgmmaConvSchedule", lazy(".wgmma_conv", "conv_kernel"),
+           lambda op: dict(lazy(".wgmma_conv", "conv_scalars")(op))),
+)
+# ----------------------------------------------------------------------------------------- end Hopper
+
+CORES: tuple[Core, ...] = (
+    Core("mma", "cuda-mma-sync", ("gemm", "conv2d"), CudaSchedule.from_json, lazy(".mma", "hero_schedule"),
+         lazy(".mma", "search_space"), tiled_check("mma"), lazy(".mma", "render"), cuda_kernel, tiled_features),
+    Core("simt", "cuda-simt", ("gemm", "conv2d"), CudaSchedule.from_json, lazy(".simt", "hero_schedule"),
+         lazy(".simt", "search_space"), tiled_check("simt"), lazy(".simt", "render"), cuda_kernel, tiled_features),
+    Core("softmax", "cuda-simt", ("softmax",), CudaSchedule.from_json, lazy(".softmax", "hero_schedule"),
+         lazy(".softmax", "search_space"), tiled_check("softmax"), lazy(".softmax", "render"), cuda_kernel),
+    *HOPPER,
+)
+
+BY_VARIANT: dict[tuple[str, str], Core] = {(c.family, op): c for c in CORES for op in c.ops}
+BY_SCHEDULE: dict[tuple[str, str], Core] = {(c.name, op): c for c in CORES for op in c.ops}
+
+
+def for_variant(v: Variant, op: Any) -> Core:
+    """The core that runs ``op`` for variant ``v`` (its family's core for the op's kind)."""
+    kind = getattr(op, "kind", None)
+    core = BY_VARIANT.get((v.family, kind))
+    if core is None:
+        raise BadInputError(f"variant: {v.id} has no CUDA core for {kind!r}")
+    return core
+
+
+def for_schedule(op: Any, schedule: Any) -> Core:
+    """The core that renders ``schedule`` for ``op``."""
+    core = BY_SCHEDULE.get((getattr(schedule, "core", None), getattr(op, "kind", None)))
+    if core is None:
+        raise BadInputError(f"schedule: no CUDA core {getattr(schedule, 'core', None)!r} computes "
+                            f"{getattr(op, 'kind', op)!r}")
+    return core
+
+
+def for_json(d: dict[str, Any]) -> Core | None:
+    """The core a schedule's JSON names by its "core" (and "kernel", where cores share a name); None for
+    a name no core has (``CudaSchedule.from_json`` then names what is wrong)."""
+    named = [c for c in CORES if c.name == d.get("core")]
+    return next((c for c in named if d.get("kernel") in c.ops), named[0] if named else None)
+
+
+def schedule_from_json(d: dict[str, Any]) -> Any:
+    core = for_json(d)
+    return core.schedule(d) if core is not None else CudaSchedule.from_json(d)

@@ -66,10 +66,10 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
         return small
     if conv and n >= 256:  # 128x256 led the N32 C256 56x56 probe: 328 vs 270-282 TFLOP/s (05_final)
         return wide if 2 * waves(wide) <= waves(small) else small
-    if not conv:  # H200 run 08 (gpu/cuda_runs/08_epilogue), staged epilogue: 128x256x32 s4 led at
+    if not conv:  # H200 run 08 (docs/device-runs/2026-11-23-h200/cuda/08_epilogue), staged epilogue: 128x256x32 s4 led at
         # 4096^3, 8192^3 and 4000^3 (481, 507 and 436 TFLOP/s; 128x256x64 s3, run 07's pick at 8192^3: 505)
         return wide if 2 * waves(wide) <= waves(small) else small
-    # 256x128 led at 4096^3 and 8192^3 on an H200 (416 and 451 TFLOP/s, gpu/cuda_runs/05_final): take it
+    # 256x128 led at 4096^3 and 8192^3 on an H200 (416 and 451 TFLOP/s, docs/device-runs/2026-11-23-h200/cuda/05_final): take it
     # unless its last wave leaves the GPU emptier (a big tile does twice the work of a small one)
     return big if 2 * waves(big) <= waves(small) else small
 

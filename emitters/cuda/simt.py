@@ -112,7 +112,7 @@ def _conv_operand(op: Any, s: Any, nt: int, hoist: bool) -> tuple[str, str, str,
 
 def hero_schedule(op: Any, host: Any) -> CudaSchedule:
     """128x128x16 blocks of 8x8-per-thread: bk 16 ran at 45 TFLOP/s on an H200 at 4096^3, bk 8 at 26
-    (gpu/cuda_runs/02_bench_probe)."""
+    (docs/device-runs/2026-11-23-h200/cuda/02_bench_probe)."""
     return CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
 
 

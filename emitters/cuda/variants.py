@@ -2,7 +2,7 @@
 
 ``ALL_VARIANTS`` are rendered and NVRTC-compiled in CI for sm_80 and sm_90a. ``VARIANTS`` (offered to
 the planner) holds only those whose kernels ran and verified against the float64 references on a GPU
-(gpu/cuda_runs/ keeps the logs of those runs; docs/cuda.md says which).
+(docs/device-runs/2026-11-23-h200/cuda/ keeps the logs of those runs; docs/cuda.md says which).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ TABLE: dict[tuple[str, str], tuple[tuple[str, ...], tuple[int, int], int, str]] 
                                "fits in registers"),
 }
 
-# Each verified on odd shapes on an NVIDIA H200 (gpu/cuda_runs/01_smoke, 03_full: 17 of 17 within tolerance).
+# Each verified on odd shapes on an NVIDIA H200 (docs/device-runs/2026-11-23-h200/cuda/01_smoke, 03_full: 17 of 17 within tolerance).
 REGISTERED: tuple[str, ...] = ("cuda-mma-sync.gemm", "cuda-mma-sync.conv2d", "cuda-simt.gemm", "cuda-simt.conv2d",
                                  "cuda-simt.softmax")
 
@@ -54,7 +54,7 @@ VARIANTS: tuple[Variant, ...] = tuple(v for v in ALL_VARIANTS if v.id in REGISTE
 # instructions (min = max compute capability 9.0); needs the hero's opt-in shared memory (230480 B,
 # WgmmaSchedule().smem_bytes; tests/test_cuda_wgmma.py checks the two agree); ranked above
 # cuda-mma-sync. Kept out of ALL_VARIANTS, which CI compiles for sm_80 too; verified on an H200
-# (gpu/wgmma/runs/, docs/hopper.md).
+# (docs/device-runs/2026-11-23-h200/wgmma/, docs/hopper.md).
 def hopper_variant(op: str, smem: int, description: str) -> Variant:
     """A cuda-wgmma variant: bf16/fp16, sm_90 exactly (wgmma, TMA and setmaxnreg are sm_90a instructions),
     the hero's opt-in shared memory, ranked above cuda-mma-sync."""
@@ -73,7 +73,7 @@ VARIANTS = VARIANTS + (WGMMA_GEMM,)
 # The Hopper implicit-GEMM convolution (wgmma_conv.py): the GEMM's machinery with a producer warpgroup
 # that gathers the activations by cp.async (NHWC; NCHW through transposes inside the call; bf16/fp16).
 # sm_90 only, like cuda-wgmma.gemm; needs its larger hero's opt-in shared memory (128x128 ping-pong,
-# 6 stages: 230512 B); ranked above cuda-mma-sync.conv2d. Verified on an H200 (gpu/wgmma_conv/runs/).
+# 6 stages: 230512 B); ranked above cuda-mma-sync.conv2d. Verified on an H200 (docs/device-runs/2026-11-23-h200/wgmma_conv/).
 WGMMA_CONV = hopper_variant(
     "conv2d", 230512, "Hopper implicit-GEMM convolution (NHWC; NCHW via transposes): filter by TMA, "
                       "activations gathered by a cp.async producer warpgroup into 128B-swizzled shared memory "

@@ -38,36 +38,24 @@ memory are part of the NCHW figure; NHWC is the layout this kernel is for.
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import types
-from dataclasses import dataclass
-from typing import Any, ClassVar
-
-from tracea.doctor.errors import BadInputError
+from typing import Any
 
 from ..cstyle import CodeWriter
 from ..layout import TileLayout
-from .render import CudaRenderer
-from .wgmma import (
+from .hopper.schedule import (  # noqa: F401 - re-read here until the kernel moves into hopper/
     BK,
-    DEVICE_LIB,
     ELEM_BYTES,
     PTX_TYPE,
-    SMEM_OPTIN_SM90,
-    STORES,
     SWIZZLE,
-    WgmmaSchedule,
-    _tile_order,
-    _wgmma_function,
-    consumer_branch,
-    keep_valid,
-    kernel_head,
+    WgmmaConvSchedule,
 )
+from .hopper.schedule import conv_hero_schedule as hero_schedule  # noqa: F401
+from .hopper.schedule import conv_search_space as search_space  # noqa: F401
+from .render import CudaRenderer
+from .wgmma import DEVICE_LIB, _tile_order, _wgmma_function, consumer_branch, kernel_head
 
 KERNEL_NAME = "tr_wgmma_conv"
-PUBLISH = ("wait", "noinc")
-CONV_PRODUCER_REGS = 96  # the gathering producer holds (n, h0, w0) of up to 16 lines and their addresses
 
 CONV_LIB = r"""static __device__ __forceinline__ void tr_tma_load_3d(uint32_t dst, const TrTensorMap* map, int c0, int c1,
                                                       int c2, uint32_t bar) {
@@ -81,78 +69,6 @@ static __device__ __forceinline__ void tr_cp_async_16(uint32_t dst, const void* 
                  :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 """
-
-
-@dataclass(frozen=True)
-class WgmmaConvSchedule(WgmmaSchedule):
-    """The Hopper GEMM's schedule fields, as the conv uses them: ``bm`` output pixels x ``bn`` output
-    channels per tile, ``stages`` ring depth, ``consumers`` (and ``pingpong``), ``raster``/``group``
-    (persistent tile order), ``store``. ``cluster`` is 1 (the gathering producer does not multicast).
-    ``publish``: how a gathered stage is handed to the consumers: "wait" (each producer thread waits for
-    its copies ``lag`` steps back, fences the proxy, arrives) or "noinc" (``cp.async.mbarrier.arrive.noinc``
-    arrives when the thread's copies land, without blocking it; the consumers fence after the wait)."""
-
-    publish: str = "wait"
-    producer_regs: ClassVar[int] = CONV_PRODUCER_REGS
-
-    @property
-    def lag(self) -> int:
-        """k steps a producer thread keeps in flight before it publishes a stage (see the module doc)."""
-        return min(2, self.stages - 2)
-
-    @property
-    def lines_per_thread(self) -> int:
-        return self.bm // 16
-
-    @property
-    def name(self) -> str:
-        return "conv_" + super().name + ("_ni" if self.publish == "noinc" else "")
-
-    def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
-        super().validate(None, smem_optin)
-        if self.publish not in PUBLISH:
-            raise BadInputError(f"publish: expected 'wait' or 'noinc', got {self.publish!r}")
-        if self.cluster != 1:
-            raise BadInputError("cluster: the conv's gathering producer runs one block per cluster (cluster 1)")
-        if self.stages < 3:
-            raise BadInputError(f"stages: {self.stages}; the conv's producer needs 3 or more to overlap its copies")
-        if op is not None:
-            if getattr(op, "kind", None) != "conv2d":
-                raise BadInputError(f"cuda-wgmma.conv2d computes conv2d, not {getattr(op, 'kind', None)}")
-            if op.dtype.value not in PTX_TYPE:
-                raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
-            if op.groups != 1:
-                raise BadInputError("groups: grouped convolution is not implemented on CUDA")
-
-    def to_json(self) -> dict[str, Any]:
-        return {**super().to_json(), "core": "wgmma", "kernel": "conv2d"}
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> WgmmaConvSchedule:
-        d = dict(d)
-        if d.pop("kernel", "conv2d") != "conv2d":
-            raise BadInputError("schedule: not a cuda-wgmma conv2d schedule")
-        publish = d.pop("publish", "wait")
-        return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish)
-
-
-def hero_schedule(op: Any = None) -> WgmmaConvSchedule:
-    """Picked from the H200 runs (gpu/wgmma_conv/runs/run2): 128 x 256 tiles, 4 stages, 2 cooperative
-    consumers, TMA-store epilogue, stages published by ``cp.async.mbarrier.arrive.noinc`` (N32 C256 56x56:
-    0.80x cuDNN, against 0.73x waiting on the copies); for K <= 128, 128 x 128 ping-pong with 6 stages
-    (N1 C64 224x224 K128: 0.86x, where 128 x 256 tiles leave half of each tile empty: 0.65x)."""
-    if op is not None and op.k <= 128:
-        return WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma")
-    return WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, raster="n", store="tma", publish="noinc")
-
-
-def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> list[WgmmaConvSchedule]:
-    """Every valid schedule over tile, stages, consumers, ping-pong, raster and store (hero first)."""
-    shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (256, 2, False), (128, 2, True))
-    grid = itertools.product(shapes, (64, 128, 192, 256), (3, 4, 5, 6, 8), ("m", "n"), STORES, PUBLISH)
-    return keep_valid([hero_schedule(op)], (WgmmaConvSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra,
-                                                              pingpong=pp, store=so, publish=pu)
-                                            for (bm, c, pp), bn, st, ra, so, pu in grid), op, smem_optin)
 
 
 def channels_padded(op: Any) -> int:

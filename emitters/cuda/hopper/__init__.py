@@ -1,0 +1,1 @@
+"""The Hopper (sm_90a) kernels, as CUTLASS 3 composes one."""

@@ -74,11 +74,11 @@ def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch |
     v = resolve(variant)
     core = _core(op, v)
     if core == "wgmma" and op.kind == "conv2d":
-        from .wgmma_conv import hero_schedule as conv_hero
+        from .hopper.schedule import conv_hero_schedule as conv_hero
 
         return conv_hero(op)
     if core == "wgmma":
-        from .wgmma import hero_schedule as wgmma_hero
+        from .hopper.schedule import hero_schedule as wgmma_hero
 
         return wgmma_hero(op)
     if core == "softmax":
@@ -140,8 +140,7 @@ def schedule_from_json(d: dict[str, Any]) -> Any:
     """Any CUDA schedule from its JSON: the Hopper GEMM's or conv's (``core`` wgmma, ``kernel`` conv2d)
     or a ``CudaSchedule`` (mma, simt, softmax)."""
     if d.get("core") == "wgmma":
-        from .wgmma import WgmmaSchedule
-        from .wgmma_conv import WgmmaConvSchedule
+        from .hopper.schedule import WgmmaConvSchedule, WgmmaSchedule
 
         return WgmmaConvSchedule.from_json(d) if d.get("kernel") == "conv2d" else WgmmaSchedule.from_json(d)
     return CudaSchedule.from_json(d)
@@ -187,11 +186,11 @@ def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | 
                                 continue
                             cands.append(CudaSchedule("mma", bm, bn, bk, wm, wn, stages, raster=8))
     elif core == "wgmma" and op.kind == "conv2d":
-        from .wgmma_conv import search_space as conv_space
+        from .hopper.schedule import conv_search_space as conv_space
 
         cands += conv_space(op, target.smem_optin)
     elif core == "wgmma":
-        from .wgmma import search_space as wgmma_space
+        from .hopper.schedule import search_space as wgmma_space
 
         cands += wgmma_space(op, target.smem_optin)
     elif core == "simt":
@@ -222,12 +221,12 @@ def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | 
 def render(op: Any, schedule: CudaSchedule, arch: Arch) -> tuple[Rendered, dict[str, float | int]]:
     """The kernel source and its runtime scalars."""
     if schedule.core == "wgmma" and op.kind == "conv2d":  # the Hopper implicit-GEMM conv (wgmma_conv.py)
-        from .wgmma_conv import conv_scalars
-        from .wgmma_conv import rendered as conv_rendered
+        from .hopper.conv import conv_scalars
+        from .hopper.conv import rendered as conv_rendered
 
         return conv_rendered(op, schedule, arch.sm_count), dict(conv_scalars(op))
     if schedule.core == "wgmma":
-        from .wgmma import rendered
+        from .hopper.gemm import rendered
 
         return rendered(op, schedule, arch.sm_count), {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha}
     if schedule.core == "mma":
@@ -285,7 +284,7 @@ def build(op: Any, variant: Variant | str, schedule: CudaSchedule, host: Any):
 
     _, r, scalars, artifact = compile_kernel(op, variant, schedule, host)
     if schedule.core == "wgmma" and op.kind == "conv2d":
-        from .wgmma_conv import conv_kernel
+        from .hopper.conv import conv_kernel
 
         return conv_kernel(op, artifact, r, scalars)
     if schedule.core == "wgmma":  # tensor maps built at upload, passed by value (tma.py)

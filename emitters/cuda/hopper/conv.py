@@ -36,7 +36,6 @@ NCHW runs the same kernel over transposed copies, **inside every timed call**: x
 memory are part of the NCHW figure; NHWC is the layout this kernel is for.
 """
 
-
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -67,6 +66,7 @@ def channels_padded(op: Any) -> int:
 
 
 def conv_scalars(op: Any) -> dict[str, int]:
+    """The kernel's integer arguments for ``op`` (``INT_PARAMS`` but ``store_tma``, which the host sets)."""
     cp = channels_padded(op)
     return {"M": op.gemm_m, "N": op.k, "Cp": cp, "H": op.h, "W": op.w, "P": op.p, "Q": op.q, "R": op.r,
             "S": op.s, "stride_h": op.stride[0], "stride_w": op.stride[1], "pad_h": op.padding[0],
@@ -121,7 +121,6 @@ extern "C" __global__ void __launch_bounds__(256) tr_transpose16(const uint16_t*
     }
 }
 """
-
 
 
 def launch_geometry(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> tuple[int, int, int]:

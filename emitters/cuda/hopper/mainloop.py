@@ -38,6 +38,7 @@ from .epilogue import direct_store, tma_store, tma_store_drain
 from .schedule import BK, ELEM_BYTES, SWIZZLE, WgmmaConvSchedule, WgmmaSchedule
 from .scheduler import tile_walk
 
+# mbarriers, TMA loads (multicast too) and stores, wgmma descriptors and fences: every Hopper kernel.
 DEVICE_LIB = r"""struct __align__(64) TrTensorMap { uint64_t opaque[16]; };
 
 static __device__ __forceinline__ void tr_mbar_init(uint32_t bar, uint32_t count) {
@@ -90,6 +91,7 @@ static __device__ __forceinline__ uint64_t tr_desc(uint32_t addr, uint32_t lbo, 
 """
 
 
+# The gathering producer's: a 3-d TMA load (the conv's filter) and a zero-filling 16-byte cp.async.
 GATHER_LIB = r"""static __device__ __forceinline__ void tr_tma_load_3d(uint32_t dst, const TrTensorMap* map, int c0, int c1,
                                                       int c2, uint32_t bar) {
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -120,7 +122,6 @@ def wgmma_instruction(bn: int, ptx_type: str, trans_a: int, trans_b: int) -> str
     return w.render()
 
 
-
 # ---------------------------------------------------------------------------------------- layouts
 
 
@@ -149,7 +150,6 @@ def descriptor_strides(layouts: list[TileLayout]) -> tuple[int, int]:
         raise BadInputError(f"a {first.describe()} tile is not made of 8-line 128B swizzle atoms")
     lbo = layouts[1].base_bytes - first.base_bytes if len(layouts) > 1 else first.size_bytes
     return lbo, sbo
-
 
 
 # ---------------------------------------------------------------------------------------- the ring
@@ -317,7 +317,6 @@ def _drain(sched: WgmmaConvSchedule) -> str:
             if (step >= d) tr_mbar_arrive(bars + 8u * ((s + {S} - d) % {S}));"""
 
 
-
 # ---------------------------------------------------------------------------------------- consumers
 
 
@@ -462,7 +461,6 @@ def _turn_pass(sched: WgmmaSchedule) -> str:
     if not sched.pingpong:
         return ""
     return f"if (tid == 0) tr_mbar_arrive(bars + 8u * ({2 * sched.stages} + 1 - cw));"
-
 
 
 def render_tma_probe() -> str:

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tracea.doctor.errors import BadInputError
-from tracea.emitters.cuda import wgmma as W
+from tracea.emitters.cuda import hopper as W
 from tracea.emitters.layout import TileLayout, TmaSwizzle
 from tracea.kernels import Gemm
 
@@ -305,7 +305,7 @@ def test_schedules_whose_accumulators_exceed_the_compile_time_register_cap_are_i
     # 192x256 with 3 consumers: 128 accumulators under a 128-register cap (4 warpgroups); ptxas refuses it
     # (C7602, seen on an H200 with NVRTC 13.0 and here with 13.5), so the search space must not offer it
     from tracea.doctor.errors import BadInputError
-    from tracea.emitters.cuda.wgmma import ADDRESS_REGS, WgmmaSchedule, search_space
+    from tracea.emitters.cuda.hopper.schedule import ADDRESS_REGS, WgmmaSchedule, search_space
 
     with pytest.raises(BadInputError, match="consumers"):
         WgmmaSchedule(bm=192, bn=256, stages=3, consumers=3).validate()

@@ -15,8 +15,14 @@ import numpy as np
 import pytest
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
-from tracea.emitters.cuda import wgmma_conv as WC
-from tracea.emitters.cuda.wgmma import BK, SWIZZLE
+from tracea.emitters.cuda.hopper import conv as WC
+from tracea.emitters.cuda.hopper.schedule import (
+    BK,
+    SWIZZLE,
+    WgmmaConvSchedule,
+    conv_hero_schedule,
+    conv_search_space,
+)
 from tracea.emitters.layout import TileLayout
 from tracea.kernels import Conv2d, Gemm
 
@@ -36,35 +42,35 @@ class _NoGpu:
 
 def test_schedule_validation_names_the_field():
     with pytest.raises(BadInputError, match="cluster"):
-        WC.WgmmaConvSchedule(cluster=2).validate(conv())
+        WgmmaConvSchedule(cluster=2).validate(conv())
     with pytest.raises(BadInputError, match="stages"):
-        WC.WgmmaConvSchedule(bm=128, bn=128, stages=2).validate(conv())
+        WgmmaConvSchedule(bm=128, bn=128, stages=2).validate(conv())
     with pytest.raises(BadInputError, match="publish"):
-        WC.WgmmaConvSchedule(publish="eventually").validate(conv())
+        WgmmaConvSchedule(publish="eventually").validate(conv())
     with pytest.raises(BadInputError, match="dtype"):
-        WC.hero_schedule().validate(conv(dtype="fp32"))
+        conv_hero_schedule().validate(conv(dtype="fp32"))
     with pytest.raises(BadInputError, match="conv2d"):
-        WC.hero_schedule().validate(Gemm(64, 64, 64, "fp16"))
+        conv_hero_schedule().validate(Gemm(64, 64, 64, "fp16"))
     with pytest.raises(BadInputError, match="accumulators"):  # 128 x 256 ping-pong: 256 per thread
-        WC.WgmmaConvSchedule(bm=128, bn=256, pingpong=True).validate(conv())
+        WgmmaConvSchedule(bm=128, bn=256, pingpong=True).validate(conv())
 
 
 def test_schedule_json_round_trip_and_space():
     op = conv(k=256)
-    space = WC.search_space(op)
-    assert space[0] == WC.hero_schedule(op) and len(space) > 50
+    space = conv_search_space(op)
+    assert space[0] == conv_hero_schedule(op) and len(space) > 50
     assert {s.publish for s in space} == {"wait", "noinc"} and any(s.pingpong for s in space)
     assert all(s.cluster == 1 and s.stages >= 3 for s in space)
     for s in space[:: max(1, len(space) // 9)]:
-        assert WC.WgmmaConvSchedule.from_json(s.to_json()) == s
+        assert WgmmaConvSchedule.from_json(s.to_json()) == s
         assert s.to_json()["kernel"] == "conv2d" and s.name.startswith("conv_wgmma_")
     with pytest.raises(BadInputError):
-        WC.WgmmaConvSchedule.from_json({**space[0].to_json(), "kernel": "gemm"})
+        WgmmaConvSchedule.from_json({**space[0].to_json(), "kernel": "gemm"})
 
 
 def test_heroes_follow_k():
-    assert WC.hero_schedule(conv(k=128)).bn == 128 and WC.hero_schedule(conv(k=128)).pingpong
-    big = WC.hero_schedule(conv(k=256))
+    assert conv_hero_schedule(conv(k=128)).bn == 128 and conv_hero_schedule(conv(k=128)).pingpong
+    big = conv_hero_schedule(conv(k=256))
     assert (big.bm, big.bn, big.publish, big.store) == (128, 256, "noinc", "tma")
 
 
@@ -72,7 +78,7 @@ def test_lag_leaves_the_consumers_two_stages():
     """A producer thread publishes a stage ``lag`` steps late; the consumers hold two stages (one in the
     wgmma, one in flight), so lag <= stages - 2 or the ring deadlocks."""
     for stages in range(3, 9):
-        s = WC.WgmmaConvSchedule(bm=128, bn=128, stages=stages)
+        s = WgmmaConvSchedule(bm=128, bn=128, stages=stages)
         assert 1 <= s.lag <= stages - 2
 
 
@@ -97,14 +103,14 @@ def test_gather_addresses_are_the_tma_128b_pattern():
                 assert off == line * 128 + ((chunk ^ (line % 8)) * 16)
                 seen.add(off)
         assert seen == set(range(0, bm * 128, 16))
-        src = WC.render(conv(), WC.WgmmaConvSchedule(bm=bm, bn=128, stages=4, consumers=1 if bm == 64 else 2))
+        src = WC.render(conv(), WgmmaConvSchedule(bm=bm, bn=128, stages=4, consumers=1 if bm == 64 else 2))
         assert expr in src
 
 
 def test_rendered_source_has_the_pieces():
     op = conv(bias=True)
-    wait = WC.render(op, WC.WgmmaConvSchedule(bm=128, bn=128, stages=4))
-    noinc = WC.render(op, WC.WgmmaConvSchedule(bm=128, bn=128, stages=4, publish="noinc"))
+    wait = WC.render(op, WgmmaConvSchedule(bm=128, bn=128, stages=4))
+    noinc = WC.render(op, WgmmaConvSchedule(bm=128, bn=128, stages=4, publish="noinc"))
     for piece in ("cp.async.cg.shared.global", "tr_tma_load_3d(sb, &tmB", "wgmma.mma_async.sync.aligned.m64n128k16",
                   "setmaxnreg.dec.sync.aligned.u32 96", "tr_mbar_init(bars + 8u * s, 129u)", "bias[col]"):
         assert piece in wait and piece in noinc, piece
@@ -113,8 +119,8 @@ def test_rendered_source_has_the_pieces():
     # noinc: the consumers fence the proxy after each full-barrier wait; wait: the producer does
     assert noinc.count("fence.proxy.async.shared::cta") > wait.count("fence.proxy.async.shared::cta") - 2
     # no shape in the source: one binary per (dtype, bias, layout, schedule)
-    assert WC.render(conv(n=3, c=20, h=9, w=7, k=70, bias=True), WC.WgmmaConvSchedule(bm=128, bn=128, stages=4)) == wait
-    assert "tr_transpose16" in WC.render(conv(layout="nchw"), WC.hero_schedule()) and "tr_transpose16" not in wait
+    assert WC.render(conv(n=3, c=20, h=9, w=7, k=70, bias=True), WgmmaConvSchedule(bm=128, bn=128, stages=4)) == wait
+    assert "tr_transpose16" in WC.render(conv(layout="nchw"), conv_hero_schedule()) and "tr_transpose16" not in wait
 
 
 def test_conv_scalars_pad_channels_to_16_bytes():
@@ -137,7 +143,7 @@ def compiled(tmp_path_factory):
     os.environ.setdefault("TRACEA_HOME", str(tmp_path_factory.mktemp("home")))
     from tracea.emitters.cuda.compiler import compile_cached
 
-    def run(op: Conv2d, sched: WC.WgmmaConvSchedule):
+    def run(op: Conv2d, sched: WgmmaConvSchedule):
         r = WC.rendered(op, sched, 132)
         _, res, log, _, _ = compile_cached(r.source, r.name, r.entry, "sm_90a")
         return res, log
@@ -147,7 +153,7 @@ def compiled(tmp_path_factory):
 
 def test_heroes_compile_for_sm90a_without_spills(compiled):
     for op in (conv(k=128), conv(n=32, c=256, k=256), conv(dtype="bf16", k=256, bias=True)):
-        sched = WC.hero_schedule(op)
+        sched = conv_hero_schedule(op)
         res, log = compiled(op, sched)
         assert "tr_wgmma_conv" in log and "sm_90a" in log
         assert (res.spill_stores, res.spill_loads, res.stack_frame) == (0, 0, 0), log
@@ -158,7 +164,7 @@ def test_heroes_compile_for_sm90a_without_spills(compiled):
 def test_a_sample_of_schedules_compiles(compiled):
     rnd = random.Random(11)
     op = conv(n=3, c=20, h=9, w=7, k=70, bias=True, dtype="bf16")
-    space = WC.search_space(op)
+    space = conv_search_space(op)
     for sched in rnd.sample(space[1:], 3) + [s for s in space if s.pingpong and s.publish == "noinc"][:1]:
         res, log = compiled(op, sched)
         assert re.search(r"Compiling entry function 'tr_wgmma_conv'", log), log
@@ -206,7 +212,7 @@ def test_variant_is_registered_with_the_largest_hero_ring():
     from tracea.emitters.cuda.variants import VARIANTS, WGMMA_CONV
 
     assert WGMMA_CONV in VARIANTS
-    heroes = (WC.hero_schedule(conv(k=128)), WC.hero_schedule(conv(k=256)))
+    heroes = (conv_hero_schedule(conv(k=128)), conv_hero_schedule(conv(k=256)))
     assert WGMMA_CONV.requirements.min_shared_memory_per_block_bytes == max(h.smem_bytes for h in heroes)
     assert WGMMA_CONV.requirements.min_compute_capability == WGMMA_CONV.requirements.max_compute_capability == (9, 0)
 
@@ -217,14 +223,14 @@ def test_emitter_compiles_and_emits_for_sm90a_only(compiled, tmp_path):
 
     op = conv(n=2, c=3, h=33, w=31, k=24, bias=True)
     hero = cuda.hero_schedule(op, "cuda-wgmma.conv2d", _NoGpu(), "sm_90a")
-    assert isinstance(hero, WC.WgmmaConvSchedule)
+    assert isinstance(hero, WgmmaConvSchedule)
     _, r, scalars, art = compile_kernel(op, "cuda-wgmma.conv2d", hero, _NoGpu(), "sm_90a")
     assert r.entry == WC.KERNEL_NAME and art.metadata["resources"]["spills"] == 0
     assert art.metadata["channel_padding"] and scalars["Cp"] == 8
     files = cuda.emit(op, "cuda-wgmma.conv2d", hero, _NoGpu(), tmp_path / "out", arch="sm_90a")
     assert {p.suffix for p in files} >= {".cu", ".cubin", ".json", ".yaml"}
     space = cuda.search_space(op, "cuda-wgmma.conv2d", _NoGpu(), "sm_90a")
-    assert space[0] == hero and all(isinstance(s, WC.WgmmaConvSchedule) for s in space)
+    assert space[0] == hero and all(isinstance(s, WgmmaConvSchedule) for s in space)
     assert cuda.search_space(op, "cuda-wgmma.conv2d", _NoGpu(), "sm_80") == []
     with pytest.raises(UnsupportedError, match="sm_90"):
         compile_kernel(op, "cuda-wgmma.conv2d", hero, _NoGpu(), "sm_80")

@@ -52,7 +52,7 @@ def _launch(op: Any, schedule: Any, rendered: Any, scalars: dict[str, Any]) -> s
     facts: dict[str, Any] = {k: getattr(rendered, k) for k in ("name", "entry", "params", "grid", "block", "smem")}
     facts.update(metadata=rendered.metadata, scalars=scalars)
     if schedule.core == "wgmma" and op.kind == "gemm":
-        from tracea.emitters.cuda.wgmma import tma_boxes
+        from tracea.emitters.cuda.hopper.gemm import tma_boxes
 
         facts["tma_boxes"] = tma_boxes(op, schedule)
     return json.dumps(facts, sort_keys=True, default=repr)

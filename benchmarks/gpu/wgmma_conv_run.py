@@ -36,7 +36,7 @@ R = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(R)  # maps tracea onto the source folders when it is not installed
 
 from tracea.emitters.cuda import tma as T  # noqa: E402
-from tracea.emitters.cuda import wgmma_conv as WC  # noqa: E402
+from tracea.emitters.cuda.hopper import conv as WC  # noqa: E402
 from tracea.kernels.ops import Conv2d, tolerance  # noqa: E402
 
 S = WC.WgmmaConvSchedule

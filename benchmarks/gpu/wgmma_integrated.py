@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import wgmma_run  # noqa: E402,F401 - maps the source folders onto the tracea package names
 
 from tracea.emitters import cuda  # noqa: E402
-from tracea.emitters.cuda import wgmma as W  # noqa: E402
+from tracea.emitters.cuda import hopper as W  # noqa: E402
 from tracea.kernels.dtypes import to_float64  # noqa: E402
 from tracea.kernels.ops import Gemm, relative_error, tolerance  # noqa: E402
 

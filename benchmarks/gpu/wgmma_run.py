@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _import_tracea() -> None:
     try:
-        import tracea.emitters.cuda.wgmma  # noqa: F401
+        import tracea.emitters.cuda.hopper  # noqa: F401
         return
     except ImportError:
         pass
@@ -53,8 +53,8 @@ def _import_tracea() -> None:
 
 _import_tracea()
 
+from tracea.emitters.cuda import hopper as W  # noqa: E402
 from tracea.emitters.cuda import tma as T  # noqa: E402
-from tracea.emitters.cuda import wgmma as W  # noqa: E402
 from tracea.emitters.layout import TileLayout, TmaSwizzle  # noqa: E402
 from tracea.kernels.ops import Gemm, tolerance  # noqa: E402
 

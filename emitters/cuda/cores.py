@@ -92,27 +92,29 @@ def own_features(op: Any, schedule: Any) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------------------------- Hopper
-# Every reference to the Hopper (sm_90a) kernels' modules is in this block: wgmma.py (GEMM), wgmma_conv.py
-# (implicit-GEMM conv), tma.py (checks, the GEMM's kernel object). Repoint these lines when they move.
-def hopper(kind: str, module: str, schedule_class: str, kernel: Callable[..., Any],
+# The Hopper (sm_90a) kernels, composed in hopper/ (schedule, mainloop, scheduler, epilogue; gemm.py and
+# conv.py over them); tma.py holds their checks and the GEMM's kernel object.
+def hopper(kind: str, schedule_class: str, hero: str, space: str, module: str, kernel: Callable[..., Any],
            scalars: Callable[[Any], dict[str, float | int]]) -> Core:
-    """A Hopper core over ``module``'s ``hero_schedule(op)``, ``search_space(op, smem_optin)`` and
-    ``rendered(op, schedule, sm_count)``."""
+    """A Hopper core: its schedule class, hero and space from hopper/schedule.py, its ``rendered(op,
+    schedule, sm_count)`` from ``module``."""
+    rendered = lazy(module, "rendered")
+    return Core("wgmma", "cuda-wgmma", (kind,), lambda d: _from_json(schedule_class, d),
+                lambda op, host: lazy(".hopper.schedule", hero)(op),
+                lambda op, _hero, arch: lazy(".hopper.schedule", space)(op, arch.smem_optin),
+                lazy(".tma", "check_wgmma"),
+                lambda op, s, arch: (rendered(op, s, arch.sm_count), scalars(op)), kernel, own_features)
 
-    def load(name: str) -> Any:
-        return getattr(importlib.import_module(module, __package__), name)
 
-    return Core("wgmma", "cuda-wgmma", (kind,), lambda d: load(schedule_class).from_json(d),
-                lambda op, host: load("hero_schedule")(op),
-                lambda op, hero, arch: load("search_space")(op, arch.smem_optin), lazy(".tma", "check_wgmma"),
-                lambda op, s, arch: (load("rendered")(op, s, arch.sm_count), scalars(op)), kernel, own_features)
+def _from_json(schedule_class: str, d: dict[str, Any]) -> Any:
+    return getattr(importlib.import_module(".hopper.schedule", __package__), schedule_class).from_json(d)
 
 
 HOPPER: tuple[Core, ...] = (
-    hopper("gemm", ".wgmma", "WgmmaSchedule", lazy(".tma", "WgmmaKernel"),
+    hopper("gemm", "WgmmaSchedule", "hero_schedule", "search_space", ".hopper.gemm", lazy(".tma", "WgmmaKernel"),
            lambda op: {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha}),
-    hopper("conv2d", ".wgmma_conv", "WgmmaConvSchedule", lazy(".wgmma_conv", "conv_kernel"),
-           lambda op: dict(lazy(".wgmma_conv", "conv_scalars")(op))),
+    hopper("conv2d", "WgmmaConvSchedule", "conv_hero_schedule", "conv_search_space", ".hopper.conv",
+           lazy(".hopper.conv", "conv_kernel"), lambda op: dict(lazy(".hopper.conv", "conv_scalars")(op))),
 )
 # ----------------------------------------------------------------------------------------- end Hopper
 

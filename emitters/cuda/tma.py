@@ -14,8 +14,9 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError, LaunchError, TraceaError, UnsupportedError
 
+from .hopper.gemm import launch_geometry, tma_boxes, tma_unsupported
+from .hopper.schedule import BK, WgmmaSchedule
 from .runtime import CudaKernel
-from .wgmma import BK, WgmmaSchedule, launch_geometry, tma_boxes, tma_unsupported
 
 MAP_BYTES = 128
 
@@ -26,7 +27,9 @@ class _Map(ctypes.Structure):
     _fields_ = [("opaque", ctypes.c_uint64 * 16)]
 
 
-def _check(result: Any, what: str) -> Any:
+def driver_call(result: Any, what: str) -> Any:
+    """The value of a cuda-bindings driver call's ``(error, value...)`` result; a ``TraceaError`` naming
+    ``what`` when the error is not CUDA_SUCCESS."""
     err, *rest = result if isinstance(result, tuple) else (result,)
     if int(err) != 0:
         raise TraceaError(f"{what} failed: {err}")
@@ -43,7 +46,7 @@ def encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tup
         raise TraceaError(f"TMA needs 16-byte aligned rows (strides {list(strides_bytes)} B, base {ptr:#x})")
     dt = drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if dtype == "bf16" else \
         drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-    m = _check(drv.cuTensorMapEncodeTiled(
+    m = driver_call(drv.cuTensorMapEncodeTiled(
         dt, len(dims), ptr, [drv.cuuint64_t(d) for d in dims], [drv.cuuint64_t(st) for st in strides_bytes],
         [drv.cuuint32_t(b) for b in box], [drv.cuuint32_t(1)] * len(dims),
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -80,11 +83,11 @@ class Launcher:
         from cuda.bindings import driver as drv
 
         self._drv = drv
-        self.module = _check(drv.cuModuleLoadData(cubin), "cuModuleLoadData")
-        self.func = _check(drv.cuModuleGetFunction(self.module, entry.encode()), "cuModuleGetFunction")
+        self.module = driver_call(drv.cuModuleLoadData(cubin), "cuModuleLoadData")
+        self.func = driver_call(drv.cuModuleGetFunction(self.module, entry.encode()), "cuModuleGetFunction")
         self.smem_bytes = smem_bytes
         attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        _check(drv.cuFuncSetAttribute(self.func, attr, smem_bytes), "cuFuncSetAttribute")
+        driver_call(drv.cuFuncSetAttribute(self.func, attr, smem_bytes), "cuFuncSetAttribute")
 
     def max_active_clusters(self, threads: int, cluster: int) -> int | None:
         """How many clusters of ``cluster`` blocks fit on the GPU at once (the driver's answer; some
@@ -100,14 +103,14 @@ class Launcher:
             attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
             cfg.attrs = [attr]
             cfg.numAttrs = 1
-            n = int(_check(drv.cuOccupancyMaxActiveClusters(self.func, cfg), "cuOccupancyMaxActiveClusters"))
+            n = int(driver_call(drv.cuOccupancyMaxActiveClusters(self.func, cfg), "cuOccupancyMaxActiveClusters"))
             return n if n > 0 else None
         except Exception:  # noqa: BLE001 - an older driver or binding: fall back to SMs / cluster
             return None
 
     def attribute(self, name: str) -> int:
         attr = getattr(self._drv.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
-        return int(_check(self._drv.cuFuncGetAttribute(attr, self.func), "cuFuncGetAttribute"))
+        return int(driver_call(self._drv.cuFuncGetAttribute(attr, self.func), "cuFuncGetAttribute"))
 
     def launch(self, grid: int, threads: int, stream: int, args: list[Any]) -> None:
         """``args``: ctypes values in kernel-parameter order (tensor maps, pointers as c_uint64, ...)."""
@@ -115,16 +118,22 @@ class Launcher:
         ptrs = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(a) for a in keep])
         if not isinstance(stream, self._drv.CUstream):
             stream = self._drv.CUstream(stream)
-        _check(self._drv.cuLaunchKernel(self.func, grid, 1, 1, threads, 1, 1, self.smem_bytes, stream,
+        driver_call(self._drv.cuLaunchKernel(self.func, grid, 1, 1, threads, 1, 1, self.smem_bytes, stream,
                                         ctypes.addressof(ptrs), 0), "cuLaunchKernel")
 
 
 def output_map(op: Any, sched: WgmmaSchedule, c_ptr: int) -> tuple[_Map, int]:
-    """(tensor map over C for the TMA-store epilogue, store_tma flag). C rows that TMA cannot address
-    (N not a multiple of 8 elements) or a direct-store schedule get an empty map and the flag 0."""
-    if sched.store != "tma" or (op.n * 2) % 16 or c_ptr % 16:
+    """(tensor map over ``op``'s C for the TMA-store epilogue, store_tma flag): ``c_output_map``."""
+    return c_output_map(op.m, op.n, op.dtype.value, sched, c_ptr)
+
+
+def c_output_map(m: int, n: int, dtype: str, sched: WgmmaSchedule, c_ptr: int) -> tuple[_Map, int]:
+    """(tensor map over a row-major ``m`` x ``n`` C for the TMA-store epilogue, store_tma flag). C rows
+    that TMA cannot address (``n`` not a multiple of 8 elements) or a direct-store schedule get an empty
+    map and the flag 0."""
+    if sched.store != "tma" or (n * 2) % 16 or c_ptr % 16:
         return _Map(), 0
-    return encode_2d(c_ptr, op.dtype.value, op.n, op.m, op.n, (64, 64)), 1
+    return encode_2d(c_ptr, dtype, n, m, n, (64, 64)), 1
 
 
 def gemm_args(tm_a: _Map, tm_b: _Map, tm_c: _Map, c: int, bias: int, residual: int, alpha: float,
@@ -152,7 +161,8 @@ def check_wgmma(op: Any, v: Any, schedule: Any, arch: Any) -> None:
     schedule.validate(op, arch.smem_optin)
 
 
-def _copy_2d(drv: Any, src: int, src_pitch: int, dst: int, dst_pitch: int, width: int, height: int) -> Any:
+def copy_2d(drv: Any, src: int, src_pitch: int, dst: int, dst_pitch: int, width: int, height: int) -> Any:
+    """A device-to-device ``CUDA_MEMCPY2D`` of ``height`` rows of ``width`` bytes (for cuMemcpy2DAsync)."""
     cp = drv.CUDA_MEMCPY2D()
     cp.srcMemoryType = drv.CUmemorytype.CU_MEMORYTYPE_DEVICE
     cp.srcDevice = src
@@ -198,7 +208,7 @@ class WgmmaKernel(CudaKernel):
             if (inner * 2) % 16:
                 padded = (inner + 7) // 8 * 8
                 buf = self._buffer(f"{which}_tma", rows * padded * 2)
-                self._copies.append(_copy_2d(drv, ptr, inner * 2, int(buf.ptr), padded * 2, inner * 2, rows))
+                self._copies.append(copy_2d(drv, ptr, inner * 2, int(buf.ptr), padded * 2, inner * 2, rows))
                 ptr, inner = int(buf.ptr), padded
             ptrs[which], strides[which] = ptr, inner
         ma, mb = operand_maps(op, self.schedule, ptrs["a"], ptrs["b"], strides["a"], strides["b"])
@@ -213,5 +223,5 @@ class WgmmaKernel(CudaKernel):
             raise LaunchError("cuda-wgmma: launch before upload (no tensor maps yet)")
         stream = self._dev.stream.handle
         for cp in self._copies:
-            _check(self._dev.driver.cuMemcpy2DAsync(cp, stream), "cuMemcpy2DAsync")
+            driver_call(self._dev.driver.cuMemcpy2DAsync(cp, stream), "cuMemcpy2DAsync")
         self._launcher.launch(self._grid, self.rendered.block[0], stream, self._wargs)

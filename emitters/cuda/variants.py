@@ -50,7 +50,7 @@ def make_variant(family: str, op: str) -> Variant:
 ALL_VARIANTS: tuple[Variant, ...] = tuple(make_variant(f, o) for f, o in TABLE)
 VARIANTS: tuple[Variant, ...] = tuple(v for v in ALL_VARIANTS if v.id in REGISTERED)
 
-# The Hopper GEMM (wgmma.py, tma.py; issue 5). sm_90 only: wgmma, TMA and setmaxnreg are sm_90a
+# The Hopper GEMM (hopper/gemm.py, tma.py; issue 5). sm_90 only: wgmma, TMA and setmaxnreg are sm_90a
 # instructions (min = max compute capability 9.0); needs the hero's opt-in shared memory (230480 B,
 # WgmmaSchedule().smem_bytes; tests/test_cuda_wgmma.py checks the two agree); ranked above
 # cuda-mma-sync. Kept out of ALL_VARIANTS, which CI compiles for sm_80 too; verified on an H200
@@ -70,7 +70,7 @@ WGMMA_GEMM = hopper_variant(
                     "persistent L2-grouped tile order, fused epilogue, fp32 accumulation")
 VARIANTS = VARIANTS + (WGMMA_GEMM,)
 
-# The Hopper implicit-GEMM convolution (wgmma_conv.py): the GEMM's machinery with a producer warpgroup
+# The Hopper implicit-GEMM convolution (hopper/conv.py): the GEMM's parts with a producer warpgroup
 # that gathers the activations by cp.async (NHWC; NCHW through transposes inside the call; bf16/fp16).
 # sm_90 only, like cuda-wgmma.gemm; needs its larger hero's opt-in shared memory (128x128 ping-pong,
 # 6 stages: 230512 B); ranked above cuda-mma-sync.conv2d. Verified on an H200 (docs/device-runs/2026-11-23-h200/wgmma_conv/).

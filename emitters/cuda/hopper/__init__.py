@@ -1,0 +1,32 @@
+"""The Hopper (sm_90a) kernels, in the parts CUTLASS 3 composes a kernel from:
+
+- ``schedule.py``: ``WgmmaSchedule`` / ``WgmmaConvSchedule`` (checks, JSON, hero, space), the constants.
+- ``mainloop.py``: the producer warpgroup (TMA loads, or the conv's cp.async gather) and the consumer
+  warpgroups (wgmma on swizzled-layout descriptors) around the mbarrier ring; the PTX wrappers.
+- ``scheduler.py``: the tile scheduler (persistent raster order, launch geometry; where stream-K goes).
+- ``epilogue.py``: fused element-wise ops, then TMA store or direct stores, and the drain.
+- ``gemm.py`` and ``conv.py``: thin kernels over those (source, launch, metadata; the conv's host side).
+
+The GEMM's names are exported here (the host side in ``..tma`` and the GPU scripts read them); the conv
+is ``hopper.conv``, imported on its own (its host side imports ``..tma``, which imports this package).
+"""
+
+from .gemm import KERNEL_NAME, launch_geometry, render, rendered, tma_boxes, tma_unsupported
+from .mainloop import descriptor_strides, operand_layouts, render_tma_probe
+from .schedule import (
+    BK,
+    HERO,
+    SMEM_OPTIN_SM90,
+    SWIZZLE,
+    WgmmaConvSchedule,
+    WgmmaSchedule,
+    conv_hero_schedule,
+    conv_search_space,
+    hero_schedule,
+    search_space,
+)
+
+__all__ = ["BK", "HERO", "KERNEL_NAME", "SMEM_OPTIN_SM90", "SWIZZLE", "WgmmaConvSchedule", "WgmmaSchedule",
+           "conv_hero_schedule", "conv_search_space", "descriptor_strides", "hero_schedule", "launch_geometry",
+           "operand_layouts", "render", "render_tma_probe", "rendered", "search_space", "tma_boxes",
+           "tma_unsupported"]

@@ -1,0 +1,268 @@
+"""The Hopper implicit-GEMM convolution (``cuda-wgmma.conv2d``, sm_90a, NHWC, bf16/fp16): the Hopper
+GEMM's parts (128B-swizzled ring, mbarriers, ``setmaxnreg``, the scheduler's persistent tile order, the
+consumer warpgroups' wgmma mainloop and the epilogue, reused as is) with a producer that builds the
+activation operand itself (``mainloop.gather_producer``). GEMM_M = N*P*Q (output pixels), GEMM_N = K,
+GEMM_K = R*S*C ordered (r, s, c), no im2col buffer.
+
+- **B (the filter, K x R x S x C)** arrives by TMA: a 3-d tensor map (C, R*S, K), one ``{64, 1, bn}``
+  box per k step, which lands exactly as the GEMM's K-major ``{64, bn}`` box (a 128-byte line per output
+  channel, 128B swizzle). Channels past C are zero-filled by TMA.
+- **A (the activations)** is gathered by the producer warpgroup's 128 threads with 16-byte
+  ``cp.async.cg`` copies into the same 128B-swizzled ``bm x 64`` layout TMA would have written (the
+  address is ``TileLayout.c_offset``, the algebra the bank simulator scores). Thread t owns 16-byte
+  chunk t % 8 of lines t / 8 + 16 i; the output pixel (n, p, q) of each of its lines is computed once
+  per tile, the input pixel (p * stride - pad + r * dil, ...) per k step; a pixel outside the image, a
+  line past M or channels past C copy 0 bytes (``src-size`` 0: zero fill), so padding, stride,
+  dilation and edge tiles need no other code.
+- **Completion** (``publish``). Writes by ``cp.async`` are generic-proxy writes and wgmma reads shared
+  memory through the async proxy. "wait": each producer thread commits one cp.async group per k step,
+  waits (``cp.async.wait_group LAG``) for the group ``LAG`` steps back, issues
+  ``fence.proxy.async.shared::cta`` and arrives on that stage's full barrier; ``LAG = min(2, stages -
+  2)`` keeps copies in flight without deadlock (the consumers release a stage only after the next one
+  is full). "noinc" (the hero for K > 128): ``cp.async.mbarrier.arrive.noinc`` makes the arrival when
+  the thread's copies land, so the producer never blocks on its own copies, and each consumer thread
+  fences the proxy after its full-barrier wait. Either way the full barrier expects 129 arrivals (128
+  producer threads and the TMA's ``expect_tx``). On the H200, N32 C256 56x56: 0.76x cuDNN with "wait",
+  0.81x with "noinc" (docs/device-runs/2026-11-23-h200/wgmma_conv/run3).
+- **C not a multiple of 8** (a pixel's channels are not 16-byte aligned, and TMA needs 16-byte strides):
+  the host copies x and the filter into buffers whose channel stride is rounded up to 8 (zeroed once;
+  ``cuMemcpy2DAsync`` at every launch, inside the timed call), and the kernel reads those.
+- The output (N x P x Q x K) is the GEMM's row-major C, so the GEMM's epilogue runs unchanged (bias per
+  output channel; direct stores or the TMA-store epilogue when K is a multiple of 8).
+
+NCHW runs the same kernel over transposed copies, **inside every timed call**: x (N, C, H*W) to
+(N, H*W, Cp), the filter (K, C, R*S) to (K, R*S, Cp), and the NHWC result back to (N, K, P*Q), by a
+32 x 32 shared-memory transpose kernel (``tr_transpose16``, in the same source). Those three passes over
+memory are part of the NCHW figure; NHWC is the layout this kernel is for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...cstyle import CodeWriter
+from ..render import CudaRenderer, Rendered
+from . import scheduler
+from .mainloop import (
+    DEVICE_LIB,
+    GATHER_LIB,
+    consumer_branch,
+    gather_producer,
+    kernel_head,
+    operand_layouts,
+    wgmma_instruction,
+)
+from .schedule import BK, PTX_TYPE, WgmmaConvSchedule
+
+KERNEL_NAME = "tr_wgmma_conv"
+INT_PARAMS = ("M", "N", "Cp", "H", "W", "P", "Q", "R", "S", "stride_h", "stride_w", "pad_h", "pad_w",
+              "dil_h", "dil_w", "cblk", "store_tma")
+
+
+def channels_padded(op: Any) -> int:
+    """The channel stride the kernel reads: C rounded up to 8 (16 bytes, TMA's and cp.async's unit)."""
+    return (op.c + 7) // 8 * 8
+
+
+def conv_scalars(op: Any) -> dict[str, int]:
+    """The kernel's integer arguments for ``op`` (``INT_PARAMS`` but ``store_tma``, which the host sets)."""
+    cp = channels_padded(op)
+    return {"M": op.gemm_m, "N": op.k, "Cp": cp, "H": op.h, "W": op.w, "P": op.p, "Q": op.q, "R": op.r,
+            "S": op.s, "stride_h": op.stride[0], "stride_w": op.stride[1], "pad_h": op.padding[0],
+            "pad_w": op.padding[1], "dil_h": op.dilation[0], "dil_w": op.dilation[1], "cblk": -(-cp // BK)}
+
+
+def render(op: Any, sched: WgmmaConvSchedule) -> str:
+    """CUDA C++ (no headers; NVRTC ``-arch=sm_90a``) of ``extern "C" tr_wgmma_conv``. Parameters:
+    ``(tmB, tmC, const uint16_t* X, uint16_t* C, const uint16_t* bias, int M, N, Cp, H, W, P, Q, R, S,
+    stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, cblk, store_tma)``; X is NHWC with channel stride Cp."""
+    sched.validate(op)
+    dtype = op.dtype.value
+    r = CudaRenderer()
+    a_bytes = operand_layouts(sched.bm, True)[0].size_bytes
+    w = CodeWriter()
+    w(f"/* cuda-wgmma.conv2d {sched.name}: {dtype}, NHWC, implicit GEMM, bias {'yes' if op.bias else 'no'} */")
+    w.extend(r.prelude(1))
+    w.extend(DEVICE_LIB)
+    w.extend(GATHER_LIB)
+    w.extend(wgmma_instruction(sched.bn, PTX_TYPE[dtype], 0, 0))
+    w.extend(scheduler.tile_order(sched))
+    w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
+    w("    const __grid_constant__ TrTensorMap tmB, const __grid_constant__ TrTensorMap tmC,")
+    w("    const uint16_t* __restrict__ X, uint16_t* __restrict__ C, const uint16_t* __restrict__ bias,")
+    w("    int M, int N, int Cp, int H, int W, int P, int Q, int R, int S, int stride_h, int stride_w,")
+    w("    int pad_h, int pad_w, int dil_h, int dil_w, int cblk, int store_tma) {")
+    w.extend(kernel_head(sched, a_bytes, k_iters="R * S * cblk", maps=("tmB",), full_arrivals=129))
+    w.extend(gather_producer(sched))
+    epilogue = ("bias",) if op.bias else ()
+    w.extend(consumer_branch(sched, dtype, epilogue, r, proxy_fence=sched.publish == "noinc"))
+    if op.layout == "nchw":
+        w.extend(TRANSPOSE)
+    return w.render()
+
+
+TRANSPOSE = r"""/* dst[b][c][r] = src[b][r][c] for a batch of R x C 16-bit matrices; dst rows ldd apart (>= R).
+   NCHW <-> NHWC around the conv kernel. Grid (ceil(C/32), ceil(R/32), batches), block (32, 8). */
+extern "C" __global__ void __launch_bounds__(256) tr_transpose16(const uint16_t* __restrict__ src,
+                                                                 uint16_t* __restrict__ dst, int R, int C, int ldd) {
+    __shared__ uint16_t t[32][33];
+    const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
+    src += (int64_t)blockIdx.z * R * C;
+    dst += (int64_t)blockIdx.z * C * ldd;
+    for (int i = threadIdx.y; i < 32; i += 8) {
+        const int r = r0 + i, c = c0 + threadIdx.x;
+        if (r < R && c < C) t[i][threadIdx.x] = src[(int64_t)r * C + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += 8) {
+        const int c = c0 + i, r = r0 + threadIdx.x;
+        if (r < R && c < C) dst[(int64_t)c * ldd + r] = t[threadIdx.x][i];
+    }
+}
+"""
+
+
+def launch_geometry(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> tuple[int, int, int]:
+    """(grid blocks, threads per block, dynamic shared memory bytes) over the implicit GEMM's
+    GEMM_M x K tiles (``scheduler.launch_geometry``)."""
+    return scheduler.launch_geometry(sched, op.gemm_m, op.k, sm_count)
+
+
+def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
+    """The CUDA emitter's ``Rendered`` (source, launch geometry, metadata) for ``op``."""
+    src = render(op, sched)
+    grid, threads, smem = launch_geometry(op, sched, sm_count)
+    a_lay = operand_layouts(sched.bm, True)[0]
+    cp = channels_padded(op)
+    meta = {
+        "name": f"tr_{sched.name}",
+        "tile": {"M": sched.bm, "N": sched.bn, "K": BK, "stages": sched.stages, "consumers": sched.consumers,
+                 "pingpong": sched.pingpong},
+        "fragments": {"mma": f"wgmma.mma_async m64n{sched.bn}k16", "dtype_in": op.dtype.value, "dtype_acc": "fp32",
+                      "load": "A: cp.async.cg gather (zero fill) into the 128B swizzle, fence.proxy.async, mbarrier; "
+                              "B: TMA cp.async.bulk.tensor.3d"},
+        "smem": {"a": [a_lay.describe()], "b": [f"{sched.bn}x{BK}x2B row-major, swizzle 128B"],
+                 "stage_bytes": sched.stage_bytes},
+        "registers": dict(zip(("entry", "producer", "consumer"), sched.register_split(), strict=True)),
+        "launch": {"grid": [grid, 1, 1], "block": [threads, 1, 1], "dynamic_smem": smem,
+                   "persistent": sched.persistent},
+        "epilogue": ["bias"] if op.bias else [],
+        "implicit_gemm": {"M": op.gemm_m, "N": op.gemm_n, "K": op.gemm_k, "k_order": "r, s, c"},
+        "channel_padding": None if cp == op.c else
+        f"C = {op.c} is padded to {cp} (16-byte pixels) by a copy of x and the filter inside every launch",
+        "layout_transform": None if op.layout == "nhwc" else
+        "NCHW: x and the filter transposed to NHWC before, the result back to NCHW after, inside every launch",
+    }
+    params = ("tmB", "tmC", "x", "out", "bias", *INT_PARAMS)
+    return Rendered(f"tr_{sched.name}", KERNEL_NAME, src, params, (grid, 1, 1), (threads, 1, 1), smem, meta)
+
+
+# ------------------------------------------------------------------------------- host side (GPU only)
+
+
+def filter_map(op: Any, sched: WgmmaConvSchedule, w_ptr: int) -> Any:
+    """The filter (K x R x S x Cp) as a 3-d tensor map (Cp, R*S, K), one ``{64, 1, bn}`` box per k step."""
+    from ..tma import encode_tiled
+
+    cp = channels_padded(op)
+    return encode_tiled(w_ptr, op.dtype.value, (cp, op.r * op.s, op.k), (cp * 2, op.r * op.s * cp * 2),
+                        (BK, 1, sched.bn))
+
+
+def nhwc_inputs(op: Any, drv: Any, ptrs: dict[str, int], buffer: Callable[[str, int], Any]) -> tuple[list, dict]:
+    """(steps before the conv, the pointers it reads) for x and the filter at ``ptrs``: when C % 8 != 0 or
+    the layout is NCHW, a (batch, rows, Cp) buffer from ``buffer(name, bytes)``, its channel padding
+    zeroed once, filled at every launch by a ("c", memcpy2d) copy or a ("t", ...) transpose."""
+    from ..tma import copy_2d, driver_call
+
+    cp, steps, out = channels_padded(op), [], dict(ptrs)
+    for name in ("x", "weight"):
+        batch, rows = (op.n, op.h * op.w) if name == "x" else (op.k, op.r * op.s)
+        if cp == op.c and op.layout != "nchw":
+            continue
+        buf = buffer(f"{name}_nhwc", batch * rows * cp * 2)
+        driver_call(drv.cuMemsetD8(buf.ptr, 0, batch * rows * cp * 2), "cuMemsetD8")
+        if op.layout == "nchw":  # (batch, C, rows) -> (batch, rows, Cp)
+            steps.append(("t", ptrs[name], int(buf.ptr), op.c, rows, cp, batch))
+        else:
+            steps.append(("c", copy_2d(drv, ptrs[name], op.c * 2, int(buf.ptr), cp * 2, op.c * 2, batch * rows)))
+        out[name] = int(buf.ptr)
+    return steps, out
+
+
+def run_steps(drv: Any, transpose: Callable[[], Any], steps: list[Any], stream: Any) -> None:
+    """The copies and ``tr_transpose16`` launches (``transpose()``: its function) of ``nhwc_inputs``
+    (and of the NCHW result), in order."""
+    import ctypes
+
+    from ..tma import driver_call
+
+    for step in steps:
+        if step[0] == "c":
+            driver_call(drv.cuMemcpy2DAsync(step[1], stream), "cuMemcpy2DAsync")
+            continue
+        _, src, dst, rows, cols, ldd, batch = step
+        args = [ctypes.c_uint64(src), ctypes.c_uint64(dst), ctypes.c_int(rows), ctypes.c_int(cols), ctypes.c_int(ldd)]
+        ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+        driver_call(drv.cuLaunchKernel(transpose(), -(-cols // 32), -(-rows // 32), batch, 32, 8, 1, 0, stream,
+                                       ctypes.addressof(ptrs), 0), "cuLaunchKernel (transpose)")
+
+
+def conv_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any]) -> Any:
+    """The CUDA emitter's kernel object for cuda-wgmma.conv2d (``WgmmaConvKernel``; cuda-core is imported
+    only here, so rendering and compiling need no driver)."""
+    import ctypes
+    from pathlib import Path
+
+    from tracea.doctor.errors import LaunchError
+
+    from ..runtime import CudaKernel
+    from ..tma import Launcher, c_output_map, driver_call
+
+    class WgmmaConvKernel(CudaKernel):
+        """Buffers, timing and verification as for every CUDA kernel; the launch passes the filter and
+        output tensor maps by value. First, when C % 8 != 0 or the layout is NCHW, x and the filter are
+        copied (padded, or transposed) into NHWC buffers; after it, an NCHW result is transposed back."""
+
+        def __init__(self) -> None:
+            super().__init__(op, artifact, rendered_, scalars)
+            self.schedule = WgmmaConvSchedule.from_json(artifact.schedule)
+            self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered_.entry, rendered_.smem)
+            self._wargs: list[Any] | None = None
+            self._copies: list[Any] = []  # before the conv: ("c", memcpy2d) or ("t", transpose arguments)
+            self._after: list[Any] = []  # after it: the NHWC -> NCHW transpose of the result
+            self._transpose: Any = None
+
+        def upload(self, inputs: dict[str, Any]) -> None:
+            super().upload(inputs)
+            ptrs = {name: int(self._dbuf[name].ptr) for name in ("x", "weight")}
+            self._copies, ptrs = nhwc_inputs(op, self._dev.driver, ptrs, self._buffer)
+            out = int(self._dbuf["out"].ptr)
+            self._after = []
+            if op.layout == "nchw":  # the kernel writes NHWC here; a transpose gives (N, K, P*Q)
+                tmp = int(self._buffer("out_nhwc", op.gemm_m * op.k * 2).ptr)
+                self._after.append(("t", tmp, out, op.p * op.q, op.k, op.p * op.q, op.n))
+                out = tmp
+            mc, store_tma = c_output_map(op.gemm_m, op.k, op.dtype.value, self.schedule, out)
+            bias = int(self._dbuf["bias"].ptr) if "bias" in self._dbuf else 0
+            ints = {**conv_scalars(op), "store_tma": store_tma}
+            self._wargs = [filter_map(op, self.schedule, ptrs["weight"]), mc, ctypes.c_uint64(ptrs["x"]),
+                           ctypes.c_uint64(out), ctypes.c_uint64(bias), *[ctypes.c_int(ints[k]) for k in INT_PARAMS]]
+
+        def _transpose_function(self) -> Any:
+            if self._transpose is None:
+                self._transpose = driver_call(self._dev.driver.cuModuleGetFunction(
+                    self._launcher.module, b"tr_transpose16"), "cuModuleGetFunction")
+            return self._transpose
+
+        def launch(self) -> None:
+            if self._wargs is None:
+                raise LaunchError("cuda-wgmma.conv2d: launch before upload (no tensor maps yet)")
+            stream = self._dev.stream.handle
+            cu_stream = stream if isinstance(stream, self._dev.driver.CUstream) else self._dev.driver.CUstream(stream)
+            run_steps(self._dev.driver, self._transpose_function, self._copies, cu_stream)
+            self._launcher.launch(self.rendered.grid[0], self.rendered.block[0], stream, self._wargs)
+            run_steps(self._dev.driver, self._transpose_function, self._after, cu_stream)
+
+    return WgmmaConvKernel()

@@ -1,0 +1,138 @@
+"""The Hopper kernels' epilogue: what a consumer warpgroup does with its fp32 accumulators once a tile's
+mainloop is done. The fused element-wise ops (bias, relu, gelu, scale, residual, in the IR's order)
+come from the one CUDA statement table (``emitters/cuda/epilogue.py``); then C leaves either through
+the TMA store (staged in swizzled shared memory, bulk tensor stores) or through direct, predicated
+register stores; before the block exits, the TMA stores in flight are drained.
+
+The text reads the consumer's locals (``acc``, ``row0``, ``col0``, ``part``, ``cw``, ``cstep``,
+``warp``, ``lane``, ``tid``, ``tm``, ``tn``, ``cstage``) and the kernel's ``C``, ``bias``,
+``residual``, ``alpha``, ``M``, ``N``, ``tmC``, ``store_tma``.
+"""
+
+from __future__ import annotations
+
+from ...cstyle import CodeWriter
+from ...layout import TileLayout
+from ..epilogue import CUDA, statements
+from ..render import CudaRenderer
+from .schedule import C_ATOM_BYTES, ELEM_BYTES, SWIZZLE, WgmmaSchedule
+
+STORE = {"bf16": "tr_f2bf", "fp16": "tr_f2h"}  # fp32 -> the 16-bit bits of C
+
+
+def fused_ops(epilogue: tuple[str, ...], renderer: CudaRenderer, dtype: str, guarded: bool = False) -> list[str]:
+    """C statements applying ``epilogue`` in order to float ``v`` at (``row``, ``col``); ``guarded``:
+    bias and residual are read only where ``inside`` (the TMA-store path visits rows past M)."""
+    bias = renderer.to_float(dtype, "bias[col]")
+    residual = renderer.to_float(dtype, "residual[(int64_t)row * N + col]")
+    if guarded:
+        bias, residual = f"inside ? {bias} : 0.0f", f"inside ? {residual} : 0.0f"
+    return statements(epilogue, CUDA, bias=bias, residual=residual)
+
+
+def tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...]) -> str:
+    """``store="tma"``: each consumer warpgroup writes its part of C, 64 x 64 at a time, into a staging
+    atom laid out as TMA's 128B swizzle (the same ``TileLayout`` algebra as the operands: the lanes of a
+    warp hit 8 different 16-byte bank groups), fences it to the async proxy, and one thread issues the
+    bulk tensor store; two atoms alternate so the next is written while the last is read out. TMA clips
+    rows and columns past M and N. When ``store_tma`` is 0 (C rows not 16-byte aligned) the loop is
+    skipped and the direct stores after it run instead. Ends with ``continue`` (next tile)."""
+    if sched.store != "tma":
+        return ""
+    w = CodeWriter()
+    w("if (store_tma) {")
+    w(f"    const uint32_t catoms = cstage + cw * {2 * C_ATOM_BYTES}u;")
+    w("    #pragma unroll")
+    w(f"    for (int i = 0; i < {sched.m_slices}; ++i) {{")
+    w("        #pragma unroll")
+    w(f"        for (int a = 0; a < {sched.bn // 64}; ++a) {{")
+    w(f"            const uint32_t buf = catoms + (cstep & 1) * {C_ATOM_BYTES}u;")
+    w("            ++cstep;")
+    w('            if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 1;\\n" ::: "memory");')
+    w('            asm volatile("bar.sync %0, 128;\\n" :: "r"(1 + cw) : "memory");')
+    with w.indented(3):
+        _stage_atom(w, r, dtype, epilogue)
+    w('            asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");')
+    w('            asm volatile("bar.sync %0, 128;\\n" :: "r"(1 + cw) : "memory");')
+    w("            if (tid == 0) {")
+    w(f"                tr_tma_store_2d(&tmC, tn * {sched.bn} + a * 64, tm * {sched.bm} + part * {sched.wm} + i * 64, buf);")
+    w('                asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");')
+    w("            }")
+    w("        }")
+    w("    }")
+    w("    continue;")
+    w("}")
+    return w.render().replace("\n", "\n            ")
+
+
+def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...]) -> None:
+    """One 64 x 64 atom of C: the epilogue applied, two values packed per 32-bit shared store at the
+    atom's 128B-swizzled offset."""
+    lay = TileLayout(64, 64, ELEM_BYTES, "row", swizzle=SWIZZLE)
+    store = STORE[dtype]
+    w("#pragma unroll")
+    w("for (int jj = 0; jj < 8; ++jj) {")
+    w("    #pragma unroll")
+    w("    for (int h = 0; h < 2; ++h) {")
+    w("        const int row = row0 + i * 64 + h * 8, r_in = warp * 16 + lane / 4 + h * 8;")
+    w("        const int c_in = jj * 8 + 2 * (lane % 4);")
+    w("        float out[2];")
+    w("        #pragma unroll")
+    w("        for (int e = 0; e < 2; ++e) {")
+    w("            const int col = col0 + (a * 8 + jj) * 8 + e;")
+    w("            const bool inside = row < M && col < N;")
+    w("            float v = acc[i][4 * (a * 8 + jj) + 2 * h + e];")
+    for line in fused_ops(epilogue, r, dtype, guarded=True):
+        w("            " + line)
+    w("            out[e] = v;")
+    w("        }")
+    w(f"        const uint32_t word = (uint32_t){store}(out[0]) | ((uint32_t){store}(out[1]) << 16);")
+    w(f'        asm volatile("st.shared.b32 [%0], %1;\\n" :: "r"(buf + {lay.c_offset("r_in", "c_in")}), '
+      '"r"(word) : "memory");')
+    w("    }")
+    w("}")
+
+
+def direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...]) -> str:
+    """Register stores of the consumer's part of C, predicated on M and N: the epilogue applied per
+    element, two columns packed into one 4-byte store where N is even."""
+    store = STORE[dtype]
+    w = CodeWriter()
+    w.extend(f"""            #pragma unroll
+            for (int i = 0; i < {sched.m_slices}; ++i) {{
+                #pragma unroll
+                for (int j = 0; j < {sched.bn // 8}; ++j) {{
+                    #pragma unroll
+                    for (int h = 0; h < 2; ++h) {{
+                        const int row = row0 + i * 64 + h * 8;
+                        const int c0 = col0 + j * 8;
+                        if (row < M && c0 < N) {{
+                            float out[2];
+                            #pragma unroll
+                            for (int e = 0; e < 2; ++e) {{
+                                const int col = c0 + e < N ? c0 + e : c0;
+                                float v = acc[i][4 * j + 2 * h + e];""")
+    with w.indented(8):
+        for line in fused_ops(epilogue, r, dtype):
+            w(line)
+        w("out[e] = v;")
+    w.extend(f"""                            }}
+                            uint16_t* p = C + (int64_t)row * N + c0;
+                            if (c0 + 1 < N && (N & 1) == 0) {{
+                                *(uint32_t*)p = (uint32_t){store}(out[0]) | ((uint32_t){store}(out[1]) << 16);
+                            }} else {{
+                                p[0] = {store}(out[0]);
+                                if (c0 + 1 < N) p[1] = {store}(out[1]);
+                            }}
+                        }}
+                    }}
+                }}
+            }}""")
+    return w.render()
+
+
+def tma_store_drain(sched: WgmmaSchedule) -> str:
+    """The staging atoms must outlive the bulk stores reading them: wait before the block exits."""
+    if sched.store != "tma":
+        return ""
+    return 'if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;\\n" ::: "memory");'

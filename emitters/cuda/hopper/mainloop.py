@@ -1,0 +1,490 @@
+"""The Hopper kernels' mainloop: the producer and consumer warpgroups around a ring of shared-memory stages.
+
+One block is ``1 + consumers`` warpgroups. Warpgroup 0 is the producer: it gives registers back
+(``setmaxnreg.dec``) and fills the next free stage of the ring for each k step (wait ``empty[s]``,
+``arrive.expect_tx`` on ``full[s]``, copy): ``tma_producer`` issues TMA copies of both operands (the
+GEMM; with a 2-block cluster, each block loads half of B and multicasts it), ``gather_producer`` has
+its 128 threads gather the activations with ``cp.async`` (the implicit-GEMM conv) while TMA brings the
+filter. The consumer warpgroups (``consumer_branch``) take registers (``setmaxnreg.inc``), wait
+``full[s]``, issue ``bk / 16`` wgmma per m64 slice they own, keep one wgmma group in flight and release
+the stage before it (one arrive per warp on ``empty[s]``, and on the peer's in a pair), then run the
+epilogue (``epilogue.py``). Both sides walk the tiles in the scheduler's order (``scheduler.py``), so
+the producer runs into the next tile while the consumers are in their epilogue.
+
+Shared memory per stage: the A tile (``bm`` x 64 elements) and the B tile (``bn`` x 64), each a stack of
+128-byte-swizzled 1024-byte atoms: ``TileLayout`` values with ``TmaSwizzle("128B")`` from
+``emitters/layout.py`` (``operand_layouts``), the same layouts the bank simulator scores. The stage size,
+the 1024-byte base alignment and the wgmma descriptors' strides (SBO = 8 lines, LBO = one 64-element atom
+column for MN-major operands) are read off those layouts, not written twice.
+
+``pingpong``: the two consumer warpgroups take alternate whole tiles instead of halves of one, so one's
+epilogue runs under the other's mainloop; turn barriers keep their mainloops in order. ``cluster`` = 2:
+the pair starts and ends with a cluster barrier so neither block's barriers or shared memory are used
+before they exist or after the block exits.
+
+``DEVICE_LIB`` and ``GATHER_LIB`` are the PTX wrappers (mbarrier, TMA, wgmma fences) the kernels call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+
+from ...cstyle import CodeWriter
+from ...layout import TileLayout
+from ..render import CudaRenderer
+from .epilogue import direct_store, tma_store, tma_store_drain
+from .schedule import BK, ELEM_BYTES, SWIZZLE, WgmmaConvSchedule, WgmmaSchedule
+from .scheduler import tile_walk
+
+# mbarriers, TMA loads (multicast too) and stores, wgmma descriptors and fences: every Hopper kernel.
+DEVICE_LIB = r"""struct __align__(64) TrTensorMap { uint64_t opaque[16]; };
+
+static __device__ __forceinline__ void tr_mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count));
+}
+static __device__ __forceinline__ void tr_mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile("{\n.reg .pred p;\nTR_WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra TR_WAIT_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+static __device__ __forceinline__ void tr_mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+static __device__ __forceinline__ void tr_mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void tr_tma_load_2d(uint32_t dst, const TrTensorMap* map, int c0, int c1,
+                                                      uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+static __device__ __forceinline__ void tr_tma_load_2d_mc(uint32_t dst, const TrTensorMap* map, int c0, int c1,
+                                                         uint32_t bar, uint16_t mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask) : "memory");
+}
+/* Arrive on the mbarrier at the same shared-memory offset in block ``rank`` of this cluster. */
+static __device__ __forceinline__ void tr_mbar_arrive_remote(uint32_t bar, uint32_t rank) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
+}
+static __device__ __forceinline__ void tr_tma_store_2d(const TrTensorMap* map, int c0, int c1, uint32_t src) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+                 :: "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(src) : "memory");
+}
+static __device__ __forceinline__ void tr_prefetch_map(const TrTensorMap* map) {
+    asm volatile("prefetch.tensormap [%0];\n" :: "l"((uint64_t)map) : "memory");
+}
+/* wgmma shared-memory descriptor: start, LBO, SBO in 16-byte units; layout type 1 = 128B swizzle. */
+static __device__ __forceinline__ uint64_t tr_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo & 0x3FFFF) >> 4) << 16)
+         | ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+#define TR_WGMMA_FENCE() asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory")
+#define TR_WGMMA_COMMIT() asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory")
+#define TR_WGMMA_WAIT(n) asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(n) : "memory")
+"""
+
+
+# The gathering producer's: a 3-d TMA load (the conv's filter) and a zero-filling 16-byte cp.async.
+GATHER_LIB = r"""static __device__ __forceinline__ void tr_tma_load_3d(uint32_t dst, const TrTensorMap* map, int c0, int c1,
+                                                      int c2, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory");
+}
+/* 16 bytes global -> shared, bypassing L1; src_bytes 0 writes 16 zero bytes (padding, edges). */
+static __device__ __forceinline__ void tr_cp_async_16(uint32_t dst, const void* src, uint32_t src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+"""
+
+
+def wgmma_instruction(bn: int, ptx_type: str, trans_a: int, trans_b: int) -> str:
+    """``tr_wgmma(float* d, descA, descB)``: one m64n{bn}k16 wgmma accumulating into ``d[bn/2]``."""
+    n = bn // 2
+    regs = ",".join(f"%{i}" for i in range(n))
+    w = CodeWriter()
+    w("static __device__ __forceinline__ void tr_wgmma(float* d, uint64_t da, uint64_t db) {")
+    w(f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n"')
+    w(f'                 "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{ptx_type}.{ptx_type} "')
+    w(f'                 "{{{regs}}}, %{n}, %{n + 1}, p, 1, 1, {trans_a}, {trans_b};\\n}}\\n"')
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(n))
+    w(f"                 : {outs}")
+    w('                 : "l"(da), "l"(db), "r"(1));')
+    w("}")
+    return w.render()
+
+
+# ---------------------------------------------------------------------------------------- layouts
+
+
+def operand_kmajor(op: Any, which: str) -> bool:
+    """Operand ``which`` ("a" or "b") has k contiguous in global memory."""
+    return op.layout_a == "row" if which == "a" else op.layout_b == "col"
+
+
+def operand_layouts(rows: int, kmajor: bool) -> list[TileLayout]:
+    """The shared-memory atoms of one operand tile (``rows`` of the m or n extent by 64 k) in one stage,
+    as TMA writes them with the 128B swizzle. K-major: one ``rows x 64`` row-major layout (a line per
+    m/n row, 128 bytes of k). MN-major: ``rows / 64`` atoms of ``64 (k) x 64 (m/n)``, a line per k."""
+    if kmajor:
+        return [TileLayout(rows, BK, ELEM_BYTES, "row", swizzle=SWIZZLE)]
+    atom = BK * 64 * ELEM_BYTES
+    return [TileLayout(BK, 64, ELEM_BYTES, "row", swizzle=SWIZZLE, base_bytes=i * atom) for i in range(rows // 64)]
+
+
+def descriptor_strides(layouts: list[TileLayout]) -> tuple[int, int]:
+    """(LBO, SBO) in bytes of the wgmma shared-memory descriptor for an operand stored as ``layouts``.
+    SBO: from one group of 8 lines to the next (8 x the line pitch: one swizzle period). LBO: for an
+    MN-major operand, from one 64-element atom column to the next; unused by K-major swizzled ones."""
+    first = layouts[0]
+    sbo = 8 * first.pitch_bytes
+    if sbo != SWIZZLE.period_bytes:
+        raise BadInputError(f"a {first.describe()} tile is not made of 8-line 128B swizzle atoms")
+    lbo = layouts[1].base_bytes - first.base_bytes if len(layouts) > 1 else first.size_bytes
+    return lbo, sbo
+
+
+# ---------------------------------------------------------------------------------------- the ring
+
+
+def kernel_head(sched: WgmmaSchedule, a_bytes: int, k_iters: str = f"(K + {BK - 1}) / {BK}",
+                maps: tuple[str, ...] = ("tmA", "tmB"), full_arrivals: int = 1) -> str:
+    """The kernel body up to the warpgroup split: the 1024-aligned ring base, the C staging atoms and
+    the mbarriers after it, the tile walk (``scheduler.tile_walk``; ``k_iters`` is a C expression),
+    tensor-map prefetches, barrier initialisation (``full_arrivals`` per full barrier: 1, the producer's
+    ``expect_tx``, for TMA-only producers), and the block (or cluster) barrier that publishes them."""
+    S, align = sched.stages, SWIZZLE.period_bytes
+    prefetch = "\n        ".join(f"tr_prefetch_map(&{m});" for m in maps)
+    return f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
+    const uint32_t smem = (tr_smem_addr(tr_smem) + {align - 1}u) & ~{align - 1}u;
+    /* stage s: A at smem + s * {sched.stage_bytes}, B {a_bytes} bytes after it; then full[S], empty[S] */
+    const uint32_t cstage = smem + {S * sched.stage_bytes}u;  /* C staging atoms (TMA-store epilogue) */
+    const uint32_t bars = cstage + {sched.c_staging_bytes}u;
+{tile_walk(sched)}
+    const int tiles = tiles_mc * tiles_n, k_iters = {k_iters};
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    if (threadIdx.x == 0) {{
+        {prefetch}
+        for (int s = 0; s < {S}; ++s) {{
+            tr_mbar_init(bars + 8u * s, {full_arrivals}u);
+            tr_mbar_init(bars + 8u * ({S} + s), {4 * (1 if sched.pingpong else sched.consumers) * sched.cluster}u);
+        }}
+        tr_mbar_init(bars + 8u * {2 * S}, 1u);
+        tr_mbar_init(bars + 8u * {2 * S + 1}, 1u);
+        asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
+    }}
+    {_cluster_sync(sched)}"""
+
+
+# ---------------------------------------------------------------------------------------- producers
+
+
+def tma_producer(sched: WgmmaSchedule, a_k: bool, b_k: bool) -> str:
+    """The GEMM's producer warpgroup (``if (wg == 0)``): one thread walks the block's tiles and, for each
+    k step, waits for a free stage and TMA-loads A and B into it (``a_k``/``b_k``: K-major operands)."""
+    a_lay, b_lay = operand_layouts(sched.bm, a_k), operand_layouts(sched.bn, b_k)
+    a_bytes = sum(t.size_bytes for t in a_lay)
+    S = sched.stages
+    w = CodeWriter()
+    w.extend(f"""    if (wg == 0) {{
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 {sched.register_split()[1]};\\n");
+        if (tid == 0) {{
+            int s = 0;
+            uint32_t phase = 0;
+            for (int tile = cluster_id; tile < tiles; tile += clusters) {{
+                int tm, tn;
+                tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);
+                tm = tm * {sched.cluster} + rank;
+                for (int kk = 0; kk < k_iters; ++kk) {{
+                    tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
+                    const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
+                    tr_mbar_expect_tx(full, {sched.stage_bytes}u);""")
+    with w.indented(5):  # inside the k loop
+        _tma_loads(w, sched, a_lay, b_lay, a_k, b_k)
+    w.extend(f"""                    if (++s == {S}) {{ s = 0; phase ^= 1u; }}
+                }}
+            }}
+        }}""")
+    return w.render()
+
+
+def _tma_loads(w: CodeWriter, sched: WgmmaSchedule, a_lay: list[TileLayout], b_lay: list[TileLayout],
+               a_k: bool, b_k: bool) -> None:
+    """One k step's copies: A (one box, or one per 64-row atom when MN-major), then B, whose halves
+    are multicast to both blocks of a 2-block cluster."""
+    if a_k:
+        w(f"tr_tma_load_2d(sa, &tmA, kk * {BK}, tm * {sched.bm}, full);")
+    else:
+        for i, t in enumerate(a_lay):
+            w(f"tr_tma_load_2d(sa + {t.base_bytes}u, &tmA, tm * {sched.bm} + {64 * i}, kk * {BK}, full);")
+    if sched.cluster == 1 and b_k:
+        w(f"tr_tma_load_2d(sb, &tmB, kk * {BK}, tn * {sched.bn}, full);")
+    elif sched.cluster == 1:
+        for i, t in enumerate(b_lay):
+            w(f"tr_tma_load_2d(sb + {t.base_bytes}u, &tmB, tn * {sched.bn} + {64 * i}, kk * {BK}, full);")
+    elif b_k:  # this block's half of the B rows, multicast to both blocks of the pair
+        half = sched.bn // 2
+        w(f"tr_tma_load_2d_mc(sb + rank * {half * b_lay[0].pitch_bytes}u, &tmB, kk * {BK}, "
+          f"tn * {sched.bn} + rank * {half}, full, 3);")
+    else:  # this block's half of the 64-column atoms, multicast to both blocks of the pair
+        per = len(b_lay) // 2
+        w(f"for (int i = rank * {per}; i < rank * {per} + {per}; ++i)")
+        w(f"    tr_tma_load_2d_mc(sb + i * {b_lay[1].base_bytes}u, &tmB, tn * {sched.bn} + 64 * i, kk * {BK}, full, 3);")
+
+
+def gather_producer(sched: WgmmaConvSchedule) -> str:
+    """The implicit-GEMM conv's producer warpgroup (``if (wg == 0)``): thread 0 TMA-loads the filter
+    tile of each k step; all 128 threads gather the activations' ``bm x 64`` tile with 16-byte
+    ``cp.async`` copies into the 128B-swizzled layout TMA would have written (zero-filled outside the
+    image, past M and past C), then publish the stage (``sched.publish``)."""
+    a_lay = operand_layouts(sched.bm, True)[0]
+    a_bytes, b_bytes = a_lay.size_bytes, sched.bn * BK * ELEM_BYTES
+    S, lines = sched.stages, sched.lines_per_thread
+    return f"""    if (wg == 0) {{
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 {sched.register_split()[1]};\\n");
+        /* This thread's 16-byte chunk of every line, and its first line of the tile. */
+        const int chunk = tid % 8, line0 = tid / 8, PQ = P * Q;
+        int s = 0;
+        uint32_t phase = 0;
+        long long step = 0;
+        for (int tile = cluster_id; tile < tiles; tile += clusters) {{
+            int tm, tn;
+            tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);
+            int nh[{lines}], h0[{lines}], w0[{lines}];
+            #pragma unroll
+            for (int i = 0; i < {lines}; ++i) {{
+                const int m = tm * {sched.bm} + line0 + 16 * i;
+                const int n = m / PQ, pq = m - n * PQ, p = pq / Q, q = pq - p * Q;
+                nh[i] = n * H;
+                h0[i] = m < M ? p * stride_h - pad_h : -(1 << 30);  /* a line past M reads nothing */
+                w0[i] = q * stride_w - pad_w;
+            }}
+            int fr = 0, fs = 0, cb = 0;  /* this k step's filter row, column and 64-channel block */
+            for (int kk = 0; kk < k_iters; ++kk) {{
+                tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
+                const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
+                if (tid == 0) {{
+                    tr_mbar_expect_tx(full, {b_bytes}u);
+                    tr_tma_load_3d(sb, &tmB, cb * {BK}, fr * S + fs, tn * {sched.bn}, full);
+                }}
+                const int col = cb * {BK} + chunk * 8, dh = fr * dil_h, dw = fs * dil_w;
+                #pragma unroll
+                for (int i = 0; i < {lines}; ++i) {{
+                    const int line = line0 + 16 * i, h = h0[i] + dh, x = w0[i] + dw;
+                    const bool ok = (unsigned)h < (unsigned)H && (unsigned)x < (unsigned)W && col < Cp;
+                    const uint16_t* src = ok ? X + ((int64_t)(nh[i] + h) * W + x) * Cp + col : X;
+                    tr_cp_async_16(sa + {a_lay.c_offset("line", "chunk * 8")}, src, ok ? 16u : 0u);
+                }}
+                {_publish(sched)}
+                ++step;
+                if (++s == {S}) {{ s = 0; phase ^= 1u; }}
+                if (++cb == cblk) {{ cb = 0; if (++fs == S) {{ fs = 0; ++fr; }} }}
+            }}
+        }}
+        {_drain(sched)}"""
+
+
+def _publish(sched: WgmmaConvSchedule) -> str:
+    """After a k step's copies are issued: hand a full stage to the consumers (see ``publish``)."""
+    if sched.publish == "noinc":  # one of the barrier's 128 expected arrivals, when this thread's copies land
+        return 'asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\\n" :: "r"(full) : "memory");'
+    S, lag = sched.stages, sched.lag
+    return f"""asm volatile("cp.async.commit_group;\\n" ::: "memory");
+                if (step >= {lag}) {{  /* publish the stage filled {lag} steps ago */
+                    asm volatile("cp.async.wait_group {lag};\\n" ::: "memory");
+                    asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");
+                    tr_mbar_arrive(bars + 8u * ((s + {S - lag}) % {S}));
+                }}"""
+
+
+def _drain(sched: WgmmaConvSchedule) -> str:
+    """After the last tile: every copy landed (and, for "wait", the last ``lag`` stages published)."""
+    if sched.publish == "noinc":
+        return 'asm volatile("cp.async.wait_all;\\n" ::: "memory");'
+    S, lag = sched.stages, sched.lag
+    return f"""/* the last {lag} stages: wait for every copy, publish them */
+        asm volatile("cp.async.wait_all;\\n" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");
+        for (int d = {lag}; d >= 1; --d)
+            if (step >= d) tr_mbar_arrive(bars + 8u * ((s + {S} - d) % {S}));"""
+
+
+# ---------------------------------------------------------------------------------------- consumers
+
+
+def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...], r: CudaRenderer,
+                    a_k: bool = True, b_k: bool = True, proxy_fence: bool = False) -> str:
+    """The consumer warpgroups' side of the kernel, from ``} else {`` after the producer's branch to the
+    kernel's closing brace: ring waits, wgmma mainloop, stage releases, epilogue (direct or TMA store)
+    of ``dtype`` C with the fused ``epilogue`` ops in order. Shared by every kernel on this machinery
+    (the GEMM, the implicit-GEMM conv); it reads the locals ``kernel_head`` declares (``smem``, ``bars``,
+    ``cstage``, ``tiles*``, ``k_iters``, ``rank``, ``cluster_id``, ``clusters``, ``wg``, ``tid``) and the
+    parameters ``C``, ``bias``, ``residual``, ``alpha``, ``M``, ``N``, ``tmC``, ``store_tma``.
+    ``a_k``/``b_k``: the operands are K-major in shared memory. ``proxy_fence``: a ``fence.proxy.async``
+    after each full-barrier wait, for stages written through the generic proxy (cp.async) and
+    published without a producer-side fence."""
+    w = CodeWriter()
+    w.extend(_consumer_entry(sched))
+    w.extend(_consumer_mainloop(sched, a_k, b_k, proxy_fence))
+    w.extend(f"""            /* wgmma m64nN accumulator layout: thread (warp, lane) holds rows warp*16 + lane/4 (+8),
+               columns 8*j + 2*(lane%4) (+1) in acc[4j..4j+3] = (r, c), (r, c+1), (r+8, c), (r+8, c+1). */
+            const int row0 = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4;
+            const int col0 = tn * {sched.bn} + 2 * (lane % 4);
+            {tma_store(sched, r, dtype, epilogue)}""")
+    w.extend(direct_store(sched, r, dtype, epilogue))
+    w.extend(f"""        }}
+        {tma_store_drain(sched)}
+    }}
+    {_cluster_exit(sched)}
+}}""")
+    return w.render()
+
+
+def _consumer_entry(sched: WgmmaSchedule) -> str:
+    """Registers taken, the accumulators declared, and the head of the consumer's tile walk: its tile's
+    coordinates, where the ring stands at the tile's first k step, the ping-pong turn, zeroed sums."""
+    S, m_slices, n_regs = sched.stages, sched.m_slices, sched.bn // 2
+    return f"""    }} else {{
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 {sched.register_split()[2]};\\n");
+        const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
+        /* part: this warpgroup's slice of a shared tile (cooperative); walk: which of the block's tiles
+           it takes (ping-pong: every {sched.tile_walkers}th, starting at its own index). */
+        const int part = {"0" if sched.pingpong else "cw"}, walk = {"cw" if sched.pingpong else "0"};
+        float acc[{m_slices}][{n_regs}];
+        int cstep = 0;  /* TMA-store epilogue: which staging atom is next */
+        (void)cstep;
+        for (int j = walk, tile = cluster_id + walk * clusters; tile < tiles;
+             j += {sched.tile_walkers}, tile += {sched.tile_walkers} * clusters) {{
+            int tm, tn;
+            tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);
+            tm = tm * {sched.cluster} + rank;
+            /* The producer fills the ring in the block's tile order: tile j starts at step j * k_iters. */
+            const long long it0 = (long long)j * k_iters;
+            int s = (int)(it0 % {S});
+            uint32_t phase = (uint32_t)((it0 / {S}) & 1);
+            {_turn_wait(sched)}
+            #pragma unroll
+            for (int i = 0; i < {m_slices}; ++i) {{
+                #pragma unroll
+                for (int j = 0; j < {n_regs}; ++j) acc[i][j] = 0.0f;
+            }}"""
+
+
+def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: bool) -> str:
+    """The k loop of one tile: wait for a full stage, ``bk / 16`` wgmma per m64 slice on descriptors
+    read off the operand layouts, one group kept in flight, the stage before it released; then the
+    last group awaited and its stage released."""
+    a_lay, b_lay = operand_layouts(sched.bm, a_k), operand_layouts(sched.bn, b_k)
+    a_lbo, a_sbo = descriptor_strides(a_lay)
+    b_lbo, b_sbo = descriptor_strides(b_lay)
+    a_bytes = sum(t.size_bytes for t in a_lay)
+    # A k16 step moves 32 bytes along a K-major line, or 16 lines down an MN-major atom.
+    a_kstep = 16 * ELEM_BYTES if a_k else 16 * a_lay[0].pitch_bytes
+    b_kstep = 16 * ELEM_BYTES if b_k else 16 * b_lay[0].pitch_bytes
+    # An m64 slice starts 64 lines into a K-major tile, or one atom further along an MN-major one.
+    a_mstep = 64 * a_lay[0].pitch_bytes if a_k else a_lay[1].base_bytes if len(a_lay) > 1 else 0
+    S, m_slices, n_regs = sched.stages, sched.m_slices, sched.bn // 2
+    fence = '\n                asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");' if proxy_fence else ""
+    return f"""            int prev = -1;
+            for (int kk = 0; kk < k_iters; ++kk) {{
+                tr_mbar_wait(bars + 8u * s, phase);{fence}
+                const uint32_t sa = smem + s * {sched.stage_bytes}u + part * {sched.m_slices * a_mstep}u;
+                const uint32_t sb = smem + s * {sched.stage_bytes}u + {a_bytes}u;
+                TR_WGMMA_FENCE();
+                #pragma unroll
+                for (int k16 = 0; k16 < {BK // 16}; ++k16) {{
+                    const uint64_t db = tr_desc(sb + k16 * {b_kstep}u, {b_lbo}u, {b_sbo}u);
+                    #pragma unroll
+                    for (int i = 0; i < {m_slices}; ++i)
+                        tr_wgmma(acc[i], tr_desc(sa + i * {a_mstep}u + k16 * {a_kstep}u, {a_lbo}u, {a_sbo}u), db);
+                }}
+                TR_WGMMA_COMMIT();
+                TR_WGMMA_WAIT(1);
+                if (prev >= 0 && lane == 0) {_release("prev", sched)}
+                prev = s;
+                if (++s == {S}) {{ s = 0; phase ^= 1u; }}
+            }}
+            {_turn_pass(sched)}
+            TR_WGMMA_WAIT(0);
+            if (lane == 0) {_release("prev", sched)}
+            #pragma unroll
+            for (int i = 0; i < {m_slices}; ++i) {{
+                #pragma unroll
+                for (int j = 0; j < {n_regs}; ++j) asm volatile("" : "+f"(acc[i][j]) :: "memory");
+            }}"""
+
+
+def _cluster_sync(sched: WgmmaSchedule) -> str:
+    """Every barrier of the block (and, in a pair, of the peer) initialised before anyone uses one."""
+    if sched.cluster == 1:
+        return "__syncthreads();"
+    return ('asm volatile("barrier.cluster.arrive.release.aligned;\\n" ::: "memory");\n'
+            '    asm volatile("barrier.cluster.wait.acquire.aligned;\\n" ::: "memory");')
+
+
+def _cluster_exit(sched: WgmmaSchedule) -> str:
+    """A pair leaves together: the peer may still arrive on this block's barriers until it is done."""
+    if sched.cluster == 1:
+        return ""
+    return ('asm volatile("barrier.cluster.arrive.release;\\n" ::: "memory");\n'
+            '    asm volatile("barrier.cluster.wait.acquire;\\n" ::: "memory");')
+
+
+def _release(stage: str, sched: WgmmaSchedule) -> str:
+    """One warp's release of ring stage ``stage``: its own empty barrier, and the peer's in a pair."""
+    own = f"tr_mbar_arrive(bars + 8u * ({sched.stages} + {stage}));"
+    if sched.cluster == 1:
+        return own
+    return f"{{ {own} tr_mbar_arrive_remote(bars + 8u * ({sched.stages} + {stage}), rank ^ 1); }}"
+
+
+def _turn_wait(sched: WgmmaSchedule) -> str:
+    """Ping-pong: before its t-th tile a consumer waits until the other has passed every full-barrier
+    wait of the tile before (its turn barrier, after ``bars + 16 S``). Without this a consumer could
+    wait on a stage two ring phases ahead, and the parity wait cannot tell those phases apart."""
+    if not sched.pingpong:
+        return ""
+    return ("{ const int t = (j - walk) / 2; if (cw == 1 || t > 0) "
+            f"tr_mbar_wait(bars + 8u * ({2 * sched.stages} + cw), (uint32_t)((cw == 1 ? t : t - 1) & 1)); }}")
+
+
+def _turn_pass(sched: WgmmaSchedule) -> str:
+    """Ping-pong: hand the mainloop turn to the other consumer once this one's loads have all landed."""
+    if not sched.pingpong:
+        return ""
+    return f"if (tid == 0) tr_mbar_arrive(bars + 8u * ({2 * sched.stages} + 1 - cw));"
+
+
+def render_tma_probe() -> str:
+    """A kernel that TMA-loads one 64 x 64 16-bit tile with the 128B swizzle and copies the raw shared
+    memory out: the GPU check that TMA's byte placement is ``TileLayout(..., TmaSwizzle("128B"))``."""
+    w = CodeWriter()
+    w.extend(CudaRenderer().prelude(1))
+    w.extend(DEVICE_LIB)
+    w.extend(r"""extern "C" __global__ void tr_tma_probe(const __grid_constant__ TrTensorMap tm, uint16_t* out) {
+    __shared__ __align__(1024) uint16_t tile[64 * 64];
+    __shared__ __align__(8) uint64_t bar;
+    const uint32_t b = tr_smem_addr(&bar);
+    if (threadIdx.x == 0) {
+        tr_mbar_init(b, 1u);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        tr_mbar_expect_tx(b, 64u * 64u * 2u);
+        tr_tma_load_2d(tr_smem_addr(tile), &tm, 0, 0, b);
+    }
+    tr_mbar_wait(b, 0u);
+    for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) out[i] = tile[i];
+}
+""")
+    return w.render()
+

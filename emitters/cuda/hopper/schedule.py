@@ -1,0 +1,301 @@
+"""The Hopper kernels' schedules: what the tuner searches and the checks that keep a schedule to what the
+sm_90a hardware can run (wgmma shapes, setmaxnreg's register split, the shared-memory ring), with the
+constants the other parts read (``BK``, ``SWIZZLE``, the element size, the PTX type names).
+
+``WgmmaSchedule`` is the GEMM's; ``WgmmaConvSchedule`` adds how the implicit-GEMM conv's gathering
+producer publishes a stage. Each has its hero (hand-picked from the H200 runs) and its search space.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tracea.doctor.errors import BadInputError
+
+from ...layout import TmaSwizzle
+
+SCHEMA_VERSION = 1
+BK = 64  # one 128-byte swizzle span of 16-bit elements: the k extent of every TMA box
+SWIZZLE = TmaSwizzle("128B")
+RASTERS = ("m", "n")
+STORES = ("direct", "tma")
+C_ATOM_BYTES = 64 * 64 * 2  # one 64 x 64 16-bit tile of C staged for a TMA store
+REGISTERS_PER_SM = 65536
+PRODUCER_REGS = 40
+ADDRESS_REGS = 26  # registers a consumer needs beside its accumulators (ptxas, 128x256 c2: 154 for 128)
+SMEM_OPTIN_SM90 = 232448
+ELEM_BYTES = 2  # bf16 / fp16
+PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
+
+
+@dataclass(frozen=True)
+class WgmmaSchedule:
+    """How the Hopper GEMM tiles C and pipelines its operands (all fields searchable by the tuner).
+
+    ``bm`` x ``bn``: C tile per block (per persistent iteration); ``consumers`` warpgroups split the
+    ``bm`` rows, each issuing m64 wgmma of width ``bn``. ``stages``: depth of the TMA ring.
+    ``raster``/``group``: the persistent tile order walks ``group`` tile rows ("m") or tile columns
+    ("n") at a time so that blocks running together share A or B panels in L2. ``cluster``: 1, or 2
+    blocks sharing each B tile through TMA multicast."""
+
+    bm: int = 128
+    bn: int = 256
+    stages: int = 4
+    consumers: int = 2
+    raster: str = "m"
+    group: int = 8
+    cluster: int = 1
+    persistent: bool = True
+    pingpong: bool = False
+    store: str = "direct"
+    producer_regs: ClassVar[int] = PRODUCER_REGS  # registers the producer warpgroup keeps (setmaxnreg.dec)
+
+    @property
+    def core(self) -> str:
+        """The kernel core, as ``CudaSchedule.core`` names its own (the CUDA emitter dispatches on it)."""
+        return "wgmma"
+
+    @property
+    def bk(self) -> int:
+        return BK
+
+    @property
+    def threads(self) -> int:
+        return 128 * (1 + self.consumers)
+
+    @property
+    def wm(self) -> int:
+        """Rows of C each consumer warpgroup owns: its share of the tile (cooperative), or the whole tile
+        (ping-pong: the consumers take turns on whole tiles, one's epilogue under the other's mainloop)."""
+        return self.bm if self.pingpong else self.bm // self.consumers
+
+    @property
+    def tile_walkers(self) -> int:
+        """Consumer warpgroups that take separate tiles (ping-pong) rather than sharing one."""
+        return self.consumers if self.pingpong else 1
+
+    @property
+    def m_slices(self) -> int:
+        return self.wm // 64
+
+    @property
+    def accumulators(self) -> int:
+        """fp32 accumulator registers per consumer thread."""
+        return self.m_slices * self.bn // 2
+
+    @property
+    def stage_bytes(self) -> int:
+        return (self.bm + self.bn) * BK * ELEM_BYTES
+
+    @property
+    def c_staging_bytes(self) -> int:
+        """TMA-store epilogue: two 64 x 64 staging atoms of C per consumer warpgroup (double-buffered)."""
+        return self.consumers * 2 * C_ATOM_BYTES if self.store == "tma" else 0
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory: the ring, the C staging atoms, the mbarriers (full and empty per stage,
+        two ping-pong turns), slack to align the base to 1024."""
+        return self.stages * self.stage_bytes + self.c_staging_bytes + 16 * self.stages + 16 + 1024
+
+    @property
+    def name(self) -> str:
+        tag = f"wgmma_{self.bm}x{self.bn}x{BK}_s{self.stages}_c{self.consumers}_r{self.raster}{self.group}"
+        tag += "" if self.cluster == 1 else f"_cl{self.cluster}"
+        tag += "_pp" if self.pingpong else ""
+        tag += "_ts" if self.store == "tma" else ""
+        return tag + ("" if self.persistent else "_np")
+
+    def register_split(self) -> tuple[int, int, int]:
+        """(registers per thread at entry, producer after dec, consumers after inc): setmaxnreg takes
+        multiples of 8 in 24..256, and the block's pool (threads x entry) must cover the new split."""
+        entry = min(255, REGISTERS_PER_SM // self.threads) // 8 * 8
+        pool = entry * self.threads
+        consumer = min(256, (pool - 128 * self.producer_regs) // (128 * self.consumers) // 8 * 8)
+        return entry, self.producer_regs, consumer
+
+    def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
+        """Raise ``BadInputError`` naming the first field that cannot work."""
+        for name in ("bm", "bn", "stages", "consumers", "group", "cluster"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
+        for name in ("persistent", "pingpong"):
+            if not isinstance(getattr(self, name), bool):
+                raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
+        if self.store not in STORES:
+            raise BadInputError(f"store: expected 'direct' or 'tma', got {self.store!r}")
+        if self.raster not in RASTERS:
+            raise BadInputError(f"raster: expected 'm' or 'n', got {self.raster!r}")
+        if self.consumers not in (1, 2, 3):
+            raise BadInputError(f"consumers: {self.consumers} consumer warpgroups (1, 2 or 3 supported)")
+        if self.bm % (64 * (1 if self.pingpong else self.consumers)) or self.bm > 256:
+            raise BadInputError(f"bm: {self.bm} is not a multiple of 64 x {self.consumers} consumer warpgroups "
+                                "up to 256 (each consumer issues m64 wgmma)")
+        if self.pingpong and self.consumers != 2:
+            raise BadInputError("pingpong: the ping-pong schedule alternates exactly 2 consumer warpgroups")
+        if self.bn % 64 or not 64 <= self.bn <= 256:
+            raise BadInputError(f"bn: {self.bn} is not 64, 128, 192 or 256 (wgmma n <= 256, 64-element TMA atoms)")
+        if not 2 <= self.stages <= 12:
+            raise BadInputError(f"stages: {self.stages} is outside 2..12")
+        if self.group > 64:
+            raise BadInputError(f"group: {self.group} tile rows per group is more than 64")
+        if self.cluster not in (1, 2):
+            raise BadInputError(f"cluster: {self.cluster} blocks per cluster (1 or 2 supported)")
+        if self.cluster == 2 and self.bn % 128:
+            raise BadInputError(f"bn: {self.bn} does not split into two 64-column halves for the cluster's multicast")
+        if self.accumulators > 192:
+            raise BadInputError(f"bn: {self.accumulators} fp32 accumulators per consumer thread do not fit "
+                                f"beside addresses in {self.register_split()[2]} registers")
+        if self.accumulators + ADDRESS_REGS > self.register_split()[0]:
+            # setmaxnreg raises the consumers' budget at run time, but ptxas compiles the whole kernel under
+            # the entry cap (65536 / threads): 4 warpgroups cap every thread at 128 registers (H200, NVRTC
+            # 13.0 and 13.5: "C7602 Insufficient registers (128) ... register target of 154" for 192x256 c3)
+            raise BadInputError(f"consumers: {self.accumulators} accumulators + ~{ADDRESS_REGS} registers of "
+                                f"addresses exceed the {self.register_split()[0]} registers ptxas may give a "
+                                f"thread of a {self.threads}-thread block", "fewer consumers or a narrower bn")
+        if self.smem_bytes > smem_optin:
+            raise BadInputError(f"stages: the ring needs {self.smem_bytes} B of shared memory per block, more "
+                                f"than the {smem_optin} B allowed", "fewer stages or smaller tiles")
+        if op is not None:
+            if getattr(op, "kind", None) != "gemm":
+                raise BadInputError(f"cuda-wgmma computes gemm, not {getattr(op, 'kind', None)}")
+            if op.dtype.value not in PTX_TYPE:
+                raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": "wgmma",
+                **dataclasses.asdict(self)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> WgmmaSchedule:
+        d = dict(d)
+        if d.pop("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+            raise BadInputError("schedule: unsupported schema_version")
+        if d.pop("backend", "cuda") != "cuda" or d.pop("core", "wgmma") != "wgmma":
+            raise BadInputError("schedule: not a cuda-wgmma schedule")
+        names = {f.name for f in dataclasses.fields(WgmmaSchedule)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise BadInputError(f"schedule: unknown field {unknown[0]!r}")
+        return WgmmaSchedule(**d)
+
+
+# Picked from the H200 runs (docs/device-runs/2026-11-23-h200/wgmma/run4, docs/hopper.md): the TMA-store epilogue took bf16
+# 4096^3 from 0.89x to 0.96x cuBLAS; a 2-block cluster measured within noise of it (0.963x) and is left
+# to the tuner, as is ping-pong (best at 8192^3, 1.02-1.03x).
+HERO = WgmmaSchedule(store="tma")
+
+
+def hero_schedule(op: Any = None) -> WgmmaSchedule:
+    """The hand-picked schedule: 128 x 256 tiles, 4 stages, 2 cooperative consumers, TMA-store
+    epilogue; narrow tiles when M or N is small (decode shapes), so that more blocks stream B."""
+    if op is not None and op.m <= 64:
+        return WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma")
+    if op is not None and op.n <= 128:
+        return WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2)
+    return HERO
+
+
+def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> list[WgmmaSchedule]:
+    """Every valid schedule over a grid of the searchable fields (hero first)."""
+    out = [hero_schedule(op)]
+    shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (192, 3, False), (256, 2, False),
+              (64, 2, True), (128, 2, True))
+    grid = itertools.product(shapes, (64, 128, 192, 256), (3, 4, 5, 6, 8), RASTERS, (1, 2), STORES)
+    return keep_valid(out, (WgmmaSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, cluster=cl,
+                                          store=so) for (bm, c, pp), bn, st, ra, cl, so in grid), op, smem_optin)
+
+
+def keep_valid(out: list, candidates: Iterable[Any], op: Any, smem_optin: int) -> list:
+    """``out`` extended by the ``candidates`` that validate for ``op`` and are not in it yet, in order."""
+    for s in candidates:
+        try:
+            s.validate(op, smem_optin)
+        except BadInputError:
+            continue
+        if s not in out:
+            out.append(s)
+    return out
+
+
+# ---------------------------------------------------------------------------------- the conv
+
+PUBLISH = ("wait", "noinc")
+CONV_PRODUCER_REGS = 96  # the gathering producer holds (n, h0, w0) of up to 16 lines and their addresses
+
+
+@dataclass(frozen=True)
+class WgmmaConvSchedule(WgmmaSchedule):
+    """The Hopper GEMM's schedule fields, as the conv uses them: ``bm`` output pixels x ``bn`` output
+    channels per tile, ``stages`` ring depth, ``consumers`` (and ``pingpong``), ``raster``/``group``
+    (persistent tile order), ``store``. ``cluster`` is 1 (the gathering producer does not multicast).
+    ``publish``: how a gathered stage is handed to the consumers: "wait" (each producer thread waits for
+    its copies ``lag`` steps back, fences the proxy, arrives) or "noinc" (``cp.async.mbarrier.arrive.noinc``
+    arrives when the thread's copies land, without blocking it; the consumers fence after the wait)."""
+
+    publish: str = "wait"
+    producer_regs: ClassVar[int] = CONV_PRODUCER_REGS
+
+    @property
+    def lag(self) -> int:
+        """k steps a producer thread keeps in flight before it publishes a stage (see the module doc)."""
+        return min(2, self.stages - 2)
+
+    @property
+    def lines_per_thread(self) -> int:
+        return self.bm // 16
+
+    @property
+    def name(self) -> str:
+        return "conv_" + super().name + ("_ni" if self.publish == "noinc" else "")
+
+    def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
+        super().validate(None, smem_optin)
+        if self.publish not in PUBLISH:
+            raise BadInputError(f"publish: expected 'wait' or 'noinc', got {self.publish!r}")
+        if self.cluster != 1:
+            raise BadInputError("cluster: the conv's gathering producer runs one block per cluster (cluster 1)")
+        if self.stages < 3:
+            raise BadInputError(f"stages: {self.stages}; the conv's producer needs 3 or more to overlap its copies")
+        if op is not None:
+            if getattr(op, "kind", None) != "conv2d":
+                raise BadInputError(f"cuda-wgmma.conv2d computes conv2d, not {getattr(op, 'kind', None)}")
+            if op.dtype.value not in PTX_TYPE:
+                raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
+            if op.groups != 1:
+                raise BadInputError("groups: grouped convolution is not implemented on CUDA")
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "core": "wgmma", "kernel": "conv2d"}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> WgmmaConvSchedule:
+        d = dict(d)
+        if d.pop("kernel", "conv2d") != "conv2d":
+            raise BadInputError("schedule: not a cuda-wgmma conv2d schedule")
+        publish = d.pop("publish", "wait")
+        return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish)
+
+
+def conv_hero_schedule(op: Any = None) -> WgmmaConvSchedule:
+    """Picked from the H200 runs (docs/device-runs/2026-11-23-h200/wgmma_conv/run2): 128 x 256 tiles, 4 stages, 2 cooperative
+    consumers, TMA-store epilogue, stages published by ``cp.async.mbarrier.arrive.noinc`` (N32 C256 56x56:
+    0.80x cuDNN, against 0.73x waiting on the copies); for K <= 128, 128 x 128 ping-pong with 6 stages
+    (N1 C64 224x224 K128: 0.86x, where 128 x 256 tiles leave half of each tile empty: 0.65x)."""
+    if op is not None and op.k <= 128:
+        return WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma")
+    return WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, raster="n", store="tma", publish="noinc")
+
+
+def conv_search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> list[WgmmaConvSchedule]:
+    """Every valid schedule over tile, stages, consumers, ping-pong, raster and store (hero first)."""
+    shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (256, 2, False), (128, 2, True))
+    grid = itertools.product(shapes, (64, 128, 192, 256), (3, 4, 5, 6, 8), ("m", "n"), STORES, PUBLISH)
+    candidates = (WgmmaConvSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, store=so, publish=pu)
+                  for (bm, c, pp), bn, st, ra, so, pu in grid)
+    return keep_valid([conv_hero_schedule(op)], candidates, op, smem_optin)

@@ -20,5 +20,7 @@ PY=${PYTHON:-python3}
 tail -c 3000 "$RES/gpu_tests.txt"
 timeout 300 $PY benchmarks/bench_cuda.py verify > "$RES/verify.txt" 2>&1
 tail -c 3000 "$RES/verify.txt"
+timeout 300 $PY benchmarks/gpu/wgmma_conv_run.py --smoke --out "$RES/wgmma_conv" > "$RES/wgmma_conv.txt" 2>&1
+tail -c 1500 "$RES/wgmma_conv.txt"
 timeout 400 $PY -m tracea bench --backend cuda > "$RES/suite.txt" 2>&1
 tail -c 4000 "$RES/suite.txt"

@@ -29,9 +29,9 @@ micro-kernels (the main loop), the epilogue (``epilogue.C_SIMD``), the tiles, th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..schedule import CpuSchedule
-from .epilogue import C_SIMD, statements
 from .isa import CpuIsa
 
 IN_CONVERT = {"fp32": "{x}", "fp16": "tr_h2f({x})", "bf16": "tr_bf2f({x})"}
@@ -213,6 +213,8 @@ def _ukernel(p: CorePlan, amode: str, bmode: str) -> str:
 
 def _epilogue(spec: CoreSpec) -> str:
     """Apply the epilogue to an mr x nr tile of fp32 sums at src and write the output type."""
+    from .epilogue import C_SIMD, statements  # the vocabulary lives in tracea.kernels, which loads NumPy
+
     sfx = VEC_SUFFIX[spec.dtype]
     conv = IN_CONVERT[spec.dtype]
     ops = statements(spec.epilogue, C_SIMD, bias="brow" if spec.bias_axis == "row" else "ld_in(J->bias + gj, n)",
@@ -404,6 +406,30 @@ static int tr_gemm(tr_job* J, int max_threads) {
     return 0;
 }
 """
+
+
+def blocked_metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str, epilogue: list[str],
+                     packs_a: bool) -> dict[str, Any]:
+    """DESIGN.md's kernel metadata (Tessera §11.2) of a kernel on this core: GPU-only resources are None.
+    ``epilogue`` names the op's fused steps; ``packs_a``: whether A is packed (a gather always is)."""
+    dtype = op.dtype.value
+    if dtype != "fp32":
+        epilogue.append(f"round to {dtype}")
+    return {
+        "name": name,
+        "tile": {"M": s.mr, "N": s.nr, "K": s.kc, "stages": 1},
+        "blocks": {"MC": s.mc, "KC": s.kc, "NC": s.nc},
+        "fragments": {"mma": isa.mma, "dtype_in": dtype, "dtype_acc": "fp32", "vector": isa.vtype,
+                      "lanes": isa.lanes, "accumulators": s.mr * s.nr // isa.lanes},
+        "resources": {"regs_per_thread": None, "smem_per_cta": None,
+                      "vector_registers": s.mr * s.nr // isa.lanes + s.nr // isa.lanes + 1,
+                      "packed_a_bytes": 4 * s.mc * s.kc if packs_a else 0,
+                      "packed_b_bytes": 4 * s.kc * s.nc,
+                      "packed_a_bytes_total": 4 * s.mc * s.kc * s.threads},
+        "launch": {"grid": None, "block": None, "threads": s.threads},
+        "unroll": s.unroll, "prefetch": s.prefetch, "pack": {"a": s.pack_a, "b": s.pack_b},
+        "epilogue": epilogue,
+    }
 
 
 def _dispatch(amodes: tuple[str, ...], bmodes: tuple[str, ...]) -> str:

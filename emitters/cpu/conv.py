@@ -18,9 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..schedule import CpuSchedule
+from .cores import Core
 from .gemm import _pack_a, _pack_b
-from .gemm_core import VEC_SUFFIX, CoreSpec, render_core
+from .gemm_core import VEC_SUFFIX, CoreSpec, blocked_metadata, render_core
 from .isa import CpuIsa
+from .schedules import blocked_space
 
 ENTRY = "tracea_conv2d"
 
@@ -158,3 +160,29 @@ def render_conv(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
 """
     return "\n".join([header, isa.prelude((dtype,)), pool_c(), f"#define NTHREADS {s.threads}",
                       render_core(isa, s, spec), entry])
+
+
+def _arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    return (op.n, op.c, op.h, op.w, op.k, op.r, op.s, *op.stride, *op.padding, *op.dilation, op.groups, 0), ()
+
+
+def _tag(op: Any) -> str:
+    return op.layout + ("_bias" if op.bias else "")
+
+
+def gemm_dims(op: Any) -> tuple[int, int, int]:
+    """The implicit GEMM (rows of C, columns of C, reduction) of one group."""
+    oh, ow = op.output_shape()[-2:] if op.layout == "nchw" else op.output_shape()[1:3]
+    return op.n * oh * ow, op.k // op.groups, (op.c // op.groups) * op.r * op.s
+
+
+def _space(op: Any, v: Any, host: Any) -> list[CpuSchedule]:
+    return blocked_space(op, v, host, gemm_dims(op))
+
+
+def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
+    return blocked_metadata(op, isa, s, name, ["bias"] if op.bias else [], True)
+
+
+CORE = Core(kind="conv2d", render=render_conv, space=_space, entry=ENTRY, buffers=("x", "weight", "out", "bias"),
+            arguments=_arguments, tag=_tag, shape_free=("dtype", "layout", "bias"), metadata=_metadata)

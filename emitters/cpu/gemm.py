@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..schedule import CpuSchedule
-from .gemm_core import VEC_SUFFIX, CoreSpec, render_core
+from .cores import Core
+from .gemm_core import VEC_SUFFIX, CoreSpec, blocked_metadata, render_core
 from .isa import CpuIsa
+from .schedules import blocked_space
 
 ENTRY = "tracea_gemm"
 
@@ -91,3 +93,24 @@ def render_gemm(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
 """
     return "\n".join([header, isa.prelude((dtype,)), pool_c(), f"#define NTHREADS {s.threads}",
                       render_core(isa, s, spec), entry])
+
+
+def _arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    return (op.m, op.n, op.k, 0), (op.alpha,)
+
+
+def _tag(op: Any) -> str:
+    return f"{op.layout_a[0]}{op.layout_b[0]}" + "".join(f"_{e}" for e in op.epilogue)
+
+
+def _space(op: Any, v: Any, host: Any) -> list[CpuSchedule]:
+    return blocked_space(op, v, host, (op.m, op.n, op.k))
+
+
+def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
+    return blocked_metadata(op, isa, s, name, list(op.epilogue), s.pack_a)
+
+
+CORE = Core(kind="gemm", render=render_gemm, space=_space, entry=ENTRY, buffers=("a", "b", "out", "bias", "residual"),
+            arguments=_arguments, tag=_tag, shape_free=("dtype", "layout_a", "layout_b", "epilogue"),
+            metadata=_metadata)

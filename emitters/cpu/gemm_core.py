@@ -20,14 +20,18 @@ schedule and balanced per call (K = 2048 with KC = 1024 runs as 2 x 1024, K = 11
 tiles run the same micro-kernel into a local tile. On AVX-512 a row's A element is broadcast once per
 k step into a register shared by the row's FMAs when one is free; otherwise (one B vector, or no
 register left) the broadcast is folded into the FMA (``vfmadd231ps mem{1to16}``).
+
+Rendering: ``plan_core`` decides once what the text depends on (``CorePlan``: types, micro-kernel read
+modes, registers); steps over the plan write the defines and job, the loaders (packing), the
+micro-kernels (the main loop), the epilogue (``epilogue.C_SIMD``), the tiles, the workers and the driver.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..schedule import CpuSchedule
-from .epilogue import C_SIMD, statements
 from .isa import CpuIsa
 
 IN_CONVERT = {"fp32": "{x}", "fp16": "tr_h2f({x})", "bf16": "tr_bf2f({x})"}
@@ -49,51 +53,138 @@ class CoreSpec:
     helpers: str = ""  # C placed before the packing routines
 
 
-def _ukernel(isa: CpuIsa, s: CpuSchedule, amode: str, bmode: str) -> str:
-    """One micro-kernel: C[MR x NR] (+)= A-panel x B-panel over kc steps, accumulators in registers."""
-    mr, nv, vl, unroll, pf = s.mr, s.nr // isa.lanes, isa.lanes, s.unroll, s.prefetch
-    bcast = "fma_bcast" in isa.vec  # the ISA folds the broadcast into the FMA
+@dataclass(frozen=True)
+class CorePlan:
+    """Everything the core's text is derived from, decided once from (ISA, schedule, spec)."""
+
+    isa: CpuIsa
+    s: CpuSchedule
+    spec: CoreSpec
+    in_t: str  # C type of the inputs and the output
+    converts: bool  # a 16-bit output: fp32 sums pass through a tile or a workspace
+    has_epilogue: bool  # an epilogue function is emitted (ops to apply, or a conversion)
+    amodes: tuple[str, ...]  # how micro-kernels read A: "packed", then the in-place layout if unpacked
+    bmodes: tuple[str, ...]
+    nv: int  # B vectors per k step (nr / lanes)
+    bcast: bool  # the ISA folds a broadcast into the FMA
+    reuse: bool  # a register is free to broadcast a row's A element once per k step
+
+    @property
+    def direct_a(self) -> bool:
+        return len(self.amodes) > 1
+
+    @property
+    def direct_b(self) -> bool:
+        return len(self.bmodes) > 1
+
+
+def plan_core(isa: CpuIsa, s: CpuSchedule, spec: CoreSpec) -> CorePlan:
+    """The plan of one core: the schedule's pack flags meet what the op can read in place."""
+    converts = spec.dtype != "fp32"
+    nv = s.nr // isa.lanes
     # With nv > 1 B vectors a row's A element feeds nv FMAs: a folded broadcast loads it nv times, so a
     # k step issues mr * nv + nv loads for mr * nv FMAs and the load ports, not the FMA units, set the
     # pace (measured on the CI machine's AVX-512 cores, 8 x 48: 89 % of NumPy). Broadcast once into a
     # register when one is free beside the accumulators and the B vectors: mr + nv loads per k step.
-    reuse = mr * nv + nv + 1 <= isa.vregs
-    nr = s.nr
+    return CorePlan(
+        isa=isa, s=s, spec=spec, in_t=isa.ctype(spec.dtype), converts=converts,
+        has_epilogue=bool(spec.epilogue) or converts,
+        amodes=("packed",) + ((spec.unpacked_a,) if (not s.pack_a and spec.unpacked_a) else ()),
+        bmodes=("packed",) + ((spec.unpacked_b,) if (not s.pack_b and spec.unpacked_b) else ()),
+        nv=nv, bcast="fma_bcast" in isa.vec, reuse=s.mr * nv + nv + 1 <= isa.vregs)
 
-    def a_at(u: int, i: int) -> str:
-        return {"packed": f"a[{u * mr + i}]", "row": f"a[{i} * lda + {u}]", "col": f"a[{u} * lda + {i}]"}[amode]
 
-    def b_at(u: int, j: int) -> str:
-        return {"packed": f"b + {u * nr + j * vl}", "row": f"b + {u} * ldb + {j * vl}"}[bmode]
+def render_core(isa: CpuIsa, s: CpuSchedule, spec: CoreSpec) -> str:
+    """Everything between the prelude and the operation's entry point: defines, the job, packing,
+    micro-kernels, tiles, the threaded macro loops and ``tr_gemm(J, threads)``."""
+    p = plan_core(isa, s, spec)
+    kernels = [_ukernel(p, am, bm) for am in p.amodes for bm in p.bmodes]
+    epilogue = [_epilogue(spec)] if p.has_epilogue else []
+    return "\n".join([_defines(p), *_loaders(p), *kernels, *epilogue, _tile(p) + _worker(p) + _driver()])
 
-    def advance(u: int) -> str:
-        da = {"packed": f"a += {u * mr};", "row": f"a += {u};", "col": f"a += {u} * lda;"}[amode]
-        db = {"packed": f"b += {u * nr};", "row": f"b += {u} * ldb;"}[bmode]
-        return f"{da} {db}"
 
+def _defines(p: CorePlan) -> str:
+    """Block sizes, the input and output types and the job every thread reads."""
+    return f"""
+#define MR {p.s.mr}
+#define NR {p.s.nr}
+#define MC {p.s.mc}
+#define KC {p.s.kc}
+#define NC {p.s.nc}
+#define IN2F(x) {IN_CONVERT[p.spec.dtype].format(x='(x)')}
+typedef {p.in_t} in_t;
+typedef {p.in_t} out_t;
+
+typedef struct {{
+    long m, n, k;
+    const in_t* a; long lda;
+    const in_t* b; long ldb;
+    float* c; long ldc;        /* fp32 sums: the output itself for fp32, else a workspace */
+    out_t* out; long ldo;      /* the output */
+    const in_t* bias; const in_t* res; long ldr; float alpha;
+    float* bpack; float* apack; long apack_stride;
+    long mc, kc, nc;           /* this call's balanced blocks */
+    long mblocks, nchunks;     /* units of work: M blocks x chunks of N micro-panels */
+    atomic_long bclaim, uclaim;
+    tr_barrier bar;
+{p.spec.job_fields}
+}} tr_job;
+"""
+
+
+def _loaders(p: CorePlan) -> list[str]:
+    """The operation's helpers and its packing routines (the loaders: panels into fp32 micro-panels)."""
+    spec = p.spec
+    return [spec.helpers,
+            f"static void pack_a(const tr_job* J, long i0, int mr, long p0, int kc, float* restrict dst) {{\n"
+            f"{spec.pack_a}\n}}\n",
+            f"static void pack_b(const tr_job* J, long p0, int kc, long j0, int nr, float* restrict dst) {{\n"
+            f"{spec.pack_b}\n}}\n"]
+
+
+def _a_at(p: CorePlan, amode: str, u: int, i: int) -> str:
+    mr = p.s.mr
+    return {"packed": f"a[{u * mr + i}]", "row": f"a[{i} * lda + {u}]", "col": f"a[{u} * lda + {i}]"}[amode]
+
+
+def _b_at(p: CorePlan, bmode: str, u: int, j: int) -> str:
+    return {"packed": f"b + {u * p.s.nr + j * p.isa.lanes}", "row": f"b + {u} * ldb + {j * p.isa.lanes}"}[bmode]
+
+
+def _advance(p: CorePlan, amode: str, bmode: str, u: int) -> str:
+    da = {"packed": f"a += {u * p.s.mr};", "row": f"a += {u};", "col": f"a += {u} * lda;"}[amode]
+    db = {"packed": f"b += {u * p.s.nr};", "row": f"b += {u} * ldb;"}[bmode]
+    return f"{da} {db}"
+
+
+def _k_step(p: CorePlan, amode: str, bmode: str, u: int, indent: str) -> list[str]:
+    """One k step of the micro-kernel: nv B vectors, then mr rows of FMAs against a broadcast of A."""
+    nv = p.nv
+    out = [f"{indent}{{"]
+    for j in range(nv):
+        out.append(f"{indent}    const vf b{j} = vf_load({_b_at(p, bmode, u, j)});")
+    for i in range(p.s.mr):
+        a = _a_at(p, amode, u, i)
+        if nv == 1 or (p.bcast and not p.reuse):
+            out.append(f"{indent}    " + " ".join(f"c{i}_{j} = vf_fma_bcast(&{a}, b{j}, c{i}_{j});"
+                                                 for j in range(nv)))
+        else:
+            ai = f"vf_bcast(&{a})" if p.bcast else f"vf_set1({a})"
+            out.append(f"{indent}    {{ const vf ai = {ai}; "
+                       + " ".join(f"c{i}_{j} = vf_fma(ai, b{j}, c{i}_{j});" for j in range(nv)) + " }")
+    out.append(f"{indent}}}")
+    return out
+
+
+def _ukernel(p: CorePlan, amode: str, bmode: str) -> str:
+    """One micro-kernel (the main loop): C[MR x NR] (+)= A-panel x B-panel over kc steps, accumulators
+    in registers."""
+    mr, nr, nv, vl, unroll, pf = p.s.mr, p.s.nr, p.nv, p.isa.lanes, p.s.unroll, p.s.prefetch
     lines = [f"static void __attribute__((noinline)) ukernel_{amode}_{bmode}(int kc, const float* restrict a, long lda, "
              "const float* restrict b, long ldb, float* restrict c, long ldc, int accumulate) {",
              "    (void)lda; (void)ldb;"]
     for i in range(mr):
         lines.append("    vf " + ", ".join(f"c{i}_{j} = vf_zero()" for j in range(nv)) + ";")
-
-    def step(u: int, indent: str) -> list[str]:
-        out = [f"{indent}{{"]
-        for j in range(nv):
-            out.append(f"{indent}    const vf b{j} = vf_load({b_at(u, j)});")
-        for i in range(mr):
-            if nv == 1 or (bcast and not reuse):
-                out.append(f"{indent}    " + " ".join(f"c{i}_{j} = vf_fma_bcast(&{a_at(u, i)}, b{j}, c{i}_{j});"
-                                                     for j in range(nv)))
-            elif bcast:
-                out.append(f"{indent}    {{ const vf ai = vf_bcast(&{a_at(u, i)}); "
-                           + " ".join(f"c{i}_{j} = vf_fma(ai, b{j}, c{i}_{j});" for j in range(nv)) + " }")
-            else:
-                out.append(f"{indent}    {{ const vf ai = vf_set1({a_at(u, i)}); "
-                           + " ".join(f"c{i}_{j} = vf_fma(ai, b{j}, c{i}_{j});" for j in range(nv)) + " }")
-        out.append(f"{indent}}}")
-        return out
-
     # the C tile is read (or written) once the loop ends: start bringing its lines in now
     lines += [f"    __builtin_prefetch(c + {i} * ldc + {off}, 1, 3);" for i in range(mr) for off in range(0, nr, 16)]
     lines.append("    int k = 0;")
@@ -105,14 +196,10 @@ def _ukernel(isa: CpuIsa, s: CpuSchedule, amode: str, bmode: str) -> str:
         if bmode == "packed":
             lines += [f"        __builtin_prefetch(b + {pf * nr + off}, 0, 3);" for off in range(0, unroll * nr, 16)]
     for u in range(unroll):
-        lines += step(u, "        ")
-    lines.append(f"        {advance(unroll)}")
-    lines.append("    }")
-    lines.append("    for (; k < kc; ++k) {")
-    lines += step(0, "        ")
-    lines.append(f"        {advance(1)}")
-    lines.append("    }")
-    lines.append("    if (accumulate) {")
+        lines += _k_step(p, amode, bmode, u, "        ")
+    lines += [f"        {_advance(p, amode, bmode, unroll)}", "    }", "    for (; k < kc; ++k) {"]
+    lines += _k_step(p, amode, bmode, 0, "        ")
+    lines += [f"        {_advance(p, amode, bmode, 1)}", "    }", "    if (accumulate) {"]
     for i in range(mr):
         lines.append("        " + " ".join(
             f"vf_store(c + {i} * ldc + {j * vl}, vf_add(vf_load(c + {i} * ldc + {j * vl}), c{i}_{j}));"
@@ -120,13 +207,14 @@ def _ukernel(isa: CpuIsa, s: CpuSchedule, amode: str, bmode: str) -> str:
     lines.append("    } else {")
     for i in range(mr):
         lines.append("        " + " ".join(f"vf_store(c + {i} * ldc + {j * vl}, c{i}_{j});" for j in range(nv)))
-    lines.append("    }")
-    lines.append("}")
+    lines += ["    }", "}"]
     return "\n".join(lines) + "\n"
 
 
 def _epilogue(spec: CoreSpec) -> str:
     """Apply the epilogue to an mr x nr tile of fp32 sums at src and write the output type."""
+    from .epilogue import C_SIMD, statements  # the vocabulary lives in tracea.kernels, which loads NumPy
+
     sfx = VEC_SUFFIX[spec.dtype]
     conv = IN_CONVERT[spec.dtype]
     ops = statements(spec.epilogue, C_SIMD, bias="brow" if spec.bias_axis == "row" else "ld_in(J->bias + gj, n)",
@@ -154,52 +242,10 @@ static void epilogue(const tr_job* J, const float* src, long lds, long i0, long 
 """
 
 
-def render_core(isa: CpuIsa, s: CpuSchedule, spec: CoreSpec) -> str:
-    """Everything between the prelude and the operation's entry point: defines, the job, packing,
-    micro-kernels, tiles, the threaded macro loops and ``tr_gemm(J, threads)``."""
-    in_t = isa.ctype(spec.dtype)
-    converts = spec.dtype != "fp32"
-    has_epilogue = bool(spec.epilogue) or converts
-    amodes = ["packed"] + ([spec.unpacked_a] if (not s.pack_a and spec.unpacked_a) else [])
-    bmodes = ["packed"] + ([spec.unpacked_b] if (not s.pack_b and spec.unpacked_b) else [])
-    direct_a = len(amodes) > 1
-    direct_b = len(bmodes) > 1
-    out = [f"""
-#define MR {s.mr}
-#define NR {s.nr}
-#define MC {s.mc}
-#define KC {s.kc}
-#define NC {s.nc}
-#define IN2F(x) {IN_CONVERT[spec.dtype].format(x='(x)')}
-typedef {in_t} in_t;
-typedef {in_t} out_t;
-
-typedef struct {{
-    long m, n, k;
-    const in_t* a; long lda;
-    const in_t* b; long ldb;
-    float* c; long ldc;        /* fp32 sums: the output itself for fp32, else a workspace */
-    out_t* out; long ldo;      /* the output */
-    const in_t* bias; const in_t* res; long ldr; float alpha;
-    float* bpack; float* apack; long apack_stride;
-    long mc, kc, nc;           /* this call's balanced blocks */
-    long mblocks, nchunks;     /* units of work: M blocks x chunks of N micro-panels */
-    atomic_long bclaim, uclaim;
-    tr_barrier bar;
-{spec.job_fields}
-}} tr_job;
-"""]
-    out.append(spec.helpers)
-    out.append(f"static void pack_a(const tr_job* J, long i0, int mr, long p0, int kc, float* restrict dst) {{\n"
-               f"{spec.pack_a}\n}}\n")
-    out.append(f"static void pack_b(const tr_job* J, long p0, int kc, long j0, int nr, float* restrict dst) {{\n"
-               f"{spec.pack_b}\n}}\n")
-    for am in amodes:
-        for bm in bmodes:
-            out.append(_ukernel(isa, s, am, bm))
-    if has_epilogue:
-        out.append(_epilogue(spec))
-    out.append(f"""
+def _tile(p: CorePlan) -> str:
+    """A tile: the micro-kernel into C (or a local tile merged into it at the edges), the epilogue on
+    the last K block."""
+    return f"""
 /* sums of a partial tile (computed into t, ld NR) into C */
 static void merge(float* c, long ldc, const float* t, int mr, int nr, int accumulate) {{
     for (int i = 0; i < mr; ++i)
@@ -216,11 +262,11 @@ static void tile(const tr_job* J, const float* a, long lda, const float* b, long
     float* c = J->c ? J->c + i0 * J->ldc + j0 : NULL;
     float t[MR * NR] __attribute__((aligned(64)));
     (void)amode; (void)bmode;
-#define TR_UK(dst, ld, acc) {_dispatch(amodes, bmodes)}
-    if ({"first && last" if converts else "0"}) {{
+#define TR_UK(dst, ld, acc) {_dispatch(p.amodes, p.bmodes)}
+    if ({"first && last" if p.converts else "0"}) {{
         /* one K block and a converted output: the sums never leave this tile */
         TR_UK(t, NR, 0);
-        {"epilogue(J, t, NR, i0, j0, mr, nr);" if has_epilogue else ""}
+        {"epilogue(J, t, NR, i0, j0, mr, nr);" if p.has_epilogue else ""}
         return;
     }}
     if (mr == MR && nr == NR) {{
@@ -229,10 +275,16 @@ static void tile(const tr_job* J, const float* a, long lda, const float* b, long
         TR_UK(t, NR, 0);
         merge(c, J->ldc, t, mr, nr, !first);
     }}
-    {"if (last) epilogue(J, c, J->ldc, i0, j0, mr, nr);" if has_epilogue else "(void)last;"}
+    {"if (last) epilogue(J, c, J->ldc, i0, j0, mr, nr);" if p.has_epilogue else "(void)last;"}
 #undef TR_UK
 }}
+"""
 
+
+def _worker(p: CorePlan) -> str:
+    """The threaded macro loops: B panels packed by all threads, units of (A block x chunk of B
+    micro-panels) claimed, tiles over them."""
+    return f"""
 /* Work is claimed, not assigned: a thread that runs slower (a core shared with another process)
    takes fewer units instead of holding everyone up. Each thread's last claim of a phase fails exactly
    once, so every thread can compute where the next phase's claims start (base += units + nthreads). */
@@ -259,7 +311,7 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
                 if (u >= bchunks) break;
                 for (long q = u * BPACK_CHUNK; q < tr_min(npanels, (u + 1) * BPACK_CHUNK); ++q) {{
                     const int nr = (int)tr_min(NR, nc - q * NR);
-                    {"if (nr == NR) continue;  /* full panels are read in place */" if direct_b else ""}
+                    {"if (nr == NR) continue;  /* full panels are read in place */" if p.direct_b else ""}
                     pack_b(J, pc, kc, jc + q * NR, nr, J->bpack + q * NR * kc);
                 }}
             }}
@@ -275,7 +327,7 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
                 if (mb != packed_mb) {{
                     for (int r = 0; r < apanels; ++r) {{
                         const int mr = (int)tr_min(MR, mc - (long)r * MR);
-                        {"if (mr == MR) continue;  /* full panels are read in place */" if direct_a else ""}
+                        {"if (mr == MR) continue;  /* full panels are read in place */" if p.direct_a else ""}
                         pack_a(J, ic + (long)r * MR, mr, pc, kc, ap + (long)r * MR * kc);
                     }}
                     packed_mb = mb;
@@ -286,14 +338,14 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
                     const float* bp = J->bpack + q * NR * kc;
                     long ldb = NR;
                     int bmode = 0;
-                    {_direct_b(spec) if direct_b else ""}
+                    {_direct_b(p.spec) if p.direct_b else ""}
                     for (int r = 0; r < apanels; ++r) {{
                         const long i0 = ic + (long)r * MR;
                         const int mr = (int)tr_min(MR, mc - (long)r * MR);
                         const float* apn = ap + (long)r * MR * kc;
                         long lda = MR;
                         int amode = 0;
-                        {_direct_a(spec) if direct_a else ""}
+                        {_direct_a(p.spec) if p.direct_a else ""}
                         tile(J, apn, lda, bp, ldb, amode, bmode, kc, i0, j0, mr, nr, first, last);
                     }}
                 }}
@@ -303,11 +355,16 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
         }}
     }}
 }}
+"""
 
+
+def _driver() -> str:
+    """``tr_gemm(J, threads)``: this call's balanced blocks, threads, units and buffers; then the workers."""
+    return """
 static tr_buf tr_bpack_buf, tr_apack_buf, tr_ws_buf;
 
 /* Blocks, buffers and threads for J (operands and output set by the caller); 0 or an error code. */
-static int tr_gemm(tr_job* J, int max_threads) {{
+static int tr_gemm(tr_job* J, int max_threads) {
     if (J->m <= 0 || J->n <= 0 || J->k <= 0) return 0;
     J->kc = tr_balanced(J->k, KC, 1);
     J->nc = tr_balanced(J->n, NC, NR);
@@ -323,36 +380,59 @@ static int tr_gemm(tr_job* J, int max_threads) {{
        if M is too short for that, the N micro-panels are split into chunks as well */
     long mcb = tr_balanced(J->m, MC, MR);
     const long want = 4L * t;
-    if (t > 1 && tr_cdiv(J->m, mcb) < want) {{
+    if (t > 1 && tr_cdiv(J->m, mcb) < want) {
         long target = tr_cdiv(tr_cdiv(J->m, want), MR) * MR;
         if (target < 4 * MR) target = 4 * MR;
         if (target < mcb) mcb = tr_balanced(J->m, target, MR);
-    }}
+    }
     J->mc = mcb;
     J->mblocks = tr_cdiv(J->m, mcb);
     J->nchunks = t > 1 && J->mblocks < want ? tr_min(npanels, tr_cdiv(want, J->mblocks)) : 1;
     J->bpack = (float*)tr_reserve(&tr_bpack_buf, sizeof(float) * (size_t)J->kc * (size_t)(npanels * NR));
     J->apack_stride = (J->mc * J->kc + 15) / 16 * 16 + 16;  /* separate cache lines per thread */
     J->apack = (float*)tr_reserve(&tr_apack_buf, sizeof(float) * (size_t)J->apack_stride * (size_t)t);
-    if (!J->bpack || !J->apack) {{ tr_pool_release(); return 1; }}
-    if (J->c == NULL && J->k > J->kc) {{
+    if (!J->bpack || !J->apack) { tr_pool_release(); return 1; }
+    if (J->c == NULL && J->k > J->kc) {
         /* a converted output over several K blocks keeps its fp32 sums in a workspace */
         J->ldc = J->n;
         J->c = (float*)tr_reserve(&tr_ws_buf, sizeof(float) * (size_t)J->m * (size_t)J->n);
-        if (!J->c) {{ tr_pool_release(); return 1; }}
-    }}
+        if (!J->c) { tr_pool_release(); return 1; }
+    }
     atomic_store(&J->bclaim, 0);
     atomic_store(&J->uclaim, 0);
     tr_barrier_init(&J->bar, t);
     tr_parallel(gemm_worker, J, t);
     tr_barrier_destroy(&J->bar);
     return 0;
-}}
-""")
-    return "\n".join(out)
+}
+"""
 
 
-def _dispatch(amodes: list[str], bmodes: list[str]) -> str:
+def blocked_metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str, epilogue: list[str],
+                     packs_a: bool) -> dict[str, Any]:
+    """DESIGN.md's kernel metadata (Tessera §11.2) of a kernel on this core: GPU-only resources are None.
+    ``epilogue`` names the op's fused steps; ``packs_a``: whether A is packed (a gather always is)."""
+    dtype = op.dtype.value
+    if dtype != "fp32":
+        epilogue.append(f"round to {dtype}")
+    return {
+        "name": name,
+        "tile": {"M": s.mr, "N": s.nr, "K": s.kc, "stages": 1},
+        "blocks": {"MC": s.mc, "KC": s.kc, "NC": s.nc},
+        "fragments": {"mma": isa.mma, "dtype_in": dtype, "dtype_acc": "fp32", "vector": isa.vtype,
+                      "lanes": isa.lanes, "accumulators": s.mr * s.nr // isa.lanes},
+        "resources": {"regs_per_thread": None, "smem_per_cta": None,
+                      "vector_registers": s.mr * s.nr // isa.lanes + s.nr // isa.lanes + 1,
+                      "packed_a_bytes": 4 * s.mc * s.kc if packs_a else 0,
+                      "packed_b_bytes": 4 * s.kc * s.nc,
+                      "packed_a_bytes_total": 4 * s.mc * s.kc * s.threads},
+        "launch": {"grid": None, "block": None, "threads": s.threads},
+        "unroll": s.unroll, "prefetch": s.prefetch, "pack": {"a": s.pack_a, "b": s.pack_b},
+        "epilogue": epilogue,
+    }
+
+
+def _dispatch(amodes: tuple[str, ...], bmodes: tuple[str, ...]) -> str:
     if len(amodes) == 1 and len(bmodes) == 1:
         return "ukernel_packed_packed(kc, a, lda, b, ldb, dst, ld, acc)"
     branches = []

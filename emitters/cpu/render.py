@@ -7,10 +7,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracea.doctor.errors import UnsupportedError
-
 from ..schedule import CpuSchedule
 from .isa import CpuIsa, isa_for
+from .registry import core_for
 
 
 @dataclass(frozen=True)
@@ -27,24 +26,14 @@ class Rendered:
 
 def kernel_name(op: Any, family: str, s: CpuSchedule) -> str:
     fam = family.removeprefix("cpu-").replace("-", "")
-    dtype = op.dtype.value
-    if op.kind == "gemm":
-        tag = f"{op.layout_a[0]}{op.layout_b[0]}" + "".join(f"_{e}" for e in op.epilogue)
-    elif op.kind == "conv2d":
-        tag = op.layout + ("_bias" if op.bias else "")
-    else:
-        tag = "rows"
-    return f"{op.kind}_{dtype}_{tag}_{fam}_{s.mr}x{s.nr}"
-
-
-SHAPE_FREE = {"gemm": ("dtype", "layout_a", "layout_b", "epilogue"), "conv2d": ("dtype", "layout", "bias"),
-              "softmax": ("dtype",)}
+    return f"{op.kind}_{op.dtype.value}_{core_for(op.kind).tag(op)}_{fam}_{s.mr}x{s.nr}"
 
 
 def _header(op: Any, family: str, s: CpuSchedule, name: str) -> str:
     # Only what the source depends on: shapes (and alpha) are runtime arguments, so one binary (one
     # cache entry) serves every shape of this kind.
-    kind = {k: v for k, v in op.to_json().items() if k in SHAPE_FREE.get(op.kind, ())}
+    free = core_for(op.kind).shape_free
+    kind = {k: v for k, v in op.to_json().items() if k in free}
     return (f"/* Tracea CPU kernel {name}: generated, do not edit.\n"
             f" * variant  {family}.{op.kind}\n"
             f" * op       {json.dumps(kind, sort_keys=True)}, shapes at run time\n"
@@ -52,67 +41,16 @@ def _header(op: Any, family: str, s: CpuSchedule, name: str) -> str:
 
 
 def render(op: Any, family: str, s: CpuSchedule) -> Rendered:
+    """The op's core (``registry.CORES``) rendered on the family's ISA."""
     isa = isa_for(family)
+    core = core_for(op.kind)
     name = kernel_name(op, family, s)
-    header = _header(op, family, s, name)
-    dtype = op.dtype.value
-    if op.kind == "gemm":
-        from .gemm import ENTRY, render_gemm
-
-        source = render_gemm(op, isa, s, header)
-        buffers = ("a", "b", "out", "bias", "residual")
-        dims: tuple[int, ...] = (op.m, op.n, op.k, 0)
-        fparams: tuple[float, ...] = (op.alpha,)
-    elif op.kind == "conv2d":
-        from .conv import ENTRY, render_conv
-
-        source = render_conv(op, isa, s, header)
-        buffers = ("x", "weight", "out", "bias")
-        dims = (op.n, op.c, op.h, op.w, op.k, op.r, op.s, *op.stride, *op.padding, *op.dilation, op.groups, 0)
-        fparams = ()
-    elif op.kind == "softmax":
-        from .softmax import ENTRY, render_softmax
-
-        source = render_softmax(op, isa, s, header)
-        buffers = ("x", "out")
-        dims = (op.rows, op.cols, 0)
-        fparams = ()
-    else:
-        raise UnsupportedError(f"op: the CPU emitter has no renderer for {op.kind!r}")
-    return Rendered(name=name, source=source, entry=ENTRY, flags=tuple(isa.compile_flags(dtype)), buffers=buffers,
-                    dims=dims, fparams=fparams, metadata=metadata(op, isa, s, name))
+    dims, fparams = core.arguments(op)
+    return Rendered(name=name, source=core.render(op, isa, s, _header(op, family, s, name)), entry=core.entry,
+                    flags=tuple(isa.compile_flags(op.dtype.value)), buffers=core.buffers, dims=dims, fparams=fparams,
+                    metadata=core.metadata(op, isa, s, name))
 
 
 def metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
     """DESIGN.md's kernel metadata (Tessera §11.2) for a CPU kernel: GPU-only resources are None."""
-    dtype = op.dtype.value
-    if op.kind == "softmax":
-        return {
-            "name": name, "tile": {"M": 1, "N": isa.lanes, "K": None, "stages": 1},
-            "fragments": {"mma": None, "dtype_in": dtype, "dtype_acc": "fp32", "vector": isa.vtype, "lanes": isa.lanes},
-            "resources": {"regs_per_thread": None, "smem_per_cta": None, "packed_a_bytes": 0, "packed_b_bytes": 0,
-                          "scratch_bytes_per_thread": 0 if dtype == "fp32" else 4 * op.cols},
-            "launch": {"grid": None, "block": None, "threads": s.threads},
-            "epilogue": [] if dtype == "fp32" else [f"round to {dtype}"],
-        }
-    if op.kind == "gemm":
-        epilogue = list(op.epilogue)
-    else:
-        epilogue = ["bias"] if op.bias else []
-    if dtype != "fp32":
-        epilogue.append(f"round to {dtype}")
-    return {
-        "name": name,
-        "tile": {"M": s.mr, "N": s.nr, "K": s.kc, "stages": 1},
-        "blocks": {"MC": s.mc, "KC": s.kc, "NC": s.nc},
-        "fragments": {"mma": isa.mma, "dtype_in": dtype, "dtype_acc": "fp32", "vector": isa.vtype,
-                      "lanes": isa.lanes, "accumulators": s.mr * s.nr // isa.lanes},
-        "resources": {"regs_per_thread": None, "smem_per_cta": None,
-                      "vector_registers": s.mr * s.nr // isa.lanes + s.nr // isa.lanes + 1,
-                      "packed_a_bytes": 4 * s.mc * s.kc if s.pack_a or op.kind != "gemm" else 0,
-                      "packed_b_bytes": 4 * s.kc * s.nc,
-                      "packed_a_bytes_total": 4 * s.mc * s.kc * s.threads},
-        "launch": {"grid": None, "block": None, "threads": s.threads},
-        "unroll": s.unroll, "prefetch": s.prefetch, "pack": {"a": s.pack_a, "b": s.pack_b},
-        "epilogue": epilogue,
-    }
+    return core_for(op.kind).metadata(op, isa, s, name)

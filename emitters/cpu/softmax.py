@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..schedule import CpuSchedule
+from .cores import Core
 from .gemm_core import IN_CONVERT, VEC_SUFFIX
 from .isa import CpuIsa
+from .schedules import rows_space
 
 ENTRY = "tracea_softmax"
 
@@ -86,3 +88,24 @@ static tr_buf tr_scratch_buf;
 }}
 """
     return "\n".join([header, isa.prelude((dtype,)), pool_c(), f"#define NTHREADS {s.threads}", body])
+
+
+def _arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    return (op.rows, op.cols, 0), ()
+
+
+def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
+    """DESIGN.md's kernel metadata (Tessera §11.2) of a row kernel: GPU-only resources are None."""
+    dtype = op.dtype.value
+    return {
+        "name": name, "tile": {"M": 1, "N": isa.lanes, "K": None, "stages": 1},
+        "fragments": {"mma": None, "dtype_in": dtype, "dtype_acc": "fp32", "vector": isa.vtype, "lanes": isa.lanes},
+        "resources": {"regs_per_thread": None, "smem_per_cta": None, "packed_a_bytes": 0, "packed_b_bytes": 0,
+                      "scratch_bytes_per_thread": 0 if dtype == "fp32" else 4 * op.cols},
+        "launch": {"grid": None, "block": None, "threads": s.threads},
+        "epilogue": [] if dtype == "fp32" else [f"round to {dtype}"],
+    }
+
+
+CORE = Core(kind="softmax", render=render_softmax, space=rows_space, entry=ENTRY, buffers=("x", "out"),
+            arguments=_arguments, tag=lambda op: "rows", shape_free=("dtype",), metadata=_metadata)

@@ -1,0 +1,23 @@
+"""The CPU backend's kernel cores by op kind: render, space, heuristic and check are looked up here,
+never branched on. Adding an op is its file (ending in ``CORE = Core(...)``, see ``cores.py``) plus one
+line below."""
+
+from __future__ import annotations
+
+from tracea.doctor.errors import UnsupportedError
+
+from . import conv, gemm, softmax
+from .cores import Core
+
+CORES: dict[str, Core] = {core.kind: core for core in (
+    gemm.CORE,
+    conv.CORE,
+    softmax.CORE,
+)}
+
+
+def core_for(kind: str) -> Core:
+    core = CORES.get(kind)
+    if core is None:
+        raise UnsupportedError(f"op: the CPU emitter has no renderer for {kind!r}")
+    return core

@@ -72,7 +72,7 @@ def _ceilings_host(snapshot: Path | None, rows: list[dict[str, Any]]) -> tuple[A
 
         return load_snapshot(snapshot), None
     from tracea.doctor import probe
-    from tracea.doctor.fingerprint import fingerprint
+    from tracea.emitters.registry import fingerprint
 
     host = probe()
     return host, {fingerprint(host, b) for b in {r["backend"] for r in rows if r["backend"]}}
@@ -221,7 +221,9 @@ def _replay(bundle: Path, into: Path | None, yes: bool, mode: str, kernel: str |
             result = rp.replay_kernel(b, k, host, repeats=repeat, warmup=warmup, seed=seed)
         except TraceaError as exc:  # the same kind of error, naming the kernel
             raise type(exc)(f"{k.dir}: {shown(exc.message)}", exc.hint) from None
-        new = result.row().to_json()
+        from tracea.reports.metrics import bench_row
+
+        new = bench_row(result).to_json()
         _side_by_side(console, k, result, rp.side_by_side(k.recorded, new))
         note = rp.built_source_note(k)
         if note:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tracea.reports.nvtx import phase as nvtx_phase
+from tracea.emitters.nvtx import phase as nvtx_phase
 
 from .trial import Trial
 

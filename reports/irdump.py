@@ -180,8 +180,7 @@ def dump_kernel(dir: str | Path, op: Any, decision: Any, schedule: Any, artifact
             target = folder / f"05_binary{binary.suffix or '.bin'}"
             write_atomic(target, binary.read_bytes())
             written.append(target)
-            if language in ("cuda", "cu", "ptx"):
-                written += _cuda_tools(target, folder)
+            written += _cuda_tools(target, folder)  # a cubin's SASS and resources; nothing for other binaries
         meta = kernel_metadata(artifact, op)
         if meta.get("name") is None:
             meta["name"] = name

@@ -174,7 +174,7 @@ def rebaseline(path: Path) -> None:
 
     rec = load_recorded(path)
     best = min((t for t in rec.trials if t["status"] == "ok"), key=lambda t: t["p50_ms"])
-    ev = LiveEvaluator(Op.from_json(rec.op), rec.variant, "tracea.emitters.cpu", probe(), repeats=30,
+    ev = LiveEvaluator(Op.from_json(rec.op), rec.variant, "tracea.emitters.cpu.backend", probe(), repeats=30,
                        min_seconds=1.0, compile_ahead=False)
     try:
         final = ev.final(best["schedule"])

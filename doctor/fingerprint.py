@@ -16,8 +16,9 @@ from typing import Any
 from .report import HostReport
 
 
-def environment(host: HostReport, backend: str, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The fields every backend shares, plus ``facts``: what backend ``backend`` adds about this host."""
+def environment(host: HostReport, backend: str, facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields every backend shares, plus ``facts``: what backend ``backend`` adds about this host
+    (required: a fingerprint without them would silently miss every stored result)."""
     cpu = host.cpu
     env: dict[str, Any] = {
         "tracea": host.tracea_version,
@@ -26,10 +27,10 @@ def environment(host: HostReport, backend: str, facts: Mapping[str, Any] | None 
         "machine": cpu.architecture,
         "isa": cpu.isa,
     }
-    clash = set(env) & set(facts or {})
+    clash = set(env) & set(facts)
     if clash:
         raise ValueError(f"backend {backend!r} facts overwrite the common fields {sorted(clash)}")
-    env.update(facts or {})
+    env.update(facts)
     return env
 
 
@@ -39,5 +40,5 @@ def digest(env: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def fingerprint(host: HostReport, backend: str, facts: Mapping[str, Any] | None = None) -> str:
+def fingerprint(host: HostReport, backend: str, facts: Mapping[str, Any]) -> str:
     return digest(environment(host, backend, facts))

@@ -13,6 +13,7 @@ from tracea.doctor.errors import UnsupportedError
 from tracea.doctor.variants import Variant
 
 from ..backend import Builder, Rendering
+from . import bank_conflict_drop  # the optional hooks the tuner looks up: bank_conflict_drop, tuning_features
 from .build import build, hero_schedule, schedule_from_json, search_space, tuning_features, validate_schedule
 from .suite import standard_suite
 from .variants import VARIANTS, resolve
@@ -54,13 +55,6 @@ def environment(host: Any) -> dict[str, Any]:
 def emit(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str | Path,
          arch: str | None = None) -> list[Path]:
     return _build_module().emit(op, variant, schedule, host, out_dir, arch=arch)
-
-
-def bank_conflict_drop(op: Any, variant: Any, schedule: Any) -> str | None:
-    """The tuner's bank-conflict pruning hook (smem.bank_conflict_drop; imports NumPy on use)."""
-    from .smem import bank_conflict_drop as drop
-
-    return drop(op, variant, schedule)
 
 
 def rendering(op: Any, variant: Variant, schedule: Any, host: Any, arch: str | None = None) -> Rendering:

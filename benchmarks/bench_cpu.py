@@ -24,6 +24,7 @@ quiet_openblas()  # before NumPy loads (see emitters/blas_env.py); the baseline'
 from tracea.doctor import probe  # noqa: E402
 from tracea.emitters.bench import bench  # noqa: E402
 from tracea.kernels import Conv2d, Gemm, Softmax  # noqa: E402
+from tracea.reports.metrics import bench_row  # noqa: E402
 
 GEMM_TARGET = 0.9
 
@@ -51,7 +52,7 @@ def main() -> int:
     for op in ops:
         variant = f"{args.family}.{op.kind}" if args.family else None
         r = bench(op, host, repeats=args.repeat, min_seconds=1.0, variant=variant)
-        rows.append(r.row())
+        rows.append(bench_row(r))
         label = op.signature.replace("layout_a=row,layout_b=row,", "").replace(",alpha=1.0", "").replace("epilogue=()", "")
         label = label[:44]
         if r.status != "ok":

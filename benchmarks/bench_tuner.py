@@ -176,7 +176,7 @@ def rebaseline(path: Path) -> None:
 
     rec = load_recorded(path)
     best = min((t for t in rec.trials if t["status"] == "ok"), key=lambda t: t["p50_ms"])
-    ev = LiveEvaluator(Op.from_json(rec.op), rec.variant, "tracea.emitters.cpu", probe(),
+    ev = LiveEvaluator(Op.from_json(rec.op), rec.variant, "tracea.emitters.cpu.backend", probe(),
                        Evaluation(repeats=30, min_seconds=1.0, compile_ahead=False))
     try:
         final = ev.final(best["schedule"])

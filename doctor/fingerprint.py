@@ -1,17 +1,24 @@
 """The environment fingerprint: what a measured result or a tuned schedule depends on. A change in any
 part (device, driver, compiler, CPU flags, Tracea version) is a different fingerprint, so a stored
-result is a miss, never a stale hit."""
+result is a miss, never a stale hit.
+
+The doctor describes the host; the backend adds its own facts (its compiler, its devices: the backend's
+``environment``, emitters/backend.py), so callers go through ``tracea.emitters.registry.fingerprint``,
+which combines the two. The doctor sits below the emitters and never imports them."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from .report import HostReport
 
 
-def environment(host: HostReport, backend: str) -> dict[str, Any]:
+def environment(host: HostReport, backend: str, facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields every backend shares, plus ``facts``: what backend ``backend`` adds about this host
+    (required: a fingerprint without them would silently miss every stored result)."""
     cpu = host.cpu
     env: dict[str, Any] = {
         "tracea": host.tracea_version,
@@ -20,18 +27,18 @@ def environment(host: HostReport, backend: str) -> dict[str, Any]:
         "machine": cpu.architecture,
         "isa": cpu.isa,
     }
-    if backend == "cpu":
-        cc = next((t for t in host.toolchains if t.name in ("cc", "gcc", "clang") and t.found), None)
-        env["compiler"] = f"{cc.name} {cc.version} {cc.details.get('realpath')}" if cc else None
-        env["threads"] = cpu.logical_cores
-    elif backend == "cuda":
-        env["gpus"] = [(g.name, g.compute_capability, g.sm_count) for g in host.nvidia.devices]
-        env["driver"] = host.nvidia.driver_version
-        nvrtc = host.tool("nvrtc")
-        env["nvrtc"] = nvrtc.version if nvrtc and nvrtc.found else None
+    clash = set(env) & set(facts)
+    if clash:
+        raise ValueError(f"backend {backend!r} facts overwrite the common fields {sorted(clash)}")
+    env.update(facts)
     return env
 
 
-def fingerprint(host: HostReport, backend: str) -> str:
-    blob = json.dumps(environment(host, backend), sort_keys=True, default=str)
+def digest(env: Mapping[str, Any]) -> str:
+    """The 16-hex-digit hash of an environment (keys sorted, values as JSON; anything else as text)."""
+    blob = json.dumps(env, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def fingerprint(host: HostReport, backend: str, facts: Mapping[str, Any]) -> str:
+    return digest(environment(host, backend, facts))

@@ -27,18 +27,16 @@ from typing import Any
 import numpy as np
 
 from tracea.doctor.errors import CompileError, ToolchainMissingError
-from tracea.doctor.fingerprint import fingerprint
 from tracea.doctor.plan import Decision, plan
 from tracea.doctor.report import HostReport
 from tracea.kernels import Op, relative_error, tolerance
 from tracea.kernels.dtypes import parse_dtype, to_float64
 from tracea.kernels.footprint import require_host_memory
-from tracea.reports.metrics import MetricsRow
-from tracea.reports.nvtx import phase as nvtx_phase
-from tracea.reports.nvtx import phase_of
 
 from . import registry
-from .baselines import baseline_for, pinned_note
+from .baselines import pinned_note
+from .nvtx import phase as nvtx_phase
+from .nvtx import phase_of
 from .stability import measure_stable, spread_problem
 from .timing import Timing, interleaved
 
@@ -87,9 +85,11 @@ class BenchResult:
         """What a reader of the ratio must know: why there is none, or why it flatters Tracea."""
         return "; ".join(n for n in (self.unstable, self.baseline_note) if n) or None
 
-    def row(self) -> MetricsRow:
+    def row_fields(self) -> dict[str, Any]:
+        """The metrics row's fields (reports/metrics.py ``bench_row`` makes the row: reports sits above
+        the emitters)."""
         shape = {k: v for k, v in self.op.to_json().items() if k not in ("op", "schema_version", "dtype")}
-        return MetricsRow(
+        return dict(
             timestamp=self.timestamp, op=self.op.kind, shape=json.dumps(shape, sort_keys=True),
             dtype=self.op.dtype.value, backend=self.decision.backend or "", variant=self.variant or "",  # type: ignore[attr-defined]
             schedule=json.dumps(self.schedule, sort_keys=True) if self.schedule else "", status=self.status,
@@ -172,19 +172,17 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
         op = dataclasses.replace(op, dtype=parse_dtype(decision.precision))  # type: ignore[type-var]
     require_host_memory(op)  # an op this machine cannot hold is one clear error, before anything is built
     seed = secrets.randbits(32) if seed is None else seed
-    fp = fingerprint(host, backend)
+    fp = registry.fingerprint(host, backend)
     base = {"op": op, "decision": decision, "seed": seed, "variant": variant_id, "fingerprint": fp}
 
-    mod = registry.backend_module(backend)
+    b = registry.backend(backend)
     chosen = registry.variant(variant_id)
     stored = tuned(op, variant_id) if tuned else None
-    schedule = mod.hero_schedule(op, chosen, host)
-    if stored:
-        schedule = type(schedule).from_json(stored)
+    schedule = b.schedule_from_json(stored) if stored else b.hero_schedule(op, chosen, host)
     base |= {"schedule": schedule.to_json(), "schedule_source": "tuned" if stored else "hero"}
     try:
         with nvtx_phase("host", "compile"):
-            kernel = (build or mod.build)(op, chosen, schedule, host)
+            kernel = (build or b.build)(op, chosen, schedule, host)
     except ToolchainMissingError:
         raise
     except CompileError as exc:
@@ -196,17 +194,24 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
     inputs = op.random_inputs(rng)
     ref = op.reference(inputs)
     tol = tolerance(op)
-    if backend == "cuda":  # verified in-process (no fork under a CUDA context), timed with CUDA events
-        from .cuda.baselines import bench_on_device
+    if b.ON_DEVICE:  # verified in-process (no fork under a device context), timed with device events
 
         def device_spread(f: dict[str, Any]) -> str | None:
             named = {"Tracea": f.get("tracea"), f.get("baseline_name") or "baseline": f.get("baseline")}
             return spread_problem({k: v for k, v in named.items() if v}) if f.get("status") == "ok" else None
 
         with nvtx_phase(phase_of(op.kind), "time"):
-            fields, unstable = measure_stable(lambda: bench_on_device(kernel, op, inputs, ref, tol, warmup, repeats),
-                                              device_spread)
+            fields, unstable = measure_stable(
+                lambda: b.bench_on_device(kernel, op, inputs, ref, tol, warmup, repeats), device_spread)
         return BenchResult(tolerance=tol, unstable=unstable, **fields, **base)
+    timing = {"repeats": repeats, "warmup": warmup, "min_seconds": min_seconds, "timeout_s": timeout_s}
+    return _bench_on_host(b, kernel, op, host, inputs, ref, tol, timing, base)
+
+
+def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[str, Any], ref: np.ndarray,
+                   tol: float, timing: dict[str, Any], base: dict[str, Any]) -> BenchResult:
+    """Verify ``kernel`` in a forked child, then again in this process, then time it interleaved with the
+    backend's host baseline."""
     out = np.empty(op.output_shape(), op.dtype.storage)  # type: ignore[attr-defined]
 
     def first_run() -> float:
@@ -215,14 +220,14 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
         return _rel_err_no_blas(to_float64(out, op.dtype), ref)  # type: ignore[attr-defined]
 
     with nvtx_phase("host", "verify"):
-        status, err, text = run_isolated(first_run, timeout_s)
+        status, err, text = run_isolated(first_run, timing["timeout_s"])
     if status != "ok":
         return BenchResult(status=status, error=text, tolerance=tol, **base)
     if not err <= tol:  # NaN and inf fail too
         return BenchResult(status="wrong_result", rel_err=err, tolerance=tol,
                            error=f"relative error {err:.3g} exceeds {tol:.1g}", **base)
 
-    baseline = baseline_for(op, inputs)
+    baseline = b.baseline_for(op, inputs)
     contenders: dict[str, Callable[[], object]] = {"tracea": lambda: kernel(inputs, out)}
     if baseline.run is not None:
         contenders["baseline"] = baseline.run
@@ -236,7 +241,8 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
     with nvtx_phase(phase_of(op.kind), "time"):
         names = {"tracea": "Tracea", "baseline": baseline.name}
         timings, unstable = measure_stable(
-            lambda: interleaved(contenders, warmup=warmup, repeats=repeats, min_seconds=min_seconds),
+            lambda: interleaved(contenders, warmup=timing["warmup"], repeats=timing["repeats"],
+                                min_seconds=timing["min_seconds"]),
             lambda t: spread_problem({names[k]: v for k, v in t.items()}))
     return BenchResult(
         status="ok", rel_err=err, tolerance=tol, tracea=timings["tracea"], baseline_name=baseline.name,

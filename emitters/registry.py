@@ -1,4 +1,4 @@
-"""Every registered variant of every emitter, and the build entry point per backend.
+"""Every registered backend (emitters/backend.py) and the variants they offer.
 
 Emitters own their variant lists; this is the one place that gathers them, so the decision engine
 (doctor/plan.py) sees every backend without the doctor importing the emitters.
@@ -12,25 +12,58 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.doctor.variants import Variant
 
-BACKENDS = {"cpu": "tracea.emitters.cpu", "cuda": "tracea.emitters.cuda"}
+from .backend import Backend
+
+BACKENDS = {"cpu": "tracea.emitters.cpu.backend", "cuda": "tracea.emitters.cuda.backend"}  # Backend modules
 
 
 PLANNED = ("hip", "metal")  # backends the design names whose emitters have not landed: unsupported, not a typo
 
 
-def backend_module(backend: str) -> Any:
-    name = BACKENDS.get(backend)
-    if name is None:
-        if backend in PLANNED:
-            raise UnsupportedError(f"backend {backend!r} has no emitter yet (available: {', '.join(BACKENDS)})")
-        raise BadInputError(f"--backend: unknown backend {backend!r}; use {' or '.join(BACKENDS)}")
-    return importlib.import_module(name)
+def backend(name: str) -> Backend:
+    """The backend registered as ``name`` (emitters/backend.py ``Backend``), imported on first use."""
+    module = BACKENDS.get(name)
+    if module is None:
+        if name in PLANNED:
+            raise UnsupportedError(f"backend {name!r} has no emitter yet (available: {', '.join(BACKENDS)})")
+        raise BadInputError(f"--backend: unknown backend {name!r}; use {' or '.join(BACKENDS)}")
+    return importlib.import_module(module)  # type: ignore[return-value]  # a module implementing Backend
+
+
+_backend = backend  # for functions whose ``backend`` argument is a name
+
+
+def environment(host: Any, name: str) -> dict[str, Any]:
+    """What a result measured with backend ``name`` on ``host`` depends on: doctor/fingerprint.py's common
+    fields plus the backend's own facts (none for a name this Tracea has no backend for)."""
+    from tracea.doctor.fingerprint import environment as common
+
+    return common(host, name, backend(name).environment(host) if name in BACKENDS else {})
+
+
+def fingerprint(host: Any, name: str) -> str:
+    """The short hash of ``environment(host, name)``: the key tuned schedules are stored under."""
+    from tracea.doctor.fingerprint import digest
+
+    return digest(environment(host, name))
+
+
+def by_language(language: str | None) -> Backend | None:
+    """The registered backend whose sources are in ``language`` (an artifact's), or None."""
+    return next((_backend(n) for n in BACKENDS if _backend(n).LANGUAGE == language), None) if language else None
+
+
+def environments(host: Any) -> dict[str, dict[str, Any]]:
+    """{backend: {"fingerprint", "environment"}} for each backend whose device this host has (a run's
+    manifest records them, replay compares them)."""
+    present = [name for name in BACKENDS if _backend(name).present(host)]
+    return {b: {"fingerprint": fingerprint(host, b), "environment": environment(host, b)} for b in present}
 
 
 def all_variants(backend: str | None = None) -> list[Variant]:
     out: list[Variant] = []
     for name in ([backend] if backend else list(BACKENDS)):
-        out.extend(backend_module(name).VARIANTS)
+        out.extend(_backend(name).VARIANTS)
     return out
 
 
@@ -67,7 +100,7 @@ def runnable_backends(host: Any) -> list[str]:
     """The backends with at least one variant this host can run (in any of its precisions)."""
     out = []
     for name in BACKENDS:
-        variants = backend_module(name).VARIANTS
+        variants = backend(name).VARIANTS
         if any(not v.unmet(host, p) for v in variants for p in v.precisions):
             out.append(name)
     return out

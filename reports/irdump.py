@@ -93,17 +93,18 @@ def kernel_metadata(artifact: Any, op: Any = None) -> dict[str, Any]:
 
 def compile_record(artifact: Any) -> dict[str, Any]:
     """What 04_compile.json holds: how the binary was (or would be) made."""
+    from tracea.emitters.registry import by_language
     language = field(artifact, "language")
     flags = list(field(artifact, "flags") or [])
     compiler = field(artifact, "compiler")
     ext = SOURCE_EXT.get(language or "", "txt")
     binary = field(artifact, "binary")
     command = None
-    if language == "c" and compiler:
-        from tracea.emitters.cpu.compiler import LINK_FLAGS
-
-        # the command as it runs in the dump folder, on the dumped source
-        command = [compiler, *flags, f"03_source.{ext}", "-o", "05_binary.so", *LINK_FLAGS]
+    backend = by_language(language)
+    if backend is not None and compiler:
+        # the command as it runs in the dump folder, on the dumped source (None: the compiler runs in-process)
+        suffix = Path(str(binary)).suffix if binary else ""
+        command = backend.compile_command(compiler, flags, f"03_source.{ext}", f"05_binary{suffix or '.so'}")
     meta = field(artifact, "metadata") or {}
     log = field(artifact, "log") or (meta.get("compile_log") if isinstance(meta, dict) else None) \
         or (meta.get("log") if isinstance(meta, dict) else None)
@@ -179,8 +180,7 @@ def dump_kernel(dir: str | Path, op: Any, decision: Any, schedule: Any, artifact
             target = folder / f"05_binary{binary.suffix or '.bin'}"
             write_atomic(target, binary.read_bytes())
             written.append(target)
-            if language in ("cuda", "cu", "ptx"):
-                written += _cuda_tools(target, folder)
+            written += _cuda_tools(target, folder)  # a cubin's SASS and resources; nothing for other binaries
         meta = kernel_metadata(artifact, op)
         if meta.get("name") is None:
             meta["name"] = name

@@ -225,3 +225,8 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
                                 f"{', '.join(map(str, READABLE_VERSIONS))}")
         rows.append(row)
     return rows
+
+
+def bench_row(result: Any) -> MetricsRow:
+    """The metrics row of a ``tracea bench`` result (emitters/bench.py ``BenchResult``)."""
+    return MetricsRow(**result.row_fields())

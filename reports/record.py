@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .irdump import dump_kernel
-from .metrics import MetricsRow, MetricsWriter
+from .metrics import MetricsRow, MetricsWriter, bench_row
 from .runs import Run, start_run
 
 CRASH_BUNDLE = "crash-bundle.tar.gz"
@@ -58,7 +58,7 @@ class RunRecorder:
         """A ``build(op, variant, schedule, host)`` that calls the backend's and remembers each result."""
         from tracea.emitters import registry
 
-        mod = registry.backend_module(backend)
+        mod = registry.backend(backend)
 
         def build(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
             entry = Built(op, variant, schedule)
@@ -99,7 +99,7 @@ class RunRecorder:
             self.dump(result.op, result.decision, result.schedule, artifact, source=built.source,
                       language=built.language)
             built.dumped = True
-        self.row(result.row())
+        self.row(bench_row(result))
         self.run.add_json("result.json", bench_result_json(result))
         self.run.record(op=result.op.to_json(), backend=result.decision.backend, variant=result.variant,
                         settings=settings or {}, replay=None)
@@ -163,8 +163,8 @@ def dump_best(run: Run, op: Any, variant: str, schedule: dict[str, Any], host: A
     from tracea.emitters import registry
 
     v = registry.variant(variant)
-    mod = registry.backend_module(backend or v.backend)
-    sched = type(mod.hero_schedule(op, v, host)).from_json(schedule)
+    mod = registry.backend(backend or v.backend)
+    sched = mod.schedule_from_json(schedule)
     kernel = mod.build(op, v, sched, host)
     return dump_kernel(run.ir_dir, op, decision, sched, kernel.artifact, index)
 
@@ -197,7 +197,7 @@ def bench_result_json(result: Any) -> dict[str, Any]:
         "baseline": timing(result.baseline), "baseline_rel_err": result.baseline_rel_err,
         "baseline_reason": result.baseline_reason, "tflops": result.tflops, "gbps": result.gbps,
         "ratio": result.ratio, "compile_s": result.compile_s, "cache_hit": result.cache_hit,
-        "fingerprint": result.fingerprint, "timestamp": result.timestamp, "row": result.row().to_json(),
+        "fingerprint": result.fingerprint, "timestamp": result.timestamp, "row": bench_row(result).to_json(),
     }
 
 

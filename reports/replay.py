@@ -10,15 +10,17 @@
 A bundle is untrusted input. Three modes, chosen by the user:
 
 * ``own`` (the default): the op and schedule are read from the bundle (validated data), and the kernel
-  is what *this* Tracea renders and builds for them through the backend module
-  (``registry.backend_module(backend).build`` inside ``bench``), with this Tracea's flags. Nothing from
-  the bundle is compiled, loaded or run; its source and flags are only compared (sha256, flag lists).
-* ``source`` (``--bundled-source``): the bundled source text, byte for byte. C: the CPU backend's
-  ``compile_cached(bundled source, name, bundled flags, this host's compiler)``, the flags through an
-  allow-list first (``bundle_check.refused_flag``); CUDA: NVRTC's ``compile_cached`` with this Tracea's
-  options for this GPU; other backends: their ``build_from_source`` hook, else unsupported (exit 3).
-* ``binary`` (``--binary``): the bundled binary, only when built for this architecture (C: the same
-  machine type; CUDA: the same sm_XY target; other backends: ``load_binary``).
+  is what *this* Tracea renders and builds for them through the backend (``registry.backend(name).build``
+  inside ``bench``; ``rendering`` to compare before), with this Tracea's flags. Nothing from the bundle
+  is compiled, loaded or run; its source and flags are only compared (sha256, flag lists).
+* ``source`` (``--bundled-source``): the bundled source text, byte for byte, through the backend's
+  ``build_from_source`` (C: the host compiler with the bundle's flags, through an allow-list first,
+  ``bundle_check.refused_flag``, where the backend says ``COMPILES_BUNDLED_FLAGS``; CUDA: NVRTC with this
+  Tracea's options for this GPU).
+* ``binary`` (``--binary``): the bundled binary through the backend's ``load_binary``, only when built
+  for this architecture (C: the same machine type; CUDA: the same sm_XY target).
+
+The backend (emitters/backend.py) is the only way in to the emitters; see replay_build.py.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, TraceaError
+from tracea.emitters.backend import Rendering
 
 from .bundle import BUNDLE_KIND, BUNDLE_SCHEMA_VERSION
 from .bundle_check import check_manifest, quoted, read_listed, refused_flag, shown, unlisted
@@ -143,10 +146,9 @@ def open_bundle(source: Path, into: Path | None = None) -> Bundle:
 
 
 def current_environment(host: Any) -> dict[str, Any]:
-    from tracea.doctor.fingerprint import environment, fingerprint
+    from tracea.emitters import registry
 
-    backends = ["cpu"] + (["cuda"] if getattr(getattr(host, "nvidia", None), "devices", None) else [])
-    return {b: {"fingerprint": fingerprint(host, b), "environment": environment(host, b)} for b in backends}
+    return registry.environments(host)
 
 
 def env_differences(bundle: Bundle, host: Any) -> list[tuple[str, Any, Any]]:
@@ -204,20 +206,6 @@ def recorded_fingerprint(bundle: Bundle, backend: str) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------ kernels
-
-
-@dataclass
-class Rendering:
-    """What a build compiles: the source, its kernel name, the flags and the compiler."""
-
-    name: str
-    source: str
-    flags: list[str] | None  # None: the backend does not say
-    compiler: str
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.source.encode()).hexdigest()
 
 
 @dataclass
@@ -328,12 +316,9 @@ def load_kernel(bundle: Bundle, entry: dict[str, Any], host: Any, mode: str = "o
     return k
 
 
-def _parse_schedule(mod: Any, k: KernelPlan, variant: Any, host: Any) -> Any:
-    parse = getattr(mod, "schedule_from_json", None)
+def _parse_schedule(backend: Any, k: KernelPlan) -> Any:
     try:
-        if parse is None:
-            return type(mod.hero_schedule(k.op, variant, host)).from_json(k.schedule)
-        return parse(k.schedule)
+        return backend.schedule_from_json(k.schedule)
     except TraceaError as exc:
         raise type(exc)(f"bundle kernel {shown(k.dir)}: 02_schedule.json: {shown(exc.message)}", exc.hint) from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
@@ -345,42 +330,11 @@ def own_rendering(k: KernelPlan, host: Any) -> tuple[Rendering | None, str | Non
     say. A schedule this Tracea refuses is bad input (exit 2)."""
     from tracea.emitters import registry
 
-    mod = registry.backend_module(k.backend)
+    backend = registry.backend(k.backend)
     variant = registry.variant(k.variant)
-    sched = _parse_schedule(mod, k, variant, host)
+    sched = _parse_schedule(backend, k)
     try:
-        if k.backend == "cpu":
-            from tracea.emitters.cpu import compiler as cc
-            from tracea.emitters.cpu.render import render
-
-            sched.validate(k.op, host, variant)
-            r = render(k.op, variant.family, sched)
-            try:
-                comp = cc.find_compiler(host)
-                compiler = f"{comp.path} ({comp.version})"
-            except TraceaError as exc:
-                compiler = f"no C compiler here ({exc.message})"
-            return Rendering(r.name, r.source, [*cc.BASE_FLAGS, *r.flags], compiler), None
-        if k.backend == "cuda":
-            import importlib
-
-            from tracea.emitters.cuda import compiler as nv
-            from tracea.emitters.cuda.arch import target_of
-
-            arch = None if getattr(getattr(host, "nvidia", None), "devices", None) else k.entry.get("arch")
-            if arch is None and not getattr(getattr(host, "nvidia", None), "devices", None):
-                return None, "no GPU here and no recorded target to render for"
-            target = target_of(host, arch)
-            r, _ = importlib.import_module("tracea.emitters.cuda.build").render(k.op, sched, target)
-            flags = [f"{key}={val}" for key, val in sorted(nv.options_for(target.name).items())]
-            return Rendering(r.name, r.source, flags, f"NVRTC for {target.name}"), None
-        with tempfile.TemporaryDirectory(prefix="tracea-render-") as tmp:
-            paths = [Path(p) for p in mod.emit(k.op, variant, sched, host, tmp)]
-            suffix = Path(k.source_name or "x.none").suffix
-            src = next((p for p in paths if p.suffix == suffix), None)
-            if src is None:
-                return None, f"the {k.backend} emitter wrote no {suffix} source"
-            return Rendering(src.stem, src.read_text(), None, f"the {k.backend} backend's compiler"), None
+        return backend.rendering(k.op, variant, sched, host, k.entry.get("arch")), None
     except BadInputError as exc:
         raise BadInputError(f"bundle kernel {shown(k.dir)}: its schedule is not one this Tracea builds: "
                             f"{shown(exc.message)}", exc.hint) from None
@@ -390,6 +344,8 @@ def own_rendering(k: KernelPlan, host: Any) -> tuple[Rendering | None, str | Non
 
 def _check_mode(bundle: Bundle, k: KernelPlan) -> None:
     """Refuse, before anything runs, what the chosen mode cannot do safely."""
+    from tracea.emitters import registry
+
     if k.mode == "binary":
         if not k.entry.get("binary"):
             raise BadInputError(f"bundle kernel {shown(k.dir)} has no binary", "replay without --binary")
@@ -400,7 +356,8 @@ def _check_mode(bundle: Bundle, k: KernelPlan) -> None:
     if k.source is None:
         raise BadInputError(f"bundle kernel {shown(k.dir)} has no source", "replay without --bundled-source")
     language = k.entry.get("language") or k.compile.get("language")
-    if k.backend == "cpu" and language in (None, "c"):
+    backend = registry.backend(k.backend)
+    if backend.COMPILES_BUNDLED_FLAGS and language in (None, backend.LANGUAGE):
         flags = k.bundled_flags if k.bundled_flags else (k.own.flags if k.own else None)
         refused = {shown(f): why for f in flags or [] if (why := refused_flag(f))}
         if refused:

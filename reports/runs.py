@@ -141,10 +141,9 @@ def _snapshot_of(host: Any) -> dict[str, Any] | None:
 
 def _environment(host: Any) -> dict[str, Any]:
     """The env fingerprint and what it hashes, per backend this host can run."""
-    from tracea.doctor.fingerprint import environment, fingerprint
+    from tracea.emitters import registry
 
-    backends = ["cpu"] + (["cuda"] if getattr(getattr(host, "nvidia", None), "devices", None) else [])
-    return {b: {"fingerprint": fingerprint(host, b), "environment": environment(host, b)} for b in backends}
+    return registry.environments(host)
 
 
 def start_run(kind: str, argv: list[str], host: Any = None) -> Run:

@@ -13,9 +13,18 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-# the roofline ceiling that bounds a dtype's compute, per backend
-CUDA_COMPUTE_METRIC = {"fp32": "fp32_flops", "fp16": "fp16_tensor_flops", "bf16": "bf16_tensor_flops",
-                       "tf32": "tf32_tensor_flops", "fp64": "fp64_flops", "int8": "int8_tensor_flops"}
+
+def _device_metric(backend: str, dtype: str) -> tuple[str | None, str | None]:
+    """(device, compute metric) of the ceilings bounding a row of ``backend`` and ``dtype``: the backend's
+    ``DEVICE`` and ``compute_metric`` (emitters/backend.py); (None, None) for a backend this Tracea lacks."""
+    from tracea.doctor.errors import TraceaError
+    from tracea.emitters import registry
+
+    try:
+        b = registry.backend(backend)
+    except TraceaError:
+        return None, None
+    return b.DEVICE, b.compute_metric(dtype)
 
 
 def shape_label(row: dict[str, Any]) -> str:
@@ -105,8 +114,8 @@ def roofline_ceilings(host: Any, rows: list[dict[str, Any]]) -> tuple[str, list[
     backend = max(set(backends), key=backends.count) if backends else "cpu"
     dtypes = [r["dtype"] for r in rows]
     dtype = max(set(dtypes), key=dtypes.count) if dtypes else "fp32"
-    device = "cpu" if backend == "cpu" else "cuda:0"
-    metric = "fp32_flops" if backend == "cpu" else CUDA_COMPUTE_METRIC.get(dtype, "fp32_flops")
+    device, metric = _device_metric(backend, dtype)
+    metric = metric or "fp32_flops"
     mine = {c.metric: c for c in getattr(host, "ceilings", []) if c.device == device}
     compute, memory = mine.get(metric), mine.get("memory_bandwidth")
     notes: list[str] = []
@@ -128,11 +137,8 @@ def roofline_ceilings(host: Any, rows: list[dict[str, Any]]) -> tuple[str, list[
 
 def _compute_ceiling(host: Any, backend: str, dtype: str) -> Any:
     """The spec compute ceiling a row of this backend and dtype is bounded by, or None."""
-    if backend == "cpu":
-        device, metric = "cpu", "fp32_flops" if dtype == "fp32" else None  # bf16 dot products beat fp32 FMAs
-    elif backend == "cuda":
-        device, metric = "cuda:0", CUDA_COMPUTE_METRIC.get(dtype)
-    else:
+    device, metric = _device_metric(backend, dtype)
+    if device is None:
         return None
     return next((c for c in getattr(host, "ceilings", []) if c.device == device and c.metric == metric
                  and c.spec), None)

@@ -9,7 +9,31 @@ import itertools
 import time
 from typing import Any
 
-from test_tuner_fault_backend import VARIANTS, FaultSchedule, build, hero_schedule  # noqa: F401
+from test_tuner_fault_backend import (  # noqa: F401 - the backend protocol, as the fault backend has it
+    COMPILES_BUNDLED_FLAGS,
+    DEVICE,
+    LANGUAGE,
+    ON_DEVICE,
+    VARIANTS,
+    FaultSchedule,
+    bench_on_device,
+    build,
+    build_from_source,
+    compile_command,
+    compute_metric,
+    emit,
+    environment,
+    hero_schedule,
+    load_binary,
+    present,
+    rendering,
+    resolve,
+    schedule_from_json,
+    standard_suite,
+    validate_schedule,
+)
+
+NAME = "noisy"
 
 CALLS = itertools.count()
 

@@ -343,7 +343,7 @@ def test_tune_style_bundle_replays_the_best_schedule_by_default(tmp_path, monkey
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
     host = probe()
     op = Gemm(m=32, n=32, k=16)
-    mod = registry.backend_module("cpu")
+    mod = registry.backend("cpu")
     from tracea.doctor.plan import plan
 
     variant = registry.variant(plan(op, host, registry.all_variants("cpu"), backend="cpu").require())

@@ -77,7 +77,7 @@ def test_report_cli_without_snapshot_judges_only_this_machines_rows(tmp_path):
 
 def test_report_cli_without_snapshot_judges_rows_measured_here(tmp_path):
     from tracea.doctor import probe
-    from tracea.doctor.fingerprint import fingerprint
+    from tracea.emitters.registry import fingerprint
 
     _write(tmp_path / "m.jsonl", [(2048, "fp32", 1e6)], fingerprint=fingerprint(probe(), "cpu"))
     out = tracea("report", str(tmp_path / "m.jsonl"), "--json", home=tmp_path / "home")

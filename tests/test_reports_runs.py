@@ -15,7 +15,8 @@ import yaml
 
 from tracea.doctor.errors import BadInputError
 from tracea.doctor.report import Ceiling, HostReport
-from tracea.reports import nvtx, runs
+from tracea.emitters import nvtx
+from tracea.reports import runs
 from tracea.reports.irdump import dump_kernel, kernel_metadata
 from tracea.reports.metrics import MetricsRow, MetricsWriter
 from tracea.reports.summary import roofline_ceilings, summarise

@@ -126,11 +126,14 @@ def test_a_bench_with_a_noisy_baseline_prints_no_ratio(monkeypatch, tmp_path) ->
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
     import noisy_baseline_backend as noisy  # noqa: E402 (tests/ is on sys.path under pytest's rootdir)
 
-    monkeypatch.setattr(bench_mod, "baseline_for", lambda op, inputs: noisy.baseline_for(op, inputs))
+    from tracea.emitters import registry
+    from tracea.reports.metrics import bench_row
+
+    monkeypatch.setattr(registry.backend("cpu"), "baseline_for", lambda op, inputs: noisy.baseline_for(op, inputs))
     result = bench_mod.bench(Gemm(m=64, n=64, k=64), probe(), backend="cpu", repeats=12, warmup=1, min_seconds=0.0)
     assert result.status == "ok" and result.baseline is not None
     assert result.ratio is None and result.unstable.startswith("unstable in 3 measurements:")
-    row = result.row()
+    row = bench_row(result)
     assert row.ratio is None and "noisy matmul (test) p95/p50" in row.note
     assert isinstance(Baseline, type) and np is not None
 

@@ -12,8 +12,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from test_tuner_fault_backend import FaultSchedule as CpuFaultSchedule  # tests/ is on the path
+from test_tuner_fault_backend import (  # noqa: F401 - tests/ is on the path; the protocol's refusals
+    COMPILES_BUNDLED_FLAGS,
+    bench_on_device,
+    build_from_source,
+    compute_metric,
+    emit,
+    environment,
+    load_binary,
+    present,
+    rendering,
+    standard_suite,
+    validate_schedule,
+)
+from test_tuner_fault_backend import FaultSchedule as CpuFaultSchedule
 
+from tracea.doctor.errors import BadInputError
 from tracea.doctor.variants import Requirements, Variant
 
 MODES = ("ok", "illegal", "hang", "trap", "wrong", "nocompile", "ok2")
@@ -48,6 +62,35 @@ class FaultSchedule(CpuFaultSchedule):
     modes: ClassVar[tuple[str, ...]] = MODES
     backend: ClassVar[str] = "cuda-faulty"
     prefix: ClassVar[str] = "cuda-fault"
+
+
+NAME = "cuda-faulty"
+# its baseline stays the host's NumPy, as before the protocol (the worker named only the registered CUDA
+# backend's module an on-device one); the faults it tests are the kernel's, not the baseline's
+ON_DEVICE = False
+DEVICE = "cuda:0"
+LANGUAGE = "cuda"
+
+
+def resolve(variant: Any) -> Variant:
+    found = next((v for v in VARIANTS if variant in (v, v.id)), None)
+    if found is None:
+        raise BadInputError(f"no test variant {variant!r}")
+    return found
+
+
+def schedule_from_json(d: dict[str, Any]) -> FaultSchedule:
+    return FaultSchedule.from_json(d)
+
+
+def compile_command(compiler: str, flags: list[str], source: str, binary: str) -> list[str] | None:
+    return None
+
+
+def baseline_for(op: Any, inputs: dict[str, Any]) -> Any:
+    from tracea.emitters.baselines import baseline_for as host_baseline
+
+    return host_baseline(op, inputs)
 
 
 def hero_schedule(op: Any, variant: Any, host: Any) -> FaultSchedule:

@@ -11,7 +11,7 @@ import pytest
 
 from tracea.doctor import probe
 from tracea.doctor.errors import BadInputError
-from tracea.doctor.fingerprint import environment, fingerprint
+from tracea.emitters.registry import environment, fingerprint
 from tracea.kernels import Gemm
 from tracea.tuner.db import TuningDB, default_path, tuning_key
 from tracea.tuner.lookup import stored_schedule

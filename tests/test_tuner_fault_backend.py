@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from tracea.doctor.errors import BadInputError
+from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.doctor.variants import Requirements, Variant
 
 MODES = ("ok", "segfault", "hang", "wrong", "nocompile", "slow")
@@ -87,6 +87,80 @@ class _Artifact:
     name: str
     compile_seconds: float
     cache_hit: bool
+
+
+# the backend protocol (emitters/backend.py): what the tuner's worker uses is real, the rest refuses
+NAME = "faulty"
+ON_DEVICE = False  # forked verification, host timers, the host baseline
+DEVICE = "cpu"
+LANGUAGE = "c"
+COMPILES_BUNDLED_FLAGS = False
+
+
+def resolve(variant: Any) -> Variant:
+    found = next((v for v in VARIANTS if variant in (v, v.id)), None)
+    if found is None:
+        raise UnsupportedError(f"no test variant {variant!r}")
+    return found
+
+
+def present(host: Any) -> bool:
+    return True
+
+
+def compute_metric(dtype: str) -> str | None:
+    return None
+
+
+def environment(host: Any) -> dict[str, Any]:
+    return {}
+
+
+def schedule_from_json(d: dict[str, Any]) -> FaultSchedule:
+    return FaultSchedule.from_json(d)
+
+
+def validate_schedule(op: Any, variant: Any, schedule: Any, host: Any) -> None:
+    schedule.validate(op, host, variant)
+
+
+def _unsupported(what: str) -> Any:
+    raise UnsupportedError(f"the test fault backend has no {what}")
+
+
+def emit(op: Any, variant: Any, schedule: Any, host: Any, out_dir: Any, arch: str | None = None) -> list[Any]:
+    return _unsupported("emit")
+
+
+def rendering(op: Any, variant: Any, schedule: Any, host: Any, arch: str | None = None) -> Any:
+    return _unsupported("rendering")
+
+
+def build_from_source(source: str, name: str | None, flags: list[str] | None, recorded: dict[str, Any]) -> Any:
+    return _unsupported("build_from_source")
+
+
+def load_binary(path: Any, arch: str | None, name: str | None, recorded: dict[str, Any], source: str = "") -> Any:
+    return _unsupported("load_binary")
+
+
+def compile_command(compiler: str, flags: list[str], source: str, binary: str) -> list[str] | None:
+    return None
+
+
+def baseline_for(op: Any, inputs: dict[str, Any]) -> Any:
+    from tracea.emitters.baselines import baseline_for as host_baseline
+
+    return host_baseline(op, inputs)
+
+
+def bench_on_device(kernel: Any, op: Any, inputs: dict[str, Any], ref: Any, tol: float, warmup: int,
+                    repeats: int) -> dict[str, Any]:
+    return _unsupported("device")
+
+
+def standard_suite() -> list[Any]:
+    return []
 
 
 def hero_schedule(op: Any, variant: Any, host: Any) -> FaultSchedule:

@@ -72,7 +72,7 @@ def _ceilings_host(snapshot: Path | None, rows: list[dict[str, Any]]) -> tuple[A
 
         return load_snapshot(snapshot), None
     from tracea.doctor import probe
-    from tracea.doctor.fingerprint import fingerprint
+    from tracea.emitters.registry import fingerprint
 
     host = probe()
     return host, {fingerprint(host, b) for b in {r["backend"] for r in rows if r["backend"]}}
@@ -167,6 +167,7 @@ def _replay(bundle: Path, into: Path | None, yes: bool, mode: str, kernel: str |
     from tracea.doctor.errors import BadInputError, TraceaError
     from tracea.reports import replay as rp
     from tracea.reports.bundle_check import shown
+    from tracea.reports.metrics import bench_row
 
     def say(text: str, style: str | None = None) -> None:  # bundle text: no markup, no control characters
         console.print(escape(shown(text)), style=style)
@@ -221,7 +222,7 @@ def _replay(bundle: Path, into: Path | None, yes: bool, mode: str, kernel: str |
             result = rp.replay_kernel(b, k, host, repeats=repeat, warmup=warmup, seed=seed)
         except TraceaError as exc:  # the same kind of error, naming the kernel
             raise type(exc)(f"{k.dir}: {shown(exc.message)}", exc.hint) from None
-        new = result.row().to_json()
+        new = bench_row(result).to_json()
         _side_by_side(console, k, result, rp.side_by_side(k.recorded, new))
         note = rp.built_source_note(k)
         if note:

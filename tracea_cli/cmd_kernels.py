@@ -29,9 +29,9 @@ def resolve_backend(op: Any, host: Any, backend: str | None, precision: str | No
     """``--backend`` as given, else the planner's first choice here, said in the first line of the output
     (on stderr with ``to_stderr``, so --json and --csv output stay machine-readable)."""
     if backend is not None:
-        from tracea.emitters.registry import backend_module
+        from tracea.emitters.registry import backend as backend_of
 
-        backend_module(backend)  # an unknown name fails here, with the list of backends
+        backend_of(backend)  # an unknown name fails here, with the list of backends
         return backend
     from tracea.emitters.registry import default_backend
 
@@ -81,7 +81,7 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
         host = target_host(host, arch)  # plan and emit for the named GPU, installed here or not
     decision = plan(op, host, registry.all_variants(backend), precision=precision, backend=backend)
     variant = registry.variant(decision.require())
-    mod = registry.backend_module(backend)
+    mod = registry.backend(backend)
     schedule = mod.hero_schedule(op, variant, host)
     paths = mod.emit(op, variant, schedule, host, out, arch=arch) if arch else mod.emit(op, variant, schedule, host, out)
     if dump_ir is not None:
@@ -103,7 +103,7 @@ def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, w
     from tracea.emitters.bench import bench
     from tracea.kernels.footprint import require_host_memory
     from tracea.render_kernels import bench_table
-    from tracea.reports.metrics import to_csv, to_jsonl
+    from tracea.reports.metrics import bench_row, to_csv, to_jsonl
     from tracea.reports.record import RunRecorder
 
     require_host_memory(op)  # too large for this machine: said before a run folder (and crash bundle) exists
@@ -116,9 +116,9 @@ def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, w
                        build=rec.build_hook(backend), tuned=tuned_lookup(host, backend))
         rec.bench_result(result, {"backend": backend, "precision": precision, "repeat": repeat, "warmup": warmup})
     if json_out:
-        typer.echo(to_jsonl([result.row()]), nl=False)
+        typer.echo(to_jsonl([bench_row(result)]), nl=False)
     elif csv_out:
-        typer.echo(to_csv([result.row()]), nl=False)
+        typer.echo(to_csv([bench_row(result)]), nl=False)
     else:
         bench_table(result)
     say_run(rec, to_stderr=json_out or csv_out)

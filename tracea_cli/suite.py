@@ -31,9 +31,9 @@ def run_suite(backend: str | None, *, repeat: int, warmup: int, seed: int | None
 
     host = probe()
     if backend is not None:
-        registry.backend_module(backend)  # an unknown name fails here
+        registry.backend(backend)  # an unknown name fails here
     backends = [backend] if backend else registry.runnable_backends(host)
-    cases = [(b, op) for b in backends for op in registry.backend_module(b).standard_suite()]
+    cases = [(b, op) for b in backends for op in registry.backend(b).standard_suite()]
     err = Console(stderr=True)
     if not json_out:
         err.print(f"standard suite: {len(cases)} cases on {', '.join(backends) or 'no backend'} "
@@ -67,7 +67,9 @@ def run_suite(backend: str | None, *, repeat: int, warmup: int, seed: int | None
 
 def summarise(results: list[tuple[str, Any]]) -> dict[str, Any]:
     """The suite as JSON: every row (nested objects), the geometric mean of the stable ratios, the worst."""
-    rows = [{**r.row().to_json(), "case": short_case(r.op)} for _, r in results]
+    from tracea.reports.metrics import bench_row
+
+    rows = [{**bench_row(r).to_json(), "case": short_case(r.op)} for _, r in results]
     ratios = [(r.ratio, row) for (_, r), row in zip(results, rows, strict=True) if r.ratio]
     geomean = math.exp(sum(math.log(x) for x, _ in ratios) / len(ratios)) if ratios else None
     worst = min(ratios, key=lambda t: t[0])[1] if ratios else None

@@ -11,19 +11,18 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _parser(op: Any, variant: str, host: Any, backend: str) -> Callable[[dict[str, Any]], Any] | None:
-    """The backend's ``from_json`` for this variant's schedules, or None when it cannot be had here."""
+def _parser(backend: str) -> Callable[[dict[str, Any]], Any] | None:
+    """The backend's ``schedule_from_json``, or None when it cannot be had here."""
     from tracea.emitters import registry
 
     try:
-        mod = registry.backend_module(backend)
-        return type(mod.hero_schedule(op, registry.variant(variant), host)).from_json
+        return registry.backend(backend).schedule_from_json
     except Exception:  # noqa: BLE001 - no parser: the caller's own build says what is wrong
         return None
 
 
 def stored_schedule(op: Any, variant: str, host: Any, backend: str, db_path: str | None = None) -> dict[str, Any] | None:
-    from tracea.doctor.fingerprint import fingerprint
+    from tracea.emitters.registry import fingerprint
 
     from .db import TuningDB, default_path, tuning_key
 
@@ -34,7 +33,7 @@ def stored_schedule(op: Any, variant: str, host: Any, backend: str, db_path: str
         parse = None
         for row in db.ranked(tuning_key(op.signature, variant, fingerprint(host, backend))):
             schedule = json.loads(row["schedule"])
-            parse = parse or _parser(op, variant, host, backend)
+            parse = parse or _parser(backend)
             if parse is None:
                 return schedule
             try:

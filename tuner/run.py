@@ -111,14 +111,9 @@ class TuneResult:
 def schedule_name(backend: str, schedule: dict[str, Any]) -> str:
     """The schedule's own short name where its class is importable, else a compact field list."""
     try:
-        if backend == "cpu":
-            from tracea.emitters.schedule import CpuSchedule
+        from tracea.emitters import registry
 
-            return CpuSchedule.from_json(schedule).name
-        if backend == "cuda":
-            from tracea.emitters.cuda import schedule_from_json  # type: ignore[import-not-found]
-
-            return schedule_from_json(schedule).name
+        return registry.backend(backend).schedule_from_json(schedule).name
     except Exception:  # noqa: BLE001 - a label only
         pass
     return ",".join(f"{k}={v}" for k, v in schedule.items() if k not in ("schema_version", "backend"))
@@ -170,7 +165,7 @@ def _backend_or_none(backend: str) -> Any:
     from tracea.emitters import registry
 
     try:
-        return registry.backend_module(backend)
+        return registry.backend(backend)
     except (UnsupportedError, ImportError):
         return None
 
@@ -179,9 +174,9 @@ def _setup_live(op: Any, host: Any, tune_config: TuneConfig) -> _Setup:
     """The planner's variant of ``op`` on this host (or the one named), its candidates and a live evaluator."""
     import importlib
 
-    from tracea.doctor.fingerprint import environment, fingerprint
     from tracea.doctor.plan import plan
     from tracea.emitters import registry
+    from tracea.emitters.registry import environment, fingerprint
     from tracea.kernels.dtypes import parse_dtype
 
     from .evaluate import LiveEvaluator
@@ -199,7 +194,7 @@ def _setup_live(op: Any, host: Any, tune_config: TuneConfig) -> _Setup:
             config = dataclasses.replace(config, backend=variants[0].backend)
     else:
         module_name = registry.BACKENDS.get(config.backend) or ""
-        mod = registry.backend_module(config.backend)
+        mod = registry.backend(config.backend)
         variants = registry.all_variants(config.backend)
     if config.variant:
         chosen = [v for v in variants if v.id == config.variant]

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tracea.reports.nvtx import phase as nvtx_phase
+from tracea.emitters.nvtx import phase as nvtx_phase
 
 from .config import SearchLimits
 from .trial import Trial
@@ -50,7 +50,7 @@ class Search:
                 return f"time limit of {self.time_limit_s:g} s reached"
             if self.patience is not None and since_gain >= self.patience:
                 return f"converged: no {IMPROVEMENT:.1%} gain in {self.patience} evaluations"
-            with nvtx_phase("host", "tune"):  # the strategy's model and choice (NVTX, reports/nvtx.py)
+            with nvtx_phase("host", "tune"):  # the strategy's model and choice (NVTX, emitters/nvtx.py)
                 index = self.strategy.propose(self.observed)
             if index is None or index in self.observed:
                 return "the space is exhausted" if len(self.observed) >= len(self.schedules) else "strategy finished"

@@ -95,8 +95,7 @@ class _Session:
         op, mod, variant = self.resolve(req)
         t0 = time.perf_counter()
         try:
-            cls = type(mod.hero_schedule(op, variant, self.host))
-            schedule = cls.from_json(req["schedule"])
+            schedule = mod.schedule_from_json(req["schedule"])
             kernel = mod.build(op, variant, schedule, self.host)
         except CompileError as exc:
             return None, Measurement("compile_failed", error=_one_line(exc.message),
@@ -110,13 +109,13 @@ class _Session:
         return kernel, None, float(seconds if seconds is not None else time.perf_counter() - t0)
 
     def measure(self, req: dict[str, Any]) -> Measurement:
+        from tracea.emitters.nvtx import phase, phase_of
         from tracea.emitters.timing import interleaved
         from tracea.kernels import relative_error, tolerance
         from tracea.kernels.dtypes import to_float64
-        from tracea.reports.nvtx import phase, phase_of
 
         self.send({"phase": "compile"})
-        with phase("host", "compile"):  # NVTX ranges (reports/nvtx.py): Nsight Systems follows the worker
+        with phase("host", "compile"):  # NVTX ranges (emitters/nvtx.py): Nsight Systems follows the worker
             kernel, failed, compile_s = self.build(req)
         if failed is not None:
             return failed
@@ -240,9 +239,9 @@ class _Session:
 
 
 def _on_device(req: dict[str, Any]) -> bool:
-    """A GPU backend: its baseline is the vendor library on the device (emitters/cuda/baselines.py), not
-    NumPy on the host."""
-    return req.get("module", "").rsplit(".", 1)[-1] == "cuda"
+    """An accelerator backend (its ``ON_DEVICE``): its baseline is the vendor library on the device
+    (emitters/cuda/baselines.py), not NumPy on the host."""
+    return bool(importlib.import_module(req["module"]).ON_DEVICE)
 
 
 def _device_baseline(op: Any, inputs: Any, ref: Any, req: dict[str, Any], kernel: Any = None) -> dict[str, Any]:

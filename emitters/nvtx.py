@@ -1,6 +1,6 @@
 """NVTX ranges named after the Tessera phases, so Nsight Systems timelines show Tracea's work.
 
-    from tracea.reports.nvtx import phase
+    from tracea.emitters.nvtx import phase
     with phase("host", "compile"):      # range "host" in domain "tracea", category "compile"
         ...
 

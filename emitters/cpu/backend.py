@@ -1,0 +1,141 @@
+"""The CPU backend (emitters/backend.py ``Backend``): C with SIMD intrinsics, compiled by the host compiler,
+called through ctypes. Thin: each member delegates to the CPU emitter's public functions."""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+from pathlib import Path
+from typing import Any
+
+from tracea.doctor.errors import TraceaError, UnsupportedError
+from tracea.doctor.variants import Variant
+
+from ..backend import Builder, Rendering
+from ..schedule import CpuSchedule
+from .build import build, hero_schedule
+from .build import emit as _emit
+from .space import search_space
+from .suite import standard_suite
+from .variants import VARIANTS, resolve
+
+NAME = "cpu"
+ON_DEVICE = False
+DEVICE = "cpu"
+LANGUAGE = "c"
+COMPILES_BUNDLED_FLAGS = True  # a bundle's gcc/clang flags: replay screens them first
+
+__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
+           "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering",
+           "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
+           "standard_suite"]
+
+
+def present(host: Any) -> bool:
+    return True  # every host has its CPU
+
+
+def compute_metric(dtype: str) -> str | None:
+    return "fp32_flops" if dtype == "fp32" else None  # bf16 dot products beat fp32 FMAs: no ceiling bounds them
+
+
+def environment(host: Any) -> dict[str, Any]:
+    cc = next((t for t in host.toolchains if t.name in ("cc", "gcc", "clang") and t.found), None)
+    return {"compiler": f"{cc.name} {cc.version} {cc.details.get('realpath')}" if cc else None,
+            "threads": host.cpu.logical_cores}
+
+
+def schedule_from_json(d: dict[str, Any]) -> CpuSchedule:
+    return CpuSchedule.from_json(d)
+
+
+def validate_schedule(op: Any, variant: Variant | str, schedule: Any, host: Any) -> None:
+    schedule.validate(op, host, variant)
+
+
+def emit(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str | Path,
+         arch: str | None = None) -> list[Path]:
+    if arch is not None:
+        raise UnsupportedError(f"the CPU backend builds for this machine only, not {arch}")
+    return _emit(op, variant, schedule, host, out_dir)
+
+
+def rendering(op: Any, variant: Variant, schedule: Any, host: Any, arch: str | None = None) -> Rendering:
+    from . import compiler as cc
+    from .render import render
+
+    schedule.validate(op, host, variant)
+    r = render(op, variant.family, schedule)
+    try:
+        comp = cc.find_compiler(host)
+        compiler = f"{comp.path} ({comp.version})"
+    except TraceaError as exc:
+        compiler = f"no C compiler here ({exc.message})"
+    return Rendering(r.name, r.source, [*cc.BASE_FLAGS, *r.flags], compiler)
+
+
+def _bundled(source: str, name: str | None, flags: list[str] | None, recorded: dict[str, Any],
+             binary: Path | None) -> Builder:
+    """Compile ``source`` with ``flags`` (None: Tracea's), or load ``binary``; the call interface comes
+    from this Tracea's rendering of the op and schedule."""
+    def build(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
+        from . import compiler as cc
+        from .render import render
+        from .runtime import Artifact, CpuKernel
+
+        schedule.validate(op, host, variant)
+        rendered = render(op, variant.family, schedule)  # the runtime's call interface for this op
+        kname = name or rendered.name
+        if binary is not None:
+            path, hit, seconds = binary, True, 0.0
+            comp = cc.Compiler(recorded.get("compiler") or "?", recorded.get("compiler_version") or "?")
+            used = list(recorded.get("flags") or [])
+        else:
+            comp = cc.find_compiler(host)
+            used = list(flags if flags is not None else [*cc.BASE_FLAGS, *rendered.flags])
+            path, hit, seconds = cc.compile_cached(source, kname, used, comp)
+        artifact = Artifact(name=kname, op=op.to_json(), variant=variant.id, schedule=schedule.to_json(),
+                            source=source, language="c", entry=rendered.entry, compiler=comp.path,
+                            compiler_version=comp.version, flags=tuple(used), binary=str(path), cache_hit=hit,
+                            compile_seconds=seconds, metadata=rendered.metadata)
+        return CpuKernel(op, artifact, dataclasses.replace(rendered, source=source))
+
+    return build
+
+
+def _language(recorded: dict[str, Any]) -> None:
+    if recorded.get("language") not in (None, LANGUAGE):
+        raise UnsupportedError(f"replay of {NAME} kernels in {recorded.get('language')} is not supported by this "
+                               "Tracea (the CPU backend compiles C)",
+                               "replay without --binary or --bundled-source builds Tracea's own rendering")
+
+
+def build_from_source(source: str, name: str | None, flags: list[str] | None, recorded: dict[str, Any]) -> Builder:
+    _language(recorded)
+    return _bundled(source, name, flags, recorded, None)
+
+
+def load_binary(path: Path, arch: str | None, name: str | None, recorded: dict[str, Any],
+                source: str = "") -> Builder:
+    _language(recorded)
+    if arch != platform.machine():
+        raise UnsupportedError(f"the bundled binary was built for {arch}, this machine is {platform.machine()}",
+                               "replay without --binary builds Tracea's own rendering")
+    return _bundled(source, name, None, recorded, path)
+
+
+def compile_command(compiler: str, flags: list[str], source: str, binary: str) -> list[str] | None:
+    from .compiler import LINK_FLAGS
+
+    return [compiler, *flags, source, "-o", binary, *LINK_FLAGS]
+
+
+def baseline_for(op: Any, inputs: dict[str, Any]) -> Any:
+    from ..baselines import baseline_for as host_baseline
+
+    return host_baseline(op, inputs)
+
+
+def bench_on_device(kernel: Any, op: Any, inputs: dict[str, Any], ref: Any, tol: float, warmup: int,
+                    repeats: int) -> dict[str, Any]:
+    raise UnsupportedError("the CPU backend runs on the host: its kernels are verified in a forked child")

@@ -1,0 +1,151 @@
+"""The CUDA backend (emitters/backend.py ``Backend``): CUDA C++ compiled by NVRTC, loaded and launched through
+cuda-core, timed with CUDA events. Thin: each member delegates to emitters/cuda/build.py's public functions.
+The Hopper kernels' host side (TMA tensor maps) is imported here in one place only: ``_kernel_class``."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from pathlib import Path
+from typing import Any
+
+from tracea.doctor.errors import UnsupportedError
+from tracea.doctor.variants import Variant
+
+from ..backend import Builder, Rendering
+from . import bank_conflict_drop  # the optional hooks the tuner looks up: bank_conflict_drop, tuning_features
+from .build import build, hero_schedule, schedule_from_json, search_space, tuning_features, validate_schedule
+from .suite import standard_suite
+from .variants import VARIANTS, resolve
+
+NAME = "cuda"
+ON_DEVICE = True
+DEVICE = "cuda:0"
+LANGUAGE = "cuda"
+COMPILES_BUNDLED_FLAGS = False  # NVRTC always runs with Tracea's options for this GPU
+
+# the ceiling (doctor/ceilings.py) a CUDA kernel of each dtype is bounded by: tensor cores for 16-bit types
+COMPUTE_METRIC = {"fp32": "fp32_flops", "fp16": "fp16_tensor_flops", "bf16": "bf16_tensor_flops",
+                  "tf32": "tf32_tensor_flops", "fp64": "fp64_flops", "int8": "int8_tensor_flops"}
+
+__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
+           "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering",
+           "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
+           "standard_suite", "tuning_features", "bank_conflict_drop"]
+
+
+def _build_module() -> Any:
+    return importlib.import_module("tracea.emitters.cuda.build")  # the package's `build` is a function
+
+
+def present(host: Any) -> bool:
+    return bool(getattr(getattr(host, "nvidia", None), "devices", None))
+
+
+def compute_metric(dtype: str) -> str | None:
+    return COMPUTE_METRIC.get(dtype)
+
+
+def environment(host: Any) -> dict[str, Any]:
+    nvrtc = host.tool("nvrtc")
+    return {"gpus": [(g.name, g.compute_capability, g.sm_count) for g in host.nvidia.devices],
+            "driver": host.nvidia.driver_version, "nvrtc": nvrtc.version if nvrtc and nvrtc.found else None}
+
+
+def emit(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str | Path,
+         arch: str | None = None) -> list[Path]:
+    return _build_module().emit(op, variant, schedule, host, out_dir, arch=arch)
+
+
+def rendering(op: Any, variant: Variant, schedule: Any, host: Any, arch: str | None = None) -> Rendering:
+    from . import compiler as nv
+    from .arch import target_of
+
+    if present(host):
+        arch = None  # this host's GPU, not the recorded target
+    elif arch is None:
+        raise UnsupportedError("no GPU here and no recorded target to render for")
+    target = target_of(host, arch)
+    r, _ = _build_module().render(op, schedule, target)
+    flags = [f"{key}={val}" for key, val in sorted(nv.options_for(target.name).items())]
+    return Rendering(r.name, r.source, flags, f"NVRTC for {target.name}")
+
+
+def _kernel_class(schedule: Any) -> Any:
+    """The kernel class that launches a rebuilt ``schedule``: TMA tensor maps are built at upload for the
+    Hopper kernels (as build.build does), the plain launcher for the others."""
+    if getattr(schedule, "core", None) == "wgmma":
+        from .tma import WgmmaKernel
+
+        return WgmmaKernel
+    from .runtime import CudaKernel
+
+    return CudaKernel
+
+
+def _language(recorded: dict[str, Any]) -> None:
+    if recorded.get("language") not in (None, LANGUAGE):
+        raise UnsupportedError(f"replay of {NAME} kernels in {recorded.get('language')} is not supported by this "
+                               "Tracea (the CUDA backend compiles CUDA C++)",
+                               "replay without --binary or --bundled-source builds Tracea's own rendering")
+
+
+def _bundled(source: str, name: str | None, recorded: dict[str, Any], binary: Path | None,
+             arch: str | None) -> Builder:
+    """NVRTC compiles ``source`` for this host's GPU with Tracea's options (``compile_cached``), or the
+    ``binary`` loads when it was built for this GPU's architecture; the launch shape comes from the CUDA
+    renderer."""
+    def build_bundled(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
+        from . import compiler as nv
+        from .arch import target_of
+        from .runtime import Artifact
+
+        target = target_of(host)  # this host's GPU (UnsupportedError without one)
+        if binary is not None and arch != target.name:
+            raise UnsupportedError(f"the bundled cubin was built for {arch}, this GPU is {target.name}",
+                                   "replay without --binary builds Tracea's own rendering for this GPU")
+        rendered, scalars = _build_module().render(op, schedule, target)  # grid, block, smem, entry for this op
+        kname = name or rendered.name
+        meta = dict(rendered.metadata)
+        if binary is not None:
+            cubin, hit, seconds, log = binary, True, 0.0, None
+        else:
+            cubin, res, log, hit, seconds = nv.compile_cached(source, kname, rendered.entry, target.name)
+            meta["resources"] = res.to_json()
+        meta |= {"arch": target.name, "compile_log": log}
+        artifact = Artifact(name=kname, op=op.to_json(), variant=variant.id, schedule=schedule.to_json(),
+                            source=source, language="cuda", entry=rendered.entry,
+                            compiler="NVRTC (cuda.core.Program)", compiler_version=recorded.get("compiler_version") or "?",
+                            flags=tuple(recorded.get("flags") or ()), binary=str(cubin), cache_hit=hit,
+                            compile_seconds=seconds, metadata=meta)
+        return _kernel_class(schedule)(op, artifact, dataclasses.replace(rendered, source=source), scalars)
+
+    return build_bundled
+
+
+def build_from_source(source: str, name: str | None, flags: list[str] | None, recorded: dict[str, Any]) -> Builder:
+    _language(recorded)
+    return _bundled(source, name, recorded, None, None)
+
+
+def load_binary(path: Path, arch: str | None, name: str | None, recorded: dict[str, Any],
+                source: str = "") -> Builder:
+    _language(recorded)
+    return _bundled(source, name, recorded, path, arch)
+
+
+def compile_command(compiler: str, flags: list[str], source: str, binary: str) -> list[str] | None:
+    return None  # NVRTC compiles in-process; 04_compile.json records its options
+
+
+def baseline_for(op: Any, inputs: dict[str, Any]) -> Any:
+    from ..baselines import baseline_for as host_baseline
+
+    return host_baseline(op, inputs)
+
+
+def bench_on_device(kernel: Any, op: Any, inputs: dict[str, Any], ref: Any, tol: float, warmup: int,
+                    repeats: int) -> dict[str, Any]:
+    from .baselines import bench_on_device as on_device
+
+    return on_device(kernel, op, inputs, ref, tol, warmup, repeats)

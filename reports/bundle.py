@@ -28,7 +28,6 @@ import io
 import json
 import os
 import platform
-import re
 import sys
 import tarfile
 import tempfile
@@ -37,31 +36,13 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
+from .irdump import dump_best
+from .redact import redact_environment
 from .runs import Run
 
 BUNDLE_KIND = "tracea-repro-bundle"
 BUNDLE_SCHEMA_VERSION = 1
-SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
-REDACTED = "<redacted>"
-# scheme://user:password@host or scheme://token@host: the userinfo is a credential
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
 SKIP_IN_RUN = {"crash-bundle.tar.gz"}
-
-
-def redact_value(value: str) -> str:
-    """``value`` with credentials inside URLs replaced (``https://user:pass@host`` -> ``https://<redacted>@host``)."""
-    return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", value)
-
-
-def redact_environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment with the values of secret-looking names (TOKEN, KEY, SECRET, PASSWORD, ...)
-    replaced and URL credentials removed from every other value."""
-    env = dict(os.environ if env is None else env)
-    out = {}
-    for name in sorted(env):
-        upper = name.upper()
-        out[name] = REDACTED if any(w in upper for w in SECRET_WORDS) else redact_value(env[name])
-    return out
 
 
 def installed_packages() -> list[dict[str, str]]:
@@ -120,8 +101,6 @@ def _dump_best_if_missing(run: Run) -> None:
         result = json.loads((run.path / "result.json").read_text())
         from tracea.doctor import probe
         from tracea.kernels import Op
-
-        from .record import dump_best
 
         paths = dump_best(run, Op.from_json(result["op"]), result["variant"], run.manifest["best"]["schedule"],
                           probe(), backend=result.get("backend"))

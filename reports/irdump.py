@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from tracea.doctor.errors import BadInputError
+from tracea.doctor.files import write_atomic
 
-from .runs import write_atomic
+from .runs import Run
 
 SOURCE_EXT = {"c": "c", "cuda": "cu", "cu": "cu", "ptx": "ptx", "hip": "hip", "metal": "metal"}
 DESIGN_KEYS = {
@@ -189,3 +190,17 @@ def dump_kernel(dir: str | Path, op: Any, decision: Any, schedule: Any, artifact
     except OSError as exc:
         raise BadInputError(f"dump-ir: cannot write into {folder} ({exc.strerror})") from None
     return written
+
+
+def dump_best(run: Run, op: Any, variant: str, schedule: dict[str, Any], host: Any, decision: Any = None,
+              backend: str | None = None, index: int = 0) -> list[Path]:
+    """Build ``schedule`` through the backend (a compile-cache hit when this process or machine measured
+    it: the very binary) and write its IR dump into the run folder, so the run's bundle replays it.
+    For the tuner: call it with the best schedule before ``run.finish``."""
+    from tracea.emitters import registry
+
+    v = registry.variant(variant)
+    mod = registry.backend(backend or v.backend)
+    sched = mod.schedule_from_json(schedule)
+    kernel = mod.build(op, v, sched, host)
+    return dump_kernel(run.ir_dir, op, decision, sched, kernel.artifact, index)

@@ -155,20 +155,6 @@ def _dump_folder(path: str | Path) -> Path:
     return folder
 
 
-def dump_best(run: Run, op: Any, variant: str, schedule: dict[str, Any], host: Any, decision: Any = None,
-              backend: str | None = None, index: int = 0) -> list[Path]:
-    """Build ``schedule`` through the backend (a compile-cache hit when this process or machine measured
-    it: the very binary) and write its IR dump into the run folder, so the run's bundle replays it.
-    For the tuner: call it with the best schedule before ``run.finish``."""
-    from tracea.emitters import registry
-
-    v = registry.variant(variant)
-    mod = registry.backend(backend or v.backend)
-    sched = mod.schedule_from_json(schedule)
-    kernel = mod.build(op, v, sched, host)
-    return dump_kernel(run.ir_dir, op, decision, sched, kernel.artifact, index)
-
-
 def crash_bundle(run: Run) -> Path | None:
     """Pack ``run`` into ``<run folder>/crash-bundle.tar.gz`` and print its path on stderr (for a failed
     bench or tune run); None, with a warning, when even that fails."""

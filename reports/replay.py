@@ -20,7 +20,7 @@ A bundle is untrusted input. Three modes, chosen by the user:
 * ``binary`` (``--binary``): the bundled binary through the backend's ``load_binary``, only when built
   for this architecture (C: the same machine type; CUDA: the same sm_XY target).
 
-The backend (emitters/backend.py) is the only way in to the emitters; see replay_build.py.
+The backend (emitters/backend.py) is the only way in to the emitters (``builder`` below).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracea.doctor.errors import BadInputError, TraceaError
+from tracea.doctor.errors import BadInputError, TraceaError, UnsupportedError
 from tracea.emitters.backend import Rendering
 
 from .bundle import BUNDLE_KIND, BUNDLE_SCHEMA_VERSION
@@ -459,7 +459,6 @@ def replay_kernel(bundle: Bundle, k: KernelPlan, host: Any, repeats: int = 10, w
     """Build (as ``k.mode`` says), rerun on fresh random inputs, verify, time: a BenchResult."""
     from tracea.emitters.bench import bench
 
-    from .replay_build import builder
 
     build = builder(k, bundle)
     return bench(k.op, host, backend=k.backend, repeats=repeats, warmup=warmup, seed=seed, variant=k.variant,
@@ -482,3 +481,41 @@ FIGURES = ("status", "p50_ms", "p95_ms", "tflops", "gbps", "rel_err", "baseline"
 
 def side_by_side(recorded: dict[str, Any] | None, new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     return [(f, (recorded or {}).get(f), new.get(f)) for f in FIGURES]
+
+
+# ------------------------------------------------------------------------------------------ the builds
+# One per mode: the backend's own build (the default), the bundled source compiled (``--bundled-source``:
+# the backend's ``build_from_source``), the bundled binary loaded (``--binary``: its ``load_binary``). Each
+# keeps the artifact it made in ``k.built``, so replay can say afterwards what was compiled.
+
+def _keeping(k: KernelPlan, make: Any) -> Any:
+    """``make`` (a backend's builder), keeping each artifact; the backend's refusals name the bundle's
+    values terminal-safe."""
+    def build(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
+        try:
+            kernel = make(op, variant, schedule, host)
+        except UnsupportedError as exc:
+            raise UnsupportedError(shown(exc.message), exc.hint) from None
+        k.built.append(kernel.artifact)
+        return kernel
+
+    return build
+
+
+def builder(k: KernelPlan, bundle: Bundle) -> Any:
+    """``build(op, variant, schedule, host)`` for ``bench``, as ``k.mode`` says."""
+    from tracea.emitters import registry
+
+    backend = registry.backend(k.backend)
+    if k.mode == "own":
+        return _keeping(k, backend.build)
+    recorded = {**k.compile, "language": k.entry.get("language") or k.compile.get("language")}
+    try:
+        if k.mode == "binary":
+            make = backend.load_binary(bundle.path(f"{k.dir}/{k.entry['binary']}"), k.entry.get("arch"),
+                                       k.entry.get("name"), recorded, k.source or "")
+        else:
+            make = backend.build_from_source(k.source or "", k.entry.get("name"), k.flags, recorded)
+    except UnsupportedError as exc:
+        raise UnsupportedError(shown(exc.message), exc.hint) from None
+    return _keeping(k, make)

@@ -174,7 +174,7 @@ def start_run(kind: str, argv: list[str], host: Any = None) -> Run:
         "finished_at": None, "status": "running", "error": None, "pid": os.getpid(),
     }
     run = Run(id=run_id, path=path, kind=kind, argv=list(argv), manifest=manifest)
-    from .bundle import redact_environment
+    from .redact import redact_environment
 
     run.add_json("environment.json", redact_environment())  # as the run saw it (OMP_NUM_THREADS, ...)
     if host is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tracea.reports.bundle import redact_environment, redact_value
+from tracea.reports.redact import redact_environment, redact_value
 
 GEMM = ["gemm", "--m", "64", "--n", "48", "--k", "40", "--repeat", "2", "--warmup", "1"]
 

@@ -28,7 +28,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(errors, name)
     if name == "Context":
-        from tracea.context import Context
+        from .context import Context
 
         return Context
     if name == "probe":

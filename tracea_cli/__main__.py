@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     from tracea.emitters.blas_env import quiet_openblas
 
     quiet_openblas()  # before anything loads NumPy: OpenBLAS reads it once (emitters/blas_env.py)
-    from tracea.app import build_command
+    from .app import build_command
 
     command = build_command()
     previous = _install_signal_handlers()

@@ -21,7 +21,7 @@ app = typer.Typer(
 
 def _version_callback(value: bool) -> None:
     if value:
-        from tracea import _version
+        from . import _version
 
         typer.echo(f"tracea {_version()}")
         raise typer.Exit()
@@ -92,7 +92,7 @@ def doctor(
             raise BadInputError(f"cannot write snapshot to {save}: {exc.strerror or exc}") from None
 
     if tui:
-        from tracea.tui.doctor_app import run_doctor_tui
+        from .tui.doctor_app import run_doctor_tui
 
         run_doctor_tui(report, raw, live=input_file is None)
         return
@@ -101,27 +101,27 @@ def doctor(
 
         typer.echo(json.dumps(report_document(report), indent=1))
         return
-    from tracea.render import render_doctor
+    from .render import render_doctor
 
     render_doctor(report, plain=plain, saved_to=save)
 
 
-from tracea import cmd_kernels  # noqa: E402  (each command module imports only Typer at load)
+from . import cmd_kernels  # noqa: E402  (each command module imports only Typer at load)
 
 cmd_kernels.register(app)
 
 
-from tracea import cmd_bank_sim  # noqa: E402
+from . import cmd_bank_sim  # noqa: E402
 
 cmd_bank_sim.register(app)
 
 
-from tracea import cmd_evidence  # noqa: E402
+from . import cmd_evidence  # noqa: E402
 
 cmd_evidence.register(app)
 
 
-from tracea import cmd_cache, cmd_tune  # noqa: E402
+from . import cmd_cache, cmd_tune  # noqa: E402
 
 cmd_tune.register(app)
 cmd_cache.register(app)

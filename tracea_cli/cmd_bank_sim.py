@@ -112,7 +112,8 @@ def _heat_rows(grid: Any) -> list[tuple[int, list[int]]]:
 
 def _render(result: SimResult, title: str, heat_index: int, limit: int, plain: bool) -> None:
     from tracea.emitters.bank_sim import heatmap
-    from tracea.render import make_console
+
+    from .render import make_console
 
     console = make_console(plain)
     console.print(title)

@@ -46,7 +46,7 @@ def list_cmd(json_out: JSON = False) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from tracea.render import make_console
+    from .render import make_console
 
     console = make_console()
     console.print(f"database: {escape(str(db.path))}" + (" (read-only)" if db.immutable else ""))
@@ -85,7 +85,7 @@ def show_cmd(key: KEY, json_out: JSON = False) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from tracea.render import make_console
+    from .render import make_console
 
     console = make_console()
     console.print(f"{k} · {escape(run['op_signature'])} · {run['variant']} · env {run['fingerprint']}")

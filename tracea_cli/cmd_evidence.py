@@ -14,7 +14,7 @@ from .validate import FILE, REPEATS, SEED, WARMUP, checked
 
 
 def _console() -> Any:
-    from tracea.render import make_console
+    from .render import make_console
 
     return make_console()
 

@@ -43,7 +43,8 @@ def resolve_backend(op: Any, host: Any, backend: str | None, precision: str | No
 def do_plan(op: Any, backend: str | None, precision: str | None, json_out: bool, input_file: Path | None = None) -> None:
     from tracea.doctor.plan import plan
     from tracea.emitters.registry import all_variants
-    from tracea.render_kernels import plan_table
+
+    from .render_kernels import plan_table
 
     if input_file is not None:  # plan for a recorded machine (`tracea doctor --save`), not this one
         from tracea.doctor.snapshot import read_snapshot
@@ -85,7 +86,7 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
     schedule = mod.hero_schedule(op, variant, host)
     paths = mod.emit(op, variant, schedule, host, out, arch=arch) if arch else mod.emit(op, variant, schedule, host, out)
     if dump_ir is not None:
-        from tracea.cmd_evidence import dump_emitted
+        from .cmd_evidence import dump_emitted
 
         paths += dump_emitted(op, decision, variant, schedule, host, mod, paths, dump_ir)
     if json_out:
@@ -98,13 +99,14 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
 
 def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, warmup: int, seed: int | None,
              json_out: bool, csv_out: bool, dump_ir: Path | None = None, metrics: Path | None = None) -> None:
-    from tracea.cmd_evidence import command_line, say_run
     from tracea.doctor.errors import TraceaError
     from tracea.emitters.bench import bench
     from tracea.kernels.footprint import require_host_memory
-    from tracea.render_kernels import bench_table
     from tracea.reports.metrics import bench_row, to_csv, to_jsonl
     from tracea.reports.record import RunRecorder
+
+    from .cmd_evidence import command_line, say_run
+    from .render_kernels import bench_table
 
     require_host_memory(op)  # too large for this machine: said before a run folder (and crash bundle) exists
     host = _host()
@@ -148,7 +150,7 @@ def bench_suite(
     """Without an operation, run this machine's standard suite and print one table."""
     if ctx.invoked_subcommand is not None:
         return
-    from tracea.suite import run_suite
+    from .suite import run_suite
 
     run_suite(backend, repeat=repeat, warmup=warmup, seed=seed, json_out=json_out, metrics=metrics)
 

@@ -94,8 +94,9 @@ def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | 
         raise BadInputError(f"--metrics: {metrics}: the extension must be .csv or .jsonl (it picks the format)")
     host = None
     if simulate is None:
-        from tracea.cmd_kernels import resolve_backend
         from tracea.doctor import probe
+
+        from .cmd_kernels import resolve_backend
 
         host = probe()
         target = dataclasses.replace(config.target, backend=resolve_backend(op, host, backend, precision,
@@ -103,7 +104,7 @@ def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | 
         config = dataclasses.replace(config, target=target)
     use_tui = not (no_tui or json_out) and sys.stdout.isatty() and sys.stdin.isatty()
     if use_tui:
-        from tracea.tui.tune_app import run_tune_tui
+        from .tui.tune_app import run_tune_tui
 
         result = run_tune_tui(op, host, config)
         if result is None:
@@ -172,7 +173,7 @@ def tune_summary(result: Any, top: int = 8) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from tracea.render import make_console
+    from .render import make_console
 
     console = make_console()
     console.print(f"{escape(result.op.signature)} · {result.variant} · key {result.key}"

@@ -6,7 +6,7 @@ from typing import Any
 
 
 def _console():
-    from tracea.render import make_console
+    from .render import make_console
 
     return make_console()
 

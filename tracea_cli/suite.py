@@ -21,13 +21,14 @@ def run_suite(backend: str | None, *, repeat: int, warmup: int, seed: int | None
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tracea.cmd_evidence import command_line
     from tracea.doctor import probe
     from tracea.doctor.errors import TraceaError
     from tracea.emitters import registry
     from tracea.emitters.bench import bench
     from tracea.reports.record import RunRecorder
     from tracea.tuner.lookup import tuned_lookup
+
+    from .cmd_evidence import command_line
 
     host = probe()
     if backend is not None:
@@ -81,7 +82,7 @@ def suite_table(results: list[tuple[str, Any]], summary: dict[str, Any]) -> None
     from rich.markup import escape
     from rich.table import Table
 
-    from tracea.render import make_console
+    from .render import make_console
 
     console = make_console()
     if not console.is_terminal:

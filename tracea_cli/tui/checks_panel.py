@@ -6,7 +6,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tracea.doctor.report import PROBLEM, WARNING, HostReport
-from tracea.render import MARK_STYLE
+
+from ..render import MARK_STYLE
 
 
 def checks_text(report: HostReport) -> Text:

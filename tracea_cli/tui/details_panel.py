@@ -6,8 +6,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tracea.doctor.report import HostReport
-from tracea.render import MARK_STYLE
 
+from ..render import MARK_STYLE
 from .model import Line, detail_lines
 
 LABEL_WIDTH = 14  # the label column of render_doctor's rows

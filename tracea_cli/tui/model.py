@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tracea.doctor.report import PROBLEM, WARNING, HostReport
-from tracea.render import (
+
+from ..render import (
     MARK_STYLE,
     amd_lines,
     apple_lines,

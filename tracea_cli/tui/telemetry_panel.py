@@ -8,8 +8,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from tracea.doctor.report import HostReport
-from tracea.render import gpu_lines
 
+from ..render import gpu_lines
 from .cpu_load import CpuLoad
 from .gpu_telemetry import GpuTelemetry
 from .messages import TelemetrySampled

@@ -31,8 +31,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Header, Label, ProgressBar, Static
 
-from tracea.tui.best_chart import BestChart
-from tracea.tui.tune_messages import (
+from .best_chart import BestChart
+from .tune_messages import (
     BaselineMeasured,
     Hush,
     PhaseChanged,

@@ -67,3 +67,24 @@ def _top_level_entries() -> set[str]:
 def test_top_level_holds_only_the_product():
     """Device-run logs live in docs/device-runs/, GPU scripts in benchmarks/gpu/ (issue 15)."""
     assert _top_level_entries() == TOP_LEVEL
+
+
+def test_the_architecture_page_names_files_that_exist():
+    """docs/architecture.md must lead a reader to real files: every backticked path in it names a file or
+    folder of the repository (by its path, or a suffix of one where the text gives the folder around it),
+    except the files its walkthroughs say to create and the top-level folder it says cannot exist."""
+    import re
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    to_create = {"emitters/hip/", "cuda/flash.py", "emitters/cpu/attention.py", "tracea.emitters.hip",
+                 "tracea.emitters.hip.backend", "tracea/"}
+    tracked = [p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*") if ".git" not in p.parts
+               and ".venv" not in p.parts]
+    tracked += [t + "/" for t in tracked]
+    missing = []
+    for token in set(re.findall(r"`([^`\s]+)`", text)):
+        if token in to_create or token.startswith("../") or not re.fullmatch(r"[\w./-]+(\.py|\.md|/)", token):
+            continue
+        if not any(t == token or t.endswith("/" + token) for t in tracked):
+            missing.append(token)
+    assert not missing, f"docs/architecture.md names paths that do not exist: {sorted(missing)}"

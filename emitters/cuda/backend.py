@@ -1,6 +1,6 @@
 """The CUDA backend (emitters/backend.py ``Backend``): CUDA C++ compiled by NVRTC, loaded and launched through
-cuda-core, timed with CUDA events. Thin: each member delegates to emitters/cuda/build.py's public functions.
-The Hopper kernels' host side (TMA tensor maps) is imported here in one place only: ``_kernel_class``."""
+cuda-core, timed with CUDA events. Thin: each member delegates to emitters/cuda/build.py's public functions
+or to the core registry (cores.py), which also launches a kernel rebuilt from a bundle."""
 
 from __future__ import annotations
 
@@ -71,18 +71,6 @@ def rendering(op: Any, variant: Variant, schedule: Any, host: Any, arch: str | N
     return Rendering(r.name, r.source, flags, f"NVRTC for {target.name}")
 
 
-def _kernel_class(schedule: Any) -> Any:
-    """The kernel class that launches a rebuilt ``schedule``: TMA tensor maps are built at upload for the
-    Hopper kernels (as build.build does), the plain launcher for the others."""
-    if getattr(schedule, "core", None) == "wgmma":
-        from .tma import WgmmaKernel
-
-        return WgmmaKernel
-    from .runtime import CudaKernel
-
-    return CudaKernel
-
-
 def _language(recorded: dict[str, Any]) -> None:
     if recorded.get("language") not in (None, LANGUAGE):
         raise UnsupportedError(f"replay of {NAME} kernels in {recorded.get('language')} is not supported by this "
@@ -118,7 +106,9 @@ def _bundled(source: str, name: str | None, recorded: dict[str, Any], binary: Pa
                             compiler="NVRTC (cuda.core.Program)", compiler_version=recorded.get("compiler_version") or "?",
                             flags=tuple(recorded.get("flags") or ()), binary=str(cubin), cache_hit=hit,
                             compile_seconds=seconds, metadata=meta)
-        return _kernel_class(schedule)(op, artifact, dataclasses.replace(rendered, source=source), scalars)
+        from .cores import for_schedule  # the core's own host side (the Hopper kernels build TMA maps)
+
+        return for_schedule(op, schedule).kernel(op, artifact, dataclasses.replace(rendered, source=source), scalars)
 
     return build_bundled
 

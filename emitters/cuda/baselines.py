@@ -49,7 +49,6 @@ def torch_baseline(op: Any, inputs: dict[str, np.ndarray]) -> GpuBaseline:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
-    F = torch.nn.functional
 
     def dev(x: np.ndarray):
         if op.dtype.value == "bf16":
@@ -57,30 +56,48 @@ def torch_baseline(op: Any, inputs: dict[str, np.ndarray]) -> GpuBaseline:
         return torch.from_numpy(np.ascontiguousarray(x)).cuda()
 
     t = {k: dev(v) for k, v in inputs.items()}
-    ver = torch.__version__
-    if op.kind == "gemm":
-        a = t["a"] if op.layout_a == "row" else t["a"].t()
-        b = t["b"] if op.layout_b == "row" else t["b"].t()
+    make = TORCH_BASELINES.get(op.kind)
+    if make is None:
+        return GpuBaseline("torch", None, f"no torch baseline for {op.kind}")
+    name, run = make(op, t, torch)
+    return GpuBaseline(f"torch {torch.__version__} {name}", run)
 
-        math = torch_math()
 
-        def run():
-            return apply_epilogue(op.epilogue, a @ b, t, op.alpha, math)
-        name = f"torch {ver} matmul (cuBLAS{', TF32 off' if op.dtype.value == 'fp32' else ''})"
-    elif op.kind == "conv2d":
-        x, w = t["x"], t["weight"]
-        if op.layout == "nhwc":
-            x, w = x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2)  # channels_last views of the same bytes
+def _tf32_off(op: Any) -> str:
+    return ", TF32 off" if op.dtype.value == "fp32" else ""
 
-        def run():
-            y = F.conv2d(x, w, t.get("bias"), op.stride, op.padding, op.dilation, op.groups)
-            return y.permute(0, 2, 3, 1) if op.layout == "nhwc" else y
-        name = f"torch {ver} conv2d (cuDNN, {op.layout}{', TF32 off' if op.dtype.value == 'fp32' else ''})"
-    else:
-        def run():
-            return torch.softmax(t["x"], dim=1)
-        name = f"torch {ver} softmax"
-    return GpuBaseline(name, run)
+
+def _torch_gemm(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
+    a = t["a"] if op.layout_a == "row" else t["a"].t()
+    b = t["b"] if op.layout_b == "row" else t["b"].t()
+    math = torch_math()
+
+    def run():
+        return apply_epilogue(op.epilogue, a @ b, t, op.alpha, math)
+    return f"matmul (cuBLAS{_tf32_off(op)})", run
+
+
+def _torch_conv2d(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
+    x, w = t["x"], t["weight"]
+    if op.layout == "nhwc":
+        x, w = x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2)  # channels_last views of the same bytes
+    conv = torch.nn.functional.conv2d
+
+    def run():
+        y = conv(x, w, t.get("bias"), op.stride, op.padding, op.dilation, op.groups)
+        return y.permute(0, 2, 3, 1) if op.layout == "nhwc" else y
+    return f"conv2d (cuDNN, {op.layout}{_tf32_off(op)})", run
+
+
+def _torch_softmax(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
+    def run():
+        return torch.softmax(t["x"], dim=1)
+    return "softmax", run
+
+
+# One PyTorch baseline per op kind: (op, device tensors, torch) -> (name, call). Adding an op adds a line.
+TORCH_BASELINES: dict[str, Callable[[Any, dict[str, Any], Any], tuple[str, Callable[[], Any]]]] = {
+    "gemm": _torch_gemm, "conv2d": _torch_conv2d, "softmax": _torch_softmax}
 
 
 def time_torch(run: Callable[[], Any], warmup: int, repeats: int, flush_l2: bool = True) -> Timing:

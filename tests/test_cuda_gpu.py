@@ -76,7 +76,7 @@ def test_tracea_bench_backend_cuda(tmp_path):
     assert row["status"] == "ok" and row["backend"] == "cuda" and row["variant"] == "cuda-simt.gemm"
     assert row["rel_err"] <= 1e-4 and row["baseline"]
     # cuBLAS takes about 0.06 ms here; where its p95 strays from its median the ratio is withheld, and
-    # the row must say why (an H100 gave p95/p50 = 1.65 and 2.14 in two runs, 1.0x in a third)
+    # the row must say why (on an H100 two runs gave p95/p50 = 1.65 and 2.14, a third a stable ratio)
     if row["ratio"] is None:
         assert "unstable" in (row["note"] or ""), row
     else:

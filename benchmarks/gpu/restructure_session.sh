@@ -14,7 +14,6 @@ PY=${PYTHON:-python3}
 . benchmarks/gpu/shim.sh
 {
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
-    git log --oneline -1 2>/dev/null
     timeout 480 $PY -m pytest -q -m gpu -p no:cacheprovider tests/ 2>&1 | tail -40
 } > "$RES/gpu_tests.txt" 2>&1
 tail -c 3000 "$RES/gpu_tests.txt"

@@ -154,6 +154,7 @@ class Backend(Protocol):
         (``BenchResult`` fields); a host backend raises ``UnsupportedError``."""
         ...
 
-    def standard_suite(self) -> list[Any]:
-        """One representative op per operation for ``tracea bench --suite``."""
+    def suites(self, quick: bool = False) -> dict[str, list[Any]]:
+        """The ops ``tracea bench`` measures by suite name (``kernels/workloads.py``: llm-gemm, resnet50,
+        softmax), in the dtypes and sizes this backend's users run; ``quick``: a few rows of each."""
         ...

@@ -29,7 +29,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - the backend protocol, as 
     rendering,
     resolve,
     schedule_from_json,
-    standard_suite,
+    suites,
     validate_schedule,
 )
 

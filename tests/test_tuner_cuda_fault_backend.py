@@ -22,7 +22,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - tests/ is on the path; th
     load_binary,
     present,
     rendering,
-    standard_suite,
+    suites,
     validate_schedule,
 )
 from test_tuner_fault_backend import FaultSchedule as CpuFaultSchedule

@@ -159,7 +159,7 @@ def bench_on_device(kernel: Any, op: Any, inputs: dict[str, Any], ref: Any, tol:
     return _unsupported("device")
 
 
-def standard_suite() -> list[Any]:
+def suites() -> list[Any]:
     return []
 
 

@@ -133,7 +133,8 @@ plan_app = typer.Typer(help="Rank the kernel variants for an operation on this m
 emit_app = typer.Typer(help="Write the generated kernel source, its schedule and metadata.", no_args_is_help=True)
 bench_app = typer.Typer(
     help="Measure a Tracea kernel against the vendor library in the same run. With no operation: this "
-         "machine's standard suite (one representative case per operation on every backend it can run).",
+         "machine's suites (LLM GEMMs, ResNet-50 convolutions, softmax rows) on every backend it can run, "
+         "one table with the geometric mean and the worst row.",
     invoke_without_command=True)
 
 
@@ -146,13 +147,24 @@ def bench_suite(
     seed: Annotated[int | None, checked(SEED, "--seed", help="Random inputs' seed (default: fresh, recorded)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the suite as one JSON object: its rows, the geometric mean, the worst row.")] = False,
     metrics: Annotated[Path | None, typer.Option("--metrics", help="Append every row to FILE (.csv or .jsonl).")] = None,
+    suite: Annotated[str | None, typer.Option("--suite", help="Only this suite: llm-gemm, resnet50 or softmax (--list says more).")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="A few rows of each suite (what CI runs).")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the suites and their case counts, run nothing.")] = False,
 ) -> None:
-    """Without an operation, run this machine's standard suite and print one table."""
+    """Without an operation, run this machine's suites and print one table."""
     if ctx.invoked_subcommand is not None:
         return
-    from .suite import run_suite
+    from .suite import list_suites, run_suite
 
-    run_suite(backend, repeat=repeat, warmup=warmup, seed=seed, json_out=json_out, metrics=metrics)
+    if list_:
+        if suite is not None:
+            from tracea.kernels.workloads import check_suite
+
+            check_suite(suite)
+        list_suites(backend, quick)
+        return
+    run_suite(backend, repeat=repeat, warmup=warmup, seed=seed, json_out=json_out, metrics=metrics, suite=suite,
+              quick=quick)
 
 add_op_commands(plan_app, [BACKEND, PRECISION, JSON, option(
     "input_file", Path | None, None, "--input",

@@ -1,6 +1,7 @@
-"""``tracea bench`` with no operation: this machine's standard suite, one table.
+"""``tracea bench`` with no operation: this machine's suites (kernels/workloads.py: llm-gemm, resnet50,
+softmax), one table; ``--suite NAME`` one of them, ``--quick`` a few rows of each, ``--list`` what there is.
 
-Each backend the machine can run contributes its suite (``standard_suite()`` of the backend package);
+Each backend the machine can run contributes its cases (``suites()`` of the backend module);
 every case is a full ``tracea bench`` (tuned schedule when stored, else the heuristic one; verified on
 fresh random inputs before it is timed; its own run folder). The table ends with the geometric mean of
 the ratios and the worst row; a case whose timing never settled is listed as unstable and left out of
@@ -16,8 +17,27 @@ from typing import Any
 import typer
 
 
+def selected_cases(backends: list[str], suite: str | None, quick: bool) -> list[tuple[str, str, Any]]:
+    """(backend, suite name, op) for every case to run, in suite order per backend."""
+    from tracea.emitters import registry
+
+    return [(b, name, op) for b in backends for name, ops in registry.backend(b).suites(quick).items()
+            if suite is None or name == suite for op in ops]
+
+
+def list_suites(backend: str | None, quick: bool) -> None:
+    from tracea.doctor import probe
+    from tracea.emitters import registry
+    from tracea.kernels.workloads import SUITES, SUMMARY
+
+    backends = [backend] if backend else registry.runnable_backends(probe())
+    for name in SUITES:
+        counts = ", ".join(f"{b} {len(registry.backend(b).suites(quick).get(name, []))}" for b in backends)
+        typer.echo(f"{name:<10} {SUMMARY[name]} ({counts} cases{', --quick' if quick else ''})")
+
+
 def run_suite(backend: str | None, *, repeat: int, warmup: int, seed: int | None, json_out: bool,
-              metrics: Path | None) -> None:
+              metrics: Path | None, suite: str | None = None, quick: bool = False) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -25,60 +45,76 @@ def run_suite(backend: str | None, *, repeat: int, warmup: int, seed: int | None
     from tracea.doctor.errors import TraceaError
     from tracea.emitters import registry
     from tracea.emitters.bench import bench
+    from tracea.kernels.workloads import check_suite
     from tracea.reports.record import RunRecorder
     from tracea.tuner.lookup import tuned_lookup
 
     from .cmd_evidence import command_line
 
+    if suite is not None:
+        check_suite(suite)
     host = probe()
     if backend is not None:
         registry.backend(backend)  # an unknown name fails here
     backends = [backend] if backend else registry.runnable_backends(host)
-    cases = [(b, op) for b in backends for op in registry.backend(b).standard_suite()]
+    cases = selected_cases(backends, suite, quick)
     err = Console(stderr=True)
     if not json_out:
-        err.print(f"standard suite: {len(cases)} cases on {', '.join(backends) or 'no backend'} "
+        err.print(f"{suite or 'every'} suite{' (quick)' if quick else ''}: {len(cases)} cases on "
+                  f"{', '.join(backends) or 'no backend'} "
                   "(each verified on fresh random inputs, then timed beside the vendor library)")
     results = []
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err, transient=True, disable=not err.is_terminal)
     with progress:
         task = progress.add_task("suite", total=len(cases))
-        for b, op in cases:
-            progress.update(task, description=f"{b} {op.kind}")
+        for b, name, op in cases:
+            progress.update(task, description=f"{b} {name} {short_case(op)}")
             with RunRecorder("bench", command_line(), host, metrics=metrics) as rec:
                 result = bench(op, host, backend=b, repeats=repeat, warmup=warmup, seed=seed,
                                build=rec.build_hook(b), tuned=tuned_lookup(host, b))
-                rec.bench_result(result, {"backend": b, "suite": "standard", "repeat": repeat, "warmup": warmup})
-            results.append((b, result))
+                rec.bench_result(result, {"backend": b, "suite": name, "quick": quick, "repeat": repeat,
+                                          "warmup": warmup})
+            results.append((b, name, result))
             progress.advance(task)
-    summary = summarise(results)
+    summary = summarise(results, suite or "all", quick)
     if json_out:
         import json
 
         typer.echo(json.dumps(summary, indent=1))
     else:
         suite_table(results, summary)
-    failed = [r for _, r in results if r.status != "ok"]
+    failed = [r for _, _, r in results if r.status != "ok"]
     if failed:
         raise TraceaError(f"{len(failed)} of {len(results)} suite cases did not pass: "
                           + "; ".join(f"{r.op.kind} {r.status}" for r in failed),
                           "each failed case left a run folder and a crash bundle (tracea pack-repro)")
 
 
-def summarise(results: list[tuple[str, Any]]) -> dict[str, Any]:
-    """The suite as JSON: every row (nested objects), the geometric mean of the stable ratios, the worst."""
+def _geomean(ratios: list[float]) -> float | None:
+    return math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
+
+
+def summarise(results: list[tuple[str, str, Any]], suite: str = "all", quick: bool = False) -> dict[str, Any]:
+    """The suite as JSON: every row (nested objects), the geometric mean of the stable ratios, the worst
+    row and the rows under 0.8x, overall and per suite."""
     from tracea.reports.metrics import bench_row
 
-    rows = [{**bench_row(r).to_json(), "case": short_case(r.op)} for _, r in results]
-    ratios = [(r.ratio, row) for (_, r), row in zip(results, rows, strict=True) if r.ratio]
-    geomean = math.exp(sum(math.log(x) for x, _ in ratios) / len(ratios)) if ratios else None
-    worst = min(ratios, key=lambda t: t[0])[1] if ratios else None
-    return {"schema_version": 1, "suite": "standard", "rows": rows, "geomean_ratio": geomean,
-            "rows_with_ratio": len(ratios), "worst": worst}
+    rows = [{**bench_row(r).to_json(), "case": short_case(r.op), "suite": name} for _, name, r in results]
+    ratios = [(r.ratio, row) for (_, _, r), row in zip(results, rows, strict=True) if r.ratio]
+
+    def stats(pairs: list[tuple[float, dict[str, Any]]]) -> dict[str, Any]:
+        return {"geomean_ratio": _geomean([x for x, _ in pairs]), "rows_with_ratio": len(pairs),
+                "rows_below_0.8": sum(1 for x, _ in pairs if x < 0.8),
+                "worst": min(pairs, key=lambda t: t[0])[1] if pairs else None}
+
+    per_suite = {name: stats([(x, row) for x, row in ratios if row["suite"] == name])
+                 for name in dict.fromkeys(row["suite"] for row in rows)}
+    return {"schema_version": 2, "suite": suite, "quick": quick, "rows": rows, **stats(ratios),
+            "suites": per_suite}
 
 
-def suite_table(results: list[tuple[str, Any]], summary: dict[str, Any]) -> None:
+def suite_table(results: list[tuple[str, str, Any]], summary: dict[str, Any]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -88,10 +124,10 @@ def suite_table(results: list[tuple[str, Any]], summary: dict[str, Any]) -> None
     if not console.is_terminal:
         console.width = 160  # a pipe or a file: the table whole, not folded to 80 columns
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("backend", "case", "variant", "schedule", "tracea ms", "vendor ms", "ratio"):
+    for col in ("backend", "suite", "case", "variant", "schedule", "tracea ms", "vendor ms", "ratio"):
         table.add_column(col, justify="right" if col.endswith("ms") or col == "ratio" else "left", no_wrap=True)
     vendors: list[str] = []
-    for b, r in results:
+    for b, name, r in results:
         t, base = r.tracea, r.baseline
         if r.status != "ok":
             ratio = f"[red]{r.status}[/red]"
@@ -104,22 +140,28 @@ def suite_table(results: list[tuple[str, Any]], summary: dict[str, Any]) -> None
         vendor = (r.baseline_name or "-") if base else f"{r.baseline_name or 'vendor'} unavailable: {r.baseline_reason}"
         if vendor not in vendors:
             vendors.append(vendor)
-        table.add_row(b, escape(short_case(r.op)), r.variant or "-", r.schedule_source or "-",
+        table.add_row(b, name, escape(short_case(r.op)), r.variant or "-", r.schedule_source or "-",
                       f"{t.p50_ms:.3f}" if t else "-",
                       (f"{base.p50_ms:.3f}" if base else "-") + f" [{vendors.index(vendor) + 1}]", ratio)
     console.print(table)
     for i, v in enumerate(vendors, 1):
         console.print(f"[{i}] {escape(v)}", highlight=False)
+    per_suite = summary["suites"]
+    for name, st in (per_suite.items() if len(per_suite) > 1 else []):
+        if st["geomean_ratio"] is not None:
+            console.print(f"{name}: geometric mean {st['geomean_ratio']:.2f}x over {st['rows_with_ratio']} rows, "
+                          f"{st['rows_below_0.8']} below 0.8x")
     g = summary["geomean_ratio"]
     if g is None:
         console.print("no stable ratio in this run")
     else:
         w = summary["worst"]
-        console.print(f"geometric mean {g:.2f}x over {summary['rows_with_ratio']} rows (> 1: Tracea faster); "
+        console.print(f"geometric mean {g:.2f}x over {summary['rows_with_ratio']} rows (> 1: Tracea faster), "
+                      f"{summary['rows_below_0.8']} below 0.8x; "
                       f"worst {w['ratio']:.2f}x: {w['backend']} {escape(short_case(_op_of(w)))}")
-    for n in {r.baseline_note for _, r in results if r.baseline_note}:
+    for n in {r.baseline_note for _, _, r in results if r.baseline_note}:
         console.print(f"[yellow]*[/yellow] {escape(n)}")
-    for _, r in results:
+    for _, _, r in results:
         if r.unstable:
             console.print(f"unstable {escape(short_case(r.op))}: {escape(r.unstable)}")
 

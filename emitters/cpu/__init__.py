@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 from ..schedule import CpuSchedule
 from .build import build, emit, hero_schedule
 from .space import search_space
-from .suite import standard_suite
+from .suite import suites
 from .variants import ALL_VARIANTS, VARIANTS, resolve
 
 if TYPE_CHECKING:
     from .runtime import Artifact, CpuKernel
 
 __all__ = ["VARIANTS", "ALL_VARIANTS", "CpuSchedule", "CpuKernel", "Artifact", "build", "emit", "hero_schedule",
-           "resolve", "standard_suite", "search_space"]
+           "resolve", "suites", "search_space"]
 
 
 def __getattr__(name: str) -> Any:

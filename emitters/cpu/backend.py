@@ -16,7 +16,7 @@ from ..schedule import CpuSchedule
 from .build import build, hero_schedule
 from .build import emit as _emit
 from .space import search_space
-from .suite import standard_suite
+from .suite import suites
 from .variants import VARIANTS, resolve
 
 NAME = "cpu"
@@ -28,7 +28,7 @@ COMPILES_BUNDLED_FLAGS = True  # a bundle's gcc/clang flags: replay screens them
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
-           "standard_suite"]
+           "suites"]
 
 
 def present(host: Any) -> bool:

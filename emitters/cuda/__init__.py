@@ -24,14 +24,14 @@ from .build import (
     validate_schedule,
 )
 from .schedule import CudaSchedule
-from .suite import standard_suite
+from .suite import suites
 from .variants import ALL_VARIANTS, VARIANTS, resolve
 
 if TYPE_CHECKING:
     from .runtime import Artifact, CudaKernel
 
 __all__ = ["VARIANTS", "ALL_VARIANTS", "CudaSchedule", "CudaKernel", "Artifact", "bank_conflict_drop", "build", "emit", "hero_schedule",
-           "resolve", "standard_suite", "schedule_from_json", "search_space", "tuning_features", "validate_schedule"]
+           "resolve", "suites", "schedule_from_json", "search_space", "tuning_features", "validate_schedule"]
 
 
 def bank_conflict_drop(op: Any, variant: Any, schedule: Any) -> str | None:

@@ -1,17 +1,18 @@
-"""The CUDA backend's standard `tracea bench` suite: one representative case per operation in the
-precisions GPU users run (bf16 GEMM, fp16 NHWC convolution, fp16 softmax), each large enough to fill an
-H100 for a fraction of a millisecond or more."""
+"""The CUDA backend's `tracea bench` suites (kernels/workloads.py) in the precisions GPU users run: bf16
+GEMMs, fp16 NHWC convolutions at batch 1 and 32, fp16 softmax. ``quick``: a few rows of each."""
 
 from __future__ import annotations
 
 from typing import Any
 
 
-def standard_suite() -> list[Any]:
-    from tracea.kernels import Conv2d, Gemm, Softmax
+def suites(quick: bool = False) -> dict[str, list[Any]]:
+    from tracea.kernels import workloads as w
 
-    return [
-        Gemm(m=4096, n=4096, k=4096, dtype="bf16"),
-        Conv2d(n=32, c=256, h=56, w=56, k=256, r=3, s=3, padding=1, layout="nhwc", dtype="fp16"),
-        Softmax(rows=8192, cols=8192, dtype="fp16"),
-    ]
+    if quick:
+        return {"llm-gemm": w.llm_gemms("bf16", tokens=(1, 2048), projections=((4096, 4096),)),
+                "resnet50": w.resnet50_convs("fp16", batches=(1,), shapes=(w.RESNET50[0], w.RESNET50[2],
+                                                                             w.RESNET50[3])),
+                "softmax": w.softmax_rows("fp16", attention_cols=(128, 8192), vocabulary=((1, 128256),))}
+    return {"llm-gemm": w.llm_gemms("bf16"), "resnet50": w.resnet50_convs("fp16", batches=(1, 32)),
+            "softmax": w.softmax_rows("fp16")}

@@ -1,0 +1,47 @@
+"""The named suites of `tracea bench` (kernels/workloads.py and each backend's suite.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracea.doctor.errors import BadInputError
+from tracea.emitters import registry
+from tracea.kernels import workloads as w
+
+
+def test_the_llm_suite_is_every_projection_at_every_token_count():
+    ops = w.llm_gemms("bf16")
+    assert len(ops) == len(w.TOKENS) * len(w.PROJECTIONS) == 25
+    assert {(o.m, o.n, o.k) for o in ops} >= {(1, 4096, 4096), (8192, 4096, 14336), (16, 11008, 4096)}
+
+
+def test_resnet50_lists_each_distinct_convolution_once():
+    assert len(w.RESNET50) == len(set(w.RESNET50)) == 23
+    ops = w.resnet50_convs("fp16", batches=(1,))
+    out = {(o.k, o.output_shape()[1]) for o in ops}  # (channels, height) each conv writes
+    # the network's stages: 112 after the stem, then 56, 28, 14, 7 with 256/512/1024/2048 channels out
+    assert {(64, 112), (256, 56), (512, 28), (1024, 14), (2048, 7)} <= out
+    # each stage's input is some conv's output: a stage whose 3x3 reads a size no conv writes is a typo
+    heights = {o.output_shape()[1] for o in ops} | {224}
+    assert {o.h for o in ops} <= heights
+
+
+def test_softmax_rows_cover_attention_and_vocabulary():
+    ops = w.softmax_rows("fp16")
+    assert [o.cols for o in ops[:5]] == list(w.ATTENTION_COLS) and all(o.rows * o.cols == 1 << 24 for o in ops[:5])
+    assert {o.cols for o in ops[5:]} == {32000, 128256}
+
+
+@pytest.mark.parametrize("name", sorted(registry.BACKENDS))
+@pytest.mark.parametrize("quick", [False, True])
+def test_every_backend_offers_every_suite(name, quick):
+    suites = registry.backend(name).suites(quick)
+    assert list(suites) == list(w.SUITES)
+    assert all(suites.values())
+    if quick:  # a few rows: what CI runs
+        assert sum(map(len, suites.values())) <= 12
+
+
+def test_an_unknown_suite_is_bad_input():
+    with pytest.raises(BadInputError, match="llm-gemm, resnet50, softmax"):
+        w.check_suite("resnet")

@@ -32,6 +32,13 @@ def _check(result: Any, what: str) -> Any:
     return None
 
 
+HOLD_SOURCE = r"""extern "C" __global__ void tracea_hold(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}
+"""
+
+
 class _Device:
     """The current GPU's context, one stream, and an L2-sized scratch buffer (process-wide)."""
 
@@ -53,6 +60,7 @@ class _Device:
         self.l2 = int(getattr(self.dev.properties, "l2_cache_size", 0) or 64 << 20)
         self.flush_bytes = 2 * self.l2
         self.flush_ptr = _check(driver.cuMemAlloc(self.flush_bytes), "cuMemAlloc")
+        self._hold: Any = None  # the hold kernel, compiled on first use
 
     @classmethod
     def get(cls) -> _Device:
@@ -65,6 +73,20 @@ class _Device:
     def flush_l2(self) -> None:
         d = self.driver
         _check(d.cuMemsetD8Async(self.flush_ptr, 0, self.flush_bytes, self.stream.handle), "cuMemsetD8Async")
+
+    def hold(self, cycles: int) -> None:
+        """Keep the stream busy for ``cycles`` GPU clocks (one thread spinning on clock64), so the host can
+        queue the start event and the launch behind it before the GPU reaches them: the interval between
+        the events is then the kernel alone, never host time (emitters/cuda/baselines.py, HOLD_CYCLES)."""
+        from cuda.core import LaunchConfig, ObjectCode, launch
+
+        if self._hold is None:
+            from .compiler import compile_cached
+
+            cc = self.dev.compute_capability
+            cubin = compile_cached(HOLD_SOURCE, "tracea_hold", "tracea_hold", f"sm_{cc[0]}{cc[1]}")[0]
+            self._hold = ObjectCode.from_cubin(cubin.read_bytes()).get_kernel("tracea_hold")
+        launch(self.stream, LaunchConfig(grid=1, block=1), self._hold, np.int64(cycles))
 
 
 class DeviceArray:
@@ -207,9 +229,14 @@ class CudaKernel:
         return out
 
     def time(self, inputs: dict[str, np.ndarray], warmup: int = 3, repeats: int = 20,
-             flush_l2: bool = True) -> Timing:
-        """Median and p95 of ``repeats`` launches, each between two CUDA events, L2 flushed before each."""
+             flush_l2: bool = True, hold_cycles: int | None = None) -> Timing:
+        """Median and p95 of ``repeats`` launches, each between two CUDA events, L2 flushed before each and
+        the stream held busy before the start event (as the vendor baseline is: the same conditions)."""
         from cuda.core import EventOptions
+
+        from .baselines import HOLD_CYCLES
+
+        hold = HOLD_CYCLES if hold_cycles is None else hold_cycles
 
         with self._lock:
             self.upload(inputs)
@@ -221,6 +248,8 @@ class CudaKernel:
             for _ in range(repeats):
                 if flush_l2:
                     self._dev.flush_l2()
+                if hold:
+                    self._dev.hold(hold)
                 start = stream.record(options=opts)
                 self.launch()
                 end = stream.record(options=opts)

@@ -43,7 +43,7 @@ from typing import Any
 
 from ...cstyle import CodeWriter
 from ..render import CudaRenderer, Rendered
-from . import scheduler
+from . import conv1x1, scheduler
 from .mainloop import (
     DEVICE_LIB,
     GATHER_LIB,
@@ -76,7 +76,10 @@ def conv_scalars(op: Any) -> dict[str, int]:
 def render(op: Any, sched: WgmmaConvSchedule) -> str:
     """CUDA C++ (no headers; NVRTC ``-arch=sm_90a``) of ``extern "C" tr_wgmma_conv``. Parameters:
     ``(tmB, tmC, const uint16_t* X, uint16_t* C, const uint16_t* bias, int M, N, Cp, H, W, P, Q, R, S,
-    stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, cblk, store_tma)``; X is NHWC with channel stride Cp."""
+    stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, cblk, store_tma)``; X is NHWC with channel stride Cp.
+    A "gemm"-path schedule (1x1 convs) renders the GEMM's kernel instead (``conv1x1``)."""
+    if sched.path == "gemm":
+        return conv1x1.render(op, sched)
     sched.validate(op)
     dtype = op.dtype.value
     r = CudaRenderer()
@@ -130,7 +133,10 @@ def launch_geometry(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> tuple[i
 
 
 def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
-    """The CUDA emitter's ``Rendered`` (source, launch geometry, metadata) for ``op``."""
+    """The CUDA emitter's ``Rendered`` (source, launch geometry, metadata) for ``op``; the GEMM's own for
+    a "gemm"-path schedule (``conv1x1.rendered``)."""
+    if sched.path == "gemm":
+        return conv1x1.rendered(op, sched, sm_count)
     src = render(op, sched)
     grid, threads, smem = launch_geometry(op, sched, sm_count)
     a_lay = operand_layouts(sched.bm, True)[0]
@@ -211,7 +217,10 @@ def run_steps(drv: Any, transpose: Callable[[], Any], steps: list[Any], stream: 
 
 def conv_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any]) -> Any:
     """The CUDA emitter's kernel object for cuda-wgmma.conv2d (``WgmmaConvKernel``; cuda-core is imported
-    only here, so rendering and compiling need no driver)."""
+    only here, so rendering and compiling need no driver); a "gemm"-path schedule's is the GEMM's launch
+    over the conv's buffers (``conv1x1.gemm_view_kernel``)."""
+    if WgmmaConvSchedule.from_json(artifact.schedule).path == "gemm":
+        return conv1x1.gemm_view_kernel(op, artifact, rendered_, scalars)
     import ctypes
     from pathlib import Path
 

@@ -3,7 +3,9 @@ sm_90a hardware can run (wgmma shapes, setmaxnreg's register split, the shared-m
 constants the other parts read (``BK``, ``SWIZZLE``, the element size, the PTX type names).
 
 ``WgmmaSchedule`` is the GEMM's; ``WgmmaConvSchedule`` adds how the implicit-GEMM conv's gathering
-producer publishes a stage. Each has its hero (hand-picked from the H200 runs) and its search space.
+producer publishes a stage, and its ``path``: a 1x1 stride-1 NHWC conv is a plain GEMM (``gemm_view``)
+and runs the GEMM's kernel ("gemm") instead of the gather ("gather"). Each has its hero (hand-picked
+from the H200 runs) and its search space.
 """
 
 from __future__ import annotations
@@ -226,7 +228,33 @@ def keep_valid(out: list, candidates: Iterable[Any], op: Any, smem_optin: int) -
 # ---------------------------------------------------------------------------------- the conv
 
 PUBLISH = ("wait", "noinc")
+PATHS = ("gather", "gemm")
 CONV_PRODUCER_REGS = 96  # the gathering producer holds (n, h0, w0) of up to 16 lines and their addresses
+
+
+def gemm_view_unsupported(op: Any) -> str | None:
+    """Why ``op`` is not a plain GEMM over its own NHWC buffers (None: it is). A 1x1 filter with stride 1
+    and no padding reads pixel m of x for output pixel m, so out[N*H*W, K] = x[N*H*W, C] @ w[K, C]^T:
+    x is A (row-major, rows C apart), the K x 1 x 1 x C filter is a column-major B, the conv's bias the
+    GEMM's (dilation does not move a 1x1 filter's only tap). TMA needs rows of 16 bytes: C, K % 8 == 0."""
+    if getattr(op, "kind", None) != "conv2d":
+        return f"not a conv2d ({getattr(op, 'kind', None)})"
+    checks = ((op.layout == "nhwc", f"layout {op.layout} (NHWC only: x must be [N*H*W, C] row-major)"),
+              ((op.r, op.s) == (1, 1), f"a {op.r}x{op.s} filter (1x1 only)"),
+              (tuple(op.padding) == (0, 0), f"padding {tuple(op.padding)} (0 only)"),
+              (tuple(op.stride) == (1, 1), f"stride {tuple(op.stride)} (1 only: output pixel m reads x's pixel m)"),
+              (op.groups == 1, f"groups {op.groups} (1 only)"),
+              (op.dtype.value in PTX_TYPE, f"dtype {op.dtype.value} (bf16 or fp16)"),
+              (op.c % 8 == 0 and op.k % 8 == 0, f"C = {op.c}, K = {op.k} (TMA rows need multiples of 8)"))
+    return next((why for ok, why in checks if not ok), None)
+
+
+def gemm_view(op: Any) -> Any:
+    """The ``Gemm`` that a 1x1 conv ``op`` is (``gemm_view_unsupported``): same buffers, no copies."""
+    from tracea.kernels import Gemm
+
+    return Gemm(m=op.gemm_m, n=op.k, k=op.c, dtype=op.dtype.value, layout_a="row", layout_b="col",
+                epilogue=("bias",) if op.bias else ())
 
 
 @dataclass(frozen=True)
@@ -236,10 +264,23 @@ class WgmmaConvSchedule(WgmmaSchedule):
     (persistent tile order), ``store``. ``cluster`` is 1 (the gathering producer does not multicast).
     ``publish``: how a gathered stage is handed to the consumers: "wait" (each producer thread waits for
     its copies ``lag`` steps back, fences the proxy, arrives) or "noinc" (``cp.async.mbarrier.arrive.noinc``
-    arrives when the thread's copies land, without blocking it; the consumers fence after the wait)."""
+    arrives when the thread's copies land, without blocking it; the consumers fence after the wait).
+    ``path``: "gather" (the implicit GEMM above) or "gemm": the Hopper GEMM's kernel over ``gemm_view(op)``
+    with these fields as its ``WgmmaSchedule`` (``as_gemm``; clusters allowed, ``publish`` unused)."""
 
     publish: str = "wait"
+    path: str = "gather"
     producer_regs: ClassVar[int] = CONV_PRODUCER_REGS
+
+    @staticmethod
+    def of_gemm(s: WgmmaSchedule) -> WgmmaConvSchedule:
+        """The GEMM schedule ``s`` as the conv's "gemm" path."""
+        return WgmmaConvSchedule(**{f.name: getattr(s, f.name) for f in dataclasses.fields(WgmmaSchedule)},
+                                 path="gemm")
+
+    def as_gemm(self) -> WgmmaSchedule:
+        """The GEMM's schedule with these fields (what the "gemm" path renders and launches)."""
+        return WgmmaSchedule(**{f.name: getattr(self, f.name) for f in dataclasses.fields(WgmmaSchedule)})
 
     @property
     def lag(self) -> int:
@@ -252,10 +293,15 @@ class WgmmaConvSchedule(WgmmaSchedule):
 
     @property
     def name(self) -> str:
-        return "conv_" + super().name + ("_ni" if self.publish == "noinc" else "")
+        return "conv_" + super().name + ("_ni" if self.publish == "noinc" else "") + \
+            ("_gemm" if self.path == "gemm" else "")
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
+        if self.path == "gemm":
+            return self._validate_gemm_path(op, smem_optin)
         super().validate(None, smem_optin)
+        if self.path not in PATHS:
+            raise BadInputError(f"path: expected 'gather' or 'gemm', got {self.path!r}")
         if self.publish not in PUBLISH:
             raise BadInputError(f"publish: expected 'wait' or 'noinc', got {self.publish!r}")
         if self.cluster != 1:
@@ -270,32 +316,56 @@ class WgmmaConvSchedule(WgmmaSchedule):
             if op.groups != 1:
                 raise BadInputError("groups: grouped convolution is not implemented on CUDA")
 
+    def _validate_gemm_path(self, op: Any, smem_optin: int) -> None:
+        """The GEMM's checks on its fields, then: is ``op`` a plain GEMM (``gemm_view_unsupported``)."""
+        self.as_gemm().validate(None, smem_optin)
+        if self.publish != "wait":
+            raise BadInputError("publish: the gemm path loads x by TMA; it has no publish mode (leave 'wait')")
+        if op is not None:
+            if getattr(op, "kind", None) != "conv2d":
+                raise BadInputError(f"cuda-wgmma.conv2d computes conv2d, not {getattr(op, 'kind', None)}")
+            why = gemm_view_unsupported(op)
+            if why is not None:
+                raise BadInputError(f"path: the gemm path runs 1x1 stride-1 unpadded NHWC convs, not {why}",
+                                    "path 'gather'")
+
     def to_json(self) -> dict[str, Any]:
-        return {**super().to_json(), "core": "wgmma", "kernel": "conv2d"}
+        d = {**super().to_json(), "core": "wgmma", "kernel": "conv2d"}
+        if self.path == "gather":  # the JSON of every gather schedule stays as it was before paths
+            del d["path"]
+        return d
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> WgmmaConvSchedule:
         d = dict(d)
         if d.pop("kernel", "conv2d") != "conv2d":
             raise BadInputError("schedule: not a cuda-wgmma conv2d schedule")
-        publish = d.pop("publish", "wait")
-        return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish)
+        publish, path = d.pop("publish", "wait"), d.pop("path", "gather")
+        return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish, path=path)
 
 
 def conv_hero_schedule(op: Any = None) -> WgmmaConvSchedule:
     """Picked from the H200 runs (docs/device-runs/2026-11-23-h200/wgmma_conv/run2): 128 x 256 tiles, 4 stages, 2 cooperative
     consumers, TMA-store epilogue, stages published by ``cp.async.mbarrier.arrive.noinc`` (N32 C256 56x56:
     0.80x cuDNN, against 0.73x waiting on the copies); for K <= 128, 128 x 128 ping-pong with 6 stages
-    (N1 C64 224x224 K128: 0.86x, where 128 x 256 tiles leave half of each tile empty: 0.65x)."""
+    (N1 C64 224x224 K128: 0.86x, where 128 x 256 tiles leave half of each tile empty: 0.65x). A conv that
+    is a plain GEMM (1x1, stride 1, no padding, NHWC) takes the GEMM's hero for ``gemm_view(op)``."""
+    if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: the GEMM's own hero
+        return WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(op)))
     if op is not None and op.k <= 128:
         return WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma")
     return WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, raster="n", store="tma", publish="noinc")
 
 
 def conv_search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> list[WgmmaConvSchedule]:
-    """Every valid schedule over tile, stages, consumers, ping-pong, raster and store (hero first)."""
+    """Every valid schedule over tile, stages, consumers, ping-pong, raster and store (hero first); for a
+    conv that is a plain GEMM, the GEMM's whole space on the "gemm" path first, then the gather's."""
     shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (256, 2, False), (128, 2, True))
     grid = itertools.product(shapes, (64, 128, 192, 256), (3, 4, 5, 6, 8), ("m", "n"), STORES, PUBLISH)
     candidates = (WgmmaConvSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, store=so, publish=pu)
                   for (bm, c, pp), bn, st, ra, so, pu in grid)
-    return keep_valid([conv_hero_schedule(op)], candidates, op, smem_optin)
+    out = [conv_hero_schedule(op)]
+    if op is not None and gemm_view_unsupported(op) is None:
+        gemm_space = search_space(gemm_view(op), smem_optin)
+        out = keep_valid(out, (WgmmaConvSchedule.of_gemm(s) for s in gemm_space), op, smem_optin)
+    return keep_valid(out, candidates, op, smem_optin)

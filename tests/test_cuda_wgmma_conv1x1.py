@@ -1,0 +1,235 @@
+"""1x1 convolutions as a plain GEMM on Hopper (cuda-wgmma.conv2d, path "gemm"), without a GPU: which
+convs take the GEMM path (ResNet-50's stride-1 1x1 convs do; stride-2 downsamples, padded or larger
+filters, NCHW and unaligned channels keep the gather), that the path renders the GEMM core's kernel byte
+for byte, the tensor maps over x, the filter and the output (checked by a NumPy model of the TMA boxes
+that recomputes the conv from them), and NVRTC compiles for sm_90a. The GPU run is
+tests/test_cuda_conv1x1.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracea.doctor.errors import BadInputError
+from tracea.emitters.cuda import tma
+from tracea.emitters.cuda.hopper import conv as WC
+from tracea.emitters.cuda.hopper import conv1x1, gemm
+from tracea.emitters.cuda.hopper.schedule import (
+    BK,
+    WgmmaConvSchedule,
+    WgmmaSchedule,
+    conv_hero_schedule,
+    conv_search_space,
+    gemm_view,
+    gemm_view_unsupported,
+    hero_schedule,
+    search_space,
+)
+from tracea.kernels import Conv2d, Gemm, relative_error, tolerance
+from tracea.kernels.dtypes import to_float64
+
+# ResNet-50's 1x1 convs (torchvision, stride on the 3x3): (C, K, H) at stride 1, and the stride-2 downsamples
+RESNET_1X1 = [(64, 64, 56), (64, 256, 56), (256, 64, 56), (256, 128, 56), (128, 512, 28), (512, 128, 28),
+              (512, 256, 28), (256, 1024, 14), (1024, 256, 14), (1024, 512, 14), (512, 2048, 7), (2048, 512, 7)]
+RESNET_1X1_S2 = [(256, 512, 56), (512, 1024, 28), (1024, 2048, 14)]
+
+
+def one(n=1, c=64, h=56, k=256, dtype="fp16", **kw) -> Conv2d:
+    return Conv2d(n=n, c=c, h=h, w=kw.pop("w", h), k=k, r=1, s=1, layout=kw.pop("layout", "nhwc"), dtype=dtype, **kw)
+
+
+# ------------------------------------------------------------------------------------------ routing
+
+
+@pytest.mark.parametrize("n", [1, 32])
+@pytest.mark.parametrize("c,k,h", RESNET_1X1)
+def test_resnet_stride1_1x1_convs_take_the_gemm_path(c, k, h, n):
+    op = one(n=n, c=c, h=h, k=k, bias=n == 1)
+    assert gemm_view_unsupported(op) is None
+    hero = conv_hero_schedule(op)
+    assert hero.path == "gemm" and hero.as_gemm() == hero_schedule(gemm_view(op))
+    assert gemm_view(op) == Gemm(m=n * h * h, n=k, k=c, dtype="fp16", layout_a="row", layout_b="col",
+                                 epilogue=("bias",) if n == 1 else ())
+
+
+@pytest.mark.parametrize("c,k,h", RESNET_1X1_S2)
+def test_stride2_downsamples_keep_the_gather(c, k, h):
+    op = one(n=32, c=c, h=h, k=k, stride=2)
+    assert "stride" in gemm_view_unsupported(op)
+    assert conv_hero_schedule(op).path == "gather"
+    assert all(s.path == "gather" for s in conv_search_space(op))
+
+
+@pytest.mark.parametrize("op,why", [
+    (one(padding=1), "padding"), (one(layout="nchw"), "layout"), (one(c=60), "C = 60"), (one(k=100), "K = 100"),
+    (Conv2d(1, 64, 56, 56, 64, 3, 3, padding=1, layout="nhwc", dtype="fp16"), "3x3"),
+    (Conv2d(1, 64, 56, 56, 64, 1, 3, padding=(0, 1), layout="nhwc", dtype="fp16"), "1x3"),
+    (one(groups=2), "groups"), (one(dtype="fp32"), "dtype"), (Gemm(64, 64, 64, "fp16"), "conv2d"),
+])
+def test_other_convs_are_not_a_plain_gemm(op, why):
+    assert why in gemm_view_unsupported(op)
+    if op.kind == "conv2d" and op.dtype.value != "fp32" and op.groups == 1:
+        assert conv_hero_schedule(op).path == "gather"
+        with pytest.raises(BadInputError, match="path"):
+            WgmmaConvSchedule.of_gemm(WgmmaSchedule()).validate(op)
+
+
+def test_dilation_does_not_move_a_1x1_filter():
+    op = one(c=64, k=64, dilation=2)
+    assert op.p == op.h and gemm_view_unsupported(op) is None and conv_hero_schedule(op).path == "gemm"
+
+
+def test_gemm_path_schedule_json_validation_and_space():
+    op = one(n=2, c=256, h=56, k=64, bias=True)
+    space = conv_search_space(op)
+    hero = conv_hero_schedule(op)
+    assert space[0] == hero and hero.name.endswith("_gemm") and hero.name.startswith("conv_wgmma_")
+    gemm_part = [s for s in space if s.path == "gemm"]
+    # the GEMM's whole space for the view, clusters and 2-stage rings included, then the gather's
+    assert [s.as_gemm() for s in gemm_part] == search_space(gemm_view(op))
+    assert any(s.cluster == 2 for s in gemm_part) and any(s.path == "gather" for s in space)
+    assert space.index(gemm_part[-1]) < min(i for i, s in enumerate(space) if s.path == "gather")
+    for s in space[:: max(1, len(space) // 11)]:
+        assert WgmmaConvSchedule.from_json(s.to_json()) == s
+        assert ("path" in s.to_json()) == (s.path == "gemm")  # a gather schedule's JSON is as before
+    with pytest.raises(BadInputError, match="publish"):
+        WgmmaConvSchedule(path="gemm", publish="noinc").validate(op)
+    with pytest.raises(BadInputError, match="path"):
+        WgmmaConvSchedule(path="im2col").validate(op)
+    WgmmaConvSchedule(path="gemm", cluster=2, stages=2, bn=128).validate(op)  # the GEMM's limits, not the gather's
+
+
+def test_gemm_path_renders_the_gemm_cores_kernel_byte_for_byte():
+    from pathlib import Path
+
+    from tracea.doctor.snapshot import read_snapshot
+    from tracea.emitters import cuda
+    from tracea.emitters.cuda.arch import target_host, target_of
+    from tracea.emitters.cuda.build import render
+
+    host, _ = read_snapshot(Path(__file__).parent / "fixtures/snapshots/h100_live.json")
+    arch = target_of(target_host(host, "sm_90a"), "sm_90a")
+    for op in (one(n=2, c=256, h=56, k=64, bias=True), one(n=1, c=2048, h=7, k=512, dtype="bf16"),
+               one(n=2, c=128, h=28, k=512)):
+        sched = cuda.hero_schedule(op, "cuda-wgmma.conv2d", host, arch=arch)
+        view = gemm_view(op)
+        r, _ = render(op, sched, arch)
+        g, _ = render(view, cuda.hero_schedule(view, "cuda-wgmma.gemm", host, arch=arch), arch)
+        assert (r.source, r.entry, r.params, r.grid, r.block, r.smem, r.name) == \
+            (g.source, g.entry, g.params, g.grid, g.block, g.smem, g.name)
+        assert r.metadata["conv_as_gemm"]["M"] == op.gemm_m and r.entry == gemm.KERNEL_NAME
+        assert WC.render(op, sched) == r.source
+
+
+# ------------------------------------------------------------------------- tensor maps (NumPy model)
+
+
+def _encoded(monkeypatch, op, sched):
+    """The (dims, byte strides, box) tma.py encodes for x, the filter and the output of the gemm path."""
+    calls = []
+    monkeypatch.setattr(tma, "encode_tiled", lambda ptr, dtype, dims, strides, box: calls.append(
+        {"ptr": ptr, "dtype": dtype, "dims": tuple(dims), "strides": tuple(strides), "box": tuple(box)}) or tma._Map())
+    view, gs = gemm_view(op), sched.as_gemm()
+    tma.operand_maps(view, gs, 0x1000, 0x2000)
+    _, store_tma = tma.output_map(view, gs, 0x3000)
+    return calls, store_tma
+
+
+def _box(flat, dims, strides_elems, box, coords):
+    """A TMA box read: ``box`` elements from ``coords`` (innermost first), zero outside ``dims``."""
+    out = np.zeros(box[::-1])
+    for j in range(box[1]):
+        row = coords[1] + j
+        for i in range(box[0]):
+            col = coords[0] + i
+            if row < dims[1] and col < dims[0]:
+                out[j, i] = flat[row * strides_elems[0] + col]
+    return out
+
+
+@pytest.mark.parametrize("store", ["tma", "direct"])
+def test_tensor_maps_over_the_conv_buffers_compute_the_conv(monkeypatch, store):
+    """Rows of C (72: a k tail) and K (80: a partial bn tile) and M = 49 (one partial 64-row tile): each
+    tile assembled from the encoded boxes over the flat NHWC buffers, k step by k step, then stored
+    through the output map, equals the conv's float64 reference."""
+    op = one(n=1, c=72, h=7, k=80, bias=True)
+    sched = WgmmaConvSchedule(bm=64, bn=64, stages=4, consumers=1, store=store, path="gemm")
+    sched.validate(op)
+    (ma, mb, *mc), store_tma = _encoded(monkeypatch, op, sched)
+    c, k, m = op.c, op.k, op.gemm_m
+    assert (ma["ptr"], ma["dims"], ma["strides"], ma["box"]) == (0x1000, (c, m), (c * 2,), (BK, sched.bm))
+    assert (mb["ptr"], mb["dims"], mb["strides"], mb["box"]) == (0x2000, (c, k), (c * 2,), (BK, sched.bn))
+    assert conv1x1.tma_boxes(op, sched) == {"a": {"dims": (c, m), "box": (BK, 64), "kmajor": True},
+                                            "b": {"dims": (c, k), "box": (BK, 64), "kmajor": True}}
+    if store == "tma":
+        assert store_tma == 1 and mc[0]["dims"] == (k, m) and mc[0]["strides"] == (k * 2,) and mc[0]["box"] == (64, 64)
+    else:
+        assert store_tma == 0 and not mc
+    inputs = op.random_inputs(np.random.default_rng(3))
+    x, w = to_float64(inputs["x"], op.dtype).ravel(), to_float64(inputs["weight"], op.dtype).ravel()
+    bias = to_float64(inputs["bias"], op.dtype)
+    out = np.full(m * k, np.nan)
+    for m0 in range(0, m, sched.bm):
+        for n0 in range(0, k, sched.bn):
+            acc = np.zeros((sched.bm, sched.bn))
+            for k0 in range(0, c, BK):  # the kernel's k loop: ceil(K / 64) boxes, TMA zero-fills the tail
+                a = _box(x, ma["dims"], (ma["strides"][0] // 2,), ma["box"], (k0, m0))
+                b = _box(w, mb["dims"], (mb["strides"][0] // 2,), mb["box"], (k0, n0))
+                acc += a @ b.T  # b is the K-major box: bn lines of 64 channels
+            acc += np.pad(bias, (0, sched.bn))[n0:n0 + sched.bn]
+            for j in range(min(sched.bm, m - m0)):  # the store clips at M and N
+                cols = min(sched.bn, k - n0)
+                out[(m0 + j) * k + n0:(m0 + j) * k + n0 + cols] = acc[j, :cols]
+    ref = op.reference(inputs)
+    assert ref.shape == (1, 7, 7, k) and not np.isnan(out).any()
+    assert relative_error(out.reshape(ref.shape), ref) <= 1e-12 < tolerance(op)
+
+
+def test_cluster_pairs_split_the_filter_box(monkeypatch):
+    op = one(n=2, c=256, h=28, k=512)
+    sched = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, cluster=2, store="tma", path="gemm")
+    (_, mb, mc), _ = _encoded(monkeypatch, op, sched)
+    assert mb["box"] == (BK, 128) and mb["dims"] == (256, 512) and mc["dims"] == (512, op.gemm_m)
+
+
+# ------------------------------------------------------------------------------------------ NVRTC
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    pytest.importorskip("cuda.core")
+    from tracea.emitters.cuda.compiler import find_nvrtc
+
+    find_nvrtc()
+    import os
+
+    os.environ.setdefault("TRACEA_HOME", str(tmp_path_factory.mktemp("home")))
+    from tracea.emitters.cuda.build import compile_kernel
+
+    class NoGpu:
+        nvidia = None
+
+    def run(op: Conv2d, sched: WgmmaConvSchedule):
+        return compile_kernel(op, "cuda-wgmma.conv2d", sched, NoGpu(), "sm_90a")
+
+    return run
+
+
+@pytest.mark.parametrize("op", [one(n=2, c=512, h=28, k=256), one(n=1, c=256, h=56, k=64, dtype="bf16", bias=True),
+                                one(n=1, c=2048, h=7, k=512, bias=True)], ids=lambda o: o.signature[:48])
+def test_gemm_path_heroes_compile_for_sm90a_without_spills(compiled, op):
+    """The three GEMM heroes the ResNet rows get: 128 x 256 TMA store, 128 x 128 (K <= 128), 64 x 64 (M = 49)."""
+    hero = conv_hero_schedule(op)
+    _, r, _, art = compiled(op, hero)
+    res, log = art.metadata["resources"], art.metadata["compile_log"]
+    assert r.entry == "tr_wgmma_gemm" and "sm_90a" in log and "C7508" not in log
+    assert (res["spills"], res["spill_stores"], res["spill_loads"], res["stack_frame"]) == (0, 0, 0, 0), log
+    assert art.schedule["path"] == "gemm" and art.metadata["conv_as_gemm"]["K"] == op.c
+    assert res["regs_per_thread"] * hero.threads <= 65536  # the block launches
+
+
+def test_a_cluster_schedule_of_the_space_compiles(compiled):
+    op = one(n=2, c=128, h=28, k=512, dtype="bf16")
+    sched = next(s for s in conv_search_space(op) if s.path == "gemm" and s.cluster == 2 and s.store == "tma")
+    _, r, _, art = compiled(op, sched)
+    assert "__cluster_dims__(2, 1, 1)" in r.source and art.metadata["resources"]["spills"] == 0

@@ -137,6 +137,9 @@ class CudaSchedule:
             return
         if self.split == 1 or self.split > 1024 or (self.split and self.persist):
             raise BadInputError(f"split: {self.split} blocks per row: 2..1024, without persist (0: one block a row)")
+        if self.split and self.chunks * self.vec > 32:
+            raise BadInputError(f"chunks: {self.chunks} vectors of {self.vec} per thread: a split row holds at most 32 "
+                                "elements a thread (64 registers; chunks = 0 reads the part again)")
         if self.chunks > 16:
             raise BadInputError(f"chunks: {self.chunks} vectors per thread is more than the 16 kept in registers")
         if op is not None:

@@ -3,8 +3,6 @@ the kernel's head (prelude, converters, the (max, sum) fold, the signature)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..cstyle import Param
 from .render import CudaRenderer
 

@@ -137,10 +137,10 @@ class CudaSchedule:
             return
         if self.split == 1 or self.split > 1024 or (self.split and self.persist):
             raise BadInputError(f"split: {self.split} blocks per row: 2..1024, without persist (0: one block a row)")
-        if self.split and self.chunks * self.vec > 32:
-            raise BadInputError(f"chunks: {self.chunks} vectors of {self.vec} per thread: a split row holds at most 32 "
-                                "elements a thread (64 registers; chunks = 0 reads the part again)")
-        if self.chunks > 16:
+        if self.split and (self.chunks * self.vec > 32 or self.chunks > 8):
+            raise BadInputError(f"chunks: {self.chunks} vectors of {self.vec} per thread: a split row holds at most 8 "
+                                "vectors and 32 elements a thread (64 registers; chunks = 0 reads the part again)")
+        if self.chunks > 16 and not self.split:
             raise BadInputError(f"chunks: {self.chunks} vectors per thread is more than the 16 kept in registers")
         if op is not None:
             item = op.dtype.itemsize
@@ -150,10 +150,10 @@ class CudaSchedule:
                 raise BadInputError(f"core: softmax computes softmax, not {getattr(op, 'kind', op)}")
             if op.cols % self.vec:
                 raise BadInputError(f"vec: rows of {op.cols} elements do not split into {self.vec}-element vectors")
-            blocks = max(1, self.split)
-            if self.chunks and self.threads * self.vec * self.chunks * blocks < op.cols:
-                raise BadInputError(f"chunks: {blocks} x {self.threads} threads x {self.vec} x {self.chunks} hold "
-                                    f"fewer than the {op.cols} elements of a row (chunks = 0 streams the row twice)")
+            per = -(-(op.cols // self.vec) // max(1, self.split)) * self.vec  # elements of a block's part
+            if self.chunks and self.threads * self.vec * self.chunks < per:
+                raise BadInputError(f"chunks: {self.threads} threads x {self.vec} x {self.chunks} hold fewer than "
+                                    f"the {per} elements of a block's row (chunks = 0 streams the row twice)")
 
     def _validate_lanes(self, op: Any) -> None:
         """Rows per block: a power-of-two group of lanes per row, the row in registers, no block barrier."""

@@ -51,7 +51,7 @@ def rows_schedule(op: Any, vec: int, sms: int, lanes: int = 0, threads: int = 0)
 
 def split_schedule(op: Any, vec: int, sms: int, threads: int = SPLIT_THREADS, split: int = 0) -> CudaSchedule | None:
     """A row over ``split`` blocks (given, or as many as make a block a SM, but at least 4 vectors a thread
-    each); the part held in registers when it fits 32 elements a thread. None: one block a row, or more
+    each); the part held in registers when it fits 8 vectors and 32 elements a thread. None: one block a row, or more
     blocks than the GPU surely holds at once (``resident`` a SM). The hero's one block a SM leaves a
     margin of 2 for a GPU with fewer SMs than its host report says."""
     from .softmax_split import resident
@@ -61,8 +61,10 @@ def split_schedule(op: Any, vec: int, sms: int, threads: int = SPLIT_THREADS, sp
         split = min(sms // op.rows, -(-op.cols // (threads * vec * 4)))
     if split < 2 or split > cap:
         return None
-    chunks = -(-(-(-op.cols // vec) // split) // threads)
-    return CudaSchedule("softmax", threads=threads, vec=vec, chunks=chunks if chunks * vec <= 32 else 0, split=split)
+    per = -(-(op.cols // vec) // split)  # vectors a part, as the kernel divides the row
+    chunks = -(-per // threads)
+    return CudaSchedule("softmax", threads=threads, vec=vec, chunks=chunks if chunks * vec <= 32 and chunks <= 8 else 0,
+                        split=split)
 
 
 def hero_schedule(op: Any, host: Any) -> CudaSchedule:

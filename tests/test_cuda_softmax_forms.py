@@ -93,37 +93,42 @@ def fold(m: float, s: float, m2: float, s2: float) -> tuple[float, float]:
     return mx, (0.0 if m == -math.inf else s * math.exp(m - mx)) + (0.0 if m2 == -math.inf else s2 * math.exp(m2 - mx))
 
 
+def _group_reduce(vals: dict[int, float], lanes: int, op) -> dict[int, float]:
+    """xor shuffles over offsets below ``lanes``, as the kernel's: each stays inside its lane group."""
+    o = lanes // 2
+    while o:
+        assert all((t ^ o) // lanes == t // lanes for t in vals)
+        vals = {t: op(vals[t], vals[t ^ o]) for t in vals}
+        o //= 2
+    return vals
+
+
 def model_rows(x: np.ndarray, s: CudaSchedule) -> np.ndarray:
     """The rows form's index math: block b, thread t -> row b * (threads / lanes) + t / lanes, vectors
-    j * lanes + lane; each lane group merged by xor shuffles over offsets below ``lanes``."""
+    j * lanes + lane; the group's max, then its sum of exponentials, each over the lane group."""
     rows, cols = x.shape
     nv, rpb = cols // s.vec, s.threads // s.lanes
     y = np.full_like(x, np.nan)
     writes = np.zeros(x.shape, int)
     for b in range(-(-rows // rpb)):
-        pairs, held = {}, {}
+        held = {}
         for t in range(s.threads):
             row, lane = b * rpb + t // s.lanes, t % s.lanes
-            m, sm = -math.inf, 0.0
             for j in range(s.chunks):
                 i = j * s.lanes + lane
-                f = x[row, i * s.vec:(i + 1) * s.vec] if row < rows and i < nv else np.full(s.vec, -np.inf)
-                held[t, j] = f
-                if f.max() != -math.inf:
-                    m, sm = fold(m, sm, f.max(), float(np.exp(f - f.max()).sum()))
-            pairs[t] = (m, sm)
-        o = s.lanes // 2
-        while o:
-            assert all((t ^ o) // s.lanes == t // s.lanes for t in range(s.threads))  # inside the group
-            pairs = {t: fold(*pairs[t], *pairs[t ^ o]) for t in pairs}
-            o //= 2
+                held[t, j] = x[row, i * s.vec:(i + 1) * s.vec] if row < rows and i < nv else np.full(s.vec, -np.inf)
+        mx = _group_reduce({t: max(held[t, j].max() for j in range(s.chunks)) for t in range(s.threads)},
+                           s.lanes, max)
+        with np.errstate(invalid="ignore"):  # rows past the end: -inf - -inf, never stored
+            ex = {(t, j): np.exp(held[t, j] - mx[t]) for t in range(s.threads) for j in range(s.chunks)}
+        sums = _group_reduce({t: sum(float(ex[t, j].sum()) for j in range(s.chunks)) for t in range(s.threads)},
+                             s.lanes, lambda a, b: a + b)
         for t in range(s.threads):
             row, lane = b * rpb + t // s.lanes, t % s.lanes
-            m, sm = pairs[t]
             for j in range(s.chunks):
                 i = j * s.lanes + lane
                 if row < rows and i < nv:
-                    y[row, i * s.vec:(i + 1) * s.vec] = np.exp(held[t, j] - m) / sm
+                    y[row, i * s.vec:(i + 1) * s.vec] = ex[t, j] / sums[t]
                     writes[row, i * s.vec:(i + 1) * s.vec] += 1
     assert (writes == 1).all()
     return y

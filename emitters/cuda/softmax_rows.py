@@ -2,10 +2,11 @@
 
 A block of ``threads`` serves ``threads / lanes`` consecutive rows. Lane ``l`` of a row's group holds the
 vectors ``j * lanes + l`` (``j < chunks``) in registers, so each load instruction of a warp covers whole
-16-byte pieces of its rows, and the group merges its (max, sum) pairs with ``__shfl_xor_sync`` over
-offsets below ``lanes`` (they stay inside the group): no shared memory and no block barrier. Rows past the
-end (the last block) compute on -inf and store nothing, so every lane reaches every shuffle.
-Each element is read once and written once.
+16-byte pieces of its rows. With the whole row in registers the form reduces twice instead of folding
+(max, sum) pairs: the group's max, then the exponentials (kept in place: one ``__expf`` an element) and
+their sum, each with ``__shfl_xor_sync`` over offsets below ``lanes`` (they stay inside the group): no
+shared memory and no block barrier. Rows past the end (the last block) compute on -inf and store
+nothing, so every lane reaches every shuffle. Each element is read once and written once.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ def grid_rows(op: Any, schedule: Any) -> int:
     return -(-op.rows // rows_per_block(schedule))
 
 
+def _group(lanes: int, step: str) -> list[str]:
+    """A reduction over the row's lane group: xor offsets below ``lanes`` stay inside it."""
+    if lanes == 1:
+        return []
+    return [f"    #pragma unroll\n    for (int o = {lanes // 2}; o > 0; o >>= 1) {step}"]
+
+
 def render_rows(op: Any, s: Any, arch: Any, r: CudaRenderer) -> Rendered:
     dtype = op.dtype.value
     key = "fp32" if dtype == "fp32" else "h"
@@ -42,32 +50,30 @@ def render_rows(op: Any, s: Any, arch: Any, r: CudaRenderer) -> Rendered:
            f"    {vtype}* yr = ({vtype}*)(Y + base);",
            f"    const int nv = live ? cols / {vec} : 0;  /* cols is a multiple of vec */",
            f"    float xs[{chunks}][{vec}];",
-           "    float m = TR_NEG_INF, s = 0.0f;",
+           "    float m = TR_NEG_INF;",
            f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{",
            f"        const int i = j * {lanes} + lane;",
            f"        float f[{vec}];",
            f"        if (i < nv) {{ const {vtype} v = __ldcs(xr + i); {unpack} }}",
            f"        else {{\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) f[e] = TR_NEG_INF;\n        }}",
-           f"        float cm = f[0];\n        #pragma unroll\n        for (int e = 1; e < {vec}; ++e) cm = fmaxf(cm, f[e]);",
-           f"        float cs = 0.0f;\n        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) {{ xs[j][e] = f[e]; "
-           "cs += (f[e] == TR_NEG_INF) ? 0.0f : __expf(f[e] - cm); }",
-           "        if (cm != TR_NEG_INF) tr_fold(m, s, cm, cs);",
-           "    }"]
-    if lanes > 1:
-        src += [f"    #pragma unroll\n    for (int o = {lanes // 2}; o > 0; o >>= 1) {{  /* inside the row's lane group */",
-                "        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);",
-                "        tr_fold(m, s, m2, s2);",
-                "    }"]
-    src += ["    const float inv = __frcp_rn(s);",
-            f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{",
-            f"        const int i = j * {lanes} + lane;",
-            "        if (i < nv) {",
-            f"            float f[{vec}];\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) "
-            "f[e] = __expf(xs[j][e] - m) * inv;",
-            f"            {vtype} v; {pack}\n            __stcs(yr + i, v);",
-            "        }",
-            "    }",
-            "}"]
+           f"        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) {{ xs[j][e] = f[e]; m = fmaxf(m, f[e]); }}",
+           "    }",
+           *_group(lanes, "m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));"),
+           "    float s = 0.0f;  /* the row's exponentials stay in registers: one __expf an element */",
+           f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{",
+           f"        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) {{ xs[j][e] = __expf(xs[j][e] - m); s += xs[j][e]; }}",
+           "    }",
+           *_group(lanes, "s += __shfl_xor_sync(0xffffffffu, s, o);"),
+           "    const float inv = __frcp_rn(s);",
+           f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{",
+           f"        const int i = j * {lanes} + lane;",
+           "        if (i < nv) {",
+           f"            float f[{vec}];\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) "
+           "f[e] = xs[j][e] * inv;",
+           f"            {vtype} v; {pack}\n            __stcs(yr + i, v);",
+           "        }",
+           "    }",
+           "}"]
     grid = grid_rows(op, s)
     meta = {"name": name, "tile": {"rows_per_block": rpb, "lanes": lanes, "threads": threads, "vec": vec,
                                    "chunks": chunks},

@@ -47,6 +47,8 @@ def test_hero_picks_the_form_by_shape(dtype):
     for cols in (32000, 50257, 65536, 128256, 256000, 10**6):
         for rows in (1, 7, 64):
             s = hero_schedule(Softmax(rows, cols, dtype), host)
+            assert s.split >= 2 and rows * s.split <= 2 * 132, (rows, cols, s)  # two 512-thread blocks a SM
+            s = hero_schedule(Softmax(rows, cols, dtype), NoGpu())  # SMs assumed: one block a SM
             assert s.split >= 2 and rows * s.split <= 132, (rows, cols, s)
     # many long rows keep the block-per-row form (8192 x 8192 measured at 1.58x torch)
     assert hero_schedule(Softmax(8192, 8192, dtype), host) == CudaSchedule(

@@ -24,9 +24,11 @@ SHORT = 1024  # rows up to this many elements: several rows per block (softmax_r
 SPLIT_THREADS = 512  # the split form's block (softmax_split.py), two resident per SM
 
 
-def _sms(host: Any) -> int:
+def _sms(host: Any) -> tuple[int, bool]:
+    """The host GPU's SM count, and whether the report gave it (else an H100's 132 is assumed)."""
     gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
-    return int(getattr(gpus[0], "sm_count", 0) or 132) if gpus else 132
+    n = int(getattr(gpus[0], "sm_count", 0) or 0) if gpus else 0
+    return (n, True) if n else (132, False)
 
 
 def _vec(op: Any) -> int:
@@ -49,16 +51,17 @@ def rows_schedule(op: Any, vec: int, sms: int, lanes: int = 0, threads: int = 0)
     return CudaSchedule("softmax", threads=threads, vec=vec, chunks=-(-nv // lanes), lanes=lanes)
 
 
-def split_schedule(op: Any, vec: int, sms: int, threads: int = SPLIT_THREADS, split: int = 0) -> CudaSchedule | None:
-    """A row over ``split`` blocks (given, or as many as make a block a SM, but at least 4 vectors a thread
-    each); the part held in registers when it fits 8 vectors and 32 elements a thread. None: one block a row, or more
-    blocks than the GPU surely holds at once (``resident`` a SM). The hero's one block a SM leaves a
-    margin of 2 for a GPU with fewer SMs than its host report says."""
+def split_schedule(op: Any, vec: int, sms: int, threads: int = SPLIT_THREADS, split: int = 0,
+                   known: bool = True) -> CudaSchedule | None:
+    """A row over ``split`` blocks: given, or as many as the GPU holds at once (``resident`` a SM; one a SM
+    where the SM count is assumed, a margin for a smaller GPU) but at least 4 vectors a thread each. The
+    part is held in registers when it fits 8 vectors and 32 elements a thread. None: one block a row, or
+    more blocks than the GPU surely holds at once."""
     from .softmax_split import resident
 
     cap = sms * resident(threads) // op.rows
     if not split:
-        split = min(sms // op.rows, -(-op.cols // (threads * vec * 4)))
+        split = min(cap if known else sms // op.rows, -(-op.cols // (threads * vec * 4)))
     if split < 2 or split > cap:
         return None
     per = -(-(op.cols // vec) // split)  # vectors a part, as the kernel divides the row
@@ -72,11 +75,11 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
     blocks. Otherwise a block per row: 16-byte vectors where the row allows, rows held in registers when
     they fit."""
     vec = _vec(op)
-    sms = _sms(host)
+    sms, known = _sms(host)
     if op.cols <= SHORT:
         return rows_schedule(op, vec, sms)
     if op.rows < sms:
-        split = split_schedule(op, vec, sms)
+        split = split_schedule(op, vec, sms, known=known)
         if split is not None:
             return split
     if vec == 1:  # scalar rows: about 4 elements a thread (more spilled in measured compiles)
@@ -93,7 +96,7 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
     """128..1024 threads at the hero's vector width, two-pass or in registers, persistent grids; rows per
-    block (1..32 lanes a row, 32..256 threads) for rows up to 4096 elements; split rows (2.. blocks a row,
+    block (1..32 lanes a row, 32..256 threads) for rows up to 1024 elements; split rows (2.. blocks a row,
     256..1024 threads) for fewer rows than the GPU holds blocks."""
     cands: list[CudaSchedule] = []
     for threads in (128, 256, 512, 1024):

@@ -152,7 +152,10 @@ class SplitKernel(CudaKernel):
         if fit is not None and grid > fit:
             raise LaunchError(f"the split softmax needs its {grid} blocks resident at once; this GPU holds {fit}",
                               "a smaller split (the hero schedule sizes it from this GPU's SM count)")
-        self._config = LaunchConfig(grid=rendered.grid, block=rendered.block, shmem_size=0, is_cooperative=True)
+        try:
+            self._config = LaunchConfig(grid=rendered.grid, block=rendered.block, shmem_size=0, is_cooperative=True)
+        except TypeError:  # a cuda-core before cooperative launches: the occupancy check above stands alone
+            pass
         rows = op.rows
         self._ws = self._buffer("ws", 8 * rows * max(1, grid // rows))
         self._sem = self._buffer("sem", 8 * rows)

@@ -124,7 +124,8 @@ CORES: tuple[Core, ...] = (
     Core("simt", "cuda-simt", ("gemm", "conv2d"), CudaSchedule.from_json, lazy(".simt", "hero_schedule"),
          lazy(".simt", "search_space"), tiled_check("simt"), lazy(".simt", "render"), cuda_kernel, tiled_features),
     Core("softmax", "cuda-simt", ("softmax",), CudaSchedule.from_json, lazy(".softmax", "hero_schedule"),
-         lazy(".softmax", "search_space"), tiled_check("softmax"), lazy(".softmax", "render"), cuda_kernel),
+         lazy(".softmax", "search_space"), tiled_check("softmax"), lazy(".softmax", "render"),
+         lazy(".softmax_split", "split_kernel")),
     *HOPPER,
 )
 

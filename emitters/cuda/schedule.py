@@ -11,6 +11,10 @@
   4 x 4 for 16-byte shared-memory reads), a double-buffered shared stage (``stages`` = 2).
 - ``softmax``: ``threads`` per block, ``vec`` elements per vector access, ``chunks`` vectors held in
   registers by each thread (the single-pass form; 0 = stream the row twice with an online max/sum).
+  ``lanes`` > 0: several rows per block, ``lanes`` (1..32, a power of two) threads per row, the row held in
+  registers and reduced by warp shuffles alone (short rows). ``split`` > 1: a row split over that many
+  blocks, which merge their (max, sum) through a workspace in one cooperative launch (few long rows).
+  Both default to 0 (the block-per-row form) and are then left out of the JSON and the name.
 
 ``epilogue`` (mma): "smem" passes C through an fp32 tile in shared memory so that each thread stores
 16 bytes and a warp whole rows (``plan.CStage``; GEMM and NHWC conv, not the persistent grid, which
@@ -59,6 +63,8 @@ class CudaSchedule:
     chunks: int = 0
     persist: int = 0  # 0: one block per row (softmax) or tile (mma); n > 0: a grid of n blocks per SM walking them
     epilogue: str = "smem"  # mma: "smem" stages C through shared memory (16-byte stores), "direct" from fragments
+    lanes: int = 0  # softmax: threads per row, several rows per block (0: a block per row)
+    split: int = 0  # softmax: blocks per row (0: one)
 
     # ------------------------------------------------------------------ derived
 
@@ -75,7 +81,8 @@ class CudaSchedule:
     @property
     def name(self) -> str:
         if self.core == "softmax":
-            return f"sm_t{self.threads}_v{self.vec}_c{self.chunks}" + (f"_p{self.persist}" if self.persist else "")
+            return (f"sm_t{self.threads}_v{self.vec}_c{self.chunks}" + (f"_p{self.persist}" if self.persist else "")
+                    + (f"_l{self.lanes}" if self.lanes else "") + (f"_s{self.split}" if self.split else ""))
         tag = f"{self.core}_{self.bm}x{self.bn}x{self.bk}_w{self.wm}x{self.wn}_s{self.stages}_r{self.raster}"
         if self.swizzle != "auto":
             tag += "_" + "".join(ch for ch in self.swizzle if ch.isalnum())
@@ -95,7 +102,7 @@ class CudaSchedule:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
-        for name in ("threads", "chunks", "persist"):
+        for name in ("threads", "chunks", "persist", "lanes", "split"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise BadInputError(f"{name}: expected a non-negative integer, got {v!r}")
@@ -103,6 +110,8 @@ class CudaSchedule:
             raise BadInputError(f"hoist: expected one of {', '.join(HOIST)}, got {self.hoist!r}")
         if self.epilogue not in EPILOGUES:
             raise BadInputError(f"epilogue: expected one of {', '.join(EPILOGUES)}, got {self.epilogue!r}")
+        if (self.lanes or self.split) and self.core != "softmax":
+            raise BadInputError("lanes: rows per block and split rows are softmax forms")
         if self.core == "softmax":
             self._validate_softmax(op)
         else:
@@ -123,7 +132,15 @@ class CudaSchedule:
         if self.persist and (self.core != "softmax" or not self.chunks or self.persist > 8):
             raise BadInputError(f"persist: {self.persist} blocks per SM streaming rows needs the single-pass softmax "
                                 "(chunks > 0) and at most 8")
-        if self.chunks > 16:
+        if self.lanes:
+            self._validate_lanes(op)
+            return
+        if self.split == 1 or self.split > 1024 or (self.split and self.persist):
+            raise BadInputError(f"split: {self.split} blocks per row: 2..1024, without persist (0: one block a row)")
+        if self.split and (self.chunks * self.vec > 32 or self.chunks > 8):
+            raise BadInputError(f"chunks: {self.chunks} vectors of {self.vec} per thread: a split row holds at most 8 "
+                                "vectors and 32 elements a thread (64 registers; chunks = 0 reads the part again)")
+        if self.chunks > 16 and not self.split:
             raise BadInputError(f"chunks: {self.chunks} vectors per thread is more than the 16 kept in registers")
         if op is not None:
             item = op.dtype.itemsize
@@ -133,9 +150,29 @@ class CudaSchedule:
                 raise BadInputError(f"core: softmax computes softmax, not {getattr(op, 'kind', op)}")
             if op.cols % self.vec:
                 raise BadInputError(f"vec: rows of {op.cols} elements do not split into {self.vec}-element vectors")
-            if self.chunks and self.threads * self.vec * self.chunks < op.cols:
+            per = -(-(op.cols // self.vec) // max(1, self.split)) * self.vec  # elements of a block's part
+            if self.chunks and self.threads * self.vec * self.chunks < per:
                 raise BadInputError(f"chunks: {self.threads} threads x {self.vec} x {self.chunks} hold fewer than "
-                                    f"the {op.cols} elements of a row (chunks = 0 streams the row twice)")
+                                    f"the {per} elements of a block's row (chunks = 0 streams the row twice)")
+
+    def _validate_lanes(self, op: Any) -> None:
+        """Rows per block: a power-of-two group of lanes per row, the row in registers, no block barrier."""
+        if self.lanes not in (1, 2, 4, 8, 16, 32) or self.split or self.persist:
+            raise BadInputError(f"lanes: {self.lanes} threads per row is not a power of two up to 32 (a warp), "
+                                "or is combined with split or persist")
+        if not 1 <= self.chunks or self.chunks * self.vec > 32:
+            raise BadInputError(f"chunks: {self.chunks} vectors of {self.vec} per lane: the rows-per-block form "
+                                "holds 1..32 elements a lane in registers")
+        if op is not None:
+            if self.vec * op.dtype.itemsize > 16:
+                raise BadInputError(f"vec: {self.vec} x {op.dtype.itemsize} B is wider than a 16-byte access")
+            if getattr(op, "kind", None) != "softmax":
+                raise BadInputError(f"core: softmax computes softmax, not {getattr(op, 'kind', op)}")
+            if op.cols % self.vec:
+                raise BadInputError(f"vec: rows of {op.cols} elements do not split into {self.vec}-element vectors")
+            if self.lanes * self.vec * self.chunks < op.cols:
+                raise BadInputError(f"chunks: {self.lanes} lanes x {self.vec} x {self.chunks} hold fewer than the "
+                                    f"{op.cols} elements of a row")
 
     def _validate_tiles(self, op: Any) -> None:
         if self.bm % self.wm or self.bn % self.wn:
@@ -195,6 +232,9 @@ class CudaSchedule:
         # under tests/fixtures/spaces, keyed by their JSON) keep their keys; they then name the staged form
         if d["epilogue"] == "smem":
             del d["epilogue"]
+        for name in ("lanes", "split"):  # likewise (softmax forms added later)
+            if not d[name]:
+                del d[name]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", **d}
 
     @staticmethod

@@ -1,50 +1,87 @@
-"""Row softmax in one kernel: one block per row, vectorised loads (16 bytes a lane where the row length
-allows), and an online max and sum: each thread folds its elements into a running (max, sum) pair, the
-block merges the pairs (m, s) (+) (m', s') = (max, s e^(m - max) + s' e^(m' - max)), then every element is
-written as e^(x - max) / sum.
+"""Row softmax, the ``softmax`` core: three forms of one kernel, chosen by the schedule.
 
-When the row fits in the block's registers (``chunks`` vectors a thread, ``threads * vec * chunks >=
-cols``) the kernel reads each element once and writes it once; otherwise (``chunks = 0``) it streams
-the row twice (reads 2x, writes 1x).
+- A block per row (here): vectorised loads (16 bytes a lane where the row length allows), and an online
+  max and sum: each thread folds its elements into a running (max, sum) pair, the block merges the pairs
+  (m, s) (+) (m', s') = (max, s e^(m - max) + s' e^(m' - max)), then every element is written as
+  e^(x - max) / sum. When the row fits in the block's registers (``chunks`` vectors a thread,
+  ``threads * vec * chunks >= cols``) the kernel reads each element once and writes it once; otherwise
+  (``chunks = 0``) it streams the row twice (reads 2x, writes 1x).
+- Several rows per block, ``lanes`` threads a row, warp shuffles only (``softmax_rows.py``): short rows.
+- A row split over ``split`` blocks (``softmax_split.py``): few long rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from ..cstyle import Param
 from .render import CudaRenderer, Rendered
 from .schedule import CudaSchedule
+from .softmax_parts import LOADS, STORES
+from .softmax_parts import header as _header
 
-LOADS = {  # (storage, vec) -> (C type of one vector access, code unpacking it into float f[vec])
-    ("fp32", 1): ("float", "f[0] = v;"),
-    ("fp32", 2): ("float2", "f[0] = v.x; f[1] = v.y;"),
-    ("fp32", 4): ("float4", "f[0] = v.x; f[1] = v.y; f[2] = v.z; f[3] = v.w;"),
-    ("h", 1): ("uint16_t", "f[0] = CVT(v);"),
-    ("h", 2): ("uint32_t", "f[0] = CVT((uint16_t)v); f[1] = CVT((uint16_t)(v >> 16));"),
-    ("h", 4): ("uint2", "f[0] = CVT((uint16_t)v.x); f[1] = CVT((uint16_t)(v.x >> 16)); "
-                        "f[2] = CVT((uint16_t)v.y); f[3] = CVT((uint16_t)(v.y >> 16));"),
-    ("h", 8): ("uint4", "f[0] = CVT((uint16_t)v.x); f[1] = CVT((uint16_t)(v.x >> 16)); "
-                        "f[2] = CVT((uint16_t)v.y); f[3] = CVT((uint16_t)(v.y >> 16)); "
-                        "f[4] = CVT((uint16_t)v.z); f[5] = CVT((uint16_t)(v.z >> 16)); "
-                        "f[6] = CVT((uint16_t)v.w); f[7] = CVT((uint16_t)(v.w >> 16));"),
-}
-STORES = {
-    ("fp32", 1): "v = f[0];",
-    ("fp32", 2): "v = make_float2(f[0], f[1]);",
-    ("fp32", 4): "v = make_float4(f[0], f[1], f[2], f[3]);",
-    ("h", 1): "v = BACK(f[0]);",
-    ("h", 2): "v = P2(f[0], f[1]);",
-    ("h", 4): "v = make_uint2(P2(f[0], f[1]), P2(f[2], f[3]));",
-    ("h", 8): "v = make_uint4(P2(f[0], f[1]), P2(f[2], f[3]), P2(f[4], f[5]), P2(f[6], f[7]));",
-}
+SHORT = 1024  # rows up to this many elements: several rows per block (softmax_rows.py)
+SPLIT_THREADS = 512  # the split form's block (softmax_split.py), two resident per SM
+
+
+def _sms(host: Any) -> tuple[int, bool]:
+    """The host GPU's SM count, and whether the report gave it (else an H100's 132 is assumed)."""
+    gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
+    n = int(getattr(gpus[0], "sm_count", 0) or 0) if gpus else 0
+    return (n, True) if n else (132, False)
+
+
+def _vec(op: Any) -> int:
+    vec = 16 // op.dtype.itemsize
+    return 1 if op.cols % vec else vec
+
+
+def rows_schedule(op: Any, vec: int, sms: int, lanes: int = 0, threads: int = 0) -> CudaSchedule:
+    """Rows per block: about 4 vectors a lane (``lanes`` = the row's vectors / 4, a power of two up to a
+    warp), 128-thread blocks, smaller ones while the grid would leave SMs idle."""
+    nv = op.cols // vec
+    if not lanes:
+        lanes = 1
+        while lanes < 32 and lanes * 4 < nv:
+            lanes *= 2
+    if not threads:
+        threads = 128
+        while threads > 32 and -(-op.rows * lanes // threads) < sms:
+            threads //= 2
+    return CudaSchedule("softmax", threads=threads, vec=vec, chunks=-(-nv // lanes), lanes=lanes)
+
+
+def split_schedule(op: Any, vec: int, sms: int, threads: int = SPLIT_THREADS, split: int = 0,
+                   known: bool = True) -> CudaSchedule | None:
+    """A row over ``split`` blocks: given, or as many as the GPU holds at once (``resident`` a SM; one a SM
+    where the SM count is assumed, a margin for a smaller GPU) but at least 4 vectors a thread each. The
+    part is held in registers when it fits 8 vectors and 32 elements a thread. None: one block a row, or
+    more blocks than the GPU surely holds at once."""
+    from .softmax_split import resident
+
+    cap = sms * resident(threads) // op.rows
+    if not split:
+        split = min(cap if known else sms // op.rows, -(-op.cols // (threads * vec * 4)))
+    if split < 2 or split > cap:
+        return None
+    per = -(-(op.cols // vec) // split)  # vectors a part, as the kernel divides the row
+    chunks = -(-per // threads)
+    return CudaSchedule("softmax", threads=threads, vec=vec, chunks=chunks if chunks * vec <= 32 and chunks <= 8 else 0,
+                        split=split)
 
 
 def hero_schedule(op: Any, host: Any) -> CudaSchedule:
-    """16-byte vectors where the row allows, rows held in registers when they fit."""
-    vec = 16 // op.dtype.itemsize
-    if op.cols % vec:
-        vec = 1
+    """Short rows (up to 1024): several rows per block. Few long rows (fewer than SMs): a row split over
+    blocks. Otherwise a block per row: 16-byte vectors where the row allows, rows held in registers when
+    they fit."""
+    vec = _vec(op)
+    sms, known = _sms(host)
+    if op.cols <= SHORT:
+        return rows_schedule(op, vec, sms)
+    if op.rows < sms:
+        split = split_schedule(op, vec, sms, known=known)
+        if split is not None:
+            return split
     if vec == 1:  # scalar rows: about 4 elements a thread (more spilled in measured compiles)
         threads = min(1024, max(128, -(-op.cols // 128) * 32))
     else:
@@ -58,7 +95,9 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
 
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
-    """128..1024 threads at the hero's vector width, two-pass or in registers, persistent grids."""
+    """128..1024 threads at the hero's vector width, two-pass or in registers, persistent grids; rows per
+    block (1..32 lanes a row, 32..256 threads) for rows up to 1024 elements; split rows (2.. blocks a row,
+    256..1024 threads) for fewer rows than the GPU holds blocks."""
     cands: list[CudaSchedule] = []
     for threads in (128, 256, 512, 1024):
         vec = hero.vec
@@ -67,31 +106,31 @@ def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
             cands.append(CudaSchedule("softmax", threads=threads, vec=vec, chunks=c))
             if c:
                 cands += [CudaSchedule("softmax", threads=threads, vec=vec, chunks=c, persist=p) for p in (1, 2, 4)]
+    sms = max(1, arch.sm_count)
+    nv = op.cols // hero.vec
+    for lanes in (1, 2, 4, 8, 16, 32):
+        if -(-nv // lanes) * hero.vec <= 32:
+            cands += [rows_schedule(op, hero.vec, sms, lanes, threads) for threads in (32, 64, 128, 256)
+                      if threads >= lanes]
+    for threads in (256, 512, 1024):
+        for split in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
+            s = split_schedule(op, hero.vec, sms, threads, split)
+            cands += [s, dataclasses.replace(s, chunks=0)] if s is not None else []
     return cands
 
 
 def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
-    return render_softmax(op, schedule, arch), {"rows": op.rows, "cols": op.cols}
+    """The form the schedule names: rows per block, a split row, or a block per row."""
+    scalars: dict[str, float | int] = {"rows": op.rows, "cols": op.cols}
+    if schedule.lanes:
+        from .softmax_rows import render_rows
 
+        return render_rows(op, schedule, arch, CudaRenderer()), scalars
+    if schedule.split:
+        from .softmax_split import render_split
 
-def _header(r: CudaRenderer, dtype: str, name: str, threads: int) -> list[str]:
-    """The prelude, the (max, sum) fold and the kernel's signature and reduction arrays."""
-    warps = threads // 32
-    # the 16-bit converters behind CVT and BACK (fp32 rows define them unused, spelled as for fp16)
-    cvt, back = r.converters("bf16" if dtype == "bf16" else "fp16")
-    params = [Param("X", dtype, True, True, True), Param("Y", dtype, True, False, True),
-              Param("rows", "int"), Param("cols", "int")]
-    return [r.prelude(1),
-            f"#define CVT {cvt}\n#define BACK {back}",
-            f"{r.inline_prefix}uint32_t P2(float a, float b) "
-            f"{{ return (uint32_t){back}(a) | ((uint32_t){back}(b) << 16); }}",
-            f"{r.inline_prefix}void tr_fold(float& m, float& s, float m2, float s2) {{",
-            "    const float mx = fmaxf(m, m2);",
-            "    s = (m == TR_NEG_INF ? 0.0f : s * __expf(m - mx)) + (m2 == TR_NEG_INF ? 0.0f : s2 * __expf(m2 - mx));",
-            "    m = mx;",
-            "}",
-            r.render_kernel_signature(name, params, launch_bounds=(threads,)) + " {",
-            f"    __shared__ float red_m[{warps}], red_s[{warps}];"]
+        return render_split(op, schedule, arch, CudaRenderer()), scalars
+    return render_softmax(op, schedule, arch), scalars
 
 
 def render_softmax(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None = None) -> Rendered:

@@ -1,0 +1,54 @@
+"""What every form of the softmax core shares: the vector loads and stores by storage type and width, and
+the kernel's head (prelude, converters, the (max, sum) fold, the signature)."""
+
+from __future__ import annotations
+
+from ..cstyle import Param
+from .render import CudaRenderer
+
+LOADS = {  # (storage, vec) -> (C type of one vector access, code unpacking it into float f[vec])
+    ("fp32", 1): ("float", "f[0] = v;"),
+    ("fp32", 2): ("float2", "f[0] = v.x; f[1] = v.y;"),
+    ("fp32", 4): ("float4", "f[0] = v.x; f[1] = v.y; f[2] = v.z; f[3] = v.w;"),
+    ("h", 1): ("uint16_t", "f[0] = CVT(v);"),
+    ("h", 2): ("uint32_t", "f[0] = CVT((uint16_t)v); f[1] = CVT((uint16_t)(v >> 16));"),
+    ("h", 4): ("uint2", "f[0] = CVT((uint16_t)v.x); f[1] = CVT((uint16_t)(v.x >> 16)); "
+                        "f[2] = CVT((uint16_t)v.y); f[3] = CVT((uint16_t)(v.y >> 16));"),
+    ("h", 8): ("uint4", "f[0] = CVT((uint16_t)v.x); f[1] = CVT((uint16_t)(v.x >> 16)); "
+                        "f[2] = CVT((uint16_t)v.y); f[3] = CVT((uint16_t)(v.y >> 16)); "
+                        "f[4] = CVT((uint16_t)v.z); f[5] = CVT((uint16_t)(v.z >> 16)); "
+                        "f[6] = CVT((uint16_t)v.w); f[7] = CVT((uint16_t)(v.w >> 16));"),
+}
+STORES = {
+    ("fp32", 1): "v = f[0];",
+    ("fp32", 2): "v = make_float2(f[0], f[1]);",
+    ("fp32", 4): "v = make_float4(f[0], f[1], f[2], f[3]);",
+    ("h", 1): "v = BACK(f[0]);",
+    ("h", 2): "v = P2(f[0], f[1]);",
+    ("h", 4): "v = make_uint2(P2(f[0], f[1]), P2(f[2], f[3]));",
+    ("h", 8): "v = make_uint4(P2(f[0], f[1]), P2(f[2], f[3]), P2(f[4], f[5]), P2(f[6], f[7]));",
+}
+
+
+def header(r: CudaRenderer, dtype: str, name: str, threads: int, extra: tuple[Param, ...] = (),
+           bounds: tuple[int, ...] | None = None, shared: bool = True) -> list[str]:
+    """The prelude, the (max, sum) fold, the kernel's signature (X, Y, rows, cols, then ``extra``; launch
+    bounds ``bounds``, else the block size) and, when ``shared``, the block reduction's arrays."""
+    warps = threads // 32
+    # the 16-bit converters behind CVT and BACK (fp32 rows define them unused, spelled as for fp16)
+    cvt, back = r.converters("bf16" if dtype == "bf16" else "fp16")
+    params = [Param("X", dtype, True, True, True), Param("Y", dtype, True, False, True),
+              Param("rows", "int"), Param("cols", "int"), *extra]
+    return [r.prelude(1),
+            f"#define CVT {cvt}\n#define BACK {back}",
+            f"{r.inline_prefix}uint32_t P2(float a, float b) "
+            f"{{ return (uint32_t){back}(a) | ((uint32_t){back}(b) << 16); }}",
+            f"{r.inline_prefix}void tr_fold(float& m, float& s, float m2, float s2) {{",
+            "    const float mx = fmaxf(m, m2);",
+            "    s = (m == TR_NEG_INF ? 0.0f : s * __expf(m - mx)) + (m2 == TR_NEG_INF ? 0.0f : s2 * __expf(m2 - mx));",
+            "    m = mx;",
+            "}",
+            r.render_kernel_signature(name, params, launch_bounds=bounds or (threads,)) + " {",
+            *([f"    __shared__ float red_m[{warps}], red_s[{warps}];"] if shared else [])]
+
+

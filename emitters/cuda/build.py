@@ -39,7 +39,7 @@ def _arch(host: Any, arch: str | Arch | None = None) -> Arch:
 def _check(op: Any, v: Variant, schedule: Any, arch: Arch) -> None:
     if getattr(op, "kind", None) != v.op:
         raise BadInputError(f"variant: {v.id} computes {v.op}, not {getattr(op, 'kind', op)!r}")
-    cores.for_variant(v, op).check(op, v, schedule, arch)
+    cores.for_check(v, op, schedule).check(op, v, schedule, arch)
 
 
 def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch | None = None) -> Any:
@@ -48,7 +48,7 @@ def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch |
     the last wave of blocks better, rasterized in groups of 8 block rows; 128x128x16 blocks of
     8x8-per-thread on CUDA cores; softmax rows held in registers when they fit."""
     v = resolve(variant)
-    return cores.for_variant(v, op).hero(op, host)
+    return cores.hero_core(v, op).hero(op, host)
 
 
 def validate_schedule(op: Any, variant: Variant | str, schedule: Any, host: Any, arch: str | Arch | None = None) -> None:
@@ -84,10 +84,15 @@ def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | 
     """Every valid candidate for ``op`` on the target, hero first."""
     v = resolve(variant)
     target = _arch(host, arch)
-    core = cores.for_variant(v, op)
-    hero = core.hero(op, host)
+    first = cores.hero_core(v, op)
+    hero = first.hero(op, host)
+    cands: list[Any] = [hero, *first.space(op, hero, target)]
+    for core in cores.cores_for(v, op):  # the other cores the variant runs (the main one after gemv)
+        if core is not first and (core.prefers is None or core.prefers(op)):
+            own = core.hero(op, host)
+            cands += [own, *core.space(op, own, target)]
     out: list[Any] = []
-    for c in (hero, *core.space(op, hero, target)):
+    for c in cands:
         if c in out:
             continue
         try:

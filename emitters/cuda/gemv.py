@@ -111,14 +111,19 @@ def sm_count(host: Any) -> int:
 
 
 def hero_schedule(op: Any, host: Any) -> GemvSchedule:
-    """8 warps, 128 bytes of B a thread in flight; K split over blocks until about two blocks per SM
-    (N / 64 column tiles alone leave SMs idle below N = 2 * 64 * SMs), keeping >= 2 rounds of steps a warp."""
-    unroll = 2 if op.layout_b == "row" else 1
+    """8 warps, 128 or 256 bytes of B a thread in flight; K split over blocks up to two blocks an
+    SM (N / 64 column tiles alone leave SMs idle below N = 2 * 64 * SMs), >= 2 rounds of steps a warp."""
+    # 4 KiB of B a warp in flight, 8 KiB where A's <= 8 rows leave registers for it (NVRTC 12, sm_90a:
+    # <= 113 registers, no spills; 16 rows at 8 KiB reach the 128 of two blocks an SM, col-major spills)
+    unroll = (2 if op.layout_b == "row" else 1) * (2 if op.m <= 8 else 1)
     steps = -(-op.k // k_step(op))
     warps = next(w for w in (8, 4, 2, 1) if w == 1 or steps >= w * unroll)
     tiles = -(-op.n // NB)
-    want = -(-2 * sm_count(host) // tiles)
-    splits = max(1, min(want, steps // (2 * warps * unroll), MAX_SPLITS))
+    slots = 2 * sm_count(host)  # two blocks of 8 warps an SM (launch bounds: <= 128 registers a thread)
+    cap = max(1, min(steps // (2 * warps * unroll), MAX_SPLITS))
+    # one wave, every block resident from the start (equal work, so they finish together: a memory-bound
+    # kernel's blocks share DRAM, not SMs), with as many splits as fit to keep the most bytes in flight
+    splits = max(1, min(slots // tiles, cap))
     return GemvSchedule(warps=warps, splits=splits, unroll=unroll)
 
 
@@ -323,7 +328,7 @@ def render_gemv(op: Any, schedule: GemvSchedule, arch: Any, renderer: CudaRender
               Param("Cout", dtype, True, False, True), Param("bias", dtype, True, True, True),
               Param("resid", dtype, True, True, True), Param("ws", "fp32", True, False, True), Param("alpha", "float")]
     src = [r.prelude(1), r.tensor_prelude(dtype), _loaders(op),
-           r.render_kernel_signature(name, params, launch_bounds=(32 * s.warps,)) + " {",
+           r.render_kernel_signature(name, params, launch_bounds=(32 * s.warps, 2)) + " {",
            f"    __shared__ float red[{s.warps}][{mp}][{NB}];",
            "    __shared__ int last;",
            "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;",

@@ -215,8 +215,10 @@ def test_render_is_stable_and_sized():
     op = Gemm(16, 4096, 4096, "bf16", layout_b="col")
     s = gemv.hero_schedule(op, HOST)
     a, b = gemv.render_gemv(op, s, parse_arch("sm_90a")), gemv.render_gemv(op, s, parse_arch("sm_90a"))
-    assert a == b and a.grid == (64, s.splits, 1) and a.block == (256, 1, 1)
-    assert a.metadata["workspace_bytes"] == (4 * (s.splits * 16 * 4096 + 64) if s.splits > 1 else 0)
+    assert a == b and a.grid == (64, s.splits, 1) and a.block == (256, 1, 1) and s.splits > 1
+    assert a.metadata["workspace_bytes"] == 0 and a.metadata["reduction"] == "cluster"  # sm_90: a cluster
+    c = gemv.render_gemv(op, s, parse_arch("sm_80"))
+    assert c.metadata["workspace_bytes"] == 4 * (s.splits * 16 * 4096 + 64) and "__cluster_dims__" not in c.source
 
 
 # ------------------------------------------------------------------------------------------ on a GPU
@@ -353,8 +355,9 @@ EMULATED = [
 ]
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])  # splits through the global workspace, or a cluster
 @pytest.mark.parametrize("op,s", EMULATED, ids=lambda x: x.signature[:60] if isinstance(x, Gemm) else x.name)
-def test_rendered_kernel_on_a_cpu_emulator(op, s, tmp_path):
+def test_rendered_kernel_on_a_cpu_emulator(op, s, arch, tmp_path):
     """The rendered CUDA text itself (its prelude swapped for CPU stand-ins: a std::thread per CUDA thread,
     barriers for __syncthreads and the warp's mma), run twice (the split counters must reset) and checked
     against the float64 reference."""
@@ -367,8 +370,15 @@ def test_rendered_kernel_on_a_cpu_emulator(op, s, tmp_path):
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no C++ compiler")
-    r = gemv.render_gemv(op, s, parse_arch("sm_80"))
+    import re
+
+    r = gemv.render_gemv(op, s, parse_arch(arch))
+    assert ("_cl" in r.name) == (arch == "sm_90a" and s.splits > 1)
     body = r.source[r.source.index("#define M "):]
+    ids = iter(range(100))
+    body = re.sub(r"__shared__ (\w+) (\w+)((?:\[\d+\])*);",
+                  lambda mt: f"auto& {mt[2]} = tr_smem<{mt[1]}{mt[3]}, {next(ids)}>();", body)
+    body = body.replace("__cluster_dims__(1, ", "TR_CLUSTER(")
     src = tmp_path / "emu.cpp"
     src.write_text(f'#include "{EMULATOR}"\n{body}\n#define KERNEL {r.entry}\n#define TR_MAIN\n#include "{EMULATOR}"\n')
     exe = tmp_path / "emu"
@@ -384,7 +394,7 @@ def test_rendered_kernel_on_a_cpu_emulator(op, s, tmp_path):
         x = inputs.get(key, np.zeros(0, np.uint16))
         x.view(np.uint16).tofile(tmp_path / f"{file}.bin")
         sizes[key] = x.size
-    ws = gemv.workspace_bytes(op, s) // 4
+    ws = r.metadata["workspace_bytes"] // 4
     args = [str(exe), str(tmp_path), *map(str, r.grid[:2]), str(r.block[0]), str(sizes["a"]), str(sizes["b"]),
             str(sizes["bias"]), str(sizes["residual"]), str(op.m * op.n), str(ws),
             "1" if op.dtype.value == "bf16" else "0", repr(op.alpha), "2"]

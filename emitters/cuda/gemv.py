@@ -38,6 +38,7 @@ NB = 64  # output columns per block
 WARPS = (1, 2, 4, 8)
 UNROLLS = (1, 2, 4)
 MAX_SPLITS = 32
+CLUSTER_MAX = 8  # the portable cluster size
 DTYPES = ("bf16", "fp16")
 
 
@@ -165,9 +166,15 @@ def mpad(op: Any) -> int:
     return 8 if op.m <= 8 else 16
 
 
-def workspace_bytes(op: Any, schedule: Any) -> int:
-    """fp32 partials of every split, then one counter per column tile (zeroed once)."""
-    if schedule.splits == 1:
+def clustered(schedule: Any, arch: Any) -> bool:
+    """Whether the splits of a column tile meet in a thread-block cluster (sm_90: distributed shared
+    memory, no global round trip) rather than in the global workspace."""
+    return arch is not None and arch.cc >= (9, 0) and 2 <= schedule.splits <= CLUSTER_MAX
+
+
+def workspace_bytes(op: Any, schedule: Any, arch: Any = None) -> int:
+    """fp32 partials of every split, then one counter per column tile (zeroed once); none in a cluster."""
+    if schedule.splits == 1 or clustered(schedule, arch):
         return 0
     return 4 * (schedule.splits * op.m * op.n + -(-op.n // NB))
 
@@ -286,11 +293,45 @@ def _store(op: Any, from_f: str, to_f: str) -> str:
     return " ".join([*epi, f"Cout[(size_t)m * N + n] = {from_f}(v);"])
 
 
-def _reduction(op: Any, s: GemvSchedule, from_f: str, to_f: str) -> list[str]:
-    """Warps' partials summed in warp order; with splits, the split partials in split order by the last
-    block of the column tile."""
+CLUSTER_LIB = r"""static __device__ __forceinline__ void tr_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ float tr_dsmem_ld(const float* p, uint32_t rank) {
+    uint32_t remote;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(tr_smem_addr(p)), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+}
+"""
+
+
+def _cluster_reduction(op: Any, s: GemvSchedule, store: str) -> list[str]:
+    """Each block sums its warps into red[0]; the cluster's blocks (its splits, rank = blockIdx.y) then
+    each finish a share of the outputs, reading every rank's red[0] in rank order."""
+    T = 32 * s.warps
+    return ["    __syncthreads();",
+            f"    for (int e = threadIdx.x; e < M * {NB}; e += {T}) {{",
+            f"        const int m = e / {NB}, c = e % {NB};",
+            f"        float v = 0.0f;\n        #pragma unroll\n        for (int w = 0; w < {s.warps}; ++w) v += red[w][m][c];",
+            "        red[0][m][c] = v;  /* only this thread reads (m, c) */",
+            "    }",
+            "    tr_cluster_sync();",
+            f"    for (int e = threadIdx.x + blockIdx.y * {T}; e < M * {NB}; e += {s.splits * T}) {{",
+            f"        const int m = e / {NB}, n = n0 + e % {NB};",
+            "        if (n >= N) continue;",
+            f"        float v = 0.0f;\n        for (int r = 0; r < {s.splits}; ++r) v += tr_dsmem_ld(&red[0][m][e % {NB}], r);",
+            f"        {store}", "    }",
+            "    tr_cluster_sync();  /* the other blocks read this block's red until here */"]
+
+
+def _reduction(op: Any, s: GemvSchedule, from_f: str, to_f: str, cluster: bool) -> list[str]:
+    """Warps' partials summed in warp order; with splits, the split partials in split order: across a
+    cluster's shared memory, or by the last block of the column tile from the global workspace."""
     T = 32 * s.warps
     store = _store(op, from_f, to_f)
+    if cluster:
+        return _cluster_reduction(op, s, store)
     src = ["    __syncthreads();",
            f"    for (int e = threadIdx.x; e < M * {NB}; e += {T}) {{",
            f"        const int m = e / {NB}, n = n0 + e % {NB};",
@@ -323,12 +364,16 @@ def render_gemv(op: Any, schedule: GemvSchedule, arch: Any, renderer: CudaRender
     steps = -(-op.k // k_step(op))
     per_split = -(-steps // s.splits)
     tiles = -(-op.n // NB)
-    name = f"tr_gemv_{dtype}_{op.layout_a[0]}{op.layout_b[0]}_{s.name}"
+    cluster = clustered(s, arch)
+    name = f"tr_gemv_{dtype}_{op.layout_a[0]}{op.layout_b[0]}_{s.name}" + ("_cl" if cluster else "")
     params = [Param("A", dtype, True, True, True), Param("B", dtype, True, True, True),
               Param("Cout", dtype, True, False, True), Param("bias", dtype, True, True, True),
               Param("resid", dtype, True, True, True), Param("ws", "fp32", True, False, True), Param("alpha", "float")]
-    src = [r.prelude(1), r.tensor_prelude(dtype), _loaders(op),
-           r.render_kernel_signature(name, params, launch_bounds=(32 * s.warps, 2)) + " {",
+    signature = r.render_kernel_signature(name, params, launch_bounds=(32 * s.warps, 2))
+    if cluster:  # compile-time cluster: the splits of one column tile
+        signature = signature.replace("__launch_bounds__", f"__cluster_dims__(1, {s.splits}, 1) __launch_bounds__")
+    src = [r.prelude(1), r.tensor_prelude(dtype), *([CLUSTER_LIB] if cluster else []), _loaders(op),
+           signature + " {",
            f"    __shared__ float red[{s.warps}][{mp}][{NB}];",
            "    __shared__ int last;",
            "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;",
@@ -337,13 +382,14 @@ def render_gemv(op: Any, schedule: GemvSchedule, arch: Any, renderer: CudaRender
            f"    float acc[4][{mg}][4];",
            f"    #pragma unroll\n    for (int t = 0; t < 4; ++t)\n    #pragma unroll\n    for (int m = 0; m < {mg}; ++m)\n"
            "    #pragma unroll\n    for (int e = 0; e < 4; ++e) acc[t][m][e] = 0.0f;",
-           *_main_loop(op, s), *_fragment_stores(op), *_reduction(op, s, from_f, to_f), "}"]
+           *_main_loop(op, s), *_fragment_stores(op), *_reduction(op, s, from_f, to_f, cluster), "}"]
     grid = (tiles, s.splits, 1)
     meta = {"name": name, "tile": {"columns_per_block": NB, "rows": op.m, "rows_padded": mp, "warps": s.warps,
                                    "splits": s.splits, "unroll": s.unroll, "k_step": k_step(op)},
             "fragments": {"dtype_in": dtype, "dtype_acc": "fp32", "mma": "m16n8k16 (B as the 16 rows)"},
             "launch": {"grid": list(grid), "block": [32 * s.warps, 1, 1], "dynamic_smem": 0},
-            "workspace_bytes": workspace_bytes(op, s), "epilogue": list(op.epilogue)}
+            "workspace_bytes": workspace_bytes(op, s, arch),
+            "reduction": "cluster" if cluster else "workspace" if s.splits > 1 else "block", "epilogue": list(op.epilogue)}
     return Rendered(name, name, "\n".join(src) + "\n", ("a", "b", "out", "bias", "residual", "workspace", "alpha"),
                     grid, (32 * s.warps, 1, 1), 0, meta)
 

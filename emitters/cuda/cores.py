@@ -6,9 +6,12 @@ kernel object and the quantities the tuner's model sees. ``build.py`` looks each
 variant (family, op) or by the schedule (core, op), so it holds no branch on a core or an op.
 
 Adding a core or an op: write its module (schedule, ``hero_schedule``, ``search_space``, ``render``) and
-add one ``Core(...)`` line to ``CORES`` (plus its variant in ``variants.py``). The functions are named
-by module and attribute and imported on first use: importing the registry stays as light as the package
-(the renderers pull in NumPy).
+add one ``Core(...)`` line to ``CORES`` (plus its variant in ``variants.py``). A core that serves other
+families' variants beside their main core (``gemv``: the small-M GEMM of cuda-mma-sync and cuda-wgmma)
+has no family of its own, names those in ``serves`` and the ops it is their hero for in ``prefers``:
+``hero_core`` picks it, ``search_space`` adds its candidates, ``for_check`` checks its schedules. The
+functions are named by module and attribute and imported on first use: importing the registry stays as
+light as the package (the renderers pull in NumPy).
 """
 
 from __future__ import annotations

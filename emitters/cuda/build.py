@@ -39,16 +39,17 @@ def _arch(host: Any, arch: str | Arch | None = None) -> Arch:
 def _check(op: Any, v: Variant, schedule: Any, arch: Arch) -> None:
     if getattr(op, "kind", None) != v.op:
         raise BadInputError(f"variant: {v.id} computes {v.op}, not {getattr(op, 'kind', op)!r}")
-    cores.for_variant(v, op).check(op, v, schedule, arch)
+    cores.for_check(v, op, schedule).check(op, v, schedule, arch)
 
 
 def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch | None = None) -> Any:
     """A good default (each core's ``hero_schedule``): for tensor cores 128x256x32 GEMM blocks of 8 warps
     (64x64 each) and 4 cp.async stages (256x128x32 for convolutions), or 128x128x64 with 3 when that fills
     the last wave of blocks better, rasterized in groups of 8 block rows; 128x128x16 blocks of
-    8x8-per-thread on CUDA cores; softmax rows held in registers when they fit."""
+    8x8-per-thread on CUDA cores; softmax rows held in registers when they fit; for a 16-bit GEMM of at
+    most 16 rows the gemv core's (``cores.hero_core``: B streamed once, memory bound)."""
     v = resolve(variant)
-    return cores.for_variant(v, op).hero(op, host)
+    return cores.hero_core(v, op).hero(op, host)
 
 
 def validate_schedule(op: Any, variant: Variant | str, schedule: Any, host: Any, arch: str | Arch | None = None) -> None:
@@ -84,10 +85,15 @@ def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | 
     """Every valid candidate for ``op`` on the target, hero first."""
     v = resolve(variant)
     target = _arch(host, arch)
-    core = cores.for_variant(v, op)
-    hero = core.hero(op, host)
+    first = cores.hero_core(v, op)
+    hero = first.hero(op, host)
+    cands: list[Any] = [hero, *first.space(op, hero, target)]
+    for core in cores.cores_for(v, op):  # the other cores the variant runs (the main one after gemv)
+        if core is not first and (core.prefers is None or core.prefers(op)):
+            own = core.hero(op, host)
+            cands += [own, *core.space(op, own, target)]
     out: list[Any] = []
-    for c in (hero, *core.space(op, hero, target)):
+    for c in cands:
         if c in out:
             continue
         try:

@@ -6,9 +6,12 @@ kernel object and the quantities the tuner's model sees. ``build.py`` looks each
 variant (family, op) or by the schedule (core, op), so it holds no branch on a core or an op.
 
 Adding a core or an op: write its module (schedule, ``hero_schedule``, ``search_space``, ``render``) and
-add one ``Core(...)`` line to ``CORES`` (plus its variant in ``variants.py``). The functions are named
-by module and attribute and imported on first use: importing the registry stays as light as the package
-(the renderers pull in NumPy).
+add one ``Core(...)`` line to ``CORES`` (plus its variant in ``variants.py``). A core that serves other
+families' variants beside their main core (``gemv``: the small-M GEMM of cuda-mma-sync and cuda-wgmma)
+has no family of its own, names those in ``serves`` and the ops it is their hero for in ``prefers``:
+``hero_core`` picks it, ``search_space`` adds its candidates, ``for_check`` checks its schedules. The
+functions are named by module and attribute and imported on first use: importing the registry stays as
+light as the package (the renderers pull in NumPy).
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ class Core:
     render: Callable[[Any, Any, Arch], tuple[Rendered, dict[str, float | int]]]  # source and runtime scalars
     kernel: Callable[[Any, Any, Rendered, dict[str, Any]], Any]  # (op, artifact, rendered, scalars) -> kernel
     features: Callable[[Any, Any], tuple[int, int]] | None = None  # (warps, smem bytes); None: no block tiles
+    # An alternate core (family ""): the families whose variants also run it beside their main core, and
+    # the ops for which it is their hero
+    serves: tuple[str, ...] = ()
+    prefers: Callable[[Any], bool] | None = None
 
 
 def tiled_check(core: str) -> Callable[[Any, Variant, Any, Arch], None]:
@@ -106,6 +113,10 @@ def hopper(kind: str, schedule_class: str, hero: str, space: str, module: str, k
                 lambda op, s, arch: (rendered(op, s, arch.sm_count), scalars(op)), kernel, own_features)
 
 
+def _gemv_json(d: dict[str, Any]) -> Any:
+    return importlib.import_module(".gemv", __package__).GemvSchedule.from_json(d)
+
+
 def _from_json(schedule_class: str, d: dict[str, Any]) -> Any:
     return getattr(importlib.import_module(".hopper.schedule", __package__), schedule_class).from_json(d)
 
@@ -127,9 +138,17 @@ CORES: tuple[Core, ...] = (
          lazy(".softmax", "search_space"), tiled_check("softmax"), lazy(".softmax", "render"),
          lazy(".softmax_split", "split_kernel")),
     *HOPPER,
+    # GEMM of <= 16 rows (decode), memory bound: the hero of the tensor-core GEMM families for such shapes
+    Core("gemv", "", ("gemm",), _gemv_json,
+         lazy(".gemv", "hero_schedule"), lazy(".gemv", "search_space"), lazy(".gemv", "check"),
+         lazy(".gemv", "render"), lazy(".gemv", "gemv_kernel"), lazy(".gemv", "features"),
+         serves=("cuda-mma-sync", "cuda-wgmma"), prefers=lazy(".gemv", "prefers")),
 )
 
-BY_VARIANT: dict[tuple[str, str], Core] = {(c.family, op): c for c in CORES for op in c.ops}
+BY_VARIANT: dict[tuple[str, str], Core] = {(c.family, op): c for c in CORES for op in c.ops if c.family}
+# (family, op) -> the family's cores for the op: its main core (BY_VARIANT), then the alternates it runs
+FAMILY_CORES: dict[tuple[str, str], tuple[Core, ...]] = {
+    key: (main, *(c for c in CORES if key[0] in c.serves and key[1] in c.ops)) for key, main in BY_VARIANT.items()}
 BY_SCHEDULE: dict[tuple[str, str], Core] = {(c.name, op): c for c in CORES for op in c.ops}
 
 
@@ -140,6 +159,26 @@ def for_variant(v: Variant, op: Any) -> Core:
     if core is None:
         raise BadInputError(f"variant: {v.id} has no CUDA core for {kind!r}")
     return core
+
+
+def cores_for(v: Variant, op: Any) -> tuple[Core, ...]:
+    """Every core variant ``v`` may run ``op`` on: its main core first, then its alternates."""
+    return FAMILY_CORES.get((v.family, getattr(op, "kind", None))) or (for_variant(v, op),)
+
+
+def hero_core(v: Variant, op: Any) -> Core:
+    """The core whose heuristic schedule is the hero for ``op``: the first alternate that prefers it (gemv
+    for M <= 16), else the main core."""
+    main, *alternates = cores_for(v, op)
+    return next((c for c in alternates if c.prefers is not None and c.prefers(op)), main)
+
+
+def for_check(v: Variant, op: Any, schedule: Any) -> Core:
+    """The core that checks ``schedule`` for ``op`` under ``v``: the schedule's own where ``v`` runs it,
+    else the main core (whose check names the mismatch)."""
+    mine = BY_SCHEDULE.get((getattr(schedule, "core", None), getattr(op, "kind", None)))
+    family = cores_for(v, op)
+    return mine if mine in family else family[0]
 
 
 def for_schedule(op: Any, schedule: Any) -> Core:

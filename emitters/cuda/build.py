@@ -88,8 +88,9 @@ def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | 
     first = cores.hero_core(v, op)
     hero = first.hero(op, host)
     cands: list[Any] = [hero, *first.space(op, hero, target)]
-    for core in cores.cores_for(v, op):  # the other cores the variant runs (the main one after gemv)
-        if core is not first and (core.prefers is None or core.prefers(op)):
+    main, *alternates = cores.cores_for(v, op)
+    for core in (main, *alternates):  # the other cores the variant runs (the main one after gemv)
+        if core is not first and (core is main or core.prefers is None or core.prefers(op)):
             own = core.hero(op, host)
             cands += [own, *core.space(op, own, target)]
     out: list[Any] = []

@@ -80,6 +80,11 @@ def tiled_check(core: str) -> Callable[[Any, Variant, Any, Arch], None]:
     return check
 
 
+def small_channel_conv(op: Any) -> bool:
+    """A convolution with fewer than 16 input channels (an image network's stem)."""
+    return getattr(op, "kind", None) == "conv2d" and op.c < 16
+
+
 def cuda_kernel(op: Any, artifact: Any, rendered: Rendered, scalars: dict[str, Any]) -> Any:
     """The plain kernel object: buffers, one launch of the rendered grid, timing (runtime.py)."""
     from .runtime import CudaKernel
@@ -130,8 +135,12 @@ HOPPER: tuple[Core, ...] = (
 # ----------------------------------------------------------------------------------------- end Hopper
 
 CORES: tuple[Core, ...] = (
+    # Also the Hopper conv's hero for fewer than 16 input channels (the network stem): mma.sync reduces over
+    # r*s*c packed as one dimension, the Hopper gather pads each tap's c to 8 (an H100, ResNet-50's stem
+    # at batch 32: 0.32 ms against 2.29 ms; docs/device-runs/2026-11-25-h100/variant-probe/)
     Core("mma", "cuda-mma-sync", ("gemm", "conv2d"), CudaSchedule.from_json, lazy(".mma", "hero_schedule"),
-         lazy(".mma", "search_space"), tiled_check("mma"), lazy(".mma", "render"), cuda_kernel, tiled_features),
+         lazy(".mma", "search_space"), tiled_check("mma"), lazy(".mma", "render"), cuda_kernel, tiled_features,
+         serves=("cuda-wgmma.conv2d",), prefers=small_channel_conv),
     Core("simt", "cuda-simt", ("gemm", "conv2d"), CudaSchedule.from_json, lazy(".simt", "hero_schedule"),
          lazy(".simt", "search_space"), tiled_check("simt"), lazy(".simt", "render"), cuda_kernel, tiled_features),
     Core("softmax", "cuda-simt", ("softmax",), CudaSchedule.from_json, lazy(".softmax", "hero_schedule"),
@@ -148,7 +157,9 @@ CORES: tuple[Core, ...] = (
 BY_VARIANT: dict[tuple[str, str], Core] = {(c.family, op): c for c in CORES for op in c.ops if c.family}
 # (family, op) -> the family's cores for the op: its main core (BY_VARIANT), then the alternates it runs
 FAMILY_CORES: dict[tuple[str, str], tuple[Core, ...]] = {
-    key: (main, *(c for c in CORES if key[0] in c.serves and key[1] in c.ops)) for key, main in BY_VARIANT.items()}
+    key: (main, *(c for c in CORES if c is not main and key[1] in c.ops
+                  and (key[0] in c.serves or f"{key[0]}.{key[1]}" in c.serves)))
+    for key, main in BY_VARIANT.items()}
 BY_SCHEDULE: dict[tuple[str, str], Core] = {(c.name, op): c for c in CORES for op in c.ops}
 
 

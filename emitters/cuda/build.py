@@ -90,7 +90,8 @@ def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | 
     cands: list[Any] = [hero, *first.space(op, hero, target)]
     main, *alternates = cores.cores_for(v, op)
     for core in (main, *alternates):  # the other cores the variant runs (the main one after gemv)
-        if core is not first and (core is main or core.prefers is None or core.prefers(op)):
+        searched = core.applies or core.prefers
+        if core is not first and (core is main or searched is None or searched(op)):
             own = core.hero(op, host)
             cands += [own, *core.space(op, own, target)]
     out: list[Any] = []

@@ -57,6 +57,7 @@ class Core:
     # the ops for which it is their hero
     serves: tuple[str, ...] = ()
     prefers: Callable[[Any], bool] | None = None
+    applies: Callable[[Any], bool] | None = None  # where it may run and is searched (default: ``prefers``)
 
 
 def tiled_check(core: str) -> Callable[[Any, Variant, Any, Arch], None]:
@@ -151,7 +152,7 @@ CORES: tuple[Core, ...] = (
     Core("gemv", "", ("gemm",), _gemv_json,
          lazy(".gemv", "hero_schedule"), lazy(".gemv", "search_space"), lazy(".gemv", "check"),
          lazy(".gemv", "render"), lazy(".gemv", "gemv_kernel"), lazy(".gemv", "features"),
-         serves=("cuda-mma-sync", "cuda-wgmma"), prefers=lazy(".gemv", "prefers")),
+         serves=("cuda-mma-sync", "cuda-wgmma"), prefers=lazy(".gemv", "prefers"), applies=lazy(".gemv", "applies")),
 )
 
 BY_VARIANT: dict[tuple[str, str], Core] = {(c.family, op): c for c in CORES for op in c.ops if c.family}

@@ -97,9 +97,25 @@ class GemvSchedule:
         return s
 
 
-def prefers(op: Any) -> bool:
-    """Whether gemv is the hero for ``op`` in the families it serves: a 16-bit GEMM of at most 16 rows."""
+# Columns from which gemv's 64-column blocks fill an H100-class GPU (132 SMs) without splitting K over
+# blocks. On an H100 (2026-11-25, docs/device-runs/2026-11-25-h100/suite-after/): at 16 rows gemv ran
+# 1.07-1.12x cuBLAS for N = 11008 and 14336 but 0.74-0.78x for N = 4096 (K split over 4 blocks), where the
+# Hopper tiles gave 0.83-0.87x; at 1 row gemv won everywhere (0.89-1.08x against 0.80-0.86x).
+WIDE_N = 8192
+FEW_ROWS = 4
+
+
+def applies(op: Any) -> bool:
+    """Whether gemv can run ``op`` (and the tuner searches it): a 16-bit GEMM of at most 16 rows."""
     return getattr(op, "kind", None) == "gemm" and op.m <= MAX_M and op.dtype.value in DTYPES
+
+
+def prefers(op: Any) -> bool:
+    """Whether gemv is the hero for ``op`` in the families it serves: a 16-bit GEMM of at most 16 rows,
+    and either a handful of rows (a 64- or 128-row tile would be nearly all padding) or enough columns
+    that no K split is needed (WIDE_N). Between them the tensor-core tiles stay the hero; the tuner
+    still searches gemv there."""
+    return applies(op) and (op.m <= FEW_ROWS or op.n >= WIDE_N)
 
 
 def k_step(op: Any) -> int:

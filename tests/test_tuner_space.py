@@ -137,3 +137,18 @@ def test_cuda_schedules_of_every_core_decode_and_name_from_json() -> None:
         assert schedule_name("cuda", s.to_json()) == s.name
     f = tuning_features(op, gemm_hero(op).to_json())
     assert f["warps"] == gemm_hero(op).threads // 32 and f["tiles"] == (4096 // gemm_hero(op).bm) * (4096 // gemm_hero(op).bn)
+
+
+def test_a_space_file_applies_to_a_mix_of_schedule_types() -> None:
+    """A small-M GEMM's space holds gemv schedules beside the tiled cores': a field of either type may be
+    extended or restricted; the other type's candidates are left as they are, or dropped by a restrict."""
+    from tracea.emitters.cuda.gemv import GemvSchedule
+    from tracea.emitters.cuda.schedule import CudaSchedule
+
+    tiled, small = CudaSchedule("mma", bm=128, bn=128, bk=32, wm=64, wn=32, stages=4), GemvSchedule(warps=4)
+    out = apply_space_file([small, tiled], {"extend": {"stages": [3]}}, lambda s: True)
+    assert out[:2] == [small, tiled] and [s.stages for s in out[2:]] == [3]
+    out = apply_space_file([small, tiled], {"extend": {"warps": [8]}, "restrict": {"warps": [8]}}, lambda s: True)
+    assert out == [GemvSchedule(warps=8)]
+    with pytest.raises(BadInputError, match="not a schedule field"):
+        apply_space_file([small, tiled], {"restrict": {"colour": [1]}}, lambda s: True)

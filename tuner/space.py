@@ -74,10 +74,13 @@ def _validator(module: Any, op: Any, variant: Any, host: Any):
 
 
 def apply_space_file(cands: list[Any], spec: dict[str, dict[str, list[Any]]], check) -> list[Any]:
-    """Extend, then restrict ``cands`` (keeping their order, duplicates dropped)."""
+    """Extend, then restrict ``cands`` (keeping their order, duplicates dropped). A space may mix schedule
+    types (the small-M GEMM's beside the tiled cores'): a field names any candidate's field, ``extend``
+    varies the candidates that have it, ``restrict`` keeps those whose value is listed."""
     if not cands:
         return cands
-    fields = {f.name for f in dataclasses.fields(cands[0])}
+    own = {type(c): {f.name for f in dataclasses.fields(c)} for c in cands}
+    fields = set().union(*own.values())
     for section in SECTIONS:
         for name in spec.get(section, {}):
             if name not in fields:
@@ -86,6 +89,8 @@ def apply_space_file(cands: list[Any], spec: dict[str, dict[str, list[Any]]], ch
     for name, values in spec.get("extend", {}).items():
         extra = []
         for s in out:
+            if name not in own.get(type(s), ()):
+                continue
             for v in values:
                 try:
                     extra.append(dataclasses.replace(s, **{name: v}))
@@ -93,7 +98,7 @@ def apply_space_file(cands: list[Any], spec: dict[str, dict[str, list[Any]]], ch
                     raise BadInputError(f"--space: extend.{name} = {v!r}: {exc}") from None
         out += [s for s in extra if check(s)]
     for name, values in spec.get("restrict", {}).items():
-        out = [s for s in out if getattr(s, name) in values]
+        out = [s for s in out if name in own.get(type(s), ()) and getattr(s, name) in values]
     seen: set[Any] = set()
     unique = []
     for s in out:

@@ -42,8 +42,8 @@ def _row_kernel(isa: CpuIsa, s: CpuSchedule, dtype: str, r: int, tail: bool) -> 
     fold = "fma_bcast" in isa.vec and (nv == 1 or r * nv + nv + 1 > isa.vregs)
     name = f"rowt_{r}" if tail else f"rowk_{r}"
     lines = [f"static void __attribute__((noinline)) {name}(long kb, long ke, const float* restrict a, long sai, "
-             "long sak, const in_t* restrict b, long ldb, float* restrict c, long ldc, int accumulate, int n) {",
-             "    (void)n;"]
+             "long sak, const in_t* restrict b, long ldb, float* restrict c, long ldc, int accumulate, int n) {"]
+    head = len(lines)
     for i in range(r):
         lines.append("    vf " + ", ".join(f"c{i}_{j} = vf_zero()" for j in range(nv)) + ";")
     lines += ["    const in_t* bp = b + kb * ldb;", "    const float* ap = a + kb * sak;", "    long k = kb;"]
@@ -81,6 +81,8 @@ def _row_kernel(isa: CpuIsa, s: CpuSchedule, dtype: str, r: int, tail: bool) -> 
                 lines.append(f"    vf_store_n({dst}, accumulate ? vf_add(vf_load_n({dst}, n), c{i}_{j}) : c{i}_{j}, n);")
             else:
                 lines.append(f"    vf_store({dst}, accumulate ? vf_add(vf_load({dst}), c{i}_{j}) : c{i}_{j});")
+    if not tail:  # n blocks side by side: each B row is read in one run across them, not NR columns at a time
+        lines[head:] = ["    for (int q = 0; q < n; ++q, b += NR, c += NR) {"] + ["    " + x for x in lines[head:]] + ["    }"]
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -132,7 +134,8 @@ def _col_kernel(isa: CpuIsa, s: CpuSchedule, dtype: str, r: int) -> str:
 
 
 def _unit(layout_b: str) -> str:
-    """One unit of work: columns [j0, j1) over K rows [kb, ke) into the fp32 sums c, K chunk by K chunk."""
+    """One unit of work: columns [j0, j1) over K rows [kb, ke) into the fp32 sums c, K chunk by K chunk
+    (row-major B: each group's kernel runs across all the unit's full blocks, so a B row is read in one run)."""
     groups = """    const long groups = tr_cdiv(J->m, SM_R), base = J->m / groups, extra = J->m % groups;"""
     if layout_b == "row":
         return f"""
@@ -141,17 +144,16 @@ static void sm_unit(const tr_job* J, long j0, long j1, long kb, long ke, float* 
     for (long k0 = kb; k0 < ke; k0 += KC) {{
         const long k1 = tr_min(ke, k0 + KC);
         const int acc = k0 > kb;
-        for (long j = j0; j < j1; j += NR) {{
-            long i0 = 0;
-            for (long g = 0; g < groups; ++g) {{
-                const int r = (int)(base + (g < extra));
-                const float* a = J->a + i0 * J->sai;
-                float* cg = c + i0 * J->ldc;
-                if (j + NR <= j1) ROWK[r](k0, k1, a, J->sai, J->sak, J->b + j, J->ldb, cg + j, J->ldc, acc, VL);
-                else for (long v = j; v < j1; v += VL)
-                    ROWT[r](k0, k1, a, J->sai, J->sak, J->b + v, J->ldb, cg + v, J->ldc, acc, (int)tr_min(VL, j1 - v));
-                i0 += r;
-            }}
+        const long nb = (j1 - j0) / NR, jt = j0 + nb * NR;
+        long i0 = 0;
+        for (long g = 0; g < groups; ++g) {{
+            const int r = (int)(base + (g < extra));
+            const float* a = J->a + i0 * J->sai;
+            float* cg = c + i0 * J->ldc;
+            if (nb) ROWK[r](k0, k1, a, J->sai, J->sak, J->b + j0, J->ldb, cg + j0, J->ldc, acc, (int)nb);
+            for (long v = jt; v < j1; v += VL)
+                ROWT[r](k0, k1, a, J->sai, J->sak, J->b + v, J->ldb, cg + v, J->ldc, acc, (int)tr_min(VL, j1 - v));
+            i0 += r;
         }}
     }}
 }}
@@ -357,7 +359,10 @@ def small_m_schedule(op: Any, family: str, threads: int, shape: tuple[int, int] 
     lanes, _ = FAMILY_REGISTERS[family]
     r, nv = shape or _shape(family, op.m, op.layout_b)
     row = op.layout_b == "row"
-    kc = fields.pop("kc", 64 if row else 1024)  # row-major B: 64 ran ahead of 16, 128 and 512 (1 and 16 rows)
+    # row-major B, K chunks of 32 rows (CI machine, OPENBLAS_THREAD_TIMEOUT=12 as the bench runs NumPy, best of
+    # 15-20): 16 x 4096 x 4096 2.85 ms (kc 16: 3.24, kc 8: 4.43; NumPy 5.75); 1 x 4096 x 4096 1.27 ms (kc 16:
+    # 1.24, kc 8: 1.37; NumPy 1.27); 1 x 4096 x 14336 kc 16 6.1-6.4 ms, kc 64 6.4-7.0 (NumPy 6.5-6.8)
+    kc = fields.pop("kc", 32 if row else 1024)
     base = dict(unroll=4 if row else 2, prefetch=0)
     base.update(fields)
     return CpuSchedule(mr=r, nr=nv * lanes, mc=r, kc=kc, nc=nv * lanes, threads=threads, small_m=True, **base)
@@ -378,7 +383,7 @@ def small_m_space(op: Any, family: str, threads: list[int]) -> list[CpuSchedule]
         shapes.add((r, nv))
     out = []
     for shape in sorted(shapes):
-        for kc in (8, 64, 256, 1024):
+        for kc in (8, 16, 32, 64, 256, 1024):
             for u in (1, 2, 4):
                 for pf in (0, 2, 8):
                     for t in threads:

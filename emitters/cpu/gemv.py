@@ -218,7 +218,7 @@ static void sm_worker(void* arg, int tid, int nthreads) {{
 
 def _driver(p_convert_a: str, group: str) -> str:
     return f"""
-static tr_buf sm_a_buf, sm_ws_buf, sm_part_buf;
+static tr_buf sm_ws_buf, sm_part_buf;
 
 static int tr_gemm_small(tr_job* J, const in_t* a, int max_threads) {{
     if (J->m <= 0 || J->n <= 0 || J->k <= 0) return 0;
@@ -267,6 +267,7 @@ def _convert_a(op: Any) -> str:
         return f"J->a = (const float*)a; J->sai = {si}; J->sak = {sk};"
     at = "a[i * lda + p]" if op.layout_a == "row" else "a[p * lda + i]"
     return f"""{{
+        static tr_buf sm_a_buf;  /* kept between calls, like the other buffers */
         float* af = (float*)tr_reserve(&sm_a_buf, sizeof(float) * (size_t)J->m * (size_t)J->k);
         if (!af) return 1;
         const long lda = {lda};

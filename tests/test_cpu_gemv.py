@@ -37,6 +37,8 @@ CASES = [
     (5, 17, 700, "fp32", "row", "row", ("residual",)),
     (13, 100, 301, "fp32", "row", "row", ("residual", "scale", "gelu", "bias", "relu")),
     (16, 257, 129, "fp32", "col", "col", ("relu", "bias", "residual", "scale", "gelu")),
+    (32, 100, 1000, "fp32", "row", "row", ("bias",)),
+    (27, 1001, 77, "fp32", "col", "col", ()),
     (1, 1000, 1000, "fp16", "row", "col", ("bias", "gelu")),
     (7, 129, 513, "fp16", "col", "row", ()),
     (16, 31, 1000, "bf16", "row", "row", ("residual", "scale")),
@@ -86,7 +88,7 @@ def test_space_variants_match_the_reference(layout_b):
 
 def test_hero_rule_and_space():
     v = cpu.resolve("cpu-portable.gemm")
-    for m in (1, 3, 8, 16):
+    for m in (1, 3, 8, 16, 32):
         for lb in ("row", "col"):
             op = Gemm(m, 4096, 4096, layout_b=lb)
             hero = cpu.hero_schedule(op, v, HOST)
@@ -94,7 +96,7 @@ def test_hero_rule_and_space():
             space = cpu.search_space(op, v, HOST)
             assert space[0] == hero
             assert any(not s.small_m for s in space) and sum(s.small_m for s in space) > 10
-    for m in (17, 128):
+    for m in (33, 128):
         op = Gemm(m, 4096, 4096)
         assert not cpu.hero_schedule(op, v, HOST).small_m
         assert not any(s.small_m for s in cpu.search_space(op, v, HOST))
@@ -162,4 +164,4 @@ def test_neon_render_is_neon(layout_b):
 
 
 def test_hero_bound():
-    assert gemv.MAX_M == 16 and gemv.prefers(Gemm(16, 8, 8)) and not gemv.prefers(Gemm(17, 8, 8))
+    assert gemv.MAX_M == 32 and gemv.prefers(Gemm(32, 8, 8)) and not gemv.prefers(Gemm(33, 8, 8))

@@ -58,6 +58,7 @@ class CpuSchedule:
     prefetch: int = 0
     pack_a: bool = True
     pack_b: bool = True
+    small_m: bool = False  # the small-M GEMM path (emitters/cpu/gemv.py): no packing, B streamed once
 
     def validate(self, op: Any, host: Any, variant: Any = None) -> None:
         """Raise ``BadInputError`` naming the first field that cannot work for ``op`` on ``host`` with
@@ -68,7 +69,7 @@ class CpuSchedule:
                 raise BadInputError(f"{name}: expected a positive integer, got {value!r}")
         if isinstance(self.prefetch, bool) or not isinstance(self.prefetch, int) or not 0 <= self.prefetch <= 1024:
             raise BadInputError(f"prefetch: expected a distance in k steps from 0 (off) to 1024, got {self.prefetch!r}")
-        for name in ("pack_a", "pack_b"):
+        for name in ("pack_a", "pack_b", "small_m"):
             if not isinstance(getattr(self, name), bool):
                 raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
         family = family_of(variant, host)
@@ -99,6 +100,8 @@ class CpuSchedule:
             raise BadInputError(f"threads: {self.threads} is more than the 256 the runtime supports")
         kind = getattr(op, "kind", None)
         dtype = getattr(getattr(op, "dtype", None), "value", None)
+        if self.small_m and kind != "gemm":
+            raise BadInputError(f"small_m: only a gemm has the small-M path, not {kind}")
         if not self.pack_a and (kind != "gemm" or dtype != "fp32"):
             raise BadInputError(f"pack_a: only an fp32 gemm reads A unpacked ({kind} {dtype} gathers or converts "
                                 "while packing)")
@@ -107,7 +110,10 @@ class CpuSchedule:
                                 "(its nr columns must be contiguous)")
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "backend": "cpu", **dataclasses.asdict(self)}
+        d = dataclasses.asdict(self)
+        if not self.small_m:
+            del d["small_m"]  # the blocked path's schedules read (and hash) as before the field existed
+        return {"schema_version": SCHEMA_VERSION, "backend": "cpu", **d}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> CpuSchedule:
@@ -117,7 +123,8 @@ class CpuSchedule:
     def name(self) -> str:
         """A short readable label: 14x32_mc336_kc256_nc4096_t2_u4_p0."""
         tag = f"{self.mr}x{self.nr}_mc{self.mc}_kc{self.kc}_nc{self.nc}_t{self.threads}_u{self.unroll}_p{self.prefetch}"
-        return tag + ("" if self.pack_a else "_nopa") + ("" if self.pack_b else "_nopb")
+        return (("sm_" if self.small_m else "") + tag + ("" if self.pack_a else "_nopa")
+                + ("" if self.pack_b else "_nopb"))
 
 
 def schedule_fields(d: dict[str, Any], cls: type, backend: str, label: str, required: tuple[str, ...],

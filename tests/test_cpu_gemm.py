@@ -134,7 +134,7 @@ def test_out_buffer_and_input_checks():
 
 def test_artifact_and_cache():
     v = runnable("cpu-portable", "gemm")
-    op = Gemm(9, 10, 11, dtype="bf16", epilogue=("bias", "relu"))
+    op = Gemm(40, 10, 11, dtype="bf16", epilogue=("bias", "relu"))  # above gemv.MAX_M: the blocked core
     s = cpu.hero_schedule(op, v, HOST)
     first = cpu.build(op, v, s, HOST).artifact
     again = cpu.build(Gemm(90, 100, 110, dtype="bf16", epilogue=("bias", "relu")), v, s, HOST).artifact

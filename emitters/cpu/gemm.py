@@ -12,8 +12,9 @@ from typing import Any
 from ..schedule import CpuSchedule
 from .cores import Core
 from .gemm_core import VEC_SUFFIX, CoreSpec, blocked_metadata, render_core
+from .gemv import prefers, render_small_m, small_m_metadata, small_m_schedule, small_m_space
 from .isa import CpuIsa
-from .schedules import blocked_space
+from .schedules import blocked_space, hero_schedule, thread_counts, valid_unique
 
 ENTRY = "tracea_gemm"
 
@@ -64,6 +65,8 @@ def _pack_b(layout: str, dtype: str) -> str:
 def render_gemm(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
     from .pool import pool_c
 
+    if s.small_m:
+        return render_small_m(op, isa, s, ENTRY, header)
     dtype = op.dtype.value
     spec = CoreSpec(
         dtype=dtype, epilogue=tuple(op.epilogue), bias_axis="col",
@@ -103,14 +106,27 @@ def _tag(op: Any) -> str:
     return f"{op.layout_a[0]}{op.layout_b[0]}" + "".join(f"_{e}" for e in op.epilogue)
 
 
+def _heuristic(op: Any, v: Any, host: Any) -> CpuSchedule:
+    """The small-M path up to ``gemv.MAX_M`` rows (B streamed once, no packing), the blocked core above."""
+    if prefers(op):
+        return small_m_schedule(op, v.family, hero_schedule(op, v, host).threads)
+    return hero_schedule(op, v, host)
+
+
 def _space(op: Any, v: Any, host: Any) -> list[CpuSchedule]:
-    return blocked_space(op, v, host, (op.m, op.n, op.k))
+    blocked = blocked_space(op, v, host, (op.m, op.n, op.k))
+    if not prefers(op):
+        return blocked
+    return valid_unique(op, v, host, [_heuristic(op, v, host), *small_m_space(op, v.family, thread_counts(host)),
+                                       *blocked])
 
 
 def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
+    if s.small_m:
+        return small_m_metadata(op, isa, s, name)
     return blocked_metadata(op, isa, s, name, list(op.epilogue), s.pack_a)
 
 
 CORE = Core(kind="gemm", render=render_gemm, space=_space, entry=ENTRY, buffers=("a", "b", "out", "bias", "residual"),
             arguments=_arguments, tag=_tag, shape_free=("dtype", "layout_a", "layout_b", "epilogue"),
-            metadata=_metadata)
+            metadata=_metadata, heuristic=_heuristic)

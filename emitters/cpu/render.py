@@ -26,7 +26,8 @@ class Rendered:
 
 def kernel_name(op: Any, family: str, s: CpuSchedule) -> str:
     fam = family.removeprefix("cpu-").replace("-", "")
-    return f"{op.kind}_{op.dtype.value}_{core_for(op.kind).tag(op)}_{fam}_{s.mr}x{s.nr}"
+    path = "_sm" if getattr(s, "small_m", False) else ""  # the small-M GEMM path (gemv.py)
+    return f"{op.kind}_{op.dtype.value}_{core_for(op.kind).tag(op)}_{fam}{path}_{s.mr}x{s.nr}"
 
 
 def _header(op: Any, family: str, s: CpuSchedule, name: str) -> str:

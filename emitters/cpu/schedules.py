@@ -118,16 +118,16 @@ def blocked_space(op: Any, v: Variant, host: Any, dims: tuple[int, int, int]) ->
                             for p in PREFETCH_VALUES:
                                 cands.append(_clamp(dataclasses.replace(base, threads=t, unroll=u, prefetch=p),
                                                     dims))
-    return _valid_unique(op, v, host, cands)
+    return valid_unique(op, v, host, cands)
 
 
 def rows_space(op: Any, v: Variant, host: Any) -> list[CpuSchedule]:
     """A row kernel's candidates: the hero at every thread count."""
     hero = hero_schedule(op, v, host)
-    return _valid_unique(op, v, host, [hero] + [dataclasses.replace(hero, threads=t) for t in thread_counts(host)])
+    return valid_unique(op, v, host, [hero] + [dataclasses.replace(hero, threads=t) for t in thread_counts(host)])
 
 
-def _valid_unique(op: Any, v: Variant, host: Any, cands: list[CpuSchedule]) -> list[CpuSchedule]:
+def valid_unique(op: Any, v: Variant, host: Any, cands: list[CpuSchedule]) -> list[CpuSchedule]:
     out: list[CpuSchedule] = []
     seen: set[CpuSchedule] = set()
     for s in cands:

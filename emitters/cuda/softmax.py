@@ -17,7 +17,7 @@ from typing import Any
 
 from .render import CudaRenderer, Rendered
 from .schedule import CudaSchedule
-from .softmax_parts import LOADS, STORES
+from .softmax_parts import LOADS, STORES, block_merge
 from .softmax_parts import header as _header
 
 SHORT = 1024  # rows up to this many elements: several rows per block (softmax_rows.py)
@@ -174,13 +174,7 @@ def render_softmax(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | N
         body("        tr_fold(m, s, cm, cs);")
         body("    }")
     # block reduction of the (m, s) pairs
-    body("    #pragma unroll\n    for (int o = 16; o > 0; o >>= 1) {")
-    body("        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);")
-    body("        tr_fold(m, s, m2, s2);")
-    body("    }")
-    body("    if ((tid & 31) == 0) { red_m[tid >> 5] = m; red_s[tid >> 5] = s; }")
-    body("    __syncthreads();")
-    body(f"    m = red_m[0]; s = red_s[0];\n    #pragma unroll\n    for (int w = 1; w < {warps}; ++w) tr_fold(m, s, red_m[w], red_s[w]);")
+    src.extend(block_merge(warps, "    "))
     body("    const float inv = __frcp_rn(s);")
     if single:
         body(f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{")
@@ -247,14 +241,7 @@ def _render_persistent(r: CudaRenderer, op: Any, s: Any, arch: Any, name: str, v
            "cs += (xs[j][e] == TR_NEG_INF) ? 0.0f : __expf(xs[j][e] - cm);",
            "            tr_fold(m, s, cm, cs);",
            "        }",
-           "        #pragma unroll\n        for (int o = 16; o > 0; o >>= 1) {",
-           "            const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);",
-           "            tr_fold(m, s, m2, s2);",
-           "        }",
-           "        if ((tid & 31) == 0) { red_m[tid >> 5] = m; red_s[tid >> 5] = s; }",
-           "        __syncthreads();",
-           f"        m = red_m[0]; s = red_s[0];\n        #pragma unroll\n        for (int w = 1; w < {warps}; ++w) "
-           "tr_fold(m, s, red_m[w], red_s[w]);",
+           *block_merge(warps, "        "),
            "        __syncthreads();  /* red_m/red_s are written again for the next row */",
            "        const float inv = __frcp_rn(s);",
            f"        {vtype}* yr = ({vtype}*)(Y + (size_t)row * (size_t)cols);",

@@ -22,7 +22,7 @@ from tracea.doctor.errors import LaunchError
 from ..cstyle import Param
 from .render import CudaRenderer, Rendered
 from .runtime import BUFFERS, CudaKernel, _check
-from .softmax_parts import LOADS, STORES, header
+from .softmax_parts import LOADS, STORES, block_merge, header
 
 
 def resident(threads: int) -> int:
@@ -102,14 +102,7 @@ def render_split(op: Any, s: Any, arch: Any, r: CudaRenderer) -> Rendered:
                 f"        float f[{vec}];\n        const {vtype} v = xr[i]; {unpack}",
                 *_fold(vec, "        "),
                 "    }"]
-    src += ["    #pragma unroll\n    for (int o = 16; o > 0; o >>= 1) {",
-            "        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);",
-            "        tr_fold(m, s, m2, s2);",
-            "    }",
-            "    if ((tid & 31) == 0) { red_m[tid >> 5] = m; red_s[tid >> 5] = s; }",
-            "    __syncthreads();",
-            f"    m = red_m[0]; s = red_s[0];\n    #pragma unroll\n    for (int w = 1; w < {warps}; ++w) "
-            "tr_fold(m, s, red_m[w], red_s[w]);",
+    src += [*block_merge(warps, "    "),
             *_arrive(split),
             "    const float inv = __frcp_rn(s);"]
     if chunks:

@@ -132,7 +132,7 @@ def _check_fields(p: Path, doc: dict[str, Any]) -> None:
 
 
 def write_recorded(space: RecordedSpace, path: str | Path) -> None:
-    """Atomically (reports' writer: temporary file, fsync, rename)."""
-    from tracea.reports.runs import write_atomic
+    """Atomically (``doctor.files.write_atomic``: temporary file, fsync, rename)."""
+    from tracea.doctor.files import write_atomic
 
     write_atomic(Path(path), json.dumps(space.to_json(), indent=1) + "\n")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.doctor.files import write_atomic
 from tracea.doctor.variants import Variant
 
 from ..schedule import CpuSchedule
@@ -86,7 +87,7 @@ def emit(op: Any, variant: Variant | str, schedule: CpuSchedule, host: Any, out_
     }
     try:
         for path, text in files.items():
-            cc.write_atomic(path, text)
+            write_atomic(path, text)
         (out / "compile.sh").chmod(0o755)
     except OSError as exc:
         raise BadInputError(f"out: cannot write into {out} ({exc.strerror})") from None

@@ -150,7 +150,7 @@ def emit(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str
     Needs no GPU when ``arch`` names the target (``sm_80``, ``sm_90a``)."""
     import yaml
 
-    from ..cpu.compiler import write_atomic
+    from tracea.doctor.files import write_atomic
 
     v, r, _, artifact = compile_kernel(op, variant, schedule, host, arch)
     out = Path(out_dir)

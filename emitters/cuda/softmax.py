@@ -17,7 +17,7 @@ from typing import Any
 
 from .render import CudaRenderer, Rendered
 from .schedule import CudaSchedule
-from .softmax_parts import LOADS, STORES, block_merge
+from .softmax_parts import block_merge, vector_access
 from .softmax_parts import header as _header
 
 SHORT = 1024  # rows up to this many elements: several rows per block (softmax_rows.py)
@@ -137,10 +137,8 @@ def render_softmax(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | N
     r = renderer or CudaRenderer()
     s = schedule
     dtype = op.dtype.value
-    key = "fp32" if dtype == "fp32" else "h"
     vec, threads, chunks = s.vec, s.threads, s.chunks
-    vtype, unpack = LOADS[(key, vec)]
-    pack = STORES[(key, vec)]
+    vtype, unpack, pack = vector_access(dtype, vec)
     name = f"tr_softmax_{dtype}_{s.name}"
     single = chunks > 0
     warps = threads // 32

@@ -64,3 +64,10 @@ def block_merge(warps: int, indent: str) -> list[str]:
             f"{i}__syncthreads();",
             f"{i}m = red_m[0]; s = red_s[0];\n{i}#pragma unroll\n{i}for (int w = 1; w < {warps}; ++w) "
             "tr_fold(m, s, red_m[w], red_s[w]);"]
+
+
+def vector_access(dtype: str, vec: int) -> tuple[str, str, str]:
+    """(C type of one ``vec``-element access, code unpacking it into ``float f[vec]``, code packing ``f``
+    back into ``v``) for rows of ``dtype``."""
+    key = "fp32" if dtype == "fp32" else "h"
+    return (*LOADS[(key, vec)], STORES[(key, vec)])

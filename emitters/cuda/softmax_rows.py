@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .render import CudaRenderer, Rendered
-from .softmax_parts import LOADS, STORES, header
+from .softmax_parts import header, vector_access
 
 
 def rows_per_block(schedule: Any) -> int:
@@ -35,10 +35,8 @@ def _group(lanes: int, step: str) -> list[str]:
 
 def render_rows(op: Any, s: Any, arch: Any, r: CudaRenderer) -> Rendered:
     dtype = op.dtype.value
-    key = "fp32" if dtype == "fp32" else "h"
     vec, threads, chunks, lanes = s.vec, s.threads, s.chunks, s.lanes
-    vtype, unpack = LOADS[(key, vec)]
-    pack = STORES[(key, vec)]
+    vtype, unpack, pack = vector_access(dtype, vec)
     name = f"tr_softmax_{dtype}_{s.name}"
     rpb = rows_per_block(s)
     src = [*header(r, dtype, name, threads, shared=False),

@@ -22,7 +22,7 @@ from tracea.doctor.errors import LaunchError
 from ..cstyle import Param
 from .render import CudaRenderer, Rendered
 from .runtime import BUFFERS, CudaKernel, _check
-from .softmax_parts import LOADS, STORES, block_merge, header
+from .softmax_parts import block_merge, header, vector_access
 
 
 def resident(threads: int) -> int:
@@ -68,10 +68,8 @@ def _fold(vec: int, indent: str) -> list[str]:
 
 def render_split(op: Any, s: Any, arch: Any, r: CudaRenderer) -> Rendered:
     dtype = op.dtype.value
-    key = "fp32" if dtype == "fp32" else "h"
     vec, threads, chunks, split = s.vec, s.threads, s.chunks, s.split
-    vtype, unpack = LOADS[(key, vec)]
-    pack = STORES[(key, vec)]
+    vtype, unpack, pack = vector_access(dtype, vec)
     warps = threads // 32
     name = f"tr_softmax_{dtype}_{s.name}"
     # at most 64 registers a thread, so that 1024 threads of blocks share an SM (the co-residency the

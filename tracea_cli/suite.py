@@ -31,8 +31,9 @@ def list_suites(backend: str | None, quick: bool) -> None:
     from tracea.kernels.workloads import SUITES, SUMMARY
 
     backends = [backend] if backend else registry.runnable_backends(probe())
+    cases = {b: registry.backend(b).suites(quick) for b in backends}
     for name in SUITES:
-        counts = ", ".join(f"{b} {len(registry.backend(b).suites(quick).get(name, []))}" for b in backends)
+        counts = ", ".join(f"{b} {len(cases[b].get(name, []))}" for b in backends)
         typer.echo(f"{name:<10} {SUMMARY[name]} ({counts} cases{', --quick' if quick else ''})")
 
 

@@ -21,6 +21,7 @@ from tracea.kernels.epilogue import ArrayMath
 from tracea.kernels.epilogue import apply as apply_epilogue
 
 from ..timing import Timing, _p95
+from .runtime import HOLD_CYCLES
 
 
 @dataclass(frozen=True)
@@ -100,14 +101,6 @@ TORCH_BASELINES: dict[str, Callable[[Any, dict[str, Any], Any], tuple[str, Calla
     "gemm": _torch_gemm, "conv2d": _torch_conv2d, "softmax": _torch_softmax}
 
 
-# GPU cycles the stream sleeps before each timed call (~250 µs at H100 clocks). PyTorch's dispatch of one
-# op costs tens of microseconds of host time, cuDNN's up to ~100; when the GPU finishes an iteration
-# (flush, hold, start, op, end) before the host has queued the next, it idles wherever the host is, often
-# between the start event and the op, and that idle time is counted (an H100, 2026-11-25: with no hold
-# 60 of 79 suite rows spread, cuDNN p95/p50 up to 7; with a 100 µs hold 20 rows, all cuDNN at batch 1, up
-# to 10). A hold longer than the host's time per iteration keeps the queue ahead of the GPU, so only the
-# op is timed, Tracea's launches and the vendor's alike.
-HOLD_CYCLES = 500_000
 
 
 def time_torch(run: Callable[[], Any], warmup: int, repeats: int, flush_l2: bool = True,

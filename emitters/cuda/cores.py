@@ -111,10 +111,10 @@ def hopper(kind: str, schedule_class: str, hero: str, space: str, module: str, k
            scalars: Callable[[Any], dict[str, float | int]]) -> Core:
     """A Hopper core: its schedule class, hero and space from hopper/schedule.py, its ``rendered(op,
     schedule, sm_count)`` from ``module``."""
-    rendered = lazy(module, "rendered")
+    rendered, heuristic, candidates = lazy(module, "rendered"), lazy(".hopper.schedule", hero), lazy(".hopper.schedule", space)
     return Core("wgmma", "cuda-wgmma", (kind,), lambda d: _from_json(schedule_class, d),
-                lambda op, host: lazy(".hopper.schedule", hero)(op),
-                lambda op, _hero, arch: lazy(".hopper.schedule", space)(op, arch.smem_optin),
+                lambda op, host: heuristic(op),
+                lambda op, _hero, arch: candidates(op, arch.smem_optin),
                 lazy(".tma", "check_wgmma"),
                 lambda op, s, arch: (rendered(op, s, arch.sm_count), scalars(op)), kernel, own_features)
 

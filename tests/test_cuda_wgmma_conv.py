@@ -69,8 +69,9 @@ def test_schedule_json_round_trip_and_space():
 
 
 def test_heroes_follow_k():
-    assert conv_hero_schedule(conv(k=128)).bn == 128 and conv_hero_schedule(conv(k=128)).pingpong
-    big = conv_hero_schedule(conv(k=256))
+    # batch 32: tiles enough to fill the SMs (fewer take split-K: tests/test_cuda_splitk.py)
+    assert conv_hero_schedule(conv(n=32, k=128)).bn == 128 and conv_hero_schedule(conv(n=32, k=128)).pingpong
+    big = conv_hero_schedule(conv(n=32, k=256))
     assert (big.bm, big.bn, big.publish, big.store) == (128, 256, "noinc", "tma")
 
 
@@ -212,7 +213,7 @@ def test_variant_is_registered_with_the_largest_hero_ring():
     from tracea.emitters.cuda.variants import VARIANTS, WGMMA_CONV
 
     assert WGMMA_CONV in VARIANTS
-    heroes = (conv_hero_schedule(conv(k=128)), conv_hero_schedule(conv(k=256)))
+    heroes = (conv_hero_schedule(conv(n=32, k=128)), conv_hero_schedule(conv(n=32, k=256)))
     assert WGMMA_CONV.requirements.min_shared_memory_per_block_bytes == max(h.smem_bytes for h in heroes)
     assert WGMMA_CONV.requirements.min_compute_capability == WGMMA_CONV.requirements.max_compute_capability == (9, 0)
 

@@ -113,8 +113,8 @@ def hopper(kind: str, schedule_class: str, hero: str, space: str, module: str, k
     schedule, sm_count)`` from ``module``."""
     rendered, heuristic, candidates = lazy(module, "rendered"), lazy(".hopper.schedule", hero), lazy(".hopper.schedule", space)
     return Core("wgmma", "cuda-wgmma", (kind,), lambda d: _from_json(schedule_class, d),
-                lambda op, host: heuristic(op),
-                lambda op, _hero, arch: candidates(op, arch.smem_optin),
+                lambda op, host: heuristic(op, lazy(".mma", "sm_count")(host)),
+                lambda op, _hero, arch: candidates(op, arch.smem_optin, arch.sm_count if arch.sm_count > 1 else 132),
                 lazy(".tma", "check_wgmma"),
                 lambda op, s, arch: (rendered(op, s, arch.sm_count), scalars(op)), kernel, own_features)
 

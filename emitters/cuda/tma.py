@@ -142,6 +142,20 @@ def gemm_args(tm_a: _Map, tm_b: _Map, tm_c: _Map, c: int, bias: int, residual: i
             ctypes.c_float(alpha), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k), ctypes.c_int(store_tma)]
 
 
+def split_args(kernel: Any, rendered: Any) -> list[Any]:
+    """The split-K arguments (workspace, semaphores, splits, dp_tiles) of a kernel whose ``Rendered``
+    carries a ``split_k`` plan (``hopper/splitk.py``), its buffers from ``kernel._buffer``; the
+    semaphores are zeroed here, once per upload (each launch leaves them zero again). Empty otherwise."""
+    plan = rendered.metadata.get("split_k")
+    if plan is None:
+        return []
+    ws = kernel._buffer("split_ws", max(16, plan["workspace_bytes"]))
+    sem = kernel._buffer("split_sem", max(4, 4 * plan["semaphores"]))
+    driver_call(kernel._dev.driver.cuMemsetD8(sem.ptr, 0, sem.nbytes), "cuMemsetD8")
+    return [ctypes.c_uint64(int(ws.ptr)), ctypes.c_uint64(int(sem.ptr)), ctypes.c_int(plan["splits"]),
+            ctypes.c_int(plan["dp_tiles"])]
+
+
 # ------------------------------------------------------------------------------- emitter hooks
 
 
@@ -216,7 +230,7 @@ class WgmmaKernel(CudaKernel):
         out = int(self._dbuf["out"].ptr)
         mc, store_tma = output_map(op, self.schedule, out)
         self._wargs = gemm_args(ma, mb, mc, out, opt["bias"], opt["residual"], op.alpha, op.m, op.n, op.k,
-                                store_tma)
+                                store_tma) + split_args(self, self.rendered)
 
     def launch(self) -> None:
         if self._wargs is None:

@@ -43,7 +43,7 @@ from typing import Any
 
 from ...cstyle import CodeWriter
 from ..render import CudaRenderer, Rendered
-from . import conv1x1, scheduler
+from . import conv1x1, scheduler, splitk
 from .mainloop import (
     DEVICE_LIB,
     GATHER_LIB,
@@ -91,11 +91,14 @@ def render(op: Any, sched: WgmmaConvSchedule) -> str:
     w.extend(GATHER_LIB)
     w.extend(wgmma_instruction(sched.bn, PTX_TYPE[dtype], 0, 0))
     w.extend(scheduler.tile_order(sched))
+    if sched.split != 1:
+        w.extend(splitk.UNIT_FN)
     w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
     w("    const __grid_constant__ TrTensorMap tmB, const __grid_constant__ TrTensorMap tmC,")
     w("    const uint16_t* __restrict__ X, uint16_t* __restrict__ C, const uint16_t* __restrict__ bias,")
     w("    int M, int N, int Cp, int H, int W, int P, int Q, int R, int S, int stride_h, int stride_w,")
-    w("    int pad_h, int pad_w, int dil_h, int dil_w, int cblk, int store_tma) {")
+    split = "" if sched.split == 1 else ", " + splitk.SIGNATURE
+    w(f"    int pad_h, int pad_w, int dil_h, int dil_w, int cblk, int store_tma{split}) {{")
     w.extend(kernel_head(sched, a_bytes, k_iters="R * S * cblk", maps=("tmB",), full_arrivals=129))
     w.extend(gather_producer(sched))
     epilogue = ("bias",) if op.bias else ()
@@ -128,8 +131,12 @@ extern "C" __global__ void __launch_bounds__(256) tr_transpose16(const uint16_t*
 
 def launch_geometry(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> tuple[int, int, int]:
     """(grid blocks, threads per block, dynamic shared memory bytes) over the implicit GEMM's
-    GEMM_M x K tiles (``scheduler.launch_geometry``)."""
-    return scheduler.launch_geometry(sched, op.gemm_m, op.k, sm_count)
+    GEMM_M x K tiles (``scheduler.launch_geometry``), or its split-K work units."""
+    return scheduler.launch_geometry(sched, op.gemm_m, op.k, sm_count, None, split_plan(op, sched, sm_count))
+
+
+def split_plan(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> splitk.Plan:
+    return splitk.plan(sched, op.gemm_m, op.k, op.r * op.s * -(-channels_padded(op) // BK), sm_count)
 
 
 def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
@@ -161,6 +168,9 @@ def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
         "NCHW: x and the filter transposed to NHWC before, the result back to NCHW after, inside every launch",
     }
     params = ("tmB", "tmC", "x", "out", "bias", *INT_PARAMS)
+    if sched.split != 1:
+        meta["split_k"] = split_plan(op, sched, sm_count).to_json()
+        params += splitk.PARAMS
     return Rendered(f"tr_{sched.name}", KERNEL_NAME, src, params, (grid, 1, 1), (threads, 1, 1), smem, meta)
 
 
@@ -227,7 +237,7 @@ def conv_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any])
     from tracea.doctor.errors import LaunchError
 
     from ..runtime import CudaKernel
-    from ..tma import Launcher, c_output_map, driver_call
+    from ..tma import Launcher, c_output_map, driver_call, split_args
 
     class WgmmaConvKernel(CudaKernel):
         """Buffers, timing and verification as for every CUDA kernel; the launch passes the filter and
@@ -257,7 +267,8 @@ def conv_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any])
             bias = int(self._dbuf["bias"].ptr) if "bias" in self._dbuf else 0
             ints = {**conv_scalars(op), "store_tma": store_tma}
             self._wargs = [filter_map(op, self.schedule, ptrs["weight"]), mc, ctypes.c_uint64(ptrs["x"]),
-                           ctypes.c_uint64(out), ctypes.c_uint64(bias), *[ctypes.c_int(ints[k]) for k in INT_PARAMS]]
+                           ctypes.c_uint64(out), ctypes.c_uint64(bias), *[ctypes.c_int(ints[k]) for k in INT_PARAMS],
+                           *split_args(self, self.rendered)]
 
         def _transpose_function(self) -> Any:
             if self._transpose is None:

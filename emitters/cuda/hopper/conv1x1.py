@@ -50,7 +50,7 @@ def gemm_view_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, 
     from tracea.doctor.errors import LaunchError
 
     from ..runtime import CudaKernel
-    from ..tma import Launcher, gemm_args, operand_maps, output_map
+    from ..tma import Launcher, gemm_args, operand_maps, output_map, split_args
 
     view = gemm_view(op)
     sched = WgmmaConvSchedule.from_json(artifact.schedule).as_gemm()
@@ -76,7 +76,8 @@ def gemm_view_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, 
                    for name in ("x", "weight", "bias", "out")}
             ma, mb = operand_maps(view, sched, ptr["x"], ptr["weight"])
             mc, store_tma = output_map(view, sched, ptr["out"])
-            self._wargs = gemm_args(ma, mb, mc, ptr["out"], ptr["bias"], 0, 1.0, view.m, view.n, view.k, store_tma)
+            self._wargs = gemm_args(ma, mb, mc, ptr["out"], ptr["bias"], 0, 1.0, view.m, view.n, view.k,
+                                    store_tma) + split_args(self, self.rendered)
 
         def launch(self) -> None:
             if self._wargs is None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from ...cstyle import CodeWriter
 from ..render import CudaRenderer, Rendered
-from . import scheduler
+from . import scheduler, splitk
 from .mainloop import (
     DEVICE_LIB,
     consumer_branch,
@@ -69,12 +69,15 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     w.extend(DEVICE_LIB)
     w.extend(wgmma_instruction(sched.bn, PTX_TYPE[dtype], 0 if a_k else 1, 0 if b_k else 1))
     w.extend(scheduler.tile_order(sched))
+    if sched.split != 1:
+        w.extend(splitk.UNIT_FN)
     cluster_attr = f"__cluster_dims__({sched.cluster}, 1, 1) " if sched.cluster > 1 else ""
     w(f'extern "C" __global__ void {cluster_attr}__launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
     w("    const __grid_constant__ TrTensorMap tmA, const __grid_constant__ TrTensorMap tmB,")
     w("    const __grid_constant__ TrTensorMap tmC,")
     w("    uint16_t* __restrict__ C, const uint16_t* __restrict__ bias, const uint16_t* __restrict__ residual,")
-    w("    float alpha, int M, int N, int K, int store_tma) {")
+    split = "" if sched.split == 1 else ", " + splitk.SIGNATURE
+    w(f"    float alpha, int M, int N, int K, int store_tma{split}) {{")
     w.extend(kernel_head(sched, a_bytes))
     w.extend(tma_producer(sched, a_k, b_k))
     w.extend(consumer_branch(sched, dtype, tuple(op.epilogue), r, a_k, b_k))
@@ -84,8 +87,12 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
 def launch_geometry(op: Any, sched: WgmmaSchedule, sm_count: int,
                     max_clusters: int | None = None) -> tuple[int, int, int]:
     """(grid blocks, threads per block, dynamic shared memory bytes) over ``op``'s M x N tiles
-    (``scheduler.launch_geometry``)."""
-    return scheduler.launch_geometry(sched, op.m, op.n, sm_count, max_clusters)
+    (``scheduler.launch_geometry``), or its split-K work units (``split_plan``)."""
+    return scheduler.launch_geometry(sched, op.m, op.n, sm_count, max_clusters, split_plan(op, sched, sm_count))
+
+
+def split_plan(op: Any, sched: WgmmaSchedule, sm_count: int) -> splitk.Plan:
+    return splitk.plan(sched, op.m, op.n, splitk.k_steps(op.k), sm_count)
 
 
 def tma_unsupported(op: Any) -> str | None:
@@ -132,4 +139,8 @@ def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Any:
         "epilogue": list(op.epilogue),
         "tma_padding": tma_unsupported(op),
     }
-    return Rendered(f"tr_{sched.name}", KERNEL_NAME, src, PARAMS, (grid, 1, 1), (threads, 1, 1), smem, meta)
+    params = PARAMS
+    if sched.split != 1:
+        meta["split_k"] = split_plan(op, sched, sm_count).to_json()
+        params += splitk.PARAMS
+    return Rendered(f"tr_{sched.name}", KERNEL_NAME, src, params, (grid, 1, 1), (threads, 1, 1), smem, meta)

@@ -34,6 +34,7 @@ from tracea.doctor.errors import BadInputError
 from ...cstyle import CodeWriter
 from ...layout import TileLayout
 from ..render import CudaRenderer
+from . import splitk
 from .epilogue import direct_store, tma_store, tma_store_drain
 from .schedule import BK, ELEM_BYTES, SWIZZLE, WgmmaConvSchedule, WgmmaSchedule
 from .scheduler import tile_walk
@@ -169,7 +170,7 @@ def kernel_head(sched: WgmmaSchedule, a_bytes: int, k_iters: str = f"(K + {BK - 
     const uint32_t cstage = smem + {S * sched.stage_bytes}u;  /* C staging atoms (TMA-store epilogue) */
     const uint32_t bars = cstage + {sched.c_staging_bytes}u;
 {tile_walk(sched)}
-    const int tiles = tiles_mc * tiles_n, k_iters = {k_iters};
+    const int tiles = tiles_mc * tiles_n, k_iters = {k_iters};{_units(sched)}
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     if (threadIdx.x == 0) {{
         {prefetch}
@@ -182,6 +183,28 @@ def kernel_head(sched: WgmmaSchedule, a_bytes: int, k_iters: str = f"(K + {BK - 
         asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
     }}
     {_cluster_sync(sched)}"""
+
+
+def _units(sched: WgmmaSchedule) -> str:
+    """Split-K: the work units of the walk (``splitk.py``); nothing otherwise."""
+    if sched.split == 1:
+        return ""
+    return "\n    const int units = dp_tiles + (tiles - dp_tiles) * splits;  /* split-K work units */"
+
+
+def _walk_head(sched: WgmmaSchedule, indent: str) -> str:
+    """The producer's loop over its tiles (or split-K units) with the tile's coordinates, and the k range."""
+    if sched.split == 1:
+        head = f"{indent}for (int tile = cluster_id; tile < tiles; tile += clusters) {{"
+    else:
+        head = splitk.unit_loop_head(sched, indent)
+    return head + f"""
+{indent}    int tm, tn;
+{indent}    tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);"""
+
+
+def _k_range(sched: WgmmaSchedule) -> str:
+    return "int kk = 0; kk < k_iters; ++kk" if sched.split == 1 else "int kk = kb; kk < ke; ++kk"
 
 
 # ---------------------------------------------------------------------------------------- producers
@@ -199,11 +222,9 @@ def tma_producer(sched: WgmmaSchedule, a_k: bool, b_k: bool) -> str:
         if (tid == 0) {{
             int s = 0;
             uint32_t phase = 0;
-            for (int tile = cluster_id; tile < tiles; tile += clusters) {{
-                int tm, tn;
-                tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);
+{_walk_head(sched, "            ")}
                 tm = tm * {sched.cluster} + rank;
-                for (int kk = 0; kk < k_iters; ++kk) {{
+                for ({_k_range(sched)}) {{
                     tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
                     const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
                     tr_mbar_expect_tx(full, {sched.stage_bytes}u);""")
@@ -255,9 +276,7 @@ def gather_producer(sched: WgmmaConvSchedule) -> str:
         int s = 0;
         uint32_t phase = 0;
         long long step = 0;
-        for (int tile = cluster_id; tile < tiles; tile += clusters) {{
-            int tm, tn;
-            tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);
+{_walk_head(sched, "        ")}
             int nh[{lines}], h0[{lines}], w0[{lines}];
             #pragma unroll
             for (int i = 0; i < {lines}; ++i) {{
@@ -267,8 +286,8 @@ def gather_producer(sched: WgmmaConvSchedule) -> str:
                 h0[i] = m < M ? p * stride_h - pad_h : -(1 << 30);  /* a line past M reads nothing */
                 w0[i] = q * stride_w - pad_w;
             }}
-            int fr = 0, fs = 0, cb = 0;  /* this k step's filter row, column and 64-channel block */
-            for (int kk = 0; kk < k_iters; ++kk) {{
+            {_filter_start(sched)}
+            for ({_k_range(sched)}) {{
                 tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
                 const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
                 if (tid == 0) {{
@@ -290,6 +309,14 @@ def gather_producer(sched: WgmmaConvSchedule) -> str:
             }}
         }}
         {_drain(sched)}"""
+
+
+def _filter_start(sched: WgmmaConvSchedule) -> str:
+    """The filter row, column and 64-channel block of the walk's first k step (``kb`` under split-K)."""
+    if sched.split == 1:
+        return "int fr = 0, fs = 0, cb = 0;  /* this k step's filter row, column and 64-channel block */"
+    return ("int cb = kb % cblk, fs = (kb / cblk) % S, fr = kb / cblk / S;  /* filter row, column, "
+            "64-channel block of step kb */")
 
 
 def _publish(sched: WgmmaConvSchedule) -> str:
@@ -334,6 +361,8 @@ def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...],
     w = CodeWriter()
     w.extend(_consumer_entry(sched))
     w.extend(_consumer_mainloop(sched, a_k, b_k, proxy_fence))
+    if sched.split != 1:
+        w.extend(splitk.fixup(sched))
     w.extend(f"""            /* wgmma m64nN accumulator layout: thread (warp, lane) holds rows warp*16 + lane/4 (+8),
                columns 8*j + 2*(lane%4) (+1) in acc[4j..4j+3] = (r, c), (r, c+1), (r+8, c), (r+8, c+1). */
             const int row0 = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4;
@@ -351,7 +380,7 @@ def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...],
 def _consumer_entry(sched: WgmmaSchedule) -> str:
     """Registers taken, the accumulators declared, and the head of the consumer's tile walk: its tile's
     coordinates, where the ring stands at the tile's first k step, the ping-pong turn, zeroed sums."""
-    S, m_slices, n_regs = sched.stages, sched.m_slices, sched.bn // 2
+    m_slices, n_regs = sched.m_slices, sched.bn // 2
     return f"""    }} else {{
         asm volatile("setmaxnreg.inc.sync.aligned.u32 {sched.register_split()[2]};\\n");
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
@@ -361,7 +390,21 @@ def _consumer_entry(sched: WgmmaSchedule) -> str:
         float acc[{m_slices}][{n_regs}];
         int cstep = 0;  /* TMA-store epilogue: which staging atom is next */
         (void)cstep;
-        for (int j = walk, tile = cluster_id + walk * clusters; tile < tiles;
+{_consumer_walk(sched)}
+            {_turn_wait(sched)}
+            #pragma unroll
+            for (int i = 0; i < {m_slices}; ++i) {{
+                #pragma unroll
+                for (int j = 0; j < {n_regs}; ++j) acc[i][j] = 0.0f;
+            }}"""
+
+
+def _consumer_walk(sched: WgmmaSchedule) -> str:
+    """The head of a consumer's walk: its tile (or split-K unit), and where the ring stands then."""
+    if sched.split != 1:
+        return splitk.consumer_head(sched)
+    S = sched.stages
+    return f"""        for (int j = walk, tile = cluster_id + walk * clusters; tile < tiles;
              j += {sched.tile_walkers}, tile += {sched.tile_walkers} * clusters) {{
             int tm, tn;
             tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);
@@ -369,13 +412,7 @@ def _consumer_entry(sched: WgmmaSchedule) -> str:
             /* The producer fills the ring in the block's tile order: tile j starts at step j * k_iters. */
             const long long it0 = (long long)j * k_iters;
             int s = (int)(it0 % {S});
-            uint32_t phase = (uint32_t)((it0 / {S}) & 1);
-            {_turn_wait(sched)}
-            #pragma unroll
-            for (int i = 0; i < {m_slices}; ++i) {{
-                #pragma unroll
-                for (int j = 0; j < {n_regs}; ++j) acc[i][j] = 0.0f;
-            }}"""
+            uint32_t phase = (uint32_t)((it0 / {S}) & 1);"""
 
 
 def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: bool) -> str:
@@ -394,7 +431,7 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
     S, m_slices, n_regs = sched.stages, sched.m_slices, sched.bn // 2
     fence = '\n                asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");' if proxy_fence else ""
     return f"""            int prev = -1;
-            for (int kk = 0; kk < k_iters; ++kk) {{
+            for ({_k_range(sched)}) {{
                 tr_mbar_wait(bars + 8u * s, phase);{fence}
                 const uint32_t sa = smem + s * {sched.stage_bytes}u + part * {sched.m_slices * a_mstep}u;
                 const uint32_t sb = smem + s * {sched.stage_bytes}u + {a_bytes}u;

@@ -42,7 +42,9 @@ class WgmmaSchedule:
     ``bm`` rows, each issuing m64 wgmma of width ``bn``. ``stages``: depth of the TMA ring.
     ``raster``/``group``: the persistent tile order walks ``group`` tile rows ("m") or tile columns
     ("n") at a time so that blocks running together share A or B panels in L2. ``cluster``: 1, or 2
-    blocks sharing each B tile through TMA multicast."""
+    blocks sharing each B tile through TMA multicast. ``split``: k slices per tile (split-K,
+    ``splitk.py``): 1 none, 0 as many as fill the SMs, 2..16 that many; ``split_tail``: split only the
+    tiles of the last, partial wave."""
 
     bm: int = 128
     bn: int = 256
@@ -54,6 +56,8 @@ class WgmmaSchedule:
     persistent: bool = True
     pingpong: bool = False
     store: str = "direct"
+    split: int = 1
+    split_tail: bool = False
     producer_regs: ClassVar[int] = PRODUCER_REGS  # registers the producer warpgroup keeps (setmaxnreg.dec)
 
     @property
@@ -102,7 +106,8 @@ class WgmmaSchedule:
     def smem_bytes(self) -> int:
         """Dynamic shared memory: the ring, the C staging atoms, the mbarriers (full and empty per stage,
         two ping-pong turns), slack to align the base to 1024."""
-        return self.stages * self.stage_bytes + self.c_staging_bytes + 16 * self.stages + 16 + 1024
+        flags = 16 if self.split != 1 else 0  # split-K: the consumers' "last slice" word(s)
+        return self.stages * self.stage_bytes + self.c_staging_bytes + 16 * self.stages + 16 + flags + 1024
 
     @property
     def name(self) -> str:
@@ -110,6 +115,7 @@ class WgmmaSchedule:
         tag += "" if self.cluster == 1 else f"_cl{self.cluster}"
         tag += "_pp" if self.pingpong else ""
         tag += "_ts" if self.store == "tma" else ""
+        tag += "" if self.split == 1 else f"_sk{self.split or 'a'}" + ("t" if self.split_tail else "")
         return tag + ("" if self.persistent else "_np")
 
     def register_split(self) -> tuple[int, int, int]:
@@ -126,7 +132,9 @@ class WgmmaSchedule:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
-        for name in ("persistent", "pingpong"):
+        if isinstance(self.split, bool) or not isinstance(self.split, int) or not 0 <= self.split <= 16:
+            raise BadInputError(f"split: expected 0 (fill the SMs), 1 (none) or 2..16 k slices, got {self.split!r}")
+        for name in ("persistent", "pingpong", "split_tail"):
             if not isinstance(getattr(self, name), bool):
                 raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
         if self.store not in STORES:
@@ -148,6 +156,8 @@ class WgmmaSchedule:
             raise BadInputError(f"group: {self.group} tile rows per group is more than 64")
         if self.cluster not in (1, 2):
             raise BadInputError(f"cluster: {self.cluster} blocks per cluster (1 or 2 supported)")
+        if self.split_tail and self.split == 1:
+            raise BadInputError("split_tail: splits the last wave's tiles, but split is 1 (none)", "split 0")
         if self.cluster == 2 and self.bn % 128:
             raise BadInputError(f"bn: {self.bn} does not split into two 64-column halves for the cluster's multicast")
         if self.accumulators > 192:
@@ -170,8 +180,10 @@ class WgmmaSchedule:
                 raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": "wgmma",
-                **dataclasses.asdict(self)}
+        d = dataclasses.asdict(self)
+        if self.split == 1:  # the JSON of every schedule without split-K stays as it was before it
+            del d["split"], d["split_tail"]
+        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": "wgmma", **d}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> WgmmaSchedule:
@@ -193,24 +205,77 @@ class WgmmaSchedule:
 HERO = WgmmaSchedule(store="tma")
 
 
-def hero_schedule(op: Any = None) -> WgmmaSchedule:
+def hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaSchedule:
     """The hand-picked schedule: 128 x 256 tiles, 4 stages, 2 cooperative consumers, TMA-store
-    epilogue; narrow tiles when M or N is small (decode shapes), so that more blocks stream B."""
+    epilogue; narrow tiles when M or N is small (decode shapes), so that more blocks stream B. Where
+    the tiles leave SMs idle, split-K (``with_split``)."""
     if op is not None and op.m <= 64:
-        return WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma")
-    if op is not None and op.n <= 128:
-        return WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2)
-    return HERO
+        base = WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma")
+    elif op is not None and op.n <= 128:
+        base = WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2)
+    else:
+        base = HERO
+    if op is None:
+        return base
+    narrow = WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma")
+    return with_split(base, narrow, op.m, op.n, -(-op.k // BK), sm_count)
 
 
-def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> list[WgmmaSchedule]:
-    """Every valid schedule over a grid of the searchable fields (hero first)."""
-    out = [hero_schedule(op)]
+def tile_count(s: WgmmaSchedule, m: int, n: int) -> int:
+    return -(-m // s.bm) * -(-n // s.bn)
+
+
+def with_split(base: Any, narrow: Any, m: int, n: int, k_iters: int, sm_count: int) -> Any:
+    """``base``, or what fills the SMs better where its tiles leave them idle (the split itself is
+    chosen again at launch by ``splitk.plan`` from the device's own SM count). From the H100 probe
+    (docs/device-runs/2026-11-25-h100/splitk-run1): with 18 or more k steps of 64, split-K over
+    ``narrow`` tiles (64 x 128, one consumer: the smallest fix-up) when they still leave half the
+    SMs idle; ``narrow`` tiles without split-K when they fill most SMs and ``base``'s do not (ResNet-50's
+    3x3 512-channel conv at batch 32: 0.70x, against 0.58x split over 128 x 128); else split-K over
+    ``base``'s; a second wave under half full splits its tiles only (``split_tail``). Fewer k steps do
+    not pay for a fix-up (1x1 convs over 1024 channels: 0.86x without, 0.74x with), and keep ``base``."""
+    if k_iters < 18:
+        return base
+    smaller = narrow.bm * narrow.bn < base.bm * base.bn
+    tiles, narrow_tiles = tile_count(base, m, n), tile_count(narrow, m, n)
+    if smaller and 2 * narrow_tiles <= sm_count:
+        return dataclasses.replace(narrow, split=0)
+    if smaller and tiles < 0.7 * sm_count <= narrow_tiles:
+        return narrow
+    if 2 * tiles <= sm_count:
+        return dataclasses.replace(base, split=0)
+    if sm_count <= tiles < 2 * sm_count and 0 < tiles % sm_count < sm_count // 2:
+        return dataclasses.replace(base, split=0, split_tail=True)
+    return base
+
+
+SPLITS = (0, 2, 4, 8)  # split-K values searched besides 1, where a shape's tiles can leave SMs idle
+
+
+def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90, sm_count: int = 132) -> list[WgmmaSchedule]:
+    """Every valid schedule over a grid of the searchable fields (hero first); split-K on a smaller grid
+    (4 or 6 stages, raster m, no cluster) for shapes whose tiles can leave SMs idle."""
+    out = [hero_schedule(op, sm_count)]
     shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (192, 3, False), (256, 2, False),
               (64, 2, True), (128, 2, True))
     grid = itertools.product(shapes, (64, 128, 192, 256), (3, 4, 5, 6, 8), RASTERS, (1, 2), STORES)
-    return keep_valid(out, (WgmmaSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, cluster=cl,
-                                          store=so) for (bm, c, pp), bn, st, ra, cl, so in grid), op, smem_optin)
+    out = keep_valid(out, (WgmmaSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, cluster=cl,
+                                         store=so) for (bm, c, pp), bn, st, ra, cl, so in grid), op, smem_optin)
+    return keep_valid(out, split_candidates(out, op, sm_count), op, smem_optin)
+
+
+def split_candidates(space: list[Any], op: Any, sm_count: int) -> Iterable[Any]:
+    """Split-K variants of ``space``'s schedules with 4 or 6 stages, raster m, no cluster, TMA store: every
+    ``SPLITS`` value, and the tail-only split; none for shapes that fill the SMs twice over anyway."""
+    m, n = (op.m, op.n) if getattr(op, "kind", None) == "gemm" else (op.gemm_m, op.k) if op is not None else (0, 0)
+    for s in list(space):
+        if s.split != 1 or s.stages not in (4, 6) or s.raster != "m" or s.cluster != 1 or s.store != "tma":
+            continue
+        if op is not None and tile_count(s, m, n) >= 2 * sm_count:
+            continue
+        for k in SPLITS:
+            yield dataclasses.replace(s, split=k)
+        yield dataclasses.replace(s, split=0, split_tail=True)
 
 
 def keep_valid(out: list, candidates: Iterable[Any], op: Any, smem_optin: int) -> list:
@@ -344,28 +409,35 @@ class WgmmaConvSchedule(WgmmaSchedule):
         return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish, path=path)
 
 
-def conv_hero_schedule(op: Any = None) -> WgmmaConvSchedule:
+def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule:
     """Picked from the H200 runs (docs/device-runs/2026-11-23-h200/wgmma_conv/run2): 128 x 256 tiles, 4 stages, 2 cooperative
     consumers, TMA-store epilogue, stages published by ``cp.async.mbarrier.arrive.noinc`` (N32 C256 56x56:
     0.80x cuDNN, against 0.73x waiting on the copies); for K <= 128, 128 x 128 ping-pong with 6 stages
     (N1 C64 224x224 K128: 0.86x, where 128 x 256 tiles leave half of each tile empty: 0.65x). A conv that
     is a plain GEMM (1x1, stride 1, no padding, NHWC) takes the GEMM's hero for ``gemm_view(op)``."""
     if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: the GEMM's own hero
-        return WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(op)))
+        return WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(op), sm_count))
     if op is not None and op.k <= 128:
-        return WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma")
-    return WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, raster="n", store="tma", publish="noinc")
+        base = WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma")
+    else:
+        base = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, raster="n", store="tma", publish="noinc")
+    if op is None:
+        return base
+    narrow = WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", publish="noinc")
+    return with_split(base, narrow, op.gemm_m, op.k, op.r * op.s * -(-op.c // BK), sm_count)
 
 
-def conv_search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> list[WgmmaConvSchedule]:
+def conv_search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90,
+                      sm_count: int = 132) -> list[WgmmaConvSchedule]:
     """Every valid schedule over tile, stages, consumers, ping-pong, raster and store (hero first); for a
     conv that is a plain GEMM, the GEMM's whole space on the "gemm" path first, then the gather's."""
     shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (256, 2, False), (128, 2, True))
     grid = itertools.product(shapes, (64, 128, 192, 256), (3, 4, 5, 6, 8), ("m", "n"), STORES, PUBLISH)
     candidates = (WgmmaConvSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, store=so, publish=pu)
                   for (bm, c, pp), bn, st, ra, so, pu in grid)
-    out = [conv_hero_schedule(op)]
+    out = [conv_hero_schedule(op, sm_count)]
     if op is not None and gemm_view_unsupported(op) is None:
-        gemm_space = search_space(gemm_view(op), smem_optin)
+        gemm_space = search_space(gemm_view(op), smem_optin, sm_count)
         out = keep_valid(out, (WgmmaConvSchedule.of_gemm(s) for s in gemm_space), op, smem_optin)
-    return keep_valid(out, candidates, op, smem_optin)
+    out = keep_valid(out, candidates, op, smem_optin)
+    return keep_valid(out, split_candidates([s for s in out if s.path == "gather"], op, sm_count), op, smem_optin)

@@ -13,6 +13,8 @@ k range per work unit, a fix-up reduction of partial accumulators) changes the w
 
 from __future__ import annotations
 
+from typing import Any
+
 from .schedule import WgmmaSchedule
 
 
@@ -42,13 +44,16 @@ def tile_walk(sched: WgmmaSchedule) -> str:
 
 
 def launch_geometry(sched: WgmmaSchedule, m: int, n: int, sm_count: int,
-                    max_clusters: int | None = None) -> tuple[int, int, int]:
+                    max_clusters: int | None = None, plan: Any = None) -> tuple[int, int, int]:
     """(grid blocks, threads per block, dynamic shared memory bytes) for an ``m`` x ``n`` output.
     Persistent: one block (or pair) per SM (pair of SMs) that can hold one at once (``max_clusters``,
-    from the driver when known); otherwise one block per tile."""
+    from the driver when known); otherwise one block per tile. Under split-K (``plan``, a
+    ``splitk.Plan``) the walk is over its work units instead of tiles."""
     cl = sched.cluster
     tile_rows = -(-m // sched.bm)
     tiles = -(-tile_rows // cl) * -(-n // sched.bn)
+    if plan is not None:
+        tiles = plan.units
     slots = max_clusters if max_clusters else sm_count // cl
     grid = cl * (min(tiles, slots) if sched.persistent else tiles)
     return grid, sched.threads, sched.smem_bytes

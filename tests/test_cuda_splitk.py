@@ -1,0 +1,243 @@
+"""Split-K in the Hopper kernels (``emitters/cuda/hopper/splitk.py``): the work-unit decoding compiled by
+the host compiler and checked to cover every (tile, k step) once, the plan's choices, the schedule fields,
+NVRTC compiles for sm_90a, and on an sm_90 GPU every split form verified against float64 and run twice
+bit-identical (the fix-up sums the slices in a fixed order)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from tracea.doctor.errors import BadInputError
+from tracea.emitters.cuda.hopper import splitk
+from tracea.emitters.cuda.hopper.schedule import (
+    WgmmaConvSchedule,
+    WgmmaSchedule,
+    conv_hero_schedule,
+    conv_search_space,
+    hero_schedule,
+    search_space,
+)
+from tracea.kernels import Conv2d, Gemm
+
+HARNESS = r"""#include <stdio.h>
+#define __device__
+#define __forceinline__ inline
+%s
+int main(void) {
+    int k_iters, splits, dp, tiles;
+    while (scanf("%%d %%d %%d %%d", &k_iters, &splits, &dp, &tiles) == 4) {
+        const int units = dp + (tiles - dp) * splits;
+        for (int u = 0; u < units; ++u) {
+            int tile, kb, ke, sidx;
+            tr_unit(u, k_iters, splits, dp, tile, kb, ke, sidx);
+            printf("%%d %%d %%d %%d\n", tile, kb, ke, sidx);
+        }
+        printf("end\n");
+    }
+    return 0;
+}
+"""
+
+
+def test_work_units_cover_every_tile_and_k_step_once(tmp_path):
+    """``tr_unit`` as the kernels compile it (host g++): each tile's k steps are covered exactly once, in
+    slices of near-equal length, split tiles' slices adjacent and numbered 0.. splits-1."""
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    (tmp_path / "u.cc").write_text(HARNESS % splitk.UNIT_FN)
+    subprocess.run([cxx, "-O1", "-o", str(tmp_path / "u"), str(tmp_path / "u.cc")], check=True)
+    cases = [(k, s, dp, t) for k in (2, 7, 64, 157) for s in (2, 3, 8, 16) if s <= k
+             for t, dp in ((1, 0), (5, 0), (140, 132), (9, 4))]
+    stdin = "".join(f"{k} {s} {dp} {t}\n" for k, s, dp, t in cases)
+    out = subprocess.run([str(tmp_path / "u")], input=stdin, capture_output=True, text=True, check=True).stdout
+    blocks = out.split("end\n")[:-1]
+    assert len(blocks) == len(cases)
+    for (k, s, dp, t), block in zip(cases, blocks, strict=True):
+        covered = np.zeros((t, k), int)
+        rows = [tuple(map(int, line.split())) for line in block.splitlines()]
+        for tile, kb, ke, sidx in rows:
+            assert 0 <= kb < ke <= k
+            covered[tile, kb:ke] += 1
+            if tile < dp:
+                assert (sidx, kb, ke) == (-1, 0, k)
+            else:
+                assert 0 <= sidx < s and ke - kb in (k // s, -(-k // s))
+        assert (covered == 1).all(), (k, s, dp, t)
+        split_rows = [r for r in rows if r[0] >= dp]
+        assert [r[3] for r in split_rows] == list(range(s)) * (t - dp)
+
+
+def test_plan_fills_the_sms_and_keeps_whole_tiles_otherwise():
+    s = WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=0)
+    p = splitk.plan(s, 128, 4096, 64, 132)  # 32 tiles: 4 slices each fill 128 of 132 SMs
+    assert (p.splits, p.dp_tiles, p.units, p.tiles) == (4, 0, 128, 32)
+    assert p.ws_bytes == 32 * 4 * 128 * 128 * 4 and p.sem_count == 32
+    assert splitk.plan(s, 128, 4096, 8, 132).splits == 2  # at least MIN_STEPS k steps a slice
+    assert splitk.plan(s, 128, 4096, 7, 132).splits == 1  # too short to split
+    assert splitk.plan(s, 4096, 4096, 64, 132).units == 1024  # enough tiles: none split
+    fixed = dataclasses.replace(s, split=16)
+    assert splitk.plan(fixed, 128, 128, 5, 132).splits == 5  # never more slices than k steps
+    tail = dataclasses.replace(s, split_tail=True)
+    p = splitk.plan(tail, 1280, 1792, 64, 132)  # 10 x 14 = 140 tiles: 132 whole, the 8 left split 16 ways
+    assert (p.dp_tiles, p.splits, p.units) == (132, 16, 132 + 8 * 16)
+    pair = dataclasses.replace(s, cluster=2, bn=256, consumers=2)
+    p = splitk.plan(pair, 256, 1024, 64, 132)  # 1 pair row x 4 = 4 cluster tiles on 66 pair slots
+    assert p.splits == 16 and p.sem_count == 8 and p.ws_bytes == 8 * 16 * 128 * 256 * 4
+    assert splitk.plan(WgmmaSchedule(), 128, 4096, 64, 132).splits == 1  # split = 1: off
+
+
+def test_schedule_fields_validate_and_round_trip():
+    s = WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, split=0, split_tail=True)
+    assert WgmmaSchedule.from_json(s.to_json()) == s and s.name.endswith("_skat")
+    assert "split" not in WgmmaSchedule().to_json()  # schedules without split-K keep their old JSON
+    assert s.smem_bytes == dataclasses.replace(s, split=1, split_tail=False).smem_bytes + 16
+    for bad, field in (({"split": 17}, "split"), ({"split": -1}, "split"), ({"split": True}, "split"),
+                       ({"split_tail": True}, "split_tail"), ({"split": 2, "split_tail": 1}, "split_tail")):
+        with pytest.raises(BadInputError, match=field):
+            dataclasses.replace(WgmmaSchedule(), **bad).validate()
+    c = WgmmaConvSchedule(bm=64, bn=128, consumers=1, stages=6, publish="noinc", split=4)
+    assert WgmmaConvSchedule.from_json(c.to_json()) == c
+
+
+def test_heroes_split_where_tiles_leave_sms_idle():
+    proj = hero_schedule(Gemm(128, 4096, 4096, "bf16"))  # 64 tiles of 64 x 128: 2 slices each
+    assert (proj.bm, proj.bn, proj.consumers, proj.split) == (64, 128, 1, 0)
+    assert hero_schedule(Gemm(4096, 4096, 4096, "bf16")).split == 1
+    assert hero_schedule(Gemm(512, 512, 16384, "bf16")).split == 0
+    assert hero_schedule(Gemm(128, 4096, 1024, "bf16")).split == 1  # 16 k steps: the fix-up does not pay
+    wide = hero_schedule(Gemm(128, 11008, 4096, "bf16"))  # 172 narrow tiles fill the SMs: no split
+    assert (wide.bm, wide.bn, wide.split) == (64, 128, 1)
+    second = hero_schedule(Gemm(1280, 3584, 4096, "bf16"))  # 140 tiles of 128 x 256: a second wave of 8
+    assert (second.bn, second.split, second.split_tail) == (256, 0, True)
+    assert hero_schedule(Gemm(128, 4096, 4096, "bf16"), sm_count=16).split == 1  # a small GPU is full
+    deep = Conv2d(1, 512, 7, 7, 512, 3, 3, padding=1, layout="nhwc", dtype="fp16")
+    h = conv_hero_schedule(deep)
+    assert (h.bm, h.consumers, h.split, h.path) == (64, 1, 0, "gather")
+    one = Conv2d(1, 2048, 7, 7, 512, 1, 1, layout="nhwc", dtype="fp16")
+    assert conv_hero_schedule(one).path == "gemm" and conv_hero_schedule(one).split == 0
+    assert conv_hero_schedule(Conv2d(1, 1024, 14, 14, 256, 1, 1, layout="nhwc", dtype="fp16")).split == 1
+    assert conv_hero_schedule(Conv2d(32, 256, 56, 56, 256, 3, 3, padding=1, layout="nhwc", dtype="fp16")).split == 1
+
+
+def test_spaces_search_split_only_where_it_can_help():
+    small = search_space(Gemm(128, 4096, 4096, "bf16"))
+    assert {s.split for s in small} == {0, 1, 2, 4, 8} and any(s.split_tail for s in small)
+    assert {s.split for s in search_space(Gemm(8192, 8192, 4096, "bf16"))} == {1}
+    conv = conv_search_space(Conv2d(1, 256, 14, 14, 256, 3, 3, padding=1, layout="nhwc", dtype="fp16"))
+    assert {s.split for s in conv if s.path == "gather"} >= {0, 2, 4, 8}
+    for s in small[::97] + conv[::89]:
+        assert type(s).from_json(s.to_json()) == s
+
+
+# ------------------------------------------------------------------------------------------ NVRTC
+
+SPLIT_CASES = [
+    (Gemm(128, 4096, 4096, "bf16"), None),
+    (Gemm(200, 136, 1000, "fp16", layout_a="col", layout_b="col", epilogue=("bias", "gelu", "residual")),
+     WgmmaSchedule(bm=128, bn=128, stages=4, consumers=2, pingpong=True, store="tma", split=3)),
+    (Gemm(520, 264, 2000, "bf16", epilogue=("scale",), alpha=0.5),
+     WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, cluster=2, split=0)),
+    (Gemm(1000, 999, 1001, "bf16"), WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, split=16)),
+]
+CONV_CASES = [
+    (Conv2d(1, 512, 7, 7, 512, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True), None),
+    (Conv2d(1, 256, 14, 14, 256, 3, 3, padding=1, stride=2, layout="nhwc", dtype="bf16"),
+     WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", split=0)),
+    (Conv2d(2, 40, 9, 11, 72, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True),
+     WgmmaConvSchedule(bm=128, bn=128, stages=4, consumers=2, publish="wait", split=5)),
+    (Conv2d(1, 1024, 14, 14, 256, 1, 1, layout="nhwc", dtype="fp16", bias=True), None),
+]
+
+
+@pytest.fixture(scope="module")
+def nvrtc():
+    pytest.importorskip("cuda.core")
+    from tracea.emitters.cuda.compiler import find_nvrtc
+
+    return find_nvrtc()
+
+
+def _compile(src: str, name: str) -> tuple[int, int, int]:
+    import io
+    import re
+
+    from cuda.core import Program, ProgramOptions
+
+    logs = io.StringIO()
+    prog = Program(src, "c++", ProgramOptions(name=name, arch="sm_90a", std="c++17", ptxas_options=["-v"]))
+    assert len(bytes(prog.compile("cubin", logs=logs).code)) > 1000
+    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", logs.getvalue())
+    assert m, logs.getvalue()
+    return tuple(int(x) for x in m.groups())
+
+
+def test_split_kernels_compile_for_sm90a_without_spills(nvrtc):
+    from tracea.emitters.cuda.hopper import conv, gemm
+
+    for op, sched in SPLIT_CASES:
+        sched = sched or hero_schedule(op)
+        src = gemm.render(op, sched)
+        assert "tr_unit(unit" in src and "atomicAdd(sem + slot" in src
+        assert _compile(src, sched.name) == (0, 0, 0), sched.name
+    for op, sched in CONV_CASES:
+        sched = sched or conv_hero_schedule(op)
+        assert _compile(conv.render(op, sched), sched.name) == (0, 0, 0), sched.name
+
+
+def test_rendered_launch_carries_the_plan():
+    from tracea.emitters.cuda.hopper import conv, gemm
+
+    r = gemm.rendered(Gemm(128, 4096, 4096, "bf16"), hero_schedule(Gemm(128, 4096, 4096, "bf16")), 132)
+    assert r.metadata["split_k"]["splits"] == 2 and r.grid[0] == 128 and r.params[-4:] == splitk.PARAMS
+    deep = Conv2d(1, 512, 7, 7, 512, 3, 3, padding=1, layout="nhwc", dtype="fp16")
+    r = conv.rendered(deep, conv_hero_schedule(deep), 132)
+    plan = r.metadata["split_k"]
+    assert plan["units"] == 4 * plan["splits"] and r.grid[0] == min(132, plan["units"])
+    plain = gemm.rendered(Gemm(4096, 4096, 4096, "bf16"), hero_schedule(Gemm(4096, 4096, 4096, "bf16")), 132)
+    assert "split_k" not in plain.metadata and plain.params[-1] == "store_tma"
+
+
+# ------------------------------------------------------------------------------------------ GPU
+
+
+@pytest.fixture
+def _home(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", SPLIT_CASES + CONV_CASES, ids=lambda c: c[0].signature[:48])
+def test_split_forms_verify_and_repeat_bit_identically(case, _home):
+    from cuda.core import Device
+
+    from tracea.emitters import cuda
+    from tracea.kernels import relative_error, tolerance
+    from tracea.kernels.dtypes import to_float64
+
+    if Device(0).compute_capability != (9, 0):
+        pytest.skip("the Hopper kernels need an sm_90 GPU")
+
+    class NoReport:
+        nvidia = None
+
+    op, sched = case
+    vid = "cuda-wgmma." + op.kind
+    sched = sched or cuda.hero_schedule(op, vid, NoReport())
+    assert sched.split != 1
+    k = cuda.build(op, vid, sched, NoReport())
+    assert k.rendered.metadata["split_k"]["splits"] >= 2, k.rendered.metadata["split_k"]
+    inputs = op.random_inputs(np.random.default_rng(7))
+    first = k(inputs, np.full(op.output_shape(), 0x7FC0, op.dtype.storage))
+    err = relative_error(to_float64(first, op.dtype), op.reference(inputs))
+    assert err <= tolerance(op), err
+    again = k(inputs)
+    assert np.array_equal(first.view(np.uint16), again.view(np.uint16))  # deterministic fix-up
+    t = k.time(inputs, warmup=1, repeats=5)
+    assert 0 < t.p50_ms
+    assert np.array_equal(k(inputs).view(np.uint16), first.view(np.uint16))  # semaphores reset after timing

@@ -20,18 +20,23 @@ from .render import CudaRenderer, Rendered
 from .schedule import CudaSchedule
 
 
-def _operand(which: str, kmaj: bool, contiguous_len: int, s: Any, nt: int) -> tuple[str, str, int, int]:
+def _operand(which: str, kmaj: bool, contiguous_len: int, s: Any, nt: int,
+             packed: bool = True) -> tuple[str, str, int, int]:
     """(load code, store code, registers, vector width) for operand ``which`` of a plain GEMM, k-major or
-    not, whose global rows hold ``contiguous_len`` elements."""
+    not, whose global rows hold ``contiguous_len`` elements. Each thread moves 4 elements along the
+    contiguous dimension: one 16-byte load where the rows start on 16 bytes, else 4 guarded scalar loads
+    from one address (odd leading dimensions: a quarter of the index arithmetic and registers of one
+    element a thread, and the same shared stores); ``packed`` False: one scalar a thread (the conv's filters)."""
     if which == "a":
         mn0, mn_total, ext = "m0", "M", s.bm
     else:
         mn0, mn_total, ext = "n0", "N", s.bn
     ld = "K" if kmaj else mn_total
     vec = 4 if contiguous_len % 4 == 0 else 1
+    w = 4 if packed else vec  # elements a thread moves per slot
     along = s.bk if kmaj else ext  # elements along the contiguous dimension within the tile
-    per_line = along // vec
-    total = (ext * s.bk) // vec
+    per_line = along // w
+    total = (ext * s.bk) // w
     iters = -(-total // nt)
     reg = f"r{which}"
     P = which.upper()
@@ -41,19 +46,23 @@ def _operand(which: str, kmaj: bool, contiguous_len: int, s: Any, nt: int) -> tu
         e = f"(tid + {i * nt})"
         guard = "" if total % nt == 0 or (i + 1) * nt <= total else f"if ({e} < {total}) "
         if kmaj:
-            coords = f"const int kk = ({e} % {per_line}) * {vec}, mm = {e} / {per_line};"
+            coords = f"const int kk = ({e} % {per_line}) * {w}, mm = {e} / {per_line};"
             g = f"(size_t)({mn0} + mm) * {ld} + k0 + kk"
-            ok = f"{mn0} + mm < {mn_total} && k0 + kk < K"
+            line_ok, along_ok = f"{mn0} + mm < {mn_total}", "k0 + kk{} < K"
         else:
-            coords = f"const int mm = ({e} % {per_line}) * {vec}, kk = {e} / {per_line};"
+            coords = f"const int mm = ({e} % {per_line}) * {w}, kk = {e} / {per_line};"
             g = f"(size_t)(k0 + kk) * {ld} + {mn0} + mm"
-            ok = f"k0 + kk < K && {mn0} + mm < {mn_total}"
+            line_ok, along_ok = "k0 + kk < K", f"{mn0} + mm{{}} < {mn_total}"
         if vec == 4:
-            load.append(f"{guard}{{ {coords} {reg}[{i}] = ({ok}) ? *(const float4*)({P} + {g}) : "
-                        "make_float4(0.f, 0.f, 0.f, 0.f); }")
+            load.append(f"{guard}{{ {coords} {reg}[{i}] = ({line_ok} && {along_ok.format('')}) ? "
+                        f"*(const float4*)({P} + {g}) : make_float4(0.f, 0.f, 0.f, 0.f); }}")
+        elif not packed:
+            load.append(f"{guard}{{ {coords} {reg}[{i}].x = ({line_ok} && {along_ok.format('')}) ? {P}[{g}] : 0.0f; }}")
         else:
-            load.append(f"{guard}{{ {coords} {reg}[{i}].x = ({ok}) ? {P}[{g}] : 0.0f; }}")
-        comps = ("x", "y", "z", "w")[:vec]
+            el = " ".join(f"{reg}[{i}].{c} = ok_ && {along_ok.format(f' + {j}' if j else '')} ? p_[{j}] : 0.0f;"
+                          for j, c in enumerate("xyzw"))
+            load.append(f"{guard}{{ {coords} const float* p_ = {P} + {g}; const bool ok_ = {line_ok}; {el} }}")
+        comps = "xyzw"[:w]
         if kmaj:
             st = " ".join(f"{smem}[buf][kk + {j}][mm] = {reg}[{i}].{c};" for j, c in enumerate(comps))
         else:
@@ -128,23 +137,28 @@ def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float
 
 def render_simt(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None = None) -> Rendered:
     """The kernel's text in steps over its plan (``plan.SimtKernel``): the operand loaders, the block's head,
-    the double-buffered main loop and the C store."""
+    the double-buffered main loop, the K split's reduction (``split_k`` > 1) and the C store."""
     r = renderer or CudaRenderer()
     k = simt_kernel(op, schedule, arch.smem_optin)
     s, nt = k.s, k.threads
     pro, a, b = _loaders(k)
-    L = [r.prelude(1), _signature(r, k) + " {", *_head(k), pro, *_mainloop(k, a, b), _simt_epilogue(op, s, k.epi, k.conv),
-         "}"]
+    L = [r.prelude(1), _signature(r, k) + " {", *_head(k), pro, *_mainloop(k, a, b), *split_reduction(k),
+         _simt_epilogue(op, s, k.epi, k.conv), "}"]
     M, N, _ = k.mnk
-    grid = (-(-M // s.bm) * -(-N // s.bn), 1, 1)
+    tiles = -(-M // s.bm) * -(-N // s.bn)
+    grid = (tiles * s.split_k, 1, 1)
     params = (("x", "weight") if k.conv else ("a", "b")) + ("out", "bias", "residual", "M", "N", "K", "alpha") + \
-        (CONV_ARGS if k.conv else ())
+        (CONV_ARGS if k.conv else ()) + (("workspace",) if s.split_k > 1 else ())
     meta = {"name": k.name, "tile": {"M": s.bm, "N": s.bn, "K": s.bk, "stages": 2, "warp": [s.wm, s.wn],
                                      "thread": [8, 8]},
             "fragments": {"mma": "fma.rn.f32 (CUDA cores)", "dtype_in": "fp32", "dtype_acc": "fp32"},
             "launch": {"grid": list(grid), "block": [nt, 1, 1], "dynamic_smem": k.smem}, "epilogue": list(k.epi)}
     if k.conv:
         meta["conv"] = {"layout": op.layout, "hoist": "smem" if k.hoist else "recompute"}
+    if s.split_k > 1:  # the partials and the tiles' arrival counters (zeroed once; each launch leaves them at 0)
+        meta["tile"]["split_k"] = s.split_k
+        meta["workspace_bytes"] = workspace_bytes(tiles, s)
+        meta["reduction"] = "last block of each tile, parts in order (deterministic)"
     return Rendered(k.name, k.name, "\n".join(L) + "\n", params, grid, (nt, 1, 1), k.smem, meta)
 
 
@@ -154,6 +168,7 @@ def _signature(r: CudaRenderer, k: SimtKernel) -> str:
               Param("resid", "fp32", True, True, True), Param("M", "int"), Param("N", "int"), Param("K", "int"),
               Param("alpha", "float")]
     params += [Param(a, "int") for a in CONV_ARGS] if k.conv else []
+    params += [Param("W", "fp32", True, False, True)] if k.s.split_k > 1 else []
     return r.render_kernel_signature(k.name, params, launch_bounds=(k.threads, k.s.min_blocks))
 
 
@@ -163,7 +178,7 @@ def _loaders(k: SimtKernel) -> tuple[str, tuple[str, str, int], tuple[str, str, 
     op = k.op
     if k.conv:  # B: filters K x (C R S), k contiguous: the GEMM loader of a column-major B
         pro, a_load, a_store, a_iters = _conv_operand(op, s, nt, k.hoist)
-        b_load, b_store, b_iters, _ = _operand("b", True, k.mnk[2], s, nt)
+        b_load, b_store, b_iters, _ = _operand("b", True, k.mnk[2], s, nt, packed=False)
     else:
         pro = ""
         a_kmaj, b_kmaj = op.layout_a == "row", op.layout_b == "col"
@@ -184,10 +199,18 @@ def _head(k: SimtKernel) -> list[str]:
             f"const int warp_m = warp / {warps_n}, warp_n = warp % {warps_n};",
             f"const int lm = lane / {lanes_n}, ln = lane % {lanes_n};",
             f"const int grid_m = (M + {s.bm - 1}) / {s.bm}, grid_n = (N + {s.bn - 1}) / {s.bn};",
-            f"const int pid = blockIdx.x, per_group = {s.raster} * grid_n, group = pid / per_group;",
+            _tile_index(s) + f"per_group = {s.raster} * grid_n, group = pid / per_group;",
             f"const int first_m = group * {s.raster}, gsize = min(grid_m - first_m, {s.raster});",
             "const int in_group = pid - group * per_group;",
             f"const int m0 = (first_m + in_group % gsize) * {s.bm}, n0 = (in_group / gsize) * {s.bn};"]
+
+
+def _tile_index(s: Any) -> str:
+    """The block's tile (``pid``) and, with a K split, its part: the grid is ``split_k`` copies of the tiles,
+    part-major, so that the blocks resident together rasterize over the tiles as without a split."""
+    if s.split_k == 1:
+        return "const int pid = blockIdx.x, "
+    return "const int part = blockIdx.x / (grid_m * grid_n), pid = blockIdx.x - part * (grid_m * grid_n), "
 
 
 def _mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
@@ -198,13 +221,12 @@ def _mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -
     return [f"float4 ra[{a_iters}], rb[{b_iters}];",
             "float acc[8][8];",
             "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;",
-            f"const int ktiles = (K + {s.bk - 1}) / {s.bk};",
-            "int k0 = 0, buf = 0;",
+            *_k_range(s),
             a_load, b_load, a_store, b_store,
             "__syncthreads();",
             f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;",
             "for (int kt = 0; kt < ktiles; ++kt) {",
-            f"  k0 = (kt + 1) * {s.bk};",
+            f"  k0 = (kt + 1) * {s.bk};" if s.split_k == 1 else f"  k0 = (kt0 + kt + 1) * {s.bk};",
             "  const bool more = kt + 1 < ktiles;",
             "  if (more) {", a_load, b_load, "  }",
             f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{",
@@ -222,6 +244,69 @@ def _mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -
             "    buf ^= 1;", a_store, b_store,
             "    __syncthreads();",
             "  }",
+            "}"]
+
+
+def _k_range(s: Any) -> list[str]:
+    """The k tiles this block multiplies: all of them, or its part's (``split_index`` in NumPy: the K
+    tiles split as evenly as they go, parts differing by at most one tile)."""
+    if s.split_k == 1:
+        return [f"const int ktiles = (K + {s.bk - 1}) / {s.bk};", "int k0 = 0, buf = 0;"]
+    return [f"const int kt_all = (K + {s.bk - 1}) / {s.bk};",
+            f"const int kt0 = (int)(((long long)part * kt_all) / {s.split_k}), "
+            f"ktiles = (int)(((long long)(part + 1) * kt_all) / {s.split_k}) - kt0;",
+            f"int k0 = kt0 * {s.bk}, buf = 0;"]
+
+
+def split_index(kt_all: int, split: int) -> list[tuple[int, int]]:
+    """(first k tile, k tiles) of each part, as the kernel computes them (the NumPy model's reference)."""
+    return [(p * kt_all // split, (p + 1) * kt_all // split - p * kt_all // split) for p in range(split)]
+
+
+def workspace_bytes(tiles: int, s: Any) -> int:
+    """The arrival counters (one per tile, padded to 256 bytes) and ``split_k`` fp32 partial tiles per tile."""
+    return 4 * _counter_words(tiles) + 4 * tiles * s.split_k * s.bm * s.bn
+
+
+def _counter_words(tiles: int) -> int:
+    return -(-tiles // 64) * 64
+
+
+def split_reduction(k: SimtKernel) -> list[str]:
+    """Each block stores its 8 x 8 partial (16 float4 a thread, coalesced: float4 ``j`` of thread ``t`` of
+    part ``p`` at ``(p * 16 + j) * threads + t`` of the tile's slab), fences, and arrives at its tile's
+    counter. The last to arrive resets the counter and sums the parts 0, 1, .., split_k - 1 in that order
+    (its own from registers: the same value), so that the sum does not depend on the order of arrival; the
+    epilogue then runs once, on the sum."""
+    s, nt = k.s, k.threads
+    if s.split_k == 1:
+        return []
+    S = s.split_k
+    acc4 = "make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3])"
+    M, N, _ = k.mnk
+    words = _counter_words(-(-M // s.bm) * -(-N // s.bn))
+    return ["__shared__ int tr_last;",
+            "uint32_t* tr_count = (uint32_t*)W;",
+            f"const float4* tr_slab = (const float4*)(W + {words}) + (size_t)pid * {S * 16 * nt} + tid;",
+            f"float4* tr_mine = (float4*)(W + {words}) + (size_t)pid * {S * 16 * nt} + (size_t)part * {16 * nt} + tid;",
+            "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < 2; ++h) "
+            f"__stcg(tr_mine + (i * 2 + h) * {nt}, {acc4});",
+            "__threadfence();",
+            "__syncthreads();",
+            "if (tid == 0) {",
+            f"  tr_last = atomicAdd(tr_count + pid, 1u) == {S - 1}u;",
+            "  if (tr_last) tr_count[pid] = 0u;  /* at rest for the next launch */",
+            "}",
+            "__syncthreads();",
+            "if (!tr_last) return;",
+            "__threadfence();",
+            "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < 2; ++h) {",
+            "  float4 t = make_float4(0.f, 0.f, 0.f, 0.f);",
+            f"  #pragma unroll 1\n  for (int p = 0; p < {S}; ++p) {{",
+            f"    const float4 v = p == part ? {acc4} : __ldcg(tr_slab + (p * 16 + i * 2 + h) * {nt});",
+            "    t.x += v.x; t.y += v.y; t.z += v.z; t.w += v.w;",
+            "  }",
+            "  acc[i][h * 4] = t.x; acc[i][h * 4 + 1] = t.y; acc[i][h * 4 + 2] = t.z; acc[i][h * 4 + 3] = t.w;",
             "}"]
 
 

@@ -10,6 +10,7 @@ the current one is multiplied, then stored to the other buffer (one barrier per 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..cstyle import Param
@@ -121,14 +122,87 @@ def _conv_operand(op: Any, s: Any, nt: int, hoist: bool) -> tuple[str, str, str,
 
 def hero_schedule(op: Any, host: Any) -> CudaSchedule:
     """128x128x16 blocks of 8x8-per-thread: bk 16 ran at 45 TFLOP/s on an H200 at 4096^3, bk 8 at 26
-    (docs/device-runs/2026-11-23-h200/cuda/02_bench_probe)."""
-    return CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
+    (docs/device-runs/2026-11-23-h200/cuda/02_bench_probe). A GEMM whose 128x128 tiles leave SMs idle takes
+    the tile and K split that fill the GPU best (``fill_gpu``)."""
+    big = CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
+    if op.kind != "gemm":
+        return big
+    sms = sm_count(host)
+    if _tiles(op, big) >= sms:
+        return big
+    return fill_gpu(op, sms)
+
+
+# (bm, bn, wm, wn, blocks an SM holds: 190-250 registers a thread under launch bounds (threads, 1), sm_90a)
+# (32x64, one warp, spills at bk 16 with odd leading dimensions: searched, not a hero)
+SMALL_TILES = ((128, 128, 32, 64, 1), (64, 128, 32, 64, 2), (128, 64, 64, 32, 2), (64, 64, 32, 64, 4))
+SATURATE_WARPS = 8  # warps of 8x8 threads that keep an SM's FMA pipes busy (the 4096^3 hero runs 8)
+# A part's partial tile stored, and read back by its tile's last block, against one k16 step of the same
+# block (2048 FMA cycles): 64 KiB at 23 B a cycle (an SM's share of L2 when all read) is 1.4 steps, at 64
+# (an SM's own port, when only the tiles' last blocks read) 0.5; an estimate, not yet measured
+SPLIT_COST = 0.75
+SMALL_TILE_COST = 0.1  # time per extra operand load of a smaller tile, against the 128x128 tile's multiply
+
+
+def _tiles(op: Any, s: Any) -> int:
+    return -(-op.m // s.bm) * -(-op.n // s.bn)
+
+
+def fill_cost(op: Any, s: Any, per_sm: int, sms: int) -> float:
+    """Modelled time of ``s`` for ``op``, in k16 steps of a 128x128 block on a busy SM: the busiest SM's
+    blocks, each its tile's area times its part's k steps (plus the split's partial stored and summed),
+    at a speed rising with the SM's resident warps up to ``SATURATE_WARPS``. Not calibrated on a GPU yet
+    (benchmarks/gpu/simt_odd.py --sweep measures the candidates it weighs)."""
+    blocks = _tiles(op, s) * s.split_k
+    kt = -(-op.k // 16)
+    steps = -(-kt // s.split_k) + (SPLIT_COST * s.split_k if s.split_k > 1 else 0)
+    on_sm = -(-blocks // sms)
+    speed = min(1.0, min(per_sm, on_sm) * s.warps / SATURATE_WARPS)
+    # a smaller tile loads more per multiply ((bm + bn) / (bm bn): 1.5x at 64x128, 2x at 64x64, 3x at 32x64)
+    loads = 1 + SMALL_TILE_COST * ((s.bm + s.bn) * 64 / (s.bm * s.bn) - 1)
+    return on_sm * steps * (s.bm * s.bn) / (128 * 128) / speed * loads
+
+
+def fill_gpu(op: Any, sms: int) -> CudaSchedule:
+    """The tile and split of least ``fill_cost`` (ties: the bigger tile, the smaller split): a part keeps
+    at least 4 k tiles of 16."""
+    best: tuple[float, int, CudaSchedule] | None = None
+    for bm, bn, wm, wn, per_sm in SMALL_TILES:
+        for split in range(1, MAX_HERO_SPLIT + 1):
+            s = CudaSchedule("simt", bm=bm, bn=bn, bk=16, wm=wm, wn=wn, stages=2, raster=8, split_k=split)
+            if split > 1 and -(-op.k // 16) < 4 * split:
+                break
+            cost = fill_cost(op, s, per_sm, sms)
+            if best is None or cost < best[0] * 0.98:
+                best = (cost, split, s)
+    assert best is not None
+    return best[2]
+
+
+MAX_HERO_SPLIT = 16
+
+
+def sm_count(host: Any) -> int:
+    """The host GPU's SM count (an H100's 132 when the report has none)."""
+    gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
+    return int(getattr(gpus[0], "sm_count", 0) or 132) if gpus else 132
 
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
-    return [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8)
-            for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64))
-            for wm, wn in ((32, 64), (64, 32)) for bk in (8, 16)]
+    """Block tiles 32x64..128x128, both warp shapes, bk 8 or 16; for a GEMM each also split over K in 2..16
+    parts where its tiles leave SMs idle (build drops what does not validate)."""
+    tiles = [(bm, bn) for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64))]
+    out = [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8)
+           for bm, bn in tiles for wm, wn in ((32, 64), (64, 32)) for bk in (8, 16)]
+    if op.kind != "gemm":
+        return out
+    sms = max(1, getattr(arch, "sm_count", 0) or 132)
+    out += [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8) for bm, bn, wm, wn in ((32, 64, 32, 64),
+                                                                                          (64, 32, 64, 32))
+            for bk in (8, 16)]
+    split = [dataclasses.replace(s, split_k=k) for s in out if _tiles(op, s) < 2 * sms
+             for k in (2, 3, 4, 6, 8, 12, 16) if -(-op.k // s.bk) >= 2 * k]
+    return out + split
 
 
 def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:

@@ -15,7 +15,6 @@ GPU, PyTorch and cuda-core; from a checkout with nothing installed: `. benchmark
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 from concurrent.futures import ProcessPoolExecutor
 
@@ -141,7 +140,6 @@ def main() -> None:
         if args.sweep and rows:
             best = min(rows, key=lambda x: x[0])
             print(f"  best {best[1].name}: {base / best[0]:.3f}x torch (torch p95/p50 {base95 / base:.2f})")
-    _ = dataclasses  # (schedules are frozen dataclasses; kept for --sweep edits by hand)
 
 
 if __name__ == "__main__":

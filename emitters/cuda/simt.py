@@ -5,7 +5,14 @@ sub-tiles of 4 x 4 (half a warp tile apart), so that its shared-memory reads are
 loads that neighbouring lanes share (broadcast) instead of conflicting. Both operand tiles are stored
 k-major-transposed in shared memory (``[bk][bm + pad]``, ``[bk][bn + pad]``) in two buffers: the next
 tile is loaded from global memory into registers (``float4`` where the rows are 16-byte aligned) while
-the current one is multiplied, then stored to the other buffer (one barrier per k step).
+the current one is multiplied, then stored to the other buffer (one barrier per k step). Rows that are
+not 16-byte aligned (odd leading dimensions) move as 4 guarded scalars a thread into the same registers.
+
+``split_k`` > 1 (GEMM): the grid holds that many blocks per tile, each multiplying an even share of the
+k tiles; each stores its partial tile in the workspace (``workspace_bytes``, allocated and zeroed once by
+the runtime) and the last block of the tile to arrive sums the parts in order and runs the epilogue once,
+so the result does not depend on the order of arrival. The hero takes a split or a smaller tile only
+where 128x128 tiles leave SMs idle (``fill_gpu``).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch |
     """A good default (each core's ``hero_schedule``): for tensor cores 128x256x32 GEMM blocks of 8 warps
     (64x64 each) and 4 cp.async stages (256x128x32 for convolutions), or 128x128x64 with 3 when that fills
     the last wave of blocks better, rasterized in groups of 8 block rows; 128x128x16 blocks of
-    8x8-per-thread on CUDA cores; softmax rows held in registers when they fit; for a 16-bit GEMM of at
+    8x8-per-thread on CUDA cores (a K split or a smaller tile where those leave SMs idle); softmax rows held in registers when they fit; for a 16-bit GEMM of at
     most 16 rows the gemv core's (``cores.hero_core``: B streamed once, memory bound)."""
     v = resolve(variant)
     return cores.hero_core(v, op).hero(op, host)

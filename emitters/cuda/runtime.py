@@ -145,6 +145,11 @@ class CudaKernel:
         self._out_shape = tuple(op.output_shape())
         self._dbuf: dict[str, DeviceArray] = {}
         self._lock = threading.Lock()
+        if "workspace" in rendered.params and rendered.metadata.get("workspace_bytes"):
+            # a kernel's own scratch (the SIMT K split's partials and arrival counters): zeroed once here;
+            # each launch leaves its counters at zero again
+            ws = self._buffer("workspace", int(rendered.metadata["workspace_bytes"]))
+            _check(self._dev.driver.cuMemsetD8(ws.ptr, 0, ws.nbytes), "cuMemsetD8")
 
     def _driver_resources(self) -> None:
         """The loaded binary's own figures (cuFuncGetAttribute) beside ptxas's, and in place of them where
@@ -206,7 +211,7 @@ class CudaKernel:
     def _args(self) -> list[Any]:
         args: list[Any] = []
         for p in self.rendered.params:
-            if p in BUFFERS:
+            if p in BUFFERS or p == "workspace":
                 buf = self._dbuf.get(p)
                 args.append(np.uint64(int(buf.ptr) if buf is not None else 0))
             elif p in FLOAT_SCALARS:

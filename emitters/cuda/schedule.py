@@ -8,7 +8,10 @@
   operand tiles ("auto": the first conflict-free one the bank simulator finds; or a layout name such as
   ``sw<3,4,3>``); ``raster`` groups that many block rows so neighbouring blocks share L2 lines.
 - ``simt``: fp32 GEMM on CUDA cores: the same block/warp tiles, an 8 x 8 thread tile (2 x 2 sub-tiles of
-  4 x 4 for 16-byte shared-memory reads), a double-buffered shared stage (``stages`` = 2).
+  4 x 4 for 16-byte shared-memory reads), a double-buffered shared stage (``stages`` = 2). ``split_k`` > 1
+  (GEMM): each tile's K range split over that many blocks, whose partials the last to arrive sums in a
+  fixed order (deterministic) before the epilogue; 1 (the default, left out of the JSON and the name)
+  is the one-block-a-tile kernel.
 - ``softmax``: ``threads`` per block, ``vec`` elements per vector access, ``chunks`` vectors held in
   registers by each thread (the single-pass form; 0 = stream the row twice with an online max/sum).
   ``lanes`` > 0: several rows per block, ``lanes`` (1..32, a power of two) threads per row, the row held in
@@ -42,6 +45,7 @@ CORES = ("mma", "simt", "softmax")
 HOIST = ("auto", "smem", "recompute")
 EPILOGUES = ("smem", "direct")
 MAX_THREADS = 1024
+MAX_SPLIT_K = 32
 REGISTERS_PER_SM = 65536
 
 
@@ -65,6 +69,7 @@ class CudaSchedule:
     epilogue: str = "smem"  # mma: "smem" stages C through shared memory (16-byte stores), "direct" from fragments
     lanes: int = 0  # softmax: threads per row, several rows per block (0: a block per row)
     split: int = 0  # softmax: blocks per row (0: one)
+    split_k: int = 1  # simt GEMM: blocks sharing a tile's K range (1: one)
 
     # ------------------------------------------------------------------ derived
 
@@ -90,7 +95,8 @@ class CudaSchedule:
             tag += f"_h{self.hoist[0]}"
         tag += f"_p{self.persist}" if self.persist else ""
         tag += "_ed" if self.epilogue == "direct" else ""
-        return tag + (f"_b{self.min_blocks}" if self.min_blocks != 1 else "")
+        tag += f"_b{self.min_blocks}" if self.min_blocks != 1 else ""
+        return tag + (f"_k{self.split_k}" if self.split_k != 1 else "")
 
     # ------------------------------------------------------------------ validation
 
@@ -98,7 +104,7 @@ class CudaSchedule:
         """Raise ``BadInputError`` naming the first field that cannot work (for ``op`` on ``arch``)."""
         if self.core not in CORES:
             raise BadInputError(f"core: expected one of {', '.join(CORES)}, got {self.core!r}")
-        for name in ("bm", "bn", "bk", "wm", "wn", "stages", "raster", "min_blocks", "vec"):
+        for name in ("bm", "bn", "bk", "wm", "wn", "stages", "raster", "min_blocks", "vec", "split_k"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
@@ -112,6 +118,8 @@ class CudaSchedule:
             raise BadInputError(f"epilogue: expected one of {', '.join(EPILOGUES)}, got {self.epilogue!r}")
         if (self.lanes or self.split) and self.core != "softmax":
             raise BadInputError("lanes: rows per block and split rows are softmax forms")
+        if self.split_k != 1:
+            self._validate_split_k(op)
         if self.core == "softmax":
             self._validate_softmax(op)
         else:
@@ -174,6 +182,14 @@ class CudaSchedule:
                 raise BadInputError(f"chunks: {self.lanes} lanes x {self.vec} x {self.chunks} hold fewer than the "
                                     f"{op.cols} elements of a row")
 
+    def _validate_split_k(self, op: Any) -> None:
+        if self.core != "simt" or self.split_k > MAX_SPLIT_K:
+            raise BadInputError(f"split_k: {self.split_k} blocks a tile: 1..{MAX_SPLIT_K}, on the simt core")
+        if op is not None and getattr(op, "kind", None) != "gemm":
+            raise BadInputError("split_k: the K split is implemented for gemm only")
+        if op is not None and self.split_k > -(-op.k // self.bk):
+            raise BadInputError(f"split_k: {self.split_k} parts of the {-(-op.k // self.bk)} k tiles of K = {op.k}")
+
     def _validate_tiles(self, op: Any) -> None:
         if self.bm % self.wm or self.bn % self.wn:
             raise BadInputError(f"wm: the warp tile {self.wm}x{self.wn} does not divide the block tile {self.bm}x{self.bn}")
@@ -235,6 +251,8 @@ class CudaSchedule:
         for name in ("lanes", "split"):  # likewise (softmax forms added later)
             if not d[name]:
                 del d[name]
+        if d["split_k"] == 1:  # likewise (the simt K split)
+            del d["split_k"]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", **d}
 
     @staticmethod

@@ -5,11 +5,19 @@ sub-tiles of 4 x 4 (half a warp tile apart), so that its shared-memory reads are
 loads that neighbouring lanes share (broadcast) instead of conflicting. Both operand tiles are stored
 k-major-transposed in shared memory (``[bk][bm + pad]``, ``[bk][bn + pad]``) in two buffers: the next
 tile is loaded from global memory into registers (``float4`` where the rows are 16-byte aligned) while
-the current one is multiplied, then stored to the other buffer (one barrier per k step).
+the current one is multiplied, then stored to the other buffer (one barrier per k step). Rows that are
+not 16-byte aligned (odd leading dimensions) move as 4 guarded scalars a thread into the same registers.
+
+``split_k`` > 1 (GEMM): the grid holds that many blocks per tile, each multiplying an even share of the
+k tiles; each stores its partial tile in the workspace (``workspace_bytes``, allocated and zeroed once by
+the runtime) and the last block of the tile to arrive sums the parts in order and runs the epilogue once,
+so the result does not depend on the order of arrival. The hero takes a split or a smaller tile only
+where 128x128 tiles leave SMs idle (``fill_gpu``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..cstyle import Param
@@ -20,18 +28,23 @@ from .render import CudaRenderer, Rendered
 from .schedule import CudaSchedule
 
 
-def _operand(which: str, kmaj: bool, contiguous_len: int, s: Any, nt: int) -> tuple[str, str, int, int]:
+def _operand(which: str, kmaj: bool, contiguous_len: int, s: Any, nt: int,
+             packed: bool = True) -> tuple[str, str, int, int]:
     """(load code, store code, registers, vector width) for operand ``which`` of a plain GEMM, k-major or
-    not, whose global rows hold ``contiguous_len`` elements."""
+    not, whose global rows hold ``contiguous_len`` elements. Each thread moves 4 elements along the
+    contiguous dimension: one 16-byte load where the rows start on 16 bytes, else 4 guarded scalar loads
+    from one address (odd leading dimensions: a quarter of the index arithmetic and registers of one
+    element a thread, and the same shared stores); ``packed`` False: one scalar a thread (the conv's filters)."""
     if which == "a":
         mn0, mn_total, ext = "m0", "M", s.bm
     else:
         mn0, mn_total, ext = "n0", "N", s.bn
     ld = "K" if kmaj else mn_total
     vec = 4 if contiguous_len % 4 == 0 else 1
+    w = 4 if packed else vec  # elements a thread moves per slot
     along = s.bk if kmaj else ext  # elements along the contiguous dimension within the tile
-    per_line = along // vec
-    total = (ext * s.bk) // vec
+    per_line = along // w
+    total = (ext * s.bk) // w
     iters = -(-total // nt)
     reg = f"r{which}"
     P = which.upper()
@@ -41,19 +54,23 @@ def _operand(which: str, kmaj: bool, contiguous_len: int, s: Any, nt: int) -> tu
         e = f"(tid + {i * nt})"
         guard = "" if total % nt == 0 or (i + 1) * nt <= total else f"if ({e} < {total}) "
         if kmaj:
-            coords = f"const int kk = ({e} % {per_line}) * {vec}, mm = {e} / {per_line};"
+            coords = f"const int kk = ({e} % {per_line}) * {w}, mm = {e} / {per_line};"
             g = f"(size_t)({mn0} + mm) * {ld} + k0 + kk"
-            ok = f"{mn0} + mm < {mn_total} && k0 + kk < K"
+            line_ok, along_ok = f"{mn0} + mm < {mn_total}", "k0 + kk{} < K"
         else:
-            coords = f"const int mm = ({e} % {per_line}) * {vec}, kk = {e} / {per_line};"
+            coords = f"const int mm = ({e} % {per_line}) * {w}, kk = {e} / {per_line};"
             g = f"(size_t)(k0 + kk) * {ld} + {mn0} + mm"
-            ok = f"k0 + kk < K && {mn0} + mm < {mn_total}"
+            line_ok, along_ok = "k0 + kk < K", f"{mn0} + mm{{}} < {mn_total}"
         if vec == 4:
-            load.append(f"{guard}{{ {coords} {reg}[{i}] = ({ok}) ? *(const float4*)({P} + {g}) : "
-                        "make_float4(0.f, 0.f, 0.f, 0.f); }")
+            load.append(f"{guard}{{ {coords} {reg}[{i}] = ({line_ok} && {along_ok.format('')}) ? "
+                        f"*(const float4*)({P} + {g}) : make_float4(0.f, 0.f, 0.f, 0.f); }}")
+        elif not packed:
+            load.append(f"{guard}{{ {coords} {reg}[{i}].x = ({line_ok} && {along_ok.format('')}) ? {P}[{g}] : 0.0f; }}")
         else:
-            load.append(f"{guard}{{ {coords} {reg}[{i}].x = ({ok}) ? {P}[{g}] : 0.0f; }}")
-        comps = ("x", "y", "z", "w")[:vec]
+            el = " ".join(f"{reg}[{i}].{c} = ok_ && {along_ok.format(f' + {j}' if j else '')} ? p_[{j}] : 0.0f;"
+                          for j, c in enumerate("xyzw"))
+            load.append(f"{guard}{{ {coords} const float* p_ = {P} + {g}; const bool ok_ = {line_ok}; {el} }}")
+        comps = "xyzw"[:w]
         if kmaj:
             st = " ".join(f"{smem}[buf][kk + {j}][mm] = {reg}[{i}].{c};" for j, c in enumerate(comps))
         else:
@@ -112,14 +129,87 @@ def _conv_operand(op: Any, s: Any, nt: int, hoist: bool) -> tuple[str, str, str,
 
 def hero_schedule(op: Any, host: Any) -> CudaSchedule:
     """128x128x16 blocks of 8x8-per-thread: bk 16 ran at 45 TFLOP/s on an H200 at 4096^3, bk 8 at 26
-    (docs/device-runs/2026-11-23-h200/cuda/02_bench_probe)."""
-    return CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
+    (docs/device-runs/2026-11-23-h200/cuda/02_bench_probe). A GEMM whose 128x128 tiles leave SMs idle takes
+    the tile and K split that fill the GPU best (``fill_gpu``)."""
+    big = CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
+    if op.kind != "gemm":
+        return big
+    sms = sm_count(host)
+    if _tiles(op, big) >= sms:
+        return big
+    return fill_gpu(op, sms)
+
+
+# (bm, bn, wm, wn, blocks an SM holds: 190-250 registers a thread under launch bounds (threads, 1), sm_90a)
+# (32x64, one warp, spills at bk 16 with odd leading dimensions: searched, not a hero)
+SMALL_TILES = ((128, 128, 32, 64, 1), (64, 128, 32, 64, 2), (128, 64, 64, 32, 2), (64, 64, 32, 64, 4))
+SATURATE_WARPS = 8  # warps of 8x8 threads that keep an SM's FMA pipes busy (the 4096^3 hero runs 8)
+# A part's partial tile stored, and read back by its tile's last block, against one k16 step of the same
+# block (2048 FMA cycles): 64 KiB at 23 B a cycle (an SM's share of L2 when all read) is 1.4 steps, at 64
+# (an SM's own port, when only the tiles' last blocks read) 0.5; an estimate, not yet measured
+SPLIT_COST = 0.75
+SMALL_TILE_COST = 0.1  # time per extra operand load of a smaller tile, against the 128x128 tile's multiply
+
+
+def _tiles(op: Any, s: Any) -> int:
+    return -(-op.m // s.bm) * -(-op.n // s.bn)
+
+
+def fill_cost(op: Any, s: Any, per_sm: int, sms: int) -> float:
+    """Modelled time of ``s`` for ``op``, in k16 steps of a 128x128 block on a busy SM: the busiest SM's
+    blocks, each its tile's area times its part's k steps (plus the split's partial stored and summed),
+    at a speed rising with the SM's resident warps up to ``SATURATE_WARPS``. Not calibrated on a GPU yet
+    (benchmarks/gpu/simt_odd.py --sweep measures the candidates it weighs)."""
+    blocks = _tiles(op, s) * s.split_k
+    kt = -(-op.k // 16)
+    steps = -(-kt // s.split_k) + (SPLIT_COST * s.split_k if s.split_k > 1 else 0)
+    on_sm = -(-blocks // sms)
+    speed = min(1.0, min(per_sm, on_sm) * s.warps / SATURATE_WARPS)
+    # a smaller tile loads more per multiply ((bm + bn) / (bm bn): 1.5x at 64x128, 2x at 64x64, 3x at 32x64)
+    loads = 1 + SMALL_TILE_COST * ((s.bm + s.bn) * 64 / (s.bm * s.bn) - 1)
+    return on_sm * steps * (s.bm * s.bn) / (128 * 128) / speed * loads
+
+
+def fill_gpu(op: Any, sms: int) -> CudaSchedule:
+    """The tile and split of least ``fill_cost`` (ties: the bigger tile, the smaller split): a part keeps
+    at least 4 k tiles of 16."""
+    best: tuple[float, int, CudaSchedule] | None = None
+    for bm, bn, wm, wn, per_sm in SMALL_TILES:
+        for split in range(1, MAX_HERO_SPLIT + 1):
+            s = CudaSchedule("simt", bm=bm, bn=bn, bk=16, wm=wm, wn=wn, stages=2, raster=8, split_k=split)
+            if split > 1 and -(-op.k // 16) < 4 * split:
+                break
+            cost = fill_cost(op, s, per_sm, sms)
+            if best is None or cost < best[0] * 0.98:
+                best = (cost, split, s)
+    assert best is not None
+    return best[2]
+
+
+MAX_HERO_SPLIT = 16
+
+
+def sm_count(host: Any) -> int:
+    """The host GPU's SM count (an H100's 132 when the report has none)."""
+    gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
+    return int(getattr(gpus[0], "sm_count", 0) or 132) if gpus else 132
 
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
-    return [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8)
-            for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64))
-            for wm, wn in ((32, 64), (64, 32)) for bk in (8, 16)]
+    """Block tiles 32x64..128x128, both warp shapes, bk 8 or 16; for a GEMM each also split over K in 2..16
+    parts where its tiles leave SMs idle (build drops what does not validate)."""
+    tiles = [(bm, bn) for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64))]
+    out = [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8)
+           for bm, bn in tiles for wm, wn in ((32, 64), (64, 32)) for bk in (8, 16)]
+    if op.kind != "gemm":
+        return out
+    sms = max(1, getattr(arch, "sm_count", 0) or 132)
+    out += [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8) for bm, bn, wm, wn in ((32, 64, 32, 64),
+                                                                                          (64, 32, 64, 32))
+            for bk in (8, 16)]
+    split = [dataclasses.replace(s, split_k=k) for s in out if _tiles(op, s) < 2 * sms
+             for k in (2, 3, 4, 6, 8, 12, 16) if -(-op.k // s.bk) >= 2 * k]
+    return out + split
 
 
 def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
@@ -128,23 +218,28 @@ def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float
 
 def render_simt(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None = None) -> Rendered:
     """The kernel's text in steps over its plan (``plan.SimtKernel``): the operand loaders, the block's head,
-    the double-buffered main loop and the C store."""
+    the double-buffered main loop, the K split's reduction (``split_k`` > 1) and the C store."""
     r = renderer or CudaRenderer()
     k = simt_kernel(op, schedule, arch.smem_optin)
     s, nt = k.s, k.threads
     pro, a, b = _loaders(k)
-    L = [r.prelude(1), _signature(r, k) + " {", *_head(k), pro, *_mainloop(k, a, b), _simt_epilogue(op, s, k.epi, k.conv),
-         "}"]
+    L = [r.prelude(1), _signature(r, k) + " {", *_head(k), pro, *_mainloop(k, a, b), *split_reduction(k),
+         _simt_epilogue(op, s, k.epi, k.conv), "}"]
     M, N, _ = k.mnk
-    grid = (-(-M // s.bm) * -(-N // s.bn), 1, 1)
+    tiles = -(-M // s.bm) * -(-N // s.bn)
+    grid = (tiles * s.split_k, 1, 1)
     params = (("x", "weight") if k.conv else ("a", "b")) + ("out", "bias", "residual", "M", "N", "K", "alpha") + \
-        (CONV_ARGS if k.conv else ())
+        (CONV_ARGS if k.conv else ()) + (("workspace",) if s.split_k > 1 else ())
     meta = {"name": k.name, "tile": {"M": s.bm, "N": s.bn, "K": s.bk, "stages": 2, "warp": [s.wm, s.wn],
                                      "thread": [8, 8]},
             "fragments": {"mma": "fma.rn.f32 (CUDA cores)", "dtype_in": "fp32", "dtype_acc": "fp32"},
             "launch": {"grid": list(grid), "block": [nt, 1, 1], "dynamic_smem": k.smem}, "epilogue": list(k.epi)}
     if k.conv:
         meta["conv"] = {"layout": op.layout, "hoist": "smem" if k.hoist else "recompute"}
+    if s.split_k > 1:  # the partials and the tiles' arrival counters (zeroed once; each launch leaves them at 0)
+        meta["tile"]["split_k"] = s.split_k
+        meta["workspace_bytes"] = workspace_bytes(tiles, s)
+        meta["reduction"] = "last block of each tile, parts in order (deterministic)"
     return Rendered(k.name, k.name, "\n".join(L) + "\n", params, grid, (nt, 1, 1), k.smem, meta)
 
 
@@ -154,6 +249,7 @@ def _signature(r: CudaRenderer, k: SimtKernel) -> str:
               Param("resid", "fp32", True, True, True), Param("M", "int"), Param("N", "int"), Param("K", "int"),
               Param("alpha", "float")]
     params += [Param(a, "int") for a in CONV_ARGS] if k.conv else []
+    params += [Param("W", "fp32", True, False, True)] if k.s.split_k > 1 else []
     return r.render_kernel_signature(k.name, params, launch_bounds=(k.threads, k.s.min_blocks))
 
 
@@ -163,7 +259,7 @@ def _loaders(k: SimtKernel) -> tuple[str, tuple[str, str, int], tuple[str, str, 
     op = k.op
     if k.conv:  # B: filters K x (C R S), k contiguous: the GEMM loader of a column-major B
         pro, a_load, a_store, a_iters = _conv_operand(op, s, nt, k.hoist)
-        b_load, b_store, b_iters, _ = _operand("b", True, k.mnk[2], s, nt)
+        b_load, b_store, b_iters, _ = _operand("b", True, k.mnk[2], s, nt, packed=False)
     else:
         pro = ""
         a_kmaj, b_kmaj = op.layout_a == "row", op.layout_b == "col"
@@ -184,10 +280,18 @@ def _head(k: SimtKernel) -> list[str]:
             f"const int warp_m = warp / {warps_n}, warp_n = warp % {warps_n};",
             f"const int lm = lane / {lanes_n}, ln = lane % {lanes_n};",
             f"const int grid_m = (M + {s.bm - 1}) / {s.bm}, grid_n = (N + {s.bn - 1}) / {s.bn};",
-            f"const int pid = blockIdx.x, per_group = {s.raster} * grid_n, group = pid / per_group;",
+            _tile_index(s) + f"per_group = {s.raster} * grid_n, group = pid / per_group;",
             f"const int first_m = group * {s.raster}, gsize = min(grid_m - first_m, {s.raster});",
             "const int in_group = pid - group * per_group;",
             f"const int m0 = (first_m + in_group % gsize) * {s.bm}, n0 = (in_group / gsize) * {s.bn};"]
+
+
+def _tile_index(s: Any) -> str:
+    """The block's tile (``pid``) and, with a K split, its part: the grid is ``split_k`` copies of the tiles,
+    part-major, so that the blocks resident together rasterize over the tiles as without a split."""
+    if s.split_k == 1:
+        return "const int pid = blockIdx.x, "
+    return "const int part = blockIdx.x / (grid_m * grid_n), pid = blockIdx.x - part * (grid_m * grid_n), "
 
 
 def _mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
@@ -198,13 +302,12 @@ def _mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -
     return [f"float4 ra[{a_iters}], rb[{b_iters}];",
             "float acc[8][8];",
             "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;",
-            f"const int ktiles = (K + {s.bk - 1}) / {s.bk};",
-            "int k0 = 0, buf = 0;",
+            *_k_range(s),
             a_load, b_load, a_store, b_store,
             "__syncthreads();",
             f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;",
             "for (int kt = 0; kt < ktiles; ++kt) {",
-            f"  k0 = (kt + 1) * {s.bk};",
+            f"  k0 = (kt + 1) * {s.bk};" if s.split_k == 1 else f"  k0 = (kt0 + kt + 1) * {s.bk};",
             "  const bool more = kt + 1 < ktiles;",
             "  if (more) {", a_load, b_load, "  }",
             f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{",
@@ -222,6 +325,69 @@ def _mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -
             "    buf ^= 1;", a_store, b_store,
             "    __syncthreads();",
             "  }",
+            "}"]
+
+
+def _k_range(s: Any) -> list[str]:
+    """The k tiles this block multiplies: all of them, or its part's (``split_index`` in NumPy: the K
+    tiles split as evenly as they go, parts differing by at most one tile)."""
+    if s.split_k == 1:
+        return [f"const int ktiles = (K + {s.bk - 1}) / {s.bk};", "int k0 = 0, buf = 0;"]
+    return [f"const int kt_all = (K + {s.bk - 1}) / {s.bk};",
+            f"const int kt0 = (int)(((long long)part * kt_all) / {s.split_k}), "
+            f"ktiles = (int)(((long long)(part + 1) * kt_all) / {s.split_k}) - kt0;",
+            f"int k0 = kt0 * {s.bk}, buf = 0;"]
+
+
+def split_index(kt_all: int, split: int) -> list[tuple[int, int]]:
+    """(first k tile, k tiles) of each part, as the kernel computes them (the NumPy model's reference)."""
+    return [(p * kt_all // split, (p + 1) * kt_all // split - p * kt_all // split) for p in range(split)]
+
+
+def workspace_bytes(tiles: int, s: Any) -> int:
+    """The arrival counters (one per tile, padded to 256 bytes) and ``split_k`` fp32 partial tiles per tile."""
+    return 4 * _counter_words(tiles) + 4 * tiles * s.split_k * s.bm * s.bn
+
+
+def _counter_words(tiles: int) -> int:
+    return -(-tiles // 64) * 64
+
+
+def split_reduction(k: SimtKernel) -> list[str]:
+    """Each block stores its 8 x 8 partial (16 float4 a thread, coalesced: float4 ``j`` of thread ``t`` of
+    part ``p`` at ``(p * 16 + j) * threads + t`` of the tile's slab), fences, and arrives at its tile's
+    counter. The last to arrive resets the counter and sums the parts 0, 1, .., split_k - 1 in that order
+    (its own from registers: the same value), so that the sum does not depend on the order of arrival; the
+    epilogue then runs once, on the sum."""
+    s, nt = k.s, k.threads
+    if s.split_k == 1:
+        return []
+    S = s.split_k
+    acc4 = "make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3])"
+    M, N, _ = k.mnk
+    words = _counter_words(-(-M // s.bm) * -(-N // s.bn))
+    return ["__shared__ int tr_last;",
+            "uint32_t* tr_count = (uint32_t*)W;",
+            f"const float4* tr_slab = (const float4*)(W + {words}) + (size_t)pid * {S * 16 * nt} + tid;",
+            f"float4* tr_mine = (float4*)(W + {words}) + (size_t)pid * {S * 16 * nt} + (size_t)part * {16 * nt} + tid;",
+            "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < 2; ++h) "
+            f"__stcg(tr_mine + (i * 2 + h) * {nt}, {acc4});",
+            "__threadfence();",
+            "__syncthreads();",
+            "if (tid == 0) {",
+            f"  tr_last = atomicAdd(tr_count + pid, 1u) == {S - 1}u;",
+            "  if (tr_last) tr_count[pid] = 0u;  /* at rest for the next launch */",
+            "}",
+            "__syncthreads();",
+            "if (!tr_last) return;",
+            "__threadfence();",
+            "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < 2; ++h) {",
+            "  float4 t = make_float4(0.f, 0.f, 0.f, 0.f);",
+            f"  #pragma unroll 1\n  for (int p = 0; p < {S}; ++p) {{",
+            f"    const float4 v = p == part ? {acc4} : __ldcg(tr_slab + (p * 16 + i * 2 + h) * {nt});",
+            "    t.x += v.x; t.y += v.y; t.z += v.z; t.w += v.w;",
+            "  }",
+            "  acc[i][h * 4] = t.x; acc[i][h * 4 + 1] = t.y; acc[i][h * 4 + 2] = t.z; acc[i][h * 4 + 3] = t.w;",
             "}"]
 
 

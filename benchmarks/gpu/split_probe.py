@@ -33,7 +33,8 @@ GEMMS = [Gemm(128, 4096, 4096, "bf16"), Gemm(128, 4096, 11008, "bf16"), Gemm(128
 CONVS = [conv(1, 64, 56, 64, 3), conv(1, 128, 28, 128, 3), conv(1, 256, 14, 256, 3), conv(1, 512, 7, 512, 3),
          conv(1, 256, 28, 256, 3, 2), conv(1, 512, 14, 512, 3, 2), conv(1, 1024, 14, 256, 1),
          conv(1, 1024, 14, 2048, 1, 2), conv(32, 256, 14, 256, 3), conv(32, 512, 7, 512, 3),
-         conv(32, 512, 14, 512, 3, 2), conv(32, 2048, 7, 512, 1), conv(32, 1024, 14, 256, 1)]
+         conv(32, 512, 14, 512, 3, 2), conv(32, 2048, 7, 512, 1), conv(32, 1024, 14, 256, 1),
+         conv(32, 64, 56, 64, 3), conv(1, 64, 56, 64, 3), conv(32, 128, 28, 128, 3)]
 
 
 def alternatives(op: object) -> list[tuple[str, object]]:
@@ -48,7 +49,8 @@ def alternatives(op: object) -> list[tuple[str, object]]:
         if hero.path == "gemm":
             alts = [dataclasses.replace(hero, split=2), dataclasses.replace(hero, split=8)]
         else:
-            alts = [WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", publish="noinc", split=0),
+            alts = [WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma"),
+                    WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", publish="noinc", split=0),
                     WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", publish="noinc", split=0),
                     WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", split=0)]
     out = [("hero", hero)]

@@ -417,8 +417,9 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
     is a plain GEMM (1x1, stride 1, no padding, NHWC) takes the GEMM's hero for ``gemm_view(op)``."""
     if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: the GEMM's own hero
         return WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(op), sm_count))
-    if op is not None and op.k <= 128:
-        base = WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma")
+    if op is not None and op.k <= 128:  # 64 output channels: 64-wide tiles (no wgmma columns wasted)
+        base = WgmmaConvSchedule(bm=128, bn=64 if op.k <= 64 else 128, stages=6, consumers=2, pingpong=True,
+                                 store="tma")
     else:
         base = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, raster="n", store="tma", publish="noinc")
     if op is None:

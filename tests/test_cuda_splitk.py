@@ -151,7 +151,8 @@ CONV_CASES = [
      WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", split=0)),
     (Conv2d(2, 40, 9, 11, 72, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True),
      WgmmaConvSchedule(bm=128, bn=128, stages=4, consumers=2, publish="wait", split=5)),
-    (Conv2d(1, 1024, 14, 14, 256, 1, 1, layout="nhwc", dtype="fp16", bias=True), None),
+    (Conv2d(1, 1024, 14, 14, 256, 1, 1, layout="nhwc", dtype="fp16", bias=True),  # the GEMM path, split
+     WgmmaConvSchedule.of_gemm(WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=0))),
 ]
 
 

@@ -53,10 +53,16 @@ def alternatives(op: object) -> list[tuple[str, object]]:
                     WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", publish="noinc", split=0),
                     WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", publish="noinc", split=0),
                     WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", split=0)]
+    if getattr(hero, "path", "gemm") == "gather":  # the activations by TMA im2col instead of gathered
+        alts = [dataclasses.replace(hero, path="im2col", publish="wait"),
+                WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, raster="n", store="tma", path="im2col"),
+                WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", path="im2col"),
+                WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", path="im2col", split=0),
+                *alts]
     out = [("hero", hero)]
     if hero.split != 1:
         out.append(("no split", dataclasses.replace(hero, split=1, split_tail=False)))
-    out += [(f"alt{i}", s) for i, s in enumerate(alts) if s != hero]
+    out += [(f"alt{i}", s) for i, s in enumerate(alts) if s != hero and s not in alts[:i]]
     return out
 
 

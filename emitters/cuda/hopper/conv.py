@@ -43,7 +43,7 @@ from typing import Any
 
 from ...cstyle import CodeWriter
 from ..render import CudaRenderer, Rendered
-from . import conv1x1, scheduler, splitk
+from . import conv1x1, im2col, scheduler, splitk
 from .mainloop import (
     DEVICE_LIB,
     GATHER_LIB,
@@ -89,20 +89,25 @@ def render(op: Any, sched: WgmmaConvSchedule) -> str:
     w.extend(r.prelude(1))
     w.extend(DEVICE_LIB)
     w.extend(GATHER_LIB)
+    tma_a = sched.path == "im2col"
+    if tma_a:
+        w.extend(im2col.IM2COL_LIB)
     w.extend(wgmma_instruction(sched.bn, PTX_TYPE[dtype], 0, 0))
     w.extend(scheduler.tile_order(sched))
     if sched.split != 1:
         w.extend(splitk.UNIT_FN)
     w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
-    w("    const __grid_constant__ TrTensorMap tmB, const __grid_constant__ TrTensorMap tmC,")
+    w(("    const __grid_constant__ TrTensorMap tmA," if tma_a else "    ")
+      + "const __grid_constant__ TrTensorMap tmB, const __grid_constant__ TrTensorMap tmC,")
     w("    const uint16_t* __restrict__ X, uint16_t* __restrict__ C, const uint16_t* __restrict__ bias,")
     w("    int M, int N, int Cp, int H, int W, int P, int Q, int R, int S, int stride_h, int stride_w,")
     split = "" if sched.split == 1 else ", " + splitk.SIGNATURE
     w(f"    int pad_h, int pad_w, int dil_h, int dil_w, int cblk, int store_tma{split}) {{")
-    w.extend(kernel_head(sched, a_bytes, k_iters="R * S * cblk", maps=("tmB",), full_arrivals=129))
-    w.extend(gather_producer(sched))
+    w.extend(kernel_head(sched, a_bytes, k_iters="R * S * cblk", maps=("tmA", "tmB") if tma_a else ("tmB",),
+                         full_arrivals=1 if tma_a else 129))
+    w.extend(im2col.producer(sched, a_bytes) if tma_a else gather_producer(sched))
     epilogue = ("bias",) if op.bias else ()
-    w.extend(consumer_branch(sched, dtype, epilogue, r, proxy_fence=sched.publish == "noinc"))
+    w.extend(consumer_branch(sched, dtype, epilogue, r, proxy_fence=not tma_a and sched.publish == "noinc"))
     if op.layout == "nchw":
         w.extend(TRANSPOSE)
     return w.render()
@@ -153,8 +158,9 @@ def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
         "tile": {"M": sched.bm, "N": sched.bn, "K": BK, "stages": sched.stages, "consumers": sched.consumers,
                  "pingpong": sched.pingpong},
         "fragments": {"mma": f"wgmma.mma_async m64n{sched.bn}k16", "dtype_in": op.dtype.value, "dtype_acc": "fp32",
-                      "load": "A: cp.async.cg gather (zero fill) into the 128B swizzle, fence.proxy.async, mbarrier; "
-                              "B: TMA cp.async.bulk.tensor.3d"},
+                      "load": ("A: TMA cp.async.bulk.tensor.4d im2col, 128B swizzle; " if sched.path == "im2col" else
+                               "A: cp.async.cg gather (zero fill) into the 128B swizzle, fence.proxy.async, mbarrier; ")
+                              + "B: TMA cp.async.bulk.tensor.3d"},
         "smem": {"a": [a_lay.describe()], "b": [f"{sched.bn}x{BK}x2B row-major, swizzle 128B"],
                  "stage_bytes": sched.stage_bytes},
         "registers": dict(zip(("entry", "producer", "consumer"), sched.register_split(), strict=True)),
@@ -167,7 +173,7 @@ def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
         "layout_transform": None if op.layout == "nhwc" else
         "NCHW: x and the filter transposed to NHWC before, the result back to NCHW after, inside every launch",
     }
-    params = ("tmB", "tmC", "x", "out", "bias", *INT_PARAMS)
+    params = ("tmA",) * (sched.path == "im2col") + ("tmB", "tmC", "x", "out", "bias", *INT_PARAMS)
     if sched.split != 1:
         meta["split_k"] = split_plan(op, sched, sm_count).to_json()
         params += splitk.PARAMS
@@ -266,7 +272,8 @@ def conv_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any])
             mc, store_tma = c_output_map(op.gemm_m, op.k, op.dtype.value, self.schedule, out)
             bias = int(self._dbuf["bias"].ptr) if "bias" in self._dbuf else 0
             ints = {**conv_scalars(op), "store_tma": store_tma}
-            self._wargs = [filter_map(op, self.schedule, ptrs["weight"]), mc, ctypes.c_uint64(ptrs["x"]),
+            first = [im2col.activation_map(op, self.schedule, ptrs["x"])] if self.schedule.path == "im2col" else []
+            self._wargs = [*first, filter_map(op, self.schedule, ptrs["weight"]), mc, ctypes.c_uint64(ptrs["x"]),
                            ctypes.c_uint64(out), ctypes.c_uint64(bias), *[ctypes.c_int(ints[k]) for k in INT_PARAMS],
                            *split_args(self, self.rendered)]
 

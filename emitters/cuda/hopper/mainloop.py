@@ -192,7 +192,7 @@ def _units(sched: WgmmaSchedule) -> str:
     return "\n    const int units = dp_tiles + (tiles - dp_tiles) * splits;  /* split-K work units */"
 
 
-def _walk_head(sched: WgmmaSchedule, indent: str) -> str:
+def walk_head(sched: WgmmaSchedule, indent: str) -> str:
     """The producer's loop over its tiles (or split-K units) with the tile's coordinates, and the k range."""
     if sched.split == 1:
         head = f"{indent}for (int tile = cluster_id; tile < tiles; tile += clusters) {{"
@@ -203,7 +203,7 @@ def _walk_head(sched: WgmmaSchedule, indent: str) -> str:
 {indent}    tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);"""
 
 
-def _k_range(sched: WgmmaSchedule) -> str:
+def k_range(sched: WgmmaSchedule) -> str:
     return "int kk = 0; kk < k_iters; ++kk" if sched.split == 1 else "int kk = kb; kk < ke; ++kk"
 
 
@@ -222,9 +222,9 @@ def tma_producer(sched: WgmmaSchedule, a_k: bool, b_k: bool) -> str:
         if (tid == 0) {{
             int s = 0;
             uint32_t phase = 0;
-{_walk_head(sched, "            ")}
+{walk_head(sched, "            ")}
                 tm = tm * {sched.cluster} + rank;
-                for ({_k_range(sched)}) {{
+                for ({k_range(sched)}) {{
                     tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
                     const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
                     tr_mbar_expect_tx(full, {sched.stage_bytes}u);""")
@@ -276,7 +276,7 @@ def gather_producer(sched: WgmmaConvSchedule) -> str:
         int s = 0;
         uint32_t phase = 0;
         long long step = 0;
-{_walk_head(sched, "        ")}
+{walk_head(sched, "        ")}
             int nh[{lines}], h0[{lines}], w0[{lines}];
             #pragma unroll
             for (int i = 0; i < {lines}; ++i) {{
@@ -286,8 +286,8 @@ def gather_producer(sched: WgmmaConvSchedule) -> str:
                 h0[i] = m < M ? p * stride_h - pad_h : -(1 << 30);  /* a line past M reads nothing */
                 w0[i] = q * stride_w - pad_w;
             }}
-            {_filter_start(sched)}
-            for ({_k_range(sched)}) {{
+            {filter_start(sched)}
+            for ({k_range(sched)}) {{
                 tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
                 const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
                 if (tid == 0) {{
@@ -311,7 +311,7 @@ def gather_producer(sched: WgmmaConvSchedule) -> str:
         {_drain(sched)}"""
 
 
-def _filter_start(sched: WgmmaConvSchedule) -> str:
+def filter_start(sched: WgmmaConvSchedule) -> str:
     """The filter row, column and 64-channel block of the walk's first k step (``kb`` under split-K)."""
     if sched.split == 1:
         return "int fr = 0, fs = 0, cb = 0;  /* this k step's filter row, column and 64-channel block */"
@@ -431,7 +431,7 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
     S, m_slices, n_regs = sched.stages, sched.m_slices, sched.bn // 2
     fence = '\n                asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");' if proxy_fence else ""
     return f"""            int prev = -1;
-            for ({_k_range(sched)}) {{
+            for ({k_range(sched)}) {{
                 tr_mbar_wait(bars + 8u * s, phase);{fence}
                 const uint32_t sa = smem + s * {sched.stage_bytes}u + part * {sched.m_slices * a_mstep}u;
                 const uint32_t sb = smem + s * {sched.stage_bytes}u + {a_bytes}u;

@@ -293,7 +293,7 @@ def keep_valid(out: list, candidates: Iterable[Any], op: Any, smem_optin: int) -
 # ---------------------------------------------------------------------------------- the conv
 
 PUBLISH = ("wait", "noinc")
-PATHS = ("gather", "gemm")
+PATHS = ("gather", "gemm", "im2col")
 CONV_PRODUCER_REGS = 96  # the gathering producer holds (n, h0, w0) of up to 16 lines and their addresses
 
 
@@ -314,6 +314,21 @@ def gemm_view_unsupported(op: Any) -> str | None:
     return next((why for ok, why in checks if not ok), None)
 
 
+def im2col_unsupported(op: Any) -> str | None:
+    """Why TMA's im2col mode cannot load ``op``'s activations (None: it can). The bounding box of a 4-d
+    im2col tensor map has corners within [-128, 127] (lower: -pad; upper: pad - dilation x (filter - 1)),
+    traversal strides of 1 to 8, and 16-bit filter offsets."""
+    corners = [-p for p in op.padding] + [p - d * (f - 1) for p, d, f in zip(op.padding, op.dilation, (op.r, op.s),
+                                                                              strict=True)]
+    if any(not -128 <= c <= 127 for c in corners):
+        return f"padding {tuple(op.padding)} with a {op.r}x{op.s} filter dilated {tuple(op.dilation)}"
+    if any(not 1 <= st <= 8 for st in op.stride):
+        return f"stride {tuple(op.stride)} (1 to 8)"
+    if max(op.dilation[0] * (op.r - 1), op.dilation[1] * (op.s - 1)) > 65535:
+        return f"filter offsets past 16 bits ({op.r}x{op.s} dilated {tuple(op.dilation)})"
+    return None
+
+
 def gemm_view(op: Any) -> Any:
     """The ``Gemm`` that a 1x1 conv ``op`` is (``gemm_view_unsupported``): same buffers, no copies."""
     from tracea.kernels import Gemm
@@ -330,8 +345,10 @@ class WgmmaConvSchedule(WgmmaSchedule):
     ``publish``: how a gathered stage is handed to the consumers: "wait" (each producer thread waits for
     its copies ``lag`` steps back, fences the proxy, arrives) or "noinc" (``cp.async.mbarrier.arrive.noinc``
     arrives when the thread's copies land, without blocking it; the consumers fence after the wait).
-    ``path``: "gather" (the implicit GEMM above) or "gemm": the Hopper GEMM's kernel over ``gemm_view(op)``
-    with these fields as its ``WgmmaSchedule`` (``as_gemm``; clusters allowed, ``publish`` unused)."""
+    ``path``: "gather" (the implicit GEMM above); "im2col": the activations loaded by TMA in im2col mode
+    (one bulk copy per k step, no gathering threads; ``im2col_unsupported`` says where it cannot); or
+    "gemm": the Hopper GEMM's kernel over ``gemm_view(op)`` with these fields as its ``WgmmaSchedule``
+    (``as_gemm``; clusters allowed). ``publish`` matters to "gather" only."""
 
     publish: str = "wait"
     path: str = "gather"
@@ -359,14 +376,16 @@ class WgmmaConvSchedule(WgmmaSchedule):
     @property
     def name(self) -> str:
         return "conv_" + super().name + ("_ni" if self.publish == "noinc" else "") + \
-            ("_gemm" if self.path == "gemm" else "")
+            {"gemm": "_gemm", "im2col": "_i2c"}.get(self.path, "")
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
         if self.path == "gemm":
             return self._validate_gemm_path(op, smem_optin)
         super().validate(None, smem_optin)
         if self.path not in PATHS:
-            raise BadInputError(f"path: expected 'gather' or 'gemm', got {self.path!r}")
+            raise BadInputError(f"path: expected 'gather', 'gemm' or 'im2col', got {self.path!r}")
+        if self.path == "im2col" and self.publish != "wait":
+            raise BadInputError("publish: the im2col path loads x by TMA; it has no publish mode (leave 'wait')")
         if self.publish not in PUBLISH:
             raise BadInputError(f"publish: expected 'wait' or 'noinc', got {self.publish!r}")
         if self.cluster != 1:
@@ -380,6 +399,9 @@ class WgmmaConvSchedule(WgmmaSchedule):
                 raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
             if op.groups != 1:
                 raise BadInputError("groups: grouped convolution is not implemented on CUDA")
+            why = im2col_unsupported(op) if self.path == "im2col" else None
+            if why is not None:
+                raise BadInputError(f"path: TMA's im2col mode cannot walk {why}", "path 'gather'")
 
     def _validate_gemm_path(self, op: Any, smem_optin: int) -> None:
         """The GEMM's checks on its fields, then: is ``op`` a plain GEMM (``gemm_view_unsupported``)."""
@@ -431,7 +453,8 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
 def conv_search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90,
                       sm_count: int = 132) -> list[WgmmaConvSchedule]:
     """Every valid schedule over tile, stages, consumers, ping-pong, raster and store (hero first); for a
-    conv that is a plain GEMM, the GEMM's whole space on the "gemm" path first, then the gather's."""
+    conv that is a plain GEMM, the GEMM's whole space on the "gemm" path first, then the gather's, the
+    im2col path's (4, 6 or 8 stages), and split-K variants of both."""
     shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (256, 2, False), (128, 2, True))
     grid = itertools.product(shapes, (64, 128, 192, 256), (3, 4, 5, 6, 8), ("m", "n"), STORES, PUBLISH)
     candidates = (WgmmaConvSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, store=so, publish=pu)
@@ -441,4 +464,8 @@ def conv_search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90,
         gemm_space = search_space(gemm_view(op), smem_optin, sm_count)
         out = keep_valid(out, (WgmmaConvSchedule.of_gemm(s) for s in gemm_space), op, smem_optin)
     out = keep_valid(out, candidates, op, smem_optin)
-    return keep_valid(out, split_candidates([s for s in out if s.path == "gather"], op, sm_count), op, smem_optin)
+    tma_a = [dataclasses.replace(s, path="im2col") for s in out if s.path == "gather" and s.publish == "wait"
+             and s.stages in (4, 6, 8)]
+    out = keep_valid(out, tma_a, op, smem_optin)
+    gathered = [s for s in out if s.path in ("gather", "im2col")]
+    return keep_valid(out, split_candidates(gathered, op, sm_count), op, smem_optin)

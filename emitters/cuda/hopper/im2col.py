@@ -1,0 +1,89 @@
+"""The Hopper conv's "im2col" path: the activations of each k step arrive by one TMA bulk copy in im2col
+mode instead of being gathered by 128 producer threads (``mainloop.gather_producer``).
+
+An im2col tensor map describes x as the 4-d NHWC tensor it is (dims C, W, H, N, innermost first) with a
+bounding box per image: lower corner ``-pad``, upper corner ``pad - dilation x (filter - 1)``, so that
+walking it with traversal strides ``stride`` visits exactly the P x Q anchor pixels of the output. One
+copy loads ``bm`` consecutive anchors (the tile's output pixels in (n, p, q) order, continuing across
+rows and images) starting at the tile's first, each shifted by the k step's filter tap (16-bit offsets
+``s x dil_w``, ``r x dil_h``), 64 channels a pixel: a ``bm x 64`` tile with the 128B swizzle, byte for
+byte what the 2-d GEMM's TMA writes, so the consumers, split-K and the epilogue are unchanged. Pixels in
+the padding, past the last image or channels past C read as zero. The filter arrives by the same 3-d TMA
+as on the gather path. One producer thread issues both copies; the full barrier expects its
+``expect_tx`` only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .mainloop import filter_start, k_range, walk_head
+from .schedule import BK, WgmmaConvSchedule
+
+IM2COL_LIB = r"""/* 4-d TMA in im2col mode: bm pixels x 64 channels from anchor (c, w, h, n), shifted by (ow, oh). */
+static __device__ __forceinline__ void tr_tma_load_im2col(uint32_t dst, const TrTensorMap* map, int c, int w, int h,
+                                                          int n, uint16_t ow, uint16_t oh, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar), "h"(ow), "h"(oh)
+                 : "memory");
+}
+"""
+
+
+def producer(sched: WgmmaConvSchedule, a_bytes: int) -> str:
+    """The producer warpgroup (``if (wg == 0)``): thread 0 walks the block's tiles (or split-K units) and,
+    per k step, waits for a free stage and issues the activations' im2col copy and the filter's copy."""
+    S = sched.stages
+    return f"""    if (wg == 0) {{
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 {sched.register_split()[1]};\\n");
+        if (tid == 0) {{
+            const int PQ = P * Q;
+            int s = 0;
+            uint32_t phase = 0;
+{walk_head(sched, "            ")}
+                /* the tile's first output pixel (n, p, q) and its anchor in x */
+                const int m0 = tm * {sched.bm}, n0 = m0 / PQ, pq = m0 - n0 * PQ, p0 = pq / Q, q0 = pq - p0 * Q;
+                const int h0 = p0 * stride_h - pad_h, w0 = q0 * stride_w - pad_w;
+                {filter_start(sched)}
+                for ({k_range(sched)}) {{
+                    tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
+                    const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
+                    tr_mbar_expect_tx(full, {sched.stage_bytes}u);
+                    tr_tma_load_im2col(sa, &tmA, cb * {BK}, w0, h0, n0, (uint16_t)(fs * dil_w), (uint16_t)(fr * dil_h),
+                                       full);
+                    tr_tma_load_3d(sb, &tmB, cb * {BK}, fr * S + fs, tn * {sched.bn}, full);
+                    if (++s == {S}) {{ s = 0; phase ^= 1u; }}
+                    if (++cb == cblk) {{ cb = 0; if (++fs == S) {{ fs = 0; ++fr; }} }}
+                }}
+            }}
+        }}"""
+
+
+def activation_map(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
+    """The im2col tensor map over NHWC x at ``x_ptr`` (channel stride Cp, C rounded up to 8)."""
+    from cuda.bindings import driver as drv
+
+    from ..tma import MAP_BYTES, _Map, driver_call
+
+    cp = (op.c + 7) // 8 * 8
+    if x_ptr % 16:
+        raise ValueError(f"TMA needs a 16-byte aligned base, not {x_ptr:#x}")
+    dt = drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if op.dtype.value == "bf16" else \
+        drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+    (ph, pw), (sh, sw), (dh, dw) = op.padding, op.stride, op.dilation
+    dims = (cp, op.w, op.h, op.n)
+    strides = (cp * 2, op.w * cp * 2, op.h * op.w * cp * 2)
+    m = driver_call(drv.cuTensorMapEncodeIm2col(
+        dt, 4, x_ptr, [drv.cuuint64_t(d) for d in dims], [drv.cuuint64_t(st) for st in strides],
+        [-pw, -ph], [pw - dw * (op.s - 1), ph - dh * (op.r - 1)], BK, sched.bm,
+        [drv.cuuint32_t(v) for v in (1, sw, sh, 1)],
+        drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeIm2col")
+    out = _Map()
+    import ctypes
+
+    ctypes.memmove(ctypes.addressof(out), m.getPtr(), MAP_BYTES)
+    return out

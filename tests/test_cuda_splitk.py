@@ -113,12 +113,14 @@ def test_heroes_split_where_tiles_leave_sms_idle():
     assert hero_schedule(Gemm(128, 4096, 1024, "bf16")).split == 1  # 16 k steps: the fix-up does not pay
     wide = hero_schedule(Gemm(128, 11008, 4096, "bf16"))  # 172 narrow tiles fill the SMs: no split
     assert (wide.bm, wide.bn, wide.split) == (64, 128, 1)
-    second = hero_schedule(Gemm(1280, 3584, 4096, "bf16"))  # 140 tiles of 128 x 256: a second wave of 8
-    assert (second.bn, second.split, second.split_tail) == (256, 0, True)
+    second = hero_schedule(Gemm(1280, 3584, 4096, "bf16"))  # 140 tiles of 128 x 256: the tail split is the tuner's
+    assert (second.bn, second.split, second.split_tail) == (256, 1, False)
     assert hero_schedule(Gemm(128, 4096, 4096, "bf16"), sm_count=16).split == 1  # a small GPU is full
     deep = Conv2d(1, 512, 7, 7, 512, 3, 3, padding=1, layout="nhwc", dtype="fp16")
     h = conv_hero_schedule(deep)
-    assert (h.bm, h.consumers, h.split, h.path) == (64, 1, 0, "gather")
+    assert (h.bm, h.consumers, h.split, h.path) == (64, 1, 0, "im2col")
+    h = conv_hero_schedule(Conv2d(1, 512, 7, 7, 512, 3, 3, padding=1, stride=9, layout="nhwc", dtype="fp16"))
+    assert (h.bm, h.split, h.path) == (64, 0, "gather")  # a stride TMA's im2col cannot walk: the gather
     one = Conv2d(1, 2048, 7, 7, 512, 1, 1, layout="nhwc", dtype="fp16")
     assert conv_hero_schedule(one).path == "gemm" and conv_hero_schedule(one).split == 0
     assert conv_hero_schedule(Conv2d(1, 1024, 14, 14, 256, 1, 1, layout="nhwc", dtype="fp16")).split == 1

@@ -232,8 +232,9 @@ def with_split(base: Any, narrow: Any, m: int, n: int, k_iters: int, sm_count: i
     ``narrow`` tiles (64 x 128, one consumer: the smallest fix-up) when they still leave half the
     SMs idle; ``narrow`` tiles without split-K when they fill most SMs and ``base``'s do not (ResNet-50's
     3x3 512-channel conv at batch 32: 0.70x, against 0.58x split over 128 x 128); else split-K over
-    ``base``'s; a second wave under half full splits its tiles only (``split_tail``). Fewer k steps do
-    not pay for a fix-up (1x1 convs over 1024 channels: 0.86x without, 0.74x with), and keep ``base``."""
+    ``base``'s. Splitting only a second wave's tiles (``split_tail``) is left to the tuner: it lost
+    where it was tried (a 3x3 conv at batch 32, 196 tiles: 0.89x against 1.02x). Fewer k steps do not
+    pay for a fix-up (1x1 convs over 1024 channels: 0.86x without, 0.74x with), and keep ``base``."""
     if k_iters < 18:
         return base
     smaller = narrow.bm * narrow.bn < base.bm * base.bn
@@ -244,8 +245,6 @@ def with_split(base: Any, narrow: Any, m: int, n: int, k_iters: int, sm_count: i
         return narrow
     if 2 * tiles <= sm_count:
         return dataclasses.replace(base, split=0)
-    if sm_count <= tiles < 2 * sm_count and 0 < tiles % sm_count < sm_count // 2:
-        return dataclasses.replace(base, split=0, split_tail=True)
     return base
 
 
@@ -432,21 +431,30 @@ class WgmmaConvSchedule(WgmmaSchedule):
 
 
 def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule:
-    """Picked from the H200 runs (docs/device-runs/2026-11-23-h200/wgmma_conv/run2): 128 x 256 tiles, 4 stages, 2 cooperative
-    consumers, TMA-store epilogue, stages published by ``cp.async.mbarrier.arrive.noinc`` (N32 C256 56x56:
-    0.80x cuDNN, against 0.73x waiting on the copies); for K <= 128, 128 x 128 ping-pong with 6 stages
-    (N1 C64 224x224 K128: 0.86x, where 128 x 256 tiles leave half of each tile empty: 0.65x). A conv that
-    is a plain GEMM (1x1, stride 1, no padding, NHWC) takes the GEMM's hero for ``gemm_view(op)``."""
+    """A conv that is a plain GEMM (1x1, stride 1, no padding, NHWC) takes the GEMM's hero for
+    ``gemm_view(op)``. Any other whose activations TMA's im2col mode can walk (``im2col_unsupported``)
+    takes the im2col path: 128 x 128 ping-pong tiles (128 x 64 for 64 output channels), 6 stages, and
+    ``with_split``'s 64 x 128 tiles or split-K where those leave SMs idle. From the H100 probe
+    (docs/device-runs/2026-11-25-h100/im2col-run1), ResNet-50's 3x3 convs at batch 32: 1.01-1.14x cuDNN
+    this way, against 0.68-0.76x gathered by the producer's threads; at batch 1, 0.84-1.08x. The rest
+    keep the gather (picked from the H200 runs, docs/device-runs/2026-11-23-h200/wgmma_conv/run2):
+    128 x 256 tiles, 4 stages, stages published by ``cp.async.mbarrier.arrive.noinc``; 128 x 128 (or
+    128 x 64) ping-pong for K <= 128."""
     if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: the GEMM's own hero
         return WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(op), sm_count))
-    if op is not None and op.k <= 128:  # 64 output channels: 64-wide tiles (no wgmma columns wasted)
+    if op is not None and im2col_unsupported(op) is None:
+        base = WgmmaConvSchedule(bm=128, bn=64 if op.k <= 64 else 128, stages=6, consumers=2, pingpong=True,
+                                 store="tma", path="im2col")
+        narrow = WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", path="im2col")
+    elif op is not None and op.k <= 128:  # 64 output channels: 64-wide tiles (no wgmma columns wasted)
         base = WgmmaConvSchedule(bm=128, bn=64 if op.k <= 64 else 128, stages=6, consumers=2, pingpong=True,
                                  store="tma")
+        narrow = WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", publish="noinc")
     else:
         base = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, raster="n", store="tma", publish="noinc")
+        narrow = WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", publish="noinc")
     if op is None:
         return base
-    narrow = WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", publish="noinc")
     return with_split(base, narrow, op.gemm_m, op.k, op.r * op.s * -(-op.c // BK), sm_count)
 
 

@@ -167,7 +167,7 @@ def geometry(op: Any, s: StemSchedule) -> Geometry:
     rows = max(1, min(s.pixels // op.q, op.p))
     bm = rows * op.q
     wm = s.warps // s.ksplit
-    mt = -(-(-(-bm // 16)) // wm)
+    mt = -(-_up(bm, 16) // (16 * wm))
     bn = min(BN, _up(op.k, 16))
     rsc = op.r * op.s * op.c
     kp = _up(rsc, 16)

@@ -155,7 +155,7 @@ def _reduce_and_stage(op: Any, s: StemSchedule, to_f: str, from_f: str) -> list[
                 "__syncthreads();",
                 "if (ks == 0) {", "    for (int KX = 0; KX < KS - 1; ++KX) {",
                 "        " + loop + f"acc[i][j][e] += red[{idx}];", "    }", "}"]
-    body = [f"                float v = acc[i][j][2 * h + e];"]
+    body = ["                float v = acc[i][j][2 * h + e];"]
     if "bias" in epi:
         body.append(f"                const float bias_v = n0 + col + e < CV_K ? {to_f}(bias[n0 + col + e]) : 0.0f;")
     body += ["                " + ln for ln in statements(epi, CUDA, bias="bias_v", residual="0.0f")]

@@ -159,7 +159,7 @@ CORES: tuple[Core, ...] = (
     # shared memory, input rows copied once, A gathered from them; the hero of both 16-bit conv families
     Core("stem", "", ("conv2d",), _stem_json,
          lazy(".stem", "hero_schedule"), lazy(".stem", "search_space"), lazy(".stem", "check"),
-         lazy(".stem", "render"), cuda_kernel, lazy(".stem", "features"),
+         lazy(".stem_kernel", "render"), cuda_kernel, lazy(".stem", "features"),
          serves=("cuda-mma-sync.conv2d", "cuda-wgmma.conv2d"), prefers=lazy(".stem", "prefers"), applies=lazy(".stem", "applies")),
     # GEMM of <= 16 rows (decode), memory bound: the hero of the tensor-core GEMM families for such shapes
     Core("gemv", "", ("gemm",), _gemv_json,

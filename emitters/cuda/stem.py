@@ -28,13 +28,12 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
-from .render import Rendered
-
 SCHEMA_VERSION = 1
 MAX_C = 15
 BN = 64  # output channels per block (fewer when K is smaller: a multiple of 16)
 MAX_MT = 4  # m16 tiles per warp (16 fp32 accumulators each per thread and n8 tile)
-PIXELS = (64, 128, 192, 256, 384, 512)
+PIXELS = (64, 128, 192, 256, 384, 512)  # the search space's budgets (any 1..MAX_PIXELS validates)
+MAX_PIXELS = 2048
 WARPS = (1, 2, 3, 4, 5, 6, 7, 8)
 KSPLITS = (1, 2, 4)
 STAGES = (1, 2)
@@ -54,6 +53,14 @@ class StemSchedule:
     stages: int = 2
 
     @property
+    def bm(self) -> int:  # the nominal block tile the tuner's features see (whole rows: geometry())
+        return self.pixels
+
+    @property
+    def bn(self) -> int:
+        return BN
+
+    @property
     def block_threads(self) -> int:
         return 32 * self.warps
 
@@ -64,7 +71,9 @@ class StemSchedule:
     def validate(self, op: Any = None, arch: Any = None) -> None:
         if self.core != "stem":
             raise BadInputError(f"core: a StemSchedule runs the stem core, not {self.core!r}")
-        for name, allowed in (("pixels", PIXELS), ("warps", WARPS), ("ksplit", KSPLITS), ("stages", STAGES)):
+        if isinstance(self.pixels, bool) or not isinstance(self.pixels, int) or not 1 <= self.pixels <= MAX_PIXELS:
+            raise BadInputError(f"pixels: expected an integer in 1..{MAX_PIXELS}, got {self.pixels!r}")
+        for name, allowed in (("warps", WARPS), ("ksplit", KSPLITS), ("stages", STAGES)):
             v = getattr(self, name)
             if isinstance(v, bool) or v not in allowed:
                 raise BadInputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got {v!r}")
@@ -183,7 +192,7 @@ def geometry(op: Any, s: StemSchedule) -> Geometry:
     patch = _up(padl + (ih - 1) * iws + 8 + max(8 * nch, (iw - pw) * op.c) + 8, 8)
     offs: dict[str, int] = {}
     at = 0
-    for name, nbytes in (("w", bn * (kp + 8) * 2), ("ktab", kp * 4), ("patch", s.stages * patch * 2),
+    for name, nbytes in (("w", bn * (kp + 8) * 2), ("ktab", kp * 4), ("bias", bn * 4), ("patch", s.stages * patch * 2),
                          ("stage", wm * mt * 16 * (bn + 8) * 2),
                          ("red", (s.ksplit - 1) * wm * mt * (bn // 8) * 4 * 32 * 4)):
         offs[name] = at
@@ -292,8 +301,7 @@ def _hero(op: Any, sms: int) -> StemSchedule:
     mtiles = -(-rows * op.q // 16)
     few = op.n * -(-op.p // rows) * ntiles < sms
     warps = min(8, mtiles if few else -(-mtiles // 2))
-    pixels = next((p for p in PIXELS if p >= rows * op.q and p // op.q == rows), PIXELS[-1])
-    return StemSchedule(pixels=pixels, warps=warps, ksplit=1, stages=2)
+    return StemSchedule(pixels=rows * op.q, warps=warps, ksplit=1, stages=2)
 
 
 def hero_schedule(op: Any, host: Any) -> StemSchedule:
@@ -328,9 +336,3 @@ def blocks_per_sm(g: Geometry, s: StemSchedule, arch: Any) -> int:
     """Resident blocks an SM (launch bounds too): shared memory, and at most 16 warps (<= 128 registers)."""
     by_smem = max(1, (arch.smem_optin + 1024) // (g.smem + 1024))
     return max(1, min(by_smem, 16 // s.warps, 8))
-
-
-def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
-    from .stem_kernel import render_stem
-
-    return render_stem(op, schedule, arch), {}

@@ -43,6 +43,7 @@ def _setup() -> list[str]:
         "    ws[n * WSTRIDE + k] = (n0 + n < CV_K && k < RSC) ? Wt[(size_t)(n0 + n) * RSC + k] : (uint16_t)0;",
         "}",
         "for (int e = tid; e < KP; e += NTHREADS) ktab[e] = KTAB[e];",
+        "for (int e = tid; e < BN; e += NTHREADS) sbias[e] = bias != nullptr && n0 + e < CV_K ? TO_F(bias[n0 + e]) : 0.0f;",
         "for (int e = tid; e < STAGES * PATCH / 2; e += NTHREADS) ((uint32_t*)patch)[e] = 0u;",
         "int rb[MT][2];  /* the patch offset of the pixel of fragment rows g and g + 8 (every tile alike) */",
         "#pragma unroll",
@@ -157,7 +158,7 @@ def _reduce_and_stage(op: Any, s: StemSchedule, to_f: str, from_f: str) -> list[
                 "        " + loop + f"acc[i][j][e] += red[{idx}];", "    }", "}"]
     body = ["                float v = acc[i][j][2 * h + e];"]
     if "bias" in epi:
-        body.append(f"                const float bias_v = n0 + col + e < CV_K ? {to_f}(bias[n0 + col + e]) : 0.0f;")
+        body.append("                const float bias_v = sbias[col + e];")
     body += ["                " + ln for ln in statements(epi, CUDA, bias="bias_v", residual="0.0f")]
     body.append("                v2[e] = v;")
     out += ["if (ks == 0) {",
@@ -225,6 +226,10 @@ def _tile_loop(op: Any, g: Geometry, s: StemSchedule, to_f: str, from_f: str) ->
     return out + ["}"]
 
 
+def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
+    return render_stem(op, schedule, arch), {}
+
+
 def render_stem(op: Any, schedule: StemSchedule, arch: Any, renderer: CudaRenderer | None = None) -> Rendered:
     r = renderer or CudaRenderer()
     s = schedule
@@ -240,12 +245,14 @@ def render_stem(op: Any, schedule: StemSchedule, arch: Any, renderer: CudaRender
     body = ["extern __shared__ __align__(16) unsigned char tr_smem[];",
             "uint16_t* ws = (uint16_t*)(tr_smem + OFF_W);",
             "int* ktab = (int*)(tr_smem + OFF_KTAB);",
+            "float* sbias = (float*)(tr_smem + OFF_BIAS);",
             "uint16_t* patch = (uint16_t*)(tr_smem + OFF_PATCH);",
             "uint16_t* stg = (uint16_t*)(tr_smem + OFF_STAGE);",
             "float* red = (float*)(tr_smem + OFF_RED);",
             "(void)red;",
             *_setup(), *_copies(), *_tile_loop(op, g, s, to_f, from_f)]
-    src = "\n".join([r.prelude(1), r.tensor_prelude(dtype), _constants(op, s, g), signature + " {",
+    src = "\n".join([r.prelude(1), r.tensor_prelude(dtype), _constants(op, s, g), f"#define TO_F {to_f}",
+                     signature + " {",
                      *("    " + ln for b in body for ln in b.splitlines()), "}"]) + "\n"
     grid = (max(1, min(g.tiles, max(1, arch.sm_count) * occ // g.ntiles)), g.ntiles, 1)
     meta = {"name": name,

@@ -333,6 +333,7 @@ def features(op: Any, schedule: Any) -> tuple[int, int]:
 
 
 def blocks_per_sm(g: Geometry, s: StemSchedule, arch: Any) -> int:
-    """Resident blocks an SM (launch bounds too): shared memory, and at most 16 warps (<= 128 registers)."""
+    """Resident blocks an SM (launch bounds too): shared memory, and at most 16 warps (<= 128 registers a
+    thread), 8 where a warp holds more than two m16 tiles of accumulators."""
     by_smem = max(1, (arch.smem_optin + 1024) // (g.smem + 1024))
-    return max(1, min(by_smem, 16 // s.warps, 8))
+    return max(1, min(by_smem, (16 if g.mt <= 2 else 8) // s.warps, 8))

@@ -309,11 +309,13 @@ def hero_schedule(op: Any, host: Any) -> StemSchedule:
 
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[StemSchedule]:
-    """Pixels per block, 2..8 warps, K split over 1..4 warps, 1 or 2 patch stages (checked by build)."""
+    """Whole output rows per block (budgets of 64..512 pixels, each as rows * Q: one schedule a kernel),
+    2..8 warps, K split over 1..4 warps, 1 or 2 patch stages (checked by build)."""
     if not applies(op):
         return []
+    budgets = sorted({max(1, min(p // op.q, op.p)) * op.q for p in PIXELS})
     return [StemSchedule(pixels=p, warps=w, ksplit=k, stages=st)
-            for p in PIXELS for w in (2, 4, 6, 8) for k in KSPLITS for st in STAGES if w % k == 0]
+            for p in budgets for w in (2, 4, 6, 8) for k in KSPLITS for st in STAGES if w % k == 0]
 
 
 def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:

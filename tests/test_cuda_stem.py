@@ -104,6 +104,7 @@ MODEL_CASES = [
     (conv(n=2, c=12, dilation=2, padding=2, stride=(1, 2)), stem.StemSchedule(pixels=192, warps=4, ksplit=2)),
     (conv(n=3, c=3, h=9, w=5, r=3, s=3, padding=3), stem.StemSchedule(pixels=64, warps=2, stages=1)),
     (conv(n=2, c=5, h=17, w=11, r=2, s=4, stride=3, padding=1, dilation=(2, 1)), stem.StemSchedule(pixels=128)),
+    (conv(n=2, c=4, h=16, w=18, r=2, s=2, stride=2), stem.StemSchedule(pixels=64, warps=1)),
 ]
 
 
@@ -165,6 +166,7 @@ def test_rows_do_not_overlap_and_stay_aligned():
 COMPILE = [
     STEM, dataclasses.replace(STEM, n=1), dataclasses.replace(STEM, n=8, dtype="bf16", bias=True),
     conv(c=1, bias=True), conv(c=4, k=10, stride=2, padding=2), conv(c=12, k=96, dilation=2, padding=1),
+    conv(c=4, k=32, r=2, s=2, stride=2),  # r*s*c = 16: no padded k
 ]
 
 

@@ -44,7 +44,7 @@ CASES = [
     conv(c=12, k=96, padding=1, dtype="bf16"), conv(n=2, c=3, dilation=2, padding=2, k=10),
     conv(c=5, k=7, r=2, s=4, stride=(2, 1), padding=(0, 3), dilation=(1, 2)),
     conv(n=3, c=2, h=9, w=5, k=130, padding=3, bias=True),  # K over two 64-channel blocks, tiny image
-    conv(c=15, k=16, h=61, w=29, padding=0),
+    conv(c=15, k=16, h=61, w=29, padding=0), conv(n=2, c=4, k=32, r=2, s=2, stride=2, dtype="bf16"),
     ConvBiasRelu(2, 3, 37, 53, 32, 7, 7, stride=2, padding=3, layout="nhwc", dtype="fp16", bias=True),
     ConvBiasRelu(1, 4, 40, 41, 64, 3, 3, padding=1, layout="nhwc", dtype="bf16", bias=True),
 ]

@@ -32,15 +32,37 @@ def _constants(op: Any, s: StemSchedule, g: Geometry) -> str:
                       f"__constant__ int KTAB[{g.kp}] = {{{table}}};  /* [step][quad lane][4]: k offsets */"])
 
 
-def _setup() -> list[str]:
+def _setup(g: Geometry) -> list[str]:
     """The filter slice (zero past K and past R*S*C), the k table, zeroed patches, each thread's pixel bases."""
-    return [
+    out = [
         "const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;",
         "const int wm = warp % WM, ks = warp / WM;",
         "const int n0 = blockIdx.y * BN;",
-        "for (int e = tid; e < BN * KP; e += NTHREADS) {",
-        "    const int n = e / KP, k = e - n * KP;",
-        "    ws[n * WSTRIDE + k] = (n0 + n < CV_K && k < RSC) ? Wt[(size_t)(n0 + n) * RSC + k] : (uint16_t)0;",
+        "{  /* the block's filter rows are contiguous: 16-byte loads, scattered into rows of KP */",
+        "    const int lim = min(BN, CV_K - n0) * RSC;",
+        "    const uint16_t* src = Wt + (size_t)n0 * RSC;",
+        "    for (int c = tid; c < (lim + 7) / 8; c += NTHREADS) {",
+        "        const int e = 8 * c;",
+        "        uint16_t v[8];",
+        "        if (e + 8 <= lim) {",
+        "            const uint4 u = __ldg((const uint4*)(src + e));",
+        "            const uint32_t w4[4] = {u.x, u.y, u.z, u.w};",
+        "            #pragma unroll",
+        "            for (int i = 0; i < 8; ++i) v[i] = (uint16_t)(w4[i >> 1] >> ((i & 1) * 16));",
+        "        } else {",
+        "            #pragma unroll",
+        "            for (int i = 0; i < 8; ++i) v[i] = e + i < lim ? src[e + i] : (uint16_t)0;",
+        "        }",
+        "        #pragma unroll",
+        "        for (int i = 0; i < 8; ++i) {",
+        "            const int n = (e + i) / RSC, k = e + i - n * RSC;",
+        "            if (e + i < lim) ws[n * WSTRIDE + k] = v[i];",
+        "        }",
+        "    }",
+        "    for (int e = tid; e < BN * (KP - RSC); e += NTHREADS)  /* zero columns past R*S*C */",
+        "        ws[(e / (KP - RSC)) * WSTRIDE + RSC + e % (KP - RSC)] = (uint16_t)0;",
+        "    for (int e = max(0, CV_K - n0) * KP + tid; e < BN * KP; e += NTHREADS)  /* rows past K */",
+        "        ws[(e / KP) * WSTRIDE + e % KP] = (uint16_t)0;",
         "}",
         "for (int e = tid; e < KP; e += NTHREADS) ktab[e] = KTAB[e];",
         "for (int e = tid; e < BN; e += NTHREADS) sbias[e] = bias != nullptr && n0 + e < CV_K ? TO_F(bias[n0 + e]) : 0.0f;",
@@ -56,6 +78,9 @@ def _setup() -> list[str]:
         "}",
         "__syncthreads();",
     ]
+    if g.kp == g.rsc:  # no padded columns to zero
+        out = [ln for ln in out if "(KP - RSC)" not in ln]
+    return out
 
 
 def _copies() -> list[str]:
@@ -250,7 +275,7 @@ def render_stem(op: Any, schedule: StemSchedule, arch: Any, renderer: CudaRender
             "uint16_t* stg = (uint16_t*)(tr_smem + OFF_STAGE);",
             "float* red = (float*)(tr_smem + OFF_RED);",
             "(void)red;",
-            *_setup(), *_copies(), *_tile_loop(op, g, s, to_f, from_f)]
+            *_setup(g), *_copies(), *_tile_loop(op, g, s, to_f, from_f)]
     src = "\n".join([r.prelude(1), r.tensor_prelude(dtype), _constants(op, s, g), f"#define TO_F {to_f}",
                      signature + " {",
                      *("    " + ln for b in body for ln in b.splitlines()), "}"]) + "\n"

@@ -145,6 +145,38 @@ def test_fragments_through_the_table(op, s):
     assert (a[:g.bm, g.rsc:] == a[:g.bm, :1]).all()  # padded k: the pixel's first element (times a zero filter)
 
 
+@pytest.mark.parametrize("op", [conv(n=2, c=3, k=130, h=12, w=9, padding=2, bias=True),
+                                conv(n=3, c=2, h=11, w=7, k=24, r=5, s=3, stride=(2, 3), padding=(2, 1))],
+                         ids=lambda o: o.signature[:44])
+def test_tiles_assemble_the_output(op):
+    """The whole output from the model, tile by tile and channel block by channel block as the kernel
+    stores them (tile t: image t // row groups, its rows contiguous in NHWC), is the op's reference."""
+    s = cuda.hero_schedule(op, "cuda-mma-sync.conv2d", HOST)
+    g = stem.geometry(op, s)
+    inputs = op.random_inputs(np.random.default_rng(7))
+    x = inputs["x"].astype(np.float64)
+    w = inputs["weight"].astype(np.float64).reshape(op.k, -1)
+    out = np.full(op.n * op.p * op.q * op.k, np.nan)
+    groups = -(-op.p // g.rows)
+    for nb in range(g.ntiles):
+        n0 = nb * g.bn
+        filt = np.zeros((g.bn, g.kp))
+        filt[:max(0, min(g.bn, op.k - n0)), :g.rsc] = w[n0:n0 + g.bn]
+        bias = np.zeros(g.bn)
+        if op.bias:
+            vals = inputs["bias"].astype(np.float64)[n0:n0 + g.bn]
+            bias[:len(vals)] = vals
+        for tile in range(g.tiles):
+            img, pb = divmod(tile, groups)
+            tile_out = stem.gather_model(op, g, x, tile) @ filt.T + bias
+            npix = min(g.rows, op.p - pb * g.rows) * op.q
+            base = (img * op.p + pb * g.rows) * op.q
+            for m in range(npix):
+                cols = range(n0, min(op.k, n0 + g.bn))
+                out[(base + m) * op.k + np.asarray(cols)] = tile_out[m, :len(cols)]
+    np.testing.assert_allclose(out.reshape(op.output_shape()), op.reference(inputs), rtol=1e-9, atol=1e-9)
+
+
 def test_rows_do_not_overlap_and_stay_aligned():
     """Each patch row's chunks land on 16-byte boundaries in its global phase, and no row's chunks reach
     another row's columns."""

@@ -12,7 +12,8 @@ channels, and walks such tiles persistently:
   shift of 0..7 elements); the padding columns and rows are zeros. ``stages`` = 2 copies the next tile
   while this one multiplies;
 - the mma's A fragments are gathered from the patch: A[m][k] = patch[row_base(m) + k_offset(k)], the
-  pixel's base fixed per thread for every tile, the tap's offset from a table (``k_offsets``);
+  pixel's base fixed per thread for every tile, the tap's offset from a table; both tables are baked
+  into the source from ``row_base`` and ``fragment_table``, the functions the NumPy model checks;
 - warps split the pixels and, with ``ksplit``, the k steps (partials summed in shared memory in order);
 - the epilogue (emitters/cuda/epilogue.py's statements) runs in fp32 on the fragments, which are rounded
   into a shared output tile that the block stores as 16-byte vectors: a tile's output is contiguous.

@@ -13,7 +13,7 @@ from typing import Any
 from ..cstyle import Param
 from .epilogue import CUDA, statements
 from .render import CudaRenderer, Rendered
-from .stem import Geometry, StemSchedule, blocks_per_sm, epilogue, fragment_table, geometry
+from .stem import Geometry, StemSchedule, blocks_per_sm, epilogue, fragment_table, geometry, row_base
 
 
 def _constants(op: Any, s: StemSchedule, g: Geometry) -> str:
@@ -28,8 +28,11 @@ def _constants(op: Any, s: StemSchedule, g: Geometry) -> str:
             "PWC": pw * op.c, "PADC": pw * op.c + max(0, g.iw - pw - op.w) * op.c}
     vals.update({f"OFF_{k.upper()}": v for k, v in g.offsets.items()})
     table = ", ".join(str(v) for row in fragment_table(op, g) for v in row)
+    rows = g.wm * g.mt * 16
+    bases = ", ".join(str(row_base(op, g, m)) for m in range(rows))
     return "\n".join([*(f"#define {k} {v}" for k, v in vals.items()),
-                      f"__constant__ int KTAB[{g.kp}] = {{{table}}};  /* [step][quad lane][4]: k offsets */"])
+                      f"__constant__ int KTAB[{g.kp}] = {{{table}}};  /* [step][quad lane][4]: k offsets */",
+                      f"__constant__ int RBASE[{rows}] = {{{bases}}};  /* tile pixel -> patch offset */"])
 
 
 def _setup(g: Geometry) -> list[str]:
@@ -73,7 +76,7 @@ def _setup(g: Geometry) -> list[str]:
         "    #pragma unroll",
         "    for (int h = 0; h < 2; ++h) {",
         "        const int m = (wm * MT + i) * 16 + g + 8 * h;",
-        "        rb[i][h] = m < BM ? (m / CV_Q) * (CV_SH * IWS) + (m % CV_Q) * (CV_SW * CV_C) : 0;",
+        "        rb[i][h] = RBASE[m];",
         "    }",
         "}",
         "__syncthreads();",

@@ -1,9 +1,10 @@
 """The small-channel convolution's device code (the plan and index math: ``stem.py``).
 
-A block: the filter slice and the k table into shared memory once; then per tile (whole output rows of
-one image) the input rows by ``cp.async`` (``issue``; the head chunk's bytes before a row zeroed by the
-thread that copied them once they land, ``fix``), the gathered A fragments against ldmatrix'd filter
-fragments, the epilogue on the fragments into a shared output tile, 16-byte stores.
+A block: its first tile's input rows in flight while the filter slice and the k table go into shared
+memory once; then per tile (whole output rows of one image) the input rows by ``cp.async`` (``issue``;
+the head chunk's bytes before a row zeroed by the thread that copied them once they land, ``fix``), the
+gathered A fragments against ldmatrix'd filter fragments, the epilogue on the fragments into a shared
+output tile, 16-byte stores.
 """
 
 from __future__ import annotations
@@ -35,12 +36,16 @@ def _constants(op: Any, s: StemSchedule, g: Geometry) -> str:
                       f"__constant__ int RBASE[{rows}] = {{{bases}}};  /* tile pixel -> patch offset */"])
 
 
+IDS = ["const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;",
+       "const int wm = warp % WM, ks = warp / WM;",
+       "const int n0 = blockIdx.y * BN;"]
+
+
 def _setup(g: Geometry) -> list[str]:
-    """The filter slice (zero past K and past R*S*C), the k table, zeroed patches, each thread's pixel bases."""
+    """The filter slice (zero past K and past R*S*C), the k table, the bias, each thread's pixel bases, while
+    the first tile's rows are in flight (the loop's first barrier publishes them). The patches need no
+    zeroing: a tile writes every element it reads (tests/test_cuda_stem.py's model starts from NaN)."""
     out = [
-        "const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;",
-        "const int wm = warp % WM, ks = warp / WM;",
-        "const int n0 = blockIdx.y * BN;",
         "{  /* the block's filter rows are contiguous: 16-byte loads, scattered into rows of KP */",
         "    const int lim = min(BN, CV_K - n0) * RSC;",
         "    const uint16_t* src = Wt + (size_t)n0 * RSC;",
@@ -69,7 +74,6 @@ def _setup(g: Geometry) -> list[str]:
         "}",
         "for (int e = tid; e < KP; e += NTHREADS) ktab[e] = KTAB[e];",
         "for (int e = tid; e < BN; e += NTHREADS) sbias[e] = bias != nullptr && n0 + e < CV_K ? TO_F(bias[n0 + e]) : 0.0f;",
-        "for (int e = tid; e < STAGES * PATCH / 2; e += NTHREADS) ((uint32_t*)patch)[e] = 0u;",
         "int rb[MT][2];  /* the patch offset of the pixel of fragment rows g and g + 8 (every tile alike) */",
         "#pragma unroll",
         "for (int i = 0; i < MT; ++i) {",
@@ -79,7 +83,6 @@ def _setup(g: Geometry) -> list[str]:
         "        rb[i][h] = RBASE[m];",
         "    }",
         "}",
-        "__syncthreads();",
     ]
     if g.kp == g.rsc:  # no padded columns to zero
         out = [ln for ln in out if "(KP - RSC)" not in ln]
@@ -235,8 +238,6 @@ def _tile_loop(op: Any, g: Geometry, s: StemSchedule, to_f: str, from_f: str) ->
     out = ["const uint32_t wb = tr_smem_addr(ws) + 2u * (uint32_t)(((lane >> 4) * 8 + (lane & 7)) * WSTRIDE "
            "+ ((lane >> 3) & 1) * 8);",
            "int buf = 0;",
-           "issue(blockIdx.x, 0);",
-           "TR_CP_COMMIT();",
            "for (int t = blockIdx.x; t < TILES; t += gridDim.x) {"]
     if two:
         out += ["    issue(t + gridDim.x, buf ^ 1);", "    TR_CP_COMMIT();", "    TR_CP_WAIT(1);"]
@@ -278,7 +279,8 @@ def render_stem(op: Any, schedule: StemSchedule, arch: Any, renderer: CudaRender
             "uint16_t* stg = (uint16_t*)(tr_smem + OFF_STAGE);",
             "float* red = (float*)(tr_smem + OFF_RED);",
             "(void)red;",
-            *_setup(g), *_copies(), *_tile_loop(op, g, s, to_f, from_f)]
+            *IDS, *_copies(), "issue(blockIdx.x, 0);", "TR_CP_COMMIT();", *_setup(g),
+            *_tile_loop(op, g, s, to_f, from_f)]
     src = "\n".join([r.prelude(1), r.tensor_prelude(dtype), _constants(op, s, g), f"#define TO_F {to_f}",
                      signature + " {",
                      *("    " + ln for b in body for ln in b.splitlines()), "}"]) + "\n"

@@ -228,10 +228,10 @@ def test_emitter_compiles_and_emits_for_sm90a_only(compiled, tmp_path):
     from tracea.emitters.cuda.build import compile_kernel
 
     op = conv(n=2, c=3, h=33, w=31, k=24, bias=True)
-    # fewer than 16 channels: the variant's hero is the mma.sync kernel (cores.small_channel_conv); the
+    # fewer than 16 channels: the variant's hero is the stem core's kernel (emitters/cuda/stem.py); the
     # Hopper gather still compiles for it, padding each tap's channels to 8
     variant_hero = cuda.hero_schedule(op, "cuda-wgmma.conv2d", _NoGpu(), "sm_90a")
-    assert variant_hero.core == "mma" and not isinstance(variant_hero, WgmmaConvSchedule)
+    assert variant_hero.core == "stem" and not isinstance(variant_hero, WgmmaConvSchedule)
     hero = conv_hero_schedule(op)
     _, r, scalars, art = compile_kernel(op, "cuda-wgmma.conv2d", hero, _NoGpu(), "sm_90a")
     assert r.entry == WC.KERNEL_NAME and art.metadata["resources"]["spills"] == 0
@@ -240,7 +240,7 @@ def test_emitter_compiles_and_emits_for_sm90a_only(compiled, tmp_path):
     assert {p.suffix for p in files} >= {".cu", ".cubin", ".json", ".yaml"}
     space = cuda.search_space(op, "cuda-wgmma.conv2d", _NoGpu(), "sm_90a")
     assert space[0] == variant_hero and hero in space
-    assert {type(s).__name__ for s in space} == {"CudaSchedule", "WgmmaConvSchedule"}
+    assert {type(s).__name__ for s in space} == {"StemSchedule", "WgmmaConvSchedule"}
     wide = conv(n=2, c=64, h=33, w=31, k=24)  # 16 channels or more: the Hopper conv alone, its hero first
     wide_space = cuda.search_space(wide, "cuda-wgmma.conv2d", _NoGpu(), "sm_90a")
     assert wide_space[0] == conv_hero_schedule(wide) and all(isinstance(s, WgmmaConvSchedule) for s in wide_space)

@@ -82,8 +82,11 @@ def tiled_check(core: str) -> Callable[[Any, Variant, Any, Arch], None]:
 
 
 def small_channel_conv(op: Any) -> bool:
-    """A convolution with fewer than 16 input channels (an image network's stem)."""
-    return getattr(op, "kind", None) == "conv2d" and op.c < 16
+    """A convolution with fewer than 16 input channels (an image network's stem) that the stem core does
+    not take (NCHW, grouped): the mma core's, packing r*s*c as one reduction dimension too."""
+    if getattr(op, "kind", None) != "conv2d" or op.c >= 16:
+        return False
+    return not importlib.import_module(".stem", __package__).applies(op)
 
 
 def cuda_kernel(op: Any, artifact: Any, rendered: Rendered, scalars: dict[str, Any]) -> Any:
@@ -123,6 +126,10 @@ def _gemv_json(d: dict[str, Any]) -> Any:
     return importlib.import_module(".gemv", __package__).GemvSchedule.from_json(d)
 
 
+def _stem_json(d: dict[str, Any]) -> Any:
+    return importlib.import_module(".stem", __package__).StemSchedule.from_json(d)
+
+
 def _from_json(schedule_class: str, d: dict[str, Any]) -> Any:
     return getattr(importlib.import_module(".hopper.schedule", __package__), schedule_class).from_json(d)
 
@@ -136,9 +143,9 @@ HOPPER: tuple[Core, ...] = (
 # ----------------------------------------------------------------------------------------- end Hopper
 
 CORES: tuple[Core, ...] = (
-    # Also the Hopper conv's hero for fewer than 16 input channels (the network stem): mma.sync reduces over
-    # r*s*c packed as one dimension, the Hopper gather pads each tap's c to 8 (an H100, ResNet-50's stem
-    # at batch 32: 0.32 ms against 2.29 ms; docs/device-runs/2026-11-25-h100/variant-probe/)
+    # Also the Hopper conv's hero for fewer than 16 input channels where the stem core does not run (NCHW):
+    # mma.sync reduces over r*s*c packed as one dimension, the Hopper gather pads each tap's c to 8 (an
+    # H100, ResNet-50's stem at batch 32: 0.32 ms against 2.29 ms; docs/device-runs/2026-11-25-h100/variant-probe/)
     Core("mma", "cuda-mma-sync", ("gemm", "conv2d"), CudaSchedule.from_json, lazy(".mma", "hero_schedule"),
          lazy(".mma", "search_space"), tiled_check("mma"), lazy(".mma", "render"), cuda_kernel, tiled_features,
          serves=("cuda-wgmma.conv2d",), prefers=small_channel_conv),
@@ -148,6 +155,12 @@ CORES: tuple[Core, ...] = (
          lazy(".softmax", "search_space"), tiled_check("softmax"), lazy(".softmax", "render"),
          lazy(".softmax_split", "split_kernel")),
     *HOPPER,
+    # NHWC conv of fewer than 16 input channels (the stem): r*s*c packed densely, the filter resident in
+    # shared memory, input rows copied once, A gathered from them; the hero of both 16-bit conv families
+    Core("stem", "", ("conv2d",), _stem_json,
+         lazy(".stem", "hero_schedule"), lazy(".stem", "search_space"), lazy(".stem", "check"),
+         lazy(".stem_kernel", "render"), cuda_kernel, lazy(".stem", "features"),
+         serves=("cuda-mma-sync.conv2d", "cuda-wgmma.conv2d"), prefers=lazy(".stem", "prefers"), applies=lazy(".stem", "applies")),
     # GEMM of <= 16 rows (decode), memory bound: the hero of the tensor-core GEMM families for such shapes
     Core("gemv", "", ("gemm",), _gemv_json,
          lazy(".gemv", "hero_schedule"), lazy(".gemv", "search_space"), lazy(".gemv", "check"),

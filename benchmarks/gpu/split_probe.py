@@ -35,6 +35,11 @@ CONVS = [conv(1, 64, 56, 64, 3), conv(1, 128, 28, 128, 3), conv(1, 256, 14, 256,
          conv(1, 1024, 14, 2048, 1, 2), conv(32, 256, 14, 256, 3), conv(32, 512, 7, 512, 3),
          conv(32, 512, 14, 512, 3, 2), conv(32, 2048, 7, 512, 1), conv(32, 1024, 14, 256, 1),
          conv(32, 64, 56, 64, 3), conv(1, 64, 56, 64, 3), conv(32, 128, 28, 128, 3)]
+ONES = [conv(n, c, hw, k, 1) for n, c, hw, k in (
+    (1, 64, 56, 256), (1, 512, 28, 128), (1, 512, 28, 256), (1, 256, 14, 1024), (1, 1024, 14, 256),
+    (1, 1024, 14, 512), (1, 64, 56, 64), (1, 256, 56, 128), (1, 128, 28, 512), (1, 2048, 7, 512),
+    (32, 64, 56, 64), (32, 1024, 14, 256), (32, 256, 56, 128), (32, 512, 28, 128), (32, 512, 28, 256),
+    (32, 1024, 14, 512), (32, 256, 14, 1024), (32, 256, 56, 64))]
 
 
 def alternatives(op: object) -> list[tuple[str, object]]:
@@ -47,7 +52,12 @@ def alternatives(op: object) -> list[tuple[str, object]]:
     else:
         hero = conv_hero_schedule(op)
         if hero.path == "gemm":
-            alts = [dataclasses.replace(hero, split=2), dataclasses.replace(hero, split=8)]
+            alts = [WgmmaConvSchedule.of_gemm(g) for g in (
+                WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma"),
+                WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma"),
+                WgmmaSchedule(bm=128, bn=64, stages=6, consumers=2, store="tma"),
+                WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma"),
+                WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=0))]
         else:
             alts = [WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma"),
                     WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", publish="noinc", split=0),
@@ -70,9 +80,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--match", default="")
     ap.add_argument("--quick", action="store_true", help="the hero and the hero without split only")
+    ap.add_argument("--ones", action="store_true", help="ResNet-50's 1x1 convolutions (the GEMM path) only")
     args = ap.parse_args()
     host = probe()
-    for op in GEMMS + CONVS:
+    for op in ONES if args.ones else GEMMS + CONVS:
         if args.match not in op.signature:
             continue
         print(op.signature, flush=True)

@@ -20,7 +20,7 @@ from tracea.emitters.cuda.hopper.schedule import (
     conv_hero_schedule,
     hero_schedule,
 )
-from tracea.kernels import Conv2d, Gemm
+from tracea.kernels import Conv2d, Gemm, Softmax
 
 
 def conv(n: int, c: int, hw: int, k: int, r: int, stride: int = 1) -> Conv2d:
@@ -40,6 +40,41 @@ ONES = [conv(n, c, hw, k, 1) for n, c, hw, k in (
     (1, 1024, 14, 512), (1, 64, 56, 64), (1, 256, 56, 128), (1, 128, 28, 512), (1, 2048, 7, 512),
     (32, 64, 56, 64), (32, 1024, 14, 256), (32, 256, 56, 128), (32, 512, 28, 128), (32, 512, 28, 256),
     (32, 1024, 14, 512), (32, 256, 14, 1024), (32, 256, 56, 64))]
+
+
+# The issue's table (as a user runs it: no variant pinned), and shapes outside every suite.
+ROWS = [Gemm(4096, 4096, 4096, "bf16"), Gemm(2048, 11008, 4096, "bf16"), Gemm(512, 512, 16384, "bf16"),
+        Gemm(1000, 999, 1001, "fp32"), conv(32, 256, 56, 256, 3), Conv2d(8, 3, 224, 224, 64, 7, 7, stride=2,
+        padding=3, layout="nhwc", dtype="fp16"), Softmax(65536, 128, "fp32"), Softmax(8192, 8192, "fp32")]
+HELD_OUT = [Gemm(3000, 5000, 700, "bf16"), Gemm(96, 8192, 2048, "bf16"), Gemm(4000, 256, 8192, "fp16"),
+            Gemm(777, 1333, 5555, "bf16", epilogue=("bias", "gelu")),
+            Conv2d(8, 96, 35, 35, 192, 3, 3, padding=1, layout="nhwc", dtype="fp16"),
+            Conv2d(16, 48, 73, 73, 80, 3, 3, stride=2, layout="nhwc", dtype="bf16"),
+            Conv2d(4, 160, 17, 17, 160, 1, 7, padding=(0, 3), layout="nhwc", dtype="fp16", bias=True),
+            Conv2d(2, 32, 147, 147, 64, 3, 3, padding=1, layout="nhwc", dtype="fp16"),
+            Conv2d(4, 12, 96, 96, 32, 5, 5, stride=2, padding=2, layout="nhwc", dtype="fp16"),
+            Softmax(3000, 50257, "fp16"), Softmax(100000, 96, "bf16")]
+SPLIT_512 = [WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma", split=2),
+             WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma", split=4),
+             WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=2),
+             WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, store="tma", split=4),
+             WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=4)]
+
+
+def plain(op: object, host: object) -> None:
+    """One row as a user runs it (the planner picks the variant, the heuristic the schedule)."""
+    r = bench(op, host, backend="cuda", repeats=20)
+    _row("planned", r, (r.schedule or {}).get("name", "") if isinstance(r.schedule, dict) else "")
+
+
+def _row(label: str, r: object, name: str) -> None:
+    ms = r.tracea.p50_ms if r.tracea else None
+    spread = r.tracea.p95_ms / r.tracea.p50_ms if r.tracea else None
+    base = r.baseline.p50_ms if r.baseline else None
+    ratio = None if r.ratio is None else round(r.ratio, 2)
+    print(f"  {label:<9} {r.variant or '':<18} {name:<44} {r.status:<10} {ms and round(ms, 4)!s:>8} ms "
+          f"(p95/p50 {spread and round(spread, 2)})  vendor {base and round(base, 4)!s:>8} ms  ratio {ratio}  "
+          f"{r.unstable or ''} {r.error or ''}"[:240], flush=True)
 
 
 def alternatives(op: object) -> list[tuple[str, object]]:
@@ -81,8 +116,18 @@ def main() -> None:
     ap.add_argument("--match", default="")
     ap.add_argument("--quick", action="store_true", help="the hero and the hero without split only")
     ap.add_argument("--ones", action="store_true", help="ResNet-50's 1x1 convolutions (the GEMM path) only")
+    ap.add_argument("--rows", action="store_true", help="the issue's table and held-out shapes, as planned")
     args = ap.parse_args()
     host = probe()
+    if args.rows:
+        for op in ROWS + HELD_OUT:
+            print(op.signature, flush=True)
+            plain(op, host)
+        for sched in SPLIT_512:
+            r = bench(ROWS[2], host, backend="cuda", variant="cuda-wgmma.gemm", repeats=20,
+                      tuned=lambda _op, _v, s=sched: s.to_json())
+            _row("512 alt", r, sched.name)
+        return
     for op in ONES if args.ones else GEMMS + CONVS:
         if args.match not in op.signature:
             continue

@@ -54,6 +54,16 @@ HELD_OUT = [Gemm(3000, 5000, 700, "bf16"), Gemm(96, 8192, 2048, "bf16"), Gemm(40
             Conv2d(2, 32, 147, 147, 64, 3, 3, padding=1, layout="nhwc", dtype="fp16"),
             Conv2d(4, 12, 96, 96, 32, 5, 5, stride=2, padding=2, layout="nhwc", dtype="fp16"),
             Softmax(3000, 50257, "fp16"), Softmax(100000, 96, "bf16")]
+BIG_CONVS = [conv(32, 256, 56, 256, 3), Conv2d(8, 96, 35, 35, 192, 3, 3, padding=1, layout="nhwc", dtype="fp16"),
+             Conv2d(16, 48, 73, 73, 80, 3, 3, stride=2, layout="nhwc", dtype="bf16"),
+             Conv2d(2, 32, 147, 147, 64, 3, 3, padding=1, layout="nhwc", dtype="fp16")]
+BIG_TILES = [WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col"),
+             WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, raster="n", store="tma", path="im2col"),
+             WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", path="im2col"),
+             WgmmaConvSchedule(bm=128, bn=192, stages=5, consumers=2, store="tma", path="im2col"),
+             WgmmaConvSchedule(bm=256, bn=128, stages=4, consumers=2, store="tma", path="im2col"),
+             WgmmaConvSchedule(bm=128, bn=128, stages=8, consumers=2, pingpong=True, store="tma", path="im2col"),
+             WgmmaConvSchedule(bm=128, bn=64, stages=8, consumers=2, pingpong=True, store="tma", path="im2col")]
 SPLIT_512 = [WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma", split=2),
              WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma", split=4),
              WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=2),
@@ -116,9 +126,23 @@ def main() -> None:
     ap.add_argument("--match", default="")
     ap.add_argument("--quick", action="store_true", help="the hero and the hero without split only")
     ap.add_argument("--ones", action="store_true", help="ResNet-50's 1x1 convolutions (the GEMM path) only")
+    ap.add_argument("--big", action="store_true", help="im2col tiles for large and odd-channel 3x3 convs")
     ap.add_argument("--rows", action="store_true", help="the issue's table and held-out shapes, as planned")
     args = ap.parse_args()
     host = probe()
+    if args.big:
+        for op in BIG_CONVS:
+            print(op.signature, flush=True)
+            plain(op, host)
+            for sched in BIG_TILES:
+                try:
+                    sched.validate(op)
+                except Exception:  # noqa: BLE001 - a tile this conv cannot take
+                    continue
+                r = bench(op, host, backend="cuda", variant="cuda-wgmma.conv2d", repeats=20,
+                          tuned=lambda _op, _v, s=sched: s.to_json())
+                _row("tile", r, sched.name)
+        return
     if args.rows:
         for op in ROWS + HELD_OUT:
             print(op.signature, flush=True)

@@ -60,9 +60,9 @@ BIG_CONVS = [conv(32, 256, 56, 256, 3), Conv2d(8, 96, 35, 35, 192, 3, 3, padding
 BIG_TILES = [WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col"),
              WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, raster="n", store="tma", path="im2col"),
              WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", path="im2col"),
-             WgmmaConvSchedule(bm=128, bn=192, stages=5, consumers=2, store="tma", path="im2col"),
+             WgmmaConvSchedule(bm=128, bn=192, stages=4, consumers=2, store="tma", path="im2col"),
              WgmmaConvSchedule(bm=256, bn=128, stages=4, consumers=2, store="tma", path="im2col"),
-             WgmmaConvSchedule(bm=128, bn=128, stages=8, consumers=2, pingpong=True, store="tma", path="im2col"),
+             WgmmaConvSchedule(bm=128, bn=128, stages=4, consumers=2, pingpong=True, store="tma", path="im2col"),
              WgmmaConvSchedule(bm=128, bn=64, stages=8, consumers=2, pingpong=True, store="tma", path="im2col")]
 SPLIT_512 = [WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma", split=2),
              WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma", split=4),

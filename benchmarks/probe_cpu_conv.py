@@ -1,0 +1,97 @@
+"""Probe: Tracea's CPU conv2d against torch's on the ResNet-50 suite rows, timed in three ways
+(strict interleaving, alternating blocks, one side at a time), p50 and p95/p50 of each."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def timings(fn, n, inner):
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        out.append((time.perf_counter() - t0) * 1e3 / inner)
+    return out
+
+
+def stats(ms):
+    ms = sorted(ms)
+    p50 = statistics.median(ms)
+    return p50, ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))] / p50
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", default="all")
+    ap.add_argument("--mode", default="blocks", choices=["inter", "blocks", "sep"])
+    ap.add_argument("--block", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--layout", default="nhwc")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--gap", type=float, default=0.0, help="seconds of sleep before each block")
+    a = ap.parse_args()
+    from tracea.doctor import probe
+    from tracea.emitters import registry
+    from tracea.emitters.baselines import baseline_for
+    from tracea.kernels import relative_error
+    from tracea.kernels import workloads as w
+
+    host = probe()
+    b = registry.backend("cpu")
+    ops = w.resnet50_convs("fp32", batches=(1,), layout=a.layout)
+    sel = range(len(ops)) if a.rows == "all" else [int(x) for x in a.rows.split(",")]
+    rng = np.random.default_rng(0)
+    for i in sel:
+        op = ops[i]
+        v = registry.variant("cpu-avx512.conv2d")
+        s = b.hero_schedule(op, v, host)
+        k = b.build(op, v, s, host)
+        inputs = op.random_inputs(rng)
+        out = np.empty(op.output_shape(), np.float32)
+        k(inputs, out)
+        err = relative_error(out.astype(np.float64), op.reference(inputs))
+        fns = {"tracea": lambda k=k, inputs=inputs, out=out: k(inputs, out)}
+        if not a.no_torch:
+            fns["torch"] = baseline_for(op, inputs).run
+        for f in fns.values():
+            for _ in range(3):
+                f()
+        inner = {}
+        for name, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            once = time.perf_counter() - t0
+            inner[name] = max(1, min(1000, int(0.002 / once) + 1))
+        res = {n: [] for n in fns}
+        if a.mode == "inter":
+            for _ in range(a.block * a.rounds):
+                for n, f in fns.items():
+                    res[n] += timings(f, 1, inner[n])
+        elif a.mode == "blocks":
+            for r in range(a.rounds):
+                items = list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))
+                for n, f in items:
+                    if a.gap:
+                        time.sleep(a.gap)
+                    f()  # one untimed call: the side's pool wakes
+                    res[n] += timings(f, a.block, inner[n])
+        else:
+            for n, f in fns.items():
+                res[n] = timings(f, a.block * a.rounds, inner[n])
+        t50, tsp = stats(res["tracea"])
+        line = f"{i:2d} {str((op.c, op.h, op.k, op.r, op.stride[0])):24s} err={err:.1e} tracea {t50:8.3f} ms x{tsp:.2f}"
+        if "torch" in res:
+            b50, bsp = stats(res["torch"])
+            line += f"  torch {b50:8.3f} ms x{bsp:.2f}  ratio {b50 / t50:.2f}"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -35,6 +36,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--layout", default="nhwc")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--threads", type=int, default=0, help="both sides' threads (0: Tracea's hero, torch's own)")
+    ap.add_argument("--packed", action="store_true", help="Tracea's packed path (pack_a on)")
     ap.add_argument("--gap", type=float, default=0.0, help="seconds of sleep before each block")
     a = ap.parse_args()
     from tracea.doctor import probe
@@ -44,6 +47,10 @@ def main() -> None:
     from tracea.kernels import workloads as w
 
     host = probe()
+    if a.threads and not a.no_torch:
+        import torch
+
+        torch.set_num_threads(a.threads)
     b = registry.backend("cpu")
     ops = w.resnet50_convs("fp32", batches=(1,), layout=a.layout)
     sel = range(len(ops)) if a.rows == "all" else [int(x) for x in a.rows.split(",")]
@@ -52,6 +59,10 @@ def main() -> None:
         op = ops[i]
         v = registry.variant("cpu-avx512.conv2d")
         s = b.hero_schedule(op, v, host)
+        if a.threads:
+            s = dataclasses.replace(s, threads=a.threads)
+        if a.packed:
+            s = dataclasses.replace(s, pack_a=True)
         k = b.build(op, v, s, host)
         inputs = op.random_inputs(rng)
         out = np.empty(op.output_shape(), np.float32)

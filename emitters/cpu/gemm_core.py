@@ -51,6 +51,8 @@ class CoreSpec:
     unpacked_a: str | None = None  # "row" | "col": the micro-kernel may read A in place (fp32 only)
     unpacked_b: str | None = None  # "row": the micro-kernel may read B in place (fp32 only)
     helpers: str = ""  # C placed before the packing routines
+    unpacked_a_at: str | None = None  # C expression of a full A panel's address at (i0, pc), read in place
+    fixed_kc: bool = False  # the entry sets J->kc (K blocks that must not cross a boundary of the op's)
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,8 @@ def render_core(isa: CpuIsa, s: CpuSchedule, spec: CoreSpec) -> str:
     p = plan_core(isa, s, spec)
     kernels = [_ukernel(p, am, bm) for am in p.amodes for bm in p.bmodes]
     epilogue = [_epilogue(spec)] if p.has_epilogue else []
-    return "\n".join([_defines(p), *_loaders(p), *kernels, *epilogue, _tile(p) + _worker(p) + _driver()])
+    return "\n".join([_defines(p), *_loaders(p), *kernels, *epilogue,
+                      _tile(p) + _worker(p) + _driver(spec.fixed_kc)])
 
 
 def _defines(p: CorePlan) -> str:
@@ -358,9 +361,9 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
 """
 
 
-def _driver() -> str:
+def _driver(fixed_kc: bool = False) -> str:
     """``tr_gemm(J, threads)``: this call's balanced blocks, threads, units and buffers; then the workers."""
-    return """
+    text = """
 static tr_buf tr_bpack_buf, tr_apack_buf, tr_ws_buf;
 
 /* Blocks, buffers and threads for J (operands and output set by the caller); 0 or an error code. */
@@ -406,6 +409,8 @@ static int tr_gemm(tr_job* J, int max_threads) {
     return 0;
 }
 """
+    return text.replace("J->kc = tr_balanced(J->k, KC, 1);", "if (J->kc <= 0) J->kc = tr_balanced(J->k, KC, 1);") \
+        if fixed_kc else text
 
 
 def blocked_metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str, epilogue: list[str],
@@ -444,7 +449,8 @@ def _dispatch(amodes: tuple[str, ...], bmodes: tuple[str, ...]) -> str:
 
 def _direct_a(spec: CoreSpec) -> str:
     off = "i0 * J->lda + pc" if spec.unpacked_a == "row" else "pc * J->lda + i0"
-    return f"if (mr == MR) {{ apn = (const float*)J->a + {off}; lda = J->lda; amode = 1; }}"
+    at = spec.unpacked_a_at or f"(const float*)J->a + {off}"
+    return f"if (mr == MR) {{ apn = {at}; lda = J->lda; amode = 1; }}"
 
 
 def _direct_b(spec: CoreSpec) -> str:

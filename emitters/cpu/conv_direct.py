@@ -1,0 +1,183 @@
+"""NHWC fp32 convolution with A read in place: the micro-kernel broadcasts input channels straight from
+the input (or from one cheap copy of it), so no patch is ever gathered or packed.
+
+Why: the packed implicit GEMM (conv.py) writes every element of A (output pixels x R*S*C) into an
+MR-interleaved panel before use; with few output channels (N = 64) that packing costs as much as the
+FMAs. Here A is a row-major view with lda = C:
+
+- 1x1, no padding, stride 1: A is the input itself, the convolution a plain GEMM.
+- 1x1, no padding, stride > 1: A is a subsampled copy of the input (P x Q pixels, M*C elements).
+- stride 1, any R x S, padding, dilation: A is a zero-padded copy (Hp x Wp pixels). Output pixel rows
+  are laid out on the padded width ("virtual" pixels v = (n*Hp + p)*Wp + q), so filter tap (r, s) reads
+  the rows v + r*dh*Wp + s*dw: one constant offset per tap, lda = C. K blocks stay inside one tap
+  (kc divides C); the rows with q >= Q (and p >= P) are computed into a workspace and dropped when the
+  valid rows are copied out. Their share is Wp/Q (7 %: 28x28, 29 %: 7x7).
+
+B is the filter in OHWI ("col" layout), transposed into micro-panels in 16-step blocks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+
+from ..schedule import CpuSchedule
+from .gemm_core import CoreSpec, render_core
+from .isa import CpuIsa
+
+FIELDS = """    const float* src;          /* A: the input, or its padded / subsampled copy */
+    long C, S, dh, dw, Wp;     /* channels; taps; the source's row pitch in pixels */"""
+
+HELPERS = """/* the address of A(i0, p0): K block p0 lies inside one filter tap */
+static inline const float* conv_a(const tr_job* J, long i0, long p0) {
+    const long tap = p0 / J->C, c0 = p0 - tap * J->C;
+    return J->src + (i0 + (tap / J->S) * J->dh * J->Wp + (tap % J->S) * J->dw) * J->C + c0;
+}
+"""
+
+PACK_A = """    const float* s0 = conv_a(J, i0, p0);
+    for (int i = 0; i < mr; ++i) {
+        const float* s = s0 + (long)i * J->C;
+        for (int p = 0; p < kc; ++p) dst[(long)p * MR + i] = s[p];
+    }
+    for (int i = mr; i < MR; ++i)
+        for (int p = 0; p < kc; ++p) dst[(long)p * MR + i] = 0.0f;"""
+
+PACK_B = """    /* element (p, j) at b[j * ldb + p]: transposed in blocks of 16 k steps, so every line read and
+       every line written is used whole while it is in L1 */
+    const float* src = J->b + j0 * J->ldb + p0;
+    for (int pb = 0; pb < kc; pb += 16) {
+        const int pe = pb + 16 < kc ? pb + 16 : kc;
+        for (int j = 0; j < nr; ++j) {
+            const float* s = src + j * J->ldb;
+            for (int p = pb; p < pe; ++p) dst[(long)p * NR + j] = s[p];
+        }
+        for (int j = nr; j < NR; ++j)
+            for (int p = pb; p < pe; ++p) dst[(long)p * NR + j] = 0.0f;
+    }"""
+
+COPIES = """
+/* dst (N, Hd, Wd, C) = x at (h*sh - ph, w*sw - pw), zero outside; rows of dst split between threads */
+typedef struct { const float* x; float* dst; long N, H, W, C, Hd, Wd, sh, sw, ph, pw; } cv_in;
+
+static void conv_copy_in(void* arg, int tid, int nthreads) {
+    const cv_in* A = (const cv_in*)arg;
+    const long rows = A->N * A->Hd, C = A->C;
+    for (long rr = rows * tid / nthreads; rr < rows * (tid + 1) / nthreads; ++rr) {
+        const long n = rr / A->Hd, ih = (rr % A->Hd) * A->sh - A->ph;
+        float* d = A->dst + rr * A->Wd * C;
+        if (ih < 0 || ih >= A->H) { memset(d, 0, sizeof(float) * (size_t)(A->Wd * C)); continue; }
+        const float* xrow = A->x + (n * A->H + ih) * A->W * C;
+        for (long w = 0; w < A->Wd; ++w) {
+            const long iw = w * A->sw - A->pw;
+            if (iw < 0 || iw >= A->W) memset(d + w * C, 0, sizeof(float) * (size_t)C);
+            else memcpy(d + w * C, xrow + iw * C, sizeof(float) * (size_t)C);
+        }
+    }
+}
+
+/* out (N, P, Q, K) = the valid rows of the workspace (N, Hp, Wp, K) */
+typedef struct { const float* ws; float* out; long N, P, Q, K, Hp, Wp; } cv_out;
+
+static void conv_copy_out(void* arg, int tid, int nthreads) {
+    const cv_out* A = (const cv_out*)arg;
+    const long rows = A->N * A->P;
+    for (long rr = rows * tid / nthreads; rr < rows * (tid + 1) / nthreads; ++rr) {
+        const long n = rr / A->P, p = rr % A->P;
+        memcpy(A->out + rr * A->Q * A->K, A->ws + (n * A->Hp + p) * A->Wp * A->K,
+               sizeof(float) * (size_t)(A->Q * A->K));
+    }
+}
+
+static tr_buf tr_src_buf, tr_vout_buf;
+
+/* a copy pass on the pool: all threads above 256 KiB */
+static void conv_copy(tr_task fn, void* arg, size_t bytes, int threads) {
+    const int t = bytes >= ((size_t)256 << 10) ? tr_pool_ensure(threads) : 1;
+    tr_parallel(fn, arg, t);
+}
+"""
+
+ENTRY = """
+{prefix}int {entry}(void* const* bufs, const int64_t* dims, const double* fparams) {{
+    (void)fparams;
+    tr_job J;
+    memset(&J, 0, sizeof J);
+    const float* x = (const float*)bufs[0];
+    float* out = (float*)bufs[2];
+    const long N = (long)dims[0], C = (long)dims[1], H = (long)dims[2], W = (long)dims[3], K = (long)dims[4];
+    const long R = (long)dims[5], S = (long)dims[6], sh = (long)dims[7], sw = (long)dims[8];
+    const long ph = (long)dims[9], pw = (long)dims[10], dh = (long)dims[11], dw = (long)dims[12];
+    const long P = (H + 2 * ph - dh * (R - 1) - 1) / sh + 1, Q = (W + 2 * pw - dw * (S - 1) - 1) / sw + 1;
+    const int threads = dims[14] > 0 ? (int)dims[14] : NTHREADS;
+    const int plain = R == 1 && S == 1 && ph == 0 && pw == 0;
+    if (dims[13] != 1 || (!plain && (sh != 1 || sw != 1))) return 3;  /* not this path's shape */
+    J.b = (const float*)bufs[1]; J.ldb = C * R * S;
+    J.bias = (const float*)bufs[3];
+    J.alpha = 1.0f;
+    J.C = C; J.S = S; J.dh = dh; J.dw = dw; J.lda = C;
+    J.n = K; J.k = C * R * S;
+    /* K blocks inside one tap: the largest divisor of C up to KC (one tap: balanced as usual) */
+    if (R * S > 1) for (long d = C < KC ? C : KC; d >= 1; --d) if (C % d == 0) {{ J.kc = d; break; }}
+    int rc = 0;
+    pthread_mutex_lock(&tr_call_mu);
+    if (plain && sh == 1 && sw == 1) {{
+        J.src = x; J.Wp = W; J.m = N * H * W;
+        J.c = out; J.out = out; J.ldc = K; J.ldo = K;
+        rc = tr_gemm(&J, threads);
+    }} else {{
+        const long Hd = plain ? P : H + 2 * ph, Wd = plain ? Q : W + 2 * pw;
+        /* slack: the dropped rows of the last image read up to one tap reach past the copy */
+        const size_t slack = (size_t)((S - 1) * dw + (R - 1) * dh * Wd + MR) * (size_t)C;
+        const size_t elems = (size_t)(N * Hd * Wd * C);
+        float* src = (float*)tr_reserve(&tr_src_buf, sizeof(float) * (elems + slack));
+        float* vout = plain ? out : (float*)tr_reserve(&tr_vout_buf, sizeof(float) * (size_t)(N * Hd * Wd * K));
+        if (!src || !vout) rc = 1;
+        else {{
+            cv_in in = {{x, src, N, H, W, C, Hd, Wd, plain ? sh : 1, plain ? sw : 1, ph, pw}};
+            conv_copy(conv_copy_in, &in, sizeof(float) * elems, threads);
+            memset(src + elems, 0, sizeof(float) * slack);
+            J.src = src; J.Wp = Wd;
+            J.m = plain ? N * P * Q : ((N - 1) * Hd + P) * Wd;
+            J.c = vout; J.out = vout; J.ldc = K; J.ldo = K;
+            rc = tr_gemm(&J, threads);
+            if (rc == 0 && !plain) {{
+                cv_out o = {{vout, out, N, P, Q, K, Hd, Wd}};
+                conv_copy(conv_copy_out, &o, sizeof(float) * (size_t)(N * P * Q * K), threads);
+            }}
+        }}
+    }}
+    pthread_mutex_unlock(&tr_call_mu);
+    return rc;
+}}
+"""
+
+
+def unsupported(op: Any) -> str | None:
+    """Why ``op`` cannot take this path (None: it can)."""
+    if op.dtype.value != "fp32" or op.layout != "nhwc":
+        return f"it reads fp32 NHWC inputs in place, not {op.dtype.value} {op.layout}"
+    if op.groups != 1:
+        return "it computes one group (groups = 1)"
+    plain = op.r == 1 and op.s == 1 and tuple(op.padding) == (0, 0)
+    if not plain and tuple(op.stride) != (1, 1):
+        return "a strided filter larger than 1x1 (or a padded 1x1) takes the packed path"
+    return None
+
+
+def check(op: Any, schedule: CpuSchedule) -> None:
+    """pack_a off on a conv2d means this path: the op must be one it computes."""
+    if not schedule.pack_a and (why := unsupported(op)):
+        raise BadInputError(f"pack_a: a conv2d reads A unpacked only on the direct path, and {why}")
+
+
+def render_direct(op: Any, isa: CpuIsa, s: CpuSchedule, header: str, entry: str) -> str:
+    from .pool import pool_c
+
+    spec = CoreSpec(dtype="fp32", epilogue=("bias",) if op.bias else (), bias_axis="col", pack_a=PACK_A,
+                    pack_b=PACK_B, job_fields=FIELDS, unpacked_a="row", unpacked_a_at="conv_a(J, i0, pc)",
+                    helpers=HELPERS, fixed_kc=True)
+    return "\n".join([header, isa.prelude(("fp32",)), pool_c(), f"#define NTHREADS {s.threads}",
+                      render_core(isa, s, spec), COPIES,
+                      ENTRY.format(prefix=isa.kernel_prefix, entry=entry)])

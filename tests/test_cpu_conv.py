@@ -138,3 +138,65 @@ def test_torch_baseline_computes_the_same_conv():
     base = conv2d_baseline(op, inputs)
     assert base.run is not None
     assert relative_error(np.asarray(base.run(), np.float64), op.reference(inputs)) <= tolerance(op)
+
+
+# The small-M form (emitters/cpu/conv_small.py, pack_b off: the filter read in place as the broadcast
+# operand, the patches packed with any stride, padding and dilation, the sums transposed into NHWC).
+SMALL = [
+    # n, c, h, w, k, r, s, stride, padding, dilation, bias
+    (1, 24, 9, 9, 70, 3, 3, 2, 1, 1, True),  # strided 3x3 (the hero's case)
+    (2, 5, 7, 6, 33, 3, 2, (2, 1), (1, 0), (1, 2), False),  # two images, dilation, asymmetric everything
+    (1, 40, 7, 7, 129, 1, 1, 1, 0, 1, True),  # 49 pixels, K not a multiple of mr
+    (1, 64, 14, 14, 300, 1, 1, 2, 0, 1, False),  # strided 1x1
+    (1, 3, 17, 17, 50, 7, 7, 2, 3, 1, True),  # a stem-like filter over 3 channels
+]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", SMALL, ids=lambda c: "x".join(map(str, c[:7])) + f"-st{c[7]}-d{c[9]}")
+def test_small_m_form_matches_the_reference(family, threads, case):
+    import dataclasses
+
+    op = _direct_op(case)
+    v = cpu.resolve(f"{family}.conv2d")
+    if v.unmet(HOST, "fp32"):
+        pytest.skip(f"{v.id} cannot run here")
+    s = dataclasses.replace(cpu.hero_schedule(op, v, HOST), pack_a=True, pack_b=False,
+                            threads=min(threads, HOST.cpu.logical_cores or 1))
+    kernel = cpu.build(op, v, s, HOST)
+    rng = np.random.default_rng()
+    for _ in range(2):
+        inputs = op.random_inputs(rng)
+        out = np.full(op.output_shape(), np.nan, np.float32)
+        kernel(inputs, out)
+        err = relative_error(out.astype(np.float64), op.reference(inputs))
+        assert err <= tolerance(op), f"{op.signature} {s.name}: relative error {err:.3g}"
+
+
+def test_heuristic_picks_a_form_per_shape():
+    """Direct (input in place) where it computes the op; the small-M form for a strided filter with fewer
+    pixels than channels; the packed path otherwise; never both operands in place."""
+    import dataclasses
+
+    from tracea.doctor.errors import BadInputError
+
+    v = cpu.resolve("cpu-portable.conv2d")
+    direct = Conv2d(1, 64, 14, 14, 512, 3, 3, padding=1, layout="nhwc", dtype="fp32")
+    small = Conv2d(1, 512, 14, 14, 512, 3, 3, stride=2, padding=1, layout="nhwc", dtype="fp32")
+    packed = Conv2d(1, 64, 56, 56, 64, 3, 3, stride=2, padding=1, layout="nhwc", dtype="fp32")
+    forms = [(s.pack_a, s.pack_b) for s in (cpu.hero_schedule(op, v, HOST) for op in (direct, small, packed))]
+    assert forms == [(False, True), (True, False), (True, True)]
+    space = cpu.search_space(small, v, HOST)
+    assert (space[0].pack_a, space[0].pack_b) == (True, False) and any(s.pack_b for s in space)
+    with pytest.raises(BadInputError, match="not both"):
+        cpu.build(direct, v, dataclasses.replace(cpu.hero_schedule(direct, v, HOST), pack_b=False), HOST)
+    with pytest.raises(BadInputError, match="^pack_b:"):
+        fp16 = dataclasses.replace(small, dtype=cpu_dtype("fp16"))
+        cpu.build(fp16, v, dataclasses.replace(cpu.hero_schedule(small, v, HOST), pack_b=False), HOST)
+
+
+def cpu_dtype(name):
+    from tracea.kernels.dtypes import parse_dtype
+
+    return parse_dtype(name)

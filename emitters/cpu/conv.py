@@ -21,6 +21,7 @@ from typing import Any
 from ..schedule import CpuSchedule
 from .conv_direct import check as direct_check
 from .conv_direct import render_direct, unsupported
+from .conv_small import render_small
 from .cores import Core
 from .gemm import _pack_a, _pack_b
 from .gemm_core import VEC_SUFFIX, CoreSpec, blocked_metadata, render_core
@@ -105,6 +106,8 @@ def render_conv(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
 
     if not s.pack_a:
         return render_direct(op, isa, s, header, ENTRY)
+    if not s.pack_b:
+        return render_small(op, isa, s, header, ENTRY, FIELDS, NHWC_PACK_A, _pack_a("row"))
     dtype = op.dtype.value
     nhwc = op.layout == "nhwc"
     # the filter as a GEMM operand: element (kk, j) of B at wg[j * Kdim + kk] (NHWC), element (i, kk) of
@@ -193,11 +196,28 @@ def _micro_kernel(op: Any, s: CpuSchedule) -> CpuSchedule:
     return dataclasses.replace(s, mr=mr, nr=nr, mc=max(mr, s.mc // mr * mr), nc=max(nr, s.nc // nr * nr))
 
 
+def _small_m(op: Any, s: CpuSchedule) -> CpuSchedule:
+    """The filter read in place (conv_small.py), with the micro-kernel whose width wastes the fewest
+    columns on the output pixels (49 pixels: a 48-wide one computes 96)."""
+    m = gemm_dims(op)[0]
+    if (s.mr, s.nr) == (8, 48):
+        mr, nr = min(((8, 48), (6, 64), (14, 32)), key=lambda t: (-(-m // t[1]) * t[1], -t[1]))
+        s = dataclasses.replace(s, mr=mr, nr=nr, mc=max(mr, s.mc // mr * mr), nc=max(nr, s.nc // nr * nr))
+    return dataclasses.replace(s, pack_b=False)
+
+
 def _heuristic(op: Any, v: Any, host: Any) -> CpuSchedule:
-    """The direct path (conv_direct.py: A read in place) wherever it computes the op, else the packed one;
-    the micro-kernel's width fitted to the output channels."""
-    s = _micro_kernel(op, hero_schedule(op, v, host))
-    return s if unsupported(op) else dataclasses.replace(s, pack_a=False)
+    """The input read in place (conv_direct.py) wherever that computes the op; else, with fewer output
+    pixels than output channels (strided filters at 14x14 and 7x7), the filter read in place
+    (conv_small.py: 2-5x the packed path there, CI machine 2026-11-25); else the packed path. The
+    micro-kernel's width fitted to the GEMM's columns."""
+    s = hero_schedule(op, v, host)
+    if not unsupported(op):
+        return dataclasses.replace(_micro_kernel(op, s), pack_a=False)
+    m, n, _ = gemm_dims(op)
+    if m < n and not unsupported(op, strided=True):
+        return _small_m(op, s)
+    return _micro_kernel(op, s)
 
 
 def _check(op: Any, v: Any, s: CpuSchedule, host: Any) -> None:
@@ -206,19 +226,24 @@ def _check(op: Any, v: Any, s: CpuSchedule, host: Any) -> None:
 
 
 def _space(op: Any, v: Any, host: Any) -> list[CpuSchedule]:
-    """The packed core's candidates, hero first; where the direct path applies, each candidate also with
-    A read in place."""
+    """The packed core's candidates, hero first; where the direct path and the small-M form apply, each
+    candidate also with the input, and with the filter, read in place."""
     packed = blocked_space(op, v, host, gemm_dims(op))  # the clamped hero first
-    hero = _micro_kernel(op, packed[0])
-    if unsupported(op):
+    if unsupported(op, strided=True):
+        hero = _micro_kernel(op, packed[0])
         return packed if hero == packed[0] else [hero, *packed]
-    direct = [dataclasses.replace(s, pack_a=False) for s in packed]
-    hero = dataclasses.replace(hero, pack_a=False)
-    return [hero, *(s for s in [*direct, *packed] if s != hero)]
+    m, n, _ = gemm_dims(op)
+    small = [dataclasses.replace(s, pack_b=False) for s in packed]
+    direct = [] if unsupported(op) else [dataclasses.replace(s, pack_a=False) for s in packed]
+    if direct:
+        hero = dataclasses.replace(_micro_kernel(op, packed[0]), pack_a=False)
+    else:
+        hero = _small_m(op, packed[0]) if m < n else _micro_kernel(op, packed[0])
+    return [hero, *(s for s in [*direct, *small, *packed] if s != hero)]
 
 
 def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
-    return blocked_metadata(op, isa, s, name, ["bias"] if op.bias else [], s.pack_a)
+    return blocked_metadata(op, isa, s, name, ["bias"] if op.bias else [], s.pack_a and s.pack_b)
 
 
 CORE = Core(kind="conv2d", render=render_conv, space=_space, entry=ENTRY, buffers=("x", "weight", "out", "bias"),

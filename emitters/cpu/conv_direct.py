@@ -44,9 +44,22 @@ PACK_A = """    const float* s0 = conv_a(J, i0, p0);
     for (int i = mr; i < MR; ++i)
         for (int p = 0; p < kc; ++p) dst[(long)p * MR + i] = 0.0f;"""
 
-PACK_B = """    /* element (p, j) at b[j * ldb + p]: transposed in blocks of 16 k steps, so every line read and
-       every line written is used whole while it is in L1 */
+PACK_B = """    /* element (p, j) at b[j * ldb + p]: a full AVX-512 panel by gathers (16 filters' values of one k step,
+       each line read serves 16 k steps from L1); else transposed in blocks of 16 k steps */
     const float* src = J->b + j0 * J->ldb + p0;
+#if defined(__AVX512F__)
+    if (nr == NR && NR % 16 == 0) {
+        __m512i idx[NR / 16];
+        for (int v = 0; v < NR / 16; ++v)
+            idx[v] = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(16 * v),
+                                        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
+                                        _mm512_set1_epi32((int)J->ldb));
+        for (int p = 0; p < kc; ++p)
+            for (int v = 0; v < NR / 16; ++v)
+                _mm512_store_ps(dst + (long)p * NR + 16 * v, _mm512_i32gather_ps(idx[v], src + p, 4));
+        return;
+    }
+#endif
     for (int pb = 0; pb < kc; pb += 16) {
         const int pe = pb + 16 < kc ? pb + 16 : kc;
         for (int j = 0; j < nr; ++j) {
@@ -154,20 +167,25 @@ ENTRY = """
 """
 
 
-def unsupported(op: Any) -> str | None:
-    """Why ``op`` cannot take this path (None: it can)."""
+def unsupported(op: Any, strided: bool = False) -> str | None:
+    """Why ``op`` cannot take this path (None: it can); ``strided``: the small-M form, any stride."""
     if op.dtype.value != "fp32" or op.layout != "nhwc":
         return f"it reads fp32 NHWC inputs in place, not {op.dtype.value} {op.layout}"
     if op.groups != 1:
         return "it computes one group (groups = 1)"
     plain = op.r == 1 and op.s == 1 and tuple(op.padding) == (0, 0)
-    if not plain and tuple(op.stride) != (1, 1):
+    if not strided and not plain and tuple(op.stride) != (1, 1):
         return "a strided filter larger than 1x1 (or a padded 1x1) takes the packed path"
     return None
 
 
 def check(op: Any, schedule: CpuSchedule) -> None:
-    """pack_a off on a conv2d means this path: the op must be one it computes."""
+    """pack_a off on a conv2d means this path, pack_b off its small-M form: the op must be one they compute."""
+    if not schedule.pack_a and not schedule.pack_b:
+        raise BadInputError("pack_a: a conv2d reads either the input (pack_a off) or the filter (pack_b off) in "
+                            "place, not both")
+    if not schedule.pack_b and (why := unsupported(op, strided=True)):
+        raise BadInputError(f"pack_b: a conv2d reads its filter in place only in the small-M form, and {why}")
     if not schedule.pack_a and (why := unsupported(op)):
         raise BadInputError(f"pack_a: a conv2d reads A unpacked only on the direct path, and {why}")
 

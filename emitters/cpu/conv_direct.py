@@ -7,11 +7,12 @@ FMAs. Here A is a row-major view with lda = C:
 
 - 1x1, no padding, stride 1: A is the input itself, the convolution a plain GEMM.
 - 1x1, no padding, stride > 1: A is a subsampled copy of the input (P x Q pixels, M*C elements).
-- stride 1, any R x S, padding, dilation: A is a zero-padded copy (Hp x Wp pixels). Output pixel rows
-  are laid out on the padded width ("virtual" pixels v = (n*Hp + p)*Wp + q), so filter tap (r, s) reads
-  the rows v + r*dh*Wp + s*dw: one constant offset per tap, lda = C. K blocks stay inside one tap
-  (kc divides C); the rows with q >= Q (and p >= P) are computed into a workspace and dropped when the
-  valid rows are copied out. Their share is Wp/Q (7 %: 28x28, 29 %: 7x7).
+- stride 1, any R x S, padding, dilation: A is a zero-padded copy (Hp x Wp pixels, Wp = W + pw: a
+  row's right padding is the next row's left padding). Output pixel rows are laid out on the padded
+  width ("virtual" pixels v = (n*Hp + p)*Wp + q), so filter tap (r, s) reads the rows
+  v + r*dh*Wp + s*dw: one constant offset per tap, lda = C. K blocks stay inside one tap (kc divides
+  C); the rows with q >= Q (and p >= P) are computed into a workspace and dropped when the valid rows
+  are copied out. Their share is (Wp - Q)/Wp (3x3: 3.5 % at 28x28, 12.5 % at 7x7).
 
 B is the filter in OHWI ("col" layout), transposed into micro-panels in 16-step blocks.
 """
@@ -140,7 +141,9 @@ ENTRY = """
         J.c = out; J.out = out; J.ldc = K; J.ldo = K;
         rc = tr_gemm(&J, threads);
     }} else {{
-        const long Hd = plain ? P : H + 2 * ph, Wd = plain ? Q : W + 2 * pw;
+        /* a padded row is its left padding and its pixels: a tap past the right edge reads the next
+           row's left padding, zeros as well, so the dropped columns are pw (not 2 pw) a row */
+        const long Hd = plain ? P : H + 2 * ph, Wd = plain ? Q : W + pw;
         /* slack: the dropped rows of the last image read up to one tap reach past the copy */
         const size_t slack = (size_t)((S - 1) * dw + (R - 1) * dh * Wd + MR) * (size_t)C;
         const size_t elems = (size_t)(N * Hd * Wd * C);

@@ -62,6 +62,8 @@ DIRECT = [
     (1, 7, 6, 6, 9, 2, 2, 1, 0, 2, True),  # no padding, dilated 2x2
     (1, 1100, 5, 4, 20, 3, 3, 1, 1, 1, False),  # C above KC: K blocks of a divisor of C inside each tap
     (1, 32, 7, 7, 96, 7, 7, 1, 3, 1, True),  # a filter as wide as the image
+    (1, 3, 23, 21, 16, 7, 7, 2, 3, 1, True),  # strided: gathered, runs of S*C values (a stem)
+    (2, 17, 9, 10, 40, 3, 3, (2, 1), (1, 2), (1, 2), False),  # strided, dilated: tap by tap at the edges
 ]
 
 
@@ -81,9 +83,8 @@ def test_direct_path_matches_the_reference(family, threads, case):
     v = cpu.resolve(f"{family}.conv2d")
     if v.unmet(HOST, "fp32"):
         pytest.skip(f"{v.id} cannot run here")
-    hero = cpu.hero_schedule(op, v, HOST)
-    assert not hero.pack_a  # the heuristic takes the direct path wherever it applies
-    s = dataclasses.replace(hero, threads=min(threads, HOST.cpu.logical_cores or 1))
+    s = dataclasses.replace(cpu.hero_schedule(op, v, HOST), pack_a=False, pack_b=True,
+                            threads=min(threads, HOST.cpu.logical_cores or 1))
     kernel = cpu.build(op, v, s, HOST)
     rng = np.random.default_rng()
     for _ in range(2):  # a second call reuses the copies' buffers: stale contents must not leak in
@@ -95,7 +96,6 @@ def test_direct_path_matches_the_reference(family, threads, case):
 
 
 @pytest.mark.parametrize("kwargs, why", [
-    (dict(stride=2, padding=1), "strided filter"),
     (dict(dtype="fp16"), "fp32"),
     (dict(layout="nchw"), "NHWC"),
     (dict(groups=2), "groups = 1"),
@@ -175,25 +175,31 @@ def test_small_m_form_matches_the_reference(family, threads, case):
 
 
 def test_heuristic_picks_a_form_per_shape():
-    """Direct (input in place) where it computes the op; the small-M form for a strided filter with fewer
-    pixels than channels; the packed path otherwise; never both operands in place."""
+    """The filter in place where it outweighs the pixels 16 to 1; the input in place (direct) for 1x1 and
+    stride-1 filters, few channels, or fewer pixels than channels; the packed path otherwise; never both
+    operands in place."""
     import dataclasses
 
     from tracea.doctor.errors import BadInputError
 
     v = cpu.resolve("cpu-portable.conv2d")
-    direct = Conv2d(1, 64, 14, 14, 512, 3, 3, padding=1, layout="nhwc", dtype="fp32")
-    small = Conv2d(1, 512, 14, 14, 512, 3, 3, stride=2, padding=1, layout="nhwc", dtype="fp32")
-    packed = Conv2d(1, 64, 56, 56, 64, 3, 3, stride=2, padding=1, layout="nhwc", dtype="fp32")
-    forms = [(s.pack_a, s.pack_b) for s in (cpu.hero_schedule(op, v, HOST) for op in (direct, small, packed))]
-    assert forms == [(False, True), (True, False), (True, True)]
+
+    def conv(c, hw, k, r, stride):
+        return Conv2d(1, c, hw, hw, k, r, r, stride=stride, padding=r // 2, layout="nhwc", dtype="fp32")
+
+    cases = {conv(1024, 14, 2048, 1, 2): (True, False), conv(64, 14, 512, 3, 1): (False, True),
+             conv(512, 14, 512, 3, 2): (False, True), conv(3, 64, 64, 7, 2): (False, True),
+             conv(64, 56, 64, 3, 2): (True, True)}
+    assert {op: (s.pack_a, s.pack_b) for op in cases for s in [cpu.hero_schedule(op, v, HOST)]} == cases
+    small = conv(1024, 14, 2048, 1, 2)
     space = cpu.search_space(small, v, HOST)
-    assert (space[0].pack_a, space[0].pack_b) == (True, False) and any(s.pack_b for s in space)
+    assert (space[0].pack_a, space[0].pack_b) == (True, False) and any(not s.pack_a for s in space)
+    direct = conv(64, 14, 512, 3, 1)
     with pytest.raises(BadInputError, match="not both"):
         cpu.build(direct, v, dataclasses.replace(cpu.hero_schedule(direct, v, HOST), pack_b=False), HOST)
     with pytest.raises(BadInputError, match="^pack_b:"):
         fp16 = dataclasses.replace(small, dtype=cpu_dtype("fp16"))
-        cpu.build(fp16, v, dataclasses.replace(cpu.hero_schedule(small, v, HOST), pack_b=False), HOST)
+        cpu.build(fp16, v, cpu.hero_schedule(small, v, HOST), HOST)
 
 
 def cpu_dtype(name):

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..schedule import CpuSchedule
 from .conv_direct import check as direct_check
-from .conv_direct import render_direct, unsupported
+from .conv_direct import in_place, render_direct, unsupported
 from .conv_small import render_small
 from .cores import Core
 from .gemm import _pack_a, _pack_b
@@ -29,6 +29,7 @@ from .isa import CpuIsa
 from .schedules import blocked_space, hero_schedule
 
 ENTRY = "tracea_conv2d"
+SMALL_CHANNELS = 16  # below this many input channels the direct path's run-merging gather pays
 
 FIELDS = """    const in_t* xg;            /* input of this image / group (see the packing routines) */
     const in_t* wg;            /* filter of this group */
@@ -207,16 +208,23 @@ def _small_m(op: Any, s: CpuSchedule) -> CpuSchedule:
 
 
 def _heuristic(op: Any, v: Any, host: Any) -> CpuSchedule:
-    """The input read in place (conv_direct.py) wherever that computes the op; else, with fewer output
-    pixels than output channels (strided filters at 14x14 and 7x7), the filter read in place
-    (conv_small.py: 2-5x the packed path there, CI machine 2026-11-25); else the packed path. The
-    micro-kernel's width fitted to the GEMM's columns."""
-    s = hero_schedule(op, v, host)
-    if not unsupported(op):
-        return dataclasses.replace(_micro_kernel(op, s), pack_a=False)
+    """Per shape (CI machine, 2026-11-25, ResNet-50 rows at batch 1): the filter read in place
+    (conv_small.py) where it outweighs the pixels 16 to 1 (2048 channels over 49 pixels: 1.3x the
+    direct path); the direct path (conv_direct.py) where it reads the input in place, where few
+    channels make the packed path's gather slow (the stem: 2x), or where pixels are fewer than
+    channels (1.3x the small-M form, 2-5x the packed path); else the packed path. The micro-kernel's
+    width fitted to the GEMM's columns."""
+    return _form(op, hero_schedule(op, v, host))
+
+
+def _form(op: Any, s: CpuSchedule) -> CpuSchedule:
+    if unsupported(op):
+        return _micro_kernel(op, s)
     m, n, _ = gemm_dims(op)
-    if m < n and not unsupported(op, strided=True):
+    if m * 16 <= n:
         return _small_m(op, s)
+    if in_place(op) or op.c < SMALL_CHANNELS or m < n:
+        return dataclasses.replace(_micro_kernel(op, s), pack_a=False)
     return _micro_kernel(op, s)
 
 
@@ -229,16 +237,11 @@ def _space(op: Any, v: Any, host: Any) -> list[CpuSchedule]:
     """The packed core's candidates, hero first; where the direct path and the small-M form apply, each
     candidate also with the input, and with the filter, read in place."""
     packed = blocked_space(op, v, host, gemm_dims(op))  # the clamped hero first
-    if unsupported(op, strided=True):
-        hero = _micro_kernel(op, packed[0])
+    hero = _form(op, packed[0])
+    if unsupported(op):
         return packed if hero == packed[0] else [hero, *packed]
-    m, n, _ = gemm_dims(op)
+    direct = [dataclasses.replace(s, pack_a=False) for s in packed]
     small = [dataclasses.replace(s, pack_b=False) for s in packed]
-    direct = [] if unsupported(op) else [dataclasses.replace(s, pack_a=False) for s in packed]
-    if direct:
-        hero = dataclasses.replace(_micro_kernel(op, packed[0]), pack_a=False)
-    else:
-        hero = _small_m(op, packed[0]) if m < n else _micro_kernel(op, packed[0])
     return [hero, *(s for s in [*direct, *small, *packed] if s != hero)]
 
 

@@ -14,7 +14,11 @@ FMAs. Here A is a row-major view with lda = C:
   C); the rows with q >= Q (and p >= P) are computed into a workspace and dropped when the valid rows
   are copied out. Their share is (Wp - Q)/Wp (3x3: 3.5 % at 28x28, 12.5 % at 7x7).
 
-B is the filter in OHWI ("col" layout), transposed into micro-panels in 16-step blocks.
+- any other stride: A is gathered while packing (output pixels exact), a filter row's S*C values as one
+  contiguous run where its taps lie inside the image: the small-channel stem (C = 3, 7x7, stride 2)
+  gathers 21-value runs instead of 3-value ones.
+
+B is the filter in OHWI ("col" layout), packed by AVX-512 gathers (else transposed in 16-step blocks).
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ from .gemm_core import CoreSpec, render_core
 from .isa import CpuIsa
 
 FIELDS = """    const float* src;          /* A: the input, or its padded / subsampled copy */
-    long C, S, dh, dw, Wp;     /* channels; taps; the source's row pitch in pixels */"""
+    long C, S, dh, dw, Wp;     /* channels; taps; the source's row pitch in pixels */
+    int inplace;               /* A read in place; else gathered from x while packing */
+    const float* x;
+    long H, W, P, Q, sh, sw, ph, pw;"""
 
 HELPERS = """/* the address of A(i0, p0): K block p0 lies inside one filter tap */
 static inline const float* conv_a(const tr_job* J, long i0, long p0) {
@@ -37,10 +44,39 @@ static inline const float* conv_a(const tr_job* J, long i0, long p0) {
 }
 """
 
-PACK_A = """    const float* s0 = conv_a(J, i0, p0);
-    for (int i = 0; i < mr; ++i) {
-        const float* s = s0 + (long)i * J->C;
-        for (int p = 0; p < kc; ++p) dst[(long)p * MR + i] = s[p];
+PACK_A = """    if (J->inplace) {
+        const float* s0 = conv_a(J, i0, p0);
+        for (int i = 0; i < mr; ++i) {
+            const float* s = s0 + (long)i * J->C;
+            for (int p = 0; p < kc; ++p) dst[(long)p * MR + i] = s[p];
+        }
+    } else {
+        /* rows are output pixels, columns kk = (r*S + s)*C + c: a filter row's S*C values are one
+           contiguous run of the input when its taps lie inside the image row (dw = 1), else tap by tap */
+        const long PQ = J->P * J->Q, SC = J->S * J->C;
+        for (int i = 0; i < mr; ++i) {
+            const long pix = i0 + i, nimg = pix / PQ, pq = pix - nimg * PQ;
+            const long ih0 = (pq / J->Q) * J->sh - J->ph, iw0 = (pq % J->Q) * J->sw - J->pw;
+            const float* xn = J->x + nimg * J->H * J->W * J->C;
+            const int inside = J->dw == 1 && iw0 >= 0 && iw0 + J->S <= J->W;
+            for (long p = 0; p < kc;) {
+                const long kk = p0 + p, r = kk / SC, rem = kk - r * SC, h = ih0 + r * J->dh;
+                const long run = tr_min(SC - rem, kc - p);
+                float* d = dst + p * MR + i;
+                if (h < 0 || h >= J->H) {
+                    for (long t = 0; t < run; ++t) d[t * MR] = 0.0f;
+                } else if (inside) {
+                    const float* src = xn + (h * J->W + iw0) * J->C + rem;
+                    for (long t = 0; t < run; ++t) d[t * MR] = src[t];
+                } else {
+                    for (long t = 0; t < run; ++t) {
+                        const long q = rem + t, s = q / J->C, w = iw0 + s * J->dw;
+                        d[t * MR] = w >= 0 && w < J->W ? xn[(h * J->W + w) * J->C + q - s * J->C] : 0.0f;
+                    }
+                }
+                p += run;
+            }
+        }
     }
     for (int i = mr; i < MR; ++i)
         for (int p = 0; p < kc; ++p) dst[(long)p * MR + i] = 0.0f;"""
@@ -126,17 +162,23 @@ ENTRY = """
     const long P = (H + 2 * ph - dh * (R - 1) - 1) / sh + 1, Q = (W + 2 * pw - dw * (S - 1) - 1) / sw + 1;
     const int threads = dims[14] > 0 ? (int)dims[14] : NTHREADS;
     const int plain = R == 1 && S == 1 && ph == 0 && pw == 0;
-    if (dims[13] != 1 || (!plain && (sh != 1 || sw != 1))) return 3;  /* not this path's shape */
+    if (dims[13] != 1) return 3;  /* not this path's shape */
+    J.x = x; J.H = H; J.W = W; J.P = P; J.Q = Q; J.sh = sh; J.sw = sw; J.ph = ph; J.pw = pw;
+    J.inplace = plain || (sh == 1 && sw == 1);
     J.b = (const float*)bufs[1]; J.ldb = C * R * S;
     J.bias = (const float*)bufs[3];
     J.alpha = 1.0f;
     J.C = C; J.S = S; J.dh = dh; J.dw = dw; J.lda = C;
     J.n = K; J.k = C * R * S;
     /* K blocks inside one tap: the largest divisor of C up to KC (one tap: balanced as usual) */
-    if (R * S > 1) for (long d = C < KC ? C : KC; d >= 1; --d) if (C % d == 0) {{ J.kc = d; break; }}
+    if (R * S > 1 && J.inplace) for (long d = C < KC ? C : KC; d >= 1; --d) if (C % d == 0) {{ J.kc = d; break; }}
     int rc = 0;
     pthread_mutex_lock(&tr_call_mu);
-    if (plain && sh == 1 && sw == 1) {{
+    if (!J.inplace) {{  /* a strided filter: A gathered while packing, output rows exact */
+        J.m = N * P * Q;
+        J.c = out; J.out = out; J.ldc = K; J.ldo = K;
+        rc = tr_gemm(&J, threads);
+    }} else if (plain && sh == 1 && sw == 1) {{
         J.src = x; J.Wp = W; J.m = N * H * W;
         J.c = out; J.out = out; J.ldc = K; J.ldo = K;
         rc = tr_gemm(&J, threads);
@@ -170,16 +212,18 @@ ENTRY = """
 """
 
 
-def unsupported(op: Any, strided: bool = False) -> str | None:
-    """Why ``op`` cannot take this path (None: it can); ``strided``: the small-M form, any stride."""
+def unsupported(op: Any) -> str | None:
+    """Why ``op`` cannot take this path or the small-M form (None: both can)."""
     if op.dtype.value != "fp32" or op.layout != "nhwc":
         return f"it reads fp32 NHWC inputs in place, not {op.dtype.value} {op.layout}"
     if op.groups != 1:
         return "it computes one group (groups = 1)"
-    plain = op.r == 1 and op.s == 1 and tuple(op.padding) == (0, 0)
-    if not strided and not plain and tuple(op.stride) != (1, 1):
-        return "a strided filter larger than 1x1 (or a padded 1x1) takes the packed path"
     return None
+
+
+def in_place(op: Any) -> bool:
+    """Whether this path reads A in place (1x1 unpadded, or stride 1); else it gathers while packing."""
+    return (op.r == 1 and op.s == 1 and tuple(op.padding) == (0, 0)) or tuple(op.stride) == (1, 1)
 
 
 def check(op: Any, schedule: CpuSchedule) -> None:
@@ -187,7 +231,7 @@ def check(op: Any, schedule: CpuSchedule) -> None:
     if not schedule.pack_a and not schedule.pack_b:
         raise BadInputError("pack_a: a conv2d reads either the input (pack_a off) or the filter (pack_b off) in "
                             "place, not both")
-    if not schedule.pack_b and (why := unsupported(op, strided=True)):
+    if not schedule.pack_b and (why := unsupported(op)):
         raise BadInputError(f"pack_b: a conv2d reads its filter in place only in the small-M form, and {why}")
     if not schedule.pack_a and (why := unsupported(op)):
         raise BadInputError(f"pack_a: a conv2d reads A unpacked only on the direct path, and {why}")
@@ -198,7 +242,7 @@ def render_direct(op: Any, isa: CpuIsa, s: CpuSchedule, header: str, entry: str)
 
     spec = CoreSpec(dtype="fp32", epilogue=("bias",) if op.bias else (), bias_axis="col", pack_a=PACK_A,
                     pack_b=PACK_B, job_fields=FIELDS, unpacked_a="row", unpacked_a_at="conv_a(J, i0, pc)",
-                    helpers=HELPERS, fixed_kc=True)
+                    helpers=HELPERS, fixed_kc=True, unpacked_a_if="J->inplace")
     return "\n".join([header, isa.prelude(("fp32",)), pool_c(), f"#define NTHREADS {s.threads}",
                       render_core(isa, s, spec), COPIES,
                       ENTRY.format(prefix=isa.kernel_prefix, entry=entry)])

@@ -53,6 +53,7 @@ class CoreSpec:
     helpers: str = ""  # C placed before the packing routines
     unpacked_a_at: str | None = None  # C expression of a full A panel's address at (i0, pc), read in place
     fixed_kc: bool = False  # the entry sets J->kc (K blocks that must not cross a boundary of the op's)
+    unpacked_a_if: str | None = None  # C condition under which full A panels are read in place (else always)
 
 
 @dataclass(frozen=True)
@@ -330,7 +331,7 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
                 if (mb != packed_mb) {{
                     for (int r = 0; r < apanels; ++r) {{
                         const int mr = (int)tr_min(MR, mc - (long)r * MR);
-                        {"if (mr == MR) continue;  /* full panels are read in place */" if p.direct_a else ""}
+                        {_skip_a(p.spec) if p.direct_a else ""}
                         pack_a(J, ic + (long)r * MR, mr, pc, kc, ap + (long)r * MR * kc);
                     }}
                     packed_mb = mb;
@@ -447,10 +448,18 @@ def _dispatch(amodes: tuple[str, ...], bmodes: tuple[str, ...]) -> str:
     return " else ".join(branches)
 
 
+def _full_a(spec: CoreSpec) -> str:
+    return "mr == MR" + (f" && {spec.unpacked_a_if}" if spec.unpacked_a_if else "")
+
+
+def _skip_a(spec: CoreSpec) -> str:
+    return f"if ({_full_a(spec)}) continue;  /* full panels are read in place */"
+
+
 def _direct_a(spec: CoreSpec) -> str:
     off = "i0 * J->lda + pc" if spec.unpacked_a == "row" else "pc * J->lda + i0"
     at = spec.unpacked_a_at or f"(const float*)J->a + {off}"
-    return f"if (mr == MR) {{ apn = {at}; lda = J->lda; amode = 1; }}"
+    return f"if ({_full_a(spec)}) {{ apn = {at}; lda = J->lda; amode = 1; }}"
 
 
 def _direct_b(spec: CoreSpec) -> str:

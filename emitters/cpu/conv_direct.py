@@ -10,9 +10,9 @@ FMAs. Here A is a row-major view with lda = C:
 - stride 1, any R x S, padding, dilation: A is a zero-padded copy (Hp x Wp pixels, Wp = W + pw: a
   row's right padding is the next row's left padding). Output pixel rows are laid out on the padded
   width ("virtual" pixels v = (n*Hp + p)*Wp + q), so filter tap (r, s) reads the rows
-  v + r*dh*Wp + s*dw: one constant offset per tap, lda = C. K blocks stay inside one tap (kc divides
-  C); the rows with q >= Q (and p >= P) are computed into a workspace and dropped when the valid rows
-  are copied out. Their share is (Wp - Q)/Wp (3x3: 3.5 % at 28x28, 12.5 % at 7x7).
+  v + r*dh*Wp + s*dw: one constant offset per tap, lda = C. A K block runs one micro-kernel call per
+  tap it crosses (sums kept in the C tile between them); the rows with q >= Q (and p >= P) are
+  computed into a workspace and dropped when the valid rows are copied out. Their share is (Wp - Q)/Wp (3x3: 3.5 % at 28x28, 12.5 % at 7x7).
 
 - any other stride: A is gathered while packing (output pixels exact), a filter row's S*C values as one
   contiguous run where its taps lie inside the image: the small-channel stem (C = 3, 7x7, stride 2)
@@ -37,18 +37,33 @@ FIELDS = """    const float* src;          /* A: the input, or its padded / subs
     const float* x;
     long H, W, P, Q, sh, sw, ph, pw;"""
 
-HELPERS = """/* the address of A(i0, p0): K block p0 lies inside one filter tap */
+HELPERS = """/* the address of A(i0, p0); A's rows are contiguous inside one filter tap */
 static inline const float* conv_a(const tr_job* J, long i0, long p0) {
     const long tap = p0 / J->C, c0 = p0 - tap * J->C;
     return J->src + (i0 + (tap / J->S) * J->dh * J->Wp + (tap % J->S) * J->dw) * J->C + c0;
 }
+
+static void ukernel_row_packed(int kc, const float* a, long lda, const float* b, long ldb, float* c, long ldc,
+                               int accumulate);
+
+/* a full in-place panel over K steps pc .. pc + kc: one micro-kernel call per filter tap it crosses, the
+   sums kept in C (L1) between them; K blocks need not end at a tap */
+static void conv_uk(const tr_job* J, long i0, long pc, int kc, const float* b, float* dst, long ld, int acc) {
+    for (int p = 0; p < kc;) {
+        const long kk = pc + p, len = tr_min(J->C - kk % J->C, kc - p);
+        ukernel_row_packed((int)len, conv_a(J, i0, kk), J->C, b + (long)p * NR, NR, dst, ld, acc || p > 0);
+        p += (int)len;
+    }
+}
 """
 
 PACK_A = """    if (J->inplace) {
-        const float* s0 = conv_a(J, i0, p0);
-        for (int i = 0; i < mr; ++i) {
-            const float* s = s0 + (long)i * J->C;
-            for (int p = 0; p < kc; ++p) dst[(long)p * MR + i] = s[p];
+        for (int p = 0; p < kc;) {
+            const long len = tr_min(J->C - (p0 + p) % J->C, kc - p);
+            const float* s0 = conv_a(J, i0, p0 + p);
+            for (int i = 0; i < mr; ++i)
+                for (long t = 0; t < len; ++t) dst[(long)(p + t) * MR + i] = s0[(long)i * J->C + t];
+            p += (int)len;
         }
     } else {
         /* rows are output pixels, columns kk = (r*S + s)*C + c: a filter row's S*C values are one
@@ -170,8 +185,6 @@ ENTRY = """
     J.alpha = 1.0f;
     J.C = C; J.S = S; J.dh = dh; J.dw = dw; J.lda = C;
     J.n = K; J.k = C * R * S;
-    /* K blocks inside one tap: the largest divisor of C up to KC (one tap: balanced as usual) */
-    if (R * S > 1 && J.inplace) for (long d = C < KC ? C : KC; d >= 1; --d) if (C % d == 0) {{ J.kc = d; break; }}
     int rc = 0;
     pthread_mutex_lock(&tr_call_mu);
     if (!J.inplace) {{  /* a strided filter: A gathered while packing, output rows exact */
@@ -242,7 +255,8 @@ def render_direct(op: Any, isa: CpuIsa, s: CpuSchedule, header: str, entry: str)
 
     spec = CoreSpec(dtype="fp32", epilogue=("bias",) if op.bias else (), bias_axis="col", pack_a=PACK_A,
                     pack_b=PACK_B, job_fields=FIELDS, unpacked_a="row", unpacked_a_at="conv_a(J, i0, pc)",
-                    helpers=HELPERS, fixed_kc=True, unpacked_a_if="J->inplace")
+                    helpers=HELPERS, unpacked_a_if="J->inplace",
+                    segmented_a="conv_uk(J, i0, pc, kc, b, dst, ld, acc)")
     return "\n".join([header, isa.prelude(("fp32",)), pool_c(), f"#define NTHREADS {s.threads}",
                       render_core(isa, s, spec), COPIES,
                       ENTRY.format(prefix=isa.kernel_prefix, entry=entry)])

@@ -54,6 +54,7 @@ class CoreSpec:
     unpacked_a_at: str | None = None  # C expression of a full A panel's address at (i0, pc), read in place
     fixed_kc: bool = False  # the entry sets J->kc (K blocks that must not cross a boundary of the op's)
     unpacked_a_if: str | None = None  # C condition under which full A panels are read in place (else always)
+    segmented_a: str | None = None  # C call that runs an in-place A panel's micro-kernel(s) given pc (tile's K start)
 
 
 @dataclass(frozen=True)
@@ -262,11 +263,11 @@ static void merge(float* c, long ldc, const float* t, int mr, int nr, int accumu
 }}
 
 static void tile(const tr_job* J, const float* a, long lda, const float* b, long ldb, int amode, int bmode,
-                 int kc, long i0, long j0, int mr, int nr, int first, int last) {{
+                 int kc, long i0, long j0, int mr, int nr, int first, int last{", long pc" if p.spec.segmented_a else ""}) {{
     float* c = J->c ? J->c + i0 * J->ldc + j0 : NULL;
     float t[MR * NR] __attribute__((aligned(64)));
     (void)amode; (void)bmode;
-#define TR_UK(dst, ld, acc) {_dispatch(p.amodes, p.bmodes)}
+#define TR_UK(dst, ld, acc) {_dispatch(p.amodes, p.bmodes, p.spec.segmented_a)}
     if ({"first && last" if p.converts else "0"}) {{
         /* one K block and a converted output: the sums never leave this tile */
         TR_UK(t, NR, 0);
@@ -350,7 +351,7 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
                         long lda = MR;
                         int amode = 0;
                         {_direct_a(p.spec) if p.direct_a else ""}
-                        tile(J, apn, lda, bp, ldb, amode, bmode, kc, i0, j0, mr, nr, first, last);
+                        tile(J, apn, lda, bp, ldb, amode, bmode, kc, i0, j0, mr, nr, first, last{", pc" if p.spec.segmented_a else ""});
                     }}
                 }}
             }}
@@ -438,13 +439,14 @@ def blocked_metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str, epilogue: 
     }
 
 
-def _dispatch(amodes: tuple[str, ...], bmodes: tuple[str, ...]) -> str:
+def _dispatch(amodes: tuple[str, ...], bmodes: tuple[str, ...], segmented: str | None = None) -> str:
     if len(amodes) == 1 and len(bmodes) == 1:
         return "ukernel_packed_packed(kc, a, lda, b, ldb, dst, ld, acc)"
     branches = []
     for ai, am in enumerate(amodes):
         for bi, bm in enumerate(bmodes):
-            branches.append(f"if (amode == {ai} && bmode == {bi}) ukernel_{am}_{bm}(kc, a, lda, b, ldb, dst, ld, acc);")
+            call = segmented if segmented and ai == 1 else f"ukernel_{am}_{bm}(kc, a, lda, b, ldb, dst, ld, acc)"
+            branches.append(f"if (amode == {ai} && bmode == {bi}) {call};")
     return " else ".join(branches)
 
 

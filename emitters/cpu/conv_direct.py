@@ -68,14 +68,16 @@ PACK_A = """    if (J->inplace) {
     } else {
         /* rows are output pixels, columns kk = (r*S + s)*C + c: a filter row's S*C values are one
            contiguous run of the input when its taps lie inside the image row (dw = 1), else tap by tap */
-        const long PQ = J->P * J->Q, SC = J->S * J->C;
+        /* no division per element or run: the rows' pixels and the runs' filter rows are stepped */
+        const long PQ = J->P * J->Q, SC = J->S * J->C, r0 = p0 / SC, rem0 = p0 - r0 * SC;
+        long nimg = i0 / PQ, oh = (i0 - nimg * PQ) / J->Q, ow = i0 - nimg * PQ - oh * J->Q;
         for (int i = 0; i < mr; ++i) {
-            const long pix = i0 + i, nimg = pix / PQ, pq = pix - nimg * PQ;
-            const long ih0 = (pq / J->Q) * J->sh - J->ph, iw0 = (pq % J->Q) * J->sw - J->pw;
+            const long ih0 = oh * J->sh - J->ph, iw0 = ow * J->sw - J->pw;
             const float* xn = J->x + nimg * J->H * J->W * J->C;
             const int inside = J->dw == 1 && iw0 >= 0 && iw0 + J->S <= J->W;
-            for (long p = 0; p < kc;) {
-                const long kk = p0 + p, r = kk / SC, rem = kk - r * SC, h = ih0 + r * J->dh;
+            long r = r0, rem = rem0;
+            for (long p = 0; p < kc; ++r, rem = 0) {
+                const long h = ih0 + r * J->dh;
                 const long run = tr_min(SC - rem, kc - p);
                 float* d = dst + p * MR + i;
                 if (h < 0 || h >= J->H) {
@@ -91,6 +93,7 @@ PACK_A = """    if (J->inplace) {
                 }
                 p += run;
             }
+            if (++ow == J->Q) { ow = 0; if (++oh == J->P) { oh = 0; ++nimg; } }
         }
     }
     for (int i = mr; i < MR; ++i)

@@ -71,6 +71,31 @@ PACK_A = """    if (J->inplace) {
         /* no division per element or run: the rows' pixels and the runs' filter rows are stepped */
         const long PQ = J->P * J->Q, SC = J->S * J->C, r0 = p0 / SC, rem0 = p0 - r0 * SC;
         long nimg = i0 / PQ, oh = (i0 - nimg * PQ) / J->Q, ow = i0 - nimg * PQ - oh * J->Q;
+#if defined(__AVX512F__)
+        const long iwa = ow * J->sw - J->pw, iwz = (ow + MR - 1) * J->sw - J->pw;
+        if (mr == MR && MR <= 16 && J->dw == 1 && ow + MR <= J->Q && iwa >= 0 && iwz + J->S <= J->W) {
+            /* MR pixels of one output row, all their taps inside the image row: a k step's MR values
+               are one gather at a stride of sw*C (the stem: 147 gathers a tile, not 882 loads) */
+            const __mmask16 mask = (__mmask16)((1u << MR) - 1u);
+            const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                   _mm512_set1_epi32((int)(J->sw * J->C)));
+            const float* xn = J->x + nimg * J->H * J->W * J->C;
+            long r = r0, rem = rem0;
+            for (long p = 0; p < kc; ++r, rem = 0) {
+                const long h = oh * J->sh - J->ph + r * J->dh, run = tr_min(SC - rem, kc - p);
+                if (h < 0 || h >= J->H) {
+                    for (long t = 0; t < run; ++t) _mm512_mask_storeu_ps(dst + (p + t) * MR, mask, _mm512_setzero_ps());
+                } else {
+                    const float* src = xn + (h * J->W + iwa) * J->C + rem;
+                    for (long t = 0; t < run; ++t)
+                        _mm512_mask_storeu_ps(dst + (p + t) * MR, mask,
+                                              _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, idx, src + t, 4));
+                }
+                p += run;
+            }
+            return;
+        }
+#endif
         for (int i = 0; i < mr; ++i) {
             const long ih0 = oh * J->sh - J->ph, iw0 = ow * J->sw - J->pw;
             const float* xn = J->x + nimg * J->H * J->W * J->C;

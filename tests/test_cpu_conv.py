@@ -63,7 +63,8 @@ DIRECT = [
     (1, 1100, 5, 4, 20, 3, 3, 1, 1, 1, False),  # C above KC: K blocks of a divisor of C inside each tap
     (1, 32, 7, 7, 96, 7, 7, 1, 3, 1, True),  # a filter as wide as the image
     (1, 3, 23, 21, 16, 7, 7, 2, 3, 1, True),  # strided: gathered, runs of S*C values (a stem)
-    (2, 3, 20, 64, 64, 7, 7, 2, 3, 1, False),  # a stem wide enough for whole tiles inside a row (gathers)
+    (2, 3, 20, 64, 64, 7, 7, 2, 3, 1, False),  # a stem wide enough for whole tiles inside a row
+    (1, 64, 102, 103, 16, 5, 5, 2, 2, 1, True),  # 17 MB of patches: gathered while packing, not copied
     (2, 17, 9, 10, 40, 3, 3, (2, 1), (1, 2), (1, 2), False),  # strided, dilated: tap by tap at the edges
 ]
 

@@ -14,9 +14,9 @@ FMAs. Here A is a row-major view with lda = C:
   tap it crosses (sums kept in the C tile between them); the rows with q >= Q (and p >= P) are
   computed into a workspace and dropped when the valid rows are copied out. Their share is (Wp - Q)/Wp (3x3: 3.5 % at 28x28, 12.5 % at 7x7).
 
-- any other stride: A is gathered while packing (output pixels exact), a filter row's S*C values as one
-  contiguous run where its taps lie inside the image: the small-channel stem (C = 3, 7x7, stride 2)
-  gathers 21-value runs instead of 3-value ones.
+- any other stride: the patches are copied once (im2col, M x R*S*C, a filter row's S*C values one
+  contiguous run where its taps lie inside the image: 21-value runs in the stem) and read in place;
+  above 16 MiB of patches (a batch) they are gathered while packing instead (each unit packs its A block).
 
 B is the filter in OHWI ("col" layout), packed by AVX-512 gathers (else transposed in 16-step blocks).
 """
@@ -183,7 +183,37 @@ static void conv_copy_out(void* arg, int tid, int nthreads) {
     }
 }
 
-static tr_buf tr_src_buf, tr_vout_buf;
+/* col (M, R*S*C) = the patches of the output pixels, a filter row's S*C values one run where its taps lie
+   inside the image row (dw = 1); rows split between threads */
+typedef struct { const tr_job* J; float* col; long M, R; } cv_col;
+
+static void conv_im2col(void* arg, int tid, int nthreads) {
+    const cv_col* A = (const cv_col*)arg;
+    const tr_job* J = A->J;
+    const long C = J->C, SC = J->S * C, PQ = J->P * J->Q, i0 = A->M * tid / nthreads, i1 = A->M * (tid + 1) / nthreads;
+    long nimg = i0 / PQ, oh = (i0 - nimg * PQ) / J->Q, ow = i0 - nimg * PQ - oh * J->Q;
+    for (long i = i0; i < i1; ++i) {
+        const long iw0 = ow * J->sw - J->pw;
+        const float* xn = J->x + nimg * J->H * J->W * C;
+        const int inside = J->dw == 1 && iw0 >= 0 && iw0 + J->S <= J->W;
+        float* d = A->col + i * A->R * SC;
+        for (long r = 0; r < A->R; ++r, d += SC) {
+            const long h = oh * J->sh - J->ph + r * J->dh;
+            if (h < 0 || h >= J->H) memset(d, 0, sizeof(float) * (size_t)SC);
+            else if (inside) memcpy(d, xn + (h * J->W + iw0) * C, sizeof(float) * (size_t)SC);
+            else for (long s = 0; s < J->S; ++s) {
+                const long w = iw0 + s * J->dw;
+                if (w < 0 || w >= J->W) memset(d + s * C, 0, sizeof(float) * (size_t)C);
+                else memcpy(d + s * C, xn + (h * J->W + w) * C, sizeof(float) * (size_t)C);
+            }
+        }
+        if (++ow == J->Q) { ow = 0; if (++oh == J->P) { oh = 0; ++nimg; } }
+    }
+}
+
+#define IM2COL_MAX_BYTES ((size_t)16 << 20)  /* above: the patches gathered while packing instead */
+
+static tr_buf tr_src_buf, tr_vout_buf, tr_col_buf;
 
 /* a copy pass on the pool: all threads above 256 KiB */
 static void conv_copy(tr_task fn, void* arg, size_t bytes, int threads) {
@@ -215,8 +245,15 @@ ENTRY = """
     J.n = K; J.k = C * R * S;
     int rc = 0;
     pthread_mutex_lock(&tr_call_mu);
-    if (!J.inplace) {{  /* a strided filter: A gathered while packing, output rows exact */
+    if (!J.inplace) {{  /* a strided filter: the patches built once and read in place, output rows exact */
         J.m = N * P * Q;
+        const size_t bytes = sizeof(float) * (size_t)J.m * (size_t)J.k;
+        float* col = bytes <= IM2COL_MAX_BYTES ? (float*)tr_reserve(&tr_col_buf, bytes) : NULL;
+        if (col) {{
+            cv_col a = {{&J, col, J.m, R}};
+            conv_copy(conv_im2col, &a, bytes, threads);
+            J.src = col; J.C = J.k; J.S = 1; J.dh = 0; J.Wp = 0; J.lda = J.k; J.inplace = 1;
+        }}
         J.c = out; J.out = out; J.ldc = K; J.ldo = K;
         rc = tr_gemm(&J, threads);
     }} else if (plain && sh == 1 && sw == 1) {{

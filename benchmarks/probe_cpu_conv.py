@@ -1,5 +1,14 @@
-"""Probe: Tracea's CPU conv2d against torch's on the ResNet-50 suite rows, timed in three ways
-(strict interleaving, alternating blocks, one side at a time), p50 and p95/p50 of each."""
+"""Probe: Tracea's CPU conv2d (heuristic schedule) against torch's on the ResNet-50 suite rows (NHWC fp32,
+batch 1), each verified against the float64 reference, timed three ways to see which is honest on a small
+machine: ``inter`` (strict interleaving, one sample each in turn), ``blocks`` (``--block`` samples of one
+side, then of the other, ``--rounds`` times, each turn after ``--gap`` seconds of sleep and one untimed
+call: what ``tracea bench`` does) and ``sep`` (all of one side, then all of the other). Prints p50 and
+p95/p50 per side and the ratio torch/Tracea.
+
+    python benchmarks/probe_cpu_conv.py --mode blocks --gap 0.02            # every row
+    python benchmarks/probe_cpu_conv.py --mode inter --rows 1,7,13          # some rows
+    python benchmarks/probe_cpu_conv.py --packed --threads 2 --no-torch     # the packed path alone
+"""
 
 from __future__ import annotations
 

@@ -9,6 +9,11 @@ block being packed, so no im2col buffer is ever built.
   output pixels of one output row is a contiguous run of input pixels); C is the image's output plane
   (ldc = P*Q), bias per row.
 
+fp32 NHWC with one group has two more forms, chosen per shape by the heuristic (``_form``) and offered
+to the tuner beside the packed one: the direct path (``pack_a`` off, conv_direct.py: the input, or one
+padded / im2col copy of it, read in place) and the small-M form (``pack_b`` off, conv_small.py: the
+filter read in place). The packed path above renders as it always did.
+
 Entry: ``int tracea_conv2d(void* const* bufs, const int64_t* dims, const double* fparams)`` with
 bufs = {x, weight, out, bias}, dims = {n, c, h, w, k, r, s, sh, sw, ph, pw, dh, dw, groups, threads}.
 """

@@ -2,8 +2,10 @@
 batch 1), each verified against the float64 reference, timed three ways to see which is honest on a small
 machine: ``inter`` (strict interleaving, one sample each in turn), ``blocks`` (``--block`` samples of one
 side, then of the other, ``--rounds`` times, each turn after ``--gap`` seconds of sleep and one untimed
-call: what ``tracea bench`` does) and ``sep`` (all of one side, then all of the other). Prints p50 and
-p95/p50 per side and the ratio torch/Tracea.
+call: what ``tracea bench`` does) and ``sep`` (all of one side, then all of the other). Prints the form
+and micro-kernel of Tracea's schedule, p50, p95/p50 and the fastest sample per side, and the ratio
+torch/Tracea of the medians and of the fastest samples (on a shared machine the medians say more about
+the neighbours).
 
     python benchmarks/probe_cpu_conv.py --mode blocks --gap 0.02            # every row
     python benchmarks/probe_cpu_conv.py --mode inter --rows 1,7,13          # some rows
@@ -34,7 +36,7 @@ def timings(fn, n, inner):
 def stats(ms):
     ms = sorted(ms)
     p50 = statistics.median(ms)
-    return p50, ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))] / p50
+    return p50, ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))] / p50, ms[0]
 
 
 def main() -> None:
@@ -105,11 +107,13 @@ def main() -> None:
         else:
             for n, f in fns.items():
                 res[n] = timings(f, a.block * a.rounds, inner[n])
-        t50, tsp = stats(res["tracea"])
-        line = f"{i:2d} {str((op.c, op.h, op.k, op.r, op.stride[0])):24s} err={err:.1e} tracea {t50:8.3f} ms x{tsp:.2f}"
+        t50, tsp, tmin = stats(res["tracea"])
+        form = "small-M" if not s.pack_b else "direct" if not s.pack_a else "packed"
+        line = (f"{i:2d} {str((op.c, op.h, op.k, op.r, op.stride[0])):24s} {form:7s} {s.mr}x{s.nr} err={err:.1e} "
+                f"tracea {t50:8.3f} ms x{tsp:.2f} min {tmin:.3f}")
         if "torch" in res:
-            b50, bsp = stats(res["torch"])
-            line += f"  torch {b50:8.3f} ms x{bsp:.2f}  ratio {b50 / t50:.2f}"
+            b50, bsp, bmin = stats(res["torch"])
+            line += f"  torch {b50:8.3f} ms x{bsp:.2f} min {bmin:.3f}  ratio {b50 / t50:.2f} (of mins {bmin / tmin:.2f})"
         print(line, flush=True)
 
 

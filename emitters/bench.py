@@ -6,8 +6,9 @@
 3. The first run happens in a forked child: a kernel that crashes or hangs there is a recorded
    ``runtime_failed`` / ``timeout``, not the end of Tracea. A wrong answer is ``wrong_result`` and is
    never timed.
-4. Tracea and the baseline are timed interleaved after warm-up: median and p95; the ratio is
-   baseline time / Tracea time (> 1: Tracea is faster).
+4. Tracea and the baseline are timed in alternating blocks after warm-up (``HOST_BLOCK`` samples of one,
+   a pause, then of the other: neither side's spinning idle threads land in the other's samples):
+   median and p95; the ratio is baseline time / Tracea time (> 1: Tracea is faster).
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ from .nvtx import phase as nvtx_phase
 from .nvtx import phase_of
 from .stability import measure_stable, spread_problem
 from .timing import Timing, interleaved
+
+# Host timing in alternating blocks: samples per turn, and the pause before a turn (libgomp's idle
+# workers, torch's, spin up to a few milliseconds after a call before they sleep)
+HOST_BLOCK = 5
+HOST_GAP_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -210,8 +216,8 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
 
 def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[str, Any], ref: np.ndarray,
                    tol: float, timing: dict[str, Any], base: dict[str, Any]) -> BenchResult:
-    """Verify ``kernel`` in a forked child, then again in this process, then time it interleaved with the
-    backend's host baseline."""
+    """Verify ``kernel`` in a forked child, then again in this process, then time it in alternating
+    blocks with the backend's host baseline."""
     out = np.empty(op.output_shape(), op.dtype.storage)  # type: ignore[attr-defined]
 
     def first_run() -> float:
@@ -242,7 +248,7 @@ def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[s
         names = {"tracea": "Tracea", "baseline": baseline.name}
         timings, unstable = measure_stable(
             lambda: interleaved(contenders, warmup=timing["warmup"], repeats=timing["repeats"],
-                                min_seconds=timing["min_seconds"]),
+                                min_seconds=timing["min_seconds"], block=HOST_BLOCK, gap_s=HOST_GAP_S),
             lambda t: spread_problem({names[k]: v for k, v in t.items()}))
     return BenchResult(
         status="ok", rel_err=err, tolerance=tol, tracea=timings["tracea"], baseline_name=baseline.name,

@@ -102,12 +102,14 @@ class CpuSchedule:
         dtype = getattr(getattr(op, "dtype", None), "value", None)
         if self.small_m and kind != "gemm":
             raise BadInputError(f"small_m: only a gemm has the small-M path, not {kind}")
-        if not self.pack_a and (kind != "gemm" or dtype != "fp32"):
-            raise BadInputError(f"pack_a: only an fp32 gemm reads A unpacked ({kind} {dtype} gathers or converts "
-                                "while packing)")
-        if not self.pack_b and (kind != "gemm" or dtype != "fp32" or getattr(op, "layout_b", None) != "row"):
-            raise BadInputError("pack_b: only an fp32 gemm with B in row layout reads B unpacked "
-                                "(its nr columns must be contiguous)")
+        in_place = kind == "gemm" or (kind == "conv2d" and getattr(op, "layout", None) == "nhwc")  # conv_direct.py
+        if not self.pack_a and (not in_place or dtype != "fp32"):
+            raise BadInputError(f"pack_a: only an fp32 gemm or NHWC conv2d reads A unpacked ({kind} {dtype} gathers "
+                                "or converts while packing)")
+        row_b = kind == "gemm" and getattr(op, "layout_b", None) == "row"
+        if not self.pack_b and (dtype != "fp32" or not (row_b or (in_place and kind == "conv2d"))):
+            raise BadInputError("pack_b: only an fp32 gemm with B in row layout (its nr columns must be contiguous) "
+                                "or an NHWC conv2d (the filter as the broadcast operand) reads B unpacked")
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -1,5 +1,6 @@
 """Timing that can be trusted on a noisy machine: warm-up, interleaved repeats of every contender
-(so drift in clocks or neighbours hits all alike), median and p95 per contender.
+(so drift in clocks or neighbours hits all alike), or alternating blocks of them (``block``), median
+and p95 per contender.
 
 CPU work is timed with ``time.perf_counter`` around complete calls (the kernels are synchronous). A call
 shorter than ``MIN_SAMPLE_S`` is repeated inside one sample (the per-call time is the sample over the
@@ -43,9 +44,16 @@ def _calls_per_sample(fn: Callable[[], object]) -> int:
 
 
 def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, repeats: int = 10,
-                min_seconds: float = 0.0, max_repeats: int = 200) -> dict[str, Timing]:
+                min_seconds: float = 0.0, max_repeats: int = 200, block: int = 1,
+                gap_s: float = 0.0) -> dict[str, Timing]:
     """Time each callable ``repeats`` times, round-robin, after ``warmup`` calls each; keep going
-    (up to ``max_repeats``) until the total measured time reaches ``min_seconds``."""
+    (up to ``max_repeats``) until the total measured time reaches ``min_seconds``.
+
+    ``block`` > 1 takes that many samples of one contender before the next one's turn, each turn after
+    ``gap_s`` of sleep and one untimed call. Why: a library whose idle threads busy-wait after a call
+    (torch's OpenMP workers spin for milliseconds) would otherwise hold a core during the other side's
+    samples; on a 2-core machine that halves the other side. After the gap its workers sleep, and the
+    untimed call wakes this side's own pool, so each side is timed back-to-back, at its best."""
     for _ in range(warmup):
         for fn in contenders.values():
             fn()
@@ -58,11 +66,15 @@ def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, re
         order = list(contenders.items()) if rounds % 2 == 0 else list(reversed(contenders.items()))
         for name, fn in order:
             n = inner[name]
-            t0 = time.perf_counter()
-            for _ in range(n):
+            if block > 1:
+                time.sleep(gap_s)
                 fn()
-            samples[name].append((time.perf_counter() - t0) * 1e3 / n)
-        rounds += 1
+            for _ in range(block):
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                samples[name].append((time.perf_counter() - t0) * 1e3 / n)
+        rounds += block
     out = {}
     for name, ms in samples.items():
         ms.sort()

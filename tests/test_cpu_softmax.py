@@ -53,3 +53,17 @@ def test_softmax_is_stable_and_thread_count_free(family):
     assert np.all(np.isfinite(one)) and relative_error(one, op.reference(inputs)) <= tolerance(op)
     many = cpu.build(op, v, cpu.hero_schedule(op, v, HOST), HOST)(inputs)
     assert np.array_equal(one, many)
+
+
+@pytest.mark.parametrize("shape", [(33, 1000), (1, 128256)])
+def test_torch_baseline_computes_the_same_softmax(shape):
+    """The suite's softmax baseline is torch.softmax where torch is installed (the one that counts: NumPy has
+    no fused softmax), and it agrees with the float64 reference."""
+    torch = pytest.importorskip("torch")
+    from tracea.emitters.baselines import softmax_baseline
+
+    op = Softmax(rows=shape[0], cols=shape[1], dtype="fp32")
+    inputs = op.random_inputs(np.random.default_rng())
+    base = softmax_baseline(op, inputs)
+    assert base.run is not None and base.name.startswith(f"torch {torch.__version__}")
+    assert relative_error(np.asarray(base.run(), np.float64), op.reference(inputs)) <= tolerance(op)

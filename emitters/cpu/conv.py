@@ -9,22 +9,32 @@ block being packed, so no im2col buffer is ever built.
   output pixels of one output row is a contiguous run of input pixels); C is the image's output plane
   (ldc = P*Q), bias per row.
 
+fp32 NHWC with one group has two more forms, chosen per shape by the heuristic (``_form``) and offered
+to the tuner beside the packed one: the direct path (``pack_a`` off, conv_direct.py: the input, or one
+padded / im2col copy of it, read in place) and the small-M form (``pack_b`` off, conv_small.py: the
+filter read in place). The packed path above renders as it always did.
+
 Entry: ``int tracea_conv2d(void* const* bufs, const int64_t* dims, const double* fparams)`` with
 bufs = {x, weight, out, bias}, dims = {n, c, h, w, k, r, s, sh, sw, ph, pw, dh, dw, groups, threads}.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..schedule import CpuSchedule
+from .conv_direct import check as direct_check
+from .conv_direct import in_place, render_direct, unsupported
+from .conv_small import render_small
 from .cores import Core
 from .gemm import _pack_a, _pack_b
 from .gemm_core import VEC_SUFFIX, CoreSpec, blocked_metadata, render_core
 from .isa import CpuIsa
-from .schedules import blocked_space
+from .schedules import blocked_space, hero_schedule
 
 ENTRY = "tracea_conv2d"
+SMALL_CHANNELS = 16  # below this many input channels the direct path's run-merging gather pays
 
 FIELDS = """    const in_t* xg;            /* input of this image / group (see the packing routines) */
     const in_t* wg;            /* filter of this group */
@@ -100,6 +110,10 @@ NCHW_PACK_B = """    /* rows kk = (c*R + r)*S + s, columns are output pixels of 
 def render_conv(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
     from .pool import pool_c
 
+    if not s.pack_a:
+        return render_direct(op, isa, s, header, ENTRY)
+    if not s.pack_b:
+        return render_small(op, isa, s, header, ENTRY, FIELDS, NHWC_PACK_A, _pack_a("row"))
     dtype = op.dtype.value
     nhwc = op.layout == "nhwc"
     # the filter as a GEMM operand: element (kk, j) of B at wg[j * Kdim + kk] (NHWC), element (i, kk) of
@@ -176,13 +190,70 @@ def gemm_dims(op: Any) -> tuple[int, int, int]:
     return op.n * oh * ow, op.k // op.groups, (op.c // op.groups) * op.r * op.s
 
 
+def _micro_kernel(op: Any, s: CpuSchedule) -> CpuSchedule:
+    """An NHWC conv's GEMM columns are its output channels, mostly powers of two: a 48-wide AVX-512
+    micro-kernel leaves a third-full panel at 64 channels (2/3 of the FMAs useful), where 6x64 and
+    14x32 fill every one. 6x64 where there are many pixels, 14x32 (fewer, taller tiles) where few
+    (CI machine, 2026-11-25: ResNet-50 rows 64-256 channels at 56x56 1.2-1.6x faster than 8x48)."""
+    m, n, _ = gemm_dims(op)
+    if op.layout != "nhwc" or (s.mr, s.nr) != (8, 48) or n % 48 == 0 or n % 32:
+        return s
+    mr, nr = (6, 64) if m >= 512 and n % 64 == 0 else (14, 32)
+    return dataclasses.replace(s, mr=mr, nr=nr, mc=max(mr, s.mc // mr * mr), nc=max(nr, s.nc // nr * nr))
+
+
+def _small_m(op: Any, s: CpuSchedule) -> CpuSchedule:
+    """The filter read in place (conv_small.py), with the micro-kernel whose width wastes the fewest
+    columns on the output pixels (49 pixels: a 48-wide one computes 96)."""
+    m = gemm_dims(op)[0]
+    if (s.mr, s.nr) == (8, 48):
+        mr, nr = min(((8, 48), (6, 64), (14, 32)), key=lambda t: (-(-m // t[1]) * t[1], -t[1]))
+        s = dataclasses.replace(s, mr=mr, nr=nr, mc=max(mr, s.mc // mr * mr), nc=max(nr, s.nc // nr * nr))
+    return dataclasses.replace(s, pack_b=False)
+
+
+def _heuristic(op: Any, v: Any, host: Any) -> CpuSchedule:
+    """Per shape (CI machine, 2026-11-25, ResNet-50 rows at batch 1): the filter read in place
+    (conv_small.py) where it outweighs the pixels 16 to 1 (2048 channels over 49 pixels: 1.3x the
+    direct path); the direct path (conv_direct.py) where it reads the input in place, where few
+    channels make the packed path's gather slow (the stem: 2x), or where pixels are fewer than
+    channels (1.3x the small-M form, 2-5x the packed path); else the packed path. The micro-kernel's
+    width fitted to the GEMM's columns."""
+    return _form(op, hero_schedule(op, v, host))
+
+
+def _form(op: Any, s: CpuSchedule) -> CpuSchedule:
+    if unsupported(op):
+        return _micro_kernel(op, s)
+    m, n, _ = gemm_dims(op)
+    if m * 16 <= n:
+        return _small_m(op, s)
+    if in_place(op) or op.c < SMALL_CHANNELS or m < n:
+        return dataclasses.replace(_micro_kernel(op, s), pack_a=False)
+    return _micro_kernel(op, s)
+
+
+def _check(op: Any, v: Any, s: CpuSchedule, host: Any) -> None:
+    s.validate(op, host, v)
+    direct_check(op, s)
+
+
 def _space(op: Any, v: Any, host: Any) -> list[CpuSchedule]:
-    return blocked_space(op, v, host, gemm_dims(op))
+    """The packed core's candidates, hero first; where the direct path and the small-M form apply, each
+    candidate also with the input, and with the filter, read in place."""
+    packed = blocked_space(op, v, host, gemm_dims(op))  # the clamped hero first
+    hero = _form(op, packed[0])
+    if unsupported(op):
+        return packed if hero == packed[0] else [hero, *packed]
+    direct = [dataclasses.replace(s, pack_a=False) for s in packed]
+    small = [dataclasses.replace(s, pack_b=False) for s in packed]
+    return [hero, *(s for s in [*direct, *small, *packed] if s != hero)]
 
 
 def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
-    return blocked_metadata(op, isa, s, name, ["bias"] if op.bias else [], True)
+    return blocked_metadata(op, isa, s, name, ["bias"] if op.bias else [], s.pack_a and s.pack_b)
 
 
 CORE = Core(kind="conv2d", render=render_conv, space=_space, entry=ENTRY, buffers=("x", "weight", "out", "bias"),
-            arguments=_arguments, tag=_tag, shape_free=("dtype", "layout", "bias"), metadata=_metadata)
+            arguments=_arguments, tag=_tag, shape_free=("dtype", "layout", "bias"), metadata=_metadata,
+            heuristic=_heuristic, check=_check)

@@ -51,6 +51,10 @@ class CoreSpec:
     unpacked_a: str | None = None  # "row" | "col": the micro-kernel may read A in place (fp32 only)
     unpacked_b: str | None = None  # "row": the micro-kernel may read B in place (fp32 only)
     helpers: str = ""  # C placed before the packing routines
+    unpacked_a_at: str | None = None  # C expression of a full A panel's address at (i0, pc), read in place
+    fixed_kc: bool = False  # the entry sets J->kc (K blocks that must not cross a boundary of the op's)
+    unpacked_a_if: str | None = None  # C condition under which full A panels are read in place (else always)
+    segmented_a: str | None = None  # C call that runs an in-place A panel's micro-kernel(s) given pc (tile's K start)
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,8 @@ def render_core(isa: CpuIsa, s: CpuSchedule, spec: CoreSpec) -> str:
     p = plan_core(isa, s, spec)
     kernels = [_ukernel(p, am, bm) for am in p.amodes for bm in p.bmodes]
     epilogue = [_epilogue(spec)] if p.has_epilogue else []
-    return "\n".join([_defines(p), *_loaders(p), *kernels, *epilogue, _tile(p) + _worker(p) + _driver()])
+    return "\n".join([_defines(p), *_loaders(p), *kernels, *epilogue,
+                      _tile(p) + _worker(p) + _driver(spec.fixed_kc)])
 
 
 def _defines(p: CorePlan) -> str:
@@ -258,11 +263,11 @@ static void merge(float* c, long ldc, const float* t, int mr, int nr, int accumu
 }}
 
 static void tile(const tr_job* J, const float* a, long lda, const float* b, long ldb, int amode, int bmode,
-                 int kc, long i0, long j0, int mr, int nr, int first, int last) {{
+                 int kc, long i0, long j0, int mr, int nr, int first, int last{", long pc" if p.spec.segmented_a else ""}) {{
     float* c = J->c ? J->c + i0 * J->ldc + j0 : NULL;
     float t[MR * NR] __attribute__((aligned(64)));
     (void)amode; (void)bmode;
-#define TR_UK(dst, ld, acc) {_dispatch(p.amodes, p.bmodes)}
+#define TR_UK(dst, ld, acc) {_dispatch(p.amodes, p.bmodes, p.spec.segmented_a)}
     if ({"first && last" if p.converts else "0"}) {{
         /* one K block and a converted output: the sums never leave this tile */
         TR_UK(t, NR, 0);
@@ -327,7 +332,7 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
                 if (mb != packed_mb) {{
                     for (int r = 0; r < apanels; ++r) {{
                         const int mr = (int)tr_min(MR, mc - (long)r * MR);
-                        {"if (mr == MR) continue;  /* full panels are read in place */" if p.direct_a else ""}
+                        {_skip_a(p.spec) if p.direct_a else ""}
                         pack_a(J, ic + (long)r * MR, mr, pc, kc, ap + (long)r * MR * kc);
                     }}
                     packed_mb = mb;
@@ -346,7 +351,7 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
                         long lda = MR;
                         int amode = 0;
                         {_direct_a(p.spec) if p.direct_a else ""}
-                        tile(J, apn, lda, bp, ldb, amode, bmode, kc, i0, j0, mr, nr, first, last);
+                        tile(J, apn, lda, bp, ldb, amode, bmode, kc, i0, j0, mr, nr, first, last{", pc" if p.spec.segmented_a else ""});
                     }}
                 }}
             }}
@@ -358,9 +363,9 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
 """
 
 
-def _driver() -> str:
+def _driver(fixed_kc: bool = False) -> str:
     """``tr_gemm(J, threads)``: this call's balanced blocks, threads, units and buffers; then the workers."""
-    return """
+    text = """
 static tr_buf tr_bpack_buf, tr_apack_buf, tr_ws_buf;
 
 /* Blocks, buffers and threads for J (operands and output set by the caller); 0 or an error code. */
@@ -406,6 +411,8 @@ static int tr_gemm(tr_job* J, int max_threads) {
     return 0;
 }
 """
+    return text.replace("J->kc = tr_balanced(J->k, KC, 1);", "if (J->kc <= 0) J->kc = tr_balanced(J->k, KC, 1);") \
+        if fixed_kc else text
 
 
 def blocked_metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str, epilogue: list[str],
@@ -432,19 +439,29 @@ def blocked_metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str, epilogue: 
     }
 
 
-def _dispatch(amodes: tuple[str, ...], bmodes: tuple[str, ...]) -> str:
+def _dispatch(amodes: tuple[str, ...], bmodes: tuple[str, ...], segmented: str | None = None) -> str:
     if len(amodes) == 1 and len(bmodes) == 1:
         return "ukernel_packed_packed(kc, a, lda, b, ldb, dst, ld, acc)"
     branches = []
     for ai, am in enumerate(amodes):
         for bi, bm in enumerate(bmodes):
-            branches.append(f"if (amode == {ai} && bmode == {bi}) ukernel_{am}_{bm}(kc, a, lda, b, ldb, dst, ld, acc);")
+            call = segmented if segmented and ai == 1 else f"ukernel_{am}_{bm}(kc, a, lda, b, ldb, dst, ld, acc)"
+            branches.append(f"if (amode == {ai} && bmode == {bi}) {call};")
     return " else ".join(branches)
+
+
+def _full_a(spec: CoreSpec) -> str:
+    return "mr == MR" + (f" && {spec.unpacked_a_if}" if spec.unpacked_a_if else "")
+
+
+def _skip_a(spec: CoreSpec) -> str:
+    return f"if ({_full_a(spec)}) continue;  /* full panels are read in place */"
 
 
 def _direct_a(spec: CoreSpec) -> str:
     off = "i0 * J->lda + pc" if spec.unpacked_a == "row" else "pc * J->lda + i0"
-    return f"if (mr == MR) {{ apn = (const float*)J->a + {off}; lda = J->lda; amode = 1; }}"
+    at = spec.unpacked_a_at or f"(const float*)J->a + {off}"
+    return f"if ({_full_a(spec)}) {{ apn = {at}; lda = J->lda; amode = 1; }}"
 
 
 def _direct_b(spec: CoreSpec) -> str:

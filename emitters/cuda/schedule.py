@@ -11,7 +11,9 @@
   4 x 4 for 16-byte shared-memory reads), a double-buffered shared stage (``stages`` = 2). ``split_k`` > 1
   (GEMM): each tile's K range split over that many blocks, whose partials the last to arrive sums in a
   fixed order (deterministic) before the epilogue; 1 (the default, left out of the JSON and the name)
-  is the one-block-a-tile kernel.
+  is the one-block-a-tile kernel. ``frags`` 2: the next k step's operand fragments are read from shared
+  memory into a second register set while this step multiplies, across the tile's barrier too (the read
+  latency hidden by a step's 64 FMAs); 1 (the default, left out of the JSON and the name): read, then use.
 - ``softmax``: ``threads`` per block, ``vec`` elements per vector access, ``chunks`` vectors held in
   registers by each thread (the single-pass form; 0 = stream the row twice with an online max/sum).
   ``lanes`` > 0: several rows per block, ``lanes`` (1..32, a power of two) threads per row, the row held in
@@ -70,6 +72,7 @@ class CudaSchedule:
     lanes: int = 0  # softmax: threads per row, several rows per block (0: a block per row)
     split: int = 0  # softmax: blocks per row (0: one)
     split_k: int = 1  # simt GEMM: blocks sharing a tile's K range (1: one)
+    frags: int = 1  # simt: register sets of the operand fragments (2: the next k step's read during this one)
 
     # ------------------------------------------------------------------ derived
 
@@ -96,6 +99,7 @@ class CudaSchedule:
         tag += f"_p{self.persist}" if self.persist else ""
         tag += "_ed" if self.epilogue == "direct" else ""
         tag += f"_b{self.min_blocks}" if self.min_blocks != 1 else ""
+        tag += f"_f{self.frags}" if self.frags != 1 else ""
         return tag + (f"_k{self.split_k}" if self.split_k != 1 else "")
 
     # ------------------------------------------------------------------ validation
@@ -104,7 +108,7 @@ class CudaSchedule:
         """Raise ``BadInputError`` naming the first field that cannot work (for ``op`` on ``arch``)."""
         if self.core not in CORES:
             raise BadInputError(f"core: expected one of {', '.join(CORES)}, got {self.core!r}")
-        for name in ("bm", "bn", "bk", "wm", "wn", "stages", "raster", "min_blocks", "vec", "split_k"):
+        for name in ("bm", "bn", "bk", "wm", "wn", "stages", "raster", "min_blocks", "vec", "split_k", "frags"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
@@ -120,6 +124,8 @@ class CudaSchedule:
             raise BadInputError("lanes: rows per block and split rows are softmax forms")
         if self.split_k != 1:
             self._validate_split_k(op)
+        if self.frags != 1 and (self.core != "simt" or self.frags != 2):
+            raise BadInputError(f"frags: {self.frags!r} fragment register sets: 1 or 2, on the simt core")
         if self.core == "softmax":
             self._validate_softmax(op)
         else:
@@ -251,8 +257,9 @@ class CudaSchedule:
         for name in ("lanes", "split"):  # likewise (softmax forms added later)
             if not d[name]:
                 del d[name]
-        if d["split_k"] == 1:  # likewise (the simt K split)
-            del d["split_k"]
+        for name in ("split_k", "frags"):  # likewise (the simt K split and fragment double buffer)
+            if d[name] == 1:
+                del d[name]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", **d}
 
     @staticmethod

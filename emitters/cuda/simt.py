@@ -240,6 +240,8 @@ def render_simt(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None
         meta["tile"]["split_k"] = s.split_k
         meta["workspace_bytes"] = workspace_bytes(tiles, s)
         meta["reduction"] = "last block of each tile, parts in order (deterministic)"
+    if s.frags == 2:
+        meta["tile"]["frags"] = 2
     return Rendered(k.name, k.name, "\n".join(L) + "\n", params, grid, (nt, 1, 1), k.smem, meta)
 
 
@@ -306,7 +308,15 @@ def _mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -
             a_load, b_load, a_store, b_store,
             "__syncthreads();",
             f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;",
-            "for (int kt = 0; kt < ktiles; ++kt) {",
+            *(_kloop_frags2(k, a, b) if s.frags == 2 else _kloop(k, a, b))]
+
+
+def _kloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
+    """Per k tile: the next tile's global loads, the ``bk`` steps of 8 x 8 outer products (each reading its
+    fragments, then multiplying), the stores to the other buffer and the barrier."""
+    s = k.s
+    (a_load, a_store, _), (b_load, b_store, _) = a, b
+    return ["for (int kt = 0; kt < ktiles; ++kt) {",
             f"  k0 = (kt + 1) * {s.bk};" if s.split_k == 1 else f"  k0 = (kt0 + kt + 1) * {s.bk};",
             "  const bool more = kt + 1 < ktiles;",
             "  if (more) {", a_load, b_load, "  }",
@@ -324,6 +334,49 @@ def _mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -
             "  if (more) {",
             "    buf ^= 1;", a_store, b_store,
             "    __syncthreads();",
+            "  }",
+            "}"]
+
+
+def _fragment(k: SimtKernel, i: str, buf: str, kk: str) -> list[str]:
+    """Fragment set ``i`` (A's two float4 of 4 rows, half a warp tile apart; B's two of 4 columns) read from
+    shared buffer ``buf`` at k row ``kk``."""
+    s = k.s
+    return [f"fa[{i}][0] = *(const float4*)&As[{buf}][{kk}][am]; "
+            f"fa[{i}][1] = *(const float4*)&As[{buf}][{kk}][am + {s.wm // 2}];",
+            f"fb[{i}][0] = *(const float4*)&Bs[{buf}][{kk}][bn_]; "
+            f"fb[{i}][1] = *(const float4*)&Bs[{buf}][{kk}][bn_ + {s.wn // 2}];"]
+
+
+def _kloop_frags2(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
+    """``frags`` 2: each k step first reads the next step's fragments into the other register set, then
+    multiplies the ones read a step earlier. The last step of a tile stores the next tile to the other buffer
+    and waits at the barrier before reading that tile's first fragments, so that their latency hides behind
+    the step's 64 FMAs instead of stalling the warps after the barrier (one barrier a tile still: every read
+    of the buffer being written was issued before the previous tile's barrier)."""
+    s = k.s
+    (a_load, a_store, _), (b_load, b_store, _) = a, b
+    uses = ("a[0] = fa[c][0].x; a[1] = fa[c][0].y; a[2] = fa[c][0].z; a[3] = fa[c][0].w; "
+            "a[4] = fa[c][1].x; a[5] = fa[c][1].y; a[6] = fa[c][1].z; a[7] = fa[c][1].w;",
+            "b[0] = fb[c][0].x; b[1] = fb[c][0].y; b[2] = fb[c][0].z; b[3] = fb[c][0].w; "
+            "b[4] = fb[c][1].x; b[5] = fb[c][1].y; b[6] = fb[c][1].z; b[7] = fb[c][1].w;")
+    return ["float4 fa[2][2], fb[2][2];",
+            *_fragment(k, "0", "0", "0"),
+            "for (int kt = 0; kt < ktiles; ++kt) {",
+            f"  k0 = (kt + 1) * {s.bk};" if s.split_k == 1 else f"  k0 = (kt0 + kt + 1) * {s.bk};",
+            "  const bool more = kt + 1 < ktiles;",
+            "  if (more) {", a_load, b_load, "  }",
+            f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{",
+            f"    if (k == {s.bk - 1} && more) {{",
+            "      buf ^= 1;", a_store, b_store,
+            "      __syncthreads();",
+            "    }",
+            "    const int c = k & 1;",
+            *("    " + x for x in _fragment(k, "c ^ 1", "buf", f"(k + 1) % {s.bk}")),
+            "    float a[8], b[8];",
+            *("    " + x for x in uses),
+            "    #pragma unroll\n    for (int i = 0; i < 8; ++i)\n    #pragma unroll\n    for (int j = 0; j < 8; ++j) "
+            "acc[i][j] = fmaf(a[i], b[j], acc[i][j]);",
             "  }",
             "}"]
 

@@ -195,21 +195,45 @@ def sm_count(host: Any) -> int:
     return int(getattr(gpus[0], "sm_count", 0) or 132) if gpus else 132
 
 
+# Forms of the core beside the hero's, (bm, bn, bk, wm, wn, min_blocks, frags): the fragments double-buffered
+# in registers (frags 2), two blocks an SM or 16-warp blocks at 128 registers a thread (more warps to hide
+# latency), bk 32 (half the barriers). Not yet measured: benchmarks/gpu/simt_odd.py --sweep times them.
+CORE_FORMS = ((128, 128, 16, 32, 64, 1, 2), (128, 128, 16, 64, 32, 1, 2), (128, 128, 8, 32, 64, 2, 1),
+              (128, 128, 8, 32, 64, 2, 2), (128, 128, 32, 32, 64, 1, 1), (128, 128, 32, 32, 64, 1, 2),
+              (128, 256, 8, 32, 64, 1, 1), (128, 256, 8, 32, 64, 1, 2), (128, 256, 16, 32, 64, 1, 2),
+              (256, 128, 8, 64, 32, 1, 1), (256, 128, 8, 64, 32, 1, 2), (256, 128, 16, 64, 32, 1, 2),
+              (64, 128, 16, 32, 64, 1, 2), (128, 64, 16, 64, 32, 1, 2), (64, 64, 16, 32, 64, 1, 2),
+              (64, 64, 8, 32, 64, 1, 2))
+# M <= 64: tiles short in M and long in N (warps of 16 x 128 lanes' outputs), split over K
+SKINNY_FORMS = ((64, 256, 16, 32, 64, 1, 2), (64, 256, 8, 32, 64, 1, 1), (32, 256, 8, 16, 128, 1, 1),
+                (32, 256, 8, 16, 128, 1, 2), (32, 512, 8, 16, 128, 1, 1), (32, 512, 8, 16, 128, 1, 2),
+                (16, 512, 8, 16, 128, 1, 1), (16, 512, 8, 16, 128, 1, 2))
+
+
+def forms(op: Any) -> list[CudaSchedule]:
+    """``CORE_FORMS`` and, for a GEMM of at most 64 rows, ``SKINNY_FORMS``, unsplit."""
+    rows = CORE_FORMS + (SKINNY_FORMS if op.kind == "gemm" and op.m <= 64 else ())
+    return [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8, min_blocks=b, frags=f)
+            for bm, bn, bk, wm, wn, b, f in rows]
+
+
 def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
-    """Block tiles 32x64..128x128, both warp shapes, bk 8 or 16; for a GEMM each also split over K in 2..16
-    parts where its tiles leave SMs idle (build drops what does not validate)."""
+    """Block tiles 32x64..128x128, both warp shapes, bk 8 or 16, and the ``forms``; for a GEMM each (of the
+    forms: those with double-buffered fragments or short tiles) also split over K in 2..16 parts where its
+    tiles leave SMs idle (build drops what does not validate)."""
     tiles = [(bm, bn) for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64))]
     out = [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8)
            for bm, bn in tiles for wm, wn in ((32, 64), (64, 32)) for bk in (8, 16)]
     if op.kind != "gemm":
-        return out
+        return out + forms(op)
     sms = max(1, getattr(arch, "sm_count", 0) or 132)
     out += [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8) for bm, bn, wm, wn in ((32, 64, 32, 64),
                                                                                           (64, 32, 64, 32))
             for bk in (8, 16)]
-    split = [dataclasses.replace(s, split_k=k) for s in out if _tiles(op, s) < 2 * sms
-             for k in (2, 3, 4, 6, 8, 12, 16) if -(-op.k // s.bk) >= 2 * k]
-    return out + split
+    extra = forms(op)
+    split = [dataclasses.replace(s, split_k=k) for s in out + [f for f in extra if f.frags == 2 or f.bm < 64]
+             if _tiles(op, s) < 2 * sms for k in (2, 3, 4, 6, 8, 12, 16) if -(-op.k // s.bk) >= 2 * k]
+    return out + extra + split
 
 
 def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:

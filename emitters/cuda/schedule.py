@@ -221,8 +221,11 @@ class CudaSchedule:
                 raise BadInputError(f"wm: {self.wm}x{self.wn} does not split into 32 lanes of 8x8")
             if self.bk not in (8, 16, 32):
                 raise BadInputError(f"bk: {self.bk} is not 8, 16 or 32")
-            if self.stages != 2:
-                raise BadInputError("stages: the SIMT core double-buffers (stages = 2)")
+            if not 2 <= self.stages <= 4:
+                raise BadInputError(f"stages: {self.stages}: the SIMT core double-buffers through registers (2) or "
+                                    "runs a cp.async pipeline of 3 or 4 stages")
+            if self.stages > 2 and op is not None and getattr(op, "kind", None) != "gemm":
+                raise BadInputError("stages: the SIMT cp.async pipeline (3 or 4 stages) is implemented for gemm only")
         if self.persist and (self.core != "mma" or self.persist > self.min_blocks):
             raise BadInputError(f"persist: a persistent grid of {self.persist} blocks per SM needs the mma core and "
                                 f"at most min_blocks ({self.min_blocks}) blocks per SM")

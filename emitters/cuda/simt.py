@@ -21,6 +21,7 @@ import dataclasses
 from typing import Any
 
 from ..cstyle import Param
+from . import simt_async
 from .conv import CONV_ARGS, gemm_scalars, k_decompose, k_offset
 from .mma import epilogue_lines
 from .plan import SIMT_PAD, SimtKernel, simt_kernel, simt_smem_bytes
@@ -246,15 +247,18 @@ def render_simt(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None
     r = renderer or CudaRenderer()
     k = simt_kernel(op, schedule, arch.smem_optin)
     s, nt = k.s, k.threads
-    pro, a, b = _loaders(k)
-    L = [r.prelude(1), _signature(r, k) + " {", *_head(k), pro, *_mainloop(k, a, b), *split_reduction(k),
-         _simt_epilogue(op, s, k.epi, k.conv), "}"]
+    if s.stages > 2:  # the cp.async pipeline (GEMM)
+        body = [simt_async.HELPERS + _signature(r, k) + " {", *_head(k), *simt_async.mainloop(k)]
+    else:
+        pro, a, b = _loaders(k)
+        body = [_signature(r, k) + " {", *_head(k), pro, *_mainloop(k, a, b)]
+    L = [r.prelude(1), *body, *split_reduction(k), _simt_epilogue(op, s, k.epi, k.conv), "}"]
     M, N, _ = k.mnk
     tiles = -(-M // s.bm) * -(-N // s.bn)
     grid = (tiles * s.split_k, 1, 1)
     params = (("x", "weight") if k.conv else ("a", "b")) + ("out", "bias", "residual", "M", "N", "K", "alpha") + \
         (CONV_ARGS if k.conv else ()) + (("workspace",) if s.split_k > 1 else ())
-    meta = {"name": k.name, "tile": {"M": s.bm, "N": s.bn, "K": s.bk, "stages": 2, "warp": [s.wm, s.wn],
+    meta = {"name": k.name, "tile": {"M": s.bm, "N": s.bn, "K": s.bk, "stages": s.stages, "warp": [s.wm, s.wn],
                                      "thread": [8, 8]},
             "fragments": {"mma": "fma.rn.f32 (CUDA cores)", "dtype_in": "fp32", "dtype_acc": "fp32"},
             "launch": {"grid": list(grid), "block": [nt, 1, 1], "dynamic_smem": k.smem}, "epilogue": list(k.epi)}
@@ -301,7 +305,7 @@ def _head(k: SimtKernel) -> list[str]:
     warps_n, lanes_n = s.bn // s.wn, s.wn // 8  # lanes across the warp tile's n extent (8 columns each)
     return ["extern __shared__ __align__(16) float tr_smem_f[];",
             f"float (*As)[{s.bk}][{pa}] = (float (*)[{s.bk}][{pa}])tr_smem_f;",
-            f"float (*Bs)[{s.bk}][{pb}] = (float (*)[{s.bk}][{pb}])(tr_smem_f + {2 * s.bk * pa});",
+            f"float (*Bs)[{s.bk}][{pb}] = (float (*)[{s.bk}][{pb}])(tr_smem_f + {s.stages * s.bk * pa});",
             "const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;",
             f"const int warp_m = warp / {warps_n}, warp_n = warp % {warps_n};",
             f"const int lm = lane / {lanes_n}, ln = lane % {lanes_n};",

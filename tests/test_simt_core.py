@@ -30,14 +30,15 @@ class NoGpu:
 
 
 def test_frags_and_stages_fields_json_name_and_checks():
-    s = dataclasses.replace(BIG, frags=2, stages=3)
-    assert "frags" not in BIG.to_json() and "_f" not in BIG.name
-    assert s.to_json()["frags"] == 2 and "_s3_" in s.name and s.name.endswith("_f2")
+    s = dataclasses.replace(BIG, frags=2, stages=3, order="snake")
+    assert "frags" not in BIG.to_json() and "order" not in BIG.to_json() and "_f" not in BIG.name
+    assert s.to_json()["frags"] == 2 and "_s3_" in s.name and s.name.endswith("_f2_os")
     assert CudaSchedule.from_json(s.to_json()) == s
     op = Gemm(1000, 999, 1001)
     s.validate(op, parse_arch("sm_90a"))
     for bad, what in [(dataclasses.replace(BIG, frags=3), "frags"), (dataclasses.replace(BIG, frags=0), "frags"),
                       (dataclasses.replace(BIG, stages=5), "stages"), (dataclasses.replace(BIG, stages=1), "stages"),
+                      (dataclasses.replace(BIG, order="cols"), "order"),
                       (CudaSchedule("mma", bk=32, frags=2), "frags")]:
         with pytest.raises(BadInputError, match=what):
             bad.validate(op)
@@ -109,6 +110,8 @@ EMU_CASES = [  # (op, schedule, cp.async copies land late (1) or at issue (0))
     (Gemm(131, 70, 199, layout_a="col", layout_b="col"), dataclasses.replace(BIG, frags=2, split_k=3), 1),
     (Gemm(100, 72, 99), dataclasses.replace(BIG, stages=3), 1),
     (Gemm(100, 72, 99), dataclasses.replace(BIG, stages=3), 0),
+    (Gemm(100, 72, 100, epilogue=("bias",)), dataclasses.replace(BIG, stages=3, order="snake"), 1),
+    (Gemm(100, 72, 100), dataclasses.replace(BIG, order="snake", frags=2), 1),
     (Gemm(131, 70, 199, layout_a="col"), dataclasses.replace(BIG, stages=4, frags=2, split_k=3), 1),
     (Gemm(131, 70, 199, layout_a="col"), dataclasses.replace(BIG, stages=4, frags=2, split_k=3), 0),
     (Gemm(64, 200, 131, layout_b="col", epilogue=("residual", "scale"), alpha=0.5),

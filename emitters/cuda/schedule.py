@@ -14,6 +14,8 @@
   is the one-block-a-tile kernel. ``frags`` 2: the next k step's operand fragments are read from shared
   memory into a second register set while this step multiplies, across the tile's barrier too (the read
   latency hidden by a step's 64 FMAs); 1 (the default, left out of the JSON and the name): read, then use.
+  ``stages`` 3 or 4 (GEMM): a cp.async pipeline fills the shared tiles without registers in between
+  (``simt_async.py``). ``order`` "snake": a k step's FMAs column by column, rows down and up in turn.
 - ``softmax``: ``threads`` per block, ``vec`` elements per vector access, ``chunks`` vectors held in
   registers by each thread (the single-pass form; 0 = stream the row twice with an online max/sum).
   ``lanes`` > 0: several rows per block, ``lanes`` (1..32, a power of two) threads per row, the row held in
@@ -73,6 +75,7 @@ class CudaSchedule:
     split: int = 0  # softmax: blocks per row (0: one)
     split_k: int = 1  # simt GEMM: blocks sharing a tile's K range (1: one)
     frags: int = 1  # simt: register sets of the operand fragments (2: the next k step's read during this one)
+    order: str = "rows"  # simt: the order of a k step's 64 FMAs ("rows", or "snake": columns, rows down and up)
 
     # ------------------------------------------------------------------ derived
 
@@ -100,6 +103,7 @@ class CudaSchedule:
         tag += "_ed" if self.epilogue == "direct" else ""
         tag += f"_b{self.min_blocks}" if self.min_blocks != 1 else ""
         tag += f"_f{self.frags}" if self.frags != 1 else ""
+        tag += "_os" if self.order == "snake" else ""
         return tag + (f"_k{self.split_k}" if self.split_k != 1 else "")
 
     # ------------------------------------------------------------------ validation
@@ -126,6 +130,8 @@ class CudaSchedule:
             self._validate_split_k(op)
         if self.frags != 1 and (self.core != "simt" or self.frags != 2):
             raise BadInputError(f"frags: {self.frags!r} fragment register sets: 1 or 2, on the simt core")
+        if self.order != "rows" and (self.core != "simt" or self.order != "snake"):
+            raise BadInputError(f"order: {self.order!r}: the simt core's FMA orders are rows and snake")
         if self.core == "softmax":
             self._validate_softmax(op)
         else:
@@ -263,6 +269,8 @@ class CudaSchedule:
         for name in ("split_k", "frags"):  # likewise (the simt K split and fragment double buffer)
             if d[name] == 1:
                 del d[name]
+        if d["order"] == "rows":
+            del d["order"]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", **d}
 
     @staticmethod

@@ -356,8 +356,7 @@ def _kloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> l
             f"b1 = *(const float4*)&Bs[buf][k][bn_ + {s.wn // 2}];",
             "    a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w; a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;",
             "    b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w; b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;",
-            "    #pragma unroll\n    for (int i = 0; i < 8; ++i)\n    #pragma unroll\n    for (int j = 0; j < 8; ++j) "
-            "acc[i][j] = fmaf(a[i], b[j], acc[i][j]);",
+            simt_async.fma_block(s),
             "  }",
             "  if (more) {",
             "    buf ^= 1;", a_store, b_store,
@@ -403,8 +402,7 @@ def _kloop_frags2(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int
             *("    " + x for x in _fragment(k, "c ^ 1", "buf", f"(k + 1) % {s.bk}")),
             "    float a[8], b[8];",
             *("    " + x for x in uses),
-            "    #pragma unroll\n    for (int i = 0; i < 8; ++i)\n    #pragma unroll\n    for (int j = 0; j < 8; ++j) "
-            "acc[i][j] = fmaf(a[i], b[j], acc[i][j]);",
+            simt_async.fma_block(s),
             "  }",
             "}"]
 

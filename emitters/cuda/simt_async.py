@@ -54,6 +54,9 @@ def issue(which: str, kmaj: bool, contiguous_len: int, s: Any, nt: int) -> str:
         if vec:
             body = (f"const bool ok_ = {line_ok} && {along_ok.format('')}; "
                     f"tr_cpa16({dst.format(0)}, ok_ ? {P} + {g} : {P}, ok_ ? 16u : 0u);")
+        elif contiguous_len % 4 == 0:  # rows start on 16 bytes: the 4 elements are all inside or all outside
+            body = (f"const bool ok_ = {line_ok} && {along_ok.format('')}; const float* p_ = ok_ ? {P} + {g} : {P}; "
+                    + " ".join(f"tr_cpa4({dst.format(j)}, p_ + {j}, ok_ ? 4u : 0u);" for j in range(4)))
         else:
             cps = []
             for j in range(4):
@@ -74,6 +77,18 @@ def issue_tile(k: SimtKernel, tile: str) -> str:
     base = f"(kt0 + {tile})" if s.split_k > 1 else f"({tile})"
     return "\n".join([f"if ({tile} < ktiles) {{", f"  const int k0 = {base} * {s.bk};", a, b, "}",
                       "asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");"])
+
+
+def fma_block(s: Any) -> str:
+    """A k step's 64 FMAs of the 8 x 8 outer product: row by row (``order`` "rows"), or column by column with
+    the rows walked down and up in turn ("snake": neighbouring FMAs share an operand, which the register reuse
+    cache then supplies, fewer register-bank conflicts in ptxas's allocation)."""
+    if s.order == "rows":
+        return ("    #pragma unroll\n    for (int i = 0; i < 8; ++i)\n    #pragma unroll\n    for (int j = 0; j < 8; ++j) "
+                "acc[i][j] = fmaf(a[i], b[j], acc[i][j]);")
+    steps = [(i if j % 2 == 0 else 7 - i, j) for j in range(8) for i in range(8)]
+    return "\n".join("    " + " ".join(f"acc[{i}][{j}] = fmaf(a[{i}], b[{j}], acc[{i}][{j}]);" for i, j in steps[r:r + 8])
+                     for r in range(0, 64, 8))
 
 
 def _next(v: str, s: Any) -> str:
@@ -114,8 +129,7 @@ def mainloop(k: SimtKernel) -> list[str]:
              "a[4] = fa[c][1].x; a[5] = fa[c][1].y; a[6] = fa[c][1].z; a[7] = fa[c][1].w;",
              "    b[0] = fb[c][0].x; b[1] = fb[c][0].y; b[2] = fb[c][0].z; b[3] = fb[c][0].w; "
              "b[4] = fb[c][1].x; b[5] = fb[c][1].y; b[6] = fb[c][1].z; b[7] = fb[c][1].w;",
-             "    #pragma unroll\n    for (int i = 0; i < 8; ++i)\n    #pragma unroll\n    for (int j = 0; j < 8; ++j) "
-             "acc[i][j] = fmaf(a[i], b[j], acc[i][j]);",
+             fma_block(s),
              "  }"]
     if not two:
         body += [*("  " + w for w in wait), "  " + _next("rs", s)]

@@ -132,13 +132,23 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
     """128x128x16 blocks of 8x8-per-thread: bk 16 ran at 45 TFLOP/s on an H200 at 4096^3, bk 8 at 26
     (docs/device-runs/2026-11-23-h200/cuda/02_bench_probe). A GEMM whose 128x128 tiles leave SMs idle takes
     the tile and K split that fill the GPU best (``fill_gpu``)."""
-    big = CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
+    big = CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, raster=8, **_hero_core(op))
     if op.kind != "gemm":
         return big
     sms = sm_count(host)
     if _tiles(op, big) >= sms:
         return big
     return fill_gpu(op, sms)
+
+
+# The hero's core form (its tiles and split come from ``fill_gpu``): the two-stage register-staged kernel,
+# FMAs row by row. To be chosen from benchmarks/gpu/simt_odd.py --sweep's table of forms (a cp.async
+# pipeline, ``stages`` 3..4, is for GEMM only).
+HERO_CORE = {"stages": 2, "frags": 1, "order": "rows"}
+
+
+def _hero_core(op: Any) -> dict[str, Any]:
+    return HERO_CORE if op.kind == "gemm" or HERO_CORE["stages"] == 2 else {**HERO_CORE, "stages": 2}
 
 
 # (bm, bn, wm, wn, blocks an SM holds: 190-250 registers a thread under launch bounds (threads, 1), sm_90a)
@@ -177,7 +187,7 @@ def fill_gpu(op: Any, sms: int) -> CudaSchedule:
     best: tuple[float, int, CudaSchedule] | None = None
     for bm, bn, wm, wn, per_sm in SMALL_TILES:
         for split in range(1, MAX_HERO_SPLIT + 1):
-            s = CudaSchedule("simt", bm=bm, bn=bn, bk=16, wm=wm, wn=wn, stages=2, raster=8, split_k=split)
+            s = CudaSchedule("simt", bm=bm, bn=bn, bk=16, wm=wm, wn=wn, raster=8, split_k=split, **_hero_core(op))
             if split > 1 and -(-op.k // 16) < 4 * split:
                 break
             cost = fill_cost(op, s, per_sm, sms)
@@ -196,26 +206,33 @@ def sm_count(host: Any) -> int:
     return int(getattr(gpus[0], "sm_count", 0) or 132) if gpus else 132
 
 
-# Forms of the core beside the hero's, (bm, bn, bk, wm, wn, min_blocks, frags): the fragments double-buffered
-# in registers (frags 2), two blocks an SM or 16-warp blocks at 128 registers a thread (more warps to hide
-# latency), bk 32 (half the barriers). Not yet measured: benchmarks/gpu/simt_odd.py --sweep times them.
-CORE_FORMS = ((128, 128, 16, 32, 64, 1, 2), (128, 128, 16, 64, 32, 1, 2), (128, 128, 8, 32, 64, 2, 1),
-              (128, 128, 8, 32, 64, 2, 2), (128, 128, 32, 32, 64, 1, 1), (128, 128, 32, 32, 64, 1, 2),
-              (128, 256, 8, 32, 64, 1, 1), (128, 256, 8, 32, 64, 1, 2), (128, 256, 16, 32, 64, 1, 2),
-              (256, 128, 8, 64, 32, 1, 1), (256, 128, 8, 64, 32, 1, 2), (256, 128, 16, 64, 32, 1, 2),
-              (64, 128, 16, 32, 64, 1, 2), (128, 64, 16, 64, 32, 1, 2), (64, 64, 16, 32, 64, 1, 2),
-              (64, 64, 8, 32, 64, 1, 2))
+# Forms of the core beside the hero's, (bm, bn, bk, wm, wn, stages, min_blocks, frags, order): the FMAs in
+# snake order, the fragments double-buffered in registers (frags 2), a cp.async pipeline (stages 3, 4), two
+# blocks an SM or 16-warp blocks at 128 registers a thread, bk 32. Not yet measured on a GPU:
+# benchmarks/gpu/simt_odd.py --sweep times them beside the hero.
+CORE_FORMS = ((128, 128, 16, 32, 64, 2, 1, 1, "snake"), (128, 128, 16, 32, 64, 2, 1, 2, "rows"),
+              (128, 128, 16, 32, 64, 2, 1, 2, "snake"), (128, 128, 16, 64, 32, 2, 1, 1, "snake"),
+              (128, 128, 16, 32, 64, 3, 1, 1, "rows"), (128, 128, 16, 32, 64, 3, 1, 1, "snake"),
+              (128, 128, 16, 32, 64, 4, 1, 1, "snake"), (128, 128, 16, 32, 64, 3, 1, 2, "snake"),
+              (128, 128, 16, 32, 64, 4, 1, 2, "snake"), (128, 128, 32, 32, 64, 3, 1, 1, "snake"),
+              (128, 128, 8, 32, 64, 2, 2, 1, "rows"), (128, 128, 8, 32, 64, 4, 2, 1, "snake"),
+              (128, 256, 8, 32, 64, 2, 1, 2, "rows"), (128, 256, 8, 32, 64, 4, 1, 1, "snake"),
+              (256, 128, 8, 64, 32, 4, 1, 1, "snake"),
+              (64, 128, 16, 32, 64, 3, 1, 1, "snake"), (128, 64, 16, 64, 32, 3, 1, 1, "snake"),
+              (64, 64, 16, 32, 64, 3, 1, 1, "snake"), (64, 64, 8, 32, 64, 2, 1, 2, "snake"))
 # M <= 64: tiles short in M and long in N (warps of 16 x 128 lanes' outputs), split over K
-SKINNY_FORMS = ((64, 256, 16, 32, 64, 1, 2), (64, 256, 8, 32, 64, 1, 1), (32, 256, 8, 16, 128, 1, 1),
-                (32, 256, 8, 16, 128, 1, 2), (32, 512, 8, 16, 128, 1, 1), (32, 512, 8, 16, 128, 1, 2),
-                (16, 512, 8, 16, 128, 1, 1), (16, 512, 8, 16, 128, 1, 2))
+SKINNY_FORMS = ((64, 256, 16, 32, 64, 4, 1, 1, "snake"), (64, 256, 8, 32, 64, 2, 1, 1, "rows"),
+                (32, 256, 8, 16, 128, 2, 1, 1, "rows"), (32, 256, 8, 16, 128, 4, 1, 1, "snake"),
+                (32, 512, 8, 16, 128, 3, 1, 1, "snake"), (16, 512, 8, 16, 128, 3, 1, 1, "snake"))
 
 
 def forms(op: Any) -> list[CudaSchedule]:
-    """``CORE_FORMS`` and, for a GEMM of at most 64 rows, ``SKINNY_FORMS``, unsplit."""
-    rows = CORE_FORMS + (SKINNY_FORMS if op.kind == "gemm" and op.m <= 64 else ())
-    return [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8, min_blocks=b, frags=f)
-            for bm, bn, bk, wm, wn, b, f in rows]
+    """``CORE_FORMS`` and, for a GEMM of at most 64 rows, ``SKINNY_FORMS``, unsplit; a convolution only those
+    of the two-stage kernel (its gathered loads have no cp.async form)."""
+    gemm = op.kind == "gemm"
+    rows = CORE_FORMS + (SKINNY_FORMS if gemm and op.m <= 64 else ())
+    return [CudaSchedule("simt", bm, bn, bk, wm, wn, st, raster=8, min_blocks=b, frags=f, order=o)
+            for bm, bn, bk, wm, wn, st, b, f, o in rows if gemm or st == 2]
 
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:

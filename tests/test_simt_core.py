@@ -39,6 +39,9 @@ def test_frags_and_stages_fields_json_name_and_checks():
     for bad, what in [(dataclasses.replace(BIG, frags=3), "frags"), (dataclasses.replace(BIG, frags=0), "frags"),
                       (dataclasses.replace(BIG, stages=5), "stages"), (dataclasses.replace(BIG, stages=1), "stages"),
                       (dataclasses.replace(BIG, order="cols"), "order"),
+                      (dataclasses.replace(BIG, wn=128, thread_n=16), "thread_n"),
+                      (dataclasses.replace(BIG, stages=3, thread_n=16), "wm"),
+                      (dataclasses.replace(BIG, stages=3, thread_n=12), "thread_n"),
                       (CudaSchedule("mma", bk=32, frags=2), "frags")]:
         with pytest.raises(BadInputError, match=what):
             bad.validate(op)
@@ -119,6 +122,11 @@ EMU_CASES = [  # (op, schedule, cp.async copies land late (1) or at issue (0))
     (Gemm(9, 300, 260), CudaSchedule("simt", 32, 256, 8, 16, 128, 2, raster=8, split_k=4), 1),
     (Gemm(9, 300, 260), CudaSchedule("simt", 16, 512, 8, 16, 128, 3, raster=8, frags=2, split_k=2), 1),
     (Gemm(130, 260, 40), CudaSchedule("simt", 128, 256, 8, 32, 64, 2, raster=8, frags=2), 1),
+    (Gemm(130, 270, 41), CudaSchedule("simt", 128, 256, 8, 64, 64, 3, raster=8, order="snake", thread_n=16), 1),
+    (Gemm(130, 270, 41, layout_a="col"), CudaSchedule("simt", 128, 256, 8, 64, 64, 3, raster=8, thread_n=16), 0),
+    (Gemm(270, 130, 200, layout_b="col", epilogue=("bias", "gelu")),
+     CudaSchedule("simt", 256, 128, 8, 64, 64, 4, raster=8, frags=2, order="snake", thread_n=16, split_k=3), 1),
+    (Gemm(100, 200, 64), CudaSchedule("simt", 128, 256, 8, 32, 128, 4, raster=8, frags=2, thread_n=16), 0),
 ]
 
 
@@ -154,6 +162,9 @@ COMPILE_CASES = [  # (op, schedule) compiled for sm_80 and sm_90a: no spills
     (Gemm(64, 4096, 4096), CudaSchedule("simt", 64, 256, 16, 32, 64, 4, raster=8, split_k=8)),
     (Gemm(64, 4096, 4096), CudaSchedule("simt", 32, 256, 8, 16, 128, 2, raster=8, split_k=8)),
     (Gemm(37, 1001, 4097), CudaSchedule("simt", 32, 512, 8, 16, 128, 3, raster=8, frags=2, split_k=8)),
+    (Gemm(4096, 4096, 4096), CudaSchedule("simt", 128, 256, 8, 64, 64, 3, raster=8, order="snake", thread_n=16)),
+    (Gemm(1000, 999, 1001), CudaSchedule("simt", 256, 128, 8, 64, 64, 4, raster=8, order="snake", thread_n=16,
+                                         split_k=2)),
 ]
 
 
@@ -172,3 +183,4 @@ def test_forms_compile_without_spills(op, s, arch, _cache):
     res = art.metadata["resources"]
     assert 0 < res["regs_per_thread"] <= 255 and res["spills"] == 0, (r.name, arch, res)
     assert r.smem == s.stages * s.bk * (s.bm + s.bn + 8) * 4 and ("cp.async" in r.source) == (s.stages > 2)
+    assert r.metadata["tile"]["thread"] == [8, s.thread_n]

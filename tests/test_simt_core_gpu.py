@@ -1,6 +1,6 @@
 """The SIMT GEMM core's forms on a real GPU (skipped cleanly without one): the FMA order, the fragments
-double-buffered in registers, the cp.async pipeline, 2 blocks an SM, 16-warp blocks and the short tiles for
-few rows, on odd shapes and layouts against the float64 reference on fresh random inputs; split forms give
+double-buffered in registers, the cp.async pipeline, 2 blocks an SM, 16-warp blocks, 8 x 16 thread tiles and
+the short tiles for few rows, on odd shapes and layouts against the float64 reference on fresh random inputs; split forms give
 the same bits run after run; and every form of ``simt.forms`` on one odd shape."""
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ CASES = [
     (Gemm(37, 1001, 4097), CudaSchedule("simt", 32, 256, 8, 16, 128, 2, raster=8, split_k=8)),
     (Gemm(37, 1001, 4097), CudaSchedule("simt", 32, 512, 8, 16, 128, 3, raster=8, order="snake", split_k=12)),
     (Gemm(1, 513, 8191), CudaSchedule("simt", 16, 512, 8, 16, 128, 3, raster=8, order="snake", split_k=16)),
+    (Gemm(1024, 1024, 1024), CudaSchedule("simt", 128, 256, 8, 64, 64, 3, raster=8, order="snake", thread_n=16)),
+    (Gemm(1000, 999, 1001, layout_b="col", epilogue=("bias",)),
+     CudaSchedule("simt", 256, 128, 8, 64, 64, 4, raster=8, frags=2, order="snake", thread_n=16, split_k=2)),
 ]
 
 

@@ -76,6 +76,7 @@ class CudaSchedule:
     split_k: int = 1  # simt GEMM: blocks sharing a tile's K range (1: one)
     frags: int = 1  # simt: register sets of the operand fragments (2: the next k step's read during this one)
     order: str = "rows"  # simt: the order of a k step's 64 FMAs ("rows", or "snake": columns, rows down and up)
+    thread_n: int = 8  # simt: columns of a thread's tile (8; 16: 8 x 16, the cp.async pipeline only)
 
     # ------------------------------------------------------------------ derived
 
@@ -104,6 +105,7 @@ class CudaSchedule:
         tag += f"_b{self.min_blocks}" if self.min_blocks != 1 else ""
         tag += f"_f{self.frags}" if self.frags != 1 else ""
         tag += "_os" if self.order == "snake" else ""
+        tag += f"_t{self.thread_n}" if self.thread_n != 8 else ""
         return tag + (f"_k{self.split_k}" if self.split_k != 1 else "")
 
     # ------------------------------------------------------------------ validation
@@ -112,7 +114,8 @@ class CudaSchedule:
         """Raise ``BadInputError`` naming the first field that cannot work (for ``op`` on ``arch``)."""
         if self.core not in CORES:
             raise BadInputError(f"core: expected one of {', '.join(CORES)}, got {self.core!r}")
-        for name in ("bm", "bn", "bk", "wm", "wn", "stages", "raster", "min_blocks", "vec", "split_k", "frags"):
+        for name in ("bm", "bn", "bk", "wm", "wn", "stages", "raster", "min_blocks", "vec", "split_k", "frags",
+                     "thread_n"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
@@ -221,10 +224,14 @@ class CudaSchedule:
                 raise BadInputError(f"wm: a {self.wm}x{self.wn} warp tile keeps {accum} fp32 accumulators per thread "
                                     "(at most 128 fit beside the fragments in 255 registers)")
         else:
-            if self.wm * self.wn != 32 * 64:
-                raise BadInputError(f"wm: a SIMT warp tile holds 32 lanes x 8x8 outputs (wm*wn = 2048), got {self.wm}x{self.wn}")
-            if self.wm % 8 or self.wn % 8 or (self.wm // 8) * (self.wn // 8) != 32:
-                raise BadInputError(f"wm: {self.wm}x{self.wn} does not split into 32 lanes of 8x8")
+            tn = self.thread_n
+            if tn not in (8, 16) or (tn == 16 and self.stages == 2):
+                raise BadInputError(f"thread_n: {tn} columns a thread: 8, or 16 with the cp.async pipeline (stages 3, 4)")
+            if self.wm * self.wn != 32 * 8 * tn:
+                raise BadInputError(f"wm: a SIMT warp tile holds 32 lanes x 8x{tn} outputs (wm*wn = {256 * tn}), "
+                                    f"got {self.wm}x{self.wn}")
+            if self.wm % 8 or self.wn % tn or (self.wm // 8) * (self.wn // tn) != 32:
+                raise BadInputError(f"wm: {self.wm}x{self.wn} does not split into 32 lanes of 8x{tn}")
             if self.bk not in (8, 16, 32):
                 raise BadInputError(f"bk: {self.bk} is not 8, 16 or 32")
             if not 2 <= self.stages <= 4:
@@ -271,6 +278,8 @@ class CudaSchedule:
                 del d[name]
         if d["order"] == "rows":
             del d["order"]
+        if d["thread_n"] == 8:
+            del d["thread_n"]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", **d}
 
     @staticmethod

@@ -13,6 +13,11 @@ k tiles; each stores its partial tile in the workspace (``workspace_bytes``, all
 the runtime) and the last block of the tile to arrive sums the parts in order and runs the epilogue once,
 so the result does not depend on the order of arrival. The hero takes a split or a smaller tile only
 where 128x128 tiles leave SMs idle (``fill_gpu``).
+
+Other forms (``forms``, searched and swept): ``frags`` 2 reads the next k step's fragments during this one;
+``order`` "snake" issues the 64 FMAs in an order that lets the register reuse cache feed neighbours;
+``stages`` 3..4 fill shared memory by cp.async instead (``simt_async.py``), which also carries the 8 x 16
+thread tiles (``thread_n`` 16: four B sub-tiles a quarter of the warp tile apart).
 """
 
 from __future__ import annotations
@@ -206,10 +211,10 @@ def sm_count(host: Any) -> int:
     return int(getattr(gpus[0], "sm_count", 0) or 132) if gpus else 132
 
 
-# Forms of the core beside the hero's, (bm, bn, bk, wm, wn, stages, min_blocks, frags, order): the FMAs in
-# snake order, the fragments double-buffered in registers (frags 2), a cp.async pipeline (stages 3, 4), two
-# blocks an SM or 16-warp blocks at 128 registers a thread, bk 32. Not yet measured on a GPU:
-# benchmarks/gpu/simt_odd.py --sweep times them beside the hero.
+# Forms of the core beside the hero's, (bm, bn, bk, wm, wn, stages, min_blocks, frags, order[, thread_n]):
+# the FMAs in snake order, the fragments double-buffered in registers (frags 2), a cp.async pipeline
+# (stages 3, 4), two blocks an SM or 16-warp blocks at 128 registers a thread, bk 32, 8 x 16 thread tiles.
+# Not yet measured on a GPU: benchmarks/gpu/simt_odd.py --sweep times them beside the hero.
 CORE_FORMS = ((128, 128, 16, 32, 64, 2, 1, 1, "snake"), (128, 128, 16, 32, 64, 2, 1, 2, "rows"),
               (128, 128, 16, 32, 64, 2, 1, 2, "snake"), (128, 128, 16, 64, 32, 2, 1, 1, "snake"),
               (128, 128, 16, 32, 64, 3, 1, 1, "rows"), (128, 128, 16, 32, 64, 3, 1, 1, "snake"),
@@ -219,7 +224,11 @@ CORE_FORMS = ((128, 128, 16, 32, 64, 2, 1, 1, "snake"), (128, 128, 16, 32, 64, 2
               (128, 256, 8, 32, 64, 2, 1, 2, "rows"), (128, 256, 8, 32, 64, 4, 1, 1, "snake"),
               (256, 128, 8, 64, 32, 4, 1, 1, "snake"),
               (64, 128, 16, 32, 64, 3, 1, 1, "snake"), (128, 64, 16, 64, 32, 3, 1, 1, "snake"),
-              (64, 64, 16, 32, 64, 3, 1, 1, "snake"), (64, 64, 8, 32, 64, 2, 1, 2, "snake"))
+              (64, 64, 16, 32, 64, 3, 1, 1, "snake"), (64, 64, 8, 32, 64, 2, 1, 2, "snake"),
+              # 8 x 16 thread tiles (thread_n 16): 6 shared reads per 128 FMAs instead of 4 per 64
+              (128, 256, 8, 64, 64, 3, 1, 1, "snake", 16), (128, 256, 8, 32, 128, 3, 1, 1, "snake", 16),
+              (256, 128, 8, 64, 64, 3, 1, 1, "snake", 16), (128, 256, 8, 64, 64, 4, 1, 1, "snake", 16),
+              (128, 256, 8, 64, 64, 4, 1, 2, "snake", 16), (128, 128, 8, 64, 64, 3, 1, 1, "snake", 16))
 # M <= 64: tiles short in M and long in N (warps of 16 x 128 lanes' outputs), split over K
 SKINNY_FORMS = ((64, 256, 16, 32, 64, 4, 1, 1, "snake"), (64, 256, 8, 32, 64, 2, 1, 1, "rows"),
                 (32, 256, 8, 16, 128, 2, 1, 1, "rows"), (32, 256, 8, 16, 128, 4, 1, 1, "snake"),
@@ -231,8 +240,9 @@ def forms(op: Any) -> list[CudaSchedule]:
     of the two-stage kernel (its gathered loads have no cp.async form)."""
     gemm = op.kind == "gemm"
     rows = CORE_FORMS + (SKINNY_FORMS if gemm and op.m <= 64 else ())
-    return [CudaSchedule("simt", bm, bn, bk, wm, wn, st, raster=8, min_blocks=b, frags=f, order=o)
-            for bm, bn, bk, wm, wn, st, b, f, o in rows if gemm or st == 2]
+    return [CudaSchedule("simt", bm, bn, bk, wm, wn, st, raster=8, min_blocks=b, frags=f, order=o,
+                         thread_n=tn[0] if tn else 8)
+            for bm, bn, bk, wm, wn, st, b, f, o, *tn in rows if gemm or st == 2]
 
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
@@ -276,7 +286,7 @@ def render_simt(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None
     params = (("x", "weight") if k.conv else ("a", "b")) + ("out", "bias", "residual", "M", "N", "K", "alpha") + \
         (CONV_ARGS if k.conv else ()) + (("workspace",) if s.split_k > 1 else ())
     meta = {"name": k.name, "tile": {"M": s.bm, "N": s.bn, "K": s.bk, "stages": s.stages, "warp": [s.wm, s.wn],
-                                     "thread": [8, 8]},
+                                     "thread": [8, s.thread_n]},
             "fragments": {"mma": "fma.rn.f32 (CUDA cores)", "dtype_in": "fp32", "dtype_acc": "fp32"},
             "launch": {"grid": list(grid), "block": [nt, 1, 1], "dynamic_smem": k.smem}, "epilogue": list(k.epi)}
     if k.conv:
@@ -319,7 +329,7 @@ def _head(k: SimtKernel) -> list[str]:
     """The shared tiles, the lane's place in its warp tile and the block's rasterized tile origin."""
     s = k.s
     pa, pb = s.bm + SIMT_PAD, s.bn + SIMT_PAD
-    warps_n, lanes_n = s.bn // s.wn, s.wn // 8  # lanes across the warp tile's n extent (8 columns each)
+    warps_n, lanes_n = s.bn // s.wn, s.wn // s.thread_n  # lanes across the warp tile's n extent
     return ["extern __shared__ __align__(16) float tr_smem_f[];",
             f"float (*As)[{s.bk}][{pa}] = (float (*)[{s.bk}][{pa}])tr_smem_f;",
             f"float (*Bs)[{s.bk}][{pb}] = (float (*)[{s.bk}][{pb}])(tr_smem_f + {s.stages * s.bk * pa});",
@@ -450,24 +460,26 @@ def _counter_words(tiles: int) -> int:
 
 
 def split_reduction(k: SimtKernel) -> list[str]:
-    """Each block stores its 8 x 8 partial (16 float4 a thread, coalesced: float4 ``j`` of thread ``t`` of
-    part ``p`` at ``(p * 16 + j) * threads + t`` of the tile's slab), fences, and arrives at its tile's
-    counter. The last to arrive resets the counter and sums the parts 0, 1, .., split_k - 1 in that order
-    (its own from registers: the same value), so that the sum does not depend on the order of arrival; the
-    epilogue then runs once, on the sum."""
+    """Each block stores its 8 x ``thread_n`` partial (F = 2 * thread_n float4 a thread, coalesced:
+    float4 ``j`` of thread ``t`` of part ``p`` at ``(p * F + j) * threads + t`` of the tile's slab), fences,
+    and arrives at its tile's counter. The last to arrive resets the counter and sums the parts 0, 1, ..,
+    split_k - 1 in that order (its own from registers: the same value), so that the sum does not depend on
+    the order of arrival; the epilogue then runs once, on the sum."""
     s, nt = k.s, k.threads
     if s.split_k == 1:
         return []
     S = s.split_k
     acc4 = "make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3])"
+    H = s.thread_n // 4  # float4 a row of the thread's tile
+    F = 8 * H  # float4 a thread
     M, N, _ = k.mnk
     words = _counter_words(-(-M // s.bm) * -(-N // s.bn))
     return ["__shared__ int tr_last;",
             "uint32_t* tr_count = (uint32_t*)W;",
-            f"const float4* tr_slab = (const float4*)(W + {words}) + (size_t)pid * {S * 16 * nt} + tid;",
-            f"float4* tr_mine = (float4*)(W + {words}) + (size_t)pid * {S * 16 * nt} + (size_t)part * {16 * nt} + tid;",
-            "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < 2; ++h) "
-            f"__stcg(tr_mine + (i * 2 + h) * {nt}, {acc4});",
+            f"const float4* tr_slab = (const float4*)(W + {words}) + (size_t)pid * {S * F * nt} + tid;",
+            f"float4* tr_mine = (float4*)(W + {words}) + (size_t)pid * {S * F * nt} + (size_t)part * {F * nt} + tid;",
+            f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < {H}; ++h) "
+            f"__stcg(tr_mine + (i * {H} + h) * {nt}, {acc4});",
             "__threadfence();",
             "__syncthreads();",
             "if (tid == 0) {",
@@ -477,10 +489,10 @@ def split_reduction(k: SimtKernel) -> list[str]:
             "__syncthreads();",
             "if (!tr_last) return;",
             "__threadfence();",
-            "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < 2; ++h) {",
+            f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < {H}; ++h) {{",
             "  float4 t = make_float4(0.f, 0.f, 0.f, 0.f);",
             f"  #pragma unroll 1\n  for (int p = 0; p < {S}; ++p) {{",
-            f"    const float4 v = p == part ? {acc4} : __ldcg(tr_slab + (p * 16 + i * 2 + h) * {nt});",
+            f"    const float4 v = p == part ? {acc4} : __ldcg(tr_slab + (p * {F} + i * {H} + h) * {nt});",
             "    t.x += v.x; t.y += v.y; t.z += v.z; t.w += v.w;",
             "  }",
             "  acc[i][h * 4] = t.x; acc[i][h * 4 + 1] = t.y; acc[i][h * 4 + 2] = t.z; acc[i][h * 4 + 3] = t.w;",
@@ -499,8 +511,8 @@ def _simt_epilogue(op: Any, s: Any, epi: tuple[str, ...], conv: bool) -> str:
                 "  float* crow = Cout + (size_t)img * N * P * Q + pq;"]
     else:
         out += ["  float* crow = Cout + (size_t)row * N;"]
-    out += ["  #pragma unroll\n  for (int h = 0; h < 2; ++h) {",
-            f"    const int col = n0 + bn_ + h * {s.wn // 2};",
+    out += [f"  #pragma unroll\n  for (int h = 0; h < {s.thread_n // 4}; ++h) {{",
+            f"    const int col = n0 + bn_ + h * {s.wn // (s.thread_n // 4)};",
             "    float o[4];",
             "    #pragma unroll\n    for (int e = 0; e < 4; ++e) {",
             "      const int cc = col + e;",

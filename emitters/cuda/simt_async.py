@@ -83,12 +83,13 @@ def fma_block(s: Any) -> str:
     """A k step's 64 FMAs of the 8 x 8 outer product: row by row (``order`` "rows"), or column by column with
     the rows walked down and up in turn ("snake": neighbouring FMAs share an operand, which the register reuse
     cache then supplies, fewer register-bank conflicts in ptxas's allocation)."""
+    tn = s.thread_n
     if s.order == "rows":
-        return ("    #pragma unroll\n    for (int i = 0; i < 8; ++i)\n    #pragma unroll\n    for (int j = 0; j < 8; ++j) "
+        return (f"    #pragma unroll\n    for (int i = 0; i < 8; ++i)\n    #pragma unroll\n    for (int j = 0; j < {tn}; ++j) "
                 "acc[i][j] = fmaf(a[i], b[j], acc[i][j]);")
-    steps = [(i if j % 2 == 0 else 7 - i, j) for j in range(8) for i in range(8)]
+    steps = [(i if j % 2 == 0 else 7 - i, j) for j in range(tn) for i in range(8)]
     return "\n".join("    " + " ".join(f"acc[{i}][{j}] = fmaf(a[{i}], b[{j}], acc[{i}][{j}]);" for i, j in steps[r:r + 8])
-                     for r in range(0, 64, 8))
+                     for r in range(0, 8 * tn, 8))
 
 
 def _next(v: str, s: Any) -> str:
@@ -106,8 +107,9 @@ def mainloop(k: SimtKernel) -> list[str]:
         f"const int kt_all = (K + {s.bk - 1}) / {s.bk};",
         f"const int kt0 = (int)(((long long)part * kt_all) / {s.split_k}), "
         f"ktiles = (int)(((long long)(part + 1) * kt_all) / {s.split_k}) - kt0;"]
-    pro += ["float acc[8][8];",
-            "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;",
+    tn, nb = s.thread_n, s.thread_n // 4  # a thread's columns, as float4 sub-tiles
+    pro += [f"float acc[8][{tn}];",
+            f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int j = 0; j < {tn}; ++j) acc[i][j] = 0.0f;",
             "int ws = 0, rs = 0;"]
     for t in range(s.stages - 1):
         pro += [issue_tile(k, str(t)), _next("ws", s)]
@@ -117,18 +119,17 @@ def mainloop(k: SimtKernel) -> list[str]:
             issue_tile(k, f"kt + {s.stages - 1}"), _next("ws", s),
             f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{"]
     if two:
-        pro += ["float4 fa[2][2], fb[2][2];", *_fragment(s, "0", "0", "0")]
+        pro += [f"float4 fa[2][2], fb[2][{nb}];", *_fragment(s, "0", "0", "0")]
         body += [f"    if (k == {s.bk - 1}) {{", *("      " + w for w in wait), "      " + _next("rs", s), "    }",
                  "    const int c = k & 1;",
                  *("    " + x for x in _fragment(s, "c ^ 1", "rs", f"(k + 1) % {s.bk}"))]
     else:
-        body += ["    const int c = 0;", "    float4 fa[1][2], fb[1][2];",
+        body += ["    const int c = 0;", f"    float4 fa[1][2], fb[1][{nb}];",
                  *("    " + x for x in _fragment(s, "0", "rs", "k"))]
-    body += ["    float a[8], b[8];",
+    body += [f"    float a[8], b[{tn}];",
              "    a[0] = fa[c][0].x; a[1] = fa[c][0].y; a[2] = fa[c][0].z; a[3] = fa[c][0].w; "
              "a[4] = fa[c][1].x; a[5] = fa[c][1].y; a[6] = fa[c][1].z; a[7] = fa[c][1].w;",
-             "    b[0] = fb[c][0].x; b[1] = fb[c][0].y; b[2] = fb[c][0].z; b[3] = fb[c][0].w; "
-             "b[4] = fb[c][1].x; b[5] = fb[c][1].y; b[6] = fb[c][1].z; b[7] = fb[c][1].w;",
+             "    " + " ".join(f"b[{4 * q + e}] = fb[c][{q}].{x};" for q in range(nb) for e, x in enumerate("xyzw")),
              fma_block(s),
              "  }"]
     if not two:
@@ -137,7 +138,10 @@ def mainloop(k: SimtKernel) -> list[str]:
 
 
 def _fragment(s: Any, i: str, buf: str, kk: str) -> list[str]:
+    """A's two float4 (4 rows each, half the warp tile apart) and B's ``thread_n / 4`` (4 columns each, a
+    ``thread_n / 4``-th of the warp tile apart) of k row ``kk`` of slot ``buf`` into fragment set ``i``."""
+    nb = s.thread_n // 4
     return [f"fa[{i}][0] = *(const float4*)&As[{buf}][{kk}][am]; "
             f"fa[{i}][1] = *(const float4*)&As[{buf}][{kk}][am + {s.wm // 2}];",
-            f"fb[{i}][0] = *(const float4*)&Bs[{buf}][{kk}][bn_]; "
-            f"fb[{i}][1] = *(const float4*)&Bs[{buf}][{kk}][bn_ + {s.wn // 2}];"]
+            " ".join(f"fb[{i}][{q}] = *(const float4*)&Bs[{buf}][{kk}][bn_{f' + {q * s.wn // nb}' if q else ''}];"
+                     for q in range(nb))]

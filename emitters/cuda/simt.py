@@ -137,19 +137,21 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
     """128x128x16 blocks of 8x8-per-thread: bk 16 ran at 45 TFLOP/s on an H200 at 4096^3, bk 8 at 26
     (docs/device-runs/2026-11-23-h200/cuda/02_bench_probe). A GEMM whose 128x128 tiles leave SMs idle takes
     the tile and K split that fill the GPU best (``fill_gpu``)."""
-    big = CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, raster=8, **_hero_core(op))
     if op.kind != "gemm":
-        return big
+        return CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, raster=8, **_hero_core(op))
+    big = CudaSchedule("simt", raster=8, **HERO_BIG, **_hero_core(op))
     sms = sm_count(host)
     if _tiles(op, big) >= sms:
         return big
     return fill_gpu(op, sms)
 
 
-# The hero's core form (its tiles and split come from ``fill_gpu``): the two-stage register-staged kernel,
-# FMAs row by row. To be chosen from benchmarks/gpu/simt_odd.py --sweep's table of forms (a cp.async
-# pipeline, ``stages`` 3..4, is for GEMM only).
+# The hero's core form: the two-stage register-staged kernel, FMAs row by row; HERO_BIG its GEMM tile where
+# the tiles fill the GPU (else ``fill_gpu`` picks the tile and split, with HERO_CORE). To be chosen from
+# benchmarks/gpu/simt_odd.py --sweep's table of forms (the cp.async pipeline, ``stages`` 3..4, and with it
+# ``thread_n`` 16, are for GEMM only: a convolution keeps the two-stage 128x128 form).
 HERO_CORE = {"stages": 2, "frags": 1, "order": "rows"}
+HERO_BIG = {"bm": 128, "bn": 128, "bk": 16, "wm": 32, "wn": 64, "thread_n": 8}
 
 
 def _hero_core(op: Any) -> dict[str, Any]:
@@ -232,7 +234,9 @@ CORE_FORMS = ((128, 128, 16, 32, 64, 2, 1, 1, "snake"), (128, 128, 16, 32, 64, 2
 # M <= 64: tiles short in M and long in N (warps of 16 x 128 lanes' outputs), split over K
 SKINNY_FORMS = ((64, 256, 16, 32, 64, 4, 1, 1, "snake"), (64, 256, 8, 32, 64, 2, 1, 1, "rows"),
                 (32, 256, 8, 16, 128, 2, 1, 1, "rows"), (32, 256, 8, 16, 128, 4, 1, 1, "snake"),
-                (32, 512, 8, 16, 128, 3, 1, 1, "snake"), (16, 512, 8, 16, 128, 3, 1, 1, "snake"))
+                (32, 512, 8, 16, 128, 3, 1, 1, "snake"), (16, 512, 8, 16, 128, 3, 1, 1, "snake"),
+                (16, 512, 8, 16, 128, 4, 1, 1, "snake"), (64, 512, 8, 32, 128, 3, 1, 1, "snake", 16),
+                (64, 256, 8, 32, 128, 3, 1, 1, "snake", 16), (32, 512, 8, 16, 256, 3, 1, 1, "snake", 16))
 
 
 def forms(op: Any) -> list[CudaSchedule]:

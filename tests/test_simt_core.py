@@ -47,6 +47,27 @@ def test_frags_and_stages_fields_json_name_and_checks():
             bad.validate(op)
     with pytest.raises(BadInputError, match="gemm only"):
         dataclasses.replace(BIG, stages=3).validate(Conv2d(1, 8, 16, 16, 8, 3, 3, padding=1))
+
+
+def test_gemv_form_field_checks_and_hero():
+    op = Gemm(1, 513, 8191)
+    s = cuda_hero(op)
+    assert s.form == "gemv" and s.split_k > 1 and s.name.endswith(f"_gv_k{s.split_k}")
+    assert s.to_json()["form"] == "gemv" and "form" not in BIG.to_json() and CudaSchedule.from_json(s.to_json()) == s
+    s.validate(op, parse_arch("sm_90a"))
+    assert simt._tiles(op, s) * s.split_k >= 132  # the blocks that stream B fill the GPU
+    assert cuda_hero(Gemm(9, 513, 8191)).form == "tile" and cuda_hero(Gemm(1, 513, 8191, layout_b="col")).form == "tile"
+    for bad, bop in [(dataclasses.replace(s, bm=16), op), (dataclasses.replace(s, form="rows"), op),
+                     (s, Gemm(9, 513, 8191)), (s, Gemm(1, 513, 8191, layout_b="col")),
+                     (dataclasses.replace(s, stages=3), op)]:
+        with pytest.raises(BadInputError, match="form"):
+            bad.validate(bop)
+
+
+def cuda_hero(op):
+    from tracea.emitters import cuda
+
+    return cuda.hero_schedule(op, VID, NoGpu())
     assert simt.forms(Gemm(64, 4096, 4096))[-1].bm < 64 and all(f.bm >= 64 for f in simt.forms(op))
 
 
@@ -127,6 +148,10 @@ EMU_CASES = [  # (op, schedule, cp.async copies land late (1) or at issue (0))
     (Gemm(270, 130, 200, layout_b="col", epilogue=("bias", "gelu")),
      CudaSchedule("simt", 256, 128, 8, 64, 64, 4, raster=8, frags=2, order="snake", thread_n=16, split_k=3), 1),
     (Gemm(100, 200, 64), CudaSchedule("simt", 128, 256, 8, 32, 128, 4, raster=8, frags=2, thread_n=16), 0),
+    (Gemm(1, 513, 700), simt.gemv_schedule(Gemm(1, 513, 700), 132, 1), 1),
+    (Gemm(1, 513, 8191, epilogue=("gelu",)), simt.gemv_schedule(Gemm(1, 513, 8191), 132, 7), 1),
+    (Gemm(3, 520, 999, layout_a="col", epilogue=("bias", "relu")), simt.gemv_schedule(Gemm(3, 520, 999), 132, 4), 1),
+    (Gemm(8, 260, 300, epilogue=("residual", "scale"), alpha=0.5), simt.gemv_schedule(Gemm(8, 260, 300), 132, 2), 1),
 ]
 
 
@@ -165,6 +190,8 @@ COMPILE_CASES = [  # (op, schedule) compiled for sm_80 and sm_90a: no spills
     (Gemm(4096, 4096, 4096), CudaSchedule("simt", 128, 256, 8, 64, 64, 3, raster=8, order="snake", thread_n=16)),
     (Gemm(1000, 999, 1001), CudaSchedule("simt", 256, 128, 8, 64, 64, 4, raster=8, order="snake", thread_n=16,
                                          split_k=2)),
+    (Gemm(1, 513, 8191, epilogue=("gelu",)), simt.gemv_schedule(Gemm(1, 513, 8191), 132)),
+    (Gemm(8, 4096, 4096, layout_a="col"), simt.gemv_schedule(Gemm(8, 4096, 4096), 132)),
 ]
 
 
@@ -182,5 +209,8 @@ def test_forms_compile_without_spills(op, s, arch, _cache):
     _, r, _, art = compile_kernel(op, VID, s, NoGpu(), arch)
     res = art.metadata["resources"]
     assert 0 < res["regs_per_thread"] <= 255 and res["spills"] == 0, (r.name, arch, res)
+    if s.form == "gemv":
+        assert r.smem == 4 * 8 * op.m * 128 and r.grid == (-(-op.n // 128) * s.split_k, 1, 1)
+        return
     assert r.smem == s.stages * s.bk * (s.bm + s.bn + 8) * 4 and ("cp.async" in r.source) == (s.stages > 2)
     assert r.metadata["tile"]["thread"] == [8, s.thread_n]

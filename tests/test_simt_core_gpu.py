@@ -1,6 +1,6 @@
 """The SIMT GEMM core's forms on a real GPU (skipped cleanly without one): the FMA order, the fragments
-double-buffered in registers, the cp.async pipeline, 2 blocks an SM, 16-warp blocks, 8 x 16 thread tiles and
-the short tiles for few rows, on odd shapes and layouts against the float64 reference on fresh random inputs; split forms give
+double-buffered in registers, the cp.async pipeline, 2 blocks an SM, 16-warp blocks, 8 x 16 thread tiles,
+the short tiles for few rows and the gemv form (at most 8 rows), on odd shapes and layouts against the float64 reference on fresh random inputs; split forms give
 the same bits run after run; and every form of ``simt.forms`` on one odd shape."""
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ CASES = [
     (Gemm(1024, 1024, 1024), CudaSchedule("simt", 128, 256, 8, 64, 64, 3, raster=8, order="snake", thread_n=16)),
     (Gemm(1000, 999, 1001, layout_b="col", epilogue=("bias",)),
      CudaSchedule("simt", 256, 128, 8, 64, 64, 4, raster=8, frags=2, order="snake", thread_n=16, split_k=2)),
+    (Gemm(1, 513, 8191, epilogue=("gelu",)), simt.gemv_schedule(Gemm(1, 513, 8191), 132)),
+    (Gemm(1, 513, 8191), simt.gemv_schedule(Gemm(1, 513, 8191), 132, 1)),
+    (Gemm(7, 4097, 4096, layout_a="col", epilogue=("bias", "residual")), simt.gemv_schedule(Gemm(7, 4097, 4096), 132)),
 ]
 
 

@@ -77,6 +77,7 @@ class CudaSchedule:
     frags: int = 1  # simt: register sets of the operand fragments (2: the next k step's read during this one)
     order: str = "rows"  # simt: the order of a k step's 64 FMAs ("rows", or "snake": columns, rows down and up)
     thread_n: int = 8  # simt: columns of a thread's tile (8; 16: 8 x 16, the cp.async pipeline only)
+    form: str = "tile"  # simt GEMM: "tile" (the tiled core) or "gemv" (at most 8 rows: simt_gemv.py)
 
     # ------------------------------------------------------------------ derived
 
@@ -106,6 +107,7 @@ class CudaSchedule:
         tag += f"_f{self.frags}" if self.frags != 1 else ""
         tag += "_os" if self.order == "snake" else ""
         tag += f"_t{self.thread_n}" if self.thread_n != 8 else ""
+        tag += "_gv" if self.form == "gemv" else ""
         return tag + (f"_k{self.split_k}" if self.split_k != 1 else "")
 
     # ------------------------------------------------------------------ validation
@@ -137,6 +139,8 @@ class CudaSchedule:
             raise BadInputError(f"order: {self.order!r}: the simt core's FMA orders are rows and snake")
         if self.core == "softmax":
             self._validate_softmax(op)
+        elif self.form != "tile":
+            self._validate_gemv(op)
         else:
             self._validate_tiles(op)
         if arch is not None and op is not None:
@@ -204,6 +208,18 @@ class CudaSchedule:
             raise BadInputError("split_k: the K split is implemented for gemm only")
         if op is not None and self.split_k > -(-op.k // self.bk):
             raise BadInputError(f"split_k: {self.split_k} parts of the {-(-op.k // self.bk)} k tiles of K = {op.k}")
+
+    def _validate_gemv(self, op: Any) -> None:
+        """The fp32 GEMM of at most 8 rows: 8 warps over K, 128 columns a block (bm 8, bn 128, wm 8, wn 16)."""
+        if self.form != "gemv" or self.core != "simt":
+            raise BadInputError(f"form: {self.form!r}: the simt core's forms are tile and gemv")
+        if (self.bm, self.bn, self.wm, self.wn, self.stages, self.thread_n, self.frags) != (8, 128, 8, 16, 2, 8, 1) \
+                or self.bk not in (8, 16, 32) or self.min_blocks != 1:
+            raise BadInputError("form: gemv blocks are 8 rows x 128 columns of 8 warps over K (bm 8, bn 128, wm 8, "
+                                "wn 16, stages 2, bk 8/16/32; no frags, thread_n or min_blocks)")
+        if op is not None and (getattr(op, "kind", None) != "gemm" or op.dtype.value != "fp32" or op.m > 8
+                               or op.layout_b != "row"):
+            raise BadInputError("form: gemv computes an fp32 GEMM of at most 8 rows with B row-major")
 
     def _validate_tiles(self, op: Any) -> None:
         if self.bm % self.wm or self.bn % self.wn:
@@ -280,6 +296,8 @@ class CudaSchedule:
             del d["order"]
         if d["thread_n"] == 8:
             del d["thread_n"]
+        if d["form"] == "tile":
+            del d["form"]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", **d}
 
     @staticmethod

@@ -26,7 +26,7 @@ import dataclasses
 from typing import Any
 
 from ..cstyle import Param
-from . import simt_async
+from . import simt_async, simt_gemv
 from .conv import CONV_ARGS, gemm_scalars, k_decompose, k_offset
 from .mma import epilogue_lines
 from .plan import SIMT_PAD, SimtKernel, simt_kernel, simt_smem_bytes
@@ -139,6 +139,8 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
     the tile and K split that fill the GPU best (``fill_gpu``)."""
     if op.kind != "gemm":
         return CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, raster=8, **_hero_core(op))
+    if op.m <= GEMV_MAX_M and op.layout_b == "row":
+        return gemv_schedule(op, sm_count(host))
     big = CudaSchedule("simt", raster=8, **HERO_BIG, **_hero_core(op))
     sms = sm_count(host)
     if _tiles(op, big) >= sms:
@@ -152,6 +154,17 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
 # ``thread_n`` 16, are for GEMM only: a convolution keeps the two-stage 128x128 form).
 HERO_CORE = {"stages": 2, "frags": 1, "order": "rows"}
 HERO_BIG = {"bm": 128, "bn": 128, "bk": 16, "wm": 32, "wn": 64, "thread_n": 8}
+
+
+GEMV_MAX_M = 8  # GEMMs of at most this many rows (B row-major) take the gemv form (0: never)
+
+
+def gemv_schedule(op: Any, sms: int, split: int | None = None) -> CudaSchedule:
+    """The gemv form, split over K so that about 3 blocks an SM stream B (a part keeps 256 k or more)."""
+    tiles = -(-op.n // 128)
+    if split is None:
+        split = max(1, min(32, -(-3 * sms // tiles), op.k // 256))
+    return CudaSchedule("simt", bm=8, bn=128, bk=16, wm=8, wn=16, stages=2, raster=8, split_k=split, form="gemv")
 
 
 def _hero_core(op: Any) -> dict[str, Any]:
@@ -244,9 +257,10 @@ def forms(op: Any) -> list[CudaSchedule]:
     of the two-stage kernel (its gathered loads have no cp.async form)."""
     gemm = op.kind == "gemm"
     rows = CORE_FORMS + (SKINNY_FORMS if gemm and op.m <= 64 else ())
+    gemv = [gemv_schedule(op, 132, 1)] if gemm and op.m <= 8 and op.layout_b == "row" else []
     return [CudaSchedule("simt", bm, bn, bk, wm, wn, st, raster=8, min_blocks=b, frags=f, order=o,
                          thread_n=tn[0] if tn else 8)
-            for bm, bn, bk, wm, wn, st, b, f, o, *tn in rows if gemm or st == 2]
+            for bm, bn, bk, wm, wn, st, b, f, o, *tn in rows if gemm or st == 2] + gemv
 
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
@@ -278,6 +292,8 @@ def render_simt(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None
     r = renderer or CudaRenderer()
     k = simt_kernel(op, schedule, arch.smem_optin)
     s, nt = k.s, k.threads
+    if s.form == "gemv":
+        return simt_gemv.render(op, s, arch, k.name, k.epi, r)
     if s.stages > 2:  # the cp.async pipeline (GEMM)
         body = [simt_async.HELPERS + _signature(r, k) + " {", *_head(k), *simt_async.mainloop(k)]
     else:

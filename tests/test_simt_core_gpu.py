@@ -1,6 +1,6 @@
 """The SIMT GEMM core's forms on a real GPU (skipped cleanly without one): the FMA order, the fragments
 double-buffered in registers, the cp.async pipeline, 2 blocks an SM, 16-warp blocks, 8 x 16 thread tiles,
-the short tiles for few rows and the gemv form (at most 8 rows), on odd shapes and layouts against the float64 reference on fresh random inputs; split forms give
+the short tiles for few rows and the gemv form (at most 48 rows), on odd shapes and layouts against the float64 reference on fresh random inputs; split forms give
 the same bits run after run; and every form of ``simt.forms`` on one odd shape."""
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ CASES = [
     (Gemm(1, 513, 8191, epilogue=("gelu",)), simt.gemv_schedule(Gemm(1, 513, 8191), 132)),
     (Gemm(1, 513, 8191), simt.gemv_schedule(Gemm(1, 513, 8191), 132, 1)),
     (Gemm(7, 4097, 4096, layout_a="col", epilogue=("bias", "residual")), simt.gemv_schedule(Gemm(7, 4097, 4096), 132)),
+    (Gemm(37, 1001, 4097), simt.gemv_schedule(Gemm(37, 1001, 4097), 132)),
+    (Gemm(48, 999, 2000, epilogue=("gelu",)), simt.gemv_schedule(Gemm(48, 999, 2000), 132, 1)),
 ]
 
 

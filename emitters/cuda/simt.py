@@ -156,7 +156,9 @@ HERO_CORE = {"stages": 2, "frags": 1, "order": "rows"}
 HERO_BIG = {"bm": 128, "bn": 128, "bk": 16, "wm": 32, "wn": 64, "thread_n": 8}
 
 
-GEMV_MAX_M = 8  # GEMMs of at most this many rows (B row-major) take the gemv form (0: never)
+# GEMMs of at most this many rows (B row-major) take the gemv form (0: never): its FMAs are all useful where a
+# tile of 8 rows a thread wastes most of them at M = 1..48, and it streams B with more loads in flight
+GEMV_MAX_M = 48
 
 
 def gemv_schedule(op: Any, sms: int, split: int | None = None) -> CudaSchedule:
@@ -164,7 +166,7 @@ def gemv_schedule(op: Any, sms: int, split: int | None = None) -> CudaSchedule:
     tiles = -(-op.n // 128)
     if split is None:
         split = max(1, min(32, -(-3 * sms // tiles), op.k // 256))
-    return CudaSchedule("simt", bm=8, bn=128, bk=16, wm=8, wn=16, stages=2, raster=8, split_k=split, form="gemv")
+    return CudaSchedule("simt", bm=64, bn=128, bk=16, wm=64, wn=16, stages=2, raster=8, split_k=split, form="gemv")
 
 
 def _hero_core(op: Any) -> dict[str, Any]:
@@ -257,7 +259,7 @@ def forms(op: Any) -> list[CudaSchedule]:
     of the two-stage kernel (its gathered loads have no cp.async form)."""
     gemm = op.kind == "gemm"
     rows = CORE_FORMS + (SKINNY_FORMS if gemm and op.m <= 64 else ())
-    gemv = [gemv_schedule(op, 132, 1)] if gemm and op.m <= 8 and op.layout_b == "row" else []
+    gemv = [gemv_schedule(op, 132, 1)] if gemm and op.m <= simt_gemv.MAX_M and op.layout_b == "row" else []
     return [CudaSchedule("simt", bm, bn, bk, wm, wn, st, raster=8, min_blocks=b, frags=f, order=o,
                          thread_n=tn[0] if tn else 8)
             for bm, bn, bk, wm, wn, st, b, f, o, *tn in rows if gemm or st == 2] + gemv
@@ -277,7 +279,8 @@ def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
                                                                                           (64, 32, 64, 32))
             for bk in (8, 16)]
     extra = forms(op)
-    split = [dataclasses.replace(s, split_k=k) for s in out + [f for f in extra if f.frags == 2 or f.bm < 64]
+    split = [dataclasses.replace(s, split_k=k) for s in out + [f for f in extra if f.frags == 2 or f.bm < 64
+                                                                 or f.form == "gemv"]
              if _tiles(op, s) < 2 * sms for k in (2, 3, 4, 6, 8, 12, 16) if -(-op.k // s.bk) >= 2 * k]
     return out + extra + split
 

@@ -1,11 +1,11 @@
-"""The fp32 GEMM of at most 8 rows (``form`` "gemv"): memory bound, B streamed once with 16-byte loads.
+"""The fp32 GEMM of at most 48 rows (``form`` "gemv"): B streamed once with 16-byte loads.
 
 The tiled core computes 8 rows or more a thread, so a 1-row product wastes most of its FMAs and, worse,
 holds too few loads in flight to stream B at full bandwidth. Here a block of 8 warps owns 128 columns of
 C (each lane 4, one ``float4`` of a B row): warp ``w`` takes the k rows ``w, w + 8, ..`` of the block's
 K range (a warp reads whole 512-byte runs of a row), every lane keeps all M rows' 4 sums in registers and
 reads A's element of each row through L1 (the lanes of a warp read the same word). The warps' sums meet
-in shared memory, added in warp order; with ``split_k`` > 1 the blocks of a column tile meet in the
+in shared memory, 8 rows at a time, added in warp order; with ``split_k`` > 1 the blocks of a column tile meet in the
 workspace like the tiled core's (the last to arrive adds the parts in order: deterministic). B row-major.
 """
 
@@ -19,12 +19,13 @@ from .render import CudaRenderer, Rendered
 
 WARPS = 8
 COLS = 128  # a block's columns: 32 lanes x 4
-MAX_M = 8
+MAX_M = 48  # rows a thread keeps 4 sums of in registers (192 at 48)
+CHUNK = 8  # rows the warps' sums meet in shared memory at a time
 
 
 def smem_bytes(op_m: int) -> int:
-    """The warps' partial sums: WARPS x rows x COLS floats."""
-    return 4 * WARPS * max(1, op_m) * COLS
+    """The warps' partial sums of up to CHUNK rows: WARPS x rows x COLS floats."""
+    return 4 * WARPS * max(1, min(CHUNK, op_m)) * COLS
 
 
 def workspace_bytes(tiles: int, split: int, rows: int) -> int:
@@ -70,8 +71,13 @@ def _head(op: Any, s: Any, tiles: int) -> list[str]:
     return out + [f"const int n0 = pid * {COLS}, col = n0 + lane * 4;"]
 
 
+def unroll(op: Any, s: Any) -> int:
+    """B rows a warp has in flight: bk / 2, fewer where each row's A elements and sums crowd the registers."""
+    return max(1, min(s.bk // 2, 96 // (op.m + 4)))
+
+
 def _stream(op: Any, s: Any) -> list[str]:
-    """Warp ``warp``'s k rows of the range, ``bk / 2`` a step unrolled: B's float4 (or 4 guarded scalars
+    """Warp ``warp``'s k rows of the range, ``unroll`` a step: B's float4 (or 4 guarded scalars
     where rows do not start on 16 bytes) and each row's A element, then 4 FMAs a row."""
     mr = op.m
     a_at = "(size_t){m} * K + k" if op.layout_a == "row" else "(size_t)k * M + {m}"
@@ -86,25 +92,27 @@ def _stream(op: Any, s: Any) -> list[str]:
                    f"acc[{m}][3] = fmaf(a_, b.w, acc[{m}][3]); }}" for m in range(mr))
     return [f"float acc[{mr}][4];",
             f"#pragma unroll\nfor (int m = 0; m < {mr}; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;",
-            f"#pragma unroll {max(1, s.bk // 2)}",  # bk / 2 rows of B in flight a warp
-            f"for (int k = kb + warp; k < ke; k += {WARPS}) {{", f"  {load}", f"  {fma}", "}",
-            "float* red = tr_smem_f;",
-            f"#pragma unroll\nfor (int m = 0; m < {mr}; ++m) *(float4*)(red + (warp * {mr} + m) * {COLS} + lane * 4) = "
-            "make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);",
-            "__syncthreads();"]
+            f"#pragma unroll {unroll(op, s)}",
+            f"for (int k = kb + warp; k < ke; k += {WARPS}) {{", f"  {load}", f"  {fma}", "}"]
 
 
 def _reduce(op: Any, s: Any, tiles: int) -> list[str]:
-    """Output ``o = tid + 256 j`` (row o / COLS, column o % COLS) summed over the warps in order; with a
-    split, the part stored, the arrival counted, and the last block's sum of the parts in order."""
+    """Output ``o = tid + 256 j`` (row o / COLS, column o % COLS) summed over the warps in order, CHUNK
+    rows at a time through shared memory; with a split, the part stored, the arrival counted, and the last
+    block's sum of the parts in order."""
     mr, nt = op.m, 32 * WARPS
     per = -(-mr * COLS // nt)
-    out = [f"float v_[{per}];",
-           f"#pragma unroll\nfor (int j = 0; j < {per}; ++j) {{",
-           f"  const int o = tid + j * {nt};",
-           "  float t = 0.0f;",
-           f"  if (o < {mr * COLS}) {{\n    #pragma unroll\n    for (int w = 0; w < {WARPS}; ++w) t += red[w * {mr * COLS} + o];\n  }}",
-           "  v_[j] = t;", "}"]
+    out = [f"float v_[{per}];", "float* red = tr_smem_f;"]
+    for c in range(-(-mr // CHUNK)):
+        rows = range(c * CHUNK, min(mr, (c + 1) * CHUNK))
+        out += ["__syncthreads();"] if c else []
+        out += [f"*(float4*)(red + (warp * {CHUNK} + {m - c * CHUNK}) * {COLS} + lane * 4) = "
+                f"make_float4(acc[{m}][0], acc[{m}][1], acc[{m}][2], acc[{m}][3]);" for m in rows]
+        out.append("__syncthreads();")
+        for j in range(c * CHUNK * COLS // nt, min(per, (c + 1) * CHUNK * COLS // nt)):
+            o = f"tid + {j * nt - c * CHUNK * COLS}"
+            out.append(f"{{ float t = 0.0f; if ({o} < {len(rows) * COLS}) {{\n  #pragma unroll\n  for (int w = 0; w < "
+                       f"{WARPS}; ++w) t += red[w * {CHUNK * COLS} + {o}];\n}} v_[{j}] = t; }}")
     if s.split_k == 1:
         return out
     S, words, slab = s.split_k, -(-tiles // 64) * 64, mr * COLS

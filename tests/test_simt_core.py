@@ -58,7 +58,8 @@ def test_gemv_form_field_checks_and_hero():
     assert simt._tiles(op, s) * s.split_k >= 132  # the blocks that stream B fill the GPU
     assert cuda_hero(Gemm(49, 513, 8191)).form == "tile" and cuda_hero(Gemm(1, 513, 8191, layout_b="col")).form == "tile"
     for bad, bop in [(dataclasses.replace(s, bm=16), op), (dataclasses.replace(s, form="rows"), op),
-                     (s, Gemm(49, 513, 8191)), (s, Gemm(1, 513, 8191, layout_b="col")),
+                     (dataclasses.replace(s, bm=56, wm=56), op), (dataclasses.replace(s, wm=16), op),
+                     (s, Gemm(1, 513, 8191, layout_b="col")),
                      (dataclasses.replace(s, stages=3), op)]:
         with pytest.raises(BadInputError, match="form"):
             bad.validate(bop)
@@ -154,6 +155,8 @@ EMU_CASES = [  # (op, schedule, cp.async copies land late (1) or at issue (0))
     (Gemm(8, 260, 300, epilogue=("residual", "scale"), alpha=0.5), simt.gemv_schedule(Gemm(8, 260, 300), 132, 2), 1),
     (Gemm(37, 301, 333, epilogue=("bias",)), simt.gemv_schedule(Gemm(37, 301, 333), 132, 3), 1),
     (Gemm(48, 256, 200, layout_a="col"), simt.gemv_schedule(Gemm(48, 256, 200), 132, 1), 1),
+    (Gemm(64, 300, 200), simt.gemv_schedule(Gemm(64, 300, 200), 132, 3), 1),
+    (Gemm(50, 260, 333, layout_a="col", epilogue=("bias", "residual")), simt.gemv_schedule(Gemm(50, 260, 333), 132, 2), 1),
 ]
 
 
@@ -196,6 +199,7 @@ COMPILE_CASES = [  # (op, schedule) compiled for sm_80 and sm_90a: no spills
     (Gemm(8, 4096, 4096, layout_a="col"), simt.gemv_schedule(Gemm(8, 4096, 4096), 132)),
     (Gemm(37, 1001, 4097), simt.gemv_schedule(Gemm(37, 1001, 4097), 132)),
     (Gemm(48, 1001, 4097, epilogue=("bias", "gelu")), simt.gemv_schedule(Gemm(48, 1001, 4097), 132)),
+    (Gemm(64, 4096, 4096), simt.gemv_schedule(Gemm(64, 4096, 4096), 132)),
 ]
 
 
@@ -214,7 +218,7 @@ def test_forms_compile_without_spills(op, s, arch, _cache):
     res = art.metadata["resources"]
     assert 0 < res["regs_per_thread"] <= 255 and res["spills"] == 0, (r.name, arch, res)
     if s.form == "gemv":
-        assert r.smem == 4 * 8 * min(8, op.m) * 128 and r.grid == (-(-op.n // 128) * s.split_k, 1, 1)
+        assert r.smem == 4 * 8 * min(8, op.m) * 128 and r.grid == (-(-op.m // s.bm) * -(-op.n // 128) * s.split_k, 1, 1)
         return
     assert r.smem == s.stages * s.bk * (s.bm + s.bn + 8) * 4 and ("cp.async" in r.source) == (s.stages > 2)
     assert r.metadata["tile"]["thread"] == [8, s.thread_n]

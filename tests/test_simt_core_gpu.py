@@ -1,6 +1,6 @@
 """The SIMT GEMM core's forms on a real GPU (skipped cleanly without one): the FMA order, the fragments
 double-buffered in registers, the cp.async pipeline, 2 blocks an SM, 16-warp blocks, 8 x 16 thread tiles,
-the short tiles for few rows and the gemv form (at most 48 rows), on odd shapes and layouts against the float64 reference on fresh random inputs; split forms give
+the short tiles for few rows and the gemv form (rows in groups of at most 48), on odd shapes and layouts against the float64 reference on fresh random inputs; split forms give
 the same bits run after run; and every form of ``simt.forms`` on one odd shape."""
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ CASES = [
     (Gemm(7, 4097, 4096, layout_a="col", epilogue=("bias", "residual")), simt.gemv_schedule(Gemm(7, 4097, 4096), 132)),
     (Gemm(37, 1001, 4097), simt.gemv_schedule(Gemm(37, 1001, 4097), 132)),
     (Gemm(48, 999, 2000, epilogue=("gelu",)), simt.gemv_schedule(Gemm(48, 999, 2000), 132, 1)),
+    (Gemm(64, 4096, 4096, epilogue=("gelu",)), simt.gemv_schedule(Gemm(64, 4096, 4096), 132)),
+    (Gemm(77, 1001, 999, layout_a="col"), simt.gemv_schedule(Gemm(77, 1001, 999), 132)),
 ]
 
 

@@ -77,7 +77,7 @@ class CudaSchedule:
     frags: int = 1  # simt: register sets of the operand fragments (2: the next k step's read during this one)
     order: str = "rows"  # simt: the order of a k step's 64 FMAs ("rows", or "snake": columns, rows down and up)
     thread_n: int = 8  # simt: columns of a thread's tile (8; 16: 8 x 16, the cp.async pipeline only)
-    form: str = "tile"  # simt GEMM: "tile" (the tiled core) or "gemv" (at most 48 rows: simt_gemv.py)
+    form: str = "tile"  # simt GEMM: "tile" (the tiled core) or "gemv" (few rows: simt_gemv.py)
 
     # ------------------------------------------------------------------ derived
 
@@ -210,16 +210,15 @@ class CudaSchedule:
             raise BadInputError(f"split_k: {self.split_k} parts of the {-(-op.k // self.bk)} k tiles of K = {op.k}")
 
     def _validate_gemv(self, op: Any) -> None:
-        """The fp32 GEMM of at most 48 rows: 8 warps over K, 128 columns a block (bm 64, bn 128, wm 64, wn 16)."""
+        """The fp32 GEMM of few rows: 8 warps over K, bm rows (8..48) x 128 columns a block (wm = bm, wn 16)."""
         if self.form != "gemv" or self.core != "simt":
             raise BadInputError(f"form: {self.form!r}: the simt core's forms are tile and gemv")
-        if (self.bm, self.bn, self.wm, self.wn, self.stages, self.thread_n, self.frags) != (64, 128, 64, 16, 2, 8, 1) \
-                or self.bk not in (8, 16, 32) or self.min_blocks != 1:
-            raise BadInputError("form: gemv blocks are all rows x 128 columns of 8 warps over K (bm 64, bn 128, "
-                                "wm 64, wn 16, stages 2, bk 8/16/32; no frags, thread_n or min_blocks)")
-        if op is not None and (getattr(op, "kind", None) != "gemm" or op.dtype.value != "fp32" or op.m > 48
-                               or op.layout_b != "row"):
-            raise BadInputError("form: gemv computes an fp32 GEMM of at most 48 rows with B row-major")
+        if (self.bn, self.wm, self.wn, self.stages, self.thread_n, self.frags) != (128, self.bm, 16, 2, 8, 1) \
+                or self.bm % 8 or not 8 <= self.bm <= 48 or self.bk not in (8, 16, 32) or self.min_blocks != 1:
+            raise BadInputError("form: gemv blocks are bm rows (8..48, a multiple of 8) x 128 columns of 8 warps over "
+                                "K (bn 128, wm = bm, wn 16, stages 2, bk 8/16/32; no frags, thread_n or min_blocks)")
+        if op is not None and (getattr(op, "kind", None) != "gemm" or op.dtype.value != "fp32" or op.layout_b != "row"):
+            raise BadInputError("form: gemv computes an fp32 GEMM with B row-major")
 
     def _validate_tiles(self, op: Any) -> None:
         if self.bm % self.wm or self.bn % self.wn:

@@ -162,11 +162,14 @@ GEMV_MAX_M = 48
 
 
 def gemv_schedule(op: Any, sms: int, split: int | None = None) -> CudaSchedule:
-    """The gemv form, split over K so that about 3 blocks an SM stream B (a part keeps 256 k or more)."""
-    tiles = -(-op.n // 128)
+    """The gemv form: the rows in as few groups of at most 48 as go (``bm`` a multiple of 8), split over K so
+    that about 3 blocks an SM stream B (a part keeps 256 k or more)."""
+    groups = -(-op.m // simt_gemv.MAX_M)
+    bm = -(-op.m // groups // 8) * 8 if groups > 1 else min(simt_gemv.MAX_M, -(-op.m // 8) * 8)
+    tiles = -(-op.m // bm) * -(-op.n // 128)
     if split is None:
         split = max(1, min(32, -(-3 * sms // tiles), op.k // 256))
-    return CudaSchedule("simt", bm=64, bn=128, bk=16, wm=64, wn=16, stages=2, raster=8, split_k=split, form="gemv")
+    return CudaSchedule("simt", bm=bm, bn=128, bk=16, wm=bm, wn=16, stages=2, raster=8, split_k=split, form="gemv")
 
 
 def _hero_core(op: Any) -> dict[str, Any]:
@@ -259,7 +262,7 @@ def forms(op: Any) -> list[CudaSchedule]:
     of the two-stage kernel (its gathered loads have no cp.async form)."""
     gemm = op.kind == "gemm"
     rows = CORE_FORMS + (SKINNY_FORMS if gemm and op.m <= 64 else ())
-    gemv = [gemv_schedule(op, 132, 1)] if gemm and op.m <= simt_gemv.MAX_M and op.layout_b == "row" else []
+    gemv = [gemv_schedule(op, 132, 1)] if gemm and op.m <= 2 * simt_gemv.MAX_M and op.layout_b == "row" else []
     return [CudaSchedule("simt", bm, bn, bk, wm, wn, st, raster=8, min_blocks=b, frags=f, order=o,
                          thread_n=tn[0] if tn else 8)
             for bm, bn, bk, wm, wn, st, b, f, o, *tn in rows if gemm or st == 2] + gemv

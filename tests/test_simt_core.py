@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tracea.doctor.errors import BadInputError
+from tracea.emitters import cuda
 from tracea.emitters.cuda import simt
 from tracea.emitters.cuda.arch import parse_arch
 from tracea.emitters.cuda.schedule import CudaSchedule
@@ -66,8 +67,6 @@ def test_gemv_form_field_checks_and_hero():
 
 
 def cuda_hero(op):
-    from tracea.emitters import cuda
-
     return cuda.hero_schedule(op, VID, NoGpu())
     assert simt.forms(Gemm(64, 4096, 4096))[-1].bm < 64 and all(f.bm >= 64 for f in simt.forms(op))
 
@@ -222,3 +221,23 @@ def test_forms_compile_without_spills(op, s, arch, _cache):
         return
     assert r.smem == s.stages * s.bk * (s.bm + s.bn + 8) * 4 and ("cp.async" in r.source) == (s.stages > 2)
     assert r.metadata["tile"]["thread"] == [8, s.thread_n]
+
+
+@pytest.mark.parametrize("core", [{"stages": 2, "frags": 1, "order": "snake"}, {"stages": 3, "frags": 1, "order": "snake"},
+                                  {"stages": 4, "frags": 2, "order": "snake"}])
+def test_a_hero_core_from_the_sweep_gives_valid_heroes(core, monkeypatch, _cache):
+    """HERO_CORE is the one line the sweep's table changes: every GEMM hero then validates and the odd shape's
+    compiles without spills; a convolution's hero keeps the recorded two-stage form."""
+    pytest.importorskip("cuda.core")
+    from tracea.emitters.cuda.build import compile_kernel
+
+    monkeypatch.setattr(simt, "HERO_CORE", core)
+    for op in (Gemm(1000, 999, 1001), Gemm(128, 256, 64, layout_a="col", layout_b="col", epilogue=("relu",)),
+               Gemm(4096, 4096, 4096), Gemm(512, 512, 16384), Gemm(777, 1333, 555)):
+        s = cuda_hero(op)
+        assert (s.stages, s.frags, s.order) == (core["stages"], core["frags"], core["order"])
+        s.validate(op, parse_arch("sm_90a"))
+    op = Gemm(1000, 999, 1001, epilogue=("bias", "relu"))
+    assert compile_kernel(op, VID, cuda_hero(op), NoGpu(), "sm_90a")[3].metadata["resources"]["spills"] == 0
+    conv = Conv2d(2, 64, 30, 30, 96, 3, 3, stride=2, padding=1, layout="nhwc")
+    assert cuda.hero_schedule(conv, "cuda-simt.conv2d", NoGpu()) == BIG

@@ -151,7 +151,7 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
 # The hero's core form: the two-stage register-staged kernel, FMAs row by row; HERO_BIG its GEMM tile where
 # the tiles fill the GPU (else ``fill_gpu`` picks the tile and split, with HERO_CORE). To be chosen from
 # benchmarks/gpu/simt_odd.py --sweep's table of forms (the cp.async pipeline, ``stages`` 3..4, and with it
-# ``thread_n`` 16, are for GEMM only: a convolution keeps the two-stage 128x128 form).
+# ``thread_n`` 16, are for GEMM only: a convolution keeps the two-stage 128x128 row-order form).
 HERO_CORE = {"stages": 2, "frags": 1, "order": "rows"}
 HERO_BIG = {"bm": 128, "bn": 128, "bk": 16, "wm": 32, "wn": 64, "thread_n": 8}
 
@@ -173,7 +173,8 @@ def gemv_schedule(op: Any, sms: int, split: int | None = None) -> CudaSchedule:
 
 
 def _hero_core(op: Any) -> dict[str, Any]:
-    return HERO_CORE if op.kind == "gemm" or HERO_CORE["stages"] == 2 else {**HERO_CORE, "stages": 2}
+    """HERO_CORE for a GEMM; a convolution keeps the two-stage row-order form (its heroes stay as recorded)."""
+    return HERO_CORE if op.kind == "gemm" else {"stages": 2, "frags": 1, "order": "rows"}
 
 
 # (bm, bn, wm, wn, blocks an SM holds: 190-250 registers a thread under launch bounds (threads, 1), sm_90a)

@@ -158,7 +158,9 @@ SIMT_PAD = 4  # floats of padding per shared line of the SIMT tiles (keeps the t
 
 
 def simt_smem_bytes(schedule: Any) -> int:
-    return 2 * schedule.bk * (schedule.bm + schedule.bn + 2 * SIMT_PAD) * 4
+    if getattr(schedule, "form", "tile") == "gemv":  # 8 warps' partial sums of 8 rows x 128 columns at a time
+        return 4 * 8 * min(8, schedule.bm) * schedule.bn
+    return schedule.stages * schedule.bk * (schedule.bm + schedule.bn + 2 * SIMT_PAD) * 4
 
 
 def simt_hoists(op: Any, schedule: Any, arch_smem: int) -> bool:

@@ -11,7 +11,11 @@
   4 x 4 for 16-byte shared-memory reads), a double-buffered shared stage (``stages`` = 2). ``split_k`` > 1
   (GEMM): each tile's K range split over that many blocks, whose partials the last to arrive sums in a
   fixed order (deterministic) before the epilogue; 1 (the default, left out of the JSON and the name)
-  is the one-block-a-tile kernel.
+  is the one-block-a-tile kernel. ``frags`` 2: the next k step's operand fragments are read from shared
+  memory into a second register set while this step multiplies, across the tile's barrier too (the read
+  latency hidden by a step's 64 FMAs); 1 (the default, left out of the JSON and the name): read, then use.
+  ``stages`` 3 or 4 (GEMM): a cp.async pipeline fills the shared tiles without registers in between
+  (``simt_async.py``). ``order`` "snake": a k step's FMAs column by column, rows down and up in turn.
 - ``softmax``: ``threads`` per block, ``vec`` elements per vector access, ``chunks`` vectors held in
   registers by each thread (the single-pass form; 0 = stream the row twice with an online max/sum).
   ``lanes`` > 0: several rows per block, ``lanes`` (1..32, a power of two) threads per row, the row held in
@@ -70,6 +74,10 @@ class CudaSchedule:
     lanes: int = 0  # softmax: threads per row, several rows per block (0: a block per row)
     split: int = 0  # softmax: blocks per row (0: one)
     split_k: int = 1  # simt GEMM: blocks sharing a tile's K range (1: one)
+    frags: int = 1  # simt: register sets of the operand fragments (2: the next k step's read during this one)
+    order: str = "rows"  # simt: the order of a k step's 64 FMAs ("rows", or "snake": columns, rows down and up)
+    thread_n: int = 8  # simt: columns of a thread's tile (8; 16: 8 x 16, the cp.async pipeline only)
+    form: str = "tile"  # simt GEMM: "tile" (the tiled core) or "gemv" (few rows: simt_gemv.py)
 
     # ------------------------------------------------------------------ derived
 
@@ -96,6 +104,10 @@ class CudaSchedule:
         tag += f"_p{self.persist}" if self.persist else ""
         tag += "_ed" if self.epilogue == "direct" else ""
         tag += f"_b{self.min_blocks}" if self.min_blocks != 1 else ""
+        tag += f"_f{self.frags}" if self.frags != 1 else ""
+        tag += "_os" if self.order == "snake" else ""
+        tag += f"_t{self.thread_n}" if self.thread_n != 8 else ""
+        tag += "_gv" if self.form == "gemv" else ""
         return tag + (f"_k{self.split_k}" if self.split_k != 1 else "")
 
     # ------------------------------------------------------------------ validation
@@ -104,7 +116,8 @@ class CudaSchedule:
         """Raise ``BadInputError`` naming the first field that cannot work (for ``op`` on ``arch``)."""
         if self.core not in CORES:
             raise BadInputError(f"core: expected one of {', '.join(CORES)}, got {self.core!r}")
-        for name in ("bm", "bn", "bk", "wm", "wn", "stages", "raster", "min_blocks", "vec", "split_k"):
+        for name in ("bm", "bn", "bk", "wm", "wn", "stages", "raster", "min_blocks", "vec", "split_k", "frags",
+                     "thread_n"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
@@ -120,8 +133,14 @@ class CudaSchedule:
             raise BadInputError("lanes: rows per block and split rows are softmax forms")
         if self.split_k != 1:
             self._validate_split_k(op)
+        if self.frags != 1 and (self.core != "simt" or self.frags != 2):
+            raise BadInputError(f"frags: {self.frags!r} fragment register sets: 1 or 2, on the simt core")
+        if self.order != "rows" and (self.core != "simt" or self.order != "snake"):
+            raise BadInputError(f"order: {self.order!r}: the simt core's FMA orders are rows and snake")
         if self.core == "softmax":
             self._validate_softmax(op)
+        elif self.form != "tile":
+            self._validate_gemv(op)
         else:
             self._validate_tiles(op)
         if arch is not None and op is not None:
@@ -190,6 +209,17 @@ class CudaSchedule:
         if op is not None and self.split_k > -(-op.k // self.bk):
             raise BadInputError(f"split_k: {self.split_k} parts of the {-(-op.k // self.bk)} k tiles of K = {op.k}")
 
+    def _validate_gemv(self, op: Any) -> None:
+        """The fp32 GEMM of few rows: 8 warps over K, bm rows (8..48) x 128 columns a block (wm = bm, wn 16)."""
+        if self.form != "gemv" or self.core != "simt":
+            raise BadInputError(f"form: {self.form!r}: the simt core's forms are tile and gemv")
+        if (self.bn, self.wm, self.wn, self.stages, self.thread_n, self.frags) != (128, self.bm, 16, 2, 8, 1) \
+                or self.bm % 8 or not 8 <= self.bm <= 48 or self.bk not in (8, 16, 32) or self.min_blocks != 1:
+            raise BadInputError("form: gemv blocks are bm rows (8..48, a multiple of 8) x 128 columns of 8 warps over "
+                                "K (bn 128, wm = bm, wn 16, stages 2, bk 8/16/32; no frags, thread_n or min_blocks)")
+        if op is not None and (getattr(op, "kind", None) != "gemm" or op.dtype.value != "fp32" or op.layout_b != "row"):
+            raise BadInputError("form: gemv computes an fp32 GEMM with B row-major")
+
     def _validate_tiles(self, op: Any) -> None:
         if self.bm % self.wm or self.bn % self.wn:
             raise BadInputError(f"wm: the warp tile {self.wm}x{self.wn} does not divide the block tile {self.bm}x{self.bn}")
@@ -209,14 +239,21 @@ class CudaSchedule:
                 raise BadInputError(f"wm: a {self.wm}x{self.wn} warp tile keeps {accum} fp32 accumulators per thread "
                                     "(at most 128 fit beside the fragments in 255 registers)")
         else:
-            if self.wm * self.wn != 32 * 64:
-                raise BadInputError(f"wm: a SIMT warp tile holds 32 lanes x 8x8 outputs (wm*wn = 2048), got {self.wm}x{self.wn}")
-            if self.wm % 8 or self.wn % 8 or (self.wm // 8) * (self.wn // 8) != 32:
-                raise BadInputError(f"wm: {self.wm}x{self.wn} does not split into 32 lanes of 8x8")
+            tn = self.thread_n
+            if tn not in (8, 16) or (tn == 16 and self.stages == 2):
+                raise BadInputError(f"thread_n: {tn} columns a thread: 8, or 16 with the cp.async pipeline (stages 3, 4)")
+            if self.wm * self.wn != 32 * 8 * tn:
+                raise BadInputError(f"wm: a SIMT warp tile holds 32 lanes x 8x{tn} outputs (wm*wn = {256 * tn}), "
+                                    f"got {self.wm}x{self.wn}")
+            if self.wm % 8 or self.wn % tn or (self.wm // 8) * (self.wn // tn) != 32:
+                raise BadInputError(f"wm: {self.wm}x{self.wn} does not split into 32 lanes of 8x{tn}")
             if self.bk not in (8, 16, 32):
                 raise BadInputError(f"bk: {self.bk} is not 8, 16 or 32")
-            if self.stages != 2:
-                raise BadInputError("stages: the SIMT core double-buffers (stages = 2)")
+            if not 2 <= self.stages <= 4:
+                raise BadInputError(f"stages: {self.stages}: the SIMT core double-buffers through registers (2) or "
+                                    "runs a cp.async pipeline of 3 or 4 stages")
+            if self.stages > 2 and op is not None and getattr(op, "kind", None) != "gemm":
+                raise BadInputError("stages: the SIMT cp.async pipeline (3 or 4 stages) is implemented for gemm only")
         if self.persist and (self.core != "mma" or self.persist > self.min_blocks):
             raise BadInputError(f"persist: a persistent grid of {self.persist} blocks per SM needs the mma core and "
                                 f"at most min_blocks ({self.min_blocks}) blocks per SM")
@@ -251,8 +288,15 @@ class CudaSchedule:
         for name in ("lanes", "split"):  # likewise (softmax forms added later)
             if not d[name]:
                 del d[name]
-        if d["split_k"] == 1:  # likewise (the simt K split)
-            del d["split_k"]
+        for name in ("split_k", "frags"):  # likewise (the simt K split and fragment double buffer)
+            if d[name] == 1:
+                del d[name]
+        if d["order"] == "rows":
+            del d["order"]
+        if d["thread_n"] == 8:
+            del d["thread_n"]
+        if d["form"] == "tile":
+            del d["form"]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", **d}
 
     @staticmethod

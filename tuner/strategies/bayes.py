@@ -29,6 +29,7 @@ from .common import Observed, Strategy
 FAIL_PENALTY = 0.5  # log units above the slowest working candidate (about 1.6x slower)
 XI = 0.03  # the improvement that counts, in log-time units (about 3 %)
 RESTART_EVERY = 3  # a random restart of the hyperparameter fit every few fits (warm starts between)
+REFIT_ALWAYS = 40  # observations below which every step refits the hyperparameters
 
 
 def initial_count(n: int) -> int:
@@ -48,6 +49,7 @@ class Bayes(Strategy):
         self._ranking: list[int] = []
         self.gp = GP(max(1, self.x.shape[1]))
         self.fits = 0
+        self.fitted_on = 0  # observations at the last hyperparameter fit
 
     def _space_filling(self, observed: Observed) -> int | None:
         import numpy as np
@@ -89,8 +91,13 @@ class Bayes(Strategy):
         y = np.array([ok.get(int(i), worst + FAIL_PENALTY) for i in idx])
         xs = self.x if self.x.shape[1] else np.zeros((self.n, 1))
         with _one_thread():
-            gp = self.gp.fit(xs[idx], y, self.rng, restarts=int(self.fits % RESTART_EVERY == 0))
-            self.fits += 1
+            # hyperparameters refitted while the data are few, then each time they grew by a tenth: on a
+            # space of thousands a run of hundreds would otherwise spend minutes fitting
+            optimise = len(idx) < REFIT_ALWAYS or len(idx) >= 1.1 * self.fitted_on
+            gp = self.gp.fit(xs[idx], y, self.rng, restarts=int(self.fits % RESTART_EVERY == 0), optimise=optimise)
+            if optimise:
+                self.fits += 1
+                self.fitted_on = len(idx)
             mu, sigma = gp.predict(xs[untried])
             # the incumbent is the model's best mean at a working observed point, not the luckiest raw
             # measurement: with estimated noise, one fast outlier does not end the search around it

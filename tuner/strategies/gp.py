@@ -69,22 +69,25 @@ class GP:
         grad[d + 1] += (theta[d + 1] - mn) / sn**2
         return nll, grad
 
-    def fit(self, x: Any, y: Any, rng: Any, restarts: int = 0) -> GP:
+    def fit(self, x: Any, y: Any, rng: Any, restarts: int = 0, optimise: bool = True) -> GP:
+        """Condition on (x, y); with ``optimise``, first fit the hyperparameters (from the previous ones
+        and ``restarts`` random starts), else keep them."""
         import numpy as np
         from scipy.optimize import minimize
 
         self.x = x
         self.mean, self.scale = float(y.mean()), float(y.std()) or 1.0
         ys = (y - self.mean) / self.scale
-        lo, hi = np.array(self.bounds).T
-        starts = [np.clip(self.theta, lo, hi)] + [rng.uniform(lo, hi) for _ in range(restarts)]
-        best = None
-        for t0 in starts:
-            res = minimize(self._nll, t0, args=(x, ys), jac=True, method="L-BFGS-B", bounds=self.bounds,
-                           options={"maxiter": 100})
-            if best is None or res.fun < best.fun:
-                best = res
-        self.theta = best.x
+        if optimise:
+            lo, hi = np.array(self.bounds).T
+            starts = [np.clip(self.theta, lo, hi)] + [rng.uniform(lo, hi) for _ in range(restarts)]
+            best = None
+            for t0 in starts:
+                res = minimize(self._nll, t0, args=(x, ys), jac=True, method="L-BFGS-B", bounds=self.bounds,
+                               options={"maxiter": 100})
+                if best is None or res.fun < best.fun:
+                    best = res
+            self.theta = best.x
         d = x.shape[1]
         self.length, self.signal = np.exp(self.theta[:d]), math.exp(self.theta[d])
         self.noise = math.exp(self.theta[d + 1]) + 1e-8

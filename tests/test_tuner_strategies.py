@@ -52,16 +52,18 @@ def test_seeded_runs_repeat_start_from_the_hero_and_never_retry(space, strategy)
     assert a[0] == 0 and len(set(a)) == len(a) == 14
 
 
-def test_bayes_is_sample_efficient_on_the_recorded_spaces(space) -> None:
-    """The acceptance at 10 % of the space (benchmarks/bench_tuner.py has every budget): median over 10
-    seeds, the search alone (no hero head start for either strategy). Fewer seeds do not do: on the CUDA
-    space a run either finds the three schedules >= 0.97 (1.7 % of the space) or stops near 0.94, so a
-    median of 3 follows luck."""
+@pytest.mark.parametrize("hero_first", [True, False], ids=["hero-first", "no-hero"])
+def test_bayes_is_sample_efficient_on_the_recorded_spaces(space, hero_first) -> None:
+    """The acceptance (issue 16): >= 0.97 of the optimum within 10 % of the space, median over 10 seeds,
+    as `tracea tune` runs it (the hero first) and by the search alone (no hero); and never below random
+    search's median (benchmarks/bench_tuner.py has every budget). Fewer seeds do not do: on the CUDA space
+    a run either finds the three schedules >= 0.97 (1.7 % of the space) or stops near 0.94, so a median of
+    3 follows luck."""
     rec = load_recorded(space)
     budget = math.ceil(0.10 * len(rec.trials))
     scores = {}
     for strategy in ("random", "bayes"):
-        found = [min(t.objective for t in _run(space, strategy, s, budget, hero_first=False) if t.objective)
+        found = [min(t.objective for t in _run(space, strategy, s, budget, hero_first=hero_first) if t.objective)
                  for s in range(10)]
         scores[strategy] = statistics.median(rec.optimum_ms / f for f in found)
     assert scores["bayes"] >= 0.97, scores

@@ -3,7 +3,7 @@ sample-efficiency benchmark. One JSON format for every backend (schema_version 1
 
     {"schema_version": 1, "op": op.to_json(), "variant": "<id>", "backend": "cpu|cuda",
      "device": "<cpu model or GPU name>", "recorded": "<iso time>", "command": "<how>",
-     "baseline": {"name": ..., "p50_ms": ...} (optional),
+     "baseline": {"name": ..., "p50_ms": ...} (optional), "complete": true|false (optional),
      "trials": [{"schedule": schedule.to_json(), "status": "...", "p50_ms": float|null,
                  "p95_ms": float|null, "rel_err": float|null, "error": str|null}, ...]}
 """
@@ -38,6 +38,7 @@ class RecordedSpace:
     command: str = ""
     baseline: dict[str, Any] | None = None
     path: str = ""
+    complete: bool | None = None  # False: a partial recording (a dry run, or stopped); None: not said
     _index: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -64,6 +65,8 @@ class RecordedSpace:
                "device": self.device, "recorded": self.recorded, "command": self.command}
         if self.baseline is not None:
             doc["baseline"] = self.baseline
+        if self.complete is not None:
+            doc["complete"] = self.complete
         return doc | {"trials": self.trials}
 
 
@@ -95,7 +98,7 @@ def load_recorded(path: str | Path) -> RecordedSpace:
     _check_fields(p, doc)
     return RecordedSpace(op=doc["op"], variant=doc["variant"], backend=doc["backend"], device=doc.get("device", ""),
                          trials=doc["trials"], recorded=doc.get("recorded", ""), command=doc.get("command", ""),
-                         baseline=doc.get("baseline"), path=str(p))
+                         baseline=doc.get("baseline"), path=str(p), complete=doc.get("complete"))
 
 
 def _number(value: Any) -> bool:
@@ -114,6 +117,8 @@ def _check_fields(p: Path, doc: dict[str, Any]) -> None:
         Op.from_json(doc["op"])
     except BadInputError as exc:
         raise BadInputError(f"{p}: 'op': {exc.message}") from None
+    if doc.get("complete") is not None and not isinstance(doc["complete"], bool):
+        raise BadInputError(f"{p}: 'complete' must be true, false or null")
     if doc.get("baseline") is not None and not isinstance(doc["baseline"], dict):
         raise BadInputError(f"{p}: 'baseline' must be an object or null")
     trials = doc["trials"]

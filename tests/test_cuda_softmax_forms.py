@@ -57,6 +57,29 @@ def test_hero_picks_the_form_by_shape(dtype):
     assert not hero_schedule(Softmax(132, 65536, dtype), host).split
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_odd_rows_keep_16_byte_vectors(dtype):
+    """Issue 16: a row length the vector does not divide (50257: a GPT-2 vocabulary) no longer drops the
+    hero to one element an access; only rows shorter than 4 vectors stay scalar, and a short row narrows
+    its vector where 16 bytes would hold more than 32 elements a lane (the rows form's registers)."""
+    vec = 16 // Softmax(1, 1, dtype).dtype.itemsize
+    arch = parse_arch("sm_90a")
+    for cols in (4 * vec + 1, 1001, 4097, 32001, 50257, 128257, 10**6 + 3):
+        for rows in (1, 3, 3000):
+            hero = hero_schedule(Softmax(rows, cols, dtype), host_with(132))
+            hero.validate(Softmax(rows, cols, dtype), arch)
+            assert hero.vec == vec or (cols <= 1024 and hero.lanes), (rows, cols, hero)
+    for cols in range(1, 1025):
+        hero = hero_schedule(Softmax(5, cols, dtype), host_with(132))
+        hero.validate(Softmax(5, cols, dtype), arch)
+        v = hero.vec
+        assert hero.lanes and hero.chunks * v <= 32, (cols, hero)
+        if cols % vec == 0 or cols >= 4 * vec:  # the widest vector whose slots fit 32 elements a lane
+            assert v == vec or (v > 1 and -(-row_vectors(cols, 2 * v) // 32) * 2 * v > 32), (cols, hero)
+        else:
+            assert v == 1, (cols, hero)
+
+
 def test_every_hero_and_candidate_validates_over_odd_shapes():
     arch = parse_arch("sm_90a")
     for dtype in DTYPES:

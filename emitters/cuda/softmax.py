@@ -84,8 +84,8 @@ def split_schedule(op: Any, vec: int, sms: int, threads: int = SPLIT_THREADS, sp
 
 def hero_schedule(op: Any, host: Any) -> CudaSchedule:
     """Short rows (up to 1024): several rows per block. Few long rows (fewer than SMs): a row split over
-    blocks. Otherwise a block per row: 16-byte vectors where the row allows, rows held in registers when
-    they fit."""
+    blocks. Otherwise a block per row: 16-byte vectors (slots, for rows the vector does not divide), rows
+    held in registers when they fit."""
     vec = _vec(op)
     sms, known = _sms(host)
     if op.cols <= SHORT:
@@ -94,12 +94,9 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
         split = split_schedule(op, vec, sms, known=known)
         if split is not None:
             return split
-    if vec == 1:  # scalar rows: about 4 elements a thread (more spilled in measured compiles)
-        threads = min(1024, max(128, -(-op.cols // 128) * 32))
-    else:
-        threads = 512 if op.cols >= 8192 else 256 if op.cols >= 2048 else 128
+    threads = 512 if op.cols >= 8192 else 256 if op.cols >= 2048 else 128  # vec > 1: rows past SHORT
     chunks = -(-row_vectors(op.cols, vec) // threads)
-    if op.cols >= 8192 and vec > 1:
+    if op.cols >= 8192:
         # long rows: the two-pass form, whose second read of a row hits L2, ran at 0.93 of the copy
         # bandwidth at 8192 x 8192 fp32 against 0.70 for the rows held in registers (05_final)
         chunks = 0

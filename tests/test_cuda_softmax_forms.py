@@ -14,6 +14,7 @@ from tracea.doctor.errors import BadInputError
 from tracea.emitters.cuda.arch import parse_arch
 from tracea.emitters.cuda.schedule import CudaSchedule
 from tracea.emitters.cuda.softmax import hero_schedule, search_space
+from tracea.emitters.cuda.softmax_parts import row_vectors
 from tracea.kernels import Softmax, relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
 
@@ -54,6 +55,29 @@ def test_hero_picks_the_form_by_shape(dtype):
     assert hero_schedule(Softmax(8192, 8192, dtype), host) == CudaSchedule(
         "softmax", threads=512, vec=16 // Softmax(1, 1, dtype).dtype.itemsize, chunks=0)
     assert not hero_schedule(Softmax(132, 65536, dtype), host).split
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_odd_rows_keep_16_byte_vectors(dtype):
+    """Issue 16: a row length the vector does not divide (50257: a GPT-2 vocabulary) no longer drops the
+    hero to one element an access; only rows shorter than 4 vectors stay scalar, and a short row narrows
+    its vector where 16 bytes would hold more than 32 elements a lane (the rows form's registers)."""
+    vec = 16 // Softmax(1, 1, dtype).dtype.itemsize
+    arch = parse_arch("sm_90a")
+    for cols in (4 * vec + 1, 1001, 4097, 32001, 50257, 128257, 10**6 + 3):
+        for rows in (1, 3, 3000):
+            hero = hero_schedule(Softmax(rows, cols, dtype), host_with(132))
+            hero.validate(Softmax(rows, cols, dtype), arch)
+            assert hero.vec == vec or (cols <= 1024 and hero.lanes), (rows, cols, hero)
+    for cols in range(1, 1025):
+        hero = hero_schedule(Softmax(5, cols, dtype), host_with(132))
+        hero.validate(Softmax(5, cols, dtype), arch)
+        v = hero.vec
+        assert hero.lanes and hero.chunks * v <= 32, (cols, hero)
+        if cols % vec == 0 or cols >= 4 * vec:  # the widest vector whose slots fit 32 elements a lane
+            assert v == vec or (v > 1 and -(-row_vectors(cols, 2 * v) // 32) * 2 * v > 32), (cols, hero)
+        else:
+            assert v == 1, (cols, hero)
 
 
 def test_every_hero_and_candidate_validates_over_odd_shapes():
@@ -105,20 +129,114 @@ def _group_reduce(vals: dict[int, float], lanes: int, op) -> dict[int, float]:
     return vals
 
 
-def model_rows(x: np.ndarray, s: CudaSchedule) -> np.ndarray:
-    """The rows form's index math: block b, thread t -> row b * (threads / lanes) + t / lanes, vectors
-    j * lanes + lane; the group's max, then its sum of exponentials, each over the lane group."""
+def where(row: int, cols: int, vec: int, n: int | None = None) -> tuple[int, int, int, int]:
+    """The kernel's (off, nv, nf, h) for a row of ``n`` (default ``cols``) elements: ``softmax_parts.odd_row``
+    when ``vec`` does not divide ``cols``; else the aligned forms' (0, cols / vec, cols / vec, 0)."""
+    n = cols if n is None else n
+    if cols % vec == 0:
+        return 0, n // vec, n // vec, 0
+    off = (row * cols) & (vec - 1)
+    return off, (off + n + vec - 1) // vec, (off + n) // vec, 1 if off else 0
+
+
+def read_slot(x: np.ndarray, row: int, i, vec: int, n: int | None = None) -> np.ndarray:
+    """Slot ``i`` (or slots: an array) of ``row`` as the kernel reads it: one access inside the row,
+    which must be a whole aligned vector of that row; else element by element, -inf outside the row."""
+    cols = x.shape[1]
+    off, _, nf, h = where(row, cols, vec, n)
+    i = np.asarray(i)
+    q = i[..., None] * vec + np.arange(vec) - off
+    inside = (q >= 0) & (q < (cols if n is None else n))
+    full = (i >= h) & (i < nf)
+    assert inside[full].all() and ((row * cols + q[full][..., 0]) % vec == 0).all(), (row, i)
+    return np.where(inside, x[min(row, x.shape[0] - 1), np.clip(q, 0, cols - 1)], -np.inf)
+
+
+def write_slot(y: np.ndarray, writes: np.ndarray, row: int, i, vec: int, f: np.ndarray) -> None:
+    """Slot ``i`` (or slots) of ``row`` written: the row's elements of it, no other."""
+    cols = y.shape[1]
+    q = np.asarray(i)[..., None] * vec + np.arange(vec) - where(row, cols, vec)[0]
+    inside = (q >= 0) & (q < cols)
+    y[row, q[inside]] = f[inside]
+    np.add.at(writes[row], q[inside], 1)
+
+
+@pytest.mark.parametrize("vec", (1, 2, 4, 8))
+def test_slots_cover_each_element_once_and_full_slots_are_aligned(vec):
+    """Head, body and tail: slots 0..nv-1 of every row hold each of its elements once, slots h..nf-1 are
+    whole aligned vectors inside it, at most the two end slots are partial, and no row overlaps more
+    slots than ``row_vectors`` (what the schedules size their registers by)."""
+    for cols in (1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 100, 1001, 1002, 1004, 4097, 50257):
+        most = 0
+        for row in range(2 * vec + 3):  # the row's offset repeats with period vec
+            off, nv, nf, h = where(row, cols, vec)
+            q = np.arange(nv + 2)[:, None] * vec + np.arange(vec)[None, :] - off  # slots past nv read nothing
+            inside = (q >= 0) & (q < cols)
+            count = inside.sum(axis=1)
+            assert (count[:nv] > 0).all() and (count[nv:] == 0).all(), (cols, row)
+            assert np.array_equal(np.sort(q[inside]), np.arange(cols)), (cols, row, vec)  # each element once
+            assert (count[h:nf] == vec).all() and ((row * cols + q[h:nf, 0]) % vec == 0).all()
+            assert all(i in (0, nv - 1) for i in np.flatnonzero((count > 0) & (count < vec))), (cols, row)
+            assert h == (off > 0) and (h == 0 or count[0] < vec)
+            most = max(most, nv)
+        assert most == row_vectors(cols, vec) and row_vectors(cols, vec) >= cols // vec, (cols, vec)
+
+
+def model_block(x: np.ndarray, s: CudaSchedule) -> np.ndarray:
+    """The block-per-row form (single pass, two passes or the persistent grid): thread t takes slots
+    j * threads + t (j < chunks) or t, t + threads, .. below nv; pairs folded per slot, then in thread order."""
     rows, cols = x.shape
-    nv, rpb = cols // s.vec, s.threads // s.lanes
+    y = np.full_like(x, np.nan)
+    writes = np.zeros(x.shape, int)
+    for row in range(rows):
+        nv = where(row, cols, s.vec)[1]
+        if s.chunks:
+            assert s.chunks * s.threads >= nv
+        mine = {t: [i for i in (range(t, s.chunks * s.threads, s.threads) if s.chunks else range(t, nv, s.threads))]
+                for t in range(s.threads)}
+        m, sm = -math.inf, 0.0
+        for t in range(s.threads):  # each slot's pair, folded in the thread's order, then thread after thread
+            for f in read_slot(x, row, np.array(mine[t], int), s.vec):
+                if f.max() != -math.inf:
+                    m, sm = fold(m, sm, f.max(), float(np.exp(f - f.max()).sum()))
+        for t in range(s.threads):
+            i = np.array([i for i in mine[t] if i < nv], int)
+            write_slot(y, writes, row, i, s.vec, np.exp(read_slot(x, row, i, s.vec) - m) / sm)
+    assert (writes == 1).all()
+    return y
+
+
+@pytest.mark.parametrize("rows,cols,dtype", [(3, 1001, "fp32"), (3, 1001, "fp16"), (2, 4097, "bf16"),
+                                            (3, 50257, "fp16"), (4, 1024, "fp32"), (9, 2050, "bf16")])
+def test_block_form_model_covers_every_element_once(rows, cols, dtype):
+    arch = parse_arch("sm_90a")
+    op = Softmax(rows, cols, dtype)
+    hero = hero_schedule(Softmax(4096, cols, dtype), host_with(132))  # many rows: the block-per-row form
+    cands = [c for c in [hero, *search_space(op, hero, arch)] if not c.lanes and not c.split]
+    assert hero.vec == 16 // op.dtype.itemsize and (cols <= 1024 or not (hero.lanes or hero.split))
+    x = np.random.default_rng(6).standard_normal((rows, cols)) * 4
+    ref = Softmax(rows, cols).reference({"x": x.astype(np.float32)})
+    for s in cands[:: max(1, len(cands) // 4)]:
+        s.validate(op, arch)
+        np.testing.assert_allclose(model_block(x.astype(np.float32).astype(np.float64), s), ref, rtol=1e-9)
+
+
+def model_rows(x: np.ndarray, s: CudaSchedule) -> np.ndarray:
+    """The rows form's index math: block b, thread t -> row b * (threads / lanes) + t / lanes, slots
+    j * lanes + lane; the group's max, then its sum of exponentials, each over the lane group. A row past
+    the end has no elements (n = 0)."""
+    rows, cols = x.shape
+    rpb = s.threads // s.lanes
     y = np.full_like(x, np.nan)
     writes = np.zeros(x.shape, int)
     for b in range(-(-rows // rpb)):
         held = {}
         for t in range(s.threads):
             row, lane = b * rpb + t // s.lanes, t % s.lanes
+            live = row < rows
             for j in range(s.chunks):
                 i = j * s.lanes + lane
-                held[t, j] = x[row, i * s.vec:(i + 1) * s.vec] if row < rows and i < nv else np.full(s.vec, -np.inf)
+                held[t, j] = read_slot(x, row if live else 0, i, s.vec, None if live else 0)
         mx = _group_reduce({t: max(held[t, j].max() for j in range(s.chunks)) for t in range(s.threads)},
                            s.lanes, max)
         with np.errstate(invalid="ignore"):  # rows past the end: -inf - -inf, never stored
@@ -129,36 +247,35 @@ def model_rows(x: np.ndarray, s: CudaSchedule) -> np.ndarray:
             row, lane = b * rpb + t // s.lanes, t % s.lanes
             for j in range(s.chunks):
                 i = j * s.lanes + lane
-                if row < rows and i < nv:
-                    y[row, i * s.vec:(i + 1) * s.vec] = ex[t, j] / sums[t]
-                    writes[row, i * s.vec:(i + 1) * s.vec] += 1
+                if row < rows and i < where(row, cols, s.vec)[1]:
+                    write_slot(y, writes, row, i, s.vec, ex[t, j] / sums[t])
     assert (writes == 1).all()
     return y
 
 
 def model_split(x: np.ndarray, s: CudaSchedule) -> np.ndarray:
-    """The split form: part p of a row is vectors [p * per, min(nv, (p + 1) * per)); each part's pair
-    is merged in part order by every block of the row (one result per row, whichever block came last)."""
+    """The split form: part p of a row is slots [p * per, min(nv, (p + 1) * per)), per = nv / split
+    rounded up (nv: this row's slots); each part's pair is merged in part order by every block of the row
+    (one result per row, whichever block came last)."""
     rows, cols = x.shape
-    nv = cols // s.vec
-    per = -(-nv // s.split)
     y = np.full_like(x, np.nan)
     writes = np.zeros(x.shape, int)
     for row in range(rows):
+        nv = where(row, cols, s.vec)[1]
+        per = -(-nv // s.split)
         pairs = []
         for p in range(s.split):
             lo, hi = p * per, min(nv, (p + 1) * per)
             if s.chunks:
                 assert lo + s.chunks * s.threads >= hi  # the held part covers its range
-            f = x[row, lo * s.vec:max(lo, hi) * s.vec]
+            f = read_slot(x, row, np.arange(lo, max(lo, hi)), s.vec).ravel()
             pairs.append((f.max(), float(np.exp(f - f.max()).sum())) if f.size else (-math.inf, 0.0))
         m, sm = -math.inf, 0.0
         for pm, ps in pairs:
             m, sm = fold(m, sm, pm, ps)
         for p in range(s.split):
-            lo, hi = p * per, min(nv, (p + 1) * per)
-            y[row, lo * s.vec:max(lo, hi) * s.vec] = np.exp(x[row, lo * s.vec:max(lo, hi) * s.vec] - m) / sm
-            writes[row, lo * s.vec:max(lo, hi) * s.vec] += 1
+            i = np.arange(p * per, max(p * per, min(nv, (p + 1) * per)))
+            write_slot(y, writes, row, i, s.vec, np.exp(read_slot(x, row, i, s.vec) - m) / sm)
     assert (writes == 1).all()
     return y
 
@@ -212,6 +329,43 @@ def test_new_forms_compile_without_spills(op, arch, tmp_path_factory, monkeypatc
         _, r, _, art = compile_kernel(op, VID, s, NoGpu(), arch)
         res = art.metadata["resources"]
         assert res["spills"] == 0 and res["stack_frame"] == 0, (s.name, res)
+        if s.split:
+            assert res["regs_per_thread"] <= 65536 // (s.threads * max(1, 1024 // s.threads)), (s.name, res)
+
+
+ODD = [Softmax(3000, 50257, "fp16"), Softmax(1024, 32001, "bf16"), Softmax(4096, 4097), Softmax(65536, 129, "fp16"),
+       Softmax(8, 128257, "fp16"), Softmax(37, 1001, "bf16"), Softmax(5, 1002, "fp16"), Softmax(3, 50257)]
+
+
+@pytest.mark.parametrize("arch", ("sm_80", "sm_90a"))
+@pytest.mark.parametrize("op", ODD, ids=lambda op: op.signature)
+def test_odd_rows_compile_without_spills(op, arch, tmp_path_factory, monkeypatch):
+    """Rows the 16-byte vector does not divide: the hero (16-byte slots) and a sample of every form, without
+    spills wherever the same schedule has none on the aligned row length below (some candidates of the
+    space spill at any length: 1024 threads holding 56 elements)."""
+    pytest.importorskip("cuda.core")
+    from tracea.emitters import cuda
+    from tracea.emitters.cuda import compiler as nv
+    from tracea.emitters.cuda.build import compile_kernel
+
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+    try:
+        nv.find_nvrtc()
+    except Exception:  # noqa: BLE001 - no NVRTC here
+        pytest.skip("NVRTC is not installed")
+    hero = cuda.hero_schedule(op, VID, NoGpu(), arch=arch)
+    assert hero.vec == 16 // op.dtype.itemsize, hero.name
+    space = cuda.search_space(op, VID, NoGpu(), arch)
+    forms = {}
+    for c in space:  # one of each form, then every 8th
+        forms.setdefault((bool(c.lanes), bool(c.split), bool(c.persist), bool(c.chunks)), c)
+    twin = Softmax(op.rows, op.cols - op.cols % hero.vec, op.dtype.value)
+    for s in {hero, *forms.values(), *space[::8]}:
+        _, r, _, art = compile_kernel(op, VID, s, NoGpu(), arch)
+        res = art.metadata["resources"]
+        assert "xe[q]" in r.source and "ye[q]" in r.source, s.name  # the partial-slot path is in
+        if s == hero or compile_kernel(twin, VID, s, NoGpu(), arch)[3].metadata["resources"]["spills"] == 0:
+            assert res["spills"] == 0 and res["stack_frame"] == 0, (s.name, res)
         if s.split:
             assert res["regs_per_thread"] <= 65536 // (s.threads * max(1, 1024 // s.threads)), (s.name, res)
 

@@ -175,9 +175,9 @@ class CudaSchedule:
                 raise BadInputError(f"vec: {self.vec} x {item} B is wider than a 16-byte access")
             if getattr(op, "kind", None) != "softmax":
                 raise BadInputError(f"core: softmax computes softmax, not {getattr(op, 'kind', op)}")
-            if op.cols % self.vec:
-                raise BadInputError(f"vec: rows of {op.cols} elements do not split into {self.vec}-element vectors")
-            per = -(-(op.cols // self.vec) // max(1, self.split)) * self.vec  # elements of a block's part
+            from .softmax_parts import row_vectors  # rows the vector does not divide: the slots they overlap
+
+            per = -(-row_vectors(op.cols, self.vec) // max(1, self.split)) * self.vec  # elements of a block's part
             if self.chunks and self.threads * self.vec * self.chunks < per:
                 raise BadInputError(f"chunks: {self.threads} threads x {self.vec} x {self.chunks} hold fewer than "
                                     f"the {per} elements of a block's row (chunks = 0 streams the row twice)")
@@ -195,9 +195,9 @@ class CudaSchedule:
                 raise BadInputError(f"vec: {self.vec} x {op.dtype.itemsize} B is wider than a 16-byte access")
             if getattr(op, "kind", None) != "softmax":
                 raise BadInputError(f"core: softmax computes softmax, not {getattr(op, 'kind', op)}")
-            if op.cols % self.vec:
-                raise BadInputError(f"vec: rows of {op.cols} elements do not split into {self.vec}-element vectors")
-            if self.lanes * self.vec * self.chunks < op.cols:
+            from .softmax_parts import row_vectors
+
+            if self.lanes * self.chunks < row_vectors(op.cols, self.vec):
                 raise BadInputError(f"chunks: {self.lanes} lanes x {self.vec} x {self.chunks} hold fewer than the "
                                     f"{op.cols} elements of a row")
 

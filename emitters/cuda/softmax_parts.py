@@ -1,7 +1,18 @@
-"""What every form of the softmax core shares: the vector loads and stores by storage type and width, and
-the kernel's head (prelude, converters, the (max, sum) fold, the signature)."""
+"""What every form of the softmax core shares: the vector loads and stores by storage type and width, the
+kernel's head (prelude, converters, the (max, sum) fold, the signature), and the slots of rows whose length
+is not a multiple of the vector.
+
+Row ``r`` starts at element ``r * cols``: with ``cols`` a multiple of ``vec`` every row starts on a 16-byte
+vector. Otherwise the forms address the row through the aligned vectors ("slots") it overlaps: slot ``i``
+holds elements ``i * vec - off .. i * vec - off + vec - 1`` of the row (``off`` = the row's start modulo
+``vec``). Slots ``h .. nf - 1`` lie inside the row and take one 16-byte access; the first (the head, when
+``off`` > 0) and the last (the tail) are partial and are read and written element by element, the
+elements outside the row read as -inf and never written.
+"""
 
 from __future__ import annotations
+
+import math
 
 from ..cstyle import Param
 from .render import CudaRenderer
@@ -71,3 +82,50 @@ def vector_access(dtype: str, vec: int) -> tuple[str, str, str]:
     back into ``v``) for rows of ``dtype``."""
     key = "fp32" if dtype == "fp32" else "h"
     return (*LOADS[(key, vec)], STORES[(key, vec)])
+
+
+def row_vectors(cols: int, vec: int) -> int:
+    """Slots a row may overlap: ``cols / vec`` when every row starts on a vector, else one partial slot
+    more for a row starting mid-vector (its offset is at most ``vec - gcd(cols, vec)``)."""
+    if cols % vec == 0:
+        return cols // vec
+    return -(-(cols + vec - math.gcd(cols, vec)) // vec)
+
+
+def odd_row(vec: int, vtype: str, row: str, n: str, indent: str) -> list[str]:
+    """Declarations locating row ``row`` (``n`` elements: ``cols``, or 0 for a row past the end) in slots:
+    ``off``, ``nv`` (slots overlapped), full slots ``h .. nf - 1``, vector pointers ``xr``/``yr`` and
+    element pointers ``xe``/``ye`` at the row's first slot."""
+    i = indent
+    return [f"{i}const size_t start = (size_t)({row}) * (size_t)cols;",
+            f"{i}const int off = (int)(start & {vec - 1});  /* the row's elements start mid-vector */",
+            f"{i}const int nv = (off + {n} + {vec - 1}) / {vec}, nf = (off + {n}) / {vec}, h = off ? 1 : 0;",
+            f"{i}const auto* xe = X + (start - off);",
+            f"{i}auto* ye = Y + (start - off);",
+            f"{i}const {vtype}* xr = (const {vtype}*)xe;",
+            f"{i}{vtype}* yr = ({vtype}*)ye;"]
+
+
+def load_slot(dtype: str, vec: int, vtype: str, unpack: str, i: str, load: str, indent: str,
+              n: str = "cols") -> list[str]:
+    """Slot ``i`` into ``float f[vec]``: one vector access (``load``: the access's spelling, e.g.
+    ``__ldcs(xr + {i})``) when it lies inside the row, else element by element, -inf outside the row."""
+    cvt = "" if dtype == "fp32" else "CVT"
+    d = indent
+    return [f"{d}if ({i} >= h && {i} < nf) {{ const {vtype} v = {load}; {unpack} }}",
+            f"{d}else {{\n{d}    #pragma unroll\n{d}    for (int e = 0; e < {vec}; ++e) {{",
+            f"{d}        const int q = {i} * {vec} + e;",
+            f"{d}        f[e] = (unsigned)(q - off) < (unsigned){n} ? {cvt}(xe[q]) : TR_NEG_INF;",
+            f"{d}    }}\n{d}}}"]
+
+
+def store_slot(dtype: str, vec: int, vtype: str, pack: str, i: str, indent: str, n: str = "cols") -> list[str]:
+    """``float f[vec]`` into slot ``i``: one streaming vector store inside the row, else the row's
+    elements one by one."""
+    back = "" if dtype == "fp32" else "BACK"
+    d = indent
+    return [f"{d}if ({i} >= h && {i} < nf) {{ {vtype} v; {pack} __stcs(yr + {i}, v); }}",
+            f"{d}else {{\n{d}    #pragma unroll\n{d}    for (int e = 0; e < {vec}; ++e) {{",
+            f"{d}        const int q = {i} * {vec} + e;",
+            f"{d}        if ((unsigned)(q - off) < (unsigned){n}) ye[q] = {back}(f[e]);",
+            f"{d}    }}\n{d}}}"]

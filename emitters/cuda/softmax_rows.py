@@ -6,7 +6,8 @@ vectors ``j * lanes + l`` (``j < chunks``) in registers, so each load instructio
 (max, sum) pairs: the group's max, then the exponentials (kept in place: one ``__expf`` an element) and
 their sum, each with ``__shfl_xor_sync`` over offsets below ``lanes`` (they stay inside the group): no
 shared memory and no block barrier. Rows past the end (the last block) compute on -inf and store
-nothing, so every lane reaches every shuffle. Each element is read once and written once.
+nothing, so every lane reaches every shuffle. Each element is read once and written once. Rows whose
+length the vector does not divide are held as the slots they overlap (``softmax_parts.odd_row``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .render import CudaRenderer, Rendered
-from .softmax_parts import header, vector_access
+from .softmax_parts import header, load_slot, odd_row, store_slot, vector_access
 
 
 def rows_per_block(schedule: Any) -> int:
@@ -39,21 +40,30 @@ def render_rows(op: Any, s: Any, arch: Any, r: CudaRenderer) -> Rendered:
     vtype, unpack, pack = vector_access(dtype, vec)
     name = f"tr_softmax_{dtype}_{s.name}"
     rpb = rows_per_block(s)
+    odd = op.cols % vec != 0
+    if odd:  # a row past the end has no elements: every slot reads -inf, none is written
+        where = ["    const int n = live ? cols : 0;", *odd_row(vec, vtype, "live ? row : 0", "n", "    ")]
+        load = load_slot(dtype, vec, vtype, unpack, "i", "__ldcs(xr + i)", "        ", "n")
+        store = store_slot(dtype, vec, vtype, pack, "i", "            ", "n")
+    else:
+        where = ["    const size_t base = (size_t)(live ? row : 0) * (size_t)cols;",
+                 f"    const {vtype}* xr = (const {vtype}*)(X + base);",
+                 f"    {vtype}* yr = ({vtype}*)(Y + base);",
+                 f"    const int nv = live ? cols / {vec} : 0;  /* cols is a multiple of vec */"]
+        load = [f"        if (i < nv) {{ const {vtype} v = __ldcs(xr + i); {unpack} }}",
+                f"        else {{\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) f[e] = TR_NEG_INF;\n        }}"]
+        store = [f"            {vtype} v; {pack}\n            __stcs(yr + i, v);"]
     src = [*header(r, dtype, name, threads, shared=False),
            f"    const int lane = threadIdx.x & {lanes - 1};",
            f"    const long long row = (long long)blockIdx.x * {rpb} + (threadIdx.x / {lanes});",
            "    const bool live = row < rows;",
-           "    const size_t base = (size_t)(live ? row : 0) * (size_t)cols;",
-           f"    const {vtype}* xr = (const {vtype}*)(X + base);",
-           f"    {vtype}* yr = ({vtype}*)(Y + base);",
-           f"    const int nv = live ? cols / {vec} : 0;  /* cols is a multiple of vec */",
+           *where,
            f"    float xs[{chunks}][{vec}];",
            "    float m = TR_NEG_INF;",
            f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{",
            f"        const int i = j * {lanes} + lane;",
            f"        float f[{vec}];",
-           f"        if (i < nv) {{ const {vtype} v = __ldcs(xr + i); {unpack} }}",
-           f"        else {{\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) f[e] = TR_NEG_INF;\n        }}",
+           *load,
            f"        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) {{ xs[j][e] = f[e]; m = fmaxf(m, f[e]); }}",
            "    }",
            *_group(lanes, "m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));"),
@@ -68,7 +78,7 @@ def render_rows(op: Any, s: Any, arch: Any, r: CudaRenderer) -> Rendered:
            "        if (i < nv) {",
            f"            float f[{vec}];\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) "
            "f[e] = xs[j][e] * inv;",
-           f"            {vtype} v; {pack}\n            __stcs(yr + i, v);",
+           *store,
            "        }",
            "    }",
            "}"]

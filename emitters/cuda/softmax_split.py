@@ -6,7 +6,8 @@ arrives at the row's counter. The last block to arrive resets the counter and bu
 generation; the others wait for that bump. Every block then folds the row's ``split`` pairs in the same
 order (the result does not depend on which block came last, so it is deterministic) and writes its part.
 With ``chunks`` > 0 the part stays in registers between the two steps (one read, one write); with 0 it is
-read again, from L2 (2 reads, 1 write: the parts of a few rows fit in L2).
+read again, from L2 (2 reads, 1 write: the parts of a few rows fit in L2). Rows whose length the vector
+does not divide are cut into parts of the slots they overlap (``softmax_parts.odd_row``).
 
 Waiting on other blocks needs them all resident: the kernel is launched cooperatively (the driver
 refuses a grid that cannot be co-resident, rather than letting it hang) and ``SplitKernel`` checks the
@@ -22,7 +23,7 @@ from tracea.doctor.errors import LaunchError
 from ..cstyle import Param
 from .render import CudaRenderer, Rendered
 from .runtime import BUFFERS, CudaKernel, _check
-from .softmax_parts import block_merge, header, vector_access
+from .softmax_parts import block_merge, header, load_slot, odd_row, store_slot, vector_access
 
 
 def resident(threads: int) -> int:
@@ -66,38 +67,54 @@ def _fold(vec: int, indent: str) -> list[str]:
             f"{indent}if (cm != TR_NEG_INF) tr_fold(m, s, cm, cs);"]
 
 
+def _held_load(dtype: str, vec: int, odd: bool) -> list[str]:
+    """Slot ``i`` of the part into ``f``: -inf past the part's end (``hi``)."""
+    vtype, unpack, _ = vector_access(dtype, vec)
+    pad = f"        else {{\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) f[e] = TR_NEG_INF;\n        }}"
+    if odd:
+        return ["        if (i < hi) {", *load_slot(dtype, vec, vtype, unpack, "i", "__ldcs(xr + i)", "            "),
+                "        }", pad]
+    return [f"        if (i < hi) {{ const {vtype} v = __ldcs(xr + i); {unpack} }}", pad]
+
+
 def render_split(op: Any, s: Any, arch: Any, r: CudaRenderer) -> Rendered:
     dtype = op.dtype.value
     vec, threads, chunks, split = s.vec, s.threads, s.chunks, s.split
     vtype, unpack, pack = vector_access(dtype, vec)
     warps = threads // 32
     name = f"tr_softmax_{dtype}_{s.name}"
+    odd = op.cols % vec != 0
     # at most 64 registers a thread, so that 1024 threads of blocks share an SM (the co-residency the
     # hero counts on: rows * split <= SMs * (1024 / threads))
     src = [*header(r, dtype, name, threads, WORKSPACE, (threads, resident(threads))),
            "    __shared__ float tot[2];",
            "    const int tid = threadIdx.x;",
            f"    const int part = blockIdx.x % {split};",
-           f"    const int row = blockIdx.x / {split};",
-           f"    const int nv = cols / {vec};  /* cols is a multiple of vec */",
-           f"    const int per = (nv + {split - 1}) / {split};",
-           "    const int lo = part * per, hi = min(nv, lo + per);",
-           f"    const {vtype}* xr = (const {vtype}*)(X + (size_t)row * (size_t)cols);",
-           f"    {vtype}* yr = ({vtype}*)(Y + (size_t)row * (size_t)cols);",
-           "    float m = TR_NEG_INF, s = 0.0f;"]
+           f"    const int row = blockIdx.x / {split};"]
+    if odd:
+        src += [*odd_row(vec, vtype, "row", "cols", "    "),
+                f"    const int per = (nv + {split - 1}) / {split};",
+                "    const int lo = part * per, hi = min(nv, lo + per);"]
+    else:
+        src += [f"    const int nv = cols / {vec};  /* cols is a multiple of vec */",
+                f"    const int per = (nv + {split - 1}) / {split};",
+                "    const int lo = part * per, hi = min(nv, lo + per);",
+                f"    const {vtype}* xr = (const {vtype}*)(X + (size_t)row * (size_t)cols);",
+                f"    {vtype}* yr = ({vtype}*)(Y + (size_t)row * (size_t)cols);"]
+    src.append("    float m = TR_NEG_INF, s = 0.0f;")
     if chunks:
         src += [f"    float xs[{chunks}][{vec}];",
                 f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{",
                 f"        const int i = lo + j * {threads} + tid;",
                 f"        float f[{vec}];",
-                f"        if (i < hi) {{ const {vtype} v = __ldcs(xr + i); {unpack} }}",
-                f"        else {{\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) f[e] = TR_NEG_INF;\n        }}",
+                *_held_load(dtype, vec, odd),
                 f"        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) xs[j][e] = f[e];",
                 *_fold(vec, "        "),
                 "    }"]
     else:
         src += [f"    #pragma unroll 4\n    for (int i = lo + tid; i < hi; i += {threads}) {{",
-                f"        float f[{vec}];\n        const {vtype} v = xr[i]; {unpack}",
+                *([f"        float f[{vec}];", *load_slot(dtype, vec, vtype, unpack, "i", "xr[i]", "        ")] if odd
+                  else [f"        float f[{vec}];\n        const {vtype} v = xr[i]; {unpack}"]),
                 *_fold(vec, "        "),
                 "    }"]
     src += [*block_merge(warps, "    "),
@@ -109,14 +126,17 @@ def render_split(op: Any, s: Any, arch: Any, r: CudaRenderer) -> Rendered:
                 "        if (i < hi) {",
                 f"            float f[{vec}];\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) "
                 "f[e] = __expf(xs[j][e] - m) * inv;",
-                f"            {vtype} v; {pack}\n            __stcs(yr + i, v);",
+                *(store_slot(dtype, vec, vtype, pack, "i", "            ") if odd else
+                  [f"            {vtype} v; {pack}\n            __stcs(yr + i, v);"]),
                 "        }",
                 "    }"]
     else:
         src += [f"    #pragma unroll 4\n    for (int i = lo + tid; i < hi; i += {threads}) {{",
-                f"        float f[{vec}];\n        {{ const {vtype} v = __ldcs(xr + i); {unpack} }}",
+                *([f"        float f[{vec}];", *load_slot(dtype, vec, vtype, unpack, "i", "__ldcs(xr + i)", "        ")]
+                  if odd else [f"        float f[{vec}];\n        {{ const {vtype} v = __ldcs(xr + i); {unpack} }}"]),
                 f"        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) f[e] = __expf(f[e] - m) * inv;",
-                f"        {vtype} v; {pack}\n        __stcs(yr + i, v);",
+                *(store_slot(dtype, vec, vtype, pack, "i", "        ") if odd else
+                  [f"        {vtype} v; {pack}\n        __stcs(yr + i, v);"]),
                 "    }"]
     src.append("}")
     grid = op.rows * split

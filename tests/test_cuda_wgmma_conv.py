@@ -71,9 +71,14 @@ def test_schedule_json_round_trip_and_space():
 def test_heroes_follow_k():
     # batch 32: tiles enough to fill the SMs (fewer take split-K: tests/test_cuda_splitk.py)
     # convs TMA's im2col mode can walk take it: ping-pong 128-row tiles as wide as K allows up to 128
-    for k, bn in ((64, 64), (128, 128), (256, 128)):
+    for k, bn in ((64, 64), (128, 128)):
         h = conv_hero_schedule(conv(n=32, k=k))
         assert (h.path, h.bm, h.bn, h.pingpong, h.store) == ("im2col", 128, bn, True, "tma"), k
+    # 784 tiles of 128 x 256 (K = 256 at 56x56): the wide tile; at 14x14 (49 of them) ping-pong 128 x 128
+    h = conv_hero_schedule(conv(n=32, k=256))
+    assert (h.path, h.bm, h.bn, h.pingpong) == ("im2col", 128, 256, False)
+    h = conv_hero_schedule(conv(n=32, k=256, h=14, w=14))
+    assert (h.path, h.bm, h.bn, h.pingpong) == ("im2col", 128, 128, True)
     # the gather keeps the rest (a stride of 9 is past TMA's traversal strides)
     assert conv_hero_schedule(conv(n=32, k=128, stride=9)).pingpong
     big = conv_hero_schedule(conv(n=32, k=256, stride=9, h=512, w=512))

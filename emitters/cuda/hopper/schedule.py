@@ -457,6 +457,13 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
     128 x 64) ping-pong for K <= 128."""
     if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: the GEMM's own hero
         return WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(op), sm_count))
+    wide = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col")
+    if op is not None and im2col_unsupported(op) is None and op.k >= 256 and op.r * op.s > 1 \
+            and tile_count(wide, op.gemm_m, op.k) >= 2 * sm_count:
+        # plenty of 128 x 256 tiles of a filter wider than 1x1: the wide tile's operand reuse wins (N32 C256
+        # 56x56 K256 3x3: 1.02x cuDNN, against 0.84x with 128 x 128 ping-pong; with fewer tiles it loses:
+        # 0.73x against 1.14x at 14x14; docs/device-runs/2026-11-25-h100/big-convs, im2col-run1)
+        return wide
     if op is not None and im2col_unsupported(op) is None:
         base = WgmmaConvSchedule(bm=128, bn=64 if op.k <= 64 else 128, stages=6, consumers=2, pingpong=True,
                                  store="tma", path="im2col")

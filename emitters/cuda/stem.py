@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.kernels.epilogue import VOCABULARY
 
 SCHEMA_VERSION = 1
 MAX_C = 15
@@ -39,7 +40,9 @@ WARPS = (1, 2, 3, 4, 5, 6, 7, 8)
 KSPLITS = (1, 2, 4)
 STAGES = (1, 2)
 DTYPES = ("bf16", "fp16")
-EPILOGUE = ("bias", "relu", "gelu", "scale")
+# every op of the epilogue vocabulary but those that read an m x n operand (residual): the stem fuses
+# per-channel and element-wise ops only
+EPILOGUE = tuple(name for name, e in VOCABULARY.items() if e.operand != "residual")
 
 
 @dataclass(frozen=True)

@@ -201,7 +201,7 @@ class Attention(Op):
         """(tiles in all, tiles a kernel computes) over batch x heads at ``block`` = (bq, bk) (default
         ``block_size``); a tile is computed when the mask keeps a pair in it. With a block mask the tiles
         are its blocks."""
-        block = tuple(block or self.block_size)
+        block = self.block_size if block is None else _block_size(block)
         if self.block_mask is not None and block != self.block_size:
             raise BadInputError(f"block: a block mask tiles by its block_size {self.block_size}, got {block}")
         bq, bk = block
@@ -209,14 +209,17 @@ class Attention(Op):
         starts = np.arange(nq) * bq
         lo, _ = self._key_ranges(starts)  # the union of a q block's key ranges runs from its first row's
         _, hi = self._key_ranges(np.minimum(starts + bq, self.seq_q) - 1)  # lo to its last row's hi
-        c0 = np.arange(nk) * bk
-        c1 = np.minimum(c0 + bk, self.seq_k)
-        kept = (np.maximum(lo[:, None], c0[None, :]) < np.minimum(hi[:, None], c1[None, :])) & (lo < hi)[:, None]
+        live = lo < hi
         bm = self.block_mask_array()
-        if bm is not None:
-            kept &= bm
+        if bm is None:  # a q block's kept keys are one range, so its tiles are a run of k blocks: O(q blocks)
+            kept = int(np.where(live, (hi - 1) // bk - lo // bk + 1, 0).sum())
+        else:  # the map itself is q blocks x k blocks, so testing each tile costs no more than reading it
+            c0 = np.arange(nk) * bk
+            c1 = np.minimum(c0 + bk, self.seq_k)
+            overlap = np.maximum(lo[:, None], c0[None, :]) < np.minimum(hi[:, None], c1[None, :])
+            kept = int((overlap & live[:, None] & bm).sum())
         heads = self.batch * self.heads
-        return heads * nq * nk, heads * int(kept.sum())
+        return heads * nq * nk, heads * kept
 
     @property
     def tiles_total(self) -> int:
@@ -291,18 +294,20 @@ class Attention(Op):
         group = self.heads // self.kv_heads  # type: ignore[operator]
         for r0 in range(0, self.seq_q, rows):
             r1 = min(r0 + rows, self.seq_q)
-            keep = self.keep_mask(r0, r1)
+            lo, hi = self._key_ranges(np.arange(r0, r1))
+            c0, c1 = int(lo.min()), int(hi.max())  # only the keys some row keeps (a window's band)
+            keep = self.keep_mask(r0, r1)[:, c0:c1]
             live = keep.any(axis=1)
             if not live.any():
                 continue
             for b in range(self.batch):
                 for h in range(self.heads):
-                    s = np.where(keep, (q[b, h, r0:r1] @ k[b, h // group].T) * self.scale, -np.inf)
+                    s = np.where(keep, (q[b, h, r0:r1] @ k[b, h // group, c0:c1].T) * self.scale, -np.inf)
                     m = np.where(live, s.max(axis=1), 0.0)
                     p = np.exp(s - m[:, None])
                     total = p.sum(axis=1)
                     safe = np.where(live, total, 1.0)
-                    out[b, h, r0:r1] = (p @ v[b, h // group]) / safe[:, None]
+                    out[b, h, r0:r1] = (p @ v[b, h // group, c0:c1]) / safe[:, None]
                     lse[b, h, r0:r1] = np.where(live, m + np.log(safe), -np.inf)
         return out, lse
 

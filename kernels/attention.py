@@ -162,11 +162,11 @@ class Attention(Op):
             return None
         return np.array([[c == "1" for c in row] for row in self.block_mask], dtype=bool)
 
-    def keep_mask(self, r0: int, r1: int) -> np.ndarray:
-        """The (r1 - r0) x seq_k boolean mask of query rows r0..r1-1."""
+    def keep_mask(self, r0: int, r1: int, c0: int = 0, c1: int | None = None) -> np.ndarray:
+        """The boolean mask of query rows r0..r1-1 and keys c0..c1-1 (default: all keys)."""
         rows = np.arange(r0, r1)
         lo, hi = self._key_ranges(rows)
-        cols = np.arange(self.seq_k)
+        cols = np.arange(c0, self.seq_k if c1 is None else c1)
         keep = (cols[None, :] >= lo[:, None]) & (cols[None, :] < hi[:, None])
         bm = self.block_mask_array()
         if bm is not None:
@@ -296,18 +296,22 @@ class Attention(Op):
             r1 = min(r0 + rows, self.seq_q)
             lo, hi = self._key_ranges(np.arange(r0, r1))
             c0, c1 = int(lo.min()), int(hi.max())  # only the keys some row keeps (a window's band)
-            keep = self.keep_mask(r0, r1)[:, c0:c1]
+            keep = self.keep_mask(r0, r1, c0, c1)
             live = keep.any(axis=1)
             if not live.any():
                 continue
+            masked = None if keep.all() else ~keep
             for b in range(self.batch):
                 for h in range(self.heads):
-                    s = np.where(keep, (q[b, h, r0:r1] @ k[b, h // group, c0:c1].T) * self.scale, -np.inf)
+                    s = q[b, h, r0:r1] @ k[b, h // group, c0:c1].T  # in place from here: one score block
+                    s *= self.scale
+                    if masked is not None:
+                        np.putmask(s, masked, -np.inf)
                     m = np.where(live, s.max(axis=1), 0.0)
-                    p = np.exp(s - m[:, None])
-                    total = p.sum(axis=1)
-                    safe = np.where(live, total, 1.0)
-                    out[b, h, r0:r1] = (p @ v[b, h // group, c0:c1]) / safe[:, None]
+                    s -= m[:, None]
+                    np.exp(s, out=s)
+                    safe = np.where(live, s.sum(axis=1), 1.0)
+                    out[b, h, r0:r1] = (s @ v[b, h // group, c0:c1]) / safe[:, None]
                     lse[b, h, r0:r1] = np.where(live, m + np.log(safe), -np.inf)
         return out, lse
 

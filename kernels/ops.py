@@ -78,7 +78,7 @@ class Op:
         kind = data.pop("op", None)
         if data.pop("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
             raise BadInputError("op: unsupported schema_version")
-        cls = OPS.get(kind) if isinstance(kind, str) else None
+        cls = OPS.get(canonical_op_name(kind)) if isinstance(kind, str) else None
         if cls is None:
             raise BadInputError(f"op: unknown operation {kind!r}; known: {', '.join(OPS)}")
         for k, v in data.items():
@@ -355,7 +355,16 @@ class Softmax(Op):
         return e / e.sum(axis=1, keepdims=True)
 
 
-OPS: dict[str, type] = {"gemm": Gemm, "conv2d": Conv2d, "softmax": Softmax}
+OPS: dict[str, type] = {"gemm": Gemm, "conv2d": Conv2d, "softmax": Softmax}  # attention.py adds "attention"
+# Other spellings of an op's name: the design documents write ctx.plan_kernel("flash_attention_2", precision="BF16").
+OP_ALIASES = {"flash_attention_2": "attention", "flash-attention-2": "attention", "flash_attention": "attention"}
+
+
+def canonical_op_name(name: str) -> str:
+    """The IR kind (a key of OPS) for a user's op name; a name that is no alias comes back lower-cased,
+    for the caller's "unknown operation" message."""
+    key = str(name).strip().lower()
+    return OP_ALIASES.get(key, key)
 
 
 def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
@@ -368,11 +377,13 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def tolerance(op: Op) -> float:
-    """Relative-error bound for a correct kernel: the output's own rounding plus accumulation."""
+    """Relative-error bound for a correct kernel: the output's own rounding plus accumulation. Attention
+    shares it: a 16-bit kernel rounds P before P @ V and then O, about 2u in all, inside 8u."""
     dtype: DType = op.dtype  # type: ignore[attr-defined]
     if dtype is DType.FP32:
         return 1e-4
     return 8 * dtype.unit_roundoff  # output rounding dominates: ~3e-2 bf16, ~4e-3 fp16
 
 
-__all__ = ["Gemm", "Conv2d", "Softmax", "Op", "OPS", "DType", "relative_error", "tolerance"]
+__all__ = ["Gemm", "Conv2d", "Softmax", "Op", "OPS", "OP_ALIASES", "DType", "canonical_op_name", "relative_error",
+           "tolerance"]

@@ -156,7 +156,7 @@ def test_json_round_trip_and_signature():
         back = Op.from_json(op.to_json())
         assert back == op and back.signature == op.signature
     with pytest.raises(BadInputError, match="unknown operation"):
-        Op.from_json({"op": "attention"})
+        Op.from_json({"op": "pooling"})
 
 
 def test_relative_error_and_tolerance():

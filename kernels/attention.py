@@ -1,0 +1,336 @@
+"""Scaled dot-product attention as an IR value (issue 17): O = softmax(Q K^T * scale + mask) V per head,
+with grouped-query heads, a causal flag, a sliding window and a block mask, its counts and a float64
+reference that also gives the log-sum-exp a backward pass needs.
+
+Layout: q and the output (batch, heads, seq_q, head_dim); k and v (batch, kv_heads, seq_k, head_dim);
+q head h reads kv head h // (heads // kv_heads), as FlashAttention 2 and torch's ``enable_gqa`` do.
+lse (batch, heads, seq_q), fp32, is ln(sum_j exp(s_ij)) over the kept keys of row i.
+
+The mask keeps key j for query i when all of these hold (d = j - i - (seq_k - seq_q): the diagonal is
+aligned bottom-right when seq_q != seq_k, as in FlashAttention 2):
+- causal: d <= 0;
+- window (left, right): -left <= d <= right;
+- block mask: ``block_mask[i // bq][j // bk]`` with ``block_size = (bq, bk)``.
+A row that keeps no key (causal with seq_q > seq_k, or an empty block-mask row) has output 0 and
+lse = -inf.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tracea.doctor.errors import BadInputError
+
+from .dtypes import DType, parse_dtype, to_float64
+from .ops import OPS, Op, _elements, _non_negative, _positive, _random
+
+MAX_HEAD_DIM = 256
+KERNEL_HEAD_DIMS = (64, 128, 256)  # what the fused kernels will be built for; any multiple of 8 validates
+REFERENCE_CHUNK_BYTES = 32 * 2**20  # the float64 score block the reference holds at once
+
+
+def _block_size(value: Any) -> tuple[int, int]:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise BadInputError(f"block_size: expected one integer or two (q block, k block), got {value!r}")
+        return _positive("block_size", value[0]), _positive("block_size", value[1])
+    v = _positive("block_size", value)
+    return v, v
+
+
+def _window(value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise BadInputError(f"window: expected (left, right) key counts, got {value!r}")
+        return _non_negative("window", value[0]), _non_negative("window", value[1])
+    v = _non_negative("window", value)
+    return v, v
+
+
+def _mask_rows(value: Any) -> tuple[str, ...]:
+    """A block mask (a bool array, rows of bools, or rows of '0'/'1' strings as JSON holds it) as
+    '0'/'1' strings, one per q block."""
+    if isinstance(value, np.ndarray):
+        if value.dtype != np.bool_:
+            raise BadInputError(f"block_mask: expected a boolean array, got dtype {value.dtype}")
+        if value.ndim != 2:
+            raise BadInputError(f"block_mask: expected a 2-D (q block x k block) map, got {value.ndim} dimensions")
+        return tuple("".join("1" if b else "0" for b in row) for row in value.tolist())
+    if not isinstance(value, (tuple, list)) or not value:
+        raise BadInputError(f"block_mask: expected a 2-D boolean map, got {type(value).__name__}")
+    rows = []
+    for row in value:
+        if isinstance(row, str):
+            if set(row) - {"0", "1"}:
+                raise BadInputError("block_mask: a row string may hold only '0' and '1'")
+            rows.append(row)
+        elif isinstance(row, (tuple, list, np.ndarray)) and all(isinstance(b, (bool, np.bool_)) for b in row):
+            rows.append("".join("1" if b else "0" for b in row))
+        else:
+            raise BadInputError(f"block_mask: expected rows of booleans, got {row!r:.40}")
+    return tuple(rows)
+
+
+@dataclass(frozen=True)
+class Attention(Op):
+    """Scaled dot-product attention, forward (see the module docstring for the layout and the mask).
+    ``kv_heads`` defaults to ``heads``, ``seq_k`` to ``seq_q``, ``scale`` to 1/sqrt(head_dim)."""
+
+    batch: int
+    heads: int
+    seq_q: int
+    head_dim: int
+    seq_k: int | None = None
+    kv_heads: int | None = None
+    dtype: DType = DType.FP32
+    causal: bool = False
+    scale: float | None = None
+    window: tuple[int, int] | None = None
+    block_mask: tuple[str, ...] | None = None
+    block_size: tuple[int, int] = (128, 128)
+    kind: ClassVar[str] = "attention"
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "heads", "seq_q"):
+            object.__setattr__(self, name, _positive(name, getattr(self, name)))
+        object.__setattr__(self, "seq_k", self.seq_q if self.seq_k is None else _positive("seq_k", self.seq_k))
+        kv = self.heads if self.kv_heads is None else _positive("kv_heads", self.kv_heads)
+        if self.heads % kv:
+            raise BadInputError(f"kv_heads: heads={self.heads} is not divisible by kv_heads={kv}")
+        object.__setattr__(self, "kv_heads", kv)
+        d = _positive("head_dim", self.head_dim)
+        if d % 8 or d > MAX_HEAD_DIM:
+            raise BadInputError(f"head_dim: expected a multiple of 8 up to {MAX_HEAD_DIM} (the kernels are built for "
+                                f"{', '.join(map(str, KERNEL_HEAD_DIMS))}), got {d}")
+        object.__setattr__(self, "head_dim", d)
+        object.__setattr__(self, "dtype", parse_dtype(self.dtype))
+        if not isinstance(self.causal, (bool, np.bool_)):
+            raise BadInputError(f"causal: expected true or false, got {self.causal!r}")
+        object.__setattr__(self, "causal", bool(self.causal))
+        scale = 1.0 / math.sqrt(d) if self.scale is None else self.scale
+        if isinstance(scale, bool) or not isinstance(scale, (int, float, np.number)) or not math.isfinite(scale) \
+                or scale <= 0:
+            raise BadInputError(f"scale: expected a positive finite number, got {self.scale!r}")
+        object.__setattr__(self, "scale", float(scale))
+        object.__setattr__(self, "window", _window(self.window))
+        object.__setattr__(self, "block_size", _block_size(self.block_size))
+        if self.block_mask is not None:
+            rows = _mask_rows(self.block_mask)
+            want = self.grid()
+            got = (len(rows), len(rows[0]))
+            if any(len(r) != got[1] for r in rows) or got != want:
+                raise BadInputError(
+                    f"block_mask: expected {want[0]} x {want[1]} tiles (ceil(seq_q/{self.block_size[0]}) x "
+                    f"ceil(seq_k/{self.block_size[1]})), got {got[0]} x {got[1]}" + (
+                        "" if all(len(r) == got[1] for r in rows) else " with ragged rows"))
+            object.__setattr__(self, "block_mask", rows)
+        _elements("q (batch x heads x seq_q x head_dim)", self.batch, self.heads, self.seq_q, d)
+        _elements("k (batch x kv_heads x seq_k x head_dim)", self.batch, kv, self.seq_k, d)
+        _elements("scores per head (seq_q x seq_k)", self.seq_q, self.seq_k)
+
+    # ---- the mask --------------------------------------------------------------------------------------
+
+    def grid(self, block: tuple[int, int] | None = None) -> tuple[int, int]:
+        """(q blocks, k blocks) at ``block`` (default ``block_size``)."""
+        bq, bk = block or self.block_size
+        return -(-self.seq_q // bq), -(-self.seq_k // bk)
+
+    def _bounds(self) -> tuple[int, int]:
+        """(left, right): key offsets kept around the aligned diagonal; "unbounded" is seq_q + seq_k."""
+        far = self.seq_q + self.seq_k
+        left, right = self.window if self.window is not None else (far, far)
+        return left, (min(right, 0) if self.causal else right)
+
+    def _key_ranges(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per query row, the kept keys before the block mask: [lo, hi) within [0, seq_k)."""
+        left, right = self._bounds()
+        diag = rows.astype(np.int64) + (self.seq_k - self.seq_q)
+        lo = np.clip(diag - left, 0, self.seq_k)
+        hi = np.clip(diag + right + 1, 0, self.seq_k)
+        return np.minimum(lo, hi), hi
+
+    def block_mask_array(self) -> np.ndarray | None:
+        if self.block_mask is None:
+            return None
+        return np.array([[c == "1" for c in row] for row in self.block_mask], dtype=bool)
+
+    def keep_mask(self, r0: int, r1: int, c0: int = 0, c1: int | None = None) -> np.ndarray:
+        """The boolean mask of query rows r0..r1-1 and keys c0..c1-1 (default: all keys)."""
+        rows = np.arange(r0, r1)
+        lo, hi = self._key_ranges(rows)
+        cols = np.arange(c0, self.seq_k if c1 is None else c1)
+        keep = (cols[None, :] >= lo[:, None]) & (cols[None, :] < hi[:, None])
+        bm = self.block_mask_array()
+        if bm is not None:
+            keep &= bm[np.ix_(rows // self.block_size[0], cols // self.block_size[1])]
+        return keep
+
+    @cached_property
+    def kept_pairs(self) -> int:
+        """(query, key) pairs the mask keeps in one head: exact, element by element (a block mask keeps
+        whole tiles, so its pairs come tile by tile; a causal or window edge cuts tiles)."""
+        bm = self.block_mask_array()
+        bq, bk = self.block_size
+        if bm is not None:  # kept keys in [0, x) for q block a: whole kept blocks, plus part of x's block
+            bm = np.concatenate([bm, np.zeros((bm.shape[0], 1), bool)], axis=1).astype(np.int64)
+            cum = np.concatenate([np.zeros((bm.shape[0], 1), np.int64), np.cumsum(bm, axis=1)], axis=1)
+        total, step = 0, 1 << 20
+        for r0 in range(0, self.seq_q, step):
+            rows = np.arange(r0, min(r0 + step, self.seq_q))
+            lo, hi = self._key_ranges(rows)
+            if bm is None:
+                total += int((hi - lo).sum())
+                continue
+            a = rows // bq
+
+            def upto(x: np.ndarray, a: np.ndarray = a) -> np.ndarray:
+                return cum[a, x // bk] * bk + bm[a, x // bk] * (x % bk)
+
+            total += int((upto(hi) - upto(lo)).sum())
+        return total
+
+    def tile_counts(self, block: tuple[int, int] | None = None) -> tuple[int, int]:
+        """(tiles in all, tiles a kernel computes) over batch x heads at ``block`` = (bq, bk) (default
+        ``block_size``); a tile is computed when the mask keeps a pair in it. With a block mask the tiles
+        are its blocks."""
+        block = self.block_size if block is None else _block_size(block)
+        if self.block_mask is not None and block != self.block_size:
+            raise BadInputError(f"block: a block mask tiles by its block_size {self.block_size}, got {block}")
+        bq, bk = block
+        nq, nk = self.grid(block)
+        starts = np.arange(nq) * bq
+        lo, _ = self._key_ranges(starts)  # the union of a q block's key ranges runs from its first row's
+        _, hi = self._key_ranges(np.minimum(starts + bq, self.seq_q) - 1)  # lo to its last row's hi
+        live = lo < hi
+        bm = self.block_mask_array()
+        if bm is None:  # a q block's kept keys are one range, so its tiles are a run of k blocks: O(q blocks)
+            kept = int(np.where(live, (hi - 1) // bk - lo // bk + 1, 0).sum())
+        else:  # the map itself is q blocks x k blocks, so testing each tile costs no more than reading it
+            c0 = np.arange(nk) * bk
+            c1 = np.minimum(c0 + bk, self.seq_k)
+            overlap = np.maximum(lo[:, None], c0[None, :]) < np.minimum(hi[:, None], c1[None, :])
+            kept = int((overlap & live[:, None] & bm).sum())
+        heads = self.batch * self.heads
+        return heads * nq * nk, heads * kept
+
+    @property
+    def tiles_total(self) -> int:
+        return self.tile_counts()[0]
+
+    @property
+    def tiles_computed(self) -> int:
+        return self.tile_counts()[1]
+
+    # ---- counts, shapes, inputs --------------------------------------------------------------------------
+
+    @property
+    def flops(self) -> int:
+        """The two matrix products over the kept pairs only (2 FLOP a multiply-add each, QK^T and PV);
+        the softmax's exponentials are not counted, as FlashAttention reports."""
+        return 4 * self.batch * self.heads * self.head_dim * self.kept_pairs
+
+    @property
+    def bytes(self) -> int:
+        """Q, K, V read once, O written once, lse (fp32) written once."""
+        q = self.batch * self.heads * self.seq_q * self.head_dim
+        kv = self.batch * self.kv_heads * self.seq_k * self.head_dim  # type: ignore[operator]
+        return (2 * q + 2 * kv) * self.dtype.itemsize + 4 * self.batch * self.heads * self.seq_q
+
+    @property
+    def density(self) -> float:
+        """The fraction of the seq_q x seq_k pairs the mask keeps."""
+        return self.kept_pairs / (self.seq_q * self.seq_k)  # type: ignore[operator]
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        kv = (self.batch, self.kv_heads, self.seq_k, self.head_dim)
+        return {"q": (self.batch, self.heads, self.seq_q, self.head_dim), "k": kv, "v": kv}  # type: ignore[dict-item]
+
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.batch, self.heads, self.seq_q, self.head_dim)
+
+    def lse_shape(self) -> tuple[int, ...]:
+        return (self.batch, self.heads, self.seq_q)
+
+    def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        # Unit normals: q.k * 1/sqrt(head_dim) has unit variance, so the softmax is neither flat nor one-hot.
+        return {name: _random(rng, shape, self.dtype) for name, shape in self.shapes().items()}
+
+    @property
+    def signature(self) -> str:
+        """As the other ops, with a block mask as its digest (the full map is in to_json)."""
+        sig = super().signature
+        if self.block_mask is None:
+            return sig
+        digest = hashlib.sha256("/".join(self.block_mask).encode()).hexdigest()[:16]
+        return sig.replace(f"block_mask={self.block_mask}", f"block_mask=sha256:{digest}")
+
+    # ---- the reference -----------------------------------------------------------------------------------
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        return self.reference_with_lse(inputs)[0]
+
+    def reference_lse(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        return self.reference_with_lse(inputs)[1]
+
+    def reference_with_lse(self, inputs: dict[str, np.ndarray],
+                           chunk_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(output, lse) in float64, the softmax stabilised by each row's max. Query rows go in chunks of
+        ``chunk_rows`` (default: a float64 score block of about 32 MiB), so a long sequence never holds
+        seq_q x seq_k scores at once."""
+        q = to_float64(inputs["q"], self.dtype)
+        k = to_float64(inputs["k"], self.dtype)
+        v = to_float64(inputs["v"], self.dtype)
+        out = np.zeros(self.output_shape())
+        lse = np.full(self.lse_shape(), -np.inf)
+        rows = chunk_rows or max(1, REFERENCE_CHUNK_BYTES // (8 * self.seq_k))  # type: ignore[operator]
+        group = self.heads // self.kv_heads  # type: ignore[operator]
+        for r0 in range(0, self.seq_q, rows):
+            r1 = min(r0 + rows, self.seq_q)
+            lo, hi = self._key_ranges(np.arange(r0, r1))
+            c0, c1 = int(lo.min()), int(hi.max())  # only the keys some row keeps (a window's band)
+            keep = self.keep_mask(r0, r1, c0, c1)
+            live = keep.any(axis=1)
+            if not live.any():
+                continue
+            masked = None if keep.all() else ~keep
+            for b in range(self.batch):
+                for h in range(self.heads):
+                    s = q[b, h, r0:r1] @ k[b, h // group, c0:c1].T  # in place from here: one score block
+                    s *= self.scale
+                    if masked is not None:
+                        np.putmask(s, masked, -np.inf)
+                    m = np.where(live, s.max(axis=1), 0.0)
+                    s -= m[:, None]
+                    np.exp(s, out=s)
+                    safe = np.where(live, s.sum(axis=1), 1.0)
+                    out[b, h, r0:r1] = (s @ v[b, h // group, c0:c1]) / safe[:, None]
+                    lse[b, h, r0:r1] = np.where(live, m + np.log(safe), -np.inf)
+        return out, lse
+
+
+OPS[Attention.kind] = Attention  # registered here: the class needs ops.py's helpers
+
+
+def lse_error(lse: np.ndarray, ref: np.ndarray) -> float:
+    """The largest absolute difference of a kernel's lse from the reference's; infinite when the shapes,
+    or the rows that keep no key (-inf), differ, or a value is NaN."""
+    lse = np.asarray(lse, dtype=np.float64)
+    if lse.shape != ref.shape or np.isnan(lse).any():
+        return math.inf
+    empty = np.isneginf(ref)
+    if not np.array_equal(np.isneginf(lse), empty) or not np.isfinite(lse[~empty]).all():
+        return math.inf
+    return float(np.abs(lse[~empty] - ref[~empty]).max(initial=0.0))
+
+
+LSE_TOLERANCE = 1e-3  # absolute: lse comes from fp32 accumulators of products of exact 16-bit inputs
+
+__all__ = ["Attention", "lse_error", "LSE_TOLERANCE", "KERNEL_HEAD_DIMS"]

@@ -1,0 +1,236 @@
+"""The Attention op of the IR: validation names the field, the reference matches the definition written
+out naively (mask pair by pair, softmax without chunks), the counts match brute-force counting, and the
+chunked reference stays small in memory."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracea.doctor.errors import BadInputError
+from tracea.kernels import OPS, Attention, DType, Op, canonical_op_name, relative_error, tolerance
+from tracea.kernels import attention as attention_module
+from tracea.kernels.attention import LSE_TOLERANCE, lse_error
+from tracea.kernels.dtypes import to_float64
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: Attention(1, 6, 16, 64, kv_heads=4), "kv_heads"),
+        (lambda: Attention(1, 4, 16, 64, kv_heads=0), "kv_heads"),
+        (lambda: Attention(0, 4, 16, 64), "batch"),
+        (lambda: Attention(1, 0, 16, 64), "heads"),
+        (lambda: Attention(1, 4, 0, 64), "seq_q"),
+        (lambda: Attention(1, 4, 16, 64, seq_k=0), "seq_k"),
+        (lambda: Attention(1, 4, 16, 0), "head_dim"),
+        (lambda: Attention(1, 4, 16, 300), "head_dim"),
+        (lambda: Attention(1, 4, 16, 60), "head_dim"),
+        (lambda: Attention(1, 4, 16, 264), "head_dim"),
+        (lambda: Attention(1, 4, 16, 64, dtype="fp8"), "dtype"),
+        (lambda: Attention(1, 4, 16, 64, causal="yes"), "causal"),
+        (lambda: Attention(1, 4, 16, 64, scale=0.0), "scale"),
+        (lambda: Attention(1, 4, 16, 64, scale=float("inf")), "scale"),
+        (lambda: Attention(1, 4, 16, 64, window=(-1, 4)), "window"),
+        (lambda: Attention(1, 4, 16, 64, window=-2), "window"),
+        (lambda: Attention(1, 4, 16, 64, window=(1, 2, 3)), "window"),
+        (lambda: Attention(1, 4, 16, 64, block_size=0), "block_size"),
+        (lambda: Attention(1, 4, 300, 64, block_mask=np.ones((2, 3), bool)), "block_mask"),
+        (lambda: Attention(1, 4, 300, 64, block_mask=np.ones((3, 3), np.float32)), "block_mask"),
+        (lambda: Attention(1, 4, 300, 64, block_mask=np.ones(9, bool)), "block_mask"),
+        (lambda: Attention(1, 4, 300, 64, block_mask=["111", "11", "111"]), "block_mask"),
+        (lambda: Attention(1, 4, 300, 64, block_mask=["111", "1x1", "111"]), "block_mask"),
+        (lambda: Attention(1, 4, 300, 64, block_mask=[[1, 1, 1]] * 3), "block_mask"),
+        (lambda: Attention(2**20, 2**10, 2**10, 256), "q (batch"),
+    ],
+)
+def test_bad_fields_name_the_field_in_one_line(build, field):
+    with pytest.raises(BadInputError) as info:
+        build()
+    assert info.value.message.startswith(field) and "\n" not in info.value.message
+
+
+def test_defaults_aliases_and_the_design_documents_spelling():
+    op = Attention(2, 8, 100, 128, dtype="BF16")
+    assert (op.kv_heads, op.seq_k, op.dtype, op.scale) == (8, 100, DType.BF16, 1 / math.sqrt(128))
+    assert Attention(2, 8, 100, 128, dtype="bf16", scale=1 / math.sqrt(128)) == op
+    assert canonical_op_name("flash_attention_2") == "attention" == canonical_op_name(" Attention ")
+    assert OPS[canonical_op_name("FLASH_ATTENTION_2")] is Attention
+    assert canonical_op_name("gemm") == "gemm" and canonical_op_name("pooling") == "pooling"
+    data = {**op.to_json(), "op": "flash_attention_2"}
+    assert Op.from_json(data) == op
+    assert Attention(1, 1, 8, 8, block_mask=[[True]], block_size=(64, 32)).block_size == (64, 32)
+
+
+def _naive_keep(op: Attention) -> np.ndarray:
+    """The mask by its definition, pair by pair (bottom-right aligned diagonal)."""
+    keep = np.zeros((op.seq_q, op.seq_k), bool)
+    bm = op.block_mask_array()
+    for i, j in itertools.product(range(op.seq_q), range(op.seq_k)):
+        d = j - i - (op.seq_k - op.seq_q)
+        ok = not (op.causal and d > 0)
+        if op.window is not None:
+            ok = ok and -op.window[0] <= d <= op.window[1]
+        if bm is not None:
+            ok = ok and bool(bm[i // op.block_size[0], j // op.block_size[1]])
+        keep[i, j] = ok
+    return keep
+
+
+def _naive_attention(op: Attention, inputs) -> tuple[np.ndarray, np.ndarray]:
+    """softmax(Q K^T * scale + mask) V head by head, row by row, in float64; lse = ln sum exp."""
+    q, k, v = (to_float64(inputs[n], op.dtype) for n in ("q", "k", "v"))
+    keep = _naive_keep(op)
+    out = np.zeros(op.output_shape())
+    lse = np.full(op.lse_shape(), -np.inf)
+    group = op.heads // op.kv_heads
+    for b, h, i in itertools.product(range(op.batch), range(op.heads), range(op.seq_q)):
+        js = np.flatnonzero(keep[i])
+        if js.size == 0:
+            continue
+        s = np.array([q[b, h, i] @ k[b, h // group, j] for j in js]) * op.scale
+        w = np.exp(s - s.max())
+        out[b, h, i] = (w / w.sum()) @ v[b, h // group, js]
+        lse[b, h, i] = s.max() + math.log(w.sum())
+    return out, lse
+
+
+RNG = np.random.default_rng(17)
+CASES = [
+    Attention(1, 1, 1, 8),
+    Attention(2, 2, 17, 64, dtype="fp16"),
+    Attention(1, 4, 33, 8, seq_k=45, kv_heads=2, dtype="bf16"),
+    Attention(1, 4, 33, 64, seq_k=45, kv_heads=2, causal=True),
+    Attention(1, 2, 45, 8, seq_k=33, causal=True),  # seq_q > seq_k: the first 12 rows keep no key
+    Attention(1, 2, 17, 8, seq_k=1, causal=True),
+    Attention(2, 4, 33, 16, seq_k=45, kv_heads=1, window=(5, 3)),
+    Attention(1, 2, 33, 8, seq_k=45, causal=True, window=(4, 9), scale=0.3),
+    Attention(1, 2, 33, 8, seq_k=45, kv_heads=1, block_size=(8, 16), block_mask=RNG.random((5, 3)) < 0.5),
+    Attention(1, 2, 33, 8, seq_k=45, causal=True, window=(20, 0), block_size=16,
+              block_mask=[[True, False, True], [False, False, False], [True, True, False]]),
+]
+
+
+@pytest.mark.parametrize("op", CASES, ids=[f"case{i}" for i in range(len(CASES))])
+def test_reference_against_the_naive_definition(op):
+    inputs = op.random_inputs(np.random.default_rng(5))
+    out, lse = op.reference_with_lse(inputs)
+    want_out, want_lse = _naive_attention(op, inputs)
+    assert out.shape == op.output_shape() and lse.shape == op.lse_shape()
+    assert np.allclose(out, want_out, rtol=1e-12, atol=1e-12)
+    assert np.array_equal(np.isneginf(lse), np.isneginf(want_lse))
+    finite = np.isfinite(want_lse)
+    assert np.allclose(lse[finite], want_lse[finite], rtol=1e-12, atol=1e-12)
+    assert np.array_equal(op.reference(inputs), out) and np.array_equal(op.reference_lse(inputs), lse)
+    assert lse_error(lse, want_lse) < 1e-12
+
+
+def test_fully_masked_rows_give_zero_output_and_minus_infinite_lse():
+    op = Attention(1, 2, 45, 8, seq_k=33, causal=True)
+    out, lse = op.reference_with_lse(op.random_inputs(np.random.default_rng(2)))
+    assert np.all(out[:, :, :12] == 0) and np.all(np.isneginf(lse[:, :, :12]))
+    assert np.all(np.isfinite(lse[:, :, 12:])) and np.count_nonzero(out[:, :, 12:]) == out[:, :, 12:].size
+    blocked = CASES[-1]  # the second q block of its block mask keeps nothing
+    out, lse = blocked.reference_with_lse(blocked.random_inputs(np.random.default_rng(3)))
+    assert np.all(out[:, :, 16:32] == 0) and np.all(np.isneginf(lse[:, :, 16:32]))
+
+
+@given(sq=st.integers(1, 40), sk=st.integers(1, 40), causal=st.booleans(),
+       window=st.one_of(st.none(), st.tuples(st.integers(0, 12), st.integers(0, 12))),
+       bq=st.integers(1, 16), bk=st.integers(1, 16), masked=st.booleans(), seed=st.integers(0, 2**16))
+@settings(max_examples=150, deadline=None)
+def test_counts_against_brute_force(sq, sk, causal, window, bq, bk, masked, seed):
+    nq, nk = -(-sq // bq), -(-sk // bk)
+    bm = np.random.default_rng(seed).random((nq, nk)) < 0.6 if masked else None
+    op = Attention(2, 6, sq, 8, seq_k=sk, kv_heads=3, causal=causal, window=window, block_mask=bm,
+                   block_size=(bq, bk))
+    keep = _naive_keep(op)
+    assert op.kept_pairs == int(keep.sum())
+    assert op.flops == 4 * 2 * 6 * 8 * int(keep.sum())
+    assert op.density == pytest.approx(keep.sum() / (sq * sk))
+    computed = sum(keep[a * bq:(a + 1) * bq, b * bk:(b + 1) * bk].any() for a in range(nq) for b in range(nk))
+    assert op.tile_counts() == (2 * 6 * nq * nk, 2 * 6 * computed)
+    assert (op.tiles_total, op.tiles_computed) == op.tile_counts()
+    if not masked:  # another tile size for the same mask
+        computed = sum(keep[a * 5:(a + 1) * 5, b * 7:(b + 1) * 7].any()
+                       for a in range(-(-sq // 5)) for b in range(-(-sk // 7)))
+        assert op.tile_counts((5, 7))[1] == 2 * 6 * computed
+
+
+def test_counts_at_scale():
+    dense = Attention(4, 32, 4096, 128, dtype="bf16")
+    assert dense.flops == 4 * 4 * 32 * 4096 * 4096 * 128 and dense.tiles_computed == dense.tiles_total
+    causal = Attention(4, 32, 4096, 128, dtype="bf16", causal=True)
+    assert causal.kept_pairs == 4096 * 4097 // 2
+    assert causal.tiles_computed == 4 * 32 * 32 * 33 // 2  # the diagonal tiles are computed too
+    window = Attention(1, 32, 16384, 128, window=(1024, 1024))
+    assert window.kept_pairs == sum(min(16383, i + 1024) - max(0, i - 1024) + 1 for i in range(16384))
+    assert window.tiles_computed < window.tiles_total // 5
+    gqa = Attention(1, 32, 16384, 128, kv_heads=8, dtype="bf16")
+    q = 16384 * 128 * 32
+    assert gqa.bytes == (2 * q + 2 * q // 4) * 2 + 32 * 16384 * 4
+    with pytest.raises(BadInputError, match="block: a block mask"):
+        Attention(1, 1, 256, 64, block_mask=np.ones((2, 2), bool)).tile_counts((64, 64))
+
+
+def test_json_round_trip_and_signature():
+    bm = np.random.default_rng(4).random((3, 2)) < 0.5
+    ops = [Attention(2, 8, 300, 64, seq_k=200, kv_heads=2, dtype="fp16", causal=True, window=(16, 0), scale=0.2),
+           Attention(1, 4, 300, 128, seq_k=200, block_mask=bm),
+           Attention(1, 1, 1, 8)]
+    for op in ops:
+        back = Op.from_json(op.to_json())
+        assert back == op and back.signature == op.signature and hash(back) == hash(op)
+    assert ops[1].to_json()["block_mask"] == ["".join("1" if b else "0" for b in row) for row in bm]
+    flipped = bm.copy()
+    flipped[0, 0] = not flipped[0, 0]
+    other = Attention(1, 4, 300, 128, seq_k=200, block_mask=flipped)
+    assert other.signature != ops[1].signature and "sha256:" in other.signature
+    assert len(other.signature) < 300
+
+
+def test_chunked_reference_equals_unchunked():
+    op = Attention(1, 4, 300, 32, seq_k=260, kv_heads=2, causal=True, window=(100, 0), block_size=64,
+                   block_mask=np.random.default_rng(6).random((5, 5)) < 0.7)
+    inputs = op.random_inputs(np.random.default_rng(7))
+    whole = op.reference_with_lse(inputs, chunk_rows=300)
+    for rows in (1, 7, 128):
+        part = op.reference_with_lse(inputs, chunk_rows=rows)
+        assert np.allclose(part[0], whole[0], rtol=1e-13, atol=1e-15)
+        assert np.array_equal(np.isneginf(part[1]), np.isneginf(whole[1]))
+        assert np.allclose(part[1][np.isfinite(part[1])], whole[1][np.isfinite(whole[1])], rtol=1e-13)
+
+
+def test_reference_memory_stays_in_chunks(monkeypatch):
+    monkeypatch.setattr(attention_module, "REFERENCE_CHUNK_BYTES", 2**20)
+    op = Attention(1, 1, 4096, 8)
+    inputs = op.random_inputs(np.random.default_rng(8))
+    tracemalloc.start()
+    try:
+        op.reference(inputs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20 < 4096 * 4096 * 8  # a few 1 MiB score blocks, never the 128 MiB of all scores
+
+
+def test_inputs_tolerance_and_lse_error():
+    op = Attention(1, 4, 64, 64, kv_heads=2, dtype="bf16")
+    a, b = op.random_inputs(np.random.default_rng()), op.random_inputs(np.random.default_rng())
+    assert {n: x.shape for n, x in a.items()} == op.shapes() and a["q"].dtype == np.uint16
+    assert not np.array_equal(a["q"], b["q"]) and all(np.count_nonzero(x) == x.size for x in a.values())
+    assert tolerance(Attention(1, 1, 8, 8)) < tolerance(Attention(1, 1, 8, 8, dtype="fp16")) < tolerance(op)
+    ref = op.reference(a)
+    assert relative_error(ref * (1 + tolerance(op) / 2), ref) < tolerance(op)
+    lse = np.array([[-np.inf, 1.0, 2.0]])
+    err = lse_error(lse + np.array([[0, 1e-4, -2e-4]]), lse)
+    assert err == pytest.approx(2e-4) and err < LSE_TOLERANCE
+    assert lse_error(np.array([[0.0, 1.0, 2.0]]), lse) == math.inf  # a row that keeps no key must say -inf
+    assert lse_error(np.array([[-np.inf, np.nan, 2.0]]), lse) == math.inf
+    assert lse_error(lse[:, :2], lse) == math.inf

@@ -1,0 +1,348 @@
+"""Attention forward on the CPU (issue 17), FlashAttention style: one task per (batch, head, block of bq
+query rows), threads taking tasks from a shared counter. A task packs its Q block (scaled, fp32), then
+streams the K/V blocks of bk keys that the mask keeps any pair of (whole blocks outside the causal band,
+the window or the block mask are never loaded), packs K transposed and V in fp32, computes S = Q K^T
+with broadcast FMAs (4 rows x 2 key vectors of accumulators), masks the band's edge, and folds the block
+into the online softmax (running max m and sum l per row, the accumulator rescaled by exp(m_old - m_new)),
+O += P V. At the end O /= l and lse = m + ln l; a row that kept no key gets O = 0 and lse = -inf.
+
+16-bit inputs are converted to fp32 while packing (fp32 softmax and accumulation), the output rounded back.
+
+Entry: ``int tracea_attention(void* const* bufs, const int64_t* dims, const double* fparams)`` with
+bufs = {q, k, v, out, lse, mask, stats} (lse, mask and stats may be NULL: ``AttentionKernel`` gives them),
+dims = {batch, heads, kv_heads, seq_q, seq_k, left, right, threads}, fparams = {scale}; head_dim, bq and
+bk are compiled in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+
+from ..schedule import SCHEMA_VERSION, schedule_fields
+from .cores import Core
+from .gemm_core import IN_CONVERT
+from .isa import CpuIsa
+from .schedules import thread_counts
+
+ENTRY = "tracea_attention"
+BUFFERS = ("q", "k", "v", "out", "lse", "mask", "stats")
+ROWS = 4  # query rows of the S micro-tile
+MAX_WORKSPACE_BYTES = 16 << 20  # one thread's packed blocks
+BQ_VALUES = (16, 32, 64, 128)
+BK_VALUES = (32, 64, 128, 256)
+
+
+def _up(x: int, to: int) -> int:
+    return -(-x // to) * to
+
+
+@dataclass(frozen=True)
+class AttentionSchedule:
+    """The attention kernel's tiling: ``bq`` query rows per task, ``bk`` keys per streamed K/V block."""
+
+    bq: int
+    bk: int
+    threads: int = 1
+
+    @property
+    def mr(self) -> int:  # the kernel name's tile (render.kernel_name)
+        return self.bq
+
+    @property
+    def nr(self) -> int:
+        return self.bk
+
+    @property
+    def name(self) -> str:
+        return f"bq{self.bq}_bk{self.bk}_t{self.threads}"
+
+    def workspace_floats(self, head_dim: int, lanes: int) -> int:
+        dp, qr, bkp = _up(head_dim, lanes), _up(self.bq, ROWS), _up(self.bk, 2 * lanes)
+        return qr * dp + head_dim * bkp + self.bk * dp + qr * bkp + qr * dp + 2 * qr
+
+    def validate(self, op: Any, host: Any, variant: Any = None) -> None:
+        for name in ("bq", "bk", "threads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise BadInputError(f"{name}: expected a positive integer, got {value!r}")
+        if self.bq > 1024 or self.bk > 4096:
+            raise BadInputError(f"bq/bk: at most 1024 query rows and 4096 keys a block, got {self.bq} x {self.bk}")
+        block = getattr(op, "block_size", None)
+        if getattr(op, "block_mask", None) is not None and (self.bq, self.bk) != tuple(block):
+            raise BadInputError(f"bq/bk: a block mask tiles by its block_size {tuple(block)}, got ({self.bq}, {self.bk})")
+        if 4 * self.workspace_floats(getattr(op, "head_dim", 256), 16) > MAX_WORKSPACE_BYTES:
+            raise BadInputError(f"bq/bk: a thread's packed blocks exceed {MAX_WORKSPACE_BYTES} B")
+        cores = getattr(getattr(host, "cpu", None), "logical_cores", None)
+        if cores and self.threads > cores:
+            raise BadInputError(f"threads: {self.threads} is more than the {cores} logical cores of this host")
+        if self.threads > 256:
+            raise BadInputError(f"threads: {self.threads} is more than the 256 the runtime supports")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "backend": "cpu", **dataclasses.asdict(self)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> AttentionSchedule:
+        return AttentionSchedule(**schedule_fields(d, AttentionSchedule, "cpu", "CPU", ("bq", "bk")))
+
+
+def hero_schedule(op: Any, variant: Any, host: Any) -> AttentionSchedule:
+    """bq 64 x bk 64 (the block mask's tiles where there is one), clamped to the sequences; all cores."""
+    cores = max(1, getattr(getattr(host, "cpu", None), "logical_cores", None) or 1)
+    if op.block_mask is not None:
+        return AttentionSchedule(*op.block_size, threads=cores)
+    return AttentionSchedule(min(64, _up(op.seq_q, ROWS)), min(64, _up(op.seq_k, 16)), threads=cores)
+
+
+def attention_space(op: Any, v: Any, host: Any) -> list[AttentionSchedule]:
+    hero = hero_schedule(op, v, host)
+    blocks = [(hero.bq, hero.bk)] if op.block_mask is not None else \
+        [(min(bq, _up(op.seq_q, ROWS)), min(bk, _up(op.seq_k, 16))) for bq in BQ_VALUES for bk in BK_VALUES]
+    cands = [hero] + [AttentionSchedule(bq, bk, t) for bq, bk in blocks for t in thread_counts(host)]
+    out: list[AttentionSchedule] = []
+    for s in dict.fromkeys(cands):
+        try:
+            s.validate(op, host, v)
+        except BadInputError:
+            continue
+        out.append(s)
+    return out
+
+
+def _check(op: Any, variant: Any, schedule: Any, host: Any) -> None:
+    schedule.validate(op, host, variant)
+
+
+TASK_C = r"""
+static inline void at_range(const at_job* J, long i, long* lo, long* hi) {
+    const long diag = i + J->SK - J->SQ;
+    long a = diag - J->left, b = diag + J->right + 1;
+    a = a < 0 ? 0 : (a > J->SK ? J->SK : a);
+    b = b < 0 ? 0 : (b > J->SK ? J->SK : b);
+    *lo = a < b ? a : b;
+    *hi = b;
+}
+
+/* S[QR][BKP] = Qs Kt over the first D rows of Kt: 4 rows x 2 key vectors of accumulators. */
+static void at_scores(const float* restrict qs, const float* restrict kt, float* restrict s) {
+    for (long i = 0; i < QR; i += 4) {
+        for (long j = 0; j < BKP; j += 2 * VL) {
+            vf a00 = vf_zero(), a01 = vf_zero(), a10 = vf_zero(), a11 = vf_zero();
+            vf a20 = vf_zero(), a21 = vf_zero(), a30 = vf_zero(), a31 = vf_zero();
+            const float* q0 = qs + i * DP;
+#pragma GCC unroll 4
+            for (long d = 0; d < D; ++d) {
+                const vf k0 = vf_load(kt + d * BKP + j), k1 = vf_load(kt + d * BKP + j + VL);
+                vf b = vf_bcast(q0 + d);
+                a00 = vf_fma(b, k0, a00); a01 = vf_fma(b, k1, a01);
+                b = vf_bcast(q0 + DP + d);
+                a10 = vf_fma(b, k0, a10); a11 = vf_fma(b, k1, a11);
+                b = vf_bcast(q0 + 2 * DP + d);
+                a20 = vf_fma(b, k0, a20); a21 = vf_fma(b, k1, a21);
+                b = vf_bcast(q0 + 3 * DP + d);
+                a30 = vf_fma(b, k0, a30); a31 = vf_fma(b, k1, a31);
+            }
+            float* r = s + i * BKP + j;
+            vf_store(r, a00); vf_store(r + VL, a01);
+            vf_store(r + BKP, a10); vf_store(r + BKP + VL, a11);
+            vf_store(r + 2 * BKP, a20); vf_store(r + 2 * BKP + VL, a21);
+            vf_store(r + 3 * BKP, a30); vf_store(r + 3 * BKP + VL, a31);
+        }
+    }
+}
+
+/* One row of S (keys [a, e) kept) into the online softmax and O += P V. */
+static void at_row(float* restrict sr, float* restrict orow, const float* restrict vs, float* m, float* l,
+                   long a, long e) {
+    for (long j = 0; j < a; ++j) sr[j] = -INFINITY;
+    for (long j = e; j < BKP; ++j) sr[j] = -INFINITY;
+    vf vm = vf_set1(-INFINITY);
+    for (long j = 0; j < BKP; j += VL) vm = vf_max(vm, vf_load(sr + j));
+    const float mx = vf_hmax(vm), mnew = mx > *m ? mx : *m;
+    const float alpha = expf(*m - mnew);
+    const vf vmax = vf_set1(mnew);
+    for (long j = 0; j < BKP; j += VL) vf_store(sr + j, vf_exp(vf_sub(vf_load(sr + j), vmax)));
+    for (long j = 0; j < a; ++j) sr[j] = 0.0f;  /* exp's clamp leaves ~1e-38 where the score was -inf */
+    for (long j = e; j < BKP; ++j) sr[j] = 0.0f;
+    vf vs_ = vf_zero();
+    for (long j = 0; j < BKP; j += VL) vs_ = vf_add(vs_, vf_load(sr + j));
+    *l = *l * alpha + vf_hsum(vs_);
+    *m = mnew;
+    const vf va = vf_set1(alpha);
+    for (long d0 = 0; d0 < DP; d0 += OC * VL) {
+        vf acc[OC];
+#pragma GCC unroll 16
+        for (int c = 0; c < OC; ++c) acc[c] = vf_mul(vf_load(orow + d0 + c * VL), va);
+        for (long j = a; j < e; ++j) {
+            const vf p = vf_bcast(sr + j);
+            const float* vr = vs + j * DP + d0;
+#pragma GCC unroll 16
+            for (int c = 0; c < OC; ++c) acc[c] = vf_fma(p, vf_load(vr + c * VL), acc[c]);
+        }
+#pragma GCC unroll 16
+        for (int c = 0; c < OC; ++c) vf_store(orow + d0 + c * VL, acc[c]);
+    }
+}
+
+static void at_pack(const at_job* J, const in_t* kg, const in_t* vg, long c0, long nc, float* kt, float* vs) {
+    for (long j = 0; j < nc; ++j) {
+        const in_t* kr = kg + (c0 + j) * D;
+        const in_t* vr = vg + (c0 + j) * D;
+        float* vo = vs + j * DP;
+        for (long d = 0; d < D; ++d) { kt[d * BKP + j] = IN2F(kr[d]); vo[d] = IN2F(vr[d]); }
+        for (long d = D; d < DP; ++d) vo[d] = 0.0f;
+    }
+    for (long d = 0; d < D; ++d) for (long j = nc; j < BKP; ++j) kt[d * BKP + j] = 0.0f;
+    (void)J;
+}
+
+static long at_task(const at_job* J, long task, float* ws) {
+    const long qb = task % J->nqb, bh = task / J->nqb, h = bh % J->H, b = bh / J->H;
+    const long kvh = h / (J->H / J->KVH);
+    const long r0 = qb * BQ, r1 = r0 + BQ < J->SQ ? r0 + BQ : J->SQ, nr = r1 - r0;
+    float *qs = ws, *kt = qs + QR * DP, *vs = kt + D * BKP, *s = vs + BK * DP, *o = s + QR * BKP;
+    float *m = o + QR * DP, *l = m + QR;
+    const in_t* qg = J->q + ((b * J->H + h) * J->SQ + r0) * D;
+    const in_t* kg = J->k + (b * J->KVH + kvh) * J->SK * D;
+    const in_t* vg = J->v + (b * J->KVH + kvh) * J->SK * D;
+    long lo0, hi0, lo1, hi1, tiles = 0;
+    at_range(J, r0, &lo0, &hi0);
+    at_range(J, r1 - 1, &lo1, &hi1);
+    for (long i = 0; i < QR; ++i) { m[i] = -INFINITY; l[i] = 0.0f; }
+    memset(o, 0, sizeof(float) * QR * DP);
+    if (lo0 < hi1) {
+        const float scale = J->scale;
+        for (long i = 0; i < QR; ++i)
+            for (long d = 0; d < DP; ++d) qs[i * DP + d] = (i < nr && d < D) ? IN2F(qg[i * D + d]) * scale : 0.0f;
+        const long nkb = (J->SK + BK - 1) / BK;
+        for (long kb = lo0 / BK; kb <= (hi1 - 1) / BK; ++kb) {
+            if (J->mask && !J->mask[qb * nkb + kb]) continue;
+            const long c0 = kb * BK, c1 = c0 + BK < J->SK ? c0 + BK : J->SK;
+            ++tiles;
+            at_pack(J, kg, vg, c0, c1 - c0, kt, vs);
+            at_scores(qs, kt, s);
+            for (long i = 0; i < nr; ++i) {
+                long lo, hi;
+                at_range(J, r0 + i, &lo, &hi);
+                const long a = (lo > c0 ? lo : c0) - c0, e = (hi < c1 ? hi : c1) - c0;
+                if (a < e) at_row(s + i * BKP, o + i * DP, vs, m + i, l + i, a, e);
+            }
+        }
+    }
+    in_t* og = J->out + ((b * J->H + h) * J->SQ + r0) * D;
+    for (long i = 0; i < nr; ++i) {
+        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        for (long d = 0; d < D; ++d) og[i * D + d] = F2OUT(o[i * DP + d] * inv);
+        if (J->lse) J->lse[(b * J->H + h) * J->SQ + r0 + i] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
+    }
+    return tiles;
+}
+
+static void at_worker(void* arg, int tid, int nthreads) {
+    at_job* J = (at_job*)arg;
+    (void)nthreads;
+    float* ws = J->ws + (size_t)tid * WS;
+    long tiles = 0;
+    for (;;) {
+        const long t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+        if (t >= J->tasks) break;
+        tiles += at_task(J, t, ws);
+    }
+    if (J->stats) __atomic_fetch_add(J->stats, (int64_t)tiles, __ATOMIC_RELAXED);
+}
+
+static tr_buf at_ws_buf;
+"""
+
+
+def render_attention(op: Any, isa: CpuIsa, s: AttentionSchedule, header: str) -> str:
+    from .pool import pool_c
+
+    dtype = op.dtype.value
+    lanes, d = isa.lanes, op.head_dim
+    dp = _up(d, lanes)
+    to_out = {"fp32": "(x)", "fp16": "tr_f2h(x)", "bf16": "tr_f2bf(x)"}[dtype]
+    consts = f"""
+#define NTHREADS {s.threads}
+#define D {d}
+#define DP {dp}
+#define BQ {s.bq}
+#define BK {s.bk}
+#define QR {_up(s.bq, ROWS)}
+#define BKP {_up(s.bk, 2 * lanes)}
+#define OC {max(c for c in (1, 2, 4, 8) if (dp // lanes) % c == 0)}
+#define WS {_up(s.workspace_floats(d, lanes), 16)}
+#define IN2F(x) {IN_CONVERT[dtype].format(x='(x)')}
+#define F2OUT(x) {to_out}
+typedef {isa.ctype(dtype)} in_t;
+typedef struct {{
+    const in_t *q, *k, *v; in_t* out; float* lse; const uint8_t* mask; int64_t* stats; float* ws;
+    long B, H, KVH, SQ, SK, left, right, nqb, tasks, next; float scale;
+}} at_job;
+"""
+    entry = f"""
+{isa.kernel_prefix}int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams) {{
+    at_job J;
+    J.q = (const in_t*)bufs[0]; J.k = (const in_t*)bufs[1]; J.v = (const in_t*)bufs[2];
+    J.out = (in_t*)bufs[3]; J.lse = (float*)bufs[4]; J.mask = (const uint8_t*)bufs[5]; J.stats = (int64_t*)bufs[6];
+    J.B = (long)dims[0]; J.H = (long)dims[1]; J.KVH = (long)dims[2]; J.SQ = (long)dims[3]; J.SK = (long)dims[4];
+    J.left = (long)dims[5]; J.right = (long)dims[6];
+    J.scale = (float)fparams[0];
+    J.nqb = (J.SQ + BQ - 1) / BQ;
+    J.tasks = J.B * J.H * J.nqb;
+    J.next = 0;
+    int t = dims[7] > 0 ? (int)dims[7] : NTHREADS;
+    if ((long)t > J.tasks) t = (int)J.tasks;
+    if (t < 1) t = 1;
+    pthread_mutex_lock(&tr_call_mu);
+    t = tr_pool_ensure(t);
+    J.ws = (float*)tr_reserve(&at_ws_buf, sizeof(float) * (size_t)WS * (size_t)t);
+    int rc = 0;
+    if (J.ws == NULL) {{ rc = 1; tr_pool_release(); }}
+    else tr_parallel(at_worker, &J, t);
+    pthread_mutex_unlock(&tr_call_mu);
+    return rc;
+}}
+"""
+    return "\n".join([header, isa.prelude((dtype,)), pool_c(), consts, TASK_C, entry])
+
+
+def bounds(op: Any) -> tuple[int, int]:
+    """(left, right) key offsets kept around the aligned diagonal (the IR's rule; unbounded: seq_q + seq_k)."""
+    far = op.seq_q + op.seq_k
+    left, right = op.window if op.window is not None else (far, far)
+    return left, (min(right, 0) if op.causal else right)
+
+
+def _arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    left, right = bounds(op)
+    return (op.batch, op.heads, op.kv_heads, op.seq_q, op.seq_k, left, right, 0), (op.scale,)
+
+
+def _metadata(op: Any, isa: CpuIsa, s: AttentionSchedule, name: str) -> dict[str, Any]:
+    dtype = op.dtype.value
+    return {
+        "name": name, "tile": {"M": s.bq, "N": s.bk, "K": op.head_dim, "stages": 1},
+        "fragments": {"mma": isa.mma, "dtype_in": dtype, "dtype_acc": "fp32", "vector": isa.vtype,
+                      "lanes": isa.lanes},
+        "resources": {"regs_per_thread": None, "smem_per_cta": None, "packed_a_bytes": 0, "packed_b_bytes": 0,
+                      "scratch_bytes_per_thread": 4 * s.workspace_floats(op.head_dim, isa.lanes)},
+        "launch": {"grid": None, "block": None, "threads": s.threads},
+        "epilogue": ["online softmax", "O / l", "lse"] + ([] if dtype == "fp32" else [f"round to {dtype}"]),
+    }
+
+
+def _kernel(op: Any, artifact: Any, rendered: Any) -> Any:
+    from .attention_runtime import AttentionKernel  # runtime.py imports render.py, which imports the registry
+
+    return AttentionKernel(op, artifact, rendered)
+
+
+CORE = Core(kind="attention", render=render_attention, space=attention_space, entry=ENTRY, buffers=BUFFERS,
+            arguments=_arguments, tag=lambda op: f"d{op.head_dim}", shape_free=("dtype", "head_dim"),
+            metadata=_metadata, schedule=AttentionSchedule, heuristic=hero_schedule, check=_check,
+            kernel=_kernel)

@@ -336,10 +336,10 @@ def _metadata(op: Any, isa: CpuIsa, s: AttentionSchedule, name: str) -> dict[str
     }
 
 
-def _kernel(op: Any, artifact: Any, rendered: Any) -> Any:
-    from .attention_runtime import AttentionKernel  # runtime.py imports render.py, which imports the registry
+def _kernel(kernel: Any) -> Any:
+    from .attention_runtime import AttentionKernel  # numpy: only where a kernel is built
 
-    return AttentionKernel(op, artifact, rendered)
+    return AttentionKernel(kernel)
 
 
 CORE = Core(kind="attention", render=render_attention, space=attention_space, entry=ENTRY, buffers=BUFFERS,

@@ -103,8 +103,9 @@ def _bundled(source: str, name: str | None, flags: list[str] | None, recorded: d
                             source=source, language="c", entry=rendered.entry, compiler=comp.path,
                             compiler_version=comp.version, flags=tuple(used), binary=str(path), cache_hit=hit,
                             compile_seconds=seconds, metadata=rendered.metadata)
-        factory = core_for(op.kind).kernel or CpuKernel
-        return factory(op, artifact, dataclasses.replace(rendered, source=source))
+        wrap = core_for(op.kind).kernel
+        kernel = CpuKernel(op, artifact, dataclasses.replace(rendered, source=source))
+        return wrap(kernel) if wrap else kernel
 
     return build
 

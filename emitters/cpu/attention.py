@@ -30,7 +30,8 @@ from .schedules import thread_counts
 
 ENTRY = "tracea_attention"
 BUFFERS = ("q", "k", "v", "out", "lse", "mask", "stats")
-ROWS = 4  # query rows of the S micro-tile
+ROWS = 8  # query rows are padded to a multiple of the S micro-tile's (RS: 8 or 4)
+PV_ROWS = 4  # query rows of the P V micro-tile
 MAX_WORKSPACE_BYTES = 16 << 20  # one thread's packed blocks
 BQ_VALUES = (16, 32, 64, 128)
 BK_VALUES = (32, 64, 128, 256)
@@ -62,7 +63,7 @@ class AttentionSchedule:
 
     def workspace_floats(self, head_dim: int, lanes: int) -> int:
         dp, qr, bkp = _up(head_dim, lanes), _up(self.bq, ROWS), _up(self.bk, 2 * lanes)
-        return qr * dp + head_dim * bkp + self.bk * dp + qr * bkp + qr * dp + 2 * qr
+        return qr * dp + head_dim * bkp + self.bk * dp + qr * bkp + qr * dp + 3 * qr
 
     def validate(self, op: Any, host: Any, variant: Any = None) -> None:
         for name in ("bq", "bk", "threads"):
@@ -127,77 +128,105 @@ static inline void at_range(const at_job* J, long i, long* lo, long* hi) {
     *hi = b;
 }
 
-/* S[QR][BKP] = Qs Kt over the first D rows of Kt: 4 rows x 2 key vectors of accumulators. */
+/* S[QR][BKP] = Qs Kt over the first D rows of Kt: RS rows x 2 key vectors of accumulators. */
 static void at_scores(const float* restrict qs, const float* restrict kt, float* restrict s) {
-    for (long i = 0; i < QR; i += 4) {
+    for (long i = 0; i < QR; i += RS) {
         for (long j = 0; j < BKP; j += 2 * VL) {
-            vf a00 = vf_zero(), a01 = vf_zero(), a10 = vf_zero(), a11 = vf_zero();
-            vf a20 = vf_zero(), a21 = vf_zero(), a30 = vf_zero(), a31 = vf_zero();
+            vf a0[RS], a1[RS];
+#pragma GCC unroll 16
+            for (int r = 0; r < RS; ++r) { a0[r] = vf_zero(); a1[r] = vf_zero(); }
             const float* q0 = qs + i * DP;
-#pragma GCC unroll 4
+#pragma GCC unroll 2
             for (long d = 0; d < D; ++d) {
                 const vf k0 = vf_load(kt + d * BKP + j), k1 = vf_load(kt + d * BKP + j + VL);
-                vf b = vf_bcast(q0 + d);
-                a00 = vf_fma(b, k0, a00); a01 = vf_fma(b, k1, a01);
-                b = vf_bcast(q0 + DP + d);
-                a10 = vf_fma(b, k0, a10); a11 = vf_fma(b, k1, a11);
-                b = vf_bcast(q0 + 2 * DP + d);
-                a20 = vf_fma(b, k0, a20); a21 = vf_fma(b, k1, a21);
-                b = vf_bcast(q0 + 3 * DP + d);
-                a30 = vf_fma(b, k0, a30); a31 = vf_fma(b, k1, a31);
+#pragma GCC unroll 16
+                for (int r = 0; r < RS; ++r) {
+                    const vf b = vf_bcast(q0 + r * DP + d);
+                    a0[r] = vf_fma(b, k0, a0[r]);
+                    a1[r] = vf_fma(b, k1, a1[r]);
+                }
             }
-            float* r = s + i * BKP + j;
-            vf_store(r, a00); vf_store(r + VL, a01);
-            vf_store(r + BKP, a10); vf_store(r + BKP + VL, a11);
-            vf_store(r + 2 * BKP, a20); vf_store(r + 2 * BKP + VL, a21);
-            vf_store(r + 3 * BKP, a30); vf_store(r + 3 * BKP + VL, a31);
+#pragma GCC unroll 16
+            for (int r = 0; r < RS; ++r) {
+                vf_store(s + (i + r) * BKP + j, a0[r]);
+                vf_store(s + (i + r) * BKP + j + VL, a1[r]);
+            }
         }
     }
 }
 
-/* One row of S (keys [a, e) kept) into the online softmax and O += P V. */
-static void at_row(float* restrict sr, float* restrict orow, const float* restrict vs, float* m, float* l,
-                   long a, long e) {
+/* One row of S (keys [a, e) kept) into the online softmax: P in place (0 outside [a, e)), m and l
+   updated, the factor the row's accumulator must be rescaled by in *alpha. */
+static void at_softmax_row(float* restrict sr, float* m, float* l, float* alpha, long a, long e) {
     for (long j = 0; j < a; ++j) sr[j] = -INFINITY;
     for (long j = e; j < BKP; ++j) sr[j] = -INFINITY;
     vf vm = vf_set1(-INFINITY);
     for (long j = 0; j < BKP; j += VL) vm = vf_max(vm, vf_load(sr + j));
     const float mx = vf_hmax(vm), mnew = mx > *m ? mx : *m;
-    const float alpha = expf(*m - mnew);
+    *alpha = expf(*m - mnew);
     const vf vmax = vf_set1(mnew);
-    for (long j = 0; j < BKP; j += VL) vf_store(sr + j, vf_exp(vf_sub(vf_load(sr + j), vmax)));
-    for (long j = 0; j < a; ++j) sr[j] = 0.0f;  /* exp's clamp leaves ~1e-38 where the score was -inf */
-    for (long j = e; j < BKP; ++j) sr[j] = 0.0f;
-    vf vs_ = vf_zero();
-    for (long j = 0; j < BKP; j += VL) vs_ = vf_add(vs_, vf_load(sr + j));
-    *l = *l * alpha + vf_hsum(vs_);
+    vf vs = vf_zero();
+    for (long j = 0; j < BKP; j += VL) {
+        const vf p = vf_exp(vf_sub(vf_load(sr + j), vmax));
+        vf_store(sr + j, p);
+        vs = vf_add(vs, p);
+    }
+    float drop = 0.0f;  /* exp's clamp leaves ~1e-38 where the score was -inf: zeroed, and out of the sum */
+    for (long j = 0; j < a; ++j) { drop += sr[j]; sr[j] = 0.0f; }
+    for (long j = e; j < BKP; ++j) { drop += sr[j]; sr[j] = 0.0f; }
+    *l = *l * *alpha + (vf_hsum(vs) - drop);
     *m = mnew;
-    const vf va = vf_set1(alpha);
+}
+
+/* O[RP rows] = O * alpha + P V over keys [j0, j1): RP rows x OC vectors of accumulators a pass. */
+static void at_pv(const float* restrict p, const float* restrict vs, float* restrict o, const float* alpha,
+                  long j0, long j1) {
     for (long d0 = 0; d0 < DP; d0 += OC * VL) {
-        vf acc[OC];
+        vf acc[RP][OC];
 #pragma GCC unroll 16
-        for (int c = 0; c < OC; ++c) acc[c] = vf_mul(vf_load(orow + d0 + c * VL), va);
-        for (long j = a; j < e; ++j) {
-            const vf p = vf_bcast(sr + j);
-            const float* vr = vs + j * DP + d0;
+        for (int r = 0; r < RP; ++r) {
+            const vf va = vf_set1(alpha[r]);
 #pragma GCC unroll 16
-            for (int c = 0; c < OC; ++c) acc[c] = vf_fma(p, vf_load(vr + c * VL), acc[c]);
+            for (int c = 0; c < OC; ++c) acc[r][c] = vf_mul(vf_load(o + r * DP + d0 + c * VL), va);
+        }
+        for (long j = j0; j < j1; ++j) {
+            vf vv[OC];
+#pragma GCC unroll 16
+            for (int c = 0; c < OC; ++c) vv[c] = vf_load(vs + j * DP + d0 + c * VL);
+#pragma GCC unroll 16
+            for (int r = 0; r < RP; ++r) {
+                const vf pb = vf_bcast(p + r * BKP + j);
+#pragma GCC unroll 16
+                for (int c = 0; c < OC; ++c) acc[r][c] = vf_fma(pb, vv[c], acc[r][c]);
+            }
         }
 #pragma GCC unroll 16
-        for (int c = 0; c < OC; ++c) vf_store(orow + d0 + c * VL, acc[c]);
+        for (int r = 0; r < RP; ++r)
+#pragma GCC unroll 16
+            for (int c = 0; c < OC; ++c) vf_store(o + r * DP + d0 + c * VL, acc[r][c]);
     }
 }
 
-static void at_pack(const at_job* J, const in_t* kg, const in_t* vg, long c0, long nc, float* kt, float* vs) {
+/* K^T of keys [c0, c0 + nc) into kt (zero past nc); V into vs in fp32 with rows of DP when it cannot be
+   read in place (16-bit, or a head_dim that is no multiple of the lanes). */
+static const float* at_pack(const in_t* kg, const in_t* vg, long c0, long nc, float* kt, float* vs) {
     for (long j = 0; j < nc; ++j) {
         const in_t* kr = kg + (c0 + j) * D;
-        const in_t* vr = vg + (c0 + j) * D;
-        float* vo = vs + j * DP;
-        for (long d = 0; d < D; ++d) { kt[d * BKP + j] = IN2F(kr[d]); vo[d] = IN2F(vr[d]); }
-        for (long d = D; d < DP; ++d) vo[d] = 0.0f;
+        for (long d = 0; d < D; ++d) kt[d * BKP + j] = IN2F(kr[d]);
     }
     for (long d = 0; d < D; ++d) for (long j = nc; j < BKP; ++j) kt[d * BKP + j] = 0.0f;
-    (void)J;
+#if PACK_V
+    for (long j = 0; j < nc; ++j) {
+        const in_t* vr = vg + (c0 + j) * D;
+        float* vo = vs + j * DP;
+        for (long d = 0; d < D; ++d) vo[d] = IN2F(vr[d]);
+        for (long d = D; d < DP; ++d) vo[d] = 0.0f;
+    }
+    return vs;
+#else
+    (void)vs;
+    return (const float*)(vg + c0 * D);
+#endif
 }
 
 static long at_task(const at_job* J, long task, float* ws) {
@@ -205,7 +234,7 @@ static long at_task(const at_job* J, long task, float* ws) {
     const long kvh = h / (J->H / J->KVH);
     const long r0 = qb * BQ, r1 = r0 + BQ < J->SQ ? r0 + BQ : J->SQ, nr = r1 - r0;
     float *qs = ws, *kt = qs + QR * DP, *vs = kt + D * BKP, *s = vs + BK * DP, *o = s + QR * BKP;
-    float *m = o + QR * DP, *l = m + QR;
+    float *m = o + QR * DP, *l = m + QR, *alpha = l + QR;
     const in_t* qg = J->q + ((b * J->H + h) * J->SQ + r0) * D;
     const in_t* kg = J->k + (b * J->KVH + kvh) * J->SK * D;
     const in_t* vg = J->v + (b * J->KVH + kvh) * J->SK * D;
@@ -223,13 +252,25 @@ static long at_task(const at_job* J, long task, float* ws) {
             if (J->mask && !J->mask[qb * nkb + kb]) continue;
             const long c0 = kb * BK, c1 = c0 + BK < J->SK ? c0 + BK : J->SK;
             ++tiles;
-            at_pack(J, kg, vg, c0, c1 - c0, kt, vs);
+            const float* vb = at_pack(kg, vg, c0, c1 - c0, kt, vs);
             at_scores(qs, kt, s);
-            for (long i = 0; i < nr; ++i) {
-                long lo, hi;
-                at_range(J, r0 + i, &lo, &hi);
-                const long a = (lo > c0 ? lo : c0) - c0, e = (hi < c1 ? hi : c1) - c0;
-                if (a < e) at_row(s + i * BKP, o + i * DP, vs, m + i, l + i, a, e);
+            for (long g = 0; g < nr; g += RP) {  /* rows past nr: zero scores, alpha 1, never written out */
+                long j0 = BKP, j1 = 0;
+                for (long i = g; i < g + RP; ++i) {
+                    alpha[i] = 1.0f;
+                    if (i >= nr) continue;
+                    long lo, hi;
+                    at_range(J, r0 + i, &lo, &hi);
+                    const long a = (lo > c0 ? lo : c0) - c0, e = (hi < c1 ? hi : c1) - c0;
+                    if (a < e) {
+                        at_softmax_row(s + i * BKP, m + i, l + i, alpha + i, a, e);
+                        j0 = a < j0 ? a : j0;
+                        j1 = e > j1 ? e : j1;
+                    } else {
+                        memset(s + i * BKP, 0, sizeof(float) * BKP);
+                    }
+                }
+                if (j0 < j1) at_pv(s + g * BKP, vb, o + g * DP, alpha + g, j0, j1);
             }
         }
     }
@@ -274,7 +315,10 @@ def render_attention(op: Any, isa: CpuIsa, s: AttentionSchedule, header: str) ->
 #define BK {s.bk}
 #define QR {_up(s.bq, ROWS)}
 #define BKP {_up(s.bk, 2 * lanes)}
-#define OC {max(c for c in (1, 2, 4, 8) if (dp // lanes) % c == 0)}
+#define RS {8 if isa.vregs >= 32 and lanes > 1 else 4}
+#define RP {PV_ROWS}
+#define OC {max(c for c in (1, 2, 4, 8) if (dp // lanes) % c == 0 and PV_ROWS * c + c + 1 <= isa.vregs)}
+#define PACK_V {int(dtype != "fp32" or d % lanes != 0)}
 #define WS {_up(s.workspace_floats(d, lanes), 16)}
 #define IN2F(x) {IN_CONVERT[dtype].format(x='(x)')}
 #define F2OUT(x) {to_out}

@@ -33,6 +33,7 @@ BUFFERS = ("q", "k", "v", "out", "lse", "mask", "stats")
 ROWS = 8  # query rows are padded to a multiple of the S micro-tile's (RS: 8 or 4)
 PV_ROWS = 4  # query rows of the P V micro-tile
 MAX_WORKSPACE_BYTES = 16 << 20  # one thread's packed blocks
+PREPACK_MAX_BYTES = 256 << 20  # K^T (and converted V) of the whole call, packed once; beyond, per task
 BQ_VALUES = (16, 32, 64, 128)
 BK_VALUES = (32, 64, 128, 256)
 
@@ -229,6 +230,33 @@ static const float* at_pack(const in_t* kg, const in_t* vg, long c0, long nc, fl
 #endif
 }
 
+/* The q blocks' key ranges: [lo, hi) of the union of rows [r0, r1) (lo and hi grow with the row). */
+static void at_block_range(const at_job* J, long qb, long* lo, long* hi) {
+    const long r0 = qb * BQ, r1 = r0 + BQ < J->SQ ? r0 + BQ : J->SQ;
+    long x;
+    at_range(J, r0, lo, &x);
+    at_range(J, r1 - 1, &x, hi);
+}
+
+/* Does any q block compute K/V block kb? (A block none needs is never packed.) */
+static int at_block_used(const at_job* J, long kb) {
+    const long nkb = (J->SK + BK - 1) / BK;
+    for (long qb = 0; qb < J->nqb; ++qb) {
+        long lo, hi;
+        at_block_range(J, qb, &lo, &hi);
+        if (lo < hi && kb >= lo / BK && kb <= (hi - 1) / BK && (!J->mask || J->mask[qb * nkb + kb])) return 1;
+    }
+    return 0;
+}
+
+/* Pre-pack task t of B x KVH x nkb: K^T (and V where it is converted) of one block, once for every q block. */
+static void at_prepack(const at_job* J, long t) {
+    const long nkb = (J->SK + BK - 1) / BK, kb = t % nkb, bkv = t / nkb;
+    if (!at_block_used(J, kb)) return;
+    const long c0 = kb * BK, c1 = c0 + BK < J->SK ? c0 + BK : J->SK;
+    at_pack(J->k + bkv * J->SK * D, J->v + bkv * J->SK * D, c0, c1 - c0, J->kp + t * KBLK, J->vp + t * VBLK);
+}
+
 static long at_task(const at_job* J, long task, float* ws) {
     const long qb = task % J->nqb, bh = task / J->nqb, h = bh % J->H, b = bh / J->H;
     const long kvh = h / (J->H / J->KVH);
@@ -238,9 +266,8 @@ static long at_task(const at_job* J, long task, float* ws) {
     const in_t* qg = J->q + ((b * J->H + h) * J->SQ + r0) * D;
     const in_t* kg = J->k + (b * J->KVH + kvh) * J->SK * D;
     const in_t* vg = J->v + (b * J->KVH + kvh) * J->SK * D;
-    long lo0, hi0, lo1, hi1, tiles = 0;
-    at_range(J, r0, &lo0, &hi0);
-    at_range(J, r1 - 1, &lo1, &hi1);
+    long lo0, hi1, tiles = 0;
+    at_block_range(J, qb, &lo0, &hi1);
     for (long i = 0; i < QR; ++i) { m[i] = -INFINITY; l[i] = 0.0f; }
     memset(o, 0, sizeof(float) * QR * DP);
     if (lo0 < hi1) {
@@ -252,8 +279,11 @@ static long at_task(const at_job* J, long task, float* ws) {
             if (J->mask && !J->mask[qb * nkb + kb]) continue;
             const long c0 = kb * BK, c1 = c0 + BK < J->SK ? c0 + BK : J->SK;
             ++tiles;
-            const float* vb = at_pack(kg, vg, c0, c1 - c0, kt, vs);
-            at_scores(qs, kt, s);
+            const long pt = (b * J->KVH + kvh) * nkb + kb;  /* the pre-packed block, when there are */
+            const float* kb_t = J->kp ? J->kp + pt * KBLK : kt;
+            const float* vb = J->kp ? (PACK_V ? J->vp + pt * VBLK : (const float*)(vg + c0 * D))
+                                    : at_pack(kg, vg, c0, c1 - c0, kt, vs);
+            at_scores(qs, kb_t, s);
             for (long g = 0; g < nr; g += RP) {  /* rows past nr: zero scores, alpha 1, never written out */
                 long j0 = BKP, j1 = 0;
                 for (long i = g; i < g + RP; ++i) {
@@ -288,6 +318,15 @@ static void at_worker(void* arg, int tid, int nthreads) {
     (void)nthreads;
     float* ws = J->ws + (size_t)tid * WS;
     long tiles = 0;
+    if (J->kp) {
+        for (;;) {
+            const long t = __atomic_fetch_add(&J->next_pack, 1, __ATOMIC_RELAXED);
+            if (t >= J->pack_tasks) break;
+            at_prepack(J, t);
+        }
+        int sense = 0;
+        tr_barrier_wait(&J->bar, &sense);
+    }
     for (;;) {
         const long t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
         if (t >= J->tasks) break;
@@ -296,7 +335,7 @@ static void at_worker(void* arg, int tid, int nthreads) {
     if (J->stats) __atomic_fetch_add(J->stats, (int64_t)tiles, __ATOMIC_RELAXED);
 }
 
-static tr_buf at_ws_buf;
+static tr_buf at_ws_buf, at_pack_buf;
 """
 
 
@@ -306,6 +345,7 @@ def render_attention(op: Any, isa: CpuIsa, s: AttentionSchedule, header: str) ->
     dtype = op.dtype.value
     lanes, d = isa.lanes, op.head_dim
     dp = _up(d, lanes)
+    pack_v = dtype != "fp32" or d % lanes != 0
     to_out = {"fp32": "(x)", "fp16": "tr_f2h(x)", "bf16": "tr_f2bf(x)"}[dtype]
     consts = f"""
 #define NTHREADS {s.threads}
@@ -318,14 +358,18 @@ def render_attention(op: Any, isa: CpuIsa, s: AttentionSchedule, header: str) ->
 #define RS {8 if isa.vregs >= 32 and lanes > 1 else 4}
 #define RP {PV_ROWS}
 #define OC {max(c for c in (1, 2, 4, 8) if (dp // lanes) % c == 0 and PV_ROWS * c + c + 1 <= isa.vregs)}
-#define PACK_V {int(dtype != "fp32" or d % lanes != 0)}
+#define PACK_V {int(pack_v)}
+#define KBLK {d * _up(s.bk, 2 * lanes)}
+#define VBLK {s.bk * dp if pack_v else 0}
+#define PREPACK_MAX {PREPACK_MAX_BYTES}
 #define WS {_up(s.workspace_floats(d, lanes), 16)}
 #define IN2F(x) {IN_CONVERT[dtype].format(x='(x)')}
 #define F2OUT(x) {to_out}
 typedef {isa.ctype(dtype)} in_t;
 typedef struct {{
-    const in_t *q, *k, *v; in_t* out; float* lse; const uint8_t* mask; int64_t* stats; float* ws;
-    long B, H, KVH, SQ, SK, left, right, nqb, tasks, next; float scale;
+    const in_t *q, *k, *v; in_t* out; float* lse; const uint8_t* mask; int64_t* stats; float *ws, *kp, *vp;
+    long B, H, KVH, SQ, SK, left, right, nqb, tasks, next, pack_tasks, next_pack; float scale;
+    tr_barrier bar;
 }} at_job;
 """
     entry = f"""
@@ -345,9 +389,17 @@ typedef struct {{
     pthread_mutex_lock(&tr_call_mu);
     t = tr_pool_ensure(t);
     J.ws = (float*)tr_reserve(&at_ws_buf, sizeof(float) * (size_t)WS * (size_t)t);
+    /* K^T (and converted V) packed once for all q blocks when several share it and it fits PREPACK_MAX */
+    J.pack_tasks = J.B * J.KVH * ((J.SK + BK - 1) / BK);
+    J.next_pack = 0;
+    const size_t pack_bytes = sizeof(float) * (size_t)J.pack_tasks * (size_t)(KBLK + VBLK);
+    J.kp = (J.nqb > 1 && pack_bytes <= (size_t)PREPACK_MAX) ? (float*)tr_reserve(&at_pack_buf, pack_bytes) : NULL;
+    J.vp = J.kp ? J.kp + J.pack_tasks * KBLK : NULL;
+    if (J.kp) tr_barrier_init(&J.bar, t);
     int rc = 0;
     if (J.ws == NULL) {{ rc = 1; tr_pool_release(); }}
     else tr_parallel(at_worker, &J, t);
+    if (J.kp) tr_barrier_destroy(&J.bar);
     pthread_mutex_unlock(&tr_call_mu);
     return rc;
 }}

@@ -142,3 +142,14 @@ def test_schedule_json_and_its_errors():
     for bad in (dataclasses.replace(s, bq=0), dataclasses.replace(s, bk=True), dataclasses.replace(s, threads=999)):
         with pytest.raises(BadInputError):
             bad.validate(Attention(1, 1, 8, 64), HOST)
+
+
+def test_emit_writes_the_source_and_its_schedule(tmp_path):
+    import json
+
+    op = Attention(1, 2, 40, 64, causal=True)
+    s = AttentionSchedule(*BLOCK, threads=1)
+    files = cpu.emit(op, "cpu-avx2-fma.attention", s, HOST, tmp_path)
+    source = next(p for p in files if p.suffix == ".c").read_text()
+    assert "int tracea_attention(" in source and "#define D 64" in source
+    assert AttentionSchedule.from_json(json.loads((tmp_path / "schedule.json").read_text())) == s

@@ -48,6 +48,7 @@ def _cases(rng: np.random.Generator) -> list[Attention]:
         Attention(1, 2, 150, 64, window=(20, 5)),
         Attention(2, 2, 90, 128, seq_k=70, kv_heads=1, causal=True, window=(10, 10)),
         Attention(1, 2, 256, 64, block_size=BLOCK, block_mask=_block_mask(rng, (8, 4))),
+        Attention(1, 2, 70, 40, seq_k=50, causal=True),  # head_dim no multiple of 16: AVX-512 pads it
     ]
 
 
@@ -86,7 +87,7 @@ def test_masked_blocks_are_skipped():
     rng = np.random.default_rng(1)
     v = variant("cpu-portable")
     for op in (Attention(1, 2, 300, 64, causal=True), Attention(1, 2, 300, 64, window=(40, 0)),
-               _cases(rng)[-1]):
+               _cases(rng)[-2]):
         kernel = cpu.build(op, v, AttentionSchedule(*BLOCK, threads=1), HOST)
         kernel(op.random_inputs(rng))
         total, computed = op.tile_counts(BLOCK)
@@ -122,7 +123,7 @@ def test_hero_runs_and_the_space_is_valid():
 def test_hero_schedules_are_valid_on_recorded_hosts(snapshot):
     host = load_snapshot(SNAPSHOTS / snapshot)
     rng = np.random.default_rng(2)
-    for op in (Attention(1, 8, 2048, 64), Attention(4, 32, 4096, 128, causal=True), _cases(rng)[-1]):
+    for op in (Attention(1, 8, 2048, 64), Attention(4, 32, 4096, 128, causal=True), _cases(rng)[-2]):
         for v in cpu.ALL_VARIANTS:
             if v.op == "attention":
                 s = cpu.hero_schedule(op, v, host)

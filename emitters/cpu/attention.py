@@ -34,7 +34,7 @@ ROWS = 8  # query rows are padded to a multiple of the S micro-tile's (RS: 8 or 
 PV_ROWS = 4  # query rows of the P V micro-tile
 MAX_WORKSPACE_BYTES = 16 << 20  # one thread's packed blocks
 PREPACK_MAX_BYTES = 256 << 20  # K^T (and converted V) of the whole call, packed once; beyond, per task
-BQ_VALUES = (16, 32, 64, 128)
+BQ_VALUES = (16, 32, 64, 128, 256)
 BK_VALUES = (32, 64, 128, 256)
 
 

@@ -36,11 +36,11 @@ def test_render_takes_entry_buffers_and_arguments_from_the_core():
 
 
 def test_an_op_without_a_core_is_unsupported():
-    toy = _ToyOp(kind="attention")
+    toy = _ToyOp(kind="layernorm")
     for call in (lambda: render(toy, "cpu-portable", hero_schedule(toy, "cpu-portable.softmax", HOST)),
                  lambda: cpu.hero_schedule(toy, "cpu-portable.softmax", HOST),
                  lambda: cpu.search_space(toy, "cpu-portable.softmax", HOST)):
-        with pytest.raises(UnsupportedError, match="no renderer for 'attention'"):
+        with pytest.raises(UnsupportedError, match="no renderer for 'layernorm'"):
             call()
 
 

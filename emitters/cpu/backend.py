@@ -45,7 +45,11 @@ def environment(host: Any) -> dict[str, Any]:
             "threads": host.cpu.logical_cores}
 
 
-def schedule_from_json(d: dict[str, Any]) -> CpuSchedule:
+def schedule_from_json(d: dict[str, Any]) -> Any:
+    if isinstance(d, dict) and "bq" in d:  # the attention core's tiling (attention.py)
+        from .attention import AttentionSchedule
+
+        return AttentionSchedule.from_json(d)
     return CpuSchedule.from_json(d)
 
 
@@ -80,6 +84,7 @@ def _bundled(source: str, name: str | None, flags: list[str] | None, recorded: d
     from this Tracea's rendering of the op and schedule."""
     def build(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
         from . import compiler as cc
+        from .registry import core_for
         from .render import render
         from .runtime import Artifact, CpuKernel
 
@@ -98,7 +103,9 @@ def _bundled(source: str, name: str | None, flags: list[str] | None, recorded: d
                             source=source, language="c", entry=rendered.entry, compiler=comp.path,
                             compiler_version=comp.version, flags=tuple(used), binary=str(path), cache_hit=hit,
                             compile_seconds=seconds, metadata=rendered.metadata)
-        return CpuKernel(op, artifact, dataclasses.replace(rendered, source=source))
+        wrap = core_for(op.kind).kernel
+        kernel = CpuKernel(op, artifact, dataclasses.replace(rendered, source=source))
+        return wrap(kernel) if wrap else kernel
 
     return build
 

@@ -56,7 +56,9 @@ def build(op: Any, variant: Variant | str, schedule: CpuSchedule, host: Any):
         name=r.name, op=op.to_json(), variant=v.id, schedule=schedule.to_json(), source=r.source, language="c",
         entry=r.entry, compiler=compiler.path, compiler_version=compiler.version, flags=tuple(flags),
         binary=str(binary), cache_hit=hit, compile_seconds=seconds, metadata=r.metadata)
-    return CpuKernel(op, artifact, r)
+    wrap = core_for(op.kind).kernel
+    kernel = CpuKernel(op, artifact, r)
+    return wrap(kernel) if wrap else kernel
 
 
 def emit(op: Any, variant: Variant | str, schedule: CpuSchedule, host: Any, out_dir: str | Path) -> list[Path]:

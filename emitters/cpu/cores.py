@@ -30,3 +30,4 @@ class Core:
     schedule: type = CpuSchedule
     heuristic: Callable[[Any, Any, Any], CpuSchedule] = hero_schedule  # (op, variant, host)
     check: Callable[[Any, Any, CpuSchedule, Any], None] = check_schedule  # (op, variant, schedule, host)
+    kernel: Callable[[Any], Any] | None = None  # wraps the loaded CpuKernel (outputs beyond out); None: as is

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from tracea.doctor.errors import UnsupportedError
 
-from . import conv, gemm, softmax
+from . import attention, conv, gemm, softmax
 from .cores import Core
 
 CORES: dict[str, Core] = {core.kind: core for core in (
     gemm.CORE,
     conv.CORE,
     softmax.CORE,
+    attention.CORE,
 )}
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tracea.doctor.variants import Requirements, Variant
 
-OPS = ("gemm", "conv2d", "softmax")
+OPS = ("gemm", "conv2d", "softmax", "attention")
 TOOLCHAIN = ("cc", "gcc", "clang")
 X86 = ("x86_64", "amd64")
 ARM = ("aarch64", "arm64")
@@ -27,7 +27,8 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], int
 REGISTERED_FAMILIES = ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")
 OP_TEXT = {"gemm": "BLIS-style GEMM (packed panels, cache blocks, threads, fused epilogue)",
            "conv2d": "implicit-GEMM convolution on the GEMM micro-kernel (patches gathered while packing)",
-           "softmax": "vectorised, numerically stable row softmax"}
+           "softmax": "vectorised, numerically stable row softmax",
+           "attention": "FlashAttention-style forward (K/V blocks streamed, online softmax, masked blocks skipped)"}
 
 
 def make_variant(family: str, op: str) -> Variant:

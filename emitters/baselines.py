@@ -166,17 +166,11 @@ def _sdpa_mask(op: Any, torch: Any, device: Any) -> tuple[Any, bool, str]:
     return keep[None, None], False, "explicit boolean mask"
 
 
-def _sdpa_inputs(op: Any, t: dict[str, Any], torch: Any, mask: Any) -> tuple[Any, Any, dict[str, Any]]:
-    """k, v and SDPA's keywords for grouped-query heads: enable_gqa (torch >= 2.5, not with a CausalBias,
-    which does not pass it on), else K/V repeated per q head once, outside the timed call."""
-    k, v = t["k"], t["v"]
-    if op.kv_heads == op.heads:
-        return k, v, {}
-    from_bias = mask is not None and not isinstance(mask, torch.Tensor)
-    if _torch_version(torch) >= (2, 5) and not from_bias:
-        return k, v, {"enable_gqa": True}
+def _repeat_kv(op: Any, t: dict[str, Any]) -> tuple[Any, Any]:
+    """K/V repeated per q head (once, outside the timed call): grouped-query heads for a torch whose SDPA
+    has no enable_gqa (before 2.5), or whose mask type does not pass it on."""
     group = op.heads // op.kv_heads
-    return k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), {}
+    return t["k"].repeat_interleave(group, dim=1), t["v"].repeat_interleave(group, dim=1)
 
 
 def _cuda_ms(torch: Any, run: Callable[[], Any], repeats: int = 5) -> float:
@@ -202,19 +196,28 @@ def torch_sdpa(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[]
     sdpa = torch.nn.functional.scaled_dot_product_attention
     device = t["q"].device
     mask, is_causal, how = _sdpa_mask(op, torch, device)
-    k, v, extra = _sdpa_inputs(op, t, torch, mask)
-    q = t["q"]
-    empty = None
-    if isinstance(mask, torch.Tensor) and not bool(mask.any(dim=-1).all()):
+    q, k, v = t["q"], t["k"], t["v"]
+    extra = {"enable_gqa": True} if op.kv_heads != op.heads and _torch_version(torch) >= (2, 5) else {}
+    if op.kv_heads != op.heads and not extra:
+        k, v = _repeat_kv(op, t)
+    empty = None  # (a CausalBias is a tensor subclass without values: only an explicit mask is read)
+    if how == "explicit boolean mask" and not bool(mask.any(dim=-1).all()):
         empty = ~mask.any(dim=-1, keepdim=True)  # SDPA gives NaN there; a user zeroes them
 
     def call() -> Any:
         y = sdpa(q, k, v, attn_mask=mask, is_causal=is_causal, scale=op.scale, **extra)
         return y.masked_fill_(empty, 0) if empty is not None else y
 
+    try:  # a case this torch cannot run fails here, not inside the timed loop
+        call()
+    except (TypeError, RuntimeError):
+        if not extra:
+            raise
+        k, v = _repeat_kv(op, t)  # enable_gqa not taken with this mask: the heads repeated instead
+        extra = {}
+        call()
     dtype = op.dtype.value
     if device.type != "cuda":
-        call()  # a case this torch cannot run fails here, not inside the timed loop
         return f"scaled_dot_product_attention (CPU, {dtype}, {how})", call
     from torch.nn.attention import SDPBackend, sdpa_kernel
 

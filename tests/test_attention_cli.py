@@ -175,6 +175,28 @@ def test_no_variant_is_the_planners_line_and_no_run_folder(capsys, home, tmp_pat
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
 
 
+@pytest.mark.parametrize("flags", [[], ["--seq-k", "40", "--kv-heads", "1", "--causal", "--block-size", "16",
+                                       "--block-mask", "0.5", "--dtype", "bf16"]])
+def test_bench_gives_a_verified_row_with_the_baseline(capsys, flags):
+    """The issue's command on the CPU once a CPU attention variant is registered: a verified row, the SDPA
+    baseline's name and time (with torch) and the ratio field in the JSON."""
+    import importlib.util
+
+    from tracea.emitters.registry import all_variants
+
+    if not any(v.op == "attention" for v in all_variants("cpu")):
+        pytest.skip("no CPU attention variant is registered yet")
+    code, out, err = tracea(capsys, "bench", "attention", "--batch", "1", "--heads", "2", "--seq", "33", "--head-dim",
+                            "64", *flags, "--backend", "cpu", "--json", "--repeat", "2", "--warmup", "0", "--seed", "5")
+    assert code == 0, err
+    row = json.loads(out.splitlines()[0])
+    op = Attention(1, 2, 33, 64, **({} if not flags else dict(seq_k=40, kv_heads=1, causal=True, dtype="bf16")))
+    assert row["op"] == "attention" and row["status"] == "ok" and row["rel_err"] <= tolerance(op)
+    assert "ratio" in row and (row["ratio"] is None or row["ratio"] > 0)
+    if importlib.util.find_spec("torch") is not None:
+        assert "scaled_dot_product_attention" in row["baseline"] and row["baseline_p50_ms"] > 0
+
+
 def test_tab_completes_attention():
     env = {**os.environ, "_TRACEA_COMPLETE": "complete_bash", "COMP_WORDS": "tracea bench att", "COMP_CWORD": "2"}
     out = subprocess.run([sys.executable, "-m", "tracea"], env=env, capture_output=True, text=True, timeout=60)

@@ -1,7 +1,9 @@
 """The library each Tracea kernel is measured against, computing the same function in the same process.
 
 gemm: NumPy's matmul (its BLAS, e.g. OpenBLAS) plus the epilogue in NumPy; conv2d: torch's CPU
-convolution when torch is installed; softmax: torch.softmax when torch is installed, else NumPy.
+convolution when torch is installed; softmax: torch.softmax when torch is installed, else NumPy; attention:
+torch's scaled_dot_product_attention in the op's own dtype (its CPU kernel here; on CUDA the fastest of
+cuDNN, flash and efficient, see torch_sdpa), with an explicit boolean mask for windows and block masks.
 16-bit inputs are widened to float32 once, outside the timed call (NumPy has no bf16 arithmetic), so
 the baseline does fp32 work: the comparison says so in its name.
 """
@@ -142,9 +144,146 @@ def softmax_baseline(op: Softmax, inputs: dict[str, np.ndarray]) -> Baseline:
     return Baseline("numpy softmax (fp32)", run)
 
 
+def _torch_version(torch: Any) -> tuple[int, int]:
+    major, minor = (torch.__version__.split("+")[0].split(".") + ["0"])[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+def _sdpa_mask(op: Any, torch: Any, device: Any) -> tuple[Any, bool, str]:
+    """(attn_mask, is_causal, how) as a user writes them for SDPA: is_causal for the square causal case,
+    causal_lower_right when seq_q < seq_k (the op aligns the diagonal bottom-right), else an explicit
+    boolean mask (True keeps) for windows, block masks and causal rows that keep no key."""
+    if op.window is None and op.block_mask is None and op.causal:
+        if op.seq_q == op.seq_k:
+            return None, True, "causal"
+        if op.seq_q < op.seq_k and _torch_version(torch) >= (2, 3):
+            from torch.nn.attention.bias import causal_lower_right
+
+            return causal_lower_right(op.seq_q, op.seq_k), False, "causal_lower_right"
+    if op.window is None and op.block_mask is None and not op.causal:
+        return None, False, "no mask"
+    keep = torch.from_numpy(op.keep_mask(0, op.seq_q)).to(device)
+    return keep[None, None], False, "explicit boolean mask"
+
+
+def _repeat_kv(op: Any, t: dict[str, Any]) -> tuple[Any, Any]:
+    """K/V repeated per q head (once, outside the timed call): grouped-query heads for a torch whose SDPA
+    has no enable_gqa (before 2.5), or whose mask type does not pass it on."""
+    group = op.heads // op.kv_heads
+    return t["k"].repeat_interleave(group, dim=1), t["v"].repeat_interleave(group, dim=1)
+
+
+def _cuda_ms(torch: Any, run: Callable[[], Any], repeats: int = 5) -> float:
+    for _ in range(2):
+        run()
+    times = []
+    for _ in range(repeats):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        run()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    return sorted(times)[len(times) // 2]
+
+
+def torch_sdpa(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
+    """(name, call) of scaled_dot_product_attention on the device of ``t``'s q, k, v (the op's layout and
+    dtype). On CUDA each of cuDNN, flash and efficient that accepts the case is timed briefly and the
+    fastest kept; on a CPU torch picks its own kernel. Rows that keep no key come out 0, as the reference's."""
+    import warnings
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    device = t["q"].device
+    mask, is_causal, how = _sdpa_mask(op, torch, device)
+    q, k, v = t["q"], t["k"], t["v"]
+    extra = {"enable_gqa": True} if op.kv_heads != op.heads and _torch_version(torch) >= (2, 5) else {}
+    if op.kv_heads != op.heads and not extra:
+        k, v = _repeat_kv(op, t)
+    empty = None  # (a CausalBias is a tensor subclass without values: only an explicit mask is read)
+    if how == "explicit boolean mask" and not bool(mask.any(dim=-1).all()):
+        empty = ~mask.any(dim=-1, keepdim=True)  # SDPA gives NaN there; a user zeroes them
+
+    def call() -> Any:
+        y = sdpa(q, k, v, attn_mask=mask, is_causal=is_causal, scale=op.scale, **extra)
+        return y.masked_fill_(empty, 0) if empty is not None else y
+
+    try:  # a case this torch cannot run fails here, not inside the timed loop
+        call()
+    except (TypeError, RuntimeError):
+        if not extra:
+            raise
+        k, v = _repeat_kv(op, t)  # enable_gqa not taken with this mask: the heads repeated instead
+        extra = {}
+        call()
+    dtype = op.dtype.value
+    if device.type != "cuda":
+        return f"scaled_dot_product_attention (CPU, {dtype}, {how})", call
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    timed: list[tuple[float, str, Any]] = []
+    for name in ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION"):
+        backend = getattr(SDPBackend, name, None)
+        if backend is None:
+            continue
+        try:
+            with warnings.catch_warnings(), sdpa_kernel(backend):
+                warnings.simplefilter("ignore")
+                timed.append((_cuda_ms(torch, call), name.split("_")[0].lower(), backend))
+        except RuntimeError:  # "No available kernel": this backend does not take this case
+            continue
+    if not timed:
+        return f"scaled_dot_product_attention (torch's choice, {dtype}, {how})", call
+    ms, label, best = min(timed, key=lambda x: x[0])
+
+    def fastest() -> Any:
+        with sdpa_kernel(best):
+            return call()
+
+    others = ", ".join(f"{n} {m:.3g} ms" for m, n, _ in sorted(timed) if n != label)
+    return f"scaled_dot_product_attention ({label}, the fastest{f'; {others}' if others else ''}; {dtype}, {how})", fastest
+
+
+class _TorchOut:
+    """A torch result read as NumPy only when asked (np.asarray), so a 16-bit output is widened outside
+    the timed call."""
+
+    def __init__(self, y: Any) -> None:
+        self.y = y
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.y.float().numpy()
+        return out if dtype is None else out.astype(dtype)
+
+
+def attention_baseline(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
+    torch = _torch()
+    if torch is None:
+        return Baseline("torch scaled_dot_product_attention", None, "torch is not installed (pip install 'tracea[torch]')")
+
+    def tensor(x: np.ndarray) -> Any:
+        x = np.ascontiguousarray(x)
+        if op.dtype is DType.BF16:
+            return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(x)
+
+    try:
+        name, call = torch_sdpa(op, {k: tensor(inputs[k]) for k in ("q", "k", "v")}, torch)
+    except (RuntimeError, TypeError) as exc:  # an old torch without a needed argument or kernel
+        return Baseline("torch scaled_dot_product_attention", None,
+                        f"torch {torch.__version__} cannot run this case: {str(exc).splitlines()[0][:120]}")
+
+    def run() -> Any:
+        with torch.no_grad():
+            y = call()
+        return y.numpy() if op.dtype is DType.FP32 else _TorchOut(y)
+
+    return Baseline(f"torch {torch.__version__} {name}", run)
+
+
 # One baseline per op kind: adding an op adds its line here.
 BASELINES: dict[str, Callable[[Any, dict[str, np.ndarray]], Baseline]] = {
-    "gemm": gemm_baseline, "conv2d": conv2d_baseline, "softmax": softmax_baseline}
+    "gemm": gemm_baseline, "conv2d": conv2d_baseline, "softmax": softmax_baseline, "attention": attention_baseline}
 
 
 def baseline_for(op: Op, inputs: dict[str, np.ndarray]) -> Baseline:

@@ -97,6 +97,18 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
         typer.echo(f"  wrote {p}")
 
 
+def _require_registered(op: Any, host: Any, backend: str, precision: str | None) -> None:
+    """An op no variant of ``backend`` computes (attention, until its kernels land) is the planner's one-line
+    "no variant" error before a run folder exists: there is nothing to record, and no crash."""
+    from tracea.emitters.registry import all_variants
+
+    variants = all_variants(backend)
+    if not any(v.op == op.kind for v in variants):
+        from tracea.doctor.plan import plan
+
+        plan(op, host, variants, precision=precision, backend=backend).require()
+
+
 def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, warmup: int, seed: int | None,
              json_out: bool, csv_out: bool, dump_ir: Path | None = None, metrics: Path | None = None) -> None:
     from tracea.doctor.errors import TraceaError
@@ -111,6 +123,7 @@ def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, w
     require_host_memory(op)  # too large for this machine: said before a run folder (and crash bundle) exists
     host = _host()
     backend = resolve_backend(op, host, backend, precision, to_stderr=json_out or csv_out)
+    _require_registered(op, host, backend, precision)
     with RunRecorder("bench", command_line(), host, dump_ir=dump_ir, metrics=metrics) as rec:  # run folder, crash bundle
         from tracea.tuner.lookup import tuned_lookup  # the best stored schedule, when tuned here
 

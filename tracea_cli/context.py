@@ -2,6 +2,7 @@
 
     ctx = tracea.Context()
     decision = ctx.plan_kernel("gemm", precision="BF16")          # same Decision as `tracea plan gemm --m 4096 --dtype bf16`
+    decision = ctx.plan_kernel("flash_attention_2", precision="BF16")  # the design documents' example: attention
     result = ctx.bench(tracea.kernels.Gemm(2048, 2048, 2048))    # same as `tracea bench gemm --m 2048`
                                                                   # (the planner's backend: a GPU when one fits)
 """
@@ -17,6 +18,7 @@ DEFAULT_SHAPES: dict[str, dict[str, Any]] = {
     "gemm": {"m": 4096, "n": 4096, "k": 4096},
     "conv2d": {"n": 1, "c": 64, "h": 224, "w": 224, "k": 128, "r": 3, "s": 3, "padding": 1},
     "softmax": {"rows": 4096, "cols": 4096},
+    "attention": {"batch": 4, "heads": 32, "seq_q": 4096, "head_dim": 128},  # issue 17's headline shape
 }
 
 
@@ -30,12 +32,13 @@ class Context:
 
     def op(self, kind: str, precision: str | None = None, **shape: Any) -> Any:
         from tracea.doctor.errors import BadInputError
-        from tracea.kernels import OPS
+        from tracea.kernels import OPS, canonical_op_name
 
-        cls = OPS.get(kind.lower())
+        name = canonical_op_name(kind)  # the design documents' spellings too: "flash_attention_2" is attention
+        cls = OPS.get(name)
         if cls is None:
             raise BadInputError(f"unknown operation {kind!r}; known: {', '.join(OPS)}")
-        args = {**DEFAULT_SHAPES[kind.lower()], **shape}
+        args = {**DEFAULT_SHAPES[name], **shape}
         if precision is not None:
             args["dtype"] = precision.lower()
         return cls(**args)

@@ -1,6 +1,7 @@
 """The operation flags, written once and shared by every verb that names an op (plan, emit, bench,
 tune): ``tracea VERB gemm --m M [--n N --k K]``, ``tracea VERB conv2d --n 1 --c 64 ...``,
-``tracea VERB softmax --rows R --cols C``, each with ``--dtype``.
+``tracea VERB softmax --rows R --cols C``, ``tracea VERB attention --batch B --heads H --seq S --head-dim D ...``,
+each with ``--dtype``. The design documents' names (``flash_attention_2``) are hidden aliases of their op.
 
 Typer reads a command's parameters from its signature, so each verb's command is made by joining the
 op's parameters with the verb's own into one ``inspect.Signature``. Only Typer is imported here.
@@ -61,18 +62,46 @@ OP_PARAMS: dict[str, list[inspect.Parameter]] = {
         _opt("cols", int, ..., "--cols", help="Columns: the softmax axis.", domain=SIZE),
         DTYPE,
     ],
+    "attention": [
+        _opt("batch", int, 1, "--batch", help="Batch size.", domain=SIZE),
+        _opt("heads", int, ..., "--heads", help="Query heads.", domain=SIZE),
+        _opt("seq", int, ..., "--seq", help="Query length (seq_q).", domain=SIZE),
+        _opt("head_dim", int, ..., "--head-dim", help="Head dimension: a multiple of 8 up to 256 (kernels: 64, 128, 256).",
+             domain=SIZE),
+        _opt("kv_heads", int | None, None, "--kv-heads", help="Key/value heads, dividing --heads (grouped-query; "
+             "default: --heads).", domain=SIZE),
+        _opt("seq_k", int | None, None, "--seq-k", help="Key length (default: --seq); the causal diagonal is "
+             "aligned bottom-right.", domain=SIZE),
+        _opt("causal", bool, False, "--causal/--no-causal", help="Mask keys after each query's diagonal."),
+        _opt("window", str | None, None, "--window", help="Sliding window L,R: keep keys from L before to R after "
+             "the diagonal (or N for N,N)."),
+        _opt("block_mask", str | None, None, "--block-mask", help="A .npy file of booleans (q blocks x k blocks), or "
+             "a density in (0, 1]: a seeded random map that keeps every diagonal block."),
+        _opt("block_size", str, "128", "--block-size", help="The block mask's tile: BQ or BQ,BK."),
+        _opt("mask_seed", int, 0, "--mask-seed", help="Seed of a density --block-mask.", domain=NON_NEGATIVE),
+        _opt("scale", float | None, None, "--scale", help="Softmax scale (default: 1/sqrt(head dim)).", domain=FINITE),
+        DTYPE,
+    ],
 }
 OP_HELP = {
     "gemm": "C = epilogue(A @ B), A m x k, B k x n.",
     "conv2d": "2-D convolution as implicit GEMM.",
     "softmax": "Row-wise softmax, numerically stable.",
+    "attention": "Fused scaled dot-product attention (FlashAttention-style), softmax(Q K^T * scale + mask) V.",
 }
+
+# The design documents' spellings, as kernels.ops.OP_ALIASES has them (spelt out here: the app loads no NumPy).
+OP_ALIASES = {"attention": ("flash_attention_2", "flash-attention-2", "flash_attention")}
 
 
 def make_op(kind: str, values: dict[str, Any]) -> Any:
     """The IR value for ``kind`` from parsed flags (validation errors name the field)."""
     from tracea.kernels import Conv2d, Gemm, Softmax
 
+    if kind == "attention":
+        from .attention_options import make_attention
+
+        return make_attention(values)
     if kind == "gemm":
         m = values["m"]  # --n and --k left out (None) mean m; 0 never does (the domain rejects it)
         return Gemm(m=m, n=m if values["n"] is None else values["n"], k=m if values["k"] is None else values["k"], dtype=values["dtype"],
@@ -86,8 +115,8 @@ def make_op(kind: str, values: dict[str, Any]) -> Any:
 
 def add_op_commands(group: typer.Typer, verb_params: list[inspect.Parameter],
                     handler: Callable[..., None], verb_help: str) -> None:
-    """Add ``gemm``, ``conv2d`` and ``softmax`` commands to ``group``; each calls
-    ``handler(op=<IR value>, **verb_values)``."""
+    """Add ``gemm``, ``conv2d``, ``softmax`` and ``attention`` commands to ``group`` (and each op's aliases,
+    hidden); each calls ``handler(op=<IR value>, **verb_values)``."""
     for kind, params in OP_PARAMS.items():
         names = {p.name for p in params}
 
@@ -99,6 +128,8 @@ def add_op_commands(group: typer.Typer, verb_params: list[inspect.Parameter],
         command.__name__ = kind
         command.__doc__ = f"{verb_help} {OP_HELP[kind]}"
         group.command(name=kind)(command)
+        for alias in OP_ALIASES.get(kind, ()):
+            group.command(name=alias, hidden=True)(command)
 
 
 def option(name: str, annotation: Any, default: Any, *flags: str, help: str,

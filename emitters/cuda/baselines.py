@@ -20,6 +20,7 @@ from tracea.kernels.dtypes import to_float64
 from tracea.kernels.epilogue import ArrayMath
 from tracea.kernels.epilogue import apply as apply_epilogue
 
+from ..baselines import torch_sdpa
 from ..timing import Timing, _p95
 from .runtime import HOLD_CYCLES
 
@@ -98,7 +99,7 @@ def _torch_softmax(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callabl
 
 # One PyTorch baseline per op kind: (op, device tensors, torch) -> (name, call). Adding an op adds a line.
 TORCH_BASELINES: dict[str, Callable[[Any, dict[str, Any], Any], tuple[str, Callable[[], Any]]]] = {
-    "gemm": _torch_gemm, "conv2d": _torch_conv2d, "softmax": _torch_softmax}
+    "gemm": _torch_gemm, "conv2d": _torch_conv2d, "softmax": _torch_softmax, "attention": torch_sdpa}
 
 
 

@@ -1,0 +1,116 @@
+"""Attention's flags as text (``--window L,R``, ``--block-size BQ[,BK]``, ``--block-mask FILE|DENSITY``) turned
+into the values ``kernels.Attention`` takes. Every bad value is a BadInputError naming its flag (one line,
+exit 2). NumPy is imported only when a block mask is asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+MASK_SEED = 0  # a density mask is the same map on every run (and machine) unless --mask-seed says otherwise
+
+
+def _bad(message: str) -> Exception:
+    from tracea.doctor.errors import BadInputError
+
+    return BadInputError(message)
+
+
+def _ints(flag: str, text: str, low: int, what: str) -> tuple[int, int]:
+    """'A,B' (or 'A', meaning A,A) as two integers >= ``low``."""
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        if len(parts) not in (1, 2):
+            raise ValueError
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise _bad(f"{flag}: expected {what}, got {text!r}") from None
+    if any(v < low for v in values):
+        raise _bad(f"{flag}: expected {what}, got {text!r}")
+    return (values[0], values[-1])
+
+
+def parse_window(text: str | None) -> tuple[int, int] | None:
+    """``--window L,R``: keys kept from L before to R after the (bottom-right aligned) diagonal."""
+    return None if text is None else _ints("--window", text, 0, "L,R (keys left and right of the diagonal, integers >= 0)")
+
+
+def parse_block_size(text: str) -> tuple[int, int]:
+    return _ints("--block-size", text, 1, "BQ or BQ,BK (the block mask's tile, positive integers)")
+
+
+def _density(text: str) -> float | None:
+    """The density when ``text`` reads as a number, else None (then it names a file)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if not math.isfinite(value) or not 0 < value <= 1:
+        raise _bad(f"--block-mask: a density must be in (0, 1], got {text!r}")
+    return value
+
+
+def diagonal_blocks(shape: Any) -> Any:
+    """The (q block, k block) tiles that hold some row's own diagonal key (aligned bottom-right, as the
+    op's mask is), as a boolean map: a mask that keeps them leaves no row without a key that causal or a
+    window keeps."""
+    import numpy as np
+
+    bq, bk = shape.block_size
+    rows = np.arange(shape.seq_q)
+    diag = rows + (shape.seq_k - shape.seq_q)
+    ok = (diag >= 0) & (diag < shape.seq_k)
+    keep = np.zeros(shape.grid(), dtype=bool)
+    keep[rows[ok] // bq, diag[ok] // bk] = True
+    return keep
+
+
+def random_block_mask(shape: Any, density: float, seed: int = MASK_SEED) -> Any:
+    """A seeded map keeping ceil(density x tiles) tiles (at least the diagonal ones, see diagonal_blocks)."""
+    import numpy as np
+
+    keep = diagonal_blocks(shape)
+    want = min(keep.size, max(math.ceil(density * keep.size), int(keep.sum())))
+    free = np.flatnonzero(~keep.ravel())
+    extra = np.random.default_rng(seed).choice(free, size=want - int(keep.sum()), replace=False)
+    keep.ravel()[extra] = True
+    return keep
+
+
+def load_block_mask(text: str) -> Any:
+    """A .npy file of booleans (q blocks x k blocks); the op checks its shape against the grid."""
+    import numpy as np
+
+    path = Path(text)
+    if not path.is_file():
+        raise _bad(f"--block-mask: {text!r} is neither a density in (0, 1] nor an existing .npy file")
+    try:
+        mask = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise _bad(f"--block-mask: {text} is not a NumPy .npy array ({str(exc).splitlines()[0][:80]})") from None
+    if mask.dtype != np.bool_:
+        raise _bad(f"--block-mask: {text} holds {mask.dtype}, expected booleans (np.save(path, mask.astype(bool)))")
+    return mask
+
+
+def make_attention(values: dict[str, Any]) -> Any:
+    """The Attention IR value from the parsed flags (``--seq`` is seq_q; ``--seq-k`` defaults to it)."""
+    from tracea.doctor.errors import BadInputError
+    from tracea.kernels.attention import Attention
+
+    args = {"batch": values["batch"], "heads": values["heads"], "seq_q": values["seq"], "head_dim": values["head_dim"],
+            "seq_k": values["seq_k"], "kv_heads": values["kv_heads"], "dtype": values["dtype"],
+            "causal": values["causal"], "scale": values["scale"], "window": parse_window(values["window"]),
+            "block_size": parse_block_size(values["block_size"])}
+    spec = values["block_mask"]
+    if spec is None:
+        return Attention(**args)
+    shape = Attention(**args)  # the grid a mask must fill, and every other field checked first
+    density = _density(spec)
+    mask = random_block_mask(shape, density, values["mask_seed"]) if density is not None else load_block_mask(spec)
+    try:
+        return Attention(**args, block_mask=mask)
+    except BadInputError as exc:
+        raise _bad(f"--block-mask {spec}: {exc.args[0]}") from None

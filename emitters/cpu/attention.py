@@ -26,7 +26,7 @@ from ..schedule import SCHEMA_VERSION, schedule_fields
 from .cores import Core
 from .gemm_core import IN_CONVERT
 from .isa import CpuIsa
-from .schedules import thread_counts
+from .schedules import thread_counts, valid_unique
 
 ENTRY = "tracea_attention"
 BUFFERS = ("q", "k", "v", "out", "lse", "mask", "stats")
@@ -107,15 +107,8 @@ def attention_space(op: Any, v: Any, host: Any) -> list[AttentionSchedule]:
     hero = hero_schedule(op, v, host)
     blocks = [(hero.bq, hero.bk)] if op.block_mask is not None else \
         [(min(bq, _up(op.seq_q, ROWS)), min(bk, _up(op.seq_k, 16))) for bq in BQ_VALUES for bk in BK_VALUES]
-    cands = [hero] + [AttentionSchedule(bq, bk, t) for bq, bk in blocks for t in thread_counts(host)]
-    out: list[AttentionSchedule] = []
-    for s in dict.fromkeys(cands):
-        try:
-            s.validate(op, host, v)
-        except BadInputError:
-            continue
-        out.append(s)
-    return out
+    return valid_unique(op, v, host, [hero] + [AttentionSchedule(bq, bk, t) for bq, bk in blocks
+                                               for t in thread_counts(host)])
 
 
 def _check(op: Any, variant: Any, schedule: Any, host: Any) -> None:

@@ -127,9 +127,11 @@ def rows_space(op: Any, v: Variant, host: Any) -> list[CpuSchedule]:
     return valid_unique(op, v, host, [hero] + [dataclasses.replace(hero, threads=t) for t in thread_counts(host)])
 
 
-def valid_unique(op: Any, v: Variant, host: Any, cands: list[CpuSchedule]) -> list[CpuSchedule]:
-    out: list[CpuSchedule] = []
-    seen: set[CpuSchedule] = set()
+def valid_unique(op: Any, v: Variant, host: Any, cands: list[Any]) -> list[Any]:
+    """``cands`` in order, each once, but those that do not validate for ``op`` on ``host`` (any CPU
+    schedule class: the GEMM's, the attention's)."""
+    out: list[Any] = []
+    seen: set[Any] = set()
     for s in cands:
         if s in seen:
             continue

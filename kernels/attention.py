@@ -28,7 +28,7 @@ import numpy as np
 from tracea.doctor.errors import BadInputError
 
 from .dtypes import DType, parse_dtype, to_float64
-from .ops import OPS, Op, _elements, _non_negative, _positive, _random
+from .ops import OPS, Op, _elements, _non_negative, _pair, _positive, _random
 
 MAX_HEAD_DIM = 256
 KERNEL_HEAD_DIMS = (64, 128, 256)  # what the fused kernels will be built for; any multiple of 8 validates
@@ -36,23 +36,11 @@ REFERENCE_CHUNK_BYTES = 32 * 2**20  # the float64 score block the reference hold
 
 
 def _block_size(value: Any) -> tuple[int, int]:
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise BadInputError(f"block_size: expected one integer or two (q block, k block), got {value!r}")
-        return _positive("block_size", value[0]), _positive("block_size", value[1])
-    v = _positive("block_size", value)
-    return v, v
+    return _pair("block_size", value, _positive, "(q block, k block)")
 
 
 def _window(value: Any) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise BadInputError(f"window: expected (left, right) key counts, got {value!r}")
-        return _non_negative("window", value[0]), _non_negative("window", value[1])
-    v = _non_negative("window", value)
-    return v, v
+    return None if value is None else _pair("window", value, _non_negative, "(left, right) key counts")
 
 
 def _mask_rows(value: Any) -> tuple[str, ...]:

@@ -182,10 +182,11 @@ class Gemm(Op):
         return (self.m, self.n)
 
 
-def _pair(name: str, value: Any, check) -> tuple[int, int]:
+def _pair(name: str, value: Any, check, parts: str = "(h, w)") -> tuple[int, int]:
+    """One integer for both, or two (``parts`` names them in the error), each through ``check``."""
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
-            raise BadInputError(f"{name}: expected one integer or two (h, w), got {value!r}")
+            raise BadInputError(f"{name}: expected one integer or two {parts}, got {value!r}")
         return check(f"{name}[0]", value[0]), check(f"{name}[1]", value[1])
     v = check(name, value)
     return v, v

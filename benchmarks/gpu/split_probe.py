@@ -77,6 +77,12 @@ def plain(op: object, host: object) -> None:
     _row("planned", r, (r.schedule or {}).get("name", "") if isinstance(r.schedule, dict) else "")
 
 
+def pinned(op: object, host: object, sched: object) -> object:
+    """``bench`` of ``op`` on the Hopper variant with ``sched`` as its (tuned) schedule."""
+    return bench(op, host, backend="cuda", variant="cuda-wgmma." + op.kind, repeats=20,
+                 tuned=lambda _op, _v: sched.to_json())
+
+
 def _row(label: str, r: object, name: str) -> None:
     ms = r.tracea.p50_ms if r.tracea else None
     spread = r.tracea.p95_ms / r.tracea.p50_ms if r.tracea else None
@@ -139,34 +145,21 @@ def main() -> None:
                     sched.validate(op)
                 except Exception:  # noqa: BLE001 - a tile this conv cannot take
                     continue
-                r = bench(op, host, backend="cuda", variant="cuda-wgmma.conv2d", repeats=20,
-                          tuned=lambda _op, _v, s=sched: s.to_json())
-                _row("tile", r, sched.name)
+                _row("tile", pinned(op, host, sched), sched.name)
         return
     if args.rows:
         for op in ROWS + HELD_OUT:
             print(op.signature, flush=True)
             plain(op, host)
         for sched in SPLIT_512:
-            r = bench(ROWS[2], host, backend="cuda", variant="cuda-wgmma.gemm", repeats=20,
-                      tuned=lambda _op, _v, s=sched: s.to_json())
-            _row("512 alt", r, sched.name)
+            _row("512 alt", pinned(ROWS[2], host, sched), sched.name)
         return
     for op in ONES if args.ones else GEMMS + CONVS:
         if args.match not in op.signature:
             continue
         print(op.signature, flush=True)
         for label, sched in alternatives(op)[: 2 if args.quick else None]:
-            vid = "cuda-wgmma." + op.kind
-            r = bench(op, host, backend="cuda", variant=vid, repeats=20,
-                      tuned=lambda _op, _v, s=sched: s.to_json())
-            ms = r.tracea.p50_ms if r.tracea else None
-            spread = r.tracea.p95_ms / r.tracea.p50_ms if r.tracea else None
-            base = r.baseline.p50_ms if r.baseline else None
-            ratio = None if r.ratio is None else round(r.ratio, 2)
-            print(f"  {label:<9} {sched.name:<48} {r.status:<14} {ms and round(ms, 4)!s:>8} ms "
-                  f"(p95/p50 {spread and round(spread, 2)})  vendor {base and round(base, 4)!s:>8} ms  "
-                  f"ratio {ratio}  {r.error or ''}"[:220], flush=True)
+            _row(label, pinned(op, host, sched), sched.name)
 
 
 if __name__ == "__main__":

@@ -98,9 +98,16 @@ def test_schedule_fields_validate_and_round_trip():
     assert "split" not in WgmmaSchedule().to_json()  # schedules without split-K keep their old JSON
     assert s.smem_bytes == dataclasses.replace(s, split=1, split_tail=False).smem_bytes + 16
     for bad, field in (({"split": 17}, "split"), ({"split": -1}, "split"), ({"split": True}, "split"),
-                       ({"split_tail": True}, "split_tail"), ({"split": 2, "split_tail": 1}, "split_tail")):
+                       ({"split_tail": True}, "split_tail"), ({"split": 2, "split_tail": 1}, "split_tail"),
+                       ({"split_fix": "spread"}, "split_fix"), ({"split": 2, "split_fix": "all"}, "split_fix"),
+                       ({"split": 2, "split_fix": "spread", "persistent": False}, "split_fix")):
         with pytest.raises(BadInputError, match=field):
             dataclasses.replace(WgmmaSchedule(), **bad).validate()
+    spread = dataclasses.replace(s, split_fix="spread")
+    assert WgmmaSchedule.from_json(spread.to_json()) == spread and spread.name.endswith("_skats")
+    assert "split_fix" not in s.to_json()  # split-K schedules before the spread fix-up keep their JSON
+    plan = splitk.plan(spread, 512, 512, 256, 132)
+    assert plan.sem_count == 2 * splitk.plan(s, 512, 512, 256, 132).sem_count and plan.to_json()["spread"] == 1
     c = WgmmaConvSchedule(bm=64, bn=128, consumers=1, stages=6, publish="noinc", split=4)
     assert WgmmaConvSchedule.from_json(c.to_json()) == c
 
@@ -146,6 +153,16 @@ SPLIT_CASES = [
     (Gemm(520, 264, 2000, "bf16", epilogue=("scale",), alpha=0.5),
      WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, cluster=2, split=0)),
     (Gemm(1000, 999, 1001, "bf16"), WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, split=16)),
+    # the spread fix-up: every slice sums a share of its tile; more units than blocks (16 x 128 tiles),
+    # ping-pong with a fused epilogue, a 2-block cluster, the long-K tail shape
+    (Gemm(512, 512, 16384, "bf16"),
+     WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=0, split_fix="spread")),
+    (Gemm(1000, 999, 1001, "bf16"), WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, split=16, split_fix="spread")),
+    # (with gelu and residual too, this 128-accumulator ping-pong form spills 16 B: left to the tuner)
+    (Gemm(200, 136, 1000, "fp16", layout_a="col", layout_b="col", epilogue=("bias", "relu")),
+     WgmmaSchedule(bm=128, bn=128, stages=4, consumers=2, pingpong=True, store="tma", split=3, split_fix="spread")),
+    (Gemm(520, 264, 2000, "bf16", epilogue=("scale",), alpha=0.5),
+     WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, cluster=2, split=0, split_fix="spread")),
 ]
 CONV_CASES = [
     (Conv2d(1, 512, 7, 7, 512, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True), None),
@@ -155,6 +172,8 @@ CONV_CASES = [
      WgmmaConvSchedule(bm=128, bn=128, stages=4, consumers=2, publish="wait", split=5)),
     (Conv2d(1, 1024, 14, 14, 256, 1, 1, layout="nhwc", dtype="fp16", bias=True),  # the GEMM path, split
      WgmmaConvSchedule.of_gemm(WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=0))),
+    (Conv2d(1, 256, 14, 14, 256, 3, 3, padding=1, stride=2, layout="nhwc", dtype="bf16", bias=True),
+     WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=0, split_fix="spread")),
 ]
 
 
@@ -186,7 +205,8 @@ def test_split_kernels_compile_for_sm90a_without_spills(nvrtc):
     for op, sched in SPLIT_CASES:
         sched = sched or hero_schedule(op)
         src = gemm.render(op, sched)
-        assert "tr_unit(unit" in src and "atomicAdd(sem + slot" in src
+        assert "tr_unit(unit" in src and ("atomicAdd(sem + 2 * slot" if sched.split_fix == "spread"
+                                          else "atomicAdd(sem + slot") in src
         assert _compile(src, sched.name) == (0, 0, 0), sched.name
     for op, sched in CONV_CASES:
         sched = sched or conv_hero_schedule(op)

@@ -3,6 +3,7 @@ and a few alternatives, each a full `bench` (verified on fresh random inputs, th
 vendor library with CUDA events) in one run. Which split a shape should take.
 
     python benchmarks/gpu/split_probe.py [--match TEXT] [--quick]
+    python benchmarks/gpu/split_probe.py --spread      # each split form with the last block's fix-up and the spread one
 
 Needs an sm_90 GPU and PyTorch (the baselines).
 """
@@ -127,6 +128,40 @@ def alternatives(op: object) -> list[tuple[str, object]]:
     return out
 
 
+SPREAD_FORMS = [WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=0),
+                WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, store="tma", split=4),
+                WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=0),
+                WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=8),
+                WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", split=0),
+                WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", split=16),
+                WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", split=0)]
+
+
+def spread_rows(host: object, match: str) -> None:
+    """Split forms with the last block summing the slices against every slice summing its share
+    (``split_fix``), on the shapes whose heroes split, plus each hero both ways."""
+    for op in GEMMS + CONVS:
+        if match not in op.signature:
+            continue
+        hero = hero_schedule(op) if isinstance(op, Gemm) else conv_hero_schedule(op)
+        forms = [hero] + ([WgmmaConvSchedule.of_gemm(f) if hero.path == "gemm" else WgmmaConvSchedule(
+            **{k: v for k, v in dataclasses.asdict(f).items()}, path=hero.path) for f in SPREAD_FORMS]
+            if not isinstance(op, Gemm) else SPREAD_FORMS)
+        if hero.split == 1 and not any(f.split != 1 for f in forms[1:]):
+            continue
+        print(op.signature, flush=True)
+        for f in forms:
+            for fix in ("last", "spread"):
+                if f.split == 1:
+                    continue
+                s = dataclasses.replace(f, split_fix=fix)
+                try:
+                    s.validate(op)
+                except Exception:  # noqa: BLE001 - a form this shape cannot take
+                    continue
+                _row("hero" if f is hero else "form", pinned(op, host, s), s.name)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--match", default="")
@@ -134,8 +169,12 @@ def main() -> None:
     ap.add_argument("--ones", action="store_true", help="ResNet-50's 1x1 convolutions (the GEMM path) only")
     ap.add_argument("--big", action="store_true", help="im2col tiles for large and odd-channel 3x3 convs")
     ap.add_argument("--rows", action="store_true", help="the issue's table and held-out shapes, as planned")
+    ap.add_argument("--spread", action="store_true", help="split forms with each fix-up (split_fix)")
     args = ap.parse_args()
     host = probe()
+    if args.spread:
+        spread_rows(host, args.match)
+        return
     if args.big:
         for op in BIG_CONVS:
             print(op.signature, flush=True)

@@ -149,6 +149,9 @@ def split_args(kernel: Any, rendered: Any) -> list[Any]:
     plan = rendered.metadata.get("split_k")
     if plan is None:
         return []
+    if plan.get("spread") and plan["splits"] > rendered.grid[0]:  # a slice would wait on one never started
+        raise LaunchError(f"split-K: the spread fix-up needs all {plan['splits']} slices of a tile resident, "
+                          f"but the grid holds {rendered.grid[0]} blocks", "split_fix 'last'")
     ws = kernel._buffer("split_ws", max(16, plan["workspace_bytes"]))
     sem = kernel._buffer("split_sem", max(4, 4 * plan["semaphores"]))
     driver_call(kernel._dev.driver.cuMemsetD8(sem.ptr, 0, sem.nbytes), "cuMemsetD8")

@@ -30,17 +30,18 @@ def fused_ops(epilogue: tuple[str, ...], renderer: CudaRenderer, dtype: str, gua
     return statements(epilogue, CUDA, bias=bias, residual=residual)
 
 
-def tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...]) -> str:
+def tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
+              when: str = "store_tma") -> str:
     """``store="tma"``: each consumer warpgroup writes its part of C, 64 x 64 at a time, into a staging
     atom laid out as TMA's 128B swizzle (the same ``TileLayout`` algebra as the operands: the lanes of a
     warp hit 8 different 16-byte bank groups), fences it to the async proxy, and one thread issues the
     bulk tensor store; two atoms alternate so the next is written while the last is read out. TMA clips
     rows and columns past M and N. When ``store_tma`` is 0 (C rows not 16-byte aligned) the loop is
-    skipped and the direct stores after it run instead. Ends with ``continue`` (next tile)."""
+    skipped and the direct stores after it run instead (``when``: the condition). Ends with ``continue``."""
     if sched.store != "tma":
         return ""
     w = CodeWriter()
-    w("if (store_tma) {")
+    w(f"if ({when}) {{")
     w(f"    const uint32_t catoms = cstage + cw * {2 * C_ATOM_BYTES}u;")
     w("    #pragma unroll")
     w(f"    for (int i = 0; i < {sched.m_slices}; ++i) {{")
@@ -93,9 +94,11 @@ def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str,
     w("}")
 
 
-def direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...]) -> str:
+def direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
+                 groups: bool = False) -> str:
     """Register stores of the consumer's part of C, predicated on M and N: the epilogue applied per
-    element, two columns packed into one 4-byte store where N is even."""
+    element, two columns packed into one 4-byte store where N is even. ``groups``: only the float4
+    groups ``g0 <= i * bn / 8 + j < g1`` (the spread split-K fix-up's share of a tile)."""
     store = STORE[dtype]
     w = CodeWriter()
     w.extend(f"""            #pragma unroll
@@ -106,7 +109,7 @@ def direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tu
                     for (int h = 0; h < 2; ++h) {{
                         const int row = row0 + i * 64 + h * 8;
                         const int c0 = col0 + j * 8;
-                        if (row < M && c0 < N) {{
+                        if (row < M && c0 < N{f" && i * {sched.bn // 8} + j >= g0 && i * {sched.bn // 8} + j < g1" if groups else ""}) {{
                             float out[2];
                             #pragma unroll
                             for (int e = 0; e < 2; ++e) {{

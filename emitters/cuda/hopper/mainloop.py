@@ -359,6 +359,7 @@ def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...],
     after each full-barrier wait, for stages written through the generic proxy (cp.async) and
     published without a producer-side fence."""
     w = CodeWriter()
+    spread = sched.split != 1 and sched.split_fix == "spread"
     w.extend(_consumer_entry(sched))
     w.extend(_consumer_mainloop(sched, a_k, b_k, proxy_fence))
     if sched.split != 1:
@@ -367,8 +368,8 @@ def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...],
                columns 8*j + 2*(lane%4) (+1) in acc[4j..4j+3] = (r, c), (r, c+1), (r+8, c), (r+8, c+1). */
             const int row0 = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4;
             const int col0 = tn * {sched.bn} + 2 * (lane % 4);
-            {tma_store(sched, r, dtype, epilogue)}""")
-    w.extend(direct_store(sched, r, dtype, epilogue))
+            {tma_store(sched, r, dtype, epilogue, *(("store_tma && sidx < 0",) if spread else ()))}""")
+    w.extend(direct_store(sched, r, dtype, epilogue, groups=spread))
     w.extend(f"""        }}
         {tma_store_drain(sched)}
     }}

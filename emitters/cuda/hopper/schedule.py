@@ -25,6 +25,7 @@ BK = 64  # one 128-byte swizzle span of 16-bit elements: the k extent of every T
 SWIZZLE = TmaSwizzle("128B")
 RASTERS = ("m", "n")
 STORES = ("direct", "tma")
+SPLIT_FIXES = ("last", "spread")
 C_ATOM_BYTES = 64 * 64 * 2  # one 64 x 64 16-bit tile of C staged for a TMA store
 REGISTERS_PER_SM = 65536
 PRODUCER_REGS = 40
@@ -44,7 +45,8 @@ class WgmmaSchedule:
     ("n") at a time so that blocks running together share A or B panels in L2. ``cluster``: 1, or 2
     blocks sharing each B tile through TMA multicast. ``split``: k slices per tile (split-K,
     ``splitk.py``): 1 none, 0 as many as fill the SMs, 2..16 that many; ``split_tail``: split only the
-    tiles of the last, partial wave."""
+    tiles of the last, partial wave; ``split_fix``: who sums the slices, "last" (the tile's last block,
+    alone) or "spread" (every slice's block a share of the tile, once all have arrived; persistent only)."""
 
     bm: int = 128
     bn: int = 256
@@ -58,6 +60,7 @@ class WgmmaSchedule:
     store: str = "direct"
     split: int = 1
     split_tail: bool = False
+    split_fix: str = "last"
     producer_regs: ClassVar[int] = PRODUCER_REGS  # registers the producer warpgroup keeps (setmaxnreg.dec)
 
     @property
@@ -116,6 +119,7 @@ class WgmmaSchedule:
         tag += "_pp" if self.pingpong else ""
         tag += "_ts" if self.store == "tma" else ""
         tag += "" if self.split == 1 else f"_sk{self.split or 'a'}" + ("t" if self.split_tail else "")
+        tag += "s" if self.split_fix == "spread" else ""
         return tag + ("" if self.persistent else "_np")
 
     def register_split(self) -> tuple[int, int, int]:
@@ -156,6 +160,11 @@ class WgmmaSchedule:
             raise BadInputError(f"group: {self.group} tile rows per group is more than 64")
         if self.cluster not in (1, 2):
             raise BadInputError(f"cluster: {self.cluster} blocks per cluster (1 or 2 supported)")
+        if self.split_fix not in SPLIT_FIXES:
+            raise BadInputError(f"split_fix: expected 'last' or 'spread', got {self.split_fix!r}")
+        if self.split_fix == "spread" and (self.split == 1 or not self.persistent):
+            raise BadInputError("split_fix: 'spread' shares a split tile's sum among its slices' blocks, which "
+                                "must all be resident: it needs split-K and a persistent schedule")
         if self.split_tail and self.split == 1:
             raise BadInputError("split_tail: splits the last wave's tiles, but split is 1 (none)", "split 0")
         if self.cluster == 2 and self.bn % 128:
@@ -183,6 +192,8 @@ class WgmmaSchedule:
         d = dataclasses.asdict(self)
         if self.split == 1:  # the JSON of every schedule without split-K stays as it was before it
             del d["split"], d["split_tail"]
+        if self.split_fix == "last":  # and of every split-K schedule before the spread fix-up
+            del d["split_fix"]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": "wgmma", **d}
 
     @staticmethod
@@ -264,6 +275,7 @@ def with_split(base: Any, narrow: Any, m: int, n: int, k_iters: int, sm_count: i
 
 
 SPLITS = (0, 2, 4, 8)  # split-K values searched besides 1, where a shape's tiles can leave SMs idle
+SPREAD_SPLITS = (0, 8)  # and with the spread fix-up (more slices: its sum is shared among them)
 
 
 def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90, sm_count: int = 132) -> list[WgmmaSchedule]:
@@ -280,7 +292,8 @@ def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90, sm_count: in
 
 def split_candidates(space: list[Any], op: Any, sm_count: int) -> Iterable[Any]:
     """Split-K variants of ``space``'s schedules with 4 or 6 stages, raster m, no cluster, TMA store: every
-    ``SPLITS`` value, and the tail-only split; none for shapes that fill the SMs twice over anyway."""
+    ``SPLITS`` value, the tail-only split and the spread fix-up at ``SPREAD_SPLITS``; none for shapes that
+    fill the SMs twice over anyway."""
     m, n = (op.m, op.n) if getattr(op, "kind", None) == "gemm" else (op.gemm_m, op.k) if op is not None else (0, 0)
     for s in list(space):
         if s.split != 1 or s.stages not in (4, 6) or s.raster != "m" or s.cluster != 1 or s.store != "tma":
@@ -290,6 +303,9 @@ def split_candidates(space: list[Any], op: Any, sm_count: int) -> Iterable[Any]:
         for k in SPLITS:
             yield dataclasses.replace(s, split=k)
         yield dataclasses.replace(s, split=0, split_tail=True)
+        if s.persistent:
+            for k in SPREAD_SPLITS:
+                yield dataclasses.replace(s, split=k, split_fix="spread")
 
 
 def keep_valid(out: list, candidates: Iterable[Any], op: Any, smem_optin: int) -> list:

@@ -15,6 +15,15 @@ slice order (0, 1, ..., so the sum does not depend on which block came last), re
 the next launch and runs the epilogue (bias, activation, residual, alpha: once, on the full sum). The
 others skip their epilogue. No block waits for another, so no co-residency is assumed.
 
+``split_fix = "spread"`` shares that sum instead: every slice counts itself in (``sem[2 slot]``) and waits
+until all have, then each sums its own share of the tile's accumulator groups (slice ``sidx`` of
+``splits``) over the slices in order and stores those with the direct epilogue; the last to leave
+(``sem[2 slot + 1]``) resets both counters. The last block's serial read of every partial (``splits``
+times the tile) becomes one tile's worth spread over ``splits`` blocks. Waiting needs every slice of a
+tile resident: the walk is persistent (one block per SM at most, all launched together), a tile's slices
+are consecutive units and each block takes its units in order, so no block waits on one that has not
+started (the host refuses ``splits`` above the grid's blocks).
+
 The slicing is decided on the host from the SM count (``plan``) and passed at run time (``splits``,
 ``dp_tiles``): one binary serves every shape; ``split = 0`` in a schedule means "as many slices as
 fill the SMs" (``AUTO_MAX`` at most, ``MIN_STEPS`` k steps a slice at least).
@@ -56,10 +65,12 @@ class Plan:
     tiles: int
     ws_bytes: int
     sem_count: int
+    spread: bool = False  # the spread fix-up: every slice of a tile must be resident at once
 
     def to_json(self) -> dict[str, int]:
-        return {"splits": self.splits, "dp_tiles": self.dp_tiles, "units": self.units,
-                "workspace_bytes": self.ws_bytes, "semaphores": self.sem_count}
+        d = {"splits": self.splits, "dp_tiles": self.dp_tiles, "units": self.units,
+             "workspace_bytes": self.ws_bytes, "semaphores": self.sem_count}
+        return {**d, "spread": 1} if self.spread else d
 
 
 def plan(sched: WgmmaSchedule, m: int, n: int, k_iters: int, sm_count: int) -> Plan:
@@ -82,7 +93,9 @@ def plan(sched: WgmmaSchedule, m: int, n: int, k_iters: int, sm_count: int) -> P
     if splits < 2:
         return whole
     blocks = tail * cl
-    return Plan(splits, dp, dp + tail * splits, tiles, blocks * splits * sched.bm * sched.bn * 4, blocks)
+    sems = blocks * (2 if sched.split_fix == "spread" else 1)
+    return Plan(splits, dp, dp + tail * splits, tiles, blocks * splits * sched.bm * sched.bn * 4, sems,
+                sched.split_fix == "spread")
 
 
 def k_steps(k: int) -> int:
@@ -116,29 +129,17 @@ def consumer_head(sched: WgmmaSchedule) -> str:
 
 def fixup(sched: WgmmaSchedule) -> str:
     """After a split unit's mainloop: park the partial, count it, and let the tile's last unit sum the
-    slices in order into ``acc`` (the others ``continue`` to their next unit)."""
+    slices in order into ``acc`` (the others ``continue`` to their next unit); "spread": see ``spread``."""
+    if sched.split_fix == "spread":
+        return spread(sched)
     ms, q4 = sched.m_slices, sched.bn // 8  # float4 groups of accumulators per m64 slice
     tile4 = sched.bm * sched.bn // 4
-    part_off = f"part * {ms * q4 * 128}"
     flag = f"bars + {8 * (2 * sched.stages + 2)}u"  # a word after the mbarriers (``smem_bytes`` counts it)
+    sync, leader = _barrier(sched)
     if sched.pingpong:
-        sync = 'asm volatile("bar.sync %0, 128;\\n" :: "r"(1 + cw) : "memory");'
-        leader, flag = "tid == 0", f"{flag} + 4u * cw"
-    else:
-        sync = f'asm volatile("bar.sync 3, {128 * sched.consumers};\\n" ::: "memory");'
-        leader = "cw == 0 && tid == 0"
+        flag = f"{flag} + 4u * cw"
     return f"""            if (sidx >= 0) {{  /* split-K: this unit is one k slice of its tile */
-                const int slot = (tile - dp_tiles) * {sched.cluster} + rank;
-                float4* const part_ws = reinterpret_cast<float4*>(ws) + (size_t)slot * splits * {tile4} + {part_off};
-                float4* const mine = part_ws + (size_t)sidx * {tile4};
-                #pragma unroll
-                for (int i = 0; i < {ms}; ++i) {{
-                    #pragma unroll
-                    for (int q = 0; q < {q4}; ++q)
-                        __stcg(mine + (i * {q4} + q) * 128 + tid, make_float4(acc[i][4 * q], acc[i][4 * q + 1],
-                                                                          acc[i][4 * q + 2], acc[i][4 * q + 3]));
-                }}
-                __threadfence();
+{_park(sched)}
                 {sync}
                 if ({leader}) {{
                     const int last = atomicAdd(sem + slot, 1) == splits - 1;
@@ -175,4 +176,82 @@ def _sum_slices(floats4: int, q4: int, tile4: int) -> str:
                             else {{ a[0] += v[e].x; a[1] += v[e].y; a[2] += v[e].z; a[3] += v[e].w; }}
                         }}{fence}
                     }}
+                }}"""
+
+
+def _barrier(sched: WgmmaSchedule) -> tuple[str, str]:
+    """(the barrier of the threads that share a unit, the thread that speaks for them)."""
+    if sched.pingpong:
+        return 'asm volatile("bar.sync %0, 128;\\n" :: "r"(1 + cw) : "memory");', "tid == 0"
+    return f'asm volatile("bar.sync 3, {128 * sched.consumers};\\n" ::: "memory");', "cw == 0 && tid == 0"
+
+
+def _park(sched: WgmmaSchedule) -> str:
+    """A slice's partial sums into the workspace, in the accumulators' register order (float4 stores)."""
+    ms, q4, tile4 = sched.m_slices, sched.bn // 8, sched.bm * sched.bn // 4
+    return f"""                const int slot = (tile - dp_tiles) * {sched.cluster} + rank;
+                float4* const part_ws = reinterpret_cast<float4*>(ws) + (size_t)slot * splits * {tile4} + part * {ms * q4 * 128};
+                float4* const mine = part_ws + (size_t)sidx * {tile4};
+                #pragma unroll
+                for (int i = 0; i < {ms}; ++i) {{
+                    #pragma unroll
+                    for (int q = 0; q < {q4}; ++q)
+                        __stcg(mine + (i * {q4} + q) * 128 + tid, make_float4(acc[i][4 * q], acc[i][4 * q + 1],
+                                                                          acc[i][4 * q + 2], acc[i][4 * q + 3]));
+                }}
+                __threadfence();"""
+
+
+def spread(sched: WgmmaSchedule) -> str:
+    """The spread fix-up: park, arrive and wait for every slice of the tile, sum this slice's share of the
+    accumulator groups ([g0, g1) of ``floats4`` a thread, every slice in order), leave (the last resets
+    the counters). ``g0``/``g1`` stay in scope for the epilogue, which stores only those groups (whole
+    tiles: all of them)."""
+    ms, q4 = sched.m_slices, sched.bn // 8
+    floats4, tile4 = ms * q4, sched.bm * sched.bn // 4
+    sync, leader = _barrier(sched)
+    return f"""            int g0 = 0, g1 = {floats4};  /* the accumulator groups this unit stores */
+            if (sidx >= 0) {{  /* split-K, spread fix-up: this unit is one k slice of its tile */
+{_park(sched)}
+                {sync}
+                if ({leader}) {{
+                    atomicAdd(sem + 2 * slot, 1);
+                    int seen;
+                    do {{
+                        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\\n" : "=r"(seen) : "l"(sem + 2 * slot) : "memory");
+                    }} while (seen < splits);
+                }}
+                {sync}
+                __threadfence();
+                g0 = (int)((long long)sidx * {floats4} / splits);
+                g1 = (int)((long long)(sidx + 1) * {floats4} / splits);
+{_sum_share(floats4, q4, tile4)}
+                {sync}
+                if ({leader} && atomicAdd(sem + 2 * slot + 1, 1) == splits - 1) {{
+                    sem[2 * slot] = 0;  /* every slice has passed its wait: ready for the next launch */
+                    sem[2 * slot + 1] = 0;
+                }}
+            }}"""
+
+
+def _sum_share(floats4: int, q4: int, tile4: int) -> str:
+    """The spread fix-up's sum of groups [g0, g1) over every slice in order; chunks of 8 groups behind a
+    compiler barrier where a thread holds more than 16 (as ``_sum_slices``: hoisted loads spilled)."""
+    chunk = floats4 if floats4 <= 16 else 8
+    fence = "" if chunk == floats4 else '\n                    asm volatile("" ::: "memory");'
+    return f"""                #pragma unroll
+                for (int c = 0; c < {floats4 // chunk}; ++c) {{
+                    if ((c + 1) * {chunk} <= g0 || c * {chunk} >= g1) continue;
+                    for (int s2 = 0; s2 < splits; ++s2) {{  /* slice order: the same sum on every run */
+                        const float4* const src = part_ws + (size_t)s2 * {tile4} + c * {chunk * 128} + tid;
+                        #pragma unroll
+                        for (int e = 0; e < {chunk}; ++e) {{
+                            const int g = c * {chunk} + e;
+                            if (g < g0 || g >= g1) continue;
+                            const float4 v = __ldcg(src + e * 128);
+                            float* const a = &acc[g / {q4}][4 * (g % {q4})];
+                            if (s2 == 0) {{ a[0] = v.x; a[1] = v.y; a[2] = v.z; a[3] = v.w; }}
+                            else {{ a[0] += v.x; a[1] += v.y; a[2] += v.z; a[3] += v.w; }}
+                        }}
+                    }}{fence}
                 }}"""

@@ -6,7 +6,8 @@ loads that neighbouring lanes share (broadcast) instead of conflicting. Both ope
 k-major-transposed in shared memory (``[bk][bm + pad]``, ``[bk][bn + pad]``) in two buffers: the next
 tile is loaded from global memory into registers (``float4`` where the rows are 16-byte aligned) while
 the current one is multiplied, then stored to the other buffer (one barrier per k step). Rows that are
-not 16-byte aligned (odd leading dimensions) move as 4 guarded scalars a thread into the same registers.
+not 16-byte aligned (odd leading dimensions) move as scalars, neighbouring lanes on neighbouring elements,
+into the same registers.
 
 ``split_k`` > 1 (GEMM): the grid holds that many blocks per tile, each multiplying an even share of the
 k tiles; each stores its partial tile in the workspace (``workspace_bytes``, allocated and zeroed once by
@@ -38,15 +39,16 @@ def _operand(which: str, kmaj: bool, contiguous_len: int, s: Any, nt: int,
              packed: bool = True) -> tuple[str, str, int, int]:
     """(load code, store code, registers, vector width) for operand ``which`` of a plain GEMM, k-major or
     not, whose global rows hold ``contiguous_len`` elements. Each thread moves 4 elements along the
-    contiguous dimension: one 16-byte load where the rows start on 16 bytes, else 4 guarded scalar loads
-    from one address (odd leading dimensions: a quarter of the index arithmetic and registers of one
-    element a thread, and the same shared stores); ``packed`` False: one scalar a thread (the conv's filters)."""
+    contiguous dimension: one 16-byte load where the rows start on 16 bytes, else (odd leading dimensions)
+    ``_lane_scalars``; ``packed`` False: one scalar a thread (the conv's filters)."""
     if which == "a":
         mn0, mn_total, ext = "m0", "M", s.bm
     else:
         mn0, mn_total, ext = "n0", "N", s.bn
     ld = "K" if kmaj else mn_total
     vec = 4 if contiguous_len % 4 == 0 else 1
+    if vec == 1 and packed:
+        return _lane_scalars(which, kmaj, s, nt, (mn0, mn_total, ext, ld))
     w = 4 if packed else vec  # elements a thread moves per slot
     along = s.bk if kmaj else ext  # elements along the contiguous dimension within the tile
     per_line = along // w
@@ -83,6 +85,39 @@ def _operand(which: str, kmaj: bool, contiguous_len: int, s: Any, nt: int,
             st = " ".join(f"{smem}[buf][kk][mm + {j}] = {reg}[{i}].{c};" for j, c in enumerate(comps))
         store.append(f"{guard}{{ {coords} {st} }}")
     return "\n".join(load), "\n".join(store), iters, vec
+
+
+def _lane_scalars(which: str, kmaj: bool, s: Any, nt: int, dims: tuple[str, str, int, str]) -> tuple[str, str, int, int]:
+    """The loader of an operand whose rows do not start on 16 bytes (odd leading dimensions): scalar loads
+    with neighbouring lanes on neighbouring elements of a row, so that a warp's load covers one or two
+    runs of 32 or 16 floats (4-5 sectors) instead of 4 loads a thread at a 16-byte stride (about four times
+    the sectors; 1000x999x1001 ran at 0.84x cuBLAS with those against 1.02x at 1000x1000x1000, H100,
+    docs/device-runs/2026-11-25-h100-b/run1). Element ``tid + (4 i + c) nt`` of the tile sits in
+    component c of register slot i: as many registers as the float4 path."""
+    mn0, mn_total, ext, ld = dims
+    reg, P = f"r{which}", which.upper()
+    smem = "As" if which == "a" else "Bs"
+    total = ext * s.bk
+    iters = -(-total // (4 * nt))
+    load, store = [], []
+    for i in range(iters):
+        for j, c in enumerate("xyzw"):
+            first = (4 * i + j) * nt
+            if first >= total:
+                load.append(f"{reg}[{i}].{c} = 0.0f;")
+                continue
+            e = f"(tid + {first})"
+            guard = "" if first + nt <= total else f"if ({e} < {total}) "
+            if kmaj:
+                coords = f"const int kk = {e} % {s.bk}, mm = {e} / {s.bk};"
+                g = f"(size_t)({mn0} + mm) * {ld} + k0 + kk"
+            else:
+                coords = f"const int mm = {e} % {ext}, kk = {e} / {ext};"
+                g = f"(size_t)(k0 + kk) * {ld} + {mn0} + mm"
+            load.append(f"{guard}{{ {coords} {reg}[{i}].{c} = ({mn0} + mm < {mn_total} && k0 + kk < K) ? "
+                        f"{P}[{g}] : 0.0f; }}")
+            store.append(f"{guard}{{ {coords} {smem}[buf][kk][mm] = {reg}[{i}].{c}; }}")
+    return "\n".join(load), "\n".join(store), iters, 1
 
 
 def _conv_operand(op: Any, s: Any, nt: int, hoist: bool) -> tuple[str, str, str, int]:

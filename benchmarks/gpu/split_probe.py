@@ -134,10 +134,18 @@ SPREAD_FORMS = [WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma",
                 WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=8),
                 WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", split=0),
                 WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", split=16),
-                WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", split=0)]
+                WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", split=0),
+                # 2-block clusters: the pair's B tile multicast, a third less L2 -> SM traffic at 64 x 128
+                WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, cluster=2, store="tma", split=0),
+                WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, cluster=2, store="tma", split=4),
+                WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, cluster=2, store="tma", split=8),
+                WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, cluster=2, store="tma", split=0),
+                WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, cluster=2, store="tma", split=8),
+                WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, cluster=2, store="tma", split=0),
+                WgmmaSchedule(bm=64, bn=256, stages=4, consumers=1, cluster=2, store="tma", split=0)]
 
 
-def spread_rows(host: object, match: str) -> None:
+def spread_rows(host: object, match: str, fixes: tuple[str, ...] = ("last", "spread")) -> None:
     """Split forms with the last block summing the slices against every slice summing its share
     (``split_fix``), on the shapes whose heroes split, plus each hero both ways."""
     for op in GEMMS + CONVS:
@@ -151,7 +159,7 @@ def spread_rows(host: object, match: str) -> None:
             continue
         print(op.signature, flush=True)
         for f in forms:
-            for fix in ("last", "spread"):
+            for fix in fixes:
                 if f.split == 1:
                     continue
                 s = dataclasses.replace(f, split_fix=fix)
@@ -170,10 +178,11 @@ def main() -> None:
     ap.add_argument("--big", action="store_true", help="im2col tiles for large and odd-channel 3x3 convs")
     ap.add_argument("--rows", action="store_true", help="the issue's table and held-out shapes, as planned")
     ap.add_argument("--spread", action="store_true", help="split forms with each fix-up (split_fix)")
+    ap.add_argument("--fixes", default="last,spread", help="with --spread: the split_fix values to run")
     args = ap.parse_args()
     host = probe()
     if args.spread:
-        spread_rows(host, args.match)
+        spread_rows(host, args.match, tuple(args.fixes.split(",")))
         return
     if args.big:
         for op in BIG_CONVS:

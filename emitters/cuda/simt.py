@@ -90,10 +90,45 @@ def _operand(which: str, kmaj: bool, contiguous_len: int, s: Any, nt: int,
 def _lane_scalars(which: str, kmaj: bool, s: Any, nt: int, dims: tuple[str, str, int, str]) -> tuple[str, str, int, int]:
     """The loader of an operand whose rows do not start on 16 bytes (odd leading dimensions): scalar loads
     with neighbouring lanes on neighbouring elements of a row, so that a warp's load covers one or two
-    runs of 32 or 16 floats (4-5 sectors) instead of 4 loads a thread at a 16-byte stride (about four times
-    the sectors; 1000x999x1001 ran at 0.84x cuBLAS with those against 1.02x at 1000x1000x1000, H100,
-    docs/device-runs/2026-11-25-h100-b/run1). Element ``tid + (4 i + c) nt`` of the tile sits in
-    component c of register slot i: as many registers as the float4 path."""
+    runs of 32 or 16 floats (4-5 sectors) instead of 4 loads a thread at a 16-byte stride (about four
+    times the sectors, which the shared-memory reads of the inner loop also queue for: 1000x999x1001 ran
+    at 0.84x cuBLAS with those against 1.02x at 1000x1000x1000, H100, docs/device-runs/2026-11-25-h100-b/).
+    Element ``tid + (4 i + c) nt`` of the tile sits in component c of register slot i (as many registers
+    as the float4 path); where the block's threads cover whole lines (``nt`` a multiple of the line), a
+    thread keeps one column and one base pointer, and its elements are whole lines apart (constant
+    offsets: no per-element index arithmetic, which cost more than it saved, 0.76x)."""
+    mn0, mn_total, ext, ld = dims
+    reg, P = f"r{which}", which.upper()
+    smem = "As" if which == "a" else "Bs"
+    line = s.bk if kmaj else ext  # elements of a tile line along the contiguous dimension
+    total = ext * s.bk
+    iters = -(-total // (4 * nt))
+    if nt % line:
+        return _lane_scalars_any(which, kmaj, s, nt, dims)
+    if kmaj:  # lines are the tile's rows (m), the thread's column kk
+        head = (f"const int kk = tid % {line}, mm = tid / {line}; const bool col_ok = k0 + kk < K; "
+                f"const float* p_ = {P} + (size_t)({mn0} + mm) * {ld} + k0 + kk;")
+        line_ok, dst = f"{mn0} + mm + {{r}} < {mn_total}", f"{smem}[buf][kk][mm + {{r}}]"
+    else:  # lines are the tile's k rows, the thread's column mm
+        head = (f"const int mm = tid % {line}, kk = tid / {line}; const bool col_ok = {mn0} + mm < {mn_total}; "
+                f"const float* p_ = {P} + (size_t)(k0 + kk) * {ld} + {mn0} + mm;")
+        line_ok, dst = "k0 + kk + {r} < K", f"{smem}[buf][kk + {{r}}][mm]"
+    load, store = ["{ " + head], ["{ " + head.split(";")[0] + ";"]
+    for i in range(iters):
+        for j, c in enumerate("xyzw"):
+            first = (4 * i + j) * nt
+            if first >= total:
+                load.append(f"  {reg}[{i}].{c} = 0.0f;")
+                continue
+            r = first // line  # lines from the thread's first
+            part = "" if first + nt <= total else f"tid < {total - first} && "
+            load.append(f"  {reg}[{i}].{c} = ({part}col_ok && {line_ok.format(r=r)}) ? p_[(size_t){r} * {ld}] : 0.0f;")
+            store.append(f"  {'if (' + part[:-4] + ') ' if part else ''}{dst.format(r=r)} = {reg}[{i}].{c};")
+    return "\n".join(load + ["}"]), "\n".join(store + ["}"]), iters, 1
+
+
+def _lane_scalars_any(which: str, kmaj: bool, s: Any, nt: int, dims: tuple[str, str, int, str]) -> tuple[str, str, int, int]:
+    """``_lane_scalars`` where the threads do not cover whole lines: each element's own coordinates."""
     mn0, mn_total, ext, ld = dims
     reg, P = f"r{which}", which.upper()
     smem = "As" if which == "a" else "Bs"

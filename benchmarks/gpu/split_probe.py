@@ -142,7 +142,12 @@ SPREAD_FORMS = [WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma",
                 WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, cluster=2, store="tma", split=0),
                 WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, cluster=2, store="tma", split=8),
                 WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, cluster=2, store="tma", split=0),
-                WgmmaSchedule(bm=64, bn=256, stages=4, consumers=1, cluster=2, store="tma", split=0)]
+                WgmmaSchedule(bm=64, bn=256, stages=4, consumers=1, cluster=2, store="tma", split=0),
+                # 128 x 64 with two consumers (m64n64 each), the tile of cuBLAS's split-K kernel on 512^2 x 16384
+                WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, store="tma", split=4),
+                WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, store="tma", split=0),
+                WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", store="tma", split=4),
+                WgmmaSchedule(bm=128, bn=64, stages=6, consumers=2, store="tma", split=4)]
 
 
 def spread_rows(host: object, match: str, fixes: tuple[str, ...] = ("last", "spread")) -> None:

@@ -223,6 +223,12 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
 # benchmarks/gpu/simt_odd.py --sweep's table of forms (the cp.async pipeline, ``stages`` 3..4, and with it
 # ``thread_n`` 16, are for GEMM only: a convolution keeps the two-stage 128x128 row-order form).
 HERO_CORE = {"stages": 2, "frags": 1, "order": "rows"}
+# GEMMs whose operand rows all start on 16 bytes (float4 loads) take double-buffered fragments in snake
+# order instead: on an H100, the best form by geometric mean of the sweep's shapes, and the best at 4096^3
+# (0.904x against 0.865x) and 1000^3 (1.02x against 0.98x); where a row is odd the scalar loader's registers
+# leave it no better (1000x999x1001 0.83-0.86x against 0.84-0.88x, 777x1333x555 0.60x against 0.62x).
+# docs/device-runs/2026-11-25-h100/simt-forms/ and 2026-11-25-h100-b/run1, run3.
+HERO_CORE_ALIGNED = {"stages": 2, "frags": 2, "order": "snake"}
 HERO_BIG = {"bm": 128, "bn": 128, "bk": 16, "wm": 32, "wn": 64, "thread_n": 8}
 
 
@@ -247,8 +253,13 @@ def gemv_schedule(op: Any, sms: int, split: int | None = None) -> CudaSchedule:
 
 
 def _hero_core(op: Any) -> dict[str, Any]:
-    """HERO_CORE for a GEMM; a convolution keeps the two-stage row-order form (its heroes stay as recorded)."""
-    return HERO_CORE if op.kind == "gemm" else {"stages": 2, "frags": 1, "order": "rows"}
+    """HERO_CORE for a GEMM (HERO_CORE_ALIGNED where every operand row starts on 16 bytes); a convolution
+    keeps the two-stage row-order form (its heroes stay as recorded)."""
+    if op.kind != "gemm":
+        return {"stages": 2, "frags": 1, "order": "rows"}
+    a_len = op.k if op.layout_a == "row" else op.m
+    b_len = op.n if op.layout_b == "row" else op.k
+    return HERO_CORE_ALIGNED if a_len % 4 == 0 and b_len % 4 == 0 else HERO_CORE
 
 
 # (bm, bn, wm, wn, blocks an SM holds: 190-250 registers a thread under launch bounds (threads, 1), sm_90a)

@@ -1,0 +1,168 @@
+"""The mma.sync attention core (issue 17, sm_80+): its schedule, hero, search space, checks and renderer.
+The kernel itself is attention_kernel.py; the tile plan and the shared parameters attention_plan.py.
+
+A block holds ``bq`` query rows on ``bq / 16`` warps, 16 rows a warp (one m16 tile): a warp's S tile is
+16 x ``bk`` and its O accumulator 16 x head_dim, so per thread O takes head_dim / 2 registers, S bk / 2,
+and Q's fragments head_dim / 4. FlashAttention 2 gives each of 4 warps 32 rows of a 128-row tile, halving
+K/V's shared-memory reads per FLOP but doubling every register array; at 16 rows a warp the 128-row hero
+(8 warps) reads K/V once per block as FA2's does, keeps O, S and Q of head dim 128 in about 130
+registers, and leaves room for two K and V stages. Head dim 256 takes 64-row blocks and 32-key tiles
+(O alone is 128 registers a thread) and reads Q from shared memory at each step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tracea.doctor.errors import BadInputError, UnsupportedError
+
+from .attention_kernel import kernel_source
+from .attention_plan import PARAMS, mask_scalars, tile_plan
+from .render import CudaRenderer, Rendered
+
+SCHEMA_VERSION = 1
+CORE = "attention-mma"
+BQS = (64, 128)
+BKS = (32, 64, 128)
+STAGES = (2, 3)
+ORDERS = ("longest-first", "natural")
+HEAD_DIMS = (64, 128, 256)
+DTYPES = ("bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class AttentionMmaSchedule:
+    """``bq`` query rows a block (16 a warp), ``bk`` keys a K/V tile, ``stages`` K and V slots each in the
+    cp.async ring, ``order``: q tiles longest first (the plan's order) or by index."""
+
+    core: str = CORE
+    bq: int = 128
+    bk: int = 64
+    stages: int = 2
+    order: str = "longest-first"
+
+    @property
+    def warps(self) -> int:
+        return self.bq // 16
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def bm(self) -> int:  # the tuner's block-tile features (build.tuning_features)
+        return self.bq
+
+    @property
+    def bn(self) -> int:
+        return self.bk
+
+    @property
+    def name(self) -> str:
+        return f"q{self.bq}_k{self.bk}_s{self.stages}" + ("" if self.order == "longest-first" else "_nat")
+
+    def smem_bytes(self, head_dim: int) -> int:
+        """Q's tile, then ``stages`` K and ``stages`` V tiles, 16-bit."""
+        return 2 * head_dim * (self.bq + 2 * self.stages * self.bk)
+
+    def validate(self, op: Any = None, arch: Any = None) -> None:
+        if self.core != CORE:
+            raise BadInputError(f"core: an AttentionMmaSchedule runs the {CORE} core, not {self.core!r}")
+        for name, allowed in (("bq", BQS), ("bk", BKS), ("stages", STAGES), ("order", ORDERS)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or value not in allowed:
+                raise BadInputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got {value!r}")
+        if op is None:
+            return
+        if getattr(op, "kind", None) != "attention":
+            raise BadInputError(f"core: {CORE} computes attention, not {getattr(op, 'kind', op)}")
+        if op.head_dim not in HEAD_DIMS:
+            raise UnsupportedError(f"head_dim: the CUDA attention kernels are built for "
+                                   f"{', '.join(map(str, HEAD_DIMS))}, not {op.head_dim}", "use --backend cpu")
+        if op.head_dim == 256 and (self.bq, self.bk) != (64, 32):
+            raise BadInputError(f"bq/bk: head dim 256 runs 64 x 32 tiles (O takes 128 registers a thread), "
+                                f"got {self.bq} x {self.bk}")
+        if op.head_dim == 128 and self.bk == 128:
+            raise BadInputError("bk: head dim 128 takes at most 64 keys a tile (S and O beside Q spill)")
+        smem = self.smem_bytes(op.head_dim)
+        if arch is not None and smem > arch.smem_optin:
+            raise BadInputError(f"stages: {smem} B of shared memory exceeds {arch.name}'s {arch.smem_optin} B a block")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "kernel": "attention", **dataclasses.asdict(self)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> AttentionMmaSchedule:
+        from ..schedule import schedule_fields
+
+        d = dict(d)
+        d.pop("kernel", None)
+        s = AttentionMmaSchedule(**schedule_fields(d, AttentionMmaSchedule, "cuda", "CUDA", ("core",), SCHEMA_VERSION))
+        s.validate()
+        return s
+
+
+def _sm_count(host: Any) -> int:
+    gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
+    return int(getattr(gpus[0], "sm_count", 0) or 132) if gpus else 132
+
+
+def hero_schedule(op: Any, host: Any) -> AttentionMmaSchedule:
+    """128 x 64 tiles with 2 stages (64 x 32 at head dim 256, 128 x 128 at 64); 64-row blocks where
+    128-row ones would leave SMs idle (fewer blocks than SMs)."""
+    if op.head_dim == 256:
+        return AttentionMmaSchedule(bq=64, bk=32, stages=2)
+    bk = 128 if op.head_dim == 64 else 64
+    blocks = -(-op.seq_q // 128) * op.heads * op.batch
+    return AttentionMmaSchedule(bq=128 if blocks >= _sm_count(host) else 64, bk=bk, stages=2)
+
+
+def search_space(op: Any, hero: Any, arch: Any) -> list[AttentionMmaSchedule]:
+    """Every tile size and stage count (validate drops what does not fit), then the natural order."""
+    out = [AttentionMmaSchedule(bq=bq, bk=bk, stages=st) for bq in BQS for bk in BKS for st in STAGES]
+    return out + [dataclasses.replace(hero, order="natural")]
+
+
+def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
+    if not isinstance(schedule, AttentionMmaSchedule):
+        raise BadInputError(f"schedule: {v.id} runs AttentionMmaSchedule, got {type(schedule).__name__}")
+    if op.dtype.value not in DTYPES:
+        raise UnsupportedError(f"{v.id} computes bf16 or fp16, not {op.dtype.value}", "use --backend cpu for fp32")
+    if arch.cc < (8, 0):
+        raise UnsupportedError(f"{v.id} needs sm_80 or later (mma.sync m16n8k16, cp.async), not {arch.name}")
+    schedule.validate(op, arch)
+
+
+def features(op: Any, schedule: Any) -> tuple[int, int]:
+    return schedule.warps, schedule.smem_bytes(op.head_dim)
+
+
+def render(op: Any, s: AttentionMmaSchedule, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
+    """The kernel source (prelude, tensor helpers, kernel), its launch and its scalars."""
+    dt = op.dtype.value
+    name = f"tracea_attn_mma_{dt}_d{op.head_dim}_{s.name}"
+    r = CudaRenderer()
+    source = r.prelude() + r.tensor_prelude(dt) + kernel_source(name, s.bq, s.bk, op.head_dim, s.stages,
+                                                                op.head_dim <= 128)
+    q_tiles = -(-op.seq_q // s.bq)
+    smem = s.smem_bytes(op.head_dim)
+    meta = {"name": name, "core": CORE, "tile": {"bq": s.bq, "bk": s.bk, "stages": s.stages, "warps": s.warps},
+            "fragments": {"dtype_in": dt, "dtype_acc": "fp32", "mma": "m16n8k16"},
+            "launch": {"grid": [q_tiles, op.heads, op.batch], "block": [s.threads, 1, 1], "dynamic_smem": smem},
+            "order": s.order, "epilogue": []}
+    rendered = Rendered(name, name, source, PARAMS, (q_tiles, op.heads, op.batch), (s.threads, 1, 1), smem, meta)
+    return rendered, mask_scalars(op)
+
+
+def plan_arrays(op: Any, bq: int, bk: int, order: str = "longest-first") -> tuple[np.ndarray, np.ndarray, int]:
+    """(tile_ptr, tile_idx, tiles computed per (batch, head)) as the kernel reads them: ``tile_ptr`` is the
+    CSR pointers followed by the launch order of the q tiles (blockIdx.x -> q tile)."""
+    plan = tile_plan(op, bq, bk)
+    order_arr = plan.order if order == "longest-first" else np.arange(plan.q_tiles, dtype=np.int32)
+    ptr = np.concatenate([plan.ptr, order_arr]).astype(np.int32)
+    idx = plan.idx if plan.idx.size else np.zeros(1, np.int32)
+    return np.ascontiguousarray(ptr), np.ascontiguousarray(idx.astype(np.int32)), plan.computed

@@ -54,6 +54,10 @@ class AttentionMmaSchedule:
         return 32 * self.warps
 
     @property
+    def block_threads(self) -> int:
+        return self.threads
+
+    @property
     def bm(self) -> int:  # the tuner's block-tile features (build.tuning_features)
         return self.bq
 
@@ -166,3 +170,7 @@ def plan_arrays(op: Any, bq: int, bk: int, order: str = "longest-first") -> tupl
     ptr = np.concatenate([plan.ptr, order_arr]).astype(np.int32)
     idx = plan.idx if plan.idx.size else np.zeros(1, np.int32)
     return np.ascontiguousarray(ptr), np.ascontiguousarray(idx.astype(np.int32)), plan.computed
+
+
+def schedule_from_json(d: dict[str, Any]) -> AttentionMmaSchedule:
+    return AttentionMmaSchedule.from_json(d)

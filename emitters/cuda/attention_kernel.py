@@ -131,14 +131,14 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
             }
         }
         if (ent & 1) {  /* a partial tile: the element test */
-            const int r = row0 + wrow + g;
+            const int r = row0 + wrow + g;  /* rows past seq_q clamp to the last (a valid block-mask row) */
             #pragma unroll
             for (int j = 0; j < BK / 8; ++j) {
                 #pragma unroll
                 for (int c = 0; c < 4; ++c) {
                     const int col = kt * BK + j * 8 + qd * 2 + (c & 1);
-                    if (!tr_attn_keep(r + (c >> 1) * 8, col, seq_k, diag, win_left, win_right, bmask, bm_cols,
-                                      bm_bq, bm_bk))
+                    const int i = min(r + (c >> 1) * 8, seq_q - 1);
+                    if (!tr_attn_keep(i, col, seq_k, diag, win_left, win_right, bmask, bm_cols, bm_bq, bm_bk))
                         s[j][c] = TR_NEG_INF;
                 }
             }

@@ -47,6 +47,7 @@ def _cases() -> list[tuple[Attention, object]]:
         (Attention(1, 2, 300, 256, dtype="bf16", causal=True), None),
         (Attention(1, 2, 129, 256, seq_k=77, dtype="fp16", window=(20, 5)), None),
         (Attention(1, 4, 513, 128, dtype="fp16"), "q64"),
+        (Attention(2, 3, 300, 128, seq_k=500, dtype="bf16", window=(64, 64)), "q128"),
         (Attention(1, 4, 513, 64, dtype="bf16", causal=True), "s3"),
     ]
 
@@ -58,6 +59,8 @@ def _schedule(op: Attention, tweak: object):
     hero = cuda.hero_schedule(op, VID, None)
     if tweak == "q64":
         return AttentionMmaSchedule(bq=64, bk=64, stages=3)
+    if tweak == "q128":
+        return AttentionMmaSchedule(bq=128, bk=64, stages=2)
     if tweak == "s3":
         return AttentionMmaSchedule(bq=128, bk=64, stages=3, order="natural")
     return hero

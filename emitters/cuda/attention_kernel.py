@@ -10,7 +10,7 @@ Each warp owns 16 query rows. Per visited k tile:
   an ldmatrix phase reads hit 8 distinct bank groups, as do cp.async's 16-byte writes);
 - only partial tiles (``k_tile << 1 | 1``) test each element with ``tr_attn_keep``;
 - online softmax in registers: a thread holds 2 rows (g and g + 8 of its warp's 16) over 2 columns of
-  each n8 tile; the row max is reduced over the quad by two shuffles, exponentials are exp2f of
+  each n8 tile; the row max is reduced over the quad by two shuffles, exponentials are ex2.approx of
   s * scale_log2 - m * scale_log2 (one FMA), the row sums stay per thread until the end;
 - P is packed to 16 bits in registers: the C fragment of two neighbouring n8 tiles is exactly the A
   fragment of one k16 step of P V, so P never leaves registers; V's B fragments by ldmatrix.trans.
@@ -33,6 +33,13 @@ BODY = r"""
 #define CH (HD / 8)
 #define QREGS __QREGS__
 #define TR_LN2 0.6931471805599453f
+
+/* 2^x in one MUFU op (exp2f without fast math adds denormal scaling); 2^-inf = 0. */
+static __device__ __forceinline__ float tr_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 /* Byte offset of 16-byte chunk ch of row r in a swizzled tile of HD-element rows. */
 static __device__ __forceinline__ uint32_t tr_swz(int r, int ch) {
@@ -153,10 +160,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
         x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
         x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
         x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-        /* A row with nothing kept yet keeps max -inf: subtract 0 instead, so exp2f(-inf) gives 0, never NaN. */
+        /* A row with nothing kept yet keeps max -inf: subtract 0 instead, so tr_ex2(-inf) gives 0, never NaN. */
         const float ms0 = x0 == TR_NEG_INF ? 0.f : x0 * scale_log2;
         const float ms1 = x1 == TR_NEG_INF ? 0.f : x1 * scale_log2;
-        const float al0 = exp2f(m0 * scale_log2 - ms0), al1 = exp2f(m1 * scale_log2 - ms1);
+        const float al0 = tr_ex2(m0 * scale_log2 - ms0), al1 = tr_ex2(m1 * scale_log2 - ms1);
         m0 = x0;
         m1 = x1;
         l0 *= al0;
@@ -171,8 +178,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
         uint32_t p[BK / 16][4];
         #pragma unroll
         for (int j = 0; j < BK / 8; ++j) {
-            const float p0 = exp2f(fmaf(s[j][0], scale_log2, -ms0)), p1 = exp2f(fmaf(s[j][1], scale_log2, -ms0));
-            const float p2 = exp2f(fmaf(s[j][2], scale_log2, -ms1)), p3 = exp2f(fmaf(s[j][3], scale_log2, -ms1));
+            const float p0 = tr_ex2(fmaf(s[j][0], scale_log2, -ms0)), p1 = tr_ex2(fmaf(s[j][1], scale_log2, -ms0));
+            const float p2 = tr_ex2(fmaf(s[j][2], scale_log2, -ms1)), p3 = tr_ex2(fmaf(s[j][3], scale_log2, -ms1));
             l0 += p0 + p1;
             l1 += p2 + p3;
             p[j >> 1][(j & 1) * 2] = tr_pack2(p0, p1);

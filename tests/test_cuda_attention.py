@@ -201,3 +201,67 @@ def test_swizzle_spreads_an_ldmatrix_phase_over_all_banks():
         for ch in range(hd // 8):
             banks = {(swz(r, ch, hd) // 4) % 32 // 4 for r in range(8)}  # 16-byte bank groups of 8 rows
             assert len(banks) == 8
+
+
+# ---- a NumPy model of the kernel's walk: the plan's tiles, the element test on partial tiles only, the
+# online softmax with the kernel's -inf rules; O and lse against the float64 reference -------------------
+
+def model_forward(op: Attention, inputs: dict, bq: int, bk: int) -> tuple[np.ndarray, np.ndarray]:
+    from tracea.emitters.cuda.attention_plan import LOG2E, mask_scalars
+    from tracea.kernels.dtypes import to_float64
+
+    sc = mask_scalars(op)
+    plan = tile_plan(op, bq, bk)
+    q, k, v = (to_float64(inputs[n], op.dtype) for n in ("q", "k", "v"))
+    out, lse = np.zeros(op.output_shape()), np.zeros(op.lse_shape())
+    group = op.heads // op.kv_heads
+    bm = op.block_mask_array()
+    for b in range(op.batch):
+        for h in range(op.heads):
+            for t in plan.order:
+                rows = np.arange(t * bq, t * bq + bq)
+                qt = q[b, h, np.minimum(rows, op.seq_q - 1)] * (rows < op.seq_q)[:, None]  # zero-filled rows
+                m, rs, o = np.full(bq, -np.inf), np.zeros(bq), np.zeros((bq, op.head_dim))
+                for kt, partial in plan.entries(t):
+                    cols = np.arange(kt * bk, kt * bk + bk)
+                    real = cols < op.seq_k
+                    kk = k[b, h // group, np.minimum(cols, op.seq_k - 1)] * real[:, None]
+                    vv = v[b, h // group, np.minimum(cols, op.seq_k - 1)] * real[:, None]
+                    s = qt @ kk.T
+                    if partial:
+                        i = np.minimum(rows, op.seq_q - 1)[:, None]
+                        d = cols[None, :] - i - sc["diag"]
+                        keep = real[None, :] & (d >= -sc["win_left"]) & (d <= sc["win_right"])
+                        if bm is not None:
+                            keep &= bm[i // sc["bm_bq"], np.minimum(cols, op.seq_k - 1)[None, :] // sc["bm_bk"]]
+                        s = np.where(keep, s, -np.inf)
+                    x = np.maximum(m, s.max(axis=1))
+                    ms = np.where(np.isneginf(x), 0.0, x * sc["scale_log2"])
+                    alpha = np.exp2(m * sc["scale_log2"] - ms)
+                    p = np.exp2(s * sc["scale_log2"] - ms[:, None])
+                    m, rs, o = x, rs * alpha + p.sum(axis=1), o * alpha[:, None] + p @ vv
+                live = rows < op.seq_q
+                n = int(live.sum())
+                out[b, h, rows[live]] = (o / np.where(rs > 0, rs, 1)[:, None])[:n]
+                lse[b, h, rows[live]] = np.where(rs > 0, (m * sc["scale_log2"] + np.log2(np.where(rs > 0, rs, 1)))
+                                                 / LOG2E, -np.inf)[:n]
+    return out, lse
+
+
+@pytest.mark.parametrize("op", [
+    Attention(1, 2, 17, 64, dtype="bf16"),
+    Attention(1, 2, 200, 64, seq_k=300, dtype="bf16", causal=True),
+    Attention(1, 2, 300, 64, seq_k=100, dtype="bf16", causal=True),  # rows keeping nothing
+    Attention(1, 2, 150, 64, seq_k=230, dtype="bf16", window=(20, 7)),
+    Attention(1, 4, 130, 64, kv_heads=2, dtype="fp16", causal=True, window=(40, 0)),
+    Attention(1, 2, 300, 64, dtype="bf16", causal=True, block_size=(48, 80),
+              block_mask=np.random.default_rng(0).random((7, 4)) < 0.4),
+], ids=lambda op: op.signature[:60])
+def test_walk_model_matches_the_reference(op):
+    from tracea.kernels.attention import lse_error
+
+    inputs = op.random_inputs(np.random.default_rng(5))
+    ref, ref_lse = op.reference_with_lse(inputs)
+    for bq, bk in ((64, 32), (128, 64)):
+        out, lse = model_forward(op, inputs, bq, bk)
+        assert np.abs(out - ref).max() < 1e-9 and lse_error(lse, ref_lse) < 1e-9, (bq, bk)

@@ -75,7 +75,8 @@ def test_every_schedule_of_the_space_compiles_without_spills(arch):
 
 def test_schedule_json_round_trip_and_core_lookup():
     op = Attention(1, 2, 100, 64, dtype="bf16")
-    for s in (AttentionMmaSchedule(), AttentionMmaSchedule(bq=64, bk=32, stages=3, order="natural")):
+    for s in (AttentionMmaSchedule(), AttentionMmaSchedule(bq=64, bk=32, stages=3, order="natural"),
+              AttentionMmaSchedule(bk=32, warp_rows=32)):
         j = s.to_json()
         assert j["core"] == "attention-mma" and cuda.schedule_from_json(j) == s
     hero = cuda.hero_schedule(op, VID, HOST)
@@ -85,7 +86,7 @@ def test_schedule_json_round_trip_and_core_lookup():
 
 
 @pytest.mark.parametrize("bad", [{"bq": 96}, {"bk": 16}, {"stages": 4}, {"order": "random"}, {"bq": True},
-                                 {"warps": 4}, {"backend": "cpu"}])
+                                 {"warps": 4}, {"backend": "cpu"}, {"warp_rows": 64}])
 def test_bad_schedules_are_refused(bad):
     with pytest.raises(BadInputError):
         cuda.schedule_from_json({**AttentionMmaSchedule().to_json(), **bad})
@@ -95,8 +96,13 @@ def test_schedules_that_do_not_fit_the_op_are_refused():
     d256 = Attention(1, 2, 100, 256, dtype="bf16")
     with pytest.raises(BadInputError, match="256"):
         compile_kernel(d256, VID, AttentionMmaSchedule(bq=128, bk=64), HOST, "sm_90a")
+    d128 = Attention(1, 2, 100, 128, dtype="bf16")
     with pytest.raises(BadInputError, match="bk"):
-        compile_kernel(Attention(1, 2, 100, 128, dtype="bf16"), VID, AttentionMmaSchedule(bk=128), HOST, "sm_90a")
+        compile_kernel(d128, VID, AttentionMmaSchedule(bk=128), HOST, "sm_90a")
+    with pytest.raises(BadInputError, match="bk"):
+        compile_kernel(d128, VID, AttentionMmaSchedule(bk=64, warp_rows=32), HOST, "sm_90a")
+    with pytest.raises(BadInputError, match="warp_rows"):
+        compile_kernel(d128, VID, AttentionMmaSchedule(bq=64, bk=32, warp_rows=32), HOST, "sm_90a")
     with pytest.raises(UnsupportedError, match="bf16 or fp16"):
         compile_kernel(Attention(1, 2, 100, 64), VID, AttentionMmaSchedule(), HOST, "sm_90a")
     with pytest.raises(UnsupportedError, match="head_dim"):

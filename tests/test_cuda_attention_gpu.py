@@ -48,6 +48,8 @@ def _cases() -> list[tuple[Attention, object]]:
         (Attention(1, 2, 129, 256, seq_k=77, dtype="fp16", window=(20, 5)), None),
         (Attention(1, 4, 513, 128, dtype="fp16"), "q64"),
         (Attention(2, 3, 300, 128, seq_k=500, dtype="bf16", window=(64, 64)), "q128"),
+        (Attention(1, 4, 333, 128, seq_k=517, dtype="bf16", causal=True), "w32"),
+        (Attention(2, 4, 200, 64, kv_heads=1, dtype="fp16", window=(50, 10)), "w32"),
         (Attention(1, 4, 513, 64, dtype="bf16", causal=True), "s3"),
     ]
 
@@ -61,6 +63,8 @@ def _schedule(op: Attention, tweak: object):
         return AttentionMmaSchedule(bq=64, bk=64, stages=3)
     if tweak == "q128":
         return AttentionMmaSchedule(bq=128, bk=64, stages=2)
+    if tweak == "w32":
+        return AttentionMmaSchedule(bq=128, bk=32 if op.head_dim == 128 else 64, stages=2, warp_rows=32)
     if tweak == "s3":
         return AttentionMmaSchedule(bq=128, bk=64, stages=3, order="natural")
     return hero

@@ -1,13 +1,14 @@
 """The mma.sync attention core (issue 17, sm_80+): its schedule, hero, search space, checks and renderer.
 The kernel itself is attention_kernel.py; the tile plan and the shared parameters attention_plan.py.
 
-A block holds ``bq`` query rows on ``bq / 16`` warps, 16 rows a warp (one m16 tile): a warp's S tile is
-16 x ``bk`` and its O accumulator 16 x head_dim, so per thread O takes head_dim / 2 registers, S bk / 2,
-and Q's fragments head_dim / 4. FlashAttention 2 gives each of 4 warps 32 rows of a 128-row tile, halving
-K/V's shared-memory reads per FLOP but doubling every register array; at 16 rows a warp the 128-row hero
-(8 warps) reads K/V once per block as FA2's does, keeps O, S and Q of head dim 128 in about 130
-registers, and leaves room for two K and V stages. Head dim 256 takes 64-row blocks and 32-key tiles
-(O alone is 128 registers a thread) and reads Q from shared memory at each step.
+A block holds ``bq`` query rows; a warp owns ``warp_rows`` of them (one or two m16 tiles). Per thread O
+takes warp_rows x head_dim / 32 registers, S warp_rows x bk / 32, and Q's fragments (held only at 16
+rows a warp) head_dim / 4. The hero is 16 rows a warp, 8 warps for 128 rows: Q of head dim 128 stays in
+registers (~200 registers, no spills) and each K/V tile is read from shared memory once per warp.
+FlashAttention 2's split (4 warps x 32 rows, ``warp_rows=32``) reads K and V half as often per FLOP but
+must re-read Q from shared memory each step and, at head dim 128, fits only 32-key tiles (248 registers);
+it is in the search space, for the tuner to decide on the GPU. Head dim 256 takes 64-row blocks and
+32-key tiles (O alone is 128 registers a thread) and reads Q from shared memory at each step.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ CORE = "attention-mma"
 BQS = (64, 128)
 BKS = (32, 64, 128)
 STAGES = (2, 3)
+WARP_ROWS = (16, 32)
 ORDERS = ("longest-first", "natural")
 HEAD_DIMS = (64, 128, 256)
 DTYPES = ("bf16", "fp16")
@@ -44,10 +46,16 @@ class AttentionMmaSchedule:
     bk: int = 64
     stages: int = 2
     order: str = "longest-first"
+    warp_rows: int = 16
+
+    @property
+    def q_in_registers(self) -> bool:
+        """Q's A fragments held in registers (one m16 tile a warp, head dim <= 128), else re-read each step."""
+        return self.warp_rows == 16
 
     @property
     def warps(self) -> int:
-        return self.bq // 16
+        return self.bq // self.warp_rows
 
     @property
     def threads(self) -> int:
@@ -67,7 +75,8 @@ class AttentionMmaSchedule:
 
     @property
     def name(self) -> str:
-        return f"q{self.bq}_k{self.bk}_s{self.stages}" + ("" if self.order == "longest-first" else "_nat")
+        return (f"q{self.bq}_k{self.bk}_s{self.stages}" + ("" if self.warp_rows == 16 else f"_w{self.warp_rows}")
+                + ("" if self.order == "longest-first" else "_nat"))
 
     def smem_bytes(self, head_dim: int) -> int:
         """Q's tile, then ``stages`` K and ``stages`` V tiles, 16-bit."""
@@ -76,7 +85,8 @@ class AttentionMmaSchedule:
     def validate(self, op: Any = None, arch: Any = None) -> None:
         if self.core != CORE:
             raise BadInputError(f"core: an AttentionMmaSchedule runs the {CORE} core, not {self.core!r}")
-        for name, allowed in (("bq", BQS), ("bk", BKS), ("stages", STAGES), ("order", ORDERS)):
+        for name, allowed in (("bq", BQS), ("bk", BKS), ("stages", STAGES), ("order", ORDERS),
+                              ("warp_rows", WARP_ROWS)):
             value = getattr(self, name)
             if isinstance(value, bool) or value not in allowed:
                 raise BadInputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got {value!r}")
@@ -90,8 +100,11 @@ class AttentionMmaSchedule:
         if op.head_dim == 256 and (self.bq, self.bk) != (64, 32):
             raise BadInputError(f"bq/bk: head dim 256 runs 64 x 32 tiles (O takes 128 registers a thread), "
                                 f"got {self.bq} x {self.bk}")
-        if op.head_dim == 128 and self.bk == 128:
-            raise BadInputError("bk: head dim 128 takes at most 64 keys a tile (S and O beside Q spill)")
+        if op.head_dim == 128 and self.bk > (64 if self.warp_rows == 16 else 32):
+            raise BadInputError(f"bk: head dim 128 takes at most {64 if self.warp_rows == 16 else 32} keys a tile at "
+                                f"{self.warp_rows} rows a warp (S and O beside Q spill), got {self.bk}")
+        if self.warp_rows == 32 and (self.bq != 128 or op.head_dim == 256 or self.bk == 128):
+            raise BadInputError("warp_rows: 32 rows a warp run 128-row blocks of head dim 64 or 128, bk <= 64")
         smem = self.smem_bytes(op.head_dim)
         if arch is not None and smem > arch.smem_optin:
             raise BadInputError(f"stages: {smem} B of shared memory exceeds {arch.name}'s {arch.smem_optin} B a block")
@@ -127,7 +140,8 @@ def hero_schedule(op: Any, host: Any) -> AttentionMmaSchedule:
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[AttentionMmaSchedule]:
     """Every tile size and stage count (validate drops what does not fit), then the natural order."""
-    out = [AttentionMmaSchedule(bq=bq, bk=bk, stages=st) for bq in BQS for bk in BKS for st in STAGES]
+    out = [AttentionMmaSchedule(bq=bq, bk=bk, stages=st, warp_rows=w) for w in WARP_ROWS for bq in BQS for bk in BKS
+           for st in STAGES if w == 16 or bq == 128]
     return out + [dataclasses.replace(hero, order="natural")]
 
 
@@ -150,11 +164,12 @@ def render(op: Any, s: AttentionMmaSchedule, arch: Any) -> tuple[Rendered, dict[
     dt = op.dtype.value
     name = f"tracea_attn_mma_{dt}_d{op.head_dim}_{s.name}"
     r = CudaRenderer()
-    source = r.prelude() + r.tensor_prelude(dt) + kernel_source(name, s.bq, s.bk, op.head_dim, s.stages,
-                                                                op.head_dim <= 128)
+    source = r.prelude() + r.tensor_prelude(dt) + kernel_source(name, s.bq, s.bk, op.head_dim, s.stages, s.warp_rows,
+                                                                s.q_in_registers and op.head_dim <= 128)
     q_tiles = -(-op.seq_q // s.bq)
     smem = s.smem_bytes(op.head_dim)
-    meta = {"name": name, "core": CORE, "tile": {"bq": s.bq, "bk": s.bk, "stages": s.stages, "warps": s.warps},
+    meta = {"name": name, "core": CORE, "tile": {"bq": s.bq, "bk": s.bk, "stages": s.stages, "warps": s.warps,
+                                                     "warp_rows": s.warp_rows},
             "fragments": {"dtype_in": dt, "dtype_acc": "fp32", "mma": "m16n8k16"},
             "launch": {"grid": [q_tiles, op.heads, op.batch], "block": [s.threads, 1, 1], "dynamic_smem": smem},
             "order": s.order, "epilogue": []}

@@ -29,7 +29,8 @@ BODY = r"""
 #define BK __BK__
 #define HD __HD__
 #define STAGES __STAGES__
-#define NT (BQ / 16 * 32)
+#define WM __WM__
+#define NT (BQ / (16 * WM) * 32)
 #define CH (HD / 8)
 #define QREGS __QREGS__
 #define TR_LN2 0.6931471805599453f
@@ -69,7 +70,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
     extern __shared__ __align__(128) unsigned char tr_smem[];
     constexpr uint32_t KV_STAGE = BK * HD * 2;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int g = lane >> 2, qd = lane & 3, wrow = warp * 16;
+    const int g = lane >> 2, qd = lane & 3, wrow = warp * 16 * WM;
     const int q_tiles = (seq_q + BQ - 1) / BQ;
     const int tile = tile_ptr[q_tiles + 1 + blockIdx.x];
     const int h = blockIdx.y, b = blockIdx.z;
@@ -82,6 +83,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
     const uint32_t sq = tr_smem_addr(tr_smem);
     const uint32_t sk = sq + BQ * HD * 2;
     const uint32_t sv = sk + STAGES * KV_STAGE;
+    /* this lane's ldmatrix row address of Q (A operand, m16 tile mi adds 16 rows) */
+    const int qlr = wrow + (lane & 7) + ((lane >> 3) & 1) * 8, qlc = lane >> 4;
 
     /* Groups: Q, then (K, V) per entry; the first STAGES - 1 entries in flight before the loop. */
     tr_attn_fill<BQ>(sq, q + qoff, seq_q - row0, tid);
@@ -99,13 +102,17 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
 #if QREGS
     uint32_t qf[HD / 16][4];
     #pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk)
-        tr_ldm4(qf[kk], sq + tr_swz(wrow + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 2 + (lane >> 4)));
+    for (int kk = 0; kk < HD / 16; ++kk) tr_ldm4(qf[kk], sq + tr_swz(qlr, kk * 2 + qlc));
 #endif
-    float o[HD / 8][4];
+    float o[WM][HD / 8][4];
+    float mx[2 * WM], ls[2 * WM];  /* per m16 tile mi: rows g (2 mi) and g + 8 (2 mi + 1) */
     #pragma unroll
-    for (int t = 0; t < HD / 8; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
-    float m0 = TR_NEG_INF, m1 = TR_NEG_INF, l0 = 0.f, l1 = 0.f;
+    for (int mi = 0; mi < WM; ++mi) {
+        #pragma unroll
+        for (int t = 0; t < HD / 8; ++t) o[mi][t][0] = o[mi][t][1] = o[mi][t][2] = o[mi][t][3] = 0.f;
+        mx[2 * mi] = mx[2 * mi + 1] = TR_NEG_INF;
+        ls[2 * mi] = ls[2 * mi + 1] = 0.f;
+    }
     int slot = 0;
     for (int e = e0; e < e1; ++e) {
         const int ent = tile_idx[e];
@@ -118,72 +125,87 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
         if (kp >= 0) tr_attn_fill<BK>(sk + pslot * KV_STAGE, kg + (size_t)kp * BK * HD, seq_k - kp * BK, tid);
         TR_CP_COMMIT();
         const uint32_t ks = sk + slot * KV_STAGE;
-        float s[BK / 8][4];
+        float s[WM][BK / 8][4];
         #pragma unroll
-        for (int j = 0; j < BK / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+        for (int mi = 0; mi < WM; ++mi) {
+            #pragma unroll
+            for (int j = 0; j < BK / 8; ++j) s[mi][j][0] = s[mi][j][1] = s[mi][j][2] = s[mi][j][3] = 0.f;
+        }
         #pragma unroll
         for (int kk = 0; kk < HD / 16; ++kk) {
 #if QREGS
-            const uint32_t* a = qf[kk];
+            const uint32_t (*a)[4] = &qf[kk];
 #else
-            uint32_t a[4];
-            tr_ldm4(a, sq + tr_swz(wrow + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 2 + (lane >> 4)));
+            uint32_t a[WM][4];
+            #pragma unroll
+            for (int mi = 0; mi < WM; ++mi) tr_ldm4(a[mi], sq + tr_swz(qlr + mi * 16, kk * 2 + qlc));
 #endif
             #pragma unroll
             for (int j = 0; j < BK / 16; ++j) {
                 uint32_t bb[4];
                 tr_ldm4(bb, ks + tr_swz(j * 16 + (lane & 7) + (lane >> 4) * 8, kk * 2 + ((lane >> 3) & 1)));
-                tr_mma(s[2 * j], a, bb);
-                tr_mma(s[2 * j + 1], a, bb + 2);
-            }
-        }
-        if (ent & 1) {  /* a partial tile: the element test */
-            const int r = row0 + wrow + g;  /* rows past seq_q clamp to the last (a valid block-mask row) */
-            #pragma unroll
-            for (int j = 0; j < BK / 8; ++j) {
                 #pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int col = kt * BK + j * 8 + qd * 2 + (c & 1);
-                    const int i = min(r + (c >> 1) * 8, seq_q - 1);
-                    if (!tr_attn_keep(i, col, seq_k, diag, win_left, win_right, bmask, bm_cols, bm_bq, bm_bk))
-                        s[j][c] = TR_NEG_INF;
+                for (int mi = 0; mi < WM; ++mi) {
+                    tr_mma(s[mi][2 * j], a[mi], bb);
+                    tr_mma(s[mi][2 * j + 1], a[mi], bb + 2);
                 }
             }
         }
-        float x0 = m0, x1 = m1;
-        #pragma unroll
-        for (int j = 0; j < BK / 8; ++j) {
-            x0 = fmaxf(x0, fmaxf(s[j][0], s[j][1]));
-            x1 = fmaxf(x1, fmaxf(s[j][2], s[j][3]));
+        if (ent & 1) {  /* a partial tile: the element test (rows past seq_q clamp to a valid mask row) */
+            #pragma unroll
+            for (int mi = 0; mi < WM; ++mi) {
+                #pragma unroll
+                for (int j = 0; j < BK / 8; ++j) {
+                    #pragma unroll
+                    for (int c = 0; c < 4; ++c) {
+                        const int i = min(row0 + wrow + mi * 16 + g + (c >> 1) * 8, seq_q - 1);
+                        const int col = kt * BK + j * 8 + qd * 2 + (c & 1);
+                        if (!tr_attn_keep(i, col, seq_k, diag, win_left, win_right, bmask, bm_cols, bm_bq, bm_bk))
+                            s[mi][j][c] = TR_NEG_INF;
+                    }
+                }
+            }
         }
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-        /* A row with nothing kept yet keeps max -inf: subtract 0 instead, so tr_ex2(-inf) gives 0, never NaN. */
-        const float ms0 = x0 == TR_NEG_INF ? 0.f : x0 * scale_log2;
-        const float ms1 = x1 == TR_NEG_INF ? 0.f : x1 * scale_log2;
-        const float al0 = tr_ex2(m0 * scale_log2 - ms0), al1 = tr_ex2(m1 * scale_log2 - ms1);
-        m0 = x0;
-        m1 = x1;
-        l0 *= al0;
-        l1 *= al1;
+        uint32_t p[WM][BK / 16][4];
         #pragma unroll
-        for (int t = 0; t < HD / 8; ++t) {
-            o[t][0] *= al0;
-            o[t][1] *= al0;
-            o[t][2] *= al1;
-            o[t][3] *= al1;
-        }
-        uint32_t p[BK / 16][4];
-        #pragma unroll
-        for (int j = 0; j < BK / 8; ++j) {
-            const float p0 = tr_ex2(fmaf(s[j][0], scale_log2, -ms0)), p1 = tr_ex2(fmaf(s[j][1], scale_log2, -ms0));
-            const float p2 = tr_ex2(fmaf(s[j][2], scale_log2, -ms1)), p3 = tr_ex2(fmaf(s[j][3], scale_log2, -ms1));
-            l0 += p0 + p1;
-            l1 += p2 + p3;
-            p[j >> 1][(j & 1) * 2] = tr_pack2(p0, p1);
-            p[j >> 1][(j & 1) * 2 + 1] = tr_pack2(p2, p3);
+        for (int mi = 0; mi < WM; ++mi) {
+            float x0 = mx[2 * mi], x1 = mx[2 * mi + 1];
+            #pragma unroll
+            for (int j = 0; j < BK / 8; ++j) {
+                x0 = fmaxf(x0, fmaxf(s[mi][j][0], s[mi][j][1]));
+                x1 = fmaxf(x1, fmaxf(s[mi][j][2], s[mi][j][3]));
+            }
+            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+            /* A row with nothing kept yet keeps max -inf: subtract 0 instead, so 2^-inf gives 0, never NaN. */
+            const float ms0 = x0 == TR_NEG_INF ? 0.f : x0 * scale_log2;
+            const float ms1 = x1 == TR_NEG_INF ? 0.f : x1 * scale_log2;
+            const float al0 = tr_ex2(mx[2 * mi] * scale_log2 - ms0), al1 = tr_ex2(mx[2 * mi + 1] * scale_log2 - ms1);
+            mx[2 * mi] = x0;
+            mx[2 * mi + 1] = x1;
+            float l0 = ls[2 * mi] * al0, l1 = ls[2 * mi + 1] * al1;
+            #pragma unroll
+            for (int t = 0; t < HD / 8; ++t) {
+                o[mi][t][0] *= al0;
+                o[mi][t][1] *= al0;
+                o[mi][t][2] *= al1;
+                o[mi][t][3] *= al1;
+            }
+            #pragma unroll
+            for (int j = 0; j < BK / 8; ++j) {
+                const float p0 = tr_ex2(fmaf(s[mi][j][0], scale_log2, -ms0));
+                const float p1 = tr_ex2(fmaf(s[mi][j][1], scale_log2, -ms0));
+                const float p2 = tr_ex2(fmaf(s[mi][j][2], scale_log2, -ms1));
+                const float p3 = tr_ex2(fmaf(s[mi][j][3], scale_log2, -ms1));
+                l0 += p0 + p1;
+                l1 += p2 + p3;
+                p[mi][j >> 1][(j & 1) * 2] = tr_pack2(p0, p1);
+                p[mi][j >> 1][(j & 1) * 2 + 1] = tr_pack2(p2, p3);
+            }
+            ls[2 * mi] = l0;
+            ls[2 * mi + 1] = l1;
         }
         TR_CP_WAIT(2 * STAGES - 3);  /* this entry's V has landed */
         __syncthreads();
@@ -196,40 +218,45 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
             for (int t = 0; t < HD / 16; ++t) {
                 uint32_t bb[4];
                 tr_ldm4t(bb, vs + tr_swz(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, t * 2 + (lane >> 4)));
-                tr_mma(o[2 * t], p[kk], bb);
-                tr_mma(o[2 * t + 1], p[kk], bb + 2);
+                #pragma unroll
+                for (int mi = 0; mi < WM; ++mi) {
+                    tr_mma(o[mi][2 * t], p[mi][kk], bb);
+                    tr_mma(o[mi][2 * t + 1], p[mi][kk], bb + 2);
+                }
             }
         }
         slot = slot == STAGES - 1 ? 0 : slot + 1;
     }
     TR_CP_WAIT(0);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
-    const int r0 = row0 + wrow + g, r1 = r0 + 8;
-    uint16_t* o0 = out + qoff + (size_t)(wrow + g) * HD + qd * 2;
-    uint16_t* o1 = o0 + 8 * HD;
     #pragma unroll
-    for (int t = 0; t < HD / 8; ++t) {
-        if (r0 < seq_q) *(uint32_t*)(o0 + t * 8) = tr_pack2(o[t][0] * inv0, o[t][1] * inv0);
-        if (r1 < seq_q) *(uint32_t*)(o1 + t * 8) = tr_pack2(o[t][2] * inv1, o[t][3] * inv1);
-    }
-    if (qd == 0) {
-        float* lrow = lse + (size_t)(b * heads + h) * seq_q;
-        if (r0 < seq_q) lrow[r0] = l0 > 0.f ? (m0 * scale_log2 + log2f(l0)) * TR_LN2 : TR_NEG_INF;
-        if (r1 < seq_q) lrow[r1] = l1 > 0.f ? (m1 * scale_log2 + log2f(l1)) * TR_LN2 : TR_NEG_INF;
+    for (int mi = 0; mi < WM; ++mi) {
+        #pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {  /* rows g and g + 8 of m16 tile mi */
+            float l = ls[2 * mi + hf];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            const int rl = wrow + mi * 16 + hf * 8 + g;  /* the row within the tile */
+            if (row0 + rl >= seq_q) continue;
+            uint16_t* orow = out + qoff + (size_t)rl * HD + qd * 2;
+            #pragma unroll
+            for (int t = 0; t < HD / 8; ++t)
+                *(uint32_t*)(orow + t * 8) = tr_pack2(o[mi][t][2 * hf] * inv, o[mi][t][2 * hf + 1] * inv);
+            if (qd == 0)
+                lse[(size_t)(b * heads + h) * seq_q + row0 + rl] =
+                    l > 0.f ? (mx[2 * mi + hf] * scale_log2 + log2f(l)) * TR_LN2 : TR_NEG_INF;
+        }
     }
 }
 """
 
 
-def kernel_source(name: str, bq: int, bk: int, head_dim: int, stages: int, q_in_registers: bool) -> str:
+def kernel_source(name: str, bq: int, bk: int, head_dim: int, stages: int, warp_rows: int,
+                  q_in_registers: bool) -> str:
     """The device code after the prelude: the swizzle, the tile fill, the mask rule and the kernel."""
     body = BODY
     for key, value in (("__BQ__", bq), ("__BK__", bk), ("__HD__", head_dim), ("__STAGES__", stages),
-                       ("__QREGS__", int(q_in_registers)), ("__NAME__", name)):
+                       ("__QREGS__", int(q_in_registers)), ("__WM__", warp_rows // 16), ("__NAME__", name)):
         body = body.replace(key, str(value))
     return KEEP_FN + body
 

@@ -91,3 +91,24 @@ def test_attention_matches_the_reference(op, tweak):
 @pytest.fixture(autouse=True)
 def _cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+
+
+def test_cli_bench_gives_a_verified_row(capsys, monkeypatch):
+    """`tracea bench attention --backend cuda` once the variant is registered (patched in here until the
+    GPU run registers it in variants.REGISTERED): a verified row and the SDPA baseline's ratio."""
+    _gpu_or_skip()
+    import json
+
+    from tracea.__main__ import main
+    from tracea.emitters.cuda import backend, variants
+
+    if VID not in {v.id for v in backend.VARIANTS}:
+        monkeypatch.setattr(backend, "VARIANTS", backend.VARIANTS + (variants.resolve(VID),))
+    code = main(["bench", "attention", "--batch", "1", "--heads", "4", "--kv-heads", "2", "--seq", "300",
+                 "--seq-k", "400", "--head-dim", "128", "--dtype", "bf16", "--causal", "--backend", "cuda", "--json",
+                 "--repeat", "3", "--warmup", "1"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    row = json.loads(out.splitlines()[0])
+    op = Attention(1, 4, 300, 128, seq_k=400, kv_heads=2, dtype="bf16", causal=True)
+    assert row["status"] == "ok" and row["rel_err"] <= tolerance(op) and row["variant"] == VID, row

@@ -26,7 +26,7 @@ SLICES = 3  # (batch, head) slices verified in a big case
 
 
 def _mask(op: Attention, density: float) -> Attention:
-    from tracea.tracea_cli.attention_options import random_block_mask
+    from tracea.attention_options import random_block_mask
 
     return dataclasses.replace(op, block_mask=random_block_mask(op, density))
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError
 
-from .attention_plan import BUFFERS, FLOAT_SCALARS, block_mask_bytes
+from .attention_plan import BUFFERS, FLOAT_SCALARS, PARAMS, block_mask_bytes
 from .runtime import CudaKernel
 
 
@@ -22,6 +22,8 @@ class AttentionKernel(CudaKernel):
     """One attention kernel on the current GPU (see the module docstring)."""
 
     def __init__(self, op: Any, artifact: Any, rendered: Any, scalars: dict[str, Any]) -> None:
+        if tuple(rendered.params[:len(PARAMS)]) != PARAMS:
+            raise BadInputError(f"{rendered.name}: an attention kernel takes {', '.join(PARAMS)} first")
         super().__init__(op, artifact, rendered, scalars)
         from .attention import plan_arrays
 
@@ -48,8 +50,9 @@ class AttentionKernel(CudaKernel):
         return []
 
     def _args(self) -> list[Any]:
+        """The shared ``PARAMS`` in order (device pointers, ints, floats), then ``extra_args()``."""
         args: list[Any] = []
-        for p in self.rendered.params:
+        for p in PARAMS:
             if p in BUFFERS:
                 buf = self._dbuf.get(p)
                 args.append(np.uint64(int(buf.ptr) if buf is not None else 0))

@@ -271,3 +271,17 @@ def test_walk_model_matches_the_reference(op):
     for bq, bk in ((64, 32), (128, 64)):
         out, lse = model_forward(op, inputs, bq, bk)
         assert np.abs(out - ref).max() < 1e-9 and lse_error(lse, ref_lse) < 1e-9, (bq, bk)
+
+
+@pytest.mark.parametrize("hd", (64, 128, 256))
+def test_bank_simulator_finds_no_conflict_in_the_kernels_ldmatrix(hd):
+    from tracea.emitters.bank_sim import simulate_accesses
+    from tracea.emitters.cuda.attention import bank_accesses
+
+    for s in (AttentionMmaSchedule(bq=64, bk=32), AttentionMmaSchedule(bk=64, stages=3)):
+        totals = simulate_accesses(bank_accesses(s, hd)).totals()
+        assert totals["instructions"] > 0 and totals["conflicts"] == 0, (hd, s, totals)
+    # the same reads without the swizzle conflict 8-way (every row's chunk in one bank group)
+    plain = [a.__class__(a.op, 16, tuple((x // (hd * 2)) * hd * 2 + ((x % (hd * 2)) // 16 ^ (x // (hd * 2)) % 8) * 16
+                                         for x in a.addresses), 1) for a in bank_accesses(AttentionMmaSchedule(), hd)]
+    assert simulate_accesses(plain).totals()["max_conflict_degree"] == 8

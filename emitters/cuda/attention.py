@@ -189,3 +189,30 @@ def plan_arrays(op: Any, bq: int, bk: int, order: str = "longest-first") -> tupl
 
 def schedule_from_json(d: dict[str, Any]) -> AttentionMmaSchedule:
     return AttentionMmaSchedule.from_json(d)
+
+
+def _swz(r: int, ch: int, head_dim: int) -> int:
+    """The kernel's swizzle (attention_kernel.py ``tr_swz``): chunk ch of row r at chunk ch ^ (r & 7)."""
+    return r * head_dim * 2 + ((ch ^ (r & 7)) << 4)
+
+
+def bank_accesses(s: AttentionMmaSchedule, head_dim: int) -> list[Any]:
+    """The shared-memory reads of one warp's step as the kernel issues them (ldmatrix of Q, of K, and of
+    V transposed; lane addresses from the kernel's formulas), each weighted by its count a K/V tile, for
+    the bank-conflict simulator (emitters/bank_sim.py)."""
+    from ..bank_access import Access
+
+    wm, lanes = s.warp_rows // 16, range(32)
+    k_base, v_base = s.bq * head_dim * 2, (s.bq + s.stages * s.bk) * head_dim * 2
+    out = []
+    for kk in range(head_dim // 16):
+        q = [_swz(16 + (x & 7) + ((x >> 3) & 1) * 8, kk * 2 + (x >> 4), head_dim) for x in lanes]
+        out.append(Access("ldmatrix.x4", 16, tuple(q), wm if not s.q_in_registers else 1, f"Q k-step {kk}"))
+        for j in range(s.bk // 16):
+            k = [k_base + _swz(j * 16 + (x & 7) + (x >> 4) * 8, kk * 2 + ((x >> 3) & 1), head_dim) for x in lanes]
+            out.append(Access("ldmatrix.x4", 16, tuple(k), 1, f"K k-step {kk} keys {16 * j}"))
+    for kk in range(s.bk // 16):
+        for t in range(head_dim // 16):
+            v = [v_base + _swz(kk * 16 + (x & 7) + ((x >> 3) & 1) * 8, t * 2 + (x >> 4), head_dim) for x in lanes]
+            out.append(Access("ldmatrix.x4", 16, tuple(v), 1, f"V keys {16 * kk} d {16 * t} (trans)"))
+    return out

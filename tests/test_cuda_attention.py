@@ -282,6 +282,10 @@ def test_bank_simulator_finds_no_conflict_in_the_kernels_ldmatrix(hd):
         totals = simulate_accesses(bank_accesses(s, hd)).totals()
         assert totals["instructions"] > 0 and totals["conflicts"] == 0, (hd, s, totals)
     # the same reads without the swizzle conflict 8-way (every row's chunk in one bank group)
-    plain = [a.__class__(a.op, 16, tuple((x // (hd * 2)) * hd * 2 + ((x % (hd * 2)) // 16 ^ (x // (hd * 2)) % 8) * 16
-                                         for x in a.addresses), 1) for a in bank_accesses(AttentionMmaSchedule(), hd)]
+    def unswizzle(x: int) -> int:
+        r = x // (hd * 2)
+        return r * hd * 2 + (((x % (hd * 2)) // 16) ^ (r % 8)) * 16 + x % 16
+
+    plain = [a.__class__(a.op, a.bytes_per_lane, tuple(map(unswizzle, a.addresses)))
+             for a in bank_accesses(AttentionMmaSchedule(), hd) if a.op.startswith("ldmatrix")]
     assert simulate_accesses(plain).totals()["max_conflict_degree"] == 8

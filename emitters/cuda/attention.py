@@ -197,9 +197,9 @@ def _swz(r: int, ch: int, head_dim: int) -> int:
 
 
 def bank_accesses(s: AttentionMmaSchedule, head_dim: int) -> list[Any]:
-    """The shared-memory reads of one warp's step as the kernel issues them (ldmatrix of Q, of K, and of
-    V transposed; lane addresses from the kernel's formulas), each weighted by its count a K/V tile, for
-    the bank-conflict simulator (emitters/bank_sim.py)."""
+    """The shared-memory accesses of one warp as the kernel issues them (ldmatrix of Q, of K, and of V
+    transposed a K/V tile; the epilogue's O stores and 16-byte reads; lane addresses from the kernel's
+    formulas), for the bank-conflict simulator (emitters/bank_sim.py)."""
     from ..bank_access import Access
 
     wm, lanes = s.warp_rows // 16, range(32)
@@ -215,4 +215,11 @@ def bank_accesses(s: AttentionMmaSchedule, head_dim: int) -> list[Any]:
         for t in range(head_dim // 16):
             v = [v_base + _swz(kk * 16 + (x & 7) + ((x >> 3) & 1) * 8, t * 2 + (x >> 4), head_dim) for x in lanes]
             out.append(Access("ldmatrix.x4", 16, tuple(v), 1, f"V keys {16 * kk} d {16 * t} (trans)"))
+    for t in range(head_dim // 8):  # the epilogue: O into the warp's Q rows, then 16-byte rows out
+        o = [_swz(16 + (x >> 2), t, head_dim) + (x & 3) * 4 for x in lanes]
+        out.append(Access("st", 4, tuple(o), 2 * wm, f"O d {8 * t}"))
+    chunks = head_dim // 8
+    for i in range(16 * chunks // 32):
+        o = [_swz(16 + (x + 32 * i) // chunks, (x + 32 * i) % chunks, head_dim) for x in lanes]
+        out.append(Access("ld", 16, tuple(o), wm, f"O out {i}"))
     return out

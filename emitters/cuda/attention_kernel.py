@@ -18,6 +18,8 @@ Each warp owns 16 query rows. Per visited k tile:
 K and V travel in separate cp.async groups (K0, V0, K1, V1, ...) through ``stages`` slots each: the wait
 before S needs only K, the wait before P V only V, so V's load overlaps Q K^T and the softmax, and the
 next K's load overlaps P V. Rows and keys past the end load as zeros (src-size 0) and are never stored.
+O, divided by the row sums, is written through the warp's own rows of the Q tile so that global stores
+are whole 16-byte chunks (a row's in consecutive lanes) rather than 4 bytes a lane.
 """
 
 from __future__ import annotations
@@ -40,6 +42,17 @@ static __device__ __forceinline__ float tr_ex2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
+}
+
+static __device__ __forceinline__ void tr_sts32(uint32_t addr, uint32_t x) {
+    asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(x) : "memory");
+}
+
+/* 16 bytes from shared memory at src to global memory at dst. */
+static __device__ __forceinline__ void tr_st_global16(void* dst, uint32_t src) {
+    uint32_t a, b, c, d;
+    asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n" : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "r"(src) : "memory");
+    asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};\n" :: "l"(dst), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
 /* Byte offset of 16-byte chunk ch of row r in a swizzled tile of HD-element rows. */
@@ -228,6 +241,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
         slot = slot == STAGES - 1 ? 0 : slot + 1;
     }
     TR_CP_WAIT(0);
+    __syncwarp();  /* O goes through this warp's own rows of the Q tile: no other warp reads them */
     #pragma unroll
     for (int mi = 0; mi < WM; ++mi) {
         #pragma unroll
@@ -237,15 +251,19 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
             l += __shfl_xor_sync(0xffffffffu, l, 2);
             const float inv = l > 0.f ? 1.f / l : 0.f;
             const int rl = wrow + mi * 16 + hf * 8 + g;  /* the row within the tile */
-            if (row0 + rl >= seq_q) continue;
-            uint16_t* orow = out + qoff + (size_t)rl * HD + qd * 2;
             #pragma unroll
             for (int t = 0; t < HD / 8; ++t)
-                *(uint32_t*)(orow + t * 8) = tr_pack2(o[mi][t][2 * hf] * inv, o[mi][t][2 * hf + 1] * inv);
-            if (qd == 0)
+                tr_sts32(sq + tr_swz(rl, t) + qd * 4, tr_pack2(o[mi][t][2 * hf] * inv, o[mi][t][2 * hf + 1] * inv));
+            if (qd == 0 && row0 + rl < seq_q)
                 lse[(size_t)(b * heads + h) * seq_q + row0 + rl] =
                     l > 0.f ? (mx[2 * mi + hf] * scale_log2 + log2f(l)) * TR_LN2 : TR_NEG_INF;
         }
+    }
+    __syncwarp();
+    #pragma unroll
+    for (int i = 0; i < 16 * WM * CH / 32; ++i) {  /* whole 16-byte chunks, a row's in consecutive lanes */
+        const int c = lane + 32 * i, rl = wrow + c / CH, ch = c % CH;
+        if (row0 + rl < seq_q) tr_st_global16(out + qoff + (size_t)rl * HD + ch * 8, sq + tr_swz(rl, ch));
     }
 }
 """

@@ -3,7 +3,9 @@ same L2 flush and hold) whose buffers are attention's: q, k, v, out, lse, and th
 CSR pointers then launch order; ``tile_idx``; ``bmask``, pointer 0 without a block mask), uploaded once.
 
 ``kernel(inputs)`` returns O; ``forward(inputs)`` returns (O, lse). A core with more launch arguments (the
-wgmma kernel's TMA maps, made from the device pointers) overrides ``extra_args``.
+wgmma kernel's TMA maps, made from the device pointers) overrides ``extra_args``. What a subclass's
+``Rendered`` must carry: ``params`` starting with attention_plan's ``PARAMS``, and ``metadata["tile"]``
+with the ``bq`` and ``bk`` of its plan (``metadata["order"]``: "longest-first", the default, or "natural").
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from tracea.emitters import cuda
 from tracea.emitters.cuda import compiler as nv
 from tracea.emitters.cuda.build import compile_kernel
 from tracea.kernels import Conv2d, Gemm, Softmax
+from tracea.kernels.attention import Attention
 
 pytest.importorskip("cuda.core")
 
@@ -41,6 +42,7 @@ CASES = [
     ("cuda-simt.conv2d", Conv2d(2, 4, 17, 19, 10, 3, 3, padding=1, layout="nhwc", bias=True)),
     ("cuda-simt.softmax", Softmax(8192, 8192)),
     ("cuda-simt.softmax", Softmax(37, 1001, "bf16")),
+    ("cuda-mma-sync.attention", Attention(1, 4, 300, 128, dtype="bf16", causal=True)),
 ]
 
 

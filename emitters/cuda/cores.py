@@ -166,6 +166,10 @@ CORES: tuple[Core, ...] = (
          lazy(".gemv", "hero_schedule"), lazy(".gemv", "search_space"), lazy(".gemv", "check"),
          lazy(".gemv", "render"), lazy(".gemv", "gemv_kernel"), lazy(".gemv", "features"),
          serves=("cuda-mma-sync", "cuda-wgmma"), prefers=lazy(".gemv", "prefers"), applies=lazy(".gemv", "applies")),
+    # FlashAttention-2-style fused forward on mma.sync (attention.py, attention_kernel.py; issue 17)
+    Core("attention-mma", "cuda-mma-sync", ("attention",), lazy(".attention", "schedule_from_json"),
+         lazy(".attention", "hero_schedule"), lazy(".attention", "search_space"), lazy(".attention", "check"),
+         lazy(".attention", "render"), lazy(".attention_runtime", "attention_kernel"), lazy(".attention", "features")),
 )
 
 BY_VARIANT: dict[tuple[str, str], Core] = {(c.family, op): c for c in CORES for op in c.ops if c.family}

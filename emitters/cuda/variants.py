@@ -26,7 +26,7 @@ TABLE: dict[tuple[str, str], tuple[tuple[str, ...], tuple[int, int], int, str]] 
     ("cuda-simt", "softmax"): (("fp32", "fp16", "bf16"), (7, 0), 50,
                                "row softmax: one kernel, online max and sum, vectorised, one pass when the row "
                                "fits in registers"),
-    # not in REGISTERED until tests/test_cuda_attention_gpu.py passes on a GPU; built by id meanwhile
+    # tests/test_cuda_attention_gpu.py: 16 of 16 verified on an H100 (docs/device-runs/2026-11-25-h100-b/attn-mma1/)
     ("cuda-mma-sync", "attention"): (("bf16", "fp16"), (8, 0), 60,
                                      "fused attention forward (FlashAttention-2 style): Q in registers, K/V by cp.async "
                                      "ring, mma.sync, online softmax, masked tiles skipped, lse written"),
@@ -34,7 +34,7 @@ TABLE: dict[tuple[str, str], tuple[tuple[str, ...], tuple[int, int], int, str]] 
 
 # Each verified on odd shapes on an NVIDIA H200 (docs/device-runs/2026-11-23-h200/cuda/01_smoke, 03_full: 17 of 17 within tolerance).
 REGISTERED: tuple[str, ...] = ("cuda-mma-sync.gemm", "cuda-mma-sync.conv2d", "cuda-simt.gemm", "cuda-simt.conv2d",
-                                 "cuda-simt.softmax")
+                                 "cuda-simt.softmax", "cuda-mma-sync.attention")
 
 
 # opt-in shared memory per block the largest hero schedule takes: 256x128x32 with 4 stages (mma.sync),

@@ -149,6 +149,7 @@ def render_attention(op: Any, isa: CpuIsa, s: AttentionSchedule, header: str) ->
 #define QR {_qr(s.bq, lanes, isa.vregs)}
 #define RV {rv}
 #define RK {rk}
+#define AT_SCALEF {int(isa.family == "cpu-avx512")}
 #define PACK_K {int(pack)}
 #define PACK_V {int(pack)}
 #define KBLK {s.bk * d if pack else 0}

@@ -25,14 +25,20 @@ static inline void at_range(const at_job* J, long i, long* lo, long* hi) {
 /* 2^x for x <= 0: 2^n (n = round(x), by the exponent field) times a degree-5 fit of 2^f on [-1/2, 1/2]
    (relative error 2.4e-7); x below -127 is clamped there, which the exponent field flushes to 0. */
 AT_ALWAYS vf at_exp2(vf x) {
+#if !AT_SCALEF
     x = vf_max(x, vf_set1(-127.0f));
+#endif
     const vf n = vf_round(x), f = vf_sub(x, n);
     vf p = vf_fma(vf_set1(0.001327647129073739f), f, vf_set1(0.009675541892647743f));
     p = vf_fma(p, f, vf_set1(0.05550713092088699f));
     p = vf_fma(p, f, vf_set1(0.24022120237350464f));
     p = vf_fma(p, f, vf_set1(0.6931469440460205f));
     p = vf_fma(p, f, vf_set1(1.0000001192092896f));
+#if AT_SCALEF
+    return _mm512_scalef_ps(p, n);  /* p 2^n in one instruction, 0 for n far below -126: no clamp */
+#else
     return vf_mul(p, vf_exp2i(n));
+#endif
 }
 
 /* S^T of keys [j, j + nk) x rows [i0, i0 + RV VL): RV row vectors x nk keys of accumulators, each K value
@@ -105,7 +111,7 @@ static void at_mask_edge(float* restrict st, float* restrict mx, const float* ka
 static void at_softmax(float* restrict st, float* restrict mx, float* restrict m, float* restrict l,
                        float* restrict alpha, const float* ka, const float* ke, const float* edge, long nc) {
     for (long i0 = 0; i0 < QR; i0 += VL) {
-        if (edge[i0 / VL] != 0.0f) at_mask_edge(st, mx, ka, ke, i0, nc);
+        if (edge && edge[i0 / VL] != 0.0f) at_mask_edge(st, mx, ka, ke, i0, nc);
         const vf mo = vf_load(m + i0), mn = vf_max(mo, vf_load(mx + i0)), al = at_exp2(vf_sub(mo, mn));
         vf s0 = vf_zero(), s1 = vf_zero();
         long j = 0;
@@ -219,8 +225,13 @@ static void at_prepack(const at_job* J, long t) {
 }
 
 /* Each row's kept keys [ka, ke) of the block [c0, c0 + nc) (rows past nr: all), and per VL rows whether
-   any row misses part of the block (an edge: its scores are masked element by element). */
-static void at_edges(const at_job* J, long r0, long nr, long c0, long nc, float* ka, float* ke, float* edge) {
+   any row misses part of the block (an edge: its scores are masked element by element). NULL where every
+   row keeps the whole block (the first row's keys reach past it, the last row's start before it). */
+static float* at_edges(const at_job* J, long r0, long nr, long c0, long nc, float* ka, float* ke, float* edge) {
+    long lo, hi, x;
+    at_range(J, r0 + nr - 1, &lo, &x);
+    at_range(J, r0, &x, &hi);
+    if (lo <= c0 && hi >= c0 + nc) return NULL;
     for (long i0 = 0; i0 < QR; i0 += VL) {
         int partial = 0;
         for (long i = i0; i < i0 + VL; ++i) {
@@ -235,6 +246,7 @@ static void at_edges(const at_job* J, long r0, long nr, long c0, long nc, float*
         }
         edge[i0 / VL] = (float)partial;
     }
+    return edge;
 }
 
 static void at_store(const at_job* J, long b, long h, long r0, long nr, const float* ot, const float* m,
@@ -275,9 +287,9 @@ static long at_task(const at_job* J, long task, float* ws) {
             const long pt = (b * J->KVH + kvh) * nkb + kb;  /* the pre-packed block, when there are */
             const float* kb_p = PACK_K && J->kp ? J->kp + pt * KBLK : at_pack_k(kg, c0, nc, kt);
             const float* vb = PACK_V && J->kp ? J->vp + pt * VBLK : at_pack_v(vg, c0, nc, vs);
-            at_edges(J, r0, nr, c0, nc, ka, ke, edge);
+            const float* edges = at_edges(J, r0, nr, c0, nc, ka, ke, edge);
             at_scores(qt, kb_p, st, mx, nc);
-            at_softmax(st, mx, m, l, alpha, ka, ke, edge, nc);
+            at_softmax(st, mx, m, l, alpha, ka, ke, edges, nc);
             at_pv(st, vb, o, alpha, nr, nc);
         }
     }

@@ -169,6 +169,9 @@ static void at_pv(const float* restrict pt, const float* restrict vs, float* res
     for (long i0 = 0; i0 < nr; i0 += RV * VL) {
         long d = 0;
         for (; d + RK <= D; d += RK) at_pv_tile(pt, vs, ot, alpha, i0, d, nc, RK);
+#if RK > 4
+        for (; d + 4 <= D; d += 4) at_pv_tile(pt, vs, ot, alpha, i0, d, nc, 4);
+#endif
         for (; d < D; ++d) at_pv_tile(pt, vs, ot, alpha, i0, d, nc, 1);
     }
 }

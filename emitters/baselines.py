@@ -3,7 +3,9 @@
 gemm: NumPy's matmul (its BLAS, e.g. OpenBLAS) plus the epilogue in NumPy; conv2d: torch's CPU
 convolution when torch is installed; softmax: torch.softmax when torch is installed, else NumPy; attention:
 torch's scaled_dot_product_attention in the op's own dtype (its CPU kernel here; on CUDA the fastest of
-cuDNN, flash and efficient, see torch_sdpa), with an explicit boolean mask for windows and block masks.
+cuDNN, flash and efficient, see torch_sdpa), with an explicit boolean mask for windows and block masks; on
+CUDA a window or a block mask gets FlexAttention with a BlockMask instead (torch_flex: it skips empty tiles
+as Tracea does), SDPA with the mask timed beside it (emitters/cuda/baselines.py).
 16-bit inputs are widened to float32 once, outside the timed call (NumPy has no bf16 arithmetic), so
 the baseline does fp32 work: the comparison says so in its name.
 """
@@ -242,6 +244,65 @@ def torch_sdpa(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[]
 
     others = ", ".join(f"{n} {m:.3g} ms" for m, n, _ in sorted(timed) if n != label)
     return f"scaled_dot_product_attention ({label}, the fastest{f'; {others}' if others else ''}; {dtype}, {how})", fastest
+
+
+FLEX_BLOCK = 128  # FlexAttention's BlockMask tile (its default; the issue's block-sparse case uses 128 too)
+
+
+def masked_op(op: Any) -> bool:
+    """A window or a block mask: the ops whose fair baseline skips empty tiles (FlexAttention), not SDPA."""
+    return op.window is not None or op.block_mask is not None
+
+
+def flex_mask_mod(op: Any, torch: Any, device: Any) -> Callable[..., Any]:
+    """The op's keep rule (kernels/attention.py) as FlexAttention's mask_mod(b, h, q_idx, kv_idx): the band
+    -left <= d <= right around the diagonal aligned bottom-right, d = kv_idx - q_idx - (seq_k - seq_q)
+    (causal: right <= 0), and the block mask's tile at (q_idx // bq, kv_idx // bk) of the op's block_size."""
+    far = op.seq_q + op.seq_k
+    left, right = op.window if op.window is not None else (far, far)
+    right = min(right, 0) if op.causal else right
+    off = op.seq_k - op.seq_q
+    bm = op.block_mask_array()
+    tiles = None if bm is None else torch.from_numpy(bm).to(device)
+    bq, bk = op.block_size
+
+    def mask_mod(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+        d = kv_idx - q_idx - off
+        keep = (d >= -left) & (d <= right)
+        return keep if tiles is None else keep & tiles[q_idx // bq, kv_idx // bk]
+
+    return mask_mod
+
+
+def flex_available(torch: Any) -> str | None:
+    """Why this torch has no FlexAttention (None: it has)."""
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention  # noqa: F401
+    except ImportError:
+        return f"torch {torch.__version__} has no torch.nn.attention.flex_attention (2.5 or later has)"
+    return None
+
+
+def torch_flex(op: Any, t: dict[str, Any], torch: Any, compiled: bool = True) -> tuple[str, Callable[[], Any]]:
+    """(name, call) of FlexAttention on the device of ``t``'s q, k, v: a BlockMask of FLEX_BLOCK tiles from
+    ``flex_mask_mod`` (tiles it leaves empty are skipped), grouped-query heads through enable_gqa, compiled
+    with torch.compile (``compiled=False``: the eager, unfused form, for checking the mask on a CPU). The
+    first call (the compilation) happens here. A row that keeps no key comes out 0, as the reference's."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    q, k, v = t["q"], t["k"], t["v"]
+    block = create_block_mask(flex_mask_mod(op, torch, q.device), B=None, H=None, Q_LEN=op.seq_q,
+                              KV_LEN=op.seq_k, device=q.device, BLOCK_SIZE=FLEX_BLOCK)
+    flex = torch.compile(flex_attention, dynamic=False) if compiled else flex_attention
+    extra = {"enable_gqa": True} if op.kv_heads != op.heads else {}
+
+    def call() -> Any:
+        return flex(q, k, v, block_mask=block, scale=op.scale, **extra)
+
+    call()
+    how = "compiled" if compiled else "eager"
+    return (f"flex_attention ({how}, BlockMask {FLEX_BLOCK}x{FLEX_BLOCK}, "
+            f"{1 - block.sparsity() / 100:.0%} of tiles; {op.dtype.value})"), call
 
 
 class _TorchOut:

@@ -82,6 +82,21 @@ def test_attention_matches_the_reference(family, threads):
         _check(op, kernel, op.random_inputs(rng))
 
 
+@pytest.mark.parametrize("family", ["cpu-avx512", "cpu-avx2-fma"])
+@pytest.mark.parametrize("block", [(16, 16), (48, 32), (64, 128), (128, 64), (256, 32)])
+def test_every_register_tile_and_block(family, block):
+    """bq picks the S^T tile's row vectors (1 to 4 on AVX-512): each with causal and window edges, a key
+    tail no multiple of the tile's 4 keys, GQA, and large logits (2^x far below -126 flushed to 0)."""
+    v = variant(family)
+    rng = np.random.default_rng()
+    for op in (Attention(1, 2, 300, 64, seq_k=333, causal=True, window=(70, 0)),
+               Attention(1, 4, 129, 128, seq_k=61, kv_heads=1),
+               Attention(1, 2, 100, 64, seq_k=90, causal=True, scale=4.0)):
+        kernel = cpu.build(op, v, AttentionSchedule(*block, threads=2 if (HOST.cpu.logical_cores or 1) > 1 else 1),
+                           HOST)
+        _check(op, kernel, op.random_inputs(rng))
+
+
 def test_masked_blocks_are_skipped():
     """The causal band, a window and a block mask each leave blocks out: fewer loaded than in all."""
     rng = np.random.default_rng(1)

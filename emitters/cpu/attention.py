@@ -1,12 +1,17 @@
 """Attention forward on the CPU (issue 17), FlashAttention style: one task per (batch, head, block of bq
-query rows), threads taking tasks from a shared counter. A task packs its Q block (scaled, fp32), then
-streams the K/V blocks of bk keys that the mask keeps any pair of (whole blocks outside the causal band,
-the window or the block mask are never loaded), packs K transposed and V in fp32, computes S = Q K^T
-with broadcast FMAs (4 rows x 2 key vectors of accumulators), masks the band's edge, and folds the block
-into the online softmax (running max m and sum l per row, the accumulator rescaled by exp(m_old - m_new)),
-O += P V. At the end O /= l and lse = m + ln l; a row that kept no key gets O = 0 and lse = -inf.
+query rows), threads taking tasks from a shared counter (the last q blocks first: under a causal mask they
+hold the most keys). A task packs its Q block transposed and scaled by scale * log2(e), then streams the
+K/V blocks of bk keys that the mask keeps any pair of (whole blocks outside the causal band, the window or
+the block mask are never loaded). Scores are held transposed, S^T = K Q^T, so one vector is VL query rows
+of one key: the online softmax (running max m and sum l per row, the accumulator rescaled by
+2^(m_old - m_new), P = 2^(S - m_new) by a polynomial) is elementwise over row vectors, with no horizontal
+reduction, and the accumulator is O^T += V^T P^T, the same register tile as S^T (row vectors of P^T times
+broadcast V values). Only blocks on the band's edge are masked element by element. At the end
+O = O^T^T / l and lse = m ln 2 + ln l; a row that kept no key gets O = 0 and lse = -inf. The C is in
+attention_c.py.
 
-16-bit inputs are converted to fp32 while packing (fp32 softmax and accumulation), the output rounded back.
+16-bit inputs are converted to fp32 once (K and V pre-packed per call where it fits, else per block),
+fp32 softmax and accumulation, the output rounded back; fp32 K and V are read in place.
 
 Entry: ``int tracea_attention(void* const* bufs, const int64_t* dims, const double* fparams)`` with
 bufs = {q, k, v, out, lse, mask, stats} (lse, mask and stats may be NULL: ``AttentionKernel`` gives them),
@@ -23,6 +28,7 @@ from typing import Any
 from tracea.doctor.errors import BadInputError
 
 from ..schedule import SCHEMA_VERSION, schedule_fields
+from .attention_c import TASK_C
 from .cores import Core
 from .gemm_core import IN_CONVERT
 from .isa import CpuIsa
@@ -30,8 +36,7 @@ from .schedules import thread_counts, valid_unique
 
 ENTRY = "tracea_attention"
 BUFFERS = ("q", "k", "v", "out", "lse", "mask", "stats")
-ROWS = 8  # query rows are padded to a multiple of the S micro-tile's (RS: 8 or 4)
-PV_ROWS = 4  # query rows of the P V micro-tile
+ROWS = 8  # the schedule's query rows are clamped to the sequence rounded up to this
 MAX_WORKSPACE_BYTES = 16 << 20  # one thread's packed blocks
 PREPACK_MAX_BYTES = 256 << 20  # K^T (and converted V) of the whole call, packed once; beyond, per task
 BQ_VALUES = (16, 32, 64, 128, 256)
@@ -40,6 +45,20 @@ BK_VALUES = (32, 64, 128, 256)
 
 def _up(x: int, to: int) -> int:
     return -(-x // to) * to
+
+
+def s_tile(bq: int, lanes: int, vregs: int) -> tuple[int, int]:
+    """(row vectors, keys) of the S^T micro-tile's accumulators (the P V tile's too, with head-dim columns for
+    keys): up to 4 row vectors x 6 keys with 32 registers, 2 x 6 with 16, no more row vectors than bq holds.
+    Measured (2-core AVX-512 machine, 1 x 8 heads x 2048 x 64): 4 x 6 ahead of 4 x 4 by 3 to 4 %, 4 x 8 (32
+    accumulators: spills) 25 % behind; AVX2: 2 x 6 ahead of 2 x 4 by 9 %."""
+    rv, rk = (4, 6) if vregs >= 32 else (2, 6)
+    return max(1, min(rv, bq // lanes)), rk
+
+
+def _qr(bq: int, lanes: int, vregs: int = 32) -> int:
+    """Query rows a task holds: bq rounded up to the S^T micro-tile's rows."""
+    return _up(bq, s_tile(bq, lanes, vregs)[0] * lanes)
 
 
 @dataclass(frozen=True)
@@ -62,9 +81,10 @@ class AttentionSchedule:
     def name(self) -> str:
         return f"bq{self.bq}_bk{self.bk}_t{self.threads}"
 
-    def workspace_floats(self, head_dim: int, lanes: int) -> int:
-        dp, qr, bkp = _up(head_dim, lanes), _up(self.bq, ROWS), _up(self.bk, 2 * lanes)
-        return qr * dp + head_dim * bkp + self.bk * dp + qr * bkp + qr * dp + 3 * qr
+    def workspace_floats(self, head_dim: int, lanes: int, pack: bool = True) -> int:
+        """Q^T, the converted K and V blocks (where packed), S^T, O^T and seven row vectors."""
+        qr = _qr(self.bq, lanes)
+        return 2 * head_dim * qr + (2 * self.bk * head_dim if pack else 0) + self.bk * qr + 7 * qr
 
     def validate(self, op: Any, host: Any, variant: Any = None) -> None:
         for name in ("bq", "bk", "threads"):
@@ -95,7 +115,8 @@ class AttentionSchedule:
 def hero_schedule(op: Any, variant: Any, host: Any) -> AttentionSchedule:
     """bq 128 x bk 64 (64 x 64 where 128-row blocks give fewer than 4 tasks a thread; the block mask's
     tiles where there is one), clamped to the sequences; all cores. Measured (2-core AVX-512 machine,
-    1 x 8 heads x 2048 x 64 fp32): 128 x 64 ahead of 64 x 64, 64 x 128, 32 x 64 by 3 to 8 %."""
+    1 x 8 heads x 2048 x 64 fp32, min of 8 rounds): 128 x 64 and 64 x 64 within 3 % of each other, ahead of
+    256 x 64, 128 x 128 and 32 x 128 by 3 to 12 %."""
     cores = max(1, getattr(getattr(host, "cpu", None), "logical_cores", None) or 1)
     if op.block_mask is not None:
         return AttentionSchedule(*op.block_size, threads=cores)
@@ -115,250 +136,29 @@ def _check(op: Any, variant: Any, schedule: Any, host: Any) -> None:
     schedule.validate(op, host, variant)
 
 
-TASK_C = r"""
-static inline void at_range(const at_job* J, long i, long* lo, long* hi) {
-    const long diag = i + J->SK - J->SQ;
-    long a = diag - J->left, b = diag + J->right + 1;
-    a = a < 0 ? 0 : (a > J->SK ? J->SK : a);
-    b = b < 0 ? 0 : (b > J->SK ? J->SK : b);
-    *lo = a < b ? a : b;
-    *hi = b;
-}
-
-/* S[QR][BKP] = Qs Kt over the first D rows of Kt: RS rows x 2 key vectors of accumulators. */
-static void at_scores(const float* restrict qs, const float* restrict kt, float* restrict s) {
-    for (long i = 0; i < QR; i += RS) {
-        for (long j = 0; j < BKP; j += 2 * VL) {
-            vf a0[RS], a1[RS];
-#pragma GCC unroll 16
-            for (int r = 0; r < RS; ++r) { a0[r] = vf_zero(); a1[r] = vf_zero(); }
-            const float* q0 = qs + i * DP;
-#pragma GCC unroll 2
-            for (long d = 0; d < D; ++d) {
-                const vf k0 = vf_load(kt + d * BKP + j), k1 = vf_load(kt + d * BKP + j + VL);
-#pragma GCC unroll 16
-                for (int r = 0; r < RS; ++r) {
-                    const vf b = vf_bcast(q0 + r * DP + d);
-                    a0[r] = vf_fma(b, k0, a0[r]);
-                    a1[r] = vf_fma(b, k1, a1[r]);
-                }
-            }
-#pragma GCC unroll 16
-            for (int r = 0; r < RS; ++r) {
-                vf_store(s + (i + r) * BKP + j, a0[r]);
-                vf_store(s + (i + r) * BKP + j + VL, a1[r]);
-            }
-        }
-    }
-}
-
-/* One row of S (keys [a, e) kept) into the online softmax: P in place (0 outside [a, e)), m and l
-   updated, the factor the row's accumulator must be rescaled by in *alpha. */
-static void at_softmax_row(float* restrict sr, float* m, float* l, float* alpha, long a, long e) {
-    for (long j = 0; j < a; ++j) sr[j] = -INFINITY;
-    for (long j = e; j < BKP; ++j) sr[j] = -INFINITY;
-    vf vm = vf_set1(-INFINITY);
-    for (long j = 0; j < BKP; j += VL) vm = vf_max(vm, vf_load(sr + j));
-    const float mx = vf_hmax(vm), mnew = mx > *m ? mx : *m;
-    *alpha = expf(*m - mnew);
-    const vf vmax = vf_set1(mnew);
-    vf vs = vf_zero();
-    for (long j = 0; j < BKP; j += VL) {
-        const vf p = vf_exp(vf_sub(vf_load(sr + j), vmax));
-        vf_store(sr + j, p);
-        vs = vf_add(vs, p);
-    }
-    float drop = 0.0f;  /* exp's clamp leaves ~1e-38 where the score was -inf: zeroed, and out of the sum */
-    for (long j = 0; j < a; ++j) { drop += sr[j]; sr[j] = 0.0f; }
-    for (long j = e; j < BKP; ++j) { drop += sr[j]; sr[j] = 0.0f; }
-    *l = *l * *alpha + (vf_hsum(vs) - drop);
-    *m = mnew;
-}
-
-/* O[RP rows] = O * alpha + P V over keys [j0, j1): RP rows x OC vectors of accumulators a pass. */
-static void at_pv(const float* restrict p, const float* restrict vs, float* restrict o, const float* alpha,
-                  long j0, long j1) {
-    for (long d0 = 0; d0 < DP; d0 += OC * VL) {
-        vf acc[RP][OC];
-#pragma GCC unroll 16
-        for (int r = 0; r < RP; ++r) {
-            const vf va = vf_set1(alpha[r]);
-#pragma GCC unroll 16
-            for (int c = 0; c < OC; ++c) acc[r][c] = vf_mul(vf_load(o + r * DP + d0 + c * VL), va);
-        }
-        for (long j = j0; j < j1; ++j) {
-            vf vv[OC];
-#pragma GCC unroll 16
-            for (int c = 0; c < OC; ++c) vv[c] = vf_load(vs + j * DP + d0 + c * VL);
-#pragma GCC unroll 16
-            for (int r = 0; r < RP; ++r) {
-                const vf pb = vf_bcast(p + r * BKP + j);
-#pragma GCC unroll 16
-                for (int c = 0; c < OC; ++c) acc[r][c] = vf_fma(pb, vv[c], acc[r][c]);
-            }
-        }
-#pragma GCC unroll 16
-        for (int r = 0; r < RP; ++r)
-#pragma GCC unroll 16
-            for (int c = 0; c < OC; ++c) vf_store(o + r * DP + d0 + c * VL, acc[r][c]);
-    }
-}
-
-/* K^T of keys [c0, c0 + nc) into kt (zero past nc); V into vs in fp32 with rows of DP when it cannot be
-   read in place (16-bit, or a head_dim that is no multiple of the lanes). */
-static const float* at_pack(const in_t* kg, const in_t* vg, long c0, long nc, float* kt, float* vs) {
-    for (long j = 0; j < nc; ++j) {
-        const in_t* kr = kg + (c0 + j) * D;
-        for (long d = 0; d < D; ++d) kt[d * BKP + j] = IN2F(kr[d]);
-    }
-    for (long d = 0; d < D; ++d) for (long j = nc; j < BKP; ++j) kt[d * BKP + j] = 0.0f;
-#if PACK_V
-    for (long j = 0; j < nc; ++j) {
-        const in_t* vr = vg + (c0 + j) * D;
-        float* vo = vs + j * DP;
-        for (long d = 0; d < D; ++d) vo[d] = IN2F(vr[d]);
-        for (long d = D; d < DP; ++d) vo[d] = 0.0f;
-    }
-    return vs;
-#else
-    (void)vs;
-    return (const float*)(vg + c0 * D);
-#endif
-}
-
-/* The q blocks' key ranges: [lo, hi) of the union of rows [r0, r1) (lo and hi grow with the row). */
-static void at_block_range(const at_job* J, long qb, long* lo, long* hi) {
-    const long r0 = qb * BQ, r1 = r0 + BQ < J->SQ ? r0 + BQ : J->SQ;
-    long x;
-    at_range(J, r0, lo, &x);
-    at_range(J, r1 - 1, &x, hi);
-}
-
-/* Does any q block compute K/V block kb? (A block none needs is never packed.) */
-static int at_block_used(const at_job* J, long kb) {
-    const long nkb = (J->SK + BK - 1) / BK;
-    for (long qb = 0; qb < J->nqb; ++qb) {
-        long lo, hi;
-        at_block_range(J, qb, &lo, &hi);
-        if (lo < hi && kb >= lo / BK && kb <= (hi - 1) / BK && (!J->mask || J->mask[qb * nkb + kb])) return 1;
-    }
-    return 0;
-}
-
-/* Pre-pack task t of B x KVH x nkb: K^T (and V where it is converted) of one block, once for every q block. */
-static void at_prepack(const at_job* J, long t) {
-    const long nkb = (J->SK + BK - 1) / BK, kb = t % nkb, bkv = t / nkb;
-    if (!at_block_used(J, kb)) return;
-    const long c0 = kb * BK, c1 = c0 + BK < J->SK ? c0 + BK : J->SK;
-    at_pack(J->k + bkv * J->SK * D, J->v + bkv * J->SK * D, c0, c1 - c0, J->kp + t * KBLK, J->vp + t * VBLK);
-}
-
-static long at_task(const at_job* J, long task, float* ws) {
-    const long qb = task % J->nqb, bh = task / J->nqb, h = bh % J->H, b = bh / J->H;
-    const long kvh = h / (J->H / J->KVH);
-    const long r0 = qb * BQ, r1 = r0 + BQ < J->SQ ? r0 + BQ : J->SQ, nr = r1 - r0;
-    float *qs = ws, *kt = qs + QR * DP, *vs = kt + D * BKP, *s = vs + BK * DP, *o = s + QR * BKP;
-    float *m = o + QR * DP, *l = m + QR, *alpha = l + QR;
-    const in_t* qg = J->q + ((b * J->H + h) * J->SQ + r0) * D;
-    const in_t* kg = J->k + (b * J->KVH + kvh) * J->SK * D;
-    const in_t* vg = J->v + (b * J->KVH + kvh) * J->SK * D;
-    long lo0, hi1, tiles = 0;
-    at_block_range(J, qb, &lo0, &hi1);
-    for (long i = 0; i < QR; ++i) { m[i] = -INFINITY; l[i] = 0.0f; }
-    memset(o, 0, sizeof(float) * QR * DP);
-    if (lo0 < hi1) {
-        const float scale = J->scale;
-        for (long i = 0; i < QR; ++i)
-            for (long d = 0; d < DP; ++d) qs[i * DP + d] = (i < nr && d < D) ? IN2F(qg[i * D + d]) * scale : 0.0f;
-        const long nkb = (J->SK + BK - 1) / BK;
-        for (long kb = lo0 / BK; kb <= (hi1 - 1) / BK; ++kb) {
-            if (J->mask && !J->mask[qb * nkb + kb]) continue;
-            const long c0 = kb * BK, c1 = c0 + BK < J->SK ? c0 + BK : J->SK;
-            ++tiles;
-            const long pt = (b * J->KVH + kvh) * nkb + kb;  /* the pre-packed block, when there are */
-            const float* kb_t = J->kp ? J->kp + pt * KBLK : kt;
-            const float* vb = J->kp ? (PACK_V ? J->vp + pt * VBLK : (const float*)(vg + c0 * D))
-                                    : at_pack(kg, vg, c0, c1 - c0, kt, vs);
-            at_scores(qs, kb_t, s);
-            for (long g = 0; g < nr; g += RP) {  /* rows past nr: zero scores, alpha 1, never written out */
-                long j0 = BKP, j1 = 0;
-                for (long i = g; i < g + RP; ++i) {
-                    alpha[i] = 1.0f;
-                    if (i >= nr) continue;
-                    long lo, hi;
-                    at_range(J, r0 + i, &lo, &hi);
-                    const long a = (lo > c0 ? lo : c0) - c0, e = (hi < c1 ? hi : c1) - c0;
-                    if (a < e) {
-                        at_softmax_row(s + i * BKP, m + i, l + i, alpha + i, a, e);
-                        j0 = a < j0 ? a : j0;
-                        j1 = e > j1 ? e : j1;
-                    } else {
-                        memset(s + i * BKP, 0, sizeof(float) * BKP);
-                    }
-                }
-                if (j0 < j1) at_pv(s + g * BKP, vb, o + g * DP, alpha + g, j0, j1);
-            }
-        }
-    }
-    in_t* og = J->out + ((b * J->H + h) * J->SQ + r0) * D;
-    for (long i = 0; i < nr; ++i) {
-        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-        for (long d = 0; d < D; ++d) og[i * D + d] = F2OUT(o[i * DP + d] * inv);
-        if (J->lse) J->lse[(b * J->H + h) * J->SQ + r0 + i] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
-    }
-    return tiles;
-}
-
-static void at_worker(void* arg, int tid, int nthreads) {
-    at_job* J = (at_job*)arg;
-    (void)nthreads;
-    float* ws = J->ws + (size_t)tid * WS;
-    long tiles = 0;
-    if (J->kp) {
-        for (;;) {
-            const long t = __atomic_fetch_add(&J->next_pack, 1, __ATOMIC_RELAXED);
-            if (t >= J->pack_tasks) break;
-            at_prepack(J, t);
-        }
-        int sense = 0;
-        tr_barrier_wait(&J->bar, &sense);
-    }
-    for (;;) {
-        const long t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
-        if (t >= J->tasks) break;
-        tiles += at_task(J, t, ws);
-    }
-    if (J->stats) __atomic_fetch_add(J->stats, (int64_t)tiles, __ATOMIC_RELAXED);
-}
-
-static tr_buf at_ws_buf, at_pack_buf;
-"""
-
-
 def render_attention(op: Any, isa: CpuIsa, s: AttentionSchedule, header: str) -> str:
     from .pool import pool_c
 
     dtype = op.dtype.value
     lanes, d = isa.lanes, op.head_dim
-    dp = _up(d, lanes)
-    pack_v = dtype != "fp32" or d % lanes != 0
+    pack = dtype != "fp32"  # 16-bit K and V converted to fp32 once; fp32 read in place
+    rv, rk = s_tile(s.bq, lanes, isa.vregs)
     to_out = {"fp32": "(x)", "fp16": "tr_f2h(x)", "bf16": "tr_f2bf(x)"}[dtype]
     consts = f"""
 #define NTHREADS {s.threads}
 #define D {d}
-#define DP {dp}
 #define BQ {s.bq}
 #define BK {s.bk}
-#define QR {_up(s.bq, ROWS)}
-#define BKP {_up(s.bk, 2 * lanes)}
-#define RS {8 if isa.vregs >= 32 and lanes > 1 else 4}
-#define RP {PV_ROWS}
-#define OC {max(c for c in (1, 2, 4, 8) if (dp // lanes) % c == 0 and PV_ROWS * c + c + 1 <= isa.vregs)}
-#define PACK_V {int(pack_v)}
-#define KBLK {d * _up(s.bk, 2 * lanes)}
-#define VBLK {s.bk * dp if pack_v else 0}
+#define QR {_qr(s.bq, lanes, isa.vregs)}
+#define RV {rv}
+#define RK {rk}
+#define AT_SCALEF {int(isa.family == "cpu-avx512")}
+#define PACK_K {int(pack)}
+#define PACK_V {int(pack)}
+#define KBLK {s.bk * d if pack else 0}
+#define VBLK {s.bk * d if pack else 0}
 #define PREPACK_MAX {PREPACK_MAX_BYTES}
-#define WS {_up(s.workspace_floats(d, lanes), 16)}
+#define WS {_up(s.workspace_floats(d, lanes, pack), 16)}
 #define IN2F(x) {IN_CONVERT[dtype].format(x='(x)')}
 #define F2OUT(x) {to_out}
 typedef {isa.ctype(dtype)} in_t;
@@ -385,11 +185,13 @@ typedef struct {{
     pthread_mutex_lock(&tr_call_mu);
     t = tr_pool_ensure(t);
     J.ws = (float*)tr_reserve(&at_ws_buf, sizeof(float) * (size_t)WS * (size_t)t);
-    /* K^T (and converted V) packed once for all q blocks when several share it and it fits PREPACK_MAX */
+    /* K and V converted once for all q blocks (where they are not read in place) when several q blocks share
+       them and they fit PREPACK_MAX */
     J.pack_tasks = J.B * J.KVH * ((J.SK + BK - 1) / BK);
     J.next_pack = 0;
     const size_t pack_bytes = sizeof(float) * (size_t)J.pack_tasks * (size_t)(KBLK + VBLK);
-    J.kp = (J.nqb > 1 && pack_bytes <= (size_t)PREPACK_MAX) ? (float*)tr_reserve(&at_pack_buf, pack_bytes) : NULL;
+    J.kp = (KBLK + VBLK > 0 && J.nqb > 1 && pack_bytes <= (size_t)PREPACK_MAX)
+           ? (float*)tr_reserve(&at_pack_buf, pack_bytes) : NULL;
     J.vp = J.kp ? J.kp + J.pack_tasks * KBLK : NULL;
     if (J.kp) tr_barrier_init(&J.bar, t);
     int rc = 0;

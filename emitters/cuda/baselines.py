@@ -20,7 +20,7 @@ from tracea.kernels.dtypes import to_float64
 from tracea.kernels.epilogue import ArrayMath
 from tracea.kernels.epilogue import apply as apply_epilogue
 
-from ..baselines import torch_sdpa
+from ..baselines import flex_available, masked_op, torch_flex, torch_sdpa
 from ..timing import Timing, _p95
 from .runtime import HOLD_CYCLES
 
@@ -30,6 +30,7 @@ class GpuBaseline:
     name: str
     run: Callable[[], Any] | None  # returns a torch tensor on the device; None: unavailable
     reason: str | None = None
+    also: tuple[tuple[str, Callable[[], Any]], ...] = ()  # (name, call): timed in the same run, reported beside
 
 
 def torch_math() -> ArrayMath:
@@ -61,8 +62,9 @@ def torch_baseline(op: Any, inputs: dict[str, np.ndarray]) -> GpuBaseline:
     make = TORCH_BASELINES.get(op.kind)
     if make is None:
         return GpuBaseline("torch", None, f"no torch baseline for {op.kind}")
-    name, run = make(op, t, torch)
-    return GpuBaseline(f"torch {torch.__version__} {name}", run)
+    name, run, *also = make(op, t, torch)
+    label = f"torch {torch.__version__} "
+    return GpuBaseline(label + name, run, also=tuple((label + n, r) for n, r in (also[0] if also else ())))
 
 
 def _tf32_off(op: Any) -> str:
@@ -97,9 +99,28 @@ def _torch_softmax(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callabl
     return "softmax", run
 
 
-# One PyTorch baseline per op kind: (op, device tensors, torch) -> (name, call). Adding an op adds a line.
-TORCH_BASELINES: dict[str, Callable[[Any, dict[str, Any], Any], tuple[str, Callable[[], Any]]]] = {
-    "gemm": _torch_gemm, "conv2d": _torch_conv2d, "softmax": _torch_softmax, "attention": torch_sdpa}
+def _torch_attention(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
+    """Dense and causal attention: SDPA's fastest backend. A window or a block mask: FlexAttention with a
+    BlockMask (compiled; it skips empty tiles, as Tracea does), and SDPA with the explicit boolean mask (what a
+    user writes without it) timed in the same run beside it. Without FlexAttention here: SDPA, saying why."""
+    if not masked_op(op):
+        return torch_sdpa(op, t, torch)
+    sdpa_name, sdpa = torch_sdpa(op, t, torch)
+    why = flex_available(torch)
+    if why is None:
+        try:
+            name, flex = torch_flex(op, t, torch)
+        except Exception as exc:  # noqa: BLE001 - a compiler or kernel failure: SDPA stays the baseline
+            why = f"FlexAttention failed here: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+        else:
+            return name, flex, ((sdpa_name, sdpa),)
+    return f"{sdpa_name} [no FlexAttention: {why}]", sdpa
+
+
+# One PyTorch baseline per op kind: (op, device tensors, torch) -> (name, call[, ((name, call), ...) also
+# timed]). Adding an op adds a line.
+TORCH_BASELINES: dict[str, Callable[[Any, dict[str, Any], Any], tuple[Any, ...]]] = {
+    "gemm": _torch_gemm, "conv2d": _torch_conv2d, "softmax": _torch_softmax, "attention": _torch_attention}
 
 
 
@@ -147,8 +168,16 @@ def bench_on_device(kernel: Any, op: Any, inputs: dict[str, np.ndarray], ref: np
     repeats = max(repeats, 10)
     fields["tracea"] = kernel.time(inputs, warmup=max(warmup, 1), repeats=repeats)
     if base.run is not None:
-        y = base.run()
-        y = y.float() if str(y.dtype) == "torch.bfloat16" else y
-        fields["baseline_rel_err"] = relative_error(y.double().cpu().numpy(), ref)
+        fields["baseline_rel_err"] = _torch_rel_err(base.run, ref)
         fields["baseline"] = time_torch(base.run, max(warmup, 1), repeats)
+    for name, run in base.also:  # a second baseline: its figure joins the baseline's name (report and JSON)
+        err, t = _torch_rel_err(run, ref), time_torch(run, max(warmup, 1), repeats)
+        fields["baseline_name"] += (f"; also timed: {name}: p50 {t.p50_ms:.3f} ms, p95 {t.p95_ms:.3f} ms, "
+                                    f"{t.p50_ms / fields['tracea'].p50_ms:.2f}x Tracea's time, rel err {err:.1e}")
     return fields
+
+
+def _torch_rel_err(run: Callable[[], Any], ref: np.ndarray) -> float:
+    y = run()
+    y = y.float() if str(y.dtype) == "torch.bfloat16" else y
+    return relative_error(y.double().cpu().numpy(), ref)

@@ -40,10 +40,11 @@ def wgmma_rs(n: int, ptx: str) -> str:
     regs = ",".join(f"%{i}" for i in range(k))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(k))
     return f"""static __device__ __forceinline__ void tr_wgmma_pv(float* d, const uint32_t* a, uint64_t db) {{
-    asm volatile("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "
-                 "{{{regs}}}, {{%{k},%{k + 1},%{k + 2},%{k + 3}}}, %{k + 4}, 1, 1, 1, 1;\\n"
+    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 5}, 0;\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "
+                 "{{{regs}}}, {{%{k},%{k + 1},%{k + 2},%{k + 3}}}, %{k + 4}, p, 1, 1, 1;\\n}}\\n"
                  : {outs}
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }}
 """
 

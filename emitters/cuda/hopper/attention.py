@@ -141,7 +141,7 @@ def _softmax_step(sched: AttnWgmmaSchedule, e: str) -> str:
     """Mask (partial entries only) and softmax the S of plan entry ``e``."""
     return f"""{{
                 const int ent = tile_idx[e0 + {e}];
-                if (ent & 1) tr_mask(s, row0, (ent >> 1) * {sched.bk} + 2 * (lane % 4), seq_k, diag, win_left,
+                if (ent & 1) tr_mask(s, row0, (ent >> 1) * {sched.bk} + 2 * (lane % 4), seq_q, seq_k, diag, win_left,
                                      win_right, bmask, bm_cols, bm_bq, bm_bk);
             }}
             tr_softmax(s, m, l, corr, scale_log2);"""

@@ -87,16 +87,18 @@ static __device__ __forceinline__ void tr_issue_pv(float* o, const uint32_t* p, 
         tr_wgmma_pv(o, p + 4 * t, tr_desc(vs + t * {16 * SWIZZLE_LINE}u, {bk * SWIZZLE_LINE}u, 1024u));
     TR_WGMMA_COMMIT();
 }}
-/* The element test of a partial tile: keys col0 + 8 j + 2 (lane % 4) (+1) of rows row0 (+8). */
-static __device__ __forceinline__ void tr_mask(float* s, int row0, int col0, int seq_k, int diag, int win_left,
-                                               int win_right, const unsigned char* __restrict__ bmask,
+/* The element test of a partial tile: keys col0 + 8 j + 2 (lane % 4) (+1) of rows row0 (+8). Rows past
+   seq_q (never stored) keep nothing, so the block mask is never read past its last row. */
+static __device__ __forceinline__ void tr_mask(float* s, int row0, int col0, int seq_q, int seq_k, int diag,
+                                               int win_left, int win_right, const unsigned char* __restrict__ bmask,
                                                int bm_cols, int bm_bq, int bm_bk) {{
     #pragma unroll
     for (int j = 0; j < {bk // 8}; ++j) {{
         #pragma unroll
         for (int x = 0; x < 4; ++x) {{
-            if (!tr_attn_keep(row0 + 8 * (x >> 1), col0 + 8 * j + (x & 1), seq_k, diag, win_left, win_right,
-                              bmask, bm_cols, bm_bq, bm_bk))
+            const int row = row0 + 8 * (x >> 1);
+            if (row >= seq_q || !tr_attn_keep(row, col0 + 8 * j + (x & 1), seq_k, diag, win_left, win_right,
+                                              bmask, bm_cols, bm_bq, bm_bk))
                 s[4 * j + x] = TR_NEG_INF;
         }}
     }}

@@ -168,6 +168,7 @@ def _loop_intra(sched: AttnWgmmaSchedule, d: int) -> str:
             tr_issue_qk(s, qs, {x['ks']('st')});
             {_pp(sched, 'arrive')}
             TR_WGMMA_WAIT(0);
+            tr_pin_s(s);
             {_softmax_step(sched, '0')}
             tr_pack_p(p, s);
             for (int e = 1; e < n; ++e) {{
@@ -181,8 +182,10 @@ def _loop_intra(sched: AttnWgmmaSchedule, d: int) -> str:
                 tr_issue_pv(o, p, {x['vs']('sp')});
                 {_pp(sched, 'arrive')}
                 TR_WGMMA_WAIT(1);
+                tr_pin_s(s);
                 {_softmax_step(sched, 'e')}
                 TR_WGMMA_WAIT(0);
+                tr_pin_o(o);
                 {x['release']('sp')}
                 tr_rescale(o, corr);
                 tr_pack_p(p, s);
@@ -192,6 +195,7 @@ def _loop_intra(sched: AttnWgmmaSchedule, d: int) -> str:
             tr_issue_pv(o, p, {x['vs']('st')});
             {_pp(sched, 'arrive', 'true')}
             TR_WGMMA_WAIT(0);
+            tr_pin_o(o);
             {x['release']('st')}
         }}"""
 
@@ -207,6 +211,7 @@ def _loop_plain(sched: AttnWgmmaSchedule, d: int) -> str:
                 tr_issue_qk(s, qs, {x['ks']('st')});
                 {_pp(sched, 'arrive')}
                 TR_WGMMA_WAIT(0);
+                tr_pin_s(s);
                 {_softmax_step(sched, 'e')}
                 tr_rescale(o, corr);
                 tr_pack_p(p, s);
@@ -215,6 +220,7 @@ def _loop_plain(sched: AttnWgmmaSchedule, d: int) -> str:
                 tr_issue_pv(o, p, {x['vs']('st')});
                 {_pp(sched, 'arrive', 'e == n - 1')}
                 TR_WGMMA_WAIT(0);
+                tr_pin_o(o);
                 {x['release']('st')}
                 if (++st == {S}) {{ st = 0; ph ^= 1u; }}
             }}

@@ -103,7 +103,14 @@ static __device__ __forceinline__ void tr_mask(float* s, int row0, int col0, int
         }}
     }}
 }}
-/* Online softmax in the log2 domain: new row maxima m (of s * scale_log2), s := 2^(s * scale_log2 - m),
+""")
+    w.extend(row_steps(d, bk))
+    return w.render()
+
+
+def row_steps(d: int, bk: int) -> str:
+    """The per-row steps: online softmax, accumulator pins, O's rescale, P's packing."""
+    return f"""/* Online softmax in the log2 domain: new row maxima m (of s * scale_log2), s := 2^(s * scale_log2 - m),
    l := l * corr + this thread's row sums, corr = 2^(m_old - m) (0 while a row has kept nothing). */
 static __device__ __forceinline__ void tr_softmax(float* s, float* m, float* l, float* corr, float scale_log2) {{
     #pragma unroll
@@ -130,6 +137,15 @@ static __device__ __forceinline__ void tr_softmax(float* s, float* m, float* l, 
         m[r] = mnew;
     }}
 }}
+/* After a wgmma wait: pin the accumulators so that no read of them is scheduled before the wait. */
+static __device__ __forceinline__ void tr_pin_s(float* s) {{
+    #pragma unroll
+    for (int i = 0; i < {bk // 2}; ++i) asm volatile("" : "+f"(s[i]) :: "memory");
+}}
+static __device__ __forceinline__ void tr_pin_o(float* o) {{
+    #pragma unroll
+    for (int i = 0; i < {d // 2}; ++i) asm volatile("" : "+f"(o[i]) :: "memory");
+}}
 static __device__ __forceinline__ void tr_rescale(float* o, const float* corr) {{
     #pragma unroll
     for (int j = 0; j < {d // 8}; ++j) {{
@@ -140,5 +156,4 @@ static __device__ __forceinline__ void tr_rescale(float* o, const float* corr) {
 static __device__ __forceinline__ void tr_pack_p(uint32_t* p, const float* s) {{
     #pragma unroll
     for (int i = 0; i < {bk // 4}; ++i) p[i] = tr_pack2(s[2 * i], s[2 * i + 1]);
-}}""")
-    return w.render()
+}}"""

@@ -1,7 +1,8 @@
 """The Hopper (sm_90a) attention forward kernel, FlashAttention-3 style (issue 17).
 
-One block per (q tile, head, batch), the q tiles in the host plan's longest-first ``order`` (heads
-fastest, so the heads sharing a kv head run together). Warpgroup 0 is the producer (``setmaxnreg.dec``):
+One block per (q tile, head, batch), q tiles fastest in the host plan's longest-first ``order``: the
+blocks running together are a few heads' q tiles, which read the same K and V (from L2 after the
+first), and the heads sharing a kv head are neighbours. Warpgroup 0 is the producer (``setmaxnreg.dec``):
 one thread TMA-loads the Q tile once and, for each k tile of the plan's CSR list only, the K and V tiles
 into a ring of ``stages`` (3-d tensor maps over (head dim, sequence, batch x heads), so keys past seq_k
 and rows past seq_q read as zeros; 64-element boxes with the 128B swizzle, a head-dim chunk per box).
@@ -68,8 +69,8 @@ def _head(sched: AttnWgmmaSchedule, d: int) -> str:
     const uint32_t smem = (tr_smem_addr(tr_smem) + 1023u) & ~1023u;
     const uint32_t bars = smem + {sm['bars']}u;  /* fullK[s] = bars + 8 s, fullV[s] + 8 {S}, empty[s] + 8 {2 * S} */
     const uint32_t qbar = bars + {24 * S}u;
-    const int bh_count = batch * heads, bh = (int)(blockIdx.x % (unsigned)bh_count);
-    const int qt = order[blockIdx.x / (unsigned)bh_count], b = bh / heads, h = bh - b * heads;
+    const int q_tiles = (seq_q + {sched.bq - 1}) / {sched.bq}, bh = (int)(blockIdx.x / (unsigned)q_tiles);
+    const int qt = order[blockIdx.x - (unsigned)bh * q_tiles], b = bh / heads, h = bh - b * heads;
     const int kvh = h / (heads / kv_heads);
     const int e0 = tile_ptr[qt], n = tile_ptr[qt + 1] - e0;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;

@@ -207,3 +207,25 @@ def test_kernel_walk_model_matches_the_reference(op):
         ref, ref_lse = op.reference_with_lse(inputs)
         np.testing.assert_allclose(out, ref, atol=1e-9)
         assert lse_error(lse, ref_lse) <= LSE_TOLERANCE * 1e-3
+
+
+def test_core_hooks_check_the_target_and_precision():
+    from tracea.doctor.errors import UnsupportedError
+    from tracea.emitters.cuda.arch import parse_arch
+    from tracea.emitters.cuda.hopper import attention_schedule as S
+    from tracea.emitters.cuda.variants import hopper_variant
+
+    v = hopper_variant("attention", 230480, "Hopper attention")
+    op = Attention(1, 2, 100, 128, dtype="bf16", causal=True)
+    hero = S.hero_schedule(op)
+    S.check(op, v, hero, parse_arch("sm_90a"))
+    assert S.schedule_from_json(hero.to_json()) == hero
+    assert S.features(op, hero) == (12, hero.smem_bytes(128)) and hero.smem_bytes(128) <= 230480
+    with pytest.raises(UnsupportedError, match="sm_90"):
+        S.check(op, v, hero, parse_arch("sm_80"))
+    with pytest.raises(UnsupportedError, match="sm_90a"):
+        S.check(op, v, hero, parse_arch("sm_90"))
+    with pytest.raises(UnsupportedError, match="fp32"):
+        S.check(Attention(1, 2, 100, 128), v, hero, parse_arch("sm_90a"))
+    with pytest.raises(BadInputError, match="schedule"):
+        S.check(op, v, object(), parse_arch("sm_90a"))

@@ -146,3 +146,33 @@ def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSc
                             continue
                         out.append(s)
     return out
+
+
+# ------------------------------------------------------------------------------ the core's hooks (cores.py)
+
+
+def schedule_from_json(d: dict[str, Any]) -> AttnWgmmaSchedule:
+    return AttnWgmmaSchedule.from_json(d)
+
+
+def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
+    """What ``build._check`` asks of the kernel: an attention op, this schedule type, the sm_90a target."""
+    from tracea.doctor.errors import UnsupportedError
+
+    if not isinstance(schedule, AttnWgmmaSchedule):
+        raise BadInputError(f"schedule: {v.id} takes a wgmma attention schedule, got {type(schedule).__name__}")
+    if arch.cc != (9, 0):
+        raise UnsupportedError(f"{v.id} runs only on sm_90 (Hopper: wgmma, TMA, setmaxnreg), not {arch.name}",
+                               "cuda-mma-sync runs on sm_80 and later")
+    if arch.suffix != "a":
+        raise UnsupportedError(f"{v.id} needs the architecture-specific target sm_90a, not {arch.name}",
+                               "--arch sm_90a")
+    if op.dtype.value not in v.precisions:
+        raise UnsupportedError(f"{v.id} computes {', '.join(v.precisions)}, not {op.dtype.value}",
+                               "fp32 attention runs on the CPU backend")
+    schedule.validate(op, arch.smem_optin)
+
+
+def features(op: Any, schedule: AttnWgmmaSchedule) -> tuple[int, int]:
+    """(warps, dynamic shared memory bytes) for the tuner's model."""
+    return schedule.threads // 32, schedule.smem_bytes(op.head_dim)

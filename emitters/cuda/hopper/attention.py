@@ -1,0 +1,330 @@
+"""The Hopper (sm_90a) attention forward kernel, FlashAttention-3 style (issue 17).
+
+One block per (q tile, head, batch), q tiles fastest in the host plan's longest-first ``order``: the
+blocks running together are a few heads' q tiles, which read the same K and V (from L2 after the
+first), and the heads sharing a kv head are neighbours. Warpgroup 0 is the producer (``setmaxnreg.dec``):
+one thread TMA-loads the Q tile once and, for each k tile of the plan's CSR list only, the K and V tiles
+into a ring of ``stages`` (3-d tensor maps over (head dim, sequence, batch x heads), so keys past seq_k
+and rows past seq_q read as zeros; 64-element boxes with the 128B swizzle, a head-dim chunk per box).
+Each consumer warpgroup (``setmaxnreg.inc``) owns 64 query rows: S = Q K^T by wgmma from shared memory
+(both K-major), the element mask on partial tiles only, the online softmax in registers (exp2 of
+s * scale_log2), P packed to 16 bits in registers as wgmma's A operand of O += P V (V MN-major: the
+transpose bit), O rescaled by the running-max correction; K/V stages released by an mbarrier arrive once
+the P V wgmma that read them completed. ``intra``: tile j + 1's S is issued with tile j's P V, and its
+softmax runs while P V is in flight. ``pingpong``: the two consumers take turns issuing (named barriers
+1 and 2), so one's softmax overlaps the other's matrix products. At the end O /= l (16-bit direct
+stores) and lse = ln(sum) per row; a row that kept nothing gets O = 0, lse = -inf.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...cstyle import CodeWriter
+from ..attention_plan import KEEP_FN, PARAMS, mask_scalars
+from ..render import CudaRenderer, Rendered
+from .attention_device import MISC, SWIZZLE_LINE, tile_steps, wgmma_rs, wgmma_ss
+from .attention_schedule import AttnWgmmaSchedule
+from .mainloop import DEVICE_LIB, GATHER_LIB, descriptor_strides
+from .schedule import PTX_TYPE, SWIZZLE
+
+KERNEL_NAME = "tr_wgmma_attention"
+EXTRA_PARAMS = ("order", "tmQ", "tmK", "tmV")  # after the shared PARAMS: q-tile order, then the tensor maps
+KERNEL_PARAMS = PARAMS + EXTRA_PARAMS
+
+SIGNATURE = """    const uint16_t* __restrict__ q, const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
+    uint16_t* __restrict__ out, float* __restrict__ lse, const int* __restrict__ tile_ptr,
+    const int* __restrict__ tile_idx, const unsigned char* __restrict__ bmask,
+    int batch, int heads, int kv_heads, int seq_q, int seq_k, int diag, int win_left, int win_right,
+    int bm_cols, int bm_bq, int bm_bk, float scale_log2, const int* __restrict__ order,
+    const __grid_constant__ TrTensorMap tmQ, const __grid_constant__ TrTensorMap tmK,
+    const __grid_constant__ TrTensorMap tmV"""
+
+
+def smem_plan(sched: AttnWgmmaSchedule, d: int) -> dict[str, int]:
+    """Byte offsets from the 1024-aligned base: Q, then K stages, then V stages, then the mbarriers
+    (full K[S], full V[S], empty[S], Q's). Every tile is whole 1024-byte swizzle atoms."""
+    q = sched.bq * d * 2
+    kv = sched.bk * d * 2
+    plan = {"q": 0, "k": q, "v": q + sched.stages * kv, "stage": kv, "bars": q + 2 * sched.stages * kv}
+    assert all(plan[x] % SWIZZLE.period_bytes == 0 for x in ("k", "v", "stage", "bars"))
+    return plan
+
+
+def _v_strides(sched: AttnWgmmaSchedule, d: int) -> tuple[int, int]:
+    """(LBO, SBO) of V as wgmma's MN-major B: one head-dim chunk (``bk`` key lines) to the next, and 8 lines."""
+    from ...layout import TileLayout
+
+    lay = [TileLayout(sched.bk, 64, 2, "row", swizzle=SWIZZLE, base_bytes=c * sched.bk * SWIZZLE_LINE)
+           for c in range(max(2, d // 64))]
+    return descriptor_strides(lay)
+
+
+def _head(sched: AttnWgmmaSchedule, d: int) -> str:
+    """From the block's work item to the warpgroup split: barriers initialised and published."""
+    sm, S = smem_plan(sched, d), sched.stages
+    return f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
+    const uint32_t smem = (tr_smem_addr(tr_smem) + 1023u) & ~1023u;
+    const uint32_t bars = smem + {sm['bars']}u;  /* fullK[s] = bars + 8 s, fullV[s] + 8 {S}, empty[s] + 8 {2 * S} */
+    const uint32_t qbar = bars + {24 * S}u;
+    const int q_tiles = (seq_q + {sched.bq - 1}) / {sched.bq}, bh = (int)(blockIdx.x / (unsigned)q_tiles);
+    const int qt = order[blockIdx.x - (unsigned)bh * q_tiles], b = bh / heads, h = bh - b * heads;
+    const int kvh = h / (heads / kv_heads);
+    const int e0 = tile_ptr[qt], n = tile_ptr[qt + 1] - e0;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    if (threadIdx.x == 0) {{
+        tr_prefetch_map(&tmQ); tr_prefetch_map(&tmK); tr_prefetch_map(&tmV);
+        for (int s = 0; s < {S}; ++s) {{
+            tr_mbar_init(bars + 8u * s, 1u);
+            tr_mbar_init(bars + 8u * ({S} + s), 1u);
+            tr_mbar_init(bars + 8u * ({2 * S} + s), {4 * sched.consumers}u);
+        }}
+        tr_mbar_init(qbar, 1u);
+        asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
+    }}
+    __syncthreads();"""
+
+
+def _producer(sched: AttnWgmmaSchedule, d: int) -> str:
+    sm, S, chunks = smem_plan(sched, d), sched.stages, d // 64
+    bq, bk = sched.bq, sched.bk
+    return f"""    if (wg == 0) {{
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 {sched.register_split()[1]};\\n");
+        if (tid == 0) {{
+            tr_mbar_expect_tx(qbar, {bq * d * 2}u);
+            for (int c = 0; c < {chunks}; ++c)
+                tr_tma_load_3d(smem + c * {bq * SWIZZLE_LINE}u, &tmQ, c * 64, qt * {bq}, bh, qbar);
+            for (int e = 0; e < n; ++e) {{
+                const int s = e % {S};
+                const int kt = tile_idx[e0 + e] >> 1;
+                tr_mbar_wait(bars + 8u * ({2 * S} + s), (uint32_t)((e / {S}) & 1) ^ 1u);
+                const uint32_t fk = bars + 8u * s, fv = bars + 8u * ({S} + s);
+                const uint32_t ks = smem + {sm['k']}u + s * {sm['stage']}u, vs = ks + {S * sm['stage']}u;
+                tr_mbar_expect_tx(fk, {bk * d * 2}u);
+                for (int c = 0; c < {chunks}; ++c)
+                    tr_tma_load_3d(ks + c * {bk * SWIZZLE_LINE}u, &tmK, c * 64, kt * {bk}, b * kv_heads + kvh, fk);
+                tr_mbar_expect_tx(fv, {bk * d * 2}u);
+                for (int c = 0; c < {chunks}; ++c)
+                    tr_tma_load_3d(vs + c * {bk * SWIZZLE_LINE}u, &tmV, c * 64, kt * {bk}, b * kv_heads + kvh, fv);
+            }}
+        }}"""
+
+
+def _consumer_entry(sched: AttnWgmmaSchedule, d: int) -> str:
+    sm, bk = smem_plan(sched, d), sched.bk
+    return f"""    }} else {{
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 {sched.register_split()[2]};\\n");
+        const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
+        const int row0 = qt * {sched.bq} + cw * 64 + warp * 16 + lane / 4;  /* and row0 + 8 */
+        const uint32_t qs = smem + cw * {64 * SWIZZLE_LINE}u;
+        const uint32_t kbase = smem + {sm['k']}u, vbase = smem + {sm['v']}u;
+        float o[{d // 2}], s[{bk // 2}], m[2] = {{TR_NEG_INF, TR_NEG_INF}}, l[2] = {{0.0f, 0.0f}}, corr[2];
+        uint32_t p[{bk // 4}];
+        #pragma unroll
+        for (int i = 0; i < {d // 2}; ++i) o[i] = 0.0f;
+        tr_mbar_wait(qbar, 0u);
+        if (n > 0) {{
+            {"if (cw == 1) tr_bar_arrive(1, 256);  /* consumer 0 issues first */" if sched.pingpong else ""}"""
+
+
+def _pp(sched: AttnWgmmaSchedule, what: str, last: str = "false") -> str:
+    """Ping-pong turn: wait for this warpgroup's turn / pass it (consumer 1 passes none after its last)."""
+    if not sched.pingpong:
+        return ""
+    if what == "sync":
+        return "tr_bar_sync(1 + cw, 256);"
+    return f"if (!(cw == 1 && ({last}))) tr_bar_arrive(2 - cw, 256);"
+
+
+def _softmax_step(sched: AttnWgmmaSchedule, e: str) -> str:
+    """Mask (partial entries only) and softmax the S of plan entry ``e``."""
+    return f"""{{
+                const int ent = tile_idx[e0 + {e}];
+                if (ent & 1) tr_mask(s, row0, (ent >> 1) * {sched.bk} + 2 * (lane % 4), seq_q, seq_k, diag, win_left,
+                                     win_right, bmask, bm_cols, bm_bq, bm_bk);
+            }}
+            tr_softmax(s, m, l, corr, scale_log2);"""
+
+
+def _waits(sched: AttnWgmmaSchedule, d: int) -> dict[str, Any]:
+    S, sm = sched.stages, smem_plan(sched, d)
+    return {
+        "k": lambda st, ph: f"tr_mbar_wait(bars + 8u * {st}, {ph});",
+        "v": lambda st, ph: f"tr_mbar_wait(bars + 8u * ({S} + {st}), {ph});",
+        "ks": lambda st: f"kbase + {st} * {sm['stage']}u",
+        "vs": lambda st: f"vbase + {st} * {sm['stage']}u",
+        "release": lambda st: f"if (lane == 0) tr_mbar_arrive(bars + 8u * ({2 * S} + {st}));",
+    }
+
+
+def _loop_intra(sched: AttnWgmmaSchedule, d: int) -> str:
+    """Tile j + 1's S issued with tile j's P V; its softmax while P V runs; O rescaled after P V is done."""
+    S, x = sched.stages, _waits(sched, d)
+    return f"""            int st = 0;
+            uint32_t ph = 0;
+            {x['k']('st', 'ph')}
+            {_pp(sched, 'sync')}
+            tr_issue_qk(s, qs, {x['ks']('st')});
+            {_pp(sched, 'arrive')}
+            TR_WGMMA_WAIT(0);
+            tr_pin_s(s);
+            {_softmax_step(sched, '0')}
+            tr_pack_p(p, s);
+            for (int e = 1; e < n; ++e) {{
+                const int sp = st;
+                const uint32_t pp = ph;
+                if (++st == {S}) {{ st = 0; ph ^= 1u; }}
+                {x['k']('st', 'ph')}
+                {_pp(sched, 'sync')}
+                tr_issue_qk(s, qs, {x['ks']('st')});
+                {x['v']('sp', 'pp')}
+                tr_issue_pv(o, p, {x['vs']('sp')});
+                {_pp(sched, 'arrive')}
+                TR_WGMMA_WAIT(1);
+                tr_pin_s(s);
+                {_softmax_step(sched, 'e')}
+                TR_WGMMA_WAIT(0);
+                tr_pin_o(o);
+                {x['release']('sp')}
+                tr_rescale(o, corr);
+                tr_pack_p(p, s);
+            }}
+            {x['v']('st', 'ph')}
+            {_pp(sched, 'sync')}
+            tr_issue_pv(o, p, {x['vs']('st')});
+            {_pp(sched, 'arrive', 'true')}
+            TR_WGMMA_WAIT(0);
+            tr_pin_o(o);
+            {x['release']('st')}
+        }}"""
+
+
+def _loop_plain(sched: AttnWgmmaSchedule, d: int) -> str:
+    """S, softmax, rescale, P V, one tile at a time (the overlap comes from the other warpgroup)."""
+    S, x = sched.stages, _waits(sched, d)
+    return f"""            int st = 0;
+            uint32_t ph = 0;
+            for (int e = 0; e < n; ++e) {{
+                {x['k']('st', 'ph')}
+                {_pp(sched, 'sync')}
+                tr_issue_qk(s, qs, {x['ks']('st')});
+                {_pp(sched, 'arrive')}
+                TR_WGMMA_WAIT(0);
+                tr_pin_s(s);
+                {_softmax_step(sched, 'e')}
+                tr_rescale(o, corr);
+                tr_pack_p(p, s);
+                {x['v']('st', 'ph')}
+                {_pp(sched, 'sync')}
+                tr_issue_pv(o, p, {x['vs']('st')});
+                {_pp(sched, 'arrive', 'e == n - 1')}
+                TR_WGMMA_WAIT(0);
+                tr_pin_o(o);
+                {x['release']('st')}
+                if (++st == {S}) {{ st = 0; ph ^= 1u; }}
+            }}
+        }}"""
+
+
+def _store(sched: AttnWgmmaSchedule, d: int, pack: str) -> str:
+    """O /= l (0 where l is 0), 16-bit pairs stored straight from the accumulator fragment; lse per row."""
+    return f"""        #pragma unroll
+        for (int r = 0; r < 2; ++r) {{
+            float t = l[r];
+            t += __shfl_xor_sync(0xffffffffu, t, 1);
+            t += __shfl_xor_sync(0xffffffffu, t, 2);
+            const int row = row0 + 8 * r;
+            if (row >= seq_q) continue;
+            const float inv = t > 0.0f ? 1.0f / t : 0.0f;
+            const long long base = ((long long)bh * seq_q + row) * {d};
+            #pragma unroll
+            for (int j = 0; j < {d // 8}; ++j)
+                *(uint32_t*)(out + base + 8 * j + 2 * (lane % 4)) =
+                    {pack}(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+            if (lane % 4 == 0)
+                lse[(long long)bh * seq_q + row] = t > 0.0f ? (m[r] + __log2f(t)) * 0.6931471805599453f : TR_NEG_INF;
+        }}
+    }}
+}}"""
+
+
+def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
+    """CUDA C++ (no headers; NVRTC, ``-arch=sm_90a``) of ``extern "C" tr_wgmma_attention``; parameters
+    ``KERNEL_PARAMS`` in order (SIGNATURE). No shape in the source but the head dim."""
+    sched.validate(op)
+    d, dtype = op.head_dim, op.dtype.value
+    r = CudaRenderer()
+    w = CodeWriter()
+    w(f"/* cuda-wgmma.attention {sched.name}: {dtype}, head dim {d} */")
+    w.extend(r.prelude(1))
+    w.extend(r.tensor_prelude(dtype))
+    w.extend(DEVICE_LIB)
+    w.extend(GATHER_LIB)
+    w.extend(KEEP_FN)
+    w.extend(MISC)
+    w.extend(wgmma_ss(sched.bk, PTX_TYPE[dtype]))
+    w.extend(wgmma_rs(d, PTX_TYPE[dtype]))
+    w.extend(tile_steps(d, sched.bk, sched.bq))
+    w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
+    w(SIGNATURE + ") {")
+    w.extend(_head(sched, d))
+    w.extend(_producer(sched, d))
+    w.extend(_consumer_entry(sched, d))
+    w.extend(_loop_intra(sched, d) if sched.intra else _loop_plain(sched, d))
+    w.extend(_store(sched, d, "tr_pack2"))
+    return w.render()
+
+
+def grid_blocks(op: Any, sched: AttnWgmmaSchedule) -> int:
+    return -(-op.seq_q // sched.bq) * op.heads * op.batch
+
+
+def render(op: Any, sched: AttnWgmmaSchedule, arch: Any = None) -> tuple[Rendered, dict[str, float | int]]:
+    """(Rendered, scalars): the source, a 1-d grid of q tiles x heads x batch, ``sched.threads`` threads,
+    the dynamic shared memory; the scalars are the shared ``mask_scalars``. ``arch`` is unused (sm_90a)."""
+    src = render_source(op, sched)
+    d = op.head_dim
+    smem = sched.smem_bytes(d)
+    lbo, sbo = _v_strides(sched, d)
+    meta = {
+        "name": f"tr_{sched.name}",
+        "tile": {"q": sched.bq, "k": sched.bk, "stages": sched.stages, "consumers": sched.consumers,
+                 "pingpong": sched.pingpong, "intra": sched.intra},
+        "fragments": {"mma": f"wgmma.mma_async m64n{sched.bk}k16 (S, SS) + m64n{d}k16 (O, RS)",
+                      "dtype_in": op.dtype.value, "dtype_acc": "fp32",
+                      "load": "TMA cp.async.bulk.tensor.3d, 128B swizzle, 64-element head-dim chunks",
+                      "v_descriptor": {"lbo": lbo, "sbo": sbo}},
+        "smem": smem_plan(sched, d),
+        "registers": dict(zip(("entry", "producer", "consumer"), sched.register_split(), strict=True)),
+        "launch": {"grid": [grid_blocks(op, sched), 1, 1], "block": [sched.threads, 1, 1], "dynamic_smem": smem},
+    }
+    rendered = Rendered(f"tr_{sched.name}_{op.dtype.value}_d{d}", KERNEL_NAME, src, KERNEL_PARAMS,
+                        (grid_blocks(op, sched), 1, 1), (sched.threads, 1, 1), smem, meta)
+    return rendered, mask_scalars(op)
+
+
+# ------------------------------------------------------------------------------ NumPy models (tests)
+
+
+def accumulator_model(n: int) -> np.ndarray:
+    """(warp, lane, register) -> (row, col) of wgmma's m64nN fp32 accumulator, as the kernel indexes it."""
+    out = np.zeros((4, 32, n // 2, 2), np.int64)
+    for w_ in range(4):
+        for lane in range(32):
+            for j in range(n // 8):
+                for x in range(4):
+                    out[w_, lane, 4 * j + x] = (16 * w_ + lane // 4 + 8 * (x >> 1), 8 * j + 2 * (lane % 4) + (x & 1))
+    return out
+
+
+def fragment_model(bk: int) -> np.ndarray:
+    """(warp, lane, k16 step, A register, half) -> (row, key) that ``tr_pack_p`` puts there, from the
+    accumulator model: register i of P packs accumulators 2i (low half) and 2i + 1."""
+    acc = accumulator_model(bk)
+    out = np.zeros((4, 32, bk // 16, 4, 2, 2), np.int64)
+    for i in range(bk // 4):
+        out[:, :, i // 4, i % 4, 0] = acc[:, :, 2 * i]
+        out[:, :, i // 4, i % 4, 1] = acc[:, :, 2 * i + 1]
+    return out

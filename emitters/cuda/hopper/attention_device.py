@@ -1,0 +1,159 @@
+"""Device code of the Hopper attention kernel that does not depend on the walk: the two wgmma forms
+(S = Q K^T from shared memory, O += P V with P in registers), named barriers, and one consumer
+warpgroup's per-tile steps (issue, mask, online softmax, rescale, pack) as inline functions over
+register arrays (every index a compile-time constant after unrolling, so they stay in registers).
+
+Fragments (PTX ISA, wgmma m64nNk16): a consumer thread (warp w, lane) holds accumulator rows
+``16 w + lane / 4`` and ``+ 8``, columns ``8 j + 2 (lane % 4)`` and ``+ 1`` in ``acc[4 j .. 4 j + 3]`` =
+(r, c), (r, c + 1), (r + 8, c), (r + 8, c + 1). The register A fragment of a k16 step t holds (r, 2q..),
+(r + 8, 2q..), (r, 8 + 2q..), (r + 8, 8 + 2q..), q = lane % 4: exactly S's columns 16 t .. 16 t + 15, so
+P's k16 step t is ``pack(s[8t], s[8t+1]), pack(s[8t+2], s[8t+3]), pack(s[8t+4], s[8t+5]),
+pack(s[8t+6], s[8t+7])`` with no data movement (``fragment_model`` in attention.py checks this in NumPy).
+"""
+
+from __future__ import annotations
+
+from ...cstyle import CodeWriter
+
+SWIZZLE_LINE = 128  # bytes of one 64-element 16-bit line of a 128B-swizzled TMA box
+
+
+def wgmma_ss(n: int, ptx: str) -> str:
+    """``tr_wgmma_qk(d, da, db, acc)``: m64n{n}k16, A and B K-major from shared memory; ``acc`` 0 overwrites d."""
+    regs = ",".join(f"%{i}" for i in range(n // 2))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(n // 2))
+    k = n // 2
+    return f"""static __device__ __forceinline__ void tr_wgmma_qk(float* d, uint64_t da, uint64_t db, int acc) {{
+    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 2}, 0;\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "
+                 "{{{regs}}}, %{k}, %{k + 1}, p, 1, 1, 0, 0;\\n}}\\n"
+                 : {outs}
+                 : "l"(da), "l"(db), "r"(acc));
+}}
+"""
+
+
+def wgmma_rs(n: int, ptx: str) -> str:
+    """``tr_wgmma_pv(d, a, db)``: m64n{n}k16 accumulating, A (4 registers of packed 16-bit pairs) from
+    registers, B from shared memory MN-major (imm-trans-b 1: V's rows are keys, head dim contiguous)."""
+    k = n // 2
+    regs = ",".join(f"%{i}" for i in range(k))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(k))
+    return f"""static __device__ __forceinline__ void tr_wgmma_pv(float* d, const uint32_t* a, uint64_t db) {{
+    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 5}, 0;\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "
+                 "{{{regs}}}, {{%{k},%{k + 1},%{k + 2},%{k + 3}}}, %{k + 4}, p, 1, 1, 1;\\n}}\\n"
+                 : {outs}
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}}
+"""
+
+
+MISC = r"""static __device__ __forceinline__ float tr_ex2(float x) {  /* 2^x; -inf gives +0 */
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+static __device__ __forceinline__ void tr_bar_sync(int id, int count) {
+    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void tr_bar_arrive(int id, int count) {
+    asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(count) : "memory");
+}
+"""
+
+
+def tile_steps(d: int, bk: int, bq: int) -> str:
+    """One consumer's steps on a tile, for head dim ``d``, ``bk`` keys, a ``bq``-row Q tile."""
+    chunks = d // 64
+    w = CodeWriter()
+    w.extend(f"""/* S = Q K^T: {chunks} head-dim chunk(s) of 4 k16 steps; qs/ks: this warpgroup's Q rows, the K stage. */
+static __device__ __forceinline__ void tr_issue_qk(float* s, uint32_t qs, uint32_t ks) {{
+    TR_WGMMA_FENCE();
+    #pragma unroll
+    for (int c = 0; c < {chunks}; ++c) {{
+        #pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            tr_wgmma_qk(s, tr_desc(qs + c * {bq * SWIZZLE_LINE}u + kk * 32u, {bq * SWIZZLE_LINE}u, 1024u),
+                        tr_desc(ks + c * {bk * SWIZZLE_LINE}u + kk * 32u, {bk * SWIZZLE_LINE}u, 1024u), c | kk);
+    }}
+    TR_WGMMA_COMMIT();
+}}
+/* O += P V: {bk // 16} k16 steps down the V stage's key lines; head-dim chunks {bk * SWIZZLE_LINE} B apart (LBO). */
+static __device__ __forceinline__ void tr_issue_pv(float* o, const uint32_t* p, uint32_t vs) {{
+    TR_WGMMA_FENCE();
+    #pragma unroll
+    for (int t = 0; t < {bk // 16}; ++t)
+        tr_wgmma_pv(o, p + 4 * t, tr_desc(vs + t * {16 * SWIZZLE_LINE}u, {bk * SWIZZLE_LINE}u, 1024u));
+    TR_WGMMA_COMMIT();
+}}
+/* The element test of a partial tile: keys col0 + 8 j + 2 (lane % 4) (+1) of rows row0 (+8). Rows past
+   seq_q (never stored) keep nothing, so the block mask is never read past its last row. */
+static __device__ __forceinline__ void tr_mask(float* s, int row0, int col0, int seq_q, int seq_k, int diag,
+                                               int win_left, int win_right, const unsigned char* __restrict__ bmask,
+                                               int bm_cols, int bm_bq, int bm_bk) {{
+    #pragma unroll
+    for (int j = 0; j < {bk // 8}; ++j) {{
+        #pragma unroll
+        for (int x = 0; x < 4; ++x) {{
+            const int row = row0 + 8 * (x >> 1);
+            if (row >= seq_q || !tr_attn_keep(row, col0 + 8 * j + (x & 1), seq_k, diag, win_left, win_right,
+                                              bmask, bm_cols, bm_bq, bm_bk))
+                s[4 * j + x] = TR_NEG_INF;
+        }}
+    }}
+}}
+""")
+    w.extend(row_steps(d, bk))
+    return w.render()
+
+
+def row_steps(d: int, bk: int) -> str:
+    """The per-row steps: online softmax, accumulator pins, O's rescale, P's packing."""
+    return f"""/* Online softmax in the log2 domain: new row maxima m (of s * scale_log2), s := 2^(s * scale_log2 - m),
+   l := l * corr + this thread's row sums, corr = 2^(m_old - m) (0 while a row has kept nothing). */
+static __device__ __forceinline__ void tr_softmax(float* s, float* m, float* l, float* corr, float scale_log2) {{
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {{
+        float mx = TR_NEG_INF;
+        #pragma unroll
+        for (int j = 0; j < {bk // 8}; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mnew = fmaxf(m[r], mx * scale_log2);
+        const float muse = mnew == TR_NEG_INF ? 0.0f : mnew;
+        corr[r] = tr_ex2(m[r] - muse);
+        float sum = 0.0f;
+        #pragma unroll
+        for (int j = 0; j < {bk // 8}; ++j) {{
+            #pragma unroll
+            for (int x = 0; x < 2; ++x) {{
+                const float e = tr_ex2(fmaf(s[4 * j + 2 * r + x], scale_log2, -muse));
+                s[4 * j + 2 * r + x] = e;
+                sum += e;
+            }}
+        }}
+        l[r] = l[r] * corr[r] + sum;
+        m[r] = mnew;
+    }}
+}}
+/* After a wgmma wait: pin the accumulators so that no read of them is scheduled before the wait. */
+static __device__ __forceinline__ void tr_pin_s(float* s) {{
+    #pragma unroll
+    for (int i = 0; i < {bk // 2}; ++i) asm volatile("" : "+f"(s[i]) :: "memory");
+}}
+static __device__ __forceinline__ void tr_pin_o(float* o) {{
+    #pragma unroll
+    for (int i = 0; i < {d // 2}; ++i) asm volatile("" : "+f"(o[i]) :: "memory");
+}}
+static __device__ __forceinline__ void tr_rescale(float* o, const float* corr) {{
+    #pragma unroll
+    for (int j = 0; j < {d // 8}; ++j) {{
+        o[4 * j] *= corr[0]; o[4 * j + 1] *= corr[0]; o[4 * j + 2] *= corr[1]; o[4 * j + 3] *= corr[1];
+    }}
+}}
+/* P as wgmma's register A operand: S's accumulator fragment is already P's A fragment (module docstring). */
+static __device__ __forceinline__ void tr_pack_p(uint32_t* p, const float* s) {{
+    #pragma unroll
+    for (int i = 0; i < {bk // 4}; ++i) p[i] = tr_pack2(s[2 * i], s[2 * i + 1]);
+}}"""

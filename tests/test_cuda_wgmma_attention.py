@@ -1,0 +1,231 @@
+"""The Hopper wgmma attention kernel without a GPU: NVRTC compiles at sm_90a (0 spills, the setmaxnreg
+split), the schedule's JSON and checks, the fragment and shared-memory index maps against the PTX ISA's
+definitions, and a NumPy model of the kernel's walk (plan entries, element test on partial tiles only,
+exp2 online softmax, lse) against the float64 reference. GPU runs: test_cuda_wgmma_attention_gpu.py."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from tracea.doctor.errors import BadInputError
+from tracea.emitters.cuda.attention_plan import LOG2E, PARAMS, mask_scalars, tile_plan
+from tracea.emitters.cuda.hopper import attention as A
+from tracea.emitters.cuda.hopper.attention_schedule import AttnWgmmaSchedule, hero_schedule, search_space
+from tracea.emitters.layout import TileLayout, TmaSwizzle
+from tracea.kernels import Attention
+from tracea.kernels.attention import LSE_TOLERANCE, lse_error
+from tracea.kernels.dtypes import to_float64
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+
+
+# ------------------------------------------------------------------------------------------ compiles
+
+
+COMPILES = [
+    (Attention(2, 8, 1000, 64, kv_heads=2, dtype="bf16", causal=True), None),
+    (Attention(1, 4, 4096, 128, dtype="bf16"), None),
+    (Attention(1, 4, 300, 128, dtype="fp16", window=(100, 5)), AttnWgmmaSchedule(stages=2, pingpong=False, intra=False)),
+    (Attention(1, 4, 300, 128, dtype="bf16", causal=True), AttnWgmmaSchedule(consumers=1, pingpong=False)),
+    (Attention(1, 2, 512, 256, dtype="bf16", causal=True), None),
+    (Attention(1, 2, 512, 256, seq_k=256, dtype="fp16", block_size=(128, 128), block_mask=("10", "11", "01", "11")),
+     AttnWgmmaSchedule(bk=64, stages=2, pingpong=False, intra=True)),
+]
+
+
+@pytest.mark.parametrize("op,sched", COMPILES, ids=lambda x: getattr(x, "signature", getattr(x, "name", ""))[:50])
+def test_compiles_at_sm90a_without_spills(op, sched):
+    pytest.importorskip("cuda.core")
+    from tracea.emitters.cuda import compiler as nv
+
+    sched = sched or hero_schedule(op)
+    r, scalars = A.render(op, sched)
+    _, res, log, _, _ = nv.compile_cached(r.source, r.name, r.entry, "sm_90a")
+    assert res.spills == 0 and res.stack_frame == 0, log
+    entry, producer, consumer = sched.register_split()
+    assert 0 < res.regs_per_thread <= min(255, 65536 // sched.threads) and entry <= 65536 // sched.threads
+    assert f"setmaxnreg.dec.sync.aligned.u32 {producer};" in r.source
+    assert f"setmaxnreg.inc.sync.aligned.u32 {consumer};" in r.source
+    assert consumer >= sched.consumer_registers(op.head_dim)
+    assert "serialized" not in log  # ptxas did not have to serialise the wgmma pipeline
+    assert r.smem == sched.smem_bytes(op.head_dim) <= 232448
+    assert scalars == mask_scalars(op)
+
+
+def test_signature_names_the_shared_params_in_order():
+    op = Attention(1, 2, 100, 64, dtype="bf16")
+    r, _ = A.render(op, hero_schedule(op))
+    assert r.params[:len(PARAMS)] == PARAMS and r.params == A.KERNEL_PARAMS
+    sig = r.source.split(f"{A.KERNEL_NAME}(", 1)[1].split(")", 1)[0]
+    names = [re.findall(r"(\w+)\s*$", p.strip())[0] for p in sig.split(",")]
+    assert tuple(names) == A.KERNEL_PARAMS
+    assert r.grid[0] == -(-op.seq_q // 128) * op.heads * op.batch
+
+
+# ------------------------------------------------------------------------------------------ schedule
+
+
+def test_schedule_json_round_trip_and_hero_per_head_dim():
+    for d in (64, 128, 256):
+        op = Attention(1, 2, 100, d, dtype="bf16")
+        s = hero_schedule(op)
+        s.validate(op)
+        assert AttnWgmmaSchedule.from_json(s.to_json()) == s
+        assert s.bq == 128 and s.bk == (64 if d == 256 else 128)
+    space = search_space(Attention(1, 2, 100, 128, dtype="fp16"))
+    assert len(space) > 10 and len(set(space)) == len(space)
+
+
+@pytest.mark.parametrize("fields,needle", [
+    (dict(bk=72), "bk"), (dict(bk=0), "bk"), (dict(consumers=3), "consumers"), (dict(stages=1), "stages"),
+    (dict(consumers=1, pingpong=True), "pingpong"), (dict(intra=1), "intra"), (dict(bk=256), "bk"),
+    (dict(stages=8, bk=64), "stages"),
+])
+def test_schedule_validation_names_the_field(fields, needle):
+    with pytest.raises(BadInputError, match=needle):
+        AttnWgmmaSchedule(**fields).validate(Attention(1, 2, 100, 256, dtype="bf16"))
+
+
+def test_schedule_rejects_other_ops_and_dtypes():
+    with pytest.raises(BadInputError, match="dtype"):
+        AttnWgmmaSchedule().validate(Attention(1, 2, 100, 128))
+    with pytest.raises(BadInputError, match="head_dim"):
+        AttnWgmmaSchedule().validate(Attention(1, 2, 100, 96, dtype="bf16"))
+    with pytest.raises(BadInputError, match="unknown field"):
+        AttnWgmmaSchedule.from_json({"bk": 64, "bm": 3})
+    with pytest.raises(BadInputError, match="not a cuda-wgmma attention"):
+        AttnWgmmaSchedule.from_json({"core": "wgmma"})
+
+
+# ------------------------------------------------------------------------------------------ index maps
+
+
+def test_p_fragment_is_the_ptx_register_a_layout():
+    """Register i of P (packing accumulators 2i and 2i + 1) must hold, for k16 step t = i // 4 and A
+    register a = i % 4, the PTX ISA's m64k16 A fragment: row 16 w + lane / 4 + 8 (a % 2), key
+    16 t + 2 (lane % 4) + 8 (a // 2) + half."""
+    bk = 128
+    frag = A.fragment_model(bk)
+    w, lane, t, a, half = np.meshgrid(np.arange(4), np.arange(32), np.arange(bk // 16), np.arange(4), np.arange(2),
+                                      indexing="ij")
+    np.testing.assert_array_equal(frag[..., 0], 16 * w + lane // 4 + 8 * (a % 2))
+    np.testing.assert_array_equal(frag[..., 1], 16 * t + 2 * (lane % 4) + 8 * (a // 2) + half)
+    acc = A.accumulator_model(bk)  # every (row, col) of the 64 x bk tile exactly once
+    flat = acc.reshape(-1, 2)
+    assert len({(int(r), int(c)) for r, c in flat}) == 64 * bk
+
+
+def test_smem_tiles_are_swizzle_atoms_and_v_strides():
+    """Q/K/V tiles: a 128-byte line per row (a head-dim chunk of 64), the 128B pattern repeating every 8
+    lines for boxes taller than 64 (what the descriptors with SBO = 1024 assume); V's LBO is one chunk."""
+    for rows in (64, 128, 176):
+        lay = TileLayout(rows, 64, 2, "row", swizzle=TmaSwizzle("128B"))
+        r, c = np.meshgrid(np.arange(rows), np.arange(64), indexing="ij")
+        got = np.vectorize(lay.offset)(r, c)
+        np.testing.assert_array_equal(got, r * 128 + (((c // 8) ^ (r % 8)) * 16) + (c % 8) * 2)
+    for d, s in ((128, AttnWgmmaSchedule()), (256, AttnWgmmaSchedule(bk=64))):
+        lbo, sbo = A._v_strides(s, d)
+        assert (lbo, sbo) == (s.bk * 128, 1024)
+        op = Attention(1, 1, 10, d, dtype="bf16")
+        assert f"tr_desc(vs + t * 2048u, {lbo}u, {sbo}u)" in A.render(op, s)[0].source
+        plan = A.smem_plan(s, d)
+        assert plan["bars"] + 8 * (3 * s.stages + 1) + 1024 <= s.smem_bytes(d)
+
+
+# ------------------------------------------------------------------------------------------ the walk
+
+
+def kernel_model(op: Attention, sched: AttnWgmmaSchedule, inputs: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's algorithm in NumPy (float64 arithmetic, fp32 where it matters not): per (batch, head,
+    q tile), the plan's entries in order, the element test only on partial ones, the log2-domain online
+    softmax with the -inf guard, O /= l, lse = (m + log2 l) ln 2; rows past seq_q dropped."""
+    plan = tile_plan(op, sched.bq, sched.bk)
+    sc = mask_scalars(op)
+    q, k, v = (to_float64(inputs[x], op.dtype) for x in ("q", "k", "v"))
+    out = np.full(op.output_shape(), np.nan)
+    lse = np.full(op.lse_shape(), np.nan)
+    group = op.heads // op.kv_heads
+    for b in range(op.batch):
+        for h in range(op.heads):
+            kvh = h // group
+            for t in plan.order:
+                rows = np.arange(t * sched.bq, (t + 1) * sched.bq)
+                qt = np.zeros((sched.bq, op.head_dim))
+                live = rows < op.seq_q
+                qt[live] = q[b, h, rows[live]]
+                m = np.full(sched.bq, -np.inf)
+                lsum = np.zeros(sched.bq)
+                o = np.zeros((sched.bq, op.head_dim))
+                for kt, partial in plan.entries(t):
+                    cols = np.arange(kt * sched.bk, (kt + 1) * sched.bk)
+                    kk, vv = np.zeros((sched.bk, op.head_dim)), np.zeros((sched.bk, op.head_dim))
+                    inb = cols < op.seq_k
+                    kk[inb], vv[inb] = k[b, kvh, cols[inb]], v[b, kvh, cols[inb]]
+                    s = qt @ kk.T
+                    if partial:
+                        keep = np.zeros(s.shape, bool)
+                        ok = live[:, None] & inb[None, :]
+                        ri, ci = np.nonzero(ok)
+                        keep[ri, ci] = op.keep_mask(0, op.seq_q, 0, op.seq_k)[rows[ri], cols[ci]]
+                        s[~keep] = -np.inf
+                    mnew = np.maximum(m, s.max(axis=1) * sc["scale_log2"])
+                    muse = np.where(mnew == -np.inf, 0.0, mnew)
+                    corr = np.exp2(m - muse)
+                    p = np.exp2(s * sc["scale_log2"] - muse[:, None])
+                    lsum = lsum * corr + p.sum(axis=1)
+                    o = o * corr[:, None] + p @ vv
+                    m = mnew
+                with np.errstate(divide="ignore"):
+                    safe = np.where(lsum > 0, lsum, 1.0)
+                    res_o = np.where(lsum[:, None] > 0, o / safe[:, None], 0.0)
+                    res_l = np.where(lsum > 0, (m + np.log2(safe)) / LOG2E, -np.inf)
+                out[b, h, rows[live]] = res_o[live]
+                lse[b, h, rows[live]] = res_l[live]
+    return out, lse
+
+
+MODEL_CASES = [
+    Attention(1, 2, 17, 64, dtype="bf16", causal=True),
+    Attention(1, 4, 300, 64, kv_heads=2, seq_k=190, dtype="bf16", causal=True),
+    Attention(1, 2, 200, 64, seq_k=450, dtype="fp16", window=(90, 20)),
+    Attention(1, 2, 260, 64, dtype="bf16", block_size=(96, 80),
+              block_mask=("0100", "1011", "0010")),
+]
+
+
+@pytest.mark.parametrize("op", MODEL_CASES, ids=lambda op: op.signature[:50])
+def test_kernel_walk_model_matches_the_reference(op):
+    inputs = op.random_inputs(np.random.default_rng(4))
+    for sched in (hero_schedule(op), AttnWgmmaSchedule(bk=64, consumers=1, pingpong=False)):
+        out, lse = kernel_model(op, sched, inputs)
+        ref, ref_lse = op.reference_with_lse(inputs)
+        np.testing.assert_allclose(out, ref, atol=1e-9)
+        assert lse_error(lse, ref_lse) <= LSE_TOLERANCE * 1e-3
+
+
+def test_core_hooks_check_the_target_and_precision():
+    from tracea.doctor.errors import UnsupportedError
+    from tracea.emitters.cuda.arch import parse_arch
+    from tracea.emitters.cuda.hopper import attention_schedule as S
+    from tracea.emitters.cuda.variants import hopper_variant
+
+    v = hopper_variant("attention", 230480, "Hopper attention")
+    op = Attention(1, 2, 100, 128, dtype="bf16", causal=True)
+    hero = S.hero_schedule(op)
+    S.check(op, v, hero, parse_arch("sm_90a"))
+    assert S.schedule_from_json(hero.to_json()) == hero
+    assert S.features(op, hero) == (12, hero.smem_bytes(128)) and hero.smem_bytes(128) <= 230480
+    with pytest.raises(UnsupportedError, match="sm_90"):
+        S.check(op, v, hero, parse_arch("sm_80"))
+    with pytest.raises(UnsupportedError, match="sm_90a"):
+        S.check(op, v, hero, parse_arch("sm_90"))
+    with pytest.raises(UnsupportedError, match="fp32"):
+        S.check(Attention(1, 2, 100, 128), v, hero, parse_arch("sm_90a"))
+    with pytest.raises(BadInputError, match="schedule"):
+        S.check(op, v, object(), parse_arch("sm_90a"))

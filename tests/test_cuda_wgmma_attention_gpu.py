@@ -1,0 +1,95 @@
+"""The Hopper wgmma attention kernel on an sm_90 GPU (skipped elsewhere): odd shapes and every mask kind
+against the float64 reference on fresh random inputs, O and lse, into NaN-poisoned outputs (an element
+the kernel fails to write shows as NaN)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracea.kernels import Attention, relative_error, tolerance
+from tracea.kernels.attention import LSE_TOLERANCE, lse_error
+from tracea.kernels.dtypes import to_float64
+
+pytestmark = pytest.mark.gpu
+
+
+def _mask(rows: int, cols: int, seed: int) -> tuple[str, ...]:
+    rng = np.random.default_rng(seed)
+    m = rng.random((rows, cols)) < 0.4
+    m[0, :] = False  # a q block that keeps nothing: O = 0, lse = -inf
+    return tuple("".join("1" if b else "0" for b in r) for r in m)
+
+
+CASES = [
+    Attention(1, 2, 1, 64, dtype="bf16"),
+    Attention(2, 3, 17, 128, dtype="fp16"),
+    Attention(1, 4, 1000, 128, dtype="bf16", causal=True),
+    Attention(1, 2, 1000, 64, dtype="fp16", causal=True),
+    Attention(1, 2, 300, 256, dtype="bf16"),
+    Attention(1, 2, 333, 256, dtype="fp16", causal=True),
+    Attention(1, 2, 200, 128, seq_k=777, dtype="bf16", causal=True),  # seq_q < seq_k: bottom-right diagonal
+    Attention(1, 2, 777, 64, seq_k=200, dtype="bf16", causal=True),  # seq_q > seq_k: early rows keep nothing
+    Attention(1, 2, 513, 128, seq_k=129, dtype="fp16"),
+    Attention(2, 8, 400, 128, kv_heads=2, dtype="bf16", causal=True),  # GQA 8/2
+    Attention(1, 8, 300, 64, kv_heads=2, dtype="fp16"),
+    Attention(1, 2, 1500, 128, dtype="bf16", window=(200, 37)),
+    Attention(1, 2, 1000, 256, dtype="bf16", window=(64, 0)),
+    Attention(1, 2, 700, 128, seq_k=650, dtype="bf16", block_size=(96, 80), block_mask=_mask(8, 9, 1)),
+    Attention(1, 2, 500, 64, dtype="fp16", causal=True, block_size=(200, 50), block_mask=_mask(3, 10, 2)),
+]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+
+
+def _sm90() -> None:
+    from cuda.core import Device
+
+    if Device(0).compute_capability != (9, 0):
+        pytest.skip("the Hopper wgmma attention kernel needs an sm_90 GPU")
+
+
+def _check(op: Attention, sched=None, seed: int = 5) -> None:
+    from tracea.emitters.cuda.hopper.attention_kernel import build
+
+    k = build(op, sched)
+    inputs = op.random_inputs(np.random.default_rng(seed))
+    out = np.full(op.output_shape(), 0x7FC0 if op.dtype.value == "bf16" else 0x7E00, op.dtype.storage)
+    lse = np.full(op.lse_shape(), np.nan, np.float32)
+    k.forward(inputs, out, lse)
+    ref, ref_lse = op.reference_with_lse(inputs)
+    err = relative_error(to_float64(out, op.dtype), ref)
+    assert err <= tolerance(op), f"{op.signature}: relative error {err:.3g}"
+    le = lse_error(lse, ref_lse)
+    assert le <= LSE_TOLERANCE, f"{op.signature}: lse error {le:.3g}"
+    assert k.tiles_computed == k.plan.computed * op.batch * op.heads
+
+
+@pytest.mark.parametrize("op", CASES, ids=lambda op: op.signature[:60])
+def test_hero_matches_the_reference(op):
+    _sm90()
+    _check(op)
+
+
+@pytest.mark.parametrize("flags", [dict(pingpong=False, intra=False), dict(pingpong=True, intra=False),
+                                   dict(pingpong=False, intra=True), dict(consumers=1, pingpong=False)])
+def test_schedule_variants_match_the_reference(flags):
+    from tracea.emitters.cuda.hopper.attention_schedule import AttnWgmmaSchedule
+
+    _sm90()
+    for op in (CASES[3], CASES[9], CASES[13]):
+        _check(op, AttnWgmmaSchedule(bk=64 if op.head_dim == 256 else 128, stages=2, **flags), seed=9)
+
+
+def test_call_returns_output_only():
+    from tracea.emitters.cuda.hopper.attention_kernel import build
+
+    _sm90()
+    op = Attention(1, 2, 130, 64, dtype="bf16", causal=True)
+    inputs = op.random_inputs(np.random.default_rng(3))
+    out = build(op)(inputs)
+    assert out.shape == op.output_shape()
+    assert relative_error(to_float64(out, op.dtype), op.reference(inputs)) <= tolerance(op)

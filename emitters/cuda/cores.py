@@ -139,6 +139,12 @@ HOPPER: tuple[Core, ...] = (
            lambda op: {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha}),
     hopper("conv2d", "WgmmaConvSchedule", "conv_hero_schedule", "conv_search_space", ".hopper.conv",
            lazy(".hopper.conv", "conv_kernel"), lambda op: dict(lazy(".hopper.conv", "conv_scalars")(op))),
+    # attention forward, FlashAttention-3 style (hopper/attention*.py): TMA K/V ring, ping-pong consumers
+    Core("wgmma-attention", "cuda-wgmma", ("attention",), lazy(".hopper.attention_schedule", "schedule_from_json"),
+         lambda op, _host: lazy(".hopper.attention_schedule", "hero_schedule")(op),
+         lambda op, _hero, arch: lazy(".hopper.attention_schedule", "search_space")(op, arch.smem_optin),
+         lazy(".hopper.attention_schedule", "check"), lazy(".hopper.attention", "render"),
+         lazy(".hopper.attention_kernel", "WgmmaAttentionKernel"), lazy(".hopper.attention_schedule", "features")),
 )
 # ----------------------------------------------------------------------------------------- end Hopper
 

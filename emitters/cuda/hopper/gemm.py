@@ -112,9 +112,12 @@ def tma_boxes(op: Any, sched: WgmmaSchedule) -> dict[str, dict[str, Any]]:
     for which, rows in (("a", sched.bm), ("b", sched.bn)):
         outer, inner = op.shapes()[which]
         kmajor = operand_kmajor(op, which)
-        if which == "b" and kmajor:
-            rows //= sched.cluster  # each block of a pair loads half the B rows
-        out[which] = {"dims": (inner, outer), "box": (BK, rows) if kmajor else (64, BK), "kmajor": kmajor}
+        box = (BK, rows) if kmajor else (64, BK)
+        if sched.cluster > 1 and which == ("a" if sched.cluster_axis == "n" else "b"):
+            # each block of a pair loads half the shared operand: half its rows (K-major); half the k
+            # lines of each atom along N (mainloop._shared_a), or half the atoms along M (same box)
+            box = (BK, rows // sched.cluster) if kmajor else (64, BK // sched.cluster) if which == "a" else box
+        out[which] = {"dims": (inner, outer), "box": box, "kmajor": kmajor}
     return out
 
 
@@ -127,7 +130,8 @@ def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Any:
     meta = {
         "name": f"tr_{sched.name}",
         "tile": {"M": sched.bm, "N": sched.bn, "K": BK, "stages": sched.stages, "consumers": sched.consumers,
-                 "pingpong": sched.pingpong, "cluster": sched.cluster},
+                 "pingpong": sched.pingpong, "cluster": sched.cluster,
+                 **({"cluster_axis": "n"} if sched.cluster_axis == "n" else {})},
         "fragments": {"mma": f"wgmma.mma_async m64n{sched.bn}k16", "dtype_in": op.dtype.value, "dtype_acc": "fp32",
                       "load": "TMA cp.async.bulk.tensor.2d, 128B swizzle" + ("" if a_k else " (A MN-major)")
                               + ("" if b_k else " (B MN-major)")},

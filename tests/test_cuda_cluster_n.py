@@ -181,17 +181,28 @@ def test_the_compiled_walk_covers_every_tile_and_k_step_once(tmp_path, sched):
 
 # ------------------------------------------------------------------------------------------ NVRTC
 
+# Compiled here (0 spills) and run on an sm_90 GPU by tests/test_cuda_cluster_n_gpu.py.
+COLCOL = Gemm(200, 136, 1000, "fp16", layout_a="col", layout_b="col", epilogue=("bias", "gelu", "residual"))
+N128 = WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, cluster=2, cluster_axis="n", store="tma")
 COMPILE_CASES = [
+    # the tail shape, cuBLAS's form (128 x 64, split 4: 128 blocks), and others: B column-major, spread
+    # fix-up, no split with raster n
     (Gemm(512, 512, 16384, "bf16"), dataclasses.replace(N128x64, split=4)),
     (Gemm(512, 512, 16384, "bf16", layout_b="col"), dataclasses.replace(N64x128, split=0)),
     (Gemm(512, 512, 16384, "bf16"), dataclasses.replace(N128x64, split=0, split_fix="spread")),
+    (Gemm(512, 512, 16384, "bf16"), dataclasses.replace(N128x64, raster="n")),
+    # odd edges: column-major A of one atom (bm 64: half of its k lines each), direct stores; ping-pong
+    # split; one block per cluster tile (not persistent)
     (Gemm(1000, 999, 1001, "bf16", layout_a="col"), dataclasses.replace(N64x128, store="direct")),
-    (Gemm(200, 136, 1000, "fp16", layout_a="col", layout_b="col", epilogue=("bias", "gelu", "residual")),
-     dataclasses.replace(N128x64, pingpong=True)),
-    (Gemm(200, 136, 1000, "fp16", layout_a="col", layout_b="col", epilogue=("bias", "gelu", "residual")),
-     dataclasses.replace(N128x64, split=4, store="direct")),
-    (Gemm(777, 1333, 1001, "bf16", epilogue=("bias", "relu")),
-     WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, cluster=2, cluster_axis="n", store="tma", split=0)),
+    (Gemm(1000, 999, 1001, "bf16"), dataclasses.replace(N128, pingpong=True, split=4)),
+    (Gemm(1000, 999, 1001, "bf16", layout_b="col"), dataclasses.replace(N64x128, persistent=False, split=3)),
+    # three tile columns (the last pair's second block past N), col/col, fused epilogue: ping-pong, split
+    # with direct stores, spread
+    (COLCOL, dataclasses.replace(N128x64, pingpong=True)),
+    (COLCOL, dataclasses.replace(N128x64, split=4, store="direct")),
+    (COLCOL, dataclasses.replace(N128x64, split=0, split_fix="spread")),
+    # eleven tile columns, split over every SM
+    (Gemm(777, 1333, 1001, "bf16", epilogue=("bias", "relu")), dataclasses.replace(N128, split=0)),
 ]
 
 

@@ -20,6 +20,12 @@ of 4-byte register stores that keep the tensor cores waiting (H200: 0.89x -> 0.9
 their B panel (tile rows 2i and 2i+1 of one tile column). Each block loads its own A and one half of B,
 multicast by TMA into both blocks' shared memory; a stage is free again only when the consumers of both
 blocks have released it (each consumer warp arrives on its own and on the peer's ``empty[s]``).
+``cluster_axis`` = "n" pairs neighbouring tile columns instead (tile columns 2j and 2j+1 of one tile row),
+sharing the A panel: each block loads half of A (half its rows, or half of each atom's k lines when
+column-major) multicast to both, and its own whole B; each block's full barrier still expects the whole
+stage. With an odd number of tile columns the last pair's second block lies past N: it still loads its
+half of A for its peer and keeps the ring's barriers in step, computes on TMA's zero fill, and stores
+nothing (the direct stores are predicated on N; the TMA store is skipped for that tile).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 One block is ``1 + consumers`` warpgroups. Warpgroup 0 is the producer: it gives registers back
 (``setmaxnreg.dec``) and fills the next free stage of the ring for each k step (wait ``empty[s]``,
 ``arrive.expect_tx`` on ``full[s]``, copy): ``tma_producer`` issues TMA copies of both operands (the
-GEMM; with a 2-block cluster, each block loads half of B and multicasts it), ``gather_producer`` has
+GEMM; with a 2-block cluster, each block loads half of B, or of A along N, and multicasts it), ``gather_producer`` has
 its 128 threads gather the activations with ``cp.async`` (the implicit-GEMM conv) while TMA brings the
 filter. The consumer warpgroups (``consumer_branch``) take registers (``setmaxnreg.inc``), wait
 ``full[s]``, issue ``bk / 16`` wgmma per m64 slice they own, keep one wgmma group in flight and release

@@ -2,7 +2,8 @@
 blocks the grid holds.
 
 Persistent and data-parallel today: ``min(tiles, SMs)`` blocks (pairs, for a 2-block cluster) each
-walk ``tile = cluster_id, cluster_id + clusters, ...``, and ``tile_order`` maps that index to a (tile
+walk ``tile = cluster_id, cluster_id + clusters, ...`` over cluster tiles (a pair of tile rows, or of
+tile columns for ``cluster_axis`` "n"; ``rank`` picks the block's own), and ``tile_order`` maps that index to a (tile
 row, tile column) ``group`` rows (raster "m") or columns ("n") at a time, so the blocks of one wave
 share a few A (or B) panels in L2. The producer and consumer warpgroups walk the same sequence.
 

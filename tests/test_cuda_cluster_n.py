@@ -78,6 +78,38 @@ def test_tma_boxes_halve_a_along_n():
     assert m["a"]["box"] == (64, 64) and m["b"]["box"] == (64, 64)  # along M: half of B's 128 rows
 
 
+@pytest.mark.parametrize("layout_a", ["row", "col"])
+@pytest.mark.parametrize("bm, consumers", [(64, 1), (128, 2), (192, 3)])
+def test_the_pair_loads_the_whole_a_tile_once_each_half_where_wgmma_reads_it(layout_a, bm, consumers):
+    """The A loads as rendered, evaluated for both ranks: each box lands where the operand layout puts
+    its rows (K-major: line r = row r; MN-major: atom i holds rows 64i.., line j = k step j), and the
+    two blocks' boxes tile the stage's A bytes exactly once."""
+    import re
+
+    from tracea.emitters.cuda.hopper.mainloop import operand_layouts
+
+    op = Gemm(1024, 512, 4096, "bf16", layout_a=layout_a)
+    sched = WgmmaSchedule(bm=bm, bn=64, stages=4, consumers=consumers, cluster=2, cluster_axis="n")
+    inner, outer = gemm.tma_boxes(op, sched)["a"]["box"]
+    a_bytes = sum(t.size_bytes for t in operand_layouts(bm, layout_a == "row"))
+    loads = re.findall(r"tr_tma_load_2d_mc\(([^;]*), &tmA, ([^,]*), ([^,]*), full, 3\);", gemm.render(op, sched))
+    assert loads
+    owner = np.full(a_bytes, -1)
+    tm, kk = 3, 5
+    for rank in (0, 1):
+        env = {"sa": 0, "rank": rank, "tm": tm, "kk": kk}
+        for dst, c0, c1 in loads:
+            dst, c0, c1 = (eval(e.replace("u", ""), {}, env) for e in (dst, c0, c1))  # noqa: S307 - our own text
+            size = inner * outer * 2
+            assert np.all(owner[dst:dst + size] == -1)
+            owner[dst:dst + size] = rank
+            if layout_a == "row":  # (k, row): lines of 128 B, one per row of the tile
+                assert c0 == kk * 64 and c1 - tm * bm == dst // 128
+            else:  # (row, k): atom dst // 8192 holds rows 64i.., its line j is k step kk * 64 + j
+                assert c0 - tm * bm == 64 * (dst // 8192) and c1 - kk * 64 == dst % 8192 // 128
+    assert np.all(owner >= 0) and (owner == 0).sum() == (owner == 1).sum() == a_bytes // 2
+
+
 # ------------------------------------------------------------------------------------------ the walk
 
 WALK = r"""#include <stdio.h>

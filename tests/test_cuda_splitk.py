@@ -163,6 +163,9 @@ SPLIT_CASES = [
      WgmmaSchedule(bm=128, bn=128, stages=4, consumers=2, pingpong=True, store="tma", split=3, split_fix="spread")),
     (Gemm(520, 264, 2000, "bf16", epilogue=("scale",), alpha=0.5),
      WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, cluster=2, split=0, split_fix="spread")),
+    # a 2-block cluster along N (the pair shares A), cuBLAS's split-K form for the tail shape
+    (Gemm(512, 512, 16384, "bf16"),
+     WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, cluster=2, cluster_axis="n", store="tma", split=4)),
 ]
 CONV_CASES = [
     (Conv2d(1, 512, 7, 7, 512, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True), None),

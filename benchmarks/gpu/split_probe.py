@@ -147,7 +147,16 @@ SPREAD_FORMS = [WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma",
                 WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, store="tma", split=4),
                 WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, store="tma", split=0),
                 WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", store="tma", split=4),
-                WgmmaSchedule(bm=128, bn=64, stages=6, consumers=2, store="tma", split=4)]
+                WgmmaSchedule(bm=128, bn=64, stages=6, consumers=2, store="tma", split=4),
+                # and as cuBLAS runs it: a 2-block cluster along N, the pair sharing its A tile by multicast
+                WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, cluster=2, cluster_axis="n", store="tma", split=4),
+                WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, cluster=2, cluster_axis="n", store="tma", split=0),
+                WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", cluster=2, cluster_axis="n",
+                              store="tma", split=4),
+                WgmmaSchedule(bm=128, bn=64, stages=6, consumers=2, cluster=2, cluster_axis="n", store="tma", split=4),
+                WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, cluster=2, cluster_axis="n", store="tma", split=4),
+                WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, cluster=2, cluster_axis="n", store="tma", split=0),
+                WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, cluster=2, cluster_axis="n", store="tma", split=0)]
 
 
 def spread_rows(host: object, match: str, fixes: tuple[str, ...] = ("last", "spread")) -> None:

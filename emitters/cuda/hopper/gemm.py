@@ -20,6 +20,12 @@ of 4-byte register stores that keep the tensor cores waiting (H200: 0.89x -> 0.9
 their B panel (tile rows 2i and 2i+1 of one tile column). Each block loads its own A and one half of B,
 multicast by TMA into both blocks' shared memory; a stage is free again only when the consumers of both
 blocks have released it (each consumer warp arrives on its own and on the peer's ``empty[s]``).
+``cluster_axis`` = "n" pairs neighbouring tile columns instead (tile columns 2j and 2j+1 of one tile row),
+sharing the A panel: each block loads half of A (half its rows, or half of each atom's k lines when
+column-major) multicast to both, and its own whole B; each block's full barrier still expects the whole
+stage. With an odd number of tile columns the last pair's second block lies past N: it still loads its
+half of A for its peer and keeps the ring's barriers in step, computes on TMA's zero fill, and stores
+nothing (the direct stores are predicated on N; the TMA store is skipped for that tile).
 """
 
 from __future__ import annotations
@@ -112,9 +118,12 @@ def tma_boxes(op: Any, sched: WgmmaSchedule) -> dict[str, dict[str, Any]]:
     for which, rows in (("a", sched.bm), ("b", sched.bn)):
         outer, inner = op.shapes()[which]
         kmajor = operand_kmajor(op, which)
-        if which == "b" and kmajor:
-            rows //= sched.cluster  # each block of a pair loads half the B rows
-        out[which] = {"dims": (inner, outer), "box": (BK, rows) if kmajor else (64, BK), "kmajor": kmajor}
+        box = (BK, rows) if kmajor else (64, BK)
+        if sched.cluster > 1 and which == ("a" if sched.cluster_axis == "n" else "b"):
+            # each block of a pair loads half the shared operand: half its rows (K-major); half the k
+            # lines of each atom along N (mainloop._shared_a), or half the atoms along M (same box)
+            box = (BK, rows // sched.cluster) if kmajor else (64, BK // sched.cluster) if which == "a" else box
+        out[which] = {"dims": (inner, outer), "box": box, "kmajor": kmajor}
     return out
 
 
@@ -127,7 +136,8 @@ def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Any:
     meta = {
         "name": f"tr_{sched.name}",
         "tile": {"M": sched.bm, "N": sched.bn, "K": BK, "stages": sched.stages, "consumers": sched.consumers,
-                 "pingpong": sched.pingpong, "cluster": sched.cluster},
+                 "pingpong": sched.pingpong, "cluster": sched.cluster,
+                 **({"cluster_axis": "n"} if sched.cluster_axis == "n" else {})},
         "fragments": {"mma": f"wgmma.mma_async m64n{sched.bn}k16", "dtype_in": op.dtype.value, "dtype_acc": "fp32",
                       "load": "TMA cp.async.bulk.tensor.2d, 128B swizzle" + ("" if a_k else " (A MN-major)")
                               + ("" if b_k else " (B MN-major)")},

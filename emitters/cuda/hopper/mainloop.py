@@ -3,7 +3,7 @@
 One block is ``1 + consumers`` warpgroups. Warpgroup 0 is the producer: it gives registers back
 (``setmaxnreg.dec``) and fills the next free stage of the ring for each k step (wait ``empty[s]``,
 ``arrive.expect_tx`` on ``full[s]``, copy): ``tma_producer`` issues TMA copies of both operands (the
-GEMM; with a 2-block cluster, each block loads half of B and multicasts it), ``gather_producer`` has
+GEMM; with a 2-block cluster, each block loads half of B, or of A along N, and multicasts it), ``gather_producer`` has
 its 128 threads gather the activations with ``cp.async`` (the implicit-GEMM conv) while TMA brings the
 filter. The consumer warpgroups (``consumer_branch``) take registers (``setmaxnreg.inc``), wait
 ``full[s]``, issue ``bk / 16`` wgmma per m64 slice they own, keep one wgmma group in flight and release
@@ -37,7 +37,7 @@ from ..render import CudaRenderer
 from . import splitk
 from .epilogue import direct_store, tma_store, tma_store_drain
 from .schedule import BK, ELEM_BYTES, SWIZZLE, WgmmaConvSchedule, WgmmaSchedule
-from .scheduler import tile_walk
+from .scheduler import cluster_tile_counts, rank_fix, tile_coords, tile_walk
 
 # mbarriers, TMA loads (multicast too) and stores, wgmma descriptors and fences: every Hopper kernel.
 DEVICE_LIB = r"""struct __align__(64) TrTensorMap { uint64_t opaque[16]; };
@@ -170,7 +170,7 @@ def kernel_head(sched: WgmmaSchedule, a_bytes: int, k_iters: str = f"(K + {BK - 
     const uint32_t cstage = smem + {S * sched.stage_bytes}u;  /* C staging atoms (TMA-store epilogue) */
     const uint32_t bars = cstage + {sched.c_staging_bytes}u;
 {tile_walk(sched)}
-    const int tiles = tiles_mc * tiles_n, k_iters = {k_iters};{_units(sched)}
+    const int tiles = {" * ".join(cluster_tile_counts(sched))}, k_iters = {k_iters};{_units(sched)}
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     if (threadIdx.x == 0) {{
         {prefetch}
@@ -198,9 +198,10 @@ def walk_head(sched: WgmmaSchedule, indent: str) -> str:
         head = f"{indent}for (int tile = cluster_id; tile < tiles; tile += clusters) {{"
     else:
         head = splitk.unit_loop_head(sched, indent)
+    rows, cols = cluster_tile_counts(sched)
     return head + f"""
 {indent}    int tm, tn;
-{indent}    tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);"""
+{indent}    tr_tile_coords(tile, {rows}, {cols}, tm, tn);"""
 
 
 def k_range(sched: WgmmaSchedule) -> str:
@@ -223,7 +224,7 @@ def tma_producer(sched: WgmmaSchedule, a_k: bool, b_k: bool) -> str:
             int s = 0;
             uint32_t phase = 0;
 {walk_head(sched, "            ")}
-                tm = tm * {sched.cluster} + rank;
+                {rank_fix(sched)}
                 for ({k_range(sched)}) {{
                     tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
                     const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
@@ -240,15 +241,17 @@ def tma_producer(sched: WgmmaSchedule, a_k: bool, b_k: bool) -> str:
 def _tma_loads(w: CodeWriter, sched: WgmmaSchedule, a_lay: list[TileLayout], b_lay: list[TileLayout],
                a_k: bool, b_k: bool) -> None:
     """One k step's copies: A (one box, or one per 64-row atom when MN-major), then B, whose halves
-    are multicast to both blocks of a 2-block cluster."""
-    if a_k:
+    are multicast to both blocks of a 2-block cluster (or A's halves, for a pair along N: ``_shared_a``)."""
+    if sched.cluster_axis == "n":
+        _shared_a(w, sched, a_lay, a_k)
+    elif a_k:
         w(f"tr_tma_load_2d(sa, &tmA, kk * {BK}, tm * {sched.bm}, full);")
     else:
         for i, t in enumerate(a_lay):
             w(f"tr_tma_load_2d(sa + {t.base_bytes}u, &tmA, tm * {sched.bm} + {64 * i}, kk * {BK}, full);")
-    if sched.cluster == 1 and b_k:
+    if (sched.cluster == 1 or sched.cluster_axis == "n") and b_k:
         w(f"tr_tma_load_2d(sb, &tmB, kk * {BK}, tn * {sched.bn}, full);")
-    elif sched.cluster == 1:
+    elif sched.cluster == 1 or sched.cluster_axis == "n":
         for i, t in enumerate(b_lay):
             w(f"tr_tma_load_2d(sb + {t.base_bytes}u, &tmB, tn * {sched.bn} + {64 * i}, kk * {BK}, full);")
     elif b_k:  # this block's half of the B rows, multicast to both blocks of the pair
@@ -259,6 +262,21 @@ def _tma_loads(w: CodeWriter, sched: WgmmaSchedule, a_lay: list[TileLayout], b_l
         per = len(b_lay) // 2
         w(f"for (int i = rank * {per}; i < rank * {per} + {per}; ++i)")
         w(f"    tr_tma_load_2d_mc(sb + i * {b_lay[1].base_bytes}u, &tmB, tn * {sched.bn} + 64 * i, kk * {BK}, full, 3);")
+
+
+def _shared_a(w: CodeWriter, sched: WgmmaSchedule, a_lay: list[TileLayout], a_k: bool) -> None:
+    """A pair along N shares its A tile: each block loads half and multicasts it to both. K-major: half
+    the rows (``bm / 2`` lines of 128 B, 1024-aligned); MN-major: half the k lines of every 64-row atom
+    (32 of 64), so that any ``bm`` (one atom too) splits evenly. The A tensor map's box is that half."""
+    if a_k:
+        half = sched.bm // 2
+        w(f"tr_tma_load_2d_mc(sa + rank * {half * a_lay[0].pitch_bytes}u, &tmA, kk * {BK}, "
+          f"tm * {sched.bm} + rank * {half}, full, 3);")
+        return
+    lines = BK // 2
+    for i, t in enumerate(a_lay):
+        w(f"tr_tma_load_2d_mc(sa + {t.base_bytes}u + rank * {lines * t.pitch_bytes}u, &tmA, tm * {sched.bm} + {64 * i}, "
+          f"kk * {BK} + rank * {lines}, full, 3);")
 
 
 def gather_producer(sched: WgmmaConvSchedule) -> str:
@@ -368,7 +386,7 @@ def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...],
                columns 8*j + 2*(lane%4) (+1) in acc[4j..4j+3] = (r, c), (r, c+1), (r+8, c), (r+8, c+1). */
             const int row0 = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4;
             const int col0 = tn * {sched.bn} + 2 * (lane % 4);
-            {tma_store(sched, r, dtype, epilogue, *(("store_tma && sidx < 0",) if spread else ()))}""")
+            {tma_store(sched, r, dtype, epilogue, _store_when(sched))}""")
     w.extend(direct_store(sched, r, dtype, epilogue, groups=spread))
     w.extend(f"""        }}
         {tma_store_drain(sched)}
@@ -376,6 +394,13 @@ def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...],
     {_cluster_exit(sched)}
 }}""")
     return w.render()
+
+
+def _store_when(sched: WgmmaSchedule) -> str:
+    """When the TMA store runs (else the direct stores): C rows TMA can address; not a spread split unit
+    (it stores its share); along N, not the empty tile past N of an odd column count's last pair."""
+    when = "store_tma" + (" && sidx < 0" if sched.split != 1 and sched.split_fix == "spread" else "")
+    return when + (f" && tn * {sched.bn} < N" if sched.cluster_axis == "n" else "")
 
 
 def _consumer_entry(sched: WgmmaSchedule) -> str:
@@ -408,8 +433,7 @@ def _consumer_walk(sched: WgmmaSchedule) -> str:
     return f"""        for (int j = walk, tile = cluster_id + walk * clusters; tile < tiles;
              j += {sched.tile_walkers}, tile += {sched.tile_walkers} * clusters) {{
             int tm, tn;
-            tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);
-            tm = tm * {sched.cluster} + rank;
+{tile_coords(sched, "            ")}
             /* The producer fills the ring in the block's tile order: tile j starts at step j * k_iters. */
             const long long it0 = (long long)j * k_iters;
             int s = (int)(it0 % {S});

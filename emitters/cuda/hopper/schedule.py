@@ -26,6 +26,7 @@ SWIZZLE = TmaSwizzle("128B")
 RASTERS = ("m", "n")
 STORES = ("direct", "tma")
 SPLIT_FIXES = ("last", "spread")
+CLUSTER_AXES = ("m", "n")
 C_ATOM_BYTES = 64 * 64 * 2  # one 64 x 64 16-bit tile of C staged for a TMA store
 REGISTERS_PER_SM = 65536
 PRODUCER_REGS = 40
@@ -43,7 +44,9 @@ class WgmmaSchedule:
     ``bm`` rows, each issuing m64 wgmma of width ``bn``. ``stages``: depth of the TMA ring.
     ``raster``/``group``: the persistent tile order walks ``group`` tile rows ("m") or tile columns
     ("n") at a time so that blocks running together share A or B panels in L2. ``cluster``: 1, or 2
-    blocks sharing each B tile through TMA multicast. ``split``: k slices per tile (split-K,
+    blocks sharing an operand tile through TMA multicast; ``cluster_axis``: the pair are neighbouring tile
+    rows sharing B ("m"), or neighbouring tile columns sharing A ("n", cuBLAS's split-K form on 512 x 512 x
+    16384: each block loads half of A for both and its own B). ``split``: k slices per tile (split-K,
     ``splitk.py``): 1 none, 0 as many as fill the SMs, 2..16 that many; ``split_tail``: split only the
     tiles of the last, partial wave; ``split_fix``: who sums the slices, "last" (the tile's last block,
     alone) or "spread" (every slice's block a share of the tile, once all have arrived; persistent only)."""
@@ -61,6 +64,7 @@ class WgmmaSchedule:
     split: int = 1
     split_tail: bool = False
     split_fix: str = "last"
+    cluster_axis: str = "m"
     producer_regs: ClassVar[int] = PRODUCER_REGS  # registers the producer warpgroup keeps (setmaxnreg.dec)
 
     @property
@@ -115,7 +119,7 @@ class WgmmaSchedule:
     @property
     def name(self) -> str:
         tag = f"wgmma_{self.bm}x{self.bn}x{BK}_s{self.stages}_c{self.consumers}_r{self.raster}{self.group}"
-        tag += "" if self.cluster == 1 else f"_cl{self.cluster}"
+        tag += "" if self.cluster == 1 else f"_cl{self.cluster}" + ("n" if self.cluster_axis == "n" else "")
         tag += "_pp" if self.pingpong else ""
         tag += "_ts" if self.store == "tma" else ""
         tag += "" if self.split == 1 else f"_sk{self.split or 'a'}" + ("t" if self.split_tail else "")
@@ -167,7 +171,11 @@ class WgmmaSchedule:
                                 "must all be resident: it needs split-K and a persistent schedule")
         if self.split_tail and self.split == 1:
             raise BadInputError("split_tail: splits the last wave's tiles, but split is 1 (none)", "split 0")
-        if self.cluster == 2 and self.bn % 128:
+        if self.cluster_axis not in CLUSTER_AXES:
+            raise BadInputError(f"cluster_axis: expected 'm' or 'n', got {self.cluster_axis!r}")
+        if self.cluster_axis == "n" and self.cluster == 1:
+            raise BadInputError("cluster_axis: 'n' pairs blocks along N, but cluster is 1", "cluster 2")
+        if self.cluster == 2 and self.cluster_axis == "m" and self.bn % 128:
             raise BadInputError(f"bn: {self.bn} does not split into two 64-column halves for the cluster's multicast")
         if self.accumulators > 192:
             raise BadInputError(f"bn: {self.accumulators} fp32 accumulators per consumer thread do not fit "
@@ -194,6 +202,8 @@ class WgmmaSchedule:
             del d["split"], d["split_tail"]
         if self.split_fix == "last":  # and of every split-K schedule before the spread fix-up
             del d["split_fix"]
+        if self.cluster_axis == "m":  # and of every schedule before clusters along N
+            del d["cluster_axis"]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": "wgmma", **d}
 
     @staticmethod
@@ -287,7 +297,23 @@ def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90, sm_count: in
     grid = itertools.product(shapes, (64, 128, 192, 256), (3, 4, 5, 6, 8), RASTERS, (1, 2), STORES)
     out = keep_valid(out, (WgmmaSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, cluster=cl,
                                          store=so) for (bm, c, pp), bn, st, ra, cl, so in grid), op, smem_optin)
-    return keep_valid(out, split_candidates(out, op, sm_count), op, smem_optin)
+    out = keep_valid(out, split_candidates(out, op, sm_count), op, smem_optin)
+    return keep_valid(out, cluster_n_candidates(op, sm_count), op, smem_optin)
+
+
+# Pairs along N sharing A (cuBLAS's 128 x 64 1x2-cluster split-K kernel on 512 x 512 x 16384), TMA store
+CLUSTER_N_TILES = ((128, 64, 8, 2), (64, 128, 8, 1), (128, 128, 6, 2))  # (bm, bn, stages, consumers)
+
+
+def cluster_n_candidates(op: Any, sm_count: int) -> Iterable[WgmmaSchedule]:
+    """2-block clusters along N (``cluster_axis`` "n") over ``CLUSTER_N_TILES``, rasters m and n, without
+    split-K and, for shapes whose tiles can leave SMs idle (as ``split_candidates``), with split 0 and 4."""
+    m, n = (op.m, op.n) if getattr(op, "kind", None) == "gemm" else (0, 0)
+    for (bm, bn, st, c), ra in itertools.product(CLUSTER_N_TILES, RASTERS):
+        s = WgmmaSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, cluster=2, cluster_axis="n", store="tma")
+        yield s
+        if op is None or tile_count(s, m, n) < 2 * sm_count:
+            yield from (dataclasses.replace(s, split=k) for k in (0, 4))
 
 
 def split_candidates(space: list[Any], op: Any, sm_count: int) -> Iterable[Any]:
@@ -409,6 +435,8 @@ class WgmmaConvSchedule(WgmmaSchedule):
             {"gemm": "_gemm", "im2col": "_i2c"}.get(self.path, "")
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
+        if self.cluster_axis != "m":
+            raise BadInputError(f"cluster_axis: the conv pairs blocks along M only ('m'), not {self.cluster_axis!r}")
         if self.path == "gemm":
             return self._validate_gemm_path(op, smem_optin)
         super().validate(None, smem_optin)

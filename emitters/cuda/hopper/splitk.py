@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .schedule import BK, WgmmaSchedule
+from .scheduler import cluster_tiles, tile_coords
 
 AUTO_MAX = 16
 MIN_STEPS = 4  # k steps (of 64) a slice keeps at least, when the split is chosen automatically
@@ -76,8 +77,7 @@ class Plan:
 def plan(sched: WgmmaSchedule, m: int, n: int, k_iters: int, sm_count: int) -> Plan:
     """The slicing of an ``m`` x ``n`` output with ``k_iters`` k steps on ``sm_count`` SMs."""
     cl = sched.cluster
-    tile_rows = -(-m // sched.bm)
-    tiles = -(-tile_rows // cl) * -(-n // sched.bn)
+    tiles = cluster_tiles(sched, m, n)
     slots = max(1, sm_count // cl)
     whole = Plan(1, tiles, tiles, tiles, 0, 0)
     if sched.split == 1 or k_iters < 2:
@@ -121,8 +121,7 @@ def consumer_head(sched: WgmmaSchedule) -> str:
             const long long it0 = it_next;
             it_next += ke - kb;{skip}
             int tm, tn;
-            tr_tile_coords(tile, tiles_mc, tiles_n, tm, tn);
-            tm = tm * {sched.cluster} + rank;
+{tile_coords(sched, "            ")}
             int s = (int)(it0 % {S});
             uint32_t phase = (uint32_t)((it0 / {S}) & 1);"""
 

@@ -159,7 +159,7 @@ SPREAD_FORMS = [WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma",
                 WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, cluster=2, cluster_axis="n", store="tma", split=0)]
 
 
-def spread_rows(host: object, match: str, fixes: tuple[str, ...] = ("last", "spread")) -> None:
+def spread_rows(host: object, match: str, fixes: tuple[str, ...] = ("last", "spread"), name: str = "") -> None:
     """Split forms with the last block summing the slices against every slice summing its share
     (``split_fix``), on the shapes whose heroes split, plus each hero both ways."""
     for op in GEMMS + CONVS:
@@ -177,6 +177,8 @@ def spread_rows(host: object, match: str, fixes: tuple[str, ...] = ("last", "spr
                 if f.split == 1:
                     continue
                 s = dataclasses.replace(f, split_fix=fix)
+                if name not in s.name and f is not hero:
+                    continue
                 try:
                     s.validate(op)
                 except Exception:  # noqa: BLE001 - a form this shape cannot take
@@ -193,10 +195,11 @@ def main() -> None:
     ap.add_argument("--rows", action="store_true", help="the issue's table and held-out shapes, as planned")
     ap.add_argument("--spread", action="store_true", help="split forms with each fix-up (split_fix)")
     ap.add_argument("--fixes", default="last,spread", help="with --spread: the split_fix values to run")
+    ap.add_argument("--name", default="", help="with --spread: only forms whose name holds this text")
     args = ap.parse_args()
     host = probe()
     if args.spread:
-        spread_rows(host, args.match, tuple(args.fixes.split(",")))
+        spread_rows(host, args.match, tuple(args.fixes.split(",")), args.name)
         return
     if args.big:
         for op in BIG_CONVS:

@@ -40,7 +40,7 @@ def test_cluster_n_forms_verify_and_repeat_bit_identically(case, _home):
     op, sched = case
     k = cuda.build(op, "cuda-wgmma.gemm", sched, NoReport())
     assert k.schedule.cluster_axis == "n" and k.rendered.metadata["tile"]["cluster_axis"] == "n"
-    if sched.split != 1:
+    if sched.split >= 2:  # split 0 splits only where the tiles leave SMs idle (777x1333: 42 pairs do not)
         assert k.rendered.metadata["split_k"]["splits"] >= 2, k.rendered.metadata["split_k"]
     inputs = op.random_inputs(np.random.default_rng(11))
     first = k(inputs, np.full(op.output_shape(), 0x7FC0, op.dtype.storage))  # NaN: every element written

@@ -123,14 +123,17 @@ def hero_schedule(op: Any = None) -> AttnWgmmaSchedule:
     """128-row query tiles over 2 ping-ponging consumers; 128-key tiles (64 at head dim 256, where O alone
     is 128 registers a thread); the ring as deep as shared memory allows up to 4. An H100 (2026-11-25, bf16
     D128 B4 H32 S4096, CUDA events, L2 flushed): 3 stages with both overlaps 661 / 553 TFLOP/s non-causal /
-    causal against cuDNN's 685 / 602 in the same run; 2 stages 529 / 452 (593 / 496 with neither overlap)."""
+    causal against cuDNN's 685 / 602 in the same run; 2 stages 529 / 452 (593 / 496 with neither overlap).
+    At head dim 256 without the intra-warpgroup overlap (a second S tile live beside 128 registers of O):
+    D256 B16 H32 S512, 427 TFLOP/s against 357 with it (0.80x / 0.67x cuDNN; docs/device-runs/
+    2026-11-25-h100-b/attn-sweep/)."""
     d = 128 if op is None else op.head_dim
     bk = 64 if d == 256 else 128
     for stages in (4, 3, 2):
-        s = AttnWgmmaSchedule(bk=bk, stages=stages)
+        s = AttnWgmmaSchedule(bk=bk, stages=stages, intra=d != 256)
         if s.smem_bytes(d) <= SMEM_OPTIN_SM90:
             return s
-    return AttnWgmmaSchedule(bk=bk)
+    return AttnWgmmaSchedule(bk=bk, intra=d != 256)
 
 
 def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSchedule]:

@@ -1,5 +1,5 @@
 """Every kernel renders the same source as it did when these hashes were recorded: the hero schedule of
-each core for each op, dtype and epilogue below (CPU families on the recorded CI machine, CUDA cores for
+each core for each op (attention included), dtype and epilogue below (CPU families on the recorded CI machine, CUDA cores for
 sm_90a and sm_80 on the recorded H100, with each CUDA kernel's launch: grid, block, shared memory,
 arguments, metadata, TMA boxes) and a sample of the schedules of the recorded tuning spaces.
 
@@ -23,6 +23,7 @@ RECORD = FIXTURES / "render_hashes.json"
 
 def _ops() -> list[Any]:
     from tracea.kernels import Conv2d, Gemm, Softmax
+    from tracea.kernels.attention import Attention
 
     ops: list[Any] = []
     for dtype in ("fp32", "bf16", "fp16"):
@@ -32,7 +33,11 @@ def _ops() -> list[Any]:
                 Conv2d(n=2, c=64, h=30, w=30, k=96, r=3, s=3, padding=1, stride=2, layout="nhwc", dtype=dtype),
                 Conv2d(n=1, c=3, h=224, w=224, k=64, r=7, s=7, padding=3, stride=2, layout="nchw", dtype=dtype,
                        bias=True),
-                Softmax(rows=4096, cols=1000, dtype=dtype), Softmax(rows=7, cols=65536, dtype=dtype)]
+                Softmax(rows=4096, cols=1000, dtype=dtype), Softmax(rows=7, cols=65536, dtype=dtype),
+                # attention: causal and odd, GQA with seq_q != seq_k and a window, head dim 256 with a block mask
+                Attention(2, 4, 1000, 64, dtype=dtype, causal=True),
+                Attention(1, 8, 300, 128, dtype=dtype, seq_k=513, kv_heads=2, window=(64, 32)),
+                Attention(1, 2, 256, 256, dtype=dtype, block_size=(128, 128), block_mask=("10", "11"))]
     return ops
 
 

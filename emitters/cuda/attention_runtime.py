@@ -17,7 +17,7 @@ import numpy as np
 from tracea.doctor.errors import BadInputError
 
 from .attention_plan import BUFFERS, FLOAT_SCALARS, PARAMS, block_mask_bytes
-from .runtime import CudaKernel
+from .runtime import CudaKernel, pack_args
 
 
 class AttentionKernel(CudaKernel):
@@ -53,16 +53,7 @@ class AttentionKernel(CudaKernel):
 
     def _args(self) -> list[Any]:
         """The shared ``PARAMS`` in order (device pointers, ints, floats), then ``extra_args()``."""
-        args: list[Any] = []
-        for p in PARAMS:
-            if p in BUFFERS:
-                buf = self._dbuf.get(p)
-                args.append(np.uint64(int(buf.ptr) if buf is not None else 0))
-            elif p in FLOAT_SCALARS:
-                args.append(np.float32(self._scalars[p]))
-            else:
-                args.append(np.int32(self._scalars[p]))
-        return args + self.extra_args()
+        return pack_args(PARAMS, BUFFERS, FLOAT_SCALARS, self._dbuf, self._scalars) + self.extra_args()
 
     def forward(self, inputs: dict[str, np.ndarray],
                 out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -118,6 +118,51 @@ class DeviceArray:
             pass
 
 
+def pack_args(params: Any, buffers: tuple[str, ...], floats: tuple[str, ...], dbuf: dict[str, DeviceArray],
+              scalars: dict[str, Any]) -> list[Any]:
+    """Launch arguments for ``params`` in order: a device pointer for each of ``buffers`` (0 where none is
+    allocated: an optional input), fp32 for ``floats``, int32 for the other scalars."""
+    args: list[Any] = []
+    for p in params:
+        if p in buffers:
+            buf = dbuf.get(p)
+            args.append(np.uint64(int(buf.ptr) if buf is not None else 0))
+        elif p in floats:
+            args.append(np.float32(scalars[p]))
+        else:
+            args.append(np.int32(scalars[p]))
+    return args
+
+
+def event_timing(dev: _Device, launch: Any, warmup: int, repeats: int, flush_l2: bool = True,
+                 hold_cycles: int | None = None) -> Timing:
+    """Median and p95 of ``repeats`` calls of ``launch`` (after ``warmup``) on ``dev``'s stream, each between
+    two CUDA events, the L2 flushed and the stream held busy before the start event: the conditions every
+    CUDA kernel object and the vendor baseline are timed under."""
+    import statistics
+
+    from cuda.core import EventOptions
+
+    hold = HOLD_CYCLES if hold_cycles is None else hold_cycles
+    stream = dev.stream
+    for _ in range(warmup):
+        launch()
+    opts = EventOptions(timing_enabled=True)
+    pairs = []
+    for _ in range(repeats):
+        if flush_l2:
+            dev.flush_l2()
+        if hold:
+            dev.hold(hold)
+        start = stream.record(options=opts)
+        launch()
+        end = stream.record(options=opts)
+        pairs.append((start, end))
+    stream.sync()
+    ms = sorted(float(e - s) for s, e in pairs)
+    return Timing(statistics.median(ms), _p95(ms), ms[0], len(ms))
+
+
 class CudaKernel:
     """A compiled kernel for one operation on the current GPU."""
 
@@ -209,16 +254,7 @@ class CudaKernel:
         self._buffer("out", int(np.prod(self._out_shape)) * self._dtype.itemsize)
 
     def _args(self) -> list[Any]:
-        args: list[Any] = []
-        for p in self.rendered.params:
-            if p in BUFFERS or p == "workspace":
-                buf = self._dbuf.get(p)
-                args.append(np.uint64(int(buf.ptr) if buf is not None else 0))
-            elif p in FLOAT_SCALARS:
-                args.append(np.float32(self._scalars[p]))
-            else:
-                args.append(np.int32(self._scalars[p]))
-        return args
+        return pack_args(self.rendered.params, (*BUFFERS, "workspace"), FLOAT_SCALARS, self._dbuf, self._scalars)
 
     def launch(self) -> None:
         """One launch on the device-resident buffers (asynchronous)."""
@@ -247,31 +283,9 @@ class CudaKernel:
              flush_l2: bool = True, hold_cycles: int | None = None) -> Timing:
         """Median and p95 of ``repeats`` launches, each between two CUDA events, L2 flushed before each and
         the stream held busy before the start event (as the vendor baseline is: the same conditions)."""
-        from cuda.core import EventOptions
-
-        hold = HOLD_CYCLES if hold_cycles is None else hold_cycles
-
         with self._lock:
             self.upload(inputs)
-            stream = self._dev.stream
-            for _ in range(warmup):
-                self.launch()
-            opts = EventOptions(timing_enabled=True)
-            pairs = []
-            for _ in range(repeats):
-                if flush_l2:
-                    self._dev.flush_l2()
-                if hold:
-                    self._dev.hold(hold)
-                start = stream.record(options=opts)
-                self.launch()
-                end = stream.record(options=opts)
-                pairs.append((start, end))
-            stream.sync()
-            ms = sorted(float(e - s) for s, e in pairs)
-        import statistics
-
-        return Timing(statistics.median(ms), _p95(ms), ms[0], len(ms))
+            return event_timing(self._dev, self.launch, warmup, repeats, flush_l2, hold_cycles)
 
     def __repr__(self) -> str:
         return f"CudaKernel({self.artifact.name}, variant={self.artifact.variant})"

@@ -166,6 +166,13 @@ def check_wgmma(op: Any, v: Any, schedule: Any, arch: Any) -> None:
     """What ``build._check`` asks of a cuda-wgmma kernel: a GEMM, a WgmmaSchedule, the sm_90a target."""
     if not isinstance(schedule, WgmmaSchedule):
         raise BadInputError(f"schedule: {v.id} takes a wgmma schedule, got {type(schedule).__name__}")
+    require_sm90a(op, v, arch, "fp32 runs on cuda-simt")
+    schedule.validate(op, arch.smem_optin)
+
+
+def require_sm90a(op: Any, v: Any, arch: Any, fp32_hint: str) -> None:
+    """Every cuda-wgmma kernel's target checks: sm_90 exactly, the architecture-specific sm_90a (wgmma, TMA
+    and setmaxnreg are sm_90a instructions), and a 16-bit input (``fp32_hint`` says where fp32 runs)."""
     if arch.cc != (9, 0):
         raise UnsupportedError(f"{v.id} runs only on sm_90 (Hopper: wgmma, TMA, setmaxnreg), not {arch.name}",
                                "cuda-mma-sync runs on sm_80 and later")
@@ -173,9 +180,7 @@ def check_wgmma(op: Any, v: Any, schedule: Any, arch: Any) -> None:
         raise UnsupportedError(f"{v.id} needs the architecture-specific target sm_90a, not {arch.name}",
                                "--arch sm_90a")
     if op.dtype.value not in v.precisions:
-        raise UnsupportedError(f"{v.id} computes {', '.join(v.precisions)}, not {op.dtype.value}",
-                               "fp32 runs on cuda-simt")
-    schedule.validate(op, arch.smem_optin)
+        raise UnsupportedError(f"{v.id} computes {', '.join(v.precisions)}, not {op.dtype.value}", fp32_hint)
 
 
 def copy_2d(drv: Any, src: int, src_pitch: int, dst: int, dst_pitch: int, width: int, height: int) -> Any:

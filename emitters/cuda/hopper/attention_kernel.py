@@ -8,7 +8,6 @@ folded onto it: the only differences are ``order`` and the maps after the shared
 from __future__ import annotations
 
 import ctypes
-import statistics
 import threading
 from typing import Any
 
@@ -16,9 +15,9 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError, LaunchError
 
-from ...timing import Timing, _p95
+from ...timing import Timing
 from ..attention_plan import BUFFERS, FLOAT_SCALARS, block_mask_bytes, tile_plan
-from ..runtime import HOLD_CYCLES, DeviceArray, _Device
+from ..runtime import DeviceArray, _Device, event_timing
 from .attention_schedule import AttnWgmmaSchedule
 
 
@@ -123,28 +122,9 @@ class WgmmaAttentionKernel:
     def time(self, inputs: dict[str, np.ndarray], warmup: int = 3, repeats: int = 20,
              flush_l2: bool = True, hold_cycles: int | None = None) -> Timing:
         """As ``CudaKernel.time``: L2 flushed and the stream held before each launch, each between events."""
-        from cuda.core import EventOptions
-
-        hold = HOLD_CYCLES if hold_cycles is None else hold_cycles
         with self._lock:
             self.upload(inputs)
-            stream = self._dev.stream
-            for _ in range(warmup):
-                self.launch()
-            opts = EventOptions(timing_enabled=True)
-            pairs = []
-            for _ in range(repeats):
-                if flush_l2:
-                    self._dev.flush_l2()
-                if hold:
-                    self._dev.hold(hold)
-                start = stream.record(options=opts)
-                self.launch()
-                end = stream.record(options=opts)
-                pairs.append((start, end))
-            stream.sync()
-            ms = sorted(float(e - s) for s, e in pairs)
-        return Timing(statistics.median(ms), _p95(ms), ms[0], len(ms))
+            return event_timing(self._dev, self.launch, warmup, repeats, flush_l2, hold_cycles)
 
     def __repr__(self) -> str:
         return f"WgmmaAttentionKernel({self.rendered.name})"

@@ -162,19 +162,11 @@ def schedule_from_json(d: dict[str, Any]) -> AttnWgmmaSchedule:
 
 def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
     """What ``build._check`` asks of the kernel: an attention op, this schedule type, the sm_90a target."""
-    from tracea.doctor.errors import UnsupportedError
+    from ..tma import require_sm90a
 
     if not isinstance(schedule, AttnWgmmaSchedule):
         raise BadInputError(f"schedule: {v.id} takes a wgmma attention schedule, got {type(schedule).__name__}")
-    if arch.cc != (9, 0):
-        raise UnsupportedError(f"{v.id} runs only on sm_90 (Hopper: wgmma, TMA, setmaxnreg), not {arch.name}",
-                               "cuda-mma-sync runs on sm_80 and later")
-    if arch.suffix != "a":
-        raise UnsupportedError(f"{v.id} needs the architecture-specific target sm_90a, not {arch.name}",
-                               "--arch sm_90a")
-    if op.dtype.value not in v.precisions:
-        raise UnsupportedError(f"{v.id} computes {', '.join(v.precisions)}, not {op.dtype.value}",
-                               "fp32 attention runs on the CPU backend")
+    require_sm90a(op, v, arch, "fp32 attention runs on the CPU backend")
     schedule.validate(op, arch.smem_optin)
 
 

@@ -12,14 +12,16 @@ from typing import Any
 
 from .export_abi import DTYPES, Launcher
 
-STORAGE = """static uint32_t ex_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+BITS = """static uint32_t ex_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float ex_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static float ex_bf2f(uint16_t h) { return ex_u2f((uint32_t)h << 16); }
+"""
+BF16 = """static float ex_bf2f(uint16_t h) { return ex_u2f((uint32_t)h << 16); }
 static uint16_t ex_f2bf(float f) {  /* round to nearest even */
     uint32_t u = ex_f2u(f);
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-static float ex_h2f(uint16_t h) {
+"""
+FP16 = """static float ex_h2f(uint16_t h) {
     uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff;
     if (e == 0x1f) return ex_u2f(s | 0x7f800000u | (m << 13));
     if (e == 0) return (s ? -1.0f : 1.0f) * ldexpf((float)m, -24);
@@ -34,6 +36,7 @@ static uint16_t ex_f2h(float f) {  /* round to nearest even; inputs here are sma
 }
 """
 
+STORAGE = {"fp32": "", "bf16": BITS + BF16, "fp16": BITS + FP16}
 LOADS = {"fp32": ("float", "((const float*)p)[i]", "((float*)p)[i] = v;"),
          "bf16": ("uint16_t", "ex_bf2f(((const uint16_t*)p)[i])", "((uint16_t*)p)[i] = ex_f2bf(v);"),
          "fp16": ("uint16_t", "ex_h2f(((const uint16_t*)p)[i])", "((uint16_t*)p)[i] = ex_f2h(v);")}
@@ -186,8 +189,7 @@ def example_c(launcher: Launcher, tolerance: float, device_c: str) -> str:
 #include "tracea.h"
 
 {device_c}
-{STORAGE}
-static float ex_load(const void* p, long i) {{ return {load}; }}
+{STORAGE[launcher.dtype]}static float ex_load(const void* p, long i) {{ return {load}; }}
 static void ex_store(void* p, long i, float v) {{ {store} }}
 
 static uint64_t ex_state = 0x9e3779b97f4a7c15ull;

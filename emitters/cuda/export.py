@@ -262,7 +262,8 @@ def _refuse_tma(r: Rendered, variant: Variant, names: set[str], scalars: dict[st
         raise UnsupportedError(
             f"export: {variant.id} ({r.name}) takes {', '.join(unknown)}: Hopper TMA tensor maps "
             "(cuTensorMapEncodeTiled) that exported launchers do not encode yet",
-            "export for --arch sm_80 (the mma.sync kernels also run on Hopper), or pass a non-TMA --schedule")
+            f"pass --variant cuda-mma-sync.{variant.op} "
+            "(mma.sync, which Hopper runs too)")
 
 
 def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str | Path, arch: str | None = None,

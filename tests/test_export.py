@@ -219,7 +219,9 @@ needs_nvrtc = pytest.mark.skipif(not _nvrtc(), reason="NVRTC (cuda-bindings) is 
     ["gemm", "--m", "256", "--n", "128", "--k", "64", "--dtype", "bf16"],
     ["conv2d", "--c", "3", "--h", "17", "--w", "19", "--k", "5", "--dtype", "fp16", "--bias"],
     ["softmax", "--rows", "7", "--cols", "333"],
-], ids=["gemm-bf16", "conv2d-fp16", "softmax-fp32"])
+    ["softmax", "--rows", "4", "--cols", "100000"],
+    ["gemm", "--m", "64", "--k", "8192"],
+], ids=["gemm-bf16", "conv2d-fp16", "softmax-fp32", "softmax-split-cooperative", "gemm-fp32-split-k-workspace"])
 def test_cuda_package_for_sm80_compiles_and_links(tmp_path, args):
     pkg = export(tmp_path, *args, "--backend", "cuda", "--arch", "sm_80")
     m = json.loads((pkg / "manifest.json").read_text())
@@ -228,10 +230,14 @@ def test_cuda_package_for_sm80_compiles_and_links(tmp_path, args):
     assert (pkg / "kernel" / f"{name}.cubin").read_bytes()[:4] == b"\x7fELF"
     ptx = (pkg / "kernel" / f"{name}.ptx").read_text()
     assert ".target sm_80" in ptx and f".entry {name}(" in ptx
-    if args[0] == "gemm":
+    if args[0] == "gemm" and "bf16" in args:
         assert m["variant"] == "cuda-mma-sync.gemm" and "mma.sync" in (pkg / "kernel" / f"{name}.cu").read_text()
     launcher = (pkg / "src" / "launcher.c").read_text()
-    assert "cuLaunchKernel" in launcher and "cuda_runtime" not in launcher and "#include <cuda.h>" in launcher
+    assert "cuLaunch" in launcher and "cuda_runtime" not in launcher and "#include <cuda.h>" in launcher
+    if args[1:3] == ["--rows", "4"]:  # the split softmax: its partials and counters, all blocks resident
+        assert "cuLaunchCooperativeKernel" in launcher and "#define TR_NSCRATCH 2" in launcher
+    if args[-1] == "8192":  # the SIMT K split: a zeroed workspace the launcher owns
+        assert "p_workspace = tr_scratch[0]" in launcher and "#define TR_NSCRATCH 1" in launcher
     inc = _cuda_include()
     objs = []
     for src in ("src/tracea_abi.c", "src/launcher.c", "src/kernel_image.c", "example.c"):
@@ -248,7 +254,7 @@ def test_cuda_package_for_sm80_compiles_and_links(tmp_path, args):
     # link against a stand-in libcuda of exactly the symbols used: every one returns CUDA_ERROR_NO_DEVICE
     nm = subprocess.run(["nm", "-u", *map(str, objs)], capture_output=True, text=True, check=True).stdout
     used = sorted({ln.split()[-1] for ln in nm.splitlines() if re.fullmatch(r"\s*U cu\w+", ln)})
-    assert "cuLaunchKernel" in used and "cuModuleLoadData" in used
+    assert {"cuLaunchKernel", "cuLaunchCooperativeKernel"} & set(used) and "cuModuleLoadData" in used
     assert all(not s.startswith("cuda") for s in used)  # the driver API only, no runtime
     stub = tmp_path / "stub.c"
     stub.write_text("".join(f"int {s}(void) {{ return 100; }}\n" for s in used))

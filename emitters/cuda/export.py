@@ -75,7 +75,7 @@ extern const char tracea_ptx[];
 
 static CUmodule tr_module;
 static CUfunction tr_function;
-static CUdeviceptr tr_workspace;
+static CUdeviceptr tr_scratch[TR_NSCRATCH + 1];
 static CUdevice tr_device;
 static int tr_retained;
 
@@ -116,18 +116,28 @@ TraceaStatus tracea_init(void) {
     TR_TRY(cuModuleGetFunction(&tr_function, tr_module, TR_KERNEL));
     if (TR_SMEM > 48 * 1024)
         TR_TRY(cuFuncSetAttribute(tr_function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, TR_SMEM));
-    if (TR_WORKSPACE > 0) {  /* the kernel's own scratch: zeroed once; each launch leaves it zeroed */
-        TR_TRY(cuMemAlloc(&tr_workspace, TR_WORKSPACE));
-        TR_TRY(cuMemsetD8(tr_workspace, 0, TR_WORKSPACE));
+    for (int i = 0; i < TR_NSCRATCH; ++i) {  /* the kernel's own scratch: zeroed once, left at rest by each launch */
+        TR_TRY(cuMemAlloc(&tr_scratch[i], tr_scratch_bytes[i]));
+        TR_TRY(cuMemsetD8(tr_scratch[i], 0, tr_scratch_bytes[i]));
+    }
+    if (TR_COOPERATIVE) {  /* every block resident at once, or the launch would deadlock */
+        int coop = 0, per_sm = 0, sms = 0;
+        TR_TRY(cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, dev));
+        TR_TRY(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+        TR_TRY(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tr_function, TR_BLOCK_X, TR_SMEM));
+        if (!coop || per_sm * sms < TR_GRID_X)
+            return tr_fail(TRACEA_ERROR_UNSUPPORTED, "tracea: the kernel needs its %d blocks resident at once; this "
+                           "GPU holds %d (export again with the target's SM count)", TR_GRID_X, per_sm * sms);
     }
     return TRACEA_SUCCESS;
 }
 
 void tracea_shutdown(void) {
-    if (tr_workspace) cuMemFree(tr_workspace);
+    for (int i = 0; i < TR_NSCRATCH; ++i)
+        if (tr_scratch[i]) cuMemFree(tr_scratch[i]);
     if (tr_module) cuModuleUnload(tr_module);
     if (tr_retained) cuDevicePrimaryCtxRelease(tr_device);
-    tr_workspace = 0;
+    for (int i = 0; i < TR_NSCRATCH; ++i) tr_scratch[i] = 0;
     tr_module = NULL;
     tr_function = NULL;
     tr_retained = 0;
@@ -149,6 +159,22 @@ def _runtime_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return BUFFERS, FLOAT_SCALARS
 
 
+def scratch_bytes(op: Any, r: Rendered) -> dict[str, int]:
+    """The kernel's own device buffers by parameter, as its kernel object allocates them: the K split's and
+    gemv's ``workspace`` (runtime.py, gemv.py), the split softmax's partials and counters (softmax_split.py)."""
+    out = {}
+    if "workspace" in r.params and r.metadata.get("workspace_bytes"):
+        out["workspace"] = int(r.metadata["workspace_bytes"])
+    if "ws" in r.params and "sem" in r.params:
+        out["ws"] = 8 * op.rows * max(1, r.grid[0] // op.rows)
+        out["sem"] = 8 * op.rows
+    return out
+
+
+def _cooperative(r: Rendered) -> bool:
+    return "ws" in r.params  # the split softmax: softmax_split.split_kernel's rule
+
+
 def _scalar(name: str, value: float | int) -> str:
     if name in _runtime_names()[1]:
         return f"float s_{name} = {float(value)!r}f;"
@@ -158,12 +184,13 @@ def _scalar(name: str, value: float | int) -> str:
 def _launcher_c(launcher: Launcher, r: Rendered, scalars: dict[str, Any], arch: str) -> str:
     names = {t.name for t in launcher.tensors}
     buffers = _runtime_names()[0]
+    scratch = scratch_bytes(launcher.op, r)
     lines, args = [], []
     for p in r.params:
         if p in names:
             lines.append(f"    CUdeviceptr p_{p} = (CUdeviceptr)(uintptr_t){p}->data;")
-        elif p == "workspace":
-            lines.append("    CUdeviceptr p_workspace = tr_workspace;")
+        elif p in scratch:
+            lines.append(f"    CUdeviceptr p_{p} = tr_scratch[{list(scratch).index(p)}];  /* scratch */")
         elif p in buffers:
             lines.append(f"    CUdeviceptr p_{p} = 0;  /* not used by this op */")
         else:
@@ -175,12 +202,21 @@ def _launcher_c(launcher: Launcher, r: Rendered, scalars: dict[str, Any], arch: 
                          "return TRACEA_ERROR_INVALID_ARGUMENT;" for t in launcher.tensors)
     (gx, gy, gz), (bx, by, bz) = r.grid, r.block
     cc = int(arch.removeprefix("sm_").rstrip("a"))
+    dims = f"{gx}, {gy}, {gz}, {bx}, {by}, {bz}, TR_SMEM, (CUstream)stream, args"
+    launch = (f"return tr_cu(cuLaunchCooperativeKernel(tr_function, {dims}), \"cuLaunchCooperativeKernel\");"
+              if _cooperative(r) else f"return tr_cu(cuLaunchKernel(tr_function, {dims}, NULL), \"cuLaunchKernel\");")
     return f"""/* launcher.c: {launcher.name} on the CUDA kernel {r.name} (generated, do not edit). */
+#include <stddef.h>
+
 #define TR_KERNEL "{r.entry}"
 #define TR_ARCH "{arch}"
 #define TR_MIN_CC {cc}
 #define TR_SMEM {r.smem}
-#define TR_WORKSPACE {int(r.metadata.get("workspace_bytes") or 0) if "workspace" in r.params else 0}
+#define TR_NSCRATCH {len(scratch)}
+#define TR_COOPERATIVE {int(_cooperative(r))}
+#define TR_GRID_X {gx}
+#define TR_BLOCK_X {bx}
+static const size_t tr_scratch_bytes[TR_NSCRATCH + 1] = {{{", ".join([*map(str, scratch.values()), "0"])}}};
 {RUNTIME_C}
 {launcher.signature()} {{
 {checks_c(launcher)}
@@ -191,8 +227,7 @@ def _launcher_c(launcher: Launcher, r: Rendered, scalars: dict[str, Any], arch: 
 {pointers}
 {chr(10).join(lines)}
     void* args[] = {{{", ".join(args)}}};
-    return tr_cu(cuLaunchKernel(tr_function, {gx}, {gy}, {gz}, {bx}, {by}, {bz}, TR_SMEM, (CUstream)stream, args, NULL),
-                 "cuLaunchKernel");
+    {launch}
 }}
 """
 
@@ -256,14 +291,19 @@ def _ptx(source: str, name: str, arch: str) -> str:
     return buf.rstrip(b"\x00").decode()
 
 
-def _refuse_tma(r: Rendered, variant: Variant, names: set[str], scalars: dict[str, Any]) -> None:
-    unknown = [p for p in r.params if p not in names and p not in _runtime_names()[0] and p != "workspace" and p not in scalars]
-    if unknown:
+def _refuse_unknown(op: Any, r: Rendered, variant: Variant, scalars: dict[str, Any]) -> None:
+    """Every kernel parameter must be an op tensor, a known scratch buffer or a scalar; the Hopper TMA
+    kernels' tensor maps are not (yet)."""
+    known = {*op.shapes(), *_runtime_names()[0], *scratch_bytes(op, r), *scalars}
+    unknown = [p for p in r.params if p not in known]
+    if any(p.startswith("tm") for p in unknown):
         raise UnsupportedError(
             f"export: {variant.id} ({r.name}) takes {', '.join(unknown)}: Hopper TMA tensor maps "
             "(cuTensorMapEncodeTiled) that exported launchers do not encode yet",
-            f"pass --variant cuda-mma-sync.{variant.op} "
-            "(mma.sync, which Hopper runs too)")
+            f"pass --variant cuda-mma-sync.{variant.op} (mma.sync, which Hopper runs too)")
+    if unknown:
+        raise UnsupportedError(f"export: {variant.id} ({r.name}) takes {', '.join(unknown)}, which exported "
+                               "launchers do not provide yet", "pass another --variant or --schedule")
 
 
 def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str | Path, arch: str | None = None,
@@ -273,7 +313,7 @@ def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: s
     from .build import compile_kernel
 
     v, r, scalars, artifact = compile_kernel(op, variant, schedule, host, arch)
-    _refuse_tma(r, v, set(op.shapes()), scalars)
+    _refuse_unknown(op, r, v, scalars)
     launcher = launcher_for(op, [p for p in r.params if p in _runtime_names()[0]])
     target = artifact.metadata["arch"]
     cubin = Path(artifact.binary).read_bytes()

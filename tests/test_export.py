@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -64,7 +65,9 @@ def test_cpu_package_builds_and_verifies(tmp_path, case):
     r = ctest(pkg)
     assert r.returncode == 0, r.stdout[-3000:]
     assert "100% tests passed" in r.stdout
-    run = subprocess.run([str(pkg / "build" / "tracea_example")], capture_output=True, text=True, timeout=60)
+    seed = str(random.randrange(1, 2**31))  # fresh inputs beside CTest's fixed ones
+    run = subprocess.run([str(pkg / "build" / "tracea_example"), "--seed", seed], capture_output=True, text=True,
+                         timeout=60)
     assert run.returncode == 0 and ": ok" in run.stdout, run.stdout + run.stderr
     assert "wrong shape refused" in run.stdout  # the launcher answered a bad view with a status and a message
 
@@ -266,6 +269,19 @@ def test_cuda_package_for_sm80_compiles_and_links(tmp_path, args):
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "LD_LIBRARY_PATH": str(tmp_path)})
     assert run.returncode == 1 and "cuInit failed" in run.stderr, run.stderr  # no GPU: said, not crashed
+    if CMAKE is None:
+        return
+    # the package's own CMake file, its libcuda the stand-in (whichever way it finds the driver library)
+    build_dir = pkg / "build"
+    cfg = subprocess.run(["cmake", "-S", str(pkg), "-B", str(build_dir), f"-DCUDA_cuda_driver_LIBRARY={tmp_path}/libcuda.so",
+                          f"-DTRACEA_CUDA_DRIVER={tmp_path}/libcuda.so", f"-DTRACEA_CUDA_INCLUDE={inc}",
+                          f"-DCUDAToolkit_ROOT={inc.parent}"], capture_output=True, text=True, timeout=300)
+    assert cfg.returncode == 0, cfg.stdout[-3000:] + cfg.stderr[-3000:]
+    b = subprocess.run(["cmake", "--build", str(build_dir)], capture_output=True, text=True, timeout=600)
+    assert b.returncode == 0, b.stdout[-3000:] + b.stderr[-3000:]
+    run = subprocess.run([str(build_dir / "tracea_example")], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "LD_LIBRARY_PATH": str(tmp_path)})
+    assert run.returncode == 1 and "cuInit failed" in run.stderr, run.stderr
 
 
 @needs_nvrtc

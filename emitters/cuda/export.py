@@ -243,16 +243,25 @@ def _image_c(cubin: bytes, ptx: str) -> str:
 
 def _cmake(launcher: Launcher, r: Rendered) -> str:
     return f"""# Builds the exported Tracea kernel ({r.name}) with its driver-API launcher, the examples and CTest checks.
-cmake_minimum_required(VERSION 3.17)
+cmake_minimum_required(VERSION 3.18)
 project(tracea_{launcher.op.kind} LANGUAGES C CXX)
 set(CMAKE_C_STANDARD 11)
 set(CMAKE_CXX_STANDARD 17)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
-find_package(CUDAToolkit REQUIRED)
 
 add_library(tracea STATIC src/tracea_abi.c src/launcher.c src/kernel_image.c)
 target_include_directories(tracea PUBLIC ${{CMAKE_CURRENT_SOURCE_DIR}}/include PRIVATE src)
-target_link_libraries(tracea PUBLIC CUDA::cuda_driver)
+# only the driver API (libcuda and cuda.h): the toolkit's CUDA::cuda_driver, else cuda.h and libcuda found directly
+find_package(CUDAToolkit QUIET)
+if(TARGET CUDA::cuda_driver)
+  target_link_libraries(tracea PUBLIC CUDA::cuda_driver)
+else()
+  find_path(TRACEA_CUDA_INCLUDE cuda.h HINTS ENV CUDA_HOME ENV CUDA_PATH /usr/local/cuda PATH_SUFFIXES include REQUIRED)
+  find_library(TRACEA_CUDA_DRIVER cuda HINTS ENV CUDA_HOME ENV CUDA_PATH /usr/local/cuda
+               PATH_SUFFIXES lib64 lib lib64/stubs lib/stubs REQUIRED)
+  target_include_directories(tracea PUBLIC ${{TRACEA_CUDA_INCLUDE}})
+  target_link_libraries(tracea PUBLIC ${{TRACEA_CUDA_DRIVER}})
+endif()
 
 enable_testing()
 add_executable(tracea_example example.c)

@@ -73,9 +73,12 @@ def test_cpu_package_builds_and_verifies(tmp_path, case):
 
 
 @needs_cmake
-def test_cpu_16bit_package_verifies(tmp_path):
-    """The example's bf16 conversions (storage, reference from the stored values) on the CPU's bf16 kernel."""
-    pkg = export(tmp_path, "gemm", "--m", "33", "--n", "40", "--k", "24", "--dtype", "bf16", "--backend", "cpu")
+@pytest.mark.parametrize("args", [["gemm", "--m", "33", "--n", "40", "--k", "24", "--dtype", "bf16"],
+                                  ["conv2d", "--c", "5", "--h", "9", "--w", "10", "--k", "7", "--dtype", "fp16"]],
+                         ids=["gemm-bf16", "conv2d-fp16"])
+def test_cpu_16bit_package_verifies(tmp_path, args):
+    """The example's 16-bit storage (inputs rounded, the reference from the stored values) on the CPU kernels."""
+    pkg = export(tmp_path, *args, "--backend", "cpu")
     build(pkg)
     r = ctest(pkg)
     assert r.returncode == 0, r.stdout[-3000:]
@@ -183,7 +186,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     _one_line_exit(tracea("export", *gemm, "--out", str(tmp_path / "b"), "--schedule", '{"mr": "x"}'), 2, "")
     _one_line_exit(tracea("export", *gemm, "--out", str(tmp_path / "b"), "--arch", "sm_80"), 2, "--arch")
     _one_line_exit(tracea("export", *gemm, "--out", str(tmp_path / "b"), "--variant", "cpu-portable.softmax"), 2,
-                   "computes softmax")
+                   "computes softmax, not gemm")
+    _one_line_exit(tracea("export", *gemm, "--out", str(tmp_path / "b"), "--variant", "cuda-simt.gemm"), 2,
+                   "cuda variant of gemm")
     assert not (tmp_path / "b").exists()  # nothing written for a refused command
 
 
@@ -293,3 +298,42 @@ def test_a_hopper_tma_kernel_is_refused_with_a_hint(tmp_path):
     pkg = export(tmp_path, "gemm", "--m", "256", "--dtype", "bf16", "--backend", "cuda", "--arch", "sm_90a",
                  "--variant", "cuda-mma-sync.gemm", name="mma")
     assert json.loads((pkg / "manifest.json").read_text())["variant"] == "cuda-mma-sync.gemm"
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is missing")
+def test_the_examples_16bit_conversions_match_numpy(tmp_path):
+    """ex_h2f / ex_bf2f decode every finite bit pattern exactly; ex_f2h / ex_f2bf round to nearest even."""
+    import numpy as np
+
+    from tracea.emitters.export_example import STORAGE
+
+    rng = np.random.default_rng(0)
+    floats = np.concatenate([rng.uniform(-4, 4, 4000), rng.uniform(-1e-4, 1e-4, 2000),
+                             rng.standard_normal(2000) * 100]).astype(np.float32)
+    (tmp_path / "f.bin").write_bytes(floats.tobytes())
+    (tmp_path / "conv.c").write_text("#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n"
+                                     + STORAGE["fp16"] + STORAGE["bf16"].split("\n", 2)[2] + """
+int main(void) {
+    for (uint32_t h = 0; h < 65536; ++h) printf("%a %a\\n", (double)ex_h2f((uint16_t)h), (double)ex_bf2f((uint16_t)h));
+    FILE* f = fopen("f.bin", "rb");
+    float v;
+    while (fread(&v, 4, 1, f) == 1) printf("%u %u\\n", ex_f2h(v), ex_f2bf(v));
+    return 0;
+}
+""")
+    subprocess.run(["gcc", "-O1", "conv.c", "-o", "conv", "-lm"], cwd=tmp_path, check=True)
+    lines = subprocess.run(["./conv"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split("\n")
+    decoded = np.array([[float.fromhex(x) if x not in ("inf", "-inf", "nan", "-nan") else np.nan for x in ln.split()]
+                        for ln in lines[:65536]])
+    bits = np.arange(65536, dtype=np.uint16)
+    half = bits.view(np.float16).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        bf = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    finite = np.isfinite(half)
+    assert np.array_equal(decoded[finite, 0], half[finite])
+    assert np.array_equal(decoded[np.isfinite(bf), 1], bf[np.isfinite(bf)])
+    rounded = np.array([[int(x) for x in ln.split()] for ln in lines[65536:] if ln])
+    assert np.array_equal(rounded[:, 0], floats.astype(np.float16).view(np.uint16))
+    from tracea.kernels.dtypes import DType, to_storage
+
+    assert np.array_equal(rounded[:, 1], to_storage(floats, DType.BF16).view(np.uint16))

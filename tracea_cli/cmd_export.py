@@ -11,6 +11,7 @@ import typer
 
 from .cmd_kernels import BACKEND, PRECISION, _host, resolve_backend
 from .op_options import add_op_commands, option
+from .validate import check_variant
 
 
 def _schedule_json(text: str) -> dict[str, Any]:
@@ -42,9 +43,8 @@ def _choose(op: Any, host: Any, backend: str, mod: Any, precision: str | None, v
     from tracea.emitters import registry
 
     if variant is not None:
+        check_variant(variant, op.kind, backend)
         v = mod.resolve(variant)
-        if v.op != op.kind:
-            raise BadInputError(f"--variant: {v.id} computes {v.op}, not {op.kind}")
     else:
         from tracea.doctor.plan import plan
 
@@ -73,6 +73,8 @@ def do_export(op: Any, backend: str | None, precision: str | None, out: Path, ar
     from tracea.emitters import registry
 
     host = _host()
+    if backend is None and variant is not None:  # a named variant names its backend
+        backend = next((v.backend for v in registry.all_variants() if v.id == variant), None)
     backend = backend or ("cuda" if arch else resolve_backend(op, host, None, precision, to_stderr=json_out))
     mod = registry.backend(backend)
     if arch is not None:

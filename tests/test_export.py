@@ -157,6 +157,9 @@ def test_a_tuned_schedule_is_used_when_stored(tmp_path, monkeypatch):
     m = json.loads((out / "manifest.json").read_text())
     assert seen == [variant.id] and m["schedule_source"].startswith("tuned")
     assert m["schedule"] == tuned.to_json() != hero.to_json()
+    doc = json.loads(r.output)  # --json: what was written, machine-readable
+    assert doc["schedule"] == m["schedule"] and doc["variant"] == m["variant"]
+    assert sorted(doc["files"]) == sorted(str(out / rel) for rel in [*m["files"], "manifest.json"])
 
 
 def _one_line_exit(r: subprocess.CompletedProcess[str], code: int, pattern: str) -> None:

@@ -89,9 +89,23 @@ static TraceaStatus tr_cu(CUresult rc, const char* what) {
 
 #define TR_TRY(call) do { TraceaStatus tr_s = tr_cu((call), #call); if (tr_s != TRACEA_SUCCESS) return tr_s; } while (0)
 
-/* Loads the kernel into the calling thread's current context (device 0's primary context if none). */
+static TraceaStatus tr_load(CUfunction* function);
+
+/* Loads the kernel into the calling thread's current context (device 0's primary context if none); a
+   failure part way releases what was taken, so the next call starts again. */
 TraceaStatus tracea_init(void) {
     if (tr_function) return TRACEA_SUCCESS;
+    CUfunction function = NULL;
+    TraceaStatus s = tr_load(&function);
+    if (s != TRACEA_SUCCESS) {
+        tracea_shutdown();
+        return s;
+    }
+    tr_function = function;
+    return TRACEA_SUCCESS;
+}
+
+static TraceaStatus tr_load(CUfunction* function) {
     CUcontext ctx = NULL;
     TR_TRY(cuInit(0));
     TR_TRY(cuCtxGetCurrent(&ctx));
@@ -113,9 +127,9 @@ TraceaStatus tracea_init(void) {
     if (rc != CUDA_SUCCESS)  /* a newer GPU than the cubin's: the driver compiles the PTX */
         rc = cuModuleLoadData(&tr_module, tracea_ptx);
     TR_TRY(rc);
-    TR_TRY(cuModuleGetFunction(&tr_function, tr_module, TR_KERNEL));
+    TR_TRY(cuModuleGetFunction(function, tr_module, TR_KERNEL));
     if (TR_SMEM > 48 * 1024)
-        TR_TRY(cuFuncSetAttribute(tr_function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, TR_SMEM));
+        TR_TRY(cuFuncSetAttribute(*function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, TR_SMEM));
     for (int i = 0; i < TR_NSCRATCH; ++i) {  /* the kernel's own scratch: zeroed once, left at rest by each launch */
         TR_TRY(cuMemAlloc(&tr_scratch[i], tr_scratch_bytes[i]));
         TR_TRY(cuMemsetD8(tr_scratch[i], 0, tr_scratch_bytes[i]));
@@ -124,7 +138,7 @@ TraceaStatus tracea_init(void) {
         int coop = 0, per_sm = 0, sms = 0;
         TR_TRY(cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, dev));
         TR_TRY(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
-        TR_TRY(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tr_function, TR_BLOCK_X, TR_SMEM));
+        TR_TRY(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, *function, TR_BLOCK_X, TR_SMEM));
         if (!coop || per_sm * sms < TR_GRID_X)
             return tr_fail(TRACEA_ERROR_UNSUPPORTED, "tracea: the kernel needs its %d blocks resident at once; this "
                            "GPU holds %d (export again with the target's SM count)", TR_GRID_X, per_sm * sms);

@@ -19,7 +19,7 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 ABI_VERSION = 1
 MAX_DIMS = 8
 DTYPES = {"fp32": ("TRACEA_DTYPE_F32", 4), "fp16": ("TRACEA_DTYPE_F16", 2), "bf16": ("TRACEA_DTYPE_BF16", 2)}
-EXPORTABLE = ("gemm", "conv2d", "softmax")  # attention has extra outputs (lse): not in this ABI version
+EXPORTABLE = ("gemm", "conv2d", "softmax", "attention")
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,9 @@ def launcher_for(op: Any, order: tuple[str, ...] | list[str]) -> Launcher:
     if op.kind not in EXPORTABLE:
         raise UnsupportedError(f"export: {op.kind} cannot be exported yet (ABI version {ABI_VERSION} has "
                                f"{', '.join(EXPORTABLE)})", "export gemm, conv2d or softmax")
+    if getattr(op, "block_mask", None) is not None:
+        raise UnsupportedError("export: attention with a --block-mask cannot be exported yet",
+                               "export it without the block mask (causal and --window are exported)")
     if op.dtype.value not in DTYPES:
         raise UnsupportedError(f"export: dtype {op.dtype.value} has no tensor-view type")
     shapes = {k: tuple(int(d) for d in v) for k, v in op.shapes().items()}

@@ -97,7 +97,42 @@ def _softmax_reference(op: Any) -> str:
     }}"""
 
 
-REFERENCES = {"gemm": _gemm_reference, "conv2d": _conv_reference, "softmax": _softmax_reference}
+def _attention_reference(op: Any) -> str:
+    far = op.seq_q + op.seq_k  # the IR's key range around the bottom-right aligned diagonal
+    left, right = op.window if op.window is not None else (far, far)
+    right = min(right, 0) if op.causal else right
+    return f"""enum {{ NB = {op.batch}, HQ = {op.heads}, HK = {op.kv_heads}, SQ = {op.seq_q}, SK = {op.seq_k}, D = {op.head_dim} }};
+    static double s[SK];
+    for (long b = 0; b < NB; ++b)
+        for (long h = 0; h < HQ; ++h)
+            for (long i = 0; i < SQ; ++i) {{
+                const double* qi = q + ((b * HQ + h) * SQ + i) * D;
+                const long kvh = h / (HQ / HK), diag = i + (SK - SQ);
+                long lo = diag - {left}, hi = diag + {right} + 1;
+                lo = lo < 0 ? 0 : lo > SK ? SK : lo;
+                hi = hi < 0 ? 0 : hi > SK ? SK : hi;
+                double* o = ref + ((b * HQ + h) * SQ + i) * D;
+                for (long d = 0; d < D; ++d) o[d] = 0;
+                if (lo >= hi) continue;  /* no key kept: a zero row, as the IR's reference */
+                double mx = -INFINITY, sum = 0;
+                for (long j = lo; j < hi; ++j) {{
+                    const double* kj = k + ((b * HK + kvh) * SK + j) * D;
+                    double dot = 0;
+                    for (long d = 0; d < D; ++d) dot += qi[d] * kj[d];
+                    s[j] = dot * {op.scale!r};
+                    mx = s[j] > mx ? s[j] : mx;
+                }}
+                for (long j = lo; j < hi; ++j) {{
+                    const double p = exp(s[j] - mx), *vj = v + ((b * HK + kvh) * SK + j) * D;
+                    sum += p;
+                    for (long d = 0; d < D; ++d) o[d] += p * vj[d];
+                }}
+                for (long d = 0; d < D; ++d) o[d] /= sum;
+            }}"""
+
+
+REFERENCES = {"gemm": _gemm_reference, "conv2d": _conv_reference, "softmax": _softmax_reference,
+              "attention": _attention_reference}
 
 
 def _main(launcher: Launcher, tolerance: float) -> str:

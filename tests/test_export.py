@@ -54,6 +54,10 @@ CPU_CASES = {
     "conv2d-nhwc-groups": ["conv2d", "--c", "6", "--h", "9", "--w", "7", "--k", "4", "--groups", "2", "--dilation",
                            "2", "--layout", "nhwc", "--backend", "cpu"],
     "softmax-odd": ["softmax", "--rows", "7", "--cols", "333", "--backend", "cpu"],
+    "attention-gqa-causal-odd": ["attention", "--heads", "4", "--kv-heads", "2", "--seq", "37", "--seq-k", "45",
+                                 "--head-dim", "64", "--causal", "--backend", "cpu"],
+    "attention-window-bf16": ["attention", "--batch", "2", "--heads", "2", "--seq", "50", "--head-dim", "64",
+                              "--window", "5,3", "--dtype", "bf16", "--backend", "cpu"],
 }
 
 
@@ -195,10 +199,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert not (tmp_path / "b").exists()  # nothing written for a refused command
 
 
-def test_attention_is_refused_with_a_reason(tmp_path):
-    r = tracea("export", "attention", "--heads", "2", "--seq", "64", "--head-dim", "64", "--backend", "cpu",
-               "--out", str(tmp_path / "a"))
-    _one_line_exit(r, 3, "attention cannot be exported yet")
+def test_what_cannot_be_exported_is_refused_with_a_reason(tmp_path):
+    r = tracea("export", "attention", "--heads", "2", "--seq", "64", "--head-dim", "64", "--block-mask", "0.5",
+               "--block-size", "32", "--backend", "cpu", "--out", str(tmp_path / "a"))
+    _one_line_exit(r, 3, "block-mask cannot be exported yet")
+    if _nvrtc():  # the CUDA attention kernel's lse and tile lists are not in the ABI yet
+        r = tracea("export", "attention", "--heads", "2", "--seq", "64", "--head-dim", "64", "--dtype", "bf16",
+                   "--backend", "cuda", "--arch", "sm_80", "--out", str(tmp_path / "b"))
+        _one_line_exit(r, 3, "takes lse.*which exported launchers do not provide")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 # ------------------------------------------------------------------------------------------------ CUDA

@@ -45,12 +45,33 @@ static void ex_teardown(void) {}
 """
 
 
+# Buffers a kernel writes beside ``out`` that the ABI does not return (attention's lse and block count):
+# the launcher allocates them for each call, so concurrent calls share nothing.
+SCRATCH = {"lse": lambda op: 4 * _count(op.lse_shape()), "stats": lambda op: 8}
+
+
+def _count(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def _launcher_c(launcher: Launcher, r: Rendered) -> str:
     names = {t.name for t in launcher.tensors}
-    bufs = ", ".join(f"(void*){b}->data" if b in names else "NULL" for b in r.buffers)
+    scratch = {b: SCRATCH[b](launcher.op) for b in r.buffers if b in SCRATCH and b not in names}
+    bufs = ", ".join(f"(void*){b}->data" if b in names else f"scratch_{b}" if b in scratch else "NULL"
+                     for b in r.buffers)
+    take = "".join(f"    void* scratch_{b} = calloc(1, {n});\n" for b, n in scratch.items())
+    if scratch:
+        take += (f"    if ({' || '.join(f'!scratch_{b}' for b in scratch)}) {{\n"
+                 f"        {' '.join(f'free(scratch_{b});' for b in scratch)}\n"
+                 f"        return tr_fail(TRACEA_ERROR_CPU, \"{launcher.name}: out of memory for its scratch\");\n    }}\n")
+    give = "".join(f"    free(scratch_{b});\n" for b in scratch)
     fparams = ", ".join(repr(float(f)) for f in r.fparams) or "0.0"
     return f"""/* launcher.c: {launcher.name} on the CPU kernel {r.name} (generated, do not edit). */
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "tracea_internal.h"
 
@@ -62,11 +83,11 @@ void tracea_shutdown(void) {{}}
 {launcher.signature()} {{
 {checks_c(launcher)}
     (void)stream;  /* the CPU kernel returns when the result is written */
-    void* bufs[] = {{{bufs}}};
+{take}    void* bufs[] = {{{bufs}}};
     static const int64_t dims[] = {{{", ".join(map(str, r.dims))}}};  /* threads last: 0 = the schedule's */
     static const double fparams[] = {{{fparams}}};
     int rc = {ENTRY}(bufs, dims, fparams);
-    if (rc != 0) return tr_fail(TRACEA_ERROR_CPU, "{launcher.name}: the kernel could not allocate its packing buffers "
+{give}    if (rc != 0) return tr_fail(TRACEA_ERROR_CPU, "{launcher.name}: the kernel could not allocate its packing buffers "
                                 "(code %d)", rc);
     return TRACEA_SUCCESS;
 }}

@@ -280,7 +280,7 @@ def test_cuda_package_for_sm80_compiles_and_links(tmp_path, args):
     stub.write_text("".join(f"int {s}(void) {{ return 100; }}\n" for s in used))
     subprocess.run(["gcc", "-shared", "-fPIC", str(stub), "-o", str(tmp_path / "libcuda.so")], check=True)
     exe = tmp_path / "example"
-    r = subprocess.run(["gcc", *map(str, objs), "-L", str(tmp_path), "-lcuda", "-lm", "-o", str(exe)],
+    r = subprocess.run(["gcc", *map(str, objs), "-L", str(tmp_path), "-lcuda", "-lm", "-pthread", "-o", str(exe)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60,

@@ -70,10 +70,13 @@ def _launcher_c(launcher: Launcher, r: Rendered) -> str:
     give = "".join(f"    free(scratch_{b});\n" for b in scratch)
     fparams = ", ".join(repr(float(f)) for f in r.fparams) or "0.0"
     return f"""/* launcher.c: {launcher.name} on the CPU kernel {r.name} (generated, do not edit). */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 
 #include "tracea_internal.h"
+
+static pthread_mutex_t tr_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams);
 
@@ -86,7 +89,9 @@ void tracea_shutdown(void) {{}}
 {take}    void* bufs[] = {{{bufs}}};
     static const int64_t dims[] = {{{", ".join(map(str, r.dims))}}};  /* threads last: 0 = the schedule's */
     static const double fparams[] = {{{fparams}}};
+    pthread_mutex_lock(&tr_lock);  /* the kernel keeps its packing buffers and thread pool between calls */
     int rc = {ENTRY}(bufs, dims, fparams);
+    pthread_mutex_unlock(&tr_lock);
 {give}    if (rc != 0) return tr_fail(TRACEA_ERROR_CPU, "{launcher.name}: the kernel could not allocate its packing buffers "
                                 "(code %d)", rc);
     return TRACEA_SUCCESS;

@@ -65,6 +65,7 @@ static void ex_teardown(void) { cuDevicePrimaryCtxRelease(ex_dev); }
 """
 
 RUNTIME_C = """#include <cuda.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -90,19 +91,22 @@ static TraceaStatus tr_cu(CUresult rc, const char* what) {
 #define TR_TRY(call) do { TraceaStatus tr_s = tr_cu((call), #call); if (tr_s != TRACEA_SUCCESS) return tr_s; } while (0)
 
 static TraceaStatus tr_load(CUfunction* function);
+static void tr_release(void);
+static pthread_mutex_t tr_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Loads the kernel into the calling thread's current context (device 0's primary context if none); a
    failure part way releases what was taken, so the next call starts again. */
 TraceaStatus tracea_init(void) {
-    if (tr_function) return TRACEA_SUCCESS;
-    CUfunction function = NULL;
-    TraceaStatus s = tr_load(&function);
-    if (s != TRACEA_SUCCESS) {
-        tracea_shutdown();
-        return s;
+    pthread_mutex_lock(&tr_lock);
+    TraceaStatus s = TRACEA_SUCCESS;
+    if (tr_function == NULL) {
+        CUfunction function = NULL;
+        s = tr_load(&function);
+        if (s != TRACEA_SUCCESS) tr_release();
+        else tr_function = function;
     }
-    tr_function = function;
-    return TRACEA_SUCCESS;
+    pthread_mutex_unlock(&tr_lock);
+    return s;
 }
 
 static TraceaStatus tr_load(CUfunction* function) {
@@ -147,6 +151,12 @@ static TraceaStatus tr_load(CUfunction* function) {
 }
 
 void tracea_shutdown(void) {
+    pthread_mutex_lock(&tr_lock);
+    tr_release();
+    pthread_mutex_unlock(&tr_lock);
+}
+
+static void tr_release(void) {
     for (int i = 0; i < TR_NSCRATCH; ++i)
         if (tr_scratch[i]) cuMemFree(tr_scratch[i]);
     if (tr_module) cuModuleUnload(tr_module);
@@ -234,10 +244,8 @@ static const size_t tr_scratch_bytes[TR_NSCRATCH + 1] = {{{", ".join([*map(str, 
 {RUNTIME_C}
 {launcher.signature()} {{
 {checks_c(launcher)}
-    if (tr_function == NULL) {{
-        TraceaStatus s = tracea_init();
-        if (s != TRACEA_SUCCESS) return s;
-    }}
+    TraceaStatus s = tracea_init();  /* loads the module on the first call */
+    if (s != TRACEA_SUCCESS) return s;
 {pointers}
 {chr(10).join(lines)}
     void* args[] = {{{", ".join(args)}}};
@@ -276,6 +284,8 @@ else()
   target_include_directories(tracea PUBLIC ${{TRACEA_CUDA_INCLUDE}})
   target_link_libraries(tracea PUBLIC ${{TRACEA_CUDA_DRIVER}})
 endif()
+find_package(Threads REQUIRED)
+target_link_libraries(tracea PUBLIC Threads::Threads)
 
 enable_testing()
 add_executable(tracea_example example.c)
@@ -364,7 +374,8 @@ def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: s
         "its cubin and PTX; the launcher uses only the CUDA driver API (link CUDA::cuda_driver). It loads the module "
         "into the context current on the calling thread at `tracea_init()` (device 0's primary context if none) and "
         "launches on the given stream; views hold device pointers. On a GPU newer than the cubin's the driver "
-        "compiles the PTX.")
+        "compiles the PTX." + (" The kernel's scratch buffers (" + ", ".join(scratch_bytes(op, r)) + ") belong to the "
+                               "library: one launch in flight at a time." if scratch_bytes(op, r) else ""))
     res = artifact.metadata.get("resources", {})
     kernel = {"name": r.name, "entry": r.entry, "source": f"kernel/{r.name}.cu",
               "source_sha256": hashlib.sha256(r.source.encode()).hexdigest(), "grid": list(r.grid),

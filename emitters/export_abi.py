@@ -128,7 +128,7 @@ typedef struct {{
     int64_t strides[TRACEA_MAX_DIMS];
 }} TraceaTensorView;
 
-/* The exported shapes (dtype {DTYPES[launcher.dtype][0]}). */
+/* The exported shapes as stored (dtype {DTYPES[launcher.dtype][0]}; a 'col' layout is the row-major transpose). */
 {shapes}
 
 int tracea_abi_version(void);

@@ -117,6 +117,14 @@ class Backend(Protocol):
         names a target other than this host's (a backend that has none refuses it)."""
         ...
 
+    def export(self, op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str | Path,
+               arch: str | None = None, force: bool = False, schedule_source: str = "given") -> list[Path]:
+        """Write a self-contained C/C++ package for ``op`` at its shape into ``out_dir`` (``tracea export``):
+        ``include/tracea.h`` (the C ABI, emitters/export_abi.py), ``tracea.hpp``, the kernel, a CMake file,
+        an example that verifies against a C reference, and ``manifest.json``. A non-empty ``out_dir`` is
+        refused unless ``force``; ``schedule_source`` ("tuned", "heuristic", "given") goes into the manifest."""
+        ...
+
     def rendering(self, op: Any, variant: Variant, schedule: Any, host: Any, arch: str | None = None) -> Rendering:
         """What ``build`` would compile for ``op`` and ``schedule``, without compiling: replay compares a
         bundle's source and flags with it. ``arch``: the recorded target, used where this host has none.

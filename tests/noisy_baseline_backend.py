@@ -22,6 +22,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - the backend protocol, as 
     compile_command,
     compute_metric,
     emit,
+    export,
     environment,
     hero_schedule,
     load_binary,

@@ -18,6 +18,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - tests/ is on the path; th
     build_from_source,
     compute_metric,
     emit,
+    export,
     environment,
     load_binary,
     present,

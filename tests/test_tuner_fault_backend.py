@@ -132,6 +132,11 @@ def emit(op: Any, variant: Any, schedule: Any, host: Any, out_dir: Any, arch: st
     return _unsupported("emit")
 
 
+def export(op: Any, variant: Any, schedule: Any, host: Any, out_dir: Any, arch: str | None = None,
+           force: bool = False, schedule_source: str = "given") -> list[Any]:
+    return _unsupported("export")
+
+
 def rendering(op: Any, variant: Any, schedule: Any, host: Any, arch: str | None = None) -> Any:
     return _unsupported("rendering")
 

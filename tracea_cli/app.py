@@ -125,6 +125,9 @@ from . import cmd_cache, cmd_tune  # noqa: E402
 
 cmd_tune.register(app)
 cmd_cache.register(app)
+from . import cmd_export  # noqa: E402, I001
+
+cmd_export.register(app)
 
 
 def build_command() -> Any:

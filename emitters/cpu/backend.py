@@ -15,6 +15,7 @@ from ..backend import Builder, Rendering
 from ..schedule import CpuSchedule
 from .build import build, hero_schedule
 from .build import emit as _emit
+from .export import export
 from .space import search_space
 from .suite import suites
 from .variants import VARIANTS, resolve
@@ -26,7 +27,7 @@ LANGUAGE = "c"
 COMPILES_BUNDLED_FLAGS = True  # a bundle's gcc/clang flags: replay screens them first
 
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
-           "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering",
+           "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
            "suites"]
 

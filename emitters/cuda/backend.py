@@ -15,6 +15,7 @@ from tracea.doctor.variants import Variant
 from ..backend import Builder, Rendering
 from . import bank_conflict_drop  # the optional hooks the tuner looks up: bank_conflict_drop, tuning_features
 from .build import build, hero_schedule, schedule_from_json, search_space, tuning_features, validate_schedule
+from .export import export
 from .suite import suites
 from .variants import VARIANTS, resolve
 
@@ -29,7 +30,7 @@ COMPUTE_METRIC = {"fp32": "fp32_flops", "fp16": "fp16_tensor_flops", "bf16": "bf
                   "tf32": "tf32_tensor_flops", "fp64": "fp64_flops", "int8": "int8_tensor_flops"}
 
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
-           "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering",
+           "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
            "suites", "tuning_features", "bank_conflict_drop"]
 

@@ -1,0 +1,251 @@
+"""``example.c`` of an exported package: random inputs, one call of the launcher, the op's reference in
+plain C (naive loops, double accumulation) and a relative-error check; nonzero exit on a mismatch.
+
+``--perturb`` moves one output element far off after the launch, so a test can show that the check
+fails on a wrong result. The example also calls the launcher with a wrong shape and expects a status
+and a message, not a crash. The backend supplies the memory functions (host or device).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .export_abi import DTYPES, Launcher
+
+BITS = """static uint32_t ex_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float ex_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+"""
+BF16 = """static float ex_bf2f(uint16_t h) { return ex_u2f((uint32_t)h << 16); }
+static uint16_t ex_f2bf(float f) {  /* round to nearest even */
+    uint32_t u = ex_f2u(f);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+"""
+FP16 = """static float ex_h2f(uint16_t h) {
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 0x1f) return ex_u2f(s | 0x7f800000u | (m << 13));
+    if (e == 0) return (s ? -1.0f : 1.0f) * ldexpf((float)m, -24);
+    return ex_u2f(s | ((e + 112) << 23) | (m << 13));
+}
+static uint16_t ex_f2h(float f) {  /* round to nearest even; inputs here are small and finite */
+    uint32_t u = ex_f2u(f), s = (u >> 16) & 0x8000u;
+    float a = fabsf(f);
+    if (a < 6.103515625e-05f) return (uint16_t)(s | (uint32_t)lrintf(a * 16777216.0f));
+    uint32_t v = ex_f2u(a), r = v + 0xfffu + ((v >> 13) & 1u);
+    return (uint16_t)(s | (((r >> 13) - (112u << 10)) & 0x7fffu));
+}
+"""
+
+STORAGE = {"fp32": "", "bf16": BITS + BF16, "fp16": BITS + FP16}
+LOADS = {"fp32": ("float", "((const float*)p)[i]", "((float*)p)[i] = v;"),
+         "bf16": ("uint16_t", "ex_bf2f(((const uint16_t*)p)[i])", "((uint16_t*)p)[i] = ex_f2bf(v);"),
+         "fp16": ("uint16_t", "ex_h2f(((const uint16_t*)p)[i])", "((uint16_t*)p)[i] = ex_f2h(v);")}
+
+
+def _gemm_reference(op: Any) -> str:
+    a = "a[i * K + p]" if op.layout_a == "row" else "a[p * M + i]"
+    b = "b[p * N + j]" if op.layout_b == "row" else "b[j * K + p]"
+    epi = []
+    for e in op.epilogue:
+        epi.append({"bias": "v += bias[j];", "relu": "v = v > 0 ? v : 0;", "scale": f"v *= {op.alpha!r};",
+                    "residual": "v += residual[i * N + j];",
+                    "gelu": "v = 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));"}[e])
+    return f"""enum {{ M = {op.m}, N = {op.n}, K = {op.k} }};
+    for (long i = 0; i < M; ++i)
+        for (long j = 0; j < N; ++j) {{
+            double v = 0;
+            for (long p = 0; p < K; ++p) v += {a} * {b};
+            {' '.join(epi)}
+            ref[i * N + j] = v;
+        }}"""
+
+
+def _conv_reference(op: Any) -> str:
+    (sh, sw), (ph, pw), (dh, dw) = op.stride, op.padding, op.dilation
+    nchw = op.layout == "nchw"
+    xi = "((n * C + c) * H + y) * W + xx" if nchw else "((n * H + y) * W + xx) * C + c"
+    wi = "((k * CG + cg) * R + r) * S + s" if nchw else "((k * R + r) * S + s) * CG + cg"
+    oi = "((n * K + k) * P + pp) * Q + q" if nchw else "((n * P + pp) * Q + q) * K + k"
+    bias = "v += bias[k];" if op.bias else ""
+    return f"""enum {{ NB = {op.n}, C = {op.c}, H = {op.h}, W = {op.w}, K = {op.k}, R = {op.r}, S = {op.s}, P = {op.p},
+           Q = {op.q}, G = {op.groups}, CG = {op.c // op.groups}, KG = {op.k // op.groups} }};
+    for (long n = 0; n < NB; ++n)
+        for (long k = 0; k < K; ++k)
+            for (long pp = 0; pp < P; ++pp)
+                for (long q = 0; q < Q; ++q) {{
+                    double v = 0;
+                    for (long cg = 0; cg < CG; ++cg)
+                        for (long r = 0; r < R; ++r)
+                            for (long s = 0; s < S; ++s) {{
+                                long y = pp * {sh} - {ph} + r * {dh}, xx = q * {sw} - {pw} + s * {dw};
+                                long c = (k / KG) * CG + cg;
+                                if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
+                                v += x[{xi}] * weight[{wi}];
+                            }}
+                    {bias}
+                    ref[{oi}] = v;
+                }}"""
+
+
+def _softmax_reference(op: Any) -> str:
+    return f"""enum {{ ROWS = {op.rows}, COLS = {op.cols} }};
+    for (long i = 0; i < ROWS; ++i) {{
+        double mx = x[i * COLS], sum = 0;
+        for (long j = 1; j < COLS; ++j) mx = x[i * COLS + j] > mx ? x[i * COLS + j] : mx;
+        for (long j = 0; j < COLS; ++j) sum += exp(x[i * COLS + j] - mx);
+        for (long j = 0; j < COLS; ++j) ref[i * COLS + j] = exp(x[i * COLS + j] - mx) / sum;
+    }}"""
+
+
+def _attention_reference(op: Any) -> str:
+    far = op.seq_q + op.seq_k  # the IR's key range around the bottom-right aligned diagonal
+    left, right = op.window if op.window is not None else (far, far)
+    right = min(right, 0) if op.causal else right
+    return f"""enum {{ NB = {op.batch}, HQ = {op.heads}, HK = {op.kv_heads}, SQ = {op.seq_q}, SK = {op.seq_k}, D = {op.head_dim} }};
+    static double s[SK];
+    for (long b = 0; b < NB; ++b)
+        for (long h = 0; h < HQ; ++h)
+            for (long i = 0; i < SQ; ++i) {{
+                const double* qi = q + ((b * HQ + h) * SQ + i) * D;
+                const long kvh = h / (HQ / HK), diag = i + (SK - SQ);
+                long lo = diag - {left}, hi = diag + {right} + 1;
+                lo = lo < 0 ? 0 : lo > SK ? SK : lo;
+                hi = hi < 0 ? 0 : hi > SK ? SK : hi;
+                double* o = ref + ((b * HQ + h) * SQ + i) * D;
+                for (long d = 0; d < D; ++d) o[d] = 0;
+                if (lo >= hi) continue;  /* no key kept: a zero row, as the IR's reference */
+                double mx = -INFINITY, sum = 0;
+                for (long j = lo; j < hi; ++j) {{
+                    const double* kj = k + ((b * HK + kvh) * SK + j) * D;
+                    double dot = 0;
+                    for (long d = 0; d < D; ++d) dot += qi[d] * kj[d];
+                    s[j] = dot * {op.scale!r};
+                    mx = s[j] > mx ? s[j] : mx;
+                }}
+                for (long j = lo; j < hi; ++j) {{
+                    const double p = exp(s[j] - mx), *vj = v + ((b * HK + kvh) * SK + j) * D;
+                    sum += p;
+                    for (long d = 0; d < D; ++d) o[d] += p * vj[d];
+                }}
+                for (long d = 0; d < D; ++d) o[d] /= sum;
+            }}"""
+
+
+REFERENCES = {"gemm": _gemm_reference, "conv2d": _conv_reference, "softmax": _softmax_reference,
+              "attention": _attention_reference}
+
+
+def _main(launcher: Launcher, tolerance: float) -> str:
+    code = DTYPES[launcher.dtype][0]
+    esize = DTYPES[launcher.dtype][1]
+    ts = launcher.tensors
+    decl = "\n".join(f"    static const int64_t shape_{t.name}[] = TRACEA_{launcher.op.kind.upper()}_{t.name.upper()}_SHAPE;"
+                     for t in ts)
+    alloc = "\n".join(
+        f"    void* h_{t.name} = malloc({t.numel * esize}); double* {t.name} = malloc({t.numel} * sizeof(double));\n"
+        f"    void* d_{t.name} = ex_alloc({t.numel * esize});\n"
+        f"    if (!h_{t.name} || !{t.name} || !d_{t.name}) {{ fprintf(stderr, \"example: out of memory\\n\"); return 1; }}"
+        for t in ts)
+    fill = "\n".join(f"    for (long i = 0; i < {t.numel}; ++i) {{ ex_store(h_{t.name}, i, ex_rand()); "
+                     f"{t.name}[i] = ex_load(h_{t.name}, i); }}\n"
+                     f"    if (ex_upload(d_{t.name}, h_{t.name}, {t.numel * esize})) return 1;" for t in launcher.inputs)
+    views = "\n".join(f"    TraceaTensorView v_{t.name} = tracea_view(d_{t.name}, {code}, {len(t.shape)}, shape_{t.name});"
+                      for t in ts)
+    args = ", ".join(f"&v_{t.name}" for t in ts)
+    bad_args = ", ".join(["&bad", *(f"&v_{t.name}" for t in ts[1:])])
+    first = ts[0]
+    frees = " ".join(f"free(h_{t.name}); free({t.name}); ex_free(d_{t.name});" for t in ts)
+    n_out = launcher.out.numel
+    return f"""int main(int argc, char** argv) {{
+    int perturb = 0;
+    for (int i = 1; i < argc; ++i) {{
+        if (strcmp(argv[i], "--perturb") == 0) perturb = 1;
+        else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) ex_state = strtoull(argv[++i], NULL, 10) * 2654435761ull + 1;
+        else {{ fprintf(stderr, "usage: %s [--seed N] [--perturb]\\n", argv[0]); return 2; }}
+    }}
+    if (tracea_abi_version() != TRACEA_ABI_VERSION) {{
+        fprintf(stderr, "example: library ABI %d, header ABI %d\\n", tracea_abi_version(), TRACEA_ABI_VERSION);
+        return 1;
+    }}
+    if (ex_setup()) return 1;
+{decl}
+{alloc}
+    double* ref = malloc({n_out} * sizeof(double));
+    if (!ref) return 1;
+{fill}
+{views}
+    if ({launcher.name}({args}, NULL) != TRACEA_SUCCESS) {{
+        fprintf(stderr, "example: {launcher.name} failed: %s\\n", tracea_get_last_error());
+        return 1;
+    }}
+    if (ex_sync() || ex_download(h_out, d_out, {n_out * esize})) return 1;
+    for (long i = 0; i < {n_out}; ++i) out[i] = ex_load(h_out, i);
+    reference({", ".join(t.name for t in launcher.inputs)}, ref);
+    if (perturb) out[{n_out // 2}] = ref[{n_out // 2}] + 1.0 + ex_norm(ref, {n_out});  /* a wrong result */
+    double err = 0, norm = ex_norm(ref, {n_out}), worst = 0;
+    int finite = 1;
+    for (long i = 0; i < {n_out}; ++i) {{
+        double d = out[i] - ref[i];
+        if (!isfinite(out[i])) finite = 0;
+        err += d * d;
+        worst = fabs(d) > worst ? fabs(d) : worst;
+    }}
+    double rel = sqrt(err) / (norm > 0 ? norm : 1.0);
+    int ok = finite && rel <= {tolerance!r};
+    printf("{launcher.name}: relative error %.3g (tolerance %.3g), max abs error %.3g: %s\\n", rel, {tolerance!r},
+           worst, ok ? "ok" : "MISMATCH");
+    /* a view of the wrong shape is a status and a message, never undefined behaviour */
+    TraceaTensorView bad = v_{first.name};
+    bad.shape[0] += 1;
+    TraceaStatus st = {launcher.name}({bad_args}, NULL);
+    if (st != TRACEA_ERROR_INVALID_ARGUMENT || tracea_get_last_error()[0] == 0) {{
+        fprintf(stderr, "example: a wrong shape was not refused (status %d)\\n", (int)st);
+        ok = 0;
+    }} else {{
+        printf("wrong shape refused: %s\\n", tracea_get_last_error());
+    }}
+    {frees} free(ref);
+    tracea_shutdown();
+    ex_teardown();
+    return ok ? 0 : 1;
+}}
+"""
+
+
+def example_c(launcher: Launcher, tolerance: float, device_c: str) -> str:
+    """The example program; ``device_c`` defines ex_setup/alloc/upload/download/sync/free/teardown."""
+    op = launcher.op
+    _, load, store = LOADS[launcher.dtype]
+    params = ", ".join(f"const double* {t.name}" for t in launcher.inputs)
+    return f"""/* example.c: calls {launcher.name} on random inputs and checks it against a plain C reference
+ * (double accumulation). Exit status 0: verified. `--seed N`: other random inputs. `--perturb` corrupts one
+ * output element and must fail (proof that the check can fail). Generated by `tracea export`. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracea.h"
+
+{device_c}
+{STORAGE[launcher.dtype]}static float ex_load(const void* p, long i) {{ return {load}; }}
+static void ex_store(void* p, long i, float v) {{ {store} }}
+
+static uint64_t ex_state = 0x9e3779b97f4a7c15ull;
+static float ex_rand(void) {{  /* uniform in [-1, 1) */
+    ex_state ^= ex_state << 13; ex_state ^= ex_state >> 7; ex_state ^= ex_state << 17;
+    return (float)((ex_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}}
+
+static double ex_norm(const double* v, long n) {{
+    double s = 0;
+    for (long i = 0; i < n; ++i) s += v[i] * v[i];
+    return sqrt(s);
+}}
+
+static void reference({params}, double* ref) {{
+    {REFERENCES[op.kind](op)}
+}}
+
+{_main(launcher, tolerance)}"""

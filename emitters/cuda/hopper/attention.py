@@ -159,17 +159,27 @@ def _waits(sched: AttnWgmmaSchedule, d: int) -> dict[str, Any]:
     }
 
 
+def _ring_start(persistent: bool) -> str:
+    """The consumer's ring position: from stage 0 per block, or (persistent) carried across items."""
+    return "" if persistent else """            int st = 0;
+            uint32_t ph = 0;
+"""
+
+
+def _q_release(persistent: bool, cond: str) -> str:
+    """Persistent: after the item's last S wgmma completed, Q's shared memory is released to the producer."""
+    return f"\n            if ({cond} && lane == 0) tr_mbar_arrive(qempty);" if persistent else ""
+
+
 def _loop_intra(sched: AttnWgmmaSchedule, d: int) -> str:
     """Tile j + 1's S issued with tile j's P V; its softmax while P V runs; O rescaled after P V is done."""
-    S, x = sched.stages, _waits(sched, d)
-    return f"""            int st = 0;
-            uint32_t ph = 0;
-            {x['k']('st', 'ph')}
+    S, x, pe = sched.stages, _waits(sched, d), sched.persistent
+    return f"""{_ring_start(pe)}            {x['k']('st', 'ph')}
             {_pp(sched, 'sync')}
             tr_issue_qk(s, qs, {x['ks']('st')});
             {_pp(sched, 'arrive')}
             TR_WGMMA_WAIT(0);
-            tr_pin_s(s);
+            tr_pin_s(s);{_q_release(pe, 'n == 1')}
             {_softmax_step(sched, '0')}
             tr_pack_p(p, s);
             for (int e = 1; e < n; ++e) {{
@@ -183,7 +193,7 @@ def _loop_intra(sched: AttnWgmmaSchedule, d: int) -> str:
                 tr_issue_pv(o, p, {x['vs']('sp')});
                 {_pp(sched, 'arrive')}
                 TR_WGMMA_WAIT(1);
-                tr_pin_s(s);
+                tr_pin_s(s);{_q_release(pe, 'e == n - 1').replace(chr(10), chr(10) + '    ')}
                 {_softmax_step(sched, 'e')}
                 TR_WGMMA_WAIT(0);
                 tr_pin_o(o);
@@ -197,22 +207,25 @@ def _loop_intra(sched: AttnWgmmaSchedule, d: int) -> str:
             {_pp(sched, 'arrive', 'true')}
             TR_WGMMA_WAIT(0);
             tr_pin_o(o);
-            {x['release']('st')}
+            {x['release']('st')}{_ring_next(sched) if pe else ""}
         }}"""
+
+
+def _ring_next(sched: AttnWgmmaSchedule) -> str:
+    """Persistent, intra: past the item's last stage, so that the next item starts on the next one."""
+    return f"\n            if (++st == {sched.stages}) {{ st = 0; ph ^= 1u; }}"
 
 
 def _loop_plain(sched: AttnWgmmaSchedule, d: int) -> str:
     """S, softmax, rescale, P V, one tile at a time (the overlap comes from the other warpgroup)."""
-    S, x = sched.stages, _waits(sched, d)
-    return f"""            int st = 0;
-            uint32_t ph = 0;
-            for (int e = 0; e < n; ++e) {{
+    S, x, pe = sched.stages, _waits(sched, d), sched.persistent
+    return f"""{_ring_start(pe)}            for (int e = 0; e < n; ++e) {{
                 {x['k']('st', 'ph')}
                 {_pp(sched, 'sync')}
                 tr_issue_qk(s, qs, {x['ks']('st')});
                 {_pp(sched, 'arrive')}
                 TR_WGMMA_WAIT(0);
-                tr_pin_s(s);
+                tr_pin_s(s);{_q_release(pe, 'e == n - 1').replace(chr(10), chr(10) + '    ')}
                 {_softmax_step(sched, 'e')}
                 tr_rescale(o, corr);
                 tr_pack_p(p, s);
@@ -230,6 +243,13 @@ def _loop_plain(sched: AttnWgmmaSchedule, d: int) -> str:
 
 def _store(sched: AttnWgmmaSchedule, d: int, pack: str) -> str:
     """O /= l (0 where l is 0), 16-bit pairs stored straight from the accumulator fragment; lse per row."""
+    return _store_rows(d, pack) + """
+    }
+}"""
+
+
+def _store_rows(d: int, pack: str) -> str:
+    """The consumer's store of its 64 rows (``_store`` without the closing braces)."""
     return f"""        #pragma unroll
         for (int r = 0; r < 2; ++r) {{
             float t = l[r];
@@ -245,6 +265,130 @@ def _store(sched: AttnWgmmaSchedule, d: int, pack: str) -> str:
                     {pack}(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
             if (lane % 4 == 0)
                 lse[(long long)bh * seq_q + row] = t > 0.0f ? (m[r] + __log2f(t)) * 0.6931471805599453f : TR_NEG_INF;
+        }}"""
+
+
+# ------------------------------------------------------------------------------ the persistent form
+
+WALK_LIB = r"""/* The persistent walk: work items (q tile, batch x head) in groups of hg heads (the heads a wave of
+   blocks runs together, so their K and V stay in L2), each group's q tiles longest first (the plan's
+   order); block b takes item r G + b in even rounds r and r G + G - 1 - b in odd ones, so that every
+   block alternates long and short items. */
+static __device__ __forceinline__ int tr_attn_item(int r, int b, int grid) {
+    return r * grid + ((r & 1) ? grid - 1 - b : b);
+}
+static __device__ __forceinline__ void tr_attn_coords(int i, int q_tiles, int bhs, int hg, const int* __restrict__ order,
+                                                      int& qt, int& bh) {
+    const int per = hg * q_tiles, g = i / per, r = i - g * per;
+    const int size = min(hg, bhs - g * hg), t = r / size;
+    qt = order[t];
+    bh = g * hg + r - t * size;
+}
+"""
+
+
+def _walk_head(sched: AttnWgmmaSchedule) -> str:
+    """Lines opening the item loop (producer and consumers alike): item i of round r, its (qt, bh) and
+    plan entries ``e0 .. e0 + n``."""
+    return """        for (int rnd = 0;; ++rnd) {
+            const int i = tr_attn_item(rnd, (int)blockIdx.x, grid);
+            if (i >= items) break;
+            int qt, bh;
+            tr_attn_coords(i, q_tiles, bhs, hg, order, qt, bh);
+            const int e0 = tile_ptr[qt], n = tile_ptr[qt + 1] - e0;"""
+
+
+def _head_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
+    """The block's walk parameters; the barriers as ``_head``'s and Q's empty barrier (a warp of each
+    consumer arrives once per item)."""
+    sm, S = smem_plan(sched, d), sched.stages
+    return f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
+    const uint32_t smem = (tr_smem_addr(tr_smem) + 1023u) & ~1023u;
+    const uint32_t bars = smem + {sm['bars']}u;  /* fullK[s] = bars + 8 s, fullV[s] + 8 {S}, empty[s] + 8 {2 * S} */
+    const uint32_t qbar = bars + {24 * S}u, qempty = qbar + 8u;
+    const int q_tiles = (seq_q + {sched.bq - 1}) / {sched.bq}, bhs = batch * heads, items = q_tiles * bhs;
+    const int grid = (int)gridDim.x, hg = max(1, grid / q_tiles);
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    if (threadIdx.x == 0) {{
+        tr_prefetch_map(&tmQ); tr_prefetch_map(&tmK); tr_prefetch_map(&tmV);
+        for (int s = 0; s < {S}; ++s) {{
+            tr_mbar_init(bars + 8u * s, 1u);
+            tr_mbar_init(bars + 8u * ({S} + s), 1u);
+            tr_mbar_init(bars + 8u * ({2 * S} + s), {4 * sched.consumers}u);
+        }}
+        tr_mbar_init(qbar, 1u);
+        tr_mbar_init(qempty, {4 * sched.consumers}u);
+        asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
+    }}
+    __syncthreads();"""
+
+
+def _producer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
+    """Per item with tiles: wait for Q's release, load Q, then its K/V tiles into the ring, whose stage
+    and phase run on across items (no drain). Items without tiles load nothing."""
+    sm, S, chunks = smem_plan(sched, d), sched.stages, d // 64
+    bq, bk = sched.bq, sched.bk
+    walk = _walk_head(sched).replace("\n", "\n    ")
+    return f"""    if (wg == 0) {{
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 {sched.register_split()[1]};\\n");
+        if (tid == 0) {{
+            int st = 0, it = 0;
+            uint32_t ph = 0;
+    {walk}
+                if (n == 0) continue;
+                const int b = bh / heads, kvb = b * kv_heads + (bh - b * heads) / (heads / kv_heads);
+                tr_mbar_wait(qempty, (uint32_t)(it & 1) ^ 1u);  /* the consumers are done with the last Q */
+                ++it;
+                tr_mbar_expect_tx(qbar, {bq * d * 2}u);
+                for (int c = 0; c < {chunks}; ++c)
+                    tr_tma_load_3d(smem + c * {bq * SWIZZLE_LINE}u, &tmQ, c * 64, qt * {bq}, bh, qbar);
+                for (int e = 0; e < n; ++e) {{
+                    const int kt = tile_idx[e0 + e] >> 1;
+                    tr_mbar_wait(bars + 8u * ({2 * S} + st), ph ^ 1u);
+                    const uint32_t fk = bars + 8u * st, fv = bars + 8u * ({S} + st);
+                    const uint32_t ks = smem + {sm['k']}u + st * {sm['stage']}u, vs = ks + {S * sm['stage']}u;
+                    tr_mbar_expect_tx(fk, {bk * d * 2}u);
+                    for (int c = 0; c < {chunks}; ++c)
+                        tr_tma_load_3d(ks + c * {bk * SWIZZLE_LINE}u, &tmK, c * 64, kt * {bk}, kvb, fk);
+                    tr_mbar_expect_tx(fv, {bk * d * 2}u);
+                    for (int c = 0; c < {chunks}; ++c)
+                        tr_tma_load_3d(vs + c * {bk * SWIZZLE_LINE}u, &tmV, c * 64, kt * {bk}, kvb, fv);
+                    if (++st == {S}) {{ st = 0; ph ^= 1u; }}
+                }}
+            }}
+        }}"""
+
+
+def _consumer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
+    """Per item: O, m, l cleared; with tiles, Q's full barrier at the item's parity, the loop (ping-pong
+    turns balanced within the item: consumer 1 opens, and passes none after its last), Q released after
+    the last S; then O and lse stored (O = 0, lse = -inf for rows that kept nothing)."""
+    sm, bk = smem_plan(sched, d), sched.bk
+    loop = _loop_intra(sched, d) if sched.intra else _loop_plain(sched, d)
+    loop = "\n".join(("    " + ln) if ln.strip() else ln for ln in loop.split("\n"))
+    store = "\n".join(("    " + ln) if ln.strip() else ln for ln in _store_rows(d, "tr_pack2").split("\n"))
+    opening = "if (cw == 1) tr_bar_arrive(1, 256);  /* consumer 0 issues first */" if sched.pingpong else ""
+    return f"""    }} else {{
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 {sched.register_split()[2]};\\n");
+        const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
+        const uint32_t qs = smem + cw * {64 * SWIZZLE_LINE}u;
+        const uint32_t kbase = smem + {sm['k']}u, vbase = smem + {sm['v']}u;
+        float o[{d // 2}], s[{bk // 2}], m[2], l[2], corr[2];
+        uint32_t p[{bk // 4}];
+        int st = 0, it = 0;
+        uint32_t ph = 0;
+{_walk_head(sched)}
+            const int row0 = qt * {sched.bq} + cw * 64 + warp * 16 + lane / 4;  /* and row0 + 8 */
+            m[0] = m[1] = TR_NEG_INF;
+            l[0] = l[1] = 0.0f;
+            #pragma unroll
+            for (int j = 0; j < {d // 2}; ++j) o[j] = 0.0f;
+            if (n > 0) {{
+                tr_mbar_wait(qbar, (uint32_t)(it & 1));
+                ++it;
+                {opening}
+{loop}
+{store}
         }}
     }}
 }}"""
@@ -267,8 +411,15 @@ def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
     w.extend(wgmma_ss(sched.bk, PTX_TYPE[dtype]))
     w.extend(wgmma_rs(d, PTX_TYPE[dtype]))
     w.extend(tile_steps(d, sched.bk, sched.bq))
+    if sched.persistent:
+        w.extend(WALK_LIB)
     w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
     w(SIGNATURE + ") {")
+    if sched.persistent:
+        w.extend(_head_persistent(sched, d))
+        w.extend(_producer_persistent(sched, d))
+        w.extend(_consumer_persistent(sched, d))
+        return w.render()
     w.extend(_head(sched, d))
     w.extend(_producer(sched, d))
     w.extend(_consumer_entry(sched, d))
@@ -277,31 +428,40 @@ def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
     return w.render()
 
 
-def grid_blocks(op: Any, sched: AttnWgmmaSchedule) -> int:
+def work_items(op: Any, sched: AttnWgmmaSchedule) -> int:
+    """(q tile, batch x head) pairs: one block each, or the persistent walk's items."""
     return -(-op.seq_q // sched.bq) * op.heads * op.batch
+
+
+def grid_blocks(op: Any, sched: AttnWgmmaSchedule, sm_count: int = 132) -> int:
+    """One block a work item; persistent, one a (register-bound: one block fits) SM, at most one an item."""
+    items = work_items(op, sched)
+    return min(items, max(1, sm_count)) if sched.persistent else items
 
 
 def render(op: Any, sched: AttnWgmmaSchedule, arch: Any = None) -> tuple[Rendered, dict[str, float | int]]:
     """(Rendered, scalars): the source, a 1-d grid of q tiles x heads x batch, ``sched.threads`` threads,
-    the dynamic shared memory; the scalars are the shared ``mask_scalars``. ``arch`` is unused (sm_90a)."""
+    the dynamic shared memory; the scalars are the shared ``mask_scalars``. ``arch``: its SM count sizes the
+    persistent grid (132 without one; the kernel object takes the device's own at launch)."""
     src = render_source(op, sched)
     d = op.head_dim
+    grid = grid_blocks(op, sched, getattr(arch, "sm_count", 0) or 132)
     smem = sched.smem_bytes(d)
     lbo, sbo = _v_strides(sched, d)
     meta = {
         "name": f"tr_{sched.name}",
         "tile": {"q": sched.bq, "k": sched.bk, "stages": sched.stages, "consumers": sched.consumers,
-                 "pingpong": sched.pingpong, "intra": sched.intra},
+                 "pingpong": sched.pingpong, "intra": sched.intra, **({"persistent": True} if sched.persistent else {})},
         "fragments": {"mma": f"wgmma.mma_async m64n{sched.bk}k16 (S, SS) + m64n{d}k16 (O, RS)",
                       "dtype_in": op.dtype.value, "dtype_acc": "fp32",
                       "load": "TMA cp.async.bulk.tensor.3d, 128B swizzle, 64-element head-dim chunks",
                       "v_descriptor": {"lbo": lbo, "sbo": sbo}},
         "smem": smem_plan(sched, d),
         "registers": dict(zip(("entry", "producer", "consumer"), sched.register_split(), strict=True)),
-        "launch": {"grid": [grid_blocks(op, sched), 1, 1], "block": [sched.threads, 1, 1], "dynamic_smem": smem},
+        "launch": {"grid": [grid, 1, 1], "block": [sched.threads, 1, 1], "dynamic_smem": smem},
     }
     rendered = Rendered(f"tr_{sched.name}_{op.dtype.value}_d{d}", KERNEL_NAME, src, KERNEL_PARAMS,
-                        (grid_blocks(op, sched), 1, 1), (sched.threads, 1, 1), smem, meta)
+                        (grid, 1, 1), (sched.threads, 1, 1), smem, meta)
     return rendered, mask_scalars(op)
 
 

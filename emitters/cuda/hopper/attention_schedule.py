@@ -3,7 +3,9 @@ warpgroups share a query tile, and the two overlaps FlashAttention-3 uses (ping-
 consumers, and issuing the next tile's Q K^T before this tile's softmax).
 
 A consumer warpgroup owns 64 query rows (one m64 wgmma slice), so the query tile is ``64 x consumers``.
-Its registers hold S (``bk / 2`` fp32), P (``bk / 4`` packed 16-bit) and O (``head_dim / 2`` fp32) per
+``persistent``: one block per SM walks the (q tile, head, batch) work items (attention.py's ``walk_lib``),
+so the prologue (barrier init, the ring's fill) and the tail of short items are paid once a block, not
+once an item. Its registers hold S (``bk / 2`` fp32), P (``bk / 4`` packed 16-bit) and O (``head_dim / 2`` fp32) per
 thread; ``validate`` keeps that within the setmaxnreg budget of the block's split.
 """
 
@@ -27,13 +29,15 @@ class AttnWgmmaSchedule:
     """``bk``: keys per tile (the S wgmma's n); ``stages``: K/V ring depth; ``consumers``: warpgroups of
     64 query rows each; ``pingpong``: the consumers take turns issuing their matrix products (named
     barriers) so one's softmax runs under the other's wgmma; ``intra``: the next tile's S is issued
-    before this tile's softmax, and P V after it, within each warpgroup."""
+    before this tile's softmax, and P V after it, within each warpgroup; ``persistent``: a grid of
+    min(work items, SMs) blocks, each walking items with Q reloaded per item and the K/V ring running on."""
 
     bk: int = 128
     stages: int = 2
     consumers: int = 2
     pingpong: bool = True
     intra: bool = True
+    persistent: bool = False
 
     @property
     def core(self) -> str:
@@ -50,7 +54,7 @@ class AttnWgmmaSchedule:
     @property
     def name(self) -> str:
         return (f"wgmma_attn_{self.bq}x{self.bk}_s{self.stages}_c{self.consumers}"
-                + ("_pp" if self.pingpong else "") + ("_ia" if self.intra else ""))
+                + ("_pp" if self.pingpong else "") + ("_ia" if self.intra else "") + ("_pe" if self.persistent else ""))
 
     def register_split(self) -> tuple[int, int, int]:
         """(registers at entry, producer after setmaxnreg.dec, consumers after .inc), as the GEMM's."""
@@ -63,8 +67,10 @@ class AttnWgmmaSchedule:
         return self.bk // 2 + self.bk // 4 + head_dim // 2 + CONSUMER_SPARE_REGS
 
     def smem_bytes(self, head_dim: int) -> int:
-        """Q tile, ``stages`` K and V tiles (16-bit), 3 mbarriers a stage and Q's, 1024 B of alignment slack."""
-        return 2 * head_dim * (self.bq + 2 * self.stages * self.bk) + 8 * (3 * self.stages + 1) + 1024
+        """Q tile, ``stages`` K and V tiles (16-bit), 3 mbarriers a stage and Q's (full; and empty when
+        persistent), 1024 B of alignment slack."""
+        return (2 * head_dim * (self.bq + 2 * self.stages * self.bk) + 8 * (3 * self.stages + 1 + self.persistent)
+                + 1024)
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
         """Raise ``BadInputError`` naming the first field that cannot work (for ``op``'s head dim if given)."""
@@ -72,7 +78,7 @@ class AttnWgmmaSchedule:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
-        for name in ("pingpong", "intra"):
+        for name in ("pingpong", "intra", "persistent"):
             if not isinstance(getattr(self, name), bool):
                 raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
         if self.bk % 16 or not 16 <= self.bk <= 256:
@@ -101,7 +107,11 @@ class AttnWgmmaSchedule:
                                 f"memory, more than the {smem_optin} B allowed", "fewer stages or a smaller bk")
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": self.core, **dataclasses.asdict(self)}
+        """The fields; ``persistent`` only when set, so that earlier schedules' JSON stays as it was."""
+        d = dataclasses.asdict(self)
+        if not self.persistent:
+            del d["persistent"]
+        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": self.core, **d}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> AttnWgmmaSchedule:
@@ -137,7 +147,9 @@ def hero_schedule(op: Any = None) -> AttnWgmmaSchedule:
 
 
 def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSchedule]:
-    """Valid schedules for ``op``: key tiles, ring depths, consumers and the two overlaps."""
+    """Valid schedules for ``op``: key tiles, ring depths, consumers and the two overlaps, each one block
+    per work item, then the persistent forms of the 2-consumer ping-pong ones (those the H100 runs
+    fastest), so that the first entries are as before."""
     out = []
     for bk in (64, 80, 96, 128, 176):
         for stages in (2, 3, 4):
@@ -150,7 +162,16 @@ def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSc
                         except BadInputError:
                             continue
                         out.append(s)
-    return out
+    persistent = []
+    for s in out:
+        if s.pingpong:
+            p = dataclasses.replace(s, persistent=True)
+            try:
+                p.validate(op, smem_optin)
+            except BadInputError:
+                continue
+            persistent.append(p)
+    return out + persistent
 
 
 # ------------------------------------------------------------------------------ the core's hooks (cores.py)

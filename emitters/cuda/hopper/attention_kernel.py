@@ -2,7 +2,8 @@
 mask, out, lse), three 3-d TMA maps (head dim, sequence, batch x heads) built over the uploaded q, k, v,
 and the launch through ``tma.Launcher`` (maps by value). The same calls as the CUDA attention kernel
 object (``__call__`` -> O, ``forward`` -> (O, lse), ``time``, ``tiles_computed``), small so that it can be
-folded onto it: the only differences are ``order`` and the maps after the shared ``PARAMS``.
+folded onto it: the only differences are ``order`` and the maps after the shared ``PARAMS``. A persistent
+schedule launches one block per SM of the device it runs on (``grid``), whatever the render assumed.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ class WgmmaAttentionKernel:
         binary = artifact.binary
         cubin = binary if isinstance(binary, (bytes, bytearray)) else Path(binary).read_bytes()
         self._launcher = Launcher(bytes(cubin), rendered.entry, rendered.smem)
+        self._grid = rendered.grid[0]
+        if self.schedule.persistent:  # one block per SM of this device (the render assumed the target's count)
+            from .attention import grid_blocks
+
+            sms = int(getattr(self._dev.dev.properties, "multiprocessor_count", 0) or 0)
+            self._grid = grid_blocks(op, self.schedule, sms or rendered.grid[0])
         self.plan = tile_plan(op, self.schedule.bq, self.schedule.bk)
         self._dtype = op.dtype.storage
         self._dbuf: dict[str, DeviceArray] = {}
@@ -90,7 +97,7 @@ class WgmmaAttentionKernel:
     def launch(self) -> None:
         if self._args is None:
             raise LaunchError("cuda-wgmma attention: launch before upload (no tensor maps yet)")
-        self._launcher.launch(self.rendered.grid[0], self.rendered.block[0], self._dev.stream.handle, self._args)
+        self._launcher.launch(self._grid, self.rendered.block[0], self._dev.stream.handle, self._args)
 
     def forward(self, inputs: dict[str, np.ndarray], out: np.ndarray | None = None,
                 lse: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -125,6 +132,11 @@ class WgmmaAttentionKernel:
         with self._lock:
             self.upload(inputs)
             return event_timing(self._dev, self.launch, warmup, repeats, flush_l2, hold_cycles)
+
+    @property
+    def grid(self) -> int:
+        """Blocks a launch runs: one a work item, or (persistent) min(items, this device's SMs)."""
+        return self._grid
 
     def __repr__(self) -> str:
         return f"WgmmaAttentionKernel({self.rendered.name})"

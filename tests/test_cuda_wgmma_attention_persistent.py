@@ -98,7 +98,8 @@ def test_persistent_compiles_at_sm90a_without_spills(op, fields):
     assert res.spills == 0 and res.stack_frame == 0, log
     assert 0 < res.regs_per_thread <= 65536 // sched.threads
     assert "serialized" not in log
-    assert "tr_attn_item(" in r.source and "tr_mbar_init(qempty" in r.source
+    assert "const int* __restrict__ walk" in r.source and "tr_mbar_init(qempty" in r.source
+    assert r.params == A.PERSISTENT_PARAMS and "order" not in r.params
     assert r.smem == sched.smem_bytes(op.head_dim) <= 232448
 
 
@@ -150,16 +151,15 @@ static float __shfl_xor_sync(unsigned, float v, int) { return v; }
 #define __log2f log2f
 struct LseRef { int* c; void operator=(float) { ++*c; } };
 struct Lse { int* c; LseRef operator[](long long i) const { return {c + i}; } };
-@WALK@
 int main(void) {
     int batch, heads, kv_heads, seq_q, seq_k, grid, q_tiles, entries;
     if (scanf("%d %d %d %d %d %d %d %d", &batch, &heads, &kv_heads, &seq_q, &seq_k, &grid, &q_tiles,
               &entries) != 8) return 1;
-    std::vector<int> ptr(q_tiles + 1), idx(entries + 1), ord(q_tiles);
+    std::vector<int> ptr(q_tiles + 1), idx(entries + 1), wk;
     for (int& x : ptr) if (scanf("%d", &x) != 1) return 1;
     for (int j = 0; j < entries; ++j) if (scanf("%d", &idx[j]) != 1) return 1;
-    for (int& x : ord) if (scanf("%d", &x) != 1) return 1;
-    const int *tile_ptr = ptr.data(), *tile_idx = idx.data(), *order = ord.data();
+    for (int x; scanf("%d", &x) == 1;) wk.push_back(x);
+    const int *tile_ptr = ptr.data(), *tile_idx = idx.data(), *walk = wk.data();
     std::vector<int> counts((size_t)batch * heads * seq_q);
     std::vector<uint16_t> out_v((size_t)batch * heads * seq_q * @D@);
     uint16_t* out = out_v.data();
@@ -209,14 +209,15 @@ def _run_harness(tmp_path, op, sched, grid):
     if cxx is None:
         pytest.skip("no C++ compiler")
     src = A.render_source(op, sched)
-    prog = (HARNESS.replace("@WALK@", A.WALK_LIB).replace("@BODY@", _host_body(src))
+    prog = (HARNESS.replace("@BODY@", _host_body(src))
             .replace("@D@", str(op.head_dim)).replace("@CONSUMERS@", str(sched.consumers)))
     cc, exe = tmp_path / f"{sched.name}.cc", tmp_path / sched.name
     cc.write_text(prog)
     subprocess.run([cxx, "-std=c++17", "-O1", "-w", "-o", str(exe), str(cc)], check=True)
     plan = tile_plan(op, sched.bq, sched.bk)
+    walk = A.walk_plan(op, sched, grid)
     stdin = " ".join(str(x) for x in (op.batch, op.heads, op.kv_heads, op.seq_q, op.seq_k, grid, plan.q_tiles,
-                                       len(plan.idx), *plan.ptr, *plan.idx, *plan.order))
+                                       len(plan.idx), *plan.ptr, *plan.idx, *walk))
     out = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True).stdout
     *blocks, counts = out.split("end\n")
     logs = []
@@ -226,21 +227,12 @@ def _run_harness(tmp_path, op, sched, grid):
             role, kind, *args = line.split()
             per.setdefault(int(role), []).append((kind, [int(a) for a in args]))
         logs.append(per)
-    return plan, logs, np.array(counts.split(), np.int64)
+    return plan, walk, logs, np.array(counts.split(), np.int64)
 
 
-def walk_spec(q_tiles: int, bhs: int, order, grid: int, b: int) -> list[tuple[int, int]]:
-    """The walk as specified: items in groups of max(1, grid // q_tiles) heads, each group's q tiles in the
-    plan's order; block b takes round r's item r G + b (r even) or r G + G - 1 - b (r odd)."""
-    hg, items, out = max(1, grid // q_tiles), q_tiles * bhs, []
-    for r in range(items // grid + 2):
-        i = r * grid + (grid - 1 - b if r % 2 else b)
-        if i >= items:
-            break
-        g, rest = divmod(i, hg * q_tiles)
-        size = min(hg, bhs - g * hg)
-        out.append((int(order[rest // size]), g * hg + rest % size))
-    return out
+def block_items(walk: np.ndarray, q_tiles: int, b: int) -> list[tuple[int, int]]:
+    """(q tile, batch x head) of block b's items, in its order, from ``walk_plan``'s array."""
+    return [(int(x % q_tiles), int(x // q_tiles)) for x in walk[walk[1 + b]:walk[2 + b]]]
 
 
 class Sim:
@@ -290,7 +282,7 @@ class Sim:
 
     def _step(self, role, kind, args):
         """Run one op; False while a bar.sync still waits (its arrival made)."""
-        s, sm = self.sched, self.sm
+        s = self.sched
         if kind == "S":
             if role not in self.waiting:
                 self.waiting[role] = self._named(role, args[0])
@@ -425,40 +417,44 @@ def test_compiled_walk_and_barriers(tmp_path, case, sched):
     if op.head_dim == 256:
         sched = dataclasses.replace(sched, bk=64, stages=2)
     grid = A.grid_blocks(op, sched, sms)
-    plan, logs, counts = _run_harness(tmp_path, op, sched, grid)
+    plan, walk, logs, counts = _run_harness(tmp_path, op, sched, grid)
     # every (batch x head, row) stored exactly once, over the whole grid
     assert counts.shape == (op.batch * op.heads * op.seq_q,) and np.all(counts == 1)
     bhs = op.batch * op.heads
+    assert walk[0] == grid == len(logs) and walk[1] == grid + 2 and walk[grid + 1] == len(walk)
     seen = np.zeros((plan.q_tiles, bhs), np.int64)
     for b, per in enumerate(logs):
-        walk = walk_spec(plan.q_tiles, bhs, plan.order, grid, b)
-        for qt, bh in walk:
+        items = block_items(walk, plan.q_tiles, b)
+        for qt, bh in items:
             seen[qt, bh] += 1
-        # the producer's Q loads are the walk's items with tiles, in order
+        # the producer's Q loads are the block's items with tiles, in order
         q_loads = [(a[3], a[4]) for k, a in per.get(0, []) if k == "L" and a[0] == 0 and a[2] == 0]
-        assert q_loads == [(qt * sched.bq, bh) for qt, bh in walk if plan.ptr[qt + 1] > plan.ptr[qt]]
+        assert q_loads == [(qt * sched.bq, bh) for qt, bh in items if plan.ptr[qt + 1] > plan.ptr[qt]]
         for seed in range(3):
-            Sim(op, sched, plan, walk, per, seed).run(op.head_dim)
+            Sim(op, sched, plan, items, per, seed).run(op.head_dim)
     assert np.all(seen == 1)
-
-
-def _loads(op, sched, grid):
-    """Per block, the tiles of its items in walk order (the makespan in tiles, no prologue)."""
-    plan = tile_plan(op, sched.bq, sched.bk)
-    n = np.diff(plan.ptr)
-    return np.array([sum(n[qt] for qt, _ in walk_spec(plan.q_tiles, op.batch * op.heads, plan.order, grid, b))
-                     for b in range(grid)])
 
 
 @pytest.mark.parametrize("op", [Attention(16, 32, 512, 64, dtype="bf16", causal=True),
                                 Attention(1, 32, 16384, 128, dtype="bf16", causal=True),
-                                Attention(4, 32, 2048, 128, kv_heads=8, dtype="bf16", causal=True)],
+                                Attention(4, 32, 2048, 128, kv_heads=8, dtype="bf16", causal=True),
+                                Attention(2, 4, 700, 64, dtype="bf16", block_size=(96, 80),
+                                          block_mask=_mask(8, 9, 3))],
                          ids=lambda op: op.signature[:50])
-def test_snake_balances_causal_work_within_a_tile_or_two(op):
-    """The slowest block's tiles exceed the average by less than the longest item (list scheduling's
-    bound) on 132 SMs; a plain stride over the same list does worse or equal."""
+@pytest.mark.parametrize("sms", [132, 114, 7])
+def test_walk_plan_covers_every_item_once_and_balances(op, sms):
+    """Every (q tile, batch x head) once; the slowest block's work (a tile 1, an item 1 more) exceeds the
+    average by less than the longest item (list scheduling's bound); the first items of the blocks (the
+    first wave) span at most two groups of heads."""
     sched = dataclasses.replace(PP, stages=4)
-    loads = _loads(op, sched, 132)
     plan = tile_plan(op, sched.bq, sched.bk)
-    assert loads.sum() == plan.computed * op.batch * op.heads
-    assert loads.max() - loads.mean() < np.diff(plan.ptr).max()
+    grid = A.grid_blocks(op, sched, sms)
+    walk = A.walk_plan(op, sched, grid)
+    bhs, cost = op.batch * op.heads, np.diff(plan.ptr) + 1
+    per = [block_items(walk, plan.q_tiles, b) for b in range(grid)]
+    flat = sorted(x for items in per for x in items)
+    assert flat == sorted((qt, bh) for qt in range(plan.q_tiles) for bh in range(bhs))
+    loads = np.array([sum(cost[qt] for qt, _ in items) for items in per])
+    assert loads.max() - loads.mean() < cost.max()
+    first = {bh for items in per for _, bh in items[:1]}
+    assert len(first) <= 2 * max(1, grid // plan.q_tiles)  # the first wave: one group of heads and a bit

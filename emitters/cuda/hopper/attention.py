@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...cstyle import CodeWriter
-from ..attention_plan import KEEP_FN, PARAMS, mask_scalars
+from ..attention_plan import KEEP_FN, PARAMS, mask_scalars, tile_plan
 from ..render import CudaRenderer, Rendered
 from .attention_device import MISC, SWIZZLE_LINE, tile_steps, wgmma_rs, wgmma_ss
 from .attention_schedule import AttnWgmmaSchedule
@@ -270,44 +270,55 @@ def _store_rows(d: int, pack: str) -> str:
 
 # ------------------------------------------------------------------------------ the persistent form
 
-WALK_LIB = r"""/* The persistent walk: work items (q tile, batch x head) in groups of hg heads (the heads a wave of
-   blocks runs together, so their K and V stay in L2), each group's q tiles longest first (the plan's
-   order); block b takes item r G + b in even rounds r and r G + G - 1 - b in odd ones, so that every
-   block alternates long and short items. */
-static __device__ __forceinline__ int tr_attn_item(int r, int b, int grid) {
-    return r * grid + ((r & 1) ? grid - 1 - b : b);
-}
-static __device__ __forceinline__ void tr_attn_coords(int i, int q_tiles, int bhs, int hg, const int* __restrict__ order,
-                                                      int& qt, int& bh) {
-    const int per = hg * q_tiles, g = i / per, r = i - g * per;
-    const int size = min(hg, bhs - g * hg), t = r / size;
-    qt = order[t];
-    bh = g * hg + r - t * size;
-}
-"""
+SIGNATURE_PERSISTENT = SIGNATURE.replace("const int* __restrict__ order", "const int* __restrict__ walk")
+PERSISTENT_PARAMS = PARAMS + ("walk", "tmQ", "tmK", "tmV")
+
+
+def walk_plan(op: Any, sched: AttnWgmmaSchedule, blocks: int) -> np.ndarray:
+    """The persistent grid's static schedule (the kernel's ``walk``): ``[blocks, start[0..blocks], items...]``,
+    block b running items ``walk[start[b]:start[b + 1]]``, each ``bh * q_tiles + qt``.
+
+    Greedy list scheduling (each item to the block with the least work so far, a tile counting 1 and an
+    item's Q load and store 1 more) over the items in groups of ``blocks // q_tiles`` heads (about one wave
+    of items), each group's q tiles longest first. So the blocks running together work on a few heads,
+    whose K and V stay in L2, the heads sharing a kv head are neighbours, and the slowest block ends less
+    than one item after the average (a round-robin over the same list does not: a group of 128 items over
+    132 blocks shifts each block's share of long items by 4 a round)."""
+    import heapq
+
+    plan = tile_plan(op, sched.bq, sched.bk)
+    nq, bhs = plan.q_tiles, op.batch * op.heads
+    n = np.diff(plan.ptr)
+    hg = max(1, blocks // nq)
+    heap = [(0, b) for b in range(blocks)]
+    lists: list[list[int]] = [[] for _ in range(blocks)]
+    for g0 in range(0, bhs, hg):
+        for qt in plan.order:
+            for bh in range(g0, min(g0 + hg, bhs)):
+                load, b = heapq.heappop(heap)
+                lists[b].append(bh * nq + int(qt))
+                heapq.heappush(heap, (load + int(n[qt]) + 1, b))
+    starts = np.cumsum([blocks + 2] + [len(x) for x in lists])
+    return np.concatenate([[blocks], starts, *[np.asarray(x, np.int64) for x in lists]]).astype(np.int32)
 
 
 def _walk_head(sched: AttnWgmmaSchedule) -> str:
-    """Lines opening the item loop (producer and consumers alike): item i of round r, its (qt, bh) and
-    plan entries ``e0 .. e0 + n``."""
-    return """        for (int rnd = 0;; ++rnd) {
-            const int i = tr_attn_item(rnd, (int)blockIdx.x, grid);
-            if (i >= items) break;
-            int qt, bh;
-            tr_attn_coords(i, q_tiles, bhs, hg, order, qt, bh);
+    """Lines opening the item loop (producer and consumers alike): this block's items from the host's
+    ``walk``, each item's (qt, bh) and plan entries ``e0 .. e0 + n``."""
+    return """        for (int w = walk[1 + blockIdx.x], w_end = walk[2 + blockIdx.x]; w < w_end; ++w) {
+            const int bh = walk[w] / q_tiles, qt = walk[w] - bh * q_tiles;
             const int e0 = tile_ptr[qt], n = tile_ptr[qt + 1] - e0;"""
 
 
 def _head_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
-    """The block's walk parameters; the barriers as ``_head``'s and Q's empty barrier (a warp of each
-    consumer arrives once per item)."""
+    """The barriers as ``_head``'s and Q's empty barrier (a warp of each consumer arrives once per item)."""
     sm, S = smem_plan(sched, d), sched.stages
     return f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
     const uint32_t smem = (tr_smem_addr(tr_smem) + 1023u) & ~1023u;
     const uint32_t bars = smem + {sm['bars']}u;  /* fullK[s] = bars + 8 s, fullV[s] + 8 {S}, empty[s] + 8 {2 * S} */
     const uint32_t qbar = bars + {24 * S}u, qempty = qbar + 8u;
-    const int q_tiles = (seq_q + {sched.bq - 1}) / {sched.bq}, bhs = batch * heads, items = q_tiles * bhs;
-    const int grid = (int)gridDim.x, hg = max(1, grid / q_tiles);
+    const int q_tiles = (seq_q + {sched.bq - 1}) / {sched.bq};
+    if ((int)blockIdx.x >= walk[0]) return;  /* a grid larger than the walk was built for */
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     if (threadIdx.x == 0) {{
         tr_prefetch_map(&tmQ); tr_prefetch_map(&tmK); tr_prefetch_map(&tmV);
@@ -411,10 +422,8 @@ def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
     w.extend(wgmma_ss(sched.bk, PTX_TYPE[dtype]))
     w.extend(wgmma_rs(d, PTX_TYPE[dtype]))
     w.extend(tile_steps(d, sched.bk, sched.bq))
-    if sched.persistent:
-        w.extend(WALK_LIB)
     w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
-    w(SIGNATURE + ") {")
+    w((SIGNATURE_PERSISTENT if sched.persistent else SIGNATURE) + ") {")
     if sched.persistent:
         w.extend(_head_persistent(sched, d))
         w.extend(_producer_persistent(sched, d))
@@ -460,7 +469,10 @@ def render(op: Any, sched: AttnWgmmaSchedule, arch: Any = None) -> tuple[Rendere
         "registers": dict(zip(("entry", "producer", "consumer"), sched.register_split(), strict=True)),
         "launch": {"grid": [grid, 1, 1], "block": [sched.threads, 1, 1], "dynamic_smem": smem},
     }
-    rendered = Rendered(f"tr_{sched.name}_{op.dtype.value}_d{d}", KERNEL_NAME, src, KERNEL_PARAMS,
+    if sched.persistent:  # the walk argument is built for the grid launched (the device's SM count)
+        meta["launch"]["walk"] = "tracea.emitters.cuda.hopper.attention.walk_plan(op, schedule, grid)"
+    params = PERSISTENT_PARAMS if sched.persistent else KERNEL_PARAMS
+    rendered = Rendered(f"tr_{sched.name}_{op.dtype.value}_d{d}", KERNEL_NAME, src, params,
                         (grid, 1, 1), (sched.threads, 1, 1), smem, meta)
     return rendered, mask_scalars(op)
 

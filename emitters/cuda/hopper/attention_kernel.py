@@ -47,8 +47,13 @@ class WgmmaAttentionKernel:
         self._dbuf: dict[str, DeviceArray] = {}
         self._lock = threading.Lock()
         self._args: list[Any] | None = None
+        walk = None
+        if self.schedule.persistent:  # the static schedule of this grid's blocks
+            from .attention import walk_plan
+
+            walk = walk_plan(op, self.schedule, self._grid)
         for name, arr in (("tile_ptr", self.plan.ptr), ("tile_idx", self.plan.idx), ("order", self.plan.order),
-                          ("bmask", block_mask_bytes(op))):
+                          ("walk", walk), ("bmask", block_mask_bytes(op))):
             if arr is not None and arr.size:
                 self._buffer(name, arr.nbytes).upload(np.ascontiguousarray(arr))
 
@@ -83,7 +88,7 @@ class WgmmaAttentionKernel:
                                      (d * 2, seq * d * 2), (64, rows, 1)))
         args: list[Any] = []
         for p in self.rendered.params:
-            if p in BUFFERS or p == "order":
+            if p in BUFFERS or p in ("order", "walk"):
                 buf = self._dbuf.get(p)
                 args.append(ctypes.c_uint64(int(buf.ptr) if buf is not None else 0))
             elif p in FLOAT_SCALARS:

@@ -3,7 +3,8 @@ mask, out, lse), three 3-d TMA maps (head dim, sequence, batch x heads) built ov
 and the launch through ``tma.Launcher`` (maps by value). The same calls as the CUDA attention kernel
 object (``__call__`` -> O, ``forward`` -> (O, lse), ``time``, ``tiles_computed``), small so that it can be
 folded onto it: the only differences are ``order`` and the maps after the shared ``PARAMS``. A persistent
-schedule launches one block per SM of the device it runs on (``grid``), whatever the render assumed.
+schedule launches one block per SM of the device it runs on (``grid``), whatever the render assumed, or
+``blocks`` (tests: many items a block on small problems).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from .attention_schedule import AttnWgmmaSchedule
 class WgmmaAttentionKernel:
     """A compiled ``tr_wgmma_attention`` for one Attention op on the current GPU."""
 
-    def __init__(self, op: Any, artifact: Any, rendered: Any, scalars: dict[str, float | int]) -> None:
+    def __init__(self, op: Any, artifact: Any, rendered: Any, scalars: dict[str, float | int],
+                 blocks: int | None = None) -> None:
         from pathlib import Path
 
         from ..tma import Launcher
@@ -36,22 +38,18 @@ class WgmmaAttentionKernel:
         binary = artifact.binary
         cubin = binary if isinstance(binary, (bytes, bytearray)) else Path(binary).read_bytes()
         self._launcher = Launcher(bytes(cubin), rendered.entry, rendered.smem)
-        self._grid = rendered.grid[0]
+        self._grid, walk = rendered.grid[0], None
         if self.schedule.persistent:  # one block per SM of this device (the render assumed the target's count)
-            from .attention import grid_blocks
+            from .attention import grid_blocks, walk_plan
 
             sms = int(getattr(self._dev.dev.properties, "multiprocessor_count", 0) or 0)
-            self._grid = grid_blocks(op, self.schedule, sms or rendered.grid[0])
+            self._grid = grid_blocks(op, self.schedule, blocks or sms or rendered.grid[0])
+            walk = walk_plan(op, self.schedule, self._grid)  # the static schedule of this grid's blocks
         self.plan = tile_plan(op, self.schedule.bq, self.schedule.bk)
         self._dtype = op.dtype.storage
         self._dbuf: dict[str, DeviceArray] = {}
         self._lock = threading.Lock()
         self._args: list[Any] | None = None
-        walk = None
-        if self.schedule.persistent:  # the static schedule of this grid's blocks
-            from .attention import walk_plan
-
-            walk = walk_plan(op, self.schedule, self._grid)
         for name, arr in (("tile_ptr", self.plan.ptr), ("tile_idx", self.plan.idx), ("order", self.plan.order),
                           ("walk", walk), ("bmask", block_mask_bytes(op))):
             if arr is not None and arr.size:
@@ -147,9 +145,11 @@ class WgmmaAttentionKernel:
         return f"WgmmaAttentionKernel({self.rendered.name})"
 
 
-def build(op: Any, sched: AttnWgmmaSchedule | None = None, arch: str = "sm_90a") -> WgmmaAttentionKernel:
+def build(op: Any, sched: AttnWgmmaSchedule | None = None, arch: str = "sm_90a",
+          blocks: int | None = None) -> WgmmaAttentionKernel:
     """Render, compile (NVRTC, cached) and load the kernel for ``op`` (the hero schedule by default):
-    for the GPU tests and the probe; the CLI goes through the core registry instead."""
+    for the GPU tests and the probe; the CLI goes through the core registry instead. ``blocks``: the
+    persistent grid (default: one block per SM)."""
     from ...cpu.runtime import Artifact
     from .. import compiler as nv
     from .attention import render
@@ -164,4 +164,4 @@ def build(op: Any, sched: AttnWgmmaSchedule | None = None, arch: str = "sm_90a")
                         source=r.source, language="cuda", entry=r.entry, compiler="NVRTC (cuda.core.Program)",
                         compiler_version=nv.find_nvrtc().version, flags=(), binary=str(cubin), cache_hit=hit,
                         compile_seconds=seconds, metadata=meta)
-    return WgmmaAttentionKernel(op, artifact, r, scalars)
+    return WgmmaAttentionKernel(op, artifact, r, scalars, blocks)

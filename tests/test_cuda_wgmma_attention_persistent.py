@@ -40,6 +40,10 @@ def test_json_omits_persistent_when_false_and_round_trips():
     p = dataclasses.replace(hero, persistent=True)
     assert p.to_json()["persistent"] is True and AttnWgmmaSchedule.from_json(p.to_json()) == p
     assert p.name == hero.name + "_pe" and p.smem_bytes(128) == hero.smem_bytes(128) + 8
+    assert "q_buffers" not in p.to_json()
+    q2 = dataclasses.replace(p, stages=2, q_buffers=2)
+    assert q2.to_json()["q_buffers"] == 2 and AttnWgmmaSchedule.from_json(q2.to_json()) == q2
+    assert q2.name.endswith("_pe_q2") and q2.smem_bytes(64) == dataclasses.replace(p, stages=2).smem_bytes(64) + 128 * 128 + 16
 
 
 @pytest.mark.parametrize("value", [1, "yes", None])
@@ -50,13 +54,27 @@ def test_validation_names_the_field(value):
         AttnWgmmaSchedule.from_json({**AttnWgmmaSchedule().to_json(), "persistent": value}).validate()
 
 
+@pytest.mark.parametrize("fields", [dict(q_buffers=2), dict(q_buffers=3, persistent=True),
+                                    dict(q_buffers=0, persistent=True), dict(q_buffers=True, persistent=True)])
+def test_q_buffers_validation_names_the_field(fields):
+    with pytest.raises(BadInputError, match="q_buffers"):
+        AttnWgmmaSchedule(**fields).validate()
+
+
+def test_a_second_q_buffer_must_fit():
+    with pytest.raises(BadInputError, match="stages"):  # 2 Q and 2 K/V stages of 64 keys at head dim 256
+        AttnWgmmaSchedule(bk=64, persistent=True, q_buffers=2).validate(Attention(1, 2, 100, 256, dtype="bf16"))
+    AttnWgmmaSchedule(stages=2, persistent=True, q_buffers=2).validate(Attention(1, 2, 100, 128, dtype="bf16"))
+
+
 def test_search_space_adds_persistent_forms_after_the_others():
     for d in (64, 128, 256):
         op = Attention(16, 32, 512, d, dtype="bf16")
         space = search_space(op)
         per = [s for s in space if s.persistent]
         assert per and len(set(space)) == len(space) and not any(s.persistent for s in space[:-len(per)])
-        assert all(s.pingpong and dataclasses.replace(s, persistent=False) in space for s in per)
+        assert all(s.pingpong and dataclasses.replace(s, persistent=False, q_buffers=1) in space for s in per)
+        assert any(s.q_buffers == 2 for s in per) == (d < 256)
         for s in per:
             s.validate(op)
     assert not hero_schedule(Attention(16, 32, 512, 64, dtype="bf16")).persistent
@@ -84,6 +102,9 @@ COMPILES = [
     (Attention(1, 2, 512, 256, seq_k=256, dtype="fp16", block_size=(128, 128), block_mask=("10", "11", "01", "11")),
      dict(bk=64, stages=2, intra=True)),
     (Attention(1, 8, 333, 256, kv_heads=2, dtype="bf16", causal=True), dict(bk=64, stages=2, pingpong=False)),
+    (Attention(16, 32, 512, 64, dtype="bf16", causal=True), dict(stages=4, q_buffers=2)),
+    (Attention(2, 8, 400, 128, kv_heads=2, dtype="bf16", causal=True), dict(stages=2, q_buffers=2)),
+    (Attention(1, 4, 300, 128, dtype="fp16", window=(100, 5)), dict(stages=2, intra=False, q_buffers=2)),
 ]
 
 
@@ -318,17 +339,21 @@ class Sim:
         rows = s.bq if which == 0 else s.bk
         name = "QKV"[which]
         if name == "Q":
-            chunk = dst // (s.bq * 128)
+            buf, chunk = divmod(dst, s.bq * self.op_d * 2)
+            chunk //= s.bq * 128
             assert c0 == 64 * chunk
             if c0 == 0:
                 j = self.loads["Q"]
-                for c in self.pending:  # every S wgmma of the earlier items completed, by every consumer
-                    assert self.done[c]["Q"] >= self.cum[j], f"Q overwritten before consumer {c} is done with it"
+                assert buf == j % s.q_buffers, "the producer's Q buffer sequence"
+                if j >= s.q_buffers:  # every S wgmma of the buffer's last item completed, by every consumer
+                    for c in self.pending:
+                        assert self.done[c]["Q"] >= self.cum[j - s.q_buffers + 1], \
+                            f"Q buffer {buf} overwritten before consumer {c} is done with it"
                 self.loads["Q"] += 1
             j = self.loads["Q"] - 1
             qt, bh = self.items[j]
             assert (c1, c2) == (qt * s.bq, bh), "the producer loads another Q than the walk's"
-            self.content[("Q", chunk)] = (j, c1, c2)
+            self.content[("Q", buf, chunk)] = (j, c1, c2)
         else:
             base = sm["k"] if name == "K" else sm["v"]
             stage, within = divmod(dst - base, sm["stage"])
@@ -361,10 +386,11 @@ class Sim:
             assert self.content.get(("K" if kind == "Q" else "V", stage, c0)) == (g, kt * s.bk, kvb), \
                 f"consumer {role} reads stage {stage} before tile {g} is there"
         if kind == "Q":
-            assert args[0] == (role - 1) * 64 * 128, "another consumer's Q rows"
             item = int(np.searchsorted(self.cum, g, side="right")) - 1
+            buf = item % s.q_buffers
+            assert args[0] == buf * s.bq * self.op_d * 2 + (role - 1) * 64 * 128, "another buffer's or consumer's Q"
             for c in range(self.op_d // 64):
-                assert self.content.get(("Q", c)) == (item, qt * s.bq, bh), f"consumer {role}: Q of another item"
+                assert self.content.get(("Q", buf, c)) == (item, qt * s.bq, bh), f"consumer {role}: Q of another item"
         self.pending[role].append(kind)
 
     def run(self, op_d):
@@ -404,9 +430,12 @@ WALK_CASES = [
     (Attention(1, 3, 700, 128, seq_k=650, dtype="bf16", block_size=(96, 80), block_mask=_mask(8, 9, 1)), 6),
     (Attention(2, 4, 17, 64, dtype="fp16"), 132),  # one item a block (grid = items = 8)
     (Attention(3, 5, 300, 256, dtype="bf16", causal=True), 11),  # hg 3 of 15 heads: a short last group
+    (Attention(1, 6, 1000, 64, dtype="bf16", window=(0, 0)), 3),  # one tile an item: the producer runs ahead
 ]
 SCHEDS = [AttnWgmmaSchedule(stages=2, persistent=True), AttnWgmmaSchedule(stages=3, intra=False, persistent=True),
           AttnWgmmaSchedule(stages=2, pingpong=False, persistent=True),
+          AttnWgmmaSchedule(stages=2, persistent=True, q_buffers=2),
+          AttnWgmmaSchedule(stages=2, intra=False, persistent=True, q_buffers=2),
           AttnWgmmaSchedule(bk=64, stages=3, consumers=1, pingpong=False, persistent=True)]
 
 
@@ -415,7 +444,7 @@ SCHEDS = [AttnWgmmaSchedule(stages=2, persistent=True), AttnWgmmaSchedule(stages
 def test_compiled_walk_and_barriers(tmp_path, case, sched):
     op, sms = case
     if op.head_dim == 256:
-        sched = dataclasses.replace(sched, bk=64, stages=2)
+        sched = dataclasses.replace(sched, bk=64, stages=2, q_buffers=1)
     grid = A.grid_blocks(op, sched, sms)
     plan, walk, logs, counts = _run_harness(tmp_path, op, sched, grid)
     # every (batch x head, row) stored exactly once, over the whole grid

@@ -46,7 +46,7 @@ SIGNATURE = """    const uint16_t* __restrict__ q, const uint16_t* __restrict__ 
 def smem_plan(sched: AttnWgmmaSchedule, d: int) -> dict[str, int]:
     """Byte offsets from the 1024-aligned base: Q, then K stages, then V stages, then the mbarriers
     (full K[S], full V[S], empty[S], Q's). Every tile is whole 1024-byte swizzle atoms."""
-    q = sched.bq * d * 2
+    q = sched.q_buffers * sched.bq * d * 2
     kv = sched.bk * d * 2
     plan = {"q": 0, "k": q, "v": q + sched.stages * kv, "stage": kv, "bars": q + 2 * sched.stages * kv}
     assert all(plan[x] % SWIZZLE.period_bytes == 0 for x in ("k", "v", "stage", "bars"))
@@ -168,7 +168,7 @@ def _ring_start(persistent: bool) -> str:
 
 def _q_release(persistent: bool, cond: str) -> str:
     """Persistent: after the item's last S wgmma completed, Q's shared memory is released to the producer."""
-    return f"\n            if ({cond} && lane == 0) tr_mbar_arrive(qempty);" if persistent else ""
+    return f"\n            if ({cond} && lane == 0) tr_mbar_arrive(qfree);" if persistent else ""
 
 
 def _loop_intra(sched: AttnWgmmaSchedule, d: int) -> str:
@@ -311,12 +311,13 @@ def _walk_head(sched: AttnWgmmaSchedule) -> str:
 
 
 def _head_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
-    """The barriers as ``_head``'s and Q's empty barrier (a warp of each consumer arrives once per item)."""
-    sm, S = smem_plan(sched, d), sched.stages
+    """The barriers as ``_head``'s, a full and an empty barrier a Q buffer (a warp of each consumer arrives
+    on the empty one once per item)."""
+    sm, S, qb = smem_plan(sched, d), sched.stages, sched.q_buffers
     return f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
     const uint32_t smem = (tr_smem_addr(tr_smem) + 1023u) & ~1023u;
     const uint32_t bars = smem + {sm['bars']}u;  /* fullK[s] = bars + 8 s, fullV[s] + 8 {S}, empty[s] + 8 {2 * S} */
-    const uint32_t qbar = bars + {24 * S}u, qempty = qbar + 8u;
+    const uint32_t qbar = bars + {24 * S}u, qempty = qbar + {8 * qb}u;  /* Q buffer j's: qbar + 8 j, qempty + 8 j */
     const int q_tiles = (seq_q + {sched.bq - 1}) / {sched.bq};
     if ((int)blockIdx.x >= walk[0]) return;  /* a grid larger than the walk was built for */
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -327,17 +328,20 @@ def _head_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
             tr_mbar_init(bars + 8u * ({S} + s), 1u);
             tr_mbar_init(bars + 8u * ({2 * S} + s), {4 * sched.consumers}u);
         }}
-        tr_mbar_init(qbar, 1u);
-        tr_mbar_init(qempty, {4 * sched.consumers}u);
+        for (int j = 0; j < {qb}; ++j) {{
+            tr_mbar_init(qbar + 8u * j, 1u);
+            tr_mbar_init(qempty + 8u * j, {4 * sched.consumers}u);
+        }}
         asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
     }}
     __syncthreads();"""
 
 
 def _producer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
-    """Per item with tiles: wait for Q's release, load Q, then its K/V tiles into the ring, whose stage
-    and phase run on across items (no drain). Items without tiles load nothing."""
-    sm, S, chunks = smem_plan(sched, d), sched.stages, d // 64
+    """Per item with tiles: wait for the release of its Q buffer (``it % q_buffers``, from the item
+    ``q_buffers`` before), load Q, then its K/V tiles into the ring, whose stage and phase run on across
+    items (no drain). Items without tiles load nothing."""
+    sm, S, chunks, QB = smem_plan(sched, d), sched.stages, d // 64, sched.q_buffers
     bq, bk = sched.bq, sched.bk
     walk = _walk_head(sched).replace("\n", "\n    ")
     return f"""    if (wg == 0) {{
@@ -348,11 +352,13 @@ def _producer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
     {walk}
                 if (n == 0) continue;
                 const int b = bh / heads, kvb = b * kv_heads + (bh - b * heads) / (heads / kv_heads);
-                tr_mbar_wait(qempty, (uint32_t)(it & 1) ^ 1u);  /* the consumers are done with the last Q */
+                const uint32_t qb = (uint32_t)(it % {QB}), qfull = qbar + 8u * qb;
+                tr_mbar_wait(qempty + 8u * qb, ((uint32_t)(it / {QB}) & 1u) ^ 1u);  /* the buffer's last Q is read */
                 ++it;
-                tr_mbar_expect_tx(qbar, {bq * d * 2}u);
+                tr_mbar_expect_tx(qfull, {bq * d * 2}u);
                 for (int c = 0; c < {chunks}; ++c)
-                    tr_tma_load_3d(smem + c * {bq * SWIZZLE_LINE}u, &tmQ, c * 64, qt * {bq}, bh, qbar);
+                    tr_tma_load_3d(smem + qb * {bq * d * 2}u + c * {bq * SWIZZLE_LINE}u, &tmQ, c * 64, qt * {bq}, bh,
+                                   qfull);
                 for (int e = 0; e < n; ++e) {{
                     const int kt = tile_idx[e0 + e] >> 1;
                     tr_mbar_wait(bars + 8u * ({2 * S} + st), ph ^ 1u);
@@ -371,10 +377,10 @@ def _producer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
 
 
 def _consumer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
-    """Per item: O, m, l cleared; with tiles, Q's full barrier at the item's parity, the loop (ping-pong
+    """Per item: O, m, l cleared; with tiles, its Q buffer's full barrier at the item's parity, the loop (ping-pong
     turns balanced within the item: consumer 1 opens, and passes none after its last), Q released after
     the last S; then O and lse stored (O = 0, lse = -inf for rows that kept nothing)."""
-    sm, bk = smem_plan(sched, d), sched.bk
+    sm, bk, QB = smem_plan(sched, d), sched.bk, sched.q_buffers
     loop = _loop_intra(sched, d) if sched.intra else _loop_plain(sched, d)
     loop = "\n".join(("    " + ln) if ln.strip() else ln for ln in loop.split("\n"))
     store = "\n".join(("    " + ln) if ln.strip() else ln for ln in _store_rows(d, "tr_pack2").split("\n"))
@@ -382,7 +388,6 @@ def _consumer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
     return f"""    }} else {{
         asm volatile("setmaxnreg.inc.sync.aligned.u32 {sched.register_split()[2]};\\n");
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
-        const uint32_t qs = smem + cw * {64 * SWIZZLE_LINE}u;
         const uint32_t kbase = smem + {sm['k']}u, vbase = smem + {sm['v']}u;
         float o[{d // 2}], s[{bk // 2}], m[2], l[2], corr[2];
         uint32_t p[{bk // 4}];
@@ -395,8 +400,10 @@ def _consumer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
             #pragma unroll
             for (int j = 0; j < {d // 2}; ++j) o[j] = 0.0f;
             if (n > 0) {{
-                tr_mbar_wait(qbar, (uint32_t)(it & 1));
+                const uint32_t qb = (uint32_t)(it % {QB});
+                tr_mbar_wait(qbar + 8u * qb, (uint32_t)(it / {QB}) & 1u);
                 ++it;
+                const uint32_t qs = smem + qb * {sched.bq * d * 2}u + cw * {64 * SWIZZLE_LINE}u, qfree = qempty + 8u * qb;
                 {opening}
 {loop}
 {store}
@@ -460,7 +467,8 @@ def render(op: Any, sched: AttnWgmmaSchedule, arch: Any = None) -> tuple[Rendere
     meta = {
         "name": f"tr_{sched.name}",
         "tile": {"q": sched.bq, "k": sched.bk, "stages": sched.stages, "consumers": sched.consumers,
-                 "pingpong": sched.pingpong, "intra": sched.intra, **({"persistent": True} if sched.persistent else {})},
+                 "pingpong": sched.pingpong, "intra": sched.intra,
+                 **({"persistent": True, "q_buffers": sched.q_buffers} if sched.persistent else {})},
         "fragments": {"mma": f"wgmma.mma_async m64n{sched.bk}k16 (S, SS) + m64n{d}k16 (O, RS)",
                       "dtype_in": op.dtype.value, "dtype_acc": "fp32",
                       "load": "TMA cp.async.bulk.tensor.3d, 128B swizzle, 64-element head-dim chunks",

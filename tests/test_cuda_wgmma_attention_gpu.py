@@ -139,12 +139,11 @@ def test_persistent_matches_the_reference(op, blocks):
 
 
 @pytest.mark.parametrize("fields", [dict(intra=False), dict(pingpong=False), dict(pingpong=False, intra=False),
-                                    dict(consumers=1, pingpong=False), dict(stages=2)])
+                                    dict(consumers=1, pingpong=False), dict(stages=2),
+                                    dict(stages=2, q_buffers=2), dict(stages=2, intra=False, q_buffers=2)])
 def test_persistent_schedule_variants_match_the_reference(fields):
     _sm90()
     for op in (PERSISTENT_CASES[4], PERSISTENT_CASES[6], PERSISTENT_CASES[9], PERSISTENT_CASES[5]):
         sched = _persistent(op, **fields)
-        if op.head_dim == 256:
-            sched = dataclasses.replace(sched, bk=64, stages=2)
         for blocks in (None, 5):
             _check(op, sched, seed=13, blocks=blocks)

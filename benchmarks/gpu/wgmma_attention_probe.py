@@ -58,20 +58,22 @@ def cases(quick: bool) -> list[tuple[str, Attention]]:
 
 
 def schedules(op: Attention, sweep: bool, persistent: bool = False) -> list[AttnWgmmaSchedule]:
-    """The hero; with ``sweep`` its variants and the persistent form of each; with ``persistent`` the hero
-    beside its persistent forms (as is, without the intra-warpgroup overlap, 2 stages)."""
+    """The hero; with ``sweep`` its variants and the persistent forms of each (one Q buffer, two); with
+    ``persistent`` the hero beside its persistent forms (as is, the other intra-warpgroup overlap, 2
+    stages, each also with two Q buffers). Forms that do not fit the head dim are left out."""
     hero = hero_schedule(op)
     pe = dataclasses.replace(hero, persistent=True)
     alts = [hero]
     if persistent:
         alts += [pe, dataclasses.replace(pe, intra=not hero.intra), dataclasses.replace(pe, stages=2)]
+        alts += [dataclasses.replace(s, q_buffers=2) for s in alts[1:]]
     if sweep:
         alts += [dataclasses.replace(hero, pingpong=False), dataclasses.replace(hero, intra=False),
                  dataclasses.replace(hero, pingpong=False, intra=False), dataclasses.replace(hero, stages=2),
                  dataclasses.replace(hero, consumers=1, pingpong=False)]
         if op.head_dim <= 128:
             alts.append(dataclasses.replace(hero, bk=64, stages=4))
-        alts += [dataclasses.replace(s, persistent=True) for s in alts]
+        alts += [dataclasses.replace(s, persistent=True, q_buffers=q) for q in (1, 2) for s in alts]
     out = []
     for s in alts:
         try:

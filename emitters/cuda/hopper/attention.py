@@ -14,6 +14,14 @@ the P V wgmma that read them completed. ``intra``: tile j + 1's S is issued with
 softmax runs while P V is in flight. ``pingpong``: the two consumers take turns issuing (named barriers
 1 and 2), so one's softmax overlaps the other's matrix products. At the end O /= l (16-bit direct
 stores) and lse = ln(sum) per row; a row that kept nothing gets O = 0, lse = -inf.
+
+``persistent``: min(items, SMs) blocks, block b running the items the host listed for it (``walk_plan``:
+greedy list scheduling over groups of heads, each group's q tiles longest first). Per item with tiles the
+producer waits for its Q buffer's empty barrier (both consumers arrive once their last S of the item that
+used it completed), loads Q, then the item's K/V tiles, the ring's stage and phase running on across
+items; the consumers wait Q's full barrier at the item's parity, run the loop as above (the ping-pong
+turns balanced within each item: consumer 1 opens, and passes none after its last), release Q, and store.
+Items without tiles load nothing and store O = 0, lse = -inf. ``q_buffers`` 2 alternates two Q buffers.
 """
 
 from __future__ import annotations

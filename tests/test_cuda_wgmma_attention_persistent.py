@@ -124,6 +124,34 @@ def test_persistent_compiles_at_sm90a_without_spills(op, fields):
     assert r.smem == sched.smem_bytes(op.head_dim) <= 232448
 
 
+MASKS = {"causal": dict(causal=True), "window": dict(window=(100, 5)), "gqa": dict(kv_heads=2, causal=True),
+         "blockmask": dict(seq_k=640, block_size=(128, 128), block_mask=("10101", "01110", "00000", "11111"))}
+
+
+@pytest.mark.parametrize("mask", sorted(MASKS))
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_persistent_hero_forms_compile_for_every_mask_and_head_dim(d, mask):
+    """The hero made persistent, for each head dim and mask kind: 0 spills at sm_90a."""
+    pytest.importorskip("cuda.core")
+    from tracea.emitters.cuda import compiler as nv
+
+    op = Attention(2, 8, 500, d, dtype="bf16", **MASKS[mask])
+    sched = dataclasses.replace(hero_schedule(op), persistent=True)
+    r, _ = A.render(op, sched)
+    _, res, log, _, _ = nv.compile_cached(r.source, r.name, r.entry, "sm_90a")
+    assert res.spills == 0 and res.stack_frame == 0 and "serialized" not in log, log
+
+
+def test_render_sizes_the_grid_from_the_targets_sm_count():
+    from tracea.emitters.cuda.arch import parse_arch
+
+    op = Attention(16, 32, 512, 64, dtype="bf16")
+    arch = parse_arch("sm_90a")
+    assert A.render(op, PP, arch)[0].grid[0] == min(2048, arch.sm_count)
+    assert A.render(op, PP, dataclasses.replace(arch, sm_count=114))[0].grid[0] == 114
+    assert A.render(op, AttnWgmmaSchedule(), dataclasses.replace(arch, sm_count=114))[0].grid[0] == 2048
+
+
 # ------------------------------------------------------------------------------------------ the walk, compiled
 
 HARNESS = r"""#include <cstdio>

@@ -1,8 +1,11 @@
 """The Hopper wgmma attention kernel on an sm_90 GPU (skipped elsewhere): odd shapes and every mask kind
 against the float64 reference on fresh random inputs, O and lse, into NaN-poisoned outputs (an element
-the kernel fails to write shows as NaN)."""
+the kernel fails to write shows as NaN); the persistent form on one block per SM and on a few blocks
+walking many items each (zero-tile items, tile counts that differ from item to item)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -52,10 +55,10 @@ def _sm90() -> None:
         pytest.skip("the Hopper wgmma attention kernel needs an sm_90 GPU")
 
 
-def _check(op: Attention, sched=None, seed: int = 5) -> None:
+def _check(op: Attention, sched=None, seed: int = 5, blocks: int | None = None):
     from tracea.emitters.cuda.hopper.attention_kernel import build
 
-    k = build(op, sched)
+    k = build(op, sched, blocks=blocks)
     inputs = op.random_inputs(np.random.default_rng(seed))
     out = np.full(op.output_shape(), 0x7FC0 if op.dtype.value == "bf16" else 0x7E00, op.dtype.storage)
     lse = np.full(op.lse_shape(), np.nan, np.float32)
@@ -66,6 +69,7 @@ def _check(op: Attention, sched=None, seed: int = 5) -> None:
     le = lse_error(lse, ref_lse)
     assert le <= LSE_TOLERANCE, f"{op.signature}: lse error {le:.3g}"
     assert k.tiles_computed == k.plan.computed * op.batch * op.heads
+    return k
 
 
 @pytest.mark.parametrize("op", CASES, ids=lambda op: op.signature[:60])
@@ -93,3 +97,53 @@ def test_call_returns_output_only():
     out = build(op)(inputs)
     assert out.shape == op.output_shape()
     assert relative_error(to_float64(out, op.dtype), op.reference(inputs)) <= tolerance(op)
+
+
+# ------------------------------------------------------------------------------------------ persistent
+
+PERSISTENT_CASES = [
+    Attention(1, 2, 1, 64, dtype="bf16"),
+    Attention(2, 3, 17, 128, dtype="fp16"),
+    Attention(1, 4, 1000, 128, dtype="bf16", causal=True),
+    Attention(16, 32, 512, 64, dtype="bf16"),  # 2048 items: about 16 a block on 132 SMs
+    Attention(4, 8, 1000, 64, dtype="fp16", causal=True),  # 256 items of 1..8 tiles
+    Attention(1, 2, 777, 64, seq_k=200, dtype="bf16", causal=True),  # early q tiles keep nothing: O = 0, lse = -inf
+    Attention(2, 8, 400, 128, kv_heads=2, dtype="bf16", causal=True),  # GQA 8/2
+    Attention(1, 8, 300, 64, kv_heads=2, dtype="fp16"),
+    Attention(1, 2, 1500, 128, dtype="bf16", window=(200, 37)),
+    Attention(1, 2, 700, 128, seq_k=650, dtype="bf16", block_size=(96, 80), block_mask=_mask(8, 9, 1)),
+    Attention(1, 2, 500, 64, dtype="fp16", causal=True, block_size=(200, 50), block_mask=_mask(3, 10, 2)),
+    Attention(1, 2, 333, 256, dtype="fp16", causal=True),
+    Attention(2, 4, 512, 256, kv_heads=2, dtype="bf16", window=(64, 0)),
+]
+
+
+def _persistent(op: Attention, **fields):
+    from tracea.emitters.cuda.hopper.attention_schedule import hero_schedule
+
+    return dataclasses.replace(hero_schedule(op), persistent=True, **fields)
+
+
+@pytest.mark.parametrize("blocks", [None, 3])
+@pytest.mark.parametrize("op", PERSISTENT_CASES, ids=lambda op: op.signature[:60])
+def test_persistent_matches_the_reference(op, blocks):
+    from cuda.core import Device
+
+    from tracea.emitters.cuda.hopper.attention import work_items
+
+    _sm90()
+    sched = _persistent(op)
+    k = _check(op, sched, seed=11, blocks=blocks)
+    sms = Device(0).properties.multiprocessor_count
+    assert k.grid == min(work_items(op, sched), blocks or sms)
+
+
+@pytest.mark.parametrize("fields", [dict(intra=False), dict(pingpong=False), dict(pingpong=False, intra=False),
+                                    dict(consumers=1, pingpong=False), dict(stages=2),
+                                    dict(stages=2, q_buffers=2), dict(stages=2, intra=False, q_buffers=2)])
+def test_persistent_schedule_variants_match_the_reference(fields):
+    _sm90()
+    for op in (PERSISTENT_CASES[4], PERSISTENT_CASES[6], PERSISTENT_CASES[9], PERSISTENT_CASES[5]):
+        sched = _persistent(op, **fields)
+        for blocks in (None, 5):
+            _check(op, sched, seed=13, blocks=blocks)

@@ -2,7 +2,7 @@
 --sweep), verified on fresh random inputs against the float64 reference (large cases on a few
 (batch, head) slices), then timed with CUDA events beside torch SDPA's fastest backend in the same run.
 
-    python benchmarks/gpu/wgmma_attention_probe.py [--quick] [--sweep] [--match TEXT] [--json FILE]
+    python benchmarks/gpu/wgmma_attention_probe.py [--quick] [--sweep] [--persistent] [--match TEXT] [--json FILE]
 
 Prints case, schedule, ms (median), TFLOP/s (op.flops / time: kept pairs only), the baseline's ms and
 name, the ratio (baseline ms / ours), and p95/p50 of each. One failing case prints its error; the rest go
@@ -57,15 +57,23 @@ def cases(quick: bool) -> list[tuple[str, Attention]]:
     ]
 
 
-def schedules(op: Attention, sweep: bool) -> list[AttnWgmmaSchedule]:
+def schedules(op: Attention, sweep: bool, persistent: bool = False) -> list[AttnWgmmaSchedule]:
+    """The hero; with ``sweep`` its variants and the persistent forms of each (one Q buffer, two); with
+    ``persistent`` the hero beside its persistent forms (as is, the other intra-warpgroup overlap, 2
+    stages, each also with two Q buffers). Forms that do not fit the head dim are left out."""
     hero = hero_schedule(op)
-    if not sweep:
-        return [hero]
-    alts = [hero, dataclasses.replace(hero, pingpong=False), dataclasses.replace(hero, intra=False),
-            dataclasses.replace(hero, pingpong=False, intra=False), dataclasses.replace(hero, stages=2),
-            dataclasses.replace(hero, consumers=1, pingpong=False)]
-    if op.head_dim <= 128:
-        alts.append(dataclasses.replace(hero, bk=64, stages=4))
+    pe = dataclasses.replace(hero, persistent=True)
+    alts = [hero]
+    if persistent:
+        alts += [pe, dataclasses.replace(pe, intra=not hero.intra), dataclasses.replace(pe, stages=2)]
+        alts += [dataclasses.replace(s, q_buffers=2) for s in alts[1:]]
+    if sweep:
+        alts += [dataclasses.replace(hero, pingpong=False), dataclasses.replace(hero, intra=False),
+                 dataclasses.replace(hero, pingpong=False, intra=False), dataclasses.replace(hero, stages=2),
+                 dataclasses.replace(hero, consumers=1, pingpong=False)]
+        if op.head_dim <= 128:
+            alts.append(dataclasses.replace(hero, bk=64, stages=4))
+        alts += [dataclasses.replace(s, persistent=True, q_buffers=q) for q in (1, 2) for s in alts]
     out = []
     for s in alts:
         try:
@@ -114,7 +122,7 @@ def run_case(label: str, op: Attention, args: argparse.Namespace) -> list[dict[s
     rows: list[dict[str, Any]] = []
     inputs = op.random_inputs(np.random.default_rng(17))
     base: dict[str, Any] | None = None
-    for sched in schedules(op, args.sweep):
+    for sched in schedules(op, args.sweep, args.persistent):
         row: dict[str, Any] = {"case": label, "schedule": sched.name, "flops": op.flops}
         rows.append(row)
         try:
@@ -125,7 +133,7 @@ def run_case(label: str, op: Attention, args: argparse.Namespace) -> list[dict[s
             row.update(verify(op, inputs, out, lse))
             row["ok"] = row["rel_err"] <= tolerance(op) and row["lse_err"] <= LSE_TOLERANCE
             t = k.time(inputs, warmup=args.warmup, repeats=args.repeats)
-            row.update(ms=t.p50_ms, p95_p50=t.p95_ms / t.p50_ms, tflops=op.flops / t.p50_ms / 1e9,
+            row.update(ms=t.p50_ms, grid=k.grid, p95_p50=t.p95_ms / t.p50_ms, tflops=op.flops / t.p50_ms / 1e9,
                        registers=k.artifact.metadata["resources"]["regs_per_thread"],
                        spills=k.artifact.metadata["resources"]["spill_stores"])
             del k
@@ -149,14 +157,15 @@ def print_row(r: dict[str, Any]) -> None:
     ok = "ok" if r.get("ok") else f"WRONG (rel {r.get('rel_err', float('nan')):.3g}, lse {r.get('lse_err', 0):.3g})"
     base = (f"{r['baseline_ms']:8.3f} ms {r['baseline_p95_p50']:.2f}  x{r['ratio']:.3f}  {r['baseline'][:70]}"
             if r.get("baseline_ms") else f"no baseline ({r.get('baseline_reason')})")
-    print(f"{r['case']:<38} {r['schedule']:<34} {r['ms']:8.3f} ms {r['tflops']:6.1f} TFLOP/s p95/p50 "
+    print(f"{r['case']:<38} {r['schedule']:<34} {r['ms']:8.3f} ms {r['tflops']:6.1f} TFLOP/s grid {r['grid']} p95/p50 "
           f"{r['p95_p50']:.2f} regs {r['registers']} {ok} | {base}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="only the two headline cases")
-    ap.add_argument("--sweep", action="store_true", help="several schedules per case")
+    ap.add_argument("--sweep", action="store_true", help="several schedules per case, each also persistent")
+    ap.add_argument("--persistent", action="store_true", help="the hero beside its persistent forms")
     ap.add_argument("--match", default="", help="only cases whose label contains this")
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--warmup", type=int, default=3)

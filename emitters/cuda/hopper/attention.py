@@ -14,6 +14,14 @@ the P V wgmma that read them completed. ``intra``: tile j + 1's S is issued with
 softmax runs while P V is in flight. ``pingpong``: the two consumers take turns issuing (named barriers
 1 and 2), so one's softmax overlaps the other's matrix products. At the end O /= l (16-bit direct
 stores) and lse = ln(sum) per row; a row that kept nothing gets O = 0, lse = -inf.
+
+``persistent``: min(items, SMs) blocks, block b running the items the host listed for it (``walk_plan``:
+greedy list scheduling over groups of heads, each group's q tiles longest first). Per item with tiles the
+producer waits for its Q buffer's empty barrier (both consumers arrive once their last S of the item that
+used it completed), loads Q, then the item's K/V tiles, the ring's stage and phase running on across
+items; the consumers wait Q's full barrier at the item's parity, run the loop as above (the ping-pong
+turns balanced within each item: consumer 1 opens, and passes none after its last), release Q, and store.
+Items without tiles load nothing and store O = 0, lse = -inf. ``q_buffers`` 2 alternates two Q buffers.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ...cstyle import CodeWriter
-from ..attention_plan import KEEP_FN, PARAMS, mask_scalars
+from ..attention_plan import KEEP_FN, PARAMS, mask_scalars, tile_plan
 from ..render import CudaRenderer, Rendered
 from .attention_device import MISC, SWIZZLE_LINE, tile_steps, wgmma_rs, wgmma_ss
 from .attention_schedule import AttnWgmmaSchedule
@@ -46,7 +54,7 @@ SIGNATURE = """    const uint16_t* __restrict__ q, const uint16_t* __restrict__ 
 def smem_plan(sched: AttnWgmmaSchedule, d: int) -> dict[str, int]:
     """Byte offsets from the 1024-aligned base: Q, then K stages, then V stages, then the mbarriers
     (full K[S], full V[S], empty[S], Q's). Every tile is whole 1024-byte swizzle atoms."""
-    q = sched.bq * d * 2
+    q = sched.q_buffers * sched.bq * d * 2
     kv = sched.bk * d * 2
     plan = {"q": 0, "k": q, "v": q + sched.stages * kv, "stage": kv, "bars": q + 2 * sched.stages * kv}
     assert all(plan[x] % SWIZZLE.period_bytes == 0 for x in ("k", "v", "stage", "bars"))
@@ -159,17 +167,27 @@ def _waits(sched: AttnWgmmaSchedule, d: int) -> dict[str, Any]:
     }
 
 
+def _ring_start(persistent: bool) -> str:
+    """The consumer's ring position: from stage 0 per block, or (persistent) carried across items."""
+    return "" if persistent else """            int st = 0;
+            uint32_t ph = 0;
+"""
+
+
+def _q_release(persistent: bool, cond: str) -> str:
+    """Persistent: after the item's last S wgmma completed, Q's shared memory is released to the producer."""
+    return f"\n            if ({cond} && lane == 0) tr_mbar_arrive(qfree);" if persistent else ""
+
+
 def _loop_intra(sched: AttnWgmmaSchedule, d: int) -> str:
     """Tile j + 1's S issued with tile j's P V; its softmax while P V runs; O rescaled after P V is done."""
-    S, x = sched.stages, _waits(sched, d)
-    return f"""            int st = 0;
-            uint32_t ph = 0;
-            {x['k']('st', 'ph')}
+    S, x, pe = sched.stages, _waits(sched, d), sched.persistent
+    return f"""{_ring_start(pe)}            {x['k']('st', 'ph')}
             {_pp(sched, 'sync')}
             tr_issue_qk(s, qs, {x['ks']('st')});
             {_pp(sched, 'arrive')}
             TR_WGMMA_WAIT(0);
-            tr_pin_s(s);
+            tr_pin_s(s);{_q_release(pe, 'n == 1')}
             {_softmax_step(sched, '0')}
             tr_pack_p(p, s);
             for (int e = 1; e < n; ++e) {{
@@ -183,7 +201,7 @@ def _loop_intra(sched: AttnWgmmaSchedule, d: int) -> str:
                 tr_issue_pv(o, p, {x['vs']('sp')});
                 {_pp(sched, 'arrive')}
                 TR_WGMMA_WAIT(1);
-                tr_pin_s(s);
+                tr_pin_s(s);{_q_release(pe, 'e == n - 1').replace(chr(10), chr(10) + '    ')}
                 {_softmax_step(sched, 'e')}
                 TR_WGMMA_WAIT(0);
                 tr_pin_o(o);
@@ -197,22 +215,25 @@ def _loop_intra(sched: AttnWgmmaSchedule, d: int) -> str:
             {_pp(sched, 'arrive', 'true')}
             TR_WGMMA_WAIT(0);
             tr_pin_o(o);
-            {x['release']('st')}
+            {x['release']('st')}{_ring_next(sched) if pe else ""}
         }}"""
+
+
+def _ring_next(sched: AttnWgmmaSchedule) -> str:
+    """Persistent, intra: past the item's last stage, so that the next item starts on the next one."""
+    return f"\n            if (++st == {sched.stages}) {{ st = 0; ph ^= 1u; }}"
 
 
 def _loop_plain(sched: AttnWgmmaSchedule, d: int) -> str:
     """S, softmax, rescale, P V, one tile at a time (the overlap comes from the other warpgroup)."""
-    S, x = sched.stages, _waits(sched, d)
-    return f"""            int st = 0;
-            uint32_t ph = 0;
-            for (int e = 0; e < n; ++e) {{
+    S, x, pe = sched.stages, _waits(sched, d), sched.persistent
+    return f"""{_ring_start(pe)}            for (int e = 0; e < n; ++e) {{
                 {x['k']('st', 'ph')}
                 {_pp(sched, 'sync')}
                 tr_issue_qk(s, qs, {x['ks']('st')});
                 {_pp(sched, 'arrive')}
                 TR_WGMMA_WAIT(0);
-                tr_pin_s(s);
+                tr_pin_s(s);{_q_release(pe, 'e == n - 1').replace(chr(10), chr(10) + '    ')}
                 {_softmax_step(sched, 'e')}
                 tr_rescale(o, corr);
                 tr_pack_p(p, s);
@@ -230,6 +251,13 @@ def _loop_plain(sched: AttnWgmmaSchedule, d: int) -> str:
 
 def _store(sched: AttnWgmmaSchedule, d: int, pack: str) -> str:
     """O /= l (0 where l is 0), 16-bit pairs stored straight from the accumulator fragment; lse per row."""
+    return _store_rows(d, pack) + """
+    }
+}"""
+
+
+def _store_rows(d: int, pack: str) -> str:
+    """The consumer's store of its 64 rows (``_store`` without the closing braces)."""
     return f"""        #pragma unroll
         for (int r = 0; r < 2; ++r) {{
             float t = l[r];
@@ -245,6 +273,148 @@ def _store(sched: AttnWgmmaSchedule, d: int, pack: str) -> str:
                     {pack}(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
             if (lane % 4 == 0)
                 lse[(long long)bh * seq_q + row] = t > 0.0f ? (m[r] + __log2f(t)) * 0.6931471805599453f : TR_NEG_INF;
+        }}"""
+
+
+# ------------------------------------------------------------------------------ the persistent form
+
+SIGNATURE_PERSISTENT = SIGNATURE.replace("const int* __restrict__ order", "const int* __restrict__ walk")
+PERSISTENT_PARAMS = PARAMS + ("walk", "tmQ", "tmK", "tmV")
+
+
+def walk_plan(op: Any, sched: AttnWgmmaSchedule, blocks: int) -> np.ndarray:
+    """The persistent grid's static schedule (the kernel's ``walk``): ``[blocks, start[0..blocks], items...]``,
+    block b running items ``walk[start[b]:start[b + 1]]``, each ``bh * q_tiles + qt``.
+
+    Greedy list scheduling (each item to the block with the least work so far, a tile counting 1 and an
+    item's Q load and store 1 more) over the items in groups of ``blocks // q_tiles`` heads (about one wave
+    of items), each group's q tiles longest first. So the blocks running together work on a few heads,
+    whose K and V stay in L2, the heads sharing a kv head are neighbours, and the slowest block ends less
+    than one item after the average (a round-robin over the same list does not: a group of 128 items over
+    132 blocks shifts each block's share of long items by 4 a round)."""
+    import heapq
+
+    plan = tile_plan(op, sched.bq, sched.bk)
+    nq, bhs = plan.q_tiles, op.batch * op.heads
+    n = np.diff(plan.ptr)
+    hg = max(1, blocks // nq)
+    heap = [(0, b) for b in range(blocks)]
+    lists: list[list[int]] = [[] for _ in range(blocks)]
+    for g0 in range(0, bhs, hg):
+        for qt in plan.order:
+            for bh in range(g0, min(g0 + hg, bhs)):
+                load, b = heapq.heappop(heap)
+                lists[b].append(bh * nq + int(qt))
+                heapq.heappush(heap, (load + int(n[qt]) + 1, b))
+    starts = np.cumsum([blocks + 2] + [len(x) for x in lists])
+    return np.concatenate([[blocks], starts, *[np.asarray(x, np.int64) for x in lists]]).astype(np.int32)
+
+
+def _walk_head(sched: AttnWgmmaSchedule) -> str:
+    """Lines opening the item loop (producer and consumers alike): this block's items from the host's
+    ``walk``, each item's (qt, bh) and plan entries ``e0 .. e0 + n``."""
+    return """        for (int w = walk[1 + blockIdx.x], w_end = walk[2 + blockIdx.x]; w < w_end; ++w) {
+            const int bh = walk[w] / q_tiles, qt = walk[w] - bh * q_tiles;
+            const int e0 = tile_ptr[qt], n = tile_ptr[qt + 1] - e0;"""
+
+
+def _head_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
+    """The barriers as ``_head``'s, a full and an empty barrier a Q buffer (a warp of each consumer arrives
+    on the empty one once per item)."""
+    sm, S, qb = smem_plan(sched, d), sched.stages, sched.q_buffers
+    return f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
+    const uint32_t smem = (tr_smem_addr(tr_smem) + 1023u) & ~1023u;
+    const uint32_t bars = smem + {sm['bars']}u;  /* fullK[s] = bars + 8 s, fullV[s] + 8 {S}, empty[s] + 8 {2 * S} */
+    const uint32_t qbar = bars + {24 * S}u, qempty = qbar + {8 * qb}u;  /* Q buffer j's: qbar + 8 j, qempty + 8 j */
+    const int q_tiles = (seq_q + {sched.bq - 1}) / {sched.bq};
+    if ((int)blockIdx.x >= walk[0]) return;  /* a grid larger than the walk was built for */
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    if (threadIdx.x == 0) {{
+        tr_prefetch_map(&tmQ); tr_prefetch_map(&tmK); tr_prefetch_map(&tmV);
+        for (int s = 0; s < {S}; ++s) {{
+            tr_mbar_init(bars + 8u * s, 1u);
+            tr_mbar_init(bars + 8u * ({S} + s), 1u);
+            tr_mbar_init(bars + 8u * ({2 * S} + s), {4 * sched.consumers}u);
+        }}
+        for (int j = 0; j < {qb}; ++j) {{
+            tr_mbar_init(qbar + 8u * j, 1u);
+            tr_mbar_init(qempty + 8u * j, {4 * sched.consumers}u);
+        }}
+        asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
+    }}
+    __syncthreads();"""
+
+
+def _producer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
+    """Per item with tiles: wait for the release of its Q buffer (``it % q_buffers``, from the item
+    ``q_buffers`` before), load Q, then its K/V tiles into the ring, whose stage and phase run on across
+    items (no drain). Items without tiles load nothing."""
+    sm, S, chunks, QB = smem_plan(sched, d), sched.stages, d // 64, sched.q_buffers
+    bq, bk = sched.bq, sched.bk
+    walk = _walk_head(sched).replace("\n", "\n    ")
+    return f"""    if (wg == 0) {{
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 {sched.register_split()[1]};\\n");
+        if (tid == 0) {{
+            int st = 0, it = 0;
+            uint32_t ph = 0;
+    {walk}
+                if (n == 0) continue;
+                const int b = bh / heads, kvb = b * kv_heads + (bh - b * heads) / (heads / kv_heads);
+                const uint32_t qb = (uint32_t)(it % {QB}), qfull = qbar + 8u * qb;
+                tr_mbar_wait(qempty + 8u * qb, ((uint32_t)(it / {QB}) & 1u) ^ 1u);  /* the buffer's last Q is read */
+                ++it;
+                tr_mbar_expect_tx(qfull, {bq * d * 2}u);
+                for (int c = 0; c < {chunks}; ++c)
+                    tr_tma_load_3d(smem + qb * {bq * d * 2}u + c * {bq * SWIZZLE_LINE}u, &tmQ, c * 64, qt * {bq}, bh,
+                                   qfull);
+                for (int e = 0; e < n; ++e) {{
+                    const int kt = tile_idx[e0 + e] >> 1;
+                    tr_mbar_wait(bars + 8u * ({2 * S} + st), ph ^ 1u);
+                    const uint32_t fk = bars + 8u * st, fv = bars + 8u * ({S} + st);
+                    const uint32_t ks = smem + {sm['k']}u + st * {sm['stage']}u, vs = ks + {S * sm['stage']}u;
+                    tr_mbar_expect_tx(fk, {bk * d * 2}u);
+                    for (int c = 0; c < {chunks}; ++c)
+                        tr_tma_load_3d(ks + c * {bk * SWIZZLE_LINE}u, &tmK, c * 64, kt * {bk}, kvb, fk);
+                    tr_mbar_expect_tx(fv, {bk * d * 2}u);
+                    for (int c = 0; c < {chunks}; ++c)
+                        tr_tma_load_3d(vs + c * {bk * SWIZZLE_LINE}u, &tmV, c * 64, kt * {bk}, kvb, fv);
+                    if (++st == {S}) {{ st = 0; ph ^= 1u; }}
+                }}
+            }}
+        }}"""
+
+
+def _consumer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
+    """Per item: O, m, l cleared; with tiles, its Q buffer's full barrier at the item's parity, the loop (ping-pong
+    turns balanced within the item: consumer 1 opens, and passes none after its last), Q released after
+    the last S; then O and lse stored (O = 0, lse = -inf for rows that kept nothing)."""
+    sm, bk, QB = smem_plan(sched, d), sched.bk, sched.q_buffers
+    loop = _loop_intra(sched, d) if sched.intra else _loop_plain(sched, d)
+    loop = "\n".join(("    " + ln) if ln.strip() else ln for ln in loop.split("\n"))
+    store = "\n".join(("    " + ln) if ln.strip() else ln for ln in _store_rows(d, "tr_pack2").split("\n"))
+    opening = "if (cw == 1) tr_bar_arrive(1, 256);  /* consumer 0 issues first */" if sched.pingpong else ""
+    return f"""    }} else {{
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 {sched.register_split()[2]};\\n");
+        const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
+        const uint32_t kbase = smem + {sm['k']}u, vbase = smem + {sm['v']}u;
+        float o[{d // 2}], s[{bk // 2}], m[2], l[2], corr[2];
+        uint32_t p[{bk // 4}];
+        int st = 0, it = 0;
+        uint32_t ph = 0;
+{_walk_head(sched)}
+            const int row0 = qt * {sched.bq} + cw * 64 + warp * 16 + lane / 4;  /* and row0 + 8 */
+            m[0] = m[1] = TR_NEG_INF;
+            l[0] = l[1] = 0.0f;
+            #pragma unroll
+            for (int j = 0; j < {d // 2}; ++j) o[j] = 0.0f;
+            if (n > 0) {{
+                const uint32_t qb = (uint32_t)(it % {QB});
+                tr_mbar_wait(qbar + 8u * qb, (uint32_t)(it / {QB}) & 1u);
+                ++it;
+                const uint32_t qs = smem + qb * {sched.bq * d * 2}u + cw * {64 * SWIZZLE_LINE}u, qfree = qempty + 8u * qb;
+                {opening}
+{loop}
+{store}
         }}
     }}
 }}"""
@@ -268,7 +438,12 @@ def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
     w.extend(wgmma_rs(d, PTX_TYPE[dtype]))
     w.extend(tile_steps(d, sched.bk, sched.bq))
     w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
-    w(SIGNATURE + ") {")
+    w((SIGNATURE_PERSISTENT if sched.persistent else SIGNATURE) + ") {")
+    if sched.persistent:
+        w.extend(_head_persistent(sched, d))
+        w.extend(_producer_persistent(sched, d))
+        w.extend(_consumer_persistent(sched, d))
+        return w.render()
     w.extend(_head(sched, d))
     w.extend(_producer(sched, d))
     w.extend(_consumer_entry(sched, d))
@@ -277,31 +452,44 @@ def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
     return w.render()
 
 
-def grid_blocks(op: Any, sched: AttnWgmmaSchedule) -> int:
+def work_items(op: Any, sched: AttnWgmmaSchedule) -> int:
+    """(q tile, batch x head) pairs: one block each, or the persistent walk's items."""
     return -(-op.seq_q // sched.bq) * op.heads * op.batch
+
+
+def grid_blocks(op: Any, sched: AttnWgmmaSchedule, sm_count: int = 132) -> int:
+    """One block a work item; persistent, one a (register-bound: one block fits) SM, at most one an item."""
+    items = work_items(op, sched)
+    return min(items, max(1, sm_count)) if sched.persistent else items
 
 
 def render(op: Any, sched: AttnWgmmaSchedule, arch: Any = None) -> tuple[Rendered, dict[str, float | int]]:
     """(Rendered, scalars): the source, a 1-d grid of q tiles x heads x batch, ``sched.threads`` threads,
-    the dynamic shared memory; the scalars are the shared ``mask_scalars``. ``arch`` is unused (sm_90a)."""
+    the dynamic shared memory; the scalars are the shared ``mask_scalars``. ``arch``: its SM count sizes the
+    persistent grid (132 without one; the kernel object takes the device's own at launch)."""
     src = render_source(op, sched)
     d = op.head_dim
+    grid = grid_blocks(op, sched, getattr(arch, "sm_count", 0) or 132)
     smem = sched.smem_bytes(d)
     lbo, sbo = _v_strides(sched, d)
     meta = {
         "name": f"tr_{sched.name}",
         "tile": {"q": sched.bq, "k": sched.bk, "stages": sched.stages, "consumers": sched.consumers,
-                 "pingpong": sched.pingpong, "intra": sched.intra},
+                 "pingpong": sched.pingpong, "intra": sched.intra,
+                 **({"persistent": True, "q_buffers": sched.q_buffers} if sched.persistent else {})},
         "fragments": {"mma": f"wgmma.mma_async m64n{sched.bk}k16 (S, SS) + m64n{d}k16 (O, RS)",
                       "dtype_in": op.dtype.value, "dtype_acc": "fp32",
                       "load": "TMA cp.async.bulk.tensor.3d, 128B swizzle, 64-element head-dim chunks",
                       "v_descriptor": {"lbo": lbo, "sbo": sbo}},
         "smem": smem_plan(sched, d),
         "registers": dict(zip(("entry", "producer", "consumer"), sched.register_split(), strict=True)),
-        "launch": {"grid": [grid_blocks(op, sched), 1, 1], "block": [sched.threads, 1, 1], "dynamic_smem": smem},
+        "launch": {"grid": [grid, 1, 1], "block": [sched.threads, 1, 1], "dynamic_smem": smem},
     }
-    rendered = Rendered(f"tr_{sched.name}_{op.dtype.value}_d{d}", KERNEL_NAME, src, KERNEL_PARAMS,
-                        (grid_blocks(op, sched), 1, 1), (sched.threads, 1, 1), smem, meta)
+    if sched.persistent:  # the walk argument is built for the grid launched (the device's SM count)
+        meta["launch"]["walk"] = "tracea.emitters.cuda.hopper.attention.walk_plan(op, schedule, grid)"
+    params = PERSISTENT_PARAMS if sched.persistent else KERNEL_PARAMS
+    rendered = Rendered(f"tr_{sched.name}_{op.dtype.value}_d{d}", KERNEL_NAME, src, params,
+                        (grid, 1, 1), (sched.threads, 1, 1), smem, meta)
     return rendered, mask_scalars(op)
 
 

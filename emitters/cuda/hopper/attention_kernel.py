@@ -2,7 +2,9 @@
 mask, out, lse), three 3-d TMA maps (head dim, sequence, batch x heads) built over the uploaded q, k, v,
 and the launch through ``tma.Launcher`` (maps by value). The same calls as the CUDA attention kernel
 object (``__call__`` -> O, ``forward`` -> (O, lse), ``time``, ``tiles_computed``), small so that it can be
-folded onto it: the only differences are ``order`` and the maps after the shared ``PARAMS``.
+folded onto it: the only differences are ``order`` and the maps after the shared ``PARAMS``. A persistent
+schedule launches one block per SM of the device it runs on (``grid``), whatever the render assumed, or
+``blocks`` (tests: many items a block on small problems).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from .attention_schedule import AttnWgmmaSchedule
 class WgmmaAttentionKernel:
     """A compiled ``tr_wgmma_attention`` for one Attention op on the current GPU."""
 
-    def __init__(self, op: Any, artifact: Any, rendered: Any, scalars: dict[str, float | int]) -> None:
+    def __init__(self, op: Any, artifact: Any, rendered: Any, scalars: dict[str, float | int],
+                 blocks: int | None = None) -> None:
         from pathlib import Path
 
         from ..tma import Launcher
@@ -35,13 +38,20 @@ class WgmmaAttentionKernel:
         binary = artifact.binary
         cubin = binary if isinstance(binary, (bytes, bytearray)) else Path(binary).read_bytes()
         self._launcher = Launcher(bytes(cubin), rendered.entry, rendered.smem)
+        self._grid, walk = rendered.grid[0], None
+        if self.schedule.persistent:  # one block per SM of this device (the render assumed the target's count)
+            from .attention import grid_blocks, walk_plan
+
+            sms = int(getattr(self._dev.dev.properties, "multiprocessor_count", 0) or 0)
+            self._grid = grid_blocks(op, self.schedule, blocks or sms or rendered.grid[0])
+            walk = walk_plan(op, self.schedule, self._grid)  # the static schedule of this grid's blocks
         self.plan = tile_plan(op, self.schedule.bq, self.schedule.bk)
         self._dtype = op.dtype.storage
         self._dbuf: dict[str, DeviceArray] = {}
         self._lock = threading.Lock()
         self._args: list[Any] | None = None
         for name, arr in (("tile_ptr", self.plan.ptr), ("tile_idx", self.plan.idx), ("order", self.plan.order),
-                          ("bmask", block_mask_bytes(op))):
+                          ("walk", walk), ("bmask", block_mask_bytes(op))):
             if arr is not None and arr.size:
                 self._buffer(name, arr.nbytes).upload(np.ascontiguousarray(arr))
 
@@ -76,7 +86,7 @@ class WgmmaAttentionKernel:
                                      (d * 2, seq * d * 2), (64, rows, 1)))
         args: list[Any] = []
         for p in self.rendered.params:
-            if p in BUFFERS or p == "order":
+            if p in BUFFERS or p in ("order", "walk"):
                 buf = self._dbuf.get(p)
                 args.append(ctypes.c_uint64(int(buf.ptr) if buf is not None else 0))
             elif p in FLOAT_SCALARS:
@@ -90,7 +100,7 @@ class WgmmaAttentionKernel:
     def launch(self) -> None:
         if self._args is None:
             raise LaunchError("cuda-wgmma attention: launch before upload (no tensor maps yet)")
-        self._launcher.launch(self.rendered.grid[0], self.rendered.block[0], self._dev.stream.handle, self._args)
+        self._launcher.launch(self._grid, self.rendered.block[0], self._dev.stream.handle, self._args)
 
     def forward(self, inputs: dict[str, np.ndarray], out: np.ndarray | None = None,
                 lse: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -126,13 +136,20 @@ class WgmmaAttentionKernel:
             self.upload(inputs)
             return event_timing(self._dev, self.launch, warmup, repeats, flush_l2, hold_cycles)
 
+    @property
+    def grid(self) -> int:
+        """Blocks a launch runs: one a work item, or (persistent) min(items, this device's SMs)."""
+        return self._grid
+
     def __repr__(self) -> str:
         return f"WgmmaAttentionKernel({self.rendered.name})"
 
 
-def build(op: Any, sched: AttnWgmmaSchedule | None = None, arch: str = "sm_90a") -> WgmmaAttentionKernel:
+def build(op: Any, sched: AttnWgmmaSchedule | None = None, arch: str = "sm_90a",
+          blocks: int | None = None) -> WgmmaAttentionKernel:
     """Render, compile (NVRTC, cached) and load the kernel for ``op`` (the hero schedule by default):
-    for the GPU tests and the probe; the CLI goes through the core registry instead."""
+    for the GPU tests and the probe; the CLI goes through the core registry instead. ``blocks``: the
+    persistent grid (default: one block per SM)."""
     from ...cpu.runtime import Artifact
     from .. import compiler as nv
     from .attention import render
@@ -147,4 +164,4 @@ def build(op: Any, sched: AttnWgmmaSchedule | None = None, arch: str = "sm_90a")
                         source=r.source, language="cuda", entry=r.entry, compiler="NVRTC (cuda.core.Program)",
                         compiler_version=nv.find_nvrtc().version, flags=(), binary=str(cubin), cache_hit=hit,
                         compile_seconds=seconds, metadata=meta)
-    return WgmmaAttentionKernel(op, artifact, r, scalars)
+    return WgmmaAttentionKernel(op, artifact, r, scalars, blocks)

@@ -3,7 +3,9 @@ warpgroups share a query tile, and the two overlaps FlashAttention-3 uses (ping-
 consumers, and issuing the next tile's Q K^T before this tile's softmax).
 
 A consumer warpgroup owns 64 query rows (one m64 wgmma slice), so the query tile is ``64 x consumers``.
-Its registers hold S (``bk / 2`` fp32), P (``bk / 4`` packed 16-bit) and O (``head_dim / 2`` fp32) per
+``persistent``: one block per SM walks the (q tile, head, batch) work items (attention.py's ``walk_plan``),
+so the prologue (barrier init, the ring's fill) and the tail of short items are paid once a block, not
+once an item; ``q_buffers`` 2 loads the next item's Q into a second buffer while this one's is read. Its registers hold S (``bk / 2`` fp32), P (``bk / 4`` packed 16-bit) and O (``head_dim / 2`` fp32) per
 thread; ``validate`` keeps that within the setmaxnreg budget of the block's split.
 """
 
@@ -27,13 +29,17 @@ class AttnWgmmaSchedule:
     """``bk``: keys per tile (the S wgmma's n); ``stages``: K/V ring depth; ``consumers``: warpgroups of
     64 query rows each; ``pingpong``: the consumers take turns issuing their matrix products (named
     barriers) so one's softmax runs under the other's wgmma; ``intra``: the next tile's S is issued
-    before this tile's softmax, and P V after it, within each warpgroup."""
+    before this tile's softmax, and P V after it, within each warpgroup; ``persistent``: a grid of
+    min(work items, SMs) blocks, each walking items with Q reloaded per item and the K/V ring running on;
+    ``q_buffers``: Q tiles in shared memory (2: persistent only, item i's Q in buffer i % 2)."""
 
     bk: int = 128
     stages: int = 2
     consumers: int = 2
     pingpong: bool = True
     intra: bool = True
+    persistent: bool = False
+    q_buffers: int = 1
 
     @property
     def core(self) -> str:
@@ -50,7 +56,8 @@ class AttnWgmmaSchedule:
     @property
     def name(self) -> str:
         return (f"wgmma_attn_{self.bq}x{self.bk}_s{self.stages}_c{self.consumers}"
-                + ("_pp" if self.pingpong else "") + ("_ia" if self.intra else ""))
+                + ("_pp" if self.pingpong else "") + ("_ia" if self.intra else "") + ("_pe" if self.persistent else "")
+                + (f"_q{self.q_buffers}" if self.q_buffers != 1 else ""))
 
     def register_split(self) -> tuple[int, int, int]:
         """(registers at entry, producer after setmaxnreg.dec, consumers after .inc), as the GEMM's."""
@@ -63,16 +70,19 @@ class AttnWgmmaSchedule:
         return self.bk // 2 + self.bk // 4 + head_dim // 2 + CONSUMER_SPARE_REGS
 
     def smem_bytes(self, head_dim: int) -> int:
-        """Q tile, ``stages`` K and V tiles (16-bit), 3 mbarriers a stage and Q's, 1024 B of alignment slack."""
-        return 2 * head_dim * (self.bq + 2 * self.stages * self.bk) + 8 * (3 * self.stages + 1) + 1024
+        """``q_buffers`` Q tiles, ``stages`` K and V tiles (16-bit), 3 mbarriers a stage and Q's (full; and
+        empty when persistent) a Q buffer, 1024 B of alignment slack."""
+        q_bars = 2 * self.q_buffers if self.persistent else 1
+        return (2 * head_dim * (self.q_buffers * self.bq + 2 * self.stages * self.bk)
+                + 8 * (3 * self.stages + q_bars) + 1024)
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
         """Raise ``BadInputError`` naming the first field that cannot work (for ``op``'s head dim if given)."""
-        for name in ("bk", "stages", "consumers"):
+        for name in ("bk", "stages", "consumers", "q_buffers"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
-        for name in ("pingpong", "intra"):
+        for name in ("pingpong", "intra", "persistent"):
             if not isinstance(getattr(self, name), bool):
                 raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
         if self.bk % 16 or not 16 <= self.bk <= 256:
@@ -83,6 +93,8 @@ class AttnWgmmaSchedule:
             raise BadInputError("pingpong: alternates exactly 2 consumer warpgroups", "consumers 2")
         if not 2 <= self.stages <= 8:
             raise BadInputError(f"stages: {self.stages} is outside 2..8")
+        if self.q_buffers not in (1, 2) or (self.q_buffers == 2 and not self.persistent):
+            raise BadInputError(f"q_buffers: {self.q_buffers} Q buffers (1, or 2 with persistent: true)")
         if op is None:
             return
         if getattr(op, "kind", None) != "attention":
@@ -101,7 +113,14 @@ class AttnWgmmaSchedule:
                                 f"memory, more than the {smem_optin} B allowed", "fewer stages or a smaller bk")
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": self.core, **dataclasses.asdict(self)}
+        """The fields; ``persistent`` and ``q_buffers`` only when not their defaults, so that earlier
+        schedules' JSON stays as it was."""
+        d = dataclasses.asdict(self)
+        if not self.persistent:
+            del d["persistent"]
+        if self.q_buffers == 1:
+            del d["q_buffers"]
+        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": self.core, **d}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> AttnWgmmaSchedule:
@@ -137,7 +156,9 @@ def hero_schedule(op: Any = None) -> AttnWgmmaSchedule:
 
 
 def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSchedule]:
-    """Valid schedules for ``op``: key tiles, ring depths, consumers and the two overlaps."""
+    """Valid schedules for ``op``: key tiles, ring depths, consumers and the two overlaps, each one block
+    per work item, then the persistent forms of the 2-consumer ping-pong ones (those the H100 runs
+    fastest), with one Q buffer and with two where they fit, so that the first entries are as before."""
     out = []
     for bk in (64, 80, 96, 128, 176):
         for stages in (2, 3, 4):
@@ -150,7 +171,16 @@ def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSc
                         except BadInputError:
                             continue
                         out.append(s)
-    return out
+    persistent = []
+    for s in out:
+        for q_buffers in (1, 2) if s.pingpong else ():
+            p = dataclasses.replace(s, persistent=True, q_buffers=q_buffers)
+            try:
+                p.validate(op, smem_optin)
+            except BadInputError:
+                continue
+            persistent.append(p)
+    return out + persistent
 
 
 # ------------------------------------------------------------------------------ the core's hooks (cores.py)

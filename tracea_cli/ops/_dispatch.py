@@ -74,7 +74,10 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
         if first.device == "cuda" and (first.index or 0) != 0:
             raise Fallback(f"the tensors are on {first.where}; Tracea's CUDA kernels run on cuda:0 for now")
         backend = _engine.backend_for(first.device)
-        k = _engine.kernel(op, backend, route, build=not explaining)
+        from tracea.emitters import registry
+
+        on_device = registry.backend(backend).ON_DEVICE
+        k = _engine.kernel(op, backend, route, build=not explaining, on_device=on_device)
         if explaining:
             return route
         result = out if out is not None else (alloc() if alloc else empty_like(first, out_shape))
@@ -108,10 +111,7 @@ def _launch(k: Any, backend: str, first: Arg, feeds: dict[str, Any], out: Any) -
         inputs = {n: host_view(first, obj) for n, obj in feeds.items()}
         k(inputs, out=host_view(first, out))
         return
-    launch_on = getattr(k, "launch_on", None)
-    if launch_on is None:
-        raise Fallback(f"the {type(k).__name__} kernel object cannot launch on a caller's buffers yet")
     torch = sys.modules["torch"]
     stream = torch.cuda.current_stream(first.obj.device).cuda_stream
-    launch_on({**{n: device_ptr(obj) for n, obj in feeds.items()}, "out": device_ptr(out)}, stream)
+    k.launch_on({**{n: device_ptr(obj) for n, obj in feeds.items()}, "out": device_ptr(out)}, stream)
 

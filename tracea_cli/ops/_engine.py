@@ -27,7 +27,8 @@ from tracea.doctor.errors import (
 STATS: Counter[str] = Counter()  # builds, kernel_hits, tracea, fallbacks: what tests and explain count
 _LOCK = threading.RLock()
 _HOST: list[Any] = []
-_CHOICES: dict[tuple[str, str], Any] = {}
+_CHOICES: dict[tuple[str, str, frozenset[str]], Any] = {}
+_NO_LAUNCH_ON: set[str] = set()  # variants whose kernel objects cannot launch on a caller's device buffers
 _KERNELS: dict[tuple[str, str, str, str], Any] = {}
 _POLICY = {"fallback": True}
 
@@ -114,25 +115,26 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def choose(op: Any, backend: str) -> tuple[str, Any, str]:
-    """(variant id, schedule, "tuned" | "heuristic") for ``op`` on ``backend``; Fallback with the reason."""
-    key = (op.signature, backend)
+def choose(op: Any, backend: str, skip: frozenset[str] = frozenset()) -> tuple[str, Any, str]:
+    """(variant id, schedule, "tuned" | "heuristic") for ``op`` on ``backend``, the variants in ``skip`` left
+    out; Fallback with the reason."""
+    key = (op.signature, backend, skip)
     got = _CHOICES.get(key)
     if got is None:
-        got = _choose(op, backend)
+        got = _choose(op, backend, skip)
         _CHOICES[key] = got
     if isinstance(got, Fallback):
         raise got
     return got
 
 
-def _choose(op: Any, backend: str) -> tuple[str, Any, str] | Fallback:
+def _choose(op: Any, backend: str, skip: frozenset[str]) -> tuple[str, Any, str] | Fallback:
     from tracea.doctor.plan import plan
     from tracea.emitters import registry
     from tracea.tuner.lookup import stored_schedule
 
     h = host()
-    decision = plan(op, h, registry.all_variants(backend), backend=backend)
+    decision = plan(op, h, [v for v in registry.all_variants(backend) if v.id not in skip], backend=backend)
     if decision.chosen is None:
         why = "; ".join(f"{c.variant}: {', '.join(c.reasons)}" for c in decision.candidates) or "none registered"
         return Fallback(_short(f"no {backend} variant can run {op.kind} {op.dtype.value} here ({why})"))
@@ -162,23 +164,43 @@ def _key(op: Any, backend: str, variant: str, schedule: Any) -> tuple[str, str, 
     return op.signature, backend, variant, json.dumps(schedule.to_json(), sort_keys=True)
 
 
-def kernel(op: Any, backend: str, route: Route | None = None, build: bool = True) -> Any:
+def kernel(op: Any, backend: str, route: Route | None = None, build: bool = True, on_device: bool = False) -> Any:
     """The cached kernel for ``op`` on ``backend`` (built on first use unless ``build`` is False: explain),
-    filling ``route``; Fallback when it cannot be had."""
-    variant, schedule, source = choose(op, backend)
-    key = _key(op, backend, variant, schedule)
-    k = _KERNELS.get(key)
+    filling ``route``; Fallback when it cannot be had. ``on_device``: the kernel must launch on the caller's
+    device buffers (``launch_on``); a variant whose kernel object cannot gives way to the next one."""
+    skip: frozenset[str] = frozenset()
+    while True:
+        try:
+            variant, schedule, source = choose(op, backend, skip)
+        except Fallback as fb:
+            if skip:
+                raise Fallback(f"{fb.reason}; {', '.join(sorted(skip))} cannot launch on a caller's buffers") from None
+            raise
+        if on_device and variant in _NO_LAUNCH_ON:
+            skip = skip | {variant}
+            continue
+        key = _key(op, backend, variant, schedule)
+        k = _KERNELS.get(key)
+        cached = k is not None
+        if k is None and build:
+            k = _build(op, backend, variant, schedule, key)
+            STATS["builds"] += 1
+        elif k is not None:
+            STATS["kernel_hits"] += 1
+        if on_device and k is not None and not hasattr(k, "launch_on"):
+            _NO_LAUNCH_ON.add(variant)
+            skip = skip | {variant}
+            continue
+        break
     if route is not None:
         route.backend, route.variant, route.schedule_source = backend, variant, source
-        route.schedule, route.in_process = schedule.to_json(), k is not None
-    if k is None and build:
-        k = _build(op, backend, variant, schedule, key)
-        STATS["builds"] += 1
-    elif k is not None:
-        STATS["kernel_hits"] += 1
-    if k is not None and route is not None:
-        route.kernel = k.artifact.name
-        route.build_cache_hit = getattr(k.artifact, "cache_hit", None)
+        route.schedule, route.in_process = schedule.to_json(), cached
+        if skip:
+            route.notes.append(f"passed over {', '.join(sorted(skip))}: its kernel object cannot launch on a "
+                               "caller's device buffers yet")
+        if k is not None:
+            route.kernel = k.artifact.name
+            route.build_cache_hit = getattr(k.artifact, "cache_hit", None)
     return k
 
 

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.doctor.errors import BadInputError, TraceaError, UnsupportedError
 
 from . import _engine
 from ._arrays import Arg, check_out, device_ptr, empty_like, host_view
@@ -81,7 +81,10 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
         if explaining:
             return route
         result = out if out is not None else (alloc() if alloc else empty_like(first, out_shape))
-        _launch(k, backend, first, feeds, kernel_out(result))
+        try:
+            _launch(k, backend, first, feeds, kernel_out(result))
+        except TraceaError as exc:  # e.g. a buffer TMA cannot address (a view 8 bytes into its storage)
+            raise Fallback(f"the kernel refused these buffers ({exc.message.splitlines()[0]})") from None
         STATS["tracea"] += 1
         return result
     except Fallback as fb:

@@ -8,6 +8,11 @@ only after the sleep, and ``stream.query()`` right after the call (still busy) s
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -113,3 +118,29 @@ def test_patched_model_on_the_gpu():
         ops.unpatch_conv2d(model)
     assert ops.explain().path == "tracea"
     assert ((got - want).norm() / want.norm()).item() < 1e-2
+
+
+FRESH = """
+import json
+import torch
+import tracea.ops as ops
+a = torch.randn(777, 512, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(512, 384, device="cuda", dtype=torch.bfloat16)
+with torch.no_grad():
+    y = ops.gemm(a, b)
+torch.cuda.synchronize()
+r = ops.explain()
+err = ((y.float() - a.float() @ b.float()).norm() / (a.float() @ b.float()).norm()).item()
+print(json.dumps({"path": r.path, "hit": r.build_cache_hit, "err": err}))
+"""
+
+
+def test_a_second_process_does_not_compile(tmp_path):
+    runs = []
+    for _ in range(2):
+        env = {**os.environ, "TRACEA_HOME": str(tmp_path)}
+        out = subprocess.run([sys.executable, "-c", FRESH], capture_output=True, text=True, env=env, timeout=600)
+        assert out.returncode == 0, out.stderr
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert [r["path"] for r in runs] == ["tracea", "tracea"] and all(r["err"] < 2e-2 for r in runs)
+    assert runs[0]["hit"] is False and runs[1]["hit"] is True  # the second loaded the cubin from the build cache

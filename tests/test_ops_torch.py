@@ -100,6 +100,14 @@ def test_torch_fallbacks_and_errors():
         ops.gemm(torch.randn(2, 3), np.ones((3, 2), np.float32))
 
 
+def test_devices_mixed_or_without_a_backend():
+    cpu, meta = torch.randn(4, 3), torch.empty(3, 2, device="meta")
+    route = ops.explain(ops.gemm, cpu, meta)
+    assert route.path == "fallback" and "different devices" in route.reason and "torch.matmul" in str(route)
+    route = ops.explain(ops.softmax, torch.empty(4, 5, device="meta"))
+    assert route.path == "fallback" and "no Tracea backend runs on meta" in route.reason
+
+
 def test_channels_last_is_read_in_place():
     conv = torch.nn.Conv2d(6, 5, 3, padding=1).to(memory_format=torch.channels_last)
     x = torch.randn(2, 6, 7, 9).to(memory_format=torch.channels_last)

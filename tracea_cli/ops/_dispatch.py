@@ -91,6 +91,7 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
         route.path, route.reason = "fallback", fb.reason
         route.vendor = _vendor_name(first.kind, vendor_names)
         route.backend = route.variant = route.schedule_source = route.schedule = route.kernel = None
+        route.in_process = route.build_cache_hit = None
         if not _engine.fallback_allowed():
             raise UnsupportedError(f"tracea.ops.{name}: {fb.reason}",
                                    "tracea.ops.allow_fallback(True) runs the vendor call instead") from None

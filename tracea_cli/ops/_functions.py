@@ -98,7 +98,7 @@ def _pair(name: str, v: Any) -> tuple[int, int]:
         return int(v[0]), int(v[1])
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
         return int(v), int(v)
-    raise BadInputError(f"conv2d: {name} expected an integer or a pair, got {v!r}")
+    raise BadInputError(f"{name}: expected an integer or a pair, got {v!r}")
 
 
 def _padding(padding: Any, rs: tuple[int, int], dilation: tuple[int, int], stride: tuple[int, int]) -> tuple[int, int]:

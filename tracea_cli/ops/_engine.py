@@ -28,6 +28,7 @@ STATS: Counter[str] = Counter()  # builds, kernel_hits, tracea, fallbacks: what 
 _LOCK = threading.RLock()
 _HOST: list[Any] = []
 _CHOICES: dict[tuple[str, str, frozenset[str]], Any] = {}
+_READY: dict[tuple[Any, str, bool], tuple[Any, str, str, dict[str, Any], frozenset[str]]] = {}  # the fast path
 _NO_LAUNCH_ON: set[str] = set()  # variants whose kernel objects cannot launch on a caller's device buffers
 _KERNELS: dict[tuple[str, str, str, str], Any] = {}
 _POLICY = {"fallback": True}
@@ -95,6 +96,7 @@ def clear() -> None:
     with _LOCK:
         _CHOICES.clear()
         _KERNELS.clear()
+        _READY.clear()
         STATS.clear()
 
 
@@ -168,6 +170,18 @@ def kernel(op: Any, backend: str, route: Route | None = None, build: bool = True
     """The cached kernel for ``op`` on ``backend`` (built on first use unless ``build`` is False: explain),
     filling ``route``; Fallback when it cannot be had. ``on_device``: the kernel must launch on the caller's
     device buffers (``launch_on``); a variant whose kernel object cannot gives way to the next one."""
+    ready = _READY.get((op, backend, on_device))  # the op value itself is the key: no signature, no JSON
+    if ready is not None:
+        STATS["kernel_hits"] += 1
+        if route is not None:
+            k, route.variant, route.schedule_source, schedule_json, skip = ready
+            route.schedule = dict(schedule_json)
+            route.backend, route.in_process, route.kernel = backend, True, k.artifact.name
+            route.build_cache_hit = getattr(k.artifact, "cache_hit", None)
+            if skip:
+                route.notes.append(f"passed over {', '.join(sorted(skip))}: its kernel object cannot launch on a "
+                                   "caller's device buffers yet")
+        return ready[0]
     skip: frozenset[str] = frozenset()
     while True:
         try:
@@ -201,6 +215,8 @@ def kernel(op: Any, backend: str, route: Route | None = None, build: bool = True
         if k is not None:
             route.kernel = k.artifact.name
             route.build_cache_hit = getattr(k.artifact, "cache_hit", None)
+    if k is not None:
+        _READY[(op, backend, on_device)] = (k, variant, source, schedule.to_json(), skip)
     return k
 
 

@@ -40,13 +40,15 @@ def explain(fn: str | Callable[..., Any] | None = None, *args: Any, **kwargs: An
         if route is None:
             from tracea.doctor.errors import BadInputError
 
-            raise BadInputError("explain: no tracea.ops call has run in this thread yet")
+            raise BadInputError("explain: no tracea.ops call has run in this thread yet",
+                                "explain(tracea.ops.gemm, a, b) says what a call would do")
         return route
     target = _FUNCTIONS.get(fn) if isinstance(fn, str) else fn
     if target is None or not callable(target):
         from tracea.doctor.errors import BadInputError
 
-        raise BadInputError(f"explain: unknown op {fn!r}; known: {', '.join(_FUNCTIONS)}")
+        raise BadInputError(f"explain: unknown op {fn!r}; known: {', '.join(_FUNCTIONS)}",
+                            "pass the name, the function, or a TraceaConv2d layer")
     token = EXPLAINING.set(True)
     try:
         return target(*args, **kwargs)

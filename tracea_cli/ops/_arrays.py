@@ -87,7 +87,8 @@ def check_out(out: Any, like: Arg, shape: tuple[int, ...]) -> Arg:
     o = describe("out", out)
     if o.kind != like.kind or o.where != like.where or o.dtype_name != like.dtype_name or o.shape != shape:
         raise BadInputError(f"out: expected a {like.kind} {like.dtype_name} array of shape {shape} on {like.where}, "
-                            f"got a {o.kind} {o.dtype_name} of shape {o.shape} on {o.where}")
+                            f"got a {o.kind} {o.dtype_name} of shape {o.shape} on {o.where}",
+                            "leave out= to get a new result, or allocate it like the inputs")
     if not o.contiguous or (o.kind == "numpy" and not out.flags.writeable):
         raise BadInputError("out: must be C-contiguous and writeable", "allocate it with numpy.empty / torch.empty")
     return o

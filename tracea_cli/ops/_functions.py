@@ -71,11 +71,13 @@ def gemm(a: Any, b: Any, *, bias: Any = None, residual: Any = None, epilogue: st
     chain = _chain(epilogue, {"bias": bias is not None, "residual": residual is not None}, alpha)
     batched = len(ash) != 2 or len(bsh) != 2
     if not batched and ash[1] != bsh[0]:
-        raise BadInputError(f"gemm: a is {ash} and b is {bsh}: inner sizes differ")
+        raise BadInputError(f"gemm: a is {ash} and b is {bsh}: inner sizes differ",
+                            "a is (m, k) and b is (k, n); transpose one with .T")
     m, n = (ash[0], bsh[1]) if not batched else (0, 0)
     for name, want in (("bias", (n,)), ("residual", (m, n))):
         if name in args and not batched and args[name].shape != want:
-            raise BadInputError(f"gemm: {name} is {args[name].shape}, expected {want}")
+            raise BadInputError(f"gemm: {name} is {args[name].shape}, expected {want}",
+                                "bias has one value per output column; residual is the output's shape")
 
     def plan() -> tuple[Any, dict[str, Any]]:
         from tracea.kernels import Gemm
@@ -98,7 +100,7 @@ def _pair(name: str, v: Any) -> tuple[int, int]:
         return int(v[0]), int(v[1])
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
         return int(v), int(v)
-    raise BadInputError(f"{name}: expected an integer or a pair, got {v!r}")
+    raise BadInputError(f"{name}: expected an integer or a pair, got {v!r}", f"e.g. {name}=1 or {name}=(1, 2)")
 
 
 def _padding(padding: Any, rs: tuple[int, int], dilation: tuple[int, int], stride: tuple[int, int]) -> tuple[int, int]:
@@ -121,25 +123,29 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     (K, R, S, C/groups), result (N, P, Q, K)."""
     layout = str(layout).lower()
     if layout not in ("nchw", "nhwc"):
-        raise BadInputError(f"conv2d: layout expected 'nchw' or 'nhwc', got {layout!r}")
+        raise BadInputError(f"conv2d: layout expected 'nchw' or 'nhwc', got {layout!r}",
+                            "torch tensors in channels_last memory take the default 'nchw'")
     args = {"x": describe("x", x), "weight": describe("weight", weight)}
     if bias is not None:
         args["bias"] = describe("bias", bias)
     xs, ws = args["x"].shape, args["weight"].shape
     if len(xs) != 4 or len(ws) != 4:
-        raise BadInputError(f"conv2d: x and weight must be 4-D, got {xs} and {ws}")
+        raise BadInputError(f"conv2d: x and weight must be 4-D, got {xs} and {ws}",
+                            "an unbatched image takes x[None]; nn.Conv2d layers do this for you")
     n, c, h, w = xs if layout == "nchw" else (xs[0], xs[3], xs[1], xs[2])
     k, cg, r, s = ws if layout == "nchw" else (ws[0], ws[3], ws[1], ws[2])
     stride, dilation = _pair("stride", stride), _pair("dilation", dilation)
     pad = _padding(padding, (r, s), dilation, stride)
     if not isinstance(groups, (int, np.integer)) or groups < 1 or c != cg * groups:
-        raise BadInputError(f"conv2d: x has {c} channels, weight expects {cg} x groups={groups}")
+        raise BadInputError(f"conv2d: x has {c} channels, weight expects {cg} x groups={groups}",
+                            f"check layout={layout!r}: weight is (K, C/groups, R, S) for nchw, (K, R, S, C/groups) for nhwc")
     if bias is not None and args["bias"].shape != (k,):
-        raise BadInputError(f"conv2d: bias is {args['bias'].shape}, expected ({k},)")
+        raise BadInputError(f"conv2d: bias is {args['bias'].shape}, expected ({k},)", "one value per output channel")
     p = (h + 2 * pad[0] - dilation[0] * (r - 1) - 1) // stride[0] + 1
     q = (w + 2 * pad[1] - dilation[1] * (s - 1) - 1) // stride[1] + 1
     if p < 1 or q < 1:
-        raise BadInputError(f"conv2d: the dilated filter is larger than the padded input ({h}x{w})")
+        raise BadInputError(f"conv2d: the dilated filter is larger than the padded input ({h}x{w})",
+                            "more padding, or a smaller filter or dilation")
     out_shape = (n, k, p, q) if layout == "nchw" else (n, p, q, k)
     channels_last = layout == "nchw" and _channels_last(args)
     ir_layout = "nhwc" if channels_last else layout
@@ -182,9 +188,10 @@ def softmax(x: Any, dim: int = -1, out: Any = None) -> Any:
     args = {"x": describe("x", x)}
     shape = args["x"].shape
     if not shape:
-        raise BadInputError("softmax: x must have at least one dimension")
+        raise BadInputError("softmax: x must have at least one dimension", "a scalar's softmax is 1")
     if not isinstance(dim, (int, np.integer)) or not -len(shape) <= dim < len(shape):
-        raise BadInputError(f"softmax: dim {dim!r} is out of range for {len(shape)}-D x")
+        raise BadInputError(f"softmax: dim {dim!r} is out of range for {len(shape)}-D x",
+                            f"use -{len(shape)} .. {len(shape) - 1}")
     dim = int(dim) % len(shape)
     cols = shape[-1]
     rows = math.prod(shape[:-1])
@@ -212,7 +219,8 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     qs, ks, vs = args["q"].shape, args["k"].shape, args["v"].shape
     if len(qs) != 4 or ks != vs or len(ks) != 4 or qs[0] != ks[0] or qs[3] != ks[3] or qs[1] % max(ks[1], 1):
         raise BadInputError(f"attention: q {qs}, k {ks}, v {vs}: expected q (B, H, Sq, D) and k, v (B, Hkv, Sk, D) "
-                            "with H a multiple of Hkv")
+                            "with H a multiple of Hkv", "the layout is (batch, heads, seq, head_dim): "
+                            "a (B, S, H, D) tensor takes .transpose(1, 2).contiguous()")
     b_, h, sq, d = qs
     hkv, sk = ks[1], ks[2]
     mask = block_mask

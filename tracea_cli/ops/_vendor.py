@@ -16,7 +16,7 @@ from tracea.kernels.epilogue import NUMPY, ArrayMath, apply
 
 def _f64(x: np.ndarray) -> np.ndarray:
     if x.dtype.kind not in "fc" and x.dtype.name != "bfloat16":
-        raise BadInputError(f"expected floating-point arrays, got {x.dtype}")
+        raise BadInputError(f"expected floating-point arrays, got {x.dtype}", "convert with .astype(numpy.float32)")
     return np.asarray(x, dtype=np.float64)
 
 

@@ -63,7 +63,8 @@ class TraceaConv2d(torch.nn.Conv2d):
         if type(conv) is torch.nn.Conv2d:
             conv.__class__ = cls
         elif not isinstance(conv, cls):
-            raise UnsupportedError(f"from_conv: {type(conv).__name__} is not a plain nn.Conv2d")
+            raise UnsupportedError(f"from_conv: {type(conv).__name__} is not a plain nn.Conv2d",
+                                   "subclasses keep their own forward; construct a TraceaConv2d instead")
         return conv  # type: ignore[return-value]
 
 

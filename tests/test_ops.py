@@ -21,6 +21,14 @@ ops = tracea.ops
 pytestmark = pytest.mark.usefixtures("kernel_cache")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_ops_cache():
+    """Kernels and choices of other modules (another TRACEA_HOME) are not this module's."""
+    ops.clear_cache()
+    yield
+    ops.clear_cache()
+
+
 @pytest.fixture(autouse=True)
 def _fallback_on():
     ops.allow_fallback(True)

@@ -28,6 +28,14 @@ TORCH = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 SLEEP_CYCLES = 2_000_000_000  # about a second at H100 clocks: far longer than one call's host time
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_ops_cache():
+    """Kernels and choices of other modules (another TRACEA_HOME) are not this module's."""
+    ops.clear_cache()
+    yield
+    ops.clear_cache()
+
+
 def _device(inputs, dtype):
     out = {}
     for k, v in inputs.items():

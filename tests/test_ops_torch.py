@@ -19,6 +19,14 @@ pytestmark = pytest.mark.usefixtures("kernel_cache")
 TORCH = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_ops_cache():
+    """Kernels and choices of other modules (another TRACEA_HOME) are not this module's."""
+    ops.clear_cache()
+    yield
+    ops.clear_cache()
+
+
 def _tensors(inputs, dtype):
     """The op's random storage arrays as torch tensors of ``dtype`` (bf16 from its bits, exactly)."""
     out = {}

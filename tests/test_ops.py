@@ -258,3 +258,18 @@ def test_route_is_json_friendly():
     ops.softmax(x)
     d = dataclasses.asdict(ops.explain())
     assert json.loads(json.dumps(d))["op"] == "softmax"
+
+
+def test_attention_fallback_masks_match_the_ir():
+    # float64 inputs take the vendor path; its mask (causal bottom-right, window, block mask, rows that keep
+    # nothing: seq_q > seq_k with causal) must be the IR's, and its result the float64 reference
+    bm = np.array([[True, False, True], [False, True, True], [True, True, False]])
+    op = Attention(batch=1, heads=4, kv_heads=2, seq_q=40, seq_k=33, head_dim=64, causal=True, window=(9, 3),
+                   block_mask=bm, block_size=(16, 16))
+    inputs = op.random_inputs(np.random.default_rng(17))
+    got = ops.attention(*(inputs[n].astype(np.float64) for n in "qkv"), causal=True, window=(9, 3), block_mask=bm,
+                        block_size=(16, 16))
+    _fallback("float64")
+    ref = op.reference(inputs)
+    assert not ref.any(axis=-1).all()  # some rows keep no key: they are 0
+    assert np.allclose(got, ref, rtol=1e-10, atol=1e-12)

@@ -44,7 +44,7 @@ def _device(inputs, dtype):
     return out
 
 
-def _on_busy_stream(inputs, dtype, call):
+def _on_busy_stream(inputs, dtype, call, strict):
     """Run ``call(tensors)`` on a side stream behind a sleep; (result, stream busy right after the call)."""
     src = _device(inputs, dtype)
     torch.cuda.synchronize()
@@ -54,7 +54,8 @@ def _on_busy_stream(inputs, dtype, call):
         torch.cuda._sleep(SLEEP_CYCLES)
         for k in dst:
             dst[k].copy_(src[k])
-        torch.cuda.set_sync_debug_mode("error")  # a synchronising torch call inside ops raises
+        if strict:
+            torch.cuda.set_sync_debug_mode("error")  # a synchronising torch call inside ops raises
         try:
             got = call(dst)
         finally:
@@ -68,7 +69,7 @@ def _verify(op, inputs, dtype, call, served=True):
     with torch.no_grad():
         _ = call(_device(inputs, dtype))  # the first call builds the kernel (compile, load): not timed
         torch.cuda.synchronize()
-        got, busy = _on_busy_stream(inputs, dtype, call)
+        got, busy = _on_busy_stream(inputs, dtype, call, served)
     route = ops.explain()
     if served:
         assert route.path == "tracea", str(route)

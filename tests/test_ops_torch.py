@@ -183,3 +183,15 @@ def test_patch_process_wide_round_trip():
     assert torch.nn.Conv2d.forward is original
     with torch.no_grad():
         assert torch.allclose(got, model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_attention_fallback_masks_match_the_ir():
+    bm = np.array([[True, False, True], [False, True, True], [True, True, False]])
+    op = Attention(batch=2, heads=4, kv_heads=1, seq_q=40, seq_k=33, head_dim=64, causal=True, window=(9, 3),
+                   block_mask=bm, block_size=(16, 16))
+    inputs = op.random_inputs(np.random.default_rng(18))
+    q, k, v = (torch.from_numpy(inputs[n].astype(np.float64)) for n in "qkv")
+    got = ops.attention(q, k, v, causal=True, window=(9, 3), block_mask=torch.from_numpy(bm), block_size=(16, 16))
+    assert ops.explain().path == "fallback" and "scaled_dot_product_attention" in ops.explain().vendor
+    assert torch.isfinite(got).all()
+    assert np.allclose(got.numpy(), op.reference(inputs), rtol=1e-9, atol=1e-10)

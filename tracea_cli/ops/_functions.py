@@ -239,8 +239,7 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
         return op, {"q": q, "k": k, "v": v}
 
     def vendor() -> Any:
-        keep = _vendor.keep_mask(sq, sk, bool(causal), win, mask, bsize)
-        return _vendor.attention(q, k, v, sc, keep)
+        return _vendor.attention(q, k, v, sc, (sq, sk, bool(causal), win, mask, bsize))
 
     names = {"numpy": "NumPy attention in float64", "torch": "torch.nn.functional.scaled_dot_product_attention"}
     return run("attention", args, plan, out, qs, vendor, names)

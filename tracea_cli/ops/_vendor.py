@@ -73,28 +73,32 @@ def softmax(x: Any, dim: int) -> Any:
 
 
 def keep_mask(seq_q: int, seq_k: int, causal: bool, window: tuple[int, int] | None, block_mask: Any,
-              block_size: tuple[int, int]) -> np.ndarray | None:
+              block_size: tuple[int, int], xp: Any = np, device: Any = None) -> Any:
     """kernels/attention.py's mask as a (seq_q, seq_k) boolean array (diagonal aligned bottom-right), or None
-    when every pair is kept."""
+    when every pair is kept. ``xp``: numpy, or torch with ``device`` (built there: no host copy)."""
     if not causal and window is None and block_mask is None:
         return None
-    d = np.arange(seq_k)[None, :] - np.arange(seq_q)[:, None] - (seq_k - seq_q)
-    keep = np.ones((seq_q, seq_k), dtype=bool)
+    kw = {} if xp is np else {"device": device}
+    rows, cols = xp.arange(seq_q, **kw)[:, None], xp.arange(seq_k, **kw)[None, :]
+    d = cols - rows - (seq_k - seq_q)
+    keep = xp.ones((seq_q, seq_k), dtype=xp.bool_ if xp is np else xp.bool, **kw)
     if causal:
-        keep &= d <= 0
+        keep = keep & (d <= 0)
     if window is not None:
-        keep &= (d >= -window[0]) & (d <= window[1])
+        keep = keep & (d >= -window[0]) & (d <= window[1])
     if block_mask is not None:
         bm = np.asarray(block_mask, dtype=bool)
-        keep &= bm[np.arange(seq_q)[:, None] // block_size[0], np.arange(seq_k)[None, :] // block_size[1]]
+        bm = bm if xp is np else xp.as_tensor(bm, device=device)
+        keep = keep & bm[rows // block_size[0], cols // block_size[1]]
     return keep
 
 
-def attention(q: Any, k: Any, v: Any, scale: float, keep: np.ndarray | None) -> Any:
-    """O = softmax(q k^T * scale, masked by ``keep``) v, q head h on kv head h // (H / Hkv); a row that
-    keeps no key is 0 (as the kernels write it)."""
+def attention(q: Any, k: Any, v: Any, scale: float, mask: tuple[Any, ...]) -> Any:
+    """O = softmax(q k^T * scale, masked by ``keep_mask(*mask)``) v, q head h on kv head h // (H / Hkv); a
+    row that keeps no key is 0 (as the kernels write it)."""
     group = q.shape[1] // k.shape[1]
     if isinstance(q, np.ndarray):
+        keep = keep_mask(*mask)
         qf, kf, vf = _f64(q), _f64(k), _f64(v)
         kf, vf = np.repeat(kf, group, axis=1), np.repeat(vf, group, axis=1)
         s = qf @ kf.swapaxes(-1, -2) * scale
@@ -108,8 +112,8 @@ def attention(q: Any, k: Any, v: Any, scale: float, keep: np.ndarray | None) -> 
     torch = sys.modules["torch"]
     if group > 1:
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    mask = None if keep is None else torch.from_numpy(keep).to(q.device)
-    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-    if keep is not None and not keep.any(axis=1).all():
-        out = out.masked_fill(~mask.any(dim=1)[:, None], 0.0)  # SDPA leaves NaN where a row keeps nothing
+    keep = keep_mask(*mask, xp=torch, device=q.device)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
+    if keep is not None:  # SDPA leaves NaN where a row keeps nothing (no host sync: masked on the device)
+        out = out.masked_fill(~keep.any(dim=1)[:, None], 0.0)
     return out

@@ -273,3 +273,19 @@ def test_attention_fallback_masks_match_the_ir():
     ref = op.reference(inputs)
     assert not ref.any(axis=-1).all()  # some rows keep no key: they are 0
     assert np.allclose(got, ref, rtol=1e-10, atol=1e-12)
+
+
+def test_conv2d_same_padding_even_and_uneven():
+    rng = np.random.default_rng(19)
+    x = rng.standard_normal((1, 3, 8, 7), dtype=np.float32)
+    w3 = rng.standard_normal((4, 3, 3, 3), dtype=np.float32)
+    got = ops.conv2d(x, w3, padding="same")  # 3x3: one on each side, the kernel runs
+    _ran_tracea()
+    _check(Conv2d(n=1, c=3, h=8, w=7, k=4, r=3, s=3, padding=1), {"x": x, "weight": w3}, got)
+    w2 = rng.standard_normal((4, 3, 2, 2), dtype=np.float32)
+    got = ops.conv2d(x, w2, padding="same")  # 2x2: the extra row and column go bottom and right, as in torch
+    _fallback("unevenly")
+    padded = np.pad(x, ((0, 0), (0, 0), (0, 1), (0, 1)))
+    _check(Conv2d(n=1, c=3, h=9, w=8, k=4, r=2, s=2), {"x": padded, "weight": w2}, got)
+    with pytest.raises(BadInputError, match="strided"):
+        ops.conv2d(x, w3, stride=2, padding="same")

@@ -195,3 +195,13 @@ def test_attention_fallback_masks_match_the_ir():
     assert ops.explain().path == "fallback" and "scaled_dot_product_attention" in ops.explain().vendor
     assert torch.isfinite(got).all()
     assert np.allclose(got.numpy(), op.reference(inputs), rtol=1e-9, atol=1e-10)
+
+
+def test_same_padding_matches_torch():
+    x = torch.randn(2, 3, 9, 8)
+    for kernel in (3, 2, (2, 3)):
+        layer = ops.TraceaConv2d(3, 5, kernel, padding="same")
+        ref = torch.nn.Conv2d(3, 5, kernel, padding="same")
+        ref.load_state_dict(layer.state_dict())
+        with torch.no_grad():
+            assert torch.allclose(layer(x), ref(x), rtol=1e-4, atol=1e-5), kernel

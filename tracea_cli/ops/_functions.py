@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.doctor.errors import BadInputError
 
 from . import _vendor
 from ._arrays import Arg, describe, is_torch
@@ -103,16 +103,19 @@ def _pair(name: str, v: Any) -> tuple[int, int]:
     raise BadInputError(f"{name}: expected an integer or a pair, got {v!r}", f"e.g. {name}=1 or {name}=(1, 2)")
 
 
-def _padding(padding: Any, rs: tuple[int, int], dilation: tuple[int, int], stride: tuple[int, int]) -> tuple[int, int]:
+def _padding(padding: Any, rs: tuple[int, int], dilation: tuple[int, int],
+             stride: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right); "same" puts an odd extra row or column at the bottom or right, as torch."""
     if padding == "valid":
-        return 0, 0
+        return 0, 0, 0, 0
     if padding == "same":
-        spans = [d * (f - 1) for d, f in zip(dilation, rs, strict=True)]
-        if stride != (1, 1) or any(s % 2 for s in spans):
-            raise UnsupportedError("conv2d: padding='same' here needs stride 1 and an even dilated filter span",
-                                   "give the padding as integers")
-        return spans[0] // 2, spans[1] // 2
-    return _pair("padding", padding)
+        if stride != (1, 1):
+            raise BadInputError("conv2d: padding='same' is not supported for strided convolutions (as in torch)",
+                                "give the padding as integers")
+        (th, tw) = (d * (f - 1) for d, f in zip(dilation, rs, strict=True))
+        return th // 2, th - th // 2, tw // 2, tw - tw // 2
+    ph, pw = _pair("padding", padding)
+    return ph, ph, pw, pw
 
 
 def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
@@ -141,8 +144,9 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
                             f"check layout={layout!r}: weight is (K, C/groups, R, S) for nchw, (K, R, S, C/groups) for nhwc")
     if bias is not None and args["bias"].shape != (k,):
         raise BadInputError(f"conv2d: bias is {args['bias'].shape}, expected ({k},)", "one value per output channel")
-    p = (h + 2 * pad[0] - dilation[0] * (r - 1) - 1) // stride[0] + 1
-    q = (w + 2 * pad[1] - dilation[1] * (s - 1) - 1) // stride[1] + 1
+    p = (h + pad[0] + pad[1] - dilation[0] * (r - 1) - 1) // stride[0] + 1
+    q = (w + pad[2] + pad[3] - dilation[1] * (s - 1) - 1) // stride[1] + 1
+    even = pad[0] == pad[1] and pad[2] == pad[3]
     if p < 1 or q < 1:
         raise BadInputError(f"conv2d: the dilated filter is larger than the padded input ({h}x{w})",
                             "more padding, or a smaller filter or dilation")
@@ -153,8 +157,13 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     def plan() -> tuple[Any, dict[str, Any]]:
         from tracea.kernels import Conv2d
 
-        op = _ir(lambda: Conv2d(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, padding=pad, dilation=dilation,
-                                groups=int(groups), layout=ir_layout, bias=bias is not None, dtype=args["x"].dtype))
+        if not even:
+            raise Fallback(f"padding='same' pads unevenly here (top/bottom {pad[:2]}, left/right {pad[2:]}); "
+                           "the kernels pad both sides alike")
+        op = _ir(lambda: Conv2d(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, padding=(pad[0], pad[2]),
+                                dilation=dilation,
+                                groups=int(groups), layout=ir_layout, bias=bias is not None,
+                                dtype=args["x"].dtype))
         feeds = {"x": x.permute(0, 2, 3, 1), "weight": weight.permute(0, 2, 3, 1)} if channels_last else {
             "x": x, "weight": weight}
         return op, feeds | ({"bias": bias} if bias is not None else {})

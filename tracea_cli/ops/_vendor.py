@@ -38,15 +38,21 @@ def gemm(a: Any, b: Any, chain: Sequence[str], operands: dict[str, Any], alpha: 
     return apply(chain, a @ b, operands, alpha, _torch_math())
 
 
-def conv2d(x: Any, w: Any, bias: Any, stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int],
-           groups: int, layout: str) -> Any:
+def conv2d(x: Any, w: Any, bias: Any, stride: tuple[int, int], pad: tuple[int, int, int, int],
+           dilation: tuple[int, int], groups: int, layout: str) -> Any:
+    """``pad``: (top, bottom, left, right); uneven padding is applied to x first."""
+    even = pad[0] == pad[1] and pad[2] == pad[3]
     if isinstance(x, np.ndarray):
-        return _conv_numpy(x, w, bias, stride, padding, dilation, groups, layout)
+        if not even:
+            hw = ((pad[0], pad[1]), (pad[2], pad[3]))
+            x = np.pad(x, ((0, 0), (0, 0), *hw) if layout == "nchw" else ((0, 0), *hw, (0, 0)))
+        return _conv_numpy(x, w, bias, stride, (pad[0], pad[2]) if even else (0, 0), dilation, groups, layout)
     F = sys.modules["torch"].nn.functional  # noqa: N806 - torch's own name
-    if layout == "nhwc":  # (N, H, W, C) and (K, R, S, C/groups): torch computes NCHW
-        y = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), bias, stride, padding, dilation, groups)
-        return y.permute(0, 2, 3, 1).contiguous()
-    return F.conv2d(x, w, bias, stride, padding, dilation, groups)
+    xs, ws = (x, w) if layout == "nchw" else (x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2))  # torch computes NCHW
+    if not even:
+        xs = F.pad(xs, (pad[2], pad[3], pad[0], pad[1]))
+    y = F.conv2d(xs, ws, bias, stride, (pad[0], pad[2]) if even else 0, dilation, groups)
+    return y if layout == "nchw" else y.permute(0, 2, 3, 1).contiguous()
 
 
 def _conv_numpy(x: np.ndarray, w: np.ndarray, bias: Any, stride: tuple[int, int], padding: tuple[int, int],

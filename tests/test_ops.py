@@ -179,6 +179,7 @@ def test_fallback_can_be_refused():
     with pytest.raises(UnsupportedError, match="float64") as exc:
         ops.softmax(x)
     assert isinstance(exc.value, TraceaError) and exc.value.hint
+    assert ops.explain(ops.softmax, x).path == "fallback"  # explain still answers, running nothing
 
 
 def test_explain_runs_nothing():

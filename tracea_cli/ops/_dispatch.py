@@ -92,11 +92,11 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
         route.vendor = _vendor_name(first.kind, vendor_names)
         route.backend = route.variant = route.schedule_source = route.schedule = route.kernel = None
         route.in_process = route.build_cache_hit = None
+        if explaining:
+            return route
         if not _engine.fallback_allowed():
             raise UnsupportedError(f"tracea.ops.{name}: {fb.reason}",
                                    "tracea.ops.allow_fallback(True) runs the vendor call instead") from None
-        if explaining:
-            return route
         result = vendor()
         STATS["fallbacks"] += 1
         if out is None:

@@ -43,10 +43,10 @@ def _forward(self: torch.nn.Conv2d, input: Any) -> Any:  # noqa: A002 - nn.Conv2
         return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
     route = Route(op="conv2d", path="fallback", reason=reason, vendor="torch.nn.Conv2d.forward")
     _dispatch._LAST.route = route
-    if not _engine.fallback_allowed():
-        raise UnsupportedError(f"TraceaConv2d: {reason}", "tracea.ops.allow_fallback(True) runs PyTorch's forward")
     if _dispatch.EXPLAINING.get():
         return route
+    if not _engine.fallback_allowed():
+        raise UnsupportedError(f"TraceaConv2d: {reason}", "tracea.ops.allow_fallback(True) runs PyTorch's forward")
     STATS["fallbacks"] += 1
     return _TORCH_FORWARD(self, input)
 

@@ -290,3 +290,41 @@ def test_conv2d_same_padding_even_and_uneven():
     _check(Conv2d(n=1, c=3, h=9, w=8, k=4, r=2, s=2), {"x": padded, "weight": w2}, got)
     with pytest.raises(BadInputError, match="strided"):
         ops.conv2d(x, w3, stride=2, padding="same")
+
+
+def test_a_variant_whose_build_refuses_gives_way(monkeypatch):
+    from tracea.emitters import registry
+
+    x = np.random.default_rng(20).standard_normal((6, 30)).astype(np.float32)
+    ops.clear_cache()
+    first = ops.explain(ops.softmax, x).variant
+    cpu = registry.backend("cpu")
+    real = cpu.build
+
+    def refusing(op, variant, schedule, host):
+        if getattr(variant, "id", variant) == first:
+            raise UnsupportedError("refused by the test")
+        return real(op, variant, schedule, host)
+
+    monkeypatch.setattr(cpu, "build", refusing)
+    ops.clear_cache()
+    got = ops.softmax(x)
+    route = ops.explain()
+    assert route.path == "tracea" and route.variant != first
+    assert f"passed over {first}" in str(route) and "refused by the test" in str(route)
+    _check(Softmax(rows=6, cols=30), {"x": x}, got)
+    tries = []
+
+    def none_builds(*args):
+        tries.append(args[1])
+        raise UnsupportedError("none builds")
+
+    monkeypatch.setattr(cpu, "build", none_builds)
+    ops.clear_cache()
+    got = ops.softmax(x)  # no variant builds: the vendor call, every refusal named
+    assert ops.explain().path == "fallback" and "none builds" in ops.explain().reason and len(tries) >= 2
+    n = len(tries)
+    ops.softmax(x)  # the failure is remembered: no second round of builds
+    assert len(tries) == n and ops.stats()["fallbacks"] == 2
+    _check(Softmax(rows=6, cols=30), {"x": x}, got)
+    ops.clear_cache()

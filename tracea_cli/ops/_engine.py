@@ -28,7 +28,8 @@ STATS: Counter[str] = Counter()  # builds, kernel_hits, tracea, fallbacks: what 
 _LOCK = threading.RLock()
 _HOST: list[Any] = []
 _CHOICES: dict[tuple[str, str, frozenset[str]], Any] = {}
-_READY: dict[tuple[Any, str, bool], tuple[Any, str, str, dict[str, Any], frozenset[str]]] = {}  # the fast path
+_READY: dict[tuple[Any, str, bool], tuple[Any, str, str, dict[str, Any], dict[str, str]]] = {}  # the fast path
+_FAILED: dict[tuple[Any, str, bool], Fallback] = {}  # ops no variant could build: the vendor call at once
 _NO_LAUNCH_ON: set[str] = set()  # variants whose kernel objects cannot launch on a caller's device buffers
 _KERNELS: dict[tuple[str, str, str, str], Any] = {}
 _POLICY = {"fallback": True}
@@ -97,6 +98,7 @@ def clear() -> None:
         _CHOICES.clear()
         _KERNELS.clear()
         _READY.clear()
+        _FAILED.clear()
         STATS.clear()
 
 
@@ -168,56 +170,66 @@ def _key(op: Any, backend: str, variant: str, schedule: Any) -> tuple[str, str, 
 
 def kernel(op: Any, backend: str, route: Route | None = None, build: bool = True, on_device: bool = False) -> Any:
     """The cached kernel for ``op`` on ``backend`` (built on first use unless ``build`` is False: explain),
-    filling ``route``; Fallback when it cannot be had. ``on_device``: the kernel must launch on the caller's
-    device buffers (``launch_on``); a variant whose kernel object cannot gives way to the next one."""
+    filling ``route``; Fallback when none can be had. The planner's first variant is tried first; one whose
+    build refuses the op, or (``on_device``) whose kernel object cannot launch on the caller's device
+    buffers, gives way to the next, and the route says so."""
     ready = _READY.get((op, backend, on_device))  # the op value itself is the key: no signature, no JSON
     if ready is not None:
         STATS["kernel_hits"] += 1
         if route is not None:
-            k, route.variant, route.schedule_source, schedule_json, skip = ready
-            route.schedule = dict(schedule_json)
-            route.backend, route.in_process, route.kernel = backend, True, k.artifact.name
-            route.build_cache_hit = getattr(k.artifact, "cache_hit", None)
-            if skip:
-                route.notes.append(f"passed over {', '.join(sorted(skip))}: its kernel object cannot launch on a "
-                                   "caller's device buffers yet")
+            k, variant, source, schedule_json, passed = ready
+            _fill(route, backend, variant, source, dict(schedule_json), True, k, passed)
         return ready[0]
-    skip: frozenset[str] = frozenset()
+    failed = _FAILED.get((op, backend, on_device))
+    if failed is not None:
+        raise failed
+    passed: dict[str, str] = {}
     while True:
         try:
-            variant, schedule, source = choose(op, backend, skip)
+            variant, schedule, source = choose(op, backend, frozenset(passed))
         except Fallback as fb:
-            if skip:
-                raise Fallback(f"{fb.reason}; {', '.join(sorted(skip))} cannot launch on a caller's buffers") from None
-            raise
+            if passed:
+                fb = Fallback(_short(f"{fb.reason}; passed over " + "; ".join(f"{v}: {w}" for v, w in passed.items())))
+                _FAILED[(op, backend, on_device)] = fb
+            raise fb from None
         if on_device and variant in _NO_LAUNCH_ON:
-            skip = skip | {variant}
+            passed[variant] = NO_LAUNCH_ON
             continue
         key = _key(op, backend, variant, schedule)
         k = _KERNELS.get(key)
         cached = k is not None
         if k is None and build:
-            k = _build(op, backend, variant, schedule, key)
+            try:
+                k = _build(op, backend, variant, schedule, key)
+            except Fallback as fb:
+                passed[variant] = fb.reason
+                continue
             STATS["builds"] += 1
         elif k is not None:
             STATS["kernel_hits"] += 1
         if on_device and k is not None and not hasattr(k, "launch_on"):
             _NO_LAUNCH_ON.add(variant)
-            skip = skip | {variant}
+            passed[variant] = NO_LAUNCH_ON
             continue
         break
     if route is not None:
-        route.backend, route.variant, route.schedule_source = backend, variant, source
-        route.schedule, route.in_process = schedule.to_json(), cached
-        if skip:
-            route.notes.append(f"passed over {', '.join(sorted(skip))}: its kernel object cannot launch on a "
-                               "caller's device buffers yet")
-        if k is not None:
-            route.kernel = k.artifact.name
-            route.build_cache_hit = getattr(k.artifact, "cache_hit", None)
+        _fill(route, backend, variant, source, schedule.to_json(), cached, k, passed)
     if k is not None:
-        _READY[(op, backend, on_device)] = (k, variant, source, schedule.to_json(), skip)
+        _READY[(op, backend, on_device)] = (k, variant, source, schedule.to_json(), passed)
     return k
+
+
+NO_LAUNCH_ON = "its kernel object cannot launch on a caller's device buffers yet"
+
+
+def _fill(route: Route, backend: str, variant: str, source: str, schedule: dict[str, Any], cached: bool, k: Any,
+          passed: dict[str, str]) -> None:
+    route.backend, route.variant, route.schedule_source = backend, variant, source
+    route.schedule, route.in_process = schedule, cached
+    route.notes.extend(f"passed over {v}: {why}" for v, why in passed.items())
+    if k is not None:
+        route.kernel = k.artifact.name
+        route.build_cache_hit = getattr(k.artifact, "cache_hit", None)
 
 
 def _build(op: Any, backend: str, variant: str, schedule: Any, key: tuple[str, str, str, str]) -> Any:
@@ -230,9 +242,9 @@ def _build(op: Any, backend: str, variant: str, schedule: Any, key: tuple[str, s
         try:
             k = registry.backend(backend).build(op, registry.variant(variant), schedule, host())
         except (BadInputError, UnsupportedError, ToolchainMissingError) as exc:
-            raise Fallback(_short(f"{variant} cannot build it here ({exc.message})")) from None
+            raise Fallback(_short(f"its build refused the op ({exc.message})")) from None
         except (CompileError, LaunchError) as exc:  # a Tracea defect: say so loudly, still give the right answer
             warnings.warn(f"tracea.ops: building {variant} for {op.signature} failed: {exc.message}", stacklevel=4)
-            raise Fallback(_short(f"building {variant} failed ({exc.message.splitlines()[0]})")) from None
+            raise Fallback(_short(f"its build failed ({exc.message.splitlines()[0]})")) from None
         _KERNELS[key] = k
         return k

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["__version__", "Context", "TraceaError", "BadInputError", "UnsupportedError", "probe"]
+__all__ = ["__version__", "Context", "TraceaError", "BadInputError", "UnsupportedError", "probe", "ops"]
 
 
 def _version() -> str:
@@ -31,6 +31,10 @@ def __getattr__(name: str) -> Any:
         from .context import Context
 
         return Context
+    if name == "ops":  # tracea.ops (NumPy; torch only for its PyTorch pieces): loaded on first use
+        import importlib
+
+        return importlib.import_module(".ops", __name__)
     if name == "probe":
         from tracea.doctor import probe
 

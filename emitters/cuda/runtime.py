@@ -1,6 +1,8 @@
 """Loading a cubin through cuda-core, launching it on NumPy arrays, and timing it with CUDA events.
 
 ``CudaKernel(inputs, out)`` is synchronous with host arrays in and out (copies included).
+``CudaKernel.launch_on(ptrs, stream)`` launches on the caller's device buffers and stream (``tracea.ops`` on
+CUDA tensors): no copy, no host synchronisation.
 ``CudaKernel.time`` keeps the inputs on the device, flushes L2 before each run (a memset over a buffer
 twice the L2 size, outside the timed interval) and times each launch alone between two events.
 Device memory is taken with plain allocations (cuMemAlloc), never managed memory.
@@ -163,8 +165,71 @@ def event_timing(dev: _Device, launch: Any, warmup: int, repeats: int, flush_l2:
     return Timing(statistics.median(ms), _p95(ms), ms[0], len(ms))
 
 
+class _Borrowed:
+    """A caller's device buffer in ``launch_on``: its pointer and size; never freed, copied into or out of."""
+
+    __slots__ = ("ptr", "nbytes")
+
+    def __init__(self, ptr: int, nbytes: int) -> None:
+        self.ptr, self.nbytes = ptr, nbytes
+
+    def upload(self, host: np.ndarray) -> None:
+        raise LaunchError("launch_on: a caller's buffer is never copied into", "pass host arrays to kernel(...)")
+
+    download = upload
+
+
+class _StreamDriver:
+    """The driver module as one ``launch_on`` sees it: a memset a kernel object issues while it prepares
+    (split-K semaphores) is queued on the caller's stream, in order with its launches, not on the legacy
+    stream that a non-blocking stream does not wait for."""
+
+    def __init__(self, driver: Any, handle: Any) -> None:
+        self._driver, self._handle = driver, handle
+
+    def cuMemsetD8(self, ptr: Any, value: int, nbytes: int) -> Any:  # noqa: N802 - the driver's name
+        return self._driver.cuMemsetD8Async(ptr, value, nbytes, self._handle)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._driver, name)
+
+
+class _OnStream:
+    """The device as one ``launch_on`` sees it: the caller's stream in place of Tracea's own."""
+
+    def __init__(self, dev: _Device, stream: Any) -> None:
+        self._real, self.stream = dev, stream
+        self.driver = _StreamDriver(dev.driver, stream.handle)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+_STREAMS: dict[int, Any] = {}
+
+
+def _event(driver: Any) -> Any:
+    return _check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+
+
+def foreign_stream(handle: int) -> Any:
+    """A cuda-core Stream for a caller's CUstream handle (an int: 0 is the legacy default stream, 2 the
+    per-thread one), not owned: the caller keeps it alive."""
+    from cuda import core
+
+    s = _STREAMS.get(handle)
+    if s is None:
+        special = {0: "LEGACY_DEFAULT_STREAM", 1: "LEGACY_DEFAULT_STREAM", 2: "PER_THREAD_DEFAULT_STREAM"}
+        s = getattr(core, special[handle]) if handle in special else core.Stream.from_handle(handle)
+        _STREAMS[handle] = s
+    return s
+
+
 class CudaKernel:
     """A compiled kernel for one operation on the current GPU."""
+
+    _borrowing = False  # inside launch_on: upload prepares the launch over the caller's buffers, copies nothing
+    _order: tuple[Any, int] | None = None  # launch_on's (event, stream) after the last launch that used scratch
 
     def __init__(self, op: Any, artifact: Artifact, rendered: Rendered, scalars: dict[str, float | int]) -> None:
         from cuda.core import LaunchConfig, ObjectCode
@@ -249,6 +314,8 @@ class CudaKernel:
         return out
 
     def upload(self, inputs: dict[str, np.ndarray]) -> None:
+        if self._borrowing:  # launch_on: the buffers are the caller's; a subclass's upload then reads their pointers
+            return
         for name, x in self._check_inputs(inputs).items():
             self._buffer(name, x.nbytes).upload(x)
         self._buffer("out", int(np.prod(self._out_shape)) * self._dtype.itemsize)
@@ -263,6 +330,56 @@ class CudaKernel:
         launch(self._dev.stream, self._config, self._kernel, *self._args())
 
     # -------------------------------------------------------------- calls
+    def launch_on(self, ptrs: dict[str, int], stream: int) -> None:
+        """One launch on the caller's device memory, queued on the caller's stream (a CUstream handle as an
+        int, e.g. ``torch.cuda.current_stream().cuda_stream``); returns at once: no copy, no host sync.
+
+        ``ptrs``: a device pointer for each of the op's inputs (``op.shapes()``) and "out", each a dense
+        C-contiguous buffer of the op's shape and dtype on this kernel's GPU, alive until the stream has run
+        the launch. A subclass's ``upload`` prepares its arguments (tensor maps, ...) over these pointers.
+        The kernel's own scratch (split-K workspace, padded copies, tile plans) is shared by its launches, so a
+        launch on another stream than the last first waits for that one (an event, no host sync)."""
+        names = set(self._shapes) | {"out"}
+        if not hasattr(ptrs, "keys") or set(ptrs) != names:
+            got = sorted(ptrs) if hasattr(ptrs, "keys") else type(ptrs).__name__
+            raise BadInputError(f"launch_on: expected pointers for {', '.join(sorted(names))}, got {got}")
+        item = self._dtype.itemsize
+        sizes = {n: int(np.prod(s)) * item for n, s in self._shapes.items()} | {
+            "out": int(np.prod(self._out_shape)) * item}
+        handle = int(stream)
+        with self._lock:
+            saved_dbuf, saved_dev = self._dbuf, self._dev
+            own = {n: b for n, b in saved_dbuf.items() if n not in names}
+            on = _OnStream(saved_dev, foreign_stream(handle))
+            self._wait_for_scratch(on, own)
+            try:
+                self._dbuf = {**own, **{n: _Borrowed(int(ptrs[n]), sizes[n]) for n in names}}
+                self._dev, self._borrowing = on, True  # type: ignore[assignment]
+                self.upload({})
+                self.launch()
+            finally:
+                scratch = {n: b for n, b in self._dbuf.items() if not isinstance(b, _Borrowed)}
+                self._dev, self._borrowing = saved_dev, False
+                self._dbuf = {**{n: b for n, b in saved_dbuf.items() if n in names}, **scratch}
+            if scratch:
+                event = self._order[0] if self._order else _event(saved_dev.driver)
+                self._order = (event, int(on.stream.handle))
+                _check(saved_dev.driver.cuEventRecord(event, on.stream.handle), "cuEventRecord")
+
+    def _wait_for_scratch(self, on: _OnStream, own: dict[str, Any]) -> None:
+        """Order this launch after the last one that used the kernel's scratch, when that ran on another
+        stream (the first time: after the legacy stream, where the scratch was zeroed and filled)."""
+        if not own:
+            return
+        d = on._real.driver
+        if self._order is None:
+            event = _event(d)
+            _check(d.cuEventRecord(event, d.CUstream(0)), "cuEventRecord")
+            self._order = (event, 0)
+        event, last = self._order
+        if last != int(on.stream.handle):
+            _check(d.cuStreamWaitEvent(on.stream.handle, event, 0), "cuStreamWaitEvent")
+
     def __call__(self, inputs: dict[str, np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
         given = out is not None
         if out is None:

@@ -1,0 +1,94 @@
+"""What ``tracea.ops`` reads off an argument (NumPy array or torch tensor) and how it hands the data to a
+kernel without copying: a NumPy view of a CPU buffer, a device pointer of a CUDA tensor. torch is never
+imported here: a tensor is recognised by its type's module, and its own methods do the rest."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tracea.doctor.errors import BadInputError
+from tracea.kernels.dtypes import DType
+
+NUMPY_DTYPES = {"float32": DType.FP32, "float16": DType.FP16, "bfloat16": DType.BF16}  # bfloat16: ml_dtypes'
+TORCH_DTYPES = {"torch.float32": DType.FP32, "torch.float16": DType.FP16, "torch.bfloat16": DType.BF16}
+
+
+def is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One array argument as the router sees it."""
+
+    obj: Any
+    kind: str  # "numpy" | "torch"
+    device: str  # "cpu" | "cuda" | another torch device type
+    index: int | None  # the CUDA device index
+    dtype: DType | None  # None: a type no kernel serves
+    dtype_name: str
+    shape: tuple[int, ...]
+    contiguous: bool  # dense, row-major
+    grad: bool  # a torch tensor autograd tracks here
+
+    @property
+    def where(self) -> str:
+        return self.device if self.index is None else f"{self.device}:{self.index}"
+
+
+def describe(name: str, x: Any) -> Arg:
+    if isinstance(x, np.ndarray):
+        dt = str(x.dtype)
+        return Arg(x, "numpy", "cpu", None, NUMPY_DTYPES.get(dt), dt, tuple(x.shape), bool(x.flags.c_contiguous),
+                   False)
+    if is_torch(x):
+        torch = sys.modules["torch"]
+        dt = str(x.dtype)
+        dev = x.device
+        grad = bool(x.requires_grad and torch.is_grad_enabled())
+        return Arg(x, "torch", dev.type, dev.index if dev.type == "cuda" else None, TORCH_DTYPES.get(dt), dt,
+                   tuple(x.shape), bool(x.is_contiguous()), grad)
+    raise BadInputError(f"{name}: expected a NumPy array or a torch tensor, got {type(x).__name__}",
+                        "wrap lists with numpy.asarray(...)")
+
+
+def host_view(arg: Arg, obj: Any = None) -> np.ndarray:
+    """The kernel's NumPy view of a CPU buffer, sharing its memory (bf16 as its uint16 bits)."""
+    x = arg.obj if obj is None else obj
+    if arg.kind == "numpy":
+        return x.view(np.uint16) if arg.dtype is DType.BF16 else x
+    x = x.detach()
+    if arg.dtype is DType.BF16:
+        torch = sys.modules["torch"]
+        return x.view(torch.int16).numpy().view(np.uint16)
+    return x.numpy()
+
+
+def device_ptr(obj: Any) -> int:
+    """A CUDA tensor's device pointer (``data_ptr``: what ``__cuda_array_interface__`` and DLPack carry,
+    and also there for bf16, which the array interface cannot describe)."""
+    return int(obj.data_ptr())
+
+
+def empty_like(arg: Arg, shape: tuple[int, ...]) -> Any:
+    """A new output of ``arg``'s kind, dtype and device."""
+    if arg.kind == "numpy":
+        return np.empty(shape, dtype=arg.obj.dtype)
+    torch = sys.modules["torch"]
+    return torch.empty(shape, dtype=arg.obj.dtype, device=arg.obj.device)
+
+
+def check_out(out: Any, like: Arg, shape: tuple[int, ...]) -> Arg:
+    """A caller's ``out``: the result's kind, device, dtype and shape, dense and writeable."""
+    o = describe("out", out)
+    if o.kind != like.kind or o.where != like.where or o.dtype_name != like.dtype_name or o.shape != shape:
+        raise BadInputError(f"out: expected a {like.kind} {like.dtype_name} array of shape {shape} on {like.where}, "
+                            f"got a {o.kind} {o.dtype_name} of shape {o.shape} on {o.where}",
+                            "leave out= to get a new result, or allocate it like the inputs")
+    if not o.contiguous or (o.kind == "numpy" and not out.flags.writeable):
+        raise BadInputError("out: must be C-contiguous and writeable", "allocate it with numpy.empty / torch.empty")
+    return o

@@ -1,0 +1,254 @@
+"""The op functions of ``tracea.ops``: argument checks and the IR value of each call; the routing is
+_dispatch's."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tracea.doctor.errors import BadInputError
+
+from . import _vendor
+from ._arrays import Arg, describe, is_torch
+from ._dispatch import run
+from ._engine import Fallback
+
+
+def _ir(build: Any) -> Any:
+    """The op's IR value; a shape the IR refuses is a fallback (the vendor call may still take it)."""
+    try:
+        return build()
+    except BadInputError as exc:
+        raise Fallback(f"the kernels do not take this shape ({exc.message})") from None
+
+
+def _transposed_dense(arg: Arg) -> Any | None:
+    """``arg``'s transpose when that is dense row-major (a column-major matrix), else None."""
+    t = arg.obj.T
+    return t if (t.flags.c_contiguous if arg.kind == "numpy" else t.is_contiguous()) else None
+
+
+def _major(name: str, arg: Arg) -> tuple[str, Any]:
+    if (arg.obj.flags.c_contiguous if arg.kind == "numpy" else arg.obj.is_contiguous()):
+        return "row", arg.obj
+    t = _transposed_dense(arg)
+    if t is None:
+        raise Fallback(f"{name} is neither row- nor column-major (a strided view); call .contiguous() first")
+    return "col", t
+
+
+def _chain(epilogue: str | Sequence[str] | None, given: dict[str, bool], alpha: float) -> tuple[str, ...]:
+    if epilogue is None:
+        chain = [*(["bias"] if given["bias"] else []), *(["scale"] if alpha != 1.0 else []),
+                 *(["residual"] if given["residual"] else [])]
+        return tuple(chain)
+    chain = [e.strip() for e in (epilogue.split(",") if isinstance(epilogue, str) else epilogue) if e.strip()]
+    for operand, present in given.items():
+        if present != (operand in chain):
+            raise BadInputError(f"epilogue: {operand} is {'given' if present else 'named'} but "
+                                f"{'not named in the chain' if present else 'not given'} ({','.join(chain)})",
+                                f"pass {operand}=... and name it in epilogue, or neither")
+    return tuple(chain)
+
+
+def gemm(a: Any, b: Any, *, bias: Any = None, residual: Any = None, epilogue: str | Sequence[str] | None = None,
+         alpha: float = 1.0, out: Any = None) -> Any:
+    """``epilogue(a @ b)`` for 2-D ``a`` (m, k) and ``b`` (k, n). ``epilogue``: ops of kernels/epilogue.py in
+    order (bias, relu, gelu, scale, residual); by default bias (if given), scale (if alpha != 1), residual
+    (if given). A column-major operand (``x.T`` of a dense matrix) is read in place."""
+    args = {"a": describe("a", a), "b": describe("b", b)}
+    operands = {n: v for n, v in (("bias", bias), ("residual", residual)) if v is not None}
+    args |= {n: describe(n, v) for n, v in operands.items()}
+    ash, bsh = args["a"].shape, args["b"].shape
+    for name in ("a", "b"):  # a column-major operand is read in place (layout "col"): not a strided view
+        if len(args[name].shape) == 2 and not args[name].contiguous and _transposed_dense(args[name]) is not None:
+            args[name] = dataclasses.replace(args[name], contiguous=True)
+    chain = _chain(epilogue, {"bias": bias is not None, "residual": residual is not None}, alpha)
+    batched = len(ash) != 2 or len(bsh) != 2
+    if not batched and ash[1] != bsh[0]:
+        raise BadInputError(f"gemm: a is {ash} and b is {bsh}: inner sizes differ",
+                            "a is (m, k) and b is (k, n); transpose one with .T")
+    m, n = (ash[0], bsh[1]) if not batched else (0, 0)
+    for name, want in (("bias", (n,)), ("residual", (m, n))):
+        if name in args and not batched and args[name].shape != want:
+            raise BadInputError(f"gemm: {name} is {args[name].shape}, expected {want}",
+                                "bias has one value per output column; residual is the output's shape")
+
+    def plan() -> tuple[Any, dict[str, Any]]:
+        from tracea.kernels import Gemm
+
+        if batched:
+            raise Fallback(f"a is {len(ash)}-D and b is {len(bsh)}-D; the kernels take 2-D matrices")
+        la, fa = _major("a", args["a"])
+        lb, fb = _major("b", args["b"])
+        op = _ir(lambda: Gemm(m=m, n=n, k=ash[1], dtype=args["a"].dtype, layout_a=la, layout_b=lb, epilogue=chain,
+                              alpha=alpha))
+        return op, {"a": fa, "b": fb, **operands}
+
+    vendor = {"numpy": "numpy.matmul in float64 + the epilogue", "torch": "torch.matmul + the epilogue in torch"}
+    out_shape = (m, n) if not batched else ()
+    return run("gemm", args, plan, out, out_shape, lambda: _vendor.gemm(a, b, chain, operands, alpha), vendor)
+
+
+def _pair(name: str, v: Any) -> tuple[int, int]:
+    if isinstance(v, (tuple, list)) and len(v) == 2:
+        return int(v[0]), int(v[1])
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return int(v), int(v)
+    raise BadInputError(f"{name}: expected an integer or a pair, got {v!r}", f"e.g. {name}=1 or {name}=(1, 2)")
+
+
+def _padding(padding: Any, rs: tuple[int, int], dilation: tuple[int, int],
+             stride: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right); "same" puts an odd extra row or column at the bottom or right, as torch."""
+    if padding == "valid":
+        return 0, 0, 0, 0
+    if padding == "same":
+        if stride != (1, 1):
+            raise BadInputError("conv2d: padding='same' is not supported for strided convolutions (as in torch)",
+                                "give the padding as integers")
+        (th, tw) = (d * (f - 1) for d, f in zip(dilation, rs, strict=True))
+        return th // 2, th - th // 2, tw // 2, tw - tw // 2
+    ph, pw = _pair("padding", padding)
+    return ph, ph, pw, pw
+
+
+def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+           groups: int = 1, layout: str = "nchw", out: Any = None) -> Any:
+    """torch.nn.functional.conv2d's semantics (cross-correlation). ``layout="nchw"``: x (N, C, H, W), weight
+    (K, C/groups, R, S), result (N, K, P, Q); a torch tensor in channels_last memory (x and weight both) is read
+    in place and the result is channels_last too. ``layout="nhwc"`` (NumPy or torch): x (N, H, W, C), weight
+    (K, R, S, C/groups), result (N, P, Q, K)."""
+    layout = str(layout).lower()
+    if layout not in ("nchw", "nhwc"):
+        raise BadInputError(f"conv2d: layout expected 'nchw' or 'nhwc', got {layout!r}",
+                            "torch tensors in channels_last memory take the default 'nchw'")
+    args = {"x": describe("x", x), "weight": describe("weight", weight)}
+    if bias is not None:
+        args["bias"] = describe("bias", bias)
+    xs, ws = args["x"].shape, args["weight"].shape
+    if len(xs) != 4 or len(ws) != 4:
+        raise BadInputError(f"conv2d: x and weight must be 4-D, got {xs} and {ws}",
+                            "an unbatched image takes x[None]; nn.Conv2d layers do this for you")
+    n, c, h, w = xs if layout == "nchw" else (xs[0], xs[3], xs[1], xs[2])
+    k, cg, r, s = ws if layout == "nchw" else (ws[0], ws[3], ws[1], ws[2])
+    stride, dilation = _pair("stride", stride), _pair("dilation", dilation)
+    pad = _padding(padding, (r, s), dilation, stride)
+    if not isinstance(groups, (int, np.integer)) or groups < 1 or c != cg * groups:
+        raise BadInputError(f"conv2d: x has {c} channels, weight expects {cg} x groups={groups}",
+                            f"check layout={layout!r}: weight is (K, C/groups, R, S) for nchw, (K, R, S, C/groups) for nhwc")
+    if bias is not None and args["bias"].shape != (k,):
+        raise BadInputError(f"conv2d: bias is {args['bias'].shape}, expected ({k},)", "one value per output channel")
+    p = (h + pad[0] + pad[1] - dilation[0] * (r - 1) - 1) // stride[0] + 1
+    q = (w + pad[2] + pad[3] - dilation[1] * (s - 1) - 1) // stride[1] + 1
+    even = pad[0] == pad[1] and pad[2] == pad[3]
+    if p < 1 or q < 1:
+        raise BadInputError(f"conv2d: the dilated filter is larger than the padded input ({h}x{w})",
+                            "more padding, or a smaller filter or dilation")
+    out_shape = (n, k, p, q) if layout == "nchw" else (n, p, q, k)
+    channels_last = layout == "nchw" and _channels_last(args)
+    ir_layout = "nhwc" if channels_last else layout
+
+    def plan() -> tuple[Any, dict[str, Any]]:
+        from tracea.kernels import Conv2d
+
+        if not even:
+            raise Fallback(f"padding='same' pads unevenly here (top/bottom {pad[:2]}, left/right {pad[2:]}); "
+                           "the kernels pad both sides alike")
+        op = _ir(lambda: Conv2d(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, padding=(pad[0], pad[2]),
+                                dilation=dilation,
+                                groups=int(groups), layout=ir_layout, bias=bias is not None,
+                                dtype=args["x"].dtype))
+        feeds = {"x": x.permute(0, 2, 3, 1), "weight": weight.permute(0, 2, 3, 1)} if channels_last else {
+            "x": x, "weight": weight}
+        return op, feeds | ({"bias": bias} if bias is not None else {})
+
+    def alloc() -> Any:  # channels_last: an NHWC buffer seen as NCHW, as torch returns it
+        torch = sys.modules["torch"]
+        return torch.empty((n, p, q, k), dtype=x.dtype, device=x.device).permute(0, 3, 1, 2)
+
+    vendor = {"numpy": "the float64 NumPy convolution (kernels' reference)", "torch": "torch.nn.functional.conv2d"}
+    return run("conv2d", args, plan, out, out_shape,
+               lambda: _vendor.conv2d(x, weight, bias, stride, pad, dilation, int(groups), layout), vendor,
+               kernel_out=(lambda o: o.permute(0, 2, 3, 1)) if channels_last else (lambda o: o),
+               alloc=alloc if channels_last else None)
+
+
+def _channels_last(args: dict[str, Arg]) -> bool:
+    """Both x and weight torch tensors in channels_last memory (and not also plain contiguous)."""
+    x, w = args["x"], args["weight"]
+    if x.kind != "torch" or x.contiguous:
+        return False
+    torch = sys.modules["torch"]
+    ok = all(a.obj.is_contiguous(memory_format=torch.channels_last) for a in (x, w))
+    if ok:  # the kernel reads the NHWC views; mark them contiguous for the common checks
+        for name in ("x", "weight"):
+            args[name] = dataclasses.replace(args[name], contiguous=True)
+    return ok
+
+
+def softmax(x: Any, dim: int = -1, out: Any = None) -> Any:
+    """Numerically stable softmax over ``dim``; the kernel reduces the last axis (any leading shape)."""
+    args = {"x": describe("x", x)}
+    shape = args["x"].shape
+    if not shape:
+        raise BadInputError("softmax: x must have at least one dimension", "a scalar's softmax is 1")
+    if not isinstance(dim, (int, np.integer)) or not -len(shape) <= dim < len(shape):
+        raise BadInputError(f"softmax: dim {dim!r} is out of range for {len(shape)}-D x",
+                            f"use -{len(shape)} .. {len(shape) - 1}")
+    dim = int(dim) % len(shape)
+    cols = shape[-1]
+    rows = math.prod(shape[:-1])
+
+    def plan() -> tuple[Any, dict[str, Any]]:
+        from tracea.kernels import Softmax
+
+        if dim != len(shape) - 1:
+            raise Fallback(f"softmax over dim {dim}, not the last: the kernel reduces rows")
+        op = _ir(lambda: Softmax(rows=rows, cols=cols, dtype=args["x"].dtype))
+        return op, {"x": x.reshape(rows, cols)}
+
+    vendor = {"numpy": "NumPy softmax in float64", "torch": "torch.softmax"}
+    return run("softmax", args, plan, out, shape, lambda: _vendor.softmax(x, dim), vendor,
+               kernel_out=lambda o: o.reshape(rows, cols))
+
+
+def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
+              window: Any = None, block_mask: Any = None, block_size: Any = (128, 128), out: Any = None) -> Any:
+    """softmax(q k^T * scale + mask) v in the Attention op's layout: q (B, H, Sq, D), k and v (B, Hkv, Sk, D),
+    q head h reading kv head h // (H / Hkv) (grouped-query). The mask (kernels/attention.py): causal with the
+    diagonal aligned bottom-right, ``window`` = (left, right) keys, ``block_mask`` (Sq/bq x Sk/bk booleans, a
+    NumPy array or tensor) over ``block_size`` tiles. A row that keeps no key is 0."""
+    args = {"q": describe("q", q), "k": describe("k", k), "v": describe("v", v)}
+    qs, ks, vs = args["q"].shape, args["k"].shape, args["v"].shape
+    if len(qs) != 4 or ks != vs or len(ks) != 4 or qs[0] != ks[0] or qs[3] != ks[3] or qs[1] % max(ks[1], 1):
+        raise BadInputError(f"attention: q {qs}, k {ks}, v {vs}: expected q (B, H, Sq, D) and k, v (B, Hkv, Sk, D) "
+                            "with H a multiple of Hkv", "the layout is (batch, heads, seq, head_dim): "
+                            "a (B, S, H, D) tensor takes .transpose(1, 2).contiguous()")
+    b_, h, sq, d = qs
+    hkv, sk = ks[1], ks[2]
+    mask = block_mask
+    if mask is not None and is_torch(mask):
+        mask = mask.detach().cpu().numpy()
+    sc = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    bsize = _pair("block_size", block_size)
+    win = None if window is None else _pair("window", window)
+
+    def plan() -> tuple[Any, dict[str, Any]]:
+        from tracea.kernels import Attention
+
+        op = _ir(lambda: Attention(batch=b_, heads=h, seq_q=sq, head_dim=d, seq_k=sk, kv_heads=hkv,
+                                   dtype=args["q"].dtype, causal=bool(causal), scale=sc, window=win,
+                                   block_mask=mask, block_size=bsize))
+        return op, {"q": q, "k": k, "v": v}
+
+    def vendor() -> Any:
+        return _vendor.attention(q, k, v, sc, (sq, sk, bool(causal), win, mask, bsize))
+
+    names = {"numpy": "NumPy attention in float64", "torch": "torch.nn.functional.scaled_dot_product_attention"}
+    return run("attention", args, plan, out, qs, vendor, names)

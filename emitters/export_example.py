@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracea.kernels.epilogue import GELU_C0, GELU_C1, statements
+
+from .cpu.epilogue import C_REFERENCE
 from .export_abi import DTYPES, Launcher
 
 BITS = """static uint32_t ex_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -45,12 +48,10 @@ LOADS = {"fp32": ("float", "((const float*)p)[i]", "((float*)p)[i] = v;"),
 def _gemm_reference(op: Any) -> str:
     a = "a[i * K + p]" if op.layout_a == "row" else "a[p * M + i]"
     b = "b[p * N + j]" if op.layout_b == "row" else "b[j * K + p]"
-    epi = []
-    for e in op.epilogue:
-        epi.append({"bias": "v += bias[j];", "relu": "v = v > 0 ? v : 0;", "scale": f"v *= {op.alpha!r};",
-                    "residual": "v += residual[i * N + j];",
-                    "gelu": "v = 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));"}[e])
+    epi = statements(op.epilogue, C_REFERENCE, bias="bias[j]", residual="residual[i * N + j]")
     return f"""enum {{ M = {op.m}, N = {op.n}, K = {op.k} }};
+    const double alpha = {op.alpha!r}, GELU_C0 = {GELU_C0!r}, GELU_C1 = {GELU_C1!r};
+    (void)alpha; (void)GELU_C0; (void)GELU_C1;
     for (long i = 0; i < M; ++i)
         for (long j = 0; j < N; ++j) {{
             double v = 0;

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tracea.emitters.baselines import NUMPY_INPLACE
-from tracea.emitters.cpu.epilogue import C_SIMD
+from tracea.emitters.cpu.epilogue import C_REFERENCE, C_SIMD
 from tracea.emitters.cuda.epilogue import CUDA
 from tracea.kernels import Gemm
 from tracea.kernels.epilogue import EPILOGUES, NUMPY, VOCABULARY, apply, statements
@@ -18,7 +18,7 @@ from tracea.kernels.epilogue import EPILOGUES, NUMPY, VOCABULARY, apply, stateme
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("table", [C_SIMD, CUDA], ids=["c-simd", "cuda"])
+@pytest.mark.parametrize("table", [C_SIMD, CUDA, C_REFERENCE], ids=["c-simd", "cuda", "c-reference"])
 def test_each_language_table_covers_the_vocabulary_exactly(table):
     assert set(table) == set(EPILOGUES)
     for name, op in VOCABULARY.items():

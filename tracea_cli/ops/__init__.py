@@ -14,6 +14,7 @@ once and cached. What the kernels do not take runs the vendor call (torch's op; 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -79,4 +80,6 @@ def __getattr__(name: str) -> Any:
         from . import torch_nn
 
         return getattr(torch_nn, name)
+    if name in ("register_compile_backend", "last_report"):  # torch.compile(backend="tracea"), compile_backend.py
+        return getattr(importlib.import_module(f"{__name__}.compile_backend"), name)
     raise AttributeError(f"module 'tracea.ops' has no attribute {name!r}")

@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
+from ._functions import attention, conv2d, gemm, softmax
+
 LOG = logging.getLogger("tracea.compile")
 
 # What the last graph compiled by the backend became: one dict per graph, newest last.
@@ -35,9 +37,7 @@ def _dense(t: torch.Tensor) -> torch.Tensor:
 @torch.library.custom_op("tracea::matmul", mutates_args=())
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if a.dim() == 2 and b.dim() == 2:
-        from tracea import ops
-
-        return ops.gemm(_dense(a), _dense(b))
+        return gemm(_dense(a), _dense(b))
     return torch.matmul(a, b)
 
 
@@ -51,10 +51,8 @@ def _linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torc
     """x @ w.T (+ bias) over any leading shape of x: one gemm on the flattened rows."""
     if x.dim() < 1 or w.dim() != 2 or x.shape[-1] != w.shape[1] or x.numel() == 0:
         return F.linear(x, w, bias)
-    from tracea import ops
-
     rows = _dense(x).reshape(-1, x.shape[-1])
-    y = ops.gemm(rows, _dense(w).t(), bias=None if bias is None else _dense(bias))
+    y = gemm(rows, _dense(w).t(), bias=None if bias is None else _dense(bias))
     return y.reshape(*x.shape[:-1], w.shape[0])
 
 
@@ -68,9 +66,7 @@ def _conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride:
             dilation: list[int], groups: int) -> torch.Tensor:
     if x.dim() != 4:
         return F.conv2d(x, w, bias, stride, padding, dilation, groups)
-    from tracea import ops
-
-    return ops.conv2d(_dense(x), _dense(w), None if bias is None else _dense(bias), tuple(stride),
+    return conv2d(_dense(x), _dense(w), None if bias is None else _dense(bias), tuple(stride),
                       tuple(padding), tuple(dilation), groups)
 
 
@@ -82,9 +78,7 @@ def _(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: list[
 
 @torch.library.custom_op("tracea::softmax", mutates_args=())
 def _softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
-    from tracea import ops
-
-    return ops.softmax(_dense(x), dim)
+    return softmax(_dense(x), dim)
 
 
 @_softmax.register_fake
@@ -97,9 +91,7 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, 
     # torch aligns is_causal top-left, Tracea bottom-right: they agree only when Sq == Sk.
     if q.dim() != 4 or (causal and q.shape[-2] != k.shape[-2]):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-    from tracea import ops
-
-    return ops.attention(_dense(q), _dense(k), _dense(v), causal=causal, scale=scale)
+    return attention(_dense(q), _dense(k), _dense(v), causal=causal, scale=scale)
 
 
 @_attention.register_fake

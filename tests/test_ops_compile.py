@@ -145,3 +145,24 @@ def test_entry_point_is_declared() -> None:
     eps = entry_points(group="torch_dynamo_backends")
     assert "tracea" in eps.names
     assert eps["tracea"].load() is cb.tracea_backend
+
+
+def test_symbolic_trace_modules_and_methods_are_swapped() -> None:
+    """An fx.symbolic_trace graph keeps nn.Conv2d as call_module and x.softmax as call_method."""
+    import tracea
+
+    class Net(ConvNet):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.c2(torch.relu(self.c1(x))).softmax(-1)
+
+    torch.manual_seed(7)
+    model, x = Net(), torch.randn(1, 3, 12, 12)
+    gm = torch.fx.symbolic_trace(model)
+    with torch.no_grad():
+        report = cb.rewrite(gm, [x])
+        tracea.ops.clear_cache()
+        got, want = gm(x), model(x)
+    assert sorted(_kinds(report)) == ["conv2d", "conv2d", "softmax"]
+    assert not any(n.op == "call_module" for n in gm.graph.nodes)
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert tracea.ops.stats()["tracea"] == 3, tracea.ops.stats()

@@ -90,12 +90,17 @@ def test_linear_and_sdpa_are_swapped() -> None:
         q = lin(x).view(1, 2, 32, 32)
         return F.scaled_dot_product_attention(q, q, q, is_causal=True)
 
+    import tracea
+
     x = torch.randn(32, 32)  # -> q (1, 2, 32, 32)
     with torch.no_grad():
         want = f(x)
-        got = _compiled(f)(x)
+        compiled = _compiled(f)
+        tracea.ops.clear_cache()
+        got = compiled(x)
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-4)
     assert sorted(_kinds(cb.last_report())) == ["attention", "linear"]
+    assert tracea.ops.stats()["tracea"] == 2, tracea.ops.stats()  # both ran a kernel, neither fell back
 
 
 def test_unsupported_options_are_kept() -> None:

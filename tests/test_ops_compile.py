@@ -48,14 +48,19 @@ def _kinds(report: dict) -> list[str]:
 
 def test_mlp_matches_eager_and_reports_matmuls() -> None:
     torch.manual_seed(1)
-    model, x = MLP(), torch.randn(2, 24, 96)
+    model, x = MLP(), torch.randn(2, 24, 96)  # (B, S, D): the gemms take B * S rows
+    import tracea
+
     with torch.no_grad():
         want = model(x)
-        got = _compiled(model)(x)
+        compiled = _compiled(model)
+        tracea.ops.clear_cache()
+        got = compiled(x)
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (got - want).abs().max()
     report = cb.last_report()
     assert report["untouched"] is None and report["compiler"] == "python"
     assert _kinds(report) == ["matmul", "matmul", "matmul"]
+    assert tracea.ops.stats()["tracea"] == 3, tracea.ops.stats()
 
 
 def test_mlp_runs_tracea_kernels() -> None:

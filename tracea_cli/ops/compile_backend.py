@@ -36,9 +36,11 @@ def _dense(t: torch.Tensor) -> torch.Tensor:
 
 @torch.library.custom_op("tracea::matmul", mutates_args=())
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    if a.dim() == 2 and b.dim() == 2:
-        return gemm(_dense(a), _dense(b))
-    return torch.matmul(a, b)
+    """A 2-D b: one gemm over a's rows, any leading shape of a flattened (the (B, S, D) @ W of a model)."""
+    if a.dim() < 2 or b.dim() != 2 or a.numel() == 0:
+        return torch.matmul(a, b)
+    y = gemm(_dense(a).reshape(-1, a.shape[-1]), _dense(b))
+    return y.reshape(*a.shape[:-1], b.shape[1])
 
 
 @_matmul.register_fake

@@ -2,12 +2,7 @@
 # CUDA attention (issue 17) on one GPU: the GPU tests of each attention core, then the probe of the
 # issue's cases beside torch SDPA (and FlexAttention for masks). Logs in $OUT.
 #     VARIANTS="cuda-mma-sync.attention cuda-wgmma.attention" PROBE_ARGS="--quick" bash benchmarks/gpu/attention_session.sh
-set -uo pipefail
-RES=${OUT:-$PWD/.out}
-mkdir -p "$RES"
-export PYTHONUNBUFFERED=1 TRACEA_HOME=$(mktemp -d)
-PY=${PYTHON:-python3}
-. benchmarks/gpu/shim.sh
+. benchmarks/gpu/session_head.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$RES/device.txt"
 $PY -c "import torch; print('torch', torch.__version__)" | tee -a "$RES/device.txt"
 for t in ${TESTS:-tests/test_cuda_attention_gpu.py}; do

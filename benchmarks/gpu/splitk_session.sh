@@ -4,12 +4,7 @@
 # (heuristic vs no split vs alternatives, each beside the vendor library). Logs in $OUT.
 #
 #     bash benchmarks/gpu/splitk_session.sh [PROBE ARGS...]
-set -uo pipefail
-RES=${OUT:-$PWD/.out}
-mkdir -p "$RES"
-export PYTHONUNBUFFERED=1 TRACEA_HOME=$(mktemp -d)
-PY=${PYTHON:-python3}
-. benchmarks/gpu/shim.sh
+. benchmarks/gpu/session_head.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$RES/device.txt"
 timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py \
     "tests/test_cuda_gpu.py::test_kernel_matches_the_reference_on_odd_shapes" > "$RES/pytest.txt" 2>&1

@@ -4,12 +4,7 @@
 # Installs nothing: `tracea` is imported from this checkout through benchmarks/gpu/shim.sh. Logs in $OUT.
 #
 #     bash benchmarks/gpu/suite_session.sh [SUITE]      # SUITE: llm-gemm, resnet50 or softmax; default all
-set -uo pipefail
-RES=${OUT:-$PWD/.out}
-mkdir -p "$RES"
-export PYTHONUNBUFFERED=1 TRACEA_HOME=$(mktemp -d)
-PY=${PYTHON:-python3}
-. benchmarks/gpu/shim.sh
+. benchmarks/gpu/session_head.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$RES/device.txt"
 ARGS=(--backend cuda --metrics "$RES/suite.jsonl")
 [ $# -gt 0 ] && ARGS+=(--suite "$1")

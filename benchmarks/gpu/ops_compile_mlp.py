@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 
 import torch
@@ -29,17 +28,11 @@ def mlp(x: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor, wd: torch.Tensor) -
 
 
 def time_forward(fn, args: list[torch.Tensor], repeats: int) -> float:
-    for _ in range(3):
-        fn(*args)
-    ms = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(*args)
-        end.record()
-        end.synchronize()
-        ms.append(start.elapsed_time(end))
-    return statistics.median(ms)
+    """Median ms of a forward, timed as every GPU figure of the project is (baselines.time_torch: CUDA events,
+    L2 flushed and the stream held before each start)."""
+    from tracea.emitters.cuda.baselines import time_torch
+
+    return time_torch(lambda: fn(*args), 3, repeats).p50_ms
 
 
 def main(argv: list[str] | None = None) -> int:

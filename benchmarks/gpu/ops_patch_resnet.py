@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import statistics
 import sys
 
 import torch
@@ -47,17 +46,11 @@ def resnet50_convs() -> nn.Module:
 
 
 def time_forward(model: nn.Module, x: torch.Tensor, repeats: int) -> float:
-    for _ in range(3):
-        model(x)
-    ms = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        model(x)
-        end.record()
-        end.synchronize()
-        ms.append(start.elapsed_time(end))
-    return statistics.median(ms)
+    """Median ms of a forward, timed as every GPU figure of the project is (baselines.time_torch: CUDA events,
+    L2 flushed and the stream held before each start)."""
+    from tracea.emitters.cuda.baselines import time_torch
+
+    return time_torch(lambda: model(x), 3, repeats).p50_ms
 
 
 def main(argv: list[str] | None = None) -> int:

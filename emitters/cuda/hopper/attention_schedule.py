@@ -126,16 +126,12 @@ class AttnWgmmaSchedule:
     def from_json(d: dict[str, Any]) -> AttnWgmmaSchedule:
         if not isinstance(d, dict):
             raise BadInputError(f"schedule: expected an object, got {type(d).__name__}")
+        from ...schedule import schedule_fields
+
         d = dict(d)
-        if d.pop("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
-            raise BadInputError("schedule: unsupported schema_version")
-        if d.pop("backend", "cuda") != "cuda" or d.pop("core", "wgmma-attention") != "wgmma-attention":
+        if d.pop("core", "wgmma-attention") != "wgmma-attention":
             raise BadInputError("schedule: not a cuda-wgmma attention schedule")
-        names = {f.name for f in dataclasses.fields(AttnWgmmaSchedule)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise BadInputError(f"schedule: unknown field {unknown[0]!r}")
-        return AttnWgmmaSchedule(**d)
+        return AttnWgmmaSchedule(**schedule_fields(d, AttnWgmmaSchedule, "cuda", "CUDA", (), SCHEMA_VERSION))
 
 
 def hero_schedule(op: Any = None) -> AttnWgmmaSchedule:

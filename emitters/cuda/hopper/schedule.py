@@ -208,16 +208,12 @@ class WgmmaSchedule:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> WgmmaSchedule:
+        from ...schedule import schedule_fields
+
         d = dict(d)
-        if d.pop("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
-            raise BadInputError("schedule: unsupported schema_version")
-        if d.pop("backend", "cuda") != "cuda" or d.pop("core", "wgmma") != "wgmma":
+        if d.pop("core", "wgmma") != "wgmma":
             raise BadInputError("schedule: not a cuda-wgmma schedule")
-        names = {f.name for f in dataclasses.fields(WgmmaSchedule)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise BadInputError(f"schedule: unknown field {unknown[0]!r}")
-        return WgmmaSchedule(**d)
+        return WgmmaSchedule(**schedule_fields(d, WgmmaSchedule, "cuda", "CUDA", (), SCHEMA_VERSION))
 
 
 # Picked from the H200 runs (docs/device-runs/2026-11-23-h200/wgmma/run4, docs/hopper.md): the TMA-store epilogue took bf16

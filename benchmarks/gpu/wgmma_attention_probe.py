@@ -2,7 +2,7 @@
 --sweep), verified on fresh random inputs against the float64 reference (large cases on a few
 (batch, head) slices), then timed with CUDA events beside torch SDPA's fastest backend in the same run.
 
-    python benchmarks/gpu/wgmma_attention_probe.py [--quick] [--sweep] [--persistent] [--match TEXT] [--json FILE]
+    python benchmarks/gpu/wgmma_attention_probe.py [--quick] [--extra] [--sweep] [--persistent] [--match TEXT] [--json FILE]
 
 Prints case, schedule, ms (median), TFLOP/s (op.flops / time: kept pairs only), the baseline's ms and
 name, the ratio (baseline ms / ours), and p95/p50 of each. One failing case prints its error; the rest go
@@ -36,7 +36,7 @@ def block_mask(seq: int, block: int, density: float, seed: int = 0) -> tuple[str
     return tuple("".join("1" if b else "0" for b in r) for r in m)
 
 
-def cases(quick: bool) -> list[tuple[str, Attention]]:
+def cases(quick: bool, extra: bool = False) -> list[tuple[str, Attention]]:
     bf = "bf16"
     out = [
         ("d128 b4 h32 s4096", Attention(4, 32, 4096, 128, dtype=bf)),
@@ -44,6 +44,10 @@ def cases(quick: bool) -> list[tuple[str, Attention]]:
     ]
     if quick:
         return out
+    if extra:  # short and middling sequences outside the table, for the persistent form's rule
+        out += [("d128 b16 h32 s512", Attention(16, 32, 512, 128, dtype=bf)),
+                ("d64 b4 h32 s2048", Attention(4, 32, 2048, 64, dtype=bf)),
+                ("d64 b16 h32 s512 causal", Attention(16, 32, 512, 64, dtype=bf, causal=True))]
     return out + [
         ("d64 b16 h32 s512", Attention(16, 32, 512, 64, dtype=bf)),
         ("d256 b16 h32 s512", Attention(16, 32, 512, 256, dtype=bf)),
@@ -67,6 +71,8 @@ def schedules(op: Attention, sweep: bool, persistent: bool = False) -> list[Attn
     if persistent:
         alts += [pe, dataclasses.replace(pe, intra=not hero.intra), dataclasses.replace(pe, stages=2)]
         alts += [dataclasses.replace(s, q_buffers=2) for s in alts[1:]]
+        if op.head_dim == 64:  # fewer, wider key tiles: half the tiles of a short item are its ramp
+            alts += [dataclasses.replace(pe, q_buffers=2, bk=bk, stages=st) for bk in (176, 192) for st in (2, 3)]
     if sweep:
         alts += [dataclasses.replace(hero, pingpong=False), dataclasses.replace(hero, intra=False),
                  dataclasses.replace(hero, pingpong=False, intra=False), dataclasses.replace(hero, stages=2),
@@ -166,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="only the two headline cases")
     ap.add_argument("--sweep", action="store_true", help="several schedules per case, each also persistent")
     ap.add_argument("--persistent", action="store_true", help="the hero beside its persistent forms")
+    ap.add_argument("--extra", action="store_true", help="also cases outside the issue's table (short sequences)")
     ap.add_argument("--match", default="", help="only cases whose label contains this")
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--warmup", type=int, default=3)
@@ -177,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = _Device.get().dev
     print(f"device: {getattr(dev, 'name', '?')} cc {dev.compute_capability}", flush=True)
     rows: list[dict[str, Any]] = []
-    for label, op in cases(args.quick):
+    for label, op in cases(args.quick, args.extra):
         if args.match and args.match not in label:
             continue
         try:

@@ -59,7 +59,7 @@ def test_compiles_at_sm90a_without_spills(op, sched):
 
 
 def test_signature_names_the_shared_params_in_order():
-    op = Attention(1, 2, 100, 64, dtype="bf16")
+    op = Attention(1, 2, 100, 128, dtype="bf16")  # one block per item (head dim 64 this short is persistent)
     r, _ = A.render(op, hero_schedule(op))
     assert r.params[:len(PARAMS)] == PARAMS and r.params == A.KERNEL_PARAMS
     sig = r.source.split(f"{A.KERNEL_NAME}(", 1)[1].split(")", 1)[0]
@@ -80,6 +80,19 @@ def test_schedule_json_round_trip_and_hero_per_head_dim():
         assert s.bq == 128 and s.bk == (64 if d == 256 else 128)
     space = search_space(Attention(1, 2, 100, 128, dtype="fp16"))
     assert len(space) > 10 and len(set(space)) == len(space)
+
+
+@pytest.mark.parametrize("d,seq,persistent,q_buffers", [
+    (64, 512, True, 2), (64, 1024, True, 2), (64, 1025, True, 1), (64, 2048, True, 1), (64, 2049, False, 1),
+    (128, 512, False, 1), (256, 512, False, 1)])
+def test_hero_is_persistent_for_short_items_at_head_dim_64(d, seq, persistent, q_buffers):
+    """Few key tiles an item at head dim 64: the persistent form (measured faster on an H100); the key length
+    decides, not the query length."""
+    op = Attention(16, 4, 64, d, seq_k=seq, dtype="bf16")
+    s = hero_schedule(op)
+    s.validate(op)
+    assert (s.persistent, s.q_buffers) == (persistent, q_buffers)
+    assert s.stages == hero_schedule(Attention(1, 1, 8192, d, dtype="bf16")).stages
 
 
 @pytest.mark.parametrize("fields,needle", [

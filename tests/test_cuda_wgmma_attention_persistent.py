@@ -77,7 +77,9 @@ def test_search_space_adds_persistent_forms_after_the_others():
         assert any(s.q_buffers == 2 for s in per) == (d < 256)
         for s in per:
             s.validate(op)
-    assert not hero_schedule(Attention(16, 32, 512, 64, dtype="bf16")).persistent
+    short = Attention(16, 32, 512, 64, dtype="bf16")  # the hero walks short items persistently
+    assert hero_schedule(short).persistent and hero_schedule(short) in search_space(short)
+    assert not hero_schedule(Attention(16, 32, 512, 128, dtype="bf16")).persistent
 
 
 def test_grid_is_min_of_items_and_sms():

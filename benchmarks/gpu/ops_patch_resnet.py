@@ -3,7 +3,12 @@ PyTorch and then after ``tracea.ops.patch_conv2d(model)``: the outputs compared,
 side by side (CUDA events, median of the repeats, after warm-up; the first patched forward builds the
 kernels and is not timed), and how many convolutions ran a Tracea kernel or fell back, with the reasons.
 
-    python benchmarks/gpu/ops_patch_resnet.py [--batch 32] [--dtype fp16|bf16] [--repeats 20] [--json FILE]
+    python benchmarks/gpu/ops_patch_resnet.py [--batch 32] [--dtype fp16|bf16] [--channels-last] [--layers]
+        [--repeats 20] [--json FILE]
+
+``--channels-last``: the model and input in channels_last memory (the kernels read NHWC in place; NCHW
+costs a transpose of x, the filter and the result per call). ``--layers``: each distinct convolution alone,
+F.conv2d against tracea.ops.conv2d on the same tensors, with the variant that ran (where the time goes).
 
 Needs a GPU and PyTorch.
 """
@@ -53,17 +58,62 @@ def time_forward(model: nn.Module, x: torch.Tensor, repeats: int) -> float:
     return time_torch(lambda: model(x), 3, repeats).p50_ms
 
 
+def layer_table(model: nn.Module, x: torch.Tensor, repeats: int) -> list[dict]:
+    """Each distinct Conv2d of ``model`` (by shape) timed alone on its real input: F.conv2d and tracea.ops."""
+    from tracea.emitters.cuda.baselines import time_torch
+
+    seen: dict[tuple, tuple[nn.Conv2d, torch.Tensor]] = {}
+
+    def grab(mod: nn.Module, inp: tuple, _out: torch.Tensor) -> None:
+        key = (tuple(inp[0].shape), mod.out_channels, mod.kernel_size, mod.stride, mod.padding)
+        seen.setdefault(key, (mod, inp[0]))
+
+    hooks = [m.register_forward_hook(grab) for m in model.modules() if isinstance(m, nn.Conv2d)]
+    model(x)
+    for h in hooks:
+        h.remove()
+    rows = []
+    F = torch.nn.functional
+    for key, (mod, inp) in seen.items():
+        w, b = mod.weight, mod.bias
+
+        def ours(mod=mod, inp=inp, w=w, b=b) -> torch.Tensor:
+            return tracea.ops.conv2d(inp, w, b, mod.stride, mod.padding)
+
+        def theirs(mod=mod, inp=inp, w=w, b=b) -> torch.Tensor:
+            return F.conv2d(inp, w, b, mod.stride, mod.padding)
+
+        want = theirs().float()
+        got = ours().float()
+        route = tracea.ops.explain()
+        t_ours, t_theirs = time_torch(ours, 3, repeats), time_torch(theirs, 3, repeats)
+        rows.append({"x": key[0], "k": key[1], "rs": key[2], "stride": key[3],
+                     "rel_err": ((got - want).norm() / want.norm()).item(),
+                     "path": route.path, "variant": route.variant, "kernel": route.kernel or route.reason,
+                     "torch_ms": t_theirs.p50_ms, "tracea_ms": t_ours.p50_ms,
+                     "speedup": t_theirs.p50_ms / t_ours.p50_ms})
+        r = rows[-1]
+        print(f"x {str(r['x']):<22} k {r['k']:<5} {str(r['rs']):<7} s{r['stride'][0]} torch {r['torch_ms']:.3f} ms "
+              f"tracea {r['tracea_ms']:.3f} ms x{r['speedup']:.2f} rel {r['rel_err']:.1e} {r['variant']} "
+              f"{str(r['kernel'])[:60]}", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--dtype", choices=("fp16", "bf16"), default="fp16")
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--channels-last", action="store_true", help="model and input in channels_last memory")
+    ap.add_argument("--layers", action="store_true", help="also each distinct convolution alone")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     torch.manual_seed(0)
     model = resnet50_convs().cuda().to(dtype).eval()
     x = torch.randn(args.batch, 3, 224, 224, device="cuda", dtype=dtype)
+    if args.channels_last:
+        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
     with torch.inference_mode():
         want = model(x).float()
         torch_ms = time_forward(model, x, args.repeats)
@@ -78,11 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         counts = dict(paths)
         tracea_ms = time_forward(model, x, args.repeats)
         tracea.ops.unpatch_conv2d(model)
+        layers = layer_table(model, x, args.repeats) if args.layers else None
     rel = ((got - want).norm() / want.norm()).item()
-    row = {"batch": args.batch, "dtype": args.dtype, "convs": patched, "paths_first_forward": counts,
+    row = {"batch": args.batch, "dtype": args.dtype, "channels_last": args.channels_last, "convs": patched, "paths_first_forward": counts,
            "rel_err": rel, "torch_ms": torch_ms, "tracea_ms": tracea_ms, "speedup": torch_ms / tracea_ms,
            "device": torch.cuda.get_device_name()}
     print(json.dumps(row, indent=2))
+    row["layers"] = layers
     if args.json:
         with open(args.json, "w") as f:
             json.dump(row, f, indent=2)

@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# tracea.ops, torch.compile(backend="tracea") and `tracea export` (issue 18) on one GPU: their GPU tests,
-# then the two ops benchmarks (ResNet-50 with patch_conv2d; the Llama MLP through torch.compile). Logs in $OUT.
+# tracea.ops, torch.compile(backend="tracea") and `tracea export` (issue 18) on one GPU: their GPU tests (one
+# log, tests.txt), then the ops benchmarks: ResNet-50 convs with patch_conv2d in NCHW and channels_last (each
+# distinct conv alone with --layers), and the Llama MLP through torch.compile. Few files in $OUT (the device
+# tool returns at most 8).
 #     TESTS="tests/test_ops_gpu.py" BENCH=0 bash benchmarks/gpu/ops_session.sh
 . benchmarks/gpu/session_head.sh
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$RES/device.txt"
-$PY -c "import torch; print('torch', torch.__version__)" | tee -a "$RES/device.txt"
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+  $PY -c "import torch; print('torch', torch.__version__)"; } | tee "$RES/device.txt"
 for t in ${TESTS:-tests/test_ops_gpu.py tests/test_ops_launch_on.py tests/test_export_gpu.py tests/test_ops_compile_gpu.py}; do
-  name=$(basename $t .py)
-  timeout ${TEST_TIMEOUT:-240} $PY -m pytest -q -m gpu -p no:cacheprovider $t > "$RES/$name.txt" 2>&1
-  echo "rc=$?" >> "$RES/$name.txt"; tail -${TAIL:-6} "$RES/$name.txt"
+  echo "=== $t" >> "$RES/tests.txt"
+  timeout ${TEST_TIMEOUT:-240} $PY -m pytest -q -m gpu -p no:cacheprovider -rfE --tb=short $t >> "$RES/tests.txt" 2>&1
+  echo "rc=$?" >> "$RES/tests.txt"
 done
+grep -E "^===|passed|failed|^FAILED|^ERROR|rc=" "$RES/tests.txt"
 [ "${BENCH:-1}" = 1 ] || exit 0
-run() {  # name, script, args...
+run() {  # name, script, args...: stdout and stderr in one log
   local name=$1; shift
-  timeout ${BENCH_TIMEOUT:-240} $PY "$@" --json "$RES/$name.json" > "$RES/$name.txt" 2> "$RES/$name.err"
-  echo "rc=$?" >> "$RES/$name.txt"; cat "$RES/$name.txt"; tail -5 "$RES/$name.err"
+  echo "=== $*" >> "$RES/bench.txt"
+  timeout ${BENCH_TIMEOUT:-240} $PY "$@" >> "$RES/bench.txt" 2>&1
+  echo "rc=$?" >> "$RES/bench.txt"
 }
-run resnet benchmarks/gpu/ops_patch_resnet.py --batch 32 --dtype fp16
+run resnet benchmarks/gpu/ops_patch_resnet.py --batch 32 --dtype fp16 ${RESNET_ARGS:-}
+run resnet_cl benchmarks/gpu/ops_patch_resnet.py --batch 32 --dtype fp16 --channels-last ${RESNET_ARGS:-}
 run mlp benchmarks/gpu/ops_compile_mlp.py
 run mlp_graphs benchmarks/gpu/ops_compile_mlp.py --cudagraphs
+grep -vE "Warning|warn\(" "$RES/bench.txt" | tail -${TAIL:-150}

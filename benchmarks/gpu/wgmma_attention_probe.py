@@ -73,6 +73,8 @@ def schedules(op: Attention, sweep: bool, persistent: bool = False) -> list[Attn
         alts += [dataclasses.replace(s, q_buffers=2) for s in alts[1:]]
         if op.head_dim == 64:  # fewer, wider key tiles: half the tiles of a short item are its ramp
             alts += [dataclasses.replace(pe, q_buffers=2, bk=bk, stages=st) for bk in (176, 192) for st in (2, 3)]
+        if op.head_dim == 256:  # 80-key tiles (FlashAttention-3's at this head dim), each overlap
+            alts += [dataclasses.replace(hero, bk=80, intra=i) for i in (False, True)]
     if sweep:
         alts += [dataclasses.replace(hero, pingpong=False), dataclasses.replace(hero, intra=False),
                  dataclasses.replace(hero, pingpong=False, intra=False), dataclasses.replace(hero, stages=2),

@@ -21,7 +21,9 @@ from .schedule import PRODUCER_REGS, PTX_TYPE, REGISTERS_PER_SM, SMEM_OPTIN_SM90
 
 SCHEMA_VERSION = 1
 HEAD_DIMS = (64, 128, 256)
-CONSUMER_SPARE_REGS = 56  # a consumer's registers beside S, P and O (addresses, m, l, loop state)
+# A consumer's registers beside S, P and O (addresses, m, l, loop state). 40 admits 80-key tiles at head dim
+# 256, which ptxas compiles (sm_90a, NVRTC) without a spill, with and without the intra-warpgroup overlap.
+CONSUMER_SPARE_REGS = 40
 
 
 @dataclass(frozen=True)
@@ -147,8 +149,22 @@ def hero_schedule(op: Any = None) -> AttnWgmmaSchedule:
     for stages in (4, 3, 2):
         s = AttnWgmmaSchedule(bk=bk, stages=stages, intra=d != 256)
         if s.smem_bytes(d) <= SMEM_OPTIN_SM90:
-            return s
-    return AttnWgmmaSchedule(bk=bk, intra=d != 256)
+            return _short_items(s, op)
+    return _short_items(AttnWgmmaSchedule(bk=bk, intra=d != 256), op)
+
+
+def _short_items(s: AttnWgmmaSchedule, op: Any) -> AttnWgmmaSchedule:
+    """Head dim 64 with up to 2048 keys: the persistent form, with a second Q buffer up to 1024 keys. Each
+    work item is then a few key tiles, and per block its prologue and the first tile's unoverlapped S cost
+    as much as the loop. An H100 (2026-11-25, bf16, the hero's 4 stages, CUDA events, cuDNN in the same run;
+    docs/device-runs/2026-11-25-h100-c/): B16 H32 S512 0.133 ms one block per item, 0.123 persistent, 0.117
+    with two Q buffers (0.72x / 0.78x / 0.82x cuDNN); B4 H32 S2048 0.357 / 0.348 / 0.352 ms; B1 H32 S16384
+    causal 2.474 / 2.511 / 2.534 ms (long items: one block per item). Not at head dim 128 (B16 S512: 0.183 ms
+    either way) nor 256 (B16 S512: 0.320 against 0.357 persistent)."""
+    if op is None or op.head_dim != 64 or op.seq_k > 2048:
+        return s
+    p = dataclasses.replace(s, persistent=True, q_buffers=2 if op.seq_k <= 1024 else 1)
+    return p if p.smem_bytes(op.head_dim) <= SMEM_OPTIN_SM90 else dataclasses.replace(p, q_buffers=1)
 
 
 def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSchedule]:

@@ -129,6 +129,33 @@ def test_patched_model_on_the_gpu():
     assert ((got - want).norm() / want.norm()).item() < 1e-2
 
 
+
+def test_channels_last_repeated_calls_and_the_nchw_note():
+    """channels_last tensors read in place; repeated calls on the same and on new buffers (the launch
+    arguments reused, then prepared again) each verified; an NCHW route on the Hopper kernel names its
+    transposes."""
+    torch.manual_seed(1)
+    F = torch.nn.functional
+    w = torch.randn(128, 64, 3, 3, device="cuda", dtype=torch.float16) / 24
+    b = torch.randn(128, device="cuda", dtype=torch.float16)
+    xs = [torch.randn(4, 64, 28, 28, device="cuda", dtype=torch.float16) for _ in range(2)]
+    out = torch.empty(4, 128, 28, 28, device="cuda", dtype=torch.float16).contiguous(
+        memory_format=torch.channels_last)
+    wl = w.contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        for x in (xs[0], xs[0], xs[1], xs[1]):
+            xl = x.contiguous(memory_format=torch.channels_last)
+            for got in (ops.conv2d(xl, wl, b, padding=1), ops.conv2d(xl, wl, b, padding=1, out=out)):
+                want = F.conv2d(x.float(), w.float(), b.float(), padding=1)
+                assert ops.explain().path == "tracea", ops.explain()
+                assert got.is_contiguous(memory_format=torch.channels_last)
+                assert ((got.float() - want).norm() / want.norm()).item() < 1e-2
+        ops.conv2d(xs[0], w, b, padding=1)
+        route = ops.explain()
+    if torch.cuda.get_device_capability() >= (9, 0):
+        assert route.variant == "cuda-wgmma.conv2d" and any("NCHW" in n for n in route.notes), route
+
+
 FRESH = """
 import json
 import torch

@@ -1,7 +1,8 @@
 """CudaKernel.launch_on without a GPU: a kernel object over a recording stand-in for the driver and
 cuda-core's launch. What it proves: the caller's pointers reach the launch arguments, nothing is copied, the
-kernel's own scratch is kept and ordered by events across streams, a subclass's memset goes onto the
-caller's stream, and the object is restored afterwards. The real launches are tests/test_ops_gpu.py's."""
+kernel's own scratch is kept and ordered by events across streams (not while a graph is captured), a
+subclass's memset goes onto the caller's stream, its prepared arguments are reused only for the same stream
+and pointers, and the object is restored afterwards. The real launches are tests/test_ops_gpu.py's."""
 
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ from tracea.kernels import Gemm  # noqa: E402
 class Driver:
     def __init__(self):
         self.calls = []
+        self.capturing = False  # what cuStreamIsCapturing answers (a query: not recorded in calls)
         self.CUevent_flags = SimpleNamespace(CU_EVENT_DISABLE_TIMING=2)
+        self.CUstreamCaptureStatus = SimpleNamespace(CU_STREAM_CAPTURE_STATUS_NONE=0,
+                                                     CU_STREAM_CAPTURE_STATUS_ACTIVE=1)
+
+    def cuStreamIsCapturing(self, handle):  # noqa: N802 - the driver's name
+        return 0, int(self.capturing)
 
     @staticmethod
     def CUstream(h):  # noqa: N802 - the driver's name
@@ -125,3 +132,45 @@ def test_borrowed_buffers_refuse_copies():
     b = runtime._Borrowed(5, 8)
     with pytest.raises(Exception, match="never copied"):
         b.upload(np.zeros(2, np.float32))
+
+
+def test_capture_orders_nothing_across_streams(launches):
+    """Inside a CUDA graph capture no event from outside is waited on, nor one recorded for later launches."""
+    k = _kernel()
+    d = k._dev.driver
+    k.launch_on({"a": 1, "b": 2, "out": 3}, 7)
+    order = k._order
+    d.calls.clear()
+    d.capturing = True
+    k.launch_on({"a": 1, "b": 2, "out": 3}, 9)
+    assert d.calls == [] and len(launches) == 2 and launches[1][0].handle == 9
+    assert k._order == order  # the next launch outside the capture still waits for the last one outside it
+    d.capturing = False
+    k.launch_on({"a": 1, "b": 2, "out": 3}, 11)
+    assert [c[0] for c in d.calls] == ["cuStreamWaitEvent", "cuEventRecord"] and d.calls[0][1] == 11
+
+
+class Counting(Prepared):
+    uploads = 0
+
+    def upload(self, inputs):
+        super().upload(inputs)
+        if self._borrowing:
+            self.uploads += 1
+
+
+def test_prepared_arguments_are_reused_only_for_the_same_stream_and_pointers(launches):
+    k = _kernel(Counting)
+    ptrs = {"a": 11, "b": 22, "out": 33}
+    k.launch_on(ptrs, 5)
+    k.launch_on(dict(ptrs), 5)
+    assert k.uploads == 1 and len(launches) == 2 and k.seen == (11, 33)
+    k.launch_on({**ptrs, "out": 44}, 5)
+    assert k.uploads == 2 and k.seen == (11, 44)
+    k.launch_on({**ptrs, "out": 44}, 6)  # another stream: prepared again (memsets go onto that stream)
+    assert k.uploads == 3
+    with pytest.raises(BadInputError):  # an upload of the object's own buffers (no arrays here: refused) ...
+        runtime.CudaKernel.upload(k, {})
+    assert k._on_key is None  # ... first forgets the caller's pointers, so the next launch_on prepares again
+    k.launch_on({**ptrs, "out": 44}, 6)
+    assert k.uploads == 4

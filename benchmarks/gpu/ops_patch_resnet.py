@@ -120,11 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         patched = tracea.ops.patch_conv2d(model)
         tracea.ops.clear_cache()
         paths: collections.Counter[str] = collections.Counter()
-        for mod in model.modules():
-            if isinstance(mod, tracea.ops.TraceaConv2d):
-                mod.register_forward_hook(lambda m, i, o: paths.update([str(tracea.ops.explain().path) + (
-                    "" if tracea.ops.explain().path == "tracea" else f": {tracea.ops.explain().reason}")]))
+        hooks = [mod.register_forward_hook(lambda m, i, o: paths.update([str(tracea.ops.explain().path) + (
+                     "" if tracea.ops.explain().path == "tracea" else f": {tracea.ops.explain().reason}")]))
+                 for mod in model.modules() if isinstance(mod, tracea.ops.TraceaConv2d)]
         got = model(x).float()
+        for h in hooks:  # not in the timed forwards
+            h.remove()
         counts = dict(paths)
         tracea_ms = time_forward(model, x, args.repeats)
         tracea.ops.unpatch_conv2d(model)

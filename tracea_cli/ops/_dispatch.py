@@ -59,9 +59,11 @@ def _vendor_name(kind: str, names: dict[str, str]) -> str:
 
 def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str, Any]]],
         out: Any, out_shape: tuple[int, ...], vendor: Callable[[], Any], vendor_names: dict[str, str],
-        kernel_out: Callable[[Any], Any] = lambda o: o, alloc: Callable[[], Any] | None = None) -> Any:
+        kernel_out: Callable[[Any], Any] = lambda o: o, alloc: Callable[[], Any] | None = None,
+        notes: Callable[[Route], list[str]] | None = None) -> Any:
     """``plan()`` -> (op, {buffer name: object the kernel reads}) or Fallback; ``kernel_out(result)``: the
-    object the kernel writes into (a reshaped or permuted view); ``alloc()``: a new result."""
+    object the kernel writes into (a reshaped or permuted view); ``alloc()``: a new result; ``notes(route)``:
+    what explain adds to a kernel route (a cost the caller can avoid)."""
     route = Route(op=name)
     _LAST.route = route
     first = next(iter(args.values()))
@@ -78,6 +80,8 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
 
         on_device = registry.backend(backend).ON_DEVICE
         k = _engine.kernel(op, backend, route, build=not explaining, on_device=on_device)
+        if notes is not None:
+            route.notes.extend(notes(route))
         if explaining:
             return route
         result = out if out is not None else (alloc() if alloc else empty_like(first, out_shape))

@@ -176,7 +176,15 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     return run("conv2d", args, plan, out, out_shape,
                lambda: _vendor.conv2d(x, weight, bias, stride, pad, dilation, int(groups), layout), vendor,
                kernel_out=(lambda o: o.permute(0, 2, 3, 1)) if channels_last else (lambda o: o),
-               alloc=alloc if channels_last else None)
+               alloc=alloc if channels_last else None, notes=_nchw_note if ir_layout == "nchw" else None)
+
+
+def _nchw_note(route: Any) -> list[str]:
+    if route.variant != "cuda-wgmma.conv2d":
+        return []
+    return ["NCHW: the Hopper kernels read NHWC, so x and the filter are transposed before each call and the "
+            "result after it (three extra passes over memory); tensors in channels_last memory "
+            "(model.to(memory_format=torch.channels_last)) are read in place"]
 
 
 def _channels_last(args: dict[str, Arg]) -> bool:

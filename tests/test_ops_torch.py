@@ -125,6 +125,12 @@ def test_channels_last_is_read_in_place():
     assert ops.explain().path == "tracea"
     assert got.is_contiguous(memory_format=torch.channels_last)
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-4)
+    with torch.no_grad():
+        out = torch.full_like(want, float("nan")).contiguous(memory_format=torch.channels_last)
+        assert ops.conv2d(x, conv.weight, conv.bias, padding=1, out=out) is out
+        assert torch.allclose(out, want, rtol=1e-4, atol=1e-4)
+        with pytest.raises(BadInputError, match="channels_last"):  # the kernel would write NHWC into NCHW memory
+            ops.conv2d(x, conv.weight, conv.bias, padding=1, out=torch.empty_like(want).contiguous())
 
 
 def test_tracea_conv2d_matches_nn_conv2d():

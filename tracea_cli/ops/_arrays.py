@@ -4,6 +4,7 @@ imported here: a tensor is recognised by its type's module, and its own methods 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -82,9 +83,18 @@ def empty_like(arg: Arg, shape: tuple[int, ...]) -> Any:
     return torch.empty(shape, dtype=arg.obj.dtype, device=arg.obj.device)
 
 
-def check_out(out: Any, like: Arg, shape: tuple[int, ...]) -> Arg:
-    """A caller's ``out``: the result's kind, device, dtype and shape, dense and writeable."""
+def check_out(out: Any, like: Arg, shape: tuple[int, ...], channels_last: bool = False) -> Arg:
+    """A caller's ``out``: the result's kind, device, dtype and shape, dense and writeable; with
+    ``channels_last`` (a conv on channels_last tensors) a torch tensor dense in that memory format, as the
+    kernel writes it."""
     o = describe("out", out)
+    if channels_last:
+        torch = sys.modules["torch"]
+        if not out.is_contiguous(memory_format=torch.channels_last):
+            raise BadInputError("out: x and weight are channels_last, so out must be too (the kernel writes NHWC)",
+                                "out=torch.empty(shape).contiguous(memory_format=torch.channels_last), or leave "
+                                "out= for a new result")
+        o = dataclasses.replace(o, contiguous=True)
     if o.kind != like.kind or o.where != like.where or o.dtype_name != like.dtype_name or o.shape != shape:
         raise BadInputError(f"out: expected a {like.kind} {like.dtype_name} array of shape {shape} on {like.where}, "
                             f"got a {o.kind} {o.dtype_name} of shape {o.shape} on {o.where}",

@@ -60,16 +60,17 @@ def _vendor_name(kind: str, names: dict[str, str]) -> str:
 def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str, Any]]],
         out: Any, out_shape: tuple[int, ...], vendor: Callable[[], Any], vendor_names: dict[str, str],
         kernel_out: Callable[[Any], Any] = lambda o: o, alloc: Callable[[], Any] | None = None,
-        notes: Callable[[Route], list[str]] | None = None) -> Any:
+        notes: Callable[[Route], list[str]] | None = None, out_channels_last: bool = False) -> Any:
     """``plan()`` -> (op, {buffer name: object the kernel reads}) or Fallback; ``kernel_out(result)``: the
     object the kernel writes into (a reshaped or permuted view); ``alloc()``: a new result; ``notes(route)``:
-    what explain adds to a kernel route (a cost the caller can avoid)."""
+    what explain adds to a kernel route (a cost the caller can avoid); ``out_channels_last``: ``out`` must be
+    dense in channels_last memory (the kernel writes NHWC into it)."""
     route = Route(op=name)
     _LAST.route = route
     first = next(iter(args.values()))
     explaining = EXPLAINING.get()
     if out is not None:
-        check_out(out, first, out_shape)  # a bad out is the caller's error on either path
+        check_out(out, first, out_shape, out_channels_last)  # a bad out is the caller's error on either path
     try:
         first = common_checks(args)
         op, feeds = plan()

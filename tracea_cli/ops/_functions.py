@@ -176,7 +176,8 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     return run("conv2d", args, plan, out, out_shape,
                lambda: _vendor.conv2d(x, weight, bias, stride, pad, dilation, int(groups), layout), vendor,
                kernel_out=(lambda o: o.permute(0, 2, 3, 1)) if channels_last else (lambda o: o),
-               alloc=alloc if channels_last else None, notes=_nchw_note if ir_layout == "nchw" else None)
+               alloc=alloc if channels_last else None, notes=_nchw_note if ir_layout == "nchw" else None,
+               out_channels_last=channels_last)
 
 
 def _nchw_note(route: Any) -> list[str]:

@@ -174,3 +174,25 @@ def test_prepared_arguments_are_reused_only_for_the_same_stream_and_pointers(lau
     assert k._on_key is None  # ... first forgets the caller's pointers, so the next launch_on prepares again
     k.launch_on({**ptrs, "out": 44}, 6)
     assert k.uploads == 4
+
+
+def test_tensor_maps_are_encoded_once_per_key(monkeypatch):
+    """tma.cached_map: the same key (address and geometry) gives the same map without encoding again; the
+    table keeps at most MAP_CACHE maps, the least recently used leaving first."""
+    from tracea.emitters.cuda import tma
+
+    monkeypatch.setattr(tma, "_MAPS", type(tma._MAPS)())
+    monkeypatch.setattr(tma, "MAP_CACHE", 2)
+    made = []
+
+    def enc(tag):
+        return lambda: made.append(tag) or tma._Map()
+
+    a = tma.cached_map(("t", 16), enc("a"))
+    assert tma.cached_map(("t", 16), enc("again")) is a and made == ["a"]
+    b = tma.cached_map(("t", 32), enc("b"))
+    assert b is not a
+    tma.cached_map(("t", 16), enc("x"))  # touched: now the most recent
+    tma.cached_map(("t", 48), enc("c"))  # evicts ("t", 32)
+    assert list(tma._MAPS) == [("t", 16), ("t", 48)]
+    assert tma.cached_map(("t", 32), enc("b2")) is not b and made == ["a", "b", "c", "b2"]

@@ -9,7 +9,9 @@ that the kernel receives as ``const __grid_constant__ TrTensorMap``: it is copie
 
 from __future__ import annotations
 
+import collections
 import ctypes
+import threading
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, LaunchError, TraceaError, UnsupportedError
@@ -36,10 +38,40 @@ def driver_call(result: Any, what: str) -> Any:
     return rest[0] if len(rest) == 1 else rest
 
 
+_MAPS_LOCK = threading.Lock()
+_MAPS: collections.OrderedDict[tuple[Any, ...], _Map] = collections.OrderedDict()
+MAP_CACHE = 1024  # tensor maps kept: a model's buffers come back at the same addresses from torch's allocator
+
+
 def encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tuple[int, ...],
                  box: tuple[int, ...]) -> _Map:
     """A tensor map over a dense 16-bit tensor at ``ptr``: ``dims`` innermost first, ``strides_bytes`` of
-    every dimension but the innermost, boxes of ``box`` elements, 128B swizzle, out-of-bounds reads as 0."""
+    every dimension but the innermost, boxes of ``box`` elements, 128B swizzle, out-of-bounds reads as 0.
+    The same arguments give the same map object (it encodes only the address and geometry, and a launch
+    copies it by value): encoding one costs tens of microseconds of host time, paid at each
+    ``tracea.ops`` call otherwise."""
+    return cached_map(("tiled", ptr, dtype, tuple(dims), tuple(strides_bytes), tuple(box)),
+                      lambda: _encode_tiled(ptr, dtype, dims, strides_bytes, box))
+
+
+def cached_map(key: tuple[Any, ...], encode: Any) -> _Map:
+    """The map ``encode()`` made for ``key`` (everything the encoding reads, the address included), kept in a
+    bounded least-recently-used table."""
+    with _MAPS_LOCK:
+        got = _MAPS.get(key)
+        if got is not None:
+            _MAPS.move_to_end(key)
+            return got
+    out = encode()
+    with _MAPS_LOCK:
+        _MAPS[key] = out
+        while len(_MAPS) > MAP_CACHE:
+            _MAPS.popitem(last=False)
+    return out
+
+
+def _encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tuple[int, ...],
+                  box: tuple[int, ...]) -> _Map:
     from cuda.bindings import driver as drv
 
     if any(st % 16 for st in strides_bytes) or ptr % 16:

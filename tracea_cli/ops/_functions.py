@@ -4,6 +4,7 @@ _dispatch's."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 from collections.abc import Sequence
@@ -155,15 +156,12 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     ir_layout = "nhwc" if channels_last else layout
 
     def plan() -> tuple[Any, dict[str, Any]]:
-        from tracea.kernels import Conv2d
 
         if not even:
             raise Fallback(f"padding='same' pads unevenly here (top/bottom {pad[:2]}, left/right {pad[2:]}); "
                            "the kernels pad both sides alike")
-        op = _ir(lambda: Conv2d(n=n, c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, padding=(pad[0], pad[2]),
-                                dilation=dilation,
-                                groups=int(groups), layout=ir_layout, bias=bias is not None,
-                                dtype=args["x"].dtype))
+        op = _ir(lambda: _conv_ir(n, c, h, w, k, r, s, stride, (pad[0], pad[2]), dilation, int(groups), ir_layout,
+                                  bias is not None, args["x"].dtype))
         feeds = {"x": x.permute(0, 2, 3, 1), "weight": weight.permute(0, 2, 3, 1)} if channels_last else {
             "x": x, "weight": weight}
         return op, feeds | ({"bias": bias} if bias is not None else {})
@@ -186,6 +184,15 @@ def _nchw_note(route: Any) -> list[str]:
     return ["NCHW: the Hopper kernels read NHWC, so x and the filter are transposed before each call and the "
             "result after it (three extra passes over memory); tensors in channels_last memory "
             "(model.to(memory_format=torch.channels_last)) are read in place"]
+
+
+@functools.lru_cache(maxsize=1024)
+def _conv_ir(*fields: Any) -> Any:
+    """The Conv2d IR value (validated once per distinct layer: its checks cost host time at every call)."""
+    from tracea.kernels import Conv2d
+
+    names = ("n", "c", "h", "w", "k", "r", "s", "stride", "padding", "dilation", "groups", "layout", "bias", "dtype")
+    return Conv2d(**dict(zip(names, fields, strict=True)))
 
 
 def _channels_last(args: dict[str, Arg]) -> bool:

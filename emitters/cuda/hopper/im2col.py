@@ -61,14 +61,21 @@ def producer(sched: WgmmaConvSchedule, a_bytes: int) -> str:
 
 
 def activation_map(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
-    """The im2col tensor map over NHWC x at ``x_ptr`` (channel stride Cp, C rounded up to 8)."""
+    """The im2col tensor map over NHWC x at ``x_ptr`` (channel stride Cp, C rounded up to 8); the same op,
+    tile height and address give the same map object (tma.cached_map)."""
+    from ..tma import cached_map
+
+    if x_ptr % 16:
+        raise ValueError(f"TMA needs a 16-byte aligned base, not {x_ptr:#x}")
+    return cached_map(("im2col", x_ptr, op, sched.bm), lambda: _encode_activation(op, sched, x_ptr))
+
+
+def _encode_activation(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
     from cuda.bindings import driver as drv
 
     from ..tma import MAP_BYTES, _Map, driver_call
 
     cp = (op.c + 7) // 8 * 8
-    if x_ptr % 16:
-        raise ValueError(f"TMA needs a 16-byte aligned base, not {x_ptr:#x}")
     dt = drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if op.dtype.value == "bf16" else \
         drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
     (ph, pw), (sh, sw), (dh, dw) = op.padding, op.stride, op.dilation

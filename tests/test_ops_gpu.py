@@ -8,6 +8,7 @@ only after the sleep, and ``stream.query()`` right after the call (still busy) s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -21,6 +22,7 @@ torch = pytest.importorskip("torch")
 import tracea  # noqa: E402
 from tracea.kernels import Attention, Conv2d, Gemm, Softmax, relative_error, tolerance  # noqa: E402
 from tracea.kernels.dtypes import bf16_to_float32  # noqa: E402
+from tracea.ops import _functions  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA GPU")]
 ops = tracea.ops
@@ -150,10 +152,39 @@ def test_channels_last_repeated_calls_and_the_nchw_note():
                 assert ops.explain().path == "tracea", ops.explain()
                 assert got.is_contiguous(memory_format=torch.channels_last)
                 assert ((got.float() - want).norm() / want.norm()).item() < 1e-2
-        ops.conv2d(xs[0], w, b, padding=1)
+        _functions._NCHW_WARNED.clear()  # warned once a process: earlier tests may have seen it
+        with pytest.warns(UserWarning, match="NCHW") if torch.cuda.get_device_capability() >= (9, 0) else \
+                contextlib.nullcontext():
+            ops.conv2d(xs[0], w, b, padding=1)
         route = ops.explain()
     if torch.cuda.get_device_capability() >= (9, 0):
         assert route.variant == "cuda-wgmma.conv2d" and any("NCHW" in n for n in route.notes), route
+
+
+
+def test_a_patched_model_in_a_cuda_graph():
+    """docs/ops.md's recipe: a patched channels_last model captured in a CUDA graph, replayed on new input."""
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.Conv2d(64, 128, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(128, 128, 1)).cuda().half().eval()
+    model = model.to(memory_format=torch.channels_last)
+    x = torch.randn(8, 64, 28, 28, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        ops.patch_conv2d(model)
+        for _ in range(3):
+            model(x)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = model(x)
+        assert ops.explain().path == "tracea", ops.explain()
+        fresh = torch.randn_like(x)
+        x.copy_(fresh)
+        g.replay()
+        torch.cuda.synchronize()
+        ops.unpatch_conv2d(model)
+        want = model(fresh).float()
+    assert ((y.float() - want).norm() / want.norm()).item() < 1e-2
 
 
 FRESH = """

@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import math
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,7 @@ from tracea.doctor.errors import BadInputError
 
 from . import _vendor
 from ._arrays import Arg, describe, is_torch
-from ._dispatch import run
+from ._dispatch import EXPLAINING, run
 from ._engine import Fallback
 
 
@@ -178,12 +179,21 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
                out_channels_last=channels_last)
 
 
+_NCHW_WARNED: list[bool] = []
+
+
 def _nchw_note(route: Any) -> list[str]:
+    """The route's note for an NCHW conv on the Hopper kernel, and (once a process) a warning: on an H100
+    the three transposes made ResNet-50's convs 0.30-1.19x cuDNN where channels_last gave 1.12-3.14x."""
     if route.variant != "cuda-wgmma.conv2d":
         return []
-    return ["NCHW: the Hopper kernels read NHWC, so x and the filter are transposed before each call and the "
+    note = ("NCHW: the Hopper kernels read NHWC, so x and the filter are transposed before each call and the "
             "result after it (three extra passes over memory); tensors in channels_last memory "
-            "(model.to(memory_format=torch.channels_last)) are read in place"]
+            "(model.to(memory_format=torch.channels_last)) are read in place")
+    if not _NCHW_WARNED and not EXPLAINING.get():
+        _NCHW_WARNED.append(True)
+        warnings.warn(f"tracea.ops.conv2d: {note}", stacklevel=5)
+    return [note]
 
 
 @functools.lru_cache(maxsize=1024)

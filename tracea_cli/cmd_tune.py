@@ -36,6 +36,10 @@ PARAMS = [
     option("simulate", Path | None, None, "--simulate", help="Replay a recorded complete space (JSON) instead of running kernels.", domain=FILE),
     option("resume", bool, False, "--resume", help="Continue the last interrupted or stopped run of this op."),
     option("retune", bool, False, "--retune", help="Search again even when a best schedule is stored."),
+    option("workers", int, 1, "--workers", help="Candidates evaluated at once, each by its own worker: a GPU each (cuda), or a "
+           "set of cores each (cpu); with --cluster, Ray actors.", domain=COUNT),
+    option("cluster", str | None, None, "--cluster", help="Run the workers as Ray actors: 'local' (a private Ray "
+           "instance), 'auto' or the address of a running cluster (`ray start --head`). Needs tracea[cluster]."),
     option("compile_ahead", bool, True, "--compile-ahead/--no-compile-ahead", help="Compile upcoming candidates while one is verified."),
     option("no_tui", bool, False, "--no-tui", help="Progress bar and summary instead of the live dashboard."),
     option("json_out", bool, False, "--json", help="Print the result object as JSON."),
@@ -48,7 +52,8 @@ PARAMS = [
 
 def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | None, strategy: str, budget: int | None,
             time_limit: float | None, patience: int, seed: int, repeat: int, warmup: int, timeout: float,
-            space: Path | None, simulate: Path | None, resume: bool, retune: bool, compile_ahead: bool,
+            space: Path | None, simulate: Path | None, resume: bool, retune: bool, workers: int, cluster: str | None,
+            compile_ahead: bool,
             no_tui: bool, json_out: bool, jsonl: Path | None, csv: Path | None, metrics: Path | None,
             dump_ir: Path | None) -> None:
     from tracea.doctor.errors import BadInputError, TraceaError
@@ -75,7 +80,8 @@ def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | 
     config = TuneConfig(
         target=Target(backend=backend, precision=precision, variant=variant,
                       space_file=str(space) if space else None, simulate=str(simulate) if simulate else None),
-        evaluation=Evaluation(warmup=warmup, repeats=repeat, timeout_s=timeout, compile_ahead=compile_ahead),
+        evaluation=Evaluation(warmup=warmup, repeats=repeat, timeout_s=timeout, compile_ahead=compile_ahead,
+                              workers=workers, cluster=cluster),
         limits=SearchLimits(strategy=strategy, seed=seed, budget=budget, time_limit_s=time_limit,
                             patience=patience or None, resume=resume, retune=retune),
         outputs=Outputs(argv=sys.argv[1:], run_folder=simulate is None,

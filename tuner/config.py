@@ -42,6 +42,8 @@ class Evaluation:
     compile_ahead: bool = True  # a second worker builds upcoming candidates while one is timed
     quiet_timing: bool = False  # the worker waits before each timing until the "run" phase event returned
     simulate_delay_s: float = 0.0  # a replayed answer's cost (--simulate)
+    workers: int = 1  # candidates evaluated at once (tuner/pool.py): a GPU each, or a set of cores each
+    cluster: str | None = None  # Ray: "local" (a private instance), "auto" or an address; None: local processes
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ class LiveEvaluator:
     simulated = False
 
     def __init__(self, op: Any, variant_id: str, module: str, host: Any, evaluation: Evaluation | None = None,
-                 *, seed: int = 0, dump_ir: str | None = None) -> None:
-        # seed: the inputs' random values; dump_ir: the folder the worker writes each candidate's stages to
+                 *, seed: int = 0, dump_ir: str | None = None, worker_env: dict[str, str] | None = None) -> None:
+        # seed: the inputs' random values; dump_ir: the folder the worker writes each candidate's stages to;
+        # worker_env: added to the workers' environment (a pool member's cores or GPU, tuner/pool.py)
         ev = evaluation or Evaluation()
         # gate: the worker waits before timing until the phase callback for "run" returned (a dashboard
         # that shares the cores pauses its rendering there; tuner/worker.py)
@@ -38,8 +39,8 @@ class LiveEvaluator:
                      "gate": ev.quiet_timing}
         self.timeout_s = ev.timeout_s
         host_json = host.to_json()
-        self.worker = Worker(host_json)
-        self.compiler = Worker(host_json) if ev.compile_ahead else None
+        self.worker = Worker(host_json, worker_env)
+        self.compiler = Worker(host_json, worker_env) if ev.compile_ahead else None
         self.pending: deque[str] = deque()  # keys sent to the compile worker, answered in order
         self.compiled: set[str] = set()
         self.failed: dict[str, Measurement] = {}  # key -> the build failure the compile worker met

@@ -128,7 +128,7 @@ class _Setup:
     environment: dict[str, Any]
     schedules: list[dict[str, Any]]
     names: list[str]
-    evaluator_factory: Callable[[], Any]
+    evaluator_factory: Callable[..., Any]  # (worker_env=None) -> an evaluator
     simulated: bool
     pruned: list[str] = field(default_factory=list)
     features: Callable[[dict[str, Any]], dict[str, float]] | None = None  # the backend's tuning_features
@@ -155,7 +155,8 @@ def _setup_simulated(op: Any, config: TuneConfig) -> _Setup:
     return _Setup(op=recorded_op, variant=rec.variant, backend=rec.backend, fingerprint=f"simulated-{digest}",
                   environment={"simulated": rec.path, "device": rec.device}, schedules=rec.schedules,
                   names=[schedule_name(rec.backend, s) for s in rec.schedules],
-                  evaluator_factory=lambda: SimulatedEvaluator(rec, config.evaluation.simulate_delay_s), simulated=True,
+                  evaluator_factory=lambda worker_env=None: SimulatedEvaluator(rec, config.evaluation.simulate_delay_s),
+                  simulated=True,
                   features=_features(_backend_or_none(rec.backend), recorded_op))
 
 
@@ -212,11 +213,14 @@ def _setup_live(op: Any, host: Any, tune_config: TuneConfig) -> _Setup:
     if config.space_filter is not None:
         cands = cands[:1] + [s for s in cands[1:] if config.space_filter(s)]
     schedules = [s.to_json() for s in cands]
+    # pool members build their own candidate: nothing is proposed ahead of them to compile
+    member_evaluation = evaluation if evaluation.workers == 1 and evaluation.cluster is None else \
+        dataclasses.replace(evaluation, compile_ahead=False)
     return _Setup(
         op=op, variant=variant_id, backend=config.backend, fingerprint=fingerprint(host, config.backend),
         environment=environment(host, config.backend), schedules=schedules, names=[s.name for s in cands],
-        evaluator_factory=lambda: LiveEvaluator(
-            op, variant_id, module_name, host, evaluation, seed=seed, dump_ir=dump_ir),
+        evaluator_factory=lambda worker_env=None: LiveEvaluator(
+            op, variant_id, module_name, host, member_evaluation, seed=seed, dump_ir=dump_ir, worker_env=worker_env),
         simulated=False, pruned=pruned, features=_features(mod, op))
 
 
@@ -252,7 +256,7 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
         db.close()
         return reused
     run_id, resumed, limits = _open_run(db, key, setup, config, limits)
-    run = _Run(setup, db, key, run_id, emit, control)
+    run = _Run(setup, db, key, run_id, emit, control, config.evaluation)
     search, baseline = run.search(limits, resumed, config.outputs, host)
     best = _best_of(db.trials(key))
     result = TuneResult(**base, run_id=run_id, reused=False, trials=search.trials, best=best, baseline=baseline,
@@ -312,8 +316,9 @@ class _Run:
     search itself and the final interleaved timing, each trial recorded as it comes."""
 
     def __init__(self, setup: _Setup, db: TuningDB, key: str, run_id: int, emit: EventCallback,
-                 control: Control) -> None:
+                 control: Control, evaluation: Evaluation | None = None) -> None:
         self.setup, self.db, self.key, self.run_id = setup, db, key, run_id
+        self.evaluation = evaluation or Evaluation()
         self.emit, self.control = emit, control
         self.stop_reason = ""
         self.sink: _Sinks  # set when the search starts (after the strategy is made, as the run folder is)
@@ -355,7 +360,7 @@ class _Run:
         strategy = make_strategy(limits.strategy, encode(setup.schedules, setup.features), limits.seed,
                                  n_hero=int(limits.hero_first))
         self.sink = sink = _Sinks(outputs, setup, host)
-        evaluator = setup.evaluator_factory()
+        evaluator = self.evaluator(host)
         try:
             baseline = json.loads(resumed["baseline"]) if resumed and resumed.get("baseline") else None
             self.emit("start", {
@@ -380,11 +385,24 @@ class _Run:
             evaluator.close()
         return search, baseline
 
+    def evaluator(self, host: Any) -> Any:
+        """One evaluator, or a pool of ``--workers`` members (``--cluster``: on Ray)."""
+        ev = self.evaluation
+        if ev.workers == 1 and ev.cluster is None:
+            return self.setup.evaluator_factory()
+        from .pool import make_pool
+
+        gpus = len(host.nvidia.devices) if host is not None and host.nvidia is not None else 0
+        return make_pool(self.setup.evaluator_factory, self.setup.backend, ev.workers, ev.cluster, gpus,
+                         self.setup.simulated)
+
     def run_search(self, strategy: Any, evaluator: Any, observed: dict[int, float | None],
                    run_trials: list[Trial], limits: SearchLimits) -> Any:
+        from .parallel import ParallelSearch
         from .search import Search
 
-        search = Search(strategy, evaluator, self.setup.schedules, self.setup.names, observed, run_trials, limits,
+        kind = Search if self.evaluation.workers == 1 and self.evaluation.cluster is None else ParallelSearch
+        search = kind(strategy, evaluator, self.setup.schedules, self.setup.names, observed, run_trials, limits,
                         control=self.control, emit=self.emit,
                         record=lambda t: (self.db.add_trial(self.run_id, self.key, t), self.sink.trial(t)))
         self.stop_reason = search.run()

@@ -303,8 +303,17 @@ def _die_with_parent() -> None:
             os._exit(1)
 
 
+def _pin() -> None:
+    """TRACEA_WORKER_CPUS ("0,1"): this worker (and the compiler and kernel threads it starts) on those
+    cores only, so that pool members on one machine time on disjoint cores (tuner/pool.py)."""
+    cpus = os.environ.get("TRACEA_WORKER_CPUS")
+    if cpus:
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+
+
 def main() -> None:
     _die_with_parent()
+    _pin()
     # the protocol owns the real stdout; anything a library or kernel prints goes to stderr
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
@@ -366,8 +375,9 @@ class WorkerTimeout(Exception):
 class Worker:
     """One ``tracea.tuner.worker`` process, restarted after a crash or a timeout."""
 
-    def __init__(self, host_json: dict[str, Any]) -> None:
+    def __init__(self, host_json: dict[str, Any], env: dict[str, str] | None = None) -> None:
         self.host_json = host_json
+        self.env = env or {}  # added to worker_env(): TRACEA_WORKER_CPUS, CUDA_VISIBLE_DEVICES (tuner/pool.py)
         self.proc: subprocess.Popen[bytes] | None = None
         self._buf = b""
         self._stderr: Any = None
@@ -377,7 +387,7 @@ class Worker:
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tracea.tuner.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._stderr, start_new_session=True, env=worker_env())  # its own process group: a hang is killed whole
+            stderr=self._stderr, start_new_session=True, env={**worker_env(), **self.env})  # its own process group: a hang is killed whole
         self._buf = b""
         self.outstanding = 0
         _LIVE.add(self)

@@ -1,0 +1,192 @@
+"""Tuning with several workers (issue 20) without Ray: core sets, the constant-liar batches, lost members,
+and whole runs over recorded spaces (simulation) and a real small CPU GEMM with --workers 2, each against
+the serial run. The Ray pool's own tests are tests/test_tune_ray.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tracea.doctor.errors import BadInputError
+from tracea.tuner import pool as P
+from tracea.tuner.config import SearchLimits
+from tracea.tuner.parallel import ParallelSearch
+from tracea.tuner.run import Control, Evaluation, Target, TuneConfig, tune
+from tracea.tuner.strategies import make_strategy
+from tracea.tuner.trial import Measurement
+
+SPACES = Path(__file__).parent / "fixtures" / "spaces"
+
+
+def test_cpu_sets_are_disjoint_and_cover_the_cores():
+    assert P.cpu_sets(2, [0, 1, 2, 3, 4]) == [(0, 1, 2), (3, 4)]
+    assert P.cpu_sets(1, [3, 5]) == [(3, 5)]
+    sets = P.cpu_sets(3, list(range(8)))
+    assert sorted(c for s in sets for c in s) == list(range(8)) and all(sets)
+    with pytest.raises(BadInputError, match="--workers"):
+        P.cpu_sets(3, [0, 1])
+
+
+def test_member_envs_give_each_member_its_own_gpu_or_cores():
+    assert P.member_envs("cuda", 2, 4) == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
+    with pytest.raises(BadInputError, match="2 CUDA workers need as many GPUs; this machine has 1"):
+        P.member_envs("cuda", 2, 1)
+    envs = P.member_envs("cpu", 1, 0)
+    assert envs[0]["TRACEA_WORKER_CPUS"]
+
+
+class FakePool:
+    """Answers from a table of times; ``lose`` maps an index to how many of its evaluations are lost."""
+
+    def __init__(self, size, times, lose=None):
+        self.size, self.times, self.lose = size, times, dict(lose or {})
+        self.flight, self.started, self.max_flight = [], [], 0
+
+    @property
+    def idle(self):
+        return self.size - len(self.flight)
+
+    def submit(self, index, schedule):
+        assert self.idle and schedule == {"i": index}
+        self.flight.append(index)
+        self.started.append(index)
+        self.max_flight = max(self.max_flight, len(self.flight))
+        return len(self.flight) - 1
+
+    def wait(self, timeout=P.WAIT_S):
+        index = self.flight.pop(0)
+        if self.lose.get(index):
+            self.lose[index] -= 1
+            return [P.Done(index, None, 0.1, 0, lost="ActorDiedError: the node went away")]
+        return [P.Done(index, Measurement("ok", p50_ms=self.times[index], rel_err=0.0), 0.1, 0)]
+
+
+def _search(pool, n, budget, strategy="exhaustive", patience=None):
+    import numpy as np
+
+    x = np.arange(n, dtype=float).reshape(n, 1)
+    recorded, events = [], []
+    s = ParallelSearch(make_strategy(strategy, x, 0), pool, [{"i": i} for i in range(n)], [f"c{i}" for i in range(n)],
+                       {}, [], SearchLimits(budget=budget, patience=patience), control=Control(),
+                       emit=lambda kind, data: events.append((kind, data)), record=recorded.append)
+    return s, s.run(), recorded, events
+
+
+def test_the_pool_is_kept_full_and_every_candidate_recorded_once():
+    times = [5.0, 3.0, 4.0, 1.0, 2.0, 6.0, 7.0]
+    pool = FakePool(3, times)
+    s, reason, recorded, _ = _search(pool, len(times), budget=len(times))
+    assert pool.max_flight == 3 and sorted(t.index for t in recorded) == list(range(len(times)))
+    assert reason == f"budget of {len(times)} evaluations reached" and s.best() == 1.0
+
+
+def test_the_budget_counts_candidates_in_flight():
+    pool = FakePool(4, [1.0] * 20)
+    _, reason, recorded, _ = _search(pool, 20, budget=6)
+    assert len(recorded) == 6 and len(pool.started) == 6 and "budget of 6" in reason
+
+
+def test_a_lost_candidate_is_requeued_once_then_recorded_as_failed():
+    pool = FakePool(2, [3.0, 1.0, 2.0, 4.0], lose={1: 1})
+    _, _, recorded, events = _search(pool, 4, budget=4)
+    assert pool.started.count(1) == 2  # lost once, evaluated again
+    assert sorted(t.index for t in recorded) == [0, 1, 2, 3] and all(t.measurement.ok for t in recorded)
+    assert any(k == "phase" and d["phase"] == "lost" and d["index"] == 1 for k, d in events)
+    pool = FakePool(2, [3.0, 1.0, 2.0, 4.0], lose={1: 2})
+    _, _, recorded, _ = _search(pool, 4, budget=4)
+    lost = next(t for t in recorded if t.index == 1)
+    assert lost.measurement.status == "runtime_failed" and "lost twice" in lost.measurement.error
+    assert "the node went away" in lost.measurement.error
+
+
+def test_bayes_batches_never_repeat_a_candidate_in_flight():
+    times = [float(10 + (i * 7) % 13) for i in range(30)]
+    pool = FakePool(4, times)
+    _, _, recorded, _ = _search(pool, 30, budget=20, strategy="bayes")
+    assert len(pool.started) == len(set(pool.started)) == 20 == len(recorded)
+
+
+def _simulated(space: Path, workers: int, strategy: str, budget: int | None, seed: int = 1):
+    cfg = TuneConfig(Target(simulate=str(space)), evaluation=Evaluation(workers=workers),
+                     limits=SearchLimits(strategy=strategy, budget=budget, seed=seed, patience=None))
+    return tune(None, None, cfg)
+
+
+@pytest.mark.parametrize("space", sorted(SPACES.glob("*.json")), ids=lambda p: p.stem)
+def test_recorded_spaces_find_the_serial_best_with_two_and_four_workers(space):
+    serial = _simulated(space, 1, "exhaustive", None)
+    for workers in (2, 4):
+        par = _simulated(space, workers, "exhaustive", None)
+        assert par.best["schedule"] == serial.best["schedule"]
+        assert len(par.trials) == len(serial.trials) == serial.space_size
+        assert sorted(json.dumps(t.schedule, sort_keys=True) for t in par.trials) == \
+            sorted(json.dumps(t.schedule, sort_keys=True) for t in serial.trials)
+
+
+def test_bayes_keeps_its_sample_efficiency_with_workers():
+    """On the recorded H100 4096 space, the batch of 4 reaches the serial run's best within the same budget."""
+    space = SPACES / "cuda_wgmma_h100_4096.json"
+    serial = _simulated(space, 1, "bayes", 40)
+    par = _simulated(space, 4, "bayes", 40)
+    assert len(par.trials) == 40 and par.best["p50_ms"] <= serial.best["p50_ms"] * 1.01
+
+
+def test_workers_must_be_positive():
+    with pytest.raises(BadInputError, match="--workers"):
+        P.make_pool(lambda worker_env=None: None, "cpu", 0, None, 0)
+
+
+SPREAD_SPACE = """[restrict]
+threads = [1]
+mr = [6, 28]
+mc = [132, 140]
+kc = [256]
+nc = [256]
+prefetch = [0]
+unroll = [2]
+"""
+
+
+def test_a_real_cpu_gemm_with_two_workers_finds_the_serial_best(tmp_path):
+    """Two candidates about 25 % apart (6x64 and 28x16 register tiles, one thread each): two workers, each
+    pinned to its own cores, time them at once and keep the serial run's best; the database holds both."""
+    import os
+
+    from tracea.doctor import probe
+    from tracea.kernels import Gemm
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("two workers need two cores")
+    space = tmp_path / "space.toml"
+    space.write_text(SPREAD_SPACE)
+    host, op, best = probe(), Gemm(256, 256, 256), []
+    for workers in (1, 2):
+        cfg = TuneConfig(Target(backend="cpu", space_file=str(space)),
+                         evaluation=Evaluation(workers=workers, repeats=20, warmup=3),
+                         limits=SearchLimits(strategy="exhaustive", retune=True),
+                         outputs=_outputs(tmp_path / f"w{workers}.sqlite"))
+        r = tune(op, host, cfg)
+        assert r.space_size == 2 and len(r.trials) == 2 and all(t.measurement.ok for t in r.trials), r.trials
+        best.append(r.best["schedule"])
+    assert best[0] == best[1] and best[0]["mr"] == 6
+
+
+def _outputs(db: Path):
+    from tracea.tuner.config import Outputs
+
+    return Outputs(db_path=str(db))
+
+
+def test_a_worker_pins_itself_to_its_cores():
+    import os
+    import subprocess
+    import sys
+
+    core = sorted(os.sched_getaffinity(0))[-1]
+    code = "import os; from tracea.tuner.worker import _pin; _pin(); print(sorted(os.sched_getaffinity(0)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "TRACEA_WORKER_CPUS": str(core)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"[{core}]"

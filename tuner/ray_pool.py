@@ -1,0 +1,138 @@
+"""The pool of tuner/pool.py on Ray: one actor per member (a GPU each, or a share of a node's cores), on this
+machine (``--cluster local`` starts a private Ray instance) or on a running cluster (``--cluster auto`` or an
+address from ``ray start --head``). Actors are named ``tracea-member-<i>`` in a namespace of their own run
+(``RayPool.namespace``), so that an operator (or a test) can find one.
+
+A member's actor that dies (its node lost, the actor killed) gives its candidate back as lost; a new actor
+takes its place on the same cores. Ray is imported here only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+
+from .pool import WAIT_S, Done, Factory, Member, cpu_sets, import_ray
+from .trial import Measurement
+
+START_S = 120.0  # how long the actors may take to be placed and answer
+_RUNS = itertools.count()
+
+
+class RayPool:
+    def __init__(self, factory: Factory, n: int, address: str, backend: str) -> None:
+        ray = self.ray = import_ray()
+        self._owns = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+            try:
+                if address == "local":
+                    ray.init(**kwargs)
+                else:
+                    ray.init(address=address, **kwargs)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise BadInputError(f"--cluster {address}: cannot connect to Ray ({str(exc).splitlines()[0]})",
+                                    "start one with `ray start --head`, give its address, or use --cluster local") from None
+            self._owns = True
+        self.size, self.backend, self._factory = n, backend, factory
+        self.namespace = f"tracea-{os.getpid()}-{next(_RUNS)}"
+        opts = {"num_gpus": 1, "num_cpus": 1} if backend == "cuda" else {"num_cpus": 1}
+        self._cls = ray.remote(Member).options(max_restarts=0, namespace=self.namespace, **opts)
+        self._actors = [self._new(i) for i in range(n)]
+        self._where: list[tuple[str, list[int]]] = self._get([a.where.remote() for a in self._actors], START_S,
+                                                               f"{n} Ray actors were not placed")
+        self._cpus: list[list[int]] = [[] for _ in range(n)]
+        if backend != "cuda":
+            self._pin()
+        self._refs: dict[Any, tuple[int, int, float]] = {}  # object ref -> (member, index, start)
+
+    def _new(self, i: int) -> Any:
+        return self._cls.options(name=f"tracea-member-{i}").remote(self._factory)
+
+    def _get(self, refs: Any, timeout: float, what: str) -> Any:
+        try:
+            return self.ray.get(refs, timeout=timeout)
+        except self.ray.exceptions.GetTimeoutError:
+            raise BadInputError(f"--cluster: {what} within {timeout:g} s", "`ray status` shows the cluster's "
+                                "free CPUs and GPUs; ask for fewer --workers") from None
+
+    def _pin(self) -> None:
+        """The members of each node on disjoint sets of that node's cores (one actor's view of them)."""
+        by_node: dict[str, list[int]] = {}
+        for i, (node, _) in enumerate(self._where):
+            by_node.setdefault(node, []).append(i)
+        for members in by_node.values():
+            sets = cpu_sets(len(members), self._where[members[0]][1])
+            for i, cores in zip(members, sets, strict=True):
+                self._cpus[i] = list(cores)
+        self._get([a.pin.remote(c) for a, c in zip(self._actors, self._cpus, strict=True)], START_S, "pinning")
+
+    @property
+    def idle(self) -> int:
+        return self.size - len(self._refs)
+
+    def submit(self, index: int, schedule: dict[str, Any]) -> int:
+        busy = {m for m, _, _ in self._refs.values()}
+        i = next(j for j in range(self.size) if j not in busy)
+        self._refs[self._actors[i].evaluate.remote(schedule, index)] = (i, index, time.monotonic())
+        return i
+
+    def wait(self, timeout: float = WAIT_S) -> list[Done]:
+        if not self._refs:
+            return []
+        ready, _ = self.ray.wait(list(self._refs), num_returns=1, timeout=timeout)
+        if ready:
+            ready, _ = self.ray.wait(list(self._refs), num_returns=len(self._refs), timeout=0)
+        out = []
+        for ref in ready:
+            i, index, t0 = self._refs.pop(ref)
+            try:
+                out.append(Done(index, Measurement.from_json(self.ray.get(ref)), time.monotonic() - t0, i))
+            except Exception as exc:  # noqa: BLE001 - the actor died or its evaluator raised: the member is lost
+                why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                out.append(Done(index, None, time.monotonic() - t0, i, lost=f"{type(exc).__name__}: {why}"[:300]))
+                self._replace(i)
+        return out
+
+    def _replace(self, i: int) -> None:
+        try:
+            self.ray.kill(self._actors[i])
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        self._actors[i] = self._new(i)
+        node, cpus = self._get(self._actors[i].where.remote(), START_S, "a replacement actor was not placed")
+        if self.backend != "cuda":
+            same = node == self._where[i][0] and self._cpus[i]
+            self._get(self._actors[i].pin.remote(self._cpus[i] if same else []), START_S, "pinning")
+        self._where[i] = (node, cpus)
+
+    def _idle_member(self) -> Any:
+        if self._refs:
+            raise RuntimeError("the baseline is timed only while no candidate is in flight")
+        return self._actors[0]
+
+    def baseline(self, on_phase: Any = None) -> dict[str, Any] | None:
+        return self.ray.get(self._idle_member().baseline.remote())
+
+    def final(self, schedule: dict[str, Any], on_phase: Any = None) -> dict[str, Any] | None:
+        return self.ray.get(self._idle_member().final.remote(schedule))
+
+    def prefetch(self, schedules: list[dict[str, Any]]) -> None:
+        pass
+
+    def close(self) -> None:
+        try:
+            self.ray.get([a.close.remote() for a in self._actors], timeout=30)
+        except Exception:  # noqa: BLE001 - a member already gone
+            pass
+        for a in self._actors:
+            try:
+                self.ray.kill(a)
+            except Exception:  # noqa: BLE001
+                pass
+        if self._owns:
+            self.ray.shutdown()

@@ -77,6 +77,14 @@ class Backend(Protocol):
         recorded with every run made there."""
         ...
 
+    MEMBER_RESOURCES: dict[str, float]
+    """What one tuning worker of a pool asks of a Ray node ({"num_gpus": 1, "num_cpus": 1}: a GPU each)."""
+
+    def tuning_members(self, host: Any, n: int) -> list[dict[str, str]]:
+        """The environments of ``n`` tuning workers sharing ``host`` (tuner/pool.py), each on its own part of
+        the device (a GPU, a set of cores); ``BadInputError`` when ``host`` cannot give ``n`` such parts."""
+        ...
+
     def compute_metric(self, dtype: str) -> str | None:
         """The ceiling metric (doctor/ceilings.py) a kernel of ``dtype`` is bounded by, or None when no
         ceiling of the device bounds it (roofline plots fall back to "fp32_flops")."""

@@ -13,6 +13,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - the backend protocol, as 
     COMPILES_BUNDLED_FLAGS,
     DEVICE,
     LANGUAGE,
+    MEMBER_RESOURCES,
     ON_DEVICE,
     VARIANTS,
     FaultSchedule,
@@ -31,6 +32,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - the backend protocol, as 
     resolve,
     schedule_from_json,
     suites,
+    tuning_members,
     validate_schedule,
 )
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tracea.doctor.cores import cpu_sets
 from tracea.doctor.errors import BadInputError
 from tracea.tuner import pool as P
 from tracea.tuner.config import SearchLimits
 from tracea.tuner.parallel import ParallelSearch
-from tracea.tuner.run import Control, Evaluation, Target, TuneConfig, tune
+from tracea.tuner.run import Control, Evaluation, Target, TuneConfig, make_pool, tune
 from tracea.tuner.strategies import make_strategy
 from tracea.tuner.trial import Measurement
 
@@ -21,19 +22,25 @@ SPACES = Path(__file__).parent / "fixtures" / "spaces"
 
 
 def test_cpu_sets_are_disjoint_and_cover_the_cores():
-    assert P.cpu_sets(2, [0, 1, 2, 3, 4]) == [(0, 1, 2), (3, 4)]
-    assert P.cpu_sets(1, [3, 5]) == [(3, 5)]
-    sets = P.cpu_sets(3, list(range(8)))
+    assert cpu_sets(2, [0, 1, 2, 3, 4]) == [(0, 1, 2), (3, 4)]
+    assert cpu_sets(1, [3, 5]) == [(3, 5)]
+    sets = cpu_sets(3, list(range(8)))
     assert sorted(c for s in sets for c in s) == list(range(8)) and all(sets)
     with pytest.raises(BadInputError, match="--workers"):
-        P.cpu_sets(3, [0, 1])
+        cpu_sets(3, [0, 1])
 
 
-def test_member_envs_give_each_member_its_own_gpu_or_cores():
-    assert P.member_envs("cuda", 2, 4) == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
-    with pytest.raises(BadInputError, match="2 CUDA workers need as many GPUs; this machine has 1"):
-        P.member_envs("cuda", 2, 1)
-    envs = P.member_envs("cpu", 1, 0)
+def test_each_backend_gives_each_member_its_own_gpu_or_cores(monkeypatch):
+    from types import SimpleNamespace
+
+    host = SimpleNamespace(nvidia=SimpleNamespace(devices=[object()] * 4))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert P.member_envs("cuda", 2, host) == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1,2,0")  # the caller's own choice of devices, in its order
+    assert P.member_envs("cuda", 2, host) == [{"CUDA_VISIBLE_DEVICES": "3"}, {"CUDA_VISIBLE_DEVICES": "1"}]
+    with pytest.raises(BadInputError, match="5 CUDA workers need as many GPUs; this machine has 4"):
+        P.member_envs("cuda", 5, host)
+    envs = P.member_envs("cpu", 1, None)
     assert envs[0]["TRACEA_WORKER_CPUS"]
 
 
@@ -135,7 +142,7 @@ def test_bayes_keeps_its_sample_efficiency_with_workers():
 
 def test_workers_must_be_positive():
     with pytest.raises(BadInputError, match="--workers"):
-        P.make_pool(lambda worker_env=None: None, "cpu", 0, None, 0)
+        make_pool(lambda worker_env=None: None, "cpu", 0, None, None)
 
 
 SPREAD_SPACE = """[restrict]

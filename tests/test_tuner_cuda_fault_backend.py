@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from test_tuner_fault_backend import (  # noqa: F401 - tests/ is on the path; the protocol's refusals
     COMPILES_BUNDLED_FLAGS,
+    MEMBER_RESOURCES,
     bench_on_device,
     build_from_source,
     compute_metric,
@@ -24,6 +25,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - tests/ is on the path; th
     present,
     rendering,
     suites,
+    tuning_members,
     validate_schedule,
 )
 from test_tuner_fault_backend import FaultSchedule as CpuFaultSchedule

@@ -108,6 +108,13 @@ def present(host: Any) -> bool:
     return True
 
 
+MEMBER_RESOURCES = {"num_cpus": 1}
+
+
+def tuning_members(host: Any, n: int) -> list[dict[str, str]]:
+    return [{} for _ in range(n)]  # the fault kernels run in the worker; nothing to divide
+
+
 def compute_metric(dtype: str) -> str | None:
     return None
 

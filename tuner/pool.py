@@ -3,7 +3,8 @@ isolated worker process that compiles, verifies and times; crashes, hangs and wr
 measurements), one per GPU or per set of CPU cores.
 
 ``LocalPool``: the members live in this process, each on a thread of its own, with its own worker process
-pinned to its cores (``TRACEA_WORKER_CPUS``) or its GPU (``CUDA_VISIBLE_DEVICES``). ``RayPool``: each member
+in the environment its backend gives it (``tuning_members``: its cores, ``TRACEA_WORKER_CPUS``, or its GPU,
+``CUDA_VISIBLE_DEVICES``). ``RayPool``: each member
 is a Ray actor, on this machine or on any node of a cluster (``ray start --head``; ``--cluster ADDRESS``).
 Both answer ``submit`` / ``wait`` / ``baseline`` / ``final`` / ``close``. A member that is lost (its actor
 died, its thread raised) returns its candidate as lost and is replaced; the search re-queues it once.
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.doctor.errors import UnsupportedError
 
 from .trial import Measurement
 
@@ -39,44 +40,11 @@ class Done:
     lost: str | None = None
 
 
-def cpu_sets(n: int, cpus: list[int] | None = None) -> list[tuple[int, ...]]:
-    """``n`` disjoint sets of this process's cores (``cpus``), as even as possible, each of consecutive
-    cores (the first ones one larger when the count does not divide)."""
-    cores = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
-    if n < 1 or n > len(cores):
-        raise BadInputError(f"--workers: {n} CPU workers need as many cores; this process may use {len(cores)}",
-                            f"--workers 1..{len(cores)}")
-    size, extra = divmod(len(cores), n)
-    out, at = [], 0
-    for i in range(n):
-        k = size + (1 if i < extra else 0)
-        out.append(tuple(cores[at:at + k]))
-        at += k
-    return out
+def member_envs(backend: str, n: int, host: Any) -> list[dict[str, str]]:
+    """Each local member's worker environment, as its backend divides ``host`` (``tuning_members``)."""
+    from tracea.emitters import registry
 
-
-def member_envs(backend: str, n: int, gpus: int) -> list[dict[str, str]]:
-    """Each local member's worker environment: a GPU of its own (cuda), else a set of cores of its own."""
-    if backend == "cuda":
-        if n > gpus:
-            raise BadInputError(f"--workers: {n} CUDA workers need as many GPUs; this machine has {gpus}",
-                                f"--workers 1..{max(gpus, 1)}")
-        return [{"CUDA_VISIBLE_DEVICES": str(i)} for i in range(n)]
-    return [{"TRACEA_WORKER_CPUS": ",".join(map(str, s))} for s in cpu_sets(n)]
-
-
-def make_pool(factory: Factory, backend: str, workers: int, cluster: str | None, gpus: int,
-              simulated: bool = False) -> Any:
-    """``workers`` members: Ray actors with ``cluster``, else local ones with a GPU or a core set each (a
-    replayed space needs neither)."""
-    if workers < 1:
-        raise BadInputError(f"--workers: expected a positive number, got {workers}")
-    if cluster is not None:
-        from .ray_pool import RayPool
-
-        return RayPool(factory, workers, cluster, "simulated" if simulated else backend)
-    envs: list[dict[str, str] | None] = [None] * workers if simulated else list(member_envs(backend, workers, gpus))
-    return LocalPool([(lambda e=e: factory(worker_env=e)) for e in envs])
+    return registry.backend(backend).tuning_members(host, n)
 
 
 class LocalPool:

@@ -14,9 +14,10 @@ import os
 import time
 from typing import Any
 
+from tracea.doctor.cores import cpu_sets
 from tracea.doctor.errors import BadInputError
 
-from .pool import WAIT_S, Done, Factory, Member, cpu_sets, import_ray
+from .pool import WAIT_S, Done, Factory, Member, import_ray
 from .trial import Measurement
 
 START_S = 120.0  # how long the actors may take to be placed and answer
@@ -24,7 +25,8 @@ _RUNS = itertools.count()
 
 
 class RayPool:
-    def __init__(self, factory: Factory, n: int, address: str, backend: str) -> None:
+    def __init__(self, factory: Factory, n: int, address: str, backend: str | None) -> None:
+        """``backend``: whose ``MEMBER_RESOURCES`` each actor asks for (None, a replayed space: one CPU)."""
         ray = self.ray = import_ray()
         self._owns = False
         if not ray.is_initialized():
@@ -38,15 +40,20 @@ class RayPool:
                 raise BadInputError(f"--cluster {address}: cannot connect to Ray ({str(exc).splitlines()[0]})",
                                     "start one with `ray start --head`, give its address, or use --cluster local") from None
             self._owns = True
-        self.size, self.backend, self._factory = n, backend, factory
+        self.size, self._factory = n, factory
         self.namespace = f"tracea-{os.getpid()}-{next(_RUNS)}"
-        opts = {"num_gpus": 1, "num_cpus": 1} if backend == "cuda" else {"num_cpus": 1}
+        opts: dict[str, float] = {"num_cpus": 1}
+        if backend is not None:
+            from tracea.emitters import registry
+
+            opts = dict(registry.backend(backend).MEMBER_RESOURCES)
+        self._pinned = not opts.get("num_gpus")  # a GPU member owns its GPU; CPU members get core sets
         self._cls = ray.remote(Member).options(max_restarts=0, namespace=self.namespace, **opts)
         self._actors = [self._new(i) for i in range(n)]
         self._where: list[tuple[str, list[int]]] = self._get([a.where.remote() for a in self._actors], START_S,
                                                                f"{n} Ray actors were not placed")
         self._cpus: list[list[int]] = [[] for _ in range(n)]
-        if backend != "cuda":
+        if self._pinned:
             self._pin()
         self._refs: dict[Any, tuple[int, int, float]] = {}  # object ref -> (member, index, start)
 
@@ -105,7 +112,7 @@ class RayPool:
             pass
         self._actors[i] = self._new(i)
         node, cpus = self._get(self._actors[i].where.remote(), START_S, "a replacement actor was not placed")
-        if self.backend != "cuda":
+        if self._pinned:
             same = node == self._where[i][0] and self._cpus[i]
             self._get(self._actors[i].pin.remote(self._cpus[i] if same else []), START_S, "pinning")
         self._where[i] = (node, cpus)

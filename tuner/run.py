@@ -390,10 +390,7 @@ class _Run:
         ev = self.evaluation
         if ev.workers == 1 and ev.cluster is None:
             return self.setup.evaluator_factory()
-        from .pool import make_pool
-
-        gpus = len(host.nvidia.devices) if host is not None and host.nvidia is not None else 0
-        return make_pool(self.setup.evaluator_factory, self.setup.backend, ev.workers, ev.cluster, gpus,
+        return make_pool(self.setup.evaluator_factory, self.setup.backend, ev.workers, ev.cluster, host,
                          self.setup.simulated)
 
     def run_search(self, strategy: Any, evaluator: Any, observed: dict[int, float | None],
@@ -420,6 +417,22 @@ class _Run:
             return baseline
         self.set_baseline(final)
         return final
+
+
+def make_pool(factory: Callable[..., Any], backend: str, workers: int, cluster: str | None, host: Any,
+              simulated: bool = False) -> Any:
+    """``workers`` members: Ray actors with ``cluster``, else local ones with a GPU or a core set each (a
+    replayed space needs neither)."""
+    from .pool import LocalPool, member_envs
+
+    if workers < 1:
+        raise BadInputError(f"--workers: expected a positive number, got {workers}")
+    if cluster is not None:
+        from .ray_pool import RayPool
+
+        return RayPool(factory, workers, cluster, None if simulated else backend)
+    envs: list[dict[str, str] | None] = [None] * workers if simulated else list(member_envs(backend, workers, host))
+    return LocalPool([(lambda e=e: factory(worker_env=e)) for e in envs])
 
 
 def _final_baseline(evaluator: Any, best: dict[str, Any], start: dict[str, Any] | None,

@@ -29,12 +29,21 @@ COMPILES_BUNDLED_FLAGS = True  # a bundle's gcc/clang flags: replay screens them
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
-           "suites"]
+           "suites", "MEMBER_RESOURCES", "tuning_members"]
 
 
 def present(host: Any) -> bool:
     return True  # every host has its CPU
 
+
+MEMBER_RESOURCES = {"num_cpus": 1}
+
+
+def tuning_members(host: Any, n: int) -> list[dict[str, str]]:
+    """``n`` disjoint sets of this process's cores, one a worker (tuner/worker.py pins itself to it)."""
+    from tracea.doctor.cores import cpu_sets
+
+    return [{"TRACEA_WORKER_CPUS": ",".join(map(str, s))} for s in cpu_sets(n)]
 
 def compute_metric(dtype: str) -> str | None:
     return "fp32_flops" if dtype == "fp32" else None  # bf16 dot products beat fp32 FMAs: no ceiling bounds them

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ COMPUTE_METRIC = {"fp32": "fp32_flops", "fp16": "fp16_tensor_flops", "bf16": "bf
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
-           "suites", "tuning_features", "bank_conflict_drop"]
+           "suites", "MEMBER_RESOURCES", "tuning_members", "tuning_features", "bank_conflict_drop"]
 
 
 def _build_module() -> Any:
@@ -42,6 +43,22 @@ def _build_module() -> Any:
 def present(host: Any) -> bool:
     return bool(getattr(getattr(host, "nvidia", None), "devices", None))
 
+
+MEMBER_RESOURCES = {"num_gpus": 1, "num_cpus": 1}
+
+
+def tuning_members(host: Any, n: int) -> list[dict[str, str]]:
+    """A GPU a worker: ``CUDA_VISIBLE_DEVICES`` naming the i-th device this process sees (where the caller's
+    own ``CUDA_VISIBLE_DEVICES`` already picked devices, the i-th of those)."""
+    from tracea.doctor.errors import BadInputError
+
+    gpus = len(getattr(getattr(host, "nvidia", None), "devices", None) or [])
+    if n > gpus:
+        raise BadInputError(f"--workers: {n} CUDA workers need as many GPUs; this machine has {gpus}",
+                            f"--workers 1..{max(gpus, 1)}")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [d.strip() for d in visible.split(",")] if visible else [str(i) for i in range(gpus)]
+    return [{"CUDA_VISIBLE_DEVICES": ids[i]} for i in range(n)]
 
 def compute_metric(dtype: str) -> str | None:
     return COMPUTE_METRIC.get(dtype)

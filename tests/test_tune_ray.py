@@ -1,0 +1,116 @@
+"""`tracea tune --workers 2 --cluster ...` on a local Ray instance started by the test (issue 20): the same best
+as the serial run on a recorded space and on a real small CPU GEMM; one worker killed mid-run loses no
+trial; the command line against a cluster started with `ray start --head`. Skipped without Ray
+(`pip install 'tracea[cluster]'`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from tracea.tuner.config import Outputs, SearchLimits  # noqa: E402
+from tracea.tuner.run import Evaluation, Target, TuneConfig, tune  # noqa: E402
+
+SPACES = Path(__file__).parent / "fixtures" / "spaces"
+SPACE = SPACES / "cpu_gemm_512_avx512.json"
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray instance (2 CPUs) for this module, as `ray start --head` would give."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+def _simulated(workers: int, cluster: str | None, strategy: str = "exhaustive", budget: int | None = None,
+               delay: float = 0.0, on_event=None):
+    cfg = TuneConfig(Target(simulate=str(SPACE)),
+                     evaluation=Evaluation(workers=workers, cluster=cluster, simulate_delay_s=delay),
+                     limits=SearchLimits(strategy=strategy, budget=budget, seed=3, patience=None))
+    return tune(None, None, cfg, on_event=on_event)
+
+
+def test_a_recorded_space_on_two_ray_workers_finds_the_serial_best(local_ray):
+    serial = _simulated(1, None)
+    par = _simulated(2, "auto")
+    assert par.best["schedule"] == serial.best["schedule"]
+    assert len(par.trials) == len(serial.trials) == serial.space_size
+    bayes_serial, bayes_par = _simulated(1, None, "bayes", 30), _simulated(2, "auto", "bayes", 30)
+    assert len(bayes_par.trials) == 30 and bayes_par.best["p50_ms"] <= bayes_serial.best["p50_ms"] * 1.02
+
+
+def test_a_worker_killed_mid_run_loses_no_trial(local_ray):
+    """After the third result, one member's actor is killed: its candidate in flight goes back to the search
+    and a new actor takes the member's place; every candidate of the budget is recorded, none as failed."""
+    killed: list[str] = []
+
+    def on_event(kind, data):
+        if kind == "trial" and data["done"] == 3 and not killed:
+            names = [a for a in ray.util.list_named_actors(all_namespaces=True)
+                     if a["name"] == "tracea-member-1"]
+            actor = ray.get_actor("tracea-member-1", namespace=names[-1]["namespace"])
+            killed.append(names[-1]["namespace"])
+            threading.Thread(target=ray.kill, args=(actor,)).start()
+
+    r = _simulated(2, "auto", "random", 24, delay=0.15, on_event=on_event)
+    assert killed
+    assert len(r.trials) == 24 and all(t.measurement.ok for t in r.trials), [t.measurement for t in r.trials]
+    assert len({json.dumps(t.schedule, sort_keys=True) for t in r.trials}) == 24
+
+
+SPREAD_SPACE = """[restrict]
+threads = [1]
+mr = [6, 28]
+mc = [132, 140]
+kc = [256]
+nc = [256]
+prefetch = [0]
+unroll = [2]
+"""
+
+
+def test_a_real_cpu_gemm_on_two_ray_workers_finds_the_serial_best(local_ray, tmp_path):
+    from tracea.doctor import probe
+    from tracea.kernels import Gemm
+
+    space = tmp_path / "space.toml"
+    space.write_text(SPREAD_SPACE)
+    host, best = probe(), []
+    for workers, cluster in ((1, None), (2, "auto")):
+        cfg = TuneConfig(Target(backend="cpu", space_file=str(space)),
+                         evaluation=Evaluation(workers=workers, cluster=cluster, repeats=20, warmup=3),
+                         limits=SearchLimits(strategy="exhaustive", retune=True),
+                         outputs=Outputs(db_path=str(tmp_path / f"{workers}.sqlite")))
+        r = tune(Gemm(256, 256, 256), host, cfg)
+        assert len(r.trials) == 2 and all(t.measurement.ok for t in r.trials), r.trials
+        best.append(r.best["schedule"])
+    assert best[0] == best[1] and best[0]["mr"] == 6
+
+
+@pytest.mark.skipif(shutil.which("ray") is None, reason="the ray command is not on PATH")
+def test_the_command_line_against_ray_start_head(tmp_path):
+    """`ray start --head`, then `tracea tune gemm ... --workers 2 --cluster ADDRESS` in another process."""
+    env = {**os.environ, "TRACEA_HOME": str(tmp_path / "home"), "RAY_USAGE_STATS_ENABLED": "0"}
+    port = "6391"
+    start = subprocess.run(["ray", "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                            f"--temp-dir={tmp_path / 'ray'}"], capture_output=True, text=True, env=env, timeout=180)
+    assert start.returncode == 0, start.stderr[-2000:]
+    try:
+        out = subprocess.run([sys.executable, "-m", "tracea", "tune", "gemm", "--m", "512", "--simulate", str(SPACE),
+                              "--strategy", "random", "--budget", "12", "--workers", "2", "--cluster",
+                              f"127.0.0.1:{port}", "--json"], capture_output=True, text=True, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        res = json.loads(out.stdout)
+        assert res["evaluated"] == 12 and res["statuses"] == {"ok": 12} and res["best"]
+    finally:
+        subprocess.run(["ray", "stop", "--force"], capture_output=True, env=env, timeout=120)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report from a test run
 ray = pytest.importorskip("ray")
 
 from tracea.tuner.config import Outputs, SearchLimits  # noqa: E402
@@ -100,10 +101,14 @@ def test_a_real_cpu_gemm_on_two_ray_workers_finds_the_serial_best(local_ray, tmp
 @pytest.mark.skipif(shutil.which("ray") is None, reason="the ray command is not on PATH")
 def test_the_command_line_against_ray_start_head(tmp_path):
     """`ray start --head`, then `tracea tune gemm ... --workers 2 --cluster ADDRESS` in another process."""
-    env = {**os.environ, "TRACEA_HOME": str(tmp_path / "home"), "RAY_USAGE_STATS_ENABLED": "0"}
+    import tempfile
+
+    env = {**os.environ, "TRACEA_HOME": str(tmp_path / "home"), "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_AUTH_MODE": "disabled"}  # a private test cluster: no token to hand around
     port = "6391"
+    temp = tempfile.mkdtemp(prefix="tr-ray-", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
     start = subprocess.run(["ray", "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                            f"--temp-dir={tmp_path / 'ray'}"], capture_output=True, text=True, env=env, timeout=180)
+                            f"--temp-dir={temp}"], capture_output=True, text=True, env=env, timeout=180)
     assert start.returncode == 0, start.stderr[-2000:]
     try:
         out = subprocess.run([sys.executable, "-m", "tracea", "tune", "gemm", "--m", "512", "--simulate", str(SPACE),
@@ -114,3 +119,4 @@ def test_the_command_line_against_ray_start_head(tmp_path):
         assert res["evaluated"] == 12 and res["statuses"] == {"ok": 12} and res["best"]
     finally:
         subprocess.run(["ray", "stop", "--force"], capture_output=True, env=env, timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)

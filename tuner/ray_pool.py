@@ -48,7 +48,8 @@ class RayPool:
 
             opts = dict(registry.backend(backend).MEMBER_RESOURCES)
         self._pinned = not opts.get("num_gpus")  # a GPU member owns its GPU; CPU members get core sets
-        self._cls = ray.remote(Member).options(max_restarts=0, namespace=self.namespace, **opts)
+        self._cls = ray.remote(Member)
+        self._opts = {"max_restarts": 0, "namespace": self.namespace, **opts}
         self._actors = [self._new(i) for i in range(n)]
         self._where: list[tuple[str, list[int]]] = self._get([a.where.remote() for a in self._actors], START_S,
                                                                f"{n} Ray actors were not placed")
@@ -58,7 +59,7 @@ class RayPool:
         self._refs: dict[Any, tuple[int, int, float]] = {}  # object ref -> (member, index, start)
 
     def _new(self, i: int) -> Any:
-        return self._cls.options(name=f"tracea-member-{i}").remote(self._factory)
+        return self._cls.options(name=f"tracea-member-{i}", **self._opts).remote(self._factory)
 
     def _get(self, refs: Any, timeout: float, what: str) -> Any:
         try:

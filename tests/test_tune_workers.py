@@ -197,3 +197,25 @@ def test_a_worker_pins_itself_to_its_cores():
                          env={**os.environ, "TRACEA_WORKER_CPUS": str(core)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"[{core}]"
+
+
+def test_more_cpu_workers_than_cores_is_one_line_and_leaves_no_run(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+
+    n = len(os.sched_getaffinity(0)) + 1
+    env = {**os.environ, "TRACEA_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "tracea", "tune", "gemm", "--m", "64", "--backend", "cpu",
+                          "--workers", str(n), "--no-tui"], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 2, out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert lines[0].startswith(f"error: --workers: {n} CPU workers need as many cores"), out.stderr
+    assert "Traceback" not in out.stderr
+    db = tmp_path / "tuning.sqlite"
+    if db.exists():  # the check comes before any run is opened
+        import sqlite3
+
+        with sqlite3.connect(db) as c:
+            assert c.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0

@@ -255,8 +255,17 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
         emit("done", {"result": reused})
         db.close()
         return reused
-    run_id, resumed, limits = _open_run(db, key, setup, config, limits)
-    run = _Run(setup, db, key, run_id, emit, control, config.evaluation)
+    ev = config.evaluation
+    pool = None  # made before the run is opened: a bad --workers or --cluster leaves no run behind
+    if ev.workers != 1 or ev.cluster is not None:
+        pool = make_pool(setup.evaluator_factory, setup.backend, ev.workers, ev.cluster, host, setup.simulated)
+    try:
+        run_id, resumed, limits = _open_run(db, key, setup, config, limits)
+    except BaseException:
+        if pool is not None:
+            pool.close()
+        raise
+    run = _Run(setup, db, key, run_id, emit, control, pool)
     search, baseline = run.search(limits, resumed, config.outputs, host)
     best = _best_of(db.trials(key))
     result = TuneResult(**base, run_id=run_id, reused=False, trials=search.trials, best=best, baseline=baseline,
@@ -316,9 +325,9 @@ class _Run:
     search itself and the final interleaved timing, each trial recorded as it comes."""
 
     def __init__(self, setup: _Setup, db: TuningDB, key: str, run_id: int, emit: EventCallback,
-                 control: Control, evaluation: Evaluation | None = None) -> None:
+                 control: Control, pool: Any = None) -> None:
         self.setup, self.db, self.key, self.run_id = setup, db, key, run_id
-        self.evaluation = evaluation or Evaluation()
+        self.pool = pool  # several workers (tuner/pool.py), or None: one evaluator
         self.emit, self.control = emit, control
         self.stop_reason = ""
         self.sink: _Sinks  # set when the search starts (after the strategy is made, as the run folder is)
@@ -360,7 +369,7 @@ class _Run:
         strategy = make_strategy(limits.strategy, encode(setup.schedules, setup.features), limits.seed,
                                  n_hero=int(limits.hero_first))
         self.sink = sink = _Sinks(outputs, setup, host)
-        evaluator = self.evaluator(host)
+        evaluator = self.pool if self.pool is not None else setup.evaluator_factory()
         try:
             baseline = json.loads(resumed["baseline"]) if resumed and resumed.get("baseline") else None
             self.emit("start", {
@@ -385,20 +394,12 @@ class _Run:
             evaluator.close()
         return search, baseline
 
-    def evaluator(self, host: Any) -> Any:
-        """One evaluator, or a pool of ``--workers`` members (``--cluster``: on Ray)."""
-        ev = self.evaluation
-        if ev.workers == 1 and ev.cluster is None:
-            return self.setup.evaluator_factory()
-        return make_pool(self.setup.evaluator_factory, self.setup.backend, ev.workers, ev.cluster, host,
-                         self.setup.simulated)
-
     def run_search(self, strategy: Any, evaluator: Any, observed: dict[int, float | None],
                    run_trials: list[Trial], limits: SearchLimits) -> Any:
         from .parallel import ParallelSearch
         from .search import Search
 
-        kind = Search if self.evaluation.workers == 1 and self.evaluation.cluster is None else ParallelSearch
+        kind = Search if self.pool is None else ParallelSearch
         search = kind(strategy, evaluator, self.setup.schedules, self.setup.names, observed, run_trials, limits,
                         control=self.control, emit=self.emit,
                         record=lambda t: (self.db.add_trial(self.run_id, self.key, t), self.sink.trial(t)))

@@ -219,3 +219,53 @@ def test_more_cpu_workers_than_cores_is_one_line_and_leaves_no_run(tmp_path):
 
         with sqlite3.connect(db) as c:
             assert c.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+
+
+def _tracea(args, home, timeout=600):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRACEA_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "tracea", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def test_a_suite_file_is_tuned_problem_by_problem_over_two_workers(tmp_path):
+    """`tracea tune --suite FILE --workers 2`: every problem tuned and stored; a second run reuses them all."""
+    import os
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("two workers need two cores")
+    probs = tmp_path / "problems.json"
+    probs.write_text(json.dumps([{"op": "gemm", "m": 64, "n": 48, "k": 40},
+                                 {"op": "softmax", "rows": 33, "cols": 130}]))
+    args = ["tune", "--suite", str(probs), "--backend", "cpu", "--workers", "2", "--budget", "3", "--json"]
+    out = _tracea(args, tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = json.loads(out.stdout)
+    assert [r["op"].split("(")[0] for r in rows] == ["gemm", "softmax"]
+    assert all(r["best"] and r["evaluated"] >= 1 and not r["reused"] for r in rows), rows
+    again = json.loads(_tracea(args, tmp_path).stdout)
+    assert all(r["reused"] and r["best"] == r0["best"] for r, r0 in zip(again, rows, strict=True))
+
+
+@pytest.mark.parametrize("content,args,message", [
+    ("not json", [], "is not JSON"),
+    ("[]", [], "non-empty JSON list"),
+    ('[{"op": "gemm", "m": -4}]', [], "entry 0"),
+    ('[{"op": "gemm", "m": 4}]', ["--simulate", "x.json"], "--simulate: not for a suite"),
+    (None, [], "suite"),
+])
+def test_a_bad_suite_is_one_line(tmp_path, content, args, message):
+    target = "no-such-suite"
+    if content is not None:
+        target = str(tmp_path / "p.json")
+        (tmp_path / "p.json").write_text(content)
+    if "--simulate" in args:
+        (tmp_path / "x.json").write_text("{}")
+        args = ["--simulate", str(tmp_path / "x.json")]
+    out = _tracea(["tune", "suite", target, "--backend", "cpu", *args], tmp_path)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    first = out.stderr.strip().splitlines()[0]
+    assert first.startswith("error:") and message in first and "Traceback" not in out.stderr, out.stderr

@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     # --debug is honoured wherever it is typed (`tracea doctor --debug` as well as `tracea --debug doctor`)
     debug = "--debug" in args or os.environ.get("TRACEA_DEBUG") == "1"
     args = [a for a in args if a != "--debug"]
+    if args[:2] == ["tune", "--suite"]:  # the spelling of `tracea tune suite NAME|FILE`
+        args = ["tune", "suite", *args[2:]]
     from tracea.emitters.blas_env import quiet_openblas
 
     quiet_openblas()  # before anything loads NumPy: OpenBLAS reads it once (emitters/blas_env.py)

@@ -56,7 +56,38 @@ def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | 
             compile_ahead: bool,
             no_tui: bool, json_out: bool, jsonl: Path | None, csv: Path | None, metrics: Path | None,
             dump_ir: Path | None) -> None:
-    from tracea.doctor.errors import BadInputError, TraceaError
+    from tracea.doctor.errors import TraceaError
+
+    config, host = tune_config(op, backend, precision, variant, strategy, budget, time_limit, patience, seed, repeat,
+                               warmup, timeout, space, simulate, resume, retune, workers, cluster, compile_ahead,
+                               json_out, jsonl, csv, metrics, dump_ir)
+    use_tui = not (no_tui or json_out) and sys.stdout.isatty() and sys.stdin.isatty()
+    if use_tui:
+        from .tui.tune_app import run_tune_tui
+
+        result = run_tune_tui(op, host, config)
+        if result is None:
+            return
+    else:
+        result = _run_with_progress(op, host, config, quiet=json_out)
+    if json_out:
+        import json
+
+        typer.echo(json.dumps(result.to_json(), indent=1, default=str))
+    else:
+        tune_summary(result)
+    if result.best is None:
+        raise TraceaError("no candidate passed verification", "the trials above record each failure and its reason")
+
+
+def tune_config(op: Any, backend: str | None, precision: str | None, variant: str | None, strategy: str,
+                budget: int | None, time_limit: float | None, patience: int, seed: int, repeat: int, warmup: int,
+                timeout: float, space: Path | None, simulate: Path | None, resume: bool, retune: bool, workers: int,
+                cluster: str | None, compile_ahead: bool, json_out: bool, jsonl: Path | None, csv: Path | None,
+                metrics: Path | None, dump_ir: Path | None) -> tuple[Any, Any]:
+    """The run's TuneConfig from the options (each checked: one line and exit 2 for a bad one) and the host
+    report (None for a replay), with the backend resolved for ``op``."""
+    from tracea.doctor.errors import BadInputError
     from tracea.tuner.run import Evaluation, Outputs, SearchLimits, Target, TuneConfig
     from tracea.tuner.strategies import NAMES
 
@@ -108,23 +139,7 @@ def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | 
         target = dataclasses.replace(config.target, backend=resolve_backend(op, host, backend, precision,
                                                                            to_stderr=json_out))
         config = dataclasses.replace(config, target=target)
-    use_tui = not (no_tui or json_out) and sys.stdout.isatty() and sys.stdin.isatty()
-    if use_tui:
-        from .tui.tune_app import run_tune_tui
-
-        result = run_tune_tui(op, host, config)
-        if result is None:
-            return
-    else:
-        result = _run_with_progress(op, host, config, quiet=json_out)
-    if json_out:
-        import json
-
-        typer.echo(json.dumps(result.to_json(), indent=1, default=str))
-    else:
-        tune_summary(result)
-    if result.best is None:
-        raise TraceaError("no candidate passed verification", "the trials above record each failure and its reason")
+    return config, host
 
 
 def _run_with_progress(op: Any, host: Any, config: Any, quiet: bool) -> Any:
@@ -228,4 +243,7 @@ def register(app: typer.Typer) -> None:
     tune_app = typer.Typer(help="Search the schedule space for the fastest verified kernel; results are stored.",
                            no_args_is_help=True)
     add_op_commands(tune_app, PARAMS, do_tune, "Tune")
+    from .cmd_tune_suite import register as register_suite
+
+    register_suite(tune_app)
     app.add_typer(tune_app, name="tune")

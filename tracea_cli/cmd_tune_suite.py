@@ -1,0 +1,165 @@
+"""``tracea tune suite NAME|FILE`` (also spelled ``tracea tune --suite NAME|FILE``): tune many problems in one
+command, each over the same workers (``--workers N``, ``--cluster``), filling the tuning database for all.
+
+NAME is one of ``tracea bench``'s suites (llm-gemm, resnet50, softmax: the cases each runnable backend
+contributes, ``--quick`` a few of each). FILE is a JSON list of ops as the IR writes them
+(``{"op": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}``, validated like any input from
+elsewhere). Problems run one after another, each with every worker; a problem that fails is a row of the
+table, and the others go on. With ``--cluster``, Ray is started (or joined) once for the whole suite.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .cmd_tune import PARAMS, _run_with_progress, tune_config
+from .op_options import option
+
+SUITE_PARAMS = [
+    option("quick", bool, False, "--quick", help="A few cases of each suite (as tracea bench --quick)."),
+]
+
+
+def load_problems(suite: str, backend: str | None, quick: bool, host: Any) -> list[tuple[str, str | None, Any]]:
+    """(label, backend or None for the planner's choice, op) for every problem of ``suite``: a JSON file of
+    ops, else a bench suite's cases on ``backend`` (default: every backend this machine runs)."""
+    from tracea.doctor.errors import BadInputError
+    from tracea.emitters import registry
+    from tracea.kernels import Op
+    from tracea.kernels.workloads import check_suite
+
+    from .suite import selected_cases
+
+    path = Path(suite)
+    if path.suffix == ".json" or path.is_file():
+        try:
+            data = json.loads(path.read_text())
+        except OSError as exc:
+            raise BadInputError(f"--suite: cannot read {suite} ({exc.strerror})") from None
+        except json.JSONDecodeError as exc:
+            raise BadInputError(f"--suite: {suite} is not JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(data, list) or not data:
+            raise BadInputError(f"--suite: {suite} should hold a non-empty JSON list of ops",
+                                '[{"op": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}, ...]')
+        out = []
+        for i, entry in enumerate(data):
+            try:
+                op = Op.from_json(entry)
+            except BadInputError as exc:
+                raise BadInputError(f"--suite: {suite} entry {i}: {exc.message}", exc.hint) from None
+            out.append((f"{i}", backend, op))
+        return out
+    check_suite(suite)
+    if backend is not None:
+        registry.backend(backend)  # an unknown name fails here
+    backends = [backend] if backend else registry.runnable_backends(host)
+    return [(name, b, op) for b, name, op in selected_cases(backends, suite, quick)]
+
+
+def do_tune_suite(suite: str, quick: bool, **kw: Any) -> None:
+    from tracea.doctor import probe
+    from tracea.doctor.errors import BadInputError, TraceaError
+
+    for name in ("simulate", "variant", "resume"):
+        if kw.get(name):
+            raise BadInputError(f"--{name}: not for a suite (each problem has its own space and variant)",
+                                "tune one op with `tracea tune gemm ...` for that")
+    problems = load_problems(suite, kw["backend"], quick, probe())
+    ray_started = _join_cluster(kw.get("cluster"))
+    rows: list[dict[str, Any]] = []
+    try:
+        for label, backend, op in problems:
+            rows.append(_one(label, op, {**kw, "backend": backend}))
+    finally:
+        if ray_started:
+            import ray
+
+            ray.shutdown()
+    _print(rows, kw["json_out"])
+    failed = [r for r in rows if r.get("best") is None]
+    if failed:
+        raise TraceaError(f"{len(failed)} of {len(rows)} problems have no verified best",
+                          "each row above says why; the others are stored")
+
+
+def _join_cluster(cluster: str | None) -> bool:
+    """Ray started or joined once for the suite (each problem's pool then finds it running); whether this
+    command started it."""
+    if cluster is None:
+        return False
+    import os
+
+    from tracea.tuner.pool import import_ray
+
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    try:
+        ray.init(**kwargs) if cluster == "local" else ray.init(address=cluster, **kwargs)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        from tracea.doctor.errors import BadInputError
+
+        raise BadInputError(f"--cluster {cluster}: cannot connect to Ray ({str(exc).splitlines()[0]})",
+                            "start one with `ray start --head`, give its address, or use --cluster local") from None
+    return True
+
+
+def _one(label: str, op: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    from tracea.doctor.errors import TraceaError
+
+    row: dict[str, Any] = {"problem": label, "op": op.signature}
+    try:
+        args = {k: v for k, v in kw.items() if k != "no_tui"}
+        config, host = tune_config(op, **args)
+        r = _run_with_progress(op, host, config, quiet=kw["json_out"])
+    except TraceaError as exc:
+        row.update(best=None, error=exc.message)
+        return row
+    row.update(variant=r.variant, evaluated=len(r.trials), reused=r.reused, space=r.space_size,
+               best=r.best["name"] if r.best else None, best_ms=r.best["p50_ms"] if r.best else None,
+               ratio=r.ratio, stop=r.stop_reason, seconds=r.elapsed_s, key=r.key)
+    return row
+
+
+def _print(rows: list[dict[str, Any]], json_out: bool) -> None:
+    if json_out:
+        typer.echo(json.dumps(rows, indent=1, default=str))
+        return
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .render import make_console
+
+    table = Table(title="tuned problems")
+    for col in ("problem", "op", "variant", "evaluated", "best", "ms", "vs baseline", "s"):
+        table.add_column(col)
+    for r in rows:
+        if r.get("best") is None:
+            table.add_row(escape(r["problem"]), escape(r["op"]), "-", "-", "no verified best",
+                          escape((r.get("error") or r.get("stop") or "")[:60]), "", "")
+            continue
+        table.add_row(escape(r["problem"]), escape(r["op"]), r["variant"],
+                      "reused" if r["reused"] else f"{r['evaluated']}/{r['space']}", escape(r["best"]),
+                      f"{r['best_ms']:.4f}", f"{r['ratio']:.2f}x" if r.get("ratio") else "-", f"{r['seconds']:.1f}")
+    make_console().print(table)
+
+
+def register(tune_app: typer.Typer) -> None:
+    import inspect
+
+    def suite(suite: str, **kwargs: Any) -> None:
+        do_tune_suite(suite, **kwargs)
+
+    params = [inspect.Parameter("suite", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str,
+                                default=typer.Argument(..., help="A bench suite (llm-gemm, resnet50, softmax) or a "
+                                                                 "JSON file listing ops."))]
+    suite.__signature__ = inspect.Signature([*params, *SUITE_PARAMS, *PARAMS])  # type: ignore[attr-defined]
+    suite.__doc__ = ("Tune every problem of a suite (or a JSON file of ops) over the same workers; "
+                     "results go to the tuning database.")
+    tune_app.command(name="suite")(suite)

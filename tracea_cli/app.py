@@ -121,9 +121,9 @@ from . import cmd_evidence  # noqa: E402
 cmd_evidence.register(app)
 
 
-from . import cmd_cache, cmd_tune  # noqa: E402
+from . import cmd_cache, cmd_tune, cmd_tune_suite  # noqa: E402
 
-cmd_tune.register(app)
+cmd_tune_suite.register(cmd_tune.register(app))
 cmd_cache.register(app)
 from . import cmd_export  # noqa: E402, I001
 

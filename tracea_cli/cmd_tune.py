@@ -239,11 +239,10 @@ def tune_summary(result: Any, top: int = 8) -> None:
     console.print(f"database: {escape(result.db_path)}" + (f" · run folder: {escape(result.run_dir)}" if result.run_dir else ""))
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> typer.Typer:
+    """The ``tune`` group with one command per op; returned, so that ``tune suite`` joins it (app.py)."""
     tune_app = typer.Typer(help="Search the schedule space for the fastest verified kernel; results are stored.",
                            no_args_is_help=True)
     add_op_commands(tune_app, PARAMS, do_tune, "Tune")
-    from .cmd_tune_suite import register as register_suite
-
-    register_suite(tune_app)
     app.add_typer(tune_app, name="tune")
+    return tune_app

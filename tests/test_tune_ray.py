@@ -18,6 +18,8 @@ import pytest
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report from a test run
 ray = pytest.importorskip("ray")
 
+from test_tune_workers import SPREAD_SPACE  # noqa: E402 - tests/ is on the path
+
 from tracea.tuner.config import Outputs, SearchLimits  # noqa: E402
 from tracea.tuner.run import Evaluation, Target, TuneConfig, tune  # noqa: E402
 
@@ -67,17 +69,6 @@ def test_a_worker_killed_mid_run_loses_no_trial(local_ray):
     assert killed
     assert len(r.trials) == 24 and all(t.measurement.ok for t in r.trials), [t.measurement for t in r.trials]
     assert len({json.dumps(t.schedule, sort_keys=True) for t in r.trials}) == 24
-
-
-SPREAD_SPACE = """[restrict]
-threads = [1]
-mr = [6, 28]
-mc = [132, 140]
-kc = [256]
-nc = [256]
-prefetch = [0]
-unroll = [2]
-"""
 
 
 def test_a_real_cpu_gemm_on_two_ray_workers_finds_the_serial_best(local_ray, tmp_path):

@@ -26,18 +26,6 @@ class ParallelSearch(Search):
         lie = min(ok) if ok else None
         return {**self.observed, **{i: lie for i in in_flight}}
 
-    def _rule(self, start: float, since_gain: int, in_flight: dict[int, float]) -> str | None:
-        """Why no new candidate may start now (None: one may)."""
-        if self.control.stopped:
-            return "stopped by the user"
-        if len(self.trials) >= self.budget:
-            return f"budget of {self.budget} evaluations reached"
-        if self.time_limit_s is not None and time.monotonic() - start >= self.time_limit_s:
-            return f"time limit of {self.time_limit_s:g} s reached"
-        if self.patience is not None and since_gain >= self.patience:
-            return f"converged: no {IMPROVEMENT:.1%} gain in {self.patience} evaluations"
-        return None
-
     def _fill(self, in_flight: dict[int, float]) -> str | None:
         """Start candidates on idle members while the budget allows; a reason when the strategy has none
         left (with nothing in flight that could change its mind)."""
@@ -61,7 +49,7 @@ class ParallelSearch(Search):
         reason: str | None = None
         while True:
             self.control.wait_if_paused()
-            reason = reason or self._rule(start, since_gain, in_flight)
+            reason = reason or self.stop_rule(start, since_gain)
             if reason is None:
                 reason = self._fill(in_flight)
             if not in_flight:

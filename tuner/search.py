@@ -36,20 +36,27 @@ class Search:
         ok = [v for v in self.observed.values() if v is not None]
         return min(ok) if ok else None
 
+    def stop_rule(self, start: float, since_gain: int) -> str | None:
+        """Why no new candidate may start (a stop from the user, the budget, the time limit, patience), or None."""
+        if self.control.stopped:
+            return "stopped by the user"
+        if len(self.trials) >= self.budget:
+            return f"budget of {self.budget} evaluations reached"
+        if self.time_limit_s is not None and time.monotonic() - start >= self.time_limit_s:
+            return f"time limit of {self.time_limit_s:g} s reached"
+        if self.patience is not None and since_gain >= self.patience:
+            return f"converged: no {IMPROVEMENT:.1%} gain in {self.patience} evaluations"
+        return None
+
     def run(self) -> str:
         start = time.monotonic()
         since_gain = 0
         best = self.best()
         while True:
             self.control.wait_if_paused()
-            if self.control.stopped:
-                return "stopped by the user"
-            if len(self.trials) >= self.budget:
-                return f"budget of {self.budget} evaluations reached"
-            if self.time_limit_s is not None and time.monotonic() - start >= self.time_limit_s:
-                return f"time limit of {self.time_limit_s:g} s reached"
-            if self.patience is not None and since_gain >= self.patience:
-                return f"converged: no {IMPROVEMENT:.1%} gain in {self.patience} evaluations"
+            reason = self.stop_rule(start, since_gain)
+            if reason is not None:
+                return reason
             with nvtx_phase("host", "tune"):  # the strategy's model and choice (NVTX, emitters/nvtx.py)
                 index = self.strategy.propose(self.observed)
             if index is None or index in self.observed:

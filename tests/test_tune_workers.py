@@ -55,7 +55,7 @@ class FakePool:
     def idle(self):
         return self.size - len(self.flight)
 
-    def submit(self, index, schedule):
+    def submit(self, index, schedule, on_phase=None):
         assert self.idle and schedule == {"i": index}
         self.flight.append(index)
         self.started.append(index)

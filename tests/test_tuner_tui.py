@@ -84,3 +84,23 @@ def test_pause_resume_and_stop_early_keep_the_results(tmp_path) -> None:
             await pilot.press("q")
 
     asyncio.run(main())
+
+
+def test_a_pool_gets_one_lane_a_worker(tmp_path) -> None:
+    """--workers 3 on a replayed space: each worker's line shows its phase and the trials it finished."""
+    config = TuneConfig(Target(simulate=str(SPACES[0])), Evaluation(simulate_delay_s=0.02, workers=3),
+                        SearchLimits(strategy="random", budget=18, seed=4, patience=None))
+    app = TuneApp(None, None, config, save_dir=tmp_path)
+
+    async def main() -> None:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await _until(pilot, lambda: app.result is not None)
+            await pilot.pause()
+            lanes = str(app.query_one("#lanes", Static).render())
+            assert [ln.split(":")[0] for ln in lanes.splitlines()] == ["worker 0", "worker 1", "worker 2"]
+            done = [int(ln.rsplit("·", 1)[1].split()[0]) for ln in lanes.splitlines()]
+            assert sum(done) == 18 and all(done), lanes
+            assert app.query_one("#trials", DataTable).row_count == 18
+            await pilot.press("q")
+
+    asyncio.run(main())

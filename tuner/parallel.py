@@ -36,9 +36,11 @@ class ParallelSearch(Search):
                 if in_flight:
                     return None
                 return "the space is exhausted" if len(self.observed) >= len(self.schedules) else "strategy finished"
-            member = pool.submit(index, self.schedules[index])
+            name = self.names[index]
+            member = pool.submit(index, self.schedules[index], on_phase=lambda m, p, i=index, n=name: self.emit(
+                "phase", {"index": i, "name": n, "phase": p, "member": m}))
             in_flight[index] = time.monotonic()
-            self.emit("phase", {"index": index, "name": self.names[index], "phase": "compile", "member": member})
+            self.emit("phase", {"index": index, "name": name, "phase": "queued", "member": member})
         return None
 
     def run(self) -> str:

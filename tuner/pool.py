@@ -55,7 +55,7 @@ class LocalPool:
         self.size = len(factories)
         self._factories = factories
         self._members: list[Any] = [None] * self.size
-        self._jobs: list[queue.Queue[tuple[int, dict[str, Any]] | None]] = [queue.Queue() for _ in factories]
+        self._jobs: list[queue.Queue[tuple[int, dict[str, Any], Any] | None]] = [queue.Queue() for _ in factories]
         self._done: queue.Queue[Done] = queue.Queue()
         self._busy: set[int] = set()
         self._threads = [threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"tracea-member-{i}")
@@ -73,10 +73,10 @@ class LocalPool:
             job = self._jobs[i].get()
             if job is None:
                 return
-            index, schedule = job
+            index, schedule, on_phase = job
             t0 = time.monotonic()
             try:
-                m = self._member(i).evaluate(schedule, index=index)
+                m = self._member(i).evaluate(schedule, on_phase=on_phase, index=index)
                 self._done.put(Done(index, m, time.monotonic() - t0, i))
             except Exception as exc:  # noqa: BLE001 - the member, not the candidate, failed: it is replaced
                 self._drop(i)
@@ -94,11 +94,12 @@ class LocalPool:
     def idle(self) -> int:
         return self.size - len(self._busy)
 
-    def submit(self, index: int, schedule: dict[str, Any]) -> int:
-        """Start ``schedule`` on an idle member (the caller keeps at most ``size`` in flight); its number."""
+    def submit(self, index: int, schedule: dict[str, Any], on_phase: Callable[[int, str], None] | None = None) -> int:
+        """Start ``schedule`` on an idle member (the caller keeps at most ``size`` in flight); its number.
+        ``on_phase(member, phase)`` hears the worker's phases (compile, verify, run), from the member's thread."""
         i = next(j for j in range(self.size) if j not in self._busy)
         self._busy.add(i)
-        self._jobs[i].put((index, schedule))
+        self._jobs[i].put((index, schedule, None if on_phase is None else (lambda p, i=i: on_phase(i, p))))
         return i
 
     def wait(self, timeout: float = WAIT_S) -> list[Done]:

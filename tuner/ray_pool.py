@@ -83,7 +83,8 @@ class RayPool:
     def idle(self) -> int:
         return self.size - len(self._refs)
 
-    def submit(self, index: int, schedule: dict[str, Any]) -> int:
+    def submit(self, index: int, schedule: dict[str, Any], on_phase: Any = None) -> int:
+        """As LocalPool.submit; an actor's worker phases stay on its node (``on_phase`` is not called)."""
         busy = {m for m, _, _ in self._refs.values()}
         i = next(j for j in range(self.size) if j not in busy)
         self._refs[self._actors[i].evaluate.remote(schedule, index)] = (i, index, time.monotonic())

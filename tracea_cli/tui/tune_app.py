@@ -50,6 +50,8 @@ def needs_quiet_timing(config: Any, host: Any = None) -> bool:
     """Whether timings of this run must not share the cores with the dashboard's rendering."""
     if config.target.simulate:
         return False  # nothing is timed
+    if config.evaluation.workers != 1 or config.evaluation.cluster is not None:
+        return False  # a pool's workers time on their own cores or GPUs, several at once: no one pause fits
     return config.target.backend in (None, "cpu") or (os.cpu_count() or 1) < QUIET_CORES
 
 
@@ -113,6 +115,7 @@ class TuneApp(App[Any]):
         self.started = time.monotonic()
         self.sort_key: str | None = None
         self.saved: Path | None = None
+        self.lanes: dict[int, list[Any]] = {}  # a pool's worker -> [phase, candidate index, name, trials done]
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -122,6 +125,7 @@ class TuneApp(App[Any]):
                 yield ProgressBar(total=None, show_eta=False, id="bar")
                 yield Label("", id="eta")
                 yield Label("", id="phase")
+                yield Static("", id="lanes")
             yield Static("best: nothing verified yet", id="best")
         yield BestChart(id="chart")
         yield DataTable(id="trials", zebra_stripes=True, cursor_type="row")
@@ -166,9 +170,10 @@ class TuneApp(App[Any]):
             elif kind == "baseline":
                 post(BaselineMeasured(data["baseline"]))
             elif kind == "phase":
-                post(PhaseChanged(data["index"], data["name"], data["phase"]))
+                post(PhaseChanged(data["index"], data["name"], data["phase"], data.get("member")))
             elif kind == "trial":
-                post(TrialFinished(data["trial"], data["best_ms"], data["done"], data["budget"], data["elapsed_s"]))
+                post(TrialFinished(data["trial"], data["best_ms"], data["done"], data["budget"], data["elapsed_s"],
+                                   data.get("member")))
 
         try:
             result = (self.tuner or tune)(self.op, self.host, self.config, on_event=on_event, control=self.control)
@@ -211,10 +216,28 @@ class TuneApp(App[Any]):
 
     def on_phase_changed(self, msg: PhaseChanged) -> None:
         where = f"#{msg.index} " if msg.index is not None else ""
-        self.query_one("#phase", Label).update(f"{msg.phase}: {where}{escape(msg.name)}")
+        if msg.member is None:
+            self.query_one("#phase", Label).update(f"{msg.phase}: {where}{escape(msg.name)}")
+            return
+        lane = self.lanes.setdefault(msg.member, ["", None, "", 0])
+        lane[:3] = [msg.phase, msg.index, msg.name]
+        self._show_lanes()
+
+    def _show_lanes(self) -> None:
+        """One line a worker of a pool: its phase, its candidate, the trials it finished."""
+        lines = []
+        for m in sorted(self.lanes):
+            phase, index, name, done = self.lanes[m]
+            what = f"{phase}: #{index} {escape(name)}" if phase else "idle"
+            lines.append(f"worker {m}: {what} · {done} done")
+        self.query_one("#lanes", Static).update("\n".join(lines))
 
     def on_trial_finished(self, msg: TrialFinished) -> None:
         self.trials.append(msg.trial)
+        if msg.member is not None:
+            lane = self.lanes.setdefault(msg.member, ["", None, "", 0])
+            lane[0], lane[3] = "", lane[3] + 1
+            self._show_lanes()
         self.best_ms = msg.best_ms
         self.query_one("#bar", ProgressBar).update(total=msg.budget, progress=msg.done)
         left = msg.budget - msg.done

@@ -21,17 +21,20 @@ class BaselineMeasured(Message):
 
 
 class PhaseChanged(Message):
-    """The candidate being evaluated and its phase: compile, verify, run (or baseline)."""
+    """The candidate being evaluated and its phase: compile, verify, run (or baseline); ``member``: which worker
+    of a pool (``--workers``), None for one worker."""
 
-    def __init__(self, index: int | None, name: str, phase: str) -> None:
+    def __init__(self, index: int | None, name: str, phase: str, member: int | None = None) -> None:
         super().__init__()
-        self.index, self.name, self.phase = index, name, phase
+        self.index, self.name, self.phase, self.member = index, name, phase, member
 
 
 class TrialFinished(Message):
-    def __init__(self, trial: Any, best_ms: float | None, done: int, budget: int, elapsed_s: float) -> None:
+    def __init__(self, trial: Any, best_ms: float | None, done: int, budget: int, elapsed_s: float,
+                 member: int | None = None) -> None:
         super().__init__()
         self.trial, self.best_ms, self.done, self.budget, self.elapsed_s = trial, best_ms, done, budget, elapsed_s
+        self.member = member
 
 
 class TuneFinished(Message):

@@ -80,6 +80,10 @@ class Backend(Protocol):
     MEMBER_RESOURCES: dict[str, float]
     """What one tuning worker of a pool asks of a Ray node ({"num_gpus": 1, "num_cpus": 1}: a GPU each)."""
 
+    def default_workers(self, host: Any) -> int:
+        """How many tuning workers ``tracea tune`` runs on ``host`` when ``--workers`` is not given."""
+        ...
+
     def tuning_members(self, host: Any, n: int) -> list[dict[str, str]]:
         """The environments of ``n`` tuning workers sharing ``host`` (tuner/pool.py), each on its own part of
         the device (a GPU, a set of cores); ``BadInputError`` when ``host`` cannot give ``n`` such parts."""

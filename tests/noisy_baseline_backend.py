@@ -22,6 +22,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - the backend protocol, as 
     build_from_source,
     compile_command,
     compute_metric,
+    default_workers,
     emit,
     environment,
     export,

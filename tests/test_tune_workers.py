@@ -269,3 +269,14 @@ def test_a_bad_suite_is_one_line(tmp_path, content, args, message):
     assert out.returncode == 2, (out.stdout, out.stderr)
     first = out.stderr.strip().splitlines()[0]
     assert first.startswith("error:") and message in first and "Traceback" not in out.stderr, out.stderr
+
+
+def test_the_default_worker_count_is_every_gpu_or_one_cpu_worker():
+    from types import SimpleNamespace
+
+    from tracea.emitters import registry
+
+    gpus = SimpleNamespace(nvidia=SimpleNamespace(devices=[object()] * 4))
+    assert registry.backend("cuda").default_workers(gpus) == 4
+    assert registry.backend("cuda").default_workers(SimpleNamespace(nvidia=None)) == 1
+    assert registry.backend("cpu").default_workers(gpus) == 1

@@ -18,6 +18,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - tests/ is on the path; th
     bench_on_device,
     build_from_source,
     compute_metric,
+    default_workers,
     emit,
     environment,
     export,

@@ -111,6 +111,10 @@ def present(host: Any) -> bool:
 MEMBER_RESOURCES = {"num_cpus": 1}
 
 
+def default_workers(host: Any) -> int:
+    return 1
+
+
 def tuning_members(host: Any, n: int) -> list[dict[str, str]]:
     return [{} for _ in range(n)]  # the fault kernels run in the worker; nothing to divide
 

@@ -36,8 +36,9 @@ PARAMS = [
     option("simulate", Path | None, None, "--simulate", help="Replay a recorded complete space (JSON) instead of running kernels.", domain=FILE),
     option("resume", bool, False, "--resume", help="Continue the last interrupted or stopped run of this op."),
     option("retune", bool, False, "--retune", help="Search again even when a best schedule is stored."),
-    option("workers", int, 1, "--workers", help="Candidates evaluated at once, each by its own worker: a GPU each (cuda), or a "
-           "set of cores each (cpu); with --cluster, Ray actors.", domain=COUNT),
+    option("workers", int | None, None, "--workers", help="Candidates evaluated at once, each by its own worker: a GPU "
+           "each (cuda), or a set of cores each (cpu); with --cluster, Ray actors. Default: every GPU of this "
+           "machine for a CUDA run, else 1.", domain=COUNT),
     option("cluster", str | None, None, "--cluster", help="Run the workers as Ray actors: 'local' (a private Ray "
            "instance), 'auto' or the address of a running cluster (`ray start --head`). Needs tracea[cluster]."),
     option("compile_ahead", bool, True, "--compile-ahead/--no-compile-ahead", help="Compile upcoming candidates while one is verified."),
@@ -52,8 +53,8 @@ PARAMS = [
 
 def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | None, strategy: str, budget: int | None,
             time_limit: float | None, patience: int, seed: int, repeat: int, warmup: int, timeout: float,
-            space: Path | None, simulate: Path | None, resume: bool, retune: bool, workers: int, cluster: str | None,
-            compile_ahead: bool,
+            space: Path | None, simulate: Path | None, resume: bool, retune: bool, workers: int | None,
+            cluster: str | None, compile_ahead: bool,
             no_tui: bool, json_out: bool, jsonl: Path | None, csv: Path | None, metrics: Path | None,
             dump_ir: Path | None) -> None:
     from tracea.doctor.errors import TraceaError
@@ -82,7 +83,7 @@ def do_tune(op: Any, backend: str | None, precision: str | None, variant: str | 
 
 def tune_config(op: Any, backend: str | None, precision: str | None, variant: str | None, strategy: str,
                 budget: int | None, time_limit: float | None, patience: int, seed: int, repeat: int, warmup: int,
-                timeout: float, space: Path | None, simulate: Path | None, resume: bool, retune: bool, workers: int,
+                timeout: float, space: Path | None, simulate: Path | None, resume: bool, retune: bool, workers: int | None,
                 cluster: str | None, compile_ahead: bool, json_out: bool, jsonl: Path | None, csv: Path | None,
                 metrics: Path | None, dump_ir: Path | None) -> tuple[Any, Any]:
     """The run's TuneConfig from the options (each checked: one line and exit 2 for a bad one) and the host
@@ -112,7 +113,7 @@ def tune_config(op: Any, backend: str | None, precision: str | None, variant: st
         target=Target(backend=backend, precision=precision, variant=variant,
                       space_file=str(space) if space else None, simulate=str(simulate) if simulate else None),
         evaluation=Evaluation(warmup=warmup, repeats=repeat, timeout_s=timeout, compile_ahead=compile_ahead,
-                              workers=workers, cluster=cluster),
+                              workers=workers or 1, cluster=cluster),
         limits=SearchLimits(strategy=strategy, seed=seed, budget=budget, time_limit_s=time_limit,
                             patience=patience or None, resume=resume, retune=retune),
         outputs=Outputs(argv=sys.argv[1:], run_folder=simulate is None,
@@ -139,6 +140,11 @@ def tune_config(op: Any, backend: str | None, precision: str | None, variant: st
         target = dataclasses.replace(config.target, backend=resolve_backend(op, host, backend, precision,
                                                                            to_stderr=json_out))
         config = dataclasses.replace(config, target=target)
+        if workers is None:  # the backend's own default: every GPU of a multi-GPU host, one CPU worker
+            from tracea.emitters import registry
+
+            n = registry.backend(target.backend).default_workers(host)
+            config = dataclasses.replace(config, evaluation=dataclasses.replace(config.evaluation, workers=n))
     return config, host
 
 

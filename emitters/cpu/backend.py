@@ -29,7 +29,7 @@ COMPILES_BUNDLED_FLAGS = True  # a bundle's gcc/clang flags: replay screens them
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
-           "suites", "MEMBER_RESOURCES", "tuning_members"]
+           "suites", "MEMBER_RESOURCES", "default_workers", "tuning_members"]
 
 
 def present(host: Any) -> bool:
@@ -37,6 +37,11 @@ def present(host: Any) -> bool:
 
 
 MEMBER_RESOURCES = {"num_cpus": 1}
+
+
+def default_workers(host: Any) -> int:
+    """One: a CPU candidate's own threads use the cores (--workers N splits them, see tuning_members)."""
+    return 1
 
 
 def tuning_members(host: Any, n: int) -> list[dict[str, str]]:

@@ -36,6 +36,9 @@ COMPILES = [
     (Attention(1, 2, 512, 256, dtype="bf16", causal=True), None),
     (Attention(1, 2, 512, 256, seq_k=256, dtype="fp16", block_size=(128, 128), block_mask=("10", "11", "01", "11")),
      AttnWgmmaSchedule(bk=64, stages=2, pingpong=False, intra=True)),
+    (Attention(2, 4, 1000, 64, dtype="bf16", causal=True), AttnWgmmaSchedule(bk=128, stages=2, consumers=3)),
+    (Attention(16, 32, 512, 64, dtype="fp16"),
+     AttnWgmmaSchedule(bk=128, stages=2, consumers=3, persistent=True, q_buffers=2)),
 ]
 
 
@@ -96,7 +99,7 @@ def test_hero_is_persistent_for_short_items_at_head_dim_64(d, seq, persistent, q
 
 
 @pytest.mark.parametrize("fields,needle", [
-    (dict(bk=72), "bk"), (dict(bk=0), "bk"), (dict(consumers=3), "consumers"), (dict(stages=1), "stages"),
+    (dict(bk=72), "bk"), (dict(bk=0), "bk"), (dict(consumers=4), "consumers"), (dict(stages=1), "stages"),
     (dict(consumers=1, pingpong=True), "pingpong"), (dict(intra=1), "intra"), (dict(bk=256), "bk"),
     (dict(stages=8, bk=64), "stages"),
 ])
@@ -242,3 +245,16 @@ def test_core_hooks_check_the_target_and_precision():
         S.check(Attention(1, 2, 100, 128), v, hero, parse_arch("sm_90a"))
     with pytest.raises(BadInputError, match="schedule"):
         S.check(op, v, object(), parse_arch("sm_90a"))
+
+
+def test_three_consumers_pass_the_turn_round_all_three():
+    """The ping-pong source for 3 consumers: each waits on its own named barrier and passes to the next in the
+    round; the last opens the round and passes none after its last turn. Two consumers render as before."""
+    op = Attention(1, 2, 300, 64, dtype="bf16")
+    r, _ = A.render(op, AttnWgmmaSchedule(bk=128, stages=2, consumers=3))
+    assert "tr_bar_sync(1 + cw, 256);" in r.source
+    assert "tr_bar_arrive(1 + (cw + 1) % 3, 256);" in r.source and "if (cw == 2) tr_bar_arrive(1, 256);" in r.source
+    assert "2 - cw" not in r.source
+    two, _ = A.render(op, AttnWgmmaSchedule(bk=128, stages=2))
+    assert "tr_bar_arrive(2 - cw, 256);" in two.source and "(cw + 1) %" not in two.source
+    assert AttnWgmmaSchedule(consumers=3).register_split() == (128, 24, 160)

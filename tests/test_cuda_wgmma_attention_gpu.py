@@ -147,3 +147,21 @@ def test_persistent_schedule_variants_match_the_reference(fields):
         sched = _persistent(op, **fields)
         for blocks in (None, 5):
             _check(op, sched, seed=13, blocks=blocks)
+
+
+# ------------------------------------------------------------------------------------------ three consumers
+
+C3_CASES = [op for op in CASES + PERSISTENT_CASES if op.head_dim == 64]
+
+
+@pytest.mark.parametrize("flags", [dict(), dict(intra=False), dict(pingpong=False),
+                                   dict(persistent=True), dict(persistent=True, q_buffers=2)],
+                         ids=["pp_ia", "pp", "ia", "pp_ia_pe", "pp_ia_pe_q2"])
+def test_three_consumers_match_the_reference(flags):
+    """192-row query tiles over three consumers (the ping-pong turns go round all three) at head dim 64, on
+    every head-dim-64 case above: odd lengths, causal both ways, GQA, block masks whose blocks are not tiles."""
+    from tracea.emitters.cuda.hopper.attention_schedule import AttnWgmmaSchedule
+
+    _sm90()
+    for op in C3_CASES:
+        _check(op, AttnWgmmaSchedule(bk=128, stages=2, consumers=3, **flags), seed=13)

@@ -71,8 +71,10 @@ def schedules(op: Attention, sweep: bool, persistent: bool = False) -> list[Attn
     if persistent:
         alts += [pe, dataclasses.replace(pe, intra=not hero.intra), dataclasses.replace(pe, stages=2)]
         alts += [dataclasses.replace(s, q_buffers=2) for s in alts[1:]]
-        if op.head_dim == 64:  # fewer, wider key tiles: half the tiles of a short item are its ramp
-            alts += [dataclasses.replace(pe, q_buffers=2, bk=bk, stages=st) for bk in (176, 192) for st in (2, 3)]
+        if op.head_dim == 64:  # three consumers (192-row tiles, FlashAttention-3's at this head dim)
+            c3 = dataclasses.replace(hero, consumers=3, stages=2, persistent=False, q_buffers=1)
+            alts += [c3, dataclasses.replace(c3, stages=3), dataclasses.replace(c3, persistent=True),
+                     dataclasses.replace(c3, persistent=True, q_buffers=2), dataclasses.replace(c3, intra=False)]
         if op.head_dim == 256:  # 80-key tiles (FlashAttention-3's at this head dim), each overlap
             alts += [dataclasses.replace(hero, bk=80, intra=i) for i in (False, True)]
     if sweep:

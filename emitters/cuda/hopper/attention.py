@@ -134,16 +134,27 @@ def _consumer_entry(sched: AttnWgmmaSchedule, d: int) -> str:
         for (int i = 0; i < {d // 2}; ++i) o[i] = 0.0f;
         tr_mbar_wait(qbar, 0u);
         if (n > 0) {{
-            {"if (cw == 1) tr_bar_arrive(1, 256);  /* consumer 0 issues first */" if sched.pingpong else ""}"""
+            {_pp_open(sched)}"""
 
 
 def _pp(sched: AttnWgmmaSchedule, what: str, last: str = "false") -> str:
-    """Ping-pong turn: wait for this warpgroup's turn / pass it (consumer 1 passes none after its last)."""
+    """Ping-pong turn: wait for this warpgroup's turn (named barrier 1 + cw) / pass it to the next consumer in
+    the round (the last consumer passes none after its last turn: consumer 0 has no turn left to wait for)."""
     if not sched.pingpong:
         return ""
     if what == "sync":
         return "tr_bar_sync(1 + cw, 256);"
-    return f"if (!(cw == 1 && ({last}))) tr_bar_arrive(2 - cw, 256);"
+    if sched.consumers == 2:
+        return f"if (!(cw == 1 && ({last}))) tr_bar_arrive(2 - cw, 256);"
+    n = sched.consumers
+    return f"if (!(cw == {n - 1} && ({last}))) tr_bar_arrive(1 + (cw + 1) % {n}, 256);"
+
+
+def _pp_open(sched: AttnWgmmaSchedule) -> str:
+    """The round's opening: the last consumer passes the first turn to consumer 0."""
+    if not sched.pingpong:
+        return ""
+    return f"if (cw == {sched.consumers - 1}) tr_bar_arrive(1, 256);  /* consumer 0 issues first */"
 
 
 def _softmax_step(sched: AttnWgmmaSchedule, e: str) -> str:
@@ -392,7 +403,7 @@ def _consumer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
     loop = _loop_intra(sched, d) if sched.intra else _loop_plain(sched, d)
     loop = "\n".join(("    " + ln) if ln.strip() else ln for ln in loop.split("\n"))
     store = "\n".join(("    " + ln) if ln.strip() else ln for ln in _store_rows(d, "tr_pack2").split("\n"))
-    opening = "if (cw == 1) tr_bar_arrive(1, 256);  /* consumer 0 issues first */" if sched.pingpong else ""
+    opening = _pp_open(sched)
     return f"""    }} else {{
         asm volatile("setmaxnreg.inc.sync.aligned.u32 {sched.register_split()[2]};\\n");
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32;

@@ -1,5 +1,6 @@
 """The Hopper attention kernel's schedule (issue 17): the key tile, the K/V ring depth, how many consumer
-warpgroups share a query tile, and the two overlaps FlashAttention-3 uses (ping-pong between the
+warpgroups share a query tile (1-3; 3 is FlashAttention-3's 192-row tile at head dim 64, not in the search
+space until it has run on a GPU), and the two overlaps FlashAttention-3 uses (ping-pong between the
 consumers, and issuing the next tile's Q K^T before this tile's softmax).
 
 A consumer warpgroup owns 64 query rows (one m64 wgmma slice), so the query tile is ``64 x consumers``.
@@ -21,9 +22,11 @@ from .schedule import PRODUCER_REGS, PTX_TYPE, REGISTERS_PER_SM, SMEM_OPTIN_SM90
 
 SCHEMA_VERSION = 1
 HEAD_DIMS = (64, 128, 256)
-# A consumer's registers beside S, P and O (addresses, m, l, loop state). 40 admits 80-key tiles at head dim
-# 256, which ptxas compiles (sm_90a, NVRTC) without a spill, with and without the intra-warpgroup overlap.
-CONSUMER_SPARE_REGS = 40
+PRODUCER_REGS_3 = 24  # the producer's registers beside 3 consumers (register_split)
+# A consumer's registers beside S, P and O (addresses, m, l, loop state). 32 admits 80-key tiles at head dim
+# 256, 176-key tiles at 128 and three consumers of 128-key tiles at 64 (160 registers each), all of which
+# ptxas compiles (sm_90a, NVRTC 2026-11-25) without a spill, with and without the intra-warpgroup overlap.
+CONSUMER_SPARE_REGS = 32
 
 
 @dataclass(frozen=True)
@@ -62,10 +65,13 @@ class AttnWgmmaSchedule:
                 + (f"_q{self.q_buffers}" if self.q_buffers != 1 else ""))
 
     def register_split(self) -> tuple[int, int, int]:
-        """(registers at entry, producer after setmaxnreg.dec, consumers after .inc), as the GEMM's."""
+        """(registers at entry, producer after setmaxnreg.dec, consumers after .inc), as the GEMM's; with 3
+        consumers the producer (a TMA issuer, no multicast) keeps 24, as FlashAttention-3's does, so that
+        each consumer gets 160."""
+        producer = PRODUCER_REGS_3 if self.consumers == 3 else PRODUCER_REGS
         entry = min(255, REGISTERS_PER_SM // self.threads) // 8 * 8
-        consumer = min(256, (entry * self.threads - 128 * PRODUCER_REGS) // (128 * self.consumers) // 8 * 8)
-        return entry, PRODUCER_REGS, consumer
+        consumer = min(256, (entry * self.threads - 128 * producer) // (128 * self.consumers) // 8 * 8)
+        return entry, producer, consumer
 
     def consumer_registers(self, head_dim: int) -> int:
         """fp32 S, packed P and fp32 O registers per consumer thread, plus the spare."""
@@ -89,10 +95,10 @@ class AttnWgmmaSchedule:
                 raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
         if self.bk % 16 or not 16 <= self.bk <= 256:
             raise BadInputError(f"bk: {self.bk} keys is not a multiple of 16 in 16..256 (the wgmma's n and k)")
-        if self.consumers not in (1, 2):
-            raise BadInputError(f"consumers: {self.consumers} consumer warpgroups (1 or 2 supported)")
-        if self.pingpong and self.consumers != 2:
-            raise BadInputError("pingpong: alternates exactly 2 consumer warpgroups", "consumers 2")
+        if self.consumers not in (1, 2, 3):
+            raise BadInputError(f"consumers: {self.consumers} consumer warpgroups (1, 2 or 3 supported)")
+        if self.pingpong and self.consumers < 2:
+            raise BadInputError("pingpong: takes turns between 2 or 3 consumer warpgroups", "consumers 2 or 3")
         if not 2 <= self.stages <= 8:
             raise BadInputError(f"stages: {self.stages} is outside 2..8")
         if self.q_buffers not in (1, 2) or (self.q_buffers == 2 and not self.persistent):

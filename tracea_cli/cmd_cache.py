@@ -1,4 +1,4 @@
-"""``tracea cache list | show | export | clear``: the tuning database (every trial of every run, keyed by
+"""``tracea cache list | show | export | import | clear``: the tuning database (every trial of every run, keyed by
 op, variant and environment fingerprint). Location: $TRACEA_HOME/tuning.sqlite, else the platform's user
 data folder. list, show and export only read (a read-only database works; a malformed row is skipped with
 a warning); clear writes under the database's write lock, and a tune running under a cleared key stops.
@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-cache_app = typer.Typer(help="The tuning database: list, show, export or clear stored results.", no_args_is_help=True)
+cache_app = typer.Typer(help="The tuning database: list, show, export, import or clear stored results.",
+                        no_args_is_help=True)
 
 KEY = Annotated[str, typer.Argument(help="A tuning key or a unique prefix of one (see `tracea cache list`).")]
 JSON = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -122,6 +123,33 @@ def export_cmd(
     except OSError as exc:
         raise BadInputError(f"--out: cannot write {out}: {exc.strerror or exc}") from None
     typer.echo(f"wrote {len(doc['trials'])} trials of {len(doc['runs'])} runs to {out}")
+
+
+@cache_app.command("import")
+def import_cmd(
+    file: Annotated[Path, typer.Argument(help="An export (`tracea cache export --out FILE`), e.g. from another machine.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
+) -> None:
+    """Merge another database's export into this one by key: every row checked first, nothing added twice."""
+    from tracea.doctor.errors import BadInputError
+    from tracea.tuner.db_import import merge
+
+    try:
+        doc = json.loads(file.read_text())
+    except OSError as exc:
+        raise BadInputError(f"cannot read {file}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"{file} is not a JSON export ({exc})") from None
+    db = _db(write=True)
+    try:
+        counts = merge(db, doc)
+    finally:
+        db.close()
+    if json_out:
+        typer.echo(json.dumps(counts))
+        return
+    typer.echo(f"imported {counts['trials_added']} trials of {counts['runs_added']} runs into {db.path}"
+               f" ({counts['trials_known']} trials and {counts['runs_known']} runs were already there)")
 
 
 @cache_app.command("clear")

@@ -80,6 +80,11 @@ class Backend(Protocol):
     MEMBER_RESOURCES: dict[str, float]
     """What one tuning worker of a pool asks of a Ray node ({"num_gpus": 1, "num_cpus": 1}: a GPU each)."""
 
+    def pool_filter(self, host: Any, n: int) -> Any:
+        """Which candidates ``n`` tuning workers sharing ``host`` time fairly (a predicate on a schedule), or
+        None for all: a CPU candidate with more threads than a worker's cores would be timed crowded."""
+        ...
+
     def default_workers(self, host: Any) -> int:
         """How many tuning workers ``tracea tune`` runs on ``host`` when ``--workers`` is not given."""
         ...

@@ -28,6 +28,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - the backend protocol, as 
     export,
     hero_schedule,
     load_binary,
+    pool_filter,
     present,
     rendering,
     resolve,

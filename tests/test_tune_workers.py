@@ -280,3 +280,28 @@ def test_the_default_worker_count_is_every_gpu_or_one_cpu_worker():
     assert registry.backend("cuda").default_workers(gpus) == 4
     assert registry.backend("cuda").default_workers(SimpleNamespace(nvidia=None)) == 1
     assert registry.backend("cpu").default_workers(gpus) == 1
+
+
+def test_cpu_workers_only_time_candidates_that_fit_their_cores(tmp_path):
+    """Two workers on this machine's cores: no candidate asks for more threads than one worker's share; one
+    worker keeps every thread count."""
+    import os
+
+    from tracea.doctor import probe
+    from tracea.kernels import Gemm
+    from tracea.tuner.config import Outputs
+
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        pytest.skip("two workers need two cores")
+    host, share = probe(), cores // 2
+    sizes = {}
+    for workers in (1, 2):
+        cfg = TuneConfig(Target(backend="cpu"), evaluation=Evaluation(workers=workers, repeats=3, warmup=1),
+                         limits=SearchLimits(strategy="random", budget=4, seed=5, patience=None),
+                         outputs=Outputs(db_path=str(tmp_path / f"{workers}.sqlite")))
+        r = tune(Gemm(64, 64, 64), host, cfg)
+        sizes[workers] = r.space_size
+        if workers == 2:
+            assert all(t.schedule.get("threads", 1) <= share for t in r.trials), [t.name for t in r.trials]
+    assert sizes[2] < sizes[1]

@@ -111,6 +111,10 @@ def present(host: Any) -> bool:
 MEMBER_RESOURCES = {"num_cpus": 1}
 
 
+def pool_filter(host: Any, n: int) -> Any:
+    return None
+
+
 def default_workers(host: Any) -> int:
     return 1
 

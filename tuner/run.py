@@ -212,6 +212,13 @@ def _setup_live(op: Any, host: Any, tune_config: TuneConfig) -> _Setup:
     cands = build_space(op, variant, host, mod, config.space_file, pruned=pruned)
     if config.space_filter is not None:
         cands = cands[:1] + [s for s in cands[1:] if config.space_filter(s)]
+    fair = mod.pool_filter(host, evaluation.workers) if evaluation.workers > 1 else None
+    if fair is not None:  # several workers share this machine: only what each can time uncrowded
+        kept = [s for s in cands if fair(s)]
+        if not kept:
+            raise BadInputError(f"--workers {evaluation.workers}: no candidate fits one worker's share of this "
+                                "machine", "fewer --workers")
+        cands = kept
     schedules = [s.to_json() for s in cands]
     # pool members build their own candidate: nothing is proposed ahead of them to compile
     member_evaluation = evaluation if evaluation.workers == 1 and evaluation.cluster is None else \

@@ -29,7 +29,7 @@ COMPILES_BUNDLED_FLAGS = True  # a bundle's gcc/clang flags: replay screens them
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
-           "suites", "MEMBER_RESOURCES", "default_workers", "tuning_members"]
+           "suites", "MEMBER_RESOURCES", "pool_filter", "default_workers", "tuning_members"]
 
 
 def present(host: Any) -> bool:
@@ -37,6 +37,14 @@ def present(host: Any) -> bool:
 
 
 MEMBER_RESOURCES = {"num_cpus": 1}
+
+
+def pool_filter(host: Any, n: int) -> Any:
+    """Candidates whose threads fit the smallest core set of ``n`` workers (tuning_members)."""
+    from tracea.doctor.cores import cpu_sets
+
+    cores = min(len(s) for s in cpu_sets(n))
+    return lambda s: getattr(s, "threads", 1) <= cores
 
 
 def default_workers(host: Any) -> int:

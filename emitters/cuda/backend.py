@@ -33,7 +33,7 @@ COMPUTE_METRIC = {"fp32": "fp32_flops", "fp16": "fp16_tensor_flops", "bf16": "bf
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
-           "suites", "MEMBER_RESOURCES", "default_workers", "tuning_members", "tuning_features", "bank_conflict_drop"]
+           "suites", "MEMBER_RESOURCES", "pool_filter", "default_workers", "tuning_members", "tuning_features", "bank_conflict_drop"]
 
 
 def _build_module() -> Any:
@@ -45,6 +45,10 @@ def present(host: Any) -> bool:
 
 
 MEMBER_RESOURCES = {"num_gpus": 1, "num_cpus": 1}
+
+
+def pool_filter(host: Any, n: int) -> Any:
+    return None  # a worker owns a whole GPU
 
 
 def default_workers(host: Any) -> int:

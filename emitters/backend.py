@@ -80,6 +80,11 @@ class Backend(Protocol):
     MEMBER_RESOURCES: dict[str, float]
     """What one tuning worker of a pool asks of a Ray node ({"num_gpus": 1, "num_cpus": 1}: a GPU each)."""
 
+    def worker_mismatch(self, head: dict[str, Any], worker: dict[str, Any]) -> str | None:
+        """Why results measured by a tuning worker in environment ``worker`` (``registry.environment`` on its
+        node) cannot be stored under the head's ``head`` environment, or None when they can."""
+        ...
+
     def pool_filter(self, host: Any, n: int) -> Any:
         """Which candidates ``n`` tuning workers sharing ``host`` time fairly (a predicate on a schedule), or
         None for all: a CPU candidate with more threads than a worker's cores would be timed crowded."""

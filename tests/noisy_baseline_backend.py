@@ -36,6 +36,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - the backend protocol, as 
     suites,
     tuning_members,
     validate_schedule,
+    worker_mismatch,
 )
 
 NAME = "noisy"

@@ -305,3 +305,19 @@ def test_cpu_workers_only_time_candidates_that_fit_their_cores(tmp_path):
         if workers == 2:
             assert all(t.schedule.get("threads", 1) <= share for t in r.trials), [t.name for t in r.trials]
     assert sizes[2] < sizes[1]
+
+
+def test_a_worker_on_another_kind_of_machine_is_named():
+    from tracea.emitters import registry
+
+    cpu = registry.backend("cpu")
+    here = {"tracea": "0.1.0", "backend": "cpu", "cpu": "Xeon", "compiler": "gcc 12", "threads": 2}
+    assert cpu.worker_mismatch(here, dict(here)) is None
+    assert "threads is 64 there, 2 here" in cpu.worker_mismatch(here, {**here, "threads": 64})
+    cuda = registry.backend("cuda")
+    h100, h200 = ["NVIDIA H100 80GB HBM3", [9, 0], 132], ["NVIDIA H200", [9, 0], 132]
+    head = {"backend": "cuda", "cpu": "EPYC", "gpus": [h100, h100], "driver": "580.159.04", "nvrtc": "13.0"}
+    assert cuda.worker_mismatch(head, {**head, "gpus": [h100]}) is None  # Ray gave the worker one of them
+    assert "not among this machine's" in cuda.worker_mismatch(head, {**head, "gpus": [h200]})
+    assert "driver is '575.0' there" in cuda.worker_mismatch(head, {**head, "gpus": [h100], "driver": "575.0"})
+    assert cuda.worker_mismatch(head, {**head, "gpus": []})  # a worker that sees no GPU

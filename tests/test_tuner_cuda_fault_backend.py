@@ -29,6 +29,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - tests/ is on the path; th
     suites,
     tuning_members,
     validate_schedule,
+    worker_mismatch,
 )
 from test_tuner_fault_backend import FaultSchedule as CpuFaultSchedule
 

@@ -111,6 +111,10 @@ def present(host: Any) -> bool:
 MEMBER_RESOURCES = {"num_cpus": 1}
 
 
+def worker_mismatch(head: dict[str, Any], worker: dict[str, Any]) -> str | None:
+    return None
+
+
 def pool_filter(host: Any, n: int) -> Any:
     return None
 

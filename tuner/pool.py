@@ -153,6 +153,13 @@ class Member:
 
         return ray.get_runtime_context().get_node_id(), sorted(os.sched_getaffinity(0))
 
+    def environment(self, backend: str) -> dict[str, Any]:
+        """What this actor's results depend on (``registry.environment`` of its node, as it sees it)."""
+        from tracea.doctor import probe
+        from tracea.emitters import registry
+
+        return registry.environment(probe(), backend)
+
     def pin(self, cpus: list[int]) -> None:
         self.env = {"TRACEA_WORKER_CPUS": ",".join(map(str, cpus))} if cpus else None
 

@@ -25,8 +25,10 @@ _RUNS = itertools.count()
 
 
 class RayPool:
-    def __init__(self, factory: Factory, n: int, address: str, backend: str | None) -> None:
-        """``backend``: whose ``MEMBER_RESOURCES`` each actor asks for (None, a replayed space: one CPU)."""
+    def __init__(self, factory: Factory, n: int, address: str, backend: str | None,
+                 head_env: dict[str, Any] | None = None) -> None:
+        """``backend``: whose ``MEMBER_RESOURCES`` each actor asks for (None, a replayed space: one CPU);
+        ``head_env``: the environment results are stored under, which every actor's must match."""
         ray = self.ray = import_ray()
         self._owns = False
         if not ray.is_initialized():
@@ -54,6 +56,8 @@ class RayPool:
         self._where: list[tuple[str, list[int]]] = self._get([a.where.remote() for a in self._actors], START_S,
                                                                f"{n} Ray actors were not placed")
         self._cpus: list[list[int]] = [[] for _ in range(n)]
+        if backend is not None and head_env is not None:
+            self._same_environment(backend, head_env)
         if self._pinned:
             self._pin()
         self._refs: dict[Any, tuple[int, int, float]] = {}  # object ref -> (member, index, start)
@@ -67,6 +71,20 @@ class RayPool:
         except self.ray.exceptions.GetTimeoutError:
             raise BadInputError(f"--cluster: {what} within {timeout:g} s", "`ray status` shows the cluster's "
                                 "free CPUs and GPUs; ask for fewer --workers") from None
+
+    def _same_environment(self, backend: str, head_env: dict[str, Any]) -> None:
+        """Refuse a worker whose node differs from this machine: its times would be stored under this
+        machine's fingerprint (a tuning key per kind of machine is not built yet)."""
+        from tracea.emitters import registry
+
+        envs = self._get([a.environment.remote(backend) for a in self._actors], START_S, "the workers' environments")
+        for i, env in enumerate(envs):
+            why = registry.backend(backend).worker_mismatch(head_env, env)
+            if why:
+                self.close()
+                raise BadInputError(f"--cluster: worker {i} (node {self._where[i][0][:12]}) is not this kind of "
+                                    f"machine: {why}", "its results would be stored under this machine's "
+                                    "fingerprint; run one tune per kind of machine, from a head of that kind")
 
     def _pin(self) -> None:
         """The members of each node on disjoint sets of that node's cores (one actor's view of them)."""

@@ -265,7 +265,8 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
     ev = config.evaluation
     pool = None  # made before the run is opened: a bad --workers or --cluster leaves no run behind
     if ev.workers != 1 or ev.cluster is not None:
-        pool = make_pool(setup.evaluator_factory, setup.backend, ev.workers, ev.cluster, host, setup.simulated)
+        pool = make_pool(setup.evaluator_factory, setup.backend, ev.workers, ev.cluster, host, setup.simulated,
+                         setup.environment)
     try:
         run_id, resumed, limits = _open_run(db, key, setup, config, limits)
     except BaseException:
@@ -428,7 +429,7 @@ class _Run:
 
 
 def make_pool(factory: Callable[..., Any], backend: str, workers: int, cluster: str | None, host: Any,
-              simulated: bool = False) -> Any:
+              simulated: bool = False, environment: dict[str, Any] | None = None) -> Any:
     """``workers`` members: Ray actors with ``cluster``, else local ones with a GPU or a core set each (a
     replayed space needs neither)."""
     from .pool import LocalPool, member_envs
@@ -438,7 +439,7 @@ def make_pool(factory: Callable[..., Any], backend: str, workers: int, cluster: 
     if cluster is not None:
         from .ray_pool import RayPool
 
-        return RayPool(factory, workers, cluster, None if simulated else backend)
+        return RayPool(factory, workers, cluster, None if simulated else backend, None if simulated else environment)
     envs: list[dict[str, str] | None] = [None] * workers if simulated else list(member_envs(backend, workers, host))
     return LocalPool([(lambda e=e: factory(worker_env=e)) for e in envs])
 

@@ -29,7 +29,7 @@ COMPILES_BUNDLED_FLAGS = True  # a bundle's gcc/clang flags: replay screens them
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
-           "suites", "MEMBER_RESOURCES", "pool_filter", "default_workers", "tuning_members"]
+           "suites", "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members"]
 
 
 def present(host: Any) -> bool:
@@ -37,6 +37,14 @@ def present(host: Any) -> bool:
 
 
 MEMBER_RESOURCES = {"num_cpus": 1}
+
+
+def worker_mismatch(head: dict[str, Any], worker: dict[str, Any]) -> str | None:
+    """Any difference: the compiler, the core count, the CPU model all change a CPU kernel's time."""
+    for k in sorted(set(head) | set(worker)):
+        if head.get(k) != worker.get(k):
+            return f"{k} is {worker.get(k)!r} there, {head.get(k)!r} here"
+    return None
 
 
 def pool_filter(host: Any, n: int) -> Any:

@@ -33,7 +33,7 @@ COMPUTE_METRIC = {"fp32": "fp32_flops", "fp16": "fp16_tensor_flops", "bf16": "bf
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
-           "suites", "MEMBER_RESOURCES", "pool_filter", "default_workers", "tuning_members", "tuning_features", "bank_conflict_drop"]
+           "suites", "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members", "tuning_features", "bank_conflict_drop"]
 
 
 def _build_module() -> Any:
@@ -45,6 +45,18 @@ def present(host: Any) -> bool:
 
 
 MEMBER_RESOURCES = {"num_gpus": 1, "num_cpus": 1}
+
+
+def worker_mismatch(head: dict[str, Any], worker: dict[str, Any]) -> str | None:
+    """The worker's GPUs (the one it was given) must be among the head's, the rest equal."""
+    for k in sorted((set(head) | set(worker)) - {"gpus"}):
+        if head.get(k) != worker.get(k):
+            return f"{k} is {worker.get(k)!r} there, {head.get(k)!r} here"
+    mine = [list(g) for g in head.get("gpus") or []]
+    other = [list(g) for g in worker.get("gpus") or []]
+    if not other or any(g not in mine for g in other):
+        return f"its GPUs {other} are not among this machine's {mine}"
+    return None
 
 
 def pool_filter(host: Any, n: int) -> Any:

@@ -91,23 +91,9 @@ def _join_cluster(cluster: str | None) -> bool:
     command started it."""
     if cluster is None:
         return False
-    import os
+    from tracea.tuner.ray_pool import connect
 
-    from tracea.tuner.pool import import_ray
-
-    ray = import_ray()
-    if ray.is_initialized():
-        return False
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    try:
-        ray.init(**kwargs) if cluster == "local" else ray.init(address=cluster, **kwargs)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        from tracea.doctor.errors import BadInputError
-
-        raise BadInputError(f"--cluster {cluster}: cannot connect to Ray ({str(exc).splitlines()[0]})",
-                            "start one with `ray start --head`, give its address, or use --cluster local") from None
-    return True
+    return connect(cluster)
 
 
 def _one(label: str, op: Any, kw: dict[str, Any]) -> dict[str, Any]:

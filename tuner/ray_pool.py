@@ -24,24 +24,32 @@ START_S = 120.0  # how long the actors may take to be placed and answer
 _RUNS = itertools.count()
 
 
+def connect(address: str) -> bool:
+    """Ray started (``"local"``: a private instance) or joined (``"auto"``, an address) unless this process
+    already runs it; whether this call started it (and so shuts it down)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing reported home unless the user opts in
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    try:
+        if address == "local":
+            ray.init(**kwargs)
+        else:
+            ray.init(address=address, **kwargs)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise BadInputError(f"--cluster {address}: cannot connect to Ray ({str(exc).splitlines()[0]})",
+                            "start one with `ray start --head`, give its address, or use --cluster local") from None
+    return True
+
+
 class RayPool:
     def __init__(self, factory: Factory, n: int, address: str, backend: str | None,
                  head_env: dict[str, Any] | None = None) -> None:
         """``backend``: whose ``MEMBER_RESOURCES`` each actor asks for (None, a replayed space: one CPU);
         ``head_env``: the environment results are stored under, which every actor's must match."""
         ray = self.ray = import_ray()
-        self._owns = False
-        if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-            try:
-                if address == "local":
-                    ray.init(**kwargs)
-                else:
-                    ray.init(address=address, **kwargs)
-            except (ConnectionError, ValueError, RuntimeError) as exc:
-                raise BadInputError(f"--cluster {address}: cannot connect to Ray ({str(exc).splitlines()[0]})",
-                                    "start one with `ray start --head`, give its address, or use --cluster local") from None
-            self._owns = True
+        self._owns = connect(address)
         self.size, self._factory = n, factory
         self.namespace = f"tracea-{os.getpid()}-{next(_RUNS)}"
         opts: dict[str, float] = {"num_cpus": 1}

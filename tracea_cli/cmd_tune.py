@@ -85,9 +85,10 @@ def tune_config(op: Any, backend: str | None, precision: str | None, variant: st
                 budget: int | None, time_limit: float | None, patience: int, seed: int, repeat: int, warmup: int,
                 timeout: float, space: Path | None, simulate: Path | None, resume: bool, retune: bool, workers: int | None,
                 cluster: str | None, compile_ahead: bool, json_out: bool, jsonl: Path | None, csv: Path | None,
-                metrics: Path | None, dump_ir: Path | None) -> tuple[Any, Any]:
+                metrics: Path | None, dump_ir: Path | None, host: Any = None) -> tuple[Any, Any]:
     """The run's TuneConfig from the options (each checked: one line and exit 2 for a bad one) and the host
-    report (None for a replay), with the backend resolved for ``op``."""
+    report (None for a replay; ``host``: one already probed, as a suite's problems share), with the backend
+    resolved for ``op``."""
     from tracea.doctor.errors import BadInputError
     from tracea.tuner.run import Evaluation, Outputs, SearchLimits, Target, TuneConfig
     from tracea.tuner.strategies import NAMES
@@ -130,13 +131,14 @@ def tune_config(op: Any, backend: str | None, precision: str | None, variant: st
         raise BadInputError(f"--csv: {csv} should end in .csv (the format follows the extension)")
     if metrics is not None and metrics.suffix not in (".csv", ".jsonl"):
         raise BadInputError(f"--metrics: {metrics}: the extension must be .csv or .jsonl (it picks the format)")
-    host = None
-    if simulate is None:
+    if simulate is not None:
+        host = None
+    else:
         from tracea.doctor import probe
 
         from .cmd_kernels import resolve_backend
 
-        host = probe()
+        host = host or probe()
         target = dataclasses.replace(config.target, backend=resolve_backend(op, host, backend, precision,
                                                                            to_stderr=json_out))
         config = dataclasses.replace(config, target=target)

@@ -68,12 +68,13 @@ def do_tune_suite(suite: str, quick: bool, **kw: Any) -> None:
         if kw.get(name):
             raise BadInputError(f"--{name}: not for a suite (each problem has its own space and variant)",
                                 "tune one op with `tracea tune gemm ...` for that")
-    problems = load_problems(suite, kw["backend"], quick, probe())
+    host = probe()
+    problems = load_problems(suite, kw["backend"], quick, host)
     ray_started = _join_cluster(kw.get("cluster"))
     rows: list[dict[str, Any]] = []
     try:
         for label, backend, op in problems:
-            rows.append(_one(label, op, {**kw, "backend": backend}))
+            rows.append(_one(label, op, {**kw, "backend": backend}, host))
     finally:
         if ray_started:
             import ray
@@ -96,13 +97,13 @@ def _join_cluster(cluster: str | None) -> bool:
     return connect(cluster)
 
 
-def _one(label: str, op: Any, kw: dict[str, Any]) -> dict[str, Any]:
+def _one(label: str, op: Any, kw: dict[str, Any], host: Any) -> dict[str, Any]:
     from tracea.doctor.errors import TraceaError
 
     row: dict[str, Any] = {"problem": label, "op": op.signature}
     try:
         args = {k: v for k, v in kw.items() if k != "no_tui"}
-        config, host = tune_config(op, **args)
+        config, host = tune_config(op, **args, host=host)
         r = _run_with_progress(op, host, config, quiet=kw["json_out"])
     except TraceaError as exc:
         row.update(best=None, error=exc.message)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .search import IMPROVEMENT, Search
+from .search import Search
 from .trial import Measurement, Trial
 
 
@@ -62,15 +62,7 @@ class ParallelSearch(Search):
                 if m is None:  # lost once: back to the strategy
                     continue
                 trial = Trial(done.index, self.schedules[done.index], self.names[done.index], m, done.seconds)
-                self.record(trial)
-                self.trials.append(trial)
-                self.observed[done.index] = value = trial.objective
-                since_gain = 0 if value is not None and (best is None or value < best * (1 - IMPROVEMENT)) \
-                    else since_gain + 1
-                if value is not None and (best is None or value < best):
-                    best = value
-                self.emit("trial", {"trial": trial, "best_ms": best, "done": len(self.trials), "budget": self.budget,
-                                    "elapsed_s": time.monotonic() - start, "member": done.member})
+                best, since_gain = self.take(trial, best, since_gain, start, member=done.member)
 
     def _measurement(self, done: Any, losses: dict[int, list[str]]) -> Measurement | None:
         if done.lost is None:

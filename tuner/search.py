@@ -69,15 +69,18 @@ class Search:
                 on_phase=lambda p, i=index, n=name: self.emit("phase", {"index": i, "name": n, "phase": p}),
                 index=index)
             trial = Trial(index, self.schedules[index], name, m, time.monotonic() - t0)
-            self.record(trial)  # committed before the next candidate starts
-            self.trials.append(trial)
-            self.observed[index] = trial.objective
-            value = trial.objective
-            if value is not None and (best is None or value < best * (1 - IMPROVEMENT)):
-                since_gain = 0
-            else:
-                since_gain += 1
-            if value is not None and (best is None or value < best):
-                best = value
-            self.emit("trial", {"trial": trial, "best_ms": best, "done": len(self.trials), "budget": self.budget,
-                                "elapsed_s": time.monotonic() - start})
+            best, since_gain = self.take(trial, best, since_gain, start)
+
+    def take(self, trial: Trial, best: float | None, since_gain: int, start: float,
+             **extra: Any) -> tuple[float | None, int]:
+        """Record ``trial`` (committed before anything else starts), observe it, announce it (with ``extra``
+        in the event); the new (best, evaluations since a 0.5 % gain)."""
+        self.record(trial)
+        self.trials.append(trial)
+        self.observed[trial.index] = value = trial.objective
+        since_gain = 0 if value is not None and (best is None or value < best * (1 - IMPROVEMENT)) else since_gain + 1
+        if value is not None and (best is None or value < best):
+            best = value
+        self.emit("trial", {"trial": trial, "best_ms": best, "done": len(self.trials), "budget": self.budget,
+                            "elapsed_s": time.monotonic() - start, **extra})
+        return best, since_gain

@@ -239,7 +239,7 @@ class CudaKernel:
     _borrowing = False  # inside launch_on: upload prepares the launch over the caller's buffers, copies nothing
     _order: tuple[Any, int] | None = None  # launch_on's (event, stream) after the last launch that used scratch
     _on_key: tuple[int, ...] | None = None  # launch_on's (stream, pointers) that the launch arguments were made for
-    _sizes: dict[str, int] | None = None  # launch_on's buffer sizes in bytes
+    _sizes: dict[str, int] | None = None  # launch_on's buffer sizes in bytes, names sorted
 
     def __init__(self, op: Any, artifact: Artifact, rendered: Rendered, scalars: dict[str, float | int]) -> None:
         from cuda.core import LaunchConfig, ObjectCode
@@ -352,16 +352,17 @@ class CudaKernel:
         launch on another stream than the last first waits for that one (an event, no host sync), except
         while the stream captures a CUDA graph. The arguments (tensor maps) made for the last call's stream and
         pointers are reused when both repeat, as they do in a model's steady state under torch's allocator."""
-        names = set(self._shapes) | {"out"}
+        if self._sizes is None:  # once: the buffers' byte sizes, by name in sorted order
+            item = self._dtype.itemsize
+            sizes = {n: int(np.prod(s)) * item for n, s in self._shapes.items()} | {
+                "out": int(np.prod(self._out_shape)) * item}
+            self._sizes = dict(sorted(sizes.items()))
+        sizes, handle = self._sizes, int(stream)
+        names = sizes.keys()
         if not hasattr(ptrs, "keys") or set(ptrs) != names:
             got = sorted(ptrs) if hasattr(ptrs, "keys") else type(ptrs).__name__
-            raise BadInputError(f"launch_on: expected pointers for {', '.join(sorted(names))}, got {got}")
-        if self._sizes is None:
-            item = self._dtype.itemsize
-            self._sizes = {n: int(np.prod(s)) * item for n, s in self._shapes.items()} | {
-                "out": int(np.prod(self._out_shape)) * item}
-        sizes, handle = self._sizes, int(stream)
-        key = (handle, *(int(ptrs[n]) for n in sorted(names)))
+            raise BadInputError(f"launch_on: expected pointers for {', '.join(names)}, got {got}")
+        key = (handle, *(int(ptrs[n]) for n in names))
         with self._lock:
             saved_dbuf, saved_dev = self._dbuf, self._dev
             own = {n: b for n, b in saved_dbuf.items() if n not in names}

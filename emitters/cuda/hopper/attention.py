@@ -70,6 +70,19 @@ def _v_strides(sched: AttnWgmmaSchedule, d: int) -> tuple[int, int]:
     return descriptor_strides(lay)
 
 
+def _ring_init(sched: AttnWgmmaSchedule) -> str:
+    """Thread 0 opens its block: the tensor maps prefetched, each ring stage's full K, full V and empty barriers."""
+    S = sched.stages
+    return f"""    if (threadIdx.x == 0) {{
+        tr_prefetch_map(&tmQ); tr_prefetch_map(&tmK); tr_prefetch_map(&tmV);
+        for (int s = 0; s < {S}; ++s) {{
+            tr_mbar_init(bars + 8u * s, 1u);
+            tr_mbar_init(bars + 8u * ({S} + s), 1u);
+            tr_mbar_init(bars + 8u * ({2 * S} + s), {4 * sched.consumers}u);
+        }}
+"""
+
+
 def _head(sched: AttnWgmmaSchedule, d: int) -> str:
     """From the block's work item to the warpgroup split: barriers initialised and published."""
     sm, S = smem_plan(sched, d), sched.stages
@@ -82,14 +95,7 @@ def _head(sched: AttnWgmmaSchedule, d: int) -> str:
     const int kvh = h / (heads / kv_heads);
     const int e0 = tile_ptr[qt], n = tile_ptr[qt + 1] - e0;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    if (threadIdx.x == 0) {{
-        tr_prefetch_map(&tmQ); tr_prefetch_map(&tmK); tr_prefetch_map(&tmV);
-        for (int s = 0; s < {S}; ++s) {{
-            tr_mbar_init(bars + 8u * s, 1u);
-            tr_mbar_init(bars + 8u * ({S} + s), 1u);
-            tr_mbar_init(bars + 8u * ({2 * S} + s), {4 * sched.consumers}u);
-        }}
-        tr_mbar_init(qbar, 1u);
+{_ring_init(sched)}        tr_mbar_init(qbar, 1u);
         asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
     }}
     __syncthreads();"""
@@ -340,14 +346,7 @@ def _head_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
     const int q_tiles = (seq_q + {sched.bq - 1}) / {sched.bq};
     if ((int)blockIdx.x >= walk[0]) return;  /* a grid larger than the walk was built for */
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    if (threadIdx.x == 0) {{
-        tr_prefetch_map(&tmQ); tr_prefetch_map(&tmK); tr_prefetch_map(&tmV);
-        for (int s = 0; s < {S}; ++s) {{
-            tr_mbar_init(bars + 8u * s, 1u);
-            tr_mbar_init(bars + 8u * ({S} + s), 1u);
-            tr_mbar_init(bars + 8u * ({2 * S} + s), {4 * sched.consumers}u);
-        }}
-        for (int j = 0; j < {qb}; ++j) {{
+{_ring_init(sched)}        for (int j = 0; j < {qb}; ++j) {{
             tr_mbar_init(qbar + 8u * j, 1u);
             tr_mbar_init(qempty + 8u * j, {4 * sched.consumers}u);
         }}

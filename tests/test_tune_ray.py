@@ -111,3 +111,25 @@ def test_the_command_line_against_ray_start_head(tmp_path):
     finally:
         subprocess.run(["ray", "stop", "--force"], capture_output=True, env=env, timeout=120)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_a_suite_on_ray_runs_its_problems_side_by_side(local_ray, tmp_path):
+    """Two real CPU problems on two lanes, each its own Ray actor on its lane's share of the cores: both
+    tuned and stored, with the serial run's best."""
+    from tracea.doctor import probe
+    from tracea.kernels import Gemm
+    from tracea.tune_lanes import Job, run_lanes
+
+    space = tmp_path / "space.toml"
+    space.write_text(SPREAD_SPACE)
+    host, jobs = probe(), []
+    for i, m in enumerate((256, 192)):
+        cfg = TuneConfig(Target(backend="cpu", space_file=str(space)),
+                         evaluation=Evaluation(workers=2, cluster="auto", repeats=20, warmup=3),
+                         limits=SearchLimits(strategy="exhaustive", retune=True),
+                         outputs=Outputs(db_path=str(tmp_path / "suite.sqlite")))
+        jobs.append(Job(i, f"p{i}", Gemm(m, 256, 256), cfg))
+    rows = run_lanes(jobs, 2, host, quiet=True, row=lambda label, op, r: {
+        "problem": label, "best": r.best["schedule"], "ok": [t.measurement.ok for t in r.trials]})
+    assert sorted(r["lane"] for r in rows.values()) == [0, 1]
+    assert all(r["ok"] == [True, True] and r["best"]["mr"] == 6 for r in rows.values()), rows

@@ -231,8 +231,9 @@ def _tracea(args, home, timeout=600):
                           timeout=timeout)
 
 
-def test_a_suite_file_is_tuned_problem_by_problem_over_two_workers(tmp_path):
-    """`tracea tune --suite FILE --workers 2`: every problem tuned and stored; a second run reuses them all."""
+def test_a_suite_file_is_tuned_side_by_side_over_two_workers(tmp_path):
+    """`tracea tune --suite FILE --workers 2`: the two problems run at once, one a lane (a worker on its
+    own cores), every problem tuned and stored; a second run reuses them all."""
     import os
 
     if len(os.sched_getaffinity(0)) < 2:
@@ -246,6 +247,7 @@ def test_a_suite_file_is_tuned_problem_by_problem_over_two_workers(tmp_path):
     rows = json.loads(out.stdout)
     assert [r["op"].split("(")[0] for r in rows] == ["gemm", "softmax"]
     assert all(r["best"] and r["evaluated"] >= 1 and not r["reused"] for r in rows), rows
+    assert sorted(r["lane"] for r in rows) == [0, 1], rows  # the gemm is larger: lane 0 takes it first
     again = json.loads(_tracea(args, tmp_path).stdout)
     assert all(r["reused"] and r["best"] == r0["best"] for r, r0 in zip(again, rows, strict=True))
 
@@ -321,3 +323,53 @@ def test_a_worker_on_another_kind_of_machine_is_named():
     assert "not among this machine's" in cuda.worker_mismatch(head, {**head, "gpus": [h200]})
     assert "driver is '575.0' there" in cuda.worker_mismatch(head, {**head, "gpus": [h100], "driver": "575.0"})
     assert cuda.worker_mismatch(head, {**head, "gpus": []})  # a worker that sees no GPU
+
+
+def test_lanes_tune_each_problem_as_the_serial_run_does_and_take_the_largest_first():
+    """Recorded spaces as a suite's problems on two lanes: each problem's best and trials are the serial
+    run's (a lane is the serial search on one member); the largest problem is queued first."""
+    from tracea.kernels import Op
+    from tracea.tune_lanes import Job, run_lanes
+    from tracea.tuner.recorded import load_recorded
+
+    spaces = sorted(SPACES.glob("*.json"))
+    jobs = []
+    for i, space in enumerate(spaces):
+        cfg = TuneConfig(Target(simulate=str(space)), evaluation=Evaluation(workers=2),
+                         limits=SearchLimits(strategy="bayes", budget=12, seed=3, patience=None))
+        jobs.append(Job(i, space.stem, Op.from_json(load_recorded(space).op), cfg))
+    largest = max(jobs, key=lambda j: j.op.flops).label
+    order = []
+
+    def row(label, op, r):
+        order.append(label)
+        return {"problem": label, "op": op.signature, "best": r.best["schedule"], "trials": len(r.trials)}
+
+    rows = run_lanes(jobs, 2, None, quiet=True, row=row)
+    assert sorted(rows) == list(range(len(spaces)))
+    assert {r["lane"] for r in rows.values()} == {0, 1}
+    for i, space in enumerate(spaces):
+        serial = tune(None, None, TuneConfig(Target(simulate=str(space)),
+                                             limits=SearchLimits(strategy="bayes", budget=12, seed=3, patience=None)))
+        assert rows[i]["best"] == serial.best["schedule"] and rows[i]["trials"] == len(serial.trials) == 12
+    from tracea.tune_lanes import _Lanes
+
+    queued = _Lanes(jobs, 2, None, quiet=True, row=row).todo
+    firsts = [queued.get_nowait().label for _ in jobs]
+    assert firsts[0] == largest and len(order) == len(jobs)
+
+
+def test_a_lane_runs_on_its_own_member_alone(monkeypatch):
+    """``Evaluation.lane``: the serial search with the lane's worker environment (its cores, or its GPU)."""
+    from tracea.tuner import run as R
+
+    seen = []
+    setup = R._Setup(op=None, variant="v", backend="cpu", fingerprint="f", environment={}, schedules=[], names=[],
+                     evaluator_factory=lambda worker_env=None: seen.append(worker_env), simulated=False)
+    monkeypatch.setattr(P, "member_envs", lambda backend, n, host: [{"TRACEA_WORKER_CPUS": str(i)} for i in range(n)])
+    lane_setup, pool = R._in_lane(setup, Evaluation(workers=3, lane=2), None)
+    assert pool is None
+    lane_setup.evaluator_factory()
+    assert seen == [{"TRACEA_WORKER_CPUS": "2"}]
+    with pytest.raises(BadInputError, match="lane 3 of 3"):
+        R._in_lane(setup, Evaluation(workers=3, lane=3), None)

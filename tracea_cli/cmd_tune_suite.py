@@ -4,8 +4,16 @@ command, each over the same workers (``--workers N``, ``--cluster``), filling th
 NAME is one of ``tracea bench``'s suites (llm-gemm, resnet50, softmax: the cases each runnable backend
 contributes, ``--quick`` a few of each). FILE is a JSON list of ops as the IR writes them
 (``{"op": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}``, validated like any input from
-elsewhere). Problems run one after another, each with every worker; a problem that fails is a row of the
-table, and the others go on. With ``--cluster``, Ray is started (or joined) once for the whole suite.
+elsewhere).
+
+With several workers (``--workers N``; by default every GPU of the host), the problems run side by side,
+one a worker ("lanes"): each problem is the serial search on one GPU (or one share of the cores), so its
+sample efficiency is the serial tuner's, and no worker waits for another problem's baseline, final timing
+or last candidate. Lanes take the problems largest first (their FLOPs), so the run does not end on one big
+problem alone. With one worker, or one problem, problems run one after another with every worker. A problem
+that fails is a row of the table, and the others go on; Ctrl-C stops every lane (the candidates in flight
+finish and are stored). With ``--cluster``, Ray is started (or joined) once for the whole suite, and each
+problem runs on an actor of its own that Ray places on a free GPU.
 """
 
 from __future__ import annotations
@@ -71,10 +79,8 @@ def do_tune_suite(suite: str, quick: bool, **kw: Any) -> None:
     host = probe()
     problems = load_problems(suite, kw["backend"], quick, host)
     ray_started = _join_cluster(kw.get("cluster"))
-    rows: list[dict[str, Any]] = []
     try:
-        for label, backend, op in problems:
-            rows.append(_one(label, op, {**kw, "backend": backend}, host))
+        rows = _tune_all(problems, kw, host)
     finally:
         if ray_started:
             import ray
@@ -97,17 +103,46 @@ def _join_cluster(cluster: str | None) -> bool:
     return connect(cluster)
 
 
-def _one(label: str, op: Any, kw: dict[str, Any], host: Any) -> dict[str, Any]:
+def _tune_all(problems: list[tuple[str, str | None, Any]], kw: dict[str, Any], host: Any) -> list[dict[str, Any]]:
+    """Every problem's row, in the suite's order: each configured first (a bad one is its row's error),
+    then those of one backend and worker count side by side when there are several workers (lanes.py),
+    else one after another."""
     from tracea.doctor.errors import TraceaError
 
-    row: dict[str, Any] = {"problem": label, "op": op.signature}
+    from .tune_lanes import Job, run_lanes
+
+    rows: dict[int, dict[str, Any]] = {}
+    groups: dict[tuple[str, int], list[Job]] = {}
+    args = {k: v for k, v in kw.items() if k != "no_tui"}
+    for i, (label, backend, op) in enumerate(problems):
+        try:
+            config, _ = tune_config(op, **{**args, "backend": backend}, host=host)
+        except TraceaError as exc:
+            rows[i] = {"problem": label, "op": op.signature, "best": None, "error": exc.message}
+            continue
+        groups.setdefault((config.target.backend, config.evaluation.workers), []).append(Job(i, label, op, config))
+    for (_, workers), jobs in groups.items():
+        if workers > 1 and len(jobs) > 1:
+            rows.update(run_lanes(jobs, workers, host, quiet=kw["json_out"], row=result_row))
+            continue
+        for job in jobs:
+            rows[job.index] = _one(job, host, quiet=kw["json_out"])
+    return [rows[i] for i in sorted(rows)]
+
+
+def _one(job: Any, host: Any, quiet: bool) -> dict[str, Any]:
+    from tracea.doctor.errors import TraceaError
+
     try:
-        args = {k: v for k, v in kw.items() if k != "no_tui"}
-        config, host = tune_config(op, **args, host=host)
-        r = _run_with_progress(op, host, config, quiet=kw["json_out"])
+        r = _run_with_progress(job.op, host, job.config, quiet=quiet)
     except TraceaError as exc:
-        row.update(best=None, error=exc.message)
-        return row
+        return {"problem": job.label, "op": job.op.signature, "best": None, "error": exc.message}
+    return result_row(job.label, job.op, r)
+
+
+def result_row(label: str, op: Any, r: Any) -> dict[str, Any]:
+    """A tuned problem's row of the table (and of --json)."""
+    row: dict[str, Any] = {"problem": label, "op": op.signature}
     row.update(variant=r.variant, evaluated=len(r.trials), reused=r.reused, space=r.space_size,
                best=r.best["name"] if r.best else None, best_ms=r.best["p50_ms"] if r.best else None,
                ratio=r.ratio, stop=r.stop_reason, seconds=r.elapsed_s, key=r.key)
@@ -147,6 +182,6 @@ def register(tune_app: typer.Typer) -> None:
                                 default=typer.Argument(..., help="A bench suite (llm-gemm, resnet50, softmax) or a "
                                                                  "JSON file listing ops."))]
     suite.__signature__ = inspect.Signature([*params, *SUITE_PARAMS, *PARAMS])  # type: ignore[attr-defined]
-    suite.__doc__ = ("Tune every problem of a suite (or a JSON file of ops) over the same workers; "
+    suite.__doc__ = ("Tune every problem of a suite (or a JSON file of ops), side by side one per worker; "
                      "results go to the tuning database.")
     tune_app.command(name="suite")(suite)

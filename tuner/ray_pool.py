@@ -45,12 +45,14 @@ def connect(address: str) -> bool:
 
 class RayPool:
     def __init__(self, factory: Factory, n: int, address: str, backend: str | None,
-                 head_env: dict[str, Any] | None = None) -> None:
+                 head_env: dict[str, Any] | None = None, share: tuple[int, int] | None = None) -> None:
         """``backend``: whose ``MEMBER_RESOURCES`` each actor asks for (None, a replayed space: one CPU);
-        ``head_env``: the environment results are stored under, which every actor's must match."""
+        ``head_env``: the environment results are stored under, which every actor's must match; ``share``:
+        (i, n) for a one-actor pool that is one of n side by side (a suite's lane): a CPU actor takes the
+        i-th of n core sets of its node, not all of them."""
         ray = self.ray = import_ray()
         self._owns = connect(address)
-        self.size, self._factory = n, factory
+        self.size, self._factory, self._share = n, factory, share
         self.namespace = f"tracea-{os.getpid()}-{next(_RUNS)}"
         opts: dict[str, float] = {"num_cpus": 1}
         if backend is not None:
@@ -100,7 +102,11 @@ class RayPool:
         for i, (node, _) in enumerate(self._where):
             by_node.setdefault(node, []).append(i)
         for members in by_node.values():
-            sets = cpu_sets(len(members), self._where[members[0]][1])
+            cores_seen = self._where[members[0]][1]
+            if self._share is not None and self.size == 1:
+                sets = [cpu_sets(self._share[1], cores_seen)[self._share[0]]]
+            else:
+                sets = cpu_sets(len(members), cores_seen)
             for i, cores in zip(members, sets, strict=True):
                 self._cpus[i] = list(cores)
         self._get([a.pin.remote(c) for a, c in zip(self._actors, self._cpus, strict=True)], START_S, "pinning")

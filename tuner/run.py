@@ -220,8 +220,10 @@ def _setup_live(op: Any, host: Any, tune_config: TuneConfig) -> _Setup:
                                 "machine", "fewer --workers")
         cands = kept
     schedules = [s.to_json() for s in cands]
-    # pool members build their own candidate: nothing is proposed ahead of them to compile
-    member_evaluation = evaluation if evaluation.workers == 1 and evaluation.cluster is None else \
+    # pool members build their own candidate: nothing is proposed ahead of them to compile; a lane of a
+    # suite keeps compiling ahead where its member owns a whole device (no core share to crowd)
+    alone = evaluation.workers == 1 or (evaluation.lane is not None and fair is None)
+    member_evaluation = evaluation if alone and evaluation.cluster is None else \
         dataclasses.replace(evaluation, compile_ahead=False)
     return _Setup(
         op=op, variant=variant_id, backend=config.backend, fingerprint=fingerprint(host, config.backend),
@@ -264,7 +266,9 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
         return reused
     ev = config.evaluation
     pool = None  # made before the run is opened: a bad --workers or --cluster leaves no run behind
-    if ev.workers != 1 or ev.cluster is not None:
+    if ev.lane is not None:
+        setup, pool = _in_lane(setup, ev, host)
+    elif ev.workers != 1 or ev.cluster is not None:
         pool = make_pool(setup.evaluator_factory, setup.backend, ev.workers, ev.cluster, host, setup.simulated,
                          setup.environment)
     try:
@@ -442,6 +446,24 @@ def make_pool(factory: Callable[..., Any], backend: str, workers: int, cluster: 
         return RayPool(factory, workers, cluster, None if simulated else backend, None if simulated else environment)
     envs: list[dict[str, str] | None] = [None] * workers if simulated else list(member_envs(backend, workers, host))
     return LocalPool([(lambda e=e: factory(worker_env=e)) for e in envs])
+
+
+def _in_lane(setup: _Setup, ev: Any, host: Any) -> tuple[_Setup, Any]:
+    """A run on member ``ev.lane`` of ``ev.workers`` alone (a suite tunes its problems side by side): the
+    serial search with that member's worker environment (its GPU, its cores), or with ``--cluster`` a Ray
+    pool of one actor (Ray places it on a free GPU; a CPU actor takes the lane's share of its node)."""
+    if not 0 <= ev.lane < ev.workers:
+        raise BadInputError(f"lane {ev.lane} of {ev.workers} workers")
+    if ev.cluster is not None:
+        from .ray_pool import RayPool
+
+        return setup, RayPool(setup.evaluator_factory, 1, ev.cluster, None if setup.simulated else setup.backend,
+                              None if setup.simulated else setup.environment, share=(ev.lane, ev.workers))
+    from .pool import member_envs
+
+    env = None if setup.simulated else member_envs(setup.backend, ev.workers, host)[ev.lane]
+    make = setup.evaluator_factory
+    return dataclasses.replace(setup, evaluator_factory=lambda worker_env=None: make(worker_env=env)), None
 
 
 def _final_baseline(evaluator: Any, best: dict[str, Any], start: dict[str, Any] | None,

@@ -1,0 +1,75 @@
+"""Tables for benchmarks/gpu/tune_fleet_session.sh (issue 20), from its JSON outputs and walls.txt.
+
+    python benchmarks/gpu/fleet_summary.py suite ONE_GPU.json ALL_GPUS.json walls.txt
+    python benchmarks/gpu/fleet_summary.py one SERIAL.json RAY.json walls.txt
+    python benchmarks/gpu/fleet_summary.py rows SUITE.json
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def _walls(path: str) -> dict[str, float]:
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        parts = dict(p.split("=", 1) for p in line.split()[1:] if "=" in p)
+        out[line.split()[0]] = float(parts["wall_s"])
+    return out
+
+
+def _load(path: str) -> object:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"{path}: no result ({exc})")
+        return None
+
+
+def rows(path: str) -> list[dict]:
+    data = _load(path) or []
+    print(f"{'problem':8s} {'lane':>4s} {'evaluated':>9s} {'best':40s} {'ms':>9s} {'vs vendor':>9s} {'s':>6s}")
+    for r in data:
+        if r.get("best") is None:
+            print(f"{r['problem']:8s} no verified best: {r.get('error') or r.get('stop')}")
+            continue
+        ratio = f"{r['ratio']:.2f}x" if r.get("ratio") else "-"
+        print(f"{r['problem']:8s} {r.get('lane', '-')!s:>4s} {r['evaluated']:>9d} {r['best'][:40]:40s} "
+              f"{r['best_ms']:9.4f} {ratio:>9s} {r['seconds']:6.1f}")
+    return data
+
+
+def suite(one: str, alln: str, walls: str) -> None:
+    w = _walls(walls)
+    print("== one GPU")
+    a = rows(one)
+    print("== every GPU (lanes)")
+    b = rows(alln)
+    same = sum(1 for x, y in zip(a, b, strict=False) if x.get("best") and x.get("best") == y.get("best"))
+    gpus = len({r.get("lane") for r in b if r.get("lane") is not None}) or 1
+    t1, tn = w.get("suite_one_gpu"), w.get("suite_all_gpus")
+    print(f"problems {len(a)} / {len(b)}; same best schedule in {same}")
+    print(f"evaluations: one GPU {sum(r.get('evaluated') or 0 for r in a)}, every GPU {sum(r.get('evaluated') or 0 for r in b)}")
+    if t1 and tn:
+        print(f"wall: one GPU {t1:.1f} s, {gpus} GPUs {tn:.1f} s: speed-up {t1 / tn:.2f}x "
+              f"({t1 / tn / gpus:.2f} of the GPU count)")
+
+
+def one(serial: str, ray: str, walls: str) -> None:
+    w = _walls(walls)
+    for name, path in (("serial_one_gpu", serial), ("ray_one_gpu", ray)):
+        d = _load(path)
+        if not d:
+            continue
+        secs = [t["seconds"] for t in d["trials"]]
+        print(f"{name:15s} evaluated {d['evaluated']:3d} best {d['best']['name'] if d['best'] else None} "
+              f"{d['best']['p50_ms'] if d['best'] else float('nan'):.4f} ms  run {d['elapsed_s']:.1f} s  "
+              f"command {w.get(name, float('nan')):.1f} s  per candidate: median {statistics.median(secs):.2f} s "
+              f"mean {statistics.mean(secs):.2f} s  run/evaluated {d['elapsed_s'] / max(1, d['evaluated']):.2f} s")
+
+
+if __name__ == "__main__":
+    {"suite": suite, "one": one, "rows": rows}[sys.argv[1]](*sys.argv[2:])

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Issue 20 on a host with several GPUs: `tracea tune --suite` of the 8 bf16 GEMMs in fleet_problems.json,
+# tuned on every GPU (lanes: one problem per GPU at a time) against the same suite on one GPU
+# (CUDA_VISIBLE_DEVICES=0); and one problem tuned serially against `--workers 1 --cluster local` on one GPU
+# (the overhead of Ray per candidate). Each run has a fresh TRACEA_HOME (its own database and build cache:
+# nothing compiled by one run is reused by another). Installs nothing but what .whl holds (Ray, for `ray`).
+#
+#     bash benchmarks/gpu/tune_fleet_session.sh local    # the suite on all GPUs, then on one
+#     bash benchmarks/gpu/tune_fleet_session.sh ray      # serial vs Ray on one GPU; the suite over Ray
+. benchmarks/gpu/session_head.sh
+MODE=${1:-local}
+BUDGET=${BUDGET:-12}
+PROBLEMS=benchmarks/gpu/fleet_problems.json
+export RAY_USAGE_STATS_ENABLED=0 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [ "$MODE" = ray ]; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        > "$RES/install.log" 2>&1 || { tail -5 "$RES/install.log"; exit 1; }
+    export PYTHONPATH=$PYTHONPATH:/tmp/site  # the checkout's shim first; Ray and its needs after the image's own
+    $PY -c "import ray; print('ray', ray.__version__)" | tee -a "$RES/device.txt"
+fi
+nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$RES/device.txt"
+nproc | tee -a "$RES/device.txt"
+
+suite() {  # NAME [extra options...]: one suite run, its wall time and rows in $RES/NAME.*
+    local name=$1; shift
+    local t0=$(date +%s.%N)
+    TRACEA_HOME=$(mktemp -d) timeout 560 $PY -m tracea tune --suite $PROBLEMS --backend cuda --budget $BUDGET --seed 1 \
+        --json "$@" > "$RES/$name.json" 2> "$RES/$name.err"
+    local rc=$?
+    echo "$name rc=$rc wall_s=$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$RES/walls.txt"
+}
+
+one() {  # NAME [extra options...]: one problem tuned, wall time and JSON (with trials) in $RES/NAME.*
+    local name=$1; shift
+    local t0=$(date +%s.%N)
+    CUDA_VISIBLE_DEVICES=0 TRACEA_HOME=$(mktemp -d) timeout 280 $PY -m tracea tune gemm --m 2048 --n 4096 --k 4096 \
+        --dtype bf16 --backend cuda --budget $BUDGET --seed 1 --no-tui --json --jsonl "$RES/$name.jsonl" "$@" \
+        > "$RES/$name.json" 2> "$RES/$name.err"
+    local rc=$?
+    echo "$name rc=$rc wall_s=$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$RES/walls.txt"
+}
+
+{
+if [ "$MODE" = local ]; then
+    suite suite_all_gpus
+    CUDA_VISIBLE_DEVICES=0 suite suite_one_gpu
+    $PY benchmarks/gpu/fleet_summary.py suite "$RES/suite_one_gpu.json" "$RES/suite_all_gpus.json" "$RES/walls.txt"
+else
+    one serial_one_gpu --workers 1
+    one ray_one_gpu --workers 1 --cluster local
+    $PY benchmarks/gpu/fleet_summary.py one "$RES/serial_one_gpu.json" "$RES/ray_one_gpu.json" "$RES/walls.txt"
+    suite suite_ray_all_gpus --cluster local
+    $PY benchmarks/gpu/fleet_summary.py rows "$RES/suite_ray_all_gpus.json"
+fi
+} 2>&1 | tee "$RES/summary.txt"

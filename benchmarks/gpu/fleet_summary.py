@@ -3,6 +3,7 @@
     python benchmarks/gpu/fleet_summary.py suite ONE_GPU.json ALL_GPUS.json walls.txt
     python benchmarks/gpu/fleet_summary.py one SERIAL.json RAY.json walls.txt
     python benchmarks/gpu/fleet_summary.py rows SUITE.json
+    python benchmarks/gpu/fleet_summary.py db TUNING.sqlite      # where each run's time went
 """
 
 from __future__ import annotations
@@ -71,5 +72,28 @@ def one(serial: str, ray: str, walls: str) -> None:
               f"mean {statistics.mean(secs):.2f} s  run/evaluated {d['elapsed_s'] / max(1, d['evaluated']):.2f} s")
 
 
+def db(path: str) -> None:
+    """Per run: its span (start to finish, whole seconds), the span before its first trial (the baseline),
+    its trials' own seconds (median, sum) and compile seconds (median)."""
+    import datetime as dt
+    import sqlite3
+
+    def t(s: str) -> float:
+        return dt.datetime.fromisoformat(s).timestamp()
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    print(f"{'run':>3s} {'op':44s} {'span s':>6s} {'to 1st':>6s} {'trials':>6s} {'med s':>6s} {'sum s':>6s} "
+          f"{'med compile':>11s}")
+    for rid, sig, started, finished in con.execute("SELECT id, op_signature, started, finished FROM runs ORDER BY id"):
+        rows = con.execute("SELECT seconds, compile_s, created FROM trials WHERE run_id=? ORDER BY id", (rid,)).fetchall()
+        secs = [r[0] or 0.0 for r in rows]
+        comp = [r[1] for r in rows if r[1] is not None]
+        span = t(finished) - t(started) if finished else float("nan")
+        first = t(rows[0][2]) - t(started) if rows else float("nan")
+        print(f"{rid:3d} {sig[:44]:44s} {span:6.0f} {first:6.0f} {len(rows):6d} "
+              f"{statistics.median(secs) if secs else 0:6.2f} {sum(secs):6.1f} "
+              f"{statistics.median(comp) if comp else 0:11.2f}")
+
+
 if __name__ == "__main__":
-    {"suite": suite, "one": one, "rows": rows}[sys.argv[1]](*sys.argv[2:])
+    {"suite": suite, "one": one, "rows": rows, "db": db}[sys.argv[1]](*sys.argv[2:])

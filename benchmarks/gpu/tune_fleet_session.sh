@@ -21,23 +21,34 @@ fi
 nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$RES/device.txt"
 nproc | tee -a "$RES/device.txt"
 
-suite() {  # NAME [extra options...]: one suite run, its wall time and rows in $RES/NAME.*
+wall() {  # NAME RC T0_NS: one line of walls.txt (no bc on the device machine)
+    local ms=$(( ($(date +%s%N) - $3) / 1000000 ))
+    echo "$1 rc=$2 wall_s=$((ms / 1000)).$(printf %03d $((ms % 1000)))" | tee -a "$RES/walls.txt"
+}
+
+suite() {  # NAME [extra options...]: one suite run, its wall time and rows in $RES/NAME.*; GPU use sampled
     local name=$1; shift
-    local t0=$(date +%s.%N)
-    TRACEA_HOME=$(mktemp -d) timeout 560 $PY -m tracea tune --suite $PROBLEMS --backend cuda --budget $BUDGET --seed 1 \
+    local home=$(mktemp -d) t0=$(date +%s%N)
+    nvidia-smi --query-gpu=timestamp,index,utilization.gpu --format=csv,noheader -lms 500 > "$RES/$name.gpu" &
+    local smi=$!
+    TRACEA_HOME=$home timeout 560 $PY -m tracea tune --suite $PROBLEMS --backend cuda --budget $BUDGET --seed 1 \
         --json "$@" > "$RES/$name.json" 2> "$RES/$name.err"
-    local rc=$?
-    echo "$name rc=$rc wall_s=$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$RES/walls.txt"
+    wall $name $? $t0
+    kill $smi
+    $PY benchmarks/gpu/fleet_summary.py db "$home/tuning.sqlite"
+    awk -F', ' '{split($3, u, " "); n[$2]++; s[$2]+=u[1]; if (u[1] > 0) b[$2]++}
+        END {for (g in n) printf "GPU %s: mean utilisation %.0f %%, busy in %d of %d samples\n", g, s[g]/n[g], b[g], n[g]}' \
+        "$RES/$name.gpu"
+    rm -f "$RES/$name.gpu"
 }
 
 one() {  # NAME [extra options...]: one problem tuned, wall time and JSON (with trials) in $RES/NAME.*
     local name=$1; shift
-    local t0=$(date +%s.%N)
+    local t0=$(date +%s%N)
     CUDA_VISIBLE_DEVICES=0 TRACEA_HOME=$(mktemp -d) timeout 280 $PY -m tracea tune gemm --m 2048 --n 4096 --k 4096 \
         --dtype bf16 --backend cuda --budget $BUDGET --seed 1 --no-tui --json --jsonl "$RES/$name.jsonl" "$@" \
         > "$RES/$name.json" 2> "$RES/$name.err"
-    local rc=$?
-    echo "$name rc=$rc wall_s=$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$RES/walls.txt"
+    wall $name $? $t0
 }
 
 {

@@ -44,6 +44,7 @@ def rows(path: str) -> list[dict]:
 
 
 def suite(one: str, alln: str, walls: str) -> None:
+    """The wall times are walls.txt's lines named as the two JSON files (suite_one_gpu_1.json: suite_one_gpu_1)."""
     w = _walls(walls)
     print("== one GPU")
     a = rows(one)
@@ -51,7 +52,7 @@ def suite(one: str, alln: str, walls: str) -> None:
     b = rows(alln)
     same = sum(1 for x, y in zip(a, b, strict=False) if x.get("best") and x.get("best") == y.get("best"))
     gpus = len({r.get("lane") for r in b if r.get("lane") is not None}) or 1
-    t1, tn = w.get("suite_one_gpu"), w.get("suite_all_gpus")
+    t1, tn = w.get(Path(one).stem), w.get(Path(alln).stem)
     print(f"problems {len(a)} / {len(b)}; same best schedule in {same}")
     print(f"evaluations: one GPU {sum(r.get('evaluated') or 0 for r in a)}, every GPU {sum(r.get('evaluated') or 0 for r in b)}")
     if t1 and tn:

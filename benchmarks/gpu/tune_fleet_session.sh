@@ -32,7 +32,7 @@ suite() {  # NAME [extra options...]: one suite run, its wall time and rows in $
     nvidia-smi --query-gpu=timestamp,index,utilization.gpu --format=csv,noheader -lms 500 > "$RES/$name.gpu" &
     local smi=$!
     TRACEA_HOME=$home timeout 560 $PY -m tracea tune --suite $PROBLEMS --backend cuda --budget $BUDGET --seed 1 \
-        --json "$@" > "$RES/$name.json" 2> "$RES/$name.err"
+        --json "$@" > "$RES/$name.json" 2>> "$RES/errs.txt"
     wall $name $? $t0
     kill $smi
     $PY benchmarks/gpu/fleet_summary.py db "$home/tuning.sqlite"
@@ -46,16 +46,29 @@ one() {  # NAME [extra options...]: one problem tuned, wall time and JSON (with 
     local name=$1; shift
     local t0=$(date +%s%N)
     CUDA_VISIBLE_DEVICES=0 TRACEA_HOME=$(mktemp -d) timeout 280 $PY -m tracea tune gemm --m 2048 --n 4096 --k 4096 \
-        --dtype bf16 --backend cuda --budget $BUDGET --seed 1 --no-tui --json --jsonl "$RES/$name.jsonl" "$@" \
-        > "$RES/$name.json" 2> "$RES/$name.err"
+        --dtype bf16 --backend cuda --budget $BUDGET --seed 1 --no-tui --json --jsonl "/tmp/$name.jsonl" "$@" \
+        > "$RES/$name.json" 2>> "$RES/errs.txt"
     wall $name $? $t0
 }
 
+warm() {  # the machine's RAM grows as it is used (H200.md) and the first tunes after boot run slow: touch
+    # 48 GB of host memory and tune one small problem before anything is timed, then alternate the runs
+    $PY -c "import numpy as np; a = np.ones(6 * 2**30); print('touched', a.nbytes >> 30, 'GiB')"
+    CUDA_VISIBLE_DEVICES=0 TRACEA_HOME=$(mktemp -d) $PY -m tracea tune gemm --m 1024 --dtype bf16 --backend cuda \
+        --budget 8 --no-tui --json > /dev/null 2>&1
+    echo "warm-up tune rc=$?"
+}
+
 {
+warm
 if [ "$MODE" = local ]; then
-    suite suite_all_gpus
-    CUDA_VISIBLE_DEVICES=0 suite suite_one_gpu
-    $PY benchmarks/gpu/fleet_summary.py suite "$RES/suite_one_gpu.json" "$RES/suite_all_gpus.json" "$RES/walls.txt"
+    for i in 1 2; do
+        CUDA_VISIBLE_DEVICES=0 suite suite_one_gpu_$i
+        suite suite_all_gpus_$i
+    done
+    for i in 1 2; do
+        $PY benchmarks/gpu/fleet_summary.py suite "$RES/suite_one_gpu_$i.json" "$RES/suite_all_gpus_$i.json" "$RES/walls.txt"
+    done
 else
     one serial_one_gpu --workers 1
     one ray_one_gpu --workers 1 --cluster local

@@ -89,9 +89,95 @@ def test_a_real_cpu_gemm_on_two_ray_workers_finds_the_serial_best(local_ray, tmp
     assert best[0] == best[1] and best[0]["mr"] == 6
 
 
+def test_suite_lanes_on_ray_store_each_result_under_the_node_s_kind(local_ray, tmp_path):
+    """Two real CPU problems on two lane actors (disjoint cores): the cluster's one kind of machine is this
+    machine (the node's own report, as a process there sees it), both problems are tuned with the serial
+    run's best, and each result is stored under the key a plain local tune looks up (it is reused)."""
+    from tracea.doctor import probe
+    from tracea.emitters.registry import fingerprint
+    from tracea.kernels import Gemm
+    from tracea.tune_lanes import Job, run_ray_lanes
+    from tracea.tuner.ray_lanes import RayLanes
+
+    space = tmp_path / "space.toml"
+    space.write_text(SPREAD_SPACE)
+    db = str(tmp_path / "suite.sqlite")
+    lanes = RayLanes(2, "cpu")
+    try:
+        assert list(lanes.kinds) == [fingerprint(probe(), "cpu")]
+        assert {ln.kind for ln in lanes.lanes} == set(lanes.kinds)
+        assert not set(lanes.lanes[0].cpus) & set(lanes.lanes[1].cpus) and all(ln.cpus for ln in lanes.lanes)
+        kind = next(iter(lanes.kinds))
+        jobs = [Job((i, 0), f"p{i}", Gemm(m, 256, 256), _cpu_config(space, db), kind=kind, machine="here")
+                for i, m in enumerate((256, 192))]
+        rows = run_ray_lanes(jobs, lanes, quiet=True, row=lambda label, op, r: {
+            "problem": label, "best": r.best["schedule"], "ok": [t.measurement.ok for t in r.trials], "key": r.key})
+        assert [ln.actor is not None for ln in lanes.lanes] == [True, True]  # kept for the next problem
+    finally:
+        lanes.close()
+    assert sorted(r["lane"] for r in rows.values()) == [0, 1]
+    assert all(r["ok"] == [True, True] and r["best"]["mr"] == 6 and r["fingerprint"] == kind for r in rows.values())
+    again = tune(Gemm(256, 256, 256), probe(), _cpu_config(space, db, retune=False))
+    assert again.reused and again.key == rows[(0, 0)]["key"]
+
+
+def _cpu_config(space, db, retune=True):
+    return TuneConfig(Target(backend="cpu", space_file=str(space)),
+                      evaluation=Evaluation(workers=2, cluster="auto", repeats=20, warmup=3),
+                      limits=SearchLimits(strategy="exhaustive", retune=retune), outputs=Outputs(db_path=db))
+
+
+def test_a_lane_actor_killed_mid_suite_loses_no_trial_and_the_lane_goes_on(local_ray):
+    """Three replayed problems on two lanes; lane 1's actor is killed after its third result: its candidate
+    goes back to that problem's search, a new actor takes the lane, and the lane takes its next problem."""
+    from tracea.kernels import Op
+    from tracea.tune_lanes import Job, run_ray_lanes
+    from tracea.tuner.ray_lanes import RayLanes
+    from tracea.tuner.recorded import load_recorded
+
+    spaces = sorted(SPACES.glob("*.json"))[:3]
+    lanes = RayLanes(2, "cpu")
+    kind = next(iter(lanes.kinds))
+    killed: list[int] = []
+    done = {"n": 0}
+
+    def row(label, op, r):
+        return {"problem": label, "trials": len(r.trials), "ok": all(t.measurement.ok for t in r.trials),
+                "distinct": len({json.dumps(t.schedule, sort_keys=True) for t in r.trials})}
+
+    def watch():
+        import time
+
+        while not killed and done["n"] < 100:
+            time.sleep(0.1)
+            done["n"] += 1
+            if done["n"] == 15:  # about 1.5 s in: a few answers of 0.15 s each on both lanes
+                killed.append(lanes.lanes[1].actor)
+                ray.kill(killed[0])
+
+    jobs = []
+    for i, space in enumerate(spaces):
+        cfg = TuneConfig(Target(simulate=str(space)), evaluation=Evaluation(workers=2, cluster="auto",
+                                                                            simulate_delay_s=0.15),
+                         limits=SearchLimits(strategy="random", budget=12, seed=3, patience=None))
+        jobs.append(Job((i, 0), space.stem, Op.from_json(load_recorded(space).op), cfg, kind=kind))
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        rows = run_ray_lanes(jobs, lanes, quiet=True, row=row)
+    finally:
+        killed.append(None)
+        t.join()
+        lanes.close()
+    assert killed[0] is not None and lanes.lanes[1].actor is not None
+    assert lanes.lanes[1].actor._actor_id != killed[0]._actor_id  # the lane went on with a new actor
+    assert len(rows) == 3 and all(r["trials"] == r["distinct"] == 12 and r["ok"] for r in rows.values()), rows
+
+
 @pytest.mark.skipif(shutil.which("ray") is None, reason="the ray command is not on PATH")
 def test_the_command_line_against_ray_start_head(tmp_path):
-    """`ray start --head`, then `tracea tune gemm ... --workers 2 --cluster ADDRESS` in another process."""
+    """(Last in this module: its `ray stop --force` ends every Ray process here, the fixture's too.)
+    `ray start --head`, then `tracea tune gemm ... --workers 2 --cluster ADDRESS` in another process."""
     import tempfile
 
     env = {**os.environ, "TRACEA_HOME": str(tmp_path / "home"), "RAY_USAGE_STATS_ENABLED": "0",
@@ -108,28 +194,16 @@ def test_the_command_line_against_ray_start_head(tmp_path):
         assert out.returncode == 0, out.stderr[-3000:]
         res = json.loads(out.stdout)
         assert res["evaluated"] == 12 and res["statuses"] == {"ok": 12} and res["best"]
+        probs = tmp_path / "problems.json"  # and a suite over the cluster's lanes: a row per problem and kind
+        probs.write_text(json.dumps([{"op": "gemm", "m": 64, "n": 48, "k": 40}, {"op": "softmax", "rows": 33, "cols": 130}]))
+        out = subprocess.run([sys.executable, "-m", "tracea", "tune", "--suite", str(probs), "--backend", "cpu",
+                              "--budget", "2", "--workers", "2", "--cluster", f"127.0.0.1:{port}", "--json"],
+                             capture_output=True, text=True, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        rows = json.loads(out.stdout)
+        assert [r["problem"] for r in rows] == ["0", "1"] and all(r["best"] for r in rows), rows
+        assert sorted(r["lane"] for r in rows) == [0, 1] and len({r["fingerprint"] for r in rows}) == 1
+        assert all(r["machine"] for r in rows)
     finally:
         subprocess.run(["ray", "stop", "--force"], capture_output=True, env=env, timeout=120)
         shutil.rmtree(temp, ignore_errors=True)
-
-
-def test_a_suite_on_ray_runs_its_problems_side_by_side(local_ray, tmp_path):
-    """Two real CPU problems on two lanes, each its own Ray actor on its lane's share of the cores: both
-    tuned and stored, with the serial run's best."""
-    from tracea.doctor import probe
-    from tracea.kernels import Gemm
-    from tracea.tune_lanes import Job, run_lanes
-
-    space = tmp_path / "space.toml"
-    space.write_text(SPREAD_SPACE)
-    host, jobs = probe(), []
-    for i, m in enumerate((256, 192)):
-        cfg = TuneConfig(Target(backend="cpu", space_file=str(space)),
-                         evaluation=Evaluation(workers=2, cluster="auto", repeats=20, warmup=3),
-                         limits=SearchLimits(strategy="exhaustive", retune=True),
-                         outputs=Outputs(db_path=str(tmp_path / "suite.sqlite")))
-        jobs.append(Job(i, f"p{i}", Gemm(m, 256, 256), cfg))
-    rows = run_lanes(jobs, 2, host, quiet=True, row=lambda label, op, r: {
-        "problem": label, "best": r.best["schedule"], "ok": [t.measurement.ok for t in r.trials]})
-    assert sorted(r["lane"] for r in rows.values()) == [0, 1]
-    assert all(r["ok"] == [True, True] and r["best"]["mr"] == 6 for r in rows.values()), rows

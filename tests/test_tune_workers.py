@@ -337,7 +337,7 @@ def test_lanes_tune_each_problem_as_the_serial_run_does_and_take_the_largest_fir
     for i, space in enumerate(spaces):
         cfg = TuneConfig(Target(simulate=str(space)), evaluation=Evaluation(workers=2),
                          limits=SearchLimits(strategy="bayes", budget=12, seed=3, patience=None))
-        jobs.append(Job(i, space.stem, Op.from_json(load_recorded(space).op), cfg))
+        jobs.append(Job((i, 0), space.stem, Op.from_json(load_recorded(space).op), cfg))
     largest = max(jobs, key=lambda j: j.op.flops).label
     order = []
 
@@ -346,15 +346,15 @@ def test_lanes_tune_each_problem_as_the_serial_run_does_and_take_the_largest_fir
         return {"problem": label, "op": op.signature, "best": r.best["schedule"], "trials": len(r.trials)}
 
     rows = run_lanes(jobs, 2, None, quiet=True, row=row)
-    assert sorted(rows) == list(range(len(spaces)))
+    assert sorted(rows) == [(i, 0) for i in range(len(spaces))]
     assert {r["lane"] for r in rows.values()} == {0, 1}
     for i, space in enumerate(spaces):
         serial = tune(None, None, TuneConfig(Target(simulate=str(space)),
                                              limits=SearchLimits(strategy="bayes", budget=12, seed=3, patience=None)))
-        assert rows[i]["best"] == serial.best["schedule"] and rows[i]["trials"] == len(serial.trials) == 12
+        assert rows[(i, 0)]["best"] == serial.best["schedule"] and rows[(i, 0)]["trials"] == len(serial.trials) == 12
     from tracea.tune_lanes import _Lanes
 
-    queued = _Lanes(jobs, 2, None, quiet=True, row=row).todo
+    queued = _Lanes(jobs, [(0, "", None), (1, "", None)], {"": None}, quiet=True, row=row).queues[""]
     firsts = [queued.get_nowait().label for _ in jobs]
     assert firsts[0] == largest and len(order) == len(jobs)
 
@@ -373,3 +373,22 @@ def test_a_lane_runs_on_its_own_member_alone(monkeypatch):
     assert seen == [{"TRACEA_WORKER_CPUS": "2"}]
     with pytest.raises(BadInputError, match="lane 3 of 3"):
         R._in_lane(setup, Evaluation(workers=3, lane=3), None)
+
+
+def test_a_cluster_of_h100_and_h200_nodes_is_two_kinds_of_machine():
+    """Recorded reports of an H100 and an H200 host (tests/fixtures/SOURCES.md) as two nodes' reports: two
+    kinds, each its own fingerprint (the key its results are stored under), described by its GPUs; two nodes
+    of one kind are one kind."""
+    from tracea.doctor.snapshot import read_snapshot
+    from tracea.emitters.registry import fingerprint
+    from tracea.tuner.ray_lanes import describe, kinds_of
+
+    snaps = Path(__file__).parent / "fixtures" / "snapshots"
+    h100, h200 = (read_snapshot(snaps / f)[0] for f in ("h100_live.json", "h200_live.json"))
+    reports = {"node-a": h100.to_json(), "node-b": h200.to_json(), "node-c": h100.to_json()}
+    kinds = kinds_of(reports, "cuda")
+    assert {fp: nodes for fp, (_, nodes) in kinds.items()} == {
+        fingerprint(h100, "cuda"): ["node-a", "node-c"], fingerprint(h200, "cuda"): ["node-b"]}
+    assert sorted(describe(host, "cuda") for host, _ in kinds.values()) == ["1x NVIDIA H100 80GB HBM3",
+                                                                            "1x NVIDIA H200"]
+    assert len(kinds_of(reports, "cpu")) == 1  # for the CPU backend both are one kind: the same CPU and compiler

@@ -12,8 +12,9 @@ sample efficiency is the serial tuner's, and no worker waits for another problem
 or last candidate. Lanes take the problems largest first (their FLOPs), so the run does not end on one big
 problem alone. With one worker, or one problem, problems run one after another with every worker. A problem
 that fails is a row of the table, and the others go on; Ctrl-C stops every lane (the candidates in flight
-finish and are stored). With ``--cluster``, Ray is started (or joined) once for the whole suite, and each
-problem runs on an actor of its own that Ray places on a free GPU.
+finish and are stored). With ``--cluster``, Ray is started (or joined) once for the whole suite; its lanes
+are actors that live for the whole suite (tuner/ray_lanes.py), and each problem is tuned once per kind of
+machine in the cluster, on that kind's lanes, stored under that kind's fingerprint.
 """
 
 from __future__ import annotations
@@ -105,29 +106,62 @@ def _join_cluster(cluster: str | None) -> bool:
 
 def _tune_all(problems: list[tuple[str, str | None, Any]], kw: dict[str, Any], host: Any) -> list[dict[str, Any]]:
     """Every problem's row, in the suite's order: each configured first (a bad one is its row's error),
-    then those of one backend and worker count side by side when there are several workers (lanes.py),
-    else one after another."""
+    then those of one backend and worker count side by side when there are several workers (tune_lanes.py),
+    else one after another; on a Ray cluster, once per kind of machine there (``_tune_on_ray``)."""
     from tracea.doctor.errors import TraceaError
 
     from .tune_lanes import Job, run_lanes
 
-    rows: dict[int, dict[str, Any]] = {}
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
     groups: dict[tuple[str, int], list[Job]] = {}
     args = {k: v for k, v in kw.items() if k != "no_tui"}
     for i, (label, backend, op) in enumerate(problems):
         try:
             config, _ = tune_config(op, **{**args, "backend": backend}, host=host)
         except TraceaError as exc:
-            rows[i] = {"problem": label, "op": op.signature, "best": None, "error": exc.message}
+            rows[(i, 0)] = {"problem": label, "op": op.signature, "best": None, "error": exc.message}
             continue
-        groups.setdefault((config.target.backend, config.evaluation.workers), []).append(Job(i, label, op, config))
-    for (_, workers), jobs in groups.items():
-        if workers > 1 and len(jobs) > 1:
+        groups.setdefault((config.target.backend, config.evaluation.workers), []).append(
+            Job((i, 0), label, op, config))
+    for (backend, workers), jobs in groups.items():
+        if kw.get("cluster") and len(problems) > 1:
+            rows.update(_tune_on_ray(backend, jobs, args, kw))
+        elif workers > 1 and len(jobs) > 1:
             rows.update(run_lanes(jobs, workers, host, quiet=kw["json_out"], row=result_row))
-            continue
-        for job in jobs:
-            rows[job.index] = _one(job, host, quiet=kw["json_out"])
+        else:
+            for job in jobs:
+                rows[job.index] = _one(job, host, quiet=kw["json_out"])
     return [rows[i] for i in sorted(rows)]
+
+
+def _tune_on_ray(backend: str, jobs: list[Any], args: dict[str, Any], kw: dict[str, Any]) -> dict[Any, dict[str, Any]]:
+    """``jobs`` (one backend's problems) tuned on the cluster's lanes (``--workers``, default: every GPU of
+    the cluster, or a lane per node for the CPU), once per kind of machine found there, each planned with
+    that kind's host report and stored under its fingerprint."""
+    from tracea.doctor.errors import TraceaError
+    from tracea.tuner.ray_lanes import RayLanes, cluster_width, describe
+
+    from .tune_lanes import Job, run_ray_lanes
+
+    rows: dict[Any, dict[str, Any]] = {}
+    lanes = RayLanes(kw["workers"] or cluster_width(backend), backend)
+    try:
+        kind_jobs = []
+        for kno, (fp, (khost, _)) in enumerate(lanes.kinds.items()):
+            machine = describe(khost, backend)
+            for job in jobs:
+                index = (job.index[0], kno)
+                try:
+                    config, _ = tune_config(job.op, **{**args, "backend": backend}, host=khost)
+                except TraceaError as exc:
+                    rows[index] = {"problem": job.label, "op": job.op.signature, "best": None, "error": exc.message,
+                                   "machine": machine, "fingerprint": fp}
+                    continue
+                kind_jobs.append(Job(index, job.label, job.op, config, kind=fp, machine=machine))
+        rows.update(run_ray_lanes(kind_jobs, lanes, quiet=kw["json_out"], row=result_row))
+    finally:
+        lanes.close()
+    return rows
 
 
 def _one(job: Any, host: Any, quiet: bool) -> dict[str, Any]:
@@ -159,16 +193,19 @@ def _print(rows: list[dict[str, Any]], json_out: bool) -> None:
     from .render import make_console
 
     table = Table(title="tuned problems")
-    for col in ("problem", "op", "variant", "evaluated", "best", "ms", "vs baseline", "s"):
+    machines = any(r.get("machine") for r in rows)
+    for col in ("problem", "op", *(("machine",) if machines else ()), "variant", "evaluated", "best", "ms",
+                "vs baseline", "s"):
         table.add_column(col)
     for r in rows:
+        head = [escape(r["problem"]), escape(r["op"]), *((escape(r.get("machine") or ""),) if machines else ())]
         if r.get("best") is None:
-            table.add_row(escape(r["problem"]), escape(r["op"]), "-", "-", "no verified best",
-                          escape((r.get("error") or r.get("stop") or "")[:60]), "", "")
+            table.add_row(*head, "-", "-", "no verified best", escape((r.get("error") or r.get("stop") or "")[:60]),
+                          "", "")
             continue
-        table.add_row(escape(r["problem"]), escape(r["op"]), r["variant"],
-                      "reused" if r["reused"] else f"{r['evaluated']}/{r['space']}", escape(r["best"]),
-                      f"{r['best_ms']:.4f}", f"{r['ratio']:.2f}x" if r.get("ratio") else "-", f"{r['seconds']:.1f}")
+        table.add_row(*head, r["variant"], "reused" if r["reused"] else f"{r['evaluated']}/{r['space']}",
+                      escape(r["best"]), f"{r['best_ms']:.4f}", f"{r['ratio']:.2f}x" if r.get("ratio") else "-",
+                      f"{r['seconds']:.1f}")
     make_console().print(table)
 
 

@@ -7,6 +7,10 @@ lanes finish together.
 Problems are taken largest first (longest-processing-time order: their FLOPs), which keeps the run from
 ending on one large problem while the other workers idle. Ctrl-C stops every lane: the candidates in
 flight finish and are stored, each run closes as stopped, and the problems not started are left out.
+
+On Ray (``run_ray_lanes``) each lane is a long-lived actor of tuner/ray_lanes.py, and each kind of machine in
+the cluster has its own queue: a problem is tuned once per kind, on that kind's lanes, planned with that
+kind's host report and stored under its fingerprint.
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ from typing import Any
 
 @dataclass
 class Job:
-    """A problem of the suite, configured: its place in the suite, label, op and TuneConfig."""
+    """A problem of the suite, configured: its place in the suite (problem, kind of machine), label, op and
+    TuneConfig; on Ray, the fingerprint of the kind of machine it is for and that kind in words."""
 
-    index: int
+    index: tuple[int, int]
     label: str
     op: Any
     config: Any
+    kind: str = ""
+    machine: str = ""
 
 
 def _size(op: Any) -> float:
@@ -38,33 +45,37 @@ def _size(op: Any) -> float:
 
 
 class _Lanes:
-    def __init__(self, jobs: list[Job], width: int, host: Any, quiet: bool,
+    """``slots``: (lane number, kind, Ray lane or None for a local member); ``hosts``: each kind's host."""
+
+    def __init__(self, jobs: list[Job], slots: list[tuple[int, str, Any]], hosts: dict[str, Any], quiet: bool,
                  row: Callable[[str, Any, Any], dict[str, Any]]) -> None:
         from tracea.tuner.run import Control
 
-        self.host, self.quiet, self.row = host, quiet, row
-        self.width = min(width, len(jobs))
-        self.todo: queue.Queue[Job] = queue.Queue()
+        self.hosts, self.quiet, self.row, self.slots = hosts, quiet, row, slots
+        self.queues: dict[str, queue.Queue[Job]] = {kind: queue.Queue() for kind in hosts}
         for job in sorted(jobs, key=lambda j: -_size(j.op)):
-            self.todo.put(job)
-        self.rows: dict[int, dict[str, Any]] = {}
-        self.controls = [Control() for _ in range(self.width)]
+            self.queues[job.kind].put(job)
+        self.rows: dict[tuple[int, int], dict[str, Any]] = {}
+        self.controls = [Control() for _ in slots]
         self.failures: list[BaseException] = []
         self.console, self.progress = _progress(quiet)
-        self.tasks = [self.progress.add_task(f"lane {k}: waiting", total=None) for k in range(self.width)]
+        self.tasks = [self.progress.add_task(f"lane {k}: waiting", total=None) for k, _, _ in slots]
 
-    def lane(self, k: int) -> None:
+    def lane(self, at: int) -> None:
         from tracea.doctor.errors import TraceaError
         from tracea.tuner.run import tune
 
-        while not self.controls[k].stopped:
+        k, kind, ray_lane = self.slots[at]
+        while not self.controls[at].stopped:
             try:
-                job = self.todo.get_nowait()
+                job = self.queues[kind].get_nowait()
             except queue.Empty:
                 return
-            config = dataclasses.replace(job.config, evaluation=dataclasses.replace(job.config.evaluation, lane=k))
+            config = job.config if ray_lane is not None else dataclasses.replace(
+                job.config, evaluation=dataclasses.replace(job.config.evaluation, lane=k))
             try:
-                r = tune(job.op, self.host, config, on_event=self._events(k, job), control=self.controls[k])
+                r = tune(job.op, self.hosts[kind], config, on_event=self._events(at, job),
+                         control=self.controls[at], lane=ray_lane)
                 row = self.row(job.label, job.op, r)
             except TraceaError as exc:
                 row = {"problem": job.label, "op": job.op.signature, "best": None, "error": exc.message}
@@ -73,24 +84,23 @@ class _Lanes:
                 for c in self.controls:
                     c.stop()
                 return
-            self.rows[job.index] = {**row, "lane": k}
+            self.rows[job.index] = {**row, "lane": k, **({"machine": job.machine, "fingerprint": kind} if kind else {})}
             self._finished(k, self.rows[job.index])
 
-    def _events(self, k: int, job: Job) -> Callable[[str, dict[str, Any]], None]:
+    def _events(self, at: int, job: Job) -> Callable[[str, dict[str, Any]], None]:
         from rich.markup import escape
 
-        state: dict[str, Any] = {"done": 0, "budget": None}
-        name = escape(job.label)
+        k = self.slots[at][0]
+        name = escape(job.label + (f" on {job.machine}" if job.machine else ""))
 
         def on_event(kind: str, data: dict[str, Any]) -> None:
             if kind == "start":
-                state["budget"] = data["budget"]
-                self.progress.reset(self.tasks[k], total=data["budget"], description=f"lane {k}: {name} starting")
+                self.progress.reset(self.tasks[at], total=data["budget"], description=f"lane {k}: {name} starting")
             elif kind == "phase":
-                self.progress.update(self.tasks[k], description=f"lane {k}: {name} {data['phase']:8s} "
-                                                                f"{escape(str(data['name']))}")
+                self.progress.update(self.tasks[at], description=f"lane {k}: {name} {data['phase']:8s} "
+                                                                 f"{escape(str(data['name']))}")
             elif kind == "trial":
-                self.progress.update(self.tasks[k], completed=data["done"])
+                self.progress.update(self.tasks[at], completed=data["done"])
         return on_event
 
     def _finished(self, k: int, row: dict[str, Any]) -> None:
@@ -100,11 +110,12 @@ class _Lanes:
 
         what = (f"best {escape(str(row['best']))} {row['best_ms']:.4f} ms" if row.get("best") else
                 f"no verified best: {escape(str(row.get('error') or row.get('stop') or ''))}")
-        self.console.print(f"lane {k}: {escape(row['problem'])} {escape(row['op'])}: {what}")
+        where = f" on {escape(row['machine'])}" if row.get("machine") else ""
+        self.console.print(f"lane {k}: {escape(row['problem'])} {escape(row['op'])}{where}: {what}")
 
-    def run(self) -> dict[int, dict[str, Any]]:
-        threads = [threading.Thread(target=self.lane, args=(k,), daemon=True, name=f"tracea-lane-{k}")
-                   for k in range(self.width)]
+    def run(self) -> dict[tuple[int, int], dict[str, Any]]:
+        threads = [threading.Thread(target=self.lane, args=(at,), daemon=True, name=f"tracea-lane-{k}")
+                   for at, (k, _, _) in enumerate(self.slots)]
         t0 = time.monotonic()
         with self.progress:
             for t in threads:
@@ -123,7 +134,7 @@ class _Lanes:
         if self.failures:
             raise self.failures[0]
         if not self.quiet:
-            self.console.print(f"{len(self.rows)} problems in {time.monotonic() - t0:.1f} s on {self.width} workers")
+            self.console.print(f"{len(self.rows)} problems in {time.monotonic() - t0:.1f} s on {len(self.slots)} workers")
         return self.rows
 
 
@@ -138,6 +149,15 @@ def _progress(quiet: bool) -> tuple[Any, Any]:
 
 
 def run_lanes(jobs: list[Job], width: int, host: Any, quiet: bool,
-              row: Callable[[str, Any, Any], dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """Each job's row (by its index in the suite), the jobs tuned ``width`` at a time."""
-    return _Lanes(jobs, width, host, quiet, row).run()
+              row: Callable[[str, Any, Any], dict[str, Any]]) -> dict[tuple[int, int], dict[str, Any]]:
+    """Each job's row (by its index), the jobs tuned ``width`` at a time on this host's members."""
+    slots = [(k, "", None) for k in range(min(width, len(jobs)))]
+    return _Lanes(jobs, slots, {"": host}, quiet, row).run()
+
+
+def run_ray_lanes(jobs: list[Job], lanes: Any, quiet: bool,
+                  row: Callable[[str, Any, Any], dict[str, Any]]) -> dict[tuple[int, int], dict[str, Any]]:
+    """Each job's row, every job on a lane of its kind of machine (``lanes``: tuner/ray_lanes.RayLanes)."""
+    kinds = {j.kind for j in jobs}
+    slots = [(ln.index, ln.kind, ln) for ln in lanes.lanes if ln.kind in kinds]
+    return _Lanes(jobs, slots, {fp: host for fp, (host, _) in lanes.kinds.items() if fp in kinds}, quiet, row).run()

@@ -160,8 +160,34 @@ class Member:
 
         return registry.environment(probe(), backend)
 
+    def node_report(self) -> dict[str, Any]:
+        """This node's host report as a process on it sees it by default (CUDA_VISIBLE_DEVICES and its kin
+        unset, where Ray set them for this actor): the machine a user there tunes and benches on, whose
+        fingerprint its results are stored under. Probed in a child process: this one keeps Ray's view."""
+        import json
+        import subprocess
+        import sys
+
+        hidden = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+        env = {k: v for k, v in os.environ.items() if k not in hidden}
+        code = "import json; from tracea.doctor import probe; print(json.dumps(probe().to_json()))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+                             check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
     def pin(self, cpus: list[int]) -> None:
         self.env = {"TRACEA_WORKER_CPUS": ",".join(map(str, cpus))} if cpus else None
+
+    def bind(self, factory: Factory) -> None:
+        """Evaluate another problem from now on (a suite's lane actor takes one problem after another)."""
+        self.release()
+        self.factory = factory
+
+    def release(self) -> None:
+        """The current problem's evaluator (its worker processes) closed; the actor stays."""
+        if self.ev is not None:
+            ev, self.ev = self.ev, None
+            ev.close()
 
     def _ev(self) -> Any:
         if self.ev is None:
@@ -178,8 +204,7 @@ class Member:
         return self._ev().final(schedule)
 
     def close(self) -> None:
-        if self.ev is not None:
-            self.ev.close()
+        self.release()
 
 
 def import_ray() -> Any:

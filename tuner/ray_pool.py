@@ -45,14 +45,12 @@ def connect(address: str) -> bool:
 
 class RayPool:
     def __init__(self, factory: Factory, n: int, address: str, backend: str | None,
-                 head_env: dict[str, Any] | None = None, share: tuple[int, int] | None = None) -> None:
+                 head_env: dict[str, Any] | None = None) -> None:
         """``backend``: whose ``MEMBER_RESOURCES`` each actor asks for (None, a replayed space: one CPU);
-        ``head_env``: the environment results are stored under, which every actor's must match; ``share``:
-        (i, n) for a one-actor pool that is one of n side by side (a suite's lane): a CPU actor takes the
-        i-th of n core sets of its node, not all of them."""
+        ``head_env``: the environment results are stored under, which every actor's must match."""
         ray = self.ray = import_ray()
         self._owns = connect(address)
-        self.size, self._factory, self._share = n, factory, share
+        self.size, self._factory = n, factory
         self.namespace = f"tracea-{os.getpid()}-{next(_RUNS)}"
         opts: dict[str, float] = {"num_cpus": 1}
         if backend is not None:
@@ -72,8 +70,24 @@ class RayPool:
             self._pin()
         self._refs: dict[Any, tuple[int, int, float]] = {}  # object ref -> (member, index, start)
 
+    @classmethod
+    def on_lane(cls, lane: Any, factory: Factory) -> RayPool:
+        """A pool of one over a suite's lane actor (tuner/ray_lanes.py), bound to this problem's evaluator.
+        Closing it releases the evaluator, not the actor; an actor that dies is replaced, and the lane keeps
+        the replacement for its next problem."""
+        self = cls.__new__(cls)
+        self.ray, self._owns, self.size, self._factory = lane.ray, False, 1, factory
+        self.namespace, self._cls, self._opts, self._lane = lane.namespace, lane.cls, lane.opts, lane
+        self._pinned = bool(lane.cpus)
+        self._actors, self._where, self._cpus = [lane.actor], [(lane.node, lane.cpus)], [list(lane.cpus)]
+        self._refs = {}
+        self._get(lane.actor.bind.remote(factory), START_S, "a lane actor did not answer")
+        return self
+
     def _new(self, i: int) -> Any:
-        return self._cls.options(name=f"tracea-member-{i}", **self._opts).remote(self._factory)
+        lane = getattr(self, "_lane", None)
+        name = f"tracea-member-{i}" if lane is None else f"tracea-lane-{lane.index}-{next(_RUNS)}"
+        return self._cls.options(name=name, **self._opts).remote(self._factory)
 
     def _get(self, refs: Any, timeout: float, what: str) -> Any:
         try:
@@ -102,11 +116,7 @@ class RayPool:
         for i, (node, _) in enumerate(self._where):
             by_node.setdefault(node, []).append(i)
         for members in by_node.values():
-            cores_seen = self._where[members[0]][1]
-            if self._share is not None and self.size == 1:
-                sets = [cpu_sets(self._share[1], cores_seen)[self._share[0]]]
-            else:
-                sets = cpu_sets(len(members), cores_seen)
+            sets = cpu_sets(len(members), self._where[members[0]][1])
             for i, cores in zip(members, sets, strict=True):
                 self._cpus[i] = list(cores)
         self._get([a.pin.remote(c) for a, c in zip(self._actors, self._cpus, strict=True)], START_S, "pinning")
@@ -150,6 +160,10 @@ class RayPool:
             same = node == self._where[i][0] and self._cpus[i]
             self._get(self._actors[i].pin.remote(self._cpus[i] if same else []), START_S, "pinning")
         self._where[i] = (node, cpus)
+        if getattr(self, "_lane", None) is not None:
+            if node != self._lane.node:
+                self._lane.cpus = []
+            self._lane.actor, self._lane.node = self._actors[i], node
 
     def _idle_member(self) -> Any:
         if self._refs:
@@ -166,6 +180,12 @@ class RayPool:
         pass
 
     def close(self) -> None:
+        if getattr(self, "_lane", None) is not None:  # the lane's actor stays for its next problem
+            try:
+                self.ray.get(self._actors[0].release.remote(), timeout=30)
+            except Exception:  # noqa: BLE001 - gone: the lane replaces it when it next binds
+                self._lane.actor = None
+            return
         try:
             self.ray.get([a.close.remote() for a in self._actors], timeout=30)
         except Exception:  # noqa: BLE001 - a member already gone

@@ -244,8 +244,9 @@ def _best_of(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None = None,
-         control: Control | None = None) -> TuneResult:
-    """Run (or resume, or reuse) a tuning search for ``op``; see the module docstring."""
+         control: Control | None = None, lane: Any = None) -> TuneResult:
+    """Run (or resume, or reuse) a tuning search for ``op``; see the module docstring. ``lane``: a suite's
+    Ray lane (tuner/ray_lanes.py) to evaluate on alone, ``host`` then being its node's report."""
     t_start = time.monotonic()
     emit = on_event or (lambda kind, data: None)
     control = control or Control()
@@ -266,7 +267,12 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
         return reused
     ev = config.evaluation
     pool = None  # made before the run is opened: a bad --workers or --cluster leaves no run behind
-    if ev.lane is not None:
+    if lane is not None:
+        from .ray_pool import RayPool
+
+        lane.ensure()
+        pool = RayPool.on_lane(lane, setup.evaluator_factory)
+    elif ev.lane is not None:
         setup, pool = _in_lane(setup, ev, host)
     elif ev.workers != 1 or ev.cluster is not None:
         pool = make_pool(setup.evaluator_factory, setup.backend, ev.workers, ev.cluster, host, setup.simulated,
@@ -450,15 +456,10 @@ def make_pool(factory: Callable[..., Any], backend: str, workers: int, cluster: 
 
 def _in_lane(setup: _Setup, ev: Any, host: Any) -> tuple[_Setup, Any]:
     """A run on member ``ev.lane`` of ``ev.workers`` alone (a suite tunes its problems side by side): the
-    serial search with that member's worker environment (its GPU, its cores), or with ``--cluster`` a Ray
-    pool of one actor (Ray places it on a free GPU; a CPU actor takes the lane's share of its node)."""
+    serial search with that member's worker environment (its GPU, its cores). On Ray a suite's lanes are
+    actors of tuner/ray_lanes.py instead (``tune(..., lane=)``)."""
     if not 0 <= ev.lane < ev.workers:
         raise BadInputError(f"lane {ev.lane} of {ev.workers} workers")
-    if ev.cluster is not None:
-        from .ray_pool import RayPool
-
-        return setup, RayPool(setup.evaluator_factory, 1, ev.cluster, None if setup.simulated else setup.backend,
-                              None if setup.simulated else setup.environment, share=(ev.lane, ev.workers))
     from .pool import member_envs
 
     env = None if setup.simulated else member_envs(setup.backend, ev.workers, host)[ev.lane]

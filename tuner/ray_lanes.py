@@ -66,8 +66,10 @@ def kinds_of(reports: dict[str, dict[str, Any]], backend: str) -> dict[str, tupl
 
 def describe(host: Any, backend: str) -> str:
     """A kind of machine in a few words: its GPUs (for a GPU backend) or its CPU model."""
+    from tracea.emitters import registry
+
     devices = getattr(getattr(host, "nvidia", None), "devices", None) or []
-    if backend != "cpu" and devices:
+    if registry.backend(backend).MEMBER_RESOURCES.get("num_gpus") and devices:
         names = sorted({d.name for d in devices})
         return f"{len(devices)}x {' + '.join(names)}"
     return str(getattr(host.cpu, "model", "") or "CPU")

@@ -7,12 +7,13 @@
 #
 #     bash benchmarks/gpu/tune_fleet_session.sh local    # the suite on all GPUs, then on one
 #     bash benchmarks/gpu/tune_fleet_session.sh ray      # serial vs Ray on one GPU; the suite over Ray
+#     bash benchmarks/gpu/tune_fleet_session.sh raylanes # the suite on Ray's lanes between two local runs
 . benchmarks/gpu/session_head.sh
 MODE=${1:-local}
 BUDGET=${BUDGET:-12}
 PROBLEMS=benchmarks/gpu/fleet_problems.json
 export RAY_USAGE_STATS_ENABLED=0 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if [ "$MODE" = ray ]; then
+if [ "$MODE" = ray ] || [ "$MODE" = raylanes ]; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         > "$RES/install.log" 2>&1 || { tail -5 "$RES/install.log"; exit 1; }
     export PYTHONPATH=$PYTHONPATH:/tmp/site  # the checkout's shim first; Ray and its needs after the image's own
@@ -69,6 +70,16 @@ if [ "$MODE" = local ]; then
     for i in 1 2; do
         $PY benchmarks/gpu/fleet_summary.py suite "$RES/suite_one_gpu_$i.json" "$RES/suite_all_gpus_$i.json" "$RES/walls.txt"
     done
+elif [ "$MODE" = raylanes ]; then  # Ray's lanes (one actor a GPU for the whole suite) between two local runs
+    suite suite_all_gpus_1
+    suite suite_ray_all_gpus --cluster local
+    suite suite_all_gpus_2
+    $PY benchmarks/gpu/fleet_summary.py rows "$RES/suite_ray_all_gpus.json"
+    $PY -c "
+import json; from tracea.doctor import probe; from tracea.emitters.registry import fingerprint
+rows = json.load(open('$RES/suite_ray_all_gpus.json')); here = fingerprint(probe(), 'cuda')
+print('this host:', here, '| the rows:', sorted({(r.get('fingerprint'), r.get('machine')) for r in rows}))
+print('stored under this host\'s fingerprint:', all(r.get('fingerprint') == here for r in rows))"
 else
     one serial_one_gpu --workers 1
     one ray_one_gpu --workers 1 --cluster local

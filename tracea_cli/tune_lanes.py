@@ -71,8 +71,7 @@ class _Lanes:
                 job = self.queues[kind].get_nowait()
             except queue.Empty:
                 return
-            config = job.config if ray_lane is not None else dataclasses.replace(
-                job.config, evaluation=dataclasses.replace(job.config.evaluation, lane=k))
+            config = dataclasses.replace(job.config, evaluation=dataclasses.replace(job.config.evaluation, lane=k))
             try:
                 r = tune(job.op, self.hosts[kind], config, on_event=self._events(at, job),
                          control=self.controls[at], lane=ray_lane)

@@ -223,7 +223,7 @@ def _setup_live(op: Any, host: Any, tune_config: TuneConfig) -> _Setup:
     # pool members build their own candidate: nothing is proposed ahead of them to compile; a lane of a
     # suite keeps compiling ahead where its member owns a whole device (no core share to crowd)
     alone = evaluation.workers == 1 or (evaluation.lane is not None and fair is None)
-    member_evaluation = evaluation if alone and evaluation.cluster is None else \
+    member_evaluation = evaluation if alone and (evaluation.cluster is None or evaluation.lane is not None) else \
         dataclasses.replace(evaluation, compile_ahead=False)
     return _Setup(
         op=op, variant=variant_id, backend=config.backend, fingerprint=fingerprint(host, config.backend),

@@ -132,3 +132,31 @@ def test_context_bench_uses_the_stored_best(tmp_path, monkeypatch) -> None:
     db.close()
     result = ctx.bench(op, repeats=2, warmup=1, min_seconds=0.0)
     assert result.status == "ok" and result.schedule_source == "tuned" and result.schedule == stored
+
+
+def test_many_connections_opening_one_new_database_together_all_succeed(tmp_path):
+    """A suite's lanes (threads) and concurrent tunes (processes) open a new database at the same moment:
+    SQLite answers the change to WAL mode with "database is locked" at once, outside the busy handler; every
+    opener waits its turn instead of failing (the lanes' first run on two H200s lost a problem to this)."""
+    import threading
+
+    from tracea.tuner.db import TuningDB
+
+    for trial in range(40):
+        path = tmp_path / f"new-{trial}.sqlite"
+        errors: list[str] = []
+        barrier = threading.Barrier(4)
+
+        def open_it(path=path, errors=errors, barrier=barrier):
+            barrier.wait()
+            try:
+                TuningDB(path).close()
+            except Exception as exc:  # noqa: BLE001 - what the test looks for
+                errors.append(str(exc))
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors

@@ -31,6 +31,7 @@ import json
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -68,6 +69,21 @@ CREATE INDEX IF NOT EXISTS runs_by_key ON runs (key, id);
 TABLES = ("meta", "runs", "trials")
 CORRUPT_HINT = "move the file aside (or set TRACEA_HOME) to start a new database"
 ORPHANS = "run_id NOT IN (SELECT id FROM runs)"
+
+
+def _while_busy(step: Callable[[], Any]) -> None:
+    """``step`` again while another connection holds the lock, up to BUSY_TIMEOUT_S: SQLite answers a
+    change of journal mode (and a schema write racing it) on a new file with "database is locked" at once,
+    not through the busy handler, when two processes or threads open the same new database together."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 class DatabaseChangedError(TraceaError):
@@ -149,9 +165,8 @@ class TuningDB:
         conn = self._configure(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                                check_same_thread=False))
         self.conn = conn
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.executescript(SCHEMA)  # idempotent; executescript commits on its own
+        _while_busy(lambda: (conn.execute("PRAGMA journal_mode = WAL"), conn.execute("PRAGMA synchronous = FULL"),
+                             conn.executescript(SCHEMA)))  # the schema: idempotent; executescript commits
         if not memory:
             st = os.stat(self.path)
             self._identity = (st.st_dev, st.st_ino)

@@ -1,0 +1,79 @@
+"""The MFMA placement model (emitters/hip/mfma.py) against AMD's own tables, and its emulation against a
+matrix product (issue 19). The tables in tests/fixtures/mfma/ are the AMD Matrix Instruction Calculator's
+`--register-layout --csv` output for each instruction on CDNA2 and CDNA3 (tests/fixtures/SOURCES.md)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracea.emitters.hip.mfma import INSTRUCTIONS, WAVE
+
+TABLES = Path(__file__).parent / "fixtures" / "mfma"
+ARCH = {"gfx90a": "CDNA2", "gfx942": "CDNA3"}
+CELL = re.compile(r"v(\d+)\{(\d+)\}(?:\.\[(\d+):(\d+)\])?")
+
+
+def _table(arch: str, mnemonic: str, matrix: str) -> dict[tuple[int, int], tuple[int, int, int | None]]:
+    """{(row, col): (register, lane, 16-bit half or None)} from one calculator table."""
+    lines = (TABLES / f"{arch}_{mnemonic}_{matrix}.csv").read_text().splitlines()
+    assert lines[0] == f"Architecture: {arch}" and lines[1] == f"Instruction: {mnemonic.upper()}"
+    assert lines[2] == "Block 0" and len([ln for ln in lines if ln.startswith("Block")]) == 1
+    out = {}
+    for line in lines[4:]:
+        row, *cells = line.split(",")
+        for col, cell in enumerate(cells):
+            m = CELL.fullmatch(cell)
+            assert m, cell
+            half = None if m.group(3) is None else int(m.group(4)) // 16
+            out[(int(row), col)] = (int(m.group(1)), int(m.group(2)), half)
+    return out
+
+
+CASES = [(name, target) for name in INSTRUCTIONS for target in ARCH]
+
+
+@pytest.mark.parametrize("name,target", CASES)
+def test_the_model_places_every_element_where_amd_s_tables_do(name, target):
+    mf = INSTRUCTIONS[name]
+    arch, mnemonic = ARCH[target], mf.mnemonic(target)
+    a, b, d = (_table(arch, mnemonic, x) for x in "ABD")
+    assert len(a) == mf.m * mf.k and len(b) == mf.k * mf.n and len(d) == mf.m * mf.n
+    for (i, kk), want in a.items():
+        lane, e = mf.a_slot(i, kk)
+        assert (mf.register_of(e)[0], lane, mf.register_of(e)[1]) == want, ("A", i, kk)
+    for (kk, j), want in b.items():
+        lane, e = mf.b_slot(kk, j)
+        assert (mf.register_of(e)[0], lane, mf.register_of(e)[1]) == want, ("B", kk, j)
+    for (i, j), want in d.items():
+        lane, r = mf.d_slot(i, j)
+        assert (r, lane, None) == want, ("D", i, j)
+    assert max(r for r, _, _ in a.values()) + 1 == mf.input_registers
+    assert max(r for r, _, _ in d.values()) + 1 == mf.acc_registers
+
+
+@pytest.mark.parametrize("name", list(INSTRUCTIONS))
+def test_every_lane_and_register_holds_one_element(name):
+    mf = INSTRUCTIONS[name]
+    a = {mf.a_slot(i, kk) for i in range(mf.m) for kk in range(mf.k)}
+    b = {mf.b_slot(kk, j) for kk in range(mf.k) for j in range(mf.n)}
+    d = {mf.d_slot(i, j) for i in range(mf.m) for j in range(mf.n)}
+    assert a == b == {(lane, e) for lane in range(WAVE) for e in range(mf.per_lane)}
+    assert d == {(lane, r) for lane in range(WAVE) for r in range(mf.acc_registers)}
+
+
+@pytest.mark.parametrize("name", list(INSTRUCTIONS))
+def test_the_emulated_instruction_is_a_matrix_product_on_fresh_random_inputs(name):
+    mf = INSTRUCTIONS[name]
+    rng = np.random.default_rng()
+    # inputs exact in the instruction's type: small integers over powers of two (products exact in fp32)
+    a = (rng.integers(-8, 9, (mf.m, mf.k)) / 4).astype(np.float32)
+    b = (rng.integers(-8, 9, (mf.k, mf.n)) / 8).astype(np.float32)
+    c = rng.standard_normal((mf.m, mf.n)).astype(np.float32)
+    d = mf.unpack_d(mf.emulate(mf.pack_a(a), mf.pack_b(b), mf.pack_d(c)))
+    want = a.astype(np.float64) @ b.astype(np.float64) + c
+    np.testing.assert_allclose(d, want, rtol=1e-6, atol=1e-6)
+    assert not np.allclose(d, c)  # the product is not zero: the check can fail

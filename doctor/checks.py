@@ -22,12 +22,13 @@ def _version_tuple(v: str | None) -> tuple[int, ...] | None:
 
 
 def run_checks(raw: dict[str, Any], cpu: CpuInfo, nvidia: NvidiaSection, tools: list[Tool],
-               python: PythonEnv) -> list[Check]:
+               python: PythonEnv, amd: Any = None) -> list[Check]:
     host = raw.get("host") or {}
     checks: list[Check] = []
     checks += _nvml_checks(raw.get("nvml") or {}, host, nvidia)
     checks += _gpu_checks(nvidia, raw.get("cuda") or {})
     checks += _toolkit_checks(nvidia, tools)
+    checks += _hip_checks(amd, tools)
     checks += _compiler_checks(cpu, tools)
     if python.pynvml_shadow:
         if python.pynvml_shadow.startswith("shadowing"):
@@ -140,6 +141,23 @@ def _toolkit_checks(nvidia: NvidiaSection, tools: list[Tool]) -> list[Check]:
                                  f"compile to SASS (cubin) for the exact sm_XY, use a {t.name} <= "
                                  f"{nvidia.cuda_driver_version}, or upgrade the driver"))
     return out
+
+
+HIPCC_HINT = ("Debian 12 / Ubuntu: sudo apt-get install hipcc libamdhip64-dev rocm-device-libs (set HIP_PLATFORM=amd "
+              "where nvcc is installed too, or hipcc hands the file to nvcc); or ROCm's packages (/opt/rocm/bin)")
+
+
+def _hip_checks(amd: Any, tools: list[Tool]) -> list[Check]:
+    """AMD GPUs here: is there a compiler for them? (Nothing said where there is no AMD GPU.)"""
+    devices = list(getattr(amd, "devices", None) or [])
+    if not devices:
+        return []
+    targets = ", ".join(sorted({d.gfx_target or "an unknown target" for d in devices}))
+    hipcc = next((t for t in tools if t.name == "hipcc"), None)
+    if hipcc is None or not hipcc.found:
+        return [Check("hipcc", WARNING, f"{len(devices)} AMD GPU(s) ({targets}) but no hipcc: HIP kernels for them "
+                      "cannot be compiled here", HIPCC_HINT)]
+    return [Check("hipcc", OK, f"hipcc {hipcc.version or '(version unknown)'} at {hipcc.path} for {targets}")]
 
 
 def _compiler_checks(cpu: CpuInfo, tools: list[Tool]) -> list[Check]:

@@ -154,7 +154,7 @@ def build_report(raw: dict[str, Any], origin: str = "live") -> HostReport:
     for g in nv.devices:
         ceilings += part(f"ceilings cuda:{g.cuda_index}", lambda g=g: _ceilings.gpu_ceilings(g), [])
     ceilings = part("measured", lambda: _ceilings.merge_measured(ceilings, raw.get("measured")), ceilings)
-    checks = part("checks", lambda: run_checks(raw, cpu_info, nv, tools, py), [])
+    checks = part("checks", lambda: run_checks(raw, cpu_info, nv, tools, py, amd_s), [])
 
     for g in nv.devices:
         unsupported = [k for k, why in g.unavailable.items() if "NVML" in why and "does not support" not in why]

@@ -53,3 +53,21 @@ def test_apple_m1_pro(fixtures):
 def test_apple_absent_off_macos():
     section = apple.interpret(apple.collect(), None)
     assert section.devices == [] and section.reason.startswith("not macOS")
+
+
+def test_amd_gpus_without_hipcc_are_told_how_to_install_it(fixtures):
+    """The 8x MI210 host's topology with and without hipcc among the toolchains; no AMD GPU, no check."""
+    from tracea.doctor.checks import _hip_checks
+    from tracea.doctor.report import OK, WARNING, AmdSection
+    from tracea.doctor.sources import toolchains
+
+    section = amd.interpret({"kfd": amd.collect_kfd(str(fixtures / "kfd" / "mi210_8x_xgmi"))})
+    without = toolchains.interpret({"tools": {"hipcc": {"path": None}}})
+    [check] = _hip_checks(section, without)
+    assert check.id == "hipcc" and check.mark == WARNING
+    assert "8 AMD GPU(s) (gfx90a) but no hipcc" in check.message and "apt-get install hipcc" in check.hint
+    found = toolchains.interpret({"tools": {"hipcc": {"path": "/usr/bin/hipcc", "version": {
+        "rc": 0, "stdout": "HIP version: 5.2.21153-0\nclang version 15.0.6\n"}}}})
+    [check] = _hip_checks(section, found)
+    assert check.mark == OK and "hipcc 5.2.21153-0 at /usr/bin/hipcc for gfx90a" in check.message
+    assert _hip_checks(AmdSection(), without) == []

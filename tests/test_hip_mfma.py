@@ -77,3 +77,16 @@ def test_the_emulated_instruction_is_a_matrix_product_on_fresh_random_inputs(nam
     want = a.astype(np.float64) @ b.astype(np.float64) + c
     np.testing.assert_allclose(d, want, rtol=1e-6, atol=1e-6)
     assert not np.allclose(d, c)  # the product is not zero: the check can fail
+
+
+@pytest.mark.parametrize("name", list(INSTRUCTIONS))
+def test_the_index_expressions_kernels_are_written_with_are_the_model(name):
+    """``a_row``/``a_k``/``d_row`` (what the HIP kernels' fragment loads and stores are rendered from),
+    evaluated for every lane, element and register, give the slots the tables were checked against."""
+    mf = INSTRUCTIONS[name]
+    for lane in range(WAVE):
+        for e in range(mf.per_lane):
+            row, kk = eval(mf.a_row("lane")), eval(mf.a_k("lane", "e"))  # noqa: S307 - our own expressions
+            assert mf.a_slot(row, kk) == (lane, e) and mf.b_slot(kk, row) == (lane, e)
+        for r in range(mf.acc_registers):
+            assert mf.d_slot(eval(mf.d_row("lane", "r")), eval(mf.a_row("lane"))) == (lane, r)  # noqa: S307

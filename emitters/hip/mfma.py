@@ -68,6 +68,23 @@ class Mfma:
         """(lane, register) of C[i][j] and D[i][j]."""
         return j + self.n * ((i // 4) % self.groups), 4 * (i // (4 * self.groups)) + i % 4
 
+    # ------------------------------------------- the same placements as index expressions for a kernel body
+    # Python-evaluable (``//``, ``%`` on non-negative ints) and C-renderable (``c_expr``): the HIP kernels'
+    # fragment loads and stores are written with these, and tests evaluate them against the slots above.
+
+    def a_row(self, lane: str) -> str:
+        """The A row (and, for B, the column) that ``lane`` holds."""
+        return f"({lane} % {self.m})"
+
+    def a_k(self, lane: str, element: str) -> str:
+        """The k of ``element`` in ``lane`` (A and B alike)."""
+        return f"({self.per_lane} * ({lane} // {self.m}) + {element})"
+
+    def d_row(self, lane: str, register: str) -> str:
+        """The C/D row that accumulator ``register`` of ``lane`` holds (its column is ``a_row(lane)``)."""
+        g = self.groups
+        return f"({4 * g} * ({register} // 4) + 4 * (({lane} // {self.n}) % {g}) + {register} % 4)"
+
     def register_of(self, element: int) -> tuple[int, int | None]:
         """(register, 16-bit half or None) of an A or B element within its lane."""
         return (element, None) if self.dtype == "fp32" else (element // 2, element % 2)
@@ -135,6 +152,11 @@ class Mfma:
         for kk in range(self.k):  # one rank-1 update per k, rounded to fp32 as an accumulator is
             acc = (acc + np.outer(a[:, kk], b[kk, :])).astype(np.float32)
         return self.pack_d(acc)
+
+
+def c_expr(expr: str) -> str:
+    """A placement expression in C (its operands are non-negative, so ``//`` is C's ``/``)."""
+    return expr.replace("//", "/")
 
 
 def _mfma(m: int, n: int, k: int, dtype: str, cdna2: str, cdna3: str) -> Mfma:

@@ -71,6 +71,7 @@ def render(dtype: str, sched: HipGemmSchedule, target: str) -> str:
 
 
 def _body(s: HipGemmSchedule) -> str:
+    """The kernel: its signature and accumulators, then the staging, main loop and epilogue."""
     mf = INSTRUCTIONS["32x32x8_bf16"]  # the fp16 instruction places its operands the same way
     tm, tn = s.bm // s.waves_m // 32, s.bn // s.waves_n // 32
     a_per, b_per = s.bm * s.bk // s.threads, s.bn * s.bk // s.threads
@@ -97,7 +98,12 @@ extern "C" __global__ void __launch_bounds__({s.threads}) {KERNEL}(
     for (int j = 0; j < {tn}; ++j)
 #pragma unroll
       for (int v = 0; v < 16; ++v) TR_ACC(acc[i][j], v) = 0.0f;
-  unsigned short ra[{a_per}], rb[{b_per}];
+""" + _staging(s, a_per, b_per) + _mainloop(s, tm, tn, row, kk) + _epilogue(tm, tn, row, drow)
+
+
+def _staging(s: HipGemmSchedule, a_per: int, b_per: int) -> str:
+    """Global to registers (``load``, zeros past the edges) and registers to LDS (``store``)."""
+    return f"""  unsigned short ra[{a_per}], rb[{b_per}];
   const int ktiles = (K + BK - 1) / BK;
   // staging: thread tid holds {a_per} consecutive k of one A row and {b_per} consecutive n of one B row
   auto load = [&](int k0) {{
@@ -126,7 +132,12 @@ extern "C" __global__ void __launch_bounds__({s.threads}) {KERNEL}(
       Bs[buf][(f % BN) * LD + f / BN] = rb[e];  // B transposed: each column's k contiguous
     }}
   }};
-  load(0);
+"""
+
+
+def _mainloop(s: HipGemmSchedule, tm: int, tn: int, row: str, kk: str) -> str:
+    """The K loop: the next tile staged while this one's fragments feed the MFMAs, then the buffer swap."""
+    return f"""  load(0);
   store(0);
   TR_SYNC();
   for (int kt = 0; kt < ktiles; ++kt) {{
@@ -153,7 +164,12 @@ extern "C" __global__ void __launch_bounds__({s.threads}) {KERNEL}(
     if (kt + 1 < ktiles) store(buf ^ 1);
     TR_SYNC();
   }}
-#pragma unroll
+"""
+
+
+def _epilogue(tm: int, tn: int, row: str, drow: str) -> str:
+    """Each accumulator register to its C element (alpha applied, rounded to 16 bits), inside the edges."""
+    return f"""#pragma unroll
   for (int i = 0; i < {tm}; ++i)
 #pragma unroll
     for (int j = 0; j < {tn}; ++j)

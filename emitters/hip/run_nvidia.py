@@ -16,9 +16,10 @@ def gemm_on_nvidia(op: Any, sched: HipGemmSchedule, seed: int) -> dict[str, Any]
     import cupy as cp
     import numpy as np
 
-    from tracea.emitters.cuda.compiler import compile_cached
     from tracea.kernels import relative_error, tolerance
     from tracea.kernels.dtypes import to_float64
+
+    from ..cuda.compiler import compile_cached
 
     cubin, _, _, _, _ = compile_cached(render(op.dtype.value, sched, "nvidia"), KERNEL, KERNEL,
                                        "sm_{}{}".format(*cp.cuda.Device(0).compute_capability))

@@ -4,6 +4,7 @@ sm_80/sm_90 by NVRTC through the NVIDIA prelude (what tests/test_hip_gpu.py runs
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 import pytest
@@ -71,3 +72,44 @@ def test_a_bad_schedule_is_one_clear_error(bad, message):
 def test_only_16_bit_inputs():
     with pytest.raises(BadInputError, match="bf16 or fp16"):
         render("fp32", HipGemmSchedule(), "nvidia")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_the_softmax_builds_for_amd_and_through_the_nvidia_prelude(tmp_path, monkeypatch, dtype):
+    from tracea.emitters.hip import softmax as sm
+
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
+    for sched in (sm.HipSoftmaxSchedule(), sm.HipSoftmaxSchedule(rows_per_group=1)):
+        if importlib.util.find_spec("cuda.core") is not None:
+            from tracea.emitters.cuda.compiler import compile_cached
+
+            compile_cached(sm.render(dtype, sched, "nvidia"), sm.KERNEL, sm.KERNEL, "sm_90")
+        try:
+            hc.find_toolchain()
+        except ToolchainMissingError:
+            continue
+        for target in ("gfx90a", hc.cdna3_target()):
+            r = hc.compile_hip(sm.render(dtype, sched, "amd"), sm.KERNEL, target).resources
+            assert r["vgpr_spills"] == r["sgpr_spills"] == r["scratch_bytes"] == 0 and r["wavefront"] == 64, r
+            assert r["lds_bytes"] == 2 * 4 * 64 * sched.rows_per_group, r
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_the_conv_builds_for_amd_and_through_the_nvidia_prelude(tmp_path, monkeypatch, dtype):
+    from tracea.emitters.hip.gemm import CONV_KERNEL
+
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
+    sched = SCHEDULES[0]
+    if importlib.util.find_spec("cuda.core") is not None:
+        from tracea.emitters.cuda.compiler import compile_cached
+
+        compile_cached(render(dtype, sched, "nvidia", "conv"), CONV_KERNEL, CONV_KERNEL, "sm_90")
+    try:
+        hc.find_toolchain()
+    except ToolchainMissingError:
+        return
+    for target in ("gfx90a", hc.cdna3_target()):
+        obj = hc.compile_hip(render(dtype, sched, "amd", "conv"), CONV_KERNEL, target)
+        found = hc.mfma_mnemonics(hc.disassemble(obj))
+        assert len(found) == 8 and set(found) <= MFMA[dtype], found
+        assert obj.resources["vgpr_spills"] == obj.resources["scratch_bytes"] == 0, obj.resources

@@ -62,15 +62,45 @@ class HipGemmSchedule:
             raise BadInputError(f"{self.name}: two LDS buffers of A and B exceed 64 KiB")
 
 
-def render(dtype: str, sched: HipGemmSchedule, target: str) -> str:
-    """The kernel source for ``target`` ("amd": hipcc, "nvidia": NVRTC with the software MFMA)."""
+CONV_KERNEL = "tr_hip_conv2d"
+
+# What differs between the GEMM and the implicit-GEMM conv: the signature (the conv derives M, N, K from its
+# shape) and how one element of A and of B is read (zero past an edge, or in the conv's padding).
+GEMM = {
+    "signature": f"""extern "C" __global__ void __launch_bounds__(THREADS) {KERNEL}(
+    const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
+    int M, int N, int K, float alpha) {{""",
+    "a": "(gm < M && gk < K) ? A[(long long)gm * K + gk] : (unsigned short)0",
+    "b": "(gk < K && gn < N) ? B[(long long)gk * N + gn] : (unsigned short)0",
+}
+# NHWC input (nb x h x w x c), KRSC filter (N = k rows of K = r*s*c, B = its transpose), NPQK output
+CONV = {
+    "signature": f"""extern "C" __global__ void __launch_bounds__(THREADS) {CONV_KERNEL}(
+    const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
+    int nb, int h, int w, int c, int p, int q, int N, int r, int s, int sh, int sw, int ph, int pw, int dh, int dw) {{
+  const int M = nb * p * q, K = r * s * c;
+  const float alpha = 1.0f;""",
+    "a": """[&]() -> unsigned short {
+        if (gm >= M || gk >= K) return 0;
+        const int img = gm / (p * q), pq = gm % (p * q), rr = gk / (s * c), sc = gk % (s * c);
+        const int y = (pq / q) * sh - ph + rr * dh, x = (pq % q) * sw - pw + (sc / c) * dw;
+        if (y < 0 || y >= h || x < 0 || x >= w) return 0;
+        return A[(((long long)img * h + y) * w + x) * c + sc % c];
+      }()""",
+    "b": "(gk < K && gn < N) ? B[(long long)gn * K + gk] : (unsigned short)0",
+}
+
+
+def render(dtype: str, sched: HipGemmSchedule, target: str, problem: str = "gemm") -> str:
+    """The kernel source for ``target`` ("amd": hipcc, "nvidia": NVRTC with the software MFMA); ``problem``
+    "gemm" (kernel ``tr_hip_gemm``) or "conv" (``tr_hip_conv2d``, implicit GEMM over NHWC)."""
     if dtype not in ("bf16", "fp16"):
         raise BadInputError(f"dtype: the HIP MFMA GEMM takes bf16 or fp16, not {dtype}")
     sched.validate()
-    return prelude(target, dtype, sched.waves) + _body(sched)
+    return prelude(target, dtype, sched.waves) + _body(sched, GEMM if problem == "gemm" else CONV)
 
 
-def _body(s: HipGemmSchedule) -> str:
+def _body(s: HipGemmSchedule, kind: dict[str, str]) -> str:
     """The kernel: its signature and accumulators, then the staging, main loop and epilogue."""
     mf = INSTRUCTIONS["32x32x8_bf16"]  # the fp16 instruction places its operands the same way
     tm, tn = s.bm // s.waves_m // 32, s.bn // s.waves_n // 32
@@ -83,9 +113,8 @@ def _body(s: HipGemmSchedule) -> str:
 #define BN {s.bn}
 #define BK {s.bk}
 #define LD {ld}
-extern "C" __global__ void __launch_bounds__({s.threads}) {KERNEL}(
-    const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
-    int M, int N, int K, float alpha) {{
+#define THREADS {s.threads}
+{kind["signature"]}
   __shared__ unsigned short As[2][BM * LD];
   __shared__ unsigned short Bs[2][BN * LD];
   const int tid = threadIdx.x, lane = TR_LANE, wave = TR_WAVE_ID;
@@ -98,10 +127,10 @@ extern "C" __global__ void __launch_bounds__({s.threads}) {KERNEL}(
     for (int j = 0; j < {tn}; ++j)
 #pragma unroll
       for (int v = 0; v < 16; ++v) TR_ACC(acc[i][j], v) = 0.0f;
-""" + _staging(s, a_per, b_per) + _mainloop(s, tm, tn, row, kk) + _epilogue(tm, tn, row, drow)
+""" + _staging(s, a_per, b_per, kind) + _mainloop(s, tm, tn, row, kk) + _epilogue(tm, tn, row, drow)
 
 
-def _staging(s: HipGemmSchedule, a_per: int, b_per: int) -> str:
+def _staging(s: HipGemmSchedule, a_per: int, b_per: int, kind: dict[str, str]) -> str:
     """Global to registers (``load``, zeros past the edges) and registers to LDS (``store``)."""
     return f"""  unsigned short ra[{a_per}], rb[{b_per}];
   const int ktiles = (K + BK - 1) / BK;
@@ -109,15 +138,15 @@ def _staging(s: HipGemmSchedule, a_per: int, b_per: int) -> str:
   auto load = [&](int k0) {{
 #pragma unroll
     for (int e = 0; e < {a_per}; ++e) {{
-      const int f = tid * {a_per} + e, r = f / BK, c = f % BK;
-      const int gm = m0 + r, gk = k0 + c;
-      ra[e] = (gm < M && gk < K) ? A[(long long)gm * K + gk] : (unsigned short)0;
+      const int f = tid * {a_per} + e;  // (names that cannot shadow a conv's shape: r, s, c, ...)
+      const int gm = m0 + f / BK, gk = k0 + f % BK;
+      ra[e] = {kind["a"]};
     }}
 #pragma unroll
     for (int e = 0; e < {b_per}; ++e) {{
-      const int f = tid * {b_per} + e, r = f / BN, c = f % BN;
-      const int gk = k0 + r, gn = n0 + c;
-      rb[e] = (gk < K && gn < N) ? B[(long long)gk * N + gn] : (unsigned short)0;
+      const int f = tid * {b_per} + e;
+      const int gk = k0 + f / BN, gn = n0 + f % BN;
+      rb[e] = {kind["b"]};
     }}
   }};
   auto store = [&](int buf) {{

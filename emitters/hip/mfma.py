@@ -91,64 +91,50 @@ class Mfma:
 
     # -------------------------------------------------------------- the wavefront's registers as arrays
 
+    def _scatter(self, matrix: Any, slot: Any, width: int, dtype: Any) -> Any:
+        """``matrix`` as lanes x ``width`` registers, each element where ``slot(row, col)`` puts it."""
+        import numpy as np
+
+        out = np.zeros((WAVE, width), dtype=dtype)
+        for (row, col), value in np.ndenumerate(matrix):
+            out[slot(row, col)] = value
+        return out
+
+    def _gather(self, regs: Any, shape: tuple[int, int], slot: Any) -> Any:
+        import numpy as np
+
+        out = np.zeros(shape, dtype=np.float64)
+        for row in range(shape[0]):
+            for col in range(shape[1]):
+                out[row, col] = regs[slot(row, col)]
+        return out
+
     def pack_a(self, a: Any) -> Any:
         """A (m x k) as lanes x elements, as the instruction reads it."""
-        import numpy as np
-
-        out = np.zeros((WAVE, self.per_lane), dtype=a.dtype)
-        for i in range(self.m):
-            for kk in range(self.k):
-                lane, e = self.a_slot(i, kk)
-                out[lane, e] = a[i, kk]
-        return out
+        return self._scatter(a, self.a_slot, self.per_lane, a.dtype)
 
     def pack_b(self, b: Any) -> Any:
-        import numpy as np
-
-        out = np.zeros((WAVE, self.per_lane), dtype=b.dtype)
-        for kk in range(self.k):
-            for j in range(self.n):
-                lane, e = self.b_slot(kk, j)
-                out[lane, e] = b[kk, j]
-        return out
+        return self._scatter(b, self.b_slot, self.per_lane, b.dtype)
 
     def pack_d(self, d: Any) -> Any:
         """C or D (m x n) as lanes x accumulator registers."""
         import numpy as np
 
-        out = np.zeros((WAVE, self.acc_registers), dtype=np.float32)
-        for i in range(self.m):
-            for j in range(self.n):
-                lane, r = self.d_slot(i, j)
-                out[lane, r] = d[i, j]
-        return out
+        return self._scatter(d, self.d_slot, self.acc_registers, np.float32)
 
     def unpack_d(self, regs: Any) -> Any:
         import numpy as np
 
-        out = np.zeros((self.m, self.n), dtype=np.float32)
-        for i in range(self.m):
-            for j in range(self.n):
-                lane, r = self.d_slot(i, j)
-                out[i, j] = regs[lane, r]
-        return out
+        return self._gather(regs, (self.m, self.n), self.d_slot).astype(np.float32)
 
     def emulate(self, a_regs: Any, b_regs: Any, c_regs: Any) -> Any:
         """The instruction on registers: D = A B + C, each product exact, summed in fp32 (what a software
         MFMA in the compatibility prelude computes), every operand found through the placements above."""
         import numpy as np
 
-        a = np.zeros((self.m, self.k), dtype=np.float64)
-        b = np.zeros((self.k, self.n), dtype=np.float64)
-        for i in range(self.m):
-            for kk in range(self.k):
-                lane, e = self.a_slot(i, kk)
-                a[i, kk] = a_regs[lane, e]
-        for kk in range(self.k):
-            for j in range(self.n):
-                lane, e = self.b_slot(kk, j)
-                b[kk, j] = b_regs[lane, e]
-        acc = self.unpack_d(c_regs).astype(np.float32)
+        a = self._gather(a_regs, (self.m, self.k), self.a_slot)
+        b = self._gather(b_regs, (self.k, self.n), self.b_slot)
+        acc = self.unpack_d(c_regs)
         for kk in range(self.k):  # one rank-1 update per k, rounded to fp32 as an accumulator is
             acc = (acc + np.outer(a[:, kk], b[kk, :])).astype(np.float32)
         return self.pack_d(acc)

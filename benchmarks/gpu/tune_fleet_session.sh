@@ -63,11 +63,11 @@ warm() {  # the machine's RAM grows as it is used (H200.md) and the first tunes 
 {
 warm
 if [ "$MODE" = local ]; then
-    for i in 1 2; do
+    for i in $(seq 1 ${PAIRS:-2}); do
         CUDA_VISIBLE_DEVICES=0 suite suite_one_gpu_$i
         suite suite_all_gpus_$i
     done
-    for i in 1 2; do
+    for i in $(seq 1 ${PAIRS:-2}); do
         $PY benchmarks/gpu/fleet_summary.py suite "$RES/suite_one_gpu_$i.json" "$RES/suite_all_gpus_$i.json" "$RES/walls.txt"
     done
 elif [ "$MODE" = raylanes ]; then  # Ray's lanes (one actor a GPU for the whole suite) between two local runs

@@ -371,8 +371,48 @@ def test_a_lane_runs_on_its_own_member_alone(monkeypatch):
     assert pool is None
     lane_setup.evaluator_factory()
     assert seen == [{"TRACEA_WORKER_CPUS": "2"}]
-    with pytest.raises(BadInputError, match="lane 3 of 3"):
+    with pytest.raises(BadInputError, match="lane 3 of 1 members does not fit 3 workers"):
         R._in_lane(setup, Evaluation(workers=3, lane=3), None)
+    seen.clear()  # more workers than problems: lane 1 of 2 members each owns members 2 and 3 of 4, as a pool
+    _, pool = R._in_lane(setup, Evaluation(workers=4, lane=1, lane_members=2), None)
+    assert pool is not None and pool.size == 2
+    pool.close()
+    with pytest.raises(BadInputError, match="does not fit 4 workers"):
+        R._in_lane(setup, Evaluation(workers=4, lane=2, lane_members=2), None)
+
+
+def test_lanes_with_more_workers_than_problems_give_each_problem_a_pool(monkeypatch):
+    """Two replayed problems over four members: each lane runs its problem over two members at once
+    (ParallelSearch; exhaustive), with the serial run's best and every candidate once."""
+    from tracea.kernels import Op
+    from tracea.tune_lanes import Job, run_lanes
+    from tracea.tuner.recorded import load_recorded
+
+    spaces = sorted(SPACES.glob("cpu_*.json"))[:2]
+    jobs = []
+    for i, space in enumerate(spaces):
+        cfg = TuneConfig(Target(simulate=str(space)), evaluation=Evaluation(workers=4, simulate_delay_s=0.01),
+                         limits=SearchLimits(strategy="exhaustive", seed=1, patience=None))
+        jobs.append(Job((i, 0), space.stem, Op.from_json(load_recorded(space).op), cfg))
+
+    def row(label, op, r):
+        return {"best": r.best["schedule"], "n": len(r.trials), "space": r.space_size,
+                "distinct": len({json.dumps(t.schedule, sort_keys=True) for t in r.trials})}
+
+    sizes = []
+
+    class Recording(P.LocalPool):
+        def __init__(self, factories):
+            sizes.append(len(factories))
+            super().__init__(factories)
+
+    monkeypatch.setattr(P, "LocalPool", Recording)
+    rows = run_lanes(jobs, 4, None, quiet=True, row=row)
+    assert sizes == [2, 2]  # each lane's problem ran over its two members
+    for i, space in enumerate(spaces):
+        serial = _simulated(space, 1, "exhaustive", None)
+        assert rows[(i, 0)]["best"] == serial.best["schedule"]
+        assert rows[(i, 0)]["n"] == rows[(i, 0)]["distinct"] == rows[(i, 0)]["space"]
 
 
 def test_a_cluster_of_h100_and_h200_nodes_is_two_kinds_of_machine():

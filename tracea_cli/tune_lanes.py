@@ -48,10 +48,10 @@ class _Lanes:
     """``slots``: (lane number, kind, Ray lane or None for a local member); ``hosts``: each kind's host."""
 
     def __init__(self, jobs: list[Job], slots: list[tuple[int, str, Any]], hosts: dict[str, Any], quiet: bool,
-                 row: Callable[[str, Any, Any], dict[str, Any]]) -> None:
+                 row: Callable[[str, Any, Any], dict[str, Any]], share: int = 1) -> None:
         from tracea.tuner.run import Control
 
-        self.hosts, self.quiet, self.row, self.slots = hosts, quiet, row, slots
+        self.hosts, self.quiet, self.row, self.slots, self.share = hosts, quiet, row, slots, share
         self.queues: dict[str, queue.Queue[Job]] = {kind: queue.Queue() for kind in hosts}
         for job in sorted(jobs, key=lambda j: -_size(j.op)):
             self.queues[job.kind].put(job)
@@ -71,7 +71,8 @@ class _Lanes:
                 job = self.queues[kind].get_nowait()
             except queue.Empty:
                 return
-            config = dataclasses.replace(job.config, evaluation=dataclasses.replace(job.config.evaluation, lane=k))
+            config = dataclasses.replace(job.config, evaluation=dataclasses.replace(
+                job.config.evaluation, lane=k, lane_members=self.share if ray_lane is None else 1))
             try:
                 r = tune(job.op, self.hosts[kind], config, on_event=self._events(at, job),
                          control=self.controls[at], lane=ray_lane)
@@ -149,9 +150,10 @@ def _progress(quiet: bool) -> tuple[Any, Any]:
 
 def run_lanes(jobs: list[Job], width: int, host: Any, quiet: bool,
               row: Callable[[str, Any, Any], dict[str, Any]]) -> dict[tuple[int, int], dict[str, Any]]:
-    """Each job's row (by its index), the jobs tuned ``width`` at a time on this host's members."""
+    """Each job's row (by its index), the jobs tuned ``width`` at a time on this host's members; with more
+    members than jobs, each lane owns ``width // jobs`` of them and runs its problem over them."""
     slots = [(k, "", None) for k in range(min(width, len(jobs)))]
-    return _Lanes(jobs, slots, {"": host}, quiet, row).run()
+    return _Lanes(jobs, slots, {"": host}, quiet, row, share=width // len(slots)).run()
 
 
 def run_ray_lanes(jobs: list[Job], lanes: Any, quiet: bool,

@@ -44,8 +44,9 @@ class Evaluation:
     simulate_delay_s: float = 0.0  # a replayed answer's cost (--simulate)
     workers: int = 1  # candidates evaluated at once (tuner/pool.py): a GPU each, or a set of cores each
     cluster: str | None = None  # Ray: "local" (a private instance), "auto" or an address; None: local processes
-    lane: int | None = None  # this run evaluates on member ``lane`` of the ``workers``-way division alone (a
-    # suite's problems side by side, one a member); None: on all of them
+    lane: int | None = None  # this run evaluates on lane ``lane`` of the ``workers``-way division alone (a
+    # suite's problems side by side); None: on all of the members
+    lane_members: int = 1  # members a lane owns: lane i has members i * lane_members .. + lane_members - 1
 
 
 @dataclass(frozen=True)

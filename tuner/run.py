@@ -222,7 +222,7 @@ def _setup_live(op: Any, host: Any, tune_config: TuneConfig) -> _Setup:
     schedules = [s.to_json() for s in cands]
     # pool members build their own candidate: nothing is proposed ahead of them to compile; a lane of a
     # suite keeps compiling ahead where its member owns a whole device (no core share to crowd)
-    alone = evaluation.workers == 1 or (evaluation.lane is not None and fair is None)
+    alone = evaluation.workers == 1 or (evaluation.lane is not None and evaluation.lane_members == 1 and fair is None)
     member_evaluation = evaluation if alone and (evaluation.cluster is None or evaluation.lane is not None) else \
         dataclasses.replace(evaluation, compile_ahead=False)
     return _Setup(
@@ -455,16 +455,20 @@ def make_pool(factory: Callable[..., Any], backend: str, workers: int, cluster: 
 
 
 def _in_lane(setup: _Setup, ev: Any, host: Any) -> tuple[_Setup, Any]:
-    """A run on member ``ev.lane`` of ``ev.workers`` alone (a suite tunes its problems side by side): the
-    serial search with that member's worker environment (its GPU, its cores). On Ray a suite's lanes are
+    """A run on lane ``ev.lane`` of ``ev.workers`` members alone (a suite tunes its problems side by side):
+    the serial search with the lane's one member's worker environment (its GPU, its cores), or, where a
+    lane owns several members (more workers than problems), a pool of them. On Ray a suite's lanes are
     actors of tuner/ray_lanes.py instead (``tune(..., lane=)``)."""
-    if not 0 <= ev.lane < ev.workers:
-        raise BadInputError(f"lane {ev.lane} of {ev.workers} workers")
-    from .pool import member_envs
+    first, n = ev.lane * ev.lane_members, ev.lane_members
+    if ev.lane < 0 or n < 1 or first + n > ev.workers:
+        raise BadInputError(f"lane {ev.lane} of {n} members does not fit {ev.workers} workers")
+    from .pool import LocalPool, member_envs
 
-    env = None if setup.simulated else member_envs(setup.backend, ev.workers, host)[ev.lane]
+    envs = [None] * n if setup.simulated else member_envs(setup.backend, ev.workers, host)[first:first + n]
     make = setup.evaluator_factory
-    return dataclasses.replace(setup, evaluator_factory=lambda worker_env=None: make(worker_env=env)), None
+    if n == 1:
+        return dataclasses.replace(setup, evaluator_factory=lambda worker_env=None: make(worker_env=envs[0])), None
+    return setup, LocalPool([(lambda e=e: make(worker_env=e)) for e in envs])
 
 
 def _final_baseline(evaluator: Any, best: dict[str, Any], start: dict[str, Any] | None,

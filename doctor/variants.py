@@ -26,6 +26,7 @@ class Requirements:
     min_compute_capability: tuple[int, int] | None = None  # NVIDIA
     max_compute_capability: tuple[int, int] | None = None  # e.g. sm_90a-only instructions
     min_shared_memory_per_block_bytes: int | None = None  # opt-in, NVIDIA
+    amd_targets: tuple[str, ...] = ()  # AMD GPU ISA targets (gfx90a, gfx942, ...), any of
 
     def to_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -45,7 +46,18 @@ class Requirements:
             reasons.append(f"no {' or '.join(self.toolchain)} found")
         if self.min_compute_capability or self.min_shared_memory_per_block_bytes:
             reasons += self._gpu_unmet(host, device)
+        if self.amd_targets:
+            reasons += self._amd_unmet(host, device)
         return reasons
+
+    def _amd_unmet(self, host: HostReport, device: int | None) -> list[str]:
+        gpus = host.amd.devices
+        if not gpus:
+            return [f"no AMD GPU ({host.amd.reason or 'none found'})"]
+        g = gpus[device or 0]
+        if g.gfx_target not in self.amd_targets:
+            return [f"needs {' or '.join(self.amd_targets)} (AMD GPU {device or 0} is {g.gfx_target or 'unknown'})"]
+        return []
 
     def _gpu_unmet(self, host: HostReport, device: int | None) -> list[str]:
         gpus = host.nvidia.devices

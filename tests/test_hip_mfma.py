@@ -90,3 +90,30 @@ def test_the_index_expressions_kernels_are_written_with_are_the_model(name):
             assert mf.a_slot(row, kk) == (lane, e) and mf.b_slot(kk, row) == (lane, e)
         for r in range(mf.acc_registers):
             assert mf.d_slot(eval(mf.d_row("lane", "r")), eval(mf.a_row("lane"))) == (lane, r)  # noqa: S307
+
+
+def test_the_planner_prefers_matrix_cores_on_a_recorded_mi210_host_and_says_why_not_elsewhere(fixtures):
+    """The HIP variants (not offered by the registry yet) planned on the real 8x MI210 topology
+    (tests/fixtures/kfd/, gfx90a) with hipcc among its tools: the MFMA GEMM in bf16; the same host as a
+    gfx908 falls back to fp16, saying why; a host without an AMD GPU gets the reason."""
+    import dataclasses
+
+    from tracea.doctor.plan import plan
+    from tracea.doctor.report import AmdSection, HostReport, Tool
+    from tracea.doctor.sources import amd
+    from tracea.emitters.hip.variants import VARIANTS
+    from tracea.kernels import Gemm
+
+    section = amd.interpret({"kfd": amd.collect_kfd(str(fixtures / "kfd" / "mi210_8x_xgmi"))})
+    hipcc = Tool("hipcc", True, "/usr/bin/hipcc", "5.2.21153-0")
+    host = dataclasses.replace(HostReport(), amd=section, toolchains=[hipcc])
+    op = Gemm(4096, 4096, 4096, dtype="bf16")
+    d = plan(op, host, VARIANTS)
+    assert d.chosen == "hip-mfma.gemm" and d.precision == "bf16" and d.fallback is None
+    mi100 = dataclasses.replace(host, amd=dataclasses.replace(section, devices=[
+        dataclasses.replace(g, gfx_target="gfx908") for g in section.devices]))
+    d = plan(op, mi100, VARIANTS)
+    assert d.chosen == "hip-mfma.gemm" and d.precision == "fp16"
+    assert "bf16: needs gfx90a or gfx940 or gfx941 or gfx942 (AMD GPU 0 is gfx908)" in d.fallback
+    d = plan(op, dataclasses.replace(host, amd=AmdSection(reason="no /dev/kfd")), VARIANTS)
+    assert d.chosen is None and any("no AMD GPU (no /dev/kfd)" in r for c in d.candidates for r in c.reasons)

@@ -40,9 +40,18 @@ class Lane:
     kind: str = ""
 
     def ensure(self) -> None:
-        """A new actor where the last one died while idle (Ray places it; unpinned unless on the same node)."""
+        """A new actor where the last one died while idle."""
+        if self.actor is None:
+            self.respawn()
+
+    def respawn(self) -> None:
+        """This lane's actor (if any) killed and a new one placed by Ray; it keeps the lane's cores on the same
+        node, and runs unpinned on another."""
         if self.actor is not None:
-            return
+            try:
+                self.ray.kill(self.actor)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
         self.actor = self.cls.options(name=f"tracea-lane-{self.index}-{next(_RUNS)}", **self.opts).remote(None)
         node, _ = self.ray.get(self.actor.where.remote(), timeout=START_S)
         if node != self.node:

@@ -49,6 +49,7 @@ class RayPool:
         """``backend``: whose ``MEMBER_RESOURCES`` each actor asks for (None, a replayed space: one CPU);
         ``head_env``: the environment results are stored under, which every actor's must match."""
         ray = self.ray = import_ray()
+        self._lane: Any = None  # a suite's lane (on_lane), whose actor outlives this pool
         self._owns = connect(address)
         self.size, self._factory = n, factory
         self.namespace = f"tracea-{os.getpid()}-{next(_RUNS)}"
@@ -76,18 +77,13 @@ class RayPool:
         Closing it releases the evaluator, not the actor; an actor that dies is replaced, and the lane keeps
         the replacement for its next problem."""
         self = cls.__new__(cls)
-        self.ray, self._owns, self.size, self._factory = lane.ray, False, 1, factory
-        self.namespace, self._cls, self._opts, self._lane = lane.namespace, lane.cls, lane.opts, lane
-        self._pinned = bool(lane.cpus)
-        self._actors, self._where, self._cpus = [lane.actor], [(lane.node, lane.cpus)], [list(lane.cpus)]
-        self._refs = {}
+        self.ray, self._owns, self.size, self._factory, self._lane = lane.ray, False, 1, factory, lane
+        self.namespace, self._actors, self._refs = lane.namespace, [lane.actor], {}
         self._get(lane.actor.bind.remote(factory), START_S, "a lane actor did not answer")
         return self
 
     def _new(self, i: int) -> Any:
-        lane = getattr(self, "_lane", None)
-        name = f"tracea-member-{i}" if lane is None else f"tracea-lane-{lane.index}-{next(_RUNS)}"
-        return self._cls.options(name=name, **self._opts).remote(self._factory)
+        return self._cls.options(name=f"tracea-member-{i}", **self._opts).remote(self._factory)
 
     def _get(self, refs: Any, timeout: float, what: str) -> Any:
         try:
@@ -150,6 +146,11 @@ class RayPool:
         return out
 
     def _replace(self, i: int) -> None:
+        if self._lane is not None:  # the lane places (and keeps) its new actor
+            self._lane.respawn()
+            self._actors[i] = self._lane.actor
+            self._get(self._lane.actor.bind.remote(self._factory), START_S, "a replacement actor did not answer")
+            return
         try:
             self.ray.kill(self._actors[i])
         except Exception:  # noqa: BLE001 - already gone
@@ -160,10 +161,6 @@ class RayPool:
             same = node == self._where[i][0] and self._cpus[i]
             self._get(self._actors[i].pin.remote(self._cpus[i] if same else []), START_S, "pinning")
         self._where[i] = (node, cpus)
-        if getattr(self, "_lane", None) is not None:
-            if node != self._lane.node:
-                self._lane.cpus = []
-            self._lane.actor, self._lane.node = self._actors[i], node
 
     def _idle_member(self) -> Any:
         if self._refs:
@@ -180,7 +177,7 @@ class RayPool:
         pass
 
     def close(self) -> None:
-        if getattr(self, "_lane", None) is not None:  # the lane's actor stays for its next problem
+        if self._lane is not None:  # the lane's actor stays for its next problem
             try:
                 self.ray.get(self._actors[0].release.remote(), timeout=30)
             except Exception:  # noqa: BLE001 - gone: the lane replaces it when it next binds

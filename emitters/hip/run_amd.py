@@ -16,11 +16,9 @@ def gemm_on_amd(op: Any, sched: HipGemmSchedule, target: str, seed: int, warmup:
     """{"rel_err", "tolerance", "ok", "p50_ms"} of the HIP GEMM for ``op`` on device 0 (``target``: its gfx)."""
     import numpy as np
 
-    from tracea.kernels import relative_error, tolerance
-    from tracea.kernels.dtypes import to_float64
-
     from .compiler import compile_hip
     from .runtime import HipRuntime
+    from .verify import verdict
 
     rt = HipRuntime()
     fn = rt.load(compile_hip(render(op.dtype.value, sched, "amd"), KERNEL, target).bundle.read_bytes(), KERNEL)
@@ -40,11 +38,9 @@ def gemm_on_amd(op: Any, sched: HipGemmSchedule, target: str, seed: int, warmup:
         run()
         rt.synchronize()
         rt.download(out, bufs["c"])
-        err = relative_error(to_float64(out.view(op.dtype.storage), op.dtype), op.reference(inputs))
-        tol = tolerance(op)
-        times = rt.time_ms(run, warmup, repeats) if err <= tol else []
+        result = verdict(op, out.view(op.dtype.storage), inputs)
+        times = rt.time_ms(run, warmup, repeats) if result["ok"] else []  # verified first, then timed
     finally:
         for ptr in bufs.values():
             rt.free(ptr)
-    return {"rel_err": float(err), "tolerance": tol, "ok": bool(err <= tol),
-            "p50_ms": statistics.median(times) if times else None}
+    return {**result, "p50_ms": statistics.median(times) if times else None}

@@ -432,3 +432,16 @@ def test_a_cluster_of_h100_and_h200_nodes_is_two_kinds_of_machine():
     assert sorted(describe(host, "cuda") for host, _ in kinds.values()) == ["1x NVIDIA H100 80GB HBM3",
                                                                             "1x NVIDIA H200"]
     assert len(kinds_of(reports, "cpu")) == 1  # for the CPU backend both are one kind: the same CPU and compiler
+
+
+def test_a_problem_that_cannot_run_is_a_row_and_the_others_are_tuned(tmp_path):
+    """A suite with a GEMM this machine cannot hold: its row says why, the other problem is tuned and
+    stored, and the command ends with one line naming how many failed."""
+    probs = tmp_path / "problems.json"
+    probs.write_text(json.dumps([{"op": "gemm", "m": 64, "n": 48, "k": 40},
+                                 {"op": "gemm", "m": 1000000, "n": 1000000, "k": 64}]))
+    out = _tracea(["tune", "--suite", str(probs), "--backend", "cpu", "--budget", "2", "--json"], tmp_path)
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    rows = json.loads(out.stdout)
+    assert rows[0]["best"] and rows[1]["best"] is None and rows[1]["error"], rows
+    assert "1 of 2 problems have no verified best" in out.stderr

@@ -110,7 +110,7 @@ def _tune_all(problems: list[tuple[str, str | None, Any]], kw: dict[str, Any], h
     else one after another; on a Ray cluster, once per kind of machine there (``_tune_on_ray``)."""
     from tracea.doctor.errors import TraceaError
 
-    from .tune_lanes import Job, run_lanes
+    from .tune_lanes import Job, error_row, run_lanes
 
     rows: dict[tuple[int, int], dict[str, Any]] = {}
     groups: dict[tuple[str, int], list[Job]] = {}
@@ -119,7 +119,7 @@ def _tune_all(problems: list[tuple[str, str | None, Any]], kw: dict[str, Any], h
         try:
             config, _ = tune_config(op, **{**args, "backend": backend}, host=host)
         except TraceaError as exc:
-            rows[(i, 0)] = {"problem": label, "op": op.signature, "best": None, "error": exc.message}
+            rows[(i, 0)] = error_row(label, op, exc.message)
             continue
         groups.setdefault((config.target.backend, config.evaluation.workers), []).append(
             Job((i, 0), label, op, config))
@@ -141,7 +141,7 @@ def _tune_on_ray(backend: str, jobs: list[Any], args: dict[str, Any], kw: dict[s
     from tracea.doctor.errors import TraceaError
     from tracea.tuner.ray_lanes import RayLanes, cluster_width, describe
 
-    from .tune_lanes import Job, run_ray_lanes
+    from .tune_lanes import Job, error_row, run_ray_lanes
 
     rows: dict[Any, dict[str, Any]] = {}
     lanes = RayLanes(kw["workers"] or cluster_width(backend), backend)
@@ -154,8 +154,7 @@ def _tune_on_ray(backend: str, jobs: list[Any], args: dict[str, Any], kw: dict[s
                 try:
                     config, _ = tune_config(job.op, **{**args, "backend": backend}, host=khost)
                 except TraceaError as exc:
-                    rows[index] = {"problem": job.label, "op": job.op.signature, "best": None, "error": exc.message,
-                                   "machine": machine, "fingerprint": fp}
+                    rows[index] = {**error_row(job.label, job.op, exc.message), "machine": machine, "fingerprint": fp}
                     continue
                 kind_jobs.append(Job(index, job.label, job.op, config, kind=fp, machine=machine))
         rows.update(run_ray_lanes(kind_jobs, lanes, quiet=kw["json_out"], row=result_row))
@@ -167,10 +166,12 @@ def _tune_on_ray(backend: str, jobs: list[Any], args: dict[str, Any], kw: dict[s
 def _one(job: Any, host: Any, quiet: bool) -> dict[str, Any]:
     from tracea.doctor.errors import TraceaError
 
+    from .tune_lanes import error_row
+
     try:
         r = _run_with_progress(job.op, host, job.config, quiet=quiet)
     except TraceaError as exc:
-        return {"problem": job.label, "op": job.op.signature, "best": None, "error": exc.message}
+        return error_row(job.label, job.op, exc.message)
     return result_row(job.label, job.op, r)
 
 

@@ -37,6 +37,11 @@ class Job:
     machine: str = ""
 
 
+def error_row(label: str, op: Any, message: str) -> dict[str, Any]:
+    """A problem's row of the table when it has no verified best: why."""
+    return {"problem": label, "op": op.signature, "best": None, "error": message}
+
+
 def _size(op: Any) -> float:
     try:
         return float(op.flops)
@@ -78,7 +83,7 @@ class _Lanes:
                          control=self.controls[at], lane=ray_lane)
                 row = self.row(job.label, job.op, r)
             except TraceaError as exc:
-                row = {"problem": job.label, "op": job.op.signature, "best": None, "error": exc.message}
+                row = error_row(job.label, job.op, exc.message)
             except BaseException as exc:  # noqa: BLE001 - a defect: raised again once every lane has stopped
                 self.failures.append(exc)
                 for c in self.controls:

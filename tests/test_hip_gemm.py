@@ -16,7 +16,9 @@ from tracea.emitters.hip.gemm import KERNEL, HipGemmSchedule, render
 SCHEDULES = [HipGemmSchedule(), HipGemmSchedule(bm=64, bn=128, bk=32, waves_m=1, waves_n=2),
              HipGemmSchedule(bm=256, bn=128, bk=16, waves_m=2, waves_n=2, pad=8)]
 MFMA = {"bf16": {"v_mfma_f32_32x32x8bf16_1k", "v_mfma_f32_32x32x8_bf16"},
-        "fp16": {"v_mfma_f32_32x32x8f16", "v_mfma_f32_32x32x8_f16"}}
+        "fp16": {"v_mfma_f32_32x32x8f16", "v_mfma_f32_32x32x8_f16"},
+        "fp32": {"v_mfma_f32_32x32x2f32", "v_mfma_f32_32x32x2_f32"}}
+MFMA_K = {"bf16": 8, "fp16": 8, "fp32": 2}
 
 
 def _hipcc():
@@ -26,26 +28,31 @@ def _hipcc():
         pytest.skip(f"no HIP compiler here: {exc.message}")
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
 @pytest.mark.parametrize("sched", SCHEDULES, ids=lambda s: s.name)
 def test_hipcc_builds_mfma_code_for_cdna2_and_cdna3(tmp_path, monkeypatch, dtype, sched):
     _hipcc()
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
+    if sched.lds_bytes(dtype) > 64 * 1024:
+        with pytest.raises(BadInputError, match="64 KiB"):
+            render(dtype, sched, "amd")
+        return
     for target in ("gfx90a", hc.cdna3_target()):
         obj = hc.compile_hip(render(dtype, sched, "amd"), KERNEL, target)
         found = hc.mfma_mnemonics(hc.disassemble(obj))
-        per_k_tile = (sched.bm // sched.waves_m // 32) * (sched.bn // sched.waves_n // 32) * (sched.bk // 8)
+        per_k_tile = (sched.bm // sched.waves_m // 32) * (sched.bn // sched.waves_n // 32) * (sched.bk // MFMA_K[dtype])
         assert len(found) == per_k_tile and set(found) <= MFMA[dtype], (target, found)
         r = obj.resources
         assert r["vgpr_spills"] == r["scratch_bytes"] == 0, (target, r)  # nothing goes to memory
         if sched == SCHEDULES[0]:  # the hero: not even an SGPR spilled to a VGPR lane
             assert r["sgpr_spills"] == 0, (target, r)
-        assert r["wavefront"] == 64 and r["lds_bytes"] == 2 * 2 * (sched.bm + sched.bn) * (sched.bk + sched.pad)
+        assert r["wavefront"] == 64 and r["lds_bytes"] == sched.lds_bytes(dtype) == \
+            2 * (4 if dtype == "fp32" else 2) * (sched.bm + sched.bn) * (sched.bk + sched.pad)
         tiles = (sched.bm // sched.waves_m // 32) * (sched.bn // sched.waves_n // 32)
         assert r["agprs"] + r["vgprs"] >= 16 * tiles, r  # the accumulators are in registers
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_the_nvidia_prelude_builds_the_same_body_with_nvrtc(tmp_path, monkeypatch, dtype, arch):
     """What runs on the NVIDIA GPU is the AMD kernel's body, character for character, after another prelude."""
@@ -53,7 +60,7 @@ def test_the_nvidia_prelude_builds_the_same_body_with_nvrtc(tmp_path, monkeypatc
     from tracea.emitters.cuda.compiler import compile_cached
 
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
-    for sched in SCHEDULES:
+    for sched in [s for s in SCHEDULES if s.runs_on_nvidia(dtype)]:
         src = render(dtype, sched, "nvidia")
         compile_cached(src, KERNEL, KERNEL, arch)  # spills are no concern here: this build checks logic
         body = src[src.index('extern "C" __global__'):]
@@ -69,9 +76,36 @@ def test_a_bad_schedule_is_one_clear_error(bad, message):
         render("bf16", HipGemmSchedule(**bad), "amd")
 
 
-def test_only_16_bit_inputs():
-    with pytest.raises(BadInputError, match="bf16 or fp16"):
-        render("fp32", HipGemmSchedule(), "nvidia")
+@pytest.mark.parametrize("dtype", ["fp64", "int8", "tf32"])
+def test_only_the_mfma_types(dtype):
+    with pytest.raises(BadInputError, match="bf16, fp16, fp32"):
+        render(dtype, HipGemmSchedule(), "nvidia")
+
+
+def test_an_unknown_epilogue_or_layout_is_refused():
+    with pytest.raises(BadInputError, match="no swish"):
+        render("bf16", HipGemmSchedule(), "amd", chain=("bias", "swish"))
+    with pytest.raises(BadInputError, match="row or col"):
+        render("bf16", HipGemmSchedule(), "amd", layout_b="tiled")
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_epilogues_and_column_major_operands_build_for_amd(tmp_path, monkeypatch, dtype):
+    """The whole chain fused (bias, gelu, scale, residual, relu), A and B column-major: the same MFMAs,
+    nothing spilled, and each op's code in the kernel (tr_gelu's tanh, the residual's load)."""
+    _hipcc()
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
+    chain = ("bias", "gelu", "scale", "residual", "relu")
+    src = render(dtype, SCHEDULES[0], "amd", chain=chain, layout_a="col", layout_b="col")
+    assert "tr_gelu(v)" in src and "v *= alpha" in src and "Res[(long long)gm * N + gn]" in src
+    assert "A[(long long)gk * M + gm]" in src and "B[(long long)gn * K + gk]" in src
+    plain = render(dtype, SCHEDULES[0], "amd")
+    assert "v *= alpha" not in plain  # alpha is applied only when the chain scales, as the IR's reference does
+    for target in ("gfx90a", hc.cdna3_target()):
+        obj = hc.compile_hip(src, KERNEL, target)
+        found = hc.mfma_mnemonics(hc.disassemble(obj))
+        assert len(found) == 4 * 16 // MFMA_K[dtype] and set(found) <= MFMA[dtype], found
+        assert obj.resources["vgpr_spills"] == obj.resources["scratch_bytes"] == 0, obj.resources
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
@@ -94,7 +128,7 @@ def test_the_softmax_builds_for_amd_and_through_the_nvidia_prelude(tmp_path, mon
             assert r["lds_bytes"] == 2 * 4 * 64 * sched.rows_per_group, r
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
 def test_the_conv_builds_for_amd_and_through_the_nvidia_prelude(tmp_path, monkeypatch, dtype):
     from tracea.emitters.hip.gemm import CONV_KERNEL
 
@@ -103,13 +137,13 @@ def test_the_conv_builds_for_amd_and_through_the_nvidia_prelude(tmp_path, monkey
     if importlib.util.find_spec("cuda.core") is not None:
         from tracea.emitters.cuda.compiler import compile_cached
 
-        compile_cached(render(dtype, sched, "nvidia", "conv"), CONV_KERNEL, CONV_KERNEL, "sm_90")
+        compile_cached(render(dtype, sched, "nvidia", "conv", ("bias",)), CONV_KERNEL, CONV_KERNEL, "sm_90")
     try:
         hc.find_toolchain()
     except ToolchainMissingError:
         return
     for target in ("gfx90a", hc.cdna3_target()):
-        obj = hc.compile_hip(render(dtype, sched, "amd", "conv"), CONV_KERNEL, target)
+        obj = hc.compile_hip(render(dtype, sched, "amd", "conv", ("bias",)), CONV_KERNEL, target)
         found = hc.mfma_mnemonics(hc.disassemble(obj))
-        assert len(found) == 8 and set(found) <= MFMA[dtype], found
+        assert len(found) == 4 * 16 // MFMA_K[dtype] and set(found) <= MFMA[dtype], found
         assert obj.resources["vgpr_spills"] == obj.resources["scratch_bytes"] == 0, obj.resources

@@ -6,12 +6,8 @@ from __future__ import annotations
 
 from tracea.kernels.epilogue import statements
 
-CUDA = {
-    "bias": "v += {bias};",
-    "relu": "v = fmaxf(v, 0.0f);",
-    "gelu": "v = tr_gelu(v);",
-    "scale": "v *= alpha;",
-    "residual": "v += {residual};",
-}
+from ..gpu import EPILOGUE
+
+CUDA = EPILOGUE  # the same statements as HIP: emitters/gpu.py
 
 __all__ = ["CUDA", "statements"]

@@ -8,11 +8,11 @@ are typedefs, 16-bit floats travel as their bits (``uint16_t``) and convert thro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..cstyle import CodeWriter, CStyleRenderer, Param
+from ..cstyle import CodeWriter, CStyleRenderer
+from ..gpu import GELU, GpuRenderer
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,7 @@ static __device__ __forceinline__ float tr_warp_sum(float v) {
     return v;
 }
 """),
-    ("tr_gelu", r"""static __device__ __forceinline__ float tr_gelu(float x) {  /* tanh form, as the IR's reference */
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
-"""),
+    ("tr_gelu", GELU),
 )
 
 TENSOR_LIBRARY: tuple[tuple[str, str], ...] = (  # sm_80+; ``MMA_T``: the 16-bit type as PTX names it
@@ -124,16 +121,10 @@ static __device__ __forceinline__ void tr_ldm4t(uint32_t* r, uint32_t addr) {
 )
 
 
-class CudaRenderer(CStyleRenderer):
+class CudaRenderer(GpuRenderer):
     language: ClassVar[str] = "cuda"
     file_suffix: ClassVar[str] = ".cu"
     includes: ClassVar[tuple[str, ...]] = ()
-    kernel_prefix: ClassVar[str] = 'extern "C" __global__ '
-    static_prefix: ClassVar[str] = "static __device__ "
-    inline_prefix: ClassVar[str] = "static __device__ __forceinline__ "
-    restrict: ClassVar[str] = "__restrict__"
-    smem_prefix: ClassVar[str] = "__shared__ "
-    barrier: ClassVar[str] = "__syncthreads();"
     # The device library: PTX wrappers and helpers as data, so a renderer for another vendor (HIP) can
     # substitute its own bodies for the same names.
     library: ClassVar[tuple[tuple[str, str], ...]] = LIBRARY
@@ -150,18 +141,9 @@ class CudaRenderer(CStyleRenderer):
     }
     # Declared limits: a block's opt-in shared memory is per target (arch.py); these are the language's.
     shared_max: ClassVar[int | None] = 232448
-    max_threads: ClassVar[int] = 1024
     registers_per_thread: ClassVar[int] = 255
     tensor_cores: ClassVar[tuple[str, ...]] = ("mma.sync.m16n8k16.f32.bf16", "mma.sync.m16n8k16.f32.f16")
     dtypes: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "bf16")
-
-    def render_kernel_signature(self, name: str, params: Sequence[Param], ret: str = "void",
-                                launch_bounds: tuple[int, ...] | None = None) -> str:
-        """CUDA puts ``__launch_bounds__`` (max threads, and min blocks per SM if given) between the return
-        type and the name."""
-        if launch_bounds:
-            name = f"__launch_bounds__({', '.join(map(str, launch_bounds))}) {name}"
-        return self.render_signature(name, params, ret, self.kernel_prefix)
 
     def to_float(self, dtype: str, expr: str) -> str:
         return expr if dtype == "fp32" else self.op(f"to_float_{dtype}", expr)

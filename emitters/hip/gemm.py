@@ -1,9 +1,11 @@
-"""The HIP MFMA GEMM (issue 19): C = alpha A B for row-major bf16/fp16 A (m x k) and B (k x n), fp32
-accumulation, 16-bit C, any m, n, k (loads past an edge read zeros, stores past it are skipped).
+"""The HIP MFMA GEMM (issue 19): C = epilogue(A B) for bf16, fp16 or fp32 A (m x k) and B (k x n), each
+row- or column-major, fp32 accumulation, C in the inputs' type, any m, n, k (loads past an edge read zeros,
+stores past it are skipped). The epilogue is the IR's chain (kernels/epilogue.py: bias, relu, gelu, scale,
+residual), applied to each fp32 accumulator before it is rounded and stored.
 
 A workgroup of ``waves_m x waves_n`` 64-lane wavefronts computes a ``bm x bn`` tile; each wavefront a
-``bm / waves_m x bn / waves_n`` sub-tile of 32x32 MFMA tiles (``v_mfma_f32_32x32x8bf16_1k`` / ``...f16`` on
-gfx90a, their CDNA3 spellings on gfx942). K advances ``bk`` at a time through two LDS buffers: the next
+``bm / waves_m x bn / waves_n`` sub-tile of 32x32 MFMA tiles (``v_mfma_f32_32x32x8bf16_1k`` / ``...f16`` /
+``v_mfma_f32_32x32x2f32`` on gfx90a, their CDNA3 spellings on gfx942). K advances ``bk`` at a time through two LDS buffers: the next
 tile is loaded into registers while this one is multiplied, then written to the other buffer. A is kept in
 LDS as rows of k and B transposed (columns of k), so that each lane's four k values of an MFMA operand
 are contiguous; rows are padded by ``pad`` elements against bank conflicts. Every fragment index comes
@@ -19,10 +21,21 @@ from dataclasses import dataclass
 
 from tracea.doctor.errors import BadInputError
 
-from .mfma import INSTRUCTIONS, c_expr
-from .prelude import prelude
+from tracea.kernels.epilogue import statements
+
+from .mfma import INSTRUCTIONS, Mfma, c_expr
+from .prelude import EPILOGUE, NVIDIA_STATIC_SMEM, scratch_bytes
+from .render import HipRenderer
 
 KERNEL = "tr_hip_gemm"
+CONV_KERNEL = "tr_hip_conv2d"
+DTYPES = ("bf16", "fp16", "fp32")
+
+
+def instruction(dtype: str) -> Mfma:
+    """The MFMA a ``dtype`` GEMM issues: 32x32x8 for 16-bit inputs (bf16 and fp16 place their operands the
+    same way), 32x32x2 for fp32."""
+    return INSTRUCTIONS["32x32x2_fp32" if dtype == "fp32" else f"32x32x8_{dtype}"]
 
 
 @dataclass(frozen=True)
@@ -46,67 +59,94 @@ class HipGemmSchedule:
     def name(self) -> str:
         return f"mfma_{self.bm}x{self.bn}x{self.bk}_w{self.waves_m}x{self.waves_n}_p{self.pad}"
 
-    def validate(self) -> None:
+    def to_json(self) -> dict[str, int | str]:
+        return {"kind": "hip-mfma", "bm": self.bm, "bn": self.bn, "bk": self.bk, "waves_m": self.waves_m,
+                "waves_n": self.waves_n, "pad": self.pad}
+
+    def lds_bytes(self, dtype: str = "bf16") -> int:
+        """The two LDS buffers of A and B (the NVIDIA prelude's software MFMA adds its own scratch)."""
+        return 2 * (4 if dtype == "fp32" else 2) * (self.bm + self.bn) * (self.bk + self.pad)
+
+    def runs_on_nvidia(self, dtype: str) -> bool:
+        """Whether the NVIDIA prelude's build fits a kernel's static shared memory (the LDS buffers and the
+        software MFMA's scratch in 48 KiB): the compatibility path runs those schedules only."""
+        return self.lds_bytes(dtype) + scratch_bytes(dtype, self.waves) <= NVIDIA_STATIC_SMEM
+
+    def validate(self, dtype: str = "bf16") -> None:
+        if min(self.bm, self.bn, self.bk, self.waves_m, self.waves_n) < 1:
+            raise BadInputError(f"{self.name}: tile sizes and wavefront counts must be positive")
         if self.bm % (32 * self.waves_m) or self.bn % (32 * self.waves_n):
             raise BadInputError(f"{self.name}: each wavefront's tile must be whole 32x32 MFMA tiles")
         if self.bk % 8 or not 8 <= self.bk <= 64:
-            raise BadInputError(f"bk: {self.bk} is not a multiple of 8 (the MFMA's k) in 8..64")
+            raise BadInputError(f"bk: {self.bk} is not a multiple of 8 (the 16-bit MFMA's k) in 8..64")
         if not 1 <= self.waves <= 15:
             raise BadInputError(f"waves: {self.waves} wavefronts (1..15: the NVIDIA prelude's named barriers)")
         for what, n in (("A", self.bm), ("B", self.bn)):
             if (n * self.bk) % self.threads:
                 raise BadInputError(f"{what}'s {n}x{self.bk} tile does not divide over {self.threads} threads")
-        if self.pad < 0 or self.pad % 4:
-            raise BadInputError(f"pad: {self.pad} is not a multiple of 4 elements (8-byte fragment reads)")
-        if 2 * 2 * (self.bm + self.bn) * (self.bk + self.pad) > 64 * 1024:
-            raise BadInputError(f"{self.name}: two LDS buffers of A and B exceed 64 KiB")
+        if self.pad < 0 or self.pad % 4 or self.pad > 64:
+            raise BadInputError(f"pad: {self.pad} is not a multiple of 4 elements in 0..64 (8-byte fragment reads)")
+        if self.lds_bytes(dtype) > 64 * 1024:
+            raise BadInputError(f"{self.name}: two LDS buffers of A and B take {self.lds_bytes(dtype)} B in {dtype}, "
+                                "over the 64 KiB a CDNA workgroup has")
 
-
-CONV_KERNEL = "tr_hip_conv2d"
 
 # What differs between the GEMM and the implicit-GEMM conv: the signature (the conv derives M, N, K from its
-# shape) and how one element of A and of B is read (zero past an edge, or in the conv's padding).
-GEMM = {
-    "signature": f"""extern "C" __global__ void __launch_bounds__(THREADS) {KERNEL}(
-    const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
-    int M, int N, int K, float alpha) {{""",
-    "a": "(gm < M && gk < K) ? A[(long long)gm * K + gk] : (unsigned short)0",
-    "b": "(gk < K && gn < N) ? B[(long long)gk * N + gn] : (unsigned short)0",
-}
+# shape) and how one element of A and of B is read (zero past an edge, or in the conv's padding). ``T`` is
+# the element type; the epilogue's operands (Bias: n, Res: m x n) are null when the chain does not read them.
+def _gemm(layout_a: str, layout_b: str) -> dict[str, str]:
+    a = "A[(long long)gk * M + gm]" if layout_a == "col" else "A[(long long)gm * K + gk]"
+    b = "B[(long long)gn * K + gk]" if layout_b == "col" else "B[(long long)gk * N + gn]"
+    return {
+        "signature": HipRenderer().kernel(KERNEL, "THREADS", POINTERS + (("Res", False),),
+                                          ("M", "N", "K", "alpha:float")),
+        "a": f"(gm < M && gk < K) ? {a} : (T)0",
+        "b": f"(gk < K && gn < N) ? {b} : (T)0",
+    }
+
+
+POINTERS = (("A", False), ("B", False), ("C", True), ("Bias", False))
+CONV_SCALARS = ("nb", "h", "w", "c", "p", "q", "N", "r", "s", "sh", "sw", "ph", "pw", "dh", "dw")
 # NHWC input (nb x h x w x c), KRSC filter (N = k rows of K = r*s*c, B = its transpose), NPQK output
 CONV = {
-    "signature": f"""extern "C" __global__ void __launch_bounds__(THREADS) {CONV_KERNEL}(
-    const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
-    int nb, int h, int w, int c, int p, int q, int N, int r, int s, int sh, int sw, int ph, int pw, int dh, int dw) {{
+    "signature": HipRenderer().kernel(CONV_KERNEL, "THREADS", POINTERS, CONV_SCALARS) + """
   const int M = nb * p * q, K = r * s * c;
-  const float alpha = 1.0f;""",
-    "a": """[&]() -> unsigned short {
-        if (gm >= M || gk >= K) return 0;
+  const float alpha = 1.0f;
+  const T* __restrict__ Res = nullptr;""",
+    "a": """[&]() -> T {
+        if (gm >= M || gk >= K) return (T)0;
         const int img = gm / (p * q), pq = gm % (p * q), rr = gk / (s * c), sc = gk % (s * c);
         const int y = (pq / q) * sh - ph + rr * dh, x = (pq % q) * sw - pw + (sc / c) * dw;
-        if (y < 0 || y >= h || x < 0 || x >= w) return 0;
+        if (y < 0 || y >= h || x < 0 || x >= w) return (T)0;
         return A[(((long long)img * h + y) * w + x) * c + sc % c];
       }()""",
-    "b": "(gk < K && gn < N) ? B[(long long)gn * K + gk] : (unsigned short)0",
+    "b": "(gk < K && gn < N) ? B[(long long)gn * K + gk] : (T)0",
 }
 
 
-def render(dtype: str, sched: HipGemmSchedule, target: str, problem: str = "gemm") -> str:
+def render(dtype: str, sched: HipGemmSchedule, target: str, problem: str = "gemm", chain: tuple[str, ...] = (),
+           layout_a: str = "row", layout_b: str = "row") -> str:
     """The kernel source for ``target`` ("amd": hipcc, "nvidia": NVRTC with the software MFMA); ``problem``
-    "gemm" (kernel ``tr_hip_gemm``) or "conv" (``tr_hip_conv2d``, implicit GEMM over NHWC)."""
-    if dtype not in ("bf16", "fp16"):
-        raise BadInputError(f"dtype: the HIP MFMA GEMM takes bf16 or fp16, not {dtype}")
-    sched.validate()
-    return prelude(target, dtype, sched.waves) + _body(sched, GEMM if problem == "gemm" else CONV)
+    "gemm" (kernel ``tr_hip_gemm``) or "conv" (``tr_hip_conv2d``, implicit GEMM over NHWC); ``chain`` the
+    epilogue's ops in order (kernels/epilogue.py)."""
+    if dtype not in DTYPES:
+        raise BadInputError(f"dtype: the HIP MFMA GEMM takes {', '.join(DTYPES)}, not {dtype}")
+    if layout_a not in ("row", "col") or layout_b not in ("row", "col"):
+        raise BadInputError(f"layouts: row or col, not {layout_a}/{layout_b}")
+    unknown = [e for e in chain if e not in EPILOGUE]
+    if unknown:
+        raise BadInputError(f"epilogue: the HIP GEMM has no {', '.join(unknown)}")
+    sched.validate(dtype)
+    kind = _gemm(layout_a, layout_b) if problem == "gemm" else CONV
+    return HipRenderer().prelude(target, dtype, sched.waves) + _body(sched, kind, instruction(dtype), chain)
 
 
-def _body(s: HipGemmSchedule, kind: dict[str, str]) -> str:
+def _body(s: HipGemmSchedule, kind: dict[str, str], mf: Mfma, chain: tuple[str, ...]) -> str:
     """The kernel: its signature and accumulators, then the staging, main loop and epilogue."""
-    mf = INSTRUCTIONS["32x32x8_bf16"]  # the fp16 instruction places its operands the same way
     tm, tn = s.bm // s.waves_m // 32, s.bn // s.waves_n // 32
     a_per, b_per = s.bm * s.bk // s.threads, s.bn * s.bk // s.threads
     row, kk = c_expr(mf.a_row("lane")), c_expr(mf.a_k("lane", "e"))
-    drow = c_expr(mf.d_row("lane", "v"))
+    drow = c_expr(mf.d_row("lane", "reg"))
     ld = s.bk + s.pad
     return f"""
 #define BM {s.bm}
@@ -114,9 +154,10 @@ def _body(s: HipGemmSchedule, kind: dict[str, str]) -> str:
 #define BK {s.bk}
 #define LD {ld}
 #define THREADS {s.threads}
+typedef tr_elem T;
 {kind["signature"]}
-  __shared__ unsigned short As[2][BM * LD];
-  __shared__ unsigned short Bs[2][BN * LD];
+  __shared__ T As[2][BM * LD];
+  __shared__ T Bs[2][BN * LD];
   const int tid = threadIdx.x, lane = TR_LANE, wave = TR_WAVE_ID;
   const int wm = wave / {s.waves_n}, wn = wave % {s.waves_n};
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
@@ -127,12 +168,12 @@ def _body(s: HipGemmSchedule, kind: dict[str, str]) -> str:
     for (int j = 0; j < {tn}; ++j)
 #pragma unroll
       for (int v = 0; v < 16; ++v) TR_ACC(acc[i][j], v) = 0.0f;
-""" + _staging(s, a_per, b_per, kind) + _mainloop(s, tm, tn, row, kk) + _epilogue(tm, tn, row, drow)
+""" + _staging(s, a_per, b_per, kind) + _mainloop(s, tm, tn, row, kk, mf) + _epilogue(tm, tn, row, drow, chain)
 
 
 def _staging(s: HipGemmSchedule, a_per: int, b_per: int, kind: dict[str, str]) -> str:
     """Global to registers (``load``, zeros past the edges) and registers to LDS (``store``)."""
-    return f"""  unsigned short ra[{a_per}], rb[{b_per}];
+    return f"""  T ra[{a_per}], rb[{b_per}];
   const int ktiles = (K + BK - 1) / BK;
   // staging: thread tid holds {a_per} consecutive k of one A row and {b_per} consecutive n of one B row
   auto load = [&](int k0) {{
@@ -164,7 +205,7 @@ def _staging(s: HipGemmSchedule, a_per: int, b_per: int, kind: dict[str, str]) -
 """
 
 
-def _mainloop(s: HipGemmSchedule, tm: int, tn: int, row: str, kk: str) -> str:
+def _mainloop(s: HipGemmSchedule, tm: int, tn: int, row: str, kk: str, mf: Mfma) -> str:
     """The K loop: the next tile staged while this one's fragments feed the MFMAs, then the buffer swap."""
     return f"""  load(0);
   store(0);
@@ -173,22 +214,22 @@ def _mainloop(s: HipGemmSchedule, tm: int, tn: int, row: str, kk: str) -> str:
     const int buf = kt & 1;
     if (kt + 1 < ktiles) load((kt + 1) * BK);
 #pragma unroll
-    for (int ks = 0; ks < BK; ks += 8) {{
+    for (int ks = 0; ks < BK; ks += {mf.k}) {{
       tr_frag a[{tm}], b[{tn}];
 #pragma unroll
       for (int i = 0; i < {tm}; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
+        for (int e = 0; e < {mf.per_lane}; ++e)
           a[i].v[e] = As[buf][(wm * {tm * 32} + i * 32 + {row}) * LD + ks + {kk}];
 #pragma unroll
       for (int j = 0; j < {tn}; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
+        for (int e = 0; e < {mf.per_lane}; ++e)
           b[j].v[e] = Bs[buf][(wn * {tn * 32} + j * 32 + {row}) * LD + ks + {kk}];
 #pragma unroll
       for (int i = 0; i < {tm}; ++i)
 #pragma unroll
-        for (int j = 0; j < {tn}; ++j) tr_mfma_32x32x8(a[i], b[j], acc[i][j]);
+        for (int j = 0; j < {tn}; ++j) tr_mfma(a[i], b[j], acc[i][j]);
     }}
     if (kt + 1 < ktiles) store(buf ^ 1);
     TR_SYNC();
@@ -196,17 +237,23 @@ def _mainloop(s: HipGemmSchedule, tm: int, tn: int, row: str, kk: str) -> str:
 """
 
 
-def _epilogue(tm: int, tn: int, row: str, drow: str) -> str:
-    """Each accumulator register to its C element (alpha applied, rounded to 16 bits), inside the edges."""
+def _epilogue(tm: int, tn: int, row: str, drow: str, chain: tuple[str, ...]) -> str:
+    """Each accumulator register to its C element through the epilogue's chain, rounded to the element
+    type, inside the edges."""
+    ops = "\n".join("        " + st for st in statements(
+        chain, EPILOGUE, bias="tr_to_float(Bias[gn])", residual="tr_to_float(Res[(long long)gm * N + gn])"))
     return f"""#pragma unroll
   for (int i = 0; i < {tm}; ++i)
 #pragma unroll
     for (int j = 0; j < {tn}; ++j)
 #pragma unroll
-      for (int v = 0; v < 16; ++v) {{
+      for (int reg = 0; reg < 16; ++reg) {{
         const int gm = m0 + wm * {tm * 32} + i * 32 + {drow};
         const int gn = n0 + wn * {tn * 32} + j * 32 + {row};
-        if (gm < M && gn < N) C[(long long)gm * N + gn] = tr_from_float(alpha * TR_ACC(acc[i][j], v));
+        if (gm >= M || gn >= N) continue;
+        float v = TR_ACC(acc[i][j], reg);
+{ops}
+        C[(long long)gm * N + gn] = tr_from_float(v);
       }}
 }}
 """

@@ -1,10 +1,12 @@
 """The two preludes a HIP kernel body is rendered after (issue 19): one for AMD (hipcc, the MFMA builtins),
 one for NVIDIA (NVRTC), where the same body runs for its logic with each MFMA done in software.
 
-A body sees: ``tr_frag`` (an MFMA input operand: 4 16-bit values, as ``unsigned short`` bits), ``tr_acc``
-(16 fp32 accumulators, ``TR_ACC(acc, v)``), ``tr_mfma_32x32x8(a, b, acc)``, ``TR_LANE`` and ``TR_WAVE_ID``
-(its lane in, and its number of, 64-lane wavefronts), ``tr_to_float`` / ``tr_from_float`` for the 16-bit
-type, and ``TR_SYNC()`` for the workgroup barrier.
+A body sees: ``tr_elem`` (the element type: ``unsigned short`` bits for bf16 and fp16, ``float`` for fp32),
+``tr_frag`` (an MFMA input operand: ``TR_PER`` elements, 4 16-bit values or 1 fp32), ``tr_acc`` (16 fp32
+accumulators, ``TR_ACC(acc, v)``), ``tr_mfma(a, b, acc)`` (``v_mfma_f32_32x32x8`` for 16-bit types,
+``32x32x2`` for fp32), ``TR_LANE`` and ``TR_WAVE_ID`` (its lane in, and its number of, 64-lane wavefronts),
+``tr_to_float`` / ``tr_from_float`` for the element type, ``tr_gelu`` (the epilogue's), and ``TR_SYNC()``
+for the workgroup barrier.
 
 On NVIDIA a wavefront is two consecutive warps. The software MFMA places every operand exactly where the
 hardware's does (emitters/hip/mfma.py, checked against AMD's tables): each lane writes its A and B
@@ -15,11 +17,27 @@ lanes load the wrong elements computes a wrong product here exactly as it would 
 
 from __future__ import annotations
 
+from ..gpu import EPILOGUE, GELU
+
+__all__ = ["EPILOGUE", "prelude"]
+
+# the element type and the operand of each dtype's MFMA (TR_PER elements a lane)
+COMMON = r"""#if TR_FP32
+typedef float tr_elem;
+#define TR_PER 1
+#define TR_MFMA_K 2
+#else
+typedef unsigned short tr_elem;
+#define TR_PER 4
+#define TR_MFMA_K 8
+#endif
+struct tr_frag { tr_elem v[TR_PER]; };
+"""
+
 AMD = r"""#include <hip/hip_runtime.h>
 typedef float tr_f32x16 __attribute__((ext_vector_type(16)));
 typedef short tr_s16x4 __attribute__((ext_vector_type(4)));
 typedef _Float16 tr_h16x4 __attribute__((ext_vector_type(4)));
-struct tr_frag { unsigned short v[4]; };
 struct tr_acc { tr_f32x16 r; };
 #define TR_ACC(acc, i) ((acc).r[i])
 #define TR_LANE ((int)(threadIdx.x & 63))
@@ -31,10 +49,15 @@ __device__ __forceinline__ unsigned short tr_from_float(float f) {
   return __builtin_bit_cast(unsigned short, (_Float16)f);
 }
 #endif
-__device__ __forceinline__ void tr_mfma_32x32x8(const tr_frag& a, const tr_frag& b, tr_acc& c) {
+__device__ __forceinline__ void tr_mfma(const tr_frag& a, const tr_frag& b, tr_acc& c) {
+#if TR_FP32
+  c.r = __builtin_amdgcn_mfma_f32_32x32x2f32(a.v[0], b.v[0], c.r, 0, 0, 0);
+#else
   tr_s16x4 av = {(short)a.v[0], (short)a.v[1], (short)a.v[2], (short)a.v[3]};
   tr_s16x4 bv = {(short)b.v[0], (short)b.v[1], (short)b.v[2], (short)b.v[3]};
-#if TR_FP16
+#endif
+#if TR_FP32
+#elif TR_FP16
   c.r = __builtin_amdgcn_mfma_f32_32x32x8f16(__builtin_bit_cast(tr_h16x4, av), __builtin_bit_cast(tr_h16x4, bv),
                                              c.r, 0, 0, 0);
 #else
@@ -43,8 +66,7 @@ __device__ __forceinline__ void tr_mfma_32x32x8(const tr_frag& a, const tr_frag&
 }
 """
 
-NVIDIA = r"""struct tr_frag { unsigned short v[4]; };
-struct tr_acc { float r[16]; };
+NVIDIA = r"""struct tr_acc { float r[16]; };
 #define TR_ACC(acc, i) ((acc).r[i])
 #define TR_LANE ((int)(threadIdx.x & 63))
 #define TR_WAVE_ID ((int)(threadIdx.x >> 6))
@@ -68,19 +90,20 @@ __device__ __forceinline__ unsigned short tr_from_float(float f) {
 NVIDIA_MFMA = r"""__device__ __forceinline__ void tr_wave_sync() {
   asm volatile("bar.sync %0, 64;" :: "r"(TR_WAVE_ID + 1) : "memory");
 }
-__device__ void tr_mfma_32x32x8(const tr_frag& a, const tr_frag& b, tr_acc& c) {
-  __shared__ unsigned short tr_scratch[TR_WAVES][512];  // per wavefront: A then B, 64 lanes x 4 values
-  unsigned short* sa = tr_scratch[TR_WAVE_ID];
-  unsigned short* sb = sa + 256;
+__device__ void tr_mfma(const tr_frag& a, const tr_frag& b, tr_acc& c) {
+  __shared__ tr_elem tr_scratch[TR_WAVES][2 * 64 * TR_PER];  // per wavefront: A then B, 64 lanes x TR_PER
+  tr_elem* sa = tr_scratch[TR_WAVE_ID];
+  tr_elem* sb = sa + 64 * TR_PER;
   const int lane = TR_LANE;
-  for (int e = 0; e < 4; ++e) { sa[lane * 4 + e] = a.v[e]; sb[lane * 4 + e] = b.v[e]; }
+  for (int e = 0; e < TR_PER; ++e) { sa[lane * TR_PER + e] = a.v[e]; sb[lane * TR_PER + e] = b.v[e]; }
   tr_wave_sync();
   const int j = lane & 31;
   for (int v = 0; v < 16; ++v) {
     const int i = 8 * (v >> 2) + 4 * (lane >> 5) + (v & 3);  // D[i][j] is register v of this lane
     float s = c.r[v];
-    for (int kk = 0; kk < 8; ++kk) {  // A[i][kk]: lane i + 32 (kk / 4), element kk % 4; B[kk][j] likewise
-      s += tr_to_float(sa[(i + 32 * (kk >> 2)) * 4 + (kk & 3)]) * tr_to_float(sb[(j + 32 * (kk >> 2)) * 4 + (kk & 3)]);
+    for (int kk = 0; kk < TR_MFMA_K; ++kk) {  // A[i][kk]: lane i + 32 (kk / TR_PER), element kk % TR_PER
+      const int ia = (i + 32 * (kk / TR_PER)) * TR_PER + kk % TR_PER, ib = (j + 32 * (kk / TR_PER)) * TR_PER + kk % TR_PER;
+      s += tr_to_float(sa[ia]) * tr_to_float(sb[ib]);
     }
     c.r[v] = s;
   }
@@ -88,8 +111,11 @@ __device__ void tr_mfma_32x32x8(const tr_frag& a, const tr_frag& b, tr_acc& c) {
 }
 """
 
-# bf16 on both: the upper half of an fp32, rounded to nearest even (a NaN stays a NaN)
-BF16 = r"""#if !TR_FP16
+# bf16 on both: the upper half of an fp32, rounded to nearest even (a NaN stays a NaN); fp32 as it is
+BF16 = r"""#if TR_FP32
+__device__ __forceinline__ float tr_to_float(float x) { return x; }
+__device__ __forceinline__ float tr_from_float(float f) { return f; }
+#elif !TR_FP16
 __device__ __forceinline__ float tr_to_float(unsigned short h) { return __uint_as_float(((unsigned int)h) << 16); }
 __device__ __forceinline__ unsigned short tr_from_float(float f) {
   unsigned int u = __float_as_uint(f);
@@ -101,12 +127,23 @@ __device__ __forceinline__ unsigned short tr_from_float(float f) {
 """
 
 
+NVIDIA_STATIC_SMEM = 48 * 1024  # a kernel's static __shared__ on NVIDIA GPUs (more needs dynamic memory)
+
+
+def scratch_bytes(dtype: str, waves: int) -> int:
+    """The NVIDIA prelude's software-MFMA scratch: A and B operands of 64 lanes a wavefront."""
+    return waves * 2 * 64 * (4 if dtype == "fp32" else 4 * 2)
+
+
 def prelude(target: str, dtype: str, waves: int) -> str:
-    """The prelude for ``target`` ("amd" or "nvidia"), the kernel's 16-bit type ("bf16" or "fp16") and the
-    wavefronts of its workgroup."""
+    """The prelude for ``target`` ("amd" or "nvidia"), the kernel's element type ("bf16", "fp16" or "fp32")
+    and the wavefronts of its workgroup."""
     if target not in ("amd", "nvidia"):
         raise ValueError(f"prelude target {target!r}")
-    head = f"#define TR_FP16 {1 if dtype == 'fp16' else 0}\n#define TR_WAVES {waves}\n"
+    if dtype not in ("bf16", "fp16", "fp32"):
+        raise ValueError(f"prelude dtype {dtype!r}")
+    head = (f"#define TR_FP16 {int(dtype == 'fp16')}\n#define TR_FP32 {int(dtype == 'fp32')}\n"
+            f"#define TR_WAVES {waves}\n")
     if target == "amd":
-        return head + AMD + BF16
-    return head + NVIDIA + BF16 + NVIDIA_MFMA
+        return head + AMD.replace("struct tr_acc", COMMON + "struct tr_acc", 1) + BF16 + GELU
+    return head + COMMON + NVIDIA + BF16 + GELU + NVIDIA_MFMA

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tracea.doctor.errors import BadInputError
 
-from .prelude import prelude
+from .render import HipRenderer
 
 KERNEL = "tr_hip_softmax"
 STORE = {"fp32": "float", "bf16": "unsigned short", "fp16": "unsigned short"}
@@ -43,13 +43,13 @@ def render(dtype: str, sched: HipSoftmaxSchedule, target: str) -> str:
     t = STORE[dtype]
     load = "x" if dtype == "fp32" else "tr_to_float(x)"
     save = "y" if dtype == "fp32" else "tr_from_float(y)"
-    # the prelude's 16-bit conversions are for bf16 unless it is fp16; fp32 uses neither
-    return prelude(target, "fp16" if dtype == "fp16" else "bf16", sched.rows_per_group) + f"""
+    sig = HipRenderer().kernel(KERNEL, sched.threads, (("X", False), ("Y", True)), ("rows", "cols"))
+    return HipRenderer().prelude(target, dtype, sched.rows_per_group) + f"""
 #define TR_NEG_INF __int_as_float(0xff800000)
-__device__ __forceinline__ float tr_in(const {t} x) {{ return {load}; }}
-__device__ __forceinline__ {t} tr_out(const float y) {{ return {save}; }}
-extern "C" __global__ void __launch_bounds__({sched.threads}) {KERNEL}(
-    const {t}* __restrict__ X, {t}* __restrict__ Y, int rows, int cols) {{
+typedef {t} T;
+__device__ __forceinline__ float tr_in(const T x) {{ return {load}; }}
+__device__ __forceinline__ T tr_out(const float y) {{ return {save}; }}
+{sig}
   __shared__ float part_m[{sched.rows_per_group}][64];
   __shared__ float part_s[{sched.rows_per_group}][64];
   const int lane = TR_LANE, wave = TR_WAVE_ID;

@@ -1,0 +1,50 @@
+"""The C++ GPU dialect CUDA and HIP share, on the C-style base (emitters/cstyle.py): kernel and shared-memory
+spellings, ``__launch_bounds__``, the fused epilogue's statements and the device functions they call.
+
+HIP is CUDA's dialect with another runtime, so everything here renders the same for both; what differs
+(NVRTC's include-free prelude and PTX wrappers, hipcc's headers and MFMA builtins) lives in each backend's
+renderer (emitters/cuda/render.py ``CudaRenderer``, emitters/hip/render.py ``HipRenderer``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from .cstyle import CStyleRenderer, Param
+
+# The epilogue vocabulary (kernels/epilogue.py) as statements over the fp32 value ``v``; ``{bias}`` and
+# ``{residual}`` stand for the caller's expressions loading those operands. ``tr_gelu`` is GELU below.
+EPILOGUE = {
+    "bias": "v += {bias};",
+    "relu": "v = fmaxf(v, 0.0f);",
+    "gelu": "v = tr_gelu(v);",
+    "scale": "v *= alpha;",
+    "residual": "v += {residual};",
+}
+
+GELU = r"""static __device__ __forceinline__ float tr_gelu(float x) {  /* tanh form, as the IR's reference */
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+"""
+
+
+class GpuRenderer(CStyleRenderer):
+    """What a CUDA and a HIP kernel spell alike."""
+
+    language: ClassVar[str] = "gpu"
+    kernel_prefix: ClassVar[str] = 'extern "C" __global__ '
+    static_prefix: ClassVar[str] = "static __device__ "
+    inline_prefix: ClassVar[str] = "static __device__ __forceinline__ "
+    restrict: ClassVar[str] = "__restrict__"
+    smem_prefix: ClassVar[str] = "__shared__ "
+    barrier: ClassVar[str] = "__syncthreads();"
+    max_threads: ClassVar[int] = 1024
+
+    def render_kernel_signature(self, name: str, params: Sequence[Param], ret: str = "void",
+                                launch_bounds: tuple[int, ...] | None = None) -> str:
+        """``__launch_bounds__`` (max threads, and min blocks per multiprocessor if given) goes between the
+        return type and the name."""
+        if launch_bounds:
+            name = f"__launch_bounds__({', '.join(map(str, launch_bounds))}) {name}"
+        return self.render_signature(name, params, ret, self.kernel_prefix)

@@ -42,7 +42,9 @@ class Requirements:
             missing = [i for i in self.isa if i not in have]
             if missing:
                 reasons.append(f"CPU lacks {', '.join(missing)}")
-        if self.toolchain and not any((t := host.tool(name)) is not None and t.found for name in self.toolchain):
+        # a report with no tools at all is a recording without the toolchain section: not judged
+        if self.toolchain and host.toolchains and not any((t := host.tool(name)) is not None and t.found
+                                                          for name in self.toolchain):
             reasons.append(f"no {' or '.join(self.toolchain)} found")
         if self.min_compute_capability or self.min_shared_memory_per_block_bytes:
             reasons += self._gpu_unmet(host, device)

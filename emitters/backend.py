@@ -77,6 +77,24 @@ class Backend(Protocol):
         recorded with every run made there."""
         ...
 
+    def runs_kernels(self, host: Any) -> str | None:
+        """None when this process can build and run this backend's kernels on ``host`` (this machine's live
+        report): its device is there and its runtime loads; otherwise why not, in one line. ``bench``,
+        ``tune`` and ``tracea.ops`` pass over a backend that cannot (``tracea plan`` still ranks its
+        variants: the plan is about the machine, not this process)."""
+        ...
+
+    def device_name(self, host: Any) -> str | None:
+        """What this backend's kernels run on in ``host``, for a sentence ("GPU 0 (NVIDIA H100 80GB HBM3)"),
+        or None where there is nothing to name."""
+        ...
+
+    def target_host(self, host: Any, arch: str) -> Any:
+        """``host`` as if its device were the target ``arch`` (``sm_90a``, ``gfx90a``): what planning and
+        emitting for a target that is not installed here needs. ``BadInputError`` when ``arch`` is not one
+        of this backend's targets."""
+        ...
+
     MEMBER_RESOURCES: dict[str, float]
     """What one tuning worker of a pool asks of a Ray node ({"num_gpus": 1, "num_cpus": 1}: a GPU each)."""
 

@@ -9,7 +9,7 @@ renderer (emitters/cuda/render.py ``CudaRenderer``, emitters/hip/render.py ``Hip
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from .cstyle import CStyleRenderer, Param
 
@@ -48,3 +48,17 @@ class GpuRenderer(CStyleRenderer):
         if launch_bounds:
             name = f"__launch_bounds__({', '.join(map(str, launch_bounds))}) {name}"
         return self.render_signature(name, params, ret, self.kernel_prefix)
+
+
+def gpu_suites(quick: bool = False) -> dict[str, list[Any]]:
+    """A GPU backend's `tracea bench` suites (kernels/workloads.py) in the precisions GPU users run: bf16
+    GEMMs, fp16 NHWC convolutions at batch 1 and 32, fp16 softmax. ``quick``: a few rows of each."""
+    from tracea.kernels import workloads as w
+
+    if quick:
+        return {"llm-gemm": w.llm_gemms("bf16", tokens=(1, 2048), projections=((4096, 4096),)),
+                "resnet50": w.resnet50_convs("fp16", batches=(1,), shapes=(w.RESNET50[0], w.RESNET50[2],
+                                                                             w.RESNET50[3])),
+                "softmax": w.softmax_rows("fp16", attention_cols=(128, 8192), vocabulary=((1, 128256),))}
+    return {"llm-gemm": w.llm_gemms("bf16"), "resnet50": w.resnet50_convs("fp16", batches=(1, 32)),
+            "softmax": w.softmax_rows("fp16")}

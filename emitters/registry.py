@@ -14,10 +14,11 @@ from tracea.doctor.variants import Variant
 
 from .backend import Backend
 
-BACKENDS = {"cpu": "tracea.emitters.cpu.backend", "cuda": "tracea.emitters.cuda.backend"}  # Backend modules
+BACKENDS = {"cpu": "tracea.emitters.cpu.backend", "cuda": "tracea.emitters.cuda.backend",
+            "hip": "tracea.emitters.hip.backend"}  # Backend modules
 
 
-PLANNED = ("hip", "metal")  # backends the design names whose emitters have not landed: unsupported, not a typo
+PLANNED = ("metal",)  # backends the design names whose emitters have not landed: unsupported, not a typo
 
 
 def backend(name: str) -> Backend:
@@ -74,26 +75,35 @@ def variant(variant_id: str) -> Variant:
     raise UnsupportedError(f"no registered variant {variant_id!r}")
 
 
-def default_backend(op: Any, host: Any, precision: str | None = None) -> tuple[str, str]:
+def default_backend(op: Any, host: Any, precision: str | None = None, runs_here: bool = True) -> tuple[str, str]:
     """The backend a command uses when none is named: the one whose variant the decision engine ranks
     first for ``op`` on ``host`` (a GPU variant outranks every CPU one, so a machine with a usable GPU
-    gets the GPU), and the sentence that says why. Falls back to the CPU, with the reason, when no
-    variant can run the op here (the command then explains that itself)."""
+    gets the GPU), and the sentence that says why. With ``runs_here`` (``host`` is this machine, and the
+    command runs kernels), a backend that cannot run them in this process (``Backend.runs_kernels``: no
+    runtime, say) is passed over, and the sentence says so. Falls back to the CPU, with the reason, when
+    no variant can run the op here (the command then explains that itself)."""
     from tracea.doctor.plan import plan
 
-    decision = plan(op, host, all_variants(), precision=precision)
-    if decision.chosen is None or decision.backend is None:
-        return "cpu", "no variant can run it here; trying the CPU"
+    variants, passed = all_variants(), []
+    while True:
+        decision = plan(op, host, variants, precision=precision)
+        if decision.chosen is None or decision.backend is None:
+            return "cpu", "; ".join(["no variant can run it here; trying the CPU", *passed])
+        problem = backend(decision.backend).runs_kernels(host) if runs_here else None
+        if not problem:
+            break
+        passed.append(f"{decision.chosen} is passed over: {problem}")
+        variants = [v for v in variants if v.backend != decision.backend]
     why = f"the planner's first choice here is {decision.chosen}"
-    gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
-    if decision.backend != "cpu" and gpus:
-        why += f" on GPU 0 ({gpus[0].name})"
+    device = backend(decision.backend).device_name(host) if decision.backend != "cpu" else None
+    if device:
+        why += f" on {device}"
     elif decision.backend == "cpu":
         others = [set(c.reasons) for c in decision.candidates if c.backend != "cpu"]
         shared = sorted(set.intersection(*others)) if others else []  # what stops every GPU variant
         if shared:
             why += f"; no GPU variant fits ({shared[0]})"
-    return decision.backend, why
+    return decision.backend, "; ".join([why, *passed])
 
 
 def runnable_backends(host: Any) -> list[str]:

@@ -1,6 +1,7 @@
-"""The HIP MFMA GEMM's logic on an NVIDIA GPU (issue 19): the same body as the gfx90a/gfx942 code objects,
+"""The HIP kernels' logic on an NVIDIA GPU (issue 19): the same bodies as the gfx90a/gfx942 code objects,
 rendered after the NVIDIA prelude (software MFMA with AMD's placements), verified against the float64
-reference on fresh random inputs, odd shapes included. Skipped without a GPU and CuPy."""
+reference on fresh random inputs, odd shapes, every epilogue, both operand layouts and fp32 included; and
+the backend's own heuristic schedules. Skipped without a GPU and CuPy."""
 
 from __future__ import annotations
 
@@ -28,17 +29,52 @@ def gpu():
     return cp
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def _run(op, sched):
+    import random
+
+    from tracea.emitters.hip.run_nvidia import on_nvidia
+
+    return on_nvidia(op, sched, seed=random.randrange(1 << 30))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
 @pytest.mark.parametrize("sched", SCHEDULES, ids=lambda s: s.name)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_the_hip_gemm_logic_is_right_on_odd_shapes(gpu, dtype, sched, shape):
-    import random
-
-    from tracea.emitters.hip.run_nvidia import gemm_on_nvidia
-
+    if not sched.runs_on_nvidia(dtype):
+        pytest.skip(f"{sched.name} in {dtype} does not fit the NVIDIA prelude's 48 KiB of static shared memory")
     m, n, k = shape
-    r = gemm_on_nvidia(Gemm(m, n, k, dtype=parse_dtype(dtype)), sched, seed=random.randrange(1 << 30))
+    r = _run(Gemm(m, n, k, dtype=parse_dtype(dtype)), sched)
     assert r["ok"], r
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("case", [
+    ("bias,gelu", "row", "row", 1.0), ("scale,residual,relu", "col", "row", -0.75), ("relu,bias", "row", "col", 1.0),
+    ("bias,gelu,scale,residual", "col", "col", 2.5), ("", "col", "col", 3.0),
+], ids=lambda c: f"{c[0] or 'none'}-{c[1]}{c[2]}")
+def test_the_hip_gemm_epilogues_and_layouts(gpu, dtype, case):
+    """Every epilogue op, in orders where a wrong order shows, and alpha applied only when the chain scales."""
+    chain, la, lb, alpha = case
+    for m, n, k in ((200, 176, 72), (1, 33, 17), (333, 65, 1000)):
+        op = Gemm(m, n, k, dtype=parse_dtype(dtype), epilogue=chain, layout_a=la, layout_b=lb, alpha=alpha)
+        r = _run(op, SCHEDULES[0])
+        assert r["ok"], ((m, n, k), r)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+@pytest.mark.parametrize("shape", [(4096, 4096, 64), (17, 4096, 64), (300, 70, 33)], ids=lambda s: "x".join(map(str, s)))
+def test_the_backends_heuristic_schedule_runs_right(gpu, dtype, shape):
+    """What `tracea emit|bench --backend hip` picks on the recorded MI210 host (104 CUs), run for its logic."""
+    from tracea.doctor import probe
+    from tracea.emitters import registry
+
+    b = registry.backend("hip")
+    op = Gemm(*shape, dtype=parse_dtype(dtype))
+    sched = b.hero_schedule(op, "hip-mfma.gemm", probe())
+    if not sched.runs_on_nvidia(dtype):
+        pytest.skip(f"{sched.name} in {dtype} does not fit the NVIDIA prelude")
+    assert _run(op, sched)["ok"]
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
@@ -46,14 +82,10 @@ def test_the_hip_gemm_logic_is_right_on_odd_shapes(gpu, dtype, sched, shape):
 @pytest.mark.parametrize("shape", [(1, 1), (7, 63), (33, 130), (5, 4097), (4096, 128), (3, 50000)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_the_hip_softmax_logic_is_right_on_odd_shapes(gpu, dtype, rows_per_group, shape):
-    import random
-
-    from tracea.emitters.hip.run_nvidia import softmax_on_nvidia
     from tracea.emitters.hip.softmax import HipSoftmaxSchedule
     from tracea.kernels import Softmax
 
-    r = softmax_on_nvidia(Softmax(*shape, dtype=parse_dtype(dtype)), HipSoftmaxSchedule(rows_per_group),
-                          seed=random.randrange(1 << 30))
+    r = _run(Softmax(*shape, dtype=parse_dtype(dtype)), HipSoftmaxSchedule(rows_per_group))
     assert r["ok"], r
 
 
@@ -63,16 +95,16 @@ CONVS = [  # (n, c, h, w, k, r, s, stride, padding, dilation)
 ]
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
 @pytest.mark.parametrize("conv", CONVS, ids=lambda c: "x".join(map(str, c[:7])))
 def test_the_hip_conv_logic_is_right_on_odd_shapes(gpu, dtype, conv):
-    import random
-
-    from tracea.emitters.hip.run_nvidia import conv_on_nvidia
     from tracea.kernels import Conv2d
 
     n, c, h, w, k, r, s, st, pad, dil = conv
-    op = Conv2d(n, c, h, w, k, r, s, stride=st, padding=pad, dilation=dil, layout="nhwc", dtype=parse_dtype(dtype))
-    for sched in SCHEDULES[:2]:
-        res = conv_on_nvidia(op, sched, seed=random.randrange(1 << 30))
-        assert res["ok"], (sched.name, res)
+    for bias in (False, True):
+        op = Conv2d(n, c, h, w, k, r, s, stride=st, padding=pad, dilation=dil, layout="nhwc", bias=bias,
+                    dtype=parse_dtype(dtype))
+        for sched in SCHEDULES[:2]:
+            if sched.runs_on_nvidia(dtype):
+                res = _run(op, sched)
+                assert res["ok"], (sched.name, bias, res)

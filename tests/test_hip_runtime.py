@@ -27,18 +27,19 @@ def test_without_an_amd_gpu_the_runtime_says_so_in_one_line():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(128, 128, 64), (257, 129, 300), (1, 33, 17)], ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
 def test_the_hip_gemm_on_an_amd_gpu(shape, dtype):
     import random
 
     from tracea.doctor import probe
     from tracea.emitters.hip.gemm import HipGemmSchedule
-    from tracea.emitters.hip.run_amd import gemm_on_amd
+    from tracea.emitters.hip.run_amd import on_amd
     from tracea.kernels import Gemm
     from tracea.kernels.dtypes import parse_dtype
 
     if _amd() is None:
         pytest.skip("no AMD GPU with the HIP runtime here")
     target = probe().amd.devices[0].gfx_target
-    r = gemm_on_amd(Gemm(*shape, dtype=parse_dtype(dtype)), HipGemmSchedule(), target, seed=random.randrange(1 << 30))
+    op = Gemm(*shape, dtype=parse_dtype(dtype), epilogue="bias,gelu,residual")
+    r = on_amd(op, HipGemmSchedule(), target, seed=random.randrange(1 << 30))
     assert r["ok"] and r["p50_ms"] > 0, r

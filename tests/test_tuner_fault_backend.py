@@ -108,6 +108,18 @@ def present(host: Any) -> bool:
     return True
 
 
+def runs_kernels(host: Any) -> str | None:
+    return None
+
+
+def device_name(host: Any) -> str | None:
+    return None
+
+
+def target_host(host: Any, arch: str) -> Any:
+    raise BadInputError(f"--arch {arch}: the test backend has no targets")
+
+
 MEMBER_RESOURCES = {"num_cpus": 1}
 
 

@@ -12,7 +12,7 @@ from .op_options import add_op_commands, option
 from .validate import REPEATS, SEED, WARMUP, checked
 
 BACKEND = option("backend", str | None, None, "--backend",
-                 help="cpu or cuda. Default: the backend of the planner's first choice on this machine "
+                 help="cpu, cuda or hip. Default: the backend of the planner's first choice on this machine "
                       "(a GPU when one can run the op); the first line says which and why.")
 PRECISION = option("precision", str | None, None, "--precision", help="Requested precision (default: --dtype); falls back BF16 -> FP16 -> FP32.")
 JSON = option("json_out", bool, False, "--json", help="Print JSON.")
@@ -25,9 +25,11 @@ def _host() -> Any:
     return probe()
 
 
-def resolve_backend(op: Any, host: Any, backend: str | None, precision: str | None, to_stderr: bool = False) -> str:
+def resolve_backend(op: Any, host: Any, backend: str | None, precision: str | None, to_stderr: bool = False,
+                    runs_here: bool = True) -> str:
     """``--backend`` as given, else the planner's first choice here, said in the first line of the output
-    (on stderr with ``to_stderr``, so --json and --csv output stay machine-readable)."""
+    (on stderr with ``to_stderr``, so --json and --csv output stay machine-readable). ``runs_here``: pass
+    over a backend whose kernels cannot run in this process (False for a plan of a recorded machine)."""
     if backend is not None:
         from tracea.emitters.registry import backend as backend_of
 
@@ -35,7 +37,7 @@ def resolve_backend(op: Any, host: Any, backend: str | None, precision: str | No
         return backend
     from tracea.emitters.registry import default_backend
 
-    backend, why = default_backend(op, host, precision)
+    backend, why = default_backend(op, host, precision, runs_here=runs_here)
     typer.echo(f"backend {backend} ({why}; --backend picks another)", err=to_stderr)
     return backend
 
@@ -53,14 +55,18 @@ def do_plan(op: Any, backend: str | None, precision: str | None, json_out: bool,
     else:
         host = _host()
     if backend is None:
-        resolve_backend(op, host, None, precision, to_stderr=json_out)
+        resolve_backend(op, host, None, precision, to_stderr=json_out, runs_here=input_file is None)
     decision = plan(op, host, all_variants(backend) if backend else all_variants(), precision=precision, backend=backend)
     if json_out:
         import json
 
         typer.echo(json.dumps(decision.to_json(), indent=1))
         return
-    plan_table(decision)
+    notes = ()
+    if input_file is not None and not host.toolchains:
+        notes = (f"{input_file.name} records no toolchains; this plan assumes the compilers its variants need "
+                 "(hipcc, nvrtc, a C compiler) are installed there",)
+    plan_table(decision, notes)
 
 
 def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json_out: bool,
@@ -71,15 +77,10 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
     from tracea.emitters import registry
 
     host = _host()
-    backend = backend or ("cuda" if arch else resolve_backend(op, host, None, precision, to_stderr=json_out))
-    if arch is not None:
-        if backend != "cuda":
-            from tracea.doctor.errors import BadInputError
-
-            raise BadInputError(f"--arch names a CUDA target; it does not apply to --backend {backend}")
-        from tracea.emitters.cuda.arch import target_host
-
-        host = target_host(host, arch)  # plan and emit for the named GPU, installed here or not
+    if arch is not None:  # plan and emit for the named target, installed here or not
+        backend = backend or _backend_of_arch(arch)
+        host = registry.backend(backend).target_host(host, arch)
+    backend = backend or resolve_backend(op, host, None, precision, to_stderr=json_out)
     decision = plan(op, host, registry.all_variants(backend), precision=precision, backend=backend)
     variant = registry.variant(decision.require())
     mod = registry.backend(backend)
@@ -95,6 +96,21 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
     typer.echo(f"{variant.id} · schedule {json.dumps(schedule.to_json())}")
     for p in paths:
         typer.echo(f"  wrote {p}")
+
+
+def _backend_of_arch(arch: str) -> str:
+    """The backend whose targets include ``arch`` (sm_90a: cuda, gfx90a: hip); BadInputError naming them."""
+    from tracea.doctor.errors import BadInputError
+    from tracea.emitters import registry
+
+    for name in registry.BACKENDS:
+        try:
+            registry.backend(name).target_host(_host(), arch)
+        except BadInputError:
+            continue
+        return name
+    raise BadInputError(f"--arch {arch}: no backend builds for it; name a CUDA target (sm_80, sm_90a) or an AMD one "
+                        "(gfx90a, gfx942)")
 
 
 def _require_registered(op: Any, host: Any, backend: str, precision: str | None) -> None:
@@ -186,7 +202,8 @@ add_op_commands(plan_app, [BACKEND, PRECISION, JSON, option(
 add_op_commands(
     emit_app,
     [BACKEND, PRECISION, option("out", Path, ..., "--out", help="Folder to write into."), JSON, DUMP_IR,
-     option("arch", str | None, None, "--arch", help="CUDA target to compile for (sm_80, sm_90a, ...); no GPU needed.")],
+     option("arch", str | None, None, "--arch", help="GPU target to compile for: CUDA (sm_80, sm_90a, ...) or AMD (gfx90a, gfx942, ...); no GPU needed. "
+                      "Picks the backend when --backend is not given.")],
     do_emit, "Emit",
 )
 add_op_commands(

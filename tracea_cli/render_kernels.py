@@ -11,7 +11,7 @@ def _console():
     return make_console()
 
 
-def plan_table(decision: Any) -> None:
+def plan_table(decision: Any, notes: tuple[str, ...] = ()) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -29,7 +29,16 @@ def plan_table(decision: Any) -> None:
         mark = "→" if c.variant == decision.chosen else ("✓" if c.accepted else "✗")
         table.add_row(mark, c.variant, c.backend, c.family, c.precision, f"{c.score:g}", escape("; ".join(c.reasons)))
     console.print(table)
-    console.print(f"chosen: {decision.chosen}" if decision.chosen else "no variant can run this here")
+    if decision.chosen:
+        from tracea.emitters.registry import variant
+
+        fits = sum(c.accepted for c in decision.candidates)
+        console.print(f"chosen: {decision.chosen}: {escape(variant(decision.chosen).description)} (the highest score of "
+                      f"the {fits} variant{'s' if fits != 1 else ''} whose requirements hold here)")
+    else:
+        console.print("no variant can run this here")
+    for note in notes:
+        console.print(f"note: {escape(note)}")
 
 
 def bench_table(result: Any) -> None:

@@ -221,7 +221,10 @@ def _cc_tool(name: str, raw: dict[str, Any]) -> Tool:
 
 
 def interpret(raw: dict[str, Any] | None) -> list[Tool]:
-    raw = raw or {}
+    """The tools of a probe's answers; none at all (an empty list) for a recording without the toolchain
+    section, which says nothing about what that machine has (doctor/variants.py does not judge it)."""
+    if raw is None:
+        return []
     tools = [_cc_tool(name, raw.get("cc", {}).get(name) or {}) for name in ("cc", "gcc", "clang")]
     t = raw.get("tools") or {}
     nvcc = t.get("nvcc") or {}

@@ -26,7 +26,8 @@ DEVICE = "cpu"
 LANGUAGE = "c"
 COMPILES_BUNDLED_FLAGS = True  # a bundle's gcc/clang flags: replay screens them first
 
-__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
+__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host",
+           "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
            "suites", "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members"]
@@ -34,6 +35,21 @@ __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUND
 
 def present(host: Any) -> bool:
     return True  # every host has its CPU
+
+
+def runs_kernels(host: Any) -> str | None:
+    return None  # the process runs on the CPU; a missing compiler is the variants' own requirement
+
+
+def device_name(host: Any) -> str | None:
+    return getattr(getattr(host, "cpu", None), "model", None)
+
+
+def target_host(host: Any, arch: str) -> Any:
+    from tracea.doctor.errors import BadInputError
+
+    raise BadInputError(f"--arch {arch}: the CPU backend builds for this machine's ISA only",
+                        "leave out --arch, or name a GPU backend: --backend cuda (sm_80, sm_90a) or hip (gfx90a, gfx942)")
 
 
 MEMBER_RESOURCES = {"num_cpus": 1}

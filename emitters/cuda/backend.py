@@ -30,7 +30,7 @@ COMPILES_BUNDLED_FLAGS = False  # NVRTC always runs with Tracea's options for th
 COMPUTE_METRIC = {"fp32": "fp32_flops", "fp16": "fp16_tensor_flops", "bf16": "bf16_tensor_flops",
                   "tf32": "tf32_tensor_flops", "fp64": "fp64_flops", "int8": "int8_tensor_flops"}
 
-__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "compute_metric", "environment",
+__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host", "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
            "suites", "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members", "tuning_features", "bank_conflict_drop"]
@@ -42,6 +42,21 @@ def _build_module() -> Any:
 
 def present(host: Any) -> bool:
     return bool(getattr(getattr(host, "nvidia", None), "devices", None))
+
+
+def runs_kernels(host: Any) -> str | None:
+    return None if present(host) else f"no NVIDIA GPU ({getattr(host.nvidia, 'reason', None) or 'none found'})"
+
+
+def device_name(host: Any) -> str | None:
+    gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
+    return f"GPU 0 ({gpus[0].name})" if gpus else None
+
+
+def target_host(host: Any, arch: str) -> Any:
+    from .arch import target_host as nvidia_target
+
+    return nvidia_target(host, arch)
 
 
 MEMBER_RESOURCES = {"num_gpus": 1, "num_cpus": 1}

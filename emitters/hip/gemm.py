@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracea.doctor.errors import BadInputError
-
 from tracea.kernels.epilogue import statements
 
 from .mfma import INSTRUCTIONS, Mfma, c_expr

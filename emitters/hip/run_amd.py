@@ -1,6 +1,7 @@
-"""The HIP GEMM on an AMD GPU (issue 19): compiled by hipcc for the GPU's own target, loaded and launched
-through the HIP runtime (runtime.py), verified against the float64 reference on fresh random inputs, and
-timed with HIP events. Written for an MI200/MI300 machine; it has not run on one (docs/hip.md)."""
+"""A HIP kernel on an AMD GPU (issue 19): compiled by hipcc for the GPU's own target, loaded and launched
+through the HIP runtime (runtime.py), verified against the float64 reference on fresh random inputs
+(verify.py), then timed with HIP events. Written for an MI200/MI300 machine; it has not run on one
+(docs/hip.md)."""
 
 from __future__ import annotations
 
@@ -8,39 +9,75 @@ import ctypes
 import statistics
 from typing import Any
 
-from .gemm import KERNEL, HipGemmSchedule, grid, render
+from .build import launch
 
 
-def gemm_on_amd(op: Any, sched: HipGemmSchedule, target: str, seed: int, warmup: int = 3,
-                repeats: int = 20) -> dict[str, Any]:
-    """{"rel_err", "tolerance", "ok", "p50_ms"} of the HIP GEMM for ``op`` on device 0 (``target``: its gfx)."""
-    import numpy as np
+class HipKernel:
+    """One compiled HIP kernel on device 0, for one op: ``kernel(inputs, out)`` fills ``out`` (the op's
+    storage array); ``kernel.time(inputs, warmup, repeats)`` gives a ``Timing`` from HIP events."""
 
-    from .compiler import compile_hip
-    from .runtime import HipRuntime
-    from .verify import verdict
+    def __init__(self, op: Any, schedule: Any, target: str, artifact: Any = None) -> None:
+        from .compiler import compile_hip
+        from .runtime import HipRuntime
 
-    rt = HipRuntime()
-    fn = rt.load(compile_hip(render(op.dtype.value, sched, "amd"), KERNEL, target).bundle.read_bytes(), KERNEL)
-    inputs = op.random_inputs(np.random.default_rng(seed))
-    out = np.full((op.m, op.n), 0x7FFF, dtype=np.uint16)
-    bufs = {name: rt.alloc(arr.nbytes) for name, arr in (("a", inputs["a"]), ("b", inputs["b"]), ("c", out))}
-    try:
-        rt.upload(bufs["a"], inputs["a"])
-        rt.upload(bufs["b"], inputs["b"])
-        rt.upload(bufs["c"], out)
-        args = [bufs["a"], bufs["b"], bufs["c"], ctypes.c_int(op.m), ctypes.c_int(op.n), ctypes.c_int(op.k),
-                ctypes.c_float(op.alpha)]
+        self.op, self.schedule, self.target, self.artifact = op, schedule, target, artifact
+        self.rt = HipRuntime()
+        self.ln = launch(op, schedule, "amd")
+        self.code = compile_hip(self.ln.source, self.ln.name, target)
+        self.fn = self.rt.load(self.code.bundle.read_bytes(), self.ln.name)
+
+    def _launcher(self, inputs: dict[str, Any], out: Any) -> tuple[Any, list[Any]]:
+        rt = self.rt
+        bufs = {name: rt.alloc(arr.nbytes) for name, arr in inputs.items()}
+        bufs["out"] = rt.alloc(out.nbytes)
+        for name, arr in inputs.items():
+            rt.upload(bufs[name], arr)
+        rt.upload(bufs["out"], out)
+        scalars = {"i32": ctypes.c_int, "f32": ctypes.c_float}
+        args = [bufs[v] if k == "in" else bufs["out"] if k == "out" else ctypes.c_void_p(0) if k == "null"
+                else scalars[k](v) for k, v in self.ln.args]
 
         def run() -> None:
-            rt.launch(fn, grid(op.m, op.n, sched), (sched.threads, 1, 1), args)
+            rt.launch(self.fn, self.ln.grid, self.ln.block, args)
 
-        run()
-        rt.synchronize()
-        rt.download(out, bufs["c"])
-        result = verdict(op, out.view(op.dtype.storage), inputs)
-        times = rt.time_ms(run, warmup, repeats) if result["ok"] else []  # verified first, then timed
-    finally:
-        for ptr in bufs.values():
-            rt.free(ptr)
-    return {**result, "p50_ms": statistics.median(times) if times else None}
+        return run, list(bufs.values())
+
+    def __call__(self, inputs: dict[str, Any], out: Any) -> None:
+        run, bufs = self._launcher(inputs, out)
+        try:
+            run()
+            self.rt.synchronize()
+            self.rt.download(out, bufs[-1])
+        finally:
+            for ptr in bufs:
+                self.rt.free(ptr)
+
+    def time(self, inputs: dict[str, Any], warmup: int = 3, repeats: int = 20) -> Any:
+        import numpy as np
+
+        from ..timing import Timing, _p95
+
+        run, bufs = self._launcher(inputs, np.empty(self.op.output_shape(), self.op.dtype.storage))
+        try:
+            ms = sorted(self.rt.time_ms(run, warmup, repeats))
+        finally:
+            for ptr in bufs:
+                self.rt.free(ptr)
+        return Timing(statistics.median(ms), _p95(ms), ms[0], len(ms))
+
+
+def on_amd(op: Any, schedule: Any, target: str, seed: int, warmup: int = 3, repeats: int = 20) -> dict[str, Any]:
+    """{"rel_err", "tolerance", "ok", "p50_ms"} of the HIP kernel for ``op`` on device 0 (``target``: its
+    gfx): verified first, timed only when right."""
+    import numpy as np
+
+    from .verify import verdict
+
+    kernel = HipKernel(op, schedule, target)
+    inputs = op.random_inputs(np.random.default_rng(seed))
+    out = np.empty(op.output_shape(), op.dtype.storage)
+    out.view(np.uint8).fill(0xFF)  # poison: NaN in every float type
+    kernel(inputs, out)
+    result = verdict(op, out, inputs)
+    timing = kernel.time(inputs, warmup, repeats) if result["ok"] else None
+    return {**result, "p50_ms": timing.p50_ms if timing else None}

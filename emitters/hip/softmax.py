@@ -31,6 +31,9 @@ class HipSoftmaxSchedule:
     def name(self) -> str:
         return f"softmax_r{self.rows_per_group}"
 
+    def to_json(self) -> dict[str, int | str]:
+        return {"kind": "hip-softmax", "rows_per_group": self.rows_per_group}
+
     def validate(self) -> None:
         if not 1 <= self.rows_per_group <= 15:
             raise BadInputError(f"rows_per_group: {self.rows_per_group} is outside 1..15 (a wavefront a row)")

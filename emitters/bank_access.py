@@ -5,6 +5,9 @@ cover the tile (an ldmatrix sweep, a 16-byte cp.async row copy, a 128-bit column
 One instruction is one warp's op, bytes per lane and 32 lane byte-addresses (``None`` = inactive lane).
 Batches are kept as NumPy arrays (``AccessBatch``) so the simulator scores millions at once; the
 CUDA emitter builds the same arrays from ``TileLayout.offset`` for its own access pattern.
+
+Each instruction belongs to a ``model`` (``MODELS``): ``nvidia`` (a 32-lane warp, every op below) or
+``cdna`` (a 64-lane AMD wavefront whose ``ld``/``st`` are ``ds_read``/``ds_write``; emitters/bank_cdna.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from tracea.doctor.errors import BadInputError
 from .layout import TileLayout
 
 WARP = 32
+WAVEFRONT = 64  # an AMD CDNA wavefront
 INACTIVE = -1
 
 # op name -> (code, lanes whose address is used, allowed bytes per lane). ldmatrix/stmatrix read 16-byte
@@ -41,6 +45,33 @@ STORE_OPS = frozenset({"st", "cp.async", "stmatrix.x1", "stmatrix.x2", "stmatrix
 
 
 @dataclass(frozen=True)
+class Model:
+    """A machine the simulator scores: lanes per instruction, what those lanes are called, its ops."""
+
+    name: str
+    lanes: int
+    unit: str
+    ops: tuple[str, ...]
+
+
+MODELS: dict[str, Model] = {
+    "nvidia": Model("nvidia", WARP, "warp", OP_NAMES),
+    "cdna": Model("cdna", WAVEFRONT, "wavefront", ("ld", "st")),  # ds_read_bN / ds_write_bN
+}
+
+
+def model_of(name: object) -> Model:
+    if not isinstance(name, str) or name not in MODELS:
+        raise BadInputError(f"unknown bank model {name!r}", f"use one of {', '.join(MODELS)}")
+    return MODELS[name]
+
+
+def used_lanes(op: str, lanes: int) -> int:
+    """Lanes whose address an op reads: all for ld/st/cp.async, the first 8/16/32 for ldmatrix/stmatrix."""
+    return OPS[op][1] if op in MATRIX_OPS else lanes
+
+
+@dataclass(frozen=True)
 class Access:
     """One warp-wide shared-memory instruction; ``count`` weights it in totals (e.g. loop trips)."""
 
@@ -49,9 +80,11 @@ class Access:
     addresses: tuple[int | None, ...]
     count: int = 1
     name: str = ""
+    model: str = "nvidia"
 
     def __post_init__(self) -> None:
-        validate_access(self.op, self.bytes_per_lane, self.addresses, where=self.name or "instruction")
+        validate_access(self.op, self.bytes_per_lane, self.addresses, where=self.name or "instruction",
+                        model=self.model)
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
             raise BadInputError(f"{self.name or 'instruction'}: count must be an integer >= 1, got {self.count!r}")
 
@@ -61,22 +94,27 @@ class Access:
             doc["count"] = self.count
         if self.name:
             doc["name"] = self.name
+        if self.model != "nvidia":
+            doc["model"] = self.model
         return doc
 
 
-def validate_access(op: object, bytes_per_lane: object, addresses: object, where: str) -> None:
+def validate_access(op: object, bytes_per_lane: object, addresses: object, where: str, model: str = "nvidia") -> None:
     """Raise BadInputError, naming ``where`` and the lane, for anything the hardware would not accept."""
-    if not isinstance(op, str) or op not in OPS:
-        raise BadInputError(f"{where}: unknown op {op!r}", f"use one of {', '.join(OP_NAMES)}")
-    _, used, widths = OPS[op]
+    m = model_of(model)
+    if not isinstance(op, str) or op not in m.ops:
+        hint = f"use one of {', '.join(m.ops)}" + (" (ds_read / ds_write)" if m.name == "cdna" else "")
+        raise BadInputError(f"{where}: unknown op {op!r}" + (f" for the {m.name} model" if op in OPS else ""), hint)
+    _, _, widths = OPS[op]
+    used = used_lanes(op, m.lanes)
     if op in MATRIX_OPS and bytes_per_lane is None:
         bytes_per_lane = 16
     if isinstance(bytes_per_lane, bool) or bytes_per_lane not in widths:
         raise BadInputError(f"{where}: bytes_per_lane {bytes_per_lane!r} is not valid for {op} "
                             f"(allowed: {', '.join(map(str, widths))})")
-    if not isinstance(addresses, (list, tuple)) or len(addresses) != WARP:
+    if not isinstance(addresses, (list, tuple)) or len(addresses) != m.lanes:
         n = len(addresses) if isinstance(addresses, (list, tuple)) else type(addresses).__name__
-        raise BadInputError(f"{where}: {n} addresses given, a warp needs {WARP} (null for an inactive lane)")
+        raise BadInputError(f"{where}: {n} addresses given, a {m.unit} needs {m.lanes} (null for an inactive lane)")
     for lane, a in enumerate(addresses):
         if a is None:
             if lane < used and op in MATRIX_OPS:
@@ -93,35 +131,50 @@ def validate_access(op: object, bytes_per_lane: object, addresses: object, where
 
 @dataclass(frozen=True, eq=False)
 class AccessBatch:
-    """Many instructions as arrays: ``op`` (n,) codes, ``width`` (n,) bytes, ``addr`` (n, 32) int64
-    with ``INACTIVE`` (-1) for inactive or ignored lanes, ``count`` (n,) weights. Already validated."""
+    """Many instructions of one model as arrays: ``op`` (n,) codes, ``width`` (n,) bytes, ``addr``
+    (n, lanes) int64 with ``INACTIVE`` (-1) for inactive or ignored lanes, ``count`` (n,) weights. Already
+    validated."""
 
     op: np.ndarray
     width: np.ndarray
     addr: np.ndarray
     count: np.ndarray
     names: tuple[str, ...] = ()
+    model: str = "nvidia"
 
     def __len__(self) -> int:
         return int(self.op.shape[0])
 
+    @property
+    def lanes(self) -> int:
+        return int(self.addr.shape[1])
+
     @classmethod
     def from_accesses(cls, accesses: Sequence[Access]) -> AccessBatch:
+        models = {a.model for a in accesses} or {"nvidia"}
+        if len(models) > 1:
+            raise BadInputError(f"one batch holds one model's instructions, not {', '.join(sorted(models))}")
+        m = MODELS[models.pop()]
         n = len(accesses)
-        addr = np.full((n, WARP), INACTIVE, dtype=np.int64)
+        addr = np.full((n, m.lanes), INACTIVE, dtype=np.int64)
         for i, a in enumerate(accesses):
-            used = OPS[a.op][1]
+            used = used_lanes(a.op, m.lanes)
             addr[i, :used] = [INACTIVE if x is None else x for x in a.addresses[:used]]
         return cls(op=np.array([OPS[a.op][0] for a in accesses], dtype=np.int8),
                    width=np.array([a.bytes_per_lane for a in accesses], dtype=np.int8),
                    addr=addr, count=np.array([a.count for a in accesses], dtype=np.int64),
-                   names=tuple(a.name for a in accesses))
+                   names=tuple(a.name for a in accesses), model=m.name)
 
     @classmethod
-    def uniform(cls, op: str, bytes_per_lane: int, addr: np.ndarray, names: Sequence[str] = ()) -> AccessBatch:
-        """Instructions of one kind from an (n, 32) address array (INACTIVE for inactive lanes)."""
-        addr = np.asarray(addr, dtype=np.int64).reshape(-1, WARP)
-        code, used, widths = OPS[op]
+    def uniform(cls, op: str, bytes_per_lane: int, addr: np.ndarray, names: Sequence[str] = (),
+                model: str = "nvidia") -> AccessBatch:
+        """Instructions of one kind from an (n, lanes) address array (INACTIVE for inactive lanes)."""
+        m = model_of(model)
+        if op not in m.ops:
+            raise BadInputError(f"{op} is not an instruction of the {m.name} model (it has {', '.join(m.ops)})")
+        addr = np.asarray(addr, dtype=np.int64).reshape(-1, m.lanes)
+        code, _, widths = OPS[op]
+        used = used_lanes(op, m.lanes)
         if bytes_per_lane not in widths:
             raise BadInputError(f"bytes_per_lane {bytes_per_lane} is not valid for {op}")
         active = addr[:, :used] != INACTIVE
@@ -129,19 +182,22 @@ class AccessBatch:
             raise BadInputError(f"{op}: every one of lanes 0-{used - 1} needs an address")
         if (addr[:, :used][active] % bytes_per_lane).any() or (addr[:, :used][active] < 0).any():
             raise BadInputError(f"{op}: an address is negative or not aligned to the {bytes_per_lane}-byte access")
-        if used < WARP:
+        if used < m.lanes:
             addr = addr.copy()
             addr[:, used:] = INACTIVE
         n = addr.shape[0]
         return cls(op=np.full(n, code, dtype=np.int8), width=np.full(n, bytes_per_lane, dtype=np.int8),
-                   addr=addr, count=np.ones(n, dtype=np.int64), names=tuple(names))
+                   addr=addr, count=np.ones(n, dtype=np.int64), names=tuple(names), model=m.name)
 
     @staticmethod
     def concat(batches: Iterable[AccessBatch]) -> AccessBatch:
         bs = list(batches)
+        models = {b.model for b in bs} or {"nvidia"}
+        if len(models) > 1:
+            raise BadInputError(f"one batch holds one model's instructions, not {', '.join(sorted(models))}")
         return AccessBatch(op=np.concatenate([b.op for b in bs]), width=np.concatenate([b.width for b in bs]),
                            addr=np.concatenate([b.addr for b in bs]), count=np.concatenate([b.count for b in bs]),
-                           names=sum((b.names or ("",) * len(b) for b in bs), ()))
+                           names=sum((b.names or ("",) * len(b) for b in bs), ()), model=models.pop())
 
     def op_name(self, i: int) -> str:
         return OP_NAMES[int(self.op[i])]
@@ -149,7 +205,7 @@ class AccessBatch:
     def access(self, i: int) -> Access:
         addrs = tuple(None if a == INACTIVE else int(a) for a in self.addr[i])
         return Access(self.op_name(i), int(self.width[i]), addrs, int(self.count[i]),
-                      self.names[i] if self.names else "")
+                      self.names[i] if self.names else "", self.model)
 
 
 # --- tile sweeps -------------------------------------------------------------------------------------
@@ -201,13 +257,15 @@ def matrix_sweep(layout: TileLayout, op: str = "ldmatrix.x4") -> AccessBatch:
     return AccessBatch.uniform(op, 16, addr)
 
 
-def vector_sweep(layout: TileLayout, op: str = "ld", bytes_per_lane: int = 16, direction: str = "row") -> AccessBatch:
+def vector_sweep(layout: TileLayout, op: str = "ld", bytes_per_lane: int = 16, direction: str = "row",
+                 model: str = "nvidia") -> AccessBatch:
     """ld/st/cp.async instructions of ``bytes_per_lane`` covering the tile once.
 
     ``row``: lanes take consecutive pieces in storage order (lane i, piece i; a row copy of a
     row-major tile). ``column``: lane i takes line i at one piece (a column read of a row-major tile).
-    A tail shorter than a warp leaves lanes inactive.
+    A tail shorter than a warp (or a ``cdna`` model's 64-lane wavefront) leaves lanes inactive.
     """
+    lanes = model_of(model).lanes
     if op not in ("ld", "st", "cp.async"):
         raise BadInputError(f"vector_sweep needs ld, st or cp.async, got {op!r}")
     if bytes_per_lane not in OPS[op][2]:
@@ -219,23 +277,33 @@ def vector_sweep(layout: TileLayout, op: str = "ld", bytes_per_lane: int = 16, d
         q = np.arange(layout.lines * pieces)
         line, piece = q // pieces, q % pieces
     elif direction in ("column", "strided"):
-        p, ln = np.meshgrid(np.arange(pieces), np.arange(-(-layout.lines // WARP) * WARP), indexing="ij")
+        p, ln = np.meshgrid(np.arange(pieces), np.arange(-(-layout.lines // lanes) * lanes), indexing="ij")
         line, piece = ln.reshape(-1), p.reshape(-1)
     else:
         raise BadInputError(f"direction must be row or column, got {direction!r}")
-    n = -(-line.size // WARP)
-    valid = np.zeros(n * WARP, dtype=bool)
+    n = -(-line.size // lanes)
+    valid = np.zeros(n * lanes, dtype=bool)
     valid[: line.size] = line < layout.lines
-    line = np.pad(line, (0, n * WARP - line.size))
-    piece = np.pad(piece, (0, n * WARP - piece.size))
+    line = np.pad(line, (0, n * lanes - line.size))
+    piece = np.pad(piece, (0, n * lanes - piece.size))
     addr = _line_offsets(layout, np.where(valid, line, 0), piece * bytes_per_lane)
-    addr = np.where(valid, addr, INACTIVE).reshape(n, WARP)
-    return AccessBatch.uniform(op, bytes_per_lane, addr)
+    addr = np.where(valid, addr, INACTIVE).reshape(n, lanes)
+    return AccessBatch.uniform(op, bytes_per_lane, addr, model=model)
 
 
-def parse_access(spec: str) -> tuple[str, int, str]:
+def parse_access(spec: str, model: str = "nvidia") -> tuple[str, int, str]:
     """``ldmatrix.x4``, ``stmatrix.x2``, ``ld.128.row``, ``st.32.column``, ``cp.async.128.row`` ->
-    (op, bytes_per_lane, direction)."""
+    (op, bytes_per_lane, direction); the op must be one of ``model``'s (cdna: ``ld``/``st``, that is
+    ds_read/ds_write)."""
+    op, nbytes, direction = _parse_access(spec)
+    m = model_of(model)
+    if op not in m.ops:
+        raise BadInputError(f"access {spec!r}: {op} is not an instruction of the {m.name} model",
+                            f"use {' or '.join(o + '.BITS[.row|.column]' for o in m.ops)} (e.g. ld.64.column)")
+    return op, nbytes, direction
+
+
+def _parse_access(spec: str) -> tuple[str, int, str]:
     s = spec.strip().lower()
     if s in MATRIX_OPS:
         return s, 16, "row"
@@ -254,8 +322,10 @@ def parse_access(spec: str) -> tuple[str, int, str]:
                         "(e.g. ld.128.column, cp.async.128.row)")
 
 
-def tile_sweep(layout: TileLayout, spec: str) -> AccessBatch:
-    op, nbytes, direction = parse_access(spec)
+def tile_sweep(layout: TileLayout, spec: str, model: str = "nvidia") -> AccessBatch:
+    """The instructions of one access spec over the tile, as ``model``'s warps or wavefronts (the cdna
+    model has ``ld.BITS`` and ``st.BITS``: ds_read_bBITS and ds_write_bBITS)."""
+    op, nbytes, direction = parse_access(spec, model)
     if op in MATRIX_OPS:
         return matrix_sweep(layout, op)
-    return vector_sweep(layout, op, nbytes, direction)
+    return vector_sweep(layout, op, nbytes, direction, model)

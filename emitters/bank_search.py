@@ -1,6 +1,7 @@
 """Which swizzles make a tile's shared-memory accesses conflict-free: the tuner's pruning rule ("drop a
 schedule whose main loop conflicts when a conflict-free swizzle of the same tile exists") and the
-emitter's choice of swizzle, both scored by the bank simulator on the tile sweeps the kernel issues."""
+emitter's choice of swizzle, both scored by the bank simulator on the tile sweeps the kernel issues.
+``model="cdna"`` scores the same sweeps as AMD CDNA wavefronts (ds_read/ds_write; emitters/bank_cdna.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
-from .bank_access import AccessBatch, tile_sweep
+from .bank_access import AccessBatch, parse_access, tile_sweep
 from .bank_sim import simulate
 from .layout import AnySwizzle, NoSwizzle, Swizzle, TileLayout, TmaSwizzle, XorSwizzle
 
@@ -37,30 +38,32 @@ class SwizzleScore:
         return {"swizzle": self.layout.swizzle.to_json(), "name": self.layout.swizzle.name, **self.totals}
 
 
-def score(layout: TileLayout, accesses: Sequence[str]) -> dict[str, Any]:
+def score(layout: TileLayout, accesses: Sequence[str], model: str = "nvidia") -> dict[str, Any]:
     """Totals over one sweep of the tile by each access spec (``ldmatrix.x4``, ``cp.async.128.row``...)."""
     if not accesses:
         raise BadInputError("score needs at least one access spec")
-    return simulate(AccessBatch.concat(tile_sweep(layout, spec) for spec in accesses)).totals()
+    return simulate(AccessBatch.concat(tile_sweep(layout, spec, model) for spec in accesses)).totals()
 
 
 def rank_swizzles(layout: TileLayout, accesses: Sequence[str],
-                  candidates: Sequence[AnySwizzle] | None = None) -> list[SwizzleScore]:
+                  candidates: Sequence[AnySwizzle] | None = None, model: str = "nvidia") -> list[SwizzleScore]:
     """Every candidate swizzle that fits the tile and the accesses, fewest conflict wavefronts first
     (ties keep the candidates' order, simplest first). Layout padding is kept as given."""
+    for spec in accesses:
+        parse_access(spec, model)  # a spec the model lacks is the caller's error, not a misfit swizzle
     ranked = []
     for sw in candidates if candidates is not None else default_candidates():
         try:
             lay = replace(layout, swizzle=sw, base_bytes=0)
-            ranked.append(SwizzleScore(lay, score(lay, accesses)))
+            ranked.append(SwizzleScore(lay, score(lay, accesses, model)))
         except BadInputError:
             continue  # this swizzle does not fit the tile, or splits one of its vector accesses
     return sorted(ranked, key=lambda s: s.totals["conflicts"])
 
 
 def should_drop(layout: TileLayout, accesses: Sequence[str],
-                candidates: Sequence[AnySwizzle] | None = None) -> bool:
+                candidates: Sequence[AnySwizzle] | None = None, model: str = "nvidia") -> bool:
     """True when the layout's accesses conflict but some swizzle of the same tile does not."""
-    if score(layout, accesses)["conflicts"] == 0:
+    if score(layout, accesses, model)["conflicts"] == 0:
         return False
-    return any(s.conflict_free for s in rank_swizzles(layout, accesses, candidates))
+    return any(s.conflict_free for s in rank_swizzles(layout, accesses, candidates, model))

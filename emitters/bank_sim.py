@@ -33,7 +33,12 @@ measured pattern that the rules cover this equals Nsight's bank-conflict counter
 (``l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{ld,st}``, and the SASS-attributed STSM/LDGSTS
 counters). Inactive lanes do nothing.
 
-Vectorised: each instruction's 32 lanes become 32-bit sort keys (group, bank group, 128-byte row), one
+A second model, ``cdna`` (AMD CDNA2/CDNA3 LDS: 32 banks x 4 B, 64-lane wavefronts, ``ld``/``st`` being
+``ds_read``/``ds_write``), counts the same way over other lane groups (phases); its rules, sources and
+limits are in emitters/bank_cdna.py. It is taken from AMD's and others' documentation, not measured here.
+A batch's ``model`` selects it; ``wavefronts`` then counts LDS cycles.
+
+Vectorised: each instruction's lanes become 32-bit sort keys (group, bank group, 128-byte row), one
 NumPy sort per chunk finds the distinct words, and cumulative sums count them per bank.
 """
 
@@ -47,9 +52,11 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError
 
-from .bank_access import INACTIVE, OP_NAMES, OPS, WARP, Access, AccessBatch
+from .bank_access import INACTIVE, OP_NAMES, OPS, Access, AccessBatch
+from .bank_cdna import lanes_per_phase, phase_of_lane
 
-MAX_ADDRESS = 1 << 24  # a shared-memory offset; an SM has at most 228 KiB
+MAX_ADDRESS = 1 << 24  # a shared-memory offset; an SM has at most 228 KiB, a CDNA CU 64 KiB of LDS
+BANKS = 32
 _CODE = {name: OPS[name][0] for name in OPS}
 _LD, _ST, _CPA = _CODE["ld"], _CODE["st"], _CODE["cp.async"]
 _SENTINEL = np.uint32(1 << 31)
@@ -110,7 +117,7 @@ class SimResult:
         return InstructionResult(
             index=i, op=self.batch.op_name(i), bytes_per_lane=int(self.batch.width[i]),
             wavefronts=int(self.wavefronts[i]), ideal=int(self.ideal[i]), conflict_degree=int(self.degree[i]),
-            colliding_banks=tuple(b for b in range(WARP) if mask >> b & 1), group_lanes=int(self.group_lanes[i]),
+            colliding_banks=tuple(b for b in range(BANKS) if mask >> b & 1), group_lanes=int(self.group_lanes[i]),
             count=int(self.batch.count[i]), name=self.batch.names[i] if self.batch.names else "",
         )
 
@@ -128,8 +135,8 @@ class SimResult:
 
     def to_json(self, limit: int | None = None) -> dict[str, Any]:
         n = len(self) if limit is None else min(limit, len(self))
-        return {"schema_version": 1, "totals": self.totals(),
-                "instructions": [self.instruction(i).to_json() for i in range(n)],
+        return {"schema_version": 1, **({"model": self.batch.model} if self.batch.model != "nvidia" else {}),
+                "totals": self.totals(), "instructions": [self.instruction(i).to_json() for i in range(n)],
                 **({"instructions_omitted": len(self) - n} if n < len(self) else {})}
 
 
@@ -137,7 +144,9 @@ def _params(batch: AccessBatch, merge_wide_loads: bool | None) -> tuple[np.ndarr
     """Per instruction: bytes per bank-group unit, lanes per processing group, words shared or not."""
     op, width = batch.op, batch.width.astype(np.int32)
     unit = np.maximum(width, 4)
-    group = np.where(width <= 4, WARP, np.where(width == 8, 16, 8)).astype(np.int32)
+    if batch.model == "cdna":
+        return unit, lanes_per_phase(width), np.ones(len(batch), dtype=bool)
+    group = np.where(width <= 4, batch.lanes, np.where(width == 8, 16, 8)).astype(np.int32)
     group[op >= _CODE["ldmatrix.x1"]] = 8
     wide_loads = (op == _LD) & (width >= 8)
     if merge_wide_loads is None:
@@ -163,16 +172,27 @@ def _scan(x: np.ndarray, op: np.ufunc) -> np.ndarray:
     return y
 
 
-def _simulate_chunk(addr: np.ndarray, unit: np.ndarray, group: np.ndarray, shares: np.ndarray):
+def _lane_groups(batch: AccessBatch, group: np.ndarray, rows: slice) -> np.ndarray:
+    """The processing group of each lane of instructions ``rows``, (n, lanes) uint32: runs of ``group``
+    consecutive lanes (NVIDIA), or the phase table of emitters/bank_cdna.py."""
+    if batch.model == "cdna":
+        return phase_of_lane(batch.op[rows], batch.width[rows])
+    lane = np.arange(batch.lanes, dtype=np.uint32)
+    return lane[None, :] >> np.log2(group[rows]).astype(np.uint32)[:, None]
+
+
+def _simulate_chunk(addr: np.ndarray, unit: np.ndarray, gid: np.ndarray, shares: np.ndarray):
     a = addr.astype(np.uint32)  # offsets are < 2^24 and INACTIVE (-1) becomes 0xFFFFFFFF
     log_unit = np.log2(unit).astype(np.uint32)[:, None]
-    key = a >> np.uint32(7)  # 128-byte row
+    # key bits: 0-16 the 128-byte row, 20-24 the bank group of the access unit, 25-28 the lane's group,
+    # 31 inactive (so inactive lanes sort last)
+    key = a >> np.uint32(7)
     slot = a >> log_unit
-    slot &= (np.uint32(128) >> log_unit) - np.uint32(1)  # bank group of the access unit
-    slot <<= np.uint32(24)
+    slot &= (np.uint32(128) >> log_unit) - np.uint32(1)
+    slot <<= np.uint32(20)
     key |= slot
-    key |= np.arange(WARP, dtype=np.uint32)[None, :] >> np.log2(group).astype(np.uint32)[:, None] << np.uint32(29)
-    key |= (a >> np.uint32(31)) << np.uint32(31)  # inactive lanes: bit 31, so they sort last
+    key |= gid << np.uint32(25)
+    key |= (a >> np.uint32(31)) << np.uint32(31)
     key.sort(axis=1)
     # From here on lanes run down axis 0: NumPy's scans (cumsum, maximum.accumulate) are fast along it.
     key = np.ascontiguousarray(key.T)
@@ -181,15 +201,16 @@ def _simulate_chunk(addr: np.ndarray, unit: np.ndarray, group: np.ndarray, share
     head[1:] = key[1:] != key[:-1]
     # A word counts once where lanes share it; for cp.async every lane's write counts.
     counted = (valid & (head | ~shares[None, :])).astype(np.int16)
-    seg = key >> np.uint32(24)  # (group, slot)
+    seg = key >> np.uint32(20)  # (group, slot)
     seg_start = np.ones_like(valid)
     seg_start[1:] = seg[1:] != seg[:-1]
     cs = _scan(counted, np.add)
     base = _scan((cs - counted) * seg_start, np.maximum)
     per_bank = (cs - base) * valid  # distinct words so far in this (group, bank group)
     # Per group, the busiest bank: a running max that restarts at each group (groups ascend in the sort,
-    # so adding 64 * group makes the running max reset), read at each group's last element.
-    g = (key >> np.uint32(29)).astype(np.int16) << 6
+    # so adding 128 * group makes the running max reset; a group counts at most 64 words), read at each
+    # group's last element.
+    g = (key >> np.uint32(25)).astype(np.int16) << 7
     running = _scan(per_bank + g, np.maximum) - g
     tail = np.ones_like(valid)
     tail[:-1] = g[1:] != g[:-1]
@@ -206,20 +227,24 @@ def _simulate_chunk(addr: np.ndarray, unit: np.ndarray, group: np.ndarray, share
 
 
 def simulate(batch: AccessBatch, chunk: int = 8192, merge_wide_loads: bool | None = None) -> SimResult:
-    """Score every instruction of ``batch``; see the module docstring for the rules.
+    """Score every instruction of ``batch`` under its model; see the module docstring for the rules.
 
     ``merge_wide_loads`` overrides rule 3 for 8/16-byte loads: True always uses the larger groups (the
     fewest wavefronts the hardware was seen to take, see rule 3's note), False never; None applies it.
+    It is an NVIDIA rule: the cdna model has no such override.
     """
     n = len(batch)
+    if batch.model != "nvidia" and merge_wide_loads is not None:
+        raise BadInputError(f"merge_wide_loads is a rule of the NVIDIA model, not of {batch.model}")
     if n and (batch.addr.max() >= MAX_ADDRESS):
         raise BadInputError(f"an address is past {MAX_ADDRESS} bytes: shared-memory offsets are smaller "
-                            "(an SM has at most 228 KiB)")
+                            + ("(a CDNA CU has 64 KiB of LDS)" if batch.model == "cdna" else "(an SM has at most 228 KiB)"))
     unit, group, shares = _params(batch, merge_wide_loads)
     out = [np.zeros(n, dtype=np.int64) for _ in range(3)] + [np.zeros(n, dtype=np.uint32)]
     for s in range(0, n, chunk):
         e = min(n, s + chunk)
-        for arr, part in zip(out, _simulate_chunk(batch.addr[s:e], unit[s:e], group[s:e], shares[s:e]), strict=True):
+        gid = _lane_groups(batch, group, slice(s, e))
+        for arr, part in zip(out, _simulate_chunk(batch.addr[s:e], unit[s:e], gid, shares[s:e]), strict=True):
             arr[s:e] = part
     return SimResult(wavefronts=out[0], ideal=out[1], degree=out[2], bank_mask=out[3],
                      group_lanes=group.astype(np.int64), batch=batch)
@@ -230,26 +255,26 @@ def simulate_accesses(accesses: Sequence[Access]) -> SimResult:
 
 
 def heatmap(result: SimResult, i: int) -> np.ndarray:
-    """32 lanes x 32 banks for instruction ``i``: 0 where the lane does not touch the bank, else the
+    """lanes x 32 banks for instruction ``i``: 0 where the lane does not touch the bank, else the
     wavefront (1, 2, ...) of its group in which that bank serves the lane's word."""
     b = result.batch
     addr, width = b.addr[i], int(b.width[i])
-    lanes_per_group = int(result.group_lanes[i])
+    groups = _lane_groups(b, result.group_lanes, slice(i, i + 1))[0]
     shares = OP_NAMES[int(b.op[i])] != "cp.async"
-    grid = np.zeros((WARP, WARP), dtype=np.int64)
+    grid = np.zeros((b.lanes, BANKS), dtype=np.int64)
     order: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    for lane in range(WARP):
+    for lane in range(b.lanes):
         a = int(addr[lane])
         if a == INACTIVE:
             continue
         for w in range(max(1, width // 4)):
             word = a // 4 + w
-            key = (lane // lanes_per_group, word % WARP)
+            key = (int(groups[lane]), word % BANKS)
             seen = order.setdefault(key, [])
             ident = (word, -1) if shares else (word, lane)
             if ident not in seen:
                 seen.append(ident)
-            grid[lane, word % WARP] = seen.index(ident) + 1
+            grid[lane, word % BANKS] = seen.index(ident) + 1
     return grid
 
 

@@ -19,20 +19,23 @@ if TYPE_CHECKING:
     from tracea.emitters.bank_access import AccessBatch
     from tracea.emitters.bank_sim import SimResult
 
-HELP = """Count shared-memory wavefronts and bank conflicts (NVIDIA sm_70+, rules measured on an H100).
+HELP = """Count shared-memory wavefronts and bank conflicts (NVIDIA sm_70+, rules measured on an H100;
+--model cdna: AMD CDNA2/CDNA3 LDS cycles, 64-lane wavefronts, rules from AMD's documentation, unmeasured).
 
 Either explicit accesses, --pattern FILE.json:
   {"instructions": [{"op": "ld", "bytes_per_lane": 16, "addresses": [0, 16, ..., null]}, ...]}
   op: ld, st, cp.async, ldmatrix.x1|x2|x4, stmatrix.x1|x2|x4; bytes_per_lane 1, 2, 4, 8, 16 (matrix
   rows: 16); 32 byte offsets, null for an inactive lane; optional "count" (weight) and "name".
+  With --model cdna: op ld (ds_read) or st (ds_write), 64 byte offsets.
 
 Or a tile and the access that sweeps it:
   --layout 128x64 --dtype bf16 [--order row|col] [--pad ELEMS] [--swizzle none|xor2|xor4|xor8|32B|64B|128B|sw<B,M,S>]
-  --access ldmatrix.x4 | stmatrix.x2 | ld.128.row | st.32.column | cp.async.128.row  (repeatable)
+  --access ldmatrix.x4 | stmatrix.x2 | ld.128.row | st.32.column | cp.async.128.row  (repeatable;
+  --model cdna: ld.BITS / st.BITS only)
 """
 
 
-def _read_pattern(path: Path) -> AccessBatch:
+def _read_pattern(path: Path, model: str) -> AccessBatch:
     from tracea.doctor.errors import BadInputError
     from tracea.emitters.bank_access import Access, AccessBatch
 
@@ -66,7 +69,7 @@ def _read_pattern(path: Path) -> AccessBatch:
             raise BadInputError(f"{path}: {where} name must be a string")
         try:
             accesses.append(Access(op, nbytes, tuple(ins["addresses"]) if isinstance(ins.get("addresses"), list)
-                                   else ins.get("addresses"), ins.get("count", 1), name or where))
+                                   else ins.get("addresses"), ins.get("count", 1), name or where, model))
         except BadInputError as exc:
             raise BadInputError(f"{path}: {exc.message}", exc.hint) from None
     return AccessBatch.from_accesses(accesses)
@@ -90,6 +93,8 @@ def _parse_layout(shape: str, dtype: str, order: str, pad: int, swizzle: str):
     return TileLayout(rows, cols, DTYPE_BYTES[dtype.lower()], order, pad, parse_swizzle(swizzle))
 
 
+MODEL_HELP = ("nvidia (32-lane warps; rules measured on an H100) or cdna (AMD CDNA2/CDNA3 LDS, 64-lane wavefronts; "
+              "rules from documentation, not measured).")
 _HEAT_CHARS = "123456789abcdefghijklmnopqrstuvw"  # wavefront 1-32; a bank serves at most 32 words a group
 
 
@@ -116,8 +121,11 @@ def _render(result: SimResult, title: str, heat_index: int, limit: int, plain: b
     from .render import make_console
 
     console = make_console(plain)
+    # an NVIDIA wavefront is one pass of the shared-memory pipeline; an AMD wavefront is a warp, so the
+    # cdna model's passes are LDS cycles of a phase
+    passes, group = ("wavefronts", "group") if result.batch.model == "nvidia" else ("cycles", "phase")
     console.print(title)
-    console.print(f"{'#':>4} {'op':<12} {'B':>2} {'wavefronts':>10} {'ideal':>5} {'conflicts':>9} {'way':>3}  colliding banks")
+    console.print(f"{'#':>4} {'op':<12} {'B':>2} {passes:>10} {'ideal':>5} {'conflicts':>9} {'way':>3}  colliding banks")
     for i in range(min(limit, len(result))):
         r = result.instruction(i)
         banks = _ranges(r.colliding_banks)
@@ -128,13 +136,13 @@ def _render(result: SimResult, title: str, heat_index: int, limit: int, plain: b
     if len(result) > limit:
         console.print(f"     ... {len(result) - limit} more (--limit N, or --json for all)")
     t = result.totals()
-    console.print(f"total: {t['instructions']} instructions, {t['wavefronts']} wavefronts, ideal {t['ideal']}, "
-                  f"{t['conflicts']} conflict wavefronts ({t['conflicted_instructions']} instructions conflict), "
+    console.print(f"total: {t['instructions']} instructions, {t['wavefronts']} {passes}, ideal {t['ideal']}, "
+                  f"{t['conflicts']} conflict {passes} ({t['conflicted_instructions']} instructions conflict), "
                   f"efficiency {t['efficiency']:.0%}")
     grid = heatmap(result, heat_index)
     r = result.instruction(heat_index)
-    console.print(f"\ninstruction {heat_index} ({r.op}, {r.bytes_per_lane} B/lane): lane x bank, the wavefront "
-                  "of its group in which each bank serves the lane (1-9, then a=10 ... w=32; . = not touched)")
+    console.print(f"\ninstruction {heat_index} ({r.op}, {r.bytes_per_lane} B/lane): lane x bank, the {passes[:-1]} "
+                  f"of its {group} in which each bank serves the lane (1-9, then a=10 ... w=32; . = not touched)")
     console.print("bank " + "".join(f"{b // 10 if b >= 10 else ' '}" for b in range(32)), markup=False)
     console.print("lane " + "".join(str(b % 10) for b in range(32)), markup=False)
     colours = {1: "green", 2: "yellow", 3: "dark_orange"}
@@ -162,12 +170,17 @@ def bank_sim(
     heat: Annotated[int | None, checked(NON_NEGATIVE, "--heatmap", metavar="I", help="Instruction to draw (default: the worst).")] = None,
     limit: Annotated[int, checked(NON_NEGATIVE, "--limit", help="Instructions listed in text output.")] = 32,
     plain: Annotated[bool, typer.Option("--plain", help="No colours, even on a terminal.")] = False,
+    model: Annotated[str, typer.Option("--model", help=MODEL_HELP)] = "nvidia",
 ) -> None:
     from tracea.doctor.errors import BadInputError
+    from tracea.emitters.bank_access import model_of
 
+    model = model_of(model.strip().lower()).name
     if (pattern is None) == (layout is None):
         raise BadInputError("give either --pattern FILE.json or --layout ROWSxCOLS (with --access)",
                             "see `tracea bank-sim --help`")
+    import dataclasses
+
     from tracea.emitters.bank_access import AccessBatch, tile_sweep
     from tracea.emitters.bank_sim import simulate
 
@@ -175,16 +188,16 @@ def bank_sim(
     if pattern is not None:
         if access:
             raise BadInputError("--access describes a tile sweep; it cannot be combined with --pattern")
-        batch = _read_pattern(pattern)
+        batch = _read_pattern(pattern, model)
         title = f"{pattern}: {len(batch)} instructions"
         described["pattern"] = str(pattern)
     else:
         tile = _parse_layout(layout or "", dtype, order, pad, swizzle)
         if not access:
             raise BadInputError("--layout needs at least one --access", "e.g. --access ldmatrix.x4")
-        sweeps = [tile_sweep(tile, spec) for spec in access]
+        sweeps = [tile_sweep(tile, spec, model) for spec in access]
         batch = AccessBatch.concat(
-            AccessBatch(b.op, b.width, b.addr, b.count, tuple(f"{spec}#{i}" for i in range(len(b))))
+            dataclasses.replace(b, names=tuple(f"{spec}#{i}" for i in range(len(b))))
             for spec, b in zip(access, sweeps, strict=True))
         title = f"{tile.describe()}; {', '.join(access)}: {len(batch)} instructions"
         described.update(layout=tile.to_json(), access=list(access))

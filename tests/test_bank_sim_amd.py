@@ -252,9 +252,10 @@ def test_hip_gemm_default_fragment_reads_are_conflict_free_as_ds_read_b64():
     assert report["A fragment read"] == {"op": "ds_read_b64", "instructions": 16, "cycles": 64, "ideal": 64,
                                          "conflicts": 0, "conflict_degree": 1}
     assert report["B fragment read"]["conflicts"] == 0
-    # the stores as written (one ds_write_b16 an element) conflict: 2-way for A, 8-way for B's transpose
+    # the stores as written (one ds_write_b16 an element) conflict 2-way, A and B's transpose alike (B's
+    # transpose was 8-way when a thread took 8 consecutive n; lanes now take consecutive n)
     assert (report["A staging store"]["op"], report["A staging store"]["conflict_degree"]) == ("ds_write_b16", 2)
-    assert report["B staging store"]["conflict_degree"] == 8
+    assert report["B staging store"]["conflict_degree"] == 2
 
 
 @pytest.mark.parametrize("bk", [8, 16, 32, 64])
@@ -293,15 +294,20 @@ def _fits(s, pad):
     return True
 
 
-def test_hip_gemm_fp32_fragment_reads_conflict_at_every_allowed_pad():
-    """fp32: one ds_read_b32 a lane, 32 rows a half-wavefront at a stride of LD dwords; LD a multiple of 4
-    (the schedule's rule for 8-byte 16-bit fragments) leaves at most 8 banks: 4-way at the default pad."""
+def test_hip_gemm_fp32_fragment_reads_need_an_odd_row_length():
+    """fp32: one ds_read_b32 a lane, 32 rows a half-wavefront at a stride of LD dwords: LD a multiple of 4
+    leaves at most 8 banks (4-way), an odd LD covers all 32. fp32 rows need no 8-byte alignment, so its
+    pads need not be multiples of 4; the heuristic takes pad 1, and B's transposing store is then
+    conflict-free too."""
     from tracea.emitters.hip.gemm import HipGemmSchedule
     from tracea.emitters.hip.lds_banks import conflict_free_pads, gemm_lds_report
 
     report = gemm_lds_report(HipGemmSchedule(), "fp32")
     assert report["A fragment read"]["op"] == "ds_read_b32" and report["A fragment read"]["conflict_degree"] == 4
     assert conflict_free_pads(HipGemmSchedule(), range(0, 33, 4), dtype="fp32") == []
+    assert conflict_free_pads(HipGemmSchedule(), range(0, 9), dtype="fp32") == [1, 3, 5, 7]
+    hero = gemm_lds_report(HipGemmSchedule(pad=1), "fp32")
+    assert hero["B staging store"]["conflicts"] == hero["A fragment read"]["conflicts"] == 0
 
 
 def test_hip_gemm_bad_input():

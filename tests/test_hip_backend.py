@@ -203,8 +203,8 @@ def test_the_search_space_is_valid_hero_first_and_spans_the_fields(dtype):
     for s in space:
         HIP.validate_schedule(op, "hip-mfma.gemm", s, host)
         assert s.lds_bytes(dtype) <= 64 * 1024
-    for field, values in (("bm", {32, 64, 128, 256}), ("bk", {8, 16, 32, 64}), ("pad", {0, 4, 8}),
-                          ("waves_n", {1, 2, 4})):
+    pads = {0, 4, 8, 12} if dtype == "bf16" else {0, 1, 4, 5}
+    for field, values in (("bm", {32, 64, 128, 256}), ("bk", {8, 16, 32, 64}), ("pad", pads), ("waves_n", {1, 2, 4})):
         assert {getattr(s, field) for s in space} == values, field
     sm = HIP.search_space(Softmax(4096, 4096, dtype=parse_dtype("fp16")), "hip-simd.softmax", host)
     assert sorted(s.rows_per_group for s in sm) == list(range(1, 9))
@@ -229,3 +229,30 @@ def test_rendering_names_the_recorded_target_without_a_gpu():
         HIP.rendering(op, HIP.resolve("hip-mfma.gemm"), HIP.hero_schedule(op, "hip-mfma.gemm", host), host)
     r = HIP.rendering(op, HIP.resolve("hip-mfma.gemm"), HIP.hero_schedule(op, "hip-mfma.gemm", host), host, arch="gfx90a")
     assert r.name == "tr_hip_gemm" and "--offload-arch=gfx90a" in r.flags and "__builtin_amdgcn_mfma" in r.source
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_the_heuristic_pads_read_fragments_without_bank_conflicts(dtype):
+    """By the CDNA LDS model (emitters/bank_cdna.py, from AMD's documentation, unmeasured)."""
+    from tracea.emitters.hip.lds_banks import READS, gemm_lds_report
+
+    host = _mi210_with_hipcc()
+    for m, n in ((4096, 4096), (512, 512), (256, 256), (64, 4096)):
+        s = HIP.hero_schedule(Gemm(m, n, 1024, dtype=parse_dtype(dtype)), "hip-mfma.gemm", host)
+        report = gemm_lds_report(s, dtype)
+        assert all(report[k]["conflicts"] == 0 for k in READS), (s.name, report)
+
+
+def test_the_tuner_drops_pads_whose_fragment_reads_conflict():
+    from tracea.emitters.hip.gemm import HipGemmSchedule
+    from tracea.tuner.space import build_space
+
+    bf16, fp32 = (Gemm(4096, 4096, 4096, dtype=parse_dtype(d)) for d in ("bf16", "fp32"))
+    assert HIP.bank_conflict_drop(bf16, "hip-mfma.gemm", HipGemmSchedule(pad=4)) is None
+    assert "pad 4 has none" in HIP.bank_conflict_drop(bf16, "hip-mfma.gemm", HipGemmSchedule(pad=8))
+    assert "pad 1 has none" in HIP.bank_conflict_drop(fp32, "hip-mfma.gemm", HipGemmSchedule(pad=4))
+    pruned: list[str] = []
+    kept = build_space(bf16, HIP.resolve("hip-mfma.gemm"), _mi210_with_hipcc(), HIP, pruned=pruned)
+    assert pruned and kept[0] == HIP.hero_schedule(bf16, "hip-mfma.gemm", _mi210_with_hipcc())
+    assert len(kept) + len(pruned) == len(HIP.search_space(bf16, "hip-mfma.gemm", _mi210_with_hipcc()))
+    assert len(pruned) > len(kept) // 3 and all(HIP.bank_conflict_drop(bf16, "hip-mfma.gemm", s) is None for s in kept)

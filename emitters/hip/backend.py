@@ -15,7 +15,8 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.doctor.variants import Variant
 
 from ..backend import Builder, Rendering
-from .build import (
+from .build import (  # bank_conflict_drop: the optional hook the tuner looks up
+    bank_conflict_drop,
     emit,
     hero_schedule,
     resolve,
@@ -39,7 +40,8 @@ __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUND
            "runs_kernels", "device_name", "target_host", "compute_metric", "environment", "schedule_from_json",
            "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "suites",
-           "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members"]
+           "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members",
+           "bank_conflict_drop"]
 
 
 def _gpus(host: Any) -> list[Any]:

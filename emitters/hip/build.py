@@ -22,6 +22,10 @@ from .variants import VARIANTS
 
 HipSchedule = g.HipGemmSchedule | sm.HipSoftmaxSchedule
 DEFAULT_CUS = 104
+# LDS row pads whose fragment reads the CDNA bank model (emitters/hip/lds_banks.py) finds conflict-free on
+# every heuristic tile: 4 for 16-bit rows (an LD of 4 mod 8 elements), 1 for fp32 (an odd LD)
+HERO_PAD = {"bf16": 4, "fp16": 4, "fp32": 1}
+PADS = {"bf16": (0, 4, 8, 12), "fp16": (0, 4, 8, 12), "fp32": (0, 1, 4, 5)}
 TILES = ((128, 128, 2, 2), (64, 128, 1, 2), (128, 64, 2, 1), (64, 64, 1, 1), (32, 64, 1, 2), (32, 32, 1, 1))
 
 
@@ -80,8 +84,9 @@ def hero_schedule(op: Any, variant: Any, host: Any) -> HipSchedule:
         return sm.HipSoftmaxSchedule(4 if op.rows >= 4 * cus else 1)
     m, n = _gemm_shape(op)
     best = None
+    pad = HERO_PAD[op.dtype.value]
     for bm, bn, wm, wn in TILES:
-        s = g.HipGemmSchedule(bm, bn, 16 if bm * bn >= 128 * 64 else 32, wm, wn)
+        s = g.HipGemmSchedule(bm, bn, 16 if bm * bn >= 128 * 64 else 32, wm, wn, pad)
         tiles = -(-m // bm) * -(-n // bn)
         if tiles >= cus:
             return s
@@ -99,7 +104,7 @@ def validate_schedule(op: Any, variant: Any, schedule: Any, host: Any) -> None:
 
 def search_space(op: Any, variant: Any, host: Any) -> list[HipSchedule]:
     """Every schedule that builds for ``op``, the heuristic's first: tiles of 32-256 over 1-8 wavefronts,
-    bk 8-64 and LDS pads 0, 4 and 8 (GEMM and conv); 1-8 rows a workgroup (softmax)."""
+    bk 8-64 and four LDS pads (``PADS``: GEMM and conv); 1-8 rows a workgroup (softmax)."""
     hero = hero_schedule(op, variant, host)
     if op.kind == "softmax":
         return [hero, *(sm.HipSoftmaxSchedule(r) for r in range(1, 9) if r != hero.rows_per_group)]
@@ -109,7 +114,7 @@ def search_space(op: Any, variant: Any, host: Any) -> list[HipSchedule]:
             for wm in (1, 2, 4):
                 for wn in (1, 2, 4):
                     for bk in (8, 16, 32, 64):
-                        for pad in (0, 4, 8):
+                        for pad in PADS[op.dtype.value]:
                             s = g.HipGemmSchedule(bm, bn, bk, wm, wn, pad)
                             try:
                                 s.validate(op.dtype.value)
@@ -123,13 +128,15 @@ def search_space(op: Any, variant: Any, host: Any) -> list[HipSchedule]:
 @dataclass(frozen=True)
 class Launch:
     """One kernel ready for any runner: its source for ``target`` ("amd" or "nvidia"), grid, block, and
-    arguments in order: ("in", input name), ("out", None), ("null", None), ("i32", value), ("f32", value)."""
+    arguments in order: ("in", input name), ("out", None), ("null", None), ("i32", value), ("f32", value);
+    ``dynamic_smem``: the bytes of dynamic shared memory a launch must give (the NVIDIA prelude's LDS)."""
 
     name: str
     source: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     args: tuple[tuple[str, Any], ...]
+    dynamic_smem: int = 0
 
 
 def _operand(inputs_needed: tuple[str, ...], name: str) -> tuple[str, Any]:
@@ -144,15 +151,16 @@ def launch(op: Any, schedule: Any, target: str) -> Launch:
         return Launch(sm.KERNEL, sm.render(dtype, schedule, target), sm.grid(op.rows, schedule),
                       (schedule.threads, 1, 1), (("in", "x"), ("out", None), ("i32", op.rows), ("i32", op.cols)))
     block = (schedule.threads, 1, 1)
+    smem = schedule.lds_bytes(dtype) if target == "nvidia" else 0
     if op.kind == "gemm":
         src = g.render(dtype, schedule, target, "gemm", op.epilogue, op.layout_a, op.layout_b)
         args = (("in", "a"), ("in", "b"), ("out", None), _operand(needs, "bias"), _operand(needs, "residual"),
                 ("i32", op.m), ("i32", op.n), ("i32", op.k), ("f32", op.alpha))
-        return Launch(g.KERNEL, src, g.grid(op.m, op.n, schedule), block, args)
+        return Launch(g.KERNEL, src, g.grid(op.m, op.n, schedule), block, args, smem)
     src = g.render(dtype, schedule, target, "conv", ("bias",) if op.bias else ())
     ints = (op.n, op.h, op.w, op.c, op.p, op.q, op.k, op.r, op.s, *op.stride, *op.padding, *op.dilation)
     args = (("in", "x"), ("in", "weight"), ("out", None), _operand(needs, "bias"), *(("i32", v) for v in ints))
-    return Launch(g.CONV_KERNEL, src, g.grid(op.gemm_m, op.gemm_n, schedule), block, args)
+    return Launch(g.CONV_KERNEL, src, g.grid(op.gemm_m, op.gemm_n, schedule), block, args, smem)
 
 
 def host_target(host: Any) -> str | None:
@@ -210,3 +218,33 @@ def emit(op: Any, variant: Any, schedule: Any, host: Any, out_dir: str | Path, a
     except OSError as exc:
         raise BadInputError(f"out: cannot write into {out} ({exc.strerror})") from None
     return list(files)
+
+
+def bank_conflict_drop(op: Any, variant: Any, schedule: Any) -> str | None:
+    """The tuner's pruning rule (tuner/space.py): drop a GEMM or conv schedule whose MFMA fragment reads
+    conflict in LDS, by the CDNA bank model, when another pad of the search space makes the same tile
+    conflict-free; None to keep it."""
+    import dataclasses
+
+    if not isinstance(schedule, g.HipGemmSchedule):
+        return None
+    from .lds_banks import READS, gemm_lds_report
+
+    dtype = op.dtype.value
+
+    def conflicts(s: g.HipGemmSchedule) -> int:
+        report = gemm_lds_report(s, dtype)
+        return sum(report[k]["conflicts"] for k in READS)
+
+    mine = conflicts(schedule)
+    if mine == 0:
+        return None
+    for pad in PADS[dtype]:
+        other = dataclasses.replace(schedule, pad=pad)
+        try:
+            other.validate(dtype)
+        except BadInputError:
+            continue
+        if conflicts(other) == 0:
+            return f"pad {schedule.pad}: {mine} conflict cycles per k tile in its fragment reads; pad {pad} has none"
+    return None

@@ -67,9 +67,9 @@ class HipGemmSchedule:
         return 2 * (4 if dtype == "fp32" else 2) * (self.bm + self.bn) * (self.bk + self.pad)
 
     def runs_on_nvidia(self, dtype: str) -> bool:
-        """Whether the NVIDIA prelude's build fits a kernel's static shared memory (the LDS buffers and the
-        software MFMA's scratch in 48 KiB): the compatibility path runs those schedules only."""
-        return self.lds_bytes(dtype) + scratch_bytes(dtype, self.waves) <= NVIDIA_STATIC_SMEM
+        """Whether the NVIDIA prelude's build fits: the LDS buffers are dynamic shared memory there (an H100
+        or A100 block may have up to 227 KiB), the software MFMA's scratch static (48 KiB at most)."""
+        return scratch_bytes(dtype, self.waves) <= NVIDIA_STATIC_SMEM and self.lds_bytes(dtype) <= 64 * 1024
 
     def validate(self, dtype: str = "bf16") -> None:
         if min(self.bm, self.bn, self.bk, self.waves_m, self.waves_n) < 1:
@@ -83,8 +83,10 @@ class HipGemmSchedule:
         for what, n in (("A", self.bm), ("B", self.bn)):
             if (n * self.bk) % self.threads:
                 raise BadInputError(f"{what}'s {n}x{self.bk} tile does not divide over {self.threads} threads")
-        if self.pad < 0 or self.pad % 4 or self.pad > 64:
-            raise BadInputError(f"pad: {self.pad} is not a multiple of 4 elements in 0..64 (8-byte fragment reads)")
+        step = 1 if dtype == "fp32" else 4  # a 16-bit fragment (4 values) is one 8-byte read: rows 8-byte aligned
+        if self.pad < 0 or self.pad % step or self.pad > 64:
+            raise BadInputError(f"pad: {self.pad} is not a multiple of {step} element{'s' if step > 1 else ''} in 0..64"
+                                + ("" if step == 1 else " (8-byte fragment reads)"))
         if self.lds_bytes(dtype) > 64 * 1024:
             raise BadInputError(f"{self.name}: two LDS buffers of A and B take {self.lds_bytes(dtype)} B in {dtype}, "
                                 "over the 64 KiB a CDNA workgroup has")
@@ -155,8 +157,8 @@ def _body(s: HipGemmSchedule, kind: dict[str, str], mf: Mfma, chain: tuple[str, 
 #define THREADS {s.threads}
 typedef tr_elem T;
 {kind["signature"]}
-  __shared__ T As[2][BM * LD];
-  __shared__ T Bs[2][BN * LD];
+  TR_LDS(T, As, 2, BM * LD, 0);
+  TR_LDS(T, Bs, 2, BN * LD, 2 * BM * LD * sizeof(T));
   const int tid = threadIdx.x, lane = TR_LANE, wave = TR_WAVE_ID;
   const int wm = wave / {s.waves_n}, wn = wave % {s.waves_n};
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
@@ -174,7 +176,9 @@ def _staging(s: HipGemmSchedule, a_per: int, b_per: int, kind: dict[str, str]) -
     """Global to registers (``load``, zeros past the edges) and registers to LDS (``store``)."""
     return f"""  T ra[{a_per}], rb[{b_per}];
   const int ktiles = (K + BK - 1) / BK;
-  // staging: thread tid holds {a_per} consecutive k of one A row and {b_per} consecutive n of one B row
+  // staging: thread tid holds {a_per} consecutive k of one A row, and B's n = tid, tid + THREADS, ... of its
+  // k rows (the transposed LDS store is then 2-way in 16 bits and conflict-free in fp32 by the CDNA bank
+  // model, emitters/hip/lds_banks.py, where consecutive n a thread took 4- to 8-way)
   auto load = [&](int k0) {{
 #pragma unroll
     for (int e = 0; e < {a_per}; ++e) {{
@@ -184,7 +188,7 @@ def _staging(s: HipGemmSchedule, a_per: int, b_per: int, kind: dict[str, str]) -
     }}
 #pragma unroll
     for (int e = 0; e < {b_per}; ++e) {{
-      const int f = tid * {b_per} + e;
+      const int f = e * THREADS + tid;
       const int gk = k0 + f / BN, gn = n0 + f % BN;
       rb[e] = {kind["b"]};
     }}
@@ -197,7 +201,7 @@ def _staging(s: HipGemmSchedule, a_per: int, b_per: int, kind: dict[str, str]) -
     }}
 #pragma unroll
     for (int e = 0; e < {b_per}; ++e) {{
-      const int f = tid * {b_per} + e;
+      const int f = e * THREADS + tid;
       Bs[buf][(f % BN) * LD + f / BN] = rb[e];  // B transposed: each column's k contiguous
     }}
   }};

@@ -11,7 +11,7 @@ waves_n``, ``lane`` 0-63, ``tid = 64 wave + lane``), with ``LD = bk + pad`` and 
   reads one element at a time; a compiler that merges them issues one ``ds_read_b64`` (16-bit) or
   ``ds_read_b32`` (fp32). ``fragment_vector=True`` scores the merged read, False the element reads.
 - **staging stores**, for each of the thread's ``a_per`` (``b_per``) elements ``e``: ``f = tid * a_per + e``,
-  ``As[(f / bk) * LD + f % bk]``; ``f = tid * b_per + e``, ``Bs[(f % bn) * LD + f / bn]`` (B transposed),
+  ``As[(f / bk) * LD + f % bk]``; ``f = e * threads + tid``, ``Bs[(f % bn) * LD + f / bn]`` (B transposed),
   one ``ds_write`` of ``E`` bytes each, as written.
 
 The array bases and the second buffer shift every lane's address alike by a multiple of 4 bytes, which
@@ -66,7 +66,7 @@ def _staging_stores(s: Any, elem: int) -> dict[str, AccessBatch]:
     a_per, b_per = s.bm * s.bk // s.threads, s.bn * s.bk // s.threads
     tids = [WAVEFRONT * w + np.arange(WAVEFRONT) for w in range(s.waves)]
     a = [elem * ((f // s.bk) * ld + f % s.bk) for tid in tids for f in (tid * a_per + e for e in range(a_per))]
-    b = [elem * ((f % s.bn) * ld + f // s.bn) for tid in tids for f in (tid * b_per + e for e in range(b_per))]
+    b = [elem * ((f % s.bn) * ld + f // s.bn) for tid in tids for f in (e * s.threads + tid for e in range(b_per))]
     return {"A staging store": _batch(a, elem, "A staging store"), "B staging store": _batch(b, elem, "B staging store")}
 
 

@@ -1,7 +1,9 @@
 """The two preludes a HIP kernel body is rendered after (issue 19): one for AMD (hipcc, the MFMA builtins),
 one for NVIDIA (NVRTC), where the same body runs for its logic with each MFMA done in software.
 
-A body sees: ``tr_elem`` (the element type: ``unsigned short`` bits for bf16 and fp16, ``float`` for fp32),
+A body sees: ``TR_LDS(type, name, n, size, offset)`` (declares ``type name[n][size]`` in LDS: a static
+``__shared__`` array on AMD, a view at byte ``offset`` of the dynamic shared memory on NVIDIA, where a block's
+static shared memory stops at 48 KiB), ``tr_elem`` (the element type: ``unsigned short`` bits for bf16 and fp16, ``float`` for fp32),
 ``tr_frag`` (an MFMA input operand: ``TR_PER`` elements, 4 16-bit values or 1 fp32), ``tr_acc`` (16 fp32
 accumulators, ``TR_ACC(acc, v)``), ``tr_mfma(a, b, acc)`` (``v_mfma_f32_32x32x8`` for 16-bit types,
 ``32x32x2`` for fp32), ``TR_LANE`` and ``TR_WAVE_ID`` (its lane in, and its number of, 64-lane wavefronts),
@@ -39,6 +41,7 @@ typedef float tr_f32x16 __attribute__((ext_vector_type(16)));
 typedef short tr_s16x4 __attribute__((ext_vector_type(4)));
 typedef _Float16 tr_h16x4 __attribute__((ext_vector_type(4)));
 struct tr_acc { tr_f32x16 r; };
+#define TR_LDS(type, name, n, size, offset) __shared__ type name[n][size]
 #define TR_ACC(acc, i) ((acc).r[i])
 #define TR_LANE ((int)(threadIdx.x & 63))
 #define TR_WAVE_ID ((int)(threadIdx.x >> 6))
@@ -67,6 +70,8 @@ __device__ __forceinline__ void tr_mfma(const tr_frag& a, const tr_frag& b, tr_a
 """
 
 NVIDIA = r"""struct tr_acc { float r[16]; };
+extern __shared__ __align__(16) unsigned char tr_dynamic_smem[];
+#define TR_LDS(type, name, n, size, offset) type (*name)[size] = reinterpret_cast<type (*)[size]>(tr_dynamic_smem + (offset))
 #define TR_ACC(acc, i) ((acc).r[i])
 #define TR_LANE ((int)(threadIdx.x & 63))
 #define TR_WAVE_ID ((int)(threadIdx.x >> 6))

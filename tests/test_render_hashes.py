@@ -1,7 +1,8 @@
 """Every kernel renders the same source as it did when these hashes were recorded: the hero schedule of
 each core for each op (attention included), dtype and epilogue below (CPU families on the recorded CI machine, CUDA cores for
 sm_90a and sm_80 on the recorded H100, with each CUDA kernel's launch: grid, block, shared memory,
-arguments, metadata, TMA boxes) and a sample of the schedules of the recorded tuning spaces.
+arguments, metadata, TMA boxes; the HIP kernels for gfx90a and gfx942, with their launch) and a sample of
+the schedules of the recorded tuning spaces.
 
 A restructuring of the emitters must leave every hash as it is; a change that means to change a kernel
 re-records them (``python tests/test_render_hashes.py --record``) and says why in its commit.
@@ -97,6 +98,7 @@ def current() -> dict[str, str]:
                     out[key.replace(" hero", " hero launch")] = _digest(_launch(op, s, rendered, scalars))
                 except TraceaError as exc:
                     out[key] = f"error: {type(exc).__name__}"
+        out.update(_hip(op, hosts["ci_vm"]))
     for space in sorted((FIXTURES / "spaces").glob("*.json")):
         doc = json.loads(space.read_text())
         op = Op.from_json(doc["op"])
@@ -110,6 +112,31 @@ def current() -> dict[str, str]:
             else:
                 arch = target_of(target_host(hosts["h100_live"], "sm_90a"), "sm_90a")
                 out[key] = _digest(cuda_render(op, cuda.schedule_from_json(sched), arch)[0].source)
+    return out
+
+
+def _hip(op: Any, host: Any) -> dict[str, str]:
+    """The HIP backend's hero for ``op`` on a gfx90a and a gfx942 target: the AMD source and its launch."""
+    from dataclasses import asdict
+
+    from tracea.doctor.errors import TraceaError
+    from tracea.emitters import registry
+    from tracea.emitters.hip.build import launch
+
+    hip, out = registry.backend("hip"), {}
+    for arch in ("gfx90a", "gfx942"):
+        target = hip.target_host(host, arch)
+        for v in hip.VARIANTS:
+            if v.op != op.kind or op.dtype.value not in v.precisions:
+                continue
+            key = f"hip {arch} {v.id} {op.signature} hero"
+            try:
+                ln = launch(op, hip.hero_schedule(op, v, target), "amd")
+                out[key] = _digest(ln.source)
+                out[key.replace(" hero", " hero launch")] = _digest(json.dumps(
+                    {k: val for k, val in asdict(ln).items() if k != "source"}, sort_keys=True, default=repr))
+            except TraceaError as exc:
+                out[key] = f"error: {type(exc).__name__}"
     return out
 
 

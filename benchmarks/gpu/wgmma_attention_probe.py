@@ -2,7 +2,8 @@
 --sweep), verified on fresh random inputs against the float64 reference (large cases on a few
 (batch, head) slices), then timed with CUDA events beside torch SDPA's fastest backend in the same run.
 
-    python benchmarks/gpu/wgmma_attention_probe.py [--quick] [--extra] [--sweep] [--persistent] [--match TEXT] [--json FILE]
+    python benchmarks/gpu/wgmma_attention_probe.py [--quick] [--extra] [--sweep] [--persistent] [--match TEXT]
+        [--alts "bk=32,stages=4;..."] [--json FILE]
 
 Prints case, schedule, ms (median), TFLOP/s (op.flops / time: kept pairs only), the baseline's ms and
 name, the ratio (baseline ms / ours), and p95/p50 of each. One failing case prints its error; the rest go
@@ -61,10 +62,26 @@ def cases(quick: bool, extra: bool = False) -> list[tuple[str, Attention]]:
     ]
 
 
-def schedules(op: Attention, sweep: bool, persistent: bool = False) -> list[AttnWgmmaSchedule]:
+def parse_alts(text: str) -> list[dict[str, Any]]:
+    """``--alts "bk=32,stages=4;bk=48,intra=true"``: field overrides of the hero, one schedule each."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        fields: dict[str, Any] = {}
+        for kv in part.split(","):
+            key, _, val = kv.partition("=")
+            fields[key.strip()] = {"true": True, "false": False}.get(val.strip().lower(), None)
+            if fields[key.strip()] is None:
+                fields[key.strip()] = int(val)
+        out.append(fields)
+    return out
+
+
+def schedules(op: Attention, sweep: bool, persistent: bool = False,
+              alts_of_hero: list[dict[str, Any]] | None = None) -> list[AttnWgmmaSchedule]:
     """The hero; with ``sweep`` its variants and the persistent forms of each (one Q buffer, two); with
     ``persistent`` the hero beside its persistent forms (as is, the other intra-warpgroup overlap, 2
-    stages, each also with two Q buffers). Forms that do not fit the head dim are left out."""
+    stages, each also with two Q buffers); ``alts_of_hero``: the hero with these fields changed. Forms that
+    do not fit the head dim are left out."""
     hero = hero_schedule(op)
     pe = dataclasses.replace(hero, persistent=True)
     alts = [hero]
@@ -84,6 +101,7 @@ def schedules(op: Attention, sweep: bool, persistent: bool = False) -> list[Attn
         if op.head_dim <= 128:
             alts.append(dataclasses.replace(hero, bk=64, stages=4))
         alts += [dataclasses.replace(s, persistent=True, q_buffers=q) for q in (1, 2) for s in alts]
+    alts += [dataclasses.replace(hero, **fields) for fields in alts_of_hero or ()]
     out = []
     for s in alts:
         try:
@@ -132,7 +150,7 @@ def run_case(label: str, op: Attention, args: argparse.Namespace) -> list[dict[s
     rows: list[dict[str, Any]] = []
     inputs = op.random_inputs(np.random.default_rng(17))
     base: dict[str, Any] | None = None
-    for sched in schedules(op, args.sweep, args.persistent):
+    for sched in schedules(op, args.sweep, args.persistent, parse_alts(args.alts)):
         row: dict[str, Any] = {"case": label, "schedule": sched.name, "flops": op.flops}
         rows.append(row)
         try:
@@ -178,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--persistent", action="store_true", help="the hero beside its persistent forms")
     ap.add_argument("--extra", action="store_true", help="also cases outside the issue's table (short sequences)")
     ap.add_argument("--match", default="", help="only cases whose label contains this")
+    ap.add_argument("--alts", default="", help='the hero with fields changed, e.g. "bk=32,stages=4;bk=48"')
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=20)

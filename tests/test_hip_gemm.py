@@ -147,3 +147,23 @@ def test_the_conv_builds_for_amd_and_through_the_nvidia_prelude(tmp_path, monkey
         found = hc.mfma_mnemonics(hc.disassemble(obj))
         assert len(found) == 4 * 16 // MFMA_K[dtype] and set(found) <= MFMA[dtype], found
         assert obj.resources["vgpr_spills"] == obj.resources["scratch_bytes"] == 0, obj.resources
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+@pytest.mark.parametrize("problem", ["gemm", "conv"])
+def test_the_hero_loads_16_bytes_and_reads_whole_fragments(tmp_path, monkeypatch, dtype, problem):
+    """The hero's A comes in 16-byte global loads (where K, or a conv's channels, and the pointer allow: the
+    kernel checks at run time and falls back to element loads) and is stored to LDS 8 bytes at a time in
+    16 bits; each lane's MFMA fragment is one LDS read (8 bytes in 16 bits), never element by element."""
+    _hipcc()
+    from tracea.emitters.hip.gemm import CONV_KERNEL
+
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
+    sched = HipGemmSchedule(pad=1 if dtype == "fp32" else 4)
+    name = KERNEL if problem == "gemm" else CONV_KERNEL
+    asm = hc.disassemble(hc.compile_hip(render(dtype, sched, "amd", problem), name, "gfx90a"))
+    ops = set(re.findall(r"^\s*((?:global|buffer)_load_\w+|ds_write\w*|ds_read\w*)", asm, re.M))
+    assert "global_load_dwordx4" in ops, ops
+    if dtype == "bf16":
+        assert ops & {"ds_read_b64", "ds_read2_b64"} and not ops & {"ds_read_u16", "ds_read_u16_d16"}, ops
+        assert ops & {"ds_write_b64", "ds_write2_b64"}, ops

@@ -103,6 +103,11 @@ def _gemm(layout_a: str, layout_b: str) -> dict[str, str]:
                                           ("M", "N", "K", "alpha:float")),
         "a": f"(gm < M && gk < K) ? {a} : (T)0",
         "b": f"(gk < K && gn < N) ? {b} : (T)0",
+        # 16-byte loads of TR_VEC consecutive k: row-major A, K a multiple of TR_VEC, A 16-byte aligned
+        "a_vec_ok": "false" if layout_a == "col" else
+                    "K % TR_VEC == 0 && (reinterpret_cast<unsigned long long>(A) & 15ull) == 0",
+        "a_vec": """if (gm < M && gk < K) dst = *reinterpret_cast<const tr_vec16*>(A + (long long)gm * K + gk);
+        else dst = tr_vec16{};""",
     }
 
 
@@ -122,6 +127,15 @@ CONV = {
         return A[(((long long)img * h + y) * w + x) * c + sc % c];
       }()""",
     "b": "(gk < K && gn < N) ? B[(long long)gn * K + gk] : (T)0",
+    # 16-byte loads of TR_VEC consecutive channels of one pixel: c a multiple of TR_VEC, A 16-byte aligned
+    "a_vec_ok": "c % TR_VEC == 0 && (reinterpret_cast<unsigned long long>(A) & 15ull) == 0",
+    "a_vec": """dst = tr_vec16{};
+        if (gm < M && gk < K) {
+          const int img = gm / (p * q), pq = gm % (p * q), rr = gk / (s * c), sc = gk % (s * c);
+          const int y = (pq / q) * sh - ph + rr * dh, x = (pq % q) * sw - pw + (sc / c) * dw;
+          if (y >= 0 && y < h && x >= 0 && x < w)
+            dst = *reinterpret_cast<const tr_vec16*>(A + (((long long)img * h + y) * w + x) * c + sc % c);
+        }""",
 }
 
 
@@ -169,23 +183,105 @@ typedef tr_elem T;
     for (int j = 0; j < {tn}; ++j)
 #pragma unroll
       for (int v = 0; v < 16; ++v) TR_ACC(acc[i][j], v) = 0.0f;
-""" + _staging(s, a_per, b_per, kind) + _mainloop(s, tm, tn, row, kk, mf) + _epilogue(tm, tn, row, drow, chain)
+""" + _staging(s, a_per, b_per, kind, 4 if mf.dtype == "fp32" else 2) + _mainloop(s, tm, tn, row, kk, mf) + _epilogue(tm, tn, row, drow, chain)
 
 
-def _staging(s: HipGemmSchedule, a_per: int, b_per: int, kind: dict[str, str]) -> str:
+def a_staging(s: HipGemmSchedule, esize: int) -> tuple[bool, int]:
+    """How A is staged for elements of ``esize`` bytes: (16-byte global loads where A's rows allow, the bytes
+    of one LDS store). A thread's k run in 16-byte groups when its count and bk divide into them; the LDS
+    store is then 8 bytes (ds_write_b64) where LDS rows start on 8 bytes, else one element."""
+    vec = 16 // esize
+    a_per = s.bm * s.bk // s.threads
+    grouped = a_per % vec == 0 and s.bk % vec == 0
+    return grouped, 8 if grouped and (s.bk + s.pad) * esize % 8 == 0 else esize
+
+
+def _words(esize: int, g: str) -> list[str]:
+    """The four 32-bit words of 16-byte group ``g`` of A (``ra4[g]``), as C expressions."""
+    return [f"ra4[{g}].{c}" for c in "xyzw"]
+
+
+def _element(esize: int, g: str, e: int) -> str:
+    """Element ``e`` of group ``g``, taken out of its word (no address of a private array is taken, so the
+    groups stay in registers)."""
+    word = _words(esize, g)[e * esize // 4]
+    if esize == 4:
+        return f"__uint_as_float({word})"
+    return f"(unsigned short)({word} >> {16 * (e % 2)})"
+
+
+def _a_grouped(s: HipGemmSchedule, a_per: int, kind: dict[str, str], esize: int, wide_store: bool) -> tuple[str, str]:
+    """A's load and store in 16-byte groups held as ``tr_vec16 ra4[]``: one 16-byte load a group where the
+    kernel's run-time check allows, else its elements one at a time, packed into the group's words."""
+    vec = 16 // esize
+    scalars = "\n".join(f"""        {{
+          const int gk = gk0 + {e};
+          x[{e}] = {kind["a"]};
+        }}""" for e in range(vec))
+    words = (", ".join(f"__float_as_uint(x[{i}])" for i in range(4)) if esize == 4 else
+             ", ".join(f"(unsigned)x[{2 * i}] | ((unsigned)x[{2 * i + 1}] << 16)" for i in range(4)))
+    load = f"""#pragma unroll
+    for (int g = 0; g < {a_per // vec}; ++g) {{
+      const int f = tid * {a_per} + g * TR_VEC;  // (names that cannot shadow a conv's shape: r, s, c, ...)
+      const int gm = m0 + f / BK, gk0 = k0 + f % BK;
+      if (a_vec) {{
+        const int gk = gk0;
+        tr_vec16& dst = ra4[g];
+        {kind["a_vec"]}
+      }} else {{
+        T x[TR_VEC];
+{scalars}
+        ra4[g] = tr_vec16{{{words}}};
+      }}
+    }}"""
+    if wide_store:
+        store = f"""#pragma unroll
+    for (int g = 0; g < {a_per // vec}; ++g) {{  // 8 bytes at a time: ds_write_b64
+      const int f = tid * {a_per} + g * TR_VEC;
+      T* row = &As[buf][(f / BK) * LD + f % BK];
+      *reinterpret_cast<tr_vec8*>(row) = tr_vec8{{ra4[g].x, ra4[g].y}};
+      *reinterpret_cast<tr_vec8*>(row + {8 // esize}) = tr_vec8{{ra4[g].z, ra4[g].w}};
+    }}"""
+    else:
+        elems = "\n".join(f"      row[{e}] = {_element(esize, 'g', e)};" for e in range(vec))
+        store = f"""#pragma unroll
+    for (int g = 0; g < {a_per // vec}; ++g) {{
+      const int f = tid * {a_per} + g * TR_VEC;
+      T* row = &As[buf][(f / BK) * LD + f % BK];
+{elems}
+    }}"""
+    return load, store
+
+
+def _staging(s: HipGemmSchedule, a_per: int, b_per: int, kind: dict[str, str], esize: int) -> str:
     """Global to registers (``load``, zeros past the edges) and registers to LDS (``store``)."""
-    return f"""  T ra[{a_per}], rb[{b_per}];
-  const int ktiles = (K + BK - 1) / BK;
-  // staging: thread tid holds {a_per} consecutive k of one A row, and B's n = tid, tid + THREADS, ... of its
-  // k rows (the transposed LDS store is then 2-way in 16 bits and conflict-free in fp32 by the CDNA bank
-  // model, emitters/hip/lds_banks.py, where consecutive n a thread took 4- to 8-way)
-  auto load = [&](int k0) {{
-#pragma unroll
+    grouped, store_bytes = a_staging(s, esize)
+    if grouped:
+        a_load, a_store = _a_grouped(s, a_per, kind, esize, store_bytes == 8)
+        a_regs = f"tr_vec16 ra4[{a_per * esize // 16}];"
+    else:
+        a_load = f"""#pragma unroll
     for (int e = 0; e < {a_per}; ++e) {{
       const int f = tid * {a_per} + e;  // (names that cannot shadow a conv's shape: r, s, c, ...)
       const int gm = m0 + f / BK, gk = k0 + f % BK;
       ra[e] = {kind["a"]};
-    }}
+    }}"""
+        a_store = f"""#pragma unroll
+    for (int e = 0; e < {a_per}; ++e) {{
+      const int f = tid * {a_per} + e;
+      As[buf][(f / BK) * LD + f % BK] = ra[e];
+    }}"""
+        a_regs = f"T ra[{a_per}];"
+    return f"""  {a_regs}
+  T rb[{b_per}];
+  const int ktiles = (K + BK - 1) / BK;
+  const bool a_vec = {kind["a_vec_ok"] if grouped else "false"};  // the same for every thread: no divergence
+  // staging: thread tid holds {a_per} consecutive k of one A row (16-byte loads where A's rows allow), and
+  // B's n = tid, tid + THREADS, ... of its k rows (the transposed LDS store is then 2-way in 16 bits and
+  // conflict-free in fp32 by the CDNA bank model, emitters/hip/lds_banks.py, where consecutive n a thread
+  // took 4- to 8-way)
+  auto load = [&](int k0) {{
+    {a_load.strip()}
 #pragma unroll
     for (int e = 0; e < {b_per}; ++e) {{
       const int f = e * THREADS + tid;
@@ -194,11 +290,7 @@ def _staging(s: HipGemmSchedule, a_per: int, b_per: int, kind: dict[str, str]) -
     }}
   }};
   auto store = [&](int buf) {{
-#pragma unroll
-    for (int e = 0; e < {a_per}; ++e) {{
-      const int f = tid * {a_per} + e;
-      As[buf][(f / BK) * LD + f % BK] = ra[e];
-    }}
+    {a_store.strip()}
 #pragma unroll
     for (int e = 0; e < {b_per}; ++e) {{
       const int f = e * THREADS + tid;
@@ -209,7 +301,10 @@ def _staging(s: HipGemmSchedule, a_per: int, b_per: int, kind: dict[str, str]) -
 
 
 def _mainloop(s: HipGemmSchedule, tm: int, tn: int, row: str, kk: str, mf: Mfma) -> str:
-    """The K loop: the next tile staged while this one's fragments feed the MFMAs, then the buffer swap."""
+    """The K loop: the next tile staged while this one's fragments feed the MFMAs, then the buffer swap.
+    ``kk`` is the k of a lane's element ``e``; its elements are consecutive, so the read starts at e = 0."""
+    k0 = kk.replace("e)", "0)")
+    assert k0 != kk, kk  # the placement expression ends in "+ e)"
     return f"""  load(0);
   store(0);
   TR_SYNC();
@@ -220,15 +315,11 @@ def _mainloop(s: HipGemmSchedule, tm: int, tn: int, row: str, kk: str, mf: Mfma)
     for (int ks = 0; ks < BK; ks += {mf.k}) {{
       tr_frag a[{tm}], b[{tn}];
 #pragma unroll
-      for (int i = 0; i < {tm}; ++i)
-#pragma unroll
-        for (int e = 0; e < {mf.per_lane}; ++e)
-          a[i].v[e] = As[buf][(wm * {tm * 32} + i * 32 + {row}) * LD + ks + {kk}];
+      for (int i = 0; i < {tm}; ++i)  // a lane's {mf.per_lane} consecutive k: one LDS read (ds_read_b{32 * mf.input_registers})
+        a[i] = *reinterpret_cast<const tr_frag*>(&As[buf][(wm * {tm * 32} + i * 32 + {row}) * LD + ks + {k0}]);
 #pragma unroll
       for (int j = 0; j < {tn}; ++j)
-#pragma unroll
-        for (int e = 0; e < {mf.per_lane}; ++e)
-          b[j].v[e] = Bs[buf][(wn * {tn * 32} + j * 32 + {row}) * LD + ks + {kk}];
+        b[j] = *reinterpret_cast<const tr_frag*>(&Bs[buf][(wn * {tn * 32} + j * 32 + {row}) * LD + ks + {k0}]);
 #pragma unroll
       for (int i = 0; i < {tm}; ++i)
 #pragma unroll

@@ -10,7 +10,8 @@ waves_n``, ``lane`` 0-63, ``tid = 64 wave + lane``), with ``LD = bk + pad`` and 
   ``As[(wm * 32 tm + 32 i + row) * LD + k]`` and ``Bs[(wn * 32 tn + 32 j + row) * LD + k]``. The source
   reads one element at a time; a compiler that merges them issues one ``ds_read_b64`` (16-bit) or
   ``ds_read_b32`` (fp32). ``fragment_vector=True`` scores the merged read, False the element reads.
-- **staging stores**, for each of the thread's ``a_per`` (``b_per``) elements ``e``: ``f = tid * a_per + e``,
+- **staging stores**, for each of the thread's ``a_per`` (``b_per``) elements ``e`` (A: each 8-byte run of
+  them, where gemm.a_staging says the kernel stores 8 bytes at a time): ``f = tid * a_per + e``,
   ``As[(f / bk) * LD + f % bk]``; ``f = e * threads + tid``, ``Bs[(f % bn) * LD + f / bn]`` (B transposed),
   one ``ds_write`` of ``E`` bytes each, as written.
 
@@ -62,12 +63,17 @@ def _fragment_reads(s: Any, mf: Any, elem: int, vector: bool) -> dict[str, Acces
 
 
 def _staging_stores(s: Any, elem: int) -> dict[str, AccessBatch]:
+    from .gemm import a_staging
+
     ld = s.bk + s.pad
     a_per, b_per = s.bm * s.bk // s.threads, s.bn * s.bk // s.threads
+    a_bytes = a_staging(s, elem)[1]  # 8-byte stores of a thread's consecutive k where the kernel issues them
     tids = [WAVEFRONT * w + np.arange(WAVEFRONT) for w in range(s.waves)]
-    a = [elem * ((f // s.bk) * ld + f % s.bk) for tid in tids for f in (tid * a_per + e for e in range(a_per))]
+    a = [elem * ((f // s.bk) * ld + f % s.bk) for tid in tids
+         for f in (tid * a_per + e for e in range(0, a_per, a_bytes // elem))]
     b = [elem * ((f % s.bn) * ld + f // s.bn) for tid in tids for f in (e * s.threads + tid for e in range(b_per))]
-    return {"A staging store": _batch(a, elem, "A staging store"), "B staging store": _batch(b, elem, "B staging store")}
+    return {"A staging store": _batch(a, a_bytes, "A staging store"),
+            "B staging store": _batch(b, elem, "B staging store")}
 
 
 def gemm_lds_accesses(s: Any, dtype: str = "bf16", fragment_vector: bool = True) -> dict[str, AccessBatch]:

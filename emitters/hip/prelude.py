@@ -33,7 +33,10 @@ typedef unsigned short tr_elem;
 #define TR_PER 4
 #define TR_MFMA_K 8
 #endif
-struct tr_frag { tr_elem v[TR_PER]; };
+struct alignas(TR_PER * sizeof(tr_elem)) tr_frag { tr_elem v[TR_PER]; };  // one 8-byte (4-byte) LDS read
+#define TR_VEC (16 / (int)sizeof(tr_elem))
+typedef uint4 tr_vec16;
+typedef uint2 tr_vec8;
 """
 
 AMD = r"""#include <hip/hip_runtime.h>
@@ -41,7 +44,7 @@ typedef float tr_f32x16 __attribute__((ext_vector_type(16)));
 typedef short tr_s16x4 __attribute__((ext_vector_type(4)));
 typedef _Float16 tr_h16x4 __attribute__((ext_vector_type(4)));
 struct tr_acc { tr_f32x16 r; };
-#define TR_LDS(type, name, n, size, offset) __shared__ type name[n][size]
+#define TR_LDS(type, name, n, size, offset) __shared__ __attribute__((aligned(16))) type name[n][size]
 #define TR_ACC(acc, i) ((acc).r[i])
 #define TR_LANE ((int)(threadIdx.x & 63))
 #define TR_WAVE_ID ((int)(threadIdx.x >> 6))

@@ -62,3 +62,31 @@ def gpu_suites(quick: bool = False) -> dict[str, list[Any]]:
                 "softmax": w.softmax_rows("fp16", attention_cols=(128, 8192), vocabulary=((1, 128256),))}
     return {"llm-gemm": w.llm_gemms("bf16"), "resnet50": w.resnet50_convs("fp16", batches=(1, 32)),
             "softmax": w.softmax_rows("fp16")}
+
+
+def worker_mismatch(head: dict[str, Any], worker: dict[str, Any]) -> str | None:
+    """A GPU backend's rule for a tuning worker's environment: its GPUs (the one it was given) must be among
+    the head's, every other fact equal."""
+    for k in sorted((set(head) | set(worker)) - {"gpus"}):
+        if head.get(k) != worker.get(k):
+            return f"{k} is {worker.get(k)!r} there, {head.get(k)!r} here"
+    mine = [list(g) for g in head.get("gpus") or []]
+    other = [list(g) for g in worker.get("gpus") or []]
+    if not other or any(g not in mine for g in other):
+        return f"its GPUs {other} are not among this machine's {mine}"
+    return None
+
+
+def gpu_members(variable: str, n: int, gpus: int, what: str) -> list[dict[str, str]]:
+    """``n`` tuning workers a GPU each, named by the environment ``variable`` (``CUDA_VISIBLE_DEVICES``,
+    ``HIP_VISIBLE_DEVICES``): the i-th device this process sees, or the i-th of the caller's own list."""
+    import os
+
+    from tracea.doctor.errors import BadInputError
+
+    if n > gpus:
+        raise BadInputError(f"--workers: {n} {what} workers need as many GPUs; this machine has {gpus}",
+                            f"--workers 1..{max(gpus, 1)}")
+    visible = os.environ.get(variable)
+    ids = [d.strip() for d in visible.split(",")] if visible else [str(i) for i in range(gpus)]
+    return [{variable: ids[i]} for i in range(n)]

@@ -51,3 +51,10 @@ def kernel_cache(tmp_path_factory):
         os.environ.pop("TRACEA_HOME", None)
     else:
         os.environ["TRACEA_HOME"] = old
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A fresh ``TRACEA_HOME`` for a test that runs commands (a test module may define its own)."""
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"

@@ -18,12 +18,6 @@ SPACES = Path(__file__).parent / "fixtures" / "spaces"
 HUGE_GEMM = ["gemm", "--m", "1000000", "--n", "1000000", "--k", "8"]  # 1e12 outputs: valid, and no machine's
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
-
-
 def tracea(capsys, *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_cli_inputs import tracea  # the CLI runner (tests/ is on the path)
 
-from tracea.__main__ import main
 from tracea.doctor.errors import BadInputError, ToolchainMissingError, UnsupportedError
 from tracea.emitters import registry
 from tracea.kernels import Conv2d, Gemm, Softmax
@@ -20,18 +20,6 @@ from tracea.kernels.dtypes import parse_dtype
 FIXTURES = Path(__file__).parent / "fixtures"
 MI300X = FIXTURES / "snapshots" / "mi300x_cpx_kfd.json"
 HIP = registry.backend("hip")
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
-
-
-def tracea(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _hipcc():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import os
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +63,9 @@ MEMBER_RESOURCES = {"num_gpus": 1, "num_cpus": 1}
 
 def worker_mismatch(head: dict[str, Any], worker: dict[str, Any]) -> str | None:
     """The worker's GPUs (the one it was given) must be among the head's, the rest equal."""
-    for k in sorted((set(head) | set(worker)) - {"gpus"}):
-        if head.get(k) != worker.get(k):
-            return f"{k} is {worker.get(k)!r} there, {head.get(k)!r} here"
-    mine = [list(g) for g in head.get("gpus") or []]
-    other = [list(g) for g in worker.get("gpus") or []]
-    if not other or any(g not in mine for g in other):
-        return f"its GPUs {other} are not among this machine's {mine}"
-    return None
+    from ..gpu import worker_mismatch as gpu_rule
+
+    return gpu_rule(head, worker)
 
 
 def pool_filter(host: Any, n: int) -> Any:
@@ -86,15 +80,11 @@ def default_workers(host: Any) -> int:
 def tuning_members(host: Any, n: int) -> list[dict[str, str]]:
     """A GPU a worker: ``CUDA_VISIBLE_DEVICES`` naming the i-th device this process sees (where the caller's
     own ``CUDA_VISIBLE_DEVICES`` already picked devices, the i-th of those)."""
-    from tracea.doctor.errors import BadInputError
+    from ..gpu import gpu_members
 
-    gpus = len(getattr(getattr(host, "nvidia", None), "devices", None) or [])
-    if n > gpus:
-        raise BadInputError(f"--workers: {n} CUDA workers need as many GPUs; this machine has {gpus}",
-                            f"--workers 1..{max(gpus, 1)}")
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    ids = [d.strip() for d in visible.split(",")] if visible else [str(i) for i in range(gpus)]
-    return [{"CUDA_VISIBLE_DEVICES": ids[i]} for i in range(n)]
+    return gpu_members("CUDA_VISIBLE_DEVICES", n, len(getattr(getattr(host, "nvidia", None), "devices", None) or []),
+                       "CUDA")
+
 
 def compute_metric(dtype: str) -> str | None:
     return COMPUTE_METRIC.get(dtype)

@@ -7,7 +7,6 @@ its disassembly and its resources. Nothing here has run on an AMD GPU (docs/hip.
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 from typing import Any
 
@@ -89,14 +88,10 @@ def target_host(host: Any, arch: str) -> Any:
 
 
 def worker_mismatch(head: dict[str, Any], worker: dict[str, Any]) -> str | None:
-    """The worker's GPU must be among the head's, the rest equal."""
-    for k in sorted((set(head) | set(worker)) - {"gpus"}):
-        if head.get(k) != worker.get(k):
-            return f"{k} is {worker.get(k)!r} there, {head.get(k)!r} here"
-    mine, other = [list(g) for g in head.get("gpus") or []], [list(g) for g in worker.get("gpus") or []]
-    if not other or any(g not in mine for g in other):
-        return f"its GPUs {other} are not among this machine's {mine}"
-    return None
+    """The worker's GPU must be among the head's, the rest equal (emitters/gpu.py, as CUDA's)."""
+    from ..gpu import worker_mismatch as gpu_rule
+
+    return gpu_rule(head, worker)
 
 
 def pool_filter(host: Any, n: int) -> Any:
@@ -109,13 +104,9 @@ def default_workers(host: Any) -> int:
 
 def tuning_members(host: Any, n: int) -> list[dict[str, str]]:
     """A GPU a worker, named by ``HIP_VISIBLE_DEVICES`` (the i-th of the caller's own, where it set them)."""
-    gpus = len(_gpus(host))
-    if n > gpus:
-        raise BadInputError(f"--workers: {n} HIP workers need as many GPUs; this machine has {gpus}",
-                            f"--workers 1..{max(gpus, 1)}")
-    visible = os.environ.get("HIP_VISIBLE_DEVICES")
-    ids = [d.strip() for d in visible.split(",")] if visible else [str(i) for i in range(gpus)]
-    return [{"HIP_VISIBLE_DEVICES": ids[i]} for i in range(n)]
+    from ..gpu import gpu_members
+
+    return gpu_members("HIP_VISIBLE_DEVICES", n, len(_gpus(host)), "HIP")
 
 
 def compute_metric(dtype: str) -> str | None:

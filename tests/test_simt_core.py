@@ -1,5 +1,5 @@
-"""The SIMT GEMM core's forms without a GPU: the ``frags`` and cp.async ``stages`` fields (JSON, name,
-checks), the rendered kernels run on the CPU by a thread-per-CUDA-thread emulator (tests/fixtures/
+"""The SIMT GEMM core's forms without a GPU: the ``frags``, cp.async ``stages`` and ``fill`` fields (JSON,
+name, checks), the rendered kernels run on the CPU by a thread-per-CUDA-thread emulator (tests/fixtures/
 simt_emulator.h: barriers, cp.async copies landing at their wait) against the float64 reference, and NVRTC
 compiles of the forms for sm_80 and sm_90a without spills."""
 
@@ -24,6 +24,7 @@ from tracea.kernels import Conv2d, Gemm, relative_error, tolerance
 VID = "cuda-simt.gemm"
 BIG = CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
 HEADER = Path(__file__).parent / "fixtures" / "simt_emulator.h"
+FILL = simt.fill_forms()
 
 
 class NoGpu:
@@ -48,6 +49,29 @@ def test_frags_and_stages_fields_json_name_and_checks():
             bad.validate(op)
     with pytest.raises(BadInputError, match="gemm only"):
         dataclasses.replace(BIG, stages=3).validate(Conv2d(1, 8, 16, 16, 8, 3, 3, padding=1))
+
+
+def test_fill_field_json_name_and_checks():
+    """``fill`` (the cp.async pipeline's lane fill): written only when not "quads", named ``_cl``/``_cs``, and
+    refused off the cp.async pipeline, with extents that are not powers of two and on operands of 2^31
+    elements or more (32-bit offsets)."""
+    lanes = dataclasses.replace(BIG, stages=3, fill="lanes")
+    assert "fill" not in dataclasses.replace(BIG, stages=3).to_json() and "_c" not in BIG.name
+    assert lanes.to_json()["fill"] == "lanes" and lanes.name.endswith("_s3_r8_cl")
+    assert dataclasses.replace(lanes, fill="spread", split_k=2).name.endswith("_cs_k2")
+    assert CudaSchedule.from_json(lanes.to_json()) == lanes
+    lanes.validate(Gemm(1000, 999, 1001), parse_arch("sm_90a"))
+    for f in simt.fill_forms():
+        f.validate(Gemm(1000, 999, 1001), parse_arch("sm_80"))
+        assert f.fill in ("lanes", "spread") and f.frags == 2 and f.block_threads * f.min_blocks <= 512
+    for bad, op in [(dataclasses.replace(BIG, fill="lanes"), None), (dataclasses.replace(lanes, fill="rows"), None),
+                    (CudaSchedule("mma", bk=32, fill="lanes"), None),
+                    (dataclasses.replace(lanes, bm=96, wm=48, wn=32), None),
+                    (lanes, Gemm(65536, 64, 32768))]:
+        with pytest.raises(BadInputError, match="fill"):
+            bad.validate(op)
+    assert simt.fill_forms()[0] in simt.forms(Gemm(1000, 999, 1001))
+    assert not any(f.fill != "quads" for f in simt.forms(Conv2d(1, 8, 16, 16, 8, 3, 3, padding=1)))
 
 
 def test_gemv_form_field_checks_and_hero():
@@ -151,6 +175,24 @@ EMU_CASES = [  # (op, schedule, cp.async copies land late (1) or at issue (0))
     (Gemm(270, 130, 200, layout_b="col", epilogue=("bias", "gelu")),
      CudaSchedule("simt", 256, 128, 8, 64, 64, 4, raster=8, frags=2, order="snake", thread_n=16, split_k=3), 1),
     (Gemm(100, 200, 64), CudaSchedule("simt", 128, 256, 8, 32, 128, 4, raster=8, frags=2, thread_n=16), 0),
+    # the lane fill (simt_fill.py): odd and aligned rows, every layout, K inside one tile, shorter than the
+    # pipeline and a multiple of bk, splits, tiles past M and N, fewer tile elements than threads
+    *((op, f, late) for f in simt.fill_forms() for op, late in ((Gemm(100, 70, 99), 1), (Gemm(100, 70, 99), 0))),
+    (Gemm(100, 70, 5), FILL[0], 1),
+    (Gemm(100, 70, 64, epilogue=("bias", "relu")), FILL[1], 1),
+    (Gemm(9, 7, 33, layout_a="col", layout_b="col"), FILL[1], 1),
+    (Gemm(130, 133, 101, layout_a="col"), dataclasses.replace(FILL[2], split_k=3), 1),
+    (Gemm(128, 133, 101, layout_a="col", epilogue=("residual", "scale"), alpha=0.5),
+     dataclasses.replace(FILL[3], split_k=2), 1),
+    (Gemm(129, 260, 99, layout_b="col"), FILL[4], 1),
+    (Gemm(129, 256, 100), dataclasses.replace(FILL[4], split_k=2), 0),
+    (Gemm(9, 1100, 77), CudaSchedule("simt", 16, 1024, 8, 16, 128, 3, raster=8, frags=2, fill="lanes"), 1),
+    (Gemm(9, 1100, 77, layout_a="col"), CudaSchedule("simt", 16, 1024, 8, 16, 128, 3, raster=8, fill="spread",
+                                                     split_k=2), 1),
+    (Gemm(70, 300, 93), CudaSchedule("simt", 128, 256, 8, 64, 64, 4, raster=8, order="snake", thread_n=16,
+                                     fill="spread"), 1),
+    (Gemm(128, 132, 60, layout_a="col"), FILL[1], 1),  # both operands' rows in 16-byte copies
+    (Gemm(128, 132, 60, layout_a="col"), FILL[0], 0),
     (Gemm(1, 513, 700), simt.gemv_schedule(Gemm(1, 513, 700), 132, 1), 1),
     (Gemm(1, 513, 8191, epilogue=("gelu",)), simt.gemv_schedule(Gemm(1, 513, 8191), 132, 7), 1),
     (Gemm(3, 520, 999, layout_a="col", epilogue=("bias", "relu")), simt.gemv_schedule(Gemm(3, 520, 999), 132, 4), 1),
@@ -183,6 +225,17 @@ def test_the_emulator_sees_a_missing_wait(tmp_path, gxx):
     assert not err <= tolerance(op)
 
 
+@pytest.mark.parametrize("s", FILL[:2], ids=lambda s: s.name)
+def test_the_emulator_sees_an_unguarded_last_tile(s, tmp_path, gxx):
+    """The lane fill's check can fail: one more iteration in the unguarded loop copies the tile that crosses
+    K's end without zero-filling past it, and gives a wrong product."""
+    op = Gemm(100, 70, 99)
+    whole = f"K / {s.bk}) - {s.stages - 1});"
+    err = emulate(op, s, tmp_path, 1, mutate=lambda src: src.replace(whole, whole.replace(
+        f"- {s.stages - 1}", f"- {s.stages - 2}")) if whole in src else "#error the loop bound moved")
+    assert not err <= tolerance(op)
+
+
 COMPILE_CASES = [  # (op, schedule) compiled for sm_80 and sm_90a: no spills
     (Gemm(4096, 4096, 4096), dataclasses.replace(BIG, frags=2)),
     (Gemm(4096, 4096, 4096), dataclasses.replace(BIG, stages=3)),
@@ -197,6 +250,12 @@ COMPILE_CASES = [  # (op, schedule) compiled for sm_80 and sm_90a: no spills
     (Gemm(4096, 4096, 4096), CudaSchedule("simt", 128, 256, 8, 64, 64, 3, raster=8, order="snake", thread_n=16)),
     (Gemm(1000, 999, 1001), CudaSchedule("simt", 256, 128, 8, 64, 64, 4, raster=8, order="snake", thread_n=16,
                                          split_k=2)),
+    # the lane-filled forms (FILL_FORMS) on the odd shapes, 4096^3 and both layouts; split in 2, all but the
+    # 8-warp one (which then spills 32 B on sm_80, outside the main loop; none on sm_90a: simt.FILL_FORMS)
+    *((op, f) for f in FILL for op in (Gemm(1000, 999, 1001), Gemm(777, 1333, 555), Gemm(4096, 4096, 4096))),
+    *((Gemm(1000, 999, 1001), dataclasses.replace(f, split_k=2)) for f in FILL if f.warps == 4),
+    (Gemm(1000, 1000, 1000, layout_a="col", layout_b="col", epilogue=("bias", "gelu")), FILL[0]),
+    (Gemm(1000, 999, 1001, layout_a="col", layout_b="col"), FILL[1]),
     (Gemm(1, 513, 8191, epilogue=("gelu",)), simt.gemv_schedule(Gemm(1, 513, 8191), 132)),
     (Gemm(8, 4096, 4096, layout_a="col"), simt.gemv_schedule(Gemm(8, 4096, 4096), 132)),
     (Gemm(37, 1001, 4097), simt.gemv_schedule(Gemm(37, 1001, 4097), 132)),

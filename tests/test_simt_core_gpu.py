@@ -1,7 +1,8 @@
 """The SIMT GEMM core's forms on a real GPU (skipped cleanly without one): the FMA order, the fragments
 double-buffered in registers, the cp.async pipeline, 2 blocks an SM, 16-warp blocks, 8 x 16 thread tiles,
-the short tiles for few rows and the gemv form (rows in groups of at most 48), on odd shapes and layouts against the float64 reference on fresh random inputs; split forms give
-the same bits run after run; and every form of ``simt.forms`` on one odd shape."""
+the short tiles for few rows, the gemv form (rows in groups of at most 48) and the lane-filled cp.async forms
+(``simt.FILL_FORMS``), on odd shapes and layouts against the float64 reference on fresh random inputs; split
+forms give the same bits run after run; and every form of ``simt.forms`` on one odd shape."""
 
 from __future__ import annotations
 
@@ -43,6 +44,18 @@ CASES = [
     (Gemm(1024, 1024, 1024), CudaSchedule("simt", 128, 256, 8, 64, 64, 3, raster=8, order="snake", thread_n=16)),
     (Gemm(1000, 999, 1001, layout_b="col", epilogue=("bias",)),
      CudaSchedule("simt", 256, 128, 8, 64, 64, 4, raster=8, frags=2, order="snake", thread_n=16, split_k=2)),
+    # the lane-filled forms (fill lanes/spread): each on the issue's odd shape, unsplit and split in 2, then
+    # other layouts, epilogues and shapes (K shorter than the pipeline, aligned rows, tiles past M and N)
+    *((Gemm(1000, 999, 1001), f) for f in simt.fill_forms()),
+    *((Gemm(1000, 999, 1001), dataclasses.replace(f, split_k=2)) for f in simt.fill_forms()),
+    (Gemm(777, 1333, 555, layout_a="col", layout_b="col", epilogue=("residual", "scale"), alpha=0.5),
+     simt.fill_forms()[0]),
+    (Gemm(777, 1333, 555, layout_a="col", epilogue=("bias", "gelu")), simt.fill_forms()[1]),
+    (Gemm(1000, 999, 1001, layout_b="col"), dataclasses.replace(simt.fill_forms()[1], split_k=3)),
+    (Gemm(777, 1333, 555, layout_b="col", epilogue=("bias",)), simt.fill_forms()[2]),
+    (Gemm(1024, 1024, 1024), simt.fill_forms()[3]),
+    (Gemm(1000, 1000, 1000, layout_a="col", epilogue=("relu",)), simt.fill_forms()[4]),
+    (Gemm(70, 3001, 13), simt.fill_forms()[0]),
     (Gemm(1, 513, 8191, epilogue=("gelu",)), simt.gemv_schedule(Gemm(1, 513, 8191), 132)),
     (Gemm(1, 513, 8191), simt.gemv_schedule(Gemm(1, 513, 8191), 132, 1)),
     (Gemm(7, 4097, 4096, layout_a="col", epilogue=("bias", "residual")), simt.gemv_schedule(Gemm(7, 4097, 4096), 132)),
@@ -81,12 +94,12 @@ def test_forms_match_the_reference(op, s):
     _check(op, s)
 
 
-@pytest.mark.parametrize("i", range(len(simt.CORE_FORMS) + len(simt.SKINNY_FORMS)))
+@pytest.mark.parametrize("i", range(len(simt.CORE_FORMS) + len(simt.FILL_FORMS) + len(simt.SKINNY_FORMS)))
 def test_every_form_on_an_odd_shape(i):
     """Each form the tuner and the sweep try, on 200 x 333 x 301 (64 rows for the short tiles) split in 2."""
     big = Gemm(200, 333, 301)
     every = simt.forms(Gemm(64, 333, 301))
     s = dataclasses.replace(every[i], split_k=2)
-    op = Gemm(64, 333, 301) if s.bm < 64 or i >= len(simt.CORE_FORMS) else big
+    op = Gemm(64, 333, 301) if s.bm < 64 or i >= len(simt.CORE_FORMS) + len(simt.FILL_FORMS) else big
     s.validate(op)
     _check(op, s, seeds=(3,), spills_ok=True)  # a form that spills here is timed elsewhere, not wrong

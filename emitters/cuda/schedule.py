@@ -16,6 +16,10 @@
   latency hidden by a step's 64 FMAs); 1 (the default, left out of the JSON and the name): read, then use.
   ``stages`` 3 or 4 (GEMM): a cp.async pipeline fills the shared tiles without registers in between
   (``simt_async.py``). ``order`` "snake": a k step's FMAs column by column, rows down and up in turn.
+  ``fill`` (the cp.async pipeline): "quads" (the default, left out of the JSON and the name) copies 4
+  neighbouring elements of a global row a thread; "lanes" neighbouring elements a lane, one 4-byte copy
+  each, the addresses kept from tile to tile (``simt_fill.py``); "spread" those copies spread over the
+  tile's k steps instead of issued at its start.
 - ``softmax``: ``threads`` per block, ``vec`` elements per vector access, ``chunks`` vectors held in
   registers by each thread (the single-pass form; 0 = stream the row twice with an online max/sum).
   ``lanes`` > 0: several rows per block, ``lanes`` (1..32, a power of two) threads per row, the row held in
@@ -48,6 +52,7 @@ SCHEMA_VERSION = 1
 CORES = ("mma", "simt", "softmax")
 HOIST = ("auto", "smem", "recompute")
 EPILOGUES = ("smem", "direct")
+FILLS = ("quads", "lanes", "spread")
 MAX_THREADS = 1024
 MAX_SPLIT_K = 32
 REGISTERS_PER_SM = 65536
@@ -78,6 +83,7 @@ class CudaSchedule:
     order: str = "rows"  # simt: the order of a k step's 64 FMAs ("rows", or "snake": columns, rows down and up)
     thread_n: int = 8  # simt: columns of a thread's tile (8; 16: 8 x 16, the cp.async pipeline only)
     form: str = "tile"  # simt GEMM: "tile" (the tiled core) or "gemv" (few rows: simt_gemv.py)
+    fill: str = "quads"  # simt cp.async: "quads" (4 elements a thread), "lanes" or "spread" (simt_fill.py)
 
     # ------------------------------------------------------------------ derived
 
@@ -108,6 +114,7 @@ class CudaSchedule:
         tag += "_os" if self.order == "snake" else ""
         tag += f"_t{self.thread_n}" if self.thread_n != 8 else ""
         tag += "_gv" if self.form == "gemv" else ""
+        tag += {"lanes": "_cl", "spread": "_cs"}.get(self.fill, "")
         return tag + (f"_k{self.split_k}" if self.split_k != 1 else "")
 
     # ------------------------------------------------------------------ validation
@@ -137,6 +144,8 @@ class CudaSchedule:
             raise BadInputError(f"frags: {self.frags!r} fragment register sets: 1 or 2, on the simt core")
         if self.order != "rows" and (self.core != "simt" or self.order != "snake"):
             raise BadInputError(f"order: {self.order!r}: the simt core's FMA orders are rows and snake")
+        if self.fill != "quads":
+            self._validate_fill(op)
         if self.core == "softmax":
             self._validate_softmax(op)
         elif self.form != "tile":
@@ -208,6 +217,19 @@ class CudaSchedule:
             raise BadInputError("split_k: the K split is implemented for gemm only")
         if op is not None and self.split_k > -(-op.k // self.bk):
             raise BadInputError(f"split_k: {self.split_k} parts of the {-(-op.k // self.bk)} k tiles of K = {op.k}")
+
+    def _validate_fill(self, op: Any) -> None:
+        """The lane fill: the simt cp.async pipeline's, with tile extents and threads powers of two (a thread's
+        elements then lie whole lines or a fixed column apart) and operands of under 2^31 elements (32-bit
+        offsets)."""
+        if self.fill not in FILLS or self.core != "simt" or self.form != "tile" or self.stages == 2:
+            raise BadInputError(f"fill: {self.fill!r}: the simt cp.async pipeline (stages 3, 4) fills by "
+                                f"{', '.join(FILLS)}")
+        if any(v & (v - 1) for v in (self.bm, self.bn, self.bk, self.block_threads)):
+            raise BadInputError(f"fill: {self.fill} needs bm, bn, bk and the block's threads to be powers of two")
+        if op is not None and getattr(op, "kind", None) == "gemm" and max(op.m * op.k, op.k * op.n) >= 2 ** 31:
+            raise BadInputError(f"fill: {self.fill} addresses an operand by 32-bit offsets: under 2^31 elements",
+                                "fill quads")
 
     def _validate_gemv(self, op: Any) -> None:
         """The fp32 GEMM of few rows: 8 warps over K, bm rows (8..48) x 128 columns a block (wm = bm, wn 16)."""
@@ -297,6 +319,8 @@ class CudaSchedule:
             del d["thread_n"]
         if d["form"] == "tile":
             del d["form"]
+        if d["fill"] == "quads":
+            del d["fill"]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", **d}
 
     @staticmethod

@@ -18,7 +18,9 @@ where 128x128 tiles leave SMs idle (``fill_gpu``).
 Other forms (``forms``, searched and swept): ``frags`` 2 reads the next k step's fragments during this one;
 ``order`` "snake" issues the 64 FMAs in an order that lets the register reuse cache feed neighbours;
 ``stages`` 3..4 fill shared memory by cp.async instead (``simt_async.py``), which also carries the 8 x 16
-thread tiles (``thread_n`` 16: four B sub-tiles a quarter of the warp tile apart).
+thread tiles (``thread_n`` 16: four B sub-tiles a quarter of the warp tile apart); with ``fill`` "lanes" or
+"spread" its copies go lane by lane, 4 bytes each, with offsets computed once (``simt_fill.py``:
+``FILL_FORMS``, for odd leading dimensions).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import dataclasses
 from typing import Any
 
 from ..cstyle import Param
-from . import simt_async, simt_gemv
+from . import simt_async, simt_fill, simt_gemv
 from .conv import CONV_ARGS, gemm_scalars
 from .mma import epilogue_lines
 from .plan import SIMT_PAD, SimtKernel, simt_kernel
@@ -176,16 +178,38 @@ SKINNY_FORMS = ((64, 256, 16, 32, 64, 4, 1, 1, "snake"), (64, 256, 8, 32, 64, 2,
                 (64, 256, 8, 32, 128, 3, 1, 1, "snake", 16), (32, 512, 8, 16, 256, 3, 1, 1, "snake", 16))
 
 
+# cp.async forms filled lane by lane (``fill``, simt_fill.py), aimed at odd leading dimensions (issue 16):
+# cuBLAS's sm80 fp32 kernel on 1000x999x1001 (64x128x8 tiles, 4 warps of 64x32, 3 stages, 4-byte copies;
+# docs/benchmarks.md); its copies spread over the k steps; 4 stages; bk 16; the 8-warp 128x128 tile. The
+# min_blocks hold them at 128 registers (168 for spread and bk 16), where NVRTC builds them without spills
+# for sm_80 and sm_90a (tests/test_simt_core.py); split over K, the 8-warp one spills 32 B on sm_80 (values
+# kept for the loop over the last k tiles, not in the main loop), none on sm_90a. Not yet measured on a GPU:
+# benchmarks/gpu/simt_odd.py --compare times them beside the hero.
+FILL_FORMS = ((64, 128, 8, 64, 32, 3, 4, "lanes"), (64, 128, 8, 64, 32, 3, 3, "spread"),
+              (64, 128, 8, 64, 32, 4, 4, "lanes"), (64, 128, 16, 64, 32, 3, 3, "lanes"),
+              (128, 128, 8, 32, 64, 3, 2, "lanes"))
+
+
+def fill_forms() -> list[CudaSchedule]:
+    """``FILL_FORMS`` as schedules (fragments double-buffered, snake order, unsplit)."""
+    return [CudaSchedule("simt", bm, bn, bk, wm, wn, st, raster=8, min_blocks=b, frags=2, order="snake", fill=f)
+            for bm, bn, bk, wm, wn, st, b, f in FILL_FORMS]
+
+
 def forms(op: Any) -> list[CudaSchedule]:
-    """``CORE_FORMS`` and, for a GEMM of at most 64 rows, ``SKINNY_FORMS``, unsplit; a convolution only those
-    of the two-stage kernel (its gathered loads have no cp.async form)."""
+    """``CORE_FORMS``, for a GEMM ``FILL_FORMS`` and, for a GEMM of at most 64 rows, ``SKINNY_FORMS``, unsplit;
+    a convolution only those of the two-stage kernel (its gathered loads have no cp.async form)."""
     gemm = op.kind == "gemm"
-    rows = CORE_FORMS + (SKINNY_FORMS if gemm and op.m <= 64 else ())
     gemv = [gemv_schedule(op, 132, 1)] if GEMV_SEARCHED and gemm and op.m <= 2 * simt_gemv.MAX_M \
         and op.layout_b == "row" else []
-    return [CudaSchedule("simt", bm, bn, bk, wm, wn, st, raster=8, min_blocks=b, frags=f, order=o,
-                         thread_n=tn[0] if tn else 8)
-            for bm, bn, bk, wm, wn, st, b, f, o, *tn in rows if gemm or st == 2] + gemv
+
+    def rows(table: tuple) -> list[CudaSchedule]:
+        return [CudaSchedule("simt", bm, bn, bk, wm, wn, st, raster=8, min_blocks=b, frags=f, order=o,
+                             thread_n=tn[0] if tn else 8)
+                for bm, bn, bk, wm, wn, st, b, f, o, *tn in table if gemm or st == 2]
+
+    return rows(CORE_FORMS) + (fill_forms() if gemm else []) + rows(SKINNY_FORMS if gemm and op.m <= 64 else ()) \
+        + gemv
 
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[CudaSchedule]:
@@ -221,7 +245,8 @@ def render_simt(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None
     if s.form == "gemv":
         return simt_gemv.render(op, s, arch, k.name, k.epi, r)
     if s.stages > 2:  # the cp.async pipeline (GEMM)
-        body = [simt_async.HELPERS + _signature(r, k) + " {", *_head(k), *simt_async.mainloop(k)]
+        helpers = simt_async.HELPERS + (simt_fill.HELPERS if s.fill != "quads" else "")
+        body = [helpers + _signature(r, k) + " {", *_head(k), *simt_async.mainloop(k)]
     else:
         pro, a, b = _loaders(k)
         body = [_signature(r, k) + " {", *_head(k), pro, *_mainloop(k, a, b)]

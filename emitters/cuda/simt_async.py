@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import simt_fill
 from .plan import SimtKernel
 
 HELPERS = r"""static __device__ __forceinline__ void tr_cpa16(void* dst, const float* src, uint32_t bytes) {
@@ -100,9 +101,9 @@ def mainloop(k: SimtKernel) -> list[str]:
     """The prologue's ``stages - 1`` tiles in flight, then per k tile: the tile ``stages - 1`` ahead issued
     into the slot freed at the last barrier, the ``bk`` steps of 8 x 8 outer products on slot ``rs``, the
     wait for the next tile and the barrier (with ``frags`` 2 inside the last step, before the next tile's
-    first fragments are read)."""
+    first fragments are read). ``fill`` "lanes"/"spread" (``simt_fill``): the k tiles whose copies lie
+    inside K in one loop, unguarded, the rest in a second."""
     s = k.s
-    wait = [f"asm volatile(\"cp.async.wait_group {s.stages - 2};\\n\" ::: \"memory\");", "__syncthreads();"]
     pro = [f"const int ktiles = (K + {s.bk - 1}) / {s.bk};"] if s.split_k == 1 else [
         f"const int kt_all = (K + {s.bk - 1}) / {s.bk};",
         f"const int kt0 = (int)(((long long)part * kt_all) / {s.split_k}), "
@@ -111,16 +112,41 @@ def mainloop(k: SimtKernel) -> list[str]:
     pro += [f"float acc[8][{tn}];",
             f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int j = 0; j < {tn}; ++j) acc[i][j] = 0.0f;",
             "int ws = 0, rs = 0;"]
-    for t in range(s.stages - 1):
-        pro += [issue_tile(k, str(t)), _next("ws", s)]
-    pro += [*wait, f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;"]
-    two = s.frags == 2
-    body = ["for (int kt = 0; kt < ktiles; ++kt) {",
-            issue_tile(k, f"kt + {s.stages - 1}"), _next("ws", s),
-            f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{"]
-    if two:
+    ahead = f"kt + {s.stages - 1}"
+    if s.fill == "quads":
+        for t in range(s.stages - 1):
+            pro += [issue_tile(k, str(t)), _next("ws", s)]
+        loops = [_kt_loop(k, "for (int kt = 0; kt < ktiles; ++kt) {", [issue_tile(k, ahead), _next("ws", s)], [], [])]
+    else:
+        f = simt_fill.Fill(k, [x for w, kmaj, run in simt_fill.vector_operands(k)
+                               for x in issue(w, kmaj, run, s, k.threads).split("\n")])
+        pro += f.setup()
+        for t in range(s.stages - 1):
+            pro += ["{", *f.burst(str(t), True), "}", _next("ws", s)]
+        pro += [f.whole_tiles(), "int kt = 0;"]
+        loops = [_kt_loop(k, f"for (; kt < {loop}; ++kt) {{", *f.tile(ahead, guarded))
+                 for loop, guarded in (("kt_whole", False), ("ktiles", True))]
+    pro += [*_wait(s), f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;"]
+    if s.frags == 2:
         pro += [f"float4 fa[2][2], fb[2][{nb}];", *_fragment(s, "0", "0", "0")]
-        body += [f"    if (k == {s.bk - 1}) {{", *("      " + w for w in wait), "      " + _next("rs", s), "    }",
+    return pro + [x for loop in loops for x in loop] + ["asm volatile(\"cp.async.wait_group 0;\\n\" ::: \"memory\");"]
+
+
+def _wait(s: Any) -> list[str]:
+    return [f"asm volatile(\"cp.async.wait_group {s.stages - 2};\\n\" ::: \"memory\");", "__syncthreads();"]
+
+
+def _kt_loop(k: SimtKernel, opener: str, head: list[str], steps: list[str], turn: list[str]) -> list[str]:
+    """One loop over k tiles: ``head`` at the top of each (the copies issued there, or what the steps'
+    copies need), ``steps`` inside each k step (copies spread over them), ``turn`` once the last step's
+    copies are issued (commit, next write slot), then the wait and barrier for the next tile."""
+    s = k.s
+    tn, nb = s.thread_n, s.thread_n // 4
+    two, wait = s.frags == 2, _wait(s)
+    body = [opener, *head, f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{", *("    " + x for x in steps)]
+    if two:
+        body += [f"    if (k == {s.bk - 1}) {{", *("      " + x for x in turn), *("      " + w for w in wait),
+                 "      " + _next("rs", s), "    }",
                  "    const int c = k & 1;",
                  *("    " + x for x in _fragment(s, "c ^ 1", "rs", f"(k + 1) % {s.bk}"))]
     else:
@@ -133,8 +159,8 @@ def mainloop(k: SimtKernel) -> list[str]:
              fma_block(s),
              "  }"]
     if not two:
-        body += [*("  " + w for w in wait), "  " + _next("rs", s)]
-    return pro + body + ["}", "asm volatile(\"cp.async.wait_group 0;\\n\" ::: \"memory\");"]
+        body += [*("  " + x for x in turn), *("  " + w for w in wait), "  " + _next("rs", s)]
+    return body + ["}"]
 
 
 def _fragment(s: Any, i: str, buf: str, kk: str) -> list[str]:

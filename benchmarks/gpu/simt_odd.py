@@ -6,6 +6,11 @@ process on one GPU.
                                                           # and the core's other forms (simt.forms), then a table
                                                           # of each form's best ratio per shape (hero candidates)
     python benchmarks/gpu/simt_odd.py --shapes 1000x999x1001,37x1001x4097
+    python benchmarks/gpu/simt_odd.py --compare           # the hero, the best form so far (the hero's tile in
+                                                          # snake order) and the lane-filled cp.async forms
+                                                          # (simt.FILL_FORMS, unsplit and split in 2) on
+                                                          # 1000x999x1001, 1000^3, 777x1333x555 and 4096^3
+    python benchmarks/gpu/simt_odd.py --compare --forms _cl,_cs   # only the forms whose names hold one of these
 
 Each kernel is verified on fresh random inputs against a float64 product (torch on the GPU) before it is
 timed, and (split over K) run once more to check that its output is bit-identical (the split is deterministic);
@@ -29,6 +34,7 @@ SHAPES = "1000x999x1001,512x512x16384,4096x4096x4096,777x1333x555,64x4096x4096,3
 VID = "cuda-simt.gemm"
 TILES = ((128, 128, 16, 32, 64), (128, 128, 8, 32, 64), (64, 128, 16, 32, 64), (128, 64, 16, 64, 32),
          (64, 64, 16, 32, 64), (64, 64, 8, 32, 64), (32, 64, 8, 32, 64))
+COMPARE_SHAPES = "1000x999x1001,1000x1000x1000,777x1333x555,4096x4096x4096"
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 FORM_SPLITS = (1, 2, 4, 8, 16, 32)  # of the core's other forms (fewer: the sweep stays under 5 minutes)
 
@@ -72,6 +78,36 @@ def candidates(op, hero, sweep: bool, sms: int = 132) -> list:
             if s not in out and (s.bm * s.bn >= 128 * 64 or op.m * op.n < 4096 * 1024):
                 out.append(s)
     return out
+
+
+def compare_candidates(op, hero, sms: int = 132, only: tuple[str, ...] = ()) -> list:
+    """The hero; the hero's tile and split in snake order (the best form on 1000x999x1001 so far, 0.889x on the
+    H100 against the hero's 0.876x: docs/benchmarks.md); each of ``simt.fill_forms()`` and the first of them
+    with no register cap (min_blocks 1: 140-165 registers), unsplit, and split in 2 where its tiles leave SMs
+    idle. ``only``: of the others, those whose names hold one of these strings."""
+    from tracea.doctor.errors import TraceaError
+    from tracea.emitters.cuda import simt
+
+    out = [hero]
+    fills = simt.fill_forms()
+    rest = [dataclasses.replace(hero, order="snake")]
+    for f in fills + [dataclasses.replace(fills[0], min_blocks=1)]:  # and the first without its register cap
+        rest += [f] + ([dataclasses.replace(f, split_k=2)] if simt._tiles(op, f) < sms else [])
+    for s in rest:
+        try:
+            s.validate(op)
+        except TraceaError:
+            continue
+        if s not in out and (not only or any(x in s.name for x in only)):
+            out.append(s)
+    return out
+
+
+def pick(op, hero, args, sms: int) -> list:
+    """The kernels to time on ``op``: ``compare_candidates`` with --compare, else ``candidates``."""
+    if args.compare:
+        return compare_candidates(op, hero, sms, tuple(x for x in args.forms.split(",") if x))
+    return candidates(op, hero, args.sweep, sms)
 
 
 def _compile(job) -> tuple[str, int]:
@@ -124,11 +160,15 @@ def torch_ms(op, torch, repeats: int) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shapes", default=SHAPES)
+    ap.add_argument("--shapes", default="", help=f"MxNxK,... (default {SHAPES}; with --compare {COMPARE_SHAPES})")
     ap.add_argument("--sweep", action="store_true", help="time tiles x split_k beside the hero")
+    ap.add_argument("--compare", action="store_true",
+                    help="time the hero, the best form so far and the lane-filled forms (simt.FILL_FORMS)")
+    ap.add_argument("--forms", default="", help="with --compare: only the forms whose names hold one of these")
     ap.add_argument("--repeats", type=int, default=0, help="timed launches a kernel (default 30; 20 with --sweep)")
     args = ap.parse_args()
     args.repeats = args.repeats or (20 if args.sweep else 30)
+    args.shapes = args.shapes or (COMPARE_SHAPES if args.compare else SHAPES)
     from tracea.doctor import probe
     from tracea.emitters import cuda
     from tracea.emitters.cuda.arch import target_of
@@ -137,7 +177,7 @@ def main() -> None:
     arch = target_of(host, None).name
     ops = shapes(args.shapes)
     sms = host.nvidia.devices[0].sm_count
-    jobs = [(op, s, arch) for op in ops for s in candidates(op, cuda.hero_schedule(op, VID, host), args.sweep, sms)]
+    jobs = [(op, s, arch) for op in ops for s in pick(op, cuda.hero_schedule(op, VID, host), args, sms)]
     with ProcessPoolExecutor(max(1, min(16, os.cpu_count() or 1))) as pool:  # before any CUDA context
         errors = dict(zip(((id(j[0]), j[1]) for j in jobs), pool.map(_compile, jobs), strict=True))
     import torch
@@ -151,7 +191,7 @@ def main() -> None:
         base, base95 = torch_ms(op, torch, args.repeats)
         ref = reference(op, torch)
         rows, label = [], f"{op.m}x{op.n}x{op.k}"
-        for s in candidates(op, hero, args.sweep, sms):
+        for s in pick(op, hero, args, sms):
             name = f"{s.name}{' (hero)' if s == hero else ''}"
             err, spills = errors[(id(op), s)]
             if err or (spills and s != hero):
@@ -165,10 +205,10 @@ def main() -> None:
             print(f"{f'{op.m}x{op.n}x{op.k}':<20} {name:<40} {r['grid']:>6} {r['regs']:>4} {r['ms']:>10.4f} "
                   f"{base:>9.4f} {base / r['ms']:>6.3f} {r['p95'] / r['ms']:>7.2f} {'y' if r['ok'] else 'NO':>3} "
                   f"{'y' if r['same'] else 'NO':>3}", flush=True)
-        if args.sweep and rows:
+        if (args.sweep or args.compare) and rows:
             best = min(rows, key=lambda x: x[0])
             print(f"  best {best[1].name}: {base / best[0]:.3f}x torch (torch p95/p50 {base95 / base:.2f})")
-    if args.sweep:
+    if args.sweep or args.compare:
         summary(table, [f"{op.m}x{op.n}x{op.k}" for op in ops])
 
 

@@ -157,6 +157,9 @@ def test_smem_tiles_are_swizzle_atoms_and_v_strides():
 # ------------------------------------------------------------------------------------------ the walk
 
 
+from tracea.emitters.cuda.hopper.attention_device import RESCALE_SLACK  # noqa: E402 - a row keeps its maximum within it
+
+
 def kernel_model(op: Attention, sched: AttnWgmmaSchedule, inputs: dict) -> tuple[np.ndarray, np.ndarray]:
     """The kernel's algorithm in NumPy (float64 arithmetic, fp32 where it matters not): per (batch, head,
     q tile), the plan's entries in order, the element test only on partial ones, the log2-domain online
@@ -190,10 +193,14 @@ def kernel_model(op: Attention, sched: AttnWgmmaSchedule, inputs: dict) -> tuple
                         ri, ci = np.nonzero(ok)
                         keep[ri, ci] = op.keep_mask(0, op.seq_q, 0, op.seq_k)[rows[ri], cols[ci]]
                         s[~keep] = -np.inf
-                    mnew = np.maximum(m, s.max(axis=1) * sc["scale_log2"])
+                    mtile = np.maximum(m, s.max(axis=1) * sc["scale_log2"])
+                    slack = RESCALE_SLACK if op.head_dim >= 256 else 0.0  # the kernel's: head dim 256 only
+                    with np.errstate(invalid="ignore"):  # -inf - -inf: NaN, not kept (the kernel's test)
+                        mnew = np.where(mtile - m <= slack, m, mtile)
                     muse = np.where(mnew == -np.inf, 0.0, mnew)
                     corr = np.exp2(m - muse)
                     p = np.exp2(s * sc["scale_log2"] - muse[:, None])
+                    assert not (p > 2.0 ** RESCALE_SLACK).any()  # P in bf16 and fp16 range
                     lsum = lsum * corr + p.sum(axis=1)
                     o = o * corr[:, None] + p @ vv
                     m = mnew
@@ -223,6 +230,26 @@ def test_kernel_walk_model_matches_the_reference(op):
         ref, ref_lse = op.reference_with_lse(inputs)
         np.testing.assert_allclose(out, ref, atol=1e-9)
         assert lse_error(lse, ref_lse) <= LSE_TOLERANCE * 1e-3
+
+
+def test_conditional_rescaling_is_exact_when_the_maximum_climbs_by_small_steps():
+    """Scores that rise key tile by key tile, some by less than the slack and some by more: the model (the
+    kernel's algorithm, rows keeping a stale reference maximum) still gives the reference's O and lse."""
+    op = Attention(1, 1, 64, 256, dtype="fp16")  # head dim 256: where the kernel rescales conditionally
+    rng = np.random.default_rng(7)
+    q = np.zeros((1, 1, 64, 256))
+    q[..., 0] = 1.0
+    k = rng.standard_normal((1, 1, 64, 256)) * 0.1
+    # scale_log2 = log2(e) / 16: steps of 60 and 50 (5.4 and 4.5 in log2, under the slack; 9.9 together, over)
+    # and 90 (8.1, over)
+    k[..., 0] = np.repeat([0.0, 60.0, 110.0, 200.0], 16)
+    v = rng.standard_normal((1, 1, 64, 256))
+    inputs = {n: x.astype(np.float16) for n, x in (("q", q), ("k", k), ("v", v))}
+    sched = AttnWgmmaSchedule(bk=16, stages=2)
+    out, lse = kernel_model(op, sched, inputs)
+    ref, ref_lse = op.reference_with_lse(inputs)
+    np.testing.assert_allclose(out, ref, atol=1e-9)
+    assert lse_error(lse, ref_lse) <= LSE_TOLERANCE * 1e-3
 
 
 def test_core_hooks_check_the_target_and_precision():

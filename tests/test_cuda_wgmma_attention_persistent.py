@@ -71,6 +71,9 @@ def test_search_space_adds_persistent_forms_after_the_others():
     for d in (64, 128, 256):
         op = Attention(16, 32, 512, d, dtype="bf16")
         space = search_space(op)
+        split = [s for s in space if s.split_kv]  # K and V released apart: the last entries
+        assert space[len(space) - len(split):] == split and not any(s.persistent or s.intra for s in split)
+        space = space[: len(space) - len(split)]
         per = [s for s in space if s.persistent]
         assert per and len(set(space)) == len(space) and not any(s.persistent for s in space[:-len(per)])
         assert all(s.pingpong and dataclasses.replace(s, persistent=False, q_buffers=1) in space for s in per)

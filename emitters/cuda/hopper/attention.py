@@ -73,12 +73,13 @@ def _v_strides(sched: AttnWgmmaSchedule, d: int) -> tuple[int, int]:
 def _ring_init(sched: AttnWgmmaSchedule) -> str:
     """Thread 0 opens its block: the tensor maps prefetched, each ring stage's full K, full V and empty barriers."""
     S = sched.stages
+    empty_v = f"\n            tr_mbar_init(bars + 8u * ({3 * S} + s), {4 * sched.consumers}u);" if sched.split_kv else ""
     return f"""    if (threadIdx.x == 0) {{
         tr_prefetch_map(&tmQ); tr_prefetch_map(&tmK); tr_prefetch_map(&tmV);
         for (int s = 0; s < {S}; ++s) {{
             tr_mbar_init(bars + 8u * s, 1u);
             tr_mbar_init(bars + 8u * ({S} + s), 1u);
-            tr_mbar_init(bars + 8u * ({2 * S} + s), {4 * sched.consumers}u);
+            tr_mbar_init(bars + 8u * ({2 * S} + s), {4 * sched.consumers}u);{empty_v}
         }}
 """
 
@@ -88,8 +89,9 @@ def _head(sched: AttnWgmmaSchedule, d: int) -> str:
     sm, S = smem_plan(sched, d), sched.stages
     return f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
     const uint32_t smem = (tr_smem_addr(tr_smem) + 1023u) & ~1023u;
-    const uint32_t bars = smem + {sm['bars']}u;  /* fullK[s] = bars + 8 s, fullV[s] + 8 {S}, empty[s] + 8 {2 * S} */
-    const uint32_t qbar = bars + {24 * S}u;
+    const uint32_t bars = smem + {sm['bars']}u;  /* fullK[s] = bars + 8 s, fullV[s] + 8 {S}, empty[s] + 8 {2 * S}{
+        f" (K's; V's + 8 {3 * S})" if sched.split_kv else ""} */
+    const uint32_t qbar = bars + {8 * sched.barriers_per_stage * S}u;
     const int q_tiles = (seq_q + {sched.bq - 1}) / {sched.bq}, bh = (int)(blockIdx.x / (unsigned)q_tiles);
     const int qt = order[blockIdx.x - (unsigned)bh * q_tiles], b = bh / heads, h = bh - b * heads;
     const int kvh = h / (heads / kv_heads);
@@ -118,12 +120,21 @@ def _producer(sched: AttnWgmmaSchedule, d: int) -> str:
                 const uint32_t ks = smem + {sm['k']}u + s * {sm['stage']}u, vs = ks + {S * sm['stage']}u;
                 tr_mbar_expect_tx(fk, {bk * d * 2}u);
                 for (int c = 0; c < {chunks}; ++c)
-                    tr_tma_load_3d(ks + c * {bk * SWIZZLE_LINE}u, &tmK, c * 64, kt * {bk}, b * kv_heads + kvh, fk);
+                    tr_tma_load_3d(ks + c * {bk * SWIZZLE_LINE}u, &tmK, c * 64, kt * {bk}, b * kv_heads + kvh, fk);{
+                    _v_wait(sched)}
                 tr_mbar_expect_tx(fv, {bk * d * 2}u);
                 for (int c = 0; c < {chunks}; ++c)
                     tr_tma_load_3d(vs + c * {bk * SWIZZLE_LINE}u, &tmV, c * 64, kt * {bk}, b * kv_heads + kvh, fv);
             }}
         }}"""
+
+
+def _v_wait(sched: AttnWgmmaSchedule) -> str:
+    """``split_kv``: the producer waits for the stage's V to be free (its own barrier) before loading the next V;
+    K's wait above is then on K's barrier alone."""
+    S = sched.stages
+    return (f"\n                tr_mbar_wait(bars + 8u * ({3 * S} + s), (uint32_t)((e / {S}) & 1) ^ 1u);"
+            if sched.split_kv else "")
 
 
 def _consumer_entry(sched: AttnWgmmaSchedule, d: int) -> str:
@@ -181,6 +192,7 @@ def _waits(sched: AttnWgmmaSchedule, d: int) -> dict[str, Any]:
         "ks": lambda st: f"kbase + {st} * {sm['stage']}u",
         "vs": lambda st: f"vbase + {st} * {sm['stage']}u",
         "release": lambda st: f"if (lane == 0) tr_mbar_arrive(bars + 8u * ({2 * S} + {st}));",
+        "release_v": lambda st: f"if (lane == 0) tr_mbar_arrive(bars + 8u * ({3 * S} + {st}));",
     }
 
 
@@ -244,13 +256,14 @@ def _ring_next(sched: AttnWgmmaSchedule) -> str:
 def _loop_plain(sched: AttnWgmmaSchedule, d: int) -> str:
     """S, softmax, rescale, P V, one tile at a time (the overlap comes from the other warpgroup)."""
     S, x, pe = sched.stages, _waits(sched, d), sched.persistent
+    k_free = f"\n                {x['release']('st')}  /* K read: the producer may load the next K */" if sched.split_kv else ""
     return f"""{_ring_start(pe)}            for (int e = 0; e < n; ++e) {{
                 {x['k']('st', 'ph')}
                 {_pp(sched, 'sync')}
                 tr_issue_qk(s, qs, {x['ks']('st')});
                 {_pp(sched, 'arrive')}
                 TR_WGMMA_WAIT(0);
-                tr_pin_s(s);{_q_release(pe, 'e == n - 1').replace(chr(10), chr(10) + '    ')}
+                tr_pin_s(s);{_q_release(pe, 'e == n - 1').replace(chr(10), chr(10) + '    ')}{k_free}
                 {_softmax_step(sched, 'e')}
                 tr_rescale(o, corr);
                 tr_pack_p(p, s);
@@ -260,7 +273,7 @@ def _loop_plain(sched: AttnWgmmaSchedule, d: int) -> str:
                 {_pp(sched, 'arrive', 'e == n - 1')}
                 TR_WGMMA_WAIT(0);
                 tr_pin_o(o);
-                {x['release']('st')}
+                {x['release_v' if sched.split_kv else 'release']('st')}
                 if (++st == {S}) {{ st = 0; ph ^= 1u; }}
             }}
         }}"""
@@ -486,7 +499,8 @@ def render(op: Any, sched: AttnWgmmaSchedule, arch: Any = None) -> tuple[Rendere
         "name": f"tr_{sched.name}",
         "tile": {"q": sched.bq, "k": sched.bk, "stages": sched.stages, "consumers": sched.consumers,
                  "pingpong": sched.pingpong, "intra": sched.intra,
-                 **({"persistent": True, "q_buffers": sched.q_buffers} if sched.persistent else {})},
+                 **({"persistent": True, "q_buffers": sched.q_buffers} if sched.persistent else {}),
+                 **({"split_kv": True} if sched.split_kv else {})},
         "fragments": {"mma": f"wgmma.mma_async m64n{sched.bk}k16 (S, SS) + m64n{d}k16 (O, RS)",
                       "dtype_in": op.dtype.value, "dtype_acc": "fp32",
                       "load": "TMA cp.async.bulk.tensor.3d, 128B swizzle, 64-element head-dim chunks",

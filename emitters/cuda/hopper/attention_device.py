@@ -108,10 +108,28 @@ static __device__ __forceinline__ void tr_mask(float* s, int row0, int col0, int
     return w.render()
 
 
+# Conditional rescaling (FlashAttention-4's), at head dim 256 only: there O is 128 registers a thread and its
+# rescale a large part of a tile's non-MMA work. An H100 (2026-11-26, docs/device-runs/2026-11-26-h100-d/):
+# d256 B16 S512 0.795x -> 0.827x cuDNN, d256 B1 S16384 causal 0.93x -> 1.00x; at head dim 64 the test and the
+# branch cost more than the 32 multiplies they save (B16 S512 0.82x -> 0.78x), at 128 it was even.
+RESCALE_SLACK = 8  # log2 units: P <= 2^8, exact in fp32 and in range in bf16 and fp16
+_SLACK_NOTE = f""" A row keeps
+   its reference maximum while the tile's exceeds it by at most {RESCALE_SLACK} (log2 units): P is then at most
+   2^{RESCALE_SLACK}, O and l stay on the same reference, so the result is the same, and corr is exactly 1: O's
+   rescale is skipped (FlashAttention-4's conditional rescaling)."""
+
+
+def _new_max(d: int) -> str:
+    if d < 256:
+        return "const float mnew = fmaxf(m[r], mx * scale_log2);"
+    return (f"const float mtile = fmaxf(m[r], mx * scale_log2);\n"
+            f"        const float mnew = mtile - m[r] <= {RESCALE_SLACK}.0f ? m[r] : mtile;  /* -inf - -inf is NaN: taken */")
+
+
 def row_steps(d: int, bk: int) -> str:
     """The per-row steps: online softmax, accumulator pins, O's rescale, P's packing."""
     return f"""/* Online softmax in the log2 domain: new row maxima m (of s * scale_log2), s := 2^(s * scale_log2 - m),
-   l := l * corr + this thread's row sums, corr = 2^(m_old - m) (0 while a row has kept nothing). */
+   l := l * corr + this thread's row sums, corr = 2^(m_old - m) (0 while a row has kept nothing).{_SLACK_NOTE if d >= 256 else ""} */
 static __device__ __forceinline__ void tr_softmax(float* s, float* m, float* l, float* corr, float scale_log2) {{
     #pragma unroll
     for (int r = 0; r < 2; ++r) {{
@@ -120,7 +138,7 @@ static __device__ __forceinline__ void tr_softmax(float* s, float* m, float* l, 
         for (int j = 0; j < {bk // 8}; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float mnew = fmaxf(m[r], mx * scale_log2);
+        {_new_max(d)}
         const float muse = mnew == TR_NEG_INF ? 0.0f : mnew;
         corr[r] = tr_ex2(m[r] - muse);
         float sum = 0.0f;
@@ -147,7 +165,8 @@ static __device__ __forceinline__ void tr_pin_o(float* o) {{
     for (int i = 0; i < {d // 2}; ++i) asm volatile("" : "+f"(o[i]) :: "memory");
 }}
 static __device__ __forceinline__ void tr_rescale(float* o, const float* corr) {{
-    #pragma unroll
+{"    if (corr[0] == 1.0f && corr[1] == 1.0f) return;  /* both rows kept their maxima (tr_softmax) */" + chr(10)
+  if d >= 256 else ""}    #pragma unroll
     for (int j = 0; j < {d // 8}; ++j) {{
         o[4 * j] *= corr[0]; o[4 * j + 1] *= corr[0]; o[4 * j + 2] *= corr[1]; o[4 * j + 3] *= corr[1];
     }}

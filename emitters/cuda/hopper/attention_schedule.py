@@ -36,7 +36,10 @@ class AttnWgmmaSchedule:
     barriers) so one's softmax runs under the other's wgmma; ``intra``: the next tile's S is issued
     before this tile's softmax, and P V after it, within each warpgroup; ``persistent``: a grid of
     min(work items, SMs) blocks, each walking items with Q reloaded per item and the K/V ring running on;
-    ``q_buffers``: Q tiles in shared memory (2: persistent only, item i's Q in buffer i % 2)."""
+    ``q_buffers``: Q tiles in shared memory (2: persistent only, item i's Q in buffer i % 2); ``split_kv``:
+    a stage's K is released once the consumers' S wgmmas have read it and its V once P V has, each on its
+    own barrier, so the next K loads during this tile's softmax and P V: with one stage, a 128-key tile at
+    head dim 256 fits (Q, K and V 64 KiB each; the plain loop, one block per item)."""
 
     bk: int = 128
     stages: int = 2
@@ -45,6 +48,7 @@ class AttnWgmmaSchedule:
     intra: bool = True
     persistent: bool = False
     q_buffers: int = 1
+    split_kv: bool = False
 
     @property
     def core(self) -> str:
@@ -62,7 +66,7 @@ class AttnWgmmaSchedule:
     def name(self) -> str:
         return (f"wgmma_attn_{self.bq}x{self.bk}_s{self.stages}_c{self.consumers}"
                 + ("_pp" if self.pingpong else "") + ("_ia" if self.intra else "") + ("_pe" if self.persistent else "")
-                + (f"_q{self.q_buffers}" if self.q_buffers != 1 else ""))
+                + (f"_q{self.q_buffers}" if self.q_buffers != 1 else "") + ("_kv" if self.split_kv else ""))
 
     def register_split(self) -> tuple[int, int, int]:
         """(registers at entry, producer after setmaxnreg.dec, consumers after .inc), as the GEMM's; with 3
@@ -74,15 +78,22 @@ class AttnWgmmaSchedule:
         return entry, producer, consumer
 
     def consumer_registers(self, head_dim: int) -> int:
-        """fp32 S, packed P and fp32 O registers per consumer thread, plus the spare."""
-        return self.bk // 2 + self.bk // 4 + head_dim // 2 + CONSUMER_SPARE_REGS
+        """fp32 S, packed P and fp32 O registers per consumer thread, plus the spare. Without the
+        intra-warpgroup overlap P is packed from S as S dies, so the two share registers; with it the next
+        tile's S is live beside this tile's P."""
+        return self.bk // 2 + (self.bk // 4 if self.intra else 0) + head_dim // 2 + CONSUMER_SPARE_REGS
 
     def smem_bytes(self, head_dim: int) -> int:
         """``q_buffers`` Q tiles, ``stages`` K and V tiles (16-bit), 3 mbarriers a stage and Q's (full; and
         empty when persistent) a Q buffer, 1024 B of alignment slack."""
         q_bars = 2 * self.q_buffers if self.persistent else 1
         return (2 * head_dim * (self.q_buffers * self.bq + 2 * self.stages * self.bk)
-                + 8 * (3 * self.stages + q_bars) + 1024)
+                + 8 * (self.barriers_per_stage * self.stages + q_bars) + 1024)
+
+    @property
+    def barriers_per_stage(self) -> int:
+        """full K, full V and empty; with ``split_kv`` an empty barrier for K and one for V."""
+        return 4 if self.split_kv else 3
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
         """Raise ``BadInputError`` naming the first field that cannot work (for ``op``'s head dim if given)."""
@@ -90,7 +101,7 @@ class AttnWgmmaSchedule:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
-        for name in ("pingpong", "intra", "persistent"):
+        for name in ("pingpong", "intra", "persistent", "split_kv"):
             if not isinstance(getattr(self, name), bool):
                 raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
         if self.bk % 16 or not 16 <= self.bk <= 256:
@@ -99,8 +110,12 @@ class AttnWgmmaSchedule:
             raise BadInputError(f"consumers: {self.consumers} consumer warpgroups (1, 2 or 3 supported)")
         if self.pingpong and self.consumers < 2:
             raise BadInputError("pingpong: takes turns between 2 or 3 consumer warpgroups", "consumers 2 or 3")
-        if not 2 <= self.stages <= 8:
-            raise BadInputError(f"stages: {self.stages} is outside 2..8")
+        low = 1 if self.split_kv else 2
+        if not low <= self.stages <= 8:
+            raise BadInputError(f"stages: {self.stages} is outside {low}..8")
+        if self.split_kv and (self.intra or self.persistent):
+            raise BadInputError("split_kv: K and V are released apart in the plain loop, one block per item",
+                                "intra: false, persistent: false")
         if self.q_buffers not in (1, 2) or (self.q_buffers == 2 and not self.persistent):
             raise BadInputError(f"q_buffers: {self.q_buffers} Q buffers (1, or 2 with persistent: true)")
         if op is None:
@@ -128,6 +143,8 @@ class AttnWgmmaSchedule:
             del d["persistent"]
         if self.q_buffers == 1:
             del d["q_buffers"]
+        if not self.split_kv:
+            del d["split_kv"]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": self.core, **d}
 
     @staticmethod
@@ -198,7 +215,16 @@ def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSc
             except BadInputError:
                 continue
             persistent.append(p)
-    return out + persistent
+    split = []  # K and V released apart (the plain loop): a ring of 1-3 stages
+    for bk in (64, 128):
+        for stages in (1, 2, 3):
+            s = AttnWgmmaSchedule(bk, stages, 2, True, False, split_kv=True)
+            try:
+                s.validate(op, smem_optin)
+            except BadInputError:
+                continue
+            split.append(s)
+    return out + persistent + split
 
 
 # ------------------------------------------------------------------------------ the core's hooks (cores.py)

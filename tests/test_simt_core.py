@@ -25,6 +25,7 @@ VID = "cuda-simt.gemm"
 BIG = CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
 HEADER = Path(__file__).parent / "fixtures" / "simt_emulator.h"
 FILL = simt.fill_forms()
+WIDE = CudaSchedule("simt", 128, 128, 8, 32, 64, 3, raster=8, frags=2, order="snake", fill="lanes")
 
 
 class NoGpu:
@@ -183,9 +184,9 @@ EMU_CASES = [  # (op, schedule, cp.async copies land late (1) or at issue (0))
     (Gemm(9, 7, 33, layout_a="col", layout_b="col"), FILL[1], 1),
     (Gemm(130, 133, 101, layout_a="col"), dataclasses.replace(FILL[2], split_k=3), 1),
     (Gemm(128, 133, 101, layout_a="col", epilogue=("residual", "scale"), alpha=0.5),
-     dataclasses.replace(FILL[3], split_k=2), 1),
-    (Gemm(129, 260, 99, layout_b="col"), FILL[4], 1),
-    (Gemm(129, 256, 100), dataclasses.replace(FILL[4], split_k=2), 0),
+     dataclasses.replace(FILL[0], split_k=2), 1),
+    (Gemm(129, 260, 99, layout_b="col"), WIDE, 1),  # 8 warps: more threads than a k step's elements
+    (Gemm(129, 256, 100), dataclasses.replace(WIDE, split_k=2), 0),
     (Gemm(9, 1100, 77), CudaSchedule("simt", 16, 1024, 8, 16, 128, 3, raster=8, frags=2, fill="lanes"), 1),
     (Gemm(9, 1100, 77, layout_a="col"), CudaSchedule("simt", 16, 1024, 8, 16, 128, 3, raster=8, fill="spread",
                                                      split_k=2), 1),
@@ -250,8 +251,7 @@ COMPILE_CASES = [  # (op, schedule) compiled for sm_80 and sm_90a: no spills
     (Gemm(4096, 4096, 4096), CudaSchedule("simt", 128, 256, 8, 64, 64, 3, raster=8, order="snake", thread_n=16)),
     (Gemm(1000, 999, 1001), CudaSchedule("simt", 256, 128, 8, 64, 64, 4, raster=8, order="snake", thread_n=16,
                                          split_k=2)),
-    # the lane-filled forms (FILL_FORMS) on the odd shapes, 4096^3 and both layouts; split in 2, all but the
-    # 8-warp one (which then spills 32 B on sm_80, outside the main loop; none on sm_90a: simt.FILL_FORMS)
+    # the lane-filled forms (FILL_FORMS) on the odd shapes, 4096^3 and both layouts; split in 2
     *((op, f) for f in FILL for op in (Gemm(1000, 999, 1001), Gemm(777, 1333, 555), Gemm(4096, 4096, 4096))),
     *((Gemm(1000, 999, 1001), dataclasses.replace(f, split_k=2)) for f in FILL if f.warps == 4),
     (Gemm(1000, 1000, 1000, layout_a="col", layout_b="col", epilogue=("bias", "gelu")), FILL[0]),

@@ -107,10 +107,11 @@ def default_backend(op: Any, host: Any, precision: str | None = None, runs_here:
 
 
 def runnable_backends(host: Any) -> list[str]:
-    """The backends with at least one variant this host can run (in any of its precisions)."""
+    """The backends with at least one variant this host can run (in any of its precisions) whose kernels
+    this process can run (``Backend.runs_kernels``: an AMD host without ROCm's runtime has no HIP here)."""
     out = []
     for name in BACKENDS:
-        variants = backend(name).VARIANTS
-        if any(not v.unmet(host, p) for v in variants for p in v.precisions):
+        b = backend(name)
+        if any(not v.unmet(host, p) for v in b.VARIANTS for p in v.precisions) and b.runs_kernels(host) is None:
             out.append(name)
     return out

@@ -244,3 +244,11 @@ def test_the_tuner_drops_pads_whose_fragment_reads_conflict():
     assert pruned and kept[0] == HIP.hero_schedule(bf16, "hip-mfma.gemm", _mi210_with_hipcc())
     assert len(kept) + len(pruned) == len(HIP.search_space(bf16, "hip-mfma.gemm", _mi210_with_hipcc()))
     assert len(pruned) > len(kept) // 3 and all(HIP.bank_conflict_drop(bf16, "hip-mfma.gemm", s) is None for s in kept)
+
+
+def test_the_bench_suite_leaves_out_a_hip_that_cannot_run_here():
+    host = _mi210_with_hipcc()
+    if HIP.runs_kernels(host) is None:
+        pytest.skip("this machine runs HIP kernels")
+    assert "hip" not in registry.runnable_backends(host)
+    assert "hip" in [v.backend for v in registry.all_variants() if not v.unmet(host, "bf16")]

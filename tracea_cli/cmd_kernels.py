@@ -170,7 +170,7 @@ bench_app = typer.Typer(
 @bench_app.callback()
 def bench_suite(
     ctx: typer.Context,
-    backend: Annotated[str | None, typer.Option("--backend", help="Only this backend's suite (cpu or cuda).")] = None,
+    backend: Annotated[str | None, typer.Option("--backend", help="Only this backend's suite (cpu, cuda or hip).")] = None,
     repeat: Annotated[int, checked(REPEATS, "--repeat", help="Timed runs of each contender (at least)")] = 10,
     warmup: Annotated[int, checked(WARMUP, "--warmup", help="Untimed runs of each contender first")] = 2,
     seed: Annotated[int | None, checked(SEED, "--seed", help="Random inputs' seed (default: fresh, recorded)")] = None,

@@ -99,10 +99,14 @@ def default_backend(op: Any, host: Any, precision: str | None = None, runs_here:
     if device:
         why += f" on {device}"
     elif decision.backend == "cpu":
-        others = [set(c.reasons) for c in decision.candidates if c.backend != "cpu"]
-        shared = sorted(set.intersection(*others)) if others else []  # what stops every GPU variant
-        if shared:
-            why += f"; no GPU variant fits ({shared[0]})"
+        stops = []  # per GPU backend, what stops every one of its variants
+        for name in dict.fromkeys(c.backend for c in decision.candidates if c.backend != "cpu"):
+            shared = sorted(set.intersection(*(set(c.reasons) for c in decision.candidates if c.backend == name)),
+                            key=lambda r: (r.split(" ")[0].endswith(":"), r))  # a precision's own reason last
+            if shared:
+                stops.append(f"{name}: {shared[0]}")
+        if stops:
+            why += f"; no GPU variant fits ({'; '.join(stops)})"
     return decision.backend, "; ".join([why, *passed])
 
 

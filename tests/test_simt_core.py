@@ -52,6 +52,17 @@ def test_frags_and_stages_fields_json_name_and_checks():
         dataclasses.replace(BIG, stages=3).validate(Conv2d(1, 8, 16, 16, 8, 3, 3, padding=1))
 
 
+def test_the_lane_filled_hero_takes_one_wave_odd_shapes_only():
+    """The rule measured on an H100 (simt._lane_filled): odd rows, a 64x128 grid of 0.9 to 1 wave, K up to 2048."""
+    sms = 132
+    takes = [Gemm(1000, 999, 1001), Gemm(999, 1023, 513), Gemm(997, 1021, 777), Gemm(1020, 900, 2047)]
+    keeps = [Gemm(1000, 1001, 3001), Gemm(777, 1333, 555), Gemm(1500, 999, 1001), Gemm(1000, 1000, 1000),
+             Gemm(4096, 4096, 4095), Gemm(64, 100, 37)]
+    assert all(simt._lane_filled(op, sms) == simt.fill_forms()[0] for op in takes)
+    assert not any(simt._lane_filled(op, sms) for op in keeps)
+    assert simt._lane_filled(Gemm(1000, 999, 1001), 108) is None  # an A100's 108 SMs: 128 tiles, two waves
+
+
 def test_fill_field_json_name_and_checks():
     """``fill`` (the cp.async pipeline's lane fill): written only when not "quads", named ``_cl``/``_cs``, and
     refused off the cp.async pipeline, with extents that are not powers of two and on operands of 2^31
@@ -289,7 +300,8 @@ def test_forms_compile_without_spills(op, s, arch, _cache):
                                   {"stages": 4, "frags": 2, "order": "snake"}])
 def test_a_hero_core_from_the_sweep_gives_valid_heroes(core, monkeypatch, _cache):
     """HERO_CORE is the one line the sweep's table changes: every GEMM hero then validates and the odd shape's
-    compiles without spills; a convolution's hero keeps the recorded two-stage form."""
+    compiles without spills (there the lane-filled form, which does not follow HERO_CORE); a convolution's hero
+    keeps the recorded two-stage form."""
     pytest.importorskip("cuda.core")
     from tracea.emitters.cuda.build import compile_kernel
 
@@ -298,6 +310,11 @@ def test_a_hero_core_from_the_sweep_gives_valid_heroes(core, monkeypatch, _cache
     for op in (Gemm(1000, 999, 1001), Gemm(128, 256, 64, layout_a="col", layout_b="col", epilogue=("relu",)),
                Gemm(4096, 4096, 4096), Gemm(512, 512, 16384), Gemm(777, 1333, 555), Gemm(64, 100, 37, layout_a="col"), Gemm(64, 100, 37, layout_b="col")):
         s = cuda_hero(op)
+        lanes = simt._lane_filled(op, simt.sm_count(NoGpu()))
+        if lanes is not None:  # odd rows, a one-wave 64x128 grid, K not long: the lane-filled form, whatever the core
+            assert s == lanes == simt.fill_forms()[0] and op.k <= simt.LANES_MAX_K, op
+            s.validate(op, parse_arch("sm_90a"))
+            continue
         rows = (op.k if op.layout_a == "row" else op.m, op.n if op.layout_b == "row" else op.k)  # contiguous runs
         aligned = rows[0] % 4 == 0 and rows[1] % 4 == 0
         want = simt.HERO_CORE_ALIGNED if aligned else core  # odd rows (the scalar loader) keep HERO_CORE

@@ -48,9 +48,36 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
         return gemv_schedule(op, sm_count(host))
     big = CudaSchedule("simt", raster=8, **HERO_BIG, **_hero_core(op))
     sms = sm_count(host)
+    lanes = _lane_filled(op, sms)
+    if lanes is not None:
+        return lanes
     if _tiles(op, big) >= sms:
         return big
     return fill_gpu(op, sms)
+
+
+# Odd rows (an operand row not on 16 bytes) whose 64x128 grid is one full wave and whose K is not long take the
+# first lane-filled form. On an H100 (2026-11-26, docs/device-runs/2026-11-26-h100-h/, two passes, against
+# torch with TF32 off), against the hero: 1000x999x1001 0.905x / 0.907x (0.861x / 0.867x), 999x1023x513 0.84x
+# (0.72x), 997x1021x777 0.87x (0.77x), 1020x900x2047 0.886x (0.889x); not at K = 3001 (0.81x against 0.88x)
+# nor where the grid is two waves (777x1333x555 0.50x against 0.59x) or more (1500x999x1001, even).
+LANES_WAVE = 0.9  # the least share of the SMs the grid must fill (and it must fit them)
+LANES_MAX_K = 2048
+
+
+def _lane_filled(op: Any, sms: int) -> CudaSchedule | None:
+    from tracea.doctor.errors import TraceaError
+
+    if _hero_core(op) is not HERO_CORE or op.k > LANES_MAX_K:
+        return None
+    s = fill_forms()[0]
+    if not LANES_WAVE * sms <= _tiles(op, s) <= sms:
+        return None
+    try:
+        s.validate(op)
+    except TraceaError:
+        return None
+    return s
 
 
 # The hero's core form: the two-stage register-staged kernel, FMAs row by row; HERO_BIG its GEMM tile where
@@ -188,7 +215,9 @@ SKINNY_FORMS = ((64, 256, 16, 32, 64, 4, 1, 1, "snake"), (64, 256, 8, 32, 64, 2,
 # Measured on an H100 (2026-11-26, docs/device-runs/2026-11-26-h100-f/, against torch with TF32 off): at
 # 1000x999x1001 0.900x / 0.893x / 0.861x against the hero's 0.870x; the forms capped at 128 registers (4 blocks
 # a SM, and the 8-warp 128x128x8 at 2) spilled on aligned shapes and were dropped.
-FILL_FORMS = ((64, 128, 16, 64, 32, 3, 3, "lanes"), (64, 128, 8, 64, 32, 3, 1, "lanes"),
+# The first form without its register cap (min_blocks 1: 164-179 registers, no spills) ran 0.905x there against
+# 0.895x capped at 168, and is the hero's on one-wave odd shapes (``_lane_filled``).
+FILL_FORMS = ((64, 128, 16, 64, 32, 3, 1, "lanes"), (64, 128, 8, 64, 32, 3, 1, "lanes"),
               (64, 128, 8, 64, 32, 3, 3, "spread"))
 
 

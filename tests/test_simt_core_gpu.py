@@ -91,7 +91,9 @@ def test_forms_match_the_reference(op, s):
     if s.form == "gemv" and not simt.GEMV_SEARCHED:
         pytest.skip("the gemv form is off: it faulted (illegal address) on the H100, simt.GEMV_MAX_M")
     s.validate(op)
-    _check(op, s)
+    # 128x256x8 with double-buffered fragments spills 16 B on aligned shapes (H100 sweeps of 2026-11-25 and
+    # -26, docs/device-runs/2026-11-26-h100-i/): a searched form, not a hero; its result is still checked
+    _check(op, s, spills_ok=(s.bm, s.bn, s.bk, s.frags) == (128, 256, 8, 2))
 
 
 @pytest.mark.parametrize("i", range(len(simt.CORE_FORMS) + len(simt.FILL_FORMS) + len(simt.SKINNY_FORMS)))

@@ -84,9 +84,10 @@ def gpu_members(variable: str, n: int, gpus: int, what: str) -> list[dict[str, s
 
     from tracea.doctor.errors import BadInputError
 
-    if n > gpus:
-        raise BadInputError(f"--workers: {n} {what} workers need as many GPUs; this machine has {gpus}",
-                            f"--workers 1..{max(gpus, 1)}")
     visible = os.environ.get(variable)
-    ids = [d.strip() for d in visible.split(",")] if visible else [str(i) for i in range(gpus)]
+    ids = [d.strip() for d in visible.split(",") if d.strip()] if visible else [str(i) for i in range(gpus)]
+    have = min(gpus, len(ids))  # the caller's own list may name fewer than the machine has
+    if n > have:
+        raise BadInputError(f"--workers: {n} {what} workers need as many GPUs; this process sees {have}",
+                            f"--workers 1..{max(have, 1)}")
     return [{variable: ids[i]} for i in range(n)]

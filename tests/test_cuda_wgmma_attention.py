@@ -5,6 +5,7 @@ exp2 online softmax, lse) against the float64 reference. GPU runs: test_cuda_wgm
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -159,6 +160,8 @@ def test_smem_tiles_are_swizzle_atoms_and_v_strides():
 
 from tracea.emitters.cuda.hopper.attention_device import RESCALE_SLACK  # noqa: E402 - a row keeps its maximum within it
 
+KEPT = [0]  # the model's count of rows that kept a stale reference maximum (the conditional rescale taken)
+
 
 def kernel_model(op: Attention, sched: AttnWgmmaSchedule, inputs: dict) -> tuple[np.ndarray, np.ndarray]:
     """The kernel's algorithm in NumPy (float64 arithmetic, fp32 where it matters not): per (batch, head,
@@ -200,7 +203,8 @@ def kernel_model(op: Attention, sched: AttnWgmmaSchedule, inputs: dict) -> tuple
                     muse = np.where(mnew == -np.inf, 0.0, mnew)
                     corr = np.exp2(m - muse)
                     p = np.exp2(s * sc["scale_log2"] - muse[:, None])
-                    assert not (p > 2.0 ** RESCALE_SLACK).any()  # P in bf16 and fp16 range
+                    assert not (p > 256.0).any()  # P <= 2^8: in bf16 and fp16 range whatever the slack says
+                    KEPT[0] += int(((mtile > m) & (mnew == m)).sum())  # rows that kept a maximum under the tile's
                     lsum = lsum * corr + p.sum(axis=1)
                     o = o * corr[:, None] + p @ vv
                     m = mnew
@@ -245,11 +249,21 @@ def test_conditional_rescaling_is_exact_when_the_maximum_climbs_by_small_steps()
     k[..., 0] = np.repeat([0.0, 60.0, 110.0, 200.0], 16)
     v = rng.standard_normal((1, 1, 64, 256))
     inputs = {n: x.astype(np.float16) for n, x in (("q", q), ("k", k), ("v", v))}
-    sched = AttnWgmmaSchedule(bk=16, stages=2)
-    out, lse = kernel_model(op, sched, inputs)
-    ref, ref_lse = op.reference_with_lse(inputs)
-    np.testing.assert_allclose(out, ref, atol=1e-9)
-    assert lse_error(lse, ref_lse) <= LSE_TOLERANCE * 1e-3
+    assert RESCALE_SLACK <= 8  # P <= 2^8 (the kernel packs P to 16 bits)
+    for case in (op, dataclasses.replace(op, causal=True), dataclasses.replace(op, window=(20, 3))):
+        KEPT[0] = 0
+        out, lse = kernel_model(case, AttnWgmmaSchedule(bk=16, stages=2, intra=False), inputs)
+        ref, ref_lse = case.reference_with_lse(inputs)
+        np.testing.assert_allclose(out, ref, atol=1e-9)
+        assert lse_error(lse, ref_lse) <= LSE_TOLERANCE * 1e-3
+        assert KEPT[0] > 0, case.signature  # the stale-maximum path was taken, not only the exact one
+    # the kernel: the slack and the skipped rescale at head dim 256, neither at 64 or 128
+    from tracea.emitters.cuda.hopper.attention import render_source
+
+    for d, want in ((256, True), (128, False), (64, False)):
+        src = render_source(Attention(1, 2, 300, d, dtype="bf16", causal=True), AttnWgmmaSchedule(bk=64, stages=2, intra=False))
+        assert (f"mtile - m[r] <= {RESCALE_SLACK}.0f ? m[r] : mtile" in src) == want, d
+        assert ("if (corr[0] == 1.0f && corr[1] == 1.0f) return;" in src) == want, d
 
 
 def test_core_hooks_check_the_target_and_precision():

@@ -252,3 +252,42 @@ def test_the_bench_suite_leaves_out_a_hip_that_cannot_run_here():
         pytest.skip("this machine runs HIP kernels")
     assert "hip" not in registry.runnable_backends(host)
     assert "hip" in [v.backend for v in registry.all_variants() if not v.unmet(host, "bf16")]
+
+
+def test_emit_follows_the_plans_precision_fallback_and_takes_any_spelling_of_the_target(capsys, home, tmp_path):
+    """bf16 on a gfx908 plans fp16 (its bf16 MFMAs take two values a lane): the emitted kernel is fp16, not
+    a bf16 MFMA that gfx908 cannot select; ``--arch " GFX90A "`` is gfx90a."""
+    _hipcc()
+    out = tmp_path / "o908"
+    code, _, err = tracea(capsys, "emit", "gemm", "--m", "256", "--dtype", "bf16", "--arch", "gfx908", "--out", str(out))
+    assert code == 0, err
+    meta = yaml.safe_load((out / "metadata.yaml").read_text())
+    assert meta["op"]["dtype"] == "fp16" and meta["target"] == "gfx908"
+    assert all(i.endswith("f16") for i in meta["mfma"]["instructions"]), meta["mfma"]
+    code, _, err = tracea(capsys, "emit", "gemm", "--m", "64", "--arch", " GFX90A ", "--out", str(tmp_path / "up"))
+    assert code == 0 and yaml.safe_load((tmp_path / "up" / "metadata.yaml").read_text())["target"] == "gfx90a", err
+    code, _, err = tracea(capsys, "emit", "gemm", "--m", "64", "--arch", " ", "--out", str(tmp_path / "e"))
+    assert code == 2 and err.startswith("error: --arch: empty"), err
+
+
+def test_plan_on_an_amd_host_without_its_runtime_still_names_hip(capsys, home, monkeypatch):
+    """`tracea plan` runs nothing: on an AMD host whose HIP runtime does not load, its first line and its
+    choice agree on HIP (bench and tune pass over it: test_bench_and_tune_pass_over_hip...)."""
+    import tracea.doctor as doctor
+
+    monkeypatch.setattr(doctor, "probe", lambda refresh=False: _mi210_with_hipcc())
+    code, out, err = tracea(capsys, "plan", "gemm", "--m", "1024", "--dtype", "bf16")
+    assert code == 0, err
+    assert out.startswith("backend hip (") and "chosen: hip-mfma.gemm" in out, out
+
+
+def test_hip_workers_count_the_devices_this_process_may_use(monkeypatch):
+    from tracea.emitters.gpu import gpu_members
+
+    host = _mi210_with_hipcc()  # 8 GPUs in the KFD report
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "3")
+    assert HIP.default_workers(host) == 1 and HIP.tuning_members(host, 1) == [{"HIP_VISIBLE_DEVICES": "3"}]
+    with pytest.raises(BadInputError, match="sees 1"):
+        gpu_members("HIP_VISIBLE_DEVICES", 2, 8, "HIP")
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES")
+    assert HIP.default_workers(host) == 8 and [m["HIP_VISIBLE_DEVICES"] for m in HIP.tuning_members(host, 3)] == ["0", "1", "2"]

@@ -108,3 +108,23 @@ def test_the_hip_conv_logic_is_right_on_odd_shapes(gpu, dtype, conv):
             if sched.runs_on_nvidia(dtype):
                 res = _run(op, sched)
                 assert res["ok"], (sched.name, bias, res)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_the_hip_softmax_takes_masked_minus_infinity(gpu, dtype):
+    """Rows with -inf entries (a mask), some where a lane's first element is -inf and one all -inf but one:
+    no NaN from exp(-inf - -inf); the float64 reference gives those entries 0."""
+    import numpy as np
+
+    from tracea.emitters.hip.run_nvidia import on_nvidia
+    from tracea.emitters.hip.softmax import HipSoftmaxSchedule
+    from tracea.kernels import Softmax
+
+    op = Softmax(9, 300, dtype=parse_dtype(dtype))
+    x = op.random_inputs(np.random.default_rng(3))["x"].astype(np.float32)
+    x[:, :64] = -np.inf  # every lane's first element
+    x[1, 64:299] = -np.inf  # one element left
+    x[2, ::3] = -np.inf
+    inputs = {"x": x.astype(op.dtype.storage) if dtype == "fp32" else x.astype(np.float16)}
+    r = on_nvidia(op, HipSoftmaxSchedule(4), seed=0, inputs=inputs)
+    assert r["ok"], r

@@ -61,6 +61,15 @@ def test_the_lane_filled_hero_takes_one_wave_odd_shapes_only():
     assert all(simt._lane_filled(op, sms) == simt.fill_forms()[0] for op in takes)
     assert not any(simt._lane_filled(op, sms) for op in keeps)
     assert simt._lane_filled(Gemm(1000, 999, 1001), 108) is None  # an A100's 108 SMs: 128 tiles, two waves
+    # the boundaries: K 2048 in, 2049 out; 120 of 132 tiles (0.91 of the SMs) in, 112 (0.85) out
+    assert simt._lane_filled(Gemm(1000, 999, 2048), sms) and not simt._lane_filled(Gemm(1000, 999, 2049), sms)
+    assert simt._lane_filled(Gemm(897, 999, 1001), sms) and not simt._lane_filled(Gemm(896, 999, 1001), sms)
+    # cp.async needs sm_80: an sm_75 host keeps the register-staged hero
+    from tracea.doctor.report import HostReport
+    from tracea.emitters.cuda.arch import target_host
+
+    assert simt._lane_filled(Gemm(576, 999, 1001), 72, target_host(HostReport(), "sm_75")) is None
+    assert simt._lane_filled(Gemm(1000, 999, 1001), sms, target_host(HostReport(), "sm_90a")) is not None
 
 
 def test_fill_field_json_name_and_checks():

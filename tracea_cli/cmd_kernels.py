@@ -55,7 +55,7 @@ def do_plan(op: Any, backend: str | None, precision: str | None, json_out: bool,
     else:
         host = _host()
     if backend is None:
-        resolve_backend(op, host, None, precision, to_stderr=json_out, runs_here=input_file is None)
+        resolve_backend(op, host, None, precision, to_stderr=json_out, runs_here=False)  # a plan runs nothing
     decision = plan(op, host, all_variants(backend) if backend else all_variants(), precision=precision, backend=backend)
     if json_out:
         import json
@@ -80,9 +80,16 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
     if arch is not None:  # plan and emit for the named target, installed here or not
         backend = backend or _backend_of_arch(arch)
         host = registry.backend(backend).target_host(host, arch)
-    backend = backend or resolve_backend(op, host, None, precision, to_stderr=json_out)
+    # emitting needs the compiler, not the device's runtime: a backend is not passed over for want of one
+    backend = backend or resolve_backend(op, host, None, precision, to_stderr=json_out, runs_here=False)
     decision = plan(op, host, registry.all_variants(backend), precision=precision, backend=backend)
     variant = registry.variant(decision.require())
+    if decision.precision and decision.precision != op.dtype.value:  # the plan fell back (bf16 -> fp16 on gfx908)
+        import dataclasses
+
+        from tracea.kernels.dtypes import parse_dtype
+
+        op = dataclasses.replace(op, dtype=parse_dtype(decision.precision))
     mod = registry.backend(backend)
     schedule = mod.hero_schedule(op, variant, host)
     paths = mod.emit(op, variant, schedule, host, out, arch=arch) if arch else mod.emit(op, variant, schedule, host, out)
@@ -103,9 +110,12 @@ def _backend_of_arch(arch: str) -> str:
     from tracea.doctor.errors import BadInputError
     from tracea.emitters import registry
 
+    if not arch.strip():
+        raise BadInputError("--arch: empty; name a CUDA target (sm_80, sm_90a) or an AMD one (gfx90a, gfx942)")
+    host = _host()
     for name in registry.BACKENDS:
         try:
-            registry.backend(name).target_host(_host(), arch)
+            registry.backend(name).target_host(host, arch)
         except BadInputError:
             continue
         return name

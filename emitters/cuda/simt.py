@@ -48,7 +48,7 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
         return gemv_schedule(op, sm_count(host))
     big = CudaSchedule("simt", raster=8, **HERO_BIG, **_hero_core(op))
     sms = sm_count(host)
-    lanes = _lane_filled(op, sms)
+    lanes = _lane_filled(op, sms, host)
     if lanes is not None:
         return lanes
     if _tiles(op, big) >= sms:
@@ -65,10 +65,16 @@ LANES_WAVE = 0.9  # the least share of the SMs the grid must fill (and it must f
 LANES_MAX_K = 2048
 
 
-def _lane_filled(op: Any, sms: int) -> CudaSchedule | None:
+def _lane_filled(op: Any, sms: int, host: Any = None) -> CudaSchedule | None:
+    """The lane-filled hero for ``op``, or None: GEMMs only, odd rows, K up to LANES_MAX_K, a one-wave grid,
+    and cp.async (sm_80 and later; a host report without a GPU is taken as one)."""
     from tracea.doctor.errors import TraceaError
 
-    if _hero_core(op) is not HERO_CORE or op.k > LANES_MAX_K:
+    if op.kind != "gemm" or _hero_core(op) is not HERO_CORE or op.k > LANES_MAX_K:
+        return None
+    gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
+    cc = str(getattr(gpus[0], "compute_capability", None) or "") if gpus else ""
+    if cc and tuple(int(x) for x in cc.split(".")[:2]) < (8, 0):
         return None
     s = fill_forms()[0]
     if not LANES_WAVE * sms <= _tiles(op, s) <= sms:

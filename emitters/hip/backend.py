@@ -7,6 +7,7 @@ its disassembly and its resources. Nothing here has run on an AMD GPU (docs/hip.
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,11 @@ def pool_filter(host: Any, n: int) -> Any:
 
 
 def default_workers(host: Any) -> int:
-    return max(1, len(_gpus(host)))
+    """Every GPU this process may use, a worker each: the KFD report lists all of the machine's, so a
+    ``HIP_VISIBLE_DEVICES`` the caller set narrows them."""
+    visible = os.environ.get("HIP_VISIBLE_DEVICES")
+    n = len(_gpus(host))
+    return max(1, min(n, len([d for d in visible.split(",") if d.strip()])) if visible else n)
 
 
 def tuning_members(host: Any, n: int) -> list[dict[str, str]]:

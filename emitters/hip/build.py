@@ -171,13 +171,18 @@ def host_target(host: Any) -> str | None:
 def target_for(host: Any, arch: str | None) -> tuple[str, str | None]:
     """The gfx target to build for (``arch``, else this host's first AMD GPU's) and a note when this hipcc
     cannot build it and builds the nearest one instead (gfx942 -> gfx940 on LLVM 15)."""
-    from .compiler import cdna3_target
+    from .compiler import accepts
 
-    want = arch or host_target(host)
-    if want is None:
+    want = (arch or host_target(host) or "").strip().lower()
+    if not want:
         raise UnsupportedError("no AMD GPU here to build for", "name the target: --arch gfx90a (MI200) or gfx942 (MI300)")
-    if want in ("gfx941", "gfx942") and cdna3_target() != want:
-        return "gfx940", f"this hipcc does not know {want}; built for gfx940, the nearest CDNA3 target it accepts"
+    if want in ("gfx940", "gfx941", "gfx942") and not accepts(want):
+        other = next((t for t in ("gfx942", "gfx940") if t != want and accepts(t)), None)
+        if other is None:
+            raise UnsupportedError(f"this hipcc builds no CDNA3 target ({want}, gfx942 or gfx940)",
+                                   "install a newer ROCm or hipcc")
+        return other, (f"this hipcc does not know {want}; built for {other}, the nearest CDNA3 target it accepts "
+                       "(for inspection: a code object loads only on its own target)")
     return want, None
 
 

@@ -7,9 +7,9 @@ waves_n``, ``lane`` 0-63, ``tid = 64 wave + lane``), with ``LD = bk + pad`` and 
 - **fragment reads**, for each k step ``ks`` of the MFMA and each of the wavefront's 32-row tiles ``i`` (A)
   or ``j`` (B): lane ``lane`` reads its ``per_lane`` consecutive k of row ``a_row(lane)`` at k ``ks +
   a_k(lane, 0)`` (emitters/hip/mfma.py's placements, the same expressions the kernel pastes in), from
-  ``As[(wm * 32 tm + 32 i + row) * LD + k]`` and ``Bs[(wn * 32 tn + 32 j + row) * LD + k]``. The source
-  reads one element at a time; a compiler that merges them issues one ``ds_read_b64`` (16-bit) or
-  ``ds_read_b32`` (fp32). ``fragment_vector=True`` scores the merged read, False the element reads.
+  ``As[(wm * 32 tm + 32 i + row) * LD + k]`` and ``Bs[(wn * 32 tn + 32 j + row) * LD + k]``. The kernel
+  reads a lane's whole fragment at once (one ``ds_read_b64`` in 16 bits, ``ds_read_b32`` in fp32);
+  ``fragment_vector=False`` scores the element-by-element reads a compiler might issue instead.
 - **staging stores**, for each of the thread's ``a_per`` (``b_per``) elements ``e`` (A: each 8-byte run of
   them, where gemm.a_staging says the kernel stores 8 bytes at a time): ``f = tid * a_per + e``,
   ``As[(f / bk) * LD + f % bk]``; ``f = e * threads + tid``, ``Bs[(f % bn) * LD + f / bn]`` (B transposed),

@@ -63,7 +63,7 @@ __device__ __forceinline__ T tr_out(const float y) {{ return {save}; }}
   if (live) {{
     for (int c = lane; c < cols; c += 64) {{
       const float v = tr_in(x[c]);
-      if (v > m) {{ s = s * expf(m - v) + 1.0f; m = v; }} else {{ s += expf(v - m); }}
+      if (v > m) {{ s = s * expf(m - v) + 1.0f; m = v; }} else if (v != TR_NEG_INF) {{ s += expf(v - m); }}
     }}
   }}
   part_m[wave][lane] = m;

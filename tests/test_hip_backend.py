@@ -291,3 +291,18 @@ def test_hip_workers_count_the_devices_this_process_may_use(monkeypatch):
         gpu_members("HIP_VISIBLE_DEVICES", 2, 8, "HIP")
     monkeypatch.delenv("HIP_VISIBLE_DEVICES")
     assert HIP.default_workers(host) == 8 and [m["HIP_VISIBLE_DEVICES"] for m in HIP.tuning_members(host, 3)] == ["0", "1", "2"]
+
+
+def test_emit_dump_ir_writes_every_stage(capsys, home, tmp_path):
+    """`--dump-ir` with the HIP backend: the source, the compile command (hipcc --genco, the flags, the
+    files) and the code object among the stages."""
+    _hipcc()
+    dump = tmp_path / "ir"
+    code, _, err = tracea(capsys, "emit", "gemm", "--m", "128", "--dtype", "bf16", "--arch", "gfx90a",
+                          "--out", str(tmp_path / "o"), "--dump-ir", str(dump))
+    assert code == 0, err
+    (stage,) = list(dump.iterdir())
+    names = sorted(p.name for p in stage.iterdir())
+    assert {"03_source.hip", "04_compile.json", "05_binary.co"} <= set(names), names
+    cmd = json.loads((stage / "04_compile.json").read_text())["command"]
+    assert cmd[:2] == ["hipcc", "--genco"] and cmd.count("--genco") == 1 and "--offload-arch=gfx90a" in cmd, cmd

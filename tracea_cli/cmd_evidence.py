@@ -316,9 +316,9 @@ def dump_emitted(op: Any, decision: Any, variant: Any, schedule: Any, host: Any,
     from tracea.reports.irdump import dump_kernel
 
     files = [Path(p) for p in emitted]
-    exts = {".c": "c", ".cu": "cuda", ".ptx": "ptx"}
+    exts = {".c": "c", ".cu": "cuda", ".ptx": "ptx", ".hip": "hip"}
     src = next((p for p in files if p.suffix in exts), None)
-    binary = next((p for p in files if p.suffix in (".cubin", ".so", ".hsaco", ".metallib")), None)
+    binary = next((p for p in files if p.suffix in (".cubin", ".so", ".hsaco", ".co", ".metallib")), None)
     if binary is None:
         try:
             return dump_kernel(dump_ir, op, decision, schedule, mod.build(op, variant, schedule, host).artifact)
@@ -329,7 +329,8 @@ def dump_emitted(op: Any, decision: Any, variant: Any, schedule: Any, host: Any,
     meta = (yaml.safe_load(meta_file.read_text()) if meta_file else None) or {}
     artifact = {"name": meta.get("name") or (src.stem if src else None), "source": src.read_text() if src else None,
                 "language": exts.get(src.suffix) if src else None, "metadata": meta, "variant": variant.id,
-                "binary": str(binary) if binary else None, "entry": meta.get("entry"),
+                "binary": str(binary) if binary else None, "entry": meta.get("entry") or meta.get("kernel"),
+                "flags": meta.get("flags"),
                 "compiler": meta.get("compiler"), "compiler_version": meta.get("compiler_version"),
                 "log": log_file.read_text() if log_file else None}
     return dump_kernel(dump_ir, op, decision, schedule, artifact)

@@ -207,7 +207,8 @@ def emit(op: Any, variant: Any, schedule: Any, host: Any, out_dir: str | Path, a
             "kernel": ln.name, "grid": list(ln.grid), "block": list(ln.block),
             "arguments": [k if val is None else f"{k} {val}" for k, val in ln.args],
             "resources": obj.resources, "mfma": {"count": len(mfma), "instructions": sorted(set(mfma))},
-            "compiler": f"hipcc {hc.find_toolchain().version}", "flags": [*hc.FLAGS, "--genco", f"--offload-arch={target}"]}
+            "compiler": "hipcc", "compiler_version": hc.find_toolchain().version,
+            "flags": [*hc.FLAGS, f"--offload-arch={target}"]}  # the command: hipcc --genco FLAGS SOURCE -o CO
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

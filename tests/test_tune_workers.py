@@ -38,7 +38,7 @@ def test_each_backend_gives_each_member_its_own_gpu_or_cores(monkeypatch):
     assert P.member_envs("cuda", 2, host) == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1,2,0")  # the caller's own choice of devices, in its order
     assert P.member_envs("cuda", 2, host) == [{"CUDA_VISIBLE_DEVICES": "3"}, {"CUDA_VISIBLE_DEVICES": "1"}]
-    with pytest.raises(BadInputError, match="5 CUDA workers need as many GPUs; this machine has 4"):
+    with pytest.raises(BadInputError, match="5 CUDA workers need as many GPUs; this process sees 4"):
         P.member_envs("cuda", 5, host)
     envs = P.member_envs("cpu", 1, None)
     assert envs[0]["TRACEA_WORKER_CPUS"]

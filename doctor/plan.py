@@ -54,6 +54,14 @@ class Decision:
         c = next((c for c in self.candidates if c.variant == self.chosen), None)
         return c.backend if c else None
 
+    def planned_op(self, op: Any) -> Any:
+        """``op`` in the precision that will run: its own, or the fallback's (bf16 -> fp16 on a gfx908)."""
+        if not self.precision or self.precision == op.dtype.value:
+            return op
+        import dataclasses
+
+        return dataclasses.replace(op, dtype=type(op.dtype)(self.precision))
+
     @property
     def rejected(self) -> tuple[Candidate, ...]:
         return tuple(c for c in self.candidates if not c.accepted)

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import json
 import math
@@ -31,7 +30,7 @@ from tracea.doctor.errors import CompileError, ToolchainMissingError
 from tracea.doctor.plan import Decision, plan
 from tracea.doctor.report import HostReport
 from tracea.kernels import Op, relative_error, tolerance
-from tracea.kernels.dtypes import parse_dtype, to_float64
+from tracea.kernels.dtypes import to_float64
 from tracea.kernels.footprint import require_host_memory
 
 from . import registry
@@ -174,8 +173,7 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
     variants = [registry.variant(variant)] if variant else registry.all_variants(backend)
     decision = plan(op, host, variants, precision=precision, backend=backend)
     variant_id = decision.require()
-    if decision.precision and decision.precision != op.dtype.value:  # type: ignore[attr-defined]
-        op = dataclasses.replace(op, dtype=parse_dtype(decision.precision))  # type: ignore[type-var]
+    op = decision.planned_op(op)
     require_host_memory(op)  # an op this machine cannot hold is one clear error, before anything is built
     seed = secrets.randbits(32) if seed is None else seed
     fp = registry.fingerprint(host, backend)

@@ -65,15 +65,13 @@ def test_the_hip_gemm_epilogues_and_layouts(gpu, dtype, case):
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 @pytest.mark.parametrize("shape", [(4096, 4096, 64), (17, 4096, 64), (300, 70, 33)], ids=lambda s: "x".join(map(str, s)))
 def test_the_backends_heuristic_schedule_runs_right(gpu, dtype, shape):
-    """What `tracea emit|bench --backend hip` picks on the recorded MI210 host (104 CUs), run for its logic."""
+    """What `tracea emit --backend hip --arch ...` picks (a target without a CU count: 104, an MI210's), run for its logic."""
     from tracea.doctor import probe
     from tracea.emitters import registry
 
     b = registry.backend("hip")
     op = Gemm(*shape, dtype=parse_dtype(dtype))
     sched = b.hero_schedule(op, "hip-mfma.gemm", probe())
-    if not sched.runs_on_nvidia(dtype):
-        pytest.skip(f"{sched.name} in {dtype} does not fit the NVIDIA prelude")
     assert _run(op, sched)["ok"]
 
 
@@ -105,7 +103,7 @@ def test_the_hip_conv_logic_is_right_on_odd_shapes(gpu, dtype, conv):
         op = Conv2d(n, c, h, w, k, r, s, stride=st, padding=pad, dilation=dil, layout="nhwc", bias=bias,
                     dtype=parse_dtype(dtype))
         for sched in SCHEDULES[:2]:
-            if sched.runs_on_nvidia(dtype):
+            if sched.lds_bytes(dtype) <= 64 * 1024:  # valid in this dtype
                 res = _run(op, sched)
                 assert res["ok"], (sched.name, bias, res)
 

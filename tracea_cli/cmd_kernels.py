@@ -84,12 +84,7 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
     backend = backend or resolve_backend(op, host, None, precision, to_stderr=json_out, runs_here=False)
     decision = plan(op, host, registry.all_variants(backend), precision=precision, backend=backend)
     variant = registry.variant(decision.require())
-    if decision.precision and decision.precision != op.dtype.value:  # the plan fell back (bf16 -> fp16 on gfx908)
-        import dataclasses
-
-        from tracea.kernels.dtypes import parse_dtype
-
-        op = dataclasses.replace(op, dtype=parse_dtype(decision.precision))
+    op = decision.planned_op(op)  # the plan may fall back (bf16 -> fp16 on gfx908)
     mod = registry.backend(backend)
     schedule = mod.hero_schedule(op, variant, host)
     paths = mod.emit(op, variant, schedule, host, out, arch=arch) if arch else mod.emit(op, variant, schedule, host, out)

@@ -178,7 +178,6 @@ def _setup_live(op: Any, host: Any, tune_config: TuneConfig) -> _Setup:
     from tracea.doctor.plan import plan
     from tracea.emitters import registry
     from tracea.emitters.registry import environment, fingerprint
-    from tracea.kernels.dtypes import parse_dtype
 
     from .evaluate import LiveEvaluator
     from .space import build_space
@@ -205,8 +204,7 @@ def _setup_live(op: Any, host: Any, tune_config: TuneConfig) -> _Setup:
         variants = chosen
     decision = plan(op, host, variants, precision=config.precision, backend=config.backend)
     variant_id = decision.require()
-    if decision.precision and decision.precision != op.dtype.value:
-        op = dataclasses.replace(op, dtype=parse_dtype(decision.precision))
+    op = decision.planned_op(op)
     variant = next(v for v in variants if v.id == variant_id)
     pruned: list[str] = []
     cands = build_space(op, variant, host, mod, config.space_file, pruned=pruned)

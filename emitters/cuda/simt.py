@@ -72,10 +72,11 @@ def _lane_filled(op: Any, sms: int, host: Any = None) -> CudaSchedule | None:
 
     if op.kind != "gemm" or _hero_core(op) is not HERO_CORE or op.k > LANES_MAX_K:
         return None
-    gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
-    cc = str(getattr(gpus[0], "compute_capability", None) or "") if gpus else ""
-    if cc and tuple(int(x) for x in cc.split(".")[:2]) < (8, 0):
-        return None
+    if getattr(getattr(host, "nvidia", None), "devices", None):
+        from .arch import arch_of_host
+
+        if arch_of_host(host).cc < (8, 0):
+            return None
     s = fill_forms()[0]
     if not LANES_WAVE * sms <= _tiles(op, s) <= sms:
         return None

@@ -16,6 +16,7 @@ from tracea.doctor.variants import Variant
 
 from ..backend import Builder, Rendering
 from .build import (  # bank_conflict_drop: the optional hook the tuner looks up
+    amd_gpus,
     bank_conflict_drop,
     emit,
     hero_schedule,
@@ -44,12 +45,8 @@ __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUND
            "bank_conflict_drop"]
 
 
-def _gpus(host: Any) -> list[Any]:
-    return list(getattr(getattr(host, "amd", None), "devices", None) or [])
-
-
 def present(host: Any) -> bool:
-    return bool(_gpus(host))
+    return bool(amd_gpus(host))
 
 
 @functools.lru_cache(maxsize=1)
@@ -70,7 +67,7 @@ def runs_kernels(host: Any) -> str | None:
 
 
 def device_name(host: Any) -> str | None:
-    gpus = _gpus(host)
+    gpus = amd_gpus(host)
     return f"GPU 0 ({gpus[0].name or 'AMD GPU'}, {gpus[0].gfx_target})" if gpus else None
 
 
@@ -103,7 +100,7 @@ def default_workers(host: Any) -> int:
     """Every GPU this process may use, a worker each: the KFD report lists all of the machine's, so a
     ``HIP_VISIBLE_DEVICES`` the caller set narrows them."""
     visible = os.environ.get("HIP_VISIBLE_DEVICES")
-    n = len(_gpus(host))
+    n = len(amd_gpus(host))
     return max(1, min(n, len([d for d in visible.split(",") if d.strip()])) if visible else n)
 
 
@@ -111,7 +108,7 @@ def tuning_members(host: Any, n: int) -> list[dict[str, str]]:
     """A GPU a worker, named by ``HIP_VISIBLE_DEVICES`` (the i-th of the caller's own, where it set them)."""
     from ..gpu import gpu_members
 
-    return gpu_members("HIP_VISIBLE_DEVICES", n, len(_gpus(host)), "HIP")
+    return gpu_members("HIP_VISIBLE_DEVICES", n, len(amd_gpus(host)), "HIP")
 
 
 def compute_metric(dtype: str) -> str | None:
@@ -120,7 +117,7 @@ def compute_metric(dtype: str) -> str | None:
 
 def environment(host: Any) -> dict[str, Any]:
     hipcc = host.tool("hipcc")
-    gpus = _gpus(host)
+    gpus = amd_gpus(host)
     return {"gpus": [(g.name, g.gfx_target, g.compute_units) for g in gpus],
             "driver": gpus[0].driver_version if gpus else None, "hipcc": hipcc.version if hipcc and hipcc.found else None}
 

@@ -9,6 +9,7 @@ them large (a CU count from the doctor's AMD report, 104 (an MI210) where it has
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,9 +70,14 @@ def check_op(op: Any) -> None:
         raise UnsupportedError(f"the HIP backend has no {op.kind} kernel")
 
 
+def amd_gpus(host: Any) -> list[Any]:
+    """The host report's AMD GPUs (none for a report without an AMD section)."""
+    return list(getattr(getattr(host, "amd", None), "devices", None) or [])
+
+
 def compute_units(host: Any) -> int:
-    gpus = getattr(getattr(host, "amd", None), "devices", None) or []
-    return (gpus[0].compute_units if gpus and gpus[0].compute_units else DEFAULT_CUS)
+    gpus = amd_gpus(host)
+    return gpus[0].compute_units if gpus and gpus[0].compute_units else DEFAULT_CUS
 
 
 def hero_schedule(op: Any, variant: Any, host: Any) -> HipSchedule:
@@ -109,19 +115,16 @@ def search_space(op: Any, variant: Any, host: Any) -> list[HipSchedule]:
     if op.kind == "softmax":
         return [hero, *(sm.HipSoftmaxSchedule(r) for r in range(1, 9) if r != hero.rows_per_group)]
     out = [hero]
-    for bm in (32, 64, 128, 256):
-        for bn in (32, 64, 128, 256):
-            for wm in (1, 2, 4):
-                for wn in (1, 2, 4):
-                    for bk in (8, 16, 32, 64):
-                        for pad in PADS[op.dtype.value]:
-                            s = g.HipGemmSchedule(bm, bn, bk, wm, wn, pad)
-                            try:
-                                s.validate(op.dtype.value)
-                            except BadInputError:
-                                continue
-                            if s != hero:
-                                out.append(s)
+    tiles = (32, 64, 128, 256)
+    for bm, bn, wm, wn, bk, pad in itertools.product(tiles, tiles, (1, 2, 4), (1, 2, 4), (8, 16, 32, 64),
+                                                     PADS[op.dtype.value]):
+        s = g.HipGemmSchedule(bm, bn, bk, wm, wn, pad)
+        try:
+            s.validate(op.dtype.value)
+        except BadInputError:
+            continue
+        if s != hero:
+            out.append(s)
     return out
 
 
@@ -164,7 +167,7 @@ def launch(op: Any, schedule: Any, target: str) -> Launch:
 
 
 def host_target(host: Any) -> str | None:
-    gpus = getattr(getattr(host, "amd", None), "devices", None) or []
+    gpus = amd_gpus(host)
     return gpus[0].gfx_target if gpus else None
 
 

@@ -23,7 +23,7 @@ from tracea.doctor.errors import BadInputError
 from tracea.kernels.epilogue import statements
 
 from .mfma import INSTRUCTIONS, Mfma, c_expr
-from .prelude import EPILOGUE, NVIDIA_STATIC_SMEM, scratch_bytes
+from .prelude import EPILOGUE
 from .render import HipRenderer
 
 KERNEL = "tr_hip_gemm"
@@ -63,13 +63,9 @@ class HipGemmSchedule:
                 "waves_n": self.waves_n, "pad": self.pad}
 
     def lds_bytes(self, dtype: str = "bf16") -> int:
-        """The two LDS buffers of A and B (the NVIDIA prelude's software MFMA adds its own scratch)."""
+        """The two LDS buffers of A and B. The NVIDIA prelude gives them as dynamic shared memory and adds its
+        software MFMA's static scratch, 1 KiB a wavefront at most: every valid schedule runs there."""
         return 2 * (4 if dtype == "fp32" else 2) * (self.bm + self.bn) * (self.bk + self.pad)
-
-    def runs_on_nvidia(self, dtype: str) -> bool:
-        """Whether the NVIDIA prelude's build fits: the LDS buffers are dynamic shared memory there (an H100
-        or A100 block may have up to 227 KiB), the software MFMA's scratch static (48 KiB at most)."""
-        return scratch_bytes(dtype, self.waves) <= NVIDIA_STATIC_SMEM and self.lds_bytes(dtype) <= 64 * 1024
 
     def validate(self, dtype: str = "bf16") -> None:
         if min(self.bm, self.bn, self.bk, self.waves_m, self.waves_n) < 1:

@@ -135,14 +135,6 @@ __device__ __forceinline__ unsigned short tr_from_float(float f) {
 """
 
 
-NVIDIA_STATIC_SMEM = 48 * 1024  # a kernel's static __shared__ on NVIDIA GPUs (more needs dynamic memory)
-
-
-def scratch_bytes(dtype: str, waves: int) -> int:
-    """The NVIDIA prelude's software-MFMA scratch: A and B operands of 64 lanes a wavefront."""
-    return waves * 2 * 64 * (4 if dtype == "fp32" else 4 * 2)
-
-
 def prelude(target: str, dtype: str, waves: int) -> str:
     """The prelude for ``target`` ("amd" or "nvidia"), the kernel's element type ("bf16", "fp16" or "fp32")
     and the wavefronts of its workgroup."""

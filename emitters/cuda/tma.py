@@ -244,8 +244,8 @@ class WgmmaKernel(CudaKernel):
         self.schedule = WgmmaSchedule.from_json(artifact.schedule)
         self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered.entry, rendered.smem)
         self._grid = rendered.grid[0]
-        if self.schedule.cluster > 1 and self.schedule.persistent:
-            fit = self._launcher.max_active_clusters(rendered.block[0], self.schedule.cluster)
+        if self.schedule.cluster_blocks > 1 and self.schedule.persistent:
+            fit = self._launcher.max_active_clusters(rendered.block[0], self.schedule.cluster_blocks)
             sms = int(getattr(self._dev.dev.properties, "multiprocessor_count", 0) or 132)
             self._grid = launch_geometry(op, self.schedule, sms, fit)[0]
         self._wargs: list[Any] | None = None

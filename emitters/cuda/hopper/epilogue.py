@@ -135,7 +135,9 @@ def direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tu
 
 
 def tma_store_drain(sched: WgmmaSchedule) -> str:
-    """The staging atoms must outlive the bulk stores reading them: wait before the block exits."""
+    """The staging atoms must outlive the bulk stores reading them: wait until they have been read (not
+    until the writes land: the grid's completion makes them visible, as CUTLASS's epilogue relies on)
+    before the block exits."""
     if sched.store != "tma":
         return ""
-    return 'if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;\\n" ::: "memory");'
+    return 'if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;\\n" ::: "memory");'

@@ -8,12 +8,14 @@ adjacent so that they run at the same time. ``split_tail`` splits only the tiles
 wave (the rest run whole): the hybrid of data-parallel waves and a split-K tail, which is what stream-K
 buys on these shapes; slices are whole k steps (64 elements), not fractions of a block's share.
 
-The fix-up is deterministic and never waits: each slice writes its fp32 partial sums to a workspace in
-the accumulators' own register order (one coalesced 16-byte store per four accumulators), fences, and
-counts itself on the tile's semaphore; the block that arrives last reads every slice's partial back in
-slice order (0, 1, ..., so the sum does not depend on which block came last), resets the semaphore for
-the next launch and runs the epilogue (bias, activation, residual, alpha: once, on the full sum). The
-others skip their epilogue. No block waits for another, so no co-residency is assumed.
+The fix-up is deterministic and waits only on running blocks: each slice takes a ticket on its tile's
+semaphore; every slice but the last writes its fp32 partial sums to a workspace in the accumulators' own
+register order (one coalesced 16-byte store per four accumulators), fences, and counts itself parked;
+the slice that took the last ticket waits for those counts, reads the others' partials back and sums
+every slice in slice order (0, 1, ..., its own from registers, so the sum does not depend on which block
+came last), resets both counters for the next launch and runs the epilogue (bias, activation, residual,
+alpha: once, on the full sum). The others skip their epilogue. A block waits only on blocks that have
+taken their ticket (running, and parking without waiting), so no co-residency is assumed.
 
 ``split_fix = "spread"`` shares that sum instead: every slice counts itself in (``sem[2 slot]``) and waits
 until all have, then each sums its own share of the tile's accumulator groups (slice ``sidx`` of
@@ -23,6 +25,18 @@ times the tile) becomes one tile's worth spread over ``splits`` blocks. Waiting 
 tile resident: the walk is persistent (one block per SM at most, all launched together), a tile's slices
 are consecutive units and each block takes its units in order, so no block waits on one that has not
 started (the host refuses ``splits`` above the grid's blocks).
+
+``split_fix = "cluster"`` keeps the sum on chip: a tile's ``split`` slices are the blocks of one hardware
+cluster (``__cluster_dims__(split)``; the grid holds whole clusters and a tile's units are consecutive,
+so block ``b`` of the cluster computes slice ``b``). The consumers store their partial sums into their
+own block's shared memory (one fp32 tile, ``red``); after their named barrier one thread arrives on every
+block's "ready" barrier (release at cluster scope) and all wait on their own (acquire), then sum their
+block's share of the tile's accumulator groups over every block's partial in slice order
+(``ld.shared::cluster``: deterministic); one thread arrives on every block's "read" barrier and all wait
+on their own before the buffer can be written again or the block leaves.
+No workspace, no semaphore, no global round trip; the blocks of a tile finish together. From the H100
+timelines (docs/device-runs/2026-11-26-h100-k): at 512 x 512 x 16384 the last block's global fix-up
+(park, fence, count, read three slices) held the kernel 4-5 µs past the mainloop.
 
 The slicing is decided on the host from the SM count (``plan``) and passed at run time (``splits``,
 ``dp_tiles``): one binary serves every shape; ``split = 0`` in a schedule means "as many slices as
@@ -67,11 +81,12 @@ class Plan:
     ws_bytes: int
     sem_count: int
     spread: bool = False  # the spread fix-up: every slice of a tile must be resident at once
+    cluster: bool = False  # the cluster fix-up: a tile's slices are one hardware cluster
 
     def to_json(self) -> dict[str, int]:
         d = {"splits": self.splits, "dp_tiles": self.dp_tiles, "units": self.units,
              "workspace_bytes": self.ws_bytes, "semaphores": self.sem_count}
-        return {**d, "spread": 1} if self.spread else d
+        return {**d, "spread": 1} if self.spread else {**d, "cluster_fix": 1} if self.cluster else d
 
 
 def plan(sched: WgmmaSchedule, m: int, n: int, k_iters: int, sm_count: int) -> Plan:
@@ -82,6 +97,10 @@ def plan(sched: WgmmaSchedule, m: int, n: int, k_iters: int, sm_count: int) -> P
     whole = Plan(1, tiles, tiles, tiles, 0, 0)
     if sched.split == 1 or k_iters < 2:
         return whole
+    if sched.cluster_fix:  # the slice count is the cluster's size, fixed in the binary
+        if k_iters < sched.split:
+            return whole
+        return Plan(sched.split, 0, tiles * sched.split, tiles, 0, 0, cluster=True)
     dp = (tiles // slots) * slots if sched.split_tail else 0
     tail = tiles - dp
     if tail == 0:
@@ -93,7 +112,7 @@ def plan(sched: WgmmaSchedule, m: int, n: int, k_iters: int, sm_count: int) -> P
     if splits < 2:
         return whole
     blocks = tail * cl
-    sems = blocks * (2 if sched.split_fix == "spread" else 1)
+    sems = blocks * 2  # a ticket and a count (last), or arrivals and departures (spread)
     return Plan(splits, dp, dp + tail * splits, tiles, blocks * splits * sched.bm * sched.bn * 4, sems,
                 sched.split_fix == "spread")
 
@@ -114,7 +133,8 @@ def consumer_head(sched: WgmmaSchedule) -> str:
     unequal length go by; a ping-pong consumer skips the other's units."""
     S = sched.stages
     skip = f"\n            if (j % {sched.tile_walkers} != walk) continue;" if sched.tile_walkers > 1 else ""
-    return f"""        long long it_next = 0;  /* ring steps of this block's units before the current one */
+    fix = "\n        uint32_t fix_phase = 0;  /* the cluster fix-up's barrier phase */" if sched.cluster_fix else ""
+    return f"""        long long it_next = 0;  /* ring steps of this block's units before the current one */{fix}
         for (int j = 0, unit = cluster_id; unit < units; ++j, unit += clusters) {{
             int tile, kb, ke, sidx;
             tr_unit(unit, k_iters, splits, dp_tiles, tile, kb, ke, sidx);
@@ -127,38 +147,123 @@ def consumer_head(sched: WgmmaSchedule) -> str:
 
 
 def fixup(sched: WgmmaSchedule) -> str:
-    """After a split unit's mainloop: park the partial, count it, and let the tile's last unit sum the
-    slices in order into ``acc`` (the others ``continue`` to their next unit); "spread": see ``spread``."""
+    """After a split unit's mainloop: take a ticket on the tile (``sem[2 slot]``); every unit but the
+    tile's last parks its partial, then counts itself parked (``sem[2 slot + 1]``) and ``continue``s to
+    its next unit; the last waits until the others have parked, resets both counters for the next launch
+    and sums every slice in slice order into ``acc``, its own from its registers (the sum does not
+    depend on which unit came last). It waits only on units that have taken their ticket, which are
+    running and park without waiting, so no co-residency is assumed. Taking the ticket first spares the
+    last unit, which is on the kernel's critical path, its own park and fence (the H100 timelines of
+    512 x 512 x 16384, docs/device-runs/2026-11-26-h100-k: park 1.6 µs, sum 2.2 µs before). "spread"
+    and "cluster": see ``spread`` and ``cluster_fix``."""
     if sched.split_fix == "spread":
         return spread(sched)
+    if sched.split_fix == "cluster":
+        return cluster_fix(sched)
     ms, q4 = sched.m_slices, sched.bn // 8  # float4 groups of accumulators per m64 slice
     tile4 = sched.bm * sched.bn // 4
     flag = f"bars + {8 * (2 * sched.stages + 2)}u"  # a word after the mbarriers (``smem_bytes`` counts it)
     sync, leader = _barrier(sched)
     if sched.pingpong:
         flag = f"{flag} + 4u * cw"
+    chunk, window = sum_shape(sched)
+    in_place = chunk < 4  # no room for a running sum: the last unit parks its own slice too
+    own_park = _park(sched) if in_place else ""
+    total = _sum_all(ms * q4, q4, tile4) if in_place else _sum_slices(ms * q4, q4, tile4, chunk, window)
     return f"""            if (sidx >= 0) {{  /* split-K: this unit is one k slice of its tile */
-{_park(sched)}
+{_slot(sched)}
                 {sync}
                 if ({leader}) {{
-                    const int last = atomicAdd(sem + slot, 1) == splits - 1;
-                    if (last) sem[slot] = 0;  /* ready for the next launch */
+                    const int last = atomicAdd(sem + 2 * slot, 1) == splits - 1;  /* the tile's ticket */
                     asm volatile("st.shared.b32 [%0], %1;\\n" :: "r"({flag}), "r"(last) : "memory");
                 }}
                 {sync}
                 int last;
                 asm volatile("ld.shared.b32 %0, [%1];\\n" : "=r"(last) : "r"({flag}) : "memory");
-                if (!last) continue;
+                if (!last) {{
+{_park(sched)}
+                    {sync}
+                    if ({leader}) atomicAdd(sem + 2 * slot + 1, 1);  /* parked, after every thread's fence */
+                    continue;
+                }}
+{own_park}
+                if ({leader}) {{
+                    int seen;
+                    do {{
+                        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\\n" : "=r"(seen) : "l"(sem + 2 * slot + 1) : "memory");
+                    }} while (seen < splits - 1);
+                    sem[2 * slot] = 0;  /* every other slice has parked: ready for the next launch */
+                    sem[2 * slot + 1] = 0;
+                }}
+                {sync}
                 __threadfence();
-{_sum_slices(ms * q4, q4, tile4)}
+{total}
             }}"""
 
 
-def _sum_slices(floats4: int, q4: int, tile4: int) -> str:
+def _sum_slices(floats4: int, q4: int, tile4: int, chunk: int, window: int) -> str:
     """The last unit's sum of every slice's partial, in slice order, into ``acc``: ``floats4`` float4
-    groups a thread, read ``chunk`` at a time. Up to 16 at once the loads of a slice all fly together;
-    beyond that (128 accumulators a thread, against ptxas's 168-register cap) 8 at a time, a compiler
-    barrier between chunks so the loads are not all hoisted above the adds (that spilled)."""
+    groups a thread, ``chunk`` groups at a time. The other slices' loads go out ``window`` at a time
+    (other slice ``o`` is slice ``o + (o >= sidx)``), then the adds in slice order into ``run``; the
+    unit's own slice (still in ``acc``) is folded in between slices ``sidx - 1`` and ``sidx + 1``;
+    ``run`` goes back into ``acc`` at the chunk's end, behind a compiler barrier (loads hoisted across
+    chunks spilled)."""
+    def add(dst: str, src: str) -> str:
+        return "; ".join(f"{dst}.{c} += {src}.{c}" for c in "xyzw") + ";"
+
+    own = "make_float4(a[0], a[1], a[2], a[3])"
+    return f"""                #pragma unroll
+                for (int c = 0; c < {-(-floats4 // chunk)}; ++c) {{
+                    float4 run[{chunk}];
+                    #pragma unroll
+                    for (int e = 0; e < {chunk}; ++e) {{  /* the own slice: where the sum starts if sidx is 0 */
+                        const int g = min(c * {chunk} + e, {floats4 - 1});
+                        const float* const a = &acc[g / {q4}][4 * (g % {q4})];
+                        run[e] = {own};
+                    }}
+                    for (int o0 = 0; o0 < splits - 1; o0 += {window}) {{  /* {window} other slices' loads in flight */
+                        float4 v[{window}][{chunk}];
+                        #pragma unroll
+                        for (int j = 0; j < {window}; ++j) {{
+                            const int o = o0 + j, s2 = o + (o >= sidx);
+                            if (o >= splits - 1) continue;
+                            const float4* const src = part_ws + (size_t)s2 * {tile4} + c * {chunk * 128} + tid;
+                            #pragma unroll
+                            for (int e = 0; e < {chunk}; ++e)
+                                if (c * {chunk} + e < {floats4}) v[j][e] = __ldcg(src + e * 128);
+                        }}
+                        #pragma unroll
+                        for (int j = 0; j < {window}; ++j) {{  /* slice order: the same sum whoever came last */
+                            const int o = o0 + j, s2 = o + (o >= sidx);
+                            if (o >= splits - 1) break;
+                            #pragma unroll
+                            for (int e = 0; e < {chunk}; ++e) {{
+                                const int g = min(c * {chunk} + e, {floats4 - 1});
+                                const float* const a = &acc[g / {q4}][4 * (g % {q4})];
+                                if (s2 == sidx + 1 && sidx > 0) {{ const float4 m = {own}; {add("run[e]", "m")} }}
+                                if (s2 == 0) run[e] = v[j][e];
+                                else {{ {add("run[e]", "v[j][e]")} }}
+                            }}
+                        }}
+                    }}
+                    #pragma unroll
+                    for (int e = 0; e < {chunk}; ++e) {{
+                        const int g = c * {chunk} + e;
+                        if (g >= {floats4}) continue;
+                        float* const a = &acc[g / {q4}][4 * (g % {q4})];
+                        if (sidx == splits - 1 && sidx > 0) {{ const float4 m = {own}; {add("run[e]", "m")} }}
+                        a[0] = run[e].x; a[1] = run[e].y; a[2] = run[e].z; a[3] = run[e].w;
+                    }}
+                    asm volatile("" ::: "memory");
+                }}"""
+
+
+def _sum_all(floats4: int, q4: int, tile4: int) -> str:
+    """The in-place sum for units whose accumulators leave no room for a running sum (``sum_shape``):
+    every slice's partial read back (the unit parked its own too) in slice order into ``acc``, ``chunk``
+    groups at a time; up to 16 at once the loads of a slice all fly together; beyond that (128
+    accumulators a thread, against ptxas's 168-register cap) 8 at a time, a compiler barrier between
+    chunks so the loads are not all hoisted above the adds (that spilled)."""
     chunk = floats4 if floats4 <= 16 else 8
     fence = "" if chunk == floats4 else '\n                        asm volatile("" ::: "memory");'
     return f"""                #pragma unroll
@@ -178,6 +283,16 @@ def _sum_slices(floats4: int, q4: int, tile4: int) -> str:
                 }}"""
 
 
+def sum_shape(sched: WgmmaSchedule) -> tuple[int, int]:
+    """(groups the last unit sums at a time, other slices whose loads fly together): what fits beside the
+    accumulators under the register cap ptxas compiles the block for (~16 registers of addresses): three
+    slices and the running sum take 16 registers a group. A power of two up to 8 groups; under 4 (128
+    accumulators a thread beside 168 registers), ``fixup`` sums in place instead (``_sum_all``)."""
+    spare = sched.register_split()[0] - sched.accumulators - 16
+    limit = max(1, min(8, sched.m_slices * sched.bn // 8, spare // 16))
+    return 1 << (limit.bit_length() - 1), 3
+
+
 def _barrier(sched: WgmmaSchedule) -> tuple[str, str]:
     """(the barrier of the threads that share a unit, the thread that speaks for them)."""
     if sched.pingpong:
@@ -185,12 +300,18 @@ def _barrier(sched: WgmmaSchedule) -> tuple[str, str]:
     return f'asm volatile("bar.sync 3, {128 * sched.consumers};\\n" ::: "memory");', "cw == 0 && tid == 0"
 
 
-def _park(sched: WgmmaSchedule) -> str:
-    """A slice's partial sums into the workspace, in the accumulators' register order (float4 stores)."""
+def _slot(sched: WgmmaSchedule) -> str:
+    """The tile's semaphore slot and this unit's place in the workspace (``part_ws``: the tile's slices)."""
     ms, q4, tile4 = sched.m_slices, sched.bn // 8, sched.bm * sched.bn // 4
     return f"""                const int slot = (tile - dp_tiles) * {sched.cluster} + rank;
-                float4* const part_ws = reinterpret_cast<float4*>(ws) + (size_t)slot * splits * {tile4} + part * {ms * q4 * 128};
-                float4* const mine = part_ws + (size_t)sidx * {tile4};
+                float4* const part_ws = reinterpret_cast<float4*>(ws) + (size_t)slot * splits * {tile4} + part * {ms * q4 * 128};"""
+
+
+def _park(sched: WgmmaSchedule) -> str:
+    """A slice's partial sums into the workspace, in the accumulators' register order (float4 stores),
+    then this thread's fence."""
+    ms, q4, tile4 = sched.m_slices, sched.bn // 8, sched.bm * sched.bn // 4
+    return f"""                float4* const mine = part_ws + (size_t)sidx * {tile4};
                 #pragma unroll
                 for (int i = 0; i < {ms}; ++i) {{
                     #pragma unroll
@@ -211,6 +332,7 @@ def spread(sched: WgmmaSchedule) -> str:
     sync, leader = _barrier(sched)
     return f"""            int g0 = 0, g1 = {floats4};  /* the accumulator groups this unit stores */
             if (sidx >= 0) {{  /* split-K, spread fix-up: this unit is one k slice of its tile */
+{_slot(sched)}
 {_park(sched)}
                 {sync}
                 if ({leader}) {{
@@ -254,3 +376,98 @@ def _sum_share(floats4: int, q4: int, tile4: int) -> str:
                         }}
                     }}{fence}
                 }}"""
+
+
+# The cluster fix-up's PTX: a remote arrive with release at cluster scope, a wait that acquires at cluster
+# scope, 16-byte shared stores and loads from a block of the cluster.
+CLUSTER_LIB = r"""static __device__ __forceinline__ void tr_mbar_arrive_cl(uint32_t bar, uint32_t rank) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
+}
+static __device__ __forceinline__ void tr_mbar_wait_cl(uint32_t bar, uint32_t parity) {
+    asm volatile("{\n.reg .pred p;\nTR_WAITC_%=:\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra TR_WAITC_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+static __device__ __forceinline__ void tr_st_shared_v4(uint32_t addr, float a, float b, float c, float d) {
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" :: "r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+static __device__ __forceinline__ float4 tr_ld_cluster_v4(uint32_t addr, uint32_t rank) {
+    uint32_t remote;
+    float4 v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(remote) : "memory");
+    return v;
+}
+"""
+
+
+def cluster_barriers(sched: WgmmaSchedule) -> tuple[int, int]:
+    """(offset of the "ready" barrier after ``bars``, its arrival count): past the ring's barriers and
+    the split flag words; the "read" barrier is 8 bytes on. One thread of every block of the cluster
+    arrives on each block's barrier per split unit, after its consumers' named barrier (the arrive's
+    release covers their shared-memory writes, as CUTLASS's split-K semaphore relies on)."""
+    return 8 * (2 * sched.stages + 2) + 16, sched.split
+
+
+def cluster_fix(sched: WgmmaSchedule) -> str:
+    """The cluster fix-up (module doc): park in ``red``, publish to the cluster, sum this block's share
+    (groups [g0, g1), as ``spread``) over every block's partial in slice order, release the buffers. The
+    share's loads go out a chunk of groups at a time (every slice's at once), then the adds."""
+    ms, q4, cl = sched.m_slices, sched.bn // 8, sched.split
+    floats4 = ms * q4
+    chunk = min(8, max(1, -(-floats4 // cl)))
+    ready, _ = cluster_barriers(sched)
+    sync, leader = _barrier(sched)
+    return f"""            int g0 = 0, g1 = {floats4};  /* the accumulator groups this unit stores */
+            if (sidx >= 0) {{  /* split-K, cluster fix-up: slice sidx is block sidx of this cluster */
+                const uint32_t ready = bars + {ready}u, read = ready + 8u;
+                const uint32_t mine = bars + {sched.red_offset}u + part * {floats4 * 2048}u + tid * 16u;
+                #pragma unroll
+                for (int i = 0; i < {ms}; ++i) {{
+                    #pragma unroll
+                    for (int q = 0; q < {q4}; ++q)
+                        tr_st_shared_v4(mine + (i * {q4} + q) * 2048u, acc[i][4 * q], acc[i][4 * q + 1],
+                                        acc[i][4 * q + 2], acc[i][4 * q + 3]);
+                }}
+                {sync}
+                if ({leader}) {{
+                    #pragma unroll
+                    for (int r = 0; r < {cl}; ++r) tr_mbar_arrive_cl(ready, r);
+                }}
+                tr_mbar_wait_cl(ready, fix_phase);
+                g0 = (int)((long long)sidx * {floats4} / {cl});
+                g1 = (int)((long long)(sidx + 1) * {floats4} / {cl});
+                #pragma unroll
+                for (int c = 0; c < {-(-floats4 // chunk)}; ++c) {{
+                    if (c * {chunk} >= g1 || (c + 1) * {chunk} <= g0) continue;
+                    float4 v[{chunk}][{cl}];
+                    #pragma unroll
+                    for (int e = 0; e < {chunk}; ++e) {{
+                        const int g = c * {chunk} + e;
+                        if (g < g0 || g >= g1 || g >= {floats4}) continue;
+                        #pragma unroll
+                        for (int r = 0; r < {cl}; ++r) v[e][r] = tr_ld_cluster_v4(mine + g * 2048u, r);
+                    }}
+                    #pragma unroll
+                    for (int e = 0; e < {chunk}; ++e) {{
+                        const int g = c * {chunk} + e;
+                        if (g < g0 || g >= g1 || g >= {floats4}) continue;
+                        float* const a = &acc[g / {q4}][4 * (g % {q4})];
+                        a[0] = v[e][0].x; a[1] = v[e][0].y; a[2] = v[e][0].z; a[3] = v[e][0].w;
+                        #pragma unroll
+                        for (int r = 1; r < {cl}; ++r) {{  /* slice order: the same sum on every run */
+                            a[0] += v[e][r].x; a[1] += v[e][r].y; a[2] += v[e][r].z; a[3] += v[e][r].w;
+                        }}
+                    }}
+                }}
+                {sync}  /* every thread's loads of the others' partials have returned */
+                if ({leader}) {{
+                    #pragma unroll
+                    for (int r = 0; r < {cl}; ++r) tr_mbar_arrive_cl(read, r);
+                }}
+                tr_mbar_wait_cl(read, fix_phase);  /* nobody reads this block's partial any more */
+                fix_phase ^= 1u;
+            }}"""

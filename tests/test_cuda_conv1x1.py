@@ -95,9 +95,12 @@ def test_a_sample_of_the_gemm_path_space():
 
 @pytest.mark.parametrize("c,k,h", RESNET_1X1_S2, ids=lambda x: str(x))
 def test_stride2_downsamples_keep_the_gather_and_match(c, k, h):
+    """A stride-2 1x1 conv is no plain GEMM over x: the hero reads it through the conv kernel (gathered, or
+    TMA im2col where that can walk it), never the GEMM path."""
     op = one(1, c, h, k, "fp16", True, stride=2)
     kern, _ = verified(op, seed=5)
-    assert kern.artifact.schedule.get("path", "gather") == "gather" and kern.rendered.entry == "tr_wgmma_conv"
+    assert kern.artifact.schedule.get("path", "gather") in ("gather", "im2col")
+    assert kern.rendered.entry == "tr_wgmma_conv"
 
 
 @pytest.mark.parametrize("c,k,h,n", [(256, 64, 56, 2), (1024, 256, 14, 2), (64, 256, 56, 1)])
@@ -110,8 +113,8 @@ def test_events_timing_of_the_gemm_path(c, k, h, n):
     kern, inputs = verified(op)
     t = kern.time(inputs, warmup=2, repeats=10)
     assert 0 < t.min_ms <= t.p50_ms <= t.p95_ms and t.runs == 10
-    gather = conv_hero_schedule(dataclasses.replace(op, layout="nchw"))  # the gather hero for this K
-    assert gather.path == "gather"
+    gather = dataclasses.replace(conv_hero_schedule(dataclasses.replace(op, layout="nchw")), path="gather")
+    assert gather.path == "gather"  # the conv kernel's gathering producer, for comparison
     g = cuda.build(op, VID, gather, NoReport()).time(inputs, warmup=2, repeats=10)
     tflops = op.flops / (t.p50_ms * 1e9)
     print(f"\n{op.signature}: gemm path {t.p50_ms:.4f} ms ({tflops:.0f} TFLOP/s), gather {g.p50_ms:.4f} ms "

@@ -24,34 +24,39 @@ from tracea.emitters.cuda.tma import Launcher
 from tracea.kernels import Gemm
 from tracea.kernels.dtypes import to_float64
 
-SLOTS = 16  # per block: globaltimer at points 0..5, clock64 at points 0..5 (8..13), the SM id (15)
-POINTS = ("entry", "first stage", "mainloop done", "parked", "summed", "exit")
+SLOTS = 24  # per block: globaltimer at points 0..9, clock64 at points 0..9 (10..19), the SM id (23)
+POINTS = ("entry", "first stage", "mainloop done", "parked", "summed", "exit",
+          "fix: ticket/stored", "fix: others parked/ready", "fix: share summed", "fix: read released")
 
-STAMP_LIB = r"""__device__ unsigned long long tr_tl[4096 * 16];
+STAMP_LIB = r"""__device__ unsigned long long tr_tl[4096 * 24];
 static __device__ __forceinline__ void tr_stamp(int p) {
     unsigned long long g, c;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
-    tr_tl[blockIdx.x * 16 + p] = g;
-    tr_tl[blockIdx.x * 16 + 8 + p] = c;
+    tr_tl[blockIdx.x * 24 + p] = g;
+    tr_tl[blockIdx.x * 24 + 10 + p] = c;
 }
 """
 
-# (marker line in the rendered source, text put after it)
+# (text a line of the rendered source holds, "before" or "after" it, the stamp put there). Thread 128 (the
+# first consumer thread, the fix-ups' leader) stamps.
 HOOKS = [
-    ("const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;",
+    ("const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;", "after",
      "    if (threadIdx.x == 0) { unsigned sm; asm volatile(\"mov.u32 %0, %%smid;\" : \"=r\"(sm)); "
-     "tr_tl[blockIdx.x * 16 + 15] = sm; tr_stamp(0); }\n    int tr_first = 1;"),
-    ("                tr_mbar_wait(bars + 8u * s, phase);",
-     "                if (tr_first && threadIdx.x == 128) { tr_stamp(1); tr_first = 0; }"),
-    ("            TR_WGMMA_WAIT(0);", "            if (threadIdx.x == 128) tr_stamp(2);"),
+     "tr_tl[blockIdx.x * 24 + 23] = sm; tr_stamp(0); }\n    int tr_first = 1;"),
+    ("tr_mbar_wait(bars + 8u * s, phase);", "after", "if (tr_first && threadIdx.x == 128) { tr_stamp(1); tr_first = 0; }"),
+    ("TR_WGMMA_WAIT(0);", "after", "if (threadIdx.x == 128) tr_stamp(2);"),
+    ("if (!last) continue;", "before", "if (threadIdx.x == 128) tr_stamp(3);"),
+    ("/* wgmma m64nN accumulator layout", "before", "if (threadIdx.x == 128 && sidx >= 0) tr_stamp(4);"),
+    ('asm volatile("cp.async.bulk.wait_group.read 0;', "after", "if (threadIdx.x == 128) tr_stamp(5);"),
+    # the last-unit fix-up: its ticket read, the others parked; the cluster fix-up's phases
+    ('asm volatile("ld.shared.b32 %0, [%1];', "after", "if (threadIdx.x == 128) tr_stamp(6);"),
+    ("every other slice has parked", "after", "tr_stamp(7);"),
+    ("tr_mbar_wait_cl(ready, fix_phase);", "before", "if (threadIdx.x == 128) tr_stamp(6);"),
+    ("tr_mbar_wait_cl(ready, fix_phase);", "after", "if (threadIdx.x == 128) tr_stamp(7);"),
+    ("every thread's loads of the others' partials have returned", "before", "if (threadIdx.x == 128) tr_stamp(8);"),
+    ("tr_mbar_wait_cl(read, fix_phase);", "after", "if (threadIdx.x == 128) tr_stamp(9);"),
 ]
-BEFORE = [
-    ("                if (!last) continue;", "                if (threadIdx.x == 128) tr_stamp(3);"),
-    ("            /* wgmma m64nN accumulator layout", "            if (threadIdx.x == 128 && sidx >= 0) tr_stamp(4);"),
-]
-AFTER_EXIT = ("        if (tid == 0) asm volatile(\"cp.async.bulk.wait_group.read 0;\\n\" ::: \"memory\");",
-              "        if (threadIdx.x == 128) tr_stamp(5);")
 
 
 def stamped(source: str) -> str:
@@ -61,22 +66,33 @@ def stamped(source: str) -> str:
     for i, ln in enumerate(lines):
         if i == kernel_at:
             out.extend(STAMP_LIB.split("\n"))
-        for mark, text in BEFORE:
-            if ln.strip().startswith(mark.strip()) and "tr_unit(" in source:
-                out.append(text)
+        indent = ln[: len(ln) - len(ln.lstrip())]
+        hooks = [h for h in HOOKS if "sidx" not in h[2] or "tr_unit(" in source]
+        out.extend(indent + text for mark, where, text in hooks if where == "before" and mark in ln)
         out.append(ln)
-        for mark, text in HOOKS + [AFTER_EXIT]:
-            if ln.strip() == mark.strip():
-                out.append(text)
+        out.extend(indent + text for mark, where, text in hooks if where == "after" and mark in ln)
     return "\n".join(out)
 
 
-def timeline(kernel, inputs: dict[str, np.ndarray], runs: int) -> list[np.ndarray]:
+def spinning(source: str) -> str:
+    """The source with every mbarrier wait a non-blocking test in a loop (``test_wait``) instead of the
+    potentially suspending ``try_wait``: whether a waiting warp wakes late."""
+    return source.replace("mbarrier.try_wait.parity", "mbarrier.test_wait.parity")
+
+
+def relaunch(kernel, source: str, tag: str) -> None:
+    """``kernel`` launching the binary of ``source`` (a variant of its own) from now on."""
+    cubin = nv.compile_cached(source, kernel.artifact.name + tag, kernel.rendered.entry, "sm_90a")[0]
+    kernel._launcher = Launcher(cubin.read_bytes(), kernel.rendered.entry, kernel.rendered.smem)
+
+
+def timeline(kernel, inputs: dict[str, np.ndarray], runs: int, spin: bool = False) -> list[np.ndarray]:
     """Stamps of ``runs`` launches of the stamped copy (each after a flush and a hold), one array each."""
     from cuda.bindings import driver as drv
 
-    src = stamped(kernel.artifact.source)
-    cubin = nv.compile_cached(src, kernel.artifact.name + "_tl", kernel.rendered.entry, "sm_90a")[0]
+    src = stamped(spinning(kernel.artifact.source) if spin else kernel.artifact.source)
+    cubin = nv.compile_cached(src, kernel.artifact.name + ("_tls" if spin else "_tl"), kernel.rendered.entry,
+                              "sm_90a")[0]
     kernel._launcher = Launcher(cubin.read_bytes(), kernel.rendered.entry, kernel.rendered.smem)
     ptr, size = nv_global(drv, kernel._launcher.module)
     kernel.upload(inputs)
@@ -103,7 +119,7 @@ def nv_global(drv, module) -> tuple[int, int]:
 def summarize(t: np.ndarray) -> str:
     """One line per point: when blocks got there (µs after the first entry), and the per-block
     durations between points in SM cycles."""
-    g = t[:, :6].astype(float)
+    g = t[:, :10].astype(float)
     base = g[:, 0][g[:, 0] > 0].min()
     rows = []
     for p, name in enumerate(POINTS):
@@ -113,8 +129,8 @@ def summarize(t: np.ndarray) -> str:
         at = (g[have, p] - base) / 1000.0
         rows.append(f"    {name:<14} n={int(have.sum()):>3}  at µs min {at.min():6.2f}  med {np.median(at):6.2f}  "
                     f"max {at.max():6.2f}")
-    c = t[:, 8:14].astype(float)
-    for a, b in ((0, 1), (1, 2), (2, 3), (3, 4), (2, 5), (0, 5)):
+    c = t[:, 10:20].astype(float)
+    for a, b in ((0, 1), (1, 2), (2, 3), (3, 4), (2, 5), (0, 5), (2, 6), (6, 7), (7, 8), (7, 4), (8, 9), (4, 5)):
         have = (c[:, a] > 0) & (c[:, b] > 0)
         if have.any():
             d = c[have, b] - c[have, a]
@@ -133,6 +149,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out", default=".", help="folder for the raw stamps (.npy)")
     ap.add_argument("--only", default="", help="forms whose label holds this text")
+    ap.add_argument("--spin", action="store_true", help="also each form with spinning barrier waits")
     ap.add_argument("--once", default="", help="one form (its label's first word) and cuBLAS, 2 launches each (ncu)")
     args = ap.parse_args()
     m, n, k = (int(x) for x in args.shape.split("x"))
@@ -186,13 +203,22 @@ def main() -> None:
               f"ratio {vt.p50_ms / tr.p50_ms:.3f}", flush=True)
         if not ok:
             continue
-        runs = timeline(kern, inputs, args.runs)
-        ends = [float(((r[:, 5][r[:, 5] > 0]).max() - r[:, 0][r[:, 0] > 0].min()) / 1000) for r in runs]
-        pick = runs[int(np.argsort(ends)[len(ends) // 2])]
-        print(f"  stamped copy: entry-to-last-exit µs over {args.runs} runs {[round(e, 1) for e in ends]} "
-              f"(median {statistics.median(ends):.1f}); the median run:")
-        print(summarize(pick), flush=True)
-        np.save(f"{args.out}/{label.split()[0]}_{sched.name}.npy", np.stack(runs))
+        if args.spin:  # the same kernel with spinning waits, verified and timed the same way
+            relaunch(kern, spinning(kern.artifact.source), "_spin")
+            err2 = float(np.abs(to_float64(kern(inputs), op.dtype) - ref).max()) / scale
+            ts = kern.time(inputs, warmup=5, repeats=30)
+            vt2 = time_torch(base.run, 5, 30)
+            print(f"  spinning waits: err {err2:.1e} {'ok' if err2 < 2e-2 else 'WRONG'}  {ts.p50_ms * 1000:6.1f} µs "
+                  f"(p95 {ts.p95_ms * 1000:6.1f})  cuBLAS {vt2.p50_ms * 1000:6.1f} µs  ratio {vt2.p50_ms / ts.p50_ms:.3f}",
+                  flush=True)
+        for spin in (False, True) if args.spin else (False,):
+            runs = timeline(kern, inputs, args.runs, spin)
+            ends = [float(((r[:, 5][r[:, 5] > 0]).max() - r[:, 0][r[:, 0] > 0].min()) / 1000) for r in runs]
+            pick = runs[int(np.argsort(ends)[len(ends) // 2])]
+            print(f"  stamped copy{' (spinning waits)' if spin else ''}: entry-to-last-exit µs over {args.runs} runs "
+                  f"{[round(e, 1) for e in ends]} (median {statistics.median(ends):.1f}); the median run:")
+            print(summarize(pick), flush=True)
+            np.save(f"{args.out}/{label.split()[0]}{'_spin' if spin else ''}_{sched.name}.npy", np.stack(runs))
 
 
 if __name__ == "__main__":

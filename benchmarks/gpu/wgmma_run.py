@@ -19,6 +19,7 @@ Full records go to ``DIR/*.json``; a short table is printed last.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import json
 import math
@@ -155,8 +156,8 @@ class Kernel:
         self.cubin, self.log, self.compile_s, self.sass = cache[key]
         self.op, self.sched = op, sched
         self.launcher = T.Launcher(self.cubin, W.KERNEL_NAME, sched.smem_bytes)
-        self.max_clusters = self.launcher.max_active_clusters(sched.threads, sched.cluster) \
-            if sched.cluster > 1 else None
+        self.max_clusters = self.launcher.max_active_clusters(sched.threads, sched.cluster_blocks) \
+            if sched.cluster_blocks > 1 else None
         self.regs = self.launcher.attribute("NUM_REGS")
         self.local = self.launcher.attribute("LOCAL_SIZE_BYTES")
 
@@ -184,6 +185,14 @@ class Kernel:
         args = T.gemm_args(ma, mb, mc, out.data_ptr(), bias.data_ptr() if bias is not None else 0,
                            res.data_ptr() if res is not None else 0, op.alpha, op.m, op.n, op.k, store_tma)
         grid, threads, _ = W.launch_geometry(op, self.sched, sm_count, self.max_clusters)
+        if self.sched.split != 1:  # split-K: a workspace, zeroed semaphores, the plan (hopper/splitk.py)
+            from tracea.emitters.cuda.hopper.gemm import split_plan
+
+            plan = split_plan(op, self.sched, sm_count)
+            self._ws = torch.empty(max(16, plan.ws_bytes), dtype=torch.uint8, device="cuda")
+            self._sem = torch.zeros(max(1, plan.sem_count), dtype=torch.int32, device="cuda")
+            args += [ctypes.c_uint64(self._ws.data_ptr()), ctypes.c_uint64(self._sem.data_ptr()),
+                     ctypes.c_int(plan.splits), ctypes.c_int(plan.dp_tiles)]
         copies = [(buf, t) for buf, _, t in srcs.values() if t is not None]
         stream = torch.cuda.current_stream().cuda_stream
 

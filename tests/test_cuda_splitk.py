@@ -112,32 +112,6 @@ def test_schedule_fields_validate_and_round_trip():
     assert WgmmaConvSchedule.from_json(c.to_json()) == c
 
 
-def test_cluster_fix_is_one_cluster_per_split_tile():
-    from tracea.emitters.cuda.hopper import gemm
-
-    s = WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=4, split_fix="cluster")
-    assert WgmmaSchedule.from_json(s.to_json()) == s and s.name.endswith("_sk4c") and s.cluster_blocks == 4
-    assert s.smem_bytes == dataclasses.replace(s, split_fix="last").smem_bytes - 16 * 6 - 32 + s.red_offset + 4 * 64 * 128
-    for bad, field in (({"split": 0}, "split"), ({"split": 9}, "split"), ({"cluster": 2}, "split_fix"),
-                       ({"split_tail": True}, "split_fix"), ({"persistent": False}, "split_fix"),
-                       ({"consumers": 2, "bm": 128, "pingpong": True}, "split_fix"),
-                       ({"bm": 128, "bn": 256, "consumers": 2}, "stages")):  # the fp32 tile does not fit beside 6 stages
-        with pytest.raises(BadInputError, match=field):
-            dataclasses.replace(s, **bad).validate()
-    with pytest.raises(BadInputError, match="split_fix"):  # the gathering conv runs one block a cluster
-        WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, split=4, split_fix="cluster").validate()
-    p = splitk.plan(s, 512, 512, 256, 132)  # 32 tiles x 4 slices, no workspace, no semaphore
-    assert (p.splits, p.dp_tiles, p.units, p.ws_bytes, p.sem_count) == (4, 0, 128, 0, 0) and p.to_json()["cluster_fix"]
-    assert splitk.plan(s, 512, 512, 3, 132).splits == 1  # fewer k steps than slices: whole tiles
-    r = gemm.rendered(Gemm(512, 512, 16384, "bf16"), s, 132)
-    assert r.grid[0] == 128 and r.params[-4:] == splitk.PARAMS
-    # more tiles than fit: whole clusters, each walking tiles; the grid is a multiple of the cluster
-    assert gemm.launch_geometry(Gemm(4096, 4096, 4096, "bf16"), s, 132)[0] == 132
-    assert gemm.launch_geometry(Gemm(4096, 4096, 4096, "bf16"), s, 132, max_clusters=30)[0] == 120
-    three = dataclasses.replace(s, split=3)
-    assert gemm.launch_geometry(Gemm(512, 512, 16384, "bf16"), three, 132)[0] == 96  # 32 tiles x 3
-
-
 def test_heroes_split_where_tiles_leave_sms_idle():
     proj = hero_schedule(Gemm(128, 4096, 4096, "bf16"))  # 64 tiles of 64 x 128: 2 slices each
     assert (proj.bm, proj.bn, proj.consumers, proj.split) == (64, 128, 1, 0)
@@ -192,18 +166,6 @@ SPLIT_CASES = [
     # a 2-block cluster along N (the pair shares A), cuBLAS's split-K form for the tail shape
     (Gemm(512, 512, 16384, "bf16"),
      WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, cluster=2, cluster_axis="n", store="tma", split=4)),
-    # the cluster fix-up: a tile's slices are one cluster summing over distributed shared memory; the tail
-    # shape; odd M, N, K with more units than blocks (1024 units, 2-step slices); 3-block clusters with a
-    # fused epilogue and column-major operands; two consumers with alpha; many units a block (4096^3)
-    (Gemm(512, 512, 16384, "bf16"), WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=4,
-                                                  split_fix="cluster")),
-    (Gemm(1000, 999, 1001, "bf16"), WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, split=8, split_fix="cluster")),
-    (Gemm(200, 136, 1000, "fp16", layout_a="col", layout_b="col", epilogue=("bias", "gelu", "residual")),
-     WgmmaSchedule(bm=128, bn=128, stages=4, consumers=2, store="tma", split=3, split_fix="cluster")),
-    (Gemm(520, 264, 2000, "bf16", epilogue=("scale",), alpha=0.5),
-     WgmmaSchedule(bm=128, bn=128, stages=4, consumers=2, store="tma", split=2, split_fix="cluster")),
-    (Gemm(4096, 4096, 4096, "bf16"), WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=2,
-                                                   split_fix="cluster")),
 ]
 CONV_CASES = [
     (Conv2d(1, 512, 7, 7, 512, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True), None),
@@ -215,9 +177,6 @@ CONV_CASES = [
      WgmmaConvSchedule.of_gemm(WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=0))),
     (Conv2d(1, 256, 14, 14, 256, 3, 3, padding=1, stride=2, layout="nhwc", dtype="bf16", bias=True),
      WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=0, split_fix="spread")),
-    (Conv2d(1, 1024, 14, 14, 256, 1, 1, layout="nhwc", dtype="fp16", bias=True),  # the GEMM path, cluster fix-up
-     WgmmaConvSchedule.of_gemm(WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=4,
-                                             split_fix="cluster"))),
 ]
 
 
@@ -249,11 +208,9 @@ def test_split_kernels_compile_for_sm90a_without_spills(nvrtc):
     for op, sched in SPLIT_CASES:
         sched = sched or hero_schedule(op)
         src = gemm.render(op, sched)
-        fix = {"spread": "atomicAdd(sem + 2 * slot, 1);\n", "cluster": "tr_ld_cluster_v4(mine"}.get(
+        fix = {"spread": "atomicAdd(sem + 2 * slot, 1);\n"}.get(
             sched.split_fix, "atomicAdd(sem + 2 * slot, 1) == splits - 1;  /* the tile's ticket */")
         assert "tr_unit(unit" in src and fix in src
-        if sched.split_fix == "cluster":  # no workspace, no semaphore: the sum never leaves the cluster
-            assert "atomicAdd" not in src and f"__cluster_dims__({sched.split}, 1, 1)" in src
         assert _compile(src, sched.name) == (0, 0, 0), sched.name
     for op, sched in CONV_CASES:
         sched = sched or conv_hero_schedule(op)

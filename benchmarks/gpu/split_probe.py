@@ -186,33 +186,6 @@ def spread_rows(host: object, match: str, fixes: tuple[str, ...] = ("last", "spr
                 _row("hero" if f is hero else "form", pinned(op, host, s), s.name)
 
 
-def cluster_rows(host: object, match: str) -> None:
-    """Each split hero as planned (its fix-up), then the same tiles with the cluster fix-up at the slice
-    count the plan gives it on this GPU, and at half and twice that."""
-    from tracea.emitters.cuda.hopper import splitk
-
-    devices = host.nvidia.devices
-    sms = (devices[0].sm_count if devices else None) or 132
-    for op in GEMMS + [c for c in ONES if c.n == 1]:
-        if match not in op.signature:
-            continue
-        hero = hero_schedule(op) if isinstance(op, Gemm) else conv_hero_schedule(op)
-        if hero.split == 1:
-            continue
-        base = hero.as_gemm() if hasattr(hero, "as_gemm") else hero
-        g = op if isinstance(op, Gemm) else Gemm(op.gemm_m, op.k, op.c, op.dtype.value)
-        planned = splitk.plan(base, g.m, g.n, splitk.k_steps(g.k), sms).splits
-        print(op.signature, f"(hero {hero.name}, {planned} slices planned)", flush=True)
-        _row("hero", pinned(op, host, hero), hero.name)
-        for k in sorted({planned, planned // 2, planned * 2}):
-            s = dataclasses.replace(hero, split=k, split_fix="cluster", split_tail=False)
-            try:
-                s.validate(op)
-            except Exception:  # noqa: BLE001 - a slice count this shape's tiles cannot take
-                continue
-            _row("cluster", pinned(op, host, s), s.name)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--match", default="")
@@ -223,12 +196,8 @@ def main() -> None:
     ap.add_argument("--spread", action="store_true", help="split forms with each fix-up (split_fix)")
     ap.add_argument("--fixes", default="last,spread", help="with --spread: the split_fix values to run")
     ap.add_argument("--name", default="", help="with --spread: only forms whose name holds this text")
-    ap.add_argument("--cluster", action="store_true", help="split heroes against the cluster fix-up")
     args = ap.parse_args()
     host = probe()
-    if args.cluster:
-        cluster_rows(host, args.match)
-        return
     if args.spread:
         spread_rows(host, args.match, tuple(args.fixes.split(",")), args.name)
         return

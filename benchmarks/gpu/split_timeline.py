@@ -25,8 +25,8 @@ from tracea.kernels import Gemm
 from tracea.kernels.dtypes import to_float64
 
 SLOTS = 24  # per block: globaltimer at points 0..9, clock64 at points 0..9 (10..19), the SM id (23)
-POINTS = ("entry", "first stage", "mainloop done", "parked", "summed", "exit",
-          "fix: ticket/stored", "fix: others parked/ready", "fix: share summed", "fix: read released")
+POINTS = ("entry", "first stage", "mainloop done", "parked", "summed", "exit", "fix: ticket", "fix: others parked",
+          "", "")
 
 STAMP_LIB = r"""__device__ unsigned long long tr_tl[4096 * 24];
 static __device__ __forceinline__ void tr_stamp(int p) {
@@ -49,13 +49,9 @@ HOOKS = [
     ("if (!last) continue;", "before", "if (threadIdx.x == 128) tr_stamp(3);"),
     ("/* wgmma m64nN accumulator layout", "before", "if (threadIdx.x == 128 && sidx >= 0) tr_stamp(4);"),
     ('asm volatile("cp.async.bulk.wait_group.read 0;', "after", "if (threadIdx.x == 128) tr_stamp(5);"),
-    # the last-unit fix-up: its ticket read, the others parked; the cluster fix-up's phases
+    # the last-unit fix-up: its ticket read, the others parked
     ('asm volatile("ld.shared.b32 %0, [%1];', "after", "if (threadIdx.x == 128) tr_stamp(6);"),
     ("every other slice has parked", "after", "tr_stamp(7);"),
-    ("tr_mbar_wait_cl(ready, fix_phase);", "before", "if (threadIdx.x == 128) tr_stamp(6);"),
-    ("tr_mbar_wait_cl(ready, fix_phase);", "after", "if (threadIdx.x == 128) tr_stamp(7);"),
-    ("every thread's loads of the others' partials have returned", "before", "if (threadIdx.x == 128) tr_stamp(8);"),
-    ("tr_mbar_wait_cl(read, fix_phase);", "after", "if (threadIdx.x == 128) tr_stamp(9);"),
 ]
 
 
@@ -148,10 +144,16 @@ def main() -> None:
     ap.add_argument("--shape", default="512x512x16384")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out", default=".", help="folder for the raw stamps (.npy)")
-    ap.add_argument("--only", default="", help="forms whose label holds this text")
+    ap.add_argument("--only", default="", help="forms whose labels start with one of these (comma-separated)")
+    ap.add_argument("--no-timeline", action="store_true", help="verify and time only")
     ap.add_argument("--spin", action="store_true", help="also each form with spinning barrier waits")
+    ap.add_argument("--promotion", default="", help="the tensor maps' L2 promotion (NONE, L2_64B, L2_128B, L2_256B)")
     ap.add_argument("--once", default="", help="one form (its label's first word) and cuBLAS, 2 launches each (ncu)")
     args = ap.parse_args()
+    if args.promotion:
+        from tracea.emitters.cuda import tma
+
+        tma.L2_PROMOTION = args.promotion
     m, n, k = (int(x) for x in args.shape.split("x"))
     op = Gemm(m, n, k, "bf16")
     host = probe()
@@ -168,16 +170,7 @@ def main() -> None:
              ("cuBLAS's form", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", cluster=2,
                                              cluster_axis="n", store="tma", split=4)),
              ("128x64 c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", store="tma", split=4)),
-             ("128x128 split8", WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=8)),
-             # the cluster fix-up: a tile's slices sum over distributed shared memory
-             ("cluster-fix", WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=4,
-                                           split_fix="cluster")),
-             ("cluster-fix s7", WgmmaSchedule(bm=64, bn=128, stages=7, consumers=1, store="tma", split=4,
-                                              split_fix="cluster")),
-             ("cluster-fix 128x64", WgmmaSchedule(bm=128, bn=64, stages=6, consumers=2, raster="n", store="tma",
-                                                  split=4, split_fix="cluster")),
-             ("cluster-fix 128x128/8", WgmmaSchedule(bm=128, bn=128, stages=4, consumers=2, store="tma", split=8,
-                                                     split_fix="cluster"))]
+             ("128x128 split8", WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=8))]
     if args.once:
         sched = next(f for label, f in forms if label.split()[0] == args.once)
         kern = build(op, "cuda-wgmma.gemm", sched, host)
@@ -190,7 +183,7 @@ def main() -> None:
         return
     scale = float(np.abs(ref).max())
     for label, sched in forms:
-        if args.only not in label:
+        if args.only and not any(label.startswith(w) for w in args.only.split(",")):
             continue
         kern = build(op, "cuda-wgmma.gemm", sched, host)
         out = to_float64(kern(inputs), op.dtype)
@@ -201,7 +194,7 @@ def main() -> None:
         print(f"{label:<20} {sched.name:<40} grid {kern._grid:>3}  err {err:.1e} {'ok' if ok else 'WRONG'}  "
               f"{tr.p50_ms * 1000:6.1f} µs (p95 {tr.p95_ms * 1000:6.1f})  cuBLAS {vt.p50_ms * 1000:6.1f} µs  "
               f"ratio {vt.p50_ms / tr.p50_ms:.3f}", flush=True)
-        if not ok:
+        if not ok or args.no_timeline:
             continue
         if args.spin:  # the same kernel with spinning waits, verified and timed the same way
             relaunch(kern, spinning(kern.artifact.source), "_spin")

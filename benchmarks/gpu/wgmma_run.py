@@ -156,8 +156,8 @@ class Kernel:
         self.cubin, self.log, self.compile_s, self.sass = cache[key]
         self.op, self.sched = op, sched
         self.launcher = T.Launcher(self.cubin, W.KERNEL_NAME, sched.smem_bytes)
-        self.max_clusters = self.launcher.max_active_clusters(sched.threads, sched.cluster_blocks) \
-            if sched.cluster_blocks > 1 else None
+        self.max_clusters = self.launcher.max_active_clusters(sched.threads, sched.cluster) \
+            if sched.cluster > 1 else None
         self.regs = self.launcher.attribute("NUM_REGS")
         self.local = self.launcher.attribute("LOCAL_SIZE_BYTES")
 

@@ -50,7 +50,7 @@ def encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tup
     The same arguments give the same map object (it encodes only the address and geometry, and a launch
     copies it by value): encoding one costs tens of microseconds of host time, paid at each
     ``tracea.ops`` call otherwise."""
-    return cached_map(("tiled", ptr, dtype, tuple(dims), tuple(strides_bytes), tuple(box)),
+    return cached_map(("tiled", ptr, dtype, tuple(dims), tuple(strides_bytes), tuple(box), L2_PROMOTION),
                       lambda: _encode_tiled(ptr, dtype, dims, strides_bytes, box))
 
 
@@ -70,6 +70,11 @@ def cached_map(key: tuple[Any, ...], encode: Any) -> _Map:
     return out
 
 
+# How far L2 widens a tensor map's DRAM fetches (CUtensorMapL2promotion's suffix: NONE, L2_64B, L2_128B,
+# L2_256B). Module-wide so that a probe can compare them (benchmarks/gpu/split_timeline.py --promotion).
+L2_PROMOTION = "L2_256B"
+
+
 def _encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tuple[int, ...],
                   box: tuple[int, ...]) -> _Map:
     from cuda.bindings import driver as drv
@@ -83,7 +88,7 @@ def _encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tu
         [drv.cuuint32_t(b) for b in box], [drv.cuuint32_t(1)] * len(dims),
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        getattr(drv.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{L2_PROMOTION}"),
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
     out = _Map()
     ctypes.memmove(ctypes.addressof(out), m.getPtr(), MAP_BYTES)
@@ -244,8 +249,8 @@ class WgmmaKernel(CudaKernel):
         self.schedule = WgmmaSchedule.from_json(artifact.schedule)
         self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered.entry, rendered.smem)
         self._grid = rendered.grid[0]
-        if self.schedule.cluster_blocks > 1 and self.schedule.persistent:
-            fit = self._launcher.max_active_clusters(rendered.block[0], self.schedule.cluster_blocks)
+        if self.schedule.cluster > 1 and self.schedule.persistent:
+            fit = self._launcher.max_active_clusters(rendered.block[0], self.schedule.cluster)
             sms = int(getattr(self._dev.dev.properties, "multiprocessor_count", 0) or 132)
             self._grid = launch_geometry(op, self.schedule, sms, fit)[0]
         self._wargs: list[Any] | None = None

@@ -64,8 +64,8 @@ def gemm_view_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, 
             self.schedule = sched
             self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered_.entry, rendered_.smem)
             self._grid = rendered_.grid[0]
-            if sched.cluster_blocks > 1 and sched.persistent:
-                fit = self._launcher.max_active_clusters(rendered_.block[0], sched.cluster_blocks)
+            if sched.cluster > 1 and sched.persistent:
+                fit = self._launcher.max_active_clusters(rendered_.block[0], sched.cluster)
                 sms = int(getattr(self._dev.dev.properties, "multiprocessor_count", 0) or 132)
                 self._grid = gemm.launch_geometry(view, sched, sms, fit)[0]
             self._wargs: list[Any] | None = None

@@ -77,10 +77,7 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     w.extend(scheduler.tile_order(sched))
     if sched.split != 1:
         w.extend(splitk.UNIT_FN)
-    if sched.cluster_fix:
-        w.extend(splitk.CLUSTER_LIB)
-    cl = sched.cluster_blocks
-    cluster_attr = f"__cluster_dims__({cl}, 1, 1) " if cl > 1 else ""
+    cluster_attr = f"__cluster_dims__({sched.cluster}, 1, 1) " if sched.cluster > 1 else ""
     w(f'extern "C" __global__ void {cluster_attr}__launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
     w("    const __grid_constant__ TrTensorMap tmA, const __grid_constant__ TrTensorMap tmB,")
     w("    const __grid_constant__ TrTensorMap tmC,")

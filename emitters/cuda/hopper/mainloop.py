@@ -179,19 +179,10 @@ def kernel_head(sched: WgmmaSchedule, a_bytes: int, k_iters: str = f"(K + {BK - 
             tr_mbar_init(bars + 8u * ({S} + s), {4 * (1 if sched.pingpong else sched.consumers) * sched.cluster}u);
         }}
         tr_mbar_init(bars + 8u * {2 * S}, 1u);
-        tr_mbar_init(bars + 8u * {2 * S + 1}, 1u);{_fix_barriers(sched)}
+        tr_mbar_init(bars + 8u * {2 * S + 1}, 1u);
         asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
     }}
     {_cluster_sync(sched)}"""
-
-
-def _fix_barriers(sched: WgmmaSchedule) -> str:
-    """The cluster fix-up's "ready" and "read" barriers (``splitk.cluster_barriers``); nothing otherwise."""
-    if not sched.cluster_fix:
-        return ""
-    at, count = splitk.cluster_barriers(sched)
-    return (f"\n        tr_mbar_init(bars + {at}u, {count}u);  /* split-K cluster fix-up: partials ready */"
-            f"\n        tr_mbar_init(bars + {at + 8}u, {count}u);  /* and read */")
 
 
 def _units(sched: WgmmaSchedule) -> str:
@@ -386,7 +377,7 @@ def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...],
     after each full-barrier wait, for stages written through the generic proxy (cp.async) and
     published without a producer-side fence."""
     w = CodeWriter()
-    spread = sched.shares_fix
+    spread = sched.split != 1 and sched.split_fix == "spread"
     w.extend(_consumer_entry(sched))
     w.extend(_consumer_mainloop(sched, a_k, b_k, proxy_fence))
     if sched.split != 1:
@@ -406,9 +397,12 @@ def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...],
 
 
 def _store_when(sched: WgmmaSchedule) -> str:
-    """When the TMA store runs (else the direct stores): C rows TMA can address; not a spread split unit
-    (it stores its share); along N, not the empty tile past N of an odd column count's last pair."""
-    when = "store_tma" + (" && sidx < 0" if sched.shares_fix else "")
+    """When the TMA store runs (else the direct stores): C rows TMA can address; not a split unit (a spread
+    unit stores its share; the last unit of a tile is on the kernel's critical path, where the direct
+    stores leave sooner than staging, fencing and draining a bulk store: the 512 x 512 x 16384 timelines,
+    docs/device-runs/2026-11-26-h100-k); along N, not the empty tile past N of an odd column count's last
+    pair."""
+    when = "store_tma" + (" && sidx < 0" if sched.split != 1 else "")
     return when + (f" && tn * {sched.bn} < N" if sched.cluster_axis == "n" else "")
 
 
@@ -494,16 +488,16 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
 
 
 def _cluster_sync(sched: WgmmaSchedule) -> str:
-    """Every barrier of the block (and, in a cluster, of the others) initialised before anyone uses one."""
-    if sched.cluster_blocks == 1:
+    """Every barrier of the block (and, in a pair, of the peer) initialised before anyone uses one."""
+    if sched.cluster == 1:
         return "__syncthreads();"
     return ('asm volatile("barrier.cluster.arrive.release.aligned;\\n" ::: "memory");\n'
             '    asm volatile("barrier.cluster.wait.acquire.aligned;\\n" ::: "memory");')
 
 
 def _cluster_exit(sched: WgmmaSchedule) -> str:
-    """A cluster leaves together: the others may still arrive on this block's barriers until they are done."""
-    if sched.cluster_blocks == 1:
+    """A pair leaves together: the peer may still arrive on this block's barriers until it is done."""
+    if sched.cluster == 1:
         return ""
     return ('asm volatile("barrier.cluster.arrive.release;\\n" ::: "memory");\n'
             '    asm volatile("barrier.cluster.wait.acquire;\\n" ::: "memory");')

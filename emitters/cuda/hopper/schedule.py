@@ -25,8 +25,7 @@ BK = 64  # one 128-byte swizzle span of 16-bit elements: the k extent of every T
 SWIZZLE = TmaSwizzle("128B")
 RASTERS = ("m", "n")
 STORES = ("direct", "tma")
-SPLIT_FIXES = ("last", "spread", "cluster")
-CLUSTER_MAX = 8  # blocks a cluster may hold without the non-portable opt-in
+SPLIT_FIXES = ("last", "spread")
 CLUSTER_AXES = ("m", "n")
 C_ATOM_BYTES = 64 * 64 * 2  # one 64 x 64 16-bit tile of C staged for a TMA store
 REGISTERS_PER_SM = 65536
@@ -50,10 +49,7 @@ class WgmmaSchedule:
     16384: each block loads half of A for both and its own B). ``split``: k slices per tile (split-K,
     ``splitk.py``): 1 none, 0 as many as fill the SMs, 2..16 that many; ``split_tail``: split only the
     tiles of the last, partial wave; ``split_fix``: who sums the slices, "last" (the tile's last block,
-    alone), "spread" (every slice's block a share of the tile, once all have arrived; persistent only) or
-    "cluster" (a tile's ``split`` slices are the blocks of one hardware cluster, which park their partial
-    sums in their own shared memory and each sum a share of the tile over distributed shared memory: no
-    workspace, no semaphore, no global round trip; ``split`` 2..8 fixed at compile time)."""
+    alone) or "spread" (every slice's block a share of the tile, once all have arrived; persistent only)."""
 
     bm: int = 128
     bn: int = 256
@@ -105,27 +101,6 @@ class WgmmaSchedule:
         return self.m_slices * self.bn // 2
 
     @property
-    def cluster_fix(self) -> bool:
-        """Split-K summed within a hardware cluster of the tile's slices (``split_fix`` "cluster")."""
-        return self.split != 1 and self.split_fix == "cluster"
-
-    @property
-    def shares_fix(self) -> bool:
-        """Every slice's block stores a share of its tile (the spread and cluster fix-ups)."""
-        return self.split != 1 and self.split_fix in ("spread", "cluster")
-
-    @property
-    def cluster_blocks(self) -> int:
-        """Blocks of one hardware cluster (``__cluster_dims__``): a multicast pair, or a tile's slices."""
-        return self.split if self.cluster_fix else self.cluster
-
-    @property
-    def red_offset(self) -> int:
-        """The cluster fix-up's partial-sum buffer, in bytes after the mbarriers (``bars``): past the
-        ring's barriers, the split flags and the fix-up's two barriers, 128-aligned."""
-        return -(-(16 * self.stages + 48) // 128) * 128
-
-    @property
     def stage_bytes(self) -> int:
         return (self.bm + self.bn) * BK * ELEM_BYTES
 
@@ -139,8 +114,6 @@ class WgmmaSchedule:
         """Dynamic shared memory: the ring, the C staging atoms, the mbarriers (full and empty per stage,
         two ping-pong turns), slack to align the base to 1024."""
         flags = 16 if self.split != 1 else 0  # split-K: the consumers' "last slice" word(s)
-        if self.cluster_fix:  # the fix-up's barriers and one fp32 partial tile
-            return self.stages * self.stage_bytes + self.c_staging_bytes + self.red_offset + 4 * self.bm * self.bn + 1024
         return self.stages * self.stage_bytes + self.c_staging_bytes + 16 * self.stages + 16 + flags + 1024
 
     @property
@@ -150,7 +123,7 @@ class WgmmaSchedule:
         tag += "_pp" if self.pingpong else ""
         tag += "_ts" if self.store == "tma" else ""
         tag += "" if self.split == 1 else f"_sk{self.split or 'a'}" + ("t" if self.split_tail else "")
-        tag += {"spread": "s", "cluster": "c"}.get(self.split_fix, "")
+        tag += "s" if self.split_fix == "spread" else ""
         return tag + ("" if self.persistent else "_np")
 
     def register_split(self) -> tuple[int, int, int]:
@@ -192,12 +165,10 @@ class WgmmaSchedule:
         if self.cluster not in (1, 2):
             raise BadInputError(f"cluster: {self.cluster} blocks per cluster (1 or 2 supported)")
         if self.split_fix not in SPLIT_FIXES:
-            raise BadInputError(f"split_fix: expected 'last', 'spread' or 'cluster', got {self.split_fix!r}")
+            raise BadInputError(f"split_fix: expected 'last' or 'spread', got {self.split_fix!r}")
         if self.split_fix == "spread" and (self.split == 1 or not self.persistent):
             raise BadInputError("split_fix: 'spread' shares a split tile's sum among its slices' blocks, which "
                                 "must all be resident: it needs split-K and a persistent schedule")
-        if self.split_fix == "cluster":
-            self._validate_cluster_fix()
         if self.split_tail and self.split == 1:
             raise BadInputError("split_tail: splits the last wave's tiles, but split is 1 (none)", "split 0")
         if self.cluster_axis not in CLUSTER_AXES:
@@ -224,18 +195,6 @@ class WgmmaSchedule:
                 raise BadInputError(f"cuda-wgmma computes gemm, not {getattr(op, 'kind', None)}")
             if op.dtype.value not in PTX_TYPE:
                 raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
-
-    def _validate_cluster_fix(self) -> None:
-        """The cluster fix-up's slices are one hardware cluster: a fixed count, every tile split."""
-        if not 2 <= self.split <= CLUSTER_MAX:
-            raise BadInputError(f"split: the cluster fix-up runs a tile's slices as one cluster of 2..{CLUSTER_MAX} "
-                                f"blocks, so split is fixed there, not {self.split}", "split 2..8, or split_fix 'last'")
-        for bad, why in ((self.cluster != 1, "cluster 1 (its blocks are the tile's slices, not a multicast pair)"),
-                         (self.split_tail, "split_tail false (every tile is split)"),
-                         (not self.persistent, "a persistent schedule"),
-                         (self.pingpong, "cooperative consumers (no ping-pong)")):
-            if bad:
-                raise BadInputError(f"split_fix: 'cluster' needs {why}", "split_fix 'last'")
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -485,9 +444,6 @@ class WgmmaConvSchedule(WgmmaSchedule):
             raise BadInputError(f"publish: expected 'wait' or 'noinc', got {self.publish!r}")
         if self.cluster != 1:
             raise BadInputError("cluster: the conv's gathering producer runs one block per cluster (cluster 1)")
-        if self.split_fix == "cluster":
-            raise BadInputError("split_fix: the conv's gathering and im2col kernels run one block per cluster; "
-                                "'cluster' is the GEMM's (and the 1x1 conv's gemm path)", "split_fix 'last'")
         if self.stages < 3:
             raise BadInputError(f"stages: {self.stages}; the conv's producer needs 3 or more to overlap its copies")
         if op is not None:

@@ -84,14 +84,11 @@ def launch_geometry(sched: WgmmaSchedule, m: int, n: int, sm_count: int,
     """(grid blocks, threads per block, dynamic shared memory bytes) for an ``m`` x ``n`` output.
     Persistent: one block (or pair) per SM (pair of SMs) that can hold one at once (``max_clusters``,
     from the driver when known); otherwise one block per tile. Under split-K (``plan``, a
-    ``splitk.Plan``) the walk is over its work units instead of tiles; under the cluster fix-up a cluster
-    is a tile's slices, so the grid holds whole clusters of ``split`` blocks, each walking its units."""
-    cl = sched.cluster_blocks
+    ``splitk.Plan``) the walk is over its work units instead of tiles."""
+    cl = sched.cluster
     tiles = cluster_tiles(sched, m, n)
     if plan is not None:
         tiles = plan.units
-    if sched.cluster_fix:
-        tiles = -(-tiles // cl)
     slots = max_clusters if max_clusters else sm_count // cl
     grid = cl * (min(tiles, slots) if sched.persistent else tiles)
     return grid, sched.threads, sched.smem_bytes

@@ -26,18 +26,6 @@ tile resident: the walk is persistent (one block per SM at most, all launched to
 are consecutive units and each block takes its units in order, so no block waits on one that has not
 started (the host refuses ``splits`` above the grid's blocks).
 
-``split_fix = "cluster"`` keeps the sum on chip: a tile's ``split`` slices are the blocks of one hardware
-cluster (``__cluster_dims__(split)``; the grid holds whole clusters and a tile's units are consecutive,
-so block ``b`` of the cluster computes slice ``b``). The consumers store their partial sums into their
-own block's shared memory (one fp32 tile, ``red``); after their named barrier one thread arrives on every
-block's "ready" barrier (release at cluster scope) and all wait on their own (acquire), then sum their
-block's share of the tile's accumulator groups over every block's partial in slice order
-(``ld.shared::cluster``: deterministic); one thread arrives on every block's "read" barrier and all wait
-on their own before the buffer can be written again or the block leaves.
-No workspace, no semaphore, no global round trip; the blocks of a tile finish together. From the H100
-timelines (docs/device-runs/2026-11-26-h100-k): at 512 x 512 x 16384 the last block's global fix-up
-(park, fence, count, read three slices) held the kernel 4-5 µs past the mainloop.
-
 The slicing is decided on the host from the SM count (``plan``) and passed at run time (``splits``,
 ``dp_tiles``): one binary serves every shape; ``split = 0`` in a schedule means "as many slices as
 fill the SMs" (``AUTO_MAX`` at most, ``MIN_STEPS`` k steps a slice at least).
@@ -81,12 +69,11 @@ class Plan:
     ws_bytes: int
     sem_count: int
     spread: bool = False  # the spread fix-up: every slice of a tile must be resident at once
-    cluster: bool = False  # the cluster fix-up: a tile's slices are one hardware cluster
 
     def to_json(self) -> dict[str, int]:
         d = {"splits": self.splits, "dp_tiles": self.dp_tiles, "units": self.units,
              "workspace_bytes": self.ws_bytes, "semaphores": self.sem_count}
-        return {**d, "spread": 1} if self.spread else {**d, "cluster_fix": 1} if self.cluster else d
+        return {**d, "spread": 1} if self.spread else d
 
 
 def plan(sched: WgmmaSchedule, m: int, n: int, k_iters: int, sm_count: int) -> Plan:
@@ -97,10 +84,6 @@ def plan(sched: WgmmaSchedule, m: int, n: int, k_iters: int, sm_count: int) -> P
     whole = Plan(1, tiles, tiles, tiles, 0, 0)
     if sched.split == 1 or k_iters < 2:
         return whole
-    if sched.cluster_fix:  # the slice count is the cluster's size, fixed in the binary
-        if k_iters < sched.split:
-            return whole
-        return Plan(sched.split, 0, tiles * sched.split, tiles, 0, 0, cluster=True)
     dp = (tiles // slots) * slots if sched.split_tail else 0
     tail = tiles - dp
     if tail == 0:
@@ -133,8 +116,7 @@ def consumer_head(sched: WgmmaSchedule) -> str:
     unequal length go by; a ping-pong consumer skips the other's units."""
     S = sched.stages
     skip = f"\n            if (j % {sched.tile_walkers} != walk) continue;" if sched.tile_walkers > 1 else ""
-    fix = "\n        uint32_t fix_phase = 0;  /* the cluster fix-up's barrier phase */" if sched.cluster_fix else ""
-    return f"""        long long it_next = 0;  /* ring steps of this block's units before the current one */{fix}
+    return f"""        long long it_next = 0;  /* ring steps of this block's units before the current one */
         for (int j = 0, unit = cluster_id; unit < units; ++j, unit += clusters) {{
             int tile, kb, ke, sidx;
             tr_unit(unit, k_iters, splits, dp_tiles, tile, kb, ke, sidx);
@@ -154,12 +136,10 @@ def fixup(sched: WgmmaSchedule) -> str:
     depend on which unit came last). It waits only on units that have taken their ticket, which are
     running and park without waiting, so no co-residency is assumed. Taking the ticket first spares the
     last unit, which is on the kernel's critical path, its own park and fence (the H100 timelines of
-    512 x 512 x 16384, docs/device-runs/2026-11-26-h100-k: park 1.6 µs, sum 2.2 µs before). "spread"
-    and "cluster": see ``spread`` and ``cluster_fix``."""
+    512 x 512 x 16384, docs/device-runs/2026-11-26-h100-k: park 1.6 µs, sum 2.2 µs before). "spread": see
+    ``spread``."""
     if sched.split_fix == "spread":
         return spread(sched)
-    if sched.split_fix == "cluster":
-        return cluster_fix(sched)
     ms, q4 = sched.m_slices, sched.bn // 8  # float4 groups of accumulators per m64 slice
     tile4 = sched.bm * sched.bn // 4
     flag = f"bars + {8 * (2 * sched.stages + 2)}u"  # a word after the mbarriers (``smem_bytes`` counts it)
@@ -195,8 +175,7 @@ def fixup(sched: WgmmaSchedule) -> str:
                     sem[2 * slot] = 0;  /* every other slice has parked: ready for the next launch */
                     sem[2 * slot + 1] = 0;
                 }}
-                {sync}
-                __threadfence();
+                {sync}  /* the leader's acquire, then the barrier, orders every thread's loads after the parks */
 {total}
             }}"""
 
@@ -342,8 +321,7 @@ def spread(sched: WgmmaSchedule) -> str:
                         asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\\n" : "=r"(seen) : "l"(sem + 2 * slot) : "memory");
                     }} while (seen < splits);
                 }}
-                {sync}
-                __threadfence();
+                {sync}  /* the leader's acquire, then the barrier: as the last fix-up's wait */
                 g0 = (int)((long long)sidx * {floats4} / splits);
                 g1 = (int)((long long)(sidx + 1) * {floats4} / splits);
 {_sum_share(floats4, q4, tile4)}
@@ -377,97 +355,3 @@ def _sum_share(floats4: int, q4: int, tile4: int) -> str:
                     }}{fence}
                 }}"""
 
-
-# The cluster fix-up's PTX: a remote arrive with release at cluster scope, a wait that acquires at cluster
-# scope, 16-byte shared stores and loads from a block of the cluster.
-CLUSTER_LIB = r"""static __device__ __forceinline__ void tr_mbar_arrive_cl(uint32_t bar, uint32_t rank) {
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
-}
-static __device__ __forceinline__ void tr_mbar_wait_cl(uint32_t bar, uint32_t parity) {
-    asm volatile("{\n.reg .pred p;\nTR_WAITC_%=:\n"
-                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra TR_WAITC_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
-}
-static __device__ __forceinline__ void tr_st_shared_v4(uint32_t addr, float a, float b, float c, float d) {
-    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" :: "r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-}
-static __device__ __forceinline__ float4 tr_ld_cluster_v4(uint32_t addr, uint32_t rank) {
-    uint32_t remote;
-    float4 v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
-    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(remote) : "memory");
-    return v;
-}
-"""
-
-
-def cluster_barriers(sched: WgmmaSchedule) -> tuple[int, int]:
-    """(offset of the "ready" barrier after ``bars``, its arrival count): past the ring's barriers and
-    the split flag words; the "read" barrier is 8 bytes on. One thread of every block of the cluster
-    arrives on each block's barrier per split unit, after its consumers' named barrier (the arrive's
-    release covers their shared-memory writes, as CUTLASS's split-K semaphore relies on)."""
-    return 8 * (2 * sched.stages + 2) + 16, sched.split
-
-
-def cluster_fix(sched: WgmmaSchedule) -> str:
-    """The cluster fix-up (module doc): park in ``red``, publish to the cluster, sum this block's share
-    (groups [g0, g1), as ``spread``) over every block's partial in slice order, release the buffers. The
-    share's loads go out a chunk of groups at a time (every slice's at once), then the adds."""
-    ms, q4, cl = sched.m_slices, sched.bn // 8, sched.split
-    floats4 = ms * q4
-    chunk = min(8, max(1, -(-floats4 // cl)))
-    ready, _ = cluster_barriers(sched)
-    sync, leader = _barrier(sched)
-    return f"""            int g0 = 0, g1 = {floats4};  /* the accumulator groups this unit stores */
-            if (sidx >= 0) {{  /* split-K, cluster fix-up: slice sidx is block sidx of this cluster */
-                const uint32_t ready = bars + {ready}u, read = ready + 8u;
-                const uint32_t mine = bars + {sched.red_offset}u + part * {floats4 * 2048}u + tid * 16u;
-                #pragma unroll
-                for (int i = 0; i < {ms}; ++i) {{
-                    #pragma unroll
-                    for (int q = 0; q < {q4}; ++q)
-                        tr_st_shared_v4(mine + (i * {q4} + q) * 2048u, acc[i][4 * q], acc[i][4 * q + 1],
-                                        acc[i][4 * q + 2], acc[i][4 * q + 3]);
-                }}
-                {sync}
-                if ({leader}) {{
-                    #pragma unroll
-                    for (int r = 0; r < {cl}; ++r) tr_mbar_arrive_cl(ready, r);
-                }}
-                tr_mbar_wait_cl(ready, fix_phase);
-                g0 = (int)((long long)sidx * {floats4} / {cl});
-                g1 = (int)((long long)(sidx + 1) * {floats4} / {cl});
-                #pragma unroll
-                for (int c = 0; c < {-(-floats4 // chunk)}; ++c) {{
-                    if (c * {chunk} >= g1 || (c + 1) * {chunk} <= g0) continue;
-                    float4 v[{chunk}][{cl}];
-                    #pragma unroll
-                    for (int e = 0; e < {chunk}; ++e) {{
-                        const int g = c * {chunk} + e;
-                        if (g < g0 || g >= g1 || g >= {floats4}) continue;
-                        #pragma unroll
-                        for (int r = 0; r < {cl}; ++r) v[e][r] = tr_ld_cluster_v4(mine + g * 2048u, r);
-                    }}
-                    #pragma unroll
-                    for (int e = 0; e < {chunk}; ++e) {{
-                        const int g = c * {chunk} + e;
-                        if (g < g0 || g >= g1 || g >= {floats4}) continue;
-                        float* const a = &acc[g / {q4}][4 * (g % {q4})];
-                        a[0] = v[e][0].x; a[1] = v[e][0].y; a[2] = v[e][0].z; a[3] = v[e][0].w;
-                        #pragma unroll
-                        for (int r = 1; r < {cl}; ++r) {{  /* slice order: the same sum on every run */
-                            a[0] += v[e][r].x; a[1] += v[e][r].y; a[2] += v[e][r].z; a[3] += v[e][r].w;
-                        }}
-                    }}
-                }}
-                {sync}  /* every thread's loads of the others' partials have returned */
-                if ({leader}) {{
-                    #pragma unroll
-                    for (int r = 0; r < {cl}; ++r) tr_mbar_arrive_cl(read, r);
-                }}
-                tr_mbar_wait_cl(read, fix_phase);  /* nobody reads this block's partial any more */
-                fix_phase ^= 1u;
-            }}"""

@@ -170,7 +170,13 @@ def main() -> None:
              ("cuBLAS's form", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", cluster=2,
                                              cluster_axis="n", store="tma", split=4)),
              ("128x64 c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", store="tma", split=4)),
-             ("128x128 split8", WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=8))]
+             ("128x128 split8", WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=8)),
+             ("128x64m c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, store="tma", split=4)),
+             ("128x64 c2 s6", WgmmaSchedule(bm=128, bn=64, stages=6, consumers=2, raster="n", store="tma", split=4)),
+             ("spread hero", WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=4,
+                                           split_fix="spread")),
+             ("spread 128x64 c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", store="tma", split=4,
+                                                split_fix="spread"))]
     if args.once:
         sched = next(f for label, f in forms if label.split()[0] == args.once)
         kern = build(op, "cuda-wgmma.gemm", sched, host)

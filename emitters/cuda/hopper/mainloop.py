@@ -397,12 +397,11 @@ def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...],
 
 
 def _store_when(sched: WgmmaSchedule) -> str:
-    """When the TMA store runs (else the direct stores): C rows TMA can address; not a split unit (a spread
-    unit stores its share; the last unit of a tile is on the kernel's critical path, where the direct
-    stores leave sooner than staging, fencing and draining a bulk store: the 512 x 512 x 16384 timelines,
-    docs/device-runs/2026-11-26-h100-k); along N, not the empty tile past N of an odd column count's last
-    pair."""
-    when = "store_tma" + (" && sidx < 0" if sched.split != 1 else "")
+    """When the TMA store runs (else the direct stores): C rows TMA can address; not a spread split unit
+    (it stores its share); along N, not the empty tile past N of an odd column count's last pair. (The
+    tile's last unit keeps the TMA store: direct stores took it 3.5k cycles to leave against 2.2k on the
+    512 x 512 x 16384 timelines, docs/device-runs/2026-11-26-h100-k.)"""
+    when = "store_tma" + (" && sidx < 0" if sched.split != 1 and sched.split_fix == "spread" else "")
     return when + (f" && tn * {sched.bn} < N" if sched.cluster_axis == "n" else "")
 
 

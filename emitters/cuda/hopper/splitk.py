@@ -147,7 +147,7 @@ def fixup(sched: WgmmaSchedule) -> str:
     if sched.pingpong:
         flag = f"{flag} + 4u * cw"
     chunk, window = sum_shape(sched)
-    in_place = chunk < 4  # no room for a running sum: the last unit parks its own slice too
+    in_place = chunk == 0  # no room for a running sum: the last unit parks its own slice too
     own_park = _park(sched) if in_place else ""
     total = _sum_all(ms * q4, q4, tile4) if in_place else _sum_slices(ms * q4, q4, tile4, chunk, window)
     return f"""            if (sidx >= 0) {{  /* split-K: this unit is one k slice of its tile */
@@ -264,12 +264,14 @@ def _sum_all(floats4: int, q4: int, tile4: int) -> str:
 
 def sum_shape(sched: WgmmaSchedule) -> tuple[int, int]:
     """(groups the last unit sums at a time, other slices whose loads fly together): what fits beside the
-    accumulators under the register cap ptxas compiles the block for (~16 registers of addresses): three
-    slices and the running sum take 16 registers a group. A power of two up to 8 groups; under 4 (128
-    accumulators a thread beside 168 registers), ``fixup`` sums in place instead (``_sum_all``)."""
-    spare = sched.register_split()[0] - sched.accumulators - 16
-    limit = max(1, min(8, sched.m_slices * sched.bn // 8, spare // 16))
-    return 1 << (limit.bit_length() - 1), 3
+    accumulators under the register cap ptxas compiles the block for: three slices and the running sum
+    take 16 registers a group, ~8 more go to addresses; at most 5 groups where a thread holds two m64
+    slices, 8 otherwise. Found by compiling the split search spaces, a fused bias + gelu + residual
+    epilogue included, without spills. 0 groups (more than 64 accumulators, or under 4 groups): ``fixup``
+    sums in place instead (``_sum_all``)."""
+    spare = sched.register_split()[0] - sched.accumulators - 8
+    chunk = min(8 if sched.m_slices == 1 else 5, sched.m_slices * sched.bn // 8, spare // 16)
+    return (chunk if chunk >= 4 and sched.accumulators <= 64 else 0), 3
 
 
 def _barrier(sched: WgmmaSchedule) -> tuple[str, str]:

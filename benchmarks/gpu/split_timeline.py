@@ -178,7 +178,7 @@ def main() -> None:
              ("spread 128x64 c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", store="tma", split=4,
                                                 split_fix="spread"))]
     if args.once:
-        sched = next(f for label, f in forms if label.split()[0] == args.once)
+        sched = next(f for label, f in forms if label == args.once or label.split()[0] == args.once)
         kern = build(op, "cuda-wgmma.gemm", sched, host)
         err = float(np.abs(to_float64(kern(inputs), op.dtype) - ref).max()) / float(np.abs(ref).max())
         print(f"{args.once} {sched.name}: err {err:.1e}", flush=True)

@@ -76,6 +76,25 @@ def spinning(source: str) -> str:
     return source.replace("mbarrier.try_wait.parity", "mbarrier.test_wait.parity")
 
 
+HINTED_LOAD = r"""static __device__ __forceinline__ void tr_tma_load_2d_hint(uint32_t dst, const TrTensorMap* map, int c0, int c1,
+                                                           uint32_t bar) {
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_%s.b64 %%0, 1.0;\n" : "=l"(pol));
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%%0], [%%1, {%%2, %%3}], [%%4], %%5;\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "l"(pol) : "memory");
+}
+"""
+
+
+def hinted(source: str, policy: str) -> str:
+    """The source with the operands' TMA loads carrying an L2 eviction policy (``first``, ``last``)."""
+    at = source.index('extern "C" __global__')
+    body = source[at:].replace("tr_tma_load_2d(sa", "tr_tma_load_2d_hint(sa").replace(
+        "tr_tma_load_2d(sb", "tr_tma_load_2d_hint(sb")
+    return source[:at] + HINTED_LOAD % policy + body
+
+
 def relaunch(kernel, source: str, tag: str) -> None:
     """``kernel`` launching the binary of ``source`` (a variant of its own) from now on."""
     cubin = nv.compile_cached(source, kernel.artifact.name + tag, kernel.rendered.entry, "sm_90a")[0]
@@ -147,6 +166,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="forms whose labels start with one of these (comma-separated)")
     ap.add_argument("--no-timeline", action="store_true", help="verify and time only")
     ap.add_argument("--spin", action="store_true", help="also each form with spinning barrier waits")
+    ap.add_argument("--hint", default="", help="also each form with L2 eviction hints on its loads (first,last)")
     ap.add_argument("--promotion", default="", help="the tensor maps' L2 promotion (NONE, L2_64B, L2_128B, L2_256B)")
     ap.add_argument("--once", default="", help="one form (its label's first word) and cuBLAS, 2 launches each (ncu)")
     args = ap.parse_args()
@@ -202,6 +222,15 @@ def main() -> None:
               f"ratio {vt.p50_ms / tr.p50_ms:.3f}", flush=True)
         if not ok or args.no_timeline:
             continue
+        for policy in [p for p in args.hint.split(",") if p]:  # the same kernel with hinted operand loads
+            relaunch(kern, hinted(kern.artifact.source, policy), f"_h{policy}")
+            errh = float(np.abs(to_float64(kern(inputs), op.dtype) - ref).max()) / scale
+            th = kern.time(inputs, warmup=5, repeats=30)
+            vth = time_torch(base.run, 5, 30)
+            print(f"  L2 evict_{policy} loads: err {errh:.1e} {'ok' if errh < 2e-2 else 'WRONG'}  {th.p50_ms * 1000:6.1f} µs "
+                  f"(p95 {th.p95_ms * 1000:6.1f})  cuBLAS {vth.p50_ms * 1000:6.1f} µs  ratio {vth.p50_ms / th.p50_ms:.3f}",
+                  flush=True)
+            relaunch(kern, kern.artifact.source, "_again")
         if args.spin:  # the same kernel with spinning waits, verified and timed the same way
             relaunch(kern, spinning(kern.artifact.source), "_spin")
             err2 = float(np.abs(to_float64(kern(inputs), op.dtype) - ref).max()) / scale

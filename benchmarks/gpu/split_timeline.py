@@ -220,7 +220,7 @@ def main() -> None:
         print(f"{label:<20} {sched.name:<40} grid {kern._grid:>3}  err {err:.1e} {'ok' if ok else 'WRONG'}  "
               f"{tr.p50_ms * 1000:6.1f} µs (p95 {tr.p95_ms * 1000:6.1f})  cuBLAS {vt.p50_ms * 1000:6.1f} µs  "
               f"ratio {vt.p50_ms / tr.p50_ms:.3f}", flush=True)
-        if not ok or args.no_timeline:
+        if not ok:
             continue
         for policy in [p for p in args.hint.split(",") if p]:  # the same kernel with hinted operand loads
             relaunch(kern, hinted(kern.artifact.source, policy), f"_h{policy}")
@@ -239,6 +239,8 @@ def main() -> None:
             print(f"  spinning waits: err {err2:.1e} {'ok' if err2 < 2e-2 else 'WRONG'}  {ts.p50_ms * 1000:6.1f} µs "
                   f"(p95 {ts.p95_ms * 1000:6.1f})  cuBLAS {vt2.p50_ms * 1000:6.1f} µs  ratio {vt2.p50_ms / ts.p50_ms:.3f}",
                   flush=True)
+        if args.no_timeline:
+            continue
         for spin in (False, True) if args.spin else (False,):
             runs = timeline(kern, inputs, args.runs, spin)
             ends = [float(((r[:, 5][r[:, 5] > 0]).max() - r[:, 0][r[:, 0] > 0].min()) / 1000) for r in runs]

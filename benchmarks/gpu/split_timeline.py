@@ -79,7 +79,7 @@ def spinning(source: str) -> str:
 HINTED_LOAD = r"""static __device__ __forceinline__ void tr_tma_load_2d_hint(uint32_t dst, const TrTensorMap* map, int c0, int c1,
                                                            uint32_t bar) {
     uint64_t pol;
-    asm volatile("createpolicy.fractional.L2::evict_%s.b64 %%0, 1.0;\n" : "=l"(pol));
+    asm volatile("createpolicy.fractional.L2::evict_%s.b64 %%0, %s;\n" : "=l"(pol));
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
                  " [%%0], [%%1, {%%2, %%3}], [%%4], %%5;\n"
                  :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "l"(pol) : "memory");
@@ -87,12 +87,16 @@ HINTED_LOAD = r"""static __device__ __forceinline__ void tr_tma_load_2d_hint(uin
 """
 
 
-def hinted(source: str, policy: str) -> str:
-    """The source with the operands' TMA loads carrying an L2 eviction policy (``first``, ``last``)."""
+def hinted(source: str, spec: str) -> str:
+    """The source with the operands' TMA loads carrying an L2 eviction policy. ``spec``: the policy (``first``,
+    ``last``), then ``:a`` or ``:b`` for one operand only, ``@F`` for a fraction of the lines (default 1)."""
+    policy, _, frac = spec.partition("@")
+    policy, _, which = policy.partition(":")
     at = source.index('extern "C" __global__')
-    body = source[at:].replace("tr_tma_load_2d(sa", "tr_tma_load_2d_hint(sa").replace(
-        "tr_tma_load_2d(sb", "tr_tma_load_2d_hint(sb")
-    return source[:at] + HINTED_LOAD % policy + body
+    body = source[at:]
+    for op in (which or "ab"):
+        body = body.replace(f"tr_tma_load_2d(s{op}", f"tr_tma_load_2d_hint(s{op}")
+    return source[:at] + HINTED_LOAD % (policy, frac or "1.0") + body
 
 
 def relaunch(kernel, source: str, tag: str) -> None:
@@ -193,6 +197,10 @@ def main() -> None:
              ("128x128 split8", WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=8)),
              ("128x64m c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, store="tma", split=4)),
              ("128x64 c2 s6", WgmmaSchedule(bm=128, bn=64, stages=6, consumers=2, raster="n", store="tma", split=4)),
+             ("hero s4", WgmmaSchedule(bm=64, bn=128, stages=4, consumers=1, store="tma", split=4)),
+             ("hero s5", WgmmaSchedule(bm=64, bn=128, stages=5, consumers=1, store="tma", split=4)),
+             ("128x64 c2 s4", WgmmaSchedule(bm=128, bn=64, stages=4, consumers=2, raster="n", store="tma", split=4)),
+             ("128x64 c2 s5", WgmmaSchedule(bm=128, bn=64, stages=5, consumers=2, raster="n", store="tma", split=4)),
              ("spread hero", WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=4,
                                            split_fix="spread")),
              ("spread 128x64 c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", store="tma", split=4,
@@ -223,11 +231,11 @@ def main() -> None:
         if not ok:
             continue
         for policy in [p for p in args.hint.split(",") if p]:  # the same kernel with hinted operand loads
-            relaunch(kern, hinted(kern.artifact.source, policy), f"_h{policy}")
+            relaunch(kern, hinted(kern.artifact.source, policy), "_h" + policy.replace(":", "_").replace("@", "_").replace(".", ""))
             errh = float(np.abs(to_float64(kern(inputs), op.dtype) - ref).max()) / scale
             th = kern.time(inputs, warmup=5, repeats=30)
             vth = time_torch(base.run, 5, 30)
-            print(f"  L2 evict_{policy} loads: err {errh:.1e} {'ok' if errh < 2e-2 else 'WRONG'}  {th.p50_ms * 1000:6.1f} µs "
+            print(f"  L2 evict_{policy:<9} loads: err {errh:.1e} {'ok' if errh < 2e-2 else 'WRONG'}  {th.p50_ms * 1000:6.1f} µs "
                   f"(p95 {th.p95_ms * 1000:6.1f})  cuBLAS {vth.p50_ms * 1000:6.1f} µs  ratio {vth.p50_ms / th.p50_ms:.3f}",
                   flush=True)
             relaunch(kern, kern.artifact.source, "_again")

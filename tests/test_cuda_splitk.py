@@ -110,6 +110,16 @@ def test_schedule_fields_validate_and_round_trip():
     assert plan.sem_count == splitk.plan(s, 512, 512, 256, 132).sem_count and plan.to_json()["spread"] == 1
     c = WgmmaConvSchedule(bm=64, bn=128, consumers=1, stages=6, publish="noinc", split=4)
     assert WgmmaConvSchedule.from_json(c.to_json()) == c
+    hinted = dataclasses.replace(s, l2_hint="first")
+    assert WgmmaSchedule.from_json(hinted.to_json()) == hinted and hinted.name.endswith("_skat_ef")
+    assert "l2_hint" not in s.to_json()  # schedules before L2 hints keep their JSON
+    with pytest.raises(BadInputError, match="l2_hint"):
+        dataclasses.replace(s, l2_hint="last").validate()
+    with pytest.raises(BadInputError, match="l2_hint"):  # the gathering conv's producer takes no hint
+        dataclasses.replace(c, l2_hint="first").validate()
+    gemm_path = WgmmaConvSchedule.of_gemm(hinted)
+    gemm_path.validate()
+    assert WgmmaConvSchedule.from_json(gemm_path.to_json()) == gemm_path
 
 
 def test_heroes_split_where_tiles_leave_sms_idle():
@@ -166,6 +176,13 @@ SPLIT_CASES = [
     # a 2-block cluster along N (the pair shares A), cuBLAS's split-K form for the tail shape
     (Gemm(512, 512, 16384, "bf16"),
      WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, cluster=2, cluster_axis="n", store="tma", split=4)),
+    # L2 evict-first operand loads (l2_hint): the tail shape at 5 stages, a multicast pair along M and N
+    (Gemm(512, 512, 16384, "bf16"), WgmmaSchedule(bm=64, bn=128, stages=5, consumers=1, store="tma", split=0,
+                                                  l2_hint="first")),
+    (Gemm(520, 264, 2000, "bf16", epilogue=("bias", "relu")),
+     WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, cluster=2, store="tma", split=4, l2_hint="first")),
+    (Gemm(1000, 999, 1001, "bf16"), WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, cluster=2, cluster_axis="n",
+                                                  store="tma", split=4, l2_hint="first")),
 ]
 CONV_CASES = [
     (Conv2d(1, 512, 7, 7, 512, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True), None),

@@ -186,6 +186,31 @@ def spread_rows(host: object, match: str, fixes: tuple[str, ...] = ("last", "spr
                 _row("hero" if f is hero else "form", pinned(op, host, s), s.name)
 
 
+HINT_ALSO = [Gemm(2048, 11008, 4096, "bf16"), Gemm(4096, 4096, 4096, "bf16"), Gemm(1000, 999, 1001, "bf16"),
+             Gemm(3000, 5000, 700, "bf16"), Gemm(256, 4096, 8192, "bf16"), Gemm(384, 768, 30000, "bf16")]
+
+
+def hint_rows(host: object, match: str) -> None:
+    """Each hero beside itself with evict-first operand loads (``l2_hint``), at its own ring depth and at
+    5 stages: the split heroes of ``GEMMS`` and of ResNet-50's batch-1 1x1 convs, and other shapes."""
+    for op in GEMMS + [c for c in ONES if c.n == 1] + HINT_ALSO:
+        if match not in op.signature:
+            continue
+        hero = hero_schedule(op) if isinstance(op, Gemm) else conv_hero_schedule(op)
+        if getattr(hero, "path", "gemm") != "gemm" or (hero.split == 1 and op not in HINT_ALSO):
+            continue
+        print(op.signature, flush=True)
+        _row("hero", pinned(op, host, hero), hero.name)
+        for s in (dataclasses.replace(hero, l2_hint="first"), dataclasses.replace(hero, stages=5, l2_hint="first"),
+                  dataclasses.replace(hero, stages=5)):
+            try:
+                s.validate(op)
+            except Exception:  # noqa: BLE001 - a depth this tile cannot take
+                continue
+            if s != hero:
+                _row("hint", pinned(op, host, s), s.name)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--match", default="")
@@ -195,9 +220,13 @@ def main() -> None:
     ap.add_argument("--rows", action="store_true", help="the issue's table and held-out shapes, as planned")
     ap.add_argument("--spread", action="store_true", help="split forms with each fix-up (split_fix)")
     ap.add_argument("--fixes", default="last,spread", help="with --spread: the split_fix values to run")
+    ap.add_argument("--hint", action="store_true", help="each hero beside itself with evict-first operand loads")
     ap.add_argument("--name", default="", help="with --spread: only forms whose name holds this text")
     args = ap.parse_args()
     host = probe()
+    if args.hint:
+        hint_rows(host, args.match)
+        return
     if args.spread:
         spread_rows(host, args.match, tuple(args.fixes.split(",")), args.name)
         return

@@ -37,6 +37,7 @@ from ..render import CudaRenderer, Rendered
 from . import scheduler, splitk
 from .mainloop import (
     DEVICE_LIB,
+    HINT_LIB,
     consumer_branch,
     kernel_head,
     operand_kmajor,
@@ -73,6 +74,8 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
       f"epilogue {','.join(op.epilogue) or 'none'} */")
     w.extend(r.prelude(1))
     w.extend(DEVICE_LIB)
+    if sched.l2_hint != "normal":
+        w.extend(HINT_LIB)
     w.extend(wgmma_instruction(sched.bn, PTX_TYPE[dtype], 0 if a_k else 1, 0 if b_k else 1))
     w.extend(scheduler.tile_order(sched))
     if sched.split != 1:

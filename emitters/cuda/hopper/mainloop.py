@@ -92,6 +92,22 @@ static __device__ __forceinline__ uint64_t tr_desc(uint32_t addr, uint32_t lbo, 
 """
 
 
+# The GEMM producer's TMA loads with an L2 cache policy (``l2_hint``), plain and multicast.
+HINT_LIB = r"""static __device__ __forceinline__ void tr_tma_load_2d_ef(uint32_t dst, const TrTensorMap* map, int c0, int c1,
+                                                         uint32_t bar, uint64_t pol) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "l"(pol) : "memory");
+}
+static __device__ __forceinline__ void tr_tma_load_2d_mc_ef(uint32_t dst, const TrTensorMap* map, int c0, int c1,
+                                                            uint32_t bar, uint16_t mask, uint64_t pol) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5, %6;\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask), "l"(pol) : "memory");
+}
+"""
+
+
 # The gathering producer's: a 3-d TMA load (the conv's filter) and a zero-filling 16-byte cp.async.
 GATHER_LIB = r"""static __device__ __forceinline__ void tr_tma_load_3d(uint32_t dst, const TrTensorMap* map, int c0, int c1,
                                                       int c2, uint32_t bar) {
@@ -222,7 +238,7 @@ def tma_producer(sched: WgmmaSchedule, a_k: bool, b_k: bool) -> str:
         asm volatile("setmaxnreg.dec.sync.aligned.u32 {sched.register_split()[1]};\\n");
         if (tid == 0) {{
             int s = 0;
-            uint32_t phase = 0;
+            uint32_t phase = 0;{_policy(sched)}
 {walk_head(sched, "            ")}
                 {rank_fix(sched)}
                 for ({k_range(sched)}) {{
@@ -238,10 +254,32 @@ def tma_producer(sched: WgmmaSchedule, a_k: bool, b_k: bool) -> str:
     return w.render()
 
 
+def _policy(sched: WgmmaSchedule) -> str:
+    """The producer's L2 cache policy for the operands (``l2_hint`` "first"); nothing otherwise."""
+    if sched.l2_hint == "normal":
+        return ""
+    return ('\n            uint64_t pol;  /* the operands stream: evict them first */'
+            '\n            asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\\n" : "=l"(pol));')
+
+
+class _Hinted:
+    """A ``CodeWriter`` call that writes the TMA loads with the producer's cache policy (``HINT_LIB``)."""
+
+    def __init__(self, w: CodeWriter) -> None:
+        self._w = w
+
+    def __call__(self, line: str) -> None:
+        line = line.replace("tr_tma_load_2d(", "tr_tma_load_2d_ef(").replace("tr_tma_load_2d_mc(", "tr_tma_load_2d_mc_ef(")
+        self._w(line[: -2] + ", pol);" if line.endswith(");") else line)
+
+
 def _tma_loads(w: CodeWriter, sched: WgmmaSchedule, a_lay: list[TileLayout], b_lay: list[TileLayout],
                a_k: bool, b_k: bool) -> None:
     """One k step's copies: A (one box, or one per 64-row atom when MN-major), then B, whose halves
-    are multicast to both blocks of a 2-block cluster (or A's halves, for a pair along N: ``_shared_a``)."""
+    are multicast to both blocks of a 2-block cluster (or A's halves, for a pair along N: ``_shared_a``);
+    with the producer's cache policy under ``l2_hint`` "first"."""
+    if sched.l2_hint != "normal":
+        w = _Hinted(w)  # type: ignore[assignment]
     if sched.cluster_axis == "n":
         _shared_a(w, sched, a_lay, a_k)
     elif a_k:

@@ -26,6 +26,7 @@ SWIZZLE = TmaSwizzle("128B")
 RASTERS = ("m", "n")
 STORES = ("direct", "tma")
 SPLIT_FIXES = ("last", "spread")
+L2_HINTS = ("normal", "first")
 CLUSTER_AXES = ("m", "n")
 C_ATOM_BYTES = 64 * 64 * 2  # one 64 x 64 16-bit tile of C staged for a TMA store
 REGISTERS_PER_SM = 65536
@@ -49,7 +50,12 @@ class WgmmaSchedule:
     16384: each block loads half of A for both and its own B). ``split``: k slices per tile (split-K,
     ``splitk.py``): 1 none, 0 as many as fill the SMs, 2..16 that many; ``split_tail``: split only the
     tiles of the last, partial wave; ``split_fix``: who sums the slices, "last" (the tile's last block,
-    alone) or "spread" (every slice's block a share of the tile, once all have arrived; persistent only)."""
+    alone) or "spread" (every slice's block a share of the tile, once all have arrived; persistent only).
+    ``l2_hint``: the operands' TMA loads as they come ("normal"), or marked evict-first in L2 ("first"):
+    streamed operand lines give way before other lines, such as the dirty lines an earlier kernel left,
+    so fewer of those are written back while the kernel reads (512 x 512 x 16384 on an H100: 0.81x ->
+    0.91-0.93x cuBLAS at 5 stages; bimodal at 6 and slower at 8, where the deeper ring's lines are
+    evicted before their last reader: docs/device-runs/2026-11-26-h100-k/run10)."""
 
     bm: int = 128
     bn: int = 256
@@ -65,6 +71,7 @@ class WgmmaSchedule:
     split_tail: bool = False
     split_fix: str = "last"
     cluster_axis: str = "m"
+    l2_hint: str = "normal"
     producer_regs: ClassVar[int] = PRODUCER_REGS  # registers the producer warpgroup keeps (setmaxnreg.dec)
 
     @property
@@ -124,6 +131,7 @@ class WgmmaSchedule:
         tag += "_ts" if self.store == "tma" else ""
         tag += "" if self.split == 1 else f"_sk{self.split or 'a'}" + ("t" if self.split_tail else "")
         tag += "s" if self.split_fix == "spread" else ""
+        tag += "_ef" if self.l2_hint == "first" else ""
         return tag + ("" if self.persistent else "_np")
 
     def register_split(self) -> tuple[int, int, int]:
@@ -169,6 +177,8 @@ class WgmmaSchedule:
         if self.split_fix == "spread" and (self.split == 1 or not self.persistent):
             raise BadInputError("split_fix: 'spread' shares a split tile's sum among its slices' blocks, which "
                                 "must all be resident: it needs split-K and a persistent schedule")
+        if self.l2_hint not in L2_HINTS:
+            raise BadInputError(f"l2_hint: expected 'normal' or 'first', got {self.l2_hint!r}")
         if self.split_tail and self.split == 1:
             raise BadInputError("split_tail: splits the last wave's tiles, but split is 1 (none)", "split 0")
         if self.cluster_axis not in CLUSTER_AXES:
@@ -204,6 +214,8 @@ class WgmmaSchedule:
             del d["split_fix"]
         if self.cluster_axis == "m":  # and of every schedule before clusters along N
             del d["cluster_axis"]
+        if self.l2_hint == "normal":  # and of every schedule before L2 hints
+            del d["l2_hint"]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": "wgmma", **d}
 
     @staticmethod
@@ -444,6 +456,9 @@ class WgmmaConvSchedule(WgmmaSchedule):
             raise BadInputError(f"publish: expected 'wait' or 'noinc', got {self.publish!r}")
         if self.cluster != 1:
             raise BadInputError("cluster: the conv's gathering producer runs one block per cluster (cluster 1)")
+        if self.l2_hint != "normal":
+            raise BadInputError("l2_hint: the conv's gathering and im2col producers load without L2 hints; "
+                                "'first' is the GEMM's (and the 1x1 conv's gemm path)", "l2_hint 'normal'")
         if self.stages < 3:
             raise BadInputError(f"stages: {self.stages}; the conv's producer needs 3 or more to overlap its copies")
         if op is not None:

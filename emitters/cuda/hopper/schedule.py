@@ -249,7 +249,23 @@ def hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaSchedule:
     if op is None:
         return base
     narrow = WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma")
-    return with_split(base, narrow, op.m, op.n, -(-op.k // BK), sm_count)
+    return streamed(with_split(base, narrow, op.m, op.n, -(-op.k // BK), sm_count), base)
+
+
+def streamed(s: WgmmaSchedule, base: WgmmaSchedule) -> WgmmaSchedule:
+    """Evict-first operand loads (``l2_hint``) where ``with_split`` left ``base`` for fewer, longer tiles
+    (split-K, or the narrow tiles): their operand lines are read by a few blocks at once and then dead, so
+    they give way first; split forms at most 5 stages deep (deeper rings made the hint bimodal). From the
+    H100 probe (docs/device-runs/2026-11-26-h100-k/run11), against the same tiles without it: M = 128
+    projections 0.88 -> 0.99, 0.98 -> 1.11, 1.05 -> 1.13x; 512 x 512 x 16384 0.80 -> 0.91x; 64 x 4096 x
+    4096 0.89 -> 1.00x; 256 x 4096 x 8192 (narrow, whole) 0.92 -> 1.15x; 384 x 768 x 30000 0.84 -> 0.86x.
+    Wide tiles keep the plain loads: short-K 3000 x 5000 x 700 lost with it (1.73 -> 1.53x), 4096^3 and
+    2048 x 11008 x 4096 moved by 1 %."""
+    if s == base:
+        return s
+    if s.split != 1:
+        return dataclasses.replace(s, stages=min(s.stages, 5), l2_hint="first")
+    return dataclasses.replace(s, l2_hint="first")
 
 
 def short_k_schedule(op: Any, sm_count: int) -> WgmmaSchedule:

@@ -342,8 +342,8 @@ def cluster_n_candidates(op: Any, sm_count: int) -> Iterable[WgmmaSchedule]:
 
 def split_candidates(space: list[Any], op: Any, sm_count: int) -> Iterable[Any]:
     """Split-K variants of ``space``'s schedules with 4 or 6 stages, raster m, no cluster, TMA store: every
-    ``SPLITS`` value, the tail-only split and the spread fix-up at ``SPREAD_SPLITS``; none for shapes that
-    fill the SMs twice over anyway."""
+    ``SPLITS`` value (each also with evict-first operand loads), the tail-only split and the spread fix-up
+    at ``SPREAD_SPLITS``; none for shapes that fill the SMs twice over anyway."""
     m, n = (op.m, op.n) if getattr(op, "kind", None) == "gemm" else (op.gemm_m, op.k) if op is not None else (0, 0)
     for s in list(space):
         if s.split != 1 or s.stages not in (4, 6) or s.raster != "m" or s.cluster != 1 or s.store != "tma":
@@ -351,7 +351,8 @@ def split_candidates(space: list[Any], op: Any, sm_count: int) -> Iterable[Any]:
         if op is not None and tile_count(s, m, n) >= 2 * sm_count:
             continue
         for k in SPLITS:
-            yield dataclasses.replace(s, split=k)
+            yield dataclasses.replace(s, split=k)  # and with evict-first operand loads (``streamed``)
+            yield dataclasses.replace(s, split=k, stages=min(s.stages, 5), l2_hint="first")
         yield dataclasses.replace(s, split=0, split_tail=True)
         if s.persistent:
             for k in SPREAD_SPLITS:

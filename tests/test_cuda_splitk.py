@@ -78,16 +78,16 @@ def test_plan_fills_the_sms_and_keeps_whole_tiles_otherwise():
     p = splitk.plan(s, 128, 4096, 64, 132)  # 32 tiles: 4 slices each fill 128 of 132 SMs
     assert (p.splits, p.dp_tiles, p.units, p.tiles) == (4, 0, 128, 32)
     assert p.ws_bytes == 32 * 4 * 128 * 128 * 4 and p.sem_count == 64  # a ticket and a parked count a tile
-    assert splitk.plan(s, 128, 4096, 8, 132).splits == 2  # at least MIN_STEPS k steps a slice
-    assert splitk.plan(s, 128, 4096, 7, 132).splits == 1  # too short to split
+    assert splitk.plan(s, 128, 4096, 16, 132).splits == 2  # at least MIN_STEPS k steps a slice
+    assert splitk.plan(s, 128, 4096, 15, 132).splits == 1  # too short to split
     assert splitk.plan(s, 4096, 4096, 64, 132).units == 1024  # enough tiles: none split
     fixed = dataclasses.replace(s, split=16)
     assert splitk.plan(fixed, 128, 128, 5, 132).splits == 5  # never more slices than k steps
     tail = dataclasses.replace(s, split_tail=True)
-    p = splitk.plan(tail, 1280, 1792, 64, 132)  # 10 x 14 = 140 tiles: 132 whole, the 8 left split 16 ways
+    p = splitk.plan(tail, 1280, 1792, 128, 132)  # 10 x 14 = 140 tiles: 132 whole, the 8 left split 16 ways
     assert (p.dp_tiles, p.splits, p.units) == (132, 16, 132 + 8 * 16)
     pair = dataclasses.replace(s, cluster=2, bn=256, consumers=2)
-    p = splitk.plan(pair, 256, 1024, 64, 132)  # 1 pair row x 4 = 4 cluster tiles on 66 pair slots
+    p = splitk.plan(pair, 256, 1024, 128, 132)  # 1 pair row x 4 = 4 cluster tiles on 66 pair slots
     assert p.splits == 16 and p.sem_count == 16 and p.ws_bytes == 8 * 16 * 128 * 256 * 4
     assert splitk.plan(WgmmaSchedule(), 128, 4096, 64, 132).splits == 1  # split = 1: off
 

@@ -39,7 +39,10 @@ from .schedule import BK, WgmmaSchedule
 from .scheduler import cluster_tiles, tile_coords
 
 AUTO_MAX = 16
-MIN_STEPS = 4  # k steps (of 64) a slice keeps at least, when the split is chosen automatically
+# k steps (of 64) a slice keeps at least, when the split is chosen automatically: with fewer, the fix-up
+# outweighs the slice (ResNet-50's 1x1 conv n1 c2048 7x7 k512, 32 k steps: 8 slices 0.81x cuDNN, 4 slices
+# 0.83-0.84x, 2 slices 0.78x; docs/device-runs/2026-11-26-h100-k/conv1x1)
+MIN_STEPS = 8
 
 UNIT_FN = r"""/* Work unit u -> (tile, k steps [kb, ke), slice index; -1 for a whole tile). */
 static __device__ __forceinline__ void tr_unit(int u, int k_iters, int splits, int dp_tiles, int& tile, int& kb,

@@ -105,6 +105,18 @@ def relaunch(kernel, source: str, tag: str) -> None:
     kernel._launcher = Launcher(cubin.read_bytes(), kernel.rendered.entry, kernel.rendered.smem)
 
 
+def variant_row(kern, source: str, tag: str, label: str, check) -> None:
+    """``kern`` relaunched from ``source`` (a variant of its own), verified, then timed beside cuBLAS:
+    one printed line. ``check``: (inputs, reference, its scale, the baseline, the op)."""
+    inputs, ref, scale, base, op = check
+    relaunch(kern, source, tag)
+    err = float(np.abs(to_float64(kern(inputs), op.dtype) - ref).max()) / scale
+    t = kern.time(inputs, warmup=5, repeats=30)
+    v = time_torch(base.run, 5, 30)
+    print(f"  {label}: err {err:.1e} {'ok' if err < 2e-2 else 'WRONG'}  {t.p50_ms * 1000:6.1f} µs "
+          f"(p95 {t.p95_ms * 1000:6.1f})  cuBLAS {v.p50_ms * 1000:6.1f} µs  ratio {v.p50_ms / t.p50_ms:.3f}", flush=True)
+
+
 def timeline(kernel, inputs: dict[str, np.ndarray], runs: int, spin: bool = False) -> list[np.ndarray]:
     """Stamps of ``runs`` launches of the stamped copy (each after a flush and a hold), one array each."""
     from cuda.bindings import driver as drv
@@ -162,6 +174,29 @@ def summarize(t: np.ndarray) -> str:
     return "\n".join(rows)
 
 
+def forms_of(hero: WgmmaSchedule) -> list[tuple[str, WgmmaSchedule]]:
+    """(label, schedule): the hero and the forms the timelines compare it with."""
+    return [("hero", hero),
+             ("s8 split4", WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, store="tma", split=4)),
+             ("split2 (64 blocks)", WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=2)),
+             ("split1 (32 blocks)", WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=1)),
+             ("pair shares B", WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, cluster=2, store="tma", split=4)),
+             ("cuBLAS's form", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", cluster=2,
+                                             cluster_axis="n", store="tma", split=4)),
+             ("128x64 c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", store="tma", split=4)),
+             ("128x128 split8", WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=8)),
+             ("128x64m c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, store="tma", split=4)),
+             ("128x64 c2 s6", WgmmaSchedule(bm=128, bn=64, stages=6, consumers=2, raster="n", store="tma", split=4)),
+             ("hero s4", WgmmaSchedule(bm=64, bn=128, stages=4, consumers=1, store="tma", split=4)),
+             ("hero s5", WgmmaSchedule(bm=64, bn=128, stages=5, consumers=1, store="tma", split=4)),
+             ("128x64 c2 s4", WgmmaSchedule(bm=128, bn=64, stages=4, consumers=2, raster="n", store="tma", split=4)),
+             ("128x64 c2 s5", WgmmaSchedule(bm=128, bn=64, stages=5, consumers=2, raster="n", store="tma", split=4)),
+             ("spread hero", WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=4,
+                                           split_fix="spread")),
+             ("spread 128x64 c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", store="tma", split=4,
+                                                split_fix="spread"))]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="512x512x16384")
@@ -186,25 +221,7 @@ def main() -> None:
     ref = op.reference(inputs).astype(np.float64)
     base = torch_baseline(op, inputs)
     hero = hero_schedule(op)
-    forms = [("hero", hero),
-             ("s8 split4", WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, store="tma", split=4)),
-             ("split2 (64 blocks)", WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=2)),
-             ("split1 (32 blocks)", WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=1)),
-             ("pair shares B", WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, cluster=2, store="tma", split=4)),
-             ("cuBLAS's form", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", cluster=2,
-                                             cluster_axis="n", store="tma", split=4)),
-             ("128x64 c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", store="tma", split=4)),
-             ("128x128 split8", WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=8)),
-             ("128x64m c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, store="tma", split=4)),
-             ("128x64 c2 s6", WgmmaSchedule(bm=128, bn=64, stages=6, consumers=2, raster="n", store="tma", split=4)),
-             ("hero s4", WgmmaSchedule(bm=64, bn=128, stages=4, consumers=1, store="tma", split=4)),
-             ("hero s5", WgmmaSchedule(bm=64, bn=128, stages=5, consumers=1, store="tma", split=4)),
-             ("128x64 c2 s4", WgmmaSchedule(bm=128, bn=64, stages=4, consumers=2, raster="n", store="tma", split=4)),
-             ("128x64 c2 s5", WgmmaSchedule(bm=128, bn=64, stages=5, consumers=2, raster="n", store="tma", split=4)),
-             ("spread hero", WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", split=4,
-                                           split_fix="spread")),
-             ("spread 128x64 c2", WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, raster="n", store="tma", split=4,
-                                                split_fix="spread"))]
+    forms = forms_of(hero)
     if args.once:
         sched = next(f for label, f in forms if label == args.once or label.split()[0] == args.once)
         kern = build(op, "cuda-wgmma.gemm", sched, host)
@@ -216,6 +233,7 @@ def main() -> None:
         kern._dev.stream.sync()
         return
     scale = float(np.abs(ref).max())
+    check = (inputs, ref, scale, base, op)
     for label, sched in forms:
         if args.only and not any(label.startswith(w) for w in args.only.split(",")):
             continue
@@ -231,22 +249,11 @@ def main() -> None:
         if not ok:
             continue
         for policy in [p for p in args.hint.split(",") if p]:  # the same kernel with hinted operand loads
-            relaunch(kern, hinted(kern.artifact.source, policy), "_h" + policy.replace(":", "_").replace("@", "_").replace(".", ""))
-            errh = float(np.abs(to_float64(kern(inputs), op.dtype) - ref).max()) / scale
-            th = kern.time(inputs, warmup=5, repeats=30)
-            vth = time_torch(base.run, 5, 30)
-            print(f"  L2 evict_{policy:<9} loads: err {errh:.1e} {'ok' if errh < 2e-2 else 'WRONG'}  {th.p50_ms * 1000:6.1f} µs "
-                  f"(p95 {th.p95_ms * 1000:6.1f})  cuBLAS {vth.p50_ms * 1000:6.1f} µs  ratio {vth.p50_ms / th.p50_ms:.3f}",
-                  flush=True)
+            tag = "_h" + "".join(c if c.isalnum() else "_" for c in policy)
+            variant_row(kern, hinted(kern.artifact.source, policy), tag, f"L2 evict_{policy:<9} loads", check)
             relaunch(kern, kern.artifact.source, "_again")
         if args.spin:  # the same kernel with spinning waits, verified and timed the same way
-            relaunch(kern, spinning(kern.artifact.source), "_spin")
-            err2 = float(np.abs(to_float64(kern(inputs), op.dtype) - ref).max()) / scale
-            ts = kern.time(inputs, warmup=5, repeats=30)
-            vt2 = time_torch(base.run, 5, 30)
-            print(f"  spinning waits: err {err2:.1e} {'ok' if err2 < 2e-2 else 'WRONG'}  {ts.p50_ms * 1000:6.1f} µs "
-                  f"(p95 {ts.p95_ms * 1000:6.1f})  cuBLAS {vt2.p50_ms * 1000:6.1f} µs  ratio {vt2.p50_ms / ts.p50_ms:.3f}",
-                  flush=True)
+            variant_row(kern, spinning(kern.artifact.source), "_spin", "spinning waits", check)
         if args.no_timeline:
             continue
         for spin in (False, True) if args.spin else (False,):

@@ -4,9 +4,11 @@ random inputs against the float64 reference, then timed beside torch conv2d (cuD
 same process, both the project's way (L2 flushed before each call, the stream held busy, CUDA events).
 
     python benchmarks/gpu/stem_probe.py [--batches 1,8,32] [--repeats 50] [--space 6] [--mma]
+    python benchmarks/gpu/stem_probe.py --shapes "4,12,96,32,5,2,2;2,8,64,16,3,1,1" --space -1
 
-``--mma`` adds the mma.sync core's own hero (the stem's previous path) for comparison. Needs an NVIDIA GPU
-and torch.
+``--mma`` adds the mma.sync core's own hero (the stem's previous path) for comparison. ``--shapes``: other
+small-channel convs, each "n,c,hw,k,r,stride,pad"; ``--space -1``: every stem schedule of the space. Needs
+an NVIDIA GPU and torch.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ VARIANT = "cuda-mma-sync.conv2d"
 def schedules(op, host, space: int, with_mma: bool) -> list:
     hero = cuda.hero_schedule(op, VARIANT, host)
     cands = [s for s in cuda.search_space(op, VARIANT, host) if isinstance(s, stem.StemSchedule) and s != hero]
-    picks = [hero, *random.Random(op.n).sample(cands, min(space, len(cands)))]
+    picks = [hero, *(cands if space < 0 else random.Random(op.n).sample(cands, min(space, len(cands))))]
     return picks + ([mma.hero_schedule(op, host)] if with_mma else [])
 
 
@@ -52,11 +54,18 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=50)
     ap.add_argument("--space", type=int, default=6, help="schedules of the space beside the hero")
     ap.add_argument("--mma", action="store_true", help="also the mma.sync core's hero")
+    ap.add_argument("--shapes", default="", help='convs "n,c,hw,k,r,stride,pad;..." instead of the stem')
     args = ap.parse_args()
     host = probe()
     print(f"{'batch':>5} {'schedule':<28} {'status':<22} {'rel_err':>9} {'tracea ms':>10} {'cuDNN ms':>9} {'ratio':>6}")
-    for n in (int(b) for b in args.batches.split(",")):
-        op = Conv2d(n, 3, 224, 224, 64, 7, 7, stride=2, padding=3, layout="nhwc", dtype="fp16")
+    ops = [Conv2d(n, 3, 224, 224, 64, 7, 7, stride=2, padding=3, layout="nhwc", dtype="fp16")
+           for n in (int(b) for b in args.batches.split(","))]
+    if args.shapes:
+        ops = [Conv2d(n, c, hw, hw, k, r, r, stride=st, padding=pad, layout="nhwc", dtype="fp16")
+               for n, c, hw, k, r, st, pad in (tuple(int(x) for x in sh.split(",")) for sh in args.shapes.split(";"))]
+    for op in ops:
+        n = op.n
+        print(op.signature, flush=True)
         inputs = op.random_inputs(np.random.default_rng(1000 + n))
         ref = op.reference(inputs)
         base = torch_baseline(op, inputs)

@@ -297,7 +297,10 @@ def _fits(op: Any, s: StemSchedule) -> bool:
 
 def _hero(op: Any, sms: int) -> StemSchedule:
     """Whole output rows up to 256 pixels while the tiles still fill two blocks an SM (else one row), a
-    warp per two m16 tiles (one where the tiles leave SMs idle), the next patch copied during the mmas."""
+    warp per two m16 tiles (one where the tiles leave SMs idle), the next patch copied during the mmas.
+    Blocks left with fewer than 4 warps split a long reduction's k steps over 2 or 4 times as many
+    (``ksplit``): the n4 c12 96^2 k32 5x5 stride-2 conv (19 k steps, 48 pixels a block) went from 0.65x
+    cuDNN with 2 warps to 1.23x with 8 splitting k 4 ways (docs/device-runs/2026-11-26-h100-k/stem)."""
     rows = max(1, min(256 // op.q, op.p))
     ntiles = -(-op.k // BN)
     while rows > 1 and op.n * -(-op.p // rows) * ntiles < 2 * sms:
@@ -305,7 +308,11 @@ def _hero(op: Any, sms: int) -> StemSchedule:
     mtiles = -(-rows * op.q // 16)
     few = op.n * -(-op.p // rows) * ntiles < sms
     warps = min(8, mtiles if few else -(-mtiles // 2))
-    return StemSchedule(pixels=rows * op.q, warps=warps, ksplit=1, stages=2)
+    ksteps = -(-op.r * op.s * op.c // 16)
+    ksplit = 1
+    if warps < 4:
+        ksplit = next((k for k in (4, 2) if ksteps >= 4 * k and warps * k <= 8), 1)
+    return StemSchedule(pixels=rows * op.q, warps=warps * ksplit, ksplit=ksplit, stages=2)
 
 
 def hero_schedule(op: Any, host: Any) -> StemSchedule:

@@ -133,6 +133,12 @@ def test_heroes_split_where_tiles_leave_sms_idle():
     second = hero_schedule(Gemm(1280, 3584, 4096, "bf16"))  # 140 tiles of 128 x 256: the tail split is the tuner's
     assert (second.bn, second.split, second.split_tail) == (256, 1, False)
     assert hero_schedule(Gemm(128, 4096, 4096, "bf16"), sm_count=16).split == 1  # a small GPU is full
+    # split and narrow heroes load their operands evict-first (split forms at most 5 stages); wide ones do not
+    tail = hero_schedule(Gemm(512, 512, 16384, "bf16"))
+    assert (tail.l2_hint, tail.stages, tail.split) == ("first", 5, 0)
+    assert wide.l2_hint == "first" and wide.stages == 6
+    assert hero_schedule(Gemm(4096, 4096, 4096, "bf16")).l2_hint == "normal"
+    assert hero_schedule(Gemm(3000, 5000, 700, "bf16")).l2_hint == "normal"
     deep = Conv2d(1, 512, 7, 7, 512, 3, 3, padding=1, layout="nhwc", dtype="fp16")
     h = conv_hero_schedule(deep)
     assert (h.bm, h.consumers, h.split, h.path) == (64, 1, 0, "im2col")

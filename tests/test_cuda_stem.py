@@ -43,6 +43,25 @@ def test_hero_is_the_stem_core_for_small_channel_nhwc(vid, op):
     assert space[0] == hero and len(space) == len(set(space)) > 10
 
 
+def test_hero_splits_k_where_blocks_hold_few_warps():
+    """Blocks of fewer than 4 warps split a long reduction's k steps (2 or 4 ways) over more warps; the
+    ResNet stem (7 warps) and short reductions keep one warp a k range. Every hero the rule makes validates."""
+    c12 = Conv2d(4, 12, 96, 96, 32, 5, 5, stride=2, padding=2, layout="nhwc", dtype="fp16")
+    h = stem.hero_schedule(c12, HOST)
+    assert (h.pixels, h.warps, h.ksplit) == (48, 8, 4)
+    assert stem.hero_schedule(STEM, HOST).ksplit == 1 and stem.hero_schedule(dataclasses.replace(STEM, n=1), HOST).ksplit == 1
+    short = Conv2d(1, 4, 32, 32, 16, 3, 3, padding=1, layout="nhwc", dtype="fp16")  # 36 = 3 k steps: no split
+    assert stem.hero_schedule(short, HOST).ksplit == 1
+    arch = parse_arch("sm_90a")
+    for n, c, hw, k, r, st in ((1, 12, 96, 32, 5, 2), (8, 4, 64, 32, 7, 2), (16, 8, 32, 64, 7, 1), (8, 15, 96, 16, 3, 2),
+                               (1, 8, 32, 64, 5, 1), (1, 12, 64, 16, 5, 2), (2, 5, 17, 40, 7, 1)):
+        op = Conv2d(n, c, hw, hw, k, r, r, stride=st, padding=r // 2, layout="nhwc", dtype="fp16")
+        s = stem.hero_schedule(op, HOST)
+        s.validate(op, arch)
+        assert s.warps <= 8 and s.warps % s.ksplit == 0
+        assert s.ksplit == 1 or s.warps // s.ksplit < 4
+
+
 def test_other_convs_keep_their_cores():
     nchw = conv(layout="nchw")
     assert cuda.hero_schedule(nchw, "cuda-mma-sync.conv2d", HOST).core == "mma"

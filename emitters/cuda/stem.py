@@ -36,6 +36,7 @@ BN = 64  # output channels per block (fewer when K is smaller: a multiple of 16)
 MAX_MT = 4  # m16 tiles per warp (16 fp32 accumulators each per thread and n8 tile)
 PIXELS = (64, 128, 192, 256, 384, 512)  # the search space's budgets (any 1..MAX_PIXELS validates)
 MAX_PIXELS = 2048
+SPLIT_SMEM = 99 * 1024  # the smallest opt-in shared memory of an sm_80+ GPU (sm_86, sm_89): a k split's bound
 WARPS = (1, 2, 3, 4, 5, 6, 7, 8)
 KSPLITS = (1, 2, 4)
 STAGES = (1, 2)
@@ -308,11 +309,15 @@ def _hero(op: Any, sms: int) -> StemSchedule:
     mtiles = -(-rows * op.q // 16)
     few = op.n * -(-op.p // rows) * ntiles < sms
     warps = min(8, mtiles if few else -(-mtiles // 2))
+    base = StemSchedule(pixels=rows * op.q, warps=warps, ksplit=1, stages=2)
+    if warps >= 4:
+        return base
     ksteps = -(-op.r * op.s * op.c // 16)
-    ksplit = 1
-    if warps < 4:
-        ksplit = next((k for k in (4, 2) if ksteps >= 4 * k and warps * k <= 8), 1)
-    return StemSchedule(pixels=rows * op.q, warps=warps * ksplit, ksplit=ksplit, stages=2)
+    for k in (4, 2):  # the split's partial sums take shared memory: only where every sm_80+ GPU has it
+        split = dataclasses.replace(base, warps=warps * k, ksplit=k)
+        if ksteps >= 4 * k and warps * k <= 8 and geometry(op, split).smem <= SPLIT_SMEM:
+            return split
+    return base
 
 
 def hero_schedule(op: Any, host: Any) -> StemSchedule:

@@ -10,7 +10,8 @@ buys on these shapes; slices are whole k steps (64 elements), not fractions of a
 
 The fix-up is deterministic and waits only on running blocks: each slice takes a ticket on its tile's
 semaphore; every slice but the last writes its fp32 partial sums to a workspace in the accumulators' own
-register order (one coalesced 16-byte store per four accumulators), fences, and counts itself parked;
+register order (one coalesced 16-byte store per four accumulators) and, after the block's barrier, its
+leader counts it parked with a release add;
 the slice that took the last ticket waits for those counts, reads the others' partials back and sums
 every slice in slice order (0, 1, ..., its own from registers, so the sum does not depend on which block
 came last), resets both counters for the next launch and runs the epilogue (bias, activation, residual,
@@ -166,7 +167,7 @@ def fixup(sched: WgmmaSchedule) -> str:
                 if (!last) {{
 {_park(sched)}
                     {sync}
-                    if ({leader}) atomicAdd(sem + 2 * slot + 1, 1);  /* parked, after every thread's fence */
+                    if ({leader}) {_release_add("sem + 2 * slot + 1")}  /* parked: every thread's stores released */
                     continue;
                 }}
 {own_park}
@@ -269,11 +270,13 @@ def sum_shape(sched: WgmmaSchedule) -> tuple[int, int]:
     """(groups the last unit sums at a time, other slices whose loads fly together): what fits beside the
     accumulators under the register cap ptxas compiles the block for: three slices and the running sum
     take 16 registers a group, ~8 more go to addresses; at most 5 groups where a thread holds two m64
-    slices, 8 otherwise. Found by compiling the split search spaces, a fused bias + gelu + residual
+    slices (4 under a 168-register cap), 8 otherwise. Found by compiling the split search spaces, a fused bias + gelu + residual
     epilogue included, without spills. 0 groups (more than 64 accumulators, or under 4 groups): ``fixup``
     sums in place instead (``_sum_all``)."""
-    spare = sched.register_split()[0] - sched.accumulators - 8
-    chunk = min(8 if sched.m_slices == 1 else 5, sched.m_slices * sched.bn // 8, spare // 16)
+    cap = sched.register_split()[0]
+    spare = cap - sched.accumulators - 8
+    most = 8 if sched.m_slices == 1 else 5 if cap >= 200 else 4  # 256 x 64, two consumers: 4 (5 spilled 8 B)
+    chunk = min(most, sched.m_slices * sched.bn // 8, spare // 16)
     return (chunk if chunk >= 4 and sched.accumulators <= 64 else 0), 3
 
 
@@ -292,8 +295,8 @@ def _slot(sched: WgmmaSchedule) -> str:
 
 
 def _park(sched: WgmmaSchedule) -> str:
-    """A slice's partial sums into the workspace, in the accumulators' register order (float4 stores),
-    then this thread's fence."""
+    """A slice's partial sums into the workspace, in the accumulators' register order (float4 stores);
+    the block's barrier and its leader's release add (``_release_add``) publish them."""
     ms, q4, tile4 = sched.m_slices, sched.bn // 8, sched.bm * sched.bn // 4
     return f"""                float4* const mine = part_ws + (size_t)sidx * {tile4};
                 #pragma unroll
@@ -302,8 +305,13 @@ def _park(sched: WgmmaSchedule) -> str:
                     for (int q = 0; q < {q4}; ++q)
                         __stcg(mine + (i * {q4} + q) * 128 + tid, make_float4(acc[i][4 * q], acc[i][4 * q + 1],
                                                                           acc[i][4 * q + 2], acc[i][4 * q + 3]));
-                }}
-                __threadfence();"""
+                }}"""
+
+
+def _release_add(ptr: str) -> str:
+    """One thread's add with release semantics at GPU scope, after the block's barrier: every thread's
+    parked stores before the barrier are visible to whoever acquires the count (CUTLASS's ``arrive_inc``)."""
+    return f'asm volatile("red.release.gpu.global.add.s32 [%0], 1;\\n" :: "l"({ptr}) : "memory");'
 
 
 def spread(sched: WgmmaSchedule) -> str:
@@ -320,7 +328,7 @@ def spread(sched: WgmmaSchedule) -> str:
 {_park(sched)}
                 {sync}
                 if ({leader}) {{
-                    atomicAdd(sem + 2 * slot, 1);
+                    {_release_add("sem + 2 * slot")}  /* arrived: every thread's stores released */
                     int seen;
                     do {{
                         asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\\n" : "=r"(seen) : "l"(sem + 2 * slot) : "memory");

@@ -189,6 +189,8 @@ class Kernel:
             from tracea.emitters.cuda.hopper.gemm import split_plan
 
             plan = split_plan(op, self.sched, sm_count)
+            if plan.spread and plan.splits > grid:  # a slice would wait on one never started (as tma.split_args)
+                raise RuntimeError(f"split-K spread fix-up: {plan.splits} slices a tile, {grid} blocks")
             self._ws = torch.empty(max(16, plan.ws_bytes), dtype=torch.uint8, device="cuda")
             self._sem = torch.zeros(max(1, plan.sem_count), dtype=torch.int32, device="cuda")
             args += [ctypes.c_uint64(self._ws.data_ptr()), ctypes.c_uint64(self._sem.data_ptr()),

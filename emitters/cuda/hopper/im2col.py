@@ -63,16 +63,17 @@ def producer(sched: WgmmaConvSchedule, a_bytes: int) -> str:
 def activation_map(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
     """The im2col tensor map over NHWC x at ``x_ptr`` (channel stride Cp, C rounded up to 8); the same op,
     tile height and address give the same map object (tma.cached_map)."""
-    from ..tma import cached_map
+    from .. import tma
 
     if x_ptr % 16:
         raise ValueError(f"TMA needs a 16-byte aligned base, not {x_ptr:#x}")
-    return cached_map(("im2col", x_ptr, op, sched.bm), lambda: _encode_activation(op, sched, x_ptr))
+    return tma.cached_map(("im2col", x_ptr, op, sched.bm, tma.L2_PROMOTION), lambda: _encode_activation(op, sched, x_ptr))
 
 
 def _encode_activation(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
     from cuda.bindings import driver as drv
 
+    from .. import tma
     from ..tma import MAP_BYTES, _Map, driver_call
 
     cp = (op.c + 7) // 8 * 8
@@ -87,7 +88,7 @@ def _encode_activation(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
         [drv.cuuint32_t(v) for v in (1, sw, sh, 1)],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        getattr(drv.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{tma.L2_PROMOTION}"),
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeIm2col")
     out = _Map()
     import ctypes

@@ -262,59 +262,56 @@ def _policy(sched: WgmmaSchedule) -> str:
             '\n            asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\\n" : "=l"(pol));')
 
 
-class _Hinted:
-    """A ``CodeWriter`` call that writes the TMA loads with the producer's cache policy (``HINT_LIB``)."""
-
-    def __init__(self, w: CodeWriter) -> None:
-        self._w = w
-
-    def __call__(self, line: str) -> None:
-        line = line.replace("tr_tma_load_2d(", "tr_tma_load_2d_ef(").replace("tr_tma_load_2d_mc(", "tr_tma_load_2d_mc_ef(")
-        self._w(line[: -2] + ", pol);" if line.endswith(");") else line)
+def _loads(sched: WgmmaSchedule) -> tuple[str, str, str]:
+    """(the plain TMA load wrapper, the multicast one, the argument each call ends with): ``HINT_LIB``'s and
+    the producer's cache policy under ``l2_hint`` "first"."""
+    if sched.l2_hint == "normal":
+        return "tr_tma_load_2d", "tr_tma_load_2d_mc", ""
+    return "tr_tma_load_2d_ef", "tr_tma_load_2d_mc_ef", ", pol"
 
 
 def _tma_loads(w: CodeWriter, sched: WgmmaSchedule, a_lay: list[TileLayout], b_lay: list[TileLayout],
                a_k: bool, b_k: bool) -> None:
     """One k step's copies: A (one box, or one per 64-row atom when MN-major), then B, whose halves
     are multicast to both blocks of a 2-block cluster (or A's halves, for a pair along N: ``_shared_a``);
-    with the producer's cache policy under ``l2_hint`` "first"."""
-    if sched.l2_hint != "normal":
-        w = _Hinted(w)  # type: ignore[assignment]
+    with the producer's cache policy under ``l2_hint`` "first" (``_loads``)."""
+    ld, mc, pol = _loads(sched)
     if sched.cluster_axis == "n":
         _shared_a(w, sched, a_lay, a_k)
     elif a_k:
-        w(f"tr_tma_load_2d(sa, &tmA, kk * {BK}, tm * {sched.bm}, full);")
+        w(f"{ld}(sa, &tmA, kk * {BK}, tm * {sched.bm}, full{pol});")
     else:
         for i, t in enumerate(a_lay):
-            w(f"tr_tma_load_2d(sa + {t.base_bytes}u, &tmA, tm * {sched.bm} + {64 * i}, kk * {BK}, full);")
+            w(f"{ld}(sa + {t.base_bytes}u, &tmA, tm * {sched.bm} + {64 * i}, kk * {BK}, full{pol});")
     if (sched.cluster == 1 or sched.cluster_axis == "n") and b_k:
-        w(f"tr_tma_load_2d(sb, &tmB, kk * {BK}, tn * {sched.bn}, full);")
+        w(f"{ld}(sb, &tmB, kk * {BK}, tn * {sched.bn}, full{pol});")
     elif sched.cluster == 1 or sched.cluster_axis == "n":
         for i, t in enumerate(b_lay):
-            w(f"tr_tma_load_2d(sb + {t.base_bytes}u, &tmB, tn * {sched.bn} + {64 * i}, kk * {BK}, full);")
+            w(f"{ld}(sb + {t.base_bytes}u, &tmB, tn * {sched.bn} + {64 * i}, kk * {BK}, full{pol});")
     elif b_k:  # this block's half of the B rows, multicast to both blocks of the pair
         half = sched.bn // 2
-        w(f"tr_tma_load_2d_mc(sb + rank * {half * b_lay[0].pitch_bytes}u, &tmB, kk * {BK}, "
-          f"tn * {sched.bn} + rank * {half}, full, 3);")
+        w(f"{mc}(sb + rank * {half * b_lay[0].pitch_bytes}u, &tmB, kk * {BK}, "
+          f"tn * {sched.bn} + rank * {half}, full, 3{pol});")
     else:  # this block's half of the 64-column atoms, multicast to both blocks of the pair
         per = len(b_lay) // 2
         w(f"for (int i = rank * {per}; i < rank * {per} + {per}; ++i)")
-        w(f"    tr_tma_load_2d_mc(sb + i * {b_lay[1].base_bytes}u, &tmB, tn * {sched.bn} + 64 * i, kk * {BK}, full, 3);")
+        w(f"    {mc}(sb + i * {b_lay[1].base_bytes}u, &tmB, tn * {sched.bn} + 64 * i, kk * {BK}, full, 3{pol});")
 
 
 def _shared_a(w: CodeWriter, sched: WgmmaSchedule, a_lay: list[TileLayout], a_k: bool) -> None:
     """A pair along N shares its A tile: each block loads half and multicasts it to both. K-major: half
     the rows (``bm / 2`` lines of 128 B, 1024-aligned); MN-major: half the k lines of every 64-row atom
     (32 of 64), so that any ``bm`` (one atom too) splits evenly. The A tensor map's box is that half."""
+    _, mc, pol = _loads(sched)
     if a_k:
         half = sched.bm // 2
-        w(f"tr_tma_load_2d_mc(sa + rank * {half * a_lay[0].pitch_bytes}u, &tmA, kk * {BK}, "
-          f"tm * {sched.bm} + rank * {half}, full, 3);")
+        w(f"{mc}(sa + rank * {half * a_lay[0].pitch_bytes}u, &tmA, kk * {BK}, "
+          f"tm * {sched.bm} + rank * {half}, full, 3{pol});")
         return
     lines = BK // 2
     for i, t in enumerate(a_lay):
-        w(f"tr_tma_load_2d_mc(sa + {t.base_bytes}u + rank * {lines * t.pitch_bytes}u, &tmA, tm * {sched.bm} + {64 * i}, "
-          f"kk * {BK} + rank * {lines}, full, 3);")
+        w(f"{mc}(sa + {t.base_bytes}u + rank * {lines * t.pitch_bytes}u, &tmA, tm * {sched.bm} + {64 * i}, "
+          f"kk * {BK} + rank * {lines}, full, 3{pol});")
 
 
 def gather_producer(sched: WgmmaConvSchedule) -> str:

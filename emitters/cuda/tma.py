@@ -43,6 +43,17 @@ _MAPS: collections.OrderedDict[tuple[Any, ...], _Map] = collections.OrderedDict(
 MAP_CACHE = 1024  # tensor maps kept: a model's buffers come back at the same addresses from torch's allocator
 
 
+# How far L2 widens a tensor map's DRAM fetches (CUtensorMapL2promotion's suffix: NONE, L2_64B, L2_128B,
+# L2_256B). Module-wide so that a probe can compare them (benchmarks/gpu/split_timeline.py --promotion);
+# part of every cached map's key.
+L2_PROMOTION = "L2_256B"
+
+
+def l2_promotion(drv: Any) -> Any:
+    """The driver's enum value for ``L2_PROMOTION`` (tiled and im2col maps alike)."""
+    return getattr(drv.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{L2_PROMOTION}")
+
+
 def encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tuple[int, ...],
                  box: tuple[int, ...]) -> _Map:
     """A tensor map over a dense 16-bit tensor at ``ptr``: ``dims`` innermost first, ``strides_bytes`` of
@@ -70,11 +81,6 @@ def cached_map(key: tuple[Any, ...], encode: Any) -> _Map:
     return out
 
 
-# How far L2 widens a tensor map's DRAM fetches (CUtensorMapL2promotion's suffix: NONE, L2_64B, L2_128B,
-# L2_256B). Module-wide so that a probe can compare them (benchmarks/gpu/split_timeline.py --promotion).
-L2_PROMOTION = "L2_256B"
-
-
 def _encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tuple[int, ...],
                   box: tuple[int, ...]) -> _Map:
     from cuda.bindings import driver as drv
@@ -88,7 +94,7 @@ def _encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tu
         [drv.cuuint32_t(b) for b in box], [drv.cuuint32_t(1)] * len(dims),
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        getattr(drv.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{L2_PROMOTION}"),
+        l2_promotion(drv),
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
     out = _Map()
     ctypes.memmove(ctypes.addressof(out), m.getPtr(), MAP_BYTES)

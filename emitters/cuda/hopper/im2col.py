@@ -67,14 +67,14 @@ def activation_map(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
 
     if x_ptr % 16:
         raise ValueError(f"TMA needs a 16-byte aligned base, not {x_ptr:#x}")
-    return tma.cached_map(("im2col", x_ptr, op, sched.bm, tma.L2_PROMOTION), lambda: _encode_activation(op, sched, x_ptr))
+    return tma.cached_map(("im2col", x_ptr, op, sched.bm, tma.L2_PROMOTION),
+                          lambda: _encode_activation(op, sched, x_ptr))
 
 
 def _encode_activation(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
     from cuda.bindings import driver as drv
 
-    from .. import tma
-    from ..tma import MAP_BYTES, _Map, driver_call
+    from ..tma import MAP_BYTES, _Map, driver_call, l2_promotion
 
     cp = (op.c + 7) // 8 * 8
     dt = drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if op.dtype.value == "bf16" else \
@@ -88,7 +88,7 @@ def _encode_activation(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
         [drv.cuuint32_t(v) for v in (1, sw, sh, 1)],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        getattr(drv.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{tma.L2_PROMOTION}"),
+        l2_promotion(drv),
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeIm2col")
     out = _Map()
     import ctypes

@@ -44,6 +44,7 @@ AUTO_MAX = 16
 # outweighs the slice (ResNet-50's 1x1 conv n1 c2048 7x7 k512, 32 k steps: 8 slices 0.81x cuDNN, 4 slices
 # 0.83-0.84x, 2 slices 0.78x; docs/device-runs/2026-11-26-h100-k/conv1x1)
 MIN_STEPS = 8
+WINDOW = 3  # other slices whose loads the last unit keeps in flight at once
 
 UNIT_FN = r"""/* Work unit u -> (tile, k steps [kb, ke), slice index; -1 for a whole tile). */
 static __device__ __forceinline__ void tr_unit(int u, int k_iters, int splits, int dp_tiles, int& tile, int& kb,
@@ -150,10 +151,10 @@ def fixup(sched: WgmmaSchedule) -> str:
     sync, leader = _barrier(sched)
     if sched.pingpong:
         flag = f"{flag} + 4u * cw"
-    chunk, window = sum_shape(sched)
+    chunk = sum_shape(sched)
     in_place = chunk == 0  # no room for a running sum: the last unit parks its own slice too
     own_park = _park(sched) if in_place else ""
-    total = _sum_all(ms * q4, q4, tile4) if in_place else _sum_slices(ms * q4, q4, tile4, chunk, window)
+    total = _sum_all(ms * q4, q4, tile4) if in_place else _sum_slices(ms * q4, q4, tile4, chunk)
     return f"""            if (sidx >= 0) {{  /* split-K: this unit is one k slice of its tile */
 {_slot(sched)}
                 {sync}
@@ -184,7 +185,7 @@ def fixup(sched: WgmmaSchedule) -> str:
             }}"""
 
 
-def _sum_slices(floats4: int, q4: int, tile4: int, chunk: int, window: int) -> str:
+def _sum_slices(floats4: int, q4: int, tile4: int, chunk: int, window: int = WINDOW) -> str:
     """The last unit's sum of every slice's partial, in slice order, into ``acc``: ``floats4`` float4
     groups a thread, ``chunk`` groups at a time. The other slices' loads go out ``window`` at a time
     (other slice ``o`` is slice ``o + (o >= sidx)``), then the adds in slice order into ``run``; the
@@ -266,18 +267,18 @@ def _sum_all(floats4: int, q4: int, tile4: int) -> str:
                 }}"""
 
 
-def sum_shape(sched: WgmmaSchedule) -> tuple[int, int]:
-    """(groups the last unit sums at a time, other slices whose loads fly together): what fits beside the
-    accumulators under the register cap ptxas compiles the block for: three slices and the running sum
-    take 16 registers a group, ~8 more go to addresses; at most 5 groups where a thread holds two m64
-    slices (4 under a 168-register cap), 8 otherwise. Found by compiling the split search spaces, a fused bias + gelu + residual
-    epilogue included, without spills. 0 groups (more than 64 accumulators, or under 4 groups): ``fixup``
-    sums in place instead (``_sum_all``)."""
+def sum_shape(sched: WgmmaSchedule) -> int:
+    """Groups the last unit sums at a time: what fits beside the accumulators under the register cap ptxas
+    compiles the block for: ``WINDOW`` slices and the running sum take 16 registers a group, ~8 more go to
+    addresses; at most 5 groups where a thread holds two m64 slices (4 under a 168-register cap), 8
+    otherwise. Found by compiling the split search spaces, a fused bias + gelu + residual epilogue
+    included, without spills. 0 (more than 64 accumulators, or under 4 groups): ``fixup`` sums in place
+    instead (``_sum_all``)."""
     cap = sched.register_split()[0]
     spare = cap - sched.accumulators - 8
     most = 8 if sched.m_slices == 1 else 5 if cap >= 200 else 4  # 256 x 64, two consumers: 4 (5 spilled 8 B)
     chunk = min(most, sched.m_slices * sched.bn // 8, spare // 16)
-    return (chunk if chunk >= 4 and sched.accumulators <= 64 else 0), 3
+    return chunk if chunk >= 4 and sched.accumulators <= 64 else 0
 
 
 def _barrier(sched: WgmmaSchedule) -> tuple[str, str]:
@@ -367,4 +368,3 @@ def _sum_share(floats4: int, q4: int, tile4: int) -> str:
                         }}
                     }}{fence}
                 }}"""
-

@@ -1,13 +1,84 @@
-"""Shared fixtures. GPU tests carry the `gpu` marker and are skipped cleanly where NVML finds no GPU."""
+"""Shared fixtures. GPU tests carry the `gpu` marker and are skipped cleanly where NVML finds no GPU.
+
+The run makes its own world (``pytest_configure``, in the process that starts the run, before any pytest-xdist
+worker exists, so that every worker and every process a test starts inherits it): ``TMPDIR`` (so gcc's,
+hipcc's, Ray's and every ``tempfile`` scratch lands there), ``TRACEA_HOME`` and Python's bytecode cache
+all point into one short folder of the run's own, removed when the run ends. A run that is killed cannot
+remove it: the next run removes the folders of runs whose process is gone. Nothing is written to the
+user's own Tracea folders, /tmp/ray or site-packages, and a ``TRACEA_HOME`` or ``RAY_ADDRESS`` set in the
+user's environment is not used.
+"""
 
 from __future__ import annotations
 
 import functools
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+RUN_PREFIX = "tt-"  # short: Ray's socket paths under it must stay under 108 bytes (test_tune_ray.py)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _sweep(base: Path) -> None:
+    """Remove the run folders of earlier runs whose process is gone (killed before they could)."""
+    for old in base.glob(f"{RUN_PREFIX}*"):
+        try:
+            pid = int(old.name[len(RUN_PREFIX):].split("-")[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _alive(pid) and old.is_dir() and old.stat().st_uid == os.getuid():
+            shutil.rmtree(old, ignore_errors=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: it inherited the run's world
+        return
+    config._tmp_path_factory.getbasetemp()  # pytest's own folders stay where pytest keeps them
+    base = Path(tempfile.gettempdir())
+    _sweep(base)
+    run = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-", dir=base))
+    config._tracea_run_dir = run
+    for sub in ("t", "home", "pycache"):
+        (run / sub).mkdir()
+    os.environ["TMPDIR"] = str(run / "t")
+    tempfile.tempdir = None  # tempfile reads TMPDIR again
+    os.environ["TRACEA_HOME"] = str(run / "home")
+    # compiled once per run and shared by every process (a fresh machine may set PYTHONDONTWRITEBYTECODE,
+    # and then each of the hundreds of `tracea` processes the tests start compiles its modules again)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(run / "pycache")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ.pop("RAY_ADDRESS", None)
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` on a machine of few cores: one worker more than the cores this process may use. Many
+    tests wait on a process they started (a compiler, ``tracea``, a tuner worker) and leave their core idle
+    meanwhile; on the 2-core CI machine 3 workers finished the suite sooner than 2 (7:19 against 7:45)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores + 1 if cores <= 4 else None
+
+
+def pytest_unconfigure(config):
+    run = getattr(config, "_tracea_run_dir", None)
+    if run is not None:
+        shutil.rmtree(run, ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -58,3 +129,28 @@ def home(tmp_path, monkeypatch) -> Path:
     """A fresh ``TRACEA_HOME`` for a test that runs commands (a test module may define its own)."""
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
+
+
+EMULATOR_CXX = ("-std=c++20", "-O1", "-pthread", "-w")
+EMULATOR_HEADERS = ("algorithm", "atomic", "barrier", "cmath", "cstdint", "cstdio", "cstdlib", "cstring", "thread",
+                    "vector")
+
+
+@pytest.fixture(scope="session")
+def emulator_cxx(tmp_path_factory) -> list[str]:
+    """The compiler command (without sources) for the CPU emulators of CUDA kernels (a std::thread per CUDA
+    thread): g++ with EMULATOR_CXX and a precompiled header of the standard library they include, built
+    once per process. Parsing those headers was half of each emulator's compile. Where the header cannot
+    be precompiled, the same command without it (g++ reads the text)."""
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("g++ is not installed")
+    folder = tmp_path_factory.mktemp("emulator-pch")
+    header = folder / "emulator_std.h"
+    header.write_text("".join(f"#include <{h}>\n" for h in EMULATOR_HEADERS))
+    built = subprocess.run([cxx, *EMULATOR_CXX, "-x", "c++-header", str(header), "-o", f"{header}.gch"],
+                           capture_output=True, text=True, timeout=300)
+    return [cxx, *EMULATOR_CXX, *(["-include", str(header)] if built.returncode == 0 else [])]

@@ -361,20 +361,15 @@ EMULATED = [
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])  # splits through the global workspace, or a cluster
 @pytest.mark.parametrize("op,s", EMULATED, ids=lambda x: x.signature[:60] if isinstance(x, Gemm) else x.name)
-def test_rendered_kernel_on_a_cpu_emulator(op, s, arch, tmp_path):
+def test_rendered_kernel_on_a_cpu_emulator(op, s, arch, tmp_path, emulator_cxx):
     """The rendered CUDA text itself (its prelude swapped for CPU stand-ins: a std::thread per CUDA thread,
     barriers for __syncthreads and the warp's mma), run twice (the split counters must reset) and checked
     against the float64 reference."""
-    import shutil
+    import re
     import subprocess
 
     from tracea.kernels import relative_error, tolerance
     from tracea.kernels.dtypes import to_float64
-
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no C++ compiler")
-    import re
 
     r = gemv.render_gemv(op, s, parse_arch(arch))
     assert ("_cl" in r.name) == (arch == "sm_90a" and s.splits > 1)
@@ -386,7 +381,7 @@ def test_rendered_kernel_on_a_cpu_emulator(op, s, arch, tmp_path):
     src = tmp_path / "emu.cpp"
     src.write_text(f'#include "{EMULATOR}"\n{body}\n#define KERNEL {r.entry}\n#define TR_MAIN\n#include "{EMULATOR}"\n')
     exe = tmp_path / "emu"
-    done = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-w", str(src), "-o", str(exe)],
+    done = subprocess.run([*emulator_cxx, str(src), "-o", str(exe)],
                           capture_output=True, text=True)
     if done.returncode and "barrier" in done.stderr:
         pytest.skip("the C++ library has no std::barrier")

@@ -76,12 +76,19 @@ def test_emit_json(home) -> None:
     assert set(doc) == {"variant", "schedule", "files"} and doc["schedule"]["mc"] > 0
 
 
-def test_bench_json(home) -> None:
+@pytest.fixture(scope="module")
+def bench_row(home) -> dict:
+    """One real bench row, for the tests of bench and of report (which must not depend on another test
+    having run first: pytest-xdist runs them anywhere, in any order)."""
     (row,) = tracea_json(home, "bench", "gemm", "--m", "64", "--backend", "cpu", "--json", "--repeat", "3", lines=True)
+    return row
+
+
+def test_bench_json(bench_row) -> None:
+    row = bench_row
     assert row["schedule"]["mc"] > 0 and row["shape"] == {"m": 64, "n": 64, "k": 64, "layout_a": "row",
                                                            "layout_b": "row", "epilogue": [], "alpha": 1.0}
     assert row["schema_version"] == 2 and "note" in row
-    (home / "m.jsonl").write_text(json.dumps(row) + "\n")
 
 
 def test_bench_suite_json(home) -> None:
@@ -103,9 +110,8 @@ def test_bench_suite_json(home) -> None:
     assert {r["op"] for r in one["rows"]} == {"softmax"} and one["suite"] == "softmax"
 
 
-def test_report_json(home) -> None:
-    if not (home / "m.jsonl").exists():
-        pytest.skip("needs test_bench_json's row")
+def test_report_json(home, bench_row) -> None:
+    (home / "m.jsonl").write_text(json.dumps(bench_row) + "\n")
     doc = tracea_json(home, "report", str(home / "m.jsonl"), "--json")
     assert_nested(doc)
 

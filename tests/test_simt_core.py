@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -152,7 +151,7 @@ int main(int argc, char** argv) {  // dir M N K grid threads workspace-words lau
 """
 
 
-def emulate(op: Gemm, s: CudaSchedule, tmp: Path, late: int = 1, mutate=None, launches: int = 1) -> float:
+def emulate(op: Gemm, s: CudaSchedule, tmp: Path, cxx: list[str], late: int = 1, mutate=None, launches: int = 1) -> float:
     """The kernel rendered for sm_90a, run by the emulator on fresh random inputs: its relative error."""
     r = simt.render_simt(op, s, parse_arch("sm_90a"))
     src = r.source[r.source.index('extern "C"'):]  # the emulator defines the device library it needs
@@ -165,7 +164,7 @@ def emulate(op: Gemm, s: CudaSchedule, tmp: Path, late: int = 1, mutate=None, la
     ws = r.metadata.get("workspace_bytes", 0) // 4
     (tmp / "k.cpp").write_text(f'#define TR_LATE {late}\n#include "{HEADER}"\n{src}\n#define TR_KERNEL {r.name}\n'
                                f"#define TR_WS {', ws.data()' if ws else ''}\n{MAIN}")
-    subprocess.run(["g++", "-O1", "-std=c++20", "-pthread", "-w", "-o", str(tmp / "k"), str(tmp / "k.cpp")], check=True)
+    subprocess.run([*cxx, "-o", str(tmp / "k"), str(tmp / "k.cpp")], check=True)
     inputs = op.random_inputs(np.random.default_rng(11))
     zeros = {"bias": np.zeros(op.n, np.float32), "residual": np.zeros((op.m, op.n), np.float32)}
     for name, key in (("a", "a"), ("b", "b"), ("bias", "bias"), ("res", "residual")):
@@ -225,34 +224,28 @@ EMU_CASES = [  # (op, schedule, cp.async copies land late (1) or at issue (0))
 ]
 
 
-@pytest.fixture()
-def gxx():
-    if not shutil.which("g++"):
-        pytest.skip("g++ is not installed")
-
-
 @pytest.mark.parametrize("op,s,late", EMU_CASES, ids=lambda x: getattr(x, "name", str(x))[:40])
-def test_forms_compute_the_product_in_the_emulator(op, s, late, tmp_path, gxx):
+def test_forms_compute_the_product_in_the_emulator(op, s, late, tmp_path, emulator_cxx):
     s.validate(op, parse_arch("sm_90a"))
-    err = emulate(op, s, tmp_path, late, launches=2 if s.split_k > 1 else 1)
+    err = emulate(op, s, tmp_path, emulator_cxx, late, launches=2 if s.split_k > 1 else 1)
     assert err <= tolerance(op), (s.name, err)
 
 
-def test_the_emulator_sees_a_missing_wait(tmp_path, gxx):
+def test_the_emulator_sees_a_missing_wait(tmp_path, emulator_cxx):
     """The check can fail: waiting for one tile fewer than the pipeline needs reads a slot before its copies
     land (late copies), and gives a wrong product."""
     op, s = Gemm(100, 72, 99), dataclasses.replace(BIG, stages=3)
-    err = emulate(op, s, tmp_path, 1, mutate=lambda src: src.replace("tr_wait(1);", "tr_wait(2);"))
+    err = emulate(op, s, tmp_path, emulator_cxx, 1, mutate=lambda src: src.replace("tr_wait(1);", "tr_wait(2);"))
     assert not err <= tolerance(op)
 
 
 @pytest.mark.parametrize("s", FILL[:2], ids=lambda s: s.name)
-def test_the_emulator_sees_an_unguarded_last_tile(s, tmp_path, gxx):
+def test_the_emulator_sees_an_unguarded_last_tile(s, tmp_path, emulator_cxx):
     """The lane fill's check can fail: one more iteration in the unguarded loop copies the tile that crosses
     K's end without zero-filling past it, and gives a wrong product."""
     op = Gemm(100, 70, 99)
     whole = f"K / {s.bk}) - {s.stages - 1});"
-    err = emulate(op, s, tmp_path, 1, mutate=lambda src: src.replace(whole, whole.replace(
+    err = emulate(op, s, tmp_path, emulator_cxx, 1, mutate=lambda src: src.replace(whole, whole.replace(
         f"- {s.stages - 1}", f"- {s.stages - 2}")) if whole in src else "#error the loop bound moved")
     assert not err <= tolerance(op)
 

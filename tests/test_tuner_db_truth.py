@@ -107,21 +107,15 @@ def tuned(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def tuned_home(tuned, monkeypatch) -> Iterator[Path]:
-    """A copy in a folder of its own under the system's temporary folder (pytest's is private to root,
-    so another user could not reach it in the read-only cases)."""
-    import tempfile
-
-    base = Path(tempfile.mkdtemp(prefix="tracea-db-truth-"))
-    base.chmod(0o755)
-    dst = base / "home"
+def tuned_home(tuned, tmp_path, monkeypatch) -> Iterator[Path]:
+    """A copy of the tuned folder (database, compile cache, runs) that a test may change."""
+    dst = tmp_path / "home"
     shutil.copytree(tuned, dst)
     monkeypatch.setenv("TRACEA_HOME", str(dst))
     yield dst
-    for p in [dst, *dst.rglob("*")]:
+    for p in [dst, *dst.rglob("*")]:  # the read-only cases change modes: pytest must be able to clean up
         if p.is_dir():
             p.chmod(0o755)
-    shutil.rmtree(base, ignore_errors=True)
 
 
 def _sql(db_path: Path, statement: str, args: tuple = ()) -> None:
@@ -218,22 +212,39 @@ def test_a_database_deleted_mid_tune_is_said_with_a_non_zero_exit(home) -> None:
 # --------------------------------------------------------------------------------------- read-only
 
 
-def _as_other_user() -> list[str] | None:
-    """A prefix that runs a command as an unprivileged user (root ignores file modes), or None."""
+def _bound_by_file_modes(scratch: Path) -> list[str] | None:
+    """A prefix under which a command is bound by file modes, or None where none can be had.
+
+    Root ignores file modes through two capabilities (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH). Dropped from
+    the bounding and inheritable sets, a root process stays root, so it reads the checkout and the virtual
+    environment wherever they are and whatever their modes (another user could not reach a private
+    checkout), but it can no longer write a 0444 file or into a 0555 folder. The drop is checked on a
+    scratch file before a test relies on it."""
     if os.geteuid() != 0:
         return []
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         return None
-    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    caps = "-dac_override,-dac_read_search"
+    prefix = [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}"]
+    probe = scratch / "mode-probe"
+    probe.write_text("")
+    probe.chmod(0o444)
+    try:
+        done = subprocess.run([*prefix, sys.executable, "-c", f"open({str(probe)!r}, 'a')"], capture_output=True,
+                              text=True, timeout=60)
+    except OSError:
+        return None
+    finally:
+        probe.unlink()
+    return prefix if done.returncode != 0 and "PermissionError" in done.stderr else None
 
 
-def _readonly_env(prefix: list[str], home: Path) -> dict[str, str]:
-    env = {**os.environ, "TRACEA_HOME": str(home)}
-    if prefix:
-        env["HOME"] = str(home)  # nobody's own home is not writable
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
+def _readonly_env(home: Path) -> dict[str, str]:
+    return {**os.environ, "TRACEA_HOME": str(home)}
+
+
+NO_MODES = "running as root where capabilities cannot be dropped (setpriv): file modes cannot make a file read-only"
 
 
 def _digest(path: Path) -> str:
@@ -241,18 +252,14 @@ def _digest(path: Path) -> str:
 
 
 def test_a_read_only_database_is_listed_shown_exported_and_used_by_bench(tuned_home) -> None:
-    prefix = _as_other_user()
+    prefix = _bound_by_file_modes(tuned_home.parent)
     if prefix is None:
-        pytest.skip("running as root without setpriv: file modes cannot make the database read-only")
+        pytest.skip(NO_MODES)
     db_path = tuned_home / "tuning.sqlite"
     best = TuningDB.reader(db_path).keys()[0]
-    if prefix:  # everything but the database belongs to the user running the commands
-        for p in [tuned_home, *tuned_home.rglob("*")]:
-            os.chown(p, 65534, 65534)
-        os.chown(db_path, 0, 0)
     db_path.chmod(0o444)
     before = _digest(db_path)
-    env = _readonly_env(prefix, tuned_home)
+    env = _readonly_env(tuned_home)
     listed = tracea("cache", "list", "--json", env=env, prefix=prefix)
     assert listed.returncode == 0, listed.stderr
     assert [k["key"] for k in json.loads(listed.stdout)["keys"]] == [best["key"]]
@@ -275,7 +282,7 @@ def test_a_read_only_database_is_listed_shown_exported_and_used_by_bench(tuned_h
 def test_a_database_in_a_read_only_folder_is_read_as_immutable(tuned_home, monkeypatch) -> None:
     """Nothing can be written beside it (not even the -shm file a WAL reader needs): read it through
     ``immutable=1``. As root the folder's mode does not stop writes, so the check that decides is made
-    to answer "not writable"; as another user the real modes decide (the CLI case below)."""
+    to answer "not writable"; then a command bound by file modes reads the real folder (the CLI case below)."""
     db_path = tuned_home / "tuning.sqlite"
     before = _digest(db_path)
     import tracea.tuner.db as dbmod
@@ -286,16 +293,14 @@ def test_a_database_in_a_read_only_folder_is_read_as_immutable(tuned_home, monke
     db.close()
     assert _digest(db_path) == before and not Path(f"{db_path}-shm").exists()
 
-    prefix = _as_other_user()
-    if prefix is None:
-        return
     monkeypatch.undo()
-    if prefix:
-        os.chown(tuned_home, 65534, 65534)
+    prefix = _bound_by_file_modes(tuned_home.parent)
+    if prefix is None:
+        pytest.skip(NO_MODES)
     db_path.chmod(0o444)
     tuned_home.chmod(0o555)
     try:
-        listed = tracea("cache", "list", env=_readonly_env(prefix, tuned_home), prefix=prefix)
+        listed = tracea("cache", "list", env=_readonly_env(tuned_home), prefix=prefix)
         assert listed.returncode == 0 and "(read-only)" in listed.stdout, listed.stderr
     finally:
         tuned_home.chmod(0o755)

@@ -34,7 +34,7 @@ def connect(address: str) -> bool:
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     try:
         if address == "local":
-            ray.init(**kwargs)
+            ray.init(address="local", **kwargs)  # never a cluster that RAY_ADDRESS or /tmp/ray names
         else:
             ray.init(address=address, **kwargs)
     except (ConnectionError, ValueError, RuntimeError) as exc:

@@ -110,13 +110,23 @@ class Bayes(Strategy):
         return [int(untried[j]) for j in np.lexsort((mu, -(ei + jitter)))]
 
 
+_CONTROLLER: Any = None  # threadpoolctl's view of the loaded BLAS libraries, found once per process
+
+
 def _one_thread() -> Any:
     """BLAS on one thread while fitting: the matrices are tens of rows, and a multi-threaded BLAS on a
-    busy machine spends 10x the time spinning (measured on the 2-core CI machine)."""
+    busy machine spends 10x the time spinning (measured on the 2-core CI machine). The libraries are
+    looked up once: a lookup walks every loaded shared object, which cost a tenth of a search's time."""
+    global _CONTROLLER
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import ThreadpoolController
     except ImportError:  # pragma: no cover - scikit-learn brings it
         import contextlib
 
         return contextlib.nullcontext()
-    return threadpool_limits(1)
+    if _CONTROLLER is None:
+        import numpy  # noqa: F401 - the BLAS the model uses, loaded before the lookup
+        import scipy.optimize  # noqa: F401
+
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=1)

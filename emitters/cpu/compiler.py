@@ -121,11 +121,14 @@ def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler)
     write_atomic(src_path, source)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{binary.name}.", suffix=".tmp")
     os.close(fd)
+    # the compiler's own temporary files (assembly, objects) in a folder of this compile, removed after it:
+    # a compiler killed midway (a tune stopped, a worker timed out) leaves nothing in the system's TMPDIR
+    scratch = tempfile.mkdtemp(dir=folder, prefix=f".{binary.name}.", suffix=".d")
     t0 = time.perf_counter()
     try:
         try:
             proc = subprocess.run(command(compiler, flags, src_path, tmp), capture_output=True, text=True,
-                                  timeout=COMPILE_TIMEOUT_S)
+                                  timeout=COMPILE_TIMEOUT_S, env={**os.environ, "TMPDIR": scratch})
         except subprocess.TimeoutExpired:
             raise CompileError(f"{compiler.name} took more than {COMPILE_TIMEOUT_S} s on {src_path}",
                                "a smaller unroll or micro-kernel compiles faster") from None
@@ -141,6 +144,7 @@ def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        shutil.rmtree(scratch, ignore_errors=True)
     return binary, False, time.perf_counter() - t0
 
 

@@ -92,6 +92,12 @@ def find_toolchain() -> Toolchain:
                      tools["llvm-objdump"] or "", tools["llvm-readelf"] or "")
 
 
+def _hipcc_env(scratch: str) -> dict[str, str]:
+    """hipcc's environment: the AMD platform, and its temporary files (clang leaves an empty folder per
+    source in TMPDIR) in ``scratch``, which is removed after the compile."""
+    return {**os.environ, "HIP_PLATFORM": "amd", "TMPDIR": scratch}
+
+
 @functools.lru_cache(maxsize=4)
 def accepts(target: str) -> bool:
     """Whether this hipcc compiles for ``target`` (a one-line kernel, not cached on disk)."""
@@ -100,7 +106,7 @@ def accepts(target: str) -> bool:
         src = Path(d) / "probe.hip"
         src.write_text('#include <hip/hip_runtime.h>\nextern "C" __global__ void probe(int* p) { p[0] = 1; }\n')
         r = subprocess.run([tc.hipcc, "--genco", f"--offload-arch={target}", str(src), "-o", str(Path(d) / "p.co")],
-                           capture_output=True, text=True, timeout=300, env={**os.environ, "HIP_PLATFORM": "amd"})
+                           capture_output=True, text=True, timeout=300, env=_hipcc_env(d))
         return r.returncode == 0
 
 
@@ -132,7 +138,7 @@ def compile_hip(source: str, name: str, target: str, flags: list[str] | None = N
         src, out, one = Path(d) / f"{name}.hip", Path(d) / "k.co", Path(d) / "k.elf"
         src.write_text(source)
         r = subprocess.run([tc.hipcc, "--genco", f"--offload-arch={target}", *flags, str(src), "-o", str(out)],
-                           capture_output=True, text=True, timeout=600, env={**os.environ, "HIP_PLATFORM": "amd"})
+                           capture_output=True, text=True, timeout=600, env=_hipcc_env(d))
         if r.returncode != 0:
             raise CompileError(f"hipcc failed for {name} on {target}: "
                                + " | ".join((r.stderr or r.stdout).strip().splitlines()[:3]))

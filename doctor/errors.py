@@ -47,6 +47,11 @@ class ToolchainMissingError(UnsupportedError):
     """A compiler or library the request needs is not installed."""
 
 
+class NoSpaceError(UnsupportedError):
+    """The disk (or quota) under a file Tracea writes is full. What was being written is not kept half-way:
+    a database transaction is rolled back, a file is written whole or not at all."""
+
+
 class CompileError(TraceaError):
     """A kernel failed to compile; the message holds the first lines of the compiler log."""
 

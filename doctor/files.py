@@ -7,11 +7,29 @@ sees the old file or the new one, never half of either; a crash leaves at most a
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from pathlib import Path
 
-from .errors import BadInputError
+from .errors import BadInputError, NoSpaceError
+
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+NO_SPACE_TEXT = "No space left on device"  # how compilers say it in their logs (strerror(ENOSPC))
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` is a full disk or quota (an OSError with ENOSPC or EDQUOT)."""
+    return isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS
+
+
+def no_space(where: str | os.PathLike[str], what: str) -> NoSpaceError:
+    """The error for a full disk under ``where``, saying what was not written (``what``) and how to go on."""
+    folder = Path(where)
+    return NoSpaceError(f"no space left on the device holding {folder}: {what}",
+                        f"free space there (df -h {folder if folder.is_dir() else folder.parent}) or set "
+                        "TRACEA_HOME to another disk; files are written whole or not at all, the tuning database keeps "
+                        "every trial written before, and `tracea tune` resumes where it stopped")
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:

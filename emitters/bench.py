@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tracea.doctor.errors import CompileError, ToolchainMissingError
+from tracea.doctor.errors import CompileError, LaunchError, ToolchainMissingError
 from tracea.doctor.plan import Decision, plan
 from tracea.doctor.report import HostReport
 from tracea.kernels import Op, relative_error, tolerance
@@ -115,9 +115,10 @@ def _rel_err_no_blas(out: np.ndarray, ref: np.ndarray) -> float:
     return math.sqrt(float(np.sum(d * d))) / (den if den > 0 else 1.0)
 
 
-def run_isolated(fn: Callable[[], float], timeout_s: float) -> tuple[str, float | None, str | None]:
-    """Run ``fn`` (which returns a number) in a forked child: (status, value, error text).
-    status: "ok", "runtime_failed" (an exception or a signal) or "timeout"."""
+def run_isolated(fn: Callable[[], float], timeout_s: float,
+                 what: str = "the kernel") -> tuple[str, float | None, str | None]:
+    """Run ``fn`` (which returns a number) in a forked child: (status, value, error text naming ``what``).
+    status: "ok", "runtime_failed" (an exception, a signal, or an exit before it answered) or "timeout"."""
     if not hasattr(os, "fork"):
         try:
             return "ok", fn(), None
@@ -145,21 +146,22 @@ def run_isolated(fn: Callable[[], float], timeout_s: float) -> tuple[str, float 
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         os.close(r)
-        return "timeout", None, f"the kernel did not finish within {timeout_s:.0f} s"
+        return "timeout", None, f"{what} did not finish within {timeout_s:.0f} s"
     data = b""
     while chunk := os.read(r, 65536):
         data += chunk
     os.close(r)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        return "runtime_failed", None, f"the kernel crashed with {signal.Signals(sig).name}"
+        return "runtime_failed", None, f"{what} crashed with {signal.Signals(sig).name}"
     try:
         msg = json.loads(data or b"{}")
     except ValueError:
         msg = {}
     if "value" in msg:
         return "ok", float(msg["value"]), None
-    return "runtime_failed", None, msg.get("error", f"the verification process exited with {os.WEXITSTATUS(status)}")
+    return "runtime_failed", None, msg.get("error", f"{what} ended its process (exit status {os.WEXITSTATUS(status)}) "
+                                                    "before it answered")
 
 
 def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None = None, repeats: int = 10,
@@ -191,6 +193,8 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
         raise
     except CompileError as exc:
         return BenchResult(status="compile_failed", error=exc.message, **base)
+    except LaunchError as exc:  # a binary that cannot be loaded (or, from a bundle, crashed while loading)
+        return BenchResult(status="runtime_failed", error=exc.message, **base)
     art = kernel.artifact
     base |= {"compile_s": getattr(art, "compile_seconds", None), "cache_hit": getattr(art, "cache_hit", None)}
 

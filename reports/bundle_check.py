@@ -5,7 +5,8 @@ A bundle comes from someone else, so its manifest is input like any other: every
 passing a symbolic link (``read_listed``: ``lstat`` on every component, then ``O_NOFOLLOW`` and an
 inode comparison), every listed file must have its recorded size and sha256, files the manifest does
 not list are reported and never read (``unlisted``), kernel names must be C identifiers, and the
-compiler flags of a bundle pass an allow-list before ``--bundled-source`` may use them (``refused_flag``).
+compiler flags of a bundle pass an allow-list before ``--bundled-source`` may use them
+(``compiler_flags.refused_flag``).
 Every refusal is a BadInputError: one line, exit 2.
 
 The sha256 list guards against a bundle damaged or edited after packing; it proves nothing about who
@@ -209,38 +210,6 @@ def unlisted(root: Path, listed: set[str], limit: int = MAX_MEMBERS) -> list[tup
             elif rel not in listed and rel != "manifest.json":
                 out.append((rel, "a file the manifest does not list"))
     return sorted(out)
-
-
-# ------------------------------------------------------------------------------------------- flags
-
-# What --bundled-source lets through to the compiler: optimisation, ISA, code generation, macros, the
-# language standard, warnings. Everything else is refused, because a compiler flag can run a program
-# (-wrapper, -fplugin, -B, -specs, -fuse-ld, -Xclang -load), read a file (@file, -include, -I) or write
-# one anywhere (-o, -save-temps, -MF, -fprofile-generate=, -fdump-*=).
-_ALLOWED = [re.compile(p) for p in (
-    r"-O[0-3sgz]?|-Ofast",
-    r"-m[a-z0-9][a-z0-9_.+=-]*",
-    r"-f[a-z0-9][a-z0-9_.+-]*(=[A-Za-z0-9_.,+-]*)?",
-    r"-[DU][A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.+-]*)?",
-    r"-std=[a-z0-9+]+",
-    r"-W[a-z][a-z0-9-]*(=[a-z0-9-]+)?",
-    r"-w|-g[0-3]?|-shared|-pthread|-pedantic|-fPIC|-fpic|-lm",
-)]
-_REFUSED_PREFIXES = ("-mllvm", "-fplugin", "-fprofile", "-fauto-profile", "-fdump", "-fuse-ld", "-fcallgraph-info", "-fstack-usage",
-              "-fsave-optimization-record", "-fcoverage", "-ftest-coverage", "-fcreate-profile", "-fdiagnostics",
-              "-fopt-info", "-flto", "-fsyntax-only", "-fdebug-prefix-map", "-ffile-prefix-map", "-fmacro-prefix-map",
-              "-finstrument-functions-exclude-file-list")
-
-
-def refused_flag(flag: Any) -> str | None:
-    """Why ``flag`` may not reach the compiler (None: allowed)."""
-    if not isinstance(flag, str):
-        return f"{_type_name(flag)} is not a flag"
-    if any(flag.startswith(p) for p in _REFUSED_PREFIXES):
-        return "it loads code or reads or writes files of its own"
-    if not any(p.fullmatch(flag) for p in _ALLOWED):
-        return "it is not on the allow-list (-O*, -m<isa>, -f<codegen>, -D/-U, -std=, -W<warning>, -g, -shared, -pthread)"
-    return None
 
 
 def quoted(value: Any) -> str:

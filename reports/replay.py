@@ -15,7 +15,7 @@ A bundle is untrusted input. Three modes, chosen by the user:
   is compiled, loaded or run; its source and flags are only compared (sha256, flag lists).
 * ``source`` (``--bundled-source``): the bundled source text, byte for byte, through the backend's
   ``build_from_source`` (C: the host compiler with the bundle's flags, through an allow-list first,
-  ``bundle_check.refused_flag``, where the backend says ``COMPILES_BUNDLED_FLAGS``; CUDA: NVRTC with this
+  ``compiler_flags.refused_flag``, where the backend says ``COMPILES_BUNDLED_FLAGS``; CUDA: NVRTC with this
   Tracea's options for this GPU).
 * ``binary`` (``--binary``): the bundled binary through the backend's ``load_binary``, only when built
   for this architecture (C: the same machine type; CUDA: the same sm_XY target).
@@ -39,7 +39,8 @@ from tracea.doctor.errors import BadInputError, TraceaError, UnsupportedError
 from tracea.emitters.backend import Rendering
 
 from .bundle import BUNDLE_KIND, BUNDLE_SCHEMA_VERSION
-from .bundle_check import check_manifest, quoted, read_listed, refused_flag, shown, unlisted
+from .bundle_check import check_manifest, quoted, read_listed, shown, unlisted
+from .compiler_flags import refused_flag
 from .safetar import safe_extract
 
 MODES = ("own", "source", "binary")

@@ -36,8 +36,11 @@ def test_location_follows_tracea_home(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
     assert default_path() == tmp_path / "tuning.sqlite"
     db = TuningDB()
-    assert db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    # a rollback journal (tuner/db.py says why not WAL): between writes the database is the one file
+    assert db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    _start(db, "k")
     assert (tmp_path / "tuning.sqlite").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tuning.sqlite"]
 
 
 def test_every_trial_is_kept_and_the_best_is_the_fastest_verified(tmp_path) -> None:

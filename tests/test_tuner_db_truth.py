@@ -209,6 +209,82 @@ def test_a_database_deleted_mid_tune_is_said_with_a_non_zero_exit(home) -> None:
     assert not db_path.exists()  # the tune did not write a new file behind the user's back
 
 
+def _backup_with_trials(home: Path) -> tuple[Path, tuple[int, int]]:
+    """A real tune's database copied aside (a user's backup): its path and its (runs, trials)."""
+    done = tracea(*TUNE, "--budget", "3")
+    assert done.returncode == 0, done.stderr
+    db_path = home / "tuning.sqlite"
+    backup = home.parent / "backup.sqlite"
+    shutil.copy2(db_path, backup)
+    return backup, _counts(backup)
+
+
+def _counts(path: Path) -> tuple[int, int]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return (conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0],
+                conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0])
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("how", ["mv", "cp"])
+def test_a_backup_restored_under_a_running_tune_stays_as_restored(home, how) -> None:
+    """`mv backup tuning.sqlite` (a new file at the path) and `cp backup tuning.sqlite` (the same file
+    rewritten in place) while a tune runs: the tune stops with a non-zero exit naming what happened and
+    where its trials are kept; the restored database is the backup, whole (its runs and trials, integrity
+    and foreign keys), with no journal or log of the tune's beside it; readers and the next tune use it.
+    Before, the tune's write-ahead log was replayed into the restored file (malformed for good), or the
+    tune wrote on into it and the backup's runs were lost without a word."""
+    backup, restored = _backup_with_trials(home)
+    db_path = home / "tuning.sqlite"
+    for attempt in range(3):  # the damage was a race: a few times, at different moments of the tune
+        proc = start(*TUNE, "--budget", "60", "--patience", "0", "--retune")
+        wait_for_trials(db_path, proc, restored[1] + 1 + attempt)
+        if how == "mv":
+            staged = home / "staged.sqlite"
+            shutil.copy2(backup, staged)
+            os.replace(staged, db_path)
+        else:
+            shutil.copyfile(backup, db_path)  # truncate and rewrite the same inode
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 1, err
+        said = "replaced by another file" if how == "mv" else "overwritten with an older copy of itself"
+        assert said in err and "nothing is written to" in err, err
+        assert "kept in" in err and "Traceback" not in err, err
+        assert _counts(db_path) == restored
+        assert sorted(p.name for p in home.iterdir() if p.name.startswith("tuning.sqlite")) == ["tuning.sqlite"]
+        assert_clean(db_path)
+        listed = tracea("cache", "list", "--json")
+        assert listed.returncode == 0 and "malformed" not in listed.stderr, listed.stderr
+    again = tracea(*TUNE, "--budget", "2", "--retune")  # the restored file is a working database
+    assert again.returncode == 0, again.stderr
+    assert _counts(db_path)[0] == restored[0] + 1
+    assert_clean(db_path)
+
+
+def test_a_database_of_an_older_tracea_in_wal_mode_is_taken_over(tmp_path) -> None:
+    """A database an older Tracea left in WAL mode, its last write still only in the -wal file (the process
+    ended without closing it): the next write of this Tracea turns it into a rollback-journal database
+    holding that write too, and no -wal or -shm file is left beside it."""
+    path = tmp_path / "t.sqlite"
+    db = TuningDB(path)
+    run = _start_run(db)
+    db.add_trial(run, "k", _trial(0))
+    db.close()
+    older = ("import os, sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('PRAGMA journal_mode = WAL'); "
+             "c.execute('PRAGMA wal_autocheckpoint = 0'); "
+             "c.execute(\"UPDATE trials SET name = 'kept-in-the-log' WHERE id = 1\"); c.commit(); os._exit(0)")
+    subprocess.run([sys.executable, "-c", older, str(path)], check=True, timeout=60)
+    assert Path(f"{path}-wal").stat().st_size > 0
+    db = TuningDB(path)
+    db.add_trial(run, "k", _trial(1))
+    assert [t["name"] for t in db.trials()] == ["kept-in-the-log", "cand1"]
+    db.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.sqlite"]
+    assert_clean(path)
+
+
 # --------------------------------------------------------------------------------------- read-only
 
 

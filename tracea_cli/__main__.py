@@ -12,10 +12,13 @@ during that cleanup is ignored (SIGKILL still stops the process at once).
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
 from typing import Any
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 class Terminated(KeyboardInterrupt):
@@ -65,6 +68,16 @@ def _install_signal_handlers() -> dict[int, Any]:
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)
     return previous
+
+
+def _home_for_message() -> str:
+    """Where Tracea writes (TRACEA_HOME or the user's data folder), for a message that has no file name."""
+    try:
+        from tracea.doctor.home import tracea_dir
+
+        return str(tracea_dir("data", create=False))
+    except Exception:  # noqa: BLE001 - only for a message
+        return os.environ.get("TRACEA_HOME") or "Tracea's folder"
 
 
 def _err(message: str, hint: str | None = None) -> None:
@@ -151,6 +164,13 @@ def _run(command: Any, args: list[str], debug: bool) -> int:
         if "ClickException" in kinds:
             _err(exc.format_message())  # type: ignore[attr-defined]
             return int(getattr(exc, "exit_code", EXIT_INTERNAL))
+        if isinstance(exc, OSError) and exc.errno in _NO_SPACE:  # a full disk is not a bug, and not a broken file
+            from tracea.doctor.errors import EXIT_UNSUPPORTED
+            from tracea.doctor.files import no_space
+
+            err = no_space(exc.filename or _home_for_message(), "what was being written there was not kept")
+            _err(err.message, err.hint)
+            return EXIT_UNSUPPORTED
         # The last line of defence: one line, not a traceback.
         _err(f"internal error: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it")
         return EXIT_INTERNAL

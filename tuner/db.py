@@ -1,22 +1,34 @@
-"""The tuning database: SQLite in WAL mode, every trial kept, and the one source of truth for what was tuned.
+"""The tuning database: SQLite, every trial kept, and the one source of truth for what was tuned.
 
 Trials are keyed by the op signature, the variant and the environment fingerprint (backend, device and
 architecture, driver, compiler and NVRTC versions, CPU flags, Tracea version: doctor/fingerprint.py), so
 a change in any part is a miss, never a stale hit. Each trial is one short transaction committed before
 the next candidate starts: a process killed at any point loses at most the trial in flight. Several
-processes share the file (WAL readers never block the writer; writers wait up to ``BUSY_TIMEOUT_S``).
+processes share the file; a writer waits up to ``BUSY_TIMEOUT_S`` for the others' short transactions.
 
-What keeps the file consistent with itself (tuner/db_rows.py checks the rows):
+What keeps the file consistent with itself, and with what is on disk (tuner/db_rows.py checks the rows):
 
+* A rollback journal, not a write-ahead log: between transactions everything is in the one file, and a
+  journal exists only while a transaction is open. A write-ahead log (the -wal and -shm files beside the
+  database) belongs to the name, not to the file: a database replaced under a running tune (``mv backup
+  tuning.sqlite``) met the old file's log, which SQLite then replayed into it, and readers of a full disk
+  could not create the -shm file they need. A database written in WAL mode by an older Tracea is turned
+  into this mode the first time it is opened for writing.
 * Foreign keys are on: a trial cannot name a run that does not exist. Every write first checks, inside
   its own write transaction, that its run is still there: ``tracea cache clear`` (which takes the same
   write lock) and a running tune never interleave, and a tune whose run was cleared stops with
   ``DatabaseChangedError`` instead of writing trials that belong to nothing.
-* Every write also checks that the path still names the file this process opened (device and inode):
-  a database deleted or replaced under a running tune is said, not written into a file nobody sees.
+* Every write checks that the path still names the file this process opened (device and inode), and that
+  the file's content is still the database it wrote: ``meta`` holds an ``instance`` (a random id given at
+  creation) and a ``generation`` (raised by every write). A database deleted, replaced by another file
+  (``mv``), or rewritten in place with another database or an older copy of itself (``cp backup
+  tuning.sqlite``: the same inode, SQLite rereads the changed file) is said, and nothing is written to it:
+  the restored copy stays as it was restored.
+* A full disk is told from a broken file: a write that finds no space is rolled back whole (the database
+  keeps every earlier trial) and raises NoSpaceError, which says so and how to recover.
 * Readers (``TuningDB.reader``: cache list/show/export, bench's lookup) open the file read-only
-  (``mode=ro``; ``immutable=1`` when neither the file nor its folder can be written), so a read-only
-  database is still listed, exported and used.
+  (``mode=ro``; ``immutable=1`` for a WAL-mode file when neither it nor its folder can be written), so a
+  read-only database is still listed, exported and used.
 * A malformed row (a value of the wrong type, JSON that does not parse, a trial of no run) is skipped with
   one warning naming the table, the row id and what is wrong; it never stops a command. A file that is not
   a database at all is refused with a hint to move it aside.
@@ -32,6 +44,7 @@ import os
 import sqlite3
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +52,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tracea.doctor.errors import BadInputError, TraceaError
+from tracea.doctor.files import no_space
 
 from .db_rows import baseline_problem, run_problem, trial_problem
 from .recorded import schedule_key
@@ -110,6 +124,22 @@ def _writable(path: Path) -> bool:
     return os.access(path.parent, os.W_OK | os.X_OK)
 
 
+def _disk_full(exc: BaseException, path: Path) -> bool:
+    """Whether SQLite's error is a full disk (or quota): said so by SQLite, or an I/O error on a device
+    with next to no space left."""
+    text = str(exc).lower()
+    if "full" in text:
+        return True
+    if "disk i/o error" not in text and "unable to open" not in text:
+        return False
+    import shutil
+
+    try:
+        return shutil.disk_usage(path.parent if path.parent.exists() else Path.cwd()).free < (1 << 20)
+    except OSError:
+        return False
+
+
 class TuningDB:
     """One connection to the tuning database. ``TuningDB(path)`` writes (a tune); ``TuningDB.reader(path)``
     only reads and never creates or changes the file."""
@@ -123,6 +153,8 @@ class TuningDB:
         self._warned: set[str] = set()
         self.skipped: list[dict[str, Any]] = []  # {"table", "id", "problem"} of each malformed row read
         self._identity: tuple[int, int] | None = None
+        self._instance: str | None = None  # meta.instance and meta.generation as this handle last wrote them
+        self._generation = 0
         memory = str(self.path) == ":memory:"
         try:
             if readonly and not memory:
@@ -132,6 +164,12 @@ class TuningDB:
             version = self._schema_version()
         except sqlite3.DatabaseError as exc:
             self._close_quietly()
+            if not readonly and not memory and _disk_full(exc, self.path):
+                raise no_space(self.path, "the tuning database could not be opened for writing") from None
+            if "locked" in str(exc):
+                raise BadInputError(f"tuning database {self.path} stayed locked by another process for "
+                                    f"{BUSY_TIMEOUT_S:.0f} s", "wait for the other tune or cache command to end, "
+                                    "or set TRACEA_HOME to another folder") from None
             if "readonly" in str(exc) or (not memory and self.path.exists() and not (
                     os.access(self.path, os.W_OK) and _writable(self.path))):
                 raise BadInputError(
@@ -165,13 +203,18 @@ class TuningDB:
         conn = self._configure(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                                check_same_thread=False))
         self.conn = conn
-        _while_busy(lambda: (conn.execute("PRAGMA journal_mode = WAL"), conn.execute("PRAGMA synchronous = FULL"),
-                             conn.executescript(SCHEMA)))  # the schema: idempotent; executescript commits
+        # a rollback journal (the module docstring says why not WAL); the schema: idempotent, and
+        # executescript commits
+        _while_busy(lambda: (conn.execute("PRAGMA journal_mode = DELETE"), conn.execute("PRAGMA synchronous = FULL"),
+                             conn.executescript(SCHEMA)))
         if not memory:
             st = os.stat(self.path)
             self._identity = (st.st_dev, st.st_ino)
-        with self.tx():
+        with self.tx(content=False):
             conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('instance', ?)", (uuid.uuid4().hex,))
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('generation', '0')")
+            self._instance, self._generation = self._content()
         return conn
 
     def _connect_readonly(self) -> sqlite3.Connection:
@@ -258,20 +301,72 @@ class TuningDB:
             raise DatabaseChangedError(f"the tuning database {self.path} was replaced by another file while this "
                                        "process used it; nothing is written to the new file")
 
+    def _content(self) -> tuple[str | None, int]:
+        rows = dict(self.conn.execute("SELECT name, value FROM meta WHERE name IN ('instance', 'generation')"))
+        try:
+            generation = int(rows.get("generation", 0))
+        except (TypeError, ValueError):
+            generation = -1  # not written by Tracea: no later write of this handle can trust it
+        return rows.get("instance"), generation
+
+    def _check_content(self) -> int:
+        """The file holds the database this handle wrote, at its last write or later (under the write lock,
+        so the generation read is the file's: SQLite rereads a file changed behind its back); the current
+        generation."""
+        instance, generation = self._content()
+        if instance != self._instance:
+            raise DatabaseChangedError(f"the tuning database {self.path} was overwritten with another database while "
+                                       "this process used it; nothing is written to it")
+        if generation < self._generation:
+            raise DatabaseChangedError(f"the tuning database {self.path} was overwritten with an older copy of itself "
+                                       "while this process used it (a backup restored?); nothing is written to it, so "
+                                       "the copy stays as it was")
+        return generation
+
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
+    def tx(self, content: bool = True) -> Iterator[sqlite3.Connection]:
         """One short write transaction (BEGIN IMMEDIATE: take the write lock up front, wait if busy); the
-        file is checked to still be the one opened, under the lock, before anything is written."""
+        file is checked to still be the one opened, holding the database this handle wrote (``content``),
+        under the lock, before anything is written. A full disk rolls the transaction back and raises
+        NoSpaceError: the database keeps what it held."""
         if self.readonly:
             raise BadInputError(f"tuning database {self.path} was opened read-only")
-        self.conn.execute("BEGIN IMMEDIATE")
+        self._check_identity()
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self._write_error(exc) from None
         try:
             self._check_identity()
+            generation = self._check_content() if content else None
             yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
+            if generation is not None:
+                self.conn.execute("UPDATE meta SET value = ? WHERE name = 'generation'", (str(generation + 1),))
+        except BaseException as exc:
+            self._rollback_quietly()
+            if isinstance(exc, sqlite3.OperationalError):
+                raise self._write_error(exc) from None
             raise
-        self.conn.execute("COMMIT")
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            self._rollback_quietly()
+            raise self._write_error(exc) from None
+        if generation is not None:
+            self._generation = generation + 1
+
+    def _rollback_quietly(self) -> None:
+        try:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+    def _write_error(self, exc: sqlite3.OperationalError) -> Exception:
+        """A full disk said as such (the transaction is rolled back); any other error as it is."""
+        if _disk_full(exc, self.path):
+            return no_space(self.path, "this write to the tuning database was rolled back, nothing of it was kept")
+        return exc
 
     def _require_run(self, c: sqlite3.Connection, run_id: int) -> None:
         if c.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:

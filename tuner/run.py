@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.doctor.errors import BadInputError, NoSpaceError, UnsupportedError
 
 from .config import DEFAULT_BUDGET, DEFAULT_PATIENCE, Evaluation, Outputs, SearchLimits, Target, TuneConfig
 from .db import DatabaseChangedError, TuningDB, tuning_key
@@ -280,15 +280,18 @@ def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None 
     except BaseException:
         if pool is not None:
             pool.close()
+        db.close()
         raise
     run = _Run(setup, db, key, run_id, emit, control, pool)
-    search, baseline = run.search(limits, resumed, config.outputs, host)
-    best = _best_of(db.trials(key))
+    try:
+        search, baseline = run.search(limits, resumed, config.outputs, host)
+        best = _best_of(db.trials(key))
+    finally:
+        db.close()  # on every way out: nothing of this process's connection outlives the tune
     result = TuneResult(**base, run_id=run_id, reused=False, trials=search.trials, best=best, baseline=baseline,
                         stop_reason=run.stop_reason, elapsed_s=time.monotonic() - t_start,
                         run_dir=str(run.sink.run.path) if run.sink.run else None)
     run.sink.finish("ok" if best else "error", result)
-    db.close()
     emit("done", {"result": result})
     return result
 
@@ -498,11 +501,12 @@ def _close_db_run(db: TuningDB, run_id: int, exc: BaseException, sink: _Sinks) -
     run's trials are kept instead (the run folder), and leave the database alone."""
     import sqlite3
 
-    if isinstance(exc, DatabaseChangedError):
+    if isinstance(exc, (DatabaseChangedError, NoSpaceError)):  # the database is what failed: leave it alone
         kept = [str(sink.run.trials_path)] if sink.run is not None else []
         kept += [str(w.path) for w in sink.writers if str(w.path) not in kept]
-        exc.hint = ("this run's trials are kept in " + ", ".join(kept) if kept else
-                    "this run's trials were not kept elsewhere (no run folder or metrics file)")
+        where = ("this run's trials are kept in " + ", ".join(kept) if kept else
+                 "this run's trials were not kept elsewhere (no run folder or metrics file)")
+        exc.hint = f"{exc.hint}; {where}" if isinstance(exc, NoSpaceError) and exc.hint else where
         return
     try:
         db.finish_run(run_id, "interrupted")
@@ -545,12 +549,23 @@ class _Sinks:
             env_fingerprint=self.setup.fingerprint, note=b.get("reason") if b.get("unstable") else b.get("note"))
 
     def trial(self, t: Trial) -> None:
+        """The trial in the metrics files and the run folder (after the database: the source of truth)."""
+        import errno
+
         row = self.row(t)
-        for w in self.writers:
-            w.write(row)
-        if self.run is not None:
-            with open(self.run.trials_path, "a") as f:
-                f.write(json.dumps(t.to_json()) + "\n")
+        try:
+            for w in self.writers:
+                w.write(row)
+            if self.run is not None:
+                with open(self.run.trials_path, "a") as f:
+                    f.write(json.dumps(t.to_json()) + "\n")
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise NoSpaceError(f"no space left on the device holding {exc.filename or 'the run folder'}: trial "
+                               f"{t.index} is in the tuning database, but not in the run folder or metrics files",
+                               "free space there (df -h), or point TRACEA_HOME or --metrics at another disk; "
+                               "`tracea tune` resumes where this one stopped") from None
 
     def crash(self, exc: BaseException) -> None:
         """The search raised: the run folder keeps the traceback and is marked "error" ("interrupted" for
@@ -562,10 +577,15 @@ class _Sinks:
         from tracea.reports.record import crash_bundle
 
         interrupted = isinstance(exc, KeyboardInterrupt)
-        self.run.add_file("log.txt", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
-        self.run.finish("interrupted" if interrupted else "error", f"{type(exc).__name__}: {exc}")
-        if not interrupted and not isinstance(exc, (BadInputError, DatabaseChangedError)):
-            crash_bundle(self.run)
+        try:
+            self.run.add_file("log.txt", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+            self.run.finish("interrupted" if interrupted else "error", f"{type(exc).__name__}: {exc}")
+            if not interrupted and not isinstance(exc, (BadInputError, DatabaseChangedError, NoSpaceError)):
+                crash_bundle(self.run)
+        except OSError as again:  # a full disk: the exception being raised is the one to report
+            import sys
+
+            sys.stderr.write(f"warning: the run folder {self.run.path} could not record the error ({again})\n")
 
     def finish(self, status: str, result: TuneResult | None) -> None:
         if self.run is None:

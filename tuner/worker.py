@@ -90,13 +90,21 @@ class _Session:
         return op, mod, variant
 
     def build(self, req: dict[str, Any]) -> tuple[Any, Measurement | None, float]:
-        from tracea.doctor.errors import BadInputError, CompileError, TraceaError, UnsupportedError
+        from tracea.doctor.errors import (
+            BadInputError,
+            CompileError,
+            NoSpaceError,
+            TraceaError,
+            UnsupportedError,
+        )
 
         op, mod, variant = self.resolve(req)
         t0 = time.perf_counter()
         try:
             schedule = mod.schedule_from_json(req["schedule"])
             kernel = mod.build(op, variant, schedule, self.host)
+        except NoSpaceError:  # the disk's fault, not the candidate's: the tune stops (main() answers "fatal")
+            raise
         except CompileError as exc:
             return None, Measurement("compile_failed", error=_one_line(exc.message),
                                      compile_s=time.perf_counter() - t0), 0.0
@@ -303,6 +311,19 @@ def _die_with_parent() -> None:
             os._exit(1)
 
 
+def _fatal(exc: Exception) -> dict[str, Any] | None:
+    """The answer for an error that is no candidate's fault and must stop the tune (a full disk), else
+    None: the parent raises it again (``Worker._read_line``) instead of recording a failed trial."""
+    from tracea.doctor.errors import NoSpaceError
+    from tracea.doctor.files import is_no_space, no_space
+
+    if is_no_space(exc):
+        exc = no_space(getattr(exc, "filename", None) or ".", "the worker could not write a file")
+    if isinstance(exc, NoSpaceError):
+        return {"fatal": "no_space", "error": exc.message, "hint": exc.hint}
+    return None
+
+
 def _pin() -> None:
     """TRACEA_WORKER_CPUS ("0,1"): this worker (and the compiler and kernel threads it starts) on those
     cores only, so that pool members on one machine time on disjoint cores (tuner/pool.py)."""
@@ -325,7 +346,7 @@ def main() -> None:
         try:
             result = session.handle(json.loads(line))
         except Exception as exc:  # noqa: BLE001 - answer, so the parent records it and goes on
-            result = {"status": "runtime_failed", "error": _one_line(f"{type(exc).__name__}: {exc}")}
+            result = _fatal(exc) or {"status": "runtime_failed", "error": _one_line(f"{type(exc).__name__}: {exc}")}
         session.send({"result": result})
 
 
@@ -454,6 +475,10 @@ class Worker:
         msg = json.loads(line)
         if "result" in msg:
             self.outstanding -= 1
+            if isinstance(msg["result"], dict) and msg["result"].get("fatal") == "no_space":
+                from tracea.doctor.errors import NoSpaceError
+
+                raise NoSpaceError(msg["result"]["error"], msg["result"].get("hint"))
         return msg
 
     def _death(self) -> str:

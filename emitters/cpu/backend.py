@@ -8,7 +8,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from tracea.doctor.errors import TraceaError, UnsupportedError
+from tracea.doctor.errors import LaunchError, TraceaError, UnsupportedError
 from tracea.doctor.variants import Variant
 
 from ..backend import Builder, Rendering
@@ -25,6 +25,7 @@ ON_DEVICE = False
 DEVICE = "cpu"
 LANGUAGE = "c"
 COMPILES_BUNDLED_FLAGS = True  # a bundle's gcc/clang flags: replay screens them first
+LOAD_TIMEOUT_S = 60.0  # a bundled binary loaded in a child first (--binary): how long its loading may take
 
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host",
            "compute_metric", "environment",
@@ -139,6 +140,7 @@ def _bundled(source: str, name: str | None, flags: list[str] | None, recorded: d
         rendered = render(op, variant.family, schedule)  # the runtime's call interface for this op
         kname = name or rendered.name
         if binary is not None:
+            _load_in_a_child(binary, rendered.entry)
             path, hit, seconds = binary, True, 0.0
             comp = cc.Compiler(recorded.get("compiler") or "?", recorded.get("compiler_version") or "?")
             used = list(recorded.get("flags") or [])
@@ -155,6 +157,24 @@ def _bundled(source: str, name: str | None, flags: list[str] | None, recorded: d
         return wrap(kernel) if wrap else kernel
 
     return build
+
+
+def _load_in_a_child(binary: Path, entry: str) -> None:
+    """Load a bundled binary in a forked child before this process loads it: code that runs when it is
+    loaded (a constructor) and crashes, hangs or ends the process ends the child, and is reported as what
+    it did (LaunchError), instead of ending Tracea with a signal or a false success."""
+    import ctypes
+
+    from ..bench import run_isolated
+
+    def load() -> float:
+        getattr(ctypes.CDLL(str(binary)), entry)
+        return 0.0
+
+    status, _, text = run_isolated(load, LOAD_TIMEOUT_S, what=f"the bundled binary {binary.name}, while being loaded,")
+    if status != "ok":
+        raise LaunchError(text or f"the bundled binary {binary.name} could not be loaded",
+                          "replay without --binary builds Tracea's own rendering")
 
 
 def _language(recorded: dict[str, Any]) -> None:

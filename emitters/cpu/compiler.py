@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, CompileError, ToolchainMissingError
-from tracea.doctor.files import write_atomic
+from tracea.doctor.files import NO_SPACE_TEXT, is_no_space, no_space, write_atomic
 
 BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden")
 LINK_FLAGS = ("-lm",)
@@ -118,12 +118,20 @@ def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler)
         if problem is None:
             return binary, True, 0.0
         discard_cached(binary, problem)
-    write_atomic(src_path, source)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{binary.name}.", suffix=".tmp")
-    os.close(fd)
-    # the compiler's own temporary files (assembly, objects) in a folder of this compile, removed after it:
-    # a compiler killed midway (a tune stopped, a worker timed out) leaves nothing in the system's TMPDIR
-    scratch = tempfile.mkdtemp(dir=folder, prefix=f".{binary.name}.", suffix=".d")
+    tmp = ""
+    try:
+        write_atomic(src_path, source)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{binary.name}.", suffix=".tmp")
+        os.close(fd)
+        # the compiler's own temporary files (assembly, objects) in a folder of this compile, removed after
+        # it: a compiler killed midway (a tune stopped, a worker timed out) leaves nothing in the system's TMPDIR
+        scratch = tempfile.mkdtemp(dir=folder, prefix=f".{binary.name}.", suffix=".d")
+    except OSError as exc:
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
+        if is_no_space(exc):
+            raise no_space(folder, f"{name} was not compiled (the compile cache)") from None
+        raise
     t0 = time.perf_counter()
     try:
         try:
@@ -135,12 +143,18 @@ def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler)
         except OSError as exc:
             raise ToolchainMissingError(f"the C compiler {compiler.path} does not run ({exc})", INSTALL_HINT) from None
         if proc.returncode != 0:
+            if NO_SPACE_TEXT in (proc.stderr or "") + (proc.stdout or ""):  # the disk's fault, not the kernel's
+                raise no_space(folder, f"{name} was not compiled (the compile cache)")
             log = (proc.stderr or proc.stdout).strip().splitlines()
             head = "\n".join(log[:12])
             raise CompileError(f"{compiler.name} failed (exit {proc.returncode}) on {src_path}:\n{head}",
                                f"the full source is {src_path}; rerun the command with TRACEA_CC set to another "
                                "compiler, or report the schedule that produced it")
         os.replace(tmp, binary)
+    except OSError as exc:
+        if is_no_space(exc):
+            raise no_space(folder, f"{name} was not compiled (the compile cache)") from None
+        raise
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

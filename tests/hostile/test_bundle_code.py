@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from tracea.doctor.errors import BadInputError
-from tracea.reports.bundle_check import refused_flag
+from tracea.reports.compiler_flags import refused_flag
 
 
 def constructor(marker) -> str:
@@ -69,6 +69,31 @@ def test_binary_with_constructor_is_loaded_only_with_binary(hostile):
     assert "load the bundled binary 05_binary.so" in ran.stdout
 
 
+@pytest.mark.parametrize("body,said", [
+    ("raise(SIGSEGV);", "crashed with SIGSEGV"),
+    ("exit(0);", "ended its process (exit status 0) before it answered"),
+    ("_exit(3);", "ended its process (exit status 3) before it answered"),
+], ids=["segfault", "exit0", "exit3"])
+def test_a_bundled_binary_that_ends_the_process_while_loading_is_a_recorded_failure(hostile, body, said):
+    """--binary loads the bundled .so in a child first: a constructor that crashes or exits ends the child,
+    not Tracea (which once died with signal 11, or ended "successfully" with no result), and replay says
+    how it ended, with the recording not reproduced (exit 1), never a traceback."""
+    src = hostile.kernel_dir / "03_source.c"
+    src.write_text(src.read_text() + "\n#include <signal.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
+                   f"__attribute__((constructor)) static void tracea_bad(void) {{ {body} }}\n")
+    so = hostile.kernel_dir / "05_binary.so"
+    cc = subprocess.run(["cc", "-O1", "-fPIC", "-shared", "-o", str(so), str(src), "-mavx512f", "-mavx2", "-mfma", "-lm"],
+                        capture_output=True, text=True)
+    if cc.returncode != 0:
+        pytest.skip(f"cc cannot build the hostile binary here: {cc.stderr[:200]}")
+    hostile.resign()
+    out = hostile.replay("--yes", "--binary")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"runtime_failed: the bundled binary 05_binary.so, while being loaded, {said}" in out.stdout + out.stderr
+    assert "replay does not reproduce the recording" in out.stderr
+    assert "Traceback" not in out.stderr and "internal error" not in out.stderr
+
+
 @pytest.mark.parametrize("flags", [
     ["-wrapper", "/bin/sh,-c,touch {marker}"],
     ["-fplugin=/tmp/evil-plugin.so"],
@@ -85,13 +110,11 @@ def test_binary_with_constructor_is_loaded_only_with_binary(hostile):
     ["-include", "/etc/passwd"],
     ["-fprofile-generate={evil}"],
     ["-MF", "{evil}/deps"],
+    ["-fcompare-debug=-B{evil}/"],
 ], ids=lambda f: f[0].split("=")[0].split("/")[0] or "path")
 def test_hostile_flags_never_reach_the_compiler(hostile, flags):
-    """-B gets a real evil folder whose `as` would create the marker; -wrapper would run a shell."""
-    evil = hostile.base / "evil"
-    evil.mkdir()
-    (evil / "as").write_text(f"#!/bin/sh\ntouch {hostile.marker}\nexec as \"$@\"\n")
-    (evil / "as").chmod(0o755)
+    """-B gets a real evil folder whose `as` and `cc1` would create the marker; -wrapper would run a shell."""
+    evil = _evil_tools(hostile.base / "evil", hostile.marker)
     set_flags(hostile, [f.format(marker=hostile.marker, evil=evil) for f in flags])
     hostile.resign()
     out = hostile.replay("--yes")  # the default: Tracea's flags, the bundle's only compared
@@ -102,6 +125,38 @@ def test_hostile_flags_never_reach_the_compiler(hostile, flags):
     assert refused.stderr.startswith("error: bundle kernel run/ir/") and "--bundled-source refuses the bundle's " \
         "compiler flags" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) <= 2  # the line and its hint
+
+
+def _evil_tools(evil, marker):
+    """A folder of an `as` and a `cc1` that create ``marker``, then do the real tool's work."""
+    import shutil
+
+    evil.mkdir()
+    real_cc1 = subprocess.run(["cc", "-print-prog-name=cc1"], capture_output=True, text=True).stdout.strip()
+    for tool, real in (("as", shutil.which("as") or "as"), ("cc1", real_cc1 or "cc1")):
+        (evil / tool).write_text(f"#!/bin/sh\ntouch {marker}\nexec {real} \"$@\"\n")
+        (evil / tool).chmod(0o755)
+    return evil
+
+
+def test_compare_debug_really_runs_a_program_named_by_its_value(tmp_path, monkeypatch):
+    """The control for -fcompare-debug=-B...: handed to gcc, its value is a second compile's flags, and a
+    -B there runs the `cc1` of that folder (so refusing it is not only caution)."""
+    from tracea.emitters.cpu import compiler as cc
+
+    compiler = cc.find_compiler()
+    if "clang" in compiler.version.lower():
+        pytest.skip(f"the control is for gcc; the compiler here is {compiler.version}")
+    monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
+    marker = tmp_path / "PWNED"
+    evil = _evil_tools(tmp_path / "evil", marker)
+    try:
+        cc.compile_cached("int f(void) { return 1; }\n", "control", [*cc.BASE_FLAGS, f"-fcompare-debug=-B{evil}/"],
+                          compiler)
+    except Exception:  # noqa: BLE001 - whether the compile succeeds does not matter: the program ran
+        pass
+    assert marker.exists()
+    assert refused_flag(f"-fcompare-debug=-B{evil}/") is not None and refused_flag("-fcompare-debug=-B.") is not None
 
 
 def test_the_wrapper_flag_is_really_dangerous(tmp_path, monkeypatch):
@@ -121,7 +176,10 @@ def test_the_wrapper_flag_is_really_dangerous(tmp_path, monkeypatch):
 @pytest.mark.parametrize("flag", ["-O3", "-O2", "-Os", "-Ofast", "-std=gnu11", "-std=c++17", "-fPIC", "-shared",
                                   "-pthread", "-fvisibility=hidden", "-mavx512f", "-mavx2", "-mfma", "-mf16c",
                                   "-march=armv8-a", "-march=native", "-funroll-loops", "-fno-math-errno",
-                                  "-DNDEBUG", "-DTILE=64", "-UFOO", "-Wall", "-Wno-unused", "-g", "-fopenmp"])
+                                  "-DNDEBUG", "-DTILE=64", "-UFOO", "-Wall", "-Wno-unused", "-g", "-fopenmp",
+                                  "-mno-avx512f", "-mtune=znver4", "-mprefer-vector-width=512", "-ffp-contract=fast",
+                                  "-fno-fast-math", "-falign-loops=32", "--param=max-unroll-times=4", "-ggdb",
+                                  "-std=c17", "-Werror=vla", "-pedantic-errors", "-O"])
 def test_allowed_flags(flag):
     assert refused_flag(flag) is None
 
@@ -131,7 +189,24 @@ def test_allowed_flags(flag):
                                   "-Xlinker", "-Xassembler", "-o", "-load", "-save-temps", "-fuse-ld=gold",
                                   "-mllvm", "-I/etc", "-L/tmp", "-lfoo", "-x", "/bin/sh", "x.c", "--sysroot=/",
                                   "-fprofile-use=/tmp", "-fdump-tree-all", "-DX=$(touch)", "-DX=a/b", "",
-                                  "-O3 -wrapper", 7, None])
+                                  "-O3 -wrapper", 7, None,
+                                  # the compiler's other spellings: a program or a file in a value, joined forms,
+                                  # long options, separate arguments, response files, pass-through options
+                                  "-fcompare-debug=-B.", "-fcompare-debug", "-fcompare-debug-second",
+                                  "-fplugin-arg-evil-x=1", "-fpass-plugin=x.so", "-fprofile-generate",
+                                  "-fprofile-arcs", "-fauto-profile", "-fsave-optimization-record", "-fstack-usage",
+                                  "-fcallgraph-info", "-ftest-coverage", "--coverage", "-fdiagnostics-format=sarif-file",
+                                  "-fcrash-diagnostics-dir=x", "-fmodules-cache-path=x", "-flto", "-flto=auto",
+                                  "-fuse-linker-plugin", "-Bprefix", "--specs=x", "--sysroot", "--output=x", "-ox",
+                                  "-Wl", "-Wa", "-Wp", "-Wl,--version-script=x", "-Xpreprocessor", "-imacros",
+                                  "-isystem", "-iquote", "-idirafter", "-iprefix", "-MD", "-MMD", "-MT", "-Mx",
+                                  "-T", "-Tscript", "-nostdlib", "-static", "-rdynamic", "-z", "-zexecstack", "-e",
+                                  "-lfoo", "-l", "-lpthread", "-fdebug-prefix-map=a=b", "-fvisibility=evil",
+                                  "-fp-contract", "-fvisibility", "-fno-visibility=hidden", "-ffp-contract=x,y",
+                                  "-falign-loops=32:x", "--param", "--param=x", "--param=x=y", "-march=../x",
+                                  "-DX=\\x", "-D", "-U", "-DX Y", "-O3\n-wrapper", "-O3\x00", "-mllvm=x",
+                                  "-W", "-Wl,", "-O4", "-std=c++17 -x", "-std=gnu11;", "-m", "-f", "-fno-",
+                                  "-Ofast\u00a0", "-ᴏ3", "-mavx2\u200b"])
 def test_refused_flags(flag):
     assert refused_flag(flag) is not None
 

@@ -17,7 +17,7 @@ from .cstyle import CStyleRenderer, Param
 # ``{residual}`` stand for the caller's expressions loading those operands. ``tr_gelu`` is GELU below.
 EPILOGUE = {
     "bias": "v += {bias};",
-    "relu": "v = fmaxf(v, 0.0f);",
+    "relu": "v = v < 0.0f ? 0.0f : v;",  # not fmaxf, which returns 0 for a NaN: a NaN stays NaN, as in torch.relu
     "gelu": "v = tr_gelu(v);",
     "scale": "v *= alpha;",
     "residual": "v += {residual};",

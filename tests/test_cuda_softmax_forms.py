@@ -325,7 +325,8 @@ def test_new_forms_compile_without_spills(op, arch, tmp_path_factory, monkeypatc
         pytest.skip("NVRTC is not installed")
     hero = cuda.hero_schedule(op, VID, NoGpu())
     space = [c for c in cuda.search_space(op, VID, NoGpu(), arch) if c.lanes or c.split]
-    for s in [hero, *space[::6]]:
+    # a sample of the new forms: every 6th for sm_90a, every 18th for sm_80 (the same register file)
+    for s in [hero, *space[::6 if arch == "sm_90a" else 18]]:
         _, r, _, art = compile_kernel(op, VID, s, NoGpu(), arch)
         res = art.metadata["resources"]
         assert res["spills"] == 0 and res["stack_frame"] == 0, (s.name, res)
@@ -357,10 +358,10 @@ def test_odd_rows_compile_without_spills(op, arch, tmp_path_factory, monkeypatch
     assert hero.vec == 16 // op.dtype.itemsize, hero.name
     space = cuda.search_space(op, VID, NoGpu(), arch)
     forms = {}
-    for c in space:  # one of each form, then every 8th
-        forms.setdefault((bool(c.lanes), bool(c.split), bool(c.persist), bool(c.chunks)), c)
+    for c in space:  # one of each form, then every 8th (for sm_90a: sm_80 has the same register file, and
+        forms.setdefault((bool(c.lanes), bool(c.split), bool(c.persist), bool(c.chunks)), c)  # its forms suffice)
     twin = Softmax(op.rows, op.cols - op.cols % hero.vec, op.dtype.value)
-    for s in {hero, *forms.values(), *space[::8]}:
+    for s in {hero, *forms.values(), *(space[::8] if arch == "sm_90a" else [])}:
         _, r, _, art = compile_kernel(op, VID, s, NoGpu(), arch)
         res = art.metadata["resources"]
         assert "xe[q]" in r.source and "ye[q]" in r.source, s.name  # the partial-slot path is in

@@ -60,7 +60,9 @@ def test_the_nvidia_prelude_builds_the_same_body_with_nvrtc(tmp_path, monkeypatc
     from tracea.emitters.cuda.compiler import compile_cached
 
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
-    for sched in [s for s in SCHEDULES if s.lds_bytes(dtype) <= 64 * 1024]:  # the schedules valid in dtype
+    valid = [s for s in SCHEDULES if s.lds_bytes(dtype) <= 64 * 1024]  # the schedules valid in dtype
+    # every one for sm_90 (the GPU the logic is verified on), the hero for sm_80: the body is the same text
+    for sched in valid if arch == "sm_90" else valid[:1]:
         src = render(dtype, sched, "nvidia")
         compile_cached(src, KERNEL, KERNEL, arch)  # spills are no concern here: this build checks logic
         body = src[src.index('extern "C" __global__'):]

@@ -26,7 +26,7 @@ static inline void at_range(const at_job* J, long i, long* lo, long* hi) {
    (relative error 2.4e-7); x below -127 is clamped there, which the exponent field flushes to 0. */
 AT_ALWAYS vf at_exp2(vf x) {
 #if !AT_SCALEF
-    x = vf_max(x, vf_set1(-127.0f));
+    x = vf_max(vf_set1(-127.0f), x);  /* the constant first: a NaN x stays NaN (max returns its second operand) */
 #endif
     const vf n = vf_round(x), f = vf_sub(x, n);
     vf p = vf_fma(vf_set1(0.001327647129073739f), f, vf_set1(0.009675541892647743f));
@@ -93,13 +93,14 @@ static void at_scores(const float* restrict qt, const float* restrict kb, float*
    max over the kept ones into mx. */
 static void at_mask_edge(float* restrict st, float* restrict mx, const float* ka, const float* ke, long i0, long nc) {
     const vf one = vf_set1(1.0f), zero = vf_zero(), a = vf_load(ka + i0), e = vf_load(ke + i0);
-    const vf big2 = vf_set1(2.0f * AT_BIG), nbig = vf_set1(-AT_BIG);
+    const vf nbig = vf_set1(-AT_BIG);
     vf m = nbig, jv = zero;
     for (long j = 0; j < nc; ++j, jv = vf_add(jv, one)) {
-        /* kept iff a <= j < e, i.e. min(j + 1 - a, e - j) >= 1 (integers): the limit +BIG there, else -BIG */
+        /* kept iff a <= j < e, i.e. min(j + 1 - a, e - j) >= 1 (integers): the score there, else -BIG; a
+           select, not arithmetic, so a NaN score stays NaN where kept and is dropped where masked (as
+           torch's masked fill drops it) */
         const vf t = vf_min(vf_sub(vf_add(jv, one), a), vf_sub(e, jv));
-        const vf lim = vf_fma(vf_min(vf_max(t, zero), one), big2, nbig);
-        const vf s = vf_min(vf_load(st + j * QR + i0), lim);
+        const vf s = vf_select_pos(t, vf_load(st + j * QR + i0), nbig);
         vf_store(st + j * QR + i0, s);
         m = vf_max(m, s);
     }

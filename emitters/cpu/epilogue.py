@@ -8,7 +8,7 @@ from tracea.kernels.epilogue import statements
 
 C_SIMD = {
     "bias": "v = vf_add(v, {bias});",
-    "relu": "v = vf_max(v, vf_zero());",
+    "relu": "v = vf_max(vf_zero(), v);",  # zero first: max returns its second operand for a NaN, which stays NaN
     "gelu": "v = vf_gelu(v);",
     "scale": "v = vf_mul(v, valpha);",
     "residual": "v = vf_add(v, {residual});",
@@ -18,7 +18,7 @@ C_SIMD = {
 # reference loops (export_example.py), independent of the kernels' SIMD code.
 C_REFERENCE = {
     "bias": "v += {bias};",
-    "relu": "v = v > 0 ? v : 0;",
+    "relu": "v = v < 0 ? 0 : v;",  # a NaN stays NaN, as torch.relu and np.maximum keep it
     "gelu": "v = 0.5 * v * (1.0 + tanh(GELU_C0 * (v + GELU_C1 * v * v * v)));",
     "scale": "v *= alpha;",
     "residual": "v += {residual};",

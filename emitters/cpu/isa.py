@@ -26,6 +26,7 @@ DIALECT: dict[str, tuple[str, str]] = {
     "div": ("vf", "vf a, vf b"),
     "max": ("vf", "vf a, vf b"),
     "min": ("vf", "vf a, vf b"),
+    "select_pos": ("vf", "vf t, vf a, vf b"),  # a where t > 0, else b, lane by lane (a NaN in b is dropped)
     "fma": ("vf", "vf a, vf b, vf c"),  # a * b + c
     "fma_bcast": ("vf", "const float* a, vf b, vf c"),  # *a (broadcast) * b + c
     "bcast": ("vf", "const float* a"),  # *a broadcast into a register (reused by several FMAs)
@@ -44,6 +45,8 @@ DIALECT: dict[str, tuple[str, str]] = {
 }
 
 GENERIC: dict[str, str] = {
+    "select_pos": "float tt[VL], aa[VL], bb[VL];\nvf_store(tt, t);\nvf_store(aa, a);\nvf_store(bb, b);\n"
+                  "for (int i = 0; i < VL; ++i) aa[i] = tt[i] > 0.0f ? aa[i] : bb[i];\nreturn vf_load(aa);",
     "fma_bcast": "return vf_fma(vf_set1(*a), b, c);",
     "bcast": "return vf_set1(*a);",
     "load_n": "float t[VL] = {0};\nfor (int i = 0; i < n; ++i) t[i] = p[i];\nreturn vf_load(t);",
@@ -53,7 +56,9 @@ GENERIC: dict[str, str] = {
     "load_bf16": "float t[VL];\nfor (int i = 0; i < VL; ++i) t[i] = tr_bf2f(p[i]);\nreturn vf_load(t);",
     "store_bf16": "float t[VL];\nvf_store(t, v);\nfor (int i = 0; i < VL; ++i) p[i] = tr_f2bf(t[i]);",
     # Cephes expf: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial, scaled by 2^n (about 1 ulp).
-    "exp": """x = vf_min(vf_max(x, vf_set1(-87.33654f)), vf_set1(88.72283f));
+    # the clamp's constants first: vf_max/vf_min return their second operand when one is NaN (x86's
+    # maxps/minps; the portable a > b ? a : b), so a NaN x stays NaN and propagates as expf's does
+    "exp": """x = vf_min(vf_set1(88.72283f), vf_max(vf_set1(-87.33654f), x));
 vf n = vf_round(vf_mul(x, vf_set1(1.44269504088896341f)));
 n = vf_min(vf_max(n, vf_set1(-126.0f)), vf_set1(127.0f));
 vf r = vf_fma(n, vf_set1(-0.693359375f), x);
@@ -179,6 +184,7 @@ class Avx512(CpuIsa):
         "div": "return _mm512_div_ps(a, b);",
         "max": "return _mm512_max_ps(a, b);",
         "min": "return _mm512_min_ps(a, b);",
+        "select_pos": "return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(t, _mm512_setzero_ps(), _CMP_GT_OQ), b, a);",
         "fma": "return _mm512_fmadd_ps(a, b, c);",
         # the broadcast folded into the FMA's memory operand ({1to16}): no register for it, so a 14 x 32
         # micro-kernel (28 accumulators + 2 B vectors) fits the 32 zmm registers without spills
@@ -228,6 +234,7 @@ class Avx2Fma(CpuIsa):
         "div": "return _mm256_div_ps(a, b);",
         "max": "return _mm256_max_ps(a, b);",
         "min": "return _mm256_min_ps(a, b);",
+        "select_pos": "return _mm256_blendv_ps(b, a, _mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_GT_OQ));",
         "fma": "return _mm256_fmadd_ps(a, b, c);",
         "round": "return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);",
         "exp2i": "return _mm256_castsi256_ps(_mm256_slli_epi32("
@@ -274,6 +281,7 @@ class Neon(CpuIsa):
         "div": "return vdivq_f32(a, b);",
         "max": "return vmaxq_f32(a, b);",
         "min": "return vminq_f32(a, b);",
+        "select_pos": "return vbslq_f32(vcgtq_f32(t, vdupq_n_f32(0.0f)), a, b);",
         "fma": "return vfmaq_f32(c, a, b);",
         "round": "return vrndnq_f32(a);",
         "exp2i": "return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(a), vdupq_n_s32(127)), 23));",
@@ -307,6 +315,7 @@ class Portable(CpuIsa):
         "div": "return a / b;",
         "max": "return a > b ? a : b;",
         "min": "return a < b ? a : b;",
+        "select_pos": "return t > 0.0f ? a : b;",
         "fma": "return a * b + c;",
         "round": "return rintf(a);",
         "exp2i": "return ldexpf(1.0f, (int)a);",

@@ -45,6 +45,16 @@ def real_bundle(tmp_path_factory) -> Path:
     return base / "bundle.tar.gz"
 
 
+@pytest.fixture(scope="session")
+def own_kernel_cache(real_bundle, tmp_path_factory) -> Path:
+    """The compile cache after a default replay of the real bundle: Tracea's own rendering, built with
+    Tracea's flags (a test copies it into its home: its replay then finds that kernel compiled)."""
+    base = tmp_path_factory.mktemp("own-cache")
+    out = run_tracea(base / "home", "replay", str(real_bundle), *FAST, "--yes")
+    assert out.returncode == 0, out.stdout + out.stderr
+    return base / "home" / "cache"
+
+
 def listing(root: Path) -> dict[str, str]:
     """Every entry under ``root`` (links not followed): path -> kind and size."""
     out = {}

@@ -112,8 +112,16 @@ def test_a_bundled_binary_that_ends_the_process_while_loading_is_a_recorded_fail
     ["-MF", "{evil}/deps"],
     ["-fcompare-debug=-B{evil}/"],
 ], ids=lambda f: f[0].split("=")[0].split("/")[0] or "path")
-def test_hostile_flags_never_reach_the_compiler(hostile, flags):
-    """-B gets a real evil folder whose `as` and `cc1` would create the marker; -wrapper would run a shell."""
+def test_hostile_flags_never_reach_the_compiler(hostile, flags, own_kernel_cache):
+    """-B gets a real evil folder whose `as` and `cc1` would create the marker; -wrapper would run a shell.
+
+    The home starts with Tracea's own kernel compiled (with Tracea's flags): a replay that took the bundle's
+    flags would miss that cache entry (flags are part of its key) and run the compiler with them, so the
+    marker would appear; one that takes Tracea's finds it and needs no compile. The cold-cache default
+    replay is test_the_untampered_bundle_replays_cleanly's (test_bundle_files.py)."""
+    import shutil
+
+    shutil.copytree(own_kernel_cache, hostile.home / "cache")
     evil = _evil_tools(hostile.base / "evil", hostile.marker)
     set_flags(hostile, [f.format(marker=hostile.marker, evil=evil) for f in flags])
     hostile.resign()

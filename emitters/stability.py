@@ -43,7 +43,7 @@ def spread_problem(timings: Mapping[str, Any]) -> str | None:
         if p50 is None or p50 <= 0:
             continue
         if p95 is not None and p95 / p50 > SPREAD_LIMIT:
-            bad.append(f"{name} p95/p50 = {p95 / p50:.2f} ({p50:.3f} / {p95:.3f} ms)")
+            bad.append(f"{name} p95/p50 = {p95 / p50:.2f} ({p95:.3f} / {p50:.3f} ms)")
         elif low is not None and low > 0 and p50 / low > SPREAD_LIMIT:
             bad.append(f"{name} p50/min = {p50 / low:.2f} ({p50:.3f} / {low:.3f} ms)")
     return "; ".join(bad) or None

@@ -113,7 +113,7 @@ class Attention(Op):
         if self.block_mask is not None:
             rows = _mask_rows(self.block_mask)
             want = self.grid()
-            got = (len(rows), len(rows[0]))
+            got = (len(rows), len(rows[0]) if rows else 0)  # an empty map is the wrong shape, said as such
             if any(len(r) != got[1] for r in rows) or got != want:
                 raise BadInputError(
                     f"block_mask: expected {want[0]} x {want[1]} tiles (ceil(seq_q/{self.block_size[0]}) x "

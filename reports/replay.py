@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, TraceaError, UnsupportedError
+from tracea.doctor.inputs import parse_json
 from tracea.emitters.backend import Rendering
 
 from .bundle import BUNDLE_KIND, BUNDLE_SCHEMA_VERSION
@@ -73,10 +74,7 @@ class Bundle:
             raise BadInputError(f"bundle file {shown(rel)} is not UTF-8 text") from None
 
     def json(self, rel: str) -> Any:
-        try:
-            return json.loads(self.text(rel))
-        except ValueError as exc:
-            raise BadInputError(f"bundle file {shown(rel)} is not JSON ({exc})") from None
+        return parse_json(self.text(rel), f"bundle file {shown(rel)}")
 
     def path(self, rel: str) -> Path:
         """A listed file on disk (the binary a loader needs by path), checked again just before use."""
@@ -114,8 +112,8 @@ def read_manifest(root: Path) -> dict[str, Any]:
             raise BadInputError(f"bundle manifest {path} is not a plain file of at most {MAX_MANIFEST_BYTES} bytes")
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         with os.fdopen(fd, "rb") as f:
-            manifest = json.loads(f.read(MAX_MANIFEST_BYTES + 1))
-    except (OSError, ValueError) as exc:
+            manifest = parse_json(f.read(MAX_MANIFEST_BYTES + 1), "bundle manifest is unreadable: it")
+    except OSError as exc:
         raise BadInputError(f"bundle manifest is unreadable: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("kind") != BUNDLE_KIND:
         kind = manifest.get("kind") if isinstance(manifest, dict) else type(manifest).__name__

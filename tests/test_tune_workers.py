@@ -156,13 +156,13 @@ unroll = [2]
 """
 
 
-def test_a_real_cpu_gemm_with_two_workers_keeps_a_best_as_good_as_the_serial_one(tmp_path):
-    """Two candidates about 25 % apart (6x64 and 28x16 register tiles, one thread each): two workers, each
-    pinned to its own cores, time them at once; every candidate is verified, recorded and kept with its own
-    figures. Measured times are not repeatable (another process may share a core), so the runs are not
-    compared by the schedule they keep but by time: the parallel run keeps the fastest of what it measured,
-    and that schedule is within 30 % of the serial run's best by the serial run's own figures
-    (judge_against_serial). Which schedule a search keeps is compared exactly on recorded spaces above."""
+def test_a_real_cpu_gemm_with_two_workers_measures_every_candidate_and_keeps_its_fastest(tmp_path):
+    """Two candidates (6x64 and 28x16 register tiles, one thread each): two workers, each pinned to its own
+    cores, time them at once; every candidate is verified and recorded with its own figures, and the run
+    keeps the fastest of what it measured, as the serial run does over the same candidates. Which one is
+    fastest is not compared between the two runs: real timings on a shared machine (another test, another
+    process on a core) may order two candidates 25 % apart either way. That the parallel search keeps the
+    serial search's best is checked exactly on recorded spaces (above)."""
     import os
 
     from tracea.doctor import probe
@@ -179,28 +179,26 @@ def test_a_real_cpu_gemm_with_two_workers_keeps_a_best_as_good_as_the_serial_one
                          limits=SearchLimits(strategy="exhaustive", retune=True),
                          outputs=_outputs(tmp_path / f"w{workers}.sqlite"))
         runs.append(tune(op, host, cfg))
-    judge_against_serial(*runs)
+    check_timed_runs(*runs)
     from tracea.tuner.db import TuningDB
 
     stored = TuningDB.reader(tmp_path / "w2.sqlite").trials()
     assert sorted(t["status"] for t in stored) == ["ok", "ok"] and len({t["schedule"] for t in stored}) == 2
 
 
-def judge_against_serial(serial, par, slack: float = 1.3) -> None:
-    """A timed parallel run against the serial run over the same candidates: both measured every candidate
-    (verified), each keeps the fastest of its own measurements, and the parallel run's choice is, by the
-    serial run's figures, within ``slack`` of the serial best. Two candidates closer than ``slack`` may
-    swap places under noise, and either is a right answer; a choice further off fails."""
-    def by_name(r):
-        return {json.dumps(t.schedule, sort_keys=True): t.measurement for t in r.trials}
-
-    for r in (serial, par):
-        assert r.space_size == len(r.trials) and all(t.measurement.ok for t in r.trials), r.trials
+def check_timed_runs(*runs) -> None:
+    """Real timed runs over the same candidates: each measured every one (verified, recorded with its own
+    figures) and keeps the fastest of its own measurements."""
+    names = None
+    for r in runs:
+        assert r.space_size == len(r.trials) == 2 and all(t.measurement.ok for t in r.trials), r.trials
+        assert all(t.measurement.rel_err is not None and t.measurement.p50_ms > 0 for t in r.trials)
         assert r.best["p50_ms"] == min(t.measurement.p50_ms for t in r.trials)
-    s, p = by_name(serial), by_name(par)
-    assert s.keys() == p.keys()
-    pick = json.dumps(par.best["schedule"], sort_keys=True)
-    assert s[pick].p50_ms <= serial.best["p50_ms"] * slack, (par.best, serial.best)
+        fastest = min(r.trials, key=lambda t: t.measurement.p50_ms)
+        assert r.best["schedule"] == fastest.schedule
+        mine = sorted(json.dumps(t.schedule, sort_keys=True) for t in r.trials)
+        assert names is None or mine == names
+        names = mine
 
 
 def _outputs(db: Path):

@@ -4,6 +4,7 @@ so ``tracea --help`` and Tab-completion never pay for the doctor, NVML, cuda-cor
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -130,6 +131,10 @@ from . import cmd_export  # noqa: E402, I001
 cmd_export.register(app)
 
 
+@functools.lru_cache(maxsize=1)
 def build_command() -> Any:
-    """The Click command behind the app (the console script runs it under Tracea's error policy)."""
+    """The Click command behind the app (the console script runs it under Tracea's error policy), built once
+    per process: Typer reads every command's signature to build it (a tenth of a second), and a Click
+    command keeps no state between invocations, so a program (or a test) calling ``main`` many times
+    reuses it."""
     return typer.main.get_command(app)

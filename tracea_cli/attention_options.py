@@ -88,8 +88,11 @@ def load_block_mask(text: str) -> Any:
         raise _bad(f"--block-mask: {text!r} is neither a density in (0, 1] nor an existing .npy file")
     try:
         mask = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, EOFError) as exc:
         raise _bad(f"--block-mask: {text} is not a NumPy .npy array ({str(exc).splitlines()[0][:80]})") from None
+    if not isinstance(mask, np.ndarray):  # a .npz archive of arrays: which one is the mask is not said
+        mask.close()
+        raise _bad(f"--block-mask: {text} is a .npz archive of several arrays; save the one mask with np.save")
     if mask.dtype != np.bool_:
         raise _bad(f"--block-mask: {text} holds {mask.dtype}, expected booleans (np.save(path, mask.astype(bool)))")
     return mask

@@ -131,15 +131,11 @@ def import_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
 ) -> None:
     """Merge another database's export into this one by key: every row checked first, nothing added twice."""
-    from tracea.doctor.errors import BadInputError
+    from tracea.doctor.inputs import check_ints_in, parse_json, read_text
     from tracea.tuner.db_import import merge
 
-    try:
-        doc = json.loads(file.read_text())
-    except OSError as exc:
-        raise BadInputError(f"cannot read {file}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"{file} is not a JSON export ({exc})") from None
+    doc = parse_json(read_text(file, "cache import:"), f"{file} (a JSON export)")
+    check_ints_in(doc, f"{file}")  # SQLite holds 64-bit integers
     db = _db(write=True)
     try:
         counts = merge(db, doc)

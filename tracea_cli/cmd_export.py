@@ -16,21 +16,16 @@ from .validate import check_variant
 
 def _schedule_json(text: str) -> dict[str, Any]:
     """``--schedule``: a JSON object, inline or in a file."""
-    import json
 
     from tracea.doctor.errors import BadInputError
+    from tracea.doctor.inputs import parse_json, read_text
 
     source = text
     if not text.lstrip().startswith("{"):
-        try:
-            source = Path(text).read_text()
-        except OSError as exc:
-            raise BadInputError(f"--schedule: {text!r} is neither a JSON object nor a readable file "
-                                f"({exc.strerror or exc})") from None
-    try:
-        doc = json.loads(source)
-    except ValueError as exc:
-        raise BadInputError(f"--schedule: not valid JSON ({exc})") from None
+        if not Path(text).is_file():
+            raise BadInputError(f"--schedule: {text!r} is neither a JSON object nor a readable file")
+        source = read_text(text, "--schedule:")
+    doc = parse_json(source, "--schedule")
     if not isinstance(doc, dict):
         raise BadInputError("--schedule: expected a JSON object (a schedule as `tracea emit --json` prints it)")
     return doc

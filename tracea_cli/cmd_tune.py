@@ -179,6 +179,9 @@ def _run_with_progress(op: Any, host: Any, config: Any, quiet: bool) -> Any:
             if not quiet:
                 console.print(f"tuning {escape(data['op'].signature)} · {data['variant']} · {data['space_size']} "
                               f"candidates · {data['strategy']} · budget {data['budget']}"
+                              + (f" · {data['workers']} workers at once" + (" (Ray actors)" if data.get("ray") else
+                                                                             " (each on its own cores or GPU)")
+                                 if data.get("workers", 1) > 1 else "")
                               + (f" · {data['known']} known from earlier runs" if data["known"] else "")
                               + (f" · {data['pruned']} pruned for bank conflicts" if data.get("pruned") else ""))
         elif kind == "phase" and task is not None:

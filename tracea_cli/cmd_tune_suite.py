@@ -45,12 +45,9 @@ def load_problems(suite: str, backend: str | None, quick: bool, host: Any) -> li
 
     path = Path(suite)
     if path.suffix == ".json" or path.is_file():
-        try:
-            data = json.loads(path.read_text())
-        except OSError as exc:
-            raise BadInputError(f"--suite: cannot read {suite} ({exc.strerror})") from None
-        except json.JSONDecodeError as exc:
-            raise BadInputError(f"--suite: {suite} is not JSON ({exc.msg} at line {exc.lineno})") from None
+        from tracea.doctor.inputs import parse_json, read_text
+
+        data = parse_json(read_text(path, "--suite:"), f"--suite: {suite}")
         if not isinstance(data, list) or not data:
             raise BadInputError(f"--suite: {suite} should hold a non-empty JSON list of ops",
                                 '[{"op": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}, ...]')

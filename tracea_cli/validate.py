@@ -18,6 +18,7 @@ import typer
 
 SEED_MAX = 2**32 - 1  # numpy's and scikit-learn's RandomState take seeds below 2**32
 MAX_RUNS = 1_000_000  # timed or warm-up runs of one kernel: more is a typo, and would run for hours
+MAX_COUNT = 1_000_000_000  # a budget, a patience, a worker count: more is a typo (and past 2**63, SQLite's limit)
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,8 @@ def _int(low: int, high: int | None = None) -> Callable[[Any], bool]:
 
 
 SIZE = Domain("a positive integer", _int(1))
-COUNT = Domain("an integer >= 1", _int(1))
-NON_NEGATIVE = Domain("an integer >= 0", _int(0))
+COUNT = Domain(f"an integer from 1 to {MAX_COUNT}", _int(1, MAX_COUNT))
+NON_NEGATIVE = Domain(f"an integer from 0 to {MAX_COUNT}", _int(0, MAX_COUNT))
 REPEATS = Domain(f"an integer from 1 to {MAX_RUNS}", _int(1, MAX_RUNS))
 WARMUP = Domain(f"an integer from 0 to {MAX_RUNS}", _int(0, MAX_RUNS))
 SEED = Domain(f"an integer from 0 to {SEED_MAX}", _int(0, SEED_MAX))

@@ -58,6 +58,8 @@ class ParallelSearch(Search):
                 return reason or "strategy finished"
             for done in self.evaluator.wait():
                 in_flight.pop(done.index, None)
+                if getattr(done, "fatal", None) is not None:
+                    raise done.fatal
                 m = self._measurement(done, losses)
                 if m is None:  # lost once: back to the strategy
                     continue

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tracea.doctor.errors import UnsupportedError
+from tracea.doctor.errors import NoSpaceError, UnsupportedError
 
 from .trial import Measurement
 
@@ -38,6 +38,7 @@ class Done:
     seconds: float
     member: int
     lost: str | None = None
+    fatal: BaseException | None = None  # an error that is no candidate's (a full disk): the search raises it
 
 
 def member_envs(backend: str, n: int, host: Any) -> list[dict[str, str]]:
@@ -78,6 +79,10 @@ class LocalPool:
             try:
                 m = self._member(i).evaluate(schedule, on_phase=on_phase, index=index)
                 self._done.put(Done(index, m, time.monotonic() - t0, i))
+            except KeyboardInterrupt:  # a stop signal: the main thread has it and says so; this member ends quietly
+                return
+            except NoSpaceError as exc:  # the disk's fault, not the member's: the search stops with it
+                self._done.put(Done(index, None, time.monotonic() - t0, i, fatal=exc))
             except Exception as exc:  # noqa: BLE001 - the member, not the candidate, failed: it is replaced
                 self._drop(i)
                 self._done.put(Done(index, None, time.monotonic() - t0, i, lost=f"{type(exc).__name__}: {exc}"))

@@ -395,7 +395,8 @@ class _Run:
                 "op": setup.op, "variant": setup.variant, "backend": setup.backend,
                 "space_size": len(setup.schedules), "budget": limits.budget, "strategy": limits.strategy,
                 "known": len(observed), "run_id": self.run_id, "resumed": resumed is not None,
-                "names": setup.names, "simulated": setup.simulated, "pruned": len(setup.pruned)})
+                "names": setup.names, "simulated": setup.simulated, "pruned": len(setup.pruned),
+                "workers": getattr(self.pool, "size", 1), "ray": type(self.pool).__name__ == "RayPool"})
             if baseline is None:
                 self.emit("phase", {"index": None, "name": "baseline", "phase": "baseline"})
                 baseline = evaluator.baseline(

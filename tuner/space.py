@@ -23,6 +23,7 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
 SECTIONS = ("restrict", "extend")
+MAX_EXTENDED = 20_000  # candidates an [extend] may make, all validated: bounded, so a typo cannot run for hours
 
 
 def read_space_file(path: str | Path) -> dict[str, dict[str, list[Any]]]:
@@ -35,11 +36,11 @@ def read_space_file(path: str | Path) -> dict[str, dict[str, list[Any]]]:
         except ImportError:
             raise BadInputError("--space needs Python 3.11 (tomllib) or the tomli package",
                                 "`pip install tomli`, or run Tracea on Python 3.11+") from None
+    from tracea.doctor.inputs import read_text
+
     p = Path(path)
     try:
-        doc = tomllib.loads(p.read_text())
-    except OSError as exc:
-        raise BadInputError(f"cannot read {p}: {exc.strerror or exc}") from None
+        doc = tomllib.loads(read_text(p, "--space", limit=1 << 20))
     except tomllib.TOMLDecodeError as exc:
         raise BadInputError(f"{p} is not valid TOML: {exc}") from None
     unknown = sorted(set(doc) - set(SECTIONS))
@@ -87,6 +88,11 @@ def apply_space_file(cands: list[Any], spec: dict[str, dict[str, list[Any]]], ch
                 raise BadInputError(f"--space: {section}.{name} is not a schedule field; fields: {', '.join(sorted(fields))}")
     out = list(cands)
     for name, values in spec.get("extend", {}).items():
+        values = list(dict.fromkeys(v for v in values))  # a value listed twice is one candidate
+        if len(out) * len(values) > MAX_EXTENDED:
+            raise BadInputError(f"--space: extend.{name} would make {len(out) * len(values)} candidates to check "
+                                f"(at most {MAX_EXTENDED}: each is validated, which takes up to tens of milliseconds)",
+                                "restrict the space first, or extend fewer fields or values")
         extra = []
         for s in out:
             if name not in own.get(type(s), ()):

@@ -48,7 +48,8 @@ def explain(fn: str | Callable[..., Any] | None = None, *args: Any, **kwargs: An
     if target is None or not callable(target):
         from tracea.doctor.errors import BadInputError
 
-        raise BadInputError(f"explain: unknown op {fn!r}; known: {', '.join(_FUNCTIONS)}",
+        shown = repr(fn) if isinstance(fn, str) else type(fn).__name__
+        raise BadInputError(f"explain: unknown op {shown[:60]}; known: {', '.join(_FUNCTIONS)}",
                             "pass the name, the function, or a TraceaConv2d layer")
     token = EXPLAINING.set(True)
     try:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextvars
+import math
 import sys
 import threading
 from collections.abc import Callable
@@ -22,6 +23,36 @@ _LAST = threading.local()
 
 def last_route() -> Route | None:
     return getattr(_LAST, "route", None)
+
+
+def numpy_dtypes(args: dict[str, Arg]) -> None:
+    """NumPy arrays of a type no path computes faithfully are refused before anything else, by the call and
+    by ``explain`` alike: the kernels take float32, float16 and bfloat16, and the NumPy fallback computes in
+    real float64 (a complex array would lose its imaginary part, an integer one would round). torch tensors
+    of such types fall back to torch's own op, which computes them exactly."""
+    for n, a in args.items():
+        kind = a.obj.dtype.kind if a.kind == "numpy" else None
+        if kind is not None and kind != "f" and a.dtype_name != "bfloat16":
+            what = "complex" if kind == "c" else a.dtype_name
+            raise BadInputError(f"{n}: {what} arrays are not taken (the kernels compute float32, float16 and "
+                                "bfloat16, and the NumPy fallback real float64)",
+                                "convert with .astype(numpy.float32); for complex data, pass the real and "
+                                "imaginary parts as separate real arrays")
+
+
+def fallback_memory(name: str, args: dict[str, Arg], out_shape: tuple[int, ...]) -> None:
+    """The NumPy fallback computes in float64 on copies of its operands (a broadcast view is copied whole):
+    an UnsupportedError saying how much, before a MemoryError would."""
+    import math
+
+    from tracea.kernels.footprint import GIB, available_bytes
+
+    need = 8 * (sum(math.prod(a.shape) for a in args.values()) + 2 * math.prod(out_shape))
+    if need > 64 * 2**20 and need > available_bytes():
+        raise UnsupportedError(f"tracea.ops.{name}: the NumPy fallback computes in float64 and would need "
+                               f"{need / GIB:.1f} GiB for these operands (a broadcast or strided view is copied "
+                               f"whole), the machine has {available_bytes() / GIB:.1f} GiB available",
+                               "pass dense float32 arrays the kernels take, or smaller ones")
 
 
 def common_checks(args: dict[str, Arg]) -> Arg:
@@ -69,8 +100,14 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
     _LAST.route = route
     first = next(iter(args.values()))
     explaining = EXPLAINING.get()
+    numpy_dtypes(args)
     if out is not None:
         check_out(out, first, out_shape, out_channels_last)  # a bad out is the caller's error on either path
+    if out_shape and math.prod(out_shape) == 0:  # nothing to compute: an empty result, as NumPy and torch give
+        route.path, route.reason = "empty", "the result has no elements: nothing is computed"
+        if explaining:
+            return route
+        return out if out is not None else (alloc() if alloc else empty_like(first, out_shape))
     try:
         first = common_checks(args)
         op, feeds = plan()
@@ -102,6 +139,8 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
         if not _engine.fallback_allowed():
             raise UnsupportedError(f"tracea.ops.{name}: {fb.reason}",
                                    "tracea.ops.allow_fallback(True) runs the vendor call instead") from None
+        if first.kind == "numpy":
+            fallback_memory(name, args, out_shape)
         result = vendor()
         STATS["fallbacks"] += 1
         if out is None:

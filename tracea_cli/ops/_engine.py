@@ -48,7 +48,7 @@ class Route:
     """Which path a call runs and why: ``str(route)`` is explain's text."""
 
     op: str
-    path: str = "tracea"  # "tracea" | "fallback"
+    path: str = "tracea"  # "tracea" | "fallback" | "empty" (a result with no elements: nothing runs)
     reason: str | None = None  # the fallback's reason
     vendor: str | None = None  # the vendor call that runs instead
     backend: str | None = None
@@ -61,6 +61,8 @@ class Route:
     notes: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
+        if self.path == "empty":
+            return f"{self.op}: nothing to compute ({self.reason})"
         if self.path == "fallback":
             return f"{self.op}: vendor fallback ({self.vendor}) because {self.reason}"
         sched = json.dumps(self.schedule, sort_keys=True) if self.schedule else "?"

@@ -44,12 +44,28 @@ def _major(name: str, arg: Arg) -> tuple[str, Any]:
     return "col", t
 
 
+def _alpha(alpha: Any) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(alpha)):
+        raise BadInputError(f"alpha: expected a finite real number, got {alpha!r}", "e.g. alpha=0.5")
+    return float(alpha)
+
+
 def _chain(epilogue: str | Sequence[str] | None, given: dict[str, bool], alpha: float) -> tuple[str, ...]:
+    from tracea.kernels.epilogue import VOCABULARY
+
+    if epilogue is not None and not isinstance(epilogue, str) and not (
+            isinstance(epilogue, Sequence) and all(isinstance(e, str) for e in epilogue)):
+        raise BadInputError(f"epilogue: expected a comma-separated string or a list of names, got {epilogue!r}")
     if epilogue is None:
         chain = [*(["bias"] if given["bias"] else []), *(["scale"] if alpha != 1.0 else []),
                  *(["residual"] if given["residual"] else [])]
         return tuple(chain)
     chain = [e.strip() for e in (epilogue.split(",") if isinstance(epilogue, str) else epilogue) if e.strip()]
+    unknown = [e for e in chain if e not in VOCABULARY]
+    if unknown:
+        raise BadInputError(f"epilogue: unknown op {unknown[0]!r}; known: {', '.join(VOCABULARY)}",
+                            'e.g. epilogue="bias,gelu"')
     for operand, present in given.items():
         if present != (operand in chain):
             raise BadInputError(f"epilogue: {operand} is {'given' if present else 'named'} but "
@@ -66,6 +82,7 @@ def gemm(a: Any, b: Any, *, bias: Any = None, residual: Any = None, epilogue: st
     args = {"a": describe("a", a), "b": describe("b", b)}
     operands = {n: v for n, v in (("bias", bias), ("residual", residual)) if v is not None}
     args |= {n: describe(n, v) for n, v in operands.items()}
+    alpha = _alpha(alpha)
     ash, bsh = args["a"].shape, args["b"].shape
     for name in ("a", "b"):  # a column-major operand is read in place (layout "col"): not a strided view
         if len(args[name].shape) == 2 and not args[name].contiguous and _transposed_dense(args[name]) is not None:
@@ -97,11 +114,18 @@ def gemm(a: Any, b: Any, *, bias: Any = None, residual: Any = None, epilogue: st
     return run("gemm", args, plan, out, out_shape, lambda: _vendor.gemm(a, b, chain, operands, alpha), vendor)
 
 
-def _pair(name: str, v: Any) -> tuple[int, int]:
+def _pair(name: str, v: Any, low: int = 1) -> tuple[int, int]:
+    """An integer or a pair of integers, each from ``low`` (strides and dilations 1, paddings 0) to 2**31."""
+    def one(x: Any) -> int:
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not low <= int(x) <= 2**31:
+            raise BadInputError(f"{name}: expected integers from {low} to 2**31, got {v!r}",
+                                f"e.g. {name}={max(low, 1)} or {name}=({max(low, 1)}, 2)")
+        return int(x)
+
     if isinstance(v, (tuple, list)) and len(v) == 2:
-        return int(v[0]), int(v[1])
+        return one(v[0]), one(v[1])
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        return int(v), int(v)
+        return one(v), one(v)
     raise BadInputError(f"{name}: expected an integer or a pair, got {v!r}", f"e.g. {name}=1 or {name}=(1, 2)")
 
 
@@ -116,7 +140,7 @@ def _padding(padding: Any, rs: tuple[int, int], dilation: tuple[int, int],
                                 "give the padding as integers")
         (th, tw) = (d * (f - 1) for d, f in zip(dilation, rs, strict=True))
         return th // 2, th - th // 2, tw // 2, tw - tw // 2
-    ph, pw = _pair("padding", padding)
+    ph, pw = _pair("padding", padding, low=0)
     return ph, ph, pw, pw
 
 
@@ -261,9 +285,15 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     mask = block_mask
     if mask is not None and is_torch(mask):
         mask = mask.detach().cpu().numpy()
+    if sk == 0 and sq > 0:
+        raise BadInputError("attention: k and v hold no keys (Sk = 0): every query row's softmax is over nothing",
+                            "give at least one key")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating))
+                              or not math.isfinite(float(scale)) or float(scale) <= 0):
+        raise BadInputError(f"attention: scale expected a positive finite number, got {scale!r}")
     sc = 1.0 / math.sqrt(d) if scale is None else float(scale)
     bsize = _pair("block_size", block_size)
-    win = None if window is None else _pair("window", window)
+    win = None if window is None else _pair("window", window, low=0)
 
     def plan() -> tuple[Any, dict[str, Any]]:
         from tracea.kernels import Attention

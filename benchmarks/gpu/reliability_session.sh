@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One GPU call for issue 30 (nothing lost, nothing run, nothing silently wrong): the CUDA kernels' NaN and inf
+# propagation and the relu epilogue change, verified on the GPU; compute-sanitizer's memcheck, racecheck and
+# synccheck over one case of every kernel family (reports kept); `tracea tune attention --backend cuda`; the
+# GPU tests of the kernels the change touched.
+. benchmarks/gpu/session_head.sh
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
+export PATH=$PATH:/usr/local/cuda/bin
+{
+    echo "== sanitize cases, plain"; timeout 300 $PY benchmarks/gpu/sanitize_cases.py; echo "rc=$?"
+    for tool in memcheck synccheck racecheck; do
+        echo "== $tool"
+        extra=""; [ $tool = racecheck ] && extra="--racecheck-report all"
+        timeout 420 compute-sanitizer --tool $tool --report-api-errors no --print-limit 12 --error-exitcode 99 $extra \
+            $PY benchmarks/gpu/sanitize_cases.py ${ONLY:-} 2>&1 | grep -v "^=========     " | tail -60
+        echo "rc=${PIPESTATUS[0]}"
+    done
+} > "$RES/sanitize.txt" 2>&1
+grep -E "^==|rc=|SUMMARY|WRONG" "$RES/sanitize.txt"
+{
+    echo "== tune attention --backend cuda"
+    timeout 200 $PY -m tracea --debug tune attention --batch 1 --heads 4 --seq 1024 --head-dim 128 --dtype bf16 \
+        --backend cuda --budget 4 --no-tui 2>&1 | tail -40; echo "rc=$?"
+} > "$RES/tune_attention.txt" 2>&1
+tail -25 "$RES/tune_attention.txt"
+timeout 400 $PY -m pytest -q -m gpu -p no:cacheprovider -x tests/test_nan_propagation_gpu.py tests/test_cuda_gpu.py \
+    tests/test_ops_gpu.py tests/test_simt_core_gpu.py tests/test_cuda_wgmma_attention_gpu.py > "$RES/pytest.txt" 2>&1
+echo "rc=$?" >> "$RES/pytest.txt"; grep -E "passed|failed|FAILED|Error" "$RES/pytest.txt" | tail -15

@@ -1,0 +1,74 @@
+"""One small case of every CUDA kernel family, each built with this GPU's hero schedule, run on fresh random
+inputs and verified against the float64 reference: what compute-sanitizer's memcheck, racecheck and
+synccheck run over (tests/test_sanitizers_gpu.py). The families are the cores the planner picks: the SIMT
+and mma.sync GEMM and conv, the Hopper wgmma GEMM (tiles, split-K, the small-M GEMV core), its conv (TMA
+im2col, 1x1, the small-channel stem core), softmax (a row per warp, rows split across blocks), and attention
+on mma.sync and wgmma (causal, grouped-query, a block mask).
+
+    python benchmarks/gpu/sanitize_cases.py            # every case
+    python benchmarks/gpu/sanitize_cases.py stem-224   # the cases whose name holds the word
+    python benchmarks/gpu/sanitize_cases.py --list
+
+Prints one line per case (its kernel's name and the relative error) and exits 1 if any is wrong.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from tracea.doctor import probe
+from tracea.emitters import cuda
+from tracea.kernels import Conv2d, Gemm, Softmax, relative_error, tolerance
+from tracea.kernels.attention import Attention
+from tracea.kernels.dtypes import to_float64
+
+CASES = [
+    ("simt-gemm", "cuda-simt.gemm", Gemm(130, 257, 72, layout_a="col", epilogue=("relu", "scale"), alpha=0.5)),
+    ("simt-conv", "cuda-simt.conv2d", Conv2d(2, 3, 17, 19, 10, 3, 3, padding=1, stride=2, bias=True)),
+    ("mma-gemm", "cuda-mma-sync.gemm", Gemm(300, 264, 200, "bf16", epilogue=("bias", "gelu", "residual"))),
+    ("mma-conv", "cuda-mma-sync.conv2d", Conv2d(2, 16, 17, 19, 24, 3, 3, padding=1, layout="nhwc", dtype="fp16",
+                                                bias=True)),
+    ("wgmma-gemm", "cuda-wgmma.gemm", Gemm(520, 264, 328, "fp16", layout_a="col", epilogue=("bias", "relu"))),
+    ("wgmma-splitk", "cuda-wgmma.gemm", Gemm(256, 256, 8192, "bf16")),
+    ("wgmma-gemv", "cuda-wgmma.gemm", Gemm(1, 1024, 2048, "bf16")),
+    ("wgmma-conv", "cuda-wgmma.conv2d", Conv2d(2, 64, 30, 30, 96, 3, 3, padding=1, stride=2, layout="nhwc",
+                                              dtype="fp16")),
+    ("wgmma-conv1x1", "cuda-wgmma.conv2d", Conv2d(2, 256, 14, 14, 128, 1, 1, layout="nhwc", dtype="fp16")),
+    ("stem-224", "cuda-wgmma.conv2d", Conv2d(1, 3, 224, 224, 64, 7, 7, stride=2, padding=3, layout="nhwc",
+                                            dtype="fp16")),
+    ("stem-small", "cuda-wgmma.conv2d", Conv2d(4, 12, 33, 33, 32, 5, 5, stride=2, padding=2, layout="nhwc",
+                                              dtype="fp16")),
+    ("softmax-rows", "cuda-simt.softmax", Softmax(37, 1001)),
+    ("softmax-split", "cuda-simt.softmax", Softmax(3, 70001, "bf16")),
+    ("attention-mma", "cuda-mma-sync.attention", Attention(1, 4, 300, 64, kv_heads=2, causal=True, dtype="bf16")),
+    ("attention-wgmma", "cuda-wgmma.attention", Attention(1, 4, 777, 128, kv_heads=2, window=(64, 16), dtype="bf16")),
+    ("attention-mask", "cuda-wgmma.attention", Attention(1, 2, 512, 64, dtype="fp16", block_size=(128, 128),
+                                                         block_mask=[[True, False, False, True]] * 4)),
+]
+
+
+def run(name: str, vid: str, op, host) -> bool:
+    k = cuda.build(op, vid, cuda.hero_schedule(op, vid, host), host)
+    inputs = op.random_inputs(np.random.default_rng())
+    y = to_float64(k(inputs), op.dtype)
+    err = relative_error(np.nan_to_num(y, nan=1e30), op.reference(inputs))
+    ok = bool(err <= tolerance(op))
+    print(f"{name:16s} {k.artifact.name:60s} rel err {err:.2e} {'ok' if ok else 'WRONG'}", flush=True)
+    return ok
+
+
+def main(argv: list[str]) -> int:
+    if "--list" in argv:
+        for name, vid, op in CASES:
+            print(name, vid, op.signature)
+        return 0
+    host = probe()
+    chosen = [c for c in CASES if not argv or any(w in c[0] for w in argv)]
+    ok = [run(*c, host) for c in chosen]
+    return 0 if all(ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

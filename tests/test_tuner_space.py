@@ -152,3 +152,48 @@ def test_a_space_file_applies_to_a_mix_of_schedule_types() -> None:
     assert out == [GemvSchedule(warps=8)]
     with pytest.raises(BadInputError, match="not a schedule field"):
         apply_space_file([small, tiled], {"restrict": {"colour": [1]}}, lambda s: True)
+
+
+_CUDA_OPS = {  # one op of each shape family a CUDA core serves (tiles, small M, split-K, stem, masks, GQA)
+    "gemm": [Gemm(4096, 4096, 4096, "bf16"), Gemm(1, 1024, 2048, "bf16"), Gemm(256, 256, 8192, "fp16"),
+             Gemm(300, 200, 100)],
+    "conv2d": [Conv2d(2, 64, 30, 30, 96, 3, 3, padding=1, layout="nhwc", dtype="fp16"),
+               Conv2d(1, 3, 224, 224, 64, 7, 7, stride=2, padding=3, layout="nhwc", dtype="fp16"),
+               Conv2d(2, 3, 17, 19, 10, 3, 3, padding=1)],
+    "softmax": [Softmax(37, 1001), Softmax(3, 70001, "bf16")],
+}
+
+
+@pytest.mark.parametrize("variant", sorted({"cuda-mma-sync.gemm", "cuda-mma-sync.conv2d", "cuda-simt.gemm",
+                                            "cuda-simt.conv2d", "cuda-simt.softmax", "cuda-mma-sync.attention",
+                                            "cuda-wgmma.gemm", "cuda-wgmma.conv2d", "cuda-wgmma.attention"}))
+def test_every_cuda_variant_space_encodes_for_the_tuner(variant) -> None:
+    """The tuner encodes each candidate with the backend's features before its first trial (tuner/run.py
+    ``search``): every CUDA core's schedules must give them. `tune attention --backend cuda` once ended in
+    an internal error here (the wgmma attention schedule had no block tile). On a recorded H100, no GPU."""
+    from pathlib import Path
+
+    from tracea.doctor.snapshot import read_snapshot
+    from tracea.emitters import cuda
+    from tracea.emitters.cuda.variants import resolve
+    from tracea.kernels.attention import Attention
+
+    host, _ = read_snapshot(Path(__file__).parent / "fixtures" / "snapshots" / "h100_live.json")
+    v = resolve(variant)
+    ops = _CUDA_OPS.get(v.op) or [Attention(1, 4, 1024, 128, dtype="bf16", causal=True),
+                                  Attention(2, 8, 777, 64, kv_heads=2, dtype="fp16", window=(64, 16)),
+                                  Attention(1, 2, 512, 64, dtype="fp16", block_size=(128, 128),
+                                            block_mask=[[True, False, False, True]] * 4)]
+    encoded = 0
+    for op in ops:
+        if op.dtype.value not in v.precisions:
+            continue
+        space = [s.to_json() for s in cuda.search_space(op, variant, host)]
+        assert space, f"{variant}: no candidate for {op.signature}"
+        for s in space:
+            f = cuda.tuning_features(op, s)
+            assert all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in f.values()), (s, f)
+        x = encode(space, lambda s, op=op: cuda.tuning_features(op, s))
+        assert x.shape[0] == len(space) and ((x >= 0) & (x <= 1)).all()
+        encoded += 1
+    assert encoded

@@ -63,6 +63,14 @@ class AttnWgmmaSchedule:
         return 128 * (1 + self.consumers)
 
     @property
+    def bm(self) -> int:  # the tuner's block-tile features (build.tuning_features), as the mma.sync schedule's
+        return self.bq
+
+    @property
+    def bn(self) -> int:
+        return self.bk
+
+    @property
     def name(self) -> str:
         return (f"wgmma_attn_{self.bq}x{self.bk}_s{self.stages}_c{self.consumers}"
                 + ("_pp" if self.pingpong else "") + ("_ia" if self.intra else "") + ("_pe" if self.persistent else "")

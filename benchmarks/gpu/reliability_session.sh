@@ -12,10 +12,16 @@ if [ $STEP != tests ]; then
     echo "== sanitize cases, plain"; timeout 200 $PY benchmarks/gpu/sanitize_cases.py; echo "rc=$?"
     for tool in memcheck synccheck racecheck; do
         echo "== $tool"
-        extra=""; [ $tool = racecheck ] && extra="--racecheck-report all"
+        extra="--leak-check full"; [ $tool = racecheck ] && extra="--racecheck-report all"; [ $tool = synccheck ] && extra=""
         timeout ${SAN_LIMIT:-130} compute-sanitizer --tool $tool --report-api-errors no --print-limit 12 --error-exitcode 99 $extra \
-            $PY benchmarks/gpu/sanitize_cases.py ${ONLY:-} 2>&1 | grep -v "^=========     " | tail -60
+            $PY benchmarks/gpu/sanitize_cases.py --under-sanitizer ${ONLY:-} 2>&1 | grep -v "^=========     " | tail -60
         echo "rc=${PIPESTATUS[0]}"
+    done
+    echo "== racecheck, case by case"
+    for case in $($PY benchmarks/gpu/sanitize_cases.py --list | cut -d' ' -f1); do
+        timeout 120 compute-sanitizer --tool racecheck --racecheck-report all --print-limit 3 --error-exitcode 99 \
+            $PY benchmarks/gpu/sanitize_cases.py --under-sanitizer $case 2>&1 | grep -E "SUMMARY|WRONG| ok$|hazard detected" | head -6
+        echo "rc=${PIPESTATUS[0]} $case"
     done
 } > "$RES/sanitize.txt" 2>&1
 grep -E "^==|rc=|SUMMARY|WRONG" "$RES/sanitize.txt"
@@ -27,6 +33,6 @@ fi
         --backend cuda --budget 4 --no-tui 2>&1 | tail -40; echo "rc=${PIPESTATUS[0]}"
 } > "$RES/tune_attention.txt" 2>&1
 tail -25 "$RES/tune_attention.txt"
-timeout 400 $PY -m pytest -q -m gpu -p no:cacheprovider -x tests/test_nan_propagation_gpu.py tests/test_cuda_gpu.py \
-    tests/test_ops_gpu.py tests/test_simt_core_gpu.py tests/test_cuda_wgmma_attention_gpu.py > "$RES/pytest.txt" 2>&1
+timeout 400 $PY -m pytest -q -m gpu -p no:cacheprovider -x ${TESTS:-tests/test_nan_propagation_gpu.py tests/test_cuda_gpu.py \
+    tests/test_ops_gpu.py tests/test_simt_core_gpu.py tests/test_cuda_wgmma_attention_gpu.py tests/test_cuda_stem_gpu.py} > "$RES/pytest.txt" 2>&1
 echo "rc=$?" >> "$RES/pytest.txt"; grep -E "passed|failed|FAILED|Error" "$RES/pytest.txt" | tail -15

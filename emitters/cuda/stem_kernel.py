@@ -91,9 +91,11 @@ def _setup(g: Geometry) -> list[str]:
 
 def _copies() -> list[str]:
     """``issue(t, buf)``: tile t's input rows into patch stage ``buf``, 16-byte chunks in the row's global
-    phase (zero-filled past the row and past x), the padding columns and out-of-range rows zeroed by
-    plain stores; ``fix(t, buf)``: after its own copies land, the owner of each row's head chunk zeroes
-    what it copied from before the row."""
+    phase (zero-filled past the row and past x), the padding columns the chunks do not cover and
+    out-of-range rows zeroed by plain stores; ``fix(t, buf)``: after its own copies land, the owner of each
+    row's head chunk zeroes what it copied from before the row. Every element is written once per stage
+    and tile, by one thread (a plain store beside another thread's cp.async to the same element is a
+    write-write race, however both end: compute-sanitizer's racecheck)."""
     head = ["    const int img = t / PBLK, h0 = (t - img * PBLK) * (ROWS * CV_SH) - CV_PH;",
             "    const int e0 = (img * CV_H + h0) * WC, d0 = PADL + (e0 & 7);",
             "    uint16_t* pb = patch + buf * PATCH;"]
@@ -109,12 +111,12 @@ def _copies() -> list[str]:
         "        tr_cp16(pa + 2u * (uint32_t)((d & ~7) + 8 * j), n > 0 ? (const void*)(X + gs) : (const void*)X,",
         "                n > 0 ? 2u * (uint32_t)n : 0u);",
         "    }",
-        "    if (PADC > 0) {",
+        "    if (PADC > 0) {  /* only what no copy writes: one write per element (racecheck: no WAW with cp.async) */",
         "        for (int e = tid; e < IH * PADC; e += NTHREADS) {",
         "            const int ih = e / PADC, z = e - ih * PADC;",
         "            if ((unsigned)(h0 + ih) >= (unsigned)CV_H) continue;",
-        "            const int d = d0 + ih * IWS;",
-        "            pb[z < PWC ? d - PWC + z : d + WC + (z - PWC)] = (uint16_t)0;",
+        "            const int d = d0 + ih * IWS, at = z < PWC ? d - PWC + z : d + WC + (z - PWC);",
+        "            if (at < (d & ~7) || at >= (d & ~7) + 8 * NCH) pb[at] = (uint16_t)0;",
         "        }",
         "    }",
         "    if (h0 < 0 || h0 + IH > CV_H) {  /* rows of padding */",

@@ -110,6 +110,17 @@ def default_backend(op: Any, host: Any, precision: str | None = None, runs_here:
     return decision.backend, "; ".join([why, *passed])
 
 
+def require_runnable(name: str, host: Any) -> None:
+    """``--backend NAME`` for a command that runs kernels: ``UnsupportedError`` (exit 3, one line, no run folder
+    and no crash bundle: an expected condition, not a crash) when this process cannot run that backend's
+    kernels on ``host`` (``Backend.runs_kernels``: no NVIDIA GPU or driver, no AMD GPU or ROCm runtime)."""
+    problem = backend(name).runs_kernels(host)
+    if problem:
+        raise UnsupportedError(f"backend {name} is not available here: {problem}",
+                               "`tracea doctor` shows what this machine has; leave out --backend to use what runs here, "
+                               "or `tracea emit --arch` to build for a GPU that is not here")
+
+
 def runnable_backends(host: Any) -> list[str]:
     """The backends with at least one variant this host can run (in any of its precisions) whose kernels
     this process can run (``Backend.runs_kernels``: an AMD host without ROCm's runtime has no HIP here)."""

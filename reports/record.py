@@ -6,7 +6,8 @@ built, metrics rows to the run and to ``--metrics FILE``, and a crash bundle whe
         rec.bench_result(result)                                   # IR dumps, rows, result.json, status
 
 On an exception inside the block the run is marked "error" ("interrupted" for Ctrl-C), a crash bundle
-is written into the run folder and its path printed on stderr; the exception goes on. A recorded
+is written into the run folder and its path printed on stderr (not for bad input or for what this host
+cannot do: ``BadInputError``, ``UnsupportedError``); the exception goes on. A recorded
 failure (compile_failed, runtime_failed, wrong_result, timeout) gets a crash bundle too.
 """
 
@@ -134,9 +135,11 @@ class RunRecorder:
         finally:
             # the run is closed on every path, a KeyboardInterrupt during the dumps above included
             self.run.finish("interrupted" if interrupted else "error", f"{type(exc).__name__}: {exc}")
-        from tracea.doctor.errors import BadInputError
+        from tracea.doctor.errors import BadInputError, UnsupportedError
 
-        if not interrupted and not isinstance(exc, BadInputError):
+        # bad input and what this host cannot do (no such GPU, precision or compiler; a full disk) are
+        # expected conditions, said in one line: a crash bundle is for what went wrong
+        if not interrupted and not isinstance(exc, BadInputError | UnsupportedError):
             self._crash_bundle()
 
 

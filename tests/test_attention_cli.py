@@ -197,6 +197,29 @@ def test_bench_gives_a_verified_row_with_the_baseline(capsys, flags):
         assert "scaled_dot_product_attention" in row["baseline"] and row["baseline_p50_ms"] > 0
 
 
+@pytest.mark.parametrize("unstable", [False, True])
+@pytest.mark.parametrize("op", [["attention", "--batch", "1", "--heads", "2", "--seq", "33", "--head-dim", "64"],
+                                ["conv2d", "--c", "8", "--h", "12", "--w", "12", "--k", "8"]])
+def test_without_torch_bench_says_once_that_the_baseline_is_missing_and_why(capsys, monkeypatch, op, unstable):
+    """On a machine without torch the attention row says why it has no baseline, once, as the conv row does,
+    also when Tracea's own timing did not settle (a loaded machine, as a test machine often is: here one
+    measurement is taken and called settled or not, so the case is decided, not left to the load). torch is
+    made unimportable here, whether or not this machine has it."""
+    import tracea.emitters.bench as bench_module
+    from tracea.emitters.registry import all_variants
+
+    if not any(v.op == op[0] for v in all_variants("cpu")):
+        pytest.skip(f"no CPU {op[0]} variant is registered")
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails, find_spec("torch") is None
+    why = "unstable in 3 measurements: Tracea's p95 is 2.0x its p50" if unstable else None
+    monkeypatch.setattr(bench_module, "measure_stable", lambda measure, problem: (measure(), why))
+    code, out, err = tracea(capsys, "bench", *op, "--backend", "cpu", "--repeat", "1", "--warmup", "0")
+    assert code == 0, err
+    assert out.count("baseline unavailable: torch is not installed (pip install 'tracea[torch]')") == 1, out
+    assert ("the measurement was unstable in 3 measurements" in out) == unstable, out
+    assert "torch" not in err and "ratio baseline/tracea" not in out and "no ratio" not in out
+
+
 def test_tab_completes_attention():
     env = {**os.environ, "_TRACEA_COMPLETE": "complete_bash", "COMP_WORDS": "tracea bench att", "COMP_CWORD": "2"}
     out = subprocess.run([sys.executable, "-m", "tracea"], env=env, capture_output=True, text=True, timeout=60)

@@ -103,6 +103,8 @@ def test_bench_suite_json(home) -> None:
     assert doc["quick"] is True and doc["suite"] == "all" and set(doc["suites"]) == set(suites(quick=True))
     assert [r["suite"] for r in doc["rows"]] == [n for n, ops in suites(quick=True).items() for _ in ops]
     assert all(r["status"] == "ok" and isinstance(r["schedule"], dict) for r in doc["rows"])
+    runs = [Path(r["run"]) for r in doc["rows"]]  # each case's run folder, holding its metrics row
+    assert len(set(runs)) == len(runs) and all((run / "metrics.jsonl").is_file() for run in runs)
     with_ratio = [r for r in doc["rows"] if r["ratio"]]
     assert doc["rows_with_ratio"] == len(with_ratio) == sum(s["rows_with_ratio"] for s in doc["suites"].values())
     assert doc["rows_below_0.8"] == sum(1 for r in with_ratio if r["ratio"] < 0.8)

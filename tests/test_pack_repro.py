@@ -154,6 +154,30 @@ def test_replay_asks_before_running(recorded):
     assert "RISK: --bundled-source" in out.stdout
 
 
+def test_replay_declined_at_the_prompt_is_one_line_and_exit_2(recorded):
+    """On a terminal replay asks; answering no is the user's refusal (exit 2, as bad input), not an internal
+    error (exit 1): one line, no traceback, and nothing built or run. stdin is a real pseudo-terminal."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "tracea", "replay", str(recorded["bundle"])], stdin=slave,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "TRACEA_HOME": str(recorded["home"])})
+        os.close(slave)
+        slave = None
+        os.write(master, b"n\n")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if slave is not None:
+            os.close(slave)
+        os.close(master)
+    assert proc.returncode == 2, err
+    assert err.splitlines() == ["error: replay declined at the prompt: nothing was built or run",
+                                "hint: pass --yes to replay without asking"], err
+    assert "Build and run Tracea's own kernels for these ops? [y/N]" in out and "verified" not in out
+
+
 def test_replay_refuses_altered_source(recorded, tmp_path):
     target = tmp_path / "r"
     with tarfile.open(recorded["bundle"]) as tar:

@@ -27,6 +27,17 @@ def test_readme_install_command_runs_the_doctor():
     assert any(b.strip().endswith("tracea doctor") and "pip install ." in b for b in blocks)
 
 
+def test_the_readme_names_every_extra_and_the_one_plot_needs():
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    readme = (ROOT / "README.md").read_text()
+    listed = re.search(r"^Extras: (.*?)\.$", readme, re.MULTILINE | re.DOTALL).group(1)
+    assert [name for name in extras if f"`{name}`" not in listed] == []
+    plot = re.search(r"--plot.{0,80}?\(the `plot` extra:\s+`pip install 'tracea\[plot\]'`\)", readme, re.DOTALL)
+    assert plot, "the README's --plot should say it needs the plot extra, and how to install it"
+
+
 def test_every_package_folder_is_installed():
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 

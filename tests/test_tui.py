@@ -81,7 +81,8 @@ def drive(app: DoctorApp, scenario: Callable[[Pilot], Awaitable[None]]) -> list[
     return posted
 
 
-async def wait_until(pilot: Pilot, condition: Callable[[], bool], timeout_s: float = 3.0) -> None:
+async def wait_until(pilot: Pilot, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    """Poll until ``condition`` holds: the timeout catches a hang, not slowness (a loaded 2-core machine)."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"

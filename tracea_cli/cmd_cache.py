@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
+from .validate import OUTPUT
+
 cache_app = typer.Typer(help="The tuning database: list, show, export, import or clear stored results.",
                         no_args_is_help=True)
 
@@ -106,7 +108,8 @@ def show_cmd(key: KEY, json_out: JSON = False) -> None:
 @cache_app.command("export")
 def export_cmd(
     key: Annotated[str | None, typer.Argument(help="A key (prefix); default: everything.")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Write to FILE (atomically) instead of stdout.")] = None,
+    out: Annotated[Path | None, typer.Option(*OUTPUT, help="Write to FILE (atomically) instead of stdout.",
+                                             metavar="FILE")] = None,
 ) -> None:
     """Runs and trials as JSON (schedules, statuses, times, errors, environments)."""
     db = _db()
@@ -121,13 +124,13 @@ def export_cmd(
     try:
         write_atomic(out, text)
     except OSError as exc:
-        raise BadInputError(f"--out: cannot write {out}: {exc.strerror or exc}") from None
+        raise BadInputError(f"-o/--output: cannot write {out}: {exc.strerror or exc}") from None
     typer.echo(f"wrote {len(doc['trials'])} trials of {len(doc['runs'])} runs to {out}")
 
 
 @cache_app.command("import")
 def import_cmd(
-    file: Annotated[Path, typer.Argument(help="An export (`tracea cache export --out FILE`), e.g. from another machine.")],
+    file: Annotated[Path, typer.Argument(help="An export (`tracea cache export -o FILE`), e.g. from another machine.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
 ) -> None:
     """Merge another database's export into this one by key: every row checked first, nothing added twice."""

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .validate import FILE, REPEATS, SEED, WARMUP, checked
+from .validate import FILE, OUTPUT, REPEATS, SEED, WARMUP, checked
 
 
 def _console() -> Any:
@@ -83,8 +83,6 @@ def _summary_table(path: Path, rows: list[dict[str, Any]], groups: list[Any]) ->
     from rich.table import Table
 
     console = _console()
-    if not console.is_terminal:
-        console.width = 160  # a pipe or a file: whole rows beat an 80-column guess
     console.print(f"{escape(str(path))}: {len(rows)} rows, {len(groups)} configurations")
     table = Table(box=None, header_style="bold", pad_edge=False)
     right = ("rows", "TFLOP/s", "p50 ms", "base ms", "ratio", "rel err")
@@ -103,7 +101,7 @@ def _summary_table(path: Path, rows: list[dict[str, Any]], groups: list[Any]) ->
 
 
 def pack_repro(
-    out: Annotated[Path, typer.Option("-o", "--out", help="The bundle to write (.tar.gz).", metavar="FILE")],
+    out: Annotated[Path, typer.Option(*OUTPUT, help="The bundle to write (.tar.gz).", metavar="FILE")],
     run: Annotated[str, typer.Option("--run", help="LAST (the newest run), a run id, an id prefix, or a run folder.", metavar="LAST|ID")] = "LAST",
 ) -> None:
     """Bundle a bench or tune run (sources, binaries, IR, metrics, snapshot, env) for someone to replay."""
@@ -175,8 +173,6 @@ def _replay(bundle: Path, into: Path | None, yes: bool, mode: str, kernel: str |
     b = rp.open_bundle(bundle, into)
     m = b.manifest
     console = _console()
-    if not console.is_terminal:
-        console.width = 160  # a pipe or a log file: whole lines
     run = m.get("run") or {}
     say(f"bundle: run {run.get('id')} ({run.get('run_kind')}, recorded status {run.get('status')}) made "
         f"{m.get('created_at')} by Tracea {m.get('tracea_version')}")
@@ -251,8 +247,9 @@ def _confirm(yes: bool, mode: str) -> None:
         return
     if not sys.stdin.isatty():
         raise BadInputError(f"{what}; pass --yes to allow it (stdin is not a terminal, so it cannot ask)")
-    if not typer.confirm(question, default=False):
-        raise typer.Exit(1)
+    if not typer.confirm(question, default=False):  # a refusal is the user's answer, not a failure of Tracea
+        raise BadInputError("replay declined at the prompt: nothing was built or run",
+                            "pass --yes to replay without asking")
 
 
 def _side_by_side(console: Any, k: Any, result: Any, rows: list[tuple[str, Any, Any]]) -> None:
@@ -303,6 +300,19 @@ def say_run(rec: Any, to_stderr: bool) -> None:
     """Where the run's evidence is, and how to bundle it."""
     stream = sys.stderr if to_stderr else sys.stdout
     stream.write(f"run {rec.run.id}: {rec.run.path} (bundle it: tracea pack-repro --run {rec.run.id} -o FILE.tar.gz)\n")
+
+
+def say_runs(paths: list[Path], each: str, to_stderr: bool) -> None:
+    """Where a suite's evidence is, in one line: the run folder of each of its ``each`` (case, problem),
+    named under the folder that holds them (every run folder is one of ``$TRACEA_HOME/runs``)."""
+    if not paths:
+        return
+    stream = sys.stderr if to_stderr else sys.stdout
+    parents = list(dict.fromkeys(str(p.parent) for p in paths))
+    where = f" in {parents[0]}" if len(parents) == 1 else ""
+    names = " ".join(p.name if where else str(p) for p in paths)
+    stream.write(f"run folders ({len(paths)}, one per {each}){where}: {names} "
+                 "(bundle one: tracea pack-repro --run ID -o FILE.tar.gz)\n")
 
 
 def dump_emitted(op: Any, decision: Any, variant: Any, schedule: Any, host: Any, mod: Any, emitted: list[Path],

@@ -11,7 +11,7 @@ import typer
 
 from .cmd_kernels import BACKEND, PRECISION, _host, resolve_backend
 from .op_options import add_op_commands, option
-from .validate import check_variant
+from .validate import OUTPUT, check_variant
 
 
 def _schedule_json(text: str) -> dict[str, Any]:
@@ -98,13 +98,13 @@ export_app = typer.Typer(
 
 add_op_commands(
     export_app,
-    [BACKEND, PRECISION, option("out", Path, ..., "--out", help="Folder to write the package into (new or empty)."),
+    [BACKEND, PRECISION, option("out", Path, ..., *OUTPUT, help="Folder to write the package into (new or empty)."),
      option("arch", str | None, None, "--arch", help="CUDA target to compile for (sm_80, sm_90a, ...); no GPU needed."),
      option("variant", str | None, None, "--variant",
             help="The variant to export (default: the planner's first choice), e.g. cuda-mma-sync.gemm."),
      option("schedule", str | None, None, "--schedule",
             help="A schedule (JSON object, or a file holding one) instead of the tuned or heuristic one."),
-     option("force", bool, False, "--force", help="Write into a non-empty --out folder."),
+     option("force", bool, False, "--force", help="Write into a non-empty -o/--output folder."),
      option("json_out", bool, False, "--json", help="Print JSON.")],
     do_export, "Export",
 )

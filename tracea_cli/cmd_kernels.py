@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from .op_options import add_op_commands, option
-from .validate import REPEATS, SEED, WARMUP, checked
+from .validate import OUTPUT, REPEATS, SEED, WARMUP, checked
 
 BACKEND = option("backend", str | None, None, "--backend",
                  help="cpu, cuda or hip. Default: the backend of the planner's first choice on this machine "
@@ -28,12 +28,17 @@ def _host() -> Any:
 def resolve_backend(op: Any, host: Any, backend: str | None, precision: str | None, to_stderr: bool = False,
                     runs_here: bool = True) -> str:
     """``--backend`` as given, else the planner's first choice here, said in the first line of the output
-    (on stderr with ``to_stderr``, so --json and --csv output stay machine-readable). ``runs_here``: pass
-    over a backend whose kernels cannot run in this process (False for a plan of a recorded machine)."""
+    (on stderr with ``to_stderr``, so --json and --csv output stay machine-readable). ``runs_here``: the
+    command runs kernels in this process, so a backend that cannot run them here is passed over, and one
+    named by --backend is refused in one line, exit 3 (False for a plan of a recorded machine)."""
     if backend is not None:
         from tracea.emitters.registry import backend as backend_of
+        from tracea.emitters.registry import require_runnable
 
         backend_of(backend)  # an unknown name fails here, with the list of backends
+        if runs_here:
+            _require_registered(op, host, backend, precision)  # an op it has no kernel for: the planner's line
+            require_runnable(backend, host)  # no GPU here: said before a run folder (or crash bundle) exists
         return backend
     from tracea.emitters.registry import default_backend
 
@@ -206,7 +211,7 @@ add_op_commands(plan_app, [BACKEND, PRECISION, JSON, option(
     do_plan, "Plan")
 add_op_commands(
     emit_app,
-    [BACKEND, PRECISION, option("out", Path, ..., "--out", help="Folder to write into."), JSON, DUMP_IR,
+    [BACKEND, PRECISION, option("out", Path, ..., *OUTPUT, help="Folder to write into."), JSON, DUMP_IR,
      option("arch", str | None, None, "--arch", help="GPU target to compile for: CUDA (sm_80, sm_90a, ...) or AMD (gfx90a, gfx942, ...); no GPU needed. "
                       "Picks the backend when --backend is not given.")],
     do_emit, "Emit",

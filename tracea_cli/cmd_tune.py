@@ -139,20 +139,24 @@ def tune_config(op: Any, backend: str | None, precision: str | None, variant: st
         from .cmd_kernels import resolve_backend
 
         host = host or probe()
-        target = dataclasses.replace(config.target, backend=resolve_backend(op, host, backend, precision,
-                                                                           to_stderr=json_out))
-        config = dataclasses.replace(config, target=target)
+        if backend is not None and cluster is not None:  # Ray actors run the kernels, maybe on other machines
+            from tracea.emitters.registry import backend as backend_of
+
+            backend_of(backend)  # an unknown name fails here
+            chosen = backend
+        else:  # a backend named but not here is one line, exit 3
+            chosen = resolve_backend(op, host, backend, precision, to_stderr=json_out)
+        config = dataclasses.replace(config, target=dataclasses.replace(config.target, backend=chosen))
         if workers is None:  # the backend's own default: every GPU of a multi-GPU host, one CPU worker
             from tracea.emitters import registry
 
-            n = registry.backend(target.backend).default_workers(host)
+            n = registry.backend(chosen).default_workers(host)
             config = dataclasses.replace(config, evaluation=dataclasses.replace(config.evaluation, workers=n))
     return config, host
 
 
 def _run_with_progress(op: Any, host: Any, config: Any, quiet: bool) -> Any:
     """The run with a rich progress bar on stderr (so --json output stays clean)."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.progress import (
         BarColumn,
@@ -165,7 +169,9 @@ def _run_with_progress(op: Any, host: Any, config: Any, quiet: bool) -> Any:
 
     from tracea.tuner.run import tune
 
-    console = Console(stderr=True)
+    from .render import make_console
+
+    console = make_console(stderr=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TimeRemainingColumn(), console=console, disable=quiet or not console.is_terminal,
                         transient=True)

@@ -14,7 +14,9 @@ problem alone. With one worker, or one problem, problems run one after another w
 that fails is a row of the table, and the others go on; Ctrl-C stops every lane (the candidates in flight
 finish and are stored). With ``--cluster``, Ray is started (or joined) once for the whole suite; its lanes
 are actors that live for the whole suite (tuner/ray_lanes.py), and each problem is tuned once per kind of
-machine in the cluster, on that kind's lanes, stored under that kind's fingerprint.
+machine in the cluster, on that kind's lanes, stored under that kind's fingerprint. The last line names the
+run folder of every problem tuned (a stored best reused makes none; with ``--json``: on stderr, and each
+row's ``run``).
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ SUITE_PARAMS = [
 ]
 
 
-def load_problems(suite: str, backend: str | None, quick: bool, host: Any) -> list[tuple[str, str | None, Any]]:
+def load_problems(suite: str, backend: str | None, quick: bool, host: Any,
+                  here: bool = True) -> list[tuple[str, str | None, Any]]:
     """(label, backend or None for the planner's choice, op) for every problem of ``suite``: a JSON file of
-    ops, else a bench suite's cases on ``backend`` (default: every backend this machine runs)."""
+    ops, else a bench suite's cases on ``backend`` (default: every backend this machine runs). ``here``: the
+    kernels run on this machine (not on a Ray cluster's), so a ``backend`` it cannot run is refused."""
     from tracea.doctor.errors import BadInputError
     from tracea.emitters import registry
     from tracea.kernels import Op
@@ -43,6 +47,10 @@ def load_problems(suite: str, backend: str | None, quick: bool, host: Any) -> li
 
     from .suite import selected_cases
 
+    if backend is not None and here:
+        registry.require_runnable(backend, host)  # an unknown name, or no such GPU here: one line, before any run
+    elif backend is not None:
+        registry.backend(backend)  # an unknown name fails here
     path = Path(suite)
     if path.suffix == ".json" or path.is_file():
         from tracea.doctor.inputs import parse_json, read_text
@@ -60,8 +68,6 @@ def load_problems(suite: str, backend: str | None, quick: bool, host: Any) -> li
             out.append((f"{i}", backend, op))
         return out
     check_suite(suite)
-    if backend is not None:
-        registry.backend(backend)  # an unknown name fails here
     backends = [backend] if backend else registry.runnable_backends(host)
     return [(name, b, op) for b, name, op in selected_cases(backends, suite, quick)]
 
@@ -75,7 +81,7 @@ def do_tune_suite(suite: str, quick: bool, **kw: Any) -> None:
             raise BadInputError(f"--{name}: not for a suite (each problem has its own space and variant)",
                                 "tune one op with `tracea tune gemm ...` for that")
     host = probe()
-    problems = load_problems(suite, kw["backend"], quick, host)
+    problems = load_problems(suite, kw["backend"], quick, host, here=kw.get("cluster") is None)
     ray_started = _join_cluster(kw.get("cluster"))
     try:
         rows = _tune_all(problems, kw, host)
@@ -85,6 +91,9 @@ def do_tune_suite(suite: str, quick: bool, **kw: Any) -> None:
 
             ray.shutdown()
     _print(rows, kw["json_out"])
+    from .cmd_evidence import say_runs
+
+    say_runs([Path(r["run"]) for r in rows if r.get("run")], "problem tuned", to_stderr=kw["json_out"])
     failed = [r for r in rows if r.get("best") is None]
     if failed:
         raise TraceaError(f"{len(failed)} of {len(rows)} problems have no verified best",
@@ -177,7 +186,7 @@ def result_row(label: str, op: Any, r: Any) -> dict[str, Any]:
     row: dict[str, Any] = {"problem": label, "op": op.signature}
     row.update(variant=r.variant, evaluated=len(r.trials), reused=r.reused, space=r.space_size,
                best=r.best["name"] if r.best else None, best_ms=r.best["p50_ms"] if r.best else None,
-               ratio=r.ratio, stop=r.stop_reason, seconds=r.elapsed_s, key=r.key)
+               ratio=r.ratio, stop=r.stop_reason, seconds=r.elapsed_s, key=r.key, run=r.run_dir)
     return row
 
 

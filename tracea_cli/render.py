@@ -160,17 +160,39 @@ def ceiling_text(c: Ceiling) -> tuple[str, str, str, str]:
     return f"{c.device} {c.metric}", spec, measured, note
 
 
-def make_console(plain: bool = False):
-    """A rich Console that is plain in a pipe, and lets a closed pipe end the command quietly."""
-    from rich.console import Console
+WHOLE_WIDTH = 100_000
+"""The width of a console that writes to a pipe or a file: no terminal to fit, so tables are printed whole
+(Rich would fold or cut them to 80 columns)."""
+
+
+def make_console(plain: bool = False, stderr: bool = False):
+    """The rich Console every command prints through (on stderr with ``stderr``): styled on a terminal;
+    plain text in a pipe or a file, where lines are not wrapped and tables are printed whole, however wide.
+    ``COLUMNS``, when set, is the width instead; a table cell that does not fit it then wraps (or folds a
+    long word) but is never cut short. A closed pipe ends the command quietly."""
+    import os
+
+    from rich.console import Console, RenderHook
+    from rich.table import Table
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
             raise BrokenPipeError  # tracea.__main__ turns it into a quiet exit 0
 
-    console = _Console(highlight=False, no_color=plain, emoji=False)
+    class _NoCutCells(RenderHook):
+        def process_renderables(self, renderables: list) -> list:
+            for r in renderables:
+                for col in r.columns if isinstance(r, Table) else ():
+                    col.no_wrap, col.overflow = False, "fold"  # no "…": a file keeps every character
+            return renderables
+
+    console = _Console(highlight=False, no_color=plain, emoji=False, stderr=stderr)
     if plain or not console.is_terminal:
-        console = _Console(highlight=False, no_color=True, emoji=False, soft_wrap=True)
+        to_file = not console.is_terminal
+        width = WHOLE_WIDTH if to_file and not os.environ.get("COLUMNS", "").strip().isdigit() else None
+        console = _Console(highlight=False, no_color=True, emoji=False, soft_wrap=True, stderr=stderr, width=width)
+        if to_file:
+            console.push_render_hook(_NoCutCells())
     return console
 
 

@@ -68,14 +68,14 @@ def bench_table(result: Any) -> None:
         table.add_row(escape(result.baseline_name), f"{b.p50_ms:.3f}", f"{b.p95_ms:.3f}", str(b.runs), f"{flops:.3f}",
                       f"{gbps:.1f}", err)
     console.print(table)
+    if not result.baseline:  # said whatever the timing was: an unstable one must not hide why there is no baseline
+        console.print(f"baseline unavailable: {escape(result.baseline_reason or 'no reason recorded')}")
     if result.unstable:
-        console.print(f"[yellow]no ratio: the measurement was {escape(result.unstable)}[/yellow] "
-                      "(something else is using the cores; rerun on a quiet machine)")
+        console.print(f"[yellow]{'no ratio: ' if result.baseline else ''}the measurement was "
+                      f"{escape(result.unstable)}[/yellow] (something else is using the cores; rerun on a quiet machine)")
     elif result.ratio is not None:
         verdict = "faster" if result.ratio >= 1 else "slower"
         console.print(f"ratio baseline/tracea = {result.ratio:.2f} (Tracea is {verdict})"
                       + (" [yellow]against a pinned baseline[/yellow]" if result.baseline_note else ""))
-    else:
-        console.print(f"baseline unavailable: {escape(result.baseline_reason or '')}")
     if result.baseline_note:
         console.print(f"[yellow]warning[/yellow]: {escape(result.baseline_note)}")

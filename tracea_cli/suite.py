@@ -5,7 +5,8 @@ Each backend the machine can run contributes its cases (``suites()`` of the back
 every case is a full ``tracea bench`` (tuned schedule when stored, else the heuristic one; verified on
 fresh random inputs before it is timed; its own run folder). The table ends with the geometric mean of
 the ratios and the worst row; a case whose timing never settled is listed as unstable and left out of
-the mean, never counted as a ratio.
+the mean, never counted as a ratio. The last line names every case's run folder (with ``--json``: on
+stderr, and each row's ``run``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ def list_suites(backend: str | None, quick: bool) -> None:
 
 def run_suite(backend: str | None, *, repeat: int, warmup: int, seed: int | None, json_out: bool,
               metrics: Path | None, suite: str | None = None, quick: bool = False) -> None:
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from tracea.doctor import probe
@@ -50,58 +50,68 @@ def run_suite(backend: str | None, *, repeat: int, warmup: int, seed: int | None
     from tracea.reports.record import RunRecorder
     from tracea.tuner.lookup import tuned_lookup
 
-    from .cmd_evidence import command_line
+    from .cmd_evidence import command_line, say_runs
+    from .render import make_console
 
     if suite is not None:
         check_suite(suite)
     host = probe()
     if backend is not None:
-        registry.backend(backend)  # an unknown name fails here
+        registry.require_runnable(backend, host)  # an unknown name, or no such GPU here: one line, no run folder
     backends = [backend] if backend else registry.runnable_backends(host)
     cases = selected_cases(backends, suite, quick)
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     if not json_out:
         err.print(f"{suite or 'every'} suite{' (quick)' if quick else ''}: {len(cases)} cases on "
                   f"{', '.join(backends) or 'no backend'} "
                   "(each verified on fresh random inputs, then timed beside the vendor library)")
-    results = []
+    results, runs = [], []
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err, transient=True, disable=not err.is_terminal)
-    with progress:
-        task = progress.add_task("suite", total=len(cases))
-        for b, name, op in cases:
-            progress.update(task, description=f"{b} {name} {short_case(op)}")
-            with RunRecorder("bench", command_line(), host, metrics=metrics) as rec:
-                result = bench(op, host, backend=b, repeats=repeat, warmup=warmup, seed=seed,
-                               build=rec.build_hook(b), tuned=tuned_lookup(host, b))
-                rec.bench_result(result, {"backend": b, "suite": name, "quick": quick, "repeat": repeat,
-                                          "warmup": warmup})
-            results.append((b, name, result))
-            progress.advance(task)
-    summary = summarise(results, suite or "all", quick)
+    try:
+        with progress:
+            task = progress.add_task("suite", total=len(cases))
+            for b, name, op in cases:
+                progress.update(task, description=f"{b} {name} {short_case(op)}")
+                with RunRecorder("bench", command_line(), host, metrics=metrics) as rec:
+                    runs.append(rec.run.path)
+                    result = bench(op, host, backend=b, repeats=repeat, warmup=warmup, seed=seed,
+                                   build=rec.build_hook(b), tuned=tuned_lookup(host, b))
+                    rec.bench_result(result, {"backend": b, "suite": name, "quick": quick, "repeat": repeat,
+                                              "warmup": warmup})
+                results.append((b, name, result))
+                progress.advance(task)
+    except BaseException:  # a case that raised (or Ctrl-C): the cases run so far are still where they are
+        say_runs(runs, "case", to_stderr=True)
+        raise
+    summary = summarise(results, suite or "all", quick, runs)
     if json_out:
         import json
 
         typer.echo(json.dumps(summary, indent=1))
     else:
         suite_table(results, summary)
+    say_runs(runs, "case", to_stderr=json_out)
     failed = [r for _, _, r in results if r.status != "ok"]
     if failed:
         raise TraceaError(f"{len(failed)} of {len(results)} suite cases did not pass: "
                           + "; ".join(f"{r.op.kind} {r.status}" for r in failed),
-                          "each failed case left a run folder and a crash bundle (tracea pack-repro)")
+                          "each failed case left a run folder (named above) and a crash bundle in it")
 
 
 def _geomean(ratios: list[float]) -> float | None:
     return math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
 
 
-def summarise(results: list[tuple[str, str, Any]], suite: str = "all", quick: bool = False) -> dict[str, Any]:
-    """The suite as JSON: every row (nested objects), the geometric mean of the stable ratios, the worst
-    row and the rows under 0.8x, overall and per suite."""
+def summarise(results: list[tuple[str, str, Any]], suite: str = "all", quick: bool = False,
+              runs: list[Path] | None = None) -> dict[str, Any]:
+    """The suite as JSON: every row (nested objects; ``run``: the case's run folder, given ``runs``), the
+    geometric mean of the stable ratios, the worst row and the rows under 0.8x, overall and per suite."""
     from tracea.reports.metrics import bench_row
 
     rows = [{**bench_row(r).to_json(), "case": short_case(r.op), "suite": name} for _, name, r in results]
+    for row, run in zip(rows, runs or [], strict=False):
+        row["run"] = str(run)
     ratios = [(r.ratio, row) for (_, _, r), row in zip(results, rows, strict=True) if r.ratio]
 
     def stats(pairs: list[tuple[float, dict[str, Any]]]) -> dict[str, Any]:
@@ -122,8 +132,6 @@ def suite_table(results: list[tuple[str, str, Any]], summary: dict[str, Any]) ->
     from .render import make_console
 
     console = make_console()
-    if not console.is_terminal:
-        console.width = 160  # a pipe or a file: the table whole, not folded to 80 columns
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("backend", "suite", "case", "variant", "schedule", "tracea ms", "vendor ms", "ratio"):
         table.add_column(col, justify="right" if col.endswith("ms") or col == "ratio" else "left", no_wrap=True)

@@ -144,10 +144,11 @@ class _Lanes:
 
 
 def _progress(quiet: bool) -> tuple[Any, Any]:
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    console = Console(stderr=True)
+    from .render import make_console
+
+    console = make_console(stderr=True)
     return console, Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                              TimeElapsedColumn(), console=console, disable=quiet or not console.is_terminal,
                              transient=True)

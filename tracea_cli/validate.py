@@ -19,6 +19,9 @@ import typer
 SEED_MAX = 2**32 - 1  # numpy's and scikit-learn's RandomState take seeds below 2**32
 MAX_RUNS = 1_000_000  # timed or warm-up runs of one kernel: more is a typo, and would run for hours
 MAX_COUNT = 1_000_000_000  # a budget, a patience, a worker count: more is a typo (and past 2**63, SQLite's limit)
+# The option naming what a command writes (a file: pack-repro, cache export; a folder: emit, export), spelt
+# the same on every command; --out is the older spelling, kept.
+OUTPUT = ("-o", "--output", "--out")
 
 
 @dataclass(frozen=True)

@@ -570,7 +570,8 @@ class _Sinks:
 
     def crash(self, exc: BaseException) -> None:
         """The search raised: the run folder keeps the traceback and is marked "error" ("interrupted" for
-        Ctrl-C), and, unless the input was bad, a crash bundle is written and its path printed."""
+        Ctrl-C), and, unless the input was bad or the host cannot do what was asked (``UnsupportedError``: no
+        such GPU or compiler, a full disk), a crash bundle is written and its path printed."""
         if self.run is None:
             return
         import traceback
@@ -581,7 +582,7 @@ class _Sinks:
         try:
             self.run.add_file("log.txt", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
             self.run.finish("interrupted" if interrupted else "error", f"{type(exc).__name__}: {exc}")
-            if not interrupted and not isinstance(exc, (BadInputError, DatabaseChangedError, NoSpaceError)):
+            if not interrupted and not isinstance(exc, (BadInputError, DatabaseChangedError, UnsupportedError)):
                 crash_bundle(self.run)
         except OSError as again:  # a full disk: the exception being raised is the one to report
             import sys

@@ -37,8 +37,11 @@ def test_the_question_names_the_opt_in_and_no_runs_nothing(hostile, monkeypatch,
     monkeypatch.setattr("sys.stdin", Terminal())
     monkeypatch.setattr(typer, "confirm", answer_no)
     code = main(["replay", str(hostile.root), *args])
-    out = capsys.readouterr().out
-    assert code == 1 and asked == [question]
+    captured = capsys.readouterr()
+    out = captured.out
+    # a refusal at the prompt is the user's choice, said in one line with the exit code of bad input
+    assert code == 2 and asked == [question]
+    assert "replay declined at the prompt: nothing was built or run" in captured.err
     assert not hostile.marker.exists()
     assert "replay will (all 1):" in out and "DIFFERS: source" in out  # the difference, before the question
     if args:

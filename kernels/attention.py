@@ -62,9 +62,25 @@ def _mask_rows(value: Any) -> tuple[str, ...]:
             rows.append(row)
         elif isinstance(row, (tuple, list, np.ndarray)) and all(isinstance(b, (bool, np.bool_)) for b in row):
             rows.append("".join("1" if b else "0" for b in row))
-        else:
-            raise BadInputError(f"block_mask: expected rows of booleans, got {row!r:.40}")
+        else:  # the row's type, not its repr: a repr may span lines, or fail (an int of 5000 digits)
+            raise BadInputError(f"block_mask: expected rows of booleans, got a {type(row).__name__} row")
     return tuple(rows)
+
+
+def check_block_mask(value: Any, seq_q: int, seq_k: int, block_size: tuple[int, int]) -> tuple[str, ...]:
+    """A block mask as '0'/'1' row strings, refused unless it is a 2-D boolean map of ceil(seq_q / bq) x
+    ceil(seq_k / bk) tiles: the op's own check, also for callers whose call may never build the op (a
+    fallback must not read a mask of another shape)."""
+    rows = _mask_rows(value)
+    want = (-(-seq_q // block_size[0]), -(-seq_k // block_size[1]))
+    # an empty map is the wrong shape, said as such, unless the op has no query rows (no row tells the width)
+    got = (len(rows), len(rows[0]) if rows else want[1] if want[0] == 0 else 0)
+    if any(len(r) != got[1] for r in rows) or got != want:
+        raise BadInputError(
+            f"block_mask: expected {want[0]} x {want[1]} tiles (ceil(seq_q/{block_size[0]}) x "
+            f"ceil(seq_k/{block_size[1]})), got {got[0]} x {got[1]}" + (
+                "" if all(len(r) == got[1] for r in rows) else " with ragged rows"))
+    return rows
 
 
 @dataclass(frozen=True)
@@ -111,15 +127,8 @@ class Attention(Op):
         object.__setattr__(self, "window", _window(self.window))
         object.__setattr__(self, "block_size", _block_size(self.block_size))
         if self.block_mask is not None:
-            rows = _mask_rows(self.block_mask)
-            want = self.grid()
-            got = (len(rows), len(rows[0]) if rows else 0)  # an empty map is the wrong shape, said as such
-            if any(len(r) != got[1] for r in rows) or got != want:
-                raise BadInputError(
-                    f"block_mask: expected {want[0]} x {want[1]} tiles (ceil(seq_q/{self.block_size[0]}) x "
-                    f"ceil(seq_k/{self.block_size[1]})), got {got[0]} x {got[1]}" + (
-                        "" if all(len(r) == got[1] for r in rows) else " with ragged rows"))
-            object.__setattr__(self, "block_mask", rows)
+            object.__setattr__(self, "block_mask", check_block_mask(self.block_mask, self.seq_q, self.seq_k,
+                                                                    self.block_size))
         _elements("q (batch x heads x seq_q x head_dim)", self.batch, self.heads, self.seq_q, d)
         _elements("k (batch x kv_heads x seq_k x head_dim)", self.batch, kv, self.seq_k, d)
         _elements("scores per head (seq_q x seq_k)", self.seq_q, self.seq_k)
@@ -321,4 +330,4 @@ def lse_error(lse: np.ndarray, ref: np.ndarray) -> float:
 
 LSE_TOLERANCE = 1e-3  # absolute: lse comes from fp32 accumulators of products of exact 16-bit inputs
 
-__all__ = ["Attention", "lse_error", "LSE_TOLERANCE", "KERNEL_HEAD_DIMS"]
+__all__ = ["Attention", "check_block_mask", "lse_error", "LSE_TOLERANCE", "KERNEL_HEAD_DIMS"]

@@ -4,8 +4,9 @@ Scores are kept transposed, S^T[key][row]: one vector holds VL query rows of one
 and rescale factor are vectors of VL rows and the online softmax needs no horizontal reduction. Q is packed
 transposed and pre-scaled by scale * log2(e) (the softmax runs in base 2), K is read in place (fp32) or
 converted once per block. A masked score is -AT_BIG, a finite "minus infinity": the arithmetic stays free of
-inf - inf, and a row whose max is still -AT_BIG at the end kept no key (O = 0, lse = -inf). A row that has
-kept nothing so far accumulates junk with weight 1; its first kept key gives alpha = 2^(-AT_BIG - m) = 0.
+inf - inf, and a row whose max is still -AT_BIG at the end kept no key (O = 0, lse = -inf), or kept keys whose
+scores are all -inf or NaN (O and lse NaN, as NumPy's softmax gives). A row that has kept nothing so far
+accumulates junk with weight 1; its first kept key gives alpha = 2^(-AT_BIG - m) = 0.
 """
 
 TASK_C = r"""
@@ -253,14 +254,30 @@ static float* at_edges(const at_job* J, long r0, long nr, long c0, long nc, floa
     return edge;
 }
 
+/* Does row r keep a key by the mask (causal, window, block mask), whatever its scores? */
+static int at_row_keeps(const at_job* J, long r) {
+    long lo, hi;
+    at_range(J, r, &lo, &hi);
+    if (lo >= hi) return 0;
+    if (!J->mask) return 1;
+    const long nkb = (J->SK + BK - 1) / BK, qb = r / BQ;
+    for (long kb = lo / BK; kb <= (hi - 1) / BK; ++kb)
+        if (J->mask[qb * nkb + kb]) return 1;
+    return 0;
+}
+
+/* A row whose max rose above -AT_BIG is O / l. One that did not either kept no key (O = 0, lse = -inf) or
+   kept keys whose scores are all -inf or NaN: its softmax is NaN, as NumPy's and the reference's are. */
 static void at_store(const at_job* J, long b, long h, long r0, long nr, const float* ot, const float* m,
                      const float* l) {
     in_t* og = J->out + ((b * J->H + h) * J->SQ + r0) * D;
     for (long i = 0; i < nr; ++i) {
-        const int kept = m[i] > -AT_BIG;
-        const float inv = kept ? 1.0f / l[i] : 0.0f;
+        const int scored = m[i] > -AT_BIG;
+        const int nan_row = !scored && at_row_keeps(J, r0 + i);
+        const float inv = scored ? 1.0f / l[i] : nan_row ? NAN : 0.0f;
         for (long d = 0; d < D; ++d) og[i * D + d] = F2OUT(ot[d * QR + i] * inv);
-        if (J->lse) J->lse[(b * J->H + h) * J->SQ + r0 + i] = kept ? m[i] * AT_LN2 + logf(l[i]) : -INFINITY;
+        if (J->lse)
+            J->lse[(b * J->H + h) * J->SQ + r0 + i] = scored ? m[i] * AT_LN2 + logf(l[i]) : nan_row ? NAN : -INFINITY;
     }
 }
 

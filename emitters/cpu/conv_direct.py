@@ -264,18 +264,21 @@ ENTRY = """
         /* a padded row is its left padding and its pixels: a tap past the right edge reads the next
            row's left padding, zeros as well, so the dropped columns are pw (not 2 pw) a row */
         const long Hd = plain ? P : H + 2 * ph, Wd = plain ? Q : W + pw;
+        /* an output row longer than a virtual one (pw > (S - 1) dw: a 1-wide filter, say) spills into the next
+           virtual row, its left padding: the last image's last row spills past the rows computed and the copy */
+        const long over = Q > Wd ? Q - Wd : 0;
         /* slack: the dropped rows of the last image read up to one tap reach past the copy */
-        const size_t slack = (size_t)((S - 1) * dw + (R - 1) * dh * Wd + MR) * (size_t)C;
+        const size_t slack = (size_t)((S - 1) * dw + (R - 1) * dh * Wd + over + MR) * (size_t)C;
         const size_t elems = (size_t)(N * Hd * Wd * C);
         float* src = (float*)tr_reserve(&tr_src_buf, sizeof(float) * (elems + slack));
-        float* vout = plain ? out : (float*)tr_reserve(&tr_vout_buf, sizeof(float) * (size_t)(N * Hd * Wd * K));
+        float* vout = plain ? out : (float*)tr_reserve(&tr_vout_buf, sizeof(float) * (size_t)((N * Hd * Wd + over) * K));
         if (!src || !vout) rc = 1;
         else {{
             cv_in in = {{x, src, N, H, W, C, Hd, Wd, plain ? sh : 1, plain ? sw : 1, ph, pw}};
             conv_copy(conv_copy_in, &in, sizeof(float) * elems, threads);
             memset(src + elems, 0, sizeof(float) * slack);
             J.src = src; J.Wp = Wd;
-            J.m = plain ? N * P * Q : ((N - 1) * Hd + P) * Wd;
+            J.m = plain ? N * P * Q : ((N - 1) * Hd + P) * Wd + over;
             J.c = vout; J.out = vout; J.ldc = K; J.ldo = K;
             rc = tr_gemm(&J, threads);
             if (rc == 0 && !plain) {{

@@ -71,9 +71,12 @@ p = vf_fma(p, r, vf_set1(1.6666665459e-1f));
 p = vf_fma(p, r, vf_set1(5.0000001201e-1f));
 p = vf_fma(p, vf_mul(r, r), vf_add(r, vf_set1(1.0f)));
 return vf_mul(p, vf_exp2i(n));""",
-    # tanh form: 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3)
+    # tanh form: 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3); at x = -inf the
+    # tanh form is -inf * 0, NaN in NumPy and the C reference, where exp's clamp would leave -inf: the select
+    # keeps the quotient where x + inf > 0 (x > -inf, not NaN), else x * 0 (NaN)
     "gelu": """vf u = vf_mul(vf_set1(0.7978845608028654f), vf_fma(vf_mul(vf_set1(0.044715f), x), vf_mul(x, x), x));
-return vf_div(x, vf_add(vf_set1(1.0f), vf_exp(vf_mul(vf_set1(-2.0f), u))));""",
+vf g = vf_div(x, vf_add(vf_set1(1.0f), vf_exp(vf_mul(vf_set1(-2.0f), u))));
+return vf_select_pos(vf_add(x, vf_set1(INFINITY)), g, vf_mul(x, vf_zero()));""",
 }
 
 # Scalar conversions in plain C, for every ISA (tails, packing, portable code). fp16 as in the FP16

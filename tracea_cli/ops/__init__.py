@@ -15,19 +15,47 @@ once and cached. What the kernels do not take runs the vendor call (torch's op; 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import inspect
+import sys
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from tracea.doctor.errors import BadInputError, ToolchainMissingError
+
 from . import _engine
-from ._dispatch import EXPLAINING, last_route
+from ._arrays import shown as _shown
+from ._dispatch import EXPLAINING
+from ._dispatch import last_route as _last_route
 from ._engine import Route
 from ._functions import attention, conv2d, gemm, softmax
 
+# The PyTorch pieces, loaded on first use (each module imports torch), by the module that holds them.
+_TORCH_PIECES = {"TraceaConv2d": "torch_nn", "patch_conv2d": "torch_nn", "unpatch_conv2d": "torch_nn",
+                 "register_compile_backend": "compile_backend", "last_report": "compile_backend"}
+
+# Without torch the PyTorch pieces are not offered: ``from tracea.ops import *`` and help(tracea.ops) read
+# every name here (find_spec looks for torch without importing it).
 __all__ = ["gemm", "conv2d", "softmax", "attention", "explain", "allow_fallback", "clear_cache", "stats", "Route",
-           "TraceaConv2d", "patch_conv2d", "unpatch_conv2d"]
+           *(_TORCH_PIECES if importlib.util.find_spec("torch") is not None else ())]
 
 _FUNCTIONS: dict[str, Callable[..., Any]] = {"gemm": gemm, "conv2d": conv2d, "softmax": softmax,
                                              "attention": attention}
+
+
+def _explainable(fn: Any) -> Callable[..., Any] | None:
+    """The op function ``fn`` names or is, or a conv layer whose forward is Tracea's (a ``TraceaConv2d``, or
+    any ``nn.Conv2d`` while ``patch_conv2d()`` holds); None for anything else, which explain must not call."""
+    if isinstance(fn, str):
+        return _FUNCTIONS.get(fn)
+    if any(fn is f for f in _FUNCTIONS.values()):
+        return fn
+    torch_nn = sys.modules.get(f"{__name__}.torch_nn")
+    if torch_nn is not None and getattr(type(fn), "forward", None) is torch_nn._forward:
+        return fn
+    return None
 
 
 def explain(fn: str | Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> Route:
@@ -37,20 +65,24 @@ def explain(fn: str | Callable[..., Any] | None = None, *args: Any, **kwargs: An
     returned ``Route`` prints as text; its fields (``path``, ``reason``, ``variant``, ``schedule_source``,
     ``in_process``, ``build_cache_hit``, ...) are there for programs."""
     if fn is None:
-        route = last_route()
+        if args or kwargs:
+            raise BadInputError("explain: arguments were given but no op", "explain(tracea.ops.gemm, a, b)")
+        route = _last_route()
         if route is None:
-            from tracea.doctor.errors import BadInputError
-
             raise BadInputError("explain: no tracea.ops call has run in this thread yet",
                                 "explain(tracea.ops.gemm, a, b) says what a call would do")
         return route
-    target = _FUNCTIONS.get(fn) if isinstance(fn, str) else fn
-    if target is None or not callable(target):
-        from tracea.doctor.errors import BadInputError
-
-        shown = repr(fn) if isinstance(fn, str) else type(fn).__name__
-        raise BadInputError(f"explain: unknown op {shown[:60]}; known: {', '.join(_FUNCTIONS)}",
+    target = _explainable(fn)
+    if target is None:
+        what = (_shown(fn, 40) if isinstance(fn, str) else f"{fn.__name__}()" if inspect.isroutine(fn)
+                else type(fn).__name__)
+        raise BadInputError(f"explain: unknown op {what}; known: {', '.join(_FUNCTIONS)}",
                             "pass the name, the function, or a TraceaConv2d layer")
+    try:  # the call's arguments as the op takes them: a missing or unknown one is said, not a TypeError
+        inspect.signature(target).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise BadInputError(f"explain: {getattr(target, '__name__', type(target).__name__)}: {exc}",
+                            "explain(fn, *args, **kwargs) takes the arguments of fn itself") from None
     token = EXPLAINING.set(True)
     try:
         return target(*args, **kwargs)
@@ -61,7 +93,10 @@ def explain(fn: str | Callable[..., Any] | None = None, *args: Any, **kwargs: An
 def allow_fallback(flag: bool = True) -> None:
     """False: a call the kernels cannot take raises ``UnsupportedError`` (with the reason) instead of running
     the vendor call. Process-wide."""
-    _engine.policy(flag)
+    if not isinstance(flag, (bool, np.bool_)):
+        raise BadInputError(f"allow_fallback: expected True or False, got {_shown(flag)}",
+                            "allow_fallback(False) makes a fallback an UnsupportedError")
+    _engine.policy(bool(flag))
 
 
 def clear_cache() -> None:
@@ -77,10 +112,14 @@ def stats() -> dict[str, int]:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("TraceaConv2d", "patch_conv2d", "unpatch_conv2d"):
-        from . import torch_nn
-
-        return getattr(torch_nn, name)
-    if name in ("register_compile_backend", "last_report"):  # torch.compile(backend="tracea"), compile_backend.py
-        return getattr(importlib.import_module(f"{__name__}.compile_backend"), name)
-    raise AttributeError(f"module 'tracea.ops' has no attribute {name!r}")
+    where = _TORCH_PIECES.get(name)
+    if where is None:
+        raise AttributeError(f"module 'tracea.ops' has no attribute {name!r}")
+    try:
+        module = importlib.import_module(f"{__name__}.{where}")
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch" and not (exc.name or "").startswith("torch."):
+            raise
+        raise ToolchainMissingError(f"tracea.ops.{name} needs PyTorch, which is not installed here",
+                                    "pip install 'tracea[torch]'") from exc
+    return getattr(module, name)

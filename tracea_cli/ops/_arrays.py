@@ -22,6 +22,18 @@ def is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """A caller's value as an error message shows it: one line, at most ``limit`` characters, and never an
+    error of its own (an array's repr spans lines; an integer of more than 4300 digits has none)."""
+    if isinstance(value, np.ndarray) or is_torch(value):
+        return f"a {type(value).__name__} of shape {tuple(value.shape)}"
+    try:
+        text = " ".join(repr(value).split())
+    except Exception:  # noqa: BLE001 - a repr that raises (int past str's digit limit, a broken __repr__)
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 @dataclass(frozen=True)
 class Arg:
     """One array argument as the router sees it."""

@@ -65,7 +65,7 @@ class Route:
             return f"{self.op}: nothing to compute ({self.reason})"
         if self.path == "fallback":
             return f"{self.op}: vendor fallback ({self.vendor}) because {self.reason}"
-        sched = json.dumps(self.schedule, sort_keys=True) if self.schedule else "?"
+        sched = json.dumps(self.schedule, sort_keys=True, default=str) if self.schedule else "?"
         lines = [f"{self.op}: Tracea kernel {self.kernel or '(not built yet)'} on {self.backend}",
                  f"  variant {self.variant}; schedule {self.schedule_source}: {sched}"]
         if self.in_process:
@@ -177,7 +177,8 @@ def kernel(op: Any, backend: str, route: Route | None = None, build: bool = True
     buffers, gives way to the next, and the route says so."""
     ready = _READY.get((op, backend, on_device))  # the op value itself is the key: no signature, no JSON
     if ready is not None:
-        STATS["kernel_hits"] += 1
+        if build:  # a call served; explain (build=False) counts nothing
+            STATS["kernel_hits"] += 1
         if route is not None:
             k, variant, source, schedule_json, passed = ready
             _fill(route, backend, variant, source, dict(schedule_json), True, k, passed)
@@ -207,7 +208,7 @@ def kernel(op: Any, backend: str, route: Route | None = None, build: bool = True
                 passed[variant] = fb.reason
                 continue
             STATS["builds"] += 1
-        elif k is not None:
+        elif k is not None and build:
             STATS["kernel_hits"] += 1
         if on_device and k is not None and not hasattr(k, "launch_on"):
             _NO_LAUNCH_ON.add(variant)

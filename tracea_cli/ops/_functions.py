@@ -16,7 +16,7 @@ import numpy as np
 from tracea.doctor.errors import BadInputError
 
 from . import _vendor
-from ._arrays import Arg, describe, is_torch
+from ._arrays import Arg, describe, is_torch, shown
 from ._dispatch import EXPLAINING, run
 from ._engine import Fallback
 
@@ -44,11 +44,23 @@ def _major(name: str, arg: Arg) -> tuple[str, Any]:
     return "col", t
 
 
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None: a real number (not a bool) that stays finite as a float (an
+    integer past float's range does not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        f = float(value)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def _alpha(alpha: Any) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(alpha)):
-        raise BadInputError(f"alpha: expected a finite real number, got {alpha!r}", "e.g. alpha=0.5")
-    return float(alpha)
+    f = _finite(alpha)
+    if f is None:
+        raise BadInputError(f"alpha: expected a finite real number, got {shown(alpha)}", "e.g. alpha=0.5")
+    return f
 
 
 def _chain(epilogue: str | Sequence[str] | None, given: dict[str, bool], alpha: float) -> tuple[str, ...]:
@@ -56,7 +68,8 @@ def _chain(epilogue: str | Sequence[str] | None, given: dict[str, bool], alpha: 
 
     if epilogue is not None and not isinstance(epilogue, str) and not (
             isinstance(epilogue, Sequence) and all(isinstance(e, str) for e in epilogue)):
-        raise BadInputError(f"epilogue: expected a comma-separated string or a list of names, got {epilogue!r}")
+        raise BadInputError(f"epilogue: expected a comma-separated string or a list of names, got {shown(epilogue)}",
+                            'e.g. epilogue="bias,gelu" or epilogue=["bias", "gelu"]')
     if epilogue is None:
         chain = [*(["bias"] if given["bias"] else []), *(["scale"] if alpha != 1.0 else []),
                  *(["residual"] if given["residual"] else [])]
@@ -64,8 +77,11 @@ def _chain(epilogue: str | Sequence[str] | None, given: dict[str, bool], alpha: 
     chain = [e.strip() for e in (epilogue.split(",") if isinstance(epilogue, str) else epilogue) if e.strip()]
     unknown = [e for e in chain if e not in VOCABULARY]
     if unknown:
-        raise BadInputError(f"epilogue: unknown op {unknown[0]!r}; known: {', '.join(VOCABULARY)}",
+        raise BadInputError(f"epilogue: unknown op {shown(unknown[0], 40)}; known: {', '.join(VOCABULARY)}",
                             'e.g. epilogue="bias,gelu"')
+    if alpha != 1.0 and "scale" not in chain:  # else alpha would be silently ignored
+        raise BadInputError(f"epilogue: alpha={alpha:g} is given but scale is not named in the chain "
+                            f"({','.join(chain)})", 'name scale where alpha applies, e.g. epilogue="scale,relu"')
     for operand, present in given.items():
         if present != (operand in chain):
             raise BadInputError(f"epilogue: {operand} is {'given' if present else 'named'} but "
@@ -78,7 +94,8 @@ def gemm(a: Any, b: Any, *, bias: Any = None, residual: Any = None, epilogue: st
          alpha: float = 1.0, out: Any = None) -> Any:
     """``epilogue(a @ b)`` for 2-D ``a`` (m, k) and ``b`` (k, n). ``epilogue``: ops of kernels/epilogue.py in
     order (bias, relu, gelu, scale, residual); by default bias (if given), scale (if alpha != 1), residual
-    (if given). A column-major operand (``x.T`` of a dense matrix) is read in place."""
+    (if given). A column-major operand (``x.T`` of a dense matrix) is read in place. Batches (``a`` (..., m, k),
+    ``b`` (..., k, n), the leading sizes broadcast as in ``numpy.matmul``) take the vendor call."""
     args = {"a": describe("a", a), "b": describe("b", b)}
     operands = {n: v for n, v in (("bias", bias), ("residual", residual)) if v is not None}
     args |= {n: describe(n, v) for n, v in operands.items()}
@@ -88,13 +105,22 @@ def gemm(a: Any, b: Any, *, bias: Any = None, residual: Any = None, epilogue: st
         if len(args[name].shape) == 2 and not args[name].contiguous and _transposed_dense(args[name]) is not None:
             args[name] = dataclasses.replace(args[name], contiguous=True)
     chain = _chain(epilogue, {"bias": bias is not None, "residual": residual is not None}, alpha)
-    batched = len(ash) != 2 or len(bsh) != 2
-    if not batched and ash[1] != bsh[0]:
+    if len(ash) < 2 or len(bsh) < 2:
+        raise BadInputError(f"gemm: a is {ash} and b is {bsh}: expected matrices (or batches of them)",
+                            "a vector v takes v[None, :] (a row) or v[:, None] (a column)")
+    if ash[-1] != bsh[-2]:
         raise BadInputError(f"gemm: a is {ash} and b is {bsh}: inner sizes differ",
                             "a is (m, k) and b is (k, n); transpose one with .T")
-    m, n = (ash[0], bsh[1]) if not batched else (0, 0)
-    for name, want in (("bias", (n,)), ("residual", (m, n))):
-        if name in args and not batched and args[name].shape != want:
+    try:
+        batch = np.broadcast_shapes(ash[:-2], bsh[:-2])
+    except ValueError:
+        raise BadInputError(f"gemm: a is {ash} and b is {bsh}: the batch sizes do not broadcast",
+                            "leading sizes must match or be 1, as in numpy.matmul") from None
+    batched = len(ash) != 2 or len(bsh) != 2
+    m, n = ash[-2], bsh[-1]
+    out_shape = (*batch, m, n)
+    for name, want in (("bias", (n,)), ("residual", out_shape)):
+        if name in args and args[name].shape != want:
             raise BadInputError(f"gemm: {name} is {args[name].shape}, expected {want}",
                                 "bias has one value per output column; residual is the output's shape")
 
@@ -110,15 +136,15 @@ def gemm(a: Any, b: Any, *, bias: Any = None, residual: Any = None, epilogue: st
         return op, {"a": fa, "b": fb, **operands}
 
     vendor = {"numpy": "numpy.matmul in float64 + the epilogue", "torch": "torch.matmul + the epilogue in torch"}
-    out_shape = (m, n) if not batched else ()
     return run("gemm", args, plan, out, out_shape, lambda: _vendor.gemm(a, b, chain, operands, alpha), vendor)
 
 
 def _pair(name: str, v: Any, low: int = 1) -> tuple[int, int]:
-    """An integer or a pair of integers, each from ``low`` (strides and dilations 1, paddings 0) to 2**31."""
+    """An integer or a pair of integers, each from ``low`` (strides and dilations 1, paddings 0) to 2**31 - 1
+    (the IR's largest size)."""
     def one(x: Any) -> int:
-        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not low <= int(x) <= 2**31:
-            raise BadInputError(f"{name}: expected integers from {low} to 2**31, got {v!r}",
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not low <= int(x) < 2**31:
+            raise BadInputError(f"{name}: expected integers from {low} to 2**31 - 1, got {shown(v)}",
                                 f"e.g. {name}={max(low, 1)} or {name}=({max(low, 1)}, 2)")
         return int(x)
 
@@ -126,15 +152,18 @@ def _pair(name: str, v: Any, low: int = 1) -> tuple[int, int]:
         return one(v[0]), one(v[1])
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
         return one(v), one(v)
-    raise BadInputError(f"{name}: expected an integer or a pair, got {v!r}", f"e.g. {name}=1 or {name}=(1, 2)")
+    raise BadInputError(f"{name}: expected an integer or a pair, got {shown(v)}", f"e.g. {name}=1 or {name}=(1, 2)")
 
 
 def _padding(padding: Any, rs: tuple[int, int], dilation: tuple[int, int],
              stride: tuple[int, int]) -> tuple[int, int, int, int]:
     """(top, bottom, left, right); "same" puts an odd extra row or column at the bottom or right, as torch."""
-    if padding == "valid":
-        return 0, 0, 0, 0
-    if padding == "same":
+    if isinstance(padding, str):  # only a str is compared: an array's == would answer elementwise
+        if padding == "valid":
+            return 0, 0, 0, 0
+        if padding != "same":
+            raise BadInputError(f"padding: expected an integer, a pair, 'valid' or 'same', got {shown(padding)}",
+                                "e.g. padding=1, padding=(1, 0) or padding='same'")
         if stride != (1, 1):
             raise BadInputError("conv2d: padding='same' is not supported for strided convolutions (as in torch)",
                                 "give the padding as integers")
@@ -150,10 +179,10 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     (K, C/groups, R, S), result (N, K, P, Q); a torch tensor in channels_last memory (x and weight both) is read
     in place and the result is channels_last too. ``layout="nhwc"`` (NumPy or torch): x (N, H, W, C), weight
     (K, R, S, C/groups), result (N, P, Q, K)."""
-    layout = str(layout).lower()
-    if layout not in ("nchw", "nhwc"):
-        raise BadInputError(f"conv2d: layout expected 'nchw' or 'nhwc', got {layout!r}",
+    if not isinstance(layout, str) or layout.lower() not in ("nchw", "nhwc"):
+        raise BadInputError(f"conv2d: layout expected 'nchw' or 'nhwc', got {shown(layout)}",
                             "torch tensors in channels_last memory take the default 'nchw'")
+    layout = layout.lower()
     args = {"x": describe("x", x), "weight": describe("weight", weight)}
     if bias is not None:
         args["bias"] = describe("bias", bias)
@@ -165,7 +194,15 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     k, cg, r, s = ws if layout == "nchw" else (ws[0], ws[3], ws[1], ws[2])
     stride, dilation = _pair("stride", stride), _pair("dilation", dilation)
     pad = _padding(padding, (r, s), dilation, stride)
-    if not isinstance(groups, (int, np.integer)) or groups < 1 or c != cg * groups:
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or not 1 <= groups < 2**31:
+        raise BadInputError(f"conv2d: groups expected a positive integer, got {shown(groups)}", "e.g. groups=1")
+    if min(cg, r, s) < 1:
+        raise BadInputError(f"conv2d: weight is {ws}: its input channels and filter sizes must be at least 1",
+                            "weight is (K, C/groups, R, S) for nchw, (K, R, S, C/groups) for nhwc")
+    if min(h, w) < 1:  # padding alone would make an output of it, which no path computes
+        raise BadInputError(f"conv2d: x is {xs}: its height and width must be at least 1",
+                            "x is (N, C, H, W) for nchw, (N, H, W, C) for nhwc")
+    if c != cg * groups:
         raise BadInputError(f"conv2d: x has {c} channels, weight expects {cg} x groups={groups}",
                             f"check layout={layout!r}: weight is (K, C/groups, R, S) for nchw, (K, R, S, C/groups) for nhwc")
     if bias is not None and args["bias"].shape != (k,):
@@ -248,8 +285,8 @@ def softmax(x: Any, dim: int = -1, out: Any = None) -> Any:
     shape = args["x"].shape
     if not shape:
         raise BadInputError("softmax: x must have at least one dimension", "a scalar's softmax is 1")
-    if not isinstance(dim, (int, np.integer)) or not -len(shape) <= dim < len(shape):
-        raise BadInputError(f"softmax: dim {dim!r} is out of range for {len(shape)}-D x",
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not -len(shape) <= dim < len(shape):
+        raise BadInputError(f"softmax: dim {shown(dim)} is out of range for {len(shape)}-D x",
                             f"use -{len(shape)} .. {len(shape) - 1}")
     dim = int(dim) % len(shape)
     cols = shape[-1]
@@ -276,24 +313,30 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     NumPy array or tensor) over ``block_size`` tiles. A row that keeps no key is 0."""
     args = {"q": describe("q", q), "k": describe("k", k), "v": describe("v", v)}
     qs, ks, vs = args["q"].shape, args["k"].shape, args["v"].shape
-    if len(qs) != 4 or ks != vs or len(ks) != 4 or qs[0] != ks[0] or qs[3] != ks[3] or qs[1] % max(ks[1], 1):
+    if len(qs) != 4 or ks != vs or len(ks) != 4 or qs[0] != ks[0] or qs[3] != ks[3] or (
+            ks[1] == 0 and qs[1] > 0) or qs[1] % max(ks[1], 1):
         raise BadInputError(f"attention: q {qs}, k {ks}, v {vs}: expected q (B, H, Sq, D) and k, v (B, Hkv, Sk, D) "
                             "with H a multiple of Hkv", "the layout is (batch, heads, seq, head_dim): "
                             "a (B, S, H, D) tensor takes .transpose(1, 2).contiguous()")
     b_, h, sq, d = qs
     hkv, sk = ks[1], ks[2]
-    mask = block_mask
-    if mask is not None and is_torch(mask):
-        mask = mask.detach().cpu().numpy()
     if sk == 0 and sq > 0:
         raise BadInputError("attention: k and v hold no keys (Sk = 0): every query row's softmax is over nothing",
                             "give at least one key")
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating))
-                              or not math.isfinite(float(scale)) or float(scale) <= 0):
-        raise BadInputError(f"attention: scale expected a positive finite number, got {scale!r}")
-    sc = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise BadInputError(f"attention: causal expected True or False, got {shown(causal)}", "e.g. causal=True")
+    sc = _finite(scale) if scale is not None else 1.0 / math.sqrt(d) if d else 1.0
+    if sc is None or sc <= 0:
+        raise BadInputError(f"attention: scale expected a positive finite number, got {shown(scale)}",
+                            "leave it out for 1/sqrt(head_dim)")
     bsize = _pair("block_size", block_size)
     win = None if window is None else _pair("window", window, low=0)
+    mask = None
+    if block_mask is not None:  # checked here, not only by the op: a fallback reads it too
+        from tracea.kernels.attention import check_block_mask
+
+        given = block_mask.detach().cpu().numpy() if is_torch(block_mask) else block_mask
+        mask = check_block_mask(given, sq, sk, bsize)
 
     def plan() -> tuple[Any, dict[str, Any]]:
         from tracea.kernels import Attention
@@ -304,7 +347,8 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
         return op, {"q": q, "k": k, "v": v}
 
     def vendor() -> Any:
-        return _vendor.attention(q, k, v, sc, (sq, sk, bool(causal), win, mask, bsize))
+        bm = None if mask is None else np.array([[c == "1" for c in row] for row in mask], dtype=bool)
+        return _vendor.attention(q, k, v, sc, (sq, sk, bool(causal), win, bm, bsize))
 
     names = {"numpy": "NumPy attention in float64", "torch": "torch.nn.functional.scaled_dot_product_attention"}
     return run("attention", args, plan, out, qs, vendor, names)

@@ -108,10 +108,11 @@ def attention(q: Any, k: Any, v: Any, scale: float, mask: tuple[Any, ...]) -> An
         qf, kf, vf = _f64(q), _f64(k), _f64(v)
         kf, vf = np.repeat(kf, group, axis=1), np.repeat(vf, group, axis=1)
         s = qf @ kf.swapaxes(-1, -2) * scale
+        live: Any = True  # the rows that keep a key (by the mask: scores that are all -inf, NaN or +inf are NaN)
         if keep is not None:
             s = np.where(keep, s, -np.inf)
+            live = keep.any(axis=-1, keepdims=True)
         m = s.max(axis=-1, keepdims=True)
-        live = np.isfinite(m)
         e = np.exp(s - np.where(live, m, 0.0))
         p = e / np.where(live, e.sum(axis=-1, keepdims=True), 1.0)
         return _back(p @ vf, q)

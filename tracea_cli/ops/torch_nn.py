@@ -19,9 +19,10 @@ from typing import Any
 
 import torch
 
-from tracea.doctor.errors import UnsupportedError
+from tracea.doctor.errors import BadInputError, UnsupportedError
 
 from . import _dispatch, _engine
+from ._arrays import is_torch
 from ._engine import STATS, Route
 from ._functions import conv2d
 
@@ -29,11 +30,17 @@ _TORCH_FORWARD = torch.nn.Conv2d.forward  # PyTorch's own, captured before any p
 _PATCHED: dict[str, Any] = {}
 
 
+def _module(fn: str, model: Any) -> None:
+    if model is not None and not isinstance(model, torch.nn.Module):
+        raise BadInputError(f"{fn}: expected a torch.nn.Module or nothing, got {type(model).__name__}",
+                            f"{fn}(model) patches that model's layers, {fn}() the whole process")
+
+
 def _own_reason(layer: torch.nn.Conv2d, x: Any) -> str | None:
     if layer.padding_mode != "zeros":
         return f"padding_mode={layer.padding_mode!r} (the kernels pad with zeros)"
-    if getattr(x, "dim", lambda: 4)() != 4:
-        return f"a {x.dim()}-D (unbatched) input; the kernels take N x C x H x W"
+    if is_torch(x) and x.dim() == 3:  # other ranks are refused by tracea.ops.conv2d, as nn.Conv2d refuses them
+        return "a 3-D (unbatched) input; the kernels take N x C x H x W"
     return None
 
 
@@ -72,6 +79,7 @@ def patch_conv2d(model: torch.nn.Module | None = None) -> int:
     """Route ``nn.Conv2d`` forwards through Tracea: in ``model`` (its plain ``nn.Conv2d`` layers become
     ``TraceaConv2d``; returns how many), or, without a model, process-wide (returns 1 when this call patched,
     0 when it already was)."""
+    _module("patch_conv2d", model)
     if model is None:
         if "forward" in _PATCHED:
             return 0
@@ -88,6 +96,7 @@ def patch_conv2d(model: torch.nn.Module | None = None) -> int:
 
 def unpatch_conv2d(model: torch.nn.Module | None = None) -> int:
     """Undo ``patch_conv2d`` (in ``model``, or process-wide); returns how many it turned back."""
+    _module("unpatch_conv2d", model)
     if model is None:
         original = _PATCHED.pop("forward", None)
         if original is None:

@@ -1,6 +1,7 @@
 """Whole-process timings of the commands a user waits on: `tracea --help`, `tracea doctor --json`,
 and a Tab-completion round trip. Prints a table (median, p95, min over N runs) and checks the targets
-of the doctor issue: median `tracea doctor --json` <= 0.5 s, `tracea --help` <= 0.3 s.
+of issue 30 on the CI-class machine (2 vCPUs): median `tracea --help` <= 0.15 s, `tracea doctor --json`
+<= 0.4 s (the doctor issue's were 0.3 s and 0.5 s).
 
     python benchmarks/bench_startup.py [--repeat 15]
 """
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import time
 
-TARGETS_S = {"tracea --help": 0.3, "tracea doctor --json": 0.5}
+TARGETS_S = {"tracea --help": 0.15, "tracea doctor --json": 0.4}
 
 
 def time_command(argv: list[str], repeat: int, env: dict[str, str] | None = None) -> list[float]:

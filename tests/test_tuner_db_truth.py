@@ -35,9 +35,17 @@ def tracea(*args: str, timeout: float = 180, env: dict[str, str] | None = None,
                           timeout=timeout, env=env or os.environ.copy())
 
 
+def _as_from_a_terminal() -> None:
+    """The signals a user's terminal delivers, at their default disposition in the child: a run started under
+    `nohup` or as a background job of a script inherits SIGHUP or SIGINT ignored, which `tracea tune` rightly
+    keeps (that is what nohup asks for), and then no signal test could mean anything."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def start(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tracea", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=os.environ.copy())
+                            text=True, env=os.environ.copy(), preexec_fn=_as_from_a_terminal)
 
 
 def assert_clean(db_path: Path) -> None:

@@ -94,7 +94,7 @@ def test_a_bundled_binary_that_ends_the_process_while_loading_is_a_recorded_fail
     assert "Traceback" not in out.stderr and "internal error" not in out.stderr
 
 
-@pytest.mark.parametrize("flags", [
+HOSTILE_FLAGS = [
     ["-wrapper", "/bin/sh,-c,touch {marker}"],
     ["-fplugin=/tmp/evil-plugin.so"],
     ["-B{evil}/"],
@@ -111,23 +111,37 @@ def test_a_bundled_binary_that_ends_the_process_while_loading_is_a_recorded_fail
     ["-fprofile-generate={evil}"],
     ["-MF", "{evil}/deps"],
     ["-fcompare-debug=-B{evil}/"],
-], ids=lambda f: f[0].split("=")[0].split("/")[0] or "path")
-def test_hostile_flags_never_reach_the_compiler(hostile, flags, own_kernel_cache):
-    """-B gets a real evil folder whose `as` and `cc1` would create the marker; -wrapper would run a shell.
+]
 
-    The home starts with Tracea's own kernel compiled (with Tracea's flags): a replay that took the bundle's
-    flags would miss that cache entry (flags are part of its key) and run the compiler with them, so the
-    marker would appear; one that takes Tracea's finds it and needs no compile. The cold-cache default
-    replay is test_the_untampered_bundle_replays_cleanly's (test_bundle_files.py)."""
+
+def _with_flags(hostile, flags: list[list[str]], own_kernel_cache) -> None:
+    """The home starts with Tracea's own kernel compiled (with Tracea's flags): a replay that took the
+    bundle's flags would miss that cache entry (flags are part of its key) and run the compiler with them,
+    so the marker would appear (-B gets a real evil folder whose `as` and `cc1` create it; -wrapper would
+    run a shell); one that takes Tracea's finds it and needs no compile."""
     import shutil
 
     shutil.copytree(own_kernel_cache, hostile.home / "cache")
     evil = _evil_tools(hostile.base / "evil", hostile.marker)
-    set_flags(hostile, [f.format(marker=hostile.marker, evil=evil) for f in flags])
+    set_flags(hostile, [f.format(marker=hostile.marker, evil=evil) for fl in flags for f in fl])
     hostile.resign()
-    out = hostile.replay("--yes")  # the default: Tracea's flags, the bundle's only compared
+
+
+def test_the_default_replay_compares_hostile_flags_and_uses_its_own(hostile, own_kernel_cache):
+    """Every hostile flag below in one bundle: the default replay (Tracea's flags, the bundle's only
+    compared) says the bundle adds them, runs Tracea's own build and nothing of the bundle's (the marker is
+    checked by ``replay``). The cold-cache default replay is test_the_untampered_bundle_replays_cleanly's."""
+    _with_flags(hostile, HOSTILE_FLAGS, own_kernel_cache)
+    out = hostile.replay("--yes")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "DIFFERS: compiler flags: the bundle adds " + flags[0].split("{")[0] in out.stdout
+    assert "DIFFERS: compiler flags: the bundle adds " + HOSTILE_FLAGS[0][0] in out.stdout
+
+
+@pytest.mark.parametrize("flags", HOSTILE_FLAGS, ids=lambda f: f[0].split("=")[0].split("/")[0] or "path")
+def test_hostile_flags_never_reach_the_compiler(hostile, flags, own_kernel_cache):
+    """Each flag alone: --bundled-source refuses the bundle (one line and its hint, exit 2) and runs
+    nothing (``replay`` checks the marker and that nothing was written outside the compile cache)."""
+    _with_flags(hostile, [flags], own_kernel_cache)
     refused = hostile.replay("--yes", "--bundled-source")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert refused.stderr.startswith("error: bundle kernel run/ir/") and "--bundled-source refuses the bundle's " \

@@ -7,8 +7,10 @@ option is covered the day it is added.
 Runs in-process through ``tracea.__main__.main`` (the error policy), in a scratch TRACEA_HOME and working
 folder. Real work is kept small: tune always replays a recording (``--simulate``, a hostile file or a real
 one), sizes that pass validation are tiny, doctor never measures or opens its TUI, replay only gets
-hostile bundles. The examples are fixed (derandomized) so CI is stable; ``TRACEA_PROPERTY_SCALE=10``
-runs ten times as many, freshly random, to hunt.
+hostile bundles. Each of the 11 command groups runs 20 to 50 examples (``EXAMPLES``; 40 where unnamed), 410
+in all over the 46 commands, each example one command with several hostile option values. The examples are
+fixed (derandomized) so CI is stable; ``TRACEA_PROPERTY_SCALE=10`` runs ten times as many, freshly random,
+to hunt.
 """
 
 from __future__ import annotations

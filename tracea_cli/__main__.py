@@ -12,13 +12,10 @@ during that cleanup is ignored (SIGKILL still stops the process at once).
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import sys
 from typing import Any
-
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 class Terminated(KeyboardInterrupt):
@@ -164,7 +161,9 @@ def _run(command: Any, args: list[str], debug: bool) -> int:
         if "ClickException" in kinds:
             _err(exc.format_message())  # type: ignore[attr-defined]
             return int(getattr(exc, "exit_code", EXIT_INTERNAL))
-        if isinstance(exc, OSError) and exc.errno in _NO_SPACE:  # a full disk is not a bug, and not a broken file
+        from tracea.doctor.files import is_no_space
+
+        if is_no_space(exc):  # a full disk is not a bug, and not a broken file
             from tracea.doctor.errors import EXIT_UNSUPPORTED
             from tracea.doctor.files import no_space
 

@@ -551,7 +551,7 @@ class _Sinks:
 
     def trial(self, t: Trial) -> None:
         """The trial in the metrics files and the run folder (after the database: the source of truth)."""
-        import errno
+        from tracea.doctor.files import is_no_space, no_space
 
         row = self.row(t)
         try:
@@ -561,12 +561,11 @@ class _Sinks:
                 with open(self.run.trials_path, "a") as f:
                     f.write(json.dumps(t.to_json()) + "\n")
         except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            if not is_no_space(exc):
                 raise
-            raise NoSpaceError(f"no space left on the device holding {exc.filename or 'the run folder'}: trial "
-                               f"{t.index} is in the tuning database, but not in the run folder or metrics files",
-                               "free space there (df -h), or point TRACEA_HOME or --metrics at another disk; "
-                               "`tracea tune` resumes where this one stopped") from None
+            where = exc.filename or (self.run.path if self.run is not None else ".")
+            raise no_space(where, f"trial {t.index} is in the tuning database, but not in the run folder or metrics "
+                           "files") from None
 
     def crash(self, exc: BaseException) -> None:
         """The search raised: the run folder keeps the traceback and is marked "error" ("interrupted" for

@@ -43,8 +43,6 @@ def numpy_dtypes(args: dict[str, Arg]) -> None:
 def fallback_memory(name: str, args: dict[str, Arg], out_shape: tuple[int, ...]) -> None:
     """The NumPy fallback computes in float64 on copies of its operands (a broadcast view is copied whole):
     an UnsupportedError saying how much, before a MemoryError would."""
-    import math
-
     from tracea.kernels.footprint import GIB, available_bytes
 
     need = 8 * (sum(math.prod(a.shape) for a in args.values()) + 2 * math.prod(out_shape))

@@ -169,10 +169,8 @@ def precompiled_prelude(source: str, flags: list[str], compiler: Compiler, folde
         return None
     try:
         (work / "prelude.h").write_text(block)
-        built = subprocess.run([compiler.path, *[f for f in flags if f != "-shared"], "-x", "c-header",
-                                str(work / "prelude.h"), "-o", str(work / "prelude.h.gch")],
-                               capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
-                               env={**os.environ, "TMPDIR": str(work)})
+        built = _run([compiler.path, *[f for f in flags if f != "-shared"], "-x", "c-header", str(work / "prelude.h"),
+                      "-o", str(work / "prelude.h.gch")], str(work))
         if built.returncode != 0 or not (work / "prelude.h.gch").is_file():
             return None
         try:
@@ -200,6 +198,7 @@ def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler)
             return binary, True, 0.0
         discard_cached(binary, problem)
     tmp = ""
+    unkept = f"{name} was not compiled (the compile cache)"  # what a full disk costs, said by no_space
     try:
         write_atomic(src_path, source)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{binary.name}.", suffix=".tmp")
@@ -211,7 +210,7 @@ def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler)
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
         if is_no_space(exc):
-            raise no_space(folder, f"{name} was not compiled (the compile cache)") from None
+            raise no_space(folder, unkept) from None
         raise
     t0 = time.perf_counter()
     prelude = precompiled_prelude(source, flags, compiler, folder)
@@ -227,7 +226,7 @@ def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler)
             raise ToolchainMissingError(f"the C compiler {compiler.path} does not run ({exc})", INSTALL_HINT) from None
         if proc.returncode != 0:
             if NO_SPACE_TEXT in (proc.stderr or "") + (proc.stdout or ""):  # the disk's fault, not the kernel's
-                raise no_space(folder, f"{name} was not compiled (the compile cache)")
+                raise no_space(folder, unkept)
             log = (proc.stderr or proc.stdout).strip().splitlines()
             head = "\n".join(log[:12])
             raise CompileError(f"{compiler.name} failed (exit {proc.returncode}) on {src_path}:\n{head}",
@@ -236,7 +235,7 @@ def compile_cached(source: str, name: str, flags: list[str], compiler: Compiler)
         os.replace(tmp, binary)
     except OSError as exc:
         if is_no_space(exc):
-            raise no_space(folder, f"{name} was not compiled (the compile cache)") from None
+            raise no_space(folder, unkept) from None
         raise
     finally:
         if os.path.exists(tmp):

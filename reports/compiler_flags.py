@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .bundle_check import _type_name  # a bundle's JSON value named as the manifest's messages name it
+
 # boolean code-generation options: -fNAME and -fno-NAME
 F_BOOLEAN = frozenset({
     "fast-math", "math-errno", "trapping-math", "finite-math-only", "signed-zeros", "associative-math",
@@ -95,10 +97,6 @@ _DANGEROUS = re.compile(
     r"-M[DFTQ]?.*|-fprofile.*|-fauto-profile.*|-fdump.*|-fsave-optimization-record.*|-fstack-usage|"
     r"-fcallgraph-info.*|-ftest-coverage|--coverage|-fdiagnostics.*|-fcrash-diagnostics.*|-fmodule.*|-load|"
     r"-T.*|-l.*|-x.*|-e.*|-z.*|-fdebug-prefix-map.*|-ffile-prefix-map.*|-fmacro-prefix-map.*|-flto.*")
-
-
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 def refused_flag(flag: Any) -> str | None:

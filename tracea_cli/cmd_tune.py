@@ -139,13 +139,10 @@ def tune_config(op: Any, backend: str | None, precision: str | None, variant: st
         from .cmd_kernels import resolve_backend
 
         host = host or probe()
-        if backend is not None and cluster is not None:  # Ray actors run the kernels, maybe on other machines
-            from tracea.emitters.registry import backend as backend_of
-
-            backend_of(backend)  # an unknown name fails here
-            chosen = backend
-        else:  # a backend named but not here is one line, exit 3
-            chosen = resolve_backend(op, host, backend, precision, to_stderr=json_out)
+        # a backend named but not runnable here is one line, exit 3; unless Ray actors run the kernels, maybe
+        # on other machines (then only its name is checked)
+        chosen = resolve_backend(op, host, backend, precision, to_stderr=json_out,
+                                 runs_here=backend is None or cluster is None)
         config = dataclasses.replace(config, target=dataclasses.replace(config.target, backend=chosen))
         if workers is None:  # the backend's own default: every GPU of a multi-GPU host, one CPU worker
             from tracea.emitters import registry

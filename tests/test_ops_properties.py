@@ -636,6 +636,14 @@ def check(call: Call, strict: bool = False, clear: bool = False, must_run: bool 
 OPS = sorted(FUNCS)
 
 
+def _drawn_call(data: Any, op: str, float32_weight: int) -> tuple[Any, str, Any]:
+    """(rng, dtype, call): a seeded generator and a valid call of ``op`` in ``dtype``, float32 drawn ``float32_weight`` times as
+    often as each other float dtype, with or without special values."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    dtype = data.draw(st.sampled_from(["float32"] * float32_weight + FLOAT_DTYPES[1:]), label="dtype")
+    return rng, dtype, data.draw(BUILDERS[op](rng, dtype, data.draw(st.booleans(), label="specials"), True))
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_no_argument_makes_an_internal_error(op: str) -> None:
     paths = PATHS.setdefault(f"hostile {op}", [])
@@ -643,9 +651,7 @@ def test_no_argument_makes_an_internal_error(op: str) -> None:
     @props(80)
     @given(data=st.data())
     def prop(data: Any) -> None:
-        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-        dtype = data.draw(st.sampled_from(["float32"] * 4 + FLOAT_DTYPES[1:]), label="dtype")
-        call = data.draw(BUILDERS[op](rng, dtype, data.draw(st.booleans(), label="specials"), True))
+        rng, _, call = _drawn_call(data, op, 4)
         for _ in range(data.draw(st.sampled_from([0, 1, 1, 2]), label="changes")):
             call = data.draw(changed(call, rng))
         strict, clear = data.draw(st.integers(0, 5)) == 0, data.draw(st.integers(0, 9)) == 0
@@ -731,9 +737,7 @@ def test_valid_calls_match_numpy(op: str) -> None:
     @props(25)
     @given(data=st.data())
     def prop(data: Any) -> None:
-        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-        dtype = data.draw(st.sampled_from(["float32"] * 3 + FLOAT_DTYPES[1:]), label="dtype")
-        call = data.draw(BUILDERS[op](rng, dtype, data.draw(st.booleans(), label="specials"), True))
+        rng, dtype, call = _drawn_call(data, op, 3)
         if data.draw(st.booleans(), label="out"):
             want = reference(call)
             kind = data.draw(st.sampled_from(["new", "input"]), label="out kind")

@@ -88,7 +88,7 @@ def apply_space_file(cands: list[Any], spec: dict[str, dict[str, list[Any]]], ch
                 raise BadInputError(f"--space: {section}.{name} is not a schedule field; fields: {', '.join(sorted(fields))}")
     out = list(cands)
     for name, values in spec.get("extend", {}).items():
-        values = list(dict.fromkeys(v for v in values))  # a value listed twice is one candidate
+        values = list(dict.fromkeys(values))  # a value listed twice is one candidate
         if len(out) * len(values) > MAX_EXTENDED:
             raise BadInputError(f"--space: extend.{name} would make {len(out) * len(values)} candidates to check "
                                 f"(at most {MAX_EXTENDED}: each is validated, which takes up to tens of milliseconds)",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU call for issue 30 (nothing lost, nothing run, nothing silently wrong): the CUDA kernels' NaN and inf
+# The GPU checks of issue 30 (nothing lost, nothing run, nothing silently wrong): the CUDA kernels' NaN and inf
 # propagation and the relu epilogue change, verified on the GPU; compute-sanitizer's memcheck, racecheck and
 # synccheck over one case of every kernel family (reports kept); `tracea tune attention --backend cuda`; the
 # GPU tests of the kernels the change touched.

@@ -1,11 +1,13 @@
-"""CudaKernel.launch_on without a GPU: a kernel object over a recording stand-in for the driver and
-cuda-core's launch. What it proves: the caller's pointers reach the launch arguments, nothing is copied, the
-kernel's own scratch is kept and ordered by events across streams (not while a graph is captured), a
-subclass's memset goes onto the caller's stream, its prepared arguments are reused only for the same stream
-and pointers, and the object is restored afterwards. The real launches are tests/test_ops_gpu.py's."""
+"""CudaKernel.launch_on / launch_ptrs without a GPU: a kernel object over recording stand-ins for libcuda
+(launches.py) and the cuda-bindings driver. What it proves: the caller's pointers reach the launch arguments,
+nothing is copied, the kernel's own scratch is kept and ordered by events across streams (not while a graph
+is captured), a subclass's memset goes onto the caller's stream, the launch is prepared once per set of
+pointers and its recorded driver calls are replayed on whatever stream the next call gives, and the object
+is restored afterwards. The real launches are tests/test_ops_gpu.py's."""
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from types import SimpleNamespace
 
@@ -14,21 +16,16 @@ import pytest
 
 pytest.importorskip("cuda.core")
 
-from tracea.doctor.errors import BadInputError  # noqa: E402
-from tracea.emitters.cuda import runtime  # noqa: E402
+from tracea.doctor.errors import BadInputError, LaunchError  # noqa: E402
+from tracea.emitters.cuda import launches, runtime  # noqa: E402
 from tracea.kernels import Gemm  # noqa: E402
 
 
 class Driver:
+    """cuda-bindings' driver as a preparation uses it (the memsets a subclass issues)."""
+
     def __init__(self):
         self.calls = []
-        self.capturing = False  # what cuStreamIsCapturing answers (a query: not recorded in calls)
-        self.CUevent_flags = SimpleNamespace(CU_EVENT_DISABLE_TIMING=2)
-        self.CUstreamCaptureStatus = SimpleNamespace(CU_STREAM_CAPTURE_STATUS_NONE=0,
-                                                     CU_STREAM_CAPTURE_STATUS_ACTIVE=1)
-
-    def cuStreamIsCapturing(self, handle):  # noqa: N802 - the driver's name
-        return 0, int(self.capturing)
 
     @staticmethod
     def CUstream(h):  # noqa: N802 - the driver's name
@@ -37,8 +34,38 @@ class Driver:
     def __getattr__(self, name):
         def call(*args):
             self.calls.append((name, *args))
-            return (0, f"ev{len(self.calls)}") if name == "cuEventCreate" else (0,)
+            return (0,)
         return call
+
+
+class Cuda:
+    """libcuda as launches.py calls it: each launch's function, stream and arguments (read back from the
+    parameter array: four pointers, then an int), and the ordering calls."""
+
+    def __init__(self):
+        self.launched, self.order, self.capturing, self.fail = [], [], False, 0
+
+    def cuLaunchKernel(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):  # noqa: N802
+        if self.fail:
+            return self.fail
+        addrs = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+        args = [ctypes.c_uint64.from_address(addrs[i]).value for i in range(4)]
+        args.append(ctypes.c_int32.from_address(addrs[4]).value)
+        self.launched.append((func, stream, args))
+        return 0
+
+
+@pytest.fixture
+def cuda(monkeypatch):
+    fake = Cuda()
+    monkeypatch.setattr(launches, "lib", lambda: fake)
+    monkeypatch.setattr(launches, "error_name", lambda rc: f"error {rc}")
+    made = iter(range(100, 200))
+    monkeypatch.setattr(launches, "event", lambda: next(made))
+    monkeypatch.setattr(launches, "record", lambda ev, s: fake.order.append(("record", ev, s)))
+    monkeypatch.setattr(launches, "wait", lambda s, ev: fake.order.append(("wait", s, ev)))
+    monkeypatch.setattr(launches, "capturing", lambda s: fake.capturing)
+    return fake
 
 
 class Own:
@@ -55,53 +82,44 @@ def _kernel(cls=runtime.CudaKernel, workspace=True):
     op = Gemm(m=5, n=3, k=4)
     k = object.__new__(cls)
     k.op, k._shapes, k._out_shape, k._dtype = op, op.shapes(), op.output_shape(), op.dtype.storage
-    k.rendered = SimpleNamespace(params=("a", "b", "out", "workspace", "m"))
+    k.rendered = SimpleNamespace(params=("a", "b", "out", "workspace", "m"), smem=0)
     k._scalars = {"m": 5}
-    k._config, k._kernel = "config", "kernel"
+    k._func, k._grid3, k._block3 = 77, (1, 1, 1), (128, 1, 1)
     k._dbuf = {"workspace": Own(900, 64)} if workspace else {}
-    k._dev = SimpleNamespace(driver=Driver(), stream=SimpleNamespace(handle="own"))
+    k._dev = SimpleNamespace(driver=Driver(), stream=SimpleNamespace(handle=1234))
     k._lock = threading.Lock()
     return k
 
 
-@pytest.fixture
-def launches(monkeypatch):
-    seen = []
-    monkeypatch.setattr("cuda.core.launch", lambda stream, config, kernel, *args: seen.append((stream, args)))
-    monkeypatch.setattr(runtime, "foreign_stream", lambda h: SimpleNamespace(handle=h))
-    return seen
-
-
-def test_pointers_and_stream_reach_the_launch(launches):
+def test_pointers_and_stream_reach_the_launch(cuda):
     k = _kernel()
     dev = k._dev
     k.launch_on({"a": 100, "b": 200, "out": 300}, 7)
-    stream, args = launches[0]
-    assert stream.handle == 7
-    assert [int(x) for x in args] == [100, 200, 300, 900, 5]
+    assert cuda.launched == [(77, 7, [100, 200, 300, 900, 5])]
     assert k._dev is dev and not k._borrowing and set(k._dbuf) == {"workspace"}
+    assert k.ptr_names == ("a", "b", "out")
+    k.launch_ptrs((101, 201, 301), 8)  # the tuple form, in ptr_names order
+    assert cuda.launched[-1] == (77, 8, [101, 201, 301, 900, 5])
 
 
-def test_scratch_is_ordered_across_streams(launches):
+def test_scratch_is_ordered_across_streams(cuda):
     k = _kernel()
-    d = k._dev.driver
     k.launch_on({"a": 1, "b": 2, "out": 3}, 7)
-    names = [c[0] for c in d.calls]
     # first: after the legacy stream (where the scratch was zeroed), then recorded on the caller's stream
-    assert names == ["cuEventCreate", "cuEventRecord", "cuStreamWaitEvent", "cuEventRecord"]
-    assert d.calls[1][2] == 0 and d.calls[2][1] == 7 and d.calls[3][2] == 7
-    d.calls.clear()
+    assert cuda.order == [("record", 100, 0), ("wait", 7, 100), ("record", 100, 7)]
+    cuda.order.clear()
     k.launch_on({"a": 1, "b": 2, "out": 3}, 7)  # the same stream: already in order
-    assert [c[0] for c in d.calls] == ["cuEventRecord"]
-    d.calls.clear()
+    assert cuda.order == [("record", 100, 7)]
+    cuda.order.clear()
     k.launch_on({"a": 1, "b": 2, "out": 3}, 9)  # another stream waits for the last launch
-    assert [c[0] for c in d.calls] == ["cuStreamWaitEvent", "cuEventRecord"] and d.calls[0][1] == 9
+    assert cuda.order == [("wait", 9, 100), ("record", 100, 9)]
 
 
-def test_no_scratch_no_events(launches):
+def test_no_scratch_no_events(cuda):
     k = _kernel(workspace=False)
     k.launch_on({"a": 1, "b": 2, "out": 3}, 7)
-    assert k._dev.driver.calls == [] and len(launches) == 1
+    k.launch_on({"a": 1, "b": 2, "out": 3}, 7)
+    assert cuda.order == [] and len(cuda.launched) == 2
 
 
 class Prepared(runtime.CudaKernel):
@@ -113,7 +131,7 @@ class Prepared(runtime.CudaKernel):
         self._dev.driver.cuMemsetD8(self._dbuf["workspace"].ptr, 0, 64)
 
 
-def test_a_subclass_prepares_over_the_callers_pointers(launches):
+def test_a_subclass_prepares_over_the_callers_pointers(cuda):
     k = _kernel(Prepared)
     k.launch_on({"a": 11, "b": 22, "out": 33}, 5)
     assert k.seen == (11, 33)
@@ -121,11 +139,11 @@ def test_a_subclass_prepares_over_the_callers_pointers(launches):
     assert memsets == [("cuMemsetD8Async", 900, 0, 64, 5)]  # on the caller's stream, not the legacy one
 
 
-def test_wrong_buffers_are_refused(launches):
+def test_wrong_buffers_are_refused(cuda):
     k = _kernel()
     with pytest.raises(BadInputError, match="launch_on"):
         k.launch_on({"a": 1, "out": 3}, 7)
-    assert not launches and not k._borrowing
+    assert not cuda.launched and not k._borrowing
 
 
 def test_borrowed_buffers_refuse_copies():
@@ -134,20 +152,19 @@ def test_borrowed_buffers_refuse_copies():
         b.upload(np.zeros(2, np.float32))
 
 
-def test_capture_orders_nothing_across_streams(launches):
+def test_capture_orders_nothing_across_streams(cuda):
     """Inside a CUDA graph capture no event from outside is waited on, nor one recorded for later launches."""
     k = _kernel()
-    d = k._dev.driver
     k.launch_on({"a": 1, "b": 2, "out": 3}, 7)
     order = k._order
-    d.calls.clear()
-    d.capturing = True
+    cuda.order.clear()
+    cuda.capturing = True
     k.launch_on({"a": 1, "b": 2, "out": 3}, 9)
-    assert d.calls == [] and len(launches) == 2 and launches[1][0].handle == 9
+    assert cuda.order == [] and len(cuda.launched) == 2 and cuda.launched[1][1] == 9
     assert k._order == order  # the next launch outside the capture still waits for the last one outside it
-    d.capturing = False
+    cuda.capturing = False
     k.launch_on({"a": 1, "b": 2, "out": 3}, 11)
-    assert [c[0] for c in d.calls] == ["cuStreamWaitEvent", "cuEventRecord"] and d.calls[0][1] == 11
+    assert cuda.order == [("wait", 11, 100), ("record", 100, 11)]
 
 
 class Counting(Prepared):
@@ -159,21 +176,32 @@ class Counting(Prepared):
             self.uploads += 1
 
 
-def test_prepared_arguments_are_reused_only_for_the_same_stream_and_pointers(launches):
+def test_a_launch_is_prepared_once_per_set_of_pointers_and_replayed_on_any_stream(cuda):
     k = _kernel(Counting)
     ptrs = {"a": 11, "b": 22, "out": 33}
     k.launch_on(ptrs, 5)
     k.launch_on(dict(ptrs), 5)
-    assert k.uploads == 1 and len(launches) == 2 and k.seen == (11, 33)
+    assert k.uploads == 1 and len(cuda.launched) == 2 and k.seen == (11, 33)
     k.launch_on({**ptrs, "out": 44}, 5)
-    assert k.uploads == 2 and k.seen == (11, 44)
-    k.launch_on({**ptrs, "out": 44}, 6)  # another stream: prepared again (memsets go onto that stream)
-    assert k.uploads == 3
+    assert k.uploads == 2 and k.seen == (11, 44) and cuda.launched[-1][2][:3] == [11, 22, 44]
+    k.launch_on({**ptrs, "out": 44}, 6)  # another stream: the recorded calls replayed there, nothing prepared
+    assert k.uploads == 2 and cuda.launched[-1][:2] == (77, 6) and cuda.launched[-1][2][:3] == [11, 22, 44]
     with pytest.raises(BadInputError):  # an upload of the object's own buffers (no arrays here: refused) ...
         runtime.CudaKernel.upload(k, {})
     assert k._on_key is None  # ... first forgets the caller's pointers, so the next launch_on prepares again
     k.launch_on({**ptrs, "out": 44}, 6)
-    assert k.uploads == 4
+    assert k.uploads == 3
+
+
+def test_a_failed_launch_is_a_launch_error_and_is_not_replayed(cuda):
+    k = _kernel(workspace=False)
+    cuda.fail = 700  # CUDA_ERROR_ILLEGAL_ADDRESS
+    with pytest.raises(LaunchError, match="error 700"):
+        k.launch_on({"a": 1, "b": 2, "out": 3}, 7)
+    assert k._on_key is None and k._tape is None  # nothing recorded: the next call prepares again
+    cuda.fail = 0
+    k.launch_on({"a": 1, "b": 2, "out": 3}, 7)
+    assert cuda.launched == [(77, 7, [1, 2, 3, 0, 5])]
 
 
 def test_tensor_maps_are_encoded_once_per_key(monkeypatch):

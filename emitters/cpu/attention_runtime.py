@@ -32,6 +32,10 @@ class AttentionKernel:
         self._stats[0] = 0
         return self._kernel(inputs, out)
 
+    def launch_ptrs(self, ptrs: tuple[int, ...], stream: int = 0) -> None:
+        self._stats[0] = 0
+        self._kernel.launch_ptrs(ptrs, stream)
+
     @property
     def tiles_computed(self) -> int:
         return int(self._stats[0])

@@ -104,6 +104,7 @@ class CpuKernel:
         self._in_shapes = tuple(self._shapes[n] for n in self._in_names)
         self._in_slots = tuple(rendered.buffers.index(n) for n in self._in_names)
         self._out_slot = rendered.buffers.index("out")
+        self._ptr_slots = (*self._in_slots, self._out_slot)  # launch_ptrs' order: ptr_names
         self._dtype = op.dtype.storage
         self._out_shape = tuple(op.output_shape())
         self._lock = threading.Lock()
@@ -176,6 +177,24 @@ class CpuKernel:
             raise LaunchError(f"{self.artifact.name}: the kernel could not allocate its packing buffers (code {rc})",
                               "free memory or use smaller mc/kc/nc blocks")
         return out
+
+    @property
+    def ptr_names(self) -> tuple[str, ...]:
+        """The buffers ``launch_ptrs`` takes, in its order: the op's inputs in the entry's order, then "out"."""
+        return (*self._in_names, "out")
+
+    def launch_ptrs(self, ptrs: tuple[int, ...], stream: int = 0) -> None:
+        """One call on buffers the caller has already checked (``tracea.ops``' prepared calls): an address for
+        each of ``ptr_names``, each dense, of the op's shape and storage dtype, the output apart from the
+        inputs. ``stream`` is there for the GPU kernels' form and not read."""
+        with self._lock:
+            bufs = self._bufs
+            for i, p in zip(self._ptr_slots, ptrs, strict=True):
+                bufs[i] = p
+            rc = self._fn(bufs, self._dims, self._fparams)
+        if rc != 0:
+            raise LaunchError(f"{self.artifact.name}: the kernel could not allocate its packing buffers (code {rc})",
+                              "free memory or use smaller mc/kc/nc blocks")
 
     def __repr__(self) -> str:
         return f"CpuKernel({self.artifact.name}, variant={self.artifact.variant}, threads={self.threads})"

@@ -1,8 +1,9 @@
 """Loading a cubin through cuda-core, launching it on NumPy arrays, and timing it with CUDA events.
 
 ``CudaKernel(inputs, out)`` is synchronous with host arrays in and out (copies included).
-``CudaKernel.launch_on(ptrs, stream)`` launches on the caller's device buffers and stream (``tracea.ops`` on
-CUDA tensors): no copy, no host synchronisation.
+``CudaKernel.launch_on(ptrs, stream)`` / ``launch_ptrs`` launch on the caller's device buffers and stream
+(``tracea.ops`` on CUDA tensors): no copy, no host synchronisation, and a repeat on the same buffers replays
+the recorded driver calls (``OnCallerBuffers``, launches.py).
 ``CudaKernel.time`` keeps the inputs on the device, flushes L2 before each run (a memset over a buffer
 twice the L2 size, outside the timed interval) and times each launch alone between two events.
 Device memory is taken with plain allocations (cuMemAlloc), never managed memory.
@@ -21,6 +22,7 @@ from tracea.doctor.errors import BadInputError, LaunchError, UnsupportedError
 
 from ..cpu.runtime import Artifact  # the same record for every backend (language="cuda", binary: the cubin)
 from ..timing import Timing, _p95
+from . import launches
 from .render import Rendered
 
 BUFFERS = ("a", "b", "x", "weight", "bias", "residual", "out")
@@ -70,6 +72,7 @@ class _Device:
             raise UnsupportedError(f"no CUDA device to run on ({exc})",
                                    "`tracea emit --backend cuda --arch sm_90a` compiles without one") from None
         self.driver = driver
+        launches.CONTEXT[0] = int(_check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent"))
         self.stream = self.dev.create_stream()
         self.l2 = int(getattr(self.dev.properties, "l2_cache_size", 0) or 64 << 20)
         self.flush_bytes = 2 * self.l2
@@ -203,12 +206,12 @@ class _Borrowed:
 
 
 class _StreamDriver:
-    """The driver module as one ``launch_on`` sees it: a memset a kernel object issues while it prepares
-    (split-K semaphores) is queued on the caller's stream, in order with its launches, not on the legacy
-    stream that a non-blocking stream does not wait for."""
+    """The driver module as one ``launch_ptrs`` preparation sees it: a memset a kernel object issues while it
+    prepares (split-K semaphores) is queued on the caller's stream, in order with its launches, not on the
+    legacy stream that a non-blocking stream does not wait for."""
 
-    def __init__(self, driver: Any, handle: Any) -> None:
-        self._driver, self._handle = driver, handle
+    def __init__(self, driver: Any, handle: int) -> None:
+        self._driver, self._handle = driver, driver.CUstream(handle)
 
     def cuMemsetD8(self, ptr: Any, value: int, nbytes: int) -> Any:  # noqa: N802 - the driver's name
         return self._driver.cuMemsetD8Async(ptr, value, nbytes, self._handle)
@@ -217,55 +220,125 @@ class _StreamDriver:
         return getattr(self._driver, name)
 
 
-class _OnStream:
-    """The device as one ``launch_on`` sees it: the caller's stream in place of Tracea's own."""
+class _CallerStream:
+    """A caller's stream as a kernel object's ``launch`` reads it (``.handle``), not owned."""
 
-    def __init__(self, dev: _Device, stream: Any) -> None:
-        self._real, self.stream = dev, stream
-        self.driver = _StreamDriver(dev.driver, stream.handle)
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+
+class _OnStream:
+    """The device as one ``launch_ptrs`` preparation sees it: the caller's stream in place of Tracea's own."""
+
+    def __init__(self, dev: _Device, handle: int) -> None:
+        self._real, self.stream = dev, _CallerStream(handle)
+        self.driver = _StreamDriver(dev.driver, handle)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
 
-_STREAMS: dict[int, Any] = {}
+class OnCallerBuffers:
+    """Launching a kernel object on the caller's device memory and stream (``tracea.ops`` on CUDA tensors):
+    no copy, no host synchronisation. A host class provides ``_shapes`` (the op's inputs), ``_out_shape``,
+    ``_dtype``, ``_dbuf`` (its own buffers by name), ``_dev``, ``_lock``, ``launch()``, and an ``upload(inputs)``
+    that, while ``_borrowing``, copies nothing and prepares its launch arguments (tensor maps, ...) over the
+    pointers of ``_dbuf``.
+
+    The first launch on a set of pointers prepares (``upload``) and records the driver calls it makes (a
+    ``launches.Tape``); every later launch on the same pointers replays them on the given stream, which is
+    all a repeated call costs. The kernel's own scratch (split-K workspace, padded copies, tile plans) is
+    shared by its launches, so a launch on another stream than the last first waits for that one (an event,
+    no host sync), except while the stream captures a CUDA graph: then nothing from outside the capture may
+    be waited on, and work before the capture is complete (torch.cuda.graph synchronizes as it begins)."""
+
+    _borrowing = False  # inside a preparation: upload reads the caller's pointers, copies nothing
+    _on_key: tuple[int, ...] | None = None  # the pointers the recorded tape was made for
+    _tape: launches.Tape | None = None
+    _order: tuple[int, int] | None = None  # (event, stream) recorded after the last launch that used scratch
+    _has_scratch: bool | None = None  # the kernel holds buffers of its own (None: not known yet)
+    _names: tuple[str, ...] | None = None
+    _sizes: tuple[int, ...] | None = None
+
+    @property
+    def ptr_names(self) -> tuple[str, ...]:
+        """The buffers ``launch_ptrs`` takes, in its order: the op's inputs and "out", sorted by name."""
+        if self._names is None:
+            item = self._dtype.itemsize
+            shapes = {**self._shapes, "out": self._out_shape}  # type: ignore[attr-defined]
+            self._names = tuple(sorted(shapes))
+            self._sizes = tuple(int(np.prod(shapes[n])) * item for n in self._names)
+        return self._names
+
+    def launch_on(self, ptrs: dict[str, int], stream: int) -> None:
+        """One launch on the caller's device memory, queued on the caller's stream (a CUstream handle as an
+        int, e.g. ``torch.cuda.current_stream().cuda_stream``); returns at once. ``ptrs``: a device pointer for
+        each of the op's inputs (``op.shapes()``) and "out", each a dense C-contiguous buffer of the op's shape
+        and dtype on this kernel's GPU, alive until the stream has run the launch."""
+        names = self.ptr_names
+        if not hasattr(ptrs, "keys") or set(ptrs) != set(names):
+            got = sorted(ptrs) if hasattr(ptrs, "keys") else type(ptrs).__name__
+            raise BadInputError(f"launch_on: expected pointers for {', '.join(names)}, got {got}")
+        self.launch_ptrs(tuple(int(ptrs[n]) for n in names), int(stream))
+
+    def launch_ptrs(self, ptrs: tuple[int, ...], stream: int) -> None:
+        """``launch_on`` with the pointers as a tuple in ``ptr_names`` order (the prepared call's form)."""
+        with self._lock:  # type: ignore[attr-defined]
+            scratch = self._has_scratch
+            if scratch is None or ptrs != self._on_key:
+                scratch = any(n not in self.ptr_names for n in self._dbuf)  # type: ignore[attr-defined]
+            capturing = scratch and launches.capturing(stream)
+            if scratch and not capturing:
+                self._wait_for_scratch(stream)
+            if ptrs == self._on_key and self._tape is not None:
+                self._tape.replay(stream)
+            else:
+                self._record(ptrs, stream)
+            if self._has_scratch and not capturing:
+                ev = self._order[0] if self._order else launches.event()
+                self._order = (ev, stream)
+                launches.record(ev, stream)
+
+    def _record(self, ptrs: tuple[int, ...], stream: int) -> None:
+        """Prepare the launch over ``ptrs`` (upload while borrowing), make it, and keep its driver calls."""
+        names, sizes = self.ptr_names, self._sizes
+        saved_dbuf, saved_dev = self._dbuf, self._dev  # type: ignore[attr-defined]
+        own = {n: b for n, b in saved_dbuf.items() if n not in names}
+        self._on_key = self._tape = None
+        try:
+            self._dbuf = {**own, **{n: _Borrowed(p, nb) for n, p, nb in zip(names, ptrs, sizes, strict=True)}}
+            self._dev, self._borrowing = _OnStream(saved_dev, stream), True
+            self.upload({})  # type: ignore[attr-defined]
+            with launches.recording() as tape:
+                self.launch()  # type: ignore[attr-defined]
+            self._tape, self._on_key = tape, ptrs
+        finally:
+            scratch = {n: b for n, b in self._dbuf.items() if not isinstance(b, _Borrowed)}
+            self._dev, self._borrowing = saved_dev, False
+            self._dbuf = {**{n: b for n, b in saved_dbuf.items() if n in names}, **scratch}
+            self._has_scratch = bool(scratch)
+
+    def _wait_for_scratch(self, stream: int) -> None:
+        """Order this launch after the last one that used the kernel's scratch, when that ran on another
+        stream (the first time: after the legacy stream, where the scratch was zeroed and filled)."""
+        if self._order is None:
+            ev = launches.event()
+            launches.record(ev, 0)
+            self._order = (ev, 0)
+        ev, last = self._order
+        if last != stream:
+            launches.wait(stream, ev)
 
 
-def _event(driver: Any) -> Any:
-    return _check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-
-
-def _capturing(driver: Any, handle: Any) -> bool:
-    """Whether ``handle``'s stream is capturing a CUDA graph. Then launch_on orders nothing across streams:
-    an event from outside the capture may not be waited on inside it (CUDA_ERROR_STREAM_CAPTURE_ISOLATION),
-    and work before the capture is complete (torch.cuda.graph synchronizes as it begins)."""
-    status = _check(driver.cuStreamIsCapturing(handle), "cuStreamIsCapturing")
-    return status != driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
-
-
-def foreign_stream(handle: int) -> Any:
-    """A cuda-core Stream for a caller's CUstream handle (an int: 0 is the legacy default stream, 2 the
-    per-thread one), not owned: the caller keeps it alive."""
-    from cuda import core
-
-    s = _STREAMS.get(handle)
-    if s is None:
-        special = {0: "LEGACY_DEFAULT_STREAM", 1: "LEGACY_DEFAULT_STREAM", 2: "PER_THREAD_DEFAULT_STREAM"}
-        s = getattr(core, special[handle]) if handle in special else core.Stream.from_handle(handle)
-        _STREAMS[handle] = s
-    return s
-
-
-class CudaKernel:
+class CudaKernel(OnCallerBuffers):
     """A compiled kernel for one operation on the current GPU."""
 
-    _borrowing = False  # inside launch_on: upload prepares the launch over the caller's buffers, copies nothing
-    _order: tuple[Any, int] | None = None  # launch_on's (event, stream) after the last launch that used scratch
-    _on_key: tuple[int, ...] | None = None  # launch_on's (stream, pointers) that the launch arguments were made for
-    _sizes: dict[str, int] | None = None  # launch_on's buffer sizes in bytes, names sorted
+    _cooperative = False  # a cooperative launch (all blocks resident at once: the split softmax)
 
     def __init__(self, op: Any, artifact: Artifact, rendered: Rendered, scalars: dict[str, float | int]) -> None:
-        from cuda.core import LaunchConfig, ObjectCode
+        from cuda.core import ObjectCode
 
         self.op = op
         self.artifact = artifact
@@ -281,7 +354,8 @@ class CudaKernel:
         if rendered.smem > 48 * 1024:
             self._allow_smem(rendered.smem)
         self._driver_resources()
-        self._config = LaunchConfig(grid=rendered.grid, block=rendered.block, shmem_size=rendered.smem)
+        self._func = self._function()
+        self._grid3, self._block3 = launches.dims(rendered.grid), launches.dims(rendered.block)
         self._scalars = scalars
         self._shapes = {k: tuple(v) for k, v in op.shapes().items()}
         self._dtype = op.dtype.storage
@@ -316,6 +390,14 @@ class CudaKernel:
             res["regs_per_thread"] = drv["num_regs"]
             res["source"] = "driver kernel attributes (the ptxas log had no figures)"
 
+    def _function(self) -> int:
+        """The loaded kernel as a CUfunction handle (cuLaunchKernel's), from cuda-core's CUkernel."""
+        d = self._dev.driver
+        handle = self._kernel._handle if hasattr(self._kernel, "_handle") else self._kernel.handle
+        if isinstance(handle, d.CUkernel):
+            handle = _check(d.cuKernelGetFunction(handle), "cuKernelGetFunction")
+        return int(handle)
+
     def _allow_smem(self, nbytes: int) -> None:
         d = self._dev.driver
         attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -347,9 +429,9 @@ class CudaKernel:
         return out
 
     def upload(self, inputs: dict[str, np.ndarray]) -> None:
-        if self._borrowing:  # launch_on: the buffers are the caller's; a subclass's upload then reads their pointers
+        if self._borrowing:  # launch_ptrs: the buffers are the caller's; a subclass's upload then reads their pointers
             return
-        self._on_key = None  # the launch arguments now point at this object's own buffers
+        self._on_key = None  # the launch arguments now point at this object's own buffers: record again
         for name, x in self._check_inputs(inputs).items():
             self._buffer(name, x.nbytes).upload(x)
         self._buffer("out", int(np.prod(self._out_shape)) * self._dtype.itemsize)
@@ -358,72 +440,11 @@ class CudaKernel:
         return pack_args(self.rendered.params, (*BUFFERS, "workspace"), FLOAT_SCALARS, self._dbuf, self._scalars)
 
     def launch(self) -> None:
-        """One launch on the device-resident buffers (asynchronous)."""
-        from cuda.core import launch
-
-        launch(self._dev.stream, self._config, self._kernel, *self._args())
+        """One launch on the device-resident buffers (asynchronous), on the device's stream."""
+        launches.kernel(self._func, self._grid3, self._block3, self.rendered.smem, self._dev.stream, self._args(),
+                        self._cooperative)
 
     # -------------------------------------------------------------- calls
-    def launch_on(self, ptrs: dict[str, int], stream: int) -> None:
-        """One launch on the caller's device memory, queued on the caller's stream (a CUstream handle as an
-        int, e.g. ``torch.cuda.current_stream().cuda_stream``); returns at once: no copy, no host sync.
-
-        ``ptrs``: a device pointer for each of the op's inputs (``op.shapes()``) and "out", each a dense
-        C-contiguous buffer of the op's shape and dtype on this kernel's GPU, alive until the stream has run
-        the launch. A subclass's ``upload`` prepares its arguments (tensor maps, ...) over these pointers.
-        The kernel's own scratch (split-K workspace, padded copies, tile plans) is shared by its launches, so a
-        launch on another stream than the last first waits for that one (an event, no host sync), except
-        while the stream captures a CUDA graph. The arguments (tensor maps) made for the last call's stream and
-        pointers are reused when both repeat, as they do in a model's steady state under torch's allocator."""
-        if self._sizes is None:  # once: the buffers' byte sizes, by name in sorted order
-            item = self._dtype.itemsize
-            sizes = {n: int(np.prod(s)) * item for n, s in self._shapes.items()} | {
-                "out": int(np.prod(self._out_shape)) * item}
-            self._sizes = dict(sorted(sizes.items()))
-        sizes, handle = self._sizes, int(stream)
-        names = sizes.keys()
-        if not hasattr(ptrs, "keys") or set(ptrs) != names:
-            got = sorted(ptrs) if hasattr(ptrs, "keys") else type(ptrs).__name__
-            raise BadInputError(f"launch_on: expected pointers for {', '.join(names)}, got {got}")
-        key = (handle, *(int(ptrs[n]) for n in names))
-        with self._lock:
-            saved_dbuf, saved_dev = self._dbuf, self._dev
-            own = {n: b for n, b in saved_dbuf.items() if n not in names}
-            on = _OnStream(saved_dev, foreign_stream(handle))
-            capturing = _capturing(saved_dev.driver, on.stream.handle)
-            if not capturing:
-                self._wait_for_scratch(on, own)
-            try:
-                self._dbuf = {**own, **{n: _Borrowed(int(ptrs[n]), sizes[n]) for n in names}}
-                self._dev, self._borrowing = on, True  # type: ignore[assignment]
-                if key != self._on_key:  # the same buffers and stream as the last launch_on: its arguments hold
-                    self._on_key = None
-                    self.upload({})
-                    self._on_key = key
-                self.launch()
-            finally:
-                scratch = {n: b for n, b in self._dbuf.items() if not isinstance(b, _Borrowed)}
-                self._dev, self._borrowing = saved_dev, False
-                self._dbuf = {**{n: b for n, b in saved_dbuf.items() if n in names}, **scratch}
-            if scratch and not capturing:
-                event = self._order[0] if self._order else _event(saved_dev.driver)
-                self._order = (event, int(on.stream.handle))
-                _check(saved_dev.driver.cuEventRecord(event, on.stream.handle), "cuEventRecord")
-
-    def _wait_for_scratch(self, on: _OnStream, own: dict[str, Any]) -> None:
-        """Order this launch after the last one that used the kernel's scratch, when that ran on another
-        stream (the first time: after the legacy stream, where the scratch was zeroed and filled)."""
-        if not own:
-            return
-        d = on._real.driver
-        if self._order is None:
-            event = _event(d)
-            _check(d.cuEventRecord(event, d.CUstream(0)), "cuEventRecord")
-            self._order = (event, 0)
-        event, last = self._order
-        if last != int(on.stream.handle):
-            _check(d.cuStreamWaitEvent(on.stream.handle, event, 0), "cuStreamWaitEvent")
-
     def __call__(self, inputs: dict[str, np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
         given = out is not None
         if out is None:

@@ -156,17 +156,12 @@ class SplitKernel(CudaKernel):
 
     def __init__(self, op: Any, artifact: Any, rendered: Rendered, scalars: dict[str, float | int]) -> None:
         super().__init__(op, artifact, rendered, scalars)
-        from cuda.core import LaunchConfig
-
         grid = rendered.grid[0]
         fit = self._resident_blocks(rendered.block[0])
         if fit is not None and grid > fit:
             raise LaunchError(f"the split softmax needs its {grid} blocks resident at once; this GPU holds {fit}",
                               "a smaller split (the hero schedule sizes it from this GPU's SM count)")
-        try:
-            self._config = LaunchConfig(grid=rendered.grid, block=rendered.block, shmem_size=0, is_cooperative=True)
-        except TypeError:  # a cuda-core before cooperative launches: the occupancy check above stands alone
-            pass
+        self._cooperative = True  # cuLaunchCooperativeKernel: the driver refuses a grid that cannot be resident
         rows = op.rows
         self._ws = self._buffer("ws", 8 * rows * max(1, grid // rows))
         self._sem = self._buffer("sem", 8 * rows)

@@ -1,5 +1,5 @@
 """Host side of the Hopper GEMM: TMA tensor maps (``cuTensorMapEncodeTiled`` through cuda-bindings'
-driver API, 128B swizzle), a launch through ``cuLaunchKernel`` with the maps passed by value, and the
+driver API, 128B swizzle), a launch through ``cuLaunchKernel`` (launches.py) with the maps passed by value, and the
 CUDA emitter's hooks for the ``cuda-wgmma`` family (``check_wgmma``, ``WgmmaKernel``).
 
 Needs a driver (a GPU machine); importing this module does not. The tensor map is 128 opaque bytes
@@ -128,6 +128,7 @@ class Launcher:
         self._drv = drv
         self.module = driver_call(drv.cuModuleLoadData(cubin), "cuModuleLoadData")
         self.func = driver_call(drv.cuModuleGetFunction(self.module, entry.encode()), "cuModuleGetFunction")
+        self.func_handle = int(self.func)
         self.smem_bytes = smem_bytes
         attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         driver_call(drv.cuFuncSetAttribute(self.func, attr, smem_bytes), "cuFuncSetAttribute")
@@ -155,14 +156,11 @@ class Launcher:
         attr = getattr(self._drv.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
         return int(driver_call(self._drv.cuFuncGetAttribute(attr, self.func), "cuFuncGetAttribute"))
 
-    def launch(self, grid: int, threads: int, stream: int, args: list[Any]) -> None:
+    def launch(self, grid: int, threads: int, stream: Any, args: list[Any]) -> None:
         """``args``: ctypes values in kernel-parameter order (tensor maps, pointers as c_uint64, ...)."""
-        keep = list(args)
-        ptrs = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(a) for a in keep])
-        if not isinstance(stream, self._drv.CUstream):
-            stream = self._drv.CUstream(stream)
-        driver_call(self._drv.cuLaunchKernel(self.func, grid, 1, 1, threads, 1, 1, self.smem_bytes, stream,
-                                        ctypes.addressof(ptrs), 0), "cuLaunchKernel")
+        from . import launches
+
+        launches.kernel(self.func_handle, grid, threads, self.smem_bytes, stream, args)
 
 
 def output_map(op: Any, sched: WgmmaSchedule, c_ptr: int) -> tuple[_Map, int]:
@@ -286,7 +284,9 @@ class WgmmaKernel(CudaKernel):
     def launch(self) -> None:
         if self._wargs is None:
             raise LaunchError("cuda-wgmma: launch before upload (no tensor maps yet)")
+        from . import launches
+
         stream = self._dev.stream.handle
         for cp in self._copies:
-            driver_call(self._dev.driver.cuMemcpy2DAsync(cp, stream), "cuMemcpy2DAsync")
+            launches.memcpy2d(cp, stream)
         self._launcher.launch(self._grid, self.rendered.block[0], stream, self._wargs)

@@ -25,7 +25,7 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError, ToolchainMissingError
 
-from . import _engine
+from . import _engine, _prepared
 from ._arrays import shown as _shown
 from ._dispatch import EXPLAINING
 from ._dispatch import last_route as _last_route
@@ -103,11 +103,14 @@ def clear_cache() -> None:
     """Forget the in-process kernels and routing choices (the next call plans again and reads the tuning
     database again; the on-disk build cache still spares the compile) and reset ``stats()``."""
     _engine.clear()
+    _prepared.clear()
 
 
 def stats() -> dict[str, int]:
     """Counts since the last ``clear_cache``: ``builds`` (kernels built in this process), ``kernel_hits``
-    (calls served by a kernel built earlier), ``tracea`` (calls that ran a Tracea kernel), ``fallbacks``."""
+    (calls served by a kernel built earlier), ``tracea`` (calls that ran a Tracea kernel), ``fallbacks``,
+    ``slow_path`` (calls that ran every check and the routing) and ``fast_path`` (calls of a signature an
+    earlier call prepared: the launch alone, docs/ops.md "Host time")."""
     return dict(_engine.STATS)
 
 

@@ -87,6 +87,27 @@ def device_ptr(obj: Any) -> int:
     return int(obj.data_ptr())
 
 
+def _extent(x: Any) -> tuple[str, int, int] | None:
+    """(where, first byte, one past the last byte) that a tensor's elements span; None when it has none."""
+    if x.numel() == 0:
+        return None
+    lo = hi = x.data_ptr()
+    for size, stride in zip(x.shape, x.stride(), strict=True):
+        step = (size - 1) * stride * x.element_size()
+        lo, hi = (lo + step, hi) if step < 0 else (lo, hi + step)
+    return str(x.device), lo, hi + x.element_size()
+
+
+def overlapping(out: Any, x: Any) -> bool:
+    """Whether ``out`` and the input ``x`` may share memory (by the bounds of what each spans)."""
+    if isinstance(out, np.ndarray) and isinstance(x, np.ndarray):
+        return bool(np.may_share_memory(out, x))
+    if not (is_torch(out) and is_torch(x)):
+        return False
+    a, b = _extent(out), _extent(x)
+    return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+
+
 def empty_like(arg: Arg, shape: tuple[int, ...]) -> Any:
     """A new output of ``arg``'s kind, dtype and device."""
     if arg.kind == "numpy":

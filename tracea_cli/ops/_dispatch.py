@@ -7,18 +7,19 @@ from __future__ import annotations
 import contextvars
 import math
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, TraceaError, UnsupportedError
 
-from . import _engine
-from ._arrays import Arg, check_out, device_ptr, empty_like, host_view
+from . import _engine, _prepared
+from ._arrays import Arg, check_out, device_ptr, empty_like, host_view, overlapping
 from ._engine import STATS, Fallback, Route
 
 EXPLAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("tracea_ops_explaining", default=False)
-_LAST = threading.local()
+_LAST = _engine.LAST
+# (key, the call's array names, the arrays): what a slow call that ran a kernel prepares (_prepared.keep)
+Fast = tuple[tuple[Any, ...] | None, tuple[str, ...], tuple[Any, ...]]
 
 
 def last_route() -> Route | None:
@@ -89,18 +90,26 @@ def _vendor_name(kind: str, names: dict[str, str]) -> str:
 def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str, Any]]],
         out: Any, out_shape: tuple[int, ...], vendor: Callable[[], Any], vendor_names: dict[str, str],
         kernel_out: Callable[[Any], Any] = lambda o: o, alloc: Callable[[], Any] | None = None,
-        notes: Callable[[Route], list[str]] | None = None, out_channels_last: bool = False) -> Any:
+        notes: Callable[[Route], list[str]] | None = None, out_channels_last: bool = False,
+        fast: Fast | None = None) -> Any:
     """``plan()`` -> (op, {buffer name: object the kernel reads}) or Fallback; ``kernel_out(result)``: the
     object the kernel writes into (a reshaped or permuted view); ``alloc()``: a new result; ``notes(route)``:
     what explain adds to a kernel route (a cost the caller can avoid); ``out_channels_last``: ``out`` must be
-    dense in channels_last memory (the kernel writes NHWC into it)."""
+    dense in channels_last memory (the kernel writes NHWC into it); ``fast``: what a call that runs a kernel
+    prepares, so that the next call of its signature takes the fast path (_prepared.py)."""
     route = Route(op=name)
     _LAST.route = route
     first = next(iter(args.values()))
     explaining = EXPLAINING.get()
+    if not explaining:
+        STATS["slow_path"] += 1
     numpy_dtypes(args)
     if out is not None:
         check_out(out, first, out_shape, out_channels_last)  # a bad out is the caller's error on either path
+        for n, a in args.items():
+            if overlapping(out, a.obj):
+                raise BadInputError(f"out: overlaps the input {n!r}; the kernel would read what it writes",
+                                    "give out= a buffer of its own")
     if out_shape and math.prod(out_shape) == 0:  # nothing to compute: an empty result, as NumPy and torch give
         route.path, route.reason = "empty", "the result has no elements: nothing is computed"
         if explaining:
@@ -121,11 +130,16 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
         if explaining:
             return route
         result = out if out is not None else (alloc() if alloc else empty_like(first, out_shape))
+        written = kernel_out(result)
         try:
-            _launch(k, backend, first, feeds, kernel_out(result))
+            _launch(k, backend, first, feeds, written)
         except TraceaError as exc:  # e.g. a buffer TMA cannot address (a view 8 bytes into its storage)
             raise Fallback(f"the kernel refused these buffers ({exc.message.splitlines()[0]})") from None
         STATS["tracea"] += 1
+        if fast is not None:
+            if first.kind == "torch":
+                _prepared.torch_seen(sys.modules["torch"])
+            _prepared.keep(fast[0], fast[1], fast[2], k, feeds, written, result, route, first.kind, first.index)
         return result
     except Fallback as fb:
         route.path, route.reason = "fallback", fb.reason

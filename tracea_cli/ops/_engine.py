@@ -24,7 +24,9 @@ from tracea.doctor.errors import (
     UnsupportedError,
 )
 
-STATS: Counter[str] = Counter()  # builds, kernel_hits, tracea, fallbacks: what tests and explain count
+# builds, kernel_hits, tracea, fallbacks, slow_path, fast_path: what tests and explain count
+STATS: Counter[str] = Counter()
+LAST = threading.local()  # .route: the route of this thread's last call (explain())
 _LOCK = threading.RLock()
 _HOST: list[Any] = []
 _CHOICES: dict[tuple[str, str, frozenset[str]], Any] = {}

@@ -19,6 +19,10 @@ from . import _vendor
 from ._arrays import Arg, describe, is_torch, shown
 from ._dispatch import EXPLAINING, run
 from ._engine import Fallback
+from ._prepared import PREPARED, Uncached, array_key, mask_key, opt, out_key
+
+# Each op function looks its call's key up first (_prepared.py): a signature prepared by an earlier call runs
+# its launch at once; any other call takes the slow path below it (every check, the route, the kernel).
 
 
 def _ir(build: Any) -> Any:
@@ -96,6 +100,19 @@ def gemm(a: Any, b: Any, *, bias: Any = None, residual: Any = None, epilogue: st
     order (bias, relu, gelu, scale, residual); by default bias (if given), scale (if alpha != 1), residual
     (if given). A column-major operand (``x.T`` of a dense matrix) is read in place. Batches (``a`` (..., m, k),
     ``b`` (..., k, n), the leading sizes broadcast as in ``numpy.matmul``) take the vendor call."""
+    try:
+        key: tuple[Any, ...] | None = ("gemm", array_key(a), array_key(b), array_key(bias), array_key(residual),
+                                       opt(epilogue), opt(alpha), out_key(out))
+        p = PREPARED.get(key)  # type: ignore[arg-type]
+    except (Uncached, TypeError):
+        key = p = None
+    if p is not None and not EXPLAINING.get():
+        return p((a, b, bias, residual), out, lambda: _gemm(a, b, bias, residual, epilogue, alpha, out, None))
+    return _gemm(a, b, bias, residual, epilogue, alpha, out, key)
+
+
+def _gemm(a: Any, b: Any, bias: Any, residual: Any, epilogue: Any, alpha: Any, out: Any,
+          key: tuple[Any, ...] | None) -> Any:
     args = {"a": describe("a", a), "b": describe("b", b)}
     operands = {n: v for n, v in (("bias", bias), ("residual", residual)) if v is not None}
     args |= {n: describe(n, v) for n, v in operands.items()}
@@ -136,7 +153,8 @@ def gemm(a: Any, b: Any, *, bias: Any = None, residual: Any = None, epilogue: st
         return op, {"a": fa, "b": fb, **operands}
 
     vendor = {"numpy": "numpy.matmul in float64 + the epilogue", "torch": "torch.matmul + the epilogue in torch"}
-    return run("gemm", args, plan, out, out_shape, lambda: _vendor.gemm(a, b, chain, operands, alpha), vendor)
+    return run("gemm", args, plan, out, out_shape, lambda: _vendor.gemm(a, b, chain, operands, alpha), vendor,
+               fast=(key, ("a", "b", "bias", "residual"), (a, b, bias, residual)))
 
 
 def _pair(name: str, v: Any, low: int = 1) -> tuple[int, int]:
@@ -179,6 +197,20 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     (K, C/groups, R, S), result (N, K, P, Q); a torch tensor in channels_last memory (x and weight both) is read
     in place and the result is channels_last too. ``layout="nhwc"`` (NumPy or torch): x (N, H, W, C), weight
     (K, R, S, C/groups), result (N, P, Q, K)."""
+    try:
+        key: tuple[Any, ...] | None = ("conv2d", array_key(x), array_key(weight), array_key(bias), opt(stride),
+                                       opt(padding), opt(dilation), opt(groups), opt(layout), out_key(out))
+        p = PREPARED.get(key)  # type: ignore[arg-type]
+    except (Uncached, TypeError):
+        key = p = None
+    if p is not None and not EXPLAINING.get():
+        return p((x, weight, bias), out,
+                 lambda: _conv2d(x, weight, bias, stride, padding, dilation, groups, layout, out, None))
+    return _conv2d(x, weight, bias, stride, padding, dilation, groups, layout, out, key)
+
+
+def _conv2d(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, groups: Any, layout: Any,
+            out: Any, key: tuple[Any, ...] | None) -> Any:
     if not isinstance(layout, str) or layout.lower() not in ("nchw", "nhwc"):
         raise BadInputError(f"conv2d: layout expected 'nchw' or 'nhwc', got {shown(layout)}",
                             "torch tensors in channels_last memory take the default 'nchw'")
@@ -237,7 +269,7 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
                lambda: _vendor.conv2d(x, weight, bias, stride, pad, dilation, int(groups), layout), vendor,
                kernel_out=(lambda o: o.permute(0, 2, 3, 1)) if channels_last else (lambda o: o),
                alloc=alloc if channels_last else None, notes=_nchw_note if ir_layout == "nchw" else None,
-               out_channels_last=channels_last)
+               out_channels_last=channels_last, fast=(key, ("x", "weight", "bias"), (x, weight, bias)))
 
 
 _NCHW_WARNED: list[bool] = []
@@ -281,6 +313,17 @@ def _channels_last(args: dict[str, Arg]) -> bool:
 
 def softmax(x: Any, dim: int = -1, out: Any = None) -> Any:
     """Numerically stable softmax over ``dim``; the kernel reduces the last axis (any leading shape)."""
+    try:
+        key: tuple[Any, ...] | None = ("softmax", array_key(x), opt(dim), out_key(out))
+        p = PREPARED.get(key)  # type: ignore[arg-type]
+    except (Uncached, TypeError):
+        key = p = None
+    if p is not None and not EXPLAINING.get():
+        return p((x,), out, lambda: _softmax(x, dim, out, None))
+    return _softmax(x, dim, out, key)
+
+
+def _softmax(x: Any, dim: Any, out: Any, key: tuple[Any, ...] | None) -> Any:
     args = {"x": describe("x", x)}
     shape = args["x"].shape
     if not shape:
@@ -302,7 +345,7 @@ def softmax(x: Any, dim: int = -1, out: Any = None) -> Any:
 
     vendor = {"numpy": "NumPy softmax in float64", "torch": "torch.softmax"}
     return run("softmax", args, plan, out, shape, lambda: _vendor.softmax(x, dim), vendor,
-               kernel_out=lambda o: o.reshape(rows, cols))
+               kernel_out=lambda o: o.reshape(rows, cols), fast=(key, ("x",), (x,)))
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
@@ -311,6 +354,20 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     q head h reading kv head h // (H / Hkv) (grouped-query). The mask (kernels/attention.py): causal with the
     diagonal aligned bottom-right, ``window`` = (left, right) keys, ``block_mask`` (Sq/bq x Sk/bk booleans, a
     NumPy array or tensor) over ``block_size`` tiles. A row that keeps no key is 0."""
+    try:
+        key: tuple[Any, ...] | None = ("attention", array_key(q), array_key(k), array_key(v), opt(causal),
+                                       opt(scale), opt(window), mask_key(block_mask), opt(block_size), out_key(out))
+        p = PREPARED.get(key)  # type: ignore[arg-type]
+    except (Uncached, TypeError):
+        key = p = None
+    if p is not None and not EXPLAINING.get():
+        return p((q, k, v), out,
+                 lambda: _attention(q, k, v, causal, scale, window, block_mask, block_size, out, None))
+    return _attention(q, k, v, causal, scale, window, block_mask, block_size, out, key)
+
+
+def _attention(q: Any, k: Any, v: Any, causal: Any, scale: Any, window: Any, block_mask: Any, block_size: Any,
+               out: Any, key: tuple[Any, ...] | None) -> Any:
     args = {"q": describe("q", q), "k": describe("k", k), "v": describe("v", v)}
     qs, ks, vs = args["q"].shape, args["k"].shape, args["v"].shape
     if len(qs) != 4 or ks != vs or len(ks) != 4 or qs[0] != ks[0] or qs[3] != ks[3] or (
@@ -351,4 +408,4 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
         return _vendor.attention(q, k, v, sc, (sq, sk, bool(causal), win, bm, bsize))
 
     names = {"numpy": "NumPy attention in float64", "torch": "torch.nn.functional.scaled_dot_product_attention"}
-    return run("attention", args, plan, out, qs, vendor, names)
+    return run("attention", args, plan, out, qs, vendor, names, fast=(key, ("q", "k", "v"), (q, k, v)))

@@ -19,12 +19,14 @@ from tracea.doctor.errors import BadInputError, LaunchError
 
 from ...timing import Timing
 from ..attention_plan import BUFFERS, FLOAT_SCALARS, block_mask_bytes, tile_plan
-from ..runtime import DeviceArray, _Device, event_timing
+from ..runtime import DeviceArray, OnCallerBuffers, _Device, event_timing
 from .attention_schedule import AttnWgmmaSchedule
 
 
-class WgmmaAttentionKernel:
-    """A compiled ``tr_wgmma_attention`` for one Attention op on the current GPU."""
+class WgmmaAttentionKernel(OnCallerBuffers):
+    """A compiled ``tr_wgmma_attention`` for one Attention op on the current GPU; ``launch_on`` /
+    ``launch_ptrs`` run it on a caller's q, k, v and out (runtime.OnCallerBuffers: the maps are made over
+    those pointers, lse and the tile plan stay the kernel's own)."""
 
     def __init__(self, op: Any, artifact: Any, rendered: Any, scalars: dict[str, float | int],
                  blocks: int | None = None) -> None:
@@ -47,6 +49,8 @@ class WgmmaAttentionKernel:
             walk = walk_plan(op, self.schedule, self._grid)  # the static schedule of this grid's blocks
         self.plan = tile_plan(op, self.schedule.bq, self.schedule.bk)
         self._dtype = op.dtype.storage
+        self._shapes = {n: tuple(v) for n, v in op.shapes().items()}
+        self._out_shape = tuple(op.output_shape())
         self._dbuf: dict[str, DeviceArray] = {}
         self._lock = threading.Lock()
         self._args: list[Any] | None = None
@@ -71,12 +75,14 @@ class WgmmaAttentionKernel:
 
         op, d = self.op, self.op.head_dim
         shapes = op.shapes()
-        for name in ("q", "k", "v"):
-            x = inputs.get(name) if hasattr(inputs, "get") else None
-            if not isinstance(x, np.ndarray) or x.shape != shapes[name] or x.dtype != self._dtype:
-                raise BadInputError(f"inputs[{name!r}]: expected a {shapes[name]} {self._dtype} array")
-            self._buffer(name, x.nbytes).upload(np.ascontiguousarray(x))
-        self._buffer("out", int(np.prod(op.output_shape())) * 2)
+        if not self._borrowing:  # launch_ptrs: q, k, v and out are the caller's, only the maps are made
+            self._on_key = None
+            for name in ("q", "k", "v"):
+                x = inputs.get(name) if hasattr(inputs, "get") else None
+                if not isinstance(x, np.ndarray) or x.shape != shapes[name] or x.dtype != self._dtype:
+                    raise BadInputError(f"inputs[{name!r}]: expected a {shapes[name]} {self._dtype} array")
+                self._buffer(name, x.nbytes).upload(np.ascontiguousarray(x))
+            self._buffer("out", int(np.prod(op.output_shape())) * 2)
         self._buffer("lse", int(np.prod(op.lse_shape())) * 4)
         s = self.schedule
         maps = []

@@ -218,17 +218,15 @@ def run_steps(drv: Any, transpose: Callable[[], Any], steps: list[Any], stream: 
     (and of the NCHW result), in order."""
     import ctypes
 
-    from ..tma import driver_call
+    from .. import launches
 
     for step in steps:
         if step[0] == "c":
-            driver_call(drv.cuMemcpy2DAsync(step[1], stream), "cuMemcpy2DAsync")
+            launches.memcpy2d(step[1], stream)
             continue
         _, src, dst, rows, cols, ldd, batch = step
         args = [ctypes.c_uint64(src), ctypes.c_uint64(dst), ctypes.c_int(rows), ctypes.c_int(cols), ctypes.c_int(ldd)]
-        ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        driver_call(drv.cuLaunchKernel(transpose(), -(-cols // 32), -(-rows // 32), batch, 32, 8, 1, 0, stream,
-                                       ctypes.addressof(ptrs), 0), "cuLaunchKernel (transpose)")
+        launches.kernel(transpose(), (-(-cols // 32), -(-rows // 32), batch), (32, 8, 1), 0, stream, args)
 
 
 def conv_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any]) -> Any:
@@ -287,9 +285,8 @@ def conv_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any])
             if self._wargs is None:
                 raise LaunchError("cuda-wgmma.conv2d: launch before upload (no tensor maps yet)")
             stream = self._dev.stream.handle
-            cu_stream = stream if isinstance(stream, self._dev.driver.CUstream) else self._dev.driver.CUstream(stream)
-            run_steps(self._dev.driver, self._transpose_function, self._copies, cu_stream)
+            run_steps(self._dev.driver, self._transpose_function, self._copies, stream)
             self._launcher.launch(self.rendered.grid[0], self.rendered.block[0], stream, self._wargs)
-            run_steps(self._dev.driver, self._transpose_function, self._after, cu_stream)
+            run_steps(self._dev.driver, self._transpose_function, self._after, stream)
 
     return WgmmaConvKernel()

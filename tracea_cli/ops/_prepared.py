@@ -1,0 +1,199 @@
+"""The fast path of a repeated ``tracea.ops`` call: a prepared launcher per call signature.
+
+The first call of a signature takes the slow path (_dispatch.run): every argument check, the route, the
+kernel. When that ran a Tracea kernel, a ``Prepared`` is kept under the call's key, which holds everything
+those checks and the route read: each array's type, dtype, shape and strides, its device and whether
+autograd tracks it here, a given ``out``'s writeability, and every option with its type (``True`` is not
+``1``: the slow path refuses one and takes the other). A later call with an equal key has passed every one
+of those checks already. What is left depends on the call's own memory, and the prepared call does it: the
+result allocated (or a given ``out`` checked against the inputs for overlap), the pointers read, and the
+kernel launched on them (on a GPU, the recorded driver calls of the last launch replayed on the caller's
+current stream while the pointers repeat). Anything else takes the slow path and is prepared in turn: a
+new shape, dtype, stride, device, option, a type the key does not know (a NumPy subclass, a torch tensor
+subclass, a list), a torch ``block_mask`` (its contents would need a device read), and ``explain``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tracea.doctor.errors import BadInputError, TraceaError
+
+from ._engine import LAST, STATS, Route
+
+PREPARED: dict[tuple[Any, ...], Prepared] = {}
+LIMIT = 4096  # prepared signatures kept (a model's layers and shapes); the oldest leave first
+_LOCK = threading.Lock()
+_TENSORS: set[type] = set()  # torch.Tensor and nn.Parameter, once a call has brought torch tensors
+_GRAD: list[Callable[[], bool]] = []  # torch.is_grad_enabled
+
+
+class Uncached(Exception):
+    """An argument the key cannot describe: the call takes the slow path and is not prepared."""
+
+
+def array_key(x: Any) -> Any:
+    t = type(x)
+    if t is np.ndarray:
+        return t, x.dtype, x.shape, x.strides
+    if x is None:
+        return None
+    if t in _TENSORS:
+        return t, x.dtype, x.shape, x.stride(), x.device, x.requires_grad and _GRAD[0]()
+    raise Uncached
+
+
+def out_key(x: Any) -> Any:
+    if type(x) is np.ndarray:
+        return np.ndarray, x.dtype, x.shape, x.strides, x.flags.writeable
+    return array_key(x)
+
+
+def mask_key(x: Any) -> Any:
+    """A NumPy block mask by its contents (a few bytes: one per tile pair); a tensor's is not read here."""
+    if x is None:
+        return None
+    if type(x) is np.ndarray:
+        return np.ndarray, x.dtype, x.shape, x.tobytes()
+    raise Uncached
+
+
+def opt(v: Any) -> Any:
+    """An option as the key holds it: equal only where the slow path cannot tell the two apart."""
+    t = type(v)
+    if t is int or v is None:
+        return v
+    if t is tuple or t is list:
+        if t is tuple and all(type(e) is int for e in v):
+            return v
+        return t, tuple(opt(e) for e in v)
+    if t is float or t is str or t is bool or isinstance(v, np.generic):
+        return t, v
+    raise Uncached
+
+
+def torch_seen(torch: Any) -> None:
+    """The slow path met torch tensors: from now on their keys are made (torch is never imported here)."""
+    if not _TENSORS:
+        _GRAD.append(torch.is_grad_enabled)
+        _TENSORS.update({torch.Tensor, torch.nn.Parameter})
+
+
+def clear() -> None:
+    with _LOCK:
+        PREPARED.clear()
+
+
+def _numpy_ptr(x: np.ndarray) -> int:
+    try:  # the buffer protocol: a fraction of __array_interface__'s cost (a dict of six entries each time)
+        return ctypes.addressof(ctypes.c_char.from_buffer(x))
+    except (TypeError, ValueError, BufferError):  # read-only, or a transposed (column-major) operand
+        return x.__array_interface__["data"][0]
+
+
+def _tensor_ptr(x: Any) -> int:
+    return x.data_ptr()
+
+
+def _numpy_alloc(shape: tuple[int, ...], dtype: Any) -> Callable[[], Any]:
+    return lambda: np.empty(shape, dtype)
+
+
+def _torch_alloc(torch: Any, shape: tuple[int, ...], stride: tuple[int, ...], dtype: Any,
+                 device: Any) -> Callable[[], Any]:
+    return lambda: torch.empty_strided(shape, stride, dtype=dtype, device=device)
+
+
+def _stream(torch: Any, index: int) -> Callable[[], int]:
+    """The caller's current CUDA stream on device ``index``, as a handle."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return lambda: raw(index)
+    return lambda: torch.cuda.current_stream(index).cuda_stream
+
+
+class Prepared:
+    """One signature's launch: the kernel, where each of its buffers comes from in the call, how the result
+    is made, and the route a call of it reports (``explain()``)."""
+
+    __slots__ = ("kernel", "slots", "out_at", "nbytes", "out_bytes", "ptr", "alloc", "stream", "route", "names")
+
+    def __init__(self, kernel: Any, slots: tuple[int, ...], nbytes: tuple[int, ...], out_bytes: int,
+                 ptr: Callable[[Any], int], alloc: Callable[[], Any], stream: Callable[[], int] | None,
+                 route: Route, names: tuple[str, ...]) -> None:
+        self.kernel, self.slots, self.nbytes, self.out_bytes = kernel, slots, nbytes, out_bytes
+        self.out_at = slots.index(-1)
+        self.ptr, self.alloc, self.stream, self.route, self.names = ptr, alloc, stream, route, names
+
+    def __call__(self, arrays: tuple[Any, ...], out: Any, slow: Callable[[], Any]) -> Any:
+        ptr = self.ptr
+        ptrs = [0 if i < 0 else ptr(arrays[i]) for i in self.slots]
+        if out is None:
+            out = self.alloc()
+            optr = ptr(out)
+        else:  # the one check a key cannot make: a given out must not share memory with an input
+            optr = ptr(out)
+            end = optr + self.out_bytes
+            for i, p, nb in zip(self.slots, ptrs, self.nbytes, strict=True):
+                if i >= 0 and p < end and optr < p + nb:
+                    raise BadInputError(f"out: overlaps the input {self.names[i]!r}; the kernel would read what it "
+                                        "writes", "give out= a buffer of its own")
+        ptrs[self.out_at] = optr
+        try:
+            self.kernel.launch_ptrs(tuple(ptrs), self.stream() if self.stream is not None else 0)
+        except TraceaError:  # what the slow path does with a launch that fails (a vendor fallback, or the error)
+            return slow()
+        STATS["fast_path"] += 1
+        STATS["kernel_hits"] += 1
+        STATS["tracea"] += 1
+        LAST.route = self.route
+        return out
+
+
+def keep(key: tuple[Any, ...] | None, names: tuple[str, ...], arrays: tuple[Any, ...], kernel: Any,
+         feeds: dict[str, Any], written: Any, result: Any, route: Route, kind: str, device_index: int | None) -> None:
+    """Prepare ``key`` after its slow call ran ``kernel``: ``arrays`` are the call's arrays (``names``), ``feeds``
+    what the kernel read by buffer name, ``written`` what it wrote (``result`` itself or a view of it). Only
+    where every buffer is an argument's own memory (the same address: a transposed, permuted or reshaped
+    view of it) is a prepared call the same launch; otherwise nothing is kept."""
+    if key is None or not hasattr(kernel, "launch_ptrs"):
+        return
+    if kind == "numpy":
+        ptr: Callable[[Any], int] = _numpy_ptr
+        alloc = _numpy_alloc(result.shape, result.dtype)
+        stream = None
+        size: Callable[[Any], int] = lambda x: x.nbytes  # noqa: E731
+    else:
+        torch = sys.modules["torch"]
+        ptr = _tensor_ptr
+        alloc = _torch_alloc(torch, tuple(result.shape), tuple(result.stride()), result.dtype, result.device)
+        stream = _stream(torch, device_index or 0) if result.device.type == "cuda" else None
+        size = lambda x: x.numel() * x.element_size()  # noqa: E731
+    slots, nbytes = [], []
+    for name in kernel.ptr_names:
+        if name == "out":
+            if ptr(written) != ptr(result):
+                return
+            slots.append(-1)
+            nbytes.append(0)
+            continue
+        if name not in names or arrays[names.index(name)] is None or name not in feeds:
+            return
+        i = names.index(name)
+        if ptr(feeds[name]) != ptr(arrays[i]):
+            return
+        slots.append(i)
+        nbytes.append(size(arrays[i]))
+    shown = Route(**{**route.__dict__, "notes": list(route.notes)})
+    shown.in_process = True
+    p = Prepared(kernel, tuple(slots), tuple(nbytes), size(result), ptr, alloc, stream, shown, names)
+    with _LOCK:
+        PREPARED[key] = p
+        while len(PREPARED) > LIMIT:
+            PREPARED.pop(next(iter(PREPARED)))

@@ -189,7 +189,7 @@ class CpuKernel:
         inputs. ``stream`` is there for the GPU kernels' form and not read."""
         with self._lock:
             bufs = self._bufs
-            for i, p in zip(self._ptr_slots, ptrs, strict=True):
+            for i, p in zip(self._ptr_slots, ptrs):  # noqa: B905 - ptrs has ptr_names' length (the caller's contract)
                 bufs[i] = p
             rc = self._fn(bufs, self._dims, self._fparams)
         if rc != 0:

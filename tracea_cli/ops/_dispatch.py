@@ -137,8 +137,6 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
             raise Fallback(f"the kernel refused these buffers ({exc.message.splitlines()[0]})") from None
         STATS["tracea"] += 1
         if fast is not None:
-            if first.kind == "torch":
-                _prepared.torch_seen(sys.modules["torch"])
             _prepared.keep(fast[0], fast[1], fast[2], k, feeds, written, result, route, first.kind, first.index)
         return result
     except Fallback as fb:

@@ -46,6 +46,10 @@ def array_key(x: Any) -> Any:
         return None
     if t in _TENSORS:
         return t, x.dtype, x.shape, x.stride(), x.device, x.requires_grad and _GRAD[0]()
+    torch = sys.modules.get("torch")
+    if torch is not None and not _TENSORS and (t is torch.Tensor or t is torch.nn.Parameter):
+        torch_seen(torch)  # the first torch tensor of the process
+        return array_key(x)
     raise Uncached
 
 
@@ -79,7 +83,7 @@ def opt(v: Any) -> Any:
 
 
 def torch_seen(torch: Any) -> None:
-    """The slow path met torch tensors: from now on their keys are made (torch is never imported here)."""
+    """A call brought torch tensors: from now on their keys are made (torch is never imported here)."""
     if not _TENSORS:
         _GRAD.append(torch.is_grad_enabled)
         _TENSORS.update({torch.Tensor, torch.nn.Parameter})
@@ -149,9 +153,7 @@ class Prepared:
             self.kernel.launch_ptrs(tuple(ptrs), self.stream() if self.stream is not None else 0)
         except TraceaError:  # what the slow path does with a launch that fails (a vendor fallback, or the error)
             return slow()
-        STATS["fast_path"] += 1
-        STATS["kernel_hits"] += 1
-        STATS["tracea"] += 1
+        STATS["fast_path"] += 1  # stats() counts it into kernel_hits and tracea too
         LAST.route = self.route
         return out
 

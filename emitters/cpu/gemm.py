@@ -8,7 +8,6 @@ Shapes are runtime arguments, so one binary serves every shape of a (type, layou
 from __future__ import annotations
 
 import dataclasses
-
 from typing import Any
 
 from ..schedule import CpuSchedule

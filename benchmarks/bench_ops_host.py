@@ -11,7 +11,10 @@ timed); the table gives the median and p95 of the per-call times of ``--blocks``
 which is not printed when either side's p95 is more than 1.5x its median (an unstable measurement). The
 prepared-call counts (``tracea.ops.stats()``) show the kernel path ran, not a fallback.
 
-    python benchmarks/bench_ops_host.py [--cuda] [--calls 100] [--blocks 21]
+    python benchmarks/bench_ops_host.py [--cuda] [--calls 100] [--blocks 21] [--profile]
+
+``--profile``: after the table, cProfile over 2000 calls of each ``tracea.ops`` case, the functions by own time
+(where the host time of a prepared call goes).
 
 The CPU figure names the CPU and its BLAS's kernel set (threadpoolctl); run it with OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE unset where a machine pins them, so that NumPy runs OpenBLAS's own choice
@@ -123,6 +126,7 @@ def cuda_rows(calls: int, blocks: int) -> list[str]:
         ("attention bf16 b1 h8 s128 d64 causal", lambda: ops.attention(q, kv, kv, causal=True),
          "F.scaled_dot_product_attention", lambda: F.scaled_dot_product_attention(q, kv, kv, is_causal=True)),
     ]
+    PROFILED.extend((label, mine) for label, mine, _, _ in cases)
     with torch.inference_mode():
         for label, mine, vendor, theirs in cases:
             got, want = mine().float(), theirs().float()
@@ -136,11 +140,32 @@ def cuda_rows(calls: int, blocks: int) -> list[str]:
     return rows
 
 
+PROFILED: list[tuple[str, Callable[[], Any]]] = []
+
+
+def profile(calls: int = 2000) -> None:
+    import cProfile
+    import io
+    import pstats
+
+    for label, fn in PROFILED:
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(calls):
+            fn()
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(12)
+        print(f"\n--- {label}: {calls} calls under cProfile")
+        print("\n".join(line for line in text.getvalue().splitlines() if line.strip())[-1800:])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cuda", action="store_true", help="also CUDA tensors (a GPU and PyTorch)")
     ap.add_argument("--calls", type=int, default=100, help="calls a block (default 100)")
     ap.add_argument("--blocks", type=int, default=21, help="timed blocks a side (default 21)")
+    ap.add_argument("--profile", action="store_true", help="cProfile each tracea.ops case after the table")
     args = ap.parse_args(argv)
     from tracea.doctor import probe
 
@@ -152,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     print("| call | tracea.ops | framework's op | ratio | path |")
     print("|---|---|---|---|---|")
     print("\n".join(rows))
+    if args.profile and PROFILED:
+        import torch
+
+        with torch.inference_mode():
+            profile()
     return 0
 
 

@@ -188,9 +188,26 @@ def test_a_launch_is_prepared_once_per_set_of_pointers_and_replayed_on_any_strea
     assert k.uploads == 2 and cuda.launched[-1][:2] == (77, 6) and cuda.launched[-1][2][:3] == [11, 22, 44]
     with pytest.raises(BadInputError):  # an upload of the object's own buffers (no arrays here: refused) ...
         runtime.CudaKernel.upload(k, {})
-    assert k._on_key is None  # ... first forgets the caller's pointers, so the next launch_on prepares again
+    assert k._tapes is None  # ... first forgets the caller's pointers, so the next launch_on prepares again
     k.launch_on({**ptrs, "out": 44}, 6)
     assert k.uploads == 3
+
+
+def test_layers_that_share_a_kernel_each_keep_their_recorded_launch(cuda, monkeypatch):
+    """A model's layers of one shape share the kernel object, each on its own tensors: alternating between
+    them replays each one's tape; past TAPES sets of pointers the least recently used is prepared again."""
+    monkeypatch.setattr(runtime, "TAPES", 2)
+    k = _kernel(Counting)
+    one, two, three = (1, 2, 3), (4, 5, 6), (7, 8, 9)
+    for _ in range(3):
+        k.launch_ptrs(one, 5)
+        k.launch_ptrs(two, 5)
+    assert k.uploads == 2 and [c[2][:3] for c in cuda.launched] == [list(one), list(two)] * 3
+    k.launch_ptrs(three, 5)  # a third set: the least recently used (one) leaves
+    k.launch_ptrs(two, 5)
+    assert k.uploads == 3
+    k.launch_ptrs(one, 5)
+    assert k.uploads == 4 and cuda.launched[-1][2][:3] == list(one)
 
 
 def test_a_failed_launch_is_a_launch_error_and_is_not_replayed(cuda):
@@ -198,7 +215,7 @@ def test_a_failed_launch_is_a_launch_error_and_is_not_replayed(cuda):
     cuda.fail = 700  # CUDA_ERROR_ILLEGAL_ADDRESS
     with pytest.raises(LaunchError, match="error 700"):
         k.launch_on({"a": 1, "b": 2, "out": 3}, 7)
-    assert k._on_key is None and k._tape is None  # nothing recorded: the next call prepares again
+    assert not k._tapes  # nothing recorded: the next call prepares again
     cuda.fail = 0
     k.launch_on({"a": 1, "b": 2, "out": 3}, 7)
     assert cuda.launched == [(77, 7, [1, 2, 3, 0, 5])]

@@ -12,6 +12,7 @@ Device memory is taken with plain allocations (cuMemAlloc), never managed memory
 from __future__ import annotations
 
 import atexit
+import collections
 import threading
 import weakref
 from typing import Any
@@ -240,6 +241,9 @@ class _OnStream:
         return getattr(self._real, name)
 
 
+TAPES = 64  # recorded launches kept per kernel object (a model's layers of one shape, each on its own tensors)
+
+
 class OnCallerBuffers:
     """Launching a kernel object on the caller's device memory and stream (``tracea.ops`` on CUDA tensors):
     no copy, no host synchronisation. A host class provides ``_shapes`` (the op's inputs), ``_out_shape``,
@@ -248,15 +252,16 @@ class OnCallerBuffers:
     pointers of ``_dbuf``.
 
     The first launch on a set of pointers prepares (``upload``) and records the driver calls it makes (a
-    ``launches.Tape``); every later launch on the same pointers replays them on the given stream, which is
-    all a repeated call costs. The kernel's own scratch (split-K workspace, padded copies, tile plans) is
+    ``launches.Tape``, holding its own arguments); every later launch on the same pointers replays them on
+    the given stream, which is all a repeated call costs. Tapes are kept per set of pointers (``TAPES`` of
+    them, the least recently used leaving first): the layers of a model that share a kernel each keep
+    theirs. The kernel's own scratch (split-K workspace, padded copies, tile plans) is
     shared by its launches, so a launch on another stream than the last first waits for that one (an event,
     no host sync), except while the stream captures a CUDA graph: then nothing from outside the capture may
     be waited on, and work before the capture is complete (torch.cuda.graph synchronizes as it begins)."""
 
     _borrowing = False  # inside a preparation: upload reads the caller's pointers, copies nothing
-    _on_key: tuple[int, ...] | None = None  # the pointers the recorded tape was made for
-    _tape: launches.Tape | None = None
+    _tapes: collections.OrderedDict[tuple[int, ...], launches.Tape] | None = None  # by pointers, newest last
     _order: tuple[int, int] | None = None  # (event, stream) recorded after the last launch that used scratch
     _has_scratch: bool | None = None  # the kernel holds buffers of its own (None: not known yet)
     _names: tuple[str, ...] | None = None
@@ -286,14 +291,18 @@ class OnCallerBuffers:
     def launch_ptrs(self, ptrs: tuple[int, ...], stream: int) -> None:
         """``launch_on`` with the pointers as a tuple in ``ptr_names`` order (the prepared call's form)."""
         with self._lock:  # type: ignore[attr-defined]
+            tapes = self._tapes
+            tape = tapes.get(ptrs) if tapes is not None else None
             scratch = self._has_scratch
-            if scratch is None or ptrs != self._on_key:
+            if scratch is None or tape is None:
                 scratch = any(n not in self.ptr_names for n in self._dbuf)  # type: ignore[attr-defined]
             capturing = scratch and launches.capturing(stream)
             if scratch and not capturing:
                 self._wait_for_scratch(stream)
-            if ptrs == self._on_key and self._tape is not None:
-                self._tape.replay(stream)
+            if tape is not None:
+                tape.replay(stream)
+                if len(tapes) > 1:  # type: ignore[arg-type]
+                    tapes.move_to_end(ptrs)  # type: ignore[union-attr]
             else:
                 self._record(ptrs, stream)
             if self._has_scratch and not capturing:
@@ -306,14 +315,17 @@ class OnCallerBuffers:
         names, sizes = self.ptr_names, self._sizes
         saved_dbuf, saved_dev = self._dbuf, self._dev  # type: ignore[attr-defined]
         own = {n: b for n, b in saved_dbuf.items() if n not in names}
-        self._on_key = self._tape = None
         try:
             self._dbuf = {**own, **{n: _Borrowed(p, nb) for n, p, nb in zip(names, ptrs, sizes, strict=True)}}
             self._dev, self._borrowing = _OnStream(saved_dev, stream), True
             self.upload({})  # type: ignore[attr-defined]
             with launches.recording() as tape:
                 self.launch()  # type: ignore[attr-defined]
-            self._tape, self._on_key = tape, ptrs
+            if self._tapes is None:
+                self._tapes = collections.OrderedDict()
+            self._tapes[ptrs] = tape
+            while len(self._tapes) > TAPES:
+                self._tapes.popitem(last=False)
         finally:
             scratch = {n: b for n, b in self._dbuf.items() if not isinstance(b, _Borrowed)}
             self._dev, self._borrowing = saved_dev, False
@@ -431,7 +443,7 @@ class CudaKernel(OnCallerBuffers):
     def upload(self, inputs: dict[str, np.ndarray]) -> None:
         if self._borrowing:  # launch_ptrs: the buffers are the caller's; a subclass's upload then reads their pointers
             return
-        self._on_key = None  # the launch arguments now point at this object's own buffers: record again
+        self._tapes = None  # the launch arguments now point at this object's own buffers: record again
         for name, x in self._check_inputs(inputs).items():
             self._buffer(name, x.nbytes).upload(x)
         self._buffer("out", int(np.prod(self._out_shape)) * self._dtype.itemsize)

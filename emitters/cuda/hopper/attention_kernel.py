@@ -76,7 +76,7 @@ class WgmmaAttentionKernel(OnCallerBuffers):
         op, d = self.op, self.op.head_dim
         shapes = op.shapes()
         if not self._borrowing:  # launch_ptrs: q, k, v and out are the caller's, only the maps are made
-            self._on_key = None
+            self._tapes = None
             for name in ("q", "k", "v"):
                 x = inputs.get(name) if hasattr(inputs, "get") else None
                 if not isinstance(x, np.ndarray) or x.shape != shapes[name] or x.dtype != self._dtype:

@@ -158,11 +158,14 @@ class Backend(Protocol):
         ...
 
     def export(self, op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str | Path,
-               arch: str | None = None, force: bool = False, schedule_source: str = "given") -> list[Path]:
+               arch: str | None = None, force: bool = False, schedule_source: str = "given",
+               prefix: str | None = None) -> list[Path]:
         """Write a self-contained C/C++ package for ``op`` at its shape into ``out_dir`` (``tracea export``):
-        ``include/tracea.h`` (the C ABI, emitters/export_abi.py), ``tracea.hpp``, the kernel, a CMake file,
-        an example that verifies against a C reference, and ``manifest.json``. A non-empty ``out_dir`` is
-        refused unless ``force``; ``schedule_source`` ("tuned", "heuristic", "given") goes into the manifest."""
+        ``include/<prefix>/tracea.h`` (the C ABI, emitters/export_abi.py), ``tracea.hpp``, the kernel, a CMake
+        file with ``install()`` and a package config, an example that verifies against a C reference, and
+        ``manifest.json``. Every exported name carries ``prefix`` (None: one derived from the op,
+        ``export_abi.default_prefix``). A non-empty ``out_dir`` is refused unless ``force``;
+        ``schedule_source`` ("tuned", "heuristic", "given") goes into the manifest."""
         ...
 
     def rendering(self, op: Any, variant: Variant, schedule: Any, host: Any, arch: str | None = None) -> Rendering:

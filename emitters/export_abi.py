@@ -1,25 +1,93 @@
 """The C ABI of an exported package (DESIGN.md, "Written contracts"): ``tracea.h``, ``tracea.hpp`` and the
 backend-neutral C behind them (last error, tensor-view checks), written once for every backend.
 
-A package exports one op at one shape: each launcher checks every view against that shape, dtype and
-contiguous row-major layout and returns a status with a message instead of reading out of bounds. The
-backends (cpu/export.py, cuda/export.py) add the kernel, the body of the launcher and the CMake file.
+A package exports one op at one shape under a prefix of its own (``--prefix``, else ``default_prefix``):
+every symbol it leaves in the library, its macros, header guards, C++ namespace and CMake target carry
+that prefix, so any number of packages link into one program. The types (status codes, tensor views) are
+shared: the first package header in a translation unit defines them, keyed by the ABI version. Each
+launcher checks every view against its shape, dtype and contiguous row-major layout and returns a status
+with a message instead of reading out of bounds. The backends (cpu/export.py, cuda/export.py) add the
+kernel, the body of the launcher and the CMake file (``cmake_package`` has its install and package
+config).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
-ABI_VERSION = 1
+# 2: per-package prefixes (symbols, macros, guards, namespace), const input views (TraceaConstTensorView),
+# the shared types guarded once per translation unit, tracea_view() an inline function of the header.
+ABI_VERSION = 2
 MAX_DIMS = 8
 DTYPES = {"fp32": ("TRACEA_DTYPE_F32", 4), "fp16": ("TRACEA_DTYPE_F16", 2), "bf16": ("TRACEA_DTYPE_BF16", 2)}
 EXPORTABLE = ("gemm", "conv2d", "softmax", "attention")
+
+# ------------------------------------------------------------------------------------------- the prefix
+
+PREFIX_MAX = 48
+C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto if
+inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
+volatile while bool true false nullptr alignas alignof constexpr static_assert thread_local typeof
+typeof_unqual""".split())
+CPP_KEYWORDS = frozenset("""and and_eq asm bitand bitor catch char8_t char16_t char32_t class compl concept consteval
+constinit const_cast co_await co_return co_yield decltype delete dynamic_cast explicit export friend mutable
+namespace new noexcept not not_eq operator or or_eq private protected public reinterpret_cast requires
+static_cast template this throw try typeid typename using virtual wchar_t xor xor_eq""".split())
+# Not keywords, but a package cannot be named so: C++'s reserved namespaces, the namespace every package
+# shares, and the target names CMake keeps for itself.
+RESERVED = frozenset({"std", "posix", "tracea", "all", "all_build", "clean", "edit_cache", "help", "install",
+                      "package", "package_source", "preinstall", "rebuild_cache", "run_tests", "test",
+                      "zero_check"})
+
+
+def prefix_problem(name: str) -> str | None:
+    """What makes ``name`` unusable as a package prefix (one line), or None."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return f"{name!r} is not a C identifier (a letter, then letters, digits or _)"
+    if name.startswith("_") or "__" in name or name.endswith("_"):
+        return f"{name!r} starts or ends with _ or holds __ (names C and C++ reserve once the prefix is joined)"
+    if name in C_KEYWORDS or name in CPP_KEYWORDS:
+        return f"{name!r} is a C or C++ keyword"
+    if name.lower() in RESERVED:
+        return f"{name!r} is reserved (a C++ namespace, the shared `tracea` namespace, or a CMake target name)"
+    if len(name) > PREFIX_MAX:
+        return f"{name!r} is {len(name)} characters; at most {PREFIX_MAX}"
+    return None
+
+
+def check_prefix(name: str) -> str:
+    problem = prefix_problem(name)
+    if problem:
+        raise BadInputError(f"--prefix: {problem}", "e.g. --prefix my_gemm")
+    return name
+
+
+def _extent(op: Any) -> str:
+    """The op's size, short: M x N x K, rows x cols, N x C x H x W then K, batch x heads x seq x head_dim."""
+    dims = {"gemm": ("m", "n", "k"), "softmax": ("rows", "cols"), "conv2d": ("n", "c", "h", "w"),
+            "attention": ("batch", "heads", "seq_q", "head_dim")}.get(op.kind)
+    text = "x".join(str(getattr(op, d)) for d in dims) if dims else "x".join(map(str, op.output_shape()))
+    return text + (f"k{op.k}" if op.kind == "conv2d" else "")
+
+
+def default_prefix(op: Any, backend: str) -> str:
+    """``<op>_<dtype>_<size>_<hash>``, e.g. ``gemm_fp16_1024x1024x1024_3f9c2a``: the hash (6 hex digits of
+    the sha256 of the op's JSON and the backend) tells apart exports that differ in anything else (layout,
+    epilogue, stride, a CPU and a CUDA package of one op). A size too long for a prefix is left out."""
+    doc = json.dumps({"op": op.to_json(), "backend": backend}, sort_keys=True)
+    digest = hashlib.sha256(doc.encode()).hexdigest()[:6]
+    name = f"{op.kind}_{op.dtype.value}_{_extent(op)}_{digest}"
+    return name if len(name) <= PREFIX_MAX else f"{op.kind}_{op.dtype.value}_{digest}"
+
+
+# ------------------------------------------------------------------------------------------- the launcher
 
 
 @dataclass(frozen=True)
@@ -35,17 +103,39 @@ class Tensor:
             n *= d
         return n
 
+    @property
+    def view_type(self) -> str:
+        """Its C view type: inputs are read through a const view."""
+        return "TraceaTensorView" if self.output else "TraceaConstTensorView"
+
+    @property
+    def view_maker(self) -> str:
+        return "tracea_view" if self.output else "tracea_const_view"
+
 
 @dataclass(frozen=True)
 class Launcher:
-    """One exported op: ``tracea_<kind>(inputs..., out, stream)`` in the kernel's buffer order."""
+    """One exported op: ``<prefix>_<kind>(inputs..., out, stream)`` in the kernel's buffer order."""
 
     op: Any
     tensors: tuple[Tensor, ...]  # inputs first, the output last
+    prefix: str
 
     @property
     def name(self) -> str:
-        return f"tracea_{self.op.kind}"
+        return f"{self.prefix}_{self.op.kind}"
+
+    @property
+    def macro(self) -> str:
+        """The prefix of the package's macros (its prefix upper-cased)."""
+        return self.prefix.upper()
+
+    def api(self, what: str) -> str:
+        """The package's C function ``what`` (init, shutdown, get_last_error, ...)."""
+        return f"{self.prefix}_{what}"
+
+    def shape_macro(self, t: Tensor) -> str:
+        return f"{self.macro}_{t.name.upper()}"
 
     @property
     def dtype(self) -> str:
@@ -60,11 +150,11 @@ class Launcher:
         return self.tensors[-1]
 
     def signature(self) -> str:
-        args = [f"const TraceaTensorView* {t.name}" for t in self.inputs]
+        args = [f"const {t.view_type}* {t.name}" for t in self.inputs]
         return f"TraceaStatus {self.name}({', '.join([*args, f'TraceaTensorView* {self.out.name}', 'void* stream'])})"
 
 
-def launcher_for(op: Any, order: tuple[str, ...] | list[str]) -> Launcher:
+def launcher_for(op: Any, order: tuple[str, ...] | list[str], prefix: str) -> Launcher:
     """The launcher of ``op`` with its inputs in ``order`` (the kernel's buffers; absent optional ones dropped)."""
     if op.kind not in EXPORTABLE:
         raise UnsupportedError(f"export: {op.kind} cannot be exported yet (ABI version {ABI_VERSION} has "
@@ -79,33 +169,17 @@ def launcher_for(op: Any, order: tuple[str, ...] | list[str]) -> Launcher:
     missing = set(shapes) - {t.name for t in inputs}
     if missing:
         raise UnsupportedError(f"export: the kernel takes no buffer for {sorted(missing)[0]!r}")
-    return Launcher(op, (*inputs, Tensor("out", tuple(int(d) for d in op.output_shape()), output=True)))
+    out = Tensor("out", tuple(int(d) for d in op.output_shape()), output=True)
+    return Launcher(op, (*inputs, out), check_prefix(prefix))
 
 
-def _macro(launcher: Launcher, t: Tensor) -> str:
-    return f"TRACEA_{launcher.op.kind.upper()}_{t.name.upper()}"
+# ------------------------------------------------------------------------------------------- tracea.h
 
-
-def header(launcher: Launcher, backend: str) -> str:
-    """``include/tracea.h``: the whole C ABI of the package."""
-    shapes = "\n".join(f"#define {_macro(launcher, t)}_NDIM {len(t.shape)}\n"
-                       f"#define {_macro(launcher, t)}_SHAPE {{{', '.join(map(str, t.shape))}}}"
-                       for t in launcher.tensors)
-    stream = ("a CUstream (NULL: the default stream); views hold device pointers (CUdeviceptr cast to void*)"
-              if backend == "cuda" else "unused on the CPU (pass NULL); the call returns when the result is written")
-    return f"""/* tracea.h: the C ABI of a package written by `tracea export` (generated, do not edit).
- * One op at one shape; every launcher checks its views and returns a status (never reads out of bounds).
- * Backend: {backend}. Op: {json.dumps(launcher.op.to_json(), sort_keys=True)} */
-#ifndef TRACEA_H
-#define TRACEA_H
-
-#include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {{
-#endif
-
-#define TRACEA_ABI_VERSION {ABI_VERSION}  /* tracea_abi_version() of the library must equal it */
+# The types every package of this ABI version shares; the first package header of a translation unit
+# defines them, so one view type serves every package's launchers (a GEMM's output, a softmax's input).
+COMMON_H = f"""/* Shared by every Tracea package of C ABI version {ABI_VERSION}: defined once per translation unit. */
+#ifndef TRACEA_COMMON_ABI
+#define TRACEA_COMMON_ABI {ABI_VERSION}
 #define TRACEA_MAX_DIMS {MAX_DIMS}
 
 typedef enum {{
@@ -119,27 +193,107 @@ typedef enum {{
 
 typedef enum {{ TRACEA_DTYPE_F32 = 0, TRACEA_DTYPE_F16 = 1, TRACEA_DTYPE_BF16 = 2 }} TraceaDType;
 
-/* A tensor in memory: strides in elements; exported kernels take contiguous row-major tensors. */
+/* An input tensor (read, never written): strides in elements; exported kernels take contiguous row-major tensors. */
+typedef struct {{
+    const void* data;
+    int32_t dtype;   /* a TraceaDType */
+    int32_t ndim;
+    int64_t shape[TRACEA_MAX_DIMS];
+    int64_t strides[TRACEA_MAX_DIMS];
+}} TraceaConstTensorView;
+
+/* The output tensor (written): the same fields over writable memory. */
 typedef struct {{
     void* data;
-    int32_t dtype;   /* a TraceaDType */
+    int32_t dtype;
     int32_t ndim;
     int64_t shape[TRACEA_MAX_DIMS];
     int64_t strides[TRACEA_MAX_DIMS];
 }} TraceaTensorView;
 
+static inline int32_t tracea_fill_dims_(int32_t ndim, const int64_t* shape, int64_t* dims, int64_t* strides) {{
+    int32_t n = ndim < 0 ? 0 : (ndim > TRACEA_MAX_DIMS ? TRACEA_MAX_DIMS : ndim);
+    int64_t stride = 1;
+    for (int i = 0; i < TRACEA_MAX_DIMS; ++i) dims[i] = strides[i] = 0;
+    for (int i = n - 1; i >= 0; --i) {{
+        dims[i] = shape[i];
+        strides[i] = stride;
+        stride *= shape[i];
+    }}
+    return n;
+}}
+
+/* A contiguous row-major view of `data` (strides filled in): the output's ... */
+static inline TraceaTensorView tracea_view(void* data, TraceaDType dtype, int32_t ndim, const int64_t* shape) {{
+    TraceaTensorView v;
+    v.data = data;
+    v.dtype = (int32_t)dtype;
+    v.ndim = tracea_fill_dims_(ndim, shape, v.shape, v.strides);
+    return v;
+}}
+
+/* ... and an input's. */
+static inline TraceaConstTensorView tracea_const_view(const void* data, TraceaDType dtype, int32_t ndim,
+                                                      const int64_t* shape) {{
+    TraceaConstTensorView v;
+    v.data = data;
+    v.dtype = (int32_t)dtype;
+    v.ndim = tracea_fill_dims_(ndim, shape, v.shape, v.strides);
+    return v;
+}}
+
+/* One op's output as the next op's input. */
+static inline TraceaConstTensorView tracea_as_const(TraceaTensorView v) {{
+    TraceaConstTensorView c;
+    c.data = v.data;
+    c.dtype = v.dtype;
+    c.ndim = v.ndim;
+    for (int i = 0; i < TRACEA_MAX_DIMS; ++i) {{
+        c.shape[i] = v.shape[i];
+        c.strides[i] = v.strides[i];
+    }}
+    return c;
+}}
+#elif TRACEA_COMMON_ABI != {ABI_VERSION}
+#error "tracea.h: packages of two Tracea C ABI versions in one translation unit; export them again with one Tracea"
+#endif
+"""
+
+
+def header(launcher: Launcher, backend: str) -> str:
+    """``include/<prefix>/tracea.h``: the whole C ABI of the package."""
+    shapes = "\n".join(f"#define {launcher.shape_macro(t)}_NDIM {len(t.shape)}\n"
+                       f"#define {launcher.shape_macro(t)}_SHAPE {{{', '.join(map(str, t.shape))}}}"
+                       for t in launcher.tensors)
+    stream = ("a CUstream (NULL: the default stream); views hold device pointers (CUdeviceptr cast to void*)"
+              if backend == "cuda" else "unused on the CPU (pass NULL); the call returns when the result is written")
+    m, api = launcher.macro, launcher.api
+    return f"""/* tracea.h: the C ABI of the Tracea package {launcher.prefix} (written by `tracea export`; do not edit).
+ * One op at one shape; every launcher checks its views and returns a status (never reads out of bounds).
+ * Every name the package exports starts with {launcher.prefix}_ (macros: {m}_), so packages link side by side.
+ * Backend: {backend}. Op: {json.dumps(launcher.op.to_json(), sort_keys=True)} */
+#ifndef {m}_TRACEA_H
+#define {m}_TRACEA_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {{
+#endif
+
+{COMMON_H}
+#define {m}_ABI_VERSION {ABI_VERSION}  /* {api("abi_version")}() of the library must equal it */
+
 /* The exported shapes as stored (dtype {DTYPES[launcher.dtype][0]}; a 'col' layout is the row-major transpose). */
 {shapes}
 
-int tracea_abi_version(void);
-/* The message of the last failed call on this thread ("" when none); valid until the next call. */
-const char* tracea_get_last_error(void);
-void tracea_clear_error(void);
-/* Optional: prepares the kernel (CUDA: loads the module into the current context); launchers call it. */
-TraceaStatus tracea_init(void);
-void tracea_shutdown(void);
-/* A contiguous row-major view of `data` (strides filled in). */
-TraceaTensorView tracea_view(void* data, TraceaDType dtype, int32_t ndim, const int64_t* shape);
+int {api("abi_version")}(void);
+/* The message of the last failed call of this package on this thread ("" when none); valid until its next call. */
+const char* {api("get_last_error")}(void);
+void {api("clear_error")}(void);
+/* Optional: prepares the kernel (CUDA: loads the module into the current context); the launcher calls it. */
+TraceaStatus {api("init")}(void);
+void {api("shutdown")}(void);
 
 /* stream: {stream}. */
 {launcher.signature()};
@@ -147,17 +301,18 @@ TraceaTensorView tracea_view(void* data, TraceaDType dtype, int32_t ndim, const 
 #ifdef __cplusplus
 }}
 #endif
-#endif /* TRACEA_H */
+#endif /* {m}_TRACEA_H */
 """
 
 
 def header_cpp(launcher: Launcher) -> str:
-    """``include/tracea.hpp``: RAII and exceptions over the C ABI."""
-    ins = ", ".join(f"const TraceaTensorView& {t.name}" for t in launcher.inputs)
+    """``include/<prefix>/tracea.hpp``: RAII and exceptions over the C ABI, in ``namespace <prefix>``."""
+    ins = ", ".join(f"const {t.view_type}& {t.name}" for t in launcher.inputs)
     args = ", ".join(f"&{t.name}" for t in launcher.inputs)
-    return f"""// tracea.hpp: C++17 wrapper of tracea.h (generated, do not edit).
-#ifndef TRACEA_HPP
-#define TRACEA_HPP
+    m, api = launcher.macro, launcher.api
+    return f"""// tracea.hpp: C++17 wrapper of the Tracea package {launcher.prefix}'s tracea.h (generated, do not edit).
+#ifndef {m}_TRACEA_HPP
+#define {m}_TRACEA_HPP
 
 #include <cstdint>
 #include <initializer_list>
@@ -167,6 +322,9 @@ def header_cpp(launcher: Launcher) -> str:
 
 #include "tracea.h"
 
+// Shared by every Tracea package of C ABI version {ABI_VERSION}: one error type, the view makers.
+#ifndef TRACEA_COMMON_HPP
+#define TRACEA_COMMON_HPP {ABI_VERSION}
 namespace tracea {{
 
 class Error : public std::runtime_error {{
@@ -178,25 +336,42 @@ private:
     TraceaStatus status_;
 }};
 
-inline void check(TraceaStatus status) {{
-    if (status != TRACEA_SUCCESS) throw Error(status, tracea_get_last_error());
-}}
-
+// An output view over writable memory; an input view over const memory (the overload picks by the pointer).
 inline TraceaTensorView view(void* data, TraceaDType dtype, std::initializer_list<int64_t> shape) {{
     std::vector<int64_t> s(shape);
     return tracea_view(data, dtype, static_cast<int32_t>(s.size()), s.data());
+}}
+
+inline TraceaConstTensorView view(const void* data, TraceaDType dtype, std::initializer_list<int64_t> shape) {{
+    std::vector<int64_t> s(shape);
+    return tracea_const_view(data, dtype, static_cast<int32_t>(s.size()), s.data());
+}}
+
+inline TraceaConstTensorView as_const(const TraceaTensorView& v) {{ return tracea_as_const(v); }}
+
+}}  // namespace tracea
+#elif TRACEA_COMMON_HPP != {ABI_VERSION}
+#error "tracea.hpp: packages of two Tracea C ABI versions in one translation unit"
+#endif
+
+namespace {launcher.prefix} {{
+
+using ::tracea::Error;
+
+inline void check(TraceaStatus status) {{
+    if (status != TRACEA_SUCCESS) throw Error(status, {api("get_last_error")}());
 }}
 
 // Owns the loaded kernel: checks the ABI version at load, releases it when destroyed. One per process.
 class Module {{
 public:
     Module() {{
-        if (tracea_abi_version() != TRACEA_ABI_VERSION)
-            throw Error(TRACEA_ERROR_ABI_MISMATCH, "tracea: library ABI " + std::to_string(tracea_abi_version()) +
-                        ", header ABI " + std::to_string(TRACEA_ABI_VERSION));
-        check(tracea_init());
+        if ({api("abi_version")}() != {m}_ABI_VERSION)
+            throw Error(TRACEA_ERROR_ABI_MISMATCH, "{launcher.prefix}: library ABI " +
+                        std::to_string({api("abi_version")}()) + ", header ABI " + std::to_string({m}_ABI_VERSION));
+        check({api("init")}());
     }}
-    ~Module() {{ tracea_shutdown(); }}
+    ~Module() {{ {api("shutdown")}(); }}
     Module(const Module&) = delete;
     Module& operator=(const Module&) = delete;
 
@@ -205,38 +380,30 @@ public:
     }}
 }};
 
-}}  // namespace tracea
-#endif  // TRACEA_HPP
+}}  // namespace {launcher.prefix}
+#endif  // {m}_TRACEA_HPP
 """
 
 
-INTERNAL_H = """/* tracea_internal.h: shared by the package's C files (generated, do not edit). */
-#ifndef TRACEA_INTERNAL_H
-#define TRACEA_INTERNAL_H
-#include "tracea.h"
+# ------------------------------------------------------------------------------------- the C behind it
 
-TraceaStatus tr_fail(TraceaStatus status, const char* fmt, ...);
-TraceaStatus tr_check_view(const char* fn, const char* name, const TraceaTensorView* v, int32_t dtype,
-                           int32_t ndim, const int64_t* shape);
-TraceaStatus tr_check_disjoint(const char* fn, const TraceaTensorView* out, int64_t out_bytes,
-                               const TraceaTensorView* const* ins, const int64_t* in_bytes, int n);
-#endif
-"""
-
-ABI_C = """/* tracea_abi.c: last error and tensor-view checks (generated, do not edit). */
+# Included once, by the launcher (src/launcher.c): every helper is static, so the library's only global
+# symbols are the package's own @P@_ functions (and the kernel's @P@_ entry or image).
+ABI_C = """/* tracea_abi.inc: last error and tensor-view checks of the package @P@, included once by launcher.c
+ * (generated, do not edit). Its helpers are static: the library exports only names starting with @P@_. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "tracea_internal.h"
+#include "@P@/tracea.h"
 
 static _Thread_local char tr_last_error[512];
 
-int tracea_abi_version(void) { return TRACEA_ABI_VERSION; }
-const char* tracea_get_last_error(void) { return tr_last_error; }
-void tracea_clear_error(void) { tr_last_error[0] = 0; }
+int @P@_abi_version(void) { return @M@_ABI_VERSION; }
+const char* @P@_get_last_error(void) { return tr_last_error; }
+void @P@_clear_error(void) { tr_last_error[0] = 0; }
 
-TraceaStatus tr_fail(TraceaStatus status, const char* fmt, ...) {
+static TraceaStatus tr_fail(TraceaStatus status, const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(tr_last_error, sizeof tr_last_error, fmt, ap);
@@ -244,53 +411,46 @@ TraceaStatus tr_fail(TraceaStatus status, const char* fmt, ...) {
     return status;
 }
 
-TraceaTensorView tracea_view(void* data, TraceaDType dtype, int32_t ndim, const int64_t* shape) {
-    TraceaTensorView v = {0};
-    v.data = data;
-    v.dtype = (int32_t)dtype;
-    v.ndim = ndim < 0 ? 0 : (ndim > TRACEA_MAX_DIMS ? TRACEA_MAX_DIMS : ndim);
-    int64_t stride = 1;
-    for (int i = v.ndim - 1; i >= 0; --i) {
-        v.shape[i] = shape[i];
-        v.strides[i] = stride;
-        stride *= shape[i];
-    }
-    return v;
-}
-
 static const char* tr_dtype_name(int32_t d) {
     return d == TRACEA_DTYPE_F32 ? "f32" : d == TRACEA_DTYPE_F16 ? "f16" : d == TRACEA_DTYPE_BF16 ? "bf16" : "unknown";
 }
 
-TraceaStatus tr_check_view(const char* fn, const char* name, const TraceaTensorView* v, int32_t dtype,
-                           int32_t ndim, const int64_t* shape) {
-    if (v == NULL) return tr_fail(TRACEA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name);
-    if (v->data == NULL) return tr_fail(TRACEA_ERROR_INVALID_ARGUMENT, "%s: %s->data is NULL", fn, name);
-    if (v->dtype != dtype)
+/* One view's fields (input or output view alike) against the export's dtype and shape. */
+static TraceaStatus tr_check_view(const char* fn, const char* name, const void* data, int32_t dtype, int32_t ndim,
+                                  const int64_t* shape, const int64_t* strides, int32_t want_dtype, int32_t want_ndim,
+                                  const int64_t* want_shape) {
+    if (data == NULL) return tr_fail(TRACEA_ERROR_INVALID_ARGUMENT, "%s: %s->data is NULL", fn, name);
+    if (dtype != want_dtype)
         return tr_fail(TRACEA_ERROR_INVALID_ARGUMENT, "%s: %s has dtype %s, the export takes %s", fn, name,
-                       tr_dtype_name(v->dtype), tr_dtype_name(dtype));
-    if (v->ndim != ndim)
+                       tr_dtype_name(dtype), tr_dtype_name(want_dtype));
+    if (ndim != want_ndim)
         return tr_fail(TRACEA_ERROR_INVALID_ARGUMENT, "%s: %s has %d dimensions, the export takes %d", fn, name,
-                       (int)v->ndim, (int)ndim);
+                       (int)ndim, (int)want_ndim);
     int64_t stride = 1;
-    for (int i = ndim - 1; i >= 0; --i) {
-        if (v->shape[i] != shape[i])
+    for (int i = want_ndim - 1; i >= 0; --i) {
+        if (shape[i] != want_shape[i])
             return tr_fail(TRACEA_ERROR_INVALID_ARGUMENT, "%s: %s has shape[%d] = %lld, the export takes %lld", fn,
-                           name, i, (long long)v->shape[i], (long long)shape[i]);
-        if (v->strides[i] != stride && shape[i] != 1)
+                           name, i, (long long)shape[i], (long long)want_shape[i]);
+        if (strides[i] != stride && want_shape[i] != 1)
             return tr_fail(TRACEA_ERROR_INVALID_ARGUMENT,
                            "%s: %s has strides[%d] = %lld; the export takes contiguous row-major tensors (%lld)",
-                           fn, name, i, (long long)v->strides[i], (long long)stride);
-        stride *= shape[i];
+                           fn, name, i, (long long)strides[i], (long long)stride);
+        stride *= want_shape[i];
     }
     return TRACEA_SUCCESS;
 }
 
-TraceaStatus tr_check_disjoint(const char* fn, const TraceaTensorView* out, int64_t out_bytes,
-                               const TraceaTensorView* const* ins, const int64_t* in_bytes, int n) {
-    uintptr_t o = (uintptr_t)out->data;
+/* A view (input or output) against the export; a NULL view is refused too. */
+#define TR_CHECK_VIEW(fn, name, v, w_dtype, w_ndim, w_shape)                                                \\
+    ((v) == NULL ? tr_fail(TRACEA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name)                        \\
+                 : tr_check_view(fn, name, (v)->data, (v)->dtype, (v)->ndim, (v)->shape, (v)->strides, w_dtype,   \\
+                                 w_ndim, w_shape))
+
+static TraceaStatus tr_check_disjoint(const char* fn, const void* out, int64_t out_bytes, const void* const* ins,
+                                      const int64_t* in_bytes, int n) {
+    uintptr_t o = (uintptr_t)out;
     for (int i = 0; i < n; ++i) {
-        uintptr_t p = (uintptr_t)ins[i]->data;
+        uintptr_t p = (uintptr_t)ins[i];
         if (p < o + (uintptr_t)out_bytes && o < p + (uintptr_t)in_bytes[i])
             return tr_fail(TRACEA_ERROR_INVALID_ARGUMENT, "%s: out overlaps input %d; give a separate buffer", fn, i);
     }
@@ -299,22 +459,114 @@ TraceaStatus tr_check_disjoint(const char* fn, const TraceaTensorView* out, int6
 """
 
 
+def abi_c(launcher: Launcher) -> str:
+    """``src/tracea_abi.inc`` of the package."""
+    return ABI_C.replace("@P@", launcher.prefix).replace("@M@", launcher.macro)
+
+
 def checks_c(launcher: Launcher) -> str:
     """The launcher's opening lines: clear the error, check each view, then that out overlaps no input."""
     code, esize = DTYPES[launcher.dtype]
     fn = launcher.name
-    lines = ["    tracea_clear_error();"]
+    lines = [f"    {launcher.api('clear_error')}();"]
     for t in launcher.tensors:
-        m = _macro(launcher, t)
+        m = launcher.shape_macro(t)
         lines += [f"    static const int64_t shape_{t.name}[] = {m}_SHAPE;",
-                  f"    if (tr_check_view(\"{fn}\", \"{t.name}\", {t.name}, {code}, {m}_NDIM, shape_{t.name}))"
+                  f"    if (TR_CHECK_VIEW(\"{fn}\", \"{t.name}\", {t.name}, {code}, {m}_NDIM, shape_{t.name}))"
                   " return TRACEA_ERROR_INVALID_ARGUMENT;"]
-    ins = ", ".join(t.name for t in launcher.inputs)
+    ins = ", ".join(f"{t.name}->data" for t in launcher.inputs)
     sizes = ", ".join(str(t.numel * esize) for t in launcher.inputs)
-    lines += [f"    const TraceaTensorView* ins[] = {{{ins}}};", f"    static const int64_t in_bytes[] = {{{sizes}}};",
-              f"    if (tr_check_disjoint(\"{fn}\", out, {launcher.out.numel * esize}, ins, in_bytes, "
+    lines += [f"    const void* ins[] = {{{ins}}};", f"    static const int64_t in_bytes[] = {{{sizes}}};",
+              f"    if (tr_check_disjoint(\"{fn}\", out->data, {launcher.out.numel * esize}, ins, in_bytes, "
               f"{len(launcher.inputs)})) return TRACEA_ERROR_INVALID_ARGUMENT;"]
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- CMake
+
+CONFIG_IN = """# @P@Config.cmake: the Tracea-exported package @P@ (generated by `tracea export`, do not edit).
+# find_package(@P@ REQUIRED) gives the imported static library @P@::@P@ (headers: #include <@P@/tracea.h>).
+@PACKAGE_INIT@
+include(CMakeFindDependencyMacro)
+find_dependency(Threads)
+@DEPENDENCIES@
+include("${CMAKE_CURRENT_LIST_DIR}/@P@Targets.cmake")
+check_required_components(@P@)
+"""
+
+
+def config_in(launcher: Launcher, dependencies: str = "") -> str:
+    """``cmake/<prefix>Config.cmake.in``: ``@DEPENDENCIES@`` is CMake the config runs before it loads the
+    targets (``@``-names CMake substitutes are left alone)."""
+    return CONFIG_IN.replace("@P@", launcher.prefix).replace("@DEPENDENCIES@\n", dependencies)
+
+
+def cmake_package(launcher: Launcher) -> str:
+    """The CMake lines that install the library, its headers and ``<prefix>Config.cmake`` with its version
+    file (the ABI version), so that another project does ``find_package(<prefix>)``."""
+    p = launcher.prefix
+    return f"""# `cmake --install build --prefix DIR`: the library, include/{p}/tracea.h and .hpp, and the CMake
+# package: find_package({p}), then target_link_libraries(app PRIVATE {p}::{p}).
+install(TARGETS {p} EXPORT {p}Targets ARCHIVE DESTINATION ${{CMAKE_INSTALL_LIBDIR}})
+install(FILES include/{p}/tracea.h include/{p}/tracea.hpp DESTINATION ${{CMAKE_INSTALL_INCLUDEDIR}}/{p})
+set({p}_CONFIG_DIR ${{CMAKE_INSTALL_LIBDIR}}/cmake/{p})
+install(EXPORT {p}Targets NAMESPACE {p}:: DESTINATION ${{{p}_CONFIG_DIR}})
+configure_package_config_file(cmake/{p}Config.cmake.in ${{CMAKE_CURRENT_BINARY_DIR}}/{p}Config.cmake
+                              INSTALL_DESTINATION ${{{p}_CONFIG_DIR}})
+write_basic_package_version_file(${{CMAKE_CURRENT_BINARY_DIR}}/{p}ConfigVersion.cmake
+                                 COMPATIBILITY SameMajorVersion)  # the version is the C ABI's
+install(FILES ${{CMAKE_CURRENT_BINARY_DIR}}/{p}Config.cmake ${{CMAKE_CURRENT_BINARY_DIR}}/{p}ConfigVersion.cmake
+        DESTINATION ${{{p}_CONFIG_DIR}})
+"""
+
+
+def cmake_head(launcher: Launcher, what: str, minimum: str) -> str:
+    """The top of a package's CMakeLists.txt: the project (named by the prefix, its version the ABI's) and
+    the ``<prefix>_EXAMPLES`` option (on when the package is the top-level project)."""
+    p = launcher.prefix
+    return f"""# {what}
+# The library is the target {p} (alias {p}::{p}); every name it exports starts with {p}_,
+# so other Tracea packages link beside it (add_subdirectory, or find_package after `cmake --install`).
+cmake_minimum_required(VERSION {minimum})
+project({p} VERSION {ABI_VERSION} LANGUAGES C CXX)
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+if(NOT DEFINED {p}_EXAMPLES)
+  string(COMPARE EQUAL "${{CMAKE_SOURCE_DIR}}" "${{PROJECT_SOURCE_DIR}}" {p}_TOP_LEVEL)
+endif()
+option({p}_EXAMPLES "Build the examples and their CTest checks" ${{{p}_TOP_LEVEL}})
+"""
+
+
+def cmake_examples(launcher: Launcher, c_libs: str = "") -> str:
+    """The examples (``build/example``, ``build/example_cpp``) and their CTest checks."""
+    p = launcher.prefix
+    return f"""
+if({p}_EXAMPLES)
+  enable_testing()
+  add_executable({p}_example example.c)
+  set_target_properties({p}_example PROPERTIES OUTPUT_NAME example)
+  target_link_libraries({p}_example PRIVATE {p}{c_libs})
+  add_test(NAME {p}_example COMMAND {p}_example)
+  # the check must be able to fail: one output element moved far off is reported as a mismatch
+  add_test(NAME {p}_example_detects_wrong_result COMMAND {p}_example --perturb)
+  set_tests_properties({p}_example_detects_wrong_result PROPERTIES PASS_REGULAR_EXPRESSION "MISMATCH")
+  add_executable({p}_example_cpp example.cpp)
+  set_target_properties({p}_example_cpp PROPERTIES OUTPUT_NAME example_cpp)
+  target_link_libraries({p}_example_cpp PRIVATE {p})
+  add_test(NAME {p}_example_cpp COMMAND {p}_example_cpp)
+endif()
+"""
+
+
+# ------------------------------------------------------------------------------------------- the package
+
+
+def package_files(launcher: Launcher, backend: str) -> dict[str, str | bytes]:
+    """The files every backend's package has at the same place: the two headers and the ABI's C."""
+    p = launcher.prefix
+    return {f"include/{p}/tracea.h": header(launcher, backend), f"include/{p}/tracea.hpp": header_cpp(launcher),
+            "src/tracea_abi.inc": abi_c(launcher)}
 
 
 def tracea_version() -> str:
@@ -328,10 +580,14 @@ def tracea_version() -> str:
 
 def manifest(launcher: Launcher, backend: str, variant: str, schedule: dict[str, Any], schedule_source: str,
              target: dict[str, Any], kernel: dict[str, Any], files: dict[str, str | bytes]) -> str:
-    """``manifest.json``: what was exported, from which Tracea, and the sha256 of every file beside it."""
+    """``manifest.json``: what was exported, under which prefix, from which Tracea, and the sha256 of every
+    file beside it."""
+    p = launcher.prefix
     doc = {"schema_version": 1, "op": launcher.op.to_json(), "backend": backend, "variant": variant,
            "schedule": schedule, "schedule_source": schedule_source, "target": target, "abi_version": ABI_VERSION,
-           "tracea_version": tracea_version(), "launcher": launcher.signature(), "kernel": kernel,
+           "tracea_version": tracea_version(), "prefix": p, "cmake": {"package": p, "target": f"{p}::{p}"},
+           "launcher": launcher.signature(), "tensors": {t.name: list(t.shape) for t in launcher.tensors},
+           "kernel": kernel,
            "files": {name: hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
                      for name, data in sorted(files.items())}}
     return json.dumps(doc, indent=1) + "\n"
@@ -364,22 +620,32 @@ def write_package(out: Path, files: dict[str, str | bytes]) -> list[Path]:
     return paths
 
 
-README = """# Tracea export: {kind} ({backend})
+README = """# Tracea export `{prefix}`: {kind} ({backend})
 
 Generated by `tracea export` (Tracea {version}, C ABI version {abi}). Kernel `{name}`, variant `{variant}`,
 schedule: {source}. Target: {target}. The shapes are fixed at export: the launcher refuses any other
-with a status and `tracea_get_last_error()`, never undefined behaviour.
+with a status and `{prefix}_get_last_error()`, never undefined behaviour.
 
 ```
 cmake -S . -B build && cmake --build build && ctest --test-dir build
+cmake --install build --prefix /some/where        # lib, include/{prefix}/, lib/cmake/{prefix}/
 ```
 
-- `include/tracea.h`: the C ABI, `{signature}`;
-  `include/tracea.hpp`: C++17, `tracea::Module` (checks the ABI version at load, RAII) and `tracea::Error`.
+Every name the package exports starts with `{prefix}_` (macros `{macro}_`, the C++ namespace `{prefix}`,
+the CMake target `{prefix}::{prefix}`), so any number of Tracea packages link into one program.
+From another CMake project: `find_package({prefix} REQUIRED)` (with `-DCMAKE_PREFIX_PATH=/some/where`) and
+`target_link_libraries(app PRIVATE {prefix}::{prefix})`, or `add_subdirectory` of this folder.
+
+- `include/{prefix}/tracea.h` (`#include <{prefix}/tracea.h>`): the C ABI, `{signature}`;
+  inputs are `TraceaConstTensorView` (`tracea_const_view`), the output a `TraceaTensorView` (`tracea_view`).
+  `include/{prefix}/tracea.hpp`: C++17, `{prefix}::Module` (checks the ABI version at load, RAII) and
+  `tracea::Error`.
 - `src/`: the launcher, the tensor-view checks and the kernel.
 - `example.c`: random inputs, one call, a plain C reference (double accumulation), exit 1 on a mismatch;
-  `example --perturb` corrupts one output element and must report MISMATCH. `example.cpp`: the C++ wrapper.
-- `manifest.json`: op, variant, schedule, target, ABI and Tracea versions, the sha256 of every file.
+  `build/example --perturb` corrupts one output element and must report MISMATCH. `example.cpp`: the C++
+  wrapper. Built when this folder is the top-level project (`-D{prefix}_EXAMPLES=ON|OFF`).
+- `cmake/{prefix}Config.cmake.in`: the package config `cmake --install` writes.
+- `manifest.json`: op, prefix, variant, schedule, target, ABI and Tracea versions, the sha256 of every file.
 
 {notes}
 """
@@ -387,4 +653,5 @@ cmake -S . -B build && cmake --build build && ctest --test-dir build
 
 def readme(launcher: Launcher, backend: str, name: str, variant: str, source: str, target: str, notes: str) -> str:
     return README.format(kind=launcher.op.kind, backend=backend, version=tracea_version(), abi=ABI_VERSION, name=name,
-                         variant=variant, source=source, target=target, signature=launcher.signature(), notes=notes)
+                         variant=variant, source=source, target=target, signature=launcher.signature(), notes=notes,
+                         prefix=launcher.prefix, macro=launcher.macro)

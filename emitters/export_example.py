@@ -140,8 +140,8 @@ def _main(launcher: Launcher, tolerance: float) -> str:
     code = DTYPES[launcher.dtype][0]
     esize = DTYPES[launcher.dtype][1]
     ts = launcher.tensors
-    decl = "\n".join(f"    static const int64_t shape_{t.name}[] = TRACEA_{launcher.op.kind.upper()}_{t.name.upper()}_SHAPE;"
-                     for t in ts)
+    api = launcher.api
+    decl = "\n".join(f"    static const int64_t shape_{t.name}[] = {launcher.shape_macro(t)}_SHAPE;" for t in ts)
     alloc = "\n".join(
         f"    void* h_{t.name} = malloc({t.numel * esize}); double* {t.name} = malloc({t.numel} * sizeof(double));\n"
         f"    void* d_{t.name} = ex_alloc({t.numel * esize});\n"
@@ -150,7 +150,7 @@ def _main(launcher: Launcher, tolerance: float) -> str:
     fill = "\n".join(f"    for (long i = 0; i < {t.numel}; ++i) {{ ex_store(h_{t.name}, i, ex_rand()); "
                      f"{t.name}[i] = ex_load(h_{t.name}, i); }}\n"
                      f"    if (ex_upload(d_{t.name}, h_{t.name}, {t.numel * esize})) return 1;" for t in launcher.inputs)
-    views = "\n".join(f"    TraceaTensorView v_{t.name} = tracea_view(d_{t.name}, {code}, {len(t.shape)}, shape_{t.name});"
+    views = "\n".join(f"    {t.view_type} v_{t.name} = {t.view_maker}(d_{t.name}, {code}, {len(t.shape)}, shape_{t.name});"
                       for t in ts)
     args = ", ".join(f"&v_{t.name}" for t in ts)
     bad_args = ", ".join(["&bad", *(f"&v_{t.name}" for t in ts[1:])])
@@ -164,8 +164,8 @@ def _main(launcher: Launcher, tolerance: float) -> str:
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) ex_state = strtoull(argv[++i], NULL, 10) * 2654435761ull + 1;
         else {{ fprintf(stderr, "usage: %s [--seed N] [--perturb]\\n", argv[0]); return 2; }}
     }}
-    if (tracea_abi_version() != TRACEA_ABI_VERSION) {{
-        fprintf(stderr, "example: library ABI %d, header ABI %d\\n", tracea_abi_version(), TRACEA_ABI_VERSION);
+    if ({api("abi_version")}() != {launcher.macro}_ABI_VERSION) {{
+        fprintf(stderr, "example: library ABI %d, header ABI %d\\n", {api("abi_version")}(), {launcher.macro}_ABI_VERSION);
         return 1;
     }}
     if (ex_setup()) return 1;
@@ -176,7 +176,7 @@ def _main(launcher: Launcher, tolerance: float) -> str:
 {fill}
 {views}
     if ({launcher.name}({args}, NULL) != TRACEA_SUCCESS) {{
-        fprintf(stderr, "example: {launcher.name} failed: %s\\n", tracea_get_last_error());
+        fprintf(stderr, "example: {launcher.name} failed: %s\\n", {api("get_last_error")}());
         return 1;
     }}
     if (ex_sync() || ex_download(h_out, d_out, {n_out * esize})) return 1;
@@ -196,17 +196,17 @@ def _main(launcher: Launcher, tolerance: float) -> str:
     printf("{launcher.name}: relative error %.3g (tolerance %.3g), max abs error %.3g: %s\\n", rel, {tolerance!r},
            worst, ok ? "ok" : "MISMATCH");
     /* a view of the wrong shape is a status and a message, never undefined behaviour */
-    TraceaTensorView bad = v_{first.name};
+    {first.view_type} bad = v_{first.name};
     bad.shape[0] += 1;
     TraceaStatus st = {launcher.name}({bad_args}, NULL);
-    if (st != TRACEA_ERROR_INVALID_ARGUMENT || tracea_get_last_error()[0] == 0) {{
+    if (st != TRACEA_ERROR_INVALID_ARGUMENT || {api("get_last_error")}()[0] == 0) {{
         fprintf(stderr, "example: a wrong shape was not refused (status %d)\\n", (int)st);
         ok = 0;
     }} else {{
-        printf("wrong shape refused: %s\\n", tracea_get_last_error());
+        printf("wrong shape refused: %s\\n", {api("get_last_error")}());
     }}
     {frees} free(ref);
-    tracea_shutdown();
+    {api("shutdown")}();
     ex_teardown();
     return ok ? 0 : 1;
 }}
@@ -227,7 +227,7 @@ def example_c(launcher: Launcher, tolerance: float, device_c: str) -> str:
 #include <stdlib.h>
 #include <string.h>
 
-#include "tracea.h"
+#include "{launcher.prefix}/tracea.h"
 
 {device_c}
 {STORAGE[launcher.dtype]}static float ex_load(const void* p, long i) {{ return {load}; }}

@@ -164,7 +164,7 @@ def emit(op: Any, variant: Any, schedule: Any, host: Any, out_dir: Any, arch: st
 
 
 def export(op: Any, variant: Any, schedule: Any, host: Any, out_dir: Any, arch: str | None = None,
-           force: bool = False, schedule_source: str = "given") -> list[Any]:
+           force: bool = False, schedule_source: str = "given", prefix: str | None = None) -> list[Any]:
     return _unsupported("export")
 
 

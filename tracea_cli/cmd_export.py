@@ -1,6 +1,7 @@
-"""``tracea export OP ... --backend cpu|cuda --out DIR``: a self-contained C/C++ package of the kernel
-(emitters/export_abi.py has the C ABI). The op flags are ``emit``'s (op_options.py); the schedule is the
-one tuned here when the database has it, else the heuristic one, or ``--schedule``."""
+"""``tracea export OP ... --backend cpu|cuda --out DIR [--prefix NAME]``: a self-contained C/C++ package of
+the kernel (emitters/export_abi.py has the C ABI), every exported name under the package's prefix. The op
+flags are ``emit``'s (op_options.py); the schedule is the one tuned here when the database has it, else the
+heuristic one, or ``--schedule``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,17 @@ import typer
 
 from .cmd_kernels import BACKEND, PRECISION, _host, resolve_backend
 from .op_options import add_op_commands, option
-from .validate import OUTPUT, check_variant
+from .validate import OUTPUT, Domain, check_variant
+
+
+class _Prefix(Domain):
+    def problem(self, value: Any) -> str | None:
+        from tracea.emitters.export_abi import prefix_problem
+
+        return prefix_problem(str(value))
+
+
+PREFIX = _Prefix("a C identifier that is not a C or C++ keyword", lambda v: True)
 
 
 def _schedule_json(text: str) -> dict[str, Any]:
@@ -61,7 +72,7 @@ def _choose(op: Any, host: Any, backend: str, mod: Any, precision: str | None, v
 
 
 def do_export(op: Any, backend: str | None, precision: str | None, out: Path, arch: str | None,
-              variant: str | None, schedule: str | None, force: bool, json_out: bool) -> None:
+              variant: str | None, schedule: str | None, force: bool, json_out: bool, prefix: str | None) -> None:
     import json
 
     from tracea.doctor.errors import BadInputError
@@ -79,21 +90,25 @@ def do_export(op: Any, backend: str | None, precision: str | None, out: Path, ar
 
         host = target_host(host, arch)  # export for the named GPU, installed here or not
     v, s, source = _choose(op, host, backend, mod, precision, variant, schedule)
-    paths = mod.export(op, v, s, host, out, arch=arch, force=force, schedule_source=source)
+    paths = mod.export(op, v, s, host, out, arch=arch, force=force, schedule_source=source, prefix=prefix)
+    written = json.loads((out / "manifest.json").read_text())["prefix"]
     if json_out:
         typer.echo(json.dumps({"variant": v.id, "schedule": s.to_json(), "schedule_source": source,
-                               "files": [str(p) for p in paths]}, indent=1))
+                               "prefix": written, "files": [str(p) for p in paths]}, indent=1))
         return
     typer.echo(f"{v.id} · schedule {source}: {json.dumps(s.to_json())}")
     for p in paths:
         typer.echo(f"  wrote {p}")
+    typer.echo(f"prefix {written}: #include <{written}/tracea.h>, {written}_{op.kind}(...), "
+               f"CMake target {written}::{written}")
     typer.echo(f"build and verify: cmake -S {out} -B {out}/build && cmake --build {out}/build && "
                f"ctest --test-dir {out}/build")
 
 
 export_app = typer.Typer(
     help="Write a self-contained C/C++ package of the kernel: tracea.h (C ABI), tracea.hpp (RAII, exceptions), "
-         "the kernel, a CMake file and an example that verifies against a C reference.",
+         "the kernel, a CMake file (with install and find_package) and an example that verifies against a C "
+         "reference. Every exported name carries the package's prefix, so packages link into one program.",
     no_args_is_help=True)
 
 add_op_commands(
@@ -105,7 +120,11 @@ add_op_commands(
      option("schedule", str | None, None, "--schedule",
             help="A schedule (JSON object, or a file holding one) instead of the tuned or heuristic one."),
      option("force", bool, False, "--force", help="Write into a non-empty -o/--output folder."),
-     option("json_out", bool, False, "--json", help="Print JSON.")],
+     option("json_out", bool, False, "--json", help="Print JSON."),
+     option("prefix", str | None, None, "--prefix",
+            help="The package's name: its C symbols (NAME_gemm, NAME_init, ...), macros, C++ namespace, include "
+                 "folder and CMake package and target (NAME::NAME). Default: op, dtype, size and a hash of the op "
+                 "and backend, e.g. gemm_fp16_1024x1024x1024_3f9c2a", domain=PREFIX)],
     do_export, "Export",
 )
 

@@ -1,8 +1,10 @@
 """``tracea export ... --backend cpu``: the rendered C kernel, the C ABI around it (export_abi.py), a CMake
-file that builds a static library, and an example registered with CTest.
+file that builds a static library (and installs it with a CMake package), and an example registered with
+CTest.
 
 The rendered source is copied byte for byte (its sha256 is the rendering's); ``src/kernel.c`` includes it
-with its entry renamed, so the ABI's ``tracea_<op>`` launcher can own that name.
+with its entry renamed ``<prefix>_kernel_entry``, the only symbol the kernel's object exports (the
+renderers keep every other function static), so packages link side by side.
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ from tracea.doctor.errors import UnsupportedError
 from tracea.doctor.variants import Variant
 
 from ..export_abi import (
-    ABI_C,
-    INTERNAL_H,
     Launcher,
+    check_prefix,
     checks_c,
-    header,
-    header_cpp,
+    cmake_examples,
+    cmake_head,
+    cmake_package,
+    config_in,
+    default_prefix,
     launcher_for,
     manifest,
+    package_files,
     prepare_out,
     readme,
     write_package,
@@ -31,8 +36,6 @@ from ..export_abi import (
 from ..export_example import example_c
 from .build import _render_checked
 from .render import Rendered
-
-ENTRY = "tracea_kernel_entry"
 
 DEVICE_C = """/* The CPU backend: tensors live in host memory. */
 static int ex_setup(void) { return 0; }
@@ -57,6 +60,10 @@ def _count(shape: tuple[int, ...]) -> int:
     return n
 
 
+def _entry(launcher: Launcher) -> str:
+    return launcher.api("kernel_entry")
+
+
 def _launcher_c(launcher: Launcher, r: Rendered) -> str:
     names = {t.name for t in launcher.tensors}
     scratch = {b: SCRATCH[b](launcher.op) for b in r.buffers if b in SCRATCH and b not in names}
@@ -69,28 +76,29 @@ def _launcher_c(launcher: Launcher, r: Rendered) -> str:
                  f"        return tr_fail(TRACEA_ERROR_CPU, \"{launcher.name}: out of memory for its scratch\");\n    }}\n")
     give = "".join(f"    free(scratch_{b});\n" for b in scratch)
     fparams = ", ".join(repr(float(f)) for f in r.fparams) or "0.0"
-    return f"""/* launcher.c: {launcher.name} on the CPU kernel {r.name} (generated, do not edit). */
+    return f"""/* launcher.c: {launcher.name} on the CPU kernel {r.name} (generated, do not edit). Everything here
+ * but the package's own {launcher.prefix}_ functions is static. */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 
-#include "tracea_internal.h"
+#include "tracea_abi.inc"
 
 static pthread_mutex_t tr_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams);
+int {_entry(launcher)}(void* const* bufs, const int64_t* dims, const double* fparams);
 
-TraceaStatus tracea_init(void) {{ return TRACEA_SUCCESS; }}
-void tracea_shutdown(void) {{}}
+TraceaStatus {launcher.api("init")}(void) {{ return TRACEA_SUCCESS; }}
+void {launcher.api("shutdown")}(void) {{}}
 
 {launcher.signature()} {{
 {checks_c(launcher)}
     (void)stream;  /* the CPU kernel returns when the result is written */
-{take}    void* bufs[] = {{{bufs}}};
+{take}    void* bufs[] = {{{bufs}}};  /* the kernel only reads its inputs */
     static const int64_t dims[] = {{{", ".join(map(str, r.dims))}}};  /* threads last: 0 = the schedule's */
     static const double fparams[] = {{{fparams}}};
     pthread_mutex_lock(&tr_lock);  /* the kernel keeps its packing buffers and thread pool between calls */
-    int rc = {ENTRY}(bufs, dims, fparams);
+    int rc = {_entry(launcher)}(bufs, dims, fparams);
     pthread_mutex_unlock(&tr_lock);
 {give}    if (rc != 0) return tr_fail(TRACEA_ERROR_CPU, "{launcher.name}: the kernel could not allocate its packing buffers "
                                 "(code %d)", rc);
@@ -101,41 +109,33 @@ void tracea_shutdown(void) {{}}
 
 def _cmake(launcher: Launcher, r: Rendered) -> str:
     flags = ";".join(["-O3", *r.flags])
-    return f"""# Builds the exported Tracea kernel ({r.name}) as a static library, its example and the CTest checks.
-cmake_minimum_required(VERSION 3.16)
-project(tracea_{launcher.op.kind} LANGUAGES C CXX)
-set(CMAKE_C_STANDARD 11)
+    p = launcher.prefix
+    head = cmake_head(launcher, f"Builds the exported Tracea kernel ({r.name}) as a static library, its examples and CTest checks.", "3.16")
+    return f"""{head}set(CMAKE_C_STANDARD 11)
 set(CMAKE_C_EXTENSIONS ON)
 set(CMAKE_CXX_STANDARD 17)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
 find_package(Threads REQUIRED)
 
-add_library(tracea STATIC src/tracea_abi.c src/launcher.c src/kernel.c)
-target_include_directories(tracea PUBLIC ${{CMAKE_CURRENT_SOURCE_DIR}}/include PRIVATE src)
+add_library({p} STATIC src/launcher.c src/kernel.c)
+add_library({p}::{p} ALIAS {p})
+target_include_directories({p} PUBLIC $<BUILD_INTERFACE:${{CMAKE_CURRENT_SOURCE_DIR}}/include>
+                           $<INSTALL_INTERFACE:${{CMAKE_INSTALL_INCLUDEDIR}}> PRIVATE src)
 # the kernel's own flags: its instruction set ({r.flags and ' '.join(r.flags) or 'portable C'}), as Tracea compiles it
 set_source_files_properties(src/kernel.c PROPERTIES COMPILE_OPTIONS "{flags}")
-set_target_properties(tracea PROPERTIES POSITION_INDEPENDENT_CODE ON)
-target_link_libraries(tracea PUBLIC Threads::Threads m)
-
-enable_testing()
-add_executable(tracea_example example.c)
-target_link_libraries(tracea_example PRIVATE tracea)
-add_test(NAME example COMMAND tracea_example)
-# the check must be able to fail: one output element moved far off is reported as a mismatch
-add_test(NAME example_detects_wrong_result COMMAND tracea_example --perturb)
-set_tests_properties(example_detects_wrong_result PROPERTIES PASS_REGULAR_EXPRESSION "MISMATCH")
-add_executable(tracea_example_cpp example.cpp)
-target_link_libraries(tracea_example_cpp PRIVATE tracea)
-add_test(NAME example_cpp COMMAND tracea_example_cpp)
-"""
+set_target_properties({p} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+target_link_libraries({p} PUBLIC Threads::Threads m)
+{cmake_examples(launcher)}
+{cmake_package(launcher)}"""
 
 
 def example_cpp(launcher: Launcher) -> str:
     """The C++ wrapper in use: a Module, and a wrong view turned into a ``tracea::Error``."""
     first = launcher.tensors[0]
-    views = "\n".join(f"    std::vector<{'float' if launcher.dtype == 'fp32' else 'uint16_t'}> h_{t.name}({t.numel});\n"
-                      f"    static const int64_t s_{t.name}[] = TRACEA_{launcher.op.kind.upper()}_{t.name.upper()}_SHAPE;\n"
-                      f"    TraceaTensorView {t.name} = tracea_view(h_{t.name}.data(), "
+    storage = "float" if launcher.dtype == "fp32" else "uint16_t"
+    views = "\n".join(f"    std::vector<{storage}> h_{t.name}({t.numel});\n"
+                      f"    static const int64_t s_{t.name}[] = {launcher.shape_macro(t)}_SHAPE;\n"
+                      f"    {t.view_type} {t.name} = {t.view_maker}(h_{t.name}.data(), "
                       f"static_cast<TraceaDType>(v_dtype), {len(t.shape)}, s_{t.name});" for t in launcher.tensors)
     code = {"fp32": "TRACEA_DTYPE_F32", "fp16": "TRACEA_DTYPE_F16", "bf16": "TRACEA_DTYPE_BF16"}[launcher.dtype]
     args = ", ".join(t.name for t in launcher.tensors)
@@ -143,17 +143,17 @@ def example_cpp(launcher: Launcher) -> str:
 #include <cstdio>
 #include <vector>
 
-#include "tracea.hpp"
+#include "{launcher.prefix}/tracea.hpp"
 
 int main() {{
-    tracea::Module module;  // checks the ABI version
+    {launcher.prefix}::Module module;  // checks the ABI version
     const int v_dtype = {code};
 {views}
     module.{launcher.op.kind}({args});  // zero inputs: runs, and must not throw
     {first.name}.shape[0] += 1;
     try {{
         module.{launcher.op.kind}({args});
-    }} catch (const tracea::Error& e) {{
+    }} catch (const {launcher.prefix}::Error& e) {{
         std::printf("tracea::Error (status %d): %s\\n", static_cast<int>(e.status()), e.what());
         return e.status() == TRACEA_ERROR_INVALID_ARGUMENT ? 0 : 1;
     }}
@@ -163,37 +163,35 @@ int main() {{
 """
 
 
-
-
 def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str | Path, arch: str | None = None,
-           force: bool = False, schedule_source: str = "given") -> list[Path]:
+           force: bool = False, schedule_source: str = "given", prefix: str | None = None) -> list[Path]:
+    """The package (``Backend.export``) under ``prefix`` (default: ``export_abi.default_prefix``)."""
     if arch is not None:
         raise UnsupportedError(f"the CPU backend builds for this machine only, not {arch}")
+    prefix = check_prefix(prefix) if prefix is not None else default_prefix(op, "cpu")
     v, r = _render_checked(op, variant, schedule, host)
-    launcher = launcher_for(op, r.buffers)
+    launcher = launcher_for(op, r.buffers, prefix)
     from tracea.kernels.ops import tolerance
 
     out = Path(out_dir)
     prepare_out(out, force)
     files: dict[str, str | bytes] = {
-        "include/tracea.h": header(launcher, "cpu"),
-        "include/tracea.hpp": header_cpp(launcher),
-        "src/tracea_internal.h": INTERNAL_H,
-        "src/tracea_abi.c": ABI_C,
+        **package_files(launcher, "cpu"),
         f"src/{r.name}.c": r.source,
-        "src/kernel.c": f"/* The rendered kernel, its entry renamed for the launcher. */\n#define {r.entry} {ENTRY}\n"
-                        f"#include \"{r.name}.c\"\n",
+        "src/kernel.c": f"/* The rendered kernel, its entry renamed for the launcher. */\n#define {r.entry} "
+                        f"{_entry(launcher)}\n#include \"{r.name}.c\"\n",
         "src/launcher.c": _launcher_c(launcher, r),
         "example.c": example_c(launcher, tolerance(op), DEVICE_C),
         "example.cpp": example_cpp(launcher),
         "CMakeLists.txt": _cmake(launcher, r),
+        f"cmake/{prefix}Config.cmake.in": config_in(launcher),
         "schedule.json": json.dumps(schedule.to_json(), indent=2) + "\n",
     }
     files["README.md"] = readme(
         launcher, "CPU", r.name, v.id, schedule_source, f"{platform.machine()} {v.family}",
         f"The kernel (`src/{r.name}.c`, as Tracea rendered it) is compiled with "
         f"`{' '.join(['-O3', *r.flags])}` (GCC/Clang syntax): it runs on CPUs with that instruction set. "
-        "`src/kernel.c` includes it with its entry renamed for the launcher.")
+        f"`src/kernel.c` includes it with its entry renamed `{_entry(launcher)}`.")
     target = {"machine": platform.machine(), "family": v.family, "flags": list(r.flags)}
     kernel = {"name": r.name, "entry": r.entry, "source": f"src/{r.name}.c", "source_sha256": _sha(r.source)}
     files["manifest.json"] = manifest(launcher, "cpu", v.id, schedule.to_json(), schedule_source, target, kernel,
@@ -205,4 +203,3 @@ def _sha(text: str) -> str:
     import hashlib
 
     return hashlib.sha256(text.encode()).hexdigest()
-

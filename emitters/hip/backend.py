@@ -143,7 +143,7 @@ def build(op: Any, variant: Variant | str, schedule: Any, host: Any) -> Any:
 
 
 def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str | Path, arch: str | None = None,
-           force: bool = False, schedule_source: str = "given") -> list[Path]:
+           force: bool = False, schedule_source: str = "given", prefix: str | None = None) -> list[Path]:
     raise UnsupportedError("tracea export has no HIP package yet", "tracea emit --backend hip writes the kernel and its code object")
 
 

@@ -10,7 +10,7 @@ F = torch.nn.functional
 
 from tracea.ops import compile_backend as cb  # noqa: E402
 
-FAST = cb.make_backend(inductor=False)  # the rewritten graph as Python: no C++ compile per test
+FAST = cb.make_backend(inductor=False, choose="always")  # the rewritten graph as Python, every match swapped
 
 
 class MLP(torch.nn.Module):
@@ -145,8 +145,13 @@ def test_backend_name_is_discoverable_and_inductor_compiles() -> None:
         want = model(x)
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-4)
     report = tracea.ops.last_report()
-    assert _kinds(report) == ["matmul", "matmul", "matmul"]
+    # the registered backend measures: each matmul is swapped or kept by its timing on this machine
+    assert [c["kind"] for c in report["choices"]] == ["matmul"] * 3
+    for c in report["choices"]:
+        assert c["tracea_ms"] > 0 and c["torch_ms"] > 0 and c["tracea"] == (c["tracea_ms"] <= cb.MARGIN * c["torch_ms"])
+    assert len(report["replaced"]) + len(report["kept"]) == 3
     assert report["compiler"] in ("inductor",) or report["compiler"].startswith("python (Inductor failed")
+    assert "kept" in cb.format_report(report) or "tracea:" in cb.format_report(report)
 
 
 def test_entry_point_is_declared() -> None:
@@ -169,10 +174,120 @@ def test_symbolic_trace_modules_and_methods_are_swapped() -> None:
     model, x = Net(), torch.randn(1, 3, 12, 12)
     gm = torch.fx.symbolic_trace(model)
     with torch.no_grad():
-        report = cb.rewrite(gm, [x])
+        report = cb.rewrite(gm, [x], choose="always")  # symbolic_trace keeps no example values to measure
         tracea.ops.clear_cache()
         got, want = gm(x), model(x)
     assert sorted(_kinds(report)) == ["conv2d", "conv2d", "softmax"]
     assert not any(n.op == "call_module" for n in gm.graph.nodes)
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-5)
     assert tracea.ops.stats()["tracea"] == 3, tracea.ops.stats()
+
+
+# ------------------------------------------------------------------ the custom ops, and which nodes are swapped
+
+OPCHECK = {
+    "matmul": lambda: (torch.randn(2, 5, 8), torch.randn(8, 3)),
+    "linear": lambda: (torch.randn(4, 8), torch.randn(6, 8), torch.randn(6)),
+    "conv2d": lambda: (torch.randn(1, 3, 9, 9).contiguous(memory_format=torch.channels_last),
+                       torch.randn(4, 3, 3, 3).contiguous(memory_format=torch.channels_last), None, [1, 1], [1, 1],
+                       [1, 1], 1),
+    "softmax": lambda: (torch.randn(3, 7), -1),
+    "attention": lambda: (torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16), True, None),
+}
+
+
+@pytest.mark.parametrize("kind", list(OPCHECK))
+def test_custom_ops_are_registered_with_fake_implementations_that_match(kind) -> None:
+    """torch.library.opcheck: the schema, the fake implementation against the real one (shape, dtype and
+    strides: a channels_last conv stays channels_last), and the op under AOT dispatch."""
+    op = getattr(torch.ops.tracea, kind).default
+    args = OPCHECK[kind]()
+    with torch.no_grad():
+        torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_static"))
+        real = op(*args)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fake = op(*[mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args])
+    assert fake.shape == real.shape and fake.stride() == real.stride() and fake.dtype == real.dtype
+
+
+def _mlp_graph(dtype: torch.dtype = torch.float32) -> tuple[torch.fx.GraphModule, list]:
+    model, x = MLP(32, 48).to(dtype), torch.randn(8, 32, dtype=dtype)
+    gm = torch.fx.symbolic_trace(model)
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    ShapeProp(gm).propagate(x)  # example values, as Dynamo leaves them in node.meta
+    for node in gm.graph.nodes:
+        if "tensor_meta" in node.meta and node.op != "get_attr":
+            tm = node.meta["tensor_meta"]
+            node.meta["example_value"] = torch.empty_strided(tm.shape, tm.stride, dtype=tm.dtype)
+    return gm, [x]
+
+
+def test_measure_swaps_only_where_tracea_is_faster(monkeypatch) -> None:
+    """The measured choice: faster by the margin is swapped, a tie is kept, the reason names both times, and
+    a signature is measured once."""
+    calls = []
+
+    def fake_median(fn, device, repeats=15):
+        calls.append(fn)
+        return 1.0 if len(calls) % 2 else speed[0]  # Tracea first (1 ms), then torch's op
+
+    monkeypatch.setattr(cb, "_median_ms", fake_median)
+    monkeypatch.setattr(cb, "CHOICES", {})
+    speed = [2.0]  # torch twice as slow: swap
+    gm, xs = _mlp_graph()
+    with torch.no_grad():
+        report = cb.rewrite(gm, xs)
+    assert _kinds(report) == ["matmul"] * 3 and report["kept"] == []
+    assert all("Tracea 1.0000 ms, torch 2.0000 ms" == c["reason"] for c in report["choices"])
+    assert len(calls) == 4  # two signatures ((8, 32)@(32, 48) twice, (8, 48)@(48, 32) once), two timings each
+    monkeypatch.setattr(cb, "CHOICES", {})
+    speed[0] = 1.0  # a tie: torch's op stays
+    gm, xs = _mlp_graph()
+    with torch.no_grad():
+        report = cb.rewrite(gm, xs)
+    assert report["replaced"] == [] and len(report["kept"]) == 3
+    assert all("not under 0.97x torch's" in k for k in report["kept"])
+
+
+def test_a_wrong_or_falling_back_tracea_op_is_never_swapped(monkeypatch) -> None:
+    monkeypatch.setattr(cb, "CHOICES", {})
+    monkeypatch.setattr(cb, "_median_ms", lambda fn, device, repeats=15: 0.0)  # Tracea would look fastest
+    monkeypatch.setitem(cb._TORCH_OPS, "matmul", lambda a, b: torch.matmul(a, b) + 1.0)  # torch's answer differs
+    gm, xs = _mlp_graph()
+    with torch.no_grad():
+        report = cb.rewrite(gm, xs)
+    assert report["replaced"] == [] and all("differs from torch's" in k for k in report["kept"])
+    import tracea
+
+    monkeypatch.setattr(cb, "CHOICES", {})
+    monkeypatch.setitem(cb._TORCH_OPS, "matmul", torch.matmul)
+    gm, xs = _mlp_graph(torch.float64)  # float64: the kernels do not take it, tracea.ops falls back
+    with torch.no_grad():
+        report = cb.rewrite(gm, xs)
+    assert report["replaced"] == [] and all("falls back" in k for k in report["kept"]), report["kept"]
+    tracea.ops.clear_cache()
+
+
+def test_dynamic_shapes_keep_torchs_op_and_say_why() -> None:
+    import tracea
+
+    tracea.ops.register_compile_backend()
+    torch._dynamo.reset()
+    model = MLP(32, 48)
+    fn = torch.compile(model, backend=cb.make_backend(inductor=False), dynamic=True)
+    x = torch.randn(8, 32)
+    with torch.no_grad():
+        assert torch.allclose(fn(x), model(x), rtol=1e-4, atol=1e-4)
+    report = cb.last_report()
+    assert report["replaced"] == [] and report["kept"] and all("dynamic shapes" in k for k in report["kept"])
+
+
+def test_mode_and_options_reach_inductor() -> None:
+    assert cb._inductor_patches("reduce-overhead", None) == {"triton.cudagraphs": True}
+    assert cb._inductor_patches(None, {"max_autotune": True}) == {"max_autotune": True}
+    assert cb._inductor_patches(None, None) == {}
+    with pytest.raises(ValueError, match="choose"):
+        cb.make_backend(choose="sometimes")

@@ -34,7 +34,8 @@ from ._functions import attention, conv2d, gemm, softmax
 
 # The PyTorch pieces, loaded on first use (each module imports torch), by the module that holds them.
 _TORCH_PIECES = {"TraceaConv2d": "torch_nn", "patch_conv2d": "torch_nn", "unpatch_conv2d": "torch_nn",
-                 "register_compile_backend": "compile_backend", "last_report": "compile_backend"}
+                 "register_compile_backend": "compile_backend", "last_report": "compile_backend",
+                 "format_report": "compile_backend"}
 
 # Without torch the PyTorch pieces are not offered: ``from tracea.ops import *`` and help(tracea.ops) read
 # every name here (find_spec looks for torch without importing it).

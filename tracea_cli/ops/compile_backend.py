@@ -1,12 +1,21 @@
 """``torch.compile(model, backend="tracea")``: a TorchDynamo backend that swaps the matmuls, convolutions,
-softmaxes and scaled-dot-product attentions of the captured FX graph for ``tracea.ops`` calls and hands the
-rest to Inductor.
+softmaxes and scaled-dot-product attentions of the captured FX graph for ``tracea.ops`` calls where Tracea's
+kernel is faster on that node's shape, and hands the rest to Inductor.
+
+Which nodes it swaps (``choose``): by default ("measure") each matched node with static shapes is run both
+ways once, at compile time, on random tensors of its shapes, dtypes and strides: Tracea's op is checked
+against torch's and both are timed (CUDA events on a GPU), and the node becomes a Tracea op only when the
+result is right and its median is at most ``MARGIN`` of torch's. Each shape is measured once a process
+(``CHOICES``). A node with dynamic shapes, options the ops do not take, or a kernel path that falls back is
+kept, with the reason. ``make_backend(choose="always")`` swaps every matched node unmeasured. The report of
+each graph (``last_report()``, ``format_report``) says which nodes became Tracea kernels and why the others
+did not.
 
 The swapped calls are torch custom ops (``tracea::matmul`` ...): Inductor and FakeTensor tracing see an
-opaque op with a shape rule, never Tracea's launch code. Each op runs ``tracea.ops`` at run time, which
-falls back to torch's op where the kernels do not take the call (``tracea.ops.explain`` says why).
-Tracea kernels are forward-only: a graph compiled where autograd must flow (grad mode on and an input that
-requires grad) goes to Inductor unchanged. torch discovers the backend through the
+opaque op with a shape rule, never Tracea's launch code, and the real op returns the strides its fake
+promises. ``torch.compile(..., mode=...)`` and ``options=`` reach Inductor (``mode="reduce-overhead"``: its
+CUDA graph trees). Tracea kernels are forward-only: a graph compiled where autograd must flow (grad mode on
+and an input that requires grad) goes to Inductor unchanged. torch discovers the backend through the
 ``torch_dynamo_backends`` entry point (pyproject.toml) or ``tracea.ops.register_compile_backend()``; this
 module imports torch and is itself imported only by those paths.
 """
@@ -16,6 +25,7 @@ from __future__ import annotations
 import logging
 import operator
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,6 +42,23 @@ REPORTS: list[dict[str, Any]] = []
 
 def _dense(t: torch.Tensor) -> torch.Tensor:
     return t.detach() if t.is_contiguous() else t.detach().contiguous()
+
+
+def _channels_last(x: torch.Tensor) -> bool:
+    """A 4-D tensor dense in channels_last memory and not also plain contiguous (what the conv reads in place)."""
+    return x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+
+
+def _dense4(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as the conv reads it: channels_last kept, anything else made contiguous."""
+    return t.detach() if _channels_last(t) else _dense(t)
+
+
+def _laid(y: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """``y`` in the memory format the op's fake promised (a fallback may return another)."""
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    return y if y.is_contiguous(memory_format=fmt) and (channels_last or y.is_contiguous()) else \
+        y.contiguous(memory_format=fmt)
 
 
 @torch.library.custom_op("tracea::matmul", mutates_args=())
@@ -68,14 +95,19 @@ def _conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride:
             dilation: list[int], groups: int) -> torch.Tensor:
     if x.dim() != 4:
         return F.conv2d(x, w, bias, stride, padding, dilation, groups)
-    return conv2d(_dense(x), _dense(w), None if bias is None else _dense(bias), tuple(stride),
-                      tuple(padding), tuple(dilation), groups)
+    y = conv2d(_dense4(x), _dense4(w), None if bias is None else _dense(bias), tuple(stride), tuple(padding),
+               tuple(dilation), groups)
+    return _laid(y, _channels_last(x))
 
 
 @_conv2d.register_fake
 def _(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: list[int], padding: list[int],
       dilation: list[int], groups: int) -> torch.Tensor:
-    return F.conv2d(x, w, bias, stride, padding, dilation, groups)
+    y = F.conv2d(x, w, bias, stride, padding, dilation, groups)
+    if x.dim() != 4:
+        return y
+    fmt = torch.channels_last if _channels_last(x) else torch.contiguous_format
+    return y.contiguous(memory_format=fmt)
 
 
 @torch.library.custom_op("tracea::softmax", mutates_args=())
@@ -91,14 +123,14 @@ def _(x: torch.Tensor, dim: int) -> torch.Tensor:
 @torch.library.custom_op("tracea::attention", mutates_args=())
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None) -> torch.Tensor:
     # torch aligns is_causal top-left, Tracea bottom-right: they agree only when Sq == Sk.
-    if q.dim() != 4 or (causal and q.shape[-2] != k.shape[-2]):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-    return attention(_dense(q), _dense(k), _dense(v), causal=causal, scale=scale)
+    if q.dim() != 4 or (causal and q.shape[-2] != k.shape[-2]) or k.shape != v.shape or q.shape[-1] != v.shape[-1]:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale).contiguous()
+    return _laid(attention(_dense(q), _dense(k), _dense(v), causal=causal, scale=scale), False)
 
 
 @_attention.register_fake
 def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None) -> torch.Tensor:
-    return q.new_empty(q.shape)
+    return q.new_empty((*q.shape[:-1], v.shape[-1]))
 
 
 def _pair(v: Any) -> list[int] | None:
@@ -190,9 +222,146 @@ def _needs_autograd(example_inputs: list[Any]) -> bool:
     return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
 
 
-def rewrite(gm: fx.GraphModule, example_inputs: list[Any]) -> dict[str, Any]:
-    """Swap the known calls of ``gm`` for Tracea's custom ops in place; returns the report."""
-    report: dict[str, Any] = {"replaced": [], "kept": [], "untouched": None, "compiler": None}
+# ------------------------------------------------------------------------------------ which nodes to swap
+
+MARGIN = 0.97  # Tracea's median at most this share of torch's: a tie, or noise, keeps torch's op
+CHOICES: dict[tuple[Any, ...], Choice] = {}  # per (kind, arguments' shapes, strides, dtypes, devices, options)
+_TORCH_OPS: dict[str, Callable[..., Any]] = {
+    "matmul": torch.matmul, "linear": F.linear, "softmax": torch.softmax,
+    "conv2d": lambda x, w, b, st, pad, dil, g: F.conv2d(x, w, b, st, pad, dil, g),
+    "attention": lambda q, k, v, causal, scale: F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                                                scale=scale),
+}
+
+
+@dataclass
+class Choice:
+    """Whether a node of this signature becomes a Tracea op, and the measurement behind it (ms)."""
+
+    tracea: bool
+    reason: str
+    tracea_ms: float | None = None
+    torch_ms: float | None = None
+
+
+def _example(gm: fx.GraphModule, a: Any) -> Any:
+    """What an argument of a matched node holds at compile time: a parameter or buffer (get_attr), a node's
+    FakeTensor (``example_value``), or the plain value."""
+    if not isinstance(a, fx.Node):
+        return a
+    if a.op == "get_attr":
+        obj: Any = gm
+        for part in str(a.target).split("."):
+            obj = getattr(obj, part)
+        return obj
+    return a.meta.get("example_value", a.meta.get("val"))
+
+
+def _static(t: torch.Tensor) -> bool:
+    return all(type(d) is int for d in (*t.shape, *t.stride()))
+
+
+def _signature(kind: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (kind, *((("t", tuple(v.shape), tuple(v.stride()), v.dtype, str(v.device)) if isinstance(v, torch.Tensor)
+                     else (type(v).__name__, repr(v))) for v in values))
+
+
+def _real(t: Any, gen: torch.Generator | None) -> Any:
+    """A real tensor of ``t``'s shape, strides, dtype and device, unit normals scaled by its fan-in."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=t.device)
+    if out.is_floating_point():
+        fan = t.shape[-1] if t.dim() else 1
+        out.normal_(0.0, 1.0 / max(1.0, float(fan)) ** 0.25, generator=gen)
+    return out
+
+
+def _median_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 15) -> float:
+    import statistics
+    import time
+
+    for _ in range(3):
+        fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        pairs = []
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            pairs.append((start, end))
+        torch.cuda.synchronize(device)
+        return statistics.median(s.elapsed_time(e) for s, e in pairs)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def measure(kind: str, examples: tuple[Any, ...]) -> Choice:
+    """Run ``kind`` on real tensors shaped like ``examples`` through Tracea's custom op and torch's own op:
+    the results compared, each timed; the Choice (kept per signature in ``CHOICES``)."""
+    key = _signature(kind, examples)
+    got = CHOICES.get(key)
+    if got is not None:
+        return got
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from . import explain
+    from ._engine import STATS
+
+    with unset_fake_temporarily(), torch.no_grad():
+        device = next(t.device for t in examples if isinstance(t, torch.Tensor))
+        gen = torch.Generator(device=device).manual_seed(0)
+        args = tuple(_real(t, gen) for t in examples)
+        mine = getattr(torch.ops.tracea, kind).default
+        theirs = _TORCH_OPS[kind]
+        fallbacks = STATS["fallbacks"]
+        try:
+            y = mine(*args)
+        except Exception as exc:  # noqa: BLE001 - whatever stops Tracea's op keeps torch's
+            choice = Choice(False, f"Tracea's op failed here ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+        else:
+            route = explain()
+            if STATS["fallbacks"] != fallbacks or route.path != "tracea":
+                why = route.reason if route.path == "fallback" else "it falls back"
+                choice = Choice(False, f"the kernel path falls back ({why})")
+            else:
+                want = theirs(*args).float()
+                err = float((y.float() - want).norm() / max(float(want.norm()), 1e-30))
+                if not err < 2e-2:  # a wrong answer is never swapped in
+                    choice = Choice(False, f"Tracea's result differs from torch's (relative error {err:.2g})")
+                else:
+                    t_ms = _median_ms(lambda: mine(*args), device)
+                    v_ms = _median_ms(lambda: theirs(*args), device)
+                    faster = t_ms <= MARGIN * v_ms
+                    choice = Choice(faster, f"Tracea {t_ms:.4f} ms, torch {v_ms:.4f} ms"
+                                    + ("" if faster else f" (not under {MARGIN:g}x torch's)"), t_ms, v_ms)
+    CHOICES[key] = choice
+    return choice
+
+
+def _decide(gm: fx.GraphModule, kind: str, args: tuple[Any, ...], choose: str) -> Choice:
+    if choose == "always":
+        return Choice(True, "every matched node is swapped (choose='always')")
+    examples = tuple(_example(gm, a) for a in args)
+    tensors = [t for t in examples if isinstance(t, torch.Tensor)]
+    if not tensors or any(isinstance(a, fx.Node) and not isinstance(t, torch.Tensor)
+                          for t, a in zip(examples, args, strict=True)):
+        return Choice(False, "an argument has no example value at compile time: not measured")
+    if not all(_static(t) for t in tensors):
+        return Choice(False, "dynamic shapes (Tracea's kernels are built per shape; compile with dynamic=False)")
+    return measure(kind, examples)
+
+
+def rewrite(gm: fx.GraphModule, example_inputs: list[Any], choose: str = "measure") -> dict[str, Any]:
+    """Swap the known calls of ``gm`` for Tracea's custom ops in place, where ``choose`` says (see the module
+    docstring); returns the report."""
+    report: dict[str, Any] = {"replaced": [], "kept": [], "untouched": None, "compiler": None, "choices": []}
     if _needs_autograd(example_inputs):
         report["untouched"] = ("autograd: an input requires grad with grad mode on and Tracea kernels have no "
                                "backward pass (compile under torch.no_grad() or torch.inference_mode())")
@@ -206,6 +375,12 @@ def rewrite(gm: fx.GraphModule, example_inputs: list[Any]) -> dict[str, Any]:
         if args is None:
             report["kept"].append(f"{label}: options the Tracea op does not take")
             continue
+        choice = _decide(gm, kind, args, choose)
+        report["choices"].append({"node": node.name, "kind": kind, "tracea": choice.tracea, "reason": choice.reason,
+                                  "tracea_ms": choice.tracea_ms, "torch_ms": choice.torch_ms})
+        if not choice.tracea:
+            report["kept"].append(f"{label}: {choice.reason}")
+            continue
         with gm.graph.inserting_before(node):
             new = gm.graph.call_function(op, args)
         new.meta.update(node.meta)
@@ -218,11 +393,22 @@ def rewrite(gm: fx.GraphModule, example_inputs: list[Any]) -> dict[str, Any]:
     return report
 
 
-def make_backend(inductor: bool = True) -> Callable[[fx.GraphModule, list[Any]], Callable[..., Any]]:
-    """A backend; ``inductor=False`` runs the rewritten graph as Python (fast to compile, for tests)."""
+def _inductor_patches(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
+    """Inductor's config for ``torch.compile(mode=..., options=...)``, as its own backend reads them."""
+    from torch._inductor import list_mode_options
 
-    def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        report = rewrite(gm, example_inputs)
+    return {**(list_mode_options(mode) if mode else {}), **(options or {})}
+
+
+def make_backend(inductor: bool = True, choose: str = "measure") -> Callable[..., Callable[..., Any]]:
+    """A backend; ``inductor=False`` runs the rewritten graph as Python (fast to compile, for tests);
+    ``choose``: "measure" (swap a node where Tracea is faster on its shape) or "always"."""
+    if choose not in ("measure", "always"):
+        raise ValueError(f"choose: 'measure' or 'always', not {choose!r}")
+
+    def backend(gm: fx.GraphModule, example_inputs: list[Any], mode: str | None = None,
+                options: dict[str, Any] | None = None) -> Callable[..., Any]:
+        report = rewrite(gm, example_inputs, choose)
         REPORTS.append(report)
         del REPORTS[:-16]
         if report["untouched"]:
@@ -233,8 +419,10 @@ def make_backend(inductor: bool = True) -> Callable[[fx.GraphModule, list[Any]],
             try:
                 from torch._inductor.compile_fx import compile_fx
 
-                compiled = compile_fx(gm, example_inputs)
-                report["compiler"] = "inductor"
+                patches = _inductor_patches(mode, options)
+                compiled = compile_fx(gm, example_inputs, config_patches=patches) if patches else \
+                    compile_fx(gm, example_inputs)
+                report["compiler"] = "inductor" + (f" ({mode})" if mode else "")
                 LOG.debug("tracea backend: the rest compiled by Inductor")
                 return compiled
             except Exception as exc:  # noqa: BLE001 - any Inductor failure leaves the graph to run as Python
@@ -249,6 +437,19 @@ def make_backend(inductor: bool = True) -> Callable[[fx.GraphModule, list[Any]],
 
 tracea_backend = make_backend(inductor=True)
 tracea_backend.__name__ = "tracea"
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A graph's report as text: what became Tracea kernels, what was kept and why, what compiled the rest."""
+    if report.get("untouched"):
+        return f"graph left to {report.get('compiler')}: {report['untouched']}"
+    lines = [f"{len(report['replaced'])} node(s) on Tracea kernels, {len(report['kept'])} kept; the rest by "
+             f"{report.get('compiler')}"]
+    why = {c["node"]: c["reason"] for c in report.get("choices", ()) if c["tracea"]}
+    lines += [f"  tracea: {r}" + (f" ({why[r.split(' ', 1)[0]]})" if r.split(" ", 1)[0] in why else "")
+              for r in report["replaced"]]
+    lines += [f"  kept:   {k}" for k in report["kept"]]
+    return "\n".join(lines)
 
 
 def last_report() -> dict[str, Any] | None:

@@ -869,7 +869,17 @@ def test_the_pytorch_pieces_take_hostile_arguments() -> None:
                 fn(bad)
     with pytest.raises(UnsupportedError):
         ops.TraceaConv2d.from_conv(torch.nn.Linear(2, 2))
+    for bad in ("model", 3, [torch.nn.Linear(1, 1)], np.ones(2)):
+        for fn in (ops.patch_linear, ops.unpatch_linear):
+            with pytest.raises(BadInputError, match="torch.nn.Module"):
+                fn(bad)
+    with pytest.raises(UnsupportedError):
+        ops.TraceaLinear.from_linear(torch.nn.Conv2d(1, 1, 1))
     assert ops.last_report() is None or isinstance(ops.last_report(), dict)
+    assert isinstance(ops.format_report(), str)
+    for bad in ("report", 3, {"replaced": []}, [None]):
+        with pytest.raises(BadInputError, match="format_report"):
+            ops.format_report(bad)
     ops.register_compile_backend()
     torch.manual_seed(0)
     layer, plain = ops.TraceaConv2d(2, 3, 3, padding=1), torch.nn.Conv2d(2, 3, 3, padding=1)
@@ -897,7 +907,8 @@ def test_the_pytorch_pieces_take_hostile_arguments() -> None:
 
 
 COVERED = {"gemm", "conv2d", "softmax", "attention", "explain", "allow_fallback", "clear_cache", "stats", "Route",
-           "TraceaConv2d", "patch_conv2d", "unpatch_conv2d", "register_compile_backend", "last_report"}
+           "TraceaConv2d", "patch_conv2d", "unpatch_conv2d", "register_compile_backend", "last_report",
+           "format_report", "TraceaLinear", "patch_linear", "unpatch_linear"}
 
 
 def test_every_public_name_has_a_property() -> None:

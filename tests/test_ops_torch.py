@@ -211,3 +211,70 @@ def test_same_padding_matches_torch():
         ref.load_state_dict(layer.state_dict())
         with torch.no_grad():
             assert torch.allclose(layer(x), ref(x), rtol=1e-4, atol=1e-5), kernel
+
+
+# ------------------------------------------------------------------------------------------ nn.Linear
+
+def test_tracea_linear_matches_nn_linear_and_reads_the_weight_in_place():
+    torch.manual_seed(11)
+    plain = torch.nn.Linear(24, 10)
+    layer = ops.TraceaLinear(24, 10)
+    layer.load_state_dict(plain.state_dict())
+    for shape in ((7, 24), (2, 3, 24), (24,), (0, 24)):
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            got, want = layer(x), plain(x)
+        assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5), shape
+        if shape != (0, 24):
+            route = ops.explain()
+            assert route.path == "tracea" and route.op == "gemm", str(route)
+    with torch.no_grad():  # the weight (out, in) is the column-major (in, out) operand: no copy, no fallback
+        assert ops.explain(layer, torch.randn(5, 24)).path == "tracea"
+    y = layer(torch.randn(3, 24))  # grad mode on, the weight requires grad: PyTorch's op, differentiable
+    assert ops.explain().path == "fallback" and "autograd" in ops.explain().reason
+    y.sum().backward()
+    assert layer.weight.grad is not None and layer.weight.grad.shape == (10, 24)
+    with pytest.raises(BadInputError, match="features"), torch.no_grad():
+        layer(torch.randn(3, 23))
+    no_bias = ops.TraceaLinear(24, 10, bias=False)
+    with torch.no_grad():
+        x = torch.randn(4, 24)
+        assert torch.allclose(no_bias(x), x @ no_bias.weight.t(), rtol=1e-4, atol=1e-5)
+
+
+def test_patch_linear_round_trips():
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        want = model(x)
+        assert ops.patch_linear(model) == 2 and ops.patch_linear(model) == 0
+        assert all(type(m) is ops.TraceaLinear for m in model if isinstance(m, torch.nn.Linear))
+        before = ops.stats().get("tracea", 0)
+        assert torch.allclose(model(x), want, rtol=1e-4, atol=1e-5)
+        assert ops.stats()["tracea"] == before + 2
+        assert ops.unpatch_linear(model) == 2 and type(model[0]) is torch.nn.Linear
+        assert ops.patch_linear() == 1 and ops.patch_linear() == 0  # process-wide
+        try:
+            assert torch.allclose(model(x), want, rtol=1e-4, atol=1e-5) and ops.explain().path == "tracea"
+        finally:
+            assert ops.unpatch_linear() == 1 and ops.unpatch_linear() == 0
+        assert torch.nn.Linear.forward is not ops.TraceaLinear.forward
+    with pytest.raises(Exception, match="plain nn.Linear"):
+        ops.TraceaLinear.from_linear(torch.nn.Conv2d(1, 1, 1))
+
+
+def test_patch_conv2d_can_convert_a_model_to_channels_last():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU())
+    x = torch.randn(1, 3, 9, 9)
+    with torch.no_grad():
+        want = model(x)
+        assert ops.patch_conv2d(model, channels_last=True) == 1
+        w = model[0].weight
+        assert w.is_contiguous(memory_format=torch.channels_last) and not w.is_contiguous()
+        got = model(x.contiguous(memory_format=torch.channels_last))
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-5)
+    ops.unpatch_conv2d(model)
+    with pytest.raises(BadInputError, match="channels_last"):
+        ops.patch_conv2d(model, channels_last="yes")
+    with pytest.raises(BadInputError, match="none was given"):
+        ops.patch_conv2d(channels_last=True)

@@ -34,6 +34,7 @@ from ._functions import attention, conv2d, gemm, softmax
 
 # The PyTorch pieces, loaded on first use (each module imports torch), by the module that holds them.
 _TORCH_PIECES = {"TraceaConv2d": "torch_nn", "patch_conv2d": "torch_nn", "unpatch_conv2d": "torch_nn",
+                 "TraceaLinear": "torch_nn", "patch_linear": "torch_nn", "unpatch_linear": "torch_nn",
                  "register_compile_backend": "compile_backend", "last_report": "compile_backend",
                  "format_report": "compile_backend"}
 
@@ -54,15 +55,15 @@ def _explainable(fn: Any) -> Callable[..., Any] | None:
     if any(fn is f for f in _FUNCTIONS.values()):
         return fn
     torch_nn = sys.modules.get(f"{__name__}.torch_nn")
-    if torch_nn is not None and getattr(type(fn), "forward", None) is torch_nn._forward:
+    if torch_nn is not None and getattr(type(fn), "forward", None) in (torch_nn._forward, torch_nn._linear_forward):
         return fn
     return None
 
 
 def explain(fn: str | Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> Route:
     """Which path ``fn(*args, **kwargs)`` would take, and why, without running it (no kernel is built);
-    ``fn``: an op's name ("conv2d"), the function (``tracea.ops.conv2d``), or a ``TraceaConv2d`` layer
-    (then ``args`` is its input). With no ``fn``: the route of this thread's last call, which ran. The
+    ``fn``: an op's name ("conv2d"), the function (``tracea.ops.conv2d``), or a ``TraceaConv2d`` or
+    ``TraceaLinear`` layer (then ``args`` is its input). With no ``fn``: the route of this thread's last call, which ran. The
     returned ``Route`` prints as text; its fields (``path``, ``reason``, ``variant``, ``schedule_source``,
     ``in_process``, ``build_cache_hit``, ...) are there for programs."""
     if fn is None:
@@ -78,7 +79,7 @@ def explain(fn: str | Callable[..., Any] | None = None, *args: Any, **kwargs: An
         what = (_shown(fn, 40) if isinstance(fn, str) else f"{fn.__name__}()" if inspect.isroutine(fn)
                 else type(fn).__name__)
         raise BadInputError(f"explain: unknown op {what}; known: {', '.join(_FUNCTIONS)}",
-                            "pass the name, the function, or a TraceaConv2d layer")
+                            "pass the name, the function, or a TraceaConv2d or TraceaLinear layer")
     try:  # the call's arguments as the op takes them: a missing or unknown one is said, not a TypeError
         inspect.signature(target).bind(*args, **kwargs)
     except TypeError as exc:

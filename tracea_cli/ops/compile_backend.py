@@ -439,8 +439,18 @@ tracea_backend = make_backend(inductor=True)
 tracea_backend.__name__ = "tracea"
 
 
-def format_report(report: dict[str, Any]) -> str:
-    """A graph's report as text: what became Tracea kernels, what was kept and why, what compiled the rest."""
+def format_report(report: dict[str, Any] | None = None) -> str:
+    """A graph's report as text (the last graph's by default): what became Tracea kernels, what was kept and
+    why, what compiled the rest."""
+    if report is None:
+        report = last_report()
+        if report is None:
+            return "no graph has been compiled with backend='tracea' in this process"
+    if not isinstance(report, dict) or not {"replaced", "kept", "untouched", "compiler"} <= set(report):
+        from tracea.doctor.errors import BadInputError
+
+        raise BadInputError(f"format_report: expected a report of tracea.ops.last_report(), got {type(report).__name__}",
+                            "format_report() prints the last graph's")
     if report.get("untouched"):
         return f"graph left to {report.get('compiler')}: {report['untouched']}"
     lines = [f"{len(report['replaced'])} node(s) on Tracea kernels, {len(report['kept'])} kept; the rest by "

@@ -192,7 +192,8 @@ OPCHECK = {
                        torch.randn(4, 3, 3, 3).contiguous(memory_format=torch.channels_last), None, [1, 1], [1, 1],
                        [1, 1], 1),
     "softmax": lambda: (torch.randn(3, 7), -1),
-    "attention": lambda: (torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16), True, None),
+    "attention": lambda: (torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16), True, None,
+                          True),
 }
 
 
@@ -291,3 +292,21 @@ def test_mode_and_options_reach_inductor() -> None:
     assert cb._inductor_patches(None, None) == {}
     with pytest.raises(ValueError, match="choose"):
         cb.make_backend(choose="sometimes")
+
+
+def test_grouped_query_sdpa_is_swapped_and_means_what_sdpa_means() -> None:
+    import tracea
+
+    def block(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    torch.manual_seed(3)
+    q, k, v = torch.randn(1, 8, 16, 32), torch.randn(1, 2, 16, 32), torch.randn(1, 2, 16, 32)
+    with torch.no_grad():
+        got = _compiled(block)(q, k, v)
+        want = block(q, k, v)
+        assert _kinds(cb.last_report()) == ["attention"] and tracea.ops.explain().path == "tracea"
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-4)
+        # the custom op without gqa, kv heads other than q's: torch's op, which refuses them as SDPA does
+        with pytest.raises(RuntimeError):
+            torch.ops.tracea.attention.default(q, k, v, True, None, False)

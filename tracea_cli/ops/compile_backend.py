@@ -121,15 +121,20 @@ def _(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 @torch.library.custom_op("tracea::attention", mutates_args=())
-def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None) -> torch.Tensor:
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None,
+               gqa: bool = False) -> torch.Tensor:
+    """SDPA's meaning; ``gqa``: its ``enable_gqa`` (q head h reads kv head h // (H / Hkv), as Tracea's op
+    does); without it, kv heads other than q's run torch's op, which refuses them as SDPA does."""
     # torch aligns is_causal top-left, Tracea bottom-right: they agree only when Sq == Sk.
-    if q.dim() != 4 or (causal and q.shape[-2] != k.shape[-2]) or k.shape != v.shape or q.shape[-1] != v.shape[-1]:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale).contiguous()
+    if q.dim() != 4 or (causal and q.shape[-2] != k.shape[-2]) or k.shape != v.shape or q.shape[-1] != v.shape[-1] \
+            or (not gqa and q.shape[1] != k.shape[1]):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa).contiguous()
     return _laid(attention(_dense(q), _dense(k), _dense(v), causal=causal, scale=scale), False)
 
 
 @_attention.register_fake
-def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None) -> torch.Tensor:
+def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None,
+      gqa: bool = False) -> torch.Tensor:
     return q.new_empty((*q.shape[:-1], v.shape[-1]))
 
 
@@ -177,10 +182,10 @@ def _sdpa_args(node: fx.Node) -> tuple[Any, ...] | None:
     q, k, v = (_arg(node, i, n, None) for i, n in enumerate(("query", "key", "value")))
     if _arg(node, 3, "attn_mask", None) is not None or _arg(node, 4, "dropout_p", 0.0) not in (0, 0.0):
         return None
-    causal, scale = _arg(node, 5, "is_causal", False), node.kwargs.get("scale")
-    if not isinstance(causal, bool) or node.kwargs.get("enable_gqa") or not isinstance(scale, (float, type(None))):
+    causal, scale, gqa = _arg(node, 5, "is_causal", False), node.kwargs.get("scale"), node.kwargs.get("enable_gqa", False)
+    if not isinstance(causal, bool) or not isinstance(gqa, bool) or not isinstance(scale, (float, type(None))):
         return None
-    return q, k, v, causal, scale
+    return q, k, v, causal, scale, gqa
 
 
 def _two(node: fx.Node) -> tuple[Any, ...] | None:
@@ -229,8 +234,8 @@ CHOICES: dict[tuple[Any, ...], Choice] = {}  # per (kind, arguments' shapes, str
 _TORCH_OPS: dict[str, Callable[..., Any]] = {
     "matmul": torch.matmul, "linear": F.linear, "softmax": torch.softmax,
     "conv2d": lambda x, w, b, st, pad, dil, g: F.conv2d(x, w, b, st, pad, dil, g),
-    "attention": lambda q, k, v, causal, scale: F.scaled_dot_product_attention(q, k, v, is_causal=causal,
-                                                                                scale=scale),
+    "attention": lambda q, k, v, causal, scale, gqa: F.scaled_dot_product_attention(
+        q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa),
 }
 
 

@@ -1,0 +1,139 @@
+"""``torch.compile(model, backend="tracea")`` against Inductor's default on two models as users have them:
+torchvision's ResNet-50 (fp16, channels_last, batch 32) and a Llama-style transformer block (bf16, batch 4,
+1024 tokens, width 2048, grouped-query attention with 16 query and 4 key/value heads, causal, a GELU MLP of
+width 8192). Each model is compiled by both backends, in the default mode and in ``mode="reduce-overhead"``
+(Inductor's CUDA graph trees); the first call's wall time (the compile, Tracea's per-shape measurements
+included) is reported for each, then every compiled form's output is checked against eager PyTorch and the
+forwards are timed (CUDA events around each, median and p95 of ``--repeats`` after warm-up). The report of
+every graph the tracea backend compiled is printed: which nodes became Tracea kernels, and why the others
+did not.
+
+    python benchmarks/gpu/ops_compile_models.py [--models resnet50 block] [--modes default reduce-overhead]
+
+Needs a GPU, PyTorch and torchvision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tracea
+from tracea.ops import compile_backend as cb
+
+UNSTABLE = 1.5
+
+
+class Block(nn.Module):
+    """Pre-norm attention (grouped-query, causal) and a GELU MLP, each added to the residual stream."""
+
+    def __init__(self, d: int = 2048, heads: int = 16, kv_heads: int = 4, hidden: int = 8192) -> None:
+        super().__init__()
+        self.h, self.kv, self.hd = heads, kv_heads, d // heads
+        self.n1, self.n2 = nn.RMSNorm(d), nn.RMSNorm(d)
+        self.q = nn.Linear(d, d, bias=False)
+        self.k = nn.Linear(d, kv_heads * self.hd, bias=False)
+        self.v = nn.Linear(d, kv_heads * self.hd, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        self.up, self.down = nn.Linear(d, hidden, bias=False), nn.Linear(hidden, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        h = self.n1(x)
+        q = self.q(h).view(b, s, self.h, self.hd).transpose(1, 2)
+        k = self.k(h).view(b, s, self.kv, self.hd).transpose(1, 2)
+        v = self.v(h).view(b, s, self.kv, self.hd).transpose(1, 2)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + self.o(a.transpose(1, 2).reshape(b, s, d))
+        return x + self.down(F.gelu(self.up(self.n2(x))))
+
+
+def models(names: list[str]) -> list[tuple[str, nn.Module, torch.Tensor]]:
+    out = []
+    torch.manual_seed(0)
+    if "resnet50" in names:
+        import torchvision
+
+        m = torchvision.models.resnet50(weights=None).cuda().half().eval().to(memory_format=torch.channels_last)
+        x = torch.randn(32, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(
+            memory_format=torch.channels_last)
+        out.append(("torchvision resnet50, fp16, channels_last, batch 32", m, x))
+    if "block" in names:
+        m = Block().cuda().to(torch.bfloat16).eval()
+        x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.bfloat16)
+        out.append(("transformer block, bf16, b4 s1024 d2048, GQA 16/4, GELU MLP 8192", m, x))
+    return out
+
+
+def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    ms = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        ms.append(start.elapsed_time(end))
+    ms.sort()
+    return statistics.median(ms), ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=["resnet50", "block"])
+    ap.add_argument("--modes", nargs="+", default=["default", "reduce-overhead"])
+    ap.add_argument("--repeats", type=int, default=30)
+    args = ap.parse_args(argv)
+    tracea.ops.register_compile_backend()
+    rows, reports = [], []
+    with torch.inference_mode():
+        for label, model, x in models(args.models):
+            want = model(x).float()
+            eager = timed(lambda model=model, x=x: model(x), args.repeats)
+            rows.append(f"| {label} | eager | | {eager[0]:.3f} / {eager[1]:.3f} | | |")
+            for mode in args.modes:
+                got_t: dict[str, tuple[float, float]] = {}
+                for backend in ("inductor", "tracea"):
+                    torch._dynamo.reset()
+                    tracea.ops.clear_cache()
+                    cb.REPORTS.clear()
+                    fn = torch.compile(model, backend=backend, mode=None if mode == "default" else mode)
+                    t0 = time.perf_counter()
+                    y = fn(x)
+                    torch.cuda.synchronize()
+                    first = time.perf_counter() - t0
+                    y = fn(x).float()  # (graph trees record on later calls)
+                    err = float((y - want).norm() / want.norm())
+                    t = timed(lambda fn=fn, x=x: fn(x), args.repeats)
+                    got_t[backend] = t
+                    ratio = ""
+                    if backend == "tracea":
+                        i = got_t["inductor"]
+                        stable = t[1] <= UNSTABLE * t[0] and i[1] <= UNSTABLE * i[0]
+                        ratio = f"{i[0] / t[0]:.2f}x" if stable else "unstable"
+                        for n, rep in enumerate(cb.REPORTS):
+                            reports.append(f"--- {label}, mode {mode}, graph {n}:\n{cb.format_report(rep)}")
+                    rows.append(f"| {label} | {backend}, {mode} | {first:.1f} | {t[0]:.3f} / {t[1]:.3f} | {ratio} | "
+                                f"{err:.1e} |")
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; ms per forward, median / p95 of "
+          f"{args.repeats}\n")
+    print("| model | backend, mode | first call s (compile) | forward ms | Inductor / tracea | rel. err vs eager |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    print()
+    print("\n".join(reports))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

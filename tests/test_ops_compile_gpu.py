@@ -12,6 +12,7 @@ import tracea  # noqa: E402
 from tracea.ops import compile_backend as cb  # noqa: E402
 
 tracea.ops.register_compile_backend()  # also found through the entry point when tracea is pip-installed
+ALWAYS = cb.make_backend(choose="always")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA GPU")]
 
 
@@ -38,7 +39,7 @@ def test_mlp_bf16_matches_reference(cudagraphs, m, d, h):
     args = [t.to("cuda", torch.bfloat16) for t in ref_inputs]
     torch._dynamo.reset()
     tracea.ops.clear_cache()
-    fn = torch.compile(mlp, backend="tracea")
+    fn = torch.compile(mlp, backend=ALWAYS)  # every matmul swapped: the mechanics under test
     with torch.inference_mode(), torch._inductor.config.patch({"triton.cudagraphs": cudagraphs}):
         eager = mlp(*args)
         for _ in range(3):  # CUDA graph trees record after warm-up runs
@@ -74,3 +75,23 @@ def test_mlp_bf16_under_cuda_graphs():
         graph.replay()
         torch.cuda.synchronize()
     assert _rel(out, mlp(*fresh)) < 2e-2
+
+
+def test_the_registered_backend_swaps_a_node_only_where_it_measured_tracea_faster():
+    """backend="tracea" measures each matmul's shape on this GPU: a swapped node was faster by the margin, a
+    kept one was not, both times are in the report, and the output is right either way."""
+    m, d, h = 1024, 2048, 5632
+    ref_inputs = _inputs(m, d, h, seed=11)
+    want = mlp(*ref_inputs)
+    args = [t.to("cuda", torch.bfloat16) for t in ref_inputs]
+    torch._dynamo.reset()
+    tracea.ops.clear_cache()
+    with torch.inference_mode():
+        got = torch.compile(mlp, backend="tracea")(*args)
+        torch.cuda.synchronize()
+    report = cb.last_report()
+    assert len(report["choices"]) == 3 and len(report["replaced"]) + len(report["kept"]) == 3
+    for c in report["choices"]:
+        assert c["tracea_ms"] > 0 and c["torch_ms"] > 0
+        assert c["tracea"] == (c["tracea_ms"] <= cb.MARGIN * c["torch_ms"]), c
+    assert _rel(got, want) < 2e-2

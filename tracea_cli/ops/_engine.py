@@ -34,6 +34,7 @@ _READY: dict[tuple[Any, str, bool], tuple[Any, str, str, dict[str, Any], dict[st
 _FAILED: dict[tuple[Any, str, bool], Fallback] = {}  # ops no variant could build: the vendor call at once
 _NO_LAUNCH_ON: set[str] = set()  # variants whose kernel objects cannot launch on a caller's device buffers
 _KERNELS: dict[tuple[str, str, str, str], Any] = {}
+_BUILDING: dict[tuple[str, str, str, str], threading.Lock] = {}
 _POLICY = {"fallback": True}
 
 
@@ -240,12 +241,15 @@ def _fill(route: Route, backend: str, variant: str, source: str, schedule: dict[
 def _build(op: Any, backend: str, variant: str, schedule: Any, key: tuple[str, str, str, str]) -> Any:
     from tracea.emitters import registry
 
-    with _LOCK:
+    h = host()
+    with _LOCK:  # one lock per kernel: different kernels build at once (threads), one kernel builds once
+        lock = _BUILDING.setdefault(key, threading.Lock())
+    with lock:
         k = _KERNELS.get(key)
         if k is not None:
             return k
         try:
-            k = registry.backend(backend).build(op, registry.variant(variant), schedule, host())
+            k = registry.backend(backend).build(op, registry.variant(variant), schedule, h)
         except (BadInputError, UnsupportedError, ToolchainMissingError) as exc:
             raise Fallback(_short(f"its build refused the op ({exc.message})")) from None
         except (CompileError, LaunchError) as exc:  # a Tracea defect: say so loudly, still give the right answer

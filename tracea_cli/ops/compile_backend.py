@@ -223,6 +223,12 @@ def _match(gm: fx.GraphModule, node: fx.Node) -> tuple[Callable[..., Any], tuple
     return None
 
 
+def _match_args(gm: fx.GraphModule, node: fx.Node) -> tuple[Callable[..., Any], tuple[Any, ...] | None, str] | None:
+    """``_match`` without touching the graph (a module call's match inserts its parameters' nodes): None for
+    module calls, which Dynamo's graphs do not hold (their parameters are inputs there)."""
+    return None if node.op == "call_module" else _match(gm, node)
+
+
 def _needs_autograd(example_inputs: list[Any]) -> bool:
     return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
 
@@ -282,7 +288,13 @@ def _real(t: Any, gen: torch.Generator | None) -> Any:
     return out
 
 
+HOLD_CYCLES = 2_000_000  # ~1 ms of GPU clocks: the host queues the events and the op before the GPU gets there
+
+
 def _median_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 15) -> float:
+    """The op's median time: on a GPU its device time alone, each call between two events with the stream held
+    busy before them (``torch.cuda._sleep``), so neither side's host time (a Python custom op's is larger) is
+    counted, as in ``tracea bench``; on the CPU the wall time of a call."""
     import statistics
     import time
 
@@ -293,6 +305,7 @@ def _median_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 15) -
         pairs = []
         for _ in range(repeats):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(HOLD_CYCLES)
             start.record()
             fn()
             end.record()
@@ -350,16 +363,53 @@ def measure(kind: str, examples: tuple[Any, ...]) -> Choice:
     return choice
 
 
-def _decide(gm: fx.GraphModule, kind: str, args: tuple[Any, ...], choose: str) -> Choice:
-    if choose == "always":
-        return Choice(True, "every matched node is swapped (choose='always')")
+def prebuild(pending: list[tuple[str, tuple[Any, ...]]]) -> None:
+    """Build the kernels of the signatures about to be measured, several at once (threads: NVRTC and gcc
+    run outside the GIL, and tracea.ops builds different kernels in parallel), so that a graph's first
+    compile waits for the longest build rather than their sum. A failure here is left to ``measure``."""
+    todo = {_signature(kind, ex): (kind, ex) for kind, ex in pending}
+    todo = {k: v for k, v in todo.items() if k not in CHOICES}
+    if len(todo) < 2:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    def run(kind: str, examples: tuple[Any, ...]) -> None:
+        try:
+            with unset_fake_temporarily(), torch.no_grad():
+                device = next(t.device for t in examples if isinstance(t, torch.Tensor))
+                if device.type == "cuda":
+                    torch.cuda.set_device(device)
+                args = tuple(_real(t, None) for t in examples)
+                getattr(torch.ops.tracea, kind).default(*args)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+        except Exception:  # noqa: BLE001 - measure() meets the same failure and says it
+            pass
+
+    with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
+        list(pool.map(lambda item: run(*item), todo.values()))
+
+
+def _examples(gm: fx.GraphModule, args: tuple[Any, ...]) -> tuple[Any, ...] | str:
+    """The arguments' example values, or why the node cannot be measured."""
     examples = tuple(_example(gm, a) for a in args)
     tensors = [t for t in examples if isinstance(t, torch.Tensor)]
     if not tensors or any(isinstance(a, fx.Node) and not isinstance(t, torch.Tensor)
                           for t, a in zip(examples, args, strict=True)):
-        return Choice(False, "an argument has no example value at compile time: not measured")
+        return "an argument has no example value at compile time: not measured"
     if not all(_static(t) for t in tensors):
-        return Choice(False, "dynamic shapes (Tracea's kernels are built per shape; compile with dynamic=False)")
+        return "dynamic shapes (Tracea's kernels are built per shape; compile with dynamic=False)"
+    return examples
+
+
+def _decide(gm: fx.GraphModule, kind: str, args: tuple[Any, ...], choose: str) -> Choice:
+    if choose == "always":
+        return Choice(True, "every matched node is swapped (choose='always')")
+    examples = _examples(gm, args)
+    if isinstance(examples, str):
+        return Choice(False, examples)
     return measure(kind, examples)
 
 
@@ -371,6 +421,15 @@ def rewrite(gm: fx.GraphModule, example_inputs: list[Any], choose: str = "measur
         report["untouched"] = ("autograd: an input requires grad with grad mode on and Tracea kernels have no "
                                "backward pass (compile under torch.no_grad() or torch.inference_mode())")
         return report
+    if choose == "measure":  # the kernels to measure, built at once before the first measurement
+        pending = []
+        for node in gm.graph.nodes:
+            found = _match_args(gm, node)
+            if found is not None and found[1] is not None:
+                ex = _examples(gm, found[1])
+                if not isinstance(ex, str):
+                    pending.append((found[2], ex))
+        prebuild(pending)
     for node in list(gm.graph.nodes):
         found = _match(gm, node)
         if found is None:

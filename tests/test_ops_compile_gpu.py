@@ -93,5 +93,7 @@ def test_the_registered_backend_swaps_a_node_only_where_it_measured_tracea_faste
     assert len(report["choices"]) == 3 and len(report["replaced"]) + len(report["kept"]) == 3
     for c in report["choices"]:
         assert c["tracea_ms"] > 0 and c["torch_ms"] > 0
-        assert c["tracea"] == (c["tracea_ms"] <= cb.MARGIN * c["torch_ms"]), c
+        faster_alone = c["tracea_ms"] <= cb.MARGIN * c["torch_ms"]
+        # swapped: faster alone and with its host time; kept: slower alone, or slower once host time counts
+        assert (c["tracea"] and faster_alone) or (not c["tracea"] and (not faster_alone or "host time" in c["reason"])), c
     assert _rel(got, want) < 2e-2

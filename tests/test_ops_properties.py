@@ -47,7 +47,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from tracea import ops  # noqa: E402
-from tracea.doctor.errors import BadInputError, ToolchainMissingError, UnsupportedError  # noqa: E402
+from tracea.doctor.errors import BadInputError, UnsupportedError  # noqa: E402
 
 DOCUMENTED = (BadInputError, UnsupportedError)
 SCALE = int(os.environ.get("TRACEA_PROPERTY_SCALE", "1"))

@@ -21,10 +21,6 @@ from ..export_abi import (
     Launcher,
     check_prefix,
     checks_c,
-    cmake_examples,
-    cmake_head,
-    cmake_package,
-    config_in,
     default_prefix,
     launcher_for,
     manifest,
@@ -33,6 +29,7 @@ from ..export_abi import (
     readme,
     write_package,
 )
+from ..export_cmake import cmake_examples, cmake_head, cmake_package, config_in
 from ..export_example import example_c
 from .build import _render_checked
 from .render import Rendered

@@ -330,3 +330,18 @@ def test_prebuild_builds_each_kernel_once_before_the_measurements(monkeypatch) -
         cb.measure(kind, examples)
     assert tracea.ops.stats()["builds"] == 3  # the measurements found them built
     tracea.ops.clear_cache()
+
+
+def test_measure_takes_broadcast_inputs_and_keeps_what_torch_broadcasts() -> None:
+    """A stride-0 (expanded) input is measured on a view with the same strides; the ops torch broadcasts and
+    the kernels do not (a bias of one element, a key batch of 1) run torch's op inside the Tracea op."""
+    with torch.no_grad():
+        choice = cb.measure("softmax", (torch.randn(1, 64).expand(4, 64), -1))
+        assert isinstance(choice, cb.Choice) and choice.reason
+        x, w, b1 = torch.randn(4, 8), torch.randn(5, 8), torch.randn(1)
+        torch.testing.assert_close(torch.ops.tracea.linear.default(x, w, b1), F.linear(x, w, b1))
+        q, kv = torch.randn(2, 2, 8, 16), torch.randn(1, 2, 8, 16)
+        torch.testing.assert_close(torch.ops.tracea.attention.default(q, kv, kv, False, None),
+                                   F.scaled_dot_product_attention(q, kv, kv))
+        with pytest.raises(RuntimeError):  # mismatched inner sizes: torch's own error, as eager gives
+            torch.ops.tracea.matmul.default(torch.randn(3, 4), torch.randn(5, 2))

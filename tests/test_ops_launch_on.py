@@ -241,3 +241,24 @@ def test_tensor_maps_are_encoded_once_per_key(monkeypatch):
     tma.cached_map(("t", 48), enc("c"))  # evicts ("t", 32)
     assert list(tma._MAPS) == [("t", 16), ("t", 48)]
     assert tma.cached_map(("t", 32), enc("b2")) is not b and made == ["a", "b", "c", "b2"]
+
+
+class MakesScratch(runtime.CudaKernel):
+    """A kernel whose preparation makes its scratch (a padded copy's buffer, split-K's semaphores)."""
+
+    def upload(self, inputs):
+        super().upload(inputs)
+        if "pad" not in self._dbuf:
+            self._dbuf["pad"] = Own(950, 32)
+
+
+def test_a_first_launch_inside_a_capture_records_no_event(cuda):
+    """Scratch made by the first preparation, inside a capture: the capture is asked after the preparation,
+    and no event is recorded in it (a later launch outside would wait on a captured event)."""
+    k = _kernel(MakesScratch, workspace=False)
+    cuda.capturing = True
+    k.launch_ptrs((1, 2, 3), 7)
+    assert cuda.order == [] and k._order is None and k._has_scratch
+    cuda.capturing = False
+    k.launch_ptrs((1, 2, 3), 9)  # outside: after the legacy stream, then recorded on this one
+    assert cuda.order == [("record", 100, 0), ("wait", 9, 100), ("record", 100, 9)]

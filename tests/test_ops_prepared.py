@@ -240,3 +240,45 @@ def test_torch_cpu_tensors_take_the_fast_path_and_autograd_leaves_it():
         ops.softmax(x, out=torch.empty(4, 10))
         with pytest.raises(BadInputError, match="overlaps"):
             ops.softmax(x, out=x)  # prepared for a tensor out; this one is the input
+
+
+def test_an_out_in_the_gaps_of_a_strided_input_is_legal():
+    """Only shared elements are an overlap: an out between a strided input's rows takes the call (the vendor
+    route here, the input being strided) and gets the right answer."""
+    buf = np.zeros((4, 128), np.float32)
+    a = buf[:, :64]
+    a[...] = _f32(4, 64)
+    b = _f32(64, 16)
+    out = buf[0, 64:128].reshape(4, 16)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    got = ops.gemm(a, b, out=out)
+    assert got is out and relative_error(out.astype(np.float64), want) < 1e-5
+
+
+def test_torch_negative_bit_views_are_never_read_as_their_memory():
+    torch = pytest.importorskip("torch")
+    a, b = torch.randn(24, 16), torch.randn(16, 8)
+    with torch.no_grad():
+        ops.gemm(a, b)
+        ops.gemm(a, b)  # prepared
+        neg = torch._neg_view(a)  # the same memory and strides, the value -a
+        got = ops.gemm(neg, b)
+        assert ops.explain().path == "fallback" and "negative" in ops.explain().reason
+        torch.testing.assert_close(got, (-a) @ b, rtol=1e-4, atol=1e-4)
+        t = torch.zeros(4, 128)
+        tb = t[:, :64]
+        tb.copy_(torch.randn(4, 64))
+        w = torch.randn(64, 16)
+        out = t[0, 64:128].view(4, 16)  # in the gaps of the strided input: legal
+        torch.testing.assert_close(ops.gemm(tb, w, out=out), tb @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_prepared_route_is_each_callers_own_copy():
+    x = _f32(3, 20)
+    ops.softmax(x)
+    ops.softmax(x)
+    r1 = ops.explain()
+    r1.notes.append("mine")
+    r1.variant = "changed"
+    r2 = ops.explain()
+    assert "mine" not in r2.notes and r2.variant != "changed"

@@ -296,7 +296,7 @@ class OnCallerBuffers:
             scratch = self._has_scratch
             if scratch is None or tape is None:
                 scratch = any(n not in self.ptr_names for n in self._dbuf)  # type: ignore[attr-defined]
-            capturing = scratch and launches.capturing(stream)
+            capturing = launches.capturing(stream) if scratch else None
             if scratch and not capturing:
                 self._wait_for_scratch(stream)
             if tape is not None:
@@ -305,6 +305,8 @@ class OnCallerBuffers:
                     tapes.move_to_end(ptrs)  # type: ignore[union-attr]
             else:
                 self._record(ptrs, stream)
+            if self._has_scratch and capturing is None:  # scratch the preparation just made: asked now
+                capturing = launches.capturing(stream)
             if self._has_scratch and not capturing:
                 ev = self._order[0] if self._order else launches.event()
                 self._order = (ev, stream)

@@ -47,6 +47,7 @@ class Arg:
     shape: tuple[int, ...]
     contiguous: bool  # dense, row-major
     grad: bool  # a torch tensor autograd tracks here
+    lazy: bool = False  # a torch view with its negative or conjugate bit set (its memory is not its value)
 
     @property
     def where(self) -> str:
@@ -64,7 +65,7 @@ def describe(name: str, x: Any) -> Arg:
         dev = x.device
         grad = bool(x.requires_grad and torch.is_grad_enabled())
         return Arg(x, "torch", dev.type, dev.index if dev.type == "cuda" else None, TORCH_DTYPES.get(dt), dt,
-                   tuple(x.shape), bool(x.is_contiguous()), grad)
+                   tuple(x.shape), bool(x.is_contiguous()), grad, bool(x.is_neg() or x.is_conj()))
     raise BadInputError(f"{name}: expected a NumPy array or a torch tensor, got {type(x).__name__}",
                         "wrap lists with numpy.asarray(...)")
 
@@ -87,6 +88,9 @@ def device_ptr(obj: Any) -> int:
     return int(obj.data_ptr())
 
 
+_TOO_HARD = getattr(np, "exceptions", np).TooHardError  # numpy.exceptions from NumPy 1.25
+
+
 def _extent(x: Any) -> tuple[str, int, int] | None:
     """(where, first byte, one past the last byte) that a tensor's elements span; None when it has none."""
     if x.numel() == 0:
@@ -99,13 +103,22 @@ def _extent(x: Any) -> tuple[str, int, int] | None:
 
 
 def overlapping(out: Any, x: Any) -> bool:
-    """Whether ``out`` and the input ``x`` may share memory (by the bounds of what each spans)."""
+    """Whether ``out`` and the input ``x`` share memory. NumPy: exactly (``np.shares_memory``; a case too hard
+    to decide counts as shared). torch: by the bytes each spans, where both are dense (every byte of the span
+    an element's: what a kernel reads and writes); a strided input with gaps is not compared, as no kernel
+    reads one (it takes torch's op, which computes into a temporary before ``out`` is written)."""
     if isinstance(out, np.ndarray) and isinstance(x, np.ndarray):
-        return bool(np.may_share_memory(out, x))
+        try:
+            return bool(np.shares_memory(out, x, max_work=100_000))
+        except _TOO_HARD:
+            return True
     if not (is_torch(out) and is_torch(x)):
         return False
     a, b = _extent(out), _extent(x)
-    return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+    if a is None or b is None or a[0] != b[0]:
+        return False
+    dense = all(e[2] - e[1] == t.numel() * t.element_size() for e, t in ((a, out), (b, x)))
+    return dense and a[1] < b[2] and b[1] < a[2]
 
 
 def empty_like(arg: Arg, shape: tuple[int, ...]) -> Any:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -23,7 +24,9 @@ Fast = tuple[tuple[Any, ...] | None, tuple[str, ...], tuple[Any, ...]]
 
 
 def last_route() -> Route | None:
-    return getattr(_LAST, "route", None)
+    """This thread's last route, a copy (a prepared call's route is shared by every call of its signature)."""
+    route = getattr(_LAST, "route", None)
+    return None if route is None else dataclasses.replace(route, notes=list(route.notes))
 
 
 def numpy_dtypes(args: dict[str, Arg]) -> None:
@@ -66,6 +69,10 @@ def common_checks(args: dict[str, Arg]) -> Arg:
     wheres = {a.where for _, a in items}
     if len(wheres) > 1:
         raise Fallback(f"inputs on different devices ({', '.join(sorted(wheres))})")
+    lazy = [n for n, a in items if a.lazy]
+    if lazy:
+        raise Fallback(f"{', '.join(lazy)} carries torch's lazy negative or conjugate bit (its memory is not its "
+                       "value; .resolve_neg() / .resolve_conj() makes it so)")
     grads = [n for n, a in items if a.grad]
     if grads:
         raise Fallback(f"autograd: {', '.join(grads)} requires grad and Tracea kernels have no backward pass "

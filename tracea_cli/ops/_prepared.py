@@ -44,8 +44,8 @@ def array_key(x: Any) -> Any:
         return t, x.dtype, x.shape, x.strides
     if x is None:
         return None
-    if t in _TENSORS:
-        return t, x.dtype, x.shape, x.stride(), x.device, x.requires_grad and _GRAD[0]()
+    if t in _TENSORS:  # the negative bit: a lazily negated view has another value in the same memory
+        return t, x.dtype, x.shape, x.stride(), x.device, x.requires_grad and _GRAD[0](), x.is_neg()
     torch = sys.modules.get("torch")
     if torch is not None and not _TENSORS and (t is torch.Tensor or t is torch.nn.Parameter):
         torch_seen(torch)  # the first torch tensor of the process

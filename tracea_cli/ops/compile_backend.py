@@ -65,7 +65,7 @@ def _laid(y: torch.Tensor, channels_last: bool) -> torch.Tensor:
 @torch.library.custom_op("tracea::matmul", mutates_args=())
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """A 2-D b: one gemm over a's rows, any leading shape of a flattened (the (B, S, D) @ W of a model)."""
-    if a.dim() < 2 or b.dim() != 2 or a.numel() == 0:
+    if a.dim() < 2 or b.dim() != 2 or a.numel() == 0 or a.shape[-1] != b.shape[0]:
         return torch.matmul(a, b)
     y = gemm(_dense(a).reshape(-1, a.shape[-1]), _dense(b))
     return y.reshape(*a.shape[:-1], b.shape[1])
@@ -79,7 +79,8 @@ def _(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 @torch.library.custom_op("tracea::linear", mutates_args=())
 def _linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """x @ w.T (+ bias) over any leading shape of x: one gemm on the flattened rows."""
-    if x.dim() < 1 or w.dim() != 2 or x.shape[-1] != w.shape[1] or x.numel() == 0:
+    if x.dim() < 1 or w.dim() != 2 or x.shape[-1] != w.shape[1] or x.numel() == 0 or (
+            bias is not None and tuple(bias.shape) != (w.shape[0],)):  # F.linear broadcasts any other bias
         return F.linear(x, w, bias)
     rows = _dense(x).reshape(-1, x.shape[-1])
     y = gemm(rows, _dense(w).t(), bias=None if bias is None else _dense(bias))
@@ -128,7 +129,7 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, 
     does); without it, kv heads other than q's run torch's op, which refuses them as SDPA does."""
     # torch aligns is_causal top-left, Tracea bottom-right: they agree only when Sq == Sk.
     if q.dim() != 4 or (causal and q.shape[-2] != k.shape[-2]) or k.shape != v.shape or q.shape[-1] != v.shape[-1] \
-            or (not gqa and q.shape[1] != k.shape[1]):
+            or (not gqa and q.shape[1] != k.shape[1]) or q.shape[0] != k.shape[0]:  # SDPA broadcasts a batch of 1
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa).contiguous()
     return _laid(attention(_dense(q), _dense(k), _dense(v), causal=causal, scale=scale), False)
 
@@ -283,14 +284,17 @@ def _signature(kind: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _real(t: Any, gen: torch.Generator | None) -> Any:
-    """A real tensor of ``t``'s shape, strides, dtype and device, unit normals scaled by its fan-in."""
+    """A real tensor of ``t``'s shape, strides (a broadcast's zero strides too), dtype and device: a view of a
+    storage of unit normals scaled by its fan-in."""
     if not isinstance(t, torch.Tensor):
         return t
-    out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=t.device)
-    if out.is_floating_point():
+    shape, stride = tuple(t.shape), tuple(t.stride())
+    n = 0 if 0 in shape else 1 + sum((s - 1) * st for s, st in zip(shape, stride, strict=True))
+    storage = torch.empty(n, dtype=t.dtype, device=t.device)
+    if storage.is_floating_point():
         fan = t.shape[-1] if t.dim() else 1
-        out.normal_(0.0, 1.0 / max(1.0, float(fan)) ** 0.25, generator=gen)
-    return out
+        storage.normal_(0.0, 1.0 / max(1.0, float(fan)) ** 0.25, generator=gen)
+    return storage.as_strided(shape, stride)
 
 
 HOLD_CYCLES = 2_000_000  # ~1 ms of GPU clocks: the host queues the events and the op before the GPU gets there
@@ -343,12 +347,12 @@ def measure(kind: str, examples: tuple[Any, ...], graphed: bool = False) -> Choi
 
     with unset_fake_temporarily(), torch.no_grad():
         device = next(t.device for t in examples if isinstance(t, torch.Tensor))
-        gen = torch.Generator(device=device).manual_seed(0)
-        args = tuple(_real(t, gen) for t in examples)
         mine = getattr(torch.ops.tracea, kind).default
         theirs = _TORCH_OPS[kind]
         fallbacks = STATS["fallbacks"]
         try:
+            gen = torch.Generator(device=device).manual_seed(0)
+            args = tuple(_real(t, gen) for t in examples)
             y = mine(*args)
         except Exception as exc:  # noqa: BLE001 - whatever stops Tracea's op keeps torch's
             choice = Choice(False, f"Tracea's op failed here ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")

@@ -17,13 +17,13 @@ Needs a GPU, PyTorch and torchvision.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from ops_resnet50 import forward_ms, median_p95, timed
 from torch import nn
 
 import tracea
@@ -73,22 +73,6 @@ def models(names: list[str]) -> list[tuple[str, nn.Module, torch.Tensor]]:
     return out
 
 
-def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    ms = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        ms.append(start.elapsed_time(end))
-    ms.sort()
-    return statistics.median(ms), ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
-
-
 def interleaved(fns: dict[str, Callable[[], object]], repeats: int, block: int = 5) -> dict[str, tuple[float, float]]:
     """(median, p95) ms of each function's forwards, timed in alternating blocks."""
     ms: dict[str, list[float]] = {name: [] for name in fns}
@@ -98,18 +82,8 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int, block: int =
     torch.cuda.synchronize()
     while min(len(v) for v in ms.values()) < repeats:
         for name, fn in fns.items():
-            for _ in range(block):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                ms[name].append(start.elapsed_time(end))
-    out = {}
-    for name, v in ms.items():
-        v.sort()
-        out[name] = (statistics.median(v), v[min(len(v) - 1, round(0.95 * (len(v) - 1)))])
-    return out
+            ms[name] += [forward_ms(fn) for _ in range(block)]
+    return {name: median_p95(v) for name, v in ms.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,20 +24,27 @@ import tracea
 UNSTABLE = 1.5
 
 
+def forward_ms(fn: Callable[[], object]) -> float:
+    """One call of ``fn`` between two CUDA events, ms (the GPU time the host leaves idle counted)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def median_p95(ms: list[float]) -> tuple[float, float]:
+    ms = sorted(ms)
+    return statistics.median(ms), ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+
+
 def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """(median, p95) ms of ``repeats`` calls after five of warm-up."""
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
-    ms = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        ms.append(start.elapsed_time(end))
-    ms.sort()
-    return statistics.median(ms), ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+    return median_p95([forward_ms(fn) for _ in range(repeats)])
 
 
 def graphed(fn: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], torch.Tensor]:

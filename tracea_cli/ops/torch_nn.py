@@ -32,7 +32,7 @@ from ._functions import conv2d, gemm
 
 _TORCH_FORWARD = torch.nn.Conv2d.forward  # PyTorch's own, captured before any patch
 _TORCH_LINEAR = torch.nn.Linear.forward
-_PATCHED: dict[str, Any] = {}
+_PATCHED: dict[type, Any] = {}  # nn class -> its forward before a process-wide patch
 
 
 def _module(fn: str, model: Any) -> None:
@@ -49,18 +49,61 @@ def _own_reason(layer: torch.nn.Conv2d, x: Any) -> str | None:
     return None
 
 
-def _forward(self: torch.nn.Conv2d, input: Any) -> Any:  # noqa: A002 - nn.Conv2d's own argument name
-    reason = _own_reason(self, input)
-    if reason is None:
-        return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-    route = Route(op="conv2d", path="fallback", reason=reason, vendor="torch.nn.Conv2d.forward")
+def _torchs_forward(op: str, layer: Any, input: Any, reason: str, base: type, forward: Any) -> Any:  # noqa: A002
+    """A patched layer's forward where the kernel path does not apply: PyTorch's own (``forward``, captured
+    before any patch), the route recorded for ``explain``; or, under ``allow_fallback(False)``, the reason."""
+    route = Route(op=op, path="fallback", reason=reason, vendor=f"torch.nn.{base.__name__}.forward")
     _dispatch._LAST.route = route
     if _dispatch.EXPLAINING.get():
         return route
     if not _engine.fallback_allowed():
-        raise UnsupportedError(f"TraceaConv2d: {reason}", "tracea.ops.allow_fallback(True) runs PyTorch's forward")
+        raise UnsupportedError(f"Tracea{base.__name__}: {reason}", "tracea.ops.allow_fallback(True) runs PyTorch's forward")
     STATS["fallbacks"] += 1
-    return _TORCH_FORWARD(self, input)
+    return forward(layer, input)
+
+
+def _forward(self: torch.nn.Conv2d, input: Any) -> Any:  # noqa: A002 - nn.Conv2d's own argument name
+    reason = _own_reason(self, input)
+    if reason is None:
+        return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+    return _torchs_forward("conv2d", self, input, reason, torch.nn.Conv2d, _TORCH_FORWARD)
+
+
+def _adopt(cls: type, base: type, layer: Any, what: str) -> Any:
+    """``layer`` itself as a ``cls`` (its class swapped in place), refused unless it is exactly ``base``."""
+    if type(layer) is base:
+        layer.__class__ = cls
+    elif not isinstance(layer, cls):
+        raise UnsupportedError(f"{what}: {type(layer).__name__} is not a plain nn.{base.__name__}",
+                               f"subclasses keep their own forward; construct a {cls.__name__} instead")
+    return layer
+
+
+def _swap(model: torch.nn.Module, old: type, new: type) -> int:
+    """Every module of exactly class ``old`` in ``model`` becomes ``new`` (in place); how many."""
+    count = 0
+    for mod in model.modules():
+        if type(mod) is old:
+            mod.__class__ = new
+            count += 1
+    return count
+
+
+def _patch_process(base: type, forward: Any) -> int:
+    """``base.forward`` replaced by ``forward`` for the whole process (1), or already (0)."""
+    if base in _PATCHED:
+        return 0
+    _PATCHED[base] = base.forward
+    base.forward = forward
+    return 1
+
+
+def _unpatch_process(base: type) -> int:
+    original = _PATCHED.pop(base, None)
+    if original is None:
+        return 0
+    base.forward = original
+    return 1
 
 
 class TraceaConv2d(torch.nn.Conv2d):
@@ -72,12 +115,7 @@ class TraceaConv2d(torch.nn.Conv2d):
     @classmethod
     def from_conv(cls, conv: torch.nn.Conv2d) -> TraceaConv2d:
         """``conv`` itself, now a TraceaConv2d (in place, as ``patch_conv2d(model)`` does)."""
-        if type(conv) is torch.nn.Conv2d:
-            conv.__class__ = cls
-        elif not isinstance(conv, cls):
-            raise UnsupportedError(f"from_conv: {type(conv).__name__} is not a plain nn.Conv2d",
-                                   "subclasses keep their own forward; construct a TraceaConv2d instead")
-        return conv  # type: ignore[return-value]
+        return _adopt(cls, torch.nn.Conv2d, conv, "from_conv")  # type: ignore[no-any-return]
 
 
 def _nchw_layers(model: torch.nn.Module) -> list[str]:
@@ -99,11 +137,7 @@ def patch_conv2d(model: torch.nn.Module | None = None, channels_last: bool = Fal
         if channels_last:
             raise BadInputError("patch_conv2d: channels_last=True converts a model, and none was given",
                                 "patch_conv2d(model, channels_last=True)")
-        if "forward" in _PATCHED:
-            return 0
-        _PATCHED["forward"] = torch.nn.Conv2d.forward
-        torch.nn.Conv2d.forward = _forward
-        return 1
+        return _patch_process(torch.nn.Conv2d, _forward)
     if channels_last:
         model.to(memory_format=torch.channels_last)
     else:
@@ -117,29 +151,13 @@ def patch_conv2d(model: torch.nn.Module | None = None, channels_last: bool = Fal
                 "(three extra passes over memory; on an H100, ResNet-50's convolutions ran 0.30-1.19x cuDNN this "
                 "way against 1.12-3.14x in channels_last). Fix: model.to(memory_format=torch.channels_last) and "
                 "channels_last inputs, or patch_conv2d(model, channels_last=True)", stacklevel=2)
-    count = 0
-    for mod in model.modules():
-        if type(mod) is torch.nn.Conv2d:
-            mod.__class__ = TraceaConv2d
-            count += 1
-    return count
+    return _swap(model, torch.nn.Conv2d, TraceaConv2d)
 
 
 def unpatch_conv2d(model: torch.nn.Module | None = None) -> int:
     """Undo ``patch_conv2d`` (in ``model``, or process-wide); returns how many it turned back."""
     _module("unpatch_conv2d", model)
-    if model is None:
-        original = _PATCHED.pop("forward", None)
-        if original is None:
-            return 0
-        torch.nn.Conv2d.forward = original
-        return 1
-    count = 0
-    for mod in model.modules():
-        if type(mod) is TraceaConv2d:
-            mod.__class__ = torch.nn.Conv2d
-            count += 1
-    return count
+    return _unpatch_process(torch.nn.Conv2d) if model is None else _swap(model, TraceaConv2d, torch.nn.Conv2d)
 
 
 # ------------------------------------------------------------------------------------------ nn.Linear
@@ -165,14 +183,7 @@ def _linear_forward(self: torch.nn.Linear, input: Any) -> Any:  # noqa: A002 - n
         return y.reshape(*input.shape[:-1], self.out_features)
     if reason is None:  # not a tensor: tracea.ops.gemm says what is wrong, as it does for a direct call
         return gemm(input, self.weight.t(), bias=self.bias)
-    route = Route(op="gemm", path="fallback", reason=reason, vendor="torch.nn.Linear.forward")
-    _dispatch._LAST.route = route
-    if _dispatch.EXPLAINING.get():
-        return route
-    if not _engine.fallback_allowed():
-        raise UnsupportedError(f"TraceaLinear: {reason}", "tracea.ops.allow_fallback(True) runs PyTorch's forward")
-    STATS["fallbacks"] += 1
-    return _TORCH_LINEAR(self, input)
+    return _torchs_forward("gemm", self, input, reason, torch.nn.Linear, _TORCH_LINEAR)
 
 
 class TraceaLinear(torch.nn.Linear):
@@ -185,44 +196,18 @@ class TraceaLinear(torch.nn.Linear):
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear) -> TraceaLinear:
         """``linear`` itself, now a TraceaLinear (in place, as ``patch_linear(model)`` does)."""
-        if type(linear) is torch.nn.Linear:
-            linear.__class__ = cls
-        elif not isinstance(linear, cls):
-            raise UnsupportedError(f"from_linear: {type(linear).__name__} is not a plain nn.Linear",
-                                   "subclasses keep their own forward; construct a TraceaLinear instead")
-        return linear  # type: ignore[return-value]
+        return _adopt(cls, torch.nn.Linear, linear, "from_linear")  # type: ignore[no-any-return]
 
 
 def patch_linear(model: torch.nn.Module | None = None) -> int:
     """Route ``nn.Linear`` forwards through Tracea: in ``model`` (its plain ``nn.Linear`` layers become
     ``TraceaLinear``; returns how many), or process-wide without a model (1 when this call patched, else 0)."""
     _module("patch_linear", model)
-    if model is None:
-        if "linear" in _PATCHED:
-            return 0
-        _PATCHED["linear"] = torch.nn.Linear.forward
-        torch.nn.Linear.forward = _linear_forward
-        return 1
-    count = 0
-    for mod in model.modules():
-        if type(mod) is torch.nn.Linear:
-            mod.__class__ = TraceaLinear
-            count += 1
-    return count
+    return _patch_process(torch.nn.Linear, _linear_forward) if model is None else \
+        _swap(model, torch.nn.Linear, TraceaLinear)
 
 
 def unpatch_linear(model: torch.nn.Module | None = None) -> int:
     """Undo ``patch_linear`` (in ``model``, or process-wide); returns how many it turned back."""
     _module("unpatch_linear", model)
-    if model is None:
-        original = _PATCHED.pop("linear", None)
-        if original is None:
-            return 0
-        torch.nn.Linear.forward = original
-        return 1
-    count = 0
-    for mod in model.modules():
-        if type(mod) is TraceaLinear:
-            mod.__class__ = torch.nn.Linear
-            count += 1
-    return count
+    return _unpatch_process(torch.nn.Linear) if model is None else _swap(model, TraceaLinear, torch.nn.Linear)

@@ -9,6 +9,7 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 from tracea.ops import compile_backend as cb  # noqa: E402
+from tracea.ops import compile_choice as cc  # noqa: E402
 
 FAST = cb.make_backend(inductor=False, choose="always")  # the rewritten graph as Python, every match swapped
 
@@ -148,7 +149,7 @@ def test_backend_name_is_discoverable_and_inductor_compiles() -> None:
     # the registered backend measures: each matmul is swapped or kept by its timing on this machine
     assert [c["kind"] for c in report["choices"]] == ["matmul"] * 3
     for c in report["choices"]:
-        assert c["tracea_ms"] > 0 and c["torch_ms"] > 0 and c["tracea"] == (c["tracea_ms"] <= cb.MARGIN * c["torch_ms"])
+        assert c["tracea_ms"] > 0 and c["torch_ms"] > 0 and c["tracea"] == (c["tracea_ms"] <= cc.MARGIN * c["torch_ms"])
     assert len(report["replaced"]) + len(report["kept"]) == 3
     assert report["compiler"] in ("inductor",) or report["compiler"].startswith("python (Inductor failed")
     assert "kept" in cb.format_report(report) or "tracea:" in cb.format_report(report)
@@ -240,8 +241,8 @@ def test_measure_swaps_only_where_tracea_is_faster(monkeypatch) -> None:
         calls.append(fn)
         return 1.0 if len(calls) % 2 else speed[0]  # Tracea first (1 ms), then torch's op
 
-    monkeypatch.setattr(cb, "_median_ms", fake_median)
-    monkeypatch.setattr(cb, "CHOICES", {})
+    monkeypatch.setattr(cc, "_median_ms", fake_median)
+    monkeypatch.setattr(cc, "CHOICES", {})
     speed = [2.0]  # torch twice as slow: swap
     gm, xs = _mlp_graph()
     with torch.no_grad():
@@ -249,27 +250,27 @@ def test_measure_swaps_only_where_tracea_is_faster(monkeypatch) -> None:
     assert _kinds(report) == ["matmul"] * 3 and report["kept"] == []
     assert all("Tracea 1.0000 ms, torch 2.0000 ms" == c["reason"] for c in report["choices"])
     assert len(calls) == 4  # two signatures ((8, 32)@(32, 48) twice, (8, 48)@(48, 32) once), two timings each
-    monkeypatch.setattr(cb, "CHOICES", {})
+    monkeypatch.setattr(cc, "CHOICES", {})
     speed[0] = 1.0  # a tie: torch's op stays
     gm, xs = _mlp_graph()
     with torch.no_grad():
         report = cb.rewrite(gm, xs)
     assert report["replaced"] == [] and len(report["kept"]) == 3
-    assert all(f"not under {cb.MARGIN:g}x torch's" in k for k in report["kept"])
+    assert all(f"not under {cc.MARGIN:g}x torch's" in k for k in report["kept"])
 
 
 def test_a_wrong_or_falling_back_tracea_op_is_never_swapped(monkeypatch) -> None:
-    monkeypatch.setattr(cb, "CHOICES", {})
-    monkeypatch.setattr(cb, "_median_ms", lambda fn, device, repeats=15, hold=True: 0.0)  # Tracea would look fastest
-    monkeypatch.setitem(cb._TORCH_OPS, "matmul", lambda a, b: torch.matmul(a, b) + 1.0)  # torch's answer differs
+    monkeypatch.setattr(cc, "CHOICES", {})
+    monkeypatch.setattr(cc, "_median_ms", lambda fn, device, repeats=15, hold=True: 0.0)  # Tracea would look fastest
+    monkeypatch.setitem(cc._TORCH_OPS, "matmul", lambda a, b: torch.matmul(a, b) + 1.0)  # torch's answer differs
     gm, xs = _mlp_graph()
     with torch.no_grad():
         report = cb.rewrite(gm, xs)
     assert report["replaced"] == [] and all("differs from torch's" in k for k in report["kept"])
     import tracea
 
-    monkeypatch.setattr(cb, "CHOICES", {})
-    monkeypatch.setitem(cb._TORCH_OPS, "matmul", torch.matmul)
+    monkeypatch.setattr(cc, "CHOICES", {})
+    monkeypatch.setitem(cc._TORCH_OPS, "matmul", torch.matmul)
     gm, xs = _mlp_graph(torch.float64)  # float64: the kernels do not take it, tracea.ops falls back
     with torch.no_grad():
         report = cb.rewrite(gm, xs)
@@ -320,14 +321,14 @@ def test_grouped_query_sdpa_is_swapped_and_means_what_sdpa_means() -> None:
 def test_prebuild_builds_each_kernel_once_before_the_measurements(monkeypatch) -> None:
     import tracea
 
-    monkeypatch.setattr(cb, "CHOICES", {})
+    monkeypatch.setattr(cc, "CHOICES", {})
     tracea.ops.clear_cache()
     pending = [("matmul", (torch.empty(8, 16), torch.empty(16, 12))), ("matmul", (torch.empty(8, 16), torch.empty(16, 12))),
                ("softmax", (torch.empty(5, 40), -1)), ("matmul", (torch.empty(9, 16), torch.empty(16, 12)))]
-    cb.prebuild(pending)  # three signatures, built by threads at once
+    cc.prebuild(pending)  # three signatures, built by threads at once
     assert tracea.ops.stats()["builds"] == 3
     for kind, examples in pending:
-        cb.measure(kind, examples)
+        cc.measure(kind, examples)
     assert tracea.ops.stats()["builds"] == 3  # the measurements found them built
     tracea.ops.clear_cache()
 
@@ -336,8 +337,8 @@ def test_measure_takes_broadcast_inputs_and_keeps_what_torch_broadcasts() -> Non
     """A stride-0 (expanded) input is measured on a view with the same strides; the ops torch broadcasts and
     the kernels do not (a bias of one element, a key batch of 1) run torch's op inside the Tracea op."""
     with torch.no_grad():
-        choice = cb.measure("softmax", (torch.randn(1, 64).expand(4, 64), -1))
-        assert isinstance(choice, cb.Choice) and choice.reason
+        choice = cc.measure("softmax", (torch.randn(1, 64).expand(4, 64), -1))
+        assert isinstance(choice, cc.Choice) and choice.reason
         x, w, b1 = torch.randn(4, 8), torch.randn(5, 8), torch.randn(1)
         torch.testing.assert_close(torch.ops.tracea.linear.default(x, w, b1), F.linear(x, w, b1))
         q, kv = torch.randn(2, 2, 8, 16), torch.randn(1, 2, 8, 16)

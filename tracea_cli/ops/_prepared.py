@@ -185,10 +185,8 @@ def keep(key: tuple[Any, ...] | None, names: tuple[str, ...], arrays: tuple[Any,
             slots.append(-1)
             nbytes.append(0)
             continue
-        if name not in names or arrays[names.index(name)] is None or name not in feeds:
-            return
-        i = names.index(name)
-        if ptr(feeds[name]) != ptr(arrays[i]):
+        i = names.index(name) if name in names else -1
+        if i < 0 or arrays[i] is None or name not in feeds or ptr(feeds[name]) != ptr(arrays[i]):
             return
         slots.append(i)
         nbytes.append(size(arrays[i]))

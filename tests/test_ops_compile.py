@@ -346,3 +346,31 @@ def test_measure_takes_broadcast_inputs_and_keeps_what_torch_broadcasts() -> Non
                                    F.scaled_dot_product_attention(q, kv, kv))
         with pytest.raises(RuntimeError):  # mismatched inner sizes: torch's own error, as eager gives
             torch.ops.tracea.matmul.default(torch.randn(3, 4), torch.randn(5, 2))
+
+
+@pytest.mark.parametrize("tracea_faster", [False, True])
+def test_inductor_compiles_while_the_measured_kernels_build(monkeypatch, tracea_faster) -> None:
+    """A first compile with nodes to measure: Inductor compiles the graph as it is while the kernels build
+    (the report says so and times both); no node swapped returns that compile, a swapped node has Inductor
+    compile the rewritten copy. Either way the output is eager's. A second compile of the same signatures
+    measures nothing and so overlaps nothing."""
+    import tracea
+
+    monkeypatch.setattr(cc, "CHOICES", {})
+    timings = iter([1.0, 4.0] * 8 if tracea_faster else [1.0, 1.0] * 8)
+    monkeypatch.setattr(cc, "_median_ms", lambda fn, device, repeats=15, hold=True: (fn(), next(timings))[1])
+    torch.manual_seed(7)
+    model, x = MLP(32, 64), torch.randn(16, 32)
+    with torch.no_grad():
+        want = model(x)
+        got = _compiled(model, "tracea")(x)
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-4)
+    report = tracea.ops.last_report()
+    assert report["overlapped"] and report["compiler"] == "inductor"
+    assert len(report["replaced"]) == (3 if tracea_faster else 0) and len(report["choices"]) == 3
+    secs = report["seconds"]
+    assert secs["choose"] >= secs["build"] > 0 and secs["inductor"] > 0
+    assert "while the kernels built" in cb.format_report(report)
+    with torch.no_grad():
+        again = _compiled(model, "tracea")(x)
+    assert torch.allclose(again, want, rtol=1e-4, atol=1e-4) and not tracea.ops.last_report().get("overlapped")

@@ -262,3 +262,53 @@ def test_a_first_launch_inside_a_capture_records_no_event(cuda):
     cuda.capturing = False
     k.launch_ptrs((1, 2, 3), 9)  # outside: after the legacy stream, then recorded on this one
     assert cuda.order == [("record", 100, 0), ("wait", 9, 100), ("record", 100, 9)]
+
+
+class Zeroing(runtime.CudaKernel):
+    """A kernel whose preparation asks for a buffer that must start at zero (split-K's semaphores)."""
+
+    def upload(self, inputs):
+        super().upload(inputs)
+        self._zeroed("sem", 64)
+
+
+def test_scratch_that_starts_at_zero_is_zeroed_once_not_per_preparation(cuda, monkeypatch):
+    """A preparation for new pointers (a CUDA graph capture's private pool gives every tensor new ones) issues
+    no memset for a buffer that already exists: a memset inside a capture becomes a node of every replay."""
+    made = iter(range(5000, 6000, 100))
+    monkeypatch.setattr(runtime, "DeviceArray", lambda dev, nbytes: Own(next(made), nbytes))
+    k = _kernel(Zeroing, workspace=False)
+    k.launch_ptrs((1, 2, 3), 5)
+    k.launch_ptrs((4, 5, 6), 5)
+    cuda.capturing = True
+    k.launch_ptrs((7, 8, 9), 5)
+    memsets = [c for c in k._dev.driver.calls if c[0].startswith("cuMemset")]
+    assert memsets == [("cuMemsetD8Async", 5000, 0, 64, 5)] and len(cuda.launched) == 3
+    del k._dbuf["sem"]  # a buffer made again (another size, say) is zeroed again
+    k.launch_ptrs((10, 11, 12), 6)
+    assert [c for c in k._dev.driver.calls if c[0].startswith("cuMemset")][-1] == ("cuMemsetD8Async", 5100, 0, 64, 6)
+
+
+def test_a_prepared_call_replays_its_last_launch_and_never_a_stale_one(cuda, monkeypatch):
+    """tracea.ops' prepared call keeps the last pointers and their tape (a kernel without scratch): the same
+    pointers replay it without the kernel's lookup, new ones go through launch_ptrs, whose tape it keeps."""
+    from tracea.ops import _prepared
+    from tracea.ops._engine import Route
+
+    k = _kernel(workspace=False)
+    looked_up = []
+    real = k.launch_ptrs
+    monkeypatch.setattr(k, "launch_ptrs", lambda ptrs, s: looked_up.append(ptrs) or real(ptrs, s), raising=False)
+    arrays = (SimpleNamespace(p=11), SimpleNamespace(p=22))
+    outs = iter([33, 33, 44, 33])
+    p = _prepared.Prepared(k, (0, 1, -1), (8, 8, 0), 8, lambda x: x.p, lambda: SimpleNamespace(p=next(outs)),
+                           lambda: 5, Route(op="gemm", path="tracea"), ("a", "b"))
+    for _ in range(2):
+        p(arrays, None, lambda: None)
+    assert looked_up == [(11, 22, 33)] and [c[2][:3] for c in cuda.launched] == [[11, 22, 33]] * 2
+    p(arrays, None, lambda: None)  # another out: a launch over the new pointers
+    p(arrays, None, lambda: None)  # and back
+    assert looked_up == [(11, 22, 33), (11, 22, 44), (11, 22, 33)]
+    assert [c[2][:3] for c in cuda.launched][2:] == [[11, 22, 44], [11, 22, 33]]
+    k2 = _kernel()  # with scratch of its own: every call through launch_ptrs, which orders the scratch
+    assert k2.replayable((1, 2, 3)) is None

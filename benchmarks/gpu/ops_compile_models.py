@@ -17,6 +17,9 @@ Needs a GPU, PyTorch and torchvision.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import sys
 import time
 from collections.abc import Callable
@@ -91,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="+", default=["resnet50", "block"])
     ap.add_argument("--modes", nargs="+", default=["default", "reduce-overhead"])
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile each tracea first call (the compile), its functions by cumulative time")
     args = ap.parse_args(argv)
     tracea.ops.register_compile_backend()
     rows: list = []
@@ -108,10 +113,18 @@ def main(argv: list[str] | None = None) -> int:
                     tracea.ops.clear_cache()
                     cb.REPORTS.clear()
                     fn = torch.compile(model, backend=backend, mode=None if mode == "default" else mode)
+                    prof = cProfile.Profile() if args.profile and backend == "tracea" else None
                     t0 = time.perf_counter()
+                    if prof is not None:
+                        prof.enable()
                     fn(x)
                     torch.cuda.synchronize()
                     first = time.perf_counter() - t0
+                    if prof is not None:
+                        prof.disable()
+                        text = io.StringIO()
+                        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
+                        reports.append(f"--- cProfile of the first call, {label}, mode {mode}:\n{text.getvalue()}")
                     y = fn(x).float()  # (graph trees record on later calls)
                     err = float((y - want).norm() / want.norm())
                     fns[backend] = lambda fn=fn, x=x: fn(x)

@@ -4,7 +4,11 @@ outputs are compared first (relative error of the logits against PyTorch's), the
 CUDA events around each forward (median and p95 of ``--repeats``, after warm-up), which counts the GPU time
 the host leaves idle. The counts say how many convolutions ran a Tracea kernel and how many fell back.
 
-    python benchmarks/gpu/ops_resnet50.py [--batch 32 1] [--repeats 30]
+    python benchmarks/gpu/ops_resnet50.py [--batch 32 1] [--repeats 30] [--kernels]
+
+``--kernels``: each CUDA graph's kernels under torch.profiler (CUPTI) over ten replays: GPU time per forward
+by kernel name, their sum, and the forward's span, whose difference is the time the GPU spent between
+kernels.
 
 Needs a GPU, PyTorch and torchvision.
 """
@@ -57,6 +61,34 @@ def graphed(fn: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], torch.T
     return g.replay, y
 
 
+def kernel_table(label: str, replay: Callable[[], None], replays: int = 10, top: int = 12) -> str:
+    """The kernels of ``replays`` graph replays (torch.profiler): per forward, by name, and their sum."""
+    from collections import defaultdict
+
+    from torch.profiler import ProfilerActivity, profile
+
+    replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(replays):
+            replay()
+        torch.cuda.synchronize()
+    by_name: dict[str, list[float]] = defaultdict(list)
+    spans = []
+    for ev in prof.events():
+        if ev.device_type.name != "CUDA" or ev.device_time_total <= 0:
+            continue
+        by_name[ev.name].append(ev.device_time_total)
+        spans.append((ev.time_range.start, ev.time_range.end))
+    total = sum(sum(v) for v in by_name.values()) / replays
+    span = (max(e for _, e in spans) - min(s for s, _ in spans)) / replays if spans else 0.0
+    lines = [f"--- {label}: {sum(len(v) for v in by_name.values()) // replays} kernels a forward, {total:.1f} us of "
+             f"kernel time, {span:.1f} us from the first start to the last end (a replay's share)"]
+    for name, v in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:top]:
+        lines.append(f"  {sum(v) / replays:8.1f} us  {len(v) // replays:3d} x  {name[:110]}")
+    return "\n".join(lines)
+
+
 def ratio(theirs: tuple[float, float], mine: tuple[float, float]) -> str:
     if theirs[1] > UNSTABLE * theirs[0] or mine[1] > UNSTABLE * mine[0]:
         return "unstable"
@@ -67,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, nargs="+", default=[32, 1])
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--kernels", action="store_true", help="each CUDA graph's kernels under torch.profiler")
     args = ap.parse_args(argv)
+    kernels: list[str] = []
     torch.manual_seed(0)
     model = torchvision.models.resnet50(weights=None).cuda().half().eval().to(memory_format=torch.channels_last)
     rows = []
@@ -90,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
             graph_m = timed(replay_m_fn, args.repeats)
             torch.cuda.synchronize()
             gerr = float((y_m.float() - y_t.float()).norm() / y_t.float().norm())
+            if args.kernels:
+                kernels.append(kernel_table(f"batch {batch}, PyTorch (cuDNN), CUDA graph", replay_t_fn))
+                kernels.append(kernel_table(f"batch {batch}, patch_conv2d, CUDA graph", replay_m_fn))
             rows.append(f"| {batch} | eager | {eager_t[0]:.3f} / {eager_t[1]:.3f} | {eager_m[0]:.3f} / {eager_m[1]:.3f} "
                         f"| {ratio(eager_t, eager_m)} | {err:.1e} | {stats.get('tracea', 0)} Tracea, "
                         f"{stats.get('fallbacks', 0)} fallbacks (first forward) |")
@@ -101,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| batch | form | PyTorch (cuDNN) | patch_conv2d | PyTorch / Tracea | rel. err of the logits | convs |")
     print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    if kernels:
+        print("\n" + "\n".join(kernels))
     return 0
 
 

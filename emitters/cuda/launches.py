@@ -16,6 +16,7 @@ libcuda is opened on first use, so importing this module needs no driver.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -81,21 +82,135 @@ def set_context(ctx: int) -> None:
 
 
 class Tape:
-    """The driver calls of one launch, each ``(function, arguments before the stream, arguments after)``,
-    and the ctypes objects the arguments point into (kept alive with the tape)."""
+    """The driver calls of one launch, each ``(function, arguments before the stream, arguments after, kind)``
+    (kind: ``LAUNCH``, ``COOPERATIVE`` or ``COPY``), and the ctypes objects the arguments point into (kept
+    alive with the tape). Replayed by the compiled loop of ``native_replay`` where it can be had: one foreign
+    call for the whole tape instead of one per driver call, each converting its arguments."""
 
-    __slots__ = ("steps", "keep")
+    __slots__ = ("steps", "keep", "_native")
 
     def __init__(self) -> None:
-        self.steps: list[tuple[Any, tuple[Any, ...], tuple[Any, ...]]] = []
+        self.steps: list[tuple[Any, tuple[Any, ...], tuple[Any, ...], int]] = []
         self.keep: list[Any] = []
+        self._native: tuple[Any, ...] | None = None  # (replay, steps' address, count, failed step's cell, array)
 
     def replay(self, stream: int) -> None:
         """The recorded calls again, in order, on ``stream``."""
-        for fn, pre, post in self.steps:
-            rc = fn(*pre, stream, *post)
+        native = self._native
+        if native is None:
+            native = self._native = _compiled(self.steps) or ()
+        if native:
+            rc = native[0](native[1], native[2], stream, native[3])
+            if rc == 0:
+                return
+            at = native[4].value  # the step that failed: retried as the Python loop would, then the rest
+            self._python(stream, at, rc)
+            return
+        self._python(stream, 0, 0)
+
+    def _python(self, stream: int, start: int, rc: int) -> None:
+        for fn, pre, post, _ in self.steps[start:]:
+            if not rc:
+                rc = fn(*pre, stream, *post)
             if rc:
                 _failed(rc, fn, pre, stream, post)
+                rc = 0
+
+
+LAUNCH, COOPERATIVE, COPY = 0, 1, 2
+
+# The replay loop in C: the driver functions by address (no libcuda to link against), each step a row.
+REPLAY_C = r"""
+#include <stdint.h>
+#include <stddef.h>
+
+typedef int (*tr_launch_fn)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                            void**, void**);
+typedef int (*tr_coop_fn)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                          void**);
+typedef int (*tr_copy_fn)(const void*, void*);
+
+typedef struct {
+    int64_t kind;      /* 0 cuLaunchKernel, 1 cuLaunchCooperativeKernel, 2 cuMemcpy2DAsync */
+    void* fn;          /* the driver function */
+    void* arg;         /* the CUfunction, or the CUDA_MEMCPY2D */
+    void** params;     /* the kernel's parameter array */
+    uint32_t dims[8];  /* grid x y z, block x y z, dynamic shared memory, unused */
+} tr_step;
+
+int tr_replay(const tr_step* steps, int64_t n, void* stream, int64_t* failed) {
+    for (int64_t i = 0; i < n; ++i) {
+        const tr_step* s = steps + i;
+        const uint32_t* d = s->dims;
+        int rc;
+        if (s->kind == 0)
+            rc = ((tr_launch_fn)s->fn)(s->arg, d[0], d[1], d[2], d[3], d[4], d[5], d[6], stream, s->params, NULL);
+        else if (s->kind == 1)
+            rc = ((tr_coop_fn)s->fn)(s->arg, d[0], d[1], d[2], d[3], d[4], d[5], d[6], stream, s->params);
+        else
+            rc = ((tr_copy_fn)s->fn)(s->arg, stream);
+        if (rc) {
+            *failed = i;
+            return rc;
+        }
+    }
+    return 0;
+}
+"""
+
+
+class _Step(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int64), ("fn", ctypes.c_void_p), ("arg", ctypes.c_void_p),
+                ("params", ctypes.c_void_p), ("dims", ctypes.c_uint32 * 8)]
+
+
+_NATIVE: list[Any] = []  # [tr_replay, or None where it cannot be built]
+
+
+def native_replay() -> Any:
+    """The compiled ``tr_replay`` (``REPLAY_C``, built once by the C compiler into the compile cache), or None:
+    no C compiler, a failed build, or ``TRACEA_NATIVE_LAUNCH=0``; tapes then replay in Python."""
+    if not _NATIVE:
+        fn = None
+        if os.environ.get("TRACEA_NATIVE_LAUNCH", "1") != "0":
+            try:
+                from ..cpu.compiler import compile_cached, find_compiler
+
+                path, _, _ = compile_cached(REPLAY_C, "tr_launch_replay", ["-O2", "-shared", "-fPIC", "-std=c11"],
+                                            find_compiler())
+                fn = ctypes.CDLL(str(path)).tr_replay
+                fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+                fn.restype = ctypes.c_int
+            except Exception:  # noqa: BLE001 - any failure leaves the Python loop, which is correct, only slower
+                fn = None
+        _NATIVE.append(fn)
+    return _NATIVE[0]
+
+
+def _compiled(steps: list[tuple[Any, tuple[Any, ...], tuple[Any, ...], int]]) -> tuple[Any, ...] | None:
+    """The tape as rows of ``tr_step`` for ``tr_replay``, or None where a step's function is no C function (a
+    stand-in) or the loop cannot be had."""
+    if not steps:
+        return None
+    addresses = []
+    for fn, _, _, _ in steps:
+        if not isinstance(fn, ctypes._CFuncPtr):  # type: ignore[attr-defined]
+            return None
+        addresses.append(ctypes.cast(fn, ctypes.c_void_p).value)
+    replay = native_replay()
+    if replay is None:
+        return None
+    rows = (_Step * len(steps))()
+    for row, (_, pre, post, kind), address in zip(rows, steps, addresses, strict=True):
+        row.kind, row.fn = kind, address
+        if kind == COPY:
+            row.arg = pre[0]
+        else:
+            row.arg, row.params = pre[0], ctypes.addressof(post[0])
+            for i, v in enumerate(pre[1:8]):
+                row.dims[i] = v
+    failed = ctypes.c_int64(0)
+    return replay, ctypes.addressof(rows), len(steps), ctypes.addressof(failed), failed, rows
 
 
 def _failed(rc: int, fn: Any, pre: tuple[Any, ...], stream: int, post: tuple[Any, ...]) -> None:
@@ -106,17 +221,17 @@ def _failed(rc: int, fn: Any, pre: tuple[Any, ...], stream: int, post: tuple[Any
         rc = fn(*pre, stream, *post)
         if rc == 0:
             return
-    raise LaunchError(f"{fn.__name__} failed: {error_name(rc)}")
+    raise LaunchError(f"{getattr(fn, '__name__', 'a driver call')} failed: {error_name(rc)}")
 
 
-def _call(fn: Any, pre: tuple[Any, ...], stream: Any, post: tuple[Any, ...], keep: Any) -> None:
+def _call(fn: Any, pre: tuple[Any, ...], stream: Any, post: tuple[Any, ...], keep: Any, kind: int) -> None:
     s = handle(stream)
     tape: Tape | None = getattr(_LOCAL, "tape", None)
     rc = fn(*pre, s, *post)
     if rc:
         _failed(rc, fn, pre, s, post)
     if tape is not None:
-        tape.steps.append((fn, pre, post))
+        tape.steps.append((fn, pre, post, kind))
         tape.keep.append(keep)
 
 
@@ -154,15 +269,15 @@ def kernel(func: Any, grid: Any, block: Any, smem: int, stream: Any, args: Seque
     (gx, gy, gz), (bx, by, bz) = dims(grid), dims(block)
     if cooperative:
         _call(lib().cuLaunchCooperativeKernel, (handle(func), gx, gy, gz, bx, by, bz, int(smem)), stream,
-              (array,), (array, values))
+              (array,), (array, values), COOPERATIVE)
     else:
         _call(lib().cuLaunchKernel, (handle(func), gx, gy, gz, bx, by, bz, int(smem)), stream, (array, None),
-              (array, values))
+              (array, values), LAUNCH)
 
 
 def memcpy2d(copy: Any, stream: Any) -> None:
     """A ``CUDA_MEMCPY2D`` (cuda-bindings' structure) queued on ``stream``."""
-    _call(lib().cuMemcpy2DAsync_v2, (copy.getPtr(),), stream, (), copy)
+    _call(lib().cuMemcpy2DAsync_v2, (copy.getPtr(),), stream, (), copy, COPY)
 
 
 @contextmanager

@@ -312,6 +312,14 @@ class OnCallerBuffers:
                 self._order = (ev, stream)
                 launches.record(ev, stream)
 
+    def replayable(self, ptrs: tuple[int, ...]) -> launches.Tape | None:
+        """The recorded launch over ``ptrs`` when replaying it is the whole launch (a kernel without scratch of
+        its own, so nothing to order across streams): a caller that repeats ``ptrs`` may replay it directly on
+        any stream (``tracea.ops``' prepared call keeps its last). None otherwise."""
+        if self._has_scratch is not False or self._tapes is None:
+            return None
+        return self._tapes.get(ptrs)
+
     def _record(self, ptrs: tuple[int, ...], stream: int) -> None:
         """Prepare the launch over ``ptrs`` (upload while borrowing), make it, and keep its driver calls."""
         names, sizes = self.ptr_names, self._sizes
@@ -427,6 +435,18 @@ class CudaKernel(OnCallerBuffers):
         buf = self._dbuf.get(name)
         if buf is None or buf.nbytes != nbytes:
             buf = self._dbuf[name] = DeviceArray(self._dev, nbytes)
+        return buf
+
+    def _zeroed(self, name: str, nbytes: int) -> DeviceArray:
+        """A buffer of this kernel's own that must start at zero (split-K semaphores, a copy's channel
+        padding), zeroed when it is made and not again: its kernels leave it zero after every launch, or never
+        write the zeroed part. So a preparation for new pointers issues no memset, and a CUDA graph captured
+        over one holds none (at batch 1, ResNet-50's 15 split-K convolutions each added a memset node to
+        every replay, and the gaps around them)."""
+        buf = self._dbuf.get(name)
+        if buf is None or buf.nbytes != nbytes:
+            buf = self._buffer(name, nbytes)
+            _check(self._dev.driver.cuMemsetD8(buf.ptr, 0, nbytes), "cuMemsetD8")
         return buf
 
     def _check_inputs(self, inputs: Any) -> dict[str, np.ndarray]:

@@ -186,7 +186,8 @@ def gemm_args(tm_a: _Map, tm_b: _Map, tm_c: _Map, c: int, bias: int, residual: i
 def split_args(kernel: Any, rendered: Any) -> list[Any]:
     """The split-K arguments (workspace, semaphores, splits, dp_tiles) of a kernel whose ``Rendered``
     carries a ``split_k`` plan (``hopper/splitk.py``), its buffers from ``kernel._buffer``; the
-    semaphores are zeroed here, once per upload (each launch leaves them zero again). Empty otherwise."""
+    semaphores are zeroed when they are made (``_zeroed``: each launch leaves them zero again). Empty
+    otherwise."""
     plan = rendered.metadata.get("split_k")
     if plan is None:
         return []
@@ -194,8 +195,7 @@ def split_args(kernel: Any, rendered: Any) -> list[Any]:
         raise LaunchError(f"split-K: the spread fix-up needs all {plan['splits']} slices of a tile resident, "
                           f"but the grid holds {rendered.grid[0]} blocks", "split_fix 'last'")
     ws = kernel._buffer("split_ws", max(16, plan["workspace_bytes"]))
-    sem = kernel._buffer("split_sem", max(4, 4 * plan["semaphores"]))
-    driver_call(kernel._dev.driver.cuMemsetD8(sem.ptr, 0, sem.nbytes), "cuMemsetD8")
+    sem = kernel._zeroed("split_sem", max(4, 4 * plan["semaphores"]))
     return [ctypes.c_uint64(int(ws.ptr)), ctypes.c_uint64(int(sem.ptr)), ctypes.c_int(plan["splits"]),
             ctypes.c_int(plan["dp_tiles"])]
 

@@ -16,6 +16,7 @@ subclass, a list), a torch ``block_mask`` (its contents would need a device read
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 import threading
 from collections.abc import Callable
@@ -118,15 +119,19 @@ def _stream(torch: Any, index: int) -> Callable[[], int]:
     """The caller's current CUDA stream on device ``index``, as a handle."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
-        return lambda: raw(index)
+        return functools.partial(raw, index)
     return lambda: torch.cuda.current_stream(index).cuda_stream
 
 
 class Prepared:
     """One signature's launch: the kernel, where each of its buffers comes from in the call, how the result
-    is made, and the route a call of it reports (``explain()``)."""
+    is made, and the route a call of it reports (``explain()``). ``last``: the pointers of the last launch and
+    its recorded driver calls, where replaying them is the whole launch (``replayable``): a call on the same
+    pointers (a model's layer on the same buffers, a loop over one tensor) replays it without the kernel's
+    lookup. One tuple, replaced whole, so that two threads never pair one call's pointers with another's tape."""
 
-    __slots__ = ("kernel", "slots", "out_at", "nbytes", "out_bytes", "ptr", "alloc", "stream", "route", "names")
+    __slots__ = ("kernel", "slots", "out_at", "nbytes", "out_bytes", "ptr", "alloc", "stream", "route", "names",
+                 "last", "replayable")
 
     def __init__(self, kernel: Any, slots: tuple[int, ...], nbytes: tuple[int, ...], out_bytes: int,
                  ptr: Callable[[Any], int], alloc: Callable[[], Any], stream: Callable[[], int] | None,
@@ -134,6 +139,8 @@ class Prepared:
         self.kernel, self.slots, self.nbytes, self.out_bytes = kernel, slots, nbytes, out_bytes
         self.out_at = slots.index(-1)
         self.ptr, self.alloc, self.stream, self.route, self.names = ptr, alloc, stream, route, names
+        self.last: tuple[tuple[int, ...] | None, Any] = (None, None)
+        self.replayable = getattr(kernel, "replayable", None)
 
     def __call__(self, arrays: tuple[Any, ...], out: Any, slow: Callable[[], Any]) -> Any:
         ptr = self.ptr
@@ -149,8 +156,17 @@ class Prepared:
                     raise BadInputError(f"out: overlaps the input {self.names[i]!r}; the kernel would read what it "
                                         "writes", "give out= a buffer of its own")
         ptrs[self.out_at] = optr
+        key = tuple(ptrs)
+        stream = self.stream() if self.stream is not None else 0
+        last = self.last
         try:
-            self.kernel.launch_ptrs(tuple(ptrs), self.stream() if self.stream is not None else 0)
+            if last[0] == key:
+                last[1].replay(stream)
+            else:
+                self.kernel.launch_ptrs(key, stream)
+                if self.replayable is not None:
+                    tape = self.replayable(key)
+                    self.last = (None, None) if tape is None else (key, tape)
         except TraceaError:  # what the slow path does with a launch that fails (a vendor fallback, or the error)
             return slow()
         STATS["fast_path"] += 1  # stats() counts it into kernel_hits and tracea too

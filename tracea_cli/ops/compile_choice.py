@@ -146,13 +146,19 @@ def measure(kind: str, examples: tuple[Any, ...], graphed: bool = False) -> Choi
 
 
 def prebuild(pending: list[tuple[str, tuple[Any, ...]]]) -> None:
-    """Build the kernels of the signatures about to be measured, several at once (threads: NVRTC and gcc
-    run outside the GIL, and tracea.ops builds different kernels in parallel), so that a graph's first
-    compile waits for the longest build rather than their sum. A failure here is left to ``measure``."""
+    """Build the kernels of the signatures about to be measured, several at once, and wait for them."""
+    start_prebuild(pending)()
+
+
+def start_prebuild(pending: list[tuple[str, tuple[Any, ...]]]) -> Callable[[], None]:
+    """Start building the kernels of the signatures about to be measured, several at once (threads: NVRTC
+    and gcc run outside the GIL, and tracea.ops builds different kernels in parallel), so that a graph's first
+    compile waits for the longest build rather than their sum, and the builds run while Inductor compiles
+    (compile_backend). Returns the wait for them. A failure here is left to ``measure``."""
     todo = {_signature(kind, ex): (kind, ex) for kind, ex in pending}
     todo = {k: v for k, v in todo.items() if k not in CHOICES}
-    if len(todo) < 2:
-        return
+    if not todo:
+        return lambda: None
     from concurrent.futures import ThreadPoolExecutor
 
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -170,5 +176,17 @@ def prebuild(pending: list[tuple[str, tuple[Any, ...]]]) -> None:
         except Exception:  # noqa: BLE001 - measure() meets the same failure and says it
             pass
 
-    with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
-        list(pool.map(lambda item: run(*item), todo.values()))
+    pool = ThreadPoolExecutor(max_workers=min(8, len(todo)), thread_name_prefix="tracea-build")
+    futures = [pool.submit(run, *item) for item in todo.values()]
+
+    def wait() -> None:
+        for f in futures:
+            f.result()
+        pool.shutdown()
+
+    return wait
+
+
+def unmeasured(pending: list[tuple[str, tuple[Any, ...]]], graphed: bool) -> bool:
+    """Whether any of these signatures has no choice yet (the compile would build and measure)."""
+    return any((*_signature(kind, ex), graphed) not in CHOICES for kind, ex in pending)

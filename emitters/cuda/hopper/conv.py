@@ -192,19 +192,18 @@ def filter_map(op: Any, sched: WgmmaConvSchedule, w_ptr: int) -> Any:
                         (BK, 1, sched.bn))
 
 
-def nhwc_inputs(op: Any, drv: Any, ptrs: dict[str, int], buffer: Callable[[str, int], Any]) -> tuple[list, dict]:
+def nhwc_inputs(op: Any, drv: Any, ptrs: dict[str, int], zeroed: Callable[[str, int], Any]) -> tuple[list, dict]:
     """(steps before the conv, the pointers it reads) for x and the filter at ``ptrs``: when C % 8 != 0 or
-    the layout is NCHW, a (batch, rows, Cp) buffer from ``buffer(name, bytes)``, its channel padding
-    zeroed once, filled at every launch by a ("c", memcpy2d) copy or a ("t", ...) transpose."""
-    from ..tma import copy_2d, driver_call
+    the layout is NCHW, a (batch, rows, Cp) buffer from ``zeroed(name, bytes)`` (its channel padding zeroed
+    when it is made), filled at every launch by a ("c", memcpy2d) copy or a ("t", ...) transpose."""
+    from ..tma import copy_2d
 
     cp, steps, out = channels_padded(op), [], dict(ptrs)
     for name in ("x", "weight"):
         batch, rows = (op.n, op.h * op.w) if name == "x" else (op.k, op.r * op.s)
         if cp == op.c and op.layout != "nchw":
             continue
-        buf = buffer(f"{name}_nhwc", batch * rows * cp * 2)
-        driver_call(drv.cuMemsetD8(buf.ptr, 0, batch * rows * cp * 2), "cuMemsetD8")
+        buf = zeroed(f"{name}_nhwc", batch * rows * cp * 2)
         if op.layout == "nchw":  # (batch, C, rows) -> (batch, rows, Cp)
             steps.append(("t", ptrs[name], int(buf.ptr), op.c, rows, cp, batch))
         else:
@@ -260,7 +259,7 @@ def conv_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any])
         def upload(self, inputs: dict[str, Any]) -> None:
             super().upload(inputs)
             ptrs = {name: int(self._dbuf[name].ptr) for name in ("x", "weight")}
-            self._copies, ptrs = nhwc_inputs(op, self._dev.driver, ptrs, self._buffer)
+            self._copies, ptrs = nhwc_inputs(op, self._dev.driver, ptrs, self._zeroed)
             out = int(self._dbuf["out"].ptr)
             self._after = []
             if op.layout == "nchw":  # the kernel writes NHWC here; a transpose gives (N, K, P*Q)

@@ -304,10 +304,10 @@ def test_a_prepared_call_replays_its_last_launch_and_never_a_stale_one(cuda, mon
     p = _prepared.Prepared(k, (0, 1, -1), (8, 8, 0), 8, lambda x: x.p, lambda: SimpleNamespace(p=next(outs)),
                            lambda: 5, Route(op="gemm", path="tracea"), ("a", "b"))
     for _ in range(2):
-        p(arrays, None, lambda: None)
+        p(arrays, None)
     assert looked_up == [(11, 22, 33)] and [c[2][:3] for c in cuda.launched] == [[11, 22, 33]] * 2
-    p(arrays, None, lambda: None)  # another out: a launch over the new pointers
-    p(arrays, None, lambda: None)  # and back
+    p(arrays, None)  # another out: a launch over the new pointers
+    p(arrays, None)  # and back
     assert looked_up == [(11, 22, 33), (11, 22, 44), (11, 22, 33)]
     assert [c[2][:3] for c in cuda.launched][2:] == [[11, 22, 44], [11, 22, 33]]
     k2 = _kernel()  # with scratch of its own: every call through launch_ptrs, which orders the scratch

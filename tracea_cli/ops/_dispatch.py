@@ -16,6 +16,7 @@ from tracea.doctor.errors import BadInputError, TraceaError, UnsupportedError
 from . import _engine, _prepared
 from ._arrays import Arg, check_out, device_ptr, empty_like, host_view, overlapping
 from ._engine import STATS, Fallback, Route
+from ._prepared import MISS, RETRY
 
 EXPLAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("tracea_ops_explaining", default=False)
 _LAST = _engine.LAST
@@ -29,21 +30,22 @@ def last_route() -> Route | None:
     return None if route is None else dataclasses.replace(route, notes=list(route.notes))
 
 
-def prepared_or(key_of: Callable[[], tuple[Any, ...]], arrays: tuple[Any, ...], out: Any,
-                slow: Callable[[tuple[Any, ...] | None], Any]) -> Any:
-    """Every op function's entry: the prepared launch of this call's signature (``key_of()``, built from
-    _prepared's array_key, opt, mask_key and out_key) when an earlier call made one, else ``slow(key)``: the
-    op's checks and ``run``, which prepares ``key`` when a kernel ran (None: a call the key cannot describe,
-    never prepared). The key is the op's own expression, not a loop over its arguments: this runs at every
-    call, and a generic tuple costs a third of a microsecond more."""
+def prepared(key: tuple[Any, ...] | None, arrays: tuple[Any, ...], out: Any) -> Any:
+    """Every op function's fast path: the prepared launch of this call's signature ``key`` (built by the op
+    from _prepared's array_key, opt, mask_key and out_key; None where they raised Uncached) when an earlier
+    call made one, else ``MISS`` (the op's checks and ``run``, which prepares ``key`` when a kernel ran) or
+    ``RETRY`` (the same, preparing nothing: a key that cannot be one, or a prepared launch that failed). The
+    key is the op's own expression and no closure is made here: this runs at every call (a generic key loop
+    cost a third of a microsecond more)."""
+    if key is None:
+        return RETRY
     try:
-        key = key_of()
         p = _prepared.PREPARED.get(key)
-    except (_prepared.Uncached, TypeError):  # TypeError: an unhashable option
-        return slow(None)
+    except TypeError:  # an unhashable option
+        return RETRY
     if p is None or EXPLAINING.get():
-        return slow(key)
-    return p(arrays, out, lambda: slow(None))
+        return MISS
+    return p(arrays, out)
 
 
 def numpy_dtypes(args: dict[str, Arg]) -> None:

@@ -17,12 +17,13 @@ from tracea.doctor.errors import BadInputError
 
 from . import _vendor
 from ._arrays import Arg, describe, is_torch, shown
-from ._dispatch import EXPLAINING, prepared_or, run
+from ._dispatch import EXPLAINING, prepared, run
 from ._engine import Fallback
-from ._prepared import array_key, mask_key, opt, out_key
+from ._prepared import MISS, RETRY, Uncached, array_key, mask_key, opt, out_key
 
-# Each op function goes through _dispatch.prepared_or: a signature prepared by an earlier call runs its launch
-# at once; any other call takes the slow path below it (every check, the route, the kernel).
+# Each op function makes its call's key and goes through _dispatch.prepared: a signature prepared by an earlier
+# call runs its launch at once; any other call takes the slow path below it (every check, the route, the
+# kernel), which prepares the key where the kernel ran (MISS) or prepares nothing (RETRY).
 
 
 def _ir(build: Any) -> Any:
@@ -100,9 +101,15 @@ def gemm(a: Any, b: Any, *, bias: Any = None, residual: Any = None, epilogue: st
     order (bias, relu, gelu, scale, residual); by default bias (if given), scale (if alpha != 1), residual
     (if given). A column-major operand (``x.T`` of a dense matrix) is read in place. Batches (``a`` (..., m, k),
     ``b`` (..., k, n), the leading sizes broadcast as in ``numpy.matmul``) take the vendor call."""
-    return prepared_or(lambda: ("gemm", array_key(a), array_key(b), array_key(bias), array_key(residual), opt(epilogue),
-                                opt(alpha), out_key(out)),
-                       (a, b, bias, residual), out, lambda key: _gemm(a, b, bias, residual, epilogue, alpha, out, key))
+    try:
+        key = ("gemm", array_key(a), array_key(b), array_key(bias), array_key(residual), opt(epilogue), opt(alpha),
+               out_key(out))
+    except Uncached:
+        key = None
+    y = prepared(key, (a, b, bias, residual), out)
+    if y is MISS or y is RETRY:
+        return _gemm(a, b, bias, residual, epilogue, alpha, out, key if y is MISS else None)
+    return y
 
 
 def _gemm(a: Any, b: Any, bias: Any, residual: Any, epilogue: Any, alpha: Any, out: Any,
@@ -191,10 +198,15 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     (K, C/groups, R, S), result (N, K, P, Q); a torch tensor in channels_last memory (x and weight both) is read
     in place and the result is channels_last too. ``layout="nhwc"`` (NumPy or torch): x (N, H, W, C), weight
     (K, R, S, C/groups), result (N, P, Q, K)."""
-    return prepared_or(lambda: ("conv2d", array_key(x), array_key(weight), array_key(bias), opt(stride), opt(padding),
-                                opt(dilation), opt(groups), opt(layout), out_key(out)),
-                       (x, weight, bias), out,
-                       lambda key: _conv2d(x, weight, bias, stride, padding, dilation, groups, layout, out, key))
+    try:
+        key = ("conv2d", array_key(x), array_key(weight), array_key(bias), opt(stride), opt(padding), opt(dilation),
+               opt(groups), opt(layout), out_key(out))
+    except Uncached:
+        key = None
+    y = prepared(key, (x, weight, bias), out)
+    if y is MISS or y is RETRY:
+        return _conv2d(x, weight, bias, stride, padding, dilation, groups, layout, out, key if y is MISS else None)
+    return y
 
 
 def _conv2d(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, groups: Any, layout: Any,
@@ -301,8 +313,14 @@ def _channels_last(args: dict[str, Arg]) -> bool:
 
 def softmax(x: Any, dim: int = -1, out: Any = None) -> Any:
     """Numerically stable softmax over ``dim``; the kernel reduces the last axis (any leading shape)."""
-    return prepared_or(lambda: ("softmax", array_key(x), opt(dim), out_key(out)), (x,), out,
-                       lambda key: _softmax(x, dim, out, key))
+    try:
+        key = ("softmax", array_key(x), opt(dim), out_key(out))
+    except Uncached:
+        key = None
+    y = prepared(key, (x,), out)
+    if y is MISS or y is RETRY:
+        return _softmax(x, dim, out, key if y is MISS else None)
+    return y
 
 
 def _softmax(x: Any, dim: Any, out: Any, key: tuple[Any, ...] | None) -> Any:
@@ -336,10 +354,15 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     q head h reading kv head h // (H / Hkv) (grouped-query). The mask (kernels/attention.py): causal with the
     diagonal aligned bottom-right, ``window`` = (left, right) keys, ``block_mask`` (Sq/bq x Sk/bk booleans, a
     NumPy array or tensor) over ``block_size`` tiles. A row that keeps no key is 0."""
-    return prepared_or(lambda: ("attention", array_key(q), array_key(k), array_key(v), opt(causal), opt(scale),
-                                opt(window), mask_key(block_mask), opt(block_size), out_key(out)),
-                       (q, k, v), out,
-                       lambda key: _attention(q, k, v, causal, scale, window, block_mask, block_size, out, key))
+    try:
+        key = ("attention", array_key(q), array_key(k), array_key(v), opt(causal), opt(scale), opt(window),
+               mask_key(block_mask), opt(block_size), out_key(out))
+    except Uncached:
+        key = None
+    y = prepared(key, (q, k, v), out)
+    if y is MISS or y is RETRY:
+        return _attention(q, k, v, causal, scale, window, block_mask, block_size, out, key if y is MISS else None)
+    return y
 
 
 def _attention(q: Any, k: Any, v: Any, causal: Any, scale: Any, window: Any, block_mask: Any, block_size: Any,

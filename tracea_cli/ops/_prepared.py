@@ -29,6 +29,8 @@ from tracea.doctor.errors import BadInputError, TraceaError
 from ._engine import LAST, STATS, Route
 
 PREPARED: dict[tuple[Any, ...], Prepared] = {}
+MISS = object()  # _dispatch.prepared: no prepared launch for the key; the slow path prepares it
+RETRY = object()  # the slow path, preparing nothing (a key that cannot be one, or a prepared launch that failed)
 LIMIT = 4096  # prepared signatures kept (a model's layers and shapes); the oldest leave first
 _LOCK = threading.Lock()
 _TENSORS: set[type] = set()  # torch.Tensor and nn.Parameter, once a call has brought torch tensors
@@ -142,7 +144,9 @@ class Prepared:
         self.last: tuple[tuple[int, ...] | None, Any] = (None, None)
         self.replayable = getattr(kernel, "replayable", None)
 
-    def __call__(self, arrays: tuple[Any, ...], out: Any, slow: Callable[[], Any]) -> Any:
+    def __call__(self, arrays: tuple[Any, ...], out: Any) -> Any:
+        """The launch on this call's buffers, returning the result; ``RETRY`` where it failed (the op's slow
+        path then does what it does with a launch that fails: a vendor fallback, or the error)."""
         ptr = self.ptr
         ptrs = [0 if i < 0 else ptr(arrays[i]) for i in self.slots]
         if out is None:
@@ -167,8 +171,8 @@ class Prepared:
                 if self.replayable is not None:
                     tape = self.replayable(key)
                     self.last = (None, None) if tape is None else (key, tape)
-        except TraceaError:  # what the slow path does with a launch that fails (a vendor fallback, or the error)
-            return slow()
+        except TraceaError:
+            return RETRY
         STATS["fast_path"] += 1  # stats() counts it into kernel_hits and tracea too
         LAST.route = self.route
         return out

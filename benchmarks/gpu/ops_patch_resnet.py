@@ -8,7 +8,9 @@ kernels and is not timed), and how many convolutions ran a Tracea kernel or fell
 
 ``--channels-last``: the model and input in channels_last memory (the kernels read NHWC in place; NCHW
 costs a transpose of x, the filter and the result per call). ``--layers``: each distinct convolution alone,
-F.conv2d against tracea.ops.conv2d on the same tensors, with the variant that ran (where the time goes).
+F.conv2d against tracea.ops.conv2d on the same tensors, with the variant that ran (where the time goes): timed
+alone (L2 flushed, the stream held), and inside a CUDA graph of 20 back-to-back calls (warm L2, as in a captured
+model).
 
 Needs a GPU and PyTorch.
 """
@@ -58,6 +60,31 @@ def time_forward(model: nn.Module, x: torch.Tensor, repeats: int) -> float:
     return time_torch(lambda: model(x), 3, repeats).p50_ms
 
 
+def in_graph_us(fn, calls: int = 20, replays: int = 10) -> float:
+    """Microseconds a call of ``fn`` takes inside a CUDA graph of ``calls`` back-to-back calls on the same
+    tensors (warm L2, no launch gaps but the graph's own: as in a captured model), median of ``replays``."""
+    import statistics
+
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    for _ in range(3):
+        g.replay()
+    times = []
+    for _ in range(replays):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / calls)
+    return statistics.median(times)
+
+
 def layer_table(model: nn.Module, x: torch.Tensor, repeats: int) -> list[dict]:
     """Each distinct Conv2d of ``model`` (by shape) timed alone on its real input: F.conv2d and tracea.ops."""
     from tracea.emitters.cuda.baselines import time_torch
@@ -87,14 +114,17 @@ def layer_table(model: nn.Module, x: torch.Tensor, repeats: int) -> list[dict]:
         got = ours().float()
         route = tracea.ops.explain()
         t_ours, t_theirs = time_torch(ours, 3, repeats), time_torch(theirs, 3, repeats)
+        g_ours, g_theirs = in_graph_us(ours), in_graph_us(theirs)
         rows.append({"x": key[0], "k": key[1], "rs": key[2], "stride": key[3],
                      "rel_err": ((got - want).norm() / want.norm()).item(),
                      "path": route.path, "variant": route.variant, "kernel": route.kernel or route.reason,
                      "torch_ms": t_theirs.p50_ms, "tracea_ms": t_ours.p50_ms,
-                     "speedup": t_theirs.p50_ms / t_ours.p50_ms})
+                     "speedup": t_theirs.p50_ms / t_ours.p50_ms, "torch_graph_us": g_theirs,
+                     "tracea_graph_us": g_ours})
         r = rows[-1]
         print(f"x {str(r['x']):<22} k {r['k']:<5} {str(r['rs']):<7} s{r['stride'][0]} torch {r['torch_ms']:.3f} ms "
-              f"tracea {r['tracea_ms']:.3f} ms x{r['speedup']:.2f} rel {r['rel_err']:.1e} {r['variant']} "
+              f"tracea {r['tracea_ms']:.3f} ms x{r['speedup']:.2f} | in a graph: torch {g_theirs:.1f} us tracea "
+              f"{g_ours:.1f} us x{g_theirs / g_ours:.2f} | rel {r['rel_err']:.1e} {r['variant']} "
               f"{str(r['kernel'])[:60]}", flush=True)
     return rows
 

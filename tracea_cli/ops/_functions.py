@@ -103,7 +103,7 @@ def gemm(a: Any, b: Any, *, bias: Any = None, residual: Any = None, epilogue: st
     ``b`` (..., k, n), the leading sizes broadcast as in ``numpy.matmul``) take the vendor call."""
     try:
         key = ("gemm", array_key(a), array_key(b), array_key(bias), array_key(residual), opt(epilogue), opt(alpha),
-               out_key(out))
+               None if out is None else out_key(out))
     except Uncached:
         key = None
     y = prepared(key, (a, b, bias, residual), out)
@@ -200,7 +200,7 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     (K, R, S, C/groups), result (N, P, Q, K)."""
     try:
         key = ("conv2d", array_key(x), array_key(weight), array_key(bias), opt(stride), opt(padding), opt(dilation),
-               opt(groups), opt(layout), out_key(out))
+               opt(groups), opt(layout), None if out is None else out_key(out))
     except Uncached:
         key = None
     y = prepared(key, (x, weight, bias), out)
@@ -314,7 +314,7 @@ def _channels_last(args: dict[str, Arg]) -> bool:
 def softmax(x: Any, dim: int = -1, out: Any = None) -> Any:
     """Numerically stable softmax over ``dim``; the kernel reduces the last axis (any leading shape)."""
     try:
-        key = ("softmax", array_key(x), opt(dim), out_key(out))
+        key = ("softmax", array_key(x), dim if type(dim) is int else opt(dim), None if out is None else out_key(out))
     except Uncached:
         key = None
     y = prepared(key, (x,), out)
@@ -356,7 +356,7 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     NumPy array or tensor) over ``block_size`` tiles. A row that keeps no key is 0."""
     try:
         key = ("attention", array_key(q), array_key(k), array_key(v), opt(causal), opt(scale), opt(window),
-               mask_key(block_mask), opt(block_size), out_key(out))
+               mask_key(block_mask), opt(block_size), None if out is None else out_key(out))
     except Uncached:
         key = None
     y = prepared(key, (q, k, v), out)

@@ -63,12 +63,26 @@ def graphed(fn: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], torch.T
 
 def kernel_table(label: str, replay: Callable[[], None], replays: int = 10, top: int = 12) -> str:
     """The kernels of ``replays`` graph replays (torch.profiler): per forward, by name, and their sum."""
+    import time
     from collections import defaultdict
 
     from torch.profiler import ProfilerActivity, profile
 
     replay()
     torch.cuda.synchronize()
+    host = []
+    for _ in range(replays):  # the host's share: how long the replay call itself takes (the graph's launch)
+        t = time.perf_counter()
+        replay()
+        host.append((time.perf_counter() - t) * 1e6)
+        torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(replays):  # back to back: the next replay's launch overlaps this one's run
+        replay()
+    b.record()
+    b.synchronize()
+    queued = a.elapsed_time(b) * 1e3 / replays
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(replays):
             replay()
@@ -83,7 +97,9 @@ def kernel_table(label: str, replay: Callable[[], None], replays: int = 10, top:
     total = sum(sum(v) for v in by_name.values()) / replays
     span = (max(e for _, e in spans) - min(s for s, _ in spans)) / replays if spans else 0.0
     lines = [f"--- {label}: {sum(len(v) for v in by_name.values()) // replays} kernels a forward, {total:.1f} us of "
-             f"kernel time, {span:.1f} us from the first start to the last end (a replay's share)"]
+             f"kernel time, {span:.1f} us from the first start to the last end (a replay's share); the replay call "
+             f"itself {statistics.median(host):.1f} us of host time; {queued:.1f} us a replay, {replays} queued back to "
+             "back"]
     for name, v in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:top]:
         lines.append(f"  {sum(v) / replays:8.1f} us  {len(v) // replays:3d} x  {name[:110]}")
     return "\n".join(lines)

@@ -51,13 +51,22 @@ def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
     return median_p95([forward_ms(fn) for _ in range(repeats)])
 
 
-def graphed(fn: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], torch.Tensor]:
+DUMP: list[str] = []  # --dump FOLDER: each captured graph as Graphviz (cudaGraphDebugDotPrint, verbose)
+
+
+def graphed(fn: Callable[[], torch.Tensor], name: str = "graph") -> tuple[Callable[[], None], torch.Tensor]:
     for _ in range(3):  # kernels built and launches prepared outside the capture
         fn()
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
+    if DUMP:
+        g.enable_debug_mode()
     with torch.cuda.graph(g):
         y = fn()
+    if DUMP:
+        import os
+
+        g.debug_dump(os.path.join(DUMP[0], f"{name}.dot"))
     return g.replay, y
 
 
@@ -116,7 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, nargs="+", default=[32, 1])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--kernels", action="store_true", help="each CUDA graph's kernels under torch.profiler")
+    ap.add_argument("--dump", metavar="FOLDER", help="write each captured graph as Graphviz (debug mode)")
     args = ap.parse_args(argv)
+    if args.dump:
+        DUMP.append(args.dump)
     kernels: list[str] = []
     torch.manual_seed(0)
     model = torchvision.models.resnet50(weights=None).cuda().half().eval().to(memory_format=torch.channels_last)
@@ -128,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             tracea.ops.unpatch_conv2d(model)
             want = model(x).float()
             eager_t = timed(lambda x=x: model(x), args.repeats)
-            replay_t_fn, y_t = graphed(lambda x=x: model(x))
+            replay_t_fn, y_t = graphed(lambda x=x: model(x), f"torch_b{batch}")
             graph_t = timed(replay_t_fn, args.repeats)
             tracea.ops.patch_conv2d(model)
             tracea.ops.clear_cache()
@@ -136,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             stats = tracea.ops.stats()
             err = float((got - want).norm() / want.norm())
             eager_m = timed(lambda x=x: model(x), args.repeats)
-            replay_m_fn, y_m = graphed(lambda x=x: model(x))
+            replay_m_fn, y_m = graphed(lambda x=x: model(x), f"tracea_b{batch}")
             graph_m = timed(replay_m_fn, args.repeats)
             torch.cuda.synchronize()
             gerr = float((y_m.float() - y_t.float()).norm() / y_t.float().norm())

@@ -301,7 +301,7 @@ def test_a_prepared_call_replays_its_last_launch_and_never_a_stale_one(cuda, mon
     monkeypatch.setattr(k, "launch_ptrs", lambda ptrs, s: looked_up.append(ptrs) or real(ptrs, s), raising=False)
     arrays = (SimpleNamespace(p=11), SimpleNamespace(p=22))
     outs = iter([33, 33, 44, 33])
-    p = _prepared.Prepared(k, (0, 1, -1), (8, 8, 0), 8, lambda x: x.p, lambda: SimpleNamespace(p=next(outs)),
+    p = _prepared.Prepared(k, (0, 1, -1), (8, 8, 0), 8, lambda x: x.p, lambda arrays: SimpleNamespace(p=next(outs)),
                            lambda: 5, Route(op="gemm", path="tracea"), ("a", "b"))
     for _ in range(2):
         p(arrays, None)

@@ -69,7 +69,7 @@ def parts(label: str, mine: Callable[[], Any], theirs: Callable[[], Any], arrays
     p = list(prep.PREPARED.values())[-1]
     kernel = p.kernel
     ptrs = tuple(0 if i < 0 else arrays[i].data_ptr() for i in p.slots)
-    out = p.alloc()
+    out = p.alloc(arrays)
     ptrs = tuple(out.data_ptr() if i < 0 else q for i, q in zip(p.slots, ptrs, strict=True))
     stream = p.stream()
     key0 = prep.array_key(arrays[0])
@@ -82,7 +82,7 @@ def parts(label: str, mine: Callable[[], Any], theirs: Callable[[], Any], arrays
         ("framework's op, GPU (events)", gpu_us(theirs, calls)),
         ("  array_key of one argument", best_of(lambda: prep.array_key(arrays[0]), calls)),
         ("  dict lookup of a key", best_of(lambda: prep.PREPARED.get(key0), calls)),
-        ("  allocation of the result", best_of(p.alloc, calls)),
+        ("  allocation of the result", best_of(lambda: p.alloc(arrays), calls)),
         ("  stream query", best_of(p.stream, calls)),
         ("  pointers", best_of(lambda: [0 if i < 0 else arrays[i].data_ptr() for i in p.slots], calls)),
         ("  launch_ptrs (replay)", best_of(lambda: kernel.launch_ptrs(ptrs, stream), calls)),

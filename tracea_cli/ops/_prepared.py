@@ -104,17 +104,21 @@ def _numpy_ptr(x: np.ndarray) -> int:
         return x.__array_interface__["data"][0]
 
 
-def _tensor_ptr(x: Any) -> int:
-    return x.data_ptr()
+def _numpy_alloc(shape: tuple[int, ...], dtype: Any) -> Callable[[tuple[Any, ...]], Any]:
+    return lambda arrays: np.empty(shape, dtype)
 
 
-def _numpy_alloc(shape: tuple[int, ...], dtype: Any) -> Callable[[], Any]:
-    return lambda: np.empty(shape, dtype)
-
-
-def _torch_alloc(torch: Any, shape: tuple[int, ...], stride: tuple[int, ...], dtype: Any,
-                 device: Any) -> Callable[[], Any]:
-    return lambda: torch.empty_strided(shape, stride, dtype=dtype, device=device)
+def _torch_alloc(torch: Any, result: Any, arrays: tuple[Any, ...]) -> Callable[[tuple[Any, ...]], Any]:
+    """The result's allocation from the call's arrays: ``empty_like`` of an input the result matches (shape,
+    strides, dtype, device; dense, no negative bit: the key pins all of them, so every call's input of that
+    signature does too), a third cheaper than ``empty_strided``'s keywords; else ``empty_strided``."""
+    shape, stride, dtype, device = tuple(result.shape), tuple(result.stride()), result.dtype, result.device
+    for i, a in enumerate(arrays):
+        if (type(a) in _TENSORS and tuple(a.shape) == shape and tuple(a.stride()) == stride and a.dtype == dtype
+                and a.device == device and a.is_contiguous() and not a.is_neg()):
+            empty_like = torch.empty_like
+            return lambda arrays: empty_like(arrays[i])
+    return lambda arrays: torch.empty_strided(shape, stride, dtype=dtype, device=device)
 
 
 def _stream(torch: Any, index: int) -> Callable[[], int]:
@@ -136,7 +140,7 @@ class Prepared:
                  "last", "replayable")
 
     def __init__(self, kernel: Any, slots: tuple[int, ...], nbytes: tuple[int, ...], out_bytes: int,
-                 ptr: Callable[[Any], int], alloc: Callable[[], Any], stream: Callable[[], int] | None,
+                 ptr: Callable[[Any], int], alloc: Callable[[tuple[Any, ...]], Any], stream: Callable[[], int] | None,
                  route: Route, names: tuple[str, ...]) -> None:
         self.kernel, self.slots, self.nbytes, self.out_bytes = kernel, slots, nbytes, out_bytes
         self.out_at = slots.index(-1)
@@ -150,7 +154,7 @@ class Prepared:
         ptr = self.ptr
         ptrs = [0 if i < 0 else ptr(arrays[i]) for i in self.slots]
         if out is None:
-            out = self.alloc()
+            out = self.alloc(arrays)
             optr = ptr(out)
         else:  # the one check a key cannot make: a given out must not share memory with an input
             optr = ptr(out)
@@ -193,8 +197,8 @@ def keep(key: tuple[Any, ...] | None, names: tuple[str, ...], arrays: tuple[Any,
         size: Callable[[Any], int] = lambda x: x.nbytes  # noqa: E731
     else:
         torch = sys.modules["torch"]
-        ptr = _tensor_ptr
-        alloc = _torch_alloc(torch, tuple(result.shape), tuple(result.stride()), result.dtype, result.device)
+        ptr = torch.Tensor.data_ptr  # the method itself: no Python frame per pointer
+        alloc = _torch_alloc(torch, result, arrays)
         stream = _stream(torch, device_index or 0) if result.device.type == "cuda" else None
         size = lambda x: x.numel() * x.element_size()  # noqa: E731
     slots, nbytes = [], []

@@ -282,3 +282,31 @@ def test_a_prepared_route_is_each_callers_own_copy():
     r1.variant = "changed"
     r2 = ops.explain()
     assert "mine" not in r2.notes and r2.variant != "changed"
+
+
+@pytest.mark.parametrize("case", ["softmax", "softmax_3d", "gemm", "conv_channels_last"])
+def test_a_prepared_result_is_laid_out_as_the_slow_paths(case):
+    """The prepared call makes its result by ``empty_like`` of an input only where the slow path's result has
+    that input's shape, strides and dtype, and the input is dense: every later call's result is laid out as
+    the first one's (a gemm's new shape; a channels_last conv whose result has its input's shape and strides,
+    but not contiguous ones) and holds the same values."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(3)
+    if case == "softmax":
+        args, fn = (torch.randn(6, 40),), lambda x: ops.softmax(x)
+    elif case == "softmax_3d":
+        args, fn = (torch.randn(2, 3, 40),), lambda x: ops.softmax(x)
+    elif case == "gemm":
+        args, fn = (torch.randn(8, 8), torch.randn(8, 5)), lambda a, b: ops.gemm(a, b)
+    else:
+        x = torch.randn(1, 8, 6, 6).contiguous(memory_format=torch.channels_last)
+        w = torch.randn(8, 8, 3, 3).contiguous(memory_format=torch.channels_last)
+        args, fn = (x, w), lambda x, w: ops.conv2d(x, w, padding=1)
+    with torch.no_grad():
+        first = fn(*args)
+        before = ops.stats().get("fast_path", 0)
+        for _ in range(3):
+            again = fn(*args)
+            assert (again.shape, again.stride(), again.dtype) == (first.shape, first.stride(), first.dtype)
+            torch.testing.assert_close(again, first)
+        assert ops.stats().get("fast_path", 0) == before + 3, "the repeated calls did not take the prepared path"

@@ -98,3 +98,20 @@ def test_the_registered_backend_swaps_a_node_only_where_it_measured_tracea_faste
         # swapped: faster alone and with its host time; kept: slower alone, or slower once host time counts
         assert (c["tracea"] and faster_alone) or (not c["tracea"] and (not faster_alone or "host time" in c["reason"])), c
     assert _rel(got, want) < 2e-2
+
+
+def test_under_graph_trees_a_node_is_timed_inside_a_cuda_graph(monkeypatch):
+    """With mode="reduce-overhead" each side of a node is timed as a call inside a CUDA graph of
+    GRAPH_CALLS calls (what a graph-trees replay runs), both sides right first; outside graph trees it is
+    timed alone. The reason says which; the choice follows the margin."""
+    monkeypatch.setattr(cc, "CHOICES", {})
+    a = torch.randn(256, 512, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(512, 384, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        graphed = cc.measure("matmul", (a, b), graphed=True)
+        alone = cc.measure("matmul", (a, b), graphed=False)
+    assert f"a call in a CUDA graph of {cc.GRAPH_CALLS}" in graphed.reason
+    assert "CUDA graph" not in alone.reason.split(";")[0]
+    for c in (graphed, alone):
+        assert c.tracea_ms > 0 and c.torch_ms > 0 and c.tracea == (c.tracea_ms <= cc.MARGIN * c.torch_ms
+                                                                  and c.tracea in (True, False))

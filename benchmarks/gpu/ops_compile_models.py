@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from ops_resnet50 import forward_ms, median_p95, timed
+from ops_resnet50 import forward_ms, kernel_table, median_p95, timed
 from torch import nn
 
 import tracea
@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="+", default=["resnet50", "block"])
     ap.add_argument("--modes", nargs="+", default=["default", "reduce-overhead"])
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--kernels", action="store_true", help="each compiled form's kernels under torch.profiler")
     ap.add_argument("--profile", action="store_true",
                     help="cProfile each tracea first call (the compile), its functions by cumulative time")
     args = ap.parse_args(argv)
@@ -133,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
                         for n, rep in enumerate(cb.REPORTS):
                             reports.append(f"--- {label}, mode {mode}, graph {n}:\n{cb.format_report(rep)}")
                 times = interleaved(fns, args.repeats)
+                if args.kernels:
+                    for name, fn in fns.items():
+                        reports.append(kernel_table(f"{label}, {name}, {mode}", fn, top=16))
                 i, t = times["inductor"], times["tracea"]
                 stable = t[1] <= UNSTABLE * t[0] and i[1] <= UNSTABLE * i[0]
                 ratio = f"{i[0] / t[0]:.2f}x" if stable else "unstable"

@@ -374,3 +374,26 @@ def test_inductor_compiles_while_the_measured_kernels_build(monkeypatch, tracea_
     with torch.no_grad():
         again = _compiled(model, "tracea")(x)
     assert torch.allclose(again, want, rtol=1e-4, atol=1e-4) and not tracea.ops.last_report().get("overlapped")
+
+
+def test_the_rewritten_copy_keeps_dynamos_metadata() -> None:
+    """The copy the rewrite changes (while Inductor compiles the original) carries what Dynamo hangs on its
+    GraphModule and placeholders: AOTAutograd reads them to keep parameters static inputs, without which
+    Inductor's CUDA graph trees copy every parameter at every replay."""
+    seen = []
+
+    def grab(gm, example_inputs):
+        seen.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(ConvNet(), backend=grab)(torch.randn(1, 3, 8, 8))
+    gm = seen[0]
+    new = cb._copy(gm)
+    assert hasattr(gm, "_param_name_to_source") and new._param_name_to_source is gm._param_name_to_source
+    assert new.meta.get("dynamo_compile_id") == gm.meta.get("dynamo_compile_id") is not None
+    sources = [getattr(n, "_dynamo_source", None) for n in gm.graph.find_nodes(op="placeholder")]
+    assert any(s is not None for s in sources)
+    assert [getattr(n, "_dynamo_source", None) for n in new.graph.find_nodes(op="placeholder")] == sources
+    assert new.graph is not gm.graph and len(new.graph.nodes) == len(gm.graph.nodes)

@@ -100,10 +100,9 @@ GRAPH_CALLS = 10  # calls of the node in the CUDA graph that times it for graph 
 
 def _graph_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 15) -> float:
     """The op's median time a call inside a CUDA graph of ``GRAPH_CALLS`` back-to-back calls, as a replay of
-    Inductor's graph trees runs it: no host time, no launch gaps but the graph's own, warm caches. A call timed
-    alone with the stream held overstated Tracea's gain there: on an H200, ResNet-50's five 3x3 256-channel
-    convolutions at 0.845x torch's held time were swapped and the graph-trees forward ran 0.90x Inductor's;
-    at batch 1 a 1x1 convolution faster alone took 3.3 us a call in such a graph against cuDNN's 2.8."""
+    Inductor's graph trees runs it: no host time, no launch gaps but the graph's own, warm caches (a call timed
+    alone starts on an idle GPU: on an H200 at batch 1, a bias-free 1x1 convolution took 3.3 us a call in such
+    a graph against cuDNN's 2.8, benchmarks/gpu/graph_launch_probe.py)."""
     import statistics
 
     for _ in range(3):

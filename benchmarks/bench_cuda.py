@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from tracea.emitters import cuda
-from tracea.emitters.cuda.baselines import time_torch, torch_math
+from tracea.emitters.device_baselines import time_torch, torch_math
 from tracea.kernels import Conv2d, Gemm, Softmax, relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
 from tracea.kernels.epilogue import apply as apply_epilogue

@@ -205,6 +205,14 @@ class Backend(Protocol):
         (``BenchResult`` fields); a host backend raises ``UnsupportedError``."""
         ...
 
+    def vendor_on_device(self, op: Any, inputs: dict[str, Any], ref: Any, warmup: int, repeats: int,
+                         kernel: Any = None) -> dict[str, Any]:
+        """An ``ON_DEVICE`` backend's vendor library for ``op`` on the device, for the tuner's worker: verified
+        against ``ref`` and timed ({name, p50_ms, p95_ms, rel_err}, or {name, reason} where there is none);
+        with ``kernel``, both timed in alternating rounds (adding ``tracea_p50_ms``, ``tracea_p95_ms``). A host
+        backend raises ``UnsupportedError``."""
+        ...
+
     def suites(self, quick: bool = False) -> dict[str, list[Any]]:
         """The ops ``tracea bench`` measures by suite name (``kernels/workloads.py``: llm-gemm, resnet50,
         softmax), in the dtypes and sizes this backend's users run; ``quick``: a few rows of each."""

@@ -5,7 +5,7 @@ convolution when torch is installed; softmax: torch.softmax when torch is instal
 torch's scaled_dot_product_attention in the op's own dtype (its CPU kernel here; on CUDA the fastest of
 cuDNN, flash and efficient, see torch_sdpa), with an explicit boolean mask for windows and block masks; on
 CUDA a window or a block mask gets FlexAttention with a BlockMask instead (torch_flex: it skips empty tiles
-as Tracea does), SDPA with the mask timed beside it (emitters/cuda/baselines.py).
+as Tracea does), SDPA with the mask timed beside it (emitters/device_baselines.py).
 16-bit inputs are widened to float32 once, outside the timed call (NumPy has no bf16 arithmetic), so
 the baseline does fp32 work: the comparison says so in its name.
 """

@@ -16,6 +16,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+# GPU cycles the stream sleeps before each timed call (~250 µs at H100 clocks). PyTorch's dispatch of one
+# op costs tens of microseconds of host time, cuDNN's up to ~100; when the GPU finishes an iteration
+# (flush, hold, start, op, end) before the host has queued the next, it idles wherever the host is, often
+# between the start event and the op, and that idle time is counted (an H100, 2026-11-25: with no hold
+# 60 of 79 suite rows spread, cuDNN p95/p50 up to 7; with a 100 µs hold 20 rows, all cuDNN at batch 1, up
+# to 10). A hold longer than the host's time per iteration keeps the queue ahead of the GPU, so only the
+# op is timed, Tracea's launches and the vendor's alike.
+HOLD_CYCLES = 500_000  # emitters/cuda/runtime.py holds Tracea's kernels' streams; device_baselines.py torch's
+
 
 @dataclass(frozen=True)
 class Timing:

@@ -39,6 +39,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - the backend protocol, as 
     target_host,
     tuning_members,
     validate_schedule,
+    vendor_on_device,
     worker_mismatch,
 )
 

@@ -292,7 +292,7 @@ def test_cpu_baseline_without_torch(monkeypatch):
 ], ids=_ids)
 def test_cuda_baseline_matches_the_reference(case):
     """The CUDA bench's SDPA adapter (the fastest of cuDNN, flash, efficient) against the reference."""
-    from tracea.emitters.cuda.baselines import torch_baseline
+    from tracea.emitters.device_baselines import torch_baseline
 
     op = Attention(**case)
     inputs = op.random_inputs(np.random.default_rng(2))

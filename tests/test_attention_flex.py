@@ -97,24 +97,24 @@ def _eager_flex(op, t, torch):
 def test_cuda_bench_picks_flex_for_masked_ops_and_sdpa_otherwise(monkeypatch):
     """The CUDA bench's choice, made here on CPU tensors (eager flex for the compiled one): a masked op gets
     FlexAttention with SDPA-with-the-mask beside it, or SDPA alone saying why; a causal op SDPA alone."""
-    from tracea.emitters.cuda import baselines as cuda_baselines
+    from tracea.emitters import device_baselines
 
-    monkeypatch.setattr(cuda_baselines, "torch_flex", _eager_flex)
+    monkeypatch.setattr(device_baselines, "torch_flex", _eager_flex)
     op = Attention(1, 4, 120, 64, seq_k=150, kv_heads=2, causal=True, window=(40, 0))
     inputs = op.random_inputs(np.random.default_rng(5))
     t = {k: torch.from_numpy(inputs[k]) for k in ("q", "k", "v")}
     ref = op.reference(inputs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        name, run, also = cuda_baselines._torch_attention(op, t, torch)
+        name, run, also = device_baselines._torch_attention(op, t, torch)
         assert name.startswith("flex_attention") and len(also) == 1 and "explicit boolean mask" in also[0][0]
         for call in (run, also[0][1]):
             assert relative_error(call().double().numpy(), ref) <= tolerance(op)
-    monkeypatch.setattr(cuda_baselines, "flex_available", lambda torch: "no flex in this torch")
-    name, run = cuda_baselines._torch_attention(op, t, torch)
+    monkeypatch.setattr(device_baselines, "flex_available", lambda torch: "no flex in this torch")
+    name, run = device_baselines._torch_attention(op, t, torch)
     assert name.startswith("scaled_dot_product_attention") and name.endswith("[no FlexAttention: no flex in this torch]")
     causal = Attention(1, 2, 64, 64, causal=True)
-    made = cuda_baselines._torch_attention(causal, {k: torch.from_numpy(v) for k, v in
+    made = device_baselines._torch_attention(causal, {k: torch.from_numpy(v) for k, v in
                                                     causal.random_inputs(np.random.default_rng(1)).items()}, torch)
     assert len(made) == 2 and "flex" not in made[0]
 
@@ -123,7 +123,7 @@ def test_the_second_figure_joins_the_baselines_name(monkeypatch):
     """bench_on_device times each ``also`` baseline like the first and writes its figure into the baseline's
     name (the table's row and the JSON's baseline field), the metrics schema unchanged. CPU stand-ins for the
     device's tensors and events."""
-    from tracea.emitters.cuda import baselines as cuda_baselines
+    from tracea.emitters import device_baselines
     from tracea.emitters.timing import Timing
 
     op = Attention(1, 2, 40, 64, window=(4, 4))
@@ -131,8 +131,8 @@ def test_the_second_figure_joins_the_baselines_name(monkeypatch):
     ref = op.reference(inputs)
     y = torch.from_numpy(ref)
     timings = iter([Timing(2.0, 2.5, 1.9, 10), Timing(8.0, 9.0, 7.5, 10)])
-    monkeypatch.setattr(cuda_baselines, "time_torch", lambda run, warmup, repeats: next(timings))
-    monkeypatch.setattr(cuda_baselines, "torch_baseline", lambda op, inputs: cuda_baselines.GpuBaseline(
+    monkeypatch.setattr(device_baselines, "time_torch", lambda run, warmup, repeats: next(timings))
+    monkeypatch.setattr(device_baselines, "torch_baseline", lambda op, inputs: device_baselines.GpuBaseline(
         "torch flex_attention (compiled)", lambda: y, also=(("torch SDPA (explicit boolean mask)", lambda: y),)))
 
     class StandIn:
@@ -142,7 +142,7 @@ def test_the_second_figure_joins_the_baselines_name(monkeypatch):
         def time(self, inputs, warmup, repeats):
             return Timing(4.0, 4.5, 3.9, 10)
 
-    fields = cuda_baselines.bench_on_device(StandIn(), op, inputs, ref, tolerance(op), 1, 10)
+    fields = device_baselines.bench_on_device(StandIn(), op, inputs, ref, tolerance(op), 1, 10)
     assert fields["status"] == "ok" and fields["baseline"].p50_ms == 2.0
     name = fields["baseline_name"]
     assert name.startswith("torch flex_attention (compiled); also timed: torch SDPA (explicit boolean mask): ")

@@ -43,7 +43,7 @@ def _check(op: Attention, run, ref: np.ndarray, empty: np.ndarray, what: str) ->
 
 @pytest.mark.parametrize("op", _cases(), ids=lambda op: op.signature)
 def test_masked_ops_get_flex_and_sdpa_with_the_mask(op):
-    from tracea.emitters.cuda.baselines import torch_baseline
+    from tracea.emitters.device_baselines import torch_baseline
 
     inputs = op.random_inputs(np.random.default_rng())
     ref, lse = op.reference_with_lse(inputs)
@@ -59,7 +59,7 @@ def test_masked_ops_get_flex_and_sdpa_with_the_mask(op):
 @pytest.mark.parametrize("op", [Attention(1, 8, 1024, 128, dtype="bf16"),
                                 Attention(1, 8, 1024, 64, causal=True, dtype="fp16")], ids=lambda op: op.signature)
 def test_dense_and_causal_keep_sdpa(op):
-    from tracea.emitters.cuda.baselines import torch_baseline
+    from tracea.emitters.device_baselines import torch_baseline
 
     base = torch_baseline(op, op.random_inputs(np.random.default_rng()))
     assert "scaled_dot_product_attention" in base.name and "flex" not in base.name and base.also == ()
@@ -70,7 +70,7 @@ def test_the_second_figure_joins_the_report():
     row and the JSON's baseline field). A stand-in kernel (torch's own result, timed by events) plays Tracea."""
     import torch
 
-    from tracea.emitters.cuda.baselines import bench_on_device, time_torch
+    from tracea.emitters.device_baselines import bench_on_device, time_torch
     from tracea.kernels.dtypes import to_storage
 
     op = Attention(1, 4, 1024, 64, window=(128, 0), dtype="bf16")

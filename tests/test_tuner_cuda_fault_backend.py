@@ -32,6 +32,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - tests/ is on the path; th
     target_host,
     tuning_members,
     validate_schedule,
+    vendor_on_device,
     worker_mismatch,
 )
 from test_tuner_fault_backend import FaultSchedule as CpuFaultSchedule

@@ -195,6 +195,11 @@ def bench_on_device(kernel: Any, op: Any, inputs: dict[str, Any], ref: Any, tol:
     return _unsupported("device")
 
 
+def vendor_on_device(op: Any, inputs: dict[str, Any], ref: Any, warmup: int, repeats: int,
+                     kernel: Any = None) -> dict[str, Any]:
+    return _unsupported("device")
+
+
 def suites(quick: bool = False) -> dict[str, list[Any]]:
     return {}
 

@@ -71,24 +71,38 @@ def _choose(op: Any, host: Any, backend: str, mod: Any, precision: str | None, v
     return v, mod.hero_schedule(op, v, host), "heuristic (nothing tuned for this shape here)"
 
 
+def _targeted(host: Any, backend: str | None, arch: str) -> tuple[str, Any]:
+    """(backend, ``host`` as if its device were ``arch``): the named backend's ``target_host``, else that of the
+    first registered backend whose targets include ``arch``; BadInputError (one line, exit 2) naming the arch
+    and the backends tried, each one's refusal in the hint, when none has it."""
+    from tracea.doctor.errors import BadInputError
+    from tracea.emitters import registry
+
+    if backend is not None:  # its own refusal of a target it does not have is the error
+        return backend, registry.backend(backend).target_host(host, arch)
+    refusals = []
+    for name in registry.BACKENDS:
+        try:
+            return name, registry.backend(name).target_host(host, arch)
+        except BadInputError as exc:
+            refusals.append(f"{name}: {exc.message.removeprefix(f'--arch {arch}: ')}")  # the line names it
+    raise BadInputError(f"--arch {arch}: no backend builds for it (tried {', '.join(registry.BACKENDS)})",
+                        "; ".join(refusals))
+
+
 def do_export(op: Any, backend: str | None, precision: str | None, out: Path, arch: str | None,
               variant: str | None, schedule: str | None, force: bool, json_out: bool, prefix: str | None) -> None:
     import json
 
-    from tracea.doctor.errors import BadInputError
     from tracea.emitters import registry
 
     host = _host()
     if backend is None and variant is not None:  # a named variant names its backend
         backend = next((v.backend for v in registry.all_variants() if v.id == variant), None)
-    backend = backend or ("cuda" if arch else resolve_backend(op, host, None, precision, to_stderr=json_out))
+    if arch is not None:  # export for the named target, installed here or not
+        backend, host = _targeted(host, backend, arch)
+    backend = backend or resolve_backend(op, host, None, precision, to_stderr=json_out)
     mod = registry.backend(backend)
-    if arch is not None:
-        if backend != "cuda":
-            raise BadInputError(f"--arch names a CUDA target; it does not apply to --backend {backend}")
-        from tracea.emitters.cuda.arch import target_host
-
-        host = target_host(host, arch)  # export for the named GPU, installed here or not
     v, s, source = _choose(op, host, backend, mod, precision, variant, schedule)
     paths = mod.export(op, v, s, host, out, arch=arch, force=force, schedule_source=source, prefix=prefix)
     written = json.loads((out / "manifest.json").read_text())["prefix"]
@@ -114,7 +128,8 @@ export_app = typer.Typer(
 add_op_commands(
     export_app,
     [BACKEND, PRECISION, option("out", Path, ..., *OUTPUT, help="Folder to write the package into (new or empty)."),
-     option("arch", str | None, None, "--arch", help="CUDA target to compile for (sm_80, sm_90a, ...); no GPU needed."),
+     option("arch", str | None, None, "--arch", help="GPU target to compile for, e.g. sm_80 or sm_90a (CUDA); no GPU needed. Picks the "
+                 "backend whose targets include it when --backend (or --variant) does not name one."),
      option("variant", str | None, None, "--variant",
             help="The variant to export (default: the planner's first choice), e.g. cuda-mma-sync.gemm."),
      option("schedule", str | None, None, "--schedule",

@@ -247,34 +247,17 @@ class _Session:
 
 
 def _on_device(req: dict[str, Any]) -> bool:
-    """An accelerator backend (its ``ON_DEVICE``): its baseline is the vendor library on the device
-    (emitters/cuda/baselines.py), not NumPy on the host."""
+    """An accelerator backend (its ``ON_DEVICE``): its baseline is the vendor library on the device (the
+    backend's ``vendor_on_device``), not NumPy on the host."""
     return bool(importlib.import_module(req["module"]).ON_DEVICE)
 
 
 def _device_baseline(op: Any, inputs: Any, ref: Any, req: dict[str, Any], kernel: Any = None) -> dict[str, Any]:
-    """torch (cuBLAS / cuDNN / softmax) on the GPU, verified, then timed with CUDA events and the L2 flushed,
-    as ``tracea bench --backend cuda`` does; with ``kernel``, the two are timed in alternating rounds so a
-    change of clocks hits both."""
-    from tracea.emitters.cuda.baselines import time_torch, torch_baseline
-    from tracea.kernels import relative_error
-
-    b = torch_baseline(op, inputs)
-    if b.run is None:
-        return {"name": b.name, "reason": b.reason}
-    y = b.run()
-    y = y.float() if str(y.dtype) == "torch.bfloat16" else y
-    err = relative_error(y.double().cpu().numpy(), ref)
-    warmup, repeats = max(1, int(req.get("warmup", 2))), max(10, int(req.get("repeats", 10)))
-    if kernel is None:
-        t = time_torch(b.run, warmup, repeats)
-        return {"name": b.name, "p50_ms": t.p50_ms, "p95_ms": t.p95_ms, "rel_err": err}
-    rounds = [(kernel.time(inputs, warmup, repeats, flush_l2=True), time_torch(b.run, warmup, repeats))
-              for _ in range(3)]
-    k = min((r[0] for r in rounds), key=lambda t: t.p50_ms)  # the round least disturbed, for each side
-    base = min((r[1] for r in rounds), key=lambda t: t.p50_ms)
-    return {"name": b.name, "p50_ms": base.p50_ms, "p95_ms": base.p95_ms, "rel_err": err,
-            "tracea_p50_ms": k.p50_ms, "tracea_p95_ms": k.p95_ms, "interleaved": True}
+    """The vendor library on the device, through the backend's ``vendor_on_device`` (emitters/backend.py):
+    verified, then timed with device events and the L2 flushed, as ``tracea bench`` does; with ``kernel``,
+    the two timed in alternating rounds so a change of clocks hits both."""
+    backend = importlib.import_module(req["module"])
+    return backend.vendor_on_device(op, inputs, ref, int(req.get("warmup", 2)), int(req.get("repeats", 10)), kernel)
 
 
 def _dump(req: dict[str, Any], op: Any, kernel: Any) -> None:

@@ -1,7 +1,7 @@
 """CUDA attention against torch SDPA, case by case (issue 17's list): each case's hero schedule is built,
 verified (O and lse) against the float64 reference on fresh random inputs (big cases on a few
 (batch, head) slices, the reference run on those slices alone), then timed with CUDA events beside the
-SDPA baseline (emitters/cuda/baselines.py; the fastest of its backends) in the same run.
+SDPA baseline (emitters/device_baselines.py; the fastest of its backends) in the same run.
 
     python benchmarks/gpu/attention_probe.py [--variant cuda-mma-sync.attention|cuda-wgmma.attention]
         [--quick] [--match TEXT] [--json FILE] [--schedule JSON]
@@ -74,7 +74,7 @@ def verify(op: Attention, out: np.ndarray, lse: np.ndarray, inputs: dict[str, np
 
 def run_case(label: str, op: Attention, variant: str, schedule: dict | None, repeats: int) -> dict:
     from tracea.emitters import cuda
-    from tracea.emitters.cuda.baselines import time_torch, torch_baseline
+    from tracea.emitters.device_baselines import time_torch, torch_baseline
 
     sched = cuda.schedule_from_json(schedule) if schedule else cuda.hero_schedule(op, variant, None)
     row: dict = {"case": label, "op": op.signature, "variant": variant, "schedule": sched.to_json(),

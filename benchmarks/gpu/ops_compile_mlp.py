@@ -30,7 +30,7 @@ def mlp(x: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor, wd: torch.Tensor) -
 def time_forward(fn, args: list[torch.Tensor], repeats: int) -> float:
     """Median ms of a forward, timed as every GPU figure of the project is (baselines.time_torch: CUDA events,
     L2 flushed and the stream held before each start)."""
-    from tracea.emitters.cuda.baselines import time_torch
+    from tracea.emitters.device_baselines import time_torch
 
     return time_torch(lambda: fn(*args), 3, repeats).p50_ms
 

@@ -55,7 +55,7 @@ def resnet50_convs() -> nn.Module:
 def time_forward(model: nn.Module, x: torch.Tensor, repeats: int) -> float:
     """Median ms of a forward, timed as every GPU figure of the project is (baselines.time_torch: CUDA events,
     L2 flushed and the stream held before each start)."""
-    from tracea.emitters.cuda.baselines import time_torch
+    from tracea.emitters.device_baselines import time_torch
 
     return time_torch(lambda: model(x), 3, repeats).p50_ms
 
@@ -87,7 +87,7 @@ def in_graph_us(fn, calls: int = 20, replays: int = 10) -> float:
 
 def layer_table(model: nn.Module, x: torch.Tensor, repeats: int) -> list[dict]:
     """Each distinct Conv2d of ``model`` (by shape) timed alone on its real input: F.conv2d and tracea.ops."""
-    from tracea.emitters.cuda.baselines import time_torch
+    from tracea.emitters.device_baselines import time_torch
 
     seen: dict[tuple, tuple[nn.Conv2d, torch.Tensor]] = {}
 

@@ -149,7 +149,7 @@ def measure(op, s, host, ref: tuple[dict, np.ndarray], repeats: int) -> dict:
 
 
 def torch_ms(op, torch, repeats: int) -> tuple[float, float]:
-    from tracea.emitters.cuda.baselines import time_torch
+    from tracea.emitters.device_baselines import time_torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
     a = torch.randn(op.m, op.k, device="cuda")

@@ -17,7 +17,7 @@ import numpy as np
 
 from tracea.doctor import probe
 from tracea.emitters.cuda import compiler as nv
-from tracea.emitters.cuda.baselines import time_torch, torch_baseline
+from tracea.emitters.device_baselines import time_torch, torch_baseline
 from tracea.emitters.cuda.build import build
 from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule, hero_schedule
 from tracea.emitters.cuda.tma import Launcher

@@ -21,7 +21,7 @@ import numpy as np
 from tracea.doctor import probe
 from tracea.emitters import cuda
 from tracea.emitters.cuda import mma, stem
-from tracea.emitters.cuda.baselines import time_torch, torch_baseline
+from tracea.emitters.device_baselines import time_torch, torch_baseline
 from tracea.kernels import Conv2d, relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
 

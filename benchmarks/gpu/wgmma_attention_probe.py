@@ -137,7 +137,7 @@ def verify(op: Attention, inputs: dict[str, np.ndarray], out: np.ndarray, lse: n
 
 
 def baseline(op: Attention, inputs: dict[str, np.ndarray], warmup: int, repeats: int) -> dict[str, Any]:
-    from tracea.emitters.cuda.baselines import time_torch, torch_baseline
+    from tracea.emitters.device_baselines import time_torch, torch_baseline
 
     base = torch_baseline(op, inputs)
     if base.run is None:

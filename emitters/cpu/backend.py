@@ -30,7 +30,7 @@ LOAD_TIMEOUT_S = 60.0  # a bundled binary loaded in a child first (--binary): ho
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host",
            "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
-           "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
+           "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "vendor_on_device",
            "suites", "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members"]
 
 
@@ -213,3 +213,8 @@ def baseline_for(op: Any, inputs: dict[str, Any]) -> Any:
 def bench_on_device(kernel: Any, op: Any, inputs: dict[str, Any], ref: Any, tol: float, warmup: int,
                     repeats: int) -> dict[str, Any]:
     raise UnsupportedError("the CPU backend runs on the host: its kernels are verified in a forked child")
+
+
+def vendor_on_device(op: Any, inputs: dict[str, Any], ref: Any, warmup: int, repeats: int,
+                     kernel: Any = None) -> dict[str, Any]:
+    raise UnsupportedError("the CPU backend runs on the host: its baseline is the host library (baseline_for)")

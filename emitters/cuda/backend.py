@@ -31,7 +31,7 @@ COMPUTE_METRIC = {"fp32": "fp32_flops", "fp16": "fp16_tensor_flops", "bf16": "bf
 
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host", "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
-           "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device",
+           "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "vendor_on_device",
            "suites", "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members", "tuning_features", "bank_conflict_drop"]
 
 
@@ -180,6 +180,13 @@ def baseline_for(op: Any, inputs: dict[str, Any]) -> Any:
 
 def bench_on_device(kernel: Any, op: Any, inputs: dict[str, Any], ref: Any, tol: float, warmup: int,
                     repeats: int) -> dict[str, Any]:
-    from .baselines import bench_on_device as on_device
+    from ..device_baselines import bench_on_device as on_device
 
     return on_device(kernel, op, inputs, ref, tol, warmup, repeats)
+
+
+def vendor_on_device(op: Any, inputs: dict[str, Any], ref: Any, warmup: int, repeats: int,
+                     kernel: Any = None) -> dict[str, Any]:
+    from ..device_baselines import vendor_on_device as on_device
+
+    return on_device(op, inputs, ref, warmup, repeats, kernel)

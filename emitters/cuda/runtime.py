@@ -22,7 +22,7 @@ import numpy as np
 from tracea.doctor.errors import BadInputError, LaunchError, UnsupportedError
 
 from ..cpu.runtime import Artifact  # the same record for every backend (language="cuda", binary: the cubin)
-from ..timing import Timing, _p95
+from ..timing import HOLD_CYCLES, Timing, _p95
 from . import launches
 from .render import Rendered
 
@@ -39,14 +39,6 @@ def _check(result: Any, what: str) -> Any:
     return None
 
 
-# GPU cycles the stream sleeps before each timed call (~250 µs at H100 clocks). PyTorch's dispatch of one
-# op costs tens of microseconds of host time, cuDNN's up to ~100; when the GPU finishes an iteration
-# (flush, hold, start, op, end) before the host has queued the next, it idles wherever the host is, often
-# between the start event and the op, and that idle time is counted (an H100, 2026-11-25: with no hold
-# 60 of 79 suite rows spread, cuDNN p95/p50 up to 7; with a 100 µs hold 20 rows, all cuDNN at batch 1, up
-# to 10). A hold longer than the host's time per iteration keeps the queue ahead of the GPU, so only the
-# op is timed, Tracea's launches and the vendor's alike.
-HOLD_CYCLES = 500_000
 
 
 HOLD_SOURCE = r"""extern "C" __global__ void tracea_hold(long long cycles) {

@@ -40,7 +40,7 @@ NO_GPU_HINT = ("on an AMD Instinct machine with ROCm; elsewhere `tracea emit ...
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present",
            "runs_kernels", "device_name", "target_host", "compute_metric", "environment", "schedule_from_json",
            "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
-           "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "suites",
+           "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "vendor_on_device", "suites",
            "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members",
            "bank_conflict_drop"]
 
@@ -167,9 +167,16 @@ def bench_on_device(kernel: Any, op: Any, inputs: dict[str, Any], ref: Any, tol:
                     repeats: int) -> dict[str, Any]:
     """Verify, then time with HIP events beside PyTorch for ROCm: its ``torch.cuda`` API is HIP's, so the
     GPU baseline of the CUDA backend measures rocBLAS/hipBLASLt and MIOpen here."""
-    from ..cuda.baselines import bench_on_device as on_device
+    from ..device_baselines import bench_on_device as on_device
 
     return on_device(kernel, op, inputs, ref, tol, warmup, repeats)
+
+
+def vendor_on_device(op: Any, inputs: dict[str, Any], ref: Any, warmup: int, repeats: int,
+                     kernel: Any = None) -> dict[str, Any]:
+    from ..device_baselines import vendor_on_device as on_device
+
+    return on_device(op, inputs, ref, warmup, repeats, kernel)
 
 
 def suites(quick: bool = False) -> dict[str, list[Any]]:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One H100 call (2026-11-26, issue 16): inside the split-K fix-ups (stamps at each phase), and each form again
 # with spinning barrier waits (test_wait instead of try_wait) to see whether waiting warps wake late; the
-# tests that failed in session 39 (the wgmma harness now passes split-K arguments; the stride-2 1x1 test
-# takes the im2col path the conv hero now plans).
+# tests that failed in splitk_ticket_first_fixups.sh's run (the wgmma harness now passes split-K arguments;
+# the stride-2 1x1 test takes the im2col path the conv hero now plans).
 . benchmarks/gpu/session_head.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 mkdir -p "$RES/stamps"

@@ -1,8 +1,10 @@
-"""GPU baselines for ``tracea bench --backend cuda``: PyTorch's own kernels (cuBLAS, cuDNN, torch.softmax) in
-the same process and on the same device, timed like Tracea's kernels (CUDA events around each call, L2
-flushed before each, warm-up, median and p95). fp32 baselines run with TF32 off, so both sides do fp32
-arithmetic. Without torch the bench still verifies and times Tracea's kernel and says why there is no
-baseline.
+"""The vendor baselines of every on-device backend (``ON_DEVICE``: CUDA, and HIP through PyTorch for ROCm,
+whose ``torch.cuda`` is the same API): PyTorch's own kernels (cuBLAS/hipBLAS, cuDNN/MIOpen, torch.softmax,
+SDPA) in the same process and on the same device, timed like Tracea's kernels (device events around each
+call, L2 flushed before each, warm-up, median and p95). fp32 baselines run with TF32 off, so both sides do
+fp32 arithmetic. Without torch the bench still verifies and times Tracea's kernel and says why there is no
+baseline. A backend reaches these through its protocol members ``bench_on_device`` and ``vendor_on_device``
+(emitters/backend.py); nothing outside the backends imports this module for them.
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ from tracea.kernels.dtypes import to_float64
 from tracea.kernels.epilogue import ArrayMath
 from tracea.kernels.epilogue import apply as apply_epilogue
 
-from ..baselines import flex_available, masked_op, torch_flex, torch_sdpa
-from ..timing import Timing, _p95
-from .runtime import HOLD_CYCLES
+from .baselines import flex_available, masked_op, torch_flex, torch_sdpa
+from .timing import HOLD_CYCLES, Timing, _p95
 
 
 @dataclass(frozen=True)
@@ -181,3 +182,26 @@ def _torch_rel_err(run: Callable[[], Any], ref: np.ndarray) -> float:
     y = run()
     y = y.float() if str(y.dtype) == "torch.bfloat16" else y
     return relative_error(y.double().cpu().numpy(), ref)
+
+
+def vendor_on_device(op: Any, inputs: dict[str, np.ndarray], ref: np.ndarray, warmup: int, repeats: int,
+                     kernel: Any = None) -> dict[str, Any]:
+    """The vendor library on the device for the tuner's worker: torch's call for ``op`` verified against
+    ``ref``, then timed with device events and the L2 flushed, as ``tracea bench`` times it ({name, p50_ms,
+    p95_ms, rel_err}, or {name, reason} where torch has none). With ``kernel``, the two are timed in three
+    alternating rounds (so a change of clocks hits both) and the least disturbed round of each is kept, with
+    Tracea's as ``tracea_p50_ms`` / ``tracea_p95_ms``."""
+    b = torch_baseline(op, inputs)
+    if b.run is None:
+        return {"name": b.name, "reason": b.reason}
+    err = _torch_rel_err(b.run, ref)
+    warmup, repeats = max(1, int(warmup)), max(10, int(repeats))
+    if kernel is None:
+        t = time_torch(b.run, warmup, repeats)
+        return {"name": b.name, "p50_ms": t.p50_ms, "p95_ms": t.p95_ms, "rel_err": err}
+    rounds = [(kernel.time(inputs, warmup, repeats, flush_l2=True), time_torch(b.run, warmup, repeats))
+              for _ in range(3)]
+    k = min((r[0] for r in rounds), key=lambda t: t.p50_ms)
+    base = min((r[1] for r in rounds), key=lambda t: t.p50_ms)
+    return {"name": b.name, "p50_ms": base.p50_ms, "p95_ms": base.p95_ms, "rel_err": err,
+            "tracea_p50_ms": k.p50_ms, "tracea_p95_ms": k.p95_ms, "interleaved": True}

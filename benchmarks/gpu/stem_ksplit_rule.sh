@@ -11,7 +11,7 @@ sys.path.insert(0, "benchmarks/gpu")
 from stem_probe import run
 from tracea.doctor import probe
 from tracea.emitters.cuda import stem
-from tracea.emitters.cuda.baselines import time_torch, torch_baseline
+from tracea.emitters.device_baselines import time_torch, torch_baseline
 from tracea.kernels import Conv2d
 
 host = probe()

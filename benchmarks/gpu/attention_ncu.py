@@ -24,9 +24,9 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from tracea.emitters.device_baselines import torch_baseline
     from tracea.emitters.cuda.hopper.attention_kernel import build
     from tracea.emitters.cuda.hopper.attention_schedule import hero_schedule
+    from tracea.emitters.device_baselines import torch_baseline
     from tracea.kernels import Attention, relative_error, tolerance
     from tracea.kernels.dtypes import to_float64
 

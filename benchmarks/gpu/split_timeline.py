@@ -17,10 +17,10 @@ import numpy as np
 
 from tracea.doctor import probe
 from tracea.emitters.cuda import compiler as nv
-from tracea.emitters.device_baselines import time_torch, torch_baseline
 from tracea.emitters.cuda.build import build
 from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule, hero_schedule
 from tracea.emitters.cuda.tma import Launcher
+from tracea.emitters.device_baselines import time_torch, torch_baseline
 from tracea.kernels import Gemm
 from tracea.kernels.dtypes import to_float64
 

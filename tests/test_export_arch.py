@@ -88,7 +88,7 @@ def _fake_backends(monkeypatch, accepts: set[str]) -> list[str]:
 
 
 def test_auto_pick_asks_each_backend_in_registry_order(monkeypatch):
-    from tracea.cmd_export import _targeted
+    from tracea.cmd_kernels import targeted as _targeted
 
     calls = _fake_backends(monkeypatch, accepts={"b", "c"})
     assert _targeted("host", None, "x9") == ("b", ("host", "b", "x9"))
@@ -103,8 +103,10 @@ def test_auto_pick_asks_each_backend_in_registry_order(monkeypatch):
     assert exc.value.hint == "a: a refuses it; b: b refuses it; c: c refuses it"
 
 
-def test_export_imports_no_backend_module():
-    tree = ast.parse((ROOT / "tracea_cli" / "cmd_export.py").read_text())
+@pytest.mark.parametrize("command", ["cmd_export.py", "cmd_kernels.py"])
+def test_export_imports_no_backend_module(command):
+    """export and emit (cmd_kernels: plan, emit, bench) reach backends through the protocol alone."""
+    tree = ast.parse((ROOT / "tracea_cli" / command).read_text())
     imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     backends = tuple(f"tracea.emitters.{name}" for name in registry.BACKENDS)

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from .cmd_kernels import BACKEND, PRECISION, _host, resolve_backend
+from .cmd_kernels import BACKEND, PRECISION, _host, resolve_backend, targeted
 from .op_options import add_op_commands, option
 from .validate import OUTPUT, Domain, check_variant
 
@@ -71,25 +71,6 @@ def _choose(op: Any, host: Any, backend: str, mod: Any, precision: str | None, v
     return v, mod.hero_schedule(op, v, host), "heuristic (nothing tuned for this shape here)"
 
 
-def _targeted(host: Any, backend: str | None, arch: str) -> tuple[str, Any]:
-    """(backend, ``host`` as if its device were ``arch``): the named backend's ``target_host``, else that of the
-    first registered backend whose targets include ``arch``; BadInputError (one line, exit 2) naming the arch
-    and the backends tried, each one's refusal in the hint, when none has it."""
-    from tracea.doctor.errors import BadInputError
-    from tracea.emitters import registry
-
-    if backend is not None:  # its own refusal of a target it does not have is the error
-        return backend, registry.backend(backend).target_host(host, arch)
-    refusals = []
-    for name in registry.BACKENDS:
-        try:
-            return name, registry.backend(name).target_host(host, arch)
-        except BadInputError as exc:
-            refusals.append(f"{name}: {exc.message.removeprefix(f'--arch {arch}: ')}")  # the line names it
-    raise BadInputError(f"--arch {arch}: no backend builds for it (tried {', '.join(registry.BACKENDS)})",
-                        "; ".join(refusals))
-
-
 def do_export(op: Any, backend: str | None, precision: str | None, out: Path, arch: str | None,
               variant: str | None, schedule: str | None, force: bool, json_out: bool, prefix: str | None) -> None:
     import json
@@ -100,7 +81,7 @@ def do_export(op: Any, backend: str | None, precision: str | None, out: Path, ar
     if backend is None and variant is not None:  # a named variant names its backend
         backend = next((v.backend for v in registry.all_variants() if v.id == variant), None)
     if arch is not None:  # export for the named target, installed here or not
-        backend, host = _targeted(host, backend, arch)
+        backend, host = targeted(host, backend, arch)
     backend = backend or resolve_backend(op, host, None, precision, to_stderr=json_out)
     mod = registry.backend(backend)
     v, s, source = _choose(op, host, backend, mod, precision, variant, schedule)

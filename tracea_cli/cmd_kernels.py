@@ -83,8 +83,7 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
 
     host = _host()
     if arch is not None:  # plan and emit for the named target, installed here or not
-        backend = backend or _backend_of_arch(arch)
-        host = registry.backend(backend).target_host(host, arch)
+        backend, host = targeted(host, backend, arch)
     # emitting needs the compiler, not the device's runtime: a backend is not passed over for want of one
     backend = backend or resolve_backend(op, host, None, precision, to_stderr=json_out, runs_here=False)
     decision = plan(op, host, registry.all_variants(backend), precision=precision, backend=backend)
@@ -105,22 +104,26 @@ def do_emit(op: Any, backend: str | None, precision: str | None, out: Path, json
         typer.echo(f"  wrote {p}")
 
 
-def _backend_of_arch(arch: str) -> str:
-    """The backend whose targets include ``arch`` (sm_90a: cuda, gfx90a: hip); BadInputError naming them."""
+def targeted(host: Any, backend: str | None, arch: str) -> tuple[str, Any]:
+    """(backend, ``host`` as if its device were ``arch``), for ``--arch`` (emit, export): the named backend's
+    ``target_host``, else that of the first registered backend whose targets include ``arch`` (sm_90a: cuda,
+    gfx90a: hip). BadInputError (one line, exit 2) naming the arch and the backends tried, each one's refusal
+    in the hint, when none has it. Only the protocol is asked: no backend is named here."""
     from tracea.doctor.errors import BadInputError
     from tracea.emitters import registry
 
     if not arch.strip():
-        raise BadInputError("--arch: empty; name a CUDA target (sm_80, sm_90a) or an AMD one (gfx90a, gfx942)")
-    host = _host()
+        raise BadInputError("--arch: empty; name a GPU target (e.g. sm_90a, gfx90a)")
+    if backend is not None:  # its own refusal of a target it does not have is the error
+        return backend, registry.backend(backend).target_host(host, arch)
+    refusals = []
     for name in registry.BACKENDS:
         try:
-            registry.backend(name).target_host(host, arch)
-        except BadInputError:
-            continue
-        return name
-    raise BadInputError(f"--arch {arch}: no backend builds for it; name a CUDA target (sm_80, sm_90a) or an AMD one "
-                        "(gfx90a, gfx942)")
+            return name, registry.backend(name).target_host(host, arch)
+        except BadInputError as exc:
+            refusals.append(f"{name}: {exc.message.removeprefix(f'--arch {arch}: ')}")  # the line names it
+    raise BadInputError(f"--arch {arch}: no backend builds for it (tried {', '.join(registry.BACKENDS)})",
+                        "; ".join(refusals))
 
 
 def _require_registered(op: Any, host: Any, backend: str, precision: str | None) -> None:

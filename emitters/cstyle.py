@@ -166,3 +166,15 @@ class CStyleRenderer:
     def render_kernel_signature(self, name: str, params: Sequence[Param], ret: str = "void") -> str:
         """The exported entry point: what the runtime looks up by name."""
         return self.render_signature(name, params, ret, self.kernel_prefix)
+
+
+# Plain C in double precision over the scalar ``v`` (``alpha`` a double in scope): the exported packages'
+# reference loops (export_example.py, every backend's packages), independent of any kernel's code; the
+# vocabulary's ops as kernels/epilogue.py names them.
+C_REFERENCE = {
+    "bias": "v += {bias};",
+    "relu": "v = v < 0 ? 0 : v;",  # a NaN stays NaN, as torch.relu and np.maximum keep it
+    "gelu": "v = 0.5 * v * (1.0 + tanh(GELU_C0 * (v + GELU_C1 * v * v * v)));",
+    "scale": "v *= alpha;",
+    "residual": "v += {residual};",
+}

@@ -12,7 +12,7 @@ from typing import Any
 
 from tracea.kernels.epilogue import GELU_C0, GELU_C1, statements
 
-from .cpu.epilogue import C_REFERENCE
+from .cstyle import C_REFERENCE
 from .export_abi import DTYPES, Launcher
 
 BITS = """static uint32_t ex_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }

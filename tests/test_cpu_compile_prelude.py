@@ -1,4 +1,4 @@
-"""The precompiled prelude of CPU kernels (emitters/cpu/compiler.py ``precompiled_prelude``): gcc reads the
+"""The precompiled prelude of CPU kernels (emitters/host_compiler.py ``precompiled_prelude``): gcc reads the
 `#define _GNU_SOURCE` and system includes every rendered kernel starts with (``<immintrin.h>`` among them)
 precompiled, from the second compile that can use it on. It saves parsing and nothing else: the machine
 code is the same instruction for instruction, gcc really uses it, a damaged one costs a recompile and not
@@ -14,7 +14,7 @@ import pytest
 
 from tracea.doctor import probe
 from tracea.emitters import cpu
-from tracea.emitters.cpu import compiler as cc
+from tracea.emitters import host_compiler as cc
 from tracea.emitters.cpu.render import render
 from tracea.kernels import Conv2d, Gemm, Softmax
 from tracea.kernels.attention import Attention

@@ -17,7 +17,7 @@ from tracea.doctor.errors import BadInputError, CompileError, ToolchainMissingEr
 from tracea.doctor.report import Tool
 from tracea.doctor.snapshot import load_snapshot
 from tracea.emitters import cpu
-from tracea.emitters.cpu import compiler
+from tracea.emitters import host_compiler as compiler
 from tracea.emitters.cpu.render import render
 from tracea.emitters.cstyle import CodeWriter, CStyleRenderer, Param
 from tracea.kernels import Conv2d, Gemm, Softmax

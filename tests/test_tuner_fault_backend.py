@@ -213,7 +213,7 @@ def search_space(op: Any, variant: Any, host: Any) -> list[FaultSchedule]:
 
 
 def build(op: Any, variant: Any, schedule: FaultSchedule, host: Any) -> FaultKernel:
-    from tracea.emitters.cpu import compiler as cc
+    from tracea.emitters import host_compiler as cc
 
     schedule.validate()
     source = SOURCE % BODY[schedule.mode]

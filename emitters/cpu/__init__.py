@@ -21,7 +21,8 @@ from .suite import suites
 from .variants import ALL_VARIANTS, VARIANTS, resolve
 
 if TYPE_CHECKING:
-    from .runtime import Artifact, CpuKernel
+    from ..artifact import Artifact
+    from .runtime import CpuKernel
 
 __all__ = ["VARIANTS", "ALL_VARIANTS", "CpuSchedule", "CpuKernel", "Artifact", "build", "emit", "hero_schedule",
            "resolve", "suites", "search_space"]

@@ -113,7 +113,7 @@ def emit(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str
 
 
 def rendering(op: Any, variant: Variant, schedule: Any, host: Any, arch: str | None = None) -> Rendering:
-    from . import compiler as cc
+    from .. import host_compiler as cc
     from .render import render
 
     schedule.validate(op, host, variant)
@@ -131,10 +131,11 @@ def _bundled(source: str, name: str | None, flags: list[str] | None, recorded: d
     """Compile ``source`` with ``flags`` (None: Tracea's), or load ``binary``; the call interface comes
     from this Tracea's rendering of the op and schedule."""
     def build(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
-        from . import compiler as cc
+        from .. import host_compiler as cc
+        from ..artifact import Artifact
         from .registry import core_for
         from .render import render
-        from .runtime import Artifact, CpuKernel
+        from .runtime import CpuKernel
 
         schedule.validate(op, host, variant)
         rendered = render(op, variant.family, schedule)  # the runtime's call interface for this op
@@ -199,7 +200,7 @@ def load_binary(path: Path, arch: str | None, name: str | None, recorded: dict[s
 
 
 def compile_command(compiler: str, flags: list[str], source: str, binary: str) -> list[str] | None:
-    from .compiler import LINK_FLAGS
+    from ..host_compiler import LINK_FLAGS
 
     return [compiler, *flags, source, "-o", binary, *LINK_FLAGS]
 

@@ -11,8 +11,8 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.doctor.files import write_atomic
 from tracea.doctor.variants import Variant
 
+from .. import host_compiler as cc
 from ..schedule import CpuSchedule
-from . import compiler as cc
 from .registry import core_for
 from .render import Rendered, render
 from .variants import resolve
@@ -40,7 +40,8 @@ def _render_checked(op: Any, variant: Any, schedule: CpuSchedule, host: Any) -> 
 
 def build(op: Any, variant: Variant | str, schedule: CpuSchedule, host: Any):
     """Render, compile (cached by content hash) and load the kernel; raises a TraceaError, never a raw one."""
-    from .runtime import Artifact, CpuKernel
+    from ..artifact import Artifact
+    from .runtime import CpuKernel
 
     v = resolve(variant)
     compiler = cc.find_compiler(host)  # no compiler is its own error, before the requirement list says so

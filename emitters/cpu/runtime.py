@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,8 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError, LaunchError
 
-from .compiler import in_cache
+from ..artifact import Artifact
+from ..host_compiler import in_cache
 from .render import Rendered
 
 
@@ -32,7 +32,7 @@ def _rebuilt(artifact: Artifact, problem: str) -> Artifact:
     import dataclasses
     import os
 
-    from . import compiler as cc
+    from .. import host_compiler as cc
 
     try:
         inode = os.stat(artifact.binary).st_ino
@@ -43,34 +43,6 @@ def _rebuilt(artifact: Artifact, problem: str) -> Artifact:
     binary, hit, seconds = cc.compile_cached(artifact.source, name, list(artifact.flags),
                                              cc.Compiler(artifact.compiler, artifact.compiler_version))
     return dataclasses.replace(artifact, binary=str(binary), cache_hit=hit, compile_seconds=seconds)
-
-
-@dataclass(frozen=True)
-class Artifact:
-    """Everything needed to see, rebuild and replay one compiled kernel."""
-
-    name: str
-    op: dict[str, Any]
-    variant: str
-    schedule: dict[str, Any]
-    source: str
-    language: str
-    entry: str
-    compiler: str  # path
-    compiler_version: str
-    flags: tuple[str, ...]
-    binary: str  # path of the shared object
-    cache_hit: bool
-    compile_seconds: float
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name, "op": self.op, "variant": self.variant, "schedule": self.schedule,
-            "source": self.source, "language": self.language, "entry": self.entry, "compiler": self.compiler,
-            "compiler_version": self.compiler_version, "flags": list(self.flags), "binary": self.binary,
-            "cache_hit": self.cache_hit, "compile_seconds": self.compile_seconds, "metadata": self.metadata,
-        }
 
 
 class CpuKernel:

@@ -28,7 +28,8 @@ from .suite import suites
 from .variants import ALL_VARIANTS, VARIANTS, resolve
 
 if TYPE_CHECKING:
-    from .runtime import Artifact, CudaKernel
+    from ..artifact import Artifact
+    from .runtime import CudaKernel
 
 __all__ = ["VARIANTS", "ALL_VARIANTS", "CudaSchedule", "CudaKernel", "Artifact", "bank_conflict_drop", "build", "emit", "hero_schedule",
            "resolve", "suites", "schedule_from_json", "search_space", "tuning_features", "validate_schedule"]

@@ -128,9 +128,9 @@ def _bundled(source: str, name: str | None, recorded: dict[str, Any], binary: Pa
     ``binary`` loads when it was built for this GPU's architecture; the launch shape comes from the CUDA
     renderer."""
     def build_bundled(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
+        from ..artifact import Artifact
         from . import compiler as nv
         from .arch import target_of
-        from .runtime import Artifact
 
         target = target_of(host)  # this host's GPU (UnsupportedError without one)
         if binary is not None and arch != target.name:

@@ -114,7 +114,7 @@ def render(op: Any, schedule: Any, arch: Arch) -> tuple[Rendered, dict[str, floa
 def compile_kernel(op: Any, variant: Variant | str, schedule: Any, host: Any,
                    arch: str | Arch | None = None) -> tuple[Variant, Rendered, dict[str, Any], Any]:
     """Render and compile (cached); the Artifact-ready pieces. Works without a GPU when ``arch`` is named."""
-    from .runtime import Artifact
+    from ..artifact import Artifact
 
     v = resolve(variant)
     target = _arch(host, arch)

@@ -23,7 +23,7 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, CompileError, ToolchainMissingError
 from tracea.doctor.files import write_atomic
 
-from ..cpu.compiler import check_kernel_name, discard_cached, elf_problem
+from ..host_compiler import check_kernel_name, discard_cached, elf_problem
 
 INSTALL_HINT = ("install the CUDA extra: `pip install 'tracea[cuda]'` (cuda-core with cuda-bindings and "
                 "nvidia-cuda-nvrtc); no nvcc or driver is needed to compile")
@@ -72,7 +72,7 @@ def find_nvrtc() -> Nvrtc:
 
 
 def cache_dir() -> Path:
-    from ..cpu.compiler import cache_dir as backend_cache_dir
+    from ..host_compiler import cache_dir as backend_cache_dir
 
     return backend_cache_dir("cuda")
 

@@ -174,7 +174,7 @@ def native_replay() -> Any:
         fn = None
         if os.environ.get("TRACEA_NATIVE_LAUNCH", "1") != "0":
             try:
-                from ..cpu.compiler import compile_cached, find_compiler
+                from ..host_compiler import compile_cached, find_compiler
 
                 path, _, _ = compile_cached(REPLAY_C, "tr_launch_replay", ["-O2", "-shared", "-fPIC", "-std=c11"],
                                             find_compiler())

@@ -21,7 +21,7 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError, LaunchError, UnsupportedError
 
-from ..cpu.runtime import Artifact  # the same record for every backend (language="cuda", binary: the cubin)
+from ..artifact import Artifact  # the same record for every backend (language="cuda", binary: the cubin)
 from ..timing import HOLD_CYCLES, Timing, _p95
 from . import launches
 from .render import Rendered

@@ -164,7 +164,7 @@ def _evil_tools(evil, marker):
 def test_compare_debug_really_runs_a_program_named_by_its_value(tmp_path, monkeypatch):
     """The control for -fcompare-debug=-B...: handed to gcc, its value is a second compile's flags, and a
     -B there runs the `cc1` of that folder (so refusing it is not only caution)."""
-    from tracea.emitters.cpu import compiler as cc
+    from tracea.emitters import host_compiler as cc
 
     compiler = cc.find_compiler()
     if "clang" in compiler.version.lower():
@@ -183,7 +183,7 @@ def test_compare_debug_really_runs_a_program_named_by_its_value(tmp_path, monkey
 
 def test_the_wrapper_flag_is_really_dangerous(tmp_path, monkeypatch):
     """The control: handed to the compiler, -wrapper runs its command (so the test above can fail)."""
-    from tracea.emitters.cpu import compiler as cc
+    from tracea.emitters import host_compiler as cc
 
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
     marker = tmp_path / "PWNED"
@@ -236,7 +236,7 @@ def test_refused_flags(flag):
 @pytest.mark.parametrize("name", ["../../../../../outside/PWN", "../x", "a/b", "", "1abc", "a b", "x" * 200, "é"])
 def test_compiler_layer_refuses_names_that_are_not_identifiers(tmp_path, monkeypatch, name):
     """Defence in depth: the compile caches refuse such a name themselves, before writing anything."""
-    from tracea.emitters.cpu import compiler as cc
+    from tracea.emitters import host_compiler as cc
     from tracea.emitters.cuda import compiler as nv
 
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))

@@ -64,6 +64,12 @@ class Backend(Protocol):
     """The language of the sources it compiles, as its artifacts record it ("c", "cuda"): an IR dump's
     compile command and a bundle's kernels are matched to their backend by it."""
 
+    SOURCE_SUFFIX: str
+    """The suffix of its kernels' source files, with the dot (".c", ".cu", ".hip"): its renderer's
+    ``file_suffix``. The one place a source's suffix is known: ``emit`` names the source with it, an IR dump
+    names ``03_source`` with it (``registry.by_language``: ".txt" for a language no backend compiles), and
+    the evidence commands pick the source out of what ``emit`` wrote by it."""
+
     COMPILES_BUNDLED_FLAGS: bool
     """True when ``build_from_source`` compiles with the bundle's own compiler flags (replay screens them
     through an allow-list first); False when the backend always compiles with its own options."""

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.kernels import DType
 
 # 2: per-package prefixes (symbols, macros, guards, namespace), const input views (TraceaConstTensorView),
 # the shared types guarded once per translation unit, tracea_view() an inline function of the header.
 ABI_VERSION = 2
 MAX_DIMS = 8
-DTYPES = {"fp32": ("TRACEA_DTYPE_F32", 4), "fp16": ("TRACEA_DTYPE_F16", 2), "bf16": ("TRACEA_DTYPE_BF16", 2)}
+DTYPES = {"fp32": "TRACEA_DTYPE_F32", "fp16": "TRACEA_DTYPE_F16", "bf16": "TRACEA_DTYPE_BF16"}  # the ABI's dtype codes
 EXPORTABLE = ("gemm", "conv2d", "softmax", "attention")
 
 # ------------------------------------------------------------------------------------------- the prefix
@@ -284,7 +285,7 @@ extern "C" {{
 {COMMON_H}
 #define {m}_ABI_VERSION {ABI_VERSION}  /* {api("abi_version")}() of the library must equal it */
 
-/* The exported shapes as stored (dtype {DTYPES[launcher.dtype][0]}; a 'col' layout is the row-major transpose). */
+/* The exported shapes as stored (dtype {DTYPES[launcher.dtype]}; a 'col' layout is the row-major transpose). */
 {shapes}
 
 int {api("abi_version")}(void);
@@ -466,7 +467,7 @@ def abi_c(launcher: Launcher) -> str:
 
 def checks_c(launcher: Launcher) -> str:
     """The launcher's opening lines: clear the error, check each view, then that out overlaps no input."""
-    code, esize = DTYPES[launcher.dtype]
+    code, esize = DTYPES[launcher.dtype], DType(launcher.dtype).itemsize
     fn = launcher.name
     lines = [f"    {launcher.api('clear_error')}();"]
     for t in launcher.tensors:

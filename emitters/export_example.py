@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracea.kernels import DType
 from tracea.kernels.epilogue import GELU_C0, GELU_C1, statements
 
 from .cstyle import C_REFERENCE
@@ -137,8 +138,8 @@ REFERENCES = {"gemm": _gemm_reference, "conv2d": _conv_reference, "softmax": _so
 
 
 def _main(launcher: Launcher, tolerance: float) -> str:
-    code = DTYPES[launcher.dtype][0]
-    esize = DTYPES[launcher.dtype][1]
+    code = DTYPES[launcher.dtype]
+    esize = DType(launcher.dtype).itemsize
     ts = launcher.tensors
     api = launcher.api
     decl = "\n".join(f"    static const int64_t shape_{t.name}[] = {launcher.shape_macro(t)}_SHAPE;" for t in ts)

@@ -38,13 +38,6 @@ from tracea.doctor.errors import BadInputError
 
 IntOrArray = TypeVar("IntOrArray", int, np.ndarray)
 
-DTYPE_BYTES: dict[str, int] = {
-    "fp8": 1, "e4m3": 1, "e5m2": 1, "int8": 1, "uint8": 1,
-    "fp16": 2, "f16": 2, "half": 2, "bf16": 2, "int16": 2,
-    "fp32": 4, "f32": 4, "tf32": 4, "int32": 4,
-    "fp64": 8, "f64": 8, "int64": 8,
-}
-
 
 def _require_int(name: str, value: object, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < minimum:

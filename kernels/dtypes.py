@@ -42,6 +42,25 @@ ALIASES = {
     "bf16": DType.BF16, "bfloat16": DType.BF16,
 }
 
+# Element types the IR does not compute in, whose size a shared-memory layout still needs (``tracea bank-sim
+# --dtype``). The IR's own types are not here: their size is ``DType.itemsize``, by any of their ALIASES.
+STORAGE_ONLY_BYTES: dict[str, int] = {
+    "fp8": 1, "e4m3": 1, "e5m2": 1, "int8": 1, "uint8": 1, "int16": 2,
+    "tf32": 4, "int32": 4, "fp64": 8, "f64": 8, "int64": 8,
+}
+ELEMENT_NAMES: tuple[str, ...] = (*ALIASES, *STORAGE_ONLY_BYTES)  # every name element_bytes knows
+
+
+def element_bytes(name: str | DType) -> int | None:
+    """Bytes per element of the type ``name``: an IR type by any of its names (``DType.itemsize``) or a type
+    the IR only stores (``STORAGE_ONLY_BYTES``); None for a name neither knows. The one table of element
+    sizes: emitters and commands ask here rather than keep their own."""
+    if isinstance(name, DType):
+        return name.itemsize
+    key = str(name).strip().lower()
+    dtype = ALIASES.get(key)
+    return dtype.itemsize if dtype is not None else STORAGE_ONLY_BYTES.get(key)
+
 
 def parse_dtype(value: str | DType, field: str = "dtype") -> DType:
     if isinstance(value, DType):

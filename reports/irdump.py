@@ -8,7 +8,8 @@ writes into ``dir/<index:04d>_<kernel name>/``:
     00_op.json            the operation (L2), ``op.to_json()``
     01_decision.json      the decision engine's ranking and choice (L3), ``decision.to_json()``
     02_schedule.json      the schedule (L4), ``schedule.to_json()``
-    03_source.<ext>       the rendered source exactly as compiled (.c, .cu; .ptx for PTX text)
+    03_source.<ext>       the rendered source exactly as compiled, named with its backend's SOURCE_SUFFIX
+                          (.c, .cu, .hip; .txt for a language no registered backend compiles)
     04_compile.json       compiler, version, flags, the command, cache hit, seconds, the log when kept
     05_binary.<ext>       the binary (.so, .cubin or .ptx) when one was built
     06_sass.txt           CUDA only, when cuobjdump or nvdisasm is installed
@@ -35,7 +36,6 @@ from tracea.doctor.files import write_atomic
 
 from .runs import Run
 
-SOURCE_EXT = {"c": "c", "cuda": "cu", "cu": "cu", "ptx": "ptx", "hip": "hip", "metal": "metal"}
 DESIGN_KEYS = {
     "tile": ("M", "N", "K", "stages"),
     "fragments": ("mma", "dtype_in", "dtype_acc"),
@@ -92,20 +92,29 @@ def kernel_metadata(artifact: Any, op: Any = None) -> dict[str, Any]:
     return out
 
 
+def source_suffix(language: str | None) -> str:
+    """The suffix of a source in ``language`` (an artifact's): the ``SOURCE_SUFFIX`` of the backend that
+    compiles it (emitters/backend.py), or ".txt" for a language no registered backend compiles."""
+    from tracea.emitters.registry import by_language
+
+    backend = by_language(language)
+    return backend.SOURCE_SUFFIX if backend is not None else ".txt"
+
+
 def compile_record(artifact: Any) -> dict[str, Any]:
     """What 04_compile.json holds: how the binary was (or would be) made."""
     from tracea.emitters.registry import by_language
     language = field(artifact, "language")
     flags = list(field(artifact, "flags") or [])
     compiler = field(artifact, "compiler")
-    ext = SOURCE_EXT.get(language or "", "txt")
     binary = field(artifact, "binary")
     command = None
     backend = by_language(language)
     if backend is not None and compiler:
         # the command as it runs in the dump folder, on the dumped source (None: the compiler runs in-process)
         suffix = Path(str(binary)).suffix if binary else ""
-        command = backend.compile_command(compiler, flags, f"03_source.{ext}", f"05_binary{suffix or '.so'}")
+        command = backend.compile_command(compiler, flags, f"03_source{backend.SOURCE_SUFFIX}",
+                                          f"05_binary{suffix or '.so'}")
     meta = field(artifact, "metadata") or {}
     log = field(artifact, "log") or (meta.get("compile_log") if isinstance(meta, dict) else None) \
         or (meta.get("log") if isinstance(meta, dict) else None)
@@ -168,7 +177,7 @@ def dump_kernel(dir: str | Path, op: Any, decision: Any, schedule: Any, artifact
     language = (field(artifact, "language") if artifact is not None else None) or language or "c"
     text = (field(artifact, "source") if artifact is not None else None) or source
     if text is not None:
-        files.append((f"03_source.{SOURCE_EXT.get(language, 'txt')}", text))
+        files.append((f"03_source{source_suffix(language)}", text))
     if artifact is not None:
         files.append(("04_compile.json", dumps(compile_record(artifact))))
     written: list[Path] = []

@@ -191,14 +191,14 @@ def bench_result_json(result: Any) -> dict[str, Any]:
 
 
 def _emitted_source(mod: Any, op: Any, variant: Any, schedule: Any, host: Any) -> tuple[str | None, str | None]:
-    """The source the backend would compile, through its public ``emit`` (for a build that failed)."""
-    exts = {".c": "c", ".cu": "cuda", ".ptx": "ptx"}
+    """The source the backend would compile, through its public ``emit`` (for a build that failed): the
+    file named with the backend's ``SOURCE_SUFFIX``, in the backend's ``LANGUAGE``."""
     try:
         with tempfile.TemporaryDirectory(prefix="tracea-emit-") as tmp:
             for path in mod.emit(op, variant, schedule, host, tmp):
                 path = Path(path)
-                if path.suffix in exts:
-                    return path.read_text(), exts[path.suffix]
+                if path.suffix == mod.SOURCE_SUFFIX:
+                    return path.read_text(), mod.LANGUAGE
     except Exception:  # noqa: BLE001 - nothing to show is acceptable; the build's error is what matters
         pass
     return None, None

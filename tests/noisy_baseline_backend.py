@@ -15,6 +15,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - the backend protocol, as 
     LANGUAGE,
     MEMBER_RESOURCES,
     ON_DEVICE,
+    SOURCE_SUFFIX,
     VARIANTS,
     FaultSchedule,
     bench_on_device,

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tracea.emitters.export_abi import ABI_VERSION, DTYPES, default_prefix, prefix_problem
+from tracea.kernels import DType
 
 ROOT = Path(__file__).parent.parent
 CMAKE = shutil.which("cmake")
@@ -218,7 +219,8 @@ def _includes(manifests: list[dict], header: str) -> str:
 
 def _run_one(m: dict, language: str) -> str:
     """The body that uploads one package's inputs, calls it, and writes its output (C or C++)."""
-    p, kind, (code, esize) = m["prefix"], m["op"]["op"], DTYPES[m["op"]["dtype"]]
+    p, kind, code = m["prefix"], m["op"]["op"], DTYPES[m["op"]["dtype"]]
+    esize = DType(m["op"]["dtype"]).itemsize
     names = list(m["tensors"])
     lines = []
     for t in names:
@@ -295,7 +297,7 @@ def program_cpp(manifests: list[dict], memory: str = HOST_MEMORY) -> str:
     names = list(first["tensors"])
     shapes = {t: list(first["tensors"][t]) for t in names}
     shapes[names[0]][0] += 1  # a wrong shape for the first input
-    code = DTYPES[first["op"]["dtype"]][0]
+    code = DTYPES[first["op"]["dtype"]]
     bad = "\n".join(f"        auto w_{t} = tracea::view({'d' if t == 'out' else 'static_cast<const void*>(d)'}, "
                     f"{code}, {{{', '.join(map(str, shapes[t]))}}});" for t in names)
     return f"""#include <cstdint>
@@ -876,7 +878,7 @@ def _param_kinds(ptx: str, entry: str) -> str:
 def _run_on_fake_driver(tmp_path: Path, pkg: Path, m: dict, library: list[Path], inc: Path, **env: str) -> str:
     """A program that calls the package's launcher three times over fixed device addresses (then once more
     with C's address 8 bytes off, and once with A's), run on the stand-in driver; its output."""
-    p, kind, code = m["prefix"], m["op"]["op"], DTYPES[m["op"]["dtype"]][0]
+    p, kind, code = m["prefix"], m["op"]["op"], DTYPES[m["op"]["dtype"]]
     names = list(m["tensors"])
     views = "\n".join(
         f"    static const int64_t s_{t}[] = {p.upper()}_{t.upper()}_SHAPE;\n"

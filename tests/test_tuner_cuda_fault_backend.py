@@ -80,6 +80,7 @@ NAME = "cuda-faulty"
 ON_DEVICE = False
 DEVICE = "cuda:0"
 LANGUAGE = "cuda"
+SOURCE_SUFFIX = ".cu"
 
 
 def resolve(variant: Any) -> Variant:

@@ -94,6 +94,7 @@ NAME = "faulty"
 ON_DEVICE = False  # forked verification, host timers, the host baseline
 DEVICE = "cpu"
 LANGUAGE = "c"
+SOURCE_SUFFIX = ".c"
 COMPILES_BUNDLED_FLAGS = False
 
 

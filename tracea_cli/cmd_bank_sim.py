@@ -77,20 +77,22 @@ def _read_pattern(path: Path, model: str) -> AccessBatch:
 
 def _parse_layout(shape: str, dtype: str, order: str, pad: int, swizzle: str):
     from tracea.doctor.errors import BadInputError
-    from tracea.emitters.layout import DTYPE_BYTES, TileLayout, parse_swizzle
+    from tracea.emitters.layout import TileLayout, parse_swizzle
+    from tracea.kernels.dtypes import ELEMENT_NAMES, element_bytes
 
     parts = shape.lower().split("x")
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
         raise BadInputError(f"--layout {shape!r} is not ROWSxCOLS", "e.g. --layout 128x64")
-    if dtype.lower() not in DTYPE_BYTES:
-        raise BadInputError(f"unknown --dtype {dtype!r}", f"use one of {', '.join(DTYPE_BYTES)}")
+    elem = element_bytes(dtype)
+    if elem is None:
+        raise BadInputError(f"unknown --dtype {dtype!r}", f"use one of {', '.join(ELEMENT_NAMES)}")
     rows, cols = int(parts[0]), int(parts[1])
     from tracea.emitters.bank_sim import MAX_ADDRESS
 
-    if rows * (cols + max(pad, 0)) * DTYPE_BYTES[dtype.lower()] > MAX_ADDRESS:  # said before sweeping it
+    if rows * (cols + max(pad, 0)) * elem > MAX_ADDRESS:  # said before sweeping it
         raise BadInputError(f"--layout {shape}: the tile is larger than {MAX_ADDRESS} bytes; shared memory is "
                             "smaller (an SM has at most 228 KiB)")
-    return TileLayout(rows, cols, DTYPE_BYTES[dtype.lower()], order, pad, parse_swizzle(swizzle))
+    return TileLayout(rows, cols, elem, order, pad, parse_swizzle(swizzle))
 
 
 MODEL_HELP = ("nvidia (32-lane warps; rules measured on an H100) or cdna (AMD CDNA2/CDNA3 LDS, 64-lane wavefronts; "

@@ -326,8 +326,7 @@ def dump_emitted(op: Any, decision: Any, variant: Any, schedule: Any, host: Any,
     from tracea.reports.irdump import dump_kernel
 
     files = [Path(p) for p in emitted]
-    exts = {".c": "c", ".cu": "cuda", ".ptx": "ptx", ".hip": "hip"}
-    src = next((p for p in files if p.suffix in exts), None)
+    src = next((p for p in files if p.suffix == mod.SOURCE_SUFFIX), None)
     binary = next((p for p in files if p.suffix in (".cubin", ".so", ".hsaco", ".co", ".metallib")), None)
     if binary is None:
         try:
@@ -338,7 +337,7 @@ def dump_emitted(op: Any, decision: Any, variant: Any, schedule: Any, host: Any,
     log_file = next((p for p in files if p.suffix == ".log"), None)
     meta = (yaml.safe_load(meta_file.read_text()) if meta_file else None) or {}
     artifact = {"name": meta.get("name") or (src.stem if src else None), "source": src.read_text() if src else None,
-                "language": exts.get(src.suffix) if src else None, "metadata": meta, "variant": variant.id,
+                "language": mod.LANGUAGE if src else None, "metadata": meta, "variant": variant.id,
                 "binary": str(binary) if binary else None, "entry": meta.get("entry") or meta.get("kernel"),
                 "flags": meta.get("flags"),
                 "compiler": meta.get("compiler"), "compiler_version": meta.get("compiler_version"),

@@ -16,6 +16,7 @@ from ..schedule import CpuSchedule
 from .build import build, hero_schedule
 from .build import emit as _emit
 from .export import export
+from .isa import CpuIsa
 from .space import search_space
 from .suite import suites
 from .variants import VARIANTS, resolve
@@ -24,10 +25,11 @@ NAME = "cpu"
 ON_DEVICE = False
 DEVICE = "cpu"
 LANGUAGE = "c"
+SOURCE_SUFFIX = CpuIsa.file_suffix  # ".c"
 COMPILES_BUNDLED_FLAGS = True  # a bundle's gcc/clang flags: replay screens them first
 LOAD_TIMEOUT_S = 60.0  # a bundled binary loaded in a child first (--binary): how long its loading may take
 
-__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host",
+__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "SOURCE_SUFFIX", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host",
            "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "vendor_on_device",

@@ -13,6 +13,7 @@ from tracea.doctor.variants import Variant
 
 from .. import host_compiler as cc
 from ..schedule import CpuSchedule
+from .isa import CpuIsa
 from .registry import core_for
 from .render import Rendered, render
 from .variants import resolve
@@ -78,7 +79,7 @@ def emit(op: Any, variant: Variant | str, schedule: CpuSchedule, host: Any, out_
     except Exception:  # noqa: BLE001 - emitting needs no compiler; the command names a generic one
         compiler = None
     flags = [*cc.BASE_FLAGS, *r.flags]
-    src = out / f"{r.name}.c"
+    src = out / f"{r.name}{CpuIsa.file_suffix}"
     cmd = cc.command(compiler or cc.Compiler("cc", "unknown"), flags, src.name, f"{r.name}.so")
     meta = {"variant": v.id, "op": op.to_json(), **r.metadata, "entry": r.entry, "buffers": list(r.buffers)}
     files = {

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracea.kernels import DType
+
 from ..schedule import FAMILY_REGISTERS, CpuSchedule
 from .gemm_core import IN_CONVERT, VEC_SUFFIX, CoreSpec, _epilogue
 from .isa import CpuIsa
@@ -29,12 +31,11 @@ from .isa import CpuIsa
 # 19.3 / 30.7 / 23.1; 32 x 4096 x 14336 21.8 / 34.5 / 33.3; col-major B 32 x 4096 x 4096 6.19 / 16.2 / 8.81;
 # 48 rows still ahead of the blocked core (8.53 / 10.27 / 8.82) but no longer of NumPy; 64: 11.3 / 12.1 / 10.1.
 MAX_M = 32
-ELEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
 def _lines(nelems: int, dtype: str) -> range:
     """Element offsets of the 64-byte lines that ``nelems`` consecutive elements cover."""
-    return range(0, nelems, max(1, 64 // ELEM_BYTES[dtype]))
+    return range(0, nelems, max(1, 64 // DType(dtype).itemsize))
 
 
 def _row_kernel(isa: CpuIsa, s: CpuSchedule, dtype: str, r: int, tail: bool) -> str:
@@ -119,7 +120,7 @@ def _col_kernel(isa: CpuIsa, s: CpuSchedule, dtype: str, r: int) -> str:
     u_n = s.unroll
     lines.append(f"    for (; k + {u_n * vl} <= ke; k += {u_n * vl}) {{")
     if s.prefetch:
-        dist = s.prefetch * 4 * (64 // ELEM_BYTES[dtype])
+        dist = s.prefetch * 4 * (64 // DType(dtype).itemsize)
         lines += [f"        __builtin_prefetch(b{j} + k + {dist + off}, 0, 0);"
                   for j in range(cols) for off in _lines(u_n * vl, dtype)]
     for u in range(u_n):

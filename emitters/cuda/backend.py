@@ -16,6 +16,7 @@ from ..backend import Builder, Rendering
 from . import bank_conflict_drop  # the optional hooks the tuner looks up: bank_conflict_drop, tuning_features
 from .build import build, hero_schedule, schedule_from_json, search_space, tuning_features, validate_schedule
 from .export import export
+from .render import CudaRenderer
 from .suite import suites
 from .variants import VARIANTS, resolve
 
@@ -23,13 +24,14 @@ NAME = "cuda"
 ON_DEVICE = True
 DEVICE = "cuda:0"
 LANGUAGE = "cuda"
+SOURCE_SUFFIX = CudaRenderer.file_suffix  # ".cu"
 COMPILES_BUNDLED_FLAGS = False  # NVRTC always runs with Tracea's options for this GPU
 
 # the ceiling (doctor/ceilings.py) a CUDA kernel of each dtype is bounded by: tensor cores for 16-bit types
 COMPUTE_METRIC = {"fp32": "fp32_flops", "fp16": "fp16_tensor_flops", "bf16": "bf16_tensor_flops",
                   "tf32": "tf32_tensor_flops", "fp64": "fp64_flops", "int8": "int8_tensor_flops"}
 
-__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host", "compute_metric", "environment",
+__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "SOURCE_SUFFIX", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host", "compute_metric", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "vendor_on_device",
            "suites", "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members", "tuning_features", "bank_conflict_drop"]

@@ -26,18 +26,20 @@ from .build import (  # bank_conflict_drop: the optional hook the tuner looks up
     target_for,
     validate_schedule,
 )
+from .render import HipRenderer
 from .variants import CDNA, VARIANTS
 
 NAME = "hip"
 ON_DEVICE = True
 DEVICE = "hip:0"
 LANGUAGE = "hip"
+SOURCE_SUFFIX = HipRenderer.file_suffix  # ".hip"
 COMPILES_BUNDLED_FLAGS = False  # hipcc always runs with Tracea's options for the GPU's target
 MEMBER_RESOURCES = {"num_gpus": 1, "num_cpus": 1}
 NO_GPU_HINT = ("on an AMD Instinct machine with ROCm; elsewhere `tracea emit ... --backend hip --arch gfx90a` "
                "builds the code object")
 
-__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "COMPILES_BUNDLED_FLAGS", "resolve", "present",
+__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "SOURCE_SUFFIX", "COMPILES_BUNDLED_FLAGS", "resolve", "present",
            "runs_kernels", "device_name", "target_host", "compute_metric", "environment", "schedule_from_json",
            "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "vendor_on_device", "suites",

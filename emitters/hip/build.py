@@ -19,6 +19,7 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 
 from . import gemm as g
 from . import softmax as sm
+from .render import HipRenderer
 from .variants import VARIANTS
 
 HipSchedule = g.HipGemmSchedule | sm.HipSoftmaxSchedule
@@ -216,7 +217,7 @@ def emit(op: Any, variant: Any, schedule: Any, host: Any, out_dir: str | Path, a
     try:
         out.mkdir(parents=True, exist_ok=True)
         files: dict[Path, str | bytes] = {
-            out / f"{ln.name}.hip": ln.source,
+            out / f"{ln.name}{HipRenderer.file_suffix}": ln.source,
             out / f"{ln.name}-{target}.co": obj.bundle.read_bytes(),
             out / f"{ln.name}-{target}.s": asm,
             out / "schedule.json": json.dumps(schedule.to_json(), indent=2) + "\n",

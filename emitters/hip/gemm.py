@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracea.doctor.errors import BadInputError
+from tracea.kernels import DType
 from tracea.kernels.epilogue import statements
 
 from .mfma import INSTRUCTIONS, Mfma, c_expr
@@ -65,7 +66,7 @@ class HipGemmSchedule:
     def lds_bytes(self, dtype: str = "bf16") -> int:
         """The two LDS buffers of A and B. The NVIDIA prelude gives them as dynamic shared memory and adds its
         software MFMA's static scratch, 1 KiB a wavefront at most: every valid schedule runs there."""
-        return 2 * (4 if dtype == "fp32" else 2) * (self.bm + self.bn) * (self.bk + self.pad)
+        return 2 * DType(dtype).itemsize * (self.bm + self.bn) * (self.bk + self.pad)
 
     def validate(self, dtype: str = "bf16") -> None:
         if min(self.bm, self.bn, self.bk, self.waves_m, self.waves_n) < 1:
@@ -179,7 +180,7 @@ typedef tr_elem T;
     for (int j = 0; j < {tn}; ++j)
 #pragma unroll
       for (int v = 0; v < 16; ++v) TR_ACC(acc[i][j], v) = 0.0f;
-""" + _staging(s, a_per, b_per, kind, 4 if mf.dtype == "fp32" else 2) + _mainloop(s, tm, tn, row, kk, mf) + _epilogue(tm, tn, row, drow, chain)
+""" + _staging(s, a_per, b_per, kind, DType(mf.dtype).itemsize) + _mainloop(s, tm, tn, row, kk, mf) + _epilogue(tm, tn, row, drow, chain)
 
 
 def a_staging(s: HipGemmSchedule, esize: int) -> tuple[bool, int]:

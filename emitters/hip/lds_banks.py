@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from tracea.doctor.errors import BadInputError
+from tracea.kernels import DType
 
 from ..bank_access import WAVEFRONT, AccessBatch
 from ..bank_sim import simulate
 
-ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 KINDS = ("A fragment read", "B fragment read", "A staging store", "B staging store")
 READS = KINDS[:2]
 
@@ -79,12 +79,12 @@ def _staging_stores(s: Any, elem: int) -> dict[str, AccessBatch]:
 def gemm_lds_accesses(s: Any, dtype: str = "bf16", fragment_vector: bool = True) -> dict[str, AccessBatch]:
     """One k tile's LDS instructions of one workgroup of ``s`` (a HipGemmSchedule), by kind (``KINDS``), as
     CDNA wavefront instructions."""
-    from .gemm import instruction
+    from .gemm import DTYPES, instruction
 
-    if dtype not in ELEM_BYTES:
-        raise BadInputError(f"dtype: the HIP MFMA GEMM takes {', '.join(ELEM_BYTES)}, not {dtype}")
+    if dtype not in DTYPES:
+        raise BadInputError(f"dtype: the HIP MFMA GEMM takes {', '.join(DTYPES)}, not {dtype}")
     s.validate(dtype)
-    elem = ELEM_BYTES[dtype]
+    elem = DType(dtype).itemsize
     return {**_fragment_reads(s, instruction(dtype), elem, fragment_vector), **_staging_stores(s, elem)}
 
 

@@ -177,3 +177,15 @@ def test_no_backend_imports_another_backends_modules():
             if other is not None and other != own and (mod, t) not in ALLOWED_CROSSINGS:
                 crossings.append(f"{mod} -> {t}")
     assert not crossings, "\n".join(sorted(crossings))
+
+
+def test_no_build_module_branches_on_the_op_kind():
+    """Each backend's build.py asks the op's core (its registry) for every step: no comparison with
+    ``<something>.kind`` there, so an op is added by its core file and a registry line, not by branches."""
+    branches = []
+    for path in sorted((ROOT / "emitters").glob("*/build.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and any(
+                    isinstance(side, ast.Attribute) and side.attr == "kind" for side in (node.left, *node.comparators)):
+                branches.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not branches, branches

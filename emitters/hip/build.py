@@ -1,17 +1,13 @@
 """The HIP backend's kernels for Tracea's ops (issue 19): schedules (JSON, heuristic, search space), one
 launch description per op that every runner uses (``launch``: source, grid, block and arguments), and
-``emit``, which needs only hipcc: the source, the code object, its disassembly and its resources.
-
-GEMM and conv2d (NHWC, groups 1) run on the MFMA GEMM body (gemm.py) in bf16, fp16 or fp32 with the fused
-epilogue; softmax on softmax.py. The heuristic fills the GPU's compute units with tiles before it makes
-them large (a CU count from the doctor's AMD report, 104 (an MI210) where it has none).
+``emit``, which needs only hipcc: the source, the code object, its disassembly and its resources. Each step
+asks the op's core (cores.py: one line per op kind), so nothing here branches on the op. The heuristic sees
+the GPU's compute units (a CU count from the doctor's AMD report, 104 (an MI210) where it has none).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +15,12 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 
 from . import gemm as g
 from . import softmax as sm
+from .cores import PADS, Launch, core_for
 from .render import HipRenderer
 from .variants import VARIANTS
 
 HipSchedule = g.HipGemmSchedule | sm.HipSoftmaxSchedule
 DEFAULT_CUS = 104
-# LDS row pads whose fragment reads the CDNA bank model (emitters/hip/lds_banks.py) finds conflict-free on
-# every heuristic tile: 4 for 16-bit rows (an LD of 4 mod 8 elements), 1 for fp32 (an odd LD)
-HERO_PAD = {"bf16": 4, "fp16": 4, "fp32": 1}
-PADS = {"bf16": (0, 4, 8, 12), "fp16": (0, 4, 8, 12), "fp32": (0, 1, 4, 5)}
-TILES = ((128, 128, 2, 2), (64, 128, 1, 2), (128, 64, 2, 1), (64, 64, 1, 1), (32, 64, 1, 2), (32, 32, 1, 1))
 
 
 def resolve(variant: Any) -> Any:
@@ -53,22 +45,9 @@ def schedule_from_json(d: dict[str, Any]) -> HipSchedule:
     return cls(**fields)
 
 
-def _gemm_shape(op: Any) -> tuple[int, int]:
-    return (op.gemm_m, op.gemm_n) if op.kind == "conv2d" else (op.m, op.n)
-
-
 def check_op(op: Any) -> None:
-    """``UnsupportedError`` for an op these kernels do not compute, saying what they do."""
-    dtype = op.dtype.value
-    if op.kind in ("gemm", "conv2d") and dtype not in g.DTYPES:
-        raise UnsupportedError(f"the HIP MFMA kernels compute {', '.join(g.DTYPES)}, not {dtype}")
-    if op.kind == "conv2d" and (op.layout != "nhwc" or op.groups != 1):
-        raise UnsupportedError("the HIP conv computes NHWC convolutions with groups 1",
-                               "--layout nhwc; grouped convolutions run on another backend")
-    if op.kind == "softmax" and dtype not in sm.STORE:
-        raise UnsupportedError(f"the HIP softmax computes fp32, bf16 or fp16, not {dtype}")
-    if op.kind not in ("gemm", "conv2d", "softmax"):
-        raise UnsupportedError(f"the HIP backend has no {op.kind} kernel")
+    """``UnsupportedError`` for an op these kernels do not compute, saying what they do (the op's core)."""
+    core_for(op)
 
 
 def amd_gpus(host: Any) -> list[Any]:
@@ -82,89 +61,26 @@ def compute_units(host: Any) -> int:
 
 
 def hero_schedule(op: Any, variant: Any, host: Any) -> HipSchedule:
-    """The largest tile that still gives every compute unit a workgroup (else the one with the most
-    workgroups); bk 32 for the small tiles, whose K loop is otherwise short of MFMAs; a workgroup of 4 rows
-    for softmax unless that leaves CUs idle."""
-    check_op(op)
-    cus = compute_units(host)
-    if op.kind == "softmax":
-        return sm.HipSoftmaxSchedule(4 if op.rows >= 4 * cus else 1)
-    m, n = _gemm_shape(op)
-    best = None
-    pad = HERO_PAD[op.dtype.value]
-    for bm, bn, wm, wn in TILES:
-        s = g.HipGemmSchedule(bm, bn, 16 if bm * bn >= 128 * 64 else 32, wm, wn, pad)
-        tiles = -(-m // bm) * -(-n // bn)
-        if tiles >= cus:
-            return s
-        best = best if best and best[0] >= tiles else (tiles, s)
-    return best[1]  # type: ignore[index]
+    """The op's core's heuristic for this GPU's compute units (cores.py)."""
+    return core_for(op).hero(op, compute_units(host))  # type: ignore[no-any-return]
 
 
 def validate_schedule(op: Any, variant: Any, schedule: Any, host: Any) -> None:
-    check_op(op)
-    want = sm.HipSoftmaxSchedule if op.kind == "softmax" else g.HipGemmSchedule
-    if not isinstance(schedule, want):
-        raise BadInputError(f"a {op.kind} on HIP takes a {want.__name__}, not {type(schedule).__name__}")
-    schedule.validate() if op.kind == "softmax" else schedule.validate(op.dtype.value)
+    core = core_for(op)
+    if not isinstance(schedule, core.schedule):
+        raise BadInputError(f"a {op.kind} on HIP takes a {core.schedule.__name__}, not {type(schedule).__name__}")
+    core.validate(op, schedule)
 
 
 def search_space(op: Any, variant: Any, host: Any) -> list[HipSchedule]:
-    """Every schedule that builds for ``op``, the heuristic's first: tiles of 32-256 over 1-8 wavefronts,
-    bk 8-64 and four LDS pads (``PADS``: GEMM and conv); 1-8 rows a workgroup (softmax)."""
-    hero = hero_schedule(op, variant, host)
-    if op.kind == "softmax":
-        return [hero, *(sm.HipSoftmaxSchedule(r) for r in range(1, 9) if r != hero.rows_per_group)]
-    out = [hero]
-    tiles = (32, 64, 128, 256)
-    for bm, bn, wm, wn, bk, pad in itertools.product(tiles, tiles, (1, 2, 4), (1, 2, 4), (8, 16, 32, 64),
-                                                     PADS[op.dtype.value]):
-        s = g.HipGemmSchedule(bm, bn, bk, wm, wn, pad)
-        try:
-            s.validate(op.dtype.value)
-        except BadInputError:
-            continue
-        if s != hero:
-            out.append(s)
-    return out
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel ready for any runner: its source for ``target`` ("amd" or "nvidia"), grid, block, and
-    arguments in order: ("in", input name), ("out", None), ("null", None), ("i32", value), ("f32", value);
-    ``dynamic_smem``: the bytes of dynamic shared memory a launch must give (the NVIDIA prelude's LDS)."""
-
-    name: str
-    source: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    args: tuple[tuple[str, Any], ...]
-    dynamic_smem: int = 0
-
-
-def _operand(inputs_needed: tuple[str, ...], name: str) -> tuple[str, Any]:
-    return ("in", name) if name in inputs_needed else ("null", None)
+    """Every schedule that builds for ``op``, the heuristic's first (the op's core's space)."""
+    core = core_for(op)
+    return core.space(op, core.hero(op, compute_units(host)))  # type: ignore[no-any-return]
 
 
 def launch(op: Any, schedule: Any, target: str) -> Launch:
     """The kernel that computes ``op`` with ``schedule``, rendered for ``target``."""
-    check_op(op)
-    dtype, needs = op.dtype.value, tuple(op.shapes())
-    if op.kind == "softmax":
-        return Launch(sm.KERNEL, sm.render(dtype, schedule, target), sm.grid(op.rows, schedule),
-                      (schedule.threads, 1, 1), (("in", "x"), ("out", None), ("i32", op.rows), ("i32", op.cols)))
-    block = (schedule.threads, 1, 1)
-    smem = schedule.lds_bytes(dtype) if target == "nvidia" else 0
-    if op.kind == "gemm":
-        src = g.render(dtype, schedule, target, "gemm", op.epilogue, op.layout_a, op.layout_b)
-        args = (("in", "a"), ("in", "b"), ("out", None), _operand(needs, "bias"), _operand(needs, "residual"),
-                ("i32", op.m), ("i32", op.n), ("i32", op.k), ("f32", op.alpha))
-        return Launch(g.KERNEL, src, g.grid(op.m, op.n, schedule), block, args, smem)
-    src = g.render(dtype, schedule, target, "conv", ("bias",) if op.bias else ())
-    ints = (op.n, op.h, op.w, op.c, op.p, op.q, op.k, op.r, op.s, *op.stride, *op.padding, *op.dilation)
-    args = (("in", "x"), ("in", "weight"), ("out", None), _operand(needs, "bias"), *(("i32", v) for v in ints))
-    return Launch(g.CONV_KERNEL, src, g.grid(op.gemm_m, op.gemm_n, schedule), block, args, smem)
+    return core_for(op).launch(op, schedule, target)
 
 
 def host_target(host: Any) -> str | None:

@@ -16,7 +16,7 @@ from tracea.doctor.variants import Variant
 from . import compiler as nv
 from . import cores
 from .arch import Arch, parse_arch, target_of
-from .render import Rendered
+from .render import CudaRenderer, Rendered
 from .variants import resolve
 
 
@@ -162,7 +162,7 @@ def emit(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str
     meta = {"variant": v.id, "op": op.to_json(), **meta, "entry": r.entry, "compiler": artifact.compiler,
             "compiler_version": artifact.compiler_version}
     files: dict[Path, str | bytes] = {
-        out / f"{r.name}.cu": r.source,
+        out / f"{r.name}{CudaRenderer.file_suffix}": r.source,
         out / f"{r.name}.cubin": Path(artifact.binary).read_bytes(),
         out / "schedule.json": json.dumps(schedule.to_json(), indent=2) + "\n",
         out / "metadata.yaml": yaml.safe_dump(meta, sort_keys=False),

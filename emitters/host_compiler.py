@@ -139,6 +139,13 @@ def _prelude_block(source: str) -> str | None:
     return "\n".join(block) + "\n"
 
 
+# Free bytes the cache's disk must have before a precompiled header is built there. gcc's header of the
+# AVX-512 intrinsics prelude is about 28 MB; while it is written, the compiles the tuner runs ahead beside it
+# need room too, and on a nearly full disk the header would take it and fail them (seen on a 24 MB tmpfs in
+# tests/test_full_disk.py). Without it the kernels compile as they are, only slower to parse.
+PRELUDE_ROOM = 256 * 2**20
+
+
 def precompiled_prelude(source: str, flags: list[str], compiler: Compiler, folder: Path) -> Path | None:
     """A precompiled header (gcc) of the source's leading block, built with the same flags, under the cache
     folder: the header to pass with ``-include`` (the source's own lines then change nothing: the same
@@ -163,6 +170,8 @@ def precompiled_prelude(source: str, flags: list[str], compiler: Compiler, folde
         (folder / "prelude").mkdir(parents=True, exist_ok=True)
         if not seen.exists():
             seen.touch()
+            return None
+        if shutil.disk_usage(folder).free < PRELUDE_ROOM:  # an optional saving must not take a compile's room
             return None
         work = Path(tempfile.mkdtemp(dir=folder / "prelude", prefix=".build-"))
     except OSError:

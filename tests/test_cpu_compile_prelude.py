@@ -77,3 +77,18 @@ def test_it_is_built_once_per_block_and_flags_and_a_damaged_one_is_survived(tmp_
     assert cc.precompiled_prelude("int f(void) { return 1; }\n", flags, gcc, cc.cache_dir()) is None
     assert cc.precompiled_prelude(portable, flags, gcc, cc.cache_dir()) is None
     assert cc.precompiled_prelude("#define X 1\n#include <immintrin.h>\n", flags, gcc, cc.cache_dir()) is None
+
+
+def test_no_header_is_built_on_a_disk_short_of_room(tmp_path, gcc, monkeypatch):
+    """On a disk with less free room than PRELUDE_ROOM the header is not built (the compiles beside it keep
+    their room; the kernel compiles without it); with room it is."""
+    source, flags = _rendered("cpu-avx512", Gemm(64, 64, 64))
+    folder = tmp_path / "cache"
+    assert cc.precompiled_prelude(source, flags, gcc, folder) is None  # marks it
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=cc.PRELUDE_ROOM - 1))
+    assert cc.precompiled_prelude(source, flags, gcc, folder) is None
+    assert not list((folder / "prelude").glob("*/prelude.h.gch"))
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=cc.PRELUDE_ROOM))
+    header = cc.precompiled_prelude(source, flags, gcc, folder)
+    assert header is not None and header.with_suffix(".h.gch").is_file()

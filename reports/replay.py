@@ -2,7 +2,7 @@
 
     bundle = open_bundle(Path("bundle.tar.gz"))          # safetar, manifest fields, links, sizes, sha256
     bundle.extra                                         # entries the manifest does not list (never read)
-    env_differences(bundle, host)                        # [(field, recorded, now), ...]
+    env_differences(bundle, host)                        # [(field, recorded, now), ...] (replay_environment.py)
     k = load_kernel(bundle, entry, host, mode)           # op, schedule, Tracea's own rendering, checks
     describe(k) + differences(k)                         # what will run and what differs, before it runs
     result = replay_kernel(bundle, k, host)              # a BenchResult; k.built: what was compiled
@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import stat
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,66 +141,6 @@ def open_bundle(source: Path, into: Path | None = None) -> Bundle:
 
 
 # ------------------------------------------------------------------------------------- environment
-
-
-def current_environment(host: Any) -> dict[str, Any]:
-    from tracea.emitters import registry
-
-    return registry.environments(host)
-
-
-def env_differences(bundle: Bundle, host: Any) -> list[tuple[str, Any, Any]]:
-    """(field, recorded, now) for every fingerprinted field that differs, plus Python and NumPy."""
-    recorded = bundle.manifest.get("env") or {}
-    now = current_environment(host)
-    out: list[tuple[str, Any, Any]] = []
-    for backend, rec in recorded.items():
-        cur = now.get(backend)
-        if cur is None:
-            out.append((f"{backend}", "present", "absent on this host"))
-            continue
-        r_env, c_env = rec.get("environment") or {}, cur.get("environment") or {}
-        for key in sorted(set(r_env) | set(c_env)):
-            if json.dumps(r_env.get(key), default=str) != json.dumps(c_env.get(key), default=str):
-                out.append((f"{backend}.{key}", r_env.get(key), c_env.get(key)))
-    if bundle.manifest.get("python") and bundle.manifest["python"] != sys.version.split()[0]:
-        out.append(("python", bundle.manifest["python"], sys.version.split()[0]))
-    packages = recorded_packages(bundle)
-    from importlib.metadata import PackageNotFoundError, version
-
-    for name in ("numpy",):  # the reference and the baseline run on it
-        try:
-            mine = version(name)
-        except PackageNotFoundError:
-            mine = None
-        if packages.get(name) and packages[name] != mine:
-            out.append((name, packages[name], mine))
-    return out
-
-
-def package_differences(bundle: Bundle) -> list[tuple[str, str | None, str | None]]:
-    """(name, recorded version, installed version) for every distribution that differs."""
-    from .bundle import installed_packages
-
-    recorded = recorded_packages(bundle)
-    if not recorded:
-        return []
-    now = {p["name"].lower(): p["version"] for p in installed_packages()}
-    return [(n, recorded.get(n), now.get(n)) for n in sorted(set(recorded) | set(now)) if recorded.get(n) != now.get(n)]
-
-
-def recorded_packages(bundle: Bundle) -> dict[str, str]:
-    """packages.json as {name: version}; empty when absent or not of that shape."""
-    try:
-        rows = bundle.json("packages.json") if bundle.has("packages.json") else []
-        return {p["name"].lower(): p["version"] for p in rows
-                if isinstance(p.get("name"), str) and isinstance(p.get("version"), str)}
-    except (BadInputError, TypeError, AttributeError):
-        return {}
-
-
-def recorded_fingerprint(bundle: Bundle, backend: str) -> str | None:
-    return ((bundle.manifest.get("env") or {}).get(backend) or {}).get("fingerprint")
 
 
 # ------------------------------------------------------------------------------------------ kernels

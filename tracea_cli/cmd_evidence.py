@@ -166,6 +166,7 @@ def _replay(bundle: Path, into: Path | None, yes: bool, mode: str, kernel: str |
     from tracea.reports import replay as rp
     from tracea.reports.bundle_check import shown
     from tracea.reports.metrics import bench_row
+    from tracea.reports.replay_environment import env_differences, package_differences
 
     def say(text: str, style: str | None = None) -> None:  # bundle text: no markup, no control characters
         console.print(escape(shown(text)), style=style)
@@ -185,14 +186,14 @@ def _replay(bundle: Path, into: Path | None, yes: bool, mode: str, kernel: str |
         if len(b.extra) > MAX_UNLISTED_LINES:
             say(f"  ... and {len(b.extra) - MAX_UNLISTED_LINES} more")
     host = probe()
-    diffs = rp.env_differences(b, host)
+    diffs = env_differences(b, host)
     if diffs:
         say("environment differs from the recording:")
         for key, was, now in diffs:
             say(f"  {key}: {json.dumps(was, default=str)} -> {json.dumps(now, default=str)}")
     else:
         say("environment: the same fingerprint fields as the recording")
-    pkgs = rp.package_differences(b)
+    pkgs = package_differences(b)
     if pkgs:
         shown_pkgs = ", ".join(f"{n} {was or '-'} -> {now or '-'}" for n, was, now in pkgs[:8])
         say(f"installed packages: {len(pkgs)} differ from the recording ({shown_pkgs}" + (", ...)" if len(pkgs) > 8 else ")"))

@@ -167,7 +167,7 @@ class Backend(Protocol):
                arch: str | None = None, force: bool = False, schedule_source: str = "given",
                prefix: str | None = None) -> list[Path]:
         """Write a self-contained C/C++ package for ``op`` at its shape into ``out_dir`` (``tracea export``):
-        ``include/<prefix>/tracea.h`` (the C ABI, emitters/export_abi.py), ``tracea.hpp``, the kernel, a CMake
+        ``include/<prefix>/tracea.h`` (the C ABI: emitters/export_abi.py, its text in export_headers.py), ``tracea.hpp``, the kernel, a CMake
         file with ``install()`` and a package config, an example that verifies against a C reference, and
         ``manifest.json``. Every exported name carries ``prefix`` (None: one derived from the op,
         ``export_abi.default_prefix``). A non-empty ``out_dir`` is refused unless ``force``;

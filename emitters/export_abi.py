@@ -1,14 +1,17 @@
-"""The C ABI of an exported package (DESIGN.md, "Written contracts"): ``tracea.h``, ``tracea.hpp`` and the
-backend-neutral C behind them (last error, tensor-view checks), written once for every backend.
+"""The C ABI of an exported package (DESIGN.md, "Written contracts"), written once for every backend: its
+version and dtype codes, the package's prefix (its rules, ``default_prefix``), the ``Launcher`` every
+backend renders (the op's tensors in the kernel's buffer order) and the backend-neutral C behind the
+headers (last error, tensor-view checks: ``src/tracea_abi.inc`` and the launcher's opening checks).
 
 A package exports one op at one shape under a prefix of its own (``--prefix``, else ``default_prefix``):
 every symbol it leaves in the library, its macros, header guards, C++ namespace and CMake target carry
 that prefix, so any number of packages link into one program. The types (status codes, tensor views) are
 shared: the first package header in a translation unit defines them, keyed by the ABI version. Each
 launcher checks every view against its shape, dtype and contiguous row-major layout and returns a status
-with a message instead of reading out of bounds. The backends (cpu/export.py, cuda/export.py) add the
-kernel, the body of the launcher and the CMake file (``cmake_package`` has its install and package
-config).
+with a message instead of reading out of bounds. The headers are export_headers.py's, the files every
+package shares (manifest, README, the writing) export_package.py's; the backends (cpu/export.py,
+cuda/export.py) add the kernel, the body of the launcher and the CMake file (``cmake_package`` has its
+install and package config).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
@@ -174,218 +176,6 @@ def launcher_for(op: Any, order: tuple[str, ...] | list[str], prefix: str) -> La
     return Launcher(op, (*inputs, out), check_prefix(prefix))
 
 
-# ------------------------------------------------------------------------------------------- tracea.h
-
-# The types every package of this ABI version shares; the first package header of a translation unit
-# defines them, so one view type serves every package's launchers (a GEMM's output, a softmax's input).
-COMMON_H = f"""/* Shared by every Tracea package of C ABI version {ABI_VERSION}: defined once per translation unit. */
-#ifndef TRACEA_COMMON_ABI
-#define TRACEA_COMMON_ABI {ABI_VERSION}
-#define TRACEA_MAX_DIMS {MAX_DIMS}
-
-typedef enum {{
-    TRACEA_SUCCESS = 0,
-    TRACEA_ERROR_INVALID_ARGUMENT = 1,  /* a view's pointer, dtype, shape or strides differ from the export */
-    TRACEA_ERROR_UNSUPPORTED = 2,       /* this device or build cannot run the kernel */
-    TRACEA_ERROR_CUDA = 3,              /* a CUDA driver call failed (the message names it) */
-    TRACEA_ERROR_CPU = 4,               /* the CPU kernel failed (out of memory for its packing buffers) */
-    TRACEA_ERROR_ABI_MISMATCH = 5       /* header and library of different ABI versions */
-}} TraceaStatus;
-
-typedef enum {{ TRACEA_DTYPE_F32 = 0, TRACEA_DTYPE_F16 = 1, TRACEA_DTYPE_BF16 = 2 }} TraceaDType;
-
-/* An input tensor (read, never written): strides in elements; exported kernels take contiguous row-major tensors. */
-typedef struct {{
-    const void* data;
-    int32_t dtype;   /* a TraceaDType */
-    int32_t ndim;
-    int64_t shape[TRACEA_MAX_DIMS];
-    int64_t strides[TRACEA_MAX_DIMS];
-}} TraceaConstTensorView;
-
-/* The output tensor (written): the same fields over writable memory. */
-typedef struct {{
-    void* data;
-    int32_t dtype;
-    int32_t ndim;
-    int64_t shape[TRACEA_MAX_DIMS];
-    int64_t strides[TRACEA_MAX_DIMS];
-}} TraceaTensorView;
-
-static inline int32_t tracea_fill_dims_(int32_t ndim, const int64_t* shape, int64_t* dims, int64_t* strides) {{
-    int32_t n = ndim < 0 ? 0 : (ndim > TRACEA_MAX_DIMS ? TRACEA_MAX_DIMS : ndim);
-    int64_t stride = 1;
-    for (int i = 0; i < TRACEA_MAX_DIMS; ++i) dims[i] = strides[i] = 0;
-    for (int i = n - 1; i >= 0; --i) {{
-        dims[i] = shape[i];
-        strides[i] = stride;
-        stride *= shape[i];
-    }}
-    return n;
-}}
-
-/* A contiguous row-major view of `data` (strides filled in): the output's ... */
-static inline TraceaTensorView tracea_view(void* data, TraceaDType dtype, int32_t ndim, const int64_t* shape) {{
-    TraceaTensorView v;
-    v.data = data;
-    v.dtype = (int32_t)dtype;
-    v.ndim = tracea_fill_dims_(ndim, shape, v.shape, v.strides);
-    return v;
-}}
-
-/* ... and an input's. */
-static inline TraceaConstTensorView tracea_const_view(const void* data, TraceaDType dtype, int32_t ndim,
-                                                      const int64_t* shape) {{
-    TraceaConstTensorView v;
-    v.data = data;
-    v.dtype = (int32_t)dtype;
-    v.ndim = tracea_fill_dims_(ndim, shape, v.shape, v.strides);
-    return v;
-}}
-
-/* One op's output as the next op's input. */
-static inline TraceaConstTensorView tracea_as_const(TraceaTensorView v) {{
-    TraceaConstTensorView c;
-    c.data = v.data;
-    c.dtype = v.dtype;
-    c.ndim = v.ndim;
-    for (int i = 0; i < TRACEA_MAX_DIMS; ++i) {{
-        c.shape[i] = v.shape[i];
-        c.strides[i] = v.strides[i];
-    }}
-    return c;
-}}
-#elif TRACEA_COMMON_ABI != {ABI_VERSION}
-#error "tracea.h: packages of two Tracea C ABI versions in one translation unit; export them again with one Tracea"
-#endif
-"""
-
-
-def header(launcher: Launcher, backend: str) -> str:
-    """``include/<prefix>/tracea.h``: the whole C ABI of the package."""
-    shapes = "\n".join(f"#define {launcher.shape_macro(t)}_NDIM {len(t.shape)}\n"
-                       f"#define {launcher.shape_macro(t)}_SHAPE {{{', '.join(map(str, t.shape))}}}"
-                       for t in launcher.tensors)
-    stream = ("a CUstream (NULL: the default stream); views hold device pointers (CUdeviceptr cast to void*)"
-              if backend == "cuda" else "unused on the CPU (pass NULL); the call returns when the result is written")
-    m, api = launcher.macro, launcher.api
-    return f"""/* tracea.h: the C ABI of the Tracea package {launcher.prefix} (written by `tracea export`; do not edit).
- * One op at one shape; every launcher checks its views and returns a status (never reads out of bounds).
- * Every name the package exports starts with {launcher.prefix}_ (macros: {m}_), so packages link side by side.
- * Backend: {backend}. Op: {json.dumps(launcher.op.to_json(), sort_keys=True)} */
-#ifndef {m}_TRACEA_H
-#define {m}_TRACEA_H
-
-#include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {{
-#endif
-
-{COMMON_H}
-#define {m}_ABI_VERSION {ABI_VERSION}  /* {api("abi_version")}() of the library must equal it */
-
-/* The exported shapes as stored (dtype {DTYPES[launcher.dtype]}; a 'col' layout is the row-major transpose). */
-{shapes}
-
-int {api("abi_version")}(void);
-/* The message of the last failed call of this package on this thread ("" when none); valid until its next call. */
-const char* {api("get_last_error")}(void);
-void {api("clear_error")}(void);
-/* Optional: prepares the kernel (CUDA: loads the module into the current context); the launcher calls it. */
-TraceaStatus {api("init")}(void);
-void {api("shutdown")}(void);
-
-/* stream: {stream}. */
-{launcher.signature()};
-
-#ifdef __cplusplus
-}}
-#endif
-#endif /* {m}_TRACEA_H */
-"""
-
-
-def header_cpp(launcher: Launcher) -> str:
-    """``include/<prefix>/tracea.hpp``: RAII and exceptions over the C ABI, in ``namespace <prefix>``."""
-    ins = ", ".join(f"const {t.view_type}& {t.name}" for t in launcher.inputs)
-    args = ", ".join(f"&{t.name}" for t in launcher.inputs)
-    m, api = launcher.macro, launcher.api
-    return f"""// tracea.hpp: C++17 wrapper of the Tracea package {launcher.prefix}'s tracea.h (generated, do not edit).
-#ifndef {m}_TRACEA_HPP
-#define {m}_TRACEA_HPP
-
-#include <cstdint>
-#include <initializer_list>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-#include "tracea.h"
-
-// Shared by every Tracea package of C ABI version {ABI_VERSION}: one error type, the view makers.
-#ifndef TRACEA_COMMON_HPP
-#define TRACEA_COMMON_HPP {ABI_VERSION}
-namespace tracea {{
-
-class Error : public std::runtime_error {{
-public:
-    Error(TraceaStatus status, const std::string& what) : std::runtime_error(what), status_(status) {{}}
-    TraceaStatus status() const noexcept {{ return status_; }}
-
-private:
-    TraceaStatus status_;
-}};
-
-// An output view over writable memory; an input view over const memory (the overload picks by the pointer).
-inline TraceaTensorView view(void* data, TraceaDType dtype, std::initializer_list<int64_t> shape) {{
-    std::vector<int64_t> s(shape);
-    return tracea_view(data, dtype, static_cast<int32_t>(s.size()), s.data());
-}}
-
-inline TraceaConstTensorView view(const void* data, TraceaDType dtype, std::initializer_list<int64_t> shape) {{
-    std::vector<int64_t> s(shape);
-    return tracea_const_view(data, dtype, static_cast<int32_t>(s.size()), s.data());
-}}
-
-inline TraceaConstTensorView as_const(const TraceaTensorView& v) {{ return tracea_as_const(v); }}
-
-}}  // namespace tracea
-#elif TRACEA_COMMON_HPP != {ABI_VERSION}
-#error "tracea.hpp: packages of two Tracea C ABI versions in one translation unit"
-#endif
-
-namespace {launcher.prefix} {{
-
-using ::tracea::Error;
-
-inline void check(TraceaStatus status) {{
-    if (status != TRACEA_SUCCESS) throw Error(status, {api("get_last_error")}());
-}}
-
-// Owns the loaded kernel: checks the ABI version at load, releases it when destroyed. One per process.
-class Module {{
-public:
-    Module() {{
-        if ({api("abi_version")}() != {m}_ABI_VERSION)
-            throw Error(TRACEA_ERROR_ABI_MISMATCH, "{launcher.prefix}: library ABI " +
-                        std::to_string({api("abi_version")}()) + ", header ABI " + std::to_string({m}_ABI_VERSION));
-        check({api("init")}());
-    }}
-    ~Module() {{ {api("shutdown")}(); }}
-    Module(const Module&) = delete;
-    Module& operator=(const Module&) = delete;
-
-    void {launcher.op.kind}({ins}, TraceaTensorView& out, void* stream = nullptr) const {{
-        check({launcher.name}({args}, &out, stream));
-    }}
-}};
-
-}}  // namespace {launcher.prefix}
-#endif  // {m}_TRACEA_HPP
-"""
-
-
 # ------------------------------------------------------------------------------------- the C behind it
 
 # Included once, by the launcher (src/launcher.c): every helper is static, so the library's only global
@@ -481,101 +271,3 @@ def checks_c(launcher: Launcher) -> str:
               f"    if (tr_check_disjoint(\"{fn}\", out->data, {launcher.out.numel * esize}, ins, in_bytes, "
               f"{len(launcher.inputs)})) return TRACEA_ERROR_INVALID_ARGUMENT;"]
     return "\n".join(lines)
-
-
-# ------------------------------------------------------------------------------------------- the package
-
-
-def package_files(launcher: Launcher, backend: str) -> dict[str, str | bytes]:
-    """The files every backend's package has at the same place: the two headers and the ABI's C."""
-    p = launcher.prefix
-    return {f"include/{p}/tracea.h": header(launcher, backend), f"include/{p}/tracea.hpp": header_cpp(launcher),
-            "src/tracea_abi.inc": abi_c(launcher)}
-
-
-def tracea_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("tracea")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def manifest(launcher: Launcher, backend: str, variant: str, schedule: dict[str, Any], schedule_source: str,
-             target: dict[str, Any], kernel: dict[str, Any], files: dict[str, str | bytes]) -> str:
-    """``manifest.json``: what was exported, under which prefix, from which Tracea, and the sha256 of every
-    file beside it."""
-    p = launcher.prefix
-    doc = {"schema_version": 1, "op": launcher.op.to_json(), "backend": backend, "variant": variant,
-           "schedule": schedule, "schedule_source": schedule_source, "target": target, "abi_version": ABI_VERSION,
-           "tracea_version": tracea_version(), "prefix": p, "cmake": {"package": p, "target": f"{p}::{p}"},
-           "launcher": launcher.signature(), "tensors": {t.name: list(t.shape) for t in launcher.tensors},
-           "kernel": kernel,
-           "files": {name: hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
-                     for name, data in sorted(files.items())}}
-    return json.dumps(doc, indent=1) + "\n"
-
-
-def prepare_out(out: Path, force: bool) -> None:
-    """Refuse a non-empty ``out`` unless ``force``; an unusable folder is one BadInputError line."""
-    if out.exists() and not out.is_dir():
-        raise BadInputError(f"--out: {out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise BadInputError(f"--out: {out} is not empty; give an empty or new folder, or --force to write over it")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BadInputError(f"--out: cannot create {out} ({exc.strerror})") from None
-
-
-def write_package(out: Path, files: dict[str, str | bytes]) -> list[Path]:
-    """Each file written atomically (doctor/files.py); the paths in the order given."""
-    from tracea.doctor.files import write_atomic
-
-    paths = []
-    try:
-        for rel, data in files.items():
-            path = out / rel
-            write_atomic(path, data)
-            paths.append(path)
-    except OSError as exc:
-        raise BadInputError(f"--out: cannot write into {out} ({exc.strerror or exc})") from None
-    return paths
-
-
-README = """# Tracea export `{prefix}`: {kind} ({backend})
-
-Generated by `tracea export` (Tracea {version}, C ABI version {abi}). Kernel `{name}`, variant `{variant}`,
-schedule: {source}. Target: {target}. The shapes are fixed at export: the launcher refuses any other
-with a status and `{prefix}_get_last_error()`, never undefined behaviour.
-
-```
-cmake -S . -B build && cmake --build build && ctest --test-dir build
-cmake --install build --prefix /some/where        # lib, include/{prefix}/, lib/cmake/{prefix}/
-```
-
-Every name the package exports starts with `{prefix}_` (macros `{macro}_`, the C++ namespace `{prefix}`,
-the CMake target `{prefix}::{prefix}`), so any number of Tracea packages link into one program.
-From another CMake project: `find_package({prefix} REQUIRED)` (with `-DCMAKE_PREFIX_PATH=/some/where`) and
-`target_link_libraries(app PRIVATE {prefix}::{prefix})`, or `add_subdirectory` of this folder.
-
-- `include/{prefix}/tracea.h` (`#include <{prefix}/tracea.h>`): the C ABI, `{signature}`;
-  inputs are `TraceaConstTensorView` (`tracea_const_view`), the output a `TraceaTensorView` (`tracea_view`).
-  `include/{prefix}/tracea.hpp`: C++17, `{prefix}::Module` (checks the ABI version at load, RAII) and
-  `tracea::Error`.
-- `src/`: the launcher, the tensor-view checks and the kernel.
-- `example.c`: random inputs, one call, a plain C reference (double accumulation), exit 1 on a mismatch;
-  `build/example --perturb` corrupts one output element and must report MISMATCH. `example.cpp`: the C++
-  wrapper. Built when this folder is the top-level project (`-D{prefix}_EXAMPLES=ON|OFF`).
-- `cmake/{prefix}Config.cmake.in`: the package config `cmake --install` writes.
-- `manifest.json`: op, prefix, variant, schedule, target, ABI and Tracea versions, the sha256 of every file.
-
-{notes}
-"""
-
-
-def readme(launcher: Launcher, backend: str, name: str, variant: str, source: str, target: str, notes: str) -> str:
-    return README.format(kind=launcher.op.kind, backend=backend, version=tracea_version(), abi=ABI_VERSION, name=name,
-                         variant=variant, source=source, target=target, signature=launcher.signature(), notes=notes,
-                         prefix=launcher.prefix, macro=launcher.macro)

@@ -17,20 +17,10 @@ from typing import Any
 from tracea.doctor.errors import UnsupportedError
 from tracea.doctor.variants import Variant
 
-from ..export_abi import (
-    Launcher,
-    check_prefix,
-    checks_c,
-    default_prefix,
-    launcher_for,
-    manifest,
-    package_files,
-    prepare_out,
-    readme,
-    write_package,
-)
+from ..export_abi import Launcher, check_prefix, checks_c, default_prefix, launcher_for
 from ..export_cmake import cmake_examples, cmake_head, cmake_package, config_in
 from ..export_example import example_c
+from ..export_package import manifest, package_files, prepare_out, readme, write_package
 from .build import _render_checked
 from .render import Rendered
 

@@ -152,7 +152,7 @@ def test_bench_the_tuners_worker_and_replays_bench_check_memory_before_allocatin
     from tracea.doctor import probe
     from tracea.emitters.bench import bench
     from tracea.kernels import Gemm
-    from tracea.tuner.worker import _Session
+    from tracea.tuner.worker_requests import _Session
 
     op = Gemm(m=1_000_000, n=1_000_000, k=8)
     with pytest.raises(UnsupportedError, match="this needs .* GiB of memory .* the machine has"):

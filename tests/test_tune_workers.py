@@ -383,10 +383,11 @@ def test_lanes_tune_each_problem_as_the_serial_run_does_and_take_the_largest_fir
 def test_a_lane_runs_on_its_own_member_alone(monkeypatch):
     """``Evaluation.lane``: the serial search with the lane's worker environment (its cores, or its GPU)."""
     from tracea.tuner import run as R
+    from tracea.tuner.run_setup import _Setup
 
     seen = []
-    setup = R._Setup(op=None, variant="v", backend="cpu", fingerprint="f", environment={}, schedules=[], names=[],
-                     evaluator_factory=lambda worker_env=None: seen.append(worker_env), simulated=False)
+    setup = _Setup(op=None, variant="v", backend="cpu", fingerprint="f", environment={}, schedules=[], names=[],
+                   evaluator_factory=lambda worker_env=None: seen.append(worker_env), simulated=False)
     monkeypatch.setattr(P, "member_envs", lambda backend, n, host: [{"TRACEA_WORKER_CPUS": str(i)} for i in range(n)])
     lane_setup, pool = R._in_lane(setup, Evaluation(workers=3, lane=2), None)
     assert pool is None

@@ -129,7 +129,7 @@ def test_cuda_schedules_of_every_core_decode_and_name_from_json() -> None:
     from tracea.emitters.cuda import CudaSchedule, schedule_from_json, tuning_features
     from tracea.emitters.cuda.hopper.schedule import conv_hero_schedule as conv_hero
     from tracea.emitters.cuda.hopper.schedule import hero_schedule as gemm_hero
-    from tracea.tuner.run import schedule_name
+    from tracea.tuner.run_setup import schedule_name
 
     op = Gemm(m=4096, n=4096, k=4096, dtype="bf16")
     for s in (gemm_hero(op), conv_hero(), CudaSchedule("mma", 128, 128, 64, 64, 32, 3, raster=8)):

@@ -33,6 +33,9 @@ What keeps the file consistent with itself, and with what is on disk (tuner/db_r
   one warning naming the table, the row id and what is wrong; it never stops a command. A file that is not
   a database at all is refused with a hint to move it aside.
 
+The tables are in tuner/db_schema.py, the reads in tuner/db_queries.py (``Queries``, the base of
+``TuningDB``); this module opens the file, checks it, and writes.
+
 Location: ``$TRACEA_HOME/tuning.sqlite``, else ``platformdirs.user_data_dir("tracea")/tuning.sqlite``.
 """
 
@@ -54,35 +57,14 @@ from urllib.parse import quote
 from tracea.doctor.errors import BadInputError, TraceaError
 from tracea.doctor.files import no_space
 
-from .db_rows import baseline_problem, run_problem, trial_problem
+from .db_queries import Queries
+from .db_schema import ORPHANS, SCHEMA, SCHEMA_VERSION, TABLES
 from .recorded import schedule_key
 from .trial import Trial, now_iso
 
-SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 30.0
 MAX_WARNINGS = 20  # per database handle; the rest are counted
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    key TEXT NOT NULL, op_signature TEXT NOT NULL, op TEXT NOT NULL, variant TEXT NOT NULL,
-    backend TEXT NOT NULL, fingerprint TEXT NOT NULL, environment TEXT NOT NULL,
-    strategy TEXT NOT NULL, seed INTEGER NOT NULL, budget INTEGER, space_size INTEGER NOT NULL,
-    options TEXT NOT NULL, baseline TEXT, state TEXT NOT NULL, started TEXT NOT NULL, finished TEXT);
-CREATE TABLE IF NOT EXISTS trials (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id INTEGER NOT NULL REFERENCES runs(id), key TEXT NOT NULL,
-    idx INTEGER NOT NULL, schedule_key TEXT NOT NULL, name TEXT NOT NULL, schedule TEXT NOT NULL,
-    status TEXT NOT NULL, p50_ms REAL, p95_ms REAL, min_ms REAL, runs INTEGER, rel_err REAL,
-    error TEXT, compile_s REAL, seconds REAL, created TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS trials_by_key ON trials (key, status, p50_ms);
-CREATE INDEX IF NOT EXISTS trials_by_run ON trials (run_id);
-CREATE INDEX IF NOT EXISTS runs_by_key ON runs (key, id);
-"""
-TABLES = ("meta", "runs", "trials")
 CORRUPT_HINT = "move the file aside (or set TRACEA_HOME) to start a new database"
-ORPHANS = "run_id NOT IN (SELECT id FROM runs)"
 
 
 def _while_busy(step: Callable[[], Any]) -> None:
@@ -140,7 +122,7 @@ def _disk_full(exc: BaseException, path: Path) -> bool:
         return False
 
 
-class TuningDB:
+class TuningDB(Queries):
     """One connection to the tuning database. ``TuningDB(path)`` writes (a tune); ``TuningDB.reader(path)``
     only reads and never creates or changes the file."""
 
@@ -420,111 +402,3 @@ class TuningDB:
         """Delete trials that belong to no run (an older Tracea, without foreign keys, could leave them)."""
         with self.tx() as c:
             return int(c.execute(f"DELETE FROM trials WHERE {ORPHANS}").rowcount)
-
-    # ----------------------------------------------------------------------------------- reading
-
-    def _runs(self, cond: str = "1", args: tuple[Any, ...] = (), order: str = "id") -> list[dict[str, Any]]:
-        out = []
-        for r in self.conn.execute(f"SELECT * FROM runs WHERE {cond} ORDER BY {order}", args).fetchall():
-            row = dict(r)
-            problem = run_problem(row)
-            if problem:
-                self._skip("runs", row, problem)
-                continue
-            problem = baseline_problem(row)
-            if problem:  # the run is usable without it: its trials stand on their own
-                self.warn(f"tuning database {self.path}: runs row {row['id']}: {problem}; read as no baseline")
-                row["baseline"] = None
-            out.append(row)
-        return out
-
-    def _trials(self, cond: str = "1", args: tuple[Any, ...] = (), order: str = "id") -> list[dict[str, Any]]:
-        """Trials that are well-formed and belong to a run; the others are named in a warning."""
-        out = []
-        for r in self.conn.execute(f"SELECT * FROM trials WHERE NOT ({ORPHANS}) AND ({cond}) ORDER BY {order}",
-                                   args).fetchall():
-            row = dict(r)
-            problem = trial_problem(row)
-            if problem:
-                self._skip("trials", row, problem)
-                continue
-            out.append(row)
-        return out
-
-    def _skip(self, table: str, row: dict[str, Any], problem: str) -> None:
-        entry = {"table": table, "id": row.get("id"), "problem": problem}
-        if entry not in self.skipped:
-            self.skipped.append(entry)
-        self.warn(f"tuning database {self.path}: {table} row {row.get('id')!r} skipped: {problem}")
-
-    def orphans(self) -> int:
-        """How many trials belong to no run (never read: they have no environment to trust)."""
-        return int(self.conn.execute(f"SELECT COUNT(*) FROM trials WHERE {ORPHANS}").fetchone()[0])
-
-    def run(self, run_id: int) -> dict[str, Any] | None:
-        rows = self._runs("id = ?", (run_id,))
-        return rows[0] if rows else None
-
-    def latest_run(self, key: str, states: tuple[str, ...] | None = None) -> dict[str, Any] | None:
-        for r in self._runs("key = ?", (key,), order="id DESC"):
-            if states is None or r["state"] in states:
-                return r
-        return None
-
-    def trials(self, key: str | None = None, run_id: int | None = None) -> list[dict[str, Any]]:
-        if run_id is not None:
-            return self._trials("run_id = ?", (run_id,))
-        if key is not None:
-            return self._trials("key = ?", (key,))
-        return self._trials()
-
-    def ranked(self, key: str) -> Iterator[dict[str, Any]]:
-        """The verified trials under ``key``, fastest first (verified: status ok means the output matched
-        the reference); a caller that cannot use one takes the next."""
-        rows = self._trials("key = ? AND status = 'ok' AND p50_ms IS NOT NULL", (key,))
-        yield from sorted(rows, key=lambda r: r["p50_ms"])
-
-    def best(self, key: str) -> dict[str, Any] | None:
-        """The fastest verified trial under ``key``."""
-        return next(self.ranked(key), None)
-
-    def keys(self) -> list[dict[str, Any]]:
-        """One row per tuning key: what it is, how many runs and trials, and its best time."""
-        by_key: dict[str, dict[str, Any]] = {}
-        for r in self._runs():
-            k = by_key.setdefault(r["key"], {
-                "key": r["key"], "op_signature": r["op_signature"], "variant": r["variant"], "backend": r["backend"],
-                "fingerprint": r["fingerprint"], "runs": 0, "last_started": r["started"], "trials": 0, "ok": 0,
-                "best_ms": None, "best_name": None})
-            k["runs"] += 1
-            k["last_started"] = max(k["last_started"], r["started"])
-        for t in self._trials():
-            k = by_key.get(t["key"])
-            if k is None:
-                continue
-            k["trials"] += 1
-            if t["status"] == "ok" and t["p50_ms"] is not None:
-                k["ok"] += 1
-                if k["best_ms"] is None or t["p50_ms"] < k["best_ms"]:
-                    k["best_ms"], k["best_name"] = t["p50_ms"], t["name"]
-        return sorted(by_key.values(), key=lambda k: k["last_started"], reverse=True)
-
-    def find_keys(self, prefix: str) -> list[str]:
-        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = self.conn.execute("SELECT DISTINCT key FROM runs WHERE key LIKE ? ESCAPE '\\'",
-                                 (escaped + "%",)).fetchall()
-        return [r[0] for r in rows if isinstance(r[0], str)]
-
-    def export(self, key: str | None = None) -> dict[str, Any]:
-        cond, args = ("key = ?", (key,)) if key else ("1", ())
-        runs = self._runs(cond, args)
-        trials = self._trials(cond, args)
-        for r in runs:
-            for k in ("op", "environment", "options", "baseline"):
-                if r.get(k):
-                    r[k] = json.loads(r[k])
-        for t in trials:
-            t["schedule"] = json.loads(t["schedule"])
-            t.pop("schedule_key", None)
-        return {"schema_version": SCHEMA_VERSION, "database": str(self.path), "exported": now_iso(),
-                "runs": runs, "trials": trials, "skipped": list(self.skipped)}

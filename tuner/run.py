@@ -5,31 +5,34 @@ with a strategy over the shared cost function, record every trial, and report th
 
 Events for a live view go to ``on_event(kind, data)``: "start", "baseline", "phase", "trial", "done".
 ``Control`` pauses, resumes and stops a run from another thread (the dashboard's keys).
+The run's setup (variant, candidates, evaluator) is made in tuner/run_setup.py, its answer is a
+``TuneResult`` (tuner/result.py), and the files each trial goes to besides the database (metrics files,
+the run folder) are written by tuner/trial_sinks.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from tracea.doctor.errors import BadInputError, NoSpaceError, UnsupportedError
+from tracea.doctor.errors import BadInputError, NoSpaceError
 
 from .config import DEFAULT_BUDGET, DEFAULT_PATIENCE, Evaluation, Outputs, SearchLimits, Target, TuneConfig
 from .db import DatabaseChangedError, TuningDB, tuning_key
-from .trial import Measurement, Trial, now_iso
+from .result import TuneResult, _best_of
+from .run_setup import _Setup, _setup_live, _setup_simulated
+from .trial import Measurement, Trial
+from .trial_sinks import _Sinks
 
+# TuneResult is re-exported: tracea.tuner.TuneResult (tuner/__init__.py) is read from this module
 __all__ = ["DEFAULT_BUDGET", "DEFAULT_PATIENCE", "Control", "Evaluation", "Outputs", "SearchLimits", "Target",
-           "TuneConfig", "TuneResult", "schedule_name", "tune"]
+           "TuneConfig", "TuneResult", "tune"]
 
 EventCallback = Callable[[str, dict[str, Any]], None]
-IMPROVEMENT = 0.005  # a new best must be 0.5 % faster to reset the patience counter
 
 
 class Control:
@@ -56,189 +59,6 @@ class Control:
 
     def wait_if_paused(self) -> None:
         self._running.wait()
-
-
-@dataclass
-class TuneResult:
-    op: Any
-    variant: str
-    backend: str
-    key: str
-    fingerprint: str
-    strategy: str
-    space_size: int
-    run_id: int | None
-    reused: bool
-    trials: list[Trial]  # evaluated by this run (resumed: the run's earlier trials too)
-    best: dict[str, Any] | None  # the best verified trial under the key: schedule, name, p50_ms, ...
-    baseline: dict[str, Any] | None
-    stop_reason: str
-    elapsed_s: float
-    db_path: str
-    simulated: bool = False
-    run_dir: str | None = None
-    pruned: list[str] = field(default_factory=list)  # candidates the bank-conflict rule dropped, with why
-
-    @property
-    def best_tflops(self) -> float | None:
-        return self.op.flops / (self.best["p50_ms"] * 1e-3) / 1e12 if self.best else None
-
-    @property
-    def ratio(self) -> float | None:
-        """Baseline time / best time (> 1: the tuned kernel is faster than the vendor library); from the
-        final interleaved timing of the two where the run made one."""
-        base = self.baseline or {}
-        b = base.get("p50_ms")
-        if b and base.get("tracea_p50_ms"):
-            return b / base["tracea_p50_ms"]
-        return b / self.best["p50_ms"] if b and self.best else None
-
-    def to_json(self) -> dict[str, Any]:
-        counts: dict[str, int] = {}
-        for t in self.trials:
-            counts[t.measurement.status] = counts.get(t.measurement.status, 0) + 1
-        return {
-            "schema_version": 1, "op": self.op.to_json(), "variant": self.variant, "backend": self.backend,
-            "key": self.key, "env_fingerprint": self.fingerprint, "strategy": self.strategy,
-            "space_size": self.space_size, "run_id": self.run_id, "reused": self.reused, "simulated": self.simulated,
-            "evaluated": len(self.trials), "statuses": counts, "stop_reason": self.stop_reason,
-            "elapsed_s": round(self.elapsed_s, 3), "best": self.best, "best_tflops": self.best_tflops,
-            "baseline": self.baseline, "ratio_to_baseline": self.ratio, "database": self.db_path,
-            "run_dir": self.run_dir, "pruned_bank_conflicts": self.pruned, "trials": [t.to_json() for t in self.trials],
-        }
-
-
-def schedule_name(backend: str, schedule: dict[str, Any]) -> str:
-    """The schedule's own short name where its class is importable, else a compact field list."""
-    try:
-        from tracea.emitters import registry
-
-        return registry.backend(backend).schedule_from_json(schedule).name
-    except Exception:  # noqa: BLE001 - a label only
-        pass
-    return ",".join(f"{k}={v}" for k, v in schedule.items() if k not in ("schema_version", "backend"))
-
-
-@dataclass
-class _Setup:
-    op: Any
-    variant: str
-    backend: str
-    fingerprint: str
-    environment: dict[str, Any]
-    schedules: list[dict[str, Any]]
-    names: list[str]
-    evaluator_factory: Callable[..., Any]  # (worker_env=None) -> an evaluator
-    simulated: bool
-    pruned: list[str] = field(default_factory=list)
-    features: Callable[[dict[str, Any]], dict[str, float]] | None = None  # the backend's tuning_features
-
-
-def _features(module: Any, op: Any) -> Callable[[dict[str, Any]], dict[str, float]] | None:
-    fn = getattr(module, "tuning_features", None)
-    return None if fn is None else (lambda s: fn(op, s))
-
-
-def _setup_simulated(op: Any, config: TuneConfig) -> _Setup:
-    from tracea.kernels import Op
-
-    from .evaluate import SimulatedEvaluator
-    from .recorded import load_recorded
-
-    simulate = config.target.simulate
-    rec = load_recorded(simulate)  # type: ignore[arg-type]
-    recorded_op = Op.from_json(rec.op)
-    if op is not None and op.signature != recorded_op.signature:
-        raise BadInputError(f"--simulate: {simulate} recorded {recorded_op.signature}, not {op.signature}",
-                            "give the recorded shape, or no shape flags beyond the required ones match it")
-    digest = hashlib.sha256(Path(rec.path).read_bytes()).hexdigest()[:16]
-    return _Setup(op=recorded_op, variant=rec.variant, backend=rec.backend, fingerprint=f"simulated-{digest}",
-                  environment={"simulated": rec.path, "device": rec.device}, schedules=rec.schedules,
-                  names=[schedule_name(rec.backend, s) for s in rec.schedules],
-                  evaluator_factory=lambda worker_env=None: SimulatedEvaluator(rec, config.evaluation.simulate_delay_s),
-                  simulated=True,
-                  features=_features(_backend_or_none(rec.backend), recorded_op))
-
-
-def _backend_or_none(backend: str) -> Any:
-    """The backend's module for its model features, when this install has it (a recorded space of a
-    backend that is not here still replays, on the schedule fields alone)."""
-    from tracea.emitters import registry
-
-    try:
-        return registry.backend(backend)
-    except (UnsupportedError, ImportError):
-        return None
-
-
-def _setup_live(op: Any, host: Any, tune_config: TuneConfig) -> _Setup:
-    """The planner's variant of ``op`` on this host (or the one named), its candidates and a live evaluator."""
-    import importlib
-
-    from tracea.doctor.plan import plan
-    from tracea.emitters import registry
-    from tracea.emitters.registry import environment, fingerprint
-
-    from .evaluate import LiveEvaluator
-    from .space import build_space
-
-    config = tune_config.target
-    evaluation, seed, dump_ir = tune_config.evaluation, tune_config.limits.seed, tune_config.outputs.dump_ir
-    if config.backend is None and not config.module:
-        config = dataclasses.replace(config, backend=registry.default_backend(op, host, config.precision)[0])
-    if config.module:
-        module_name = config.module
-        mod = importlib.import_module(module_name)
-        variants = list(mod.VARIANTS)
-        if config.backend is None:  # a plug-in module's own backend
-            config = dataclasses.replace(config, backend=variants[0].backend)
-    else:
-        module_name = registry.BACKENDS.get(config.backend) or ""
-        mod = registry.backend(config.backend)
-        variants = registry.all_variants(config.backend)
-    if config.variant:
-        chosen = [v for v in variants if v.id == config.variant]
-        if not chosen:
-            raise BadInputError(f"--variant: no {config.backend} variant {config.variant!r}; known: "
-                                f"{', '.join(v.id for v in variants)}")
-        variants = chosen
-    decision = plan(op, host, variants, precision=config.precision, backend=config.backend)
-    variant_id = decision.require()
-    op = decision.planned_op(op)
-    variant = next(v for v in variants if v.id == variant_id)
-    pruned: list[str] = []
-    cands = build_space(op, variant, host, mod, config.space_file, pruned=pruned)
-    if config.space_filter is not None:
-        cands = cands[:1] + [s for s in cands[1:] if config.space_filter(s)]
-    fair = mod.pool_filter(host, evaluation.workers) if evaluation.workers > 1 else None
-    if fair is not None:  # several workers share this machine: only what each can time uncrowded
-        kept = [s for s in cands if fair(s)]
-        if not kept:
-            raise BadInputError(f"--workers {evaluation.workers}: no candidate fits one worker's share of this "
-                                "machine", "fewer --workers")
-        cands = kept
-    schedules = [s.to_json() for s in cands]
-    # pool members build their own candidate: nothing is proposed ahead of them to compile; a lane of a
-    # suite keeps compiling ahead where its member owns a whole device (no core share to crowd)
-    alone = evaluation.workers == 1 or (evaluation.lane is not None and evaluation.lane_members == 1 and fair is None)
-    member_evaluation = evaluation if alone and (evaluation.cluster is None or evaluation.lane is not None) else \
-        dataclasses.replace(evaluation, compile_ahead=False)
-    return _Setup(
-        op=op, variant=variant_id, backend=config.backend, fingerprint=fingerprint(host, config.backend),
-        environment=environment(host, config.backend), schedules=schedules, names=[s.name for s in cands],
-        evaluator_factory=lambda worker_env=None: LiveEvaluator(
-            op, variant_id, module_name, host, member_evaluation, seed=seed, dump_ir=dump_ir, worker_env=worker_env),
-        simulated=False, pruned=pruned, features=_features(mod, op))
-
-
-def _best_of(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    ok = [r for r in rows if r["status"] == "ok" and r.get("p50_ms") is not None]
-    if not ok:
-        return None
-    b = min(ok, key=lambda r: r["p50_ms"])
-    sched = b["schedule"] if isinstance(b["schedule"], dict) else json.loads(b["schedule"])
-    return {"name": b["name"], "schedule": sched, "p50_ms": b["p50_ms"], "p95_ms": b.get("p95_ms"),
-            "rel_err": b.get("rel_err"), "trial_id": b.get("id")}
 
 
 def tune(op: Any, host: Any, config: TuneConfig, on_event: EventCallback | None = None,
@@ -515,83 +335,3 @@ def _close_db_run(db: TuningDB, run_id: int, exc: BaseException, sink: _Sinks) -
         import sys
 
         sys.stderr.write(f"warning: could not mark tuning run {run_id} interrupted: {again}\n")
-
-
-class _Sinks:
-    """Where each trial goes besides the database: --jsonl/--csv metrics files and the run folder."""
-
-    def __init__(self, outputs: Outputs, setup: _Setup, host: Any) -> None:
-        from tracea.reports.metrics import MetricsWriter
-
-        self.setup = setup
-        self.baseline: dict[str, Any] | None = None
-        self.writers = [MetricsWriter(p) for p in outputs.metrics_files]
-        self.run = None
-        if outputs.run_folder and not setup.simulated:
-            # HOOK(reports): the run folder of this tune run (reports/runs.py); trials.jsonl + metrics.jsonl
-            from tracea.reports.runs import start_run
-
-            self.run = start_run("tune", outputs.argv, host)
-            self.writers.append(MetricsWriter(self.run.metrics_path))
-
-    def row(self, t: Trial) -> Any:
-        from tracea.reports.metrics import MetricsRow
-
-        op, m = self.setup.op, t.measurement
-        shape = {k: v for k, v in op.to_json().items() if k not in ("op", "schema_version", "dtype")}
-        secs = m.p50_ms * 1e-3 if m.ok else None
-        b = self.baseline or {}
-        return MetricsRow(
-            timestamp=t.timestamp, op=op.kind, shape=json.dumps(shape, sort_keys=True), dtype=op.dtype.value,
-            backend=self.setup.backend, variant=self.setup.variant, schedule=json.dumps(t.schedule, sort_keys=True),
-            status=m.status, p50_ms=m.p50_ms, p95_ms=m.p95_ms, tflops=op.flops / secs / 1e12 if secs else None,
-            gbps=op.bytes / secs / 1e9 if secs else None, rel_err=m.rel_err, baseline=b.get("name"),
-            baseline_p50_ms=b.get("p50_ms"), ratio=b["p50_ms"] / m.p50_ms if secs and b.get("p50_ms") else None,
-            env_fingerprint=self.setup.fingerprint, note=b.get("reason") if b.get("unstable") else b.get("note"))
-
-    def trial(self, t: Trial) -> None:
-        """The trial in the metrics files and the run folder (after the database: the source of truth)."""
-        from tracea.doctor.files import is_no_space, no_space
-
-        row = self.row(t)
-        try:
-            for w in self.writers:
-                w.write(row)
-            if self.run is not None:
-                with open(self.run.trials_path, "a") as f:
-                    f.write(json.dumps(t.to_json()) + "\n")
-        except OSError as exc:
-            if not is_no_space(exc):
-                raise
-            where = exc.filename or (self.run.path if self.run is not None else ".")
-            raise no_space(where, f"trial {t.index} is in the tuning database, but not in the run folder or metrics "
-                           "files") from None
-
-    def crash(self, exc: BaseException) -> None:
-        """The search raised: the run folder keeps the traceback and is marked "error" ("interrupted" for
-        Ctrl-C), and, unless the input was bad or the host cannot do what was asked (``UnsupportedError``: no
-        such GPU or compiler, a full disk), a crash bundle is written and its path printed."""
-        if self.run is None:
-            return
-        import traceback
-
-        from tracea.reports.record import crash_bundle
-
-        interrupted = isinstance(exc, KeyboardInterrupt)
-        try:
-            self.run.add_file("log.txt", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
-            self.run.finish("interrupted" if interrupted else "error", f"{type(exc).__name__}: {exc}")
-            if not interrupted and not isinstance(exc, (BadInputError, DatabaseChangedError, UnsupportedError)):
-                crash_bundle(self.run)
-        except OSError as again:  # a full disk: the exception being raised is the one to report
-            import sys
-
-            sys.stderr.write(f"warning: the run folder {self.run.path} could not record the error ({again})\n")
-
-    def finish(self, status: str, result: TuneResult | None) -> None:
-        if self.run is None:
-            return
-        if result is not None:
-            self.run.add_json("result.json", {k: v for k, v in result.to_json().items() if k != "trials"})
-            self.run.record(best=result.best, tuning_key=result.key, finished=now_iso())
-        self.run.finish(status)

@@ -62,27 +62,11 @@ def time_forward(model: nn.Module, x: torch.Tensor, repeats: int) -> float:
 
 def in_graph_us(fn, calls: int = 20, replays: int = 10) -> float:
     """Microseconds a call of ``fn`` takes inside a CUDA graph of ``calls`` back-to-back calls on the same
-    tensors (warm L2, no launch gaps but the graph's own: as in a captured model), median of ``replays``."""
-    import statistics
+    tensors (warm L2, no launch gaps but the graph's own: as in a captured model), median of ``replays``:
+    the timing ``torch.compile(backend="tracea")`` chooses nodes by under graph trees."""
+    from tracea.ops.compile_choice import _graph_ms
 
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
-    for _ in range(3):
-        g.replay()
-    times = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(times)
+    return _graph_ms(fn, torch.device("cuda"), replays, calls) * 1e3
 
 
 def layer_table(model: nn.Module, x: torch.Tensor, repeats: int) -> list[dict]:

@@ -98,8 +98,8 @@ def _median_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 15, h
 GRAPH_CALLS = 10  # calls of the node in the CUDA graph that times it for graph trees
 
 
-def _graph_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 15) -> float:
-    """The op's median time a call inside a CUDA graph of ``GRAPH_CALLS`` back-to-back calls, as a replay of
+def _graph_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 15, calls: int = GRAPH_CALLS) -> float:
+    """The op's median time a call inside a CUDA graph of ``calls`` back-to-back calls, as a replay of
     Inductor's graph trees runs it: no host time, no launch gaps but the graph's own, warm caches (a call timed
     alone starts on an idle GPU: on an H200 at batch 1, a bias-free 1x1 convolution took 3.3 us a call in such
     a graph against cuDNN's 2.8, benchmarks/gpu/graph_launch_probe.py)."""
@@ -110,7 +110,7 @@ def _graph_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 15) ->
     torch.cuda.synchronize(device)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g, capture_error_mode="thread_local"):
-        for _ in range(GRAPH_CALLS):
+        for _ in range(calls):
             fn()
     g.replay()
     torch.cuda.synchronize(device)
@@ -122,7 +122,7 @@ def _graph_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 15) ->
         end.record()
         pairs.append((start, end))
     torch.cuda.synchronize(device)
-    ms = statistics.median(s.elapsed_time(e) for s, e in pairs) / GRAPH_CALLS
+    ms = statistics.median(s.elapsed_time(e) for s, e in pairs) / calls
     del g
     return ms
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CUDA attention (issue 17) on one GPU: the GPU tests of each attention core, then the probe of the
 # issue's cases beside torch SDPA (and FlexAttention for masks). Logs in $OUT.
-#     VARIANTS="cuda-mma-sync.attention cuda-wgmma.attention" PROBE_ARGS="--quick" bash benchmarks/gpu/attention_session.sh
-. benchmarks/gpu/session_head.sh
+#     VARIANTS="cuda-mma-sync.attention cuda-wgmma.attention" PROBE_ARGS="--quick" bash benchmarks/gpu/attention_gpu_checks.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$RES/device.txt"
 $PY -c "import torch; print('torch', torch.__version__)" | tee -a "$RES/device.txt"
 for t in ${TESTS:-tests/test_cuda_attention_gpu.py}; do

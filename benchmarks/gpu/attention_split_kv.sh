@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One H100 call (2026-11-26, issue 17): K and V released apart (split_kv) in the wgmma attention kernel:
 # verified on the GPU test cases, then d256 at seq 512 and 16384 (causal) against the hero and cuDNN.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_wgmma_attention_gpu.py -k "apart or hero" \
     > "$RES/test_split_kv.txt" 2>&1; echo "rc=$?" >> "$RES/test_split_kv.txt"; tail -4 "$RES/test_split_kv.txt"

@@ -3,7 +3,7 @@
 # `tracea bench` on every CUDA variant the planner picks (Hopper wgmma GEMM and conv, SIMT, softmax),
 # compute-sanitizer memcheck on the Hopper kernels, `tracea tune` on the CUDA backend, then pack-repro and
 # replay of the tune run. Installs nothing: `tracea` is imported from this checkout through a folder of
-# links mirroring pyproject's package-dir map (as cuda_session.sh). Results under $OUT (default ./.out).
+# links mirroring pyproject's package-dir map (as cuda_emitter_gpu_checks.sh). Results under $OUT (default ./.out).
 set -uo pipefail
 FINAL=${OUT:-$PWD/.out}
 mkdir -p "$FINAL"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA emitter's GPU session (issue 4): run on a machine with an NVIDIA GPU from the repository root.
-#   benchmarks/gpu/cuda_session.sh smoke   # versions, verify on odd shapes, a quick benchmark table
-#   benchmarks/gpu/cuda_session.sh full    # verify, compute-sanitizer, benchmark, ncu bank conflicts, search space
-#   benchmarks/gpu/cuda_session.sh gemm    # verify, the mma.sync GEMM schedules vs cuBLAS, GPU tests, ncu
-#   benchmarks/gpu/cuda_session.sh epilogue  # verify, the GEMM schedules (staged vs direct epilogue) vs cuBLAS, GPU tests
+#   benchmarks/gpu/cuda_emitter_gpu_checks.sh smoke   # versions, verify on odd shapes, a quick benchmark table
+#   benchmarks/gpu/cuda_emitter_gpu_checks.sh full    # verify, compute-sanitizer, benchmark, ncu bank conflicts, search space
+#   benchmarks/gpu/cuda_emitter_gpu_checks.sh gemm    # verify, the mma.sync GEMM schedules vs cuBLAS, GPU tests, ncu
+#   benchmarks/gpu/cuda_emitter_gpu_checks.sh epilogue  # verify, the GEMM schedules (staged vs direct epilogue) vs cuBLAS, GPU tests
 # Writes logs and JSON under $OUT (default ./.out). Installs nothing from the network: `tracea` is imported
 # from this checkout through a folder of links that mirrors pyproject's package-dir map.
 set -uo pipefail

@@ -3,8 +3,8 @@
 # nothing tuned), every row verified before it is timed beside PyTorch (cuBLAS, cuDNN, torch.softmax).
 # Installs nothing: `tracea` is imported from this checkout through benchmarks/gpu/shim.sh. Logs in $OUT.
 #
-#     bash benchmarks/gpu/suite_session.sh [SUITE]      # SUITE: llm-gemm, resnet50 or softmax; default all
-. benchmarks/gpu/session_head.sh
+#     bash benchmarks/gpu/cuda_suites_gpu.sh [SUITE]      # SUITE: llm-gemm, resnet50 or softmax; default all
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$RES/device.txt"
 ARGS=(--backend cuda --metrics "$RES/suite.jsonl")
 [ $# -gt 0 ] && ARGS+=(--suite "$1")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device-machine session for the doctor: install, live report, snapshot + replay, --measure,
 # CUDA_VISIBLE_DEVICES handling, the gpu-marked tests, and process timings. Everything lands in $OUT.
-# Usage (device tool): bash benchmarks/gpu/doctor_session.sh
+# Usage (device tool): bash benchmarks/gpu/doctor_gpu_checks.sh
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1

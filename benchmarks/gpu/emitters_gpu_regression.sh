@@ -5,7 +5,7 @@
 # vendor library in the same run. Installs nothing: `tracea` is imported from this checkout through
 # benchmarks/gpu/shim.sh. Logs in $OUT (or ./.out).
 #
-#     bash benchmarks/gpu/restructure_session.sh
+#     bash benchmarks/gpu/emitters_gpu_regression.sh
 set -uo pipefail
 RES=${OUT:-$PWD/.out}
 mkdir -p "$RES"

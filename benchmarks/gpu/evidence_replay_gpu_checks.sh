@@ -3,7 +3,7 @@
 #   bench a CUDA kernel with --dump-ir and --metrics, pack the run, replay the bundle from the bundled
 #   source (NVRTC) and from the bundled cubin, draw the report (`replay FILE` mode: only replay a bundle made
 #   earlier, both ways). Installs nothing: `tracea` is imported from
-#   this checkout through a folder of links mirroring pyproject's package-dir map (as cuda_session.sh).
+#   this checkout through a folder of links mirroring pyproject's package-dir map (as cuda_emitter_gpu_checks.sh).
 # Results under $OUT (default ./.out): log.txt, the bundle, the metrics CSV, the plot, the IR dump (ir.tgz).
 set -uo pipefail
 FINAL=${OUT:-$PWD/.out}

@@ -2,7 +2,7 @@
 # Where a lane's time goes when two tunes share a host (issue 20): one `tracea tune` alone on GPU 0, then two
 # separate processes at once (GPU 0 and GPU 1), same problem; and the host-side verification arithmetic
 # (bf16 output to float64, relative error against the reference) alone and in two processes at once.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 ARGS=(tune gemm --m 8192 --n 4096 --k 4096 --dtype bf16 --backend cuda --budget 20 --seed 1 --no-tui --json)
 t() { local h=$(mktemp -d) t0=$(date +%s%N)
       CUDA_VISIBLE_DEVICES=$1 TRACEA_HOME=$h $PY -m tracea "${ARGS[@]}" > /dev/null 2>"$RES/err$1.txt"

@@ -1,4 +1,4 @@
-"""Tables for benchmarks/gpu/tune_fleet_session.sh (issue 20), from its JSON outputs and walls.txt.
+"""Tables for benchmarks/gpu/tune_fleet_gpu.sh (issue 20), from its JSON outputs and walls.txt.
 
     python benchmarks/gpu/fleet_summary.py suite ONE_GPU.json ALL_GPUS.json walls.txt
     python benchmarks/gpu/fleet_summary.py one SERIAL.json RAY.json walls.txt

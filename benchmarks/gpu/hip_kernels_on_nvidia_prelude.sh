@@ -2,7 +2,7 @@
 # One H100 call for issue 19 (2026-11-26): every HIP kernel's logic through the NVIDIA prelude (GEMM in bf16,
 # fp16 and fp32, every epilogue, both operand layouts, the backend's heuristic schedules; conv with and
 # without bias; softmax), then the CUDA path after the registry change (default backend, one verified bench).
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
   $PY -c "import cupy, torch; print('cupy', cupy.__version__, 'torch', torch.__version__)"; } | tee "$RES/device.txt"
 timeout 420 $PY -m pytest -q -m gpu -p no:cacheprovider -rs --durations=5 tests/test_hip_gpu.py \

@@ -2,7 +2,7 @@
 # One H100 call (2026-11-26): the HIP kernels' logic rerun after B's staging order, fp32 pads and dynamic LDS
 # changed (issue 19); issue 17's two short-sequence rows against key-tile and ring-depth alternatives of the
 # hero (d256: 32- and 48-key tiles, deeper rings; d64: 64/96-key tiles, deeper rings), cuDNN in the same run.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$RES/device.txt"
 timeout 300 $PY -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_hip_gpu.py \
     > "$RES/test_hip_gpu.txt" 2>&1; echo "rc=$?" >> "$RES/test_hip_gpu.txt"; tail -4 "$RES/test_hip_gpu.txt"

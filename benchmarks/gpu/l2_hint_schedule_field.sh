@@ -3,7 +3,7 @@
 # tests (the split-K file: the tail shape at 5 stages, multicast pairs along M and N, fused epilogues),
 # then every split hero (GEMMs and ResNet-50's batch-1 1x1 convs) and six other shapes beside itself with
 # the hint, at its own depth and at 5 stages.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 timeout 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py > "$RES/pytest.txt" 2>&1
 echo "rc=$?" >> "$RES/pytest.txt"; tail -3 "$RES/pytest.txt"

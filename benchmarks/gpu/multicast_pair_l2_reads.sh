@@ -3,7 +3,7 @@
 # Compute's L2 read sectors and requests, hits and misses, for the hero, the pair and 128x64 two-consumer
 # forms; the multicast metrics this ncu has), and 128x64 two-consumer timings under two L2 promotions,
 # alternated three times.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 ncu --query-metrics 2>/dev/null | grep -i -E "mcast|multicast|lrc|coalesc" | head -30 | tee "$RES/mcast_metrics.txt"
 M=lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum,lts__t_bytes.sum,gpu__time_duration.sum

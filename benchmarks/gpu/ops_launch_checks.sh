@@ -3,7 +3,7 @@
 # bench`'s timing of the same kernel and against PyTorch), torchvision ResNet-50 with patch_conv2d (eager and
 # CUDA graphs, batch 32 and 1), then the GPU tests of what the launch path touches. Few files in $OUT.
 #     STEP=bench|tests|all bash benchmarks/gpu/ops_launch_checks.sh
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   $PY -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)"; } | tee "$RES/device.txt"
 STEP=${STEP:-all}

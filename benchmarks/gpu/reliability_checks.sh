@@ -3,7 +3,7 @@
 # propagation and the relu epilogue change, verified on the GPU; compute-sanitizer's memcheck, racecheck and
 # synccheck over one case of every kernel family (reports kept); `tracea tune attention --backend cuda`; the
 # GPU tests of the kernels the change touched.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 export PATH=$PATH:/usr/local/cuda/bin
 STEP=${STEP:-all}   # sanitize | tests | all: two calls when one would outrun the 10-minute limit

@@ -2,7 +2,7 @@
 # One H100 call (2026-11-26, issue 16): the suite's one row at 0.80x, ResNet-50's 1x1 conv n1 c2048 7x7 k512 (a
 # 49 x 512 x 2048 GEMM on the gemm path, split 8 ways at 4 k steps a slice): its hero beside fewer and more
 # slices, wider tiles and evict-first loads, three passes.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 timeout 300 $PY - <<'PY' 2>&1 | tee "$RES/conv_forms.txt"
 import dataclasses, sys

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One H100 call (2026-11-26, issue 16): the fp32 SIMT hero's lane-filled rule (odd rows, one-wave 64x128 grid,
 # K <= 2048): the SIMT GPU tests, the heroes on odd shapes, then the issue's table as a user runs it.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 timeout 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_simt_core_gpu.py tests/test_simt_split_gpu.py \
     > "$RES/test_simt.txt" 2>&1; echo "rc=$?" >> "$RES/test_simt.txt"; tail -3 "$RES/test_simt.txt"

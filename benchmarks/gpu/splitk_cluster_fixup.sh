@@ -2,7 +2,7 @@
 # One H100 call (2026-11-26, issue 16): the cluster split-K fix-up (a tile's slices are one cluster summing
 # over distributed shared memory). Its GPU tests with every split form, the 512x512x16384 timelines against
 # the last-block fix-up, then every split hero against its cluster form.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py > "$RES/splitk_pytest.txt" 2>&1
 echo "rc=$?" >> "$RES/splitk_pytest.txt"; tail -15 "$RES/splitk_pytest.txt"

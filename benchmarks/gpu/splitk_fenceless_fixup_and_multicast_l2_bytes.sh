@@ -3,7 +3,7 @@
 # stores (timelines of 512x512x16384), the split-K GPU tests; then why multicast pairs read more from L2
 # than single blocks: Nsight Compute's L2 bytes for three forms under each tensor-map L2 promotion, and
 # their event timings.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 timeout 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py tests/test_cuda_cluster_n_gpu.py \
     > "$RES/pytest.txt" 2>&1; echo "rc=$?" >> "$RES/pytest.txt"; tail -3 "$RES/pytest.txt"

@@ -3,7 +3,7 @@
 # with spinning barrier waits (test_wait instead of try_wait) to see whether waiting warps wake late; the
 # tests that failed in splitk_ticket_first_fixups.sh's run (the wgmma harness now passes split-K arguments;
 # the stride-2 1x1 test takes the im2col path the conv hero now plans).
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 mkdir -p "$RES/stamps"
 timeout 300 $PY benchmarks/gpu/split_timeline.py --spin --out "$RES/stamps" > "$RES/timeline.txt" 2>&1

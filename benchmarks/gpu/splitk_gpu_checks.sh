@@ -3,8 +3,8 @@
 # against float64, repeated bit-identically) and of the Hopper kernels as before, then split_probe.py
 # (heuristic vs no split vs alternatives, each beside the vendor library). Logs in $OUT.
 #
-#     bash benchmarks/gpu/splitk_session.sh [PROBE ARGS...]
-. benchmarks/gpu/session_head.sh
+#     bash benchmarks/gpu/splitk_gpu_checks.sh [PROBE ARGS...]
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$RES/device.txt"
 timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py \
     "tests/test_cuda_gpu.py::test_kernel_matches_the_reference_on_odd_shapes" > "$RES/pytest.txt" 2>&1

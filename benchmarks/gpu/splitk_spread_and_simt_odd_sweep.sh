@@ -3,7 +3,7 @@
 #   SPLIT: the split-K GPU tests, then split forms on the tail shape (split_probe.py --spread; FIXES,
 #          SPREAD_MATCH), then Nsight Compute of the hero beside cuBLAS (pair_ncu.py)
 #   SIMT:  the SIMT GPU tests, the odd shape swept (simt_odd.py --sweep; SIMT_SHAPES), Nsight Compute
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 NCU_SECTIONS="--section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis"
 NCU_GREP="^  [a-zA-Z_].*\(|Duration|Registers|Achieved Occupancy|Warp Cycles Per Issued|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|L2 Hit|DRAM Throughput|Grid Size|Cluster Size"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$RES/device.txt"

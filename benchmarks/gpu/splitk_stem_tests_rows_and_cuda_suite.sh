@@ -2,7 +2,7 @@
 # One H100 call (2026-11-26, issue 16): after the review fixes (release adds publish the parked partials, the stem
 # split within 99 KB): the split-K, pair, stem and harness GPU tests, the issue's table and held-out shapes, and
 # the whole CUDA suite.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py tests/test_cuda_cluster_n_gpu.py \
     tests/test_cuda_stem_gpu.py tests/test_cuda_wgmma.py tests/test_cuda_conv1x1.py > "$RES/pytest.txt" 2>&1

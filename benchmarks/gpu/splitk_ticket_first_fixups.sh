@@ -3,7 +3,7 @@
 # takes its ticket first (the tile's last unit does not park, sums its own slice from registers, loads
 # three slices at once); the TMA-store drain waits for the reads only; the cluster fix-up arrives once a
 # block. The Hopper GPU tests, the timelines, every split hero against its cluster form.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 timeout 420 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py tests/test_cuda_wgmma.py \
     tests/test_cuda_cluster_n_gpu.py tests/test_cuda_conv1x1.py tests/test_cuda_gpu.py > "$RES/pytest.txt" 2>&1

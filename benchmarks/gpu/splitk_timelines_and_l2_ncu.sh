@@ -2,7 +2,7 @@
 # One H100 call (2026-11-26, issue 16): where 512x512x16384's split-K time goes. Per-block timelines of the
 # hero and other forms (benchmarks/gpu/split_timeline.py), then Nsight Compute at the GPU's own clocks
 # (--clock-control none): L2 slice bytes and durations of three forms and cuBLAS's two kernels.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$RES/device.txt"
 mkdir -p "$RES/stamps"
 timeout 300 $PY benchmarks/gpu/split_timeline.py --out "$RES/stamps" > "$RES/timeline.txt" 2>&1

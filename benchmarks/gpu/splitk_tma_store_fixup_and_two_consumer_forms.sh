@@ -2,7 +2,7 @@
 # One H100 call (2026-11-26, issue 16): the last-unit fix-up with the TMA store back, the loads of up to 8
 # accumulator groups of three slices at once; 128x64 two-consumer forms and the spread fix-up beside the
 # hero on 512x512x16384 (twice, for the spread of the figures); the split-K GPU tests.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 timeout 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py tests/test_cuda_cluster_n_gpu.py \
     > "$RES/pytest.txt" 2>&1; echo "rc=$?" >> "$RES/pytest.txt"; tail -3 "$RES/pytest.txt"

@@ -2,7 +2,7 @@
 # One H100 call (2026-11-26, issue 16): the stem core's hero now splits k over more warps where a block would have
 # fewer than 4; eight small-channel convs where that rule applies, the new hero against the old (same pixels,
 # no k split), each verified, then timed beside cuDNN; then the stem GPU tests.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 timeout 300 $PY - <<'PY' 2>&1 | tee "$RES/stem_rule.txt"
 import dataclasses, sys

@@ -2,7 +2,7 @@
 # One H100 call for issues 17, 18 and 20 (2026-11-25 night): the three-consumer wgmma attention's GPU test and
 # its probe at head dim 64, batch 16; the two ops GPU tests that never ran on a GPU (CUDA-graph recipe, NCHW
 # note); and one GPU: serial tune vs `--workers 1 --cluster local` (Ray, carried as .whl) on a five-tile space.
-. benchmarks/gpu/session_head.sh
+. benchmarks/gpu/gpu_run_env.sh
 $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     > /tmp/install.log 2>&1 || tail -3 /tmp/install.log
 export PYTHONPATH=$PYTHONPATH:/tmp/site RAY_USAGE_STATS_ENABLED=0

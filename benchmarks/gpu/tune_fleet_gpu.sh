@@ -5,10 +5,10 @@
 # (the overhead of Ray per candidate). Each run has a fresh TRACEA_HOME (its own database and build cache:
 # nothing compiled by one run is reused by another). Installs nothing but what .whl holds (Ray, for `ray`).
 #
-#     bash benchmarks/gpu/tune_fleet_session.sh local    # the suite on all GPUs, then on one
-#     bash benchmarks/gpu/tune_fleet_session.sh ray      # serial vs Ray on one GPU; the suite over Ray
-#     bash benchmarks/gpu/tune_fleet_session.sh raylanes # the suite on Ray's lanes between two local runs
-. benchmarks/gpu/session_head.sh
+#     bash benchmarks/gpu/tune_fleet_gpu.sh local    # the suite on all GPUs, then on one
+#     bash benchmarks/gpu/tune_fleet_gpu.sh ray      # serial vs Ray on one GPU; the suite over Ray
+#     bash benchmarks/gpu/tune_fleet_gpu.sh raylanes # the suite on Ray's lanes between two local runs
+. benchmarks/gpu/gpu_run_env.sh
 MODE=${1:-local}
 BUDGET=${BUDGET:-12}
 PROBLEMS=benchmarks/gpu/fleet_problems.json

@@ -82,7 +82,12 @@ def path_of(before: dict[str, int]) -> str:
     slow = after.get("slow_path", 0) - before.get("slow_path", 0)
     route = ops.explain()
     where = route.variant if route.path == "tracea" else f"FALLBACK ({route.reason})"
-    return f"{where}; {fast} prepared calls, {slow} slow"
+    from tracea.ops import _prepared
+
+    newest = list(_prepared.PREPARED.values())[-1] if _prepared.PREPARED else None  # this case's signature
+    how = "" if newest is None or newest.stream is None else \
+        ", in C" if newest.fast is not None else ", in Python"
+    return f"{where}; {fast} prepared calls{how}, {slow} slow"
 
 
 def numpy_rows(calls: int, blocks: int) -> list[str]:

@@ -5,9 +5,15 @@ the host time of ``replay()`` (median of 20, the GPU drained in between) and the
 A patched ResNet-50 at batch 1 took 63-74 us of host time to launch its graph against PyTorch's 5-7 us
 (``ops_resnet50.py --kernels``): this says which kernels make a graph slow to launch.
 
-    python benchmarks/gpu/graph_launch_probe.py [--calls 50]
+    python benchmarks/gpu/graph_launch_probe.py [--calls 50] [--resnet [BATCH]]
 
-Needs a GPU and PyTorch.
+``--resnet``: torchvision's ResNet-50 (fp16, channels_last) at that batch (1 by default), captured whole by
+PyTorch and after ``patch_conv2d``; then its 53 convolutions alone, in order on the inputs a forward gave them,
+on each side; then each convolution alone in a graph of ten. Each graph's node types are counted (cuda.bindings
+on the captured graph, where this torch keeps it) and its replay is also launched by ``cuGraphLaunch`` itself,
+so that PyTorch's ``replay()`` wrapper and the driver's launch are told apart.
+
+Needs a GPU and PyTorch (and torchvision for ``--resnet``).
 """
 
 from __future__ import annotations
@@ -29,22 +35,31 @@ CASES = {  # (x NCHW shape, out channels, kernel, stride, padding)
 }
 
 
-def probe(fn, calls: int) -> tuple[float, float]:
+def capture(fn, calls: int, keep: bool = False) -> torch.cuda.CUDAGraph:
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
+    try:
+        g = torch.cuda.CUDAGraph(keep_graph=keep)
+    except TypeError:  # an older torch: no template kept
+        g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         for _ in range(calls):
             fn()
     g.replay()
     torch.cuda.synchronize()
+    return g
+
+
+def replay_times(launch, rounds: int = 20) -> tuple[float, float]:
+    """(median host us of ``launch()``, median device us from an event before it to one after), the GPU
+    drained before each."""
     host, dev = [], []
-    for _ in range(20):
+    for _ in range(rounds):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         t = time.perf_counter()
-        g.replay()
+        launch()
         host.append((time.perf_counter() - t) * 1e6)
         b.record()
         b.synchronize()
@@ -52,10 +67,104 @@ def probe(fn, calls: int) -> tuple[float, float]:
     return statistics.median(host), statistics.median(dev)
 
 
+def probe(fn, calls: int) -> tuple[float, float]:
+    return replay_times(capture(fn, calls).replay)
+
+
+def node_types(g: torch.cuda.CUDAGraph) -> str:
+    """The captured graph's nodes by type ("kernel 280, memset 0, ..."), or why they cannot be counted."""
+    try:
+        from cuda.bindings import driver as d
+
+        raw = d.CUgraph(g.raw_cuda_graph())
+        err, _, n = d.cuGraphGetNodes(raw, None, 0)
+        err, nodes, n = d.cuGraphGetNodes(raw, None, n)
+        counts: dict[str, int] = {}
+        for node in nodes[:n]:
+            err, kind = d.cuGraphNodeGetType(node)
+            name = kind.name.replace("CU_GRAPH_NODE_TYPE_", "").lower()
+            counts[name] = counts.get(name, 0) + 1
+        return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    except Exception as exc:  # noqa: BLE001 - a probe: say why and go on
+        return f"(not counted: {type(exc).__name__}: {exc})"
+
+
+def driver_launch(g: torch.cuda.CUDAGraph):
+    """``cuGraphLaunch`` of ``g``'s executable graph on the current stream, or None where torch does not expose it."""
+    try:
+        from cuda.bindings import driver as d
+
+        exe = d.CUgraphExec(g.raw_cuda_graph_exec())
+        stream = d.CUstream(torch.cuda.current_stream().cuda_stream)
+        return lambda: d.cuGraphLaunch(exe, stream)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def graph_row(label: str, fn, calls: int = 1) -> str:
+    g = capture(fn, calls, keep=True)
+    try:
+        g.instantiate()
+    except Exception:  # noqa: BLE001 - instantiated at capture's end in an older torch
+        pass
+    g.replay()
+    torch.cuda.synchronize()
+    host, dev = replay_times(g.replay)
+    launch = driver_launch(g)
+    drv = f"{replay_times(launch)[0]:.1f}" if launch is not None else "n/a"
+    return f"| {label} | {host:.1f} | {drv} | {dev:.1f} | {node_types(g)} |"
+
+
+def resnet(batch: int) -> None:
+    """ResNet-50's graph, its convolutions' graph and each convolution's, on both sides (see the docstring)."""
+    import os
+
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).cuda().half().eval().to(memory_format=torch.channels_last)
+    x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(
+        memory_format=torch.channels_last)
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    inputs: list[torch.Tensor] = []
+    hooks = [c.register_forward_pre_hook(lambda m, a: inputs.append(a[0])) for c in convs]
+    model(x)
+    for h in hooks:
+        h.remove()
+    pairs = list(zip(convs, inputs, strict=True))
+    print(f"\nResNet-50 batch {batch}, fp16 channels_last; CUDA_MODULE_LOADING="
+          f"{os.environ.get('CUDA_MODULE_LOADING', '(unset)')}; host us of replay() and of cuGraphLaunch, "
+          "device us of a replay (GPU drained before each)\n")
+    print("| graph | replay() host | cuGraphLaunch host | device | nodes |")
+    print("|---|---|---|---|---|")
+    print(graph_row("PyTorch, whole model", lambda: model(x)), flush=True)
+    print(graph_row(f"PyTorch, the {len(convs)} convs alone", lambda: [c(i) for c, i in pairs]))
+    alone_t = [probe(lambda c=c, i=i: c(i), 10) for c, i in pairs]
+    tracea.ops.patch_conv2d(model)
+    print(graph_row("patch_conv2d, whole model", lambda: model(x)), flush=True)
+    print(graph_row(f"patch_conv2d, the {len(convs)} convs alone", lambda: [c(i) for c, i in pairs]))
+    print("\nEach convolution alone, a graph of ten calls: host us of replay() (PyTorch / Tracea), Tracea's kernel\n")
+    print("| conv | shape | PyTorch host | Tracea host | Tracea kernel | Tracea device / PyTorch device |")
+    print("|---|---|---|---|---|---|")
+    for n, (c, i, t) in enumerate(zip(convs, inputs, alone_t, strict=True)):
+        m = probe(lambda c=c, i=i: c(i), 10)
+        route = tracea.ops.explain(c, i)
+        shape = f"{tuple(i.shape)} {c.out_channels}x{c.kernel_size[0]}x{c.kernel_size[1]} s{c.stride[0]}"
+        print(f"| {n} | {shape} | {t[0]:.1f} | {m[0]:.1f} | {getattr(route, 'kernel', None)} | "
+              f"{m[1] / t[1]:.2f} |", flush=True)
+    tracea.ops.unpatch_conv2d(model)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--resnet", type=int, nargs="?", const=1, metavar="BATCH",
+                    help="ResNet-50's graphs at this batch (1 if no number is given)")
     args = ap.parse_args(argv)
+    if args.resnet is not None:
+        with torch.inference_mode():
+            resnet(args.resnet)
+        return 0
     h = torch.float16
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; a graph of {args.calls} calls: host time "
           "of replay(), us; device time of a replay, us\n")

@@ -6,7 +6,8 @@ For each case (the shapes of ``bench_ops_host.py``), after a check of the output
 - wall per call over ``--calls`` calls (the host's time; the GPU drained before and after, not counted);
 - the same calls between two CUDA events (if the GPU runs slower than the host queues, this is the larger);
 - each part of the prepared call timed alone over ``--calls`` repeats: the key, the lookup, the result's
-  allocation, the stream query, the pointers, ``launch_ptrs`` (the recorded driver calls replayed).
+  allocation, the stream query, the pointers, ``launch_ptrs`` (the recorded driver calls replayed), the
+  prepared call in Python and in C (``_native_call.Launcher``, which a repeated call runs where it is built).
 
     python benchmarks/gpu/ops_call_parts.py [--calls 2000]
 
@@ -86,9 +87,13 @@ def parts(label: str, mine: Callable[[], Any], theirs: Callable[[], Any], arrays
         ("  stream query", best_of(p.stream, calls)),
         ("  pointers", best_of(lambda: [0 if i < 0 else arrays[i].data_ptr() for i in p.slots], calls)),
         ("  launch_ptrs (replay)", best_of(lambda: kernel.launch_ptrs(ptrs, stream), calls)),
-        ("  Prepared.__call__", best_of(lambda: p(arrays, None, lambda: None), calls)),
+        ("  Prepared.__call__ (the call in Python)", best_of(lambda: p(arrays, None), calls)),
         ("  torch.empty_like of the input", best_of(lambda: torch.empty_like(arrays[0]), calls)),
     ]
+    if p.fast is not None:  # the compiled call (tracea_cli/ops/_native_call.py): what a repeated call runs
+        rows.append(("  the compiled call (Launcher, C)", best_of(lambda: p.fast(arrays), calls)))
+    else:
+        rows.append(("  the compiled call: not built here (no C compiler or Python.h?)", 0.0))
     tape = next(iter(kernel._tapes.values())) if getattr(kernel, "_tapes", None) else None
     if tape is not None:
         tape.replay(stream)

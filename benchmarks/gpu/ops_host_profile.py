@@ -1,8 +1,9 @@
 """Where the host time of a patched model's forward goes: ResNet-50's convs (ops_patch_resnet.py's network,
-channels_last, fp16) after patch_conv2d, the host time of a forward (queued, not waited for) beside plain
-PyTorch's, then cProfile over a few forwards, the functions by own time.
+channels_last, fp16; ``--torchvision``: torchvision's ResNet-50 as users have it) after patch_conv2d, the host
+time of a forward (queued, not waited for) beside plain PyTorch's, then cProfile over a few forwards, the
+functions by own time.
 
-    python benchmarks/gpu/ops_host_profile.py [--batch 32] [--forwards 10] [--nchw]
+    python benchmarks/gpu/ops_host_profile.py [--batch 32] [--forwards 10] [--nchw] [--torchvision]
 """
 
 from __future__ import annotations
@@ -36,8 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--forwards", type=int, default=10)
     ap.add_argument("--nchw", action="store_true")
+    ap.add_argument("--torchvision", action="store_true", help="torchvision's resnet50 (BN, ReLU, pooling too)")
     args = ap.parse_args(argv)
-    model = resnet50_convs().cuda().half().eval()
+    if args.torchvision:
+        import torchvision
+
+        model = torchvision.models.resnet50(weights=None).cuda().half().eval()
+    else:
+        model = resnet50_convs().cuda().half().eval()
     x = torch.randn(args.batch, 3, 224, 224, device="cuda", dtype=torch.float16)
     if not args.nchw:
         model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)

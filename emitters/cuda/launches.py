@@ -94,11 +94,19 @@ class Tape:
         self.keep: list[Any] = []
         self._native: tuple[Any, ...] | None = None  # (replay, steps' address, count, failed step's cell, array)
 
+    def compiled(self) -> tuple[Any, ...]:
+        """(``tr_replay``, the rows' address, their count, the failed step's cell's address, the cell, the rows)
+        for the compiled loop, or () where the tape replays in Python (``_compiled``)."""
+        native = self._native
+        if native is None:
+            native = self._native = _compiled(self.steps) or ()
+        return native
+
     def replay(self, stream: int) -> None:
         """The recorded calls again, in order, on ``stream``."""
         native = self._native
         if native is None:
-            native = self._native = _compiled(self.steps) or ()
+            native = self.compiled()
         if native:
             rc = native[0](native[1], native[2], stream, native[3])
             if rc == 0:

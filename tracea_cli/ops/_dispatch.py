@@ -45,7 +45,14 @@ def prepared(key: tuple[Any, ...] | None, arrays: tuple[Any, ...], out: Any) -> 
         return RETRY
     if p is None or EXPLAINING.get():
         return MISS
-    return p(arrays, out)
+    fast = p.fast
+    if fast is None or out is not None:
+        return p(arrays, out)
+    try:
+        y = fast(arrays)
+    except TraceaError:  # a driver call failed: the slow path says what it does with that
+        return RETRY
+    return p.finish(y) if type(y) is tuple else y
 
 
 def numpy_dtypes(args: dict[str, Arg]) -> None:

@@ -108,17 +108,19 @@ def _numpy_alloc(shape: tuple[int, ...], dtype: Any) -> Callable[[tuple[Any, ...
     return lambda arrays: np.empty(shape, dtype)
 
 
-def _torch_alloc(torch: Any, result: Any, arrays: tuple[Any, ...]) -> Callable[[tuple[Any, ...]], Any]:
+def _torch_alloc(torch: Any, result: Any, arrays: tuple[Any, ...]) -> tuple[Callable[[tuple[Any, ...]], Any], Any, int]:
     """The result's allocation from the call's arrays: ``empty_like`` of an input the result matches (shape,
     strides, dtype, device; dense, no negative bit: the key pins all of them, so every call's input of that
-    signature does too), a third cheaper than ``empty_strided``'s keywords; else ``empty_strided``."""
+    signature does too), a third cheaper than ``empty_strided``'s keywords; else ``empty_strided``. Returned
+    twice: as a function of the call's arrays, and as the compiled call takes it (a callable and the index
+    of the array it is given; -1: called with nothing)."""
     shape, stride, dtype, device = tuple(result.shape), tuple(result.stride()), result.dtype, result.device
     for i, a in enumerate(arrays):
         if (type(a) in _TENSORS and tuple(a.shape) == shape and tuple(a.stride()) == stride and a.dtype == dtype
                 and a.device == device and a.is_contiguous() and not a.is_neg()):
-            empty_like = torch.empty_like
-            return lambda arrays: empty_like(arrays[i])
-    return lambda arrays: torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            return (lambda arrays, i=i, empty_like=torch.empty_like: empty_like(arrays[i])), torch.empty_like, i
+    strided = functools.partial(torch.empty_strided, shape, stride, dtype=dtype, device=device)
+    return (lambda arrays: strided()), strided, -1
 
 
 def _stream(torch: Any, index: int) -> Callable[[], int]:
@@ -137,7 +139,7 @@ class Prepared:
     lookup. One tuple, replaced whole, so that two threads never pair one call's pointers with another's tape."""
 
     __slots__ = ("kernel", "slots", "out_at", "nbytes", "out_bytes", "ptr", "alloc", "stream", "route", "names",
-                 "last", "replayable")
+                 "last", "replayable", "fast")
 
     def __init__(self, kernel: Any, slots: tuple[int, ...], nbytes: tuple[int, ...], out_bytes: int,
                  ptr: Callable[[Any], int], alloc: Callable[[tuple[Any, ...]], Any], stream: Callable[[], int] | None,
@@ -147,6 +149,24 @@ class Prepared:
         self.ptr, self.alloc, self.stream, self.route, self.names = ptr, alloc, stream, route, names
         self.last: tuple[tuple[int, ...] | None, Any] = (None, None)
         self.replayable = getattr(kernel, "replayable", None)
+        self.fast: Any = None  # the compiled call (_native_call.Launcher) of a call without out=, where it exists
+
+    def finish(self, missed: tuple[Any, tuple[int, ...], int]) -> Any:
+        """The compiled call's ``(result, pointers, stream)`` where it kept no tape for these pointers: the
+        launch made here, and its tape given to the compiled call for the next call on them."""
+        out, key, stream = missed
+        try:
+            self.kernel.launch_ptrs(key, stream)
+        except TraceaError:
+            return RETRY
+        if self.replayable is not None:
+            tape = self.replayable(key)
+            native = tape.compiled() if tape is not None else ()
+            if native:
+                self.fast.add(key, tape, native[1], native[2])
+        STATS["fast_path"] += 1
+        LAST.route = self.route
+        return out
 
     def __call__(self, arrays: tuple[Any, ...], out: Any) -> Any:
         """The launch on this call's buffers, returning the result; ``RETRY`` where it failed (the op's slow
@@ -198,7 +218,7 @@ def keep(key: tuple[Any, ...] | None, names: tuple[str, ...], arrays: tuple[Any,
     else:
         torch = sys.modules["torch"]
         ptr = torch.Tensor.data_ptr  # the method itself: no Python frame per pointer
-        alloc = _torch_alloc(torch, result, arrays)
+        alloc, c_alloc, alloc_at = _torch_alloc(torch, result, arrays)
         stream = _stream(torch, device_index or 0) if result.device.type == "cuda" else None
         size = lambda x: x.numel() * x.element_size()  # noqa: E731
     slots, nbytes = [], []
@@ -217,7 +237,22 @@ def keep(key: tuple[Any, ...] | None, names: tuple[str, ...], arrays: tuple[Any,
     shown = Route(**{**route.__dict__, "notes": list(route.notes)})
     shown.in_process = True
     p = Prepared(kernel, tuple(slots), tuple(nbytes), size(result), ptr, alloc, stream, shown, names)
+    if stream is not None and p.replayable is not None:
+        p.fast = _compiled_call(p, c_alloc, alloc_at)
     with _LOCK:
         PREPARED[key] = p
         while len(PREPARED) > LIMIT:
             PREPARED.pop(next(iter(PREPARED)))
+
+
+def _compiled_call(p: Prepared, alloc: Any, alloc_at: int) -> Any:
+    """``p``'s call in C (``_native_call.Launcher``), or None where it cannot be had (then ``p`` itself runs)."""
+    from tracea.emitters.cuda import launches
+
+    from ._native_call import MAX_PTRS, launcher_type
+
+    launcher, replay = launcher_type(), launches.native_replay()
+    if launcher is None or replay is None or len(p.slots) > MAX_PTRS:
+        return None
+    return launcher(p.slots, p.ptr, alloc, alloc_at, p.stream, STATS, "fast_path", LAST, p.route,
+                    ctypes.cast(replay, ctypes.c_void_p).value)

@@ -102,9 +102,13 @@ def _prepared_call(outs, stream=5):
 
     p = _prepared.Prepared(k, (0, 1, -1), (8, 8, 0), 8, lambda t: t.p, lambda arrays: alloc_like(arrays[0]),
                            lambda: stream, route, ("a", "b"))
-    p.fast = _prepared._compiled_call(p, alloc_like, 0)
-    assert p.fast is not None, "the compiled call was not built (a C compiler and Python.h are on this machine)"
+    p.c_alloc = (alloc_like, 0)  # as keep() sets it for CUDA tensors: the first launch with a tape makes the call
     return p, k
+
+
+def _made(p):
+    assert p.fast is not None, "the compiled call was not built (a C compiler and Python.h are on this machine)"
+    return p.fast
 
 
 def _call(p, arrays):
@@ -128,7 +132,7 @@ def test_kept_pointers_replay_on_the_callers_stream_and_new_ones_are_launched(dr
     assert {c[1] for c in driver.calls} == {7} and {c[0] for c in driver.calls} == {0xF00}
     assert _prepared.STATS["fast_path"] - before["fast_path"] == 5
     assert _prepared.LAST.route is p.route
-    assert p.fast.tapes() == 2
+    assert _made(p).tapes() == 2
 
 
 def test_an_input_on_new_memory_is_never_replayed_from_a_stale_tape(driver):
@@ -145,7 +149,7 @@ def test_the_tapes_kept_are_bounded_and_the_oldest_leaves_first(driver):
     p, k = _prepared_call(list(range(1000, 1000 + n)) + [1000, 1000 + n - 1])
     for _ in range(n):
         _call(p, (Tensor(1), Tensor(2)))
-    assert p.fast.tapes() == _native_call.TAPES
+    assert _made(p).tapes() == _native_call.TAPES
     _call(p, (Tensor(1), Tensor(2)))  # the first set was replaced: launched by the kernel again
     _call(p, (Tensor(1), Tensor(2)))  # the newest is kept: replayed
     assert k.looked_up[-1] == (1, 2, 1000) and len(k.looked_up) == n + 1
@@ -153,12 +157,13 @@ def test_the_tapes_kept_are_bounded_and_the_oldest_leaves_first(driver):
 
 
 def test_a_failed_replay_is_raised_by_the_tapes_loop_and_the_call_goes_to_the_slow_path(driver):
-    p, _ = _prepared_call([33] * 4)
+    p, _ = _prepared_call([33] * 8)
     arrays = (Tensor(11), Tensor(22))
+    _call(p, arrays)
     _call(p, arrays)
     driver.fail = [700]  # CUDA_ERROR_ILLEGAL_ADDRESS
     with pytest.raises(LaunchError, match="error 700"):
-        p.fast(arrays)
+        _made(p)(arrays)
     driver.fail = [700]
     assert _call(p, arrays) is _prepared.RETRY
     launches.CONTEXT[0], saved = 4242, launches.CONTEXT[0]
@@ -177,11 +182,12 @@ def test_the_compiled_call_leaks_no_reference(driver):
     for _ in range(10):
         _call(p, arrays)
     gc.collect()
-    refs = sys.getrefcount(route), sys.getrefcount(arrays[0]), sys.getrefcount(p.fast)
+    fast = _made(p)
+    refs = sys.getrefcount(route), sys.getrefcount(arrays[0]), sys.getrefcount(fast)
     for _ in range(2000):
         _call(p, arrays)
     gc.collect()
-    assert (sys.getrefcount(route), sys.getrefcount(arrays[0]), sys.getrefcount(p.fast)) == refs
+    assert (sys.getrefcount(route), sys.getrefcount(arrays[0]), sys.getrefcount(fast)) == refs
 
 
 def test_threads_replay_through_one_launcher(driver):
@@ -227,8 +233,22 @@ def test_bad_arguments_are_refused(driver):
 def test_without_native_launches_the_call_stays_in_python(driver, monkeypatch):
     monkeypatch.setenv("TRACEA_NATIVE_LAUNCH", "0")
     assert _native_call.launcher_type() is None
+    monkeypatch.delenv("TRACEA_NATIVE_LAUNCH")
+    monkeypatch.setattr(_native_call, "_TYPE", [None])  # as without Python.h: the tapes compiled, the call not
     k = Kernel()
     p = _prepared.Prepared(k, (0, 1, -1), (8, 8, 0), 8, lambda t: t.p, lambda arrays: Tensor(33), lambda: 5,
                            Route(op="gemm", path="tracea"), ("a", "b"))
-    assert _prepared._compiled_call(p, lambda: None, -1) is None
-    assert _call(p, (Tensor(11), Tensor(22))).p == 33 and k.looked_up == [(11, 22, 33)]
+    p.c_alloc = (lambda: Tensor(33), -1)
+    for _ in range(3):
+        assert _call(p, (Tensor(11), Tensor(22))).p == 33
+    assert k.looked_up == [(11, 22, 33)] and p.fast is None and p.c_alloc is None  # not asked again
+    assert [c[2] for c in driver.calls] == [(11, 22, 33)] * 3
+
+
+def test_the_ops_layer_imports_no_backend_for_the_compiled_call(driver):
+    """The compiled call takes its replay loop from the first tape it keeps (the backend's own), so that
+    tracea.ops names no backend module (tests/test_import_graph.py)."""
+    p, _ = _prepared_call([33, 33])
+    assert p.fast is None
+    _call(p, (Tensor(11), Tensor(22)))
+    assert _made(p).tapes() == 1

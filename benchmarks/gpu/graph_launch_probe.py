@@ -8,12 +8,17 @@ A patched ResNet-50 at batch 1 took 63-74 us of host time to launch its graph ag
     python benchmarks/gpu/graph_launch_probe.py [--calls 50] [--resnet [BATCH]]
 
 ``--resnet``: torchvision's ResNet-50 (fp16, channels_last) at that batch (1 by default), captured whole by
-PyTorch and after ``patch_conv2d``; then its 53 convolutions alone, in order on the inputs a forward gave them,
+PyTorch and after ``patch_conv2d`` (with the gaps between kernels of a replay from an idle GPU, by the kernels
+around them); then its 53 convolutions alone, in order on the inputs a forward gave them,
 on each side; then each convolution alone in a graph of ten. Each graph's node types are counted (cuda.bindings
 on the captured graph, where this torch keeps it) and its replay is also launched by ``cuGraphLaunch`` itself,
 so that PyTorch's ``replay()`` wrapper and the driver's launch are told apart.
 
-Needs a GPU and PyTorch (and torchvision for ``--resnet``).
+``--modules N...``: PyTorch's own ResNet-50 batch-1 graph, launched after loading N copies of a trivial kernel
+(one module each, as Tracea loads its kernels), for each N in turn: whether loaded modules slow every graph's
+launch.
+
+Needs a GPU and PyTorch (and torchvision for ``--resnet`` and ``--modules``).
 """
 
 from __future__ import annotations
@@ -77,8 +82,8 @@ def node_types(g: torch.cuda.CUDAGraph) -> str:
         from cuda.bindings import driver as d
 
         raw = d.CUgraph(g.raw_cuda_graph())
-        err, _, n = d.cuGraphGetNodes(raw, None, 0)
-        err, nodes, n = d.cuGraphGetNodes(raw, None, n)
+        err, _, n = d.cuGraphGetNodes(raw, 0)  # cuda-bindings: (graph, how many) -> (error, nodes, count)
+        err, nodes, n = d.cuGraphGetNodes(raw, n)
         counts: dict[str, int] = {}
         for node in nodes[:n]:
             err, kind = d.cuGraphNodeGetType(node)
@@ -101,7 +106,42 @@ def driver_launch(g: torch.cuda.CUDAGraph):
         return None
 
 
-def graph_row(label: str, fn, calls: int = 1) -> str:
+def idle_gaps(label: str, g: torch.cuda.CUDAGraph, replays: int = 5, top: int = 8) -> str:
+    """Where a replay from an idle GPU spends its time (torch.profiler, the GPU drained before each of
+    ``replays``): its span, its kernels' sum, and the largest gaps between consecutive kernels, by the pair of
+    kernels around them (mean per replay)."""
+    from collections import defaultdict
+
+    from torch.profiler import ProfilerActivity, profile
+
+    g.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(replays):
+            torch.cuda.synchronize()
+            g.replay()
+            torch.cuda.synchronize()
+    evs = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                 if e.device_type.name == "CUDA" and e.device_time_total > 0)
+    n = len(evs) // replays
+    gaps: dict[tuple[str, str], float] = defaultdict(float)
+    spans, busy, idle = [], [], []
+    for r in range(replays):
+        seg = evs[r * n:(r + 1) * n]
+        spans.append(seg[-1][1] - seg[0][0])
+        busy.append(sum(e - s for s, e, _ in seg))
+        idle.append(spans[-1] - busy[-1])
+        for (_, e0, n0), (s1, _, n1) in zip(seg, seg[1:], strict=False):
+            gaps[(n0[:48], n1[:48])] += (s1 - e0) / replays
+    lines = [f"--- {label}: {n} kernels a replay; span {statistics.median(spans):.1f} us, kernels "
+             f"{statistics.median(busy):.1f} us, gaps {statistics.median(idle):.1f} us (medians of {replays} replays "
+             "from an idle GPU); the largest gaps by the kernels around them, us per replay:"]
+    for (a, b), us in sorted(gaps.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {us:7.1f}  {a}  ->  {b}")
+    return "\n".join(lines)
+
+
+def graph_row(label: str, fn, calls: int = 1, gaps: list[str] | None = None) -> str:
     g = capture(fn, calls, keep=True)
     try:
         g.instantiate()
@@ -112,7 +152,39 @@ def graph_row(label: str, fn, calls: int = 1) -> str:
     host, dev = replay_times(g.replay)
     launch = driver_launch(g)
     drv = f"{replay_times(launch)[0]:.1f}" if launch is not None else "n/a"
+    if gaps is not None:
+        gaps.append(idle_gaps(label, g))
     return f"| {label} | {host:.1f} | {drv} | {dev:.1f} | {node_types(g)} |"
+
+
+TRIVIAL = 'extern "C" __global__ void tr_probe_nop(int* p) { if (p) p[0] = 1; }'
+
+
+def modules(counts: list[int]) -> None:
+    """Whether loading modules makes every graph slower to launch: PyTorch's own ResNet-50 batch-1 graph,
+    launched after more and more copies of a trivial kernel are loaded as Tracea loads its kernels
+    (``cuda.core.ObjectCode.from_cubin``, one library each), nothing of Tracea's in the graph itself."""
+    import torchvision
+    from cuda.core import Device, Program, ProgramOptions
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).cuda().half().eval().to(memory_format=torch.channels_last)
+    x = torch.randn(1, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    g = capture(lambda: model(x), 1)
+    dev = Device()
+    dev.set_current()
+    cc = dev.compute_capability
+    cubin = Program(TRIVIAL, "c++", ProgramOptions(arch=f"sm_{cc[0]}{cc[1]}")).compile("cubin").code
+    from cuda.core import ObjectCode
+
+    kept = []
+    print("\n| trivial modules loaded | kernels fetched from them | PyTorch graph replay() host us | device us |")
+    print("|---|---|---|---|")
+    for n in counts:
+        while len(kept) < n:
+            kept.append(ObjectCode.from_cubin(bytes(cubin)).get_kernel("tr_probe_nop"))
+        host, dev_us = replay_times(g.replay)
+        print(f"| {n} | {len(kept)} | {host:.1f} | {dev_us:.1f} |", flush=True)
 
 
 def resnet(batch: int) -> None:
@@ -137,11 +209,13 @@ def resnet(batch: int) -> None:
           "device us of a replay (GPU drained before each)\n")
     print("| graph | replay() host | cuGraphLaunch host | device | nodes |")
     print("|---|---|---|---|---|")
-    print(graph_row("PyTorch, whole model", lambda: model(x)), flush=True)
+    gaps: list[str] = []
+    print(graph_row("PyTorch, whole model", lambda: model(x), gaps=gaps), flush=True)
     print(graph_row(f"PyTorch, the {len(convs)} convs alone", lambda: [c(i) for c, i in pairs]))
     alone_t = [probe(lambda c=c, i=i: c(i), 10) for c, i in pairs]
     tracea.ops.patch_conv2d(model)
-    print(graph_row("patch_conv2d, whole model", lambda: model(x)), flush=True)
+    print(graph_row("patch_conv2d, whole model", lambda: model(x), gaps=gaps), flush=True)
+    print("\n" + "\n".join(gaps), flush=True)
     print(graph_row(f"patch_conv2d, the {len(convs)} convs alone", lambda: [c(i) for c, i in pairs]))
     print("\nEach convolution alone, a graph of ten calls: host us of replay() (PyTorch / Tracea), Tracea's kernel\n")
     print("| conv | shape | PyTorch host | Tracea host | Tracea kernel | Tracea device / PyTorch device |")
@@ -160,7 +234,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--resnet", type=int, nargs="?", const=1, metavar="BATCH",
                     help="ResNet-50's graphs at this batch (1 if no number is given)")
+    ap.add_argument("--modules", type=int, nargs="+", metavar="N",
+                    help="PyTorch's ResNet-50 graph launched after loading N trivial modules (each N in turn)")
     args = ap.parse_args(argv)
+    if args.modules:
+        with torch.inference_mode():
+            modules(args.modules)
+        return 0
     if args.resnet is not None:
         with torch.inference_mode():
             resnet(args.resnet)

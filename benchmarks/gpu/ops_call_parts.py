@@ -90,7 +90,10 @@ def parts(label: str, mine: Callable[[], Any], theirs: Callable[[], Any], arrays
         ("  Prepared.__call__ (the call in Python)", best_of(lambda: p(arrays, None), calls)),
         ("  torch.empty_like of the input", best_of(lambda: torch.empty_like(arrays[0]), calls)),
     ]
-    if p.fast is not None:  # the compiled call (tracea_cli/ops/_native_call.py): what a repeated call runs
+    if p.fast is not None and type(p.fast(arrays)) is tuple:  # no tape: a kernel with scratch of its own
+        rows.append(("  the compiled call up to the launch (no tape: the kernel has scratch; launch_ptrs then "
+                     "launches)", best_of(lambda: p.fast(arrays), calls)))
+    elif p.fast is not None:  # the compiled call (tracea_cli/ops/_native_call.py): what a repeated call runs
         rows.append(("  the compiled call (Launcher, C)", best_of(lambda: p.fast(arrays), calls)))
     else:
         rows.append(("  the compiled call: not built here (no C compiler or Python.h?)", 0.0))

@@ -70,7 +70,7 @@ def graphed(fn: Callable[[], torch.Tensor], name: str = "graph") -> tuple[Callab
     return g.replay, y
 
 
-def kernel_table(label: str, replay: Callable[[], None], replays: int = 10, top: int = 12) -> str:
+def kernel_table(label: str, replay: Callable[[], None], replays: int = 10, top: int = 20) -> str:
     """The kernels of ``replays`` graph replays (torch.profiler): per forward, by name, and their sum."""
     import time
     from collections import defaultdict

@@ -139,7 +139,7 @@ class Prepared:
     lookup. One tuple, replaced whole, so that two threads never pair one call's pointers with another's tape."""
 
     __slots__ = ("kernel", "slots", "out_at", "nbytes", "out_bytes", "ptr", "alloc", "stream", "route", "names",
-                 "last", "replayable", "fast")
+                 "last", "replayable", "fast", "c_alloc")
 
     def __init__(self, kernel: Any, slots: tuple[int, ...], nbytes: tuple[int, ...], out_bytes: int,
                  ptr: Callable[[Any], int], alloc: Callable[[tuple[Any, ...]], Any], stream: Callable[[], int] | None,
@@ -150,6 +150,7 @@ class Prepared:
         self.last: tuple[tuple[int, ...] | None, Any] = (None, None)
         self.replayable = getattr(kernel, "replayable", None)
         self.fast: Any = None  # the compiled call (_native_call.Launcher) of a call without out=, where it exists
+        self.c_alloc: tuple[Any, int] | None = None  # (allocation, array index) as the compiled call takes them
 
     def finish(self, missed: tuple[Any, tuple[int, ...], int]) -> Any:
         """The compiled call's ``(result, pointers, stream)`` where it kept no tape for these pointers: the
@@ -159,14 +160,26 @@ class Prepared:
             self.kernel.launch_ptrs(key, stream)
         except TraceaError:
             return RETRY
-        if self.replayable is not None:
-            tape = self.replayable(key)
-            native = tape.compiled() if tape is not None else ()
-            if native:
-                self.fast.add(key, tape, native[1], native[2])
+        self._keep_tape(key)
         STATS["fast_path"] += 1
         LAST.route = self.route
         return out
+
+    def _keep_tape(self, key: tuple[int, ...]) -> None:
+        """The tape of the launch just made over ``key`` given to the compiled call, which is made from the
+        first such tape (its compiled replay loop: the backend's, reached through the tape, never imported)."""
+        tape = self.replayable(key) if self.replayable is not None else None
+        native = tape.compiled() if tape is not None else ()
+        if not native:
+            return
+        if self.fast is None:
+            if self.c_alloc is None:
+                return
+            self.fast = _compiled_call(self, native[0])
+            if self.fast is None:
+                self.c_alloc = None  # cannot be had here: not asked again
+                return
+        self.fast.add(key, tape, native[1], native[2])
 
     def __call__(self, arrays: tuple[Any, ...], out: Any) -> Any:
         """The launch on this call's buffers, returning the result; ``RETRY`` where it failed (the op's slow
@@ -195,6 +208,8 @@ class Prepared:
                 if self.replayable is not None:
                     tape = self.replayable(key)
                     self.last = (None, None) if tape is None else (key, tape)
+                    if tape is not None and self.c_alloc is not None:  # the compiled call made, or its tapes kept
+                        self._keep_tape(key)
         except TraceaError:
             return RETRY
         STATS["fast_path"] += 1  # stats() counts it into kernel_hits and tracea too
@@ -238,21 +253,21 @@ def keep(key: tuple[Any, ...] | None, names: tuple[str, ...], arrays: tuple[Any,
     shown.in_process = True
     p = Prepared(kernel, tuple(slots), tuple(nbytes), size(result), ptr, alloc, stream, shown, names)
     if stream is not None and p.replayable is not None:
-        p.fast = _compiled_call(p, c_alloc, alloc_at)
+        p.c_alloc = (c_alloc, alloc_at)  # the compiled call is made by the first launch that keeps a tape
     with _LOCK:
         PREPARED[key] = p
         while len(PREPARED) > LIMIT:
             PREPARED.pop(next(iter(PREPARED)))
 
 
-def _compiled_call(p: Prepared, alloc: Any, alloc_at: int) -> Any:
-    """``p``'s call in C (``_native_call.Launcher``), or None where it cannot be had (then ``p`` itself runs)."""
-    from tracea.emitters.cuda import launches
-
+def _compiled_call(p: Prepared, replay: Any) -> Any:
+    """``p``'s call in C (``_native_call.Launcher``) over the compiled replay loop ``replay`` (a tape's), or None
+    where it cannot be had (then ``p`` itself runs)."""
     from ._native_call import MAX_PTRS, launcher_type
 
-    launcher, replay = launcher_type(), launches.native_replay()
-    if launcher is None or replay is None or len(p.slots) > MAX_PTRS:
+    launcher = launcher_type()
+    if launcher is None or p.c_alloc is None or len(p.slots) > MAX_PTRS:
         return None
+    alloc, alloc_at = p.c_alloc
     return launcher(p.slots, p.ptr, alloc, alloc_at, p.stream, STATS, "fast_path", LAST, p.route,
                     ctypes.cast(replay, ctypes.c_void_p).value)

@@ -17,28 +17,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
-import subprocess
 import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from bench_cuda_reference import HOST, configured_torch, out_f64, reference, torch_call
+from bench_cuda_space import space, space_worker
 
 from tracea.emitters import cuda
-from tracea.emitters.device_baselines import time_torch, torch_math
+from tracea.emitters.device_baselines import time_torch
 from tracea.kernels import Conv2d, Gemm, Softmax, relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
-from tracea.kernels.epilogue import apply as apply_epilogue
-
-
-class _NoGpuHost:  # build() reads the GPU from cuda-core when the host report has none
-    nvidia = None
-
-
-HOST = _NoGpuHost()
 
 ODD = [
     ("cuda-mma-sync.gemm", Gemm(127, 93, 61, "bf16")),
@@ -81,68 +71,6 @@ BENCH = [
 ]
 
 
-# ------------------------------------------------------------------ torch side
-def _torch():
-    import torch
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
-    return torch
-
-
-def to_torch(x: np.ndarray, dtype: str):
-    torch = _torch()
-    if dtype == "bf16":
-        return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).cuda()
-    return torch.from_numpy(np.ascontiguousarray(x)).cuda()
-
-
-def torch_call(op, inputs: dict[str, np.ndarray], ref_dtype=None):
-    """(callable, output) of PyTorch's own kernel for ``op`` (or, with ``ref_dtype``, a reference)."""
-    torch = _torch()
-    F = torch.nn.functional
-    t = {k: to_torch(v, op.dtype.value) for k, v in inputs.items()}
-    if ref_dtype is not None:
-        t = {k: v.to(ref_dtype) for k, v in t.items()}
-    if op.kind == "gemm":
-        a = t["a"] if op.layout_a == "row" else t["a"].t()
-        b = t["b"] if op.layout_b == "row" else t["b"].t()
-
-        math = torch_math()
-
-        def fn():
-            return apply_epilogue(op.epilogue, a @ b, t, op.alpha, math)
-    elif op.kind == "conv2d":
-        x, w = t["x"], t["weight"]
-        if op.layout == "nhwc":
-            x, w = x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2)  # channels_last views, no copy
-
-        def fn():
-            y = F.conv2d(x, w, t.get("bias"), stride=op.stride, padding=op.padding, dilation=op.dilation,
-                         groups=op.groups)
-            return y.permute(0, 2, 3, 1) if op.layout == "nhwc" else y
-    else:
-        def fn():
-            return torch.softmax(t["x"], dim=1)
-    return fn
-
-
-def reference(op, inputs):
-    """float64 reference: the IR's own for small shapes, PyTorch on the GPU for large ones."""
-    work = op.flops
-    if work < 2e9:
-        return op.reference(inputs), "float64 (IR reference)"
-    torch = _torch()
-    if op.kind == "conv2d" and work > 2e10:
-        y = torch_call(op, inputs, torch.float32)()
-        return y.double().cpu().numpy(), "fp32 PyTorch (TF32 off)"
-    y = torch_call(op, inputs, torch.float64)()
-    return y.cpu().numpy(), "float64 PyTorch"
-
-
-def out_f64(op, y: np.ndarray) -> np.ndarray:
-    return to_float64(y, op.dtype)
 
 
 # ------------------------------------------------------------------ modes
@@ -169,14 +97,40 @@ def verify(cases, rng, quiet=False) -> list[dict]:
 
 
 def bench(rng, out_dir: Path | None, repeats: int, only: str | None) -> list[dict]:
-    torch = _torch()
-    # the copy ceiling, measured in this run: bytes read + written per second
+    torch = configured_torch()
+    copy_gbs = _copy_ceiling(torch)
+    print(f"device: {torch.cuda.get_device_name(0)}; D2D copy {copy_gbs:.0f} GB/s (read + write, median of 20)")
+    rows = []
+    for label, vid, op, sched in _bench_cases(out_dir):
+        if only and only not in label:
+            continue
+        rec = {"case": label, "variant": vid, "op": op.to_json(), "schedule": sched.to_json(),
+               "flops": op.flops, "bytes": op.bytes}
+        try:
+            _measure(rec, rng, vid, op, sched, repeats, copy_gbs)
+        except Exception as exc:  # noqa: BLE001
+            rec.update(verified=False, error=f"{type(exc).__name__}: {exc}"[:400])
+        rows.append(rec)
+        _print_row(rec, label, op, sched)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        doc = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "copy_gbs": copy_gbs,
+               "recorded": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}
+        (out_dir / "bench_cuda.json").write_text(json.dumps(doc, indent=1))
+    return rows
+
+
+def _copy_ceiling(torch) -> float:
+    """The copy ceiling, measured in this run: bytes read + written per second (2 GiB, freed after)."""
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     t = time_torch(lambda: dst.copy_(src), 3, 20)
-    copy_gbs = 2 * src.numel() / (t.p50_ms * 1e-3) / 1e9
-    src = dst = None  # free the 2 GiB before the kernels run
-    print(f"device: {torch.cuda.get_device_name(0)}; D2D copy {copy_gbs:.0f} GB/s (read + write, median of 20)")
+    return 2 * src.numel() / (t.p50_ms * 1e-3) / 1e9
+
+
+def _bench_cases(out_dir: Path | None) -> list[tuple]:
+    """(label, variant, op, schedule) of each BENCH case's hero, and of the fastest schedule ``probe``
+    recorded in ``out_dir`` where that is another."""
     probed = {}
     if out_dir is not None and (out_dir / "probe.json").exists():
         probed = json.loads((out_dir / "probe.json").read_text())
@@ -187,54 +141,46 @@ def bench(rng, out_dir: Path | None, repeats: int, only: str | None) -> list[dic
         best = probed.get(f"{vid} {op.signature}")
         if best and cuda.CudaSchedule.from_json(best["schedule"]) != hero:
             cases.append((label + " [best probed]", vid, op, cuda.CudaSchedule.from_json(best["schedule"])))
-    rows = []
-    for label, vid, op, sched in cases:
-        if only and only not in label:
-            continue
-        rec = {"case": label, "variant": vid, "op": op.to_json(), "schedule": sched.to_json(),
-               "flops": op.flops, "bytes": op.bytes}
-        try:
-            k = cuda.build(op, vid, sched, HOST)
-            inputs = op.random_inputs(rng)
-            y = k(inputs)
-            ref, how = reference(op, inputs)
-            err = relative_error(out_f64(op, y), ref)
-            rec.update(rel_err=err, reference=how, verified=bool(err <= tolerance(op)))
-            fn = torch_call(op, inputs)
-            base_err = relative_error(fn().double().cpu().numpy() if op.dtype.value != "bf16" else
-                                      fn().float().double().cpu().numpy(), ref)
-            reps = repeats if op.flops < 2e11 else max(10, repeats // 3)
-            ours = k.time(inputs, warmup=5, repeats=reps)
-            theirs = time_torch(fn, 5, reps)
-            ours2 = k.time(inputs, warmup=2, repeats=reps)  # a second pass: drift shows as a difference
-            rec.update(ours=ours.to_json(), ours_again=ours2.to_json(), baseline=theirs.to_json(),
-                       baseline_rel_err=base_err,
-                       speed_ratio=theirs.p50_ms / ours.p50_ms,
-                       tflops=op.flops / (ours.p50_ms * 1e-3) / 1e12,
-                       baseline_tflops=op.flops / (theirs.p50_ms * 1e-3) / 1e12,
-                       gbs=op.bytes / (ours.p50_ms * 1e-3) / 1e9, copy_gbs=copy_gbs,
-                       regs=k.artifact.metadata["resources"]["regs_per_thread"],
-                       spills=k.artifact.metadata["resources"]["spills"])
-            if op.kind == "softmax":
-                rec["fraction_of_copy"] = rec["gbs"] / copy_gbs
-        except Exception as exc:  # noqa: BLE001
-            rec.update(verified=False, error=f"{type(exc).__name__}: {exc}"[:400])
-        rows.append(rec)
-        if "error" in rec:
-            print(f"{label:40s} ERROR {rec['error']}", flush=True)
-        else:
-            extra = (f" {rec['gbs']:.0f} GB/s = {rec['fraction_of_copy']:.2f} of copy" if op.kind == "softmax"
-                     else f" {rec['tflops']:.1f} vs {rec['baseline_tflops']:.1f} TFLOP/s")
-            print(f"{label:40s} ours {rec['ours']['p50_ms']:.3f} ms (p95 {rec['ours']['p95_ms']:.3f}) "
-                  f"torch {rec['baseline']['p50_ms']:.3f} ms (p95 {rec['baseline']['p95_ms']:.3f}) "
-                  f"ratio {rec['speed_ratio']:.2f}x{extra} err {rec['rel_err']:.1e} "
-                  f"regs {rec['regs']} spills {rec['spills']} [{sched.name}]", flush=True)
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        doc = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "copy_gbs": copy_gbs,
-               "recorded": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}
-        (out_dir / "bench_cuda.json").write_text(json.dumps(doc, indent=1))
-    return rows
+    return cases
+
+
+def _measure(rec: dict, rng, vid: str, op, sched, repeats: int, copy_gbs: float) -> None:
+    """One case into ``rec``: built, verified against the reference, timed beside PyTorch (ours twice)."""
+    k = cuda.build(op, vid, sched, HOST)
+    inputs = op.random_inputs(rng)
+    y = k(inputs)
+    ref, how = reference(op, inputs)
+    err = relative_error(out_f64(op, y), ref)
+    rec.update(rel_err=err, reference=how, verified=bool(err <= tolerance(op)))
+    fn = torch_call(op, inputs)
+    base_err = relative_error(fn().double().cpu().numpy() if op.dtype.value != "bf16" else
+                              fn().float().double().cpu().numpy(), ref)
+    reps = repeats if op.flops < 2e11 else max(10, repeats // 3)
+    ours = k.time(inputs, warmup=5, repeats=reps)
+    theirs = time_torch(fn, 5, reps)
+    ours2 = k.time(inputs, warmup=2, repeats=reps)  # a second pass: drift shows as a difference
+    rec.update(ours=ours.to_json(), ours_again=ours2.to_json(), baseline=theirs.to_json(),
+               baseline_rel_err=base_err,
+               speed_ratio=theirs.p50_ms / ours.p50_ms,
+               tflops=op.flops / (ours.p50_ms * 1e-3) / 1e12,
+               baseline_tflops=op.flops / (theirs.p50_ms * 1e-3) / 1e12,
+               gbs=op.bytes / (ours.p50_ms * 1e-3) / 1e9, copy_gbs=copy_gbs,
+               regs=k.artifact.metadata["resources"]["regs_per_thread"],
+               spills=k.artifact.metadata["resources"]["spills"])
+    if op.kind == "softmax":
+        rec["fraction_of_copy"] = rec["gbs"] / copy_gbs
+
+
+def _print_row(rec: dict, label: str, op, sched) -> None:
+    if "error" in rec:
+        print(f"{label:40s} ERROR {rec['error']}", flush=True)
+        return
+    extra = (f" {rec['gbs']:.0f} GB/s = {rec['fraction_of_copy']:.2f} of copy" if op.kind == "softmax"
+             else f" {rec['tflops']:.1f} vs {rec['baseline_tflops']:.1f} TFLOP/s")
+    print(f"{label:40s} ours {rec['ours']['p50_ms']:.3f} ms (p95 {rec['ours']['p95_ms']:.3f}) "
+          f"torch {rec['baseline']['p50_ms']:.3f} ms (p95 {rec['baseline']['p95_ms']:.3f}) "
+          f"ratio {rec['speed_ratio']:.2f}x{extra} err {rec['rel_err']:.1e} "
+          f"regs {rec['regs']} spills {rec['spills']} [{sched.name}]", flush=True)
 
 
 G4, G8 = Gemm(4096, 4096, 4096, "bf16"), Gemm(8192, 8192, 8192, "bf16")
@@ -366,7 +312,7 @@ def gemm_probe(rng, out_dir: Path | None, repeats: int, sizes: list[int] | None 
     """bf16 GEMM schedules against torch.matmul (cuBLAS) in this process: each on fresh random inputs,
     its output poisoned with NaN before the launch and verified against float64 PyTorch, then timed
     (CUDA events, L2 flushed, median and p95), torch timed between two passes of ours."""
-    torch = _torch()
+    torch = configured_torch()
     vid = "cuda-mma-sync.gemm"
     rows = []
     verify_persistent(rng)
@@ -414,131 +360,6 @@ def gemm_probe(rng, out_dir: Path | None, repeats: int, sizes: list[int] | None 
     return rows
 
 
-# ------------------------------------------------------------------ recorded search space
-def _space_worker(op_json: dict, variant: str, scheds: list[dict], start: int, results: Path, ref_path: Path,
-                  inputs_path: Path) -> None:
-    from tracea.kernels import Op
-
-    op = Op.from_json(op_json)
-    data = np.load(inputs_path)
-    inputs = {k: data[k] for k in data.files}
-    ref = np.load(ref_path)
-    for i in range(start, len(scheds)):
-        sched = cuda.CudaSchedule.from_json(scheds[i])
-        rec = {"index": i, "schedule": scheds[i], "status": "ok", "p50_ms": None, "p95_ms": None,
-               "rel_err": None, "error": None}
-        with results.open("a") as f:
-            f.write(json.dumps({"index": i, "started": True}) + "\n")
-        try:
-            try:
-                k = cuda.build(op, variant, sched, HOST)
-            except Exception as exc:  # noqa: BLE001
-                rec.update(status="compile_failed" if "NVRTC" in str(exc) else "invalid", error=str(exc)[:300])
-                raise StopIteration from None
-            y = k(inputs)
-            err = relative_error(to_float64(y, op.dtype), ref)
-            rec["rel_err"] = err if math.isfinite(err) else None
-            if not err <= tolerance(op):
-                rec.update(status="wrong_result", error=f"relative error {err:.3g} > {tolerance(op):.3g}")
-                raise StopIteration
-            t = k.time(inputs, warmup=3, repeats=15)
-            rec.update(p50_ms=t.p50_ms, p95_ms=t.p95_ms)
-        except StopIteration:
-            pass
-        except Exception as exc:  # noqa: BLE001
-            rec.update(status="runtime_failed", error=f"{type(exc).__name__}: {exc}"[:300])
-            with results.open("a") as f:
-                f.write(json.dumps(rec) + "\n")
-            os._exit(3)  # a sticky CUDA error poisons the context: the parent restarts past it
-        with results.open("a") as f:
-            f.write(json.dumps(rec) + "\n")
-
-
-def _precompile(args: tuple) -> None:
-    op_json, variant, sched_json = args
-    from tracea.kernels import Op
-
-    try:
-        from tracea.emitters.cuda.build import compile_kernel
-
-        compile_kernel(Op.from_json(op_json), variant, cuda.CudaSchedule.from_json(sched_json), HOST,
-                       os.environ["TRACEA_SPACE_ARCH"])
-    except Exception:  # noqa: BLE001 - the worker records the failure
-        pass
-
-
-def space(out: Path, size: int, arch: str, device_name: str | None) -> None:
-    import concurrent.futures as cf
-
-    op = Gemm(size, size, size, "bf16")
-    variant = "cuda-mma-sync.gemm"
-    cands = cuda.search_space(op, variant, HOST, arch)
-    scheds = [c.to_json() for c in cands]
-    t0 = time.time()
-    os.environ["TRACEA_SPACE_ARCH"] = arch
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")  # no fork of a process that has initialised CUDA
-    with cf.ProcessPoolExecutor(max_workers=os.cpu_count() or 4, mp_context=ctx) as pool:  # fills the cubin cache
-        list(pool.map(_precompile, [(op.to_json(), variant, s) for s in scheds]))
-    print(f"{len(scheds)} candidates compiled in {time.time() - t0:.0f} s", flush=True)
-    import tempfile
-
-    work = Path(tempfile.mkdtemp(prefix="tracea-space-"))  # inputs and reference: too big to bring back
-    rng = np.random.default_rng(7)
-    inputs = op.random_inputs(rng)
-    np.savez(work / "inputs.npz", **inputs)
-    ref, _ = reference(op, inputs)
-    np.save(work / "ref.npy", ref)
-    results = work / "results.jsonl"
-    results.unlink(missing_ok=True)
-    start = 0
-    spec = [op.to_json(), variant, scheds]
-    (work / "spec.json").write_text(json.dumps(spec))
-    import signal
-
-    def _stop(*_: object) -> None:
-        raise SystemExit(124)
-
-    signal.signal(signal.SIGTERM, _stop)  # a timeout still leaves the trials so far in the file
-    try:
-        _space_rounds(scheds, start, work, results)
-    finally:
-        _write_space(out, op, variant, scheds, results, size, device_name)
-
-
-def _space_rounds(scheds: list[dict], start: int, work: Path, results: Path) -> None:
-    while start < len(scheds):
-        proc = subprocess.run([sys.executable, __file__, "space-worker", str(work), str(start)], timeout=900)
-        done = [json.loads(ln) for ln in results.read_text().splitlines()]
-        finished = {d["index"] for d in done if "status" in d}
-        started = [d["index"] for d in done if d.get("started")]
-        last = max(started) if started else start
-        if last not in finished:  # it died inside a candidate without recording it
-            with results.open("a") as f:
-                f.write(json.dumps({"index": last, "schedule": scheds[last], "status": "runtime_failed",
-                                    "p50_ms": None, "p95_ms": None, "rel_err": None,
-                                    "error": f"worker exited with {proc.returncode}"}) + "\n")
-        start = last + 1
-
-
-def _write_space(out: Path, op, variant: str, scheds: list[dict], results: Path, size: int,
-                 device_name: str | None) -> None:
-    lines = results.read_text().splitlines() if results.exists() else []
-    recs = {d["index"]: d for d in (json.loads(ln) for ln in lines) if "status" in d}
-    trials = [{k: recs[i][k] for k in ("schedule", "status", "p50_ms", "p95_ms", "rel_err", "error")}
-              for i in sorted(recs)]
-    doc = {"schema_version": 1, "op": op.to_json(), "variant": variant, "backend": "cuda",
-           "device": device_name, "recorded": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "command": f"python benchmarks/bench_cuda.py space --size {size} --out {out.name}",
-           "complete": len(trials) == len(scheds), "trials": trials}
-    out.write_text(json.dumps(doc, indent=1))
-    ok = [t for t in trials if t["status"] == "ok"]
-    best = min(ok, key=lambda t: t["p50_ms"]) if ok else None
-    name = cuda.CudaSchedule.from_json(best["schedule"]).name if best else None
-    print(f"{len(trials)} of {len(scheds)} trials, {len(ok)} ok; best {name} {best and best['p50_ms']} ms; "
-          f"hero {trials[0]['status'] if trials else None} {trials[0]['p50_ms'] if trials else None} ms", flush=True)
-
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -577,10 +398,7 @@ def main() -> None:
         arch = a.arch or "sm_{}{}{}".format(*d.compute_capability, "a" if tuple(d.compute_capability) == (9, 0) else "")
         space(a.out, a.size, arch, d.name)
     elif a.mode == "space-worker":
-        work = Path(a.rest[0])
-        op_json, variant, scheds = json.loads((work / "spec.json").read_text())
-        _space_worker(op_json, variant, scheds, int(a.rest[1]), work / "results.jsonl", work / "ref.npy",
-                      work / "inputs.npz")
+        space_worker(Path(a.rest[0]), int(a.rest[1]))
 
 
 if __name__ == "__main__":

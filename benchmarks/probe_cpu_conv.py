@@ -40,17 +40,7 @@ def stats(ms):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", default="all")
-    ap.add_argument("--mode", default="blocks", choices=["inter", "blocks", "sep"])
-    ap.add_argument("--block", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--layout", default="nhwc")
-    ap.add_argument("--no-torch", action="store_true")
-    ap.add_argument("--threads", type=int, default=0, help="both sides' threads (0: Tracea's hero, torch's own)")
-    ap.add_argument("--packed", action="store_true", help="Tracea's packed path (pack_a on)")
-    ap.add_argument("--gap", type=float, default=0.0, help="seconds of sleep before each block")
-    a = ap.parse_args()
+    a = _args()
     from tracea.doctor import probe
     from tracea.emitters import registry
     from tracea.emitters.baselines import baseline_for
@@ -82,39 +72,65 @@ def main() -> None:
         fns = {"tracea": lambda k=k, inputs=inputs, out=out: k(inputs, out)}
         if not a.no_torch:
             fns["torch"] = baseline_for(op, inputs).run
-        for f in fns.values():
-            for _ in range(3):
-                f()
-        inner = {}
-        for name, f in fns.items():
-            t0 = time.perf_counter()
+        print(row_line(i, op, s, err, sample(fns, a)), flush=True)
+
+
+def _args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", default="all")
+    ap.add_argument("--mode", default="blocks", choices=["inter", "blocks", "sep"])
+    ap.add_argument("--block", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--layout", default="nhwc")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--threads", type=int, default=0, help="both sides' threads (0: Tracea's hero, torch's own)")
+    ap.add_argument("--packed", action="store_true", help="Tracea's packed path (pack_a on)")
+    ap.add_argument("--gap", type=float, default=0.0, help="seconds of sleep before each block")
+    return ap.parse_args()
+
+
+def sample(fns, a) -> dict:
+    """Each side's samples (ms a call), timed the way ``--mode`` says, after three warm-up calls; each sample
+    repeats a side's call enough times to last about 2 ms."""
+    for f in fns.values():
+        for _ in range(3):
             f()
-            once = time.perf_counter() - t0
-            inner[name] = max(1, min(1000, int(0.002 / once) + 1))
-        res = {n: [] for n in fns}
-        if a.mode == "inter":
-            for _ in range(a.block * a.rounds):
-                for n, f in fns.items():
-                    res[n] += timings(f, 1, inner[n])
-        elif a.mode == "blocks":
-            for r in range(a.rounds):
-                items = list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))
-                for n, f in items:
-                    if a.gap:
-                        time.sleep(a.gap)
-                    f()  # one untimed call: the side's pool wakes
-                    res[n] += timings(f, a.block, inner[n])
-        else:
+    inner = {}
+    for name, f in fns.items():
+        t0 = time.perf_counter()
+        f()
+        once = time.perf_counter() - t0
+        inner[name] = max(1, min(1000, int(0.002 / once) + 1))
+    res = {n: [] for n in fns}
+    if a.mode == "inter":
+        for _ in range(a.block * a.rounds):
             for n, f in fns.items():
-                res[n] = timings(f, a.block * a.rounds, inner[n])
-        t50, tsp, tmin = stats(res["tracea"])
-        form = "small-M" if not s.pack_b else "direct" if not s.pack_a else "packed"
-        line = (f"{i:2d} {str((op.c, op.h, op.k, op.r, op.stride[0])):24s} {form:7s} {s.mr}x{s.nr} err={err:.1e} "
-                f"tracea {t50:8.3f} ms x{tsp:.2f} min {tmin:.3f}")
-        if "torch" in res:
-            b50, bsp, bmin = stats(res["torch"])
-            line += f"  torch {b50:8.3f} ms x{bsp:.2f} min {bmin:.3f}  ratio {b50 / t50:.2f} (of mins {bmin / tmin:.2f})"
-        print(line, flush=True)
+                res[n] += timings(f, 1, inner[n])
+    elif a.mode == "blocks":
+        for r in range(a.rounds):
+            items = list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))
+            for n, f in items:
+                if a.gap:
+                    time.sleep(a.gap)
+                f()  # one untimed call: the side's pool wakes
+                res[n] += timings(f, a.block, inner[n])
+    else:
+        for n, f in fns.items():
+            res[n] = timings(f, a.block * a.rounds, inner[n])
+    return res
+
+
+def row_line(i, op, s, err, res) -> str:
+    """One row: the conv, Tracea's form and micro-kernel, its error, and each side's p50, p95/p50 and fastest
+    sample, with the ratios torch/Tracea."""
+    t50, tsp, tmin = stats(res["tracea"])
+    form = "small-M" if not s.pack_b else "direct" if not s.pack_a else "packed"
+    line = (f"{i:2d} {str((op.c, op.h, op.k, op.r, op.stride[0])):24s} {form:7s} {s.mr}x{s.nr} err={err:.1e} "
+            f"tracea {t50:8.3f} ms x{tsp:.2f} min {tmin:.3f}")
+    if "torch" in res:
+        b50, bsp, bmin = stats(res["torch"])
+        line += f"  torch {b50:8.3f} ms x{bsp:.2f} min {bmin:.3f}  ratio {b50 / t50:.2f} (of mins {bmin / tmin:.2f})"
+    return line
 
 
 if __name__ == "__main__":

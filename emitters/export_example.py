@@ -138,6 +138,12 @@ REFERENCES = {"gemm": _gemm_reference, "conv2d": _conv_reference, "softmax": _so
 
 
 def _main(launcher: Launcher, tolerance: float) -> str:
+    return _setup(launcher) + _run_and_compare(launcher, tolerance) + _refusal_and_teardown(launcher)
+
+
+def _setup(launcher: Launcher) -> str:
+    """``main``'s opening: the arguments, the ABI check, host and device buffers, random inputs (rounded to
+    the storage type; the reference reads the stored values), the tensor views."""
     code = DTYPES[launcher.dtype]
     esize = DType(launcher.dtype).itemsize
     ts = launcher.tensors
@@ -153,10 +159,6 @@ def _main(launcher: Launcher, tolerance: float) -> str:
                      f"    if (ex_upload(d_{t.name}, h_{t.name}, {t.numel * esize})) return 1;" for t in launcher.inputs)
     views = "\n".join(f"    {t.view_type} v_{t.name} = {t.view_maker}(d_{t.name}, {code}, {len(t.shape)}, shape_{t.name});"
                       for t in ts)
-    args = ", ".join(f"&v_{t.name}" for t in ts)
-    bad_args = ", ".join(["&bad", *(f"&v_{t.name}" for t in ts[1:])])
-    first = ts[0]
-    frees = " ".join(f"free(h_{t.name}); free({t.name}); ex_free(d_{t.name});" for t in ts)
     n_out = launcher.out.numel
     return f"""int main(int argc, char** argv) {{
     int perturb = 0;
@@ -176,7 +178,17 @@ def _main(launcher: Launcher, tolerance: float) -> str:
     if (!ref) return 1;
 {fill}
 {views}
-    if ({launcher.name}({args}, NULL) != TRACEA_SUCCESS) {{
+"""
+
+
+def _run_and_compare(launcher: Launcher, tolerance: float) -> str:
+    """The call, the result downloaded, the C reference and the relative error against ``tolerance``
+    (``--perturb`` makes the result wrong on purpose)."""
+    api = launcher.api
+    esize = DType(launcher.dtype).itemsize
+    args = ", ".join(f"&v_{t.name}" for t in launcher.tensors)
+    n_out = launcher.out.numel
+    return f"""    if ({launcher.name}({args}, NULL) != TRACEA_SUCCESS) {{
         fprintf(stderr, "example: {launcher.name} failed: %s\\n", {api("get_last_error")}());
         return 1;
     }}
@@ -196,7 +208,17 @@ def _main(launcher: Launcher, tolerance: float) -> str:
     int ok = finite && rel <= {tolerance!r};
     printf("{launcher.name}: relative error %.3g (tolerance %.3g), max abs error %.3g: %s\\n", rel, {tolerance!r},
            worst, ok ? "ok" : "MISMATCH");
-    /* a view of the wrong shape is a status and a message, never undefined behaviour */
+"""
+
+
+def _refusal_and_teardown(launcher: Launcher) -> str:
+    """A view of the wrong shape refused with a status and a message; everything freed."""
+    ts = launcher.tensors
+    api = launcher.api
+    bad_args = ", ".join(["&bad", *(f"&v_{t.name}" for t in ts[1:])])
+    first = ts[0]
+    frees = " ".join(f"free(h_{t.name}); free({t.name}); ex_free(d_{t.name});" for t in ts)
+    return f"""    /* a view of the wrong shape is a status and a message, never undefined behaviour */
     {first.view_type} bad = v_{first.name};
     bad.shape[0] += 1;
     TraceaStatus st = {launcher.name}({bad_args}, NULL);

@@ -143,9 +143,7 @@ void {api("shutdown")}(void);
 
 def header_cpp(launcher: Launcher) -> str:
     """``include/<prefix>/tracea.hpp``: RAII and exceptions over the C ABI, in ``namespace <prefix>``."""
-    ins = ", ".join(f"const {t.view_type}& {t.name}" for t in launcher.inputs)
-    args = ", ".join(f"&{t.name}" for t in launcher.inputs)
-    m, api = launcher.macro, launcher.api
+    m = launcher.macro
     return f"""// tracea.hpp: C++17 wrapper of the Tracea package {launcher.prefix}'s tracea.h (generated, do not edit).
 #ifndef {m}_TRACEA_HPP
 #define {m}_TRACEA_HPP
@@ -158,7 +156,14 @@ def header_cpp(launcher: Launcher) -> str:
 
 #include "tracea.h"
 
-// Shared by every Tracea package of C ABI version {ABI_VERSION}: one error type, the view makers.
+{_common_hpp()}{_package_hpp(launcher)}#endif  // {m}_TRACEA_HPP
+"""
+
+
+def _common_hpp() -> str:
+    """What every package of this C ABI version shares in ``namespace tracea`` (the error type, the view
+    makers), guarded so that several packages' headers go into one translation unit."""
+    return f"""// Shared by every Tracea package of C ABI version {ABI_VERSION}: one error type, the view makers.
 #ifndef TRACEA_COMMON_HPP
 #define TRACEA_COMMON_HPP {ABI_VERSION}
 namespace tracea {{
@@ -190,7 +195,15 @@ inline TraceaConstTensorView as_const(const TraceaTensorView& v) {{ return trace
 #error "tracea.hpp: packages of two Tracea C ABI versions in one translation unit"
 #endif
 
-namespace {launcher.prefix} {{
+"""
+
+
+def _package_hpp(launcher: Launcher) -> str:
+    """``namespace <prefix>``: ``check`` and the ``Module`` that loads the kernel and calls it."""
+    ins = ", ".join(f"const {t.view_type}& {t.name}" for t in launcher.inputs)
+    args = ", ".join(f"&{t.name}" for t in launcher.inputs)
+    m, api = launcher.macro, launcher.api
+    return f"""namespace {launcher.prefix} {{
 
 using ::tracea::Error;
 
@@ -217,5 +230,4 @@ public:
 }};
 
 }}  // namespace {launcher.prefix}
-#endif  // {m}_TRACEA_HPP
 """

@@ -117,13 +117,20 @@ def _sha256(data: bytes) -> str:
 
 def pack_run(run: Run, out: str | Path, argv: list[str] | None = None) -> Path:
     """Write the bundle of ``run`` to ``out`` (a .tar.gz); returns its path."""
-    from tracea.doctor.snapshot import tracea_version
-
     out = Path(out)
     if out.is_dir():
         raise BadInputError(f"-o {out} is a directory; give a file name such as bundle.tar.gz")
     _dump_best_if_missing(run)
-    top = f"tracea-repro-{run.id}"
+    files = _run_files(run)
+    files.update(_top_files(run))
+    files["manifest.json"] = (json.dumps(_manifest(run, files, argv), indent=1) + "\n").encode()
+    _write_archive(out, f"tracea-repro-{run.id}", files)
+    return out
+
+
+def _run_files(run: Run) -> dict[str, bytes]:
+    """The run folder's plain files, under ``run/``: not links, hidden files, the crash bundle, nor the
+    snapshot and environment the bundle holds once at its top."""
     files: dict[str, bytes] = {}
     for path in sorted(run.path.rglob("*")):
         rel = path.relative_to(run.path)
@@ -132,6 +139,12 @@ def pack_run(run: Run, out: str | Path, argv: list[str] | None = None) -> Path:
         if rel.as_posix() in ("snapshot.json", "environment.json"):  # bundled once, at the top
             continue
         files[f"run/{rel.as_posix()}"] = path.read_bytes()
+    return files
+
+
+def _top_files(run: Run) -> dict[str, bytes]:
+    """The files beside ``run/``: snapshot, packages, environment, replay.sh and README.txt."""
+    files: dict[str, bytes] = {}
     snap = run.path / "snapshot.json"
     files["snapshot.json"] = snap.read_bytes() if snap.is_file() else (json.dumps(_fresh_snapshot(), indent=1) + "\n").encode()
     files["packages.json"] = (json.dumps(installed_packages(), indent=1) + "\n").encode()
@@ -148,9 +161,16 @@ def pack_run(run: Run, out: str | Path, argv: list[str] | None = None) -> Path:
         f"Tracea repro bundle of run {run.id} ({run.kind}, status {run.manifest.get('status')}).\n"
         "Replay it with `tracea replay BUNDLE.tar.gz` (or `sh replay.sh` in this folder).\n"
         "manifest.json lists every file with its sha256; environment.json has secrets redacted.\n").encode()
+    return files
+
+
+def _manifest(run: Run, files: dict[str, bytes], argv: list[str] | None) -> dict[str, Any]:
+    """manifest.json: what made the bundle, the run, its environment, its kernels and every file's sha256."""
+    from tracea.doctor.snapshot import tracea_version
+
     cpu_env = ((run.manifest.get("env") or {}).get("cpu") or {}).get("environment") or {}
     machine = cpu_env.get("machine") or platform.machine()
-    manifest = {
+    return {
         "kind": BUNDLE_KIND, "schema_version": BUNDLE_SCHEMA_VERSION, "tracea_version": tracea_version(),
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command_line": ["tracea", *(argv if argv is not None else sys.argv[1:])],
@@ -163,7 +183,11 @@ def pack_run(run: Run, out: str | Path, argv: list[str] | None = None) -> Path:
         "replay": "sh replay.sh  (or: tracea replay BUNDLE.tar.gz)",
         "files": {name: {"size": len(data), "sha256": _sha256(data)} for name, data in sorted(files.items())},
     }
-    files["manifest.json"] = (json.dumps(manifest, indent=1) + "\n").encode()
+
+
+def _write_archive(out: Path, top: str, files: dict[str, bytes]) -> None:
+    """The .tar.gz written beside ``out`` and renamed onto it: ``top/`` and the files under it, manifest
+    first, owned by nobody."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
@@ -182,7 +206,6 @@ def pack_run(run: Run, out: str | Path, argv: list[str] | None = None) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return out
 
 
 def _info(name: str, size: int, mtime: int, kind: bytes, mode: int = 0o755) -> tarfile.TarInfo:

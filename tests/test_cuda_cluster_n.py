@@ -16,12 +16,8 @@ import pytest
 
 from tracea.doctor.errors import BadInputError
 from tracea.emitters.cuda.hopper import gemm, scheduler, splitk
-from tracea.emitters.cuda.hopper.schedule import (
-    WgmmaConvSchedule,
-    WgmmaSchedule,
-    conv_search_space,
-    search_space,
-)
+from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule
+from tracea.emitters.cuda.hopper.space import conv_search_space, search_space
 from tracea.kernels import Conv2d, Gemm
 
 N128x64 = WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, cluster=2, cluster_axis="n", store="tma")

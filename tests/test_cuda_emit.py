@@ -104,7 +104,7 @@ def test_hero_epilogue_staging_simulates_conflict_free(vid, op):
 def test_epilogue_staging_round_trip(spec):
     """Every accumulator element lands, through the staging tile, on its own C element: the fragment
     writes (warp, lane, i, j, half, e) and the row reads (thread chunk -> tile row, column) of
-    ``mma._staged_epilogue`` compose to the identity over the block tile, pass by pass."""
+    ``mma_epilogue.staged_epilogue`` compose to the identity over the block tile, pass by pass."""
     import numpy as np
 
     from tracea.emitters.cuda.plan import mma_plan
@@ -181,7 +181,7 @@ def test_schedule_json_round_trip_and_errors():
 
 
 def test_recorded_space_covers_the_search_space(fixtures):
-    """The H200 recording (docs/device-runs/2026-11-23-h200/cuda/05_final) holds every candidate
+    """The H200 recording (docs/device-runs/h200-cuda-kernels-and-tuner/cuda/bench-table-and-search-space) holds every candidate
     search_space gives today."""
     doc = json.loads((fixtures / "spaces" / "cuda_gemm_h200_4096.json").read_text())
     from tracea.kernels import Op
@@ -203,11 +203,11 @@ def test_recorded_space_covers_the_search_space(fixtures):
 
 @pytest.mark.parametrize("size", [4096, 8192, 4000])
 def test_gemm_hero_is_the_fastest_verified_schedule_of_the_last_h200_run(size):
-    """docs/device-runs/2026-11-23-h200/cuda/08_epilogue/gemm_probe.json: bf16 GEMM schedules (staged and
-    direct epilogues, raster widths) verified then timed against cuBLAS."""
+    """docs/device-runs/h200-cuda-kernels-and-tuner/cuda/gemm-staged-epilogue/gemm_probe.json: bf16 GEMM schedules
+    (staged and direct epilogues, raster widths) verified then timed against cuBLAS."""
     from pathlib import Path
 
-    run_dir = Path(__file__).parent.parent / "docs" / "device-runs" / "2026-11-23-h200" / "cuda" / "08_epilogue"
+    run_dir = Path(__file__).parent.parent / "docs/device-runs/h200-cuda-kernels-and-tuner/cuda/gemm-staged-epilogue"
     doc = json.loads((run_dir / "gemm_probe.json").read_text())
     rows = [r for r in doc["rows"] if r["size"] == size and r.get("verified") and "ours" in r]
     assert rows and all(r["rel_err"] < 1e-2 for r in rows)

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from tracea.doctor.errors import BadInputError
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, conv_search_space, im2col_unsupported
+from tracea.emitters.cuda.hopper.conv_paths import im2col_unsupported
+from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule
+from tracea.emitters.cuda.hopper.space import conv_search_space
 from tracea.kernels import Conv2d
 
 I2C = WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", path="im2col")

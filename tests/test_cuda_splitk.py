@@ -18,10 +18,9 @@ from tracea.emitters.cuda.hopper.schedule import (
     WgmmaConvSchedule,
     WgmmaSchedule,
     conv_hero_schedule,
-    conv_search_space,
     hero_schedule,
-    search_space,
 )
+from tracea.emitters.cuda.hopper.space import conv_search_space, search_space
 from tracea.kernels import Conv2d, Gemm
 
 HARNESS = r"""#include <stdio.h>

@@ -51,7 +51,7 @@ def test_tma_128b_swizzle_in_the_algebra_is_the_hardware_pattern():
 def test_recorded_gpu_probe_agrees_with_the_layout():
     """benchmarks/gpu/wgmma_run.py --phase probe TMA-loaded a tile on an H200 and compared every
     element's place with TileLayout(TmaSwizzle("128B")); the committed record must say all 4096 matched."""
-    rec = json.loads((ROOT / "docs/device-runs/2026-11-23-h200/wgmma/run1/probe.json").read_text())
+    rec = json.loads((ROOT / "docs/device-runs/h200-cuda-kernels-and-tuner/wgmma/direct-stores-tma-probe/probe.json").read_text())
     assert rec["head"]["device"].startswith("NVIDIA H")
     assert rec["records"]["elements"] == 4096
     assert rec["records"]["mismatches_vs_layout"] == 0
@@ -305,7 +305,8 @@ def test_schedules_whose_accumulators_exceed_the_compile_time_register_cap_are_i
     # 192x256 with 3 consumers: 128 accumulators under a 128-register cap (4 warpgroups); ptxas refuses it
     # (C7602, seen on an H200 with NVRTC 13.0 and here with 13.5), so the search space must not offer it
     from tracea.doctor.errors import BadInputError
-    from tracea.emitters.cuda.hopper.schedule import ADDRESS_REGS, WgmmaSchedule, search_space
+    from tracea.emitters.cuda.hopper.schedule import ADDRESS_REGS, WgmmaSchedule
+    from tracea.emitters.cuda.hopper.space import search_space
 
     with pytest.raises(BadInputError, match="consumers"):
         WgmmaSchedule(bm=192, bn=256, stages=3, consumers=3).validate()

@@ -14,7 +14,12 @@ import pytest
 from tracea.doctor.errors import BadInputError
 from tracea.emitters.cuda.attention_plan import LOG2E, PARAMS, mask_scalars, tile_plan
 from tracea.emitters.cuda.hopper import attention as A
-from tracea.emitters.cuda.hopper.attention_schedule import AttnWgmmaSchedule, hero_schedule, search_space
+from tracea.emitters.cuda.hopper.attention_schedule import (
+    AttnWgmmaSchedule,
+    hero_schedule,
+    search_space,
+    smem_plan,
+)
 from tracea.emitters.layout import TileLayout, TmaSwizzle
 from tracea.kernels import Attention
 from tracea.kernels.attention import LSE_TOLERANCE, lse_error
@@ -151,7 +156,7 @@ def test_smem_tiles_are_swizzle_atoms_and_v_strides():
         assert (lbo, sbo) == (s.bk * 128, 1024)
         op = Attention(1, 1, 10, d, dtype="bf16")
         assert f"tr_desc(vs + t * 2048u, {lbo}u, {sbo}u)" in A.render(op, s)[0].source
-        plan = A.smem_plan(s, d)
+        plan = smem_plan(s, d)
         assert plan["bars"] + 8 * (3 * s.stages + 1) + 1024 <= s.smem_bytes(d)
 
 

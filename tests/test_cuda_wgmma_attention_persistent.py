@@ -20,7 +20,12 @@ import pytest
 from tracea.doctor.errors import BadInputError
 from tracea.emitters.cuda.attention_plan import tile_plan
 from tracea.emitters.cuda.hopper import attention as A
-from tracea.emitters.cuda.hopper.attention_schedule import AttnWgmmaSchedule, hero_schedule, search_space
+from tracea.emitters.cuda.hopper.attention_schedule import (
+    AttnWgmmaSchedule,
+    hero_schedule,
+    search_space,
+    smem_plan,
+)
 from tracea.kernels import Attention
 
 PP = AttnWgmmaSchedule(stages=2, persistent=True)
@@ -296,7 +301,7 @@ class Sim:
 
     def __init__(self, op, sched, plan, walk, logs, seed):
         self.sched, self.rng = sched, random.Random(seed)
-        self.sm = A.smem_plan(sched, op.head_dim)
+        self.sm = smem_plan(sched, op.head_dim)
         self.logs, self.pos = logs, {r: 0 for r in logs}
         self.mbar: dict[int, list[int]] = {}  # addr -> [count, arrivals, tx, completed]
         self.named: dict[int, list] = {}  # id -> [threads, contributors, generation]

@@ -2,7 +2,7 @@
 addresses against the TMA 128B pattern, NVRTC compiles for sm_90a (hero spill-free, a sample of the
 space), planning on the recorded H100/H200 snapshots (and nowhere else), and the emitter's entry
 points without a GPU. The GPU run itself is benchmarks/gpu/wgmma_conv_run.py (records:
-docs/device-runs/2026-11-23-h200/wgmma_conv/).
+docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/).
 """
 
 from __future__ import annotations
@@ -16,13 +16,8 @@ import pytest
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.emitters.cuda.hopper import conv as WC
-from tracea.emitters.cuda.hopper.schedule import (
-    BK,
-    SWIZZLE,
-    WgmmaConvSchedule,
-    conv_hero_schedule,
-    conv_search_space,
-)
+from tracea.emitters.cuda.hopper.schedule import BK, SWIZZLE, WgmmaConvSchedule, conv_hero_schedule
+from tracea.emitters.cuda.hopper.space import conv_search_space
 from tracea.emitters.layout import TileLayout
 from tracea.kernels import Conv2d, Gemm
 

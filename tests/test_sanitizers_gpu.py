@@ -2,7 +2,11 @@
 (no out-of-bounds or misaligned access, nothing left allocated at exit: a kernel's buffers go with its last
 reference, checked in the plain run, and the runtime frees the rest before the context goes), racecheck (no shared-memory hazard) and synccheck (no
 barrier misuse) each report nothing, while every case verifies. Skipped without a GPU or without
-compute-sanitizer on PATH (the CUDA toolkit's; the device machine has it)."""
+compute-sanitizer on PATH (the CUDA toolkit's; the device machine has it).
+
+On an H200 (2026-11-28, docs/device-runs/h200-sanitizers-and-reliability/): racecheck found 12,788 errors in
+the stem kernel, a padding column zeroed where a cp.async copy also writes (sanitize_stem_race.txt); after the
+fix, 0 hazards, memcheck 0 errors and 0 bytes leaked, synccheck 0 errors over all 19 cases (sanitize.txt)."""
 
 from __future__ import annotations
 

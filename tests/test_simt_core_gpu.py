@@ -92,7 +92,7 @@ def test_forms_match_the_reference(op, s):
         pytest.skip("the gemv form is off: it faulted (illegal address) on the H100, simt.GEMV_MAX_M")
     s.validate(op)
     # 128x256x8 with double-buffered fragments spills 16 B on aligned shapes (H100 sweeps of 2026-11-25 and
-    # -26, docs/device-runs/2026-11-26-h100-i/): a searched form, not a hero; its result is still checked
+    # -26, docs/device-runs/h100-simt-lane-filled-rule/): a searched form, not a hero; its result is still checked
     _check(op, s, spills_ok=(s.bm, s.bn, s.bk, s.frags) == (128, 256, 8, 2))
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tracea.doctor.errors import BadInputError
 from tracea.emitters import cuda
-from tracea.emitters.cuda import simt, simt_gemv
+from tracea.emitters.cuda import simt, simt_gemv, simt_split
 from tracea.emitters.cuda.schedule import CudaSchedule
 from tracea.kernels import Conv2d, Gemm
 
@@ -32,7 +32,7 @@ def _c_part(part: int, kt_all: int, split: int) -> tuple[int, int]:
 
 @pytest.mark.parametrize("kt_all,split", [(63, 2), (63, 4), (5, 4), (5, 5), (257, 12), (512, 16), (1, 1), (7, 3)])
 def test_split_parts_cover_k_once_and_evenly(kt_all, split):
-    parts = simt.split_index(kt_all, split)
+    parts = simt_split.split_index(kt_all, split)
     assert parts == [_c_part(p, kt_all, split) for p in range(split)]
     covered = np.concatenate([np.arange(kt0, kt0 + n) for kt0, n in parts])
     assert np.array_equal(covered, np.arange(kt_all))  # in order, each k tile once
@@ -47,7 +47,7 @@ def test_the_split_sums_to_the_product_in_a_fixed_order(m, n, k, bk, split):
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     parts = []
-    for kt0, nt in simt.split_index(-(-k // bk), split):
+    for kt0, nt in simt_split.split_index(-(-k // bk), split):
         lo, hi = min(k, kt0 * bk), min(k, (kt0 + nt) * bk)
         parts.append(a[:, lo:hi] @ b[lo:hi, :])
     total = np.zeros((m, n), np.float32)
@@ -71,8 +71,8 @@ def test_workspace_slots_are_disjoint_and_inside_the_workspace():
     pid, p, j, t = np.meshgrid(np.arange(tiles), np.arange(3), np.arange(16), np.arange(nt), indexing="ij")
     slot = pid * (3 * 16 * nt) + (p * 16 + j) * nt + t
     assert len(np.unique(slot)) == slot.size
-    words = simt._counter_words(tiles)
-    assert 4 * words + 16 * (slot.max() + 1) == simt.workspace_bytes(tiles, s) and words >= tiles
+    words = simt_split._counter_words(tiles)
+    assert 4 * words + 16 * (slot.max() + 1) == simt_split.workspace_bytes(tiles, s) and words >= tiles
 
 
 def test_split_k_field_json_name_and_checks():
@@ -151,7 +151,7 @@ def test_split_and_small_tiles_compile_without_spills(op, sched, arch, _cache):
     tiles = simt._tiles(op, s)
     assert r.grid == (tiles * s.split_k, 1, 1) and r.block == (s.block_threads, 1, 1)
     if s.split_k > 1:
-        want = simt_gemv.workspace_bytes(tiles, s.split_k, op.m) if s.form == "gemv" else simt.workspace_bytes(tiles, s)
+        want = simt_gemv.workspace_bytes(tiles, s.split_k, op.m) if s.form == "gemv" else simt_split.workspace_bytes(tiles, s)
         assert r.params[-1] == "workspace" and r.metadata["workspace_bytes"] == want
         assert re.search(r"float\* __restrict__ W\)", r.source) and "atomicAdd" in r.source
     else:

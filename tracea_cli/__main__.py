@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(command: Any, args: list[str], debug: bool) -> int:
-    from tracea.doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, TraceaError
+    from tracea.doctor.errors import TraceaError
 
     try:
         result = command.main(args=args, prog_name="tracea", standalone_mode=False)
@@ -142,37 +142,53 @@ def _run(command: Any, args: list[str], debug: bool) -> int:
     except Exception as exc:
         # Click's own exceptions, matched by name: Typer >= 0.29 vendors Click, older Typer uses it.
         kinds = {k.__name__ for k in type(exc).__mro__}
-        if "Exit" in kinds:
-            return int(getattr(exc, "exit_code", 0))
-        if "Abort" in kinds:
-            _err("aborted")
-            return 130
-        if "NoArgsIsHelpError" in kinds:  # `tracea` or `tracea plan` alone: the help, as asked
-            ctx = getattr(exc, "ctx", None)
-            sys.stdout.write((ctx.get_help() if ctx is not None else str(exc)) + "\n")
-            return 0
+        code = _click_ending(exc, kinds)
+        if code is not None:
+            return code
         if debug:
             raise
-        if "UsageError" in kinds:
-            ctx = getattr(exc, "ctx", None)
-            where = f"{ctx.command_path} --help" if ctx is not None else "tracea --help"
-            _err(f"{exc.format_message()} (see `{where}`)")  # type: ignore[attr-defined]
-            return EXIT_BAD_INPUT
-        if "ClickException" in kinds:
-            _err(exc.format_message())  # type: ignore[attr-defined]
-            return int(getattr(exc, "exit_code", EXIT_INTERNAL))
-        from tracea.doctor.files import is_no_space
+        return _one_line_error(exc, kinds)
 
-        if is_no_space(exc):  # a full disk is not a bug, and not a broken file
-            from tracea.doctor.errors import EXIT_UNSUPPORTED
-            from tracea.doctor.files import no_space
 
-            err = no_space(exc.filename or _home_for_message(), "what was being written there was not kept")
-            _err(err.message, err.hint)
-            return EXIT_UNSUPPORTED
-        # The last line of defence: one line, not a traceback.
-        _err(f"internal error: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it")
-        return EXIT_INTERNAL
+def _click_ending(exc: Exception, kinds: set[str]) -> int | None:
+    """The exit status of a Click exit, abort or bare-command help (not errors, even under --debug);
+    None for any other exception."""
+    if "Exit" in kinds:
+        return int(getattr(exc, "exit_code", 0))
+    if "Abort" in kinds:
+        _err("aborted")
+        return 130
+    if "NoArgsIsHelpError" in kinds:  # `tracea` or `tracea plan` alone: the help, as asked
+        ctx = getattr(exc, "ctx", None)
+        sys.stdout.write((ctx.get_help() if ctx is not None else str(exc)) + "\n")
+        return 0
+    return None
+
+
+def _one_line_error(exc: Exception, kinds: set[str]) -> int:
+    """An unexpected exception said in one line (with a hint where there is one); its exit status."""
+    from tracea.doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL
+
+    if "UsageError" in kinds:
+        ctx = getattr(exc, "ctx", None)
+        where = f"{ctx.command_path} --help" if ctx is not None else "tracea --help"
+        _err(f"{exc.format_message()} (see `{where}`)")  # type: ignore[attr-defined]
+        return EXIT_BAD_INPUT
+    if "ClickException" in kinds:
+        _err(exc.format_message())  # type: ignore[attr-defined]
+        return int(getattr(exc, "exit_code", EXIT_INTERNAL))
+    from tracea.doctor.files import is_no_space
+
+    if is_no_space(exc):  # a full disk is not a bug, and not a broken file
+        from tracea.doctor.errors import EXIT_UNSUPPORTED
+        from tracea.doctor.files import no_space
+
+        err = no_space(exc.filename or _home_for_message(), "what was being written there was not kept")
+        _err(err.message, err.hint)
+        return EXIT_UNSUPPORTED
+    # The last line of defence: one line, not a traceback.
+    _err(f"internal error: {type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it")
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

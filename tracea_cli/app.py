@@ -59,39 +59,14 @@ def doctor(
 ) -> None:
     """Diagnose this machine for kernel work: CPU, GPUs, toolchains, ceilings and checks."""
     from tracea.doctor.errors import BadInputError
-    from tracea.doctor.snapshot import (
-        build_report,
-        collect_raw,
-        read_snapshot,
-        report_document,
-        snapshot_document,
-        write_json_atomic,
-    )
 
     if input_file is not None and measure:
         raise BadInputError("--measure cannot be combined with --input (a snapshot is not this machine)")
     if json_out and tui:
         raise BadInputError("--json and --tui are mutually exclusive")
-
-    raw: dict[str, Any] | None
-    if input_file is not None:
-        report, raw = read_snapshot(input_file)
-    else:
-        raw = collect_raw(use_cache=not no_cache)
-        if measure:
-            from tracea.doctor.measure import measure_all
-
-            raw["measured"] = measure_all(raw)
-        report = build_report(raw)
-
+    report, raw = _doctor_report(input_file, measure, no_cache)
     if save is not None:
-        if raw is None:
-            raise BadInputError(f"{input_file} is a report without raw answers; only snapshots can be re-saved")
-        try:
-            write_json_atomic(save, snapshot_document(raw, report))
-        except OSError as exc:
-            raise BadInputError(f"cannot write snapshot to {save}: {exc.strerror or exc}") from None
-
+        _save_snapshot(save, raw, report, input_file)
     if tui:
         from .tui.doctor_app import run_doctor_tui
 
@@ -100,11 +75,41 @@ def doctor(
     if json_out:
         import json
 
+        from tracea.doctor.snapshot import report_document
+
         typer.echo(json.dumps(report_document(report), indent=1))
         return
     from .render import render_doctor
 
     render_doctor(report, plain=plain, saved_to=save)
+
+
+def _doctor_report(input_file: Path | None, measure: bool, no_cache: bool) -> tuple[Any, dict[str, Any] | None]:
+    """The report and its raw answers: read from ``input_file`` (a saved report has none), or probed on
+    this machine (and measured with ``measure``)."""
+    from tracea.doctor.snapshot import build_report, collect_raw, read_snapshot
+
+    if input_file is not None:
+        return read_snapshot(input_file)
+    raw = collect_raw(use_cache=not no_cache)
+    if measure:
+        from tracea.doctor.measure import measure_all
+
+        raw["measured"] = measure_all(raw)
+    return build_report(raw), raw
+
+
+def _save_snapshot(save: Path, raw: dict[str, Any] | None, report: Any, input_file: Path | None) -> None:
+    """``--save``: the snapshot (report and raw answers) written atomically to ``save``."""
+    from tracea.doctor.errors import BadInputError
+    from tracea.doctor.snapshot import snapshot_document, write_json_atomic
+
+    if raw is None:
+        raise BadInputError(f"{input_file} is a report without raw answers; only snapshots can be re-saved")
+    try:
+        write_json_atomic(save, snapshot_document(raw, report))
+    except OSError as exc:
+        raise BadInputError(f"cannot write snapshot to {save}: {exc.strerror or exc}") from None
 
 
 from . import cmd_kernels  # noqa: E402  (each command module imports only Typer at load)

@@ -159,21 +159,32 @@ MAX_UNLISTED_LINES = 100
 
 def _replay(bundle: Path, into: Path | None, yes: bool, mode: str, kernel: str | None, every: bool, repeat: int,
             warmup: int, seed: int | None, keep: bool) -> None:
+    """What the bundle holds, how this machine differs from the recording and what will run (with its risk);
+    then, once allowed, each kernel replayed beside its recorded figures."""
     from rich.markup import escape
 
     from tracea.doctor import probe
-    from tracea.doctor.errors import BadInputError, TraceaError
     from tracea.reports import replay as rp
     from tracea.reports.bundle_check import shown
-    from tracea.reports.metrics import bench_row
-    from tracea.reports.replay_environment import env_differences, package_differences
 
     def say(text: str, style: str | None = None) -> None:  # bundle text: no markup, no control characters
         console.print(escape(shown(text)), style=style)
 
     b = rp.open_bundle(bundle, into)
-    m = b.manifest
     console = _console()
+    _say_bundle(say, b, keep)
+    host = probe()
+    _say_environment(say, b, host)
+    plans = _replay_plans(say, b, host, mode, kernel, every)
+    if mode != "own":
+        say(f"RISK: {RISK[mode]}", style="bold")
+    _confirm(yes, mode)
+    _replay_each(console, say, b, plans, host, repeat, warmup, seed)
+
+
+def _say_bundle(say: Any, b: Any, keep: bool) -> None:
+    """Which run the bundle recorded, with what command, where it is unpacked, and what it holds unlisted."""
+    m = b.manifest
     run = m.get("run") or {}
     say(f"bundle: run {run.get('id')} ({run.get('run_kind')}, recorded status {run.get('status')}) made "
         f"{m.get('created_at')} by Tracea {m.get('tracea_version')}")
@@ -185,7 +196,12 @@ def _replay(bundle: Path, into: Path | None, yes: bool, mode: str, kernel: str |
             say(f"  unlisted: {rel}: {what}")
         if len(b.extra) > MAX_UNLISTED_LINES:
             say(f"  ... and {len(b.extra) - MAX_UNLISTED_LINES} more")
-    host = probe()
+
+
+def _say_environment(say: Any, b: Any, host: Any) -> None:
+    """How this machine and its installed packages differ from the recording."""
+    from tracea.reports.replay_environment import env_differences, package_differences
+
     diffs = env_differences(b, host)
     if diffs:
         say("environment differs from the recording:")
@@ -197,6 +213,13 @@ def _replay(bundle: Path, into: Path | None, yes: bool, mode: str, kernel: str |
     if pkgs:
         shown_pkgs = ", ".join(f"{n} {was or '-'} -> {now or '-'}" for n, was, now in pkgs[:8])
         say(f"installed packages: {len(pkgs)} differ from the recording ({shown_pkgs}" + (", ...)" if len(pkgs) > 8 else ")"))
+
+
+def _replay_plans(say: Any, b: Any, host: Any, mode: str, kernel: str | None, every: bool) -> list[Any]:
+    """The kernels to replay, each loaded and described beside what this Tracea renders for it."""
+    from tracea.doctor.errors import BadInputError
+    from tracea.reports import replay as rp
+
     entries, which = rp.select_kernels(b, kernel, every)
     if not entries:
         raise BadInputError("the bundle has no kernel to replay" + (f" matching {kernel!r}" if kernel else ""),
@@ -209,9 +232,17 @@ def _replay(bundle: Path, into: Path | None, yes: bool, mode: str, kernel: str |
         say(f"  compared with what this Tracea renders for {k.variant} and this schedule:")
         for line in rp.differences(k):
             say(f"  {line}")
-    if mode != "own":
-        say(f"RISK: {RISK[mode]}", style="bold")
-    _confirm(yes, mode)
+    return plans
+
+
+def _replay_each(console: Any, say: Any, b: Any, plans: list[Any], host: Any, repeat: int, warmup: int,
+                      seed: int | None) -> None:
+    """Replay each kernel and print it beside the recording; an error names every kernel whose status
+    differs from the recorded one (or, unrecorded, is not ok)."""
+    from tracea.doctor.errors import TraceaError
+    from tracea.reports import replay as rp
+    from tracea.reports.bundle_check import shown
+    from tracea.reports.metrics import bench_row
 
     mismatched = []
     for k in plans:

@@ -89,8 +89,30 @@ def tune_config(op: Any, backend: str | None, precision: str | None, variant: st
     """The run's TuneConfig from the options (each checked: one line and exit 2 for a bad one) and the host
     report (None for a replay; ``host``: one already probed, as a suite's problems share), with the backend
     resolved for ``op``."""
-    from tracea.doctor.errors import BadInputError
     from tracea.tuner.run import Evaluation, Outputs, SearchLimits, Target, TuneConfig
+
+    backend = _checked_search(op, strategy, resume, retune, simulate, space, variant, backend)
+    config = TuneConfig(
+        target=Target(backend=backend, precision=precision, variant=variant,
+                      space_file=str(space) if space else None, simulate=str(simulate) if simulate else None),
+        evaluation=Evaluation(warmup=warmup, repeats=repeat, timeout_s=timeout, compile_ahead=compile_ahead,
+                              workers=workers or 1, cluster=cluster),
+        limits=SearchLimits(strategy=strategy, seed=seed, budget=budget, time_limit_s=time_limit,
+                            patience=patience or None, resume=resume, retune=retune),
+        outputs=Outputs(argv=sys.argv[1:], run_folder=simulate is None,
+                        metrics_files=[str(p) for p in (jsonl, csv, metrics) if p is not None],
+                        dump_ir=str(dump_ir.resolve()) if dump_ir is not None else None))
+    _checked_outputs(dump_ir, jsonl, csv, metrics)
+    if simulate is not None:
+        return config, None
+    return _for_this_host(op, config, host, backend, precision, workers, cluster, json_out)
+
+
+def _checked_search(op: Any, strategy: str, resume: bool, retune: bool, simulate: Path | None, space: Path | None,
+                    variant: str | None, backend: str | None) -> str | None:
+    """The search options checked against each other, and, for a run that runs kernels, the named variant
+    against the op and the op against this host's memory; returns the backend (a named variant names it)."""
+    from tracea.doctor.errors import BadInputError
     from tracea.tuner.strategies import NAMES
 
     if strategy not in NAMES:
@@ -110,16 +132,13 @@ def tune_config(op: Any, backend: str | None, precision: str | None, variant: st
             check_variant(variant, op.kind, backend or "cpu")
             backend = backend or "cpu"
         require_host_memory(op)  # before any worker allocates: "needs N GiB, the machine has M"
-    config = TuneConfig(
-        target=Target(backend=backend, precision=precision, variant=variant,
-                      space_file=str(space) if space else None, simulate=str(simulate) if simulate else None),
-        evaluation=Evaluation(warmup=warmup, repeats=repeat, timeout_s=timeout, compile_ahead=compile_ahead,
-                              workers=workers or 1, cluster=cluster),
-        limits=SearchLimits(strategy=strategy, seed=seed, budget=budget, time_limit_s=time_limit,
-                            patience=patience or None, resume=resume, retune=retune),
-        outputs=Outputs(argv=sys.argv[1:], run_folder=simulate is None,
-                        metrics_files=[str(p) for p in (jsonl, csv, metrics) if p is not None],
-                        dump_ir=str(dump_ir.resolve()) if dump_ir is not None else None))
+    return backend
+
+
+def _checked_outputs(dump_ir: Path | None, jsonl: Path | None, csv: Path | None, metrics: Path | None) -> None:
+    """The --dump-ir folder created; each metrics file's extension matching its format."""
+    from tracea.doctor.errors import BadInputError
+
     if dump_ir is not None:
         try:
             dump_ir.mkdir(parents=True, exist_ok=True)
@@ -131,24 +150,27 @@ def tune_config(op: Any, backend: str | None, precision: str | None, variant: st
         raise BadInputError(f"--csv: {csv} should end in .csv (the format follows the extension)")
     if metrics is not None and metrics.suffix not in (".csv", ".jsonl"):
         raise BadInputError(f"--metrics: {metrics}: the extension must be .csv or .jsonl (it picks the format)")
-    if simulate is not None:
-        host = None
-    else:
-        from tracea.doctor import probe
 
-        from .cmd_kernels import resolve_backend
 
-        host = host or probe()
-        # a backend named but not runnable here is one line, exit 3; unless Ray actors run the kernels, maybe
-        # on other machines (then only its name is checked)
-        chosen = resolve_backend(op, host, backend, precision, to_stderr=json_out,
-                                 runs_here=backend is None or cluster is None)
-        config = dataclasses.replace(config, target=dataclasses.replace(config.target, backend=chosen))
-        if workers is None:  # the backend's own default: every GPU of a multi-GPU host, one CPU worker
-            from tracea.emitters import registry
+def _for_this_host(op: Any, config: Any, host: Any, backend: str | None, precision: str | None,
+                   workers: int | None, cluster: str | None, json_out: bool) -> tuple[Any, Any]:
+    """``config`` with the backend chosen for ``op`` on the host (probed unless given) and, unless
+    --workers said, that backend's default number of workers; and the host."""
+    from tracea.doctor import probe
 
-            n = registry.backend(chosen).default_workers(host)
-            config = dataclasses.replace(config, evaluation=dataclasses.replace(config.evaluation, workers=n))
+    from .cmd_kernels import resolve_backend
+
+    host = host or probe()
+    # a backend named but not runnable here is one line, exit 3; unless Ray actors run the kernels, maybe
+    # on other machines (then only its name is checked)
+    chosen = resolve_backend(op, host, backend, precision, to_stderr=json_out,
+                             runs_here=backend is None or cluster is None)
+    config = dataclasses.replace(config, target=dataclasses.replace(config.target, backend=chosen))
+    if workers is None:  # the backend's own default: every GPU of a multi-GPU host, one CPU worker
+        from tracea.emitters import registry
+
+        n = registry.backend(chosen).default_workers(host)
+        config = dataclasses.replace(config, evaluation=dataclasses.replace(config.evaluation, workers=n))
     return config, host
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tracea.doctor.report import OK, PROBLEM, WARNING, AmdGpu, AppleGpu, Ceiling, HostReport, NvidiaGpu
 
@@ -197,29 +198,51 @@ def make_console(plain: bool = False, stderr: bool = False):
 
 
 def render_doctor(report: HostReport, plain: bool = False, saved_to: Path | None = None) -> None:
+    """Print the doctor's report: the host, each section under its heading, the ceilings and the checks
+    (styled on a terminal, plain text with ``plain`` or in a pipe)."""
     from rich.markup import escape
-    from rich.table import Table
 
     console = make_console(plain)
     plain = plain or console.no_color
-
-    def heading(text: str) -> None:
-        console.print(f"\n[bold]{escape(text)}[/bold]" if not plain else f"\n{text}")
-
-    def rows(lines: Iterator[tuple[str, str]], indent: int = 2) -> None:
-        for label, text in lines:
-            console.print(f"{' ' * indent}{label:<14} {escape(text)}", soft_wrap=plain)
-
     origin = "" if report.origin == "live" else f" · {report.origin}"
     console.print(f"[bold]Tracea doctor[/bold] {escape(f'{report.tracea_version} · {report.created_at}{origin}')}")
     h = report.host
     console.print(escape(f"host: {h.os_name} {h.os_release} {h.machine}"
                          + (" · WSL" if h.wsl else "") + (f" · container: {h.container}" if h.container else "")))
 
-    heading("CPU")
-    rows(cpu_lines(report))
+    _heading(console, plain, "CPU")
+    _rows(console, plain, cpu_lines(report))
+    _gpu_sections(console, plain, report)
+    _heading(console, plain, "Toolchains")
+    _rows(console, plain, toolchain_lines(report))
+    _heading(console, plain, "Python")
+    _rows(console, plain, python_lines(report))
+    _heading(console, plain, "Ceilings (spec = clock x units; measured with --measure)")
+    _ceilings(console, plain, report.ceilings)
+    _heading(console, plain, "Checks")
+    _checks(console, plain, report)
+    if saved_to is not None:
+        console.print(f"\nsnapshot saved to {escape(str(saved_to))}")
 
-    heading("NVIDIA GPUs")
+
+def _heading(console: Any, plain: bool, text: str) -> None:
+    from rich.markup import escape
+
+    console.print(f"\n[bold]{escape(text)}[/bold]" if not plain else f"\n{text}")
+
+
+def _rows(console: Any, plain: bool, lines: Iterator[tuple[str, str]], indent: int = 2) -> None:
+    from rich.markup import escape
+
+    for label, text in lines:
+        console.print(f"{' ' * indent}{label:<14} {escape(text)}", soft_wrap=plain)
+
+
+def _gpu_sections(console: Any, plain: bool, report: HostReport) -> None:
+    """The NVIDIA, AMD and Apple sections: each device's rows, or why none was found."""
+    from rich.markup import escape
+
+    _heading(console, plain, "NVIDIA GPUs")
     nv = report.nvidia
     if nv.driver_version:
         console.print(escape(f"  driver {nv.driver_version} · CUDA {nv.cuda_driver_version} · NVML {nv.nvml_version}"))
@@ -227,40 +250,43 @@ def render_doctor(report: HostReport, plain: bool = False, saved_to: Path | None
         console.print(f"  none found: {escape(nv.reason or 'unknown reason')}")
     for g in nv.devices:
         console.print(f"  [bold]GPU {g.cuda_index}[/bold]" if not plain else f"  GPU {g.cuda_index}")
-        rows(gpu_lines(g), indent=4)
+        _rows(console, plain, gpu_lines(g), indent=4)
 
-    heading("AMD GPUs")
+    _heading(console, plain, "AMD GPUs")
     if not report.amd.devices:
         console.print(f"  none found: {escape(report.amd.reason or 'unknown reason')}")
-    for g in report.amd.devices:
-        rows(amd_lines(g), indent=4)
+    for a in report.amd.devices:
+        _rows(console, plain, amd_lines(a), indent=4)
 
-    heading("Apple GPUs")
+    _heading(console, plain, "Apple GPUs")
     if not report.apple.devices:
         console.print(f"  none found: {escape(report.apple.reason or 'unknown reason')}")
-    for g in report.apple.devices:
-        rows(apple_lines(g), indent=4)
+    for m in report.apple.devices:
+        _rows(console, plain, apple_lines(m), indent=4)
 
-    heading("Toolchains")
-    rows(toolchain_lines(report))
 
-    heading("Python")
-    rows(python_lines(report))
+def _ceilings(console: Any, plain: bool, ceilings: list[Ceiling]) -> None:
+    """One line per ceiling in plain text; a table on a terminal."""
+    from rich.markup import escape
+    from rich.table import Table
 
-    heading("Ceilings (spec = clock x units; measured with --measure)")
     if plain:
-        for c in report.ceilings:
+        for c in ceilings:
             name, spec, measured, note = ceiling_text(c)
             console.print(f"  {name:<28} spec {spec:<16} measured {measured:<24} {escape(note)}")
-    else:
-        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, padding=(0, 2, 0, 2))
-        for col in ("ceiling", "spec", "measured", "basis"):
-            table.add_column(col, overflow="fold")
-        for c in report.ceilings:
-            table.add_row(*(escape(x) for x in ceiling_text(c)))
-        console.print(table)
+        return
+    table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, padding=(0, 2, 0, 2))
+    for col in ("ceiling", "spec", "measured", "basis"):
+        table.add_column(col, overflow="fold")
+    for c in ceilings:
+        table.add_row(*(escape(x) for x in ceiling_text(c)))
+    console.print(table)
 
-    heading("Checks")
+
+def _checks(console: Any, plain: bool, report: HostReport) -> None:
+    """Each check with its mark and hint, then the probes' errors and warnings."""
+    from rich.markup import escape
+
     for c in report.checks:
         if plain:
             console.print(f"  {escape(MARK_PLAIN[c.mark])} {escape(c.message)}")
@@ -273,5 +299,3 @@ def render_doctor(report: HostReport, plain: bool = False, saved_to: Path | None
         console.print(f"  {escape(MARK_PLAIN[PROBLEM]) if plain else '[red]✗[/red]'} probe error: {escape(e)}")
     for w in report.warnings:
         console.print(f"  {escape(MARK_PLAIN[WARNING]) if plain else '[yellow]![/yellow]'} {escape(w)}")
-    if saved_to is not None:
-        console.print(f"\nsnapshot saved to {escape(str(saved_to))}")

@@ -18,6 +18,9 @@ so that PyTorch's ``replay()`` wrapper and the driver's launch are told apart.
 (one module each, as Tracea loads its kernels), for each N in turn: whether loaded modules slow every graph's
 launch.
 
+``--matrix``: graphs of about 60 kernels, one property changed at a time (one buffer or many, parameter bytes,
+Tracea's kernels alone or between PyTorch's, clusters, split-K scratch): which of them makes a launch slow.
+
 Needs a GPU and PyTorch (and torchvision for ``--resnet`` and ``--modules``).
 """
 
@@ -141,6 +144,27 @@ def idle_gaps(label: str, g: torch.cuda.CUDAGraph, replays: int = 5, top: int = 
     return "\n".join(lines)
 
 
+def launch_cost(launch, rounds: int = 200) -> str:
+    """Where ``launch()``'s host time goes, per call over ``rounds`` (the GPU drained before each): user and
+    system CPU time of this thread and minor page faults (getrusage), e.g. driver calls into the kernel."""
+    import resource
+
+    who = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+    user = sys_ = faults = wall = 0.0
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        r0, t0 = resource.getrusage(who), time.perf_counter()
+        launch()
+        t1, r1 = time.perf_counter(), resource.getrusage(who)
+        wall += t1 - t0
+        user += r1.ru_utime - r0.ru_utime
+        sys_ += r1.ru_stime - r0.ru_stime
+        faults += r1.ru_minflt - r0.ru_minflt
+    torch.cuda.synchronize()
+    return (f"wall {wall / rounds * 1e6:.1f} us, user {user / rounds * 1e6:.1f} us, system {sys_ / rounds * 1e6:.1f} "
+            f"us, {faults / rounds:.2f} minor faults per launch")
+
+
 def graph_row(label: str, fn, calls: int = 1, gaps: list[str] | None = None) -> str:
     g = capture(fn, calls, keep=True)
     try:
@@ -154,6 +178,8 @@ def graph_row(label: str, fn, calls: int = 1, gaps: list[str] | None = None) -> 
     drv = f"{replay_times(launch)[0]:.1f}" if launch is not None else "n/a"
     if gaps is not None:
         gaps.append(idle_gaps(label, g))
+        gaps.append(f"    cuGraphLaunch of {label}: "
+                    + (launch_cost(launch) if launch is not None else launch_cost(g.replay)))
     return f"| {label} | {host:.1f} | {drv} | {dev:.1f} | {node_types(g)} |"
 
 
@@ -185,6 +211,94 @@ def modules(counts: list[int]) -> None:
             kept.append(ObjectCode.from_cubin(bytes(cubin)).get_kernel("tr_probe_nop"))
         host, dev_us = replay_times(g.replay)
         print(f"| {n} | {len(kept)} | {host:.1f} | {dev_us:.1f} |", flush=True)
+
+
+BIG = """struct Big { long long v[500]; };
+extern "C" __global__ void tr_probe_big(Big b, int* p) { if (p) p[0] = (int)b.v[0]; }
+"""
+
+
+def _function(source: str, name: str) -> int:
+    """A CUfunction handle of ``name`` in ``source``, compiled by NVRTC and loaded as Tracea loads its kernels."""
+    from cuda.bindings import driver as d
+    from cuda.core import Device, ObjectCode, Program, ProgramOptions
+
+    dev = Device()
+    dev.set_current()
+    cc = dev.compute_capability
+    cubin = Program(source, "c++", ProgramOptions(arch=f"sm_{cc[0]}{cc[1]}")).compile("cubin").code
+    kernel = ObjectCode.from_cubin(bytes(cubin)).get_kernel(name)
+    _function.keep.append(kernel)  # type: ignore[attr-defined]
+    handle = kernel._handle if hasattr(kernel, "_handle") else kernel.handle
+    if isinstance(handle, d.CUkernel):
+        handle = d.cuKernelGetFunction(handle)[1]
+    return int(handle)
+
+
+_function.keep = []  # type: ignore[attr-defined]
+
+
+def matrix(nodes: int = 60) -> None:
+    """What makes a graph slow to launch: graphs of about ``nodes`` kernels, one property changed at a time
+    (buffers, parameter bytes, Tracea's kernels alone or between PyTorch's, clusters, split-K scratch)."""
+    import ctypes
+
+    import numpy as np
+    import torch.nn.functional as F
+
+    from tracea.emitters.cuda import launches
+
+    h = torch.float16
+    one = torch.zeros(1 << 16, device="cuda", dtype=h)
+    bufs = [torch.zeros(1 << 16, device="cuda", dtype=h) for _ in range(nodes)]
+    small = _function(TRIVIAL, "tr_probe_nop")
+    big = _function(BIG, "tr_probe_big")
+
+    class Big(ctypes.Structure):
+        _fields_ = [("v", ctypes.c_longlong * 500)]
+
+    big_arg = Big()
+
+    def raw(fn: int, args: list) -> None:
+        launches.kernel(fn, 1, 32, 0, torch.cuda.current_stream().cuda_stream, args)
+
+    x1 = torch.randn(1, 64, 56, 56, device="cuda", dtype=h).contiguous(memory_format=torch.channels_last)
+    w1 = torch.randn(256, 64, 1, 1, device="cuda", dtype=h).contiguous(memory_format=torch.channels_last)
+    x3 = torch.randn(1, 128, 28, 28, device="cuda", dtype=h).contiguous(memory_format=torch.channels_last)
+    w3 = torch.randn(128, 128, 3, 3, device="cuda", dtype=h).contiguous(memory_format=torch.channels_last)
+    xc = torch.randn(1, 64, 56, 56, device="cuda", dtype=h).contiguous(memory_format=torch.channels_last)
+    wc = torch.randn(64, 64, 3, 3, device="cuda", dtype=h).contiguous(memory_format=torch.channels_last)
+    half = nodes // 2
+    cases = [
+        (f"{nodes} add_ on one buffer", lambda: [one.add_(1) for _ in range(nodes)]),
+        (f"{nodes} add_, each on its own buffer", lambda: [b.add_(1) for b in bufs]),
+        (f"{nodes} b + 1, each a new buffer of the graph's pool", lambda: [b + 1 for b in bufs]),
+        (f"{nodes} trivial kernels, 16 bytes of parameters", lambda: [raw(small, [np.uint64(0)]) for _ in range(nodes)]),
+        (f"{nodes} trivial kernels, 4008 bytes of parameters",
+         lambda: [raw(big, [big_arg, np.uint64(0)]) for _ in range(nodes)]),
+        (f"{nodes} Tracea 1x1 convs (GEMM kernel, b1 56x56 64->256)",
+         lambda: [tracea.ops.conv2d(x1, w1) for _ in range(nodes)]),
+        (f"{nodes} cuDNN 1x1 convs (same)", lambda: [F.conv2d(x1, w1) for _ in range(nodes)]),
+        (f"{half} x (Tracea 1x1 conv, relu_)", lambda: [tracea.ops.conv2d(x1, w1).relu_() for _ in range(half)]),
+        (f"{half} x (cuDNN 1x1 conv, relu_)", lambda: [F.conv2d(x1, w1).relu_() for _ in range(half)]),
+        (f"{nodes} Tracea 3x3 split-K convs (b1 28x28 128)", lambda: [tracea.ops.conv2d(x3, w3, padding=1)
+                                                                     for _ in range(nodes)]),
+        (f"{nodes} Tracea 3x3 convs, cluster of 2 (b1 56x56 64)", lambda: [tracea.ops.conv2d(xc, wc, padding=1)
+                                                                           for _ in range(nodes)]),
+        (f"{half} x (Tracea 3x3 split-K conv, relu_)", lambda: [tracea.ops.conv2d(x3, w3, padding=1).relu_()
+                                                                for _ in range(half)]),
+    ]
+    print(f"\nGraphs of about {nodes} kernels, one property changed at a time: host us of replay() and of "
+          "cuGraphLaunch, device us of a replay (GPU drained before each)\n")
+    print("| graph | replay() host | cuGraphLaunch host | device | kernel |")
+    print("|---|---|---|---|---|")
+    for label, fn in cases:
+        try:
+            fn()
+            kernel = tracea.ops.explain().kernel if "Tracea" in label else ""
+            print(graph_row(label, fn).rsplit("|", 2)[0] + f"| {kernel} |", flush=True)
+        except Exception as exc:  # noqa: BLE001 - a probe: say what failed and go on
+            print(f"| {label} | failed: {type(exc).__name__}: {str(exc)[:100]} | | | |", flush=True)
 
 
 def resnet(batch: int) -> None:
@@ -236,7 +350,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="ResNet-50's graphs at this batch (1 if no number is given)")
     ap.add_argument("--modules", type=int, nargs="+", metavar="N",
                     help="PyTorch's ResNet-50 graph launched after loading N trivial modules (each N in turn)")
+    ap.add_argument("--matrix", action="store_true",
+                    help="graphs of 60 kernels, one property changed at a time (what makes a launch slow)")
     args = ap.parse_args(argv)
+    if args.matrix:
+        with torch.inference_mode():
+            matrix()
+        return 0
     if args.modules:
         with torch.inference_mode():
             modules(args.modules)

@@ -198,17 +198,7 @@ def forms_of(hero: WgmmaSchedule) -> list[tuple[str, WgmmaSchedule]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shape", default="512x512x16384")
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--out", default=".", help="folder for the raw stamps (.npy)")
-    ap.add_argument("--only", default="", help="forms whose labels start with one of these (comma-separated)")
-    ap.add_argument("--no-timeline", action="store_true", help="verify and time only")
-    ap.add_argument("--spin", action="store_true", help="also each form with spinning barrier waits")
-    ap.add_argument("--hint", default="", help="also each form with L2 eviction hints on its loads (first,last)")
-    ap.add_argument("--promotion", default="", help="the tensor maps' L2 promotion (NONE, L2_64B, L2_128B, L2_256B)")
-    ap.add_argument("--once", default="", help="one form (its label's first word) and cuBLAS, 2 launches each (ncu)")
-    args = ap.parse_args()
+    args = _args()
     if args.promotion:
         from tracea.emitters.cuda import tma
 
@@ -223,14 +213,7 @@ def main() -> None:
     hero = hero_schedule(op)
     forms = forms_of(hero)
     if args.once:
-        sched = next(f for label, f in forms if label == args.once or label.split()[0] == args.once)
-        kern = build(op, "cuda-wgmma.gemm", sched, host)
-        err = float(np.abs(to_float64(kern(inputs), op.dtype) - ref).max()) / float(np.abs(ref).max())
-        print(f"{args.once} {sched.name}: err {err:.1e}", flush=True)
-        for _ in range(2):
-            kern.launch()
-            base.run()
-        kern._dev.stream.sync()
+        launch_once(args.once, forms, op, host, inputs, ref, base)
         return
     scale = float(np.abs(ref).max())
     check = (inputs, ref, scale, base, op)
@@ -238,15 +221,7 @@ def main() -> None:
         if args.only and not any(label.startswith(w) for w in args.only.split(",")):
             continue
         kern = build(op, "cuda-wgmma.gemm", sched, host)
-        out = to_float64(kern(inputs), op.dtype)
-        err = float(np.abs(out - ref).max()) / scale
-        ok = err < 2e-2
-        tr = kern.time(inputs, warmup=5, repeats=30)
-        vt = time_torch(base.run, 5, 30)
-        print(f"{label:<20} {sched.name:<40} grid {kern._grid:>3}  err {err:.1e} {'ok' if ok else 'WRONG'}  "
-              f"{tr.p50_ms * 1000:6.1f} µs (p95 {tr.p95_ms * 1000:6.1f})  cuBLAS {vt.p50_ms * 1000:6.1f} µs  "
-              f"ratio {vt.p50_ms / tr.p50_ms:.3f}", flush=True)
-        if not ok:
+        if not timed_row(label, sched, kern, check):
             continue
         for policy in [p for p in args.hint.split(",") if p]:  # the same kernel with hinted operand loads
             tag = "_h" + "".join(c if c.isalnum() else "_" for c in policy)
@@ -257,13 +232,60 @@ def main() -> None:
         if args.no_timeline:
             continue
         for spin in (False, True) if args.spin else (False,):
-            runs = timeline(kern, inputs, args.runs, spin)
-            ends = [float(((r[:, 5][r[:, 5] > 0]).max() - r[:, 0][r[:, 0] > 0].min()) / 1000) for r in runs]
-            pick = runs[int(np.argsort(ends)[len(ends) // 2])]
-            print(f"  stamped copy{' (spinning waits)' if spin else ''}: entry-to-last-exit µs over {args.runs} runs "
-                  f"{[round(e, 1) for e in ends]} (median {statistics.median(ends):.1f}); the median run:")
-            print(summarize(pick), flush=True)
-            np.save(f"{args.out}/{label.split()[0]}{'_spin' if spin else ''}_{sched.name}.npy", np.stack(runs))
+            name = f"{label.split()[0]}{'_spin' if spin else ''}_{sched.name}.npy"
+            stamped_runs(kern, inputs, args.runs, spin, f"{args.out}/{name}")
+
+
+def _args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="512x512x16384")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--out", default=".", help="folder for the raw stamps (.npy)")
+    ap.add_argument("--only", default="", help="forms whose labels start with one of these (comma-separated)")
+    ap.add_argument("--no-timeline", action="store_true", help="verify and time only")
+    ap.add_argument("--spin", action="store_true", help="also each form with spinning barrier waits")
+    ap.add_argument("--hint", default="", help="also each form with L2 eviction hints on its loads (first,last)")
+    ap.add_argument("--promotion", default="", help="the tensor maps' L2 promotion (NONE, L2_64B, L2_128B, L2_256B)")
+    ap.add_argument("--once", default="", help="one form (its label's first word) and cuBLAS, 2 launches each (ncu)")
+    return ap.parse_args()
+
+
+def launch_once(once: str, forms: list[tuple[str, WgmmaSchedule]], op: Gemm, host, inputs, ref, base) -> None:
+    """``--once``: one form (by label or its first word) verified, then it and cuBLAS launched twice each, for ncu."""
+    sched = next(f for label, f in forms if label == once or label.split()[0] == once)
+    kern = build(op, "cuda-wgmma.gemm", sched, host)
+    err = float(np.abs(to_float64(kern(inputs), op.dtype) - ref).max()) / float(np.abs(ref).max())
+    print(f"{once} {sched.name}: err {err:.1e}", flush=True)
+    for _ in range(2):
+        kern.launch()
+        base.run()
+    kern._dev.stream.sync()
+
+
+def timed_row(label: str, sched: WgmmaSchedule, kern, check) -> bool:
+    """One form verified, then timed as `bench` does beside cuBLAS: one printed line; whether it is right."""
+    inputs, ref, scale, base, op = check
+    out = to_float64(kern(inputs), op.dtype)
+    err = float(np.abs(out - ref).max()) / scale
+    ok = err < 2e-2
+    tr = kern.time(inputs, warmup=5, repeats=30)
+    vt = time_torch(base.run, 5, 30)
+    print(f"{label:<20} {sched.name:<40} grid {kern._grid:>3}  err {err:.1e} {'ok' if ok else 'WRONG'}  "
+          f"{tr.p50_ms * 1000:6.1f} µs (p95 {tr.p95_ms * 1000:6.1f})  cuBLAS {vt.p50_ms * 1000:6.1f} µs  "
+          f"ratio {vt.p50_ms / tr.p50_ms:.3f}", flush=True)
+    return ok
+
+
+def stamped_runs(kern, inputs, runs: int, spin: bool, path: str) -> None:
+    """The stamped copy run ``runs`` times: each run's entry-to-last-exit time, the median run's spread of
+    stamps, and every run's stamps saved to ``path``."""
+    stamps = timeline(kern, inputs, runs, spin)
+    ends = [float(((r[:, 5][r[:, 5] > 0]).max() - r[:, 0][r[:, 0] > 0].min()) / 1000) for r in stamps]
+    pick = stamps[int(np.argsort(ends)[len(ends) // 2])]
+    print(f"  stamped copy{' (spinning waits)' if spin else ''}: entry-to-last-exit µs over {runs} runs "
+          f"{[round(e, 1) for e in ends]} (median {statistics.median(ends):.1f}); the median run:")
+    print(summarize(pick), flush=True)
+    np.save(path, np.stack(stamps))
 
 
 if __name__ == "__main__":

@@ -348,19 +348,9 @@ def run_bench(sm_count: int, cache: dict, reps: int, bad: set[str]) -> list[dict
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/wgmma_conv_out"))
-    ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--memcheck", action="store_true")
-    ap.add_argument("--compile-only", action="store_true", help="NVRTC only (no GPU): ptxas figures")
-    args = ap.parse_args()
+    args = _args()
     if args.compile_only:
-        cache: dict = {}
-        precompile(cache)
-        for _cubin, log, _, _ in cache.values():
-            print(" | ".join(x.strip() for x in log.splitlines() if "registers" in x or "spill" in x or "C75" in x))
-        return 0
+        return compile_only()
     import torch
     from cuda.bindings import driver as drv
 
@@ -371,30 +361,14 @@ def main() -> int:
     sms = props.multi_processor_count
     if args.smoke:
         return run_smoke(sms)
-    if args.memcheck:  # under compute-sanitizer: the odd shapes, both publish modes, one launch each
-        bad = 0
-        for sched in (VERIFY_SCHEDULES[0], VERIFY_SCHEDULES[6]):
-            for op in ODD[:2]:
-                gen = torch.Generator(device="cuda")
-                gen.manual_seed(int(time.time()))
-                ins = make_inputs(op, gen)
-                rec = run_one(op, sched, ins, reference(op, ins), {}, sms)
-                rec.pop("_call", None)
-                print("memcheck run", sched.name, op.signature, rec.get("rel_err"), rec.get("ok"), rec.get("error", ""))
-                bad += not rec.get("ok")
-        return 1 if bad else 0
+    if args.memcheck:
+        return run_memcheck(sms)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     head = {"device": props.name, "sm_count": sms, "torch": torch.__version__, "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version()}
     print(json.dumps(head))
-    try:  # a hang in the first kernel must not take the whole run with it
-        smoke = subprocess.run([sys.executable, __file__, "--smoke"], capture_output=True, text=True, timeout=90)
-        print(smoke.stdout[-3000:], smoke.stderr[-3000:])
-        smoke_ok = smoke.returncode == 0
-    except subprocess.TimeoutExpired:
-        print("smoke: timed out (hang?)")
-        smoke_ok = False
+    smoke_ok = smoke_in_child()
     result = {"head": head, "smoke_ok": smoke_ok}
     if not smoke_ok:
         (out_dir / "conv.json").write_text(json.dumps(result, indent=1, default=str))
@@ -408,6 +382,60 @@ def main() -> int:
     (out_dir / "conv.json").write_text(json.dumps(result, indent=1, default=str))
     result["integrated"] = run_integrated()
     (out_dir / "conv.json").write_text(json.dumps(result, indent=1, default=str))
+    summary(result, cache)
+    return 0
+
+
+def _args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/wgmma_conv_out"))
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--memcheck", action="store_true")
+    ap.add_argument("--compile-only", action="store_true", help="NVRTC only (no GPU): ptxas figures")
+    return ap.parse_args()
+
+
+def compile_only() -> int:
+    """Every schedule through NVRTC, no GPU: ptxas's registers and spills."""
+    cache: dict = {}
+    precompile(cache)
+    for _cubin, log, _, _ in cache.values():
+        print(" | ".join(x.strip() for x in log.splitlines() if "registers" in x or "spill" in x or "C75" in x))
+    return 0
+
+
+def run_memcheck(sms: int) -> int:
+    """Under compute-sanitizer: the odd shapes, both publish modes, one launch each."""
+    import torch
+
+    bad = 0
+    for sched in (VERIFY_SCHEDULES[0], VERIFY_SCHEDULES[6]):
+        for op in ODD[:2]:
+            gen = torch.Generator(device="cuda")
+            gen.manual_seed(int(time.time()))
+            ins = make_inputs(op, gen)
+            rec = run_one(op, sched, ins, reference(op, ins), {}, sms)
+            rec.pop("_call", None)
+            print("memcheck run", sched.name, op.signature, rec.get("rel_err"), rec.get("ok"), rec.get("error", ""))
+            bad += not rec.get("ok")
+    return 1 if bad else 0
+
+
+def smoke_in_child() -> bool:
+    """The smoke run in a child process with a time limit: a hang in the first kernel must not take the
+    whole run with it."""
+    try:
+        smoke = subprocess.run([sys.executable, __file__, "--smoke"], capture_output=True, text=True, timeout=90)
+        print(smoke.stdout[-3000:], smoke.stderr[-3000:])
+        return smoke.returncode == 0
+    except subprocess.TimeoutExpired:
+        print("smoke: timed out (hang?)")
+        return False
+
+
+def summary(result: dict, cache: dict) -> None:
+    """ptxas's register and spill lines, the integrated runs, the verify count and the best of each shape."""
     for log in {v[1] for v in cache.values()}:
         for line in log.splitlines():
             if "registers" in line or "spill" in line or "C7508" in line:
@@ -425,7 +453,6 @@ def main() -> int:
         if r.get("best"):
             print(f"{r['op'][:60]:60s} {r['schedule']:36s} {r['ms']:7.4f} {r['p95']:7.4f} {r['cudnn_ms']:8.4f} "
                   f"{r['cudnn_p95']:7.4f} {r['ratio']:6.3f} {r['tflops']:6.1f} {r['cudnn_tflops']:6.1f}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -393,19 +393,7 @@ def run_bench(out_dir: Path, quick: bool, sm_count: int, cache: dict, reps: int,
                 continue
             rec = {"op": op.signature, "shape": f"{dtype} {m}x{n}x{k}", "schedule": sched.name}
             try:
-                kern = Kernel(op, sched, cache)
-                out = torch.full((m, n), float("nan"), dtype=torch_dtype(dtype), device="cuda")
-                call, pad = kern.prepare(op, ins, out, sm_count)
-                call()
-                torch.cuda.synchronize()
-                err = rel_err(out, ref)
-                rec.update(rel_err=err, ok=err <= tolerance(op), padded=pad, err_torch=err_torch)
-                if not rec["ok"]:
-                    raise RuntimeError(f"wrong result: rel err {err:.3e} > {tolerance(op):.1e}")
-                ours, theirs = time_pair(call, cublas, flush_buf.zero_, reps, 5)
-                med, med_c = statistics.median(ours), statistics.median(theirs)
-                rec.update(ms=med, p95=pct(ours, 0.95), cublas_ms=med_c, cublas_p95=pct(theirs, 0.95),
-                           ratio=med_c / med, tflops=op.flops / med / 1e9, cublas_tflops=op.flops / med_c / 1e9)
+                bench_schedule(rec, op, sched, ins, ref, cache, sm_count, cublas, flush_buf.zero_, reps, err_torch)
             except Exception as exc:  # noqa: BLE001
                 rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:1500])
             print(f"bench {rec['shape']:22s} {sched.name:34s} "
@@ -417,6 +405,27 @@ def run_bench(out_dir: Path, quick: bool, sm_count: int, cache: dict, reps: int,
         if best is not None:
             best["best"] = True
     return recs
+
+
+def bench_schedule(rec: dict, op: Gemm, sched, ins: dict, ref, cache: dict, sm_count: int, cublas, flush,
+                   reps: int, err_torch: float) -> None:
+    """``rec`` of one schedule: verified on the timed inputs (output poisoned with NaN first), then timed
+    interleaved with cuBLAS; a wrong result raises, its error recorded first."""
+    import torch
+
+    kern = Kernel(op, sched, cache)
+    out = torch.full((op.m, op.n), float("nan"), dtype=torch_dtype(op.dtype.value), device="cuda")
+    call, pad = kern.prepare(op, ins, out, sm_count)
+    call()
+    torch.cuda.synchronize()
+    err = rel_err(out, ref)
+    rec.update(rel_err=err, ok=err <= tolerance(op), padded=pad, err_torch=err_torch)
+    if not rec["ok"]:
+        raise RuntimeError(f"wrong result: rel err {err:.3e} > {tolerance(op):.1e}")
+    ours, theirs = time_pair(call, cublas, flush, reps, 5)
+    med, med_c = statistics.median(ours), statistics.median(theirs)
+    rec.update(ms=med, p95=pct(ours, 0.95), cublas_ms=med_c, cublas_p95=pct(theirs, 0.95),
+               ratio=med_c / med, tflops=op.flops / med / 1e9, cublas_tflops=op.flops / med_c / 1e9)
 
 
 def run_profile(out_dir: Path, sm_count: int, cache: dict) -> list[dict]:

@@ -244,77 +244,21 @@ def _meminfo_bytes(text: str | None, key: str) -> int | None:
 
 
 def interpret(raw: dict[str, Any]) -> CpuInfo:
+    """The CPU section from the raw answers: identity and ISA from the first source that answers
+    (/proc/cpuinfo, sysctl, py-cpuinfo), then clocks, cores, caches and memory from sysfs and
+    /proc/meminfo, then the SIMD family the CPU emitter targets."""
     fs = FieldSet()
-    plat = raw.get("platform") or {}
-    machine = (plat.get("machine") or "").lower()
+    machine = ((raw.get("platform") or {}).get("machine") or "").lower()
     fs.put("architecture", machine or None, "platform")
     arm = machine in ("aarch64", "arm64") or machine.startswith("arm")
     sysfs = raw.get("sysfs") or {}
-    sysctl = raw.get("sysctl")
     flags: set[str] | None = None
-
     if raw.get("proc_cpuinfo"):
-        blocks = parse_cpuinfo(raw["proc_cpuinfo"])
-        procs = [b for b in blocks if "processor" in b] or blocks
-        first = procs[0] if procs else {}
-        src = "/proc/cpuinfo"
-        arm = arm or "CPU implementer" in first
-        flags = set((first.get("flags") or first.get("Features") or "").split())
-        vendor, model = first.get("vendor_id"), first.get("model name")
-        if arm and not model:
-            vendor, model = _arm_name(first)
-        fs.put("vendor", vendor, src)
-        fs.put("model", model, src)
-        if arm:
-            _arm_uarch(fs, first)
-        else:
-            _x86_uarch(fs, vendor, _int(first.get("cpu family")), _int(first.get("model")), flags, src)
-            fs.put("hypervisor", "hypervisor" in flags, "/proc/cpuinfo flags")
-        fs.put("logical_cores", len(procs) or None, src)
-        if procs and "physical id" in first:
-            pkgs = {b.get("physical id") for b in procs}
-            fs.put("sockets", len(pkgs), src)
-            if "core id" in first:
-                fs.put("physical_cores", len({(b.get("physical id"), b.get("core id")) for b in procs}), src)
-        mhz = first.get("cpu MHz")
-        if mhz:
-            fs.put("current_clock_hz", int(float(mhz) * 1e6), src)
-        m = re.search(r"@\s*([\d.]+)\s*GHz", model or "")
-        if m:
-            fs.put("base_clock_hz", int(float(m.group(1)) * 1e9), "/proc/cpuinfo model name")
-    elif sysctl:
-        src = "sysctl"
-        fs.put("model", sysctl.get("machdep.cpu.brand_string"), src)
-        fs.put("vendor", sysctl.get("machdep.cpu.vendor") or ("Apple" if arm else None), src)
-        if arm:
-            chip = re.match(r"Apple (M\d+)", sysctl.get("machdep.cpu.brand_string") or "")
-            fs.put("microarchitecture", f"Apple {chip.group(1)}" if chip else None,
-                   "sysctl machdep.cpu.brand_string", "the brand string names no Apple M chip")
-            fs.miss("codename", "not looked up for Apple chips")
-        else:
-            _x86_uarch(fs, sysctl.get("machdep.cpu.vendor"), _int(sysctl.get("machdep.cpu.family")),
-                       _int(sysctl.get("machdep.cpu.model")), set(), src)
-        fs.put("logical_cores", _int(sysctl.get("hw.logicalcpu")), src)
-        fs.put("physical_cores", _int(sysctl.get("hw.physicalcpu")), src)
-        fs.put("sockets", _int(sysctl.get("hw.packages")), src)
-        fs.put("max_clock_hz", _int(sysctl.get("hw.cpufrequency_max")), src,
-               "macOS on Apple Silicon does not report CPU clocks")
-        fs.put("memory_total_bytes", _int(sysctl.get("hw.memsize")), src)
-        l1 = sysctl.get("hw.perflevel0.l1dcachesize") or sysctl.get("hw.l1dcachesize")
-        l2 = sysctl.get("hw.perflevel0.l2cachesize") or sysctl.get("hw.l2cachesize")
-        fs.put("l1d_bytes_per_core", _int(l1), src)
-        fs.put("l2_bytes_per_core", _int(l2), src, None)
-        fs.put("l3_bytes_total", _int(sysctl.get("hw.l3cachesize")), src, "no L3 reported by sysctl")
-        flags = {k for k in DARWIN_ISA if sysctl.get(k) == "1"}
-        fs.put("isa", [n for n in ISA_ORDER if n in {DARWIN_ISA[k] for k in flags}], src)
-        flags = None
+        flags, arm = _from_proc_cpuinfo(fs, raw["proc_cpuinfo"], arm)
+    elif raw.get("sysctl"):
+        _from_sysctl(fs, raw["sysctl"], arm)
     elif raw.get("py_cpuinfo"):
-        info = raw["py_cpuinfo"]
-        src = "py-cpuinfo"
-        fs.put("model", info.get("brand_raw"), src)
-        fs.put("vendor", info.get("vendor_id_raw"), src)
-        fs.put("logical_cores", info.get("count"), src)
-        flags = set(info.get("flags") or [])
+        flags = _from_py_cpuinfo(fs, raw["py_cpuinfo"])
     else:
         fs.miss("model", "no /proc/cpuinfo, sysctl or py-cpuinfo answer on this platform")
     if not fs.has("microarchitecture") and "microarchitecture" not in fs.unavailable:
@@ -323,11 +267,89 @@ def interpret(raw: dict[str, Any]) -> CpuInfo:
         fs.miss("codename", "microarchitecture unknown")
     if "hypervisor" not in fs.values:
         fs.miss("hypervisor", "the hypervisor flag is read from x86 /proc/cpuinfo only")
-
     if flags is not None:
         fs.put("isa", isa_from_flags(flags, arm), "/proc/cpuinfo flags")
+    _clocks_and_cores(fs, sysfs, raw)
+    _caches(fs, sysfs, raw)
+    _memory(fs, sysfs, raw)
+    _simd(fs, machine)
+    return fs.build(CpuInfo)
 
-    # sysfs: clocks, caches, topology, NUMA
+
+def _from_proc_cpuinfo(fs: FieldSet, text: str, arm: bool) -> tuple[set[str], bool]:
+    """Vendor, model, microarchitecture, cores and clocks from /proc/cpuinfo; returns its first block's
+    flags and whether the CPU is an Arm one (a MIDR in the block says so even where the platform does not)."""
+    blocks = parse_cpuinfo(text)
+    procs = [b for b in blocks if "processor" in b] or blocks
+    first = procs[0] if procs else {}
+    src = "/proc/cpuinfo"
+    arm = arm or "CPU implementer" in first
+    flags = set((first.get("flags") or first.get("Features") or "").split())
+    vendor, model = first.get("vendor_id"), first.get("model name")
+    if arm and not model:
+        vendor, model = _arm_name(first)
+    fs.put("vendor", vendor, src)
+    fs.put("model", model, src)
+    if arm:
+        _arm_uarch(fs, first)
+    else:
+        _x86_uarch(fs, vendor, _int(first.get("cpu family")), _int(first.get("model")), flags, src)
+        fs.put("hypervisor", "hypervisor" in flags, "/proc/cpuinfo flags")
+    fs.put("logical_cores", len(procs) or None, src)
+    if procs and "physical id" in first:
+        pkgs = {b.get("physical id") for b in procs}
+        fs.put("sockets", len(pkgs), src)
+        if "core id" in first:
+            fs.put("physical_cores", len({(b.get("physical id"), b.get("core id")) for b in procs}), src)
+    mhz = first.get("cpu MHz")
+    if mhz:
+        fs.put("current_clock_hz", int(float(mhz) * 1e6), src)
+    m = re.search(r"@\s*([\d.]+)\s*GHz", model or "")
+    if m:
+        fs.put("base_clock_hz", int(float(m.group(1)) * 1e9), "/proc/cpuinfo model name")
+    return flags, arm
+
+
+def _from_sysctl(fs: FieldSet, sysctl: dict[str, str], arm: bool) -> None:
+    """Everything macOS's sysctl tells: identity, cores, clock, memory, caches and the ISA."""
+    src = "sysctl"
+    fs.put("model", sysctl.get("machdep.cpu.brand_string"), src)
+    fs.put("vendor", sysctl.get("machdep.cpu.vendor") or ("Apple" if arm else None), src)
+    if arm:
+        chip = re.match(r"Apple (M\d+)", sysctl.get("machdep.cpu.brand_string") or "")
+        fs.put("microarchitecture", f"Apple {chip.group(1)}" if chip else None,
+               "sysctl machdep.cpu.brand_string", "the brand string names no Apple M chip")
+        fs.miss("codename", "not looked up for Apple chips")
+    else:
+        _x86_uarch(fs, sysctl.get("machdep.cpu.vendor"), _int(sysctl.get("machdep.cpu.family")),
+                   _int(sysctl.get("machdep.cpu.model")), set(), src)
+    fs.put("logical_cores", _int(sysctl.get("hw.logicalcpu")), src)
+    fs.put("physical_cores", _int(sysctl.get("hw.physicalcpu")), src)
+    fs.put("sockets", _int(sysctl.get("hw.packages")), src)
+    fs.put("max_clock_hz", _int(sysctl.get("hw.cpufrequency_max")), src,
+           "macOS on Apple Silicon does not report CPU clocks")
+    fs.put("memory_total_bytes", _int(sysctl.get("hw.memsize")), src)
+    l1 = sysctl.get("hw.perflevel0.l1dcachesize") or sysctl.get("hw.l1dcachesize")
+    l2 = sysctl.get("hw.perflevel0.l2cachesize") or sysctl.get("hw.l2cachesize")
+    fs.put("l1d_bytes_per_core", _int(l1), src)
+    fs.put("l2_bytes_per_core", _int(l2), src, None)
+    fs.put("l3_bytes_total", _int(sysctl.get("hw.l3cachesize")), src, "no L3 reported by sysctl")
+    keys = {k for k in DARWIN_ISA if sysctl.get(k) == "1"}
+    fs.put("isa", [n for n in ISA_ORDER if n in {DARWIN_ISA[k] for k in keys}], src)
+
+
+def _from_py_cpuinfo(fs: FieldSet, info: dict[str, Any]) -> set[str]:
+    """Model, vendor and core count from py-cpuinfo; returns its flags."""
+    src = "py-cpuinfo"
+    fs.put("model", info.get("brand_raw"), src)
+    fs.put("vendor", info.get("vendor_id_raw"), src)
+    fs.put("logical_cores", info.get("count"), src)
+    return set(info.get("flags") or [])
+
+
+def _clocks_and_cores(fs: FieldSet, sysfs: dict[str, Any], raw: dict[str, Any]) -> None:
+    """Clocks and the governor from sysfs cpufreq (or ACPI CPPC); cores and sockets from sysfs where
+    /proc/cpuinfo had none."""
     freq = sysfs.get("cpufreq_cpu0") or {}
     no_freq = "no cpufreq in sysfs (common in virtual machines)" if sysfs else "no sysfs on this platform"
     fs.setdefault("max_clock_hz", _khz(freq.get("cpuinfo_max_freq")), "sysfs cpufreq", no_freq)
@@ -347,7 +369,9 @@ def interpret(raw: dict[str, Any]) -> CpuInfo:
     if not fs.has("sockets"):
         fs.miss("sockets", "no package ids in /proc/cpuinfo or sysfs topology")
 
-    _caches(fs, sysfs, raw)
+
+def _memory(fs: FieldSet, sysfs: dict[str, Any], raw: dict[str, Any]) -> None:
+    """NUMA nodes from sysfs; total and available memory from /proc/meminfo where sysctl gave none."""
     nodes = sysfs.get("numa_nodes")
     fs.put("numa_nodes", len(nodes) if nodes else None, "sysfs node", "no NUMA information in sysfs")
     fs.setdefault("memory_total_bytes", _meminfo_bytes(raw.get("meminfo"), "MemTotal"), "/proc/meminfo",
@@ -355,16 +379,18 @@ def interpret(raw: dict[str, Any]) -> CpuInfo:
     fs.setdefault("memory_available_bytes", _meminfo_bytes(raw.get("meminfo"), "MemAvailable"), "/proc/meminfo",
                   "no /proc/meminfo (macOS reports no available-memory figure through sysctl)")
 
+
+def _simd(fs: FieldSet, machine: str) -> None:
+    """The SIMD family, vector width and compiler flags the CPU emitter uses for the ISA found."""
     isa = fs.values.get("isa")
     if isa is not None:
-        family, width, flags_ = simd_choice(isa, machine)
+        family, width, flags = simd_choice(isa, machine)
         fs.put("simd_family", family, "derived from isa")
         fs.put("vector_width_bits", width or None, "derived from isa", "no SIMD unit the CPU emitter targets")
-        fs.put("emitter_flags", flags_, "derived from isa")
+        fs.put("emitter_flags", flags, "derived from isa")
     else:
         for key in ("simd_family", "vector_width_bits", "emitter_flags"):
             fs.miss(key, "ISA unknown")
-    return fs.build(CpuInfo)
 
 
 def _x86_uarch(fs: FieldSet, vendor: str | None, family: int | None, model: int | None, flags: set[str],

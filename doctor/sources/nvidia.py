@@ -5,6 +5,7 @@ and applies CUDA_VISIBLE_DEVICES the way the CUDA runtime does.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from ..gpu_specs import PRODUCTS, spec_for
@@ -180,6 +181,21 @@ def interpret(nvml: dict[str, Any] | None, cuda: dict[str, Any] | None, env: dic
     )
 
 
+# cuda-core device attribute behind each field (cuda.core's DeviceProperties names)
+CUDA_ATTRIBUTES = {
+    "sm_count": "multiprocessor_count",
+    "shared_memory_per_block_bytes": "max_shared_memory_per_block",
+    "shared_memory_per_block_optin_bytes": "max_shared_memory_per_block_optin",
+    "shared_memory_per_sm_bytes": "max_shared_memory_per_multiprocessor",
+    "registers_per_sm": "max_registers_per_multiprocessor",
+    "max_threads_per_sm": "max_threads_per_multiprocessor",
+    "l2_cache_bytes": "l2_cache_size",
+    "warp_size": "warp_size",
+    "cluster_launch": "cluster_launch",
+    "tma": "tensor_map_access_supported",
+}
+
+
 def _device(
     d: dict[str, Any],
     mig_uuid: str | None,
@@ -189,8 +205,9 @@ def _device(
     cuda_source: str = "cuda-core",
     order_source: str = "CUDA_VISIBLE_DEVICES order",
 ) -> NvidiaGpu:
+    """One device as CUDA sees it: NVML's readings, the compute-capability table's facts, cuda-core's
+    attributes, and the table again for the attributes cuda-core could not give."""
     fs = FieldSet()
-    calls = d.get("calls") or {}
     fs.put("cuda_index", cuda_index, order_source)
     fs.put("nvml_index", d.get("index"), "nvml")
     if "handle_error" in d:  # a GPU NVML cannot open (fallen off the bus, Xid 79): every field says so
@@ -199,15 +216,34 @@ def _device(
             if f.name not in ("cuda_index", "nvml_index", "sources", "unavailable"):
                 fs.miss(f.name, why)
         return fs.build(NvidiaGpu)
+    calls = d.get("calls") or {}
+    cc = _nvml_identity(fs, d, calls, mig_uuid)
+    _nvml_readings(fs, d, calls)
+    spec = spec_for(cc)  # type: ignore[arg-type]
+    table = f"table:cc{cc[0]}.{cc[1]}" if cc else "table"
+    _architecture(fs, spec, cc, table)
+    # cuda-core attributes, joined by UUID (for a MIG instance, CUDA reports the MIG UUID)
+    _cuda_attributes(fs, cuda_by_uuid.get(_norm_uuid(mig_uuid or fs.values.get("uuid"))), cuda_source)
+    _table_attributes(fs, spec, table, calls.get("num_gpu_cores"), mig_uuid, cuda_reason)
+    return fs.build(NvidiaGpu)
 
-    def nv(key: str, field: str, convert=lambda v: v) -> Any:
-        value = calls.get(key)
-        if _ok(value):
-            fs.put(field, convert(value), "nvml")
-            return value
-        fs.miss(field, _why(value, key))
-        return None
 
+def _nvml(fs: FieldSet, calls: dict[str, Any], key: str, field: str, convert: Any = lambda v: v) -> Any:
+    """``field`` from NVML's answer to ``key`` (converted), or missing with NVML's reason; the raw answer
+    or None."""
+    value = calls.get(key)
+    if _ok(value):
+        fs.put(field, convert(value), "nvml")
+        return value
+    fs.miss(field, _why(value, key))
+    return None
+
+
+def _nvml_identity(fs: FieldSet, d: dict[str, Any], calls: dict[str, Any],
+                   mig_uuid: str | None) -> tuple[int, int] | None:
+    """Name, UUID, PCI bus, compute capability and memory (a MIG instance's own where one is named);
+    returns the compute capability."""
+    nv = functools.partial(_nvml, fs, calls)
     nv("name", "name")
     nv("uuid", "uuid")
     mig = next((m for m in d.get("mig_devices") or [] if m.get("uuid") == mig_uuid), None) if mig_uuid else None
@@ -217,9 +253,14 @@ def _device(
             fs.put("name", mig["name"], "nvml (MIG instance)")
     nv("pci_bus_id", "pci_bus_id")
     cc_raw = nv("cuda_compute_capability", "compute_capability", lambda v: f"{v[0]}.{v[1]}")
-    cc = tuple(cc_raw) if cc_raw else None
     mem = (mig or {}).get("memory_info") if mig_uuid else calls.get("memory_info")
     _pair(fs, mem, "memory_info", {"memory_total_bytes": "total", "memory_used_bytes": "used"})
+    return tuple(cc_raw) if cc_raw else None
+
+
+def _nvml_readings(fs: FieldSet, d: dict[str, Any], calls: dict[str, Any]) -> None:
+    """Bus width, clocks, power, temperature, utilization, PCIe link, MIG, persistence and clock events."""
+    nv = functools.partial(_nvml, fs, calls)
     nv("memory_bus_width", "memory_bus_width_bits")
     nv("clock_sm_mhz", "sm_clock_mhz")
     nv("max_clock_sm_mhz", "sm_clock_max_mhz")
@@ -243,8 +284,9 @@ def _device(
     nv("persistence_mode", "persistence_mode", lambda v: v == 1)
     nv("clocks_event_reasons", "throttle_reasons", decode_throttle)
 
-    spec = spec_for(cc)  # type: ignore[arg-type]
-    table = f"table:cc{cc[0]}.{cc[1]}" if cc else "table"
+
+def _architecture(fs: FieldSet, spec: Any, cc: tuple[int, int] | None, table: str) -> None:
+    """Architecture, tensor-core generation and precisions from the compute-capability table."""
     if spec:
         fs.put("architecture", spec.architecture, table)
         fs.put("tensor_core_generation", spec.tensor_core_generation, table)
@@ -254,32 +296,24 @@ def _device(
         for key in ("architecture", "tensor_core_generation", "precisions"):
             fs.miss(key, why)
 
-    # cuda-core attributes, joined by UUID (for a MIG instance, CUDA reports the MIG UUID)
-    cu = cuda_by_uuid.get(_norm_uuid(mig_uuid or fs.values.get("uuid")))
+
+def _cuda_attributes(fs: FieldSet, cu: dict[str, Any] | None, cuda_source: str) -> None:
+    """The attributes cuda-core read for this device (``cu``: its entry, or None)."""
     attrs = (cu or {}).get("attributes") or {}
-    names = {
-        "sm_count": "multiprocessor_count",
-        "shared_memory_per_block_bytes": "max_shared_memory_per_block",
-        "shared_memory_per_block_optin_bytes": "max_shared_memory_per_block_optin",
-        "shared_memory_per_sm_bytes": "max_shared_memory_per_multiprocessor",
-        "registers_per_sm": "max_registers_per_multiprocessor",
-        "max_threads_per_sm": "max_threads_per_multiprocessor",
-        "l2_cache_bytes": "l2_cache_size",
-        "warp_size": "warp_size",
-        "cluster_launch": "cluster_launch",
-        "tma": "tensor_map_access_supported",
-    }
-    for field, attr in names.items():
+    for field, attr in CUDA_ATTRIBUTES.items():
         value = attrs.get(attr)
         if value is not None and not isinstance(value, dict):
             fs.put(field, bool(value) if field in ("cluster_launch", "tma") else int(value), cuda_source)
 
-    # The table for what cuda-core could not give. Whole-GPU figures (SMs, L2) never stand in for a
-    # MIG slice, nor for a GPU in MIG mode, where CUDA runs only on the slices.
+
+def _table_attributes(fs: FieldSet, spec: Any, table: str, cores: Any, mig_uuid: str | None,
+                      cuda_reason: str | None) -> None:
+    """The table for what cuda-core could not give, and a reason for what neither gives."""
+    # Whole-GPU figures (SMs, L2) never stand in for a MIG slice, nor for a GPU in MIG mode, where CUDA
+    # runs only on the slices.
     why_table = f"cuda-core unavailable ({cuda_reason}); " if cuda_reason else ""
     in_mig = bool(mig_uuid) or fs.values.get("mig_mode") == "enabled"
     product = {} if in_mig else PRODUCTS.get(fs.values.get("name") or "", {})
-    cores = calls.get("num_gpu_cores")
     if in_mig:
         for field in ("sm_count", "l2_cache_bytes"):
             if not fs.has(field):
@@ -302,7 +336,6 @@ def _device(
     if not in_mig:
         fs.setdefault("l2_cache_bytes", product.get("l2_cache_bytes"), f"table:{fs.values.get('name')}",
                       f"{why_table}L2 size varies by product and this one is not in the table")
-    for field in names:
+    for field in CUDA_ATTRIBUTES:
         if not fs.has(field) and field not in fs.unavailable:
             fs.miss(field, f"{why_table}compute capability {fs.values.get('compute_capability')} not in the table")
-    return fs.build(NvidiaGpu)

@@ -140,11 +140,17 @@ def render_attention(op: Any, isa: CpuIsa, s: AttentionSchedule, header: str) ->
     from .pool import pool_c
 
     dtype = op.dtype.value
+    return "\n".join([header, isa.prelude((dtype,)), pool_c(), _defines(op, isa, s), TASK_C, _entry(isa)])
+
+
+def _defines(op: Any, isa: CpuIsa, s: AttentionSchedule) -> str:
+    """The kernel's constants (tile sizes, register blocking, packing, workspace), types and job struct."""
+    dtype = op.dtype.value
     lanes, d = isa.lanes, op.head_dim
     pack = dtype != "fp32"  # 16-bit K and V converted to fp32 once; fp32 read in place
     rv, rk = s_tile(s.bq, lanes, isa.vregs)
     to_out = {"fp32": "(x)", "fp16": "tr_f2h(x)", "bf16": "tr_f2bf(x)"}[dtype]
-    consts = f"""
+    return f"""
 #define NTHREADS {s.threads}
 #define D {d}
 #define BQ {s.bq}
@@ -168,7 +174,11 @@ typedef struct {{
     tr_barrier bar;
 }} at_job;
 """
-    entry = f"""
+
+
+def _entry(isa: CpuIsa) -> str:
+    """The entry point: the job from the buffers and dims, the workspace and the K/V prepack, the pool's run."""
+    return f"""
 {isa.kernel_prefix}int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams) {{
     at_job J;
     J.q = (const in_t*)bufs[0]; J.k = (const in_t*)bufs[1]; J.v = (const in_t*)bufs[2];
@@ -202,7 +212,6 @@ typedef struct {{
     return rc;
 }}
 """
-    return "\n".join([header, isa.prelude((dtype,)), pool_c(), consts, TASK_C, entry])
 
 
 def bounds(op: Any) -> tuple[int, int]:

@@ -125,9 +125,15 @@ def render_conv(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
         job_fields=FIELDS,
         helpers=f"#define LOAD_IN(p) vf_load{VEC_SUFFIX[dtype]}(p)\n",
     )
-    converts = dtype != "fp32"
+    return "\n".join([header, isa.prelude((dtype,)), pool_c(), f"#define NTHREADS {s.threads}",
+                      render_core(isa, s, spec), _entry(isa, _group_loop(nhwc, dtype != "fp32"))])
+
+
+def _group_loop(nhwc: bool, converts: bool) -> str:
+    """The entry's loop over the groups (and, NCHW, the images): one ``tr_gemm`` each, on the GEMM core with
+    the filter as B (NHWC) or A (NCHW); ``converts``: 16-bit out through the fp32 scratch ``J.c``."""
     if nhwc:
-        loop = """    for (long g = 0; g < J.G && rc == 0; ++g) {
+        return """    for (long g = 0; g < J.G && rc == 0; ++g) {
         J.m = J.N * J.P * J.Q; J.n = J.Kg; J.k = J.Kdim;
         J.xg = x + g * J.Cg;
         J.b = w + g * J.Kg * J.Kdim; J.ldb = J.Kdim;
@@ -137,7 +143,7 @@ def render_conv(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
         rc = tr_gemm(&J, threads);
     }""" % ("J.c = NULL;" if converts else "J.c = (float*)J.out; J.ldc = J.K;")
     else:
-        loop = """    for (long img = 0; img < J.N && rc == 0; ++img)
+        return """    for (long img = 0; img < J.N && rc == 0; ++img)
         for (long g = 0; g < J.G && rc == 0; ++g) {
             J.m = J.Kg; J.n = J.P * J.Q; J.k = J.Kdim;
             J.xg = x + (img * J.C + g * J.Cg) * J.H * J.W;
@@ -147,7 +153,11 @@ def render_conv(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
             %s
             rc = tr_gemm(&J, threads);
         }""" % ("J.c = NULL;" if converts else "J.c = (float*)J.out; J.ldc = J.P * J.Q;")
-    entry = f"""
+
+
+def _entry(isa: CpuIsa, loop: str) -> str:
+    """The entry point: the job's shape from ``dims``, then ``loop`` under the call lock."""
+    return f"""
 {isa.kernel_prefix}int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams) {{
     (void)fparams;
     tr_job J;
@@ -172,8 +182,6 @@ def render_conv(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
     return rc;
 }}
 """
-    return "\n".join([header, isa.prelude((dtype,)), pool_c(), f"#define NTHREADS {s.threads}",
-                      render_core(isa, s, spec), entry])
 
 
 def _arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:

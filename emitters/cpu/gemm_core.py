@@ -311,7 +311,20 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
         for (long pc = 0; pc < J->k; pc += J->kc) {{
             const int kc = (int)tr_min(J->kc, J->k - pc);
             const int first = pc == 0, last = pc + kc >= J->k;
-            for (;;) {{
+{_pack_b_phase(p)}
+{_tile_units(p)}
+            ubase += units + nthreads;
+            if (nthreads > 1) tr_barrier_wait(&J->bar, &sense);
+        }}
+    }}
+}}
+"""
+
+
+def _pack_b_phase(p: CorePlan) -> str:
+    """The worker's first phase of a (jc, pc) step: the B panels packed by all threads, chunk by chunk,
+    then a barrier (full panels of a direct B are read in place)."""
+    return f"""            for (;;) {{
                 const long u = tr_claim(&J->bclaim) - bbase;
                 if (u >= bchunks) break;
                 for (long q = u * BPACK_CHUNK; q < tr_min(npanels, (u + 1) * BPACK_CHUNK); ++q) {{
@@ -321,8 +334,13 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
                 }}
             }}
             bbase += bchunks + nthreads;
-            if (nthreads > 1) tr_barrier_wait(&J->bar, &sense);
-            long packed_mb = -1;
+            if (nthreads > 1) tr_barrier_wait(&J->bar, &sense);"""
+
+
+def _tile_units(p: CorePlan) -> str:
+    """The second phase: units of (A block x chunk of B micro-panels) claimed, the A block packed once per
+    unit run, the micro-kernel tiles over the chunk."""
+    return f"""            long packed_mb = -1;
             for (;;) {{
                 const long u = tr_claim(&J->uclaim) - ubase;
                 if (u >= units) break;
@@ -354,13 +372,7 @@ static void gemm_worker(void* arg, int tid, int nthreads) {{
                         tile(J, apn, lda, bp, ldb, amode, bmode, kc, i0, j0, mr, nr, first, last{", pc" if p.spec.segmented_a else ""});
                     }}
                 }}
-            }}
-            ubase += units + nthreads;
-            if (nthreads > 1) tr_barrier_wait(&J->bar, &sense);
-        }}
-    }}
-}}
-"""
+            }}"""
 
 
 def _driver(fixed_kc: bool = False) -> str:

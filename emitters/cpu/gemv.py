@@ -301,7 +301,15 @@ def render_small_m(op: Any, isa: CpuIsa, s: CpuSchedule, entry: str, header: str
         kernels = [_col_kernel(isa, s, dtype, r) for r in rows]
         table = ("static void (*const COLK[])(long, long, const float*, long, const in_t*, long, float*, long, int, "
                  f"int) = {{NULL, {', '.join(f'colk_{r}' for r in rows)}}};")
-    defines = f"""
+    return "\n".join([header, isa.prelude((dtype,)), pool_c(), f"#define NTHREADS {s.threads}",
+                      _defines(isa, s, dtype), *kernels, table, *([_epilogue(spec)] if has_epilogue else []),
+                      _unit(op.layout_b), _worker(has_epilogue), _driver(_convert_a(op), "NR" if row else "NCOL"),
+                      _entry(isa, entry, row, dtype)])
+
+
+def _defines(isa: CpuIsa, s: CpuSchedule, dtype: str) -> str:
+    """The tile constants, the element types and the job the threads share."""
+    return f"""
 #define SM_R {s.mr}
 #define NR {s.nr}
 #define NCOL {s.nr // isa.lanes}
@@ -323,7 +331,11 @@ typedef struct {{
     tr_barrier bar;
 }} tr_job;
 """
-    body = f"""
+
+
+def _entry(isa: CpuIsa, entry: str, row: bool, dtype: str) -> str:
+    """The entry point: the job from the buffers and dims, ``tr_gemm_small`` under the call lock."""
+    return f"""
 {isa.kernel_prefix}int {entry}(void* const* bufs, const int64_t* dims, const double* fparams) {{
     tr_job J;
     memset(&J, 0, sizeof J);
@@ -341,9 +353,6 @@ typedef struct {{
     return rc;
 }}
 """
-    return "\n".join([header, isa.prelude((dtype,)), pool_c(), f"#define NTHREADS {s.threads}", defines, *kernels,
-                      table, *([_epilogue(spec)] if has_epilogue else []), _unit(op.layout_b), _worker(has_epilogue),
-                      _driver(_convert_a(op), "NR" if row else "NCOL"), body])
 
 
 def _shape(family: str, m: int, layout_b: str) -> tuple[int, int]:

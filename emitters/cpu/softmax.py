@@ -23,12 +23,19 @@ def render_softmax(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
     from .pool import pool_c
 
     dtype = op.dtype.value
+    return "\n".join([header, isa.prelude((dtype,)), pool_c(), f"#define NTHREADS {s.threads}",
+                      _rows(isa, dtype) + _entry(isa, dtype == "fp32")])
+
+
+def _rows(isa: CpuIsa, dtype: str) -> str:
+    """The job and the worker: each thread's rows, their maximum, exp and sum in fp32 (in the output row
+    itself for fp32, else a scratch row), then the scaled row stored."""
     sfx = VEC_SUFFIX[dtype]
     conv = IN_CONVERT[dtype].format(x="xr[j]")
     in_t = isa.ctype(dtype)
     to_out = {"fp32": "{v}", "fp16": "tr_f2h({v})", "bf16": "tr_f2bf({v})"}[dtype]
     fp32 = dtype == "fp32"
-    body = f"""
+    return f"""
 typedef {in_t} in_t;
 typedef struct {{ const in_t* x; in_t* out; long rows, cols; float* scratch; long scratch_stride; }} sm_job;
 
@@ -61,7 +68,12 @@ static void softmax_rows(void* arg, int tid, int nthreads) {{
         for (long j = full; j < cols; ++j) orow[j] = {to_out.format(v="er[j] * inv")};
     }}
 }}
+"""
 
+
+def _entry(isa: CpuIsa, fp32: bool) -> str:
+    """The entry point: the job, as many threads as the work pays for, the scratch rows (16-bit only)."""
+    return f"""
 static tr_buf tr_scratch_buf;
 
 {isa.kernel_prefix}int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams) {{
@@ -87,7 +99,6 @@ static tr_buf tr_scratch_buf;
     return rc;
 }}
 """
-    return "\n".join([header, isa.prelude((dtype,)), pool_c(), f"#define NTHREADS {s.threads}", body])
 
 
 def _arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:

@@ -112,9 +112,9 @@ def own_features(op: Any, schedule: Any) -> tuple[int, int]:
 # conv.py over them); tma.py holds their checks and the GEMM's kernel object.
 def hopper(kind: str, schedule_class: str, hero: str, space: str, module: str, kernel: Callable[..., Any],
            scalars: Callable[[Any], dict[str, float | int]]) -> Core:
-    """A Hopper core: its schedule class, hero and space from hopper/schedule.py, its ``rendered(op,
-    schedule, sm_count)`` from ``module``."""
-    rendered, heuristic, candidates = lazy(module, "rendered"), lazy(".hopper.schedule", hero), lazy(".hopper.schedule", space)
+    """A Hopper core: its schedule class and hero from hopper/schedule.py, its space from hopper/space.py,
+    its ``rendered(op, schedule, sm_count)`` from ``module``."""
+    rendered, heuristic, candidates = lazy(module, "rendered"), lazy(".hopper.schedule", hero), lazy(".hopper.space", space)
     return Core("wgmma", "cuda-wgmma", (kind,), lambda d: _from_json(schedule_class, d),
                 lambda op, host: heuristic(op, lazy(".mma", "sm_count")(host)),
                 lambda op, _hero, arch: candidates(op, arch.smem_optin, arch.sm_count if arch.sm_count > 1 else 132),
@@ -151,7 +151,7 @@ HOPPER: tuple[Core, ...] = (
 CORES: tuple[Core, ...] = (
     # Also the Hopper conv's hero for fewer than 16 input channels where the stem core does not run (NCHW):
     # mma.sync reduces over r*s*c packed as one dimension, the Hopper gather pads each tap's c to 8 (an
-    # H100, ResNet-50's stem at batch 32: 0.32 ms against 2.29 ms; docs/device-runs/2026-11-25-h100/variant-probe/)
+    # H100, ResNet-50's stem at batch 32: 0.32 ms against 2.29 ms; docs/device-runs/h100-cuda-suites-splitk-im2col-stem/variant-probe/)
     Core("mma", "cuda-mma-sync", ("gemm", "conv2d"), CudaSchedule.from_json, lazy(".mma", "hero_schedule"),
          lazy(".mma", "search_space"), tiled_check("mma"), lazy(".mma", "render"), cuda_kernel, tiled_features,
          serves=("cuda-wgmma.conv2d",), prefers=small_channel_conv),

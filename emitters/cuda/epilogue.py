@@ -10,4 +10,10 @@ from ..gpu import EPILOGUE
 
 CUDA = EPILOGUE  # the same statements as HIP: emitters/gpu.py
 
-__all__ = ["CUDA", "statements"]
+
+def epilogue_lines(epi: tuple[str, ...], indent: str) -> list[str]:
+    """The epilogue's statements over ``v``, the operands already loaded into ``bias_v`` and ``res_v``."""
+    return [indent + line for line in statements(epi, CUDA, bias="bias_v", residual="res_v")]
+
+
+__all__ = ["CUDA", "epilogue_lines", "statements"]

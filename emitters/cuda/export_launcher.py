@@ -192,29 +192,8 @@ def _scalar(name: str, value: float | int) -> str:
 
 def launcher_c(launcher: Launcher, r: Rendered, scalars: dict[str, Any], arch: str,
                 maps: TensorMaps | None) -> str:
-    names = {t.name for t in launcher.tensors}
-    buffers = runtime_names()[0]
     scratch = scratch_bytes(launcher.op, r)
-    lines, args = [], []
-    for p in r.params:
-        if maps is not None and p in MAP_OPERANDS:
-            lines += map_lines(launcher, maps, p)
-            args.append(f"&m_{p}")
-            continue
-        if maps is not None and p == "store_tma":
-            args.append("&s_store_tma")
-            continue
-        if p in names:
-            lines.append(f"    CUdeviceptr p_{p} = (CUdeviceptr)(uintptr_t){p}->data;")
-        elif p in scratch:
-            lines.append(f"    CUdeviceptr p_{p} = tr_scratch[{list(scratch).index(p)}];  /* scratch */")
-        elif p in buffers:
-            lines.append(f"    CUdeviceptr p_{p} = 0;  /* not used by this op */")
-        else:
-            lines.append(f"    {_scalar(p, scalars[p])}")
-            args.append(f"&s_{p}")
-            continue
-        args.append(f"&p_{p}")
+    lines, args = _arguments(launcher, r, scalars, maps, scratch)
     pointers = "\n".join(f"    if (tr_device_pointer(\"{launcher.name}\", \"{t.name}\", {t.name}->data)) "
                          "return TRACEA_ERROR_INVALID_ARGUMENT;" for t in launcher.tensors)
     (gx, gy, gz), (bx, by, bz) = r.grid, r.block
@@ -226,13 +205,7 @@ def launcher_c(launcher: Launcher, r: Rendered, scalars: dict[str, Any], arch: s
     dims = f"tr_grid_x, {gy}, {gz}, {bx}, {by}, {bz}, TR_SMEM, (CUstream)stream, args"
     launch = (f"return tr_cu(cuLaunchCooperativeKernel(tr_function, {dims}), \"cuLaunchCooperativeKernel\");"
               if _cooperative(r) else f"return tr_cu(cuLaunchKernel(tr_function, {dims}, NULL), \"cuLaunchKernel\");")
-    tma = ""
-    if maps is not None:
-        from .tma import L2_PROMOTION
-
-        dtype = "BFLOAT16" if maps.dtype == "bf16" else "FLOAT16"
-        tma = (f"#define TR_MAP_DTYPE CU_TENSOR_MAP_DATA_TYPE_{dtype}\n"
-               f"#define TR_MAP_L2_PROMOTION CU_TENSOR_MAP_L2_PROMOTION_{L2_PROMOTION}\n" + TMA_C)
+    tma = _tma_c(maps)
     return f"""/* launcher.c: {launcher.name} on the CUDA kernel {r.name} (generated, do not edit). Everything here
  * but the package's own {launcher.prefix}_ functions is static. */
 #include <stddef.h>
@@ -261,3 +234,44 @@ static const size_t tr_scratch_bytes[TR_NSCRATCH + 1] = {{{", ".join([*map(str, 
     {launch}
 }}
 """
+
+
+def _arguments(launcher: Launcher, r: Rendered, scalars: dict[str, Any], maps: TensorMaps | None,
+               scratch: dict[str, int]) -> tuple[list[str], list[str]]:
+    """(the lines that make each kernel argument, the ``args[]`` entries in the kernel's order): a tensor's
+    data pointer, a scratch buffer, a null pointer for a buffer this op does not use, a scalar, or (Hopper)
+    a tensor map encoded on the call and the TMA-store flag."""
+    names = {t.name for t in launcher.tensors}
+    buffers = runtime_names()[0]
+    lines, args = [], []
+    for p in r.params:
+        if maps is not None and p in MAP_OPERANDS:
+            lines += map_lines(launcher, maps, p)
+            args.append(f"&m_{p}")
+            continue
+        if maps is not None and p == "store_tma":
+            args.append("&s_store_tma")
+            continue
+        if p in names:
+            lines.append(f"    CUdeviceptr p_{p} = (CUdeviceptr)(uintptr_t){p}->data;")
+        elif p in scratch:
+            lines.append(f"    CUdeviceptr p_{p} = tr_scratch[{list(scratch).index(p)}];  /* scratch */")
+        elif p in buffers:
+            lines.append(f"    CUdeviceptr p_{p} = 0;  /* not used by this op */")
+        else:
+            lines.append(f"    {_scalar(p, scalars[p])}")
+            args.append(f"&s_{p}")
+            continue
+        args.append(f"&p_{p}")
+    return lines, args
+
+
+def _tma_c(maps: TensorMaps | None) -> str:
+    """The tensor-map encoder and its element type and L2 promotion (Hopper kernels); nothing otherwise."""
+    if maps is None:
+        return ""
+    from .tma import L2_PROMOTION
+
+    dtype = "BFLOAT16" if maps.dtype == "bf16" else "FLOAT16"
+    return (f"#define TR_MAP_DTYPE CU_TENSOR_MAP_DATA_TYPE_{dtype}\n"
+            f"#define TR_MAP_L2_PROMOTION CU_TENSOR_MAP_L2_PROMOTION_{L2_PROMOTION}\n" + TMA_C)

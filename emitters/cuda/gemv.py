@@ -98,7 +98,7 @@ class GemvSchedule:
 
 
 # Columns from which gemv's 64-column blocks fill an H100-class GPU (132 SMs) without splitting K over
-# blocks. On an H100 (2026-11-25, docs/device-runs/2026-11-25-h100/suite-after/): at 16 rows gemv ran
+# blocks. On an H100 (2026-11-25, docs/device-runs/h100-cuda-suites-splitk-im2col-stem/suite-gemv-softmax-conv1x1/): at 16 rows gemv ran
 # 1.07-1.12x cuBLAS for N = 11008 and 14336 but 0.74-0.78x for N = 4096 (K split over 4 blocks), where the
 # Hopper tiles gave 0.83-0.87x; at 1 row gemv won everywhere (0.89-1.08x against 0.80-0.86x).
 WIDE_N = 8192

@@ -22,6 +22,9 @@ Operands whose rows are not 16-byte aligned (k or n not a multiple of 8) load th
 element by element: slower, still correct. The convolution gathers A = im2col(x) on the fly: the pixel
 coordinates of a tile line are computed once per block with magic-number division, the (c, r, s) of
 every k either kept in a shared-memory table (hoisted) or recomputed per tile.
+
+Here: the hero and the space, the block's head, the fragment loads and the main loop; the global ->
+shared copies are in ``mma_loaders.py``, the C stores (direct and staged) in ``mma_epilogue.py``.
 """
 
 from __future__ import annotations
@@ -30,23 +33,20 @@ import dataclasses
 from typing import Any
 
 from ..cstyle import Param
-from .conv import CONV_ARGS, conv_loader, conv_prologue, gemm_scalars
-from .epilogue import CUDA, statements
+from .conv import CONV_ARGS, conv_prologue, gemm_scalars
+from .mma_epilogue import direct_epilogue, staged_epilogue
+from .mma_loaders import loader_step
 from .plan import MmaKernel, MmaPlan, mma_kernel
 from .render import CudaRenderer, Rendered
 from .schedule import CudaSchedule
-
-
-def epilogue_lines(epi: tuple[str, ...], indent: str) -> list[str]:
-    """The epilogue's statements over ``v``, the operands already loaded into ``bias_v`` and ``res_v``."""
-    return [indent + line for line in statements(epi, CUDA, bias="bias_v", residual="res_v")]
 
 
 def hero_schedule(op: Any, host: Any) -> CudaSchedule:
     """128x256x32 GEMM blocks of 8 warps (64x64 each) and 4 cp.async stages (256x128x32 for convolutions),
     or 128x128x64 with 3 when that fills the last wave of blocks better, rasterized in groups of 8 block
     rows."""
-    # Two tiles within 2 % of each other at 4096^3 on an H200 (370 and 376 TFLOP/s, 02_bench_probe):
+    # Two tiles within 2 % of each other at 4096^3 on an H200 (370 and 376 TFLOP/s,
+    # docs/device-runs/h200-cuda-kernels-and-tuner/cuda/bench-probe):
     # take the one whose last wave of blocks is fuller on this GPU's SMs.
     conv = op.kind == "conv2d"
     m, n = (op.gemm_m, op.gemm_n) if conv else (op.m, op.n)
@@ -64,12 +64,15 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
         return dataclasses.replace(small, bk=32, stages=4)
     if not conv and op.epilogue:  # the 64x64 warp tile spills beside a fused epilogue's registers
         return small
-    if conv and n >= 256:  # 128x256 led the N32 C256 56x56 probe: 328 vs 270-282 TFLOP/s (05_final)
+    if conv and n >= 256:  # 128x256 led the N32 C256 56x56 probe: 328 vs 270-282 TFLOP/s
+        # (docs/device-runs/h200-cuda-kernels-and-tuner/cuda/bench-table-and-search-space)
         return wide if 2 * waves(wide) <= waves(small) else small
-    if not conv:  # H200 run 08 (docs/device-runs/2026-11-23-h200/cuda/08_epilogue), staged epilogue: 128x256x32 s4 led at
-        # 4096^3, 8192^3 and 4000^3 (481, 507 and 436 TFLOP/s; 128x256x64 s3, run 07's pick at 8192^3: 505)
+    if not conv:  # H200 run 08 (docs/device-runs/h200-cuda-kernels-and-tuner/cuda/gemm-staged-epilogue),
+        # staged epilogue: 128x256x32 s4 led at 4096^3, 8192^3 and 4000^3 (481, 507 and 436 TFLOP/s;
+        # 128x256x64 s3, run 07's pick at 8192^3: 505)
         return wide if 2 * waves(wide) <= waves(small) else small
-    # 256x128 led at 4096^3 and 8192^3 on an H200 (416 and 451 TFLOP/s, docs/device-runs/2026-11-23-h200/cuda/05_final): take it
+    # 256x128 led at 4096^3 and 8192^3 on an H200 (416 and 451 TFLOP/s,
+    # docs/device-runs/h200-cuda-kernels-and-tuner/cuda/bench-table-and-search-space): take it
     # unless its last wave leaves the GPU emptier (a big tile does twice the work of a small one)
     return big if 2 * waves(big) <= waves(small) else small
 
@@ -111,18 +114,18 @@ def render_mma(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None 
     body = _head(k)
     if k.conv:
         conv_prologue(op, s, plan, body, k.threads, k.copies("a")[2], k.copies("a")[1], k.hoist)
-    _loader_step(k, body)
+    loader_step(k, body)
     body += [f"float acc[{s.wm // 16}][{s.wn // 8}][4];", _zero_acc(s, ""),
              f"uint32_t fa[2][{s.wm // 16}][4], fb[2][{s.wn // 8}][2];", "const int lj = lane >> 3, lr = lane & 7;"]
     body.extend(_fragment_loads(plan, s).splitlines())
-    direct = _epilogue(op, s, k.epi, to_f, from_f, k.conv, s.wm // 16, s.wn // 8)
+    direct = direct_epilogue(op, s, k.epi, to_f, from_f, k.conv, s.wm // 16, s.wn // 8)
     if k.persistent or k.conv:
         body += _mainloop(k, False, direct)
     else:  # the pipeline and main loop written out twice: unchecked copies where the block's tiles lie inside
         body += [f"if (m0 + {s.bm} <= M && n0 + {s.bn} <= N && K % {s.bk} == 0) {{", *_mainloop(k, True, direct),
                  "} else {", *_mainloop(k, False, direct), "}"]
     if plan.c_stage is not None:
-        body.extend(_staged_epilogue(s, plan.c_stage, k.epi, to_f, from_f, k.mnk[1] % 8 == 0, k.threads).splitlines())
+        body.extend(staged_epilogue(s, plan.c_stage, k.epi, to_f, from_f, k.mnk[1] % 8 == 0, k.threads).splitlines())
     elif not k.persistent:
         body.extend(direct.splitlines())
     src = "\n".join(w) + "\n\n" + _signature(r, k) + " {\n" + "\n".join("    " + ln for ln in body) + "\n}\n"
@@ -166,51 +169,6 @@ def _head(k: MmaKernel) -> list[str]:
     return out + ["const uint32_t smem0 = tr_smem_addr(tr_smem);",
                   f"const uint32_t sA = smem0, sB = smem0 + {s.stages * k.smem.a.size_bytes}u;",
                   f"const int ktiles = (K + {s.bk - 1}) / {s.bk};"]
-
-
-def _loader_step(k: MmaKernel, body: list[str]) -> None:
-    """The global -> shared copies: per-thread setups of the vectorised operands, ``load_tile`` ("checked":
-    tests every row and k) and ``load_tile_fast`` (blocks whose tiles all lie inside the matrices: tests
-    nothing, steps one pointer per operand), and ``load_next`` of the persistent grid."""
-    s, plan, nt, (lm0, ln0) = k.s, k.smem, k.threads, k.origin
-    a_lines, a_cpl, a_iter = k.copies("a")
-    b_lines, b_cpl, b_iter = k.copies("b")
-
-    def loaders(fast: bool) -> list[str]:
-        out = [_gemm_loader("B", "B", plan.b_kmajor, k.b_vec, b_lines, b_cpl, b_iter, nt, ln0, "N",
-                            "K" if plan.b_kmajor else "N", fast)]
-        if k.conv:
-            out.append(conv_loader(k.op, k.a_vec, a_lines, a_cpl, a_iter, nt, k.hoist))
-        else:
-            out.append(_gemm_loader("A", "A", plan.a_kmajor, k.a_vec, a_lines, a_cpl, a_iter, nt, lm0, "M",
-                                    "K" if plan.a_kmajor else "M", fast))
-        return out
-
-    for tag, kmaj, vec_, lines_, cpl_, it_, mn0, mnt in (
-            ("A", plan.a_kmajor, k.a_vec, a_lines, a_cpl, a_iter, lm0, "M"),
-            ("B", plan.b_kmajor, k.b_vec, b_lines, b_cpl, b_iter, ln0, "N")):
-        if vec_ and nt % cpl_ == 0 and not (k.conv and tag == "A"):  # the conv A tile is a gather
-            body.extend(_gemm_loader_setup(tag, kmaj, lines_, cpl_, it_, nt, mn0, mnt,
-                                           "K" if kmaj else mnt, plan.a if tag == "A" else plan.b).splitlines())
-    for fast in (False, True) if not (k.conv or k.persistent) else (False,):
-        body += [f"auto load_tile{'_fast' if fast else ''} = [&](int kt, int slot) {{",
-                 f"  const int k0 = kt * {s.bk};",
-                 f"  const uint32_t baseA = sA + slot * {plan.a.size_bytes}u, baseB = sB + slot * {plan.b.size_bytes}u;",
-                 "  if (kt < ktiles) {"]
-        for text in loaders(fast):
-            body.extend("    " + ln for ln in text.splitlines())
-        body += ["  }", "};"]
-    if k.persistent:  # the next k tile of the loader's tile; past its last, the next tile's origin and sources
-        setups = " ".join(f"setup_{t}();" for t in ("A", "B") if f"auto setup_{t} =" in "\n".join(body))
-        body += ["auto load_next = [&](int slot) {",
-                 "  if (l_tile < tiles) {",
-                 "    load_tile(l_kt, slot);",
-                 "    if (++l_kt == ktiles) {",
-                 "      l_kt = 0; l_tile += gridDim.x;",
-                 f"      if (l_tile < tiles) {{ tile_origin(l_tile, lm0, ln0); {setups} }}",
-                 "    }",
-                 "  }",
-                 "};"]
 
 
 def _zero_acc(s: Any, ind: str) -> str:
@@ -367,210 +325,3 @@ def _fragment_loads(plan: MmaPlan, s: Any) -> str:
         out.append("  }")
     out.append("};")
     return "\n".join(out)
-
-
-def _gemm_loader(tag: str, ptr: str, kmajor: bool, vec: bool, lines: int, cpl: int, iters: int, nt: int,
-                 mn0: str, mn_total: str, ld: str, fast: bool = False) -> str:
-    """One operand tile from a plain row- or column-major matrix (``ld`` = its row length)."""
-    if kmajor:
-        coords = f"const int mn = {mn0} + line, kq = k0 + ch * 8;"
-        row, col, ok = "mn", "kq", f"mn < {mn_total} && kq < K"
-    else:
-        coords = f"const int kq = k0 + line, mn = {mn0} + ch * 8;"
-        row, col, ok = "kq", "mn", f"kq < K && mn < {mn_total}"
-    total = lines * cpl
-    guard = "" if total % nt == 0 else f"if (c < {total}) "
-    out = [f"#pragma unroll\nfor (int i = 0; i < {iters}; ++i) {{",
-           f"  const int c = tid + i * {nt};",
-           f"  {guard}{{",
-           f"    const int line = c / {cpl}, ch = c % {cpl};",
-           f"    {coords}",
-           f"    const uint32_t dst = base{tag} + off{tag}(line, ch * 8);"]
-    if vec and nt % cpl == 0:  # addresses precomputed once per tile origin (_gemm_loader_setup)
-        step = nt // cpl
-        koff = "(size_t)k0" if kmajor else f"(size_t)k0 * {ld}"
-        out = ["{", f"const uint16_t* p_ = {tag}_src + {koff};"]
-        if fast:  # a whole tile inside the matrix: no checks, one pointer stepped by a row distance
-            for i in range(iters):
-                out.append(f"tr_cp16(base{tag} + {_soff(tag, i)}, p_, 16u);" +
-                           (f" p_ += {tag}_rs;" if i + 1 < iters else ""))
-            out.append("}")
-            return "\n".join(out)
-        if kmajor:
-            out.append(f"const bool okk = k0 + {tag}_ch * 8 < K;")
-        for i in range(iters):
-            ok = f"(({tag}_okm >> {i}) & 1)"
-            cond = f"okk && {ok}" if kmajor else f"{ok} && k0 + {tag}_line0 + {i * step} < K"
-            src = f"p_ + {i} * {tag}_rs" if i else "p_"
-            out.append(f"{{ const bool ok = {cond}; "
-                       f"tr_cp16(base{tag} + {_soff(tag, i)}, ok ? {src} : {ptr}, ok ? 16u : 0u); }}")
-        out.append("}")
-        return "\n".join(out)
-    if vec:
-        out += [f"    const bool ok = {ok};",
-                f"    const uint16_t* src = ok ? {ptr} + (size_t){row} * {ld} + {col} : {ptr};",
-                "    tr_cp16(dst, src, ok ? 16u : 0u);"]
-    else:
-        inner = "kq + e" if kmajor else "kq"
-        innermn = "mn" if kmajor else "mn + e"
-        out += ["    uint32_t v[4] = {0u, 0u, 0u, 0u};",
-                "    #pragma unroll\n    for (int e = 0; e < 8; ++e) {",
-                f"      const int kk_ = {inner}, mm_ = {innermn};",
-                f"      if (kk_ < K && mm_ < {mn_total}) v[e >> 1] |= (uint32_t){ptr}[(size_t)"
-                + ("mm_ * " + ld + " + kk_" if kmajor else "kk_ * " + ld + " + mm_") + "] << ((e & 1) * 16);",
-                "    }",
-                "    tr_sts128(dst, v[0], v[1], v[2], v[3]);"]
-    out += ["  }", "}"]
-    return "\n".join(out)
-
-
-def _soff(tag: str, i: int) -> str:
-    return f"{tag}_soff{i}"
-
-
-def _gemm_loader_setup(tag: str, kmajor: bool, lines: int, cpl: int, iters: int, nt: int, mn0: str,
-                       mn_total: str, ld: str, layout: Any) -> str:
-    """Per-thread constants of a vectorised operand copy: every chunk a thread copies sits in the same
-    16-byte column of the tile (``nt`` is a multiple of the chunks per line), so its shared offsets, source
-    pointer and row checks are fixed while the tile origin stays (``setup_X()`` recomputes them for a new
-    one); each k tile then adds k0 and copies. The shared offsets of a thread's later chunks are its first
-    plus a constant where the swizzle allows (checked on the layout for every thread), so they cost no
-    register; the row checks are one bit mask."""
-    import numpy as np
-
-    step = nt // cpl
-    tid = np.arange(nt)
-    line0, ch = tid // cpl, tid % cpl
-    first = np.asarray(layout.offset(np.minimum(line0, layout.rows - 1), ch * 8), dtype=np.int64)
-    out = [f"const int {tag}_ch = tid % {cpl}, {tag}_line0 = tid / {cpl};",
-           f"const uint32_t {_soff(tag, 0)} = off{tag}({tag}_line0, {tag}_ch * 8);"]
-    for i in range(1, iters):
-        line = line0 + i * step
-        live = line < layout.rows
-        off = np.asarray(layout.offset(np.where(live, line, 0), ch * 8), dtype=np.int64)
-        d = (off - first)[live]
-        if d.size and (d == d[0]).all():
-            out.append(f"const uint32_t {_soff(tag, i)} = {_soff(tag, 0)} + {int(d[0])}u;")
-        else:
-            out.append(f"const uint32_t {_soff(tag, i)} = off{tag}({tag}_line0 + {i * step}, {tag}_ch * 8);")
-    out += [f"const uint16_t* {tag}_src; uint32_t {tag}_okm;",
-            f"const size_t {tag}_rs = (size_t){step} * {ld};  /* elements between a thread's chunks */",
-            f"auto setup_{tag} = [&]() {{",
-            f"  {tag}_okm = 0u;",
-            f"  #pragma unroll\n  for (int i = 0; i < {iters}; ++i) {{",
-            f"    const int line = {tag}_line0 + i * {step};"]
-    if kmajor:  # line: a row of the m/n extent; k advances along it
-        out += [f"    if (line < {lines} && {mn0} + line < {mn_total}) {tag}_okm |= 1u << i;",
-                "  }",
-                f"  {tag}_src = {tag} + (size_t)({mn0} + {tag}_line0) * {ld} + {tag}_ch * 8;"]
-    else:  # line: a k row; the chunk's m/n columns are fixed
-        out += [f"    if (line < {lines} && {mn0} + {tag}_ch * 8 < {mn_total}) {tag}_okm |= 1u << i;",
-                "  }",
-                f"  {tag}_src = {tag} + (size_t){tag}_line0 * {ld} + ({mn0} + {tag}_ch * 8);"]
-    out += ["};", f"setup_{tag}();"]
-    return "\n".join(out)
-
-
-def _epilogue(op: Any, s: Any, epi: tuple[str, ...], to_f: str, from_f: str, conv: bool, mt: int, ntile: int) -> str:
-    nchw = conv and op.layout == "nchw"
-    lines = [f"#pragma unroll\nfor (int i = 0; i < {mt}; ++i) {{",
-             "  #pragma unroll\n  for (int half = 0; half < 2; ++half) {",
-             f"    const int row = m0 + warp_m * {s.wm} + i * 16 + (lane >> 2) + half * 8;",
-             "    if (row >= M) continue;"]
-    if nchw:
-        lines += ["    const int img = tr_div(row, (uint32_t)PQ_mul, (uint32_t)PQ_shr), pq = row - img * P * Q;",
-                  "    uint16_t* crow = Cout + (size_t)img * N * P * Q + pq;"]
-    else:
-        lines += ["    uint16_t* crow = Cout + (size_t)row * N;"]
-    if "residual" in epi:
-        lines += ["    const uint16_t* rrow = resid + (size_t)row * N;"]
-    lines += [f"    #pragma unroll\n    for (int j = 0; j < {ntile}; ++j) {{",
-              f"      const int col = n0 + warp_n * {s.wn} + j * 8 + (lane & 3) * 2;",
-              "      float out2[2];",
-              "      #pragma unroll\n      for (int e = 0; e < 2; ++e) {",
-              "        float v = acc[i][j][half * 2 + e];",
-              "        const int cc = col + e;"]
-    if "bias" in epi:
-        lines += [f"        const float bias_v = cc < N ? {to_f}(bias[cc]) : 0.0f;"]
-    if "residual" in epi:
-        lines += [f"        const float res_v = (cc < N) ? {to_f}(rrow[cc]) : 0.0f;"]
-    lines += epilogue_lines(epi, "        ")
-    lines += ["        out2[e] = v;", "      }"]
-    if nchw:
-        lines += [f"      if (col < N) crow[(size_t)col * P * Q] = {from_f}(out2[0]);",
-                  f"      if (col + 1 < N) crow[(size_t)(col + 1) * P * Q] = {from_f}(out2[1]);"]
-    else:
-        lines += ["      if (col + 1 < N && (N & 1) == 0) {",
-                  f"        *(uint32_t*)(crow + col) = (uint32_t){from_f}(out2[0]) | ((uint32_t){from_f}(out2[1]) << 16);",
-                  "      } else {",
-                  f"        if (col < N) crow[col] = {from_f}(out2[0]);",
-                  f"        if (col + 1 < N) crow[col + 1] = {from_f}(out2[1]);",
-                  "      }"]
-    lines += ["    }", "  }", "}"]
-    return "\n".join(lines)
-
-
-def _staged_epilogue(s: Any, cs: Any, epi: tuple[str, ...], to_f: str, from_f: str, n_vec: bool, nt: int) -> str:
-    """C through the shared staging tile ``cs`` (``plan.CStage``), in ``cs.passes`` passes: the warps write
-    fragment rows, a barrier, the block reads 8 columns per thread, applies the fused ops and stores 16 bytes
-    (``n_vec``: N a multiple of 8, so every row starts on 16 bytes and a chunk is whole or wholly past N)
-    or element by element; a barrier before the next pass overwrites the tile."""
-    per, cpr = cs.rows_per_warp, s.bn // 8
-    total = cs.lines * cpr
-    iters = -(-total // nt)
-    guard = "" if total % nt == 0 else f"if (c >= {total}) continue;"
-    L = ["__syncthreads();  /* every warp is past its last ldmatrix: the pipeline's shared memory is free */",
-         "float* cst = (float*)tr_smem;",
-         f"#pragma unroll\nfor (int pass = 0; pass < {cs.passes}; ++pass) {{",
-         f"  #pragma unroll\n  for (int ii = 0; ii < {per // 16}; ++ii)",
-         "  #pragma unroll\n  for (int half = 0; half < 2; ++half) {",
-         f"    const int line = warp_m * {per} + ii * 16 + (lane >> 2) + half * 8;",
-         f"    #pragma unroll\n    for (int j = 0; j < {s.wn // 8}; ++j) {{",
-         f"      const int col = warp_n * {s.wn} + j * 8 + (lane & 3) * 2;",
-         f"      const float* a_ = acc[pass * {per // 16} + ii][j];",
-         f"      *(float2*)(cst + {cs.c_offset('line', 'col')}) = make_float2(a_[half * 2], a_[half * 2 + 1]);",
-         "    }",
-         "  }",
-         "  __syncthreads();",
-         f"  #pragma unroll\n  for (int it = 0; it < {iters}; ++it) {{",
-         f"    const int c = tid + it * {nt};",
-         f"    {guard}",
-         f"    const int line = c / {cpr}, ch = c % {cpr};",
-         f"    const int row = m0 + (line / {per}) * {s.wm} + pass * {per} + line % {per}, col = n0 + ch * 8;",
-         "    if (row >= M || col >= N) continue;",
-         f"    const float4 x0 = *(const float4*)(cst + {cs.c_offset('line', 'ch * 8')});",
-         f"    const float4 x1 = *(const float4*)(cst + {cs.c_offset('line', 'ch * 8 + 4')});",
-         "    float v8[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};",
-         "    uint16_t* crow = Cout + (size_t)row * N;"]
-    if n_vec:
-        for name, src in (("bias", "bias + col"), ("residual", "resid + (size_t)row * N + col")):
-            if name in epi:
-                tag = name[:3]
-                L += [f"    const uint4 {tag}q = *(const uint4*)({src});",
-                      f"    const uint32_t {tag}w[4] = {{{tag}q.x, {tag}q.y, {tag}q.z, {tag}q.w}};"]
-    L += ["    #pragma unroll\n    for (int e = 0; e < 8; ++e) {",
-          "      float v = v8[e];"]
-    if n_vec:
-        if "bias" in epi:
-            L += [f"      const float bias_v = {to_f}((uint16_t)(biaw[e >> 1] >> ((e & 1) * 16)));"]
-        if "residual" in epi:
-            L += [f"      const float res_v = {to_f}((uint16_t)(resw[e >> 1] >> ((e & 1) * 16)));"]
-    else:
-        if "bias" in epi:
-            L += [f"      const float bias_v = col + e < N ? {to_f}(bias[col + e]) : 0.0f;"]
-        if "residual" in epi:
-            L += [f"      const float res_v = col + e < N ? {to_f}(resid[(size_t)row * N + col + e]) : 0.0f;"]
-    L += epilogue_lines(epi, "      ")
-    L += ["      v8[e] = v;", "    }"]
-    if n_vec:
-        L += ["    uint32_t o_[4];",
-              "    #pragma unroll\n    for (int q = 0; q < 4; ++q)",
-              f"      o_[q] = (uint32_t){from_f}(v8[2 * q]) | ((uint32_t){from_f}(v8[2 * q + 1]) << 16);",
-              "    *(uint4*)(crow + col) = make_uint4(o_[0], o_[1], o_[2], o_[3]);"]
-    else:
-        L += ["    #pragma unroll\n    for (int e = 0; e < 8; ++e)",
-              f"      if (col + e < N) crow[col + e] = {from_f}(v8[e]);"]
-    L += ["  }",
-          f"  if (pass + 1 < {cs.passes}) __syncthreads();  /* the tile is read before the next pass writes it */",
-          "}"]
-    return "\n".join(ln for ln in L if ln.strip())

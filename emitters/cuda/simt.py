@@ -21,6 +21,9 @@ Other forms (``forms``, searched and swept): ``frags`` 2 reads the next k step's
 thread tiles (``thread_n`` 16: four B sub-tiles a quarter of the warp tile apart); with ``fill`` "lanes" or
 "spread" its copies go lane by lane, 4 bytes each, with offsets computed once (``simt_fill.py``:
 ``FILL_FORMS``, for odd leading dimensions).
+
+Here: the heroes, the forms and the space, the block's head and the epilogue; the two-stage main loop is
+``simt_mainloop.py``, the K split's ranges, workspace and reduction ``simt_split.py``.
 """
 
 from __future__ import annotations
@@ -31,17 +34,18 @@ from typing import Any
 from ..cstyle import Param
 from . import simt_async, simt_fill, simt_gemv
 from .conv import CONV_ARGS, gemm_scalars
-from .mma import epilogue_lines
+from .epilogue import epilogue_lines
 from .plan import SIMT_PAD, SimtKernel, simt_kernel
 from .render import CudaRenderer, Rendered
 from .schedule import CudaSchedule
-from .simt_loads import conv_operand, operand
+from .simt_mainloop import loaders, mainloop
+from .simt_split import split_reduction, workspace_bytes
 
 
 def hero_schedule(op: Any, host: Any) -> CudaSchedule:
     """128x128x16 blocks of 8x8-per-thread: bk 16 ran at 45 TFLOP/s on an H200 at 4096^3, bk 8 at 26
-    (docs/device-runs/2026-11-23-h200/cuda/02_bench_probe). A GEMM whose 128x128 tiles leave SMs idle takes
-    the tile and K split that fill the GPU best (``fill_gpu``)."""
+    (docs/device-runs/h200-cuda-kernels-and-tuner/cuda/bench-probe). A GEMM whose 128x128 tiles leave SMs
+    idle takes the tile and K split that fill the GPU best (``fill_gpu``)."""
     if op.kind != "gemm":
         return CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, raster=8, **_hero_core(op))
     if op.m <= GEMV_MAX_M and op.layout_b == "row":
@@ -57,7 +61,7 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
 
 
 # Odd rows (an operand row not on 16 bytes) whose 64x128 grid is one full wave and whose K is not long take the
-# first lane-filled form. On an H100 (2026-11-26, docs/device-runs/2026-11-26-h100-h/, two passes, against
+# first lane-filled form. On an H100 (2026-11-26, docs/device-runs/h100-simt-lane-filled-one-wave-shapes/, two passes, against
 # torch with TF32 off), against the hero: 1000x999x1001 0.905x / 0.907x (0.861x / 0.867x), 999x1023x513 0.84x
 # (0.72x), 997x1021x777 0.87x (0.77x), 1020x900x2047 0.886x (0.889x); not at K = 3001 (0.81x against 0.88x)
 # nor where the grid is two waves (777x1333x555 0.50x against 0.59x) or more (1500x999x1001, even).
@@ -96,14 +100,15 @@ HERO_CORE = {"stages": 2, "frags": 1, "order": "rows"}
 # order instead: on an H100, the best form by geometric mean of the sweep's shapes, and the best at 4096^3
 # (0.904x against 0.865x) and 1000^3 (1.02x against 0.98x); where a row is odd the scalar loader's registers
 # leave it no better (1000x999x1001 0.83-0.86x against 0.84-0.88x, 777x1333x555 0.60x against 0.62x).
-# docs/device-runs/2026-11-25-h100/simt-forms/ and 2026-11-25-h100-b/run1, run3.
+# docs/device-runs/h100-cuda-suites-splitk-im2col-stem/simt-forms/,
+# docs/device-runs/h100-splitk-simt-attention/spread-fixup-simt-sweep/ and .../two-consumer-forms-base-pointer-loader/.
 HERO_CORE_ALIGNED = {"stages": 2, "frags": 2, "order": "snake"}
 HERO_BIG = {"bm": 128, "bn": 128, "bk": 16, "wm": 32, "wn": 64, "thread_n": 8}
 
 
 # GEMMs of at most this many rows (B row-major) take the gemv form (0: never): its FMAs are all useful where a
 # tile of 8 rows a thread wastes most of them at M = 1..48, and it streams B with more loads in flight. Off:
-# on the H100 its first GPU run stopped on an illegal address (docs/device-runs/2026-11-25-h100/simt-forms/),
+# on the H100 its first GPU run stopped on an illegal address (docs/device-runs/h100-cuda-suites-splitk-im2col-stem/simt-forms/),
 # which the CPU emulator of tests/test_simt_core.py does not reproduce; it stays out of the hero and the space
 # until it runs clean under compute-sanitizer.
 GEMV_MAX_M = 0
@@ -219,7 +224,7 @@ SKINNY_FORMS = ((64, 256, 16, 32, 64, 4, 1, 1, "snake"), (64, 256, 8, 32, 64, 2,
 # for sm_80 and sm_90a (tests/test_simt_core.py); split over K, the 8-warp one spills 32 B on sm_80 (values
 # kept for the loop over the last k tiles, not in the main loop), none on sm_90a. Not yet measured on a GPU:
 # benchmarks/gpu/simt_odd.py --compare times them beside the hero.
-# Measured on an H100 (2026-11-26, docs/device-runs/2026-11-26-h100-f/, against torch with TF32 off): at
+# Measured on an H100 (2026-11-26, docs/device-runs/h100-simt-lane-filled-forms/, against torch with TF32 off): at
 # 1000x999x1001 0.900x / 0.893x / 0.861x against the hero's 0.870x; the forms capped at 128 registers (4 blocks
 # a SM, and the 8-warp 128x128x8 at 2) spilled on aligned shapes and were dropped.
 # The first form without its register cap (min_blocks 1: 164-179 registers, no spills) ran 0.905x there against
@@ -286,8 +291,8 @@ def render_simt(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None
         helpers = simt_async.HELPERS + (simt_fill.HELPERS if s.fill != "quads" else "")
         body = [helpers + _signature(r, k) + " {", *_head(k), *simt_async.mainloop(k)]
     else:
-        pro, a, b = _loaders(k)
-        body = [_signature(r, k) + " {", *_head(k), pro, *_mainloop(k, a, b)]
+        pro, a, b = loaders(k)
+        body = [_signature(r, k) + " {", *_head(k), pro, *mainloop(k, a, b)]
     L = [r.prelude(1), *body, *split_reduction(k), _simt_epilogue(op, s, k.epi, k.conv), "}"]
     M, N, _ = k.mnk
     tiles = -(-M // s.bm) * -(-N // s.bn)
@@ -319,21 +324,6 @@ def _signature(r: CudaRenderer, k: SimtKernel) -> str:
     return r.render_kernel_signature(k.name, params, launch_bounds=(k.threads, k.s.min_blocks))
 
 
-def _loaders(k: SimtKernel) -> tuple[str, tuple[str, str, int], tuple[str, str, int]]:
-    """(conv prologue, (load, store, registers) of A, of B): global -> registers -> shared."""
-    s, nt = k.s, k.threads
-    op = k.op
-    if k.conv:  # B: filters K x (C R S), k contiguous: the GEMM loader of a column-major B
-        pro, a_load, a_store, a_iters = conv_operand(op, s, nt, k.hoist)
-        b_load, b_store, b_iters, _ = operand("b", True, k.mnk[2], s, nt, packed=False)
-    else:
-        pro = ""
-        a_kmaj, b_kmaj = op.layout_a == "row", op.layout_b == "col"
-        a_load, a_store, a_iters, _ = operand("a", a_kmaj, op.k if a_kmaj else op.m, s, nt)
-        b_load, b_store, b_iters, _ = operand("b", b_kmaj, op.k if b_kmaj else op.n, s, nt)
-    return pro, (a_load, a_store, a_iters), (b_load, b_store, b_iters)
-
-
 def _head(k: SimtKernel) -> list[str]:
     """The shared tiles, the lane's place in its warp tile and the block's rasterized tile origin."""
     s = k.s
@@ -358,154 +348,6 @@ def _tile_index(s: Any) -> str:
     if s.split_k == 1:
         return "const int pid = blockIdx.x, "
     return "const int part = blockIdx.x / (grid_m * grid_n), pid = blockIdx.x - part * (grid_m * grid_n), "
-
-
-def _mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
-    """The first tile stored, then per k tile: the next one loaded into registers, the 8 x 8 outer
-    products from 16-byte shared reads, the registers stored to the other buffer, one barrier."""
-    s = k.s
-    (a_load, a_store, a_iters), (b_load, b_store, b_iters) = a, b
-    return [f"float4 ra[{a_iters}], rb[{b_iters}];",
-            "float acc[8][8];",
-            "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;",
-            *_k_range(s),
-            a_load, b_load, a_store, b_store,
-            "__syncthreads();",
-            f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;",
-            *(_kloop_frags2(k, a, b) if s.frags == 2 else _kloop(k, a, b))]
-
-
-def _kloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
-    """Per k tile: the next tile's global loads, the ``bk`` steps of 8 x 8 outer products (each reading its
-    fragments, then multiplying), the stores to the other buffer and the barrier."""
-    s = k.s
-    (a_load, a_store, _), (b_load, b_store, _) = a, b
-    return ["for (int kt = 0; kt < ktiles; ++kt) {",
-            f"  k0 = (kt + 1) * {s.bk};" if s.split_k == 1 else f"  k0 = (kt0 + kt + 1) * {s.bk};",
-            "  const bool more = kt + 1 < ktiles;",
-            "  if (more) {", a_load, b_load, "  }",
-            f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{",
-            "    float a[8], b[8];",
-            "    const float4 a0 = *(const float4*)&As[buf][k][am], "
-            f"a1 = *(const float4*)&As[buf][k][am + {s.wm // 2}];",
-            "    const float4 b0 = *(const float4*)&Bs[buf][k][bn_], "
-            f"b1 = *(const float4*)&Bs[buf][k][bn_ + {s.wn // 2}];",
-            "    a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w; a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;",
-            "    b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w; b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;",
-            simt_async.fma_block(s),
-            "  }",
-            "  if (more) {",
-            "    buf ^= 1;", a_store, b_store,
-            "    __syncthreads();",
-            "  }",
-            "}"]
-
-
-def _fragment(k: SimtKernel, i: str, buf: str, kk: str) -> list[str]:
-    """Fragment set ``i`` (A's two float4 of 4 rows, half a warp tile apart; B's two of 4 columns) read from
-    shared buffer ``buf`` at k row ``kk``."""
-    s = k.s
-    return [f"fa[{i}][0] = *(const float4*)&As[{buf}][{kk}][am]; "
-            f"fa[{i}][1] = *(const float4*)&As[{buf}][{kk}][am + {s.wm // 2}];",
-            f"fb[{i}][0] = *(const float4*)&Bs[{buf}][{kk}][bn_]; "
-            f"fb[{i}][1] = *(const float4*)&Bs[{buf}][{kk}][bn_ + {s.wn // 2}];"]
-
-
-def _kloop_frags2(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
-    """``frags`` 2: each k step first reads the next step's fragments into the other register set, then
-    multiplies the ones read a step earlier. The last step of a tile stores the next tile to the other buffer
-    and waits at the barrier before reading that tile's first fragments, so that their latency hides behind
-    the step's 64 FMAs instead of stalling the warps after the barrier (one barrier a tile still: every read
-    of the buffer being written was issued before the previous tile's barrier)."""
-    s = k.s
-    (a_load, a_store, _), (b_load, b_store, _) = a, b
-    uses = ("a[0] = fa[c][0].x; a[1] = fa[c][0].y; a[2] = fa[c][0].z; a[3] = fa[c][0].w; "
-            "a[4] = fa[c][1].x; a[5] = fa[c][1].y; a[6] = fa[c][1].z; a[7] = fa[c][1].w;",
-            "b[0] = fb[c][0].x; b[1] = fb[c][0].y; b[2] = fb[c][0].z; b[3] = fb[c][0].w; "
-            "b[4] = fb[c][1].x; b[5] = fb[c][1].y; b[6] = fb[c][1].z; b[7] = fb[c][1].w;")
-    return ["float4 fa[2][2], fb[2][2];",
-            *_fragment(k, "0", "0", "0"),
-            "for (int kt = 0; kt < ktiles; ++kt) {",
-            f"  k0 = (kt + 1) * {s.bk};" if s.split_k == 1 else f"  k0 = (kt0 + kt + 1) * {s.bk};",
-            "  const bool more = kt + 1 < ktiles;",
-            "  if (more) {", a_load, b_load, "  }",
-            f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{",
-            f"    if (k == {s.bk - 1} && more) {{",
-            "      buf ^= 1;", a_store, b_store,
-            "      __syncthreads();",
-            "    }",
-            "    const int c = k & 1;",
-            *("    " + x for x in _fragment(k, "c ^ 1", "buf", f"(k + 1) % {s.bk}")),
-            "    float a[8], b[8];",
-            *("    " + x for x in uses),
-            simt_async.fma_block(s),
-            "  }",
-            "}"]
-
-
-def _k_range(s: Any) -> list[str]:
-    """The k tiles this block multiplies: all of them, or its part's (``split_index`` in NumPy: the K
-    tiles split as evenly as they go, parts differing by at most one tile)."""
-    if s.split_k == 1:
-        return [f"const int ktiles = (K + {s.bk - 1}) / {s.bk};", "int k0 = 0, buf = 0;"]
-    return [f"const int kt_all = (K + {s.bk - 1}) / {s.bk};",
-            f"const int kt0 = (int)(((long long)part * kt_all) / {s.split_k}), "
-            f"ktiles = (int)(((long long)(part + 1) * kt_all) / {s.split_k}) - kt0;",
-            f"int k0 = kt0 * {s.bk}, buf = 0;"]
-
-
-def split_index(kt_all: int, split: int) -> list[tuple[int, int]]:
-    """(first k tile, k tiles) of each part, as the kernel computes them (the NumPy model's reference)."""
-    return [(p * kt_all // split, (p + 1) * kt_all // split - p * kt_all // split) for p in range(split)]
-
-
-def workspace_bytes(tiles: int, s: Any) -> int:
-    """The arrival counters (one per tile, padded to 256 bytes) and ``split_k`` fp32 partial tiles per tile."""
-    return 4 * _counter_words(tiles) + 4 * tiles * s.split_k * s.bm * s.bn
-
-
-def _counter_words(tiles: int) -> int:
-    return -(-tiles // 64) * 64
-
-
-def split_reduction(k: SimtKernel) -> list[str]:
-    """Each block stores its 8 x ``thread_n`` partial (F = 2 * thread_n float4 a thread, coalesced:
-    float4 ``j`` of thread ``t`` of part ``p`` at ``(p * F + j) * threads + t`` of the tile's slab), fences,
-    and arrives at its tile's counter. The last to arrive resets the counter and sums the parts 0, 1, ..,
-    split_k - 1 in that order (its own from registers: the same value), so that the sum does not depend on
-    the order of arrival; the epilogue then runs once, on the sum."""
-    s, nt = k.s, k.threads
-    if s.split_k == 1:
-        return []
-    S = s.split_k
-    acc4 = "make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3])"
-    H = s.thread_n // 4  # float4 a row of the thread's tile
-    F = 8 * H  # float4 a thread
-    M, N, _ = k.mnk
-    words = _counter_words(-(-M // s.bm) * -(-N // s.bn))
-    return ["__shared__ int tr_last;",
-            "uint32_t* tr_count = (uint32_t*)W;",
-            f"const float4* tr_slab = (const float4*)(W + {words}) + (size_t)pid * {S * F * nt} + tid;",
-            f"float4* tr_mine = (float4*)(W + {words}) + (size_t)pid * {S * F * nt} + (size_t)part * {F * nt} + tid;",
-            f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < {H}; ++h) "
-            f"__stcg(tr_mine + (i * {H} + h) * {nt}, {acc4});",
-            "__threadfence();",
-            "__syncthreads();",
-            "if (tid == 0) {",
-            f"  tr_last = atomicAdd(tr_count + pid, 1u) == {S - 1}u;",
-            "  if (tr_last) tr_count[pid] = 0u;  /* at rest for the next launch */",
-            "}",
-            "__syncthreads();",
-            "if (!tr_last) return;",
-            "__threadfence();",
-            f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < {H}; ++h) {{",
-            "  float4 t = make_float4(0.f, 0.f, 0.f, 0.f);",
-            f"  #pragma unroll 1\n  for (int p = 0; p < {S}; ++p) {{",
-            f"    const float4 v = p == part ? {acc4} : __ldcg(tr_slab + (p * {F} + i * {H} + h) * {nt});",
-            "    t.x += v.x; t.y += v.y; t.z += v.z; t.w += v.w;",
-            "  }",
-            "  acc[i][h * 4] = t.x; acc[i][h * 4 + 1] = t.y; acc[i][h * 4 + 2] = t.z; acc[i][h * 4 + 3] = t.w;",
-            "}"]
 
 
 def _simt_epilogue(op: Any, s: Any, epi: tuple[str, ...], conv: bool) -> str:

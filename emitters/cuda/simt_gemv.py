@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..cstyle import Param
-from .mma import epilogue_lines
+from .epilogue import epilogue_lines
 from .render import CudaRenderer, Rendered
 
 WARPS = 8

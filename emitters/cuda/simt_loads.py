@@ -67,7 +67,7 @@ def _lane_scalars(which: str, kmaj: bool, s: Any, nt: int, dims: tuple[str, str,
     with neighbouring lanes on neighbouring elements of a row, so that a warp's load covers one or two
     runs of 32 or 16 floats (4-5 sectors) instead of 4 loads a thread at a 16-byte stride (about four
     times the sectors, which the shared-memory reads of the inner loop also queue for: 1000x999x1001 ran
-    at 0.84x cuBLAS with those against 1.02x at 1000x1000x1000, H100, docs/device-runs/2026-11-25-h100-b/).
+    at 0.84x cuBLAS with those against 1.02x at 1000x1000x1000, H100, docs/device-runs/h100-splitk-simt-attention/).
     Element ``tid + (4 i + c) nt`` of the tile sits in component c of register slot i (as many registers
     as the float4 path); where the block's threads cover whole lines (``nt`` a multiple of the line), a
     thread keeps one column and one base pointer, and its elements are whole lines apart (constant

@@ -88,7 +88,7 @@ def mainloop_accesses(op: Any, schedule: Any) -> AccessBatch:
 
 
 def epilogue_accesses(op: Any, schedule: Any, stage: Any = None) -> AccessBatch:
-    """One block's shared-memory instructions of the staged epilogue (``mma._staged_epilogue``), all passes:
+    """One block's shared-memory instructions of the staged epilogue (``mma_epilogue.staged_epilogue``), all passes:
     the 8-byte float-pair stores of every warp's accumulator fragments, then the two 16-byte loads per
     thread and row chunk of 8 columns (``stage``: another ``CStage`` to score in its place). Raises
     ``ValueError`` when the schedule does not stage C."""

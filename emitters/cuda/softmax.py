@@ -98,7 +98,8 @@ def hero_schedule(op: Any, host: Any) -> CudaSchedule:
     chunks = -(-row_vectors(op.cols, vec) // threads)
     if op.cols >= 8192:
         # long rows: the two-pass form, whose second read of a row hits L2, ran at 0.93 of the copy
-        # bandwidth at 8192 x 8192 fp32 against 0.70 for the rows held in registers (05_final)
+        # bandwidth at 8192 x 8192 fp32 against 0.70 for the rows held in registers
+        # (docs/device-runs/h200-cuda-kernels-and-tuner/cuda/bench-table-and-search-space)
         chunks = 0
     return CudaSchedule("softmax", threads=threads, vec=vec, chunks=chunks if chunks <= 16 else 0)
 
@@ -259,55 +260,20 @@ def _render_persistent(r: CudaRenderer, op: Any, s: Any, arch: Any, name: str, v
     warps = threads // 32
     grid = max(1, min(op.rows, arch.sm_count * s.persist))
     odd = op.cols % vec != 0
-
-    def load(arr: str, row: str) -> str:
-        if odd:
-            return _odd_load(op.dtype.value, s, vtype, unpack, arr, row)
-        return "\n".join([
-            f"        {{ const {vtype}* xr = (const {vtype}*)(X + (size_t)({row}) * (size_t)cols);",
-            f"        #pragma unroll\n        for (int j = 0; j < {chunks}; ++j) {{",
-            f"            const int i = j * {threads} + tid;",
-            f"            float f[{vec}];",
-            f"            if (i < nv) {{ const {vtype} v = __ldcs(xr + i); {unpack} }}",
-            f"            else {{\n                #pragma unroll\n                for (int e = 0; e < {vec}; ++e) "
-            "f[e] = TR_NEG_INF;\n            }",
-            f"            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) {arr}[j][e] = f[e];",
-            "        } }"])
-
     src = [*_header(r, op.dtype.value, name, threads),
            "    const int tid = threadIdx.x;",
            *([] if odd else [f"    const int nv = cols / {vec};"]),
            f"    float xs[{chunks}][{vec}], xn[{chunks}][{vec}];",
            "    int row = blockIdx.x;",
            "    if (row >= rows) return;",
-           load("xs", "row"),
+           _row_loads(op, s, vtype, unpack, "xs", "row"),
            "    for (; row < rows; row += gridDim.x) {",
            "        const int next = row + gridDim.x;",
-           "        if (next < rows) {", load("xn", "next"), "        }",
-           "        float m = TR_NEG_INF, s = 0.0f;",
-           f"        #pragma unroll\n        for (int j = 0; j < {chunks}; ++j) {{",
-           f"            float cm = xs[j][0];\n            #pragma unroll\n            for (int e = 1; e < {vec}; ++e) "
-           "cm = fmaxf(cm, xs[j][e]);",
-           "            if (cm == TR_NEG_INF) continue;",
-           f"            float cs = 0.0f;\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) "
-           "cs += (xs[j][e] == TR_NEG_INF) ? 0.0f : __expf(xs[j][e] - cm);",
-           "            tr_fold(m, s, cm, cs);",
-           "        }",
+           "        if (next < rows) {", _row_loads(op, s, vtype, unpack, "xn", "next"), "        }",
+           *_row_reduce(s),
            *block_merge(warps, "        "),
            "        __syncthreads();  /* red_m/red_s are written again for the next row */",
-           "        const float inv = __frcp_rn(s);",
-           *(["        {", *odd_row(vec, vtype, "row", "cols", "        ")] if odd else
-             [f"        {vtype}* yr = ({vtype}*)(Y + (size_t)row * (size_t)cols);"]),
-           f"        #pragma unroll\n        for (int j = 0; j < {chunks}; ++j) {{",
-           f"            const int i = j * {threads} + tid;",
-           "            if (i < nv) {",
-           f"                float f[{vec}];\n                #pragma unroll\n                for (int e = 0; e < {vec}; ++e) "
-           "f[e] = __expf(xs[j][e] - m) * inv;",
-           *(store_slot(op.dtype.value, vec, vtype, pack, "i", "                ") if odd else
-             [f"                {vtype} v; {pack}\n                __stcs(yr + i, v);"]),
-           "            }",
-           "        }",
-           *(["        }"] if odd else []),
+           *_row_store(op, s, vtype, pack),
            f"        #pragma unroll\n        for (int j = 0; j < {chunks}; ++j)\n        #pragma unroll\n"
            f"        for (int e = 0; e < {vec}; ++e) xs[j][e] = xn[j][e];",
            "    }",
@@ -319,6 +285,57 @@ def _render_persistent(r: CudaRenderer, op: Any, s: Any, arch: Any, name: str, v
             "passes_over_input": 1, "epilogue": []}
     return Rendered(name, name, "\n".join(src) + "\n", ("x", "out", "rows", "cols"), (grid, 1, 1),
                     (threads, 1, 1), 0, meta)
+
+
+def _row_loads(op: Any, s: Any, vtype: str, unpack: str, arr: str, row: str) -> str:
+    """The persistent kernel's loads of row ``row`` into the registers ``arr`` (streaming: ``__ldcs``)."""
+    vec, threads, chunks = s.vec, s.threads, s.chunks
+    if op.cols % vec != 0:
+        return _odd_load(op.dtype.value, s, vtype, unpack, arr, row)
+    return "\n".join([
+        f"        {{ const {vtype}* xr = (const {vtype}*)(X + (size_t)({row}) * (size_t)cols);",
+        f"        #pragma unroll\n        for (int j = 0; j < {chunks}; ++j) {{",
+        f"            const int i = j * {threads} + tid;",
+        f"            float f[{vec}];",
+        f"            if (i < nv) {{ const {vtype} v = __ldcs(xr + i); {unpack} }}",
+        f"            else {{\n                #pragma unroll\n                for (int e = 0; e < {vec}; ++e) "
+        "f[e] = TR_NEG_INF;\n            }",
+        f"            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) {arr}[j][e] = f[e];",
+        "        } }"])
+
+
+def _row_reduce(s: Any) -> list[str]:
+    """A thread's running maximum and sum over its chunks of the current row (``xs``)."""
+    vec, chunks = s.vec, s.chunks
+    return ["        float m = TR_NEG_INF, s = 0.0f;",
+            f"        #pragma unroll\n        for (int j = 0; j < {chunks}; ++j) {{",
+            f"            float cm = xs[j][0];\n            #pragma unroll\n            for (int e = 1; e < {vec}; ++e) "
+            "cm = fmaxf(cm, xs[j][e]);",
+            "            if (cm == TR_NEG_INF) continue;",
+            f"            float cs = 0.0f;\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) "
+            "cs += (xs[j][e] == TR_NEG_INF) ? 0.0f : __expf(xs[j][e] - cm);",
+            "            tr_fold(m, s, cm, cs);",
+            "        }"]
+
+
+def _row_store(op: Any, s: Any, vtype: str, pack: str) -> list[str]:
+    """The current row's exp(x - m) / sum stored (streaming: ``__stcs``; element by element where the
+    columns are not a multiple of the vector)."""
+    vec, threads, chunks = s.vec, s.threads, s.chunks
+    odd = op.cols % vec != 0
+    return ["        const float inv = __frcp_rn(s);",
+            *(["        {", *odd_row(vec, vtype, "row", "cols", "        ")] if odd else
+              [f"        {vtype}* yr = ({vtype}*)(Y + (size_t)row * (size_t)cols);"]),
+            f"        #pragma unroll\n        for (int j = 0; j < {chunks}; ++j) {{",
+            f"            const int i = j * {threads} + tid;",
+            "            if (i < nv) {",
+            f"                float f[{vec}];\n                #pragma unroll\n                for (int e = 0; e < {vec}; ++e) "
+            "f[e] = __expf(xs[j][e] - m) * inv;",
+            *(store_slot(op.dtype.value, vec, vtype, pack, "i", "                ") if odd else
+              [f"                {vtype} v; {pack}\n                __stcs(yr + i, v);"]),
+            "            }",
+            "        }",
+            *(["        }"] if odd else [])]
 
 
 def _odd_load(dtype: str, s: Any, vtype: str, unpack: str, arr: str, row: str) -> str:

@@ -90,55 +90,15 @@ def render_split(op: Any, s: Any, arch: Any, r: CudaRenderer) -> Rendered:
            "    __shared__ float tot[2];",
            "    const int tid = threadIdx.x;",
            f"    const int part = blockIdx.x % {split};",
-           f"    const int row = blockIdx.x / {split};"]
-    if odd:
-        src += [*odd_row(vec, vtype, "row", "cols", "    "),
-                f"    const int per = (nv + {split - 1}) / {split};",
-                "    const int lo = part * per, hi = min(nv, lo + per);"]
-    else:
-        src += [f"    const int nv = cols / {vec};  /* cols is a multiple of vec */",
-                f"    const int per = (nv + {split - 1}) / {split};",
-                "    const int lo = part * per, hi = min(nv, lo + per);",
-                f"    const {vtype}* xr = (const {vtype}*)(X + (size_t)row * (size_t)cols);",
-                f"    {vtype}* yr = ({vtype}*)(Y + (size_t)row * (size_t)cols);"]
-    src.append("    float m = TR_NEG_INF, s = 0.0f;")
-    if chunks:
-        src += [f"    float xs[{chunks}][{vec}];",
-                f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{",
-                f"        const int i = lo + j * {threads} + tid;",
-                f"        float f[{vec}];",
-                *_held_load(dtype, vec, odd),
-                f"        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) xs[j][e] = f[e];",
-                *_fold(vec, "        "),
-                "    }"]
-    else:
-        src += [f"    #pragma unroll 4\n    for (int i = lo + tid; i < hi; i += {threads}) {{",
-                *([f"        float f[{vec}];", *load_slot(dtype, vec, vtype, unpack, "i", "xr[i]", "        ")] if odd
-                  else [f"        float f[{vec}];\n        const {vtype} v = xr[i]; {unpack}"]),
-                *_fold(vec, "        "),
-                "    }"]
-    src += [*block_merge(warps, "    "),
-            *_arrive(split),
-            "    const float inv = __frcp_rn(s);"]
-    if chunks:
-        src += [f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{",
-                f"        const int i = lo + j * {threads} + tid;",
-                "        if (i < hi) {",
-                f"            float f[{vec}];\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) "
-                "f[e] = __expf(xs[j][e] - m) * inv;",
-                *(store_slot(dtype, vec, vtype, pack, "i", "            ") if odd else
-                  [f"            {vtype} v; {pack}\n            __stcs(yr + i, v);"]),
-                "        }",
-                "    }"]
-    else:
-        src += [f"    #pragma unroll 4\n    for (int i = lo + tid; i < hi; i += {threads}) {{",
-                *([f"        float f[{vec}];", *load_slot(dtype, vec, vtype, unpack, "i", "__ldcs(xr + i)", "        ")]
-                  if odd else [f"        float f[{vec}];\n        {{ const {vtype} v = __ldcs(xr + i); {unpack} }}"]),
-                f"        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) f[e] = __expf(f[e] - m) * inv;",
-                *(store_slot(dtype, vec, vtype, pack, "i", "        ") if odd else
-                  [f"        {vtype} v; {pack}\n        __stcs(yr + i, v);"]),
-                "    }"]
-    src.append("}")
+           f"    const int row = blockIdx.x / {split};",
+           *_slice(s, vtype, odd),
+           "    float m = TR_NEG_INF, s = 0.0f;",
+           *_reduce_pass(dtype, s, vtype, unpack, odd),
+           *block_merge(warps, "    "),
+           *_arrive(split),
+           "    const float inv = __frcp_rn(s);",
+           *_store_pass(dtype, s, vtype, unpack, pack, odd),
+           "}"]
     grid = op.rows * split
     meta = {"name": name, "tile": {"rows_per_block": f"1/{split}", "split": split, "threads": threads, "vec": vec,
                                    "chunks": chunks},
@@ -148,6 +108,61 @@ def render_split(op: Any, s: Any, arch: Any, r: CudaRenderer) -> Rendered:
             "passes_over_input": 1 if chunks else 2, "epilogue": []}
     return Rendered(name, name, "\n".join(src) + "\n", ("x", "out", "rows", "cols", "ws", "sem"), (grid, 1, 1),
                     (threads, 1, 1), 0, meta)
+
+
+def _slice(s: Any, vtype: str, odd: bool) -> list[str]:
+    """This block's part of the row: vectors ``lo .. hi`` of ``nv`` (and the row's pointers)."""
+    vec, split = s.vec, s.split
+    if odd:
+        return [*odd_row(vec, vtype, "row", "cols", "    "),
+                f"    const int per = (nv + {split - 1}) / {split};",
+                "    const int lo = part * per, hi = min(nv, lo + per);"]
+    return [f"    const int nv = cols / {vec};  /* cols is a multiple of vec */",
+            f"    const int per = (nv + {split - 1}) / {split};",
+            "    const int lo = part * per, hi = min(nv, lo + per);",
+            f"    const {vtype}* xr = (const {vtype}*)(X + (size_t)row * (size_t)cols);",
+            f"    {vtype}* yr = ({vtype}*)(Y + (size_t)row * (size_t)cols);"]
+
+
+def _reduce_pass(dtype: str, s: Any, vtype: str, unpack: str, odd: bool) -> list[str]:
+    """The part's maximum and sum: over values held in registers (``chunks``), or read in a loop."""
+    vec, threads, chunks = s.vec, s.threads, s.chunks
+    if chunks:
+        return [f"    float xs[{chunks}][{vec}];",
+                f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{",
+                f"        const int i = lo + j * {threads} + tid;",
+                f"        float f[{vec}];",
+                *_held_load(dtype, vec, odd),
+                f"        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) xs[j][e] = f[e];",
+                *_fold(vec, "        "),
+                "    }"]
+    return [f"    #pragma unroll 4\n    for (int i = lo + tid; i < hi; i += {threads}) {{",
+            *([f"        float f[{vec}];", *load_slot(dtype, vec, vtype, unpack, "i", "xr[i]", "        ")] if odd
+              else [f"        float f[{vec}];\n        const {vtype} v = xr[i]; {unpack}"]),
+            *_fold(vec, "        "),
+            "    }"]
+
+
+def _store_pass(dtype: str, s: Any, vtype: str, unpack: str, pack: str, odd: bool) -> list[str]:
+    """The part's exp(x - m) / sum stored: from the held registers, or read a second time."""
+    vec, threads, chunks = s.vec, s.threads, s.chunks
+    if chunks:
+        return [f"    #pragma unroll\n    for (int j = 0; j < {chunks}; ++j) {{",
+                f"        const int i = lo + j * {threads} + tid;",
+                "        if (i < hi) {",
+                f"            float f[{vec}];\n            #pragma unroll\n            for (int e = 0; e < {vec}; ++e) "
+                "f[e] = __expf(xs[j][e] - m) * inv;",
+                *(store_slot(dtype, vec, vtype, pack, "i", "            ") if odd else
+                  [f"            {vtype} v; {pack}\n            __stcs(yr + i, v);"]),
+                "        }",
+                "    }"]
+    return [f"    #pragma unroll 4\n    for (int i = lo + tid; i < hi; i += {threads}) {{",
+            *([f"        float f[{vec}];", *load_slot(dtype, vec, vtype, unpack, "i", "__ldcs(xr + i)", "        ")]
+              if odd else [f"        float f[{vec}];\n        {{ const {vtype} v = __ldcs(xr + i); {unpack} }}"]),
+            f"        #pragma unroll\n        for (int e = 0; e < {vec}; ++e) f[e] = __expf(f[e] - m) * inv;",
+            *(store_slot(dtype, vec, vtype, pack, "i", "        ") if odd else
+              [f"        {vtype} v; {pack}\n        __stcs(yr + i, v);"]),
+            "    }"]
 
 
 class SplitKernel(CudaKernel):

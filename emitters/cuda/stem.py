@@ -301,7 +301,7 @@ def _hero(op: Any, sms: int) -> StemSchedule:
     warp per two m16 tiles (one where the tiles leave SMs idle), the next patch copied during the mmas.
     Blocks left with fewer than 4 warps split a long reduction's k steps over 2 or 4 times as many
     (``ksplit``): the n4 c12 96^2 k32 5x5 stride-2 conv (19 k steps, 48 pixels a block) went from 0.65x
-    cuDNN with 2 warps to 1.23x with 8 splitting k 4 ways (docs/device-runs/2026-11-26-h100-k/stem)."""
+    cuDNN with 2 warps to 1.23x with 8 splitting k 4 ways (docs/device-runs/h100-splitk-tail-and-suite/stem)."""
     rows = max(1, min(256 // op.q, op.p))
     ntiles = -(-op.k // BN)
     while rows > 1 and op.n * -(-op.p // rows) * ntiles < 2 * sms:

@@ -2,7 +2,7 @@
 
 ``ALL_VARIANTS`` are rendered and NVRTC-compiled in CI for sm_80 and sm_90a. ``VARIANTS`` (offered to
 the planner) holds only those whose kernels ran and verified against the float64 references on a GPU
-(docs/device-runs/2026-11-23-h200/cuda/ keeps the logs of those runs; docs/cuda.md says which).
+(docs/device-runs/h200-cuda-kernels-and-tuner/cuda/ keeps the logs of those runs; docs/cuda.md says which).
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ TABLE: dict[tuple[str, str], tuple[tuple[str, ...], tuple[int, int], int, str]] 
     ("cuda-simt", "softmax"): (("fp32", "fp16", "bf16"), (7, 0), 50,
                                "row softmax: one kernel, online max and sum, vectorised, one pass when the row "
                                "fits in registers"),
-    # tests/test_cuda_attention_gpu.py: 16 of 16 verified on an H100 (docs/device-runs/2026-11-25-h100-b/attn-mma1/)
+    # tests/test_cuda_attention_gpu.py: 16 of 16 verified on an H100 (docs/device-runs/h100-splitk-simt-attention/attention-mma-sync/)
     ("cuda-mma-sync", "attention"): (("bf16", "fp16"), (8, 0), 60,
                                      "fused attention forward (FlashAttention-2 style): Q in registers, K/V by cp.async "
                                      "ring, mma.sync, online softmax, masked tiles skipped, lse written"),
 }
 
-# Each verified on odd shapes on an NVIDIA H200 (docs/device-runs/2026-11-23-h200/cuda/01_smoke, 03_full: 17 of 17 within tolerance).
+# Each verified on odd shapes on an NVIDIA H200 (17 of 17 within tolerance: docs/device-runs/h200-cuda-kernels-and-tuner/cuda/smoke-verify,
+# docs/device-runs/h200-cuda-kernels-and-tuner/cuda/full-checks-memcheck-api-reports).
 REGISTERED: tuple[str, ...] = ("cuda-mma-sync.gemm", "cuda-mma-sync.conv2d", "cuda-simt.gemm", "cuda-simt.conv2d",
                                  "cuda-simt.softmax", "cuda-mma-sync.attention")
 
@@ -58,7 +59,7 @@ VARIANTS: tuple[Variant, ...] = tuple(v for v in ALL_VARIANTS if v.id in REGISTE
 # instructions (min = max compute capability 9.0); needs the hero's opt-in shared memory (230480 B,
 # WgmmaSchedule().smem_bytes; tests/test_cuda_wgmma.py checks the two agree); ranked above
 # cuda-mma-sync. Kept out of ALL_VARIANTS, which CI compiles for sm_80 too; verified on an H200
-# (docs/device-runs/2026-11-23-h200/wgmma/, docs/hopper.md).
+# (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma/, docs/hopper.md).
 def hopper_variant(op: str, smem: int, description: str) -> Variant:
     """A cuda-wgmma variant: bf16/fp16, sm_90 exactly (wgmma, TMA and setmaxnreg are sm_90a instructions),
     the hero's opt-in shared memory, ranked above cuda-mma-sync."""
@@ -77,7 +78,7 @@ VARIANTS = VARIANTS + (WGMMA_GEMM,)
 # The Hopper implicit-GEMM convolution (hopper/conv.py): the GEMM's parts with a producer warpgroup
 # that gathers the activations by cp.async (NHWC; NCHW through transposes inside the call; bf16/fp16).
 # sm_90 only, like cuda-wgmma.gemm; needs its larger hero's opt-in shared memory (128x128 ping-pong,
-# 6 stages: 230512 B); ranked above cuda-mma-sync.conv2d. Verified on an H200 (docs/device-runs/2026-11-23-h200/wgmma_conv/).
+# 6 stages: 230512 B); ranked above cuda-mma-sync.conv2d. Verified on an H200 (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/).
 WGMMA_CONV = hopper_variant(
     "conv2d", 230512, "Hopper implicit-GEMM convolution (NHWC; NCHW via transposes): filter by TMA, "
                       "activations gathered by a cp.async producer warpgroup into 128B-swizzled shared memory "

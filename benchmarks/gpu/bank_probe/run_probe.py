@@ -122,13 +122,7 @@ def number(text: str) -> float | None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/bank_probe_out"))
-    ap.add_argument("--reps", type=int, default=256)
-    ap.add_argument("--chunk", type=int, default=160)
-    ap.add_argument("--budget-s", type=float, default=420.0)
-    ap.add_argument("--patterns", default=str(HERE / "patterns.json"))
-    args = ap.parse_args()
+    args = _args()
     t0 = time.time()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -152,27 +146,41 @@ def main() -> int:
     metrics = pick_metrics(out)
     print("metrics:", ",".join(metrics))
     patterns = json.loads(Path(args.patterns).read_text())["patterns"]
+    results, metrics = measure(patterns, binary, work, out, metrics, args, t0)
+    doc = {"schema_version": 1, "machine": info, "reps": args.reps, "metrics": metrics,
+           "sass_check": check, "results": results}
+    (out / "results.json").write_text(json.dumps(doc))
+    first_look(results)
+    print(f"{len(results)}/{len(patterns)} patterns measured in {time.time() - t0:.0f} s")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/bank_probe_out"))
+    ap.add_argument("--reps", type=int, default=256)
+    ap.add_argument("--chunk", type=int, default=160)
+    ap.add_argument("--budget-s", type=float, default=420.0)
+    ap.add_argument("--patterns", default=str(HERE / "patterns.json"))
+    return ap.parse_args()
+
+
+def measure(patterns: list[dict], binary: Path, work: Path, out: Path, metrics: list[str], args: argparse.Namespace,
+            t0: float) -> tuple[list[dict], list[str]]:
+    """Every pattern's counters, a chunk of patterns per ncu session, until the time budget is spent or ncu
+    fails; and the metrics they hold (the core ones where ncu refused the extra ones on the first chunk)."""
     results: list[dict] = []
     for c in range(0, len(patterns), args.chunk):
         if time.time() - t0 > args.budget_s:
             print(f"time budget spent: stopping before chunk {c // args.chunk}")
             break
         chunk = patterns[c:c + args.chunk]
-        lines = []
-        for p in chunk:
-            pname = probe_op(p)[0]
-            lines.append(" ".join([p["name"], pname] + ["-" if a is None else str(a) for a in p["addresses"]]))
         txt = work / f"chunk{c}.txt"
-        txt.write_text("\n".join(lines) + "\n")
+        txt.write_text("\n".join(chunk_line(p) for p in chunk) + "\n")
         rep = work / f"chunk{c}"
         t1 = time.time()
-        r = sh(["ncu", "--clock-control", "none", "--metrics", ",".join(metrics), "-f", "-o", str(rep),
-                str(binary), str(txt), str(args.reps)])
-        if r.returncode and not results and metrics != CORE_METRICS:
-            print("ncu failed with the extra metrics; retrying with the core ones:", r.stderr[-500:])
-            metrics = list(CORE_METRICS)
-            r = sh(["ncu", "--clock-control", "none", "--metrics", ",".join(metrics), "-f", "-o", str(rep),
-                    str(binary), str(txt), str(args.reps)])
+        r, metrics = run_ncu(binary, txt, rep, metrics, args.reps, may_retry=not results)
         if r.returncode:
             print("ncu failed:", r.stdout[-2000:], r.stderr[-2000:])
             (out / f"ncu_fail_{c}.txt").write_text(r.stdout + r.stderr)
@@ -183,28 +191,47 @@ def main() -> int:
         rows = parse_csv(raw)
         if len(rows) != len(chunk):
             print(f"chunk {c}: {len(rows)} ncu rows for {len(chunk)} patterns")
-        for p, row in zip(chunk, rows, strict=False):
-            tid = probe_op(p)[2]
-            kernel = row.get("Kernel Name", "")
-            counters = {m: number(row.get(m, "")) for m in metrics}
-            kernel_ok = re.search(rf"probe<(\(int\))?{tid}>", kernel) is not None
-            results.append({**p, "kernel": kernel, "kernel_ok": kernel_ok,
-                            "counters": counters})
+        results += [launch_result(p, row, metrics) for p, row in zip(chunk, rows, strict=False)]
         print(f"chunk {c // args.chunk}: {len(rows)} launches in {time.time() - t1:.1f} s")
+    return results, metrics
 
-    doc = {"schema_version": 1, "machine": info, "reps": args.reps, "metrics": metrics,
-           "sass_check": check, "results": results}
-    (out / "results.json").write_text(json.dumps(doc))
-    # A first look: the shared wavefronts of each launch over its shared instructions.
+
+def chunk_line(p: dict) -> str:
+    """A pattern as the probe reads it: name, probe op, then each lane's address ("-": inactive)."""
+    return " ".join([p["name"], probe_op(p)[0]] + ["-" if a is None else str(a) for a in p["addresses"]])
+
+
+def run_ncu(binary: Path, txt: Path, rep: Path, metrics: list[str], reps: int,
+            may_retry: bool) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """One ncu session over the patterns of ``txt``; where it fails with the extra metrics and ``may_retry``
+    (nothing measured yet), once more with the core ones. Returns the session and the metrics it read."""
+    r = sh(["ncu", "--clock-control", "none", "--metrics", ",".join(metrics), "-f", "-o", str(rep),
+            str(binary), str(txt), str(reps)])
+    if r.returncode and may_retry and metrics != CORE_METRICS:
+        print("ncu failed with the extra metrics; retrying with the core ones:", r.stderr[-500:])
+        metrics = list(CORE_METRICS)
+        r = sh(["ncu", "--clock-control", "none", "--metrics", ",".join(metrics), "-f", "-o", str(rep),
+                str(binary), str(txt), str(reps)])
+    return r, metrics
+
+
+def launch_result(p: dict, row: dict, metrics: list[str]) -> dict:
+    """The pattern with its launch's kernel name, whether that is the pattern's probe kernel, and its counters."""
+    tid = probe_op(p)[2]
+    kernel = row.get("Kernel Name", "")
+    counters = {m: number(row.get(m, "")) for m in metrics}
+    kernel_ok = re.search(rf"probe<(\(int\))?{tid}>", kernel) is not None
+    return {**p, "kernel": kernel, "kernel_ok": kernel_ok, "counters": counters}
+
+
+def first_look(results: list[dict]) -> None:
+    """A first look: the shared wavefronts of each launch over its shared instructions (about 60 rows)."""
     tot, inst = f"{CORE_METRICS[0][:-len('_op_ld.sum')]}.sum", "smsp__sass_inst_executed_op_shared.sum"
     print(f"{'pattern':<44} {'op':<12} {'B':>2} {'all shared wf':>13} {'shared inst':>11}")
     for res in results[:: max(1, len(results) // 60)]:
         k = res["counters"]
         print(f"{res['name'][:44]:<44} {res['op']:<12} {res['bytes_per_lane']:>2} {k.get(tot) or 0:>13.0f} "
               f"{k.get(inst) or 0:>11.0f}")
-    print(f"{len(results)}/{len(patterns)} patterns measured in {time.time() - t0:.0f} s")
-    shutil.rmtree(work, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":

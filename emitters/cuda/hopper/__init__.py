@@ -1,8 +1,10 @@
 """The Hopper (sm_90a) kernels, in the parts CUTLASS 3 composes a kernel from:
 
-- ``schedule.py``: ``WgmmaSchedule`` / ``WgmmaConvSchedule`` (checks, JSON, hero, space), the constants.
+- ``schedule.py``: ``WgmmaSchedule`` / ``WgmmaConvSchedule`` (checks, JSON, heroes), the constants.
+- ``space.py``: their search spaces (split-K and cluster variants; the conv's paths).
 - ``mainloop.py``: the producer warpgroup (TMA loads, or the conv's cp.async gather) and the consumer
-  warpgroups (wgmma on swizzled-layout descriptors) around the mbarrier ring; the PTX wrappers.
+  warpgroups (wgmma on swizzled-layout descriptors) around the mbarrier ring.
+- ``ptx.py``: the PTX wrappers every kernel calls (mbarrier, TMA, wgmma), and the TMA probe kernel.
 - ``scheduler.py``: the tile scheduler (persistent raster order, launch geometry; where stream-K goes).
 - ``epilogue.py``: fused element-wise ops, then TMA store or direct stores, and the drain.
 - ``gemm.py`` and ``conv.py``: thin kernels over those (source, launch, metadata; the conv's host side).
@@ -12,7 +14,8 @@ is ``hopper.conv``, imported on its own (its host side imports ``..tma``, which 
 """
 
 from .gemm import KERNEL_NAME, launch_geometry, render, rendered, tma_boxes, tma_unsupported
-from .mainloop import descriptor_strides, operand_layouts, render_tma_probe
+from .mainloop import descriptor_strides, operand_layouts
+from .ptx import render_tma_probe
 from .schedule import (
     BK,
     HERO,
@@ -21,10 +24,9 @@ from .schedule import (
     WgmmaConvSchedule,
     WgmmaSchedule,
     conv_hero_schedule,
-    conv_search_space,
     hero_schedule,
-    search_space,
 )
+from .space import conv_search_space, search_space
 
 __all__ = ["BK", "HERO", "KERNEL_NAME", "SMEM_OPTIN_SM90", "SWIZZLE", "WgmmaConvSchedule", "WgmmaSchedule",
            "conv_hero_schedule", "conv_search_space", "descriptor_strides", "hero_schedule", "launch_geometry",

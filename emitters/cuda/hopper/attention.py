@@ -22,6 +22,9 @@ used it completed), loads Q, then the item's K/V tiles, the ring's stage and pha
 items; the consumers wait Q's full barrier at the item's parity, run the loop as above (the ping-pong
 turns balanced within each item: consumer 1 opens, and passes none after its last), release Q, and store.
 Items without tiles load nothing and store O = 0, lse = -inf. ``q_buffers`` 2 alternates two Q buffers.
+
+Here: the blocks' heads, the producers and the consumers' entries of both forms, the host's walk and the
+launch; the consumers' tile loops and their store are in ``attention_consumer.py``.
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ import numpy as np
 from ...cstyle import CodeWriter
 from ..attention_plan import KEEP_FN, PARAMS, mask_scalars, tile_plan
 from ..render import CudaRenderer, Rendered
+from .attention_consumer import loop_intra, loop_plain, pp_open, store_rows
 from .attention_device import MISC, SWIZZLE_LINE, tile_steps, wgmma_rs, wgmma_ss
-from .attention_schedule import AttnWgmmaSchedule
-from .mainloop import DEVICE_LIB, GATHER_LIB, descriptor_strides
-from .schedule import PTX_TYPE, SWIZZLE
+from .attention_schedule import AttnWgmmaSchedule, smem_plan
+from .mainloop import descriptor_strides
+from .ptx import DEVICE_LIB, GATHER_LIB, PTX_TYPE
+from .schedule import SWIZZLE
 
 KERNEL_NAME = "tr_wgmma_attention"
 EXTRA_PARAMS = ("order", "tmQ", "tmK", "tmV")  # after the shared PARAMS: q-tile order, then the tensor maps
@@ -49,16 +54,6 @@ SIGNATURE = """    const uint16_t* __restrict__ q, const uint16_t* __restrict__ 
     int bm_cols, int bm_bq, int bm_bk, float scale_log2, const int* __restrict__ order,
     const __grid_constant__ TrTensorMap tmQ, const __grid_constant__ TrTensorMap tmK,
     const __grid_constant__ TrTensorMap tmV"""
-
-
-def smem_plan(sched: AttnWgmmaSchedule, d: int) -> dict[str, int]:
-    """Byte offsets from the 1024-aligned base: Q, then K stages, then V stages, then the mbarriers
-    (full K[S], full V[S], empty[S], Q's). Every tile is whole 1024-byte swizzle atoms."""
-    q = sched.q_buffers * sched.bq * d * 2
-    kv = sched.bk * d * 2
-    plan = {"q": 0, "k": q, "v": q + sched.stages * kv, "stage": kv, "bars": q + 2 * sched.stages * kv}
-    assert all(plan[x] % SWIZZLE.period_bytes == 0 for x in ("k", "v", "stage", "bars"))
-    return plan
 
 
 def _v_strides(sched: AttnWgmmaSchedule, d: int) -> tuple[int, int]:
@@ -151,159 +146,14 @@ def _consumer_entry(sched: AttnWgmmaSchedule, d: int) -> str:
         for (int i = 0; i < {d // 2}; ++i) o[i] = 0.0f;
         tr_mbar_wait(qbar, 0u);
         if (n > 0) {{
-            {_pp_open(sched)}"""
-
-
-def _pp(sched: AttnWgmmaSchedule, what: str, last: str = "false") -> str:
-    """Ping-pong turn: wait for this warpgroup's turn (named barrier 1 + cw) / pass it to the next consumer in
-    the round (the last consumer passes none after its last turn: consumer 0 has no turn left to wait for)."""
-    if not sched.pingpong:
-        return ""
-    if what == "sync":
-        return "tr_bar_sync(1 + cw, 256);"
-    if sched.consumers == 2:
-        return f"if (!(cw == 1 && ({last}))) tr_bar_arrive(2 - cw, 256);"
-    n = sched.consumers
-    return f"if (!(cw == {n - 1} && ({last}))) tr_bar_arrive(1 + (cw + 1) % {n}, 256);"
-
-
-def _pp_open(sched: AttnWgmmaSchedule) -> str:
-    """The round's opening: the last consumer passes the first turn to consumer 0."""
-    if not sched.pingpong:
-        return ""
-    return f"if (cw == {sched.consumers - 1}) tr_bar_arrive(1, 256);  /* consumer 0 issues first */"
-
-
-def _softmax_step(sched: AttnWgmmaSchedule, e: str) -> str:
-    """Mask (partial entries only) and softmax the S of plan entry ``e``."""
-    return f"""{{
-                const int ent = tile_idx[e0 + {e}];
-                if (ent & 1) tr_mask(s, row0, (ent >> 1) * {sched.bk} + 2 * (lane % 4), seq_q, seq_k, diag, win_left,
-                                     win_right, bmask, bm_cols, bm_bq, bm_bk);
-            }}
-            tr_softmax(s, m, l, corr, scale_log2);"""
-
-
-def _waits(sched: AttnWgmmaSchedule, d: int) -> dict[str, Any]:
-    S, sm = sched.stages, smem_plan(sched, d)
-    return {
-        "k": lambda st, ph: f"tr_mbar_wait(bars + 8u * {st}, {ph});",
-        "v": lambda st, ph: f"tr_mbar_wait(bars + 8u * ({S} + {st}), {ph});",
-        "ks": lambda st: f"kbase + {st} * {sm['stage']}u",
-        "vs": lambda st: f"vbase + {st} * {sm['stage']}u",
-        "release": lambda st: f"if (lane == 0) tr_mbar_arrive(bars + 8u * ({2 * S} + {st}));",
-        "release_v": lambda st: f"if (lane == 0) tr_mbar_arrive(bars + 8u * ({3 * S} + {st}));",
-    }
-
-
-def _ring_start(persistent: bool) -> str:
-    """The consumer's ring position: from stage 0 per block, or (persistent) carried across items."""
-    return "" if persistent else """            int st = 0;
-            uint32_t ph = 0;
-"""
-
-
-def _q_release(persistent: bool, cond: str) -> str:
-    """Persistent: after the item's last S wgmma completed, Q's shared memory is released to the producer."""
-    return f"\n            if ({cond} && lane == 0) tr_mbar_arrive(qfree);" if persistent else ""
-
-
-def _loop_intra(sched: AttnWgmmaSchedule, d: int) -> str:
-    """Tile j + 1's S issued with tile j's P V; its softmax while P V runs; O rescaled after P V is done."""
-    S, x, pe = sched.stages, _waits(sched, d), sched.persistent
-    return f"""{_ring_start(pe)}            {x['k']('st', 'ph')}
-            {_pp(sched, 'sync')}
-            tr_issue_qk(s, qs, {x['ks']('st')});
-            {_pp(sched, 'arrive')}
-            TR_WGMMA_WAIT(0);
-            tr_pin_s(s);{_q_release(pe, 'n == 1')}
-            {_softmax_step(sched, '0')}
-            tr_pack_p(p, s);
-            for (int e = 1; e < n; ++e) {{
-                const int sp = st;
-                const uint32_t pp = ph;
-                if (++st == {S}) {{ st = 0; ph ^= 1u; }}
-                {x['k']('st', 'ph')}
-                {_pp(sched, 'sync')}
-                tr_issue_qk(s, qs, {x['ks']('st')});
-                {x['v']('sp', 'pp')}
-                tr_issue_pv(o, p, {x['vs']('sp')});
-                {_pp(sched, 'arrive')}
-                TR_WGMMA_WAIT(1);
-                tr_pin_s(s);{_q_release(pe, 'e == n - 1').replace(chr(10), chr(10) + '    ')}
-                {_softmax_step(sched, 'e')}
-                TR_WGMMA_WAIT(0);
-                tr_pin_o(o);
-                {x['release']('sp')}
-                tr_rescale(o, corr);
-                tr_pack_p(p, s);
-            }}
-            {x['v']('st', 'ph')}
-            {_pp(sched, 'sync')}
-            tr_issue_pv(o, p, {x['vs']('st')});
-            {_pp(sched, 'arrive', 'true')}
-            TR_WGMMA_WAIT(0);
-            tr_pin_o(o);
-            {x['release']('st')}{_ring_next(sched) if pe else ""}
-        }}"""
-
-
-def _ring_next(sched: AttnWgmmaSchedule) -> str:
-    """Persistent, intra: past the item's last stage, so that the next item starts on the next one."""
-    return f"\n            if (++st == {sched.stages}) {{ st = 0; ph ^= 1u; }}"
-
-
-def _loop_plain(sched: AttnWgmmaSchedule, d: int) -> str:
-    """S, softmax, rescale, P V, one tile at a time (the overlap comes from the other warpgroup)."""
-    S, x, pe = sched.stages, _waits(sched, d), sched.persistent
-    k_free = f"\n                {x['release']('st')}  /* K read: the producer may load the next K */" if sched.split_kv else ""
-    return f"""{_ring_start(pe)}            for (int e = 0; e < n; ++e) {{
-                {x['k']('st', 'ph')}
-                {_pp(sched, 'sync')}
-                tr_issue_qk(s, qs, {x['ks']('st')});
-                {_pp(sched, 'arrive')}
-                TR_WGMMA_WAIT(0);
-                tr_pin_s(s);{_q_release(pe, 'e == n - 1').replace(chr(10), chr(10) + '    ')}{k_free}
-                {_softmax_step(sched, 'e')}
-                tr_rescale(o, corr);
-                tr_pack_p(p, s);
-                {x['v']('st', 'ph')}
-                {_pp(sched, 'sync')}
-                tr_issue_pv(o, p, {x['vs']('st')});
-                {_pp(sched, 'arrive', 'e == n - 1')}
-                TR_WGMMA_WAIT(0);
-                tr_pin_o(o);
-                {x['release_v' if sched.split_kv else 'release']('st')}
-                if (++st == {S}) {{ st = 0; ph ^= 1u; }}
-            }}
-        }}"""
+            {pp_open(sched)}"""
 
 
 def _store(sched: AttnWgmmaSchedule, d: int, pack: str) -> str:
     """O /= l (0 where l is 0), 16-bit pairs stored straight from the accumulator fragment; lse per row."""
-    return _store_rows(d, pack) + """
+    return store_rows(d, pack) + """
     }
 }"""
-
-
-def _store_rows(d: int, pack: str) -> str:
-    """The consumer's store of its 64 rows (``_store`` without the closing braces)."""
-    return f"""        #pragma unroll
-        for (int r = 0; r < 2; ++r) {{
-            float t = l[r];
-            t += __shfl_xor_sync(0xffffffffu, t, 1);
-            t += __shfl_xor_sync(0xffffffffu, t, 2);
-            const int row = row0 + 8 * r;
-            if (row >= seq_q) continue;
-            const float inv = t > 0.0f ? 1.0f / t : 0.0f;
-            const long long base = ((long long)bh * seq_q + row) * {d};
-            #pragma unroll
-            for (int j = 0; j < {d // 8}; ++j)
-                *(uint32_t*)(out + base + 8 * j + 2 * (lane % 4)) =
-                    {pack}(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-            if (lane % 4 == 0)
-                lse[(long long)bh * seq_q + row] = t > 0.0f ? (m[r] + __log2f(t)) * 0.6931471805599453f : TR_NEG_INF;
-        }}"""
 
 
 # ------------------------------------------------------------------------------ the persistent form
@@ -412,10 +262,10 @@ def _consumer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
     turns balanced within the item: consumer 1 opens, and passes none after its last), Q released after
     the last S; then O and lse stored (O = 0, lse = -inf for rows that kept nothing)."""
     sm, bk, QB = smem_plan(sched, d), sched.bk, sched.q_buffers
-    loop = _loop_intra(sched, d) if sched.intra else _loop_plain(sched, d)
+    loop = loop_intra(sched, d) if sched.intra else loop_plain(sched, d)
     loop = "\n".join(("    " + ln) if ln.strip() else ln for ln in loop.split("\n"))
-    store = "\n".join(("    " + ln) if ln.strip() else ln for ln in _store_rows(d, "tr_pack2").split("\n"))
-    opening = _pp_open(sched)
+    store = "\n".join(("    " + ln) if ln.strip() else ln for ln in store_rows(d, "tr_pack2").split("\n"))
+    opening = pp_open(sched)
     return f"""    }} else {{
         asm volatile("setmaxnreg.inc.sync.aligned.u32 {sched.register_split()[2]};\\n");
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
@@ -470,7 +320,7 @@ def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
     w.extend(_head(sched, d))
     w.extend(_producer(sched, d))
     w.extend(_consumer_entry(sched, d))
-    w.extend(_loop_intra(sched, d) if sched.intra else _loop_plain(sched, d))
+    w.extend(loop_intra(sched, d) if sched.intra else loop_plain(sched, d))
     w.extend(_store(sched, d, "tr_pack2"))
     return w.render()
 

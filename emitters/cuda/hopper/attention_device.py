@@ -109,7 +109,7 @@ static __device__ __forceinline__ void tr_mask(float* s, int row0, int col0, int
 
 
 # Conditional rescaling (FlashAttention-4's), at head dim 256 only: there O is 128 registers a thread and its
-# rescale a large part of a tile's non-MMA work. An H100 (2026-11-26, docs/device-runs/2026-11-26-h100-d/):
+# rescale a large part of a tile's non-MMA work. An H100 (2026-11-26, docs/device-runs/h100-attention-conditional-rescale/):
 # d256 B16 S512 0.795x -> 0.827x cuDNN, d256 B1 S16384 causal 0.93x -> 1.00x; at head dim 64 the test and the
 # branch cost more than the 32 multiplies they save (B16 S512 0.82x -> 0.78x), at 128 it was even.
 RESCALE_SLACK = 8  # log2 units: P <= 2^8, exact in fp32 and in range in bf16 and fp16

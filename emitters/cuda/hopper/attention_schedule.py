@@ -18,7 +18,8 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
-from .schedule import PRODUCER_REGS, PTX_TYPE, REGISTERS_PER_SM, SMEM_OPTIN_SM90
+from .ptx import PTX_TYPE
+from .schedule import PRODUCER_REGS, REGISTERS_PER_SM, SMEM_OPTIN_SM90, SWIZZLE
 
 SCHEMA_VERSION = 1
 HEAD_DIMS = (64, 128, 256)
@@ -167,14 +168,25 @@ class AttnWgmmaSchedule:
         return AttnWgmmaSchedule(**schedule_fields(d, AttnWgmmaSchedule, "cuda", "CUDA", (), SCHEMA_VERSION))
 
 
+def smem_plan(sched: AttnWgmmaSchedule, d: int) -> dict[str, int]:
+    """Byte offsets from the 1024-aligned base: Q, then K stages, then V stages, then the mbarriers
+    (full K[S], full V[S], empty[S], Q's). Every tile is whole 1024-byte swizzle atoms."""
+    q = sched.q_buffers * sched.bq * d * 2
+    kv = sched.bk * d * 2
+    plan = {"q": 0, "k": q, "v": q + sched.stages * kv, "stage": kv, "bars": q + 2 * sched.stages * kv}
+    assert all(plan[x] % SWIZZLE.period_bytes == 0 for x in ("k", "v", "stage", "bars"))
+    return plan
+
+
+
 def hero_schedule(op: Any = None) -> AttnWgmmaSchedule:
     """128-row query tiles over 2 ping-ponging consumers; 128-key tiles (64 at head dim 256, where O alone
     is 128 registers a thread); the ring as deep as shared memory allows up to 4. An H100 (2026-11-25, bf16
     D128 B4 H32 S4096, CUDA events, L2 flushed): 3 stages with both overlaps 661 / 553 TFLOP/s non-causal /
     causal against cuDNN's 685 / 602 in the same run; 2 stages 529 / 452 (593 / 496 with neither overlap).
     At head dim 256 without the intra-warpgroup overlap (a second S tile live beside 128 registers of O):
-    D256 B16 H32 S512, 427 TFLOP/s against 357 with it (0.80x / 0.67x cuDNN; docs/device-runs/
-    2026-11-25-h100-b/attn-sweep/)."""
+    D256 B16 H32 S512, 427 TFLOP/s against 357 with it (0.80x / 0.67x cuDNN;
+    docs/device-runs/h100-splitk-simt-attention/attention-schedule-sweep/)."""
     d = 128 if op is None else op.head_dim
     bk = 64 if d == 256 else 128
     for stages in (4, 3, 2):
@@ -188,7 +200,7 @@ def _short_items(s: AttnWgmmaSchedule, op: Any) -> AttnWgmmaSchedule:
     """Head dim 64 with up to 2048 keys: the persistent form, with a second Q buffer up to 1024 keys. Each
     work item is then a few key tiles, and per block its prologue and the first tile's unoverlapped S cost
     as much as the loop. An H100 (2026-11-25, bf16, the hero's 4 stages, CUDA events, cuDNN in the same run;
-    docs/device-runs/2026-11-25-h100-c/): B16 H32 S512 0.133 ms one block per item, 0.123 persistent, 0.117
+    docs/device-runs/h100-attention-persistent-and-ops/): B16 H32 S512 0.133 ms one block per item, 0.123 persistent, 0.117
     with two Q buffers (0.72x / 0.78x / 0.82x cuDNN); B4 H32 S2048 0.357 / 0.348 / 0.352 ms; B1 H32 S16384
     causal 2.474 / 2.511 / 2.534 ms (long items: one block per item). Not at head dim 128 (B16 S512: 0.183 ms
     either way) nor 256 (B16 S512: 0.320 against 0.357 persistent)."""

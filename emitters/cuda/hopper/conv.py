@@ -23,7 +23,7 @@ GEMM_K = R*S*C ordered (r, s, c), no im2col buffer.
   the thread's copies land, so the producer never blocks on its own copies, and each consumer thread
   fences the proxy after its full-barrier wait. Either way the full barrier expects 129 arrivals (128
   producer threads and the TMA's ``expect_tx``). On the H200, N32 C256 56x56: 0.76x cuDNN with "wait",
-  0.81x with "noinc" (docs/device-runs/2026-11-23-h200/wgmma_conv/run3).
+  0.81x with "noinc" (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/nchw-transposes-memcheck).
 - **C not a multiple of 8** (a pixel's channels are not 16-byte aligned, and TMA needs 16-byte strides):
   the host copies x and the filter into buffers whose channel stride is rounded up to 8 (zeroed once;
   ``cuMemcpy2DAsync`` at every launch, inside the timed call), and the kernel reads those.
@@ -44,16 +44,9 @@ from typing import Any
 from ...cstyle import CodeWriter
 from ..render import CudaRenderer, Rendered
 from . import conv1x1, im2col, scheduler, splitk
-from .mainloop import (
-    DEVICE_LIB,
-    GATHER_LIB,
-    consumer_branch,
-    gather_producer,
-    kernel_head,
-    operand_layouts,
-    wgmma_instruction,
-)
-from .schedule import BK, PTX_TYPE, WgmmaConvSchedule
+from .mainloop import consumer_branch, gather_producer, kernel_head, operand_layouts
+from .ptx import DEVICE_LIB, GATHER_LIB, PTX_TYPE, wgmma_instruction
+from .schedule import BK, WgmmaConvSchedule
 
 KERNEL_NAME = "tr_wgmma_conv"
 INT_PARAMS = ("M", "N", "Cp", "H", "W", "P", "Q", "R", "S", "stride_h", "stride_w", "pad_h", "pad_w",
@@ -228,19 +221,33 @@ def run_steps(drv: Any, transpose: Callable[[], Any], steps: list[Any], stream: 
         launches.kernel(transpose(), (-(-cols // 32), -(-rows // 32), batch), (32, 8, 1), 0, stream, args)
 
 
+def kernel_args(op: Any, kernel: Any, ptrs: dict[str, int], out: int, bias: int) -> list[Any]:
+    """The conv kernel's arguments in order: the activations' tensor map (im2col path), the filter's and C's,
+    x, C and the bias as pointers, the integer parameters, split-K's workspace and semaphores."""
+    import ctypes
+
+    from ..tma import c_output_map, split_args
+
+    mc, store_tma = c_output_map(op.gemm_m, op.k, op.dtype.value, kernel.schedule, out)
+    ints = {**conv_scalars(op), "store_tma": store_tma}
+    first = [im2col.activation_map(op, kernel.schedule, ptrs["x"])] if kernel.schedule.path == "im2col" else []
+    return [*first, filter_map(op, kernel.schedule, ptrs["weight"]), mc, ctypes.c_uint64(ptrs["x"]),
+            ctypes.c_uint64(out), ctypes.c_uint64(bias), *[ctypes.c_int(ints[k]) for k in INT_PARAMS],
+            *split_args(kernel, kernel.rendered)]
+
+
 def conv_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any]) -> Any:
     """The CUDA emitter's kernel object for cuda-wgmma.conv2d (``WgmmaConvKernel``; cuda-core is imported
     only here, so rendering and compiling need no driver); a "gemm"-path schedule's is the GEMM's launch
     over the conv's buffers (``conv1x1.gemm_view_kernel``)."""
     if WgmmaConvSchedule.from_json(artifact.schedule).path == "gemm":
         return conv1x1.gemm_view_kernel(op, artifact, rendered_, scalars)
-    import ctypes
     from pathlib import Path
 
     from tracea.doctor.errors import LaunchError
 
     from ..runtime import CudaKernel
-    from ..tma import Launcher, c_output_map, driver_call, split_args
+    from ..tma import Launcher, driver_call
 
     class WgmmaConvKernel(CudaKernel):
         """Buffers, timing and verification as for every CUDA kernel; the launch passes the filter and
@@ -266,13 +273,8 @@ def conv_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any])
                 tmp = int(self._buffer("out_nhwc", op.gemm_m * op.k * 2).ptr)
                 self._after.append(("t", tmp, out, op.p * op.q, op.k, op.p * op.q, op.n))
                 out = tmp
-            mc, store_tma = c_output_map(op.gemm_m, op.k, op.dtype.value, self.schedule, out)
             bias = int(self._dbuf["bias"].ptr) if "bias" in self._dbuf else 0
-            ints = {**conv_scalars(op), "store_tma": store_tma}
-            first = [im2col.activation_map(op, self.schedule, ptrs["x"])] if self.schedule.path == "im2col" else []
-            self._wargs = [*first, filter_map(op, self.schedule, ptrs["weight"]), mc, ctypes.c_uint64(ptrs["x"]),
-                           ctypes.c_uint64(out), ctypes.c_uint64(bias), *[ctypes.c_int(ints[k]) for k in INT_PARAMS],
-                           *split_args(self, self.rendered)]
+            self._wargs = kernel_args(op, self, ptrs, out, bias)
 
         def _transpose_function(self) -> Any:
             if self._transpose is None:

@@ -2,7 +2,7 @@
 and no padding over NHWC is out[N*H*W, K] = x[N*H*W, C] @ w[K, C]^T (+ bias), so the conv runs the
 Hopper GEMM's kernel (``gemm.py``: TMA on both operands, no im2col index math) over its own buffers.
 
-``schedule.gemm_view(op)`` is that GEMM: A = x as an M x C row-major matrix (M = N*H*W, rows C apart),
+``conv_paths.gemm_view(op)`` is that GEMM: A = x as an M x C row-major matrix (M = N*H*W, rows C apart),
 B = the K x 1 x 1 x C filter as a column-major C x K operand (K-major, rows C apart), the conv's bias
 the GEMM's bias epilogue. The source is the GEMM core's for that ``Gemm`` and ``sched.as_gemm()``,
 byte for byte (one compiled binary serves both); the tensor maps are encoded over x, the filter and
@@ -15,7 +15,8 @@ import dataclasses
 from typing import Any
 
 from . import gemm
-from .schedule import WgmmaConvSchedule, gemm_view
+from .conv_paths import gemm_view
+from .schedule import WgmmaConvSchedule
 
 
 def render(op: Any, sched: WgmmaConvSchedule) -> str:

@@ -35,17 +35,9 @@ from typing import Any
 from ...cstyle import CodeWriter
 from ..render import CudaRenderer, Rendered
 from . import scheduler, splitk
-from .mainloop import (
-    DEVICE_LIB,
-    HINT_LIB,
-    consumer_branch,
-    kernel_head,
-    operand_kmajor,
-    operand_layouts,
-    tma_producer,
-    wgmma_instruction,
-)
-from .schedule import BK, ELEM_BYTES, PTX_TYPE, SWIZZLE, WgmmaSchedule
+from .mainloop import consumer_branch, kernel_head, operand_kmajor, operand_layouts, tma_producer
+from .ptx import DEVICE_LIB, HINT_LIB, PTX_TYPE, wgmma_instruction
+from .schedule import BK, ELEM_BYTES, SWIZZLE, WgmmaSchedule
 
 KERNEL_NAME = "tr_wgmma_gemm"
 PARAMS = ("tmA", "tmB", "tmC", "out", "bias", "residual", "alpha", "M", "N", "K", "store_tma")

@@ -1,24 +1,25 @@
 """The Hopper kernels' schedules: what the tuner searches and the checks that keep a schedule to what the
 sm_90a hardware can run (wgmma shapes, setmaxnreg's register split, the shared-memory ring), with the
-constants the other parts read (``BK``, ``SWIZZLE``, the element size, the PTX type names).
+constants the other parts read (``BK``, ``SWIZZLE``, the element size).
 
 ``WgmmaSchedule`` is the GEMM's; ``WgmmaConvSchedule`` adds how the implicit-GEMM conv's gathering
 producer publishes a stage, and its ``path``: a 1x1 stride-1 NHWC conv is a plain GEMM (``gemm_view``)
-and runs the GEMM's kernel ("gemm") instead of the gather ("gather"). Each has its hero (hand-picked
-from the H200 runs) and its search space.
+and runs the GEMM's kernel ("gemm") instead of the gather ("gather"); ``conv_paths.py`` says which paths
+a conv can take. Each has its hero (hand-picked from the H200 runs); their search spaces are in
+``space.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tracea.doctor.errors import BadInputError
 
 from ...layout import TmaSwizzle
+from .conv_paths import gemm_view, gemm_view_unsupported, im2col_unsupported
+from .ptx import PTX_TYPE
 
 SCHEMA_VERSION = 1
 BK = 64  # one 128-byte swizzle span of 16-bit elements: the k extent of every TMA box
@@ -34,7 +35,6 @@ PRODUCER_REGS = 40
 ADDRESS_REGS = 26  # registers a consumer needs beside its accumulators (ptxas, 128x256 c2: 154 for 128)
 SMEM_OPTIN_SM90 = 232448
 ELEM_BYTES = 2  # bf16 / fp16
-PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class WgmmaSchedule:
     streamed operand lines give way before other lines, such as the dirty lines an earlier kernel left,
     so fewer of those are written back while the kernel reads (512 x 512 x 16384 on an H100: 0.81x ->
     0.91-0.93x cuBLAS at 5 stages; bimodal at 6 and slower at 8, where the deeper ring's lines are
-    evicted before their last reader: docs/device-runs/2026-11-26-h100-k/run10)."""
+    evicted before their last reader: docs/device-runs/h100-splitk-tail-and-suite/evict-first-variants)."""
 
     bm: int = 128
     bn: int = 256
@@ -144,6 +144,18 @@ class WgmmaSchedule:
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
         """Raise ``BadInputError`` naming the first field that cannot work."""
+        self._validate_fields()
+        self._validate_tile()
+        self._validate_split_and_cluster()
+        self._validate_resources(smem_optin)
+        if op is not None:
+            if getattr(op, "kind", None) != "gemm":
+                raise BadInputError(f"cuda-wgmma computes gemm, not {getattr(op, 'kind', None)}")
+            if op.dtype.value not in PTX_TYPE:
+                raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
+
+    def _validate_fields(self) -> None:
+        """Each field's type and, for the named choices, its value."""
         for name in ("bm", "bn", "stages", "consumers", "group", "cluster"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -157,6 +169,9 @@ class WgmmaSchedule:
             raise BadInputError(f"store: expected 'direct' or 'tma', got {self.store!r}")
         if self.raster not in RASTERS:
             raise BadInputError(f"raster: expected 'm' or 'n', got {self.raster!r}")
+
+    def _validate_tile(self) -> None:
+        """The tile, the consumer warpgroups that share it, the ring's depth, the raster group, the cluster."""
         if self.consumers not in (1, 2, 3):
             raise BadInputError(f"consumers: {self.consumers} consumer warpgroups (1, 2 or 3 supported)")
         if self.bm % (64 * (1 if self.pingpong else self.consumers)) or self.bm > 256:
@@ -172,6 +187,9 @@ class WgmmaSchedule:
             raise BadInputError(f"group: {self.group} tile rows per group is more than 64")
         if self.cluster not in (1, 2):
             raise BadInputError(f"cluster: {self.cluster} blocks per cluster (1 or 2 supported)")
+
+    def _validate_split_and_cluster(self) -> None:
+        """Split-K's fix-up and tail, the L2 hint, and the axis a 2-block cluster pairs its blocks along."""
         if self.split_fix not in SPLIT_FIXES:
             raise BadInputError(f"split_fix: expected 'last' or 'spread', got {self.split_fix!r}")
         if self.split_fix == "spread" and (self.split == 1 or not self.persistent):
@@ -187,6 +205,9 @@ class WgmmaSchedule:
             raise BadInputError("cluster_axis: 'n' pairs blocks along N, but cluster is 1", "cluster 2")
         if self.cluster == 2 and self.cluster_axis == "m" and self.bn % 128:
             raise BadInputError(f"bn: {self.bn} does not split into two 64-column halves for the cluster's multicast")
+
+    def _validate_resources(self, smem_optin: int) -> None:
+        """The accumulators beside their addresses in the registers ptxas may give, the ring in shared memory."""
         if self.accumulators > 192:
             raise BadInputError(f"bn: {self.accumulators} fp32 accumulators per consumer thread do not fit "
                                 f"beside addresses in {self.register_split()[2]} registers")
@@ -200,11 +221,6 @@ class WgmmaSchedule:
         if self.smem_bytes > smem_optin:
             raise BadInputError(f"stages: the ring needs {self.smem_bytes} B of shared memory per block, more "
                                 f"than the {smem_optin} B allowed", "fewer stages or smaller tiles")
-        if op is not None:
-            if getattr(op, "kind", None) != "gemm":
-                raise BadInputError(f"cuda-wgmma computes gemm, not {getattr(op, 'kind', None)}")
-            if op.dtype.value not in PTX_TYPE:
-                raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -228,7 +244,7 @@ class WgmmaSchedule:
         return WgmmaSchedule(**schedule_fields(d, WgmmaSchedule, "cuda", "CUDA", (), SCHEMA_VERSION))
 
 
-# Picked from the H200 runs (docs/device-runs/2026-11-23-h200/wgmma/run4, docs/hopper.md): the TMA-store epilogue took bf16
+# Picked from the H200 runs (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma/tma-store-epilogue, docs/hopper.md): the TMA-store epilogue took bf16
 # 4096^3 from 0.89x to 0.96x cuBLAS; a 2-block cluster measured within noise of it (0.963x) and is left
 # to the tuner, as is ping-pong (best at 8192^3, 1.02-1.03x).
 HERO = WgmmaSchedule(store="tma")
@@ -256,7 +272,7 @@ def streamed(s: WgmmaSchedule, base: WgmmaSchedule) -> WgmmaSchedule:
     """Evict-first operand loads (``l2_hint``) where ``with_split`` left ``base`` for fewer, longer tiles
     (split-K, or the narrow tiles): their operand lines are read by a few blocks at once and then dead, so
     they give way first; split forms at most 5 stages deep (deeper rings made the hint bimodal). From the
-    H100 probe (docs/device-runs/2026-11-26-h100-k/run11), against the same tiles without it: M = 128
+    H100 probe (docs/device-runs/h100-splitk-tail-and-suite/l2-hint-schedule-field), against the same tiles without it: M = 128
     projections 0.88 -> 0.99, 0.98 -> 1.11, 1.05 -> 1.13x; 512 x 512 x 16384 0.80 -> 0.91x; 64 x 4096 x
     4096 0.89 -> 1.00x; 256 x 4096 x 8192 (narrow, whole) 0.92 -> 1.15x; 384 x 768 x 30000 0.84 -> 0.86x.
     Wide tiles keep the plain loads: short-K 3000 x 5000 x 700 lost with it (1.73 -> 1.53x), 4096^3 and
@@ -272,7 +288,7 @@ def short_k_schedule(op: Any, sm_count: int) -> WgmmaSchedule:
     """K of 1024 or less (16 k steps; a 1x1 conv's channels): writing C is most of the work, so the tiles
     that keep most stores in flight. 128 x 128 (128 x 64 for 64 columns) with the TMA-store epilogue,
     or 64 x 64 where those leave half the SMs idle. From the H100 probe of ResNet-50's 1x1 convs
-    (docs/device-runs/2026-11-25-h100/ones): 1.03-1.20x cuDNN at batch 1 with 64 x 64 tiles, against
+    (docs/device-runs/h100-cuda-suites-splitk-im2col-stem/conv1x1-short-k-probe): 1.03-1.20x cuDNN at batch 1 with 64 x 64 tiles, against
     0.57-0.91x with the long-K heroes; 0.90-1.14x at batch 32 with 128 x 128 TMA-store tiles, against
     0.57-0.88x (128 x 256, or direct stores)."""
     wide = WgmmaSchedule(bm=128, bn=64 if op.n <= 64 else 128, stages=6, consumers=2, store="tma")
@@ -288,7 +304,7 @@ def tile_count(s: WgmmaSchedule, m: int, n: int) -> int:
 def with_split(base: Any, narrow: Any, m: int, n: int, k_iters: int, sm_count: int) -> Any:
     """``base``, or what fills the SMs better where its tiles leave them idle (the split itself is
     chosen again at launch by ``splitk.plan`` from the device's own SM count). From the H100 probe
-    (docs/device-runs/2026-11-25-h100/splitk-run1): with 18 or more k steps of 64, split-K over
+    (docs/device-runs/h100-cuda-suites-splitk-im2col-stem/splitk-m128-probe): with 18 or more k steps of 64, split-K over
     ``narrow`` tiles (64 x 128, one consumer: the smallest fix-up) when they still leave half the
     SMs idle; ``narrow`` tiles without split-K when they fill most SMs and ``base``'s do not (ResNet-50's
     3x3 512-channel conv at batch 32: 0.70x, against 0.58x split over 128 x 128); else split-K over
@@ -308,114 +324,11 @@ def with_split(base: Any, narrow: Any, m: int, n: int, k_iters: int, sm_count: i
     return base
 
 
-SPLITS = (0, 2, 4, 8)  # split-K values searched besides 1, where a shape's tiles can leave SMs idle
-SPREAD_SPLITS = (0, 8)  # and with the spread fix-up (more slices: its sum is shared among them)
-
-
-def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90, sm_count: int = 132) -> list[WgmmaSchedule]:
-    """Every valid schedule over a grid of the searchable fields (hero first); split-K on a smaller grid
-    (4 or 6 stages, raster m, no cluster) for shapes whose tiles can leave SMs idle."""
-    out = [hero_schedule(op, sm_count)]
-    shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (192, 3, False), (256, 2, False),
-              (64, 2, True), (128, 2, True))
-    grid = itertools.product(shapes, (64, 128, 192, 256), (3, 4, 5, 6, 8), RASTERS, (1, 2), STORES)
-    out = keep_valid(out, (WgmmaSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, cluster=cl,
-                                         store=so) for (bm, c, pp), bn, st, ra, cl, so in grid), op, smem_optin)
-    out = keep_valid(out, split_candidates(out, op, sm_count), op, smem_optin)
-    return keep_valid(out, cluster_n_candidates(op, sm_count), op, smem_optin)
-
-
-# Pairs along N sharing A (cuBLAS's 128 x 64 1x2-cluster split-K kernel on 512 x 512 x 16384), TMA store
-CLUSTER_N_TILES = ((128, 64, 8, 2), (64, 128, 8, 1), (128, 128, 6, 2))  # (bm, bn, stages, consumers)
-
-
-def cluster_n_candidates(op: Any, sm_count: int) -> Iterable[WgmmaSchedule]:
-    """2-block clusters along N (``cluster_axis`` "n") over ``CLUSTER_N_TILES``, rasters m and n, without
-    split-K and, for shapes whose tiles can leave SMs idle (as ``split_candidates``), with split 0 and 4."""
-    m, n = (op.m, op.n) if getattr(op, "kind", None) == "gemm" else (0, 0)
-    for (bm, bn, st, c), ra in itertools.product(CLUSTER_N_TILES, RASTERS):
-        s = WgmmaSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, cluster=2, cluster_axis="n", store="tma")
-        yield s
-        if op is None or tile_count(s, m, n) < 2 * sm_count:
-            yield from (dataclasses.replace(s, split=k) for k in (0, 4))
-
-
-def split_candidates(space: list[Any], op: Any, sm_count: int) -> Iterable[Any]:
-    """Split-K variants of ``space``'s schedules with 4 or 6 stages, raster m, no cluster, TMA store: every
-    ``SPLITS`` value (each also with evict-first operand loads), the tail-only split and the spread fix-up
-    at ``SPREAD_SPLITS``; none for shapes that fill the SMs twice over anyway."""
-    m, n = (op.m, op.n) if getattr(op, "kind", None) == "gemm" else (op.gemm_m, op.k) if op is not None else (0, 0)
-    for s in list(space):
-        if s.split != 1 or s.stages not in (4, 6) or s.raster != "m" or s.cluster != 1 or s.store != "tma":
-            continue
-        if op is not None and tile_count(s, m, n) >= 2 * sm_count:
-            continue
-        for k in SPLITS:
-            yield dataclasses.replace(s, split=k)  # and with evict-first operand loads (``streamed``)
-            yield dataclasses.replace(s, split=k, stages=min(s.stages, 5), l2_hint="first")
-        yield dataclasses.replace(s, split=0, split_tail=True)
-        if s.persistent:
-            for k in SPREAD_SPLITS:
-                yield dataclasses.replace(s, split=k, split_fix="spread")
-
-
-def keep_valid(out: list, candidates: Iterable[Any], op: Any, smem_optin: int) -> list:
-    """``out`` extended by the ``candidates`` that validate for ``op`` and are not in it yet, in order."""
-    for s in candidates:
-        try:
-            s.validate(op, smem_optin)
-        except BadInputError:
-            continue
-        if s not in out:
-            out.append(s)
-    return out
-
-
 # ---------------------------------------------------------------------------------- the conv
 
 PUBLISH = ("wait", "noinc")
 PATHS = ("gather", "gemm", "im2col")
 CONV_PRODUCER_REGS = 96  # the gathering producer holds (n, h0, w0) of up to 16 lines and their addresses
-
-
-def gemm_view_unsupported(op: Any) -> str | None:
-    """Why ``op`` is not a plain GEMM over its own NHWC buffers (None: it is). A 1x1 filter with stride 1
-    and no padding reads pixel m of x for output pixel m, so out[N*H*W, K] = x[N*H*W, C] @ w[K, C]^T:
-    x is A (row-major, rows C apart), the K x 1 x 1 x C filter is a column-major B, the conv's bias the
-    GEMM's (dilation does not move a 1x1 filter's only tap). TMA needs rows of 16 bytes: C, K % 8 == 0."""
-    if getattr(op, "kind", None) != "conv2d":
-        return f"not a conv2d ({getattr(op, 'kind', None)})"
-    checks = ((op.layout == "nhwc", f"layout {op.layout} (NHWC only: x must be [N*H*W, C] row-major)"),
-              ((op.r, op.s) == (1, 1), f"a {op.r}x{op.s} filter (1x1 only)"),
-              (tuple(op.padding) == (0, 0), f"padding {tuple(op.padding)} (0 only)"),
-              (tuple(op.stride) == (1, 1), f"stride {tuple(op.stride)} (1 only: output pixel m reads x's pixel m)"),
-              (op.groups == 1, f"groups {op.groups} (1 only)"),
-              (op.dtype.value in PTX_TYPE, f"dtype {op.dtype.value} (bf16 or fp16)"),
-              (op.c % 8 == 0 and op.k % 8 == 0, f"C = {op.c}, K = {op.k} (TMA rows need multiples of 8)"))
-    return next((why for ok, why in checks if not ok), None)
-
-
-def im2col_unsupported(op: Any) -> str | None:
-    """Why TMA's im2col mode cannot load ``op``'s activations (None: it can). The bounding box of a 4-d
-    im2col tensor map has corners within [-128, 127] (lower: -pad; upper: pad - dilation x (filter - 1)),
-    traversal strides of 1 to 8, and 16-bit filter offsets."""
-    corners = [-p for p in op.padding] + [p - d * (f - 1) for p, d, f in zip(op.padding, op.dilation, (op.r, op.s),
-                                                                              strict=True)]
-    if any(not -128 <= c <= 127 for c in corners):
-        return f"padding {tuple(op.padding)} with a {op.r}x{op.s} filter dilated {tuple(op.dilation)}"
-    if any(not 1 <= st <= 8 for st in op.stride):
-        return f"stride {tuple(op.stride)} (1 to 8)"
-    if max(op.dilation[0] * (op.r - 1), op.dilation[1] * (op.s - 1)) > 65535:
-        return f"filter offsets past 16 bits ({op.r}x{op.s} dilated {tuple(op.dilation)})"
-    return None
-
-
-def gemm_view(op: Any) -> Any:
-    """The ``Gemm`` that a 1x1 conv ``op`` is (``gemm_view_unsupported``): same buffers, no copies."""
-    from tracea.kernels import Gemm
-
-    return Gemm(m=op.gemm_m, n=op.k, k=op.c, dtype=op.dtype.value, layout_a="row", layout_b="col",
-                epilogue=("bias",) if op.bias else ())
 
 
 @dataclass(frozen=True)
@@ -522,9 +435,9 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
     ``gemm_view(op)``. Any other whose activations TMA's im2col mode can walk (``im2col_unsupported``)
     takes the im2col path: 128 x 128 ping-pong tiles (128 x 64 for 64 output channels), 6 stages, and
     ``with_split``'s 64 x 128 tiles or split-K where those leave SMs idle. From the H100 probe
-    (docs/device-runs/2026-11-25-h100/im2col-run1), ResNet-50's 3x3 convs at batch 32: 1.01-1.14x cuDNN
+    (docs/device-runs/h100-cuda-suites-splitk-im2col-stem/im2col-probe), ResNet-50's 3x3 convs at batch 32: 1.01-1.14x cuDNN
     this way, against 0.68-0.76x gathered by the producer's threads; at batch 1, 0.84-1.08x. The rest
-    keep the gather (picked from the H200 runs, docs/device-runs/2026-11-23-h200/wgmma_conv/run2):
+    keep the gather (picked from the H200 runs, docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/publish-noinc):
     128 x 256 tiles, 4 stages, stages published by ``cp.async.mbarrier.arrive.noinc``; 128 x 128 (or
     128 x 64) ping-pong for K <= 128."""
     if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: the GEMM's own hero
@@ -534,7 +447,8 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
             and tile_count(wide, op.gemm_m, op.k) >= 2 * sm_count:
         # plenty of 128 x 256 tiles of a filter wider than 1x1: the wide tile's operand reuse wins (N32 C256
         # 56x56 K256 3x3: 1.02x cuDNN, against 0.84x with 128 x 128 ping-pong; with fewer tiles it loses:
-        # 0.73x against 1.14x at 14x14; docs/device-runs/2026-11-25-h100/big-convs, im2col-run1)
+        # 0.73x against 1.14x at 14x14; docs/device-runs/h100-cuda-suites-splitk-im2col-stem/big-convs,
+        # docs/device-runs/h100-cuda-suites-splitk-im2col-stem/im2col-probe)
         return wide
     if op is not None and im2col_unsupported(op) is None:
         base = WgmmaConvSchedule(bm=128, bn=64 if op.k <= 64 else 128, stages=6, consumers=2, pingpong=True,
@@ -550,24 +464,3 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
     if op is None:
         return base
     return with_split(base, narrow, op.gemm_m, op.k, op.r * op.s * -(-op.c // BK), sm_count)
-
-
-def conv_search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90,
-                      sm_count: int = 132) -> list[WgmmaConvSchedule]:
-    """Every valid schedule over tile, stages, consumers, ping-pong, raster and store (hero first); for a
-    conv that is a plain GEMM, the GEMM's whole space on the "gemm" path first, then the gather's, the
-    im2col path's (4, 6 or 8 stages), and split-K variants of both."""
-    shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (256, 2, False), (128, 2, True))
-    grid = itertools.product(shapes, (64, 128, 192, 256), (3, 4, 5, 6, 8), ("m", "n"), STORES, PUBLISH)
-    candidates = (WgmmaConvSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, store=so, publish=pu)
-                  for (bm, c, pp), bn, st, ra, so, pu in grid)
-    out = [conv_hero_schedule(op, sm_count)]
-    if op is not None and gemm_view_unsupported(op) is None:
-        gemm_space = search_space(gemm_view(op), smem_optin, sm_count)
-        out = keep_valid(out, (WgmmaConvSchedule.of_gemm(s) for s in gemm_space), op, smem_optin)
-    out = keep_valid(out, candidates, op, smem_optin)
-    tma_a = [dataclasses.replace(s, path="im2col") for s in out if s.path == "gather" and s.publish == "wait"
-             and s.stages in (4, 6, 8)]
-    out = keep_valid(out, tma_a, op, smem_optin)
-    gathered = [s for s in out if s.path in ("gather", "im2col")]
-    return keep_valid(out, split_candidates(gathered, op, sm_count), op, smem_optin)

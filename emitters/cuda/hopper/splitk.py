@@ -42,7 +42,7 @@ from .scheduler import cluster_tiles, tile_coords
 AUTO_MAX = 16
 # k steps (of 64) a slice keeps at least, when the split is chosen automatically: with fewer, the fix-up
 # outweighs the slice (ResNet-50's 1x1 conv n1 c2048 7x7 k512, 32 k steps: 8 slices 0.81x cuDNN, 4 slices
-# 0.83-0.84x, 2 slices 0.78x; docs/device-runs/2026-11-26-h100-k/conv1x1)
+# 0.83-0.84x, 2 slices 0.78x; docs/device-runs/h100-splitk-tail-and-suite/conv1x1-split-forms)
 MIN_STEPS = 8
 WINDOW = 3  # other slices whose loads the last unit keeps in flight at once
 
@@ -141,7 +141,7 @@ def fixup(sched: WgmmaSchedule) -> str:
     depend on which unit came last). It waits only on units that have taken their ticket, which are
     running and park without waiting, so no co-residency is assumed. Taking the ticket first spares the
     last unit, which is on the kernel's critical path, its own park and fence (the H100 timelines of
-    512 x 512 x 16384, docs/device-runs/2026-11-26-h100-k: park 1.6 µs, sum 2.2 µs before). "spread": see
+    512 x 512 x 16384, docs/device-runs/h100-splitk-tail-and-suite: park 1.6 µs, sum 2.2 µs before). "spread": see
     ``spread``."""
     if sched.split_fix == "spread":
         return spread(sched)

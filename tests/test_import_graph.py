@@ -189,3 +189,19 @@ def test_no_build_module_branches_on_the_op_kind():
                     isinstance(side, ast.Attribute) and side.attr == "kind" for side in (node.left, *node.comparators)):
                 branches.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not branches, branches
+
+
+def test_core_registries_hold_direct_references():
+    """Every backend's core registry names its functions by reference (imports a reader and a tool can
+    follow), never by a module and attribute string resolved at call time (``importlib``, ``getattr`` on a
+    module name): what a core runs is where the registry line says."""
+    found = []
+    for path in sorted([*(ROOT / "emitters").glob("*/cores.py"), *(ROOT / "emitters").glob("*/registry.py")]):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "import_module":
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: importlib.import_module")
+            if isinstance(node, ast.Name) and node.id in ("importlib", "lazy", "__import__"):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.id}")
+    assert len(list((ROOT / "emitters").glob("*/cores.py"))) >= 3  # cpu, cuda, hip: the scan saw them
+    assert not found, "\n".join(found)

@@ -9,14 +9,15 @@ Adding a core or an op: write its module (schedule, ``hero_schedule``, ``search_
 add one ``Core(...)`` line to ``CORES`` (plus its variant in ``variants.py``). A core that serves other
 families' variants beside their main core (``gemv``: the small-M GEMM of cuda-mma-sync and cuda-wgmma)
 has no family of its own, names those in ``serves`` and the ops it is their hero for in ``prefers``:
-``hero_core`` picks it, ``search_space`` adds its candidates, ``for_check`` checks its schedules. The
-functions are named by module and attribute and imported on first use: importing the registry stays as
-light as the package (the renderers pull in NumPy).
+``hero_core`` picks it, ``search_space`` adds its candidates, ``for_check`` checks its schedules. Every
+function is a direct reference to its module's own, which readers and tools can follow: importing the
+registry imports the renderers (and NumPy), which only the build path (``build.py``, ``tracea plan`` and
+what builds kernels) needs; ``tracea --help`` and ``tracea doctor`` do not import it. The kernel objects'
+driver side (cuda-core) is still imported at a kernel's first load, inside ``runtime.py``.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -24,19 +25,18 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.doctor.variants import Variant
 
+from . import attention, attention_runtime, gemv, mma, simt, softmax, softmax_split, stem, stem_kernel, tma
 from .arch import Arch
+from .hopper import attention as hopper_attention
+from .hopper import attention_kernel as hopper_attention_kernel
+from .hopper import attention_schedule as hopper_attention_schedule
+from .hopper import conv as hopper_conv
+from .hopper import gemm as hopper_gemm
+from .hopper import schedule as hopper_schedule
+from .hopper import space as hopper_space
 from .render import Rendered
+from .runtime import CudaKernel
 from .schedule import CudaSchedule
-
-
-def lazy(module: str, attr: str) -> Callable[..., Any]:
-    """``module.attr`` (relative to this package), imported when first called."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(importlib.import_module(module, __package__), attr)(*args, **kwargs)
-
-    call.__qualname__ = f"{module}.{attr}"
-    return call
 
 
 @dataclass(frozen=True)
@@ -86,13 +86,11 @@ def small_channel_conv(op: Any) -> bool:
     not take (NCHW, grouped): the mma core's, packing r*s*c as one reduction dimension too."""
     if getattr(op, "kind", None) != "conv2d" or op.c >= 16:
         return False
-    return not importlib.import_module(".stem", __package__).applies(op)
+    return not stem.applies(op)
 
 
 def cuda_kernel(op: Any, artifact: Any, rendered: Rendered, scalars: dict[str, Any]) -> Any:
     """The plain kernel object: buffers, one launch of the rendered grid, timing (runtime.py)."""
-    from .runtime import CudaKernel
-
     return CudaKernel(op, artifact, rendered, scalars)
 
 
@@ -110,41 +108,30 @@ def own_features(op: Any, schedule: Any) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------------- Hopper
 # The Hopper (sm_90a) kernels, composed in hopper/ (schedule, mainloop, scheduler, epilogue; gemm.py and
 # conv.py over them); tma.py holds their checks and the GEMM's kernel object.
-def hopper(kind: str, schedule_class: str, hero: str, space: str, module: str, kernel: Callable[..., Any],
+def hopper(kind: str, schedule_class: type, hero: Callable[..., Any], space: Callable[..., Any],
+           rendered: Callable[..., Any], kernel: Callable[..., Any],
            scalars: Callable[[Any], dict[str, float | int]]) -> Core:
-    """A Hopper core: its schedule class and hero from hopper/schedule.py, its space from hopper/space.py,
-    its ``rendered(op, schedule, sm_count)`` from ``module``."""
-    rendered, heuristic, candidates = lazy(module, "rendered"), lazy(".hopper.schedule", hero), lazy(".hopper.space", space)
-    return Core("wgmma", "cuda-wgmma", (kind,), lambda d: _from_json(schedule_class, d),
-                lambda op, host: heuristic(op, lazy(".mma", "sm_count")(host)),
-                lambda op, _hero, arch: candidates(op, arch.smem_optin, arch.sm_count if arch.sm_count > 1 else 132),
-                lazy(".tma", "check_wgmma"),
+    """A Hopper core: its schedule class and hero (hopper/schedule.py), its space (hopper/space.py), and its
+    kernel module's ``rendered(op, schedule, sm_count)``."""
+    return Core("wgmma", "cuda-wgmma", (kind,), schedule_class.from_json,
+                lambda op, host: hero(op, mma.sm_count(host)),
+                lambda op, _hero, arch: space(op, arch.smem_optin, arch.sm_count if arch.sm_count > 1 else 132),
+                tma.check_wgmma,
                 lambda op, s, arch: (rendered(op, s, arch.sm_count), scalars(op)), kernel, own_features)
 
 
-def _gemv_json(d: dict[str, Any]) -> Any:
-    return importlib.import_module(".gemv", __package__).GemvSchedule.from_json(d)
-
-
-def _stem_json(d: dict[str, Any]) -> Any:
-    return importlib.import_module(".stem", __package__).StemSchedule.from_json(d)
-
-
-def _from_json(schedule_class: str, d: dict[str, Any]) -> Any:
-    return getattr(importlib.import_module(".hopper.schedule", __package__), schedule_class).from_json(d)
-
-
 HOPPER: tuple[Core, ...] = (
-    hopper("gemm", "WgmmaSchedule", "hero_schedule", "search_space", ".hopper.gemm", lazy(".tma", "WgmmaKernel"),
-           lambda op: {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha}),
-    hopper("conv2d", "WgmmaConvSchedule", "conv_hero_schedule", "conv_search_space", ".hopper.conv",
-           lazy(".hopper.conv", "conv_kernel"), lambda op: dict(lazy(".hopper.conv", "conv_scalars")(op))),
+    hopper("gemm", hopper_schedule.WgmmaSchedule, hopper_schedule.hero_schedule, hopper_space.search_space,
+           hopper_gemm.rendered, tma.WgmmaKernel, lambda op: {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha}),
+    hopper("conv2d", hopper_schedule.WgmmaConvSchedule, hopper_schedule.conv_hero_schedule,
+           hopper_space.conv_search_space, hopper_conv.rendered, hopper_conv.conv_kernel,
+           lambda op: dict(hopper_conv.conv_scalars(op))),
     # attention forward, FlashAttention-3 style (hopper/attention*.py): TMA K/V ring, ping-pong consumers
-    Core("wgmma-attention", "cuda-wgmma", ("attention",), lazy(".hopper.attention_schedule", "schedule_from_json"),
-         lambda op, _host: lazy(".hopper.attention_schedule", "hero_schedule")(op),
-         lambda op, _hero, arch: lazy(".hopper.attention_schedule", "search_space")(op, arch.smem_optin),
-         lazy(".hopper.attention_schedule", "check"), lazy(".hopper.attention", "render"),
-         lazy(".hopper.attention_kernel", "WgmmaAttentionKernel"), lazy(".hopper.attention_schedule", "features")),
+    Core("wgmma-attention", "cuda-wgmma", ("attention",), hopper_attention_schedule.schedule_from_json,
+         lambda op, _host: hopper_attention_schedule.hero_schedule(op),
+         lambda op, _hero, arch: hopper_attention_schedule.search_space(op, arch.smem_optin),
+         hopper_attention_schedule.check, hopper_attention.render,
+         hopper_attention_kernel.WgmmaAttentionKernel, hopper_attention_schedule.features),
 )
 # ----------------------------------------------------------------------------------------- end Hopper
 
@@ -152,30 +139,27 @@ CORES: tuple[Core, ...] = (
     # Also the Hopper conv's hero for fewer than 16 input channels where the stem core does not run (NCHW):
     # mma.sync reduces over r*s*c packed as one dimension, the Hopper gather pads each tap's c to 8 (an
     # H100, ResNet-50's stem at batch 32: 0.32 ms against 2.29 ms; docs/device-runs/h100-cuda-suites-splitk-im2col-stem/variant-probe/)
-    Core("mma", "cuda-mma-sync", ("gemm", "conv2d"), CudaSchedule.from_json, lazy(".mma", "hero_schedule"),
-         lazy(".mma", "search_space"), tiled_check("mma"), lazy(".mma", "render"), cuda_kernel, tiled_features,
+    Core("mma", "cuda-mma-sync", ("gemm", "conv2d"), CudaSchedule.from_json, mma.hero_schedule,
+         mma.search_space, tiled_check("mma"), mma.render, cuda_kernel, tiled_features,
          serves=("cuda-wgmma.conv2d",), prefers=small_channel_conv),
-    Core("simt", "cuda-simt", ("gemm", "conv2d"), CudaSchedule.from_json, lazy(".simt", "hero_schedule"),
-         lazy(".simt", "search_space"), tiled_check("simt"), lazy(".simt", "render"), cuda_kernel, tiled_features),
-    Core("softmax", "cuda-simt", ("softmax",), CudaSchedule.from_json, lazy(".softmax", "hero_schedule"),
-         lazy(".softmax", "search_space"), tiled_check("softmax"), lazy(".softmax", "render"),
-         lazy(".softmax_split", "split_kernel")),
+    Core("simt", "cuda-simt", ("gemm", "conv2d"), CudaSchedule.from_json, simt.hero_schedule,
+         simt.search_space, tiled_check("simt"), simt.render, cuda_kernel, tiled_features),
+    Core("softmax", "cuda-simt", ("softmax",), CudaSchedule.from_json, softmax.hero_schedule,
+         softmax.search_space, tiled_check("softmax"), softmax.render, softmax_split.split_kernel),
     *HOPPER,
     # NHWC conv of fewer than 16 input channels (the stem): r*s*c packed densely, the filter resident in
     # shared memory, input rows copied once, A gathered from them; the hero of both 16-bit conv families
-    Core("stem", "", ("conv2d",), _stem_json,
-         lazy(".stem", "hero_schedule"), lazy(".stem", "search_space"), lazy(".stem", "check"),
-         lazy(".stem_kernel", "render"), cuda_kernel, lazy(".stem", "features"),
-         serves=("cuda-mma-sync.conv2d", "cuda-wgmma.conv2d"), prefers=lazy(".stem", "prefers"), applies=lazy(".stem", "applies")),
+    Core("stem", "", ("conv2d",), stem.StemSchedule.from_json, stem.hero_schedule, stem.search_space, stem.check,
+         stem_kernel.render, cuda_kernel, stem.features,
+         serves=("cuda-mma-sync.conv2d", "cuda-wgmma.conv2d"), prefers=stem.prefers, applies=stem.applies),
     # GEMM of <= 16 rows (decode), memory bound: the hero of the tensor-core GEMM families for such shapes
-    Core("gemv", "", ("gemm",), _gemv_json,
-         lazy(".gemv", "hero_schedule"), lazy(".gemv", "search_space"), lazy(".gemv", "check"),
-         lazy(".gemv", "render"), lazy(".gemv", "gemv_kernel"), lazy(".gemv", "features"),
-         serves=("cuda-mma-sync", "cuda-wgmma"), prefers=lazy(".gemv", "prefers"), applies=lazy(".gemv", "applies")),
+    Core("gemv", "", ("gemm",), gemv.GemvSchedule.from_json, gemv.hero_schedule, gemv.search_space, gemv.check,
+         gemv.render, gemv.gemv_kernel, gemv.features,
+         serves=("cuda-mma-sync", "cuda-wgmma"), prefers=gemv.prefers, applies=gemv.applies),
     # FlashAttention-2-style fused forward on mma.sync (attention.py, attention_kernel.py; issue 17)
-    Core("attention-mma", "cuda-mma-sync", ("attention",), lazy(".attention", "schedule_from_json"),
-         lazy(".attention", "hero_schedule"), lazy(".attention", "search_space"), lazy(".attention", "check"),
-         lazy(".attention", "render"), lazy(".attention_runtime", "attention_kernel"), lazy(".attention", "features")),
+    Core("attention-mma", "cuda-mma-sync", ("attention",), attention.schedule_from_json,
+         attention.hero_schedule, attention.search_space, attention.check, attention.render,
+         attention_runtime.attention_kernel, attention.features),
 )
 
 BY_VARIANT: dict[tuple[str, str], Core] = {(c.family, op): c for c in CORES for op in c.ops if c.family}

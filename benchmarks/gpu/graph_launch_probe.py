@@ -21,7 +21,13 @@ launch.
 ``--matrix``: graphs of about 60 kernels, one property changed at a time (one buffer or many, parameter bytes,
 Tracea's kernels alone or between PyTorch's, clusters, split-K scratch): which of them makes a launch slow.
 
-Needs a GPU and PyTorch (and torchvision for ``--resnet`` and ``--modules``).
+``--interleaved``: PyTorch's own ResNet-50 batch-1 graph with a trivial kernel after each convolution, of 16
+or 4008 bytes of parameters: whether parameter bytes in a whole model's graph make its launch slow.
+
+``--subsets``: ResNet-50's batch-1 graph with only some of its convolutions on Tracea (the first k, the 1x1
+ones, the others): which of them make its launch slow.
+
+Needs a GPU and PyTorch (and torchvision for ``--resnet``, ``--modules``, ``--interleaved``, ``--subsets``).
 """
 
 from __future__ import annotations
@@ -301,6 +307,66 @@ def matrix(nodes: int = 60) -> None:
             print(f"| {label} | failed: {type(exc).__name__}: {str(exc)[:100]} | | | |", flush=True)
 
 
+def interleaved() -> None:
+    """Whether the bytes of kernel parameters in a whole model's graph make it slow to launch: PyTorch's own
+    ResNet-50 batch-1 graph, captured with a trivial kernel launched after each of its 53 convolutions, once
+    with 16 bytes of parameters and once with 4008 (Tracea's Hopper kernels pass their tensor maps, 128 bytes
+    each, by value)."""
+    import ctypes
+
+    import numpy as np
+    import torchvision
+
+    from tracea.emitters.cuda import launches
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).cuda().half().eval().to(memory_format=torch.channels_last)
+    x = torch.randn(1, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    small, big = _function(TRIVIAL, "tr_probe_nop"), _function(BIG, "tr_probe_big")
+
+    class Big(ctypes.Structure):
+        _fields_ = [("v", ctypes.c_longlong * 500)]
+
+    big_arg = Big()
+    extra = {"none": None, "16 bytes": (small, [np.uint64(0)]), "4008 bytes": (big, [big_arg, np.uint64(0)])}
+    print("\n| PyTorch ResNet-50 b1 graph, after each conv a trivial kernel with | replay() host | cuGraphLaunch host "
+          "| device | nodes |")
+    print("|---|---|---|---|---|")
+    for label, launch in extra.items():
+        hooks = []
+        if launch is not None:
+            fn, args = launch
+            hook = lambda m, a, y, fn=fn, args=args: launches.kernel(  # noqa: E731
+                fn, 1, 32, 0, torch.cuda.current_stream().cuda_stream, args)
+            hooks = [c.register_forward_hook(hook) for c in model.modules() if isinstance(c, torch.nn.Conv2d)]
+        print(graph_row(label, lambda: model(x)), flush=True)
+        for h in hooks:
+            h.remove()
+
+
+def subsets() -> None:
+    """Which of the patched convolutions make ResNet-50's batch-1 graph slow to launch: the graph with only
+    some of its 53 convolutions on Tracea (the first k; only the 1x1 ones; only the others), each captured
+    anew."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).cuda().half().eval().to(memory_format=torch.channels_last)
+    x = torch.randn(1, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    picks = {f"first {k}": convs[:k] for k in (0, 1, 4, 10, 20, 35, 53)}
+    picks["the 1x1 ones"] = [c for c in convs if c.kernel_size == (1, 1)]
+    picks["all but the 1x1 ones"] = [c for c in convs if c.kernel_size != (1, 1)]
+    print("\n| convolutions on Tracea | replay() host | cuGraphLaunch host | device | nodes |")
+    print("|---|---|---|---|---|")
+    for label, chosen in picks.items():
+        tracea.ops.unpatch_conv2d(model)
+        for c in chosen:
+            tracea.ops.TraceaConv2d.from_conv(c)
+        print(graph_row(f"{label} ({len(chosen)})", lambda: model(x)), flush=True)
+    tracea.ops.unpatch_conv2d(model)
+
+
 def resnet(batch: int) -> None:
     """ResNet-50's graph, its convolutions' graph and each convolution's, on both sides (see the docstring)."""
     import os
@@ -352,7 +418,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="PyTorch's ResNet-50 graph launched after loading N trivial modules (each N in turn)")
     ap.add_argument("--matrix", action="store_true",
                     help="graphs of 60 kernels, one property changed at a time (what makes a launch slow)")
+    ap.add_argument("--interleaved", action="store_true",
+                    help="PyTorch's ResNet-50 graph with a trivial kernel of 16 or 4008 parameter bytes after each conv")
+    ap.add_argument("--subsets", action="store_true",
+                    help="ResNet-50's b1 graph with only some convolutions on Tracea (which make the launch slow)")
     args = ap.parse_args(argv)
+    if args.subsets:
+        with torch.inference_mode():
+            subsets()
+        return 0
+    if args.interleaved:
+        with torch.inference_mode():
+            interleaved()
+        return 0
     if args.matrix:
         with torch.inference_mode():
             matrix()

@@ -1,7 +1,9 @@
 """The backend contract, written down once. A backend is a module (``emitters/cpu/backend.py``,
 ``emitters/cuda/backend.py``, a test or plug-in module) that has every member of ``Backend``; the registry
 (emitters/registry.py) maps a name to it. Callers outside ``emitters/`` reach a backend's kernels, schedules,
-environment facts and device only through these members, never by comparing its name.
+environment facts and device only through these members, never by comparing its name. Inside a backend,
+every schedule class follows ``schedule.Schedule`` (name, validate, to_json/from_json, features) and every
+kernel core is a ``core.Core`` (or the backend's subclass), held in the backend's registry.
 
     from tracea.emitters import registry
     b = registry.backend("cuda")

@@ -1,132 +1,61 @@
-"""Schedules: how a kernel is blocked, packed and threaded, as frozen values.
+"""The schedule contract every backend's schedules follow, and the JSON reading they share.
 
-``CpuSchedule`` is the CPU emitter's (BLIS-style GEMM, and the implicit-GEMM convolution on the same
-micro-kernel): an ``mr x nr`` register-blocked micro-kernel (``nr`` is the vectorised axis, ``mr``
-rows of A broadcast against it), cache blocks ``mc``/``kc``/``nc`` (A block in L2, B panel in L3, one
-B micro-panel in L1), packing of A and B, threads, the unroll of the k loop and the prefetch distance
-(k steps ahead; 0 is off). Softmax reads only ``threads``.
+A schedule says how one kernel is blocked, staged and launched, as a frozen value (a dataclass: hashable,
+compared by its fields). Each backend keeps its own in its folder: ``cpu/schedule.py`` (``CpuSchedule``)
+and ``cpu/attention.py``; ``cuda/schedule.py`` (``CudaSchedule``), ``cuda/gemv.py``, ``cuda/stem.py``,
+``cuda/attention.py`` and ``cuda/hopper/``; ``hip/gemm.py`` and ``hip/softmax.py``. Every one of them is a
+``Schedule`` (``tests/test_schedule_protocol.py`` finds them all and checks it, with a JSON round trip of
+each one's hero).
 
-``validate(op, host, variant)`` checks a schedule against what the host and the variant can do and
-raises ``BadInputError`` naming the field. This module imports neither NumPy nor the IR, so the
-planner and the CLI can read schedules cheaply.
+This module imports neither NumPy nor the IR, so the planner and the CLI can read schedules cheaply.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from tracea.doctor.errors import BadInputError
 
 SCHEMA_VERSION = 1
 
-# family -> (fp32 lanes per vector register, vector registers), the facts validation needs. The renderers
-# in emitters/cpu/isa.py declare the same numbers; tests/test_cpu_schedule.py checks they agree.
-FAMILY_REGISTERS: dict[str, tuple[int, int]] = {
-    "cpu-avx512": (16, 32),
-    "cpu-avx2-fma": (8, 16),
-    "cpu-neon": (4, 32),
-    "cpu-portable": (1, 32),
-}
-SIMD_FAMILY_TO_VARIANT = {"avx512": "cpu-avx512", "avx2-fma": "cpu-avx2-fma", "neon": "cpu-neon",
-                          "portable": "cpu-portable"}
-MAX_BLOCK_BYTES = 256 << 20  # one packed buffer; far beyond any cache, small enough to allocate
 
-
-def family_of(variant: Any, host: Any = None) -> str:
-    """The instruction family of ``variant`` (a Variant, its id, or a family name); without one, the
-    family the doctor chose for ``host``'s CPU."""
-    if variant is not None:
-        family = getattr(variant, "family", None) or str(variant).split(".")[0]
-        if family not in FAMILY_REGISTERS:
-            raise BadInputError(f"variant: unknown CPU family {family!r}; known: {', '.join(FAMILY_REGISTERS)}")
-        return family
-    simd = getattr(getattr(host, "cpu", None), "simd_family", None) or "portable"
-    return SIMD_FAMILY_TO_VARIANT.get(simd, "cpu-portable")
-
-
-@dataclass(frozen=True)
-class CpuSchedule:
-    mr: int
-    nr: int
-    mc: int
-    kc: int
-    nc: int
-    threads: int = 1
-    unroll: int = 4
-    prefetch: int = 0
-    pack_a: bool = True
-    pack_b: bool = True
-    small_m: bool = False  # the small-M GEMM path (emitters/cpu/gemv.py): no packing, B streamed once
-
-    def validate(self, op: Any, host: Any, variant: Any = None) -> None:
-        """Raise ``BadInputError`` naming the first field that cannot work for ``op`` on ``host`` with
-        ``variant`` (default: the host's own SIMD family)."""
-        for name in ("mr", "nr", "mc", "kc", "nc", "threads", "unroll"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise BadInputError(f"{name}: expected a positive integer, got {value!r}")
-        if isinstance(self.prefetch, bool) or not isinstance(self.prefetch, int) or not 0 <= self.prefetch <= 1024:
-            raise BadInputError(f"prefetch: expected a distance in k steps from 0 (off) to 1024, got {self.prefetch!r}")
-        for name in ("pack_a", "pack_b", "small_m"):
-            if not isinstance(getattr(self, name), bool):
-                raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
-        family = family_of(variant, host)
-        lanes, vregs = FAMILY_REGISTERS[family]
-        if self.nr % lanes:
-            raise BadInputError(f"nr: {self.nr} is not a multiple of the {lanes} fp32 lanes of {family}")
-        vectors = self.nr // lanes
-        # accumulators + one register per B vector + one broadcast of A
-        if self.mr * vectors + vectors + 1 > vregs:
-            raise BadInputError(
-                f"mr: a {self.mr} x {self.nr} micro-kernel needs {self.mr * vectors} accumulators + {vectors + 1} "
-                f"operand registers, more than the {vregs} vector registers of {family}")
-        if self.mr > 32:
-            raise BadInputError(f"mr: {self.mr} rows is beyond the micro-kernel generator (at most 32)")
-        if self.mc % self.mr:
-            raise BadInputError(f"mc: {self.mc} is not a multiple of mr={self.mr}")
-        if self.nc % self.nr:
-            raise BadInputError(f"nc: {self.nc} is not a multiple of nr={self.nr}")
-        if self.unroll > 16:
-            raise BadInputError(f"unroll: {self.unroll} is more than 16 k steps")
-        for name, size in (("mc", self.mc * self.kc), ("nc", self.nc * self.kc)):
-            if size * 4 > MAX_BLOCK_BYTES:
-                raise BadInputError(f"{name}: the packed block ({size * 4} B) exceeds {MAX_BLOCK_BYTES} B")
-        cores = getattr(getattr(host, "cpu", None), "logical_cores", None)
-        if cores and self.threads > cores:
-            raise BadInputError(f"threads: {self.threads} is more than the {cores} logical cores of this host")
-        if self.threads > 256:
-            raise BadInputError(f"threads: {self.threads} is more than the 256 the runtime supports")
-        kind = getattr(op, "kind", None)
-        dtype = getattr(getattr(op, "dtype", None), "value", None)
-        if self.small_m and kind != "gemm":
-            raise BadInputError(f"small_m: only a gemm has the small-M path, not {kind}")
-        in_place = kind == "gemm" or (kind == "conv2d" and getattr(op, "layout", None) == "nhwc")  # conv_direct.py
-        if not self.pack_a and (not in_place or dtype != "fp32"):
-            raise BadInputError(f"pack_a: only an fp32 gemm or NHWC conv2d reads A unpacked ({kind} {dtype} gathers "
-                                "or converts while packing)")
-        row_b = kind == "gemm" and getattr(op, "layout_b", None) == "row"
-        if not self.pack_b and (dtype != "fp32" or not (row_b or (in_place and kind == "conv2d"))):
-            raise BadInputError("pack_b: only an fp32 gemm with B in row layout (its nr columns must be contiguous) "
-                                "or an NHWC conv2d (the filter as the broadcast operand) reads B unpacked")
-
-    def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        if not self.small_m:
-            del d["small_m"]  # the blocked path's schedules read (and hash) as before the field existed
-        return {"schema_version": SCHEMA_VERSION, "backend": "cpu", **d}
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> CpuSchedule:
-        return CpuSchedule(**schedule_fields(d, CpuSchedule, "cpu", "CPU", ("mr", "nr", "mc", "kc", "nc")))
+@runtime_checkable
+class Schedule(Protocol):
+    """One kernel's schedule, as every backend writes it. The tuner, the database, replay and bundles hold
+    schedules only through these members and the backend's ``schedule_from_json``."""
 
     @property
     def name(self) -> str:
-        """A short readable label: 14x32_mc336_kc256_nc4096_t2_u4_p0."""
-        tag = f"{self.mr}x{self.nr}_mc{self.mc}_kc{self.kc}_nc{self.nc}_t{self.threads}_u{self.unroll}_p{self.prefetch}"
-        return (("sm_" if self.small_m else "") + tag + ("" if self.pack_a else "_nopa")
-                + ("" if self.pack_b else "_nopb"))
+        """A short readable label, unique within a space: the tuner's tables and logs, kernel names
+        (``8x48_mc128_kc1024_nc4080_t2_u2_p0``, ``wgmma_64x64x64_s8_c1_rm8_ts``, ``mfma_32x32x32_w1x1_p1``)."""
+        ...
+
+    def validate(self, op: Any, target: Any, /) -> None:
+        """Raise ``BadInputError`` (``UnsupportedError`` for what the kernels do not compute) naming the
+        first field that cannot work for ``op`` on ``target``. The target is the backend's own: the host
+        report on the CPU (a variant may follow: its instruction family, else the host's); an ``Arch`` on
+        CUDA (the Hopper schedules take its opt-in shared memory in bytes); on HIP none enters (``op``'s
+        dtype decides). Where a backend's schedule allows ``None`` for either, the fields alone are checked."""
+        ...
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields as a JSON object, what tuning databases, bundles and ``schedule.json`` files store.
+        A field added later is left out while it holds its old behaviour's value, so that stored schedules
+        read (and hash) as before."""
+        ...
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Schedule:
+        """The schedule ``to_json`` wrote, old documents included; ``BadInputError`` naming the first unknown,
+        missing or ill-typed field, or a document of another backend or kind."""
+        ...
+
+    def features(self, op: Any) -> dict[str, float]:
+        """Quantities the tuner's model sees for ``op`` beside the JSON's own fields (the backend's
+        ``tuning_features``): warps and shared memory per block, the block tile and how many tiles cover
+        the op. Empty where the fields are all the model needs."""
+        ...
 
 
 def schedule_fields(d: dict[str, Any], cls: type, backend: str, label: str, required: tuple[str, ...],

@@ -19,7 +19,7 @@ from tracea.doctor.errors import BadInputError
 from tracea.emitters import cpu
 from tracea.emitters.cpu import gemv
 from tracea.emitters.cpu.render import render
-from tracea.emitters.schedule import CpuSchedule
+from tracea.emitters.cpu.schedule import CpuSchedule
 from tracea.kernels import Conv2d, Gemm, relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
 

@@ -13,7 +13,7 @@ from tracea.doctor.plan import plan
 from tracea.doctor.snapshot import load_snapshot
 from tracea.emitters import cpu
 from tracea.emitters.cpu.isa import ISAS
-from tracea.emitters.schedule import FAMILY_REGISTERS, CpuSchedule
+from tracea.emitters.cpu.schedule import FAMILY_REGISTERS, CpuSchedule
 from tracea.kernels import Conv2d, Gemm, Softmax
 
 SNAPSHOTS = Path(__file__).parent / "fixtures" / "snapshots"

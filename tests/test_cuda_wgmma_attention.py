@@ -281,8 +281,9 @@ def test_core_hooks_check_the_target_and_precision():
     op = Attention(1, 2, 100, 128, dtype="bf16", causal=True)
     hero = S.hero_schedule(op)
     S.check(op, v, hero, parse_arch("sm_90a"))
-    assert S.schedule_from_json(hero.to_json()) == hero
-    assert S.features(op, hero) == (12, hero.smem_bytes(128)) and hero.smem_bytes(128) <= 230480
+    assert S.AttnWgmmaSchedule.from_json(hero.to_json()) == hero
+    features = hero.features(op)
+    assert (features["warps"], features["smem_bytes"]) == (12, hero.smem_bytes(128)) and hero.smem_bytes(128) <= 230480
     with pytest.raises(UnsupportedError, match="sm_90"):
         S.check(op, v, hero, parse_arch("sm_80"))
     with pytest.raises(UnsupportedError, match="sm_90a"):

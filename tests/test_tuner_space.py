@@ -10,8 +10,8 @@ import pytest
 from tracea.doctor import probe
 from tracea.doctor.errors import BadInputError
 from tracea.emitters import cpu
+from tracea.emitters.cpu.schedule import FAMILY_REGISTERS
 from tracea.emitters.cpu.space import micro_kernels, thread_counts
-from tracea.emitters.schedule import FAMILY_REGISTERS
 from tracea.kernels import Conv2d, Gemm, Softmax
 from tracea.tuner.space import apply_space_file, build_space, encode, read_space_file
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..schedule import CpuSchedule
 from .build import build, emit, hero_schedule
+from .schedule import CpuSchedule
 from .space import search_space
 from .suite import suites
 from .variants import ALL_VARIANTS, VARIANTS, resolve

@@ -29,7 +29,7 @@ from tracea.doctor.errors import BadInputError
 
 from ..schedule import SCHEMA_VERSION, schedule_fields
 from .attention_c import TASK_C
-from .cores import Core
+from .cores import CpuCore
 from .gemm_core import IN_CONVERT
 from .isa import CpuIsa
 from .schedules import thread_counts, valid_unique
@@ -110,6 +110,10 @@ class AttentionSchedule:
     @staticmethod
     def from_json(d: dict[str, Any]) -> AttentionSchedule:
         return AttentionSchedule(**schedule_fields(d, AttentionSchedule, "cpu", "CPU", ("bq", "bk")))
+
+    def features(self, op: Any) -> dict[str, float]:
+        """None beside the fields (``Schedule``)."""
+        return {}
 
 
 def hero_schedule(op: Any, variant: Any, host: Any) -> AttentionSchedule:
@@ -245,7 +249,7 @@ def _kernel(kernel: Any) -> Any:
     return AttentionKernel(kernel)
 
 
-CORE = Core(kind="attention", render=render_attention, space=attention_space, entry=ENTRY, buffers=BUFFERS,
-            arguments=_arguments, tag=lambda op: f"d{op.head_dim}", shape_free=("dtype", "head_dim"),
-            metadata=_metadata, schedule=AttentionSchedule, heuristic=hero_schedule, check=_check,
-            kernel=_kernel)
+CORE = CpuCore(name="attention", ops=("attention",), schedule=AttentionSchedule, hero=hero_schedule,
+               space=attention_space, check=_check, render=render_attention, kernel=_kernel, entry=ENTRY,
+               buffers=BUFFERS, arguments=_arguments, tag=lambda op: f"d{op.head_dim}",
+               shape_free=("dtype", "head_dim"), metadata=_metadata)

@@ -12,11 +12,11 @@ from tracea.doctor.errors import LaunchError, TraceaError, UnsupportedError
 from tracea.doctor.variants import Variant
 
 from ..backend import Builder, Rendering
-from ..schedule import CpuSchedule
 from .build import build, hero_schedule
 from .build import emit as _emit
 from .export import export
 from .isa import CpuIsa
+from .schedule import CpuSchedule
 from .space import search_space
 from .suite import suites
 from .variants import VARIANTS, resolve

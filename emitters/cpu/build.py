@@ -12,10 +12,10 @@ from tracea.doctor.files import write_atomic
 from tracea.doctor.variants import Variant
 
 from .. import host_compiler as cc
-from ..schedule import CpuSchedule
 from .isa import CpuIsa
 from .registry import core_for
 from .render import Rendered, render
+from .schedule import CpuSchedule
 from .variants import resolve
 
 
@@ -30,7 +30,7 @@ def _check(op: Any, variant: Variant, schedule: CpuSchedule, host: Any) -> None:
 
 def hero_schedule(op: Any, variant: Variant | str, host: Any) -> CpuSchedule:
     """A good default for ``op`` on this host: its core's heuristic (``schedules.hero_schedule``)."""
-    return core_for(op.kind).heuristic(op, resolve(variant), host)
+    return core_for(op.kind).hero(op, resolve(variant), host)
 
 
 def _render_checked(op: Any, variant: Any, schedule: CpuSchedule, host: Any) -> tuple[Variant, Rendered]:

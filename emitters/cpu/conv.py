@@ -23,14 +23,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..schedule import CpuSchedule
 from .conv_direct import check as direct_check
 from .conv_direct import in_place, render_direct, unsupported
 from .conv_small import render_small
-from .cores import Core
+from .cores import CpuCore
 from .gemm import _pack_a, _pack_b
 from .gemm_core import VEC_SUFFIX, CoreSpec, blocked_metadata, render_core
 from .isa import CpuIsa
+from .schedule import CpuSchedule
 from .schedules import blocked_space, hero_schedule
 
 ENTRY = "tracea_conv2d"
@@ -262,6 +262,6 @@ def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]
     return blocked_metadata(op, isa, s, name, ["bias"] if op.bias else [], s.pack_a and s.pack_b)
 
 
-CORE = Core(kind="conv2d", render=render_conv, space=_space, entry=ENTRY, buffers=("x", "weight", "out", "bias"),
-            arguments=_arguments, tag=_tag, shape_free=("dtype", "layout", "bias"), metadata=_metadata,
-            heuristic=_heuristic, check=_check)
+CORE = CpuCore(name="conv2d", ops=("conv2d",), hero=_heuristic, space=_space, check=_check, render=render_conv,
+               entry=ENTRY, buffers=("x", "weight", "out", "bias"), arguments=_arguments, tag=_tag,
+               shape_free=("dtype", "layout", "bias"), metadata=_metadata)

@@ -27,9 +27,9 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
-from ..schedule import CpuSchedule
 from .gemm_core import CoreSpec, render_core
 from .isa import CpuIsa
+from .schedule import CpuSchedule
 
 FIELDS = """    const float* src;          /* A: the input, or its padded / subsampled copy */
     long C, S, dh, dw, Wp;     /* channels; taps; the source's row pitch in pixels */

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..schedule import CpuSchedule
 from .gemm_core import CoreSpec, render_core
 from .isa import CpuIsa
+from .schedule import CpuSchedule
 
 COPY_OUT = """
 /* out (pixels, K) = ws (K, pixels) transposed, in 16 x 16 blocks; pixel blocks split between threads */

@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..schedule import CpuSchedule
-from .cores import Core
+from .cores import CpuCore
 from .gemm_core import VEC_SUFFIX, CoreSpec, blocked_metadata, render_core
 from .gemv import prefers, render_small_m, small_m_metadata, small_m_schedule, small_m_space
 from .isa import CpuIsa
+from .schedule import CpuSchedule
 from .schedules import blocked_space, hero_schedule, thread_counts, valid_unique
 
 ENTRY = "tracea_gemm"
@@ -141,6 +141,6 @@ def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]
     return blocked_metadata(op, isa, s, name, list(op.epilogue), s.pack_a)
 
 
-CORE = Core(kind="gemm", render=render_gemm, space=_space, entry=ENTRY, buffers=("a", "b", "out", "bias", "residual"),
-            arguments=_arguments, tag=_tag, shape_free=("dtype", "layout_a", "layout_b", "epilogue"),
-            metadata=_metadata, heuristic=_heuristic)
+CORE = CpuCore(name="gemm", ops=("gemm",), hero=_heuristic, space=_space, render=render_gemm, entry=ENTRY,
+               buffers=("a", "b", "out", "bias", "residual"), arguments=_arguments, tag=_tag,
+               shape_free=("dtype", "layout_a", "layout_b", "epilogue"), metadata=_metadata)

@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..schedule import CpuSchedule
 from .isa import CpuIsa
+from .schedule import CpuSchedule
 
 IN_CONVERT = {"fp32": "{x}", "fp16": "tr_h2f({x})", "bf16": "tr_bf2f({x})"}
 VEC_SUFFIX = {"fp32": "", "fp16": "_f16", "bf16": "_bf16"}

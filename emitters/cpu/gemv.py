@@ -22,9 +22,9 @@ from typing import Any
 
 from tracea.kernels import DType
 
-from ..schedule import FAMILY_REGISTERS, CpuSchedule
 from .gemm_core import IN_CONVERT, VEC_SUFFIX, CoreSpec, _epilogue
 from .isa import CpuIsa
+from .schedule import FAMILY_REGISTERS, CpuSchedule
 
 # The hero is this path up to here. CI machine (AVX-512, 2 cores), 2026-11-25, ms median of 5-8, small-M /
 # blocked core / NumPy: 16 x 4096 x 4096 3.26 / 7.15 / 5.48; 32 rows 5.18 / 8.56 / 7.16; 32 x 11008 x 4096

@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..schedule import CpuSchedule
 from .isa import CpuIsa, isa_for
 from .registry import core_for
+from .schedule import CpuSchedule
 
 
 @dataclass(frozen=True)

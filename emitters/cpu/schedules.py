@@ -22,7 +22,7 @@ from typing import Any
 from tracea.doctor.errors import BadInputError
 from tracea.doctor.variants import Variant
 
-from ..schedule import FAMILY_REGISTERS, CpuSchedule
+from .schedule import FAMILY_REGISTERS, CpuSchedule
 from .variants import resolve
 
 # The A block's ceiling per family, below half of L2. AVX2 6x16: on a 2 MiB-L2 core an A block of half of L2

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..schedule import CpuSchedule
-from .cores import Core
+from .cores import CpuCore
 from .gemm_core import IN_CONVERT, VEC_SUFFIX
 from .isa import CpuIsa
+from .schedule import CpuSchedule
 from .schedules import rows_space
 
 ENTRY = "tracea_softmax"
@@ -118,5 +118,6 @@ def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]
     }
 
 
-CORE = Core(kind="softmax", render=render_softmax, space=rows_space, entry=ENTRY, buffers=("x", "out"),
-            arguments=_arguments, tag=lambda op: "rows", shape_free=("dtype",), metadata=_metadata)
+CORE = CpuCore(name="softmax", ops=("softmax",), space=rows_space, render=render_softmax, entry=ENTRY,
+               buffers=("x", "out"), arguments=_arguments, tag=lambda op: "rows", shape_free=("dtype",),
+               metadata=_metadata)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..schedule import CpuSchedule
 from .registry import core_for
+from .schedule import CpuSchedule
 from .schedules import micro_kernels, thread_counts
 from .variants import resolve
 

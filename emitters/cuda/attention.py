@@ -24,6 +24,7 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 from .attention_kernel import kernel_source
 from .attention_plan import PARAMS, mask_scalars, tile_plan
 from .render import CudaRenderer, Rendered
+from .schedule import tile_features
 
 SCHEMA_VERSION = 1
 CORE = "attention-mma"
@@ -122,6 +123,10 @@ class AttentionMmaSchedule:
         s.validate()
         return s
 
+    def features(self, op: Any) -> dict[str, float]:
+        """Warps and shared memory at ``op``'s head dim over the bq x bk tile (``tile_features``)."""
+        return tile_features(op, self.warps, self.smem_bytes(op.head_dim), self.bm, self.bn)
+
 
 def _sm_count(host: Any) -> int:
     gpus = getattr(getattr(host, "nvidia", None), "devices", None) or []
@@ -155,10 +160,6 @@ def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
     schedule.validate(op, arch)
 
 
-def features(op: Any, schedule: Any) -> tuple[int, int]:
-    return schedule.warps, schedule.smem_bytes(op.head_dim)
-
-
 def render(op: Any, s: AttentionMmaSchedule, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
     """The kernel source (prelude, tensor helpers, kernel), its launch and its scalars."""
     dt = op.dtype.value
@@ -185,10 +186,6 @@ def plan_arrays(op: Any, bq: int, bk: int, order: str = "longest-first") -> tupl
     ptr = np.concatenate([plan.ptr, order_arr]).astype(np.int32)
     idx = plan.idx if plan.idx.size else np.zeros(1, np.int32)
     return np.ascontiguousarray(ptr), np.ascontiguousarray(idx.astype(np.int32)), plan.computed
-
-
-def schedule_from_json(d: dict[str, Any]) -> AttentionMmaSchedule:
-    return AttentionMmaSchedule.from_json(d)
 
 
 def _swz(r: int, ch: int, head_dim: int) -> int:

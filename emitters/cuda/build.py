@@ -64,21 +64,12 @@ def schedule_from_json(d: dict[str, Any]) -> Any:
 
 
 def tuning_features(op: Any, schedule: dict[str, Any]) -> dict[str, float]:
-    """Quantities the tuner's model sees beside the schedule's own fields (tuner/space.py ``encode``):
-    warps per block, shared memory per block, the block tile's area and the number of block tiles. They
-    set occupancy (registers and shared memory per SM), the work and reuse per block and how the grid
-    fills the last wave, which the raw fields only carry jointly: a 256x128 tile of 64x64 warps and a
-    128x128 tile of 64x32 warps share their warp count, not their smem. Device-independent (a recorded
+    """Quantities the tuner's model sees beside the schedule's own fields (tuner/space.py ``encode``): the
+    schedule's ``features`` (``schedule.tile_features``: warps and shared memory per block, the block tile's
+    area, the number of tiles), read from its JSON by the core it names. Device-independent (a recorded
     space replays without its GPU). Empty for schedules without block tiles (softmax)."""
     core = cores.for_json(schedule)
-    if core is None or core.features is None:
-        return {}
-    sched = core.schedule(schedule)
-    warps, smem = core.features(op, sched)
-    bm, bn = sched.bm, sched.bn
-    m = getattr(op, "gemm_m", None) or getattr(op, "m", bm)
-    n = getattr(op, "gemm_n", None) or getattr(op, "n", bn)
-    return {"warps": warps, "smem_bytes": smem, "block_tile": bm * bn, "tiles": -(-m // bm) * -(-n // bn)}
+    return {} if core is None else core.schedule_from_json(schedule).features(op)
 
 
 def search_space(op: Any, variant: Variant | str, host: Any, arch: str | Arch | None = None) -> list[Any]:

@@ -31,6 +31,7 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 from ..cstyle import Param
 from .epilogue import CUDA, statements
 from .render import CudaRenderer, Rendered
+from .schedule import tile_features
 
 SCHEMA_VERSION = 1
 MAX_M = 16
@@ -95,6 +96,10 @@ class GemvSchedule:
         s = GemvSchedule(**schedule_fields(d, GemvSchedule, "cuda", "CUDA", ("core",), SCHEMA_VERSION))
         s.validate()
         return s
+
+    def features(self, op: Any) -> dict[str, float]:
+        """Warps and the reduction's shared memory over the nominal 16 x 64 tile (``tile_features``)."""
+        return tile_features(op, self.warps, smem_bytes(op, self), self.bm, self.bn)
 
 
 # Columns from which gemv's 64-column blocks fill an H100-class GPU (132 SMs) without splitting K over
@@ -168,10 +173,6 @@ def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
     if arch.cc < max(lo, (8, 0)) or (hi is not None and arch.cc > hi):
         raise UnsupportedError(f"{v.id} with the gemv core does not run on {arch.name}")
     schedule.validate(op, arch)
-
-
-def features(op: Any, schedule: Any) -> tuple[int, int]:
-    return schedule.warps, smem_bytes(op, schedule)
 
 
 def smem_bytes(op: Any, schedule: Any) -> int:

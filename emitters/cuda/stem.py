@@ -30,6 +30,8 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.kernels.epilogue import VOCABULARY
 
+from .schedule import tile_features
+
 SCHEMA_VERSION = 1
 MAX_C = 15
 BN = 64  # output channels per block (fewer when K is smaller: a multiple of 16)
@@ -107,6 +109,10 @@ class StemSchedule:
         s = StemSchedule(**schedule_fields(d, StemSchedule, "cuda", "CUDA", ("core",), SCHEMA_VERSION))
         s.validate()
         return s
+
+    def features(self, op: Any) -> dict[str, float]:
+        """Warps and the kernel's shared memory over the nominal tile (``tile_features``)."""
+        return tile_features(op, self.warps, geometry(op, self).smem, self.bm, self.bn)
 
 
 def unsupported(op: Any) -> str | None:
@@ -344,10 +350,6 @@ def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
     if arch.cc < max(lo, (8, 0)) or (hi is not None and arch.cc > hi):
         raise UnsupportedError(f"{v.id} with the stem core does not run on {arch.name}")
     schedule.validate(op, arch)
-
-
-def features(op: Any, schedule: Any) -> tuple[int, int]:
-    return schedule.warps, geometry(op, schedule).smem
 
 
 def blocks_per_sm(g: Geometry, s: StemSchedule, arch: Any) -> int:

@@ -32,17 +32,15 @@ def resolve(variant: Any) -> Any:
 
 
 def schedule_from_json(d: dict[str, Any]) -> HipSchedule:
-    """A HIP schedule from its ``to_json()``; ``BadInputError`` for anything else."""
+    """A HIP schedule from its ``to_json()``, as the class its "kind" names reads it; ``BadInputError`` for
+    anything else."""
     if not isinstance(d, dict):
         raise BadInputError(f"a HIP schedule is a JSON object, not {type(d).__name__}")
-    kind, fields = d.get("kind"), {k: v for k, v in d.items() if k != "kind"}
-    cls = {"hip-mfma": g.HipGemmSchedule, "hip-softmax": sm.HipSoftmaxSchedule}.get(kind)  # type: ignore[arg-type]
+    kind = d.get("kind")
+    cls = {g.KIND: g.HipGemmSchedule, sm.KIND: sm.HipSoftmaxSchedule}.get(kind)  # type: ignore[arg-type]
     if cls is None:
-        raise BadInputError(f"schedule kind {kind!r} is not a HIP schedule (hip-mfma, hip-softmax)")
-    allowed = set(cls.__dataclass_fields__)
-    if set(fields) - allowed or any(isinstance(v, bool) or not isinstance(v, int) for v in fields.values()):
-        raise BadInputError(f"a {kind} schedule has integer fields {', '.join(sorted(allowed))}; got {fields}")
-    return cls(**fields)
+        raise BadInputError(f"schedule kind {kind!r} is not a HIP schedule ({g.KIND}, {sm.KIND})")
+    return cls.from_json(d)  # type: ignore[no-any-return]
 
 
 def check_op(op: Any) -> None:
@@ -69,7 +67,7 @@ def validate_schedule(op: Any, variant: Any, schedule: Any, host: Any) -> None:
     core = core_for(op)
     if not isinstance(schedule, core.schedule):
         raise BadInputError(f"a {op.kind} on HIP takes a {core.schedule.__name__}, not {type(schedule).__name__}")
-    core.validate(op, schedule)
+    core.check(op, variant, schedule, host)
 
 
 def search_space(op: Any, variant: Any, host: Any) -> list[HipSchedule]:
@@ -80,7 +78,7 @@ def search_space(op: Any, variant: Any, host: Any) -> list[HipSchedule]:
 
 def launch(op: Any, schedule: Any, target: str) -> Launch:
     """The kernel that computes ``op`` with ``schedule``, rendered for ``target``."""
-    return core_for(op).launch(op, schedule, target)
+    return core_for(op).render(op, schedule, target)
 
 
 def host_target(host: Any) -> str | None:
@@ -168,7 +166,7 @@ def bank_conflict_drop(op: Any, variant: Any, schedule: Any) -> str | None:
     for pad in PADS[dtype]:
         other = dataclasses.replace(schedule, pad=pad)
         try:
-            other.validate(dtype)
+            other.validate(op)
         except BadInputError:
             continue
         if conflicts(other) == 0:

@@ -1,6 +1,7 @@
-"""The HIP backend's kernel cores by op kind: what each op's kernel computes (``check``), its schedule type,
-heuristic (``hero``), search space and launch description are looked up here, never branched on in
-``build.py``. Adding an op is its kernel module plus one ``Core(...)`` line in ``CORES``.
+"""The HIP backend's kernel cores by op kind: what each op's kernel computes (``check_op``), its schedule
+class, heuristic (``hero``), search space, schedule check and launch description (``render``) are looked up
+here, never branched on in ``build.py``. Adding an op is its kernel module plus one ``HipCore(...)`` line in
+``CORES``.
 
 GEMM and conv2d (NHWC, groups 1) run on the MFMA GEMM body (gemm.py) in bf16, fp16 or fp32 with the fused
 epilogue; softmax on softmax.py. The tiled heuristic fills the GPU's compute units with tiles before it makes
@@ -16,6 +17,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
+from ..core import Core
 from . import gemm as g
 from . import softmax as sm
 
@@ -40,19 +42,14 @@ class Launch:
     dynamic_smem: int = 0
 
 
-@dataclass(frozen=True)
-class Core:
-    """One op kind's HIP kernel: ``check(op)`` raises UnsupportedError for what it does not compute;
-    ``hero(op, compute_units)`` and ``space(op, hero)`` give schedules of type ``schedule``;
-    ``validate(op, schedule)`` raises BadInputError; ``launch(op, schedule, target)`` is the ``Launch``."""
+@dataclass(frozen=True, kw_only=True)
+class HipCore(Core):
+    """One op kind's HIP kernel (the shared ``Core``, emitters/core.py). ``check_op(op)`` raises
+    ``UnsupportedError`` for a case the kernel does not compute, before any schedule exists; the shared
+    hooks take: ``hero(op, compute_units)``, ``space(op, hero)``, ``check(op, variant, schedule, host)``
+    (``BadInputError``), ``render(op, schedule, target) -> the Launch`` (source, grid, block, arguments)."""
 
-    kind: str
-    schedule: type
-    check: Callable[[Any], None]
-    hero: Callable[[Any, int], Any]
-    space: Callable[[Any, Any], list[Any]]
-    validate: Callable[[Any, Any], None]
-    launch: Callable[[Any, Any, str], Launch]
+    check_op: Callable[[Any], None]
 
 
 def _operand(inputs_needed: tuple[str, ...], name: str) -> tuple[str, Any]:
@@ -96,7 +93,7 @@ def tiled_space(op: Any, hero: g.HipGemmSchedule) -> list[g.HipGemmSchedule]:
                                                      PADS[op.dtype.value]):
         s = g.HipGemmSchedule(bm, bn, bk, wm, wn, pad)
         try:
-            s.validate(op.dtype.value)
+            s.validate(op)
         except BadInputError:
             continue
         if s != hero:
@@ -104,8 +101,9 @@ def tiled_space(op: Any, hero: g.HipGemmSchedule) -> list[g.HipGemmSchedule]:
     return out
 
 
-def _mfma_validate(op: Any, schedule: Any) -> None:
-    schedule.validate(op.dtype.value)
+def _check(op: Any, variant: Any, schedule: Any, host: Any) -> None:
+    """The schedule's own check for ``op`` (its dtype, for the MFMA body)."""
+    schedule.validate(op, host)
 
 
 def _gemm_launch(op: Any, schedule: Any, target: str) -> Launch:
@@ -149,22 +147,23 @@ def _softmax_launch(op: Any, schedule: Any, target: str) -> Launch:
                   (schedule.threads, 1, 1), (("in", "x"), ("out", None), ("i32", op.rows), ("i32", op.cols)))
 
 
-CORES: dict[str, Core] = {core.kind: core for core in (
-    Core("gemm", g.HipGemmSchedule, _mfma_dtype, lambda op, cus: tiled_hero(op.m, op.n, op.dtype.value, cus),
-         tiled_space, _mfma_validate, _gemm_launch),
-    Core("conv2d", g.HipGemmSchedule, _conv_check,
-         lambda op, cus: tiled_hero(op.gemm_m, op.gemm_n, op.dtype.value, cus), tiled_space, _mfma_validate,
-         _conv_launch),
-    Core("softmax", sm.HipSoftmaxSchedule, _softmax_check, _softmax_hero, _softmax_space,
-         lambda op, schedule: schedule.validate(), _softmax_launch),
-)}
+CORES: dict[str, HipCore] = {kind: core for core in (
+    HipCore(name="gemm", ops=("gemm",), schedule=g.HipGemmSchedule, check_op=_mfma_dtype,
+            hero=lambda op, cus: tiled_hero(op.m, op.n, op.dtype.value, cus), space=tiled_space, check=_check,
+            render=_gemm_launch),
+    HipCore(name="conv2d", ops=("conv2d",), schedule=g.HipGemmSchedule, check_op=_conv_check,
+            hero=lambda op, cus: tiled_hero(op.gemm_m, op.gemm_n, op.dtype.value, cus), space=tiled_space,
+            check=_check, render=_conv_launch),
+    HipCore(name="softmax", ops=("softmax",), schedule=sm.HipSoftmaxSchedule, check_op=_softmax_check,
+            hero=_softmax_hero, space=_softmax_space, check=_check, render=_softmax_launch),
+) for kind in core.ops}
 
 
-def core_for(op: Any) -> Core:
-    """The core of ``op``'s kind, its ``check`` passed; UnsupportedError for a kind or case it does not take."""
+def core_for(op: Any) -> HipCore:
+    """The core of ``op``'s kind, its ``check_op`` passed; UnsupportedError for a kind or case it does not take."""
     kind = getattr(op, "kind", None)
     core = CORES.get(kind)  # type: ignore[arg-type]
     if core is None:
         raise UnsupportedError(f"the HIP backend has no {kind} kernel")
-    core.check(op)
+    core.check_op(op)
     return core

@@ -18,6 +18,7 @@ same placements; prelude.py), so its logic is verified on an NVIDIA GPU.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tracea.doctor.errors import BadInputError
 from tracea.kernels import DType
@@ -26,7 +27,9 @@ from tracea.kernels.epilogue import statements
 from .mfma import INSTRUCTIONS, Mfma, c_expr
 from .prelude import EPILOGUE
 from .render import HipRenderer
+from .schedule import kind_fields
 
+KIND = "hip-mfma"  # the schedule JSON's "kind"
 KERNEL = "tr_hip_gemm"
 CONV_KERNEL = "tr_hip_conv2d"
 DTYPES = ("bf16", "fp16", "fp32")
@@ -60,15 +63,28 @@ class HipGemmSchedule:
         return f"mfma_{self.bm}x{self.bn}x{self.bk}_w{self.waves_m}x{self.waves_n}_p{self.pad}"
 
     def to_json(self) -> dict[str, int | str]:
-        return {"kind": "hip-mfma", "bm": self.bm, "bn": self.bn, "bk": self.bk, "waves_m": self.waves_m,
+        return {"kind": KIND, "bm": self.bm, "bn": self.bn, "bk": self.bk, "waves_m": self.waves_m,
                 "waves_n": self.waves_n, "pad": self.pad}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> HipGemmSchedule:
+        return HipGemmSchedule(**kind_fields(d, KIND, HipGemmSchedule))
+
+    def features(self, op: Any) -> dict[str, float]:
+        """None beside the fields (``Schedule``)."""
+        return {}
 
     def lds_bytes(self, dtype: str = "bf16") -> int:
         """The two LDS buffers of A and B. The NVIDIA prelude gives them as dynamic shared memory and adds its
         software MFMA's static scratch, 1 KiB a wavefront at most: every valid schedule runs there."""
         return 2 * DType(dtype).itemsize * (self.bm + self.bn) * (self.bk + self.pad)
 
-    def validate(self, dtype: str = "bf16") -> None:
+    def validate(self, op: Any = None, target: Any = None) -> None:
+        """The fields, for ``op``'s dtype (bf16 without an op); the target does not enter."""
+        self.validate_dtype(op.dtype.value if op is not None else "bf16")
+
+    def validate_dtype(self, dtype: str = "bf16") -> None:
+        """``BadInputError`` for fields that do not build a ``dtype`` kernel (tiles, wavefronts, pad, LDS)."""
         if min(self.bm, self.bn, self.bk, self.waves_m, self.waves_n) < 1:
             raise BadInputError(f"{self.name}: tile sizes and wavefront counts must be positive")
         if self.bm % (32 * self.waves_m) or self.bn % (32 * self.waves_n):
@@ -148,7 +164,7 @@ def render(dtype: str, sched: HipGemmSchedule, target: str, problem: str = "gemm
     unknown = [e for e in chain if e not in EPILOGUE]
     if unknown:
         raise BadInputError(f"epilogue: the HIP GEMM has no {', '.join(unknown)}")
-    sched.validate(dtype)
+    sched.validate_dtype(dtype)
     kind = _gemm(layout_a, layout_b) if problem == "gemm" else CONV
     return HipRenderer().prelude(target, dtype, sched.waves) + _body(sched, kind, instruction(dtype), chain)
 

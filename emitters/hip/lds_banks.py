@@ -83,7 +83,7 @@ def gemm_lds_accesses(s: Any, dtype: str = "bf16", fragment_vector: bool = True)
 
     if dtype not in DTYPES:
         raise BadInputError(f"dtype: the HIP MFMA GEMM takes {', '.join(DTYPES)}, not {dtype}")
-    s.validate(dtype)
+    s.validate_dtype(dtype)
     elem = DType(dtype).itemsize
     return {**_fragment_reads(s, instruction(dtype), elem, fragment_vector), **_staging_stores(s, elem)}
 

@@ -10,11 +10,14 @@ A row's elements a lane reads are consecutive across the wavefront, so a load is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
 from .render import HipRenderer
+from .schedule import kind_fields
 
+KIND = "hip-softmax"  # the schedule JSON's "kind"
 KERNEL = "tr_hip_softmax"
 STORE = {"fp32": "float", "bf16": "unsigned short", "fp16": "unsigned short"}
 
@@ -32,9 +35,18 @@ class HipSoftmaxSchedule:
         return f"softmax_r{self.rows_per_group}"
 
     def to_json(self) -> dict[str, int | str]:
-        return {"kind": "hip-softmax", "rows_per_group": self.rows_per_group}
+        return {"kind": KIND, "rows_per_group": self.rows_per_group}
 
-    def validate(self) -> None:
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> HipSoftmaxSchedule:
+        return HipSoftmaxSchedule(**kind_fields(d, KIND, HipSoftmaxSchedule))
+
+    def features(self, op: Any) -> dict[str, float]:
+        """None beside the fields (``Schedule``)."""
+        return {}
+
+    def validate(self, op: Any = None, target: Any = None) -> None:
+        """The fields; neither the op nor the target enters."""
         if not 1 <= self.rows_per_group <= 15:
             raise BadInputError(f"rows_per_group: {self.rows_per_group} is outside 1..15 (a wavefront a row)")
 

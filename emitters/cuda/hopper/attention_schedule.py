@@ -18,6 +18,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
+from ..schedule import tile_features
 from .ptx import PTX_TYPE
 from .schedule import PRODUCER_REGS, REGISTERS_PER_SM, SMEM_OPTIN_SM90, SWIZZLE
 
@@ -167,6 +168,11 @@ class AttnWgmmaSchedule:
             raise BadInputError("schedule: not a cuda-wgmma attention schedule")
         return AttnWgmmaSchedule(**schedule_fields(d, AttnWgmmaSchedule, "cuda", "CUDA", (), SCHEMA_VERSION))
 
+    def features(self, op: Any) -> dict[str, float]:
+        """The block's warps (producer's included) and shared memory at ``op``'s head dim over the bq x bk
+        tile (``tile_features``)."""
+        return tile_features(op, self.threads // 32, self.smem_bytes(op.head_dim), self.bm, self.bn)
+
 
 def smem_plan(sched: AttnWgmmaSchedule, d: int) -> dict[str, int]:
     """Byte offsets from the 1024-aligned base: Q, then K stages, then V stages, then the mbarriers
@@ -250,10 +256,6 @@ def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSc
 # ------------------------------------------------------------------------------ the core's hooks (cores.py)
 
 
-def schedule_from_json(d: dict[str, Any]) -> AttnWgmmaSchedule:
-    return AttnWgmmaSchedule.from_json(d)
-
-
 def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
     """What ``build._check`` asks of the kernel: an attention op, this schedule type, the sm_90a target."""
     from ..tma import require_sm90a
@@ -262,8 +264,3 @@ def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
         raise BadInputError(f"schedule: {v.id} takes a wgmma attention schedule, got {type(schedule).__name__}")
     require_sm90a(op, v, arch, "fp32 attention runs on the CPU backend")
     schedule.validate(op, arch.smem_optin)
-
-
-def features(op: Any, schedule: AttnWgmmaSchedule) -> tuple[int, int]:
-    """(warps, dynamic shared memory bytes) for the tuner's model."""
-    return schedule.threads // 32, schedule.smem_bytes(op.head_dim)

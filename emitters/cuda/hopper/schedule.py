@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from tracea.doctor.errors import BadInputError
 
 from ...layout import TmaSwizzle
+from ..schedule import tile_features
 from .conv_paths import gemm_view, gemm_view_unsupported, im2col_unsupported
 from .ptx import PTX_TYPE
 
@@ -242,6 +243,10 @@ class WgmmaSchedule:
         if d.pop("core", "wgmma") != "wgmma":
             raise BadInputError("schedule: not a cuda-wgmma schedule")
         return WgmmaSchedule(**schedule_fields(d, WgmmaSchedule, "cuda", "CUDA", (), SCHEMA_VERSION))
+
+    def features(self, op: Any) -> dict[str, float]:
+        """The block's warps (producer's included) and dynamic shared memory over its tile (``tile_features``)."""
+        return tile_features(op, self.threads // 32, self.smem_bytes, self.bm, self.bn)
 
 
 # Picked from the H200 runs (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma/tma-store-epilogue, docs/hopper.md): the TMA-store epilogue took bf16

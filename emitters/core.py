@@ -1,0 +1,58 @@
+"""A kernel core: everything that takes one family of kernels from an op to a kernel, as one registry line.
+
+Every backend keeps a registry of its cores (``cpu/registry.py``, ``cuda/cores.py``, ``hip/cores.py``), each
+line a ``Core`` (or the backend's subclass) naming its module's functions by direct reference, so that its
+``build.py`` looks each step up there and branches on no op kind. The fields below are what every
+backend's cores have; a subclass adds only what one backend needs beside them:
+
+- ``CpuCore`` (``cpu/cores.py``): the runtime's call interface, which the C entry point does not carry
+  (entry, buffer order, arguments, the kernel name's tag, the fields the source depends on, metadata);
+- ``CudaCore`` (``cuda/cores.py``): several cores per op kind, so the variant family whose main core it is,
+  and for an alternate core the families it serves beside theirs and where it is their hero
+  (``serves``, ``prefers``, ``applies``);
+- ``HipCore`` (``hip/cores.py``): the check of the op alone (``check_op``), before any schedule exists.
+
+The callables' arguments are each backend's own (its build passes what its target is: a host report, an
+``Arch``, a count of compute units); the subclasses' docstrings list them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class Core:
+    """One kernel core of a backend and the ops it serves."""
+
+    name: str
+    """What the core is called: on CUDA its schedules' ``core``; on the CPU and HIP the op kind it computes."""
+
+    ops: tuple[str, ...]
+    """The op kinds it computes."""
+
+    schedule: type
+    """Its schedule class (a ``Schedule``, emitters/schedule.py): the type its checks expect, and
+    ``schedule.from_json`` reads one back (``schedule_from_json``)."""
+
+    hero: Callable[..., Any]
+    """The heuristic schedule for an op on the target: what runs when nothing is tuned, the space's first."""
+
+    space: Callable[..., Any]
+    """The candidates the tuner measures."""
+
+    check: Callable[..., None]
+    """``(op, variant, schedule, target)``: raise ``BadInputError`` or ``UnsupportedError`` when the schedule
+    cannot run the op with the variant on the target; pass otherwise."""
+
+    render: Callable[..., Any]
+    """The kernel's source (on a GPU with its launch description: grid, block, shared memory, arguments)."""
+
+    kernel: Callable[..., Any] | None = None
+    """The loaded kernel object over a compiled artifact; None: the backend's plain one."""
+
+    def schedule_from_json(self, d: dict[str, Any]) -> Any:
+        """One of this core's schedules from its ``to_json()``."""
+        return self.schedule.from_json(d)  # type: ignore[attr-defined, no-any-return]

@@ -52,7 +52,12 @@ def needs_quiet_timing(config: Any, host: Any = None) -> bool:
         return False  # nothing is timed
     if config.evaluation.workers != 1 or config.evaluation.cluster is not None:
         return False  # a pool's workers time on their own cores or GPUs, several at once: no one pause fits
-    return config.target.backend in (None, "cpu") or (os.cpu_count() or 1) < QUIET_CORES
+    backend = config.target.backend  # None: the planner's choice, timed as a host backend would be
+    if backend is None:
+        return True
+    from tracea.emitters import registry
+
+    return not registry.backend(backend).ON_DEVICE or (os.cpu_count() or 1) < QUIET_CORES
 
 
 QUIET_WINDOW_S = 0.05

@@ -37,17 +37,29 @@ def _export(tmp_path: Path, name: str, seed: int, budget: int = 6) -> dict:
 
 def test_two_machines_merge_by_key_and_nothing_twice(tmp_path):
     a, b = _export(tmp_path, "a", 1), _export(tmp_path, "b", 2)
+    # the two runs started in the same second and measured in it (timestamps are to the second): still two runs
+    # of six measurements each, one of them possibly of a schedule the other measured too
+    for r in b["runs"]:
+        r["started"] = a["runs"][0]["started"]
+    for t, u in zip(b["trials"], a["trials"], strict=True):
+        t["created"] = u["created"]
+    b["trials"][0]["schedule"], b["trials"][0]["name"] = a["trials"][0]["schedule"], a["trials"][0]["name"]
     db = TuningDB(tmp_path / "here.sqlite")
     try:
         first = merge(db, a)
         assert first == {"runs_added": 1, "runs_known": 0, "trials_added": 6, "trials_known": 0}
         again = merge(db, a)
         assert again == {"runs_added": 0, "runs_known": 1, "trials_added": 0, "trials_known": 6}
-        merge(db, b)
+        assert merge(db, b) == {"runs_added": 1, "runs_known": 0, "trials_added": 6, "trials_known": 0}
         key = a["runs"][0]["key"]
         assert b["runs"][0]["key"] == key  # the same op, variant and (replay) fingerprint
         trials = db.trials(key)
-        assert len({t["schedule_key"] for t in trials}) == len(trials) <= 12
+        # each machine's measurement once: the two tunes may both have measured one schedule (random draws), and
+        # both measurements are kept; a row is the same only with the same schedule, status and time
+        assert len(trials) == 12 and len({t["run_id"] for t in trials}) == 2
+        rows = [(t["run_id"], t["idx"], t["schedule_key"], t["created"]) for t in trials]
+        assert len(set(rows)) == 12
+        assert len({t["schedule_key"] for t in trials}) < 12  # one schedule measured by both runs, kept twice
         best = min((t for t in a["trials"] + b["trials"] if t["status"] == "ok"), key=lambda t: t["p50_ms"])
         assert db.best(key)["p50_ms"] == best["p50_ms"]
     finally:

@@ -5,8 +5,9 @@ Every run and trial is checked as a row read from the database is (tuner/db_rows
 must be the hash of its own op signature, variant and fingerprint (a key that does not match would file
 trials under another op or machine), and each trial must belong to a run of the file with the same key.
 One bad row refuses the whole file, naming the row; nothing is written. A run already here (same key,
-fingerprint and start time) and a trial already here (same key, schedule, status and time) are not added
-twice, so importing the same file again adds nothing. An imported run still "running" elsewhere arrives
+fingerprint, start time, strategy, seed, budget and options) and a trial of that run already here (same
+index, schedule, status and time) are not added twice, so importing the same file again adds nothing; two
+runs started in the same second (timestamps are to the second) stay two, each with all its trials. An imported run still "running" elsewhere arrives
 "interrupted": nothing here will finish it. Nothing in the file is executed; schedules are data, used only
 after the variant's own validation (tuner/lookup.py).
 """
@@ -87,8 +88,12 @@ def merge(db: TuningDB, doc: Any) -> dict[str, int]:
     with db.tx() as c:
         new_id: dict[int, int] = {}
         for r in runs:
-            found = c.execute("SELECT id FROM runs WHERE key = ? AND fingerprint = ? AND started = ?",
-                              (r["key"], r["fingerprint"], r["started"])).fetchone()
+            # one run: its key and machine, when it started (to the second) and how it searched; two runs of one
+            # machine started in the same second (two processes, a replayed space) stay two runs
+            found = c.execute("SELECT id FROM runs WHERE key = ? AND fingerprint = ? AND started = ? AND strategy IS ?"
+                              " AND seed IS ? AND budget IS ? AND options IS ?",
+                              (r["key"], r["fingerprint"], r["started"], r.get("strategy"), r.get("seed"),
+                               r.get("budget"), r.get("options"))).fetchone()
             if found is not None:
                 new_id[r["id"]] = int(found[0])
                 out["runs_known"] += 1
@@ -99,8 +104,9 @@ def merge(db: TuningDB, doc: Any) -> dict[str, int]:
             new_id[r["id"]] = int(cur.lastrowid)  # type: ignore[arg-type]
             out["runs_added"] += 1
         for t in trials:
-            if c.execute("SELECT 1 FROM trials WHERE key = ? AND schedule_key = ? AND status = ? AND created = ?",
-                         (t["key"], t["schedule_key"], t["status"], t["created"])).fetchone() is not None:
+            if c.execute("SELECT 1 FROM trials WHERE run_id = ? AND idx IS ? AND schedule_key = ? AND status = ?"
+                         " AND created = ?", (new_id[t["run_id"]], t.get("idx"), t["schedule_key"], t["status"],
+                                              t["created"])).fetchone() is not None:  # this run's own trial again
                 out["trials_known"] += 1
                 continue
             c.execute(f"INSERT INTO trials (run_id, {', '.join(TRIAL_COLS)}) VALUES ({', '.join('?' * (1 + len(TRIAL_COLS)))})",

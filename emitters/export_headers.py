@@ -101,8 +101,12 @@ def header(launcher: Launcher, backend: str) -> str:
     shapes = "\n".join(f"#define {launcher.shape_macro(t)}_NDIM {len(t.shape)}\n"
                        f"#define {launcher.shape_macro(t)}_SHAPE {{{', '.join(map(str, t.shape))}}}"
                        for t in launcher.tensors)
+    from .registry import backend as backend_module
+
+    # the CUDA driver's names: the one device backend that exports packages today (export_package.py)
     stream = ("a CUstream (NULL: the default stream); views hold device pointers (CUdeviceptr cast to void*)"
-              if backend == "cuda" else "unused on the CPU (pass NULL); the call returns when the result is written")
+              if backend_module(backend).ON_DEVICE else
+              "unused on the CPU (pass NULL); the call returns when the result is written")
     m, api = launcher.macro, launcher.api
     return f"""/* tracea.h: the C ABI of the Tracea package {launcher.prefix} (written by `tracea export`; do not edit).
  * One op at one shape; every launcher checks its views and returns a status (never reads out of bounds).

@@ -56,7 +56,6 @@ BACKEND_PLACES: dict[str, tuple[str, str]] = {
     "emitters/registry.py": ("edit", "one line in BACKENDS: the name and its module's dotted path"),
     "pyproject.toml": ("edit", "tracea.emitters.<name> (and any subpackage) in [tool.setuptools] packages"),
     "emitters/hip/run_nvidia.py": ("stray", "HIP's harness on an NVIDIA GPU imports CUDA's compiler"),
-    "emitters/export_headers.py": ("stray", "tracea.h's sentence about streams is chosen by backend == 'cuda'"),
     "tracea_cli/ops/_functions.py": ("stray", "conv2d's NCHW note compares the route's variant with 'cuda-wgmma.conv2d'"),
 }
 

@@ -58,6 +58,21 @@ class Schedule(Protocol):
         ...
 
 
+def positive_ints(schedule: Any, names: tuple[str, ...]) -> None:
+    """``BadInputError`` naming the first of ``names`` that is not a positive integer (a bool is not one)."""
+    for name in names:
+        v = getattr(schedule, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
+
+
+def booleans(schedule: Any, names: tuple[str, ...]) -> None:
+    """``BadInputError`` naming the first of ``names`` that is not true or false."""
+    for name in names:
+        if not isinstance(getattr(schedule, name), bool):
+            raise BadInputError(f"{name}: expected true or false, got {getattr(schedule, name)!r}")
+
+
 def schedule_fields(d: dict[str, Any], cls: type, backend: str, label: str, required: tuple[str, ...],
                     version: int = SCHEMA_VERSION) -> dict[str, Any]:
     """The constructor arguments of ``cls`` from a schedule's JSON ``d`` (every backend's ``from_json``):

@@ -27,7 +27,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
-from ..schedule import SCHEMA_VERSION, schedule_fields
+from ..schedule import SCHEMA_VERSION, positive_ints, schedule_fields
 from .attention_c import TASK_C
 from .cores import CpuCore
 from .gemm_core import IN_CONVERT
@@ -87,10 +87,7 @@ class AttentionSchedule:
         return 2 * head_dim * qr + (2 * self.bk * head_dim if pack else 0) + self.bk * qr + 7 * qr
 
     def validate(self, op: Any, host: Any, variant: Any = None) -> None:
-        for name in ("bq", "bk", "threads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise BadInputError(f"{name}: expected a positive integer, got {value!r}")
+        positive_ints(self, ("bq", "bk", "threads"))
         if self.bq > 1024 or self.bk > 4096:
             raise BadInputError(f"bq/bk: at most 1024 query rows and 4096 keys a block, got {self.bq} x {self.bk}")
         block = getattr(op, "block_size", None)

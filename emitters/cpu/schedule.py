@@ -21,7 +21,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
-from ..schedule import SCHEMA_VERSION, schedule_fields
+from ..schedule import SCHEMA_VERSION, booleans, positive_ints, schedule_fields
 
 # family -> (fp32 lanes per vector register, vector registers), the facts validation needs. The renderers
 # in emitters/cpu/isa.py declare the same numbers; tests/test_cpu_schedule.py checks they agree.
@@ -65,15 +65,10 @@ class CpuSchedule:
     def validate(self, op: Any, host: Any, variant: Any = None) -> None:
         """Raise ``BadInputError`` naming the first field that cannot work for ``op`` on ``host`` with
         ``variant`` (default: the host's own SIMD family)."""
-        for name in ("mr", "nr", "mc", "kc", "nc", "threads", "unroll"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise BadInputError(f"{name}: expected a positive integer, got {value!r}")
+        positive_ints(self, ("mr", "nr", "mc", "kc", "nc", "threads", "unroll"))
         if isinstance(self.prefetch, bool) or not isinstance(self.prefetch, int) or not 0 <= self.prefetch <= 1024:
             raise BadInputError(f"prefetch: expected a distance in k steps from 0 (off) to 1024, got {self.prefetch!r}")
-        for name in ("pack_a", "pack_b", "small_m"):
-            if not isinstance(getattr(self, name), bool):
-                raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
+        booleans(self, ("pack_a", "pack_b", "small_m"))
         family = family_of(variant, host)
         lanes, vregs = FAMILY_REGISTERS[family]
         if self.nr % lanes:

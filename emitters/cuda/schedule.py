@@ -48,6 +48,8 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
+from ..schedule import positive_ints
+
 SCHEMA_VERSION = 1
 CORES = ("mma", "simt", "softmax")
 HOIST = ("auto", "smem", "recompute")
@@ -123,11 +125,8 @@ class CudaSchedule:
         """Raise ``BadInputError`` naming the first field that cannot work (for ``op`` on ``arch``)."""
         if self.core not in CORES:
             raise BadInputError(f"core: expected one of {', '.join(CORES)}, got {self.core!r}")
-        for name in ("bm", "bn", "bk", "wm", "wn", "stages", "raster", "min_blocks", "vec", "split_k", "frags",
-                     "thread_n"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
+        positive_ints(self, ("bm", "bn", "bk", "wm", "wn", "stages", "raster", "min_blocks", "vec", "split_k", "frags",
+                             "thread_n"))
         for name in ("threads", "chunks", "persist", "lanes", "split"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:

@@ -18,6 +18,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
+from ...schedule import booleans, positive_ints
 from ..schedule import tile_features
 from .ptx import PTX_TYPE
 from .schedule import PRODUCER_REGS, REGISTERS_PER_SM, SMEM_OPTIN_SM90, SWIZZLE
@@ -107,13 +108,8 @@ class AttnWgmmaSchedule:
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
         """Raise ``BadInputError`` naming the first field that cannot work (for ``op``'s head dim if given)."""
-        for name in ("bk", "stages", "consumers", "q_buffers"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
-        for name in ("pingpong", "intra", "persistent", "split_kv"):
-            if not isinstance(getattr(self, name), bool):
-                raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
+        positive_ints(self, ("bk", "stages", "consumers", "q_buffers"))
+        booleans(self, ("pingpong", "intra", "persistent", "split_kv"))
         if self.bk % 16 or not 16 <= self.bk <= 256:
             raise BadInputError(f"bk: {self.bk} keys is not a multiple of 16 in 16..256 (the wgmma's n and k)")
         if self.consumers not in (1, 2, 3):

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from tracea.doctor.errors import BadInputError
 
 from ...layout import TmaSwizzle
+from ...schedule import booleans, positive_ints
 from ..schedule import tile_features
 from .conv_paths import gemm_view, gemm_view_unsupported, im2col_unsupported
 from .ptx import PTX_TYPE
@@ -157,15 +158,10 @@ class WgmmaSchedule:
 
     def _validate_fields(self) -> None:
         """Each field's type and, for the named choices, its value."""
-        for name in ("bm", "bn", "stages", "consumers", "group", "cluster"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise BadInputError(f"{name}: expected a positive integer, got {v!r}")
+        positive_ints(self, ("bm", "bn", "stages", "consumers", "group", "cluster"))
         if isinstance(self.split, bool) or not isinstance(self.split, int) or not 0 <= self.split <= 16:
             raise BadInputError(f"split: expected 0 (fill the SMs), 1 (none) or 2..16 k slices, got {self.split!r}")
-        for name in ("persistent", "pingpong", "split_tail"):
-            if not isinstance(getattr(self, name), bool):
-                raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
+        booleans(self, ("persistent", "pingpong", "split_tail"))
         if self.store not in STORES:
             raise BadInputError(f"store: expected 'direct' or 'tma', got {self.store!r}")
         if self.raster not in RASTERS:

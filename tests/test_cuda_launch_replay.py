@@ -48,14 +48,20 @@ class Driver:
         self.cuCtxSetCurrent = lambda ctx: self.calls.append(("ctx", ctx)) or 0
 
 
-@pytest.fixture
-def driver(monkeypatch, home):
-    d = Driver()
-    monkeypatch.setattr(launches, "_LIB", [d])
+def libcuda_stand_in(monkeypatch, driver):
+    """``driver`` (C-callable stand-ins for libcuda's launch functions) as launches.py's CUDA driver, the
+    compiled replay loop built anew in the test's compile cache and on, errors named by code (also used by
+    tests/test_ops_native_call.py)."""
+    monkeypatch.setattr(launches, "_LIB", [driver])
     monkeypatch.setattr(launches, "_NATIVE", [])
     monkeypatch.setattr(launches, "error_name", lambda rc: f"error {rc}")
     monkeypatch.delenv("TRACEA_NATIVE_LAUNCH", raising=False)
-    return d
+    return driver
+
+
+@pytest.fixture
+def driver(monkeypatch, home):
+    return libcuda_stand_in(monkeypatch, Driver())
 
 
 class Copy:

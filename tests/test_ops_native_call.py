@@ -22,6 +22,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from test_cuda_launch_replay import libcuda_stand_in  # tests/ is on the path
 
 from tracea.doctor.errors import LaunchError
 from tracea.emitters.cuda import launches
@@ -54,13 +55,8 @@ class Driver:
 
 @pytest.fixture
 def driver(monkeypatch, home):
-    d = Driver()
-    monkeypatch.setattr(launches, "_LIB", [d])
-    monkeypatch.setattr(launches, "_NATIVE", [])
-    monkeypatch.setattr(launches, "error_name", lambda rc: f"error {rc}")
     monkeypatch.setattr(_native_call, "_TYPE", [])
-    monkeypatch.delenv("TRACEA_NATIVE_LAUNCH", raising=False)
-    return d
+    return libcuda_stand_in(monkeypatch, Driver())
 
 
 class Kernel:

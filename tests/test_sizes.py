@@ -22,8 +22,7 @@ MODULES_ONLY = ("benchmarks", "tracea_cli")  # held to MODULE_LINES as well
 # Folders whose functions are held to SHORT_FUNCTION_LINES, save the paths starting with one of
 # SHORT_FUNCTIONS_EXCEPT (not held to it yet).
 SHORT_FUNCTIONS = ("doctor", "kernels", "reports", "tuner", "tracea_cli", "benchmarks")
-SHORT_FUNCTIONS_EXCEPT = ("tracea_cli/ops/", "benchmarks/gpu/ops_",
-                          "benchmarks/gpu/graph_launch_probe.py")
+SHORT_FUNCTIONS_EXCEPT: tuple[str, ...] = ()
 SHORT_FUNCTION_LINES = 60
 
 # "path" or "path::qualified.function" -> why it may exceed the limit. Empty today.

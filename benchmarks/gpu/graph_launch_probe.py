@@ -244,9 +244,8 @@ def _function(source: str, name: str) -> int:
 _function.keep = []  # type: ignore[attr-defined]
 
 
-def matrix(nodes: int = 60) -> None:
-    """What makes a graph slow to launch: graphs of about ``nodes`` kernels, one property changed at a time
-    (buffers, parameter bytes, Tracea's kernels alone or between PyTorch's, clusters, split-K scratch)."""
+def _matrix_cases(nodes: int) -> list[tuple[str, object]]:
+    """``matrix``'s graphs: (label, the calls captured)."""
     import ctypes
 
     import numpy as np
@@ -294,6 +293,13 @@ def matrix(nodes: int = 60) -> None:
         (f"{half} x (Tracea 3x3 split-K conv, relu_)", lambda: [tracea.ops.conv2d(x3, w3, padding=1).relu_()
                                                                 for _ in range(half)]),
     ]
+    return cases
+
+
+def matrix(nodes: int = 60) -> None:
+    """What makes a graph slow to launch: graphs of about ``nodes`` kernels, one property changed at a time
+    (buffers, parameter bytes, Tracea's kernels alone or between PyTorch's, clusters, split-K scratch)."""
+    cases = _matrix_cases(nodes)
     print(f"\nGraphs of about {nodes} kernels, one property changed at a time: host us of replay() and of "
           "cuGraphLaunch, device us of a replay (GPU drained before each)\n")
     print("| graph | replay() host | cuGraphLaunch host | device | kernel |")

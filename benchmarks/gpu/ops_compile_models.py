@@ -89,6 +89,23 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int, block: int =
     return {name: median_p95(v) for name, v in ms.items()}
 
 
+def first_call(fn: Callable[[torch.Tensor], object], x: torch.Tensor, profile: bool) -> tuple[float, str]:
+    """Seconds of ``fn``'s first call (the compile) and, with ``profile``, its cProfile by cumulative time."""
+    prof = cProfile.Profile() if profile else None
+    t0 = time.perf_counter()
+    if prof is not None:
+        prof.enable()
+    fn(x)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    if prof is None:
+        return seconds, ""
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
+    return seconds, text.getvalue()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["resnet50", "block"])
@@ -114,18 +131,9 @@ def main(argv: list[str] | None = None) -> int:
                     tracea.ops.clear_cache()
                     cb.REPORTS.clear()
                     fn = torch.compile(model, backend=backend, mode=None if mode == "default" else mode)
-                    prof = cProfile.Profile() if args.profile and backend == "tracea" else None
-                    t0 = time.perf_counter()
-                    if prof is not None:
-                        prof.enable()
-                    fn(x)
-                    torch.cuda.synchronize()
-                    first = time.perf_counter() - t0
-                    if prof is not None:
-                        prof.disable()
-                        text = io.StringIO()
-                        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
-                        reports.append(f"--- cProfile of the first call, {label}, mode {mode}:\n{text.getvalue()}")
+                    first, profiled = first_call(fn, x, args.profile and backend == "tracea")
+                    if profiled:
+                        reports.append(f"--- cProfile of the first call, {label}, mode {mode}:\n{profiled}")
                     y = fn(x).float()  # (graph trees record on later calls)
                     err = float((y - want).norm() / want.norm())
                     fns[backend] = lambda fn=fn, x=x: fn(x)

@@ -138,11 +138,7 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
         STATS["slow_path"] += 1
     numpy_dtypes(args)
     if out is not None:
-        check_out(out, first, out_shape, out_channels_last)  # a bad out is the caller's error on either path
-        for n, a in args.items():
-            if overlapping(out, a.obj):
-                raise BadInputError(f"out: overlaps the input {n!r}; the kernel would read what it writes",
-                                    "give out= a buffer of its own")
+        _check_given_out(out, first, args, out_shape, out_channels_last)
     if out_shape and math.prod(out_shape) == 0:  # nothing to compute: an empty result, as NumPy and torch give
         route.path, route.reason = "empty", "the result has no elements: nothing is computed"
         if explaining:
@@ -179,20 +175,38 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
         route.in_process = route.build_cache_hit = None
         if explaining:
             return route
-        if not _engine.fallback_allowed():
-            raise UnsupportedError(f"tracea.ops.{name}: {fb.reason}",
-                                   "tracea.ops.allow_fallback(True) runs the vendor call instead") from None
-        if first.kind == "numpy":
-            fallback_memory(name, args, out_shape)
-        result = vendor()
-        STATS["fallbacks"] += 1
-        if out is None:
-            return result
-        if first.kind == "numpy":
-            out[...] = result
-        else:
-            out.copy_(result)
-        return out
+        return _vendor_call(name, fb, first, args, out, out_shape, vendor)
+
+
+def _check_given_out(out: Any, first: Arg, args: dict[str, Arg], out_shape: tuple[int, ...],
+                     channels_last: bool) -> None:
+    """A given ``out`` is the caller's error on either path: its type, shape, dtype, device and layout, and
+    no overlap with an input."""
+    check_out(out, first, out_shape, channels_last)
+    for n, a in args.items():
+        if overlapping(out, a.obj):
+            raise BadInputError(f"out: overlaps the input {n!r}; the kernel would read what it writes",
+                                "give out= a buffer of its own")
+
+
+def _vendor_call(name: str, fb: Fallback, first: Arg, args: dict[str, Arg], out: Any, out_shape: tuple[int, ...],
+                 vendor: Callable[[], Any]) -> Any:
+    """The vendor call where the kernels do not take the call (or the reason, under ``allow_fallback(False)``),
+    its result written into ``out`` where one was given."""
+    if not _engine.fallback_allowed():
+        raise UnsupportedError(f"tracea.ops.{name}: {fb.reason}",
+                               "tracea.ops.allow_fallback(True) runs the vendor call instead") from None
+    if first.kind == "numpy":
+        fallback_memory(name, args, out_shape)
+    result = vendor()
+    STATS["fallbacks"] += 1
+    if out is None:
+        return result
+    if first.kind == "numpy":
+        out[...] = result
+    else:
+        out.copy_(result)
+    return out
 
 
 def _launch(k: Any, backend: str, first: Arg, feeds: dict[str, Any], out: Any) -> None:

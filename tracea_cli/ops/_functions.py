@@ -209,23 +209,21 @@ def conv2d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any 
     return y
 
 
-def _conv2d(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, groups: Any, layout: Any,
-            out: Any, key: tuple[Any, ...] | None) -> Any:
-    if not isinstance(layout, str) or layout.lower() not in ("nchw", "nhwc"):
-        raise BadInputError(f"conv2d: layout expected 'nchw' or 'nhwc', got {shown(layout)}",
-                            "torch tensors in channels_last memory take the default 'nchw'")
-    layout = layout.lower()
-    args = {"x": describe("x", x), "weight": describe("weight", weight)}
-    if bias is not None:
-        args["bias"] = describe("bias", bias)
+def _conv_dims(args: dict[str, Arg], layout: str) -> tuple[int, ...]:
+    """(n, c, h, w, k, c/groups, r, s) of a conv's x and weight in ``layout``; both must be 4-D."""
     xs, ws = args["x"].shape, args["weight"].shape
     if len(xs) != 4 or len(ws) != 4:
         raise BadInputError(f"conv2d: x and weight must be 4-D, got {xs} and {ws}",
                             "an unbatched image takes x[None]; nn.Conv2d layers do this for you")
     n, c, h, w = xs if layout == "nchw" else (xs[0], xs[3], xs[1], xs[2])
     k, cg, r, s = ws if layout == "nchw" else (ws[0], ws[3], ws[1], ws[2])
-    stride, dilation = _pair("stride", stride), _pair("dilation", dilation)
-    pad = _padding(padding, (r, s), dilation, stride)
+    return n, c, h, w, k, cg, r, s
+
+
+def _check_conv_sizes(args: dict[str, Arg], layout: str, groups: Any, dims: tuple[int, ...]) -> None:
+    """The groups, the filter's and the image's sizes, the channels and the bias agree."""
+    c, h, w, k, cg, r, s = dims
+    xs, ws = args["x"].shape, args["weight"].shape
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or not 1 <= groups < 2**31:
         raise BadInputError(f"conv2d: groups expected a positive integer, got {shown(groups)}", "e.g. groups=1")
     if min(cg, r, s) < 1:
@@ -237,8 +235,23 @@ def _conv2d(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation:
     if c != cg * groups:
         raise BadInputError(f"conv2d: x has {c} channels, weight expects {cg} x groups={groups}",
                             f"check layout={layout!r}: weight is (K, C/groups, R, S) for nchw, (K, R, S, C/groups) for nhwc")
-    if bias is not None and args["bias"].shape != (k,):
+    if "bias" in args and args["bias"].shape != (k,):
         raise BadInputError(f"conv2d: bias is {args['bias'].shape}, expected ({k},)", "one value per output channel")
+
+
+def _conv2d(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, groups: Any, layout: Any,
+            out: Any, key: tuple[Any, ...] | None) -> Any:
+    if not isinstance(layout, str) or layout.lower() not in ("nchw", "nhwc"):
+        raise BadInputError(f"conv2d: layout expected 'nchw' or 'nhwc', got {shown(layout)}",
+                            "torch tensors in channels_last memory take the default 'nchw'")
+    layout = layout.lower()
+    args = {"x": describe("x", x), "weight": describe("weight", weight)}
+    if bias is not None:
+        args["bias"] = describe("bias", bias)
+    n, c, h, w, k, cg, r, s = _conv_dims(args, layout)
+    stride, dilation = _pair("stride", stride), _pair("dilation", dilation)
+    pad = _padding(padding, (r, s), dilation, stride)
+    _check_conv_sizes(args, layout, groups, (c, h, w, k, cg, r, s))
     p = (h + pad[0] + pad[1] - dilation[0] * (r - 1) - 1) // stride[0] + 1
     q = (w + pad[2] + pad[3] - dilation[1] * (s - 1) - 1) // stride[1] + 1
     even = pad[0] == pad[1] and pad[2] == pad[3]

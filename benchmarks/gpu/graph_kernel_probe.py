@@ -1,0 +1,363 @@
+"""What the kernels of a batch-1 ResNet-50 CUDA graph are, and what makes Tracea's slower inside one
+(issue 31: the patched graph replays at 0.87-0.97x cuDNN's, while each of its convolutions in ``tracea bench``,
+launched one by one on a stream, is at 0.9-1.2x).
+
+    python benchmarks/gpu/graph_kernel_probe.py --attrs      # each graph's kernels: smem, registers, carveout, edges
+    python benchmarks/gpu/graph_kernel_probe.py --switch     # cost of a kernel of large shared memory between small ones
+    python benchmarks/gpu/graph_kernel_probe.py --carveout   # the patched graph with every kernel preferring max shared
+    python benchmarks/gpu/graph_kernel_probe.py --distinct   # 60 trivial kernels from K modules
+    python benchmarks/gpu/graph_kernel_probe.py --forms      # batch-1 1x1 convs: schedules in a graph of ten vs cuDNN
+
+Every device figure is a replay from an idle GPU (drained before each; the median of 20) or, "queued", 20
+replays back to back (the mean); CUDA events. ``--forms`` checks each schedule's output against
+``F.conv2d`` on fresh random inputs before timing it. Needs a GPU, PyTorch, torchvision and cuda-bindings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from graph_launch_probe import TRIVIAL, capture, idle_gaps, replay_times  # noqa: E402
+
+import tracea  # noqa: E402
+
+
+def _d():
+    from cuda.bindings import driver as d
+
+    return d
+
+
+def _ok(ret):
+    """cuda-bindings returns (CUresult, values...): the values, or RuntimeError with the error's name."""
+    err, *rest = ret if isinstance(ret, tuple) else (ret,)
+    if int(err) != 0:
+        raise RuntimeError(f"{err}")
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
+def queued(g: torch.cuda.CUDAGraph, rounds: int = 20) -> float:
+    """Device us per replay with ``rounds`` replays queued back to back."""
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(rounds):
+        g.replay()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1e3 / rounds
+
+
+def resnet(batch: int = 1):
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).cuda().half().eval().to(memory_format=torch.channels_last)
+    x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(
+        memory_format=torch.channels_last)
+    return model, x
+
+
+def kernel_nodes(g: torch.cuda.CUDAGraph) -> list[tuple[object, object]]:
+    """(node, CUDA_KERNEL_NODE_PARAMS) of every kernel node of ``g`` (captured with its graph kept)."""
+    d = _d()
+    raw = d.CUgraph(g.raw_cuda_graph())
+    n = _ok(d.cuGraphGetNodes(raw, 0))[1]
+    nodes = _ok(d.cuGraphGetNodes(raw, n))[0]
+    out = []
+    for node in nodes[:n]:
+        if _ok(d.cuGraphNodeGetType(node)) == d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:
+            out.append((node, _ok(d.cuGraphKernelNodeGetParams(node))))
+    return out
+
+
+def edge_kinds(g: torch.cuda.CUDAGraph) -> str:
+    """The graph's edges by dependency type (programmatic edges are programmatic dependent launch)."""
+    d = _d()
+    try:
+        raw = d.CUgraph(g.raw_cuda_graph())
+        got = d.cuGraphGetEdges_v2(raw, 0)
+        n = got[-1]
+        got = d.cuGraphGetEdges_v2(raw, n)
+        data = got[3]
+        kinds: dict[str, int] = {}
+        for e in data[:n]:
+            k = str(getattr(e, "type", "?")).split(".")[-1]
+            kinds[k] = kinds.get(k, 0) + 1
+        return ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"
+    except Exception as exc:  # noqa: BLE001 - a probe: say why and go on
+        return f"(not read: {type(exc).__name__}: {str(exc)[:80]})"
+
+
+def _attr(func, name: str) -> int | str:
+    d = _d()
+    try:
+        return int(_ok(d.cuFuncGetAttribute(getattr(d.CUfunction_attribute, name), func)))
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def _name(func) -> str:
+    d = _d()
+    try:
+        raw = _ok(d.cuFuncGetName(func))
+        return (raw.decode() if isinstance(raw, bytes) else str(raw))[:60]
+    except Exception:  # noqa: BLE001
+        return f"func {int(func):#x}"
+
+
+def functions(g: torch.cuda.CUDAGraph) -> dict[int, dict]:
+    """Each distinct function of ``g``'s kernel nodes: name, nodes, dynamic smem, static smem, registers,
+    threads, preferred carveout, and the handle."""
+    funcs: dict[int, dict] = {}
+    for _, p in kernel_nodes(g):
+        f = p.func
+        row = funcs.setdefault(int(f), {"func": f, "name": _name(f), "nodes": 0, "dyn": set(), "grid": set()})
+        row["nodes"] += 1
+        row["dyn"].add(int(p.sharedMemBytes))
+        row["grid"].add((int(p.gridDimX) * int(p.gridDimY) * int(p.gridDimZ), int(p.blockDimX) * int(p.blockDimY)))
+    for row in funcs.values():
+        f = row["func"]
+        row["static"] = _attr(f, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
+        row["regs"] = _attr(f, "CU_FUNC_ATTRIBUTE_NUM_REGS")
+        row["carveout"] = _attr(f, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT")
+    return funcs
+
+
+def _smem(r: dict) -> int:
+    return max(r["dyn"]) + (r["static"] if isinstance(r["static"], int) else 0)
+
+
+def attrs() -> None:
+    """Both batch-1 graphs' kernels: distinct functions with their shared memory, registers and carveout."""
+    model, x = resnet(1)
+    for side in ("PyTorch", "patch_conv2d"):
+        if side == "patch_conv2d":
+            tracea.ops.patch_conv2d(model)
+        g = capture(lambda: model(x), 1, keep=True)
+        funcs = functions(g)
+        big = sum(r["nodes"] for r in funcs.values() if _smem(r) > 48 * 1024)
+        print(f"\n--- {side}: {sum(r['nodes'] for r in funcs.values())} kernel nodes, {len(funcs)} distinct "
+              f"functions, {big} nodes over 48 KiB of shared memory; edges: {edge_kinds(g)}")
+        print("| function | nodes | dynamic smem | static smem | regs | carveout | blocks x threads |")
+        print("|---|---|---|---|---|---|---|")
+        for r in sorted(funcs.values(), key=lambda r: -r["nodes"]):
+            grids = sorted(r["grid"])
+            shown = ", ".join(f"{b}x{t}" for b, t in grids[:3]) + (" ..." if len(grids) > 3 else "")
+            print(f"| {r['name']} | {r['nodes']} | {sorted(r['dyn'])[:4]} | {r['static']} | {r['regs']} | "
+                  f"{r['carveout']} | {shown} |")
+    tracea.ops.unpatch_conv2d(model)
+
+
+def _set_carveout(funcs: dict[int, dict], value: int) -> None:
+    d = _d()
+    for r in funcs.values():
+        d.cuFuncSetAttribute(r["func"], d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                             value)
+
+
+def _graph_line(label: str, fn) -> tuple[str, torch.cuda.CUDAGraph]:
+    g = capture(fn, 1, keep=True)
+    try:
+        g.instantiate()
+    except Exception:  # noqa: BLE001 - instantiated at capture's end in an older torch
+        pass
+    g.replay()
+    torch.cuda.synchronize()
+    host, dev = replay_times(g.replay)
+    return f"| {label} | {host:.1f} | {dev:.1f} | {queued(g):.1f} |", g
+
+
+def carveout() -> None:
+    """Whether switching the SMs' shared-memory carveout between kernels costs the patched graph: both
+    ResNet-50 batch-1 graphs as captured, then captured again after every kernel in them was set to prefer
+    the largest shared-memory carveout (so no kernel asks for a different split of L1 and shared memory)."""
+    model, x = resnet(1)
+    print("\n| graph (ResNet-50 b1) | replay() host us | device us, idle | device us, queued |")
+    print("|---|---|---|---|")
+    gaps = []
+    for side in ("PyTorch", "patch_conv2d"):
+        if side == "patch_conv2d":
+            tracea.ops.patch_conv2d(model)
+        line, g = _graph_line(f"{side}, as captured", lambda: model(x))
+        print(line, flush=True)
+        funcs = functions(g)
+        for value in (100, 0):
+            _set_carveout(funcs, value)
+            line, g2 = _graph_line(f"{side}, every kernel's preferred carveout {value} % shared", lambda: model(x))
+            print(line, flush=True)
+            if value == 100:
+                gaps.append(idle_gaps(f"{side}, carveout 100", g2))
+        _set_carveout(funcs, -1)
+    print("\n" + "\n".join(gaps))
+    tracea.ops.unpatch_conv2d(model)
+
+
+def _trivial_functions(count: int, smem: int = 0) -> list[int]:
+    """``count`` handles of the trivial kernel, each from its own loaded module (as Tracea loads its kernels)."""
+    from cuda.core import Device, ObjectCode, Program, ProgramOptions
+
+    d = _d()
+    dev = Device()
+    dev.set_current()
+    cc = dev.compute_capability
+    cubin = bytes(Program(TRIVIAL, "c++", ProgramOptions(arch=f"sm_{cc[0]}{cc[1]}")).compile("cubin").code)
+    out = []
+    for _ in range(count):
+        k = ObjectCode.from_cubin(cubin).get_kernel("tr_probe_nop")
+        _trivial_functions.keep.append(k)  # type: ignore[attr-defined]
+        h = k._handle if hasattr(k, "_handle") else k.handle
+        if isinstance(h, d.CUkernel):
+            h = _ok(d.cuKernelGetFunction(h))
+        if smem:
+            _ok(d.cuFuncSetAttribute(h, d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem))
+        out.append(int(h))
+    return out
+
+
+_trivial_functions.keep = []  # type: ignore[attr-defined]
+
+
+def _raw(fn: int, smem: int = 0, blocks: int = 132) -> None:
+    import numpy as np
+
+    from tracea.emitters.cuda import launches
+
+    launches.kernel(fn, blocks, 128, smem, torch.cuda.current_stream().cuda_stream, [np.uint64(0)])
+
+
+def switch() -> None:
+    """A kernel that asks for 144 KiB of shared memory between PyTorch's elementwise kernels, against the same
+    kernel asking for none: what a change of the SMs' carveout costs in a graph."""
+    big = 144 * 1024
+    f_small = _trivial_functions(1)[0]
+    f_big = _trivial_functions(1, smem=big)[0]
+    buf = torch.zeros(1 << 16, device="cuda", dtype=torch.float16)
+    cases = {
+        "60 x trivial (0 smem)": lambda: [_raw(f_small) for _ in range(60)],
+        "60 x trivial (144 KiB smem)": lambda: [_raw(f_big, big) for _ in range(60)],
+        "30 x (trivial 0 smem, add_)": lambda: [(_raw(f_small), buf.add_(1)) for _ in range(30)],
+        "30 x (trivial 144 KiB smem, add_)": lambda: [(_raw(f_big, big), buf.add_(1)) for _ in range(30)],
+        "30 x (trivial 144 KiB smem, trivial 0 smem)": lambda: [(_raw(f_big, big), _raw(f_small)) for _ in range(30)],
+    }
+    print("\n| graph | replay() host us | device us, idle | device us, queued |")
+    print("|---|---|---|---|")
+    for label, fn in cases.items():
+        print(_graph_line(label, fn)[0], flush=True)
+    funcs = {f: {"func": _d().CUfunction(f)} for f in (f_small,)}
+    _set_carveout(funcs, 100)
+    print(_graph_line("30 x (trivial 144 KiB smem, trivial 0 smem preferring 100 % shared)",
+                      cases["30 x (trivial 144 KiB smem, trivial 0 smem)"])[0], flush=True)
+
+
+def distinct() -> None:
+    """Graphs of 60 trivial kernels drawn in turn from K separately loaded modules."""
+    funcs = _trivial_functions(60)
+    print("\n| modules in a graph of 60 trivial kernels | replay() host us | device us, idle | device us, queued |")
+    print("|---|---|---|---|")
+    for k in (1, 2, 4, 6, 8, 12, 16, 32, 60):
+        chosen = funcs[:k]
+        print(_graph_line(f"{k}", lambda chosen=chosen: [_raw(chosen[i % len(chosen)], 0, 1) for i in range(60)])[0],
+              flush=True)
+
+
+ONES_B1 = [(64, 56, 64), (64, 56, 256), (256, 56, 64), (256, 56, 128), (128, 28, 512), (512, 28, 128),
+           (512, 28, 256), (256, 14, 1024), (1024, 14, 256), (1024, 14, 512), (512, 7, 2048), (2048, 7, 512)]
+
+
+def _pin(x, w, schedule) -> str:
+    """Route the next ``tracea.ops.conv2d(x, w)`` through ``schedule`` (None: the heuristic's); its kernel."""
+    from tracea.ops import _engine
+
+    tracea.ops.clear_cache()
+    if schedule is not None:
+        tracea.ops.conv2d(x, w)
+        ((key, (variant, _, _)),) = _engine._CHOICES.items()
+        tracea.ops.clear_cache()
+        _engine._CHOICES[key] = (variant, schedule, "pinned")
+    tracea.ops.conv2d(x, w)
+    return tracea.ops.explain().kernel
+
+
+def _forms(hero) -> list:
+    r = dataclasses.replace
+    forms = [hero] + [r(hero, stages=s) for s in (2, 3, 4)]
+    forms += [r(hero, bn=128, stages=4), r(hero, bn=128, stages=2), r(hero, split=2, stages=4),
+              r(hero, persistent=False, stages=4), r(hero, store="direct", stages=4), r(hero, l2_hint="first")]
+    return list(dict.fromkeys(forms))
+
+
+def _time_form(x, w, s, label: str, vendor: tuple[float, float]) -> str:
+    """One schedule's row: checked against F.conv2d on fresh inputs, then timed in a graph of ten calls."""
+    c, hw, k = x.shape[1], x.shape[2], w.shape[0]
+    try:
+        kern = _pin(x, w, s)
+        x2 = torch.randn_like(x)
+        want = F.conv2d(x2, w)
+        err = ((tracea.ops.conv2d(x2, w) - want).abs().max() / want.abs().max()).item()
+        if not err < 1e-2:
+            return f"| {c},{hw},{k} | {label} | {kern} | wrong: rel err {err:.2e} | | | | |"
+        gt = capture(lambda: [tracea.ops.conv2d(x, w) for _ in range(10)], 1)
+        t_idle, t_q = replay_times(gt.replay)[1] / 10, queued(gt) / 10
+        return (f"| {c},{hw},{k} | {label} | {kern} | {t_idle:.2f} | {vendor[0]:.2f} | {t_idle / vendor[0]:.2f} | "
+                f"{t_q / vendor[1]:.2f} | {err:.1e} |")
+    except Exception as exc:  # noqa: BLE001 - a probe: say what failed and go on
+        return f"| {c},{hw},{k} | {label} | failed: {type(exc).__name__}: {str(exc)[:90]} | | | | | |"
+
+
+def forms() -> None:
+    """ResNet-50's batch-1 1x1 convolutions: the heuristic schedule and a few others, each checked against
+    F.conv2d and then timed in a graph of ten calls beside cuDNN's graph of ten."""
+    from tracea.ops import _engine
+
+    h = torch.float16
+    tracea.ops.allow_fallback(False)  # a schedule that cannot run raises instead of timing cuDNN under its name
+    print("\n| conv (C, HW, K) | schedule | kernel | idle us / call | cuDNN idle | idle ratio | queued ratio | err |")
+    print("|---|---|---|---|---|---|---|---|")
+    for c, hw, k in ONES_B1:
+        x = torch.randn(1, c, hw, hw, device="cuda", dtype=h).contiguous(memory_format=torch.channels_last)
+        w = (torch.randn(k, c, 1, 1, device="cuda", dtype=h) / c ** 0.5).contiguous(memory_format=torch.channels_last)
+        gv = capture(lambda x=x, w=w: [F.conv2d(x, w) for _ in range(10)], 1)
+        vendor = (replay_times(gv.replay)[1] / 10, queued(gv) / 10)
+        _pin(x, w, None)
+        hero = next(iter(_engine._CHOICES.values()))[1]
+        for s in _forms(hero):
+            print(_time_form(x, w, s, "heuristic" if s == hero else _diff(hero, s), vendor), flush=True)
+    tracea.ops.clear_cache()
+    tracea.ops.allow_fallback(True)
+
+
+def _diff(a, b) -> str:
+    return ", ".join(f"{f.name}={getattr(b, f.name)}" for f in dataclasses.fields(b)
+                     if getattr(a, f.name) != getattr(b, f.name))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for flag in ("attrs", "switch", "carveout", "distinct", "forms"):
+        ap.add_argument(f"--{flag}", action="store_true")
+    args = ap.parse_args(argv)
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    with torch.inference_mode():
+        for flag in ("attrs", "switch", "carveout", "distinct", "forms"):
+            if getattr(args, flag):
+                try:
+                    globals()[flag]()
+                except Exception as exc:  # noqa: BLE001 - one part failing leaves the others to run
+                    import traceback
+
+                    print(f"\n{flag} failed: {type(exc).__name__}: {exc}")
+                    traceback.print_exc()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from graph_launch_probe import TRIVIAL, capture, idle_gaps, replay_times  # noqa: E402
+from graph_launch_probe import TRIVIAL, capture, replay_times  # noqa: E402
 
 import tracea  # noqa: E402
 
@@ -82,14 +82,15 @@ def kernel_nodes(g: torch.cuda.CUDAGraph) -> list[tuple[object, object]]:
 def edge_kinds(g: torch.cuda.CUDAGraph) -> str:
     """The graph's edges by dependency type (programmatic edges are programmatic dependent launch)."""
     d = _d()
+    get = getattr(d, "cuGraphGetEdges_v2", None) or d.cuGraphGetEdges  # CUDA 13: the edge data is in the base call
     try:
         raw = d.CUgraph(g.raw_cuda_graph())
-        got = d.cuGraphGetEdges_v2(raw, 0)
-        n = got[-1]
-        got = d.cuGraphGetEdges_v2(raw, n)
-        data = got[3]
+        n = get(raw, 0)[-1]
+        got = get(raw, n)
+        if len(got) < 5:
+            return f"{n} (types not given by this cuda-bindings)"
         kinds: dict[str, int] = {}
-        for e in data[:n]:
+        for e in got[3][:n]:
             k = str(getattr(e, "type", "?")).split(".")[-1]
             kinds[k] = kinds.get(k, 0) + 1
         return ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"
@@ -183,7 +184,6 @@ def carveout() -> None:
     model, x = resnet(1)
     print("\n| graph (ResNet-50 b1) | replay() host us | device us, idle | device us, queued |")
     print("|---|---|---|---|")
-    gaps = []
     for side in ("PyTorch", "patch_conv2d"):
         if side == "patch_conv2d":
             tracea.ops.patch_conv2d(model)
@@ -192,12 +192,9 @@ def carveout() -> None:
         funcs = functions(g)
         for value in (100, 0):
             _set_carveout(funcs, value)
-            line, g2 = _graph_line(f"{side}, every kernel's preferred carveout {value} % shared", lambda: model(x))
+            line, _ = _graph_line(f"{side}, every kernel's preferred carveout {value} % shared", lambda: model(x))
             print(line, flush=True)
-            if value == 100:
-                gaps.append(idle_gaps(f"{side}, carveout 100", g2))
         _set_carveout(funcs, -1)
-    print("\n" + "\n".join(gaps))
     tracea.ops.unpatch_conv2d(model)
 
 
@@ -258,15 +255,37 @@ def switch() -> None:
                       cases["30 x (trivial 144 KiB smem, trivial 0 smem)"])[0], flush=True)
 
 
+def _one_module_functions(count: int) -> list[int]:
+    """``count`` distinct trivial kernels compiled into one module."""
+    from cuda.core import Device, ObjectCode, Program, ProgramOptions
+
+    d = _d()
+    dev = Device()
+    dev.set_current()
+    cc = dev.compute_capability
+    src = "\n".join(f'extern "C" __global__ void tr_probe_nop_{i}(int* p) {{ if (p) p[0] = {i}; }}' for i in range(count))
+    obj = ObjectCode.from_cubin(bytes(Program(src, "c++", ProgramOptions(arch=f"sm_{cc[0]}{cc[1]}")).compile("cubin").code))
+    _trivial_functions.keep.append(obj)  # type: ignore[attr-defined]
+    out = []
+    for i in range(count):
+        h = obj.get_kernel(f"tr_probe_nop_{i}")
+        h = h._handle if hasattr(h, "_handle") else h.handle
+        out.append(int(_ok(d.cuKernelGetFunction(h)) if isinstance(h, d.CUkernel) else h))
+    return out
+
+
 def distinct() -> None:
-    """Graphs of 60 trivial kernels drawn in turn from K separately loaded modules."""
-    funcs = _trivial_functions(60)
-    print("\n| modules in a graph of 60 trivial kernels | replay() host us | device us, idle | device us, queued |")
-    print("|---|---|---|---|")
-    for k in (1, 2, 4, 6, 8, 12, 16, 32, 60):
-        chosen = funcs[:k]
-        print(_graph_line(f"{k}", lambda chosen=chosen: [_raw(chosen[i % len(chosen)], 0, 1) for i in range(60)])[0],
-              flush=True)
+    """Graphs of 60 trivial kernels drawn in turn from K separately loaded modules, and from K distinct
+    functions of one module: whether modules or functions make a graph slower."""
+    funcs, ones = _trivial_functions(60), _one_module_functions(60)
+    print("\n| K | 60 kernels from K modules: replay() host us | device us, idle | device us, queued "
+          "| from K functions of one module: host | idle | queued |")
+    print("|---|---|---|---|---|---|---|")
+    for k in (1, 2, 4, 5, 6, 8, 12, 16, 32, 60):
+        rows = []
+        for pool in (funcs[:k], ones[:k]):
+            rows.append(_graph_line("", lambda pool=pool: [_raw(pool[i % len(pool)], 0, 1) for i in range(60)])[0])
+        print(f"| {k} |" + rows[0].split("|", 2)[2] + rows[1].split("|", 2)[2], flush=True)
 
 
 ONES_B1 = [(64, 56, 64), (64, 56, 256), (256, 56, 64), (256, 56, 128), (128, 28, 512), (512, 28, 128),

@@ -23,7 +23,7 @@ from tracea.doctor.errors import BadInputError, LaunchError, UnsupportedError
 
 from ..artifact import Artifact  # the same record for every backend (language="cuda", binary: the cubin)
 from ..timing import HOLD_CYCLES, Timing, _p95
-from . import launches
+from . import launches, modules
 from .render import Rendered
 
 BUFFERS = ("a", "b", "x", "weight", "bias", "residual", "out")
@@ -352,14 +352,12 @@ class CudaKernel(OnCallerBuffers):
     _cooperative = False  # a cooperative launch (all blocks resident at once: the split softmax)
 
     def __init__(self, op: Any, artifact: Artifact, rendered: Rendered, scalars: dict[str, float | int]) -> None:
-        from cuda.core import ObjectCode
-
         self.op = op
         self.artifact = artifact
         self.rendered = rendered
         self._dev = _Device.get()
         try:
-            obj = ObjectCode.from_cubin(artifact.binary)
+            obj = modules.library(artifact.binary)  # once per distinct cubin in a process (modules.py)
             self._kernel = obj.get_kernel(rendered.entry)
         except Exception as exc:  # noqa: BLE001
             raise LaunchError(f"cannot load {artifact.binary}: {exc}",
@@ -416,11 +414,17 @@ class CudaKernel(OnCallerBuffers):
         d = self._dev.driver
         attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         handle = self._kernel._handle if hasattr(self._kernel, "_handle") else self._kernel.handle
-        if isinstance(handle, d.CUkernel):
-            res = d.cuKernelSetAttribute(attr, nbytes, handle, self._dev.dev.device_id)
-        else:
-            res = d.cuFuncSetAttribute(handle, attr, nbytes)
-        _check(res, f"allowing {nbytes} B of dynamic shared memory")
+
+        def set_limit(n: int) -> None:
+            if isinstance(handle, d.CUkernel):
+                res = d.cuKernelSetAttribute(attr, n, handle, self._dev.dev.device_id)
+            else:
+                res = d.cuFuncSetAttribute(handle, attr, n)
+            _check(res, f"allowing {n} B of dynamic shared memory")
+
+        # kernels built from one cubin share this handle: the limit only rises (modules.py)
+        modules.allow_smem(f"kernel {self._dev.dev.device_id}" if isinstance(handle, d.CUkernel) else "function",
+                           handle, nbytes, set_limit)
 
     # -------------------------------------------------------------- buffers
     def _buffer(self, name: str, nbytes: int) -> DeviceArray:

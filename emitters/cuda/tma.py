@@ -16,6 +16,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError, LaunchError, TraceaError, UnsupportedError
 
+from . import modules
 from .hopper.gemm import launch_geometry, tma_boxes, tma_unsupported
 from .hopper.schedule import BK, WgmmaSchedule
 from .runtime import CudaKernel
@@ -126,12 +127,15 @@ class Launcher:
         from cuda.bindings import driver as drv
 
         self._drv = drv
-        self.module = driver_call(drv.cuModuleLoadData(cubin), "cuModuleLoadData")
+        # one module per distinct cubin in a context (modules.py: a graph of kernels from fewer modules runs faster)
+        self.module = modules.module(bytes(cubin), lambda c: driver_call(drv.cuModuleLoadData(c), "cuModuleLoadData"),
+                                     lambda: driver_call(drv.cuCtxGetCurrent(), "cuCtxGetCurrent"))
         self.func = driver_call(drv.cuModuleGetFunction(self.module, entry.encode()), "cuModuleGetFunction")
         self.func_handle = int(self.func)
         self.smem_bytes = smem_bytes
         attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        driver_call(drv.cuFuncSetAttribute(self.func, attr, smem_bytes), "cuFuncSetAttribute")
+        modules.allow_smem("function", self.func, smem_bytes, lambda n: driver_call(
+            drv.cuFuncSetAttribute(self.func, attr, n), "cuFuncSetAttribute"))
 
     def max_active_clusters(self, threads: int, cluster: int) -> int | None:
         """How many clusters of ``cluster`` blocks fit on the GPU at once (the driver's answer; some

@@ -1,0 +1,74 @@
+"""Each distinct cubin loaded once per process: kernels built for different op signatures from the same
+source (ResNet-50's eleven batch-1 1x1 convolutions share one) get the same module and the same function.
+
+Why: a CUDA graph whose kernels come from many modules runs slower than one whose kernels come from a few.
+On an H200 a graph of 60 trivial kernels drawn in turn from 1 to 4 loaded modules took 33-34 us from an idle
+GPU, from 6 to 60 modules 45-48 us (docs/device-runs/h200-graph-kernels-modules/); a patched ResNet-50 at
+batch 1 held 26 Tracea functions from 26 modules, one per convolution signature, where 6 distinct cubins
+would do.
+
+Two ways in, as the kernels load today: ``library(binary)`` (cuda-core's ``ObjectCode``, a context-
+independent library: ``runtime.CudaKernel``) and ``module(cubin)`` (``cuModuleLoadData`` in the current
+context: ``tma.Launcher``, the Hopper kernels). Both are keyed by the binary's SHA-256 (and the context for a
+module). ``allow_smem`` raises a function's dynamic shared-memory limit and never lowers it, so kernels that
+share a function cannot undo each other's limit. Nothing is unloaded: the kernels of a process stay
+loaded until it ends, as before (now once each).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+from typing import Any
+
+_LOCK = threading.Lock()
+_LIBRARIES: dict[bytes, Any] = {}
+_MODULES: dict[tuple[int, bytes], Any] = {}
+_SMEM: dict[tuple[str, int], int] = {}  # (kind, handle) -> dynamic shared memory allowed
+STATS = {"loads": 0, "shared": 0}
+
+
+def _bytes(binary: bytes | str | Path) -> bytes:
+    return binary if isinstance(binary, (bytes, bytearray)) else Path(binary).read_bytes()
+
+
+def library(binary: bytes | str | Path) -> Any:
+    """cuda-core's ``ObjectCode`` for ``binary`` (a cubin's bytes or path), loaded on the first request."""
+    from cuda.core import ObjectCode
+
+    data = bytes(_bytes(binary))
+    key = hashlib.sha256(data).digest()
+    with _LOCK:
+        got = _LIBRARIES.get(key)
+        if got is None:
+            got = _LIBRARIES[key] = ObjectCode.from_cubin(data)
+            STATS["loads"] += 1
+        else:
+            STATS["shared"] += 1
+        return got
+
+
+def module(cubin: bytes, load: Any, current_context: Any) -> Any:
+    """The ``CUmodule`` of ``cubin`` in the current context: ``load(cubin)`` (cuModuleLoadData) on the
+    first request for this context, the same module after that. ``current_context()`` returns the handle."""
+    key = (int(current_context()), hashlib.sha256(cubin).digest())
+    with _LOCK:
+        got = _MODULES.get(key)
+        if got is None:
+            got = _MODULES[key] = load(cubin)
+            STATS["loads"] += 1
+        else:
+            STATS["shared"] += 1
+        return got
+
+
+def allow_smem(kind: str, handle: Any, nbytes: int, set_limit: Any) -> None:
+    """Make sure ``handle`` (a function or kernel, ``kind`` names which) may take ``nbytes`` of dynamic
+    shared memory: ``set_limit(nbytes)`` where no kernel sharing it asked for as much before."""
+    key = (kind, int(handle))
+    with _LOCK:
+        if _SMEM.get(key, -1) >= nbytes:
+            return
+        set_limit(nbytes)
+        _SMEM[key] = nbytes

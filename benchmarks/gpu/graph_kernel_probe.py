@@ -7,6 +7,7 @@ launched one by one on a stream, is at 0.9-1.2x).
     python benchmarks/gpu/graph_kernel_probe.py --carveout   # the patched graph with every kernel preferring max shared
     python benchmarks/gpu/graph_kernel_probe.py --distinct   # 60 trivial kernels from K modules
     python benchmarks/gpu/graph_kernel_probe.py --forms      # batch-1 1x1 convs: schedules in a graph of ten vs cuDNN
+    python benchmarks/gpu/graph_kernel_probe.py --order      # the same graph captured 8 times: does the Nth run slower?
 
 Every device figure is a replay from an idle GPU (drained before each; the median of 20) or, "queued", 20
 replays back to back (the mean); CUDA events. ``--forms`` checks each schedule's output against
@@ -288,6 +289,38 @@ def distinct() -> None:
         print(f"| {k} |" + rows[0].split("|", 2)[2] + rows[1].split("|", 2)[2], flush=True)
 
 
+def order() -> None:
+    """Whether a graph's speed depends on how many graphs the process captured before it: ResNet-50's batch-1
+    graph captured again and again, PyTorch's and the patched one in turn, each timed right after its capture
+    (and all of them again at the end); then the same with each graph freed before the next is captured."""
+    import gc
+
+    model, x = resnet(1)
+    print("\n| capture | graph | kept alive | device us, idle | queued | idle, re-timed at the end |")
+    print("|---|---|---|---|---|---|")
+    for keep in (True, False):
+        kept: list[tuple[int, str, torch.cuda.CUDAGraph, float, float]] = []
+        for n in range(8):
+            side = "patch_conv2d" if n % 2 else "PyTorch"
+            (tracea.ops.patch_conv2d if n % 2 else tracea.ops.unpatch_conv2d)(model)
+            g = capture(lambda: model(x), 1)
+            idle, q = replay_times(g.replay)[1], queued(g)
+            if keep:
+                kept.append((n + 1, side, g, idle, q))
+            else:
+                print(f"| {n + 1} | {side} | no | {idle:.1f} | {q:.1f} | |", flush=True)
+                del g
+                gc.collect()
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+        for n, side, g, idle, q in kept:
+            print(f"| {n} | {side} | yes | {idle:.1f} | {q:.1f} | {replay_times(g.replay)[1]:.1f} |", flush=True)
+        kept.clear()
+        gc.collect()
+        torch.cuda.empty_cache()
+    tracea.ops.unpatch_conv2d(model)
+
+
 ONES_B1 = [(64, 56, 64), (64, 56, 256), (256, 56, 64), (256, 56, 128), (128, 28, 512), (512, 28, 128),
            (512, 28, 256), (256, 14, 1024), (1024, 14, 256), (1024, 14, 512), (512, 7, 2048), (2048, 7, 512)]
 
@@ -361,12 +394,12 @@ def _diff(a, b) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag in ("attrs", "switch", "carveout", "distinct", "forms"):
+    for flag in ("attrs", "switch", "carveout", "distinct", "forms", "order"):
         ap.add_argument(f"--{flag}", action="store_true")
     args = ap.parse_args(argv)
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     with torch.inference_mode():
-        for flag in ("attrs", "switch", "carveout", "distinct", "forms"):
+        for flag in ("order", "attrs", "switch", "carveout", "distinct", "forms"):
             if getattr(args, flag):
                 try:
                     globals()[flag]()

@@ -19,7 +19,6 @@ vp, u = ctypes.c_void_p, ctypes.c_uint
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, vp, u, u, u, u, u, u, u, vp, vp, vp)
 COOP = ctypes.CFUNCTYPE(ctypes.c_int, vp, u, u, u, u, u, u, u, vp, vp)
 COPY = ctypes.CFUNCTYPE(ctypes.c_int, vp, vp)
-EX = ctypes.CFUNCTYPE(ctypes.c_int, vp, vp, vp, vp)
 
 
 class Driver:
@@ -44,15 +43,8 @@ class Driver:
             self.calls.append(("copy", desc, stream or 0))
             return self.fail.pop(len(self.calls), 0)
 
-        def ex(config, f, params, extra):
-            cfg = launches.LaunchConfig.from_address(config)
-            attrs = [(a.id, a.value[0]) for a in (launches.LaunchAttribute * cfg.count).from_address(cfg.attrs)]
-            self.calls.append(("ex", f, tuple(cfg.dims[:3]), tuple(cfg.dims[3:6]), cfg.dims[6], cfg.stream or 0,
-                               first(params), attrs, extra))
-            return self.fail.pop(len(self.calls), 0)
-
         self.cuLaunchKernel, self.cuLaunchCooperativeKernel = LAUNCH(launch), COOP(coop)
-        self.cuMemcpy2DAsync_v2, self.cuLaunchKernelEx = COPY(copy), EX(ex)
+        self.cuMemcpy2DAsync_v2 = COPY(copy)
         self.cuCtxSetCurrent = lambda ctx: self.calls.append(("ctx", ctx)) or 0
 
 
@@ -125,45 +117,3 @@ def test_without_the_compiled_loop_the_tape_replays_in_python(driver, monkeypatc
     tape.replay(3)
     assert tape._native == () and [c[0] for c in driver.calls] == ["launch", "copy", "coop"]
     assert driver.calls[0][5] == 3
-
-
-def test_a_dependent_launch_replays_with_its_attribute_on_the_replays_stream(driver):
-    """cuLaunchKernelEx with programmatic stream serialization: recorded with its config and attribute, replayed
-    by the compiled loop and by Python on the replay's stream; the recorded config itself holds no stream."""
-    with launches.recording() as tape:
-        launches.kernel(0xABC, (16, 1, 1), (384, 1, 1), 200_000, 7, [np.uint64(4242)], dependent=True)
-        launches.kernel(0x1234, 1, 32, 0, 7, [np.uint64(5)])
-    want = ("ex", 0xABC, (16, 1, 1), (384, 1, 1), 200_000, 7, 4242, [(launches.PROGRAMMATIC_STREAM_SERIALIZATION, 1)],
-            None)
-    assert driver.calls[0] == want
-    driver.calls.clear()
-    tape.replay(55)
-    assert tape._native, "the replay loop was not compiled"
-    assert driver.calls[0] == (*want[:5], 55, *want[6:]) and driver.calls[1][5] == 55
-    assert tape.steps[0][1][0].stream is None  # every call set its stream on a copy of the recorded config
-    driver.calls.clear()
-    driver.fail = {1: launches.INVALID_CONTEXT}
-    launches.CONTEXT[0], saved = 77, launches.CONTEXT[0]
-    try:
-        tape.replay(56)  # the compiled loop's failed step retried in Python, on the replay's stream
-    finally:
-        launches.CONTEXT[0] = saved
-    assert [c[0] for c in driver.calls] == ["ex", "ctx", "ex", "launch"] and driver.calls[2][5] == 56
-
-
-def test_a_dependent_launch_in_python(driver, monkeypatch):
-    monkeypatch.setenv("TRACEA_NATIVE_LAUNCH", "0")
-    with launches.recording() as tape:
-        launches.kernel(0xABC, 8, 128, 0, 7, [np.uint64(1)], dependent=True)
-    driver.calls.clear()
-    tape.replay(9)
-    assert tape._native == () and driver.calls[0][0] == "ex" and driver.calls[0][5] == 9
-
-
-def test_a_driver_without_cuLaunchKernelEx_is_one_clear_error(monkeypatch, home):  # noqa: N802 - the driver's name
-    class Old:
-        pass
-
-    monkeypatch.setattr(launches, "_LIB", [Old()])
-    with pytest.raises(LaunchError, match="cuLaunchKernelEx"):
-        launches.kernel(0xABC, 8, 128, 0, 7, [np.uint64(1)], dependent=True)

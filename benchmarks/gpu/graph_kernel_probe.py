@@ -8,7 +8,6 @@ launched one by one on a stream, is at 0.9-1.2x).
     python benchmarks/gpu/graph_kernel_probe.py --distinct   # 60 trivial kernels from K modules
     python benchmarks/gpu/graph_kernel_probe.py --forms      # batch-1 1x1 convs: schedules in a graph of ten vs cuDNN
     python benchmarks/gpu/graph_kernel_probe.py --order      # the same graph captured 8 times: does the Nth run slower?
-    python benchmarks/gpu/graph_kernel_probe.py --dependent  # Tracea's kernels as programmatic dependent launches or not
 
 Every device figure is a replay from an idle GPU (drained before each; the median of 20) or, "queued", 20
 replays back to back (the mean); CUDA events. ``--forms`` checks each schedule's output against
@@ -19,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import statistics
 import sys
 from pathlib import Path
 
@@ -323,74 +321,6 @@ def order() -> None:
     tracea.ops.unpatch_conv2d(model)
 
 
-def _timed_turns(graphs: dict[str, torch.cuda.CUDAGraph], rounds: int = 30) -> dict[str, tuple[float, float]]:
-    """(median idle device us, queued us per replay) of each graph, timed in turns (one state of the process)."""
-    idle: dict[str, list[float]] = {k: [] for k in graphs}
-    for _ in range(rounds):
-        for k, g in graphs.items():
-            idle[k].append(replay_times(g.replay, rounds=1)[1])
-    return {k: (statistics.median(idle[k]), queued(graphs[k])) for k in graphs}
-
-
-def dependent(batches: tuple[int, ...] = (1, 32)) -> None:
-    """ResNet-50's graph with Tracea's Hopper kernels launched as programmatic dependents of the kernel before
-    them (tma.DEPENDENT_LAUNCH) and without, beside PyTorch's; the logits of each checked against PyTorch's on
-    three fresh inputs (a kernel that read its input before the kernel writing it was done would differ)."""
-    from tracea.emitters.cuda import tma
-
-    for batch in batches:
-        _dependent_rows(batch)
-    tma.DEPENDENT_LAUNCH = True
-
-
-def _dependent_rows(batch: int) -> None:
-    from tracea.emitters.cuda import tma
-
-    model, x = resnet(batch)
-    graphs, outs = {}, {}
-    tracea.ops.unpatch_conv2d(model)
-    outs["PyTorch"], graphs["PyTorch"] = _captured(lambda: model(x))
-    tracea.ops.patch_conv2d(model)
-    for flag in (False, True):
-        tma.DEPENDENT_LAUNCH = flag
-        tracea.ops.clear_cache()
-        label = "Tracea, dependent launches" if flag else "Tracea, ordinary launches"
-        outs[label], graphs[label] = _captured(lambda: model(x))
-    tracea.ops.unpatch_conv2d(model)
-    errs: dict[str, list[float]] = {k: [] for k in graphs}
-    for _ in range(3):
-        x.copy_(torch.randn_like(x))
-        for g in graphs.values():
-            g.replay()
-        torch.cuda.synchronize()
-        want = outs["PyTorch"].float()
-        for k in graphs:
-            errs[k].append(float((outs[k].float() - want).norm() / want.norm()))
-    times = _timed_turns(graphs)
-    print(f"\nResNet-50 batch {batch}: graphs timed in turns (30 idle replays each, median; 20 queued)")
-    print("| graph | device us, idle | queued | idle vs PyTorch | max rel. err of the logits (3 inputs) | edges |")
-    print("|---|---|---|---|---|---|")
-    for k, (idle, q) in times.items():
-        print(f"| {k} | {idle:.1f} | {q:.1f} | {times['PyTorch'][0] / idle:.3f}x | {max(errs[k]):.1e} | "
-              f"{edge_kinds(graphs[k])} |", flush=True)
-
-
-def _captured(fn) -> tuple[torch.Tensor, torch.cuda.CUDAGraph]:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph(keep_graph=True)
-    with torch.cuda.graph(g):
-        y = fn()
-    try:
-        g.instantiate()
-    except Exception:  # noqa: BLE001 - instantiated at capture's end in an older torch
-        pass
-    g.replay()
-    torch.cuda.synchronize()
-    return y, g
-
-
 ONES_B1 = [(64, 56, 64), (64, 56, 256), (256, 56, 64), (256, 56, 128), (128, 28, 512), (512, 28, 128),
            (512, 28, 256), (256, 14, 1024), (1024, 14, 256), (1024, 14, 512), (512, 7, 2048), (2048, 7, 512)]
 
@@ -464,12 +394,12 @@ def _diff(a, b) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag in ("attrs", "switch", "carveout", "distinct", "forms", "order", "dependent"):
+    for flag in ("attrs", "switch", "carveout", "distinct", "forms", "order"):
         ap.add_argument(f"--{flag}", action="store_true")
     args = ap.parse_args(argv)
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     with torch.inference_mode():
-        for flag in ("dependent", "order", "attrs", "switch", "carveout", "distinct", "forms"):
+        for flag in ("order", "attrs", "switch", "carveout", "distinct", "forms"):
             if getattr(args, flag):
                 try:
                     globals()[flag]()

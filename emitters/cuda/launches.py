@@ -1,9 +1,8 @@
 """The driver calls of every launch Tracea makes on an NVIDIA GPU, and the tape that replays them.
 
-A launch is one or more of ``cuLaunchKernel``, ``cuLaunchCooperativeKernel``, ``cuLaunchKernelEx`` (a kernel
-launched as a programmatic dependent of the work before it: ``dependent``) and ``cuMemcpy2DAsync`` (the padded
-and transposed copies some kernels make first), called here through ctypes on libcuda: about a microsecond of
-host time each, where the cuda-core and cuda-bindings wrappers cost several. The events and
+A launch is one or more of ``cuLaunchKernel``, ``cuLaunchCooperativeKernel`` and ``cuMemcpy2DAsync`` (the
+padded and transposed copies some kernels make first), called here through ctypes on libcuda: about a
+microsecond of host time each, where the cuda-core and cuda-bindings wrappers cost several. The events and
 the capture query that order a kernel's own scratch across streams are here too.
 
 ``recording()`` keeps the calls one launch makes as a ``Tape`` with the stream left open. The launch
@@ -53,9 +52,6 @@ def lib() -> Any:
         for fn in ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cuMemcpy2DAsync_v2", "cuEventCreate",
                    "cuEventRecord", "cuStreamWaitEvent", "cuStreamIsCapturing", "cuCtxSetCurrent", "cuGetErrorName"):
             getattr(cu, fn).restype = i
-        if hasattr(cu, "cuLaunchKernelEx"):  # CUDA 11.8 and later: (config, function, parameters, extra)
-            cu.cuLaunchKernelEx.argtypes = [vp, vp, vp, vp]
-            cu.cuLaunchKernelEx.restype = i
         _LIB.append(cu)
     return _LIB[0]
 
@@ -121,39 +117,15 @@ class Tape:
         self._python(stream, 0, 0)
 
     def _python(self, stream: int, start: int, rc: int) -> None:
-        for fn, pre, post, kind in self.steps[start:]:
+        for fn, pre, post, _ in self.steps[start:]:
             if not rc:
-                rc = _invoke(fn, pre, stream, post, kind)
+                rc = fn(*pre, stream, *post)
             if rc:
-                _failed(rc, fn, pre, stream, post, kind)
+                _failed(rc, fn, pre, stream, post)
                 rc = 0
 
 
-LAUNCH, COOPERATIVE, COPY, DEPENDENT = 0, 1, 2, 3
-PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CUlaunchAttributeID (cuda.h)
-
-
-class LaunchAttribute(ctypes.Structure):
-    """``CUlaunchAttribute`` (cuda.h): the id, padding to 8 bytes, a 64-byte value."""
-
-    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_int), ("value", ctypes.c_int * 16)]
-
-
-class LaunchConfig(ctypes.Structure):
-    """``CUlaunchConfig`` (cuda.h): grid and block, dynamic shared memory, the stream, the attributes."""
-
-    _fields_ = [("dims", ctypes.c_uint * 7), ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
-                ("count", ctypes.c_uint)]
-
-
-def _invoke(fn: Any, pre: tuple[Any, ...], stream: int, post: tuple[Any, ...], kind: int) -> int:
-    """One recorded call on ``stream``. A dependent launch's stream is a field of its config: set on a copy,
-    so that threads replaying one tape on their own streams do not race on it."""
-    if kind == DEPENDENT:
-        cfg = LaunchConfig.from_buffer_copy(pre[0])
-        cfg.stream = stream
-        return fn(ctypes.addressof(cfg), pre[1], post[0], None)
-    return fn(*pre, stream, *post)
+LAUNCH, COOPERATIVE, COPY = 0, 1, 2
 
 # The replay loop in C: the driver functions by address (no libcuda to link against), each step a row.
 REPLAY_C = r"""
@@ -165,22 +137,13 @@ typedef int (*tr_launch_fn)(void*, unsigned, unsigned, unsigned, unsigned, unsig
 typedef int (*tr_coop_fn)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
                           void**);
 typedef int (*tr_copy_fn)(const void*, void*);
-typedef int (*tr_ex_fn)(const void*, void*, void**, void**);
-
-typedef struct {        /* CUlaunchConfig's layout (cuda.h) */
-    uint32_t dims[7];
-    void* stream;
-    void* attrs;
-    uint32_t count;
-} tr_config;
 
 typedef struct {
-    int64_t kind;      /* 0 cuLaunchKernel, 1 cuLaunchCooperativeKernel, 2 cuMemcpy2DAsync, 3 cuLaunchKernelEx */
+    int64_t kind;      /* 0 cuLaunchKernel, 1 cuLaunchCooperativeKernel, 2 cuMemcpy2DAsync */
     void* fn;          /* the driver function */
     void* arg;         /* the CUfunction, or the CUDA_MEMCPY2D */
     void** params;     /* the kernel's parameter array */
     uint32_t dims[8];  /* grid x y z, block x y z, dynamic shared memory, unused */
-    const tr_config* config;  /* cuLaunchKernelEx's recorded config (its stream replaced by the replay's) */
 } tr_step;
 
 int tr_replay(const tr_step* steps, int64_t n, void* stream, int64_t* failed) {
@@ -192,11 +155,7 @@ int tr_replay(const tr_step* steps, int64_t n, void* stream, int64_t* failed) {
             rc = ((tr_launch_fn)s->fn)(s->arg, d[0], d[1], d[2], d[3], d[4], d[5], d[6], stream, s->params, NULL);
         else if (s->kind == 1)
             rc = ((tr_coop_fn)s->fn)(s->arg, d[0], d[1], d[2], d[3], d[4], d[5], d[6], stream, s->params);
-        else if (s->kind == 3) {
-            tr_config c = *s->config;
-            c.stream = stream;
-            rc = ((tr_ex_fn)s->fn)(&c, s->arg, s->params, NULL);
-        } else
+        else
             rc = ((tr_copy_fn)s->fn)(s->arg, stream);
         if (rc) {
             *failed = i;
@@ -210,7 +169,7 @@ int tr_replay(const tr_step* steps, int64_t n, void* stream, int64_t* failed) {
 
 class _Step(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int64), ("fn", ctypes.c_void_p), ("arg", ctypes.c_void_p),
-                ("params", ctypes.c_void_p), ("dims", ctypes.c_uint32 * 8), ("config", ctypes.c_void_p)]
+                ("params", ctypes.c_void_p), ("dims", ctypes.c_uint32 * 8)]
 
 
 _NATIVE: list[Any] = []  # [tr_replay, or None where it cannot be built]
@@ -254,8 +213,6 @@ def _compiled(steps: list[tuple[Any, tuple[Any, ...], tuple[Any, ...], int]]) ->
         row.kind, row.fn = kind, address
         if kind == COPY:
             row.arg = pre[0]
-        elif kind == DEPENDENT:
-            row.arg, row.params, row.config = pre[1], ctypes.addressof(post[0]), ctypes.addressof(pre[0])
         else:
             row.arg, row.params = pre[0], ctypes.addressof(post[0])
             for i, v in enumerate(pre[1:8]):
@@ -264,12 +221,12 @@ def _compiled(steps: list[tuple[Any, tuple[Any, ...], tuple[Any, ...], int]]) ->
     return replay, ctypes.addressof(rows), len(steps), ctypes.addressof(failed), failed, rows
 
 
-def _failed(rc: int, fn: Any, pre: tuple[Any, ...], stream: int, post: tuple[Any, ...], kind: int) -> None:
+def _failed(rc: int, fn: Any, pre: tuple[Any, ...], stream: int, post: tuple[Any, ...]) -> None:
     """A call that failed: once more after making the context current when that was the cause (a thread
     that has not used the GPU yet), else a LaunchError naming the call and the error."""
     if rc == INVALID_CONTEXT and CONTEXT[0]:
         set_context(CONTEXT[0])
-        rc = _invoke(fn, pre, stream, post, kind)
+        rc = fn(*pre, stream, *post)
         if rc == 0:
             return
     raise LaunchError(f"{getattr(fn, '__name__', 'a driver call')} failed: {error_name(rc)}")
@@ -278,9 +235,9 @@ def _failed(rc: int, fn: Any, pre: tuple[Any, ...], stream: int, post: tuple[Any
 def _call(fn: Any, pre: tuple[Any, ...], stream: Any, post: tuple[Any, ...], keep: Any, kind: int) -> None:
     s = handle(stream)
     tape: Tape | None = getattr(_LOCAL, "tape", None)
-    rc = _invoke(fn, pre, s, post, kind)
+    rc = fn(*pre, s, *post)
     if rc:
-        _failed(rc, fn, pre, s, post, kind)
+        _failed(rc, fn, pre, s, post)
     if tape is not None:
         tape.steps.append((fn, pre, post, kind))
         tape.keep.append(keep)
@@ -314,34 +271,16 @@ def dims(d: Any) -> tuple[int, int, int]:
 
 
 def kernel(func: Any, grid: Any, block: Any, smem: int, stream: Any, args: Sequence[Any],
-           cooperative: bool = False, dependent: bool = False) -> None:
-    """Launch ``func`` (a CUfunction) on ``stream`` with ``args`` in parameter order. ``dependent``: as a
-    programmatic dependent of the work before it on the stream (``cuLaunchKernelEx`` with programmatic stream
-    serialization): its blocks may start once the kernel before it has let them (at the latest when that
-    kernel's blocks have all exited) instead of after that kernel has completed, so only a kernel that waits for
-    its prerequisites (``griddepcontrol.wait``) before it touches global memory may be launched so."""
+           cooperative: bool = False) -> None:
+    """Launch ``func`` (a CUfunction) on ``stream`` with ``args`` in parameter order."""
     array, values = params(args)
     (gx, gy, gz), (bx, by, bz) = dims(grid), dims(block)
-    if dependent and not cooperative:
-        attrs = (LaunchAttribute * 1)()
-        attrs[0].id, attrs[0].value[0] = PROGRAMMATIC_STREAM_SERIALIZATION, 1
-        cfg = LaunchConfig((ctypes.c_uint * 7)(gx, gy, gz, bx, by, bz, int(smem)), None, ctypes.addressof(attrs), 1)
-        _call(_launch_ex(), (cfg, handle(func)), stream, (array,), (array, values, attrs), DEPENDENT)
-    elif cooperative:
+    if cooperative:
         _call(lib().cuLaunchCooperativeKernel, (handle(func), gx, gy, gz, bx, by, bz, int(smem)), stream,
               (array,), (array, values), COOPERATIVE)
     else:
         _call(lib().cuLaunchKernel, (handle(func), gx, gy, gz, bx, by, bz, int(smem)), stream, (array, None),
               (array, values), LAUNCH)
-
-
-def _launch_ex() -> Any:
-    """libcuda's ``cuLaunchKernelEx`` (CUDA 11.8 and later)."""
-    fn = getattr(lib(), "cuLaunchKernelEx", None)
-    if fn is None:
-        raise LaunchError("this CUDA driver has no cuLaunchKernelEx (CUDA 11.8 or later launches a dependent kernel)",
-                          "update the NVIDIA driver")
-    return fn
 
 
 def memcpy2d(copy: Any, stream: Any) -> None:

@@ -120,26 +120,13 @@ def operand_maps(op: Any, sched: WgmmaSchedule, a_ptr: int, b_ptr: int,
     return maps[0], maps[1]
 
 
-# Whether a kernel that waits for its prerequisites (``waits_for_prerequisites``) is launched as a programmatic
-# dependent of the work before it. Module-wide so that a probe can compare (graph_kernel_probe.py --dependent).
-DEPENDENT_LAUNCH = True
-
-
-def waits_for_prerequisites(source: str) -> bool:
-    """Whether the kernel ``source`` waits for the work before it (``griddepcontrol.wait``, hopper/mainloop.py's
-    ``GRID_WAIT``) before touching global memory, so that it may be launched as a programmatic dependent."""
-    return "griddepcontrol.wait" in source
-
-
 class Launcher:
-    """A loaded ``tr_wgmma_gemm`` cubin, launched with cuLaunchKernel on a given stream; with ``dependent``
-    (a kernel that ``waits_for_prerequisites``), with cuLaunchKernelEx as a programmatic dependent launch."""
+    """A loaded ``tr_wgmma_gemm`` cubin, launched with cuLaunchKernel on a given stream."""
 
-    def __init__(self, cubin: bytes, entry: str, smem_bytes: int, dependent: bool = False) -> None:
+    def __init__(self, cubin: bytes, entry: str, smem_bytes: int) -> None:
         from cuda.bindings import driver as drv
 
         self._drv = drv
-        self.dependent = dependent
         # one module per distinct cubin in a context (modules.py: a graph of kernels from fewer modules runs faster)
         self.module = modules.module(bytes(cubin), lambda c: driver_call(drv.cuModuleLoadData(c), "cuModuleLoadData"),
                                      lambda: driver_call(drv.cuCtxGetCurrent(), "cuCtxGetCurrent"))
@@ -177,8 +164,7 @@ class Launcher:
         """``args``: ctypes values in kernel-parameter order (tensor maps, pointers as c_uint64, ...)."""
         from . import launches
 
-        launches.kernel(self.func_handle, grid, threads, self.smem_bytes, stream, args,
-                        dependent=self.dependent and DEPENDENT_LAUNCH)
+        launches.kernel(self.func_handle, grid, threads, self.smem_bytes, stream, args)
 
 
 def output_map(op: Any, sched: WgmmaSchedule, c_ptr: int) -> tuple[_Map, int]:
@@ -269,8 +255,7 @@ class WgmmaKernel(CudaKernel):
         from pathlib import Path
 
         self.schedule = WgmmaSchedule.from_json(artifact.schedule)
-        self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered.entry, rendered.smem,
-                                  dependent=waits_for_prerequisites(rendered.source))
+        self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered.entry, rendered.smem)
         self._grid = rendered.grid[0]
         if self.schedule.cluster > 1 and self.schedule.persistent:
             fit = self._launcher.max_active_clusters(rendered.block[0], self.schedule.cluster)

@@ -247,7 +247,7 @@ def conv_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any])
     from tracea.doctor.errors import LaunchError
 
     from ..runtime import CudaKernel
-    from ..tma import Launcher, driver_call, waits_for_prerequisites
+    from ..tma import Launcher, driver_call
 
     class WgmmaConvKernel(CudaKernel):
         """Buffers, timing and verification as for every CUDA kernel; the launch passes the filter and
@@ -257,8 +257,7 @@ def conv_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any])
         def __init__(self) -> None:
             super().__init__(op, artifact, rendered_, scalars)
             self.schedule = WgmmaConvSchedule.from_json(artifact.schedule)
-            self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered_.entry, rendered_.smem,
-                                      dependent=waits_for_prerequisites(rendered_.source))
+            self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered_.entry, rendered_.smem)
             self._wargs: list[Any] | None = None
             self._copies: list[Any] = []  # before the conv: ("c", memcpy2d) or ("t", transpose arguments)
             self._after: list[Any] = []  # after it: the NHWC -> NCHW transpose of the result

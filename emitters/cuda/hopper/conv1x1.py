@@ -51,7 +51,7 @@ def gemm_view_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, 
     from tracea.doctor.errors import LaunchError
 
     from ..runtime import CudaKernel
-    from ..tma import Launcher, gemm_args, operand_maps, output_map, split_args, waits_for_prerequisites
+    from ..tma import Launcher, gemm_args, operand_maps, output_map, split_args
 
     view = gemm_view(op)
     sched = WgmmaConvSchedule.from_json(artifact.schedule).as_gemm()
@@ -63,8 +63,7 @@ def gemm_view_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, 
         def __init__(self) -> None:
             super().__init__(op, artifact, rendered_, scalars)
             self.schedule = sched
-            self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered_.entry, rendered_.smem,
-                                      dependent=waits_for_prerequisites(rendered_.source))
+            self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered_.entry, rendered_.smem)
             self._grid = rendered_.grid[0]
             if sched.cluster > 1 and sched.persistent:
                 fit = self._launcher.max_active_clusters(rendered_.block[0], sched.cluster)

@@ -77,8 +77,7 @@ def kernel_head(sched: WgmmaSchedule, a_bytes: int, k_iters: str = f"(K + {BK - 
     """The kernel body up to the warpgroup split: the 1024-aligned ring base, the C staging atoms and
     the mbarriers after it, the tile walk (``scheduler.tile_walk``; ``k_iters`` is a C expression),
     tensor-map prefetches, barrier initialisation (``full_arrivals`` per full barrier: 1, the producer's
-    ``expect_tx``, for TMA-only producers), the block (or cluster) barrier that publishes them, and the wait
-    for the work before the kernel (``GRID_WAIT``)."""
+    ``expect_tx``, for TMA-only producers), and the block (or cluster) barrier that publishes them."""
     S, align = sched.stages, SWIZZLE.period_bytes
     prefetch = "\n        ".join(f"tr_prefetch_map(&{m});" for m in maps)
     return f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
@@ -99,8 +98,7 @@ def kernel_head(sched: WgmmaSchedule, a_bytes: int, k_iters: str = f"(K + {BK - 
         tr_mbar_init(bars + 8u * {2 * S + 1}, 1u);
         asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
     }}
-    {_cluster_sync(sched)}
-    {GRID_WAIT}"""
+    {_cluster_sync(sched)}"""
 
 
 def _units(sched: WgmmaSchedule) -> str:
@@ -421,13 +419,6 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
                 #pragma unroll
                 for (int j = 0; j < {n_regs}; ++j) asm volatile("" : "+f"(acc[i][j]) :: "memory");
             }}"""
-
-
-# Every thread waits here until the work before the kernel on its stream is complete and its memory visible: a
-# no-op after an ordinary launch; after a programmatic dependent one (tma.Launcher, launches.kernel's
-# ``dependent``) the block may have started while that work was finishing, and everything above (shared memory,
-# barriers, tensor-map prefetches from the parameters) overlapped it. Nothing above touches global memory.
-GRID_WAIT = 'asm volatile("griddepcontrol.wait;\\n" ::: "memory");'
 
 
 def _cluster_sync(sched: WgmmaSchedule) -> str:

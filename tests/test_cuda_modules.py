@@ -106,3 +106,37 @@ def test_threads_load_once():
     for t in threads:
         t.join()
     assert len(loads) == 1 and len({id(g) for g in got}) == 1
+
+
+def test_dynamic_smem_through_the_driver_names_a_refusal():
+    """``allow_dynamic_smem``: a library kernel's limit is set per device, a function's on the function; the
+    driver's refusal is one LaunchError naming the size. cuda-bindings' call shapes, without a GPU."""
+    from tracea.doctor.errors import LaunchError
+
+    class Kernel(int):
+        pass
+
+    class Driver:
+        CUkernel = Kernel
+
+        class CUfunction_attribute:  # noqa: N801 - cuda-bindings' name
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+        def __init__(self):
+            self.calls = []
+
+        def cuKernelSetAttribute(self, attr, n, handle, device):  # noqa: N802
+            self.calls.append(("kernel", attr, n, int(handle), device))
+            return (0,)
+
+        def cuFuncSetAttribute(self, handle, attr, n):  # noqa: N802
+            self.calls.append(("function", attr, n, int(handle)))
+            return (1 if n > 232448 else 0,)
+
+    d = Driver()
+    modules.allow_dynamic_smem(d, Kernel(5), 1, 100_000)
+    modules.allow_dynamic_smem(d, Kernel(5), 1, 90_000)  # lower: nothing to do
+    modules.allow_dynamic_smem(d, 6, 0, 100_000)
+    assert d.calls == [("kernel", 8, 100_000, 5, 1), ("function", 8, 100_000, 6)]
+    with pytest.raises(LaunchError, match="300000 B of dynamic shared memory"):
+        modules.allow_dynamic_smem(d, 6, 0, 300_000)

@@ -72,3 +72,21 @@ def allow_smem(kind: str, handle: Any, nbytes: int, set_limit: Any) -> None:
             return
         set_limit(nbytes)
         _SMEM[key] = nbytes
+
+
+def allow_dynamic_smem(driver: Any, handle: Any, device_id: int, nbytes: int) -> None:
+    """``allow_smem`` for cuda-core's kernel ``handle`` (a ``CUkernel``, set per device, or a ``CUfunction``)
+    through cuda-bindings' ``driver``; a refusal is a ``LaunchError``."""
+    from tracea.doctor.errors import LaunchError
+
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    library_kernel = isinstance(handle, driver.CUkernel)
+
+    def set_limit(n: int) -> None:
+        res = (driver.cuKernelSetAttribute(attr, n, handle, device_id) if library_kernel
+               else driver.cuFuncSetAttribute(handle, attr, n))
+        err = res[0] if isinstance(res, tuple) else res
+        if int(err) != 0:
+            raise LaunchError(f"allowing {n} B of dynamic shared memory failed: {err}")
+
+    allow_smem(f"kernel {device_id}" if library_kernel else "function", handle, nbytes, set_limit)

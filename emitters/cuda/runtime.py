@@ -411,20 +411,8 @@ class CudaKernel(OnCallerBuffers):
         return int(handle)
 
     def _allow_smem(self, nbytes: int) -> None:
-        d = self._dev.driver
-        attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         handle = self._kernel._handle if hasattr(self._kernel, "_handle") else self._kernel.handle
-
-        def set_limit(n: int) -> None:
-            if isinstance(handle, d.CUkernel):
-                res = d.cuKernelSetAttribute(attr, n, handle, self._dev.dev.device_id)
-            else:
-                res = d.cuFuncSetAttribute(handle, attr, n)
-            _check(res, f"allowing {n} B of dynamic shared memory")
-
-        # kernels built from one cubin share this handle: the limit only rises (modules.py)
-        modules.allow_smem(f"kernel {self._dev.dev.device_id}" if isinstance(handle, d.CUkernel) else "function",
-                           handle, nbytes, set_limit)
+        modules.allow_dynamic_smem(self._dev.driver, handle, self._dev.dev.device_id, nbytes)
 
     # -------------------------------------------------------------- buffers
     def _buffer(self, name: str, nbytes: int) -> DeviceArray:

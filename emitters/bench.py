@@ -36,7 +36,6 @@ from tracea.kernels.footprint import require_host_memory
 from . import registry
 from .baselines import pinned_note
 from .nvtx import phase as nvtx_phase
-from .nvtx import phase_of
 from .stability import measure_stable, spread_problem
 from .timing import Timing, interleaved
 
@@ -208,7 +207,7 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
             named = {"Tracea": f.get("tracea"), f.get("baseline_name") or "baseline": f.get("baseline")}
             return spread_problem({k: v for k, v in named.items() if v}) if f.get("status") == "ok" else None
 
-        with nvtx_phase(phase_of(op.kind), "time"):
+        with nvtx_phase(op.phase, "time"):
             fields, unstable = measure_stable(
                 lambda: b.bench_on_device(kernel, op, inputs, ref, tol, warmup, repeats), device_spread)
         return BenchResult(tolerance=tol, unstable=unstable, **fields, **base)
@@ -246,7 +245,7 @@ def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[s
         return BenchResult(status="wrong_result", rel_err=err, tolerance=tol,
                            error=f"relative error {err:.3g} exceeds {tol:.1g} (in-process run)", **base)
     base_err = relative_error(np.asarray(baseline.run(), dtype=np.float64), ref) if baseline.run else None
-    with nvtx_phase(phase_of(op.kind), "time"):
+    with nvtx_phase(op.phase, "time"):
         names = {"tracea": "Tracea", "baseline": baseline.name}
         timings, unstable = measure_stable(
             lambda: interleaved(contenders, warmup=timing["warmup"], repeats=timing["repeats"],

@@ -19,7 +19,7 @@ The callables' arguments are each backend's own (its build passes what its targe
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -52,6 +52,11 @@ class Core:
 
     kernel: Callable[..., Any] | None = None
     """The loaded kernel object over a compiled artifact; None: the backend's plain one."""
+
+    descriptions: dict[str, str] = field(default_factory=dict)
+    """What its variant says it is, per op it computes (the backend's ``variants.py`` makes each variant
+    from its core's line: ``Variant.description``, on the CPU the op's part of it); none for a core that
+    is no variant's own (a CUDA alternate)."""
 
     def schedule_from_json(self, d: dict[str, Any]) -> Any:
         """One of this core's schedules from its ``to_json()``."""

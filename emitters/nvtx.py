@@ -5,7 +5,8 @@
         ...
 
 The range's message is the phase ("copy", "mma", "reduce", "comm", "host"; Tessera §7), its category
-says what Tracea is doing in it ("compile", "verify", "time", "tune", ...). With the optional ``nvtx``
+says what Tracea is doing in it ("compile", "verify", "time", "tune", ...); a kernel is timed in its op's
+phase (``Op.phase``). With the optional ``nvtx``
 package installed (``pip install 'tracea[nvtx]'``) these are real ranges (nearly free when no profiler
 is attached); without it ``phase`` is a no-op. The package is imported on first use, never at import.
 """
@@ -35,11 +36,6 @@ def available() -> bool:
         except Exception:  # noqa: BLE001 - absent or broken: ranges become no-ops
             _nvtx = False
     return _nvtx is not False
-
-
-def phase_of(op_kind: str | None) -> str:
-    """The Tessera phase of running a kernel of ``op_kind``: matrix work is "mma", softmax "reduce"."""
-    return {"gemm": "mma", "conv2d": "mma", "attention": "mma", "softmax": "reduce"}.get(op_kind or "", "host")
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ import numpy as np
 from tracea.doctor.errors import BadInputError
 
 from .dtypes import DType, parse_dtype, to_float64
-from .ops import OPS, Op, _elements, _non_negative, _pair, _positive, _random
+from .ops import Op, _elements, _non_negative, _pair, _positive, _random, register
 
 MAX_HEAD_DIM = 256
 KERNEL_HEAD_DIMS = (64, 128, 256)  # what the fused kernels will be built for; any multiple of 8 validates
@@ -83,6 +83,7 @@ def check_block_mask(value: Any, seq_q: int, seq_k: int, block_size: tuple[int, 
     return rows
 
 
+@register
 @dataclass(frozen=True)
 class Attention(Op):
     """Scaled dot-product attention, forward (see the module docstring for the layout and the mask).
@@ -101,6 +102,9 @@ class Attention(Op):
     block_mask: tuple[str, ...] | None = None
     block_size: tuple[int, int] = (128, 128)
     kind: ClassVar[str] = "attention"
+    phase: ClassVar[str] = "mma"
+    default_shape: ClassVar[dict[str, Any]] = {"batch": 4, "heads": 32, "seq_q": 4096, "head_dim": 128}  # issue 17's headline
+    aliases: ClassVar[tuple[str, ...]] = ("flash_attention_2", "flash-attention-2", "flash_attention")  # the design documents'
 
     def __post_init__(self) -> None:
         for name in ("batch", "heads", "seq_q"):
@@ -312,8 +316,6 @@ class Attention(Op):
                     lse[b, h, r0:r1] = np.where(live, m + np.log(safe), -np.inf)
         return out, lse
 
-
-OPS[Attention.kind] = Attention  # registered here: the class needs ops.py's helpers
 
 
 def lse_error(lse: np.ndarray, ref: np.ndarray) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -56,9 +56,18 @@ def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType, scal
 
 
 class Op:
-    """Common behaviour of the operations (frozen dataclasses)."""
+    """Common behaviour of the operations (frozen dataclasses). Beside its counts and references, an op
+    answers how it is shown: its case in a few characters (``case_label``), a metrics row's shape
+    (``shape_label``), its marker on the roofline plot (``plot_marker``) and the Tessera phase its kernel
+    runs in (``phase``, one of emitters/nvtx.py's PHASES). ``default_shape``: the fields ``tracea.Context``
+    assumes when a caller names the op without them; ``aliases``: other spellings of its name (``register``
+    adds them to ``OP_ALIASES``)."""
 
     kind: ClassVar[str]
+    plot_marker: ClassVar[str] = "o"
+    phase: ClassVar[str] = "host"
+    default_shape: ClassVar[dict[str, Any]] = {}
+    aliases: ClassVar[tuple[str, ...]] = ()
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)  # type: ignore[call-overload]
@@ -95,7 +104,34 @@ class Op:
         parts = [f"{k}={v.value if isinstance(v, DType) else v}" for k, v in asdict(self).items()]  # type: ignore[call-overload]
         return f"{self.kind}(" + ",".join(parts) + ")"
 
+    def case_label(self) -> str:
+        """A case in a few characters, for a suite's table and progress line: the signature unless the
+        op says it shorter."""
+        return self.signature
 
+    @classmethod
+    def shape_label(cls, shape: dict[str, Any]) -> str:
+        """A short label for a metrics row's shape (the op's fields but ``dtype``, as JSON holds them; a
+        field may be missing): its scalar fields unless the op says it shorter."""
+        return ",".join(f"{k}={v}" for k, v in sorted(shape.items()) if not isinstance(v, (list, dict)))
+
+
+OPS: dict[str, type] = {}  # kind -> class, in registration order (kernels/__init__.py imports the ops' files)
+# Other spellings of an op's name (its ``aliases``): the design documents write
+# ctx.plan_kernel("flash_attention_2", precision="BF16").
+OP_ALIASES: dict[str, str] = {}
+OpT = TypeVar("OpT", bound=Op)
+
+
+def register(cls: type[OpT]) -> type[OpT]:
+    """Make ``cls`` an op: ``Op.from_json``, the CLI's IR and the reports find it in ``OPS`` by its kind,
+    and by its aliases through ``canonical_op_name``. Each op's file registers its class (``@register``)."""
+    OPS[cls.kind] = cls
+    OP_ALIASES.update(dict.fromkeys(cls.aliases, cls.kind))
+    return cls
+
+
+@register
 @dataclass(frozen=True)
 class Gemm(Op):
     """C[m, n] = epilogue(A[m, k] @ B[k, n]). ``layout_a``/``layout_b``: "row" (k contiguous for A,
@@ -111,6 +147,8 @@ class Gemm(Op):
     epilogue: tuple[str, ...] = ()
     alpha: float = 1.0
     kind: ClassVar[str] = "gemm"
+    phase: ClassVar[str] = "mma"
+    default_shape: ClassVar[dict[str, Any]] = {"m": 4096, "n": 4096, "k": 4096}
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
@@ -181,6 +219,14 @@ class Gemm(Op):
     def output_shape(self) -> tuple[int, ...]:
         return (self.m, self.n)
 
+    def case_label(self) -> str:
+        """gemm 1024x1024x1024 bf16 bias relu"""
+        return f"gemm {self.m}x{self.n}x{self.k} {self.dtype.value}" + "".join(f" {e}" for e in self.epilogue)
+
+    @classmethod
+    def shape_label(cls, shape: dict[str, Any]) -> str:
+        return f"{shape.get('m')}x{shape.get('n')}x{shape.get('k')}"
+
 
 def _pair(name: str, value: Any, check, parts: str = "(h, w)") -> tuple[int, int]:
     """One integer for both, or two (``parts`` names them in the error), each through ``check``."""
@@ -192,6 +238,7 @@ def _pair(name: str, value: Any, check, parts: str = "(h, w)") -> tuple[int, int
     return v, v
 
 
+@register
 @dataclass(frozen=True)
 class Conv2d(Op):
     """2-D convolution (cross-correlation, as in PyTorch): input N x C x H x W (or NHWC), filter
@@ -213,6 +260,10 @@ class Conv2d(Op):
     bias: bool = False
     dtype: DType = DType.FP32
     kind: ClassVar[str] = "conv2d"
+    plot_marker: ClassVar[str] = "s"
+    phase: ClassVar[str] = "mma"
+    default_shape: ClassVar[dict[str, Any]] = {"n": 1, "c": 64, "h": 224, "w": 224, "k": 128, "r": 3, "s": 3,
+                                               "padding": 1}
 
     def __post_init__(self) -> None:
         for name in ("n", "c", "h", "w", "k", "r", "s", "groups"):
@@ -285,6 +336,18 @@ class Conv2d(Op):
     def output_shape(self) -> tuple[int, ...]:
         return (self.n, self.k, self.p, self.q) if self.layout == "nchw" else (self.n, self.p, self.q, self.k)
 
+    def case_label(self) -> str:
+        """conv2d n32 c256 56x56 k256 3x3 s1 p1 nhwc fp16 (a pair of unequal values as a list: s[1, 2])"""
+        def pair(v: tuple[int, int]) -> int | list[int]:
+            return v[0] if v[0] == v[1] else list(v)
+
+        return (f"conv2d n{self.n} c{self.c} {self.h}x{self.w} k{self.k} {self.r}x{self.s} s{pair(self.stride)} "
+                f"p{pair(self.padding)} {self.layout} {self.dtype.value}")
+
+    @classmethod
+    def shape_label(cls, shape: dict[str, Any]) -> str:
+        return f"n{shape.get('n')} c{shape.get('c')} {shape.get('h')}x{shape.get('w')} k{shape.get('k')}"
+
     def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         scale = 1.0 / math.sqrt(math.sqrt(self.gemm_k))
         return {name: _random(rng, shape, self.dtype, 1.0 if name == "bias" else scale)
@@ -315,6 +378,7 @@ class Conv2d(Op):
         return out if self.layout == "nchw" else out.transpose(0, 2, 3, 1)
 
 
+@register
 @dataclass(frozen=True)
 class Softmax(Op):
     """Row-wise softmax over the last axis of a rows x cols matrix, numerically stable."""
@@ -323,6 +387,9 @@ class Softmax(Op):
     cols: int
     dtype: DType = DType.FP32
     kind: ClassVar[str] = "softmax"
+    plot_marker: ClassVar[str] = "^"
+    phase: ClassVar[str] = "reduce"
+    default_shape: ClassVar[dict[str, Any]] = {"rows": 4096, "cols": 4096}
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rows", _positive("rows", self.rows))
@@ -345,6 +412,13 @@ class Softmax(Op):
     def output_shape(self) -> tuple[int, ...]:
         return (self.rows, self.cols)
 
+    def case_label(self) -> str:
+        return f"softmax {self.rows}x{self.cols} {self.dtype.value}"
+
+    @classmethod
+    def shape_label(cls, shape: dict[str, Any]) -> str:
+        return f"{shape.get('rows')}x{shape.get('cols')}"
+
     def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         # A wide spread (and an offset) so that a kernel without the max subtraction overflows.
         x = rng.standard_normal((self.rows, self.cols), dtype=np.float32) * 4 + 40
@@ -354,11 +428,6 @@ class Softmax(Op):
         x = to_float64(inputs["x"], self.dtype)
         e = np.exp(x - x.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
-
-
-OPS: dict[str, type] = {"gemm": Gemm, "conv2d": Conv2d, "softmax": Softmax}  # attention.py adds "attention"
-# Other spellings of an op's name: the design documents write ctx.plan_kernel("flash_attention_2", precision="BF16").
-OP_ALIASES = {"flash_attention_2": "attention", "flash-attention-2": "attention", "flash_attention": "attention"}
 
 
 def canonical_op_name(name: str) -> str:
@@ -386,5 +455,5 @@ def tolerance(op: Op) -> float:
     return 8 * dtype.unit_roundoff  # output rounding dominates: ~3e-2 bf16, ~4e-3 fp16
 
 
-__all__ = ["Gemm", "Conv2d", "Softmax", "Op", "OPS", "OP_ALIASES", "DType", "canonical_op_name", "relative_error",
+__all__ = ["Gemm", "Conv2d", "Softmax", "Op", "OPS", "OP_ALIASES", "DType", "canonical_op_name", "register", "relative_error",
            "tolerance"]

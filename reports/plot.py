@@ -32,7 +32,11 @@ def _pyplot() -> Any:
     return plt
 
 
-OP_MARKERS = {"gemm": "o", "conv2d": "s", "softmax": "^"}
+def _marker(kind: str) -> str:
+    """The roofline's marker for a row's op: the op's own (``Op.plot_marker``), "o" for one this Tracea lacks."""
+    from tracea.kernels import OPS, Op
+
+    return OPS.get(kind, Op).plot_marker
 
 
 def _short(name: str | None) -> str:
@@ -173,7 +177,7 @@ def _roofline(ax: Any, rows: list[dict[str, Any]], device: str, ceilings: list[R
                 + ("" if c.bandwidth else " (memory roof unknown)"))
     for op in dict.fromkeys(op for _, _, op in pts):
         mine = [(i, f) for i, f, o in pts if o == op]
-        ax.plot([i for i, _ in mine], [f for _, f in mine], OP_MARKERS.get(op, "o"), color="tab:blue",
+        ax.plot([i for i, _ in mine], [f for _, f in mine], _marker(op), color="tab:blue",
                 label=f"Tracea {op} (ok rows)", zorder=3)
     bw = max((c.bandwidth for c in ceilings if c.bandwidth), default=None)
     if bw and any(f * 1e12 > bw * i * 1.05 for i, f, _ in pts):

@@ -28,18 +28,15 @@ def _device_metric(backend: str, dtype: str) -> tuple[str | None, str | None]:
 
 
 def shape_label(row: dict[str, Any]) -> str:
-    """A short label for a row's shape: "256x256x256" for gemm, "rows x cols" for softmax, ..."""
+    """A short label for a row's shape, as its op says it (``Op.shape_label``): "256x256x256" for gemm,
+    "rows x cols" for softmax, its scalar fields for an op this Tracea lacks."""
+    from tracea.kernels import OPS, Op
+
     try:
         shape = json.loads(row["shape"]) if isinstance(row["shape"], str) else dict(row["shape"])
     except (ValueError, TypeError):
         return str(row["shape"])
-    if row["op"] == "gemm":
-        return f"{shape.get('m')}x{shape.get('n')}x{shape.get('k')}"
-    if row["op"] == "softmax":
-        return f"{shape.get('rows')}x{shape.get('cols')}"
-    if row["op"] == "conv2d":
-        return f"n{shape.get('n')} c{shape.get('c')} {shape.get('h')}x{shape.get('w')} k{shape.get('k')}"
-    return ",".join(f"{k}={v}" for k, v in sorted(shape.items()) if not isinstance(v, (list, dict)))
+    return OPS.get(row["op"], Op).shape_label(shape)
 
 
 def _object(text: Any) -> Any:

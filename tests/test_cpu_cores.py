@@ -16,15 +16,15 @@ from tracea.emitters.cpu.cores import CpuCore
 from tracea.emitters.cpu.registry import CORES, core_for
 from tracea.emitters.cpu.render import render
 from tracea.emitters.cpu.schedules import hero_schedule, rows_space
-from tracea.emitters.cpu.variants import OPS
+from tracea.emitters.cpu.variants import ALL_VARIANTS, FAMILIES
 from tracea.kernels import Gemm, Softmax
 
 HOST = load_snapshot(Path(__file__).parent / "fixtures" / "snapshots" / "ci_vm.json")
 
 
-def test_every_cpu_op_has_its_core():
-    assert set(CORES) == set(OPS)
-    assert all(kind in core.ops for kind, core in CORES.items())
+def test_every_cpu_op_has_its_core_and_a_variant_in_every_family():
+    assert all(kind in core.ops and core.descriptions[kind] for kind, core in CORES.items())
+    assert [v.id for v in ALL_VARIANTS] == [f"{f}.{kind}" for f in FAMILIES for kind in CORES]
 
 
 def test_render_takes_entry_buffers_and_arguments_from_the_core():
@@ -37,7 +37,7 @@ def test_render_takes_entry_buffers_and_arguments_from_the_core():
 
 def test_an_op_without_a_core_is_unsupported():
     toy = _ToyOp(kind="layernorm")
-    for call in (lambda: render(toy, "cpu-portable", hero_schedule(toy, "cpu-portable.softmax", HOST)),
+    for call in (lambda: render(toy, "cpu-portable", hero_schedule(toy, cpu.resolve("cpu-portable.softmax"), HOST)),
                  lambda: cpu.hero_schedule(toy, "cpu-portable.softmax", HOST),
                  lambda: cpu.search_space(toy, "cpu-portable.softmax", HOST)):
         with pytest.raises(UnsupportedError, match="no renderer for 'layernorm'"):

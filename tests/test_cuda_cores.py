@@ -12,11 +12,25 @@ BUILD = Path(cores.__file__).with_name("build.py")
 
 
 def test_every_cuda_variant_has_a_core():
-    every = (*variants.ALL_VARIANTS, *variants.VARIANTS, variants.WGMMA_GEMM, variants.WGMMA_CONV)
+    every = (*variants.ALL_VARIANTS, *variants.VARIANTS, *variants.RENDERED)
     for v in every:
         assert (v.family, v.op) in cores.BY_VARIANT, v.id
         core = cores.BY_VARIANT[(v.family, v.op)]
         assert cores.BY_SCHEDULE[(core.name, v.op)] is core, v.id
+
+
+def test_the_variants_are_the_main_cores_lines_in_order():
+    """Each main core is its family's variant for each op it computes, in the registry's order (the
+    planner's and `tracea plan`'s order); cuda-wgmma (sm_90a only) stays out of ALL_VARIANTS."""
+    assert [v.id for v in variants.VARIANTS] == [
+        "cuda-mma-sync.gemm", "cuda-mma-sync.conv2d", "cuda-simt.gemm", "cuda-simt.conv2d", "cuda-simt.softmax",
+        "cuda-mma-sync.attention", "cuda-wgmma.gemm", "cuda-wgmma.conv2d", "cuda-wgmma.attention"]
+    assert variants.ALL_VARIANTS == variants.VARIANTS[:6] and variants.RENDERED == variants.VARIANTS
+    for v in variants.RENDERED:
+        core = cores.BY_VARIANT[(v.family, v.op)]
+        assert (v.precisions, v.description) == (core.precisions, core.descriptions[v.op]), v.id
+        assert v.requirements.min_shared_memory_per_block_bytes == core.smem, v.id
+    assert all(not c.descriptions and not c.verified for c in cores.CORES if not c.family)
 
 
 def test_registry_lines_are_unique():

@@ -169,7 +169,7 @@ def spills(log: str) -> tuple[int, int, int]:
 @pytest.fixture(scope="module")
 def nvrtc():
     pytest.importorskip("cuda.core")
-    from tracea.emitters.cuda.compiler import find_nvrtc
+    from tracea.emitters.nvrtc import find_nvrtc
 
     return find_nvrtc()
 
@@ -236,7 +236,9 @@ def test_gpu_verify_quick(tmp_path):
 def _planned(host, op):
     from tracea.doctor.plan import plan
     from tracea.emitters import cuda
-    from tracea.emitters.cuda.variants import WGMMA_GEMM
+    from tracea.emitters.cuda.variants import resolve
+
+    WGMMA_GEMM = resolve("cuda-wgmma.gemm")
 
     return plan(op, host, cuda.ALL_VARIANTS + (WGMMA_GEMM,), backend="cuda")
 
@@ -268,7 +270,9 @@ def test_plan_never_offers_wgmma_off_sm90(target):
 
 
 def test_variant_smem_requirement_is_the_hero_ring():
-    from tracea.emitters.cuda.variants import WGMMA_GEMM
+    from tracea.emitters.cuda.variants import resolve
+
+    WGMMA_GEMM = resolve("cuda-wgmma.gemm")
 
     assert WGMMA_GEMM.requirements.min_shared_memory_per_block_bytes == W.HERO.smem_bytes
     assert WGMMA_GEMM.requirements.min_compute_capability == WGMMA_GEMM.requirements.max_compute_capability == (9, 0)

@@ -275,9 +275,9 @@ def test_core_hooks_check_the_target_and_precision():
     from tracea.doctor.errors import UnsupportedError
     from tracea.emitters.cuda.arch import parse_arch
     from tracea.emitters.cuda.hopper import attention_schedule as S
-    from tracea.emitters.cuda.variants import hopper_variant
+    from tracea.emitters.cuda.variants import resolve
 
-    v = hopper_variant("attention", 230480, "Hopper attention")
+    v = resolve("cuda-wgmma.attention")
     op = Attention(1, 2, 100, 128, dtype="bf16", causal=True)
     hero = S.hero_schedule(op)
     S.check(op, v, hero, parse_arch("sm_90a"))

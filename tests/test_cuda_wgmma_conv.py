@@ -141,13 +141,13 @@ def test_conv_scalars_pad_channels_to_16_bytes():
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     pytest.importorskip("cuda.core")
-    from tracea.emitters.cuda.compiler import find_nvrtc
+    from tracea.emitters.nvrtc import find_nvrtc
 
     find_nvrtc()
     import os
 
     os.environ.setdefault("TRACEA_HOME", str(tmp_path_factory.mktemp("home")))
-    from tracea.emitters.cuda.compiler import compile_cached
+    from tracea.emitters.nvrtc import compile_cached
 
     def run(op: Conv2d, sched: WgmmaConvSchedule):
         r = WC.rendered(op, sched, 132)
@@ -183,7 +183,9 @@ def test_a_sample_of_schedules_compiles(compiled):
 def _planned(host, op):
     from tracea.doctor.plan import plan
     from tracea.emitters import cuda
-    from tracea.emitters.cuda.variants import WGMMA_CONV, WGMMA_GEMM
+    from tracea.emitters.cuda.variants import resolve
+
+    WGMMA_GEMM, WGMMA_CONV = resolve("cuda-wgmma.gemm"), resolve("cuda-wgmma.conv2d")
 
     return plan(op, host, cuda.ALL_VARIANTS + (WGMMA_GEMM, WGMMA_CONV), backend="cuda")
 
@@ -215,7 +217,9 @@ def test_plan_never_offers_wgmma_conv_off_sm90(target):
 
 
 def test_variant_is_registered_with_the_largest_hero_ring():
-    from tracea.emitters.cuda.variants import VARIANTS, WGMMA_CONV
+    from tracea.emitters.cuda.variants import VARIANTS, resolve
+
+    WGMMA_CONV = resolve("cuda-wgmma.conv2d")
 
     assert WGMMA_CONV in VARIANTS
     heroes = (conv_hero_schedule(conv(n=32, k=128)), conv_hero_schedule(conv(n=32, k=256)))

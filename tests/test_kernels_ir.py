@@ -4,6 +4,7 @@ direct definitions), inputs are fresh and never zero."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -165,3 +166,33 @@ def test_relative_error_and_tolerance():
     assert relative_error(np.full((4, 4), np.nan), ref) == math.inf
     assert relative_error(np.ones((4, 5)), ref) == math.inf
     assert tolerance(Gemm(4, 4, 4)) < tolerance(Gemm(4, 4, 4, dtype="fp16")) < tolerance(Gemm(4, 4, 4, dtype="bf16"))
+
+
+def test_each_op_says_how_it_is_shown():
+    """The texts the suite table, the report and the plot print, and the NVTX phase of timing a kernel,
+    as each op answers them (they were decisions by kind in tracea_cli/suite.py, reports/ and
+    emitters/nvtx.py; the texts are the same)."""
+    from tracea.kernels import Attention
+    from tracea.reports.summary import shape_label
+
+    gemm = Gemm(64, 32, 16, dtype="bf16", epilogue="bias,relu")
+    conv = Conv2d(n=2, c=3, h=9, w=9, k=8, r=3, s=3, stride=(1, 2), padding=1, layout="nhwc", dtype="fp16")
+    attention = Attention(batch=1, heads=2, seq_q=64, head_dim=64)
+    assert gemm.case_label() == "gemm 64x32x16 bf16 bias relu"
+    assert Conv2d(32, 256, 56, 56, 256, 3, 3, padding=1).case_label() == "conv2d n32 c256 56x56 k256 3x3 s1 p1 nchw fp32"
+    assert conv.case_label() == "conv2d n2 c3 9x9 k8 3x3 s[1, 2] p1 nhwc fp16"
+    assert Softmax(7, 100).case_label() == "softmax 7x100 fp32"
+    assert attention.case_label() == attention.signature
+
+    def row(op):
+        shape = {k: v for k, v in op.to_json().items() if k not in ("op", "schema_version", "dtype")}
+        return {"op": op.kind, "shape": json.dumps(shape, sort_keys=True)}  # as emitters/bench.py writes it
+
+    assert [shape_label(row(op)) for op in (gemm, conv, Softmax(7, 100))] == ["64x32x16", "n2 c3 9x9 k8", "7x100"]
+    assert shape_label(row(attention)) == ("batch=1,block_mask=None,causal=False,head_dim=64,heads=2,kv_heads=2,"
+                                           "scale=0.125,seq_k=64,seq_q=64,window=None")
+    assert shape_label({"op": "pooling", "shape": '{"a": 1, "b": [1], "c": "x"}'}) == "a=1,c=x"
+    assert shape_label({"op": "gemm", "shape": '{"m": 3}'}) == "3xNonexNone"
+    assert shape_label({"op": "gemm", "shape": "not json"}) == "not json"
+    assert [op.plot_marker for op in (gemm, conv, Softmax(2, 3), attention)] == ["o", "s", "^", "o"]
+    assert [op.phase for op in (gemm, conv, Softmax(2, 3), attention)] == ["mma", "mma", "reduce", "mma"]

@@ -13,14 +13,6 @@ from typing import Any
 
 from .render_kernels import bench_table, plan_table
 
-# The shape `plan_kernel` assumes when none is given: the one the CLI examples use.
-DEFAULT_SHAPES: dict[str, dict[str, Any]] = {
-    "gemm": {"m": 4096, "n": 4096, "k": 4096},
-    "conv2d": {"n": 1, "c": 64, "h": 224, "w": 224, "k": 128, "r": 3, "s": 3, "padding": 1},
-    "softmax": {"rows": 4096, "cols": 4096},
-    "attention": {"batch": 4, "heads": 32, "seq_q": 4096, "head_dim": 128},  # issue 17's headline shape
-}
-
 
 class Context:
     def __init__(self, host: Any = None) -> None:
@@ -38,7 +30,7 @@ class Context:
         cls = OPS.get(name)
         if cls is None:
             raise BadInputError(f"unknown operation {kind!r}; known: {', '.join(OPS)}")
-        args = {**DEFAULT_SHAPES[name], **shape}
+        args = {**cls.default_shape, **shape}  # the shape `plan_kernel` assumes when none is given (the op's)
         if precision is not None:
             args["dtype"] = precision.lower()
         return cls(**args)

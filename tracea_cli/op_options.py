@@ -90,7 +90,8 @@ OP_HELP = {
     "attention": "Fused scaled dot-product attention (FlashAttention-style), softmax(Q K^T * scale + mask) V.",
 }
 
-# The design documents' spellings, as kernels.ops.OP_ALIASES has them (spelt out here: the app loads no NumPy).
+# The design documents' spellings, as each op's ``aliases`` has them (kernels.ops.OP_ALIASES; spelt out here: the
+# app loads no NumPy, so no kernels/; tests/test_attention_cli.py checks the two agree).
 OP_ALIASES = {"attention": ("flash_attention_2", "flash-attention-2", "flash_attention")}
 
 

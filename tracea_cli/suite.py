@@ -72,7 +72,7 @@ def run_suite(backend: str | None, *, repeat: int, warmup: int, seed: int | None
         with progress:
             task = progress.add_task("suite", total=len(cases))
             for b, name, op in cases:
-                progress.update(task, description=f"{b} {name} {short_case(op)}")
+                progress.update(task, description=f"{b} {name} {op.case_label()}")
                 with RunRecorder("bench", command_line(), host, metrics=metrics) as rec:
                     runs.append(rec.run.path)
                     result = bench(op, host, backend=b, repeats=repeat, warmup=warmup, seed=seed,
@@ -109,7 +109,7 @@ def summarise(results: list[tuple[str, str, Any]], suite: str = "all", quick: bo
     geometric mean of the stable ratios, the worst row and the rows under 0.8x, overall and per suite."""
     from tracea.reports.metrics import bench_row
 
-    rows = [{**bench_row(r).to_json(), "case": short_case(r.op), "suite": name} for _, name, r in results]
+    rows = [{**bench_row(r).to_json(), "case": r.op.case_label(), "suite": name} for _, name, r in results]
     for row, run in zip(rows, runs or [], strict=False):
         row["run"] = str(run)
     ratios = [(r.ratio, row) for (_, _, r), row in zip(results, rows, strict=True) if r.ratio]
@@ -149,7 +149,7 @@ def suite_table(results: list[tuple[str, str, Any]], summary: dict[str, Any]) ->
         vendor = (r.baseline_name or "-") if base else f"{r.baseline_name or 'vendor'} unavailable: {r.baseline_reason}"
         if vendor not in vendors:
             vendors.append(vendor)
-        table.add_row(b, name, escape(short_case(r.op)), r.variant or "-", r.schedule_source or "-",
+        table.add_row(b, name, escape(r.op.case_label()), r.variant or "-", r.schedule_source or "-",
                       f"{t.p50_ms:.3f}" if t else "-",
                       (f"{base.p50_ms:.3f}" if base else "-") + f" [{vendors.index(vendor) + 1}]", ratio)
     console.print(table)
@@ -167,31 +167,15 @@ def suite_table(results: list[tuple[str, str, Any]], summary: dict[str, Any]) ->
         w = summary["worst"]
         console.print(f"geometric mean {g:.2f}x over {summary['rows_with_ratio']} rows (> 1: Tracea faster), "
                       f"{summary['rows_below_0.8']} below 0.8x; "
-                      f"worst {w['ratio']:.2f}x: {w['backend']} {escape(short_case(_op_of(w)))}")
+                      f"worst {w['ratio']:.2f}x: {w['backend']} {escape(_op_of(w).case_label())}")
     for n in {r.baseline_note for _, _, r in results if r.baseline_note}:
         console.print(f"[yellow]*[/yellow] {escape(n)}")
     for _, _, r in results:
         if r.unstable:
-            console.print(f"unstable {escape(short_case(r.op))}: {escape(r.unstable)}")
+            console.print(f"unstable {escape(r.op.case_label())}: {escape(r.unstable)}")
 
 
 def _op_of(row: dict[str, Any]) -> Any:
     from tracea.kernels import Op
 
     return Op.from_json({**row["shape"], "op": row["op"], "dtype": row["dtype"]})
-
-
-def short_case(op: Any) -> str:
-    """A case in a few characters: gemm 1024x1024x1024 bf16, conv2d n32 c256 56x56 k256 3x3 s1 p1 nhwc fp16."""
-    j = op.to_json()
-    kind, dtype = j["op"], j.get("dtype", "")
-    if kind == "gemm":
-        extra = "".join(f" {x}" for x in (j.get("epilogue") or []))
-        return f"gemm {j['m']}x{j['n']}x{j['k']} {dtype}{extra}"
-    if kind == "conv2d":
-        pair = lambda v: v[0] if isinstance(v, list | tuple) and len(set(v)) == 1 else v  # noqa: E731
-        return (f"conv2d n{j['n']} c{j['c']} {j['h']}x{j['w']} k{j['k']} {j['r']}x{j['s']} s{pair(j['stride'])} "
-                f"p{pair(j['padding'])} {j['layout']} {dtype}")
-    if kind == "softmax":
-        return f"softmax {j['rows']}x{j['cols']} {dtype}"
-    return op.signature

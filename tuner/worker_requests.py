@@ -93,7 +93,7 @@ class _Session:
         return kernel, None, float(seconds if seconds is not None else time.perf_counter() - t0)
 
     def measure(self, req: dict[str, Any]) -> Measurement:
-        from tracea.emitters.nvtx import phase, phase_of
+        from tracea.emitters.nvtx import phase
         from tracea.emitters.timing import interleaved
         from tracea.kernels import relative_error, tolerance
         from tracea.kernels.dtypes import to_float64
@@ -124,7 +124,7 @@ class _Session:
         self.timing_starts(req)
         warmup, repeats = int(req.get("warmup", 2)), int(req.get("repeats", 10))
         try:
-            with phase(phase_of(op.kind), "time"):
+            with phase(op.phase, "time"):
                 if hasattr(kernel, "time"):  # a device kernel times itself (CUDA events, L2 flushed)
                     t = kernel.time(inputs, warmup, repeats, flush_l2=True)
                 else:

@@ -249,4 +249,6 @@ def _kernel(kernel: Any) -> Any:
 CORE = CpuCore(name="attention", ops=("attention",), schedule=AttentionSchedule, hero=hero_schedule,
                space=attention_space, check=_check, render=render_attention, kernel=_kernel, entry=ENTRY,
                buffers=BUFFERS, arguments=_arguments, tag=lambda op: f"d{op.head_dim}",
-               shape_free=("dtype", "head_dim"), metadata=_metadata)
+               shape_free=("dtype", "head_dim"), metadata=_metadata,
+               descriptions={"attention": "FlashAttention-style forward (K/V blocks streamed, online softmax, "
+                                          "masked blocks skipped)"})

@@ -264,4 +264,6 @@ def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]
 
 CORE = CpuCore(name="conv2d", ops=("conv2d",), hero=_heuristic, space=_space, check=_check, render=render_conv,
                entry=ENTRY, buffers=("x", "weight", "out", "bias"), arguments=_arguments, tag=_tag,
-               shape_free=("dtype", "layout", "bias"), metadata=_metadata)
+               shape_free=("dtype", "layout", "bias"), metadata=_metadata,
+               descriptions={"conv2d": "implicit-GEMM convolution on the GEMM micro-kernel (patches gathered "
+                                       "while packing)"})

@@ -143,4 +143,5 @@ def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]
 
 CORE = CpuCore(name="gemm", ops=("gemm",), hero=_heuristic, space=_space, render=render_gemm, entry=ENTRY,
                buffers=("a", "b", "out", "bias", "residual"), arguments=_arguments, tag=_tag,
-               shape_free=("dtype", "layout_a", "layout_b", "epilogue"), metadata=_metadata)
+               shape_free=("dtype", "layout_a", "layout_b", "epilogue"), metadata=_metadata,
+               descriptions={"gemm": "BLIS-style GEMM (packed panels, cache blocks, threads, fused epilogue)"})

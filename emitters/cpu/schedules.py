@@ -23,7 +23,6 @@ from tracea.doctor.errors import BadInputError
 from tracea.doctor.variants import Variant
 
 from .schedule import FAMILY_REGISTERS, CpuSchedule
-from .variants import resolve
 
 # The A block's ceiling per family, below half of L2. AVX2 6x16: on a 2 MiB-L2 core an A block of half of L2
 # (mc 252) ran at 0.81x NumPy (AVX2 OpenBLAS) at 2048, mc 60 at 0.93x (1024: 0.93x, 4096: 0.95x; CI machine,
@@ -39,10 +38,10 @@ PREFETCH_VALUES = (0, 2, 8)
 MIN_ACCUMULATOR_SHARE = 0.6
 
 
-def hero_schedule(op: Any, variant: Variant | str, host: Any) -> CpuSchedule:
+def hero_schedule(op: Any, v: Variant, host: Any) -> CpuSchedule:
     """A good default for this host: the micro-kernel shape of the family, blocks from the cache sizes
-    (B micro-panel in half of L1 .. L2, A block in half of L2, B panel in a share of L3), all cores."""
-    v = resolve(variant)
+    (B micro-panel in half of L1 .. L2, A block in half of L2, B panel in a share of L3), all cores.
+    ``v``: a resolved variant (``build.hero_schedule`` takes its id too)."""
     lanes, _ = FAMILY_REGISTERS[v.family]
     cpu = host.cpu
     cores = max(1, cpu.logical_cores or 1)

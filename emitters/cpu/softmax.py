@@ -120,4 +120,4 @@ def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]
 
 CORE = CpuCore(name="softmax", ops=("softmax",), space=rows_space, render=render_softmax, entry=ENTRY,
                buffers=("x", "out"), arguments=_arguments, tag=lambda op: "rows", shape_free=("dtype",),
-               metadata=_metadata)
+               metadata=_metadata, descriptions={"softmax": "vectorised, numerically stable row softmax"})

@@ -1,4 +1,6 @@
-"""The CPU emitter's variants: instruction family x operation, with what a host needs to run them.
+"""The CPU emitter's variants: instruction family x operation, with what a host needs to run them. The
+families are listed here; the operations are the cores' (``registry.CORES``, each core's ``descriptions``),
+so an op's core line is its variants too.
 
 Only families whose kernels were compiled, run and verified against the float64 references on the CI
 machine are registered in ``VARIANTS`` (tests/test_cpu_*.py re-verify them on every run). NEON is
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 from tracea.doctor.variants import Requirements, Variant
 
-OPS = ("gemm", "conv2d", "softmax", "attention")
+from .cores import CpuCore
+from .registry import CORES
+
 TOOLCHAIN = ("cc", "gcc", "clang")
 X86 = ("x86_64", "amd64")
 ARM = ("aarch64", "arm64")
@@ -25,24 +29,22 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], int
     "cpu-portable": ((), (), (), 10, "portable C11, register-blocked scalar code"),
 }
 REGISTERED_FAMILIES = ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")
-OP_TEXT = {"gemm": "BLIS-style GEMM (packed panels, cache blocks, threads, fused epilogue)",
-           "conv2d": "implicit-GEMM convolution on the GEMM micro-kernel (patches gathered while packing)",
-           "softmax": "vectorised, numerically stable row softmax",
-           "attention": "FlashAttention-style forward (K/V blocks streamed, online softmax, masked blocks skipped)"}
 
 
-def make_variant(family: str, op: str) -> Variant:
+def make_variant(family: str, op: str, core: CpuCore) -> Variant:
+    """The variant of ``family`` for ``op``: the family's requirements, the op's core's description."""
     machines, isa, fp16_isa, priority, text = FAMILIES[family]
     return Variant(
         id=f"{family}.{op}", op=op, backend="cpu", family=family, precisions=("fp32", "fp16", "bf16"),
         requirements=Requirements(machine=machines, isa=isa, toolchain=TOOLCHAIN),
         precision_requirements={"fp16": Requirements(isa=fp16_isa)} if fp16_isa else {},
-        priority=priority, description=f"{OP_TEXT[op]}; {text}; 16-bit inputs converted to fp32 when packed, "
-                                       "fp32 accumulation, output rounded back",
+        priority=priority, description=f"{core.descriptions[op]}; {text}; 16-bit inputs converted to fp32 when "
+                                       "packed, fp32 accumulation, output rounded back",
     )
 
 
-ALL_VARIANTS: tuple[Variant, ...] = tuple(make_variant(f, op) for f in FAMILIES for op in OPS)
+# every family runs every op that has a core (registry.py), in the registry's order
+ALL_VARIANTS: tuple[Variant, ...] = tuple(make_variant(f, op, core) for f in FAMILIES for op, core in CORES.items())
 VARIANTS: tuple[Variant, ...] = tuple(v for v in ALL_VARIANTS if v.family in REGISTERED_FAMILIES)
 
 

@@ -7,7 +7,9 @@ object. ``build.py`` looks each step up here by the variant (family, op) or by t
 it holds no branch on a core or an op.
 
 Adding a core or an op: write its module (schedule, ``hero_schedule``, ``search_space``, ``render``) and
-add one ``CudaCore(...)`` line to ``CORES`` (plus its variant in ``variants.py``). A core that serves other
+add one ``CudaCore(...)`` line to ``CORES``; a core with a family is that family's variant for each op it
+computes (``variants.py`` makes them from its line; offered to the planner once ``verified`` on a GPU). A
+core that serves other
 families' variants beside their main core (``gemv``: the small-M GEMM of cuda-mma-sync and cuda-wgmma)
 has no family of its own, names those in ``serves`` and the ops it is their hero for in ``prefers``:
 ``hero_core`` picks it, ``search_space`` adds its candidates, ``for_check`` checks its schedules. Every
@@ -51,12 +53,20 @@ class CudaCore(Core):
 
     An op kind has several cores here, so each names the variant family whose main core it is; an alternate
     core (family "") names the families whose variants also run it beside their main core (``serves``:
-    "family" or "family.op"), and the ops for which it is their hero (``prefers``)."""
+    "family" or "family.op"), and the ops for which it is their hero (``prefers``).
+
+    A main core's line also states its variants (variants.py makes one per op it computes): ``precisions``,
+    ``smem`` (the opt-in shared memory per block its largest hero schedule takes; None: no opt-in),
+    ``descriptions`` and ``verified`` (its kernels ran and verified against the float64 references on a
+    GPU: only then is the variant offered to the planner)."""
 
     family: str  # the variant family (variants.py) whose kernels it renders; "": an alternate core
     serves: tuple[str, ...] = ()
     prefers: Callable[[Any], bool] | None = None
     applies: Callable[[Any], bool] | None = None  # where it may run and is searched (default: ``prefers``)
+    precisions: tuple[str, ...] = ()
+    smem: int | None = None
+    verified: bool = False
 
 
 def tiled_check(core: str) -> Callable[[Any, Variant, Any, Arch], None]:
@@ -98,46 +108,87 @@ def cuda_kernel(op: Any, artifact: Any, rendered: Rendered, scalars: dict[str, A
 # conv.py over them); tma.py holds their checks and the GEMM's kernel object.
 def hopper(kind: str, schedule_class: type, hero: Callable[..., Any], space: Callable[..., Any],
            rendered: Callable[..., Any], kernel: Callable[..., Any],
-           scalars: Callable[[Any], dict[str, float | int]]) -> CudaCore:
+           scalars: Callable[[Any], dict[str, float | int]], smem: int, description: str) -> CudaCore:
     """A Hopper core: its schedule class and hero (hopper/schedule.py), its space (hopper/space.py), and its
-    kernel module's ``rendered(op, schedule, sm_count)``."""
+    kernel module's ``rendered(op, schedule, sm_count)``; its variant bf16/fp16, verified on a GPU."""
     return CudaCore(
         name="wgmma", family="cuda-wgmma", ops=(kind,), schedule=schedule_class,
         hero=lambda op, host: hero(op, mma.sm_count(host)),
         space=lambda op, _hero, arch: space(op, arch.smem_optin, arch.sm_count if arch.sm_count > 1 else 132),
         check=tma.check_wgmma, render=lambda op, s, arch: (rendered(op, s, arch.sm_count), scalars(op)),
-        kernel=kernel)
+        kernel=kernel, precisions=("bf16", "fp16"), smem=smem, descriptions={kind: description}, verified=True)
 
 
+# Each needs its hero's opt-in shared memory (tests/test_cuda_wgmma*.py check that the two agree).
 HOPPER: tuple[CudaCore, ...] = (
+    # hopper/gemm.py, tma.py (issue 5): the hero's 230480 B (WgmmaSchedule().smem_bytes); verified on an
+    # H200 (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma/, docs/hopper.md)
     hopper("gemm", hopper_schedule.WgmmaSchedule, hopper_schedule.hero_schedule, hopper_space.search_space,
-           hopper_gemm.rendered, tma.WgmmaKernel, lambda op: {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha}),
+           hopper_gemm.rendered, tma.WgmmaKernel, lambda op: {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha},
+           230480, "Hopper GEMM: TMA into 128B-swizzled shared memory, wgmma.mma_async on warpgroups, "
+                   "producer/consumer warp specialisation over an mbarrier ring, setmaxnreg, "
+                   "persistent L2-grouped tile order, fused epilogue, fp32 accumulation"),
+    # hopper/conv.py: the GEMM's parts with a producer warpgroup that gathers the activations by cp.async
+    # (NHWC; NCHW through transposes inside the call); its larger hero's 230512 B (128x128 ping-pong,
+    # 6 stages); verified on an H200 (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/)
     hopper("conv2d", hopper_schedule.WgmmaConvSchedule, hopper_schedule.conv_hero_schedule,
            hopper_space.conv_search_space, hopper_conv.rendered, hopper_conv.conv_kernel,
-           lambda op: dict(hopper_conv.conv_scalars(op))),
-    # attention forward, FlashAttention-3 style (hopper/attention*.py): TMA K/V ring, ping-pong consumers
+           lambda op: dict(hopper_conv.conv_scalars(op)),
+           230512, "Hopper implicit-GEMM convolution (NHWC; NCHW via transposes): filter by TMA, "
+                   "activations gathered by a cp.async producer warpgroup into 128B-swizzled shared memory "
+                   "(zero fill for padding), wgmma.mma_async consumers, mbarrier ring, persistent tiles, bias"),
+    # attention forward, FlashAttention-3 style (hopper/attention*.py, issue 17): TMA K/V ring, ping-pong
+    # consumers. Verified on an H100: 30 of 30 cases (O and lse against float64; sequence 1, 17, 1000,
+    # seq_q != seq_k, causal, window, block mask, GQA, head dim 64/128/256, bf16 and fp16).
     CudaCore(name="wgmma-attention", family="cuda-wgmma", ops=("attention",),
              schedule=hopper_attention_schedule.AttnWgmmaSchedule,
              hero=lambda op, _host: hopper_attention_schedule.hero_schedule(op),
              space=lambda op, _hero, arch: hopper_attention_schedule.search_space(op, arch.smem_optin),
              check=hopper_attention_schedule.check, render=hopper_attention.render,
-             kernel=hopper_attention_kernel.WgmmaAttentionKernel),
+             kernel=hopper_attention_kernel.WgmmaAttentionKernel, precisions=("bf16", "fp16"), smem=230480,
+             descriptions={"attention": "Hopper attention forward (FlashAttention-3 style): TMA K/V ring over the "
+                                        "mask's tiles only, producer/consumer warpgroups, wgmma S and register-P "
+                                        "P.V, ping-pong and intra-warpgroup overlap, log-sum-exp written"},
+             verified=True),
 )
 # ----------------------------------------------------------------------------------------- end Hopper
 
+# The order of the variants (variants.py). A tiled core's shared memory is its largest hero's: 256x128x32
+# with 4 stages (mma.sync), 128x128x16 double-buffered fp32 tiles (SIMT); the softmax needs only its static
+# reduction arrays. The tiled cores and the softmax were verified on odd shapes on an NVIDIA H200 (17 of 17
+# within tolerance: docs/device-runs/h200-cuda-kernels-and-tuner/cuda/smoke-verify,
+# docs/device-runs/h200-cuda-kernels-and-tuner/cuda/full-checks-memcheck-api-reports).
 CORES: tuple[CudaCore, ...] = (
     # Also the Hopper conv's hero for fewer than 16 input channels where the stem core does not run (NCHW):
     # mma.sync reduces over r*s*c packed as one dimension, the Hopper gather pads each tap's c to 8 (an
     # H100, ResNet-50's stem at batch 32: 0.32 ms against 2.29 ms; docs/device-runs/h100-cuda-suites-splitk-im2col-stem/variant-probe/)
     CudaCore(name="mma", family="cuda-mma-sync", ops=("gemm", "conv2d"), schedule=CudaSchedule,
              hero=mma.hero_schedule, space=mma.search_space, check=tiled_check("mma"), render=mma.render,
-             kernel=cuda_kernel, serves=("cuda-wgmma.conv2d",), prefers=small_channel_conv),
+             kernel=cuda_kernel, serves=("cuda-wgmma.conv2d",), prefers=small_channel_conv,
+             precisions=("bf16", "fp16"), smem=98304, verified=True, descriptions={
+                 "gemm": "tensor-core GEMM: mma.sync m16n8k16 fed by ldmatrix, multi-stage cp.async pipeline, "
+                         "swizzled shared memory, fused epilogue, fp32 accumulation",
+                 "conv2d": "implicit-GEMM convolution on the mma.sync core (NCHW/NHWC, magic-number division, "
+                           "hoisted coordinate table)"}),
     CudaCore(name="simt", family="cuda-simt", ops=("gemm", "conv2d"), schedule=CudaSchedule,
              hero=simt.hero_schedule, space=simt.search_space, check=tiled_check("simt"), render=simt.render,
-             kernel=cuda_kernel),
+             kernel=cuda_kernel, precisions=("fp32",), smem=33792, verified=True, descriptions={
+                 "gemm": "warp-tiled fp32 GEMM on CUDA cores (8x8 per thread, double-buffered shared tiles)",
+                 "conv2d": "implicit-GEMM fp32 convolution on the SIMT core"}),
     CudaCore(name="softmax", family="cuda-simt", ops=("softmax",), schedule=CudaSchedule,
              hero=softmax.hero_schedule, space=softmax.search_space, check=tiled_check("softmax"),
-             render=softmax.render, kernel=softmax_split.split_kernel),
+             render=softmax.render, kernel=softmax_split.split_kernel, precisions=("fp32", "fp16", "bf16"),
+             verified=True, descriptions={"softmax": "row softmax: one kernel, online max and sum, vectorised, "
+                                                     "one pass when the row fits in registers"}),
+    # FlashAttention-2-style fused forward on mma.sync (attention.py, attention_kernel.py; issue 17), with the
+    # mma.sync GEMM's shared memory; tests/test_cuda_attention_gpu.py: 16 of 16 verified on an H100
+    # (docs/device-runs/h100-splitk-simt-attention/attention-mma-sync/)
+    CudaCore(name="attention-mma", family="cuda-mma-sync", ops=("attention",),
+             schedule=attention.AttentionMmaSchedule, hero=attention.hero_schedule, space=attention.search_space,
+             check=attention.check, render=attention.render, kernel=attention_runtime.attention_kernel,
+             precisions=("bf16", "fp16"), smem=98304, verified=True, descriptions={
+                 "attention": "fused attention forward (FlashAttention-2 style): Q in registers, K/V by cp.async "
+                              "ring, mma.sync, online softmax, masked tiles skipped, lse written"}),
     *HOPPER,
     # NHWC conv of fewer than 16 input channels (the stem): r*s*c packed densely, the filter resident in
     # shared memory, input rows copied once, A gathered from them; the hero of both 16-bit conv families
@@ -148,10 +199,6 @@ CORES: tuple[CudaCore, ...] = (
     CudaCore(name="gemv", family="", ops=("gemm",), schedule=gemv.GemvSchedule, hero=gemv.hero_schedule,
              space=gemv.search_space, check=gemv.check, render=gemv.render, kernel=gemv.gemv_kernel,
              serves=("cuda-mma-sync", "cuda-wgmma"), prefers=gemv.prefers, applies=gemv.applies),
-    # FlashAttention-2-style fused forward on mma.sync (attention.py, attention_kernel.py; issue 17)
-    CudaCore(name="attention-mma", family="cuda-mma-sync", ops=("attention",),
-             schedule=attention.AttentionMmaSchedule, hero=attention.hero_schedule, space=attention.search_space,
-             check=attention.check, render=attention.render, kernel=attention_runtime.attention_kernel),
 )
 
 BY_VARIANT: dict[tuple[str, str], CudaCore] = {(c.family, op): c for c in CORES for op in c.ops if c.family}

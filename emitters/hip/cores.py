@@ -1,7 +1,7 @@
 """The HIP backend's kernel cores by op kind: what each op's kernel computes (``check_op``), its schedule
 class, heuristic (``hero``), search space, schedule check and launch description (``render``) are looked up
 here, never branched on in ``build.py``. Adding an op is its kernel module plus one ``HipCore(...)`` line in
-``CORES``.
+``CORES``: the line's family and description are the op's variant too (``variants.py`` makes it).
 
 GEMM and conv2d (NHWC, groups 1) run on the MFMA GEMM body (gemm.py) in bf16, fp16 or fp32 with the fused
 epilogue; softmax on softmax.py. The tiled heuristic fills the GPU's compute units with tiles before it makes
@@ -47,9 +47,11 @@ class HipCore(Core):
     """One op kind's HIP kernel (the shared ``Core``, emitters/core.py). ``check_op(op)`` raises
     ``UnsupportedError`` for a case the kernel does not compute, before any schedule exists; the shared
     hooks take: ``hero(op, compute_units)``, ``space(op, hero)``, ``check(op, variant, schedule, host)``
-    (``BadInputError``), ``render(op, schedule, target) -> the Launch`` (source, grid, block, arguments)."""
+    (``BadInputError``), ``render(op, schedule, target) -> the Launch`` (source, grid, block, arguments).
+    ``family``: the variant family (variants.py) whose variant for the op it is."""
 
     check_op: Callable[[Any], None]
+    family: str
 
 
 def _operand(inputs_needed: tuple[str, ...], name: str) -> tuple[str, Any]:
@@ -148,14 +150,18 @@ def _softmax_launch(op: Any, schedule: Any, target: str) -> Launch:
 
 
 CORES: dict[str, HipCore] = {kind: core for core in (
-    HipCore(name="gemm", ops=("gemm",), schedule=g.HipGemmSchedule, check_op=_mfma_dtype,
+    HipCore(name="gemm", ops=("gemm",), family="hip-mfma", schedule=g.HipGemmSchedule, check_op=_mfma_dtype,
             hero=lambda op, cus: tiled_hero(op.m, op.n, op.dtype.value, cus), space=tiled_space, check=_check,
-            render=_gemm_launch),
-    HipCore(name="conv2d", ops=("conv2d",), schedule=g.HipGemmSchedule, check_op=_conv_check,
+            render=_gemm_launch, descriptions={
+                "gemm": "Matrix Core GEMM: v_mfma_f32_32x32x8 (16-bit) or 32x32x2 (fp32) over 64-lane wavefronts, "
+                        "double-buffered LDS, fp32 accumulation, fused epilogue"}),
+    HipCore(name="conv2d", ops=("conv2d",), family="hip-mfma", schedule=g.HipGemmSchedule, check_op=_conv_check,
             hero=lambda op, cus: tiled_hero(op.gemm_m, op.gemm_n, op.dtype.value, cus), space=tiled_space,
-            check=_check, render=_conv_launch),
-    HipCore(name="softmax", ops=("softmax",), schedule=sm.HipSoftmaxSchedule, check_op=_softmax_check,
-            hero=_softmax_hero, space=_softmax_space, check=_check, render=_softmax_launch),
+            check=_check, render=_conv_launch,
+            descriptions={"conv2d": "implicit-GEMM NHWC convolution on the Matrix Core GEMM's body"}),
+    HipCore(name="softmax", ops=("softmax",), family="hip-simd", schedule=sm.HipSoftmaxSchedule,
+            check_op=_softmax_check, hero=_softmax_hero, space=_softmax_space, check=_check, render=_softmax_launch,
+            descriptions={"softmax": "row softmax: a wavefront a row, online max and sum combined through LDS"}),
 ) for kind in core.ops}
 
 

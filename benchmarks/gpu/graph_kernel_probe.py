@@ -1,16 +1,18 @@
 """What the kernels of a batch-1 ResNet-50 CUDA graph are, and what makes Tracea's slower inside one
-(issue 31: the patched graph replays at 0.87-0.97x cuDNN's, while each of its convolutions in ``tracea bench``,
-launched one by one on a stream, is at 0.9-1.2x).
+(issue 31: the patched graph replays at 0.96-0.98x PyTorch's at batch 1 when both are timed in one state of the
+process, while each of its convolutions in ``tracea bench``, launched one by one on a stream, is at 0.9-1.2x).
 
     python benchmarks/gpu/graph_kernel_probe.py --attrs      # each graph's kernels: smem, registers, carveout, edges
     python benchmarks/gpu/graph_kernel_probe.py --switch     # cost of a kernel of large shared memory between small ones
-    python benchmarks/gpu/graph_kernel_probe.py --carveout   # the patched graph with every kernel preferring max shared
-    python benchmarks/gpu/graph_kernel_probe.py --distinct   # 60 trivial kernels from K modules
+    python benchmarks/gpu/graph_kernel_probe.py --distinct   # 60 trivial kernels from K modules or K functions of one
     python benchmarks/gpu/graph_kernel_probe.py --forms      # batch-1 1x1 convs: schedules in a graph of ten vs cuDNN
     python benchmarks/gpu/graph_kernel_probe.py --order      # the same graph captured 8 times: does the Nth run slower?
 
-Every device figure is a replay from an idle GPU (drained before each; the median of 20) or, "queued", 20
-replays back to back (the mean); CUDA events. ``--forms`` checks each schedule's output against
+Every device figure is a replay from an idle GPU (drained before each; the median of 30) or, "queued", 20
+replays back to back (the mean); CUDA events. The graphs compared in one table are captured first and then
+timed in turns (``timed_in_turns``): a process's graphs all ran about 100 us (13 %) slower on an H200 once it
+had captured four ResNet-50 graphs (``--order``), so a graph timed right after its capture would be compared
+with one timed in another state. ``--forms`` checks each schedule's output against
 ``F.conv2d`` on fresh random inputs before timing it. Needs a GPU, PyTorch, torchvision and cuda-bindings.
 """
 
@@ -159,46 +161,6 @@ def attrs() -> None:
     tracea.ops.unpatch_conv2d(model)
 
 
-def _set_carveout(funcs: dict[int, dict], value: int) -> None:
-    d = _d()
-    for r in funcs.values():
-        d.cuFuncSetAttribute(r["func"], d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                             value)
-
-
-def _graph_line(label: str, fn) -> tuple[str, torch.cuda.CUDAGraph]:
-    g = capture(fn, 1, keep=True)
-    try:
-        g.instantiate()
-    except Exception:  # noqa: BLE001 - instantiated at capture's end in an older torch
-        pass
-    g.replay()
-    torch.cuda.synchronize()
-    host, dev = replay_times(g.replay)
-    return f"| {label} | {host:.1f} | {dev:.1f} | {queued(g):.1f} |", g
-
-
-def carveout() -> None:
-    """Whether switching the SMs' shared-memory carveout between kernels costs the patched graph: both
-    ResNet-50 batch-1 graphs as captured, then captured again after every kernel in them was set to prefer
-    the largest shared-memory carveout (so no kernel asks for a different split of L1 and shared memory)."""
-    model, x = resnet(1)
-    print("\n| graph (ResNet-50 b1) | replay() host us | device us, idle | device us, queued |")
-    print("|---|---|---|---|")
-    for side in ("PyTorch", "patch_conv2d"):
-        if side == "patch_conv2d":
-            tracea.ops.patch_conv2d(model)
-        line, g = _graph_line(f"{side}, as captured", lambda: model(x))
-        print(line, flush=True)
-        funcs = functions(g)
-        for value in (100, 0):
-            _set_carveout(funcs, value)
-            line, _ = _graph_line(f"{side}, every kernel's preferred carveout {value} % shared", lambda: model(x))
-            print(line, flush=True)
-        _set_carveout(funcs, -1)
-    tracea.ops.unpatch_conv2d(model)
-
-
 def _trivial_functions(count: int, smem: int = 0) -> list[int]:
     """``count`` handles of the trivial kernel, each from its own loaded module (as Tracea loads its kernels)."""
     from cuda.core import Device, ObjectCode, Program, ProgramOptions
@@ -232,9 +194,28 @@ def _raw(fn: int, smem: int = 0, blocks: int = 132) -> None:
     launches.kernel(fn, blocks, 128, smem, torch.cuda.current_stream().cuda_stream, [np.uint64(0)])
 
 
+def timed_in_turns(graphs: dict[str, torch.cuda.CUDAGraph], rounds: int = 30) -> dict[str, tuple[float, float]]:
+    """(median idle device us over ``rounds``, queued us over 20) of each captured graph, timed in turns: every
+    graph in the same state of the process (``order``: a process's graphs all slow down once it has captured a
+    few, so a graph timed right after its capture may be compared with one timed in another state)."""
+    import statistics
+
+    idle: dict[str, list[float]] = {k: [] for k in graphs}
+    for _ in range(rounds):
+        for k, g in graphs.items():
+            idle[k].append(replay_times(g.replay, rounds=1)[1])
+    return {k: (statistics.median(idle[k]), queued(g)) for k, g in graphs.items()}
+
+
+def in_turns(cases: dict[str, object]) -> list[str]:
+    """Each case's graph captured, then all timed in turns: rows | label | device us, idle | queued |."""
+    times = timed_in_turns({label: capture(fn, 1) for label, fn in cases.items()})
+    return [f"| {k} | {idle:.1f} | {q:.1f} |" for k, (idle, q) in times.items()]
+
+
 def switch() -> None:
     """A kernel that asks for 144 KiB of shared memory between PyTorch's elementwise kernels, against the same
-    kernel asking for none: what a change of the SMs' carveout costs in a graph."""
+    kernel asking for none: what a change of the SMs' carveout costs in a graph (graphs timed in turns)."""
     big = 144 * 1024
     f_small = _trivial_functions(1)[0]
     f_big = _trivial_functions(1, smem=big)[0]
@@ -246,14 +227,9 @@ def switch() -> None:
         "30 x (trivial 144 KiB smem, add_)": lambda: [(_raw(f_big, big), buf.add_(1)) for _ in range(30)],
         "30 x (trivial 144 KiB smem, trivial 0 smem)": lambda: [(_raw(f_big, big), _raw(f_small)) for _ in range(30)],
     }
-    print("\n| graph | replay() host us | device us, idle | device us, queued |")
-    print("|---|---|---|---|")
-    for label, fn in cases.items():
-        print(_graph_line(label, fn)[0], flush=True)
-    funcs = {f: {"func": _d().CUfunction(f)} for f in (f_small,)}
-    _set_carveout(funcs, 100)
-    print(_graph_line("30 x (trivial 144 KiB smem, trivial 0 smem preferring 100 % shared)",
-                      cases["30 x (trivial 144 KiB smem, trivial 0 smem)"])[0], flush=True)
+    print("\n| graph | device us, idle | device us, queued |")
+    print("|---|---|---|")
+    print("\n".join(in_turns(cases)), flush=True)
 
 
 def _one_module_functions(count: int) -> list[int]:
@@ -277,16 +253,15 @@ def _one_module_functions(count: int) -> list[int]:
 
 def distinct() -> None:
     """Graphs of 60 trivial kernels drawn in turn from K separately loaded modules, and from K distinct
-    functions of one module: whether modules or functions make a graph slower."""
+    functions of one module: whether modules or functions make a graph slower (graphs timed in turns)."""
     funcs, ones = _trivial_functions(60), _one_module_functions(60)
-    print("\n| K | 60 kernels from K modules: replay() host us | device us, idle | device us, queued "
-          "| from K functions of one module: host | idle | queued |")
-    print("|---|---|---|---|---|---|---|")
-    for k in (1, 2, 4, 5, 6, 8, 12, 16, 32, 60):
-        rows = []
-        for pool in (funcs[:k], ones[:k]):
-            rows.append(_graph_line("", lambda pool=pool: [_raw(pool[i % len(pool)], 0, 1) for i in range(60)])[0])
-        print(f"| {k} |" + rows[0].split("|", 2)[2] + rows[1].split("|", 2)[2], flush=True)
+    cases = {}
+    for k in (1, 2, 4, 6, 8, 16, 60):
+        for what, pool in (("modules", funcs[:k]), ("functions of one module", ones[:k])):
+            cases[f"{k} {what}"] = lambda pool=pool: [_raw(pool[i % len(pool)], 0, 1) for i in range(60)]
+    print("\n| 60 trivial kernels from K | device us, idle | device us, queued |")
+    print("|---|---|---|")
+    print("\n".join(in_turns(cases)), flush=True)
 
 
 def order() -> None:
@@ -347,27 +322,24 @@ def _forms(hero) -> list:
     return list(dict.fromkeys(forms))
 
 
-def _time_form(x, w, s, label: str, vendor: tuple[float, float]) -> str:
-    """One schedule's row: checked against F.conv2d on fresh inputs, then timed in a graph of ten calls."""
-    c, hw, k = x.shape[1], x.shape[2], w.shape[0]
+def _form_graph(x, w, s) -> tuple[torch.cuda.CUDAGraph | None, str, str]:
+    """(a graph of ten calls of ``tracea.ops.conv2d(x, w)`` through schedule ``s``, its kernel, its relative
+    error against F.conv2d on fresh inputs); no graph where the output is wrong or the schedule fails."""
     try:
         kern = _pin(x, w, s)
         x2 = torch.randn_like(x)
         want = F.conv2d(x2, w)
         err = ((tracea.ops.conv2d(x2, w) - want).abs().max() / want.abs().max()).item()
         if not err < 1e-2:
-            return f"| {c},{hw},{k} | {label} | {kern} | wrong: rel err {err:.2e} | | | | |"
-        gt = capture(lambda: [tracea.ops.conv2d(x, w) for _ in range(10)], 1)
-        t_idle, t_q = replay_times(gt.replay)[1] / 10, queued(gt) / 10
-        return (f"| {c},{hw},{k} | {label} | {kern} | {t_idle:.2f} | {vendor[0]:.2f} | {t_idle / vendor[0]:.2f} | "
-                f"{t_q / vendor[1]:.2f} | {err:.1e} |")
+            return None, kern, f"wrong: rel err {err:.2e}"
+        return capture(lambda: [tracea.ops.conv2d(x, w) for _ in range(10)], 1), kern, f"{err:.1e}"
     except Exception as exc:  # noqa: BLE001 - a probe: say what failed and go on
-        return f"| {c},{hw},{k} | {label} | failed: {type(exc).__name__}: {str(exc)[:90]} | | | | | |"
+        return None, "", f"failed: {type(exc).__name__}: {str(exc)[:90]}"
 
 
 def forms() -> None:
     """ResNet-50's batch-1 1x1 convolutions: the heuristic schedule and a few others, each checked against
-    F.conv2d and then timed in a graph of ten calls beside cuDNN's graph of ten."""
+    F.conv2d, then timed in graphs of ten calls beside cuDNN's graph of ten (all of one shape in turns)."""
     from tracea.ops import _engine
 
     h = torch.float16
@@ -377,12 +349,25 @@ def forms() -> None:
     for c, hw, k in ONES_B1:
         x = torch.randn(1, c, hw, hw, device="cuda", dtype=h).contiguous(memory_format=torch.channels_last)
         w = (torch.randn(k, c, 1, 1, device="cuda", dtype=h) / c ** 0.5).contiguous(memory_format=torch.channels_last)
-        gv = capture(lambda x=x, w=w: [F.conv2d(x, w) for _ in range(10)], 1)
-        vendor = (replay_times(gv.replay)[1] / 10, queued(gv) / 10)
+        graphs = {"cuDNN": capture(lambda x=x, w=w: [F.conv2d(x, w) for _ in range(10)], 1)}
         _pin(x, w, None)
         hero = next(iter(_engine._CHOICES.values()))[1]
+        notes = {}
         for s in _forms(hero):
-            print(_time_form(x, w, s, "heuristic" if s == hero else _diff(hero, s), vendor), flush=True)
+            label = "heuristic" if s == hero else _diff(hero, s)
+            g, kern, note = _form_graph(x, w, s)
+            notes[label] = (kern, note)
+            if g is not None:
+                graphs[label] = g
+        times = timed_in_turns(graphs)
+        v = times.pop("cuDNN")
+        for label, (kern, note) in notes.items():
+            if label not in times:
+                print(f"| {c},{hw},{k} | {label} | {kern} | {note} | | | | |", flush=True)
+                continue
+            t = times[label]
+            print(f"| {c},{hw},{k} | {label} | {kern} | {t[0] / 10:.2f} | {v[0] / 10:.2f} | {t[0] / v[0]:.2f} | "
+                  f"{t[1] / v[1]:.2f} | {note} |", flush=True)
     tracea.ops.clear_cache()
     tracea.ops.allow_fallback(True)
 
@@ -394,12 +379,12 @@ def _diff(a, b) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag in ("attrs", "switch", "carveout", "distinct", "forms", "order"):
+    for flag in ("attrs", "switch", "distinct", "forms", "order"):
         ap.add_argument(f"--{flag}", action="store_true")
     args = ap.parse_args(argv)
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     with torch.inference_mode():
-        for flag in ("order", "attrs", "switch", "carveout", "distinct", "forms"):
+        for flag in ("order", "attrs", "switch", "distinct", "forms"):
             if getattr(args, flag):
                 try:
                     globals()[flag]()

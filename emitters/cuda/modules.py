@@ -1,11 +1,8 @@
 """Each distinct cubin loaded once per process: kernels built for different op signatures from the same
 source (ResNet-50's eleven batch-1 1x1 convolutions share one) get the same module and the same function.
-
-Why: a CUDA graph whose kernels come from many modules runs slower than one whose kernels come from a few.
-On an H200 a graph of 60 trivial kernels drawn in turn from 1 to 4 loaded modules took 33-34 us from an idle
-GPU, from 6 to 60 modules 45-48 us (docs/device-runs/h200-graph-kernels-modules/); a patched ResNet-50 at
-batch 1 held 26 Tracea functions from 26 modules, one per convolution signature, where 6 distinct cubins
-would do.
+Before, each signature loaded its own copy: a patched ResNet-50 at batch 1 held 31 distinct functions in its
+graph, now 14; the graph's speed did not change with it (docs/device-runs/h200-graph-kernel-modules/), but the
+first call of a signature whose cubin is loaded skips the load, and the device holds each kernel's code once.
 
 Two ways in, as the kernels load today: ``library(binary)`` (cuda-core's ``ObjectCode``, a context-
 independent library: ``runtime.CudaKernel``) and ``module(cubin)`` (``cuModuleLoadData`` in the current

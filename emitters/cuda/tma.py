@@ -127,7 +127,7 @@ class Launcher:
         from cuda.bindings import driver as drv
 
         self._drv = drv
-        # one module per distinct cubin in a context (modules.py: a graph of kernels from fewer modules runs faster)
+        # one module per distinct cubin in a context (modules.py), whichever op signatures share it
         self.module = modules.module(bytes(cubin), lambda c: driver_call(drv.cuModuleLoadData(c), "cuModuleLoadData"),
                                      lambda: driver_call(drv.cuCtxGetCurrent(), "cuCtxGetCurrent"))
         self.func = driver_call(drv.cuModuleGetFunction(self.module, entry.encode()), "cuModuleGetFunction")

@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 
 ROOT = Path(__file__).parent.parent
 RUNS = "docs/device-runs"
+CPU_RUNS = "docs/cpu-runs"  # the CPU runs' logs: named by what they hold too
 DOC_SUFFIXES = (".md", ".py", ".sh", ".txt", ".toml", ".cfg", ".yml", ".yaml", ".rst")
 
 # A name token (a path component split at '-', '_' and '.') that says how or when the work was done.
@@ -61,7 +62,7 @@ def how_made_names(paths: list[str]) -> list[str]:
             stem = VERSIONED_NAMES.sub("", part)
             if any(HOW_MADE.fullmatch(tok) for tok in re.split(r"[-_.]", stem) if tok):
                 bad.add("/".join(parts[: i + 1]))
-            elif path.startswith(RUNS + "/") and i >= 2 and DATE.search(part):
+            elif path.startswith((RUNS + "/", CPU_RUNS + "/")) and i >= 2 and DATE.search(part):
                 bad.add("/".join(parts[: i + 1]))
     return sorted(bad)
 
@@ -174,6 +175,8 @@ def test_how_made_names_are_recognised():
                            "b/final/y.txt", "c/bank_probe_run1.log", "d/session_head.sh"]) == [
         "a/suite-before-hold", "b/final", "c/bank_probe_run1.log", "d/session_head.sh",
         f"{RUNS}/2026-11-26-h100-k", f"{RUNS}/2026-11-26-h100-k/run12"]
+    assert how_made_names([f"{CPU_RUNS}/2026-11-25-xeon/resnet50.txt", f"{CPU_RUNS}/xeon-avx512-cpu-suites/x.txt"]) == [
+        f"{CPU_RUNS}/2026-11-25-xeon"]
     assert how_made_names(["tests/fixtures/cpuinfo/arm_neoverse_v2_grace.txt", "tests/fixtures/schema_v1_keys.json",
                            f"{RUNS}/h100-splitk-tail-and-suite/stem-rule/stem_rule.txt",
                            f"{RUNS}/h200-doctor/doctor_replay.txt"]) == []

@@ -39,6 +39,7 @@ class GpuRenderer(CStyleRenderer):
     restrict: ClassVar[str] = "__restrict__"
     smem_prefix: ClassVar[str] = "__shared__ "
     barrier: ClassVar[str] = "__syncthreads();"
+    fence: ClassVar[str] = "__threadfence();"  # this thread's writes seen by the whole device before its later ones
     max_threads: ClassVar[int] = 1024
 
     def render_kernel_signature(self, name: str, params: Sequence[Param], ret: str = "void",

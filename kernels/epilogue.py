@@ -7,7 +7,7 @@ that speaks of them takes their meaning from ``VOCABULARY``:
 - the baselines (NumPy on the CPU, PyTorch on a GPU) through ``apply`` with an ``ArrayMath`` of their
   library's own primitives;
 - each emitter language through one statement table (``emitters/cpu/epilogue.py`` for C with SIMD,
-  ``emitters/cuda/epilogue.py`` for CUDA; HIP adds its own), checked by tests to cover every op here.
+  ``emitters/gpu.py`` for CUDA and HIP), checked by tests to cover every op here.
 
 Adding an op is one entry here, one line in each language table and, where it needs new device code, that
 code in the language's prelude.

@@ -11,7 +11,7 @@ import pytest
 
 from tracea.doctor.errors import BadInputError, CompileError, UnsupportedError
 from tracea.emitters import cuda
-from tracea.emitters.cuda import compiler as nv
+from tracea.emitters import nvrtc as nv
 from tracea.emitters.cuda.build import compile_kernel
 from tracea.kernels import Conv2d, Gemm, Softmax
 from tracea.kernels.attention import Attention

@@ -94,6 +94,42 @@ def test_ptx_wrappers_are_renderer_data():
     assert "/* other library */" in render_softmax(sm, cuda_hero(sm, "cuda-simt.softmax"), arch, Other()).source
 
 
+
+def test_barriers_fences_and_ptx_statements_are_renderer_data():
+    """The kernels' barriers, fences and inline PTX statements are the renderer's (``barrier``, ``fence``,
+    ``CudaRenderer.ptx``): a renderer that spells them otherwise changes every one of them in the text."""
+    import dataclasses
+
+    from tracea.emitters.cuda.arch import parse_arch
+    from tracea.emitters.cuda.gemv import render_gemv
+    from tracea.emitters.cuda.mma import render_mma
+    from tracea.emitters.cuda.render import CudaRenderer
+    from tracea.emitters.cuda.simt import render_simt
+    from tracea.emitters.cuda.softmax import render_softmax, split_schedule
+    from tracea.emitters.cuda.stem_kernel import render_stem
+    from tracea.kernels import Conv2d, Gemm, Softmax
+
+    class Other(CudaRenderer):
+        barrier, fence = "TR_BARRIER();", "TR_FENCE();"
+        ptx = {name: f"TR_PTX({name!r});" for name in CudaRenderer.ptx}
+
+    arch = parse_arch("sm_90a")
+    f32, bf16 = Gemm(100, 300, 4096), Gemm(200, 256, 512, "bf16", epilogue="bias")
+    conv = Conv2d(n=1, c=3, h=56, w=56, k=64, r=7, s=7, padding=3, stride=2, layout="nhwc", dtype="bf16", bias=True)
+    simt = cuda_hero(f32, "cuda-simt.gemm")
+    sources = [render_mma(bf16, cuda_hero(bf16, "cuda-mma-sync.gemm"), arch, Other()).source,
+               render_simt(f32, dataclasses.replace(simt, stages=3, split_k=2), arch, Other()).source,
+               render_simt(f32, dataclasses.replace(simt, stages=2, split_k=2), arch, Other()).source,
+               render_gemv(Gemm(4, 4096, 4096, "bf16"), cuda_hero(Gemm(4, 4096, 4096, "bf16"), "cuda-mma-sync.gemm"),
+                           parse_arch("sm_80"), Other()).source,
+               render_stem(conv, cuda_hero(conv, "cuda-mma-sync.conv2d"), arch, Other()).source,
+               render_softmax(Softmax(rows=2, cols=1 << 20), split_schedule(Softmax(rows=2, cols=1 << 20), 4, 132),
+                              arch, Other()).source]
+    for text in sources:
+        assert "TR_BARRIER();" in text and "__syncthreads" not in text and "__threadfence" not in text
+    assert "TR_PTX('cp.async.commit');" in sources[1] and "TR_FENCE();" in sources[1]
+
+
 def cuda_hero(op, vid):
     from tracea.emitters import cuda
 

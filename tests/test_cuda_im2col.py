@@ -47,7 +47,7 @@ def test_im2col_schedule_values_and_limits():
 @pytest.fixture(scope="module")
 def nvrtc():
     pytest.importorskip("cuda.core")
-    from tracea.emitters.cuda.compiler import find_nvrtc
+    from tracea.emitters.nvrtc import find_nvrtc
 
     return find_nvrtc()
 

@@ -315,7 +315,7 @@ COMPILE = [Softmax(131072, 128, "fp16"), Softmax(65536, 128), Softmax(4096, 1000
 def test_new_forms_compile_without_spills(op, arch, tmp_path_factory, monkeypatch):
     pytest.importorskip("cuda.core")
     from tracea.emitters import cuda
-    from tracea.emitters.cuda import compiler as nv
+    from tracea.emitters import nvrtc as nv
     from tracea.emitters.cuda.build import compile_kernel
 
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
@@ -346,7 +346,7 @@ def test_odd_rows_compile_without_spills(op, arch, tmp_path_factory, monkeypatch
     space spill at any length: 1024 threads holding 56 elements)."""
     pytest.importorskip("cuda.core")
     from tracea.emitters import cuda
-    from tracea.emitters.cuda import compiler as nv
+    from tracea.emitters import nvrtc as nv
     from tracea.emitters.cuda.build import compile_kernel
 
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))

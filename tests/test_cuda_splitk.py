@@ -208,7 +208,7 @@ CONV_CASES = [
 @pytest.fixture(scope="module")
 def nvrtc():
     pytest.importorskip("cuda.core")
-    from tracea.emitters.cuda.compiler import find_nvrtc
+    from tracea.emitters.nvrtc import find_nvrtc
 
     return find_nvrtc()
 

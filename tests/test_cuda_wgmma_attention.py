@@ -51,7 +51,7 @@ COMPILES = [
 @pytest.mark.parametrize("op,sched", COMPILES, ids=lambda x: getattr(x, "signature", getattr(x, "name", ""))[:50])
 def test_compiles_at_sm90a_without_spills(op, sched):
     pytest.importorskip("cuda.core")
-    from tracea.emitters.cuda import compiler as nv
+    from tracea.emitters import nvrtc as nv
 
     sched = sched or hero_schedule(op)
     r, scalars = A.render(op, sched)

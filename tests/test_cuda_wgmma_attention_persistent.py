@@ -121,7 +121,7 @@ COMPILES = [
 @pytest.mark.parametrize("op,fields", COMPILES, ids=lambda x: getattr(x, "signature", str(x))[:50])
 def test_persistent_compiles_at_sm90a_without_spills(op, fields):
     pytest.importorskip("cuda.core")
-    from tracea.emitters.cuda import compiler as nv
+    from tracea.emitters import nvrtc as nv
 
     sched = AttnWgmmaSchedule(persistent=True, **fields)
     r, _ = A.render(op, sched)
@@ -143,7 +143,7 @@ MASKS = {"causal": dict(causal=True), "window": dict(window=(100, 5)), "gqa": di
 def test_persistent_hero_forms_compile_for_every_mask_and_head_dim(d, mask):
     """The hero made persistent, for each head dim and mask kind: 0 spills at sm_90a."""
     pytest.importorskip("cuda.core")
-    from tracea.emitters.cuda import compiler as nv
+    from tracea.emitters import nvrtc as nv
 
     op = Attention(2, 8, 500, d, dtype="bf16", **MASKS[mask])
     sched = dataclasses.replace(hero_schedule(op), persistent=True)

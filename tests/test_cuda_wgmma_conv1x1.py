@@ -197,7 +197,7 @@ def test_cluster_pairs_split_the_filter_box(monkeypatch):
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     pytest.importorskip("cuda.core")
-    from tracea.emitters.cuda.compiler import find_nvrtc
+    from tracea.emitters.nvrtc import find_nvrtc
 
     find_nvrtc()
     import os

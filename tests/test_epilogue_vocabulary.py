@@ -12,14 +12,14 @@ import pytest
 from tracea.emitters.baselines import NUMPY_INPLACE
 from tracea.emitters.cpu.epilogue import C_SIMD
 from tracea.emitters.cstyle import C_REFERENCE
-from tracea.emitters.cuda.epilogue import CUDA
+from tracea.emitters.gpu import EPILOGUE as GPU
 from tracea.kernels import Gemm
 from tracea.kernels.epilogue import EPILOGUES, NUMPY, VOCABULARY, apply, statements
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("table", [C_SIMD, CUDA, C_REFERENCE], ids=["c-simd", "cuda", "c-reference"])
+@pytest.mark.parametrize("table", [C_SIMD, GPU, C_REFERENCE], ids=["c-simd", "cuda-hip", "c-reference"])
 def test_each_language_table_covers_the_vocabulary_exactly(table):
     assert set(table) == set(EPILOGUES)
     for name, op in VOCABULARY.items():
@@ -65,3 +65,35 @@ def test_no_other_module_spells_out_the_unary_ops():
                 if isinstance(node, ast.Constant) and node.value in ("relu", "gelu") and rel not in allowed:
                     found.append(f"{rel}:{node.lineno}")
     assert not found, found
+
+
+def test_gpu_kernels_apply_the_epilogue_through_one_module():
+    """CUDA's and HIP's kernels store C through emitters/gpu_epilogue.py's writers (direct, staged; the Hopper
+    TMA store calls its ``element_ops``): no other GPU module applies the statement table itself."""
+    found = []
+    for path in [*(ROOT / "emitters" / "cuda").rglob("*.py"), *(ROOT / "emitters" / "hip").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "tracea.kernels.epilogue" and \
+                    any(a.name == "statements" for a in node.names):
+                found.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno}")
+    assert not found, found
+
+
+def test_the_direct_writer_lays_out_a_walk():
+    from tracea.emitters.gpu_epilogue import Dest, Loop, Operands, Walk, direct_store
+
+    walk = Walk((Loop("for (int i = 0; i < 2; ++i)", ("const int row = r0 + i;", "if (row >= M) continue;")),
+                 Loop("for (int j = 0; j < 4; ++j)", ("const int col = c0 + 2 * j;", "float out[2];"))),
+                ("float v = acc[i][2 * j + e];",), 2, "out")
+    text = direct_store(walk, ("bias", "relu"), Operands("f(bias[col + e])", bias_guard="col + e < N"),
+                        Dest("C[(size_t)row * N + {c}]", "g", vector="(C + (size_t)row * N + col)", aligned="(N & 1) == 0"))
+    assert text == [
+        "#pragma unroll", "for (int i = 0; i < 2; ++i) {", "  const int row = r0 + i;", "  if (row >= M) continue;",
+        "  #pragma unroll", "  for (int j = 0; j < 4; ++j) {", "    const int col = c0 + 2 * j;", "    float out[2];",
+        "    #pragma unroll", "    for (int e = 0; e < 2; ++e) {", "      float v = acc[i][2 * j + e];",
+        "      const float bias_v = col + e < N ? f(bias[col + e]) : 0.0f;", "      v += bias_v;",
+        "      v = v < 0.0f ? 0.0f : v;", "      out[e] = v;", "    }",
+        "    if (col + 1 < N && (N & 1) == 0) {",
+        "      *(uint32_t*)(C + (size_t)row * N + col) = (uint32_t)g(out[0]) | ((uint32_t)g(out[1]) << 16);",
+        "    } else {", "      if (col < N) C[(size_t)row * N + col] = g(out[0]);",
+        "      if (col + 1 < N) C[(size_t)row * N + col + 1] = g(out[1]);", "    }", "  }", "}"]

@@ -610,7 +610,7 @@ def _cuda_include() -> Path | None:
 
 def _nvrtc() -> bool:
     try:
-        from tracea.emitters.cuda import compiler as nv
+        from tracea.emitters import nvrtc as nv
 
         nv.find_nvrtc()
         return True

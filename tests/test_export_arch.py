@@ -26,7 +26,7 @@ def tracea(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _nvrtc() -> bool:
     try:
-        from tracea.emitters.cuda import compiler as nv
+        from tracea.emitters import nvrtc as nv
 
         nv.find_nvrtc()
         return True

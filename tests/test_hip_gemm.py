@@ -57,7 +57,7 @@ def test_hipcc_builds_mfma_code_for_cdna2_and_cdna3(tmp_path, monkeypatch, dtype
 def test_the_nvidia_prelude_builds_the_same_body_with_nvrtc(tmp_path, monkeypatch, dtype, arch):
     """What runs on the NVIDIA GPU is the AMD kernel's body, character for character, after another prelude."""
     pytest.importorskip("cuda.core")
-    from tracea.emitters.cuda.compiler import compile_cached
+    from tracea.emitters.nvrtc import compile_cached
 
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
     valid = [s for s in SCHEDULES if s.lds_bytes(dtype) <= 64 * 1024]  # the schedules valid in dtype
@@ -117,7 +117,7 @@ def test_the_softmax_builds_for_amd_and_through_the_nvidia_prelude(tmp_path, mon
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
     for sched in (sm.HipSoftmaxSchedule(), sm.HipSoftmaxSchedule(rows_per_group=1)):
         if importlib.util.find_spec("cuda.core") is not None:
-            from tracea.emitters.cuda.compiler import compile_cached
+            from tracea.emitters.nvrtc import compile_cached
 
             compile_cached(sm.render(dtype, sched, "nvidia"), sm.KERNEL, sm.KERNEL, "sm_90")
         try:
@@ -137,7 +137,7 @@ def test_the_conv_builds_for_amd_and_through_the_nvidia_prelude(tmp_path, monkey
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
     sched = SCHEDULES[0]
     if importlib.util.find_spec("cuda.core") is not None:
-        from tracea.emitters.cuda.compiler import compile_cached
+        from tracea.emitters.nvrtc import compile_cached
 
         compile_cached(render(dtype, sched, "nvidia", "conv", ("bias",)), CONV_KERNEL, CONV_KERNEL, "sm_90")
     try:

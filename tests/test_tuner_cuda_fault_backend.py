@@ -115,8 +115,8 @@ def search_space(op: Any, variant: Any, host: Any) -> list[FaultSchedule]:
 def build(op: Any, variant: Any, schedule: FaultSchedule, host: Any) -> Any:
     from cuda.core import Device
 
+    from tracea.emitters import nvrtc as nv
     from tracea.emitters.artifact import Artifact
-    from tracea.emitters.cuda import compiler as nv
     from tracea.emitters.cuda.render import Rendered
     from tracea.emitters.cuda.runtime import CudaKernel
 

@@ -560,7 +560,7 @@ def test_a_damaged_cached_so_is_not_a_permanent_compile_failure_in_tune(tuned_ho
 
 def test_a_truncated_cached_cubin_is_compiled_again(tmp_path, monkeypatch, capsys) -> None:
     from tracea.doctor.errors import ToolchainMissingError
-    from tracea.emitters.cuda import compiler as nv
+    from tracea.emitters import nvrtc as nv
 
     try:
         nv.find_nvrtc()

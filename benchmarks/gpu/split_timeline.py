@@ -16,7 +16,7 @@ import statistics
 import numpy as np
 
 from tracea.doctor import probe
-from tracea.emitters.cuda import compiler as nv
+from tracea.emitters import nvrtc as nv
 from tracea.emitters.cuda.build import build
 from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule, hero_schedule
 from tracea.emitters.cuda.tma import Launcher

@@ -104,7 +104,7 @@ def emit(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str
 
 
 def rendering(op: Any, variant: Variant, schedule: Any, host: Any, arch: str | None = None) -> Rendering:
-    from . import compiler as nv
+    from .. import nvrtc as nv
     from .arch import target_of
 
     if present(host):
@@ -130,8 +130,8 @@ def _bundled(source: str, name: str | None, recorded: dict[str, Any], binary: Pa
     ``binary`` loads when it was built for this GPU's architecture; the launch shape comes from the CUDA
     renderer."""
     def build_bundled(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
+        from .. import nvrtc as nv
         from ..artifact import Artifact
-        from . import compiler as nv
         from .arch import target_of
 
         target = target_of(host)  # this host's GPU (UnsupportedError without one)

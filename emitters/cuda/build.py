@@ -13,7 +13,7 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.doctor.variants import Variant
 
-from . import compiler as nv
+from .. import nvrtc as nv
 from . import cores
 from .arch import Arch, parse_arch, target_of
 from .render import CudaRenderer, Rendered

@@ -53,8 +53,9 @@ def gemm_scalars(op: Any) -> dict[str, float | int]:
 
 
 def conv_prologue(op: Any, s: Any, plan: MmaPlan, body: list[str], nt: int, a_iter: int, a_cpl: int,
-                  hoist: bool) -> None:
-    """Per-thread pixel corners of the A lines it loads (fixed for the whole k loop), and the k table."""
+                  hoist: bool, barrier: str) -> None:
+    """Per-thread pixel corners of the A lines it loads (fixed for the whole k loop), and the k table
+    (published by the renderer's ``barrier``)."""
     b = body.append
     b(f"int px_base[{a_iter}], px_h[{a_iter}], px_w[{a_iter}];")
     b(f"#pragma unroll\nfor (int i = 0; i < {a_iter}; ++i) {{")
@@ -75,7 +76,7 @@ def conv_prologue(op: Any, s: Any, plan: MmaPlan, body: list[str], nt: int, a_it
         b("  " + k_decompose(op, "k"))
         b(f"  ktab[k] = make_int2({k_offset(op)}, ((kr * DH) << 16) | (ks * DW));")
         b("}")
-        b("__syncthreads();")
+        b(barrier)
 
 
 def conv_loader(op: Any, vec: bool, lines: int, cpl: int, iters: int, nt: int, hoist: bool) -> str:

@@ -17,7 +17,7 @@ thread load whole 16-byte vectors:
 A's fragment (the mma's B operand) is 4 or 8 consecutive k of one row, read through L1 (all column
 blocks share it). Partial sums meet in shared memory (summed in warp order), then, with splits, in an
 fp32 workspace that the last block of a column tile sums in split order (a counter per tile, reset by that
-block): deterministic. The epilogue is emitters/cuda/epilogue.py's table, per output element.
+block): deterministic. The epilogue is emitters/gpu_epilogue.py's, per output element.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
 from ..cstyle import Param
-from .epilogue import CUDA, statements
+from ..gpu_epilogue import Dest, Operands, Walk, direct_store
 from .render import CudaRenderer, Rendered
 from .schedule import tile_features
 
@@ -306,8 +306,9 @@ def _fragment_stores(op: Any) -> list[str]:
 
 
 def _store(op: Any, from_f: str, to_f: str) -> str:
-    epi = statements(op.epilogue, CUDA, bias=f"{to_f}(bias[n])", residual=f"{to_f}(resid[(size_t)m * N + n])")
-    return " ".join([*epi, f"Cout[(size_t)m * N + n] = {from_f}(v);"])
+    """Output (m, n) to C, one line (``gpu_epilogue.direct_store`` of one element)."""
+    ops = Operands(f"{to_f}(bias[n])", f"{to_f}(resid[(size_t)m * N + n])", preload=False)
+    return " ".join(direct_store(Walk(()), op.epilogue, ops, Dest("Cout[(size_t)m * N + n]", from_f)))
 
 
 CLUSTER_LIB = r"""static __device__ __forceinline__ void tr_cluster_sync() {
@@ -323,11 +324,11 @@ static __device__ __forceinline__ float tr_dsmem_ld(const float* p, uint32_t ran
 """
 
 
-def _cluster_reduction(op: Any, s: GemvSchedule, store: str) -> list[str]:
+def _cluster_reduction(op: Any, s: GemvSchedule, store: str, r: CudaRenderer) -> list[str]:
     """Each block sums its warps into red[0]; the cluster's blocks (its splits, rank = blockIdx.y) then
     each finish a share of the outputs, reading every rank's red[0] in rank order."""
     T = 32 * s.warps
-    return ["    __syncthreads();",
+    return ["    " + r.barrier,
             f"    for (int e = threadIdx.x; e < M * {NB}; e += {T}) {{",
             f"        const int m = e / {NB}, c = e % {NB};",
             f"        float v = 0.0f;\n        #pragma unroll\n        for (int w = 0; w < {s.warps}; ++w) v += red[w][m][c];",
@@ -342,14 +343,14 @@ def _cluster_reduction(op: Any, s: GemvSchedule, store: str) -> list[str]:
             "    tr_cluster_sync();  /* the other blocks read this block's red until here */"]
 
 
-def _reduction(op: Any, s: GemvSchedule, from_f: str, to_f: str, cluster: bool) -> list[str]:
+def _reduction(op: Any, s: GemvSchedule, from_f: str, to_f: str, cluster: bool, r: CudaRenderer) -> list[str]:
     """Warps' partials summed in warp order; with splits, the split partials in split order: across a
     cluster's shared memory, or by the last block of the column tile from the global workspace."""
     T = 32 * s.warps
     store = _store(op, from_f, to_f)
     if cluster:
-        return _cluster_reduction(op, s, store)
-    src = ["    __syncthreads();",
+        return _cluster_reduction(op, s, store, r)
+    src = ["    " + r.barrier,
            f"    for (int e = threadIdx.x; e < M * {NB}; e += {T}) {{",
            f"        const int m = e / {NB}, n = n0 + e % {NB};",
            "        if (n >= N) continue;",
@@ -358,10 +359,10 @@ def _reduction(op: Any, s: GemvSchedule, from_f: str, to_f: str, cluster: bool) 
     if s.splits == 1:
         return [*src, f"        {store}", "    }"]
     src += ["        ws[((size_t)blockIdx.y * M + m) * N + n] = v;", "    }",
-            "    __threadfence();", "    __syncthreads();",
+            "    " + r.fence, "    " + r.barrier,
             f"    int* count = (int*)(ws + (size_t){s.splits} * M * N) + blockIdx.x;",
             f"    if (threadIdx.x == 0) last = atomicAdd(count, 1) == {s.splits - 1};",
-            "    __syncthreads();", "    if (!last) return;", "    __threadfence();",
+            "    " + r.barrier, "    if (!last) return;", "    " + r.fence,
             f"    for (int e = threadIdx.x; e < M * {NB}; e += {T}) {{",
             f"        const int m = e / {NB}, n = n0 + e % {NB};",
             "        if (n >= N) continue;",
@@ -399,7 +400,7 @@ def render_gemv(op: Any, schedule: GemvSchedule, arch: Any, renderer: CudaRender
            f"    float acc[4][{mg}][4];",
            f"    #pragma unroll\n    for (int t = 0; t < 4; ++t)\n    #pragma unroll\n    for (int m = 0; m < {mg}; ++m)\n"
            "    #pragma unroll\n    for (int e = 0; e < 4; ++e) acc[t][m][e] = 0.0f;",
-           *_main_loop(op, s), *_fragment_stores(op), *_reduction(op, s, from_f, to_f, cluster), "}"]
+           *_main_loop(op, s), *_fragment_stores(op), *_reduction(op, s, from_f, to_f, cluster, r), "}"]
     grid = (tiles, s.splits, 1)
     meta = {"name": name, "tile": {"columns_per_block": NB, "rows": op.m, "rows_padded": mp, "warps": s.warps,
                                    "splits": s.splits, "unroll": s.unroll, "k_step": k_step(op)},

@@ -113,19 +113,19 @@ def render_mma(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None 
              f"{{ return {plan.b.c_offset('line', 'col')}; }}")
     body = _head(k)
     if k.conv:
-        conv_prologue(op, s, plan, body, k.threads, k.copies("a")[2], k.copies("a")[1], k.hoist)
+        conv_prologue(op, s, plan, body, k.threads, k.copies("a")[2], k.copies("a")[1], k.hoist, r.barrier)
     loader_step(k, body)
     body += [f"float acc[{s.wm // 16}][{s.wn // 8}][4];", _zero_acc(s, ""),
              f"uint32_t fa[2][{s.wm // 16}][4], fb[2][{s.wn // 8}][2];", "const int lj = lane >> 3, lr = lane & 7;"]
     body.extend(_fragment_loads(plan, s).splitlines())
     direct = direct_epilogue(op, s, k.epi, to_f, from_f, k.conv, s.wm // 16, s.wn // 8)
     if k.persistent or k.conv:
-        body += _mainloop(k, False, direct)
+        body += _mainloop(k, False, direct, r)
     else:  # the pipeline and main loop written out twice: unchecked copies where the block's tiles lie inside
-        body += [f"if (m0 + {s.bm} <= M && n0 + {s.bn} <= N && K % {s.bk} == 0) {{", *_mainloop(k, True, direct),
-                 "} else {", *_mainloop(k, False, direct), "}"]
+        body += [f"if (m0 + {s.bm} <= M && n0 + {s.bn} <= N && K % {s.bk} == 0) {{", *_mainloop(k, True, direct, r),
+                 "} else {", *_mainloop(k, False, direct, r), "}"]
     if plan.c_stage is not None:
-        body.extend(staged_epilogue(s, plan.c_stage, k.epi, to_f, from_f, k.mnk[1] % 8 == 0, k.threads).splitlines())
+        body.extend(staged_epilogue(s, plan.c_stage, k.epi, to_f, from_f, k.mnk[1] % 8 == 0, k.threads, r.barrier).splitlines())
     elif not k.persistent:
         body.extend(direct.splitlines())
     src = "\n".join(w) + "\n\n" + _signature(r, k) + " {\n" + "\n".join("    " + ln for ln in body) + "\n}\n"
@@ -177,7 +177,7 @@ def _zero_acc(s: Any, ind: str) -> str:
             "acc[i][j][e] = 0.0f;")
 
 
-def _mainloop(k: MmaKernel, fast: bool, direct: str) -> list[str]:
+def _mainloop(k: MmaKernel, fast: bool, direct: str, r: CudaRenderer) -> list[str]:
     """The cp.async pipeline's prologue and the k loop: wait for the slot read next in the last k16 step,
     issue the next tile's copies in the first, fragments of step kk + 1 loaded while kk multiplies. The
     persistent grid stores each tile (``direct``) at its last k step and goes on to the next."""
@@ -185,7 +185,7 @@ def _mainloop(k: MmaKernel, fast: bool, direct: str) -> list[str]:
     lt = "load_tile_fast" if fast else "load_tile"
     load = "load_next(t)" if k.persistent else f"{lt}(t, t)"
     out = [f"#pragma unroll\nfor (int t = 0; t < {st - 1}; ++t) {{ {load}; TR_CP_COMMIT(); }}",
-           f"TR_CP_WAIT({st - 2});\n__syncthreads();",
+           f"TR_CP_WAIT({st - 2});\n{r.barrier}",
            "load_frags(0, 0, 0);",
            f"int read_slot = 0, write_slot = {st - 1};"]
     if k.persistent:
@@ -196,7 +196,7 @@ def _mainloop(k: MmaKernel, fast: bool, direct: str) -> list[str]:
         out.append("for (int kt = 0; kt < ktiles; ++kt) {")
     out += [f"  #pragma unroll\n  for (int kk = 0; kk < {kk_steps}; ++kk) {{",
             f"    if (kk == {kk_steps - 1}) {{",
-            f"      TR_CP_WAIT({st - 2});\n      __syncthreads();",
+            f"      TR_CP_WAIT({st - 2});\n      {r.barrier}",
             f"      read_slot = read_slot == {st - 1} ? 0 : read_slot + 1;",
             "    }",
             f"    load_frags((kk + 1) & 1, read_slot, (kk + 1) % {kk_steps});",

@@ -121,6 +121,33 @@ static __device__ __forceinline__ void tr_ldm4t(uint32_t* r, uint32_t addr) {
 )
 
 
+# The PTX statements kernels write in their bodies (beside the wrappers above), as templates over their
+# operands: named barriers, fences, cp.async and bulk-copy groups, shared and global accesses with an
+# ordering, register reallocation, cluster barriers, compiler barriers. A kernel asks the renderer for one
+# (``CudaRenderer.asm``) instead of spelling it.
+PTX_STATEMENTS: dict[str, str] = {
+    "bar.sync": 'asm volatile("bar.sync %0, {threads};\\n" :: "r"({id}) : "memory");',  # named barrier, id a register
+    "bar.sync.const": 'asm volatile("bar.sync {id}, {threads};\\n" ::: "memory");',  # named barrier, id a constant
+    "cluster.arrive": 'asm volatile("barrier.cluster.arrive.release{aligned};\\n" ::: "memory");',
+    "cluster.wait": 'asm volatile("barrier.cluster.wait.acquire{aligned};\\n" ::: "memory");',
+    "fence.proxy.async": 'asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");',
+    "fence.mbarrier_init": 'asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");',
+    "cp.async.commit": 'asm volatile("cp.async.commit_group;\\n" ::: "memory");',
+    "cp.async.wait": 'asm volatile("cp.async.wait_group {n};\\n" ::: "memory");',
+    "cp.async.wait_all": 'asm volatile("cp.async.wait_all;\\n" ::: "memory");',
+    "cp.async.arrive": 'asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\\n" :: "r"({bar}) : "memory");',
+    "bulk.commit": 'asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");',
+    "bulk.wait_read": 'asm volatile("cp.async.bulk.wait_group.read {n};\\n" ::: "memory");',
+    "st.shared.b32": 'asm volatile("st.shared.b32 [%0], %1;\\n" :: "r"({addr}), "r"({value}) : "memory");',
+    "ld.shared.b32": 'asm volatile("ld.shared.b32 %0, [%1];\\n" : "=r"({value}) : "r"({addr}) : "memory");',
+    "ld.acquire.gpu": 'asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\\n" : "=r"({value}) : "l"({addr}) : "memory");',
+    "red.release.gpu.add": 'asm volatile("red.release.gpu.global.add.s32 [%0], 1;\\n" :: "l"({addr}) : "memory");',
+    "setmaxnreg": 'asm volatile("setmaxnreg.{how}.sync.aligned.u32 {n};\\n");',  # how: inc or dec
+    "policy.evict_first": 'asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\\n" : "=l"({policy}));',
+    "compiler.fence": 'asm volatile("" ::: "memory");',  # no instruction: memory accesses stay on their side
+    "compiler.pin": 'asm volatile("" : "+f"({value}) :: "memory");',  # no instruction: the value is live here
+}
+
 class CudaRenderer(GpuRenderer):
     language: ClassVar[str] = "cuda"
     file_suffix: ClassVar[str] = ".cu"
@@ -131,6 +158,7 @@ class CudaRenderer(GpuRenderer):
     tensor_library: ClassVar[tuple[tuple[str, str], ...]] = TENSOR_LIBRARY
     mma_types: ClassVar[dict[str, str]] = {"bf16": "bf16", "fp16": "f16"}
     conversions: ClassVar[dict[str, tuple[str, str]]] = {"bf16": ("tr_bf2f", "tr_f2bf"), "fp16": ("tr_h2f", "tr_f2h")}
+    ptx: ClassVar[dict[str, str]] = PTX_STATEMENTS
     code_for_op = {
         **CStyleRenderer.code_for_op,
         "exp": lambda x: f"__expf({x})",
@@ -162,6 +190,10 @@ class CudaRenderer(GpuRenderer):
         w = CodeWriter()
         w.extend("".join(text for _, text in self.tensor_library).replace("MMA_T", self.mma_types[dtype]))
         return w.render()
+
+    def asm(self, name: str, **operands: object) -> str:
+        """The PTX statement ``name`` of ``ptx`` with its ``operands`` (``asm("bulk.wait_read", n=1)``)."""
+        return self.ptx[name].format(**operands)
 
     def converters(self, dtype: str) -> tuple[str, str]:
         """The names of the device functions converting 16-bit ``dtype`` to float and back."""

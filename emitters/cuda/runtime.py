@@ -106,7 +106,7 @@ class _Device:
         from cuda.core import LaunchConfig, ObjectCode, launch
 
         if self._hold is None:
-            from .compiler import compile_cached
+            from ..nvrtc import compile_cached
 
             cc = self.dev.compute_capability
             cubin = compile_cached(HOLD_SOURCE, "tracea_hold", "tracea_hold", f"sm_{cc[0]}{cc[1]}")[0]

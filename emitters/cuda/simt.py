@@ -32,9 +32,9 @@ import dataclasses
 from typing import Any
 
 from ..cstyle import Param
+from ..gpu_epilogue import Dest, Loop, Operands, Walk, direct_store, row_pointer
 from . import simt_async, simt_fill, simt_gemv
 from .conv import CONV_ARGS, gemm_scalars
-from .epilogue import epilogue_lines
 from .plan import SIMT_PAD, SimtKernel, simt_kernel
 from .render import CudaRenderer, Rendered
 from .schedule import CudaSchedule
@@ -289,11 +289,11 @@ def render_simt(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | None
         return simt_gemv.render(op, s, arch, k.name, k.epi, r)
     if s.stages > 2:  # the cp.async pipeline (GEMM)
         helpers = simt_async.HELPERS + (simt_fill.HELPERS if s.fill != "quads" else "")
-        body = [helpers + _signature(r, k) + " {", *_head(k), *simt_async.mainloop(k)]
+        body = [helpers + _signature(r, k) + " {", *_head(k), *simt_async.mainloop(k, r)]
     else:
-        pro, a, b = loaders(k)
-        body = [_signature(r, k) + " {", *_head(k), pro, *mainloop(k, a, b)]
-    L = [r.prelude(1), *body, *split_reduction(k), _simt_epilogue(op, s, k.epi, k.conv), "}"]
+        pro, a, b = loaders(k, r)
+        body = [_signature(r, k) + " {", *_head(k), pro, *mainloop(k, a, b, r)]
+    L = [r.prelude(1), *body, *split_reduction(k, r), _simt_epilogue(op, s, k.epi, k.conv), "}"]
     M, N, _ = k.mnk
     tiles = -(-M // s.bm) * -(-N // s.bn)
     grid = (tiles * s.split_k, 1, 1)
@@ -351,35 +351,15 @@ def _tile_index(s: Any) -> str:
 
 
 def _simt_epilogue(op: Any, s: Any, epi: tuple[str, ...], conv: bool) -> str:
+    """The thread's 8 x ``thread_n`` tile to C (``gpu_epilogue.direct_store``): rows ``am + (i & 3)`` and
+    ``wm / 2`` below, four adjacent columns a store (one float4 where N is a multiple of 4)."""
     nchw = conv and op.layout == "nchw"
-    n_total = op.k if conv else op.n
-    vec_ok = not nchw and n_total % 4 == 0
-    out = ["#pragma unroll\nfor (int i = 0; i < 8; ++i) {",
-           f"  const int row = m0 + am + (i & 3) + (i >> 2) * {s.wm // 2};",
-           "  if (row >= M) continue;"]
-    if nchw:
-        out += ["  const int img = tr_div(row, (uint32_t)PQ_mul, (uint32_t)PQ_shr), pq = row - img * P * Q;",
-                "  float* crow = Cout + (size_t)img * N * P * Q + pq;"]
-    else:
-        out += ["  float* crow = Cout + (size_t)row * N;"]
-    out += [f"  #pragma unroll\n  for (int h = 0; h < {s.thread_n // 4}; ++h) {{",
-            f"    const int col = n0 + bn_ + h * {s.wn // (s.thread_n // 4)};",
-            "    float o[4];",
-            "    #pragma unroll\n    for (int e = 0; e < 4; ++e) {",
-            "      const int cc = col + e;",
-            "      float v = acc[i][h * 4 + e];"]
-    if "bias" in epi:
-        out.append("      const float bias_v = cc < N ? bias[cc] : 0.0f;")
-    if "residual" in epi:
-        out.append("      const float res_v = cc < N ? resid[(size_t)row * N + cc] : 0.0f;")
-    out += epilogue_lines(epi, "      ")
-    out += ["      o[e] = v;", "    }"]
-    if nchw:
-        out += ["    #pragma unroll\n    for (int e = 0; e < 4; ++e) if (col + e < N) crow[(size_t)(col + e) * P * Q] = o[e];"]
-    elif vec_ok:
-        out += ["    if (col + 3 < N) *(float4*)(crow + col) = make_float4(o[0], o[1], o[2], o[3]);",
-                "    else {\n      #pragma unroll\n      for (int e = 0; e < 4; ++e) if (col + e < N) crow[col + e] = o[e];\n    }"]
-    else:
-        out += ["    #pragma unroll\n    for (int e = 0; e < 4; ++e) if (col + e < N) crow[col + e] = o[e];"]
-    out += ["  }", "}"]
-    return "\n".join(out)
+    rows, element = row_pointer("float", nchw)
+    walk = Walk((Loop("for (int i = 0; i < 8; ++i)",
+                      (f"const int row = m0 + am + (i & 3) + (i >> 2) * {s.wm // 2};", "if (row >= M) continue;", *rows)),
+                 Loop(f"for (int h = 0; h < {s.thread_n // 4}; ++h)",
+                      (f"const int col = n0 + bn_ + h * {s.wn // (s.thread_n // 4)};", "float o[4];"))),
+                ("const int cc = col + e;", "float v = acc[i][h * 4 + e];"), 4, "o")
+    ops = Operands("bias[cc]", "resid[(size_t)row * N + cc]", "cc < N", "cc < N")
+    vec_ok = not nchw and (op.k if conv else op.n) % 4 == 0
+    return "\n".join(direct_store(walk, epi, ops, Dest(element, vector="(crow + col)" if vec_ok else "")))

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import simt_fill
 from .plan import SimtKernel
+from .render import CudaRenderer
 
 HELPERS = r"""static __device__ __forceinline__ void tr_cpa16(void* dst, const float* src, uint32_t bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
@@ -68,7 +69,7 @@ def issue(which: str, kmaj: bool, contiguous_len: int, s: Any, nt: int) -> str:
     return "\n".join(out)
 
 
-def issue_tile(k: SimtKernel, tile: str) -> str:
+def issue_tile(k: SimtKernel, tile: str, r: CudaRenderer) -> str:
     """Both operands of k tile ``tile`` (this block's) into slot ``ws``, when it exists; then one commit
     either way, so that group ``t`` is always tile ``t``."""
     s, op = k.s, k.op
@@ -76,8 +77,7 @@ def issue_tile(k: SimtKernel, tile: str) -> str:
     a = issue("a", a_kmaj, op.k if a_kmaj else op.m, s, k.threads)
     b = issue("b", b_kmaj, op.k if b_kmaj else op.n, s, k.threads)
     base = f"(kt0 + {tile})" if s.split_k > 1 else f"({tile})"
-    return "\n".join([f"if ({tile} < ktiles) {{", f"  const int k0 = {base} * {s.bk};", a, b, "}",
-                      "asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");"])
+    return "\n".join([f"if ({tile} < ktiles) {{", f"  const int k0 = {base} * {s.bk};", a, b, "}", r.asm("cp.async.commit")])
 
 
 def fma_block(s: Any) -> str:
@@ -97,7 +97,7 @@ def _next(v: str, s: Any) -> str:
     return f"{v} = {v} + 1 == {s.stages} ? 0 : {v} + 1;"
 
 
-def mainloop(k: SimtKernel) -> list[str]:
+def mainloop(k: SimtKernel, r: CudaRenderer) -> list[str]:
     """The prologue's ``stages - 1`` tiles in flight, then per k tile: the tile ``stages - 1`` ahead issued
     into the slot freed at the last barrier, the ``bk`` steps of 8 x 8 outer products on slot ``rs``, the
     wait for the next tile and the barrier (with ``frags`` 2 inside the last step, before the next tile's
@@ -115,34 +115,34 @@ def mainloop(k: SimtKernel) -> list[str]:
     ahead = f"kt + {s.stages - 1}"
     if s.fill == "quads":
         for t in range(s.stages - 1):
-            pro += [issue_tile(k, str(t)), _next("ws", s)]
-        loops = [_kt_loop(k, "for (int kt = 0; kt < ktiles; ++kt) {", [issue_tile(k, ahead), _next("ws", s)], [], [])]
+            pro += [issue_tile(k, str(t), r), _next("ws", s)]
+        loops = [_kt_loop(k, r, "for (int kt = 0; kt < ktiles; ++kt) {", [issue_tile(k, ahead, r), _next("ws", s)], [], [])]
     else:
         f = simt_fill.Fill(k, [x for w, kmaj, run in simt_fill.vector_operands(k)
-                               for x in issue(w, kmaj, run, s, k.threads).split("\n")])
+                               for x in issue(w, kmaj, run, s, k.threads).split("\n")], r.asm("cp.async.commit"))
         pro += f.setup()
         for t in range(s.stages - 1):
             pro += ["{", *f.burst(str(t), True), "}", _next("ws", s)]
         pro += [f.whole_tiles(), "int kt = 0;"]
-        loops = [_kt_loop(k, f"for (; kt < {loop}; ++kt) {{", *f.tile(ahead, guarded))
+        loops = [_kt_loop(k, r, f"for (; kt < {loop}; ++kt) {{", *f.tile(ahead, guarded))
                  for loop, guarded in (("kt_whole", False), ("ktiles", True))]
-    pro += [*_wait(s), f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;"]
+    pro += [*_wait(s, r), f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;"]
     if s.frags == 2:
         pro += [f"float4 fa[2][2], fb[2][{nb}];", *_fragment(s, "0", "0", "0")]
-    return pro + [x for loop in loops for x in loop] + ["asm volatile(\"cp.async.wait_group 0;\\n\" ::: \"memory\");"]
+    return pro + [x for loop in loops for x in loop] + [r.asm("cp.async.wait", n=0)]
 
 
-def _wait(s: Any) -> list[str]:
-    return [f"asm volatile(\"cp.async.wait_group {s.stages - 2};\\n\" ::: \"memory\");", "__syncthreads();"]
+def _wait(s: Any, r: CudaRenderer) -> list[str]:
+    return [r.asm("cp.async.wait", n=s.stages - 2), r.barrier]
 
 
-def _kt_loop(k: SimtKernel, opener: str, head: list[str], steps: list[str], turn: list[str]) -> list[str]:
+def _kt_loop(k: SimtKernel, r: CudaRenderer, opener: str, head: list[str], steps: list[str], turn: list[str]) -> list[str]:
     """One loop over k tiles: ``head`` at the top of each (the copies issued there, or what the steps'
     copies need), ``steps`` inside each k step (copies spread over them), ``turn`` once the last step's
     copies are issued (commit, next write slot), then the wait and barrier for the next tile."""
     s = k.s
     tn, nb = s.thread_n, s.thread_n // 4
-    two, wait = s.frags == 2, _wait(s)
+    two, wait = s.frags == 2, _wait(s, r)
     body = [opener, *head, f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{", *("    " + x for x in steps)]
     if two:
         body += [f"    if (k == {s.bk - 1}) {{", *("      " + x for x in turn), *("      " + w for w in wait),

@@ -34,7 +34,6 @@ HELPERS = r"""static __device__ __forceinline__ void tr_cpf4(void* dst, const fl
 }
 static __device__ __forceinline__ const float* tr_base(const float* p) { asm("" : "+l"(p)); return p; }
 """
-COMMIT = "asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");"
 
 
 def _operand(k: SimtKernel, which: str) -> tuple[bool, bool, int]:
@@ -52,10 +51,11 @@ def vector_operands(k: SimtKernel) -> list[tuple[str, bool, int]]:
 
 class Fill:
     """The lane fill of kernel ``k``: its setup, its copies of a k tile (whole or guarded) as a burst or
-    spread over the k steps; ``vec`` the statements of the 16-byte copies (``vector_operands``)."""
+    spread over the k steps; ``vec`` the statements of the 16-byte copies (``vector_operands``), ``commit``
+    the renderer's statement that closes a tile's group of copies."""
 
-    def __init__(self, k: SimtKernel, vec: list[str]) -> None:
-        self.k, self.s, self.vec = k, k.s, vec
+    def __init__(self, k: SimtKernel, vec: list[str], commit: str) -> None:
+        self.k, self.s, self.vec, self.commit = k, k.s, vec, commit
         self.ops = [w for w in "ab" if not _operand(k, w)[1]]
 
     def _copies(self, which: str) -> list[tuple[int, int, int]]:
@@ -133,8 +133,8 @@ class Fill:
         ``t`` is tile ``t``); ``guarded``: only if the tile exists, zero-filled past K."""
         body = [*self._decls(tile), *self._lines(guarded), *self.vec]
         if guarded:
-            return [f"if ({tile} < ktiles) {{", *("  " + x for x in body), "}", COMMIT]
-        return [*body, COMMIT]
+            return [f"if ({tile} < ktiles) {{", *("  " + x for x in body), "}", self.commit]
+        return [*body, self.commit]
 
     def tile(self, tile: str, guarded: bool) -> tuple[list[str], list[str], list[str]]:
         """(head, steps, turn) of a main-loop iteration that fills k tile ``tile`` (``simt_async._kt_loop``):
@@ -151,4 +151,4 @@ class Fill:
             if part:
                 cond = f"k == {j}" + (" && cp_live" if guarded else "")
                 steps += [f"if ({cond}) {{", *("  " + x for x in part), "}"]
-        return ["  " + x for x in head], steps, [COMMIT, nxt]
+        return ["  " + x for x in head], steps, [self.commit, nxt]

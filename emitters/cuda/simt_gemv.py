@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..cstyle import Param
-from .epilogue import epilogue_lines
+from ..gpu_epilogue import Dest, Loop, Operands, Walk, direct_store
 from .render import CudaRenderer, Rendered
 
 WARPS = 8
@@ -42,7 +42,7 @@ def render(op: Any, s: Any, arch: Any, name: str, epi: tuple[str, ...], r: CudaR
               Param("resid", "fp32", True, True, True), Param("M", "int"), Param("N", "int"), Param("K", "int"),
               Param("alpha", "float")] + ([Param("W", "fp32", True, False, True)] if s.split_k > 1 else [])
     sig = r.render_kernel_signature(name, params, launch_bounds=(32 * WARPS, 1))
-    body = [r.prelude(1), sig + " {", *_head(op, s, groups, tiles), *_stream(op, s), *_reduce(op, s, tiles),
+    body = [r.prelude(1), sig + " {", *_head(op, s, groups, tiles), *_stream(op, s), *_reduce(op, s, tiles, r),
             *_epilogue(op, s, epi), "}"]
     grid = (tiles * s.split_k, 1, 1)
     meta: dict[str, Any] = {"name": name, "tile": {"M": mr, "N": COLS, "K": s.bk, "warps_over_k": WARPS},
@@ -106,7 +106,7 @@ def _stream(op: Any, s: Any) -> list[str]:
             f"for (int k = kb + warp; k < ke; k += {WARPS}) {{", f"  {load}", f"  {fma}", "}"]
 
 
-def _reduce(op: Any, s: Any, tiles: int) -> list[str]:
+def _reduce(op: Any, s: Any, tiles: int, r: CudaRenderer) -> list[str]:
     """Output ``o = tid + 256 j`` (row o / COLS, column o % COLS) summed over the warps in order, CHUNK
     rows at a time through shared memory; with a split, the part stored, the arrival counted, and the last
     block's sum of the parts in order."""
@@ -115,10 +115,10 @@ def _reduce(op: Any, s: Any, tiles: int) -> list[str]:
     out = [f"float v_[{per}];", "float* red = tr_smem_f;"]
     for c in range(-(-mr // CHUNK)):
         chunk = range(c * CHUNK, min(mr, (c + 1) * CHUNK))
-        out += ["__syncthreads();"] if c else []
+        out += [r.barrier] if c else []
         out += [f"*(float4*)(red + (warp * {CHUNK} + {m - c * CHUNK}) * {COLS} + lane * 4) = "
                 f"make_float4(acc[{m}][0], acc[{m}][1], acc[{m}][2], acc[{m}][3]);" for m in chunk]
-        out.append("__syncthreads();")
+        out.append(r.barrier)
         for j in range(c * CHUNK * COLS // nt, min(per, (c + 1) * CHUNK * COLS // nt)):
             o = f"tid + {j * nt - c * CHUNK * COLS}"
             out.append(f"{{ float t = 0.0f; if ({o} < {len(chunk) * COLS}) {{\n  #pragma unroll\n  for (int w = 0; w < "
@@ -132,10 +132,10 @@ def _reduce(op: Any, s: Any, tiles: int) -> list[str]:
         f"float* tr_parts = W + {words} + (size_t)pid * {S * slab};",
         f"#pragma unroll\nfor (int j = 0; j < {per}; ++j) if (tid + j * {nt} < {slab}) "
         f"__stcg(tr_parts + part * {slab} + tid + j * {nt}, v_[j]);",
-        "__threadfence();", "__syncthreads();",
+        r.fence, r.barrier,
         f"if (tid == 0) {{\n  tr_last = atomicAdd(tr_count + pid, 1u) == {S - 1}u;\n"
         "  if (tr_last) tr_count[pid] = 0u;  /* at rest for the next launch */\n}",
-        "__syncthreads();", "if (!tr_last) return;", "__threadfence();",
+        r.barrier, "if (!tr_last) return;", r.fence,
         f"#pragma unroll\nfor (int j = 0; j < {per}; ++j) {{",
         f"  const int o = tid + j * {nt};",
         "  float t = 0.0f;",
@@ -144,14 +144,10 @@ def _reduce(op: Any, s: Any, tiles: int) -> list[str]:
 
 
 def _epilogue(op: Any, s: Any, epi: tuple[str, ...]) -> list[str]:
+    """Each thread's reduced outputs ``v_`` to C (``gpu_epilogue.direct_store``), one element a store."""
     mr, nt = rows(op, s), 32 * WARPS
     per = -(-mr * COLS // nt)
-    out = [f"#pragma unroll\nfor (int j = 0; j < {per}; ++j) {{",
-           f"  const int o = tid + j * {nt}, row = m0 + o / {COLS}, cc = n0 + o % {COLS};",
-           f"  if (o >= {mr * COLS} || row >= M || cc >= N) continue;",
-           "  float v = v_[j];"]
-    if "bias" in epi:
-        out.append("  const float bias_v = bias[cc];")
-    if "residual" in epi:
-        out.append("  const float res_v = resid[(size_t)row * N + cc];")
-    return out + epilogue_lines(epi, "  ") + ["  Cout[(size_t)row * N + cc] = v;", "}"]
+    walk = Walk((Loop(f"for (int j = 0; j < {per}; ++j)",
+                      (f"const int o = tid + j * {nt}, row = m0 + o / {COLS}, cc = n0 + o % {COLS};",
+                       f"if (o >= {mr * COLS} || row >= M || cc >= N) continue;")),), ("float v = v_[j];",))
+    return direct_store(walk, epi, Operands("bias[cc]", "resid[(size_t)row * N + cc]"), Dest("Cout[(size_t)row * N + cc]"))

@@ -130,8 +130,9 @@ def _lane_scalars_any(which: str, kmaj: bool, s: Any, nt: int, dims: tuple[str, 
     return "\n".join(load), "\n".join(store), iters, 1
 
 
-def conv_operand(op: Any, s: Any, nt: int, hoist: bool) -> tuple[str, str, str, int]:
-    """The gathered A tile of the convolution: (prologue, load, store, registers)."""
+def conv_operand(op: Any, s: Any, nt: int, hoist: bool, barrier: str) -> tuple[str, str, str, int]:
+    """The gathered A tile of the convolution: (prologue, load, store, registers); the k table, where it is
+    hoisted, published by the renderer's ``barrier``."""
     vec = 4 if op.layout == "nhwc" and op.c % 4 == 0 else 1
     per_line = s.bk // vec
     total = (s.bm * s.bk) // vec
@@ -153,7 +154,7 @@ def conv_operand(op: Any, s: Any, nt: int, hoist: bool) -> tuple[str, str, str, 
         pro.append("  " + k_decompose(op, "k"))
         pro.append(f"  ktab[k] = make_int2({k_offset(op)}, ((kr * DH) << 16) | (ks * DW));")
         pro.append("}")
-        pro.append("__syncthreads();")
+        pro.append(barrier)
     if hoist:
         look = "const int2 t_ = ktab[kx]; const int koff = t_.x, dh_ = t_.y >> 16, dw_ = t_.y & 0xffff;"
     else:

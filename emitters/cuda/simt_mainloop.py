@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from . import simt_async
 from .plan import SimtKernel
+from .render import CudaRenderer
 from .simt_loads import conv_operand, operand
 from .simt_split import k_range
 
 
-def loaders(k: SimtKernel) -> tuple[str, tuple[str, str, int], tuple[str, str, int]]:
+def loaders(k: SimtKernel, r: CudaRenderer) -> tuple[str, tuple[str, str, int], tuple[str, str, int]]:
     """(conv prologue, (load, store, registers) of A, of B): global -> registers -> shared."""
     s, nt = k.s, k.threads
     op = k.op
     if k.conv:  # B: filters K x (C R S), k contiguous: the GEMM loader of a column-major B
-        pro, a_load, a_store, a_iters = conv_operand(op, s, nt, k.hoist)
+        pro, a_load, a_store, a_iters = conv_operand(op, s, nt, k.hoist, r.barrier)
         b_load, b_store, b_iters, _ = operand("b", True, k.mnk[2], s, nt, packed=False)
     else:
         pro = ""
@@ -28,7 +29,7 @@ def loaders(k: SimtKernel) -> tuple[str, tuple[str, str, int], tuple[str, str, i
     return pro, (a_load, a_store, a_iters), (b_load, b_store, b_iters)
 
 
-def mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
+def mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int], r: CudaRenderer) -> list[str]:
     """The first tile stored, then per k tile: the next one loaded into registers, the 8 x 8 outer
     products from 16-byte shared reads, the registers stored to the other buffer, one barrier."""
     s = k.s
@@ -38,12 +39,12 @@ def mainloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) ->
             "#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;",
             *k_range(s),
             a_load, b_load, a_store, b_store,
-            "__syncthreads();",
+            r.barrier,
             f"const int am = warp_m * {s.wm} + lm * 4, bn_ = warp_n * {s.wn} + ln * 4;",
-            *(_kloop_frags2(k, a, b) if s.frags == 2 else _kloop(k, a, b))]
+            *(_kloop_frags2(k, a, b, r) if s.frags == 2 else _kloop(k, a, b, r))]
 
 
-def _kloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
+def _kloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int], r: CudaRenderer) -> list[str]:
     """Per k tile: the next tile's global loads, the ``bk`` steps of 8 x 8 outer products (each reading its
     fragments, then multiplying), the stores to the other buffer and the barrier."""
     s = k.s
@@ -64,7 +65,7 @@ def _kloop(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> l
             "  }",
             "  if (more) {",
             "    buf ^= 1;", a_store, b_store,
-            "    __syncthreads();",
+            "    " + r.barrier,
             "  }",
             "}"]
 
@@ -79,7 +80,7 @@ def _fragment(k: SimtKernel, i: str, buf: str, kk: str) -> list[str]:
             f"fb[{i}][1] = *(const float4*)&Bs[{buf}][{kk}][bn_ + {s.wn // 2}];"]
 
 
-def _kloop_frags2(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int]) -> list[str]:
+def _kloop_frags2(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int], r: CudaRenderer) -> list[str]:
     """``frags`` 2: each k step first reads the next step's fragments into the other register set, then
     multiplies the ones read a step earlier. The last step of a tile stores the next tile to the other buffer
     and waits at the barrier before reading that tile's first fragments, so that their latency hides behind
@@ -100,7 +101,7 @@ def _kloop_frags2(k: SimtKernel, a: tuple[str, str, int], b: tuple[str, str, int
             f"  #pragma unroll\n  for (int k = 0; k < {s.bk}; ++k) {{",
             f"    if (k == {s.bk - 1} && more) {{",
             "      buf ^= 1;", a_store, b_store,
-            "      __syncthreads();",
+            "      " + r.barrier,
             "    }",
             "    const int c = k & 1;",
             *("    " + x for x in _fragment(k, "c ^ 1", "buf", f"(k + 1) % {s.bk}")),

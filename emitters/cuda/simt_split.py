@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .plan import SimtKernel
+from .render import CudaRenderer
 
 
 def k_range(s: Any) -> list[str]:
@@ -37,7 +38,7 @@ def _counter_words(tiles: int) -> int:
     return -(-tiles // 64) * 64
 
 
-def split_reduction(k: SimtKernel) -> list[str]:
+def split_reduction(k: SimtKernel, r: CudaRenderer) -> list[str]:
     """Each block stores its 8 x ``thread_n`` partial (F = 2 * thread_n float4 a thread, coalesced:
     float4 ``j`` of thread ``t`` of part ``p`` at ``(p * F + j) * threads + t`` of the tile's slab), fences,
     and arrives at its tile's counter. The last to arrive resets the counter and sums the parts 0, 1, ..,
@@ -58,15 +59,15 @@ def split_reduction(k: SimtKernel) -> list[str]:
             f"float4* tr_mine = (float4*)(W + {words}) + (size_t)pid * {S * F * nt} + (size_t)part * {F * nt} + tid;",
             f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < {H}; ++h) "
             f"__stcg(tr_mine + (i * {H} + h) * {nt}, {acc4});",
-            "__threadfence();",
-            "__syncthreads();",
+            r.fence,
+            r.barrier,
             "if (tid == 0) {",
             f"  tr_last = atomicAdd(tr_count + pid, 1u) == {S - 1}u;",
             "  if (tr_last) tr_count[pid] = 0u;  /* at rest for the next launch */",
             "}",
-            "__syncthreads();",
+            r.barrier,
             "if (!tr_last) return;",
-            "__threadfence();",
+            r.fence,
             f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < {H}; ++h) {{",
             "  float4 t = make_float4(0.f, 0.f, 0.f, 0.f);",
             f"  #pragma unroll 1\n  for (int p = 0; p < {S}; ++p) {{",

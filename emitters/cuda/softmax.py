@@ -167,7 +167,7 @@ def render_softmax(op: Any, schedule: Any, arch: Any, renderer: CudaRenderer | N
     src.append("    float m = TR_NEG_INF, s = 0.0f;")
     src += _single_reads(dtype, vec, threads, chunks, odd) if single else _stream_reads(dtype, vec, threads, odd)
     # block reduction of the (m, s) pairs
-    src.extend(block_merge(warps, "    "))
+    src.extend(block_merge(warps, "    ", r.barrier))
     src.append("    const float inv = __frcp_rn(s);")
     src += _single_writes(dtype, vec, threads, chunks, odd) if single else _stream_writes(dtype, vec, threads, odd)
     src.append("}")
@@ -271,8 +271,8 @@ def _render_persistent(r: CudaRenderer, op: Any, s: Any, arch: Any, name: str, v
            "        const int next = row + gridDim.x;",
            "        if (next < rows) {", _row_loads(op, s, vtype, unpack, "xn", "next"), "        }",
            *_row_reduce(s),
-           *block_merge(warps, "        "),
-           "        __syncthreads();  /* red_m/red_s are written again for the next row */",
+           *block_merge(warps, "        ", r.barrier),
+           f"        {r.barrier}  /* red_m/red_s are written again for the next row */",
            *_row_store(op, s, vtype, pack),
            f"        #pragma unroll\n        for (int j = 0; j < {chunks}; ++j)\n        #pragma unroll\n"
            f"        for (int e = 0; e < {vec}; ++e) xs[j][e] = xn[j][e];",

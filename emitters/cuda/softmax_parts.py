@@ -63,16 +63,17 @@ def header(r: CudaRenderer, dtype: str, name: str, threads: int, extra: tuple[Pa
             *([f"    __shared__ float red_m[{warps}], red_s[{warps}];"] if shared else [])]
 
 
-def block_merge(warps: int, indent: str) -> list[str]:
+def block_merge(warps: int, indent: str, barrier: str) -> list[str]:
     """Lines merging every thread's running (max, sum) pair ``(m, s)`` into the block's: a warp shuffle
-    tree, then the warps' pairs through shared memory (``red_m``, ``red_s``), in warp order."""
+    tree, then the warps' pairs through shared memory (``red_m``, ``red_s``, read after the renderer's
+    ``barrier``), in warp order."""
     i = indent
     return [f"{i}#pragma unroll\n{i}for (int o = 16; o > 0; o >>= 1) {{",
             f"{i}    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);",
             f"{i}    tr_fold(m, s, m2, s2);",
             f"{i}}}",
             f"{i}if ((tid & 31) == 0) {{ red_m[tid >> 5] = m; red_s[tid >> 5] = s; }}",
-            f"{i}__syncthreads();",
+            f"{i}{barrier}",
             f"{i}m = red_m[0]; s = red_s[0];\n{i}#pragma unroll\n{i}for (int w = 1; w < {warps}; ++w) "
             "tr_fold(m, s, red_m[w], red_s[w]);"]
 

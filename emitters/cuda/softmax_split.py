@@ -34,28 +34,28 @@ def resident(threads: int) -> int:
 WORKSPACE = (Param("W", "float2", True, False, True), Param("G", "uint32_t", True, False, True))
 
 
-def _arrive(split: int) -> list[str]:
+def _arrive(split: int, r: CudaRenderer) -> list[str]:
     """Thread 0: publish this part's pair, wait for the row's other parts, fold them all in order."""
     return [
         "    if (tid == 0) {",
         f"        W[row * {split} + part] = make_float2(m, s);",
         "        volatile uint32_t* gen = G + rows + row;",
         "        const uint32_t g = *gen;  /* read before arriving: it changes only after every part has */",
-        "        __threadfence();",
+        "        " + r.fence,
         f"        if (atomicAdd(G + row, 1u) == {split - 1}u) {{",
         "            atomicExch(G + row, 0u);",
-        "            __threadfence();",
+        "            " + r.fence,
         "            atomicAdd((uint32_t*)gen, 1u);",
         "        } else {",
         "            while (*gen == g) __nanosleep(64);",
         "        }",
-        "        __threadfence();",
+        "        " + r.fence,
         "        float tm = TR_NEG_INF, ts = 0.0f;",
         f"        for (int p = 0; p < {split}; ++p) {{ const float2 q = __ldcg(W + row * {split} + p); "
         "tr_fold(tm, ts, q.x, q.y); }",
         "        tot[0] = tm; tot[1] = ts;",
         "    }",
-        "    __syncthreads();",
+        "    " + r.barrier,
         "    m = tot[0]; s = tot[1];",
     ]
 
@@ -94,8 +94,8 @@ def render_split(op: Any, s: Any, arch: Any, r: CudaRenderer) -> Rendered:
            *_slice(s, vtype, odd),
            "    float m = TR_NEG_INF, s = 0.0f;",
            *_reduce_pass(dtype, s, vtype, unpack, odd),
-           *block_merge(warps, "    "),
-           *_arrive(split),
+           *block_merge(warps, "    ", r.barrier),
+           *_arrive(split, r),
            "    const float inv = __frcp_rn(s);",
            *_store_pass(dtype, s, vtype, unpack, pack, odd),
            "}"]

@@ -15,7 +15,7 @@ channels, and walks such tiles persistently:
   pixel's base fixed per thread for every tile, the tap's offset from a table; both tables are baked
   into the source from ``row_base`` and ``fragment_table``, the functions the NumPy model checks;
 - warps split the pixels and, with ``ksplit``, the k steps (partials summed in shared memory in order);
-- the epilogue (emitters/cuda/epilogue.py's statements) runs in fp32 on the fragments, which are rounded
+- the epilogue (emitters/gpu_epilogue.py's) runs in fp32 on the fragments, which are rounded
   into a shared output tile that the block stores as 16-byte vectors: a tile's output is contiguous.
 
 The schedule is baked into the source with the shape (one binary per shape, like gemv).

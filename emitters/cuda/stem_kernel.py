@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..cstyle import Param
-from .epilogue import CUDA, statements
+from ..gpu_epilogue import Dest, Loop, Operands, Style, Walk, direct_store
 from .render import CudaRenderer, Rendered
 from .stem import Geometry, StemSchedule, blocks_per_sm, epilogue, fragment_table, geometry, row_base
 
@@ -176,41 +176,28 @@ def _mainloop(g: Geometry, s: StemSchedule) -> list[str]:
     return out
 
 
-def _reduce_and_stage(op: Any, s: StemSchedule, to_f: str, from_f: str) -> list[str]:
+def _reduce_and_stage(op: Any, s: StemSchedule, r: CudaRenderer) -> list[str]:
     """k-split partials summed in warp order (ks = 1, 2, ...), the fused ops in fp32, two rounded values
     a 32-bit store into the output tile."""
-    epi = epilogue(op)
+    epi, from_f = epilogue(op), r.converters(op.dtype.value)[1]
     out: list[str] = []
     if s.ksplit > 1:
         idx = "((((KX * WM + wm) * MT + i) * NT + j) * 4 + e) * 32 + lane"
         loop = ("#pragma unroll\nfor (int i = 0; i < MT; ++i)\n#pragma unroll\nfor (int j = 0; j < NT; ++j)\n"
                 "#pragma unroll\nfor (int e = 0; e < 4; ++e) ")
         out += ["if (ks > 0) {", "    const int KX = ks - 1;", "    " + loop + f"red[{idx}] = acc[i][j][e];", "}",
-                "__syncthreads();",
+                r.barrier,
                 "if (ks == 0) {", "    for (int KX = 0; KX < KS - 1; ++KX) {",
                 "        " + loop + f"acc[i][j][e] += red[{idx}];", "    }", "}"]
-    body = ["                float v = acc[i][j][2 * h + e];"]
-    if "bias" in epi:
-        body.append("                const float bias_v = sbias[col + e];")
-    body += ["                " + ln for ln in statements(epi, CUDA, bias="bias_v", residual="0.0f")]
-    body.append("                v2[e] = v;")
-    out += ["if (ks == 0) {",
-            *([f"    const float alpha = {float(getattr(op, 'alpha', 1.0))!r}f;"] if "scale" in epi else []),
-            "    #pragma unroll",
-            "    for (int i = 0; i < MT; ++i) {",
-            "        #pragma unroll",
-            "        for (int h = 0; h < 2; ++h) {",
-            "            const int m = (wm * MT + i) * 16 + g + 8 * h;",
-            "            #pragma unroll",
-            "            for (int j = 0; j < NT; ++j) {",
-            "                const int col = j * 8 + 2 * q;",
-            "                float v2[2];",
-            "                #pragma unroll",
-            "                for (int e = 0; e < 2; ++e) {", *body, "                }",
-            f"                *(uint32_t*)(stg + m * SSTRIDE + col) = (uint32_t){from_f}(v2[0]) | "
-            f"((uint32_t){from_f}(v2[1]) << 16);",
-            "            }", "        }", "    }", "}"]
-    return out
+    walk = Walk((Loop("for (int i = 0; i < MT; ++i)"),
+                 Loop("for (int h = 0; h < 2; ++h)", ("const int m = (wm * MT + i) * 16 + g + 8 * h;",)),
+                 Loop("for (int j = 0; j < NT; ++j)", ("const int col = j * 8 + 2 * q;", "float v2[2];"))),
+                ("float v = acc[i][j][2 * h + e];",), 2, "v2")
+    to_tile = Dest("", from_f, vector="(stg + m * SSTRIDE + col)", inside=2)  # the tile holds whole pairs
+    return out + ["if (ks == 0) {",
+                  *([f"    const float alpha = {float(getattr(op, 'alpha', 1.0))!r}f;"] if "scale" in epi else []),
+                  *direct_store(walk, epi, Operands("sbias[col + e]"), to_tile, Style("    ", 1, flat_element=True)),
+                  "}"]
 
 
 def _store(op: Any) -> list[str]:
@@ -233,7 +220,7 @@ def _store(op: Any) -> list[str]:
     return out + ["}"]
 
 
-def _tile_loop(op: Any, g: Geometry, s: StemSchedule, to_f: str, from_f: str) -> list[str]:
+def _tile_loop(op: Any, g: Geometry, s: StemSchedule, r: CudaRenderer) -> list[str]:
     """Tiles blockIdx.x, + gridDim.x, ...: two stages copy the next tile's rows before this one's mmas;
     one stage copies them after the output tile is staged, while its stores go out."""
     two = s.stages == 2
@@ -245,9 +232,9 @@ def _tile_loop(op: Any, g: Geometry, s: StemSchedule, to_f: str, from_f: str) ->
         out += ["    issue(t + gridDim.x, buf ^ 1);", "    TR_CP_COMMIT();", "    TR_CP_WAIT(1);"]
     else:
         out += ["    TR_CP_WAIT(0);"]
-    out += ["    fix(t, buf);", "    __syncthreads();",
+    out += ["    fix(t, buf);", "    " + r.barrier,
             "    const int d0 = PADL + (((t / PBLK) * CV_H + (t % PBLK) * (ROWS * CV_SH) - CV_PH) * WC & 7);"]
-    body = [*_mainloop(g, s), *_reduce_and_stage(op, s, to_f, from_f), "__syncthreads();"]
+    body = [*_mainloop(g, s), *_reduce_and_stage(op, s, r), r.barrier]
     if not two:
         body += ["issue(t + gridDim.x, 0);", "TR_CP_COMMIT();"]
     body += _store(op)
@@ -266,7 +253,7 @@ def render_stem(op: Any, schedule: StemSchedule, arch: Any, renderer: CudaRender
     s = schedule
     g = geometry(op, s)
     dtype = op.dtype.value
-    to_f, from_f = r.converters(dtype)
+    to_f = r.converters(dtype)[0]
     occ = blocks_per_sm(g, s, arch)
     threads = 32 * s.warps
     name = f"tr_stem_{dtype}_{s.name}"
@@ -282,7 +269,7 @@ def render_stem(op: Any, schedule: StemSchedule, arch: Any, renderer: CudaRender
             "float* red = (float*)(tr_smem + OFF_RED);",
             "(void)red;",
             *IDS, *_copies(), "issue(blockIdx.x, 0);", "TR_CP_COMMIT();", *_setup(g),
-            *_tile_loop(op, g, s, to_f, from_f)]
+            *_tile_loop(op, g, s, r)]
     src = "\n".join([r.prelude(1), r.tensor_prelude(dtype), _constants(op, s, g), f"#define TO_F {to_f}",
                      signature + " {",
                      *("    " + ln for b in body for ln in b.splitlines()), "}"]) + "\n"

@@ -22,8 +22,8 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 from tracea.kernels import DType
-from tracea.kernels.epilogue import statements
 
+from ..gpu_epilogue import Dest, Loop, Operands, Style, Walk, direct_store
 from .mfma import INSTRUCTIONS, Mfma, c_expr
 from .prelude import EPILOGUE
 from .render import HipRenderer
@@ -345,25 +345,16 @@ def _mainloop(s: HipGemmSchedule, tm: int, tn: int, row: str, kk: str, mf: Mfma)
 
 
 def _epilogue(tm: int, tn: int, row: str, drow: str, chain: tuple[str, ...]) -> str:
-    """Each accumulator register to its C element through the epilogue's chain, rounded to the element
-    type, inside the edges."""
-    ops = "\n".join("        " + st for st in statements(
-        chain, EPILOGUE, bias="tr_to_float(Bias[gn])", residual="tr_to_float(Res[(long long)gm * N + gn])"))
-    return f"""#pragma unroll
-  for (int i = 0; i < {tm}; ++i)
-#pragma unroll
-    for (int j = 0; j < {tn}; ++j)
-#pragma unroll
-      for (int reg = 0; reg < 16; ++reg) {{
-        const int gm = m0 + wm * {tm * 32} + i * 32 + {drow};
-        const int gn = n0 + wn * {tn * 32} + j * 32 + {row};
-        if (gm >= M || gn >= N) continue;
-        float v = TR_ACC(acc[i][j], reg);
-{ops}
-        C[(long long)gm * N + gn] = tr_from_float(v);
-      }}
-}}
-"""
+    """Each accumulator register to its C element (``gpu_epilogue.direct_store``) through the epilogue's
+    chain, rounded to the element type, inside the edges."""
+    walk = Walk((Loop(f"for (int i = 0; i < {tm}; ++i)", braces=False), Loop(f"for (int j = 0; j < {tn}; ++j)", braces=False),
+                 Loop("for (int reg = 0; reg < 16; ++reg)", (f"const int gm = m0 + wm * {tm * 32} + i * 32 + {drow};",
+                                                             f"const int gn = n0 + wn * {tn * 32} + j * 32 + {row};",
+                                                             "if (gm >= M || gn >= N) continue;"))),
+                ("float v = TR_ACC(acc[i][j], reg);", *(() if chain else ("",))))  # no chain: an empty line
+    ops = Operands("tr_to_float(Bias[gn])", "tr_to_float(Res[(long long)gm * N + gn])", preload=False)
+    dest = Dest("C[(long long)gm * N + gn]", "tr_from_float")
+    return "\n".join(direct_store(walk, chain, ops, dest, Style(depth=1, pragma_left=True))) + "\n}\n"
 
 
 def grid(m: int, n: int, sched: HipGemmSchedule) -> tuple[int, int, int]:

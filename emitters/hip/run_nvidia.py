@@ -1,5 +1,5 @@
 """A HIP kernel's logic run on an NVIDIA GPU through the NVIDIA prelude (issue 19): the rendered source
-compiled by NVRTC (emitters/cuda/compiler.py), launched through CuPy, its output verified against the op's
+compiled by NVRTC (emitters/nvrtc.py, the CUDA backend's compiler too), launched through CuPy, its output verified against the op's
 float64 reference on fresh random inputs (verify.py). This proves the kernel's index math, tiling, edges,
 epilogue and data flow, not its speed on AMD hardware (the software MFMA is slow by design)."""
 
@@ -16,7 +16,7 @@ def on_nvidia(op: Any, schedule: Any, seed: int, inputs: dict[str, Any] | None =
     import cupy as cp
     import numpy as np
 
-    from ..cuda.compiler import compile_cached
+    from ..nvrtc import compile_cached
     from .verify import verdict
 
     ln = launch(op, schedule, "nvidia")

@@ -237,7 +237,7 @@ def test_refused_flags(flag):
 def test_compiler_layer_refuses_names_that_are_not_identifiers(tmp_path, monkeypatch, name):
     """Defence in depth: the compile caches refuse such a name themselves, before writing anything."""
     from tracea.emitters import host_compiler as cc
-    from tracea.emitters.cuda import compiler as nv
+    from tracea.emitters import nvrtc as nv
 
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))
     with pytest.raises(BadInputError, match="is not a C identifier"):

@@ -79,7 +79,7 @@ def _ring_init(sched: AttnWgmmaSchedule) -> str:
 """
 
 
-def _head(sched: AttnWgmmaSchedule, d: int) -> str:
+def _head(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
     """From the block's work item to the warpgroup split: barriers initialised and published."""
     sm, S = smem_plan(sched, d), sched.stages
     return f"""    extern __shared__ __align__(1024) unsigned char tr_smem[];
@@ -93,16 +93,16 @@ def _head(sched: AttnWgmmaSchedule, d: int) -> str:
     const int e0 = tile_ptr[qt], n = tile_ptr[qt + 1] - e0;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 {_ring_init(sched)}        tr_mbar_init(qbar, 1u);
-        asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
+        {r.asm("fence.mbarrier_init")}
     }}
-    __syncthreads();"""
+    {r.barrier}"""
 
 
-def _producer(sched: AttnWgmmaSchedule, d: int) -> str:
+def _producer(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
     sm, S, chunks = smem_plan(sched, d), sched.stages, d // 64
     bq, bk = sched.bq, sched.bk
     return f"""    if (wg == 0) {{
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 {sched.register_split()[1]};\\n");
+        {r.asm("setmaxnreg", how="dec", n=sched.register_split()[1])}
         if (tid == 0) {{
             tr_mbar_expect_tx(qbar, {bq * d * 2}u);
             for (int c = 0; c < {chunks}; ++c)
@@ -132,10 +132,10 @@ def _v_wait(sched: AttnWgmmaSchedule) -> str:
             if sched.split_kv else "")
 
 
-def _consumer_entry(sched: AttnWgmmaSchedule, d: int) -> str:
+def _consumer_entry(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
     sm, bk = smem_plan(sched, d), sched.bk
     return f"""    }} else {{
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 {sched.register_split()[2]};\\n");
+        {r.asm("setmaxnreg", how="inc", n=sched.register_split()[2])}
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
         const int row0 = qt * {sched.bq} + cw * 64 + warp * 16 + lane / 4;  /* and row0 + 8 */
         const uint32_t qs = smem + cw * {64 * SWIZZLE_LINE}u;
@@ -198,7 +198,7 @@ def _walk_head(sched: AttnWgmmaSchedule) -> str:
             const int e0 = tile_ptr[qt], n = tile_ptr[qt + 1] - e0;"""
 
 
-def _head_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
+def _head_persistent(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
     """The barriers as ``_head``'s, a full and an empty barrier a Q buffer (a warp of each consumer arrives
     on the empty one once per item)."""
     sm, S, qb = smem_plan(sched, d), sched.stages, sched.q_buffers
@@ -213,12 +213,12 @@ def _head_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
             tr_mbar_init(qbar + 8u * j, 1u);
             tr_mbar_init(qempty + 8u * j, {4 * sched.consumers}u);
         }}
-        asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
+        {r.asm("fence.mbarrier_init")}
     }}
-    __syncthreads();"""
+    {r.barrier}"""
 
 
-def _producer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
+def _producer_persistent(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
     """Per item with tiles: wait for the release of its Q buffer (``it % q_buffers``, from the item
     ``q_buffers`` before), load Q, then its K/V tiles into the ring, whose stage and phase run on across
     items (no drain). Items without tiles load nothing."""
@@ -226,7 +226,7 @@ def _producer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
     bq, bk = sched.bq, sched.bk
     walk = _walk_head(sched).replace("\n", "\n    ")
     return f"""    if (wg == 0) {{
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 {sched.register_split()[1]};\\n");
+        {r.asm("setmaxnreg", how="dec", n=sched.register_split()[1])}
         if (tid == 0) {{
             int st = 0, it = 0;
             uint32_t ph = 0;
@@ -257,7 +257,7 @@ def _producer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
         }}"""
 
 
-def _consumer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
+def _consumer_persistent(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
     """Per item: O, m, l cleared; with tiles, its Q buffer's full barrier at the item's parity, the loop (ping-pong
     turns balanced within the item: consumer 1 opens, and passes none after its last), Q released after
     the last S; then O and lse stored (O = 0, lse = -inf for rows that kept nothing)."""
@@ -267,7 +267,7 @@ def _consumer_persistent(sched: AttnWgmmaSchedule, d: int) -> str:
     store = "\n".join(("    " + ln) if ln.strip() else ln for ln in store_rows(d, "tr_pack2").split("\n"))
     opening = pp_open(sched)
     return f"""    }} else {{
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 {sched.register_split()[2]};\\n");
+        {r.asm("setmaxnreg", how="inc", n=sched.register_split()[2])}
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
         const uint32_t kbase = smem + {sm['k']}u, vbase = smem + {sm['v']}u;
         float o[{d // 2}], s[{bk // 2}], m[2], l[2], corr[2];
@@ -313,13 +313,13 @@ def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
     w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
     w((SIGNATURE_PERSISTENT if sched.persistent else SIGNATURE) + ") {")
     if sched.persistent:
-        w.extend(_head_persistent(sched, d))
-        w.extend(_producer_persistent(sched, d))
-        w.extend(_consumer_persistent(sched, d))
+        w.extend(_head_persistent(sched, d, r))
+        w.extend(_producer_persistent(sched, d, r))
+        w.extend(_consumer_persistent(sched, d, r))
         return w.render()
-    w.extend(_head(sched, d))
-    w.extend(_producer(sched, d))
-    w.extend(_consumer_entry(sched, d))
+    w.extend(_head(sched, d, r))
+    w.extend(_producer(sched, d, r))
+    w.extend(_consumer_entry(sched, d, r))
     w.extend(loop_intra(sched, d) if sched.intra else loop_plain(sched, d))
     w.extend(_store(sched, d, "tr_pack2"))
     return w.render()

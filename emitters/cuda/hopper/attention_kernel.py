@@ -156,8 +156,8 @@ def build(op: Any, sched: AttnWgmmaSchedule | None = None, arch: str = "sm_90a",
     """Render, compile (NVRTC, cached) and load the kernel for ``op`` (the hero schedule by default):
     for the GPU tests and the probe; the CLI goes through the core registry instead. ``blocks``: the
     persistent grid (default: one block per SM)."""
+    from ... import nvrtc as nv
     from ...artifact import Artifact
-    from .. import compiler as nv
     from .attention import render
     from .attention_schedule import hero_schedule
 

@@ -96,9 +96,9 @@ def render(op: Any, sched: WgmmaConvSchedule) -> str:
     w("    int M, int N, int Cp, int H, int W, int P, int Q, int R, int S, int stride_h, int stride_w,")
     split = "" if sched.split == 1 else ", " + splitk.SIGNATURE
     w(f"    int pad_h, int pad_w, int dil_h, int dil_w, int cblk, int store_tma{split}) {{")
-    w.extend(kernel_head(sched, a_bytes, k_iters="R * S * cblk", maps=("tmA", "tmB") if tma_a else ("tmB",),
+    w.extend(kernel_head(sched, r, a_bytes, k_iters="R * S * cblk", maps=("tmA", "tmB") if tma_a else ("tmB",),
                          full_arrivals=1 if tma_a else 129))
-    w.extend(im2col.producer(sched, a_bytes) if tma_a else gather_producer(sched))
+    w.extend(im2col.producer(sched, r, a_bytes) if tma_a else gather_producer(sched, r))
     epilogue = ("bias",) if op.bias else ()
     w.extend(consumer_branch(sched, dtype, epilogue, r, proxy_fence=not tma_a and sched.publish == "noinc"))
     if op.layout == "nchw":

@@ -1,8 +1,9 @@
 """The Hopper kernels' epilogue: what a consumer warpgroup does with its fp32 accumulators once a tile's
 mainloop is done. The fused element-wise ops (bias, relu, gelu, scale, residual, in the IR's order)
-come from the one CUDA statement table (``emitters/cuda/epilogue.py``); then C leaves either through
-the TMA store (staged in swizzled shared memory, bulk tensor stores) or through direct, predicated
-register stores; before the block exits, the TMA stores in flight are drained.
+come from the GPU epilogue (``emitters/gpu_epilogue.py``); then C leaves either through the TMA store
+(staged in swizzled shared memory, bulk tensor stores) or through direct, predicated register stores
+(the GPU epilogue's ``direct_store``); before the block exits, the TMA stores in flight are drained.
+Its PTX statements are the renderer's (``CudaRenderer.asm``).
 
 The text reads the consumer's locals (``acc``, ``row0``, ``col0``, ``part``, ``cw``, ``cstep``,
 ``warp``, ``lane``, ``tid``, ``tm``, ``tn``, ``cstage``) and the kernel's ``C``, ``bias``,
@@ -11,23 +12,19 @@ The text reads the consumer's locals (``acc``, ``row0``, ``col0``, ``part``, ``c
 
 from __future__ import annotations
 
+from ... import gpu_epilogue
 from ...cstyle import CodeWriter
+from ...gpu_epilogue import Dest, Loop, Operands, Style, Walk, element_ops, pack2
 from ...layout import TileLayout
-from ..epilogue import CUDA, statements
 from ..render import CudaRenderer
 from .schedule import C_ATOM_BYTES, ELEM_BYTES, SWIZZLE, WgmmaSchedule
 
-STORE = {"bf16": "tr_f2bf", "fp16": "tr_f2h"}  # fp32 -> the 16-bit bits of C
 
-
-def fused_ops(epilogue: tuple[str, ...], renderer: CudaRenderer, dtype: str, guarded: bool = False) -> list[str]:
-    """C statements applying ``epilogue`` in order to float ``v`` at (``row``, ``col``); ``guarded``:
-    bias and residual are read only where ``inside`` (the TMA-store path visits rows past M)."""
-    bias = renderer.to_float(dtype, "bias[col]")
-    residual = renderer.to_float(dtype, "residual[(int64_t)row * N + col]")
-    if guarded:
-        bias, residual = f"inside ? {bias} : 0.0f", f"inside ? {residual} : 0.0f"
-    return statements(epilogue, CUDA, bias=bias, residual=residual)
+def _operands(r: CudaRenderer, dtype: str, guard: str = "") -> Operands:
+    """Bias and residual at (``row``, ``col``), read in place; ``guard``: only where it holds (the TMA-store
+    path visits rows past M)."""
+    return Operands(r.to_float(dtype, "bias[col]"), r.to_float(dtype, "residual[(int64_t)row * N + col]"), guard, guard,
+                    preload=False)
 
 
 def tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
@@ -49,15 +46,16 @@ def tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple
     w(f"        for (int a = 0; a < {sched.bn // 64}; ++a) {{")
     w(f"            const uint32_t buf = catoms + (cstep & 1) * {C_ATOM_BYTES}u;")
     w("            ++cstep;")
-    w('            if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 1;\\n" ::: "memory");')
-    w('            asm volatile("bar.sync %0, 128;\\n" :: "r"(1 + cw) : "memory");')
+    warpgroup = r.asm("bar.sync", threads=128, id="1 + cw")
+    w(f'            if (tid == 0) {r.asm("bulk.wait_read", n=1)}')
+    w(f"            {warpgroup}")
     with w.indented(3):
         _stage_atom(w, r, dtype, epilogue)
-    w('            asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");')
-    w('            asm volatile("bar.sync %0, 128;\\n" :: "r"(1 + cw) : "memory");')
+    w(f'            {r.asm("fence.proxy.async")}')
+    w(f"            {warpgroup}")
     w("            if (tid == 0) {")
     w(f"                tr_tma_store_2d(&tmC, tn * {sched.bn} + a * 64, tm * {sched.bm} + part * {sched.wm} + i * 64, buf);")
-    w('                asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");')
+    w(f'                {r.asm("bulk.commit")}')
     w("            }")
     w("        }")
     w("    }")
@@ -70,7 +68,6 @@ def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str,
     """One 64 x 64 atom of C: the epilogue applied, two values packed per 32-bit shared store at the
     atom's 128B-swizzled offset."""
     lay = TileLayout(64, 64, ELEM_BYTES, "row", swizzle=SWIZZLE)
-    store = STORE[dtype]
     w("#pragma unroll")
     w("for (int jj = 0; jj < 8; ++jj) {")
     w("    #pragma unroll")
@@ -83,55 +80,30 @@ def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str,
     w("            const int col = col0 + (a * 8 + jj) * 8 + e;")
     w("            const bool inside = row < M && col < N;")
     w("            float v = acc[i][4 * (a * 8 + jj) + 2 * h + e];")
-    for line in fused_ops(epilogue, r, dtype, guarded=True):
+    for line in element_ops(epilogue, _operands(r, dtype, "inside")):
         w("            " + line)
     w("            out[e] = v;")
     w("        }")
-    w(f"        const uint32_t word = (uint32_t){store}(out[0]) | ((uint32_t){store}(out[1]) << 16);")
-    w(f'        asm volatile("st.shared.b32 [%0], %1;\\n" :: "r"(buf + {lay.c_offset("r_in", "c_in")}), '
-      '"r"(word) : "memory");')
+    w(f"        const uint32_t word = {pack2(r.converters(dtype)[1], 'out[0]', 'out[1]')};")
+    w("        " + r.asm("st.shared.b32", addr=f"buf + {lay.c_offset('r_in', 'c_in')}", value="word"))
     w("    }")
     w("}")
 
 
 def direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
                  groups: bool = False) -> str:
-    """Register stores of the consumer's part of C, predicated on M and N: the epilogue applied per
-    element, two columns packed into one 4-byte store where N is even. ``groups``: only the float4
-    groups ``g0 <= i * bn / 8 + j < g1`` (the spread split-K fix-up's share of a tile)."""
-    store = STORE[dtype]
-    w = CodeWriter()
-    w.extend(f"""            #pragma unroll
-            for (int i = 0; i < {sched.m_slices}; ++i) {{
-                #pragma unroll
-                for (int j = 0; j < {sched.bn // 8}; ++j) {{
-                    #pragma unroll
-                    for (int h = 0; h < 2; ++h) {{
-                        const int row = row0 + i * 64 + h * 8;
-                        const int c0 = col0 + j * 8;
-                        if (row < M && c0 < N{f" && i * {sched.bn // 8} + j >= g0 && i * {sched.bn // 8} + j < g1" if groups else ""}) {{
-                            float out[2];
-                            #pragma unroll
-                            for (int e = 0; e < 2; ++e) {{
-                                const int col = c0 + e < N ? c0 + e : c0;
-                                float v = acc[i][4 * j + 2 * h + e];""")
-    with w.indented(8):
-        for line in fused_ops(epilogue, r, dtype):
-            w(line)
-        w("out[e] = v;")
-    w.extend(f"""                            }}
-                            uint16_t* p = C + (int64_t)row * N + c0;
-                            if (c0 + 1 < N && (N & 1) == 0) {{
-                                *(uint32_t*)p = (uint32_t){store}(out[0]) | ((uint32_t){store}(out[1]) << 16);
-                            }} else {{
-                                p[0] = {store}(out[0]);
-                                if (c0 + 1 < N) p[1] = {store}(out[1]);
-                            }}
-                        }}
-                    }}
-                }}
-            }}""")
-    return w.render()
+    """Register stores of the consumer's part of C (``gpu_epilogue.direct_store``), predicated on M and N:
+    the epilogue applied per element, two columns packed into one 4-byte store where N is even.
+    ``groups``: only the float4 groups ``g0 <= i * bn / 8 + j < g1`` (the spread split-K fix-up's share of
+    a tile)."""
+    g = sched.bn // 8
+    share = f" && i * {g} + j >= g0 && i * {g} + j < g1" if groups else ""
+    walk = Walk((Loop(f"for (int i = 0; i < {sched.m_slices}; ++i)"), Loop(f"for (int j = 0; j < {g}; ++j)"),
+                 Loop("for (int h = 0; h < 2; ++h)", ("const int row = row0 + i * 64 + h * 8;", "const int c0 = col0 + j * 8;")),
+                 Loop(f"if (row < M && c0 < N{share})", ("float out[2];",), unroll=False)),
+                ("const int col = c0 + e < N ? c0 + e : c0;", "float v = acc[i][4 * j + 2 * h + e];"), 2, "out")
+    dest = Dest("p[{k}]", r.converters(dtype)[1], "c0", "p", "(N & 1) == 0", 1, ("uint16_t* p = C + (int64_t)row * N + c0;",))
+    return "\n".join(gpu_epilogue.direct_store(walk, epilogue, _operands(r, dtype), dest, Style("    ", 3))) + "\n"
 
 
 def tma_store_drain(sched: WgmmaSchedule) -> str:
@@ -140,4 +112,4 @@ def tma_store_drain(sched: WgmmaSchedule) -> str:
     before the block exits."""
     if sched.store != "tma":
         return ""
-    return 'if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;\\n" ::: "memory");'
+    return f'if (tid == 0) {CudaRenderer().asm("bulk.wait_read", n=0)}'

@@ -79,8 +79,8 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     w("    uint16_t* __restrict__ C, const uint16_t* __restrict__ bias, const uint16_t* __restrict__ residual,")
     split = "" if sched.split == 1 else ", " + splitk.SIGNATURE
     w(f"    float alpha, int M, int N, int K, int store_tma{split}) {{")
-    w.extend(kernel_head(sched, a_bytes))
-    w.extend(tma_producer(sched, a_k, b_k))
+    w.extend(kernel_head(sched, r, a_bytes))
+    w.extend(tma_producer(sched, r, a_k, b_k))
     w.extend(consumer_branch(sched, dtype, tuple(op.epilogue), r, a_k, b_k))
     return w.render()
 

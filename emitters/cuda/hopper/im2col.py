@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..render import CudaRenderer
 from .mainloop import filter_start, k_range, walk_head
 from .schedule import BK, WgmmaConvSchedule
 
@@ -31,12 +32,12 @@ static __device__ __forceinline__ void tr_tma_load_im2col(uint32_t dst, const Tr
 """
 
 
-def producer(sched: WgmmaConvSchedule, a_bytes: int) -> str:
+def producer(sched: WgmmaConvSchedule, r: CudaRenderer, a_bytes: int) -> str:
     """The producer warpgroup (``if (wg == 0)``): thread 0 walks the block's tiles (or split-K units) and,
     per k step, waits for a free stage and issues the activations' im2col copy and the filter's copy."""
     S = sched.stages
     return f"""    if (wg == 0) {{
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 {sched.register_split()[1]};\\n");
+        {r.asm("setmaxnreg", how="dec", n=sched.register_split()[1])}
         if (tid == 0) {{
             const int PQ = P * Q;
             int s = 0;

@@ -72,7 +72,7 @@ def descriptor_strides(layouts: list[TileLayout]) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------- the ring
 
 
-def kernel_head(sched: WgmmaSchedule, a_bytes: int, k_iters: str = f"(K + {BK - 1}) / {BK}",
+def kernel_head(sched: WgmmaSchedule, r: CudaRenderer, a_bytes: int, k_iters: str = f"(K + {BK - 1}) / {BK}",
                 maps: tuple[str, ...] = ("tmA", "tmB"), full_arrivals: int = 1) -> str:
     """The kernel body up to the warpgroup split: the 1024-aligned ring base, the C staging atoms and
     the mbarriers after it, the tile walk (``scheduler.tile_walk``; ``k_iters`` is a C expression),
@@ -96,9 +96,9 @@ def kernel_head(sched: WgmmaSchedule, a_bytes: int, k_iters: str = f"(K + {BK - 
         }}
         tr_mbar_init(bars + 8u * {2 * S}, 1u);
         tr_mbar_init(bars + 8u * {2 * S + 1}, 1u);
-        asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
+        {r.asm("fence.mbarrier_init")}
     }}
-    {_cluster_sync(sched)}"""
+    {_cluster_sync(sched, r)}"""
 
 
 def _units(sched: WgmmaSchedule) -> str:
@@ -127,7 +127,7 @@ def k_range(sched: WgmmaSchedule) -> str:
 # ---------------------------------------------------------------------------------------- producers
 
 
-def tma_producer(sched: WgmmaSchedule, a_k: bool, b_k: bool) -> str:
+def tma_producer(sched: WgmmaSchedule, r: CudaRenderer, a_k: bool, b_k: bool) -> str:
     """The GEMM's producer warpgroup (``if (wg == 0)``): one thread walks the block's tiles and, for each
     k step, waits for a free stage and TMA-loads A and B into it (``a_k``/``b_k``: K-major operands)."""
     a_lay, b_lay = operand_layouts(sched.bm, a_k), operand_layouts(sched.bn, b_k)
@@ -135,10 +135,10 @@ def tma_producer(sched: WgmmaSchedule, a_k: bool, b_k: bool) -> str:
     S = sched.stages
     w = CodeWriter()
     w.extend(f"""    if (wg == 0) {{
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 {sched.register_split()[1]};\\n");
+        {r.asm("setmaxnreg", how="dec", n=sched.register_split()[1])}
         if (tid == 0) {{
             int s = 0;
-            uint32_t phase = 0;{_policy(sched)}
+            uint32_t phase = 0;{_policy(sched, r)}
 {walk_head(sched, "            ")}
                 {rank_fix(sched)}
                 for ({k_range(sched)}) {{
@@ -154,12 +154,12 @@ def tma_producer(sched: WgmmaSchedule, a_k: bool, b_k: bool) -> str:
     return w.render()
 
 
-def _policy(sched: WgmmaSchedule) -> str:
+def _policy(sched: WgmmaSchedule, r: CudaRenderer) -> str:
     """The producer's L2 cache policy for the operands (``l2_hint`` "first"); nothing otherwise."""
     if sched.l2_hint == "normal":
         return ""
     return ('\n            uint64_t pol;  /* the operands stream: evict them first */'
-            '\n            asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\\n" : "=l"(pol));')
+            '\n            ' + r.asm("policy.evict_first", policy="pol"))
 
 
 def _loads(sched: WgmmaSchedule) -> tuple[str, str, str]:
@@ -214,7 +214,7 @@ def _shared_a(w: CodeWriter, sched: WgmmaSchedule, a_lay: list[TileLayout], a_k:
           f"kk * {BK} + rank * {lines}, full, 3{pol});")
 
 
-def gather_producer(sched: WgmmaConvSchedule) -> str:
+def gather_producer(sched: WgmmaConvSchedule, r: CudaRenderer) -> str:
     """The implicit-GEMM conv's producer warpgroup (``if (wg == 0)``): thread 0 TMA-loads the filter
     tile of each k step; all 128 threads gather the activations' ``bm x 64`` tile with 16-byte
     ``cp.async`` copies into the 128B-swizzled layout TMA would have written (zero-filled outside the
@@ -223,7 +223,7 @@ def gather_producer(sched: WgmmaConvSchedule) -> str:
     a_bytes, b_bytes = a_lay.size_bytes, sched.bn * BK * ELEM_BYTES
     S, lines = sched.stages, sched.lines_per_thread
     return f"""    if (wg == 0) {{
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 {sched.register_split()[1]};\\n");
+        {r.asm("setmaxnreg", how="dec", n=sched.register_split()[1])}
         /* This thread's 16-byte chunk of every line, and its first line of the tile. */
         const int chunk = tid % 8, line0 = tid / 8, PQ = P * Q;
         int s = 0;
@@ -255,13 +255,13 @@ def gather_producer(sched: WgmmaConvSchedule) -> str:
                     const uint16_t* src = ok ? X + ((int64_t)(nh[i] + h) * W + x) * Cp + col : X;
                     tr_cp_async_16(sa + {a_lay.c_offset("line", "chunk * 8")}, src, ok ? 16u : 0u);
                 }}
-                {_publish(sched)}
+                {_publish(sched, r)}
                 ++step;
                 if (++s == {S}) {{ s = 0; phase ^= 1u; }}
                 if (++cb == cblk) {{ cb = 0; if (++fs == S) {{ fs = 0; ++fr; }} }}
             }}
         }}
-        {_drain(sched)}"""
+        {_drain(sched, r)}"""
 
 
 def filter_start(sched: WgmmaConvSchedule) -> str:
@@ -272,27 +272,27 @@ def filter_start(sched: WgmmaConvSchedule) -> str:
             "64-channel block of step kb */")
 
 
-def _publish(sched: WgmmaConvSchedule) -> str:
+def _publish(sched: WgmmaConvSchedule, r: CudaRenderer) -> str:
     """After a k step's copies are issued: hand a full stage to the consumers (see ``publish``)."""
     if sched.publish == "noinc":  # one of the barrier's 128 expected arrivals, when this thread's copies land
-        return 'asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\\n" :: "r"(full) : "memory");'
+        return r.asm("cp.async.arrive", bar="full")
     S, lag = sched.stages, sched.lag
-    return f"""asm volatile("cp.async.commit_group;\\n" ::: "memory");
+    return f"""{r.asm("cp.async.commit")}
                 if (step >= {lag}) {{  /* publish the stage filled {lag} steps ago */
-                    asm volatile("cp.async.wait_group {lag};\\n" ::: "memory");
-                    asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");
+                    {r.asm("cp.async.wait", n=lag)}
+                    {r.asm("fence.proxy.async")}
                     tr_mbar_arrive(bars + 8u * ((s + {S - lag}) % {S}));
                 }}"""
 
 
-def _drain(sched: WgmmaConvSchedule) -> str:
+def _drain(sched: WgmmaConvSchedule, r: CudaRenderer) -> str:
     """After the last tile: every copy landed (and, for "wait", the last ``lag`` stages published)."""
     if sched.publish == "noinc":
-        return 'asm volatile("cp.async.wait_all;\\n" ::: "memory");'
+        return r.asm("cp.async.wait_all")
     S, lag = sched.stages, sched.lag
     return f"""/* the last {lag} stages: wait for every copy, publish them */
-        asm volatile("cp.async.wait_all;\\n" ::: "memory");
-        asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");
+        {r.asm("cp.async.wait_all")}
+        {r.asm("fence.proxy.async")}
         for (int d = {lag}; d >= 1; --d)
             if (step >= d) tr_mbar_arrive(bars + 8u * ((s + {S} - d) % {S}));"""
 
@@ -313,10 +313,10 @@ def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...],
     published without a producer-side fence."""
     w = CodeWriter()
     spread = sched.split != 1 and sched.split_fix == "spread"
-    w.extend(_consumer_entry(sched))
-    w.extend(_consumer_mainloop(sched, a_k, b_k, proxy_fence))
+    w.extend(_consumer_entry(sched, r))
+    w.extend(_consumer_mainloop(sched, a_k, b_k, proxy_fence, r))
     if sched.split != 1:
-        w.extend(splitk.fixup(sched))
+        w.extend(splitk.fixup(sched, r))
     w.extend(f"""            /* wgmma m64nN accumulator layout: thread (warp, lane) holds rows warp*16 + lane/4 (+8),
                columns 8*j + 2*(lane%4) (+1) in acc[4j..4j+3] = (r, c), (r, c+1), (r+8, c), (r+8, c+1). */
             const int row0 = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4;
@@ -326,7 +326,7 @@ def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...],
     w.extend(f"""        }}
         {tma_store_drain(sched)}
     }}
-    {_cluster_exit(sched)}
+    {_cluster_exit(sched, r)}
 }}""")
     return w.render()
 
@@ -340,12 +340,12 @@ def _store_when(sched: WgmmaSchedule) -> str:
     return when + (f" && tn * {sched.bn} < N" if sched.cluster_axis == "n" else "")
 
 
-def _consumer_entry(sched: WgmmaSchedule) -> str:
+def _consumer_entry(sched: WgmmaSchedule, r: CudaRenderer) -> str:
     """Registers taken, the accumulators declared, and the head of the consumer's tile walk: its tile's
     coordinates, where the ring stands at the tile's first k step, the ping-pong turn, zeroed sums."""
     m_slices, n_regs = sched.m_slices, sched.bn // 2
     return f"""    }} else {{
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 {sched.register_split()[2]};\\n");
+        {r.asm("setmaxnreg", how="inc", n=sched.register_split()[2])}
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
         /* part: this warpgroup's slice of a shared tile (cooperative); walk: which of the block's tiles
            it takes (ping-pong: every {sched.tile_walkers}th, starting at its own index). */
@@ -377,7 +377,7 @@ def _consumer_walk(sched: WgmmaSchedule) -> str:
             uint32_t phase = (uint32_t)((it0 / {S}) & 1);"""
 
 
-def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: bool) -> str:
+def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: bool, r: CudaRenderer) -> str:
     """The k loop of one tile: wait for a full stage, ``bk / 16`` wgmma per m64 slice on descriptors
     read off the operand layouts, one group kept in flight, the stage before it released; then the
     last group awaited and its stage released."""
@@ -391,7 +391,7 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
     # An m64 slice starts 64 lines into a K-major tile, or one atom further along an MN-major one.
     a_mstep = 64 * a_lay[0].pitch_bytes if a_k else a_lay[1].base_bytes if len(a_lay) > 1 else 0
     S, m_slices, n_regs = sched.stages, sched.m_slices, sched.bn // 2
-    fence = '\n                asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");' if proxy_fence else ""
+    fence = "\n                " + r.asm("fence.proxy.async") if proxy_fence else ""
     return f"""            int prev = -1;
             for ({k_range(sched)}) {{
                 tr_mbar_wait(bars + 8u * s, phase);{fence}
@@ -417,24 +417,22 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
             #pragma unroll
             for (int i = 0; i < {m_slices}; ++i) {{
                 #pragma unroll
-                for (int j = 0; j < {n_regs}; ++j) asm volatile("" : "+f"(acc[i][j]) :: "memory");
+                for (int j = 0; j < {n_regs}; ++j) {r.asm("compiler.pin", value="acc[i][j]")}
             }}"""
 
 
-def _cluster_sync(sched: WgmmaSchedule) -> str:
+def _cluster_sync(sched: WgmmaSchedule, r: CudaRenderer) -> str:
     """Every barrier of the block (and, in a pair, of the peer) initialised before anyone uses one."""
     if sched.cluster == 1:
-        return "__syncthreads();"
-    return ('asm volatile("barrier.cluster.arrive.release.aligned;\\n" ::: "memory");\n'
-            '    asm volatile("barrier.cluster.wait.acquire.aligned;\\n" ::: "memory");')
+        return r.barrier
+    return r.asm("cluster.arrive", aligned=".aligned") + "\n    " + r.asm("cluster.wait", aligned=".aligned")
 
 
-def _cluster_exit(sched: WgmmaSchedule) -> str:
+def _cluster_exit(sched: WgmmaSchedule, r: CudaRenderer) -> str:
     """A pair leaves together: the peer may still arrive on this block's barriers until it is done."""
     if sched.cluster == 1:
         return ""
-    return ('asm volatile("barrier.cluster.arrive.release;\\n" ::: "memory");\n'
-            '    asm volatile("barrier.cluster.wait.acquire;\\n" ::: "memory");')
+    return r.asm("cluster.arrive", aligned="") + "\n    " + r.asm("cluster.wait", aligned="")
 
 
 def _release(stage: str, sched: WgmmaSchedule) -> str:

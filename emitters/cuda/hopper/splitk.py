@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..render import CudaRenderer
 from .schedule import BK, WgmmaSchedule
 from .scheduler import cluster_tiles, tile_coords
 
@@ -133,7 +134,7 @@ def consumer_head(sched: WgmmaSchedule) -> str:
             uint32_t phase = (uint32_t)((it0 / {S}) & 1);"""
 
 
-def fixup(sched: WgmmaSchedule) -> str:
+def fixup(sched: WgmmaSchedule, r: CudaRenderer) -> str:
     """After a split unit's mainloop: take a ticket on the tile (``sem[2 slot]``); every unit but the
     tile's last parks its partial, then counts itself parked (``sem[2 slot + 1]``) and ``continue``s to
     its next unit; the last waits until the others have parked, resets both counters for the next launch
@@ -144,38 +145,38 @@ def fixup(sched: WgmmaSchedule) -> str:
     512 x 512 x 16384, docs/device-runs/h100-splitk-tail-and-suite: park 1.6 µs, sum 2.2 µs before). "spread": see
     ``spread``."""
     if sched.split_fix == "spread":
-        return spread(sched)
+        return spread(sched, r)
     ms, q4 = sched.m_slices, sched.bn // 8  # float4 groups of accumulators per m64 slice
     tile4 = sched.bm * sched.bn // 4
     flag = f"bars + {8 * (2 * sched.stages + 2)}u"  # a word after the mbarriers (``smem_bytes`` counts it)
-    sync, leader = _barrier(sched)
+    sync, leader = _barrier(sched, r)
     if sched.pingpong:
         flag = f"{flag} + 4u * cw"
     chunk = sum_shape(sched)
     in_place = chunk == 0  # no room for a running sum: the last unit parks its own slice too
     own_park = _park(sched) if in_place else ""
-    total = _sum_all(ms * q4, q4, tile4) if in_place else _sum_slices(ms * q4, q4, tile4, chunk)
+    total = _sum_all(ms * q4, q4, tile4, r) if in_place else _sum_slices(ms * q4, q4, tile4, chunk, r)
     return f"""            if (sidx >= 0) {{  /* split-K: this unit is one k slice of its tile */
 {_slot(sched)}
                 {sync}
                 if ({leader}) {{
                     const int last = atomicAdd(sem + 2 * slot, 1) == splits - 1;  /* the tile's ticket */
-                    asm volatile("st.shared.b32 [%0], %1;\\n" :: "r"({flag}), "r"(last) : "memory");
+                    {r.asm("st.shared.b32", addr=flag, value="last")}
                 }}
                 {sync}
                 int last;
-                asm volatile("ld.shared.b32 %0, [%1];\\n" : "=r"(last) : "r"({flag}) : "memory");
+                {r.asm("ld.shared.b32", value="last", addr=flag)}
                 if (!last) {{
 {_park(sched)}
                     {sync}
-                    if ({leader}) {_release_add("sem + 2 * slot + 1")}  /* parked: every thread's stores released */
+                    if ({leader}) {r.asm("red.release.gpu.add", addr="sem + 2 * slot + 1")}  /* parked: every thread's stores released */
                     continue;
                 }}
 {own_park}
                 if ({leader}) {{
                     int seen;
                     do {{
-                        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\\n" : "=r"(seen) : "l"(sem + 2 * slot + 1) : "memory");
+                        {r.asm("ld.acquire.gpu", value="seen", addr="sem + 2 * slot + 1")}
                     }} while (seen < splits - 1);
                     sem[2 * slot] = 0;  /* every other slice has parked: ready for the next launch */
                     sem[2 * slot + 1] = 0;
@@ -185,7 +186,7 @@ def fixup(sched: WgmmaSchedule) -> str:
             }}"""
 
 
-def _sum_slices(floats4: int, q4: int, tile4: int, chunk: int, window: int = WINDOW) -> str:
+def _sum_slices(floats4: int, q4: int, tile4: int, chunk: int, r: CudaRenderer, window: int = WINDOW) -> str:
     """The last unit's sum of every slice's partial, in slice order, into ``acc``: ``floats4`` float4
     groups a thread, ``chunk`` groups at a time. The other slices' loads go out ``window`` at a time
     (other slice ``o`` is slice ``o + (o >= sidx)``), then the adds in slice order into ``run``; the
@@ -238,18 +239,18 @@ def _sum_slices(floats4: int, q4: int, tile4: int, chunk: int, window: int = WIN
                         if (sidx == splits - 1 && sidx > 0) {{ const float4 m = {own}; {add("run[e]", "m")} }}
                         a[0] = run[e].x; a[1] = run[e].y; a[2] = run[e].z; a[3] = run[e].w;
                     }}
-                    asm volatile("" ::: "memory");
+                    {r.asm("compiler.fence")}
                 }}"""
 
 
-def _sum_all(floats4: int, q4: int, tile4: int) -> str:
+def _sum_all(floats4: int, q4: int, tile4: int, r: CudaRenderer) -> str:
     """The in-place sum for units whose accumulators leave no room for a running sum (``sum_shape``):
     every slice's partial read back (the unit parked its own too) in slice order into ``acc``, ``chunk``
     groups at a time; up to 16 at once the loads of a slice all fly together; beyond that (128
     accumulators a thread, against ptxas's 168-register cap) 8 at a time, a compiler barrier between
     chunks so the loads are not all hoisted above the adds (that spilled)."""
     chunk = floats4 if floats4 <= 16 else 8
-    fence = "" if chunk == floats4 else '\n                        asm volatile("" ::: "memory");'
+    fence = "" if chunk == floats4 else "\n                        " + r.asm("compiler.fence")
     return f"""                #pragma unroll
                 for (int c = 0; c < {floats4 // chunk}; ++c) {{
                     for (int s2 = 0; s2 < splits; ++s2) {{  /* slice order: the same sum whoever came last */
@@ -281,11 +282,11 @@ def sum_shape(sched: WgmmaSchedule) -> int:
     return chunk if chunk >= 4 and sched.accumulators <= 64 else 0
 
 
-def _barrier(sched: WgmmaSchedule) -> tuple[str, str]:
+def _barrier(sched: WgmmaSchedule, r: CudaRenderer) -> tuple[str, str]:
     """(the barrier of the threads that share a unit, the thread that speaks for them)."""
     if sched.pingpong:
-        return 'asm volatile("bar.sync %0, 128;\\n" :: "r"(1 + cw) : "memory");', "tid == 0"
-    return f'asm volatile("bar.sync 3, {128 * sched.consumers};\\n" ::: "memory");', "cw == 0 && tid == 0"
+        return r.asm("bar.sync", threads=128, id="1 + cw"), "tid == 0"
+    return r.asm("bar.sync.const", id=3, threads=128 * sched.consumers), "cw == 0 && tid == 0"
 
 
 def _slot(sched: WgmmaSchedule) -> str:
@@ -297,7 +298,9 @@ def _slot(sched: WgmmaSchedule) -> str:
 
 def _park(sched: WgmmaSchedule) -> str:
     """A slice's partial sums into the workspace, in the accumulators' register order (float4 stores);
-    the block's barrier and its leader's release add (``_release_add``) publish them."""
+    the block's barrier and its leader's add with release semantics at GPU scope (``red.release.gpu.add``:
+    every thread's parked stores before the barrier visible to whoever acquires the count, CUTLASS's
+    ``arrive_inc``) publish them."""
     ms, q4, tile4 = sched.m_slices, sched.bn // 8, sched.bm * sched.bn // 4
     return f"""                float4* const mine = part_ws + (size_t)sidx * {tile4};
                 #pragma unroll
@@ -309,36 +312,30 @@ def _park(sched: WgmmaSchedule) -> str:
                 }}"""
 
 
-def _release_add(ptr: str) -> str:
-    """One thread's add with release semantics at GPU scope, after the block's barrier: every thread's
-    parked stores before the barrier are visible to whoever acquires the count (CUTLASS's ``arrive_inc``)."""
-    return f'asm volatile("red.release.gpu.global.add.s32 [%0], 1;\\n" :: "l"({ptr}) : "memory");'
-
-
-def spread(sched: WgmmaSchedule) -> str:
+def spread(sched: WgmmaSchedule, r: CudaRenderer) -> str:
     """The spread fix-up: park, arrive and wait for every slice of the tile, sum this slice's share of the
     accumulator groups ([g0, g1) of ``floats4`` a thread, every slice in order), leave (the last resets
     the counters). ``g0``/``g1`` stay in scope for the epilogue, which stores only those groups (whole
     tiles: all of them)."""
     ms, q4 = sched.m_slices, sched.bn // 8
     floats4, tile4 = ms * q4, sched.bm * sched.bn // 4
-    sync, leader = _barrier(sched)
+    sync, leader = _barrier(sched, r)
     return f"""            int g0 = 0, g1 = {floats4};  /* the accumulator groups this unit stores */
             if (sidx >= 0) {{  /* split-K, spread fix-up: this unit is one k slice of its tile */
 {_slot(sched)}
 {_park(sched)}
                 {sync}
                 if ({leader}) {{
-                    {_release_add("sem + 2 * slot")}  /* arrived: every thread's stores released */
+                    {r.asm("red.release.gpu.add", addr="sem + 2 * slot")}  /* arrived: every thread's stores released */
                     int seen;
                     do {{
-                        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\\n" : "=r"(seen) : "l"(sem + 2 * slot) : "memory");
+                        {r.asm("ld.acquire.gpu", value="seen", addr="sem + 2 * slot")}
                     }} while (seen < splits);
                 }}
                 {sync}  /* the leader's acquire, then the barrier: as the last fix-up's wait */
                 g0 = (int)((long long)sidx * {floats4} / splits);
                 g1 = (int)((long long)(sidx + 1) * {floats4} / splits);
-{_sum_share(floats4, q4, tile4)}
+{_sum_share(floats4, q4, tile4, r)}
                 {sync}
                 if ({leader} && atomicAdd(sem + 2 * slot + 1, 1) == splits - 1) {{
                     sem[2 * slot] = 0;  /* every slice has passed its wait: ready for the next launch */
@@ -347,11 +344,11 @@ def spread(sched: WgmmaSchedule) -> str:
             }}"""
 
 
-def _sum_share(floats4: int, q4: int, tile4: int) -> str:
+def _sum_share(floats4: int, q4: int, tile4: int, r: CudaRenderer) -> str:
     """The spread fix-up's sum of groups [g0, g1) over every slice in order; chunks of 8 groups behind a
     compiler barrier where a thread holds more than 16 (as ``_sum_slices``: hoisted loads spilled)."""
     chunk = floats4 if floats4 <= 16 else 8
-    fence = "" if chunk == floats4 else '\n                    asm volatile("" ::: "memory");'
+    fence = "" if chunk == floats4 else "\n                    " + r.asm("compiler.fence")
     return f"""                #pragma unroll
                 for (int c = 0; c < {floats4 // chunk}; ++c) {{
                     if ((c + 1) * {chunk} <= g0 || c * {chunk} >= g1) continue;

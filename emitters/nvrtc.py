@@ -1,4 +1,7 @@
-"""NVRTC through cuda-core, and the content-hash binary cache.
+"""NVRTC through cuda-core, and the content-hash cubin cache: CUDA C++ to a cubin for one NVIDIA target. The
+CUDA backend compiles every kernel with it, and the HIP backend its kernels' NVIDIA rendering (their logic run
+on an NVIDIA GPU, hip/run_nvidia.py): a toolchain two backends share lives beside them, as the host C
+compiler does (host_compiler.py).
 
 A kernel is compiled at run time by NVRTC (``cuda.core.Program``) to a cubin for one target (sm_80,
 sm_90a, ...). No nvcc and no GPU are needed: CI compiles for targets it does not have. The cubin is
@@ -23,7 +26,7 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, CompileError, ToolchainMissingError
 from tracea.doctor.files import write_atomic
 
-from ..host_compiler import check_kernel_name, discard_cached, elf_problem
+from .host_compiler import check_kernel_name, discard_cached, elf_problem
 
 INSTALL_HINT = ("install the CUDA extra: `pip install 'tracea[cuda]'` (cuda-core with cuda-bindings and "
                 "nvidia-cuda-nvrtc); no nvcc or driver is needed to compile")
@@ -72,7 +75,8 @@ def find_nvrtc() -> Nvrtc:
 
 
 def cache_dir() -> Path:
-    from ..host_compiler import cache_dir as backend_cache_dir
+    """The cubins' folder: the cache's "cuda" folder, as it has always been named."""
+    from .host_compiler import cache_dir as backend_cache_dir
 
     return backend_cache_dir("cuda")
 

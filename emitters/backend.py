@@ -221,6 +221,11 @@ class Backend(Protocol):
         backend raises ``UnsupportedError``."""
         ...
 
+    def layout_cost(self, op: Any, variant: Variant | str) -> str | None:
+        """What reading ``op``'s data layout costs on ``variant``, in words for the caller (an NCHW conv on a
+        kernel that reads NHWC: the copies inside every call), or None where the layout is read in place."""
+        ...
+
     def suites(self, quick: bool = False) -> dict[str, list[Any]]:
         """The ops ``tracea bench`` measures by suite name (``kernels/workloads.py``: llm-gemm, resnet50,
         softmax), in the dtypes and sizes this backend's users run; ``quick``: a few rows of each."""

@@ -29,6 +29,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - the backend protocol, as 
     environment,
     export,
     hero_schedule,
+    layout_cost,
     load_binary,
     pool_filter,
     present,

@@ -55,7 +55,6 @@ BACKEND_PLACES: dict[str, tuple[str, str]] = {
     "emitters/<name>/": ("new", "the backend's folder: its modules name their own backend and no other"),
     "emitters/registry.py": ("edit", "one line in BACKENDS: the name and its module's dotted path"),
     "pyproject.toml": ("edit", "tracea.emitters.<name> (and any subpackage) in [tool.setuptools] packages"),
-    "tracea_cli/ops/_functions.py": ("stray", "conv2d's NCHW note compares the route's variant with 'cuda-wgmma.conv2d'"),
 }
 
 OP_PLACES: dict[str, tuple[str, str]] = {

@@ -328,3 +328,19 @@ def test_a_variant_whose_build_refuses_gives_way(monkeypatch):
     assert len(tries) == n and ops.stats()["fallbacks"] == 2
     _check(Softmax(rows=6, cols=30), {"x": x}, got)
     ops.clear_cache()
+
+
+def test_the_layout_cost_is_the_backends_answer():
+    """tracea.ops.conv2d's NCHW note comes from the backend (``layout_cost``), not from a variant's name in the
+    ops layer: the Hopper conv transposes an NCHW conv inside every call; NHWC, other kernels and other
+    backends cost nothing."""
+    from tracea.emitters import registry
+    from tracea.kernels import Conv2d
+
+    nchw = Conv2d(1, 64, 56, 56, 64, 3, 3, padding=1, layout="nchw", dtype="fp16")
+    nhwc = Conv2d(1, 64, 56, 56, 64, 3, 3, padding=1, layout="nhwc", dtype="fp16")
+    cuda = registry.backend("cuda")
+    assert "transposed before each call" in cuda.layout_cost(nchw, "cuda-wgmma.conv2d")
+    assert cuda.layout_cost(nhwc, "cuda-wgmma.conv2d") is None
+    assert cuda.layout_cost(nchw, "cuda-mma-sync.conv2d") is None
+    assert registry.backend("cpu").layout_cost(nchw, "cpu-portable.conv2d") is None

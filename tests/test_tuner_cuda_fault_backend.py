@@ -23,6 +23,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - tests/ is on the path; th
     emit,
     environment,
     export,
+    layout_cost,
     load_binary,
     pool_filter,
     present,

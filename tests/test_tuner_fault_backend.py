@@ -144,6 +144,10 @@ def compute_metric(dtype: str) -> str | None:
     return None
 
 
+def layout_cost(op: Any, variant: Any) -> str | None:
+    return None
+
+
 def environment(host: Any) -> dict[str, Any]:
     return {}
 

@@ -30,7 +30,7 @@ COMPILES_BUNDLED_FLAGS = True  # a bundle's gcc/clang flags: replay screens them
 LOAD_TIMEOUT_S = 60.0  # a bundled binary loaded in a child first (--binary): how long its loading may take
 
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "SOURCE_SUFFIX", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host",
-           "compute_metric", "environment",
+           "compute_metric", "layout_cost", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "vendor_on_device",
            "suites", "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members"]
@@ -84,6 +84,10 @@ def tuning_members(host: Any, n: int) -> list[dict[str, str]]:
     from tracea.doctor.cores import cpu_sets
 
     return [{"TRACEA_WORKER_CPUS": ",".join(map(str, s))} for s in cpu_sets(n)]
+
+def layout_cost(op: Any, variant: Any) -> str | None:
+    return None  # the CPU convs read NCHW and NHWC alike
+
 
 def compute_metric(dtype: str) -> str | None:
     return "fp32_flops" if dtype == "fp32" else None  # bf16 dot products beat fp32 FMAs: no ceiling bounds them

@@ -31,7 +31,7 @@ COMPILES_BUNDLED_FLAGS = False  # NVRTC always runs with Tracea's options for th
 COMPUTE_METRIC = {"fp32": "fp32_flops", "fp16": "fp16_tensor_flops", "bf16": "bf16_tensor_flops",
                   "tf32": "tf32_tensor_flops", "fp64": "fp64_flops", "int8": "int8_tensor_flops"}
 
-__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "SOURCE_SUFFIX", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host", "compute_metric", "environment",
+__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "SOURCE_SUFFIX", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host", "compute_metric", "layout_cost", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "vendor_on_device",
            "suites", "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members", "tuning_features", "bank_conflict_drop"]
@@ -86,6 +86,14 @@ def tuning_members(host: Any, n: int) -> list[dict[str, str]]:
 
     return gpu_members("CUDA_VISIBLE_DEVICES", n, len(getattr(getattr(host, "nvidia", None), "devices", None) or []),
                        "CUDA")
+
+
+def layout_cost(op: Any, variant: Any) -> str | None:
+    """The Hopper conv reads NHWC: an NCHW conv on it is transposed inside every call."""
+    if resolve(variant).id == "cuda-wgmma.conv2d" and getattr(op, "layout", None) == "nchw":
+        return ("the Hopper kernels read NHWC, so x and the filter are transposed before each call and the result "
+                "after it (three extra passes over memory)")
+    return None
 
 
 def compute_metric(dtype: str) -> str | None:

@@ -126,7 +126,7 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
         notes: Callable[[Route], list[str]] | None = None, out_channels_last: bool = False,
         fast: Fast | None = None) -> Any:
     """``plan()`` -> (op, {buffer name: object the kernel reads}) or Fallback; ``kernel_out(result)``: the
-    object the kernel writes into (a reshaped or permuted view); ``alloc()``: a new result; ``notes(route)``:
+    object the kernel writes into (a reshaped or permuted view); ``alloc()``: a new result; ``notes(route, op)``:
     what explain adds to a kernel route (a cost the caller can avoid); ``out_channels_last``: ``out`` must be
     dense in channels_last memory (the kernel writes NHWC into it); ``fast``: what a call that runs a kernel
     prepares, so that the next call of its signature takes the fast path (_prepared.py)."""
@@ -155,7 +155,7 @@ def run(name: str, args: dict[str, Arg], plan: Callable[[], tuple[Any, dict[str,
         on_device = registry.backend(backend).ON_DEVICE
         k = _engine.kernel(op, backend, route, build=not explaining, on_device=on_device)
         if notes is not None:
-            route.notes.extend(notes(route))
+            route.notes.extend(notes(route, op))
         if explaining:
             return route
         result = out if out is not None else (alloc() if alloc else empty_like(first, out_shape))

@@ -288,14 +288,17 @@ def _conv2d(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation:
 _NCHW_WARNED: list[bool] = []
 
 
-def _nchw_note(route: Any) -> list[str]:
-    """The route's note for an NCHW conv on the Hopper kernel, and (once a process) a warning: on an H100
-    the three transposes made ResNet-50's convs 0.30-1.19x cuDNN where channels_last gave 1.12-3.14x."""
-    if route.variant != "cuda-wgmma.conv2d":
+def _nchw_note(route: Any, op: Any) -> list[str]:
+    """The route's note for an NCHW conv on a kernel that reads another layout (the backend says what it costs:
+    ``layout_cost``), and (once a process) a warning: on an H100 the Hopper conv's three transposes made
+    ResNet-50's convs 0.30-1.19x cuDNN where channels_last gave 1.12-3.14x."""
+    from tracea.emitters import registry
+
+    cost = registry.backend(route.backend).layout_cost(op, route.variant) if route.backend else None
+    if not cost:
         return []
-    note = ("NCHW: the Hopper kernels read NHWC, so x and the filter are transposed before each call and the "
-            "result after it (three extra passes over memory); tensors in channels_last memory "
-            "(model.to(memory_format=torch.channels_last)) are read in place")
+    note = (f"NCHW: {cost}; tensors in channels_last memory (model.to(memory_format=torch.channels_last)) are read "
+            "in place")
     if not _NCHW_WARNED and not EXPLAINING.get():
         _NCHW_WARNED.append(True)
         warnings.warn(f"tracea.ops.conv2d: {note}", stacklevel=5)

@@ -23,14 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
-from tracea.kernels import DType
+from tracea.kernels import OPS, DType, Op
 
 # 2: per-package prefixes (symbols, macros, guards, namespace), const input views (TraceaConstTensorView),
 # the shared types guarded once per translation unit, tracea_view() an inline function of the header.
 ABI_VERSION = 2
 MAX_DIMS = 8
 DTYPES = {"fp32": "TRACEA_DTYPE_F32", "fp16": "TRACEA_DTYPE_F16", "bf16": "TRACEA_DTYPE_BF16"}  # the ABI's dtype codes
-EXPORTABLE = ("gemm", "conv2d", "softmax", "attention")
 
 # ------------------------------------------------------------------------------------------- the prefix
 
@@ -72,25 +71,23 @@ def check_prefix(name: str) -> str:
     return name
 
 
-def _extent(op: Any) -> str:
-    """The op's size, short: M x N x K, rows x cols, N x C x H x W then K, batch x heads x seq x head_dim."""
-    dims = {"gemm": ("m", "n", "k"), "softmax": ("rows", "cols"), "conv2d": ("n", "c", "h", "w"),
-            "attention": ("batch", "heads", "seq_q", "head_dim")}.get(op.kind)
-    text = "x".join(str(getattr(op, d)) for d in dims) if dims else "x".join(map(str, op.output_shape()))
-    return text + (f"k{op.k}" if op.kind == "conv2d" else "")
-
-
 def default_prefix(op: Any, backend: str) -> str:
     """``<op>_<dtype>_<size>_<hash>``, e.g. ``gemm_fp16_1024x1024x1024_3f9c2a``: the hash (6 hex digits of
     the sha256 of the op's JSON and the backend) tells apart exports that differ in anything else (layout,
     epilogue, stride, a CPU and a CUDA package of one op). A size too long for a prefix is left out."""
     doc = json.dumps({"op": op.to_json(), "backend": backend}, sort_keys=True)
     digest = hashlib.sha256(doc.encode()).hexdigest()[:6]
-    name = f"{op.kind}_{op.dtype.value}_{_extent(op)}_{digest}"
+    name = f"{op.kind}_{op.dtype.value}_{op.extent()}_{digest}"
     return name if len(name) <= PREFIX_MAX else f"{op.kind}_{op.dtype.value}_{digest}"
 
 
 # ------------------------------------------------------------------------------------------- the launcher
+
+
+def exportable() -> list[str]:
+    """The ops a package can hold: those that carry their reference in plain C (``Op.c_reference``), which
+    the package's example checks the launcher against."""
+    return [kind for kind, cls in OPS.items() if cls.c_reference is not Op.c_reference]
 
 
 @dataclass(frozen=True)
@@ -159,9 +156,9 @@ class Launcher:
 
 def launcher_for(op: Any, order: tuple[str, ...] | list[str], prefix: str) -> Launcher:
     """The launcher of ``op`` with its inputs in ``order`` (the kernel's buffers; absent optional ones dropped)."""
-    if op.kind not in EXPORTABLE:
+    if op.kind not in exportable():
         raise UnsupportedError(f"export: {op.kind} cannot be exported yet (ABI version {ABI_VERSION} has "
-                               f"{', '.join(EXPORTABLE)})", "export gemm, conv2d or softmax")
+                               f"{', '.join(exportable())})", f"export {' or '.join(exportable())}")
     if getattr(op, "block_mask", None) is not None:
         raise UnsupportedError("export: attention with a --block-mask cannot be exported yet",
                                "export it without the block mask (causal and --window are exported)")

@@ -8,10 +8,7 @@ and a message, not a crash. The backend supplies the memory functions (host or d
 
 from __future__ import annotations
 
-from typing import Any
-
 from tracea.kernels import DType
-from tracea.kernels.epilogue import GELU_C0, GELU_C1, statements
 
 from .cstyle import C_REFERENCE
 from .export_abi import DTYPES, Launcher
@@ -44,97 +41,6 @@ STORAGE = {"fp32": "", "bf16": BITS + BF16, "fp16": BITS + FP16}
 LOADS = {"fp32": ("float", "((const float*)p)[i]", "((float*)p)[i] = v;"),
          "bf16": ("uint16_t", "ex_bf2f(((const uint16_t*)p)[i])", "((uint16_t*)p)[i] = ex_f2bf(v);"),
          "fp16": ("uint16_t", "ex_h2f(((const uint16_t*)p)[i])", "((uint16_t*)p)[i] = ex_f2h(v);")}
-
-
-def _gemm_reference(op: Any) -> str:
-    a = "a[i * K + p]" if op.layout_a == "row" else "a[p * M + i]"
-    b = "b[p * N + j]" if op.layout_b == "row" else "b[j * K + p]"
-    epi = statements(op.epilogue, C_REFERENCE, bias="bias[j]", residual="residual[i * N + j]")
-    return f"""enum {{ M = {op.m}, N = {op.n}, K = {op.k} }};
-    const double alpha = {op.alpha!r}, GELU_C0 = {GELU_C0!r}, GELU_C1 = {GELU_C1!r};
-    (void)alpha; (void)GELU_C0; (void)GELU_C1;
-    for (long i = 0; i < M; ++i)
-        for (long j = 0; j < N; ++j) {{
-            double v = 0;
-            for (long p = 0; p < K; ++p) v += {a} * {b};
-            {' '.join(epi)}
-            ref[i * N + j] = v;
-        }}"""
-
-
-def _conv_reference(op: Any) -> str:
-    (sh, sw), (ph, pw), (dh, dw) = op.stride, op.padding, op.dilation
-    nchw = op.layout == "nchw"
-    xi = "((n * C + c) * H + y) * W + xx" if nchw else "((n * H + y) * W + xx) * C + c"
-    wi = "((k * CG + cg) * R + r) * S + s" if nchw else "((k * R + r) * S + s) * CG + cg"
-    oi = "((n * K + k) * P + pp) * Q + q" if nchw else "((n * P + pp) * Q + q) * K + k"
-    bias = "v += bias[k];" if op.bias else ""
-    return f"""enum {{ NB = {op.n}, C = {op.c}, H = {op.h}, W = {op.w}, K = {op.k}, R = {op.r}, S = {op.s}, P = {op.p},
-           Q = {op.q}, G = {op.groups}, CG = {op.c // op.groups}, KG = {op.k // op.groups} }};
-    for (long n = 0; n < NB; ++n)
-        for (long k = 0; k < K; ++k)
-            for (long pp = 0; pp < P; ++pp)
-                for (long q = 0; q < Q; ++q) {{
-                    double v = 0;
-                    for (long cg = 0; cg < CG; ++cg)
-                        for (long r = 0; r < R; ++r)
-                            for (long s = 0; s < S; ++s) {{
-                                long y = pp * {sh} - {ph} + r * {dh}, xx = q * {sw} - {pw} + s * {dw};
-                                long c = (k / KG) * CG + cg;
-                                if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
-                                v += x[{xi}] * weight[{wi}];
-                            }}
-                    {bias}
-                    ref[{oi}] = v;
-                }}"""
-
-
-def _softmax_reference(op: Any) -> str:
-    return f"""enum {{ ROWS = {op.rows}, COLS = {op.cols} }};
-    for (long i = 0; i < ROWS; ++i) {{
-        double mx = x[i * COLS], sum = 0;
-        for (long j = 1; j < COLS; ++j) mx = x[i * COLS + j] > mx ? x[i * COLS + j] : mx;
-        for (long j = 0; j < COLS; ++j) sum += exp(x[i * COLS + j] - mx);
-        for (long j = 0; j < COLS; ++j) ref[i * COLS + j] = exp(x[i * COLS + j] - mx) / sum;
-    }}"""
-
-
-def _attention_reference(op: Any) -> str:
-    far = op.seq_q + op.seq_k  # the IR's key range around the bottom-right aligned diagonal
-    left, right = op.window if op.window is not None else (far, far)
-    right = min(right, 0) if op.causal else right
-    return f"""enum {{ NB = {op.batch}, HQ = {op.heads}, HK = {op.kv_heads}, SQ = {op.seq_q}, SK = {op.seq_k}, D = {op.head_dim} }};
-    static double s[SK];
-    for (long b = 0; b < NB; ++b)
-        for (long h = 0; h < HQ; ++h)
-            for (long i = 0; i < SQ; ++i) {{
-                const double* qi = q + ((b * HQ + h) * SQ + i) * D;
-                const long kvh = h / (HQ / HK), diag = i + (SK - SQ);
-                long lo = diag - {left}, hi = diag + {right} + 1;
-                lo = lo < 0 ? 0 : lo > SK ? SK : lo;
-                hi = hi < 0 ? 0 : hi > SK ? SK : hi;
-                double* o = ref + ((b * HQ + h) * SQ + i) * D;
-                for (long d = 0; d < D; ++d) o[d] = 0;
-                if (lo >= hi) continue;  /* no key kept: a zero row, as the IR's reference */
-                double mx = -INFINITY, sum = 0;
-                for (long j = lo; j < hi; ++j) {{
-                    const double* kj = k + ((b * HK + kvh) * SK + j) * D;
-                    double dot = 0;
-                    for (long d = 0; d < D; ++d) dot += qi[d] * kj[d];
-                    s[j] = dot * {op.scale!r};
-                    mx = s[j] > mx ? s[j] : mx;
-                }}
-                for (long j = lo; j < hi; ++j) {{
-                    const double p = exp(s[j] - mx), *vj = v + ((b * HK + kvh) * SK + j) * D;
-                    sum += p;
-                    for (long d = 0; d < D; ++d) o[d] += p * vj[d];
-                }}
-                for (long d = 0; d < D; ++d) o[d] /= sum;
-            }}"""
-
-
-REFERENCES = {"gemm": _gemm_reference, "conv2d": _conv_reference, "softmax": _softmax_reference,
-              "attention": _attention_reference}
 
 
 def _main(launcher: Launcher, tolerance: float) -> str:
@@ -269,7 +175,7 @@ static double ex_norm(const double* v, long n) {{
 }}
 
 static void reference({params}, double* ref) {{
-    {REFERENCES[op.kind](op)}
+    {op.c_reference(C_REFERENCE)}
 }}
 
 {_main(launcher, tolerance)}"""

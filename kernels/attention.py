@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -27,8 +28,9 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError
 
+from . import fields
 from .dtypes import DType, parse_dtype, to_float64
-from .ops import Op, _elements, _non_negative, _pair, _positive, _random, register
+from .ops import Op, register
 
 MAX_HEAD_DIM = 256
 KERNEL_HEAD_DIMS = (64, 128, 256)  # what the fused kernels will be built for; any multiple of 8 validates
@@ -36,11 +38,11 @@ REFERENCE_CHUNK_BYTES = 32 * 2**20  # the float64 score block the reference hold
 
 
 def _block_size(value: Any) -> tuple[int, int]:
-    return _pair("block_size", value, _positive, "(q block, k block)")
+    return fields.pair("block_size", value, fields.positive, "(q block, k block)")
 
 
 def _window(value: Any) -> tuple[int, int] | None:
-    return None if value is None else _pair("window", value, _non_negative, "(left, right) key counts")
+    return None if value is None else fields.pair("window", value, fields.non_negative, "(left, right) key counts")
 
 
 def _mask_rows(value: Any) -> tuple[str, ...]:
@@ -108,13 +110,13 @@ class Attention(Op):
 
     def __post_init__(self) -> None:
         for name in ("batch", "heads", "seq_q"):
-            object.__setattr__(self, name, _positive(name, getattr(self, name)))
-        object.__setattr__(self, "seq_k", self.seq_q if self.seq_k is None else _positive("seq_k", self.seq_k))
-        kv = self.heads if self.kv_heads is None else _positive("kv_heads", self.kv_heads)
+            object.__setattr__(self, name, fields.positive(name, getattr(self, name)))
+        object.__setattr__(self, "seq_k", self.seq_q if self.seq_k is None else fields.positive("seq_k", self.seq_k))
+        kv = self.heads if self.kv_heads is None else fields.positive("kv_heads", self.kv_heads)
         if self.heads % kv:
             raise BadInputError(f"kv_heads: heads={self.heads} is not divisible by kv_heads={kv}")
         object.__setattr__(self, "kv_heads", kv)
-        d = _positive("head_dim", self.head_dim)
+        d = fields.positive("head_dim", self.head_dim)
         if d % 8 or d > MAX_HEAD_DIM:
             raise BadInputError(f"head_dim: expected a multiple of 8 up to {MAX_HEAD_DIM} (the kernels are built for "
                                 f"{', '.join(map(str, KERNEL_HEAD_DIMS))}), got {d}")
@@ -133,9 +135,9 @@ class Attention(Op):
         if self.block_mask is not None:
             object.__setattr__(self, "block_mask", check_block_mask(self.block_mask, self.seq_q, self.seq_k,
                                                                     self.block_size))
-        _elements("q (batch x heads x seq_q x head_dim)", self.batch, self.heads, self.seq_q, d)
-        _elements("k (batch x kv_heads x seq_k x head_dim)", self.batch, kv, self.seq_k, d)
-        _elements("scores per head (seq_q x seq_k)", self.seq_q, self.seq_k)
+        fields.elements("q (batch x heads x seq_q x head_dim)", self.batch, self.heads, self.seq_q, d)
+        fields.elements("k (batch x kv_heads x seq_k x head_dim)", self.batch, kv, self.seq_k, d)
+        fields.elements("scores per head (seq_q x seq_k)", self.seq_q, self.seq_k)
 
     # ---- the mask --------------------------------------------------------------------------------------
 
@@ -254,6 +256,39 @@ class Attention(Op):
         kv = (self.batch, self.kv_heads, self.seq_k, self.head_dim)
         return {"q": (self.batch, self.heads, self.seq_q, self.head_dim), "k": kv, "v": kv}  # type: ignore[dict-item]
 
+    def c_reference(self, epilogue: Mapping[str, str]) -> str:
+        far = self.seq_q + self.seq_k  # the IR's key range around the bottom-right aligned diagonal
+        left, right = self.window if self.window is not None else (far, far)
+        right = min(right, 0) if self.causal else right
+        return f"""enum {{ NB = {self.batch}, HQ = {self.heads}, HK = {self.kv_heads}, SQ = {self.seq_q}, SK = {self.seq_k}, D = {self.head_dim} }};
+    static double s[SK];
+    for (long b = 0; b < NB; ++b)
+        for (long h = 0; h < HQ; ++h)
+            for (long i = 0; i < SQ; ++i) {{
+                const double* qi = q + ((b * HQ + h) * SQ + i) * D;
+                const long kvh = h / (HQ / HK), diag = i + (SK - SQ);
+                long lo = diag - {left}, hi = diag + {right} + 1;
+                lo = lo < 0 ? 0 : lo > SK ? SK : lo;
+                hi = hi < 0 ? 0 : hi > SK ? SK : hi;
+                double* o = ref + ((b * HQ + h) * SQ + i) * D;
+                for (long d = 0; d < D; ++d) o[d] = 0;
+                if (lo >= hi) continue;  /* no key kept: a zero row, as the IR's reference */
+                double mx = -INFINITY, sum = 0;
+                for (long j = lo; j < hi; ++j) {{
+                    const double* kj = k + ((b * HK + kvh) * SK + j) * D;
+                    double dot = 0;
+                    for (long d = 0; d < D; ++d) dot += qi[d] * kj[d];
+                    s[j] = dot * {self.scale!r};
+                    mx = s[j] > mx ? s[j] : mx;
+                }}
+                for (long j = lo; j < hi; ++j) {{
+                    const double p = exp(s[j] - mx), *vj = v + ((b * HK + kvh) * SK + j) * D;
+                    sum += p;
+                    for (long d = 0; d < D; ++d) o[d] += p * vj[d];
+                }}
+                for (long d = 0; d < D; ++d) o[d] /= sum;
+            }}"""
+
     def output_shape(self) -> tuple[int, ...]:
         return (self.batch, self.heads, self.seq_q, self.head_dim)
 
@@ -262,7 +297,7 @@ class Attention(Op):
 
     def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         # Unit normals: q.k * 1/sqrt(head_dim) has unit variance, so the softmax is neither flat nor one-hot.
-        return {name: _random(rng, shape, self.dtype) for name, shape in self.shapes().items()}
+        return {name: fields.random(rng, shape, self.dtype) for name, shape in self.shapes().items()}
 
     @property
     def signature(self) -> str:

@@ -1,13 +1,14 @@
 """Operations as frozen values: validated at construction, with FLOP and byte counts, fresh random
-inputs (never zeros) and float64 NumPy references.
+inputs (never zeros), float64 NumPy references and the same references in plain C (an exported package's check).
 
-A bad size raises ``BadInputError`` naming the field, so ``tracea bench gemm --m 0`` stops with one
+A bad size raises ``BadInputError`` naming the field (fields.py), so ``tracea bench gemm --m 0`` stops with one
 line before anything is built.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -15,44 +16,14 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError
 
+from . import fields
 from .dtypes import DType, parse_dtype, to_float64, to_storage
-from .epilogue import EPILOGUES, NUMPY, flops_per_element
+from .epilogue import EPILOGUES, GELU_C0, GELU_C1, NUMPY, flops_per_element, statements
 from .epilogue import apply as apply_epilogue
 
 SCHEMA_VERSION = 1
-MAX_DIM = 2**31 - 1  # kernels index with 32-bit signed ints per dimension
-MAX_ELEMENTS = 2**40  # per tensor: far beyond any device, small enough for 64-bit offsets
-
 LAYOUTS = ("row", "col")
 CONV_LAYOUTS = ("nchw", "nhwc")
-
-
-def _positive(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise BadInputError(f"{name}: expected a positive integer, got {value!r}")
-    if value <= 0:
-        raise BadInputError(f"{name}: must be positive, got {value}")
-    if value > MAX_DIM:
-        raise BadInputError(f"{name}: {value} exceeds the largest supported size {MAX_DIM}")
-    return int(value)
-
-
-def _non_negative(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0 or value > MAX_DIM:
-        raise BadInputError(f"{name}: expected a non-negative integer, got {value!r}")
-    return int(value)
-
-
-def _elements(name: str, *dims: int) -> int:
-    count = math.prod(dims)
-    if count > MAX_ELEMENTS:
-        raise BadInputError(f"{name}: {' x '.join(map(str, dims))} = {count} elements is too large (max {MAX_ELEMENTS})")
-    return count
-
-
-def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType, scale: float = 1.0) -> np.ndarray:
-    # Normal values: never zeros, signs mixed, magnitudes that keep fp16 sums in range.
-    return to_storage(rng.standard_normal(shape, dtype=np.float32) * np.float32(scale), dtype)
 
 
 class Op:
@@ -115,6 +86,19 @@ class Op:
         field may be missing): its scalar fields unless the op says it shorter."""
         return ",".join(f"{k}={v}" for k, v in sorted(shape.items()) if not isinstance(v, (list, dict)))
 
+    def extent(self) -> str:
+        """The op's size in a few characters, for an exported package's default prefix: its output's shape
+        unless the op says it otherwise."""
+        return "x".join(map(str, self.output_shape()))  # type: ignore[attr-defined]
+
+    def c_reference(self, epilogue: Mapping[str, str]) -> str | None:
+        """The op's reference in plain C, for an exported package's example (naive loops, double
+        accumulation): the body of a function of double arrays named as its buffers that fills ``ref``, its
+        lines after the first indented as example.c's function body holds them (the package's bytes).
+        ``epilogue``: the C statement of each fused-epilogue step (emitters/cstyle.py's ``C_REFERENCE``).
+        None: the op has none, so a package cannot check it, and export refuses it."""
+        return None
+
 
 OPS: dict[str, type] = {}  # kind -> class, in registration order (kernels/__init__.py imports the ops' files)
 # Other spellings of an op's name (its ``aliases``): the design documents write
@@ -152,7 +136,7 @@ class Gemm(Op):
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
-            object.__setattr__(self, name, _positive(name, getattr(self, name)))
+            object.__setattr__(self, name, fields.positive(name, getattr(self, name)))
         object.__setattr__(self, "dtype", parse_dtype(self.dtype))
         for name in ("layout_a", "layout_b"):
             if getattr(self, name) not in LAYOUTS:
@@ -172,9 +156,9 @@ class Gemm(Op):
         if not math.isfinite(float(self.alpha)):
             raise BadInputError(f"alpha: must be finite, got {self.alpha}")
         object.__setattr__(self, "alpha", float(self.alpha))
-        _elements("A (m x k)", self.m, self.k)
-        _elements("B (k x n)", self.k, self.n)
-        _elements("C (m x n)", self.m, self.n)
+        fields.elements("A (m x k)", self.m, self.k)
+        fields.elements("B (k x n)", self.k, self.n)
+        fields.elements("C (m x n)", self.m, self.n)
 
     @property
     def flops(self) -> int:
@@ -203,7 +187,7 @@ class Gemm(Op):
     def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         # Scale so each dot product has unit variance whatever k is (fp16 stays in range).
         scale = 1.0 / math.sqrt(math.sqrt(self.k))
-        return {name: _random(rng, shape, self.dtype, scale if name in ("a", "b") else 1.0)
+        return {name: fields.random(rng, shape, self.dtype, scale if name in ("a", "b") else 1.0)
                 for name, shape in self.shapes().items()}
 
     def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
@@ -216,6 +200,24 @@ class Gemm(Op):
             extra["bias"] = extra["bias"][None, :]
         return apply_epilogue(self.epilogue, a @ b, extra, self.alpha, NUMPY)
 
+    def extent(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+    def c_reference(self, epilogue: Mapping[str, str]) -> str:
+        a = "a[i * K + p]" if self.layout_a == "row" else "a[p * M + i]"
+        b = "b[p * N + j]" if self.layout_b == "row" else "b[j * K + p]"
+        epi = statements(self.epilogue, epilogue, bias="bias[j]", residual="residual[i * N + j]")
+        return f"""enum {{ M = {self.m}, N = {self.n}, K = {self.k} }};
+    const double alpha = {self.alpha!r}, GELU_C0 = {GELU_C0!r}, GELU_C1 = {GELU_C1!r};
+    (void)alpha; (void)GELU_C0; (void)GELU_C1;
+    for (long i = 0; i < M; ++i)
+        for (long j = 0; j < N; ++j) {{
+            double v = 0;
+            for (long p = 0; p < K; ++p) v += {a} * {b};
+            {' '.join(epi)}
+            ref[i * N + j] = v;
+        }}"""
+
     def output_shape(self) -> tuple[int, ...]:
         return (self.m, self.n)
 
@@ -226,16 +228,6 @@ class Gemm(Op):
     @classmethod
     def shape_label(cls, shape: dict[str, Any]) -> str:
         return f"{shape.get('m')}x{shape.get('n')}x{shape.get('k')}"
-
-
-def _pair(name: str, value: Any, check, parts: str = "(h, w)") -> tuple[int, int]:
-    """One integer for both, or two (``parts`` names them in the error), each through ``check``."""
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise BadInputError(f"{name}: expected one integer or two {parts}, got {value!r}")
-        return check(f"{name}[0]", value[0]), check(f"{name}[1]", value[1])
-    v = check(name, value)
-    return v, v
 
 
 @register
@@ -267,10 +259,10 @@ class Conv2d(Op):
 
     def __post_init__(self) -> None:
         for name in ("n", "c", "h", "w", "k", "r", "s", "groups"):
-            object.__setattr__(self, name, _positive(name, getattr(self, name)))
-        object.__setattr__(self, "stride", _pair("stride", self.stride, _positive))
-        object.__setattr__(self, "padding", _pair("padding", self.padding, _non_negative))
-        object.__setattr__(self, "dilation", _pair("dilation", self.dilation, _positive))
+            object.__setattr__(self, name, fields.positive(name, getattr(self, name)))
+        object.__setattr__(self, "stride", fields.pair("stride", self.stride, fields.positive))
+        object.__setattr__(self, "padding", fields.pair("padding", self.padding, fields.non_negative))
+        object.__setattr__(self, "dilation", fields.pair("dilation", self.dilation, fields.positive))
         object.__setattr__(self, "dtype", parse_dtype(self.dtype))
         layout = str(self.layout).lower()
         if layout not in CONV_LAYOUTS:
@@ -287,10 +279,10 @@ class Conv2d(Op):
                 raise BadInputError(
                     f"{'r' if i == 0 else 's'}: the dilated filter ({span}) is larger than the padded input "
                     f"{axis} ({size} + 2 x {self.padding[i]})")
-        _elements("input", self.n, self.c, self.h, self.w)
-        _elements("filter", self.k, self.c // self.groups, self.r, self.s)
-        _elements("output", self.n, self.k, self.p, self.q)
-        _elements("GEMM (M x K)", self.gemm_m, self.gemm_k)
+        fields.elements("input", self.n, self.c, self.h, self.w)
+        fields.elements("filter", self.k, self.c // self.groups, self.r, self.s)
+        fields.elements("output", self.n, self.k, self.p, self.q)
+        fields.elements("GEMM (M x K)", self.gemm_m, self.gemm_k)
 
     @property
     def p(self) -> int:
@@ -333,6 +325,35 @@ class Conv2d(Op):
             s["bias"] = (self.k,)
         return s
 
+    def extent(self) -> str:
+        return f"{self.n}x{self.c}x{self.h}x{self.w}k{self.k}"
+
+    def c_reference(self, epilogue: Mapping[str, str]) -> str:
+        (sh, sw), (ph, pw), (dh, dw) = self.stride, self.padding, self.dilation
+        nchw = self.layout == "nchw"
+        xi = "((n * C + c) * H + y) * W + xx" if nchw else "((n * H + y) * W + xx) * C + c"
+        wi = "((k * CG + cg) * R + r) * S + s" if nchw else "((k * R + r) * S + s) * CG + cg"
+        oi = "((n * K + k) * P + pp) * Q + q" if nchw else "((n * P + pp) * Q + q) * K + k"
+        bias = "v += bias[k];" if self.bias else ""
+        return f"""enum {{ NB = {self.n}, C = {self.c}, H = {self.h}, W = {self.w}, K = {self.k}, R = {self.r}, S = {self.s}, P = {self.p},
+           Q = {self.q}, G = {self.groups}, CG = {self.c // self.groups}, KG = {self.k // self.groups} }};
+    for (long n = 0; n < NB; ++n)
+        for (long k = 0; k < K; ++k)
+            for (long pp = 0; pp < P; ++pp)
+                for (long q = 0; q < Q; ++q) {{
+                    double v = 0;
+                    for (long cg = 0; cg < CG; ++cg)
+                        for (long r = 0; r < R; ++r)
+                            for (long s = 0; s < S; ++s) {{
+                                long y = pp * {sh} - {ph} + r * {dh}, xx = q * {sw} - {pw} + s * {dw};
+                                long c = (k / KG) * CG + cg;
+                                if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
+                                v += x[{xi}] * weight[{wi}];
+                            }}
+                    {bias}
+                    ref[{oi}] = v;
+                }}"""
+
     def output_shape(self) -> tuple[int, ...]:
         return (self.n, self.k, self.p, self.q) if self.layout == "nchw" else (self.n, self.p, self.q, self.k)
 
@@ -350,7 +371,7 @@ class Conv2d(Op):
 
     def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         scale = 1.0 / math.sqrt(math.sqrt(self.gemm_k))
-        return {name: _random(rng, shape, self.dtype, 1.0 if name == "bias" else scale)
+        return {name: fields.random(rng, shape, self.dtype, 1.0 if name == "bias" else scale)
                 for name, shape in self.shapes().items()}
 
     def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
@@ -392,10 +413,10 @@ class Softmax(Op):
     default_shape: ClassVar[dict[str, Any]] = {"rows": 4096, "cols": 4096}
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rows", _positive("rows", self.rows))
-        object.__setattr__(self, "cols", _positive("cols", self.cols))
+        object.__setattr__(self, "rows", fields.positive("rows", self.rows))
+        object.__setattr__(self, "cols", fields.positive("cols", self.cols))
         object.__setattr__(self, "dtype", parse_dtype(self.dtype))
-        _elements("input (rows x cols)", self.rows, self.cols)
+        fields.elements("input (rows x cols)", self.rows, self.cols)
 
     @property
     def flops(self) -> int:
@@ -408,6 +429,15 @@ class Softmax(Op):
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         return {"x": (self.rows, self.cols)}
+
+    def c_reference(self, epilogue: Mapping[str, str]) -> str:
+        return f"""enum {{ ROWS = {self.rows}, COLS = {self.cols} }};
+    for (long i = 0; i < ROWS; ++i) {{
+        double mx = x[i * COLS], sum = 0;
+        for (long j = 1; j < COLS; ++j) mx = x[i * COLS + j] > mx ? x[i * COLS + j] : mx;
+        for (long j = 0; j < COLS; ++j) sum += exp(x[i * COLS + j] - mx);
+        for (long j = 0; j < COLS; ++j) ref[i * COLS + j] = exp(x[i * COLS + j] - mx) / sum;
+    }}"""
 
     def output_shape(self) -> tuple[int, ...]:
         return (self.rows, self.cols)

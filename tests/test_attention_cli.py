@@ -94,10 +94,12 @@ def test_alias_is_attention_and_hidden(capsys):
 
 
 def test_cli_aliases_match_the_ir():
-    from tracea.kernels.ops import OP_ALIASES
-    from tracea.op_options import OP_ALIASES as CLI
+    from tracea.kernels.ops import OP_ALIASES, OPS
+    from tracea.op_options import op_flags
 
-    assert {(a, k) for k, names in CLI.items() for a in names} == set(OP_ALIASES.items())
+    cli = op_flags()
+    assert {(a, k) for k, flags in cli.items() for a in getattr(flags, "ALIASES", ())} == set(OP_ALIASES.items())
+    assert list(cli) == list(OPS)  # every op on the CLI, in the IR's order (each <op>_options.py's ORDER)
 
 
 def test_context_takes_the_design_documents_spelling():

@@ -58,11 +58,12 @@ BACKEND_PLACES: dict[str, tuple[str, str]] = {
 }
 
 OP_PLACES: dict[str, tuple[str, str]] = {
-    "kernels/<op>.py": ("new", "the op as a frozen dataclass (with its aliases, default shape, labels); it "
-                               "registers itself in OPS"),
+    "kernels/<op>.py": ("new", "the op as a frozen dataclass (with its aliases, default shape, labels, its C "
+                               "reference for export); it registers itself in OPS"),
     "emitters/<backend>/": ("new", "the op's core file in each backend that serves it (any file in a "
                                    "backend's folder may name the ops its cores serve)"),
-    "tracea_cli/<op>_options.py": ("new", "flags of its own beyond op_options.py's table, where it has them"),
+    "tracea_cli/<op>_options.py": ("new", "its CLI flags, help line, place and IR value (make_op); op_options.py "
+                                          "finds it by name"),
     "kernels/__init__.py": ("edit", "exports the op's class"),
     "kernels/workloads.py": ("edit", "its shapes as a named suite, where it has one"),
     "emitters/cpu/registry.py": ("edit", "one line in CORES (its descriptions make the CPU families' variants)"),
@@ -72,14 +73,11 @@ OP_PLACES: dict[str, tuple[str, str]] = {
     "emitters/gpu.py": ("edit", "the suite in the GPU dtypes (CUDA and HIP), where it has one"),
     "emitters/baselines.py": ("edit", "BASELINES: the NumPy baseline"),
     "emitters/device_baselines.py": ("edit", "TORCH_BASELINES: the PyTorch baseline on the device"),
-    "emitters/export_abi.py": ("edit", "EXPORTABLE, and the op's extent in a package's prefix"),
-    "emitters/export_example.py": ("edit", "REFERENCES: the op's C reference loop in an exported package"),
-    "tracea_cli/op_options.py": ("edit", "OP_PARAMS, OP_HELP, OP_ALIASES and make_op: its flags and IR value"),
-    "tracea_cli/ops/__init__.py": ("edit", "tracea.ops' public function: __all__, _FUNCTIONS"),
-    "tracea_cli/ops/_functions.py": ("edit", "the tracea.ops function: arguments to the IR value, the call"),
+    "tracea_cli/ops/_functions.py": ("edit", "the tracea.ops function: arguments to the IR value, the call; its "
+                                             "name in __all__, which tracea.ops offers"),
     "tracea_cli/ops/_vendor.py": ("edit", "the vendor fallback, a function per op (seen by its import of Conv2d)"),
-    "tracea_cli/ops/compile_backend.py": ("edit", "the torch.compile backend: which torch call is the op"),
-    "tracea_cli/ops/compile_choice.py": ("edit", "_TORCH_OPS: torch's op timed against Tracea's"),
+    "tracea_cli/ops/compile_backend.py": ("edit", "the torch.compile backend: which torch call is the op, its "
+                                                  "custom op with torch's own op beside it (custom_op)"),
     "tracea_cli/ops/torch_nn.py": ("edit", "the nn.Module Tracea stands in for (nn.Linear, nn.Conv2d), if any"),
     "kernels/ops.py": ("stray", "the first three ops' shared file (Gemm, Conv2d, Softmax beside Op and OPS); "
                                 "a new op needs no line here: it registers itself and carries its aliases"),

@@ -1,6 +1,8 @@
-"""Attention's flags as text (``--window L,R``, ``--block-size BQ[,BK]``, ``--block-mask FILE|DENSITY``) turned
-into the values ``kernels.Attention`` takes. Every bad value is a BadInputError naming its flag (one line,
-exit 2). NumPy is imported only when a block mask is asked for.
+"""``tracea VERB attention``: its flags, its help line, the design documents' spellings of its name, and the
+flags as text (``--window L,R``, ``--block-size BQ[,BK]``, ``--block-mask FILE|DENSITY``) turned into the
+values ``kernels.Attention`` takes (op_options.py finds this module by its name). Every bad value is a
+BadInputError naming its flag (one line, exit 2). Only Typer is imported here; NumPy only when a block mask
+is asked for.
 """
 
 from __future__ import annotations
@@ -8,6 +10,35 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from typing import Any
+
+from .op_options import DTYPE, option
+from .validate import FINITE, NON_NEGATIVE, SIZE
+
+ORDER = 3  # its commands' place among the ops' in a verb's help
+HELP = "Fused scaled dot-product attention (FlashAttention-style), softmax(Q K^T * scale + mask) V."
+# The design documents' spellings, as the op's ``aliases`` has them (kernels.ops.OP_ALIASES; spelt out here: the
+# app loads no NumPy, so no kernels/; tests/test_attention_cli.py checks the two agree). Hidden commands.
+ALIASES = ("flash_attention_2", "flash-attention-2", "flash_attention")
+PARAMS = [
+    option("batch", int, 1, "--batch", help="Batch size.", domain=SIZE),
+    option("heads", int, ..., "--heads", help="Query heads.", domain=SIZE),
+    option("seq", int, ..., "--seq", help="Query length (seq_q).", domain=SIZE),
+    option("head_dim", int, ..., "--head-dim", help="Head dimension: a multiple of 8 up to 256 (kernels: 64, 128, 256).",
+           domain=SIZE),
+    option("kv_heads", int | None, None, "--kv-heads", help="Key/value heads, dividing --heads (grouped-query; "
+           "default: --heads).", domain=SIZE),
+    option("seq_k", int | None, None, "--seq-k", help="Key length (default: --seq); the causal diagonal is "
+           "aligned bottom-right.", domain=SIZE),
+    option("causal", bool, False, "--causal/--no-causal", help="Mask keys after each query's diagonal."),
+    option("window", str | None, None, "--window", help="Sliding window L,R: keep keys from L before to R after "
+           "the diagonal (or N for N,N)."),
+    option("block_mask", str | None, None, "--block-mask", help="A .npy file of booleans (q blocks x k blocks), or "
+           "a density in (0, 1]: a seeded random map that keeps every diagonal block."),
+    option("block_size", str, "128", "--block-size", help="The block mask's tile: BQ or BQ,BK."),
+    option("mask_seed", int, 0, "--mask-seed", help="Seed of a density --block-mask.", domain=NON_NEGATIVE),
+    option("scale", float | None, None, "--scale", help="Softmax scale (default: 1/sqrt(head dim)).", domain=FINITE),
+    DTYPE,
+]
 
 MASK_SEED = 0  # a density mask is the same map on every run (and machine) unless --mask-seed says otherwise
 
@@ -98,7 +129,7 @@ def load_block_mask(text: str) -> Any:
     return mask
 
 
-def make_attention(values: dict[str, Any]) -> Any:
+def make_op(values: dict[str, Any]) -> Any:
     """The Attention IR value from the parsed flags (``--seq`` is seq_q; ``--seq-k`` defaults to it)."""
     from tracea.doctor.errors import BadInputError
     from tracea.kernels.attention import Attention

@@ -25,12 +25,12 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError, ToolchainMissingError
 
-from . import _engine, _prepared
+from . import _engine, _functions, _prepared
 from ._arrays import shown as _shown
 from ._dispatch import EXPLAINING
 from ._dispatch import last_route as _last_route
 from ._engine import Route
-from ._functions import attention, conv2d, gemm, softmax
+from ._functions import *  # noqa: F403 - the op functions, named in _functions.__all__
 
 # The PyTorch pieces, loaded on first use (each module imports torch), by the module that holds them.
 _TORCH_PIECES = {"TraceaConv2d": "torch_nn", "patch_conv2d": "torch_nn", "unpatch_conv2d": "torch_nn",
@@ -40,11 +40,13 @@ _TORCH_PIECES = {"TraceaConv2d": "torch_nn", "patch_conv2d": "torch_nn", "unpatc
 
 # Without torch the PyTorch pieces are not offered: ``from tracea.ops import *`` and help(tracea.ops) read
 # every name here (find_spec looks for torch without importing it).
-__all__ = ["gemm", "conv2d", "softmax", "attention", "explain", "allow_fallback", "clear_cache", "stats", "Route",
-           *(_TORCH_PIECES if importlib.util.find_spec("torch") is not None else ())]
+__all__: list[str] = []
+__all__ += _functions.__all__  # the op functions (gemm, conv2d, ...), each offered where it is written
+__all__ += ["explain", "allow_fallback", "clear_cache", "stats", "Route"]
+if importlib.util.find_spec("torch") is not None:
+    __all__ += list(_TORCH_PIECES)
 
-_FUNCTIONS: dict[str, Callable[..., Any]] = {"gemm": gemm, "conv2d": conv2d, "softmax": softmax,
-                                             "attention": attention}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {name: getattr(_functions, name) for name in _functions.__all__}
 
 
 def _explainable(fn: Any) -> Callable[..., Any] | None:

@@ -21,6 +21,10 @@ from ._dispatch import EXPLAINING, prepared, run
 from ._engine import Fallback
 from ._prepared import MISS, RETRY, Uncached, array_key, mask_key, opt, out_key
 
+# tracea.ops' op functions, in the order help(tracea.ops) lists them: tracea.ops imports and offers these
+# names (ops/__init__.py reads this list), so a new op's function is offered where it is written.
+__all__ = ["gemm", "conv2d", "softmax", "attention"]
+
 # Each op function makes its call's key and goes through _dispatch.prepared: a signature prepared by an earlier
 # call runs its launch at once; any other call takes the slow path below it (every check, the route, the
 # kernel), which prepares the key where the kernel ran (MISS) or prepares nothing (RETRY).

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import fx
 
 from ._functions import attention, conv2d, gemm, softmax
-from .compile_choice import Choice, measure, prebuild, start_prebuild, static_shapes, unmeasured
+from .compile_choice import Choice, custom_op, measure, prebuild, start_prebuild, static_shapes, unmeasured
 
 LOG = logging.getLogger("tracea.compile")
 
@@ -63,7 +63,7 @@ def _laid(y: torch.Tensor, channels_last: bool) -> torch.Tensor:
         y.contiguous(memory_format=fmt)
 
 
-@torch.library.custom_op("tracea::matmul", mutates_args=())
+@custom_op("matmul", torch.matmul)
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """A 2-D b: one gemm over a's rows, any leading shape of a flattened (the (B, S, D) @ W of a model)."""
     if a.dim() < 2 or b.dim() != 2 or a.numel() == 0 or a.shape[-1] != b.shape[0]:
@@ -77,7 +77,7 @@ def _(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.matmul(a, b)
 
 
-@torch.library.custom_op("tracea::linear", mutates_args=())
+@custom_op("linear", F.linear)
 def _linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """x @ w.T (+ bias) over any leading shape of x: one gemm on the flattened rows."""
     if x.dim() < 1 or w.dim() != 2 or x.shape[-1] != w.shape[1] or x.numel() == 0 or (
@@ -93,7 +93,7 @@ def _(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tens
     return F.linear(x, w, bias)
 
 
-@torch.library.custom_op("tracea::conv2d", mutates_args=())
+@custom_op("conv2d", lambda x, w, b, st, pad, dil, g: F.conv2d(x, w, b, st, pad, dil, g))
 def _conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: list[int], padding: list[int],
             dilation: list[int], groups: int) -> torch.Tensor:
     if x.dim() != 4:
@@ -113,7 +113,7 @@ def _(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: list[
     return y.contiguous(memory_format=fmt)
 
 
-@torch.library.custom_op("tracea::softmax", mutates_args=())
+@custom_op("softmax", torch.softmax)
 def _softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
     return softmax(_dense(x), dim)
 
@@ -123,7 +123,8 @@ def _(x: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-@torch.library.custom_op("tracea::attention", mutates_args=())
+@custom_op("attention", lambda q, k, v, causal, scale, gqa: F.scaled_dot_product_attention(
+    q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa))
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None,
                gqa: bool = False) -> torch.Tensor:
     """SDPA's meaning; ``gqa``: its ``enable_gqa`` (q head h reads kv head h // (H / Hkv), as Tracea's op

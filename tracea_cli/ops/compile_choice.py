@@ -2,7 +2,8 @@
 each signature (kind, arguments' shapes, strides, dtypes, devices, options) run both ways once on random
 tensors of those shapes, Tracea's result checked against torch's and both timed; a node is swapped only
 where Tracea is right and at most ``MARGIN`` of torch's time. The custom ops ``torch.ops.tracea.*`` are
-registered by compile_backend, the only importer of this module (torch is imported here)."""
+registered by compile_backend through ``custom_op``, each with torch's own op beside it; compile_backend is the
+only importer of this module (torch is imported here)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 # Tracea's median at most this share of torch's. Timed alone, a node's kernel overstates what it gains inside
 # a compiled graph: on an H200 (2026-11-28), with a 0.97 margin, 17 of ResNet-50's 53 convolutions were swapped,
@@ -19,12 +19,15 @@ import torch.nn.functional as F
 # swapped, 1.00x. A tie, noise, or a small gain keeps torch's op.
 MARGIN = 0.85
 CHOICES: dict[tuple[Any, ...], Choice] = {}  # per (kind, arguments' shapes, strides, dtypes, devices, options)
-_TORCH_OPS: dict[str, Callable[..., Any]] = {
-    "matmul": torch.matmul, "linear": F.linear, "softmax": torch.softmax,
-    "conv2d": lambda x, w, b, st, pad, dil, g: F.conv2d(x, w, b, st, pad, dil, g),
-    "attention": lambda q, k, v, causal, scale, gqa: F.scaled_dot_product_attention(
-        q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa),
-}
+# custom op name -> torch's own op for the same arguments, which ``measure`` checks and times Tracea's against;
+# ``custom_op`` fills it where compile_backend.py defines each custom op.
+_TORCH_OPS: dict[str, Callable[..., Any]] = {}
+
+
+def custom_op(name: str, theirs: Callable[..., Any]) -> Callable[[Callable[..., Any]], Any]:
+    """``torch.library.custom_op("tracea::<name>")``, recording ``theirs`` as torch's own op for it."""
+    _TORCH_OPS[name] = theirs
+    return torch.library.custom_op(f"tracea::{name}", mutates_args=())
 
 
 @dataclass

@@ -167,14 +167,8 @@ def test_cuda_packages_link_into_one_c_and_one_cpp_program(tmp_path):
     """Two GEMM packages (the wgmma one on Hopper, mma.sync elsewhere, and an mma.sync one of another shape)
     and a softmax, each built and installed into one prefix; a separate project finds all three, links them
     into a C and a C++ program, and every output matches NumPy. The libraries export their own names only."""
-    from test_export import (
-        check_outputs,
-        consumer_cmake,
-        defined_symbols,
-        program_c,
-        program_cpp,
-        write_inputs,
-    )
+    from export_packages import defined_symbols
+    from export_programs import check_outputs, consumer_cmake, program_c, program_cpp, write_inputs
 
     first = ["gemm", "--m", "512", "--n", "384", "--k", "256", "--dtype", "fp16",
              *(WGMMA if _hopper() else ["--variant", "cuda-mma-sync.gemm"])]

@@ -1,10 +1,10 @@
-"""The persistent Hopper attention kernel without a GPU: the schedule field (JSON, validation, search
-space, grid), NVRTC compiles at sm_90a with no spills, and the kernel's own emitted body compiled by g++
-as a host program (device calls stubbed to log lines, asm dropped) whose producer and consumer logs are
-replayed against mbarrier and named-barrier semantics: every (q tile, batch x head) stored once, the
-walk as specified, no deadlock, every K/V stage and Q read only once loaded and overwritten only once
-read, the ring's stages and parities and Q's parities agreeing across items (zero-tile items, tile counts
-that differ, GQA, windows, block masks). GPU runs: test_cuda_wgmma_attention_gpu.py."""
+"""The persistent Hopper attention kernel's walk without a GPU: ``walk_plan`` covers every (q tile, batch x
+head) once and balances the blocks; and the kernel's own emitted body, compiled by g++ as a host program
+(device calls stubbed to log lines, asm dropped), has its producer and consumer logs replayed against mbarrier
+and named-barrier semantics: every (q tile, batch x head) stored once, the walk as specified, no deadlock,
+every K/V stage and Q read only once loaded and overwritten only once read, the ring's stages and parities and
+Q's parities agreeing across items (zero-tile items, tile counts that differ, GQA, windows, block masks). The
+schedule: test_cuda_wgmma_attention_persistent_schedule.py; GPU runs: test_cuda_wgmma_attention_gpu.py."""
 
 from __future__ import annotations
 
@@ -17,152 +17,13 @@ import subprocess
 import numpy as np
 import pytest
 
-from tracea.doctor.errors import BadInputError
 from tracea.emitters.cuda.attention_plan import tile_plan
 from tracea.emitters.cuda.hopper import attention as A
-from tracea.emitters.cuda.hopper.attention_schedule import (
-    AttnWgmmaSchedule,
-    hero_schedule,
-    search_space,
-    smem_plan,
-)
+from tracea.emitters.cuda.hopper.attention_schedule import AttnWgmmaSchedule, smem_plan
 from tracea.kernels import Attention
 
 PP = AttnWgmmaSchedule(stages=2, persistent=True)
 
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
-
-
-# ------------------------------------------------------------------------------------------ schedule
-
-
-def test_json_omits_persistent_when_false_and_round_trips():
-    hero = hero_schedule(Attention(1, 2, 100, 128, dtype="bf16"))
-    assert "persistent" not in hero.to_json() and AttnWgmmaSchedule.from_json(hero.to_json()) == hero
-    p = dataclasses.replace(hero, persistent=True)
-    assert p.to_json()["persistent"] is True and AttnWgmmaSchedule.from_json(p.to_json()) == p
-    assert p.name == hero.name + "_pe" and p.smem_bytes(128) == hero.smem_bytes(128) + 8
-    assert "q_buffers" not in p.to_json()
-    q2 = dataclasses.replace(p, stages=2, q_buffers=2)
-    assert q2.to_json()["q_buffers"] == 2 and AttnWgmmaSchedule.from_json(q2.to_json()) == q2
-    assert q2.name.endswith("_pe_q2") and q2.smem_bytes(64) == dataclasses.replace(p, stages=2).smem_bytes(64) + 128 * 128 + 16
-
-
-@pytest.mark.parametrize("value", [1, "yes", None])
-def test_validation_names_the_field(value):
-    with pytest.raises(BadInputError, match="persistent"):
-        AttnWgmmaSchedule(persistent=value).validate()
-    with pytest.raises(BadInputError, match="persistent"):
-        AttnWgmmaSchedule.from_json({**AttnWgmmaSchedule().to_json(), "persistent": value}).validate()
-
-
-@pytest.mark.parametrize("fields", [dict(q_buffers=2), dict(q_buffers=3, persistent=True),
-                                    dict(q_buffers=0, persistent=True), dict(q_buffers=True, persistent=True)])
-def test_q_buffers_validation_names_the_field(fields):
-    with pytest.raises(BadInputError, match="q_buffers"):
-        AttnWgmmaSchedule(**fields).validate()
-
-
-def test_a_second_q_buffer_must_fit():
-    with pytest.raises(BadInputError, match="stages"):  # 2 Q and 2 K/V stages of 64 keys at head dim 256
-        AttnWgmmaSchedule(bk=64, persistent=True, q_buffers=2).validate(Attention(1, 2, 100, 256, dtype="bf16"))
-    AttnWgmmaSchedule(stages=2, persistent=True, q_buffers=2).validate(Attention(1, 2, 100, 128, dtype="bf16"))
-
-
-def test_search_space_adds_persistent_forms_after_the_others():
-    for d in (64, 128, 256):
-        op = Attention(16, 32, 512, d, dtype="bf16")
-        space = search_space(op)
-        split = [s for s in space if s.split_kv]  # K and V released apart: the last entries
-        assert space[len(space) - len(split):] == split and not any(s.persistent or s.intra for s in split)
-        space = space[: len(space) - len(split)]
-        per = [s for s in space if s.persistent]
-        assert per and len(set(space)) == len(space) and not any(s.persistent for s in space[:-len(per)])
-        assert all(s.pingpong and dataclasses.replace(s, persistent=False, q_buffers=1) in space for s in per)
-        assert any(s.q_buffers == 2 for s in per) == (d < 256)
-        for s in per:
-            s.validate(op)
-    short = Attention(16, 32, 512, 64, dtype="bf16")  # the hero walks short items persistently
-    assert hero_schedule(short).persistent and hero_schedule(short) in search_space(short)
-    assert not hero_schedule(Attention(16, 32, 512, 128, dtype="bf16")).persistent
-
-
-def test_grid_is_min_of_items_and_sms():
-    op = Attention(16, 32, 512, 64, dtype="bf16")  # 4 q tiles x 512 = 2048 items
-    r, _ = A.render(op, dataclasses.replace(PP, stages=4))
-    assert r.grid == (132, 1, 1) and r.metadata["launch"]["grid"] == [132, 1, 1]
-    assert r.metadata["tile"]["persistent"] is True
-    assert A.grid_blocks(op, PP, 114) == 114 and A.grid_blocks(op, AttnWgmmaSchedule(), 114) == 2048
-    small = Attention(1, 2, 17, 64, dtype="bf16")
-    assert A.grid_blocks(small, PP, 132) == 2
-
-
-# ------------------------------------------------------------------------------------------ NVRTC
-
-COMPILES = [
-    (Attention(16, 32, 512, 64, dtype="bf16"), dict(stages=4)),
-    (Attention(2, 8, 1000, 64, kv_heads=2, dtype="bf16", causal=True), dict(stages=4)),
-    (Attention(1, 4, 4096, 128, dtype="bf16", causal=True), dict(stages=3)),
-    (Attention(1, 4, 300, 128, dtype="fp16", window=(100, 5)), dict(stages=2, intra=False)),
-    (Attention(2, 8, 400, 128, kv_heads=2, dtype="bf16", causal=True), dict(stages=2, consumers=1, pingpong=False)),
-    (Attention(16, 32, 512, 256, dtype="bf16"), dict(bk=64, stages=2, intra=False)),
-    (Attention(1, 2, 512, 256, seq_k=256, dtype="fp16", block_size=(128, 128), block_mask=("10", "11", "01", "11")),
-     dict(bk=64, stages=2, intra=True)),
-    (Attention(1, 8, 333, 256, kv_heads=2, dtype="bf16", causal=True), dict(bk=64, stages=2, pingpong=False)),
-    (Attention(16, 32, 512, 64, dtype="bf16", causal=True), dict(stages=4, q_buffers=2)),
-    (Attention(2, 8, 400, 128, kv_heads=2, dtype="bf16", causal=True), dict(stages=2, q_buffers=2)),
-    (Attention(1, 4, 300, 128, dtype="fp16", window=(100, 5)), dict(stages=2, intra=False, q_buffers=2)),
-]
-
-
-@pytest.mark.parametrize("op,fields", COMPILES, ids=lambda x: getattr(x, "signature", str(x))[:50])
-def test_persistent_compiles_at_sm90a_without_spills(op, fields):
-    pytest.importorskip("cuda.core")
-    from tracea.emitters import nvrtc as nv
-
-    sched = AttnWgmmaSchedule(persistent=True, **fields)
-    r, _ = A.render(op, sched)
-    _, res, log, _, _ = nv.compile_cached(r.source, r.name, r.entry, "sm_90a")
-    assert res.spills == 0 and res.stack_frame == 0, log
-    assert 0 < res.regs_per_thread <= 65536 // sched.threads
-    assert "serialized" not in log
-    assert "const int* __restrict__ walk" in r.source and "tr_mbar_init(qempty" in r.source
-    assert r.params == A.PERSISTENT_PARAMS and "order" not in r.params
-    assert r.smem == sched.smem_bytes(op.head_dim) <= 232448
-
-
-MASKS = {"causal": dict(causal=True), "window": dict(window=(100, 5)), "gqa": dict(kv_heads=2, causal=True),
-         "blockmask": dict(seq_k=640, block_size=(128, 128), block_mask=("10101", "01110", "00000", "11111"))}
-
-
-@pytest.mark.parametrize("mask", sorted(MASKS))
-@pytest.mark.parametrize("d", [64, 128, 256])
-def test_persistent_hero_forms_compile_for_every_mask_and_head_dim(d, mask):
-    """The hero made persistent, for each head dim and mask kind: 0 spills at sm_90a."""
-    pytest.importorskip("cuda.core")
-    from tracea.emitters import nvrtc as nv
-
-    op = Attention(2, 8, 500, d, dtype="bf16", **MASKS[mask])
-    sched = dataclasses.replace(hero_schedule(op), persistent=True)
-    r, _ = A.render(op, sched)
-    _, res, log, _, _ = nv.compile_cached(r.source, r.name, r.entry, "sm_90a")
-    assert res.spills == 0 and res.stack_frame == 0 and "serialized" not in log, log
-
-
-def test_render_sizes_the_grid_from_the_targets_sm_count():
-    from tracea.emitters.cuda.arch import parse_arch
-
-    op = Attention(16, 32, 512, 64, dtype="bf16")
-    arch = parse_arch("sm_90a")
-    assert A.render(op, PP, arch)[0].grid[0] == min(2048, arch.sm_count)
-    assert A.render(op, PP, dataclasses.replace(arch, sm_count=114))[0].grid[0] == 114
-    assert A.render(op, AttnWgmmaSchedule(), dataclasses.replace(arch, sm_count=114))[0].grid[0] == 2048
-
-
-# ------------------------------------------------------------------------------------------ the walk, compiled
 
 HARNESS = r"""#include <cstdio>
 #include <cstdint>

@@ -429,26 +429,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--subsets", action="store_true",
                     help="ResNet-50's b1 graph with only some convolutions on Tracea (which make the launch slow)")
     args = ap.parse_args(argv)
-    if args.subsets:
-        with torch.inference_mode():
-            subsets()
-        return 0
-    if args.interleaved:
-        with torch.inference_mode():
-            interleaved()
-        return 0
-    if args.matrix:
-        with torch.inference_mode():
-            matrix()
-        return 0
-    if args.modules:
-        with torch.inference_mode():
-            modules(args.modules)
-        return 0
-    if args.resnet is not None:
-        with torch.inference_mode():
-            resnet(args.resnet)
-        return 0
+    chosen = [(args.subsets, subsets, ()), (args.interleaved, interleaved, ()), (args.matrix, matrix, ()),
+              (bool(args.modules), modules, (args.modules,)), (args.resnet is not None, resnet, (args.resnet,))]
+    for wanted, probe_fn, probe_args in chosen:
+        if wanted:
+            with torch.inference_mode():
+                probe_fn(*probe_args)
+            return 0
     h = torch.float16
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; a graph of {args.calls} calls: host time "
           "of replay(), us; device time of a replay, us\n")

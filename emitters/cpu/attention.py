@@ -32,6 +32,7 @@ from .attention_c import TASK_C
 from .cores import CpuCore
 from .gemm_core import IN_CONVERT
 from .isa import CpuIsa
+from .schedule import check_threads
 from .schedules import thread_counts, valid_unique
 
 ENTRY = "tracea_attention"
@@ -95,11 +96,7 @@ class AttentionSchedule:
             raise BadInputError(f"bq/bk: a block mask tiles by its block_size {tuple(block)}, got ({self.bq}, {self.bk})")
         if 4 * self.workspace_floats(getattr(op, "head_dim", 256), 16) > MAX_WORKSPACE_BYTES:
             raise BadInputError(f"bq/bk: a thread's packed blocks exceed {MAX_WORKSPACE_BYTES} B")
-        cores = getattr(getattr(host, "cpu", None), "logical_cores", None)
-        if cores and self.threads > cores:
-            raise BadInputError(f"threads: {self.threads} is more than the {cores} logical cores of this host")
-        if self.threads > 256:
-            raise BadInputError(f"threads: {self.threads} is more than the 256 the runtime supports")
+        check_threads(self.threads, host)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "backend": "cpu", **dataclasses.asdict(self)}

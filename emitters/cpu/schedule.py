@@ -36,6 +36,15 @@ SIMD_FAMILY_TO_VARIANT = {"avx512": "cpu-avx512", "avx2-fma": "cpu-avx2-fma", "n
 MAX_BLOCK_BYTES = 256 << 20  # one packed buffer; far beyond any cache, small enough to allocate
 
 
+def check_threads(threads: int, host: Any) -> None:
+    """A CPU schedule's ``threads``: at most the host's logical cores (where it says) and the runtime's 256."""
+    cores = getattr(getattr(host, "cpu", None), "logical_cores", None)
+    if cores and threads > cores:
+        raise BadInputError(f"threads: {threads} is more than the {cores} logical cores of this host")
+    if threads > 256:
+        raise BadInputError(f"threads: {threads} is more than the 256 the runtime supports")
+
+
 def family_of(variant: Any, host: Any = None) -> str:
     """The instruction family of ``variant`` (a Variant, its id, or a family name); without one, the
     family the doctor chose for ``host``'s CPU."""
@@ -90,11 +99,7 @@ class CpuSchedule:
         for name, size in (("mc", self.mc * self.kc), ("nc", self.nc * self.kc)):
             if size * 4 > MAX_BLOCK_BYTES:
                 raise BadInputError(f"{name}: the packed block ({size * 4} B) exceeds {MAX_BLOCK_BYTES} B")
-        cores = getattr(getattr(host, "cpu", None), "logical_cores", None)
-        if cores and self.threads > cores:
-            raise BadInputError(f"threads: {self.threads} is more than the {cores} logical cores of this host")
-        if self.threads > 256:
-            raise BadInputError(f"threads: {self.threads} is more than the 256 the runtime supports")
+        check_threads(self.threads, host)
         kind = getattr(op, "kind", None)
         dtype = getattr(getattr(op, "dtype", None), "value", None)
         if self.small_m and kind != "gemm":

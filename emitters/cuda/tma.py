@@ -133,9 +133,7 @@ class Launcher:
         self.func = driver_call(drv.cuModuleGetFunction(self.module, entry.encode()), "cuModuleGetFunction")
         self.func_handle = int(self.func)
         self.smem_bytes = smem_bytes
-        attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        modules.allow_smem("function", self.func, smem_bytes, lambda n: driver_call(
-            drv.cuFuncSetAttribute(self.func, attr, n), "cuFuncSetAttribute"))
+        modules.allow_dynamic_smem(drv, self.func, 0, smem_bytes)  # a CUfunction: the device is not asked
 
     def max_active_clusters(self, threads: int, cluster: int) -> int | None:
         """How many clusters of ``cluster`` blocks fit on the GPU at once (the driver's answer; some

@@ -45,7 +45,7 @@ def main() -> None:
     from tracea.emitters import registry
     from tracea.emitters.baselines import baseline_for
     from tracea.kernels import relative_error
-    from tracea.kernels import workloads as w
+    from tracea.kernels.ops.conv2d import resnet50_convs
 
     host = probe()
     if a.threads and not a.no_torch:
@@ -53,7 +53,7 @@ def main() -> None:
 
         torch.set_num_threads(a.threads)
     b = registry.backend("cpu")
-    ops = w.resnet50_convs("fp32", batches=(1,), layout=a.layout)
+    ops = resnet50_convs("fp32", batches=(1,), layout=a.layout)
     sel = range(len(ops)) if a.rows == "all" else [int(x) for x in a.rows.split(",")]
     rng = np.random.default_rng(0)
     for i in sel:

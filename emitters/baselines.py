@@ -255,7 +255,7 @@ def masked_op(op: Any) -> bool:
 
 
 def flex_mask_mod(op: Any, torch: Any, device: Any) -> Callable[..., Any]:
-    """The op's keep rule (kernels/attention.py) as FlexAttention's mask_mod(b, h, q_idx, kv_idx): the band
+    """The op's keep rule (kernels/ops/attention.py) as FlexAttention's mask_mod(b, h, q_idx, kv_idx): the band
     -left <= d <= right around the diagonal aligned bottom-right, d = kv_idx - q_idx - (seq_k - seq_q)
     (causal: right <= 0), and the block mask's tile at (q_idx // bq, kv_idx // bk) of the op's block_size."""
     far = op.seq_q + op.seq_k

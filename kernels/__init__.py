@@ -1,9 +1,12 @@
-"""Tracea's L2 core IR: operations as frozen values (Gemm, Conv2d, Softmax, Attention) with validation, FLOP
-and byte counts, fresh random inputs and float64 NumPy references."""
+"""Tracea's L2 core IR: operations as frozen values (one file each in ``ops/``: Gemm, Conv2d, Softmax,
+Attention, and any op added there) with validation, FLOP and byte counts, fresh random inputs and float64
+NumPy references."""
 
-from .attention import Attention
 from .dtypes import DType, parse_dtype
-from .ops import OP_ALIASES, OPS, Conv2d, Gemm, Op, Softmax, canonical_op_name, relative_error, tolerance
+from .op import OP_ALIASES, OPS, Op, Suite, canonical_op_name, relative_error, tolerance
+from .ops import CLASSES
 
-__all__ = ["DType", "parse_dtype", "OPS", "OP_ALIASES", "Attention", "Conv2d", "Gemm", "Op", "Softmax",
-           "canonical_op_name", "relative_error", "tolerance"]
+globals().update(CLASSES)
+
+__all__ = ["DType", "parse_dtype", "OPS", "OP_ALIASES", "Op", "Suite", "canonical_op_name", "relative_error",
+           "tolerance", *CLASSES]

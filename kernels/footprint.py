@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tracea.doctor.errors import UnsupportedError
 
-from .ops import Op
+from .op import Op
 
 GIB = 2**30
 

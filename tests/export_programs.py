@@ -233,8 +233,8 @@ def check_outputs(folder: Path, manifests: list[dict], inputs: dict, tag: str) -
     within the op's tolerance (kernels.ops.tolerance), every value finite; a line per package."""
     import numpy as np
 
+    from tracea.kernels import Op, tolerance
     from tracea.kernels.dtypes import DType, to_float64
-    from tracea.kernels.ops import Op, tolerance
 
     lines = []
     for m in manifests:

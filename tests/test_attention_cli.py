@@ -15,7 +15,7 @@ import pytest
 
 from tracea.__main__ import main
 from tracea.kernels import relative_error, tolerance
-from tracea.kernels.attention import Attention
+from tracea.kernels.ops.attention import Attention
 
 SHAPE = ["--heads", "8", "--seq", "64", "--head-dim", "64"]
 
@@ -94,7 +94,7 @@ def test_alias_is_attention_and_hidden(capsys):
 
 
 def test_cli_aliases_match_the_ir():
-    from tracea.kernels.ops import OP_ALIASES, OPS
+    from tracea.kernels import OP_ALIASES, OPS
     from tracea.op_options import op_flags
 
     cli = op_flags()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tracea.kernels import relative_error, tolerance
-from tracea.kernels.attention import Attention
+from tracea.kernels.ops.attention import Attention
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch.nn.attention.flex_attention")

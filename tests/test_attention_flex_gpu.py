@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tracea.kernels import relative_error, tolerance
-from tracea.kernels.attention import Attention
+from tracea.kernels.ops.attention import Attention
 
 pytestmark = pytest.mark.gpu
 

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from tracea.doctor.errors import BadInputError
 from tracea.kernels import OPS, Attention, DType, Op, canonical_op_name, relative_error, tolerance
-from tracea.kernels import attention as attention_module
-from tracea.kernels.attention import LSE_TOLERANCE, lse_error
 from tracea.kernels.dtypes import to_float64
+from tracea.kernels.ops import attention as attention_module
+from tracea.kernels.ops.attention import LSE_TOLERANCE, lse_error
 
 
 @pytest.mark.parametrize(

@@ -18,8 +18,8 @@ from tracea.emitters import cpu
 from tracea.emitters.cpu import backend
 from tracea.emitters.cpu.attention import AttentionSchedule, attention_space
 from tracea.kernels import relative_error, tolerance
-from tracea.kernels.attention import LSE_TOLERANCE, Attention, lse_error
 from tracea.kernels.dtypes import to_float64
+from tracea.kernels.ops.attention import LSE_TOLERANCE, Attention, lse_error
 
 HOST = probe()
 SNAPSHOTS = Path(__file__).parent / "fixtures" / "snapshots"

@@ -17,7 +17,7 @@ from tracea.emitters import cpu
 from tracea.emitters import host_compiler as cc
 from tracea.emitters.cpu.render import render
 from tracea.kernels import Conv2d, Gemm, Softmax
-from tracea.kernels.attention import Attention
+from tracea.kernels.ops.attention import Attention
 
 HOST = probe()
 CASES = [("cpu-avx512", Gemm(64, 64, 64)), ("cpu-avx2-fma", Gemm(33, 65, 40, dtype="bf16", epilogue="bias,gelu")),

@@ -13,7 +13,7 @@ from tracea.emitters import cuda
 from tracea.emitters.cuda.attention import AttentionMmaSchedule, plan_arrays, search_space
 from tracea.emitters.cuda.attention_plan import PARAMS, tile_plan
 from tracea.emitters.cuda.build import compile_kernel
-from tracea.kernels.attention import Attention
+from tracea.kernels.ops.attention import Attention
 
 VID = "cuda-mma-sync.attention"
 
@@ -264,7 +264,7 @@ def model_forward(op: Attention, inputs: dict, bq: int, bk: int) -> tuple[np.nda
               block_mask=np.random.default_rng(0).random((7, 4)) < 0.4),
 ], ids=lambda op: op.signature[:60])
 def test_walk_model_matches_the_reference(op):
-    from tracea.kernels.attention import lse_error
+    from tracea.kernels.ops.attention import lse_error
 
     inputs = op.random_inputs(np.random.default_rng(5))
     ref, ref_lse = op.reference_with_lse(inputs)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tracea.emitters.cuda.attention_plan import keep_model, mask_scalars, tile_plan
-from tracea.kernels.attention import Attention
+from tracea.kernels.ops.attention import Attention
 
 RNG = np.random.default_rng(5)
 

@@ -14,7 +14,7 @@ from tracea.emitters import cuda
 from tracea.emitters import nvrtc as nv
 from tracea.emitters.cuda.build import compile_kernel
 from tracea.kernels import Conv2d, Gemm, Softmax
-from tracea.kernels.attention import Attention
+from tracea.kernels.ops.attention import Attention
 
 pytest.importorskip("cuda.core")
 

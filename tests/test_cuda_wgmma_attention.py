@@ -22,8 +22,8 @@ from tracea.emitters.cuda.hopper.attention_schedule import (
 )
 from tracea.emitters.layout import TileLayout, TmaSwizzle
 from tracea.kernels import Attention
-from tracea.kernels.attention import LSE_TOLERANCE, lse_error
 from tracea.kernels.dtypes import to_float64
+from tracea.kernels.ops.attention import LSE_TOLERANCE, lse_error
 
 
 @pytest.fixture(autouse=True)

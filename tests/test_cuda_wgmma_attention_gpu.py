@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from tracea.kernels import Attention, relative_error, tolerance
-from tracea.kernels.attention import LSE_TOLERANCE, lse_error
 from tracea.kernels.dtypes import to_float64
+from tracea.kernels.ops.attention import LSE_TOLERANCE, lse_error
 
 pytestmark = pytest.mark.gpu
 

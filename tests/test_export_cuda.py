@@ -116,7 +116,7 @@ def _check_wgmma_launcher(m: dict, launcher: str) -> None:
     from tracea.emitters import registry
     from tracea.emitters.cuda.hopper import splitk
     from tracea.emitters.cuda.hopper.gemm import PARAMS, tma_boxes
-    from tracea.kernels.ops import Op
+    from tracea.kernels import Op
 
     assert m["variant"] == "cuda-wgmma.gemm" and m["kernel"]["entry"] == "tr_wgmma_gemm"
     op = Op.from_json(m["op"])
@@ -344,7 +344,7 @@ def _check_fake_wgmma_run(m: dict, out: str, clusters: int) -> None:
     pointer and scalar where the kernel's signature has it."""
     from tracea.emitters import registry
     from tracea.emitters.cuda.hopper.gemm import launch_geometry, split_plan, tma_boxes
-    from tracea.kernels.ops import Op
+    from tracea.kernels import Op
 
     op = Op.from_json(m["op"])
     sched = registry.backend("cuda").schedule_from_json(m["schedule"])

@@ -58,19 +58,16 @@ BACKEND_PLACES: dict[str, tuple[str, str]] = {
 }
 
 OP_PLACES: dict[str, tuple[str, str]] = {
-    "kernels/<op>.py": ("new", "the op as a frozen dataclass (with its aliases, default shape, labels, its C "
-                               "reference for export); it registers itself in OPS"),
+    "kernels/ops/<op>.py": ("new", "the op as a frozen dataclass (with its aliases, default shape, order, labels, "
+                                   "its suites of shapes, its C reference for export); it registers itself in OPS, "
+                                   "and kernels/ops/__init__.py imports every file of its folder"),
     "emitters/<backend>/": ("new", "the op's core file in each backend that serves it (any file in a "
                                    "backend's folder may name the ops its cores serve)"),
     "tracea_cli/<op>_options.py": ("new", "its CLI flags, help line, place and IR value (make_op); op_options.py "
                                           "finds it by name"),
-    "kernels/__init__.py": ("edit", "exports the op's class"),
-    "kernels/workloads.py": ("edit", "its shapes as a named suite, where it has one"),
     "emitters/cpu/registry.py": ("edit", "one line in CORES (its descriptions make the CPU families' variants)"),
-    "emitters/cpu/suite.py": ("edit", "the suite in the CPU's dtypes, where it has one"),
     "emitters/cuda/cores.py": ("edit", "one CudaCore(...) line in CORES, also its family's variant for the op"),
     "emitters/hip/cores.py": ("edit", "one HipCore(...) line, also its variant (and its launch function there)"),
-    "emitters/gpu.py": ("edit", "the suite in the GPU dtypes (CUDA and HIP), where it has one"),
     "emitters/baselines.py": ("edit", "BASELINES: the NumPy baseline"),
     "emitters/device_baselines.py": ("edit", "TORCH_BASELINES: the PyTorch baseline on the device"),
     "tracea_cli/ops/_functions.py": ("edit", "the tracea.ops function: arguments to the IR value, the call; its "
@@ -79,8 +76,6 @@ OP_PLACES: dict[str, tuple[str, str]] = {
     "tracea_cli/ops/compile_backend.py": ("edit", "the torch.compile backend: which torch call is the op, its "
                                                   "custom op with torch's own op beside it (custom_op)"),
     "tracea_cli/ops/torch_nn.py": ("edit", "the nn.Module Tracea stands in for (nn.Linear, nn.Conv2d), if any"),
-    "kernels/ops.py": ("stray", "the first three ops' shared file (Gemm, Conv2d, Softmax beside Op and OPS); "
-                                "a new op needs no line here: it registers itself and carries its aliases"),
 }
 
 # ----------------------------------------------------------------------------------------------- the rule
@@ -409,6 +404,6 @@ def test_the_patterns_stand_for_the_named_backend_or_op():
     assert not _allowed("emitters/hip/cores.py", "cuda", BACKEND_PLACES, SNIPPETS)
     assert not _allowed("emitters/hip/run_nvidia.py", "cuda", BACKEND_PLACES, SNIPPETS)
     assert _allowed("emitters/cuda/hopper/attention.py", "attention", OP_PLACES, SNIPPETS)
-    assert _allowed("kernels/attention.py", "attention", OP_PLACES, SNIPPETS)
-    assert not _allowed("kernels/attention.py", "gemm", OP_PLACES, SNIPPETS)
+    assert _allowed("kernels/ops/attention.py", "attention", OP_PLACES, SNIPPETS)
+    assert not _allowed("kernels/ops/attention.py", "gemm", OP_PLACES, SNIPPETS)
     assert not _allowed("emitters/timing.py", "gemm", OP_PLACES, SNIPPETS)

@@ -18,8 +18,8 @@ import pytest
 from tracea.doctor import probe
 from tracea.emitters import cpu
 from tracea.kernels import Conv2d, Gemm, Softmax, relative_error, tolerance
-from tracea.kernels.attention import Attention
 from tracea.kernels.dtypes import to_float64, to_storage
+from tracea.kernels.ops.attention import Attention
 
 HOST = probe()
 FAMILIES = ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")

@@ -10,8 +10,8 @@ import pytest
 from test_nan_propagation import assert_like_reference
 
 from tracea.kernels import Gemm, Softmax
-from tracea.kernels.attention import Attention
 from tracea.kernels.dtypes import to_float64, to_storage
+from tracea.kernels.ops.attention import Attention
 
 pytestmark = pytest.mark.gpu
 

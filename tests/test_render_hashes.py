@@ -24,7 +24,7 @@ RECORD = FIXTURES / "render_hashes.json"
 
 def _ops() -> list[Any]:
     from tracea.kernels import Conv2d, Gemm, Softmax
-    from tracea.kernels.attention import Attention
+    from tracea.kernels.ops.attention import Attention
 
     ops: list[Any] = []
     for dtype in ("fp32", "bf16", "fp16"):

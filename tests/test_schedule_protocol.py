@@ -23,7 +23,7 @@ from tracea.emitters import registry
 from tracea.emitters.core import Core
 from tracea.emitters.schedule import Schedule
 from tracea.kernels import Conv2d, Gemm, Softmax
-from tracea.kernels.attention import Attention
+from tracea.kernels.ops.attention import Attention
 
 ROOT = Path(__file__).resolve().parents[1]
 EMITTERS = ROOT / "emitters"

@@ -1,4 +1,5 @@
-"""The named suites of `tracea bench` (kernels/workloads.py and each backend's suite.py)."""
+"""The named suites of `tracea bench` (each op's ``suites``, gathered by kernels/workloads.py, and each backend's
+suite.py)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,20 @@ import pytest
 
 from tracea.doctor.errors import BadInputError
 from tracea.emitters import registry
+from tracea.kernels import Suite
 from tracea.kernels import workloads as w
+from tracea.kernels.ops import conv2d, gemm, softmax
 
 
 def test_the_llm_suite_is_every_projection_at_every_token_count():
-    ops = w.llm_gemms("bf16")
-    assert len(ops) == len(w.TOKENS) * len(w.PROJECTIONS) == 25
+    ops = gemm.llm_gemms("bf16")
+    assert len(ops) == len(gemm.TOKENS) * len(gemm.PROJECTIONS) == 25
     assert {(o.m, o.n, o.k) for o in ops} >= {(1, 4096, 4096), (8192, 4096, 14336), (16, 11008, 4096)}
 
 
 def test_resnet50_lists_each_distinct_convolution_once():
-    assert len(w.RESNET50) == len(set(w.RESNET50)) == 23
-    ops = w.resnet50_convs("fp16", batches=(1,))
+    assert len(conv2d.RESNET50) == len(set(conv2d.RESNET50)) == 23
+    ops = conv2d.resnet50_convs("fp16", batches=(1,))
     out = {(o.k, o.output_shape()[1]) for o in ops}  # (channels, height) each conv writes
     # the network's stages: 112 after the stem, then 56, 28, 14, 7 with 256/512/1024/2048 channels out
     assert {(64, 112), (256, 56), (512, 28), (1024, 14), (2048, 7)} <= out
@@ -27,8 +30,8 @@ def test_resnet50_lists_each_distinct_convolution_once():
 
 
 def test_softmax_rows_cover_attention_and_vocabulary():
-    ops = w.softmax_rows("fp16")
-    assert [o.cols for o in ops[:5]] == list(w.ATTENTION_COLS) and all(o.rows * o.cols == 1 << 24 for o in ops[:5])
+    ops = softmax.softmax_rows("fp16")
+    assert [o.cols for o in ops[:5]] == list(softmax.ATTENTION_COLS) and all(o.rows * o.cols == 1 << 24 for o in ops[:5])
     assert {o.cols for o in ops[5:]} == {32000, 128256}
 
 
@@ -36,7 +39,7 @@ def test_softmax_rows_cover_attention_and_vocabulary():
 @pytest.mark.parametrize("quick", [False, True])
 def test_every_backend_offers_every_suite(name, quick):
     suites = registry.backend(name).suites(quick)
-    assert list(suites) == list(w.SUITES)
+    assert list(suites) == list(w.named()) == ["llm-gemm", "resnet50", "softmax"]
     assert all(suites.values())
     if quick:  # a few rows: what CI runs
         assert sum(map(len, suites.values())) <= 12
@@ -45,3 +48,19 @@ def test_every_backend_offers_every_suite(name, quick):
 def test_an_unknown_suite_is_bad_input():
     with pytest.raises(BadInputError, match="llm-gemm, resnet50, softmax"):
         w.check_suite("resnet")
+
+
+def test_each_suite_is_its_op_s_and_sized_for_its_target():
+    """A suite lives on its op (a new op's file brings its own), in the ops' order, and each target gets the
+    dtypes its users run: fp32 on a CPU, 16-bit on a GPU."""
+    from tracea.kernels import OPS
+
+    assert [s.name for cls in OPS.values() for s in cls.suites] == list(w.named())
+    for name, suite in w.named().items():
+        assert isinstance(suite, Suite) and suite.summary == w.summary()[name]
+        kinds = {o.kind for target in ("host", "device") for o in suite.ops(target)}
+        assert len(kinds) == 1 and name in {s.name for s in OPS[kinds.pop()].suites}
+        assert {o.dtype.value for o in suite.ops("host")} == {"fp32"}
+        assert {o.dtype.value for o in suite.ops("device")} <= {"bf16", "fp16"}
+    with pytest.raises(BadInputError, match="no target 'tpu'; choose from host, device"):
+        w.named()["softmax"].ops("tpu")

@@ -176,7 +176,7 @@ def test_every_cuda_variant_space_encodes_for_the_tuner(variant) -> None:
     from tracea.doctor.snapshot import read_snapshot
     from tracea.emitters import cuda
     from tracea.emitters.cuda.variants import resolve
-    from tracea.kernels.attention import Attention
+    from tracea.kernels.ops.attention import Attention
 
     host, _ = read_snapshot(Path(__file__).parent / "fixtures" / "snapshots" / "h100_live.json")
     v = resolve(variant)

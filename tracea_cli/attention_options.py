@@ -16,7 +16,7 @@ from .validate import FINITE, NON_NEGATIVE, SIZE
 
 ORDER = 3  # its commands' place among the ops' in a verb's help
 HELP = "Fused scaled dot-product attention (FlashAttention-style), softmax(Q K^T * scale + mask) V."
-# The design documents' spellings, as the op's ``aliases`` has them (kernels.ops.OP_ALIASES; spelt out here: the
+# The design documents' spellings, as the op's ``aliases`` has them (kernels.OP_ALIASES; spelt out here: the
 # app loads no NumPy, so no kernels/; tests/test_attention_cli.py checks the two agree). Hidden commands.
 ALIASES = ("flash_attention_2", "flash-attention-2", "flash_attention")
 PARAMS = [
@@ -132,7 +132,7 @@ def load_block_mask(text: str) -> Any:
 def make_op(values: dict[str, Any]) -> Any:
     """The Attention IR value from the parsed flags (``--seq`` is seq_q; ``--seq-k`` defaults to it)."""
     from tracea.doctor.errors import BadInputError
-    from tracea.kernels.attention import Attention
+    from tracea.kernels.ops.attention import Attention
 
     args = {"batch": values["batch"], "heads": values["heads"], "seq_q": values["seq"], "head_dim": values["head_dim"],
             "seq_k": values["seq_k"], "kv_heads": values["kv_heads"], "dtype": values["dtype"],

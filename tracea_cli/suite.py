@@ -29,13 +29,13 @@ def selected_cases(backends: list[str], suite: str | None, quick: bool) -> list[
 def list_suites(backend: str | None, quick: bool) -> None:
     from tracea.doctor import probe
     from tracea.emitters import registry
-    from tracea.kernels.workloads import SUITES, SUMMARY
+    from tracea.kernels.workloads import summary
 
     backends = [backend] if backend else registry.runnable_backends(probe())
     cases = {b: registry.backend(b).suites(quick) for b in backends}
-    for name in SUITES:
+    for name, line in summary().items():
         counts = ", ".join(f"{b} {len(cases[b].get(name, []))}" for b in backends)
-        typer.echo(f"{name:<10} {SUMMARY[name]} ({counts} cases{', --quick' if quick else ''})")
+        typer.echo(f"{name:<10} {line} ({counts} cases{', --quick' if quick else ''})")
 
 
 def run_suite(backend: str | None, *, repeat: int, warmup: int, seed: int | None, json_out: bool,

@@ -19,8 +19,8 @@ import sys
 import numpy as np
 
 from tracea.kernels import relative_error, tolerance
-from tracea.kernels.attention import LSE_TOLERANCE, Attention, lse_error
 from tracea.kernels.dtypes import to_float64
+from tracea.kernels.ops.attention import LSE_TOLERANCE, Attention, lse_error
 
 SLICES = 3  # (batch, head) slices verified in a big case
 

@@ -25,8 +25,8 @@ import numpy as np
 from tracea.doctor import probe
 from tracea.emitters import cuda
 from tracea.kernels import Conv2d, Gemm, Softmax, relative_error, tolerance
-from tracea.kernels.attention import Attention
 from tracea.kernels.dtypes import to_float64
+from tracea.kernels.ops.attention import Attention
 
 CASES = [
     ("simt-gemm", "cuda-simt.gemm", Gemm(130, 257, 72, layout_a="col", epilogue=("relu", "scale"), alpha=0.5)),

@@ -24,8 +24,8 @@ import numpy as np
 from tracea.emitters.cuda.hopper.attention_kernel import build
 from tracea.emitters.cuda.hopper.attention_schedule import AttnWgmmaSchedule, hero_schedule
 from tracea.kernels import Attention, relative_error, tolerance
-from tracea.kernels.attention import LSE_TOLERANCE, lse_error
 from tracea.kernels.dtypes import to_float64
+from tracea.kernels.ops.attention import LSE_TOLERANCE, lse_error
 
 FULL_CHECK_ELEMENTS = 2 ** 26  # seq_q x seq_k x heads x batch above this: check slices only
 

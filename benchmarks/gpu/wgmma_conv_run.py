@@ -37,7 +37,7 @@ _spec.loader.exec_module(R)  # maps tracea onto the source folders when it is no
 
 from tracea.emitters.cuda import tma as T  # noqa: E402
 from tracea.emitters.cuda.hopper import conv as WC  # noqa: E402
-from tracea.kernels.ops import Conv2d, tolerance  # noqa: E402
+from tracea.kernels import Conv2d, tolerance  # noqa: E402
 
 S = WC.WgmmaConvSchedule
 VERIFY_SCHEDULES = [S(bm=128, bn=128, stages=6, consumers=2, store="tma"), S(bm=128, bn=256, stages=4, consumers=2,
@@ -251,7 +251,8 @@ def run_integrated() -> list[dict]:
     import numpy as np
     import torch
 
-    from tracea.kernels.ops import relative_error, to_float64
+    from tracea.kernels import relative_error
+    from tracea.kernels.dtypes import to_float64
 
     build = importlib.import_module("tracea.emitters.cuda.build")
     recs = []

@@ -20,8 +20,8 @@ import wgmma_run  # noqa: E402,F401 - maps the source folders onto the tracea pa
 
 from tracea.emitters import cuda  # noqa: E402
 from tracea.emitters.cuda import hopper as W  # noqa: E402
+from tracea.kernels import Gemm, relative_error, tolerance  # noqa: E402
 from tracea.kernels.dtypes import to_float64  # noqa: E402
-from tracea.kernels.ops import Gemm, relative_error, tolerance  # noqa: E402
 
 
 class NoProbe:

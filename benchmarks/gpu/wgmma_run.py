@@ -57,7 +57,7 @@ _import_tracea()
 from tracea.emitters.cuda import hopper as W  # noqa: E402
 from tracea.emitters.cuda import tma as T  # noqa: E402
 from tracea.emitters.layout import TileLayout, TmaSwizzle  # noqa: E402
-from tracea.kernels.ops import Gemm, tolerance  # noqa: E402
+from tracea.kernels import Gemm, tolerance  # noqa: E402
 
 
 def compile_source(src: str, name: str) -> tuple[bytes, str]:

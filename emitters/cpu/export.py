@@ -158,7 +158,7 @@ def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: s
     prefix = check_prefix(prefix) if prefix is not None else default_prefix(op, "cpu")
     v, r = _render_checked(op, variant, schedule, host)
     launcher = launcher_for(op, r.buffers, prefix)
-    from tracea.kernels.ops import tolerance
+    from tracea.kernels import tolerance
 
     out = Path(out_dir)
     prepare_out(out, force)

@@ -5,7 +5,7 @@ list (``ptr`` over q tiles, ``idx`` the entries) built once per (op, bq, bk) fro
 window and the block mask. Tiles outside the list are never loaded. Each entry is ``k_tile << 1 | partial``:
 a *full* tile keeps every pair of its rows (that exist) and columns, so the kernel skips the element test;
 a *partial* one (the band's edge, a block mask cut inside the tile, the last k tile past ``seq_k``) tests
-each element with ``tr_attn_keep``, the same rule as the float64 reference (kernels/attention.py):
+each element with ``tr_attn_keep``, the same rule as the float64 reference (kernels/ops/attention.py):
 
     keep(i, j) = j < seq_k and -left <= j - i - diag <= right and (no block mask or its bit at (i/bq', j/bk'))
 

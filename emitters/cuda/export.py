@@ -149,7 +149,7 @@ def _refuse_unknown(op: Any, r: Rendered, variant: Variant, scalars: dict[str, A
 def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str | Path, arch: str | None = None,
            force: bool = False, schedule_source: str = "given", prefix: str | None = None) -> list[Path]:
     """The package (``Backend.export``) under ``prefix`` (default: ``export_abi.default_prefix``)."""
-    from tracea.kernels.ops import tolerance
+    from tracea.kernels import tolerance
 
     from .build import compile_kernel
 

@@ -371,7 +371,7 @@ def _softmax(x: Any, dim: Any, out: Any, key: tuple[Any, ...] | None) -> Any:
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
               window: Any = None, block_mask: Any = None, block_size: Any = (128, 128), out: Any = None) -> Any:
     """softmax(q k^T * scale + mask) v in the Attention op's layout: q (B, H, Sq, D), k and v (B, Hkv, Sk, D),
-    q head h reading kv head h // (H / Hkv) (grouped-query). The mask (kernels/attention.py): causal with the
+    q head h reading kv head h // (H / Hkv) (grouped-query). The mask (kernels/ops/attention.py): causal with the
     diagonal aligned bottom-right, ``window`` = (left, right) keys, ``block_mask`` (Sq/bq x Sk/bk booleans, a
     NumPy array or tensor) over ``block_size`` tiles. A row that keeps no key is 0."""
     try:
@@ -409,7 +409,7 @@ def _attention(q: Any, k: Any, v: Any, causal: Any, scale: Any, window: Any, blo
     win = None if window is None else _pair("window", window, low=0)
     mask = None
     if block_mask is not None:  # checked here, not only by the op: a fallback reads it too
-        from tracea.kernels.attention import check_block_mask
+        from tracea.kernels.ops.attention import check_block_mask
 
         given = block_mask.detach().cpu().numpy() if is_torch(block_mask) else block_mask
         mask = check_block_mask(given, sq, sk, bsize)

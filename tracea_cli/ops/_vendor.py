@@ -1,6 +1,6 @@
 """The vendor calls ``tracea.ops`` falls back to: torch's own ops for torch tensors, NumPy in float64
 (reference quality, rounded to the input's dtype at the end) for NumPy arrays. Same semantics as the
-kernels: the epilogue vocabulary of kernels/epilogue.py, attention's mask of kernels/attention.py."""
+kernels: the epilogue vocabulary of kernels/epilogue.py, attention's mask of kernels/ops/attention.py."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def conv2d(x: Any, w: Any, bias: Any, stride: tuple[int, int], pad: tuple[int, i
 
 def _conv_numpy(x: np.ndarray, w: np.ndarray, bias: Any, stride: tuple[int, int], padding: tuple[int, int],
                 dilation: tuple[int, int], groups: int, layout: str) -> np.ndarray:
-    """The IR's float64 reference (kernels/ops.py Conv2d.reference): any stride, padding, dilation, groups."""
+    """The IR's float64 reference (kernels/ops/conv2d.py Conv2d.reference): any stride, padding, dilation, groups."""
     from tracea.kernels import Conv2d
 
     xs = x if layout == "nchw" else x.transpose(0, 3, 1, 2)
@@ -80,7 +80,7 @@ def softmax(x: Any, dim: int) -> Any:
 
 def keep_mask(seq_q: int, seq_k: int, causal: bool, window: tuple[int, int] | None, block_mask: Any,
               block_size: tuple[int, int], xp: Any = np, device: Any = None) -> Any:
-    """kernels/attention.py's mask as a (seq_q, seq_k) boolean array (diagonal aligned bottom-right), or None
+    """kernels/ops/attention.py's mask as a (seq_q, seq_k) boolean array (diagonal aligned bottom-right), or None
     when every pair is kept. ``xp``: numpy, or torch with ``device`` (built there: no host copy)."""
     if not causal and window is None and block_mask is None:
         return None

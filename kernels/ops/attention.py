@@ -28,9 +28,9 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError
 
-from . import fields
-from .dtypes import DType, parse_dtype, to_float64
-from .ops import Op, register
+from .. import fields
+from ..dtypes import DType, parse_dtype, to_float64
+from ..op import Op, register
 
 MAX_HEAD_DIM = 256
 KERNEL_HEAD_DIMS = (64, 128, 256)  # what the fused kernels will be built for; any multiple of 8 validates
@@ -107,6 +107,7 @@ class Attention(Op):
     phase: ClassVar[str] = "mma"
     default_shape: ClassVar[dict[str, Any]] = {"batch": 4, "heads": 32, "seq_q": 4096, "head_dim": 128}  # issue 17's headline
     aliases: ClassVar[tuple[str, ...]] = ("flash_attention_2", "flash-attention-2", "flash_attention")  # the design documents'
+    order: ClassVar[int] = 40
 
     def __post_init__(self) -> None:
         for name in ("batch", "heads", "seq_q"):

@@ -37,7 +37,7 @@ from . import registry
 from .baselines import pinned_note
 from .nvtx import phase as nvtx_phase
 from .stability import measure_stable, spread_problem
-from .timing import Timing, interleaved
+from .timing import Timing, interleaved, min_time_s
 
 # Host timing in alternating blocks: samples per turn, and the pause before a turn (libgomp's idle
 # workers, torch's, spin up to a few milliseconds after a call before they sleep)
@@ -164,13 +164,15 @@ def run_isolated(fn: Callable[[], float], timeout_s: float,
 
 
 def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None = None, repeats: int = 10,
-          warmup: int = 2, min_seconds: float = 0.5, seed: int | None = None, timeout_s: float = 120.0,
+          warmup: int = 2, min_seconds: float | None = None, seed: int | None = None, timeout_s: float = 120.0,
           tuned: Callable[[Op, str], dict[str, Any] | None] | None = None, variant: str | None = None,
           build: Callable[..., Any] | None = None) -> BenchResult:
     """Plan, build, verify and time ``op``. ``tuned(op, variant_id)`` may return a stored schedule.
     ``variant`` pins the variant (the planner still checks this host can run it); ``build(op, variant,
     schedule, host)`` replaces the backend's build (replay compiles a bundled source; the CLI keeps the
-    kernel's artifact for the IR dump)."""
+    kernel's artifact for the IR dump). ``min_seconds``: the least time each contender is timed on a host
+    (None: ``timing.min_time_s()``, ``$TRACEA_MIN_TIME`` or 0.5 s)."""
+    min_seconds = min_time_s() if min_seconds is None else min_seconds
     variants = [registry.variant(variant)] if variant else registry.all_variants(backend)
     decision = plan(op, host, variants, precision=precision, backend=backend)
     variant_id = decision.require()

@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from .timing import min_time_s
+
 SPREAD_LIMIT = 1.35  # p95 / p50 of one contender
 DRIFT_LIMIT = 0.25  # |log(after / before)| <= log(1.25): two medians of the same thing within 25 %
 ATTEMPTS = 3
@@ -59,9 +61,13 @@ def drift_problem(name: str, before_ms: float | None, after_ms: float | None) ->
 
 
 def measure_stable(measure: Callable[[], T], problem: Callable[[T], str | None], attempts: int = ATTEMPTS,
-                   pause_s: float = PAUSE_S) -> tuple[T, str | None]:
+                   pause_s: float | None = None) -> tuple[T, str | None]:
     """Run ``measure`` until ``problem(result)`` is None, at most ``attempts`` times: (the last result, None)
-    when it settled, else (the last result, "unstable in N measurements: <the last problem>")."""
+    when it settled, else (the last result, "unstable in N measurements: <the last problem>"). ``pause_s``
+    between attempts: None for ``PAUSE_S``, or less where ``$TRACEA_MIN_TIME`` asks for shorter timing
+    (``timing.min_time_s``)."""
+    if pause_s is None:
+        pause_s = min(PAUSE_S, min_time_s())
     why = None
     result = measure()
     for attempt in range(1, attempts + 1):

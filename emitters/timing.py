@@ -11,10 +11,33 @@ Whether the samples agree well enough for a ratio is emitters/stability.py's que
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from tracea.doctor.errors import BadInputError
+
+MIN_TIME_S = 0.5  # the least seconds `tracea bench` times each contender on a host
+MIN_TIME_ENV = "TRACEA_MIN_TIME"
+
+
+def min_time_s() -> float:
+    """The least seconds ``tracea bench`` times each contender on a host, and the most it pauses before
+    measuring an unstable pair again (stability.py): ``$TRACEA_MIN_TIME`` where it is set (CI and a quick look
+    time less, a careful comparison more), else ``MIN_TIME_S``. The repeats (``--repeat``) still all run."""
+    raw = os.environ.get(MIN_TIME_ENV, "").strip()
+    if not raw:
+        return MIN_TIME_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= 3600):
+        raise BadInputError(f"{MIN_TIME_ENV}: expected seconds from 0 to 3600, got {raw!r}",
+                            f"unset it for the default {MIN_TIME_S} s")
+    return value
 
 # GPU cycles the stream sleeps before each timed call (~250 µs at H100 clocks). PyTorch's dispatch of one
 # op costs tens of microseconds of host time, cuDNN's up to ~100; when the GPU finishes an iteration

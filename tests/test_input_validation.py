@@ -187,3 +187,32 @@ def test_a_broadcast_view_the_fallback_would_copy_whole_is_said_before_memory_ru
     big = np.broadcast_to(np.float32(1), (200_000, 200_000))  # 160 GB as float32, no memory as a view
     with pytest.raises(UnsupportedError, match="would need .* GiB for these operands"):
         ops.gemm(big, np.broadcast_to(np.float32(1), (200_000, 8)))
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "nan", "inf", "1e9"])
+def test_a_bad_min_time_is_one_line_before_anything_is_built(tmp_path, value):
+    out = subprocess.run([sys.executable, "-m", "tracea", "bench", "gemm", "--m", "8", "--n", "8", "--k", "8"],
+                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                         env={**os.environ, "TRACEA_HOME": str(tmp_path), "TRACEA_MIN_TIME": value})
+    one_line(out, 2, "TRACEA_MIN_TIME: expected seconds from 0 to 3600", repr(value))
+    assert not (tmp_path / "cache").exists()  # refused before any kernel was compiled
+
+
+def test_min_time_sets_how_long_a_host_bench_times_and_how_long_a_retry_waits(monkeypatch):
+    from tracea.emitters import stability, timing
+
+    monkeypatch.delenv("TRACEA_MIN_TIME", raising=False)
+    assert timing.min_time_s() == timing.MIN_TIME_S == 0.5
+    monkeypatch.setenv("TRACEA_MIN_TIME", " 2.5 ")
+    assert timing.min_time_s() == 2.5
+    monkeypatch.setenv("TRACEA_MIN_TIME", "0")
+    assert timing.min_time_s() == 0.0
+    slept: list[float] = []
+    monkeypatch.setattr(stability.time, "sleep", slept.append)
+    results = iter([3.0, 1.0])
+    assert stability.measure_stable(lambda: next(results), lambda v: "noisy" if v > 2 else None) == (1.0, None)
+    assert slept == [0.0]  # min(PAUSE_S, TRACEA_MIN_TIME)
+    monkeypatch.setenv("TRACEA_MIN_TIME", "30")
+    results = iter([3.0, 1.0])
+    stability.measure_stable(lambda: next(results), lambda v: "noisy" if v > 2 else None)
+    assert slept[-1] == stability.PAUSE_S  # a longer timing does not lengthen the pause

@@ -222,7 +222,7 @@ add_op_commands(
 add_op_commands(
     bench_app,
     [BACKEND, PRECISION,
-     option("repeat", int, 10, "--repeat", help="Timed runs of each contender (at least; more until 0.5 s).", domain=REPEATS),
+     option("repeat", int, 10, "--repeat", help="Timed runs of each contender (at least; on a CPU more until 0.5 s, or $TRACEA_MIN_TIME s).", domain=REPEATS),
      option("warmup", int, 2, "--warmup", help="Untimed runs of each contender first.", domain=WARMUP),
      option("seed", int | None, None, "--seed", help="Random inputs' seed (default: fresh, and recorded).", domain=SEED),
      JSON, option("csv_out", bool, False, "--csv", help="Print the metrics row as CSV."), DUMP_IR,

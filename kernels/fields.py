@@ -51,5 +51,12 @@ def pair(name: str, value: Any, check, parts: str = "(h, w)") -> tuple[int, int]
 
 
 def random(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType, scale: float = 1.0) -> np.ndarray:
-    # Normal values: never zeros, signs mixed, magnitudes that keep fp16 sums in range.
-    return to_storage(rng.standard_normal(shape, dtype=np.float32) * np.float32(scale), dtype)
+    """Normal values in ``dtype``'s storage: signs mixed, magnitudes that keep fp16 sums in range, and never a
+    zero. NumPy's float32 normals are exactly 0.0 about once in 2^23 draws (a 4096-element operand in one
+    run of 2000), and a tiny one rounds to 0 in a 16-bit type; each such element becomes ``scale / 256``, so
+    a kernel that skips or loses an element still shows in the output. The draws are otherwise unchanged."""
+    x = to_storage(rng.standard_normal(shape, dtype=np.float32) * np.float32(scale), dtype)
+    zero = (x & 0x7FFF) == 0 if x.dtype == np.uint16 else x == 0  # bf16 bits: +0 and -0
+    if zero.any():
+        x[zero] = to_storage(np.full(int(zero.sum()), np.float32(scale) / 256, np.float32), dtype)
+    return x

@@ -196,3 +196,25 @@ def test_each_op_says_how_it_is_shown():
     assert shape_label({"op": "gemm", "shape": "not json"}) == "not json"
     assert [op.plot_marker for op in (gemm, conv, Softmax(2, 3), attention)] == ["o", "s", "^", "o"]
     assert [op.phase for op in (gemm, conv, Softmax(2, 3), attention)] == ["mma", "mma", "reduce", "mma"]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_random_operands_hold_no_zero_even_when_the_generator_draws_one(dtype):
+    """NumPy's float32 normals are exactly 0.0 about once in 2^23 draws (this test file's own
+    test_inputs_are_fresh_and_never_zero met one), and a tiny draw rounds to 0 in a 16-bit type."""
+    from tracea.kernels import fields
+    from tracea.kernels.dtypes import to_float64
+
+    class Draws:  # a generator whose draws include +0, -0 and values that underflow in fp16 and bf16
+        def standard_normal(self, shape, dtype):
+            x = np.random.default_rng(0).standard_normal(shape, dtype=dtype)
+            x.flat[:4] = (0.0, -0.0, 1e-30, -1e-45)
+            return x
+
+    x = fields.random(Draws(), (8, 16), DType(dtype), scale=0.5)
+    values = to_float64(x, DType(dtype))
+    assert np.count_nonzero(values) == values.size and np.isfinite(values).all()
+    assert values.flat[0] == values.flat[1] == 0.5 / 256  # the stand-in for a zero
+    assert np.array_equal(values.ravel()[4:], to_float64(fields.to_storage(
+        np.random.default_rng(0).standard_normal((8, 16), dtype=np.float32) * np.float32(0.5), DType(dtype)),
+        DType(dtype)).ravel()[4:])  # every other draw as it was

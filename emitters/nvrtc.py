@@ -10,15 +10,26 @@ keyed by sha256(source, target, options, NVRTC version), written atomically into
 shared memory, spills) is read from ptxas's own report (``-v``), kept beside it as ``.json``. A cached
 cubin that is not a whole ELF file (truncated, overwritten) is removed and compiled again, once, with a
 warning on stderr, instead of failing at load time.
+
+NVRTC's cubin output goes through the driver's compute cache (``~/.nv/ComputeCache``), and a compile it
+answers from there prints no ptxas report: on an H200 with NVRTC 13.0 every compile of a source compiled
+before, in this process or an earlier one, came back without one, and the resources read as zeros
+(benchmarks/gpu/nvrtc_log_probe.py). This cache is the content-hash cache already, so every compile runs
+with ``CUDA_CACHE_DISABLE=1`` (``compute_cache_off``: set around the compile, restored after); the cubins
+are byte-identical either way. A record cached without the report (before this) is compiled again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+import os
 import re
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +126,40 @@ def parse_resources(log: str, entry: str) -> Resources:
     return Resources(regs, smem, stores, loads, frame)
 
 
+_CACHE_ENV = "CUDA_CACHE_DISABLE"
+_cache_lock = threading.Lock()
+_cache_off_depth = 0
+_cache_env_before: str | None = None
+
+
+@contextlib.contextmanager
+def compute_cache_off() -> Iterator[None]:
+    """``CUDA_CACHE_DISABLE=1`` for the compiles inside (nested and concurrent ones share it), the caller's
+    value back after the last: a compile NVRTC answers from the driver's compute cache prints no ptxas
+    report. Only NVRTC calls run inside, so other libraries' JIT keeps its cache."""
+    global _cache_off_depth, _cache_env_before
+    with _cache_lock:
+        if _cache_off_depth == 0:
+            _cache_env_before = os.environ.get(_CACHE_ENV)
+            os.environ[_CACHE_ENV] = "1"
+        _cache_off_depth += 1
+    try:
+        yield
+    finally:
+        with _cache_lock:
+            _cache_off_depth -= 1
+            if _cache_off_depth == 0:
+                if _cache_env_before is None:
+                    os.environ.pop(_CACHE_ENV, None)
+                else:
+                    os.environ[_CACHE_ENV] = _cache_env_before
+
+
+def has_report(log: str, entry: str) -> bool:
+    """Whether a ptxas ``-v`` log reports ``entry`` (its registers and spills)."""
+    return any(m.group(1) == entry for m in _ENTRY.finditer(log))
+
+
 def options_for(arch: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     return {**BASE_OPTIONS, "arch": arch, **(extra or {})}
 
@@ -147,8 +192,10 @@ def compile_cached(source: str, name: str, entry: str, arch: str,
         if problem is None:
             try:
                 d = json.loads(info.read_text())
-                return cubin, Resources(**d["resources"]), d["log"], True, 0.0
-            except (OSError, ValueError, KeyError, TypeError):
+                if d.get("ptxas_report", has_report(d["log"], entry)):
+                    return cubin, Resources(**d["resources"]), d["log"], True, 0.0
+                problem = f"its resource record {info.name} holds no ptxas report (a compute-cache answer)"
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 problem = f"its resource record {info.name} is unreadable"
         discard_cached(cubin, problem)  # compiled again below and written over atomically
     src_path = folder / f"{name}-{arch}-{key}.cu"
@@ -158,8 +205,9 @@ def compile_cached(source: str, name: str, entry: str, arch: str,
     t0 = time.perf_counter()
     logs = io.StringIO()
     try:
-        prog = Program(source, "c++", _program_options(opts, f"{name}.cu"))
-        obj = prog.compile("cubin", logs=logs)
+        with compute_cache_off():
+            prog = Program(source, "c++", _program_options(opts, f"{name}.cu"))
+            obj = prog.compile("cubin", logs=logs)
     except Exception as exc:  # noqa: BLE001 - cuda-core raises its own or NVRTC's error types
         text = (logs.getvalue() or str(exc)).replace("\x00", "").strip()
         lines = text.splitlines()
@@ -173,5 +221,6 @@ def compile_cached(source: str, name: str, entry: str, arch: str,
     log = logs.getvalue().replace("\x00", "").strip()
     res = parse_resources(log, entry)
     write_atomic(cubin, bytes(obj.code))
-    write_atomic(info, json.dumps({"resources": res.to_json(), "log": log, "nvrtc": nvrtc.version}))
+    write_atomic(info, json.dumps({"resources": res.to_json(), "log": log, "nvrtc": nvrtc.version,
+                                   "ptxas_report": has_report(log, entry)}))
     return cubin, res, log, False, seconds

@@ -125,6 +125,43 @@ def test_compile_error_shows_the_error_not_the_warnings_before_it():
     assert "undeclared_thing" in str(exc.value) and "error" in str(exc.value)
 
 
+def test_a_record_cached_without_ptxas_s_report_is_compiled_again():
+    """A cubin NVRTC took from the driver's compute cache came with no ptxas report, and its resources were
+    kept as zeros (NVRTC 13.0 on an H200: nvrtc_log_probe.py). Such a record is compiled again, and a new
+    one says whether its log had the report."""
+    import json
+
+    src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }'
+    cubin, res, log, hit, _ = nv.compile_cached(src, "reported", "k", "sm_80")
+    record = cubin.with_suffix(".json")
+    assert not hit and nv.has_report(log, "k") and json.loads(record.read_text())["ptxas_report"] is True
+    assert res.regs_per_thread > 0
+    assert nv.compile_cached(src, "reported", "k", "sm_80")[3]  # a whole record: a hit
+    # the record an earlier version kept for a compute-cache answer: no report, zeros, no "ptxas_report"
+    record.write_text(json.dumps({"resources": {**res.to_json(), "regs_per_thread": 0}, "log": "warning #177-D",
+                                  "nvrtc": "13.0"}))
+    _, again, log2, hit2, _ = nv.compile_cached(src, "reported", "k", "sm_80")
+    assert not hit2 and nv.has_report(log2, "k") and again == res
+    assert json.loads(record.read_text())["ptxas_report"] is True
+    assert not nv.has_report(log2, "other") and not nv.has_report("", "k")
+
+
+def test_compute_cache_off_holds_while_any_compile_runs_and_gives_back_the_caller_s_value(monkeypatch):
+    import os
+
+    monkeypatch.setenv("CUDA_CACHE_DISABLE", "0")
+    with nv.compute_cache_off():
+        assert os.environ["CUDA_CACHE_DISABLE"] == "1"
+        with nv.compute_cache_off():
+            assert os.environ["CUDA_CACHE_DISABLE"] == "1"
+        assert os.environ["CUDA_CACHE_DISABLE"] == "1"  # the outer compile still runs
+    assert os.environ["CUDA_CACHE_DISABLE"] == "0"
+    monkeypatch.delenv("CUDA_CACHE_DISABLE")
+    with pytest.raises(RuntimeError), nv.compute_cache_off():
+        raise RuntimeError("a failed compile")
+    assert "CUDA_CACHE_DISABLE" not in os.environ
+
+
 def test_parse_resources_reads_ptxas():
     log = ("ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
            "ptxas         .     24 bytes stack frame, 20 bytes spill stores, 16 bytes spill loads\n"

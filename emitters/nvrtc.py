@@ -16,7 +16,10 @@ answers from there prints no ptxas report: on an H200 with NVRTC 13.0 every comp
 before, in this process or an earlier one, came back without one, and the resources read as zeros
 (benchmarks/gpu/nvrtc_log_probe.py). This cache is the content-hash cache already, so every compile runs
 with ``CUDA_CACHE_DISABLE=1`` (``compute_cache_off``: set around the compile, restored after); the cubins
-are byte-identical either way. A record cached without the report (before this) is compiled again.
+are byte-identical either way. NVRTC 13.0 reads that switch at a process's first compile only, so where an
+earlier compile (another library's) ran with the cache on, a compile without the report is done once more
+as a new source (``compile_with_report``). A record cached without the report (before this) is compiled
+again.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import os
 import re
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,9 +159,9 @@ def compute_cache_off() -> Iterator[None]:
                     os.environ[_CACHE_ENV] = _cache_env_before
 
 
-def has_report(log: str, entry: str) -> bool:
-    """Whether a ptxas ``-v`` log reports ``entry`` (its registers and spills)."""
-    return any(m.group(1) == entry for m in _ENTRY.finditer(log))
+def has_report(log: str, entry: str | None) -> bool:
+    """Whether a ptxas ``-v`` log reports ``entry`` (its registers and spills); None: any entry function."""
+    return any(entry is None or m.group(1) == entry for m in _ENTRY.finditer(log))
 
 
 def options_for(arch: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -171,6 +175,35 @@ def _program_options(opts: dict[str, Any], name: str) -> Any:
         return ProgramOptions(name=name, **opts)
     except TypeError:  # an older cuda-core without one of the keywords: drop ptxas -v, keep the rest
         return ProgramOptions(name=name, **{k: v for k, v in opts.items() if k != "ptxas_options"})
+
+
+def _nvrtc_compile(source: str, file_name: str, opts: dict[str, Any]) -> tuple[bytes, str]:
+    from cuda.core import Program
+
+    logs = io.StringIO()
+    try:
+        with compute_cache_off():
+            obj = Program(source, "c++", _program_options(opts, file_name)).compile("cubin", logs=logs)
+    except Exception as exc:  # noqa: BLE001 - cuda-core raises its own or NVRTC's error types
+        text = (logs.getvalue() or str(exc)).replace("\x00", "").strip()
+        lines = text.splitlines()
+        # the errors first: a long log of warnings would otherwise hide the one line that matters
+        errors = [ln for ln in lines if ("error" in ln.lower() or "fatal" in ln.lower())
+                  and "NVRTC_ERROR_COMPILATION" not in ln]
+        raise CompileError("\n".join((errors or lines)[:15])) from None
+    return bytes(obj.code), logs.getvalue().replace("\x00", "").strip()
+
+
+def compile_with_report(source: str, file_name: str, entry: str | None, opts: dict[str, Any]) -> tuple[bytes, str]:
+    """(cubin, log) of one NVRTC compile, with ptxas's report of ``entry`` in the log where ``opts`` asks for
+    it (``-v``; ``entry`` None: any entry function's). NVRTC 13.0 reads ``CUDA_CACHE_DISABLE`` once, at a process's first compile: where something
+    compiled before with the compute cache on, a source it holds comes back without the report. Then the
+    source is compiled once more with a comment of its own at the end, new to the cache, so ptxas runs
+    (the cubin is the same code: a comment changes none). CompileError holds the log's first errors."""
+    code, log = _nvrtc_compile(source, file_name, opts)
+    if "-v" in opts.get("ptxas_options", ()) and not has_report(log, entry):
+        code, log = _nvrtc_compile(f"{source}\n/* ptxas report {uuid.uuid4().hex} */\n", file_name, opts)
+    return code, log
 
 
 def compile_cached(source: str, name: str, entry: str, arch: str,
@@ -192,7 +225,7 @@ def compile_cached(source: str, name: str, entry: str, arch: str,
         if problem is None:
             try:
                 d = json.loads(info.read_text())
-                if d.get("ptxas_report", has_report(d["log"], entry)):
+                if "ptxas_report" in d or has_report(d["log"], entry):  # a record says whether it had one
                     return cubin, Resources(**d["resources"]), d["log"], True, 0.0
                 problem = f"its resource record {info.name} holds no ptxas report (a compute-cache answer)"
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -200,27 +233,15 @@ def compile_cached(source: str, name: str, entry: str, arch: str,
         discard_cached(cubin, problem)  # compiled again below and written over atomically
     src_path = folder / f"{name}-{arch}-{key}.cu"
     write_atomic(src_path, source)
-    from cuda.core import Program
-
     t0 = time.perf_counter()
-    logs = io.StringIO()
     try:
-        with compute_cache_off():
-            prog = Program(source, "c++", _program_options(opts, f"{name}.cu"))
-            obj = prog.compile("cubin", logs=logs)
-    except Exception as exc:  # noqa: BLE001 - cuda-core raises its own or NVRTC's error types
-        text = (logs.getvalue() or str(exc)).replace("\x00", "").strip()
-        lines = text.splitlines()
-        # the errors first: a long log of warnings would otherwise hide the one line that matters
-        errors = [ln for ln in lines if ("error" in ln.lower() or "fatal" in ln.lower())
-                  and "NVRTC_ERROR_COMPILATION" not in ln]
-        head = "\n".join((errors or lines)[:15])
-        raise CompileError(f"NVRTC {nvrtc.version} failed on {name} for {arch}:\n{head}",
+        code, log = compile_with_report(source, f"{name}.cu", entry, opts)
+    except CompileError as exc:
+        raise CompileError(f"NVRTC {nvrtc.version} failed on {name} for {arch}:\n{exc.message}",
                            f"the full source is {src_path}") from None
     seconds = time.perf_counter() - t0
-    log = logs.getvalue().replace("\x00", "").strip()
     res = parse_resources(log, entry)
-    write_atomic(cubin, bytes(obj.code))
+    write_atomic(cubin, code)
     write_atomic(info, json.dumps({"resources": res.to_json(), "log": log, "nvrtc": nvrtc.version,
                                    "ptxas_report": has_report(log, entry)}))
     return cubin, res, log, False, seconds

@@ -214,19 +214,14 @@ def nvrtc():
 
 
 def _compile(src: str, name: str) -> tuple[int, int, int]:
-    import io
     import re
 
-    from cuda.core import Program, ProgramOptions
+    from tracea.emitters.nvrtc import compile_with_report
 
-    from tracea.emitters.nvrtc import compute_cache_off
-
-    logs = io.StringIO()
-    with compute_cache_off():  # a compile the driver's compute cache answers prints no ptxas report
-        prog = Program(src, "c++", ProgramOptions(name=name, arch="sm_90a", std="c++17", ptxas_options=["-v"]))
-        assert len(bytes(prog.compile("cubin", logs=logs).code)) > 1000
-    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", logs.getvalue())
-    assert m, logs.getvalue()
+    code, log = compile_with_report(src, f"{name}.cu", None, {"arch": "sm_90a", "std": "c++17", "ptxas_options": ["-v"]})
+    assert len(code) > 1000
+    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    assert m, log
     return tuple(int(x) for x in m.groups())
 
 

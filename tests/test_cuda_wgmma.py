@@ -148,19 +148,13 @@ def test_rendered_source_has_the_hopper_pieces():
 
 
 def nvrtc_compile(src: str, name: str) -> str:
-    """Compile for sm_90a with cuda-core's NVRTC; return ptxas's -v log."""
-    import io
+    """Compile for sm_90a with cuda-core's NVRTC, as the product does (nvrtc.compile_with_report: ptxas's
+    report even where the driver's compute cache holds the source); return ptxas's -v log."""
+    from tracea.emitters.nvrtc import compile_with_report
 
-    from cuda.core import Program, ProgramOptions
-
-    from tracea.emitters.nvrtc import compute_cache_off
-
-    logs = io.StringIO()
-    with compute_cache_off():  # a compile the driver's compute cache answers prints no ptxas report
-        prog = Program(src, "c++", ProgramOptions(name=name, arch="sm_90a", std="c++17", ptxas_options=["-v"]))
-        obj = prog.compile("cubin", logs=logs)
-    assert len(bytes(obj.code)) > 1000
-    return logs.getvalue()
+    code, log = compile_with_report(src, f"{name}.cu", None, {"arch": "sm_90a", "std": "c++17", "ptxas_options": ["-v"]})
+    assert len(code) > 1000
+    return log
 
 
 def spills(log: str) -> tuple[int, int, int]:

@@ -45,7 +45,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cache-off", action="store_true", help="CUDA_CACHE_DISABLE=1 around each compile")
+    ap.add_argument("--sequence", action="store_true",
+                    help="is the switch read at each compile or once? a compile with the cache on first, then "
+                         "with it off: new sources, then sources compiled before")
     a = ap.parse_args()
+    if a.sequence:
+        sequence()
+        return
     print(f"NVRTC {nvrtc.find_nvrtc().version}; CUDA_CACHE_DISABLE=1 around each compile: {a.cache_off}")
     print("| op | source | round | warning in log | ptxas report in log | cubin as rendered |")
     print("|---|---|---|---|---|---|")
@@ -63,6 +69,31 @@ def main() -> None:
                 same = "same" if cubin == cubins["rendered"] else "differs"
                 print(f"| {op.m}x{op.n}x{op.k} {op.dtype.value} | {label} | {i} | {'#177' in log} | "
                       f"{'Compiling entry function' in log} | {same} |")
+
+
+def sequence() -> None:
+    """In one process: the first compile with the driver's cache on, then compiles with it off."""
+    print(f"NVRTC {nvrtc.find_nvrtc().version}; one process")
+    print("| step | source | CUDA_CACHE_DISABLE=1 | ptxas report in log |")
+    print("|---|---|---|---|")
+    sources = {}
+    for i, op in enumerate((Gemm(4096, 4096, 4096, "bf16"), Gemm(8, 4096, 4096, "bf16"), Gemm(512, 512, 512, "fp16"))):
+        sched = hopper_schedule.hero_schedule(op)
+        # a comment that no earlier process compiled: a source new to the compute cache
+        sources[f"{op.m}x{op.n}x{op.k} {op.dtype.value}"] = (f"/* {os.getpid()} {i} */\n" + hopper_gemm.render(op, sched),
+                                                             sched.name)
+    steps = [(0, False), (0, False), (1, True), (1, True), (0, True), (2, False), (2, True)]
+    names = list(sources)
+    for n, (which, off) in enumerate(steps):
+        src, name = sources[names[which]]
+        log, _ = compile_log(src, name, off)
+        print(f"| {n} | {names[which]} | {off} | {'Compiling entry function' in log} |")
+    for which in (0, 1, 2):  # the product's call after that: a source the cache holds, compiled anew if need be
+        src, name = sources[names[which]]
+        code, log = nvrtc.compile_with_report(src, f"{name}.cu", "tr_wgmma_gemm", nvrtc.options_for("sm_90a"))
+        same = code == compile_log(src, name)[1]
+        print(f"| product | {names[which]} | compile_with_report | {'Compiling entry function' in log} "
+              f"(cubin {'same' if same else 'differs'}) |")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ before, in this process or an earlier one, came back without one, and the resour
 with ``CUDA_CACHE_DISABLE=1`` (``compute_cache_off``: set around the compile, restored after); the cubins
 are byte-identical either way. NVRTC 13.0 reads that switch at a process's first compile only, so where an
 earlier compile (another library's) ran with the cache on, a compile without the report is done once more
-as a new source (``compile_with_report``). A record cached without the report (before this) is compiled
+beside an empty kernel of a name of its own, for its log (``compile_with_report``). A record cached without the report (before this) is compiled
 again.
 """
 
@@ -196,13 +196,17 @@ def _nvrtc_compile(source: str, file_name: str, opts: dict[str, Any]) -> tuple[b
 
 def compile_with_report(source: str, file_name: str, entry: str | None, opts: dict[str, Any]) -> tuple[bytes, str]:
     """(cubin, log) of one NVRTC compile, with ptxas's report of ``entry`` in the log where ``opts`` asks for
-    it (``-v``; ``entry`` None: any entry function's). NVRTC 13.0 reads ``CUDA_CACHE_DISABLE`` once, at a process's first compile: where something
-    compiled before with the compute cache on, a source it holds comes back without the report. Then the
-    source is compiled once more with a comment of its own at the end, new to the cache, so ptxas runs
-    (the cubin is the same code: a comment changes none). CompileError holds the log's first errors."""
+    it (``-v``; ``entry`` None: any entry function's). NVRTC 13.0 reads ``CUDA_CACHE_DISABLE`` once, at a
+    process's first compile, and its compute cache is keyed by the PTX: where something compiled before with
+    the cache on, a kernel it holds comes back without the report, and a comment added to the source does not
+    change that. Then the source is compiled once more beside an empty kernel of a name of its own (new PTX,
+    so ptxas runs and reports every entry) for the log alone: the cubin is the first compile's, and ptxas's
+    figures for ``entry`` do not depend on the other kernels of its module. CompileError holds the log's
+    first errors."""
     code, log = _nvrtc_compile(source, file_name, opts)
     if "-v" in opts.get("ptxas_options", ()) and not has_report(log, entry):
-        code, log = _nvrtc_compile(f"{source}\n/* ptxas report {uuid.uuid4().hex} */\n", file_name, opts)
+        extra = f'\nextern "C" __global__ void tr_ptxas_report_{uuid.uuid4().hex}() {{}}\n'
+        _, log = _nvrtc_compile(source + extra, file_name, opts)
     return code, log
 
 

@@ -149,7 +149,8 @@ def test_a_record_cached_without_ptxas_s_report_is_compiled_again():
 def test_a_compile_answered_without_the_report_is_compiled_once_more_as_a_new_source(monkeypatch):
     """NVRTC 13.0 reads CUDA_CACHE_DISABLE at a process's first compile only (nvrtc_log_probe.py --sequence):
     where that compile ran with the driver's cache on, a source it holds comes back without ptxas's report.
-    The product then compiles it once more with a comment of its own, new to that cache."""
+    The cache is keyed by the PTX, so the product compiles it once more beside an empty kernel of a name of
+    its own, for the log alone (the cubin is the first compile's)."""
     real = nv._nvrtc_compile
     seen: list[str] = []
 
@@ -161,8 +162,9 @@ def test_a_compile_answered_without_the_report_is_compiled_once_more_as_a_new_so
     monkeypatch.setattr(nv, "_nvrtc_compile", cached_first)
     src = 'extern "C" __global__ void k2(float* x) { x[threadIdx.x] += 1.0f; }'
     code, log = nv.compile_with_report(src, "k2.cu", "k2", nv.options_for("sm_80"))
-    assert len(seen) == 2 and seen[0] == src and seen[1].startswith(src) and "/* ptxas report " in seen[1]
+    assert len(seen) == 2 and seen[0] == src and seen[1].startswith(src) and "void tr_ptxas_report_" in seen[1]
     assert nv.has_report(log, "k2") and len(code) > 100
+    assert code == real(src, "k2.cu", nv.options_for("sm_80"))[0]  # the first compile's cubin, not the other
     seen.clear()  # with the report at once, or without -v asked for: one compile
     nv.compile_with_report(src, "k2.cu", None, {"arch": "sm_80", "std": "c++17"})
     assert len(seen) == 1

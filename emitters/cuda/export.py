@@ -107,7 +107,7 @@ def _ptx(source: str, name: str, arch: str) -> str:
     from cuda.bindings import nvrtc
 
     from tracea.doctor.errors import CompileError
-    from tracea.emitters.nvrtc import compute_cache_off
+    from ..nvrtc import compute_cache_off
 
     def ok(result: Any, what: str) -> Any:
         err, *rest = result

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tracea.doctor.errors import BadInputError
-from tracea.emitters.cuda.hopper import gemm, scheduler, splitk
+from tracea.emitters.cuda.hopper import gemm, scheduler, splitk, tiles
 from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule
 from tracea.emitters.cuda.hopper.space import conv_search_space, search_space
 from tracea.kernels import Conv2d, Gemm
@@ -146,9 +146,9 @@ def _walks(tmp_path, sched, shapes):
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         pytest.skip("no C++ compiler")
-    src = WALK % dict(order=scheduler.tile_order(sched), unit=splitk.UNIT_FN, walk=scheduler.tile_walk(sched),
-                      tiles=" * ".join(scheduler.cluster_tile_counts(sched)), cl=sched.cluster,
-                      coords=scheduler.tile_coords(sched, " " * 16))
+    src = WALK % dict(order=tiles.tile_order(sched), unit=splitk.UNIT_FN, walk=tiles.tile_walk(sched),
+                      tiles=" * ".join(tiles.cluster_tile_counts(sched)), cl=sched.cluster,
+                      coords=tiles.tile_coords(sched, " " * 16))
     exe = tmp_path / f"walk_{sched.name}"
     (tmp_path / "w.cc").write_text(src)
     subprocess.run([cxx, "-O1", "-o", str(exe), str(tmp_path / "w.cc")], check=True)
@@ -177,7 +177,7 @@ def test_the_compiled_walk_covers_every_tile_and_k_step_once(tmp_path, sched):
     along_n = sched.cluster_axis == "n"
     for (m, n, k), (plan, grid, rows) in zip(SHAPES, _walks(tmp_path, sched, SHAPES), strict=True):
         tiles_m, tiles_n, k_iters = -(-m // sched.bm), -(-n // sched.bn), splitk.k_steps(k)
-        assert grid % 2 == 0 and rows[:, 0].max() < grid and plan.tiles == scheduler.cluster_tiles(sched, m, n)
+        assert grid % 2 == 0 and rows[:, 0].max() < grid and plan.tiles == tiles.cluster_tiles(sched, m, n)
         b, tm, tn, kb, ke, sidx, slot = rows.T
         # the pair walks in lockstep: the same units, k ranges and shared tile, neighbouring tiles
         first, second = rows[b % 2 == 0], rows[b % 2 == 1]

@@ -5,9 +5,11 @@
 - ``mainloop.py``: the producer warpgroup (TMA loads, or the conv's cp.async gather) and the consumer
   warpgroups (wgmma on swizzled-layout descriptors) around the mbarrier ring.
 - ``ptx.py``: the PTX wrappers every kernel calls (mbarrier, TMA, wgmma), and the TMA probe kernel.
-- ``scheduler.py``: the tile scheduler (persistent raster order, launch geometry; where stream-K goes).
+- ``scheduler.py``: the tile scheduler (``TileScheduler``: the persistent walk and split-K's, ``splitk.py``,
+  with its fix-up; launch geometry; where stream-K goes) over the tile geometry of ``tiles.py``.
 - ``epilogue.py``: fused element-wise ops, then TMA store or direct stores, and the drain.
-- ``gemm.py`` and ``conv.py``: thin kernels over those (source, launch, metadata; the conv's host side).
+- ``gemm.py`` and ``conv.py``: thin kernels over those (source, launch, metadata; the conv's host side):
+  each joins its parts, handing the mainloop its ``TileScheduler`` and its ``epilogue.Stores``.
 
 The GEMM's names are exported here (the host side in ``..tma`` and the GPU scripts read them); the conv
 is ``hopper.conv``, imported on its own (its host side imports ``..tma``, which imports this package).

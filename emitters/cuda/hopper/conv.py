@@ -43,7 +43,8 @@ from typing import Any
 
 from ...cstyle import CodeWriter
 from ..render import CudaRenderer, Rendered
-from . import conv1x1, im2col, scheduler, splitk
+from . import conv1x1, im2col, scheduler
+from .epilogue import Stores
 from .mainloop import consumer_branch, gather_producer, kernel_head, operand_layouts
 from .ptx import DEVICE_LIB, GATHER_LIB, PTX_TYPE, wgmma_instruction
 from .schedule import BK, WgmmaConvSchedule
@@ -86,21 +87,21 @@ def render(op: Any, sched: WgmmaConvSchedule) -> str:
     if tma_a:
         w.extend(im2col.IM2COL_LIB)
     w.extend(wgmma_instruction(sched.bn, PTX_TYPE[dtype], 0, 0))
-    w.extend(scheduler.tile_order(sched))
-    if sched.split != 1:
-        w.extend(splitk.UNIT_FN)
+    walk = scheduler.TileScheduler(sched)
+    for fn in walk.functions():
+        w.extend(fn)
     w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
     w(("    const __grid_constant__ TrTensorMap tmA," if tma_a else "    ")
       + "const __grid_constant__ TrTensorMap tmB, const __grid_constant__ TrTensorMap tmC,")
     w("    const uint16_t* __restrict__ X, uint16_t* __restrict__ C, const uint16_t* __restrict__ bias,")
     w("    int M, int N, int Cp, int H, int W, int P, int Q, int R, int S, int stride_h, int stride_w,")
-    split = "" if sched.split == 1 else ", " + splitk.SIGNATURE
-    w(f"    int pad_h, int pad_w, int dil_h, int dil_w, int cblk, int store_tma{split}) {{")
-    w.extend(kernel_head(sched, r, a_bytes, k_iters="R * S * cblk", maps=("tmA", "tmB") if tma_a else ("tmB",),
+    w(f"    int pad_h, int pad_w, int dil_h, int dil_w, int cblk, int store_tma{walk.signature()}) {{")
+    # the kernel joins its parts (as the GEMM does): the scheduler's walk, a producer, the consumers, the stores
+    w.extend(kernel_head(sched, r, a_bytes, walk, k_iters="R * S * cblk", maps=("tmA", "tmB") if tma_a else ("tmB",),
                          full_arrivals=1 if tma_a else 129))
-    w.extend(im2col.producer(sched, r, a_bytes) if tma_a else gather_producer(sched, r))
-    epilogue = ("bias",) if op.bias else ()
-    w.extend(consumer_branch(sched, dtype, epilogue, r, proxy_fence=not tma_a and sched.publish == "noinc"))
+    w.extend(im2col.producer(sched, r, a_bytes, walk) if tma_a else gather_producer(sched, r, walk))
+    stores = Stores(sched, r, dtype, ("bias",) if op.bias else ())
+    w.extend(consumer_branch(sched, r, walk, stores, proxy_fence=not tma_a and sched.publish == "noinc"))
     if op.layout == "nchw":
         w.extend(TRANSPOSE)
     return w.render()
@@ -133,8 +134,8 @@ def launch_geometry(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> tuple[i
     return scheduler.launch_geometry(sched, op.gemm_m, op.k, sm_count, None, split_plan(op, sched, sm_count))
 
 
-def split_plan(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> splitk.Plan:
-    return splitk.plan(sched, op.gemm_m, op.k, op.r * op.s * -(-channels_padded(op) // BK), sm_count)
+def split_plan(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> scheduler.Plan:
+    return scheduler.TileScheduler(sched).plan(op.gemm_m, op.k, op.r * op.s * -(-channels_padded(op) // BK), sm_count)
 
 
 def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
@@ -169,7 +170,7 @@ def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
     params = ("tmA",) * (sched.path == "im2col") + ("tmB", "tmC", "x", "out", "bias", *INT_PARAMS)
     if sched.split != 1:
         meta["split_k"] = split_plan(op, sched, sm_count).to_json()
-        params += splitk.PARAMS
+        params += scheduler.TileScheduler(sched).params()
     return Rendered(f"tr_{sched.name}", KERNEL_NAME, src, params, (grid, 1, 1), (threads, 1, 1), smem, meta)
 
 

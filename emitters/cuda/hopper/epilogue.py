@@ -7,10 +7,13 @@ Its PTX statements are the renderer's (``CudaRenderer.asm``).
 
 The text reads the consumer's locals (``acc``, ``row0``, ``col0``, ``part``, ``cw``, ``cstep``,
 ``warp``, ``lane``, ``tid``, ``tm``, ``tn``, ``cstage``) and the kernel's ``C``, ``bias``,
-``residual``, ``alpha``, ``M``, ``N``, ``tmC``, ``store_tma``.
+``residual``, ``alpha``, ``M``, ``N``, ``tmC``, ``store_tma``. A kernel hands its ``Stores`` to the
+mainloop's consumers.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ... import gpu_epilogue
 from ...cstyle import CodeWriter
@@ -113,3 +116,25 @@ def tma_store_drain(sched: WgmmaSchedule) -> str:
     if sched.store != "tma":
         return ""
     return f'if (tid == 0) {CudaRenderer().asm("bulk.wait_read", n=0)}'
+
+
+@dataclass(frozen=True)
+class Stores:
+    """The epilogue of one kernel, as the consumers place it (``mainloop.consumer_branch``): ``tma(when)``
+    the TMA store of C where ``when`` holds, ``direct(groups)`` the register stores otherwise (``groups``:
+    a spread split-K unit's share), ``drain()`` after the walk. ``dtype`` is C's, ``epilogue`` the fused ops
+    in order."""
+
+    sched: WgmmaSchedule
+    r: CudaRenderer
+    dtype: str
+    epilogue: tuple[str, ...]
+
+    def tma(self, when: str) -> str:
+        return tma_store(self.sched, self.r, self.dtype, self.epilogue, when)
+
+    def direct(self, groups: bool = False) -> str:
+        return direct_store(self.sched, self.r, self.dtype, self.epilogue, groups=groups)
+
+    def drain(self) -> str:
+        return tma_store_drain(self.sched)

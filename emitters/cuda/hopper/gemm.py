@@ -34,7 +34,8 @@ from typing import Any
 
 from ...cstyle import CodeWriter
 from ..render import CudaRenderer, Rendered
-from . import scheduler, splitk
+from . import scheduler
+from .epilogue import Stores
 from .mainloop import consumer_branch, kernel_head, operand_kmajor, operand_layouts, tma_producer
 from .ptx import DEVICE_LIB, HINT_LIB, PTX_TYPE, wgmma_instruction
 from .schedule import BK, ELEM_BYTES, SWIZZLE, WgmmaSchedule
@@ -69,19 +70,20 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     if sched.l2_hint != "normal":
         w.extend(HINT_LIB)
     w.extend(wgmma_instruction(sched.bn, PTX_TYPE[dtype], 0 if a_k else 1, 0 if b_k else 1))
-    w.extend(scheduler.tile_order(sched))
-    if sched.split != 1:
-        w.extend(splitk.UNIT_FN)
+    walk = scheduler.TileScheduler(sched)
+    for fn in walk.functions():
+        w.extend(fn)
     cluster_attr = f"__cluster_dims__({sched.cluster}, 1, 1) " if sched.cluster > 1 else ""
     w(f'extern "C" __global__ void {cluster_attr}__launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
     w("    const __grid_constant__ TrTensorMap tmA, const __grid_constant__ TrTensorMap tmB,")
     w("    const __grid_constant__ TrTensorMap tmC,")
     w("    uint16_t* __restrict__ C, const uint16_t* __restrict__ bias, const uint16_t* __restrict__ residual,")
-    split = "" if sched.split == 1 else ", " + splitk.SIGNATURE
-    w(f"    float alpha, int M, int N, int K, int store_tma{split}) {{")
-    w.extend(kernel_head(sched, r, a_bytes))
-    w.extend(tma_producer(sched, r, a_k, b_k))
-    w.extend(consumer_branch(sched, dtype, tuple(op.epilogue), r, a_k, b_k))
+    w(f"    float alpha, int M, int N, int K, int store_tma{walk.signature()}) {{")
+    # the kernel joins its parts: the mainloop's producer and consumers walk the scheduler's tiles, and the
+    # consumers end each tile with the epilogue's stores
+    w.extend(kernel_head(sched, r, a_bytes, walk))
+    w.extend(tma_producer(sched, r, a_k, b_k, walk))
+    w.extend(consumer_branch(sched, r, walk, Stores(sched, r, dtype, tuple(op.epilogue)), a_k, b_k))
     return w.render()
 
 
@@ -92,8 +94,8 @@ def launch_geometry(op: Any, sched: WgmmaSchedule, sm_count: int,
     return scheduler.launch_geometry(sched, op.m, op.n, sm_count, max_clusters, split_plan(op, sched, sm_count))
 
 
-def split_plan(op: Any, sched: WgmmaSchedule, sm_count: int) -> splitk.Plan:
-    return splitk.plan(sched, op.m, op.n, splitk.k_steps(op.k), sm_count)
+def split_plan(op: Any, sched: WgmmaSchedule, sm_count: int) -> scheduler.Plan:
+    return scheduler.TileScheduler(sched).plan(op.m, op.n, scheduler.k_steps(op.k), sm_count)
 
 
 def tma_unsupported(op: Any) -> str | None:
@@ -147,5 +149,5 @@ def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Any:
     params = PARAMS
     if sched.split != 1:
         meta["split_k"] = split_plan(op, sched, sm_count).to_json()
-        params += splitk.PARAMS
+        params += scheduler.TileScheduler(sched).params()
     return Rendered(f"tr_{sched.name}", KERNEL_NAME, src, params, (grid, 1, 1), (threads, 1, 1), smem, meta)

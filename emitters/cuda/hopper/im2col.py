@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..render import CudaRenderer
-from .mainloop import filter_start, k_range, walk_head
+from .mainloop import filter_start
 from .schedule import BK, WgmmaConvSchedule
 
 IM2COL_LIB = r"""/* 4-d TMA in im2col mode: bm pixels x 64 channels from anchor (c, w, h, n), shifted by (ow, oh). */
@@ -32,8 +32,9 @@ static __device__ __forceinline__ void tr_tma_load_im2col(uint32_t dst, const Tr
 """
 
 
-def producer(sched: WgmmaConvSchedule, r: CudaRenderer, a_bytes: int) -> str:
-    """The producer warpgroup (``if (wg == 0)``): thread 0 walks the block's tiles (or split-K units) and,
+def producer(sched: WgmmaConvSchedule, r: CudaRenderer, a_bytes: int, walk: Any) -> str:
+    """The producer warpgroup (``if (wg == 0)``): thread 0 walks the block's tiles (or split-K units: ``walk``,
+    the kernel's ``scheduler.TileScheduler``) and,
     per k step, waits for a free stage and issues the activations' im2col copy and the filter's copy."""
     S = sched.stages
     return f"""    if (wg == 0) {{
@@ -42,12 +43,12 @@ def producer(sched: WgmmaConvSchedule, r: CudaRenderer, a_bytes: int) -> str:
             const int PQ = P * Q;
             int s = 0;
             uint32_t phase = 0;
-{walk_head(sched, "            ")}
+{walk.producer_loop("            ")}
                 /* the tile's first output pixel (n, p, q) and its anchor in x */
                 const int m0 = tm * {sched.bm}, n0 = m0 / PQ, pq = m0 - n0 * PQ, p0 = pq / Q, q0 = pq - p0 * Q;
                 const int h0 = p0 * stride_h - pad_h, w0 = q0 * stride_w - pad_w;
                 {filter_start(sched)}
-                for ({k_range(sched)}) {{
+                for ({walk.k_range()}) {{
                     tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
                     const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
                     tr_mbar_expect_tx(full, {sched.stage_bytes}u);

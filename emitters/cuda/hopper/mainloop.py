@@ -8,8 +8,13 @@ its 128 threads gather the activations with ``cp.async`` (the implicit-GEMM conv
 filter. The consumer warpgroups (``consumer_branch``) take registers (``setmaxnreg.inc``), wait
 ``full[s]``, issue ``bk / 16`` wgmma per m64 slice they own, keep one wgmma group in flight and release
 the stage before it (one arrive per warp on ``empty[s]``, and on the peer's in a pair), then run the
-epilogue (``epilogue.py``). Both sides walk the tiles in the scheduler's order (``scheduler.py``), so
-the producer runs into the next tile while the consumers are in their epilogue.
+epilogue. Both sides walk the tiles in the scheduler's order, so the producer runs into the next tile while
+the consumers are in their epilogue.
+
+The mainloop knows neither: the kernel (``gemm.py``, ``conv.py``) joins the parts, handing the producer and
+the consumers its tile scheduler (``walk``: a ``scheduler.TileScheduler``, which also holds split-K's walk
+and fix-up) and the consumers its stores (``stores``: an ``epilogue.Stores``). This module imports no
+other part.
 
 Shared memory per stage: the A tile (``bm`` x 64 elements) and the B tile (``bn`` x 64), each a stack of
 128-byte-swizzled 1024-byte atoms: ``TileLayout`` values with ``TmaSwizzle("128B")`` from
@@ -34,10 +39,7 @@ from tracea.doctor.errors import BadInputError
 from ...cstyle import CodeWriter
 from ...layout import TileLayout
 from ..render import CudaRenderer
-from . import splitk
-from .epilogue import direct_store, tma_store, tma_store_drain
 from .schedule import BK, ELEM_BYTES, SWIZZLE, WgmmaConvSchedule, WgmmaSchedule
-from .scheduler import cluster_tile_counts, rank_fix, tile_coords, tile_walk
 
 # ---------------------------------------------------------------------------------------- layouts
 
@@ -72,10 +74,10 @@ def descriptor_strides(layouts: list[TileLayout]) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------- the ring
 
 
-def kernel_head(sched: WgmmaSchedule, r: CudaRenderer, a_bytes: int, k_iters: str = f"(K + {BK - 1}) / {BK}",
+def kernel_head(sched: WgmmaSchedule, r: CudaRenderer, a_bytes: int, walk: Any, k_iters: str = f"(K + {BK - 1}) / {BK}",
                 maps: tuple[str, ...] = ("tmA", "tmB"), full_arrivals: int = 1) -> str:
     """The kernel body up to the warpgroup split: the 1024-aligned ring base, the C staging atoms and
-    the mbarriers after it, the tile walk (``scheduler.tile_walk``; ``k_iters`` is a C expression),
+    the mbarriers after it, the tile walk (``walk.head``; ``k_iters`` is a C expression),
     tensor-map prefetches, barrier initialisation (``full_arrivals`` per full barrier: 1, the producer's
     ``expect_tx``, for TMA-only producers), and the block (or cluster) barrier that publishes them."""
     S, align = sched.stages, SWIZZLE.period_bytes
@@ -85,8 +87,7 @@ def kernel_head(sched: WgmmaSchedule, r: CudaRenderer, a_bytes: int, k_iters: st
     /* stage s: A at smem + s * {sched.stage_bytes}, B {a_bytes} bytes after it; then full[S], empty[S] */
     const uint32_t cstage = smem + {S * sched.stage_bytes}u;  /* C staging atoms (TMA-store epilogue) */
     const uint32_t bars = cstage + {sched.c_staging_bytes}u;
-{tile_walk(sched)}
-    const int tiles = {" * ".join(cluster_tile_counts(sched))}, k_iters = {k_iters};{_units(sched)}
+{walk.head(k_iters)}
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     if (threadIdx.x == 0) {{
         {prefetch}
@@ -101,33 +102,10 @@ def kernel_head(sched: WgmmaSchedule, r: CudaRenderer, a_bytes: int, k_iters: st
     {_cluster_sync(sched, r)}"""
 
 
-def _units(sched: WgmmaSchedule) -> str:
-    """Split-K: the work units of the walk (``splitk.py``); nothing otherwise."""
-    if sched.split == 1:
-        return ""
-    return "\n    const int units = dp_tiles + (tiles - dp_tiles) * splits;  /* split-K work units */"
-
-
-def walk_head(sched: WgmmaSchedule, indent: str) -> str:
-    """The producer's loop over its tiles (or split-K units) with the tile's coordinates, and the k range."""
-    if sched.split == 1:
-        head = f"{indent}for (int tile = cluster_id; tile < tiles; tile += clusters) {{"
-    else:
-        head = splitk.unit_loop_head(sched, indent)
-    rows, cols = cluster_tile_counts(sched)
-    return head + f"""
-{indent}    int tm, tn;
-{indent}    tr_tile_coords(tile, {rows}, {cols}, tm, tn);"""
-
-
-def k_range(sched: WgmmaSchedule) -> str:
-    return "int kk = 0; kk < k_iters; ++kk" if sched.split == 1 else "int kk = kb; kk < ke; ++kk"
-
-
 # ---------------------------------------------------------------------------------------- producers
 
 
-def tma_producer(sched: WgmmaSchedule, r: CudaRenderer, a_k: bool, b_k: bool) -> str:
+def tma_producer(sched: WgmmaSchedule, r: CudaRenderer, a_k: bool, b_k: bool, walk: Any) -> str:
     """The GEMM's producer warpgroup (``if (wg == 0)``): one thread walks the block's tiles and, for each
     k step, waits for a free stage and TMA-loads A and B into it (``a_k``/``b_k``: K-major operands)."""
     a_lay, b_lay = operand_layouts(sched.bm, a_k), operand_layouts(sched.bn, b_k)
@@ -139,9 +117,9 @@ def tma_producer(sched: WgmmaSchedule, r: CudaRenderer, a_k: bool, b_k: bool) ->
         if (tid == 0) {{
             int s = 0;
             uint32_t phase = 0;{_policy(sched, r)}
-{walk_head(sched, "            ")}
-                {rank_fix(sched)}
-                for ({k_range(sched)}) {{
+{walk.producer_loop("            ")}
+                {walk.rank_fix()}
+                for ({walk.k_range()}) {{
                     tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
                     const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
                     tr_mbar_expect_tx(full, {sched.stage_bytes}u);""")
@@ -214,7 +192,7 @@ def _shared_a(w: CodeWriter, sched: WgmmaSchedule, a_lay: list[TileLayout], a_k:
           f"kk * {BK} + rank * {lines}, full, 3{pol});")
 
 
-def gather_producer(sched: WgmmaConvSchedule, r: CudaRenderer) -> str:
+def gather_producer(sched: WgmmaConvSchedule, r: CudaRenderer, walk: Any) -> str:
     """The implicit-GEMM conv's producer warpgroup (``if (wg == 0)``): thread 0 TMA-loads the filter
     tile of each k step; all 128 threads gather the activations' ``bm x 64`` tile with 16-byte
     ``cp.async`` copies into the 128B-swizzled layout TMA would have written (zero-filled outside the
@@ -229,7 +207,7 @@ def gather_producer(sched: WgmmaConvSchedule, r: CudaRenderer) -> str:
         int s = 0;
         uint32_t phase = 0;
         long long step = 0;
-{walk_head(sched, "        ")}
+{walk.producer_loop("        ")}
             int nh[{lines}], h0[{lines}], w0[{lines}];
             #pragma unroll
             for (int i = 0; i < {lines}; ++i) {{
@@ -240,7 +218,7 @@ def gather_producer(sched: WgmmaConvSchedule, r: CudaRenderer) -> str:
                 w0[i] = q * stride_w - pad_w;
             }}
             {filter_start(sched)}
-            for ({k_range(sched)}) {{
+            for ({walk.k_range()}) {{
                 tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
                 const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
                 if (tid == 0) {{
@@ -300,11 +278,12 @@ def _drain(sched: WgmmaConvSchedule, r: CudaRenderer) -> str:
 # ---------------------------------------------------------------------------------------- consumers
 
 
-def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...], r: CudaRenderer,
+def consumer_branch(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, stores: Any,
                     a_k: bool = True, b_k: bool = True, proxy_fence: bool = False) -> str:
     """The consumer warpgroups' side of the kernel, from ``} else {`` after the producer's branch to the
-    kernel's closing brace: ring waits, wgmma mainloop, stage releases, epilogue (direct or TMA store)
-    of ``dtype`` C with the fused ``epilogue`` ops in order. Shared by every kernel on this machinery
+    kernel's closing brace: the walk's loop (``walk``), ring waits, wgmma mainloop, stage releases, the
+    walk's fix-up (split-K), then ``stores``' epilogue (direct or TMA store, with the fused ops in order).
+    Shared by every kernel on this machinery
     (the GEMM, the implicit-GEMM conv); it reads the locals ``kernel_head`` declares (``smem``, ``bars``,
     ``cstage``, ``tiles*``, ``k_iters``, ``rank``, ``cluster_id``, ``clusters``, ``wg``, ``tid``) and the
     parameters ``C``, ``bias``, ``residual``, ``alpha``, ``M``, ``N``, ``tmC``, ``store_tma``.
@@ -313,18 +292,18 @@ def consumer_branch(sched: WgmmaSchedule, dtype: str, epilogue: tuple[str, ...],
     published without a producer-side fence."""
     w = CodeWriter()
     spread = sched.split != 1 and sched.split_fix == "spread"
-    w.extend(_consumer_entry(sched, r))
-    w.extend(_consumer_mainloop(sched, a_k, b_k, proxy_fence, r))
-    if sched.split != 1:
-        w.extend(splitk.fixup(sched, r))
+    w.extend(_consumer_entry(sched, r, walk))
+    w.extend(_consumer_mainloop(sched, a_k, b_k, proxy_fence, r, walk))
+    if fixup := walk.fixup(r):
+        w.extend(fixup)
     w.extend(f"""            /* wgmma m64nN accumulator layout: thread (warp, lane) holds rows warp*16 + lane/4 (+8),
                columns 8*j + 2*(lane%4) (+1) in acc[4j..4j+3] = (r, c), (r, c+1), (r+8, c), (r+8, c+1). */
             const int row0 = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4;
             const int col0 = tn * {sched.bn} + 2 * (lane % 4);
-            {tma_store(sched, r, dtype, epilogue, _store_when(sched))}""")
-    w.extend(direct_store(sched, r, dtype, epilogue, groups=spread))
+            {stores.tma(_store_when(sched))}""")
+    w.extend(stores.direct(groups=spread))
     w.extend(f"""        }}
-        {tma_store_drain(sched)}
+        {stores.drain()}
     }}
     {_cluster_exit(sched, r)}
 }}""")
@@ -340,7 +319,7 @@ def _store_when(sched: WgmmaSchedule) -> str:
     return when + (f" && tn * {sched.bn} < N" if sched.cluster_axis == "n" else "")
 
 
-def _consumer_entry(sched: WgmmaSchedule, r: CudaRenderer) -> str:
+def _consumer_entry(sched: WgmmaSchedule, r: CudaRenderer, walk: Any) -> str:
     """Registers taken, the accumulators declared, and the head of the consumer's tile walk: its tile's
     coordinates, where the ring stands at the tile's first k step, the ping-pong turn, zeroed sums."""
     m_slices, n_regs = sched.m_slices, sched.bn // 2
@@ -353,7 +332,7 @@ def _consumer_entry(sched: WgmmaSchedule, r: CudaRenderer) -> str:
         float acc[{m_slices}][{n_regs}];
         int cstep = 0;  /* TMA-store epilogue: which staging atom is next */
         (void)cstep;
-{_consumer_walk(sched)}
+{walk.consumer_loop()}
             {_turn_wait(sched)}
             #pragma unroll
             for (int i = 0; i < {m_slices}; ++i) {{
@@ -362,22 +341,8 @@ def _consumer_entry(sched: WgmmaSchedule, r: CudaRenderer) -> str:
             }}"""
 
 
-def _consumer_walk(sched: WgmmaSchedule) -> str:
-    """The head of a consumer's walk: its tile (or split-K unit), and where the ring stands then."""
-    if sched.split != 1:
-        return splitk.consumer_head(sched)
-    S = sched.stages
-    return f"""        for (int j = walk, tile = cluster_id + walk * clusters; tile < tiles;
-             j += {sched.tile_walkers}, tile += {sched.tile_walkers} * clusters) {{
-            int tm, tn;
-{tile_coords(sched, "            ")}
-            /* The producer fills the ring in the block's tile order: tile j starts at step j * k_iters. */
-            const long long it0 = (long long)j * k_iters;
-            int s = (int)(it0 % {S});
-            uint32_t phase = (uint32_t)((it0 / {S}) & 1);"""
-
-
-def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: bool, r: CudaRenderer) -> str:
+def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: bool, r: CudaRenderer,
+                       walk: Any) -> str:
     """The k loop of one tile: wait for a full stage, ``bk / 16`` wgmma per m64 slice on descriptors
     read off the operand layouts, one group kept in flight, the stage before it released; then the
     last group awaited and its stage released."""
@@ -393,7 +358,7 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
     S, m_slices, n_regs = sched.stages, sched.m_slices, sched.bn // 2
     fence = "\n                " + r.asm("fence.proxy.async") if proxy_fence else ""
     return f"""            int prev = -1;
-            for ({k_range(sched)}) {{
+            for ({walk.k_range()}) {{
                 tr_mbar_wait(bars + 8u * s, phase);{fence}
                 const uint32_t sa = smem + s * {sched.stage_bytes}u + part * {sched.m_slices * a_mstep}u;
                 const uint32_t sb = smem + s * {sched.stage_bytes}u + {a_bytes}u;

@@ -1,82 +1,107 @@
-"""The tile scheduler: which output tile each block (or cluster) computes, in what order, and how many
-blocks the grid holds.
+"""The tile scheduler: which output tile (or split-K work unit) each block (or cluster) computes, in what
+order, and how many blocks the grid holds. A kernel (``gemm.py``, ``conv.py``) makes one ``TileScheduler``
+for its schedule and hands it to the mainloop's producer and consumers (``mainloop.py``), which read their
+walk from it and know no walk of their own.
 
-Persistent and data-parallel today: ``min(tiles, SMs)`` blocks (pairs, for a 2-block cluster) each
-walk ``tile = cluster_id, cluster_id + clusters, ...`` over cluster tiles (a pair of tile rows, or of
-tile columns for ``cluster_axis`` "n"; ``rank`` picks the block's own), and ``tile_order`` maps that index to a (tile
-row, tile column) ``group`` rows (raster "m") or columns ("n") at a time, so the blocks of one wave
-share a few A (or B) panels in L2. The producer and consumer warpgroups walk the same sequence.
+Persistent and data-parallel: ``min(tiles, SMs)`` blocks (pairs, for a 2-block cluster) each walk
+``tile = cluster_id, cluster_id + clusters, ...`` over cluster tiles (a pair of tile rows, or of tile columns
+for ``cluster_axis`` "n"; ``rank`` picks the block's own), and ``tile_order`` maps that index to a (tile row,
+tile column) ``group`` rows (raster "m") or columns ("n") at a time, so the blocks of one wave share a few A
+(or B) panels in L2 (the geometry: ``tiles.py``). The producer and consumer warpgroups walk the same sequence.
 
-Stream-K goes here: splitting the k loop of the last, partial wave's tiles across blocks (a tile's
-k range per work unit, a fix-up reduction of partial accumulators) changes the walk the kernels read
-(``tile_walk``, ``tile_order``) and the grid (``launch_geometry``), not the mainloop or the epilogue.
+Split-K (``splitk.py``) is the scheduler's other walk: the same blocks walk work units, a tile's k range
+each, and the tile's last unit sums the others' partials (``fixup``) before the epilogue. Stream-K would be a
+third: it changes the walk and the grid (``launch_geometry``), not the mainloop or the epilogue.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from ..render import CudaRenderer
+from . import splitk
 from .schedule import WgmmaSchedule
+from .splitk import Plan, k_steps
+from .tiles import cluster_tile_counts, cluster_tiles, rank_fix, tile_coords, tile_order, tile_walk
 
 
-def tile_order(sched: WgmmaSchedule) -> str:
-    """``tr_tile_coords``: persistent tile index -> (tile row, tile column), ``group`` tile rows (raster
-    "m") or columns ("n") at a time."""
-    major, minor = ("tm", "tn") if sched.raster == "m" else ("tn", "tm")
-    count_major, count_minor = ("tiles_m", "tiles_n") if sched.raster == "m" else ("tiles_n", "tiles_m")
-    return f"""static __device__ __forceinline__ void tr_tile_coords(int t, int tiles_m, int tiles_n, int& tm, int& tn) {{
-    const int per_group = {sched.group} * {count_minor};
-    const int g = t / per_group, first = g * {sched.group};
-    const int size = min({count_major} - first, {sched.group});
-    const int rest = t - g * per_group;
-    {major} = first + rest % size;
-    {minor} = rest / size;
-}}
-"""
+@dataclass(frozen=True)
+class TileScheduler:
+    """The walk of one schedule's kernel, as the source text each part of the kernel places: the device
+    functions (``functions``), the split-K parameters (``signature``), the kernel head's counts (``head``),
+    the producer's loop (``producer_loop``, ``k_range``, ``rank_fix``), the consumers' (``consumer_loop``)
+    and the split-K fix-up after a unit's mainloop (``fixup``)."""
+
+    sched: WgmmaSchedule
+
+    @property
+    def split(self) -> bool:
+        return self.sched.split != 1
+
+    def functions(self) -> list[str]:
+        """The device functions the walk calls: the tile order, and split-K's unit decoding."""
+        return [tile_order(self.sched), *([splitk.UNIT_FN] if self.split else [])]
+
+    def params(self) -> tuple[str, ...]:
+        """The names of the kernel parameters the walk adds, in order (``signature``)."""
+        return splitk.PARAMS if self.split else ()
+
+    def signature(self) -> str:
+        """The kernel parameters the walk adds (split-K's workspace, semaphores and slicing), with the
+        comma before them; "" for the data-parallel walk."""
+        return ", " + splitk.SIGNATURE if self.split else ""
+
+    def head(self, k_iters: str) -> str:
+        """Lines of the kernel head: the tile counts and this block's place in the walk, ``tiles`` and
+        ``k_iters`` (a C expression), and split-K's ``units``."""
+        units = "\n    const int units = dp_tiles + (tiles - dp_tiles) * splits;  /* split-K work units */" \
+            if self.split else ""
+        return f"""{tile_walk(self.sched)}
+    const int tiles = {" * ".join(cluster_tile_counts(self.sched))}, k_iters = {k_iters};{units}"""
+
+    def producer_loop(self, indent: str) -> str:
+        """The producer's loop over its tiles (or split-K units) with the tile's coordinates."""
+        if self.split:
+            head = splitk.unit_loop_head(self.sched, indent)
+        else:
+            head = f"{indent}for (int tile = cluster_id; tile < tiles; tile += clusters) {{"
+        rows, cols = cluster_tile_counts(self.sched)
+        return head + f"""
+{indent}    int tm, tn;
+{indent}    tr_tile_coords(tile, {rows}, {cols}, tm, tn);"""
+
+    def k_range(self) -> str:
+        """The k steps of the current tile (or unit), as a C for-loop header."""
+        return "int kk = kb; kk < ke; ++kk" if self.split else "int kk = 0; kk < k_iters; ++kk"
+
+    def rank_fix(self) -> str:
+        return rank_fix(self.sched)
+
+    def consumer_loop(self) -> str:
+        """The head of a consumer's walk: its tile (or split-K unit), and where the ring stands then."""
+        if self.split:
+            return splitk.consumer_head(self.sched)
+        S, sched = self.sched.stages, self.sched
+        return f"""        for (int j = walk, tile = cluster_id + walk * clusters; tile < tiles;
+             j += {sched.tile_walkers}, tile += {sched.tile_walkers} * clusters) {{
+            int tm, tn;
+{tile_coords(sched, "            ")}
+            /* The producer fills the ring in the block's tile order: tile j starts at step j * k_iters. */
+            const long long it0 = (long long)j * k_iters;
+            int s = (int)(it0 % {S});
+            uint32_t phase = (uint32_t)((it0 / {S}) & 1);"""
+
+    def fixup(self, r: CudaRenderer) -> str:
+        """After a unit's mainloop: split-K's reduction of a tile's slices (``splitk.fixup``); "" otherwise."""
+        return splitk.fixup(self.sched, r) if self.split else ""
+
+    def plan(self, m: int, n: int, k_iters: int, sm_count: int) -> Plan:
+        """The split-K slicing of an ``m`` x ``n`` output of ``k_iters`` k steps on ``sm_count`` SMs."""
+        return splitk.plan(self.sched, m, n, k_iters, sm_count)
 
 
-def tile_walk(sched: WgmmaSchedule) -> str:
-    """The kernel's tile counts and this block's place in the walk (``rank`` in its cluster,
-    ``cluster_id`` of ``clusters``), from the runtime ``M`` and ``N``: lines of the kernel head. The walk
-    is over cluster tiles: ``tiles_mc`` x ``tiles_n`` (pairs of tile rows) or, along N, ``tiles_m`` x
-    ``tiles_nc`` (pairs of tile columns; with an odd count the last pair's second block is past N: it
-    loads its half of A for its peer, computes on TMA's zero fill and stores nothing)."""
-    if sched.cluster_axis == "n":
-        cl = sched.cluster
-        return f"""    const int tiles_m = (M + {sched.bm - 1}) / {sched.bm}, tiles_n = (N + {sched.bn - 1}) / {sched.bn};
-    /* A cluster of {cl} blocks walks tiles of {cl} tile columns (one per block, "rank") sharing one A panel. */
-    const int rank = blockIdx.x % {cl}, cluster_id = blockIdx.x / {cl};
-    const int clusters = gridDim.x / {cl}, tiles_nc = (tiles_n + {cl - 1}) / {cl};"""
-    return f"""    const int tiles_m = (M + {sched.bm - 1}) / {sched.bm}, tiles_n = (N + {sched.bn - 1}) / {sched.bn};
-    /* A cluster of CL blocks walks tiles of CL tile rows (one per block, "rank") sharing one B panel. */
-    const int rank = blockIdx.x % {sched.cluster}, cluster_id = blockIdx.x / {sched.cluster};
-    const int clusters = gridDim.x / {sched.cluster}, tiles_mc = (tiles_m + {sched.cluster - 1}) / {sched.cluster};"""
-
-
-def cluster_tile_counts(sched: WgmmaSchedule) -> tuple[str, str]:
-    """The C names of the walk's cluster-tile rows and columns (``tile_walk``)."""
-    return ("tiles_m", "tiles_nc") if sched.cluster_axis == "n" else ("tiles_mc", "tiles_n")
-
-
-def tile_coords(sched: WgmmaSchedule, indent: str) -> str:
-    """Lines that set ``tm``/``tn``, this block's tile, from ``tile``, its cluster tile's index."""
-    rows, cols = cluster_tile_counts(sched)
-    return f"{indent}tr_tile_coords(tile, {rows}, {cols}, tm, tn);\n{indent}{rank_fix(sched)}"
-
-
-def rank_fix(sched: WgmmaSchedule) -> str:
-    """The line that moves ``tm``/``tn`` from a cluster tile to this block's tile of it (``rank``)."""
-    if sched.cluster_axis == "n":
-        return f"tn = tn * {sched.cluster} + rank;"
-    return f"tm = tm * {sched.cluster} + rank;"
-
-
-def cluster_tiles(sched: WgmmaSchedule, m: int, n: int) -> int:
-    """Cluster tiles of an ``m`` x ``n`` output: what the walk (and split-K's plan) counts."""
-    rows, cols = -(-m // sched.bm), -(-n // sched.bn)
-    if sched.cluster_axis == "n":
-        return rows * -(-cols // sched.cluster)
-    return -(-rows // sched.cluster) * cols
+__all__ = ["Plan", "TileScheduler", "cluster_tiles", "k_steps", "launch_geometry"]
 
 
 def launch_geometry(sched: WgmmaSchedule, m: int, n: int, sm_count: int,

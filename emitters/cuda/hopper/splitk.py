@@ -1,6 +1,7 @@
-"""Split-K for the Hopper kernels: a tile's k loop cut into ``splits`` slices computed by different
-blocks, so that shapes with fewer output tiles than SMs (a 128-row projection, 512 x 512 x 16384, a
-3x3 conv at batch 1) keep every SM busy.
+"""Split-K for the Hopper kernels, the tile scheduler's second walk (``scheduler.py`` joins it to the
+data-parallel one): a tile's k loop cut into ``splits`` slices computed by different blocks, so that
+shapes with fewer output tiles than SMs (a 128-row projection, 512 x 512 x 16384, a 3x3 conv at batch 1)
+keep every SM busy.
 
 The persistent walk goes over *work units* instead of tiles (``tr_unit``): the first ``dp_tiles`` units
 are whole tiles (data-parallel), the rest are (tile, k slice) pairs, ``splits`` per tile, a tile's slices
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 
 from ..render import CudaRenderer
 from .schedule import BK, WgmmaSchedule
-from .scheduler import cluster_tiles, tile_coords
+from .tiles import cluster_tiles, tile_coords
 
 AUTO_MAX = 16
 # k steps (of 64) a slice keeps at least, when the split is chosen automatically: with fewer, the fix-up

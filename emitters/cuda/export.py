@@ -107,6 +107,7 @@ def _ptx(source: str, name: str, arch: str) -> str:
     from cuda.bindings import nvrtc
 
     from tracea.doctor.errors import CompileError
+
     from ..nvrtc import compute_cache_off
 
     def ok(result: Any, what: str) -> Any:

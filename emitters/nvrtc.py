@@ -11,29 +11,24 @@ shared memory, spills) is read from ptxas's own report (``-v``), kept beside it 
 cubin that is not a whole ELF file (truncated, overwritten) is removed and compiled again, once, with a
 warning on stderr, instead of failing at load time.
 
-NVRTC's cubin output goes through the driver's compute cache (``~/.nv/ComputeCache``), and a compile it
-answers from there prints no ptxas report: on an H200 with NVRTC 13.0 every compile of a source compiled
-before, in this process or an earlier one, came back without one, and the resources read as zeros
-(benchmarks/gpu/nvrtc_log_probe.py). This cache is the content-hash cache already, so every compile runs
-with ``CUDA_CACHE_DISABLE=1`` (``compute_cache_off``: set around the compile, restored after); the cubins
-are byte-identical either way. NVRTC 13.0 reads that switch at a process's first compile only, so where an
-earlier compile (another library's) ran with the cache on, a compile without the report is done once more
-beside an empty kernel of a name of its own, for its log (``compile_with_report``). A record cached without the report (before this) is compiled
-again.
+NVRTC's cubin output goes through the driver's compute cache (``~/.nv/ComputeCache``, kept across processes
+and keyed by the PTX), and with NVRTC 13.0 a compile answered from there prints no ptxas report: on an H200
+every compile of a source compiled before, in this process or an earlier one, came back without one, and its
+registers and spills were recorded as zeros (benchmarks/gpu/nvrtc_log_probe.py; NVRTC 13.5 reports either
+way). ``CUDA_CACHE_DISABLE=1`` would turn the cache off, but NVRTC 13.0 reads it once, at a process's first
+compile. So a compile whose log lacks the report is compiled once more beside an empty kernel of a name of
+its own, new PTX the cache cannot answer, for its log alone (``compile_with_report``); the cubin stays the
+first compile's. A record cached without the report (before this) is compiled again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
-import os
 import re
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,35 +125,6 @@ def parse_resources(log: str, entry: str) -> Resources:
     return Resources(regs, smem, stores, loads, frame)
 
 
-_CACHE_ENV = "CUDA_CACHE_DISABLE"
-_cache_lock = threading.Lock()
-_cache_off_depth = 0
-_cache_env_before: str | None = None
-
-
-@contextlib.contextmanager
-def compute_cache_off() -> Iterator[None]:
-    """``CUDA_CACHE_DISABLE=1`` for the compiles inside (nested and concurrent ones share it), the caller's
-    value back after the last: a compile NVRTC answers from the driver's compute cache prints no ptxas
-    report. Only NVRTC calls run inside, so other libraries' JIT keeps its cache."""
-    global _cache_off_depth, _cache_env_before
-    with _cache_lock:
-        if _cache_off_depth == 0:
-            _cache_env_before = os.environ.get(_CACHE_ENV)
-            os.environ[_CACHE_ENV] = "1"
-        _cache_off_depth += 1
-    try:
-        yield
-    finally:
-        with _cache_lock:
-            _cache_off_depth -= 1
-            if _cache_off_depth == 0:
-                if _cache_env_before is None:
-                    os.environ.pop(_CACHE_ENV, None)
-                else:
-                    os.environ[_CACHE_ENV] = _cache_env_before
-
-
 def has_report(log: str, entry: str | None) -> bool:
     """Whether a ptxas ``-v`` log reports ``entry`` (its registers and spills); None: any entry function."""
     return any(entry is None or m.group(1) == entry for m in _ENTRY.finditer(log))
@@ -182,8 +148,7 @@ def _nvrtc_compile(source: str, file_name: str, opts: dict[str, Any]) -> tuple[b
 
     logs = io.StringIO()
     try:
-        with compute_cache_off():
-            obj = Program(source, "c++", _program_options(opts, file_name)).compile("cubin", logs=logs)
+        obj = Program(source, "c++", _program_options(opts, file_name)).compile("cubin", logs=logs)
     except Exception as exc:  # noqa: BLE001 - cuda-core raises its own or NVRTC's error types
         text = (logs.getvalue() or str(exc)).replace("\x00", "").strip()
         lines = text.splitlines()
@@ -196,13 +161,11 @@ def _nvrtc_compile(source: str, file_name: str, opts: dict[str, Any]) -> tuple[b
 
 def compile_with_report(source: str, file_name: str, entry: str | None, opts: dict[str, Any]) -> tuple[bytes, str]:
     """(cubin, log) of one NVRTC compile, with ptxas's report of ``entry`` in the log where ``opts`` asks for
-    it (``-v``; ``entry`` None: any entry function's). NVRTC 13.0 reads ``CUDA_CACHE_DISABLE`` once, at a
-    process's first compile, and its compute cache is keyed by the PTX: where something compiled before with
-    the cache on, a kernel it holds comes back without the report, and a comment added to the source does not
-    change that. Then the source is compiled once more beside an empty kernel of a name of its own (new PTX,
-    so ptxas runs and reports every entry) for the log alone: the cubin is the first compile's, and ptxas's
-    figures for ``entry`` do not depend on the other kernels of its module. CompileError holds the log's
-    first errors."""
+    it (``-v``; ``entry`` None: any entry function's). NVRTC 13.0's compute cache, keyed by the PTX, answers a
+    kernel compiled before without the report (a comment added to the source does not change the PTX). Then
+    the source is compiled once more beside an empty kernel of a name of its own (new PTX, so ptxas runs and
+    reports every entry) for the log alone: the cubin is the first compile's, and ptxas's figures for
+    ``entry`` do not depend on the other kernels of its module. CompileError holds the log's first errors."""
     code, log = _nvrtc_compile(source, file_name, opts)
     if "-v" in opts.get("ptxas_options", ()) and not has_report(log, entry):
         extra = f'\nextern "C" __global__ void tr_ptxas_report_{uuid.uuid4().hex}() {{}}\n'

@@ -108,8 +108,6 @@ def _ptx(source: str, name: str, arch: str) -> str:
 
     from tracea.doctor.errors import CompileError
 
-    from ..nvrtc import compute_cache_off
-
     def ok(result: Any, what: str) -> Any:
         err, *rest = result
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
@@ -119,8 +117,7 @@ def _ptx(source: str, name: str, arch: str) -> str:
     prog = ok(nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []), "create")
     try:
         opts = [b"-std=c++17", f"-arch=compute_{arch.removeprefix('sm_')}".encode()]
-        with compute_cache_off():  # NVRTC 13.0 keeps the switch of a process's first compile (nvrtc.py)
-            ok(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), "compile")
+        ok(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), "compile")
         size = ok(nvrtc.nvrtcGetPTXSize(prog), "PTX size")
         buf = b" " * size
         ok(nvrtc.nvrtcGetPTX(prog, buf), "PTX")

@@ -216,9 +216,9 @@ def nvrtc():
 def _compile(src: str, name: str) -> tuple[int, int, int]:
     import re
 
-    from tracea.emitters.nvrtc import compile_with_report
+    from tracea.emitters.nvrtc import compile_with_report, options_for
 
-    code, log = compile_with_report(src, f"{name}.cu", None, {"arch": "sm_90a", "std": "c++17", "ptxas_options": ["-v"]})
+    code, log = compile_with_report(src, f"{name}.cu", None, options_for("sm_90a"))
     assert len(code) > 1000
     m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert m, log

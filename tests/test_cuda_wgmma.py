@@ -150,9 +150,9 @@ def test_rendered_source_has_the_hopper_pieces():
 def nvrtc_compile(src: str, name: str) -> str:
     """Compile for sm_90a with cuda-core's NVRTC, as the product does (nvrtc.compile_with_report: ptxas's
     report even where the driver's compute cache holds the source); return ptxas's -v log."""
-    from tracea.emitters.nvrtc import compile_with_report
+    from tracea.emitters.nvrtc import compile_with_report, options_for
 
-    code, log = compile_with_report(src, f"{name}.cu", None, {"arch": "sm_90a", "std": "c++17", "ptxas_options": ["-v"]})
+    code, log = compile_with_report(src, f"{name}.cu", None, options_for("sm_90a"))
     assert len(code) > 1000
     return log
 

@@ -25,6 +25,8 @@ from .schedule import WgmmaSchedule
 from .splitk import Plan, k_steps
 from .tiles import cluster_tile_counts, cluster_tiles, rank_fix, tile_coords, tile_order, tile_walk
 
+__all__ = ["Plan", "TileScheduler", "cluster_tiles", "k_steps", "launch_geometry"]
+
 
 @dataclass(frozen=True)
 class TileScheduler:
@@ -99,9 +101,6 @@ class TileScheduler:
     def plan(self, m: int, n: int, k_iters: int, sm_count: int) -> Plan:
         """The split-K slicing of an ``m`` x ``n`` output of ``k_iters`` k steps on ``sm_count`` SMs."""
         return splitk.plan(self.sched, m, n, k_iters, sm_count)
-
-
-__all__ = ["Plan", "TileScheduler", "cluster_tiles", "k_steps", "launch_geometry"]
 
 
 def launch_geometry(sched: WgmmaSchedule, m: int, n: int, sm_count: int,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracea.emitters.device_baselines import torch_math
+from tracea.emitters.baselines import torch_math
 from tracea.kernels.dtypes import to_float64
 from tracea.kernels.epilogue import apply as apply_epilogue
 
@@ -47,7 +47,7 @@ def torch_call(op, inputs: dict[str, np.ndarray], ref_dtype=None):
         a = t["a"] if op.layout_a == "row" else t["a"].t()
         b = t["b"] if op.layout_b == "row" else t["b"].t()
 
-        math = torch_math()
+        math = torch_math(torch)
 
         def fn():
             return apply_epilogue(op.epilogue, a @ b, t, op.alpha, math)

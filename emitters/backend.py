@@ -203,7 +203,7 @@ class Backend(Protocol):
         ...
 
     def baseline_for(self, op: Any, inputs: dict[str, Any]) -> Any:
-        """The vendor library on the host for ``op`` (emitters/baselines.py ``Baseline``): what a kernel that
+        """The vendor library on the host for ``op`` (emitters/baselines/ ``Baseline``): what a kernel that
         is not ``ON_DEVICE`` is timed against."""
         ...
 

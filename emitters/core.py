@@ -1,16 +1,17 @@
 """A kernel core: everything that takes one family of kernels from an op to a kernel, as one registry line.
 
-Every backend keeps a registry of its cores (``cpu/registry.py``, ``cuda/cores.py``, ``hip/cores.py``), each
-line a ``Core`` (or the backend's subclass) naming its module's functions by direct reference, so that its
-``build.py`` looks each step up there and branches on no op kind. The fields below are what every
+Every backend keeps a registry of its cores, a folder of core files (``cpu/cores/``, ``cuda/cores/``,
+``hip/cores/``) that ``gathered`` reads: each file one or more ``Core`` lines (or the backend's subclass)
+naming its kernel module's functions by direct reference, so that the backend's ``build.py`` looks each step
+up there and branches on no op kind. The fields below are what every
 backend's cores have; a subclass adds only what one backend needs beside them:
 
-- ``CpuCore`` (``cpu/cores.py``): the runtime's call interface, which the C entry point does not carry
+- ``CpuCore`` (``cpu/core.py``): the runtime's call interface, which the C entry point does not carry
   (entry, buffer order, arguments, the kernel name's tag, the fields the source depends on, metadata);
-- ``CudaCore`` (``cuda/cores.py``): several cores per op kind, so the variant family whose main core it is,
+- ``CudaCore`` (``cuda/core.py``): several cores per op kind, so the variant family whose main core it is,
   and for an alternate core the families it serves beside theirs and where it is their hero
   (``serves``, ``prefers``, ``applies``);
-- ``HipCore`` (``hip/cores.py``): the check of the op alone (``check_op``), before any schedule exists.
+- ``HipCore`` (``hip/core.py``): the check of the op alone (``check_op``), before any schedule exists.
 
 The callables' arguments are each backend's own (its build passes what its target is: a host report, an
 ``Arch``, a count of compute units); the subclasses' docstrings list them.
@@ -18,7 +19,9 @@ The callables' arguments are each backend's own (its build passes what its targe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,3 +64,15 @@ class Core:
     def schedule_from_json(self, d: dict[str, Any]) -> Any:
         """One of this core's schedules from its ``to_json()``."""
         return self.schedule.from_json(d)  # type: ignore[attr-defined, no-any-return]
+
+
+def gathered(package: str, path: Iterable[str]) -> tuple[Any, ...]:
+    """The cores of a backend's ``cores`` folder: each module there holds one core file's ``CORES`` (a tuple
+    of cores) and its ``ORDER`` (an int, unique in the folder: the registry's order, which is its variants'
+    order). The folder is the list, so a new core is a new file and no other file names it."""
+    modules = [importlib.import_module(f"{package}.{info.name}")
+               for info in sorted(pkgutil.iter_modules(path), key=lambda i: i.name)]
+    orders = [m.ORDER for m in modules]
+    if len(set(orders)) != len(orders):
+        raise RuntimeError(f"{package}: two core files share an ORDER ({sorted(orders)})")
+    return tuple(core for m in sorted(modules, key=lambda m: m.ORDER) for core in m.CORES)

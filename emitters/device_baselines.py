@@ -19,10 +19,8 @@ import numpy as np
 
 from tracea.kernels import relative_error
 from tracea.kernels.dtypes import to_float64
-from tracea.kernels.epilogue import ArrayMath
-from tracea.kernels.epilogue import apply as apply_epilogue
 
-from .baselines import flex_available, masked_op, torch_flex, torch_sdpa
+from .baselines import device_call
 from .timing import HOLD_CYCLES, Timing, _p95
 
 
@@ -32,15 +30,6 @@ class GpuBaseline:
     run: Callable[[], Any] | None  # returns a torch tensor on the device; None: unavailable
     reason: str | None = None
     also: tuple[tuple[str, Callable[[], Any]], ...] = ()  # (name, call): timed in the same run, reported beside
-
-
-def torch_math() -> ArrayMath:
-    """The epilogue vocabulary in PyTorch's own kernels (needs torch)."""
-    import torch
-
-    gelu = torch.nn.functional.gelu
-    return ArrayMath(add=lambda c, x: c + x, mul=lambda c, a: c * a,
-                     unary={"relu": torch.relu, "gelu": lambda c: gelu(c, approximate="tanh")})
 
 
 def torch_baseline(op: Any, inputs: dict[str, np.ndarray]) -> GpuBaseline:
@@ -60,70 +49,12 @@ def torch_baseline(op: Any, inputs: dict[str, np.ndarray]) -> GpuBaseline:
         return torch.from_numpy(np.ascontiguousarray(x)).cuda()
 
     t = {k: dev(v) for k, v in inputs.items()}
-    make = TORCH_BASELINES.get(op.kind)
+    make = device_call(op.kind)
     if make is None:
         return GpuBaseline("torch", None, f"no torch baseline for {op.kind}")
     name, run, *also = make(op, t, torch)
     label = f"torch {torch.__version__} "
     return GpuBaseline(label + name, run, also=tuple((label + n, r) for n, r in (also[0] if also else ())))
-
-
-def _tf32_off(op: Any) -> str:
-    return ", TF32 off" if op.dtype.value == "fp32" else ""
-
-
-def _torch_gemm(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
-    a = t["a"] if op.layout_a == "row" else t["a"].t()
-    b = t["b"] if op.layout_b == "row" else t["b"].t()
-    math = torch_math()
-
-    def run():
-        return apply_epilogue(op.epilogue, a @ b, t, op.alpha, math)
-    return f"matmul (cuBLAS{_tf32_off(op)})", run
-
-
-def _torch_conv2d(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
-    x, w = t["x"], t["weight"]
-    if op.layout == "nhwc":
-        x, w = x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2)  # channels_last views of the same bytes
-    conv = torch.nn.functional.conv2d
-
-    def run():
-        y = conv(x, w, t.get("bias"), op.stride, op.padding, op.dilation, op.groups)
-        return y.permute(0, 2, 3, 1) if op.layout == "nhwc" else y
-    return f"conv2d (cuDNN, {op.layout}{_tf32_off(op)})", run
-
-
-def _torch_softmax(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
-    def run():
-        return torch.softmax(t["x"], dim=1)
-    return "softmax", run
-
-
-def _torch_attention(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
-    """Dense and causal attention: SDPA's fastest backend. A window or a block mask: FlexAttention with a
-    BlockMask (compiled; it skips empty tiles, as Tracea does), and SDPA with the explicit boolean mask (what a
-    user writes without it) timed in the same run beside it. Without FlexAttention here: SDPA, saying why."""
-    if not masked_op(op):
-        return torch_sdpa(op, t, torch)
-    sdpa_name, sdpa = torch_sdpa(op, t, torch)
-    why = flex_available(torch)
-    if why is None:
-        try:
-            name, flex = torch_flex(op, t, torch)
-        except Exception as exc:  # noqa: BLE001 - a compiler or kernel failure: SDPA stays the baseline
-            why = f"FlexAttention failed here: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-        else:
-            return name, flex, ((sdpa_name, sdpa),)
-    return f"{sdpa_name} [no FlexAttention: {why}]", sdpa
-
-
-# One PyTorch baseline per op kind: (op, device tensors, torch) -> (name, call[, ((name, call), ...) also
-# timed]). Adding an op adds a line.
-TORCH_BASELINES: dict[str, Callable[[Any, dict[str, Any], Any], tuple[Any, ...]]] = {
-    "gemm": _torch_gemm, "conv2d": _torch_conv2d, "softmax": _torch_softmax, "attention": _torch_attention}
-
-
 
 
 def time_torch(run: Callable[[], Any], warmup: int, repeats: int, flush_l2: bool = True,

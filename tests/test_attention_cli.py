@@ -268,8 +268,9 @@ def test_cpu_baseline_repeats_kv_heads_on_an_old_torch(monkeypatch):
     """Before torch 2.5 SDPA has no enable_gqa: K/V are repeated per q head, with the same result."""
     pytest.importorskip("torch")
     from tracea.emitters import baselines
+    from tracea.emitters.baselines import attention as attention_baselines
 
-    monkeypatch.setattr(baselines, "_torch_version", lambda torch: (2, 4))
+    monkeypatch.setattr(attention_baselines, "_torch_version", lambda torch: (2, 4))
     op = Attention(1, 8, 40, 64, seq_k=30, kv_heads=2, window=(5, 2))
     inputs = op.random_inputs(np.random.default_rng(3))
     base = baselines.baseline_for(op, inputs)
@@ -279,8 +280,9 @@ def test_cpu_baseline_repeats_kv_heads_on_an_old_torch(monkeypatch):
 
 def test_cpu_baseline_without_torch(monkeypatch):
     from tracea.emitters import baselines
+    from tracea.emitters.baselines import attention as attention_baselines
 
-    monkeypatch.setattr(baselines, "_torch", lambda: None)
+    monkeypatch.setattr(attention_baselines, "torch_or_none", lambda: None)
     op = Attention(1, 2, 16, 64)
     base = baselines.baseline_for(op, op.random_inputs(np.random.default_rng(0)))
     assert base.run is None and "torch is not installed" in base.reason

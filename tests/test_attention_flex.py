@@ -1,4 +1,4 @@
-"""The FlexAttention baseline's mask (emitters/baselines.py ``flex_mask_mod``), checked on the CPU: the mask it
+"""The FlexAttention baseline's mask (emitters/baselines/attention.py ``flex_mask_mod``), checked on the CPU: the mask it
 expresses equals the op's own keep mask element by element, and FlexAttention (eager, unfused: the same mask
 and BlockMask the compiled CUDA baseline uses) matches the float64 reference, rows that keep no key 0.
 Skipped without a torch that has FlexAttention; the compiled CUDA path is in test_attention_flex_gpu.py."""
@@ -42,7 +42,7 @@ def _cases() -> list[Attention]:
 def test_mask_mod_is_the_ops_rule(op):
     from torch.nn.attention.flex_attention import create_mask
 
-    from tracea.emitters.baselines import flex_mask_mod
+    from tracea.emitters.baselines.attention import flex_mask_mod
 
     mask = create_mask(flex_mask_mod(op, torch, "cpu"), None, None, op.seq_q, op.seq_k, device="cpu")
     assert mask.shape[-2:] == (op.seq_q, op.seq_k)
@@ -51,7 +51,7 @@ def test_mask_mod_is_the_ops_rule(op):
 
 @pytest.mark.parametrize("op", _cases(), ids=lambda op: op.signature)
 def test_flex_matches_the_reference(op):
-    from tracea.emitters.baselines import torch_flex
+    from tracea.emitters.baselines.attention import torch_flex
 
     inputs = op.random_inputs(np.random.default_rng(3))
     t = {k: torch.from_numpy(inputs[k]) for k in ("q", "k", "v")}
@@ -69,7 +69,7 @@ def test_flex_matches_the_reference(op):
 def test_masked_ops_and_flex_availability(monkeypatch):
     import builtins
 
-    from tracea.emitters.baselines import flex_available, masked_op
+    from tracea.emitters.baselines.attention import flex_available, masked_op
 
     assert masked_op(Attention(1, 1, 8, 64, window=(1, 1)))
     assert masked_op(Attention(1, 1, 8, 64, block_size=4, block_mask=np.ones((2, 2), bool)))
@@ -87,8 +87,9 @@ def test_masked_ops_and_flex_availability(monkeypatch):
 
 
 def _eager_flex(op, t, torch):
-    from tracea.emitters.baselines import torch_flex
+    from tracea.emitters.baselines.attention import torch_flex
 
+    torch_flex = getattr(torch_flex, "real", torch_flex)  # the module's own, where a test stands this one in
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return torch_flex(op, t, torch, compiled=False)
@@ -97,24 +98,25 @@ def _eager_flex(op, t, torch):
 def test_cuda_bench_picks_flex_for_masked_ops_and_sdpa_otherwise(monkeypatch):
     """The CUDA bench's choice, made here on CPU tensors (eager flex for the compiled one): a masked op gets
     FlexAttention with SDPA-with-the-mask beside it, or SDPA alone saying why; a causal op SDPA alone."""
-    from tracea.emitters import device_baselines
+    from tracea.emitters.baselines import attention as attention_baselines
 
-    monkeypatch.setattr(device_baselines, "torch_flex", _eager_flex)
+    _eager_flex.real = attention_baselines.torch_flex
+    monkeypatch.setattr(attention_baselines, "torch_flex", _eager_flex)
     op = Attention(1, 4, 120, 64, seq_k=150, kv_heads=2, causal=True, window=(40, 0))
     inputs = op.random_inputs(np.random.default_rng(5))
     t = {k: torch.from_numpy(inputs[k]) for k in ("q", "k", "v")}
     ref = op.reference(inputs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        name, run, also = device_baselines._torch_attention(op, t, torch)
+        name, run, also = attention_baselines.device(op, t, torch)
         assert name.startswith("flex_attention") and len(also) == 1 and "explicit boolean mask" in also[0][0]
         for call in (run, also[0][1]):
             assert relative_error(call().double().numpy(), ref) <= tolerance(op)
-    monkeypatch.setattr(device_baselines, "flex_available", lambda torch: "no flex in this torch")
-    name, run = device_baselines._torch_attention(op, t, torch)
+    monkeypatch.setattr(attention_baselines, "flex_available", lambda torch: "no flex in this torch")
+    name, run = attention_baselines.device(op, t, torch)
     assert name.startswith("scaled_dot_product_attention") and name.endswith("[no FlexAttention: no flex in this torch]")
     causal = Attention(1, 2, 64, 64, causal=True)
-    made = device_baselines._torch_attention(causal, {k: torch.from_numpy(v) for k, v in
+    made = attention_baselines.device(causal, {k: torch.from_numpy(v) for k, v in
                                                     causal.random_inputs(np.random.default_rng(1)).items()}, torch)
     assert len(made) == 2 and "flex" not in made[0]
 

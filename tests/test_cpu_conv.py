@@ -133,7 +133,7 @@ def test_micro_kernel_fits_the_output_channels():
 def test_torch_baseline_computes_the_same_conv():
     """The suite's conv baseline (torch, channels-last) agrees with the float64 reference."""
     pytest.importorskip("torch")
-    from tracea.emitters.baselines import conv2d_baseline
+    from tracea.emitters.baselines.conv2d import host as conv2d_baseline
 
     op = Conv2d(2, 12, 10, 13, 20, 3, 3, padding=1, layout="nhwc", bias=True, dtype="fp32")
     inputs = op.random_inputs(np.random.default_rng())

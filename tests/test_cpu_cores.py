@@ -12,8 +12,8 @@ import pytest
 from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.doctor.snapshot import load_snapshot
 from tracea.emitters import cpu
-from tracea.emitters.cpu.cores import CpuCore
-from tracea.emitters.cpu.registry import CORES, core_for
+from tracea.emitters.cpu.core import CpuCore
+from tracea.emitters.cpu.cores import CORES, core_for
 from tracea.emitters.cpu.render import render
 from tracea.emitters.cpu.schedules import hero_schedule, rows_space
 from tracea.emitters.cpu.variants import ALL_VARIANTS, FAMILIES

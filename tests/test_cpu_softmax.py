@@ -60,7 +60,7 @@ def test_torch_baseline_computes_the_same_softmax(shape):
     """The suite's softmax baseline is torch.softmax where torch is installed (the one that counts: NumPy has
     no fused softmax), and it agrees with the float64 reference."""
     torch = pytest.importorskip("torch")
-    from tracea.emitters.baselines import softmax_baseline
+    from tracea.emitters.baselines.softmax import host as softmax_baseline
 
     op = Softmax(rows=shape[0], cols=shape[1], dtype="fp32")
     inputs = op.random_inputs(np.random.default_rng())

@@ -1,4 +1,4 @@
-"""The CUDA core registry (emitters/cuda/cores.py): every CUDA variant has its core, every core's schedule
+"""The CUDA core registry (emitters/cuda/cores/, a core file each): every CUDA variant has its core, every core's schedule
 reads back from its JSON, and build.py is a lookup over the registry, not a switchboard."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tracea.emitters.cuda import cores, variants
 
-BUILD = Path(cores.__file__).with_name("build.py")
+BUILD = Path(cores.__file__).parent.with_name("build.py")
 
 
 def test_every_cuda_variant_has_a_core():

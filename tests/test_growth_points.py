@@ -61,21 +61,18 @@ OP_PLACES: dict[str, tuple[str, str]] = {
     "kernels/ops/<op>.py": ("new", "the op as a frozen dataclass (with its aliases, default shape, order, labels, "
                                    "its suites of shapes, its C reference for export); it registers itself in OPS, "
                                    "and kernels/ops/__init__.py imports every file of its folder"),
-    "emitters/<backend>/": ("new", "the op's core file in each backend that serves it (any file in a "
-                                   "backend's folder may name the ops its cores serve)"),
+    "emitters/<backend>/": ("new", "the op's kernel module and core file (cores/<op>.py) in each backend that serves "
+                                   "it; each backend's cores/ folder is its registry (any file in a backend's folder "
+                                   "may name the ops its cores serve)"),
+    "emitters/baselines/<op>.py": ("new", "its baselines: host (NumPy, torch on the CPU) and device (PyTorch's "
+                                          "kernels); found by the op's name"),
     "tracea_cli/<op>_options.py": ("new", "its CLI flags, help line, place and IR value (make_op); op_options.py "
                                           "finds it by name"),
-    "emitters/cpu/registry.py": ("edit", "one line in CORES (its descriptions make the CPU families' variants)"),
-    "emitters/cuda/cores.py": ("edit", "one CudaCore(...) line in CORES, also its family's variant for the op"),
-    "emitters/hip/cores.py": ("edit", "one HipCore(...) line, also its variant (and its launch function there)"),
-    "emitters/baselines.py": ("edit", "BASELINES: the NumPy baseline"),
-    "emitters/device_baselines.py": ("edit", "TORCH_BASELINES: the PyTorch baseline on the device"),
-    "tracea_cli/ops/_functions.py": ("edit", "the tracea.ops function: arguments to the IR value, the call; its "
-                                             "name in __all__, which tracea.ops offers"),
-    "tracea_cli/ops/_vendor.py": ("edit", "the vendor fallback, a function per op (seen by its import of Conv2d)"),
-    "tracea_cli/ops/compile_backend.py": ("edit", "the torch.compile backend: which torch call is the op, its "
-                                                  "custom op with torch's own op beside it (custom_op)"),
-    "tracea_cli/ops/torch_nn.py": ("edit", "the nn.Module Tracea stands in for (nn.Linear, nn.Conv2d), if any"),
+    "tracea_cli/ops/_functions/<op>.py": ("new", "the tracea.ops function (arguments to the IR value, the call) and "
+                                                 "its vendor fallback; offered by its __all__, placed by its ORDER"),
+    "tracea_cli/ops/compile_backend.py": ("edit", "only for an op with a torch call to stand in for: the torch.compile "
+                                                  "backend's match and its custom op, torch's own op beside it"),
+    "tracea_cli/ops/torch_nn.py": ("edit", "only for an op with an nn.Module to stand in for (nn.Linear, nn.Conv2d)"),
 }
 
 # ----------------------------------------------------------------------------------------------- the rule

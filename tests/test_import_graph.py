@@ -196,16 +196,24 @@ def test_no_build_module_branches_on_the_op_kind():
 
 
 def test_core_registries_hold_direct_references():
-    """Every backend's core registry names its functions by reference (imports a reader and a tool can
-    follow), never by a module and attribute string resolved at call time (``importlib``, ``getattr`` on a
-    module name): what a core runs is where the registry line says."""
+    """Every backend's core registry is a folder of core files (``emitters/<backend>/cores/``) whose lines name
+    their functions by reference (imports a reader and a tool can follow), never by a module and attribute
+    string resolved at call time (``importlib``, ``lazy``): what a core runs is where its
+    core file says. The one dynamic step is finding the files: each folder's ``__init__`` reads itself
+    through ``emitters/core.py``'s ``gathered`` (the folder is the list), and nothing else in it imports."""
     found = []
-    for path in sorted([*(ROOT / "emitters").glob("*/cores.py"), *(ROOT / "emitters").glob("*/registry.py")]):
+    folders = sorted(p.parent for p in (ROOT / "emitters").glob("*/cores/__init__.py"))
+    assert [f.parent.name for f in folders] == ["cpu", "cuda", "hip"]  # the scan saw every backend's registry
+    for path in sorted(p for f in folders for p in f.glob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr == "import_module":
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: importlib.import_module")
             if isinstance(node, ast.Name) and node.id in ("importlib", "lazy", "__import__"):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.id}")
-    assert len(list((ROOT / "emitters").glob("*/cores.py"))) >= 3  # cpu, cuda, hip: the scan saw them
+        if path.name == "__init__.py":
+            assert "gathered(__name__, __path__)" in path.read_text(), path
+        else:  # a core file: its lines and its ORDER, with its imports at the top
+            names = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+            assert {"CORES", "ORDER"} <= names, path
     assert not found, "\n".join(found)

@@ -128,7 +128,7 @@ def test_the_heroes_are_valid_on_their_own_target_through_the_protocol():
 
 
 def test_every_backends_cores_are_the_one_core_type():
-    from tracea.emitters.cpu.registry import CORES as CPU
+    from tracea.emitters.cpu.cores import CORES as CPU
     from tracea.emitters.cuda.cores import CORES as CUDA
     from tracea.emitters.hip.cores import CORES as HIP
 

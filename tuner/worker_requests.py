@@ -35,7 +35,7 @@ class _Session:
 
     def baseline_of(self, req: dict[str, Any], op: Any, inputs: Any) -> Any:
         """The vendor library for ``op``: the backend module's own ``baseline_for`` when it has one (a
-        plug-in or test backend), else the host libraries of emitters/baselines.py."""
+        plug-in or test backend), else the host libraries of emitters/baselines/ (each op's file)."""
         mod = importlib.import_module(req["module"])
         fn = getattr(mod, "baseline_for", None)
         if fn is None:
@@ -198,7 +198,7 @@ class _Session:
                 "note": self.pinned()}
 
     def pinned(self) -> str | None:
-        """Why a host baseline runs below its library's best here (emitters/baselines.py), or None."""
+        """Why a host baseline runs below its library's best here (emitters/baselines/), or None."""
         from tracea.emitters.baselines import pinned_note
 
         return pinned_note(self.host) if self.host is not None else None

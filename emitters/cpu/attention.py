@@ -29,7 +29,6 @@ from tracea.doctor.errors import BadInputError
 
 from ..schedule import SCHEMA_VERSION, positive_ints, schedule_fields
 from .attention_c import TASK_C
-from .cores import CpuCore
 from .gemm_core import IN_CONVERT
 from .isa import CpuIsa
 from .schedule import check_threads
@@ -130,7 +129,7 @@ def attention_space(op: Any, v: Any, host: Any) -> list[AttentionSchedule]:
                                                for t in thread_counts(host)])
 
 
-def _check(op: Any, variant: Any, schedule: Any, host: Any) -> None:
+def core_check(op: Any, variant: Any, schedule: Any, host: Any) -> None:
     schedule.validate(op, host, variant)
 
 
@@ -219,12 +218,12 @@ def bounds(op: Any) -> tuple[int, int]:
     return left, (min(right, 0) if op.causal else right)
 
 
-def _arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
+def core_arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
     left, right = bounds(op)
     return (op.batch, op.heads, op.kv_heads, op.seq_q, op.seq_k, left, right, 0), (op.scale,)
 
 
-def _metadata(op: Any, isa: CpuIsa, s: AttentionSchedule, name: str) -> dict[str, Any]:
+def core_metadata(op: Any, isa: CpuIsa, s: AttentionSchedule, name: str) -> dict[str, Any]:
     dtype = op.dtype.value
     return {
         "name": name, "tile": {"M": s.bq, "N": s.bk, "K": op.head_dim, "stages": 1},
@@ -237,15 +236,7 @@ def _metadata(op: Any, isa: CpuIsa, s: AttentionSchedule, name: str) -> dict[str
     }
 
 
-def _kernel(kernel: Any) -> Any:
+def core_kernel(kernel: Any) -> Any:
     from .attention_runtime import AttentionKernel  # numpy: only where a kernel is built
 
     return AttentionKernel(kernel)
-
-
-CORE = CpuCore(name="attention", ops=("attention",), schedule=AttentionSchedule, hero=hero_schedule,
-               space=attention_space, check=_check, render=render_attention, kernel=_kernel, entry=ENTRY,
-               buffers=BUFFERS, arguments=_arguments, tag=lambda op: f"d{op.head_dim}",
-               shape_free=("dtype", "head_dim"), metadata=_metadata,
-               descriptions={"attention": "FlashAttention-style forward (K/V blocks streamed, online softmax, "
-                                          "masked blocks skipped)"})

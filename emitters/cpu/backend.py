@@ -139,7 +139,7 @@ def _bundled(source: str, name: str | None, flags: list[str] | None, recorded: d
     def build(op: Any, variant: Any, schedule: Any, host: Any) -> Any:
         from .. import host_compiler as cc
         from ..artifact import Artifact
-        from .registry import core_for
+        from .cores import core_for
         from .render import render
         from .runtime import CpuKernel
 

@@ -12,8 +12,8 @@ from tracea.doctor.files import write_atomic
 from tracea.doctor.variants import Variant
 
 from .. import host_compiler as cc
+from .cores import core_for
 from .isa import CpuIsa
-from .registry import core_for
 from .render import Rendered, render
 from .schedule import CpuSchedule
 from .variants import resolve

@@ -26,7 +26,6 @@ from typing import Any
 from .conv_direct import check as direct_check
 from .conv_direct import in_place, render_direct, unsupported
 from .conv_small import render_small
-from .cores import CpuCore
 from .gemm import _pack_a, _pack_b
 from .gemm_core import VEC_SUFFIX, CoreSpec, blocked_metadata, render_core
 from .isa import CpuIsa
@@ -184,11 +183,11 @@ def _entry(isa: CpuIsa, loop: str) -> str:
 """
 
 
-def _arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
+def core_arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
     return (op.n, op.c, op.h, op.w, op.k, op.r, op.s, *op.stride, *op.padding, *op.dilation, op.groups, 0), ()
 
 
-def _tag(op: Any) -> str:
+def core_tag(op: Any) -> str:
     return op.layout + ("_bias" if op.bias else "")
 
 
@@ -220,7 +219,7 @@ def _small_m(op: Any, s: CpuSchedule) -> CpuSchedule:
     return dataclasses.replace(s, pack_b=False)
 
 
-def _heuristic(op: Any, v: Any, host: Any) -> CpuSchedule:
+def core_hero(op: Any, v: Any, host: Any) -> CpuSchedule:
     """Per shape (CI machine, 2026-11-25, ResNet-50 rows at batch 1): the filter read in place
     (conv_small.py) where it outweighs the pixels 16 to 1 (2048 channels over 49 pixels: 1.3x the
     direct path); the direct path (conv_direct.py) where it reads the input in place, where few
@@ -241,12 +240,12 @@ def _form(op: Any, s: CpuSchedule) -> CpuSchedule:
     return _micro_kernel(op, s)
 
 
-def _check(op: Any, v: Any, s: CpuSchedule, host: Any) -> None:
+def core_check(op: Any, v: Any, s: CpuSchedule, host: Any) -> None:
     s.validate(op, host, v)
     direct_check(op, s)
 
 
-def _space(op: Any, v: Any, host: Any) -> list[CpuSchedule]:
+def core_space(op: Any, v: Any, host: Any) -> list[CpuSchedule]:
     """The packed core's candidates, hero first; where the direct path and the small-M form apply, each
     candidate also with the input, and with the filter, read in place."""
     packed = blocked_space(op, v, host, gemm_dims(op))  # the clamped hero first
@@ -258,12 +257,5 @@ def _space(op: Any, v: Any, host: Any) -> list[CpuSchedule]:
     return [hero, *(s for s in [*direct, *small, *packed] if s != hero)]
 
 
-def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
+def core_metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
     return blocked_metadata(op, isa, s, name, ["bias"] if op.bias else [], s.pack_a and s.pack_b)
-
-
-CORE = CpuCore(name="conv2d", ops=("conv2d",), hero=_heuristic, space=_space, check=_check, render=render_conv,
-               entry=ENTRY, buffers=("x", "weight", "out", "bias"), arguments=_arguments, tag=_tag,
-               shape_free=("dtype", "layout", "bias"), metadata=_metadata,
-               descriptions={"conv2d": "implicit-GEMM convolution on the GEMM micro-kernel (patches gathered "
-                                       "while packing)"})

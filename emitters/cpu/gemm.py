@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .cores import CpuCore
 from .gemm_core import VEC_SUFFIX, CoreSpec, blocked_metadata, render_core
 from .gemv import prefers, render_small_m, small_m_metadata, small_m_schedule, small_m_space
 from .isa import CpuIsa
@@ -99,11 +98,11 @@ def render_gemm(op: Any, isa: CpuIsa, s: CpuSchedule, header: str) -> str:
                       render_core(isa, s, spec), entry])
 
 
-def _arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
+def core_arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
     return (op.m, op.n, op.k, 0), (op.alpha,)
 
 
-def _tag(op: Any) -> str:
+def core_tag(op: Any) -> str:
     return f"{op.layout_a[0]}{op.layout_b[0]}" + "".join(f"_{e}" for e in op.epilogue)
 
 
@@ -114,7 +113,7 @@ def _tag(op: Any) -> str:
 SMALL_MACS = 128 ** 3
 
 
-def _heuristic(op: Any, v: Any, host: Any) -> CpuSchedule:
+def core_hero(op: Any, v: Any, host: Any) -> CpuSchedule:
     """The small-M path up to ``gemv.MAX_M`` rows (B streamed once, no packing), the blocked core above
     (one thread and, in fp32, no packing up to ``SMALL_MACS``)."""
     if prefers(op):
@@ -127,21 +126,15 @@ def _heuristic(op: Any, v: Any, host: Any) -> CpuSchedule:
     return hero
 
 
-def _space(op: Any, v: Any, host: Any) -> list[CpuSchedule]:
+def core_space(op: Any, v: Any, host: Any) -> list[CpuSchedule]:
     blocked = blocked_space(op, v, host, (op.m, op.n, op.k))
     if not prefers(op):
         return blocked
-    return valid_unique(op, v, host, [_heuristic(op, v, host), *small_m_space(op, v.family, thread_counts(host)),
+    return valid_unique(op, v, host, [core_hero(op, v, host), *small_m_space(op, v.family, thread_counts(host)),
                                        *blocked])
 
 
-def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
+def core_metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
     if s.small_m:
         return small_m_metadata(op, isa, s, name)
     return blocked_metadata(op, isa, s, name, list(op.epilogue), s.pack_a)
-
-
-CORE = CpuCore(name="gemm", ops=("gemm",), hero=_heuristic, space=_space, render=render_gemm, entry=ENTRY,
-               buffers=("a", "b", "out", "bias", "residual"), arguments=_arguments, tag=_tag,
-               shape_free=("dtype", "layout_a", "layout_b", "epilogue"), metadata=_metadata,
-               descriptions={"gemm": "BLIS-style GEMM (packed panels, cache blocks, threads, fused epilogue)"})

@@ -7,8 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .cores import core_for
 from .isa import CpuIsa, isa_for
-from .registry import core_for
 from .schedule import CpuSchedule
 
 
@@ -42,7 +42,7 @@ def _header(op: Any, family: str, s: CpuSchedule, name: str) -> str:
 
 
 def render(op: Any, family: str, s: CpuSchedule) -> Rendered:
-    """The op's core (``registry.CORES``) rendered on the family's ISA."""
+    """The op's core (``cores.CORES``) rendered on the family's ISA."""
     isa = isa_for(family)
     core = core_for(op.kind)
     name = kernel_name(op, family, s)

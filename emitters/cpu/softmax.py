@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cores import CpuCore
 from .gemm_core import IN_CONVERT, VEC_SUFFIX
 from .isa import CpuIsa
 from .schedule import CpuSchedule
-from .schedules import rows_space
 
 ENTRY = "tracea_softmax"
 
@@ -101,11 +99,11 @@ static tr_buf tr_scratch_buf;
 """
 
 
-def _arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
+def core_arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
     return (op.rows, op.cols, 0), ()
 
 
-def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
+def core_metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]:
     """DESIGN.md's kernel metadata (Tessera §11.2) of a row kernel: GPU-only resources are None."""
     dtype = op.dtype.value
     return {
@@ -116,8 +114,3 @@ def _metadata(op: Any, isa: CpuIsa, s: CpuSchedule, name: str) -> dict[str, Any]
         "launch": {"grid": None, "block": None, "threads": s.threads},
         "epilogue": [] if dtype == "fp32" else [f"round to {dtype}"],
     }
-
-
-CORE = CpuCore(name="softmax", ops=("softmax",), space=rows_space, render=render_softmax, entry=ENTRY,
-               buffers=("x", "out"), arguments=_arguments, tag=lambda op: "rows", shape_free=("dtype",),
-               metadata=_metadata, descriptions={"softmax": "vectorised, numerically stable row softmax"})

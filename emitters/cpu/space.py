@@ -1,11 +1,11 @@
 """The CPU search space: every CpuSchedule worth measuring for an op on this host, hero first. Each
-op's core names its space (``registry.CORES``); what a space keeps is in ``schedules.py``."""
+op's core names its space (``cores.CORES``); what a space keeps is in ``schedules.py``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .registry import core_for
+from .cores import core_for
 from .schedule import CpuSchedule
 from .schedules import micro_kernels, thread_counts
 from .variants import resolve

@@ -1,5 +1,5 @@
 """The CPU emitter's variants: instruction family x operation, with what a host needs to run them. The
-families are listed here; the operations are the cores' (``registry.CORES``, each core's ``descriptions``),
+families are listed here; the operations are the cores' (``cores.CORES``, each core's ``descriptions``),
 so an op's core line is its variants too.
 
 Only families whose kernels were compiled, run and verified against the float64 references on the CI
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from tracea.doctor.variants import Requirements, Variant
 
-from .cores import CpuCore
-from .registry import CORES
+from .core import CpuCore
+from .cores import CORES
 
 TOOLCHAIN = ("cc", "gcc", "clang")
 X86 = ("x86_64", "amd64")
@@ -43,7 +43,7 @@ def make_variant(family: str, op: str, core: CpuCore) -> Variant:
     )
 
 
-# every family runs every op that has a core (registry.py), in the registry's order
+# every family runs every op that has a core (cores/), in the registry's order
 ALL_VARIANTS: tuple[Variant, ...] = tuple(make_variant(f, op, core) for f in FAMILIES for op, core in CORES.items())
 VARIANTS: tuple[Variant, ...] = tuple(v for v in ALL_VARIANTS if v.family in REGISTERED_FAMILIES)
 

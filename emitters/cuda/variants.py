@@ -17,7 +17,8 @@ from __future__ import annotations
 from tracea.doctor.errors import BadInputError
 from tracea.doctor.variants import Requirements, Variant
 
-from .cores import BY_VARIANT, CORES, CudaCore
+from .core import CudaCore
+from .cores import BY_VARIANT, CORES
 
 TOOLCHAIN = ("nvrtc",)
 

@@ -15,7 +15,8 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 
 from . import gemm as g
 from . import softmax as sm
-from .cores import PADS, Launch, core_for
+from .core import PADS, Launch
+from .cores import core_for
 from .render import HipRenderer
 from .variants import VARIANTS
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from tracea.doctor.variants import Requirements, Variant
 
-from .cores import CORES, HipCore
+from .core import HipCore
+from .cores import CORES
 
 CDNA = ("gfx908", "gfx90a", "gfx940", "gfx941", "gfx942")
 BF16_MFMA = ("gfx90a", "gfx940", "gfx941", "gfx942")

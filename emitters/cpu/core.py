@@ -3,8 +3,8 @@ hero, space, check, render, kernel) plus what the runtime needs to call the kern
 point does not carry.
 
 Adding an op to the CPU backend: a file with its renderer (on ``gemm_core`` if it is a GEMM, as
-``conv.py`` is) that ends with ``CORE = CpuCore(...)``, and one line in ``registry.py``. Every CPU family
-then offers the op (``variants.py``), described by the core's ``descriptions``.
+``conv.py`` is) and its core file in ``cores/`` (``CORES = (CpuCore(...),)`` and its ``ORDER``). Every CPU
+family then offers the op (``variants.py``), described by the core's ``descriptions``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,34 @@
+"""The Hopper (sm_90a) GEMM and convolution cores, composed in ``emitters/cuda/hopper/`` (schedule,
+mainloop, scheduler, epilogue; gemm.py and conv.py over them); ``tma.py`` holds their checks and the GEMM's
+kernel object. Each needs its hero's opt-in shared memory (the Hopper GEMM and conv tests check that the
+two agree)."""
+
+from __future__ import annotations
+
+from .. import tma
+from ..core import hopper
+from ..hopper import conv as hopper_conv
+from ..hopper import gemm as hopper_gemm
+from ..hopper import schedule as hopper_schedule
+from ..hopper import space as hopper_space
+
+ORDER = 50  # the registry's order, and its variants'
+
+CORES = (
+    # hopper/gemm.py, tma.py (issue 5): the hero's 230480 B (WgmmaSchedule().smem_bytes); verified on an
+    # H200 (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma/, docs/hopper.md)
+    hopper("gemm", hopper_schedule.WgmmaSchedule, hopper_schedule.hero_schedule, hopper_space.search_space,
+           hopper_gemm.rendered, tma.WgmmaKernel, lambda op: {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha},
+           230480, "Hopper GEMM: TMA into 128B-swizzled shared memory, wgmma.mma_async on warpgroups, "
+                   "producer/consumer warp specialisation over an mbarrier ring, setmaxnreg, "
+                   "persistent L2-grouped tile order, fused epilogue, fp32 accumulation"),
+    # hopper/conv.py: the GEMM's parts with a producer warpgroup that gathers the activations by cp.async
+    # (NHWC; NCHW through transposes inside the call); its larger hero's 230512 B (128x128 ping-pong,
+    # 6 stages); verified on an H200 (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/)
+    hopper("conv2d", hopper_schedule.WgmmaConvSchedule, hopper_schedule.conv_hero_schedule,
+           hopper_space.conv_search_space, hopper_conv.rendered, hopper_conv.conv_kernel,
+           lambda op: dict(hopper_conv.conv_scalars(op)),
+           230512, "Hopper implicit-GEMM convolution (NHWC; NCHW via transposes): filter by TMA, "
+                   "activations gathered by a cp.async producer warpgroup into 128B-swizzled shared memory "
+                   "(zero fill for padding), wgmma.mma_async consumers, mbarrier ring, persistent tiles, bias"),
+)

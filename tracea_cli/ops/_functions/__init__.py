@@ -1,0 +1,27 @@
+"""The op functions of ``tracea.ops``, one file per op in this folder (``gemm.py``, ``conv2d.py``, ...): each
+checks its arguments, makes the IR value of its call and names its vendor fallback; the routing is
+_dispatch's. A file offers its function by its ``__all__`` and takes its place among the others by its
+``ORDER``; ``tracea.ops`` offers every name gathered here (``from ._functions import *``), so a new op's
+function is its file here and nothing else lists it.
+
+Each op function makes its call's key and goes through _dispatch.prepared: a signature prepared by an earlier
+call runs its launch at once; any other call takes the slow path below it (every check, the route, the
+kernel), which prepares the key where the kernel ran (MISS) or prepares nothing (RETRY)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+
+def _gathered() -> dict[str, Any]:
+    """Every op function of this folder's files, in their ``ORDER``."""
+    modules = [importlib.import_module(f"{__name__}.{info.name}")
+               for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)]
+    return {name: getattr(m, name) for m in sorted(modules, key=lambda m: m.ORDER) for name in m.__all__}
+
+
+FUNCTIONS = _gathered()
+globals().update(FUNCTIONS)
+__all__ = list(FUNCTIONS)

@@ -32,11 +32,10 @@ from ._dispatch import last_route as _last_route
 from ._engine import Route
 from ._functions import *  # noqa: F403 - the op functions, named in _functions.__all__
 
-# The PyTorch pieces, loaded on first use (each module imports torch), by the module that holds them.
-_TORCH_PIECES = {"TraceaConv2d": "torch_nn", "patch_conv2d": "torch_nn", "unpatch_conv2d": "torch_nn",
-                 "TraceaLinear": "torch_nn", "patch_linear": "torch_nn", "unpatch_linear": "torch_nn",
-                 "register_compile_backend": "compile_backend", "last_report": "compile_backend",
-                 "format_report": "compile_backend"}
+# The PyTorch pieces, loaded on first use (each module imports torch), by the module that holds them: each
+# op's (its nn.Module stand-in, named by its file in _functions/, held in _torch/) and the compile backend's.
+_TORCH_PIECES = {**_functions.TORCH_PIECES, "register_compile_backend": "compile_backend",
+                 "last_report": "compile_backend", "format_report": "compile_backend"}
 
 # Without torch the PyTorch pieces are not offered: ``from tracea.ops import *`` and help(tracea.ops) read
 # every name here (find_spec looks for torch without importing it).
@@ -56,8 +55,8 @@ def _explainable(fn: Any) -> Callable[..., Any] | None:
         return _FUNCTIONS.get(fn)
     if any(fn is f for f in _FUNCTIONS.values()):
         return fn
-    torch_nn = sys.modules.get(f"{__name__}.torch_nn")
-    if torch_nn is not None and getattr(type(fn), "forward", None) in (torch_nn._forward, torch_nn._linear_forward):
+    pieces = sys.modules.get(f"{__name__}._torch")
+    if pieces is not None and getattr(type(fn), "forward", None) in pieces.FORWARDS:
         return fn
     return None
 

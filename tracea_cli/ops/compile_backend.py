@@ -24,17 +24,15 @@ module imports torch and is itself imported only by those paths.
 from __future__ import annotations
 
 import logging
-import operator
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import fx
 
-from ._functions import attention, conv2d, gemm, softmax
-from .compile_choice import Choice, custom_op, measure, prebuild, start_prebuild, static_shapes, unmeasured
+from . import _torch
+from .compile_choice import Choice, measure, prebuild, start_prebuild, static_shapes, unmeasured
 
 LOG = logging.getLogger("tracea.compile")
 
@@ -42,188 +40,21 @@ LOG = logging.getLogger("tracea.compile")
 REPORTS: list[dict[str, Any]] = []
 
 
-def _dense(t: torch.Tensor) -> torch.Tensor:
-    return t.detach() if t.is_contiguous() else t.detach().contiguous()
-
-
-def _channels_last(x: torch.Tensor) -> bool:
-    """A 4-D tensor dense in channels_last memory and not also plain contiguous (what the conv reads in place)."""
-    return x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
-
-
-def _dense4(t: torch.Tensor) -> torch.Tensor:
-    """``t`` as the conv reads it: channels_last kept, anything else made contiguous."""
-    return t.detach() if _channels_last(t) else _dense(t)
-
-
-def _laid(y: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    """``y`` in the memory format the op's fake promised (a fallback may return another)."""
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
-    return y if y.is_contiguous(memory_format=fmt) and (channels_last or y.is_contiguous()) else \
-        y.contiguous(memory_format=fmt)
-
-
-@custom_op("matmul", torch.matmul)
-def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """A 2-D b: one gemm over a's rows, any leading shape of a flattened (the (B, S, D) @ W of a model)."""
-    if a.dim() < 2 or b.dim() != 2 or a.numel() == 0 or a.shape[-1] != b.shape[0]:
-        return torch.matmul(a, b)
-    y = gemm(_dense(a).reshape(-1, a.shape[-1]), _dense(b))
-    return y.reshape(*a.shape[:-1], b.shape[1])
-
-
-@_matmul.register_fake
-def _(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.matmul(a, b)
-
-
-@custom_op("linear", F.linear)
-def _linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x @ w.T (+ bias) over any leading shape of x: one gemm on the flattened rows."""
-    if x.dim() < 1 or w.dim() != 2 or x.shape[-1] != w.shape[1] or x.numel() == 0 or (
-            bias is not None and tuple(bias.shape) != (w.shape[0],)):  # F.linear broadcasts any other bias
-        return F.linear(x, w, bias)
-    rows = _dense(x).reshape(-1, x.shape[-1])
-    y = gemm(rows, _dense(w).t(), bias=None if bias is None else _dense(bias))
-    return y.reshape(*x.shape[:-1], w.shape[0])
-
-
-@_linear.register_fake
-def _(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    return F.linear(x, w, bias)
-
-
-@custom_op("conv2d", lambda x, w, b, st, pad, dil, g: F.conv2d(x, w, b, st, pad, dil, g))
-def _conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: list[int], padding: list[int],
-            dilation: list[int], groups: int) -> torch.Tensor:
-    if x.dim() != 4:
-        return F.conv2d(x, w, bias, stride, padding, dilation, groups)
-    y = conv2d(_dense4(x), _dense4(w), None if bias is None else _dense(bias), tuple(stride), tuple(padding),
-               tuple(dilation), groups)
-    return _laid(y, _channels_last(x))
-
-
-@_conv2d.register_fake
-def _(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: list[int], padding: list[int],
-      dilation: list[int], groups: int) -> torch.Tensor:
-    y = F.conv2d(x, w, bias, stride, padding, dilation, groups)
-    if x.dim() != 4:
-        return y
-    fmt = torch.channels_last if _channels_last(x) else torch.contiguous_format
-    return y.contiguous(memory_format=fmt)
-
-
-@custom_op("softmax", torch.softmax)
-def _softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
-    return softmax(_dense(x), dim)
-
-
-@_softmax.register_fake
-def _(x: torch.Tensor, dim: int) -> torch.Tensor:
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
-
-
-@custom_op("attention", lambda q, k, v, causal, scale, gqa: F.scaled_dot_product_attention(
-    q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa))
-def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None,
-               gqa: bool = False) -> torch.Tensor:
-    """SDPA's meaning; ``gqa``: its ``enable_gqa`` (q head h reads kv head h // (H / Hkv), as Tracea's op
-    does); without it, kv heads other than q's run torch's op, which refuses them as SDPA does."""
-    # torch aligns is_causal top-left, Tracea bottom-right: they agree only when Sq == Sk.
-    if q.dim() != 4 or (causal and q.shape[-2] != k.shape[-2]) or k.shape != v.shape or q.shape[-1] != v.shape[-1] \
-            or (not gqa and q.shape[1] != k.shape[1]) or q.shape[0] != k.shape[0]:  # SDPA broadcasts a batch of 1
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa).contiguous()
-    return _laid(attention(_dense(q), _dense(k), _dense(v), causal=causal, scale=scale), False)
-
-
-@_attention.register_fake
-def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None,
-      gqa: bool = False) -> torch.Tensor:
-    return q.new_empty((*q.shape[:-1], v.shape[-1]))
-
-
-def _pair(v: Any) -> list[int] | None:
-    if isinstance(v, int):
-        return [v, v]
-    if isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(i, int) for i in v):
-        return list(v)
-    return None
-
-
-def _arg(node: fx.Node, i: int, name: str, default: Any) -> Any:
-    return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
-
-
-def _conv_args(node: fx.Node) -> tuple[Any, ...] | None:
-    """(x, w, bias, stride, padding, dilation, groups) of a functional conv2d, None for string padding."""
-    x, w = node.args[0], _arg(node, 1, "weight", None)
-    stride, padding = _pair(_arg(node, 3, "stride", 1)), _pair(_arg(node, 4, "padding", 0))
-    dilation, groups = _pair(_arg(node, 5, "dilation", 1)), _arg(node, 6, "groups", 1)
-    if None in (stride, padding, dilation) or not isinstance(groups, int):
-        return None
-    return x, w, _arg(node, 2, "bias", None), stride, padding, dilation, groups
-
-
-def _module_conv(gm: fx.GraphModule, node: fx.Node) -> tuple[Any, ...] | None:
-    mod = gm.get_submodule(str(node.target))
-    if not isinstance(mod, torch.nn.Conv2d) or mod.padding_mode != "zeros" or isinstance(mod.padding, str):
-        return None
-    graph = gm.graph
-    with graph.inserting_before(node):
-        w = graph.get_attr(f"{node.target}.weight")
-        b = None if mod.bias is None else graph.get_attr(f"{node.target}.bias")
-    return (node.args[0], w, b, list(mod.stride), list(mod.padding), list(mod.dilation), mod.groups)
-
-
-def _softmax_args(node: fx.Node) -> tuple[Any, ...] | None:
-    dim = _arg(node, 1, "dim", None)
-    if not isinstance(dim, int) or _arg(node, 2, "dtype", None) is not None or node.kwargs.get("_stacklevel"):
-        return None
-    return node.args[0], dim
-
-
-def _sdpa_args(node: fx.Node) -> tuple[Any, ...] | None:
-    q, k, v = (_arg(node, i, n, None) for i, n in enumerate(("query", "key", "value")))
-    if _arg(node, 3, "attn_mask", None) is not None or _arg(node, 4, "dropout_p", 0.0) not in (0, 0.0):
-        return None
-    causal, scale, gqa = _arg(node, 5, "is_causal", False), node.kwargs.get("scale"), node.kwargs.get("enable_gqa", False)
-    if not isinstance(causal, bool) or not isinstance(gqa, bool) or not isinstance(scale, (float, type(None))):
-        return None
-    return q, k, v, causal, scale, gqa
-
-
-def _two(node: fx.Node) -> tuple[Any, ...] | None:
-    return None if node.kwargs or len(node.args) != 2 else tuple(node.args)
-
-
-def _linear_args(node: fx.Node) -> tuple[Any, ...] | None:
-    return node.args[0], _arg(node, 1, "weight", None), _arg(node, 2, "bias", None)
-
-
-_MATMUL = (torch.matmul, operator.matmul, torch.mm, torch.Tensor.matmul, torch.Tensor.mm, "matmul", "mm")
-_SOFTMAX = (torch.softmax, F.softmax, torch.Tensor.softmax, "softmax")
-_CONV = (F.conv2d, torch.conv2d)
-_SDPA = (F.scaled_dot_product_attention,)
-
-
 def _match(gm: fx.GraphModule, node: fx.Node) -> tuple[Callable[..., Any], tuple[Any, ...] | None, str] | None:
-    """(custom op, its arguments or None when this call's options are not taken, kind) for a node we know."""
+    """(custom op, its arguments or None when this call's options are not taken, kind) for a node some op's
+    PyTorch pieces know (``_torch/<op>.py``'s ``MATCHES``)."""
     t = node.target
     if node.op == "call_module":
-        return (torch.ops.tracea.conv2d.default, _module_conv(gm, node), "conv2d") \
-            if isinstance(gm.get_submodule(str(t)), torch.nn.Conv2d) else None
+        mod = gm.get_submodule(str(t))
+        for m in _torch.MATCHES:
+            if m.module is not None and isinstance(mod, m.module):
+                return m.custom, m.module_args(gm, node), m.kind
+        return None
     if node.op not in ("call_function", "call_method"):
         return None
-    if t in _MATMUL:
-        return torch.ops.tracea.matmul.default, _two(node), "matmul"
-    if t is F.linear or t is torch._C._nn.linear:
-        return torch.ops.tracea.linear.default, _linear_args(node), "linear"
-    if t in _CONV:
-        return torch.ops.tracea.conv2d.default, _conv_args(node), "conv2d"
-    if t in _SOFTMAX:
-        return torch.ops.tracea.softmax.default, _softmax_args(node), "softmax"
-    if t in _SDPA:
-        return torch.ops.tracea.attention.default, _sdpa_args(node), "attention"
+    for m in _torch.MATCHES:
+        if any(t is target or (isinstance(t, str) and t == target) for target in m.targets):
+            return m.custom, m.args(node), m.kind
     return None
 
 

@@ -1,7 +1,8 @@
 """The op functions of ``tracea.ops``, one file per op in this folder (``gemm.py``, ``conv2d.py``, ...): each
 checks its arguments, makes the IR value of its call and names its vendor fallback; the routing is
 _dispatch's. A file offers its function by its ``__all__`` and takes its place among the others by its
-``ORDER``; ``tracea.ops`` offers every name gathered here (``from ._functions import *``), so a new op's
+``ORDER``, and names its PyTorch pieces (``TORCH_PIECES``, held by ``_torch/<op>.py``); ``tracea.ops``
+offers every name gathered here (``from ._functions import *``), so a new op's
 function is its file here and nothing else lists it.
 
 Each op function makes its call's key and goes through _dispatch.prepared: a signature prepared by an earlier
@@ -14,14 +15,13 @@ import importlib
 import pkgutil
 from typing import Any
 
+_MODULES = sorted((importlib.import_module(f"{__name__}.{info.name}")
+                   for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)), key=lambda m: m.ORDER)
 
-def _gathered() -> dict[str, Any]:
-    """Every op function of this folder's files, in their ``ORDER``."""
-    modules = [importlib.import_module(f"{__name__}.{info.name}")
-               for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)]
-    return {name: getattr(m, name) for m in sorted(modules, key=lambda m: m.ORDER) for name in m.__all__}
-
-
-FUNCTIONS = _gathered()
+# every op function of this folder's files, in their ORDER
+FUNCTIONS: dict[str, Any] = {name: getattr(m, name) for m in _MODULES for name in m.__all__}
+# the names of the ops' PyTorch pieces -> the module of _torch/ that holds each (imported on first use)
+TORCH_PIECES: dict[str, str] = {name: f"_torch.{m.__name__.rsplit('.', 1)[1]}" for m in _MODULES
+                                for name in m.TORCH_PIECES}
 globals().update(FUNCTIONS)
 __all__ = list(FUNCTIONS)

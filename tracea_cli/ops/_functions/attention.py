@@ -19,6 +19,8 @@ from .._vendor import back, f64
 
 ORDER = 40  # its place in tracea.ops (help, __all__)
 __all__ = ["attention"]
+# its PyTorch pieces (in _torch/attention.py, which imports torch), offered by tracea.ops where torch is installed
+TORCH_PIECES: tuple[str, ...] = ()
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,

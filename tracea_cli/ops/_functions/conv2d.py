@@ -22,6 +22,8 @@ from .._vendor import back, f64
 
 ORDER = 20  # its place in tracea.ops (help, __all__)
 __all__ = ["conv2d"]
+# its PyTorch pieces (in _torch/conv2d.py, which imports torch), offered by tracea.ops where torch is installed
+TORCH_PIECES: tuple[str, ...] = ("TraceaConv2d", "patch_conv2d", "unpatch_conv2d")
 
 
 def _padding(padding: Any, rs: tuple[int, int], dilation: tuple[int, int],

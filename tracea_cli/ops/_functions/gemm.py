@@ -20,6 +20,8 @@ from .._vendor import back, f64, torch_math
 
 ORDER = 10  # its place in tracea.ops (help, __all__)
 __all__ = ["gemm"]
+# its PyTorch pieces (in _torch/gemm.py, which imports torch), offered by tracea.ops where torch is installed
+TORCH_PIECES: tuple[str, ...] = ("TraceaLinear", "patch_linear", "unpatch_linear")
 
 
 def gemm(a: Any, b: Any, *, bias: Any = None, residual: Any = None, epilogue: str | Sequence[str] | None = None,

@@ -19,6 +19,8 @@ from .._vendor import back, f64
 
 ORDER = 30  # its place in tracea.ops (help, __all__)
 __all__ = ["softmax"]
+# its PyTorch pieces (in _torch/softmax.py, which imports torch), offered by tracea.ops where torch is installed
+TORCH_PIECES: tuple[str, ...] = ()
 
 
 def softmax(x: Any, dim: int = -1, out: Any = None) -> Any:

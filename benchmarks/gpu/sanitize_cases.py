@@ -1,7 +1,8 @@
 """One small case of every CUDA kernel family, each built with this GPU's hero schedule, run on fresh random
 inputs and verified against the float64 reference: what compute-sanitizer's memcheck, racecheck and
-synccheck run over (tests/test_sanitizers_gpu.py). The families are the cores the planner picks: the SIMT
-and mma.sync GEMM and conv, the Hopper wgmma GEMM (tiles, split-K, the small-M GEMV core), its conv (TMA
+synccheck run over (tests/emitters/cuda/test_sanitizers_gpu.py). The families are the cores the planner picks: the SIMT
+and mma.sync GEMM and conv, the Hopper wgmma GEMM (tiles, split-K, the small-M GEMV core, its splits in a cluster and in the
+global workspace), its conv (TMA
 im2col, 1x1, the small-channel stem core), softmax (a row per warp, rows split across blocks), and attention
 on mma.sync and wgmma (causal, grouped-query, a block mask).
 
@@ -37,6 +38,9 @@ CASES = [
     ("wgmma-gemm", "cuda-wgmma.gemm", Gemm(520, 264, 328, "fp16", layout_a="col", epilogue=("bias", "relu"))),
     ("wgmma-splitk", "cuda-wgmma.gemm", Gemm(256, 256, 8192, "bf16")),
     ("wgmma-gemv", "cuda-wgmma.gemm", Gemm(1, 1024, 2048, "bf16")),
+    # 16 splits, past a cluster's: the parts meet in the global workspace (split_arrival.py's last block)
+    ("gemv-workspace", "cuda-wgmma.gemm", Gemm(3, 1000, 4096, "fp16"), {"core": "gemv", "warps": 8, "splits": 16,
+                                                                       "unroll": 2}),
     ("wgmma-conv", "cuda-wgmma.conv2d", Conv2d(2, 64, 30, 30, 96, 3, 3, padding=1, stride=2, layout="nhwc",
                                               dtype="fp16")),
     ("wgmma-conv1x1", "cuda-wgmma.conv2d", Conv2d(2, 256, 14, 14, 128, 1, 1, layout="nhwc", dtype="fp16")),

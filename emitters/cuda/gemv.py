@@ -30,6 +30,7 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 
 from ..cstyle import Param
 from ..gpu_epilogue import Dest, Operands, Walk, direct_store
+from . import split_arrival
 from .render import CudaRenderer, Rendered
 from .schedule import tile_features
 
@@ -345,7 +346,8 @@ def _cluster_reduction(op: Any, s: GemvSchedule, store: str, r: CudaRenderer) ->
 
 def _reduction(op: Any, s: GemvSchedule, from_f: str, to_f: str, cluster: bool, r: CudaRenderer) -> list[str]:
     """Warps' partials summed in warp order; with splits, the split partials in split order: across a
-    cluster's shared memory, or by the last block of the column tile from the global workspace."""
+    cluster's shared memory, or by the last block of the column tile from the global workspace
+    (``split_arrival.last_block``: the counter reset by thread 0 once the sum is stored)."""
     T = 32 * s.warps
     store = _store(op, from_f, to_f)
     if cluster:
@@ -358,19 +360,16 @@ def _reduction(op: Any, s: GemvSchedule, from_f: str, to_f: str, cluster: bool, 
            f"v += red[w][m][e % {NB}];"]
     if s.splits == 1:
         return [*src, f"        {store}", "    }"]
-    src += ["        ws[((size_t)blockIdx.y * M + m) * N + n] = v;", "    }",
-            "    " + r.fence, "    " + r.barrier,
-            f"    int* count = (int*)(ws + (size_t){s.splits} * M * N) + blockIdx.x;",
-            f"    if (threadIdx.x == 0) last = atomicAdd(count, 1) == {s.splits - 1};",
-            "    " + r.barrier, "    if (!last) return;", "    " + r.fence,
-            f"    for (int e = threadIdx.x; e < M * {NB}; e += {T}) {{",
-            f"        const int m = e / {NB}, n = n0 + e % {NB};",
-            "        if (n >= N) continue;",
-            f"        float v = 0.0f;\n        for (int sp = 0; sp < {s.splits}; ++sp) "
-            "v += __ldcg(ws + ((size_t)sp * M + m) * N + n);",
-            f"        {store}", "    }",
-            "    if (threadIdx.x == 0) *count = 0;  /* ready for the next launch */"]
-    return src
+    summed = [f"    for (int e = threadIdx.x; e < M * {NB}; e += {T}) {{",
+              f"        const int m = e / {NB}, n = n0 + e % {NB};",
+              "        if (n >= N) continue;",
+              f"        float v = 0.0f;\n        for (int sp = 0; sp < {s.splits}; ++sp) "
+              "v += __ldcg(ws + ((size_t)sp * M + m) * N + n);",
+              f"        {store}", "    }"]
+    src += ["        ws[((size_t)blockIdx.y * M + m) * N + n] = v;", "    }"]  # parked in the warps' loop
+    return src + split_arrival.last_block(r, f"(ws + (size_t){s.splits} * M * N)", "blockIdx.x", s.splits,
+                                          "threadIdx.x == 0", [], summed, word="int", reset_after_sum=True,
+                                          indent="    ")
 
 
 def render_gemv(op: Any, schedule: GemvSchedule, arch: Any, renderer: CudaRenderer | None = None) -> Rendered:
@@ -393,7 +392,6 @@ def render_gemv(op: Any, schedule: GemvSchedule, arch: Any, renderer: CudaRender
     src = [r.prelude(1), r.tensor_prelude(dtype), *([CLUSTER_LIB] if cluster else []), _loaders(op),
            signature + " {",
            f"    __shared__ float red[{s.warps}][{mp}][{NB}];",
-           "    __shared__ int last;",
            "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;",
            f"    const int n0 = blockIdx.x * {NB};",
            f"    const int c0 = blockIdx.y * {per_split}, c1 = min(c0 + {per_split}, {steps});",

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..cstyle import Param
 from ..gpu_epilogue import Dest, Loop, Operands, Walk, direct_store
+from . import split_arrival
 from .render import CudaRenderer, Rendered
 
 WARPS = 8
@@ -108,8 +109,8 @@ def _stream(op: Any, s: Any) -> list[str]:
 
 def _reduce(op: Any, s: Any, tiles: int, r: CudaRenderer) -> list[str]:
     """Output ``o = tid + 256 j`` (row o / COLS, column o % COLS) summed over the warps in order, CHUNK
-    rows at a time through shared memory; with a split, the part stored, the arrival counted, and the last
-    block's sum of the parts in order."""
+    rows at a time through shared memory; with a split, the part stored, the arrival counted
+    (``split_arrival.last_block``), and the last block's sum of the parts in order."""
     mr, nt = rows(op, s), 32 * WARPS
     per = -(-mr * COLS // nt)
     out = [f"float v_[{per}];", "float* red = tr_smem_f;"]
@@ -126,21 +127,15 @@ def _reduce(op: Any, s: Any, tiles: int, r: CudaRenderer) -> list[str]:
     if s.split_k == 1:
         return out
     S, words, slab = s.split_k, -(-tiles // 64) * 64, mr * COLS
-    return out + [
-        "__shared__ int tr_last;",
-        "uint32_t* tr_count = (uint32_t*)W;",
-        f"float* tr_parts = W + {words} + (size_t)pid * {S * slab};",
-        f"#pragma unroll\nfor (int j = 0; j < {per}; ++j) if (tid + j * {nt} < {slab}) "
-        f"__stcg(tr_parts + part * {slab} + tid + j * {nt}, v_[j]);",
-        r.fence, r.barrier,
-        f"if (tid == 0) {{\n  tr_last = atomicAdd(tr_count + pid, 1u) == {S - 1}u;\n"
-        "  if (tr_last) tr_count[pid] = 0u;  /* at rest for the next launch */\n}",
-        r.barrier, "if (!tr_last) return;", r.fence,
-        f"#pragma unroll\nfor (int j = 0; j < {per}; ++j) {{",
-        f"  const int o = tid + j * {nt};",
-        "  float t = 0.0f;",
-        f"  if (o < {slab}) {{\n    #pragma unroll 4\n    for (int p = 0; p < {S}; ++p) t += __ldcg(tr_parts + p * {slab} + o);\n  }}",
-        "  v_[j] = t;", "}"]
+    summed = [f"#pragma unroll\nfor (int j = 0; j < {per}; ++j) {{",
+              f"  const int o = tid + j * {nt};",
+              "  float t = 0.0f;",
+              f"  if (o < {slab}) {{\n    #pragma unroll 4\n    for (int p = 0; p < {S}; ++p) t += __ldcg(tr_parts + p * {slab} + o);\n  }}",
+              "  v_[j] = t;", "}"]
+    parked = [f"float* tr_parts = W + {words} + (size_t)pid * {S * slab};",
+              f"#pragma unroll\nfor (int j = 0; j < {per}; ++j) if (tid + j * {nt} < {slab}) "
+              f"__stcg(tr_parts + part * {slab} + tid + j * {nt}, v_[j]);"]
+    return out + split_arrival.last_block(r, "W", "pid", S, "tid == 0", parked, summed)
 
 
 def _epilogue(op: Any, s: Any, epi: tuple[str, ...]) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import split_arrival
 from .plan import SimtKernel
 from .render import CudaRenderer
 
@@ -41,9 +42,9 @@ def _counter_words(tiles: int) -> int:
 def split_reduction(k: SimtKernel, r: CudaRenderer) -> list[str]:
     """Each block stores its 8 x ``thread_n`` partial (F = 2 * thread_n float4 a thread, coalesced:
     float4 ``j`` of thread ``t`` of part ``p`` at ``(p * F + j) * threads + t`` of the tile's slab), fences,
-    and arrives at its tile's counter. The last to arrive resets the counter and sums the parts 0, 1, ..,
-    split_k - 1 in that order (its own from registers: the same value), so that the sum does not depend on
-    the order of arrival; the epilogue then runs once, on the sum."""
+    and arrives at its tile's counter (``split_arrival.last_block``). The last to arrive resets the counter
+    and sums the parts 0, 1, .., split_k - 1 in that order (its own from registers: the same value), so that
+    the sum does not depend on the order of arrival; the epilogue then runs once, on the sum."""
     s, nt = k.s, k.threads
     if s.split_k == 1:
         return []
@@ -53,26 +54,16 @@ def split_reduction(k: SimtKernel, r: CudaRenderer) -> list[str]:
     F = 8 * H  # float4 a thread
     M, N, _ = k.mnk
     words = _counter_words(-(-M // s.bm) * -(-N // s.bn))
-    return ["__shared__ int tr_last;",
-            "uint32_t* tr_count = (uint32_t*)W;",
-            f"const float4* tr_slab = (const float4*)(W + {words}) + (size_t)pid * {S * F * nt} + tid;",
-            f"float4* tr_mine = (float4*)(W + {words}) + (size_t)pid * {S * F * nt} + (size_t)part * {F * nt} + tid;",
-            f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < {H}; ++h) "
-            f"__stcg(tr_mine + (i * {H} + h) * {nt}, {acc4});",
-            r.fence,
-            r.barrier,
-            "if (tid == 0) {",
-            f"  tr_last = atomicAdd(tr_count + pid, 1u) == {S - 1}u;",
-            "  if (tr_last) tr_count[pid] = 0u;  /* at rest for the next launch */",
-            "}",
-            r.barrier,
-            "if (!tr_last) return;",
-            r.fence,
-            f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < {H}; ++h) {{",
-            "  float4 t = make_float4(0.f, 0.f, 0.f, 0.f);",
-            f"  #pragma unroll 1\n  for (int p = 0; p < {S}; ++p) {{",
-            f"    const float4 v = p == part ? {acc4} : __ldcg(tr_slab + (p * {F} + i * {H} + h) * {nt});",
-            "    t.x += v.x; t.y += v.y; t.z += v.z; t.w += v.w;",
-            "  }",
-            "  acc[i][h * 4] = t.x; acc[i][h * 4 + 1] = t.y; acc[i][h * 4 + 2] = t.z; acc[i][h * 4 + 3] = t.w;",
-            "}"]
+    summed = [f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < {H}; ++h) {{",
+              "  float4 t = make_float4(0.f, 0.f, 0.f, 0.f);",
+              f"  #pragma unroll 1\n  for (int p = 0; p < {S}; ++p) {{",
+              f"    const float4 v = p == part ? {acc4} : __ldcg(tr_slab + (p * {F} + i * {H} + h) * {nt});",
+              "    t.x += v.x; t.y += v.y; t.z += v.z; t.w += v.w;",
+              "  }",
+              "  acc[i][h * 4] = t.x; acc[i][h * 4 + 1] = t.y; acc[i][h * 4 + 2] = t.z; acc[i][h * 4 + 3] = t.w;",
+              "}"]
+    parked = [f"const float4* tr_slab = (const float4*)(W + {words}) + (size_t)pid * {S * F * nt} + tid;",
+              f"float4* tr_mine = (float4*)(W + {words}) + (size_t)pid * {S * F * nt} + (size_t)part * {F * nt} + tid;",
+              f"#pragma unroll\nfor (int i = 0; i < 8; ++i)\n#pragma unroll\nfor (int h = 0; h < {H}; ++h) "
+              f"__stcg(tr_mine + (i * {H} + h) * {nt}, {acc4});"]
+    return split_arrival.last_block(r, "W", "pid", S, "tid == 0", parked, summed)

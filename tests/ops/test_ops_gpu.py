@@ -9,6 +9,7 @@ only after the sleep, and ``stream.query()`` right after the call (still busy) s
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import subprocess
@@ -22,7 +23,6 @@ torch = pytest.importorskip("torch")
 import tracea  # noqa: E402
 from tracea.kernels import Attention, Conv2d, Gemm, Softmax, relative_error, tolerance  # noqa: E402
 from tracea.kernels.dtypes import bf16_to_float32  # noqa: E402
-from tracea.ops import _functions  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA GPU")]
 ops = tracea.ops
@@ -152,7 +152,8 @@ def test_channels_last_repeated_calls_and_the_nchw_note():
                 assert ops.explain().path == "tracea", ops.explain()
                 assert got.is_contiguous(memory_format=torch.channels_last)
                 assert ((got.float() - want).norm() / want.norm()).item() < 1e-2
-        _functions._NCHW_WARNED.clear()  # warned once a process: earlier tests may have seen it
+        # warned once a process (earlier tests may have seen it): the flag is conv2d's file's
+        importlib.import_module("tracea.ops._functions.conv2d")._NCHW_WARNED.clear()
         with pytest.warns(UserWarning, match="NCHW") if torch.cuda.get_device_capability() >= (9, 0) else \
                 contextlib.nullcontext():
             ops.conv2d(xs[0], w, b, padding=1)

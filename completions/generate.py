@@ -1,7 +1,7 @@
 """Regenerate the shell completion scripts from the Typer app:  python completions/generate.py
 
 The scripts call back into `tracea` (Click's dynamic completion), so they stay right as commands
-change; tests/test_completions.py fails when these files differ from what the installed Typer makes.
+change; tests/cli/test_completions.py fails when these files differ from what the installed Typer makes.
 """
 
 from __future__ import annotations

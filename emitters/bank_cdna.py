@@ -36,7 +36,7 @@ modelled: CDNA4 (MI350, gfx950: 64 banks and other read phases), ``ds_read_b96``
 SIMD pair; a cycle model such as rocRoller's adds it), atomics.
 
 The phase counts reproduce nod-ai's published MI300X conflict counts for strided ``ds_read_b32/b64/b128``
-(``tests/test_bank_sim_amd.py``): rocprof's ``SQ_LDS_BANK_CONFLICT`` is this model's ``cycles - ideal``.
+(``tests/emitters/test_bank_sim_amd.py``): rocprof's ``SQ_LDS_BANK_CONFLICT`` is this model's ``cycles - ideal``.
 """
 
 from __future__ import annotations

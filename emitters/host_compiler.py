@@ -142,7 +142,7 @@ def _prelude_block(source: str) -> str | None:
 # Free bytes the cache's disk must have before a precompiled header is built there. gcc's header of the
 # AVX-512 intrinsics prelude is about 28 MB; while it is written, the compiles the tuner runs ahead beside it
 # need room too, and on a nearly full disk the header would take it and fail them (seen on a 24 MB tmpfs in
-# tests/test_full_disk.py). Without it the kernels compile as they are, only slower to parse.
+# tests/tuner/test_full_disk.py). Without it the kernels compile as they are, only slower to parse.
 PRELUDE_ROOM = 256 * 2**20
 
 

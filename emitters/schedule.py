@@ -4,7 +4,7 @@ A schedule says how one kernel is blocked, staged and launched, as a frozen valu
 compared by its fields). Each backend keeps its own in its folder: ``cpu/schedule.py`` (``CpuSchedule``)
 and ``cpu/attention.py``; ``cuda/schedule.py`` (``CudaSchedule``), ``cuda/gemv.py``, ``cuda/stem.py``,
 ``cuda/attention.py`` and ``cuda/hopper/``; ``hip/gemm.py`` and ``hip/softmax.py``. Every one of them is a
-``Schedule`` (``tests/test_schedule_protocol.py`` finds them all and checks it, with a JSON round trip of
+``Schedule`` (``tests/emitters/test_schedule_protocol.py`` finds them all and checks it, with a JSON round trip of
 each one's hero).
 
 This module imports neither NumPy nor the IR, so the planner and the CLI can read schedules cheaply.

@@ -14,12 +14,17 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# The tests sit in a folder per layer (tests/<layer>/, tests/emitters/<backend>/), and pytest puts each
+# test's own folder on the path (their names are unique). A helper that one folder imports sits in that
+# folder; the few that tests of several folders import are in tests/helpers/, put on the path here.
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))
 RUN_PREFIX = "tt-"  # short: Ray's socket paths under it must stay under 108 bytes (test_tune_ray.py)
 
 
@@ -113,14 +118,34 @@ def fixtures() -> Path:
     return FIXTURES
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """A pytest-xdist worker is told the run's folder (``kernel_home``)."""
+    node.workerinput["tracea_run_dir"] = str(node.config._tracea_run_dir)
+
+
+@pytest.fixture(scope="session")
+def kernel_home(pytestconfig, tmp_path_factory) -> Path:
+    """The binary cache (a TRACEA_HOME) of the tests that compile kernels: one folder for the whole run, which
+    every worker shares, so a kernel that several modules build is compiled once in the run, on whichever
+    worker needs it first (it was one folder per worker: the same kernels compiled again on each). Nothing
+    from an earlier run is in it. The cache is keyed by content and written atomically (host_compiler.py,
+    nvrtc.py), so workers that compile one kernel at once never read half a file."""
+    run = getattr(pytestconfig, "workerinput", {}).get("tracea_run_dir") or getattr(pytestconfig, "_tracea_run_dir",
+                                                                                    None)
+    home = Path(run) / "kernels" if run else tmp_path_factory.getbasetemp() / "tracea-home"
+    home.mkdir(exist_ok=True)
+    return home
+
+
 @pytest.fixture(scope="module")
-def kernel_cache(tmp_path_factory):
-    """A fresh binary cache (TRACEA_HOME) for a module: every kernel is really compiled there. Modules
-    that compile take it with ``pytestmark = pytest.mark.usefixtures("kernel_cache")``."""
+def kernel_cache(kernel_home):
+    """The run's binary cache (``kernel_home``) as TRACEA_HOME for a module: every kernel is really compiled
+    in this run. Modules that compile take it with ``pytestmark = pytest.mark.usefixtures("kernel_cache")``."""
     import os
 
     old = os.environ.get("TRACEA_HOME")
-    os.environ["TRACEA_HOME"] = str(tmp_path_factory.getbasetemp() / "tracea-home")
+    os.environ["TRACEA_HOME"] = str(kernel_home)
     yield
     if old is None:
         os.environ.pop("TRACEA_HOME", None)

@@ -17,7 +17,7 @@ from .validate import FINITE, NON_NEGATIVE, SIZE
 ORDER = 3  # its commands' place among the ops' in a verb's help
 HELP = "Fused scaled dot-product attention (FlashAttention-style), softmax(Q K^T * scale + mask) V."
 # The design documents' spellings, as the op's ``aliases`` has them (kernels.OP_ALIASES; spelt out here: the
-# app loads no NumPy, so no kernels/; tests/test_attention_cli.py checks the two agree). Hidden commands.
+# app loads no NumPy, so no kernels/; tests/cli/test_attention_cli.py checks the two agree). Hidden commands.
 ALIASES = ("flash_attention_2", "flash-attention-2", "flash_attention")
 PARAMS = [
     option("batch", int, 1, "--batch", help="Batch size.", domain=SIZE),

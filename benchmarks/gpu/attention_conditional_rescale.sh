@@ -4,7 +4,7 @@
 # attention GPU test, then the whole table with cuDNN / FlexAttention in the same run.
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
-timeout 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_wgmma_attention_gpu.py \
+timeout 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/emitters/cuda/test_cuda_wgmma_attention_gpu.py \
     > "$RES/test_wgmma_attention.txt" 2>&1; echo "rc=$?" >> "$RES/test_wgmma_attention.txt"; tail -4 "$RES/test_wgmma_attention.txt"
 timeout 330 $PY benchmarks/gpu/wgmma_attention_probe.py --warmup 10 --repeats 40 > "$RES/attn.txt" 2>&1
 echo "rc=$?" >> "$RES/attn.txt"; cat "$RES/attn.txt"

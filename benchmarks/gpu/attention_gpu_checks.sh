@@ -5,7 +5,7 @@
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$RES/device.txt"
 $PY -c "import torch; print('torch', torch.__version__)" | tee -a "$RES/device.txt"
-for t in ${TESTS:-tests/test_cuda_attention_gpu.py}; do
+for t in ${TESTS:-tests/emitters/cuda/test_cuda_attention_gpu.py}; do
   name=$(basename $t .py)
   timeout ${TEST_TIMEOUT:-180} $PY -m pytest -q -x -m gpu -p no:cacheprovider $t > "$RES/$name.txt" 2>&1
   echo "rc=$?" >> "$RES/$name.txt"; tail -12 "$RES/$name.txt"

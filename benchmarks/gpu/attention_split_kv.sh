@@ -3,7 +3,7 @@
 # verified on the GPU test cases, then d256 at seq 512 and 16384 (causal) against the hero and cuDNN.
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
-timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_wgmma_attention_gpu.py -k "apart or hero" \
+timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider tests/emitters/cuda/test_cuda_wgmma_attention_gpu.py -k "apart or hero" \
     > "$RES/test_split_kv.txt" 2>&1; echo "rc=$?" >> "$RES/test_split_kv.txt"; tail -4 "$RES/test_split_kv.txt"
 ALTS='split_kv=true;stages=1,split_kv=true;bk=128,stages=1,split_kv=true'
 for pass in 1 2; do

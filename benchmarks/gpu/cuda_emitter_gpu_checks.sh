@@ -41,7 +41,7 @@ smoke)
 probe)
     $PY benchmarks/bench_cuda.py verify --out "$OUT" 2>&1 | tee "$OUT/verify.log" | tail -3 || exit 1
     $PY benchmarks/bench_cuda.py probe 2>&1 | tee "$OUT/probe.log"
-    $PY -m pytest -q -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
+    $PY -m pytest -q -p no:cacheprovider tests/emitters/cuda/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
     ;;
 bench)
     $PY benchmarks/bench_cuda.py probe 2>&1 | tee "$OUT/probe.log"
@@ -60,7 +60,7 @@ full)
         $PY benchmarks/bench_cuda.py ncu-gemm 2>&1 | tee "$OUT/ncu_gemm.log" | tail -14
     timeout 260 $PY benchmarks/bench_cuda.py space --size ${SPACE_SIZE:-4096} --out "$OUT/space.json" 2>&1 \
         | tee "$OUT/space.log" | tail -3
-    timeout 120 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -5
+    timeout 120 $PY -m pytest -q -p no:cacheprovider tests/emitters/cuda/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -5
     ;;
 gemm)
     # the mma.sync GEMM work (issue 4): odd shapes of every variant, the GEMM schedules against cuBLAS, GPU
@@ -74,7 +74,7 @@ gemm)
     timeout 120 ncu --clock-control none --kernel-name regex:tr_gemm_mma --launch-count $N \
         --metrics $BC.sum,${BC}_op_ld.sum,${BC}_op_st.sum,$W.sum,${W}_op_ld.sum,${W}_op_st.sum,${I}ldsm.sum,${I}shared_ld.sum,${I}shared_st.sum,${I}ldgsts.sum \
         $PY benchmarks/bench_cuda.py ncu-gemm $SPECS 2>&1 | tee "$OUT/ncu_gemm.log" | grep -E "tr_gemm|conflicts|wavefronts|inst_executed" | tail -44
-    timeout 100 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -8
+    timeout 100 $PY -m pytest -q -p no:cacheprovider tests/emitters/cuda/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -8
     timeout 80 ncu --clock-control none --kernel-name regex:tr_gemm_mma --launch-count $N \
         --section WarpStateStats --section ComputeWorkloadAnalysis --section SpeedOfLight \
         $PY benchmarks/bench_cuda.py ncu-gemm $SPECS > "$OUT/ncu_stalls.log" 2>&1
@@ -88,7 +88,7 @@ epilogue)
     $PY benchmarks/bench_cuda.py verify --out "$OUT" 2>&1 | tee "$OUT/verify.log" | tail -2
     timeout ${PROBE_S:-300} $PY benchmarks/bench_cuda.py gemm-probe --repeats ${REPEATS:-30} --out "$OUT" \
         2>&1 | tee "$OUT/gemm_probe.log" | grep -E "FAILED|ERROR|NOT TIMED|odd shapes"
-    timeout 100 $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -4
+    timeout 100 $PY -m pytest -q -p no:cacheprovider -m gpu tests/emitters/cuda/test_cuda_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -4
     grep -E "^[0-9]+ mma" "$OUT/gemm_probe.log"
     ;;
 space)

@@ -23,5 +23,5 @@ for pass in 1 2; do
 done
 . benchmarks/gpu/shim.sh
 timeout 200 $PY benchmarks/gpu/graph_kernel_probe.py --distinct --carveout 2>&1 | tee "$RES/distinct_carveout.txt"
-timeout 300 $PY -m pytest -q -x tests/test_cuda_modules.py tests/test_ops_gpu.py tests/test_cuda_gpu.py \
-  tests/test_ops_native_call.py tests/test_cuda_wgmma.py tests/test_cuda_wgmma_conv1x1.py 2>&1 | tail -15 | tee "$RES/gpu_tests.txt"
+timeout 300 $PY -m pytest -q -x tests/emitters/cuda/test_cuda_modules.py tests/ops/test_ops_gpu.py tests/emitters/cuda/test_cuda_gpu.py \
+  tests/ops/test_ops_native_call.py tests/emitters/cuda/test_cuda_wgmma.py tests/emitters/cuda/test_cuda_wgmma_conv1x1.py 2>&1 | tail -15 | tee "$RES/gpu_tests.txt"

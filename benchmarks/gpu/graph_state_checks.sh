@@ -12,7 +12,7 @@ timeout 200 $PY benchmarks/gpu/graph_kernel_probe.py --forms 2>&1 | tee "$RES/re
 timeout 150 $PY benchmarks/gpu/ops_resnet50.py --batch 1 32 2>&1 | tee "$RES/resnet50_b1_then_b32.txt"
 timeout 150 $PY benchmarks/gpu/ops_resnet50.py --batch 32 1 2>&1 | tee "$RES/resnet50_b32_then_b1.txt"
 timeout 150 $PY benchmarks/bench_ops_host.py --cuda 2>&1 | tee "$RES/host_time_per_call.txt"
-timeout 300 $PY -m pytest -q -p no:cacheprovider tests/test_ops_native_call.py tests/test_ops_gpu.py tests/test_cuda_gpu.py \
-  tests/test_cuda_modules.py tests/test_cuda_wgmma.py tests/test_cuda_wgmma_conv1x1.py tests/test_cuda_wgmma_conv.py \
+timeout 300 $PY -m pytest -q -p no:cacheprovider tests/ops/test_ops_native_call.py tests/ops/test_ops_gpu.py tests/emitters/cuda/test_cuda_gpu.py \
+  tests/emitters/cuda/test_cuda_modules.py tests/emitters/cuda/test_cuda_wgmma.py tests/emitters/cuda/test_cuda_wgmma_conv1x1.py tests/emitters/cuda/test_cuda_wgmma_conv.py \
   -k "not recorded_gpu_probe" 2>&1 | tail -6 | tee "$RES/gpu_tests.txt"
 timeout 300 $PY benchmarks/gpu/ops_compile_models.py 2>&1 | tee "$RES/compile_models.txt"

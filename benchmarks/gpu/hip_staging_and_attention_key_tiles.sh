@@ -4,7 +4,7 @@
 # hero (d256: 32- and 48-key tiles, deeper rings; d64: 64/96-key tiles, deeper rings), cuDNN in the same run.
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$RES/device.txt"
-timeout 300 $PY -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_hip_gpu.py \
+timeout 300 $PY -m pytest -q -m gpu -p no:cacheprovider -rs tests/emitters/hip/test_hip_gpu.py \
     > "$RES/test_hip_gpu.txt" 2>&1; echo "rc=$?" >> "$RES/test_hip_gpu.txt"; tail -4 "$RES/test_hip_gpu.txt"
 D256='bk=32,stages=2;bk=32,stages=3;bk=32,stages=4;bk=32,stages=5;bk=48,stages=2;bk=48,stages=3;bk=32,stages=4,intra=true;bk=48,stages=3,intra=true;consumers=1,pingpong=false;bk=32,stages=4,persistent=true'
 D64='bk=64,stages=4;bk=64,stages=6;bk=64,stages=8;bk=96,stages=4;bk=128,stages=6;q_buffers=1;bk=64,stages=8,intra=false'

@@ -3,7 +3,7 @@
 # attention d256 b16 s512 beside cuDNN (issue 17: what limits the hero there).
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
-timeout 300 $PY -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_hip_gpu.py \
+timeout 300 $PY -m pytest -q -m gpu -p no:cacheprovider -rs tests/emitters/hip/test_hip_gpu.py \
     > "$RES/test_hip_gpu.txt" 2>&1; echo "rc=$?" >> "$RES/test_hip_gpu.txt"; tail -4 "$RES/test_hip_gpu.txt"
 timeout 240 ncu --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
     --section Occupancy --section LaunchStats --launch-count 6 \

@@ -5,7 +5,7 @@
 # the hint, at its own depth and at 5 stages.
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
-timeout 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py > "$RES/pytest.txt" 2>&1
+timeout 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/emitters/cuda/test_cuda_splitk.py > "$RES/pytest.txt" 2>&1
 echo "rc=$?" >> "$RES/pytest.txt"; tail -3 "$RES/pytest.txt"
 timeout 350 $PY benchmarks/gpu/split_probe.py --hint > "$RES/hint.txt" 2>&1; echo "rc=$?" >> "$RES/hint.txt"
 cat "$RES/hint.txt"

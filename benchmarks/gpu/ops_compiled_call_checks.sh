@@ -19,8 +19,8 @@ run() {  # run NAME COMMAND...: the command's output appended to $RES/NAME.txt, 
   echo "rc=$?" >> "$RES/$name.txt"
 }
 if [ "$STEP" != models ]; then
-  run tests $PY -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_ops_native_call.py tests/test_ops_gpu.py \
-    tests/test_ops_launch_on.py tests/test_cuda_launch_replay.py
+  run tests $PY -m pytest -q -p no:cacheprovider -rfE --tb=short tests/ops/test_ops_native_call.py tests/ops/test_ops_gpu.py \
+    tests/ops/test_ops_launch_on.py tests/emitters/cuda/test_cuda_launch_replay.py
   grep -E "passed|failed|^FAILED|^ERROR|rc=" "$RES/tests.txt" | tail -8
   for native in 1 0 1; do  # the compiled call, the Python call, the compiled call again (the host drifts)
     run host env TRACEA_NATIVE_LAUNCH=$native $PY benchmarks/bench_ops_host.py --cuda

@@ -17,8 +17,8 @@ if [ $STEP != tests ]; then
   grep -vE "Warning|warn\(" "$RES/bench.txt" | tail -${TAIL:-80}
 fi
 [ $STEP = bench ] && exit 0
-timeout ${TEST_TIMEOUT:-400} $PY -m pytest -q -m gpu -p no:cacheprovider -rfE --tb=short ${TESTS:-tests/test_ops_gpu.py \
-  tests/test_ops_launch_on.py tests/test_cuda_gpu.py tests/test_cuda_wgmma_attention_gpu.py tests/test_ops_compile_gpu.py} \
+timeout ${TEST_TIMEOUT:-400} $PY -m pytest -q -m gpu -p no:cacheprovider -rfE --tb=short ${TESTS:-tests/ops/test_ops_gpu.py \
+  tests/ops/test_ops_launch_on.py tests/emitters/cuda/test_cuda_gpu.py tests/emitters/cuda/test_cuda_wgmma_attention_gpu.py tests/ops/test_ops_compile_gpu.py} \
   > "$RES/tests.txt" 2>&1
 echo "rc=$?" >> "$RES/tests.txt"
 grep -E "passed|failed|^FAILED|^ERROR|rc=" "$RES/tests.txt" | tail -30

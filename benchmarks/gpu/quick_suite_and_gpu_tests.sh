@@ -9,11 +9,11 @@
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 timeout 60 $PY -m tracea bench --backend cuda --quick 2>&1 | tail -20 | tee "$RES/quick_suite.txt"
 timeout 220 $PY -m pytest -q -p no:cacheprovider -rf -k "not recorded_gpu_probe" \
-  tests/test_cuda_wgmma.py tests/test_cuda_splitk.py tests/test_cuda_compile.py tests/test_cuda_gpu.py \
-  tests/test_ops_gpu.py tests/test_cuda_wgmma_conv.py tests/test_cuda_stem_gpu.py > "$RES/gpu_tests_kernels_and_ops.txt" 2>&1
+  tests/emitters/cuda/test_cuda_wgmma.py tests/emitters/cuda/test_cuda_splitk.py tests/emitters/cuda/test_cuda_compile.py tests/emitters/cuda/test_cuda_gpu.py \
+  tests/ops/test_ops_gpu.py tests/emitters/cuda/test_cuda_wgmma_conv.py tests/emitters/cuda/test_cuda_stem_gpu.py > "$RES/gpu_tests_kernels_and_ops.txt" 2>&1
 timeout 300 $PY -m pytest -q -p no:cacheprovider -rf \
-  tests/test_simt_core_gpu.py tests/test_simt_split_gpu.py tests/test_cuda_attention_gpu.py \
-  tests/test_cuda_wgmma_attention_gpu.py tests/test_cuda_cluster_n_gpu.py tests/test_attention_flex_gpu.py \
-  tests/test_nan_propagation_gpu.py tests/test_export_gpu.py tests/test_ops_compile_gpu.py \
-  tests/test_ops_native_call.py tests/test_cuda_modules.py > "$RES/gpu_tests_attention_export_launch.txt" 2>&1
+  tests/emitters/cuda/test_simt_core_gpu.py tests/emitters/cuda/test_simt_split_gpu.py tests/emitters/cuda/test_cuda_attention_gpu.py \
+  tests/emitters/cuda/test_cuda_wgmma_attention_gpu.py tests/emitters/cuda/test_cuda_cluster_n_gpu.py tests/emitters/test_attention_flex_gpu.py \
+  tests/emitters/test_nan_propagation_gpu.py tests/export/test_export_gpu.py tests/ops/test_ops_compile_gpu.py \
+  tests/ops/test_ops_native_call.py tests/emitters/cuda/test_cuda_modules.py > "$RES/gpu_tests_attention_export_launch.txt" 2>&1
 grep -hE "^FAILED|passed|failed" "$RES"/gpu_tests_*.txt | cut -c1-200

@@ -33,6 +33,6 @@ fi
         --backend cuda --budget 4 --no-tui 2>&1 | tail -40; echo "rc=${PIPESTATUS[0]}"
 } > "$RES/tune_attention.txt" 2>&1
 tail -25 "$RES/tune_attention.txt"
-timeout 400 $PY -m pytest -q -m gpu -p no:cacheprovider -x ${TESTS:-tests/test_nan_propagation_gpu.py tests/test_cuda_gpu.py \
-    tests/test_ops_gpu.py tests/test_simt_core_gpu.py tests/test_cuda_wgmma_attention_gpu.py tests/test_cuda_stem_gpu.py} > "$RES/pytest.txt" 2>&1
+timeout 400 $PY -m pytest -q -m gpu -p no:cacheprovider -x ${TESTS:-tests/emitters/test_nan_propagation_gpu.py tests/emitters/cuda/test_cuda_gpu.py \
+    tests/ops/test_ops_gpu.py tests/emitters/cuda/test_simt_core_gpu.py tests/emitters/cuda/test_cuda_wgmma_attention_gpu.py tests/emitters/cuda/test_cuda_stem_gpu.py} > "$RES/pytest.txt" 2>&1
 echo "rc=$?" >> "$RES/pytest.txt"; grep -E "passed|failed|FAILED|Error" "$RES/pytest.txt" | tail -15

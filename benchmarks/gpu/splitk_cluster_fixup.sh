@@ -4,7 +4,7 @@
 # the last-block fix-up, then every split hero against its cluster form.
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
-timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py > "$RES/splitk_pytest.txt" 2>&1
+timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider tests/emitters/cuda/test_cuda_splitk.py > "$RES/splitk_pytest.txt" 2>&1
 echo "rc=$?" >> "$RES/splitk_pytest.txt"; tail -15 "$RES/splitk_pytest.txt"
 mkdir -p "$RES/stamps"
 timeout 200 $PY benchmarks/gpu/split_timeline.py --out "$RES/stamps" > "$RES/timeline.txt" 2>&1

@@ -8,5 +8,5 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/dev
 mkdir -p "$RES/stamps"
 timeout 300 $PY benchmarks/gpu/split_timeline.py --spin --out "$RES/stamps" > "$RES/timeline.txt" 2>&1
 echo "rc=$?" >> "$RES/timeline.txt"; cat "$RES/timeline.txt"
-timeout 250 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_wgmma.py tests/test_cuda_conv1x1.py \
+timeout 250 $PY -m pytest -q -m gpu -p no:cacheprovider tests/emitters/cuda/test_cuda_wgmma.py tests/emitters/cuda/test_cuda_conv1x1.py \
     > "$RES/pytest.txt" 2>&1; echo "rc=$?" >> "$RES/pytest.txt"; tail -5 "$RES/pytest.txt"

@@ -10,7 +10,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 git log --oneline -1 > "$RES/tree.txt" 2>/dev/null
 if [ -z "${SKIP_SPLIT:-}" ]; then
   if [ -z "${SKIP_SPLIT_TESTS:-}" ]; then
-    timeout 150 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py > "$RES/splitk_pytest.txt" 2>&1
+    timeout 150 $PY -m pytest -q -m gpu -p no:cacheprovider tests/emitters/cuda/test_cuda_splitk.py > "$RES/splitk_pytest.txt" 2>&1
     echo "rc=$?" >> "$RES/splitk_pytest.txt"; tail -4 "$RES/splitk_pytest.txt"
   fi
   timeout ${SPREAD_TIMEOUT:-200} $PY benchmarks/gpu/split_probe.py --spread --fixes "${FIXES:-last,spread}" \
@@ -21,8 +21,8 @@ if [ -z "${SKIP_SPLIT:-}" ]; then
   echo "rc=$?" >> "$RES/split_ncu.txt"; grep -E "$NCU_GREP" "$RES/split_ncu.txt" | head -60
 fi
 if [ -z "${SKIP_SIMT:-}" ]; then
-  timeout 150 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_simt_core.py \
-      "tests/test_cuda_gpu.py::test_kernel_matches_the_reference_on_odd_shapes" > "$RES/simt_pytest.txt" 2>&1
+  timeout 150 $PY -m pytest -q -m gpu -p no:cacheprovider tests/emitters/cuda/test_simt_core.py \
+      "tests/emitters/cuda/test_cuda_gpu.py::test_kernel_matches_the_reference_on_odd_shapes" > "$RES/simt_pytest.txt" 2>&1
   echo "rc=$?" >> "$RES/simt_pytest.txt"; tail -4 "$RES/simt_pytest.txt"
   timeout ${SIMT_TIMEOUT:-150} $PY benchmarks/gpu/simt_odd.py ${SIMT_SWEEP:---sweep} --shapes ${SIMT_SHAPES:-1000x999x1001,1000x1000x1000} > "$RES/simt.txt" 2> "$RES/simt.err"
   echo "rc=$?" >> "$RES/simt.txt"; grep "(hero)" "$RES/simt.txt"; tail -12 "$RES/simt.txt"; tail -3 "$RES/simt.err"

@@ -5,8 +5,8 @@
 # block. The Hopper GPU tests, the timelines, every split hero against its cluster form.
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
-timeout 420 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py tests/test_cuda_wgmma.py \
-    tests/test_cuda_cluster_n_gpu.py tests/test_cuda_conv1x1.py tests/test_cuda_gpu.py > "$RES/pytest.txt" 2>&1
+timeout 420 $PY -m pytest -q -m gpu -p no:cacheprovider tests/emitters/cuda/test_cuda_splitk.py tests/emitters/cuda/test_cuda_wgmma.py \
+    tests/emitters/cuda/test_cuda_cluster_n_gpu.py tests/emitters/cuda/test_cuda_conv1x1.py tests/emitters/cuda/test_cuda_gpu.py > "$RES/pytest.txt" 2>&1
 echo "rc=$?" >> "$RES/pytest.txt"; tail -15 "$RES/pytest.txt"
 mkdir -p "$RES/stamps"
 timeout 200 $PY benchmarks/gpu/split_timeline.py --out "$RES/stamps" > "$RES/timeline.txt" 2>&1

@@ -4,7 +4,7 @@
 # hero on 512x512x16384 (twice, for the spread of the figures); the split-K GPU tests.
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
-timeout 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_splitk.py tests/test_cuda_cluster_n_gpu.py \
+timeout 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/emitters/cuda/test_cuda_splitk.py tests/emitters/cuda/test_cuda_cluster_n_gpu.py \
     > "$RES/pytest.txt" 2>&1; echo "rc=$?" >> "$RES/pytest.txt"; tail -3 "$RES/pytest.txt"
 mkdir -p "$RES/stamps"
 timeout 250 $PY benchmarks/gpu/split_timeline.py --only hero,s8,128x64,spread --out "$RES/stamps" > "$RES/timeline.txt" 2>&1

@@ -29,5 +29,5 @@ for n, c, hw, k, r, st in ((4, 12, 96, 32, 5, 2), (1, 12, 96, 32, 5, 2), (8, 4, 
         print(f"{op.signature[:80]:<80} {label} {name:<22} {status:<22} {ms and round(ms, 4)} ms  cuDNN {vendor:.4f} ms  "
               f"ratio {vendor / ms if ms else float('nan'):.2f}", flush=True)
 PY
-timeout 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_stem_gpu.py > "$RES/stem_pytest.txt" 2>&1
+timeout 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/emitters/cuda/test_cuda_stem_gpu.py > "$RES/stem_pytest.txt" 2>&1
 echo "rc=$?" >> "$RES/stem_pytest.txt"; tail -3 "$RES/stem_pytest.txt"

@@ -8,11 +8,11 @@ $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade
 export PYTHONPATH=$PYTHONPATH:/tmp/site RAY_USAGE_STATS_ENABLED=0
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
   $PY -c "import torch, ray; print('torch', torch.__version__, 'ray', ray.__version__)"; } | tee "$RES/device.txt"
-timeout 200 $PY -m pytest -q -x -m gpu -p no:cacheprovider tests/test_cuda_wgmma_attention_gpu.py -k three \
+timeout 200 $PY -m pytest -q -x -m gpu -p no:cacheprovider tests/emitters/cuda/test_cuda_wgmma_attention_gpu.py -k three \
     > "$RES/test_three.txt" 2>&1; echo "rc=$?" >> "$RES/test_three.txt"; tail -4 "$RES/test_three.txt"
 timeout 240 $PY benchmarks/gpu/wgmma_attention_probe.py --persistent --extra --match "d64 b16" --warmup 10 --repeats 40 \
     > "$RES/probe_d64.txt" 2>&1; echo "rc=$?" >> "$RES/probe_d64.txt"; cat "$RES/probe_d64.txt"
-timeout 150 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_gpu.py -k "cuda_graph or nchw_note" \
+timeout 150 $PY -m pytest -q -m gpu -p no:cacheprovider tests/ops/test_ops_gpu.py -k "cuda_graph or nchw_note" \
     > "$RES/test_ops.txt" 2>&1; echo "rc=$?" >> "$RES/test_ops.txt"; tail -4 "$RES/test_ops.txt"
 {
 for mode in serial ray; do

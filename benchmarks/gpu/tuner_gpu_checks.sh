@@ -16,7 +16,7 @@ MODE=${1:-all}  # tests | tune | all
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$FINAL/gpu.txt"
 if [ "$MODE" != tune ]; then
     echo "== pytest -m gpu"
-    timeout 420 $PY -m pytest -q -m gpu -p no:cacheprovider -rs --ignore=tests/test_tui.py --ignore=tests/test_tuner_tui.py tests/ > "$FINAL/pytest_gpu.txt" 2>&1
+    timeout 420 $PY -m pytest -q -m gpu -p no:cacheprovider -rs --ignore=tests/cli/test_tui.py --ignore=tests/cli/test_tuner_tui.py tests/ > "$FINAL/pytest_gpu.txt" 2>&1
     echo "pytest rc=$?"; tail -25 "$FINAL/pytest_gpu.txt"
 fi
 [ "$MODE" = tests ] && exit 0

@@ -24,7 +24,7 @@ from tracea.doctor.errors import BadInputError
 from ..schedule import SCHEMA_VERSION, booleans, positive_ints, schedule_fields
 
 # family -> (fp32 lanes per vector register, vector registers), the facts validation needs. The renderers
-# in emitters/cpu/isa.py declare the same numbers; tests/test_cpu_schedule.py checks they agree.
+# in emitters/cpu/isa.py declare the same numbers; tests/emitters/cpu/test_cpu_schedule.py checks they agree.
 FAMILY_REGISTERS: dict[str, tuple[int, int]] = {
     "cpu-avx512": (16, 32),
     "cpu-avx2-fma": (8, 16),

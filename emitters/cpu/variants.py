@@ -5,7 +5,7 @@ so an op's core line is its variants too.
 Only families whose kernels were compiled, run and verified against the float64 references on the CI
 machine are registered in ``VARIANTS`` (tests/test_cpu_*.py re-verify them on every run). NEON is
 rendered (``ALL_VARIANTS``) and verified under user-mode emulation where an aarch64 cross compiler and
-qemu-aarch64 exist (tests/test_cpu_neon.py), but CI has neither and no aarch64 machine has run it, so
+qemu-aarch64 exist (tests/emitters/cpu/test_cpu_neon.py), but CI has neither and no aarch64 machine has run it, so
 the planner is not offered it yet.
 """
 

@@ -109,7 +109,7 @@ HERO_BIG = {"bm": 128, "bn": 128, "bk": 16, "wm": 32, "wn": 64, "thread_n": 8}
 # GEMMs of at most this many rows (B row-major) take the gemv form (0: never): its FMAs are all useful where a
 # tile of 8 rows a thread wastes most of them at M = 1..48, and it streams B with more loads in flight. Off:
 # on the H100 its first GPU run stopped on an illegal address (docs/device-runs/h100-cuda-suites-splitk-im2col-stem/simt-forms/),
-# which the CPU emulator of tests/test_simt_core.py does not reproduce; it stays out of the hero and the space
+# which the CPU emulator of tests/emitters/cuda/test_simt_core.py does not reproduce; it stays out of the hero and the space
 # until it runs clean under compute-sanitizer.
 GEMV_MAX_M = 0
 GEMV_SEARCHED = False
@@ -221,7 +221,7 @@ SKINNY_FORMS = ((64, 256, 16, 32, 64, 4, 1, 1, "snake"), (64, 256, 8, 32, 64, 2,
 # cuBLAS's sm80 fp32 kernel on 1000x999x1001 (64x128x8 tiles, 4 warps of 64x32, 3 stages, 4-byte copies;
 # docs/benchmarks.md); its copies spread over the k steps; 4 stages; bk 16; the 8-warp 128x128 tile. The
 # min_blocks hold them at 128 registers (168 for spread and bk 16), where NVRTC builds them without spills
-# for sm_80 and sm_90a (tests/test_simt_core.py); split over K, the 8-warp one spills 32 B on sm_80 (values
+# for sm_80 and sm_90a (tests/emitters/cuda/test_simt_core.py); split over K, the 8-warp one spills 32 B on sm_80 (values
 # kept for the loop over the last k tiles, not in the main loop), none on sm_90a. Not yet measured on a GPU:
 # benchmarks/gpu/simt_odd.py --compare times them beside the hero.
 # Measured on an H100 (2026-11-26, docs/device-runs/h100-simt-lane-filled-forms/, against torch with TF32 off): at

@@ -44,7 +44,7 @@ IDS = ["const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane 
 def _setup(g: Geometry) -> list[str]:
     """The filter slice (zero past K and past R*S*C), the k table, the bias, each thread's pixel bases, while
     the first tile's rows are in flight (the loop's first barrier publishes them). The patches need no
-    zeroing: a tile writes every element it reads (tests/test_cuda_stem.py's model starts from NaN)."""
+    zeroing: a tile writes every element it reads (tests/emitters/cuda/test_cuda_stem.py's model starts from NaN)."""
     out = [
         "{  /* the block's filter rows are contiguous: 16-byte loads, scattered into rows of KP */",
         "    const int lim = min(BN, CV_K - n0) * RSC;",

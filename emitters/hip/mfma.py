@@ -3,7 +3,7 @@ CDNA2 (gfx90a) and CDNA3 (gfx942) instructions the HIP kernels use, and a NumPy 
 instruction built on those placements alone.
 
 The placements are AMD's, as its Matrix Instruction Calculator prints them (tests/fixtures/mfma/ holds
-its tables for every instruction below, and tests/test_hip_mfma.py checks this model against each entry):
+its tables for every instruction below, and tests/emitters/hip/test_hip_mfma.py checks this model against each entry):
 
 - A (m x k): lane ``i + m * (kk // e)`` holds row ``i``, element ``kk % e`` of its ``e = k * m / 64`` inputs
   (four 16-bit values packed two to a 32-bit register, or one fp32 value);

@@ -10,18 +10,12 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_runner import tracea  # tests/helpers/ (tests/conftest.py puts it on the path)
 
-from tracea.__main__ import main
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
-SPACES = Path(__file__).parent / "fixtures" / "spaces"
+SPACES = Path(__file__).parents[1] / "fixtures" / "spaces"
 HUGE_GEMM = ["gemm", "--m", "1000000", "--n", "1000000", "--k", "8"]  # 1e12 outputs: valid, and no machine's
-
-
-def tracea(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line_error(code: int, err: str, *words: str, exit_code: int = 2) -> str:

@@ -30,7 +30,7 @@ from hypothesis import strategies as st  # noqa: E402
 from tracea.__main__ import main  # noqa: E402
 from tracea.app import build_command  # noqa: E402
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def _leaves(cmd: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:

@@ -13,7 +13,7 @@ from rich.table import Table
 from tracea.__main__ import main
 from tracea.render import make_console
 
-SNAPSHOT = Path(__file__).parent / "fixtures" / "snapshots" / "h100_live.json"
+SNAPSHOT = Path(__file__).parents[1] / "fixtures" / "snapshots" / "h100_live.json"
 LONG_WORD = "OPENBLAS_CORETYPE=Haswell," * 8  # no space to wrap at: Rich cuts it to "OPENBLAS_CORE…"
 SENTENCE = "the baseline is pinned below its best for this CPU, so the ratio flatters Tracea"
 

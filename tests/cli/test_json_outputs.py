@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 SNAPSHOT = FIXTURES / "snapshots" / "h100_live.json"
 SPACE = FIXTURES / "spaces" / "cpu_gemm_512_avx512.json"
 

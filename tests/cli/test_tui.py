@@ -37,7 +37,7 @@ from tracea.tui.doctor_app import DoctorApp, snapshot_name
 from tracea.tui.messages import ReportRefreshed, TelemetrySampled
 from tracea.tui.telemetry_panel import TelemetryPanel
 
-SNAPSHOTS = sorted((Path(__file__).parent / "fixtures" / "snapshots").glob("*.json"))
+SNAPSHOTS = sorted((Path(__file__).parents[1] / "fixtures" / "snapshots").glob("*.json"))
 SIZE = (160, 45)
 FAST_POLL_S = 0.03
 

@@ -18,7 +18,7 @@ from tracea.tui.tune_app import TuneApp
 from tracea.tui.tune_messages import PhaseChanged, TrialFinished, TuneFinished, TuneStarted
 from tracea.tuner.run import Evaluation, SearchLimits, Target, TuneConfig
 
-SPACES = sorted((Path(__file__).parent / "fixtures" / "spaces").glob("*.json"))
+SPACES = sorted((Path(__file__).parents[1] / "fixtures" / "spaces").glob("*.json"))
 pytestmark = pytest.mark.skipif(not SPACES, reason="no recorded space")
 
 

@@ -3,7 +3,7 @@ recorded snapshot in plain text (a pipe, or --plain) and styled (a colour termin
 and the "snapshot saved to" line covered too.
 
 A restructuring of tracea_cli/render.py must leave every rendering as it is; a change that means to change
-the report re-records them (``python tests/test_doctor_render.py --record``) and says why in its commit.
+the report re-records them (``python tests/doctor/test_doctor_render.py --record``) and says why in its commit.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 RECORDED = FIXTURES / "doctor_render"
 SNAPSHOTS = ("ci_vm", "h100_live", "h100_measured", "h200_live", "mi300x_cpx_kfd")
 CASES = [f"{name}.{style}" for name in (*SNAPSHOTS, "ci_vm_apple_saved") for style in ("plain", "styled")]

@@ -57,7 +57,7 @@ def test_there_is_one_definition_in_the_project():
     import ast
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     defs = [f"{p.relative_to(root)}" for layer in ("tracea_cli", "doctor", "emitters", "kernels", "tuner", "reports")
             for p in (root / layer).rglob("*.py")
             for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and n.name == "write_atomic"]

@@ -11,7 +11,7 @@ import pytest
 
 from tracea.doctor.snapshot import load_snapshot
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 RECORDED = json.loads((FIXTURES / "fingerprints.json").read_text())
 
 

@@ -20,7 +20,7 @@ from tracea.doctor.sources import nvidia, nvml
 def h200_raw(request):
     from pathlib import Path
 
-    path = Path(__file__).parent / "fixtures" / "snapshots" / "h200_live.json"
+    path = Path(__file__).parents[1] / "fixtures" / "snapshots" / "h200_live.json"
     return json.loads(path.read_text())["raw"]
 
 

@@ -16,7 +16,7 @@ from tracea.emitters.gpu import EPILOGUE as GPU
 from tracea.kernels import Gemm
 from tracea.kernels.epilogue import EPILOGUES, NUMPY, VOCABULARY, apply, statements
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("table", [C_SIMD, GPU, C_REFERENCE], ids=["c-simd", "cuda-hip", "c-reference"])

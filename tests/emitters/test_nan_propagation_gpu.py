@@ -1,7 +1,7 @@
 """NaN and infinity through the CUDA kernels as through torch (issue 30), on a GPU (skipped cleanly without
 one): a softmax row holding a NaN or +inf, or only -inf, is NaN; relu keeps a NaN (the epilogue is a compare,
 not fmaxf, which returns 0 for a NaN); a NaN in attention's Q makes that row NaN and one in K every row that
-keeps that key. Checked against the float64 reference as tests/test_nan_propagation.py does on the CPU."""
+keeps that key. Checked against the float64 reference as tests/emitters/test_nan_propagation.py does on the CPU."""
 
 from __future__ import annotations
 

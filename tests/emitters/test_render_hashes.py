@@ -5,7 +5,7 @@ arguments, metadata, TMA boxes; the HIP kernels for gfx90a and gfx942, with thei
 the schedules of the recorded tuning spaces.
 
 A restructuring of the emitters must leave every hash as it is; a change that means to change a kernel
-re-records them (``python tests/test_render_hashes.py --record``) and says why in its commit.
+re-records them (``python tests/emitters/test_render_hashes.py --record``) and says why in its commit.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 RECORD = FIXTURES / "render_hashes.json"
 
 

@@ -25,9 +25,9 @@ from tracea.emitters.schedule import Schedule
 from tracea.kernels import Conv2d, Gemm, Softmax
 from tracea.kernels.ops.attention import Attention
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EMITTERS = ROOT / "emitters"
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def schedule_classes() -> dict[str, type]:

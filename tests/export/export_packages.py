@@ -1,4 +1,4 @@
-"""What the ``tracea export`` tests share (tests/test_export_*.py): running ``tracea export``, building a
+"""What the ``tracea export`` tests share (tests/export/test_export_*.py): running ``tracea export``, building a
 package with CMake and running its CTest, the skips where cmake or NVRTC is missing, the check that a refusal
 is one line and an exit code, and the global symbols a library defines."""
 

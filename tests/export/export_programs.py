@@ -1,8 +1,8 @@
-"""A program that links several exported packages (tests/test_export_side_by_side.py, and
-tests/test_export_gpu.py on a GPU): C and C++ sources written from the packages' manifests, reading each
+"""A program that links several exported packages (tests/export/test_export_side_by_side.py, and
+tests/export/test_export_gpu.py on a GPU): C and C++ sources written from the packages' manifests, reading each
 package's inputs from DIR/<prefix>.<tensor>.bin and writing its output to DIR/<prefix>.out.<c|cpp>.bin; the
 CMake project that finds or adds the packages; the inputs, and each output checked against NumPy. The memory
-functions are the backend's (host memory here; tests/test_export_gpu.py passes the CUDA driver's)."""
+functions are the backend's (host memory here; tests/export/test_export_gpu.py passes the CUDA driver's)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import pytest
 from tracea.doctor.errors import BadInputError
 from tracea.emitters import registry
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 GEMM = ["gemm", "--m", "256", "--n", "128", "--k", "64", "--dtype", "bf16"]
 
 

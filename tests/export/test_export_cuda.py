@@ -2,7 +2,7 @@
 a cluster, split-K) render, and their launcher and example compile and link against cuda.h; on a stand-in
 libcuda the example says there is no GPU, and on a stand-in driver that answers as an sm_90 would, the
 launcher loads the kernel once, owns and zeroes its scratch, encodes the tensor maps once per address and
-launches with the export's geometry and every argument in place. GPU runs: tests/test_export_gpu.py."""
+launches with the export's geometry and every argument in place. GPU runs: tests/export/test_export_gpu.py."""
 
 from __future__ import annotations
 

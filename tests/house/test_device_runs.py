@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 RUNS = "docs/device-runs"
 CPU_RUNS = "docs/cpu-runs"  # the CPU runs' logs: named by what they hold too
 DOC_SUFFIXES = (".md", ".py", ".sh", ".txt", ".toml", ".cfg", ".yml", ".yaml", ".rst")
@@ -219,7 +219,7 @@ def test_the_citation_rules():
     assert citations({f"{a}/README.md": "the run before (`../b/`)"}) == [(f"{a}/README.md", b)]
 
 
-if __name__ == "__main__":  # python tests/test_device_runs.py: the same checks, as a list
+if __name__ == "__main__":  # python tests/house/test_device_runs.py: the same checks, as a list
     all_paths = repo_files()
     all_docs = documents(all_paths)
     all_cites = citations(all_docs)

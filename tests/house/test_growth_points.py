@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
 PRODUCT = ("completions", "doctor", "emitters", "kernels", "reports", "tracea_cli", "tuner")
 DEVICE_ATTRS = frozenset({"type", "device"})
@@ -70,9 +70,9 @@ OP_PLACES: dict[str, tuple[str, str]] = {
                                           "finds it by name"),
     "tracea_cli/ops/_functions/<op>.py": ("new", "the tracea.ops function (arguments to the IR value, the call) and "
                                                  "its vendor fallback; offered by its __all__, placed by its ORDER"),
-    "tracea_cli/ops/compile_backend.py": ("edit", "only for an op with a torch call to stand in for: the torch.compile "
-                                                  "backend's match and its custom op, torch's own op beside it"),
-    "tracea_cli/ops/torch_nn.py": ("edit", "only for an op with an nn.Module to stand in for (nn.Linear, nn.Conv2d)"),
+    "tracea_cli/ops/_torch/<op>.py": ("new", "its PyTorch pieces, for an op torch has too: the torch.compile backend's "
+                                             "custom op (torch's own op beside it) and its match in a graph; the "
+                                             "nn.Module Tracea stands in for, if any"),
 }
 
 # ----------------------------------------------------------------------------------------------- the rule
@@ -262,7 +262,7 @@ def test_no_module_names_a_backend_or_op_outside_its_places(kind):
         f"these modules name {'a backend' if kind == 'backend' else 'an op kind'} outside the places "
         f"docs/architecture.md lists ((line, name, how) each): "
         f"{strays}. Ask the backend or the op instead (emitters/backend.py, Op.from_json), or, where the file "
-        f"really is a place one edits, add it to the list in docs/architecture.md and to tests/test_growth_points.py")
+        f"really is a place one edits, add it to the list in docs/architecture.md and to tests/house/test_growth_points.py")
 
 
 @pytest.mark.parametrize("kind", sorted(RULES))

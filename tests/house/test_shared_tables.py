@@ -19,14 +19,14 @@ import types
 from pathlib import Path
 
 import pytest
-from test_cli_inputs import tracea  # the CLI runner (tests/ is on the path)
+from cli_runner import tracea  # tests/helpers/ (tests/conftest.py puts it on the path)
 
 from tracea.doctor.errors import UnsupportedError
 from tracea.emitters import registry
 from tracea.kernels import DType
 from tracea.kernels.dtypes import ELEMENT_NAMES, STORAGE_ONLY_BYTES, element_bytes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("kernels", "emitters", "tuner", "reports", "doctor", "tracea_cli", "benchmarks")
 SIZES_HOME = "kernels/dtypes.py"
 BACKENDS = sorted(registry.BACKENDS)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("doctor", "emitters", "kernels", "reports", "tuner")
 MODULE_LINES = 500
 FUNCTION_LINES = 60

@@ -1,4 +1,4 @@
-"""Calls of ``tracea.ops`` as values, drawn by Hypothesis for the properties (tests/test_ops_properties_*.py).
+"""Calls of ``tracea.ops`` as values, drawn by Hypothesis for the properties (tests/ops/test_ops_properties_*.py).
 
 A call is drawn as a valid tiny one, then changed 0 to 2 times: an array of another dtype (float16/32/64,
 longdouble, int8/32/64, uint8, bool, complex64/128, object, str, bytes, datetime64, structured), shape (0-d to

@@ -1,4 +1,4 @@
-"""What every property of ``tracea.ops`` checks of a call (tests/test_ops_properties_*.py): asked of
+"""What every property of ``tracea.ops`` checks of a call (tests/ops/test_ops_properties_*.py): asked of
 ``explain`` first (the same refusal, the same path, nothing built, no counter moved), then made, maybe after
 clearing the caches or under ``allow_fallback(False)``. It returns a result of its inputs' kind and dtype, or
 raises one of the errors docs/ops.md documents, in one line; never another exception, never a kernel build

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "ops.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
 pytestmark = pytest.mark.usefixtures("kernel_cache")
 

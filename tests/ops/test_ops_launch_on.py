@@ -3,7 +3,7 @@
 nothing is copied, the kernel's own scratch is kept and ordered by events across streams (not while a graph
 is captured), a subclass's memset goes onto the caller's stream, the launch is prepared once per set of
 pointers and its recorded driver calls are replayed on whatever stream the next call gives, and the object
-is restored afterwards. The real launches are tests/test_ops_gpu.py's."""
+is restored afterwards. The real launches are tests/ops/test_ops_gpu.py's."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from test_cuda_launch_replay import libcuda_stand_in  # tests/ is on the path
+from libcuda_stand_in import libcuda_stand_in  # tests/helpers/ (tests/conftest.py puts it on the path)
 
 from tracea.doctor.errors import LaunchError
 from tracea.emitters.cuda import launches
@@ -243,7 +243,7 @@ def test_without_native_launches_the_call_stays_in_python(driver, monkeypatch):
 
 def test_the_ops_layer_imports_no_backend_for_the_compiled_call(driver):
     """The compiled call takes its replay loop from the first tape it keeps (the backend's own), so that
-    tracea.ops names no backend module (tests/test_import_graph.py)."""
+    tracea.ops names no backend module (tests/house/test_import_graph.py)."""
     p, _ = _prepared_call([33, 33])
     assert p.fast is None
     _call(p, (Tensor(11), Tensor(22)))

@@ -26,7 +26,7 @@ PATHS: dict[str, list[str]] = {}  # what each property's calls ran: "tracea", "f
 @pytest.mark.parametrize("op", OPS)
 def test_valid_calls_match_numpy(op: str) -> None:
     """Every dtype the ops compute, every layout, ``out=``: the result is NumPy's (an ``out`` that is an input
-    is refused: tests/test_ops_prepared.py)."""
+    is refused: tests/ops/test_ops_prepared.py)."""
     paths = PATHS.setdefault(f"valid {op}", [])
 
     @props(25)

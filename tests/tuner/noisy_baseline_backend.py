@@ -1,7 +1,7 @@
 """A test-only backend whose vendor baseline is deliberately noisy: three calls in four take 2.5 ms, every
 fourth takes 30 ms (as when a dashboard or a neighbour takes the cores now and then). Its
 kernels are the fault backend's healthy and slow candidates (real C, compiled and run in the tuner's
-worker). Imported by the worker as ``noisy_baseline_backend`` (tests/ on PYTHONPATH)."""
+worker). Imported by the worker as ``noisy_baseline_backend`` (tests/tuner/ on PYTHONPATH)."""
 
 from __future__ import annotations
 

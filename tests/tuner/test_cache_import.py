@@ -18,7 +18,7 @@ from tracea.tuner.db import TuningDB
 from tracea.tuner.db_import import merge
 from tracea.tuner.run import SearchLimits, Target, TuneConfig, tune
 
-SPACE = Path(__file__).parent / "fixtures" / "spaces" / "cpu_gemm_512_avx512.json"
+SPACE = Path(__file__).parents[1] / "fixtures" / "spaces" / "cpu_gemm_512_avx512.json"
 
 
 def _export(tmp_path: Path, name: str, seed: int, budget: int = 6) -> dict:

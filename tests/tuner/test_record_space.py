@@ -16,7 +16,7 @@ from tracea.tuner.recorded import load_recorded
 from tracea.tuner.run import SearchLimits, Target, TuneConfig, tune
 from tracea.tuner.space import build_space, read_space_file
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu" / "record_space.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "record_space.py"
 VARIANT = "cpu-portable.gemm"  # runs on any CPU
 
 

@@ -18,7 +18,7 @@ from tracea.emitters.stability import drift_problem, measure_stable, spread_prob
 from tracea.emitters.timing import Timing
 from tracea.kernels import Conv2d, Gemm, Softmax
 
-FIXTURES = Path(__file__).parent / "fixtures" / "snapshots"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "snapshots"
 TESTS = Path(__file__).resolve().parent
 
 
@@ -124,7 +124,7 @@ def test_a_bench_with_a_noisy_baseline_prints_no_ratio(monkeypatch, tmp_path) ->
     from tracea.emitters.baselines import Baseline
 
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path))
-    import noisy_baseline_backend as noisy  # noqa: E402 (tests/ is on sys.path under pytest's rootdir)
+    import noisy_baseline_backend as noisy  # noqa: E402 (tests/tuner/ is on sys.path under pytest)
 
     from tracea.emitters import registry
     from tracea.reports.metrics import bench_row

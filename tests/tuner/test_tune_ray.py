@@ -22,12 +22,12 @@ ray = pytest.importorskip("ray")
 # one pytest-xdist worker runs the whole module: one Ray instance at a time, the module's own
 pytestmark = pytest.mark.xdist_group("ray")
 
-from test_tune_workers import SPREAD_SPACE, check_timed_runs  # noqa: E402 - tests/ is on the path
+from test_tune_workers import SPREAD_SPACE, check_timed_runs  # noqa: E402 - tests/tuner/ is on the path
 
 from tracea.tuner.config import Outputs, SearchLimits  # noqa: E402
 from tracea.tuner.run import Evaluation, Target, TuneConfig, tune  # noqa: E402
 
-SPACES = Path(__file__).parent / "fixtures" / "spaces"
+SPACES = Path(__file__).parents[1] / "fixtures" / "spaces"
 SPACE = SPACES / "cpu_gemm_512_avx512.json"
 
 

@@ -1,6 +1,6 @@
 """Tuning with several workers (issue 20) without Ray: core sets, the constant-liar batches, lost members,
 and whole runs over recorded spaces (simulation) and a real small CPU GEMM with --workers 2, each against
-the serial run. The Ray pool's own tests are tests/test_tune_ray.py."""
+the serial run. The Ray pool's own tests are tests/tuner/test_tune_ray.py."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tracea.tuner.run import Control, Evaluation, Target, TuneConfig, make_pool,
 from tracea.tuner.strategies import make_strategy
 from tracea.tuner.trial import Measurement
 
-SPACES = Path(__file__).parent / "fixtures" / "spaces"
+SPACES = Path(__file__).parents[1] / "fixtures" / "spaces"
 
 
 def test_cpu_sets_are_disjoint_and_cover_the_cores():
@@ -445,7 +445,7 @@ def test_a_cluster_of_h100_and_h200_nodes_is_two_kinds_of_machine():
     from tracea.emitters.registry import fingerprint
     from tracea.tuner.ray_lanes import describe, kinds_of
 
-    snaps = Path(__file__).parent / "fixtures" / "snapshots"
+    snaps = Path(__file__).parents[1] / "fixtures" / "snapshots"
     h100, h200 = (read_snapshot(snaps / f)[0] for f in ("h100_live.json", "h200_live.json"))
     reports = {"node-a": h100.to_json(), "node-b": h200.to_json(), "node-c": h100.to_json()}
     kinds = kinds_of(reports, "cuda")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SPACES = sorted((Path(__file__).parent / "fixtures" / "spaces").glob("cpu_*.json"))
+SPACES = sorted((Path(__file__).parents[1] / "fixtures" / "spaces").glob("cpu_*.json"))
 
 
 @pytest.fixture

@@ -2,9 +2,9 @@
 through Tracea's CUDA runtime (emitters/cuda), that hangs the GPU, writes through a null pointer (a
 sticky CUDA_ERROR_ILLEGAL_ADDRESS: the context is unusable afterwards), traps, computes a wrong answer
 or does not compile. The tuner reaches it as it reaches any backend module (``Target.module``), in
-its worker process, so tests/test_tuner_faults.py's GPU test exercises the real isolation on a device.
+its worker process, so tests/tuner/test_tuner_faults.py's GPU test exercises the real isolation on a device.
 
-Imported by the tuner's worker as ``test_tuner_cuda_fault_backend`` (tests/ on PYTHONPATH).
+Imported by the tuner's worker as ``test_tuner_cuda_fault_backend`` (tests/tuner/ on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from test_tuner_fault_backend import (  # noqa: F401 - tests/ is on the path; the protocol's refusals
+from test_tuner_fault_backend import (  # noqa: F401 - tests/tuner/ is on the path; the protocol's refusals
     COMPILES_BUNDLED_FLAGS,
     MEMBER_RESOURCES,
     bench_on_device,

@@ -3,7 +3,7 @@ through ctypes, that segfaults, never returns, computes a wrong answer or does n
 reaches it the way it reaches any backend module (``Target.module``), in its worker process, so
 the fault tests exercise the real isolation, not a mocked status.
 
-The module is imported by the tuner's worker as ``test_tuner_fault_backend`` (tests/ is put on
+The module is imported by the tuner's worker as ``test_tuner_fault_backend`` (tests/tuner/ is put on
 PYTHONPATH); its own test below only checks that the healthy candidate is a correct GEMM.
 """
 

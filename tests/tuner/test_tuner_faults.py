@@ -1,7 +1,7 @@
 """Candidates that segfault, never return, compute a wrong answer or do not compile are recorded results
 and the run completes; a tuner killed with SIGKILL mid-run leaves a readable database and resumes.
 
-The faults are real (tests/test_tuner_fault_backend.py: C compiled by the host compiler, run in the
+The faults are real (tests/tuner/test_tuner_fault_backend.py: C compiled by the host compiler, run in the
 tuner's worker process), not mocked statuses.
 """
 

@@ -105,7 +105,7 @@ def test_cuda_space_file_swizzles_are_validated_and_bank_pruned(tmp_path) -> Non
     from tracea.doctor.snapshot import load_snapshot
     from tracea.emitters import cuda
 
-    snap = load_snapshot(Path(__file__).parent / "fixtures" / "snapshots" / "h200_live.json")
+    snap = load_snapshot(Path(__file__).parents[1] / "fixtures" / "snapshots" / "h200_live.json")
     op = Gemm(m=4096, n=4096, k=4096, dtype="bf16")
     f = tmp_path / "space.toml"
     f.write_text('[restrict]\nbm = [128]\nbn = [128]\nbk = [64]\nstages = [3]\n\n'
@@ -178,7 +178,7 @@ def test_every_cuda_variant_space_encodes_for_the_tuner(variant) -> None:
     from tracea.emitters.cuda.variants import resolve
     from tracea.kernels.ops.attention import Attention
 
-    host, _ = read_snapshot(Path(__file__).parent / "fixtures" / "snapshots" / "h100_live.json")
+    host, _ = read_snapshot(Path(__file__).parents[1] / "fixtures" / "snapshots" / "h100_live.json")
     v = resolve(variant)
     ops = _CUDA_OPS.get(v.op) or [Attention(1, 4, 1024, 128, dtype="bf16", causal=True),
                                   Attention(2, 8, 777, 64, kv_heads=2, dtype="fp16", window=(64, 16)),

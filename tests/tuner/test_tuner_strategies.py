@@ -15,7 +15,7 @@ from tracea.tuner.recorded import load_recorded
 from tracea.tuner.run import Control, Evaluation, SearchLimits, Target, TuneConfig, tune
 from tracea.tuner.strategies import make_strategy
 
-SPACES = sorted((Path(__file__).parent / "fixtures" / "spaces").glob("*.json"))
+SPACES = sorted((Path(__file__).parents[1] / "fixtures" / "spaces").glob("*.json"))
 
 
 @pytest.fixture(params=SPACES, ids=[p.stem for p in SPACES])

@@ -1,4 +1,4 @@
-"""What the tests of the tuning database share (tests/test_tuner_db_*.py, test_cached_binaries.py,
+"""What the tests of the tuning database share (tests/tuner/test_tuner_db_*.py, test_cached_binaries.py,
 test_run_endings.py): real ``tracea`` subprocesses (a tune started as from a terminal, waited on until it has
 stored trials), the database's own checks (``PRAGMA integrity_check`` and ``foreign_key_check``, read-only),
 its worker processes, and the fixtures: a fresh ``TRACEA_HOME`` (``home``), and a copy of a home after one

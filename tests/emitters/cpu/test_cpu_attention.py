@@ -22,7 +22,7 @@ from tracea.kernels.dtypes import to_float64
 from tracea.kernels.ops.attention import LSE_TOLERANCE, Attention, lse_error
 
 HOST = probe()
-SNAPSHOTS = Path(__file__).parent / "fixtures" / "snapshots"
+SNAPSHOTS = Path(__file__).parents[2] / "fixtures" / "snapshots"
 FAMILIES = ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")
 BLOCK = (32, 64)  # the schedule's bq x bk in the cases below (one binary per head dim, family and threads)
 

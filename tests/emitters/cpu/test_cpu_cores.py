@@ -19,7 +19,7 @@ from tracea.emitters.cpu.schedules import hero_schedule, rows_space
 from tracea.emitters.cpu.variants import ALL_VARIANTS, FAMILIES
 from tracea.kernels import Gemm, Softmax
 
-HOST = load_snapshot(Path(__file__).parent / "fixtures" / "snapshots" / "ci_vm.json")
+HOST = load_snapshot(Path(__file__).parents[2] / "fixtures" / "snapshots" / "ci_vm.json")
 
 
 def test_every_cpu_op_has_its_core_and_a_variant_in_every_family():

@@ -23,15 +23,15 @@ from tracea.emitters.cstyle import CodeWriter, CStyleRenderer, Param
 from tracea.kernels import Conv2d, Gemm, Softmax
 
 HOST = probe()
-H100 = load_snapshot(Path(__file__).parent / "fixtures" / "snapshots" / "h100_live.json")
+H100 = load_snapshot(Path(__file__).parents[2] / "fixtures" / "snapshots" / "h100_live.json")
 OPS = [Gemm(100, 200, 300, dtype="bf16", layout_a="col", epilogue=("bias", "gelu", "residual")),
        Conv2d(2, 8, 16, 16, 32, 3, 3, padding=1, bias=True, layout="nhwc", dtype="fp16"),
        Softmax(10, 1000)]
 
 
 @pytest.fixture(autouse=True)
-def _kernel_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+def _kernel_cache(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
 
 
 @pytest.mark.parametrize("op", OPS, ids=lambda o: o.kind)

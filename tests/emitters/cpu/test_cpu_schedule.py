@@ -16,7 +16,7 @@ from tracea.emitters.cpu.isa import ISAS
 from tracea.emitters.cpu.schedule import FAMILY_REGISTERS, CpuSchedule
 from tracea.kernels import Conv2d, Gemm, Softmax
 
-SNAPSHOTS = Path(__file__).parent / "fixtures" / "snapshots"
+SNAPSHOTS = Path(__file__).parents[2] / "fixtures" / "snapshots"
 CI_VM = load_snapshot(SNAPSHOTS / "ci_vm.json")
 H100 = load_snapshot(SNAPSHOTS / "h100_live.json")
 GOOD = CpuSchedule(mr=8, nr=48, mc=128, kc=256, nc=4080, threads=2, unroll=4, prefetch=0)
@@ -88,7 +88,7 @@ def test_the_validator_and_the_renderers_agree_on_the_registers():
 
 @pytest.mark.parametrize("host", [CI_VM, H100], ids=["ci_vm", "h100_host"])
 @pytest.mark.parametrize("variant", [v for v in cpu.ALL_VARIANTS if v.op != "attention"], ids=lambda v: v.id)
-def test_hero_schedules_are_valid_everywhere(host, variant):  # attention's: tests/test_cpu_attention.py
+def test_hero_schedules_are_valid_everywhere(host, variant):  # attention's: tests/emitters/cpu/test_cpu_attention.py
     op = {"gemm": Gemm(4096, 4096, 4096), "conv2d": Conv2d(8, 64, 56, 56, 64, 3, 3, padding=1),
           "softmax": Softmax(4096, 4096)}[variant.op]
     s = cpu.hero_schedule(op, variant, host)

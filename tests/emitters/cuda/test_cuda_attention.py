@@ -26,8 +26,8 @@ HOST = NoGpu()
 
 
 @pytest.fixture(autouse=True)
-def _kernel_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+def _kernel_cache(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
 
 
 def _mask_op(**kw) -> Attention:

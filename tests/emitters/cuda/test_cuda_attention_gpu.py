@@ -89,8 +89,8 @@ def test_attention_matches_the_reference(op, tweak):
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+def _cache(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
 
 
 def test_cli_bench_gives_a_verified_row(capsys, monkeypatch):

@@ -3,7 +3,7 @@ columns sharing one A tile (each block loads half of it and multicasts it to bot
 (validation, JSON, name, the search space, the conv's refusal), the walk as the kernel compiles it (host
 g++, checked with NumPy: every output tile and k step covered once, the pair in lockstep, split-K slots
 one per output tile, odd tile-column counts), the tensor-map boxes and NVRTC compiles for sm_90a with
-no spills. The GPU runs are tests/test_cuda_cluster_n_gpu.py."""
+no spills. The GPU runs are tests/emitters/cuda/test_cuda_cluster_n_gpu.py."""
 
 from __future__ import annotations
 
@@ -209,7 +209,7 @@ def test_the_compiled_walk_covers_every_tile_and_k_step_once(tmp_path, sched):
 
 # ------------------------------------------------------------------------------------------ NVRTC
 
-# Compiled here (0 spills) and run on an sm_90 GPU by tests/test_cuda_cluster_n_gpu.py.
+# Compiled here (0 spills) and run on an sm_90 GPU by tests/emitters/cuda/test_cuda_cluster_n_gpu.py.
 COLCOL = Gemm(200, 136, 1000, "fp16", layout_a="col", layout_b="col", epilogue=("bias", "gelu", "residual"))
 N128 = WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, cluster=2, cluster_axis="n", store="tma")
 COMPILE_CASES = [

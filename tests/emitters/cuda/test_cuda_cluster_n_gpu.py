@@ -1,12 +1,12 @@
 """On an sm_90 GPU: the Hopper GEMM with 2-block clusters along N (``cluster_axis = "n"``, the pair sharing
-A by TMA multicast), every form of tests/test_cuda_cluster_n.py's ``COMPILE_CASES`` (the 512 x 512 x 16384
+A by TMA multicast), every form of tests/emitters/cuda/test_cuda_cluster_n.py's ``COMPILE_CASES`` (the 512 x 512 x 16384
 tail shape with cuBLAS's 128 x 64 split-K form, odd edges, column-major operands with a fused epilogue,
 ping-pong, split-K 0 / 3 / 4 with both fix-ups, an odd number of tile columns, not persistent) verified
 against the float64 reference on fresh random inputs, into an output poisoned with NaN, and run again
 bit-identical (split-K's fix-up sums the slices in a fixed order). Each case prints its p50 time
 (``pytest -s``).
 
-    python -m pytest -q -s tests/test_cuda_cluster_n_gpu.py
+    python -m pytest -q -s tests/emitters/cuda/test_cuda_cluster_n_gpu.py
 """
 
 from __future__ import annotations

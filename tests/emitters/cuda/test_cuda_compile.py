@@ -47,8 +47,8 @@ CASES = [
 
 
 @pytest.fixture(autouse=True)
-def _kernel_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+def _kernel_cache(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
 
 
 def test_every_variant_is_covered():

@@ -207,7 +207,7 @@ def test_gemm_hero_is_the_fastest_verified_schedule_of_the_last_h200_run(size):
     (staged and direct epilogues, raster widths) verified then timed against cuBLAS."""
     from pathlib import Path
 
-    run_dir = Path(__file__).parent.parent / "docs/device-runs/h200-cuda-kernels-and-tuner/cuda/gemm-staged-epilogue"
+    run_dir = Path(__file__).parents[3] / "docs/device-runs/h200-cuda-kernels-and-tuner/cuda/gemm-staged-epilogue"
     doc = json.loads((run_dir / "gemm_probe.json").read_text())
     rows = [r for r in doc["rows"] if r["size"] == size and r.get("verified") and "ours" in r]
     assert rows and all(r["rel_err"] < 1e-2 for r in rows)

@@ -200,11 +200,11 @@ COMPILE = [
 
 
 @pytest.mark.parametrize("op", COMPILE, ids=lambda o: o.signature[:60])
-def test_compiles_without_spills(op, tmp_path_factory, monkeypatch):
+def test_compiles_without_spills(op, kernel_home, monkeypatch):
     pytest.importorskip("cuda.core")
     from tracea.emitters.cuda.build import compile_kernel
 
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
     hero = gemv.hero_schedule(op, HOST)  # gemv's own (not every op here has it as the variant's hero)
     picks = [hero, gemv.GemvSchedule(warps=4, splits=2, unroll=4), gemv.GemvSchedule(warps=8, splits=1, unroll=1)]
     for arch in ("sm_80", "sm_90a"):
@@ -265,12 +265,12 @@ def _device_or_skip(vid):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("op", _gpu_cases(), ids=lambda o: o.signature[:80])
-def test_gpu_matches_the_reference(op, tmp_path_factory, monkeypatch):
+def test_gpu_matches_the_reference(op, kernel_home, monkeypatch):
     from tracea.kernels import relative_error, tolerance
 
     vid = "cuda-mma-sync.gemm"
     _device_or_skip(vid)
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
     sched = gemv.hero_schedule(op, HOST)  # gemv's own: the variant's hero is gemv only where it prefers it
     k = cuda.build(op, vid, sched, HOST)
     for seed in (1, 2):  # a second launch checks that the split counters were reset
@@ -289,12 +289,12 @@ def test_gpu_matches_the_reference(op, tmp_path_factory, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("splits", [1, 2, 5, 16])
 @pytest.mark.parametrize("layout_b", ["row", "col"])
-def test_gpu_every_split_matches(splits, layout_b, tmp_path_factory, monkeypatch):
+def test_gpu_every_split_matches(splits, layout_b, kernel_home, monkeypatch):
     from tracea.kernels import relative_error, tolerance
     from tracea.kernels.dtypes import to_float64
 
     _device_or_skip("cuda-mma-sync.gemm")  # on sm_90 splits <= 8 meet in a cluster, 16 in the workspace
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
     op = Gemm(16, 4160, 4096, "bf16", layout_b=layout_b, epilogue=("bias", "gelu"))
     for s in (gemv.GemvSchedule(warps=8, splits=splits, unroll=2), gemv.GemvSchedule(warps=4, splits=splits, unroll=4)):
         k = cuda.build(op, "cuda-mma-sync.gemm", s, HOST)
@@ -310,12 +310,12 @@ DECODE = [(n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008), (14336
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [1, 16])
 @pytest.mark.parametrize("layout_b", ["row", "col"])
-def test_gpu_events_timing_beside_cublas(m, layout_b, tmp_path_factory, monkeypatch, capsys):
+def test_gpu_events_timing_beside_cublas(m, layout_b, kernel_home, monkeypatch, capsys):
     """Times the hero at the decode shapes with CUDA events and prints the ratio to torch/cuBLAS and the
     fraction of B's bytes over the time (no speed assertion: a report for the merger)."""
     _device_or_skip("cuda-wgmma.gemm")
     torch = pytest.importorskip("torch")
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
     rows = []
     for n, kk in DECODE:
         op = Gemm(m, n, kk, "bf16", layout_b=layout_b)
@@ -347,7 +347,7 @@ def test_gpu_events_timing_beside_cublas(m, layout_b, tmp_path_factory, monkeypa
 
 
 # ------------------------------------------------------------------ the rendered kernel, emulated on the CPU
-EMULATOR = Path(__file__).with_name("fixtures") / "gemv_emulator.h"
+EMULATOR = Path(__file__).parents[2] / "fixtures" / "gemv_emulator.h"
 EMULATED = [
     (Gemm(1, 70, 37, "bf16"), gemv.GemvSchedule(warps=2, splits=1, unroll=1)),
     (Gemm(3, 130, 200, "bf16", layout_b="col", epilogue=("bias", "relu")), gemv.GemvSchedule(warps=2, splits=3, unroll=2)),

@@ -41,8 +41,8 @@ CASES = [
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+def _cache(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
 
 
 @pytest.mark.parametrize("vid,op", CASES, ids=lambda x: x if isinstance(x, str) else x.signature[:40])

@@ -11,6 +11,7 @@ import ctypes
 
 import numpy as np
 import pytest
+from libcuda_stand_in import libcuda_stand_in  # tests/helpers/ (tests/conftest.py puts it on the path)
 
 from tracea.doctor.errors import LaunchError
 from tracea.emitters.cuda import launches
@@ -46,17 +47,6 @@ class Driver:
         self.cuLaunchKernel, self.cuLaunchCooperativeKernel = LAUNCH(launch), COOP(coop)
         self.cuMemcpy2DAsync_v2 = COPY(copy)
         self.cuCtxSetCurrent = lambda ctx: self.calls.append(("ctx", ctx)) or 0
-
-
-def libcuda_stand_in(monkeypatch, driver):
-    """``driver`` (C-callable stand-ins for libcuda's launch functions) as launches.py's CUDA driver, the
-    compiled replay loop built anew in the test's compile cache and on, errors named by code (also used by
-    tests/test_ops_native_call.py)."""
-    monkeypatch.setattr(launches, "_LIB", [driver])
-    monkeypatch.setattr(launches, "_NATIVE", [])
-    monkeypatch.setattr(launches, "error_name", lambda rc: f"error {rc}")
-    monkeypatch.delenv("TRACEA_NATIVE_LAUNCH", raising=False)
-    return driver
 
 
 @pytest.fixture

@@ -312,13 +312,13 @@ COMPILE = [Softmax(131072, 128, "fp16"), Softmax(65536, 128), Softmax(4096, 1000
 
 @pytest.mark.parametrize("arch", ("sm_80", "sm_90a"))
 @pytest.mark.parametrize("op", COMPILE, ids=lambda op: op.signature)
-def test_new_forms_compile_without_spills(op, arch, tmp_path_factory, monkeypatch):
+def test_new_forms_compile_without_spills(op, arch, kernel_home, monkeypatch):
     pytest.importorskip("cuda.core")
     from tracea.emitters import cuda
     from tracea.emitters import nvrtc as nv
     from tracea.emitters.cuda.build import compile_kernel
 
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
     try:
         nv.find_nvrtc()
     except Exception:  # noqa: BLE001 - no NVRTC here
@@ -340,7 +340,7 @@ ODD = [Softmax(3000, 50257, "fp16"), Softmax(1024, 32001, "bf16"), Softmax(4096,
 
 @pytest.mark.parametrize("arch", ("sm_80", "sm_90a"))
 @pytest.mark.parametrize("op", ODD, ids=lambda op: op.signature)
-def test_odd_rows_compile_without_spills(op, arch, tmp_path_factory, monkeypatch):
+def test_odd_rows_compile_without_spills(op, arch, kernel_home, monkeypatch):
     """Rows the 16-byte vector does not divide: the hero (16-byte slots) and a sample of every form, without
     spills wherever the same schedule has none on the aligned row length below (some candidates of the
     space spill at any length: 1024 threads holding 56 elements)."""
@@ -349,7 +349,7 @@ def test_odd_rows_compile_without_spills(op, arch, tmp_path_factory, monkeypatch
     from tracea.emitters import nvrtc as nv
     from tracea.emitters.cuda.build import compile_kernel
 
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
     try:
         nv.find_nvrtc()
     except Exception:  # noqa: BLE001 - no NVRTC here
@@ -395,8 +395,8 @@ def _check(op, schedule, seed: int) -> None:
 
 
 @pytest.fixture
-def _gpu_home(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+def _gpu_home(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
 
 
 @pytest.mark.gpu

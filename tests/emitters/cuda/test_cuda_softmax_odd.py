@@ -33,8 +33,8 @@ def _host():
 
 
 @pytest.fixture(autouse=True)
-def _home(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+def _home(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
 
 
 def _check(op: Softmax, schedule, seed: int) -> None:

@@ -227,8 +227,8 @@ COMPILE = [
 
 
 @pytest.fixture
-def _kernel_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+def _kernel_cache(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
 
 
 @pytest.mark.usefixtures("_kernel_cache")

@@ -23,7 +23,7 @@ from tracea.emitters.cuda import hopper as W
 from tracea.emitters.layout import TileLayout, TmaSwizzle
 from tracea.kernels import Gemm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 # ------------------------------------------------------------------------------------------ swizzle

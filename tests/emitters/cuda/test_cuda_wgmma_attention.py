@@ -27,8 +27,8 @@ from tracea.kernels.ops.attention import LSE_TOLERANCE, lse_error
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+def _cache(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
 
 
 # ------------------------------------------------------------------------------------------ compiles

@@ -21,7 +21,7 @@ from tracea.emitters.cuda.hopper.space import conv_search_space
 from tracea.emitters.layout import TileLayout
 from tracea.kernels import Conv2d, Gemm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def conv(n=1, c=64, h=56, w=56, k=128, r=3, s=3, layout="nhwc", dtype="fp16", **kw) -> Conv2d:
@@ -64,7 +64,7 @@ def test_schedule_json_round_trip_and_space():
 
 
 def test_heroes_follow_k():
-    # batch 32: tiles enough to fill the SMs (fewer take split-K: tests/test_cuda_splitk.py)
+    # batch 32: tiles enough to fill the SMs (fewer take split-K: tests/emitters/cuda/test_cuda_splitk.py)
     # convs TMA's im2col mode can walk take it: ping-pong 128-row tiles as wide as K allows up to 128
     for k, bn in ((64, 64), (128, 128)):
         h = conv_hero_schedule(conv(n=32, k=k))

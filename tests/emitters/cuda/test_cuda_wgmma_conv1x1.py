@@ -3,7 +3,7 @@ convs take the GEMM path (ResNet-50's stride-1 1x1 convs do; stride-2 downsample
 filters, NCHW and unaligned channels keep the gather), that the path renders the GEMM core's kernel byte
 for byte, the tensor maps over x, the filter and the output (checked by a NumPy model of the TMA boxes
 that recomputes the conv from them), and NVRTC compiles for sm_90a. The GPU run is
-tests/test_cuda_conv1x1.py."""
+tests/emitters/cuda/test_cuda_conv1x1.py."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_gemm_path_renders_the_gemm_cores_kernel_byte_for_byte():
     from tracea.emitters.cuda.arch import target_host, target_of
     from tracea.emitters.cuda.build import render
 
-    host, _ = read_snapshot(Path(__file__).parent / "fixtures/snapshots/h100_live.json")
+    host, _ = read_snapshot(Path(__file__).parents[2] / "fixtures/snapshots/h100_live.json")
     arch = target_of(target_host(host, "sm_90a"), "sm_90a")
     for op in (one(n=2, c=256, h=56, k=64, bias=True), one(n=1, c=2048, h=7, k=512, dtype="bf16"),
                one(n=2, c=128, h=28, k=512)):

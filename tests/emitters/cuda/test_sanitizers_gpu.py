@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.gpu
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu" / "sanitize_cases.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "gpu" / "sanitize_cases.py"
 
 
 @pytest.fixture(scope="module")

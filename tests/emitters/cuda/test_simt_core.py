@@ -22,7 +22,7 @@ from tracea.kernels import Conv2d, Gemm, relative_error, tolerance
 
 VID = "cuda-simt.gemm"
 BIG = CudaSchedule("simt", bm=128, bn=128, bk=16, wm=32, wn=64, stages=2, raster=8)
-HEADER = Path(__file__).parent / "fixtures" / "simt_emulator.h"
+HEADER = Path(__file__).parents[2] / "fixtures" / "simt_emulator.h"
 FILL = simt.fill_forms()
 WIDE = CudaSchedule("simt", 128, 128, 8, 32, 64, 3, raster=8, frags=2, order="snake", fill="lanes")
 
@@ -278,8 +278,8 @@ COMPILE_CASES = [  # (op, schedule) compiled for sm_80 and sm_90a: no spills
 
 
 @pytest.fixture()
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+def _cache(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
 
 
 @pytest.mark.parametrize("arch", ("sm_80", "sm_90a"))

@@ -134,8 +134,8 @@ SPLIT_CASES = [  # (op, schedule or None for the hero)
 
 
 @pytest.fixture()
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+def _cache(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
 
 
 @pytest.mark.parametrize("arch", ("sm_80", "sm_90a"))

@@ -37,8 +37,8 @@ CASES = [  # (op, schedule or None for the hero)
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(tmp_path_factory.getbasetemp() / "tracea-home"))
+def _cache(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
 
 
 @pytest.mark.parametrize("op,sched", CASES, ids=lambda x: getattr(x, "signature", getattr(x, "name", ""))[:48])

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_cli_inputs import tracea  # the CLI runner (tests/ is on the path)
+from cli_runner import tracea  # tests/helpers/ (tests/conftest.py puts it on the path)
 
 from tracea.doctor.errors import BadInputError, ToolchainMissingError, UnsupportedError
 from tracea.emitters import registry
 from tracea.kernels import Conv2d, Gemm, Softmax
 from tracea.kernels.dtypes import parse_dtype
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[2] / "fixtures"
 MI300X = FIXTURES / "snapshots" / "mi300x_cpx_kfd.json"
 HIP = registry.backend("hip")
 

@@ -1,6 +1,6 @@
 """The HIP MFMA GEMM (issue 19) compiled both ways without any GPU: for gfx90a and CDNA3 by hipcc (the
 expected MFMA instructions in the disassembly, no spills, no scratch) when hipcc is installed, and for
-sm_80/sm_90 by NVRTC through the NVIDIA prelude (what tests/test_hip_gpu.py runs). Schedules are checked."""
+sm_80/sm_90 by NVRTC through the NVIDIA prelude (what tests/emitters/hip/test_hip_gpu.py runs). Schedules are checked."""
 
 from __future__ import annotations
 

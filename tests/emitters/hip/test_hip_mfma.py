@@ -12,7 +12,7 @@ import pytest
 
 from tracea.emitters.hip.mfma import INSTRUCTIONS, WAVE
 
-TABLES = Path(__file__).parent / "fixtures" / "mfma"
+TABLES = Path(__file__).parents[2] / "fixtures" / "mfma"
 ARCH = {"gfx90a": "CDNA2", "gfx942": "CDNA3"}
 CELL = re.compile(r"v(\d+)\{(\d+)\}(?:\.\[(\d+):(\d+)\])?")
 

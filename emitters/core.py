@@ -66,13 +66,19 @@ class Core:
         return self.schedule.from_json(d)  # type: ignore[attr-defined, no-any-return]
 
 
-def gathered(package: str, path: Iterable[str]) -> tuple[Any, ...]:
-    """The cores of a backend's ``cores`` folder: each module there holds one core file's ``CORES`` (a tuple
-    of cores) and its ``ORDER`` (an int, unique in the folder: the registry's order, which is its variants'
-    order). The folder is the list, so a new core is a new file and no other file names it."""
+def ordered_modules(package: str, path: Iterable[str]) -> list[Any]:
+    """Every module of a folder that is a list (a backend's ``cores/``, ``tracea.ops``' per-op folders), each
+    with its ``ORDER`` (an int, unique in the folder), imported and sorted by it: the folder is the list, so a
+    new entry is a new file and no other file names it."""
     modules = [importlib.import_module(f"{package}.{info.name}")
                for info in sorted(pkgutil.iter_modules(path), key=lambda i: i.name)]
     orders = [m.ORDER for m in modules]
     if len(set(orders)) != len(orders):
-        raise RuntimeError(f"{package}: two core files share an ORDER ({sorted(orders)})")
-    return tuple(core for m in sorted(modules, key=lambda m: m.ORDER) for core in m.CORES)
+        raise RuntimeError(f"{package}: two files share an ORDER ({sorted(orders)})")
+    return sorted(modules, key=lambda m: m.ORDER)
+
+
+def gathered(package: str, path: Iterable[str]) -> tuple[Any, ...]:
+    """The cores of a backend's ``cores`` folder, in its files' ``ORDER`` (``ordered_modules``): each file
+    holds one core file's ``CORES`` (a tuple of cores); the order is the registry's, and its variants'."""
+    return tuple(core for m in ordered_modules(package, path) for core in m.CORES)

@@ -1,6 +1,5 @@
 """The CUDA backend's core type and what several of its core files share: ``CudaCore`` (the shared
-``Core`` of emitters/core.py with what CUDA adds), the tiled cores' check, the plain kernel object and the
-Hopper cores' common line (``hopper``). The cores themselves are the files of ``cores/``."""
+``Core`` of emitters/core.py with what CUDA adds), the tiled cores' check and the plain kernel object. The cores themselves are the files of ``cores/``."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.doctor.variants import Variant
 
 from ..core import Core
-from . import mma, stem, tma
 from .arch import Arch
 from .render import Rendered
 from .runtime import CudaKernel
@@ -66,29 +64,6 @@ def tiled_check(core: str) -> Callable[[Any, Variant, Any, Arch], None]:
     return check
 
 
-def small_channel_conv(op: Any) -> bool:
-    """A convolution with fewer than 16 input channels (an image network's stem) that the stem core does
-    not take (NCHW, grouped): the mma core's, packing r*s*c as one reduction dimension too."""
-    if getattr(op, "kind", None) != "conv2d" or op.c >= 16:
-        return False
-    return not stem.applies(op)
-
-
 def cuda_kernel(op: Any, artifact: Any, rendered: Rendered, scalars: dict[str, Any]) -> Any:
     """The plain kernel object: buffers, one launch of the rendered grid, timing (runtime.py)."""
     return CudaKernel(op, artifact, rendered, scalars)
-
-
-# The Hopper (sm_90a) kernels, composed in hopper/ (schedule, mainloop, scheduler, epilogue; gemm.py and
-# conv.py over them); tma.py holds their checks and the GEMM's kernel object.
-def hopper(kind: str, schedule_class: type, hero: Callable[..., Any], space: Callable[..., Any],
-           rendered: Callable[..., Any], kernel: Callable[..., Any],
-           scalars: Callable[[Any], dict[str, float | int]], smem: int, description: str) -> CudaCore:
-    """A Hopper core: its schedule class and hero (hopper/schedule.py), its space (hopper/space.py), and its
-    kernel module's ``rendered(op, schedule, sm_count)``; its variant bf16/fp16, verified on a GPU."""
-    return CudaCore(
-        name="wgmma", family="cuda-wgmma", ops=(kind,), schedule=schedule_class,
-        hero=lambda op, host: hero(op, mma.sm_count(host)),
-        space=lambda op, _hero, arch: space(op, arch.smem_optin, arch.sm_count if arch.sm_count > 1 else 132),
-        check=tma.check_wgmma, render=lambda op, s, arch: (rendered(op, s, arch.sm_count), scalars(op)),
-        kernel=kernel, precisions=("bf16", "fp16"), smem=smem, descriptions={kind: description}, verified=True)

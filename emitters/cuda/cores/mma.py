@@ -6,11 +6,22 @@ docs/device-runs/h200-cuda-kernels-and-tuner/cuda/full-checks-memcheck-api-repor
 
 from __future__ import annotations
 
-from .. import mma
-from ..core import CudaCore, cuda_kernel, small_channel_conv, tiled_check
+from typing import Any
+
+from .. import mma, stem
+from ..core import CudaCore, cuda_kernel, tiled_check
 from ..schedule import CudaSchedule
 
 ORDER = 10  # the registry's order, and its variants'
+
+
+def small_channel_conv(op: Any) -> bool:
+    """A convolution with fewer than 16 input channels (an image network's stem) that the stem core does
+    not take (NCHW, grouped): the mma core's, packing r*s*c as one reduction dimension too."""
+    if getattr(op, "kind", None) != "conv2d" or op.c >= 16:
+        return False
+    return not stem.applies(op)
+
 
 CORES = (
     # Also the Hopper conv's hero for fewer than 16 input channels where the stem core does not run (NCHW):

@@ -5,14 +5,31 @@ two agree)."""
 
 from __future__ import annotations
 
-from .. import tma
-from ..core import hopper
+from collections.abc import Callable
+from typing import Any
+
+from .. import mma, tma
+from ..core import CudaCore
 from ..hopper import conv as hopper_conv
 from ..hopper import gemm as hopper_gemm
 from ..hopper import schedule as hopper_schedule
 from ..hopper import space as hopper_space
 
 ORDER = 50  # the registry's order, and its variants'
+
+
+def hopper(kind: str, schedule_class: type, hero: Callable[..., Any], space: Callable[..., Any],
+           rendered: Callable[..., Any], kernel: Callable[..., Any],
+           scalars: Callable[[Any], dict[str, float | int]], smem: int, description: str) -> CudaCore:
+    """A Hopper core: its schedule class and hero (hopper/schedule.py), its space (hopper/space.py), and its
+    kernel module's ``rendered(op, schedule, sm_count)``; its variant bf16/fp16, verified on a GPU."""
+    return CudaCore(
+        name="wgmma", family="cuda-wgmma", ops=(kind,), schedule=schedule_class,
+        hero=lambda op, host: hero(op, mma.sm_count(host)),
+        space=lambda op, _hero, arch: space(op, arch.smem_optin, arch.sm_count if arch.sm_count > 1 else 132),
+        check=tma.check_wgmma, render=lambda op, s, arch: (rendered(op, s, arch.sm_count), scalars(op)),
+        kernel=kernel, precisions=("bf16", "fp16"), smem=smem, descriptions={kind: description}, verified=True)
+
 
 CORES = (
     # hopper/gemm.py, tma.py (issue 5): the hero's 230480 B (WgmmaSchedule().smem_bytes); verified on an

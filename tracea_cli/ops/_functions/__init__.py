@@ -11,12 +11,11 @@ kernel), which prepares the key where the kernel ran (MISS) or prepares nothing 
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any
 
-_MODULES = sorted((importlib.import_module(f"{__name__}.{info.name}")
-                   for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)), key=lambda m: m.ORDER)
+from tracea.emitters.core import ordered_modules
+
+_MODULES = ordered_modules(__name__, __path__)
 
 # every op function of this folder's files, in their ORDER
 FUNCTIONS: dict[str, Any] = {name: getattr(m, name) for m in _MODULES for name in m.__all__}

@@ -7,12 +7,11 @@ its file here and nothing else lists them. Importing this package imports torch.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any
 
-_MODULES = sorted((importlib.import_module(f"{__name__}.{info.name}")
-                   for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)), key=lambda m: m.ORDER)
+from tracea.emitters.core import ordered_modules
+
+_MODULES = ordered_modules(__name__, __path__)
 
 MATCHES: tuple[Any, ...] = tuple(m for mod in _MODULES for m in mod.MATCHES)
 PIECES: dict[str, Any] = {name: piece for mod in _MODULES for name, piece in mod.PIECES.items()}

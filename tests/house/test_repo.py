@@ -6,6 +6,7 @@ import fnmatch
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,21 +39,50 @@ def test_the_readme_names_every_extra_and_the_one_plot_needs():
     assert plot, "the README's --plot should say it needs the plot extra, and how to install it"
 
 
-def test_every_package_folder_is_installed():
-    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
-
-    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed = set(conf["packages"])
-    folders = {v: k for k, v in conf["package-dir"].items()}
-    found = set()
-    for folder, package in folders.items():
+def _package_folders(mapping: dict[str, str]) -> dict[str, Path]:
+    """Each folder with an __init__.py under the package-dir map's folders, by its installed name."""
+    found = {}
+    for package, folder in mapping.items():
         for init in (ROOT / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / folder)
-            found.add(".".join([package, *rel.parts]) if rel.parts else package)
-    assert found == listed
+            found[".".join((package, *rel.parts))] = init.parent
+    return found
 
 
-TOP_LEVEL = {"pyproject.toml", "README.md", "tracea_cli/", "doctor/", "emitters/", "kernels/", "tuner/", "reports/",
+def test_a_wheel_holds_every_package_folder_and_module(tmp_path):
+    """The package list is read from the folders (setup.py), so a new folder under a layer (a backend's
+    emitters/<name>/, its cores/) installs without a line anywhere: built for real, the wheel holds every
+    package folder and every module in it, and nothing else."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    import zipfile
+
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    src = tmp_path / "src"
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, src / name)
+    for folder in mapping.values():
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    # a package folder no list names: it must install too
+    (src / "emitters" / "probe_backend" / "cores").mkdir(parents=True)
+    for rel in ("probe_backend/__init__.py", "probe_backend/cores/__init__.py", "probe_backend/cores/one.py"):
+        (src / "emitters" / rel).write_text("")
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                          "-w", str(tmp_path / "wheel"), str(src)], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".py")}
+
+    expected = set()
+    for package, folder in _package_folders(mapping).items():
+        for module in folder.glob("*.py"):
+            expected.add("/".join((*package.split("."), module.name)))
+    expected |= {"tracea/emitters/probe_backend/__init__.py", "tracea/emitters/probe_backend/cores/__init__.py",
+                 "tracea/emitters/probe_backend/cores/one.py"}
+    assert shipped == expected
+
+
+TOP_LEVEL = {"pyproject.toml", "setup.py", "README.md", "tracea_cli/", "doctor/", "emitters/", "kernels/", "tuner/", "reports/",
              "tests/", "completions/", "benchmarks/", "docs/"}
 
 

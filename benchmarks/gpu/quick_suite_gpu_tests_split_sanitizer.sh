@@ -4,7 +4,9 @@
 # bench` (each op's device baseline now read from emitters/baselines/<op>.py), the GPU tests of the kernels, the
 # launch path, the ops surface (torch.compile's custom ops from tracea_cli/ops/_torch/), export and attention on a
 # fresh compile cache, and compute-sanitizer over the gemv cases (a cluster's splits, and 16 splits meeting in
-# the global workspace: the kernel whose text the shared writer changed). Two steps, each within one call:
+# the global workspace: the kernel whose text the shared writer changed), and the Hopper TMA-store epilogue
+# (its staging atoms' buffer named per atom, which took NVRTC 13.0's spill away). SAN_CASES picks the
+# sanitizer's cases by word (default: gemv wgmma-tma). Two steps, each within one call:
 #     STEP=kernels bash benchmarks/gpu/quick_suite_gpu_tests_split_sanitizer.sh
 #     STEP=launch bash benchmarks/gpu/quick_suite_gpu_tests_split_sanitizer.sh
 . benchmarks/gpu/gpu_run_env.sh   # TRACEA_HOME: a fresh folder unless one is given
@@ -21,9 +23,9 @@ kernels)
   for tool in memcheck racecheck synccheck; do
     extra=$([ $tool = memcheck ] && echo "--leak-check full" || ([ $tool = racecheck ] && echo "--racecheck-report all"))
     timeout 60 $SAN --tool $tool --report-api-errors no --print-limit 20 --error-exitcode 99 $extra \
-      $PY benchmarks/gpu/sanitize_cases.py gemv --under-sanitizer > "$RES/sanitize_gemv_$tool.txt" 2>&1
-    echo "$tool rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$RES/sanitize_gemv_$tool.txt" | sort | uniq -c | tr '\n' ' ')" \
-      | tee -a "$RES/sanitize_gemv.txt"
+      $PY benchmarks/gpu/sanitize_cases.py ${SAN_CASES:-gemv wgmma-tma} --under-sanitizer > "$RES/sanitize_$tool.txt" 2>&1
+    echo "$tool rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$RES/sanitize_$tool.txt" | sort | uniq -c | tr '\n' ' ')" \
+      | tee -a "$RES/sanitize_summary.txt"
   done ;;
 launch)
   timeout 560 $PY -m pytest -q -p no:cacheprovider -rf \

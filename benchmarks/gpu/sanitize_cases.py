@@ -41,6 +41,16 @@ CASES = [
     # 16 splits, past a cluster's: the parts meet in the global workspace (split_arrival.py's last block)
     ("gemv-workspace", "cuda-wgmma.gemm", Gemm(3, 1000, 4096, "fp16"), {"core": "gemv", "warps": 8, "splits": 16,
                                                                        "unroll": 2}),
+    # the TMA-store epilogue (staging atoms alternate; a tile's even count names each atom's buffer), several
+    # tiles a consumer (288 tiles of 128 x 128 over 132 SMs, two consumers each), bias + gelu + residual; and
+    # ping-pong with split-K's ticket fix-up (col-major A and B)
+    ("wgmma-tma-store", "cuda-wgmma.gemm", Gemm(2304, 2048, 128, "fp16", epilogue=("bias", "gelu", "residual")),
+     {"core": "wgmma", "bm": 128, "bn": 128, "stages": 4, "consumers": 2, "pingpong": True, "store": "tma",
+      "split": 1}),
+    ("wgmma-tma-split", "cuda-wgmma.gemm", Gemm(200, 136, 1000, "fp16", layout_a="col", layout_b="col",
+                                                epilogue=("bias", "gelu", "residual")),
+     {"core": "wgmma", "bm": 128, "bn": 128, "stages": 4, "consumers": 2, "pingpong": True, "store": "tma",
+      "split": 3}),
     ("wgmma-conv", "cuda-wgmma.conv2d", Conv2d(2, 64, 30, 30, 96, 3, 3, padding=1, stride=2, layout="nhwc",
                                               dtype="fp16")),
     ("wgmma-conv1x1", "cuda-wgmma.conv2d", Conv2d(2, 256, 14, 14, 128, 1, 1, layout="nhwc", dtype="fp16")),

@@ -47,8 +47,11 @@ def tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple
     w(f"    for (int i = 0; i < {sched.m_slices}; ++i) {{")
     w("        #pragma unroll")
     w(f"        for (int a = 0; a < {sched.bn // 64}; ++a) {{")
-    w(f"            const uint32_t buf = catoms + (cstep & 1) * {C_ATOM_BYTES}u;")
-    w("            ++cstep;")
+    if sched.m_slices * sched.bn // 64 % 2:  # an odd count of atoms a tile: the alternation carries over
+        w(f"            const uint32_t buf = catoms + (cstep & 1) * {C_ATOM_BYTES}u;")
+        w("            ++cstep;")
+    else:  # an even count: each atom's buffer is known where it is written (nothing carried between tiles)
+        w(f"            const uint32_t buf = catoms + ((i * {sched.bn // 64} + a) & 1) * {C_ATOM_BYTES}u;")
     warpgroup = r.asm("bar.sync", threads=128, id="1 + cw")
     w(f'            if (tid == 0) {r.asm("bulk.wait_read", n=1)}')
     w(f"            {warpgroup}")

@@ -173,7 +173,8 @@ SPLIT_CASES = [
     (Gemm(512, 512, 16384, "bf16"),
      WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", split=0, split_fix="spread")),
     (Gemm(1000, 999, 1001, "bf16"), WgmmaSchedule(bm=64, bn=128, stages=6, consumers=1, split=16, split_fix="spread")),
-    # (with gelu and residual too, this 128-accumulator ping-pong form spills 16 B: left to the tuner)
+    # (with gelu and residual too, this 128-accumulator ping-pong spread form spills: 8 B under NVRTC 13.5,
+    # 16 B under 13.0; left to the tuner. The ticket form above takes that epilogue without a spill)
     (Gemm(200, 136, 1000, "fp16", layout_a="col", layout_b="col", epilogue=("bias", "relu")),
      WgmmaSchedule(bm=128, bn=128, stages=4, consumers=2, pingpong=True, store="tma", split=3, split_fix="spread")),
     (Gemm(520, 264, 2000, "bf16", epilogue=("scale",), alpha=0.5),

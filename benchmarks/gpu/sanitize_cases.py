@@ -4,7 +4,7 @@ synccheck run over (tests/emitters/cuda/test_sanitizers_gpu.py). The families ar
 and mma.sync GEMM and conv, the Hopper wgmma GEMM (tiles, split-K, the small-M GEMV core, its splits in a cluster and in the
 global workspace), its conv (TMA
 im2col, 1x1, the small-channel stem core), softmax (a row per warp, rows split across blocks), and attention
-on mma.sync and wgmma (causal, grouped-query, a block mask).
+on mma.sync and wgmma (causal, grouped-query, a block mask) and the decode core (keys split over blocks).
 
     python benchmarks/gpu/sanitize_cases.py            # every case
     python benchmarks/gpu/sanitize_cases.py stem-224   # that case (else: the cases whose name holds the word)
@@ -68,6 +68,9 @@ CASES = [
     ("softmax-split", "cuda-simt.softmax", Softmax(3, 70001, "bf16")),
     ("attention-mma", "cuda-mma-sync.attention", Attention(1, 4, 300, 64, kv_heads=2, causal=True, dtype="bf16")),
     ("attention-wgmma", "cuda-wgmma.attention", Attention(1, 4, 777, 128, kv_heads=2, window=(64, 16), dtype="bf16")),
+    # decode: GQA rows packed in one tile, keys split over 3 blocks meeting in the workspace, causal
+    ("attention-decode", "cuda-wgmma.attention", Attention(1, 8, 3, 64, seq_k=700, kv_heads=2, causal=True,
+                                                           dtype="bf16"), {"core": "attention-decode", "split": 3}),
     ("attention-mask", "cuda-wgmma.attention", Attention(1, 2, 512, 64, dtype="fp16", block_size=(128, 128),
                                                          block_mask=[[True, False, False, True]] * 4)),
 ]

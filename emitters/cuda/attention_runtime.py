@@ -2,7 +2,8 @@
 same L2 flush and hold) whose buffers are attention's: q, k, v, out, lse, and the tile plan (``tile_ptr``:
 CSR pointers then launch order; ``tile_idx``; ``bmask``, pointer 0 without a block mask), uploaded once.
 
-``kernel(inputs)`` returns O; ``forward(inputs)`` returns (O, lse). A core with more launch arguments (the
+``kernel(inputs)`` returns O; ``forward(inputs)`` returns (O, lse). A kernel whose metadata says ``"plan": False``
+(the decode core) walks its keys itself: no plan is uploaded. A core with more launch arguments (the
 wgmma kernel's TMA maps, made from the device pointers) overrides ``extra_args``. What a subclass's
 ``Rendered`` must carry: ``params`` starting with attention_plan's ``PARAMS``, and ``metadata["tile"]``
 with the ``bq`` and ``bk`` of its plan (``metadata["order"]``: "longest-first", the default, or "natural").
@@ -30,10 +31,13 @@ class AttentionKernel(CudaKernel):
         from .attention import plan_arrays
 
         tile = rendered.metadata.get("tile", {})
+        self._lse_shape = tuple(op.lse_shape())
+        if rendered.metadata.get("plan", True) is False:  # a kernel that walks its keys without the CSR plan
+            self._computed = op.tile_counts((16, int(tile["bk"])))[1] // (op.batch * op.heads)
+            return
         ptr, idx, computed = plan_arrays(op, int(tile["bq"]), int(tile["bk"]),
                                          rendered.metadata.get("order", "longest-first"))
         self._computed = computed
-        self._lse_shape = tuple(op.lse_shape())
         for name, arr in (("tile_ptr", ptr), ("tile_idx", idx), ("bmask", block_mask_bytes(op))):
             if arr is not None:
                 self._buffer(name, arr.nbytes).upload(arr)

@@ -1,0 +1,315 @@
+"""The decode attention core (issue 33, sm_80+): flash-decoding for short query lengths, an alternate core of
+both CUDA attention families. Its kernel is attention_decode_kernel.py; this module holds its schedule, its
+split plan, hero, search space, checks, render, its host object and a NumPy model of the kernel's indexing
+(slices, warps' keys, the merge) that CI checks against the float64 reference without a GPU.
+
+The planner prefers it where the rows that share a kv head (``heads / kv_heads`` x ``seq_q``) fill at most
+``PREFER_ROWS`` rows and ``seq_q`` is at most ``PREFER_QUERIES``: there the prefill kernels give a block a
+q tile of mostly padding and too few blocks to read K and V at the device's bandwidth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tracea.doctor.errors import BadInputError, UnsupportedError
+
+from .attention_decode_kernel import kernel_source
+from .attention_plan import PARAMS, mask_scalars
+from .attention_runtime import AttentionKernel
+from .render import CudaRenderer, Rendered
+from .schedule import tile_features
+
+SCHEMA_VERSION = 1
+CORE = "attention-decode"
+WARPS = (2, 4, 8)
+KWS = (1, 2, 4)  # k16 key groups a warp takes of each K/V tile
+STAGES = (2, 3, 4, 6)
+MAX_SPLITS = 64
+MIN_TILES = 4  # K/V tiles a slice keeps at least, when the split is automatic (its ring's ramp is paid once)
+PREFER_ROWS = 64
+PREFER_QUERIES = 16
+DTYPES = ("bf16", "fp16")
+SMEM_PER_SM = 233472  # sm_90's shared memory per SM (an sm_80 has 167936: fewer blocks a SM, same choice)
+
+
+@dataclass(frozen=True)
+class AttentionDecodeSchedule:
+    """``warps`` a block, each taking ``kw`` x 16 keys of every K/V tile (the tile: ``16 kw warps`` keys),
+    ``stages`` tiles in the ring, ``split`` key slices a row tile (0: enough to fill the GPU)."""
+
+    core: str = CORE
+    warps: int = 4
+    kw: int = 1
+    stages: int = 3
+    split: int = 0
+
+    @property
+    def bk(self) -> int:
+        return 16 * self.kw * self.warps
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def block_threads(self) -> int:
+        return self.threads
+
+    @property
+    def bm(self) -> int:  # the tuner's block-tile features (build.tuning_features)
+        return 16
+
+    @property
+    def bn(self) -> int:
+        return self.bk
+
+    @property
+    def name(self) -> str:
+        return f"w{self.warps}_k{self.bk}_s{self.stages}" + (f"_sp{self.split}" if self.split else "")
+
+    def smem_bytes(self, head_dim: int) -> int:
+        """Q's 16 padded rows, then ``stages`` K and V tiles; after the walk the same memory holds the
+        warps' partial O, maxima and sums (fp32), whichever is larger."""
+        row = 2 * head_dim + 16
+        ring = 2 * self.stages * self.bk * row
+        return 16 * row + max(ring, self.warps * 16 * (head_dim + 2) * 4)
+
+    def validate(self, op: Any = None, arch: Any = None) -> None:
+        if self.core != CORE:
+            raise BadInputError(f"core: an AttentionDecodeSchedule runs the {CORE} core, not {self.core!r}")
+        for name, allowed in (("warps", WARPS), ("kw", KWS), ("stages", STAGES)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or value not in allowed:
+                raise BadInputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got {value!r}")
+        if isinstance(self.split, bool) or not isinstance(self.split, int) or not 0 <= self.split <= MAX_SPLITS:
+            raise BadInputError(f"split: expected 0 (fill the GPU) or 1..{MAX_SPLITS} key slices, got {self.split!r}")
+        if op is None:
+            return
+        if getattr(op, "kind", None) != "attention":
+            raise BadInputError(f"core: {CORE} computes attention, not {getattr(op, 'kind', op)}")
+        if op.head_dim % 16 or not 16 <= op.head_dim <= 256:
+            raise UnsupportedError(f"head_dim: the decode kernel takes multiples of 16 up to 256, not {op.head_dim}",
+                                   "use --backend cpu")
+        if op.block_mask is not None:
+            raise UnsupportedError(f"{CORE}: a block mask runs on the prefill kernels", "drop --core attention-decode")
+        if self.kw * op.head_dim > 128:
+            raise BadInputError(f"kw: head dim {op.head_dim} takes at most {max(1, 128 // op.head_dim)} x 16 keys a "
+                                f"warp (S, P and O beside Q spill), got {self.kw}")
+        smem = self.smem_bytes(op.head_dim)
+        if arch is not None and smem > arch.smem_optin:
+            raise BadInputError(f"stages: {smem} B of shared memory exceeds {arch.name}'s {arch.smem_optin} B a block")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "kernel": "attention", **dataclasses.asdict(self)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> AttentionDecodeSchedule:
+        from ..schedule import schedule_fields
+
+        d = dict(d)
+        d.pop("kernel", None)
+        s = AttentionDecodeSchedule(**schedule_fields(d, AttentionDecodeSchedule, "cuda", "CUDA", ("core",),
+                                                      SCHEMA_VERSION))
+        s.validate()
+        return s
+
+    def features(self, op: Any) -> dict[str, float]:
+        """Warps and shared memory at ``op``'s head dim over the 16 x bk tile, and the key slices."""
+        return {**tile_features(op, self.warps, self.smem_bytes(op.head_dim), self.bm, self.bn),
+                "split": float(self.split)}
+
+
+# ------------------------------------------------------------------------------------------ where and how
+
+def rows(op: Any) -> int:
+    """The query rows that share one kv head: the group's heads times the queries."""
+    return op.heads // op.kv_heads * op.seq_q
+
+
+def prefers(op: Any) -> bool:
+    """Short queries over a kv head (decode, speculative decode, a chunk of GQA rows), no block mask."""
+    return (getattr(op, "kind", None) == "attention" and op.seq_q <= PREFER_QUERIES and rows(op) <= PREFER_ROWS
+            and op.block_mask is None and op.head_dim % 16 == 0 and op.head_dim <= 256)
+
+
+def applies(op: Any) -> bool:
+    """Where it may run and is searched: any attention it can compute with at most 16 queries."""
+    return (getattr(op, "kind", None) == "attention" and op.seq_q <= PREFER_QUERIES and op.block_mask is None
+            and op.head_dim % 16 == 0 and op.head_dim <= 256)
+
+
+def key_tiles(op: Any, bk: int) -> tuple[int, int]:
+    """[first, last) K/V tiles some row keeps (the kernel's ``t_lo``, ``t_hi``)."""
+    sc = mask_scalars(op)
+    lo = max(0, sc["diag"] - sc["win_left"])
+    hi = min(op.seq_k, op.seq_q + sc["diag"] + sc["win_right"])
+    return lo // bk, (-(-hi // bk) if hi > lo else lo // bk)
+
+
+def blocks_per_sm(s: AttentionDecodeSchedule, head_dim: int) -> int:
+    """Resident blocks a SM by shared memory and threads (registers: ~128 a thread at head dim 128)."""
+    return max(1, min(SMEM_PER_SM // (s.smem_bytes(head_dim) + 1024), 2048 // s.threads, 32))
+
+
+def splits(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> int:
+    """Key slices a row tile: the schedule's, or (0) the fewest that fill the SMs' resident blocks as evenly
+    as any count does (blocks over whole waves within 3 % of the best), each slice keeping ``MIN_TILES``
+    tiles at least; never more than the tiles."""
+    t0, t1 = key_tiles(op, s.bk)
+    tiles = max(1, t1 - t0)
+    if s.split:
+        return min(s.split, tiles)
+    pairs = op.batch * op.kv_heads * -(-rows(op) // 16)
+    slots = sm_count * blocks_per_sm(s, op.head_dim)
+    most = max(1, min(tiles // MIN_TILES, MAX_SPLITS))
+    fill = {n: pairs * n / (-(-pairs * n // slots) * slots) for n in range(1, most + 1)}
+    best = max(fill.values())
+    return min(n for n, f in fill.items() if f >= best - 0.03)
+
+
+def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
+    """4 warps of 16 keys (64-key tiles), 3 stages (2 at head dims over 128: two blocks a SM either way);
+    the split fills the GPU."""
+    return AttentionDecodeSchedule(warps=4, kw=1, stages=3 if op.head_dim <= 128 else 2)
+
+
+def search_space(op: Any, hero: Any, arch: Any) -> list[AttentionDecodeSchedule]:
+    """Warps, keys a warp and stages (validate drops what does not fit), each with the automatic split, then
+    the hero with fixed splits around it."""
+    out = [AttentionDecodeSchedule(warps=w, kw=kw, stages=st) for w in WARPS for kw in KWS for st in STAGES]
+    auto = splits(op, hero, getattr(arch, "sm_count", 0) or 132)
+    return out + [dataclasses.replace(hero, split=n) for n in sorted({max(1, auto // 2), auto * 2}) if n <= MAX_SPLITS]
+
+
+def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
+    if not isinstance(schedule, AttentionDecodeSchedule):
+        raise BadInputError(f"schedule: {v.id} runs AttentionDecodeSchedule here, got {type(schedule).__name__}")
+    if op.dtype.value not in DTYPES:
+        raise UnsupportedError(f"{v.id} computes bf16 or fp16, not {op.dtype.value}", "use --backend cpu for fp32")
+    if arch.cc < (8, 0):
+        raise UnsupportedError(f"{CORE} needs sm_80 or later (mma.sync m16n8k16, cp.async), not {arch.name}")
+    if op.seq_q > PREFER_QUERIES:
+        raise UnsupportedError(f"{CORE} runs at most {PREFER_QUERIES} queries, not {op.seq_q}",
+                               "the prefill cores take longer query sequences")
+    schedule.validate(op, arch)
+
+
+def workspace(op: Any, n_splits: int) -> tuple[int, int]:
+    """(counter floats, workspace bytes): a counter a row tile (padded to 64), then each slice's (max, sum)
+    and unnormalised O for its 16 rows."""
+    pairs = op.batch * op.kv_heads * -(-rows(op) // 16)
+    counters = -(-pairs // 64) * 64
+    if n_splits == 1:
+        return counters, 0
+    return counters, 4 * (counters + pairs * n_splits * 16 * (op.head_dim + 2))
+
+
+def render(op: Any, s: AttentionDecodeSchedule, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
+    """The kernel source, its launch (slices x row tiles, kv heads, batch) and its scalars."""
+    dt = op.dtype.value
+    n = splits(op, s, getattr(arch, "sm_count", 0) or 132)
+    counters, ws_bytes = workspace(op, n)
+    masked = op.causal or op.window is not None
+    name = f"tracea_attn_decode_{dt}_d{op.head_dim}_{s.name}_x{n}" + ("_m" if masked else "")
+    r = CudaRenderer()
+    source = r.prelude() + r.tensor_prelude(dt) + kernel_source(
+        r, name, dt, head_dim=op.head_dim, bk=s.bk, warps=s.warps, stages=s.stages, splits=n, masked=masked,
+        counters=counters)
+    grid = (n * -(-rows(op) // 16), op.kv_heads, op.batch)
+    smem = s.smem_bytes(op.head_dim)
+    meta = {"name": name, "core": CORE, "tile": {"bq": 16, "bk": s.bk, "stages": s.stages, "warps": s.warps},
+            "split_k": {"splits": n, "rows": rows(op), "row_tiles": -(-rows(op) // 16)},
+            "fragments": {"dtype_in": dt, "dtype_acc": "fp32", "mma": "m16n8k16"},
+            "launch": {"grid": list(grid), "block": [s.threads, 1, 1], "dynamic_smem": smem},
+            "plan": False, "workspace_bytes": ws_bytes, "epilogue": []}
+    params = PARAMS + ("workspace",)
+    return Rendered(name, name, source, params, grid, (s.threads, 1, 1), smem, meta), mask_scalars(op)
+
+
+class DecodeKernel(AttentionKernel):
+    """The decode kernel's host object: attention's (``AttentionKernel``) without a tile plan, with its
+    workspace (parked slices and the row tiles' counters, zeroed once; each launch leaves them at zero)."""
+
+    def extra_args(self) -> list[Any]:
+        ws = self._dbuf.get("workspace")
+        return [np.uint64(int(ws.ptr) if ws is not None else 0)]
+
+
+def decode_kernel(op: Any, artifact: Any, rendered: Any, scalars: dict[str, Any]) -> DecodeKernel:
+    return DecodeKernel(op, artifact, rendered, scalars)
+
+
+# ------------------------------------------------------------------------------- the kernel's indexing, in NumPy
+
+def model(op: Any, s: AttentionDecodeSchedule, n_splits: int, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(O, lse) in float64 computed the way the kernel walks: rows packed per kv head in 16-row tiles, key
+    tiles [t_lo, t_hi) cut into ``n_splits`` slices of ``per`` tiles, each tile's keys dealt to the warps
+    (16 kw keys each), every warp's online softmax, the warps combined in order, then the slices (the
+    block's element test: past seq_k, outside the band). Checks the index arithmetic, not rounding."""
+    from tracea.kernels.dtypes import to_float64
+
+    q, k, v = (to_float64(inputs[n], op.dtype) for n in ("q", "k", "v"))
+    sc = mask_scalars(op)
+    nrows = rows(op)
+    t_lo, t_hi = key_tiles(op, s.bk)
+    per = -(-(t_hi - t_lo) // n_splits) if t_hi > t_lo else 0
+    out = np.zeros(op.output_shape())
+    lse = np.full(op.lse_shape(), -np.inf)
+    qr = q.reshape(op.batch, op.kv_heads, nrows, op.head_dim)  # row r: head r // seq_q of the group, query r % seq_q
+    for b in range(op.batch):
+        for h in range(op.kv_heads):
+            qi = np.arange(nrows) % op.seq_q
+            parts = []
+            for sp in range(n_splits):
+                e0 = min(t_lo + sp * per, t_hi)
+                e1 = min(e0 + per, t_hi)
+                warps = [_walk(qr[b, h], k[b, h], v[b, h], qi, [(e * s.bk + w * 16 * s.kw, 16 * s.kw)
+                                                                 for e in range(e0, e1)], sc, op)
+                         for w in range(s.warps)]
+                parts.append(_combine(warps, op.scale))
+            m, l_, o = _combine(parts, op.scale)
+            good = l_ > 0
+            res = np.where(good[:, None], o / np.where(good, l_, 1)[:, None], 0.0)
+            lres = np.where(good, m * op.scale + np.log(np.where(good, l_, 1)), -np.inf)
+            out.reshape(op.batch, op.kv_heads, nrows, op.head_dim)[b, h] = res
+            lse.reshape(op.batch, op.kv_heads, nrows)[b, h] = lres
+    return out, lse
+
+
+def _walk(q: np.ndarray, k: np.ndarray, v: np.ndarray, qi: np.ndarray, spans: list[tuple[int, int]],
+          sc: dict[str, Any], op: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One warp's online softmax over its key spans: (max of raw scores, sum, unnormalised O) per row."""
+    m = np.full(len(qi), -np.inf)
+    l_ = np.zeros(len(qi))
+    o = np.zeros((len(qi), q.shape[1]))
+    for j0, n in spans:
+        cols = np.arange(j0, j0 + n)
+        inside = cols < op.seq_k
+        kk = np.where(inside[:, None], k[np.minimum(cols, op.seq_k - 1)], 0.0)
+        vv = np.where(inside[:, None], v[np.minimum(cols, op.seq_k - 1)], 0.0)
+        s = q @ kk.T
+        d = cols[None, :] - qi[:, None] - sc["diag"]
+        keep = inside[None, :] & (d >= -sc["win_left"]) & (d <= sc["win_right"])
+        s = np.where(keep, s, -np.inf)
+        new = np.maximum(m, s.max(axis=1))
+        base = np.where(np.isinf(new), 0.0, new)
+        alpha = np.exp((m - base) * op.scale)
+        p = np.exp((s - base[:, None]) * op.scale)
+        l_ = l_ * alpha + p.sum(axis=1)
+        o = o * alpha[:, None] + p @ vv
+        m = new
+    return m, l_, o
+
+
+def _combine(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+             scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(max, sum, O) of several partials over disjoint keys, in their order (the warps', then the slices')."""
+    m = np.max([p[0] for p in parts], axis=0)
+    base = np.where(np.isinf(m), 0.0, m)
+    f = [np.exp((p[0] - base) * scale) for p in parts]
+    return m, sum(p[1] * w for p, w in zip(parts, f, strict=True)), sum(p[2] * w[:, None] for p, w in zip(parts, f, strict=True))

@@ -1,0 +1,311 @@
+"""The decode attention kernel's CUDA source (issue 33): flash-decoding on mma.sync m16n8k16.
+
+Decode has few query rows (1 to 16 queries) over a long key sequence: one block per q tile would leave the
+GPU idle and read K and V at a fraction of the device's bandwidth. So the rows of every query head that
+reads one kv head are packed into one 16-row tile (grouped-query attention: ``heads / kv_heads`` heads x
+``seq_q`` queries; row r is head ``r / seq_q`` of the group, query ``r % seq_q``, the order q, out and lse
+already have in memory), and the keys are split three ways:
+
+- across blocks: the tiles of keys the rows keep (``[lo, hi)`` from the causal band and the window) are cut
+  into ``SPLITS`` slices, one block each (grid: slices x row tiles, kv heads, batch);
+- across warps: a block's K/V tile of ``BK`` keys is shared by its warps, warp w taking keys
+  ``[16 KW w, 16 KW (w + 1))`` of it; every warp holds the same Q fragments (registers, loaded once; over
+  head dim 128, where O fills the registers, re-read from shared memory at each step);
+- over time: ``STAGES`` K/V tiles in a cp.async ring, one group per tile (K and V together), one barrier
+  per tile.
+
+Each warp keeps its own online softmax (rows g and g + 8 of the m16 tile, as the prefill kernel). After the
+walk, the warps' (max, sum, O) meet in shared memory and are combined in warp order; with one slice the
+block writes O / sum and the log-sum-exp. With more, each slice parks its (max, sum, unnormalised O) in the
+workspace and arrives at its row tile's counter (split_arrival.py); the last to arrive combines every
+slice in slice order (the same bits whichever block arrives last), writes O and lse and resets the counter.
+
+Rows are padded in shared memory (a row of ``HD`` 16-bit elements, then 16 bytes): an ldmatrix phase's 8
+rows start 4 banks apart, so they hit 8 distinct bank groups for every head dim that is a multiple of 16,
+where the prefill kernel's XOR swizzle needs 64. Keys past ``seq_k`` load as zeros and are masked.
+"""
+
+from __future__ import annotations
+
+from .render import CudaRenderer
+from .split_arrival import last_block
+
+HEAD = r"""
+#define BK __BK__
+#define HD __HD__
+#define STAGES __STAGES__
+#define WARPS __WARPS__
+#define SPLITS __SPLITS__
+#define MASKED __MASKED__
+#define KW (BK / (16 * WARPS))
+#define NT (WARPS * 32)
+#define CH (HD / 8)
+#define ROWB (HD * 2 + 16)
+#define TR_LN2 0.6931471805599453f
+
+static __device__ __forceinline__ float tr_dex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* ROWS rows of HD elements from src (row r at src + r * HD) into the padded tile at dst; rows >= valid are
+   zero-filled. */
+template <int ROWS>
+static __device__ __forceinline__ void tr_dec_fill(uint32_t dst, const uint16_t* __restrict__ src, int valid, int tid) {
+    #pragma unroll
+    for (int i = 0; i < (ROWS * CH + NT - 1) / NT; ++i) {
+        const int c = tid + i * NT;
+        if ((ROWS * CH) % NT == 0 || c < ROWS * CH) {
+            const int r = c / CH, ch = c % CH;
+            const bool ok = r < valid;
+            tr_cp16(dst + r * ROWB + ch * 16, src + (ok ? (size_t)r * HD + ch * 8 : 0), ok ? 16u : 0u);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NT, 2) __NAME__(
+    const uint16_t* __restrict__ q, const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
+    uint16_t* __restrict__ out, float* __restrict__ lse, const int* __restrict__ tile_ptr,
+    const int* __restrict__ tile_idx, const unsigned char* __restrict__ bmask, int batch, int heads,
+    int kv_heads, int seq_q, int seq_k, int diag, int win_left, int win_right, int bm_cols, int bm_bq,
+    int bm_bk, float scale_log2, float* __restrict__ workspace) {
+    extern __shared__ __align__(128) unsigned char tr_smem[];
+    constexpr uint32_t KV_STAGE = BK * ROWB;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qd = lane & 3;
+    const int group = heads / kv_heads, rows = group * seq_q, row_tiles = (rows + 15) / 16;
+    const int split = blockIdx.x % SPLITS, rt = blockIdx.x / SPLITS, kvh = blockIdx.y, b = blockIdx.z;
+    const int r0 = rt * 16;
+    const int pair = (b * kv_heads + kvh) * row_tiles + rt;  /* this row tile's counter and workspace */
+    const size_t qrow0 = (size_t)(b * heads + kvh * group) * seq_q + r0;  /* its first row of q, out, lse */
+    const uint16_t* kg = k + (size_t)(b * kv_heads + kvh) * seq_k * HD;
+    const uint16_t* vg = v + (size_t)(b * kv_heads + kvh) * seq_k * HD;
+    /* the keys some row keeps: query i keeps j with -win_left <= j - i - diag <= win_right, j < seq_k */
+    const int lo = max(0, diag - win_left);
+    const int hi = min(seq_k, seq_q + diag + win_right);
+    const int t_lo = lo / BK, t_hi = hi > lo ? (hi + BK - 1) / BK : t_lo;
+    const int per = (t_hi - t_lo + SPLITS - 1) / SPLITS;
+    const int e0 = min(t_lo + split * per, t_hi), e1 = min(e0 + per, t_hi);
+    const uint32_t sq = tr_smem_addr(tr_smem);
+    const uint32_t sk = sq + 16 * ROWB;
+    const uint32_t sv = sk + STAGES * KV_STAGE;
+
+    tr_dec_fill<16>(sq, q + qrow0 * HD, rows - r0, tid);
+    TR_CP_COMMIT();
+    #pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        const int kt = e0 + s;
+        if (kt < e1) {
+            tr_dec_fill<BK>(sk + s * KV_STAGE, kg + (size_t)kt * BK * HD, seq_k - kt * BK, tid);
+            tr_dec_fill<BK>(sv + s * KV_STAGE, vg + (size_t)kt * BK * HD, seq_k - kt * BK, tid);
+        }
+        TR_CP_COMMIT();
+    }
+    TR_CP_WAIT(STAGES - 1);  /* Q has landed */
+    __syncthreads();
+    const uint32_t qa = sq + ((lane & 7) + ((lane >> 3) & 1) * 8) * ROWB + (lane >> 4) * 16;  /* ldmatrix rows of Q */
+#if HD <= 128
+    uint32_t qf[HD / 16][4];  /* Q's A fragments, held for the walk */
+    #pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) tr_ldm4(qf[kk], qa + kk * 32);
+#endif
+    float o[HD / 8][4];
+    #pragma unroll
+    for (int t = 0; t < HD / 8; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
+    float mx0 = TR_NEG_INF, mx1 = TR_NEG_INF, l0 = 0.f, l1 = 0.f;  /* rows g and g + 8 */
+    /* the query index of rows g and g + 8 (rows past the tile's real ones clamp to a real one) */
+    const int i0 = min(r0 + g, rows - 1) % seq_q, i1 = min(r0 + g + 8, rows - 1) % seq_q;
+    const int wkey = warp * 16 * KW;  /* this warp's first key within a tile */
+    int slot = 0;
+    for (int e = e0; e < e1; ++e) {
+        TR_CP_WAIT(STAGES - 2);  /* this tile's K and V have landed */
+        __syncthreads();         /* ... for every thread, and every warp is done with the slot refilled next */
+        {
+            const int ep = e + STAGES - 1, pslot = slot == 0 ? STAGES - 1 : slot - 1;
+            if (ep < e1) {
+                tr_dec_fill<BK>(sk + pslot * KV_STAGE, kg + (size_t)ep * BK * HD, seq_k - ep * BK, tid);
+                tr_dec_fill<BK>(sv + pslot * KV_STAGE, vg + (size_t)ep * BK * HD, seq_k - ep * BK, tid);
+            }
+            TR_CP_COMMIT();
+        }
+        const uint32_t ks = sk + slot * KV_STAGE, vs = sv + slot * KV_STAGE;
+        float s[2 * KW][4];
+        #pragma unroll
+        for (int j = 0; j < 2 * KW; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+        #pragma unroll
+        for (int kk = 0; kk < HD / 16; ++kk) {
+#if HD <= 128
+            const uint32_t* a = qf[kk];
+#else
+            uint32_t a[4];  /* over head dim 128, O takes the registers Q would: Q re-read at each step */
+            tr_ldm4(a, qa + kk * 32);
+#endif
+            #pragma unroll
+            for (int j = 0; j < KW; ++j) {
+                uint32_t bb[4];
+                tr_ldm4(bb, ks + (wkey + j * 16 + (lane & 7) + (lane >> 4) * 8) * ROWB + (kk * 2 + ((lane >> 3) & 1)) * 16);
+                tr_mma(s[2 * j], a, bb);
+                tr_mma(s[2 * j + 1], a, bb + 2);
+            }
+        }
+        if (MASKED || (e + 1) * BK > seq_k) {  /* the element test: past seq_k, outside the band */
+            #pragma unroll
+            for (int j = 0; j < 2 * KW; ++j) {
+                #pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int col = e * BK + wkey + j * 8 + qd * 2 + (c & 1);
+                    const int d = col - (c < 2 ? i0 : i1) - diag;
+                    if (!(col < seq_k && d >= -win_left && d <= win_right)) s[j][c] = TR_NEG_INF;
+                }
+            }
+        }
+        uint32_t p[KW][4];
+        {
+            float x0 = mx0, x1 = mx1;
+            #pragma unroll
+            for (int j = 0; j < 2 * KW; ++j) {
+                x0 = fmaxf(x0, fmaxf(s[j][0], s[j][1]));
+                x1 = fmaxf(x1, fmaxf(s[j][2], s[j][3]));
+            }
+            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+            const float ms0 = x0 == TR_NEG_INF ? 0.f : x0 * scale_log2;  /* nothing kept yet: 2^-inf = 0, no NaN */
+            const float ms1 = x1 == TR_NEG_INF ? 0.f : x1 * scale_log2;
+            const float al0 = tr_dex2(mx0 * scale_log2 - ms0), al1 = tr_dex2(mx1 * scale_log2 - ms1);
+            mx0 = x0;
+            mx1 = x1;
+            l0 *= al0;
+            l1 *= al1;
+            #pragma unroll
+            for (int t = 0; t < HD / 8; ++t) {
+                o[t][0] *= al0;
+                o[t][1] *= al0;
+                o[t][2] *= al1;
+                o[t][3] *= al1;
+            }
+            #pragma unroll
+            for (int j = 0; j < 2 * KW; ++j) {
+                const float p0 = tr_dex2(fmaf(s[j][0], scale_log2, -ms0));
+                const float p1 = tr_dex2(fmaf(s[j][1], scale_log2, -ms0));
+                const float p2 = tr_dex2(fmaf(s[j][2], scale_log2, -ms1));
+                const float p3 = tr_dex2(fmaf(s[j][3], scale_log2, -ms1));
+                l0 += p0 + p1;
+                l1 += p2 + p3;
+                p[j >> 1][(j & 1) * 2] = tr_pack2(p0, p1);
+                p[j >> 1][(j & 1) * 2 + 1] = tr_pack2(p2, p3);
+            }
+        }
+        #pragma unroll
+        for (int kk = 0; kk < KW; ++kk) {
+            #pragma unroll
+            for (int t = 0; t < HD / 16; ++t) {
+                uint32_t bb[4];
+                tr_ldm4t(bb, vs + (wkey + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ROWB + (t * 2 + (lane >> 4)) * 16);
+                tr_mma(o[2 * t], p[kk], bb);
+                tr_mma(o[2 * t + 1], p[kk], bb + 2);
+            }
+        }
+        slot = slot == STAGES - 1 ? 0 : slot + 1;
+    }
+    TR_CP_WAIT(0);
+    __syncthreads();  /* the ring is free: the warps' partials go where K and V were */
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    float* const wo = reinterpret_cast<float*>(tr_smem + 16 * ROWB);  /* [WARPS][16][HD] */
+    float* const wm = wo + WARPS * 16 * HD;                            /* [WARPS][16] maxima */
+    float* const wl = wm + WARPS * 16;                                 /* [WARPS][16] sums */
+    #pragma unroll
+    for (int t = 0; t < HD / 8; ++t) {
+        const int col = t * 8 + qd * 2;
+        wo[(warp * 16 + g) * HD + col] = o[t][0];
+        wo[(warp * 16 + g) * HD + col + 1] = o[t][1];
+        wo[(warp * 16 + g + 8) * HD + col] = o[t][2];
+        wo[(warp * 16 + g + 8) * HD + col + 1] = o[t][3];
+    }
+    if (qd == 0) {
+        wm[warp * 16 + g] = mx0;
+        wm[warp * 16 + g + 8] = mx1;
+        wl[warp * 16 + g] = l0;
+        wl[warp * 16 + g + 8] = l1;
+    }
+    __syncthreads();
+"""
+
+# One block's (max, sum, O) of a tile row from its warps' partials, in warp order: M, L and the O element.
+COMBINE_WARPS = r"""        float M = TR_NEG_INF;
+        #pragma unroll
+        for (int w = 0; w < WARPS; ++w) M = fmaxf(M, wm[w * 16 + row]);
+        const float ms = M == TR_NEG_INF ? 0.f : M * scale_log2;
+        float acc = 0.f, L = 0.f;
+        #pragma unroll
+        for (int w = 0; w < WARPS; ++w) {
+            const float f = tr_dex2(wm[w * 16 + row] * scale_log2 - ms);
+            acc += wo[(w * 16 + row) * HD + col] * f;
+            L += wl[w * 16 + row] * f;
+        }"""
+
+# O / sum and the log-sum-exp of a real row (a row that keeps no key: 0 and -inf).
+WRITE = r"""        if (r0 + row < rows) {
+            out[(qrow0 + row) * HD + col] = tr_from_float(L > 0.f ? acc / L : 0.f);
+            if (col == 0) lse[qrow0 + row] = L > 0.f ? (M * scale_log2 + log2f(L)) * TR_LN2 : TR_NEG_INF;
+        }"""
+
+
+def _single() -> str:
+    """One slice: the block's combination is the answer."""
+    return f"""    if (SPLITS == 1) {{
+        for (int x = tid; x < 16 * HD; x += NT) {{
+            const int row = x / HD, col = x % HD;
+{COMBINE_WARPS}
+{WRITE}
+        }}
+        return;
+    }}
+"""
+
+
+def _split(r: CudaRenderer, splits: int, counters: int) -> str:
+    """Several slices: park (M, L, O) in the workspace, arrive; the last block combines every slice in
+    slice order. Workspace (floats): ``counters`` ints, then (M, L) [pair][slice][16][2], then O
+    [pair][slice][16][HD]."""
+    park = f"""    float* const ws_ml = workspace + {counters} + (size_t)pair * SPLITS * 32;
+    float* const ws_o = workspace + {counters} + (size_t)gridDim.y * gridDim.z * row_tiles * SPLITS * 32
+                        + (size_t)pair * SPLITS * 16 * HD;
+    for (int x = tid; x < 16 * HD; x += NT) {{
+        const int row = x / HD, col = x % HD;
+{COMBINE_WARPS}
+        ws_o[(size_t)split * 16 * HD + x] = acc;
+        if (col == 0) {{ ws_ml[(split * 16 + row) * 2] = M; ws_ml[(split * 16 + row) * 2 + 1] = L; }}
+    }}"""
+    summed = f"""    for (int x = tid; x < 16 * HD; x += NT) {{
+        const int row = x / HD, col = x % HD;
+        float M = TR_NEG_INF;
+        for (int s2 = 0; s2 < SPLITS; ++s2) M = fmaxf(M, __ldcg(ws_ml + (s2 * 16 + row) * 2));
+        const float ms = M == TR_NEG_INF ? 0.f : M * scale_log2;
+        float acc = 0.f, L = 0.f;
+        for (int s2 = 0; s2 < SPLITS; ++s2) {{  /* slice order: the same sum whoever came last */
+            const float f = tr_dex2(__ldcg(ws_ml + (s2 * 16 + row) * 2) * scale_log2 - ms);
+            acc += __ldcg(ws_o + (size_t)s2 * 16 * HD + x) * f;
+            L += __ldcg(ws_ml + (s2 * 16 + row) * 2 + 1) * f;
+        }}
+{WRITE}
+    }}"""
+    lines = last_block(r, "workspace", "pair", splits, "tid == 0", park.split("\n"), summed.split("\n"),
+                       word="int", indent="    ")
+    return "\n".join(lines) + "\n}\n"
+
+
+def kernel_source(r: CudaRenderer, name: str, dtype: str, *, head_dim: int, bk: int, warps: int, stages: int,
+                  splits: int, masked: bool, counters: int) -> str:
+    """The device code after the prelude. ``counters``: the floats the row tiles' counters take at the
+    workspace's start (the parked slices follow)."""
+    head = HEAD
+    for key, value in (("__BK__", bk), ("__HD__", head_dim), ("__STAGES__", stages), ("__WARPS__", warps),
+                       ("__SPLITS__", splits), ("__MASKED__", int(masked)), ("__NAME__", name)):
+        head = head.replace(key, str(value))
+    body = head + _single() + (_split(r, splits, counters) if splits > 1 else "}\n")
+    return body.replace("tr_from_float", r.converters(dtype)[1])

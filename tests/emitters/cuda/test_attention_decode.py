@@ -1,0 +1,148 @@
+"""The decode attention core without a GPU: the NumPy model of the kernel's walk (rows packed per kv head,
+key tiles cut into slices, a tile's keys dealt to warps, warps then slices merged) against the float64
+reference; the split plan; where the planner prefers it; its checks; and its kernels compiled by NVRTC for
+sm_90a and sm_80 without spills."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+
+from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.kernels.ops.attention import Attention, lse_error
+
+D = pytest.importorskip("tracea.emitters.cuda.attention_decode")
+Sched = D.AttentionDecodeSchedule
+
+MODEL_CASES = [
+    (Attention(2, 8, 1, 64, seq_k=1000, kv_heads=2, dtype="bf16"), Sched(), 3),
+    (Attention(1, 4, 5, 32, seq_k=300, kv_heads=1, dtype="fp16", causal=True), Sched(warps=2, kw=2), 2),
+    (Attention(1, 2, 3, 80, seq_k=777, kv_heads=2, dtype="bf16", window=(100, 0)), Sched(warps=8), 4),
+    (Attention(1, 8, 16, 96, seq_k=10, kv_heads=1, dtype="bf16", causal=True), Sched(), 1),  # rows keeping nothing
+    (Attention(3, 6, 7, 160, seq_k=2049, kv_heads=3, dtype="fp16", window=(300, 5)), Sched(stages=2), 7),
+    (Attention(1, 32, 2, 128, seq_k=513, kv_heads=4, dtype="bf16"), Sched(), 5),  # 16 rows: one full tile
+    (Attention(1, 40, 1, 64, seq_k=4096, kv_heads=2, dtype="bf16"), Sched(warps=2), 16),  # 20 rows: two tiles
+    (Attention(1, 1, 1, 64, seq_k=1, dtype="bf16"), Sched(), 1),
+]
+
+
+@pytest.mark.parametrize("op,s,n", MODEL_CASES, ids=lambda x: x.signature[:60] if isinstance(x, Attention) else str(x))
+def test_the_walk_and_its_merges_give_the_reference(op, s, n):
+    inputs = op.random_inputs(np.random.default_rng(3))
+    out, lse = D.model(op, s, n, inputs)
+    ref, ref_lse = op.reference_with_lse(inputs)
+    assert np.abs(out - ref).max() <= 1e-12 * max(1.0, np.abs(ref).max())
+    assert lse_error(lse, ref_lse) <= 1e-12
+
+
+def test_a_wrong_slice_rule_is_caught_by_the_model():
+    """The check can fail: a walk that drops the last key tile differs from the reference."""
+    op = Attention(1, 4, 1, 64, seq_k=1000, kv_heads=1, dtype="bf16")
+    inputs = op.random_inputs(np.random.default_rng(5))
+    real = D.key_tiles
+    try:
+        D.key_tiles = lambda op, bk: (real(op, bk)[0], real(op, bk)[1] - 1)
+        out, _ = D.model(op, Sched(), 3, inputs)
+    finally:
+        D.key_tiles = real
+    assert np.abs(out - op.reference(inputs)).max() > 1e-3
+
+
+@pytest.mark.parametrize("op", [m[0] for m in MODEL_CASES] + [
+    Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16"),
+    Attention(1, 32, 1, 128, seq_k=131072, kv_heads=8, dtype="bf16"),
+    Attention(64, 32, 1, 128, seq_k=512, kv_heads=32, dtype="bf16"),
+    Attention(1, 32, 1, 64, seq_k=8192, kv_heads=8, dtype="bf16", window=(256, 0)),
+], ids=lambda op: op.signature[:60])
+def test_the_split_covers_the_kept_tiles_once(op):
+    for s in (Sched(), Sched(warps=8, kw=1, stages=2), Sched(split=5)):
+        n = D.splits(op, s, 132)
+        t0, t1 = D.key_tiles(op, s.bk)
+        assert 1 <= n <= max(1, t1 - t0) and n <= D.MAX_SPLITS
+        per = -(-(t1 - t0) // n) if t1 > t0 else 0
+        seen = [t for sp in range(n) for t in range(min(t0 + sp * per, t1), min(min(t0 + sp * per, t1) + per, t1))]
+        assert seen == list(range(t0, t1))
+        keep = op.keep_mask(0, op.seq_q)
+        cols = np.nonzero(keep.any(axis=0))[0]
+        if cols.size:  # every kept key inside the walked tiles, none far outside
+            assert t0 * s.bk <= cols.min() and cols.max() < t1 * s.bk
+
+
+def test_the_automatic_split_fills_the_gpu_and_long_keys_get_more_slices():
+    s = Sched()
+    short = Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16")
+    long = Attention(1, 32, 1, 128, seq_k=131072, kv_heads=8, dtype="bf16")
+    big_batch = Attention(64, 32, 1, 128, seq_k=4096, kv_heads=32, dtype="bf16")
+    slots = 132 * D.blocks_per_sm(s, 128)
+    for op in (short, long):
+        blocks = D.splits(op, s, 132) * op.batch * op.kv_heads
+        assert blocks >= 0.9 * slots or D.splits(op, s, 132) == D.MAX_SPLITS
+    assert D.splits(long, s, 132) > D.splits(short, s, 132)
+    assert D.splits(big_batch, s, 132) == 1  # 2048 row tiles already fill it
+
+
+def test_the_planner_prefers_it_for_short_queries_only():
+    from tracea.emitters.cuda import cores, variants
+
+    decode = [Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16"),
+              Attention(4, 32, 16, 128, seq_k=32768, kv_heads=8, dtype="bf16", causal=True),
+              Attention(1, 8, 1, 96, seq_k=100, dtype="fp16")]
+    prefill = [Attention(1, 8, 1024, 128, dtype="bf16"), Attention(8, 64, 16, 128, seq_k=4096, kv_heads=8, dtype="bf16"),
+               Attention(1, 8, 1, 64, seq_k=512, dtype="bf16", block_size=(16, 128), block_mask=[[True] * 4])]
+    for vid in ("cuda-mma-sync.attention", "cuda-wgmma.attention"):
+        v = variants.resolve(vid)
+        assert all(cores.hero_core(v, op).name == "attention-decode" for op in decode)
+        assert all(cores.hero_core(v, op).name != "attention-decode" for op in prefill)
+
+
+def test_checks_refuse_what_the_kernel_cannot_run():
+    arch = _arch("sm_90a")
+    v = type("V", (), {"id": "cuda-wgmma.attention"})()
+    with pytest.raises(UnsupportedError, match="multiples of 16"):
+        D.check(Attention(1, 4, 1, 72, seq_k=100, dtype="bf16"), v, Sched(), arch)
+    with pytest.raises(UnsupportedError, match="block mask"):
+        D.check(Attention(1, 4, 1, 64, seq_k=512, dtype="bf16", block_size=(16, 128), block_mask=[[True] * 4]),
+                v, Sched(), arch)
+    with pytest.raises(UnsupportedError, match="sm_80"):
+        D.check(Attention(1, 4, 1, 64, seq_k=100, dtype="bf16"), v, Sched(), _arch("sm_75"))
+    with pytest.raises(UnsupportedError, match="fp32"):
+        D.check(Attention(1, 4, 1, 64, seq_k=100, dtype="fp32"), v, Sched(), arch)
+    with pytest.raises(BadInputError, match="kw"):
+        D.check(Attention(1, 4, 1, 128, seq_k=100, dtype="bf16"), v, Sched(kw=2), arch)
+    with pytest.raises(BadInputError, match="split"):
+        Sched(split=65).validate()
+    with pytest.raises(BadInputError, match="warps"):
+        Sched.from_json({**Sched().to_json(), "warps": 3})
+    assert Sched.from_json(Sched(warps=8, stages=2, split=4).to_json()) == Sched(warps=8, stages=2, split=4)
+
+
+def _arch(name: str):
+    from tracea.emitters.cuda.arch import parse_arch
+
+    return dataclasses.replace(parse_arch(name), sm_count=132)
+
+
+@pytest.fixture(scope="module")
+def nvrtc():
+    pytest.importorskip("cuda.core")
+    from tracea.emitters.nvrtc import find_nvrtc
+
+    return find_nvrtc()
+
+
+@pytest.mark.parametrize("head_dim", [32, 64, 80, 96, 128, 160, 256])
+def test_hero_kernels_compile_without_spills(nvrtc, head_dim):
+    from tracea.emitters.nvrtc import compile_with_report, options_for
+
+    for arch in ("sm_90a", "sm_80"):
+        for op in (Attention(2, 8, 1, head_dim, seq_k=5000, kv_heads=2, dtype="bf16"),
+                   Attention(1, 4, 3, head_dim, seq_k=700, kv_heads=4, dtype="fp16", causal=True)):
+            r, scalars = D.render(op, D.hero_schedule(op, None), _arch(arch))
+            code, log = compile_with_report(r.source, r.name + ".cu", None, options_for(arch))
+            m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+            assert m and m.groups() == ("0", "0", "0"), (arch, r.name, log[-300:])
+            assert r.params[-1] == "workspace" and r.grid[1:] == (op.kv_heads, op.batch)
+            assert (r.metadata["workspace_bytes"] > 0) == (r.metadata["split_k"]["splits"] > 1)

@@ -29,6 +29,7 @@ import tracea
 from tracea.emitters.baselines import attention as baseline
 from tracea.emitters.cuda.runtime import _Device, event_timing
 from tracea.kernels import relative_error, tolerance
+from tracea.kernels.dtypes import to_float64
 from tracea.kernels.ops.attention import LSE_TOLERANCE, Attention, lse_error
 
 ops = tracea.ops
@@ -108,7 +109,7 @@ def row(label: str, op: Attention, dev: Any, repeats: int, copy_tbs: float) -> s
     fresh = op.random_inputs(rng)
     o, lse = kernel.forward(fresh)
     ref, ref_lse = op.reference_with_lse(fresh)
-    err, lerr = relative_error(o, ref), lse_error(lse, ref_lse)
+    err, lerr = relative_error(to_float64(o, op.dtype), ref), lse_error(lse, ref_lse)
     verified = err <= tolerance(op) and lerr <= LSE_TOLERANCE
     base = baseline.device(op, t, torch)
     base_name, base_call = base[0], base[1]

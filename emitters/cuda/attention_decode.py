@@ -34,7 +34,6 @@ MIN_TILES = 4  # K/V tiles a slice keeps at least, when the split is automatic (
 PREFER_ROWS = 64
 PREFER_QUERIES = 16
 DTYPES = ("bf16", "fp16")
-SMEM_PER_SM = 233472  # sm_90's shared memory per SM (an sm_80 has 167936: fewer blocks a SM, same choice)
 
 
 @dataclass(frozen=True)
@@ -97,8 +96,8 @@ class AttentionDecodeSchedule:
                                    "use --backend cpu")
         if op.block_mask is not None:
             raise UnsupportedError(f"{CORE}: a block mask runs on the prefill kernels", "drop --core attention-decode")
-        if self.kw * op.head_dim > 128:
-            raise BadInputError(f"kw: head dim {op.head_dim} takes at most {max(1, 128 // op.head_dim)} x 16 keys a "
+        if self.kw > max(1, 256 // op.head_dim):
+            raise BadInputError(f"kw: head dim {op.head_dim} takes at most {max(1, 256 // op.head_dim)} x 16 keys a "
                                 f"warp (S, P and O beside Q spill), got {self.kw}")
         smem = self.smem_bytes(op.head_dim)
         if arch is not None and smem > arch.smem_optin:
@@ -151,25 +150,21 @@ def key_tiles(op: Any, bk: int) -> tuple[int, int]:
     return lo // bk, (-(-hi // bk) if hi > lo else lo // bk)
 
 
-def blocks_per_sm(s: AttentionDecodeSchedule, head_dim: int) -> int:
-    """Resident blocks a SM by shared memory and threads (registers: ~128 a thread at head dim 128)."""
-    return max(1, min(SMEM_PER_SM // (s.smem_bytes(head_dim) + 1024), 2048 // s.threads, 32))
-
-
 def splits(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> int:
-    """Key slices a row tile: the schedule's, or (0) the fewest that fill the SMs' resident blocks as evenly
-    as any count does (blocks over whole waves within 3 % of the best), each slice keeping ``MIN_TILES``
-    tiles at least; never more than the tiles."""
+    """Key slices a row tile: the schedule's, or (0) the fewest that give the SMs one block each as evenly as
+    any count does (blocks over whole waves within 5 % of the best), each slice keeping ``MIN_TILES`` tiles
+    at least; never more than the tiles. One block a SM, not as many as fit: on an H200 (bf16, d128) b8 h32/8
+    k8192 ran in 0.086 ms with 2 slices (128 blocks) against 0.090 with 4, b1 k131072 in 0.153 ms with 16
+    against 0.177 with 33 (docs/device-runs/h200-attention-decode/)."""
     t0, t1 = key_tiles(op, s.bk)
     tiles = max(1, t1 - t0)
     if s.split:
         return min(s.split, tiles)
     pairs = op.batch * op.kv_heads * -(-rows(op) // 16)
-    slots = sm_count * blocks_per_sm(s, op.head_dim)
     most = max(1, min(tiles // MIN_TILES, MAX_SPLITS))
-    fill = {n: pairs * n / (-(-pairs * n // slots) * slots) for n in range(1, most + 1)}
+    fill = {n: pairs * n / (-(-pairs * n // sm_count) * sm_count) for n in range(1, most + 1)}
     best = max(fill.values())
-    return min(n for n, f in fill.items() if f >= best - 0.03)
+    return min(n for n, f in fill.items() if f >= best - 0.05)
 
 
 def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:

@@ -1,0 +1,85 @@
+"""The decode attention core's search space on a GPU: for a few decode rows, every schedule of
+``attention_decode.search_space`` (warps, keys a warp, stages, slices) built, verified against the float64
+reference on the row's random inputs (computed once a row), then timed as ``tracea bench`` times a kernel
+(CUDA events, L2 flushed, median and p95). Prints a table a row: the hero first, then the five fastest, with
+the K/V bandwidth each reaches. What the hero heuristic and the tuner's space are chosen from.
+
+    python benchmarks/gpu/attention_decode_space.py [--repeats 20]
+
+Needs a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from tracea.emitters import cuda
+from tracea.emitters.cuda import attention_decode as D
+from tracea.emitters.cuda.arch import parse_arch
+from tracea.kernels import relative_error, tolerance
+from tracea.kernels.dtypes import to_float64
+from tracea.kernels.ops.attention import Attention
+
+ROWS = [
+    ("b8 h32/8 q1 k8192 d128", Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16")),
+    ("b1 h32/8 q1 k131072 d128", Attention(1, 32, 1, 128, seq_k=131072, kv_heads=8, dtype="bf16")),
+    ("b16 h32/8 q1 k1024 d128", Attention(16, 32, 1, 128, seq_k=1024, kv_heads=8, dtype="bf16")),
+    ("b16 h16 q1 k4096 d64 (MHA)", Attention(16, 16, 1, 64, seq_k=4096, kv_heads=16, dtype="bf16")),
+]
+
+
+def kv_bytes(op: Attention) -> int:
+    return 2 * op.batch * op.kv_heads * op.seq_k * op.head_dim * op.dtype.itemsize
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=20)
+    args = ap.parse_args(argv)
+    from tracea.emitters.cuda.runtime import _Device
+
+    dev = _Device.get()
+    sms = int(getattr(dev.dev.properties, "multiprocessor_count", 0) or 132)
+    arch = parse_arch(f"sm_{dev.dev.compute_capability.major}{dev.dev.compute_capability.minor}")
+    for label, op in ROWS:
+        inputs = op.random_inputs(np.random.default_rng())
+        ref = op.reference(inputs)
+        hero = D.hero_schedule(op, None)
+        results = []
+        for s in [hero] + [s for s in D.search_space(op, hero, arch) if s != hero]:
+            try:
+                s.validate(op, arch)
+            except Exception:  # noqa: BLE001 - outside what this op and GPU take
+                continue
+            try:
+                k = cuda.build(op, "cuda-mma-sync.attention", s, None)
+                err = relative_error(to_float64(k(inputs), op.dtype), ref)
+                if not err <= tolerance(op):
+                    results.append((s, None, f"NOT VERIFIED ({err:.2g})"))
+                    continue
+                t = k.time(inputs, warmup=3, repeats=args.repeats)
+                n = k.rendered.metadata["split_k"]["splits"]
+                results.append((s, t, f"{n} slices"))
+            except Exception as exc:  # noqa: BLE001
+                results.append((s, None, f"FAILED: {type(exc).__name__}: {str(exc)[:100]}"))
+        timed = sorted((r for r in results if r[1] is not None), key=lambda r: r[1].p50_ms)
+        print(f"\n{label} ({sms} SMs): {len(timed)} of {len(results)} schedules verified and timed")
+        print("| schedule | slices | ms median / p95 | K/V TB/s |\n|---|---|---|---|")
+        for s, t, note in [r for r in results if r[0] == hero] + timed[:5]:
+            if t is None:
+                print(f"| {s.name} (hero) | {note} | | |")
+                continue
+            tag = " (hero)" if s == hero else ""
+            print(f"| {s.name}{tag} | {note} | {t.p50_ms:.4f} / {t.p95_ms:.4f} | "
+                  f"{kv_bytes(op) / (t.p50_ms * 1e-3) / 1e12:.2f} |")
+        for s, _t, note in results:
+            if _t is None:
+                print(f"| {s.name} | {note} | | |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

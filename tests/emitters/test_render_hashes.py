@@ -39,7 +39,8 @@ def _ops() -> list[Any]:
                 # attention: causal and odd, GQA with seq_q != seq_k and a window, head dim 256 with a block mask
                 Attention(2, 4, 1000, 64, dtype=dtype, causal=True),
                 Attention(1, 8, 300, 128, dtype=dtype, seq_k=513, kv_heads=2, window=(64, 32)),
-                Attention(1, 2, 256, 256, dtype=dtype, block_size=(128, 128), block_mask=("10", "11"))]
+                Attention(1, 2, 256, 256, dtype=dtype, block_size=(128, 128), block_mask=("10", "11")),
+                Attention(2, 8, 3, 96, dtype=dtype, seq_k=3000, kv_heads=2, causal=True)]  # decode
     return ops
 
 

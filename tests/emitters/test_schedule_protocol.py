@@ -53,7 +53,8 @@ def _ops() -> list[Any]:
         ops += [Gemm(256, 256, 256, dtype=dtype), Gemm(4, 4096, 4096, dtype=dtype),
                 Conv2d(2, 64, 30, 30, 96, 3, 3, padding=1, layout="nhwc", dtype=dtype),
                 Conv2d(1, 3, 224, 224, 64, 7, 7, stride=2, padding=3, layout="nhwc", dtype=dtype),
-                Softmax(rows=4096, cols=1000, dtype=dtype), Attention(2, 4, 1000, 64, dtype=dtype, causal=True)]
+                Softmax(rows=4096, cols=1000, dtype=dtype), Attention(2, 4, 1000, 64, dtype=dtype, causal=True),
+                Attention(2, 8, 1, 64, seq_k=1000, kv_heads=2, dtype=dtype)]  # decode
     return ops
 
 

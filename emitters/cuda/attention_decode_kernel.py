@@ -64,6 +64,33 @@ static __device__ __forceinline__ void tr_dec_fill(uint32_t dst, const uint16_t*
     }
 }
 
+#define TR_EVEN (NT % CH == 0 && BK % (NT / CH) == 0)
+
+/* A K or V tile: BK rows from src into the padded slot at dst; rows >= valid zero-filled. Where the block's
+   threads tile the rows evenly, thread t copies chunk t % CH of rows t / CH + i NT / CH: its offsets are the
+   same for every tile (kept in registers), and a whole tile tests nothing (the general fill's index
+   arithmetic and row tests took half the loop's instructions). */
+static __device__ __forceinline__ void tr_dec_tile(uint32_t dst, const uint16_t* __restrict__ src, int valid, int tid) {
+#if TR_EVEN
+    constexpr int STEP = NT / CH;
+    const int r0 = tid / CH;
+    const uint32_t d = dst + r0 * ROWB + (tid % CH) * 16;
+    const uint16_t* s = src + r0 * HD + (tid % CH) * 8;
+    if (valid >= BK) {
+        #pragma unroll
+        for (int i = 0; i < BK / STEP; ++i) tr_cp16(d + i * STEP * ROWB, s + i * STEP * HD, 16u);
+    } else {
+        #pragma unroll
+        for (int i = 0; i < BK / STEP; ++i) {
+            const bool ok = r0 + i * STEP < valid;
+            tr_cp16(d + i * STEP * ROWB, ok ? s + i * STEP * HD : src, ok ? 16u : 0u);
+        }
+    }
+#else
+    tr_dec_fill<BK>(dst, src, valid, tid);
+#endif
+}
+
 extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) __NAME__(
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
     uint16_t* __restrict__ out, float* __restrict__ lse, const int* __restrict__ tile_ptr,
@@ -96,8 +123,8 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
     for (int s = 0; s < STAGES - 1; ++s) {
         const int kt = e0 + s;
         if (kt < e1) {
-            tr_dec_fill<BK>(sk + s * KV_STAGE, kg + (size_t)kt * BK * HD, seq_k - kt * BK, tid);
-            tr_dec_fill<BK>(sv + s * KV_STAGE, vg + (size_t)kt * BK * HD, seq_k - kt * BK, tid);
+            tr_dec_tile(sk + s * KV_STAGE, kg + (size_t)kt * BK * HD, seq_k - kt * BK, tid);
+            tr_dec_tile(sv + s * KV_STAGE, vg + (size_t)kt * BK * HD, seq_k - kt * BK, tid);
         }
         TR_CP_COMMIT();
     }
@@ -123,8 +150,8 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
         {
             const int ep = e + STAGES - 1, pslot = slot == 0 ? STAGES - 1 : slot - 1;
             if (ep < e1) {
-                tr_dec_fill<BK>(sk + pslot * KV_STAGE, kg + (size_t)ep * BK * HD, seq_k - ep * BK, tid);
-                tr_dec_fill<BK>(sv + pslot * KV_STAGE, vg + (size_t)ep * BK * HD, seq_k - ep * BK, tid);
+                tr_dec_tile(sk + pslot * KV_STAGE, kg + (size_t)ep * BK * HD, seq_k - ep * BK, tid);
+                tr_dec_tile(sv + pslot * KV_STAGE, vg + (size_t)ep * BK * HD, seq_k - ep * BK, tid);
             }
             TR_CP_COMMIT();
         }

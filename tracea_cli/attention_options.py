@@ -23,7 +23,8 @@ PARAMS = [
     option("batch", int, 1, "--batch", help="Batch size.", domain=SIZE),
     option("heads", int, ..., "--heads", help="Query heads.", domain=SIZE),
     option("seq", int, ..., "--seq", help="Query length (seq_q).", domain=SIZE),
-    option("head_dim", int, ..., "--head-dim", help="Head dimension: a multiple of 8 up to 256 (kernels: 64, 128, 256).",
+    option("head_dim", int, ..., "--head-dim", help="Head dimension: a multiple of 8 up to 256 (CUDA prefill kernels: 64, 128, 256; "
+                                                   "with at most 16 queries any multiple of 16; CPU: any).",
            domain=SIZE),
     option("kv_heads", int | None, None, "--kv-heads", help="Key/value heads, dividing --heads (grouped-query; "
            "default: --heads).", domain=SIZE),

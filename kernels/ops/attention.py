@@ -33,7 +33,7 @@ from ..dtypes import DType, parse_dtype, to_float64
 from ..op import Op, register
 
 MAX_HEAD_DIM = 256
-KERNEL_HEAD_DIMS = (64, 128, 256)  # what the fused kernels will be built for; any multiple of 8 validates
+KERNEL_HEAD_DIMS = (64, 128, 256)  # the CUDA prefill kernels' head dims; any multiple of 8 validates (decode, CPU)
 REFERENCE_CHUNK_BYTES = 32 * 2**20  # the float64 score block the reference holds at once
 
 
@@ -119,8 +119,8 @@ class Attention(Op):
         object.__setattr__(self, "kv_heads", kv)
         d = fields.positive("head_dim", self.head_dim)
         if d % 8 or d > MAX_HEAD_DIM:
-            raise BadInputError(f"head_dim: expected a multiple of 8 up to {MAX_HEAD_DIM} (the kernels are built for "
-                                f"{', '.join(map(str, KERNEL_HEAD_DIMS))}), got {d}")
+            raise BadInputError(f"head_dim: expected a multiple of 8 up to {MAX_HEAD_DIM} (the CUDA prefill kernels are "
+                                f"built for {', '.join(map(str, KERNEL_HEAD_DIMS))}), got {d}")
         object.__setattr__(self, "head_dim", d)
         object.__setattr__(self, "dtype", parse_dtype(self.dtype))
         if not isinstance(self.causal, (bool, np.bool_)):

@@ -121,7 +121,7 @@ def row(label: str, op: Attention, dev: Any, repeats: int, copy_tbs: float) -> s
     bench = kernel.time(fresh, warmup=5, repeats=repeats)
     ops_t = event_timing(dev, mine, 5, repeats)
     base_t = event_timing(dev, base_call, 5, repeats)
-    split = kernel.rendered.metadata.get("split_k", {}).get("splits", "-")
+    split = kernel.rendered.metadata.get("key_slices", {}).get("splits", "-")
     tbs = kv_bytes(op) / (bench.p50_ms * 1e-3) / 1e12
     return (f"| {label} | {kernel.artifact.name} | {split} | {fmt(bench)} | {fmt(ops_t)} | {base_name.split(' (')[0]} "
             f"{fmt(base_t)} | {ratio(base_t, ops_t)} | {ratio(base_t, bench)} | {tbs:.2f} | {tbs / copy_tbs:.0%} | "

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                     results.append((s, None, f"NOT VERIFIED ({err:.2g})"))
                     continue
                 t = k.time(inputs, warmup=3, repeats=args.repeats)
-                n = k.rendered.metadata["split_k"]["splits"]
+                n = k.rendered.metadata["key_slices"]["splits"]
                 results.append((s, t, f"{n} slices"))
             except Exception as exc:  # noqa: BLE001
                 results.append((s, None, f"FAILED: {type(exc).__name__}: {str(exc)[:100]}"))

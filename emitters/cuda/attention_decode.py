@@ -218,7 +218,7 @@ def render(op: Any, s: AttentionDecodeSchedule, arch: Any) -> tuple[Rendered, di
     grid = (n * -(-rows(op) // 16), op.kv_heads, op.batch)
     smem = s.smem_bytes(op.head_dim)
     meta = {"name": name, "core": CORE, "tile": {"bq": 16, "bk": s.bk, "stages": s.stages, "warps": s.warps},
-            "split_k": {"splits": n, "rows": rows(op), "row_tiles": -(-rows(op) // 16)},
+            "key_slices": {"splits": n, "rows": rows(op), "row_tiles": -(-rows(op) // 16)},
             "fragments": {"dtype_in": dt, "dtype_acc": "fp32", "mma": "m16n8k16"},
             "launch": {"grid": list(grid), "block": [s.threads, 1, 1], "dynamic_smem": smem},
             "plan": False, "workspace_bytes": ws_bytes, "epilogue": []}

@@ -157,7 +157,7 @@ def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: s
     v, r, scalars, artifact = compile_kernel(op, variant, schedule, host, arch)
     maps = tensor_maps(op, r, schedule)
     plan = r.metadata.get("split_k")
-    if plan is not None:  # the Hopper split-K's slicing, as tma.split_args passes it
+    if plan is not None and "dp_tiles" in r.params:  # the Hopper split-K's slicing, as tma.split_args passes it
         scalars = {**scalars, "splits": plan["splits"], "dp_tiles": plan["dp_tiles"]}
     _refuse_unknown(op, r, v, scalars, maps)
     order = [MAP_OPERANDS[p][0] if maps is not None and p in MAP_OPERANDS else p for p in r.params]

@@ -58,7 +58,12 @@ def test_what_cannot_be_exported_is_refused_with_a_reason(tmp_path):
         r = tracea("export", "attention", "--heads", "2", "--seq", "64", "--head-dim", "64", "--dtype", "bf16",
                    "--backend", "cuda", "--arch", "sm_80", "--out", str(tmp_path / "b"))
         one_line_exit(r, 3, "takes lse.*which exported launchers do not provide")
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+        # decode (the decode core: its key slices in the plan, a workspace) is refused the same way
+        r = tracea("export", "attention", "--heads", "8", "--kv-heads", "2", "--seq", "1", "--seq-k", "1000",
+                   "--head-dim", "64", "--dtype", "bf16", "--backend", "cuda", "--arch", "sm_90a",
+                   "--out", str(tmp_path / "c"))
+        one_line_exit(r, 3, "tracea_attn_decode.*takes lse.*which exported launchers do not provide")
+    assert not any((tmp_path / n).exists() for n in "abc")
 
 
 @needs_nvrtc

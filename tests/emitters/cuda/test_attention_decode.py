@@ -144,4 +144,4 @@ def test_hero_kernels_compile_without_spills(nvrtc, head_dim):
             m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
             assert m and m.groups() == ("0", "0", "0"), (arch, r.name, log[-300:])
             assert r.params[-1] == "workspace" and r.grid[1:] == (op.kv_heads, op.batch)
-            assert (r.metadata["workspace_bytes"] > 0) == (r.metadata["split_k"]["splits"] > 1)
+            assert (r.metadata["workspace_bytes"] > 0) == (r.metadata["key_slices"]["splits"] > 1)

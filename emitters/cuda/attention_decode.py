@@ -168,8 +168,9 @@ def splits(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> int:
 
 
 def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
-    """4 warps of 16 keys (64-key tiles), 3 stages (2 at head dims over 128: two blocks a SM either way);
-    the split fills the GPU."""
+    """4 warps of 16 keys (64-key tiles), 3 stages (2 over head dim 128, whose rows are twice as long); the
+    split gives each SM a block. On an H200 the space's best was within 2 % of this on four decode rows
+    (docs/device-runs/h200-attention-decode/decode_space.txt)."""
     return AttentionDecodeSchedule(warps=4, kw=1, stages=3 if op.head_dim <= 128 else 2)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
 from .attention_kernel import kernel_source
-from .attention_plan import PARAMS, mask_scalars, tile_plan
+from .attention_plan import PARAMS, mask_scalars, read_schedule, schedule_json, tile_plan
 from .render import CudaRenderer, Rendered
 from .schedule import tile_features
 
@@ -111,17 +111,11 @@ class AttentionMmaSchedule:
             raise BadInputError(f"stages: {smem} B of shared memory exceeds {arch.name}'s {arch.smem_optin} B a block")
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "kernel": "attention", **dataclasses.asdict(self)}
+        return schedule_json(self, SCHEMA_VERSION)
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> AttentionMmaSchedule:
-        from ..schedule import schedule_fields
-
-        d = dict(d)
-        d.pop("kernel", None)
-        s = AttentionMmaSchedule(**schedule_fields(d, AttentionMmaSchedule, "cuda", "CUDA", ("core",), SCHEMA_VERSION))
-        s.validate()
-        return s
+        return read_schedule(AttentionMmaSchedule, d, SCHEMA_VERSION)
 
     def features(self, op: Any) -> dict[str, float]:
         """Warps and shared memory at ``op``'s head dim over the bq x bk tile (``tile_features``)."""

@@ -19,7 +19,7 @@ import numpy as np
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
 from .attention_decode_kernel import kernel_source
-from .attention_plan import PARAMS, mask_scalars
+from .attention_plan import PARAMS, mask_scalars, read_schedule, schedule_json
 from .attention_runtime import AttentionKernel
 from .render import CudaRenderer, Rendered
 from .schedule import tile_features
@@ -104,18 +104,11 @@ class AttentionDecodeSchedule:
             raise BadInputError(f"stages: {smem} B of shared memory exceeds {arch.name}'s {arch.smem_optin} B a block")
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "kernel": "attention", **dataclasses.asdict(self)}
+        return schedule_json(self, SCHEMA_VERSION)
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> AttentionDecodeSchedule:
-        from ..schedule import schedule_fields
-
-        d = dict(d)
-        d.pop("kernel", None)
-        s = AttentionDecodeSchedule(**schedule_fields(d, AttentionDecodeSchedule, "cuda", "CUDA", ("core",),
-                                                      SCHEMA_VERSION))
-        s.validate()
-        return s
+        return read_schedule(AttentionDecodeSchedule, d, SCHEMA_VERSION)
 
     def features(self, op: Any) -> dict[str, float]:
         """Warps and shared memory at ``op``'s head dim over the 16 x bk tile, and the key slices."""

@@ -43,6 +43,24 @@ static __device__ __forceinline__ bool tr_attn_keep(int i, int j, int seq_k, int
 """
 
 
+def schedule_json(s: Any, version: int) -> dict[str, Any]:
+    """An attention schedule's JSON (both CUDA attention cores' and the decode core's dataclasses)."""
+    import dataclasses
+
+    return {"schema_version": version, "backend": "cuda", "kernel": "attention", **dataclasses.asdict(s)}
+
+
+def read_schedule(cls: type, d: dict[str, Any], version: int) -> Any:
+    """An attention schedule of ``cls`` from its JSON (``kernel`` dropped, fields checked), validated."""
+    from ..schedule import schedule_fields
+
+    d = dict(d)
+    d.pop("kernel", None)
+    s = cls(**schedule_fields(d, cls, "cuda", "CUDA", ("core",), version))
+    s.validate()
+    return s
+
+
 @dataclass(frozen=True)
 class TilePlan:
     """The CSR walk of one (op, bq, bk): q tile t visits ``idx[ptr[t]:ptr[t + 1]]`` (``k_tile << 1 |

@@ -8,23 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_cuda_attention_gpu import _gpu_or_skip
 
 from tracea.kernels import relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
 from tracea.kernels.ops.attention import LSE_TOLERANCE, Attention, lse_error
 
 pytestmark = pytest.mark.gpu
-
-
-def _gpu_or_skip():
-    pytest.importorskip("cuda.core")
-    from tracea.doctor.errors import UnsupportedError
-    from tracea.emitters.cuda.runtime import _Device
-
-    try:
-        _Device.get()
-    except UnsupportedError as exc:
-        pytest.skip(str(exc))
 
 
 @pytest.fixture(autouse=True)

@@ -123,6 +123,11 @@ def rows(op: Any) -> int:
     return op.heads // op.kv_heads * op.seq_q
 
 
+def row_tiles(op: Any) -> int:
+    """The 16-row tiles those rows take."""
+    return -(-rows(op) // 16)
+
+
 def prefers(op: Any) -> bool:
     """Short queries over a kv head (decode, speculative decode, a chunk of GQA rows), no block mask."""
     return (getattr(op, "kind", None) == "attention" and op.seq_q <= PREFER_QUERIES and rows(op) <= PREFER_ROWS
@@ -153,7 +158,7 @@ def splits(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> int:
     tiles = max(1, t1 - t0)
     if s.split:
         return min(s.split, tiles)
-    pairs = op.batch * op.kv_heads * -(-rows(op) // 16)
+    pairs = op.batch * op.kv_heads * row_tiles(op)
     most = max(1, min(tiles // MIN_TILES, MAX_SPLITS))
     fill = {n: pairs * n / (-(-pairs * n // sm_count) * sm_count) for n in range(1, most + 1)}
     best = max(fill.values())
@@ -191,7 +196,7 @@ def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
 def workspace(op: Any, n_splits: int) -> tuple[int, int]:
     """(counter floats, workspace bytes): a counter a row tile (padded to 64), then each slice's (max, sum)
     and unnormalised O for its 16 rows."""
-    pairs = op.batch * op.kv_heads * -(-rows(op) // 16)
+    pairs = op.batch * op.kv_heads * row_tiles(op)
     counters = -(-pairs // 64) * 64
     if n_splits == 1:
         return counters, 0
@@ -209,24 +214,24 @@ def render(op: Any, s: AttentionDecodeSchedule, arch: Any) -> tuple[Rendered, di
     source = r.prelude() + r.tensor_prelude(dt) + kernel_source(
         r, name, dt, head_dim=op.head_dim, bk=s.bk, warps=s.warps, stages=s.stages, splits=n, masked=masked,
         counters=counters)
-    grid = (n * -(-rows(op) // 16), op.kv_heads, op.batch)
+    grid = (n * row_tiles(op), op.kv_heads, op.batch)
     smem = s.smem_bytes(op.head_dim)
     meta = {"name": name, "core": CORE, "tile": {"bq": 16, "bk": s.bk, "stages": s.stages, "warps": s.warps},
-            "key_slices": {"splits": n, "rows": rows(op), "row_tiles": -(-rows(op) // 16)},
+            "key_slices": {"splits": n, "rows": rows(op), "row_tiles": row_tiles(op)},
             "fragments": {"dtype_in": dt, "dtype_acc": "fp32", "mma": "m16n8k16"},
             "launch": {"grid": list(grid), "block": [s.threads, 1, 1], "dynamic_smem": smem},
-            "plan": False, "workspace_bytes": ws_bytes, "epilogue": []}
+            "workspace_bytes": ws_bytes, "epilogue": []}
     params = PARAMS + ("workspace",)
     return Rendered(name, name, source, params, grid, (s.threads, 1, 1), smem, meta), mask_scalars(op)
 
 
 class DecodeKernel(AttentionKernel):
-    """The decode kernel's host object: attention's (``AttentionKernel``) without a tile plan, with its
-    workspace (parked slices and the row tiles' counters, zeroed once; each launch leaves them at zero)."""
+    """The decode kernel's host object: attention's (``AttentionKernel``), with its workspace (parked slices and
+    the row tiles' counters, zeroed once; each launch leaves them at zero) and no tile plan: it walks the kept
+    keys itself."""
 
-    def extra_args(self) -> list[Any]:
-        ws = self._dbuf.get("workspace")
-        return [np.uint64(int(ws.ptr) if ws is not None else 0)]
+    def upload_plan(self, op: Any, rendered: Any) -> int:
+        return op.tile_counts((16, int(rendered.metadata["tile"]["bk"])))[1] // (op.batch * op.heads)
 
 
 def decode_kernel(op: Any, artifact: Any, rendered: Any, scalars: dict[str, Any]) -> DecodeKernel:

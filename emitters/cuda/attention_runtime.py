@@ -2,11 +2,11 @@
 same L2 flush and hold) whose buffers are attention's: q, k, v, out, lse, and the tile plan (``tile_ptr``:
 CSR pointers then launch order; ``tile_idx``; ``bmask``, pointer 0 without a block mask), uploaded once.
 
-``kernel(inputs)`` returns O; ``forward(inputs)`` returns (O, lse). A kernel whose metadata says ``"plan": False``
-(the decode core) walks its keys itself: no plan is uploaded. A core with more launch arguments (the
-wgmma kernel's TMA maps, made from the device pointers) overrides ``extra_args``. What a subclass's
-``Rendered`` must carry: ``params`` starting with attention_plan's ``PARAMS``, and ``metadata["tile"]``
-with the ``bq`` and ``bk`` of its plan (``metadata["order"]``: "longest-first", the default, or "natural").
+``kernel(inputs)`` returns O; ``forward(inputs)`` returns (O, lse). A kernel that walks its keys without the
+plan (the decode core's ``DecodeKernel``) overrides ``upload_plan``; after ``PARAMS`` a kernel may take its own
+``workspace`` (zeroed once by ``CudaKernel``). What a subclass's ``Rendered`` must carry: ``params`` starting
+with attention_plan's ``PARAMS``, and ``metadata["tile"]`` with the ``bq`` and ``bk`` of its plan
+(``metadata["order"]``: "longest-first", the default, or "natural").
 """
 
 from __future__ import annotations
@@ -28,19 +28,21 @@ class AttentionKernel(CudaKernel):
         if tuple(rendered.params[:len(PARAMS)]) != PARAMS:
             raise BadInputError(f"{rendered.name}: an attention kernel takes {', '.join(PARAMS)} first")
         super().__init__(op, artifact, rendered, scalars)
+        self._lse_shape = tuple(op.lse_shape())
+        self._computed = self.upload_plan(op, rendered)
+
+    def upload_plan(self, op: Any, rendered: Any) -> int:
+        """Upload the CSR tile plan (and the block mask) this kernel walks; return the tiles computed per
+        (batch, head)."""
         from .attention import plan_arrays
 
         tile = rendered.metadata.get("tile", {})
-        self._lse_shape = tuple(op.lse_shape())
-        if rendered.metadata.get("plan", True) is False:  # a kernel that walks its keys without the CSR plan
-            self._computed = op.tile_counts((16, int(tile["bk"])))[1] // (op.batch * op.heads)
-            return
         ptr, idx, computed = plan_arrays(op, int(tile["bq"]), int(tile["bk"]),
                                          rendered.metadata.get("order", "longest-first"))
-        self._computed = computed
         for name, arr in (("tile_ptr", ptr), ("tile_idx", idx), ("bmask", block_mask_bytes(op))):
             if arr is not None:
                 self._buffer(name, arr.nbytes).upload(arr)
+        return computed
 
     @property
     def tiles_computed(self) -> int:
@@ -51,13 +53,9 @@ class AttentionKernel(CudaKernel):
         super().upload(inputs)
         self._buffer("lse", int(np.prod(self._lse_shape)) * 4)
 
-    def extra_args(self) -> list[Any]:
-        """Launch arguments after the shared ``PARAMS`` (none here; the wgmma core's TMA maps)."""
-        return []
-
     def _args(self) -> list[Any]:
-        """The shared ``PARAMS`` in order (device pointers, ints, floats), then ``extra_args()``."""
-        return pack_args(PARAMS, BUFFERS, FLOAT_SCALARS, self._dbuf, self._scalars) + self.extra_args()
+        """The kernel's parameters in order: device pointers (0 for a buffer it does not have), ints, floats."""
+        return pack_args(self.rendered.params, (*BUFFERS, "workspace"), FLOAT_SCALARS, self._dbuf, self._scalars)
 
     def forward(self, inputs: dict[str, np.ndarray],
                 out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -145,3 +145,20 @@ def test_hero_kernels_compile_without_spills(nvrtc, head_dim):
             assert m and m.groups() == ("0", "0", "0"), (arch, r.name, log[-300:])
             assert r.params[-1] == "workspace" and r.grid[1:] == (op.kv_heads, op.batch)
             assert (r.metadata["workspace_bytes"] > 0) == (r.metadata["key_slices"]["splits"] > 1)
+
+
+def test_the_launch_arguments_follow_the_rendered_parameters():
+    """The host object's arguments (without a GPU: the packing alone, on a stand-in): every parameter in the
+    rendered order, the workspace's pointer last, 0 for a buffer the kernel does not hold (the plan's)."""
+    from types import SimpleNamespace
+
+    from tracea.emitters.cuda.attention_runtime import AttentionKernel
+
+    op = Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16")
+    r, scalars = D.render(op, D.hero_schedule(op, None), _arch("sm_90a"))
+    held = {n: SimpleNamespace(ptr=0x1000 * (i + 1)) for i, n in enumerate(("q", "k", "v", "out", "lse", "workspace"))}
+    args = AttentionKernel._args(SimpleNamespace(rendered=r, _dbuf=held, _scalars=scalars))
+    assert len(args) == len(r.params) and r.params[-1] == "workspace"
+    by_name = dict(zip(r.params, args, strict=True))
+    assert int(by_name["workspace"]) == 0x6000 and int(by_name["q"]) == 0x1000 and int(by_name["tile_ptr"]) == 0
+    assert int(by_name["seq_k"]) == 8192 and abs(float(by_name["scale_log2"]) - scalars["scale_log2"]) < 1e-6

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_cuda_attention_gpu import _gpu_or_skip
+from test_cuda_attention_gpu import _gpu_or_skip, assert_matches_reference
 
-from tracea.kernels import relative_error, tolerance
-from tracea.kernels.dtypes import to_float64
-from tracea.kernels.ops.attention import LSE_TOLERANCE, Attention, lse_error
+from tracea.kernels.ops.attention import Attention
 
 pytestmark = pytest.mark.gpu
 
@@ -57,13 +55,7 @@ def test_decode_matches_the_reference(op, fields):
     kernel = _build(op, fields)
     assert kernel.rendered.metadata["core"] == "attention-decode"
     inputs = op.random_inputs(np.random.default_rng())
-    poison = np.full(op.output_shape(), np.nan if op.dtype.value != "bf16" else 0x7FC0, op.dtype.storage)
-    out, lse = kernel.forward(inputs, out=poison)
-    ref, ref_lse = op.reference_with_lse(inputs)
-    got = to_float64(out, op.dtype)
-    assert not np.isnan(got).any(), "elements left unwritten"
-    assert relative_error(got, ref) <= tolerance(op), relative_error(got, ref)
-    assert lse_error(lse, ref_lse) <= LSE_TOLERANCE, lse_error(lse, ref_lse)
+    out, lse = assert_matches_reference(kernel, op, inputs)
     again, lse2 = kernel.forward(inputs)
     assert np.array_equal(again.view(np.uint16), out.view(np.uint16)) and np.array_equal(lse2, lse)
 

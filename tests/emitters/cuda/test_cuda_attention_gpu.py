@@ -70,13 +70,9 @@ def _schedule(op: Attention, tweak: object):
     return hero
 
 
-@pytest.mark.parametrize("op,tweak", _cases(), ids=lambda x: x.signature[:70] if isinstance(x, Attention) else str(x))
-def test_attention_matches_the_reference(op, tweak):
-    _gpu_or_skip()
-    from tracea.emitters import cuda
-
-    kernel = cuda.build(op, VID, _schedule(op, tweak), None)
-    inputs = op.random_inputs(np.random.default_rng(7))
+def assert_matches_reference(kernel, op: Attention, inputs: dict) -> tuple[np.ndarray, np.ndarray]:
+    """O (into a NaN-poisoned output: an element left unwritten shows) and lse of one call against the float64
+    reference; returns them."""
     poison = np.full(op.output_shape(), np.nan if op.dtype.value != "bf16" else 0x7FC0, op.dtype.storage)
     out, lse = kernel.forward(inputs, out=poison)
     ref, ref_lse = op.reference_with_lse(inputs)
@@ -84,6 +80,16 @@ def test_attention_matches_the_reference(op, tweak):
     assert not np.isnan(got).any(), "elements left unwritten"
     assert relative_error(got, ref) <= tolerance(op), relative_error(got, ref)
     assert lse_error(lse, ref_lse) <= LSE_TOLERANCE, lse_error(lse, ref_lse)
+    return out, lse
+
+
+@pytest.mark.parametrize("op,tweak", _cases(), ids=lambda x: x.signature[:70] if isinstance(x, Attention) else str(x))
+def test_attention_matches_the_reference(op, tweak):
+    _gpu_or_skip()
+    from tracea.emitters import cuda
+
+    kernel = cuda.build(op, VID, _schedule(op, tweak), None)
+    assert_matches_reference(kernel, op, op.random_inputs(np.random.default_rng(7)))
     plan_tiles = kernel.tiles_computed
     assert 0 < plan_tiles <= op.batch * op.heads * -(-op.seq_q // 64) * -(-op.seq_k // 32)
 

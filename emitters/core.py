@@ -56,6 +56,10 @@ class Core:
     kernel: Callable[..., Any] | None = None
     """The loaded kernel object over a compiled artifact; None: the backend's plain one."""
 
+    serving: bool = False
+    """Whether it computes an op's serving forms (attention's per-entry ``seq_lens`` and paged K/V, whose
+    ``serving`` is true); a core without them is refused such an op (``refuse_serving``) before its check."""
+
     descriptions: dict[str, str] = field(default_factory=dict)
     """What its variant says it is, per op it computes (the backend's ``variants.py`` makes each variant
     from its core's line: ``Variant.description``, on the CPU the op's part of it); none for a core that
@@ -64,6 +68,15 @@ class Core:
     def schedule_from_json(self, d: dict[str, Any]) -> Any:
         """One of this core's schedules from its ``to_json()``."""
         return self.schedule.from_json(d)  # type: ignore[attr-defined, no-any-return]
+
+
+def refuse_serving(core: Core, op: Any, backend: str) -> None:
+    """The one error for an op in a serving form (per-entry lengths, a paged pool) on a core without them."""
+    if getattr(op, "serving", False) and not core.serving:
+        from tracea.doctor.errors import UnsupportedError
+
+        raise UnsupportedError(f"{backend} {core.name}: per-entry seq_lens and paged K/V are not computed by this "
+                               "kernel", "they run on the CUDA decode core (at most 16 queries) and on the CPU")
 
 
 def ordered_modules(package: str, path: Iterable[str]) -> list[Any]:

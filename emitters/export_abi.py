@@ -162,6 +162,10 @@ def launcher_for(op: Any, order: tuple[str, ...] | list[str], prefix: str) -> La
     if getattr(op, "block_mask", None) is not None:
         raise UnsupportedError("export: attention with a --block-mask cannot be exported yet",
                                "export it without the block mask (causal and --window are exported)")
+    if getattr(op, "serving", False):  # int32 views and an example that gathers pages: not in this ABI
+        raise UnsupportedError("export: attention with --seq-lens or --page-size cannot be exported yet (ABI "
+                               f"version {ABI_VERSION} has views of the op's dtype only)",
+                               "export the contiguous op without them")
     if op.dtype.value not in DTYPES:
         raise UnsupportedError(f"export: dtype {op.dtype.value} has no tensor-view type")
     shapes = {k: tuple(int(d) for d in v) for k, v in op.shapes().items()}

@@ -21,10 +21,11 @@ def host_bytes(op: Op) -> int:
     them, the float64 reference and one temporary of its size, the output buffer, and the float64
     copy and difference the verification makes of it."""
     size = op.dtype.itemsize  # type: ignore[attr-defined]
-    inputs = sum(math.prod(shape) for shape in op.shapes().values())  # type: ignore[attr-defined]
-    largest = max(math.prod(shape) for shape in op.shapes().values())  # type: ignore[attr-defined]
+    shapes = op.shapes()  # type: ignore[attr-defined]
+    inputs = sum(math.prod(shape) * (op.input_dtype(n).itemsize + 8) for n, shape in shapes.items())
+    largest = max(math.prod(shape) for shape in shapes.values())
     out = math.prod(op.output_shape())  # type: ignore[attr-defined]
-    return inputs * (size + 8) + largest * 4 + out * (size + 4 * 8)
+    return inputs + largest * 4 + out * (size + 4 * 8)
 
 
 def available_bytes() -> int:

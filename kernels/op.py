@@ -112,6 +112,11 @@ class Op:
         unless the op says it otherwise."""
         return "x".join(map(str, self.output_shape()))  # type: ignore[attr-defined]
 
+    def input_dtype(self, name: str) -> np.dtype:
+        """The storage dtype of input ``name`` (a key of ``shapes()``): the op's own, unless the op says
+        otherwise (attention's int32 block table and lengths)."""
+        return self.dtype.storage  # type: ignore[attr-defined]
+
     def c_reference(self, epilogue: Mapping[str, str]) -> str | None:
         """The op's reference in plain C, for an exported package's example (naive loops, double
         accumulation): the body of a function of double arrays named as its buffers that fills ``ref``, its

@@ -1,5 +1,6 @@
 """``tracea VERB attention``: its flags, its help line, the design documents' spellings of its name, and the
-flags as text (``--window L,R``, ``--block-size BQ[,BK]``, ``--block-mask FILE|DENSITY``) turned into the
+flags as text (``--window L,R``, ``--block-size BQ[,BK]``, ``--block-mask FILE|DENSITY``, ``--seq-lens
+L1,L2,...``) turned into the
 values ``kernels.Attention`` takes (op_options.py finds this module by its name). Every bad value is a
 BadInputError naming its flag (one line, exit 2). Only Typer is imported here; NumPy only when a block mask
 is asked for.
@@ -23,9 +24,8 @@ PARAMS = [
     option("batch", int, 1, "--batch", help="Batch size.", domain=SIZE),
     option("heads", int, ..., "--heads", help="Query heads.", domain=SIZE),
     option("seq", int, ..., "--seq", help="Query length (seq_q).", domain=SIZE),
-    option("head_dim", int, ..., "--head-dim", help="Head dimension: a multiple of 8 up to 256 (CUDA prefill kernels: 64, 128, 256; "
-                                                   "with at most 16 queries any multiple of 16; CPU: any).",
-           domain=SIZE),
+    option("head_dim", int, ..., "--head-dim", help="Head dimension: a multiple of 8 up to 256 (CUDA kernels: the "
+                                                   "multiples of 16 from 32; CPU: any).", domain=SIZE),
     option("kv_heads", int | None, None, "--kv-heads", help="Key/value heads, dividing --heads (grouped-query; "
            "default: --heads).", domain=SIZE),
     option("seq_k", int | None, None, "--seq-k", help="Key length (default: --seq); the causal diagonal is "
@@ -38,6 +38,10 @@ PARAMS = [
     option("block_size", str, "128", "--block-size", help="The block mask's tile: BQ or BQ,BK."),
     option("mask_seed", int, 0, "--mask-seed", help="Seed of a density --block-mask.", domain=NON_NEGATIVE),
     option("scale", float | None, None, "--scale", help="Softmax scale (default: 1/sqrt(head dim)).", domain=FINITE),
+    option("seq_lens", str | None, None, "--seq-lens", help="Key lengths L1,L2,... one per batch entry (a serving "
+           "batch: each entry's diagonal at its own length; --seq-k defaults to the longest)."),
+    option("page_size", int | None, None, "--page-size", help="Paged KV cache: K and V in pages of N keys, dealt to "
+           "the entries in a random order through a block table.", domain=SIZE),
     DTYPE,
 ]
 
@@ -130,15 +134,36 @@ def load_block_mask(text: str) -> Any:
     return mask
 
 
+def parse_seq_lens(text: str | None, batch: int) -> tuple[int, ...] | None:
+    """``--seq-lens L1,L2,...``: one key length (an integer >= 0) per batch entry."""
+    if text is None:
+        return None
+    try:
+        lens = tuple(int(p.strip()) for p in str(text).split(","))
+    except ValueError:
+        raise _bad(f"--seq-lens: expected key lengths L1,L2,... (integers >= 0), got {text!r}") from None
+    if any(n < 0 for n in lens):
+        raise _bad(f"--seq-lens: expected key lengths L1,L2,... (integers >= 0), got {text!r}")
+    if len(lens) != batch:
+        raise _bad(f"--seq-lens: {len(lens)} lengths for --batch {batch}: give one per batch entry")
+    if max(lens) == 0:
+        raise _bad("--seq-lens: every entry is empty; give at least one key")
+    return lens
+
+
 def make_op(values: dict[str, Any]) -> Any:
-    """The Attention IR value from the parsed flags (``--seq`` is seq_q; ``--seq-k`` defaults to it)."""
+    """The Attention IR value from the parsed flags (``--seq`` is seq_q; ``--seq-k`` defaults to it, or to the
+    longest of ``--seq-lens``)."""
     from tracea.doctor.errors import BadInputError
     from tracea.kernels.ops.attention import Attention
 
+    lens = parse_seq_lens(values.get("seq_lens"), values["batch"])
+    seq_k = values["seq_k"] if values["seq_k"] is not None or lens is None else max(lens)
     args = {"batch": values["batch"], "heads": values["heads"], "seq_q": values["seq"], "head_dim": values["head_dim"],
-            "seq_k": values["seq_k"], "kv_heads": values["kv_heads"], "dtype": values["dtype"],
+            "seq_k": seq_k, "kv_heads": values["kv_heads"], "dtype": values["dtype"],
             "causal": values["causal"], "scale": values["scale"], "window": parse_window(values["window"]),
-            "block_size": parse_block_size(values["block_size"])}
+            "block_size": parse_block_size(values["block_size"]), "seq_lens": lens,
+            "page_size": values.get("page_size")}
     spec = values["block_mask"]
     if spec is None:
         return Attention(**args)

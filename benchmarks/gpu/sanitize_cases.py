@@ -71,6 +71,14 @@ CASES = [
     # decode: GQA rows packed in one tile, keys split over 3 blocks meeting in the workspace, causal
     ("attention-decode", "cuda-wgmma.attention", Attention(1, 8, 3, 64, seq_k=700, kv_heads=2, causal=True,
                                                            dtype="bf16"), {"core": "attention-decode", "split": 3}),
+    ("attention-paged", "cuda-wgmma.attention", Attention(3, 8, 2, 64, seq_k=700, kv_heads=2, causal=True,
+                                                          dtype="bf16", seq_lens=(700, 9, 0), page_size=16,
+                                                          pages=60), {"core": "attention-decode", "split": 3}),
+    ("attention-ragged", "cuda-wgmma.attention", Attention(4, 8, 1, 64, seq_k=2000, kv_heads=2, dtype="bf16",
+                                                           seq_lens=(2000, 5, 0, 900), page_size=16)),
+    ("attention-d80-wgmma", "cuda-wgmma.attention", Attention(1, 2, 300, 80, seq_k=333, dtype="bf16", causal=True)),
+    ("attention-d160-wgmma", "cuda-wgmma.attention", Attention(1, 2, 300, 160, seq_k=333, dtype="bf16")),
+    ("attention-d96-mma", "cuda-mma-sync.attention", Attention(1, 2, 300, 96, seq_k=333, dtype="fp16", causal=True)),
     ("attention-mask", "cuda-wgmma.attention", Attention(1, 2, 512, 64, dtype="fp16", block_size=(128, 128),
                                                          block_mask=[[True, False, False, True]] * 4)),
 ]

@@ -58,21 +58,23 @@ def _cuda_ms(torch: Any, run: Callable[[], Any], repeats: int = 5) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def torch_sdpa(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
+def torch_sdpa(op: Any, t: dict[str, Any], torch: Any,
+               masked: tuple[Any, bool, str] | None = None) -> tuple[str, Callable[[], Any]]:
     """(name, call) of scaled_dot_product_attention on the device of ``t``'s q, k, v (the op's layout and
     dtype). On CUDA each of cuDNN, flash and efficient that accepts the case is timed briefly and the
-    fastest kept; on a CPU torch picks its own kernel. Rows that keep no key come out 0, as the reference's."""
+    fastest kept; on a CPU torch picks its own kernel. Rows that keep no key come out 0, as the reference's.
+    ``masked``: (attn_mask, is_causal, how) in place of the op's own (``serving``'s per-entry lengths)."""
     import warnings
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
     device = t["q"].device
-    mask, is_causal, how = _sdpa_mask(op, torch, device)
+    mask, is_causal, how = masked or _sdpa_mask(op, torch, device)
     q, k, v = t["q"], t["k"], t["v"]
     extra = {"enable_gqa": True} if op.kv_heads != op.heads and _torch_version(torch) >= (2, 5) else {}
     if op.kv_heads != op.heads and not extra:
         k, v = _repeat_kv(op, t)
     empty = None  # (a CausalBias is a tensor subclass without values: only an explicit mask is read)
-    if how == "explicit boolean mask" and not bool(mask.any(dim=-1).all()):
+    if how.startswith("explicit boolean mask") and not bool(mask.any(dim=-1).all()):
         empty = ~mask.any(dim=-1, keepdim=True)  # SDPA gives NaN there; a user zeroes them
 
     def call() -> Any:
@@ -193,12 +195,13 @@ def host(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
 
     def tensor(x: np.ndarray) -> Any:
         x = np.ascontiguousarray(x)
-        if op.dtype is DType.BF16:
+        if op.dtype is DType.BF16 and x.dtype == np.uint16:
             return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
         return torch.from_numpy(x)
 
     try:
-        name, call = torch_sdpa(op, {k: tensor(inputs[k]) for k in ("q", "k", "v")}, torch)
+        t = {k: tensor(x) for k, x in inputs.items()}
+        name, call = serving(op, t, torch) if op.serving else torch_sdpa(op, t, torch)
     except (RuntimeError, TypeError) as exc:  # an old torch without a needed argument or kernel
         return Baseline("torch scaled_dot_product_attention", None,
                         f"torch {torch.__version__} cannot run this case: {str(exc).splitlines()[0][:120]}")
@@ -211,10 +214,42 @@ def host(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
     return Baseline(f"torch {torch.__version__} {name}", run)
 
 
+def serving(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
+    """(name, call) for an op with per-entry lengths or a paged pool: SDPA's fastest backend over the padded
+    batch as a user without a paged kernel runs it: the pages gathered into contiguous (batch, kv_heads, seq_k,
+    head_dim) K and V once, before the timed call, and the lengths (with the causal band or window, each entry's
+    diagonal at its own length) as an explicit boolean mask over the padding."""
+    import dataclasses
+
+    k, v = t["k"], t["v"]
+    if op.page_size:  # (pages, page, kv_heads, d)[table] -> (batch, cols * page, kv_heads, d) -> the op's layout
+        table = t["block_table"].long().clamp(min=0)  # an unused entry (-1) gathers page 0, masked below
+        k, v = ((x[table].reshape(op.batch, -1, op.kv_heads, op.head_dim)[:, :op.seq_k].permute(0, 2, 1, 3)
+                 .contiguous()) for x in (k, v))
+    plain = dataclasses.replace(op, seq_lens=None, page_size=None, pages=None)
+    padded = {"q": t["q"], "k": k, "v": v}
+    pages = f", the {op.page_size}-key pages gathered to contiguous K/V before timing" if op.page_size else ""
+    if op.seq_lens is None:
+        name, call = torch_sdpa(plain, padded, torch)
+        return f"{name} [padded batch{pages}]", call
+    dev = t["q"].device
+    lens = torch.as_tensor(op.seq_lens, device=dev)[:, None, None, None]
+    i = torch.arange(op.seq_q, device=dev)[None, None, :, None]
+    j = torch.arange(op.seq_k, device=dev)[None, None, None, :]
+    left, right = op._bounds()
+    d = j - i - (lens - op.seq_q)
+    keep = (j < lens) & (d >= -left) & (d <= right)
+    name, call = torch_sdpa(plain, padded, torch, (keep, False, "explicit boolean mask of the entries' lengths"))
+    return f"{name} [padded batch{pages}]", call
+
+
 def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     """Dense and causal attention: SDPA's fastest backend. A window or a block mask: FlexAttention with a
     BlockMask (compiled; it skips empty tiles, as Tracea does), and SDPA with the explicit boolean mask (what a
-    user writes without it) timed in the same run beside it. Without FlexAttention here: SDPA, saying why."""
+    user writes without it) timed in the same run beside it. Without FlexAttention here: SDPA, saying why.
+    Lengths and pages: ``serving``."""
+    if op.serving:
+        return serving(op, t, torch)
     if not masked_op(op):
         return torch_sdpa(op, t, torch)
     sdpa_name, sdpa = torch_sdpa(op, t, torch)

@@ -13,10 +13,19 @@ attention_c.py.
 16-bit inputs are converted to fp32 once (K and V pre-packed per call where it fits, else per block),
 fp32 softmax and accumulation, the output rounded back; fp32 K and V are read in place.
 
+Serving forms (the op's ``seq_lens`` and ``page_size``): batch entry b's length (the seq_lens input, clamped
+to [0, seq_k]) takes seq_k's place in its ranges, so its diagonal is aligned at its own length and its keys
+past it are never loaded (an entry of no keys: O = 0, lse = -inf). A paged kernel (``AT_PAGED``, compiled in:
+the contiguous one stays as it was) gathers each K/V block through the block table into fp32 rows, whatever
+the dtype (the pre-pack gathers too): key t of entry b is row t % page_size of page block_table[b][t /
+page_size], the page clamped into the pool so that an unchecked table never reads outside it.
+
 Entry: ``int tracea_attention(void* const* bufs, const int64_t* dims, const double* fparams)`` with
-bufs = {q, k, v, out, lse, mask, stats} (lse, mask and stats may be NULL: ``AttentionKernel`` gives them),
-dims = {batch, heads, kv_heads, seq_q, seq_k, left, right, threads}, fparams = {scale}; head_dim, bq and
-bk are compiled in.
+bufs = {q, k, v, out, lse, mask, stats, block_table, seq_lens} (lse, mask and stats may be NULL:
+``AttentionKernel`` gives them; block_table (int32, batch x table_cols) is read by a paged kernel only, and
+seq_lens (int32, batch) where it is not NULL), dims = {batch, heads, kv_heads, seq_q, seq_k, left, right,
+page_size, table_cols, pages, threads} (the three paging dims 0 for contiguous K/V), fparams = {scale};
+head_dim, bq, bk and whether K/V are paged are compiled in.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from .schedule import check_threads
 from .schedules import thread_counts, valid_unique
 
 ENTRY = "tracea_attention"
-BUFFERS = ("q", "k", "v", "out", "lse", "mask", "stats")
+BUFFERS = ("q", "k", "v", "out", "lse", "mask", "stats", "block_table", "seq_lens")
 ROWS = 8  # the schedule's query rows are clamped to the sequence rounded up to this
 MAX_WORKSPACE_BYTES = 16 << 20  # one thread's packed blocks
 PREPACK_MAX_BYTES = 256 << 20  # K^T (and converted V) of the whole call, packed once; beyond, per task
@@ -144,7 +153,8 @@ def _defines(op: Any, isa: CpuIsa, s: AttentionSchedule) -> str:
     """The kernel's constants (tile sizes, register blocking, packing, workspace), types and job struct."""
     dtype = op.dtype.value
     lanes, d = isa.lanes, op.head_dim
-    pack = dtype != "fp32"  # 16-bit K and V converted to fp32 once; fp32 read in place
+    paged = bool(op.page_size)
+    pack = dtype != "fp32" or paged  # 16-bit K and V converted to fp32 once, paged ones gathered; fp32 read in place
     rv, rk = s_tile(s.bq, lanes, isa.vregs)
     to_out = {"fp32": "(x)", "fp16": "tr_f2h(x)", "bf16": "tr_f2bf(x)"}[dtype]
     return f"""
@@ -156,6 +166,7 @@ def _defines(op: Any, isa: CpuIsa, s: AttentionSchedule) -> str:
 #define RV {rv}
 #define RK {rk}
 #define AT_SCALEF {int(isa.family == "cpu-avx512")}
+{"#define AT_PAGED 1" if paged else "#define AT_PAGED 0"}
 #define PACK_K {int(pack)}
 #define PACK_V {int(pack)}
 #define KBLK {s.bk * d if pack else 0}
@@ -167,7 +178,8 @@ def _defines(op: Any, isa: CpuIsa, s: AttentionSchedule) -> str:
 typedef {isa.ctype(dtype)} in_t;
 typedef struct {{
     const in_t *q, *k, *v; in_t* out; float* lse; const uint8_t* mask; int64_t* stats; float *ws, *kp, *vp;
-    long B, H, KVH, SQ, SK, left, right, nqb, tasks, next, pack_tasks, next_pack; float scale;
+    const int32_t *table, *lens;
+    long B, H, KVH, SQ, SK, left, right, P, cols, pages, nqb, tasks, next, pack_tasks, next_pack; float scale;
     tr_barrier bar;
 }} at_job;
 """
@@ -182,11 +194,13 @@ def _entry(isa: CpuIsa) -> str:
     J.out = (in_t*)bufs[3]; J.lse = (float*)bufs[4]; J.mask = (const uint8_t*)bufs[5]; J.stats = (int64_t*)bufs[6];
     J.B = (long)dims[0]; J.H = (long)dims[1]; J.KVH = (long)dims[2]; J.SQ = (long)dims[3]; J.SK = (long)dims[4];
     J.left = (long)dims[5]; J.right = (long)dims[6];
+    J.table = (const int32_t*)bufs[7]; J.lens = (const int32_t*)bufs[8];
+    J.P = (long)dims[7]; J.cols = (long)dims[8]; J.pages = (long)dims[9];
     J.scale = (float)fparams[0];
     J.nqb = (J.SQ + BQ - 1) / BQ;
     J.tasks = J.B * J.H * J.nqb;
     J.next = 0;
-    int t = dims[7] > 0 ? (int)dims[7] : NTHREADS;
+    int t = dims[10] > 0 ? (int)dims[10] : NTHREADS;
     if ((long)t > J.tasks) t = (int)J.tasks;
     if (t < 1) t = 1;
     pthread_mutex_lock(&tr_call_mu);
@@ -220,7 +234,13 @@ def bounds(op: Any) -> tuple[int, int]:
 
 def core_arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
     left, right = bounds(op)
-    return (op.batch, op.heads, op.kv_heads, op.seq_q, op.seq_k, left, right, 0), (op.scale,)
+    paging = (op.page_size, op.table_cols, op.pages) if op.page_size else (0, 0, 0)
+    return (op.batch, op.heads, op.kv_heads, op.seq_q, op.seq_k, left, right, *paging, 0), (op.scale,)
+
+
+def core_tag(op: Any) -> str:
+    """The kernel name's part for the op: its head dim, and whether K/V are paged (the source differs)."""
+    return f"d{op.head_dim}" + ("_paged" if op.page_size else "")
 
 
 def core_metadata(op: Any, isa: CpuIsa, s: AttentionSchedule, name: str) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Scores are kept transposed, S^T[key][row]: one vector holds VL query rows of one key, so a row's max, sum
 and rescale factor are vectors of VL rows and the online softmax needs no horizontal reduction. Q is packed
 transposed and pre-scaled by scale * log2(e) (the softmax runs in base 2), K is read in place (fp32) or
-converted once per block. A masked score is -AT_BIG, a finite "minus infinity": the arithmetic stays free of
+converted once per block (gathered through the block table when paged, ``AT_PAGED``). Every range is
+an entry's: its length (``at_len``) takes SK's place, so its diagonal is aligned at its own last key. A masked score is -AT_BIG, a finite "minus infinity": the arithmetic stays free of
 inf - inf, and a row whose max is still -AT_BIG at the end kept no key (O = 0, lse = -inf), or kept keys whose
 scores are all -inf or NaN (O and lse NaN, as NumPy's softmax gives). A row that has kept nothing so far
 accumulates junk with weight 1; its first kept key gives alpha = 2^(-AT_BIG - m) = 0.
@@ -14,11 +15,20 @@ TASK_C = r"""
 #define AT_LN2 0.693147180559945f
 #define AT_ALWAYS static inline __attribute__((always_inline))
 
-static inline void at_range(const at_job* J, long i, long* lo, long* hi) {
-    const long diag = i + J->SK - J->SQ;
+/* Batch entry b's keys: its seq_lens entry clamped into [0, SK] (an unchecked length reads no key past the
+   capacity), or SK without lengths. */
+static inline long at_len(const at_job* J, long b) {
+    if (!J->lens) return J->SK;
+    const long n = J->lens[b];
+    return n < 0 ? 0 : (n > J->SK ? J->SK : n);
+}
+
+/* Row i's kept keys [lo, hi) in an entry of sk keys: its diagonal aligned at the entry's own length. */
+static inline void at_range(const at_job* J, long sk, long i, long* lo, long* hi) {
+    const long diag = i + sk - J->SQ;
     long a = diag - J->left, b = diag + J->right + 1;
-    a = a < 0 ? 0 : (a > J->SK ? J->SK : a);
-    b = b < 0 ? 0 : (b > J->SK ? J->SK : b);
+    a = a < 0 ? 0 : (a > sk ? sk : a);
+    b = b < 0 ? 0 : (b > sk ? sk : b);
     *lo = a < b ? a : b;
     *hi = b;
 }
@@ -178,70 +188,111 @@ static void at_pv(const float* restrict pt, const float* restrict vs, float* res
     }
 }
 
-/* K of keys [c0, c0 + nc) in fp32 rows of D (converted where it cannot be read in place). */
-static const float* at_pack_k(const in_t* kg, long c0, long nc, float* kb) {
-#if PACK_K
+#if AT_PAGED
+/* Keys [c0, c0 + nc) of entry b gathered from the pool into fp32 rows of D, a page's run of rows at a time:
+   key t is row t % P of page block_table[b][t / P] (clamped into the pool, so an unchecked table never reads
+   outside it); g is the pool offset to the kv head, its rows KVH * D apart. */
+static void at_gather(const at_job* J, const in_t* g, long b, long c0, long nc, float* restrict dst) {
+    const long stride = J->KVH * D;
+    const int32_t* row = J->table + b * J->cols;
+    for (long j = 0; j < nc;) {
+        const long t = c0 + j, r = t % J->P;
+        long pg = row[t / J->P], n = J->P - r < nc - j ? J->P - r : nc - j;
+        pg = pg < 0 ? 0 : (pg >= J->pages ? J->pages - 1 : pg);
+        const in_t* src = g + (pg * J->P + r) * stride;
+        for (long e = j + n; j < e; ++j, src += stride)
+            for (long d = 0; d < D; ++d) dst[j * D + d] = IN2F(src[d]);
+    }
+}
+#endif
+
+/* Entry b's K or V of one kv head: the pool offset to the head (paged), or its (SK x D) rows. */
+static inline const in_t* at_kv(const at_job* J, const in_t* g, long b, long kvh) {
+#if AT_PAGED
+    (void)b;
+    return g + kvh * D;
+#else
+    return g + (b * J->KVH + kvh) * J->SK * D;
+#endif
+}
+
+/* K of keys [c0, c0 + nc) of entry b (kg: at_kv's) in fp32 rows of D (converted or gathered where it cannot be
+   read in place). */
+static const float* at_pack_k(const at_job* J, const in_t* kg, long b, long c0, long nc, float* kb) {
+#if AT_PAGED
+    at_gather(J, kg, b, c0, nc, kb);
+    return kb;
+#elif PACK_K
+    (void)J; (void)b;
     for (long j = 0; j < nc; ++j)
         for (long d = 0; d < D; ++d) kb[j * D + d] = IN2F(kg[(c0 + j) * D + d]);
     return kb;
 #else
-    (void)nc; (void)kb;
+    (void)J; (void)b; (void)nc; (void)kb;
     return (const float*)(kg + c0 * D);
 #endif
 }
 
-/* V of keys [c0, c0 + nc) in fp32 rows of D, converted where it cannot be read in place. */
-static const float* at_pack_v(const in_t* vg, long c0, long nc, float* vs) {
-#if PACK_V
+/* V of keys [c0, c0 + nc) of entry b in fp32 rows of D, converted or gathered where it cannot be read in place. */
+static const float* at_pack_v(const at_job* J, const in_t* vg, long b, long c0, long nc, float* vs) {
+#if AT_PAGED
+    at_gather(J, vg, b, c0, nc, vs);
+    return vs;
+#elif PACK_V
+    (void)J; (void)b;
     for (long j = 0; j < nc * D; ++j) vs[j] = IN2F(vg[c0 * D + j]);
     return vs;
 #else
-    (void)nc; (void)vs;
+    (void)J; (void)b; (void)nc; (void)vs;
     return (const float*)(vg + c0 * D);
 #endif
 }
 
-/* The q blocks' key ranges: [lo, hi) of the union of rows [r0, r1) (lo and hi grow with the row). */
-static void at_block_range(const at_job* J, long qb, long* lo, long* hi) {
+/* The q blocks' key ranges in an entry of sk keys: [lo, hi) of the union of rows [r0, r1) (lo and hi grow
+   with the row). */
+static void at_block_range(const at_job* J, long sk, long qb, long* lo, long* hi) {
     const long r0 = qb * BQ, r1 = r0 + BQ < J->SQ ? r0 + BQ : J->SQ;
     long x;
-    at_range(J, r0, lo, &x);
-    at_range(J, r1 - 1, &x, hi);
+    at_range(J, sk, r0, lo, &x);
+    at_range(J, sk, r1 - 1, &x, hi);
 }
 
-/* Does any q block compute K/V block kb? (A block none needs is never packed.) */
-static int at_block_used(const at_job* J, long kb) {
+/* Does any q block of an entry of sk keys compute K/V block kb? (A block none needs is never packed.) */
+static int at_block_used(const at_job* J, long sk, long kb) {
     const long nkb = (J->SK + BK - 1) / BK;
     for (long qb = 0; qb < J->nqb; ++qb) {
         long lo, hi;
-        at_block_range(J, qb, &lo, &hi);
+        at_block_range(J, sk, qb, &lo, &hi);
         if (lo < hi && kb >= lo / BK && kb <= (hi - 1) / BK && (!J->mask || J->mask[qb * nkb + kb])) return 1;
     }
     return 0;
 }
 
-/* Pre-pack task t of B x KVH x nkb: K (and V) of one block converted once for every q block. */
+/* Pre-pack task t of B x KVH x nkb: K (and V) of one block converted (gathered) once for every q block, up
+   to the entry's length. */
 static void at_prepack(const at_job* J, long t) {
-    const long nkb = (J->SK + BK - 1) / BK, kb = t % nkb, bkv = t / nkb;
-    if (!at_block_used(J, kb)) return;
-    const long c0 = kb * BK, c1 = c0 + BK < J->SK ? c0 + BK : J->SK;
-    at_pack_k(J->k + bkv * J->SK * D, c0, c1 - c0, J->kp + t * KBLK);
-    at_pack_v(J->v + bkv * J->SK * D, c0, c1 - c0, J->vp + t * VBLK);
+    const long nkb = (J->SK + BK - 1) / BK, kb = t % nkb, bkv = t / nkb, b = bkv / J->KVH, kvh = bkv % J->KVH;
+    const long sk = at_len(J, b);
+    if (!at_block_used(J, sk, kb)) return;
+    const long c0 = kb * BK, c1 = c0 + BK < sk ? c0 + BK : sk;
+    at_pack_k(J, at_kv(J, J->k, b, kvh), b, c0, c1 - c0, J->kp + t * KBLK);
+    at_pack_v(J, at_kv(J, J->v, b, kvh), b, c0, c1 - c0, J->vp + t * VBLK);
 }
 
 /* Each row's kept keys [ka, ke) of the block [c0, c0 + nc) (rows past nr: all), and per VL rows whether
    any row misses part of the block (an edge: its scores are masked element by element). NULL where every
    row keeps the whole block (the first row's keys reach past it, the last row's start before it). */
-static float* at_edges(const at_job* J, long r0, long nr, long c0, long nc, float* ka, float* ke, float* edge) {
+static float* at_edges(const at_job* J, long sk, long r0, long nr, long c0, long nc, float* ka, float* ke,
+                       float* edge) {
     long lo, hi, x;
-    at_range(J, r0 + nr - 1, &lo, &x);
-    at_range(J, r0, &x, &hi);
+    at_range(J, sk, r0 + nr - 1, &lo, &x);
+    at_range(J, sk, r0, &x, &hi);
     if (lo <= c0 && hi >= c0 + nc) return NULL;
     for (long i0 = 0; i0 < QR; i0 += VL) {
         int partial = 0;
         for (long i = i0; i < i0 + VL; ++i) {
             long lo = c0, hi = c0 + nc;
-            if (i < nr) at_range(J, r0 + i, &lo, &hi);
+            if (i < nr) at_range(J, sk, r0 + i, &lo, &hi);
             long a = lo - c0, e = hi - c0;
             a = a < 0 ? 0 : (a > nc ? nc : a);
             e = e < a ? a : (e > nc ? nc : e);
@@ -254,10 +305,10 @@ static float* at_edges(const at_job* J, long r0, long nr, long c0, long nc, floa
     return edge;
 }
 
-/* Does row r keep a key by the mask (causal, window, block mask), whatever its scores? */
-static int at_row_keeps(const at_job* J, long r) {
+/* Does row r of an entry of sk keys keep a key by the mask (causal, window, block mask), whatever its scores? */
+static int at_row_keeps(const at_job* J, long sk, long r) {
     long lo, hi;
-    at_range(J, r, &lo, &hi);
+    at_range(J, sk, r, &lo, &hi);
     if (lo >= hi) return 0;
     if (!J->mask) return 1;
     const long nkb = (J->SK + BK - 1) / BK, qb = r / BQ;
@@ -268,12 +319,12 @@ static int at_row_keeps(const at_job* J, long r) {
 
 /* A row whose max rose above -AT_BIG is O / l. One that did not either kept no key (O = 0, lse = -inf) or
    kept keys whose scores are all -inf or NaN: its softmax is NaN, as NumPy's and the reference's are. */
-static void at_store(const at_job* J, long b, long h, long r0, long nr, const float* ot, const float* m,
+static void at_store(const at_job* J, long sk, long b, long h, long r0, long nr, const float* ot, const float* m,
                      const float* l) {
     in_t* og = J->out + ((b * J->H + h) * J->SQ + r0) * D;
     for (long i = 0; i < nr; ++i) {
         const int scored = m[i] > -AT_BIG;
-        const int nan_row = !scored && at_row_keeps(J, r0 + i);
+        const int nan_row = !scored && at_row_keeps(J, sk, r0 + i);
         const float inv = scored ? 1.0f / l[i] : nan_row ? NAN : 0.0f;
         for (long d = 0; d < D; ++d) og[i * D + d] = F2OUT(ot[d * QR + i] * inv);
         if (J->lse)
@@ -284,16 +335,16 @@ static void at_store(const at_job* J, long b, long h, long r0, long nr, const fl
 static long at_task(const at_job* J, long task, float* ws) {
     /* the last q blocks first: under a causal mask they hold the most keys */
     const long qb = J->nqb - 1 - task % J->nqb, bh = task / J->nqb, h = bh % J->H, b = bh / J->H;
-    const long kvh = h / (J->H / J->KVH);
+    const long kvh = h / (J->H / J->KVH), sk = at_len(J, b);  /* the entry's keys: its own diagonal */
     const long r0 = qb * BQ, r1 = r0 + BQ < J->SQ ? r0 + BQ : J->SQ, nr = r1 - r0;
     float *qt = ws, *kt = qt + D * QR, *vs = kt + KBLK, *st = vs + VBLK, *o = st + BK * QR;
     float *m = o + QR * D, *l = m + QR, *alpha = l + QR, *mx = alpha + QR, *ka = mx + QR, *ke = ka + QR;
     float* edge = ke + QR;
     const in_t* qg = J->q + ((b * J->H + h) * J->SQ + r0) * D;
-    const in_t* kg = J->k + (b * J->KVH + kvh) * J->SK * D;
-    const in_t* vg = J->v + (b * J->KVH + kvh) * J->SK * D;
+    const in_t* kg = at_kv(J, J->k, b, kvh);
+    const in_t* vg = at_kv(J, J->v, b, kvh);
     long lo0, hi1, tiles = 0;
-    at_block_range(J, qb, &lo0, &hi1);
+    at_block_range(J, sk, qb, &lo0, &hi1);
     for (long i = 0; i < QR; ++i) { m[i] = -AT_BIG; l[i] = 0.0f; }
     memset(o, 0, sizeof(float) * QR * D);
     if (lo0 < hi1) {
@@ -303,18 +354,18 @@ static long at_task(const at_job* J, long task, float* ws) {
         const long nkb = (J->SK + BK - 1) / BK;
         for (long kb = lo0 / BK; kb <= (hi1 - 1) / BK; ++kb) {
             if (J->mask && !J->mask[qb * nkb + kb]) continue;
-            const long c0 = kb * BK, nc = (c0 + BK < J->SK ? c0 + BK : J->SK) - c0;
+            const long c0 = kb * BK, nc = (c0 + BK < sk ? c0 + BK : sk) - c0;
             ++tiles;
             const long pt = (b * J->KVH + kvh) * nkb + kb;  /* the pre-packed block, when there are */
-            const float* kb_p = PACK_K && J->kp ? J->kp + pt * KBLK : at_pack_k(kg, c0, nc, kt);
-            const float* vb = PACK_V && J->kp ? J->vp + pt * VBLK : at_pack_v(vg, c0, nc, vs);
-            const float* edges = at_edges(J, r0, nr, c0, nc, ka, ke, edge);
+            const float* kb_p = PACK_K && J->kp ? J->kp + pt * KBLK : at_pack_k(J, kg, b, c0, nc, kt);
+            const float* vb = PACK_V && J->kp ? J->vp + pt * VBLK : at_pack_v(J, vg, b, c0, nc, vs);
+            const float* edges = at_edges(J, sk, r0, nr, c0, nc, ka, ke, edge);
             at_scores(qt, kb_p, st, mx, nc);
             at_softmax(st, mx, m, l, alpha, ka, ke, edges, nc);
             at_pv(st, vb, o, alpha, nr, nc);
         }
     }
-    at_store(J, b, h, r0, nr, o, m, l);
+    at_store(J, sk, b, h, r0, nr, o, m, l);
     return tiles;
 }
 

@@ -1,5 +1,6 @@
 """The attention kernel's runtime object: a ``CpuKernel`` (O, as every CPU kernel returns it) wrapped with
-the buffers its entry also writes: the lse and the count of K/V blocks loaded."""
+the buffers its entry also writes: the lse and the count of K/V blocks loaded. A serving op's lengths and
+block table are checked (``Attention.check_serving_inputs``) before each call."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ class AttentionKernel:
     def __init__(self, kernel: Any) -> None:
         self._kernel = kernel
         op = kernel.op
+        self._serving = op.serving
         self.lse = np.empty(op.lse_shape(), dtype=np.float32)
         self._stats = np.zeros(1, dtype=np.int64)
         bm = op.block_mask_array()
@@ -29,10 +31,13 @@ class AttentionKernel:
         return getattr(self._kernel, name)
 
     def __call__(self, inputs: dict[str, np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
+        if self._serving:  # one BadInputError before any compute: a length past seq_k, a page outside the pool
+            self._kernel.op.check_serving_inputs(inputs)
         self._stats[0] = 0
         return self._kernel(inputs, out)
 
     def launch_ptrs(self, ptrs: tuple[int, ...], stream: int = 0) -> None:
+        """The prepared path: buffers the caller has checked (the kernel still clamps lengths and pages)."""
         self._stats[0] = 0
         self._kernel.launch_ptrs(ptrs, stream)
 

@@ -12,6 +12,7 @@ from tracea.doctor.files import write_atomic
 from tracea.doctor.variants import Variant
 
 from .. import host_compiler as cc
+from ..core import refuse_serving
 from .cores import core_for
 from .isa import CpuIsa
 from .render import Rendered, render
@@ -25,6 +26,7 @@ def _check(op: Any, variant: Variant, schedule: CpuSchedule, host: Any) -> None:
     core = core_for(op.kind)
     if not isinstance(schedule, core.schedule):
         raise BadInputError(f"schedule: expected a {core.schedule.__name__}, got {type(schedule).__name__}")
+    refuse_serving(core, op, "CPU")
     core.check(op, variant, schedule, host)
 
 

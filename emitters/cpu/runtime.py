@@ -1,6 +1,7 @@
 """Loading a compiled CPU kernel with ctypes and calling it on NumPy arrays.
 
-``CpuKernel.__call__`` checks every input (names, shapes, storage dtypes), makes a strided input
+``CpuKernel.__call__`` checks every input (names, shapes, storage dtypes: each input's own,
+``op.input_dtype``, as attention's int32 block table and lengths), makes a strided input
 contiguous, and writes into ``out`` when one is given: with contiguous inputs and an ``out`` the call
 allocates nothing (the kernel keeps its packing buffers and thread pool between calls).
 """
@@ -74,6 +75,7 @@ class CpuKernel:
         # the inputs this op has, in the entry's buffer order; absent optional buffers stay NULL
         self._in_names = tuple(n for n in rendered.buffers if n in self._shapes)
         self._in_shapes = tuple(self._shapes[n] for n in self._in_names)
+        self._in_dtypes = tuple(op.input_dtype(n) for n in self._in_names)  # the fast path's, read once
         self._in_slots = tuple(rendered.buffers.index(n) for n in self._in_names)
         self._out_slot = rendered.buffers.index("out")
         self._ptr_slots = (*self._in_slots, self._out_slot)  # launch_ptrs' order: ptr_names
@@ -94,9 +96,10 @@ class CpuKernel:
             raise BadInputError(f"inputs[{name!r}]: expected a NumPy array, got {type(x).__name__}")
         if x.shape != self._shapes[name]:
             raise BadInputError(f"inputs[{name!r}]: shape {x.shape}, expected {self._shapes[name]}")
-        if x.dtype != self._dtype:
-            raise BadInputError(f"inputs[{name!r}]: dtype {x.dtype}, expected {self._dtype} "
-                                f"(the storage of {self.op.dtype.value})")
+        want = self.op.input_dtype(name)
+        if x.dtype != want:
+            raise BadInputError(f"inputs[{name!r}]: dtype {x.dtype}, expected {want}" + (
+                f" (the storage of {self.op.dtype.value})" if want == self._dtype else ""))
         return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
     def _checked(self, inputs: Any, out: np.ndarray | None) -> tuple[list[np.ndarray], np.ndarray]:
@@ -124,8 +127,8 @@ class CpuKernel:
         try:
             arrays = [inputs[name] for name in self._in_names]
             fast = len(inputs) == len(arrays) and all(
-                type(x) is np.ndarray and x.dtype == dtype and x.shape == shape and x.flags.c_contiguous
-                for x, shape in zip(arrays, self._in_shapes, strict=True))
+                type(x) is np.ndarray and x.dtype == want and x.shape == shape and x.flags.c_contiguous
+                for x, shape, want in zip(arrays, self._in_shapes, self._in_dtypes, strict=True))
         except (KeyError, TypeError):
             fast = False
         if fast and out is None:

@@ -9,6 +9,11 @@ FlashAttention 2's split (4 warps x 32 rows, ``warp_rows=32``) reads K and V hal
 must re-read Q from shared memory each step and, at head dim 128, fits only 32-key tiles (248 registers);
 it is in the search space, for the tuner to decide on the GPU. Head dim 256 takes 64-row blocks and
 32-key tiles (O alone is 128 registers a thread) and reads Q from shared memory at each step.
+
+Every multiple of 16 from 32 to 256 runs (``HEAD_DIMS``): multiples of 64 on XOR-swizzled rows, the others
+on rows padded by 16 bytes (attention_kernel.py). The register rules go by range: up to 64 as 64, up to
+128 as 128 (Q in registers); past 128 Q is re-read from shared memory and key tiles take at most 64 keys,
+16 rows a warp (ptxas, sm_80 and sm_90a: no spill up to 240).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
-from .attention_kernel import kernel_source
+from .attention_kernel import kernel_source, row_bytes, swizzled
 from .attention_plan import PARAMS, mask_scalars, read_schedule, schedule_json, tile_plan
 from .render import CudaRenderer, Rendered
 from .schedule import tile_features
@@ -33,7 +38,7 @@ BKS = (32, 64, 128)
 STAGES = (2, 3)
 WARP_ROWS = (16, 32)
 ORDERS = ("longest-first", "natural")
-HEAD_DIMS = (64, 128, 256)
+HEAD_DIMS = tuple(range(32, 257, 16))  # multiples of 16: the m16n8k16 k step
 DTYPES = ("bf16", "fp16")
 
 
@@ -80,8 +85,8 @@ class AttentionMmaSchedule:
                 + ("" if self.order == "longest-first" else "_nat"))
 
     def smem_bytes(self, head_dim: int) -> int:
-        """Q's tile, then ``stages`` K and ``stages`` V tiles, 16-bit."""
-        return 2 * head_dim * (self.bq + 2 * self.stages * self.bk)
+        """Q's tile, then ``stages`` K and ``stages`` V tiles, 16-bit rows (padded where not swizzled)."""
+        return row_bytes(head_dim) * (self.bq + 2 * self.stages * self.bk)
 
     def validate(self, op: Any = None, arch: Any = None) -> None:
         if self.core != CORE:
@@ -95,17 +100,21 @@ class AttentionMmaSchedule:
             return
         if getattr(op, "kind", None) != "attention":
             raise BadInputError(f"core: {CORE} computes attention, not {getattr(op, 'kind', op)}")
-        if op.head_dim not in HEAD_DIMS:
-            raise UnsupportedError(f"head_dim: the CUDA attention kernels are built for "
-                                   f"{', '.join(map(str, HEAD_DIMS))}, not {op.head_dim}", "use --backend cpu")
-        if op.head_dim == 256 and (self.bq, self.bk) != (64, 32):
+        d = op.head_dim
+        if d not in HEAD_DIMS:
+            raise UnsupportedError(f"head_dim: the CUDA attention kernels are built for multiples of 16 from "
+                                   f"{HEAD_DIMS[0]} to {HEAD_DIMS[-1]}, not {d}", "use --backend cpu")
+        if d == 256 and (self.bq, self.bk) != (64, 32):
             raise BadInputError(f"bq/bk: head dim 256 runs 64 x 32 tiles (O takes 128 registers a thread), "
                                 f"got {self.bq} x {self.bk}")
-        if op.head_dim == 128 and self.bk > (64 if self.warp_rows == 16 else 32):
-            raise BadInputError(f"bk: head dim 128 takes at most {64 if self.warp_rows == 16 else 32} keys a tile at "
+        if 64 < d <= 128 and self.bk > (64 if self.warp_rows == 16 else 32):
+            raise BadInputError(f"bk: head dim {d} takes at most {64 if self.warp_rows == 16 else 32} keys a tile at "
                                 f"{self.warp_rows} rows a warp (S and O beside Q spill), got {self.bk}")
-        if self.warp_rows == 32 and (self.bq != 128 or op.head_dim == 256 or self.bk == 128):
-            raise BadInputError("warp_rows: 32 rows a warp run 128-row blocks of head dim 64 or 128, bk <= 64")
+        if 128 < d < 256 and self.bk > 64:
+            raise BadInputError(f"bk: head dim {d} takes at most 64 keys a tile (O takes {d // 2} registers a "
+                                f"thread), got {self.bk}")
+        if self.warp_rows == 32 and (self.bq != 128 or d > 128 or self.bk == 128):
+            raise BadInputError("warp_rows: 32 rows a warp run 128-row blocks of head dim up to 128, bk <= 64")
         smem = self.smem_bytes(op.head_dim)
         if arch is not None and smem > arch.smem_optin:
             raise BadInputError(f"stages: {smem} B of shared memory exceeds {arch.name}'s {arch.smem_optin} B a block")
@@ -128,11 +137,12 @@ def _sm_count(host: Any) -> int:
 
 
 def hero_schedule(op: Any, host: Any) -> AttentionMmaSchedule:
-    """128 x 64 tiles with 2 stages (64 x 32 at head dim 256, 128 x 128 at 64); 64-row blocks where
-    128-row ones would leave SMs idle (fewer blocks than SMs)."""
+    """128 x 64 tiles with 2 stages (64 x 32 at head dim 256, 128 x 128 up to 64, 128 x 32 past 192, where
+    64 keys would pass an A100's shared memory); 64-row blocks where 128-row ones would leave SMs idle (fewer
+    blocks than SMs)."""
     if op.head_dim == 256:
         return AttentionMmaSchedule(bq=64, bk=32, stages=2)
-    bk = 128 if op.head_dim == 64 else 64
+    bk = 128 if op.head_dim <= 64 else 64 if op.head_dim <= 192 else 32
     blocks = -(-op.seq_q // 128) * op.heads * op.batch
     return AttentionMmaSchedule(bq=128 if blocks >= _sm_count(host) else 64, bk=bk, stages=2)
 
@@ -183,7 +193,10 @@ def plan_arrays(op: Any, bq: int, bk: int, order: str = "longest-first") -> tupl
 
 
 def _swz(r: int, ch: int, head_dim: int) -> int:
-    """The kernel's swizzle (attention_kernel.py ``tr_swz``): chunk ch of row r at chunk ch ^ (r & 7)."""
+    """The kernel's ``tr_swz`` (attention_kernel.py): chunk ch of row r at chunk ch ^ (r & 7), or at ch of a
+    padded row."""
+    if not swizzled(head_dim):
+        return r * row_bytes(head_dim) + (ch << 4)
     return r * head_dim * 2 + ((ch ^ (r & 7)) << 4)
 
 
@@ -194,7 +207,7 @@ def bank_accesses(s: AttentionMmaSchedule, head_dim: int) -> list[Any]:
     from ..bank_access import Access
 
     wm, lanes = s.warp_rows // 16, range(32)
-    k_base, v_base = s.bq * head_dim * 2, (s.bq + s.stages * s.bk) * head_dim * 2
+    k_base, v_base = s.bq * row_bytes(head_dim), (s.bq + s.stages * s.bk) * row_bytes(head_dim)
     out = []
     for kk in range(head_dim // 16):
         q = [_swz(16 + (x & 7) + ((x >> 3) & 1) * 8, kk * 2 + (x >> 4), head_dim) for x in lanes]

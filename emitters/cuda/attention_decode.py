@@ -30,6 +30,8 @@ WARPS = (2, 4, 8)
 KWS = (1, 2, 4)  # k16 key groups a warp takes of each K/V tile
 STAGES = (2, 3, 4, 6)
 MAX_SPLITS = 64
+# after attention's PARAMS: the kernel's workspace, then the serving inputs (pointer 0 where the op has none)
+SERVING_PARAMS = ("workspace", "block_table", "seq_lens", "table_cols", "pages")
 MIN_TILES = 4  # K/V tiles a slice keeps at least, when the split is automatic (its ring's ramp is paid once)
 PREFER_ROWS = 64
 PREFER_QUERIES = 16
@@ -129,9 +131,9 @@ def row_tiles(op: Any) -> int:
 
 
 def prefers(op: Any) -> bool:
-    """Short queries over a kv head (decode, speculative decode, a chunk of GQA rows), no block mask."""
-    return (getattr(op, "kind", None) == "attention" and op.seq_q <= PREFER_QUERIES and rows(op) <= PREFER_ROWS
-            and op.block_mask is None and op.head_dim % 16 == 0 and op.head_dim <= 256)
+    """Short queries over a kv head (decode, speculative decode, a chunk of GQA rows), no block mask; and
+    every short-query op in a serving form (lengths, pages), which no prefill core computes."""
+    return applies(op) and (rows(op) <= PREFER_ROWS or op.serving)
 
 
 def applies(op: Any) -> bool:
@@ -140,11 +142,14 @@ def applies(op: Any) -> bool:
             and op.head_dim % 16 == 0 and op.head_dim <= 256)
 
 
-def key_tiles(op: Any, bk: int) -> tuple[int, int]:
-    """[first, last) K/V tiles some row keeps (the kernel's ``t_lo``, ``t_hi``)."""
+def key_tiles(op: Any, bk: int, klen: int | None = None) -> tuple[int, int]:
+    """[first, last) K/V tiles some row keeps (the kernel's ``t_lo``, ``t_hi``) in an entry of ``klen`` keys
+    (default seq_k, the capacity the split plan is made for)."""
     sc = mask_scalars(op)
-    lo = max(0, sc["diag"] - sc["win_left"])
-    hi = min(op.seq_k, op.seq_q + sc["diag"] + sc["win_right"])
+    klen = op.seq_k if klen is None else klen
+    diag = klen - op.seq_q
+    lo = max(0, diag - sc["win_left"])
+    hi = min(klen, op.seq_q + diag + sc["win_right"])
     return lo // bk, (-(-hi // bk) if hi > lo else lo // bk)
 
 
@@ -163,6 +168,44 @@ def splits(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> int:
     fill = {n: pairs * n / (-(-pairs * n // sm_count) * sm_count) for n in range(1, most + 1)}
     best = max(fill.values())
     return min(n for n, f in fill.items() if f >= best - 0.05)
+
+
+RAGGED_WAVES = 4  # blocks a SM the run-time slice rule aims at over uneven lengths
+
+
+def split_rule(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> tuple[int, tuple[int, int, int, int] | None]:
+    """(slices the launch has room for, the run-time rule's constants or None). Lengths that come with the
+    call (``seq_lens``, automatic split): the kernel reads every entry's length and picks each entry's slices
+    itself (attention_decode_kernel.py, ``ADAPT``): about even lengths take the capacity's plan (``splits``),
+    uneven ones slices of the launch's tiles over ``RAGGED_WAVES`` blocks a SM, so the longest entry does not
+    run alone. On an H200 (bf16, d128, 16 entries of 1k-16k keys, paged by 16) fixed counts gave 0.259 ms with
+    1 slice, 0.215 with 4, 0.202 with 6 and 8, and the rule 0.226
+    (docs/device-runs/h200-paged-decode/paged_table_fixed_slices.txt, paged_table.txt); the grid has room for
+    twice the slices a long entry would take at that rate."""
+    auto = splits(op, s, sm_count)
+    if op.seq_lens is None or s.split:
+        return auto, None
+    t0, t1 = key_tiles(op, s.bk)
+    pairs = op.batch * op.kv_heads * row_tiles(op)
+    most = max(1, min((t1 - t0) // MIN_TILES, MAX_SPLITS))
+    n = min(most, max(auto, 2 * -(-RAGGED_WAVES * sm_count // pairs)))
+    return (n, (auto, MIN_TILES, RAGGED_WAVES, sm_count)) if n > 1 else (auto, None)
+
+
+def entry_slices(op: Any, bk: int, lens: np.ndarray, klen: int, n: int, adapt: tuple[int, int, int, int] | None) -> int:
+    """The slices an entry of ``klen`` keys takes in a launch over ``lens`` (the kernel's ``nsl``, in the same
+    integer arithmetic)."""
+    t0, t1 = key_tiles(op, bk, klen)
+    if adapt is None:
+        return n
+    full, min_tiles, waves, sms = adapt
+    tiles = [max(0, b - a) for a, b in (key_tiles(op, bk, int(x)) for x in lens)]
+    total, most = sum(tiles), max(tiles)
+    mine = t1 - t0
+    if 5 * total >= 4 * most * op.batch:
+        return min(full, max(1, mine // min_tiles))
+    run = max(min_tiles, -(-(total * op.kv_heads * row_tiles(op)) // (waves * sms)))
+    return min(n, max(1, -(-mine // run)))
 
 
 def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
@@ -206,23 +249,29 @@ def workspace(op: Any, n_splits: int) -> tuple[int, int]:
 def render(op: Any, s: AttentionDecodeSchedule, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
     """The kernel source, its launch (slices x row tiles, kv heads, batch) and its scalars."""
     dt = op.dtype.value
-    n = splits(op, s, getattr(arch, "sm_count", 0) or 132)
+    n, adapt = split_rule(op, s, getattr(arch, "sm_count", 0) or 132)
     counters, ws_bytes = workspace(op, n)
     masked = op.causal or op.window is not None
-    name = f"tracea_attn_decode_{dt}_d{op.head_dim}_{s.name}_x{n}" + ("_m" if masked else "")
+    ragged, page = op.seq_lens is not None, op.page_size or 0
+    name = f"tracea_attn_decode_{dt}_d{op.head_dim}_{s.name}_x{n}" + ("a" if adapt else "") + ("_m" if masked else "") + \
+        ("_r" if ragged else "") + (f"_p{page}" if page else "")
     r = CudaRenderer()
     source = r.prelude() + r.tensor_prelude(dt) + kernel_source(
         r, name, dt, head_dim=op.head_dim, bk=s.bk, warps=s.warps, stages=s.stages, splits=n, masked=masked,
-        counters=counters)
+        counters=counters, ragged=ragged, page=page, adapt=adapt)
     grid = (n * row_tiles(op), op.kv_heads, op.batch)
     smem = s.smem_bytes(op.head_dim)
     meta = {"name": name, "core": CORE, "tile": {"bq": 16, "bk": s.bk, "stages": s.stages, "warps": s.warps},
-            "key_slices": {"splits": n, "rows": rows(op), "row_tiles": row_tiles(op)},
+            "key_slices": {"splits": n, "rows": rows(op), "row_tiles": row_tiles(op),
+                           **({"at_run_time": dict(zip(("full", "min_tiles", "waves", "sms"), adapt, strict=True))}
+                              if adapt else {})},
             "fragments": {"dtype_in": dt, "dtype_acc": "fp32", "mma": "m16n8k16"},
             "launch": {"grid": list(grid), "block": [s.threads, 1, 1], "dynamic_smem": smem},
             "workspace_bytes": ws_bytes, "epilogue": []}
-    params = PARAMS + ("workspace",)
-    return Rendered(name, name, source, params, grid, (s.threads, 1, 1), smem, meta), mask_scalars(op)
+    if ragged or page:
+        meta["serving"] = {"seq_lens": ragged, "page_size": page}
+    scalars = {**mask_scalars(op), "table_cols": op.table_cols, "pages": op.pages or 1}
+    return Rendered(name, name, source, PARAMS + SERVING_PARAMS, grid, (s.threads, 1, 1), smem, meta), scalars
 
 
 class DecodeKernel(AttentionKernel):
@@ -233,6 +282,13 @@ class DecodeKernel(AttentionKernel):
     def upload_plan(self, op: Any, rendered: Any) -> int:
         return op.tile_counts((16, int(rendered.metadata["tile"]["bk"])))[1] // (op.batch * op.heads)
 
+    def upload(self, inputs: dict[str, np.ndarray]) -> None:
+        """Attention's, the lengths and the block table checked first (kernels/ops/attention.py): a length past
+        the capacity or a used table entry outside the pool stops here, before any launch."""
+        if self.op.serving and not self._borrowing:
+            self.op.check_serving_inputs(inputs)
+        super().upload(inputs)
+
 
 def decode_kernel(op: Any, artifact: Any, rendered: Any, scalars: dict[str, Any]) -> DecodeKernel:
     return DecodeKernel(op, artifact, rendered, scalars)
@@ -240,30 +296,37 @@ def decode_kernel(op: Any, artifact: Any, rendered: Any, scalars: dict[str, Any]
 
 # ------------------------------------------------------------------------------- the kernel's indexing, in NumPy
 
-def model(op: Any, s: AttentionDecodeSchedule, n_splits: int, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def model(op: Any, s: AttentionDecodeSchedule, n_splits: int, inputs: dict[str, np.ndarray],
+          adapt: tuple[int, int, int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(O, lse) in float64 computed the way the kernel walks: rows packed per kv head in 16-row tiles, key
     tiles [t_lo, t_hi) cut into ``n_splits`` slices of ``per`` tiles, each tile's keys dealt to the warps
     (16 kw keys each), every warp's online softmax, the warps combined in order, then the slices (the
-    block's element test: past seq_k, outside the band). Checks the index arithmetic, not rounding."""
+    block's element test: past seq_k, outside the band). ``adapt``: the run-time slice rule's constants
+    (``split_rule``): each entry's slices then come from every entry's length (``entry_slices``). Checks the
+    index arithmetic, not rounding."""
     from tracea.kernels.dtypes import to_float64
 
-    q, k, v = (to_float64(inputs[n], op.dtype) for n in ("q", "k", "v"))
-    sc = mask_scalars(op)
+    q = to_float64(inputs["q"], op.dtype)
     nrows = rows(op)
-    t_lo, t_hi = key_tiles(op, s.bk)
-    per = -(-(t_hi - t_lo) // n_splits) if t_hi > t_lo else 0
+    lens = op.check_serving_inputs(inputs)[0] if op.serving else np.full(op.batch, op.seq_k)
     out = np.zeros(op.output_shape())
     lse = np.full(op.lse_shape(), -np.inf)
     qr = q.reshape(op.batch, op.kv_heads, nrows, op.head_dim)  # row r: head r // seq_q of the group, query r % seq_q
     for b in range(op.batch):
+        klen = int(lens[b])  # the entry's keys: its own diagonal, its own tiles (the kernel's klen, kdiag)
+        k, v = _kernel_rows(op, inputs, b, klen)
+        sc = {**mask_scalars(op), "diag": klen - op.seq_q}
+        t_lo, t_hi = key_tiles(op, s.bk, klen)
+        nsl = entry_slices(op, s.bk, lens, klen, n_splits, adapt)
+        per = -(-(t_hi - t_lo) // nsl) if t_hi > t_lo else 0
         for h in range(op.kv_heads):
             qi = np.arange(nrows) % op.seq_q
             parts = []
-            for sp in range(n_splits):
+            for sp in range(nsl):
                 e0 = min(t_lo + sp * per, t_hi)
                 e1 = min(e0 + per, t_hi)
-                warps = [_walk(qr[b, h], k[b, h], v[b, h], qi, [(e * s.bk + w * 16 * s.kw, 16 * s.kw)
-                                                                 for e in range(e0, e1)], sc, op)
+                warps = [_walk(qr[b, h], k[h], v[h], qi, [(e * s.bk + w * 16 * s.kw, 16 * s.kw)
+                                                          for e in range(e0, e1)], sc, klen, op.scale)
                          for w in range(s.warps)]
                 parts.append(_combine(warps, op.scale))
             m, l_, o = _combine(parts, op.scale)
@@ -275,25 +338,44 @@ def model(op: Any, s: AttentionDecodeSchedule, n_splits: int, inputs: dict[str, 
     return out, lse
 
 
+def _kernel_rows(op: Any, inputs: dict[str, np.ndarray], b: int, klen: int) -> tuple[np.ndarray, np.ndarray]:
+    """Entry b's K and V rows (kv_heads, klen, head_dim) in float64, found as the kernel finds them: the flat
+    offset of key t at kv head h is ((page * PAGE + t % PAGE) * kv_heads + h) * HD with page = the table's
+    entry t / PAGE clamped into the pool; contiguous: ((b * kv_heads + h) * seq_k + t) * HD."""
+    from tracea.kernels.dtypes import to_float64
+
+    t = np.arange(klen)
+    h = np.arange(op.kv_heads)[:, None]
+    if op.page_size:
+        table = np.asarray(inputs["block_table"], dtype=np.int64)[b]
+        page = np.clip(table[t // op.page_size], 0, op.pages - 1)
+        row = ((page * op.page_size + t % op.page_size)[None, :] * op.kv_heads + h) * op.head_dim
+    else:
+        row = ((b * op.kv_heads + h) * op.seq_k + t[None, :]) * op.head_dim
+    idx = row[..., None] + np.arange(op.head_dim)
+    return tuple(to_float64(np.asarray(inputs[n]).reshape(-1)[idx], op.dtype) for n in ("k", "v"))  # type: ignore[return-value]
+
+
 def _walk(q: np.ndarray, k: np.ndarray, v: np.ndarray, qi: np.ndarray, spans: list[tuple[int, int]],
-          sc: dict[str, Any], op: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One warp's online softmax over its key spans: (max of raw scores, sum, unnormalised O) per row."""
+          sc: dict[str, Any], klen: int, scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One warp's online softmax over its key spans of an entry of ``klen`` keys: (max of raw scores, sum,
+    unnormalised O) per row."""
     m = np.full(len(qi), -np.inf)
     l_ = np.zeros(len(qi))
     o = np.zeros((len(qi), q.shape[1]))
     for j0, n in spans:
         cols = np.arange(j0, j0 + n)
-        inside = cols < op.seq_k
-        kk = np.where(inside[:, None], k[np.minimum(cols, op.seq_k - 1)], 0.0)
-        vv = np.where(inside[:, None], v[np.minimum(cols, op.seq_k - 1)], 0.0)
+        inside = cols < klen
+        kk = np.where(inside[:, None], k[np.minimum(cols, klen - 1)], 0.0)
+        vv = np.where(inside[:, None], v[np.minimum(cols, klen - 1)], 0.0)
         s = q @ kk.T
         d = cols[None, :] - qi[:, None] - sc["diag"]
         keep = inside[None, :] & (d >= -sc["win_left"]) & (d <= sc["win_right"])
         s = np.where(keep, s, -np.inf)
         new = np.maximum(m, s.max(axis=1))
         base = np.where(np.isinf(new), 0.0, new)
-        alpha = np.exp((m - base) * op.scale)
-        p = np.exp((s - base[:, None]) * op.scale)
+        alpha = np.exp((m - base) * scale)
+        p = np.exp((s - base[:, None]) * scale)
         l_ = l_ * alpha + p.sum(axis=1)
         o = o * alpha[:, None] + p @ vv
         m = new

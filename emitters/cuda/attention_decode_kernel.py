@@ -20,6 +20,13 @@ block writes O / sum and the log-sum-exp. With more, each slice parks its (max, 
 workspace and arrives at its row tile's counter (split_arrival.py); the last to arrive combines every
 slice in slice order (the same bits whichever block arrives last), writes O and lse and resets the counter.
 
+Serving (kernels/ops/attention.py): with ``RAGGED`` entry b holds ``seq_lens[b]`` keys (clamped to
+``seq_k``), its diagonal aligned there; with ``PAGE`` > 0 K and V are a pool of pages (pages, PAGE, kv_heads,
+HD) and key t of entry b is row t % PAGE of page ``block_table[b][t / PAGE]`` (clamped into the pool: the
+host checks the table before a launch, and a table it did not check still reads no memory outside the pool).
+Each thread looks up the pages of the rows it copies a tile before it copies them (their latency hides behind
+a tile's compute), once for K and V.
+
 Rows are padded in shared memory (a row of ``HD`` 16-bit elements, then 16 bytes): an ldmatrix phase's 8
 rows start 4 banks apart, so they hit 8 distinct bank groups for every head dim that is a multiple of 16,
 where the prefill kernel's XOR swizzle needs 64. Keys past ``seq_k`` load as zeros and are masked.
@@ -37,6 +44,13 @@ HEAD = r"""
 #define WARPS __WARPS__
 #define SPLITS __SPLITS__
 #define MASKED __MASKED__
+#define RAGGED __RAGGED__
+#define PAGE __PAGE__
+#define ADAPT __ADAPT__
+#define FULL __FULL__
+#define MIN_TILES __MIN_TILES__
+#define WAVES __WAVES__
+#define SMS __SMS__
 #define KW (BK / (16 * WARPS))
 #define NT (WARPS * 32)
 #define CH (HD / 8)
@@ -65,17 +79,56 @@ static __device__ __forceinline__ void tr_dec_fill(uint32_t dst, const uint16_t*
 }
 
 #define TR_EVEN (NT % CH == 0 && BK % (NT / CH) == 0)
+#define TR_PR (PAGE && TR_EVEN ? BK / (NT / CH) : 1)  /* rows of a tile a thread copies (paged, even fill) */
 
-/* A K or V tile: BK rows from src into the padded slot at dst; rows >= valid zero-filled. Where the block's
+/* The pages of this thread's rows of tile kt, looked up a tile ahead of their copy (the loads' latency hides
+   behind a tile's compute; K and V share them). A row past the entry's keys looks up nothing: its copy
+   zero-fills, and the table may end before it. */
+static __device__ __forceinline__ void tr_dec_pages(int (&pg)[TR_PR], const int* __restrict__ table, int kt,
+                                                    int klen, int tid) {
+#if PAGE && TR_EVEN
+    const int t0 = kt * BK + tid / CH;
+    #pragma unroll
+    for (int i = 0; i < TR_PR; ++i) {
+        const int t = t0 + i * (NT / CH);
+        pg[i] = t < klen ? __ldg(table + (unsigned)t / PAGE) : 0;
+    }
+#endif
+}
+
+#if PAGE
+/* Where key t's row starts: its page (from the entry's table row, clamped into the pool), its row there. */
+static __device__ __forceinline__ const uint16_t* tr_dec_row(const uint16_t* __restrict__ base,
+                                                             const int* __restrict__ table, int t, int pages,
+                                                             int kv_stride) {
+    const int pg = min(max(__ldg(table + (unsigned)t / PAGE), 0), pages - 1);
+    return base + ((size_t)pg * PAGE + (unsigned)t % PAGE) * kv_stride;
+}
+#endif
+
+/* A K or V tile: BK rows, keys kt BK.., into the padded slot at dst; rows >= valid zero-filled. Contiguous
+   K/V: key t at src + t HD. Paged: through tr_dec_row (src is the pool at this kv head). Where the block's
    threads tile the rows evenly, thread t copies chunk t % CH of rows t / CH + i NT / CH: its offsets are the
    same for every tile (kept in registers), and a whole tile tests nothing (the general fill's index
    arithmetic and row tests took half the loop's instructions). */
-static __device__ __forceinline__ void tr_dec_tile(uint32_t dst, const uint16_t* __restrict__ src, int valid, int tid) {
+static __device__ __forceinline__ void tr_dec_tile(uint32_t dst, const uint16_t* __restrict__ src, int kt, int valid,
+                                                   int tid, const int* __restrict__ table, int pages, int kv_stride,
+                                                   const int (&pg)[TR_PR]) {
 #if TR_EVEN
     constexpr int STEP = NT / CH;
     const int r0 = tid / CH;
     const uint32_t d = dst + r0 * ROWB + (tid % CH) * 16;
-    const uint16_t* s = src + r0 * HD + (tid % CH) * 8;
+#if PAGE  /* the rows' pages came with pg (tr_dec_pages) */
+    const int t0 = kt * BK + r0;
+    #pragma unroll
+    for (int i = 0; i < BK / STEP; ++i) {
+        const bool ok = r0 + i * STEP < valid;
+        const int p = min(max(pg[i], 0), pages - 1);
+        const uint16_t* s = src + ((size_t)p * PAGE + (unsigned)(t0 + i * STEP) % PAGE) * kv_stride + (tid % CH) * 8;
+        tr_cp16(d + i * STEP * ROWB, ok ? s : src, ok ? 16u : 0u);
+    }
+#else
+    const uint16_t* s = src + ((size_t)kt * BK + r0) * HD + (tid % CH) * 8;
     if (valid >= BK) {
         #pragma unroll
         for (int i = 0; i < BK / STEP; ++i) tr_cp16(d + i * STEP * ROWB, s + i * STEP * HD, 16u);
@@ -86,8 +139,20 @@ static __device__ __forceinline__ void tr_dec_tile(uint32_t dst, const uint16_t*
             tr_cp16(d + i * STEP * ROWB, ok ? s + i * STEP * HD : src, ok ? 16u : 0u);
         }
     }
+#endif
+#elif PAGE
+    #pragma unroll
+    for (int i = 0; i < (BK * CH + NT - 1) / NT; ++i) {
+        const int c = tid + i * NT;
+        if ((BK * CH) % NT == 0 || c < BK * CH) {
+            const int r = c / CH, ch = c % CH;
+            const bool ok = r < valid;
+            const uint16_t* s = ok ? tr_dec_row(src, table, kt * BK + r, pages, kv_stride) + ch * 8 : src;
+            tr_cp16(dst + r * ROWB + ch * 16, s, ok ? 16u : 0u);
+        }
+    }
 #else
-    tr_dec_fill<BK>(dst, src, valid, tid);
+    tr_dec_fill<BK>(dst, src + (size_t)kt * BK * HD, valid, tid);
 #endif
 }
 
@@ -96,7 +161,8 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
     uint16_t* __restrict__ out, float* __restrict__ lse, const int* __restrict__ tile_ptr,
     const int* __restrict__ tile_idx, const unsigned char* __restrict__ bmask, int batch, int heads,
     int kv_heads, int seq_q, int seq_k, int diag, int win_left, int win_right, int bm_cols, int bm_bq,
-    int bm_bk, float scale_log2, float* __restrict__ workspace) {
+    int bm_bk, float scale_log2, float* __restrict__ workspace, const int* __restrict__ block_table,
+    const int* __restrict__ seq_lens, int table_cols, int pages) {
     extern __shared__ __align__(128) unsigned char tr_smem[];
     constexpr uint32_t KV_STAGE = BK * ROWB;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qd = lane & 3;
@@ -105,29 +171,85 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
     const int r0 = rt * 16;
     const int pair = (b * kv_heads + kvh) * row_tiles + rt;  /* this row tile's counter and workspace */
     const size_t qrow0 = (size_t)(b * heads + kvh * group) * seq_q + r0;  /* its first row of q, out, lse */
+#if RAGGED  /* this entry's keys (clamped to the capacity: a length the host did not check reads no further) */
+    const int klen = min(max(__ldg(seq_lens + b), 0), seq_k), kdiag = klen - seq_q;
+#else
+    const int klen = seq_k, kdiag = diag;
+#endif
+#if PAGE  /* the pool at this kv head; rows kv_heads HD apart; the entry's table row */
+    const int kv_stride = kv_heads * HD;
+    const int* const table = block_table + (size_t)b * table_cols;
+    const uint16_t* kg = k + (size_t)kvh * HD;
+    const uint16_t* vg = v + (size_t)kvh * HD;
+#else
+    const int kv_stride = HD;
+    const int* const table = block_table;
     const uint16_t* kg = k + (size_t)(b * kv_heads + kvh) * seq_k * HD;
     const uint16_t* vg = v + (size_t)(b * kv_heads + kvh) * seq_k * HD;
-    /* the keys some row keeps: query i keeps j with -win_left <= j - i - diag <= win_right, j < seq_k */
-    const int lo = max(0, diag - win_left);
-    const int hi = min(seq_k, seq_q + diag + win_right);
+#endif
+    /* the keys some row keeps: query i keeps j with -win_left <= j - i - kdiag <= win_right, j < klen */
+    const int lo = max(0, kdiag - win_left);
+    const int hi = min(klen, seq_q + kdiag + win_right);
     const int t_lo = lo / BK, t_hi = hi > lo ? (hi + BK - 1) / BK : t_lo;
-    const int per = (t_hi - t_lo + SPLITS - 1) / SPLITS;
-    const int e0 = min(t_lo + split * per, t_hi), e1 = min(e0 + per, t_hi);
     const uint32_t sq = tr_smem_addr(tr_smem);
     const uint32_t sk = sq + 16 * ROWB;
     const uint32_t sv = sk + STAGES * KV_STAGE;
 
+#if ADAPT
+    /* Lengths known only now: this entry's slices from every entry's (each block reads them all and reaches
+       the same rule, so a row tile's blocks agree on its count). About even lengths: the capacity's plan
+       (FULL slices, at least MIN_TILES tiles each). Uneven: slices of T tiles, T the launch's tiles over
+       WAVES x SMS blocks, so the longest entry is cut as fine as the rest and the SMs share the work. */
+    __shared__ int tr_red[2][NT / 32];
+    int tsum = 0, tmax = 0;
+    for (int i = tid; i < batch; i += NT) {
+        const int len = min(max(__ldg(seq_lens + i), 0), seq_k), dg = len - seq_q;
+        const int l = max(0, dg - win_left), h = min(len, seq_q + dg + win_right);
+        const int n = h > l ? (h + BK - 1) / BK - l / BK : 0;
+        tsum += n;
+        tmax = max(tmax, n);
+    }
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        tsum += __shfl_xor_sync(0xffffffffu, tsum, o);
+        tmax = max(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
+    }
+    if (lane == 0) { tr_red[0][warp] = tsum; tr_red[1][warp] = tmax; }
+    __syncthreads();
+    long long all = 0;
+    int most = 0;
+    #pragma unroll
+    for (int w = 0; w < NT / 32; ++w) { all += tr_red[0][w]; most = max(most, tr_red[1][w]); }
+    const int mine = t_hi - t_lo;
+    int nsl;
+    if (5 * all >= 4LL * most * batch) {
+        nsl = min(FULL, max(1, mine / MIN_TILES));
+    } else {
+        const long long work = all * kv_heads * row_tiles;
+        const int tile_run = (int)max((long long)MIN_TILES, (work + WAVES * SMS - 1) / (WAVES * SMS));
+        nsl = min(SPLITS, max(1, (mine + tile_run - 1) / tile_run));
+    }
+    if (split >= nsl) return;  /* a slice this entry does not need (before any copy is in flight) */
+#else
+    const int nsl = SPLITS;
+#endif
+    const int per = (t_hi - t_lo + nsl - 1) / nsl;
+    const int e0 = min(t_lo + split * per, t_hi), e1 = min(e0 + per, t_hi);
+
     tr_dec_fill<16>(sq, q + qrow0 * HD, rows - r0, tid);
     TR_CP_COMMIT();
+    int pg[TR_PR];  /* (paged) the pages of the next tile this thread copies */
     #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         const int kt = e0 + s;
         if (kt < e1) {
-            tr_dec_tile(sk + s * KV_STAGE, kg + (size_t)kt * BK * HD, seq_k - kt * BK, tid);
-            tr_dec_tile(sv + s * KV_STAGE, vg + (size_t)kt * BK * HD, seq_k - kt * BK, tid);
+            tr_dec_pages(pg, table, kt, klen, tid);
+            tr_dec_tile(sk + s * KV_STAGE, kg, kt, klen - kt * BK, tid, table, pages, kv_stride, pg);
+            tr_dec_tile(sv + s * KV_STAGE, vg, kt, klen - kt * BK, tid, table, pages, kv_stride, pg);
         }
         TR_CP_COMMIT();
     }
+    if (e0 + STAGES - 1 < e1) tr_dec_pages(pg, table, e0 + STAGES - 1, klen, tid);
     TR_CP_WAIT(STAGES - 1);  /* Q has landed */
     __syncthreads();
     const uint32_t qa = sq + ((lane & 7) + ((lane >> 3) & 1) * 8) * ROWB + (lane >> 4) * 16;  /* ldmatrix rows of Q */
@@ -150,10 +272,11 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
         {
             const int ep = e + STAGES - 1, pslot = slot == 0 ? STAGES - 1 : slot - 1;
             if (ep < e1) {
-                tr_dec_tile(sk + pslot * KV_STAGE, kg + (size_t)ep * BK * HD, seq_k - ep * BK, tid);
-                tr_dec_tile(sv + pslot * KV_STAGE, vg + (size_t)ep * BK * HD, seq_k - ep * BK, tid);
+                tr_dec_tile(sk + pslot * KV_STAGE, kg, ep, klen - ep * BK, tid, table, pages, kv_stride, pg);
+                tr_dec_tile(sv + pslot * KV_STAGE, vg, ep, klen - ep * BK, tid, table, pages, kv_stride, pg);
             }
             TR_CP_COMMIT();
+            if (ep + 1 < e1) tr_dec_pages(pg, table, ep + 1, klen, tid);  /* the next fill's pages, a tile early */
         }
         const uint32_t ks = sk + slot * KV_STAGE, vs = sv + slot * KV_STAGE;
         float s[2 * KW][4];
@@ -175,14 +298,14 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
                 tr_mma(s[2 * j + 1], a, bb + 2);
             }
         }
-        if (MASKED || (e + 1) * BK > seq_k) {  /* the element test: past seq_k, outside the band */
+        if (MASKED || (e + 1) * BK > klen) {  /* the element test: past the entry's keys, outside the band */
             #pragma unroll
             for (int j = 0; j < 2 * KW; ++j) {
                 #pragma unroll
                 for (int c = 0; c < 4; ++c) {
                     const int col = e * BK + wkey + j * 8 + qd * 2 + (c & 1);
-                    const int d = col - (c < 2 ? i0 : i1) - diag;
-                    if (!(col < seq_k && d >= -win_left && d <= win_right)) s[j][c] = TR_NEG_INF;
+                    const int d = col - (c < 2 ? i0 : i1) - kdiag;
+                    if (!(col < klen && d >= -win_left && d <= win_right)) s[j][c] = TR_NEG_INF;
                 }
             }
         }
@@ -311,28 +434,34 @@ def _split(r: CudaRenderer, splits: int, counters: int) -> str:
     summed = f"""    for (int x = tid; x < 16 * HD; x += NT) {{
         const int row = x / HD, col = x % HD;
         float M = TR_NEG_INF;
-        for (int s2 = 0; s2 < SPLITS; ++s2) M = fmaxf(M, __ldcg(ws_ml + (s2 * 16 + row) * 2));
+        for (int s2 = 0; s2 < nsl; ++s2) M = fmaxf(M, __ldcg(ws_ml + (s2 * 16 + row) * 2));
         const float ms = M == TR_NEG_INF ? 0.f : M * scale_log2;
         float acc = 0.f, L = 0.f;
-        for (int s2 = 0; s2 < SPLITS; ++s2) {{  /* slice order: the same sum whoever came last */
+        for (int s2 = 0; s2 < nsl; ++s2) {{  /* slice order: the same sum whoever came last */
             const float f = tr_dex2(__ldcg(ws_ml + (s2 * 16 + row) * 2) * scale_log2 - ms);
             acc += __ldcg(ws_o + (size_t)s2 * 16 * HD + x) * f;
             L += __ldcg(ws_ml + (s2 * 16 + row) * 2 + 1) * f;
         }}
 {WRITE}
     }}"""
-    lines = last_block(r, "workspace", "pair", splits, "tid == 0", park.split("\n"), summed.split("\n"),
+    lines = last_block(r, "workspace", "pair", "nsl", "tid == 0", park.split("\n"), summed.split("\n"),
                        word="int", indent="    ")
     return "\n".join(lines) + "\n}\n"
 
 
 def kernel_source(r: CudaRenderer, name: str, dtype: str, *, head_dim: int, bk: int, warps: int, stages: int,
-                  splits: int, masked: bool, counters: int) -> str:
+                  splits: int, masked: bool, counters: int, ragged: bool = False, page: int = 0,
+                  adapt: tuple[int, int, int, int] | None = None) -> str:
     """The device code after the prelude. ``counters``: the floats the row tiles' counters take at the
-    workspace's start (the parked slices follow)."""
+    workspace's start (the parked slices follow); ``ragged``: lengths from ``seq_lens``; ``page``: keys a
+    page of a paged pool (0: contiguous K and V); ``adapt``: (full, min tiles, waves, SMs) of the slice rule
+    made at run time from the lengths (``splits`` is then the most slices an entry takes)."""
     head = HEAD
+    full, min_tiles, waves, sms = adapt or (splits, 1, 1, 1)
     for key, value in (("__BK__", bk), ("__HD__", head_dim), ("__STAGES__", stages), ("__WARPS__", warps),
-                       ("__SPLITS__", splits), ("__MASKED__", int(masked)), ("__NAME__", name)):
+                       ("__SPLITS__", splits), ("__MASKED__", int(masked)), ("__RAGGED__", int(ragged)),
+                       ("__PAGE__", page), ("__ADAPT__", int(adapt is not None)), ("__FULL__", full),
+                       ("__MIN_TILES__", min_tiles), ("__WAVES__", waves), ("__SMS__", sms), ("__NAME__", name)):
         head = head.replace(key, str(value))
     body = head + _single() + (_split(r, splits, counters) if splits > 1 else "}\n")
     return body.replace("tr_from_float", r.converters(dtype)[1])

@@ -4,10 +4,13 @@ One block per (q tile, head, batch); ``blockIdx.x`` indexes the plan's ``order``
 pointers in ``tile_ptr``: ``tile_ptr[q_tiles + 1 + x]``), so the causal triangle's long tiles start first.
 Each warp owns 16 query rows. Per visited k tile:
 
-- S = Q K^T: Q's A fragments come from registers (loaded once by ldmatrix; for head dim 256 they would
-  take 64 registers beside O's 128, so they are re-read from shared memory each step instead), K's B
+- S = Q K^T: Q's A fragments come from registers (loaded once by ldmatrix; past head dim 128 they would
+  take 40-64 registers beside O's 72-128, so they are re-read from shared memory each step instead), K's B
   fragments by ldmatrix from a swizzled ring (16-byte chunk c of row r at chunk c ^ (r & 7): the 8 rows
-  an ldmatrix phase reads hit 8 distinct bank groups, as do cp.async's 16-byte writes);
+  an ldmatrix phase reads hit 8 distinct bank groups, as do cp.async's 16-byte writes). The XOR needs rows
+  of whole 128-byte groups (head dim a multiple of 64); any other multiple of 16 pads each row by 16 bytes
+  instead (the decode kernel's layout): a pitch of an odd number of 16-byte chunks puts the 8 rows of an
+  ldmatrix phase, and the epilogue's 8 rows of 4-byte stores, in 8 distinct bank groups;
 - only partial tiles (``k_tile << 1 | 1``) test each element with ``tr_attn_keep``;
 - online softmax in registers: a thread holds 2 rows (g and g + 8 of its warp's 16) over 2 columns of
   each n8 tile; the row max is reduced over the quad by two shuffles, exponentials are ex2.approx of
@@ -55,11 +58,7 @@ static __device__ __forceinline__ void tr_st_global16(void* dst, uint32_t src) {
     asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};\n" :: "l"(dst), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
-/* Byte offset of 16-byte chunk ch of row r in a swizzled tile of HD-element rows. */
-static __device__ __forceinline__ uint32_t tr_swz(int r, int ch) {
-    return (uint32_t)(r * (HD * 2) + ((ch ^ (r & 7)) << 4));
-}
-
+__SWZ__
 /* ROWS rows of HD elements from src into the swizzled tile at dst; rows >= valid are zero-filled. */
 template <int ROWS>
 static __device__ __forceinline__ void tr_attn_fill(uint32_t dst, const uint16_t* __restrict__ src, int valid, int tid) {
@@ -81,7 +80,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
     int kv_heads, int seq_q, int seq_k, int diag, int win_left, int win_right, int bm_cols, int bm_bq,
     int bm_bk, float scale_log2) {
     extern __shared__ __align__(128) unsigned char tr_smem[];
-    constexpr uint32_t KV_STAGE = BK * HD * 2;
+    constexpr uint32_t KV_STAGE = BK * __ROWB__;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, qd = lane & 3, wrow = warp * 16 * WM;
     const int q_tiles = (seq_q + BQ - 1) / BQ;
@@ -94,7 +93,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
     const uint16_t* vg = v + (size_t)(b * kv_heads + kvh) * seq_k * HD;
     const int e0 = tile_ptr[tile], e1 = tile_ptr[tile + 1];
     const uint32_t sq = tr_smem_addr(tr_smem);
-    const uint32_t sk = sq + BQ * HD * 2;
+    const uint32_t sk = sq + BQ * __ROWB__;
     const uint32_t sv = sk + STAGES * KV_STAGE;
     /* this lane's ldmatrix row address of Q (A operand, m16 tile mi adds 16 rows) */
     const int qlr = wrow + (lane & 7) + ((lane >> 3) & 1) * 8, qlc = lane >> 4;
@@ -269,11 +268,39 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
 """
 
 
+SWIZZLED = r"""/* Byte offset of 16-byte chunk ch of row r in a swizzled tile of HD-element rows. */
+static __device__ __forceinline__ uint32_t tr_swz(int r, int ch) {
+    return (uint32_t)(r * (HD * 2) + ((ch ^ (r & 7)) << 4));
+}
+"""
+
+PADDED = r"""/* Byte offset of 16-byte chunk ch of row r in a tile of HD-element rows, each padded by 16 bytes (the XOR
+   swizzle needs rows of whole 128-byte groups): 8 rows at one chunk fall in 8 distinct bank groups. */
+#define ROWB (HD * 2 + 16)
+static __device__ __forceinline__ uint32_t tr_swz(int r, int ch) {
+    return (uint32_t)(r * ROWB + (ch << 4));
+}
+"""
+
+
+def swizzled(head_dim: int) -> bool:
+    """Rows of whole 128-byte groups take the XOR swizzle; other multiples of 16 the padded rows."""
+    return head_dim % 64 == 0
+
+
+def row_bytes(head_dim: int) -> int:
+    """The shared-memory pitch of a Q, K or V row: the row itself, or (padded) 16 bytes more."""
+    return 2 * head_dim + (0 if swizzled(head_dim) else 16)
+
+
 def kernel_source(name: str, bq: int, bk: int, head_dim: int, stages: int, warp_rows: int,
                   q_in_registers: bool) -> str:
-    """The device code after the prelude: the swizzle, the tile fill, the mask rule and the kernel."""
+    """The device code after the prelude: the swizzle (or padded rows), the tile fill, the mask rule and the
+    kernel."""
     body = BODY
-    for key, value in (("__BQ__", bq), ("__BK__", bk), ("__HD__", head_dim), ("__STAGES__", stages),
+    pad = not swizzled(head_dim)
+    for key, value in (("__SWZ__", PADDED if pad else SWIZZLED), ("__ROWB__", "ROWB" if pad else "HD * 2"),
+                       ("__BQ__", bq), ("__BK__", bk), ("__HD__", head_dim), ("__STAGES__", stages),
                        ("__QREGS__", int(q_in_registers)), ("__WM__", warp_rows // 16), ("__NAME__", name)):
         body = body.replace(key, str(value))
     return KEEP_FN + body

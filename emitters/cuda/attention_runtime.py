@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tracea.doctor.errors import BadInputError
+from tracea.kernels.ops.attention import INDEX_INPUTS
 
 from .attention_plan import BUFFERS, FLOAT_SCALARS, PARAMS, block_mask_bytes
 from .runtime import CudaKernel, pack_args
@@ -55,7 +56,8 @@ class AttentionKernel(CudaKernel):
 
     def _args(self) -> list[Any]:
         """The kernel's parameters in order: device pointers (0 for a buffer it does not have), ints, floats."""
-        return pack_args(self.rendered.params, (*BUFFERS, "workspace"), FLOAT_SCALARS, self._dbuf, self._scalars)
+        return pack_args(self.rendered.params, (*BUFFERS, "workspace", *INDEX_INPUTS), FLOAT_SCALARS, self._dbuf,
+                         self._scalars)
 
     def forward(self, inputs: dict[str, np.ndarray],
                 out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

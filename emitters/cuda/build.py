@@ -14,6 +14,7 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.doctor.variants import Variant
 
 from .. import nvrtc as nv
+from ..core import refuse_serving
 from . import cores
 from .arch import Arch, parse_arch, target_of
 from .render import CudaRenderer, Rendered
@@ -39,7 +40,9 @@ def _arch(host: Any, arch: str | Arch | None = None) -> Arch:
 def _check(op: Any, v: Variant, schedule: Any, arch: Arch) -> None:
     if getattr(op, "kind", None) != v.op:
         raise BadInputError(f"variant: {v.id} computes {v.op}, not {getattr(op, 'kind', op)!r}")
-    cores.for_check(v, op, schedule).check(op, v, schedule, arch)
+    core = cores.for_check(v, op, schedule)
+    refuse_serving(core, op, "CUDA")
+    core.check(op, v, schedule, arch)
 
 
 def hero_schedule(op: Any, variant: Variant | str, host: Any, arch: str | Arch | None = None) -> Any:

@@ -266,7 +266,9 @@ class OnCallerBuffers:
             item = self._dtype.itemsize
             shapes = {**self._shapes, "out": self._out_shape}  # type: ignore[attr-defined]
             self._names = tuple(sorted(shapes))
-            self._sizes = tuple(int(np.prod(shapes[n])) * item for n in self._names)
+            op = self.op  # type: ignore[attr-defined]
+            self._sizes = tuple(int(np.prod(shapes[n])) * (item if n == "out" else op.input_dtype(n).itemsize)
+                                for n in self._names)
         return self._names
 
     def launch_on(self, ptrs: dict[str, int], stream: int) -> None:
@@ -441,8 +443,9 @@ class CudaKernel(OnCallerBuffers):
             x = inputs.get(name)
             if not isinstance(x, np.ndarray):
                 raise BadInputError(f"inputs: missing {name!r} (expected {', '.join(self._shapes)})")
-            if x.shape != shape or x.dtype != self._dtype:
-                raise BadInputError(f"inputs[{name!r}]: {x.shape} {x.dtype}, expected {shape} {self._dtype}")
+            want = self.op.input_dtype(name)
+            if x.shape != shape or x.dtype != want:
+                raise BadInputError(f"inputs[{name!r}]: {x.shape} {x.dtype}, expected {shape} {want}")
             out[name] = np.ascontiguousarray(x)
         return out
 

@@ -22,19 +22,21 @@ from .render import CudaRenderer
 SUFFIX = {"uint32_t": "u", "int": ""}  # a counter word's type -> its literals' suffix
 
 
-def last_block(r: CudaRenderer, counters: str, tile: str, parts: int, leader: str, parked: list[str],
+def last_block(r: CudaRenderer, counters: str, tile: str, parts: int | str, leader: str, parked: list[str],
                summed: list[str], *, word: str = "uint32_t", reset_after_sum: bool = False,
                indent: str = "") -> list[str]:
     """The flag and the counters' base (``counters``: a pointer expression into the workspace, cast to
     ``word*`` as written), ``parked`` (the kernel's stores of its part), the arrival at ``tr_count[tile]``
-    (``parts`` blocks a tile, ``leader`` the condition of the thread that takes the ticket), ``summed`` (the
+    (``parts`` blocks a tile: a count, or an int expression every block of the tile computes alike;
+    ``leader`` the condition of the thread that takes the ticket), ``summed`` (the
     kernel's sum of the parts in part order: run by the last block alone) and the counter's reset, at the
     ticket or (``reset_after_sum``) by the leader after ``summed``. ``indent`` prefixes this writer's lines,
     not the kernel's (``parked``, ``summed``)."""
     u = SUFFIX[word]
     reset = f"tr_count[{tile}] = 0{u};  /* at rest for the next launch */"
     ticket = [f"if ({leader}) {{",
-              f"  tr_last = atomicAdd(tr_count + {tile}, 1{u}) == {parts - 1}{u};",
+              f"  tr_last = atomicAdd(tr_count + {tile}, 1{u}) == " + (
+                  f"{parts - 1}{u};" if isinstance(parts, int) else f"({word})({parts}) - 1{u};"),
               *([] if reset_after_sum else [f"  if (tr_last) {reset}"]),
               "}"]
     head = ["__shared__ int tr_last;", f"{word}* tr_count = ({word}*){counters};"]

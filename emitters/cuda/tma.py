@@ -56,14 +56,16 @@ def l2_promotion(drv: Any) -> Any:
 
 
 def encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tuple[int, ...],
-                 box: tuple[int, ...]) -> _Map:
+                 box: tuple[int, ...], swizzle: str = "128B") -> _Map:
     """A tensor map over a dense 16-bit tensor at ``ptr``: ``dims`` innermost first, ``strides_bytes`` of
-    every dimension but the innermost, boxes of ``box`` elements, 128B swizzle, out-of-bounds reads as 0.
+    every dimension but the innermost, boxes of ``box`` elements, ``swizzle`` (128B, 64B or 32B: the box's
+    inner extent in bytes at most that), out-of-bounds reads as 0.
     The same arguments give the same map object (it encodes only the address and geometry, and a launch
     copies it by value): encoding one costs tens of microseconds of host time, paid at each
     ``tracea.ops`` call otherwise."""
-    return cached_map(("tiled", ptr, dtype, tuple(dims), tuple(strides_bytes), tuple(box), L2_PROMOTION),
-                      lambda: _encode_tiled(ptr, dtype, dims, strides_bytes, box))
+    key = ("tiled", ptr, dtype, tuple(dims), tuple(strides_bytes), tuple(box), L2_PROMOTION)
+    return cached_map(key + (swizzle,) if swizzle != "128B" else key,
+                      lambda: _encode_tiled(ptr, dtype, dims, strides_bytes, box, swizzle))
 
 
 def cached_map(key: tuple[Any, ...], encode: Any) -> _Map:
@@ -83,7 +85,7 @@ def cached_map(key: tuple[Any, ...], encode: Any) -> _Map:
 
 
 def _encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tuple[int, ...],
-                  box: tuple[int, ...]) -> _Map:
+                  box: tuple[int, ...], swizzle: str = "128B") -> _Map:
     from cuda.bindings import driver as drv
 
     if any(st % 16 for st in strides_bytes) or ptr % 16:
@@ -94,7 +96,7 @@ def _encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tu
         dt, len(dims), ptr, [drv.cuuint64_t(d) for d in dims], [drv.cuuint64_t(st) for st in strides_bytes],
         [drv.cuuint32_t(b) for b in box], [drv.cuuint32_t(1)] * len(dims),
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        getattr(drv.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
         l2_promotion(drv),
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
     out = _Map()

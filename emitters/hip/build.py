@@ -13,6 +13,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
+from ..core import refuse_serving
 from . import gemm as g
 from . import softmax as sm
 from .core import PADS, Launch
@@ -68,6 +69,7 @@ def validate_schedule(op: Any, variant: Any, schedule: Any, host: Any) -> None:
     core = core_for(op)
     if not isinstance(schedule, core.schedule):
         raise BadInputError(f"a {op.kind} on HIP takes a {core.schedule.__name__}, not {type(schedule).__name__}")
+    refuse_serving(core, op, "HIP")
     core.check(op, variant, schedule, host)
 
 

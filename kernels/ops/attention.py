@@ -13,10 +13,23 @@ aligned bottom-right when seq_q != seq_k, as in FlashAttention 2):
 - block mask: ``block_mask[i // bq][j // bk]`` with ``block_size = (bq, bk)``.
 A row that keeps no key (causal with seq_q > seq_k, or an empty block-mask row) has output 0 and
 lse = -inf.
+
+Serving (issue 33) adds two things, each optional:
+- ``seq_lens``: batch entry b holds ``seq_lens[b]`` keys (0 to seq_k), read at run time from an int32 input
+  ``seq_lens`` (batch,); the entry's keys past its length do not exist, and its diagonal is aligned at its
+  own length (d = j - i - (seq_lens[b] - seq_q)), as FlashAttention's ``seqused_k`` does. The field's values
+  are the lengths ``random_inputs`` draws; the reference reads the input's, so a kernel (which reads the
+  input) is checked on what it was given.
+- ``page_size``: K and V live in a pool of ``pages`` pages of ``page_size`` keys, laid out (pages, page_size,
+  kv_heads, head_dim) as vLLM's and FlashAttention's paged caches (NHD), and an int32 ``block_table``
+  (batch, ceil(seq_k / page_size)) names entry b's j-th page: key t of entry b is row t % page_size of page
+  ``block_table[b, t // page_size]``. Entries past an entry's last used page are never read (random inputs
+  set them to -1); a used entry outside [0, pages) is refused by ``check_serving_inputs`` before any launch.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from collections.abc import Mapping
@@ -28,12 +41,14 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError
 
+from .. import attention_serving as serving
 from .. import fields
+from ..attention_serving import INDEX_INPUTS, SERVING_FIELDS
 from ..dtypes import DType, parse_dtype, to_float64
 from ..op import Op, register
 
 MAX_HEAD_DIM = 256
-KERNEL_HEAD_DIMS = (64, 128, 256)  # the CUDA prefill kernels' head dims; any multiple of 8 validates (decode, CPU)
+KERNEL_HEAD_DIMS = tuple(range(32, 257, 16))  # the CUDA kernels' head dims; any multiple of 8 validates (CPU)
 REFERENCE_CHUNK_BYTES = 32 * 2**20  # the float64 score block the reference holds at once
 
 
@@ -103,6 +118,9 @@ class Attention(Op):
     window: tuple[int, int] | None = None
     block_mask: tuple[str, ...] | None = None
     block_size: tuple[int, int] = (128, 128)
+    seq_lens: tuple[int, ...] | None = None
+    page_size: int | None = None
+    pages: int | None = None
     kind: ClassVar[str] = "attention"
     phase: ClassVar[str] = "mma"
     default_shape: ClassVar[dict[str, Any]] = {"batch": 4, "heads": 32, "seq_q": 4096, "head_dim": 128}  # issue 17's headline
@@ -119,8 +137,8 @@ class Attention(Op):
         object.__setattr__(self, "kv_heads", kv)
         d = fields.positive("head_dim", self.head_dim)
         if d % 8 or d > MAX_HEAD_DIM:
-            raise BadInputError(f"head_dim: expected a multiple of 8 up to {MAX_HEAD_DIM} (the CUDA prefill kernels are "
-                                f"built for {', '.join(map(str, KERNEL_HEAD_DIMS))}), got {d}")
+            raise BadInputError(f"head_dim: expected a multiple of 8 up to {MAX_HEAD_DIM} (the CUDA kernels take the "
+                                f"multiples of 16 from {KERNEL_HEAD_DIMS[0]}), got {d}")
         object.__setattr__(self, "head_dim", d)
         object.__setattr__(self, "dtype", parse_dtype(self.dtype))
         if not isinstance(self.causal, (bool, np.bool_)):
@@ -139,6 +157,59 @@ class Attention(Op):
         fields.elements("q (batch x heads x seq_q x head_dim)", self.batch, self.heads, self.seq_q, d)
         fields.elements("k (batch x kv_heads x seq_k x head_dim)", self.batch, kv, self.seq_k, d)
         fields.elements("scores per head (seq_q x seq_k)", self.seq_q, self.seq_k)
+        self._check_serving()
+
+    def _check_serving(self) -> None:
+        """seq_lens, page_size and pages (see the module docstring)."""
+        if self.seq_lens is not None:
+            object.__setattr__(self, "seq_lens", serving.seq_lens_field(self.seq_lens, self.batch, self.seq_k))  # type: ignore[arg-type]
+        if self.page_size is None:
+            if self.pages is not None:
+                raise BadInputError("pages: a pool's page count needs page_size", "give page_size too, or drop pages")
+        else:
+            object.__setattr__(self, "page_size", fields.positive("page_size", self.page_size))
+            need = int(sum(-(-n // self.page_size) for n in self.key_lens))
+            pages = self.batch * self.table_cols if self.pages is None else fields.positive("pages", self.pages)
+            if pages < need:
+                raise BadInputError(f"pages: the pool holds {pages} pages of {self.page_size} keys; the entries' "
+                                    f"keys take {need} pages")
+            object.__setattr__(self, "pages", pages)
+            fields.elements("k (pages x page_size x kv_heads x head_dim)", pages, self.page_size, self.kv_heads,
+                            self.head_dim)  # type: ignore[arg-type]
+        if self.block_mask is not None and (self.seq_lens is not None or self.page_size is not None):
+            raise BadInputError("block_mask: a block mask tiles one seq_k; it does not combine with seq_lens or "
+                                "page_size", "use causal or window")
+
+    # ---- serving: lengths and pages ----------------------------------------------------------------------
+
+    @property
+    def table_cols(self) -> int:
+        """The block table's columns: the pages an entry of seq_k keys takes (0 without paging)."""
+        return -(-self.seq_k // self.page_size) if self.page_size else 0  # type: ignore[operator]
+
+    @property
+    def key_lens(self) -> tuple[int, ...]:
+        """Each batch entry's key count: seq_lens, or seq_k for every entry."""
+        return self.seq_lens if self.seq_lens is not None else (self.seq_k,) * self.batch  # type: ignore[return-value]
+
+    @property
+    def serving(self) -> bool:
+        """Whether the op takes per-entry lengths or a paged pool (inputs beyond q, k and v)."""
+        return self.seq_lens is not None or self.page_size is not None
+
+    def entry(self, seq_k: int) -> Attention | None:
+        """One batch entry holding ``seq_k`` keys as a plain op (batch 1, contiguous K and V, no lengths):
+        its mask, tiles and pairs are the entry's. None for an entry of no keys."""
+        if seq_k == 0:
+            return None
+        return dataclasses.replace(self, batch=1, seq_k=seq_k, seq_lens=None, page_size=None, pages=None)
+
+    def _entries(self) -> list[tuple[Attention | None, int]]:
+        """(entry op, how many batch entries share its length), one per distinct length."""
+        counts: dict[int, int] = {}
+        for n in self.key_lens:
+            counts[n] = counts.get(n, 0) + 1
+        return [(self.entry(n), c) for n, c in sorted(counts.items())]
 
     # ---- the mask --------------------------------------------------------------------------------------
 
@@ -206,6 +277,10 @@ class Attention(Op):
         ``block_size``); a tile is computed when the mask keeps a pair in it. With a block mask the tiles
         are its blocks."""
         block = self.block_size if block is None else _block_size(block)
+        if self.serving:  # each entry's own tiles at its length, over the capacity's grid
+            nq, nk = self.grid(block)
+            kept = sum(c * e.tile_counts(block)[1] for e, c in self._entries() if e is not None)
+            return self.batch * self.heads * nq * nk, kept
         if self.block_mask is not None and block != self.block_size:
             raise BadInputError(f"block: a block mask tiles by its block_size {self.block_size}, got {block}")
         bq, bk = block
@@ -235,29 +310,54 @@ class Attention(Op):
 
     # ---- counts, shapes, inputs --------------------------------------------------------------------------
 
+    @cached_property
+    def pairs_computed(self) -> int:
+        """(query, key) pairs kept over the batch entries, in one head (each entry at its own length)."""
+        if not self.serving:
+            return self.batch * self.kept_pairs
+        return sum(c * e.kept_pairs for e, c in self._entries() if e is not None)
+
     @property
     def flops(self) -> int:
         """The two matrix products over the kept pairs only (2 FLOP a multiply-add each, QK^T and PV);
         the softmax's exponentials are not counted, as FlashAttention reports."""
-        return 4 * self.batch * self.heads * self.head_dim * self.kept_pairs
+        return 4 * self.heads * self.head_dim * self.pairs_computed
 
     @property
     def bytes(self) -> int:
-        """Q, K, V read once, O written once, lse (fp32) written once."""
+        """Q read once, each entry's keys of K and V read once, O written once, lse (fp32) written once; the
+        block table's used entries and the lengths (int32) where there are."""
         q = self.batch * self.heads * self.seq_q * self.head_dim
-        kv = self.batch * self.kv_heads * self.seq_k * self.head_dim  # type: ignore[operator]
-        return (2 * q + 2 * kv) * self.dtype.itemsize + 4 * self.batch * self.heads * self.seq_q
+        kv = sum(self.key_lens) * self.kv_heads * self.head_dim  # type: ignore[operator]
+        extra = 4 * (sum(-(-n // self.page_size) for n in self.key_lens) if self.page_size else 0) \
+            + 4 * (self.batch if self.seq_lens is not None else 0)
+        return (2 * q + 2 * kv) * self.dtype.itemsize + 4 * self.batch * self.heads * self.seq_q + extra
 
     @property
     def density(self) -> float:
-        """The fraction of the seq_q x seq_k pairs the mask keeps."""
-        return self.kept_pairs / (self.seq_q * self.seq_k)  # type: ignore[operator]
+        """The fraction of the seq_q x seq_k pairs (each entry's seq_k: its capacity) the mask keeps."""
+        return self.pairs_computed / (self.batch * self.seq_q * self.seq_k)  # type: ignore[operator]
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        kv = (self.batch, self.kv_heads, self.seq_k, self.head_dim)
-        return {"q": (self.batch, self.heads, self.seq_q, self.head_dim), "k": kv, "v": kv}  # type: ignore[dict-item]
+        """The inputs: q, k and v, then the block table (paged) and the lengths (seq_lens), int32."""
+        if self.page_size:
+            kv = (self.pages, self.page_size, self.kv_heads, self.head_dim)
+        else:
+            kv = (self.batch, self.kv_heads, self.seq_k, self.head_dim)
+        out = {"q": (self.batch, self.heads, self.seq_q, self.head_dim), "k": kv, "v": kv}
+        if self.page_size:
+            out["block_table"] = (self.batch, self.table_cols)
+        if self.seq_lens is not None:
+            out["seq_lens"] = (self.batch,)
+        return out  # type: ignore[return-value]
 
-    def c_reference(self, epilogue: Mapping[str, str]) -> str:
+    def input_dtype(self, name: str) -> np.dtype:
+        """An input's storage dtype: the op's, int32 for the block table and the lengths."""
+        return np.dtype(np.int32) if name in INDEX_INPUTS else self.dtype.storage
+
+    def c_reference(self, epilogue: Mapping[str, str]) -> str | None:
+        if self.serving:  # lengths and pages: an exported package's example does not gather them
+            return None
         far = self.seq_q + self.seq_k  # the IR's key range around the bottom-right aligned diagonal
         left, right = self.window if self.window is not None else (far, far)
         right = min(right, 0) if self.causal else right
@@ -297,13 +397,41 @@ class Attention(Op):
         return (self.batch, self.heads, self.seq_q)
 
     def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        # Unit normals: q.k * 1/sqrt(head_dim) has unit variance, so the softmax is neither flat nor one-hot.
-        return {name: fields.random(rng, shape, self.dtype) for name, shape in self.shapes().items()}
+        """Unit normals for q, k and v (q.k * 1/sqrt(head_dim) has unit variance, so the softmax is neither flat
+        nor one-hot); a paged pool's pages dealt to the entries in a random order (so a kernel cannot rely on
+        their order), the table's unused entries -1; the lengths of ``seq_lens``."""
+        shapes = self.shapes()
+        out = {name: fields.random(rng, shapes[name], self.dtype) for name in ("q", "k", "v")}
+        return {**out, **serving.random_index_inputs(self, rng)}
+
+    def check_serving_inputs(self, inputs: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray | None]:
+        """(lengths, block table) of ``inputs`` as int64 arrays, checked as every kernel must have them
+        (kernels/attention_serving.py ``check_inputs``): one ``BadInputError`` naming the first fault."""
+        return serving.check_inputs(self, inputs)
+
+    def gather_kv(self, inputs: Mapping[str, Any], b: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Entry b's first ``n`` keys of K and V as (kv_heads, n, head_dim) arrays, through its pages."""
+        return serving.gather_kv(self, inputs, b, n)
+
+    def to_json(self) -> dict[str, Any]:
+        """As the other ops, the serving fields only where they are set (records before them read the same)."""
+        d = super().to_json()
+        for name in SERVING_FIELDS:
+            if d.get(name) is None:
+                d.pop(name, None)
+        return d
 
     @property
     def signature(self) -> str:
-        """As the other ops, with a block mask as its digest (the full map is in to_json)."""
+        """As the other ops, with a block mask as its digest (the full map is in to_json), long lengths as
+        theirs, and the serving fields only where they are set."""
         sig = super().signature
+        for name in SERVING_FIELDS:  # absent, as before they existed: older databases' keys still match
+            if getattr(self, name) is None:
+                sig = sig.replace(f",{name}=None", "")
+        if self.seq_lens is not None and len(self.seq_lens) > 8:
+            digest = hashlib.sha256(",".join(map(str, self.seq_lens)).encode()).hexdigest()[:16]
+            sig = sig.replace(f"seq_lens={self.seq_lens}", f"seq_lens=sha256:{digest}")
         if self.block_mask is None:
             return sig
         digest = hashlib.sha256("/".join(self.block_mask).encode()).hexdigest()[:16]
@@ -322,6 +450,8 @@ class Attention(Op):
         """(output, lse) in float64, the softmax stabilised by each row's max. Query rows go in chunks of
         ``chunk_rows`` (default: a float64 score block of about 32 MiB), so a long sequence never holds
         seq_q x seq_k scores at once."""
+        if self.serving:
+            return serving.reference(self, inputs, chunk_rows)
         q = to_float64(inputs["q"], self.dtype)
         k = to_float64(inputs["k"], self.dtype)
         v = to_float64(inputs["v"], self.dtype)
@@ -352,8 +482,6 @@ class Attention(Op):
                     lse[b, h, r0:r1] = np.where(live, m + np.log(safe), -np.inf)
         return out, lse
 
-
-
 def lse_error(lse: np.ndarray, ref: np.ndarray) -> float:
     """The largest absolute difference of a kernel's lse from the reference's; infinite when the shapes,
     or the rows that keep no key (-inf), differ, or a value is NaN."""
@@ -368,4 +496,4 @@ def lse_error(lse: np.ndarray, ref: np.ndarray) -> float:
 
 LSE_TOLERANCE = 1e-3  # absolute: lse comes from fp32 accumulators of products of exact 16-bit inputs
 
-__all__ = ["Attention", "check_block_mask", "lse_error", "LSE_TOLERANCE", "KERNEL_HEAD_DIMS"]
+__all__ = ["Attention", "check_block_mask", "lse_error", "LSE_TOLERANCE", "KERNEL_HEAD_DIMS", "INDEX_INPUTS"]

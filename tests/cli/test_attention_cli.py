@@ -62,6 +62,20 @@ def test_flags_make_the_op(capsys, flags, want):
     assert planned_op(capsys, *SHAPE, *flags) == Attention(**want).to_json()
 
 
+@pytest.mark.parametrize(("flags", "want"), [
+    (["--batch", "3", "--seq-lens", "64,5,0", "--page-size", "16"],
+     dict(batch=3, heads=8, seq_q=1, head_dim=64, seq_k=64, seq_lens=(64, 5, 0), page_size=16)),
+    (["--batch", "2", "--seq-lens", "7,100", "--seq-k", "128"],
+     dict(batch=2, heads=8, seq_q=1, head_dim=64, seq_k=128, seq_lens=(7, 100))),
+    (["--batch", "2", "--seq-k", "100", "--page-size", "24", "--causal"],
+     dict(batch=2, heads=8, seq_q=1, head_dim=64, seq_k=100, page_size=24, causal=True)),
+])
+def test_serving_flags_make_the_op(capsys, flags, want):
+    """--seq-lens (one key length per entry; --seq-k defaults to the longest) and --page-size."""
+    shape = ["--heads", "8", "--seq", "1", "--head-dim", "64"]
+    assert planned_op(capsys, *shape, *flags) == Attention(**want).to_json()
+
+
 def test_block_mask_file(capsys, tmp_path):
     mask = np.array([[True, False, True], [False, False, True]])  # 2 x 3 tiles: seq 64 / 32, seq_k 96 / 32
     path = tmp_path / "mask.npy"
@@ -130,6 +144,13 @@ def test_context_takes_the_design_documents_spelling():
     ([*SHAPE, "--block-mask", "no/such/mask.npy"], ["--block-mask", "no/such/mask.npy"]),
     ([*SHAPE, "--scale", "-1"], ["scale"]),
     ([*SHAPE, "--dtype", "int8"], ["int8"]),
+    ([*SHAPE, "--seq-lens", "3,x"], ["--seq-lens", "'3,x'"]),
+    ([*SHAPE, "--seq-lens", "3,-1"], ["--seq-lens"]),
+    ([*SHAPE, "--seq-lens", "3,4"], ["--seq-lens", "2 lengths for --batch 1"]),
+    ([*SHAPE, "--seq-lens", "0"], ["--seq-lens", "empty"]),
+    ([*SHAPE, "--seq-lens", "65", "--seq-k", "64"], ["seq_lens[0]", "65"]),
+    ([*SHAPE, "--page-size", "0"], ["--page-size"]),
+    ([*SHAPE, "--page-size", "16", "--block-mask", "1"], ["block_mask", "page_size"]),
 ])
 @pytest.mark.parametrize("verb", ["plan", "bench", "emit", "tune"])
 def test_bad_input_is_one_line(capsys, tmp_path, verb, flags, words):
@@ -157,7 +178,8 @@ def test_help_names_every_flag(capsys):
     code, out, _ = tracea(capsys, "bench", "attention", "--help")
     assert code == 0
     for flag in ("--batch", "--heads", "--seq", "--seq-k", "--head-dim", "--kv-heads", "--causal", "--window",
-                 "--block-mask", "--block-size", "--mask-seed", "--scale", "--dtype", "--backend", "--json"):
+                 "--block-mask", "--block-size", "--mask-seed", "--scale", "--seq-lens", "--page-size", "--dtype",
+                 "--backend", "--json"):
         assert flag in out, flag
 
 
@@ -305,3 +327,12 @@ def test_cuda_baseline_matches_the_reference(case):
     y = base.run()
     err = relative_error(y.float().double().cpu().numpy(), op.reference(inputs))
     assert err <= tolerance(op), (base.name, err)
+
+
+def test_export_refuses_serving_forms_in_one_line(capsys, tmp_path):
+    """A paged or ragged op has int32 inputs the package ABI has no view for: refused before anything is written."""
+    out = tmp_path / "pkg"
+    code, _, err = tracea(capsys, "export", "attention", "--heads", "8", "--seq", "1", "--head-dim", "64", "--batch",
+                          "2", "--seq-lens", "40,3", "--page-size", "16", "--backend", "cpu", "-o", str(out))
+    one_line(code, err, "export", "--seq-lens or --page-size", exit_code=3)
+    assert not out.exists()

@@ -40,7 +40,10 @@ def _ops() -> list[Any]:
                 Attention(2, 4, 1000, 64, dtype=dtype, causal=True),
                 Attention(1, 8, 300, 128, dtype=dtype, seq_k=513, kv_heads=2, window=(64, 32)),
                 Attention(1, 2, 256, 256, dtype=dtype, block_size=(128, 128), block_mask=("10", "11")),
-                Attention(2, 8, 3, 96, dtype=dtype, seq_k=3000, kv_heads=2, causal=True)]  # decode
+                Attention(2, 8, 3, 96, dtype=dtype, seq_k=3000, kv_heads=2, causal=True),  # decode
+                # head dims no multiple of 64: padded rows (mma.sync), 32B and 64B swizzles (wgmma)
+                Attention(2, 4, 333, 80, dtype=dtype, seq_k=517, kv_heads=2, causal=True),
+                Attention(1, 2, 300, 160, dtype=dtype, window=(64, 0))]
     return ops
 
 

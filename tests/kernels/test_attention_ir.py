@@ -234,3 +234,111 @@ def test_inputs_tolerance_and_lse_error():
     assert lse_error(np.array([[0.0, 1.0, 2.0]]), lse) == math.inf  # a row that keeps no key must say -inf
     assert lse_error(np.array([[-np.inf, np.nan, 2.0]]), lse) == math.inf
     assert lse_error(lse[:, :2], lse) == math.inf
+
+
+# ---- serving: per-entry lengths and paged caches ----------------------------------------------------------
+
+SERVING = [
+    dict(batch=3, heads=4, kv_heads=2, seq_q=2, head_dim=16, seq_k=50, causal=True, seq_lens=(50, 17, 0), page_size=16),
+    dict(batch=2, heads=2, seq_q=5, head_dim=8, seq_k=40, window=(6, 1), seq_lens=(40, 3)),
+    dict(batch=2, heads=6, kv_heads=3, seq_q=1, head_dim=24, seq_k=70, page_size=24, pages=9, dtype="bf16"),
+    dict(batch=4, heads=2, seq_q=3, head_dim=8, seq_k=33, causal=True, seq_lens=(1, 2, 33, 20), page_size=5),
+]
+
+
+def _naive_serving(op: Attention, inputs: dict) -> np.ndarray:
+    """The definition written out key by key: entry b's key t is row t % P of page table[b, t // P] (or k[b,
+    :, t]), kept when t < len_b and -left <= t - i - (len_b - seq_q) <= right."""
+    q, k, v = (to_float64(np.asarray(inputs[n]), op.dtype) for n in ("q", "k", "v"))
+    lens = inputs.get("seq_lens", np.full(op.batch, op.seq_k))
+    left, right = op._bounds()
+    out = np.zeros(op.output_shape())
+    group = op.heads // op.kv_heads
+    for b in range(op.batch):
+        for h in range(op.heads):
+            for i in range(op.seq_q):
+                keep, rows_k, rows_v = [], [], []
+                for t in range(int(lens[b])):
+                    d = t - i - (int(lens[b]) - op.seq_q)
+                    if -left <= d <= right:
+                        if op.page_size:
+                            page = inputs["block_table"][b, t // op.page_size]
+                            rows_k.append(k[page, t % op.page_size, h // group])
+                            rows_v.append(v[page, t % op.page_size, h // group])
+                        else:
+                            rows_k.append(k[b, h // group, t])
+                            rows_v.append(v[b, h // group, t])
+                        keep.append(t)
+                if not keep:
+                    continue
+                s = np.array(rows_k) @ q[b, h, i] * op.scale
+                p = np.exp(s - s.max())
+                out[b, h, i] = p @ np.array(rows_v) / p.sum()
+    return out
+
+
+@pytest.mark.parametrize("case", SERVING, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_serving_reference_against_the_naive_definition(case):
+    op = Attention(**case)
+    inputs = op.random_inputs(np.random.default_rng(4))
+    assert set(inputs) == set(op.shapes()) and all(inputs[n].shape == s for n, s in op.shapes().items())
+    assert all(inputs[n].dtype == op.input_dtype(n) for n in inputs)
+    out, lse = op.reference_with_lse(inputs)
+    assert np.abs(out - _naive_serving(op, inputs)).max() <= 1e-12
+    empty = [b for b, n in enumerate(op.key_lens) if n == 0]
+    assert all((out[b] == 0).all() and np.isneginf(lse[b]).all() for b in empty)
+    if op.page_size:  # the pages are dealt in a random order, each used once, the rest of the table -1
+        table = inputs["block_table"]
+        used = table[table >= 0]
+        assert len(set(used.tolist())) == used.size == sum(-(-n // op.page_size) for n in op.key_lens)
+        assert not np.array_equal(np.sort(used), used) or used.size <= 1
+
+
+def test_serving_counts_are_each_entrys_own():
+    op = Attention(batch=3, heads=4, kv_heads=2, seq_q=2, head_dim=16, seq_k=50, causal=True, seq_lens=(50, 17, 0),
+                   page_size=16)
+    one = [Attention(batch=1, heads=4, kv_heads=2, seq_q=2, head_dim=16, seq_k=n, causal=True) for n in (50, 17)]
+    assert op.pairs_computed == sum(e.kept_pairs for e in one)
+    assert op.flops == sum(e.flops for e in one)
+    assert op.tile_counts((16, 16))[1] == sum(e.tile_counts((16, 16))[1] for e in one)
+    assert op.bytes == (2 * 3 * 4 * 2 * 16 + 2 * 67 * 2 * 16) * 4 + 4 * 3 * 4 * 2 + 4 * (4 + 2) + 4 * 3
+    assert Attention.from_json(op.to_json()) == op
+    long = Attention(batch=12, heads=1, seq_q=1, head_dim=8, seq_k=9, seq_lens=(9,) * 12)
+    assert "sha256:" in long.signature and "seq_lens" in long.signature
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    (dict(seq_lens=(51, 1, 1)), ["seq_lens[0]", "51"]),
+    (dict(seq_lens=(1, 1)), ["seq_lens", "3"]),
+    (dict(seq_lens=(1, -1, 1)), ["seq_lens[1]"]),
+    (dict(page_size=16, pages=3), ["pages", "12 pages"]),
+    (dict(pages=4), ["pages", "page_size"]),
+    (dict(page_size=0), ["page_size"]),
+    (dict(page_size=16, block_size=(16, 16), block_mask=[[True] * 4] * 1), ["block_mask", "seq_lens or page_size"]),
+])
+def test_bad_serving_fields_name_the_field(fields, words):
+    with pytest.raises(BadInputError) as e:
+        Attention(batch=3, heads=4, kv_heads=2, seq_q=2, head_dim=16, seq_k=50, **fields)
+    assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_serving_inputs_are_checked_before_any_use():
+    """A used table entry outside the pool or a length past the capacity is refused (the reference, and every
+    kernel, checks through check_serving_inputs); an entry past an entry's pages is never read."""
+    op = Attention(batch=3, heads=4, kv_heads=2, seq_q=2, head_dim=16, seq_k=50, seq_lens=(50, 17, 0), page_size=16)
+    inputs = op.random_inputs(np.random.default_rng(2))
+    table = inputs["block_table"].copy()
+    table[1, 1] = op.pages
+    with pytest.raises(BadInputError, match=r"block_table\[1, 1\]: page 12 is outside the pool of 12"):
+        op.reference({**inputs, "block_table": table})
+    table[1, 1], table[1, 2] = inputs["block_table"][1, 1], 10**6  # column 2 is past entry 1's 17 keys
+    assert np.array_equal(op.reference({**inputs, "block_table": table}), op.reference(inputs))
+    with pytest.raises(BadInputError, match=r"seq_lens\[2\]: 51 keys, outside 0..50"):
+        op.reference({**inputs, "seq_lens": np.array([50, 17, 51], np.int32)})
+    with pytest.raises(BadInputError, match="missing 'seq_lens'"):
+        op.reference({n: x for n, x in inputs.items() if n != "seq_lens"})
+    with pytest.raises(BadInputError, match="block_table: expected an integer array"):
+        op.reference({**inputs, "block_table": inputs["block_table"].astype(np.float32)})
+    # the lengths the inputs give are the ones computed, not the field's
+    shorter = {**inputs, "seq_lens": np.array([20, 17, 0], np.int32)}
+    assert np.abs(op.reference(shorter) - _naive_serving(op, shorter)).max() <= 1e-12

@@ -73,10 +73,10 @@ def describe(name: str, x: Any) -> Arg:
 def host_view(arg: Arg, obj: Any = None) -> np.ndarray:
     """The kernel's NumPy view of a CPU buffer, sharing its memory (bf16 as its uint16 bits)."""
     x = arg.obj if obj is None else obj
-    if arg.kind == "numpy":
-        return x.view(np.uint16) if arg.dtype is DType.BF16 else x
+    if arg.kind == "numpy":  # (an index array beside bf16 operands, a block table, keeps its int32)
+        return x.view(np.uint16) if arg.dtype is DType.BF16 and x.dtype.kind != "i" else x
     x = x.detach()
-    if arg.dtype is DType.BF16:
+    if arg.dtype is DType.BF16 and x.is_floating_point():
         torch = sys.modules["torch"]
         return x.view(torch.int16).numpy().view(np.uint16)
     return x.numpy()

@@ -15,5 +15,5 @@ CORES = (
              hero=attention_decode.hero_schedule, space=attention_decode.search_space, check=attention_decode.check,
              render=attention_decode.render, kernel=attention_decode.decode_kernel,
              serves=("cuda-mma-sync.attention", "cuda-wgmma.attention"), prefers=attention_decode.prefers,
-             applies=attention_decode.applies),
+             applies=attention_decode.applies, serving=True),
 )

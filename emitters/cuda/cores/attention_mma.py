@@ -1,6 +1,8 @@
 """The mma.sync attention core: FlashAttention-2-style fused forward (``emitters/cuda/attention.py``,
 ``attention_kernel.py``; issue 17), with the mma.sync GEMM's shared memory. tests of the CUDA attention on a
-GPU: 16 of 16 verified on an H100 (docs/device-runs/h100-splitk-simt-attention/attention-mma-sync/)."""
+GPU: 16 of 16 verified on an H100 (docs/device-runs/h100-splitk-simt-attention/attention-mma-sync/); every
+multiple of 16 from 32 to 256 (padded shared rows where the head dim is no multiple of 64): 29 of 29 on an H200
+(docs/device-runs/h200-attention-head-dims/)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ blocks running together are a few heads' q tiles, which read the same K and V (f
 first), and the heads sharing a kv head are neighbours. Warpgroup 0 is the producer (``setmaxnreg.dec``):
 one thread TMA-loads the Q tile once and, for each k tile of the plan's CSR list only, the K and V tiles
 into a ring of ``stages`` (3-d tensor maps over (head dim, sequence, batch x heads), so keys past seq_k
-and rows past seq_q read as zeros; 64-element boxes with the 128B swizzle, a head-dim chunk per box).
+and rows past seq_q read as zeros; a head-dim chunk per box: 64 elements with the 128B swizzle, or where the
+head dim is no multiple of 64, 32 with the 64B swizzle or 16 with the 32B one, ``attention_device.head_chunk``).
 Each consumer warpgroup (``setmaxnreg.inc``) owns 64 query rows: S = Q K^T by wgmma from shared memory
 (both K-major), the element mask on partial tiles only, the online softmax in registers (exp2 of
 s * scale_log2), P packed to 16 bits in registers as wgmma's A operand of O += P V (V MN-major: the
@@ -37,11 +38,10 @@ from ...cstyle import CodeWriter
 from ..attention_plan import KEEP_FN, PARAMS, mask_scalars, tile_plan
 from ..render import CudaRenderer, Rendered
 from .attention_consumer import loop_intra, loop_plain, pp_open, store_rows
-from .attention_device import MISC, SWIZZLE_LINE, tile_steps, wgmma_rs, wgmma_ss
+from .attention_device import MISC, head_chunk, line_bytes, swizzle_mode, tile_steps, wgmma_rs, wgmma_ss
 from .attention_schedule import AttnWgmmaSchedule, smem_plan
 from .mainloop import descriptor_strides
 from .ptx import DEVICE_LIB, GATHER_LIB, PTX_TYPE
-from .schedule import SWIZZLE
 
 KERNEL_NAME = "tr_wgmma_attention"
 EXTRA_PARAMS = ("order", "tmQ", "tmK", "tmV")  # after the shared PARAMS: q-tile order, then the tensor maps
@@ -58,10 +58,11 @@ SIGNATURE = """    const uint16_t* __restrict__ q, const uint16_t* __restrict__ 
 
 def _v_strides(sched: AttnWgmmaSchedule, d: int) -> tuple[int, int]:
     """(LBO, SBO) of V as wgmma's MN-major B: one head-dim chunk (``bk`` key lines) to the next, and 8 lines."""
-    from ...layout import TileLayout
+    from ...layout import TileLayout, TmaSwizzle
 
-    lay = [TileLayout(sched.bk, 64, 2, "row", swizzle=SWIZZLE, base_bytes=c * sched.bk * SWIZZLE_LINE)
-           for c in range(max(2, d // 64))]
+    chunk, line = head_chunk(d), line_bytes(d)
+    lay = [TileLayout(sched.bk, chunk, 2, "row", swizzle=TmaSwizzle(swizzle_mode(d)), base_bytes=c * sched.bk * line)
+           for c in range(max(2, d // chunk))]
     return descriptor_strides(lay)
 
 
@@ -99,14 +100,14 @@ def _head(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
 
 
 def _producer(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
-    sm, S, chunks = smem_plan(sched, d), sched.stages, d // 64
-    bq, bk = sched.bq, sched.bk
+    sm, S, chunk, line = smem_plan(sched, d), sched.stages, head_chunk(d), line_bytes(d)
+    chunks, bq, bk = d // chunk, sched.bq, sched.bk
     return f"""    if (wg == 0) {{
         {r.asm("setmaxnreg", how="dec", n=sched.register_split()[1])}
         if (tid == 0) {{
             tr_mbar_expect_tx(qbar, {bq * d * 2}u);
             for (int c = 0; c < {chunks}; ++c)
-                tr_tma_load_3d(smem + c * {bq * SWIZZLE_LINE}u, &tmQ, c * 64, qt * {bq}, bh, qbar);
+                tr_tma_load_3d(smem + c * {bq * line}u, &tmQ, c * {chunk}, qt * {bq}, bh, qbar);
             for (int e = 0; e < n; ++e) {{
                 const int s = e % {S};
                 const int kt = tile_idx[e0 + e] >> 1;
@@ -115,11 +116,11 @@ def _producer(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
                 const uint32_t ks = smem + {sm['k']}u + s * {sm['stage']}u, vs = ks + {S * sm['stage']}u;
                 tr_mbar_expect_tx(fk, {bk * d * 2}u);
                 for (int c = 0; c < {chunks}; ++c)
-                    tr_tma_load_3d(ks + c * {bk * SWIZZLE_LINE}u, &tmK, c * 64, kt * {bk}, b * kv_heads + kvh, fk);{
+                    tr_tma_load_3d(ks + c * {bk * line}u, &tmK, c * {chunk}, kt * {bk}, b * kv_heads + kvh, fk);{
                     _v_wait(sched)}
                 tr_mbar_expect_tx(fv, {bk * d * 2}u);
                 for (int c = 0; c < {chunks}; ++c)
-                    tr_tma_load_3d(vs + c * {bk * SWIZZLE_LINE}u, &tmV, c * 64, kt * {bk}, b * kv_heads + kvh, fv);
+                    tr_tma_load_3d(vs + c * {bk * line}u, &tmV, c * {chunk}, kt * {bk}, b * kv_heads + kvh, fv);
             }}
         }}"""
 
@@ -138,7 +139,7 @@ def _consumer_entry(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
         {r.asm("setmaxnreg", how="inc", n=sched.register_split()[2])}
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
         const int row0 = qt * {sched.bq} + cw * 64 + warp * 16 + lane / 4;  /* and row0 + 8 */
-        const uint32_t qs = smem + cw * {64 * SWIZZLE_LINE}u;
+        const uint32_t qs = smem + cw * {64 * line_bytes(d)}u;
         const uint32_t kbase = smem + {sm['k']}u, vbase = smem + {sm['v']}u;
         float o[{d // 2}], s[{bk // 2}], m[2] = {{TR_NEG_INF, TR_NEG_INF}}, l[2] = {{0.0f, 0.0f}}, corr[2];
         uint32_t p[{bk // 4}];
@@ -222,8 +223,8 @@ def _producer_persistent(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> s
     """Per item with tiles: wait for the release of its Q buffer (``it % q_buffers``, from the item
     ``q_buffers`` before), load Q, then its K/V tiles into the ring, whose stage and phase run on across
     items (no drain). Items without tiles load nothing."""
-    sm, S, chunks, QB = smem_plan(sched, d), sched.stages, d // 64, sched.q_buffers
-    bq, bk = sched.bq, sched.bk
+    sm, S, QB, chunk, line = smem_plan(sched, d), sched.stages, sched.q_buffers, head_chunk(d), line_bytes(d)
+    chunks, bq, bk = d // chunk, sched.bq, sched.bk
     walk = _walk_head(sched).replace("\n", "\n    ")
     return f"""    if (wg == 0) {{
         {r.asm("setmaxnreg", how="dec", n=sched.register_split()[1])}
@@ -238,7 +239,7 @@ def _producer_persistent(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> s
                 ++it;
                 tr_mbar_expect_tx(qfull, {bq * d * 2}u);
                 for (int c = 0; c < {chunks}; ++c)
-                    tr_tma_load_3d(smem + qb * {bq * d * 2}u + c * {bq * SWIZZLE_LINE}u, &tmQ, c * 64, qt * {bq}, bh,
+                    tr_tma_load_3d(smem + qb * {bq * d * 2}u + c * {bq * line}u, &tmQ, c * {chunk}, qt * {bq}, bh,
                                    qfull);
                 for (int e = 0; e < n; ++e) {{
                     const int kt = tile_idx[e0 + e] >> 1;
@@ -247,10 +248,10 @@ def _producer_persistent(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> s
                     const uint32_t ks = smem + {sm['k']}u + st * {sm['stage']}u, vs = ks + {S * sm['stage']}u;
                     tr_mbar_expect_tx(fk, {bk * d * 2}u);
                     for (int c = 0; c < {chunks}; ++c)
-                        tr_tma_load_3d(ks + c * {bk * SWIZZLE_LINE}u, &tmK, c * 64, kt * {bk}, kvb, fk);
+                        tr_tma_load_3d(ks + c * {bk * line}u, &tmK, c * {chunk}, kt * {bk}, kvb, fk);
                     tr_mbar_expect_tx(fv, {bk * d * 2}u);
                     for (int c = 0; c < {chunks}; ++c)
-                        tr_tma_load_3d(vs + c * {bk * SWIZZLE_LINE}u, &tmV, c * 64, kt * {bk}, kvb, fv);
+                        tr_tma_load_3d(vs + c * {bk * line}u, &tmV, c * {chunk}, kt * {bk}, kvb, fv);
                     if (++st == {S}) {{ st = 0; ph ^= 1u; }}
                 }}
             }}
@@ -284,7 +285,7 @@ def _consumer_persistent(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> s
                 const uint32_t qb = (uint32_t)(it % {QB});
                 tr_mbar_wait(qbar + 8u * qb, (uint32_t)(it / {QB}) & 1u);
                 ++it;
-                const uint32_t qs = smem + qb * {sched.bq * d * 2}u + cw * {64 * SWIZZLE_LINE}u, qfree = qempty + 8u * qb;
+                const uint32_t qs = smem + qb * {sched.bq * d * 2}u + cw * {64 * line_bytes(d)}u, qfree = qempty + 8u * qb;
                 {opening}
 {loop}
 {store}
@@ -353,7 +354,8 @@ def render(op: Any, sched: AttnWgmmaSchedule, arch: Any = None) -> tuple[Rendere
                  **({"split_kv": True} if sched.split_kv else {})},
         "fragments": {"mma": f"wgmma.mma_async m64n{sched.bk}k16 (S, SS) + m64n{d}k16 (O, RS)",
                       "dtype_in": op.dtype.value, "dtype_acc": "fp32",
-                      "load": "TMA cp.async.bulk.tensor.3d, 128B swizzle, 64-element head-dim chunks",
+                      "load": f"TMA cp.async.bulk.tensor.3d, {swizzle_mode(d)} swizzle, {head_chunk(d)}-element "
+                              "head-dim chunks",
                       "v_descriptor": {"lbo": lbo, "sbo": sbo}},
         "smem": smem_plan(sched, d),
         "registers": dict(zip(("entry", "producer", "consumer"), sched.register_split(), strict=True)),

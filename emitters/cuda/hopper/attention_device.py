@@ -16,6 +16,41 @@ from __future__ import annotations
 from ...cstyle import CodeWriter
 
 SWIZZLE_LINE = 128  # bytes of one 64-element 16-bit line of a 128B-swizzled TMA box
+LAYOUT_TYPE = {128: 1, 64: 2, 32: 3}  # the wgmma descriptor's swizzle field (bits 62-63) by line bytes
+
+
+def head_chunk(d: int) -> int:
+    """Elements of one head-dim chunk of a Q, K or V tile: a line of the widest TMA swizzle (128, 64 or 32
+    bytes) that divides the head dim, so that boxes, descriptors and wgmma k steps cover whole lines (the
+    canonical layouts of the PTX ISA's wgmma: 64 elements at 128B, 32 at 64B, 16 at 32B)."""
+    return next(c for c in (64, 32, 16) if d % c == 0)
+
+
+def line_bytes(d: int) -> int:
+    """Bytes of one swizzled line (a head-dim chunk of one row): 128 where the head dim is a multiple of 64."""
+    return 2 * head_chunk(d)
+
+
+def swizzle_mode(d: int) -> str:
+    """The TMA swizzle mode of head dim ``d``'s tiles (``CU_TENSOR_MAP_SWIZZLE_<mode>``)."""
+    return f"{line_bytes(d)}B"
+
+
+def desc_fn(d: int) -> str:
+    """The descriptor function for head dim ``d``'s tiles: ``tr_desc`` (128B) or ``desc_lib``'s."""
+    return "tr_desc" if line_bytes(d) == 128 else f"tr_desc{line_bytes(d)}"
+
+
+def desc_lib(d: int) -> str:
+    """A descriptor function for the 64B or 32B swizzle (the shared ``tr_desc`` is 128B's); none at 128B."""
+    line = line_bytes(d)
+    if line == 128:
+        return ""
+    return f"""/* wgmma shared-memory descriptor with the {line}B swizzle (layout type {LAYOUT_TYPE[line]}). */
+static __device__ __forceinline__ uint64_t {desc_fn(d)}(uint32_t addr, uint32_t lbo, uint32_t sbo) {{
+    return (tr_desc(addr, lbo, sbo) & ~(3ull << 62)) | ({LAYOUT_TYPE[line]}ull << 62);
+}}
+"""
 
 
 def wgmma_ss(n: int, ptx: str) -> str:
@@ -64,27 +99,30 @@ static __device__ __forceinline__ void tr_bar_arrive(int id, int count) {
 
 
 def tile_steps(d: int, bk: int, bq: int) -> str:
-    """One consumer's steps on a tile, for head dim ``d``, ``bk`` keys, a ``bq``-row Q tile."""
-    chunks = d // 64
+    """One consumer's steps on a tile, for head dim ``d``, ``bk`` keys, a ``bq``-row Q tile: ``d / head_chunk``
+    chunks of ``head_chunk / 16`` k16 steps each, lines of ``line_bytes`` (1024 B, 8 lines, a swizzle period)."""
+    chunks, line, desc = d // head_chunk(d), line_bytes(d), desc_fn(d)
     w = CodeWriter()
-    w.extend(f"""/* S = Q K^T: {chunks} head-dim chunk(s) of 4 k16 steps; qs/ks: this warpgroup's Q rows, the K stage. */
+    if line != 128:
+        w.extend(desc_lib(d))
+    w.extend(f"""/* S = Q K^T: {chunks} head-dim chunk(s) of {line // 32} k16 steps; qs/ks: this warpgroup's Q rows, the K stage. */
 static __device__ __forceinline__ void tr_issue_qk(float* s, uint32_t qs, uint32_t ks) {{
     TR_WGMMA_FENCE();
     #pragma unroll
     for (int c = 0; c < {chunks}; ++c) {{
         #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-            tr_wgmma_qk(s, tr_desc(qs + c * {bq * SWIZZLE_LINE}u + kk * 32u, {bq * SWIZZLE_LINE}u, 1024u),
-                        tr_desc(ks + c * {bk * SWIZZLE_LINE}u + kk * 32u, {bk * SWIZZLE_LINE}u, 1024u), c | kk);
+        for (int kk = 0; kk < {line // 32}; ++kk)
+            tr_wgmma_qk(s, {desc}(qs + c * {bq * line}u + kk * 32u, {bq * line}u, {8 * line}u),
+                        {desc}(ks + c * {bk * line}u + kk * 32u, {bk * line}u, {8 * line}u), c | kk);
     }}
     TR_WGMMA_COMMIT();
 }}
-/* O += P V: {bk // 16} k16 steps down the V stage's key lines; head-dim chunks {bk * SWIZZLE_LINE} B apart (LBO). */
+/* O += P V: {bk // 16} k16 steps down the V stage's key lines; head-dim chunks {bk * line} B apart (LBO). */
 static __device__ __forceinline__ void tr_issue_pv(float* o, const uint32_t* p, uint32_t vs) {{
     TR_WGMMA_FENCE();
     #pragma unroll
     for (int t = 0; t < {bk // 16}; ++t)
-        tr_wgmma_pv(o, p + 4 * t, tr_desc(vs + t * {16 * SWIZZLE_LINE}u, {bk * SWIZZLE_LINE}u, 1024u));
+        tr_wgmma_pv(o, p + 4 * t, {desc}(vs + t * {16 * line}u, {bk * line}u, {8 * line}u));
     TR_WGMMA_COMMIT();
 }}
 /* The element test of a partial tile: keys col0 + 8 j + 2 (lane % 4) (+1) of rows row0 (+8). Rows past

@@ -72,6 +72,7 @@ class WgmmaAttentionKernel(OnCallerBuffers):
 
     def upload(self, inputs: dict[str, np.ndarray]) -> None:
         from ..tma import encode_tiled
+        from .attention_device import head_chunk, swizzle_mode
 
         op, d = self.op, self.op.head_dim
         shapes = op.shapes()
@@ -89,7 +90,7 @@ class WgmmaAttentionKernel(OnCallerBuffers):
         for name, seq, heads, rows in (("q", op.seq_q, op.heads, s.bq), ("k", op.seq_k, op.kv_heads, s.bk),
                                        ("v", op.seq_k, op.kv_heads, s.bk)):
             maps.append(encode_tiled(int(self._dbuf[name].ptr), op.dtype.value, (d, seq, op.batch * heads),
-                                     (d * 2, seq * d * 2), (64, rows, 1)))
+                                     (d * 2, seq * d * 2), (head_chunk(d), rows, 1), swizzle_mode(d)))
         args: list[Any] = []
         for p in self.rendered.params:
             if p in BUFFERS or p in ("order", "walk"):

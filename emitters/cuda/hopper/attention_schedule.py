@@ -20,11 +20,12 @@ from tracea.doctor.errors import BadInputError
 
 from ...schedule import booleans, positive_ints
 from ..schedule import tile_features
+from .attention_device import line_bytes
 from .ptx import PTX_TYPE
 from .schedule import PRODUCER_REGS, REGISTERS_PER_SM, SMEM_OPTIN_SM90, SWIZZLE
 
 SCHEMA_VERSION = 1
-HEAD_DIMS = (64, 128, 256)
+HEAD_DIMS = tuple(range(32, 257, 16))  # multiples of 16 (the wgmma k step): attention_device.head_chunk
 PRODUCER_REGS_3 = 24  # the producer's registers beside 3 consumers (register_split)
 # A consumer's registers beside S, P and O (addresses, m, l, loop state). 32 admits 80-key tiles at head dim
 # 256, 176-key tiles at 128 and three consumers of 128-key tiles at 64 (160 registers each), all of which
@@ -132,7 +133,11 @@ class AttnWgmmaSchedule:
             raise BadInputError(f"dtype: cuda-wgmma attention takes bf16 or fp16, not {op.dtype.value}")
         d = op.head_dim
         if d not in HEAD_DIMS:
-            raise BadInputError(f"head_dim: the wgmma attention kernel is built for 64, 128 and 256, not {d}")
+            raise BadInputError(f"head_dim: the wgmma attention kernel is built for multiples of 16 from "
+                                f"{HEAD_DIMS[0]} to {HEAD_DIMS[-1]}, not {d}")
+        if self.split_kv and self.bk > 64 and 192 < d < 256:
+            raise BadInputError(f"bk: a split_kv tile of {self.bk} keys at head dim {d} spills or serialises the "
+                                "wgmmas (ptxas, sm_90a)", "bk 64")
         need, have = self.consumer_registers(d), self.register_split()[2]
         if need > have:
             raise BadInputError(f"bk: S, P and O of a {self.bk}-key tile at head dim {d} need ~{need} registers a "
@@ -172,30 +177,38 @@ class AttnWgmmaSchedule:
 
 def smem_plan(sched: AttnWgmmaSchedule, d: int) -> dict[str, int]:
     """Byte offsets from the 1024-aligned base: Q, then K stages, then V stages, then the mbarriers
-    (full K[S], full V[S], empty[S], Q's). Every tile is whole 1024-byte swizzle atoms."""
+    (full K[S], full V[S], empty[S], Q's). Every tile is whole swizzle atoms (8 lines: 1024 bytes at 128B,
+    512 at 64B, 256 at 32B; attention_device.head_chunk)."""
     q = sched.q_buffers * sched.bq * d * 2
     kv = sched.bk * d * 2
     plan = {"q": 0, "k": q, "v": q + sched.stages * kv, "stage": kv, "bars": q + 2 * sched.stages * kv}
-    assert all(plan[x] % SWIZZLE.period_bytes == 0 for x in ("k", "v", "stage", "bars"))
+    period = SWIZZLE.period_bytes if d % 64 == 0 else 8 * line_bytes(d)
+    assert all(plan[x] % period == 0 for x in ("k", "v", "stage", "bars"))
     return plan
 
 
 
 def hero_schedule(op: Any = None) -> AttnWgmmaSchedule:
-    """128-row query tiles over 2 ping-ponging consumers; 128-key tiles (64 at head dim 256, where O alone
-    is 128 registers a thread); the ring as deep as shared memory allows up to 4. An H100 (2026-11-25, bf16
+    """128-row query tiles over 2 ping-ponging consumers; 128-key tiles (64 past head dim 192, where O alone
+    is 104-128 registers a thread, without the intra-warpgroup overlap as at 256); the ring as deep as shared
+    memory allows up to 4, and at least 3 deep with 96-key tiles where 128 keys fit only 2 stages (head dims
+    144 and 160; 176 and 192 fit neither and keep 2 stages of 128 and 96 keys). An H100 (2026-11-25, bf16
     D128 B4 H32 S4096, CUDA events, L2 flushed): 3 stages with both overlaps 661 / 553 TFLOP/s non-causal /
     causal against cuDNN's 685 / 602 in the same run; 2 stages 529 / 452 (593 / 496 with neither overlap).
+    An H200 (2026-11-29, D160 B4 H32 S4096, docs/device-runs/h200-attention-head-dims/): 96 keys, 3 stages
+    1.10x / 1.04x SDPA (cuDNN) non-causal / causal; 80 keys, 3 stages 1.02x / 0.99x; 128 keys, 2 stages 0.90x /
+    0.85x (1.01x / 0.96x without the intra-warpgroup overlap).
     At head dim 256 without the intra-warpgroup overlap (a second S tile live beside 128 registers of O):
     D256 B16 H32 S512, 427 TFLOP/s against 357 with it (0.80x / 0.67x cuDNN;
     docs/device-runs/h100-splitk-simt-attention/attention-schedule-sweep/)."""
     d = 128 if op is None else op.head_dim
-    bk = 64 if d == 256 else 128
-    for stages in (4, 3, 2):
-        s = AttnWgmmaSchedule(bk=bk, stages=stages, intra=d != 256)
-        if s.smem_bytes(d) <= SMEM_OPTIN_SM90:
-            return _short_items(s, op)
-    return _short_items(AttnWgmmaSchedule(bk=bk, intra=d != 256), op)
+    tiles = ((128, (4, 3)), (96, (3,)), (128, (2,)), (96, (2,))) if d <= 192 else ((64, (4, 3, 2)),)
+    for bk, depths in tiles:
+        for stages in depths:
+            s = AttnWgmmaSchedule(bk=bk, stages=stages, intra=d <= 192)
+            if s.smem_bytes(d) <= SMEM_OPTIN_SM90:
+                return _short_items(s, op)
+    return _short_items(AttnWgmmaSchedule(bk=64, intra=d <= 192), op)
 
 
 def _short_items(s: AttnWgmmaSchedule, op: Any) -> AttnWgmmaSchedule:

@@ -62,11 +62,12 @@ def operand_layouts(rows: int, kmajor: bool) -> list[TileLayout]:
 def descriptor_strides(layouts: list[TileLayout]) -> tuple[int, int]:
     """(LBO, SBO) in bytes of the wgmma shared-memory descriptor for an operand stored as ``layouts``.
     SBO: from one group of 8 lines to the next (8 x the line pitch: one swizzle period). LBO: for an
-    MN-major operand, from one 64-element atom column to the next; unused by K-major swizzled ones."""
+    MN-major operand, from one atom column (a line: 64 elements at 128B, 32 at 64B, 16 at 32B) to the
+    next; unused by K-major swizzled ones."""
     first = layouts[0]
     sbo = 8 * first.pitch_bytes
-    if sbo != SWIZZLE.period_bytes:
-        raise BadInputError(f"a {first.describe()} tile is not made of 8-line 128B swizzle atoms")
+    if getattr(first.swizzle, "kind", None) != "tma" or sbo != first.swizzle.period_bytes:
+        raise BadInputError(f"a {first.describe()} tile is not made of 8-line TMA swizzle atoms")
     lbo = layouts[1].base_bytes - first.base_bytes if len(layouts) > 1 else first.size_bytes
     return lbo, sbo
 

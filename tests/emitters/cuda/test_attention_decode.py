@@ -26,6 +26,12 @@ MODEL_CASES = [
     (Attention(1, 32, 2, 128, seq_k=513, kv_heads=4, dtype="bf16"), Sched(), 5),  # 16 rows: one full tile
     (Attention(1, 40, 1, 64, seq_k=4096, kv_heads=2, dtype="bf16"), Sched(warps=2), 16),  # 20 rows: two tiles
     (Attention(1, 1, 1, 64, seq_k=1, dtype="bf16"), Sched(), 1),
+    # serving: per-entry lengths (one of no keys, one shorter than a tile), pages of 16 and 64 keys
+    (Attention(4, 8, 1, 64, seq_k=300, kv_heads=2, dtype="bf16", seq_lens=(300, 5, 0, 129), page_size=16), Sched(), 3),
+    (Attention(3, 4, 2, 128, seq_k=1000, kv_heads=4, dtype="fp16", seq_lens=(1000, 64, 513)), Sched(warps=8), 4),
+    (Attention(2, 16, 4, 96, seq_k=777, kv_heads=2, dtype="bf16", causal=True, page_size=64), Sched(), 2),
+    (Attention(3, 2, 3, 64, seq_k=400, kv_heads=1, dtype="bf16", window=(40, 0), seq_lens=(400, 3, 90),
+               page_size=32, pages=40), Sched(warps=2, kw=2), 5),
 ]
 
 
@@ -44,11 +50,49 @@ def test_a_wrong_slice_rule_is_caught_by_the_model():
     inputs = op.random_inputs(np.random.default_rng(5))
     real = D.key_tiles
     try:
-        D.key_tiles = lambda op, bk: (real(op, bk)[0], real(op, bk)[1] - 1)
+        D.key_tiles = lambda op, bk, klen=None: (real(op, bk, klen)[0], real(op, bk, klen)[1] - 1)
         out, _ = D.model(op, Sched(), 3, inputs)
     finally:
         D.key_tiles = real
     assert np.abs(out - op.reference(inputs)).max() > 1e-3
+
+
+@pytest.mark.parametrize("lens", [(3000, 64, 0, 1500, 2999, 7), (3000,) * 6, (2900, 3000, 2950, 3000, 2990, 2980)])
+def test_the_run_time_slice_rule_gives_the_reference(lens):
+    """Lengths that come with the call: each entry's slices from every entry's length (the kernel's ADAPT
+    rule), uneven lengths cut finer, about even ones at the capacity's plan; the walk still gives the
+    reference."""
+    op = Attention(6, 8, 1, 64, seq_k=3000, kv_heads=2, dtype="bf16", seq_lens=lens, page_size=16)
+    s = D.hero_schedule(op, None)
+    n, adapt = D.split_rule(op, s, 8)  # a small GPU: slices matter at these sizes
+    assert adapt is not None and n >= adapt[0]
+    got = [D.entry_slices(op, s.bk, np.array(lens), x, n, adapt) for x in lens]
+    assert all(1 <= g <= n for g in got)
+    if len(set(lens)) == 1 or min(lens) > 0.9 * max(lens):
+        assert all(g == min(adapt[0], max(1, D.key_tiles(op, s.bk, x)[1] // D.MIN_TILES))
+                   for g, x in zip(got, lens, strict=True))
+    else:
+        assert got[0] > got[1] and got[0] > adapt[0]  # the longest entry is cut finer than the even plan would
+    inputs = op.random_inputs(np.random.default_rng(8))
+    out, lse = D.model(op, s, n, inputs, adapt)
+    ref, ref_lse = op.reference_with_lse(inputs)
+    assert np.abs(out - ref).max() <= 1e-12 and lse_error(lse, ref_lse) <= 1e-12
+    r, _ = D.render(op, s, _arch("sm_90a"))
+    assert r.metadata["key_slices"]["at_run_time"]["waves"] == D.RAGGED_WAVES and "#define ADAPT 1" in r.source
+    fixed, _ = D.render(op, dataclasses.replace(s, split=3), _arch("sm_90a"))
+    assert "#define ADAPT 0" in fixed.source and fixed.metadata["key_slices"]["splits"] == 3
+
+
+def test_the_model_finds_rows_through_the_pages():
+    """The check can fail: a walk that reads the pool in order (as if the pages were contiguous) differs."""
+    op = Attention(2, 4, 1, 64, seq_k=256, kv_heads=1, dtype="bf16", page_size=16)
+    inputs = op.random_inputs(np.random.default_rng(6))
+    assert not np.array_equal(inputs["block_table"].ravel(), np.arange(op.pages))  # shuffled, by construction
+    ordered = {**inputs, "block_table": np.arange(op.pages, dtype=np.int32).reshape(2, -1)}
+    out, _ = D.model(op, Sched(), 2, ordered)
+    assert np.abs(out - op.reference(inputs)).max() > 1e-3
+    out, _ = D.model(op, Sched(), 2, inputs)
+    assert np.abs(out - op.reference(inputs)).max() <= 1e-12
 
 
 @pytest.mark.parametrize("op", [m[0] for m in MODEL_CASES] + [
@@ -143,8 +187,25 @@ def test_hero_kernels_compile_without_spills(nvrtc, head_dim):
             code, log = compile_with_report(r.source, r.name + ".cu", None, options_for(arch))
             m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
             assert m and m.groups() == ("0", "0", "0"), (arch, r.name, log[-300:])
-            assert r.params[-1] == "workspace" and r.grid[1:] == (op.kv_heads, op.batch)
+            assert r.params[-len(D.SERVING_PARAMS):] == D.SERVING_PARAMS and r.grid[1:] == (op.kv_heads, op.batch)
             assert (r.metadata["workspace_bytes"] > 0) == (r.metadata["key_slices"]["splits"] > 1)
+
+
+@pytest.mark.parametrize("page", [0, 16, 64, 24])
+def test_serving_kernels_compile_without_spills(nvrtc, page):
+    """Lengths read at run time, and pages of 16, 64 and (not a power of two) 24 keys, at head dims 64 and 128."""
+    from tracea.emitters.nvrtc import compile_with_report, options_for
+
+    for arch in ("sm_90a", "sm_80"):
+        for d in (64, 128):
+            op = Attention(4, 32, 1, d, seq_k=4096, kv_heads=8, dtype="bf16", seq_lens=(4096, 100, 1, 3000),
+                           page_size=page or None)
+            r, scalars = D.render(op, D.hero_schedule(op, None), _arch(arch))
+            assert ("_r" in r.name) and (f"_p{page}" in r.name) == bool(page)
+            assert scalars["table_cols"] == op.table_cols and scalars["pages"] == (op.pages or 1)
+            code, log = compile_with_report(r.source, r.name + ".cu", None, options_for(arch))
+            m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+            assert m and m.groups() == ("0", "0", "0"), (arch, r.name, log[-300:])
 
 
 def test_the_launch_arguments_follow_the_rendered_parameters():
@@ -158,7 +219,15 @@ def test_the_launch_arguments_follow_the_rendered_parameters():
     r, scalars = D.render(op, D.hero_schedule(op, None), _arch("sm_90a"))
     held = {n: SimpleNamespace(ptr=0x1000 * (i + 1)) for i, n in enumerate(("q", "k", "v", "out", "lse", "workspace"))}
     args = AttentionKernel._args(SimpleNamespace(rendered=r, _dbuf=held, _scalars=scalars))
-    assert len(args) == len(r.params) and r.params[-1] == "workspace"
+    assert len(args) == len(r.params) and r.params[-len(D.SERVING_PARAMS):] == D.SERVING_PARAMS
     by_name = dict(zip(r.params, args, strict=True))
     assert int(by_name["workspace"]) == 0x6000 and int(by_name["q"]) == 0x1000 and int(by_name["tile_ptr"]) == 0
     assert int(by_name["seq_k"]) == 8192 and abs(float(by_name["scale_log2"]) - scalars["scale_log2"]) < 1e-6
+    assert int(by_name["block_table"]) == 0 and int(by_name["seq_lens"]) == 0  # a plain op has neither
+    paged = Attention(2, 8, 1, 64, seq_k=100, kv_heads=2, dtype="bf16", seq_lens=(100, 7), page_size=16)
+    r, scalars = D.render(paged, D.hero_schedule(paged, None), _arch("sm_90a"))
+    held = {**held, "block_table": SimpleNamespace(ptr=0x7000), "seq_lens": SimpleNamespace(ptr=0x8000)}
+    by_name = dict(zip(r.params, AttentionKernel._args(SimpleNamespace(rendered=r, _dbuf=held, _scalars=scalars)),
+                       strict=True))
+    assert int(by_name["block_table"]) == 0x7000 and int(by_name["seq_lens"]) == 0x8000
+    assert int(by_name["table_cols"]) == 7 and int(by_name["pages"]) == 14

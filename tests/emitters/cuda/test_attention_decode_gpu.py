@@ -36,6 +36,16 @@ CASES = [
     (Attention(1, 8, 1, 128, seq_k=8192, kv_heads=2, dtype="bf16"), {"split": 1}),
     (Attention(1, 8, 1, 128, seq_k=8192, kv_heads=2, dtype="bf16"), {"split": 64, "stages": 2}),
     (Attention(1, 8, 1, 64, seq_k=8192, kv_heads=2, dtype="bf16", window=(256, 0)), {"split": 3}),
+    # serving: lengths per entry (none, one, a ragged tile end), pages shuffled in the pool (16, 64, 24 keys)
+    (Attention(4, 32, 1, 128, seq_k=4096, kv_heads=8, dtype="bf16", seq_lens=(4096, 1, 0, 3001)), {}),
+    (Attention(4, 32, 1, 128, seq_k=4096, kv_heads=8, dtype="bf16", seq_lens=(4096, 17, 2000, 3001),
+               page_size=16), {}),
+    (Attention(3, 8, 1, 64, seq_k=9000, kv_heads=8, dtype="fp16", page_size=64), {}),
+    (Attention(2, 16, 4, 128, seq_k=2500, kv_heads=2, dtype="bf16", causal=True, seq_lens=(2500, 700),
+               page_size=24, pages=300), {}),
+    (Attention(3, 8, 2, 96, seq_k=1500, kv_heads=4, dtype="bf16", window=(200, 0), seq_lens=(1500, 150, 9),
+               page_size=16), {"split": 5}),
+    (Attention(2, 8, 1, 80, seq_k=1000, kv_heads=2, dtype="bf16", seq_lens=(999, 64), page_size=16), {}),
 ]
 
 
@@ -78,3 +88,111 @@ def test_ops_attention_runs_decode_on_torch_tensors():
     assert float((y.float() - want.float()).abs().max()) <= 2e-2 * float(want.float().abs().max())
     y2 = tracea.ops.attention(q, k, v)  # the prepared call: the same bits
     assert torch.equal(y, y2)
+
+
+def test_a_bad_table_or_length_is_refused_before_the_launch():
+    """A used table entry outside the pool, or a length past the table's pages: one BadInputError, raised by
+    the host object before anything is uploaded or launched; a table entry past an entry's pages (-1) is
+    never read."""
+    _gpu_or_skip()
+    from tracea.doctor.errors import BadInputError
+
+    op = Attention(2, 8, 1, 64, seq_k=256, kv_heads=2, dtype="bf16", seq_lens=(256, 40), page_size=16)
+    kernel = _build(op, {})
+    inputs = op.random_inputs(np.random.default_rng())
+    table = inputs["block_table"].copy()
+    table[1, 2] = op.pages
+    with pytest.raises(BadInputError, match=r"block_table\[1, 2\]"):
+        kernel.forward({**inputs, "block_table": table})
+    with pytest.raises(BadInputError, match=r"seq_lens\[1\]"):
+        kernel.forward({**inputs, "seq_lens": np.array([256, 257], np.int32)})
+    table[1, 2] = -1  # an entry past the sequence's pages is never read
+    lens = np.array([256, 32], np.int32)
+    want = op.reference({**inputs, "block_table": table, "seq_lens": lens})
+    got = kernel({**inputs, "block_table": table, "seq_lens": lens})
+    from tracea.kernels.dtypes import to_float64
+
+    assert np.abs(to_float64(got, op.dtype) - want).max() <= 2e-2 * np.abs(want).max()
+
+
+def _cuda(x: np.ndarray):
+    import torch
+
+    t = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if x.dtype == np.uint16 else torch.from_numpy(x)
+    return t.cuda()
+
+
+def _host(t) -> np.ndarray:
+    import torch
+
+    return t.cpu().view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.cpu().numpy()
+
+
+def test_ops_attention_reads_a_paged_cache_its_lengths_at_each_call_and_in_a_cuda_graph():
+    """tracea.ops on a paged cache: the decode kernel, verified; the prepared call reads new lengths (and a
+    table refilled in place) at every call; a bad table is refused before the launch; inside a CUDA graph the
+    lengths updated between replays are read."""
+    _gpu_or_skip()
+    torch = pytest.importorskip("torch")
+    import tracea
+    from tracea.doctor.errors import BadInputError
+    from tracea.kernels import relative_error, tolerance
+    from tracea.kernels.dtypes import to_float64
+
+    op = Attention(4, 32, 1, 128, seq_k=2048, kv_heads=8, dtype="bf16", seq_lens=(2048, 1, 700, 0), page_size=16)
+    x = op.random_inputs(np.random.default_rng())
+    t = {n: _cuda(a) for n, a in x.items()}
+
+    def call():
+        return tracea.ops.attention(t["q"], t["k"], t["v"], block_table=t["block_table"], seq_lens=t["seq_lens"])
+
+    def check(y):
+        now = {n: _host(a) for n, a in t.items()}
+        err = relative_error(to_float64(_host(y), op.dtype), op.reference(now))
+        assert err <= tolerance(op), err
+
+    tracea.ops.clear_cache()
+    check(call())
+    assert tracea.ops.explain().path == "tracea"
+    kernel = next(iter(tracea.ops._prepared.PREPARED.values())).kernel
+    assert kernel.rendered.metadata["core"] == "attention-decode" and "_p16" in kernel.rendered.name
+    t["seq_lens"].copy_(torch.tensor([5, 2048, 100, 17], dtype=torch.int32))
+    with pytest.raises(BadInputError, match=r"block_table\[1, 1\]"):  # entry 1 grew from 1 key to 2048: its row is -1 past page 0
+        call()
+    spare = sorted(set(range(op.pages)) - set(x["block_table"][x["block_table"] >= 0].tolist()))
+    t["block_table"][3, :2] = torch.tensor(spare[:2], dtype=torch.int32)
+    t["block_table"][1, :] = torch.tensor(spare[2:2 + op.table_cols], dtype=torch.int32)
+    check(call())  # the prepared call, new lengths and pages
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = call()
+    t["seq_lens"].copy_(torch.tensor([2048, 1, 33, 31], dtype=torch.int32))
+    graph.replay()
+    torch.cuda.synchronize()
+    check(y)
+
+
+def test_nan_in_the_pool_outside_the_entries_keys_is_never_read():
+    """A serving cache is mostly memory no entry holds: its free pages, and the rows of a last page past an
+    entry's length. Filled with NaN there, the result is still the reference's (the kernel zero-fills rows past
+    the length and never loads a page no entry uses)."""
+    _gpu_or_skip()
+    op = Attention(3, 16, 1, 128, seq_k=1000, kv_heads=4, dtype="bf16", seq_lens=(1000, 37, 513), page_size=16,
+                   pages=200)
+    kernel = _build(op, {})
+    inputs = op.random_inputs(np.random.default_rng())
+    nan = np.uint16(0x7FC0)
+    for name in ("k", "v"):
+        pool = inputs[name]
+        used = np.zeros(op.pages, bool)
+        for b, n in enumerate(op.key_lens):
+            pages = inputs["block_table"][b, :-(-n // 16)]
+            used[pages] = True
+            pool[pages[-1], n - (len(pages) - 1) * 16:] = nan  # the last page's rows past the length
+        pool[~used] = nan
+    assert_matches_reference(kernel, op, inputs)

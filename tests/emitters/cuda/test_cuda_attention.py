@@ -46,6 +46,11 @@ OPS = [
     Attention(2, 8, 257, 128, kv_heads=2, dtype="bf16", causal=True),
     Attention(1, 32, 16384, 128, dtype="bf16", window=(1024, 1024)),
     _mask_op(),
+    # head dims that are no multiple of 64: rows padded by 16 bytes instead of the XOR swizzle
+    Attention(4, 32, 4096, 80, dtype="bf16"),
+    Attention(4, 16, 4096, 96, dtype="fp16", causal=True),
+    Attention(2, 8, 257, 32, kv_heads=2, dtype="bf16", causal=True),
+    Attention(1, 4, 1000, 160, dtype="bf16", window=(100, 0)),
 ]
 
 
@@ -63,8 +68,24 @@ def test_hero_compiles_without_spills(op, arch):
 
 
 @pytest.mark.parametrize("arch", ("sm_80", "sm_90a"))
+def test_every_head_dim_compiles_without_spills(arch):
+    """Every multiple of 16 from 32 to 256: the hero at a long and a short sequence (128- and 64-row blocks)."""
+    from tracea.emitters.cuda.attention import HEAD_DIMS
+
+    assert HEAD_DIMS == tuple(range(32, 257, 16))
+    for d in HEAD_DIMS:
+        for op in (Attention(4, 32, 4096, d, dtype="bf16", causal=True), Attention(1, 2, 200, d, dtype="fp16")):
+            sched = cuda.hero_schedule(op, VID, HOST)
+            r, art = compile_kernel(op, VID, sched, HOST, arch)[1::2]
+            res = art.metadata["resources"]
+            assert res["spills"] == 0 and res["stack_frame"] == 0, (d, sched, res)
+            assert r.smem == sched.smem_bytes(d) == (2 * d + (16 if d % 64 else 0)) * (sched.bq + 4 * sched.bk)
+            assert ("#define ROWB (HD * 2 + 16)" in r.source) == (d % 64 != 0)
+
+
+@pytest.mark.parametrize("arch", ("sm_80", "sm_90a"))
 def test_every_schedule_of_the_space_compiles_without_spills(arch):
-    for d in (64, 128, 256):
+    for d in (64, 128, 256, 80, 160, 240):
         op = Attention(1, 2, 200, d, dtype="bf16", causal=True)
         space = cuda.search_space(op, VID, HOST, arch)
         assert space[0] == cuda.hero_schedule(op, VID, HOST) and len(set(space)) == len(space) > 1
@@ -105,8 +126,13 @@ def test_schedules_that_do_not_fit_the_op_are_refused():
         compile_kernel(d128, VID, AttentionMmaSchedule(bq=64, bk=32, warp_rows=32), HOST, "sm_90a")
     with pytest.raises(UnsupportedError, match="bf16 or fp16"):
         compile_kernel(Attention(1, 2, 100, 64), VID, AttentionMmaSchedule(), HOST, "sm_90a")
-    with pytest.raises(UnsupportedError, match="head_dim"):
-        compile_kernel(Attention(1, 2, 100, 96, dtype="bf16"), VID, AttentionMmaSchedule(), HOST, "sm_90a")
+    with pytest.raises(UnsupportedError, match="head_dim"):  # a multiple of 8, not of 16 (the mma k step)
+        compile_kernel(Attention(1, 2, 100, 72, dtype="bf16"), VID, AttentionMmaSchedule(), HOST, "sm_90a")
+    with pytest.raises(BadInputError, match="bk"):
+        compile_kernel(Attention(1, 2, 100, 160, dtype="bf16"), VID, AttentionMmaSchedule(bk=128), HOST, "sm_90a")
+    with pytest.raises(BadInputError, match="warp_rows"):
+        compile_kernel(Attention(1, 2, 100, 160, dtype="bf16"), VID, AttentionMmaSchedule(bk=32, warp_rows=32),
+                       HOST, "sm_90a")
     with pytest.raises(UnsupportedError):
         compile_kernel(Attention(1, 2, 100, 64, dtype="bf16"), VID, AttentionMmaSchedule(), HOST, "sm_75")
     assert all(s.bk <= 64 for s in search_space(Attention(1, 2, 100, 128, dtype="bf16"), AttentionMmaSchedule(), None)
@@ -128,13 +154,15 @@ def test_launch_order_rides_after_the_csr_pointers():
 # ---- a NumPy model of the kernel's fragment addressing (attention_kernel.py, lane by lane) -------------
 
 def swz(r, ch, hd):
+    if hd % 64:  # rows padded by 16 bytes
+        return r * (hd * 2 + 16) + (ch << 4)
     return r * hd * 2 + ((ch ^ (r & 7)) << 4)
 
 
 def store_tile(x: np.ndarray) -> np.ndarray:
-    """x (rows, hd) as the kernel's swizzled shared tile: uint16 words by byte offset / 2."""
+    """x (rows, hd) as the kernel's swizzled (or padded) shared tile: uint16 words by byte offset / 2."""
     rows, hd = x.shape
-    mem = np.zeros(rows * hd, np.float64)
+    mem = np.zeros(rows * (hd + 8), np.float64)
     for r in range(rows):
         for ch in range(hd // 8):
             o = swz(r, ch, hd) // 2
@@ -175,7 +203,7 @@ def c_frag(c):
     return np.stack([c[g, 2 * q], c[g, 2 * q + 1]], 1), np.stack([c[g + 8, 2 * q], c[g + 8, 2 * q + 1]], 1)
 
 
-@pytest.mark.parametrize("hd", (64, 128))
+@pytest.mark.parametrize("hd", (64, 128, 32, 80, 96, 160))
 def test_fragment_model_reproduces_qk_and_pv(hd):
     rng = np.random.default_rng(3)
     bk, wrow = 32, 16  # the second warp of the block
@@ -203,7 +231,7 @@ def test_fragment_model_reproduces_qk_and_pv(hd):
 
 
 def test_swizzle_spreads_an_ldmatrix_phase_over_all_banks():
-    for hd in (64, 128, 256):
+    for hd in range(32, 257, 16):  # the XOR swizzle at multiples of 64, padded rows at the others
         for ch in range(hd // 8):
             banks = {(swz(r, ch, hd) // 4) % 32 // 4 for r in range(8)}  # 16-byte bank groups of 8 rows
             assert len(banks) == 8
@@ -273,14 +301,30 @@ def test_walk_model_matches_the_reference(op):
         assert np.abs(out - ref).max() < 1e-9 and lse_error(lse, ref_lse) < 1e-9, (bq, bk)
 
 
-@pytest.mark.parametrize("hd", (64, 128, 256))
+@pytest.mark.parametrize("hd", (64, 128, 256, 32, 48, 80, 96, 160, 240))
 def test_bank_simulator_finds_no_conflict_in_the_kernels_ldmatrix(hd):
     from tracea.emitters.bank_sim import simulate_accesses
     from tracea.emitters.cuda.attention import bank_accesses
 
     for s in (AttentionMmaSchedule(bq=64, bk=32), AttentionMmaSchedule(bk=64, stages=3)):
-        totals = simulate_accesses(bank_accesses(s, hd)).totals()
+        accesses = bank_accesses(s, hd)
+        if hd % 64:  # padded rows: the epilogue's 16-byte reads of O (once a block) cross a pad, 2-way at most
+            out = [a for a in accesses if a.name.startswith("O out")]
+            assert simulate_accesses(out).totals()["max_conflict_degree"] <= 2
+            accesses = [a for a in accesses if a not in out]
+        totals = simulate_accesses(accesses).totals()
         assert totals["instructions"] > 0 and totals["conflicts"] == 0, (hd, s, totals)
+    if hd % 64:  # padded rows: the same reads on unpadded rows conflict 2- to 4-way
+        pitch = 2 * hd + 16
+
+        def unpad(x: int) -> int:
+            return x // pitch * hd * 2 + x % pitch
+
+        plain = [a.__class__(a.op, a.bytes_per_lane, tuple(map(unpad, a.addresses)))
+                 for a in bank_accesses(AttentionMmaSchedule(), hd) if a.op.startswith("ldmatrix")]
+        assert simulate_accesses(plain).totals()["max_conflict_degree"] >= 2
+        return
+
     # the same reads without the swizzle conflict 8-way (every row's chunk in one bank group)
     def unswizzle(x: int) -> int:
         r = x // (hd * 2)

@@ -54,6 +54,32 @@ def _cases() -> list[tuple[Attention, object]]:
     ]
 
 
+def _head_dim_cases() -> list[tuple[Attention, object]]:
+    """Head dims that are no multiple of 64 (rows padded by 16 bytes) and 192 (swizzled, Q from shared
+    memory): odd lengths, causal both ways, seq_q != seq_k, GQA, a window, a block mask, the other tiles;
+    then every multiple of 16 from 32 to 256 on one ragged causal or plain case."""
+    bs = (48, 80)
+    s500 = Attention(1, 2, 500, 144, dtype="bf16", block_size=bs)
+    cases = [
+        (Attention(1, 2, 1000, 80, dtype="bf16", causal=True), None),
+        (Attention(2, 3, 17, 32, dtype="fp16"), None),
+        (Attention(1, 2, 200, 96, seq_k=700, dtype="bf16", causal=True), None),
+        (Attention(1, 2, 700, 160, seq_k=200, dtype="fp16", causal=True), None),  # rows keeping nothing
+        (Attention(2, 8, 257, 96, kv_heads=2, dtype="bf16", causal=True), None),
+        (Attention(1, 2, 333, 48, seq_k=900, dtype="bf16", window=(100, 37)), None),
+        (Attention(1, 2, 500, 144, dtype="bf16", block_size=bs, block_mask=_mask(s500.grid(), 0.3, 2)), None),
+        (Attention(1, 2, 300, 240, dtype="bf16", causal=True), None),
+        (Attention(1, 2, 300, 192, seq_k=517, dtype="fp16"), None),
+        (Attention(1, 4, 513, 80, dtype="fp16"), "w32"),
+        (Attention(1, 4, 513, 112, dtype="bf16", causal=True), "q64"),
+        (Attention(1, 4, 513, 96, dtype="bf16", window=(64, 64)), "q128"),
+        (Attention(2, 4, 200, 32, kv_heads=1, dtype="fp16", window=(50, 10)), "w32"),
+        (Attention(1, 4, 333, 176, seq_k=517, dtype="bf16", causal=True), "s3"),
+    ]
+    return cases + [(Attention(1, 2, 200, d, seq_k=333, dtype="bf16", causal=d % 32 == 0), None)
+                    for d in range(32, 257, 16)]
+
+
 def _schedule(op: Attention, tweak: object):
     from tracea.emitters import cuda
     from tracea.emitters.cuda.attention import AttentionMmaSchedule
@@ -64,7 +90,7 @@ def _schedule(op: Attention, tweak: object):
     if tweak == "q128":
         return AttentionMmaSchedule(bq=128, bk=64, stages=2)
     if tweak == "w32":
-        return AttentionMmaSchedule(bq=128, bk=32 if op.head_dim == 128 else 64, stages=2, warp_rows=32)
+        return AttentionMmaSchedule(bq=128, bk=32 if op.head_dim > 64 else 64, stages=2, warp_rows=32)
     if tweak == "s3":
         return AttentionMmaSchedule(bq=128, bk=64, stages=3, order="natural")
     return hero
@@ -92,6 +118,12 @@ def test_attention_matches_the_reference(op, tweak):
     assert_matches_reference(kernel, op, op.random_inputs(np.random.default_rng(7)))
     plan_tiles = kernel.tiles_computed
     assert 0 < plan_tiles <= op.batch * op.heads * -(-op.seq_q // 64) * -(-op.seq_k // 32)
+
+
+@pytest.mark.parametrize("op,tweak", _head_dim_cases(),
+                         ids=lambda x: x.signature[:70] if isinstance(x, Attention) else str(x))
+def test_every_head_dim_matches_the_reference(op, tweak):
+    test_attention_matches_the_reference(op, tweak)
 
 
 @pytest.fixture(autouse=True)

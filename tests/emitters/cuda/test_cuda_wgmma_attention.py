@@ -45,6 +45,16 @@ COMPILES = [
     (Attention(2, 4, 1000, 64, dtype="bf16", causal=True), AttnWgmmaSchedule(bk=128, stages=2, consumers=3)),
     (Attention(16, 32, 512, 64, dtype="fp16"),
      AttnWgmmaSchedule(bk=128, stages=2, consumers=3, persistent=True, q_buffers=2)),
+    # head dims that are no multiple of 64: 64B-swizzled chunks of 32 (32, 96, 160) or 32B ones of 16 (80)
+    (Attention(4, 32, 4096, 80, dtype="bf16"), None),
+    (Attention(2, 8, 1000, 96, kv_heads=2, dtype="fp16", causal=True), None),
+    (Attention(1, 4, 300, 32, dtype="bf16", window=(100, 5)), None),
+    (Attention(1, 4, 4096, 160, dtype="bf16", causal=True), None),
+    (Attention(1, 2, 512, 192, dtype="bf16"), None),
+    (Attention(1, 2, 512, 240, dtype="fp16", causal=True), None),
+    (Attention(16, 32, 512, 48, dtype="bf16"), AttnWgmmaSchedule(stages=2, persistent=True, q_buffers=2)),
+    (Attention(1, 4, 1000, 112, dtype="bf16", causal=True), AttnWgmmaSchedule(bk=128, stages=2, intra=False,
+                                                                               split_kv=True)),
 ]
 
 
@@ -81,12 +91,13 @@ def test_signature_names_the_shared_params_in_order():
 
 
 def test_schedule_json_round_trip_and_hero_per_head_dim():
-    for d in (64, 128, 256):
+    for d in range(32, 257, 16):
         op = Attention(1, 2, 100, d, dtype="bf16")
         s = hero_schedule(op)
         s.validate(op)
         assert AttnWgmmaSchedule.from_json(s.to_json()) == s
-        assert s.bq == 128 and s.bk == (64 if d == 256 else 128)
+        assert s.bq == 128 and s.bk == (64 if d > 192 else 96 if d in (144, 160, 192) else 128), d
+        assert s.intra == (d <= 192) and s.stages == (2 if d in (176, 192, 240, 256) else 4 if d <= 96 else 3), d
     space = search_space(Attention(1, 2, 100, 128, dtype="fp16"))
     assert len(space) > 10 and len(set(space)) == len(space)
 
@@ -117,8 +128,8 @@ def test_schedule_validation_names_the_field(fields, needle):
 def test_schedule_rejects_other_ops_and_dtypes():
     with pytest.raises(BadInputError, match="dtype"):
         AttnWgmmaSchedule().validate(Attention(1, 2, 100, 128))
-    with pytest.raises(BadInputError, match="head_dim"):
-        AttnWgmmaSchedule().validate(Attention(1, 2, 100, 96, dtype="bf16"))
+    with pytest.raises(BadInputError, match="head_dim"):  # a multiple of 8, not of 16 (the wgmma k step)
+        AttnWgmmaSchedule().validate(Attention(1, 2, 100, 72, dtype="bf16"))
     with pytest.raises(BadInputError, match="unknown field"):
         AttnWgmmaSchedule.from_json({"bk": 64, "bm": 3})
     with pytest.raises(BadInputError, match="not a cuda-wgmma attention"):
@@ -158,6 +169,37 @@ def test_smem_tiles_are_swizzle_atoms_and_v_strides():
         assert f"tr_desc(vs + t * 2048u, {lbo}u, {sbo}u)" in A.render(op, s)[0].source
         plan = smem_plan(s, d)
         assert plan["bars"] + 8 * (3 * s.stages + 1) + 1024 <= s.smem_bytes(d)
+
+
+@pytest.mark.parametrize("d,mode", [(32, "64B"), (96, "64B"), (160, "64B"), (48, "32B"), (80, "32B"), (240, "32B"),
+                                    (192, "128B")])
+def test_narrow_head_dims_take_the_widest_swizzle_that_divides_them(d, mode):
+    """A head dim that is no multiple of 64 is split into chunks of 32 (64B swizzle) or 16 (32B): the TMA
+    pattern (PTX ISA: 16-byte chunk c of line r at c ^ ((r >> 1) & 3) at 64B, c ^ ((r >> 2) & 1) at 32B),
+    descriptors with that layout type (2: 64B, 3: 32B) and SBO of 8 lines, V's LBO one chunk of key lines,
+    k16 steps of 32 bytes within a line, and TMA boxes one chunk wide."""
+    from tracea.emitters.cuda.hopper.attention_device import head_chunk, line_bytes, swizzle_mode
+
+    chunk, line = head_chunk(d), line_bytes(d)
+    assert swizzle_mode(d) == mode and line == int(mode[:-1]) and d % chunk == 0 and 2 * chunk == line
+    lay = TileLayout(128, chunk, 2, "row", swizzle=TmaSwizzle(mode))
+    r, c = np.meshgrid(np.arange(128), np.arange(chunk), indexing="ij")
+    xor = {"128B": r % 8, "64B": (r >> 1) & 3, "32B": (r >> 2) & 1}[mode]
+    np.testing.assert_array_equal(np.vectorize(lay.offset)(r, c), r * line + (((c // 8) ^ xor) * 16) + (c % 8) * 2)
+    s = hero_schedule(Attention(1, 2, 300, d, dtype="bf16"))
+    op = Attention(1, 2, 300, d, dtype="bf16", causal=True)
+    src = A.render(op, s)[0].source
+    assert A._v_strides(s, d) == (s.bk * line, 8 * line)
+    if mode == "128B":
+        assert "tr_desc64" not in src and "tr_desc32" not in src and "tr_desc(vs + t * 2048u" in src
+        return
+    layout_type = {"64B": 2, "32B": 3}[mode]
+    assert f"| ({layout_type}ull << 62);" in src
+    assert f"tr_desc{line}(vs + t * {16 * line}u, {s.bk * line}u, {8 * line}u)" in src
+    assert f"for (int kk = 0; kk < {line // 32}; ++kk)" in src and f"for (int c = 0; c < {d // chunk}; ++c)" in src
+    assert f"&tmK, c * {chunk}, kt * {s.bk}" in src and f"{line}B swizzle" in A.render(op, s)[0].metadata["fragments"]["load"]
+    plan = smem_plan(s, d)
+    assert all(plan[x] % (8 * line) == 0 for x in ("k", "v", "stage", "bars"))
 
 
 # ------------------------------------------------------------------------------------------ the walk

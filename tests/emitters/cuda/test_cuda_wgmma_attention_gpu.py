@@ -166,6 +166,46 @@ def test_persistent_schedule_variants_match_the_reference(fields):
             _check(op, sched, seed=13, blocks=blocks)
 
 
+# ------------------------------------------------------------------------------------------ head dims
+
+# Head dims that are no multiple of 64 (64B-swizzled chunks of 32 at 32, 96, 160, 224; 32B ones of 16 at 48,
+# 80, 112, 144, 176, 208, 240) and 192: odd lengths, causal both ways, seq_q != seq_k, GQA, a window, a block
+# mask; then every multiple of 16 from 32 to 256 on one ragged case, causal or not.
+HEAD_DIM_CASES = [
+    Attention(1, 2, 1000, 80, dtype="bf16", causal=True),
+    Attention(2, 3, 17, 32, dtype="fp16"),
+    Attention(1, 2, 200, 96, seq_k=777, dtype="bf16", causal=True),
+    Attention(1, 2, 777, 160, seq_k=200, dtype="bf16", causal=True),  # early rows keep nothing
+    Attention(2, 8, 400, 96, kv_heads=2, dtype="bf16", causal=True),  # GQA 8/2
+    Attention(1, 8, 300, 80, kv_heads=2, dtype="fp16"),
+    Attention(1, 2, 1500, 48, dtype="bf16", window=(200, 37)),
+    Attention(1, 2, 700, 160, seq_k=650, dtype="bf16", block_size=(96, 80), block_mask=_mask(8, 9, 1)),
+    Attention(1, 2, 513, 192, seq_k=129, dtype="fp16"),
+    Attention(1, 2, 333, 240, dtype="fp16", causal=True),
+] + [Attention(1, 2, 300, d, seq_k=333, dtype="bf16", causal=d % 32 == 0) for d in range(32, 257, 16)]
+
+
+@pytest.mark.parametrize("op", HEAD_DIM_CASES, ids=lambda op: op.signature[:60])
+def test_every_head_dim_matches_the_reference(op):
+    _sm90()
+    _check(op)
+
+
+@pytest.mark.parametrize("flags", [dict(pingpong=False, intra=False), dict(consumers=1, pingpong=False),
+                                   dict(persistent=True), dict(persistent=True, q_buffers=2),
+                                   dict(intra=False, split_kv=True)],
+                         ids=["plain", "c1", "pe", "pe_q2", "kv"])
+def test_every_head_dim_schedule_variants_match_the_reference(flags):
+    """The other loops and the persistent walk (one block per SM and 3 blocks) at head dims 32, 80, 96, 160."""
+    from tracea.emitters.cuda.hopper.attention_schedule import AttnWgmmaSchedule
+
+    _sm90()
+    for op in (HEAD_DIM_CASES[1], HEAD_DIM_CASES[0], HEAD_DIM_CASES[4], HEAD_DIM_CASES[7]):
+        sched = AttnWgmmaSchedule(bk=64, stages=2, **flags)
+        for blocks in (None, 3) if sched.persistent else (None,):
+            _check(op, sched, seed=17, blocks=blocks)
+
+
 # ------------------------------------------------------------------------------------------ three consumers
 
 C3_CASES = [op for op in CASES + PERSISTENT_CASES if op.head_dim == 64]

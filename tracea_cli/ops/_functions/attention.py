@@ -24,26 +24,107 @@ TORCH_PIECES: tuple[str, ...] = ()
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-              window: Any = None, block_mask: Any = None, block_size: Any = (128, 128), out: Any = None) -> Any:
+              window: Any = None, block_mask: Any = None, block_size: Any = (128, 128), out: Any = None,
+              block_table: Any = None, seq_lens: Any = None, check_tables: bool = True) -> Any:
     """softmax(q k^T * scale + mask) v in the Attention op's layout: q (B, H, Sq, D), k and v (B, Hkv, Sk, D),
     q head h reading kv head h // (H / Hkv) (grouped-query). The mask (kernels/ops/attention.py): causal with the
     diagonal aligned bottom-right, ``window`` = (left, right) keys, ``block_mask`` (Sq/bq x Sk/bk booleans, a
-    NumPy array or tensor) over ``block_size`` tiles. A row that keeps no key is 0."""
+    NumPy array or tensor) over ``block_size`` tiles. A row that keeps no key is 0.
+
+    Serving: ``seq_lens`` (int32, (B,)) gives each batch entry's key count (its diagonal aligned at its own
+    length); ``block_table`` (int32, (B, pages an entry may use)) makes k and v a paged cache of shape (pages,
+    page_size, Hkv, D), key t of entry b in page ``block_table[b, t // page_size]`` (entries past an entry's
+    last page are not read). Both arrays are checked before the launch (``check_tables``: on CUDA they are
+    copied to the host for it, a wait for the device; skipped inside a CUDA graph capture, where nothing may
+    wait); unchecked, a kernel still clamps every length and page into the cache, so it never reads memory
+    outside it."""
     try:
         key = ("attention", array_key(q), array_key(k), array_key(v), opt(causal), opt(scale), opt(window),
-               mask_key(block_mask), opt(block_size), None if out is None else out_key(out))
+               mask_key(block_mask), opt(block_size), None if out is None else out_key(out),
+               array_key(block_table), array_key(seq_lens))
     except Uncached:
         key = None
-    y = prepared(key, (q, k, v), out)
+    if block_table is None and seq_lens is None:
+        y = prepared(key, (q, k, v), out)
+    else:
+        _serving_args(q, k, v, block_table, seq_lens, check_tables)
+        y = prepared(key, (q, k, v, block_table, seq_lens), out)
     if y is MISS or y is RETRY:
-        return _attention(q, k, v, causal, scale, window, block_mask, block_size, out, key if y is MISS else None)
+        return _attention(q, k, v, causal, scale, window, block_mask, block_size, out, key if y is MISS else None,
+                          block_table, seq_lens)
     return y
 
 
+def _serving_args(q: Any, k: Any, v: Any, block_table: Any, seq_lens: Any, check: bool) -> None:
+    """The block table and the lengths of a serving call: their type, dtype, shape and device, then (``check``)
+    their values, before any launch: every length within what k (or the table's pages) holds, every table
+    entry an entry reads inside the cache. One BadInputError naming the first fault."""
+    for name, x in (("block_table", block_table), ("seq_lens", seq_lens)):
+        if x is None:
+            continue
+        if not (isinstance(x, np.ndarray) or is_torch(x)) or str(x.dtype) not in ("int32", "torch.int32"):
+            what = f"{x.dtype}" if hasattr(x, "dtype") else type(x).__name__
+            raise BadInputError(f"attention: {name} expected an int32 array or tensor, got {what}",
+                                f"e.g. {name}.to(torch.int32) or numpy.asarray({name}, numpy.int32)")
+        if is_torch(q) != is_torch(x) or (is_torch(x) and x.device != q.device):
+            raise BadInputError(f"attention: {name} must be where q is ({getattr(q, 'device', 'NumPy')}), got "
+                                f"{getattr(x, 'device', 'a NumPy array')}")
+        if not (x.is_contiguous() if is_torch(x) else x.flags.c_contiguous):
+            raise BadInputError(f"attention: {name} must be contiguous", f"pass {name}.contiguous()")
+    qs, ks = tuple(q.shape), tuple(k.shape)
+    if len(qs) != 4 or len(ks) != 4 or tuple(v.shape) != ks:
+        raise BadInputError(f"attention: q {qs}, k {ks}, v {tuple(v.shape)}: expected q (B, H, Sq, D) and k, v " + (
+            "(pages, page_size, Hkv, D) with a block_table" if block_table is not None else "(B, Hkv, Sk, D)"))
+    batch = qs[0]
+    if block_table is not None:
+        if len(block_table.shape) != 2 or block_table.shape[0] != batch or block_table.shape[1] == 0:
+            raise BadInputError(f"attention: block_table {tuple(block_table.shape)}: expected (B={batch}, pages an "
+                                "entry may use), at least one column")
+        pages, page = ks[0], ks[1]
+        capacity = block_table.shape[1] * page
+    else:
+        pages = page = 0
+        capacity = ks[2]
+    if seq_lens is not None and tuple(seq_lens.shape) != (batch,):
+        raise BadInputError(f"attention: seq_lens {tuple(seq_lens.shape)}: expected one length per batch entry "
+                            f"({batch},)")
+    if check and not (is_torch(q) and q.device.type == "cuda" and sys.modules["torch"].cuda.is_current_stream_capturing()):
+        _serving_values(block_table, seq_lens, batch, capacity, page, pages)  # (a capture cannot wait: the kernel clamps)
+
+
+def _serving_values(block_table: Any, seq_lens: Any, batch: int, capacity: int, page: int, pages: int) -> None:
+    """Every length within ``capacity``, every table entry an entry reads inside the cache's ``pages``."""
+    # On a GPU the two arrays come to the host (a copy of each, the call's one wait; a check of several device
+    # ops cost 100-150 us a call on an H200, docs/benchmarks.md "Paged decode") and are checked there.
+    lens = np.full(batch, capacity, np.int64) if seq_lens is None else _host_ints(seq_lens)
+    bl = np.flatnonzero((lens < 0) | (lens > capacity))
+    if bl.size:
+        b = int(bl[0])
+        raise BadInputError(f"attention: seq_lens[{b}] = {int(lens[b])} keys, outside 0..{capacity} (" + (
+            f"the block table's {block_table.shape[1]} pages of {page} keys)" if block_table is not None else
+            "k's sequence length)"))
+    if block_table is None:
+        return
+    table = _host_ints(block_table)
+    used = np.arange(table.shape[1])[None, :] * page < lens[:, None]
+    bad = np.argwhere(used & ((table < 0) | (table >= pages)))
+    if bad.size:
+        b, c = (int(x) for x in bad[0])
+        raise BadInputError(f"attention: block_table[{b}, {c}] = {int(table[b, c])} is outside the cache's "
+                            f"{pages} pages (entry {b} holds {int(lens[b])} keys, so it reads that page)")
+
+
+def _host_ints(x: Any) -> np.ndarray:
+    """An int32 array or tensor as host int64 values (a tensor on a GPU copied over)."""
+    return np.asarray(x.cpu() if is_torch(x) else x).astype(np.int64)
+
+
 def _attention(q: Any, k: Any, v: Any, causal: Any, scale: Any, window: Any, block_mask: Any, block_size: Any,
-               out: Any, key: tuple[Any, ...] | None) -> Any:
+               out: Any, key: tuple[Any, ...] | None, block_table: Any = None, seq_lens: Any = None) -> Any:
     args = {"q": describe("q", q), "k": describe("k", k), "v": describe("v", v)}
     qs, ks, vs = args["q"].shape, args["k"].shape, args["v"].shape
+    if block_table is not None or seq_lens is not None:
+        return _serving(q, k, v, args, causal, scale, window, block_mask, out, key, block_table, seq_lens)
     if len(qs) != 4 or ks != vs or len(ks) != 4 or qs[0] != ks[0] or qs[3] != ks[3] or (
             ks[1] == 0 and qs[1] > 0) or qs[1] % max(ks[1], 1):
         raise BadInputError(f"attention: q {qs}, k {ks}, v {vs}: expected q (B, H, Sq, D) and k, v (B, Hkv, Sk, D) "
@@ -54,14 +135,8 @@ def _attention(q: Any, k: Any, v: Any, causal: Any, scale: Any, window: Any, blo
     if sk == 0 and sq > 0:
         raise BadInputError("attention: k and v hold no keys (Sk = 0): every query row's softmax is over nothing",
                             "give at least one key")
-    if not isinstance(causal, (bool, np.bool_)):
-        raise BadInputError(f"attention: causal expected True or False, got {shown(causal)}", "e.g. causal=True")
-    sc = finite(scale) if scale is not None else 1.0 / math.sqrt(d) if d else 1.0
-    if sc is None or sc <= 0:
-        raise BadInputError(f"attention: scale expected a positive finite number, got {shown(scale)}",
-                            "leave it out for 1/sqrt(head_dim)")
+    sc, win = _options(causal, scale, window, d)
     bsize = pair("block_size", block_size)
-    win = None if window is None else pair("window", window, low=0)
     mask = None
     if block_mask is not None:  # checked here, not only by the op: a fallback reads it too
         from tracea.kernels.ops.attention import check_block_mask
@@ -83,6 +158,87 @@ def _attention(q: Any, k: Any, v: Any, causal: Any, scale: Any, window: Any, blo
 
     names = {"numpy": "NumPy attention in float64", "torch": "torch.nn.functional.scaled_dot_product_attention"}
     return run("attention", args, plan, out, qs, vendor, names, fast=(key, ("q", "k", "v"), (q, k, v)))
+
+
+def _options(causal: Any, scale: Any, window: Any, d: int) -> tuple[float, tuple[int, int] | None]:
+    """(scale, window) of a call, ``causal`` checked: each a BadInputError naming the argument."""
+    if not isinstance(causal, (bool, np.bool_)):
+        raise BadInputError(f"attention: causal expected True or False, got {shown(causal)}", "e.g. causal=True")
+    sc = finite(scale) if scale is not None else 1.0 / math.sqrt(d) if d else 1.0
+    if sc is None or sc <= 0:
+        raise BadInputError(f"attention: scale expected a positive finite number, got {shown(scale)}",
+                            "leave it out for 1/sqrt(head_dim)")
+    return sc, None if window is None else pair("window", window, low=0)
+
+
+def _serving(q: Any, k: Any, v: Any, args: dict[str, Any], causal: Any, scale: Any, window: Any, block_mask: Any,
+             out: Any, key: tuple[Any, ...] | None, block_table: Any, seq_lens: Any) -> Any:
+    """A call with lengths or a paged cache (its arrays already checked by ``_serving_args``): planned as the op
+    whose every entry holds the capacity (the lengths are read by the kernel at each call, so the plan and its
+    prepared launch serve every call of these shapes)."""
+    qs, ks = args["q"].shape, args["k"].shape
+    b_, h, sq, d = qs
+    paged = block_table is not None
+    hkv = ks[2] if paged else ks[1]
+    if ks[3] != d or hkv == 0 or h % hkv:
+        raise BadInputError(f"attention: q {qs}, k {ks}: expected the same head dim and H a multiple of Hkv",
+                            "a paged cache is (pages, page_size, Hkv, D)" if paged else "k is (B, Hkv, Sk, D)")
+    if block_mask is not None:
+        raise BadInputError("attention: a block_mask does not combine with seq_lens or a block_table",
+                            "use causal or window")
+    sc, win = _options(causal, scale, window, d)
+    page = ks[1] if paged else None
+    capacity = block_table.shape[1] * ks[1] if paged else ks[2]
+
+    def plan() -> tuple[Any, dict[str, Any]]:
+        from tracea.kernels import Attention
+
+        op = ir(lambda: Attention(batch=b_, heads=h, seq_q=sq, head_dim=d, seq_k=capacity, kv_heads=hkv,
+                                   dtype=args["q"].dtype, causal=bool(causal), scale=sc, window=win,
+                                   seq_lens=None if seq_lens is None else (capacity,) * b_, page_size=page,
+                                   pages=ks[0] if paged else None))
+        feeds = {"q": q, "k": k, "v": v}
+        feeds.update({n: x for n, x in (("block_table", block_table), ("seq_lens", seq_lens)) if x is not None})
+        return op, feeds
+
+    def vendor() -> Any:
+        return serving_fallback(q, k, v, sc, bool(causal), win, block_table, seq_lens)
+
+    names = {"numpy": "NumPy attention in float64, entry by entry", "torch": "scaled_dot_product_attention, entry by entry"}
+    arrays = (q, k, v, block_table, seq_lens)
+    return run("attention", args, plan, out, qs, vendor, names,
+               fast=(key, ("q", "k", "v", "block_table", "seq_lens"), arrays))
+
+
+def serving_fallback(q: Any, k: Any, v: Any, scale: float, causal: bool, window: tuple[int, int] | None,
+                     block_table: Any, seq_lens: Any) -> Any:
+    """The vendor call of a serving call, entry by entry: its keys gathered (through its pages) at its length,
+    then ``fallback`` with the entry's own bottom-right diagonal; an entry of no keys is 0. Lengths and pages
+    are clamped into the cache as the kernels clamp them (a call with ``check_tables=False``)."""
+    torch = sys.modules.get("torch") if is_torch(q) else None
+    b_ = q.shape[0]
+    page = k.shape[1] if block_table is not None else 0
+    table = None if block_table is None else (block_table.cpu().tolist() if torch else block_table.tolist())
+    capacity = len(table[0]) * page if table is not None else k.shape[2]
+    lens = [capacity] * b_ if seq_lens is None else [min(max(int(n), 0), capacity) for n in seq_lens.tolist()]
+    outs = []
+    for b in range(b_):
+        n = lens[b]
+        if table is not None:
+            rows = [min(max(table[b][t // page], 0), k.shape[0] - 1) * page + t % page for t in range(n)]
+            flat = k.reshape(-1, k.shape[2], k.shape[3]), v.reshape(-1, v.shape[2], v.shape[3])
+            if torch:
+                idx = torch.as_tensor(rows, device=q.device, dtype=torch.long)
+                kb, vb = (x[idx].permute(1, 0, 2)[None] for x in flat)
+            else:
+                kb, vb = (x[rows].swapaxes(0, 1)[None] for x in flat)
+        else:
+            kb, vb = k[b:b + 1, :, :n], v[b:b + 1, :, :n]
+        if n == 0:
+            outs.append(torch.zeros_like(q[b:b + 1]) if torch else np.zeros_like(q[b:b + 1]))
+            continue
+        outs.append(fallback(q[b:b + 1], kb, vb, scale, (q.shape[2], n, causal, window, None, (128, 128))))
+    return torch.cat(outs) if torch else np.concatenate(outs)
 
 
 def keep_mask(seq_q: int, seq_k: int, causal: bool, window: tuple[int, int] | None, block_mask: Any,

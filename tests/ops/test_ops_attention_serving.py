@@ -1,0 +1,95 @@
+"""``tracea.ops.attention`` on a serving batch without a GPU: per-entry lengths and a paged cache on NumPy
+arrays and torch CPU tensors, against the float64 reference of the same arrays; the prepared call reads new
+lengths and pages at each call; every bad table, length, dtype, shape or placement is one BadInputError before
+anything runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracea
+from tracea.doctor.errors import BadInputError
+from tracea.kernels import relative_error, tolerance
+from tracea.kernels.ops.attention import Attention
+
+OPS = [
+    Attention(batch=3, heads=8, kv_heads=2, seq_q=2, head_dim=64, seq_k=64, causal=True, seq_lens=(64, 17, 0),
+              page_size=16),
+    Attention(batch=3, heads=4, seq_q=1, head_dim=32, seq_k=100, seq_lens=(100, 3, 50)),
+    Attention(batch=2, heads=4, kv_heads=1, seq_q=3, head_dim=32, seq_k=72, window=(10, 0), page_size=24, pages=9),
+]
+
+
+def _call(op, x, **kw):
+    extra = {n: x[n] for n in ("block_table", "seq_lens") if n in x}
+    return tracea.ops.attention(x["q"], x["k"], x["v"], causal=op.causal, window=op.window, **extra, **kw)
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.signature[:80])
+def test_numpy_and_torch_cpu_match_the_reference(op):
+    x = op.random_inputs(np.random.default_rng(0))
+    ref = op.reference(x)
+    assert relative_error(np.asarray(_call(op, x), np.float64), ref) <= tolerance(op)
+    torch = pytest.importorskip("torch")
+    t = {n: torch.from_numpy(a) for n, a in x.items()}
+    assert relative_error(_call(op, t).double().numpy(), ref) <= tolerance(op)
+
+
+def test_the_prepared_call_reads_new_lengths_and_pages():
+    op = OPS[0]
+    x = op.random_inputs(np.random.default_rng(1))
+    tracea.ops.clear_cache()
+    _call(op, x)
+    free = sorted(set(range(op.pages)) - set(x["block_table"][x["block_table"] >= 0].tolist()))
+    x["seq_lens"][:] = [3, 64, 30]
+    x["block_table"][1] = free[:4]
+    x["block_table"][2, :2] = free[4:6]
+    assert relative_error(np.asarray(_call(op, x), np.float64), op.reference(x)) <= tolerance(op)
+
+
+def _bad(op, x, **changes):
+    return {**x, **changes}
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (lambda x, op: {"block_table": np.where(np.arange(4) == 1, op.pages, x["block_table"]).astype(np.int32)},
+     [r"block_table[0, 1] = 12", "outside the cache's 12 pages"]),
+    (lambda x, op: {"seq_lens": np.array([64, 65, 0], np.int32)}, ["seq_lens[1] = 65", "0..64"]),
+    (lambda x, op: {"seq_lens": np.array([64, -1, 0], np.int32)}, ["seq_lens[1] = -1"]),
+    (lambda x, op: {"block_table": x["block_table"].astype(np.int64)}, ["block_table", "int32", "int64"]),
+    (lambda x, op: {"seq_lens": x["seq_lens"].astype(np.float32)}, ["seq_lens", "int32"]),
+    (lambda x, op: {"block_table": x["block_table"][:2]}, ["block_table (2, 4)", "B=3"]),
+    (lambda x, op: {"seq_lens": x["seq_lens"][:2]}, ["seq_lens (2,)", "(3,)"]),
+    (lambda x, op: {"block_table": np.asfortranarray(np.repeat(x["block_table"], 2, axis=1))[:, ::2]},
+     ["block_table", "contiguous"]),
+    (lambda x, op: {"k": x["k"][:, :, :1]}, ["q (3, 8, 2, 64)", "(pages, page_size, Hkv, D)"]),
+])
+def test_bad_serving_input_is_one_error_before_anything_runs(change, words):
+    op = OPS[0]
+    x = op.random_inputs(np.random.default_rng(2))
+    with pytest.raises(BadInputError) as e:
+        _call(op, {**x, **change(x, op)})
+    assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_mixed_placement_and_block_masks_are_refused():
+    torch = pytest.importorskip("torch")
+    op = OPS[0]
+    x = op.random_inputs(np.random.default_rng(3))
+    t = {n: torch.from_numpy(a) for n, a in x.items()}
+    with pytest.raises(BadInputError, match="block_table must be where q is"):
+        tracea.ops.attention(t["q"], t["k"], t["v"], block_table=x["block_table"], seq_lens=t["seq_lens"])
+    with pytest.raises(BadInputError, match="block_mask does not combine"):
+        _call(op, x, block_mask=np.ones((1, 1), bool))
+
+
+def test_unchecked_tables_never_read_outside_the_cache():
+    """check_tables=False: a page past the pool and a length past the table are clamped into the cache, as the
+    kernels clamp them: a result, no error and no read outside the arrays."""
+    op = OPS[0]
+    x = op.random_inputs(np.random.default_rng(4))
+    table = x["block_table"].copy()
+    table[0, 1] = 10**6
+    y = _call(op, {**x, "block_table": table, "seq_lens": np.array([64, 10**6, 0], np.int32)}, check_tables=False)
+    assert np.asarray(y).shape == op.output_shape() and np.isfinite(np.asarray(y, np.float64)).all()

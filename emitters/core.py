@@ -60,6 +60,10 @@ class Core:
     """Whether it computes an op's serving forms (attention's per-entry ``seq_lens`` and paged K/V, whose
     ``serving`` is true); a core without them is refused such an op (``refuse_serving``) before its check."""
 
+    packed: bool = False
+    """Whether it computes packed variable-length entries (attention's ``packed``: token-major q, k, v and
+    offsets); ``refuse_serving`` refuses such an op to a core without them."""
+
     descriptions: dict[str, str] = field(default_factory=dict)
     """What its variant says it is, per op it computes (the backend's ``variants.py`` makes each variant
     from its core's line: ``Variant.description``, on the CPU the op's part of it); none for a core that
@@ -72,9 +76,12 @@ class Core:
 
 def refuse_serving(core: Core, op: Any, backend: str) -> None:
     """The one error for an op in a serving form (per-entry lengths, a paged pool) on a core without them."""
-    if getattr(op, "serving", False) and not core.serving:
-        from tracea.doctor.errors import UnsupportedError
+    from tracea.doctor.errors import UnsupportedError
 
+    if getattr(op, "packed", False) and not core.packed:
+        raise UnsupportedError(f"{backend} {core.name}: packed variable-length entries (cu_seqlens) are not "
+                               "computed by this kernel", "they run on the CPU (--backend cpu)")
+    if getattr(op, "serving", False) and not core.serving:
         raise UnsupportedError(f"{backend} {core.name}: per-entry seq_lens and paged K/V are not computed by this "
                                "kernel", "they run on the CUDA decode core (at most 16 queries) and on the CPU")
 

@@ -14,8 +14,8 @@ from tracea.doctor.errors import BadInputError
 
 from . import fields
 
-INDEX_INPUTS = ("block_table", "seq_lens")  # the int32 inputs of a serving op
-SERVING_FIELDS = ("seq_lens", "page_size", "pages")  # left out of the signature while None
+INDEX_INPUTS = ("block_table", "seq_lens", "cu_seqlens")  # the int32 inputs of a serving op
+SERVING_FIELDS = ("seq_lens", "page_size", "pages", "packed")  # left out of the signature while None (False)
 
 
 def _index_input(inputs: Mapping[str, Any], name: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -43,6 +43,46 @@ def seq_lens_field(value: Any, batch: int, seq_k: int) -> tuple[int, ...]:
     return lens
 
 
+def check_fields(op: Any) -> dict[str, Any]:
+    """The serving fields of ``op`` checked (kernels/ops/attention.py's module docstring): their values as
+    the op keeps them, or one ``BadInputError`` naming the field."""
+    out: dict[str, Any] = {}
+    lens = None if op.seq_lens is None else seq_lens_field(op.seq_lens, op.batch, op.seq_k)
+    if lens is not None:
+        out["seq_lens"] = lens
+    if not isinstance(op.packed, (bool, np.bool_)):
+        raise BadInputError(f"packed: expected true or false, got {op.packed!r}")
+    if op.packed:
+        if lens is None or op.page_size is not None or op.seq_q != op.seq_k:
+            raise BadInputError("packed: packed entries need seq_lens (each entry's queries and keys), seq_q = seq_k "
+                                "(the longest entry, or more) and no page_size",
+                                "give --seq-lens; --seq and --seq-k default to the longest")
+        if sum(lens) == 0:
+            raise BadInputError("seq_lens: every packed entry is empty; give at least one token")
+        out["packed"] = True
+    if op.page_size is None:
+        if op.pages is not None:
+            raise BadInputError("pages: a pool's page count needs page_size", "give page_size too, or drop pages")
+    else:
+        page = fields.positive("page_size", op.page_size)
+        need = int(sum(-(-n // page) for n in (lens or (op.seq_k,) * op.batch)))
+        pages = op.batch * -(-op.seq_k // page) if op.pages is None else fields.positive("pages", op.pages)
+        if pages < need:
+            raise BadInputError(f"pages: the pool holds {pages} pages of {page} keys; the entries' keys take {need} "
+                                "pages")
+        fields.elements("k (pages x page_size x kv_heads x head_dim)", pages, page, op.kv_heads, op.head_dim)
+        out.update(page_size=page, pages=pages)
+    if op.block_mask is not None and (lens is not None or op.page_size is not None):
+        raise BadInputError("block_mask: a block mask tiles one seq_k; it does not combine with seq_lens or "
+                            "page_size", "use causal or window")
+    return out
+
+
+def offsets(op: Any) -> np.ndarray:
+    """Packed entries' cumulative offsets (batch + 1, int32): entry b's tokens are rows [cu[b], cu[b + 1])."""
+    return np.concatenate([[0], np.cumsum(op.key_lens)]).astype(np.int32)
+
+
 def random_index_inputs(op: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """A paged pool's pages dealt to the entries in a random order (so a kernel cannot rely on their order), the
     table's unused entries -1; the lengths of ``seq_lens``."""
@@ -56,7 +96,9 @@ def random_index_inputs(op: Any, rng: np.random.Generator) -> dict[str, np.ndarr
             table[b, :used] = order[at:at + used]
             at += used
         out["block_table"] = table
-    if op.seq_lens is not None:
+    if op.packed:
+        out["cu_seqlens"] = offsets(op)
+    elif op.seq_lens is not None:
         out["seq_lens"] = np.array(op.seq_lens, dtype=np.int32)
     return out
 
@@ -65,6 +107,8 @@ def check_inputs(op: Any, inputs: Mapping[str, Any]) -> tuple[np.ndarray, np.nda
     """(lengths, block table) of ``inputs`` as int64 arrays, checked as any kernel must have them: every
     length in [0, seq_k] (the keys an entry's table row can address), every table entry an entry uses
     inside the pool [0, pages). One ``BadInputError`` naming the first fault otherwise."""
+    if op.packed:
+        return _packed_lens(op, inputs), None
     if op.seq_lens is None:
         lens = np.full(op.batch, op.seq_k, dtype=np.int64)
     else:
@@ -87,9 +131,31 @@ def check_inputs(op: Any, inputs: Mapping[str, Any]) -> tuple[np.ndarray, np.nda
     return lens, table
 
 
+def _packed_lens(op: Any, inputs: Mapping[str, Any]) -> np.ndarray:
+    """The entries' lengths from packed offsets, which must start at 0, never decrease, end at the tokens q
+    holds, and give no entry more than seq_k."""
+    cu = _index_input(inputs, "cu_seqlens", (op.batch + 1,))
+    total = sum(op.key_lens)
+    if cu[0] != 0 or cu[-1] != total:
+        raise BadInputError(f"cu_seqlens: the offsets run from {int(cu[0])} to {int(cu[-1])}, expected 0 to {total} "
+                            "(the tokens q, k and v hold)")
+    lens = np.diff(cu)
+    bad = np.flatnonzero((lens < 0) | (lens > op.seq_k))
+    if bad.size:
+        b = int(bad[0])
+        raise BadInputError(f"cu_seqlens[{b + 1}] = {int(cu[b + 1])}: " + (
+            f"below cu_seqlens[{b}] = {int(cu[b])} (offsets must not decrease)" if lens[b] < 0 else
+            f"entry {b} holds {int(lens[b])} tokens, more than seq_k={op.seq_k}"))
+    return lens
+
+
 def gather_kv(op: Any, inputs: Mapping[str, Any], b: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Entry b's first ``n`` keys of K and V as (kv_heads, n, head_dim) arrays, through its pages."""
+    """Entry b's first ``n`` keys of K and V as (kv_heads, n, head_dim) arrays, through its pages (packed:
+    its rows of the token-major K and V)."""
     k, v = np.asarray(inputs["k"]), np.asarray(inputs["v"])
+    if op.packed:
+        at = int(np.asarray(inputs["cu_seqlens"])[b])
+        return k[at:at + n].swapaxes(0, 1), v[at:at + n].swapaxes(0, 1)
     if not op.page_size:
         return k[b, :, :n], v[b, :, :n]
     pages = np.asarray(inputs["block_table"])[b, :-(-n // op.page_size)]
@@ -104,11 +170,17 @@ def reference(op: Any, inputs: dict[str, np.ndarray], chunk_rows: int | None) ->
     lens, _ = op.check_serving_inputs(inputs)
     out = np.zeros(op.output_shape())
     lse = np.full(op.lse_shape(), -np.inf)
+    at = 0
     for b, n in enumerate(lens.tolist()):
         e = op.entry(n)
-        if e is None:
-            continue
-        k, v = op.gather_kv(inputs, b, n)
-        o, m = e.reference_with_lse({"q": inputs["q"][b:b + 1], "k": k[None], "v": v[None]}, chunk_rows)
-        out[b], lse[b] = o[0], m[0]
+        k, v = op.gather_kv(inputs, b, n) if e is not None else (None, None)
+        if op.packed:  # the entry's token rows of q, O and lse
+            if e is not None:
+                q = np.asarray(inputs["q"])[at:at + n].swapaxes(0, 1)[None]
+                o, m = e.reference_with_lse({"q": q, "k": k[None], "v": v[None]}, chunk_rows)
+                out[at:at + n], lse[:, at:at + n] = o[0].swapaxes(0, 1), m[0]
+            at += n
+        elif e is not None:
+            o, m = e.reference_with_lse({"q": inputs["q"][b:b + 1], "k": k[None], "v": v[None]}, chunk_rows)
+            out[b], lse[b] = o[0], m[0]
     return out, lse

@@ -42,6 +42,9 @@ PARAMS = [
            "batch: each entry's diagonal at its own length; --seq-k defaults to the longest)."),
     option("page_size", int | None, None, "--page-size", help="Paged KV cache: K and V in pages of N keys, dealt to "
            "the entries in a random order through a block table.", domain=SIZE),
+    option("packed", bool, False, "--packed/--no-packed", help="Variable-length prefill: the --seq-lens entries' "
+           "tokens packed one after another (cumulative offsets), each entry's queries and keys its length; --seq "
+           "is the longest an entry may be."),
     DTYPE,
 ]
 
@@ -158,12 +161,15 @@ def make_op(values: dict[str, Any]) -> Any:
     from tracea.kernels.ops.attention import Attention
 
     lens = parse_seq_lens(values.get("seq_lens"), values["batch"])
-    seq_k = values["seq_k"] if values["seq_k"] is not None or lens is None else max(lens)
+    packed = bool(values.get("packed"))
+    if packed and lens is None:
+        raise _bad("--packed: give the entries' lengths with --seq-lens L1,L2,...")
+    seq_k = values["seq_k"] if values["seq_k"] is not None or lens is None else values["seq"] if packed else max(lens)
     args = {"batch": values["batch"], "heads": values["heads"], "seq_q": values["seq"], "head_dim": values["head_dim"],
             "seq_k": seq_k, "kv_heads": values["kv_heads"], "dtype": values["dtype"],
             "causal": values["causal"], "scale": values["scale"], "window": parse_window(values["window"]),
             "block_size": parse_block_size(values["block_size"]), "seq_lens": lens,
-            "page_size": values.get("page_size")}
+            "page_size": values.get("page_size"), "packed": packed}
     spec = values["block_mask"]
     if spec is None:
         return Attention(**args)

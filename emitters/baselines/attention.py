@@ -221,6 +221,8 @@ def serving(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], A
     diagonal at its own length) as an explicit boolean mask over the padding."""
     import dataclasses
 
+    if op.packed:
+        return _packed(op, t, torch)
     k, v = t["k"], t["v"]
     if op.page_size:  # (pages, page, kv_heads, d)[table] -> (batch, cols * page, kv_heads, d) -> the op's layout
         table = t["block_table"].long().clamp(min=0)  # an unused entry (-1) gathers page 0, masked below
@@ -241,6 +243,37 @@ def serving(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], A
     keep = (j < lens) & (d >= -left) & (d <= right)
     name, call = torch_sdpa(plain, padded, torch, (keep, False, "explicit boolean mask of the entries' lengths"))
     return f"{name} [padded batch{pages}]", call
+
+
+def _packed(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
+    """Packed entries as a user without a varlen kernel runs them: padded into one (batch, heads, seq, head_dim)
+    batch before the timed call, SDPA's fastest backend over it with each entry's length (and causal band or
+    window) as an explicit boolean mask, and the entries' rows taken back out inside the call (a gather)."""
+    import dataclasses
+
+    dev, n = t["q"].device, op.seq_q
+    lens = torch.as_tensor(op.key_lens, device=dev)
+    starts = torch.as_tensor(np.concatenate([[0], np.cumsum(op.key_lens)[:-1]]), device=dev)
+    pos = torch.arange(n, device=dev)
+    valid = pos[None, :] < lens[:, None]  # (batch, seq): the padded slots that hold a token
+    rows = (starts[:, None] + pos[None, :])[valid]  # each token's packed row, in (entry, position) order
+
+    def padded(x: Any) -> Any:
+        out = x.new_zeros((op.batch, n, *x.shape[1:]))
+        out[valid] = x[rows]
+        return out.permute(0, 2, 1, 3).contiguous()
+
+    i, j = pos[None, None, :, None], pos[None, None, None, :]
+    left, right = op._bounds()
+    keep = (j < lens[:, None, None, None]) & (j - i >= -left) & (j - i <= right)
+    plain = dataclasses.replace(op, seq_lens=None, packed=False)
+    name, call = torch_sdpa(plain, {"q": padded(t["q"]), "k": padded(t["k"]), "v": padded(t["v"])}, torch,
+                            (keep, False, "explicit boolean mask of the entries' lengths"))
+
+    def unpadded() -> Any:
+        return call().permute(0, 2, 1, 3)[valid]
+
+    return f"{name} [the packed entries padded to one batch before timing]", unpadded
 
 
 def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:

@@ -20,12 +20,24 @@ the contiguous one stays as it was) gathers each K/V block through the block tab
 the dtype (the pre-pack gathers too): key t of entry b is row t % page_size of page block_table[b][t /
 page_size], the page clamped into the pool so that an unchecked table never reads outside it.
 
+Packed entries (the op's ``packed``: FlashAttention's varlen prefill) are a third build (``AT_PACKED``): entry
+b's queries and keys are tokens [cu[b], cu[b + 1]) of the token-major q (tokens, heads, head_dim), k and v
+(tokens, kv_heads, head_dim), its length n = cu[b + 1] - cu[b] taking seq_q's and seq_k's place (the
+diagonal aligned, d = j - i), O token-major as q, lse (heads, tokens). The offsets are clamped into
+[0, tokens] and the lengths into [0, seq_k], so unchecked offsets read and write nothing outside the arrays
+(rows no entry holds are left as they were). One task per (entry, head, q block of the entry's own rows):
+none past an entry's length, however large the capacity seq_q. K and V are gathered into fp32 rows (rows
+are kv_heads x head_dim apart), per block, or pre-packed once into head-major fp32 (kv_heads, tokens,
+head_dim) where several tasks read a block (an entry of several q blocks, or grouped heads) and it fits; every
+token is packed then, since each key is kept by its own query.
+
 Entry: ``int tracea_attention(void* const* bufs, const int64_t* dims, const double* fparams)`` with
-bufs = {q, k, v, out, lse, mask, stats, block_table, seq_lens} (lse, mask and stats may be NULL:
-``AttentionKernel`` gives them; block_table (int32, batch x table_cols) is read by a paged kernel only, and
-seq_lens (int32, batch) where it is not NULL), dims = {batch, heads, kv_heads, seq_q, seq_k, left, right,
-page_size, table_cols, pages, threads} (the three paging dims 0 for contiguous K/V), fparams = {scale};
-head_dim, bq, bk and whether K/V are paged are compiled in.
+bufs = {q, k, v, out, lse, mask, stats, block_table, seq_lens, cu_seqlens} (lse, mask and stats may be NULL:
+``AttentionKernel`` gives them; block_table (int32, batch x table_cols) is read by a paged kernel only,
+seq_lens (int32, batch) where it is not NULL, cu_seqlens (int32, batch + 1) by a packed kernel only),
+dims = {batch, heads, kv_heads, seq_q, seq_k, left, right, page_size, table_cols, pages, tokens, threads}
+(the three paging dims 0 for contiguous K/V, tokens 0 unless packed), fparams = {scale}; head_dim, bq, bk
+and whether K/V are paged or packed are compiled in.
 """
 
 from __future__ import annotations
@@ -44,7 +56,7 @@ from .schedule import check_threads
 from .schedules import thread_counts, valid_unique
 
 ENTRY = "tracea_attention"
-BUFFERS = ("q", "k", "v", "out", "lse", "mask", "stats", "block_table", "seq_lens")
+BUFFERS = ("q", "k", "v", "out", "lse", "mask", "stats", "block_table", "seq_lens", "cu_seqlens")
 ROWS = 8  # the schedule's query rows are clamped to the sequence rounded up to this
 MAX_WORKSPACE_BYTES = 16 << 20  # one thread's packed blocks
 PREPACK_MAX_BYTES = 256 << 20  # K^T (and converted V) of the whole call, packed once; beyond, per task
@@ -126,7 +138,7 @@ def hero_schedule(op: Any, variant: Any, host: Any) -> AttentionSchedule:
     cores = max(1, getattr(getattr(host, "cpu", None), "logical_cores", None) or 1)
     if op.block_mask is not None:
         return AttentionSchedule(*op.block_size, threads=cores)
-    bq = 128 if op.batch * op.heads * -(-op.seq_q // 128) >= 4 * cores else 64
+    bq = 128 if op.heads * sum(-(-n // 128) for n in op.query_lens) >= 4 * cores else 64  # packed: each entry's
     return AttentionSchedule(min(bq, _up(op.seq_q, ROWS)), min(64, _up(op.seq_k, 16)), threads=cores)
 
 
@@ -154,8 +166,10 @@ def _defines(op: Any, isa: CpuIsa, s: AttentionSchedule) -> str:
     dtype = op.dtype.value
     lanes, d = isa.lanes, op.head_dim
     paged = bool(op.page_size)
-    pack = dtype != "fp32" or paged  # 16-bit K and V converted to fp32 once, paged ones gathered; fp32 read in place
+    pack = dtype != "fp32" or paged or op.packed  # 16-bit K/V converted once, paged/packed gathered; fp32 in place
     rv, rk = s_tile(s.bq, lanes, isa.vregs)
+    packed_fields = "    const int32_t* cu; long T, *tb;  /* offsets, tokens, each entry's q blocks before it */\n" \
+        if op.packed else ""
     to_out = {"fp32": "(x)", "fp16": "tr_f2h(x)", "bf16": "tr_f2bf(x)"}[dtype]
     return f"""
 #define NTHREADS {s.threads}
@@ -167,6 +181,7 @@ def _defines(op: Any, isa: CpuIsa, s: AttentionSchedule) -> str:
 #define RK {rk}
 #define AT_SCALEF {int(isa.family == "cpu-avx512")}
 {"#define AT_PAGED 1" if paged else "#define AT_PAGED 0"}
+#define AT_PACKED {int(op.packed)}
 #define PACK_K {int(pack)}
 #define PACK_V {int(pack)}
 #define KBLK {s.bk * d if pack else 0}
@@ -180,7 +195,7 @@ typedef struct {{
     const in_t *q, *k, *v; in_t* out; float* lse; const uint8_t* mask; int64_t* stats; float *ws, *kp, *vp;
     const int32_t *table, *lens;
     long B, H, KVH, SQ, SK, left, right, P, cols, pages, nqb, tasks, next, pack_tasks, next_pack; float scale;
-    tr_barrier bar;
+{packed_fields}    tr_barrier bar;
 }} at_job;
 """
 
@@ -197,15 +212,33 @@ def _entry(isa: CpuIsa) -> str:
     J.table = (const int32_t*)bufs[7]; J.lens = (const int32_t*)bufs[8];
     J.P = (long)dims[7]; J.cols = (long)dims[8]; J.pages = (long)dims[9];
     J.scale = (float)fparams[0];
+#if AT_PACKED  /* each entry's own q blocks (nqb: the most an entry has) */
+    J.cu = (const int32_t*)bufs[9]; J.T = (long)dims[10];
+    J.tasks = J.H * at_packed_blocks(&J, NULL, &J.nqb);
+#else
     J.nqb = (J.SQ + BQ - 1) / BQ;
     J.tasks = J.B * J.H * J.nqb;
+#endif
     J.next = 0;
-    int t = dims[10] > 0 ? (int)dims[10] : NTHREADS;
+    int t = dims[11] > 0 ? (int)dims[11] : NTHREADS;
     if ((long)t > J.tasks) t = (int)J.tasks;
     if (t < 1) t = 1;
     pthread_mutex_lock(&tr_call_mu);
     t = tr_pool_ensure(t);
     J.ws = (float*)tr_reserve(&at_ws_buf, sizeof(float) * (size_t)WS * (size_t)t);
+#if AT_PACKED
+    J.tb = (long*)tr_reserve(&at_blocks_buf, sizeof(long) * (size_t)(J.B + 1));
+    if (J.tb) J.tasks = J.H * at_packed_blocks(&J, J.tb, &J.nqb);  /* the blocks as tb has them */
+    else J.ws = NULL;  /* out of memory: the call fails as without a workspace */
+    /* K and V converted into head-major fp32 once for all tasks when several share a block (an entry of several
+       q blocks, or a kv head's group) and they fit PREPACK_MAX */
+    J.pack_tasks = (J.T + BK - 1) / BK;
+    J.next_pack = 0;
+    const size_t pack_bytes = sizeof(float) * 2 * (size_t)(J.KVH * J.T * D);
+    J.kp = ((J.nqb > 1 || J.H > J.KVH) && pack_bytes <= (size_t)PREPACK_MAX)
+           ? (float*)tr_reserve(&at_pack_buf, pack_bytes) : NULL;
+    J.vp = J.kp ? J.kp + J.KVH * J.T * D : NULL;
+#else
     /* K and V converted once for all q blocks (where they are not read in place) when several q blocks share
        them and they fit PREPACK_MAX */
     J.pack_tasks = J.B * J.KVH * ((J.SK + BK - 1) / BK);
@@ -214,6 +247,7 @@ def _entry(isa: CpuIsa) -> str:
     J.kp = (KBLK + VBLK > 0 && J.nqb > 1 && pack_bytes <= (size_t)PREPACK_MAX)
            ? (float*)tr_reserve(&at_pack_buf, pack_bytes) : NULL;
     J.vp = J.kp ? J.kp + J.pack_tasks * KBLK : NULL;
+#endif
     if (J.kp) tr_barrier_init(&J.bar, t);
     int rc = 0;
     if (J.ws == NULL) {{ rc = 1; tr_pool_release(); }}
@@ -235,12 +269,13 @@ def bounds(op: Any) -> tuple[int, int]:
 def core_arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
     left, right = bounds(op)
     paging = (op.page_size, op.table_cols, op.pages) if op.page_size else (0, 0, 0)
-    return (op.batch, op.heads, op.kv_heads, op.seq_q, op.seq_k, left, right, *paging, 0), (op.scale,)
+    tokens = op.shapes()["q"][0] if op.packed else 0
+    return (op.batch, op.heads, op.kv_heads, op.seq_q, op.seq_k, left, right, *paging, tokens, 0), (op.scale,)
 
 
 def core_tag(op: Any) -> str:
-    """The kernel name's part for the op: its head dim, and whether K/V are paged (the source differs)."""
-    return f"d{op.head_dim}" + ("_paged" if op.page_size else "")
+    """The kernel name's part for the op: its head dim, and whether K/V are paged or packed (the source differs)."""
+    return f"d{op.head_dim}" + ("_paged" if op.page_size else "") + ("_packed" if op.packed else "")
 
 
 def core_metadata(op: Any, isa: CpuIsa, s: AttentionSchedule, name: str) -> dict[str, Any]:

@@ -3,17 +3,46 @@
 Scores are kept transposed, S^T[key][row]: one vector holds VL query rows of one key, so a row's max, sum
 and rescale factor are vectors of VL rows and the online softmax needs no horizontal reduction. Q is packed
 transposed and pre-scaled by scale * log2(e) (the softmax runs in base 2), K is read in place (fp32) or
-converted once per block (gathered through the block table when paged, ``AT_PAGED``). Every range is
-an entry's: its length (``at_len``) takes SK's place, so its diagonal is aligned at its own last key. A masked score is -AT_BIG, a finite "minus infinity": the arithmetic stays free of
-inf - inf, and a row whose max is still -AT_BIG at the end kept no key (O = 0, lse = -inf), or kept keys whose
-scores are all -inf or NaN (O and lse NaN, as NumPy's softmax gives). A row that has kept nothing so far
-accumulates junk with weight 1; its first kept key gives alpha = 2^(-AT_BIG - m) = 0.
+converted once per block (gathered through the block table when paged, ``AT_PAGED``, from the token-major
+rows when packed, ``AT_PACKED``). Every range is an entry's: its length (``at_len``) takes SK's place (and
+SQ's when packed: ``AT_ROWS``), so its diagonal is aligned at its own last key; ``AT_ROW``, ``AT_QSTRIDE``
+and ``AT_LSE`` address a row of q, O and lse. A masked score is -AT_BIG, a finite "minus infinity": the
+arithmetic stays free of inf - inf, and a row whose max is still -AT_BIG at the end kept no key (O = 0, lse =
+-inf), or kept keys whose scores are all -inf or NaN (O and lse NaN, as NumPy's softmax gives). A row that has
+kept nothing so far accumulates junk with weight 1; its first kept key gives alpha = 2^(-AT_BIG - m) = 0.
 """
 
 TASK_C = r"""
 #define AT_BIG 0x1p100f
 #define AT_LN2 0.693147180559945f
 #define AT_ALWAYS static inline __attribute__((always_inline))
+
+#if AT_PACKED
+/* Packed entries: entry b's queries are its sk keys' tokens, q and O token-major (a token's H heads of D in a
+   row), lse (H, T). */
+#define AT_ROWS(J, sk) (sk)
+#define AT_ROW(J, b, h, r) ((at_off(J, b) + (r)) * J->H + (h)) * D
+#define AT_QSTRIDE(J) (J->H * D)
+#define AT_LSE(J, b, h, r) (h) * J->T + at_off(J, b) + (r)
+
+/* Entry b's first token: its offset clamped into [0, T] (an unchecked offset reads no row outside the arrays). */
+static inline long at_off(const at_job* J, long b) {
+    const long c = J->cu[b];
+    return c < 0 ? 0 : (c > J->T ? J->T : c);
+}
+
+/* Entry b's tokens: its clamped offsets' difference, clamped into [0, SK]. */
+static inline long at_len(const at_job* J, long b) {
+    const long n = at_off(J, b + 1) - at_off(J, b);
+    return n < 0 ? 0 : (n > J->SK ? J->SK : n);
+}
+#else
+/* Every entry holds SQ queries; q and O are (B, H, SQ, D), lse (B, H, SQ). Spelled as the expressions they
+   stand for (their arguments are names), so these builds preprocess to the code they had before packing. */
+#define AT_ROWS(J, sk) J->SQ
+#define AT_ROW(J, b, h, r) ((b * J->H + h) * J->SQ + r) * D
+#define AT_QSTRIDE(J) D
+#define AT_LSE(J, b, h, r) (b * J->H + h) * J->SQ + r
 
 /* Batch entry b's keys: its seq_lens entry clamped into [0, SK] (an unchecked length reads no key past the
    capacity), or SK without lengths. */
@@ -22,10 +51,11 @@ static inline long at_len(const at_job* J, long b) {
     const long n = J->lens[b];
     return n < 0 ? 0 : (n > J->SK ? J->SK : n);
 }
+#endif
 
 /* Row i's kept keys [lo, hi) in an entry of sk keys: its diagonal aligned at the entry's own length. */
 static inline void at_range(const at_job* J, long sk, long i, long* lo, long* hi) {
-    const long diag = i + sk - J->SQ;
+    const long diag = i + sk - AT_ROWS(J, sk);
     long a = diag - J->left, b = diag + J->right + 1;
     a = a < 0 ? 0 : (a > sk ? sk : a);
     b = b < 0 ? 0 : (b > sk ? sk : b);
@@ -188,7 +218,17 @@ static void at_pv(const float* restrict pt, const float* restrict vs, float* res
     }
 }
 
-#if AT_PAGED
+#if AT_PACKED
+/* Keys [c0, c0 + nc) of entry b (g: its first token's row of the kv head) from the token-major rows, KVH * D
+   apart, into fp32 rows of D. */
+static void at_gather(const at_job* J, const in_t* g, long b, long c0, long nc, float* restrict dst) {
+    const long stride = J->KVH * D;
+    const in_t* src = g + c0 * stride;
+    (void)b;
+    for (long j = 0; j < nc; ++j, src += stride)
+        for (long d = 0; d < D; ++d) dst[j * D + d] = IN2F(src[d]);
+}
+#elif AT_PAGED
 /* Keys [c0, c0 + nc) of entry b gathered from the pool into fp32 rows of D, a page's run of rows at a time:
    key t is row t % P of page block_table[b][t / P] (clamped into the pool, so an unchecked table never reads
    outside it); g is the pool offset to the kv head, its rows KVH * D apart. */
@@ -206,9 +246,12 @@ static void at_gather(const at_job* J, const in_t* g, long b, long c0, long nc, 
 }
 #endif
 
-/* Entry b's K or V of one kv head: the pool offset to the head (paged), or its (SK x D) rows. */
+/* Entry b's K or V of one kv head: its first token's row at the head (packed), the pool offset to the head
+   (paged), or its (SK x D) rows. */
 static inline const in_t* at_kv(const at_job* J, const in_t* g, long b, long kvh) {
-#if AT_PAGED
+#if AT_PACKED
+    return g + (at_off(J, b) * J->KVH + kvh) * D;
+#elif AT_PAGED
     (void)b;
     return g + kvh * D;
 #else
@@ -219,7 +262,7 @@ static inline const in_t* at_kv(const at_job* J, const in_t* g, long b, long kvh
 /* K of keys [c0, c0 + nc) of entry b (kg: at_kv's) in fp32 rows of D (converted or gathered where it cannot be
    read in place). */
 static const float* at_pack_k(const at_job* J, const in_t* kg, long b, long c0, long nc, float* kb) {
-#if AT_PAGED
+#if AT_PAGED || AT_PACKED
     at_gather(J, kg, b, c0, nc, kb);
     return kb;
 #elif PACK_K
@@ -235,7 +278,7 @@ static const float* at_pack_k(const at_job* J, const in_t* kg, long b, long c0, 
 
 /* V of keys [c0, c0 + nc) of entry b in fp32 rows of D, converted or gathered where it cannot be read in place. */
 static const float* at_pack_v(const at_job* J, const in_t* vg, long b, long c0, long nc, float* vs) {
-#if AT_PAGED
+#if AT_PAGED || AT_PACKED
     at_gather(J, vg, b, c0, nc, vs);
     return vs;
 #elif PACK_V
@@ -251,12 +294,55 @@ static const float* at_pack_v(const at_job* J, const in_t* vg, long b, long c0, 
 /* The q blocks' key ranges in an entry of sk keys: [lo, hi) of the union of rows [r0, r1) (lo and hi grow
    with the row). */
 static void at_block_range(const at_job* J, long sk, long qb, long* lo, long* hi) {
-    const long r0 = qb * BQ, r1 = r0 + BQ < J->SQ ? r0 + BQ : J->SQ;
+    const long r0 = qb * BQ, r1 = r0 + BQ < AT_ROWS(J, sk) ? r0 + BQ : AT_ROWS(J, sk);
     long x;
     at_range(J, sk, r0, lo, &x);
     at_range(J, sk, r1 - 1, &x, hi);
 }
 
+#if AT_PACKED
+/* Pre-pack task t: tokens [t BK, t BK + BK) of K and V, every kv head, into head-major fp32 rows (KVH x T x D),
+   where keys [c0, c0 + nc) of entry b are rows kvh T + cu[b] + c0 onward for each of its q blocks and heads.
+   Every token is packed: each of an entry's keys is kept by its own query (the diagonal). */
+static void at_prepack(const at_job* J, long t) {
+    const long t1 = (t + 1) * BK < J->T ? (t + 1) * BK : J->T;
+    for (long r = t * BK; r < t1; ++r)
+        for (long g = 0; g < J->KVH; ++g) {
+            const in_t *ks = J->k + (r * J->KVH + g) * D, *vs = J->v + (r * J->KVH + g) * D;
+            float *kd = J->kp + (g * J->T + r) * D, *vd = J->vp + (g * J->T + r) * D;
+            for (long d = 0; d < D; ++d) { kd[d] = IN2F(ks[d]); vd[d] = IN2F(vs[d]); }
+        }
+}
+
+/* Entry b's q blocks before it (tb[b]) and in all (returned), its most in mx; with tb NULL only counted. */
+static long at_packed_blocks(const at_job* J, long* tb, long* mx) {
+    long n = 0;
+    *mx = 0;
+    for (long b = 0; b < J->B; ++b) {
+        const long nq = (at_len(J, b) + BQ - 1) / BQ;
+        if (tb) tb[b] = n;
+        n += nq;
+        *mx = nq > *mx ? nq : *mx;
+    }
+    if (tb) tb[J->B] = n;
+    return n;
+}
+
+/* Task t's entry, head and q block: entry b's tasks are [H tb[b], H tb[b + 1]), head by head, each head's q
+   blocks the last first (under a causal mask they hold the most keys). */
+static void at_packed_task(const at_job* J, long t, long* b, long* h, long* qb) {
+    const long g = t / J->H;
+    long lo = 0, hi = J->B - 1;  /* the last entry with tb[b] <= g: its blocks hold g (empty ones hold none) */
+    while (lo < hi) {
+        const long mid = (lo + hi + 1) / 2;
+        if (J->tb[mid] <= g) lo = mid; else hi = mid - 1;
+    }
+    const long nq = J->tb[lo + 1] - J->tb[lo], local = t - J->H * J->tb[lo];
+    *b = lo;
+    *h = local / nq;
+    *qb = nq - 1 - local % nq;
+}
+#else
 /* Does any q block of an entry of sk keys compute K/V block kb? (A block none needs is never packed.) */
 static int at_block_used(const at_job* J, long sk, long kb) {
     const long nkb = (J->SK + BK - 1) / BK;
@@ -278,6 +364,7 @@ static void at_prepack(const at_job* J, long t) {
     at_pack_k(J, at_kv(J, J->k, b, kvh), b, c0, c1 - c0, J->kp + t * KBLK);
     at_pack_v(J, at_kv(J, J->v, b, kvh), b, c0, c1 - c0, J->vp + t * VBLK);
 }
+#endif
 
 /* Each row's kept keys [ka, ke) of the block [c0, c0 + nc) (rows past nr: all), and per VL rows whether
    any row misses part of the block (an edge: its scores are masked element by element). NULL where every
@@ -321,26 +408,31 @@ static int at_row_keeps(const at_job* J, long sk, long r) {
    kept keys whose scores are all -inf or NaN: its softmax is NaN, as NumPy's and the reference's are. */
 static void at_store(const at_job* J, long sk, long b, long h, long r0, long nr, const float* ot, const float* m,
                      const float* l) {
-    in_t* og = J->out + ((b * J->H + h) * J->SQ + r0) * D;
+    in_t* og = J->out + AT_ROW(J, b, h, r0);
     for (long i = 0; i < nr; ++i) {
         const int scored = m[i] > -AT_BIG;
         const int nan_row = !scored && at_row_keeps(J, sk, r0 + i);
         const float inv = scored ? 1.0f / l[i] : nan_row ? NAN : 0.0f;
-        for (long d = 0; d < D; ++d) og[i * D + d] = F2OUT(ot[d * QR + i] * inv);
+        for (long d = 0; d < D; ++d) og[i * AT_QSTRIDE(J) + d] = F2OUT(ot[d * QR + i] * inv);
         if (J->lse)
-            J->lse[(b * J->H + h) * J->SQ + r0 + i] = scored ? m[i] * AT_LN2 + logf(l[i]) : nan_row ? NAN : -INFINITY;
+            J->lse[AT_LSE(J, b, h, r0) + i] = scored ? m[i] * AT_LN2 + logf(l[i]) : nan_row ? NAN : -INFINITY;
     }
 }
 
 static long at_task(const at_job* J, long task, float* ws) {
+#if AT_PACKED
+    long b, h, qb;
+    at_packed_task(J, task, &b, &h, &qb);
+#else
     /* the last q blocks first: under a causal mask they hold the most keys */
     const long qb = J->nqb - 1 - task % J->nqb, bh = task / J->nqb, h = bh % J->H, b = bh / J->H;
+#endif
     const long kvh = h / (J->H / J->KVH), sk = at_len(J, b);  /* the entry's keys: its own diagonal */
-    const long r0 = qb * BQ, r1 = r0 + BQ < J->SQ ? r0 + BQ : J->SQ, nr = r1 - r0;
+    const long r0 = qb * BQ, r1 = r0 + BQ < AT_ROWS(J, sk) ? r0 + BQ : AT_ROWS(J, sk), nr = r1 - r0;
     float *qt = ws, *kt = qt + D * QR, *vs = kt + KBLK, *st = vs + VBLK, *o = st + BK * QR;
     float *m = o + QR * D, *l = m + QR, *alpha = l + QR, *mx = alpha + QR, *ka = mx + QR, *ke = ka + QR;
     float* edge = ke + QR;
-    const in_t* qg = J->q + ((b * J->H + h) * J->SQ + r0) * D;
+    const in_t* qg = J->q + AT_ROW(J, b, h, r0);
     const in_t* kg = at_kv(J, J->k, b, kvh);
     const in_t* vg = at_kv(J, J->v, b, kvh);
     long lo0, hi1, tiles = 0;
@@ -350,15 +442,21 @@ static long at_task(const at_job* J, long task, float* ws) {
     if (lo0 < hi1) {
         const float scale = J->scale * 1.4426950408889634f;  /* base-2 softmax */
         for (long d = 0; d < D; ++d)
-            for (long i = 0; i < QR; ++i) qt[d * QR + i] = i < nr ? IN2F(qg[i * D + d]) * scale : 0.0f;
+            for (long i = 0; i < QR; ++i) qt[d * QR + i] = i < nr ? IN2F(qg[i * AT_QSTRIDE(J) + d]) * scale : 0.0f;
         const long nkb = (J->SK + BK - 1) / BK;
         for (long kb = lo0 / BK; kb <= (hi1 - 1) / BK; ++kb) {
             if (J->mask && !J->mask[qb * nkb + kb]) continue;
             const long c0 = kb * BK, nc = (c0 + BK < sk ? c0 + BK : sk) - c0;
             ++tiles;
+#if AT_PACKED
+            const long pt = (kvh * J->T + at_off(J, b) + c0) * D;  /* the pre-packed rows, when there are */
+            const float* kb_p = J->kp ? J->kp + pt : at_pack_k(J, kg, b, c0, nc, kt);
+            const float* vb = J->kp ? J->vp + pt : at_pack_v(J, vg, b, c0, nc, vs);
+#else
             const long pt = (b * J->KVH + kvh) * nkb + kb;  /* the pre-packed block, when there are */
             const float* kb_p = PACK_K && J->kp ? J->kp + pt * KBLK : at_pack_k(J, kg, b, c0, nc, kt);
             const float* vb = PACK_V && J->kp ? J->vp + pt * VBLK : at_pack_v(J, vg, b, c0, nc, vs);
+#endif
             const float* edges = at_edges(J, sk, r0, nr, c0, nc, ka, ke, edge);
             at_scores(qt, kb_p, st, mx, nc);
             at_softmax(st, mx, m, l, alpha, ka, ke, edges, nc);
@@ -392,4 +490,7 @@ static void at_worker(void* arg, int tid, int nthreads) {
 }
 
 static tr_buf at_ws_buf, at_pack_buf;
+#if AT_PACKED
+static tr_buf at_blocks_buf;  /* tb: each entry's q blocks before it */
+#endif
 """

@@ -1,6 +1,7 @@
 """The attention kernel's runtime object: a ``CpuKernel`` (O, as every CPU kernel returns it) wrapped with
-the buffers its entry also writes: the lse and the count of K/V blocks loaded. A serving op's lengths and
-block table are checked (``Attention.check_serving_inputs``) before each call."""
+the buffers its entry also writes: the lse (``op.lse_shape()``: (heads, tokens) for packed entries) and the count
+of K/V blocks loaded. A serving op's lengths, block table or packed offsets are checked
+(``Attention.check_serving_inputs``) before each call."""
 
 from __future__ import annotations
 
@@ -31,13 +32,14 @@ class AttentionKernel:
         return getattr(self._kernel, name)
 
     def __call__(self, inputs: dict[str, np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
-        if self._serving:  # one BadInputError before any compute: a length past seq_k, a page outside the pool
+        if self._serving:  # one BadInputError before any compute: a length past seq_k, a page outside the pool,
+            # offsets that decrease or do not end at the tokens
             self._kernel.op.check_serving_inputs(inputs)
         self._stats[0] = 0
         return self._kernel(inputs, out)
 
     def launch_ptrs(self, ptrs: tuple[int, ...], stream: int = 0) -> None:
-        """The prepared path: buffers the caller has checked (the kernel still clamps lengths and pages)."""
+        """The prepared path: buffers the caller has checked (the kernel still clamps lengths, pages and offsets)."""
         self._stats[0] = 0
         self._kernel.launch_ptrs(ptrs, stream)
 

@@ -25,6 +25,10 @@ Serving (issue 33) adds two things, each optional:
   (batch, ceil(seq_k / page_size)) names entry b's j-th page: key t of entry b is row t % page_size of page
   ``block_table[b, t // page_size]``. Entries past an entry's last used page are never read (random inputs
   set them to -1); a used entry outside [0, pages) is refused by ``check_serving_inputs`` before any launch.
+- ``packed`` (with ``seq_lens``): variable-length prefill, FlashAttention's varlen convention: the entries'
+  tokens one after another, q (total, heads, head_dim), k and v (total, kv_heads, head_dim), O likewise, lse
+  (heads, total), an int32 input ``cu_seqlens`` (batch + 1) of offsets; entry b's queries and keys are rows
+  [cu[b], cu[b + 1]), seq_q = seq_k the longest an entry may be.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from tracea.doctor.errors import BadInputError
 
 from .. import attention_serving as serving
 from .. import fields
+from ..attention_masks import check_block_mask
 from ..attention_serving import INDEX_INPUTS, SERVING_FIELDS
 from ..dtypes import DType, parse_dtype, to_float64
 from ..op import Op, register
@@ -58,46 +63,6 @@ def _block_size(value: Any) -> tuple[int, int]:
 
 def _window(value: Any) -> tuple[int, int] | None:
     return None if value is None else fields.pair("window", value, fields.non_negative, "(left, right) key counts")
-
-
-def _mask_rows(value: Any) -> tuple[str, ...]:
-    """A block mask (a bool array, rows of bools, or rows of '0'/'1' strings as JSON holds it) as
-    '0'/'1' strings, one per q block."""
-    if isinstance(value, np.ndarray):
-        if value.dtype != np.bool_:
-            raise BadInputError(f"block_mask: expected a boolean array, got dtype {value.dtype}")
-        if value.ndim != 2:
-            raise BadInputError(f"block_mask: expected a 2-D (q block x k block) map, got {value.ndim} dimensions")
-        return tuple("".join("1" if b else "0" for b in row) for row in value.tolist())
-    if not isinstance(value, (tuple, list)) or not value:
-        raise BadInputError(f"block_mask: expected a 2-D boolean map, got {type(value).__name__}")
-    rows = []
-    for row in value:
-        if isinstance(row, str):
-            if set(row) - {"0", "1"}:
-                raise BadInputError("block_mask: a row string may hold only '0' and '1'")
-            rows.append(row)
-        elif isinstance(row, (tuple, list, np.ndarray)) and all(isinstance(b, (bool, np.bool_)) for b in row):
-            rows.append("".join("1" if b else "0" for b in row))
-        else:  # the row's type, not its repr: a repr may span lines, or fail (an int of 5000 digits)
-            raise BadInputError(f"block_mask: expected rows of booleans, got a {type(row).__name__} row")
-    return tuple(rows)
-
-
-def check_block_mask(value: Any, seq_q: int, seq_k: int, block_size: tuple[int, int]) -> tuple[str, ...]:
-    """A block mask as '0'/'1' row strings, refused unless it is a 2-D boolean map of ceil(seq_q / bq) x
-    ceil(seq_k / bk) tiles: the op's own check, also for callers whose call may never build the op (a
-    fallback must not read a mask of another shape)."""
-    rows = _mask_rows(value)
-    want = (-(-seq_q // block_size[0]), -(-seq_k // block_size[1]))
-    # an empty map is the wrong shape, said as such, unless the op has no query rows (no row tells the width)
-    got = (len(rows), len(rows[0]) if rows else want[1] if want[0] == 0 else 0)
-    if any(len(r) != got[1] for r in rows) or got != want:
-        raise BadInputError(
-            f"block_mask: expected {want[0]} x {want[1]} tiles (ceil(seq_q/{block_size[0]}) x "
-            f"ceil(seq_k/{block_size[1]})), got {got[0]} x {got[1]}" + (
-                "" if all(len(r) == got[1] for r in rows) else " with ragged rows"))
-    return rows
 
 
 @register
@@ -121,6 +86,7 @@ class Attention(Op):
     seq_lens: tuple[int, ...] | None = None
     page_size: int | None = None
     pages: int | None = None
+    packed: bool = False
     kind: ClassVar[str] = "attention"
     phase: ClassVar[str] = "mma"
     default_shape: ClassVar[dict[str, Any]] = {"batch": 4, "heads": 32, "seq_q": 4096, "head_dim": 128}  # issue 17's headline
@@ -160,25 +126,9 @@ class Attention(Op):
         self._check_serving()
 
     def _check_serving(self) -> None:
-        """seq_lens, page_size and pages (see the module docstring)."""
-        if self.seq_lens is not None:
-            object.__setattr__(self, "seq_lens", serving.seq_lens_field(self.seq_lens, self.batch, self.seq_k))  # type: ignore[arg-type]
-        if self.page_size is None:
-            if self.pages is not None:
-                raise BadInputError("pages: a pool's page count needs page_size", "give page_size too, or drop pages")
-        else:
-            object.__setattr__(self, "page_size", fields.positive("page_size", self.page_size))
-            need = int(sum(-(-n // self.page_size) for n in self.key_lens))
-            pages = self.batch * self.table_cols if self.pages is None else fields.positive("pages", self.pages)
-            if pages < need:
-                raise BadInputError(f"pages: the pool holds {pages} pages of {self.page_size} keys; the entries' "
-                                    f"keys take {need} pages")
-            object.__setattr__(self, "pages", pages)
-            fields.elements("k (pages x page_size x kv_heads x head_dim)", pages, self.page_size, self.kv_heads,
-                            self.head_dim)  # type: ignore[arg-type]
-        if self.block_mask is not None and (self.seq_lens is not None or self.page_size is not None):
-            raise BadInputError("block_mask: a block mask tiles one seq_k; it does not combine with seq_lens or "
-                                "page_size", "use causal or window")
+        """seq_lens, page_size, pages and packed (kernels/attention_serving.py ``check_fields``)."""
+        for name, value in serving.check_fields(self).items():
+            object.__setattr__(self, name, value)
 
     # ---- serving: lengths and pages ----------------------------------------------------------------------
 
@@ -194,15 +144,21 @@ class Attention(Op):
 
     @property
     def serving(self) -> bool:
-        """Whether the op takes per-entry lengths or a paged pool (inputs beyond q, k and v)."""
-        return self.seq_lens is not None or self.page_size is not None
+        """Whether the op takes per-entry lengths, a paged pool or packed entries (inputs beyond q, k, v)."""
+        return self.seq_lens is not None or self.page_size is not None or self.packed
+
+    @property
+    def query_lens(self) -> tuple[int, ...]:
+        """Each batch entry's query count: its length where the entries are packed, else seq_q."""
+        return self.key_lens if self.packed else (self.seq_q,) * self.batch
 
     def entry(self, seq_k: int) -> Attention | None:
-        """One batch entry holding ``seq_k`` keys as a plain op (batch 1, contiguous K and V, no lengths):
-        its mask, tiles and pairs are the entry's. None for an entry of no keys."""
+        """One batch entry holding ``seq_k`` keys (and as many queries, packed) as a plain op (batch 1,
+        contiguous K and V, no lengths): its mask, tiles and pairs are the entry's. None for no keys."""
         if seq_k == 0:
             return None
-        return dataclasses.replace(self, batch=1, seq_k=seq_k, seq_lens=None, page_size=None, pages=None)
+        return dataclasses.replace(self, batch=1, seq_k=seq_k, seq_lens=None, page_size=None, pages=None,
+                                   packed=False, seq_q=seq_k if self.packed else self.seq_q)
 
     def _entries(self) -> list[tuple[Attention | None, int]]:
         """(entry op, how many batch entries share its length), one per distinct length."""
@@ -327,11 +283,11 @@ class Attention(Op):
     def bytes(self) -> int:
         """Q read once, each entry's keys of K and V read once, O written once, lse (fp32) written once; the
         block table's used entries and the lengths (int32) where there are."""
-        q = self.batch * self.heads * self.seq_q * self.head_dim
+        rows = sum(self.query_lens) * self.heads
         kv = sum(self.key_lens) * self.kv_heads * self.head_dim  # type: ignore[operator]
         extra = 4 * (sum(-(-n // self.page_size) for n in self.key_lens) if self.page_size else 0) \
-            + 4 * (self.batch if self.seq_lens is not None else 0)
-        return (2 * q + 2 * kv) * self.dtype.itemsize + 4 * self.batch * self.heads * self.seq_q + extra
+            + 4 * (self.batch + self.packed if self.seq_lens is not None else 0)
+        return (2 * rows * self.head_dim + 2 * kv) * self.dtype.itemsize + 4 * rows + extra
 
     @property
     def density(self) -> float:
@@ -339,7 +295,12 @@ class Attention(Op):
         return self.pairs_computed / (self.batch * self.seq_q * self.seq_k)  # type: ignore[operator]
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        """The inputs: q, k and v, then the block table (paged) and the lengths (seq_lens), int32."""
+        """The inputs: q, k and v, then the block table (paged) and the lengths (seq_lens; packed: the
+        entries' offsets, cu_seqlens), int32."""
+        if self.packed:
+            total = sum(self.key_lens)
+            kv = (total, self.kv_heads, self.head_dim)
+            return {"q": (total, self.heads, self.head_dim), "k": kv, "v": kv, "cu_seqlens": (self.batch + 1,)}
         if self.page_size:
             kv = (self.pages, self.page_size, self.kv_heads, self.head_dim)
         else:
@@ -391,9 +352,15 @@ class Attention(Op):
             }}"""
 
     def output_shape(self) -> tuple[int, ...]:
+        """O: q's layout ((batch, heads, seq_q, head_dim), or packed (total, heads, head_dim))."""
+        if self.packed:
+            return (sum(self.key_lens), self.heads, self.head_dim)
         return (self.batch, self.heads, self.seq_q, self.head_dim)
 
     def lse_shape(self) -> tuple[int, ...]:
+        """lse: (batch, heads, seq_q), or packed (heads, total) as FlashAttention's varlen forward has it."""
+        if self.packed:
+            return (self.heads, sum(self.key_lens))
         return (self.batch, self.heads, self.seq_q)
 
     def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -417,7 +384,7 @@ class Attention(Op):
         """As the other ops, the serving fields only where they are set (records before them read the same)."""
         d = super().to_json()
         for name in SERVING_FIELDS:
-            if d.get(name) is None:
+            if d.get(name) in (None, False):
                 d.pop(name, None)
         return d
 
@@ -427,8 +394,8 @@ class Attention(Op):
         theirs, and the serving fields only where they are set."""
         sig = super().signature
         for name in SERVING_FIELDS:  # absent, as before they existed: older databases' keys still match
-            if getattr(self, name) is None:
-                sig = sig.replace(f",{name}=None", "")
+            if getattr(self, name) in (None, False):
+                sig = sig.replace(f",{name}={getattr(self, name)}", "")
         if self.seq_lens is not None and len(self.seq_lens) > 8:
             digest = hashlib.sha256(",".join(map(str, self.seq_lens)).encode()).hexdigest()[:16]
             sig = sig.replace(f"seq_lens={self.seq_lens}", f"seq_lens=sha256:{digest}")

@@ -76,6 +76,14 @@ def test_serving_flags_make_the_op(capsys, flags, want):
     assert planned_op(capsys, *shape, *flags) == Attention(**want).to_json()
 
 
+def test_packed_flags_make_the_op(capsys):
+    """--packed: the --seq-lens entries' tokens one after another; --seq (and --seq-k) the longest an entry may be."""
+    got = planned_op(capsys, "--heads", "8", "--seq", "100", "--head-dim", "64", "--batch", "3", "--seq-lens",
+                     "100,30,7", "--packed", "--causal")
+    assert got == Attention(batch=3, heads=8, seq_q=100, head_dim=64, seq_k=100, seq_lens=(100, 30, 7), packed=True,
+                            causal=True).to_json()
+
+
 def test_block_mask_file(capsys, tmp_path):
     mask = np.array([[True, False, True], [False, False, True]])  # 2 x 3 tiles: seq 64 / 32, seq_k 96 / 32
     path = tmp_path / "mask.npy"
@@ -151,6 +159,9 @@ def test_context_takes_the_design_documents_spelling():
     ([*SHAPE, "--seq-lens", "65", "--seq-k", "64"], ["seq_lens[0]", "65"]),
     ([*SHAPE, "--page-size", "0"], ["--page-size"]),
     ([*SHAPE, "--page-size", "16", "--block-mask", "1"], ["block_mask", "page_size"]),
+    ([*SHAPE, "--packed"], ["--packed", "--seq-lens"]),
+    ([*SHAPE, "--packed", "--seq-lens", "65"], ["seq_lens[0]", "65"]),
+    ([*SHAPE, "--packed", "--seq-lens", "60", "--seq-k", "70"], ["packed", "seq_q = seq_k"]),
 ])
 @pytest.mark.parametrize("verb", ["plan", "bench", "emit", "tune"])
 def test_bad_input_is_one_line(capsys, tmp_path, verb, flags, words):
@@ -178,7 +189,7 @@ def test_help_names_every_flag(capsys):
     code, out, _ = tracea(capsys, "bench", "attention", "--help")
     assert code == 0
     for flag in ("--batch", "--heads", "--seq", "--seq-k", "--head-dim", "--kv-heads", "--causal", "--window",
-                 "--block-mask", "--block-size", "--mask-seed", "--scale", "--seq-lens", "--page-size", "--dtype",
+                 "--block-mask", "--block-size", "--mask-seed", "--scale", "--seq-lens", "--page-size", "--packed", "--dtype",
                  "--backend", "--json"):
         assert flag in out, flag
 

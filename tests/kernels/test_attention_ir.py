@@ -342,3 +342,76 @@ def test_serving_inputs_are_checked_before_any_use():
     # the lengths the inputs give are the ones computed, not the field's
     shorter = {**inputs, "seq_lens": np.array([20, 17, 0], np.int32)}
     assert np.abs(op.reference(shorter) - _naive_serving(op, shorter)).max() <= 1e-12
+
+
+# ---- packed entries (variable-length prefill) -------------------------------------------------------------
+
+PACKED = [
+    dict(batch=3, heads=4, kv_heads=2, seq_q=20, seq_k=20, head_dim=8, causal=True, seq_lens=(20, 7, 0), packed=True),
+    dict(batch=2, heads=2, seq_q=30, seq_k=30, head_dim=16, window=(3, 1), seq_lens=(1, 30), packed=True,
+         dtype="bf16"),
+    dict(batch=2, heads=2, seq_q=40, seq_k=40, head_dim=8, seq_lens=(9, 13), packed=True),  # capacity past both
+]
+
+
+def _naive_packed(op: Attention, inputs: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Entry b's rows [cu[b], cu[b + 1]) of q against the same rows of k and v, key by key."""
+    q, k, v = (to_float64(np.asarray(inputs[n]), op.dtype) for n in ("q", "k", "v"))
+    cu = inputs["cu_seqlens"]
+    left, right = op._bounds()
+    out, lse = np.zeros(op.output_shape()), np.full(op.lse_shape(), -np.inf)
+    group = op.heads // op.kv_heads
+    for b in range(op.batch):
+        a, n = int(cu[b]), int(cu[b + 1] - cu[b])
+        for h in range(op.heads):
+            for i in range(n):
+                js = [j for j in range(n) if -left <= j - i <= right]
+                if not js:
+                    continue
+                s = np.array([k[a + j, h // group] @ q[a + i, h] for j in js]) * op.scale
+                p = np.exp(s - s.max())
+                out[a + i, h] = p @ np.array([v[a + j, h // group] for j in js]) / p.sum()
+                lse[h, a + i] = s.max() + math.log(p.sum())
+    return out, lse
+
+
+@pytest.mark.parametrize("case", PACKED, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_packed_reference_against_the_naive_definition(case):
+    op = Attention(**case)
+    total = sum(case["seq_lens"])
+    assert op.shapes() == {"q": (total, op.heads, op.head_dim), "k": (total, op.kv_heads, op.head_dim),
+                           "v": (total, op.kv_heads, op.head_dim), "cu_seqlens": (op.batch + 1,)}
+    assert op.output_shape() == (total, op.heads, op.head_dim) and op.lse_shape() == (op.heads, total)
+    inputs = op.random_inputs(np.random.default_rng(6))
+    assert inputs["cu_seqlens"].dtype == np.int32 and list(inputs["cu_seqlens"]) == [0, *np.cumsum(case["seq_lens"])]
+    out, lse = op.reference_with_lse(inputs)
+    want, want_lse = _naive_packed(op, inputs)
+    assert np.abs(out - want).max() <= 1e-12 and lse_error(lse, want_lse) <= 1e-12
+    one = [Attention(batch=1, heads=op.heads, kv_heads=op.kv_heads, seq_q=n, head_dim=op.head_dim, causal=op.causal,
+                     window=op.window) for n in case["seq_lens"] if n]
+    assert op.flops == sum(e.flops for e in one)
+    assert Attention.from_json(op.to_json()) == op and "packed=True" in op.signature
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    (dict(packed=True), ["packed", "seq_lens"]),
+    (dict(packed=True, seq_lens=(20, 3), page_size=16), ["packed", "no page_size"]),
+    (dict(packed=True, seq_lens=(20, 3), seq_k=30), ["packed", "seq_q = seq_k"]),
+    (dict(packed=True, seq_lens=(0, 0)), ["every packed entry is empty"]),
+    (dict(packed="yes", seq_lens=(20, 3)), ["packed", "true or false"]),
+])
+def test_bad_packed_fields_name_the_field(fields, words):
+    with pytest.raises(BadInputError) as e:
+        Attention(**{**dict(batch=2, heads=2, seq_q=20, head_dim=8), **fields})
+    assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_packed_offsets_are_checked():
+    op = Attention(**PACKED[0])
+    inputs = op.random_inputs(np.random.default_rng(1))
+    for cu, words in (([0, 20, 19, 27], "must not decrease"), ([0, 20, 27, 28], "expected 0 to 27"),
+                      ([1, 20, 27, 27], "expected 0 to 27"), ([0, 27, 27, 27], "more than seq_k=20")):
+        with pytest.raises(BadInputError, match=words):
+            op.reference({**inputs, "cu_seqlens": np.array(cu, np.int32)})
+    moved = {**inputs, "cu_seqlens": np.array([0, 7, 27, 27], np.int32)}  # the offsets given, not the field's
+    assert np.abs(op.reference(moved) - _naive_packed(op, moved)[0]).max() <= 1e-12

@@ -93,3 +93,37 @@ def test_unchecked_tables_never_read_outside_the_cache():
     table[0, 1] = 10**6
     y = _call(op, {**x, "block_table": table, "seq_lens": np.array([64, 10**6, 0], np.int32)}, check_tables=False)
     assert np.asarray(y).shape == op.output_shape() and np.isfinite(np.asarray(y, np.float64)).all()
+
+
+PACKED = Attention(batch=3, heads=4, kv_heads=2, seq_q=40, seq_k=40, head_dim=32, causal=True, seq_lens=(40, 9, 0),
+                   packed=True)
+
+
+def test_packed_entries_match_the_reference_on_numpy_and_torch():
+    op = PACKED
+    x = op.random_inputs(np.random.default_rng(5))
+    ref = op.reference(x)
+    y = tracea.ops.attention(x["q"], x["k"], x["v"], causal=True, cu_seqlens=x["cu_seqlens"], max_seqlen=40)
+    assert np.asarray(y).shape == op.output_shape()
+    assert relative_error(np.asarray(y, np.float64), ref) <= tolerance(op)
+    torch = pytest.importorskip("torch")
+    t = {n: torch.from_numpy(a) for n, a in x.items()}
+    y = tracea.ops.attention(t["q"], t["k"], t["v"], causal=True, cu_seqlens=t["cu_seqlens"])  # max_seqlen: total
+    assert relative_error(y.double().numpy(), ref) <= tolerance(op)
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"cu_seqlens": np.array([0, 40, 39, 49], np.int32)}, ["cu_seqlens[2] = 39", "must not decrease"]),
+    ({"cu_seqlens": np.array([0, 40, 49, 50], np.int32)}, ["cu_seqlens runs from 0 to 50", "0 to 49"]),
+    ({"cu_seqlens": np.array([0, 40, 49, 49], np.int64)}, ["cu_seqlens", "int32", "int64"]),
+    ({"cu_seqlens": np.array([0, 49], np.int32), "max_seqlen": 40}, ["entry 0 holds 49 tokens", "max_seqlen=40"]),
+    ({"max_seqlen": 0}, ["max_seqlen", "1..49"]),
+    ({"block_table": np.zeros((3, 1), np.int32)}, ["cu_seqlens", "does not combine"]),
+    ({"q": np.zeros((49, 4, 16), np.float32)}, ["packed entries take q (total, H, D)"]),
+])
+def test_bad_packed_input_is_one_error_before_anything_runs(change, words):
+    x = PACKED.random_inputs(np.random.default_rng(6))
+    args = {"q": x["q"], "k": x["k"], "v": x["v"], "cu_seqlens": x["cu_seqlens"], **change}
+    with pytest.raises(BadInputError) as e:
+        tracea.ops.attention(args.pop("q"), args.pop("k"), args.pop("v"), **args)
+    assert all(w in str(e.value) for w in words), str(e.value)

@@ -186,7 +186,7 @@ def test_the_contiguous_source_has_no_gather():
     a, b = (render(op, "cpu-avx2-fma", s) for op in (plain, paged))
     assert "#define AT_PAGED 0" in a.source and "#define AT_PAGED 1" in b.source and "#define PACK_K 1" in b.source
     assert "_paged_" in b.name and "_paged_" not in a.name
-    assert a.dims[7:] == (0, 0, 0, 0) and b.dims[7:] == (16, 4, 4, 0)  # page_size, table_cols, pages, threads
+    assert a.dims[7:] == (0, 0, 0, 0, 0) and b.dims[7:] == (16, 4, 4, 0, 0)  # page_size, table_cols, pages, tokens, threads
 
 
 def test_nan_in_the_pool_outside_the_entries_keys_is_never_read():

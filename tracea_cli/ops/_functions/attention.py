@@ -25,7 +25,8 @@ TORCH_PIECES: tuple[str, ...] = ()
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
               window: Any = None, block_mask: Any = None, block_size: Any = (128, 128), out: Any = None,
-              block_table: Any = None, seq_lens: Any = None, check_tables: bool = True) -> Any:
+              block_table: Any = None, seq_lens: Any = None, check_tables: bool = True, cu_seqlens: Any = None,
+              max_seqlen: int | None = None) -> Any:
     """softmax(q k^T * scale + mask) v in the Attention op's layout: q (B, H, Sq, D), k and v (B, Hkv, Sk, D),
     q head h reading kv head h // (H / Hkv) (grouped-query). The mask (kernels/ops/attention.py): causal with the
     diagonal aligned bottom-right, ``window`` = (left, right) keys, ``block_mask`` (Sq/bq x Sk/bk booleans, a
@@ -37,22 +38,80 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     last page are not read). Both arrays are checked before the launch (``check_tables``: on CUDA they are
     copied to the host for it, a wait for the device; skipped inside a CUDA graph capture, where nothing may
     wait); unchecked, a kernel still clamps every length and page into the cache, so it never reads memory
-    outside it."""
+    outside it.
+
+    Variable-length prefill: ``cu_seqlens`` (int32, (B + 1,)) packs the entries' tokens one after another, as
+    FlashAttention's varlen forward: q (total, H, D), k and v (total, Hkv, D), the result (total, H, D); entry b
+    is rows [cu_seqlens[b], cu_seqlens[b + 1]) of each, its queries attending to its own keys (causal aligned
+    within the entry). ``max_seqlen``: the longest an entry may be (default: total), part of the plan."""
     try:
         key = ("attention", array_key(q), array_key(k), array_key(v), opt(causal), opt(scale), opt(window),
                mask_key(block_mask), opt(block_size), None if out is None else out_key(out),
-               array_key(block_table), array_key(seq_lens))
+               array_key(block_table), array_key(seq_lens), array_key(cu_seqlens), opt(max_seqlen))
     except Uncached:
         key = None
-    if block_table is None and seq_lens is None:
+    if cu_seqlens is not None:
+        _packed_args(q, k, v, cu_seqlens, max_seqlen, block_table, seq_lens, check_tables)
+        y = prepared(key, (q, k, v, cu_seqlens), out)
+    elif block_table is None and seq_lens is None:
         y = prepared(key, (q, k, v), out)
     else:
         _serving_args(q, k, v, block_table, seq_lens, check_tables)
         y = prepared(key, (q, k, v, block_table, seq_lens), out)
     if y is MISS or y is RETRY:
+        if cu_seqlens is not None:
+            return _packed(q, k, v, causal, scale, window, block_mask, out, key if y is MISS else None, cu_seqlens,
+                           max_seqlen)
         return _attention(q, k, v, causal, scale, window, block_mask, block_size, out, key if y is MISS else None,
                           block_table, seq_lens)
     return y
+
+
+def _index_array(name: str, x: Any, q: Any) -> None:
+    """An int32 index array of a call: NumPy or a tensor where q is, contiguous."""
+    if not (isinstance(x, np.ndarray) or is_torch(x)) or str(x.dtype) not in ("int32", "torch.int32"):
+        what = f"{x.dtype}" if hasattr(x, "dtype") else type(x).__name__
+        raise BadInputError(f"attention: {name} expected an int32 array or tensor, got {what}",
+                            f"e.g. {name}.to(torch.int32) or numpy.asarray({name}, numpy.int32)")
+    if is_torch(q) != is_torch(x) or (is_torch(x) and x.device != q.device):
+        raise BadInputError(f"attention: {name} must be where q is ({getattr(q, 'device', 'NumPy')}), got "
+                            f"{getattr(x, 'device', 'a NumPy array')}")
+    if not (x.is_contiguous() if is_torch(x) else x.flags.c_contiguous):
+        raise BadInputError(f"attention: {name} must be contiguous", f"pass {name}.contiguous()")
+
+
+def _packed_args(q: Any, k: Any, v: Any, cu: Any, max_seqlen: Any, block_table: Any, seq_lens: Any,
+                 check: bool) -> None:
+    """A packed call's offsets and shapes, then (``check``) the offsets' values: from 0, never decreasing, to
+    the tokens q holds, no entry past ``max_seqlen``. One BadInputError naming the first fault."""
+    if block_table is not None or seq_lens is not None:
+        raise BadInputError("attention: cu_seqlens (packed entries) does not combine with block_table or seq_lens")
+    _index_array("cu_seqlens", cu, q)
+    qs, ks = tuple(q.shape), tuple(k.shape)
+    if len(cu.shape) != 1 or cu.shape[0] < 2:
+        raise BadInputError(f"attention: cu_seqlens {tuple(cu.shape)}: expected (B + 1,) offsets, B >= 1")
+    if len(qs) != 3 or len(ks) != 3 or tuple(v.shape) != ks or ks[0] != qs[0] or ks[2] != qs[2] or ks[1] == 0 \
+            or qs[1] % ks[1]:
+        raise BadInputError(f"attention: q {qs}, k {ks}, v {tuple(v.shape)}: packed entries take q (total, H, D) and "
+                            "k, v (total, Hkv, D) with H a multiple of Hkv")
+    total = qs[0]
+    cap = total if max_seqlen is None else max_seqlen
+    if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or not 0 < cap <= max(total, 1):
+        raise BadInputError(f"attention: max_seqlen expected an integer in 1..{total} (the tokens q holds), got "
+                            f"{shown(max_seqlen)}")
+    if not check or (is_torch(q) and q.device.type == "cuda" and sys.modules["torch"].cuda.is_current_stream_capturing()):
+        return
+    offs = _host_ints(cu)
+    if offs[0] != 0 or offs[-1] != total:
+        raise BadInputError(f"attention: cu_seqlens runs from {int(offs[0])} to {int(offs[-1])}, expected 0 to "
+                            f"{total} (the tokens q holds)")
+    lens = np.diff(offs)
+    bad = np.flatnonzero((lens < 0) | (lens > cap))
+    if bad.size:
+        b = int(bad[0])
+        raise BadInputError(f"attention: cu_seqlens[{b + 1}] = {int(offs[b + 1])}: " + (
+            f"below cu_seqlens[{b}] = {int(offs[b])} (offsets must not decrease)" if lens[b] < 0 else
+            f"entry {b} holds {int(lens[b])} tokens, more than max_seqlen={cap}"))
 
 
 def _serving_args(q: Any, k: Any, v: Any, block_table: Any, seq_lens: Any, check: bool) -> None:
@@ -60,17 +119,8 @@ def _serving_args(q: Any, k: Any, v: Any, block_table: Any, seq_lens: Any, check
     their values, before any launch: every length within what k (or the table's pages) holds, every table
     entry an entry reads inside the cache. One BadInputError naming the first fault."""
     for name, x in (("block_table", block_table), ("seq_lens", seq_lens)):
-        if x is None:
-            continue
-        if not (isinstance(x, np.ndarray) or is_torch(x)) or str(x.dtype) not in ("int32", "torch.int32"):
-            what = f"{x.dtype}" if hasattr(x, "dtype") else type(x).__name__
-            raise BadInputError(f"attention: {name} expected an int32 array or tensor, got {what}",
-                                f"e.g. {name}.to(torch.int32) or numpy.asarray({name}, numpy.int32)")
-        if is_torch(q) != is_torch(x) or (is_torch(x) and x.device != q.device):
-            raise BadInputError(f"attention: {name} must be where q is ({getattr(q, 'device', 'NumPy')}), got "
-                                f"{getattr(x, 'device', 'a NumPy array')}")
-        if not (x.is_contiguous() if is_torch(x) else x.flags.c_contiguous):
-            raise BadInputError(f"attention: {name} must be contiguous", f"pass {name}.contiguous()")
+        if x is not None:
+            _index_array(name, x, q)
     qs, ks = tuple(q.shape), tuple(k.shape)
     if len(qs) != 4 or len(ks) != 4 or tuple(v.shape) != ks:
         raise BadInputError(f"attention: q {qs}, k {ks}, v {tuple(v.shape)}: expected q (B, H, Sq, D) and k, v " + (
@@ -208,6 +258,51 @@ def _serving(q: Any, k: Any, v: Any, args: dict[str, Any], causal: Any, scale: A
     arrays = (q, k, v, block_table, seq_lens)
     return run("attention", args, plan, out, qs, vendor, names,
                fast=(key, ("q", "k", "v", "block_table", "seq_lens"), arrays))
+
+
+def _packed(q: Any, k: Any, v: Any, causal: Any, scale: Any, window: Any, block_mask: Any, out: Any,
+            key: tuple[Any, ...] | None, cu: Any, max_seqlen: int | None) -> Any:
+    """A packed call (its arrays checked by ``_packed_args``), planned for entries of up to ``max_seqlen``
+    tokens (default: all of them); the kernel reads the offsets at each call."""
+    args = {"q": describe("q", q), "k": describe("k", k), "v": describe("v", v)}
+    total, h, d = args["q"].shape
+    hkv = args["k"].shape[1]
+    if block_mask is not None:
+        raise BadInputError("attention: a block_mask does not combine with cu_seqlens", "use causal or window")
+    sc, win = _options(causal, scale, window, d)
+    batch, cap = cu.shape[0] - 1, int(max_seqlen or total)
+    stand_in = ([cap] * (total // cap) + [total % cap] + [0] * batch)[:batch]  # the plan's lengths: any summing to total
+
+    def plan() -> tuple[Any, dict[str, Any]]:
+        from tracea.kernels import Attention
+
+        op = ir(lambda: Attention(batch=batch, heads=h, seq_q=cap, head_dim=d, seq_k=cap, kv_heads=hkv,
+                                   dtype=args["q"].dtype, causal=bool(causal), scale=sc, window=win,
+                                   seq_lens=tuple(stand_in), packed=True))
+        return op, {"q": q, "k": k, "v": v, "cu_seqlens": cu}
+
+    def vendor() -> Any:
+        return packed_fallback(q, k, v, sc, bool(causal), win, cu)
+
+    names = {"numpy": "NumPy attention in float64, entry by entry", "torch": "scaled_dot_product_attention, entry by entry"}
+    return run("attention", args, plan, out, (total, h, d), vendor, names,
+               fast=(key, ("q", "k", "v", "cu_seqlens"), (q, k, v, cu)))
+
+
+def packed_fallback(q: Any, k: Any, v: Any, scale: float, causal: bool, window: tuple[int, int] | None,
+                    cu: Any) -> Any:
+    """The vendor call of packed entries, entry by entry (its rows of q, k and v as one batch entry); offsets
+    clamped into the tokens (a call with ``check_tables=False``), rows no entry holds 0."""
+    torch = sys.modules.get("torch") if is_torch(q) else None
+    offs = np.clip(_host_ints(cu), 0, q.shape[0]).tolist()
+    result = torch.zeros_like(q) if torch else np.zeros_like(q)
+    for a, e in zip(offs[:-1], offs[1:], strict=True):
+        if e <= a:
+            continue
+        qb, kb, vb = (x[a:e].transpose(0, 1)[None] if torch else x[a:e].swapaxes(0, 1)[None] for x in (q, k, v))
+        y = fallback(qb, kb, vb, scale, (e - a, e - a, causal, window, None, (128, 128)))
+        result[a:e] = y[0].transpose(0, 1) if torch else y[0].swapaxes(0, 1)
+    return result
 
 
 def serving_fallback(q: Any, k: Any, v: Any, scale: float, causal: bool, window: tuple[int, int] | None,

@@ -127,3 +127,12 @@ def test_bad_packed_input_is_one_error_before_anything_runs(change, words):
     with pytest.raises(BadInputError) as e:
         tracea.ops.attention(args.pop("q"), args.pop("k"), args.pop("v"), **args)
     assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_no_tokens_is_an_empty_result_and_check_tables_is_a_flag():
+    empty = tracea.ops.attention(np.zeros((0, 4, 32), np.float32), np.zeros((0, 2, 32), np.float32),
+                                 np.zeros((0, 2, 32), np.float32), cu_seqlens=np.zeros(2, np.int32))
+    assert empty.shape == (0, 4, 32) and tracea.ops.explain().path == "empty"
+    x = OPS[1].random_inputs(np.random.default_rng(7))
+    with pytest.raises(BadInputError, match="check_tables expected True or False"):
+        tracea.ops.attention(x["q"], x["k"], x["v"], seq_lens=x["seq_lens"], check_tables="no")

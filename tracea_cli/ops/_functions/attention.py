@@ -50,6 +50,8 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
                array_key(block_table), array_key(seq_lens), array_key(cu_seqlens), opt(max_seqlen))
     except Uncached:
         key = None
+    if not isinstance(check_tables, (bool, np.bool_)):
+        raise BadInputError(f"attention: check_tables expected True or False, got {shown(check_tables)}")
     if cu_seqlens is not None:
         _packed_args(q, k, v, cu_seqlens, max_seqlen, block_table, seq_lens, check_tables)
         y = prepared(key, (q, k, v, cu_seqlens), out)
@@ -95,7 +97,7 @@ def _packed_args(q: Any, k: Any, v: Any, cu: Any, max_seqlen: Any, block_table: 
         raise BadInputError(f"attention: q {qs}, k {ks}, v {tuple(v.shape)}: packed entries take q (total, H, D) and "
                             "k, v (total, Hkv, D) with H a multiple of Hkv")
     total = qs[0]
-    cap = total if max_seqlen is None else max_seqlen
+    cap = max(total, 1) if max_seqlen is None else max_seqlen
     if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or not 0 < cap <= max(total, 1):
         raise BadInputError(f"attention: max_seqlen expected an integer in 1..{total} (the tokens q holds), got "
                             f"{shown(max_seqlen)}")
@@ -270,7 +272,7 @@ def _packed(q: Any, k: Any, v: Any, causal: Any, scale: Any, window: Any, block_
     if block_mask is not None:
         raise BadInputError("attention: a block_mask does not combine with cu_seqlens", "use causal or window")
     sc, win = _options(causal, scale, window, d)
-    batch, cap = cu.shape[0] - 1, int(max_seqlen or total)
+    batch, cap = cu.shape[0] - 1, int(max_seqlen or max(total, 1))
     stand_in = ([cap] * (total // cap) + [total % cap] + [0] * batch)[:batch]  # the plan's lengths: any summing to total
 
     def plan() -> tuple[Any, dict[str, Any]]:

@@ -65,11 +65,8 @@ def check_fields(op: Any) -> dict[str, Any]:
             raise BadInputError("pages: a pool's page count needs page_size", "give page_size too, or drop pages")
     else:
         page = fields.positive("page_size", op.page_size)
-        need = int(sum(-(-n // page) for n in (lens or (op.seq_k,) * op.batch)))
+        # any pool: entries may share pages (a common prefix), so fewer pages than the entries use is a pool too
         pages = op.batch * -(-op.seq_k // page) if op.pages is None else fields.positive("pages", op.pages)
-        if pages < need:
-            raise BadInputError(f"pages: the pool holds {pages} pages of {page} keys; the entries' keys take {need} "
-                                "pages")
         fields.elements("k (pages x page_size x kv_heads x head_dim)", pages, page, op.kv_heads, op.head_dim)
         out.update(page_size=page, pages=pages)
     if op.block_mask is not None and (lens is not None or op.page_size is not None):
@@ -84,12 +81,14 @@ def offsets(op: Any) -> np.ndarray:
 
 
 def random_index_inputs(op: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """A paged pool's pages dealt to the entries in a random order (so a kernel cannot rely on their order), the
-    table's unused entries -1; the lengths of ``seq_lens``."""
+    """A paged pool's pages dealt to the entries in a random order (so a kernel cannot rely on their order; a
+    pool smaller than the entries' pages deals them again, shared), the table's unused entries -1; the lengths
+    of ``seq_lens``."""
     out: dict[str, np.ndarray] = {}
     if op.page_size:
         table = np.full((op.batch, op.table_cols), -1, dtype=np.int32)
-        order = rng.permutation(op.pages).astype(np.int32)
+        need = sum(-(-n // op.page_size) for n in op.key_lens)
+        order = np.resize(rng.permutation(op.pages).astype(np.int32), max(need, 1))
         at = 0
         for b, n in enumerate(op.key_lens):
             used = -(-n // op.page_size)

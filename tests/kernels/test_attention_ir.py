@@ -311,7 +311,7 @@ def test_serving_counts_are_each_entrys_own():
     (dict(seq_lens=(51, 1, 1)), ["seq_lens[0]", "51"]),
     (dict(seq_lens=(1, 1)), ["seq_lens", "3"]),
     (dict(seq_lens=(1, -1, 1)), ["seq_lens[1]"]),
-    (dict(page_size=16, pages=3), ["pages", "12 pages"]),
+    (dict(page_size=16, pages=0), ["pages", "positive"]),
     (dict(pages=4), ["pages", "page_size"]),
     (dict(page_size=0), ["page_size"]),
     (dict(page_size=16, block_size=(16, 16), block_mask=[[True] * 4] * 1), ["block_mask", "seq_lens or page_size"]),
@@ -415,3 +415,13 @@ def test_packed_offsets_are_checked():
             op.reference({**inputs, "cu_seqlens": np.array(cu, np.int32)})
     moved = {**inputs, "cu_seqlens": np.array([0, 7, 27, 27], np.int32)}  # the offsets given, not the field's
     assert np.abs(op.reference(moved) - _naive_packed(op, moved)[0]).max() <= 1e-12
+
+
+def test_a_pool_smaller_than_the_entries_pages_shares_them():
+    """Entries may share pages (a common prefix): a pool of fewer pages than the entries use is valid, its pages
+    dealt again; the reference reads each entry through its own table row."""
+    op = Attention(batch=3, heads=2, seq_q=1, head_dim=8, seq_k=40, page_size=8, pages=4, seq_lens=(40, 17, 30))
+    inputs = op.random_inputs(np.random.default_rng(3))
+    used = inputs["block_table"][inputs["block_table"] >= 0]
+    assert used.size == 5 + 3 + 4 and set(used.tolist()) == set(range(4))
+    assert np.abs(op.reference(inputs) - _naive_serving(op, inputs)).max() <= 1e-12

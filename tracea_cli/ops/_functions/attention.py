@@ -11,7 +11,7 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError
 
-from .._arrays import describe, is_torch, shown
+from .._arrays import describe, is_torch, overlapping, shown
 from .._checks import finite, ir, pair
 from .._dispatch import prepared, run
 from .._prepared import MISS, RETRY, Uncached, array_key, mask_key, opt, out_key
@@ -52,6 +52,10 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
         key = None
     if not isinstance(check_tables, (bool, np.bool_)):
         raise BadInputError(f"attention: check_tables expected True or False, got {shown(check_tables)}")
+    if max_seqlen is not None and cu_seqlens is None:
+        raise BadInputError("attention: max_seqlen bounds packed entries; it needs cu_seqlens")
+    if cu_seqlens is not None or block_table is not None or seq_lens is not None:
+        _index_call(q, k, v, out, (block_table, seq_lens, cu_seqlens))
     if cu_seqlens is not None:
         _packed_args(q, k, v, cu_seqlens, max_seqlen, block_table, seq_lens, check_tables)
         y = prepared(key, (q, k, v, cu_seqlens), out)
@@ -67,6 +71,18 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
         return _attention(q, k, v, causal, scale, window, block_mask, block_size, out, key if y is MISS else None,
                           block_table, seq_lens)
     return y
+
+
+def _index_call(q: Any, k: Any, v: Any, out: Any, index: tuple[Any, ...]) -> None:
+    """What a call with index arrays needs before its shapes are read: q, k and v arrays or tensors, and a given
+    ``out`` apart from the index arrays too (the kernel would write what it reads)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        describe(name, x)  # a list or another type: the one error every op function gives
+    if out is not None:
+        for name, x in zip(("block_table", "seq_lens", "cu_seqlens"), index, strict=True):
+            if x is not None and overlapping(out, x):
+                raise BadInputError(f"out: overlaps the input {name!r}; the kernel would read what it writes",
+                                    "give out= a buffer of its own")
 
 
 def _index_array(name: str, x: Any, q: Any) -> None:
@@ -98,8 +114,8 @@ def _packed_args(q: Any, k: Any, v: Any, cu: Any, max_seqlen: Any, block_table: 
                             "k, v (total, Hkv, D) with H a multiple of Hkv")
     total = qs[0]
     cap = max(total, 1) if max_seqlen is None else max_seqlen
-    if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or not 0 < cap <= max(total, 1):
-        raise BadInputError(f"attention: max_seqlen expected an integer in 1..{total} (the tokens q holds), got "
+    if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap <= 0:
+        raise BadInputError(f"attention: max_seqlen expected a positive integer (the longest an entry may be), got "
                             f"{shown(max_seqlen)}")
     if not check or (is_torch(q) and q.device.type == "cuda" and sys.modules["torch"].cuda.is_current_stream_capturing()):
         return
@@ -133,8 +149,13 @@ def _serving_args(q: Any, k: Any, v: Any, block_table: Any, seq_lens: Any, check
             raise BadInputError(f"attention: block_table {tuple(block_table.shape)}: expected (B={batch}, pages an "
                                 "entry may use), at least one column")
         pages, page = ks[0], ks[1]
+        if pages == 0 or page == 0:
+            raise BadInputError(f"attention: k {ks}: a paged cache of no pages, or pages of no keys")
         capacity = block_table.shape[1] * page
     else:
+        if ks[0] != batch:
+            raise BadInputError(f"attention: q {qs}, k {ks}: k and v hold {ks[0]} batch entries, q {batch}",
+                                "k and v are (B, Hkv, Sk, D) with q's B")
         pages = page = 0
         capacity = ks[2]
     if seq_lens is not None and tuple(seq_lens.shape) != (batch,):

@@ -107,44 +107,55 @@ def check_inputs(op: Any, inputs: Mapping[str, Any]) -> tuple[np.ndarray, np.nda
     length in [0, seq_k] (the keys an entry's table row can address), every table entry an entry uses
     inside the pool [0, pages). One ``BadInputError`` naming the first fault otherwise."""
     if op.packed:
-        return _packed_lens(op, inputs), None
+        offs = _index_input(inputs, "cu_seqlens", (op.batch + 1,))
+        return check_offsets(offs, sum(op.key_lens), op.seq_k, "seq_k"), None
     if op.seq_lens is None:
         lens = np.full(op.batch, op.seq_k, dtype=np.int64)
     else:
         lens = _index_input(inputs, "seq_lens", (op.batch,))
-        bad = np.flatnonzero((lens < 0) | (lens > op.seq_k))  # type: ignore[operator]
-        if bad.size:
-            b = int(bad[0])
-            raise BadInputError(f"seq_lens[{b}]: {int(lens[b])} keys, outside 0..{op.seq_k}" + (
-                f" (the block table's {op.table_cols} pages of {op.page_size} keys)" if op.page_size else
-                " (k's sequence length)"))
+        check_lengths(lens, op.seq_k, f"the block table's {op.table_cols} pages of {op.page_size} keys"
+                      if op.page_size else "k's sequence length")
     if not op.page_size:
         return lens, None
     table = _index_input(inputs, "block_table", (op.batch, op.table_cols))
-    used = np.arange(op.table_cols)[None, :] < -(-lens[:, None] // op.page_size)
-    bad = np.argwhere(used & ((table < 0) | (table >= op.pages)))  # type: ignore[operator]
-    if bad.size:
-        b, c = (int(x) for x in bad[0])
-        raise BadInputError(f"block_table[{b}, {c}]: page {int(table[b, c])} is outside the pool of {op.pages} "
-                            f"pages (entry {b} holds {int(lens[b])} keys, so it reads that page)")
+    check_table(table, lens, op.page_size, op.pages)
     return lens, table
 
 
-def _packed_lens(op: Any, inputs: Mapping[str, Any]) -> np.ndarray:
-    """The entries' lengths from packed offsets, which must start at 0, never decrease, end at the tokens q
-    holds, and give no entry more than seq_k."""
-    cu = _index_input(inputs, "cu_seqlens", (op.batch + 1,))
-    total = sum(op.key_lens)
-    if cu[0] != 0 or cu[-1] != total:
-        raise BadInputError(f"cu_seqlens: the offsets run from {int(cu[0])} to {int(cu[-1])}, expected 0 to {total} "
-                            "(the tokens q, k and v hold)")
-    lens = np.diff(cu)
-    bad = np.flatnonzero((lens < 0) | (lens > op.seq_k))
+# The value checks every caller makes (the op's inputs here, tracea.ops' arrays before a launch), on host int64
+# arrays; ``prefix`` leads the message (tracea.ops: "attention: ").
+
+def check_lengths(lens: np.ndarray, capacity: int, why: str, prefix: str = "") -> None:
+    """Every length in [0, capacity] (``why``: what the capacity is)."""
+    bad = np.flatnonzero((lens < 0) | (lens > capacity))
     if bad.size:
         b = int(bad[0])
-        raise BadInputError(f"cu_seqlens[{b + 1}] = {int(cu[b + 1])}: " + (
-            f"below cu_seqlens[{b}] = {int(cu[b])} (offsets must not decrease)" if lens[b] < 0 else
-            f"entry {b} holds {int(lens[b])} tokens, more than seq_k={op.seq_k}"))
+        raise BadInputError(f"{prefix}seq_lens[{b}]: {int(lens[b])} keys, outside 0..{capacity} ({why})")
+
+
+def check_table(table: np.ndarray, lens: np.ndarray, page: int, pages: int, prefix: str = "") -> None:
+    """Every table entry an entry reads (its pages up to its length) inside the pool [0, pages)."""
+    used = np.arange(table.shape[1])[None, :] * page < lens[:, None]
+    bad = np.argwhere(used & ((table < 0) | (table >= pages)))
+    if bad.size:
+        b, c = (int(x) for x in bad[0])
+        raise BadInputError(f"{prefix}block_table[{b}, {c}]: page {int(table[b, c])} is outside the pool of {pages} "
+                            f"pages (entry {b} holds {int(lens[b])} keys, so it reads that page)")
+
+
+def check_offsets(offs: np.ndarray, total: int, most: int, most_name: str, prefix: str = "") -> np.ndarray:
+    """Packed entries' lengths from their offsets, which must start at 0, never decrease, end at the tokens
+    (``total``), and give no entry more than ``most`` (``most_name`` says what bounds it)."""
+    if offs[0] != 0 or offs[-1] != total:
+        raise BadInputError(f"{prefix}cu_seqlens: the offsets run from {int(offs[0])} to {int(offs[-1])}, expected 0 "
+                            f"to {total} (the tokens q, k and v hold)")
+    lens = np.diff(offs)
+    bad = np.flatnonzero((lens < 0) | (lens > most))
+    if bad.size:
+        b = int(bad[0])
+        raise BadInputError(f"{prefix}cu_seqlens[{b + 1}] = {int(offs[b + 1])}: " + (
+            f"below cu_seqlens[{b}] = {int(offs[b])} (offsets must not decrease)" if lens[b] < 0 else
+            f"entry {b} holds {int(lens[b])} tokens, more than {most_name}={most}"))
     return lens
 
 

@@ -54,9 +54,9 @@ def _bad(op, x, **changes):
 
 @pytest.mark.parametrize(("change", "words"), [
     (lambda x, op: {"block_table": np.where(np.arange(4) == 1, op.pages, x["block_table"]).astype(np.int32)},
-     [r"block_table[0, 1] = 12", "outside the cache's 12 pages"]),
-    (lambda x, op: {"seq_lens": np.array([64, 65, 0], np.int32)}, ["seq_lens[1] = 65", "0..64"]),
-    (lambda x, op: {"seq_lens": np.array([64, -1, 0], np.int32)}, ["seq_lens[1] = -1"]),
+     [r"block_table[0, 1]: page 12", "outside the pool of 12 pages"]),
+    (lambda x, op: {"seq_lens": np.array([64, 65, 0], np.int32)}, ["seq_lens[1]: 65 keys", "0..64"]),
+    (lambda x, op: {"seq_lens": np.array([64, -1, 0], np.int32)}, ["seq_lens[1]: -1 keys"]),
     (lambda x, op: {"block_table": x["block_table"].astype(np.int64)}, ["block_table", "int32", "int64"]),
     (lambda x, op: {"seq_lens": x["seq_lens"].astype(np.float32)}, ["seq_lens", "int32"]),
     (lambda x, op: {"block_table": x["block_table"][:2]}, ["block_table (2, 4)", "B=3"]),
@@ -114,7 +114,7 @@ def test_packed_entries_match_the_reference_on_numpy_and_torch():
 
 @pytest.mark.parametrize(("change", "words"), [
     ({"cu_seqlens": np.array([0, 40, 39, 49], np.int32)}, ["cu_seqlens[2] = 39", "must not decrease"]),
-    ({"cu_seqlens": np.array([0, 40, 49, 50], np.int32)}, ["cu_seqlens runs from 0 to 50", "0 to 49"]),
+    ({"cu_seqlens": np.array([0, 40, 49, 50], np.int32)}, ["the offsets run from 0 to 50", "0 to 49"]),
     ({"cu_seqlens": np.array([0, 40, 49, 49], np.int64)}, ["cu_seqlens", "int32", "int64"]),
     ({"cu_seqlens": np.array([0, 49], np.int32), "max_seqlen": 40}, ["entry 0 holds 49 tokens", "max_seqlen=40"]),
     ({"max_seqlen": 0}, ["max_seqlen", "a positive integer"]),

@@ -119,17 +119,9 @@ def _packed_args(q: Any, k: Any, v: Any, cu: Any, max_seqlen: Any, block_table: 
                             f"{shown(max_seqlen)}")
     if not check or (is_torch(q) and q.device.type == "cuda" and sys.modules["torch"].cuda.is_current_stream_capturing()):
         return
-    offs = _host_ints(cu)
-    if offs[0] != 0 or offs[-1] != total:
-        raise BadInputError(f"attention: cu_seqlens runs from {int(offs[0])} to {int(offs[-1])}, expected 0 to "
-                            f"{total} (the tokens q holds)")
-    lens = np.diff(offs)
-    bad = np.flatnonzero((lens < 0) | (lens > cap))
-    if bad.size:
-        b = int(bad[0])
-        raise BadInputError(f"attention: cu_seqlens[{b + 1}] = {int(offs[b + 1])}: " + (
-            f"below cu_seqlens[{b}] = {int(offs[b])} (offsets must not decrease)" if lens[b] < 0 else
-            f"entry {b} holds {int(lens[b])} tokens, more than max_seqlen={cap}"))
+    from tracea.kernels.attention_serving import check_offsets
+
+    check_offsets(_host_ints(cu), total, cap, "max_seqlen", "attention: ")
 
 
 def _serving_args(q: Any, k: Any, v: Any, block_table: Any, seq_lens: Any, check: bool) -> None:
@@ -169,22 +161,13 @@ def _serving_values(block_table: Any, seq_lens: Any, batch: int, capacity: int, 
     """Every length within ``capacity``, every table entry an entry reads inside the cache's ``pages``."""
     # On a GPU the two arrays come to the host (a copy of each, the call's one wait; a check of several device
     # ops cost 100-150 us a call on an H200, docs/benchmarks.md "Paged decode") and are checked there.
+    from tracea.kernels.attention_serving import check_lengths, check_table
+
     lens = np.full(batch, capacity, np.int64) if seq_lens is None else _host_ints(seq_lens)
-    bl = np.flatnonzero((lens < 0) | (lens > capacity))
-    if bl.size:
-        b = int(bl[0])
-        raise BadInputError(f"attention: seq_lens[{b}] = {int(lens[b])} keys, outside 0..{capacity} (" + (
-            f"the block table's {block_table.shape[1]} pages of {page} keys)" if block_table is not None else
-            "k's sequence length)"))
-    if block_table is None:
-        return
-    table = _host_ints(block_table)
-    used = np.arange(table.shape[1])[None, :] * page < lens[:, None]
-    bad = np.argwhere(used & ((table < 0) | (table >= pages)))
-    if bad.size:
-        b, c = (int(x) for x in bad[0])
-        raise BadInputError(f"attention: block_table[{b}, {c}] = {int(table[b, c])} is outside the cache's "
-                            f"{pages} pages (entry {b} holds {int(lens[b])} keys, so it reads that page)")
+    check_lengths(lens, capacity, f"the block table's {block_table.shape[1]} pages of {page} keys"
+                  if block_table is not None else "k's sequence length", "attention: ")
+    if block_table is not None:
+        check_table(_host_ints(block_table), lens, page, pages, "attention: ")
 
 
 def _host_ints(x: Any) -> np.ndarray:

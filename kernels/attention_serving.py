@@ -159,6 +159,13 @@ def check_offsets(offs: np.ndarray, total: int, most: int, most_name: str, prefi
     return lens
 
 
+def page_rows(table_row: np.ndarray, n: int, page: int, pages: int) -> np.ndarray:
+    """The pool rows (page * page_size + offset, int64) of an entry's first ``n`` keys through its table row,
+    each page clamped into [0, pages) as the kernels clamp it."""
+    used = np.clip(np.asarray(table_row[:-(-n // page)], dtype=np.int64), 0, pages - 1)
+    return (used[:, None] * page + np.arange(page)).reshape(-1)[:n]
+
+
 def gather_kv(op: Any, inputs: Mapping[str, Any], b: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Entry b's first ``n`` keys of K and V as (kv_heads, n, head_dim) arrays, through its pages (packed:
     its rows of the token-major K and V)."""
@@ -168,8 +175,7 @@ def gather_kv(op: Any, inputs: Mapping[str, Any], b: int, n: int) -> tuple[np.nd
         return k[at:at + n].swapaxes(0, 1), v[at:at + n].swapaxes(0, 1)
     if not op.page_size:
         return k[b, :, :n], v[b, :, :n]
-    pages = np.asarray(inputs["block_table"])[b, :-(-n // op.page_size)]
-    rows = (pages[:, None].astype(np.int64) * op.page_size + np.arange(op.page_size)).reshape(-1)[:n]
+    rows = page_rows(np.asarray(inputs["block_table"])[b], n, op.page_size, op.pages)
     flat = (-1, op.kv_heads, op.head_dim)
     return k.reshape(flat)[rows].swapaxes(0, 1), v.reshape(flat)[rows].swapaxes(0, 1)
 

@@ -170,3 +170,23 @@ def test_a_paged_call_on_a_small_shared_pool_runs_the_kernel():
     y = _call(op, x)
     assert tracea.ops.explain().path == "tracea"
     assert relative_error(np.asarray(y, np.float64), op.reference(x)) <= tolerance(op)
+
+
+@pytest.mark.parametrize("op", OPS + [PACKED], ids=lambda op: op.signature[:80])
+def test_the_vendor_fallbacks_match_the_reference(op):
+    """The fallbacks (the path on CUDA for packed entries, and wherever a kernel refuses a call) on NumPy and on
+    torch: each entry gathered through its pages or offsets, as the reference does."""
+    from tracea.ops._functions.attention import packed_fallback, serving_fallback
+
+    x = op.random_inputs(np.random.default_rng(11))
+    ref = op.reference(x)
+    torch = pytest.importorskip("torch")
+    for arrays in (x, {n: torch.from_numpy(a) for n, a in x.items()}):
+        if op.packed:
+            y = packed_fallback(arrays["q"], arrays["k"], arrays["v"], op.scale, op.causal, op.window,
+                                arrays["cu_seqlens"])
+        else:
+            y = serving_fallback(arrays["q"], arrays["k"], arrays["v"], op.scale, op.causal, op.window,
+                                 arrays.get("block_table"), arrays.get("seq_lens"))
+        got = y.double().numpy() if hasattr(y, "double") else np.asarray(y, np.float64)
+        assert relative_error(got, ref) <= tolerance(op)

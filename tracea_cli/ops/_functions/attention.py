@@ -305,9 +305,8 @@ def packed_fallback(q: Any, k: Any, v: Any, scale: float, causal: bool, window: 
     for a, e in zip(offs[:-1], offs[1:], strict=True):
         if e <= a:
             continue
-        qb, kb, vb = (x[a:e].transpose(0, 1)[None] if torch else x[a:e].swapaxes(0, 1)[None] for x in (q, k, v))
-        y = fallback(qb, kb, vb, scale, (e - a, e - a, causal, window, None, (128, 128)))
-        result[a:e] = y[0].transpose(0, 1) if torch else y[0].swapaxes(0, 1)
+        qb, kb, vb = (x[a:e].swapaxes(0, 1)[None] for x in (q, k, v))
+        result[a:e] = fallback(qb, kb, vb, scale, (e - a, e - a, causal, window, None, (128, 128)))[0].swapaxes(0, 1)
     return result
 
 
@@ -316,23 +315,22 @@ def serving_fallback(q: Any, k: Any, v: Any, scale: float, causal: bool, window:
     """The vendor call of a serving call, entry by entry: its keys gathered (through its pages) at its length,
     then ``fallback`` with the entry's own bottom-right diagonal; an entry of no keys is 0. Lengths and pages
     are clamped into the cache as the kernels clamp them (a call with ``check_tables=False``)."""
+    from tracea.kernels.attention_serving import page_rows
+
     torch = sys.modules.get("torch") if is_torch(q) else None
     b_ = q.shape[0]
     page = k.shape[1] if block_table is not None else 0
-    table = None if block_table is None else (block_table.cpu().tolist() if torch else block_table.tolist())
-    capacity = len(table[0]) * page if table is not None else k.shape[2]
-    lens = [capacity] * b_ if seq_lens is None else [min(max(int(n), 0), capacity) for n in seq_lens.tolist()]
+    table = None if block_table is None else _host_ints(block_table)
+    capacity = table.shape[1] * page if table is not None else k.shape[2]
+    lens = np.full(b_, capacity) if seq_lens is None else np.clip(_host_ints(seq_lens), 0, capacity)
+    flat = None if table is None else (k.reshape(-1, k.shape[2], k.shape[3]), v.reshape(-1, v.shape[2], v.shape[3]))
     outs = []
     for b in range(b_):
-        n = lens[b]
-        if table is not None:
-            rows = [min(max(table[b][t // page], 0), k.shape[0] - 1) * page + t % page for t in range(n)]
-            flat = k.reshape(-1, k.shape[2], k.shape[3]), v.reshape(-1, v.shape[2], v.shape[3])
-            if torch:
-                idx = torch.as_tensor(rows, device=q.device, dtype=torch.long)
-                kb, vb = (x[idx].permute(1, 0, 2)[None] for x in flat)
-            else:
-                kb, vb = (x[rows].swapaxes(0, 1)[None] for x in flat)
+        n = int(lens[b])
+        if flat is not None:
+            rows = page_rows(table[b], n, page, k.shape[0])
+            idx = torch.as_tensor(rows, device=q.device) if torch else rows
+            kb, vb = (x[idx].swapaxes(0, 1)[None] for x in flat)  # (NumPy's and torch's spelling alike)
         else:
             kb, vb = k[b:b + 1, :, :n], v[b:b + 1, :, :n]
         if n == 0:

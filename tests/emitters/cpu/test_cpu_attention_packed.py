@@ -15,8 +15,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from test_cpu_attention_serving import BLOCK, HOST, _build, _family  # the same machine, families and build
 
-from tracea.doctor import probe
 from tracea.doctor.errors import BadInputError
 from tracea.emitters import cpu
 from tracea.emitters.cpu.attention import AttentionSchedule
@@ -24,11 +24,6 @@ from tracea.emitters.cpu.render import render
 from tracea.kernels import relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
 from tracea.kernels.ops.attention import LSE_TOLERANCE, Attention, lse_error
-
-HOST = probe()
-FAMILIES = ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")
-BLOCK = (32, 64)  # bq x bk
-THREADS = min(2, HOST.cpu.logical_cores or 1)
 
 pytestmark = pytest.mark.usefixtures("kernel_cache")  # a fresh binary cache: every kernel really compiled
 
@@ -52,14 +47,6 @@ CASES = [
     (packed(3, 4, 4096, 32, (5, 0, 70), kv_heads=2, dtype="bf16"),
      "a capacity far past every entry (tasks and blocks only up to each entry's length)"),
 ]
-
-
-def _family(dtype: str) -> str | None:
-    return next((f for f in FAMILIES if not cpu.resolve(f"{f}.attention").unmet(HOST, dtype)), None)
-
-
-def _build(op: Attention, family: str, block: tuple[int, int] = BLOCK):
-    return cpu.build(op, cpu.resolve(f"{family}.attention"), AttentionSchedule(*block, threads=THREADS), HOST)
 
 
 def _lens(inputs: dict[str, np.ndarray]) -> np.ndarray:

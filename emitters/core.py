@@ -80,8 +80,8 @@ def refuse_serving(core: Core, op: Any, backend: str) -> None:
 
     if getattr(op, "packed", False) and not core.packed:
         raise UnsupportedError(f"{backend} {core.name}: packed variable-length entries (cu_seqlens) are not "
-                               "computed by this kernel", "they run on the CPU (--backend cpu)")
-    if getattr(op, "serving", False) and not core.serving:
+                               "computed by this kernel", "they run on the Hopper attention kernel (sm_90) and the CPU")
+    if getattr(op, "serving", False) and not core.serving and not (getattr(op, "packed", False) and core.packed):
         raise UnsupportedError(f"{backend} {core.name}: per-entry seq_lens and paged K/V are not computed by this "
                                "kernel", "they run on the CUDA decode core (at most 16 queries) and on the CPU")
 

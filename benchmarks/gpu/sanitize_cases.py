@@ -79,6 +79,11 @@ CASES = [
      {"core": "attention-decode", "kw": 2}),
     ("attention-ragged", "cuda-wgmma.attention", Attention(4, 8, 1, 64, seq_k=2000, kv_heads=2, dtype="bf16",
                                                            seq_lens=(2000, 5, 0, 900), page_size=16)),
+    # packed entries (varlen): empty, one-token and tile-crossing entries; the next entry's rows read past an end
+    ("attention-packed", "cuda-wgmma.attention", Attention(4, 4, 300, 64, seq_k=300, kv_heads=2, dtype="bf16",
+                                                           causal=True, seq_lens=(300, 0, 1, 150), packed=True)),
+    ("attention-packed-d80", "cuda-wgmma.attention", Attention(3, 2, 200, 80, seq_k=200, dtype="fp16",
+                                                               window=(50, 7), seq_lens=(130, 200, 17), packed=True)),
     ("attention-d80-wgmma", "cuda-wgmma.attention", Attention(1, 2, 300, 80, seq_k=333, dtype="bf16", causal=True)),
     ("attention-d160-wgmma", "cuda-wgmma.attention", Attention(1, 2, 300, 160, seq_k=333, dtype="bf16")),
     ("attention-d96-mma", "cuda-mma-sync.attention", Attention(1, 2, 300, 96, seq_k=333, dtype="fp16", causal=True)),

@@ -211,8 +211,14 @@ def entry_slices(op: Any, bk: int, lens: np.ndarray, klen: int, n: int, adapt: t
 def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
     """4 warps of 16 keys (64-key tiles), 3 stages (2 over head dim 128, whose rows are twice as long); the
     split gives each SM a block. On an H200 the space's best was within 2 % of this on four decode rows
-    (docs/device-runs/h200-attention-decode/decode_space.txt)."""
-    return AttentionDecodeSchedule(warps=4, kw=1, stages=3 if op.head_dim <= 128 else 2)
+    (docs/device-runs/h200-attention-decode/decode_space.txt). A paged cache over head dim 64 up to 128
+    without per-entry lengths takes 32 keys a warp (128-key tiles: twice the pages' lookups in flight a tile):
+    on an H200 0.95-0.98x its contiguous twin on the d128 rows against 0.93-0.95x with 64-key tiles; not at d64
+    (0.94x against 0.96x) nor with lengths, whose slices per entry are then fewer tiles (the ragged row
+    0.93-0.94x against 0.96x; docs/device-runs/h200-paged-decode/paged_table_k128_tiles.txt and
+    paged_table_k128_hero.txt)."""
+    kw = 2 if getattr(op, "page_size", None) and op.seq_lens is None and 64 < op.head_dim <= 128 else 1
+    return AttentionDecodeSchedule(warps=4, kw=kw, stages=3 if op.head_dim <= 128 else 2)
 
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[AttentionDecodeSchedule]:

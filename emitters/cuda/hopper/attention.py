@@ -37,6 +37,7 @@ import numpy as np
 from ...cstyle import CodeWriter
 from ..attention_plan import KEEP_FN, PARAMS, mask_scalars, tile_plan
 from ..render import CudaRenderer, Rendered
+from . import attention_packed as packed
 from .attention_consumer import loop_intra, loop_plain, pp_open, store_rows
 from .attention_device import MISC, head_chunk, line_bytes, swizzle_mode, tile_steps, wgmma_rs, wgmma_ss
 from .attention_schedule import AttnWgmmaSchedule, smem_plan
@@ -99,15 +100,18 @@ def _head(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
     {r.barrier}"""
 
 
-def _producer(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
+def _producer(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer, at: dict[str, str] | None = None) -> str:
+    """One thread loads Q, then each plan entry's K and V into the ring; ``at``: the TMA coordinates (rows of
+    the sequence dimension, then the 3rd dimension) of Q and of K/V (the packed form's differ)."""
     sm, S, chunk, line = smem_plan(sched, d), sched.stages, head_chunk(d), line_bytes(d)
     chunks, bq, bk = d // chunk, sched.bq, sched.bk
+    at = at or {"q_row": f"qt * {bq}", "q_z": "bh", "k_row": f"kt * {bk}", "kv_z": "b * kv_heads + kvh"}
     return f"""    if (wg == 0) {{
         {r.asm("setmaxnreg", how="dec", n=sched.register_split()[1])}
         if (tid == 0) {{
             tr_mbar_expect_tx(qbar, {bq * d * 2}u);
             for (int c = 0; c < {chunks}; ++c)
-                tr_tma_load_3d(smem + c * {bq * line}u, &tmQ, c * {chunk}, qt * {bq}, bh, qbar);
+                tr_tma_load_3d(smem + c * {bq * line}u, &tmQ, c * {chunk}, {at['q_row']}, {at['q_z']}, qbar);
             for (int e = 0; e < n; ++e) {{
                 const int s = e % {S};
                 const int kt = tile_idx[e0 + e] >> 1;
@@ -116,11 +120,11 @@ def _producer(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
                 const uint32_t ks = smem + {sm['k']}u + s * {sm['stage']}u, vs = ks + {S * sm['stage']}u;
                 tr_mbar_expect_tx(fk, {bk * d * 2}u);
                 for (int c = 0; c < {chunks}; ++c)
-                    tr_tma_load_3d(ks + c * {bk * line}u, &tmK, c * {chunk}, kt * {bk}, b * kv_heads + kvh, fk);{
+                    tr_tma_load_3d(ks + c * {bk * line}u, &tmK, c * {chunk}, {at['k_row']}, {at['kv_z']}, fk);{
                     _v_wait(sched)}
                 tr_mbar_expect_tx(fv, {bk * d * 2}u);
                 for (int c = 0; c < {chunks}; ++c)
-                    tr_tma_load_3d(vs + c * {bk * line}u, &tmV, c * {chunk}, kt * {bk}, b * kv_heads + kvh, fv);
+                    tr_tma_load_3d(vs + c * {bk * line}u, &tmV, c * {chunk}, {at['k_row']}, {at['kv_z']}, fv);
             }}
         }}"""
 
@@ -150,9 +154,9 @@ def _consumer_entry(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
             {pp_open(sched)}"""
 
 
-def _store(sched: AttnWgmmaSchedule, d: int, pack: str) -> str:
+def _store(sched: AttnWgmmaSchedule, d: int, pack: str, at: dict[str, str] | None = None) -> str:
     """O /= l (0 where l is 0), 16-bit pairs stored straight from the accumulator fragment; lse per row."""
-    return store_rows(d, pack) + """
+    return store_rows(d, pack, at) + """
     }
 }"""
 
@@ -312,6 +316,10 @@ def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
     w.extend(wgmma_rs(d, PTX_TYPE[dtype]))
     w.extend(tile_steps(d, sched.bk, sched.bq))
     w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
+    if getattr(op, "packed", False):
+        w(packed.signature(SIGNATURE) + ") {")
+        w.extend(_packed_body(sched, d, r))
+        return w.render()
     w((SIGNATURE_PERSISTENT if sched.persistent else SIGNATURE) + ") {")
     if sched.persistent:
         w.extend(_head_persistent(sched, d, r))
@@ -326,8 +334,22 @@ def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
     return w.render()
 
 
+def _packed_body(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
+    """The packed form (``attention_packed``): its head, the plain producer and consumers at its coordinates,
+    its plan entries computed, its store's addressing."""
+    head = packed.head(smem_plan(sched, d), sched.stages, sched.barriers_per_stage, sched.bq, sched.bk,
+                       _ring_init(sched), r.barrier, r.asm("fence.mbarrier_init"))
+    body = (_producer(sched, d, r, packed.coordinates(sched.bq, sched.bk)) + "\n" + _consumer_entry(sched, d, r)
+            + "\n" + (loop_intra(sched, d) if sched.intra else loop_plain(sched, d)) + "\n"
+            + _store(sched, d, "tr_pack2", packed.addressing()))
+    return head + "\n" + packed.plan_entries(body)
+
+
 def work_items(op: Any, sched: AttnWgmmaSchedule) -> int:
-    """(q tile, batch x head) pairs: one block each, or the persistent walk's items."""
+    """(q tile, batch x head) pairs: one block each, or the persistent walk's items; packed, the slots of
+    ``attention_packed`` (every entry's q tiles for any offsets) a head."""
+    if getattr(op, "packed", False):
+        return packed.slots(op.shapes()["q"][0], op.batch, sched.bq) * op.heads
     return -(-op.seq_q // sched.bq) * op.heads * op.batch
 
 
@@ -364,9 +386,14 @@ def render(op: Any, sched: AttnWgmmaSchedule, arch: Any = None) -> tuple[Rendere
     if sched.persistent:  # the walk argument is built for the grid launched (the device's SM count)
         meta["launch"]["walk"] = "tracea.emitters.cuda.hopper.attention.walk_plan(op, schedule, grid)"
     params = PERSISTENT_PARAMS if sched.persistent else KERNEL_PARAMS
-    rendered = Rendered(f"tr_{sched.name}_{op.dtype.value}_d{d}", KERNEL_NAME, src, params,
-                        (grid, 1, 1), (sched.threads, 1, 1), smem, meta)
-    return rendered, mask_scalars(op)
+    scalars = mask_scalars(op)
+    name = f"tr_{sched.name}_{op.dtype.value}_d{d}"
+    if getattr(op, "packed", False):
+        params, name = packed.PACKED_PARAMS, name + "_packed"
+        scalars["tokens"] = op.shapes()["q"][0]
+        meta["launch"]["packed"] = "grid: (tokens // bq + batch) x heads slots (attention_packed)"
+    rendered = Rendered(name, KERNEL_NAME, src, params, (grid, 1, 1), (sched.threads, 1, 1), smem, meta)
+    return rendered, scalars
 
 
 # ------------------------------------------------------------------------------ NumPy models (tests)

@@ -137,8 +137,13 @@ def loop_plain(sched: AttnWgmmaSchedule, d: int) -> str:
         }}"""
 
 
-def store_rows(d: int, pack: str) -> str:
-    """The consumer's store of its 64 rows (``attention._store`` without the closing braces)."""
+PLAIN_ADDRESSING = {"out": "((long long)bh * seq_q + row)", "lse": "(long long)bh * seq_q + row"}
+
+
+def store_rows(d: int, pack: str, at: dict[str, str] | None = None) -> str:
+    """The consumer's store of its 64 rows (``attention._store`` without the closing braces); ``at``: the
+    element offsets of a row of O (times the head dim) and of its lse (the packed form's differ)."""
+    at = at or PLAIN_ADDRESSING
     return f"""        #pragma unroll
         for (int r = 0; r < 2; ++r) {{
             float t = l[r];
@@ -147,11 +152,11 @@ def store_rows(d: int, pack: str) -> str:
             const int row = row0 + 8 * r;
             if (row >= seq_q) continue;
             const float inv = t > 0.0f ? 1.0f / t : 0.0f;
-            const long long base = ((long long)bh * seq_q + row) * {d};
+            const long long base = {at['out']} * {d};
             #pragma unroll
             for (int j = 0; j < {d // 8}; ++j)
                 *(uint32_t*)(out + base + 8 * j + 2 * (lane % 4)) =
                     {pack}(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
             if (lane % 4 == 0)
-                lse[(long long)bh * seq_q + row] = t > 0.0f ? (m[r] + __log2f(t)) * 0.6931471805599453f : TR_NEG_INF;
+                lse[{at['lse']}] = t > 0.0f ? (m[r] + __log2f(t)) * 0.6931471805599453f : TR_NEG_INF;
         }}"""

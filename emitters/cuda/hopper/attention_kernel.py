@@ -47,7 +47,7 @@ class WgmmaAttentionKernel(OnCallerBuffers):
             sms = int(getattr(self._dev.dev.properties, "multiprocessor_count", 0) or 0)
             self._grid = grid_blocks(op, self.schedule, blocks or sms or rendered.grid[0])
             walk = walk_plan(op, self.schedule, self._grid)  # the static schedule of this grid's blocks
-        self.plan = tile_plan(op, self.schedule.bq, self.schedule.bk)
+        self.plan = tile_plan(op, self.schedule.bq, self.schedule.bk)  # packed: the capacity's, unused
         self._dtype = op.dtype.storage
         self._shapes = {n: tuple(v) for n, v in op.shapes().items()}
         self._out_shape = tuple(op.output_shape())
@@ -61,7 +61,10 @@ class WgmmaAttentionKernel(OnCallerBuffers):
 
     @property
     def tiles_computed(self) -> int:
-        """(q tile, k tile) pairs the kernel computes over batch x heads."""
+        """(q tile, k tile) pairs the kernel computes over batch x heads (packed: over the op's entries)."""
+        if self.op.packed:
+            return self.op.heads * sum(c * tile_plan(e, self.schedule.bq, self.schedule.bk).computed
+                                       for e, c in self.op._entries() if e is not None)
         return self.plan.computed * self.op.batch * self.op.heads
 
     def _buffer(self, name: str, nbytes: int) -> DeviceArray:
@@ -78,10 +81,11 @@ class WgmmaAttentionKernel(OnCallerBuffers):
         shapes = op.shapes()
         if not self._borrowing:  # launch_ptrs: q, k, v and out are the caller's, only the maps are made
             self._tapes = None
-            for name in ("q", "k", "v"):
+            for name in ("q", "k", "v") + (("cu_seqlens",) if op.packed else ()):
                 x = inputs.get(name) if hasattr(inputs, "get") else None
-                if not isinstance(x, np.ndarray) or x.shape != shapes[name] or x.dtype != self._dtype:
-                    raise BadInputError(f"inputs[{name!r}]: expected a {shapes[name]} {self._dtype} array")
+                want = op.input_dtype(name)
+                if not isinstance(x, np.ndarray) or x.shape != shapes[name] or x.dtype != want:
+                    raise BadInputError(f"inputs[{name!r}]: expected a {shapes[name]} {want} array")
                 self._buffer(name, x.nbytes).upload(np.ascontiguousarray(x))
             self._buffer("out", int(np.prod(op.output_shape())) * 2)
         self._buffer("lse", int(np.prod(op.lse_shape())) * 4)
@@ -89,11 +93,15 @@ class WgmmaAttentionKernel(OnCallerBuffers):
         maps = []
         for name, seq, heads, rows in (("q", op.seq_q, op.heads, s.bq), ("k", op.seq_k, op.kv_heads, s.bk),
                                        ("v", op.seq_k, op.kv_heads, s.bk)):
-            maps.append(encode_tiled(int(self._dbuf[name].ptr), op.dtype.value, (d, seq, op.batch * heads),
-                                     (d * 2, seq * d * 2), (head_chunk(d), rows, 1), swizzle_mode(d)))
+            if op.packed:  # (head dim, tokens, heads): a token's heads one after another
+                dims, strides = (d, shapes["q"][0], heads), (heads * d * 2, d * 2)
+            else:
+                dims, strides = (d, seq, op.batch * heads), (d * 2, seq * d * 2)
+            maps.append(encode_tiled(int(self._dbuf[name].ptr), op.dtype.value, dims, strides,
+                                     (head_chunk(d), rows, 1), swizzle_mode(d)))
         args: list[Any] = []
         for p in self.rendered.params:
-            if p in BUFFERS or p in ("order", "walk"):
+            if p in BUFFERS or p in ("order", "walk", "cu_seqlens"):
                 buf = self._dbuf.get(p)
                 args.append(ctypes.c_uint64(int(buf.ptr) if buf is not None else 0))
             elif p in FLOAT_SCALARS:

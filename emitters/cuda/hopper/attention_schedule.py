@@ -135,6 +135,9 @@ class AttnWgmmaSchedule:
         if d not in HEAD_DIMS:
             raise BadInputError(f"head_dim: the wgmma attention kernel is built for multiples of 16 from "
                                 f"{HEAD_DIMS[0]} to {HEAD_DIMS[-1]}, not {d}")
+        if getattr(op, "packed", False) and self.persistent:
+            raise BadInputError("persistent: packed entries launch one block a q-tile slot (their tiles are known "
+                                "only on the device)", "persistent: false")
         if self.split_kv and self.bk > 64 and 192 < d < 256:
             raise BadInputError(f"bk: a split_kv tile of {self.bk} keys at head dim {d} spills or serialises the "
                                 "wgmmas (ptxas, sm_90a)", "bk 64")
@@ -219,7 +222,7 @@ def _short_items(s: AttnWgmmaSchedule, op: Any) -> AttnWgmmaSchedule:
     with two Q buffers (0.72x / 0.78x / 0.82x cuDNN); B4 H32 S2048 0.357 / 0.348 / 0.352 ms; B1 H32 S16384
     causal 2.474 / 2.511 / 2.534 ms (long items: one block per item). Not at head dim 128 (B16 S512: 0.183 ms
     either way) nor 256 (B16 S512: 0.320 against 0.357 persistent)."""
-    if op is None or op.head_dim != 64 or op.seq_k > 2048:
+    if op is None or op.head_dim != 64 or op.seq_k > 2048 or getattr(op, "packed", False):
         return s
     p = dataclasses.replace(s, persistent=True, q_buffers=2 if op.seq_k <= 1024 else 1)
     return p if p.smem_bytes(op.head_dim) <= SMEM_OPTIN_SM90 else dataclasses.replace(p, q_buffers=1)

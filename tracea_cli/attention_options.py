@@ -24,8 +24,8 @@ PARAMS = [
     option("batch", int, 1, "--batch", help="Batch size.", domain=SIZE),
     option("heads", int, ..., "--heads", help="Query heads.", domain=SIZE),
     option("seq", int, ..., "--seq", help="Query length (seq_q).", domain=SIZE),
-    option("head_dim", int, ..., "--head-dim", help="Head dimension: a multiple of 8 up to 256 (CUDA kernels: the "
-                                                   "multiples of 16 from 32; CPU: any).", domain=SIZE),
+    option("head_dim", int, ..., "--head-dim", help="Head dimension: a multiple of 8 up to 256 (CUDA prefill "
+                                                   "kernels: from 32; decode: multiples of 16; CPU: any).", domain=SIZE),
     option("kv_heads", int | None, None, "--kv-heads", help="Key/value heads, dividing --heads (grouped-query; "
            "default: --heads).", domain=SIZE),
     option("seq_k", int | None, None, "--seq-k", help="Key length (default: --seq); the causal diagonal is "

@@ -4,7 +4,7 @@ verified (O and lse) against the float64 reference on fresh random inputs (big c
 SDPA baseline (emitters/device_baselines.py; the fastest of its backends) in the same run.
 
     python benchmarks/gpu/attention_probe.py [--variant cuda-mma-sync.attention|cuda-wgmma.attention ...]
-        [--cases issue|head-dims] [--quick] [--match TEXT] [--json FILE] [--schedule JSON]
+        [--cases issue|head-dims|odd-head-dims] [--quick] [--match TEXT] [--json FILE] [--schedule JSON]
 
 ``--cases head-dims``: issue 33's head dims (32, 80, 96, 160, with 128 beside them) at B4 H32 S4096 bf16,
 causal and not. Several variants: each case runs on each in turn (same inputs, SDPA timed beside each).
@@ -50,10 +50,11 @@ def cases() -> list[tuple[str, Attention]]:
     ]
 
 
-def head_dim_cases() -> list[tuple[str, Attention]]:
-    """Head dims that are no multiple of 64 (and 128 beside them) at the issue's headline shape, both masks."""
+def head_dim_cases(dims: tuple[int, ...] = (80, 96, 160, 32, 128)) -> list[tuple[str, Attention]]:
+    """Head dims that are no multiple of 64 (and 128 beside them) at the issue's headline shape, both masks;
+    ``odd-head-dims``: odd multiples of 8 (computed over the next multiple of 16) with their neighbours."""
     return [(f"d{d} s4096 b4 h32" + (" causal" if causal else ""), Attention(4, 32, 4096, d, dtype="bf16", causal=causal))
-            for d in (80, 96, 160, 32, 128) for causal in (False, True)]
+            for d in dims for causal in (False, True)]
 
 
 QUICK = ("d128 s4096 b4 h32", "d128 s4096 b4 h32 causal", "window 1024 d128 s16384 b1 h32")
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variant", nargs="+", default=["cuda-mma-sync.attention"],
                     choices=("cuda-mma-sync.attention", "cuda-wgmma.attention"))
-    ap.add_argument("--cases", default="issue", choices=("issue", "head-dims"))
+    ap.add_argument("--cases", default="issue", choices=("issue", "head-dims", "odd-head-dims"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--match", default="")
     ap.add_argument("--json", default=None)
@@ -134,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     width = 34 if len(args.variant) == 1 else 42
     print(f"{'case':{width}} {'schedule':16} {'ok':>3} {'ms':>8} {'TFLOP/s':>8} {'base ms':>8} {'ratio':>6} "
           f"{'p95/p50':>7}  baseline")
-    for label, op in cases() if args.cases == "issue" else head_dim_cases():
+    chosen = {"issue": cases, "head-dims": head_dim_cases, "odd-head-dims": lambda: head_dim_cases((72, 80, 40, 48, 136, 144))}
+    for label, op in chosen[args.cases]():
         if (args.quick and label not in QUICK) or args.match not in label:
             continue
         for variant in args.variant:

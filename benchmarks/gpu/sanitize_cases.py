@@ -84,6 +84,10 @@ CASES = [
                                                            causal=True, seq_lens=(300, 0, 1, 150), packed=True)),
     ("attention-packed-d80", "cuda-wgmma.attention", Attention(3, 2, 200, 80, seq_k=200, dtype="fp16",
                                                                window=(50, 7), seq_lens=(130, 200, 17), packed=True)),
+    # head dims of an odd number of 8s: computed over the next 16, the extra columns zeros, never stored
+    ("attention-d72-wgmma", "cuda-wgmma.attention", Attention(1, 2, 300, 72, seq_k=333, dtype="bf16", causal=True)),
+    ("attention-d40-mma", "cuda-mma-sync.attention", Attention(1, 2, 300, 40, seq_k=333, dtype="fp16",
+                                                               window=(60, 9))),
     ("attention-d80-wgmma", "cuda-wgmma.attention", Attention(1, 2, 300, 80, seq_k=333, dtype="bf16", causal=True)),
     ("attention-d160-wgmma", "cuda-wgmma.attention", Attention(1, 2, 300, 160, seq_k=333, dtype="bf16")),
     ("attention-d96-mma", "cuda-mma-sync.attention", Attention(1, 2, 300, 96, seq_k=333, dtype="fp16", causal=True)),

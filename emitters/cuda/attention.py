@@ -10,8 +10,9 @@ must re-read Q from shared memory each step and, at head dim 128, fits only 32-k
 it is in the search space, for the tuner to decide on the GPU. Head dim 256 takes 64-row blocks and
 32-key tiles (O alone is 128 registers a thread) and reads Q from shared memory at each step.
 
-Every multiple of 16 from 32 to 256 runs (``HEAD_DIMS``): multiples of 64 on XOR-swizzled rows, the others
-on rows padded by 16 bytes (attention_kernel.py). The register rules go by range: up to 64 as 64, up to
+Every multiple of 8 from 32 to 256 runs (``HEAD_DIMS``): multiples of 64 on XOR-swizzled rows, the others
+on rows padded by 16 bytes (attention_kernel.py); an odd number of 8s is computed over the next multiple of 16,
+the extra columns zeros (``attention_kernel.padded``). The register rules go by range: up to 64 as 64, up to
 128 as 128 (Q in registers); past 128 Q is re-read from shared memory and key tiles take at most 64 keys,
 16 rows a warp (ptxas, sm_80 and sm_90a: no spill up to 240).
 """
@@ -26,7 +27,7 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
-from .attention_kernel import kernel_source, row_bytes, swizzled
+from .attention_kernel import kernel_source, padded, row_bytes, swizzled
 from .attention_plan import PARAMS, mask_scalars, read_schedule, schedule_json, tile_plan
 from .render import CudaRenderer, Rendered
 from .schedule import tile_features
@@ -38,7 +39,7 @@ BKS = (32, 64, 128)
 STAGES = (2, 3)
 WARP_ROWS = (16, 32)
 ORDERS = ("longest-first", "natural")
-HEAD_DIMS = tuple(range(32, 257, 16))  # multiples of 16: the m16n8k16 k step
+HEAD_DIMS = tuple(range(32, 257, 8))  # multiples of 8, computed over attention_kernel.padded (16s: the k step)
 DTYPES = ("bf16", "fp16")
 
 
@@ -102,7 +103,7 @@ class AttentionMmaSchedule:
             raise BadInputError(f"core: {CORE} computes attention, not {getattr(op, 'kind', op)}")
         d = op.head_dim
         if d not in HEAD_DIMS:
-            raise UnsupportedError(f"head_dim: the CUDA attention kernels are built for multiples of 16 from "
+            raise UnsupportedError(f"head_dim: the CUDA attention kernels are built for multiples of 8 from "
                                    f"{HEAD_DIMS[0]} to {HEAD_DIMS[-1]}, not {d}", "use --backend cpu")
         if d == 256 and (self.bq, self.bk) != (64, 32):
             raise BadInputError(f"bq/bk: head dim 256 runs 64 x 32 tiles (O takes 128 registers a thread), "
@@ -209,21 +210,22 @@ def bank_accesses(s: AttentionMmaSchedule, head_dim: int) -> list[Any]:
     wm, lanes = s.warp_rows // 16, range(32)
     k_base, v_base = s.bq * row_bytes(head_dim), (s.bq + s.stages * s.bk) * row_bytes(head_dim)
     out = []
-    for kk in range(head_dim // 16):
+    for kk in range(padded(head_dim) // 16):
         q = [_swz(16 + (x & 7) + ((x >> 3) & 1) * 8, kk * 2 + (x >> 4), head_dim) for x in lanes]
         out.append(Access("ldmatrix.x4", 16, tuple(q), wm if not s.q_in_registers else 1, f"Q k-step {kk}"))
         for j in range(s.bk // 16):
             k = [k_base + _swz(j * 16 + (x & 7) + (x >> 4) * 8, kk * 2 + ((x >> 3) & 1), head_dim) for x in lanes]
             out.append(Access("ldmatrix.x4", 16, tuple(k), 1, f"K k-step {kk} keys {16 * j}"))
     for kk in range(s.bk // 16):
-        for t in range(head_dim // 16):
+        for t in range(padded(head_dim) // 16):
             v = [v_base + _swz(kk * 16 + (x & 7) + ((x >> 3) & 1) * 8, t * 2 + (x >> 4), head_dim) for x in lanes]
             out.append(Access("ldmatrix.x4", 16, tuple(v), 1, f"V keys {16 * kk} d {16 * t} (trans)"))
     for t in range(head_dim // 8):  # the epilogue: O into the warp's Q rows, then 16-byte rows out
         o = [_swz(16 + (x >> 2), t, head_dim) + (x & 3) * 4 for x in lanes]
         out.append(Access("st", 4, tuple(o), 2 * wm, f"O d {8 * t}"))
     chunks = head_dim // 8
-    for i in range(16 * chunks // 32):
-        o = [_swz(16 + (x + 32 * i) // chunks, (x + 32 * i) % chunks, head_dim) for x in lanes]
+    for i in range(-(-16 * chunks // 32)):
+        o = [_swz(16 + (x + 32 * i) // chunks, (x + 32 * i) % chunks, head_dim) if x + 32 * i < 16 * chunks else None
+             for x in lanes]  # an odd number of 16-byte chunks a row: the last step's upper lanes idle
         out.append(Access("ld", 16, tuple(o), wm, f"O out {i}"))
     return out

@@ -33,10 +33,12 @@ BODY = r"""
 #define BQ __BQ__
 #define BK __BK__
 #define HD __HD__
+#define HDP __HDP__  /* HD rounded up to 16 (the k step): columns HD.. of a tile are zeros */
 #define STAGES __STAGES__
 #define WM __WM__
 #define NT (BQ / (16 * WM) * 32)
 #define CH (HD / 8)
+#define CHP (HDP / 8)
 #define QREGS __QREGS__
 #define TR_LN2 0.6931471805599453f
 
@@ -59,15 +61,16 @@ static __device__ __forceinline__ void tr_st_global16(void* dst, uint32_t src) {
 }
 
 __SWZ__
-/* ROWS rows of HD elements from src into the swizzled tile at dst; rows >= valid are zero-filled. */
+/* ROWS rows of HD elements from src into the swizzled tile at dst; rows >= valid and the padded columns
+   (chunks CH.. of HDP) are zero-filled. */
 template <int ROWS>
 static __device__ __forceinline__ void tr_attn_fill(uint32_t dst, const uint16_t* __restrict__ src, int valid, int tid) {
     #pragma unroll
-    for (int i = 0; i < (ROWS * CH + NT - 1) / NT; ++i) {
+    for (int i = 0; i < (ROWS * CHP + NT - 1) / NT; ++i) {
         const int c = tid + i * NT;
-        if ((ROWS * CH) % NT == 0 || c < ROWS * CH) {
-            const int r = c / CH, ch = c % CH;
-            const bool ok = r < valid;
+        if ((ROWS * CHP) % NT == 0 || c < ROWS * CHP) {
+            const int r = c / CHP, ch = c % CHP;
+            const bool ok = r < valid && (CH == CHP || ch < CH);
             tr_cp16(dst + tr_swz(r, ch), src + (ok ? r * HD + ch * 8 : 0), ok ? 16u : 0u);
         }
     }
@@ -112,16 +115,16 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
     TR_CP_WAIT(2 * (STAGES - 1));
     __syncthreads();
 #if QREGS
-    uint32_t qf[HD / 16][4];
+    uint32_t qf[HDP / 16][4];
     #pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) tr_ldm4(qf[kk], sq + tr_swz(qlr, kk * 2 + qlc));
+    for (int kk = 0; kk < HDP / 16; ++kk) tr_ldm4(qf[kk], sq + tr_swz(qlr, kk * 2 + qlc));
 #endif
-    float o[WM][HD / 8][4];
+    float o[WM][HDP / 8][4];
     float mx[2 * WM], ls[2 * WM];  /* per m16 tile mi: rows g (2 mi) and g + 8 (2 mi + 1) */
     #pragma unroll
     for (int mi = 0; mi < WM; ++mi) {
         #pragma unroll
-        for (int t = 0; t < HD / 8; ++t) o[mi][t][0] = o[mi][t][1] = o[mi][t][2] = o[mi][t][3] = 0.f;
+        for (int t = 0; t < HDP / 8; ++t) o[mi][t][0] = o[mi][t][1] = o[mi][t][2] = o[mi][t][3] = 0.f;
         mx[2 * mi] = mx[2 * mi + 1] = TR_NEG_INF;
         ls[2 * mi] = ls[2 * mi + 1] = 0.f;
     }
@@ -144,7 +147,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
             for (int j = 0; j < BK / 8; ++j) s[mi][j][0] = s[mi][j][1] = s[mi][j][2] = s[mi][j][3] = 0.f;
         }
         #pragma unroll
-        for (int kk = 0; kk < HD / 16; ++kk) {
+        for (int kk = 0; kk < HDP / 16; ++kk) {
 #if QREGS
             const uint32_t (*a)[4] = &qf[kk];
 #else
@@ -199,7 +202,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
             mx[2 * mi + 1] = x1;
             float l0 = ls[2 * mi] * al0, l1 = ls[2 * mi + 1] * al1;
             #pragma unroll
-            for (int t = 0; t < HD / 8; ++t) {
+            for (int t = 0; t < HDP / 8; ++t) {
                 o[mi][t][0] *= al0;
                 o[mi][t][1] *= al0;
                 o[mi][t][2] *= al1;
@@ -227,7 +230,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
         #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
             #pragma unroll
-            for (int t = 0; t < HD / 16; ++t) {
+            for (int t = 0; t < HDP / 16; ++t) {
                 uint32_t bb[4];
                 tr_ldm4t(bb, vs + tr_swz(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, t * 2 + (lane >> 4)));
                 #pragma unroll
@@ -260,9 +263,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
     }
     __syncwarp();
     #pragma unroll
-    for (int i = 0; i < 16 * WM * CH / 32; ++i) {  /* whole 16-byte chunks, a row's in consecutive lanes */
+    for (int i = 0; i < (16 * WM * CH + 31) / 32; ++i) {  /* whole 16-byte chunks, a row's in consecutive lanes */
         const int c = lane + 32 * i, rl = wrow + c / CH, ch = c % CH;
-        if (row0 + rl < seq_q) tr_st_global16(out + qoff + (size_t)rl * HD + ch * 8, sq + tr_swz(rl, ch));
+        if (((16 * WM * CH) % 32 == 0 || c < 16 * WM * CH) && row0 + rl < seq_q) tr_st_global16(out + qoff + (size_t)rl * HD + ch * 8, sq + tr_swz(rl, ch));
     }
 }
 """
@@ -270,13 +273,13 @@ extern "C" __global__ void __launch_bounds__(NT, 1) __NAME__(
 
 SWIZZLED = r"""/* Byte offset of 16-byte chunk ch of row r in a swizzled tile of HD-element rows. */
 static __device__ __forceinline__ uint32_t tr_swz(int r, int ch) {
-    return (uint32_t)(r * (HD * 2) + ((ch ^ (r & 7)) << 4));
+    return (uint32_t)(r * (HDP * 2) + ((ch ^ (r & 7)) << 4));
 }
 """
 
 PADDED = r"""/* Byte offset of 16-byte chunk ch of row r in a tile of HD-element rows, each padded by 16 bytes (the XOR
    swizzle needs rows of whole 128-byte groups): 8 rows at one chunk fall in 8 distinct bank groups. */
-#define ROWB (HD * 2 + 16)
+#define ROWB (HDP * 2 + 16)
 static __device__ __forceinline__ uint32_t tr_swz(int r, int ch) {
     return (uint32_t)(r * ROWB + (ch << 4));
 }
@@ -288,9 +291,15 @@ def swizzled(head_dim: int) -> bool:
     return head_dim % 64 == 0
 
 
+def padded(head_dim: int) -> int:
+    """The head dim the kernel computes over: a multiple of 8 rounded up to 16 (the m16n8k16 k step); the
+    extra 8 columns of Q, K and V are zeros in shared memory (never read from global memory)."""
+    return -(-head_dim // 16) * 16
+
+
 def row_bytes(head_dim: int) -> int:
-    """The shared-memory pitch of a Q, K or V row: the row itself, or (padded) 16 bytes more."""
-    return 2 * head_dim + (0 if swizzled(head_dim) else 16)
+    """The shared-memory pitch of a Q, K or V row: the (padded) row itself, or 16 bytes more."""
+    return 2 * padded(head_dim) + (0 if swizzled(head_dim) else 16)
 
 
 def kernel_source(name: str, bq: int, bk: int, head_dim: int, stages: int, warp_rows: int,
@@ -299,8 +308,9 @@ def kernel_source(name: str, bq: int, bk: int, head_dim: int, stages: int, warp_
     kernel."""
     body = BODY
     pad = not swizzled(head_dim)
-    for key, value in (("__SWZ__", PADDED if pad else SWIZZLED), ("__ROWB__", "ROWB" if pad else "HD * 2"),
-                       ("__BQ__", bq), ("__BK__", bk), ("__HD__", head_dim), ("__STAGES__", stages),
+    for key, value in (("__SWZ__", PADDED if pad else SWIZZLED), ("__ROWB__", "ROWB" if pad else "HDP * 2"),
+                       ("__BQ__", bq), ("__BK__", bk), ("__HDP__", padded(head_dim)), ("__HD__", head_dim),
+                       ("__STAGES__", stages),
                        ("__QREGS__", int(q_in_registers)), ("__WM__", warp_rows // 16), ("__NAME__", name)):
         body = body.replace(key, str(value))
     return KEEP_FN + body

@@ -53,7 +53,7 @@ from ..dtypes import DType, parse_dtype, to_float64
 from ..op import Op, register
 
 MAX_HEAD_DIM = 256
-KERNEL_HEAD_DIMS = tuple(range(32, 257, 16))  # the CUDA kernels' head dims; any multiple of 8 validates (CPU)
+KERNEL_HEAD_DIMS = tuple(range(32, 257, 8))  # the CUDA prefill kernels' head dims (the CPU's: any multiple of 8)
 REFERENCE_CHUNK_BYTES = 32 * 2**20  # the float64 score block the reference holds at once
 
 
@@ -103,8 +103,8 @@ class Attention(Op):
         object.__setattr__(self, "kv_heads", kv)
         d = fields.positive("head_dim", self.head_dim)
         if d % 8 or d > MAX_HEAD_DIM:
-            raise BadInputError(f"head_dim: expected a multiple of 8 up to {MAX_HEAD_DIM} (the CUDA kernels take the "
-                                f"multiples of 16 from {KERNEL_HEAD_DIMS[0]}), got {d}")
+            raise BadInputError(f"head_dim: expected a multiple of 8 up to {MAX_HEAD_DIM} (the CUDA kernels take "
+                                f"those from {KERNEL_HEAD_DIMS[0]}), got {d}")
         object.__setattr__(self, "head_dim", d)
         object.__setattr__(self, "dtype", parse_dtype(self.dtype))
         if not isinstance(self.causal, (bool, np.bool_)):

@@ -190,3 +190,22 @@ def test_the_vendor_fallbacks_match_the_reference(op):
                                  arrays.get("block_table"), arrays.get("seq_lens"))
         got = y.double().numpy() if hasattr(y, "double") else np.asarray(y, np.float64)
         assert relative_error(got, ref) <= tolerance(op)
+
+
+def test_an_odd_number_of_eights_runs_sdpa_on_cuda_and_the_kernel_on_the_cpu():
+    """Head dim 72 on CUDA tensors is handed to SDPA (the CUDA kernels ran it slower, docs/benchmarks.md); the
+    rule reads the arrays' device, so NumPy arrays at head dim 72 still run the CPU kernel, verified."""
+    from types import SimpleNamespace
+
+    from tracea.ops._engine import Fallback
+    from tracea.ops._functions.attention import odd_eights
+
+    with pytest.raises(Fallback, match="odd number of 8s"):
+        odd_eights(SimpleNamespace(device="cuda"), 72)
+    odd_eights(SimpleNamespace(device="cuda"), 80)
+    odd_eights(SimpleNamespace(device="cpu"), 72)
+    op = Attention(batch=1, heads=2, seq_q=40, head_dim=72, causal=True, dtype="fp32")
+    x = op.random_inputs(np.random.default_rng(1))
+    y = tracea.ops.attention(x["q"], x["k"], x["v"], causal=True)
+    assert tracea.ops.explain().path == "tracea"
+    assert relative_error(y, op.reference(x)) <= tolerance(op)

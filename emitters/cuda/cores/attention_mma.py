@@ -2,7 +2,8 @@
 ``attention_kernel.py``; issue 17), with the mma.sync GEMM's shared memory. tests of the CUDA attention on a
 GPU: 16 of 16 verified on an H100 (docs/device-runs/h100-splitk-simt-attention/attention-mma-sync/); every
 multiple of 16 from 32 to 256 (padded shared rows where the head dim is no multiple of 64): 29 of 29 on an H200
-(docs/device-runs/h200-attention-head-dims/)."""
+(docs/device-runs/h200-attention-head-dims/); the odd multiples of 8 over the next multiple of 16
+(docs/device-runs/h200-attention-odd-head-dims/)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 issue 17): TMA K/V ring, ping-pong consumers. Verified on an H100: 30 of 30 cases (O and lse against float64;
 sequence 1, 17, 1000, seq_q != seq_k, causal, window, block mask, GQA, head dim 64/128/256, bf16 and fp16);
 every multiple of 16 from 32 to 256 (64B- or 32B-swizzled head-dim chunks where the head dim is no multiple of
-64): 30 of 30 tests on an H200 (docs/device-runs/h200-attention-head-dims/). Packed variable-length entries
+64): 30 of 30 tests on an H200 (docs/device-runs/h200-attention-head-dims/); the odd multiples of 8 over the next
+multiple of 16 (docs/device-runs/h200-attention-odd-head-dims/). Packed variable-length entries
 (``hopper/attention_packed.py``): 15 of 15 GPU tests on an H200 (docs/device-runs/h200-packed-prefill/)."""
 
 from __future__ import annotations

@@ -39,7 +39,16 @@ from ..attention_plan import KEEP_FN, PARAMS, mask_scalars, tile_plan
 from ..render import CudaRenderer, Rendered
 from . import attention_packed as packed
 from .attention_consumer import loop_intra, loop_plain, pp_open, store_rows
-from .attention_device import MISC, head_chunk, line_bytes, swizzle_mode, tile_steps, wgmma_rs, wgmma_ss
+from .attention_device import (
+    MISC,
+    head_chunk,
+    line_bytes,
+    padded_dim,
+    swizzle_mode,
+    tile_steps,
+    wgmma_rs,
+    wgmma_ss,
+)
 from .attention_schedule import AttnWgmmaSchedule, smem_plan
 from .mainloop import descriptor_strides
 from .ptx import DEVICE_LIB, GATHER_LIB, PTX_TYPE
@@ -155,7 +164,8 @@ def _consumer_entry(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
 
 
 def _store(sched: AttnWgmmaSchedule, d: int, pack: str, at: dict[str, str] | None = None) -> str:
-    """O /= l (0 where l is 0), 16-bit pairs stored straight from the accumulator fragment; lse per row."""
+    """O /= l (0 where l is 0), 16-bit pairs stored straight from the accumulator fragment; lse per row (``d``:
+    the op's head dim, the columns stored)."""
     return store_rows(d, pack, at) + """
     }
 }"""
@@ -262,14 +272,14 @@ def _producer_persistent(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> s
         }}"""
 
 
-def _consumer_persistent(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
+def _consumer_persistent(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer, width: int) -> str:
     """Per item: O, m, l cleared; with tiles, its Q buffer's full barrier at the item's parity, the loop (ping-pong
     turns balanced within the item: consumer 1 opens, and passes none after its last), Q released after
     the last S; then O and lse stored (O = 0, lse = -inf for rows that kept nothing)."""
     sm, bk, QB = smem_plan(sched, d), sched.bk, sched.q_buffers
     loop = loop_intra(sched, d) if sched.intra else loop_plain(sched, d)
     loop = "\n".join(("    " + ln) if ln.strip() else ln for ln in loop.split("\n"))
-    store = "\n".join(("    " + ln) if ln.strip() else ln for ln in store_rows(d, "tr_pack2").split("\n"))
+    store = "\n".join(("    " + ln) if ln.strip() else ln for ln in store_rows(width, "tr_pack2").split("\n"))
     opening = pp_open(sched)
     return f"""    }} else {{
         {r.asm("setmaxnreg", how="inc", n=sched.register_split()[2])}
@@ -302,7 +312,7 @@ def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
     """CUDA C++ (no headers; NVRTC, ``-arch=sm_90a``) of ``extern "C" tr_wgmma_attention``; parameters
     ``KERNEL_PARAMS`` in order (SIGNATURE). No shape in the source but the head dim."""
     sched.validate(op)
-    d, dtype = op.head_dim, op.dtype.value
+    d, dtype = padded_dim(op.head_dim), op.dtype.value  # the computed head dim; the op's is stored
     r = CudaRenderer()
     w = CodeWriter()
     w(f"/* cuda-wgmma.attention {sched.name}: {dtype}, head dim {d} */")
@@ -318,30 +328,30 @@ def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
     w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
     if getattr(op, "packed", False):
         w(packed.signature(SIGNATURE) + ") {")
-        w.extend(_packed_body(sched, d, r))
+        w.extend(_packed_body(sched, d, r, op.head_dim))
         return w.render()
     w((SIGNATURE_PERSISTENT if sched.persistent else SIGNATURE) + ") {")
     if sched.persistent:
         w.extend(_head_persistent(sched, d, r))
         w.extend(_producer_persistent(sched, d, r))
-        w.extend(_consumer_persistent(sched, d, r))
+        w.extend(_consumer_persistent(sched, d, r, op.head_dim))
         return w.render()
     w.extend(_head(sched, d, r))
     w.extend(_producer(sched, d, r))
     w.extend(_consumer_entry(sched, d, r))
     w.extend(loop_intra(sched, d) if sched.intra else loop_plain(sched, d))
-    w.extend(_store(sched, d, "tr_pack2"))
+    w.extend(_store(sched, op.head_dim, "tr_pack2"))
     return w.render()
 
 
-def _packed_body(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer) -> str:
+def _packed_body(sched: AttnWgmmaSchedule, d: int, r: CudaRenderer, width: int) -> str:
     """The packed form (``attention_packed``): its head, the plain producer and consumers at its coordinates,
     its plan entries computed, its store's addressing."""
     head = packed.head(smem_plan(sched, d), sched.stages, sched.barriers_per_stage, sched.bq, sched.bk,
                        _ring_init(sched), r.barrier, r.asm("fence.mbarrier_init"))
     body = (_producer(sched, d, r, packed.coordinates(sched.bq, sched.bk)) + "\n" + _consumer_entry(sched, d, r)
             + "\n" + (loop_intra(sched, d) if sched.intra else loop_plain(sched, d)) + "\n"
-            + _store(sched, d, "tr_pack2", packed.addressing()))
+            + _store(sched, width, "tr_pack2", packed.addressing()))
     return head + "\n" + packed.plan_entries(body)
 
 
@@ -367,7 +377,7 @@ def render(op: Any, sched: AttnWgmmaSchedule, arch: Any = None) -> tuple[Rendere
     d = op.head_dim
     grid = grid_blocks(op, sched, getattr(arch, "sm_count", 0) or 132)
     smem = sched.smem_bytes(d)
-    lbo, sbo = _v_strides(sched, d)
+    lbo, sbo = _v_strides(sched, padded_dim(d))
     meta = {
         "name": f"tr_{sched.name}",
         "tile": {"q": sched.bq, "k": sched.bk, "stages": sched.stages, "consumers": sched.consumers,

@@ -141,8 +141,9 @@ PLAIN_ADDRESSING = {"out": "((long long)bh * seq_q + row)", "lse": "(long long)b
 
 
 def store_rows(d: int, pack: str, at: dict[str, str] | None = None) -> str:
-    """The consumer's store of its 64 rows (``attention._store`` without the closing braces); ``at``: the
-    element offsets of a row of O (times the head dim) and of its lse (the packed form's differ)."""
+    """The consumer's store of its 64 rows (``attention._store`` without the closing braces): ``d`` the op's
+    head dim (O's columns past it, a padded head dim's, are not stored); ``at``: the element offsets of a row of
+    O (times the head dim) and of its lse (the packed form's differ)."""
     at = at or PLAIN_ADDRESSING
     return f"""        #pragma unroll
         for (int r = 0; r < 2; ++r) {{

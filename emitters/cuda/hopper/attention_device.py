@@ -22,8 +22,16 @@ LAYOUT_TYPE = {128: 1, 64: 2, 32: 3}  # the wgmma descriptor's swizzle field (bi
 def head_chunk(d: int) -> int:
     """Elements of one head-dim chunk of a Q, K or V tile: a line of the widest TMA swizzle (128, 64 or 32
     bytes) that divides the head dim, so that boxes, descriptors and wgmma k steps cover whole lines (the
-    canonical layouts of the PTX ISA's wgmma: 64 elements at 128B, 32 at 64B, 16 at 32B)."""
-    return next(c for c in (64, 32, 16) if d % c == 0)
+    canonical layouts of the PTX ISA's wgmma: 64 elements at 128B, 32 at 64B, 16 at 32B). A head dim of an odd
+    number of 8s takes 16-element chunks, its last box half past the tensor map's head dim: TMA fills those
+    8 columns with zeros (``padded_dim``)."""
+    return next((c for c in (64, 32, 16) if d % c == 0), 16)
+
+
+def padded_dim(d: int) -> int:
+    """The head dim the kernel computes over: ``d`` rounded up to the wgmma k step (16). Q's and K's extra
+    columns are TMA's zeros (their products add 0 to S); V's give O columns that are never stored."""
+    return -(-d // 16) * 16
 
 
 def line_bytes(d: int) -> int:

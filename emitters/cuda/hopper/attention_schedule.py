@@ -20,12 +20,12 @@ from tracea.doctor.errors import BadInputError
 
 from ...schedule import booleans, positive_ints
 from ..schedule import tile_features
-from .attention_device import line_bytes
+from .attention_device import line_bytes, padded_dim
 from .ptx import PTX_TYPE
 from .schedule import PRODUCER_REGS, REGISTERS_PER_SM, SMEM_OPTIN_SM90, SWIZZLE
 
 SCHEMA_VERSION = 1
-HEAD_DIMS = tuple(range(32, 257, 16))  # multiples of 16 (the wgmma k step): attention_device.head_chunk
+HEAD_DIMS = tuple(range(32, 257, 8))  # multiples of 8; computed over padded_dim (16s: the wgmma k step)
 PRODUCER_REGS_3 = 24  # the producer's registers beside 3 consumers (register_split)
 # A consumer's registers beside S, P and O (addresses, m, l, loop state). 32 admits 80-key tiles at head dim
 # 256, 176-key tiles at 128 and three consumers of 128-key tiles at 64 (160 registers each), all of which
@@ -93,13 +93,13 @@ class AttnWgmmaSchedule:
         """fp32 S, packed P and fp32 O registers per consumer thread, plus the spare. Without the
         intra-warpgroup overlap P is packed from S as S dies, so the two share registers; with it the next
         tile's S is live beside this tile's P."""
-        return self.bk // 2 + (self.bk // 4 if self.intra else 0) + head_dim // 2 + CONSUMER_SPARE_REGS
+        return self.bk // 2 + (self.bk // 4 if self.intra else 0) + padded_dim(head_dim) // 2 + CONSUMER_SPARE_REGS
 
     def smem_bytes(self, head_dim: int) -> int:
         """``q_buffers`` Q tiles, ``stages`` K and V tiles (16-bit), 3 mbarriers a stage and Q's (full; and
         empty when persistent) a Q buffer, 1024 B of alignment slack."""
         q_bars = 2 * self.q_buffers if self.persistent else 1
-        return (2 * head_dim * (self.q_buffers * self.bq + 2 * self.stages * self.bk)
+        return (2 * padded_dim(head_dim) * (self.q_buffers * self.bq + 2 * self.stages * self.bk)
                 + 8 * (self.barriers_per_stage * self.stages + q_bars) + 1024)
 
     @property
@@ -133,7 +133,7 @@ class AttnWgmmaSchedule:
             raise BadInputError(f"dtype: cuda-wgmma attention takes bf16 or fp16, not {op.dtype.value}")
         d = op.head_dim
         if d not in HEAD_DIMS:
-            raise BadInputError(f"head_dim: the wgmma attention kernel is built for multiples of 16 from "
+            raise BadInputError(f"head_dim: the wgmma attention kernel is built for multiples of 8 from "
                                 f"{HEAD_DIMS[0]} to {HEAD_DIMS[-1]}, not {d}")
         if getattr(op, "packed", False) and self.persistent:
             raise BadInputError("persistent: packed entries launch one block a q-tile slot (their tiles are known "

@@ -69,18 +69,21 @@ def test_hero_compiles_without_spills(op, arch):
 
 @pytest.mark.parametrize("arch", ("sm_80", "sm_90a"))
 def test_every_head_dim_compiles_without_spills(arch):
-    """Every multiple of 16 from 32 to 256: the hero at a long and a short sequence (128- and 64-row blocks)."""
+    """Every multiple of 16 from 32 to 256 and odd multiples of 8 at both ends and between (computed over the
+    next multiple of 16): the hero at a long and a short sequence (128- and 64-row blocks)."""
     from tracea.emitters.cuda.attention import HEAD_DIMS
 
-    assert HEAD_DIMS == tuple(range(32, 257, 16))
-    for d in HEAD_DIMS:
+    assert HEAD_DIMS == tuple(range(32, 257, 8))
+    for d in [d for d in HEAD_DIMS if d % 16 == 0] + [40, 72, 136, 248]:
         for op in (Attention(4, 32, 4096, d, dtype="bf16", causal=True), Attention(1, 2, 200, d, dtype="fp16")):
             sched = cuda.hero_schedule(op, VID, HOST)
             r, art = compile_kernel(op, VID, sched, HOST, arch)[1::2]
             res = art.metadata["resources"]
             assert res["spills"] == 0 and res["stack_frame"] == 0, (d, sched, res)
-            assert r.smem == sched.smem_bytes(d) == (2 * d + (16 if d % 64 else 0)) * (sched.bq + 4 * sched.bk)
-            assert ("#define ROWB (HD * 2 + 16)" in r.source) == (d % 64 != 0)
+            dp = -(-d // 16) * 16
+            assert r.smem == sched.smem_bytes(d) == (2 * dp + (16 if d % 64 else 0)) * (sched.bq + 4 * sched.bk)
+            assert ("#define ROWB (HDP * 2 + 16)" in r.source) == (d % 64 != 0)
+            assert f"#define HD {d}\n" in r.source and f"#define HDP {dp} " in r.source
 
 
 @pytest.mark.parametrize("arch", ("sm_80", "sm_90a"))
@@ -126,8 +129,8 @@ def test_schedules_that_do_not_fit_the_op_are_refused():
         compile_kernel(d128, VID, AttentionMmaSchedule(bq=64, bk=32, warp_rows=32), HOST, "sm_90a")
     with pytest.raises(UnsupportedError, match="bf16 or fp16"):
         compile_kernel(Attention(1, 2, 100, 64), VID, AttentionMmaSchedule(), HOST, "sm_90a")
-    with pytest.raises(UnsupportedError, match="head_dim"):  # a multiple of 8, not of 16 (the mma k step)
-        compile_kernel(Attention(1, 2, 100, 72, dtype="bf16"), VID, AttentionMmaSchedule(), HOST, "sm_90a")
+    with pytest.raises(UnsupportedError, match="head_dim"):  # a multiple of 8 below the kernels' 32
+        compile_kernel(Attention(1, 2, 100, 24, dtype="bf16"), VID, AttentionMmaSchedule(), HOST, "sm_90a")
     with pytest.raises(BadInputError, match="bk"):
         compile_kernel(Attention(1, 2, 100, 160, dtype="bf16"), VID, AttentionMmaSchedule(bk=128), HOST, "sm_90a")
     with pytest.raises(BadInputError, match="warp_rows"):

@@ -128,8 +128,9 @@ def test_schedule_validation_names_the_field(fields, needle):
 def test_schedule_rejects_other_ops_and_dtypes():
     with pytest.raises(BadInputError, match="dtype"):
         AttnWgmmaSchedule().validate(Attention(1, 2, 100, 128))
-    with pytest.raises(BadInputError, match="head_dim"):  # a multiple of 8, not of 16 (the wgmma k step)
-        AttnWgmmaSchedule().validate(Attention(1, 2, 100, 72, dtype="bf16"))
+    with pytest.raises(BadInputError, match="head_dim"):  # a multiple of 8 below the kernel's 32
+        AttnWgmmaSchedule().validate(Attention(1, 2, 100, 24, dtype="bf16"))
+    AttnWgmmaSchedule().validate(Attention(1, 2, 100, 72, dtype="bf16"))  # an odd multiple of 8: padded to 80
     with pytest.raises(BadInputError, match="unknown field"):
         AttnWgmmaSchedule.from_json({"bk": 64, "bm": 3})
     with pytest.raises(BadInputError, match="not a cuda-wgmma attention"):

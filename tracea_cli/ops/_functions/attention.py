@@ -14,6 +14,7 @@ from tracea.doctor.errors import BadInputError
 from .._arrays import describe, is_torch, overlapping, shown
 from .._checks import finite, ir, pair
 from .._dispatch import prepared, run
+from .._engine import Fallback
 from .._prepared import MISS, RETRY, Uncached, array_key, mask_key, opt, out_key
 from .._vendor import back, f64
 
@@ -203,6 +204,7 @@ def _attention(q: Any, k: Any, v: Any, causal: Any, scale: Any, window: Any, blo
     def plan() -> tuple[Any, dict[str, Any]]:
         from tracea.kernels import Attention
 
+        odd_eights(args["q"], d)
         op = ir(lambda: Attention(batch=b_, heads=h, seq_q=sq, head_dim=d, seq_k=sk, kv_heads=hkv,
                                    dtype=args["q"].dtype, causal=bool(causal), scale=sc, window=win,
                                    block_mask=mask, block_size=bsize))
@@ -214,6 +216,15 @@ def _attention(q: Any, k: Any, v: Any, causal: Any, scale: Any, window: Any, blo
 
     names = {"numpy": "NumPy attention in float64", "torch": "torch.nn.functional.scaled_dot_product_attention"}
     return run("attention", args, plan, out, qs, vendor, names, fast=(key, ("q", "k", "v"), (q, k, v)))
+
+
+def odd_eights(q: Any, d: int) -> None:
+    """On CUDA, a head dim of an odd number of 8s runs SDPA: Tracea's kernels compute it over the next multiple of
+    16, and on an H200 they ran at 0.69-0.89x SDPA there (d40, d72, d136; docs/benchmarks.md, "Attention head
+    dims"), where the multiples of 16 beside them run at 0.93-1.12x. ``tracea bench --head-dim`` still runs them."""
+    if q.device == "cuda" and d % 16 and d % 8 == 0:
+        raise Fallback(f"head dim {d} (an odd number of 8s): Tracea's CUDA kernels compute it over {d + 8} and ran "
+                       "slower than SDPA there (0.69-0.89x on an H200)")
 
 
 def _options(causal: Any, scale: Any, window: Any, d: int) -> tuple[float, tuple[int, int] | None]:
@@ -282,6 +293,7 @@ def _packed(q: Any, k: Any, v: Any, causal: Any, scale: Any, window: Any, block_
     def plan() -> tuple[Any, dict[str, Any]]:
         from tracea.kernels import Attention
 
+        odd_eights(args["q"], d)
         op = ir(lambda: Attention(batch=batch, heads=h, seq_q=cap, head_dim=d, seq_k=cap, kv_heads=hkv,
                                    dtype=args["q"].dtype, causal=bool(causal), scale=sc, window=win,
                                    seq_lens=tuple(stand_in), packed=True))

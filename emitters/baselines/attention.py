@@ -214,7 +214,7 @@ def host(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
     return Baseline(f"torch {torch.__version__} {name}", run)
 
 
-def serving(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
+def serving(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     """(name, call) for an op with per-entry lengths or a paged pool: SDPA's fastest backend over the padded
     batch as a user without a paged kernel runs it: the pages gathered into contiguous (batch, kv_heads, seq_k,
     head_dim) K and V once, before the timed call, and the lengths (with the causal band or window, each entry's
@@ -245,10 +245,12 @@ def serving(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], A
     return f"{name} [padded batch{pages}]", call
 
 
-def _packed(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
+def _packed(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     """Packed entries as a user without a varlen kernel runs them: padded into one (batch, heads, seq, head_dim)
-    batch before the timed call, SDPA's fastest backend over it with each entry's length (and causal band or
-    window) as an explicit boolean mask, and the entries' rows taken back out inside the call (a gather)."""
+    batch before the timed call, SDPA's fastest backend over it, and the entries' rows taken back out inside the
+    call (a gather). Causal entries (whose rows never reach their padding) and entries of one length take no mask,
+    others their lengths (and window) as an explicit boolean mask. Also timed: SDPA alone, its output left padded
+    (benchmarks/gpu/attention_packed.py's baseline)."""
     import dataclasses
 
     dev, n = t["q"].device, op.seq_q
@@ -263,17 +265,21 @@ def _packed(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], A
         out[valid] = x[rows]
         return out.permute(0, 2, 1, 3).contiguous()
 
-    i, j = pos[None, None, :, None], pos[None, None, None, :]
-    left, right = op._bounds()
-    keep = (j < lens[:, None, None, None]) & (j - i >= -left) & (j - i <= right)
     plain = dataclasses.replace(op, seq_lens=None, packed=False)
-    name, call = torch_sdpa(plain, {"q": padded(t["q"]), "k": padded(t["k"]), "v": padded(t["v"])}, torch,
-                            (keep, False, "explicit boolean mask of the entries' lengths"))
+    batch = {"q": padded(t["q"]), "k": padded(t["k"]), "v": padded(t["v"])}
+    if (op.causal and op.window is None) or len(set(op.key_lens)) == 1:
+        name, call = torch_sdpa(plain, batch, torch)
+    else:
+        i, j = pos[None, None, :, None], pos[None, None, None, :]
+        left, right = op._bounds()
+        keep = (j < lens[:, None, None, None]) & (j - i >= -left) & (j - i <= right)
+        name, call = torch_sdpa(plain, batch, torch, (keep, False, "explicit boolean mask of the entries' lengths"))
 
     def unpadded() -> Any:
         return call().permute(0, 2, 1, 3)[valid]
 
-    return f"{name} [the packed entries padded to one batch before timing]", unpadded
+    return (f"{name} [the packed entries padded to one batch before timing, gathered back in the call]", unpadded,
+            ((f"{name.split(' (')[0]}, the padded batch alone (output left padded)", call),))
 
 
 def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:

@@ -137,9 +137,10 @@ def prefers(op: Any) -> bool:
 
 
 def applies(op: Any) -> bool:
-    """Where it may run and is searched: any attention it can compute with at most 16 queries."""
+    """Where it may run and is searched: any attention it can compute with at most 16 queries (not packed
+    entries, whose queries are their keys: the Hopper prefill kernel takes those at any length)."""
     return (getattr(op, "kind", None) == "attention" and op.seq_q <= PREFER_QUERIES and op.block_mask is None
-            and op.head_dim % 16 == 0 and op.head_dim <= 256)
+            and op.head_dim % 16 == 0 and op.head_dim <= 256 and not getattr(op, "packed", False))
 
 
 def key_tiles(op: Any, bk: int, klen: int | None = None) -> tuple[int, int]:

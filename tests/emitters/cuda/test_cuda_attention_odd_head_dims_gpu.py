@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_cuda_attention_gpu import _gpu_or_skip, assert_matches_reference
+from test_cuda_wgmma_attention_gpu import _cache, _sm90  # noqa: F401 - _cache: the autouse kernel-cache fixture
 
 from tracea.kernels import relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
@@ -31,11 +32,6 @@ CASES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _cache(kernel_home, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
-
-
 @pytest.mark.parametrize("op", CASES, ids=lambda op: op.signature[:60])
 def test_mma_sync_kernel(op):
     _gpu_or_skip()
@@ -45,13 +41,6 @@ def test_mma_sync_kernel(op):
     kernel = cuda.build(op, vid, cuda.hero_schedule(op, vid, None), None)
     assert f"#define HD {op.head_dim}\n" in kernel.rendered.source
     assert_matches_reference(kernel, op, op.random_inputs(np.random.default_rng(3)))
-
-
-def _sm90() -> None:
-    from cuda.core import Device
-
-    if Device(0).compute_capability != (9, 0):
-        pytest.skip("the Hopper wgmma attention kernel needs an sm_90 GPU")
 
 
 @pytest.mark.parametrize("op", CASES, ids=lambda op: op.signature[:60])

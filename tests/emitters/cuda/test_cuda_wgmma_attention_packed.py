@@ -122,3 +122,13 @@ def test_what_the_packed_form_refuses():
     assert not hero_schedule(op).persistent  # the short-item persistent hero of head dim 64 is not taken
     with pytest.raises(BadInputError, match="persistent"):
         dataclasses.replace(AttnWgmmaSchedule(bk=128, stages=2), persistent=True).validate(op)
+
+
+def test_short_packed_entries_go_to_the_hopper_kernel_not_decode():
+    """A capacity of at most 16 tokens (the decode core's query range) is still packed prefill: the Hopper core."""
+    from tracea.emitters import cuda
+    from tracea.emitters.cuda import cores
+
+    v = cuda.resolve("cuda-wgmma.attention")
+    for cap in (1, 8, 16, 17, 300):
+        assert cores.hero_core(v, _op((cap, 1), cap, causal=True)).name == "wgmma-attention", cap

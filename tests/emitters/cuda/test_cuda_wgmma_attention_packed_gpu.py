@@ -13,6 +13,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from test_attention_decode_gpu import _cuda, _host  # torch CUDA tensors from the op's host arrays and back
+from test_cuda_wgmma_attention_gpu import _cache, _sm90  # noqa: F401 - _cache: the autouse kernel-cache fixture
 
 from tracea.kernels import relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
@@ -37,18 +39,6 @@ CASES = [
     packed((333, 100, 64), 2, 256, dtype="fp16", causal=True),
     packed((700, 700), 4, 128, cap=2048, kv_heads=2, dtype="bf16", causal=True),  # capacity past every entry
 ]
-
-
-@pytest.fixture(autouse=True)
-def _cache(kernel_home, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
-
-
-def _sm90() -> None:
-    from cuda.core import Device
-
-    if Device(0).compute_capability != (9, 0):
-        pytest.skip("the Hopper wgmma attention kernel needs an sm_90 GPU")
 
 
 def _check(op: Attention, sched=None, inputs=None, want: Attention | None = None, seed: int = 5):
@@ -96,19 +86,6 @@ def test_the_offsets_given_are_read_not_the_ops():
     planned = packed((300, 300, 300), 4, 64, cap=600, dtype="bf16", causal=True)
     given = dataclasses.replace(planned, seq_lens=(0, 599, 301))
     _check(planned, inputs=given.random_inputs(np.random.default_rng(9)), want=given)
-
-
-def _cuda(x: np.ndarray):
-    import torch
-
-    t = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if x.dtype == np.uint16 else torch.from_numpy(x)
-    return t.cuda()
-
-
-def _host(t) -> np.ndarray:
-    import torch
-
-    return t.cpu().view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.cpu().numpy()
 
 
 def test_ops_attention_runs_packed_entries_on_the_hopper_kernel_and_in_a_cuda_graph():

@@ -86,7 +86,7 @@ def padded(op: Attention, t: dict[str, torch.Tensor]) -> tuple[str, Any, Any]:
 
     plain = dataclasses.replace(op, seq_lens=None, packed=False)
     tensors_ = {"q": pad(t["q"]), "k": pad(t["k"]), "v": pad(t["v"])}
-    if op.causal or len(set(op.key_lens)) == 1:  # no row reaches its entry's padding: no mask
+    if (op.causal and op.window is None) or set(op.key_lens) == {n}:  # no row reaches its entry's padding
         name, call = baseline.torch_sdpa(plain, tensors_, torch)
         how = "no mask"
     else:

@@ -201,7 +201,7 @@ def host(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
 
     try:
         t = {k: tensor(x) for k, x in inputs.items()}
-        name, call = serving(op, t, torch) if op.serving else torch_sdpa(op, t, torch)
+        name, call = (serving(op, t, torch) if op.serving else torch_sdpa(op, t, torch))[:2]
     except (RuntimeError, TypeError) as exc:  # an old torch without a needed argument or kernel
         return Baseline("torch scaled_dot_product_attention", None,
                         f"torch {torch.__version__} cannot run this case: {str(exc).splitlines()[0][:120]}")
@@ -248,7 +248,8 @@ def serving(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
 def _packed(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     """Packed entries as a user without a varlen kernel runs them: padded into one (batch, heads, seq, head_dim)
     batch before the timed call, SDPA's fastest backend over it, and the entries' rows taken back out inside the
-    call (a gather). Causal entries (whose rows never reach their padding) and entries of one length take no mask,
+    call (a gather). Causal entries (whose rows never reach their padding) and entries that all fill the capacity
+    take no mask,
     others their lengths (and window) as an explicit boolean mask. Also timed: SDPA alone, its output left padded
     (benchmarks/gpu/attention_packed.py's baseline)."""
     import dataclasses
@@ -267,7 +268,7 @@ def _packed(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
 
     plain = dataclasses.replace(op, seq_lens=None, packed=False)
     batch = {"q": padded(t["q"]), "k": padded(t["k"]), "v": padded(t["v"])}
-    if (op.causal and op.window is None) or len(set(op.key_lens)) == 1:
+    if (op.causal and op.window is None) or set(op.key_lens) == {n}:  # no row reaches padding
         name, call = torch_sdpa(plain, batch, torch)
     else:
         i, j = pos[None, None, :, None], pos[None, None, None, :]

@@ -105,16 +105,17 @@ class AttentionMmaSchedule:
         if d not in HEAD_DIMS:
             raise UnsupportedError(f"head_dim: the CUDA attention kernels are built for multiples of 8 from "
                                    f"{HEAD_DIMS[0]} to {HEAD_DIMS[-1]}, not {d}", "use --backend cpu")
-        if d == 256 and (self.bq, self.bk) != (64, 32):
+        dp = padded(d)  # the registers go by the head dim computed
+        if dp == 256 and (self.bq, self.bk) != (64, 32):
             raise BadInputError(f"bq/bk: head dim 256 runs 64 x 32 tiles (O takes 128 registers a thread), "
                                 f"got {self.bq} x {self.bk}")
-        if 64 < d <= 128 and self.bk > (64 if self.warp_rows == 16 else 32):
+        if 64 < dp <= 128 and self.bk > (64 if self.warp_rows == 16 else 32):
             raise BadInputError(f"bk: head dim {d} takes at most {64 if self.warp_rows == 16 else 32} keys a tile at "
                                 f"{self.warp_rows} rows a warp (S and O beside Q spill), got {self.bk}")
-        if 128 < d < 256 and self.bk > 64:
+        if 128 < dp < 256 and self.bk > 64:
             raise BadInputError(f"bk: head dim {d} takes at most 64 keys a tile (O takes {d // 2} registers a "
                                 f"thread), got {self.bk}")
-        if self.warp_rows == 32 and (self.bq != 128 or d > 128 or self.bk == 128):
+        if self.warp_rows == 32 and (self.bq != 128 or dp > 128 or self.bk == 128):
             raise BadInputError("warp_rows: 32 rows a warp run 128-row blocks of head dim up to 128, bk <= 64")
         smem = self.smem_bytes(op.head_dim)
         if arch is not None and smem > arch.smem_optin:
@@ -141,9 +142,10 @@ def hero_schedule(op: Any, host: Any) -> AttentionMmaSchedule:
     """128 x 64 tiles with 2 stages (64 x 32 at head dim 256, 128 x 128 up to 64, 128 x 32 past 192, where
     64 keys would pass an A100's shared memory); 64-row blocks where 128-row ones would leave SMs idle (fewer
     blocks than SMs)."""
-    if op.head_dim == 256:
+    dp = padded(op.head_dim)  # the head dim computed
+    if dp == 256:
         return AttentionMmaSchedule(bq=64, bk=32, stages=2)
-    bk = 128 if op.head_dim <= 64 else 64 if op.head_dim <= 192 else 32
+    bk = 128 if dp <= 64 else 64 if dp <= 192 else 32
     blocks = -(-op.seq_q // 128) * op.heads * op.batch
     return AttentionMmaSchedule(bq=128 if blocks >= _sm_count(host) else 64, bk=bk, stages=2)
 

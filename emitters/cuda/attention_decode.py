@@ -218,8 +218,21 @@ def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
     (0.94x against 0.96x) nor with lengths, whose slices per entry are then fewer tiles (the ragged row
     0.93-0.94x against 0.96x; docs/device-runs/h200-paged-decode/paged_table_k128_tiles.txt and
     paged_table_k128_hero.txt)."""
-    kw = 2 if getattr(op, "page_size", None) and op.seq_lens is None and 64 < op.head_dim <= 128 else 1
-    return AttentionDecodeSchedule(warps=4, kw=kw, stages=3 if op.head_dim <= 128 else 2)
+    plain = AttentionDecodeSchedule(warps=4, kw=1, stages=3 if op.head_dim <= 128 else 2)
+    if not (getattr(op, "page_size", None) and op.seq_lens is None and 64 < op.head_dim <= 128):
+        return plain
+    wide = dataclasses.replace(plain, kw=2)  # 213 KB at d128: more than sm_80's opt-in; the target's own, not assumed
+    return wide if wide.smem_bytes(op.head_dim) <= _smem_optin(host) else plain
+
+
+def _smem_optin(host: Any) -> int:
+    """Shared memory a block may opt into on the host's (or the planned target's) GPU; 0 where none is known."""
+    from .arch import arch_of_host
+
+    try:
+        return arch_of_host(host).smem_optin
+    except UnsupportedError:  # no GPU described (rendering without one): the plain hero
+        return 0
 
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[AttentionDecodeSchedule]:

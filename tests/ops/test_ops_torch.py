@@ -278,3 +278,21 @@ def test_patch_conv2d_can_convert_a_model_to_channels_last():
         ops.patch_conv2d(model, channels_last="yes")
     with pytest.raises(BadInputError, match="none was given"):
         ops.patch_conv2d(channels_last=True)
+
+
+@pytest.mark.parametrize("lens,kw", [((30, 7, 0, 19), {"causal": True}), ((30, 7, 0, 19), {}),
+                                     ((20, 20), {}), ((30, 30), {"window": (5, 3)}), ((12, 25), {"causal": True,
+                                                                                                  "window": (4, 0)})])
+def test_packed_bench_baselines_compute_the_reference(lens, kw):
+    """``tracea bench --packed``'s torch baselines (the host one and the device one on CPU tensors, with the
+    SDPA-alone extra): entries padded to the capacity, masked where a row could reach the padding (here the
+    capacity, 40, is past every entry, so entries of one length are masked too)."""
+    from tracea.emitters.baselines import attention as base
+
+    op = Attention(len(lens), 4, 40, 32, seq_k=40, kv_heads=2, seq_lens=lens, packed=True, dtype="fp32", **kw)
+    x = op.random_inputs(np.random.default_rng(2))
+    ref = op.reference(x)
+    assert relative_error(np.asarray(base.host(op, x).run(), np.float64), ref) < 1e-5
+    name, run, also = base.device(op, {n: torch.from_numpy(a) for n, a in x.items()}, torch)
+    assert relative_error(run().numpy().astype(np.float64), ref) < 1e-5
+    assert tuple(also[0][1]().shape) == (op.batch, op.heads, 40, op.head_dim) and "alone" in also[0][0]

@@ -377,19 +377,20 @@ def render(op: Any, sched: AttnWgmmaSchedule, arch: Any = None) -> tuple[Rendere
     d = op.head_dim
     grid = grid_blocks(op, sched, getattr(arch, "sm_count", 0) or 132)
     smem = sched.smem_bytes(d)
-    lbo, sbo = _v_strides(sched, padded_dim(d))
+    dp = padded_dim(d)  # the head dim computed (the op's rounded up to 16)
+    lbo, sbo = _v_strides(sched, dp)
     meta = {
         "name": f"tr_{sched.name}",
         "tile": {"q": sched.bq, "k": sched.bk, "stages": sched.stages, "consumers": sched.consumers,
                  "pingpong": sched.pingpong, "intra": sched.intra,
                  **({"persistent": True, "q_buffers": sched.q_buffers} if sched.persistent else {}),
                  **({"split_kv": True} if sched.split_kv else {})},
-        "fragments": {"mma": f"wgmma.mma_async m64n{sched.bk}k16 (S, SS) + m64n{d}k16 (O, RS)",
+        "fragments": {"mma": f"wgmma.mma_async m64n{sched.bk}k16 (S, SS) + m64n{dp}k16 (O, RS)",
                       "dtype_in": op.dtype.value, "dtype_acc": "fp32",
-                      "load": f"TMA cp.async.bulk.tensor.3d, {swizzle_mode(d)} swizzle, {head_chunk(d)}-element "
-                              "head-dim chunks",
+                      "load": f"TMA cp.async.bulk.tensor.3d, {swizzle_mode(dp)} swizzle, {head_chunk(dp)}-element "
+                              "head-dim chunks" + (f" over head dim {dp} (TMA zeros past {d})" if dp != d else ""),
                       "v_descriptor": {"lbo": lbo, "sbo": sbo}},
-        "smem": smem_plan(sched, d),
+        "smem": smem_plan(sched, dp),
         "registers": dict(zip(("entry", "producer", "consumer"), sched.register_split(), strict=True)),
         "launch": {"grid": [grid, 1, 1], "block": [sched.threads, 1, 1], "dynamic_smem": smem},
     }

@@ -34,6 +34,13 @@ def padded_dim(d: int) -> int:
     return -(-d // 16) * 16
 
 
+def tma_box(d: int) -> tuple[int, str]:
+    """(elements, swizzle mode) of the head-dim side of a Q, K or V box for head dim ``d``: the kernel's chunk and
+    swizzle, which are the padded dim's; the tensor map's extent stays ``d`` (TMA fills the rest with zeros)."""
+    dp = padded_dim(d)
+    return head_chunk(dp), swizzle_mode(dp)
+
+
 def line_bytes(d: int) -> int:
     """Bytes of one swizzled line (a head-dim chunk of one row): 128 where the head dim is a multiple of 64."""
     return 2 * head_chunk(d)

@@ -75,9 +75,10 @@ class WgmmaAttentionKernel(OnCallerBuffers):
 
     def upload(self, inputs: dict[str, np.ndarray]) -> None:
         from ..tma import encode_tiled
-        from .attention_device import head_chunk, swizzle_mode
+        from .attention_device import tma_box
 
         op, d = self.op, self.op.head_dim
+        chunk, swizzle = tma_box(d)  # the kernel's, at the padded dim; the map's extent is d (TMA zeros past it)
         shapes = op.shapes()
         if not self._borrowing:  # launch_ptrs: q, k, v and out are the caller's, only the maps are made
             self._tapes = None
@@ -98,7 +99,7 @@ class WgmmaAttentionKernel(OnCallerBuffers):
             else:
                 dims, strides = (d, seq, op.batch * heads), (d * 2, seq * d * 2)
             maps.append(encode_tiled(int(self._dbuf[name].ptr), op.dtype.value, dims, strides,
-                                     (head_chunk(d), rows, 1), swizzle_mode(d)))
+                                     (chunk, rows, 1), swizzle))
         args: list[Any] = []
         for p in self.rendered.params:
             if p in BUFFERS or p in ("order", "walk", "cu_seqlens"):

@@ -138,7 +138,7 @@ class AttnWgmmaSchedule:
         if getattr(op, "packed", False) and self.persistent:
             raise BadInputError("persistent: packed entries launch one block a q-tile slot (their tiles are known "
                                 "only on the device)", "persistent: false")
-        if self.split_kv and self.bk > 64 and 192 < d < 256:
+        if self.split_kv and self.bk > 64 and 192 < padded_dim(d) < 256:
             raise BadInputError(f"bk: a split_kv tile of {self.bk} keys at head dim {d} spills or serialises the "
                                 "wgmmas (ptxas, sm_90a)", "bk 64")
         need, have = self.consumer_registers(d), self.register_split()[2]

@@ -231,3 +231,24 @@ def test_the_launch_arguments_follow_the_rendered_parameters():
                        strict=True))
     assert int(by_name["block_table"]) == 0x7000 and int(by_name["seq_lens"]) == 0x8000
     assert int(by_name["table_cols"]) == 7 and int(by_name["pages"]) == 14
+
+
+def test_the_paged_hero_takes_128_key_tiles_only_where_they_fit():
+    """A paged cache without lengths over head dims 65-128 takes 32 keys a warp where the target's shared memory
+    holds them (sm_90a); on sm_80 (167 KB) d112 and d128 keep 64-key tiles, as does every host-less render."""
+    from tracea.doctor.snapshot import probe
+    from tracea.emitters.cuda.arch import parse_arch, target_host
+
+    host = probe()
+    for arch in ("sm_80", "sm_90a"):
+        target = target_host(host, arch)
+        for d in (64, 96, 112, 128, 160):
+            op = Attention(8, 32, 1, d, seq_k=4096, kv_heads=8, dtype="bf16", page_size=16)
+            s = D.hero_schedule(op, target)
+            D.check(op, type("V", (), {"id": "cuda-wgmma.attention"})(), s, parse_arch(arch))  # it fits the target
+            wide = dataclasses.replace(s, kw=2).smem_bytes(d) <= parse_arch(arch).smem_optin
+            want = 2 if 64 < d <= 128 and wide else 1
+            assert s.kw == want, (arch, d, s)
+    assert D.hero_schedule(Attention(8, 32, 1, 128, seq_k=4096, kv_heads=8, dtype="bf16", page_size=16), None).kw == 1
+    ragged = Attention(8, 32, 1, 128, seq_k=4096, kv_heads=8, dtype="bf16", page_size=16, seq_lens=(4096,) * 8)
+    assert D.hero_schedule(ragged, target_host(host, "sm_90a")).kw == 1

@@ -132,3 +132,18 @@ def test_short_packed_entries_go_to_the_hopper_kernel_not_decode():
     v = cuda.resolve("cuda-wgmma.attention")
     for cap in (1, 8, 16, 17, 300):
         assert cores.hero_core(v, _op((cap, 1), cap, causal=True)).name == "wgmma-attention", cap
+
+
+@pytest.mark.parametrize("d", range(32, 257, 8))
+def test_the_host_maps_box_is_the_kernels_chunk_at_every_head_dim(d):
+    """The kernel loads padded_dim(d) in chunks of its own width and expects that many bytes a box; the host's
+    maps must use the same box and swizzle (a mismatch hangs the kernel on its mbarrier, d56/88/120/... before)."""
+    import re
+
+    from tracea.emitters.cuda.hopper.attention_device import padded_dim, tma_box
+
+    for op in (Attention(1, 2, 200, d, dtype="fp16"), _op((130, 70), 130, d=d, causal=True)):
+        r, _ = render(op, hero_schedule(op))
+        loop = re.search(r"for \(int c = 0; c < (\d+); \+\+c\)\s*\n\s*tr_tma_load_3d\([^;]*&tmQ, c \* (\d+),", r.source)
+        chunks, chunk = int(loop.group(1)), int(loop.group(2))
+        assert (chunk, f"{2 * chunk}B") == tma_box(d) and chunks * chunk == padded_dim(d), (d, chunks, chunk)

@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from attention_paged import UNSTABLE, fmt, host_us, ratio, tensors, wall_us
+from attention_paged import UNSTABLE, fmt, host_us, ratio, run_rows, tensors, wall_us
 
 import tracea
 from tracea.emitters.baselines import attention as baseline
-from tracea.emitters.cuda.runtime import _Device, event_timing
+from tracea.emitters.cuda.runtime import event_timing
 from tracea.kernels import relative_error, tolerance
 from tracea.kernels.ops.attention import Attention
 
@@ -209,18 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.sweep is not None:
         print("\n".join(sweep(args.sweep, args.repeats)))
         return 0
-    dev = _Device.get()
-    stream = torch.cuda.ExternalStream(int(dev.stream.handle))
-    gen = torch.Generator().manual_seed(7)
-    lines = []
-    with torch.inference_mode(), torch.cuda.stream(stream):
-        for label, op in ROWS[:args.rows]:
-            try:
-                new = row(label, op, dev, args.repeats, gen)
-            except Exception as exc:  # noqa: BLE001 - one row's failure is printed, the others still run
-                new = [f"| {label} | FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:160]} |"]
-            lines += new
-            print("\n".join(new), flush=True)
+    lines = run_rows(ROWS[:args.rows], row, args.repeats)
     print(f"\nGPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; bf16; ms, median / p95 of "
           f"{args.repeats}; unstable: p95 > {UNSTABLE}x median; mixed lengths {MIXED}; short {SHORT}\n")
     print("| row | kernel | `tracea.ops` call, ms | TFLOP/s | rel. err | padded SDPA, ms | padded / Tracea | "

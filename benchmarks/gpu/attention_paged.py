@@ -186,24 +186,32 @@ def split_sweep(dev: Any, repeats: int) -> list[str]:
     return lines
 
 
+def run_rows(rows: list[tuple[str, Attention]], row_fn: Any, repeats: int) -> list[str]:
+    """Each (label, op) of ``rows`` through ``row_fn(label, op, dev, repeats, gen)`` on the kernels' stream, its
+    lines printed as they come; a row that raises is one FAILED line and the others still run."""
+    dev = _Device.get()
+    stream = torch.cuda.ExternalStream(int(dev.stream.handle))
+    gen = torch.Generator().manual_seed(7)
+    lines = []
+    with torch.inference_mode(), torch.cuda.stream(stream):
+        for label, op in rows:
+            try:
+                new = row_fn(label, op, dev, repeats, gen)
+            except Exception as exc:  # noqa: BLE001 - one row's failure is printed, the others still run
+                new = [f"| {label} | FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:160]} |"]
+            lines += new
+            print("\n".join(new), flush=True)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--split-sweep", action="store_true", help="also time fixed key-slice counts (the split rule)")
     ap.add_argument("--rows", type=int, default=len(ROWS), help="the first N rows only")
     args = ap.parse_args(argv)
+    lines = run_rows(ROWS[:args.rows], row, args.repeats)
     dev = _Device.get()
-    stream = torch.cuda.ExternalStream(int(dev.stream.handle))
-    gen = torch.Generator().manual_seed(7)
-    lines = []
-    with torch.inference_mode(), torch.cuda.stream(stream):
-        for label, op in ROWS[:args.rows]:
-            try:
-                new = row(label, op, dev, args.repeats, gen)
-            except Exception as exc:  # noqa: BLE001 - one row's failure is printed, the others still run
-                new = [f"| {label} | FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:160]} |"]
-            lines += new
-            print("\n".join(new), flush=True)
     print(f"\nGPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; ms, median / p95 of {args.repeats}; "
           f"ragged lengths {RAGGED}\n")
     print("| row | K/V | kernel | `tracea.ops` call, ms | paged / contiguous | SDPA / this | rel. err | host us a call "

@@ -68,32 +68,11 @@ def error(op: Attention, got: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def padded(op: Attention, t: dict[str, torch.Tensor]) -> tuple[str, Any, Any]:
-    """(name, call, unpad): SDPA's fastest backend over the entries padded into one (batch, heads, seq, head_dim)
-    batch before timing; its output stays padded (``unpad`` gathers the entries' rows, for the check only)."""
-    import dataclasses
-
-    dev, n = t["q"].device, op.seq_q
-    lens = torch.as_tensor(op.key_lens, device=dev)
-    starts = torch.as_tensor(np.concatenate([[0], np.cumsum(op.key_lens)[:-1]]), device=dev)
-    pos = torch.arange(n, device=dev)
-    valid = pos[None, :] < lens[:, None]
-    rows = (starts[:, None] + pos[None, :])[valid]
-
-    def pad(x: torch.Tensor) -> torch.Tensor:
-        out = x.new_zeros((op.batch, n, *x.shape[1:]))
-        out[valid] = x[rows]
-        return out.permute(0, 2, 1, 3).contiguous()
-
-    plain = dataclasses.replace(op, seq_lens=None, packed=False)
-    tensors_ = {"q": pad(t["q"]), "k": pad(t["k"]), "v": pad(t["v"])}
-    if (op.causal and op.window is None) or set(op.key_lens) == {n}:  # no row reaches its entry's padding
-        name, call = baseline.torch_sdpa(plain, tensors_, torch)
-        how = "no mask"
-    else:
-        keep = (pos[None, None, None, :] < lens[:, None, None, None]).expand(op.batch, 1, n, n)
-        name, call = baseline.torch_sdpa(plain, tensors_, torch, (keep, False, "explicit boolean mask"))
-        how = "boolean mask of the lengths"
-    return f"{name.split(' (')[0]}, padded batch, {how}", call, lambda y: y.permute(0, 2, 1, 3)[valid]
+    """(name, timed call, checked call): ``tracea bench``'s packed baseline (``baselines.attention``: the entries
+    padded to one batch before timing, a mask only where a row could reach the padding), timed as SDPA alone on
+    the padded batch (its output left padded), checked with the entries' rows gathered back."""
+    _, gathered, ((name, alone),) = baseline.serving(op, t, torch)
+    return name, alone, gathered
 
 
 def varlen(op: Attention, t: dict[str, torch.Tensor]) -> tuple[str, Any, Any] | None:
@@ -120,7 +99,10 @@ def varlen(op: Attention, t: dict[str, torch.Tensor]) -> tuple[str, Any, Any] | 
             g = op.heads // op.kv_heads
             k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
             name += " (K/V heads repeated)"
-    return name, lambda: varlen_attn(t["q"], k, v, cu, cu, n, n, **kw), lambda y: y
+    def call() -> Any:
+        return varlen_attn(t["q"], k, v, cu, cu, n, n, **kw)
+
+    return name, call, call
 
 
 def row(label: str, op: Attention, dev: Any, repeats: int, gen: torch.Generator) -> list[str]:
@@ -148,9 +130,9 @@ def row(label: str, op: Attention, dev: Any, repeats: int, gen: torch.Generator)
         if base is None:
             cells.append("varlen_attn: not in this torch | -")
             continue
-        name, call, unpad = base
+        name, call, checked = base
         try:
-            berr = error(op, unpad(call()), ref)
+            berr = error(op, checked(), ref)
         except Exception as exc:  # noqa: BLE001 - a baseline this torch cannot run is said, not fatal
             cells.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0][:80]} | -")
             continue

@@ -280,7 +280,7 @@ def _packed(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
         return call().permute(0, 2, 1, 3)[valid]
 
     return (f"{name} [the packed entries padded to one batch before timing, gathered back in the call]", unpadded,
-            ((f"{name.split(' (')[0]}, the padded batch alone (output left padded)", call),))
+            ((f"{name} [the padded batch alone, output left padded]", call),))
 
 
 def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:

@@ -47,15 +47,17 @@ class WgmmaAttentionKernel(OnCallerBuffers):
             sms = int(getattr(self._dev.dev.properties, "multiprocessor_count", 0) or 0)
             self._grid = grid_blocks(op, self.schedule, blocks or sms or rendered.grid[0])
             walk = walk_plan(op, self.schedule, self._grid)  # the static schedule of this grid's blocks
-        self.plan = tile_plan(op, self.schedule.bq, self.schedule.bk)  # packed: the capacity's, unused
+        # packed entries compute their tiles on the device: no host plan (the capacity's would go unread)
+        self.plan = None if op.packed else tile_plan(op, self.schedule.bq, self.schedule.bk)
         self._dtype = op.dtype.storage
         self._shapes = {n: tuple(v) for n, v in op.shapes().items()}
         self._out_shape = tuple(op.output_shape())
         self._dbuf: dict[str, DeviceArray] = {}
         self._lock = threading.Lock()
         self._args: list[Any] | None = None
-        for name, arr in (("tile_ptr", self.plan.ptr), ("tile_idx", self.plan.idx), ("order", self.plan.order),
-                          ("walk", walk), ("bmask", block_mask_bytes(op))):
+        plan = (self.plan.ptr, self.plan.idx, self.plan.order) if self.plan is not None else (None,) * 3
+        for name, arr in (*zip(("tile_ptr", "tile_idx", "order"), plan, strict=True), ("walk", walk),
+                          ("bmask", block_mask_bytes(op))):
             if arr is not None and arr.size:
                 self._buffer(name, arr.nbytes).upload(np.ascontiguousarray(arr))
 
@@ -65,7 +67,7 @@ class WgmmaAttentionKernel(OnCallerBuffers):
         if self.op.packed:
             return self.op.heads * sum(c * tile_plan(e, self.schedule.bq, self.schedule.bk).computed
                                        for e, c in self.op._entries() if e is not None)
-        return self.plan.computed * self.op.batch * self.op.heads
+        return self.plan.computed * self.op.batch * self.op.heads  # type: ignore[union-attr]
 
     def _buffer(self, name: str, nbytes: int) -> DeviceArray:
         buf = self._dbuf.get(name)

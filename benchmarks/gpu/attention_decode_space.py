@@ -4,7 +4,10 @@ reference on the row's random inputs (computed once a row), then timed as ``trac
 (CUDA events, L2 flushed, median and p95). Prints a table a row: the hero first, then the five fastest, with
 the K/V bandwidth each reaches. What the hero heuristic and the tuner's space are chosen from.
 
-    python benchmarks/gpu/attention_decode_space.py [--repeats 20]
+    python benchmarks/gpu/attention_decode_space.py [--repeats 20] [--all] [--rows 0,1]
+
+``--all`` prints every timed schedule (fastest first), not the five fastest; ``--rows`` picks rows by index;
+``--match`` keeps the schedules whose name has one of its comma-separated parts (and the hero).
 
 Needs a GPU.
 """
@@ -28,6 +31,9 @@ ROWS = [
     ("b1 h32/8 q1 k131072 d128", Attention(1, 32, 1, 128, seq_k=131072, kv_heads=8, dtype="bf16")),
     ("b16 h32/8 q1 k1024 d128", Attention(16, 32, 1, 128, seq_k=1024, kv_heads=8, dtype="bf16")),
     ("b16 h16 q1 k4096 d64 (MHA)", Attention(16, 16, 1, 64, seq_k=4096, kv_heads=16, dtype="bf16")),
+    ("b4 h32 q1 k16384 d128 (MHA)", Attention(4, 32, 1, 128, seq_k=16384, dtype="bf16")),
+    ("b8 h32/8 q1 k65536 d64", Attention(8, 32, 1, 64, seq_k=65536, kv_heads=8, dtype="bf16")),
+    ("b8 h32/8 q1 k8192 d128 paged 16", Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16", page_size=16)),
 ]
 
 
@@ -38,18 +44,24 @@ def kv_bytes(op: Attention) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--all", action="store_true", help="every timed schedule, not the five fastest")
+    ap.add_argument("--rows", default="", help="row indices, comma-separated (default: all)")
+    ap.add_argument("--match", default="", help="schedule name parts, comma-separated (default: every schedule)")
     args = ap.parse_args(argv)
+    picked = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS
     from tracea.emitters.cuda.runtime import _Device
 
     dev = _Device.get()
     sms = int(getattr(dev.dev.properties, "multiprocessor_count", 0) or 132)
     arch = parse_arch(f"sm_{dev.dev.compute_capability.major}{dev.dev.compute_capability.minor}")
-    for label, op in ROWS:
+    for label, op in picked:
         inputs = op.random_inputs(np.random.default_rng())
         ref = op.reference(inputs)
         hero = D.hero_schedule(op, None)
         results = []
-        for s in [hero] + [s for s in D.search_space(op, hero, arch) if s != hero]:
+        parts = [p for p in args.match.split(",") if p]
+        for s in [hero] + [s for s in D.search_space(op, hero, arch)
+                           if s != hero and (not parts or any(p in s.name for p in parts))]:
             try:
                 s.validate(op, arch)
             except Exception:  # noqa: BLE001 - outside what this op and GPU take
@@ -68,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         timed = sorted((r for r in results if r[1] is not None), key=lambda r: r[1].p50_ms)
         print(f"\n{label} ({sms} SMs): {len(timed)} of {len(results)} schedules verified and timed")
         print("| schedule | slices | ms median / p95 | K/V TB/s |\n|---|---|---|---|")
-        for s, t, note in [r for r in results if r[0] == hero] + timed[:5]:
+        for s, t, note in [r for r in results if r[0] == hero] + (timed if args.all else timed[:5]):
             if t is None:
                 print(f"| {s.name} (hero) | {note} | | |")
                 continue

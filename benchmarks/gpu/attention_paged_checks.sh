@@ -7,13 +7,13 @@
 # (benchmarks/gpu/attention_paged.py) and the decode table (benchmarks/gpu/attention_decode.py).
 #     bash benchmarks/gpu/attention_paged_checks.sh
 # Knobs: TESTS (pytest files), K (a -k expression), SAN_CASES (sanitize_cases.py names), SWEEP=--split-sweep,
-# PAGED_ARGS (e.g. --rows 1), DECODE= (no decode table).
+# PAGED_ARGS (e.g. --rows 1), DECODE= (no decode table), N (pytest workers), TEST_TIMEOUT (seconds, 240).
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 TESTS=${TESTS:-tests/emitters/cuda/test_attention_decode_gpu.py tests/emitters/cuda/test_attention_decode.py \
   tests/emitters/cuda/test_cuda_attention_gpu.py tests/ops/test_ops_gpu.py}
-timeout 240 $PY -m pytest -q -p no:cacheprovider -rf ${K:+-k "$K"} $TESTS > "$RES/gpu_tests_paged.txt" 2>&1
+timeout ${TEST_TIMEOUT:-240} $PY -m pytest -q -p no:cacheprovider -rf ${N:+-n $N} ${K:+-k "$K"} $TESTS > "$RES/gpu_tests_paged.txt" 2>&1
 tail -4 "$RES/gpu_tests_paged.txt"
 for tool in memcheck racecheck synccheck; do
   extra=$([ $tool = memcheck ] && echo "--leak-check full" || ([ $tool = racecheck ] && echo "--racecheck-report all"))

@@ -77,6 +77,13 @@ CASES = [
     ("attention-paged-k128", "cuda-wgmma.attention", Attention(2, 16, 1, 128, seq_k=900, kv_heads=4, dtype="bf16",
                                                                seq_lens=(900, 77), page_size=16, pages=50),
      {"core": "attention-decode", "kw": 2}),
+    # TMA loads (sm_90): a tail tile past seq_k, 3 slices; paged, with lengths (one of 0)
+    ("attention-decode-tma", "cuda-wgmma.attention", Attention(1, 8, 3, 64, seq_k=700, kv_heads=2, causal=True,
+                                                               dtype="bf16"),
+     {"core": "attention-decode", "split": 3, "bulk": True}),
+    ("attention-paged-tma", "cuda-wgmma.attention", Attention(3, 8, 2, 64, seq_k=700, kv_heads=2, causal=True,
+                                                              dtype="bf16", seq_lens=(700, 9, 0), page_size=16,
+                                                              pages=60), {"core": "attention-decode", "bulk": True}),
     ("attention-ragged", "cuda-wgmma.attention", Attention(4, 8, 1, 64, seq_k=2000, kv_heads=2, dtype="bf16",
                                                            seq_lens=(2000, 5, 0, 900), page_size=16)),
     # packed entries (varlen): empty, one-token and tile-crossing entries; the next entry's rows read past an end

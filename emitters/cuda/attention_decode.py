@@ -18,6 +18,7 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
+from . import attention_decode_tma as tma
 from .attention_decode_kernel import kernel_source
 from .attention_plan import PARAMS, mask_scalars, read_schedule, schedule_json
 from .attention_runtime import AttentionKernel
@@ -41,13 +42,16 @@ DTYPES = ("bf16", "fp16")
 @dataclass(frozen=True)
 class AttentionDecodeSchedule:
     """``warps`` a block, each taking ``kw`` x 16 keys of every K/V tile (the tile: ``16 kw warps`` keys),
-    ``stages`` tiles in the ring, ``split`` key slices a row tile (0: enough to fill the GPU)."""
+    ``stages`` tiles in the ring, ``split`` key slices a row tile (0: enough to fill the GPU); on sm_90
+    ``bulk`` fills the ring by TMA on mbarriers instead of every thread's ``cp.async``
+    (attention_decode_tma.py)."""
 
     core: str = CORE
     warps: int = 4
     kw: int = 1
     stages: int = 3
     split: int = 0
+    bulk: bool = False
 
     @property
     def bk(self) -> int:
@@ -71,11 +75,14 @@ class AttentionDecodeSchedule:
 
     @property
     def name(self) -> str:
-        return f"w{self.warps}_k{self.bk}_s{self.stages}" + (f"_sp{self.split}" if self.split else "")
+        return (f"w{self.warps}_k{self.bk}_s{self.stages}" + (f"_sp{self.split}" if self.split else "")
+                + ("_tma" if self.bulk else ""))
 
     def smem_bytes(self, head_dim: int) -> int:
         """Q's 16 padded rows, then ``stages`` K and V tiles; after the walk the same memory holds the
         warps' partial O, maxima and sums (fp32), whichever is larger."""
+        if self.bulk:
+            return tma.smem_bytes(self.stages, self.bk, head_dim, self.warps)
         row = 2 * head_dim + 16
         ring = 2 * self.stages * self.bk * row
         return 16 * row + max(ring, self.warps * 16 * (head_dim + 2) * 4)
@@ -89,8 +96,15 @@ class AttentionDecodeSchedule:
                 raise BadInputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got {value!r}")
         if isinstance(self.split, bool) or not isinstance(self.split, int) or not 0 <= self.split <= MAX_SPLITS:
             raise BadInputError(f"split: expected 0 (fill the GPU) or 1..{MAX_SPLITS} key slices, got {self.split!r}")
+        if not isinstance(self.bulk, bool):
+            raise BadInputError(f"bulk: expected true or false, got {self.bulk!r}")
+        if arch is not None and self.bulk and arch.cc < (9, 0):
+            raise BadInputError(f"bulk: TMA loads need sm_90, not {arch.name}")
         if op is None:
             return
+        why = tma.refusal(op, self.bk) if self.bulk else None
+        if why:
+            raise BadInputError(f"bulk: {why}")
         if getattr(op, "kind", None) != "attention":
             raise BadInputError(f"core: {CORE} computes attention, not {getattr(op, 'kind', op)}")
         if op.head_dim % 16 or not 16 <= op.head_dim <= 256:
@@ -210,19 +224,40 @@ def entry_slices(op: Any, bk: int, lens: np.ndarray, klen: int, n: int, adapt: t
 
 
 def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
-    """4 warps of 16 keys (64-key tiles), 3 stages (2 over head dim 128, whose rows are twice as long); the
-    split gives each SM a block. On an H200 the space's best was within 2 % of this on four decode rows
-    (docs/device-runs/h200-attention-decode/decode_space.txt). A paged cache over head dim 64 up to 128
-    without per-entry lengths takes 32 keys a warp (128-key tiles: twice the pages' lookups in flight a tile):
-    on an H200 0.95-0.98x its contiguous twin on the d128 rows against 0.93-0.95x with 64-key tiles; not at d64
-    (0.94x against 0.96x) nor with lengths, whose slices per entry are then fewer tiles (the ragged row
-    0.93-0.94x against 0.96x; docs/device-runs/h200-paged-decode/paged_table_k128_tiles.txt and
-    paged_table_k128_hero.txt)."""
+    """On sm_90 at head dims 64 and 128 (where TMA boxes tile the pages, if any): TMA loads, 8 warps of 16 keys
+    (128-key tiles) and 3 stages at d128, 4 warps of 16 keys and 4 stages at d64. On an H200 against the
+    ``cp.async`` hero: b8 h32/8 k8192 d128 0.0813 ms against 0.0856, b1 k131072 0.1481 against 0.1560, b8 k65536
+    d64 0.2618 against 0.2931, paged by 16 0.0867 against 0.0918; each within 2 % of the best of the space on
+    its row (docs/device-runs/h200-decode-tma/decode_space_tma.txt).
+
+    Elsewhere: 4 warps of 16 keys (64-key tiles), 3 stages (2 over head dim 128, whose rows are twice as long);
+    on an H200 the space's best was within 2 % of this on four decode rows
+    (docs/device-runs/h200-attention-decode/decode_space.txt). A paged cache over head dim 64 up to 128 without
+    per-entry lengths takes 32 keys a warp (128-key tiles: twice the pages' lookups in flight a tile): on an
+    H200 0.95-0.98x its contiguous twin on the d128 rows against 0.93-0.95x with 64-key tiles; not at d64 (0.94x
+    against 0.96x) nor with lengths, whose slices per entry are then fewer tiles (the ragged row 0.93-0.94x
+    against 0.96x; docs/device-runs/h200-paged-decode/paged_table_k128_tiles.txt and paged_table_k128_hero.txt).
+    The split gives each SM a block."""
+    if op.head_dim in (64, 128) and _cc(host) >= (9, 0):
+        tma_hero = AttentionDecodeSchedule(warps=8 if op.head_dim == 128 else 4, kw=1,
+                                           stages=3 if op.head_dim == 128 else 4, bulk=True)
+        if tma.refusal(op, tma_hero.bk) is None and tma_hero.smem_bytes(op.head_dim) <= _smem_optin(host):
+            return tma_hero
     plain = AttentionDecodeSchedule(warps=4, kw=1, stages=3 if op.head_dim <= 128 else 2)
     if not (getattr(op, "page_size", None) and op.seq_lens is None and 64 < op.head_dim <= 128):
         return plain
     wide = dataclasses.replace(plain, kw=2)  # 213 KB at d128: more than sm_80's opt-in; the target's own, not assumed
     return wide if wide.smem_bytes(op.head_dim) <= _smem_optin(host) else plain
+
+
+def _cc(host: Any) -> tuple[int, int]:
+    """The compute capability of the host's (or the planned target's) GPU; (0, 0) where none is known."""
+    from .arch import arch_of_host
+
+    try:
+        return arch_of_host(host).cc
+    except UnsupportedError:
+        return (0, 0)
 
 
 def _smem_optin(host: Any) -> int:
@@ -240,7 +275,10 @@ def search_space(op: Any, hero: Any, arch: Any) -> list[AttentionDecodeSchedule]
     the hero with fixed splits around it."""
     out = [AttentionDecodeSchedule(warps=w, kw=kw, stages=st) for w in WARPS for kw in KWS for st in STAGES]
     auto = splits(op, hero, getattr(arch, "sm_count", 0) or 132)
-    return out + [dataclasses.replace(hero, split=n) for n in sorted({max(1, auto // 2), auto * 2}) if n <= MAX_SPLITS]
+    out += [dataclasses.replace(hero, split=n) for n in sorted({max(1, auto // 2), auto * 2}) if n <= MAX_SPLITS]
+    if arch is not None and arch.cc >= (9, 0):  # TMA loads over every warps x keys x stages
+        out += [dataclasses.replace(s, bulk=True) for s in out if not s.split]
+    return list(dict.fromkeys(out))
 
 
 def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
@@ -276,9 +314,13 @@ def render(op: Any, s: AttentionDecodeSchedule, arch: Any) -> tuple[Rendered, di
     name = f"tracea_attn_decode_{dt}_d{op.head_dim}_{s.name}_x{n}" + ("a" if adapt else "") + ("_m" if masked else "") + \
         ("_r" if ragged else "") + (f"_p{page}" if page else "")
     r = CudaRenderer()
-    source = r.prelude() + r.tensor_prelude(dt) + kernel_source(
+    lib = ""
+    if s.bulk:  # mbarriers and the 3-d TMA load
+        from .hopper.ptx import DEVICE_LIB, GATHER_LIB
+        lib = DEVICE_LIB + GATHER_LIB
+    source = r.prelude() + r.tensor_prelude(dt) + lib + kernel_source(
         r, name, dt, head_dim=op.head_dim, bk=s.bk, warps=s.warps, stages=s.stages, splits=n, masked=masked,
-        counters=counters, ragged=ragged, page=page, adapt=adapt)
+        counters=counters, ragged=ragged, page=page, adapt=adapt, bulk=s.bulk)
     grid = (n * row_tiles(op), op.kv_heads, op.batch)
     smem = s.smem_bytes(op.head_dim)
     meta = {"name": name, "core": CORE, "tile": {"bq": 16, "bk": s.bk, "stages": s.stages, "warps": s.warps},
@@ -286,12 +328,14 @@ def render(op: Any, s: AttentionDecodeSchedule, arch: Any) -> tuple[Rendered, di
                            **({"at_run_time": dict(zip(("full", "min_tiles", "waves", "sms"), adapt, strict=True))}
                               if adapt else {})},
             "fragments": {"dtype_in": dt, "dtype_acc": "fp32", "mma": "m16n8k16"},
+            "loads": "TMA (bulk)" if s.bulk else "cp.async",
             "launch": {"grid": list(grid), "block": [s.threads, 1, 1], "dynamic_smem": smem},
             "workspace_bytes": ws_bytes, "epilogue": []}
     if ragged or page:
         meta["serving"] = {"seq_lens": ragged, "page_size": page}
     scalars = {**mask_scalars(op), "table_cols": op.table_cols, "pages": op.pages or 1}
-    return Rendered(name, name, source, PARAMS + SERVING_PARAMS, grid, (s.threads, 1, 1), smem, meta), scalars
+    params = PARAMS + SERVING_PARAMS + (tma.MAP_PARAMS if s.bulk else ())
+    return Rendered(name, name, source, params, grid, (s.threads, 1, 1), smem, meta), scalars
 
 
 class DecodeKernel(AttentionKernel):
@@ -308,6 +352,16 @@ class DecodeKernel(AttentionKernel):
         if self.op.serving and not self._borrowing:
             self.op.check_serving_inputs(inputs)
         super().upload(inputs)
+        if self.rendered.params[-len(tma.MAP_PARAMS):] == tma.MAP_PARAMS:  # TMA loads: maps over this launch's K, V
+            self._maps = tma.maps(self.op, int(self.rendered.metadata["tile"]["bk"]), int(self._dbuf["k"].ptr),
+                                  int(self._dbuf["v"].ptr))
+
+    def _args(self, params: Any = None) -> list[Any]:
+        """Attention's, then (TMA loads) the K and V maps by value."""
+        n = len(tma.MAP_PARAMS)
+        if params is not None or self.rendered.params[-n:] != tma.MAP_PARAMS:
+            return super()._args(params)
+        return super()._args(self.rendered.params[:-n]) + list(self._maps)
 
 
 def decode_kernel(op: Any, artifact: Any, rendered: Any, scalars: dict[str, Any]) -> DecodeKernel:

@@ -34,6 +34,7 @@ where the prefill kernel's XOR swizzle needs 64. Keys past ``seq_k`` load as zer
 
 from __future__ import annotations
 
+from .attention_decode_tma import DEVICE as TMA_DEVICE
 from .render import CudaRenderer
 from .split_arrival import last_block
 
@@ -51,6 +52,7 @@ HEAD = r"""
 #define MIN_TILES __MIN_TILES__
 #define WAVES __WAVES__
 #define SMS __SMS__
+#define BULK __BULK__
 #define KW (BK / (16 * WARPS))
 #define NT (WARPS * 32)
 #define CH (HD / 8)
@@ -156,15 +158,15 @@ static __device__ __forceinline__ void tr_dec_tile(uint32_t dst, const uint16_t*
 #endif
 }
 
+__TMA_DEVICE__
 extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) __NAME__(
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
     uint16_t* __restrict__ out, float* __restrict__ lse, const int* __restrict__ tile_ptr,
     const int* __restrict__ tile_idx, const unsigned char* __restrict__ bmask, int batch, int heads,
     int kv_heads, int seq_q, int seq_k, int diag, int win_left, int win_right, int bm_cols, int bm_bq,
     int bm_bk, float scale_log2, float* __restrict__ workspace, const int* __restrict__ block_table,
-    const int* __restrict__ seq_lens, int table_cols, int pages) {
+    const int* __restrict__ seq_lens, int table_cols, int pages__TMAPS__) {
     extern __shared__ __align__(128) unsigned char tr_smem[];
-    constexpr uint32_t KV_STAGE = BK * ROWB;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qd = lane & 3;
     const int group = heads / kv_heads, rows = group * seq_q, row_tiles = (rows + 15) / 16;
     const int split = blockIdx.x % SPLITS, rt = blockIdx.x / SPLITS, kvh = blockIdx.y, b = blockIdx.z;
@@ -191,9 +193,21 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
     const int lo = max(0, kdiag - win_left);
     const int hi = min(klen, seq_q + kdiag + win_right);
     const int t_lo = lo / BK, t_hi = hi > lo ? (hi + BK - 1) / BK : t_lo;
+#if BULK  /* the ring first, 1024-byte aligned (the swizzle's period), then Q, then a barrier a slot */
+    const uint32_t sk = (tr_smem_addr(tr_smem) + 1023u) & ~1023u;
+    unsigned char* const tr_part = tr_smem + (sk - tr_smem_addr(tr_smem));  /* the warps' partials, after the walk */
+    constexpr uint32_t KV_STAGE = BK * HD * 2;
+    const uint32_t sv = sk + STAGES * KV_STAGE;
+    const uint32_t sq = sk + (2 * STAGES * KV_STAGE > WARPS * 16 * (HD + 2) * 4 ? 2 * STAGES * KV_STAGE
+                                                                              : WARPS * 16 * (HD + 2) * 4);
+    const uint32_t bars = sq + 16 * ROWB;
+#else
+    constexpr uint32_t KV_STAGE = BK * ROWB;
     const uint32_t sq = tr_smem_addr(tr_smem);
     const uint32_t sk = sq + 16 * ROWB;
     const uint32_t sv = sk + STAGES * KV_STAGE;
+    unsigned char* const tr_part = tr_smem + 16 * ROWB;
+#endif
 
 #if ADAPT
     /* Lengths known only now: this entry's slices from every entry's (each block reads them all and reaches
@@ -238,6 +252,25 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
 
     tr_dec_fill<16>(sq, q + qrow0 * HD, rows - r0, tid);
     TR_CP_COMMIT();
+#if BULK  /* thread 0 arms each slot's barrier and issues its boxes; the pages of the next tile looked up early */
+    const int slab = b * kv_heads + kvh;
+    int tpg[BK / TR_BOX_ROWS];
+    if (tid == 0) {
+        #pragma unroll
+        for (int s = 0; s < STAGES; ++s) tr_mbar_init(bars + 8 * s, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        #pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s)
+            if (e0 + s < e1) {
+                tr_tma_pages(tpg, table, e0 + s, klen);
+                tr_tma_tile(sk + s * KV_STAGE, sv + s * KV_STAGE, &tmk, &tmv, e0 + s, klen, slab, kvh, tpg, pages,
+                            bars + 8 * s);
+            }
+        if (e0 + STAGES - 1 < e1) tr_tma_pages(tpg, table, e0 + STAGES - 1, klen);
+    }
+    uint32_t phase = 0;  /* the parity the current slot's barrier completes next */
+    TR_CP_WAIT(0);  /* Q has landed */
+#else
     int pg[TR_PR];  /* (paged) the pages of the next tile this thread copies */
     #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
@@ -251,6 +284,7 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
     }
     if (e0 + STAGES - 1 < e1) tr_dec_pages(pg, table, e0 + STAGES - 1, klen, tid);
     TR_CP_WAIT(STAGES - 1);  /* Q has landed */
+#endif
     __syncthreads();
     const uint32_t qa = sq + ((lane & 7) + ((lane >> 3) & 1) * 8) * ROWB + (lane >> 4) * 16;  /* ldmatrix rows of Q */
 #if HD <= 128
@@ -267,6 +301,19 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
     const int wkey = warp * 16 * KW;  /* this warp's first key within a tile */
     int slot = 0;
     for (int e = e0; e < e1; ++e) {
+#if BULK
+        tr_mbar_wait(bars + 8 * slot, phase);  /* this tile's K and V have landed */
+#if RAGGED || PAGE
+        if ((e + 1) * BK > klen) tr_tma_zero_tail(sv + slot * KV_STAGE, klen - e * BK, tid);
+#endif
+        __syncthreads();  /* ... and every warp is done with the slot refilled next */
+        if (tid == 0 && e + STAGES - 1 < e1) {
+            const int ep = e + STAGES - 1, pslot = slot == 0 ? STAGES - 1 : slot - 1;
+            tr_tma_tile(sk + pslot * KV_STAGE, sv + pslot * KV_STAGE, &tmk, &tmv, ep, klen, slab, kvh, tpg, pages,
+                        bars + 8 * pslot);
+            if (ep + 1 < e1) tr_tma_pages(tpg, table, ep + 1, klen);  /* the next tile's pages, a tile early */
+        }
+#else
         TR_CP_WAIT(STAGES - 2);  /* this tile's K and V have landed */
         __syncthreads();         /* ... for every thread, and every warp is done with the slot refilled next */
         {
@@ -278,6 +325,7 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
             TR_CP_COMMIT();
             if (ep + 1 < e1) tr_dec_pages(pg, table, ep + 1, klen, tid);  /* the next fill's pages, a tile early */
         }
+#endif
         const uint32_t ks = sk + slot * KV_STAGE, vs = sv + slot * KV_STAGE;
         float s[2 * KW][4];
         #pragma unroll
@@ -293,7 +341,7 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
             #pragma unroll
             for (int j = 0; j < KW; ++j) {
                 uint32_t bb[4];
-                tr_ldm4(bb, ks + (wkey + j * 16 + (lane & 7) + (lane >> 4) * 8) * ROWB + (kk * 2 + ((lane >> 3) & 1)) * 16);
+                tr_ldm4(bb, TR_KV(ks, wkey + j * 16 + (lane & 7) + (lane >> 4) * 8, kk * 2 + ((lane >> 3) & 1)));
                 tr_mma(s[2 * j], a, bb);
                 tr_mma(s[2 * j + 1], a, bb + 2);
             }
@@ -352,11 +400,14 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
             #pragma unroll
             for (int t = 0; t < HD / 16; ++t) {
                 uint32_t bb[4];
-                tr_ldm4t(bb, vs + (wkey + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ROWB + (t * 2 + (lane >> 4)) * 16);
+                tr_ldm4t(bb, TR_KV(vs, wkey + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, t * 2 + (lane >> 4)));
                 tr_mma(o[2 * t], p[kk], bb);
                 tr_mma(o[2 * t + 1], p[kk], bb + 2);
             }
         }
+#if BULK
+        phase ^= slot == STAGES - 1;
+#endif
         slot = slot == STAGES - 1 ? 0 : slot + 1;
     }
     TR_CP_WAIT(0);
@@ -365,7 +416,7 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    float* const wo = reinterpret_cast<float*>(tr_smem + 16 * ROWB);  /* [WARPS][16][HD] */
+    float* const wo = reinterpret_cast<float*>(tr_part);  /* [WARPS][16][HD] */
     float* const wm = wo + WARPS * 16 * HD;                            /* [WARPS][16] maxima */
     float* const wl = wm + WARPS * 16;                                 /* [WARPS][16] sums */
     #pragma unroll
@@ -451,17 +502,20 @@ def _split(r: CudaRenderer, splits: int, counters: int) -> str:
 
 def kernel_source(r: CudaRenderer, name: str, dtype: str, *, head_dim: int, bk: int, warps: int, stages: int,
                   splits: int, masked: bool, counters: int, ragged: bool = False, page: int = 0,
-                  adapt: tuple[int, int, int, int] | None = None) -> str:
+                  adapt: tuple[int, int, int, int] | None = None, bulk: bool = False) -> str:
     """The device code after the prelude. ``counters``: the floats the row tiles' counters take at the
     workspace's start (the parked slices follow); ``ragged``: lengths from ``seq_lens``; ``page``: keys a
     page of a paged pool (0: contiguous K and V); ``adapt``: (full, min tiles, waves, SMs) of the slice rule
-    made at run time from the lengths (``splits`` is then the most slices an entry takes)."""
+    made at run time from the lengths (``splits`` is then the most slices an entry takes); ``bulk``: K and V by
+    TMA (attention_decode_tma.py; the prelude then holds the Hopper library and the 3-d TMA load)."""
     head = HEAD
     full, min_tiles, waves, sms = adapt or (splits, 1, 1, 1)
     for key, value in (("__BK__", bk), ("__HD__", head_dim), ("__STAGES__", stages), ("__WARPS__", warps),
                        ("__SPLITS__", splits), ("__MASKED__", int(masked)), ("__RAGGED__", int(ragged)),
                        ("__PAGE__", page), ("__ADAPT__", int(adapt is not None)), ("__FULL__", full),
-                       ("__MIN_TILES__", min_tiles), ("__WAVES__", waves), ("__SMS__", sms), ("__NAME__", name)):
+                       ("__MIN_TILES__", min_tiles), ("__WAVES__", waves), ("__SMS__", sms), ("__BULK__", int(bulk)),
+                       ("__TMAPS__", ",\n    const __grid_constant__ TrTensorMap tmk, const __grid_constant__ TrTensorMap tmv"
+                        if bulk else ""), ("__TMA_DEVICE__", TMA_DEVICE), ("__NAME__", name)):
         head = head.replace(key, str(value))
     body = head + _single() + (_split(r, splits, counters) if splits > 1 else "}\n")
     return body.replace("tr_from_float", r.converters(dtype)[1])

@@ -54,10 +54,11 @@ class AttentionKernel(CudaKernel):
         super().upload(inputs)
         self._buffer("lse", int(np.prod(self._lse_shape)) * 4)
 
-    def _args(self) -> list[Any]:
-        """The kernel's parameters in order: device pointers (0 for a buffer it does not have), ints, floats."""
-        return pack_args(self.rendered.params, (*BUFFERS, "workspace", *INDEX_INPUTS), FLOAT_SCALARS, self._dbuf,
-                         self._scalars)
+    def _args(self, params: Any = None) -> list[Any]:
+        """The kernel's parameters in order (``params``: the first ones only): device pointers (0 for a buffer it
+        does not have), ints, floats."""
+        return pack_args(self.rendered.params if params is None else params, (*BUFFERS, "workspace", *INDEX_INPUTS),
+                         FLOAT_SCALARS, self._dbuf, self._scalars)
 
     def forward(self, inputs: dict[str, np.ndarray],
                 out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -162,6 +162,51 @@ def test_checks_refuse_what_the_kernel_cannot_run():
     assert Sched.from_json(Sched(warps=8, stages=2, split=4).to_json()) == Sched(warps=8, stages=2, split=4)
 
 
+def test_tma_loads_are_checked_and_searched_on_sm90_only():
+    """TMA loads: refused before sm_90, at head dims no multiple of 64 and on pages a box cannot tile; a schedule
+    saved before they existed reads as without; the space holds them on sm_90 only; their smem is the
+    unpadded ring, 1024-byte aligned."""
+    op = Attention(1, 8, 1, 128, seq_k=8192, kv_heads=2, dtype="bf16")
+    with pytest.raises(BadInputError, match="sm_90"):
+        Sched(bulk=True).validate(op, _arch("sm_80"))
+    Sched(bulk=True).validate(op, _arch("sm_90a"))
+    for bad, why in ((Attention(1, 8, 1, 96, seq_k=800, kv_heads=2, dtype="bf16"), "multiple of 64"),
+                     (Attention(1, 8, 1, 64, seq_k=800, kv_heads=2, dtype="bf16", page_size=24), "pages of 24"),
+                     (Attention(1, 8, 1, 64, seq_k=800, kv_heads=2, dtype="bf16", page_size=12), "pages of 12")):
+        with pytest.raises(BadInputError, match=why):
+            Sched(bulk=True).validate(bad, _arch("sm_90a"))
+    for page in (8, 16, 32, 64, 128, 256):
+        Sched(bulk=True).validate(Attention(1, 8, 1, 64, seq_k=800, kv_heads=2, dtype="bf16", page_size=page),
+                                  _arch("sm_90a"))
+    with pytest.raises(BadInputError, match="bulk"):
+        Sched(bulk=1).validate()
+    old = {k: v for k, v in Sched(warps=8).to_json().items() if k != "bulk"}
+    assert Sched.from_json(old) == Sched(warps=8)
+    assert Sched.from_json(Sched(bulk=True).to_json()) == Sched(bulk=True)
+    assert Sched(bulk=True).smem_bytes(128) == 1024 + 2 * 3 * 64 * 256 + 16 * 272 + 8 * 3
+    hero = D.hero_schedule(op, None)
+    assert not any(s.bulk for s in D.search_space(op, hero, _arch("sm_80")))
+    on90 = D.search_space(op, hero, _arch("sm_90a"))
+    assert {s.name for s in on90 if s.bulk} >= {"w4_k64_s3_tma", "w8_k128_s3_tma", "w4_k128_s2_tma"}
+    assert len(on90) == len(set(on90))
+
+
+@pytest.mark.parametrize("page", [0, 16, 64])
+def test_tma_kernels_compile_without_spills(nvrtc, page):
+    """TMA loads at head dims 64, 128 and 256, contiguous and paged (with lengths), for sm_90a; the maps come
+    last among the parameters."""
+    from tracea.emitters.nvrtc import compile_with_report, options_for
+
+    for d in (64, 128, 256):
+        op = Attention(4, 32, 1, d, seq_k=4096, kv_heads=8, dtype="bf16", page_size=page or None,
+                       seq_lens=(4096, 100, 1, 3000) if page else None)
+        r, _ = D.render(op, dataclasses.replace(D.hero_schedule(op, None), bulk=True), _arch("sm_90a"))
+        assert r.params[-2:] == ("tmk", "tmv") and "_tma" in r.name
+        code, log = compile_with_report(r.source, r.name + ".cu", None, options_for("sm_90a"))
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+        assert m and m.groups() == ("0", "0", "0"), (r.name, log[-300:])
+
+
 def _arch(name: str):
     from tracea.emitters.cuda.arch import parse_arch
 

@@ -70,6 +70,35 @@ def test_decode_matches_the_reference(op, fields):
     assert np.array_equal(again.view(np.uint16), out.view(np.uint16)) and np.array_equal(lse2, lse)
 
 
+# TMA loads (sm_90) over tail tiles past seq_k, masks, rows keeping no key, many slices, 128-key tiles, head dim
+# 256, lengths (one of 0: its rows past the length are the cache's own garbage) and pages of 16 and 64
+TMA_CASES = [CASES[i] for i in (0, 1, 2, 3, 4, 9, 11, 12, 13, 14, 15, 16, 17)] + [
+    (Attention(3, 16, 2, 128, seq_k=3000, kv_heads=4, dtype="bf16", causal=True, seq_lens=(3000, 1, 1777),
+               page_size=64, pages=200), {"kw": 2}),
+    (Attention(2, 8, 1, 64, seq_k=2000, kv_heads=2, dtype="fp16", seq_lens=(1999, 77), page_size=8), {}),
+]
+TMA_LOADS = [{"bulk": True}, {"bulk": True, "stages": 2, "warps": 8}]
+
+
+@pytest.mark.parametrize("loads", TMA_LOADS, ids=lambda f: "_".join(f"{k}{v}" for k, v in f.items()))
+@pytest.mark.parametrize("op,fields", TMA_CASES, ids=lambda x: x.signature[:70] if isinstance(x, Attention) else str(x))
+def test_tma_loads_match_the_reference(op, fields, loads):
+    _gpu_or_skip()
+    from tracea.doctor.errors import BadInputError
+
+    try:
+        kernel = _build(op, {**fields, **loads})
+    except BadInputError as exc:
+        if "sm_90" in str(exc) or "exceeds" in str(exc):  # an older GPU; a ring too large for shared memory
+            pytest.skip(str(exc))
+        raise
+    assert "_tma" in kernel.rendered.name
+    inputs = op.random_inputs(np.random.default_rng())
+    out, lse = assert_matches_reference(kernel, op, inputs)
+    again, lse2 = kernel.forward(inputs)
+    assert np.array_equal(again.view(np.uint16), out.view(np.uint16)) and np.array_equal(lse2, lse)
+
+
 def test_ops_attention_runs_decode_on_torch_tensors():
     _gpu_or_skip()
     torch = pytest.importorskip("torch")

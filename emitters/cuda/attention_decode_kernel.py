@@ -259,13 +259,15 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
         #pragma unroll
         for (int s = 0; s < STAGES; ++s) tr_mbar_init(bars + 8 * s, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        int pre[STAGES - 1][BK / TR_BOX_ROWS];  /* (paged) every first tile's pages, asked at once */
         #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s)
-            if (e0 + s < e1) {
-                tr_tma_pages(tpg, table, e0 + s, klen);
-                tr_tma_tile(sk + s * KV_STAGE, sv + s * KV_STAGE, &tmk, &tmv, e0 + s, klen, slab, kvh, tpg, pages,
+            if (e0 + s < e1) tr_tma_pages(pre[s], table, e0 + s, klen);
+        #pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s)
+            if (e0 + s < e1)
+                tr_tma_tile(sk + s * KV_STAGE, sv + s * KV_STAGE, &tmk, &tmv, e0 + s, klen, slab, kvh, pre[s], pages,
                             bars + 8 * s);
-            }
         if (e0 + STAGES - 1 < e1) tr_tma_pages(tpg, table, e0 + STAGES - 1, klen);
     }
     uint32_t phase = 0;  /* the parity the current slot's barrier completes next */

@@ -7,7 +7,8 @@
 # (benchmarks/gpu/attention_paged.py) and the decode table (benchmarks/gpu/attention_decode.py).
 #     bash benchmarks/gpu/attention_paged_checks.sh
 # Knobs: TESTS (pytest files), K (a -k expression), SAN_CASES (sanitize_cases.py names), SWEEP=--split-sweep,
-# PAGED_ARGS (e.g. --rows 1), DECODE= (no decode table), N (pytest workers), TEST_TIMEOUT (seconds, 240).
+# PAGED_ARGS (e.g. --rows 1), DECODE= (no decode table), DECODE_ROWS=all (every decode row), N (pytest
+# workers), TEST_TIMEOUT (seconds, 240).
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -24,5 +25,5 @@ for tool in memcheck racecheck synccheck; do
     | tee -a "$RES/sanitize_paged_summary.txt"
 done
 timeout 300 $PY benchmarks/gpu/attention_paged.py --repeats ${REPEATS:-20} ${SWEEP:-} ${PAGED_ARGS:-} 2>&1 | tee "$RES/paged_table.txt" | tail -22
-[ -n "${DECODE-1}" ] && timeout 150 $PY benchmarks/gpu/attention_decode.py --rows decode --repeats ${REPEATS:-20} 2>&1 \
-  | tee "$RES/decode_table.txt" | tail -14
+[ -n "${DECODE-1}" ] && timeout 200 $PY benchmarks/gpu/attention_decode.py --rows ${DECODE_ROWS:-decode} --repeats ${REPEATS:-20} 2>&1 \
+  | tee "$RES/decode_table.txt" | tail -16

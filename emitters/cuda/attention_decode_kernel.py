@@ -484,30 +484,17 @@ def _split(r: CudaRenderer, splits: int, counters: int) -> str:
         ws_o[(size_t)split * 16 * HD + x] = acc;
         if (col == 0) {{ ws_ml[(split * 16 + row) * 2] = M; ws_ml[(split * 16 + row) * 2 + 1] = L; }}
     }}"""
-    # each row's maximum, sum and slice factors once (16 threads; into the warps' partials' space, read by the
-    # park above and free now), then every element's sum over the slices, its loads independent
-    summed = f"""    float* const tr_f = wo;                   /* [SPLITS][16]: slice s2's factor for row r */
-    float* const tr_ml = wo + SPLITS * 16;    /* [2][16]: each row's maximum and sum */
-    if (tid < 16) {{
-        float M = TR_NEG_INF;
-        for (int s2 = 0; s2 < nsl; ++s2) M = fmaxf(M, __ldcg(ws_ml + (s2 * 16 + tid) * 2));
-        const float ms = M == TR_NEG_INF ? 0.f : M * scale_log2;
-        float L = 0.f;
-        for (int s2 = 0; s2 < nsl; ++s2) {{  /* slice order: the same sum whoever came last */
-            const float f = tr_dex2(__ldcg(ws_ml + (s2 * 16 + tid) * 2) * scale_log2 - ms);
-            tr_f[s2 * 16 + tid] = f;
-            L += __ldcg(ws_ml + (s2 * 16 + tid) * 2 + 1) * f;
-        }}
-        tr_ml[tid] = M;
-        tr_ml[16 + tid] = L;
-    }}
-    __syncthreads();
-    for (int x = tid; x < 16 * HD; x += NT) {{
+    summed = f"""    for (int x = tid; x < 16 * HD; x += NT) {{
         const int row = x / HD, col = x % HD;
-        float acc = 0.f;
-        #pragma unroll 4
-        for (int s2 = 0; s2 < nsl; ++s2) acc += __ldcg(ws_o + (size_t)s2 * 16 * HD + x) * tr_f[s2 * 16 + row];
-        const float M = tr_ml[row], L = tr_ml[16 + row];
+        float M = TR_NEG_INF;
+        for (int s2 = 0; s2 < nsl; ++s2) M = fmaxf(M, __ldcg(ws_ml + (s2 * 16 + row) * 2));
+        const float ms = M == TR_NEG_INF ? 0.f : M * scale_log2;
+        float acc = 0.f, L = 0.f;
+        for (int s2 = 0; s2 < nsl; ++s2) {{  /* slice order: the same sum whoever came last */
+            const float f = tr_dex2(__ldcg(ws_ml + (s2 * 16 + row) * 2) * scale_log2 - ms);
+            acc += __ldcg(ws_o + (size_t)s2 * 16 * HD + x) * f;
+            L += __ldcg(ws_ml + (s2 * 16 + row) * 2 + 1) * f;
+        }}
 {WRITE}
     }}"""
     lines = last_block(r, "workspace", "pair", "nsl", "tid == 0", park.split("\n"), summed.split("\n"),

@@ -57,6 +57,70 @@ def test_a_wrong_slice_rule_is_caught_by_the_model():
     assert np.abs(out - op.reference(inputs)).max() > 1e-3
 
 
+STREAM_CASES = [
+    (Attention(8, 32, 1, 128, seq_k=2000, kv_heads=8, dtype="bf16"), Sched(warps=8, stream=True), 132),
+    (Attention(1, 4, 5, 32, seq_k=300, kv_heads=1, dtype="fp16", causal=True), Sched(warps=2, kw=2, stream=True), 7),
+    (Attention(2, 2, 3, 80, seq_k=777, kv_heads=2, dtype="bf16", window=(100, 0)), Sched(stream=True), 5),
+    (Attention(1, 40, 1, 64, seq_k=4096, kv_heads=2, dtype="bf16"), Sched(warps=2, stream=True), 13),  # 2 row tiles
+    (Attention(1, 8, 16, 96, seq_k=10, kv_heads=1, dtype="bf16", causal=True), Sched(stream=True), 132),  # few tiles
+    (Attention(2, 16, 4, 96, seq_k=777, kv_heads=2, dtype="bf16", causal=True, page_size=64), Sched(stream=True), 9),
+    (Attention(3, 8, 1, 64, seq_k=5000, kv_heads=4, dtype="bf16"), Sched(stream=True, bulk=True), 1),
+]
+
+
+@pytest.mark.parametrize("op,s,blocks", STREAM_CASES,
+                         ids=lambda x: x.signature[:60] if isinstance(x, Attention) else str(x))
+def test_stream_k_segments_cover_every_tile_once_and_merge_to_the_reference(op, s, blocks):
+    """Stream-K: each row tile's segments tile its kept key tiles exactly once, in order; a segment's slice
+    number and the row tile's count are what the kernel computes from the first and last block holding one of
+    its tiles; the walk over them gives the float64 reference."""
+    segs = D.stream_segments(op, s.bk, blocks)
+    t0, t1 = D.key_tiles(op, s.bk)
+    n, total = t1 - t0, len(segs) * (t1 - t0)
+    for p, parts in enumerate(segs):
+        assert [e for a, b in parts for e in range(a, b)] == list(range(t0, t1))
+        assert all(b > a for a, b in parts)
+        first, last = ((p * n + 1) * blocks - 1) // total, ((p * n + n) * blocks - 1) // total
+        assert len(parts) == last - first + 1
+    inputs = op.random_inputs(np.random.default_rng(11))
+    out, lse = D.model(op, s, 1, inputs, blocks=blocks)
+    ref, ref_lse = op.reference_with_lse(inputs)
+    assert np.abs(out - ref).max() <= 1e-12 * max(1.0, np.abs(ref).max())
+    assert lse_error(lse, ref_lse) <= 1e-12
+
+
+def test_stream_k_renders_one_block_a_sm_and_is_refused_with_lengths():
+    arch = _arch("sm_90a")
+    op = Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16")
+    r, _ = D.render(op, Sched(warps=8, stream=True), arch)
+    assert r.grid == (132, 1, 1) and "_sk" in r.name and r.metadata["key_slices"]["stream_k"] == {"blocks": 132}
+    assert r.metadata["key_slices"]["splits"] == max(len(x) for x in D.stream_segments(op, 128, 132)) == 3
+    assert r.metadata["workspace_bytes"] > 0
+    with pytest.raises(BadInputError, match="seq_lens"):
+        Sched(stream=True).validate(Attention(2, 8, 1, 64, seq_k=900, kv_heads=2, dtype="bf16", seq_lens=(900, 4)),
+                                    arch)
+    with pytest.raises(BadInputError, match="split must be 0"):
+        Sched(stream=True, split=4).validate()
+    assert any(s.stream for s in D.search_space(op, D.hero_schedule(op, None), arch))
+    ragged = Attention(2, 8, 1, 64, seq_k=900, kv_heads=2, dtype="bf16", seq_lens=(900, 4))
+    assert not any(s.stream for s in D.search_space(ragged, D.hero_schedule(ragged, None), arch))
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_stream_k_kernels_compile_without_spills(nvrtc, arch):
+    from tracea.emitters.nvrtc import compile_with_report, options_for
+
+    for op, s in ((Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16"), Sched(warps=8, stream=True)),
+                  (Attention(2, 16, 4, 64, seq_k=3000, kv_heads=2, dtype="fp16", causal=True, page_size=16),
+                   Sched(stream=True, stages=4)),
+                  (Attention(2, 8, 1, 256, seq_k=3000, kv_heads=2, dtype="bf16"), Sched(stream=True, stages=2))):
+        for sched in (s, dataclasses.replace(s, bulk=True)) if arch == "sm_90a" else (s,):
+            r, _ = D.render(op, sched, _arch(arch))
+            code, log = compile_with_report(r.source, r.name + ".cu", None, options_for(arch))
+            m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+            assert m and m.groups() == ("0", "0", "0"), (r.name, log[-300:])
+
+
 @pytest.mark.parametrize("lens", [(3000, 64, 0, 1500, 2999, 7), (3000,) * 6, (2900, 3000, 2950, 3000, 2990, 2980)])
 def test_the_run_time_slice_rule_gives_the_reference(lens):
     """Lengths that come with the call: each entry's slices from every entry's length (the kernel's ADAPT

@@ -81,13 +81,6 @@ CASES = [
     ("attention-decode-tma", "cuda-wgmma.attention", Attention(1, 8, 3, 64, seq_k=700, kv_heads=2, causal=True,
                                                                dtype="bf16"),
      {"core": "attention-decode", "split": 3, "bulk": True}),
-    # stream-K: ranges crossing row tiles (1252 tiles over the SMs), TMA loads; then 44 tiles, a segment each
-    ("attention-decode-stream", "cuda-wgmma.attention", Attention(2, 8, 2, 64, seq_k=20000, kv_heads=2, causal=True,
-                                                                  dtype="bf16"),
-     {"core": "attention-decode", "stream": True, "bulk": True}),
-    ("attention-decode-stream-short", "cuda-wgmma.attention", Attention(2, 8, 3, 64, seq_k=700, kv_heads=2,
-                                                                        dtype="fp16", window=(300, 0)),
-     {"core": "attention-decode", "stream": True}),
     ("attention-paged-tma", "cuda-wgmma.attention", Attention(3, 8, 2, 64, seq_k=700, kv_heads=2, causal=True,
                                                               dtype="bf16", seq_lens=(700, 9, 0), page_size=16,
                                                               pages=60), {"core": "attention-decode", "bulk": True}),

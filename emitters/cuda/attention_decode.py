@@ -44,8 +44,7 @@ class AttentionDecodeSchedule:
     """``warps`` a block, each taking ``kw`` x 16 keys of every K/V tile (the tile: ``16 kw warps`` keys),
     ``stages`` tiles in the ring, ``split`` key slices a row tile (0: enough to fill the GPU); on sm_90
     ``bulk`` fills the ring by TMA on mbarriers instead of every thread's ``cp.async``
-    (attention_decode_tma.py); ``stream`` cuts the launch's (row tile, key tile) space into one even range a SM
-    (stream-K: a range may cross row tiles; not with lengths given at call time)."""
+    (attention_decode_tma.py)."""
 
     core: str = CORE
     warps: int = 4
@@ -53,7 +52,6 @@ class AttentionDecodeSchedule:
     stages: int = 3
     split: int = 0
     bulk: bool = False
-    stream: bool = False
 
     @property
     def bk(self) -> int:
@@ -78,7 +76,7 @@ class AttentionDecodeSchedule:
     @property
     def name(self) -> str:
         return (f"w{self.warps}_k{self.bk}_s{self.stages}" + (f"_sp{self.split}" if self.split else "")
-                + ("_tma" if self.bulk else "") + ("_sk" if self.stream else ""))
+                + ("_tma" if self.bulk else ""))
 
     def smem_bytes(self, head_dim: int) -> int:
         """Q's 16 padded rows, then ``stages`` K and V tiles; after the walk the same memory holds the
@@ -98,11 +96,8 @@ class AttentionDecodeSchedule:
                 raise BadInputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got {value!r}")
         if isinstance(self.split, bool) or not isinstance(self.split, int) or not 0 <= self.split <= MAX_SPLITS:
             raise BadInputError(f"split: expected 0 (fill the GPU) or 1..{MAX_SPLITS} key slices, got {self.split!r}")
-        for name in ("bulk", "stream"):
-            if not isinstance(getattr(self, name), bool):
-                raise BadInputError(f"{name}: expected true or false, got {getattr(self, name)!r}")
-        if self.stream and self.split:
-            raise BadInputError(f"stream: stream-K sizes its own ranges; split must be 0, got {self.split}")
+        if not isinstance(self.bulk, bool):
+            raise BadInputError(f"bulk: expected true or false, got {self.bulk!r}")
         if arch is not None and self.bulk and arch.cc < (9, 0):
             raise BadInputError(f"bulk: TMA loads need sm_90, not {arch.name}")
         if op is None:
@@ -110,8 +105,6 @@ class AttentionDecodeSchedule:
         why = tma.refusal(op, self.bk) if self.bulk else None
         if why:
             raise BadInputError(f"bulk: {why}")
-        if self.stream and op.seq_lens is not None:
-            raise BadInputError("stream: lengths given at call time (seq_lens) take the run-time slice rule")
         if getattr(op, "kind", None) != "attention":
             raise BadInputError(f"core: {CORE} computes attention, not {getattr(op, 'kind', op)}")
         if op.head_dim % 16 or not 16 <= op.head_dim <= 256:
@@ -214,32 +207,6 @@ def split_rule(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> tuple[int,
     return (n, (auto, MIN_TILES, RAGGED_WAVES, sm_count)) if n > 1 else (auto, None)
 
 
-def stream_segments(op: Any, bk: int, blocks: int) -> list[list[tuple[int, int]]]:
-    """Stream-K's walk (the kernel's ``STREAM``): the (row tile, key tile) space of a launch of ``blocks`` blocks,
-    every row tile keeping the capacity's tiles, cut into even ranges ``[g T / blocks, (g + 1) T / blocks)``;
-    for each row tile (``pair``, the kernel's order) its segments' key tiles [e0, e1) in block order, its
-    slices. Empty where no tile is kept."""
-    t0, t1 = key_tiles(op, bk)
-    n, pairs = t1 - t0, op.batch * op.kv_heads * row_tiles(op)
-    total = pairs * n
-    out: list[list[tuple[int, int]]] = [[] for _ in range(pairs)]
-    for g in range(blocks if n > 0 else 0):
-        u, end = g * total // blocks, (g + 1) * total // blocks
-        while u < end:
-            p = u // n
-            stop = min(end, (p + 1) * n)
-            out[p].append((t0 + u - p * n, t0 + stop - p * n))
-            u = stop
-    return out
-
-
-def streams(op: Any, s: AttentionDecodeSchedule) -> bool:
-    """Whether ``s`` runs stream-K on ``op`` (a launch that keeps no key tile at all runs the plain split,
-    whose blocks write the empty rows)."""
-    t0, t1 = key_tiles(op, s.bk)
-    return bool(s.stream) and t1 > t0 and op.seq_lens is None
-
-
 def entry_slices(op: Any, bk: int, lens: np.ndarray, klen: int, n: int, adapt: tuple[int, int, int, int] | None) -> int:
     """The slices an entry of ``klen`` keys takes in a launch over ``lens`` (the kernel's ``nsl``, in the same
     integer arithmetic)."""
@@ -311,8 +278,6 @@ def search_space(op: Any, hero: Any, arch: Any) -> list[AttentionDecodeSchedule]
     out += [dataclasses.replace(hero, split=n) for n in sorted({max(1, auto // 2), auto * 2}) if n <= MAX_SPLITS]
     if arch is not None and arch.cc >= (9, 0):  # TMA loads over every warps x keys x stages
         out += [dataclasses.replace(s, bulk=True) for s in out if not s.split]
-    if op.seq_lens is None:  # stream-K beside each (lengths given at call time take the run-time rule)
-        out += [dataclasses.replace(s, stream=True) for s in out if not s.split]
     return list(dict.fromkeys(out))
 
 
@@ -342,12 +307,7 @@ def workspace(op: Any, n_splits: int) -> tuple[int, int]:
 def render(op: Any, s: AttentionDecodeSchedule, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
     """The kernel source, its launch (slices x row tiles, kv heads, batch) and its scalars."""
     dt = op.dtype.value
-    sms = getattr(arch, "sm_count", 0) or 132
-    stream = streams(op, s)
-    if stream:  # one block a SM; the most segments a row tile has are its slices
-        n, adapt = max(len(x) for x in stream_segments(op, s.bk, sms)), None
-    else:
-        n, adapt = split_rule(op, s, sms)
+    n, adapt = split_rule(op, s, getattr(arch, "sm_count", 0) or 132)
     counters, ws_bytes = workspace(op, n)
     masked = op.causal or op.window is not None
     ragged, page = op.seq_lens is not None, op.page_size or 0
@@ -360,12 +320,11 @@ def render(op: Any, s: AttentionDecodeSchedule, arch: Any) -> tuple[Rendered, di
         lib = DEVICE_LIB + GATHER_LIB
     source = r.prelude() + r.tensor_prelude(dt) + lib + kernel_source(
         r, name, dt, head_dim=op.head_dim, bk=s.bk, warps=s.warps, stages=s.stages, splits=n, masked=masked,
-        counters=counters, ragged=ragged, page=page, adapt=adapt, bulk=s.bulk, stream=stream)
-    grid = (sms, 1, 1) if stream else (n * row_tiles(op), op.kv_heads, op.batch)
+        counters=counters, ragged=ragged, page=page, adapt=adapt, bulk=s.bulk)
+    grid = (n * row_tiles(op), op.kv_heads, op.batch)
     smem = s.smem_bytes(op.head_dim)
     meta = {"name": name, "core": CORE, "tile": {"bq": 16, "bk": s.bk, "stages": s.stages, "warps": s.warps},
             "key_slices": {"splits": n, "rows": rows(op), "row_tiles": row_tiles(op),
-                           **({"stream_k": {"blocks": sms}} if stream else {}),
                            **({"at_run_time": dict(zip(("full", "min_tiles", "waves", "sms"), adapt, strict=True))}
                               if adapt else {})},
             "fragments": {"dtype_in": dt, "dtype_acc": "fp32", "mma": "m16n8k16"},
@@ -412,21 +371,20 @@ def decode_kernel(op: Any, artifact: Any, rendered: Any, scalars: dict[str, Any]
 # ------------------------------------------------------------------------------- the kernel's indexing, in NumPy
 
 def model(op: Any, s: AttentionDecodeSchedule, n_splits: int, inputs: dict[str, np.ndarray],
-          adapt: tuple[int, int, int, int] | None = None, blocks: int = 132) -> tuple[np.ndarray, np.ndarray]:
+          adapt: tuple[int, int, int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(O, lse) in float64 computed the way the kernel walks: rows packed per kv head in 16-row tiles, key
-    tiles [t_lo, t_hi) cut into ``n_splits`` slices of ``per`` tiles (stream-K: ``stream_segments`` over
-    ``blocks`` blocks), each tile's keys dealt to the warps (16 kw keys each), every warp's online softmax,
-    the warps combined in order, then the slices (the block's element test: past seq_k, outside the band).
-    ``adapt``: the run-time slice rule's constants (``split_rule``): each entry's slices then come from every
-    entry's length (``entry_slices``). Checks the index arithmetic, not rounding."""
+    tiles [t_lo, t_hi) cut into ``n_splits`` slices of ``per`` tiles, each tile's keys dealt to the warps
+    (16 kw keys each), every warp's online softmax, the warps combined in order, then the slices (the
+    block's element test: past seq_k, outside the band). ``adapt``: the run-time slice rule's constants
+    (``split_rule``): each entry's slices then come from every entry's length (``entry_slices``). Checks the
+    index arithmetic, not rounding."""
     from tracea.kernels.dtypes import to_float64
 
     q = to_float64(inputs["q"], op.dtype)
-    nrows, tiles = rows(op), row_tiles(op)
+    nrows = rows(op)
     lens = op.check_serving_inputs(inputs)[0] if op.serving else np.full(op.batch, op.seq_k)
-    segments = stream_segments(op, s.bk, blocks) if streams(op, s) else None
-    out = np.zeros(op.output_shape()).reshape(op.batch, op.kv_heads, nrows, op.head_dim)
-    lse = np.full(op.lse_shape(), -np.inf).reshape(op.batch, op.kv_heads, nrows)
+    out = np.zeros(op.output_shape())
+    lse = np.full(op.lse_shape(), -np.inf)
     qr = q.reshape(op.batch, op.kv_heads, nrows, op.head_dim)  # row r: head r // seq_q of the group, query r % seq_q
     for b in range(op.batch):
         klen = int(lens[b])  # the entry's keys: its own diagonal, its own tiles (the kernel's klen, kdiag)
@@ -435,21 +393,23 @@ def model(op: Any, s: AttentionDecodeSchedule, n_splits: int, inputs: dict[str, 
         t_lo, t_hi = key_tiles(op, s.bk, klen)
         nsl = entry_slices(op, s.bk, lens, klen, n_splits, adapt)
         per = -(-(t_hi - t_lo) // nsl) if t_hi > t_lo else 0
-        even = [(min(t_lo + sp * per, t_hi), min(min(t_lo + sp * per, t_hi) + per, t_hi)) for sp in range(nsl)]
         for h in range(op.kv_heads):
-            for rt in range(tiles):
-                rr = slice(rt * 16, min(nrows, rt * 16 + 16))
-                qi = np.arange(nrows)[rr] % op.seq_q
-                slices = segments[(b * op.kv_heads + h) * tiles + rt] if segments is not None else even
-                parts = [_combine([_walk(qr[b, h, rr], k[h], v[h], qi, [(e * s.bk + w * 16 * s.kw, 16 * s.kw)
-                                                                        for e in range(e0, e1)], sc, klen, op.scale)
-                                   for w in range(s.warps)], op.scale) for e0, e1 in slices]
-                m, l_, o = _combine(parts, op.scale) if parts else (np.full(len(qi), -np.inf), np.zeros(len(qi)),
-                                                                    np.zeros((len(qi), op.head_dim)))
-                good = l_ > 0
-                out[b, h, rr] = np.where(good[:, None], o / np.where(good, l_, 1)[:, None], 0.0)
-                lse[b, h, rr] = np.where(good, m * op.scale + np.log(np.where(good, l_, 1)), -np.inf)
-    return out.reshape(op.output_shape()), lse.reshape(op.lse_shape())
+            qi = np.arange(nrows) % op.seq_q
+            parts = []
+            for sp in range(nsl):
+                e0 = min(t_lo + sp * per, t_hi)
+                e1 = min(e0 + per, t_hi)
+                warps = [_walk(qr[b, h], k[h], v[h], qi, [(e * s.bk + w * 16 * s.kw, 16 * s.kw)
+                                                          for e in range(e0, e1)], sc, klen, op.scale)
+                         for w in range(s.warps)]
+                parts.append(_combine(warps, op.scale))
+            m, l_, o = _combine(parts, op.scale)
+            good = l_ > 0
+            res = np.where(good[:, None], o / np.where(good, l_, 1)[:, None], 0.0)
+            lres = np.where(good, m * op.scale + np.log(np.where(good, l_, 1)), -np.inf)
+            out.reshape(op.batch, op.kv_heads, nrows, op.head_dim)[b, h] = res
+            lse.reshape(op.batch, op.kv_heads, nrows)[b, h] = lres
+    return out, lse
 
 
 def _kernel_rows(op: Any, inputs: dict[str, np.ndarray], b: int, klen: int) -> tuple[np.ndarray, np.ndarray]:

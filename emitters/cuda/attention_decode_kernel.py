@@ -34,9 +34,9 @@ where the prefill kernel's XOR swizzle needs 64. Keys past ``seq_k`` load as zer
 
 from __future__ import annotations
 
-from .attention_decode_merge import tail
 from .attention_decode_tma import DEVICE as TMA_DEVICE
 from .render import CudaRenderer
+from .split_arrival import last_block
 
 HEAD = r"""
 #define BK __BK__
@@ -53,7 +53,6 @@ HEAD = r"""
 #define WAVES __WAVES__
 #define SMS __SMS__
 #define BULK __BULK__
-#define STREAM __STREAM__
 #define KW (BK / (16 * WARPS))
 #define NT (WARPS * 32)
 #define CH (HD / 8)
@@ -170,37 +169,9 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
     extern __shared__ __align__(128) unsigned char tr_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qd = lane & 3;
     const int group = heads / kv_heads, rows = group * seq_q, row_tiles = (rows + 15) / 16;
-    const int npairs = batch * kv_heads * row_tiles;
-#if STREAM
-    /* Stream-K: the launch's (row tile, key tile) space, every row tile keeping the same tiles (no lengths),
-       cut into gridDim.x even ranges, one a block; a range crossing row tiles is a segment each. A row tile's
-       slices are the segments over it, numbered from the first block that holds one of its tiles. */
-    const int lo_all = max(0, diag - win_left), hi_all = min(seq_k, seq_q + diag + win_right);
-    const int tl_all = lo_all / BK, ntile = hi_all > lo_all ? (hi_all + BK - 1) / BK - tl_all : 0;
-    const long long T = (long long)npairs * ntile, G = gridDim.x;
-    const long long u_end = (blockIdx.x + 1LL) * T / G;
-    bool tr_later = false;  /* a segment came before in this block: the shared memory it used is released */
-    for (long long u = blockIdx.x * T / G; u < u_end;) {
-    const int pair = (int)(u / ntile);
-    const long long p0 = (long long)pair * ntile, p1 = p0 + ntile;
-    const int first = (int)(((p0 + 1) * G - 1) / T), last = (int)((p1 * G - 1) / T);
-    const int split = blockIdx.x - first, nsl = last - first + 1;
-    const int e0 = tl_all + (int)(u - p0), e1 = tl_all + (int)(min(u_end, p1) - p0);
-    u = min(u_end, p1);
-    const int rt = pair % row_tiles, kvh = (pair / row_tiles) % kv_heads, b = pair / (row_tiles * kv_heads);
-    const bool again = tr_later;  /* the last segment's barriers to reinitialise, its shared memory to release */
-    tr_later = true;
-    if (again) {
-#if BULK
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  /* generic accesses before the next TMA */
-#endif
-        __syncthreads();
-    }
-#else
     const int split = blockIdx.x % SPLITS, rt = blockIdx.x / SPLITS, kvh = blockIdx.y, b = blockIdx.z;
-    const int pair = (b * kv_heads + kvh) * row_tiles + rt;  /* this row tile's counter and workspace */
-#endif
     const int r0 = rt * 16;
+    const int pair = (b * kv_heads + kvh) * row_tiles + rt;  /* this row tile's counter and workspace */
     const size_t qrow0 = (size_t)(b * heads + kvh * group) * seq_q + r0;  /* its first row of q, out, lse */
 #if RAGGED  /* this entry's keys (clamped to the capacity: a length the host did not check reads no further) */
     const int klen = min(max(__ldg(seq_lens + b), 0), seq_k), kdiag = klen - seq_q;
@@ -273,13 +244,11 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
         nsl = min(SPLITS, max(1, (mine + tile_run - 1) / tile_run));
     }
     if (split >= nsl) return;  /* a slice this entry does not need (before any copy is in flight) */
-#elif !STREAM
+#else
     const int nsl = SPLITS;
 #endif
-#if !STREAM
     const int per = (t_hi - t_lo + nsl - 1) / nsl;
     const int e0 = min(t_lo + split * per, t_hi), e1 = min(e0 + per, t_hi);
-#endif
 
     tr_dec_fill<16>(sq, q + qrow0 * HD, rows - r0, tid);
     TR_CP_COMMIT();
@@ -287,12 +256,6 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
     const int slab = b * kv_heads + kvh;
     int tpg[BK / TR_BOX_ROWS];
     if (tid == 0) {
-#if STREAM
-        if (again) {  /* the last segment's barriers: every phase completed and waited for */
-            #pragma unroll
-            for (int s = 0; s < STAGES; ++s) asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" :: "r"(bars + 8 * s) : "memory");
-        }
-#endif
         #pragma unroll
         for (int s = 0; s < STAGES; ++s) tr_mbar_init(bars + 8 * s, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -475,25 +438,86 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
     __syncthreads();
 """
 
+# One block's (max, sum, O) of a tile row from its warps' partials, in warp order: M, L and the O element.
+COMBINE_WARPS = r"""        float M = TR_NEG_INF;
+        #pragma unroll
+        for (int w = 0; w < WARPS; ++w) M = fmaxf(M, wm[w * 16 + row]);
+        const float ms = M == TR_NEG_INF ? 0.f : M * scale_log2;
+        float acc = 0.f, L = 0.f;
+        #pragma unroll
+        for (int w = 0; w < WARPS; ++w) {
+            const float f = tr_dex2(wm[w * 16 + row] * scale_log2 - ms);
+            acc += wo[(w * 16 + row) * HD + col] * f;
+            L += wl[w * 16 + row] * f;
+        }"""
+
+# O / sum and the log-sum-exp of a real row (a row that keeps no key: 0 and -inf).
+WRITE = r"""        if (r0 + row < rows) {
+            out[(qrow0 + row) * HD + col] = tr_from_float(L > 0.f ? acc / L : 0.f);
+            if (col == 0) lse[qrow0 + row] = L > 0.f ? (M * scale_log2 + log2f(L)) * TR_LN2 : TR_NEG_INF;
+        }"""
+
+
+def _single() -> str:
+    """One slice: the block's combination is the answer."""
+    return f"""    if (SPLITS == 1) {{
+        for (int x = tid; x < 16 * HD; x += NT) {{
+            const int row = x / HD, col = x % HD;
+{COMBINE_WARPS}
+{WRITE}
+        }}
+        return;
+    }}
+"""
+
+
+def _split(r: CudaRenderer, splits: int, counters: int) -> str:
+    """Several slices: park (M, L, O) in the workspace, arrive; the last block combines every slice in
+    slice order. Workspace (floats): ``counters`` ints, then (M, L) [pair][slice][16][2], then O
+    [pair][slice][16][HD]."""
+    park = f"""    float* const ws_ml = workspace + {counters} + (size_t)pair * SPLITS * 32;
+    float* const ws_o = workspace + {counters} + (size_t)gridDim.y * gridDim.z * row_tiles * SPLITS * 32
+                        + (size_t)pair * SPLITS * 16 * HD;
+    for (int x = tid; x < 16 * HD; x += NT) {{
+        const int row = x / HD, col = x % HD;
+{COMBINE_WARPS}
+        ws_o[(size_t)split * 16 * HD + x] = acc;
+        if (col == 0) {{ ws_ml[(split * 16 + row) * 2] = M; ws_ml[(split * 16 + row) * 2 + 1] = L; }}
+    }}"""
+    summed = f"""    for (int x = tid; x < 16 * HD; x += NT) {{
+        const int row = x / HD, col = x % HD;
+        float M = TR_NEG_INF;
+        for (int s2 = 0; s2 < nsl; ++s2) M = fmaxf(M, __ldcg(ws_ml + (s2 * 16 + row) * 2));
+        const float ms = M == TR_NEG_INF ? 0.f : M * scale_log2;
+        float acc = 0.f, L = 0.f;
+        for (int s2 = 0; s2 < nsl; ++s2) {{  /* slice order: the same sum whoever came last */
+            const float f = tr_dex2(__ldcg(ws_ml + (s2 * 16 + row) * 2) * scale_log2 - ms);
+            acc += __ldcg(ws_o + (size_t)s2 * 16 * HD + x) * f;
+            L += __ldcg(ws_ml + (s2 * 16 + row) * 2 + 1) * f;
+        }}
+{WRITE}
+    }}"""
+    lines = last_block(r, "workspace", "pair", "nsl", "tid == 0", park.split("\n"), summed.split("\n"),
+                       word="int", indent="    ")
+    return "\n".join(lines) + "\n}\n"
+
+
 def kernel_source(r: CudaRenderer, name: str, dtype: str, *, head_dim: int, bk: int, warps: int, stages: int,
                   splits: int, masked: bool, counters: int, ragged: bool = False, page: int = 0,
-                  adapt: tuple[int, int, int, int] | None = None, bulk: bool = False, stream: bool = False) -> str:
+                  adapt: tuple[int, int, int, int] | None = None, bulk: bool = False) -> str:
     """The device code after the prelude. ``counters``: the floats the row tiles' counters take at the
     workspace's start (the parked slices follow); ``ragged``: lengths from ``seq_lens``; ``page``: keys a
     page of a paged pool (0: contiguous K and V); ``adapt``: (full, min tiles, waves, SMs) of the slice rule
     made at run time from the lengths (``splits`` is then the most slices an entry takes); ``bulk``: K and V by
-    TMA (attention_decode_tma.py; the prelude then holds the Hopper library and the 3-d TMA load); ``stream``:
-    stream-K, a block's range of the launch's (row tile, key tile) space walked a segment a row tile (``splits``
-    is then the most segments a row tile has)."""
+    TMA (attention_decode_tma.py; the prelude then holds the Hopper library and the 3-d TMA load)."""
     head = HEAD
     full, min_tiles, waves, sms = adapt or (splits, 1, 1, 1)
     for key, value in (("__BK__", bk), ("__HD__", head_dim), ("__STAGES__", stages), ("__WARPS__", warps),
                        ("__SPLITS__", splits), ("__MASKED__", int(masked)), ("__RAGGED__", int(ragged)),
                        ("__PAGE__", page), ("__ADAPT__", int(adapt is not None)), ("__FULL__", full),
                        ("__MIN_TILES__", min_tiles), ("__WAVES__", waves), ("__SMS__", sms), ("__BULK__", int(bulk)),
-                       ("__STREAM__", int(stream)),
                        ("__TMAPS__", ",\n    const __grid_constant__ TrTensorMap tmk, const __grid_constant__ TrTensorMap tmv"
                         if bulk else ""), ("__TMA_DEVICE__", TMA_DEVICE), ("__NAME__", name)):
         head = head.replace(key, str(value))
-    body = head + tail(r, splits, counters, stream)
+    body = head + _single() + (_split(r, splits, counters) if splits > 1 else "}\n")
     return body.replace("tr_from_float", r.converters(dtype)[1])

@@ -99,32 +99,6 @@ def test_tma_loads_match_the_reference(op, fields, loads):
     assert np.array_equal(again.view(np.uint16), out.view(np.uint16)) and np.array_equal(lse2, lse)
 
 
-# stream-K (one even range of the launch's (row tile, key tile) space a SM, ranges crossing row tiles), with the
-# cp.async fill and with TMA: tail tiles, causal and windows, several row tiles, few tiles for many SMs, pages
-STREAM_CASES = [(op, {k: v for k, v in f.items() if k != "split"})
-                for op, f in (CASES[i] for i in (0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 13, 14, 17))]
-
-
-@pytest.mark.parametrize("loads", [{"stream": True}, {"stream": True, "bulk": True}],
-                         ids=lambda f: "_".join(f"{k}{v}" for k, v in f.items()))
-@pytest.mark.parametrize("op,fields", STREAM_CASES, ids=lambda x: x.signature[:70] if isinstance(x, Attention) else str(x))
-def test_stream_k_matches_the_reference(op, fields, loads):
-    _gpu_or_skip()
-    from tracea.doctor.errors import BadInputError
-
-    try:
-        kernel = _build(op, {**fields, **loads})
-    except BadInputError as exc:
-        if any(w in str(exc) for w in ("sm_90", "exceeds", "multiple of 64")):  # TMA where it cannot run
-            pytest.skip(str(exc))
-        raise
-    assert "_sk" in kernel.rendered.name and kernel.rendered.grid[1:] == (1, 1)
-    inputs = op.random_inputs(np.random.default_rng())
-    out, lse = assert_matches_reference(kernel, op, inputs)
-    again, lse2 = kernel.forward(inputs)
-    assert np.array_equal(again.view(np.uint16), out.view(np.uint16)) and np.array_equal(lse2, lse)
-
-
 def test_ops_attention_runs_decode_on_torch_tensors():
     _gpu_or_skip()
     torch = pytest.importorskip("torch")

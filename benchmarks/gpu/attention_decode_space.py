@@ -49,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--match", default="", help="schedule name parts, comma-separated (default: every schedule)")
     args = ap.parse_args(argv)
     picked = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS
+    from tracea.doctor import probe
     from tracea.emitters.cuda.runtime import _Device
+
+    host = probe()  # the hero this GPU gets (TMA loads on sm_90)
 
     dev = _Device.get()
     sms = int(getattr(dev.dev.properties, "multiprocessor_count", 0) or 132)
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, op in picked:
         inputs = op.random_inputs(np.random.default_rng())
         ref = op.reference(inputs)
-        hero = D.hero_schedule(op, None)
+        hero = D.hero_schedule(op, host)
         results = []
         parts = [p for p in args.match.split(",") if p]
         for s in [hero] + [s for s in D.search_space(op, hero, arch)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.doctor.errors import BadInputError, LaunchError, UnsupportedError
 
 from . import attention_decode_tma as tma
 from .attention_decode_kernel import kernel_source
@@ -102,9 +102,6 @@ class AttentionDecodeSchedule:
             raise BadInputError(f"bulk: TMA loads need sm_90, not {arch.name}")
         if op is None:
             return
-        why = tma.refusal(op, self.bk) if self.bulk else None
-        if why:
-            raise BadInputError(f"bulk: {why}")
         if getattr(op, "kind", None) != "attention":
             raise BadInputError(f"core: {CORE} computes attention, not {getattr(op, 'kind', op)}")
         if op.head_dim % 16 or not 16 <= op.head_dim <= 256:
@@ -115,6 +112,9 @@ class AttentionDecodeSchedule:
         if self.kw > max(1, 256 // op.head_dim):
             raise BadInputError(f"kw: head dim {op.head_dim} takes at most {max(1, 256 // op.head_dim)} x 16 keys a "
                                 f"warp (S, P and O beside Q spill), got {self.kw}")
+        why = tma.refusal(op, self.bk) if self.bulk else None
+        if why:
+            raise BadInputError(f"bulk: {why}")
         smem = self.smem_bytes(op.head_dim)
         if arch is not None and smem > arch.smem_optin:
             raise BadInputError(f"stages: {smem} B of shared memory exceeds {arch.name}'s {arch.smem_optin} B a block")
@@ -224,7 +224,8 @@ def entry_slices(op: Any, bk: int, lens: np.ndarray, klen: int, n: int, adapt: t
 
 
 def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
-    """On sm_90 at head dims 64 and 128 (where TMA boxes tile the pages, if any): TMA loads, 8 warps of 16 keys
+    """On sm_90 (not later chips: not measured there) at head dims 64 and 128 (where TMA boxes tile the pages, if
+    any): TMA loads, 8 warps of 16 keys
     (128-key tiles) and 3 stages at d128, 4 warps of 16 keys and 4 stages at d64. On an H200 against the
     ``cp.async`` hero: b8 h32/8 k8192 d128 0.0813 ms against 0.0856, b1 k131072 0.1481 against 0.1560, b8 k65536
     d64 0.2618 against 0.2931, paged by 16 0.0867 against 0.0918; each within 2 % of the best of the space on
@@ -238,7 +239,7 @@ def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
     against 0.96x) nor with lengths, whose slices per entry are then fewer tiles (the ragged row 0.93-0.94x
     against 0.96x; docs/device-runs/h200-paged-decode/paged_table_k128_tiles.txt and paged_table_k128_hero.txt).
     The split gives each SM a block."""
-    if op.head_dim in (64, 128) and _cc(host) >= (9, 0):
+    if op.head_dim in (64, 128) and _cc(host) == (9, 0):  # measured on sm_90 only
         tma_hero = AttentionDecodeSchedule(warps=8 if op.head_dim == 128 else 4, kw=1,
                                            stages=3 if op.head_dim == 128 else 4, bulk=True)
         if tma.refusal(op, tma_hero.bk) is None and tma_hero.smem_bytes(op.head_dim) <= _smem_optin(host):
@@ -341,7 +342,10 @@ def render(op: Any, s: AttentionDecodeSchedule, arch: Any) -> tuple[Rendered, di
 class DecodeKernel(AttentionKernel):
     """The decode kernel's host object: attention's (``AttentionKernel``), with its workspace (parked slices and
     the row tiles' counters, zeroed once; each launch leaves them at zero) and no tile plan: it walks the kept
-    keys itself."""
+    keys itself. With TMA loads (``bulk``) each upload makes the K and V maps over the buffers of that launch
+    (the caller's, in a ``launch_ptrs`` preparation, where the recorded launch keeps them)."""
+
+    _maps: list[Any] | None = None
 
     def upload_plan(self, op: Any, rendered: Any) -> int:
         return op.tile_counts((16, int(rendered.metadata["tile"]["bk"])))[1] // (op.batch * op.heads)
@@ -357,10 +361,12 @@ class DecodeKernel(AttentionKernel):
                                   int(self._dbuf["v"].ptr))
 
     def _args(self, params: Any = None) -> list[Any]:
-        """Attention's, then (TMA loads) the K and V maps by value."""
+        """Attention's, then (TMA loads) the K and V maps by value, made by the last upload."""
         n = len(tma.MAP_PARAMS)
         if params is not None or self.rendered.params[-n:] != tma.MAP_PARAMS:
             return super()._args(params)
+        if self._maps is None:
+            raise LaunchError(f"{self.rendered.name}: launch before upload (no tensor maps yet)")
         return super()._args(self.rendered.params[:-n]) + list(self._maps)
 
 

@@ -34,9 +34,9 @@ where the prefill kernel's XOR swizzle needs 64. Keys past ``seq_k`` load as zer
 
 from __future__ import annotations
 
+from .attention_decode_merge import tail
 from .attention_decode_tma import DEVICE as TMA_DEVICE
 from .render import CudaRenderer
-from .split_arrival import last_block
 
 HEAD = r"""
 #define BK __BK__
@@ -438,70 +438,6 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
     __syncthreads();
 """
 
-# One block's (max, sum, O) of a tile row from its warps' partials, in warp order: M, L and the O element.
-COMBINE_WARPS = r"""        float M = TR_NEG_INF;
-        #pragma unroll
-        for (int w = 0; w < WARPS; ++w) M = fmaxf(M, wm[w * 16 + row]);
-        const float ms = M == TR_NEG_INF ? 0.f : M * scale_log2;
-        float acc = 0.f, L = 0.f;
-        #pragma unroll
-        for (int w = 0; w < WARPS; ++w) {
-            const float f = tr_dex2(wm[w * 16 + row] * scale_log2 - ms);
-            acc += wo[(w * 16 + row) * HD + col] * f;
-            L += wl[w * 16 + row] * f;
-        }"""
-
-# O / sum and the log-sum-exp of a real row (a row that keeps no key: 0 and -inf).
-WRITE = r"""        if (r0 + row < rows) {
-            out[(qrow0 + row) * HD + col] = tr_from_float(L > 0.f ? acc / L : 0.f);
-            if (col == 0) lse[qrow0 + row] = L > 0.f ? (M * scale_log2 + log2f(L)) * TR_LN2 : TR_NEG_INF;
-        }"""
-
-
-def _single() -> str:
-    """One slice: the block's combination is the answer."""
-    return f"""    if (SPLITS == 1) {{
-        for (int x = tid; x < 16 * HD; x += NT) {{
-            const int row = x / HD, col = x % HD;
-{COMBINE_WARPS}
-{WRITE}
-        }}
-        return;
-    }}
-"""
-
-
-def _split(r: CudaRenderer, splits: int, counters: int) -> str:
-    """Several slices: park (M, L, O) in the workspace, arrive; the last block combines every slice in
-    slice order. Workspace (floats): ``counters`` ints, then (M, L) [pair][slice][16][2], then O
-    [pair][slice][16][HD]."""
-    park = f"""    float* const ws_ml = workspace + {counters} + (size_t)pair * SPLITS * 32;
-    float* const ws_o = workspace + {counters} + (size_t)gridDim.y * gridDim.z * row_tiles * SPLITS * 32
-                        + (size_t)pair * SPLITS * 16 * HD;
-    for (int x = tid; x < 16 * HD; x += NT) {{
-        const int row = x / HD, col = x % HD;
-{COMBINE_WARPS}
-        ws_o[(size_t)split * 16 * HD + x] = acc;
-        if (col == 0) {{ ws_ml[(split * 16 + row) * 2] = M; ws_ml[(split * 16 + row) * 2 + 1] = L; }}
-    }}"""
-    summed = f"""    for (int x = tid; x < 16 * HD; x += NT) {{
-        const int row = x / HD, col = x % HD;
-        float M = TR_NEG_INF;
-        for (int s2 = 0; s2 < nsl; ++s2) M = fmaxf(M, __ldcg(ws_ml + (s2 * 16 + row) * 2));
-        const float ms = M == TR_NEG_INF ? 0.f : M * scale_log2;
-        float acc = 0.f, L = 0.f;
-        for (int s2 = 0; s2 < nsl; ++s2) {{  /* slice order: the same sum whoever came last */
-            const float f = tr_dex2(__ldcg(ws_ml + (s2 * 16 + row) * 2) * scale_log2 - ms);
-            acc += __ldcg(ws_o + (size_t)s2 * 16 * HD + x) * f;
-            L += __ldcg(ws_ml + (s2 * 16 + row) * 2 + 1) * f;
-        }}
-{WRITE}
-    }}"""
-    lines = last_block(r, "workspace", "pair", "nsl", "tid == 0", park.split("\n"), summed.split("\n"),
-                       word="int", indent="    ")
-    return "\n".join(lines) + "\n}\n"
-
-
 def kernel_source(r: CudaRenderer, name: str, dtype: str, *, head_dim: int, bk: int, warps: int, stages: int,
                   splits: int, masked: bool, counters: int, ragged: bool = False, page: int = 0,
                   adapt: tuple[int, int, int, int] | None = None, bulk: bool = False) -> str:
@@ -519,5 +455,5 @@ def kernel_source(r: CudaRenderer, name: str, dtype: str, *, head_dim: int, bk: 
                        ("__TMAPS__", ",\n    const __grid_constant__ TrTensorMap tmk, const __grid_constant__ TrTensorMap tmv"
                         if bulk else ""), ("__TMA_DEVICE__", TMA_DEVICE), ("__NAME__", name)):
         head = head.replace(key, str(value))
-    body = head + _single() + (_split(r, splits, counters) if splits > 1 else "}\n")
+    body = head + tail(r, splits, counters)
     return body.replace("tr_from_float", r.converters(dtype)[1])

@@ -13,7 +13,6 @@ attention) are refused with a hint (``--variant cuda-mma-sync.*``: the mma.sync 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -137,8 +136,7 @@ def _refuse_unknown(op: Any, r: Rendered, variant: Variant, scalars: dict[str, A
         raise UnsupportedError(
             f"export: {variant.id} ({r.name}) takes {', '.join(unknown)}: Hopper TMA tensor maps that exported "
             "launchers encode for the GEMM only (cuTensorMapEncodeTiled)",
-            'the same schedule with "bulk": false (the decode kernel\'s cp.async fill)' if "bulk" in r.metadata.get(
-                "loads", "") else f"pass --variant cuda-mma-sync.{variant.op} (mma.sync, which Hopper runs too)")
+            f"pass --variant cuda-mma-sync.{variant.op} (mma.sync, which Hopper runs too)")
     if unknown:
         raise UnsupportedError(f"export: {variant.id} ({r.name}) takes {', '.join(unknown)}, which exported "
                                "launchers do not provide yet", "pass another --variant or --schedule")
@@ -156,9 +154,6 @@ def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: s
     from .build import compile_kernel
 
     prefix = check_prefix(prefix) if prefix is not None else default_prefix(op, "cuda")
-    if getattr(schedule, "bulk", False) and schedule_source != "given":
-        # the decode kernel's TMA loads take K/V maps that exported launchers do not encode: its cp.async fill
-        schedule = dataclasses.replace(schedule, bulk=False)
     v, r, scalars, artifact = compile_kernel(op, variant, schedule, host, arch)
     maps = tensor_maps(op, r, schedule)
     plan = r.metadata.get("split_k")

@@ -76,6 +76,9 @@ TMA_CASES = [CASES[i] for i in (0, 1, 2, 3, 4, 9, 11, 12, 13, 14, 15, 16, 17)] +
     (Attention(3, 16, 2, 128, seq_k=3000, kv_heads=4, dtype="bf16", causal=True, seq_lens=(3000, 1, 1777),
                page_size=64, pages=200), {"kw": 2}),
     (Attention(2, 8, 1, 64, seq_k=2000, kv_heads=2, dtype="fp16", seq_lens=(1999, 77), page_size=8), {}),
+    # pages longer than a tile (a box of BK rows inside a page), and head dim 192 (three column boxes)
+    (Attention(2, 8, 1, 64, seq_k=3000, kv_heads=2, dtype="bf16", seq_lens=(3000, 130), page_size=128), {}),
+    (Attention(2, 8, 2, 192, seq_k=1500, kv_heads=4, dtype="bf16", causal=True), {"stages": 2}),
 ]
 TMA_LOADS = [{"bulk": True}, {"bulk": True, "stages": 2, "warps": 8}]
 
@@ -97,6 +100,27 @@ def test_tma_loads_match_the_reference(op, fields, loads):
     out, lse = assert_matches_reference(kernel, op, inputs)
     again, lse2 = kernel.forward(inputs)
     assert np.array_equal(again.view(np.uint16), out.view(np.uint16)) and np.array_equal(lse2, lse)
+
+
+@pytest.mark.parametrize("loads", [{}, {"bulk": True}], ids=["cp.async", "tma"])
+def test_nan_past_the_lengths_of_a_contiguous_cache_is_never_read(loads):
+    """Contiguous K/V with lengths: rows past an entry's length are the cache's own (NaN here); TMA loads them
+    with the tile and zeroes V's."""
+    _gpu_or_skip()
+    from tracea.doctor.errors import BadInputError
+
+    op = Attention(3, 8, 2, 64, seq_k=700, kv_heads=2, dtype="fp16", causal=True, seq_lens=(700, 65, 300))
+    try:
+        kernel = _build(op, loads)
+    except BadInputError as exc:
+        if "sm_90" in str(exc):
+            pytest.skip(str(exc))
+        raise
+    inputs = op.random_inputs(np.random.default_rng())
+    for name in ("k", "v"):
+        for b, n in enumerate(op.key_lens):
+            inputs[name][b, :, n:] = np.nan  # the fp16 arrays are float16
+    assert_matches_reference(kernel, op, inputs)
 
 
 def test_ops_attention_runs_decode_on_torch_tensors():
@@ -206,14 +230,24 @@ def test_ops_attention_reads_a_paged_cache_its_lengths_at_each_call_and_in_a_cud
     check(y)
 
 
-def test_nan_in_the_pool_outside_the_entries_keys_is_never_read():
+@pytest.mark.parametrize("loads", [{}, {"bulk": True}, {"bulk": True, "warps": 8}],
+                         ids=["cp.async", "tma", "tma_k128"])
+def test_nan_in_the_pool_outside_the_entries_keys_is_never_read(loads):
     """A serving cache is mostly memory no entry holds: its free pages, and the rows of a last page past an
-    entry's length. Filled with NaN there, the result is still the reference's (the kernel zero-fills rows past
-    the length and never loads a page no entry uses)."""
+    entry's length. Filled with NaN there, the result is still the reference's: the cp.async fill zero-fills rows
+    past the length and never loads a page no entry uses; TMA loads whole pages (128-key tiles: boxes past the
+    length clamped onto the last page) and zeroes V's rows past the length in shared memory."""
     _gpu_or_skip()
+    from tracea.doctor.errors import BadInputError
+
     op = Attention(3, 16, 1, 128, seq_k=1000, kv_heads=4, dtype="bf16", seq_lens=(1000, 37, 513), page_size=16,
                    pages=200)
-    kernel = _build(op, {})
+    try:
+        kernel = _build(op, loads)
+    except BadInputError as exc:
+        if "sm_90" in str(exc):
+            pytest.skip(str(exc))
+        raise
     inputs = op.random_inputs(np.random.default_rng())
     nan = np.uint16(0x7FC0)
     for name in ("k", "v"):

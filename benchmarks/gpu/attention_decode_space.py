@@ -34,6 +34,7 @@ ROWS = [
     ("b4 h32 q1 k16384 d128 (MHA)", Attention(4, 32, 1, 128, seq_k=16384, dtype="bf16")),
     ("b8 h32/8 q1 k65536 d64", Attention(8, 32, 1, 64, seq_k=65536, kv_heads=8, dtype="bf16")),
     ("b8 h32/8 q1 k8192 d128 paged 16", Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16", page_size=16)),
+    ("b4 h16/4 q1 k8192 d256", Attention(4, 16, 1, 256, seq_k=8192, kv_heads=4, dtype="bf16")),
 ]
 
 

@@ -59,6 +59,18 @@ def _build(op: Attention, fields: dict):
     return cuda.build(op, "cuda-mma-sync.attention", sched, None)
 
 
+def _build_or_skip(op: Attention, fields: dict, reasons: tuple[str, ...] = ("sm_90",)):
+    """``_build``, skipped where this GPU cannot run the schedule (TMA before sm_90; a ring past its shared memory)."""
+    from tracea.doctor.errors import BadInputError
+
+    try:
+        return _build(op, fields)
+    except BadInputError as exc:
+        if any(w in str(exc) for w in reasons):
+            pytest.skip(str(exc))
+        raise
+
+
 @pytest.mark.parametrize("op,fields", CASES, ids=lambda x: x.signature[:70] if isinstance(x, Attention) else str(x))
 def test_decode_matches_the_reference(op, fields):
     _gpu_or_skip()
@@ -87,14 +99,7 @@ TMA_LOADS = [{"bulk": True}, {"bulk": True, "stages": 2, "warps": 8}]
 @pytest.mark.parametrize("op,fields", TMA_CASES, ids=lambda x: x.signature[:70] if isinstance(x, Attention) else str(x))
 def test_tma_loads_match_the_reference(op, fields, loads):
     _gpu_or_skip()
-    from tracea.doctor.errors import BadInputError
-
-    try:
-        kernel = _build(op, {**fields, **loads})
-    except BadInputError as exc:
-        if "sm_90" in str(exc) or "exceeds" in str(exc):  # an older GPU; a ring too large for shared memory
-            pytest.skip(str(exc))
-        raise
+    kernel = _build_or_skip(op, {**fields, **loads}, ("sm_90", "exceeds"))  # a ring too large for shared memory
     assert "_tma" in kernel.rendered.name
     inputs = op.random_inputs(np.random.default_rng())
     out, lse = assert_matches_reference(kernel, op, inputs)
@@ -107,15 +112,8 @@ def test_nan_past_the_lengths_of_a_contiguous_cache_is_never_read(loads):
     """Contiguous K/V with lengths: rows past an entry's length are the cache's own (NaN here); TMA loads them
     with the tile and zeroes V's."""
     _gpu_or_skip()
-    from tracea.doctor.errors import BadInputError
-
     op = Attention(3, 8, 2, 64, seq_k=700, kv_heads=2, dtype="fp16", causal=True, seq_lens=(700, 65, 300))
-    try:
-        kernel = _build(op, loads)
-    except BadInputError as exc:
-        if "sm_90" in str(exc):
-            pytest.skip(str(exc))
-        raise
+    kernel = _build_or_skip(op, loads)
     inputs = op.random_inputs(np.random.default_rng())
     for name in ("k", "v"):
         for b, n in enumerate(op.key_lens):
@@ -238,16 +236,9 @@ def test_nan_in_the_pool_outside_the_entries_keys_is_never_read(loads):
     past the length and never loads a page no entry uses; TMA loads whole pages (128-key tiles: boxes past the
     length clamped onto the last page) and zeroes V's rows past the length in shared memory."""
     _gpu_or_skip()
-    from tracea.doctor.errors import BadInputError
-
     op = Attention(3, 16, 1, 128, seq_k=1000, kv_heads=4, dtype="bf16", seq_lens=(1000, 37, 513), page_size=16,
                    pages=200)
-    try:
-        kernel = _build(op, loads)
-    except BadInputError as exc:
-        if "sm_90" in str(exc):
-            pytest.skip(str(exc))
-        raise
+    kernel = _build_or_skip(op, loads)
     inputs = op.random_inputs(np.random.default_rng())
     nan = np.uint16(0x7FC0)
     for name in ("k", "v"):

@@ -132,7 +132,7 @@ def _refuse_unknown(op: Any, r: Rendered, variant: Variant, scalars: dict[str, A
     known = {*op.shapes(), *runtime_names()[0], *scratch_bytes(op, r), *scalars,
              *((*MAP_OPERANDS, "store_tma") if maps is not None else ())}
     unknown = [p for p in r.params if p not in known]
-    if any(p.startswith("tm") for p in unknown):
+    if unknown and all(p.startswith("tm") or p == "store_tma" for p in unknown):  # TMA alone: mma.sync takes none
         raise UnsupportedError(
             f"export: {variant.id} ({r.name}) takes {', '.join(unknown)}: Hopper TMA tensor maps that exported "
             "launchers encode for the GEMM only (cuTensorMapEncodeTiled)",

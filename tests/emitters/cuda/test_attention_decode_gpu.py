@@ -179,6 +179,22 @@ def _host(t) -> np.ndarray:
     return t.cpu().view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.cpu().numpy()
 
 
+def _captured(call):
+    """(a CUDA graph of ``call``, the output it replays into): ``call`` warmed up on a side stream first, as
+    torch asks before a capture."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = call()
+    return graph, y
+
+
 def test_ops_attention_reads_a_paged_cache_its_lengths_at_each_call_and_in_a_cuda_graph():
     """tracea.ops on a paged cache: the decode kernel, verified; the prepared call reads new lengths (and a
     table refilled in place) at every call; a bad table is refused before the launch; inside a CUDA graph the
@@ -214,14 +230,7 @@ def test_ops_attention_reads_a_paged_cache_its_lengths_at_each_call_and_in_a_cud
     t["block_table"][3, :2] = torch.tensor(spare[:2], dtype=torch.int32)
     t["block_table"][1, :] = torch.tensor(spare[2:2 + op.table_cols], dtype=torch.int32)
     check(call())  # the prepared call, new lengths and pages
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y = call()
+    graph, y = _captured(call)
     t["seq_lens"].copy_(torch.tensor([2048, 1, 33, 31], dtype=torch.int32))
     graph.replay()
     torch.cuda.synchronize()

@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from test_attention_decode_gpu import _cuda, _host  # torch CUDA tensors from the op's host arrays and back
+from test_attention_decode_gpu import _captured, _cuda, _host  # torch tensors both ways; a graph
 from test_cuda_wgmma_attention_gpu import _cache, _sm90  # noqa: F401 - _cache: the autouse kernel-cache fixture
 
 from tracea.kernels import relative_error, tolerance
@@ -120,14 +120,7 @@ def test_ops_attention_runs_packed_entries_on_the_hopper_kernel_and_in_a_cuda_gr
         call()
     lens = (1, 2, 3, 2000, 1042)
     t["cu_seqlens"].copy_(torch.tensor(np.concatenate([[0], np.cumsum(lens)]), dtype=torch.int32))
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y = call()
+    graph, y = _captured(call)
     lens = (600, 600, 1848, 0, 0)
     t["cu_seqlens"].copy_(torch.tensor(np.concatenate([[0], np.cumsum(lens)]), dtype=torch.int32))
     graph.replay()

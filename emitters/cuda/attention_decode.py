@@ -79,13 +79,14 @@ class AttentionDecodeSchedule:
                 + ("_tma" if self.bulk else ""))
 
     def smem_bytes(self, head_dim: int) -> int:
-        """Q's 16 padded rows, then ``stages`` K and V tiles; after the walk the same memory holds the
-        warps' partial O, maxima and sums (fp32), whichever is larger."""
-        if self.bulk:
-            return tma.smem_bytes(self.stages, self.bk, head_dim, self.warps)
+        """Q's 16 padded rows and ``stages`` K and V tiles; after the walk the ring's memory holds the warps'
+        partial O, maxima and sums (fp32), whichever is larger. TMA loads: the ring's rows unpadded, 1024 bytes
+        of slack to align it (the swizzle's period), and a barrier a slot."""
         row = 2 * head_dim + 16
-        ring = 2 * self.stages * self.bk * row
-        return 16 * row + max(ring, self.warps * 16 * (head_dim + 2) * 4)
+        partials = self.warps * 16 * (head_dim + 2) * 4
+        if self.bulk:
+            return 1024 + max(2 * self.stages * self.bk * head_dim * 2, partials) + 16 * row + 8 * self.stages
+        return 16 * row + max(2 * self.stages * self.bk * row, partials)
 
     def validate(self, op: Any = None, arch: Any = None) -> None:
         if self.core != CORE:
@@ -239,36 +240,29 @@ def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
     against 0.96x) nor with lengths, whose slices per entry are then fewer tiles (the ragged row 0.93-0.94x
     against 0.96x; docs/device-runs/h200-paged-decode/paged_table_k128_tiles.txt and paged_table_k128_hero.txt).
     The split gives each SM a block."""
-    if op.head_dim in (64, 128) and _cc(host) == (9, 0):  # measured on sm_90 only
+    cc, smem_optin = _target(host)
+    if op.head_dim in (64, 128) and cc == (9, 0):  # measured on sm_90 only
         tma_hero = AttentionDecodeSchedule(warps=8 if op.head_dim == 128 else 4, kw=1,
                                            stages=3 if op.head_dim == 128 else 4, bulk=True)
-        if tma.refusal(op, tma_hero.bk) is None and tma_hero.smem_bytes(op.head_dim) <= _smem_optin(host):
+        if tma.refusal(op, tma_hero.bk) is None and tma_hero.smem_bytes(op.head_dim) <= smem_optin:
             return tma_hero
     plain = AttentionDecodeSchedule(warps=4, kw=1, stages=3 if op.head_dim <= 128 else 2)
     if not (getattr(op, "page_size", None) and op.seq_lens is None and 64 < op.head_dim <= 128):
         return plain
     wide = dataclasses.replace(plain, kw=2)  # 213 KB at d128: more than sm_80's opt-in; the target's own, not assumed
-    return wide if wide.smem_bytes(op.head_dim) <= _smem_optin(host) else plain
+    return wide if wide.smem_bytes(op.head_dim) <= smem_optin else plain
 
 
-def _cc(host: Any) -> tuple[int, int]:
-    """The compute capability of the host's (or the planned target's) GPU; (0, 0) where none is known."""
+def _target(host: Any) -> tuple[tuple[int, int], int]:
+    """(compute capability, shared memory a block may opt into) of the host's (or the planned target's) GPU;
+    ((0, 0), 0) where none is described (rendering without one: the plain hero)."""
     from .arch import arch_of_host
 
     try:
-        return arch_of_host(host).cc
+        arch = arch_of_host(host)
     except UnsupportedError:
-        return (0, 0)
-
-
-def _smem_optin(host: Any) -> int:
-    """Shared memory a block may opt into on the host's (or the planned target's) GPU; 0 where none is known."""
-    from .arch import arch_of_host
-
-    try:
-        return arch_of_host(host).smem_optin
-    except UnsupportedError:  # no GPU described (rendering without one): the plain hero
-        return 0
+        return (0, 0), 0
+    return arch.cc, arch.smem_optin
 
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[AttentionDecodeSchedule]:

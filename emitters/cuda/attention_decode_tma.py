@@ -91,13 +91,6 @@ def refusal(op: Any, bk: int) -> str | None:
     return None
 
 
-def smem_bytes(stages: int, bk: int, head_dim: int, warps: int) -> int:
-    """The 1024-byte alignment's slack, the ring (unpadded rows) or the warps' partials, Q's padded rows, the
-    barriers."""
-    ring = 2 * stages * bk * head_dim * 2
-    return 1024 + max(ring, warps * 16 * (head_dim + 2) * 4) + 16 * (2 * head_dim + 16) + 8 * stages
-
-
 def maps(op: Any, bk: int, k_ptr: int, v_ptr: int) -> list[Any]:
     """The K and V tensor maps of a launch over the buffers at ``k_ptr`` and ``v_ptr``."""
     from .tma import encode_tiled

@@ -1,7 +1,8 @@
 """The decode kernel's tail (issue 33): after the walk, a block's warps' (max, sum, O) combined in warp order;
 with one slice written as O and the log-sum-exp, with several parked in the workspace, the last block of the
 row tile to arrive combining every slice in slice order (``split_arrival.last_block``: the same bits whichever
-block comes last).
+block comes last). Only the tile's real rows (``rows - r0``, at most 16) are combined, parked and merged: a
+GQA-4 decode tile has 4, an MHA one 1.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ WRITE = r"""        if (r0 + row < rows) {
 
 def single() -> str:
     """One slice: the block's combination is the answer."""
-    return f"""    if (SPLITS == 1) {{
-        for (int x = tid; x < 16 * HD; x += NT) {{
+    return f"""    const int nr = min(16, rows - r0);  /* the tile's real rows: only they are combined, parked and merged */
+    if (SPLITS == 1) {{
+        for (int x = tid; x < nr * HD; x += NT) {{
             const int row = x / HD, col = x % HD;
 {COMBINE_WARPS}
 {WRITE}
@@ -49,13 +51,13 @@ def split(r: CudaRenderer, counters: int) -> str:
     park = f"""    float* const ws_ml = workspace + {counters} + (size_t)pair * SPLITS * 32;
     float* const ws_o = workspace + {counters} + (size_t)gridDim.y * gridDim.z * row_tiles * SPLITS * 32
                         + (size_t)pair * SPLITS * 16 * HD;
-    for (int x = tid; x < 16 * HD; x += NT) {{
+    for (int x = tid; x < nr * HD; x += NT) {{
         const int row = x / HD, col = x % HD;
 {COMBINE_WARPS}
         ws_o[(size_t)split * 16 * HD + x] = acc;
         if (col == 0) {{ ws_ml[(split * 16 + row) * 2] = M; ws_ml[(split * 16 + row) * 2 + 1] = L; }}
     }}"""
-    summed = f"""    for (int x = tid; x < 16 * HD; x += NT) {{
+    summed = f"""    for (int x = tid; x < nr * HD; x += NT) {{
         const int row = x / HD, col = x % HD;
         float M = TR_NEG_INF;
         for (int s2 = 0; s2 < nsl; ++s2) M = fmaxf(M, __ldcg(ws_ml + (s2 * 16 + row) * 2));

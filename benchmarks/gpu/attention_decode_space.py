@@ -7,7 +7,8 @@ the K/V bandwidth each reaches. What the hero heuristic and the tuner's space ar
     python benchmarks/gpu/attention_decode_space.py [--repeats 20] [--all] [--rows 0,1]
 
 ``--all`` prints every timed schedule (fastest first), not the five fastest; ``--rows`` picks rows by index;
-``--match`` keeps the schedules whose name has one of its comma-separated parts (and the hero).
+``--match`` keeps the schedules whose name has one of its comma-separated parts (and the hero); ``--splits 2,33``
+adds each of them (the hero too) with those fixed key slices.
 
 Needs a GPU.
 """
@@ -15,6 +16,7 @@ Needs a GPU.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 import numpy as np
@@ -35,6 +37,8 @@ ROWS = [
     ("b8 h32/8 q1 k65536 d64", Attention(8, 32, 1, 64, seq_k=65536, kv_heads=8, dtype="bf16")),
     ("b8 h32/8 q1 k8192 d128 paged 16", Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16", page_size=16)),
     ("b4 h16/4 q1 k8192 d256", Attention(4, 16, 1, 256, seq_k=8192, kv_heads=4, dtype="bf16")),
+    # row 4 with a pair for each of an H200's 132 SMs: how K/V's rate moves with the SMs that read them
+    ("b4 h33 q1 k16384 d128 (MHA, 132 pairs)", Attention(4, 33, 1, 128, seq_k=16384, dtype="bf16")),
 ]
 
 
@@ -48,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--all", action="store_true", help="every timed schedule, not the five fastest")
     ap.add_argument("--rows", default="", help="row indices, comma-separated (default: all)")
     ap.add_argument("--match", default="", help="schedule name parts, comma-separated (default: every schedule)")
+    ap.add_argument("--splits", default="", help="key slices, comma-separated: each matched schedule also with each")
     args = ap.parse_args(argv)
     picked = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS
     from tracea.doctor import probe
@@ -64,8 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         hero = D.hero_schedule(op, host)
         results = []
         parts = [p for p in args.match.split(",") if p]
-        for s in [hero] + [s for s in D.search_space(op, hero, arch)
-                           if s != hero and (not parts or any(p in s.name for p in parts))]:
+        picked = [s for s in D.search_space(op, hero, arch) if s != hero and (not parts or any(p in s.name for p in parts))]
+        fixed = [int(n) for n in args.splits.split(",") if n]
+        picked += [dataclasses.replace(s, split=n) for s in [hero, *picked] if not s.split for n in fixed]
+        for s in [hero] + list(dict.fromkeys(picked)):
             try:
                 s.validate(op, arch)
             except Exception:  # noqa: BLE001 - outside what this op and GPU take

@@ -4,8 +4,9 @@ backend) on one case a few times, for Nsight Compute to profile side by side:
     ncu --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --launch-skip 1 \\
         --launch-count 4 python benchmarks/gpu/attention_ncu.py --case 16,32,512,256
 
-The kernel's output is verified against the float64 reference on one (batch, head) slice first (a wrong
-kernel is not profiled). Nothing else runs on the GPU: the launches are the check's, Tracea's and torch's.
+``--window 256,0``: a sliding window, FlexAttention beside it. The kernel's output is verified against the
+float64 reference on one (batch, head) slice first (a wrong kernel is not profiled). Nothing else runs on the
+GPU: the launches are the check's, Tracea's and torch's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", default="16,32,512,256", help="batch,heads,seq,head_dim (bf16, non-causal)")
+    ap.add_argument("--window", default="", help="left,right: a sliding window (the baseline is then FlexAttention)")
     ap.add_argument("--launches", type=int, default=2)
     ap.add_argument("--alts", default="", help='fields of the hero to change, e.g. "bk=32,stages=4"')
     args = ap.parse_args()
@@ -31,7 +33,8 @@ def main() -> None:
     from tracea.kernels.dtypes import to_float64
 
     b, h, s, d = (int(x) for x in args.case.split(","))
-    op = Attention(b, h, s, d, dtype="bf16")
+    window = tuple(int(x) for x in args.window.split(",")) if args.window else None
+    op = Attention(b, h, s, d, dtype="bf16", window=window)
     sched = hero_schedule(op)
     if args.alts:
         fields = {k: (v.lower() == "true") if v.lower() in ("true", "false") else int(v)

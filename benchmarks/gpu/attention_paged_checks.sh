@@ -7,8 +7,9 @@
 # (benchmarks/gpu/attention_paged.py) and the decode table (benchmarks/gpu/attention_decode.py).
 #     bash benchmarks/gpu/attention_paged_checks.sh
 # Knobs: TESTS (pytest files), K (a -k expression), SAN_CASES (sanitize_cases.py names), SWEEP=--split-sweep,
-# PAGED_ARGS (e.g. --rows 1), DECODE= (no decode table), DECODE_ROWS=all (every decode row), N (pytest
-# workers), TEST_TIMEOUT (seconds, 240).
+# PAGED_ARGS (e.g. --rows 1), PAGED= (no paged table), DECODE= (no decode table), DECODE_ROWS=all (every decode row), N (pytest
+# workers), TEST_TIMEOUT (seconds, 240), PREFILL (arguments of wgmma_attention_probe.py: the Hopper prefill
+# kernel's cases, e.g. "--match window --sweep"), SPACE (arguments of attention_decode_space.py).
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -24,6 +25,9 @@ for tool in memcheck racecheck synccheck; do
   echo "$tool rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$RES/sanitize_paged_$tool.txt" | sort | uniq -c | tr '\n' ' ')" \
     | tee -a "$RES/sanitize_paged_summary.txt"
 done
-timeout 300 $PY benchmarks/gpu/attention_paged.py --repeats ${REPEATS:-20} ${SWEEP:-} ${PAGED_ARGS:-} 2>&1 | tee "$RES/paged_table.txt" | tail -22
+[ -n "${PAGED-1}" ] && timeout 300 $PY benchmarks/gpu/attention_paged.py --repeats ${REPEATS:-20} ${SWEEP:-} ${PAGED_ARGS:-} 2>&1 | tee "$RES/paged_table.txt" | tail -22
 [ -n "${DECODE-1}" ] && timeout 200 $PY benchmarks/gpu/attention_decode.py --rows ${DECODE_ROWS:-decode} --repeats ${REPEATS:-20} 2>&1 \
   | tee "$RES/decode_table.txt" | tail -16
+[ -n "${PREFILL:-}" ] && timeout 240 $PY benchmarks/gpu/wgmma_attention_probe.py $PREFILL 2>&1 | tee "$RES/prefill_probe.txt" | tail -40
+[ -n "${SPACE:-}" ] && timeout 200 $PY benchmarks/gpu/attention_decode_space.py $SPACE 2>&1 | tee "$RES/decode_space.txt" | tail -40
+true

@@ -10,7 +10,7 @@ The table gives the medians and p95s (ms) and two ratios: ops/bench (the launch 
 is none) and vendor/ops (over 1: Tracea faster). A ratio from an unstable side (p95 > 1.5x median) is not
 printed.
 
-    python benchmarks/gpu/ops_vs_bench.py [--repeats 30]
+    python benchmarks/gpu/ops_vs_bench.py [--repeats 30] [--match attention]
 
 Needs a GPU and PyTorch.
 """
@@ -51,6 +51,7 @@ def cases(dev: str) -> list[tuple[str, Any, Any, dict[str, torch.Tensor], torch.
     w = (r(256, 256, 3, 3) * 0.05).contiguous(memory_format=torch.channels_last)
     s = r(4096, 4096)
     q, k, v = r(2, 16, 2048, 128, dtype=bf), r(2, 16, 2048, 128, dtype=bf), r(2, 16, 2048, 128, dtype=bf)
+    q6, k6, v6 = r(16, 32, 512, 64, dtype=bf), r(16, 32, 512, 64, dtype=bf), r(16, 32, 512, 64, dtype=bf)
     return [
         ("gemm bf16 4096x4096x4096", lambda out: ops.gemm(a4, b4, out=out), lambda: torch.matmul(a4, b4),
          {"a": a4, "b": b4}, torch.empty(4096, 4096, device=dev, dtype=bf)),
@@ -67,6 +68,9 @@ def cases(dev: str) -> list[tuple[str, Any, Any, dict[str, torch.Tensor], torch.
         ("attention bf16 b2 h16 s2048 d128 causal", lambda out: ops.attention(q, k, v, causal=True, out=out),
          lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), {"q": q, "k": k, "v": v},
          torch.empty(2, 16, 2048, 128, device=dev, dtype=bf)),
+        ("attention bf16 b16 h32 s512 d64", lambda out: ops.attention(q6, k6, v6, out=out),
+         lambda: F.scaled_dot_product_attention(q6, k6, v6), {"q": q6, "k": k6, "v": v6},
+         torch.empty(16, 32, 512, 64, device=dev, dtype=bf)),
     ]
 
 
@@ -82,12 +86,15 @@ def ratio(num: Any, den: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--match", default="", help="only the shapes whose label has this")
     args = ap.parse_args(argv)
     dev = _Device.get()
     stream = torch.cuda.ExternalStream(int(dev.stream.handle))  # Tracea's timing stream, torch's current one
     rows = []
     with torch.inference_mode(), torch.cuda.stream(stream):
         for label, mine, theirs, inputs, out in cases("cuda"):
+            if args.match not in label:
+                continue
             ops.clear_cache()
             mine(out)
             route = ops.explain()

@@ -68,6 +68,12 @@ CASES = [
     ("softmax-split", "cuda-simt.softmax", Softmax(3, 70001, "bf16")),
     ("attention-mma", "cuda-mma-sync.attention", Attention(1, 4, 300, 64, kv_heads=2, causal=True, dtype="bf16")),
     ("attention-wgmma", "cuda-wgmma.attention", Attention(1, 4, 777, 128, kv_heads=2, window=(64, 16), dtype="bf16")),
+    # head dim 64's hero: two blocks an SM, persistent over 2 x SMs; then its one-block-per-item form
+    ("attention-wgmma-two-blocks", "cuda-wgmma.attention", Attention(2, 4, 777, 64, kv_heads=2, window=(256, 0),
+                                                                     dtype="bf16")),
+    ("attention-wgmma-two-blocks-plain", "cuda-wgmma.attention", Attention(1, 4, 300, 64, causal=True, dtype="fp16"),
+     {"backend": "cuda", "core": "wgmma-attention", "bk": 64, "stages": 2, "consumers": 2, "pingpong": False,
+      "intra": False, "ctas": 2}),
     # decode: GQA rows packed in one tile, keys split over 3 blocks meeting in the workspace, causal
     ("attention-decode", "cuda-wgmma.attention", Attention(1, 8, 3, 64, seq_k=700, kv_heads=2, causal=True,
                                                            dtype="bf16"), {"core": "attention-decode", "split": 3}),

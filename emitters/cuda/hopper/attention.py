@@ -325,7 +325,7 @@ def render_source(op: Any, sched: AttnWgmmaSchedule) -> str:
     w.extend(wgmma_ss(sched.bk, PTX_TYPE[dtype]))
     w.extend(wgmma_rs(d, PTX_TYPE[dtype]))
     w.extend(tile_steps(d, sched.bk, sched.bq))
-    w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
+    w(f'extern "C" __global__ void __launch_bounds__({sched.threads}, {sched.ctas}) {KERNEL_NAME}(')
     if getattr(op, "packed", False):
         w(packed.signature(SIGNATURE) + ") {")
         w.extend(_packed_body(sched, d, r, op.head_dim))
@@ -364,9 +364,9 @@ def work_items(op: Any, sched: AttnWgmmaSchedule) -> int:
 
 
 def grid_blocks(op: Any, sched: AttnWgmmaSchedule, sm_count: int = 132) -> int:
-    """One block a work item; persistent, one a (register-bound: one block fits) SM, at most one an item."""
+    """One block a work item; persistent, ``ctas`` an SM (the blocks it holds at once), at most one an item."""
     items = work_items(op, sched)
-    return min(items, max(1, sm_count)) if sched.persistent else items
+    return min(items, max(1, sm_count) * sched.ctas) if sched.persistent else items
 
 
 def render(op: Any, sched: AttnWgmmaSchedule, arch: Any = None) -> tuple[Rendered, dict[str, float | int]]:

@@ -3,7 +3,7 @@ mask, out, lse), three 3-d TMA maps (head dim, sequence, batch x heads) built ov
 and the launch through ``tma.Launcher`` (maps by value). The same calls as the CUDA attention kernel
 object (``__call__`` -> O, ``forward`` -> (O, lse), ``time``, ``tiles_computed``), small so that it can be
 folded onto it: the only differences are ``order`` and the maps after the shared ``PARAMS``. A persistent
-schedule launches one block per SM of the device it runs on (``grid``), whatever the render assumed, or
+schedule launches ``ctas`` blocks per SM of the device it runs on (``grid``), whatever the render assumed, or
 ``blocks`` (tests: many items a block on small problems).
 """
 
@@ -41,11 +41,12 @@ class WgmmaAttentionKernel(OnCallerBuffers):
         cubin = binary if isinstance(binary, (bytes, bytearray)) else Path(binary).read_bytes()
         self._launcher = Launcher(bytes(cubin), rendered.entry, rendered.smem)
         self._grid, walk = rendered.grid[0], None
-        if self.schedule.persistent:  # one block per SM of this device (the render assumed the target's count)
-            from .attention import grid_blocks, walk_plan
+        if self.schedule.persistent:  # ``ctas`` blocks per SM of this device (the render assumed the target's count)
+            from .attention import grid_blocks, walk_plan, work_items
 
             sms = int(getattr(self._dev.dev.properties, "multiprocessor_count", 0) or 0)
-            self._grid = grid_blocks(op, self.schedule, blocks or sms or rendered.grid[0])
+            self._grid = (min(work_items(op, self.schedule), blocks) if blocks
+                          else grid_blocks(op, self.schedule, sms) if sms else rendered.grid[0])
             walk = walk_plan(op, self.schedule, self._grid)  # the static schedule of this grid's blocks
         # packed entries compute their tiles on the device: no host plan (the capacity's would go unread)
         self.plan = None if op.packed else tile_plan(op, self.schedule.bq, self.schedule.bk)
@@ -156,7 +157,7 @@ class WgmmaAttentionKernel(OnCallerBuffers):
 
     @property
     def grid(self) -> int:
-        """Blocks a launch runs: one a work item, or (persistent) min(items, this device's SMs)."""
+        """Blocks a launch runs: one a work item, or (persistent) min(items, ``ctas`` x this device's SMs)."""
         return self._grid
 
     def __repr__(self) -> str:
@@ -167,7 +168,7 @@ def build(op: Any, sched: AttnWgmmaSchedule | None = None, arch: str = "sm_90a",
           blocks: int | None = None) -> WgmmaAttentionKernel:
     """Render, compile (NVRTC, cached) and load the kernel for ``op`` (the hero schedule by default):
     for the GPU tests and the probe; the CLI goes through the core registry instead. ``blocks``: the
-    persistent grid (default: one block per SM)."""
+    persistent grid (default: ``ctas`` blocks per SM)."""
     from ... import nvrtc as nv
     from ...artifact import Artifact
     from .attention import render

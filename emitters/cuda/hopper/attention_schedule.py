@@ -24,6 +24,9 @@ from .attention_device import line_bytes, padded_dim
 from .ptx import PTX_TYPE
 from .schedule import PRODUCER_REGS, REGISTERS_PER_SM, SMEM_OPTIN_SM90, SWIZZLE
 
+SMEM_PER_SM_SM90 = 233472  # an sm_90 SM's shared memory (228 KiB), of which each resident block reserves 1 KiB
+SMEM_RESERVED = 1024
+
 SCHEMA_VERSION = 1
 HEAD_DIMS = tuple(range(32, 257, 8))  # multiples of 8; computed over padded_dim (16s: the wgmma k step)
 PRODUCER_REGS_3 = 24  # the producer's registers beside 3 consumers (register_split)
@@ -43,7 +46,9 @@ class AttnWgmmaSchedule:
     ``q_buffers``: Q tiles in shared memory (2: persistent only, item i's Q in buffer i % 2); ``split_kv``:
     a stage's K is released once the consumers' S wgmmas have read it and its V once P V has, each on its
     own barrier, so the next K loads during this tile's softmax and P V: with one stage, a 128-key tile at
-    head dim 256 fits (Q, K and V 64 KiB each; the plain loop, one block per item)."""
+    head dim 256 fits (Q, K and V 64 KiB each; the plain loop, one block per item); ``ctas``: blocks an SM holds
+    at once (2: each gets half the registers and at most half the shared memory, and one block's prologue, first
+    S and store run beside the other's loop: short work items)."""
 
     bk: int = 128
     stages: int = 2
@@ -53,6 +58,7 @@ class AttnWgmmaSchedule:
     persistent: bool = False
     q_buffers: int = 1
     split_kv: bool = False
+    ctas: int = 1
 
     @property
     def core(self) -> str:
@@ -78,14 +84,15 @@ class AttnWgmmaSchedule:
     def name(self) -> str:
         return (f"wgmma_attn_{self.bq}x{self.bk}_s{self.stages}_c{self.consumers}"
                 + ("_pp" if self.pingpong else "") + ("_ia" if self.intra else "") + ("_pe" if self.persistent else "")
-                + (f"_q{self.q_buffers}" if self.q_buffers != 1 else "") + ("_kv" if self.split_kv else ""))
+                + (f"_q{self.q_buffers}" if self.q_buffers != 1 else "") + ("_kv" if self.split_kv else "")
+                + (f"_b{self.ctas}" if self.ctas != 1 else ""))
 
     def register_split(self) -> tuple[int, int, int]:
         """(registers at entry, producer after setmaxnreg.dec, consumers after .inc), as the GEMM's; with 3
         consumers the producer (a TMA issuer, no multicast) keeps 24, as FlashAttention-3's does, so that
-        each consumer gets 160."""
-        producer = PRODUCER_REGS_3 if self.consumers == 3 else PRODUCER_REGS
-        entry = min(255, REGISTERS_PER_SM // self.threads) // 8 * 8
+        each consumer gets 160; and so with 2 blocks an SM, which share its registers."""
+        producer = PRODUCER_REGS_3 if self.consumers == 3 or self.ctas > 1 else PRODUCER_REGS
+        entry = min(255, REGISTERS_PER_SM // (self.threads * self.ctas)) // 8 * 8
         consumer = min(256, (entry * self.threads - 128 * producer) // (128 * self.consumers) // 8 * 8)
         return entry, producer, consumer
 
@@ -109,7 +116,7 @@ class AttnWgmmaSchedule:
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
         """Raise ``BadInputError`` naming the first field that cannot work (for ``op``'s head dim if given)."""
-        positive_ints(self, ("bk", "stages", "consumers", "q_buffers"))
+        positive_ints(self, ("bk", "stages", "consumers", "q_buffers", "ctas"))
         booleans(self, ("pingpong", "intra", "persistent", "split_kv"))
         if self.bk % 16 or not 16 <= self.bk <= 256:
             raise BadInputError(f"bk: {self.bk} keys is not a multiple of 16 in 16..256 (the wgmma's n and k)")
@@ -123,6 +130,8 @@ class AttnWgmmaSchedule:
         if self.split_kv and (self.intra or self.persistent):
             raise BadInputError("split_kv: K and V are released apart in the plain loop, one block per item",
                                 "intra: false, persistent: false")
+        if self.ctas not in (1, 2):
+            raise BadInputError(f"ctas: {self.ctas} blocks an SM (1 or 2)")
         if self.q_buffers not in (1, 2) or (self.q_buffers == 2 and not self.persistent):
             raise BadInputError(f"q_buffers: {self.q_buffers} Q buffers (1, or 2 with persistent: true)")
         if op is None:
@@ -148,6 +157,9 @@ class AttnWgmmaSchedule:
         if self.smem_bytes(d) > smem_optin:
             raise BadInputError(f"stages: Q and {self.stages} K/V stages need {self.smem_bytes(d)} B of shared "
                                 f"memory, more than the {smem_optin} B allowed", "fewer stages or a smaller bk")
+        if self.ctas > 1 and self.ctas * (self.smem_bytes(d) + SMEM_RESERVED) > SMEM_PER_SM_SM90:
+            raise BadInputError(f"ctas: {self.ctas} blocks of {self.smem_bytes(d)} B of shared memory do not fit an "
+                                f"SM's {SMEM_PER_SM_SM90} B", "fewer stages, a smaller bk or ctas 1")
 
     def to_json(self) -> dict[str, Any]:
         """The fields; ``persistent`` and ``q_buffers`` only when not their defaults, so that earlier
@@ -159,6 +171,8 @@ class AttnWgmmaSchedule:
             del d["q_buffers"]
         if not self.split_kv:
             del d["split_kv"]
+        if self.ctas == 1:
+            del d["ctas"]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": self.core, **d}
 
     @staticmethod
@@ -174,8 +188,9 @@ class AttnWgmmaSchedule:
 
     def features(self, op: Any) -> dict[str, float]:
         """The block's warps (producer's included) and shared memory at ``op``'s head dim over the bq x bk
-        tile (``tile_features``)."""
-        return tile_features(op, self.threads // 32, self.smem_bytes(op.head_dim), self.bm, self.bn)
+        tile (``tile_features``), and the blocks an SM holds."""
+        return {**tile_features(op, self.threads // 32, self.smem_bytes(op.head_dim), self.bm, self.bn),
+                "ctas": float(self.ctas)}
 
 
 def smem_plan(sched: AttnWgmmaSchedule, d: int) -> dict[str, int]:
@@ -215,23 +230,26 @@ def hero_schedule(op: Any = None) -> AttnWgmmaSchedule:
 
 
 def _short_items(s: AttnWgmmaSchedule, op: Any) -> AttnWgmmaSchedule:
-    """Head dim 64 with up to 2048 keys: the persistent form, with a second Q buffer up to 1024 keys. Each
-    work item is then a few key tiles, and per block its prologue and the first tile's unoverlapped S cost
-    as much as the loop. An H100 (2026-11-25, bf16, the hero's 4 stages, CUDA events, cuDNN in the same run;
-    docs/device-runs/h100-attention-persistent-and-ops/): B16 H32 S512 0.133 ms one block per item, 0.123 persistent, 0.117
-    with two Q buffers (0.72x / 0.78x / 0.82x cuDNN); B4 H32 S2048 0.357 / 0.348 / 0.352 ms; B1 H32 S16384
-    causal 2.474 / 2.511 / 2.534 ms (long items: one block per item). Not at head dim 128 (B16 S512: 0.183 ms
-    either way) nor 256 (B16 S512: 0.320 against 0.357 persistent)."""
-    if op is None or op.head_dim != 64 or op.seq_k > 2048 or getattr(op, "packed", False):
+    """Head dim 64 (not packed entries): two blocks an SM, each two consumers of 64-key tiles with neither
+    overlap, 3 stages, persistent over 2 x SMs blocks. One block's prologue, first S and store then run beside
+    the other's loop, which the short items of short sequences and narrow windows are made of. An H200
+    (2026-11-30, bf16, CUDA events, the baseline in the same run; docs/device-runs/h200-attention-two-blocks/):
+    window 256,0 B1 H32 S8192 0.118 ms against 0.182 for the hero before (FlexAttention 0.121); B16 H32 S512
+    0.108 against 0.119 (cuDNN 0.097), causal 0.090 against 0.123 (cuDNN 0.073); B4 H32 S2048 0.337 against
+    0.348; B1 H32 S16384 causal 2.451 against 2.495 (cuDNN 2.372). At head dim 128 one consumer a block, two
+    blocks an SM, lost (B16 S512 0.196 ms against 0.182). It replaces one block an SM walking items persistently
+    up to 2048 keys (an H100: B16 S512 0.117 ms against 0.133 one block an item;
+    docs/device-runs/h100-attention-persistent-and-ops/)."""
+    if op is None or op.head_dim != 64 or getattr(op, "packed", False):
         return s
-    p = dataclasses.replace(s, persistent=True, q_buffers=2 if op.seq_k <= 1024 else 1)
-    return p if p.smem_bytes(op.head_dim) <= SMEM_OPTIN_SM90 else dataclasses.replace(p, q_buffers=1)
+    return AttnWgmmaSchedule(bk=64, stages=3, consumers=2, pingpong=False, intra=False, persistent=True, ctas=2)
 
 
 def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSchedule]:
     """Valid schedules for ``op``: key tiles, ring depths, consumers and the two overlaps, each one block
-    per work item, then the persistent forms of the 2-consumer ping-pong ones (those the H100 runs
-    fastest), with one Q buffer and with two where they fit, so that the first entries are as before."""
+    per work item, then the persistent forms of the 2-consumer ones (with and without ping-pong), with one Q
+    buffer and with two where they fit, so that the first entries are as before; then
+    K and V released apart, then every form that fits two blocks an SM as such."""
     out = []
     for bk in (64, 80, 96, 128, 176):
         for stages in (2, 3, 4):
@@ -246,7 +264,7 @@ def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSc
                         out.append(s)
     persistent = []
     for s in out:
-        for q_buffers in (1, 2) if s.pingpong else ():
+        for q_buffers in (1, 2) if s.consumers == 2 and not s.split_kv else ():
             p = dataclasses.replace(s, persistent=True, q_buffers=q_buffers)
             try:
                 p.validate(op, smem_optin)
@@ -262,7 +280,15 @@ def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSc
             except BadInputError:
                 continue
             split.append(s)
-    return out + persistent + split
+    two = []  # two blocks an SM (short items): each form above that fits half an SM's registers and memory
+    for s in out + persistent:
+        p = dataclasses.replace(s, ctas=2)
+        try:
+            p.validate(op, smem_optin)
+        except BadInputError:
+            continue
+        two.append(p)
+    return out + persistent + split + two
 
 
 # ------------------------------------------------------------------------------ the core's hooks (cores.py)

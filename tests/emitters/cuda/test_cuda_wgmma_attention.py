@@ -96,33 +96,55 @@ def test_schedule_json_round_trip_and_hero_per_head_dim():
         s = hero_schedule(op)
         s.validate(op)
         assert AttnWgmmaSchedule.from_json(s.to_json()) == s
+        if d == 64:  # two blocks an SM (test_hero_runs_two_blocks_an_sm_at_head_dim_64)
+            assert s.ctas == 2 and s.to_json()["ctas"] == 2
+            continue
+        assert "ctas" not in s.to_json()  # a schedule saved before the field reads as one block an SM
         assert s.bq == 128 and s.bk == (64 if d > 192 else 96 if d in (144, 160, 192) else 128), d
         assert s.intra == (d <= 192) and s.stages == (2 if d in (176, 192, 240, 256) else 4 if d <= 96 else 3), d
     space = search_space(Attention(1, 2, 100, 128, dtype="fp16"))
     assert len(space) > 10 and len(set(space)) == len(space)
 
 
-@pytest.mark.parametrize("d,seq,persistent,q_buffers", [
-    (64, 512, True, 2), (64, 1024, True, 2), (64, 1025, True, 1), (64, 2048, True, 1), (64, 2049, False, 1),
-    (128, 512, False, 1), (256, 512, False, 1)])
-def test_hero_is_persistent_for_short_items_at_head_dim_64(d, seq, persistent, q_buffers):
-    """Few key tiles an item at head dim 64: the persistent form (measured faster on an H100); the key length
-    decides, not the query length."""
-    op = Attention(16, 4, 64, d, seq_k=seq, dtype="bf16")
+@pytest.mark.parametrize("d,seq,window,two", [
+    (64, 512, None, True), (64, 2049, None, True), (64, 8192, (256, 0), True), (64, 16384, None, True),
+    (128, 512, None, False), (128, 8192, (256, 0), False), (256, 512, None, False), (80, 512, None, False)])
+def test_hero_runs_two_blocks_an_sm_at_head_dim_64(d, seq, window, two):
+    """Head dim 64, any length: two blocks an SM, persistent, 64-key tiles, neither overlap (measured faster on
+    an H200 on short items, narrow windows and long causal rows alike); other head dims keep one block an SM."""
+    op = Attention(16, 4, 64, d, seq_k=seq, dtype="bf16", window=window)
     s = hero_schedule(op)
     s.validate(op)
-    assert (s.persistent, s.q_buffers) == (persistent, q_buffers)
-    assert s.stages == hero_schedule(Attention(1, 1, 8192, d, dtype="bf16")).stages
+    assert (s.ctas == 2, s.persistent) == (two, two)
+    if two:
+        assert (s.bk, s.stages, s.consumers, s.pingpong, s.intra) == (64, 3, 2, False, False)
+        assert s.register_split() == (80, 24, 104) and s.consumer_registers(d) <= 104
+        assert 2 * (s.smem_bytes(d) + 1024) <= 228 * 1024
+        assert s in search_space(op)
 
 
 @pytest.mark.parametrize("fields,needle", [
     (dict(bk=72), "bk"), (dict(bk=0), "bk"), (dict(consumers=4), "consumers"), (dict(stages=1), "stages"),
     (dict(consumers=1, pingpong=True), "pingpong"), (dict(intra=1), "intra"), (dict(bk=256), "bk"),
-    (dict(stages=8, bk=64), "stages"),
+    (dict(stages=8, bk=64), "stages"), (dict(ctas=3), "ctas"), (dict(ctas=0), "ctas"), (dict(ctas=True), "ctas"),
+    (dict(bk=64, stages=2, consumers=1, pingpong=False, ctas=2), "ctas"),  # 160 KiB at head dim 256: over half an SM
 ])
 def test_schedule_validation_names_the_field(fields, needle):
     with pytest.raises(BadInputError, match=needle):
         AttnWgmmaSchedule(**fields).validate(Attention(1, 2, 100, 256, dtype="bf16"))
+
+
+def test_two_blocks_an_sm_are_refused_where_registers_run_short():
+    """Half the register file: 104 a consumer thread, so 128-key tiles at head dim 64 (S, P and O ~128) are refused
+    with the field that costs them; the schedule's JSON keeps ``ctas`` and reads it back."""
+    op = Attention(1, 2, 100, 64, dtype="bf16")
+    with pytest.raises(BadInputError, match="bk"):
+        AttnWgmmaSchedule(bk=128, stages=2, pingpong=False, intra=False, ctas=2).validate(op)
+    s = AttnWgmmaSchedule(bk=64, stages=3, pingpong=False, intra=False, ctas=2)
+    s.validate(op)
+    assert AttnWgmmaSchedule.from_json(s.to_json()) == s and s.name.endswith("_b2")
+    r, _ = A.render(op, s)
+    assert "__launch_bounds__(384, 2)" in r.source and "setmaxnreg.inc.sync.aligned.u32 104" in r.source
 
 
 def test_schedule_rejects_other_ops_and_dtypes():

@@ -152,7 +152,7 @@ def test_persistent_matches_the_reference(op, blocks):
     sched = _persistent(op)
     k = _check(op, sched, seed=11, blocks=blocks)
     sms = Device(0).properties.multiprocessor_count
-    assert k.grid == min(work_items(op, sched), blocks or sms)
+    assert k.grid == min(work_items(op, sched), blocks or sms * sched.ctas)
 
 
 @pytest.mark.parametrize("fields", [dict(intra=False), dict(pingpong=False), dict(pingpong=False, intra=False),
@@ -164,6 +164,39 @@ def test_persistent_schedule_variants_match_the_reference(fields):
         sched = _persistent(op, **fields)
         for blocks in (None, 5):
             _check(op, sched, seed=13, blocks=blocks)
+
+
+TWO_BLOCK_CASES = [Attention(1, 4, 1200, 64, dtype="bf16", window=(256, 0)),  # the issue's narrow window, short
+                   Attention(3, 8, 513, 64, kv_heads=2, dtype="fp16", causal=True)]
+
+
+@pytest.mark.parametrize("fields", [
+    dict(bk=64, stages=2, pingpong=False, intra=False, persistent=False),
+    dict(bk=64, stages=4, pingpong=True, intra=False, persistent=False),
+    dict(bk=64, stages=3, pingpong=False, intra=False, persistent=True),
+    dict(bk=64, stages=4, pingpong=False, intra=False, persistent=True, q_buffers=2),
+    dict(bk=80, stages=3, pingpong=False, intra=False, persistent=True),
+    dict(bk=64, stages=2, consumers=1, pingpong=False, intra=True, persistent=False),
+    dict(bk=64, stages=2, consumers=1, pingpong=False, intra=True, persistent=True)],
+    ids=["plain", "pp", "pe", "pe_q2", "k80_pe", "c1_ia", "c1_ia_pe"])
+def test_two_blocks_an_sm_match_the_reference(fields):
+    """``ctas=2`` (half the registers and at most half the shared memory a block; the persistent grid 2 x SMs)
+    on every case of this file that such a form fits (head dims up to 128), the persistent forms also over 5
+    blocks: odd lengths, causal both ways, seq_q != seq_k, GQA, windows, block masks, rows keeping nothing."""
+    from tracea.emitters.cuda.hopper.attention_schedule import AttnWgmmaSchedule
+
+    _sm90()
+    ran = 0
+    for op in CASES + PERSISTENT_CASES + TWO_BLOCK_CASES:
+        sched = AttnWgmmaSchedule(ctas=2, **fields)
+        try:
+            sched.validate(op)
+        except Exception:  # noqa: BLE001 - registers or shared memory over half an SM's at this head dim
+            continue
+        for blocks in (None, 5) if sched.persistent else (None,):
+            _check(op, sched, seed=19, blocks=blocks)
+        ran += 1
+    assert ran >= 6
 
 
 # ------------------------------------------------------------------------------------------ head dims

@@ -55,12 +55,17 @@ def test_search_space_adds_persistent_forms_after_the_others():
     for d in (64, 128, 256):
         op = Attention(16, 32, 512, d, dtype="bf16")
         space = search_space(op)
-        split = [s for s in space if s.split_kv]  # K and V released apart: the last entries
+        two = [s for s in space if s.ctas == 2]  # two blocks an SM: the last entries, each a form before it
+        assert space[len(space) - len(two):] == two and all(dataclasses.replace(s, ctas=1) in space for s in two)
+        assert bool(two) == (d < 256)  # at 256 no form fits half an SM
+        space = space[: len(space) - len(two)]
+        split = [s for s in space if s.split_kv]  # K and V released apart: the entries before those
         assert space[len(space) - len(split):] == split and not any(s.persistent or s.intra for s in split)
         space = space[: len(space) - len(split)]
         per = [s for s in space if s.persistent]
         assert per and len(set(space)) == len(space) and not any(s.persistent for s in space[:-len(per)])
-        assert all(s.pingpong and dataclasses.replace(s, persistent=False, q_buffers=1) in space for s in per)
+        assert all(s.consumers == 2 and dataclasses.replace(s, persistent=False, q_buffers=1) in space for s in per)
+        assert any(not s.pingpong for s in per) and any(s.pingpong for s in per)
         assert any(s.q_buffers == 2 for s in per) == (d < 256)
         for s in per:
             s.validate(op)

@@ -28,6 +28,8 @@ from tracea.kernels import relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
 from tracea.kernels.ops.attention import Attention
 
+RAGGED = tuple(int(x) for x in np.random.default_rng(33).integers(1024, 16385, 16))  # attention_paged.py's lengths
+
 ROWS = [
     ("b8 h32/8 q1 k8192 d128", Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16")),
     ("b1 h32/8 q1 k131072 d128", Attention(1, 32, 1, 128, seq_k=131072, kv_heads=8, dtype="bf16")),
@@ -39,6 +41,11 @@ ROWS = [
     ("b4 h16/4 q1 k8192 d256", Attention(4, 16, 1, 256, seq_k=8192, kv_heads=4, dtype="bf16")),
     # row 4 with a pair for each of an H200's 132 SMs: how K/V's rate moves with the SMs that read them
     ("b4 h33 q1 k16384 d128 (MHA, 132 pairs)", Attention(4, 33, 1, 128, seq_k=16384, dtype="bf16")),
+    # attention_paged.py's ragged row (16 entries of 4.9k-15.3k keys), contiguous and paged by 16
+    ("b16 h32/8 q1 d128 ragged", Attention(16, 32, 1, 128, seq_k=max(RAGGED), kv_heads=8, dtype="bf16",
+                                           seq_lens=RAGGED)),
+    ("b16 h32/8 q1 d128 ragged paged 16", Attention(16, 32, 1, 128, seq_k=max(RAGGED), kv_heads=8, dtype="bf16",
+                                                   seq_lens=RAGGED, page_size=16)),
 ]
 
 
@@ -53,8 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", default="", help="row indices, comma-separated (default: all)")
     ap.add_argument("--match", default="", help="schedule name parts, comma-separated (default: every schedule)")
     ap.add_argument("--splits", default="", help="key slices, comma-separated: each matched schedule also with each")
+    ap.add_argument("--ragged-waves", type=int, default=0,
+                    help="blocks an SM the run-time slice rule aims at over uneven lengths (default: the product's)")
     args = ap.parse_args(argv)
     picked = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS
+    if args.ragged_waves:  # the rule's constant, explored (attention_decode.split_rule reads it at each render)
+        D.RAGGED_WAVES = args.ragged_waves
     from tracea.doctor import probe
     from tracea.emitters.cuda.runtime import _Device
 

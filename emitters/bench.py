@@ -8,7 +8,9 @@
    never timed.
 4. Tracea and the baseline are timed in alternating blocks after warm-up (``HOST_BLOCK`` samples of one,
    a pause, then of the other: neither side's spinning idle threads land in the other's samples):
-   median and p95; the ratio is baseline time / Tracea time (> 1: Tracea is faster).
+   median and p95; the ratio is baseline time / Tracea time (> 1: Tracea is faster). Where each side's
+   spread is too wide for that, the rounds of every attempt so far (a block of each side, milliseconds
+   apart) may still settle the ratio: their median, with its 95 % interval (stability.paired_verdict).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from tracea.kernels.footprint import require_host_memory
 from . import registry
 from .baselines import pinned_note
 from .nvtx import phase as nvtx_phase
-from .stability import measure_stable, spread_problem
+from .stability import measure_stable, paired_verdict, spread_problem
 from .timing import Timing, interleaved, min_time_s
 
 # Host timing in alternating blocks: samples per turn, and the pause before a turn (libgomp's idle
@@ -65,6 +67,7 @@ class BenchResult:
     compile_s: float | None = None
     cache_hit: bool | None = None
     unstable: str | None = None  # why the timings do not make a ratio (emitters/stability.py), or None
+    ratio_interval: tuple[float, float, float, int] | None = None  # (median, low, high, rounds): settled by pairing
     baseline_note: str | None = None  # why the baseline is not the library's best here (a pinned BLAS), or None
     fingerprint: str = ""
     timestamp: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
@@ -79,15 +82,22 @@ class BenchResult:
 
     @property
     def ratio(self) -> float | None:
-        """Baseline time / Tracea time, from timings that agree with themselves; None when unstable."""
+        """Baseline time / Tracea time, from timings that agree with themselves (or whose paired rounds agree on
+        it); None when unstable."""
         if self.tracea and self.baseline and not self.unstable:
-            return self.baseline.p50_ms / self.tracea.p50_ms
+            # settled by pairing: the median of the per-round ratios (stability.paired_verdict)
+            return self.ratio_interval[0] if self.ratio_interval else self.baseline.p50_ms / self.tracea.p50_ms
         return None
 
     @property
     def note(self) -> str | None:
         """What a reader of the ratio must know: why there is none, or why it flatters Tracea."""
-        return "; ".join(n for n in (self.unstable, self.baseline_note) if n) or None
+        paired = None
+        if self.ratio_interval and self.ratio is not None:
+            _mid, lo, hi, n = self.ratio_interval
+            paired = (f"each side's timings spread wide (a noisy machine); the ratio is the median of {n} paired "
+                      f"rounds, its 95 % interval {lo:.2f}-{hi:.2f}")
+        return "; ".join(n for n in (self.unstable, paired, self.baseline_note) if n) or None
 
     def row_fields(self) -> dict[str, Any]:
         """The metrics row's fields (reports/metrics.py ``bench_row`` makes the row: reports sits above
@@ -249,12 +259,23 @@ def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[s
     base_err = relative_error(np.asarray(baseline.run(), dtype=np.float64), ref) if baseline.run else None
     with nvtx_phase(op.phase, "time"):
         names = {"tracea": "Tracea", "baseline": baseline.name}
-        timings, unstable = measure_stable(
-            lambda: interleaved(contenders, warmup=timing["warmup"], repeats=timing["repeats"],
-                                min_seconds=timing["min_seconds"], block=HOST_BLOCK, gap_s=HOST_GAP_S),
-            lambda t: spread_problem({names[k]: v for k, v in t.items()}))
+        settled: dict[str, Any] = {}
+        rounds: list[dict[str, float]] = []  # every attempt's paired rounds: each is a sample of the ratio
+
+        def measure() -> dict[str, Timing]:
+            return interleaved(contenders, warmup=timing["warmup"], repeats=timing["repeats"],
+                               min_seconds=timing["min_seconds"], block=HOST_BLOCK, gap_s=HOST_GAP_S, rounds_out=rounds)
+
+        def problem(t: dict[str, Timing]) -> str | None:
+            if "baseline" not in t:
+                return spread_problem({names[k]: v for k, v in t.items()})
+            why, settled["interval"] = paired_verdict(t, rounds, "baseline", "tracea", names)
+            return why
+
+        timings, unstable = measure_stable(measure, problem)
     return BenchResult(
         status="ok", rel_err=err, tolerance=tol, tracea=timings["tracea"], baseline_name=baseline.name,
         baseline=timings.get("baseline"), baseline_rel_err=base_err, baseline_reason=baseline.reason,
-        unstable=unstable, baseline_note=pinned_note(host) if baseline.run is not None else None, **base,
+        unstable=unstable, ratio_interval=None if unstable else settled.get("interval"),
+        baseline_note=pinned_note(host) if baseline.run is not None else None, **base,
     )

@@ -77,7 +77,7 @@ def _calls_per_sample(fn: Callable[[], object]) -> int:
 
 def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, repeats: int = 10,
                 min_seconds: float = 0.0, max_repeats: int = 200, block: int = 1,
-                gap_s: float = 0.0) -> dict[str, Timing]:
+                gap_s: float = 0.0, rounds_out: list[dict[str, float]] | None = None) -> dict[str, Timing]:
     """Time each callable ``repeats`` times, round-robin, after ``warmup`` calls each; keep going
     (up to ``max_repeats``) until the total measured time reaches ``min_seconds``.
 
@@ -85,7 +85,10 @@ def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, re
     ``gap_s`` of sleep and one untimed call. Why: a library whose idle threads busy-wait after a call
     (torch's OpenMP workers spin for milliseconds) would otherwise hold a core during the other side's
     samples; on a 2-core machine that halves the other side. After the gap its workers sleep, and the
-    untimed call wakes this side's own pool, so each side is timed back-to-back, at its best."""
+    untimed call wakes this side's own pool, so each side is timed back-to-back, at its best.
+
+    ``rounds_out``: each round's median of every contender's block is appended to it, one dict a round (the
+    sides of a round ran a few milliseconds apart, so their ratio is one paired sample: stability.paired_ratio)."""
     for _ in range(warmup):
         for fn in contenders.values():
             fn()
@@ -106,6 +109,8 @@ def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, re
                 for _ in range(n):
                     fn()
                 samples[name].append((time.perf_counter() - t0) * 1e3 / n)
+        if rounds_out is not None:
+            rounds_out.append({name: statistics.median(ms[-block:]) for name, ms in samples.items()})
         rounds += block
     out = {}
     for name, ms in samples.items():

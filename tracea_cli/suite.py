@@ -143,7 +143,7 @@ def suite_table(results: list[tuple[str, str, Any]], summary: dict[str, Any]) ->
         elif r.unstable:
             ratio = "[yellow]unstable[/yellow]"
         elif r.ratio is not None:
-            ratio = f"{r.ratio:.2f}" + ("*" if r.baseline_note else "")
+            ratio = f"{r.ratio:.2f}" + ("~" if r.ratio_interval else "") + ("*" if r.baseline_note else "")
         else:
             ratio = "-"
         vendor = (r.baseline_name or "-") if base else f"{r.baseline_name or 'vendor'} unavailable: {r.baseline_reason}"
@@ -173,6 +173,10 @@ def suite_table(results: list[tuple[str, str, Any]], summary: dict[str, Any]) ->
     for _, _, r in results:
         if r.unstable:
             console.print(f"unstable {escape(r.op.case_label())}: {escape(r.unstable)}")
+        elif r.ratio_interval and r.ratio is not None:
+            _mid, lo, hi, n = r.ratio_interval
+            console.print(f"~ {escape(r.op.case_label())}: each side's timings spread wide (a noisy machine); the ratio "
+                          f"is the median of {n} paired rounds, its 95 % interval {lo:.2f}-{hi:.2f}", highlight=False)
 
 
 def _op_of(row: dict[str, Any]) -> Any:

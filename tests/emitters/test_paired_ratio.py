@@ -1,0 +1,103 @@
+"""A host ratio settled by pairing (issue 34): on a machine whose speed moves between rounds, each side's spread
+is wide, but the rounds (each a block of both sides, milliseconds apart) agree on the ratio. The ratio is printed
+only when the order-statistics interval of the per-round ratios is narrow and holds the ratio of the medians;
+otherwise the measurement stays unstable, its interval named."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from tracea.emitters.stability import (
+    MIN_PAIRED_ROUNDS,
+    PAIRED_LIMIT,
+    paired_ratio,
+    paired_verdict,
+    spread_problem,
+)
+from tracea.emitters.timing import Timing, interleaved
+
+
+def _rounds(ratios, base=1.0, speeds=None):
+    """Rounds whose tracea block took ``speed`` ms and baseline ``speed * ratio``."""
+    speeds = speeds or itertools.cycle([1.0, 1.7, 1.2, 2.1, 0.9])
+    return [{"tracea": base * s, "baseline": base * s * r} for r, s in zip(ratios, speeds, strict=False)]
+
+
+def _timings(rounds):
+    def t(name):
+        ms = sorted(x[name] for x in rounds)
+        p50 = ms[len(ms) // 2] if len(ms) % 2 else (ms[len(ms) // 2 - 1] + ms[len(ms) // 2]) / 2
+        return Timing(p50, ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))], ms[0], len(ms))
+    return {"tracea": t("tracea"), "baseline": t("baseline")}
+
+
+def test_the_interval_is_the_sign_tests_order_statistics():
+    r = [1.0 + i / 100 for i in range(40)]  # 1.00 .. 1.39, shuffled
+    rounds = _rounds(r[::3] + r[1::3] + r[2::3])
+    mid, lo, hi, n = paired_ratio(rounds, "baseline", "tracea")
+    k = math.floor((40 - 1.96 * math.sqrt(40)) / 2)  # 13: r[13] .. r[26]
+    assert n == 40 and k == 13
+    assert (lo, hi) == pytest.approx((r[13], r[26])) and mid == pytest.approx((r[19] + r[20]) / 2)
+    assert paired_ratio(rounds[:MIN_PAIRED_ROUNDS - 1], "baseline", "tracea") is None
+    assert paired_ratio([{"tracea": 0.0, "baseline": 1.0}] * 20, "baseline", "tracea") is None  # no usable round
+
+
+def test_a_noisy_machine_with_a_steady_ratio_gives_the_ratio_and_its_interval():
+    rounds = _rounds([1.25 + 0.01 * ((i * 7) % 5 - 2) for i in range(40)])  # per round 1.23-1.27
+    t = _timings(rounds)
+    assert spread_problem(t)  # each side alone: too spread for a ratio
+    why, interval = paired_verdict(t, rounds, "baseline", "tracea", {"tracea": "Tracea", "baseline": "torch"})
+    assert why is None
+    mid, lo, hi, n = interval
+    assert n == 40 and lo <= mid <= hi and hi / lo <= PAIRED_LIMIT and mid == pytest.approx(1.25, abs=0.011)
+
+
+def test_rounds_that_disagree_stay_unstable_and_say_so():
+    rounds = _rounds([0.8, 1.6, 1.0, 1.9, 1.2, 0.7, 1.5] * 6)
+    why, interval = paired_verdict(_timings(rounds), rounds, "baseline", "tracea", {"tracea": "Tracea"})
+    assert interval is None and "Tracea p" in why and "paired ratio's 95 % interval over 42 rounds" in why
+
+
+def test_medians_that_disagree_with_the_rounds_are_not_settled():
+    rounds = _rounds([1.25] * 30, speeds=[1.0] * 30)
+    t = {"tracea": Timing(1.0, 2.0, 0.5, 30), "baseline": Timing(2.0, 2.1, 1.9, 30)}  # medians say 2.0, rounds 1.25
+    why, interval = paired_verdict(t, rounds, "baseline", "tracea")
+    assert interval is None and why
+
+
+def test_steady_timings_need_no_pairing():
+    rounds = _rounds([1.1] * 20, speeds=[1.0] * 20)
+    assert paired_verdict(_timings(rounds), rounds, "baseline", "tracea") == (None, None)
+    assert paired_verdict(_timings(rounds), [], "baseline", "tracea") == (None, None)
+
+
+def test_interleaved_reports_each_rounds_block_medians():
+    calls = {"a": 0, "b": 0}
+
+    def side(name):
+        def run():
+            calls[name] += 1
+        return run
+
+    rounds: list[dict[str, float]] = []
+    out = interleaved({"a": side("a"), "b": side("b")}, warmup=1, repeats=6, block=3, gap_s=0.0, rounds_out=rounds)
+    assert len(rounds) == 2 and all(set(r) == {"a", "b"} and min(r.values()) > 0 for r in rounds)
+    assert out["a"].runs == out["b"].runs == 6
+
+
+def test_a_result_settled_by_pairing_prints_the_paired_median_and_says_how():
+    from tracea.emitters.bench import BenchResult
+    from tracea.kernels import Softmax
+
+    t, b = Timing(1.0, 1.6, 0.6, 60), Timing(1.3, 2.0, 0.8, 60)
+    paired = BenchResult(op=Softmax(4, 8), decision=None, status="ok", seed=1, tracea=t, baseline=b,
+                         ratio_interval=(1.25, 1.21, 1.29, 23))
+    assert paired.ratio == 1.25 and "median of 23 paired rounds" in paired.note and "1.21-1.29" in paired.note
+    plain = BenchResult(op=Softmax(4, 8), decision=None, status="ok", seed=1, tracea=t, baseline=b)
+    assert plain.ratio == pytest.approx(1.3) and plain.note is None
+    shaky = BenchResult(op=Softmax(4, 8), decision=None, status="ok", seed=1, tracea=t, baseline=b,
+                        unstable="unstable in 3 measurements: ...")
+    assert shaky.ratio is None

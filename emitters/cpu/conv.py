@@ -224,7 +224,8 @@ def core_hero(op: Any, v: Any, host: Any) -> CpuSchedule:
     (conv_small.py) where it outweighs the pixels 16 to 1 (2048 channels over 49 pixels: 1.3x the
     direct path); the direct path (conv_direct.py) where it reads the input in place, where few
     channels make the packed path's gather slow (the stem: 2x), or where pixels are fewer than
-    channels (1.3x the small-M form, 2-5x the packed path); else the packed path. The micro-kernel's
+    channels (1.3x the small-M form, 2-5x the packed path), unless its rows alias (``_rows_alias``); else the
+    packed path. The micro-kernel's
     width fitted to the GEMM's columns."""
     return _form(op, hero_schedule(op, v, host))
 
@@ -235,9 +236,20 @@ def _form(op: Any, s: CpuSchedule) -> CpuSchedule:
     m, n, _ = gemm_dims(op)
     if m * 16 <= n:
         return _small_m(op, s)
-    if in_place(op) or op.c < SMALL_CHANNELS or m < n:
+    if (in_place(op) or op.c < SMALL_CHANNELS or m < n) and not _rows_alias(op):
         return dataclasses.replace(_micro_kernel(op, s), pack_a=False)
     return _micro_kernel(op, s)
+
+
+def _rows_alias(op: Any) -> bool:
+    """A 1x1 stride-1 conv whose pixels lie a multiple of 4 KiB apart (1024 or 2048 fp32 channels): the direct
+    path's micro-kernel reads its rows in place at that pitch, and ran 1.7-1.9x slower than the packed path
+    (an AMD EPYC VM, 2026-11-29, docs/cpu-runs/epyc-paired-rounds/probe_conv_pitch.txt: c1024 14x14 k512 2.55
+    against 1.43 ms, k256 1.35 against 0.82, c2048 7x7 k512 2.44 against 1.33), where 1040 and 1008 channels ran
+    the direct path 1.1x faster. Stride 2 is left to the direct path (packed 1.0-1.1x there, within this
+    machine's noise)."""
+    pitch = (op.c // op.groups) * op.dtype.itemsize
+    return op.r == op.s == 1 and tuple(op.stride) == (1, 1) and pitch % 4096 == 0
 
 
 def core_check(op: Any, v: Any, s: CpuSchedule, host: Any) -> None:

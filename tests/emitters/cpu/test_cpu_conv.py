@@ -178,8 +178,8 @@ def test_small_m_form_matches_the_reference(family, threads, case):
 
 def test_heuristic_picks_a_form_per_shape():
     """The filter in place where it outweighs the pixels 16 to 1; the input in place (direct) for 1x1 and
-    stride-1 filters, few channels, or fewer pixels than channels; the packed path otherwise; never both
-    operands in place."""
+    stride-1 filters, few channels, or fewer pixels than channels, unless a 1x1 stride-1 conv's pixels lie a
+    multiple of 4 KiB apart; the packed path otherwise; never both operands in place."""
     import dataclasses
 
     from tracea.doctor.errors import BadInputError
@@ -191,7 +191,12 @@ def test_heuristic_picks_a_form_per_shape():
 
     cases = {conv(1024, 14, 2048, 1, 2): (True, False), conv(64, 14, 512, 3, 1): (False, True),
              conv(512, 14, 512, 3, 2): (False, True), conv(3, 64, 64, 7, 2): (False, True),
-             conv(64, 56, 64, 3, 2): (True, True)}
+             conv(64, 56, 64, 3, 2): (True, True),
+             # 1x1 stride 1 over pixels 4 KiB apart (1024, 2048 fp32 channels): the packed path; 1040 apart, 2 KiB
+             # apart, or stride 2: the direct one
+             conv(1024, 14, 512, 1, 1): (True, True), conv(2048, 7, 512, 1, 1): (True, True),
+             conv(1040, 14, 512, 1, 1): (False, True), conv(512, 28, 256, 1, 1): (False, True),
+             conv(512, 28, 1024, 1, 2): (False, True)}
     assert {op: (s.pack_a, s.pack_b) for op in cases for s in [cpu.hero_schedule(op, v, HOST)]} == cases
     small = conv(1024, 14, 2048, 1, 2)
     space = cpu.search_space(small, v, HOST)

@@ -10,7 +10,7 @@
    a pause, then of the other: neither side's spinning idle threads land in the other's samples):
    median and p95; the ratio is baseline time / Tracea time (> 1: Tracea is faster). Where each side's
    spread is too wide for that, the rounds of every attempt so far (a block of each side, milliseconds
-   apart) may still settle the ratio: their median, with its 95 % interval (stability.paired_verdict).
+   apart) may still settle the ratio: their 95 % interval, narrow and holding it (stability.paired_verdict).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class BenchResult:
     compile_s: float | None = None
     cache_hit: bool | None = None
     unstable: str | None = None  # why the timings do not make a ratio (emitters/stability.py), or None
-    ratio_interval: tuple[float, float, float, int] | None = None  # (median, low, high, rounds): settled by pairing
+    ratio_interval: tuple[float, float, int] | None = None  # (low, high, rounds): the ratio settled by pairing
     baseline_note: str | None = None  # why the baseline is not the library's best here (a pinned BLAS), or None
     fingerprint: str = ""
     timestamp: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
@@ -82,11 +82,10 @@ class BenchResult:
 
     @property
     def ratio(self) -> float | None:
-        """Baseline time / Tracea time, from timings that agree with themselves (or whose paired rounds agree on
-        it); None when unstable."""
+        """Baseline time / Tracea time, from timings that agree with themselves (or whose paired rounds hold it
+        within a narrow interval: ``ratio_interval``); None when unstable."""
         if self.tracea and self.baseline and not self.unstable:
-            # settled by pairing: the median of the per-round ratios (stability.paired_verdict)
-            return self.ratio_interval[0] if self.ratio_interval else self.baseline.p50_ms / self.tracea.p50_ms
+            return self.baseline.p50_ms / self.tracea.p50_ms
         return None
 
     @property
@@ -94,9 +93,9 @@ class BenchResult:
         """What a reader of the ratio must know: why there is none, or why it flatters Tracea."""
         paired = None
         if self.ratio_interval and self.ratio is not None:
-            _mid, lo, hi, n = self.ratio_interval
-            paired = (f"each side's timings spread wide (a noisy machine); the ratio is the median of {n} paired "
-                      f"rounds, its 95 % interval {lo:.2f}-{hi:.2f}")
+            lo, hi, n = self.ratio_interval
+            paired = (f"each side's timings spread wide (a noisy machine); {n} paired rounds put the ratio at "
+                      f"{lo:.2f}-{hi:.2f} (95 %)")
         return "; ".join(n for n in (self.unstable, paired, self.baseline_note) if n) or None
 
     def row_fields(self) -> dict[str, Any]:

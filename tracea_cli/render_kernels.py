@@ -78,8 +78,8 @@ def bench_table(result: Any) -> None:
         console.print(f"ratio baseline/tracea = {result.ratio:.2f} (Tracea is {verdict})"
                       + (" [yellow]against a pinned baseline[/yellow]" if result.baseline_note else ""))
         if result.ratio_interval:
-            _mid, lo, hi, n = result.ratio_interval
-            console.print(f"each side's timings spread wide (a noisy machine); the ratio is the median of {n} paired "
-                          f"rounds, its 95 % interval {lo:.2f}-{hi:.2f}", highlight=False)
+            lo, hi, n = result.ratio_interval
+            console.print(f"each side's timings spread wide (a noisy machine); {n} paired rounds put the ratio at "
+                          f"{lo:.2f}-{hi:.2f} (95 %)", highlight=False)
     if result.baseline_note:
         console.print(f"[yellow]warning[/yellow]: {escape(result.baseline_note)}")

@@ -16,7 +16,7 @@ softmax runs while P V is in flight. ``pingpong``: the two consumers take turns 
 1 and 2), so one's softmax overlaps the other's matrix products. At the end O /= l (16-bit direct
 stores) and lse = ln(sum) per row; a row that kept nothing gets O = 0, lse = -inf.
 
-``persistent``: min(items, SMs) blocks, block b running the items the host listed for it (``walk_plan``:
+``persistent``: min(items, ctas x SMs) blocks, block b running the items the host listed for it (``walk_plan``:
 greedy list scheduling over groups of heads, each group's q tiles longest first). Per item with tiles the
 producer waits for its Q buffer's empty barrier (both consumers arrive once their last S of the item that
 used it completed), loads Q, then the item's K/V tiles, the ring's stage and phase running on across
@@ -384,7 +384,8 @@ def render(op: Any, sched: AttnWgmmaSchedule, arch: Any = None) -> tuple[Rendere
         "tile": {"q": sched.bq, "k": sched.bk, "stages": sched.stages, "consumers": sched.consumers,
                  "pingpong": sched.pingpong, "intra": sched.intra,
                  **({"persistent": True, "q_buffers": sched.q_buffers} if sched.persistent else {}),
-                 **({"split_kv": True} if sched.split_kv else {})},
+                 **({"split_kv": True} if sched.split_kv else {}),
+                 **({"ctas": sched.ctas} if sched.ctas != 1 else {})},
         "fragments": {"mma": f"wgmma.mma_async m64n{sched.bk}k16 (S, SS) + m64n{dp}k16 (O, RS)",
                       "dtype_in": op.dtype.value, "dtype_acc": "fp32",
                       "load": f"TMA cp.async.bulk.tensor.3d, {swizzle_mode(dp)} swizzle, {head_chunk(dp)}-element "

@@ -190,7 +190,7 @@ class AttnWgmmaSchedule:
         """The block's warps (producer's included) and shared memory at ``op``'s head dim over the bq x bk
         tile (``tile_features``), and the blocks an SM holds."""
         return {**tile_features(op, self.threads // 32, self.smem_bytes(op.head_dim), self.bm, self.bn),
-                "ctas": float(self.ctas)}
+                "ctas": float(self.ctas) if type(self.ctas) is int else 1.0}  # a recorded schedule may not validate
 
 
 def smem_plan(sched: AttnWgmmaSchedule, d: int) -> dict[str, int]:
@@ -281,7 +281,7 @@ def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSc
                 continue
             split.append(s)
     two = []  # two blocks an SM (short items): each form above that fits half an SM's registers and memory
-    for s in out + persistent:
+    for s in out + persistent if not getattr(op, "packed", False) else ():  # packed: not measured with two
         p = dataclasses.replace(s, ctas=2)
         try:
             p.validate(op, smem_optin)

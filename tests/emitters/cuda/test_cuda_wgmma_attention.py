@@ -145,6 +145,16 @@ def test_two_blocks_an_sm_are_refused_where_registers_run_short():
     assert AttnWgmmaSchedule.from_json(s.to_json()) == s and s.name.endswith("_b2")
     r, _ = A.render(op, s)
     assert "__launch_bounds__(384, 2)" in r.source and "setmaxnreg.inc.sync.aligned.u32 104" in r.source
+    assert r.metadata["tile"]["ctas"] == 2 and "ctas" not in A.render(op, hero_schedule(Attention(1, 2, 100, 128,
+                                                                                               dtype="bf16")))[0].metadata["tile"]
+    short = Attention(16, 32, 512, 64, dtype="bf16")  # 2048 items: two blocks on each of 132 SMs
+    pe = dataclasses.replace(s, persistent=True)
+    assert A.render(short, pe)[0].grid == (264, 1, 1) and A.grid_blocks(short, pe, 100) == 200
+    assert A.grid_blocks(Attention(1, 2, 300, 64, dtype="bf16"), pe, 132) == 6  # never more blocks than items
+    assert pe.features(short)["ctas"] == 2.0
+    assert dataclasses.replace(pe, ctas=None).features(short)["ctas"] == 1.0  # a recorded schedule, not validated
+    packed = Attention(4, 4, 300, 64, seq_k=300, dtype="bf16", seq_lens=(300, 17, 0, 250), packed=True)
+    assert not any(x.ctas == 2 for x in search_space(packed))  # not measured with two blocks an SM
 
 
 def test_schedule_rejects_other_ops_and_dtypes():

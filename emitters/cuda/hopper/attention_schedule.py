@@ -235,7 +235,7 @@ def _short_items(s: AttnWgmmaSchedule, op: Any) -> AttnWgmmaSchedule:
     the other's loop, which the short items of short sequences and narrow windows are made of. An H200
     (2026-11-30, bf16, CUDA events, the baseline in the same run; docs/device-runs/h200-attention-two-blocks/):
     window 256,0 B1 H32 S8192 0.118 ms against 0.182 for the hero before (FlexAttention 0.121); B16 H32 S512
-    0.108 against 0.119 (cuDNN 0.097), causal 0.090 against 0.123 (cuDNN 0.073); B4 H32 S2048 0.337 against
+    0.108 against 0.119 (cuDNN 0.097), causal 0.090 against 0.123 (cuDNN 0.073); B4 H32 S2048 0.338 against
     0.348; B1 H32 S16384 causal 2.451 against 2.495 (cuDNN 2.372). At head dim 128 one consumer a block, two
     blocks an SM, lost (B16 S512 0.196 ms against 0.182). It replaces one block an SM walking items persistently
     up to 2048 keys (an H100: B16 S512 0.117 ms against 0.133 one block an item;

@@ -165,3 +165,22 @@ def test_neon_render_is_neon(layout_b):
 
 def test_hero_bound():
     assert gemv.MAX_M == 32 and gemv.prefers(Gemm(32, 8, 8)) and not gemv.prefers(Gemm(33, 8, 8))
+
+
+def test_amd_avx512_hosts_take_short_k_chunks():
+    """The recorded AMD EPYC VM (AVX-512) gets K chunks of 8 rows (one row of A: 4-vector blocks) for row-major B;
+    the recorded Xeon, col-major B and other families keep the defaults (kc 32, 8 vectors for one row)."""
+    from tracea.doctor.snapshot import read_snapshot
+
+    snaps = Path(__file__).parents[2] / "fixtures" / "snapshots"
+    amd, xeon = (read_snapshot(snaps / f"{n}.json")[0] for n in ("ci_vm", "h100_live"))
+    assert amd.cpu.vendor == "AuthenticAMD" and xeon.cpu.vendor == "GenuineIntel"
+    v = cpu.resolve("cpu-avx512.gemm")
+    one, sixteen = Gemm(1, 4096, 4096), Gemm(16, 4096, 4096)
+    assert (cpu.hero_schedule(one, v, amd).kc, cpu.hero_schedule(one, v, amd).nr) == (8, 64)
+    assert (cpu.hero_schedule(sixteen, v, amd).kc, cpu.hero_schedule(sixteen, v, amd).nr) == (8, 48)
+    assert (cpu.hero_schedule(one, v, xeon).kc, cpu.hero_schedule(one, v, xeon).nr) == (32, 128)
+    assert cpu.hero_schedule(Gemm(1, 4096, 4096, layout_b="col"), v, amd).kc == 1024
+    assert cpu.hero_schedule(one, cpu.resolve("cpu-portable.gemm"), amd).kc == 32
+    for s in (cpu.hero_schedule(one, v, amd), cpu.hero_schedule(sixteen, v, amd)):
+        assert s in cpu.search_space(one if s.mr == 1 else sixteen, v, amd)

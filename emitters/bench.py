@@ -89,14 +89,19 @@ class BenchResult:
         return None
 
     @property
+    def paired_note(self) -> str | None:
+        """How a ratio settled by pairing was settled (``ratio_interval``), or None."""
+        if not self.ratio_interval or self.ratio is None:
+            return None
+        lo, hi, n = self.ratio_interval
+        return (f"each side's timings spread wide (a noisy machine); {n} paired rounds put the ratio at "
+                f"{lo:.2f}-{hi:.2f} (95 %)")
+
+    @property
     def note(self) -> str | None:
-        """What a reader of the ratio must know: why there is none, or why it flatters Tracea."""
-        paired = None
-        if self.ratio_interval and self.ratio is not None:
-            lo, hi, n = self.ratio_interval
-            paired = (f"each side's timings spread wide (a noisy machine); {n} paired rounds put the ratio at "
-                      f"{lo:.2f}-{hi:.2f} (95 %)")
-        return "; ".join(n for n in (self.unstable, paired, self.baseline_note) if n) or None
+        """What a reader of the ratio must know: why there is none, how pairing settled it, or why it flatters
+        Tracea."""
+        return "; ".join(n for n in (self.unstable, self.paired_note, self.baseline_note) if n) or None
 
     def row_fields(self) -> dict[str, Any]:
         """The metrics row's fields (reports/metrics.py ``bench_row`` makes the row: reports sits above
@@ -265,9 +270,7 @@ def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[s
             return interleaved(contenders, warmup=timing["warmup"], repeats=timing["repeats"],
                                min_seconds=timing["min_seconds"], block=HOST_BLOCK, gap_s=HOST_GAP_S, rounds_out=rounds)
 
-        def problem(t: dict[str, Timing]) -> str | None:
-            if "baseline" not in t:
-                return spread_problem({names[k]: v for k, v in t.items()})
+        def problem(t: dict[str, Timing]) -> str | None:  # without a baseline: the spread alone
             why, settled["interval"] = paired_verdict(t, rounds, "baseline", "tracea", names)
             return why
 

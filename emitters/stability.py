@@ -17,10 +17,10 @@ A ratio baseline/Tracea is printed or stored only from measurements that agree w
   and the median of those samples has a distribution-free 95 % interval (order statistics) no wider than
   ``PAIRED_LIMIT`` that holds the ratio of the two medians, which is then printed as usual. The interval
   assumes independent rounds; rounds milliseconds apart on a drifting machine are not quite, so it is
-  optimistic, and the 1.10x bound is kept tight for that reason. On a 2-core VM whose memory bandwidth moves from one
-  10 ms to the next (2026-11-29, AMD EPYC, softmax 8192x512: each side p50/min 1.2-1.9, the ratio of medians
-  1.21-1.26 in six measurements), the sides' spread says the machine is noisy, not that the ratio is
-  unknown. The interval is reported with the ratio.
+  optimistic, and the 1.10x bound is kept tight for that reason. On a 2-core VM whose memory bandwidth
+  moves from one 10 ms to the next (2026-11-29, AMD EPYC, softmax 8192x512: each side p50/min 1.2-1.9,
+  the ratio of medians 1.21-1.26 in six measurements), the sides' spread says the machine is noisy, not
+  that the ratio is unknown. The interval is reported with the ratio.
 
 An unstable measurement is taken again (``measure_stable``, up to ``ATTEMPTS`` times, with a pause to let
 the disturbance pass); if it stays unstable it is reported as unstable, with the figures, never as a ratio.

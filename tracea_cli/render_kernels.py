@@ -77,9 +77,7 @@ def bench_table(result: Any) -> None:
         verdict = "faster" if result.ratio >= 1 else "slower"
         console.print(f"ratio baseline/tracea = {result.ratio:.2f} (Tracea is {verdict})"
                       + (" [yellow]against a pinned baseline[/yellow]" if result.baseline_note else ""))
-        if result.ratio_interval:
-            lo, hi, n = result.ratio_interval
-            console.print(f"each side's timings spread wide (a noisy machine); {n} paired rounds put the ratio at "
-                          f"{lo:.2f}-{hi:.2f} (95 %)", highlight=False)
+        if result.paired_note:
+            console.print(escape(result.paired_note), highlight=False)
     if result.baseline_note:
         console.print(f"[yellow]warning[/yellow]: {escape(result.baseline_note)}")

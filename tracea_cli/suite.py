@@ -173,10 +173,8 @@ def suite_table(results: list[tuple[str, str, Any]], summary: dict[str, Any]) ->
     for _, _, r in results:
         if r.unstable:
             console.print(f"unstable {escape(r.op.case_label())}: {escape(r.unstable)}")
-        elif r.ratio_interval and r.ratio is not None:
-            lo, hi, n = r.ratio_interval
-            console.print(f"~ {escape(r.op.case_label())}: each side's timings spread wide (a noisy machine); {n} "
-                          f"paired rounds put the ratio at {lo:.2f}-{hi:.2f} (95 %)", highlight=False)
+        elif r.paired_note:
+            console.print(f"~ {escape(r.op.case_label())}: {escape(r.paired_note)}", highlight=False)
 
 
 def _op_of(row: dict[str, Any]) -> Any:

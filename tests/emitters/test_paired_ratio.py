@@ -107,7 +107,8 @@ def test_a_result_settled_by_pairing_keeps_the_medians_ratio_and_says_how():
                          ratio_interval=(1.21, 1.33, 23))
     assert paired.ratio == pytest.approx(1.3) and "23 paired rounds" in paired.note and "1.21-1.33" in paired.note
     plain = BenchResult(op=Softmax(4, 8), decision=None, status="ok", seed=1, tracea=t, baseline=b)
-    assert plain.ratio == pytest.approx(1.3) and plain.note is None
+    assert plain.ratio == pytest.approx(1.3) and plain.note is None and plain.paired_note is None
+    assert paired.paired_note in paired.note  # what the CLI prints under the table is the row's note
     shaky = BenchResult(op=Softmax(4, 8), decision=None, status="ok", seed=1, tracea=t, baseline=b,
                         unstable="unstable in 3 measurements: ...")
     assert shaky.ratio is None

@@ -225,15 +225,15 @@ def hero_schedule(op: Any = None) -> AttnWgmmaSchedule:
         for stages in depths:
             s = AttnWgmmaSchedule(bk=bk, stages=stages, intra=d <= 192)
             if s.smem_bytes(d) <= SMEM_OPTIN_SM90:
-                return _short_items(s, op)
-    return _short_items(AttnWgmmaSchedule(bk=64, intra=d <= 192), op)
+                return _head_dim_64(s, op)
+    return _head_dim_64(AttnWgmmaSchedule(bk=64, intra=d <= 192), op)
 
 
-def _short_items(s: AttnWgmmaSchedule, op: Any) -> AttnWgmmaSchedule:
+def _head_dim_64(s: AttnWgmmaSchedule, op: Any) -> AttnWgmmaSchedule:
     """Head dim 64 (not packed entries): two blocks an SM, each two consumers of 64-key tiles with neither
     overlap, 3 stages, persistent over 2 x SMs blocks. One block's prologue, first S and store then run beside
     the other's loop, which the short items of short sequences and narrow windows are made of. An H200
-    (2026-11-30, bf16, CUDA events, the baseline in the same run; docs/device-runs/h200-attention-two-blocks/):
+    (2026-11-29, bf16, CUDA events, the baseline in the same run; docs/device-runs/h200-attention-two-blocks/):
     window 256,0 B1 H32 S8192 0.118 ms against 0.182 for the hero before (FlexAttention 0.121); B16 H32 S512
     0.108 against 0.119 (cuDNN 0.097), causal 0.090 against 0.123 (cuDNN 0.073); B4 H32 S2048 0.338 against
     0.348; B1 H32 S16384 causal 2.451 against 2.495 (cuDNN 2.372). At head dim 128 one consumer a block, two
@@ -248,46 +248,27 @@ def _short_items(s: AttnWgmmaSchedule, op: Any) -> AttnWgmmaSchedule:
 def search_space(op: Any, smem_optin: int = SMEM_OPTIN_SM90) -> list[AttnWgmmaSchedule]:
     """Valid schedules for ``op``: key tiles, ring depths, consumers and the two overlaps, each one block
     per work item, then the persistent forms of the 2-consumer ones (with and without ping-pong), with one Q
-    buffer and with two where they fit, so that the first entries are as before; then
-    K and V released apart, then every form that fits two blocks an SM as such."""
-    out = []
-    for bk in (64, 80, 96, 128, 176):
-        for stages in (2, 3, 4):
-            for consumers in (1, 2):
-                for pingpong in ((False, True) if consumers == 2 else (False,)):
-                    for intra in (False, True):
-                        s = AttnWgmmaSchedule(bk, stages, consumers, pingpong, intra)
-                        try:
-                            s.validate(op, smem_optin)
-                        except BadInputError:
-                            continue
-                        out.append(s)
-    persistent = []
-    for s in out:
-        for q_buffers in (1, 2) if s.consumers == 2 and not s.split_kv else ():
-            p = dataclasses.replace(s, persistent=True, q_buffers=q_buffers)
-            try:
-                p.validate(op, smem_optin)
-            except BadInputError:
-                continue
-            persistent.append(p)
-    split = []  # K and V released apart (the plain loop): a ring of 1-3 stages
-    for bk in (64, 128):
-        for stages in (1, 2, 3):
-            s = AttnWgmmaSchedule(bk, stages, 2, True, False, split_kv=True)
+    buffer and with two where they fit, so that the first entries are as before; then K and V released
+    apart, then every form that fits two blocks an SM as such (not for packed entries: not measured)."""
+
+    def valid(candidates: Any) -> list[AttnWgmmaSchedule]:
+        kept = []
+        for s in candidates:
             try:
                 s.validate(op, smem_optin)
             except BadInputError:
                 continue
-            split.append(s)
-    two = []  # two blocks an SM (short items): each form above that fits half an SM's registers and memory
-    for s in out + persistent if not getattr(op, "packed", False) else ():  # packed: not measured with two
-        p = dataclasses.replace(s, ctas=2)
-        try:
-            p.validate(op, smem_optin)
-        except BadInputError:
-            continue
-        two.append(p)
+            kept.append(s)
+        return kept
+
+    out = valid(AttnWgmmaSchedule(bk, stages, consumers, pingpong, intra)
+                for bk in (64, 80, 96, 128, 176) for stages in (2, 3, 4) for consumers in (1, 2)
+                for pingpong in ((False, True) if consumers == 2 else (False,)) for intra in (False, True))
+    persistent = valid(dataclasses.replace(s, persistent=True, q_buffers=q)
+                       for s in out if s.consumers == 2 for q in (1, 2))
+    split = valid(AttnWgmmaSchedule(bk, stages, 2, True, False, split_kv=True)  # the plain loop, 1-3 stages
+                  for bk in (64, 128) for stages in (1, 2, 3))
+    two = [] if getattr(op, "packed", False) else valid(dataclasses.replace(s, ctas=2) for s in out + persistent)
     return out + persistent + split + two
 
 

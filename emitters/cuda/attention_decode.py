@@ -226,8 +226,8 @@ def entry_slices(op: Any, bk: int, lens: np.ndarray, klen: int, n: int, adapt: t
 
 def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
     """On sm_90 (not later chips: not measured there) at head dims 64 and 128 (where TMA boxes tile the pages, if
-    any): TMA loads, 8 warps of 16 keys
-    (128-key tiles) and 3 stages at d128, 4 warps of 16 keys and 4 stages at d64. On an H200 against the
+    any): TMA loads, 8 warps of 16 keys (128-key tiles) and 3 stages at d128, 4 warps of 16 keys and 4 stages at
+    d64. On an H200 against the
     ``cp.async`` hero: b8 h32/8 k8192 d128 0.0813 ms against 0.0856, b1 k131072 0.1481 against 0.1560, b8 k65536
     d64 0.2618 against 0.2931, paged by 16 0.0867 against 0.0918; each within 2 % of the best of the space on
     its row (docs/device-runs/h200-decode-tma/decode_space_tma.txt).

@@ -8,7 +8,8 @@ the K/V bandwidth each reaches. What the hero heuristic and the tuner's space ar
 
 ``--all`` prints every timed schedule (fastest first), not the five fastest; ``--rows`` picks rows by index;
 ``--match`` keeps the schedules whose name has one of its comma-separated parts (and the hero); ``--splits 2,33``
-adds each of them (the hero too) with those fixed key slices.
+adds each of them (the hero too) with those fixed key slices; ``--in-order`` deals a paged row's pages to its entries in
+pool order (the table of each entry counts up) instead of shuffled, to tell what the pages' scatter costs.
 
 Needs a GPU.
 """
@@ -53,6 +54,15 @@ def kv_bytes(op: Attention) -> int:
     return 2 * op.batch * op.kv_heads * op.seq_k * op.head_dim * op.dtype.itemsize
 
 
+def in_order(table: np.ndarray, pages: int) -> np.ndarray:
+    """The same table with its used entries renumbered in pool order: entry 0's pages first, then entry 1's
+    (round the pool again where it holds fewer pages than the entries use, as the shuffled deal does)."""
+    out = np.full_like(table, -1)
+    used = table >= 0
+    out[used] = np.arange(int(used.sum()), dtype=table.dtype) % pages
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=20)
@@ -62,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--splits", default="", help="key slices, comma-separated: each matched schedule also with each")
     ap.add_argument("--ragged-waves", type=int, default=0,
                     help="blocks an SM the run-time slice rule aims at over uneven lengths (default: the product's)")
+    ap.add_argument("--in-order", action="store_true", help="paged rows: pages dealt in pool order, not shuffled")
     args = ap.parse_args(argv)
     picked = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS
     if args.ragged_waves:  # the rule's constant, explored (attention_decode.split_rule reads it at each render)
@@ -76,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     arch = parse_arch(f"sm_{dev.dev.compute_capability.major}{dev.dev.compute_capability.minor}")
     for label, op in picked:
         inputs = op.random_inputs(np.random.default_rng())
+        if args.in_order and op.page_size:
+            inputs["block_table"] = in_order(inputs["block_table"], op.pages)
+            label += " (pages in order)"
         ref = op.reference(inputs)
         hero = D.hero_schedule(op, host)
         results = []

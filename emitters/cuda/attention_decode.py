@@ -44,7 +44,8 @@ class AttentionDecodeSchedule:
     """``warps`` a block, each taking ``kw`` x 16 keys of every K/V tile (the tile: ``16 kw warps`` keys),
     ``stages`` tiles in the ring, ``split`` key slices a row tile (0: enough to fill the GPU); on sm_90
     ``bulk`` fills the ring by TMA on mbarriers instead of every thread's ``cp.async``
-    (attention_decode_tma.py)."""
+    (attention_decode_tma.py); ``ctas``: the blocks an SM the automatic split fills (2: twice the slices, two
+    blocks resident an SM, for loads whose latency one block's ring does not cover: pages smaller than a tile)."""
 
     core: str = CORE
     warps: int = 4
@@ -52,6 +53,7 @@ class AttentionDecodeSchedule:
     stages: int = 3
     split: int = 0
     bulk: bool = False
+    ctas: int = 1
 
     @property
     def bk(self) -> int:
@@ -76,7 +78,7 @@ class AttentionDecodeSchedule:
     @property
     def name(self) -> str:
         return (f"w{self.warps}_k{self.bk}_s{self.stages}" + (f"_sp{self.split}" if self.split else "")
-                + ("_tma" if self.bulk else ""))
+                + ("_tma" if self.bulk else "") + (f"_b{self.ctas}" if self.ctas != 1 else ""))
 
     def smem_bytes(self, head_dim: int) -> int:
         """Q's 16 padded rows and ``stages`` K and V tiles; after the walk the ring's memory holds the warps'
@@ -99,6 +101,10 @@ class AttentionDecodeSchedule:
             raise BadInputError(f"split: expected 0 (fill the GPU) or 1..{MAX_SPLITS} key slices, got {self.split!r}")
         if not isinstance(self.bulk, bool):
             raise BadInputError(f"bulk: expected true or false, got {self.bulk!r}")
+        if isinstance(self.ctas, bool) or self.ctas not in (1, 2):
+            raise BadInputError(f"ctas: expected 1 or 2 blocks an SM, got {self.ctas!r}")
+        if self.ctas == 2 and self.split:
+            raise BadInputError("ctas: 2 blocks an SM is a target of the automatic split, not of a fixed one", "split: 0")
         if arch is not None and self.bulk and arch.cc < (9, 0):
             raise BadInputError(f"bulk: TMA loads need sm_90, not {arch.name}")
         if op is None:
@@ -116,12 +122,23 @@ class AttentionDecodeSchedule:
         why = tma.refusal(op, self.bk) if self.bulk else None
         if why:
             raise BadInputError(f"bulk: {why}")
+        if self.ctas == 2 and (self.warps > 4 or op.head_dim > 128):
+            raise BadInputError(f"ctas: 2 blocks an SM take at most 4 warps and head dim 128 (the kernel's launch "
+                                f"bounds), not {self.warps} warps at head dim {op.head_dim}", "ctas: 1")
         smem = self.smem_bytes(op.head_dim)
         if arch is not None and smem > arch.smem_optin:
             raise BadInputError(f"stages: {smem} B of shared memory exceeds {arch.name}'s {arch.smem_optin} B a block")
+        # an SM holds the opt-in limit plus the 1 KiB each block reserves (sm_80: 164 KiB, sm_90: 228 KiB)
+        if arch is not None and self.ctas * (smem + 1024) > arch.smem_optin + 1024:
+            raise BadInputError(f"ctas: {self.ctas} blocks of {smem} B of shared memory do not fit one {arch.name} "
+                                "SM", "fewer stages or ctas: 1")
 
     def to_json(self) -> dict[str, Any]:
-        return schedule_json(self, SCHEMA_VERSION)
+        """The fields; ``ctas`` only when not 1, so that earlier schedules' JSON stays as it was."""
+        d = schedule_json(self, SCHEMA_VERSION)
+        if self.ctas == 1:
+            del d["ctas"]
+        return d
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> AttentionDecodeSchedule:
@@ -130,7 +147,7 @@ class AttentionDecodeSchedule:
     def features(self, op: Any) -> dict[str, float]:
         """Warps and shared memory at ``op``'s head dim over the 16 x bk tile, and the key slices."""
         return {**tile_features(op, self.warps, self.smem_bytes(op.head_dim), self.bm, self.bn),
-                "split": float(self.split)}
+                "split": float(self.split), "ctas": float(self.ctas) if type(self.ctas) is int else 1.0}
 
 
 # ------------------------------------------------------------------------------------------ where and how
@@ -170,18 +187,18 @@ def key_tiles(op: Any, bk: int, klen: int | None = None) -> tuple[int, int]:
 
 
 def splits(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> int:
-    """Key slices a row tile: the schedule's, or (0) the fewest that give the SMs one block each as evenly as
-    any count does (blocks over whole waves within 5 % of the best), each slice keeping ``MIN_TILES`` tiles
-    at least; never more than the tiles. One block a SM, not as many as fit: on an H200 (bf16, d128) b8 h32/8
-    k8192 ran in 0.086 ms with 2 slices (128 blocks) against 0.090 with 4, b1 k131072 in 0.153 ms with 16
-    against 0.177 with 33 (docs/device-runs/h200-attention-decode/)."""
+    """Key slices a row tile: the schedule's, or (0) the fewest that give the SMs ``ctas`` blocks each as evenly
+    as any count does (blocks over whole waves within 5 % of the best), each slice keeping ``MIN_TILES`` tiles
+    at least; never more than the tiles. One block a SM, not as many as fit, unless the schedule says 2: on an
+    H200 (bf16, d128) b8 h32/8 k8192 ran in 0.086 ms with 2 slices (128 blocks) against 0.090 with 4, b1 k131072
+    in 0.153 ms with 16 against 0.177 with 33 (docs/device-runs/h200-attention-decode/)."""
     t0, t1 = key_tiles(op, s.bk)
     tiles = max(1, t1 - t0)
     if s.split:
         return min(s.split, tiles)
-    pairs = op.batch * op.kv_heads * row_tiles(op)
+    pairs, slots = op.batch * op.kv_heads * row_tiles(op), sm_count * s.ctas
     most = max(1, min(tiles // MIN_TILES, MAX_SPLITS))
-    fill = {n: pairs * n / (-(-pairs * n // sm_count) * sm_count) for n in range(1, most + 1)}
+    fill = {n: pairs * n / (-(-pairs * n // slots) * slots) for n in range(1, most + 1)}
     best = max(fill.values())
     return min(n for n, f in fill.items() if f >= best - 0.05)
 
@@ -267,12 +284,14 @@ def _target(host: Any) -> tuple[tuple[int, int], int]:
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[AttentionDecodeSchedule]:
     """Warps, keys a warp and stages (validate drops what does not fit), each with the automatic split, then
-    the hero with fixed splits around it."""
+    the hero with fixed splits around it, TMA loads on sm_90, and each automatic form of at most 4 warps aiming at
+    two blocks an SM."""
     out = [AttentionDecodeSchedule(warps=w, kw=kw, stages=st) for w in WARPS for kw in KWS for st in STAGES]
     auto = splits(op, hero, getattr(arch, "sm_count", 0) or 132)
     out += [dataclasses.replace(hero, split=n) for n in sorted({max(1, auto // 2), auto * 2}) if n <= MAX_SPLITS]
     if arch is not None and arch.cc >= (9, 0):  # TMA loads over every warps x keys x stages
         out += [dataclasses.replace(s, bulk=True) for s in out if not s.split]
+    out += [dataclasses.replace(s, ctas=2) for s in out if not s.split and s.warps <= 4]  # validate drops the rest
     return list(dict.fromkeys(out))
 
 

@@ -252,23 +252,25 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
 
     tr_dec_fill<16>(sq, q + qrow0 * HD, rows - r0, tid);
     TR_CP_COMMIT();
-#if BULK  /* thread 0 arms each slot's barrier and issues its boxes; the pages of the next tile looked up early */
+#if BULK  /* thread 0 arms each slot's barrier, warp 0's lanes issue its boxes; the next tile's pages looked up early */
     const int slab = b * kv_heads + kvh;
-    int tpg[BK / TR_BOX_ROWS];
-    if (tid == 0) {
+    int tpg = 0;  /* (paged) the page of this lane's row box of the next tile warp 0 issues */
+    if (warp == 0) {
+        if (lane == 0) {
+            #pragma unroll
+            for (int s = 0; s < STAGES; ++s) tr_mbar_init(bars + 8 * s, 1);
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        __syncwarp();
+        int pre[STAGES - 1];  /* (paged) every first tile's pages, asked at once */
         #pragma unroll
-        for (int s = 0; s < STAGES; ++s) tr_mbar_init(bars + 8 * s, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        int pre[STAGES - 1][BK / TR_BOX_ROWS];  /* (paged) every first tile's pages, asked at once */
-        #pragma unroll
-        for (int s = 0; s < STAGES - 1; ++s)
-            if (e0 + s < e1) tr_tma_pages(pre[s], table, e0 + s, klen);
+        for (int s = 0; s < STAGES - 1; ++s) pre[s] = e0 + s < e1 ? tr_tma_page(table, e0 + s, klen, lane) : 0;
         #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s)
             if (e0 + s < e1)
                 tr_tma_tile(sk + s * KV_STAGE, sv + s * KV_STAGE, &tmk, &tmv, e0 + s, klen, slab, kvh, pre[s], pages,
-                            bars + 8 * s);
-        if (e0 + STAGES - 1 < e1) tr_tma_pages(tpg, table, e0 + STAGES - 1, klen);
+                            bars + 8 * s, lane);
+        if (e0 + STAGES - 1 < e1) tpg = tr_tma_page(table, e0 + STAGES - 1, klen, lane);
     }
     uint32_t phase = 0;  /* the parity the current slot's barrier completes next */
     TR_CP_WAIT(0);  /* Q has landed */
@@ -309,11 +311,11 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
         if ((e + 1) * BK > klen) tr_tma_zero_tail(sv + slot * KV_STAGE, klen - e * BK, tid);
 #endif
         __syncthreads();  /* ... and every warp is done with the slot refilled next */
-        if (tid == 0 && e + STAGES - 1 < e1) {
+        if (warp == 0 && e + STAGES - 1 < e1) {
             const int ep = e + STAGES - 1, pslot = slot == 0 ? STAGES - 1 : slot - 1;
             tr_tma_tile(sk + pslot * KV_STAGE, sv + pslot * KV_STAGE, &tmk, &tmv, ep, klen, slab, kvh, tpg, pages,
-                        bars + 8 * pslot);
-            if (ep + 1 < e1) tr_tma_pages(tpg, table, ep + 1, klen);  /* the next tile's pages, a tile early */
+                        bars + 8 * pslot, lane);
+            if (ep + 1 < e1) tpg = tr_tma_page(table, ep + 1, klen, lane);  /* the next tile's pages, a tile early */
         }
 #else
         TR_CP_WAIT(STAGES - 2);  /* this tile's K and V have landed */

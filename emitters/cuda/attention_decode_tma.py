@@ -4,8 +4,10 @@ tensor maps a launch takes (``maps``).
 
 A tile's K (and V) lands as ``HD / 64`` column blocks of ``BK`` rows of 128 bytes, 128B-swizzled (16-byte
 chunk c of row r at chunk ``c ^ (r % 8)``), each block 1024-byte aligned, so an ldmatrix phase's 8 rows hit
-8 distinct bank groups as the padded rows of the ``cp.async`` fill do. One thread issues a tile's boxes and
-arms the slot's barrier with the tile's bytes:
+8 distinct bank groups as the padded rows of the ``cp.async`` fill do. One thread arms the slot's barrier with
+the tile's bytes and warp 0's lanes issue the boxes, a lane each: a tile of many small boxes (pages of 16 at head
+dim 128: 32) issued by one thread held warp 0, and with it every warp at the next barrier (an H200, Nsight
+Compute: 55 % of the paged kernel's stalls at the barrier, against waits for data in the contiguous one):
 
 - contiguous K/V: maps (HD, seq_k, batch x kv_heads), a box (64, BK, 1) a column block; rows past seq_k
   read as zeros;
@@ -35,39 +37,40 @@ DEVICE = r"""
 #endif
 
 #if BULK
-/* (paged) the pages of tile kt's boxes (the key past the entry's last: the last key's). */
-static __device__ __forceinline__ void tr_tma_pages(int (&pg)[BK / TR_BOX_ROWS], const int* __restrict__ table,
-                                                    int kt, int klen) {
+/* A tile's boxes: TR_NB row boxes of TR_BOX_ROWS keys x HD / 64 column blocks, of K and of V. Warp 0 issues them,
+   lane l boxes l, l + 32, ...: every box of one lane is of row box l % TR_NB (TR_NB divides 32). */
+#define TR_NB (BK / TR_BOX_ROWS)
+#define TR_BOXES (2 * TR_NB * (HD / 64))
+static_assert(32 % TR_NB == 0, "a lane's boxes share one page");
+
+/* (paged) the page of this lane's row box of tile kt (the key past the entry's last: the last key's). */
+static __device__ __forceinline__ int tr_tma_page(const int* __restrict__ table, int kt, int klen, int lane) {
 #if PAGE
-    #pragma unroll
-    for (int j = 0; j < BK / TR_BOX_ROWS; ++j)
-        pg[j] = __ldg(table + (unsigned)min(kt * BK + j * TR_BOX_ROWS, klen - 1) / PAGE);
+    return __ldg(table + (unsigned)min(kt * BK + lane % TR_NB * TR_BOX_ROWS, klen - 1) / PAGE);
+#else
+    return 0;
 #endif
 }
 
-/* Tile kt's K and V into their slots, completing on bar (one thread). */
+/* Tile kt's K and V into their slots, completing on bar (warp 0: lane 0 arms the barrier with the tile's bytes,
+   each lane issues its boxes; pg: its row box's page). */
 static __device__ __forceinline__ void tr_tma_tile(uint32_t kd, uint32_t vd, const TrTensorMap* mk,
                                                    const TrTensorMap* mv, int kt, int klen, int slab, int kvh,
-                                                   const int (&pg)[BK / TR_BOX_ROWS], int pages, uint32_t bar) {
-    tr_mbar_expect_tx(bar, 4u * BK * HD);
+                                                   int pg, int pages, uint32_t bar, int lane) {
+    if (lane == 0) tr_mbar_expect_tx(bar, 4u * BK * HD);
+    __syncwarp();
+    for (int x = lane; x < TR_BOXES; x += 32) {
+        const int j = x % TR_NB, c = x / TR_NB % (HD / 64);
+        const bool is_v = x >= TR_BOXES / 2;
+        const uint32_t at = c * (BK * 128) + j * (TR_BOX_ROWS * 128);
 #if PAGE
-    #pragma unroll
-    for (int j = 0; j < BK / TR_BOX_ROWS; ++j) {
         const int t = min(kt * BK + j * TR_BOX_ROWS, klen - 1);
-        const int row = min(max(pg[j], 0), pages - 1) * PAGE + (unsigned)t % PAGE;
-        #pragma unroll
-        for (int c = 0; c < HD / 64; ++c) {
-            tr_tma_load_3d(kd + c * (BK * 128) + j * (TR_BOX_ROWS * 128), mk, c * 64, kvh, row, bar);
-            tr_tma_load_3d(vd + c * (BK * 128) + j * (TR_BOX_ROWS * 128), mv, c * 64, kvh, row, bar);
-        }
-    }
+        const int row = min(max(pg, 0), pages - 1) * PAGE + (unsigned)t % PAGE;
+        tr_tma_load_3d((is_v ? vd : kd) + at, is_v ? mv : mk, c * 64, kvh, row, bar);
 #else
-    #pragma unroll
-    for (int c = 0; c < HD / 64; ++c) {
-        tr_tma_load_3d(kd + c * (BK * 128), mk, c * 64, kt * BK, slab, bar);
-        tr_tma_load_3d(vd + c * (BK * 128), mv, c * 64, kt * BK, slab, bar);
-    }
+        tr_tma_load_3d((is_v ? vd : kd) + at, is_v ? mv : mk, c * 64, kt * BK, slab, bar);
 #endif
+    }
 }
 
 /* The entry's last tile: V rows valid.. BK zeroed (their keys are not the entry's). */
@@ -88,6 +91,8 @@ def refusal(op: Any, bk: int) -> str | None:
     page = getattr(op, "page_size", None)
     if page and (page % 8 or (bk % page and page % bk)):
         return f"pages of {page} keys: TMA boxes take pages of a multiple of 8 keys that divide {bk} or that it divides"
+    if page and page < bk and 32 % (bk // page):
+        return f"pages of {page} keys: {bk // page} boxes a {bk}-key tile, more than a warp's 32 lanes share out"
     return None
 
 

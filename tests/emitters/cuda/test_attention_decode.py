@@ -191,6 +191,33 @@ def test_tma_loads_are_checked_and_searched_on_sm90_only():
     assert len(on90) == len(set(on90))
 
 
+def test_two_blocks_an_sm_double_the_automatic_split_where_they_fit():
+    """``ctas`` 2: the automatic split fills twice the SMs' slots (b8 h32/8 k8192: 4 slices a row tile for 256
+    blocks, against 2), a fixed split refuses it, as do more than 4 warps, head dims past 128 (the kernel's
+    launch bounds give two blocks there only) and a ring two of which an SM cannot hold; its JSON names it only
+    when it is 2; the search space holds it."""
+    from tracea.doctor.snapshot import probe
+    from tracea.emitters.cuda.arch import target_host
+
+    op = Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16")
+    two = Sched(warps=4, stages=2, bulk=True, ctas=2)
+    assert (D.splits(op, two, 132), D.splits(op, dataclasses.replace(two, ctas=1), 132)) == (4, 2)
+    long = Attention(1, 32, 1, 128, seq_k=131072, kv_heads=8, dtype="bf16")
+    assert 0.9 * 2 * 132 <= D.splits(long, two, 132) * long.kv_heads <= 2 * 132  # two blocks a SM, within a few
+    two.validate(op, _arch("sm_90a"))
+    for bad, why in ((dataclasses.replace(two, ctas=3), "ctas: expected"), (dataclasses.replace(two, ctas=True), "ctas"),
+                     (dataclasses.replace(two, split=4), "automatic split"), (dataclasses.replace(two, warps=8), "4 warps"),
+                     (dataclasses.replace(two, stages=6), "do not fit")):
+        with pytest.raises(BadInputError, match=why):
+            bad.validate(op, _arch("sm_90a"))
+    with pytest.raises(BadInputError, match="head dim 128"):
+        two.validate(Attention(1, 8, 1, 256, seq_k=800, kv_heads=2, dtype="bf16"), _arch("sm_90a"))
+    assert "ctas" not in Sched().to_json() and Sched.from_json(two.to_json()) == two and two.name.endswith("_tma_b2")
+    space = D.search_space(op, D.hero_schedule(op, None), _arch("sm_90a"))
+    assert {s.ctas for s in space} == {1, 2} and all(s.warps <= 4 and not s.split for s in space if s.ctas == 2)
+    assert D.hero_schedule(op, target_host(probe(), "sm_90a")).ctas == 1
+
+
 @pytest.mark.parametrize("page", [0, 16, 64])
 def test_tma_kernels_compile_without_spills(nvrtc, page):
     """TMA loads at head dims 64, 128 and 256, contiguous and paged (with lengths), for sm_90a; the maps come

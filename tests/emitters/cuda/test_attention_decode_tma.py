@@ -9,7 +9,6 @@ pattern to be the same whether counted from the box or from shared memory's star
 
 from __future__ import annotations
 
-import re
 from types import SimpleNamespace
 
 import pytest
@@ -38,8 +37,44 @@ def test_the_model_is_the_kernels_macro():
     """The Python forms above are the device code's (a changed macro fails here first)."""
     assert "((base) + ((ch) >> 3) * (BK * 128) + (r) * 128 + ((((ch) & 7) ^ ((r) & 7)) << 4))" in T.DEVICE
     assert "#define TR_BOX_ROWS (PAGE && PAGE < BK ? PAGE : BK)" in T.DEVICE
-    assert re.search(r"kd \+ c \* \(BK \* 128\) \+ j \* \(TR_BOX_ROWS \* 128\)", T.DEVICE)
-    assert re.search(r"kd \+ c \* \(BK \* 128\), mk, c \* 64, kt \* BK, slab", T.DEVICE)
+    assert "const uint32_t at = c * (BK * 128) + j * (TR_BOX_ROWS * 128);" in T.DEVICE
+    assert "tr_tma_load_3d((is_v ? vd : kd) + at, is_v ? mv : mk, c * 64, kt * BK, slab, bar);" in T.DEVICE
+    assert "const int j = x % TR_NB, c = x / TR_NB % (HD / 64);" in T.DEVICE
+    assert "const bool is_v = x >= TR_BOXES / 2;" in T.DEVICE
+    assert "for (int x = lane; x < TR_BOXES; x += 32)" in T.DEVICE
+    assert "lane % TR_NB * TR_BOX_ROWS" in T.DEVICE  # a lane's page: its boxes' row box
+
+
+def issued(bk: int, head_dim: int, page: int) -> dict[tuple[int, int, bool], list[int]]:
+    """(row box j, column block c, V?) -> the lanes of warp 0 that issue it, as ``tr_tma_tile`` deals them."""
+    nb = bk // (min(page, bk) if page else bk)
+    boxes = 2 * nb * (head_dim // 64)
+    out: dict[tuple[int, int, bool], list[int]] = {}
+    for lane in range(32):
+        for x in range(lane, boxes, 32):
+            out.setdefault((x % nb, x // nb % (head_dim // 64), x >= boxes // 2), []).append(lane)
+    return out
+
+
+@pytest.mark.parametrize("bk", [32, 64, 128, 256])
+@pytest.mark.parametrize("head_dim", [64, 128, 192, 256])
+@pytest.mark.parametrize("page", [0, 8, 16, 32, 64, 128, 256])
+def test_warp_zero_issues_every_box_once_at_its_lanes_page(bk, head_dim, page):
+    """Every (row box, column block, K or V) of a tile is issued by exactly one lane, and that lane's looked-up
+    page (``tr_tma_page``: of row box lane % NB) is the box's."""
+    op = SimpleNamespace(head_dim=head_dim, page_size=page or None)
+    if T.refusal(op, bk) is not None:
+        return
+    nb = bk // (min(page, bk) if page else bk)
+    got = issued(bk, head_dim, page)
+    want = {(j, c, v) for j in range(nb) for c in range(head_dim // 64) for v in (False, True)}
+    assert set(got) == want and all(len(lanes) == 1 for lanes in got.values())
+    assert all(lanes[0] % nb == j for (j, _c, _v), lanes in got.items())
+
+
+def test_tiles_of_more_row_boxes_than_a_warp_shares_are_refused():
+    assert "more than a warp" in T.refusal(SimpleNamespace(head_dim=64, page_size=8), 512)
+    assert T.refusal(SimpleNamespace(head_dim=64, page_size=8), 256) is None
 
 
 @pytest.mark.parametrize("bk", [32, 64, 128, 256])

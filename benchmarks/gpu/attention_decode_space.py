@@ -63,6 +63,27 @@ def in_order(table: np.ndarray, pages: int) -> np.ndarray:
     return out
 
 
+def timed_schedules(op: Attention, arch: object, inputs: dict, ref: np.ndarray, schedules: list, repeats: int) -> list:
+    """(schedule, timing or None, note) of each schedule the op and GPU take: built, verified, then timed."""
+    results = []
+    for s in schedules:
+        try:
+            s.validate(op, arch)
+        except Exception:  # noqa: BLE001 - outside what this op and GPU take
+            continue
+        try:
+            k = cuda.build(op, "cuda-mma-sync.attention", s, None)
+            err = relative_error(to_float64(k(inputs), op.dtype), ref)
+            if not err <= tolerance(op):
+                results.append((s, None, f"NOT VERIFIED ({err:.2g})"))
+                continue
+            t = k.time(inputs, warmup=3, repeats=repeats)
+            results.append((s, t, f"{k.rendered.metadata['key_slices']['splits']} slices"))
+        except Exception as exc:  # noqa: BLE001
+            results.append((s, None, f"FAILED: {type(exc).__name__}: {str(exc)[:100]}"))
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=20)
@@ -92,27 +113,11 @@ def main(argv: list[str] | None = None) -> int:
             label += " (pages in order)"
         ref = op.reference(inputs)
         hero = D.hero_schedule(op, host)
-        results = []
         parts = [p for p in args.match.split(",") if p]
         picked = [s for s in D.search_space(op, hero, arch) if s != hero and (not parts or any(p in s.name for p in parts))]
         fixed = [int(n) for n in args.splits.split(",") if n]
         picked += [dataclasses.replace(s, split=n) for s in [hero, *picked] if not s.split for n in fixed]
-        for s in [hero] + list(dict.fromkeys(picked)):
-            try:
-                s.validate(op, arch)
-            except Exception:  # noqa: BLE001 - outside what this op and GPU take
-                continue
-            try:
-                k = cuda.build(op, "cuda-mma-sync.attention", s, None)
-                err = relative_error(to_float64(k(inputs), op.dtype), ref)
-                if not err <= tolerance(op):
-                    results.append((s, None, f"NOT VERIFIED ({err:.2g})"))
-                    continue
-                t = k.time(inputs, warmup=3, repeats=args.repeats)
-                n = k.rendered.metadata["key_slices"]["splits"]
-                results.append((s, t, f"{n} slices"))
-            except Exception as exc:  # noqa: BLE001
-                results.append((s, None, f"FAILED: {type(exc).__name__}: {str(exc)[:100]}"))
+        results = timed_schedules(op, arch, inputs, ref, [hero] + list(dict.fromkeys(picked)), args.repeats)
         timed = sorted((r for r in results if r[1] is not None), key=lambda r: r[1].p50_ms)
         print(f"\n{label} ({sms} SMs): {len(timed)} of {len(results)} schedules verified and timed")
         print("| schedule | slices | ms median / p95 | K/V TB/s |\n|---|---|---|---|")

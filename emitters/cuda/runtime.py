@@ -4,10 +4,8 @@
 ``CudaKernel.launch_on(ptrs, stream)`` / ``launch_ptrs`` launch on the caller's device buffers and stream
 (``tracea.ops`` on CUDA tensors): no copy, no host synchronisation, and a repeat on the same buffers replays
 the recorded driver calls (``OnCallerBuffers``, launches.py).
-``CudaKernel.time`` keeps the inputs on the device, flushes L2 before each run (a memset over a buffer
-twice the L2 size, outside the timed interval) and times each launch alone between two events.
-Device memory is taken with plain allocations (cuMemAlloc), never managed memory.
-"""
+``CudaKernel.time`` keeps the inputs on the device, flushes L2 before each run (a memset over twice the L2,
+outside the timed interval), times each launch alone between two events. Memory: cuMemAlloc, never managed."""
 
 from __future__ import annotations
 
@@ -64,9 +62,10 @@ class _Device:
         except Exception as exc:  # noqa: BLE001 - no driver / no device surface as several types
             raise UnsupportedError(f"no CUDA device to run on ({exc})",
                                    "`tracea emit --backend cuda --arch sm_90a` compiles without one") from None
-        self.driver = driver
         launches.CONTEXT[0] = int(_check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent"))
         self.stream = self.dev.create_stream()
+        # copies and memsets in order with the launches (cuda.core's stream is non-blocking: _StreamDriver)
+        self.driver = _StreamDriver(driver, int(self.stream.handle))
         self.l2 = int(getattr(self.dev.properties, "l2_cache_size", 0) or 64 << 20)
         self.flush_bytes = 2 * self.l2
         self.flush_ptr = _check(driver.cuMemAlloc(self.flush_bytes), "cuMemAlloc")
@@ -199,15 +198,21 @@ class _Borrowed:
 
 
 class _StreamDriver:
-    """The driver module as one ``launch_ptrs`` preparation sees it: a memset a kernel object issues while it
-    prepares (split-K semaphores) is queued on the caller's stream, in order with its launches, not on the
-    legacy stream that a non-blocking stream does not wait for."""
+    """The driver module as a stream's work sees it (``_Device``'s own, or a caller's in ``_OnStream``): memsets and
+    host copies (inputs, an output's poison, split-K semaphores) in order with its launches, not on the legacy
+    stream a non-blocking one does not wait for (a pageable ``cuMemcpyHtoD`` returns before its copy lands)."""
 
     def __init__(self, driver: Any, handle: int) -> None:
         self._driver, self._handle = driver, driver.CUstream(handle)
 
     def cuMemsetD8(self, ptr: Any, value: int, nbytes: int) -> Any:  # noqa: N802 - the driver's name
         return self._driver.cuMemsetD8Async(ptr, value, nbytes, self._handle)
+
+    def cuMemcpyHtoD(self, dst: Any, src: Any, nbytes: int) -> Any:  # noqa: N802 - staged before it returns
+        return self._driver.cuMemcpyHtoDAsync(dst, src, nbytes, self._handle)
+
+    def cuMemcpyDtoH(self, dst: Any, src: Any, nbytes: int) -> Any:  # noqa: N802 - to pageable: done on return
+        return self._driver.cuMemcpyDtoHAsync(dst, src, nbytes, self._handle)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._driver, name)
@@ -227,7 +232,7 @@ class _OnStream:
 
     def __init__(self, dev: _Device, handle: int) -> None:
         self._real, self.stream = dev, _CallerStream(handle)
-        self.driver = _StreamDriver(dev.driver, handle)
+        self.driver = _StreamDriver(dev.driver._driver, handle)  # the module itself, on the caller's stream
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)

@@ -6,6 +6,7 @@ process, while each of its convolutions in ``tracea bench``, launched one by one
     python benchmarks/gpu/graph_kernel_probe.py --switch     # cost of a kernel of large shared memory between small ones
     python benchmarks/gpu/graph_kernel_probe.py --distinct   # 60 trivial kernels from K modules or K functions of one
     python benchmarks/gpu/graph_kernel_probe.py --forms      # batch-1 1x1 convs: schedules in a graph of ten vs cuDNN
+    python benchmarks/gpu/graph_kernel_probe.py --forms --swap   # ... the heuristic against swapped operands
     python benchmarks/gpu/graph_kernel_probe.py --order      # the same graph captured 8 times: does the Nth run slower?
 
 Every device figure is a replay from an idle GPU (drained before each; the median of 30) or, "queued", 20
@@ -314,12 +315,25 @@ def _pin(x, w, schedule) -> str:
     return tracea.ops.explain().kernel
 
 
+SWAP = False  # --swap: the heuristic and swapped-operand forms, on the shapes of at most 784 pixels
+
+
 def _forms(hero) -> list:
     r = dataclasses.replace
+    if SWAP:
+        return list(dict.fromkeys([hero] + swap_forms()))
     forms = [hero] + [r(hero, stages=s) for s in (2, 3, 4)]
     forms += [r(hero, bn=128, stages=4), r(hero, bn=128, stages=2), r(hero, split=2, stages=4),
               r(hero, persistent=False, stages=4), r(hero, store="direct", stages=4), r(hero, l2_hint="first")]
     return list(dict.fromkeys(forms))
+
+
+def swap_forms() -> list:
+    """Swapped operands (C^T's tiles: 64 filters x bn pixels), bn 8-64, without and with split-K."""
+    from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule
+
+    return [WgmmaConvSchedule(bm=64, bn=bn, stages=8, consumers=1, store="tma", split=sp, swap=True, path="gemm")
+            for bn in (8, 16, 32, 64) for sp in (1, 0)]
 
 
 def _form_graph(x, w, s) -> tuple[torch.cuda.CUDAGraph | None, str, str]:
@@ -347,6 +361,8 @@ def forms() -> None:
     print("\n| conv (C, HW, K) | schedule | kernel | idle us / call | cuDNN idle | idle ratio | queued ratio | err |")
     print("|---|---|---|---|---|---|---|---|")
     for c, hw, k in ONES_B1:
+        if SWAP and hw * hw > 784:
+            continue
         x = torch.randn(1, c, hw, hw, device="cuda", dtype=h).contiguous(memory_format=torch.channels_last)
         w = (torch.randn(k, c, 1, 1, device="cuda", dtype=h) / c ** 0.5).contiguous(memory_format=torch.channels_last)
         graphs = {"cuDNN": capture(lambda x=x, w=w: [F.conv2d(x, w) for _ in range(10)], 1)}
@@ -381,7 +397,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for flag in ("attrs", "switch", "distinct", "forms", "order"):
         ap.add_argument(f"--{flag}", action="store_true")
+    ap.add_argument("--swap", action="store_true", help="--forms: the heuristic against swapped-operand forms")
     args = ap.parse_args(argv)
+    global SWAP
+    SWAP = args.swap
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     with torch.inference_mode():
         for flag in ("order", "attrs", "switch", "distinct", "forms"):

@@ -54,6 +54,15 @@ CASES = [
     ("wgmma-conv", "cuda-wgmma.conv2d", Conv2d(2, 64, 30, 30, 96, 3, 3, padding=1, stride=2, layout="nhwc",
                                               dtype="fp16")),
     ("wgmma-conv1x1", "cuda-wgmma.conv2d", Conv2d(2, 256, 14, 14, 128, 1, 1, layout="nhwc", dtype="fp16")),
+    # swapped operands (C^T's tiles stored transposed through C's map; partial tiles both ways) and, on a GEMM of
+    # nn.Linear's layout, with split-K's fix-up and the direct transposed stores
+    ("wgmma-conv1x1-swap", "cuda-wgmma.conv2d", Conv2d(1, 1024, 7, 5, 200, 1, 1, layout="nhwc", dtype="fp16",
+                                                      bias=True),
+     {"core": "wgmma", "kernel": "conv2d", "path": "gemm", "bm": 64, "bn": 16, "stages": 8, "consumers": 1,
+      "store": "tma", "swap": True}),
+    ("wgmma-gemm-swap-split", "cuda-wgmma.gemm", Gemm(24, 1000, 2048, "bf16", layout_b="col",
+                                                      epilogue=("bias", "gelu", "residual")),
+     {"core": "wgmma", "bm": 64, "bn": 16, "stages": 6, "consumers": 1, "store": "direct", "split": 4, "swap": True}),
     ("stem-224", "cuda-wgmma.conv2d", Conv2d(1, 3, 224, 224, 64, 7, 7, stride=2, padding=3, layout="nhwc",
                                             dtype="fp16")),
     ("stem-small", "cuda-wgmma.conv2d", Conv2d(4, 12, 33, 33, 32, 5, 5, stride=2, padding=2, layout="nhwc",

@@ -80,6 +80,9 @@ def tensor_maps(op: Any, r: Rendered, schedule: Any) -> TensorMaps | None:
 
     if op.kind != "gemm" or r.entry != gemm.KERNEL_NAME:
         return None
+    if getattr(schedule, "swap", False):  # the kernel's A map would be over B, and its M and N exchanged
+        raise UnsupportedError("export: a schedule with swapped operands (swap: true) is not exported",
+                               "pass a schedule without swap (--schedule), or --variant cuda-mma-sync.gemm")
     why = gemm.tma_unsupported(op)
     if why:  # Tracea's own runs copy such an operand into a padded buffer at every launch; a package does not
         raise UnsupportedError(f"export: {why}", "pass --variant cuda-mma-sync.gemm (mma.sync, which Hopper runs too)")

@@ -139,6 +139,7 @@ PTX_STATEMENTS: dict[str, str] = {
     "bulk.commit": 'asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");',
     "bulk.wait_read": 'asm volatile("cp.async.bulk.wait_group.read {n};\\n" ::: "memory");',
     "st.shared.b32": 'asm volatile("st.shared.b32 [%0], %1;\\n" :: "r"({addr}), "r"({value}) : "memory");',
+    "st.shared.b16": 'asm volatile("st.shared.b16 [%0], %1;\\n" :: "r"({addr}), "h"({value}) : "memory");',
     "ld.shared.b32": 'asm volatile("ld.shared.b32 %0, [%1];\\n" : "=r"({value}) : "r"({addr}) : "memory");',
     "ld.acquire.gpu": 'asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\\n" : "=r"({value}) : "l"({addr}) : "memory");',
     "red.release.gpu.add": 'asm volatile("red.release.gpu.global.add.s32 [%0], 1;\\n" :: "l"({addr}) : "memory");',

@@ -17,7 +17,7 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, LaunchError, TraceaError, UnsupportedError
 
 from . import modules
-from .hopper.gemm import launch_geometry, tma_boxes, tma_unsupported
+from .hopper.gemm import kernel_op, launch_geometry, tma_boxes, tma_unsupported
 from .hopper.schedule import BK, WgmmaSchedule
 from .runtime import CudaKernel
 
@@ -112,10 +112,12 @@ def encode_2d(ptr: int, dtype: str, inner: int, outer: int, row_stride_elems: in
 
 def operand_maps(op: Any, sched: WgmmaSchedule, a_ptr: int, b_ptr: int,
                  a_stride: int | None = None, b_stride: int | None = None) -> tuple[_Map, _Map]:
-    """The two tensor maps for ``op``'s A and B (row strides default to the dense ones)."""
+    """The kernel's two tensor maps over ``op``'s A and B (row strides default to the dense ones): A's and B's,
+    or with ``swap`` B's and A's (the kernel's A is op's B)."""
     boxes = tma_boxes(op, sched)
     maps = []
-    for which, ptr, stride in (("a", a_ptr, a_stride), ("b", b_ptr, b_stride)):
+    given = ((a_ptr, a_stride), (b_ptr, b_stride))
+    for which, (ptr, stride) in zip(("a", "b"), given[::-1] if sched.swap else given, strict=True):
         inner, outer = boxes[which]["dims"]
         maps.append(encode_2d(ptr, op.dtype.value, inner, outer, stride or inner, boxes[which]["box"]))
     assert boxes["a"]["box"][0] == BK or not boxes["a"]["kmajor"]
@@ -175,14 +177,15 @@ def output_map(op: Any, sched: WgmmaSchedule, c_ptr: int) -> tuple[_Map, int]:
 def c_output_map(m: int, n: int, dtype: str, sched: WgmmaSchedule, c_ptr: int) -> tuple[_Map, int]:
     """(tensor map over a row-major ``m`` x ``n`` C for the TMA-store epilogue, store_tma flag). C rows
     that TMA cannot address (``n`` not a multiple of 8 elements) or a direct-store schedule get an empty
-    map and the flag 0."""
+    map and the flag 0. Boxes of 64 x 64, or with ``swap`` 64 columns x ``bn`` rows (a C^T tile's slice)."""
     if sched.store != "tma" or (n * 2) % 16 or c_ptr % 16:
         return _Map(), 0
-    return encode_2d(c_ptr, dtype, n, m, n, (64, 64)), 1
+    return encode_2d(c_ptr, dtype, n, m, n, (64, sched.bn if sched.swap else 64)), 1
 
 
 def gemm_args(tm_a: _Map, tm_b: _Map, tm_c: _Map, c: int, bias: int, residual: int, alpha: float,
               m: int, n: int, k: int, store_tma: int) -> list[Any]:
+    """The kernel's arguments; ``m`` and ``n`` the kernel op's (``kernel_op``: exchanged under ``swap``)."""
     return [tm_a, tm_b, tm_c, ctypes.c_uint64(c), ctypes.c_uint64(bias), ctypes.c_uint64(residual),
             ctypes.c_float(alpha), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k), ctypes.c_int(store_tma)]
 
@@ -282,7 +285,8 @@ class WgmmaKernel(CudaKernel):
         opt = {name: int(self._dbuf[name].ptr) if name in self._dbuf else 0 for name in ("bias", "residual")}
         out = int(self._dbuf["out"].ptr)
         mc, store_tma = output_map(op, self.schedule, out)
-        self._wargs = gemm_args(ma, mb, mc, out, opt["bias"], opt["residual"], op.alpha, op.m, op.n, op.k,
+        kop = kernel_op(op, self.schedule)
+        self._wargs = gemm_args(ma, mb, mc, out, opt["bias"], opt["residual"], op.alpha, kop.m, kop.n, op.k,
                                 store_tma) + split_args(self, self.rendered)
 
     def launch(self) -> None:

@@ -77,7 +77,8 @@ def gemm_view_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, 
                    for name in ("x", "weight", "bias", "out")}
             ma, mb = operand_maps(view, sched, ptr["x"], ptr["weight"])
             mc, store_tma = output_map(view, sched, ptr["out"])
-            self._wargs = gemm_args(ma, mb, mc, ptr["out"], ptr["bias"], 0, 1.0, view.m, view.n, view.k,
+            kop = gemm.kernel_op(view, sched)
+            self._wargs = gemm_args(ma, mb, mc, ptr["out"], ptr["bias"], 0, 1.0, kop.m, kop.n, view.k,
                                     store_tma) + split_args(self, self.rendered)
 
         def launch(self) -> None:

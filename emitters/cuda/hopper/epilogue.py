@@ -23,9 +23,12 @@ from ..render import CudaRenderer
 from .schedule import C_ATOM_BYTES, ELEM_BYTES, SWIZZLE, WgmmaSchedule
 
 
-def _operands(r: CudaRenderer, dtype: str, guard: str = "") -> Operands:
+def _operands(r: CudaRenderer, dtype: str, guard: str = "", swap: bool = False) -> Operands:
     """Bias and residual at (``row``, ``col``), read in place; ``guard``: only where it holds (the TMA-store
-    path visits rows past M)."""
+    path visits rows past M). ``swap``: the kernel's tile is of C^T, so C's column is the kernel's row."""
+    if swap:
+        return Operands(r.to_float(dtype, "bias[row]"), r.to_float(dtype, "residual[(int64_t)col * M + row]"), guard,
+                        guard, preload=False)
     return Operands(r.to_float(dtype, "bias[col]"), r.to_float(dtype, "residual[(int64_t)row * N + col]"), guard, guard,
                     preload=False)
 
@@ -40,6 +43,8 @@ def tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple
     skipped and the direct stores after it run instead (``when``: the condition). Ends with ``continue``."""
     if sched.store != "tma":
         return ""
+    if sched.swap:
+        return _swapped_tma_store(sched, r, dtype, epilogue, when)
     w = CodeWriter()
     w(f"if ({when}) {{")
     w(f"    const uint32_t catoms = cstage + cw * {2 * C_ATOM_BYTES}u;")
@@ -96,12 +101,92 @@ def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str,
     w("}")
 
 
+def _swapped_tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
+                       when: str) -> str:
+    """``swap``: each m64 slice of the kernel's C^T tile (64 of C's columns x ``bn`` of its rows) is staged as C's
+    ``bn`` x 64 block, row-major and 128B-swizzled (a line a row of C: the kernel's column), one 16-bit store an
+    element, then written by one bulk tensor store at (C's column ``tm * bm + ...``, C's row ``tn * bn``); TMA
+    clips past C's edges. Two staging buffers alternate as in the plain store."""
+    lay = TileLayout(sched.bn, 64, ELEM_BYTES, "row", swizzle=SWIZZLE)
+    w = CodeWriter()
+    w(f"if ({when}) {{")
+    w(f"    const uint32_t catoms = cstage + cw * {2 * C_ATOM_BYTES}u;")
+    w("    #pragma unroll")
+    w(f"    for (int i = 0; i < {sched.m_slices}; ++i) {{")
+    if sched.m_slices % 2:
+        w(f"        const uint32_t buf = catoms + (cstep & 1) * {C_ATOM_BYTES}u;")
+        w("        ++cstep;")
+    else:
+        w(f"        const uint32_t buf = catoms + (i & 1) * {C_ATOM_BYTES}u;")
+    warpgroup = r.asm("bar.sync", threads=128, id="1 + cw")
+    w(f'        if (tid == 0) {r.asm("bulk.wait_read", n=1)}')
+    w(f"        {warpgroup}")
+    w("        #pragma unroll")
+    w(f"        for (int j = 0; j < {sched.bn // 8}; ++j) {{")
+    w("            #pragma unroll")
+    w("            for (int h = 0; h < 2; ++h) {")
+    w("                #pragma unroll")
+    w("                for (int e = 0; e < 2; ++e) {")
+    w("                    const int row = row0 + i * 64 + h * 8, r_in = warp * 16 + lane / 4 + h * 8;")
+    w("                    const int c_in = j * 8 + 2 * (lane % 4) + e, col = col0 + j * 8 + e;")
+    w("                    const bool inside = row < M && col < N;")
+    w("                    float v = acc[i][4 * j + 2 * h + e];")
+    for line in element_ops(epilogue, _operands(r, dtype, "inside", swap=True)):
+        w("                    " + line)
+    conv = r.converters(dtype)[1]
+    w("                    " + r.asm("st.shared.b16", addr=f"buf + {lay.c_offset('c_in', 'r_in')}",
+                                   value=f"{conv}(v)"))
+    w("                }")
+    w("            }")
+    w("        }")
+    w(f'        {r.asm("fence.proxy.async")}')
+    w(f"        {warpgroup}")
+    w("        if (tid == 0) {")
+    w(f"            tr_tma_store_2d(&tmC, tm * {sched.bm} + part * {sched.wm} + i * 64, tn * {sched.bn}, buf);")
+    w(f'            {r.asm("bulk.commit")}')
+    w("        }")
+    w("    }")
+    w("    continue;")
+    w("}")
+    return w.render().replace("\n", "\n            ")
+
+
+def _swapped_direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...]) -> str:
+    """``swap``: register stores of the kernel's C^T tile into C transposed, one 16-bit store an element (the
+    kernel's row ``row`` is C's column, its column ``col`` C's row: ``C[col * M + row]``), predicated on the
+    kernel's M and N."""
+    conv = r.converters(dtype)[1]
+    w = CodeWriter()
+    w("#pragma unroll")
+    w(f"for (int i = 0; i < {sched.m_slices}; ++i) {{")
+    w("    #pragma unroll")
+    w(f"    for (int j = 0; j < {sched.bn // 8}; ++j) {{")
+    w("        #pragma unroll")
+    w("        for (int h = 0; h < 2; ++h) {")
+    w("            #pragma unroll")
+    w("            for (int e = 0; e < 2; ++e) {")
+    w("                const int row = row0 + i * 64 + h * 8, col = col0 + j * 8 + e;")
+    w("                if (row < M && col < N) {")
+    w("                    float v = acc[i][4 * j + 2 * h + e];")
+    for line in element_ops(epilogue, _operands(r, dtype, swap=True)):
+        w("                    " + line)
+    w(f"                    C[(int64_t)col * M + row] = {conv}(v);")
+    w("                }")
+    w("            }")
+    w("        }")
+    w("    }")
+    w("}")
+    return "            " + w.render().replace("\n", "\n            ") + "\n"
+
+
 def direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
                  groups: bool = False) -> str:
     """Register stores of the consumer's part of C (``gpu_epilogue.direct_store``), predicated on M and N:
     the epilogue applied per element, two columns packed into one 4-byte store where N is even.
     ``groups``: only the float4 groups ``g0 <= i * bn / 8 + j < g1`` (the spread split-K fix-up's share of
     a tile)."""
+    if sched.swap:  # no spread fix-up with swapped operands (validate), so no groups
+        return _swapped_direct_store(sched, r, dtype, epilogue)
     g = sched.bn // 8
     share = f" && i * {g} + j >= g0 && i * {g} + j < g1" if groups else ""
     walk = Walk((Loop(f"for (int i = 0; i < {sched.m_slices}; ++i)"), Loop(f"for (int j = 0; j < {g}; ++j)"),

@@ -26,6 +26,10 @@ column-major) multicast to both, and its own whole B; each block's full barrier 
 stage. With an odd number of tile columns the last pair's second block lies past N: it still loads its
 half of A for its peer and keeps the ring's barriers in step, computes on TMA's zero fill, and stores
 nothing (the direct stores are predicated on N; the TMA store is skipped for that tile).
+
+``swap`` (the schedule's): the kernel computes C^T = B^T A^T over ``kernel_op(op, sched)`` (M and N exchanged, and
+the operands' roles: its A map is over op's B, its B map over op's A), and its epilogue writes C^T's tile back
+into C transposed (``epilogue.py``); the host passes the kernel op's M and N, and the maps in that order.
 """
 
 from __future__ import annotations
@@ -44,6 +48,17 @@ KERNEL_NAME = "tr_wgmma_gemm"
 PARAMS = ("tmA", "tmB", "tmC", "out", "bias", "residual", "alpha", "M", "N", "K", "store_tma")
 
 
+def kernel_op(op: Any, sched: WgmmaSchedule) -> Any:
+    """The GEMM the kernel computes: ``op``, or with ``swap`` C^T = B^T A^T (n x m; B^T row-major and A^T
+    column-major are op's operands as they lie, both K-major)."""
+    if not sched.swap:
+        return op
+    from tracea.kernels import Gemm
+
+    return Gemm(m=op.n, n=op.m, k=op.k, dtype=op.dtype.value, layout_a="row", layout_b="col",
+                epilogue=tuple(op.epilogue), alpha=op.alpha)
+
+
 def render(op: Any, sched: WgmmaSchedule) -> str:
     """CUDA C++ (no headers; NVRTC, ``-arch=sm_90a``) of ``extern "C" tr_wgmma_gemm`` for ``op``.
 
@@ -54,6 +69,7 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     (persistent) or ``tiles``.
     """
     sched.validate(op)
+    op = kernel_op(op, sched)
     dtype = op.dtype.value
     r = CudaRenderer()
     a_k, b_k = operand_kmajor(op, "a"), operand_kmajor(op, "b")
@@ -64,7 +80,7 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     w = CodeWriter()
     # No shape in the source: one binary serves every M, N, K of its kind (the cache key is the text).
     w(f"/* cuda-wgmma.gemm {sched.name}: {dtype}, A {op.layout_a}, B {op.layout_b}, "
-      f"epilogue {','.join(op.epilogue) or 'none'} */")
+      f"epilogue {','.join(op.epilogue) or 'none'}{', C^T stored transposed' if sched.swap else ''} */")
     w.extend(r.prelude(1))
     w.extend(DEVICE_LIB)
     if sched.l2_hint != "normal":
@@ -91,11 +107,13 @@ def launch_geometry(op: Any, sched: WgmmaSchedule, sm_count: int,
                     max_clusters: int | None = None) -> tuple[int, int, int]:
     """(grid blocks, threads per block, dynamic shared memory bytes) over ``op``'s M x N tiles
     (``scheduler.launch_geometry``), or its split-K work units (``split_plan``)."""
-    return scheduler.launch_geometry(sched, op.m, op.n, sm_count, max_clusters, split_plan(op, sched, sm_count))
+    kop = kernel_op(op, sched)
+    return scheduler.launch_geometry(sched, kop.m, kop.n, sm_count, max_clusters, split_plan(op, sched, sm_count))
 
 
 def split_plan(op: Any, sched: WgmmaSchedule, sm_count: int) -> scheduler.Plan:
-    return scheduler.TileScheduler(sched).plan(op.m, op.n, scheduler.k_steps(op.k), sm_count)
+    kop = kernel_op(op, sched)
+    return scheduler.TileScheduler(sched).plan(kop.m, kop.n, scheduler.k_steps(kop.k), sm_count)
 
 
 def tma_unsupported(op: Any) -> str | None:
@@ -110,7 +128,9 @@ def tma_unsupported(op: Any) -> str | None:
 
 
 def tma_boxes(op: Any, sched: WgmmaSchedule) -> dict[str, dict[str, Any]]:
-    """What the host encodes into each tensor map: global dims (inner first), box dims, 128B swizzle."""
+    """What the host encodes into each tensor map: global dims (inner first), box dims, 128B swizzle; of the
+    kernel's A and B (``kernel_op``: with ``swap``, "a" is over op's B and "b" over op's A)."""
+    op = kernel_op(op, sched)
     out = {}
     for which, rows in (("a", sched.bm), ("b", sched.bn)):
         outer, inner = op.shapes()[which]
@@ -129,7 +149,8 @@ def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Any:
     kernel's arguments in order; the tensor maps ``tmA``/``tmB`` are built on the host (``tma.py``)."""
     src = render(op, sched)
     grid, threads, smem = launch_geometry(op, sched, sm_count)
-    a_k, b_k = operand_kmajor(op, "a"), operand_kmajor(op, "b")
+    kop = kernel_op(op, sched)
+    a_k, b_k = operand_kmajor(kop, "a"), operand_kmajor(kop, "b")
     meta = {
         "name": f"tr_{sched.name}",
         "tile": {"M": sched.bm, "N": sched.bn, "K": BK, "stages": sched.stages, "consumers": sched.consumers,
@@ -146,6 +167,8 @@ def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Any:
         "epilogue": list(op.epilogue),
         "tma_padding": tma_unsupported(op),
     }
+    if sched.swap:
+        meta["swapped"] = {"computes": f"C^T ({kop.m} x {kop.n}) = B^T A^T", "stores": "C transposed"}
     params = PARAMS
     if sched.split != 1:
         meta["split_k"] = split_plan(op, sched, sm_count).to_json()

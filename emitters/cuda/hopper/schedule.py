@@ -57,7 +57,10 @@ class WgmmaSchedule:
     streamed operand lines give way before other lines, such as the dirty lines an earlier kernel left,
     so fewer of those are written back while the kernel reads (512 x 512 x 16384 on an H100: 0.81x ->
     0.91-0.93x cuBLAS at 5 stages; bimodal at 6 and slower at 8, where the deeper ring's lines are
-    evicted before their last reader: docs/device-runs/h100-splitk-tail-and-suite/evict-first-variants)."""
+    evicted before their last reader: docs/device-runs/h100-splitk-tail-and-suite/evict-first-variants).
+    ``swap``: the kernel computes C^T = B^T A^T (``gemm.kernel_op``): ``bm`` tiles C's columns, ``bn`` (8-64) its
+    rows, so a few rows of C (a batch-1 1x1 conv's pixels) fill an n8-n64 wgmma, not part of an m64 one. Both
+    operands K-major (B column-major: ``nn.Linear``'s weight, a 1x1 conv's filter); C written back transposed."""
 
     bm: int = 128
     bn: int = 256
@@ -74,6 +77,7 @@ class WgmmaSchedule:
     split_fix: str = "last"
     cluster_axis: str = "m"
     l2_hint: str = "normal"
+    swap: bool = False
     producer_regs: ClassVar[int] = PRODUCER_REGS  # registers the producer warpgroup keeps (setmaxnreg.dec)
 
     @property
@@ -134,6 +138,7 @@ class WgmmaSchedule:
         tag += "" if self.split == 1 else f"_sk{self.split or 'a'}" + ("t" if self.split_tail else "")
         tag += "s" if self.split_fix == "spread" else ""
         tag += "_ef" if self.l2_hint == "first" else ""
+        tag += "_sw" if self.swap else ""
         return tag + ("" if self.persistent else "_np")
 
     def register_split(self) -> tuple[int, int, int]:
@@ -155,13 +160,16 @@ class WgmmaSchedule:
                 raise BadInputError(f"cuda-wgmma computes gemm, not {getattr(op, 'kind', None)}")
             if op.dtype.value not in PTX_TYPE:
                 raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
+            if self.swap and (op.layout_a, op.layout_b) != ("row", "col"):
+                raise BadInputError(f"swap: C^T = B^T A^T needs both operands K-major (A row-major, B column-major), "
+                                    f"not A {op.layout_a}, B {op.layout_b}", "swap: false")
 
     def _validate_fields(self) -> None:
         """Each field's type and, for the named choices, its value."""
         positive_ints(self, ("bm", "bn", "stages", "consumers", "group", "cluster"))
         if isinstance(self.split, bool) or not isinstance(self.split, int) or not 0 <= self.split <= 16:
             raise BadInputError(f"split: expected 0 (fill the SMs), 1 (none) or 2..16 k slices, got {self.split!r}")
-        booleans(self, ("persistent", "pingpong", "split_tail"))
+        booleans(self, ("persistent", "pingpong", "split_tail", "swap"))
         if self.store not in STORES:
             raise BadInputError(f"store: expected 'direct' or 'tma', got {self.store!r}")
         if self.raster not in RASTERS:
@@ -176,7 +184,13 @@ class WgmmaSchedule:
                                 "up to 256 (each consumer issues m64 wgmma)")
         if self.pingpong and self.consumers != 2:
             raise BadInputError("pingpong: the ping-pong schedule alternates exactly 2 consumer warpgroups")
-        if self.bn % 64 or not 64 <= self.bn <= 256:
+        if self.swap and (self.bn % 8 or self.bn > 64):
+            raise BadInputError(f"bn: {self.bn} rows of C a swapped tile is not a multiple of 8 up to 64 (wgmma n, "
+                                "one 64-column staging atom of C^T)")
+        if self.swap and (self.cluster != 1 or self.pingpong or self.split_fix == "spread"):
+            raise BadInputError("swap: runs without clusters, ping-pong or the spread split fix-up",
+                                "cluster 1, pingpong false, split_fix 'last'")
+        if not self.swap and (self.bn % 64 or not 64 <= self.bn <= 256):
             raise BadInputError(f"bn: {self.bn} is not 64, 128, 192 or 256 (wgmma n <= 256, 64-element TMA atoms)")
         if not 2 <= self.stages <= 12:
             raise BadInputError(f"stages: {self.stages} is outside 2..12")
@@ -229,6 +243,8 @@ class WgmmaSchedule:
             del d["cluster_axis"]
         if self.l2_hint == "normal":  # and of every schedule before L2 hints
             del d["l2_hint"]
+        if not self.swap:  # and of every schedule before swapped operands
+            del d["swap"]
         return {"schema_version": SCHEMA_VERSION, "backend": "cuda", "core": "wgmma", **d}
 
     @staticmethod
@@ -387,6 +403,8 @@ class WgmmaConvSchedule(WgmmaSchedule):
             raise BadInputError(f"publish: expected 'wait' or 'noinc', got {self.publish!r}")
         if self.cluster != 1:
             raise BadInputError("cluster: the conv's gathering producer runs one block per cluster (cluster 1)")
+        if self.swap:
+            raise BadInputError("swap: only the 1x1 conv's gemm path swaps its operands", "swap: false")
         if self.l2_hint != "normal":
             raise BadInputError("l2_hint: the conv's gathering and im2col producers load without L2 hints; "
                                 "'first' is the GEMM's (and the 1x1 conv's gemm path)", "l2_hint 'normal'")
@@ -430,10 +448,25 @@ class WgmmaConvSchedule(WgmmaSchedule):
         publish, path = d.pop("publish", "wait"), d.pop("path", "gather")
         return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish, path=path)
 
+SWAP_PIXELS, SWAP_CHANNELS = 784, 256  # a 1x1 conv of at most 784 pixels over 256+ channels swaps its operands
+
+
+def swapped_1x1(op: Any) -> WgmmaConvSchedule | None:
+    """A 1x1 conv of few pixels over 256+ channels: swapped operands, 64 filters x 32 pixels a tile (16 where
+    32 leave under 40 tiles; 16 and split-K over 32+ k steps), 8 stages; else None. An H200, ResNet-50's batch-1
+    1x1 convs (docs/device-runs/h200-conv1x1-swapped-operands/): 1.00-1.09x cuDNN's time in graphs of ten against
+    1.03-1.21x with 64 x 64 tiles; 128 channels at 28x28 lost (1.19x against 1.04x)."""
+    s = WgmmaConvSchedule(bm=64, bn=32, stages=8, consumers=1, store="tma", swap=True, path="gemm")
+    if op.gemm_m > SWAP_PIXELS or op.c < SWAP_CHANNELS:
+        return None
+    if -(-op.c // BK) >= 32:
+        return dataclasses.replace(s, bn=16, split=0)
+    return dataclasses.replace(s, bn=16) if tile_count(s, op.k, op.gemm_m) < 40 else s
+
 
 def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule:
     """A conv that is a plain GEMM (1x1, stride 1, no padding, NHWC) takes the GEMM's hero for
-    ``gemm_view(op)``. Any other whose activations TMA's im2col mode can walk (``im2col_unsupported``)
+    ``gemm_view(op)``, or swapped operands where it has few pixels (``swapped_1x1``). Any other whose activations TMA's im2col mode can walk (``im2col_unsupported``)
     takes the im2col path: 128 x 128 ping-pong tiles (128 x 64 for 64 output channels), 6 stages, and
     ``with_split``'s 64 x 128 tiles or split-K where those leave SMs idle. From the H100 probe
     (docs/device-runs/h100-cuda-suites-splitk-im2col-stem/im2col-probe), ResNet-50's 3x3 convs at batch 32: 1.01-1.14x cuDNN
@@ -441,8 +474,8 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
     keep the gather (picked from the H200 runs, docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/publish-noinc):
     128 x 256 tiles, 4 stages, stages published by ``cp.async.mbarrier.arrive.noinc``; 128 x 128 (or
     128 x 64) ping-pong for K <= 128."""
-    if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: the GEMM's own hero
-        return WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(op), sm_count))
+    if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: the GEMM's own hero, or swapped
+        return swapped_1x1(op) or WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(op), sm_count))
     wide = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col")
     if op is not None and im2col_unsupported(op) is None and op.k >= 256 and op.r * op.s > 1 \
             and tile_count(wide, op.gemm_m, op.k) >= 2 * sm_count:

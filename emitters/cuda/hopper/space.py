@@ -1,7 +1,7 @@
 """The Hopper kernels' search spaces: what the tuner tries beside the heroes of ``schedule.py``.
 
 The GEMM's grid over tile, stages, consumers, ping-pong, raster, cluster and store, with split-K variants
-for shapes whose tiles can leave SMs idle and 2-block clusters along N; the conv's grid over the same
+for shapes whose tiles can leave SMs idle, 2-block clusters along N and swapped operands for few rows; the conv's grid over the same
 fields and its publish modes, on the gather, im2col and (for a conv that is a plain GEMM) gemm paths.
 ``keep_valid`` keeps the candidates that validate for the op, in order, hero first.
 """
@@ -34,7 +34,8 @@ SPREAD_SPLITS = (0, 8)  # and with the spread fix-up (more slices: its sum is sh
 
 def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90, sm_count: int = 132) -> list[WgmmaSchedule]:
     """Every valid schedule over a grid of the searchable fields (hero first); split-K on a smaller grid
-    (4 or 6 stages, raster m, no cluster) for shapes whose tiles can leave SMs idle."""
+    (4 or 6 stages, raster m, no cluster) for shapes whose tiles can leave SMs idle; then clusters along N
+    and swapped operands (``swap_candidates``)."""
     out = [hero_schedule(op, sm_count)]
     shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (192, 3, False), (256, 2, False),
               (64, 2, True), (128, 2, True))
@@ -42,7 +43,21 @@ def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90, sm_count: in
     out = keep_valid(out, (WgmmaSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, cluster=cl,
                                          store=so) for (bm, c, pp), bn, st, ra, cl, so in grid), op, smem_optin)
     out = keep_valid(out, split_candidates(out, op, sm_count), op, smem_optin)
-    return keep_valid(out, cluster_n_candidates(op, sm_count), op, smem_optin)
+    out = keep_valid(out, cluster_n_candidates(op, sm_count), op, smem_optin)
+    return keep_valid(out, swap_candidates(op), op, smem_optin)
+
+
+SWAP_ROWS = 512  # C's rows up to which swapped tiles are searched (a batch-1 1x1 conv's pixels, decode tokens)
+
+
+def swap_candidates(op: Any) -> Iterable[WgmmaSchedule]:
+    """Swapped operands (``swap``: C^T's tiles, ``bn`` of C's rows each) for a GEMM of both operands K-major and
+    at most ``SWAP_ROWS`` rows: 8-64 rows a tile, one or two consumers, 4-8 stages, both stores, with and
+    without split-K."""
+    if op is not None and ((op.layout_a, op.layout_b) != ("row", "col") or op.m > SWAP_ROWS):
+        return
+    for (bm, c), bn, st, so, sp in itertools.product(((64, 1), (128, 2)), (8, 16, 32, 64), (4, 6, 8), STORES, (1, 0)):
+        yield WgmmaSchedule(bm=bm, bn=bn, stages=st, consumers=c, store=so, split=sp, swap=True)
 
 
 # Pairs along N sharing A (cuBLAS's 128 x 64 1x2-cluster split-K kernel on 512 x 512 x 16384), TMA store

@@ -14,6 +14,7 @@ mainloop's consumers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ... import gpu_epilogue
 from ...cstyle import CodeWriter
@@ -43,32 +44,49 @@ def tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple
     skipped and the direct stores after it run instead (``when``: the condition). Ends with ``continue``."""
     if sched.store != "tma":
         return ""
-    if sched.swap:
-        return _swapped_tma_store(sched, r, dtype, epilogue, when)
+    if sched.swap:  # one staging block a slice: C's bn rows x 64 columns
+        return _staged_stores(sched, r, when, None, "i", lambda w: _stage_swapped(w, r, dtype, epilogue, sched),
+                              f"tm * {sched.bm} + part * {sched.wm} + i * 64, tn * {sched.bn}")
+    return _staged_stores(sched, r, when, sched.bn // 64, f"(i * {sched.bn // 64} + a)",
+                          lambda w: _stage_atom(w, r, dtype, epilogue),
+                          f"tn * {sched.bn} + a * 64, tm * {sched.bm} + part * {sched.wm} + i * 64")
+
+
+def _staged_stores(sched: WgmmaSchedule, r: CudaRenderer, when: str, atoms: int | None, even_buf: str,
+                   stage: Any, coords: str) -> str:
+    """The TMA store's walk over a consumer's part of C: each m64 slice's ``atoms`` staging atoms (None: one, no
+    loop), each written by ``stage`` into one of two alternating buffers (named where it is written when a tile
+    has an even count: ``even_buf``; carried in ``cstep`` otherwise) between warpgroup barriers, fenced to the
+    async proxy, and stored by one thread's bulk tensor store at ``coords``."""
     w = CodeWriter()
     w(f"if ({when}) {{")
     w(f"    const uint32_t catoms = cstage + cw * {2 * C_ATOM_BYTES}u;")
     w("    #pragma unroll")
     w(f"    for (int i = 0; i < {sched.m_slices}; ++i) {{")
-    w("        #pragma unroll")
-    w(f"        for (int a = 0; a < {sched.bn // 64}; ++a) {{")
-    if sched.m_slices * sched.bn // 64 % 2:  # an odd count of atoms a tile: the alternation carries over
-        w(f"            const uint32_t buf = catoms + (cstep & 1) * {C_ATOM_BYTES}u;")
-        w("            ++cstep;")
+    depth = 2
+    if atoms is not None:
+        w("        #pragma unroll")
+        w(f"        for (int a = 0; a < {atoms}; ++a) {{")
+        depth = 3
+    pad = "    " * depth
+    if sched.m_slices * (atoms or 1) % 2:  # an odd count of atoms a tile: the alternation carries over
+        w(f"{pad}const uint32_t buf = catoms + (cstep & 1) * {C_ATOM_BYTES}u;")
+        w(f"{pad}++cstep;")
     else:  # an even count: each atom's buffer is known where it is written (nothing carried between tiles)
-        w(f"            const uint32_t buf = catoms + ((i * {sched.bn // 64} + a) & 1) * {C_ATOM_BYTES}u;")
+        w(f"{pad}const uint32_t buf = catoms + ({even_buf} & 1) * {C_ATOM_BYTES}u;")
     warpgroup = r.asm("bar.sync", threads=128, id="1 + cw")
-    w(f'            if (tid == 0) {r.asm("bulk.wait_read", n=1)}')
-    w(f"            {warpgroup}")
-    with w.indented(3):
-        _stage_atom(w, r, dtype, epilogue)
-    w(f'            {r.asm("fence.proxy.async")}')
-    w(f"            {warpgroup}")
-    w("            if (tid == 0) {")
-    w(f"                tr_tma_store_2d(&tmC, tn * {sched.bn} + a * 64, tm * {sched.bm} + part * {sched.wm} + i * 64, buf);")
-    w(f'                {r.asm("bulk.commit")}')
-    w("            }")
-    w("        }")
+    w(f'{pad}if (tid == 0) {r.asm("bulk.wait_read", n=1)}')
+    w(f"{pad}{warpgroup}")
+    with w.indented(depth):
+        stage(w)
+    w(f'{pad}{r.asm("fence.proxy.async")}')
+    w(f"{pad}{warpgroup}")
+    w(f"{pad}if (tid == 0) {{")
+    w(f"{pad}    tr_tma_store_2d(&tmC, {coords}, buf);")
+    w(f'{pad}    {r.asm("bulk.commit")}')
+    w(f"{pad}}}")
+    if atoms is not None:
+        w("        }")
     w("    }")
     w("    continue;")
     w("}")
@@ -101,54 +119,28 @@ def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str,
     w("}")
 
 
-def _swapped_tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
-                       when: str) -> str:
-    """``swap``: each m64 slice of the kernel's C^T tile (64 of C's columns x ``bn`` of its rows) is staged as C's
-    ``bn`` x 64 block, row-major and 128B-swizzled (a line a row of C: the kernel's column), one 16-bit store an
-    element, then written by one bulk tensor store at (C's column ``tm * bm + ...``, C's row ``tn * bn``); TMA
-    clips past C's edges. Two staging buffers alternate as in the plain store."""
+def _stage_swapped(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...], sched: WgmmaSchedule) -> None:
+    """``swap``: one m64 slice of the kernel's C^T tile (64 of C's columns x ``bn`` of its rows) staged as C's ``bn``
+    x 64 block, row-major and 128B-swizzled (a line a row of C: the kernel's column), one 16-bit store an element,
+    the epilogue applied (bias along the kernel's rows); the store then writes it at (C's column, C's row)."""
     lay = TileLayout(sched.bn, 64, ELEM_BYTES, "row", swizzle=SWIZZLE)
-    w = CodeWriter()
-    w(f"if ({when}) {{")
-    w(f"    const uint32_t catoms = cstage + cw * {2 * C_ATOM_BYTES}u;")
+    w("#pragma unroll")
+    w(f"for (int j = 0; j < {sched.bn // 8}; ++j) {{")
     w("    #pragma unroll")
-    w(f"    for (int i = 0; i < {sched.m_slices}; ++i) {{")
-    if sched.m_slices % 2:
-        w(f"        const uint32_t buf = catoms + (cstep & 1) * {C_ATOM_BYTES}u;")
-        w("        ++cstep;")
-    else:
-        w(f"        const uint32_t buf = catoms + (i & 1) * {C_ATOM_BYTES}u;")
-    warpgroup = r.asm("bar.sync", threads=128, id="1 + cw")
-    w(f'        if (tid == 0) {r.asm("bulk.wait_read", n=1)}')
-    w(f"        {warpgroup}")
+    w("    for (int h = 0; h < 2; ++h) {")
     w("        #pragma unroll")
-    w(f"        for (int j = 0; j < {sched.bn // 8}; ++j) {{")
-    w("            #pragma unroll")
-    w("            for (int h = 0; h < 2; ++h) {")
-    w("                #pragma unroll")
-    w("                for (int e = 0; e < 2; ++e) {")
-    w("                    const int row = row0 + i * 64 + h * 8, r_in = warp * 16 + lane / 4 + h * 8;")
-    w("                    const int c_in = j * 8 + 2 * (lane % 4) + e, col = col0 + j * 8 + e;")
-    w("                    const bool inside = row < M && col < N;")
-    w("                    float v = acc[i][4 * j + 2 * h + e];")
+    w("        for (int e = 0; e < 2; ++e) {")
+    w("            const int row = row0 + i * 64 + h * 8, r_in = warp * 16 + lane / 4 + h * 8;")
+    w("            const int c_in = j * 8 + 2 * (lane % 4) + e, col = col0 + j * 8 + e;")
+    w("            const bool inside = row < M && col < N;")
+    w("            float v = acc[i][4 * j + 2 * h + e];")
     for line in element_ops(epilogue, _operands(r, dtype, "inside", swap=True)):
-        w("                    " + line)
+        w("            " + line)
     conv = r.converters(dtype)[1]
-    w("                    " + r.asm("st.shared.b16", addr=f"buf + {lay.c_offset('c_in', 'r_in')}",
-                                   value=f"{conv}(v)"))
-    w("                }")
-    w("            }")
-    w("        }")
-    w(f'        {r.asm("fence.proxy.async")}')
-    w(f"        {warpgroup}")
-    w("        if (tid == 0) {")
-    w(f"            tr_tma_store_2d(&tmC, tm * {sched.bm} + part * {sched.wm} + i * 64, tn * {sched.bn}, buf);")
-    w(f'            {r.asm("bulk.commit")}')
+    w("            " + r.asm("st.shared.b16", addr=f"buf + {lay.c_offset('c_in', 'r_in')}", value=f"{conv}(v)"))
     w("        }")
     w("    }")
-    w("    continue;")
     w("}")
-    return w.render().replace("\n", "\n            ")
 
 
 def _swapped_direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...]) -> str:

@@ -187,6 +187,43 @@ def test_tensor_maps_over_the_conv_buffers_compute_the_conv(monkeypatch, store):
     assert relative_error(out.reshape(ref.shape), ref) <= 1e-12 < tolerance(op)
 
 
+@pytest.mark.parametrize("bn", [8, 16, 24])
+def test_the_maps_over_the_conv_buffers_compute_the_conv_transposed(monkeypatch, bn):
+    """M = 35 pixels (partial bn tiles), K = 80 (a partial 64-row tile of C^T), C = 72 (a k tail): the kernel's A
+    map is the filter's, its B map x's, C's map takes boxes of 64 channels x bn pixels; each C^T tile built from
+    the boxes k step by k step, the bias along its rows, then written through C's map transposed, equals the
+    conv's float64 reference."""
+    op = Conv2d(1, 72, 5, 7, 80, 1, 1, layout="nhwc", dtype="fp16", bias=True)
+    sched = WgmmaConvSchedule(bm=64, bn=bn, stages=4, consumers=1, store="tma", swap=True, path="gemm")
+    sched.validate(op)
+    (ma, mb, mc), store_tma = _encoded(monkeypatch, op, sched)
+    c, k, m = op.c, op.k, op.gemm_m
+    assert (ma["ptr"], ma["dims"], ma["box"]) == (0x2000, (c, k), (BK, 64))  # the filter: C^T's rows
+    assert (mb["ptr"], mb["dims"], mb["box"]) == (0x1000, (c, m), (BK, bn))  # x: C^T's columns
+    assert store_tma == 1 and (mc["ptr"], mc["dims"], mc["box"]) == (0x3000, (k, m), (64, bn))
+    assert ma["strides"] == mb["strides"] == (c * 2,) and mc["strides"] == (k * 2,)
+    inputs = op.random_inputs(np.random.default_rng(5))
+    x, w = to_float64(inputs["x"], op.dtype).ravel(), to_float64(inputs["weight"], op.dtype).ravel()
+    bias = to_float64(inputs["bias"], op.dtype)
+    out = np.full(m * k, np.nan)
+    for m0 in range(0, k, sched.bm):  # the kernel's tiles: rows over the filters, columns over the pixels
+        for n0 in range(0, m, bn):
+            acc = np.zeros((sched.bm, bn))
+            for k0 in range(0, c, BK):
+                a = _box(w, ma["dims"], (c,), ma["box"], (k0, m0))
+                b = _box(x, mb["dims"], (c,), mb["box"], (k0, n0))
+                acc += a @ b.T
+            acc += np.pad(bias, (0, sched.bm))[m0:m0 + sched.bm, None]  # bias[row]
+            staged = acc.T  # the staging block: bn rows of C (pixels) x 64 columns (channels)
+            for j in range(bn):  # the store through C's map: box (64, bn) at (m0, n0), clipped at C's edges
+                if n0 + j < m:
+                    cols = min(64, k - m0)
+                    out[(n0 + j) * k + m0:(n0 + j) * k + m0 + cols] = staged[j, :cols]
+    ref = op.reference(inputs)
+    assert not np.isnan(out).any()
+    assert relative_error(out.reshape(ref.shape), ref) <= 1e-12 < tolerance(op)
+
+
 def test_cluster_pairs_split_the_filter_box(monkeypatch):
     op = one(n=2, c=256, h=28, k=512)
     sched = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, cluster=2, store="tma", path="gemm")

@@ -1,24 +1,20 @@
 """The Hopper GEMM with swapped operands (``WgmmaSchedule.swap``) without a GPU: the schedule's checks and JSON,
-the kernel op it computes, the tensor maps the host encodes over op's buffers (a NumPy model of the TMA boxes
-that recomputes a batch-1 1x1 conv from them: the kernel's C^T tiles, stored through C's map transposed), the
-epilogue's transposed addressing in the source, NVRTC compiles for sm_90a without spills, and the exporter's
-refusal. The GPU run is tests/emitters/cuda/test_cuda_wgmma_swap_gpu.py."""
+the kernel op it computes, the epilogue's transposed addressing in the source, NVRTC compiles for sm_90a without
+spills, the hero rule of few-pixel 1x1 convs and the exporter's refusal (the NumPy model of the maps over a conv's
+buffers is in test_cuda_wgmma_conv1x1.py). The GPU run is tests/emitters/cuda/test_cuda_wgmma_swap_gpu.py."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 
-import numpy as np
 import pytest
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
-from tracea.emitters.cuda import tma
 from tracea.emitters.cuda.hopper import conv1x1, gemm
 from tracea.emitters.cuda.hopper.conv_paths import gemm_view
-from tracea.emitters.cuda.hopper.schedule import BK, WgmmaConvSchedule, WgmmaSchedule
-from tracea.kernels import Conv2d, Gemm, relative_error, tolerance
-from tracea.kernels.dtypes import to_float64
+from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule
+from tracea.kernels import Conv2d, Gemm
 
 SWAP = WgmmaSchedule(bm=64, bn=16, stages=6, consumers=1, store="tma", swap=True)
 
@@ -62,63 +58,6 @@ def test_the_kernel_computes_c_transposed_over_the_exchanged_extents():
     grid, threads, _ = gemm.launch_geometry(op, SWAP, 132)
     assert grid == -(-1000 // 64) * -(-16 // 16) and threads == 256  # tiles of C^T, persistent
     assert gemm.rendered(op, SWAP, 132).metadata["swapped"]["computes"] == "C^T (1000 x 16) = B^T A^T"
-
-
-def _encoded(monkeypatch, op, sched):
-    calls = []
-    monkeypatch.setattr(tma, "encode_tiled", lambda ptr, dtype, dims, strides, box: calls.append(
-        {"ptr": ptr, "dims": tuple(dims), "strides": tuple(strides), "box": tuple(box)}) or tma._Map())
-    view, gs = gemm_view(op), sched.as_gemm()
-    tma.operand_maps(view, gs, 0x1000, 0x2000)  # x, the filter
-    _, store_tma = tma.output_map(view, gs, 0x3000)
-    return calls, store_tma
-
-
-def _box(flat, dims, stride, box, coords):
-    out = np.zeros(box[::-1])
-    for j in range(box[1]):
-        row = coords[1] + j
-        for i in range(box[0]):
-            col = coords[0] + i
-            if row < dims[1] and col < dims[0]:
-                out[j, i] = flat[row * stride + col]
-    return out
-
-
-@pytest.mark.parametrize("bn", [8, 16, 24])
-def test_the_maps_over_the_conv_buffers_compute_the_conv_transposed(monkeypatch, bn):
-    """M = 35 pixels (partial bn tiles), K = 80 (a partial 64-row tile of C^T), C = 72 (a k tail): the kernel's A
-    map is the filter's, its B map x's, C's map takes boxes of 64 channels x bn pixels; each C^T tile built from
-    the boxes k step by k step, the bias along its rows, then written through C's map transposed, equals the
-    conv's float64 reference."""
-    op = Conv2d(1, 72, 5, 7, 80, 1, 1, layout="nhwc", dtype="fp16", bias=True)
-    sched = WgmmaConvSchedule(bm=64, bn=bn, stages=4, consumers=1, store="tma", swap=True, path="gemm")
-    sched.validate(op)
-    (ma, mb, mc), store_tma = _encoded(monkeypatch, op, sched)
-    c, k, m = op.c, op.k, op.gemm_m
-    assert (ma["ptr"], ma["dims"], ma["box"]) == (0x2000, (c, k), (BK, 64))  # the filter: C^T's rows
-    assert (mb["ptr"], mb["dims"], mb["box"]) == (0x1000, (c, m), (BK, bn))  # x: C^T's columns
-    assert store_tma == 1 and (mc["ptr"], mc["dims"], mc["box"]) == (0x3000, (k, m), (64, bn))
-    inputs = op.random_inputs(np.random.default_rng(5))
-    x, w = to_float64(inputs["x"], op.dtype).ravel(), to_float64(inputs["weight"], op.dtype).ravel()
-    bias = to_float64(inputs["bias"], op.dtype)
-    out = np.full(m * k, np.nan)
-    for m0 in range(0, k, sched.bm):  # the kernel's tiles: rows over the filters, columns over the pixels
-        for n0 in range(0, m, bn):
-            acc = np.zeros((sched.bm, bn))
-            for k0 in range(0, c, BK):
-                a = _box(w, ma["dims"], c, ma["box"], (k0, m0))
-                b = _box(x, mb["dims"], c, mb["box"], (k0, n0))
-                acc += a @ b.T
-            acc += np.pad(bias, (0, sched.bm))[m0:m0 + sched.bm, None]  # bias[row]
-            staged = acc.T  # the staging block: bn rows of C (pixels) x 64 columns (channels)
-            for j in range(bn):  # the store through C's map: box (64, bn) at (m0, n0), clipped at C's edges
-                if n0 + j < m:
-                    cols = min(64, k - m0)
-                    out[(n0 + j) * k + m0:(n0 + j) * k + m0 + cols] = staged[j, :cols]
-    ref = op.reference(inputs)
-    assert not np.isnan(out).any()
-    assert relative_error(out.reshape(ref.shape), ref) <= 1e-12 < tolerance(op)
 
 
 def test_the_epilogue_writes_c_transposed():

@@ -182,8 +182,9 @@ class Kernel:
         bias = ins.get("bias")
         res = ins.get("residual")
         mc, store_tma = T.output_map(op, self.sched, out.data_ptr())
+        kop = T.kernel_op(op, self.sched)  # M and N as the kernel takes them (exchanged under swap)
         args = T.gemm_args(ma, mb, mc, out.data_ptr(), bias.data_ptr() if bias is not None else 0,
-                           res.data_ptr() if res is not None else 0, op.alpha, op.m, op.n, op.k, store_tma)
+                           res.data_ptr() if res is not None else 0, op.alpha, kop.m, kop.n, op.k, store_tma)
         grid, threads, _ = W.launch_geometry(op, self.sched, sm_count, self.max_clusters)
         if self.sched.split != 1:  # split-K: a workspace, zeroed semaphores, the plan (hopper/splitk.py)
             from tracea.emitters.cuda.hopper.gemm import split_plan

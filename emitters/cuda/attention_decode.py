@@ -101,7 +101,7 @@ class AttentionDecodeSchedule:
             raise BadInputError(f"split: expected 0 (fill the GPU) or 1..{MAX_SPLITS} key slices, got {self.split!r}")
         if not isinstance(self.bulk, bool):
             raise BadInputError(f"bulk: expected true or false, got {self.bulk!r}")
-        if isinstance(self.ctas, bool) or self.ctas not in (1, 2):
+        if type(self.ctas) is not int or self.ctas not in (1, 2):
             raise BadInputError(f"ctas: expected 1 or 2 blocks an SM, got {self.ctas!r}")
         if self.ctas == 2 and self.split:
             raise BadInputError("ctas: 2 blocks an SM is a target of the automatic split, not of a fixed one", "split: 0")

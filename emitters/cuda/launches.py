@@ -322,6 +322,16 @@ def wait(stream: int, ev: int) -> None:
         raise LaunchError(f"cuStreamWaitEvent failed: {error_name(rc)}")
 
 
+def joined(stream: int, after: int) -> int:
+    """An event recorded on ``stream`` once it has waited for the work queued on ``after`` so far (the legacy
+    stream, 0, which a non-blocking stream does not wait for by itself)."""
+    first, ev = event(), event()
+    record(first, after)
+    wait(stream, first)
+    record(ev, stream)
+    return ev
+
+
 def capturing(stream: int) -> bool:
     """Whether ``stream`` is capturing a CUDA graph (then nothing from outside the capture may be waited on)."""
     status = ctypes.c_int()

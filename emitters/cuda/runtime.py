@@ -64,8 +64,7 @@ class _Device:
                                    "`tracea emit --backend cuda --arch sm_90a` compiles without one") from None
         launches.CONTEXT[0] = int(_check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent"))
         self.stream = self.dev.create_stream()
-        # copies and memsets in order with the launches (cuda.core's stream is non-blocking: _StreamDriver)
-        self.driver = _StreamDriver(driver, int(self.stream.handle))
+        self.driver = _StreamDriver(driver, int(self.stream.handle))  # copies, memsets in order with launches
         self.l2 = int(getattr(self.dev.properties, "l2_cache_size", 0) or 64 << 20)
         self.flush_bytes = 2 * self.l2
         self.flush_ptr = _check(driver.cuMemAlloc(self.flush_bytes), "cuMemAlloc")
@@ -115,7 +114,7 @@ class _Device:
 
 class DeviceArray:
     def __init__(self, dev: _Device, nbytes: int) -> None:
-        self.dev = dev
+        self.dev = getattr(dev, "_real", dev)  # made in a launch_ptrs preparation: still Tracea's stream later
         self.nbytes = nbytes
         self.ptr = _check(dev.driver.cuMemAlloc(max(1, nbytes)), "cuMemAlloc")
         dev.arrays.add(self)
@@ -211,8 +210,9 @@ class _StreamDriver:
     def cuMemcpyHtoD(self, dst: Any, src: Any, nbytes: int) -> Any:  # noqa: N802 - staged before it returns
         return self._driver.cuMemcpyHtoDAsync(dst, src, nbytes, self._handle)
 
-    def cuMemcpyDtoH(self, dst: Any, src: Any, nbytes: int) -> Any:  # noqa: N802 - to pageable: done on return
-        return self._driver.cuMemcpyDtoHAsync(dst, src, nbytes, self._handle)
+    def cuMemcpyDtoH(self, dst: Any, src: Any, nbytes: int) -> Any:  # noqa: N802 - done on return, pinned too
+        out = self._driver.cuMemcpyDtoHAsync(dst, src, nbytes, self._handle)
+        return out if out[0] else self._driver.cuStreamSynchronize(self._handle)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._driver, name)
@@ -232,7 +232,8 @@ class _OnStream:
 
     def __init__(self, dev: _Device, handle: int) -> None:
         self._real, self.stream = dev, _CallerStream(handle)
-        self.driver = _StreamDriver(dev.driver._driver, handle)  # the module itself, on the caller's stream
+        raw = dev.driver._driver if isinstance(dev.driver, _StreamDriver) else dev.driver  # the module itself
+        self.driver = _StreamDriver(raw, handle)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -343,11 +344,11 @@ class OnCallerBuffers:
 
     def _wait_for_scratch(self, stream: int) -> None:
         """Order this launch after the last one that used the kernel's scratch, when that ran on another
-        stream (the first time: after the legacy stream, where the scratch was zeroed and filled)."""
+        stream (the first time: after Tracea's own stream, where the scratch was zeroed and filled, and the legacy
+        stream before it)."""
         if self._order is None:
-            ev = launches.event()
-            launches.record(ev, 0)
-            self._order = (ev, 0)
+            own = int(getattr(self._dev, "_real", self._dev).stream.handle)
+            self._order = (launches.joined(own, 0), own)
         ev, last = self._order
         if last != stream:
             launches.wait(stream, ev)

@@ -337,14 +337,15 @@ class CudaSchedule:
         return tile_features(op, self.warps, smem_bytes(op, self), self.bm, self.bn)
 
 
-def tile_features(op: Any, warps: int, smem_bytes: int, bm: int, bn: int) -> dict[str, float]:
+def tile_features(op: Any, warps: int, smem_bytes: int, bm: int, bn: int, swap: bool = False) -> dict[str, float]:
     """What the tuner's model sees of a block-tiled CUDA schedule beside its fields (``Schedule.features``,
     ``build.tuning_features``): warps per block, shared memory per block, the block tile's area and the
     number of block tiles over ``op``'s (implicit) GEMM extents (one where it has none). They set occupancy
     (registers and shared memory per SM), the work and reuse per block and how the grid fills the last
     wave, which the raw fields only carry jointly: a 256x128 tile of 64x64 warps and a 128x128 tile of
     64x32 warps share their warp count, not their smem. Device-independent (a recorded space replays
-    without its GPU)."""
+    without its GPU). ``swap``: the tiles are over C^T (the Hopper GEMM's swapped operands)."""
     m = getattr(op, "gemm_m", None) or getattr(op, "m", bm)
     n = getattr(op, "gemm_n", None) or getattr(op, "n", bn)
+    m, n = (n, m) if swap else (m, n)
     return {"warps": warps, "smem_bytes": smem_bytes, "block_tile": bm * bn, "tiles": -(-m // bm) * -(-n // bn)}

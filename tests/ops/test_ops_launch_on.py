@@ -105,14 +105,16 @@ def test_pointers_and_stream_reach_the_launch(cuda):
 def test_scratch_is_ordered_across_streams(cuda):
     k = _kernel()
     k.launch_on({"a": 1, "b": 2, "out": 3}, 7)
-    # first: after the legacy stream (where the scratch was zeroed), then recorded on the caller's stream
-    assert cuda.order == [("record", 100, 0), ("wait", 7, 100), ("record", 100, 7)]
+    # first: after Tracea's stream (1234, where the scratch was zeroed), itself after the legacy stream, then
+    # recorded on the caller's stream
+    assert cuda.order == [("record", 100, 0), ("wait", 1234, 100), ("record", 101, 1234), ("wait", 7, 101),
+                          ("record", 101, 7)]
     cuda.order.clear()
     k.launch_on({"a": 1, "b": 2, "out": 3}, 7)  # the same stream: already in order
-    assert cuda.order == [("record", 100, 7)]
+    assert cuda.order == [("record", 101, 7)]
     cuda.order.clear()
     k.launch_on({"a": 1, "b": 2, "out": 3}, 9)  # another stream waits for the last launch
-    assert cuda.order == [("wait", 9, 100), ("record", 100, 9)]
+    assert cuda.order == [("wait", 9, 101), ("record", 101, 9)]
 
 
 def test_no_scratch_no_events(cuda):
@@ -164,7 +166,7 @@ def test_capture_orders_nothing_across_streams(cuda):
     assert k._order == order  # the next launch outside the capture still waits for the last one outside it
     cuda.capturing = False
     k.launch_on({"a": 1, "b": 2, "out": 3}, 11)
-    assert cuda.order == [("wait", 11, 100), ("record", 100, 11)]
+    assert cuda.order == [("wait", 11, 101), ("record", 101, 11)]
 
 
 class Counting(Prepared):
@@ -260,8 +262,9 @@ def test_a_first_launch_inside_a_capture_records_no_event(cuda):
     k.launch_ptrs((1, 2, 3), 7)
     assert cuda.order == [] and k._order is None and k._has_scratch
     cuda.capturing = False
-    k.launch_ptrs((1, 2, 3), 9)  # outside: after the legacy stream, then recorded on this one
-    assert cuda.order == [("record", 100, 0), ("wait", 9, 100), ("record", 100, 9)]
+    k.launch_ptrs((1, 2, 3), 9)  # outside: after Tracea's stream (and the legacy one), then recorded on this one
+    assert cuda.order == [("record", 100, 0), ("wait", 1234, 100), ("record", 101, 1234), ("wait", 9, 101),
+                          ("record", 101, 9)]
 
 
 class Zeroing(runtime.CudaKernel):

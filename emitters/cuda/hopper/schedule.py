@@ -258,7 +258,7 @@ class WgmmaSchedule:
 
     def features(self, op: Any) -> dict[str, float]:
         """The block's warps (producer's included) and dynamic shared memory over its tile (``tile_features``)."""
-        return tile_features(op, self.threads // 32, self.smem_bytes, self.bm, self.bn)
+        return tile_features(op, self.threads // 32, self.smem_bytes, self.bm, self.bn, self.swap is True)
 
 
 # Picked from the H200 runs (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma/tma-store-epilogue, docs/hopper.md): the TMA-store epilogue took bf16

@@ -36,9 +36,9 @@ def test_copies_and_memsets_are_queued_on_the_stream():
     d.cuMemcpyDtoH(host, 0x1000, host.nbytes)
     d.cuMemsetD8(0x2000, 0, 64)
     d.cuModuleGetFunction("m", b"f")  # not a copy: the module's own call, unchanged
-    assert [c[0] for c in drv.calls] == ["cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemsetD8Async",
-                                         "cuModuleGetFunction"]
-    assert all(c[-1] == ("stream", 0x5A) for c in drv.calls[:3])
+    assert [c[0] for c in drv.calls] == ["cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuStreamSynchronize",
+                                         "cuMemsetD8Async", "cuModuleGetFunction"]
+    assert all(c[-1] == ("stream", 0x5A) for c in drv.calls[:4])  # a download is done when it returns, pinned too
 
 
 def test_a_device_array_uploads_and_downloads_on_its_device_stream():
@@ -54,8 +54,27 @@ def test_a_device_array_uploads_and_downloads_on_its_device_stream():
     arr.upload(host)
     arr.download(host)
     assert [(c[0], c[-1]) for c in drv.calls] == [("cuMemcpyHtoDAsync", ("stream", 7)),
-                                                  ("cuMemcpyDtoHAsync", ("stream", 7))]
+                                                  ("cuMemcpyDtoHAsync", ("stream", 7)),
+                                                  ("cuStreamSynchronize", ("stream", 7))]
     arr.ptr = None  # nothing to free
+
+
+def test_an_array_made_in_a_callers_preparation_copies_on_the_devices_stream():
+    """A buffer first made while a ``launch_ptrs`` preparation borrows the caller's stream keeps the device itself,
+    so a later host call's copies into it are on Tracea's stream, in order with that call's launch."""
+    drv = RecordingDriver()
+
+    class Dev:
+        driver = runtime._StreamDriver(drv, 3)
+        arrays: set = set()
+
+    on = runtime._OnStream(Dev(), 11)
+    drv.cuMemAlloc = lambda n: (0, 0x4000)
+    arr = runtime.DeviceArray(on, 16)
+    assert arr.dev is on._real
+    arr.upload(np.zeros(4, dtype=np.float32))
+    assert drv.calls[-1][0] == "cuMemcpyHtoDAsync" and drv.calls[-1][-1] == ("stream", 3)
+    arr.ptr = None
 
 
 def test_the_device_and_a_callers_stream_both_wrap_the_module_itself():

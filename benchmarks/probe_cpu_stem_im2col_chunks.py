@@ -3,24 +3,17 @@ patches built all at once (7.4 MB for the stem) against built a chunk of pixels 
 chunk's GEMM (``conv_direct.IM2COL_CHUNK``); oneDNN's conv (torch, channels_last) timed in the same alternating
 blocks (timing.interleaved) as the reference. Every form is verified first. What ``IM2COL_CHUNK`` rests on.
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/probe_cpu_stem_im2col_chunks.py \
-        [--cases 0,1,2] [--chunks 0,2097152] [--repeats 20]
-
-Each form also gets the per-round ratio all-at-once / this (its median and the sign test's 95 % interval,
-emitters/stability.py ``paired_ratio``): this machine's speed moves between blocks, so only a ratio whose interval
-excludes 1 says which is faster.
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/probe_cpu_stem_im2col_chunks.py
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 
 import numpy as np
 
 from tracea.doctor import probe
-from tracea.emitters.stability import paired_ratio
 from tracea.emitters.timing import interleaved
 from tracea.kernels import Conv2d
 
@@ -46,18 +39,13 @@ def torch_conv(op, x):
     return lambda: torch.nn.functional.conv2d(xt, wt, stride=op.stride, padding=op.padding)
 
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--cases", default="0,1,2")
-ap.add_argument("--chunks", default=",".join(map(str, CHUNKS)))
-ap.add_argument("--repeats", type=int, default=20)
-args = ap.parse_args()
-for op in [CASES[int(i)] for i in args.cases.split(",")]:
+for op in CASES:
     s = B.hero_schedule(op, v, host)
     x = op.random_inputs(np.random.default_rng(0))
     out = np.empty(op.output_shape(), np.float32)
     ref = op.reference(x)
     fns = {}
-    for chunk in sorted({0, *(int(c) for c in args.chunks.split(","))}):
+    for chunk in CHUNKS:
         D.IM2COL_CHUNK = chunk  # read when the source renders
         k = B.build(op, v, s, host)
         k(x, out)
@@ -69,12 +57,9 @@ for op in [CASES[int(i)] for i in args.cases.split(",")]:
         fns["oneDNN"] = torch_conv(op, x)
     except ImportError:
         pass
-    rounds: list = []
-    t = interleaved(fns, repeats=args.repeats, min_seconds=0.4, block=5, gap_s=0.01, rounds_out=rounds)
+    t = interleaved(fns, repeats=20, min_seconds=0.4, block=5, gap_s=0.01)
     base = t["all at once"].p50_ms
     print(f"{op.signature[:70]} (pack_a={s.pack_a}, mr={s.mr}, nr={s.nr}):", flush=True)
     for name, r in t.items():
-        pr = paired_ratio(rounds, "all at once", name) if name != "all at once" else None
-        paired = f"  per round {pr[0]:.2f} [{pr[1]:.2f}, {pr[2]:.2f}] over {pr[3]}" if pr else ""
-        print(f"  {name:14s} {r.p50_ms:.3f} ms (p95 {r.p95_ms:.3f})  all-at-once / this {base / r.p50_ms:.2f}{paired}",
+        print(f"  {name:14s} {r.p50_ms:.3f} ms (p95 {r.p95_ms:.3f})  all-at-once / this {base / r.p50_ms:.2f}",
               flush=True)

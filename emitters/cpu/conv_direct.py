@@ -183,21 +183,20 @@ static void conv_copy_out(void* arg, int tid, int nthreads) {
     }
 }
 
-/* col (M, R*S*C) = the patches of output pixels first .. first + M, a filter row's S*C values one run where its
-   taps lie inside the image row (dw = 1); rows split between threads */
-typedef struct { const tr_job* J; float* col; long M, R, first; } cv_col;
+/* col (M, R*S*C) = the patches of the output pixels, a filter row's S*C values one run where its taps lie
+   inside the image row (dw = 1); rows split between threads */
+typedef struct { const tr_job* J; float* col; long M, R; } cv_col;
 
 static void conv_im2col(void* arg, int tid, int nthreads) {
     const cv_col* A = (const cv_col*)arg;
     const tr_job* J = A->J;
-    const long C = J->C, SC = J->S * C, PQ = J->P * J->Q;
-    const long i0 = A->first + A->M * tid / nthreads, i1 = A->first + A->M * (tid + 1) / nthreads;
+    const long C = J->C, SC = J->S * C, PQ = J->P * J->Q, i0 = A->M * tid / nthreads, i1 = A->M * (tid + 1) / nthreads;
     long nimg = i0 / PQ, oh = (i0 - nimg * PQ) / J->Q, ow = i0 - nimg * PQ - oh * J->Q;
     for (long i = i0; i < i1; ++i) {
         const long iw0 = ow * J->sw - J->pw;
         const float* xn = J->x + nimg * J->H * J->W * C;
         const int inside = J->dw == 1 && iw0 >= 0 && iw0 + J->S <= J->W;
-        float* d = A->col + (i - A->first) * A->R * SC;
+        float* d = A->col + i * A->R * SC;
         for (long r = 0; r < A->R; ++r, d += SC) {
             const long h = oh * J->sh - J->ph + r * J->dh;
             if (h < 0 || h >= J->H) memset(d, 0, sizeof(float) * (size_t)SC);
@@ -213,7 +212,6 @@ static void conv_im2col(void* arg, int tid, int nthreads) {
 }
 
 #define IM2COL_MAX_BYTES ((size_t)16 << 20)  /* above: the patches gathered while packing instead */
-#define IM2COL_CHUNK_BYTES ((size_t){chunk})  /* built and read a chunk of pixels at a time (0: all at once) */
 
 static tr_buf tr_src_buf, tr_vout_buf, tr_col_buf;
 
@@ -247,25 +245,17 @@ ENTRY = """
     J.n = K; J.k = C * R * S;
     int rc = 0;
     pthread_mutex_lock(&tr_call_mu);
-    if (!J.inplace) {{  /* a strided filter: the patches built and read in place, a chunk of pixels at a time */
-        const long M = N * P * Q, rowb = (long)sizeof(float) * J.k;
-        const size_t bytes = (size_t)(rowb * M);
-        const long fit = (long)IM2COL_CHUNK_BYTES / rowb / MR * MR;  /* whole micro-kernel rows, at least one */
-        const long chunk = tr_min(IM2COL_CHUNK_BYTES ? (fit > MR ? fit : MR) : M, M);
-        float* col = bytes <= IM2COL_MAX_BYTES ? (float*)tr_reserve(&tr_col_buf, (size_t)(rowb * chunk)) : NULL;
-        J.ldc = K; J.ldo = K;
-        if (!col) {{  /* gathered while packing */
-            J.m = M; J.c = out; J.out = out;
-            rc = tr_gemm(&J, threads);
+    if (!J.inplace) {{  /* a strided filter: the patches built once and read in place, output rows exact */
+        J.m = N * P * Q;
+        const size_t bytes = sizeof(float) * (size_t)J.m * (size_t)J.k;
+        float* col = bytes <= IM2COL_MAX_BYTES ? (float*)tr_reserve(&tr_col_buf, bytes) : NULL;
+        if (col) {{
+            cv_col a = {{&J, col, J.m, R}};
+            conv_copy(conv_im2col, &a, bytes, threads);
+            J.src = col; J.C = J.k; J.S = 1; J.dh = 0; J.Wp = 0; J.lda = J.k; J.inplace = 1;
         }}
-        for (long i0 = 0; col && i0 < M && rc == 0; i0 += chunk) {{
-            cv_col a = {{&J, col, tr_min(chunk, M - i0), R, i0}};
-            conv_copy(conv_im2col, &a, (size_t)(rowb * a.M), threads);
-            tr_job Jc = J;
-            Jc.src = col; Jc.C = J.k; Jc.S = 1; Jc.dh = 0; Jc.Wp = 0; Jc.lda = J.k; Jc.inplace = 1;
-            Jc.m = a.M; Jc.c = out + i0 * K; Jc.out = Jc.c;
-            rc = tr_gemm(&Jc, threads);
-        }}
+        J.c = out; J.out = out; J.ldc = K; J.ldo = K;
+        rc = tr_gemm(&J, threads);
     }} else if (plain && sh == 1 && sw == 1) {{
         J.src = x; J.Wp = W; J.m = N * H * W;
         J.c = out; J.out = out; J.ldc = K; J.ldo = K;
@@ -303,9 +293,6 @@ ENTRY = """
 """
 
 
-IM2COL_CHUNK = 0  # bytes of patches built and read at a time on the strided path (0: all at once)
-
-
 def unsupported(op: Any) -> str | None:
     """Why ``op`` cannot take this path or the small-M form (None: both can)."""
     if op.dtype.value != "fp32" or op.layout != "nhwc":
@@ -339,5 +326,5 @@ def render_direct(op: Any, isa: CpuIsa, s: CpuSchedule, header: str, entry: str)
                     helpers=HELPERS, unpacked_a_if="J->inplace",
                     segmented_a="conv_uk(J, i0, pc, kc, b, dst, ld, acc)")
     return "\n".join([header, isa.prelude(("fp32",)), pool_c(), f"#define NTHREADS {s.threads}",
-                      render_core(isa, s, spec), COPIES.replace("{chunk}", str(IM2COL_CHUNK)),
+                      render_core(isa, s, spec), COPIES,
                       ENTRY.format(prefix=isa.kernel_prefix, entry=entry)])

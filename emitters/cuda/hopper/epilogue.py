@@ -13,8 +13,8 @@ mainloop's consumers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ... import gpu_epilogue
 from ...cstyle import CodeWriter
@@ -53,7 +53,7 @@ def tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple
 
 
 def _staged_stores(sched: WgmmaSchedule, r: CudaRenderer, when: str, atoms: int | None, even_buf: str,
-                   stage: Any, coords: str) -> str:
+                   stage: Callable[[CodeWriter], None], coords: str) -> str:
     """The TMA store's walk over a consumer's part of C: each m64 slice's ``atoms`` staging atoms (None: one, no
     loop), each written by ``stage`` into one of two alternating buffers (named where it is written when a tile
     has an even count: ``even_buf``; carried in ``cstep`` otherwise) between warpgroup barriers, fenced to the

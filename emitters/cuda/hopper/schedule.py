@@ -448,7 +448,7 @@ class WgmmaConvSchedule(WgmmaSchedule):
         publish, path = d.pop("publish", "wait"), d.pop("path", "gather")
         return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish, path=path)
 
-SWAP_PIXELS, SWAP_CHANNELS = 784, 256  # a 1x1 conv of at most 784 pixels over 256+ channels swaps its operands
+SWAP_ROWS, SWAP_CHANNELS = 784, 256  # C's rows (pixels) up to which operands swap: searched, and a 1x1 conv's hero
 
 
 def swapped_1x1(op: Any) -> WgmmaConvSchedule | None:
@@ -456,9 +456,9 @@ def swapped_1x1(op: Any) -> WgmmaConvSchedule | None:
     32 leave under 40 tiles; 16 and split-K over 32+ k steps), 8 stages; else None. An H200, ResNet-50's batch-1
     1x1 convs (docs/device-runs/h200-conv1x1-swapped-operands/): 1.00-1.09x cuDNN's time in graphs of ten against
     1.03-1.21x with 64 x 64 tiles; 128 channels at 28x28 lost (1.19x against 1.04x)."""
-    s = WgmmaConvSchedule(bm=64, bn=32, stages=8, consumers=1, store="tma", swap=True, path="gemm")
-    if op.gemm_m > SWAP_PIXELS or op.c < SWAP_CHANNELS:
+    if op.gemm_m > SWAP_ROWS or op.c < SWAP_CHANNELS:
         return None
+    s = WgmmaConvSchedule(bm=64, bn=32, stages=8, consumers=1, store="tma", swap=True, path="gemm")
     if -(-op.c // BK) >= 32:
         return dataclasses.replace(s, bn=16, split=0)
     return dataclasses.replace(s, bn=16) if tile_count(s, op.k, op.gemm_m) < 40 else s

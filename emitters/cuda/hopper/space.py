@@ -21,6 +21,7 @@ from .schedule import (
     RASTERS,
     SMEM_OPTIN_SM90,
     STORES,
+    SWAP_ROWS,
     WgmmaConvSchedule,
     WgmmaSchedule,
     conv_hero_schedule,
@@ -45,9 +46,6 @@ def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90, sm_count: in
     out = keep_valid(out, split_candidates(out, op, sm_count), op, smem_optin)
     out = keep_valid(out, cluster_n_candidates(op, sm_count), op, smem_optin)
     return keep_valid(out, swap_candidates(op), op, smem_optin)
-
-
-SWAP_ROWS = 512  # C's rows up to which swapped tiles are searched (a batch-1 1x1 conv's pixels, decode tokens)
 
 
 def swap_candidates(op: Any) -> Iterable[WgmmaSchedule]:

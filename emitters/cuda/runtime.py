@@ -23,6 +23,9 @@ from ..artifact import Artifact  # the same record for every backend (language="
 from ..timing import HOLD_CYCLES, Timing, _p95
 from . import launches, modules
 from .render import Rendered
+from .stream_driver import Borrowed as _Borrowed
+from .stream_driver import OnStream as _OnStream
+from .stream_driver import StreamDriver as _StreamDriver
 
 BUFFERS = ("a", "b", "x", "weight", "bias", "residual", "out")
 FLOAT_SCALARS = ("alpha",)
@@ -182,64 +185,10 @@ def event_timing(dev: _Device, launch: Any, warmup: int, repeats: int, flush_l2:
     return Timing(statistics.median(ms), _p95(ms), ms[0], len(ms))
 
 
-class _Borrowed:
-    """A caller's device buffer in ``launch_on``: its pointer and size; never freed, copied into or out of."""
-
-    __slots__ = ("ptr", "nbytes")
-
-    def __init__(self, ptr: int, nbytes: int) -> None:
-        self.ptr, self.nbytes = ptr, nbytes
-
-    def upload(self, host: np.ndarray) -> None:
-        raise LaunchError("launch_on: a caller's buffer is never copied into", "pass host arrays to kernel(...)")
-
-    download = upload
-
-
-class _StreamDriver:
-    """The driver module as a stream's work sees it (``_Device``'s own, or a caller's in ``_OnStream``): memsets and
-    host copies (inputs, an output's poison, split-K semaphores) in order with its launches, not on the legacy
-    stream a non-blocking one does not wait for (a pageable ``cuMemcpyHtoD`` returns before its copy lands)."""
-
-    def __init__(self, driver: Any, handle: int) -> None:
-        self._driver, self._handle = driver, driver.CUstream(handle)
-
-    def cuMemsetD8(self, ptr: Any, value: int, nbytes: int) -> Any:  # noqa: N802 - the driver's name
-        return self._driver.cuMemsetD8Async(ptr, value, nbytes, self._handle)
-
-    def cuMemcpyHtoD(self, dst: Any, src: Any, nbytes: int) -> Any:  # noqa: N802 - staged before it returns
-        return self._driver.cuMemcpyHtoDAsync(dst, src, nbytes, self._handle)
-
-    def cuMemcpyDtoH(self, dst: Any, src: Any, nbytes: int) -> Any:  # noqa: N802 - done on return, pinned too
-        out = self._driver.cuMemcpyDtoHAsync(dst, src, nbytes, self._handle)
-        return out if out[0] else self._driver.cuStreamSynchronize(self._handle)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._driver, name)
-
-
-class _CallerStream:
-    """A caller's stream as a kernel object's ``launch`` reads it (``.handle``), not owned."""
-
-    __slots__ = ("handle",)
-
-    def __init__(self, handle: int) -> None:
-        self.handle = handle
-
-
-class _OnStream:
-    """The device as one ``launch_ptrs`` preparation sees it: the caller's stream in place of Tracea's own."""
-
-    def __init__(self, dev: _Device, handle: int) -> None:
-        self._real, self.stream = dev, _CallerStream(handle)
-        raw = dev.driver._driver if isinstance(dev.driver, _StreamDriver) else dev.driver  # the module itself
-        self.driver = _StreamDriver(raw, handle)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-
 TAPES = 64  # recorded launches kept per kernel object (a model's layers of one shape, each on its own tensors)
+
+
+IN_GRAPHS: list[Any] = []  # kernels with scratch that a captured CUDA graph launches: alive until the process ends
 
 
 class OnCallerBuffers:
@@ -256,12 +205,16 @@ class OnCallerBuffers:
     theirs. The kernel's own scratch (split-K workspace, padded copies, tile plans) is
     shared by its launches, so a launch on another stream than the last first waits for that one (an event,
     no host sync), except while the stream captures a CUDA graph: then nothing from outside the capture may
-    be waited on, and work before the capture is complete (torch.cuda.graph synchronizes as it begins)."""
+    be waited on, and work before the capture is complete (torch.cuda.graph synchronizes as it begins). A
+    kernel with scratch that a capture records is kept by the process from then on (``IN_GRAPHS``): the graph
+    holds the scratch's addresses, not the kernel, so ``tracea.ops.clear_cache()`` or a dropped kernel must not
+    free the memory a later replay writes."""
 
     _borrowing = False  # inside a preparation: upload reads the caller's pointers, copies nothing
     _tapes: collections.OrderedDict[tuple[int, ...], launches.Tape] | None = None  # by pointers, newest last
     _order: tuple[int, int] | None = None  # (event, stream) recorded after the last launch that used scratch
     _has_scratch: bool | None = None  # the kernel holds buffers of its own (None: not known yet)
+    _in_graph = False  # a CUDA graph's capture recorded a launch of this kernel (then it is in IN_GRAPHS)
     _names: tuple[str, ...] | None = None
     _sizes: tuple[int, ...] | None = None
 
@@ -307,6 +260,9 @@ class OnCallerBuffers:
                 self._record(ptrs, stream)
             if self._has_scratch and capturing is None:  # scratch the preparation just made: asked now
                 capturing = launches.capturing(stream)
+            if self._has_scratch and capturing and not self._in_graph:
+                self._in_graph = True
+                IN_GRAPHS.append(self)
             if self._has_scratch and not capturing:
                 ev = self._order[0] if self._order else launches.event()
                 self._order = (ev, stream)

@@ -315,3 +315,25 @@ def test_a_prepared_call_replays_its_last_launch_and_never_a_stale_one(cuda, mon
     assert [c[2][:3] for c in cuda.launched][2:] == [[11, 22, 44], [11, 22, 33]]
     k2 = _kernel()  # with scratch of its own: every call through launch_ptrs, which orders the scratch
     assert k2.replayable((1, 2, 3)) is None
+
+
+def test_a_kernel_whose_scratch_a_graph_captured_outlives_every_other_reference(cuda, monkeypatch):
+    """A CUDA graph holds the addresses of a kernel's scratch, not the kernel: one captured is kept by the process
+    (``tracea.ops.clear_cache()`` then dropping it must not free memory a replay writes). Kernels without scratch,
+    and launches outside a capture, are not kept."""
+    import gc
+    import weakref
+
+    monkeypatch.setattr(runtime, "IN_GRAPHS", [])
+    outside, plain, captured = _kernel(), _kernel(workspace=False), _kernel()
+    outside.launch_ptrs((1, 2, 3), 7)
+    cuda.capturing = True
+    plain.launch_ptrs((1, 2, 3), 7)
+    captured.launch_ptrs((1, 2, 3), 7)
+    captured.launch_ptrs((4, 5, 6), 7)  # kept once however often it is captured
+    cuda.capturing = False
+    assert runtime.IN_GRAPHS == [captured]
+    refs = [weakref.ref(k) for k in (outside, plain, captured)]
+    del outside, plain, captured
+    gc.collect()
+    assert [r() is None for r in refs] == [True, True, False]

@@ -104,7 +104,9 @@ def allow_fallback(flag: bool = True) -> None:
 
 def clear_cache() -> None:
     """Forget the in-process kernels and routing choices (the next call plans again and reads the tuning
-    database again; the on-disk build cache still spares the compile) and reset ``stats()``."""
+    database again; the on-disk build cache still spares the compile) and reset ``stats()``. A kernel that a
+    captured CUDA graph launches keeps its scratch (split-K workspace, semaphores) until the process ends, so a
+    graph captured before still replays correctly."""
     _engine.clear()
     _prepared.clear()
 

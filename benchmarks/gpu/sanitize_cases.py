@@ -63,6 +63,12 @@ CASES = [
     ("wgmma-gemm-swap-split", "cuda-wgmma.gemm", Gemm(24, 1000, 2048, "bf16", layout_b="col",
                                                       epilogue=("bias", "gelu", "residual")),
      {"core": "wgmma", "bm": 64, "bn": 16, "stages": 6, "consumers": 1, "store": "direct", "split": 4, "swap": True}),
+    # few pixels on the im2col path (the heroes of few_pixels_im2col): 64 x 64 tiles split over the K of a 3x3 conv
+    # of 512 channels (partial tiles: 7 x 5 pixels), and unsplit over a strided 1x1 with a ragged K
+    ("wgmma-conv-few-split", "cuda-wgmma.conv2d", Conv2d(1, 512, 7, 5, 200, 3, 3, padding=1, layout="nhwc",
+                                                        dtype="fp16", bias=True)),
+    ("wgmma-conv-few-strided", "cuda-wgmma.conv2d", Conv2d(1, 256, 27, 27, 520, 1, 1, stride=2, layout="nhwc",
+                                                          dtype="fp16")),
     ("stem-224", "cuda-wgmma.conv2d", Conv2d(1, 3, 224, 224, 64, 7, 7, stride=2, padding=3, layout="nhwc",
                                             dtype="fp16")),
     ("stem-small", "cuda-wgmma.conv2d", Conv2d(4, 12, 33, 33, 32, 5, 5, stride=2, padding=2, layout="nhwc",

@@ -127,7 +127,7 @@ def test_cuda_schedules_of_every_core_decode_and_name_from_json() -> None:
     """The tuner names and features recorded CUDA schedules from their JSON alone (simulation mode has no
     GPU and no hero to take the class from): Hopper GEMM and conv schedules as well as CudaSchedule."""
     from tracea.emitters.cuda import CudaSchedule, schedule_from_json, tuning_features
-    from tracea.emitters.cuda.hopper.schedule import conv_hero_schedule as conv_hero
+    from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule as conv_hero
     from tracea.emitters.cuda.hopper.schedule import hero_schedule as gemm_hero
     from tracea.tuner.run_setup import schedule_name
 

@@ -15,6 +15,7 @@ The GEMM's names are exported here (the host side in ``..tma`` and the GPU scrip
 is ``hopper.conv``, imported on its own (its host side imports ``..tma``, which imports this package).
 """
 
+from .conv_heroes import conv_hero_schedule
 from .gemm import KERNEL_NAME, launch_geometry, render, rendered, tma_boxes, tma_unsupported
 from .mainloop import descriptor_strides, operand_layouts
 from .ptx import render_tma_probe
@@ -25,7 +26,6 @@ from .schedule import (
     SWIZZLE,
     WgmmaConvSchedule,
     WgmmaSchedule,
-    conv_hero_schedule,
     hero_schedule,
 )
 from .space import conv_search_space, search_space

@@ -20,7 +20,7 @@ from tracea.doctor.errors import BadInputError
 from ...layout import TmaSwizzle
 from ...schedule import booleans, positive_ints
 from ..schedule import tile_features
-from .conv_paths import gemm_view, gemm_view_unsupported, im2col_unsupported
+from .conv_paths import gemm_view_unsupported, im2col_unsupported
 from .ptx import PTX_TYPE
 
 SCHEMA_VERSION = 1
@@ -447,54 +447,3 @@ class WgmmaConvSchedule(WgmmaSchedule):
             raise BadInputError("schedule: not a cuda-wgmma conv2d schedule")
         publish, path = d.pop("publish", "wait"), d.pop("path", "gather")
         return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish, path=path)
-
-SWAP_ROWS, SWAP_CHANNELS = 784, 256  # C's rows (pixels) up to which operands swap: searched, and a 1x1 conv's hero
-
-
-def swapped_1x1(op: Any) -> WgmmaConvSchedule | None:
-    """A 1x1 conv of few pixels over 256+ channels: swapped operands, 64 filters x 32 pixels a tile (16 where
-    32 leave under 40 tiles; 16 and split-K over 32+ k steps), 8 stages; else None. An H200, ResNet-50's batch-1
-    1x1 convs (docs/device-runs/h200-conv1x1-swapped-operands/): 1.00-1.09x cuDNN's time in graphs of ten against
-    1.03-1.21x with 64 x 64 tiles; 128 channels at 28x28 lost (1.19x against 1.04x)."""
-    if op.gemm_m > SWAP_ROWS or op.c < SWAP_CHANNELS:
-        return None
-    s = WgmmaConvSchedule(bm=64, bn=32, stages=8, consumers=1, store="tma", swap=True, path="gemm")
-    if -(-op.c // BK) >= 32:
-        return dataclasses.replace(s, bn=16, split=0)
-    return dataclasses.replace(s, bn=16) if tile_count(s, op.k, op.gemm_m) < 40 else s
-
-
-def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule:
-    """A conv that is a plain GEMM (1x1, stride 1, no padding, NHWC) takes the GEMM's hero for
-    ``gemm_view(op)``, or swapped operands where it has few pixels (``swapped_1x1``). Any other whose activations TMA's im2col mode can walk (``im2col_unsupported``)
-    takes the im2col path: 128 x 128 ping-pong tiles (128 x 64 for 64 output channels), 6 stages, and
-    ``with_split``'s 64 x 128 tiles or split-K where those leave SMs idle. From the H100 probe
-    (docs/device-runs/h100-cuda-suites-splitk-im2col-stem/im2col-probe), ResNet-50's 3x3 convs at batch 32: 1.01-1.14x cuDNN
-    this way, against 0.68-0.76x gathered by the producer's threads; at batch 1, 0.84-1.08x. The rest
-    keep the gather (picked from the H200 runs, docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/publish-noinc):
-    128 x 256 tiles, 4 stages, stages published by ``cp.async.mbarrier.arrive.noinc``; 128 x 128 (or
-    128 x 64) ping-pong for K <= 128."""
-    if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: the GEMM's own hero, or swapped
-        return swapped_1x1(op) or WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(op), sm_count))
-    wide = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col")
-    if op is not None and im2col_unsupported(op) is None and op.k >= 256 and op.r * op.s > 1 \
-            and tile_count(wide, op.gemm_m, op.k) >= 2 * sm_count:
-        # plenty of 128 x 256 tiles of a filter wider than 1x1: the wide tile's operand reuse wins (N32 C256
-        # 56x56 K256 3x3: 1.02x cuDNN, against 0.84x with 128 x 128 ping-pong; with fewer tiles it loses:
-        # 0.73x against 1.14x at 14x14; docs/device-runs/h100-cuda-suites-splitk-im2col-stem/big-convs,
-        # docs/device-runs/h100-cuda-suites-splitk-im2col-stem/im2col-probe)
-        return wide
-    if op is not None and im2col_unsupported(op) is None:
-        base = WgmmaConvSchedule(bm=128, bn=64 if op.k <= 64 else 128, stages=6, consumers=2, pingpong=True,
-                                 store="tma", path="im2col")
-        narrow = WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", path="im2col")
-    elif op is not None and op.k <= 128:  # 64 output channels: 64-wide tiles (no wgmma columns wasted)
-        base = WgmmaConvSchedule(bm=128, bn=64 if op.k <= 64 else 128, stages=6, consumers=2, pingpong=True,
-                                 store="tma")
-        narrow = WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", publish="noinc")
-    else:
-        base = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, raster="n", store="tma", publish="noinc")
-        narrow = WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", publish="noinc")
-    if op is None:
-        return base
-    return with_split(base, narrow, op.gemm_m, op.k, op.r * op.s * -(-op.c // BK), sm_count)

@@ -15,16 +15,15 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
+from .conv_heroes import SWAP_ROWS, conv_hero_schedule
 from .conv_paths import gemm_view, gemm_view_unsupported
 from .schedule import (
     PUBLISH,
     RASTERS,
     SMEM_OPTIN_SM90,
     STORES,
-    SWAP_ROWS,
     WgmmaConvSchedule,
     WgmmaSchedule,
-    conv_hero_schedule,
     hero_schedule,
     tile_count,
 )

@@ -107,7 +107,7 @@ def test_stride2_downsamples_keep_the_gather_and_match(c, k, h):
 def test_events_timing_of_the_gemm_path(c, k, h, n):
     """Timing sanity only; the gather's figure on the same inputs is printed beside it (-s to see it)."""
     from tracea.emitters import cuda
-    from tracea.emitters.cuda.hopper.schedule import conv_hero_schedule
+    from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
 
     op = one(n, c, h, k)
     kern, inputs = verified(op)

@@ -14,12 +14,8 @@ import pytest
 
 from tracea.doctor.errors import BadInputError
 from tracea.emitters.cuda.hopper import splitk
-from tracea.emitters.cuda.hopper.schedule import (
-    WgmmaConvSchedule,
-    WgmmaSchedule,
-    conv_hero_schedule,
-    hero_schedule,
-)
+from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
+from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule, hero_schedule
 from tracea.emitters.cuda.hopper.space import conv_search_space, search_space
 from tracea.kernels import Conv2d, Gemm
 
@@ -247,9 +243,11 @@ def test_rendered_launch_carries_the_plan():
     r = gemm.rendered(Gemm(128, 4096, 4096, "bf16"), hero_schedule(Gemm(128, 4096, 4096, "bf16")), 132)
     assert r.metadata["split_k"]["splits"] == 2 and r.grid[0] == 128 and r.params[-4:] == splitk.PARAMS
     deep = Conv2d(1, 512, 7, 7, 512, 3, 3, padding=1, layout="nhwc", dtype="fp16")
-    r = conv.rendered(deep, conv_hero_schedule(deep), 132)
+    s = conv_hero_schedule(deep)
+    r = conv.rendered(deep, s, 132)
     plan = r.metadata["split_k"]
-    assert plan["units"] == 4 * plan["splits"] and r.grid[0] == min(132, plan["units"])
+    tiles = -(-deep.gemm_m // s.bm) * -(-deep.k // s.bn)  # 1 x 8 of 64 x 64
+    assert tiles == 8 and plan["units"] == tiles * plan["splits"] and r.grid[0] == min(132, plan["units"])
     plain = gemm.rendered(Gemm(4096, 4096, 4096, "bf16"), hero_schedule(Gemm(4096, 4096, 4096, "bf16")), 132)
     assert "split_k" not in plain.metadata and plain.params[-1] == "store_tma"
 

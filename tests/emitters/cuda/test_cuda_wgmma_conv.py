@@ -16,7 +16,8 @@ import pytest
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.emitters.cuda.hopper import conv as WC
-from tracea.emitters.cuda.hopper.schedule import BK, SWIZZLE, WgmmaConvSchedule, conv_hero_schedule
+from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
+from tracea.emitters.cuda.hopper.schedule import BK, SWIZZLE, WgmmaConvSchedule
 from tracea.emitters.cuda.hopper.space import conv_search_space
 from tracea.emitters.layout import TileLayout
 from tracea.kernels import Conv2d, Gemm
@@ -78,6 +79,26 @@ def test_heroes_follow_k():
     assert conv_hero_schedule(conv(n=32, k=128, stride=9)).pingpong
     big = conv_hero_schedule(conv(n=32, k=256, stride=9, h=512, w=512))
     assert (big.path, big.bm, big.bn, big.publish, big.store) == ("gather", 128, 256, "noinc", "tma")
+
+
+def test_few_pixels_take_64_by_64_im2col_tiles_split_from_32_k_steps():
+    """ResNet-50's batch-1 convs that the im2col path walks (few_pixels_im2col): 64 x 64 tiles where 128-row tiles
+    fill under half of 132 SMs and 64 x 64 ones fit in one wave; split-K (planned at launch) from 32 k steps."""
+    cases = [  # (c, h, k, filter, stride, split): 9 x 1-2 k steps unsplit, 9 x 4-8 split; 1x1 strided 4-16 unsplit
+        (64, 56, 64, 3, 1, 1), (128, 56, 128, 3, 2, 1), (128, 28, 128, 3, 1, 1), (256, 28, 256, 3, 2, 0),
+        (256, 14, 256, 3, 1, 0), (512, 7, 512, 3, 1, 0), (256, 56, 512, 1, 2, 1), (1024, 14, 2048, 1, 2, 1)]
+    for c, h, k, f, stride, split in cases:
+        op = Conv2d(n=1, c=c, h=h, w=h, k=k, r=f, s=f, stride=stride, padding=f // 2, layout="nhwc", dtype="fp16")
+        got = conv_hero_schedule(op)
+        assert (got.path, got.bm, got.bn, got.consumers, got.split) == ("im2col", 64, 64, 1, split), (c, h, k, f)
+        got.validate(op)
+    # plenty of tiles (batch 32), or 64 x 64 tiles past one wave (batch 8's 64-channel 3x3): as before
+    assert conv_hero_schedule(conv(n=32, c=512, h=7, w=7, k=512)).bn == 128
+    assert (conv_hero_schedule(conv(n=8, c=64, h=56, w=56, k=64)).bm, conv_hero_schedule(conv(n=8, c=64, h=56, w=56,
+                                                                                                k=64)).pingpong) == (128, True)
+    # on fewer SMs the same conv can leave the rule (4 tiles of 128 x 128 fill half of 8 SMs)
+    assert conv_hero_schedule(conv(n=1, c=512, h=7, w=7, k=512), sm_count=32).bn == 64
+    assert conv_hero_schedule(conv(n=1, c=512, h=7, w=7, k=512), sm_count=8).bn == 128
 
 
 def test_lag_leaves_the_consumers_two_stages():
@@ -164,7 +185,11 @@ def test_heroes_compile_for_sm90a_without_spills(compiled):
         assert "tr_wgmma_conv" in log and "sm_90a" in log
         assert (res.spill_stores, res.spill_loads, res.stack_frame) == (0, 0, 0), log
         assert "C7508" not in log  # ptxas would say so if it ignored setmaxnreg
-        assert res.regs_per_thread <= sched.register_split()[0]
+        # the block's register pool (ptxas's count, allocated in eights) fits the SM and covers setmaxnreg's split
+        # (one consumer: 255 at entry, 256 x 256 threads; the producer's 96 and the consumer's 256 take 45056)
+        pool = -(-res.regs_per_thread // 8) * 8 * sched.threads
+        _, producer, consumer = sched.register_split()
+        assert 128 * (producer + sched.consumers * consumer) <= pool <= 65536, (sched.name, res.regs_per_thread)
 
 
 def test_a_sample_of_schedules_compiles(compiled):

@@ -109,7 +109,7 @@ def test_the_conv_path_renders_the_gemm_kernel_of_its_view():
 def test_few_pixel_1x1_convs_over_many_channels_swap_their_operands():
     """ResNet-50's batch-1 1x1 convs of 784 pixels or fewer over 256+ channels: 64 x 32 swapped tiles, 16 pixels
     where 32 leave under 40 tiles, and split-K over 32+ k steps; the rest keep the GEMM's hero."""
-    from tracea.emitters.cuda.hopper.schedule import conv_hero_schedule
+    from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
 
     want = {(512, 28, 128): (32, 1), (512, 28, 256): (32, 1), (256, 14, 1024): (32, 1), (1024, 14, 256): (16, 1),
             (1024, 14, 512): (32, 1), (512, 7, 2048): (32, 1), (2048, 7, 512): (16, 0)}

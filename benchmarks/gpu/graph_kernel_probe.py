@@ -7,6 +7,7 @@ process, while each of its convolutions in ``tracea bench``, launched one by one
     python benchmarks/gpu/graph_kernel_probe.py --distinct   # 60 trivial kernels from K modules or K functions of one
     python benchmarks/gpu/graph_kernel_probe.py --forms      # batch-1 1x1 convs: schedules in a graph of ten vs cuDNN
     python benchmarks/gpu/graph_kernel_probe.py --forms --swap   # ... the heuristic against swapped operands
+    python benchmarks/gpu/graph_kernel_probe.py --forms --threes # batch-1 3x3 and strided convs: tiles and splits
     python benchmarks/gpu/graph_kernel_probe.py --order      # the same graph captured 8 times: does the Nth run slower?
 
 Every device figure is a replay from an idle GPU (drained before each; the median of 30) or, "queued", 20
@@ -301,27 +302,52 @@ ONES_B1 = [(64, 56, 64), (64, 56, 256), (256, 56, 64), (256, 56, 128), (128, 28,
            (512, 28, 256), (256, 14, 1024), (1024, 14, 256), (1024, 14, 512), (512, 7, 2048), (2048, 7, 512)]
 
 
+# ResNet-50's batch-1 convolutions that are not plain GEMMs: (C, HW, K, filter, stride), padding filter // 2
+THREES_B1 = [(64, 56, 64, 3, 1), (128, 56, 128, 3, 2), (128, 28, 128, 3, 1), (256, 28, 256, 3, 2),
+             (256, 14, 256, 3, 1), (512, 14, 512, 3, 2), (512, 7, 512, 3, 1), (256, 56, 512, 1, 2),
+             (512, 28, 1024, 1, 2), (1024, 14, 2048, 1, 2)]
+GEOM = {"stride": 1, "padding": 0}  # the stride and padding of the shape --forms is on
+
+
+def _conv(x, w):
+    return tracea.ops.conv2d(x, w, **GEOM)
+
+
 def _pin(x, w, schedule) -> str:
     """Route the next ``tracea.ops.conv2d(x, w)`` through ``schedule`` (None: the heuristic's); its kernel."""
     from tracea.ops import _engine
 
     tracea.ops.clear_cache()
     if schedule is not None:
-        tracea.ops.conv2d(x, w)
+        _conv(x, w)
         ((key, (variant, _, _)),) = _engine._CHOICES.items()
         tracea.ops.clear_cache()
         _engine._CHOICES[key] = (variant, schedule, "pinned")
-    tracea.ops.conv2d(x, w)
+    _conv(x, w)
     return tracea.ops.explain().kernel
 
 
 SWAP = False  # --swap: the heuristic and swapped-operand forms, on the shapes of at most 784 pixels
+THREES = False  # --threes: the 3x3 and strided convs, im2col tiles and splits
+
+
+def three_forms() -> list:
+    """im2col forms for few pixels: 64 x 64, 64 x 128 and 128 x 64 tiles, each whole and split-K (planned)."""
+    from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule
+
+    one = [WgmmaConvSchedule(bm=64, bn=bn, stages=6, consumers=1, store="tma", path="im2col", split=sp)
+           for bn in (64, 128) for sp in (1, 0)]
+    two = [WgmmaConvSchedule(bm=128, bn=64, stages=6, consumers=2, pingpong=True, store="tma", path="im2col",
+                             split=sp) for sp in (1, 0)]
+    return one + two + [dataclasses.replace(one[0], stages=4), dataclasses.replace(one[1], stages=4)]
 
 
 def _forms(hero) -> list:
     r = dataclasses.replace
     if SWAP:
         return list(dict.fromkeys([hero] + swap_forms()))
+    if THREES:
+        return list(dict.fromkeys([hero] + three_forms()))
     forms = [hero] + [r(hero, stages=s) for s in (2, 3, 4)]
     forms += [r(hero, bn=128, stages=4), r(hero, bn=128, stages=2), r(hero, split=2, stages=4),
               r(hero, persistent=False, stages=4), r(hero, store="direct", stages=4), r(hero, l2_hint="first")]
@@ -338,34 +364,55 @@ def swap_forms() -> list:
 
 def _form_graph(x, w, s) -> tuple[torch.cuda.CUDAGraph | None, str, str]:
     """(a graph of ten calls of ``tracea.ops.conv2d(x, w)`` through schedule ``s``, its kernel, its relative
-    error against F.conv2d on fresh inputs); no graph where the output is wrong or the schedule fails."""
+    error against F.conv2d on fresh inputs); no graph where the output is wrong or the schedule fails. The
+    graph's last output is kept in ``OUTS[graph]`` to be checked again after the timing."""
     try:
         kern = _pin(x, w, s)
         x2 = torch.randn_like(x)
-        want = F.conv2d(x2, w)
-        err = ((tracea.ops.conv2d(x2, w) - want).abs().max() / want.abs().max()).item()
+        want = F.conv2d(x2, w, **GEOM)
+        err = ((_conv(x2, w) - want).abs().max() / want.abs().max()).item()
         if not err < 1e-2:
             return None, kern, f"wrong: rel err {err:.2e}"
-        return capture(lambda: [tracea.ops.conv2d(x, w) for _ in range(10)], 1), kern, f"{err:.1e}"
+        held: list[torch.Tensor] = []
+
+        def ten() -> None:
+            held[:] = [_conv(x, w) for _ in range(10)][-1:]
+
+        g = capture(ten, 1)
+        OUTS[g] = held[0]
+        return g, kern, f"{err:.1e}"
     except Exception as exc:  # noqa: BLE001 - a probe: say what failed and go on
         return None, "", f"failed: {type(exc).__name__}: {str(exc)[:90]}"
 
 
+OUTS: dict[torch.cuda.CUDAGraph, torch.Tensor] = {}
+
+
+def _after(g, want) -> str:
+    """The graph's output after its timed replays against ``want``: a scratch buffer freed or shared while the
+    graph lived would show here."""
+    err = ((OUTS.pop(g).float() - want.float()).abs().max() / want.float().abs().max()).item()
+    return f"{err:.1e}" if err < 1e-2 else f"WRONG after timing: {err:.2e}"
+
+
 def forms() -> None:
-    """ResNet-50's batch-1 1x1 convolutions: the heuristic schedule and a few others, each checked against
-    F.conv2d, then timed in graphs of ten calls beside cuDNN's graph of ten (all of one shape in turns)."""
+    """ResNet-50's batch-1 1x1 convolutions (``--threes``: its 3x3 and strided ones): the heuristic schedule and
+    a few others, each checked against F.conv2d, then timed in graphs of ten calls beside cuDNN's graph of ten
+    (all of one shape in turns)."""
     from tracea.ops import _engine
 
     h = torch.float16
     tracea.ops.allow_fallback(False)  # a schedule that cannot run raises instead of timing cuDNN under its name
-    print("\n| conv (C, HW, K) | schedule | kernel | idle us / call | cuDNN idle | idle ratio | queued ratio | err |")
+    print("\n| conv (C, HW, K, filter/stride) | schedule | kernel | idle us / call | cuDNN idle | idle ratio | queued ratio | err; after timing |")
     print("|---|---|---|---|---|---|---|---|")
-    for c, hw, k in ONES_B1:
+    for c, hw, k, f, stride in THREES_B1 if THREES else [(*shape, 1, 1) for shape in ONES_B1]:
         if SWAP and hw * hw > 784:
             continue
+        GEOM.update(stride=stride, padding=f // 2)
         x = torch.randn(1, c, hw, hw, device="cuda", dtype=h).contiguous(memory_format=torch.channels_last)
-        w = (torch.randn(k, c, 1, 1, device="cuda", dtype=h) / c ** 0.5).contiguous(memory_format=torch.channels_last)
-        graphs = {"cuDNN": capture(lambda x=x, w=w: [F.conv2d(x, w) for _ in range(10)], 1)}
+        w = (torch.randn(k, c, f, f, device="cuda", dtype=h) / (c * f * f) ** 0.5).contiguous(
+            memory_format=torch.channels_last)
+        graphs = {"cuDNN": capture(lambda x=x, w=w: [F.conv2d(x, w, **GEOM) for _ in range(10)], 1)}
         _pin(x, w, None)
         hero = next(iter(_engine._CHOICES.values()))[1]
         notes = {}
@@ -376,14 +423,17 @@ def forms() -> None:
             if g is not None:
                 graphs[label] = g
         times = timed_in_turns(graphs)
+        torch.cuda.synchronize()
+        want = F.conv2d(x, w, **GEOM)
+        after = {label: _after(g, want) for label, g in graphs.items() if label != "cuDNN"}
         v = times.pop("cuDNN")
         for label, (kern, note) in notes.items():
             if label not in times:
-                print(f"| {c},{hw},{k} | {label} | {kern} | {note} | | | | |", flush=True)
+                print(f"| {c},{hw},{k},{f}/{stride} | {label} | {kern} | {note} | | | | |", flush=True)
                 continue
             t = times[label]
-            print(f"| {c},{hw},{k} | {label} | {kern} | {t[0] / 10:.2f} | {v[0] / 10:.2f} | {t[0] / v[0]:.2f} | "
-                  f"{t[1] / v[1]:.2f} | {note} |", flush=True)
+            print(f"| {c},{hw},{k},{f}/{stride} | {label} | {kern} | {t[0] / 10:.2f} | {v[0] / 10:.2f} | {t[0] / v[0]:.2f} | "
+                  f"{t[1] / v[1]:.2f} | {note}; {after[label]} |", flush=True)
     tracea.ops.clear_cache()
     tracea.ops.allow_fallback(True)
 
@@ -398,9 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     for flag in ("attrs", "switch", "distinct", "forms", "order"):
         ap.add_argument(f"--{flag}", action="store_true")
     ap.add_argument("--swap", action="store_true", help="--forms: the heuristic against swapped-operand forms")
+    ap.add_argument("--threes", action="store_true", help="--forms: the 3x3 and strided convs, tiles and splits")
     args = ap.parse_args(argv)
-    global SWAP
-    SWAP = args.swap
+    global SWAP, THREES
+    SWAP, THREES = args.swap, args.threes
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     with torch.inference_mode():
         for flag in ("order", "attrs", "switch", "distinct", "forms"):

@@ -10,7 +10,9 @@ many convolutions ran a Tracea kernel and how many fell back.
 
 ``--kernels``: each CUDA graph's kernels under torch.profiler (CUPTI) over ten replays: GPU time per forward
 by kernel name, their sum, and the forward's span, whose difference is the time the GPU spent between
-kernels.
+kernels. ``--layers``: the same profiles cut at the kernels both graphs share (PyTorch's batch norm, ReLU, add,
+pooling, linear), so each convolution's kernels in one graph stand beside its kernels in the other: device time
+and the idle gap before them, per convolution shape (median over the replays), Tracea minus cuDNN.
 
 Needs a GPU, PyTorch and torchvision.
 """
@@ -133,6 +135,106 @@ def kernel_table(label: str, replay: Callable[[], None], replays: int = 10, top:
     return "\n".join(lines)
 
 
+def _kernel_runs(replay: Callable[[], None], replays: int = 10) -> list[list[tuple[float, float, str]]]:
+    """Each replay's kernels as (start us, end us, name), in the order they ran."""
+    from torch.profiler import ProfilerActivity, profile
+
+    replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(replays):
+            replay()
+            torch.cuda.synchronize()
+    evs = sorted((ev.time_range.start, ev.time_range.end, ev.name) for ev in prof.events()
+                 if ev.device_type.name == "CUDA" and ev.device_time_total > 0)
+    n = len(evs) // replays
+    return [evs[i * n:(i + 1) * n] for i in range(replays)]
+
+
+def _conv_segments(run: list[tuple[float, float, str]], shared: set[str]) -> list[tuple[float, float]]:
+    """(kernel us, idle us before the first) of each maximal stretch of kernels not in ``shared``."""
+    out, prev_end, cur = [], None, None
+    for start, end, name in run:
+        if name in shared:
+            cur = None
+        else:
+            if cur is None:
+                cur = [0.0, start - prev_end if prev_end is not None else 0.0]
+                out.append(cur)
+            cur[0] += end - start
+        prev_end = end
+    return [tuple(c) for c in out]
+
+
+def layer_table(replay_t: Callable[[], None], replay_m: Callable[[], None], shapes: list[str]) -> str:
+    """Per convolution shape: cuDNN's and Tracea's kernel time and the idle gap before them, in the graphs."""
+    runs_t, runs_m = _kernel_runs(replay_t), _kernel_runs(replay_m)
+    shared = {n for *_, n in runs_t[0]} & {n for *_, n in runs_m[0]}
+    seg_t = [_conv_segments(r, shared) for r in runs_t]
+    seg_m = [_conv_segments(r, shared) for r in runs_m]
+    if {len(s) for s in seg_t + seg_m} != {len(shapes)}:
+        return (f"--- layers: cannot pair ({len(shapes)} convolutions, {len(seg_t[0])} cuDNN stretches, "
+                f"{len(seg_m[0])} Tracea stretches)")
+    rows: dict[str, list[float]] = {}
+    for i, shape in enumerate(shapes):
+        t = [statistics.median(s[i][j] for s in seg_t) for j in (0, 1)]
+        m = [statistics.median(s[i][j] for s in seg_m) for j in (0, 1)]
+        acc = rows.setdefault(shape, [0, 0.0, 0.0, 0.0, 0.0])
+        acc[0] += 1
+        for j, v in enumerate(t + m):
+            acc[1 + j] += v
+    lines = ["--- layers (median of 10 replays; us summed over a shape's convolutions; cuDNN | Tracea)",
+             "| conv (c_in x h x w -> c_out, k, stride) | n | cuDNN kernels | gap | Tracea kernels | gap | Tracea - cuDNN |",
+             "|---|---|---|---|---|---|---|"]
+    tot = [0.0] * 4
+    for shape, (n, kt, gt, km, gm) in sorted(rows.items(), key=lambda kv: -(kv[1][3] + kv[1][4] - kv[1][1] - kv[1][2])):
+        tot = [a + b for a, b in zip(tot, (kt, gt, km, gm), strict=True)]
+        lines.append(f"| {shape} | {n} | {kt:.1f} | {gt:.1f} | {km:.1f} | {gm:.1f} | {km + gm - kt - gt:+.1f} |")
+    lines.append(f"| all | {len(shapes)} | {tot[0]:.1f} | {tot[1]:.1f} | {tot[2]:.1f} | {tot[3]:.1f} | "
+                 f"{tot[2] + tot[3] - tot[0] - tot[1]:+.1f} |")
+    return "\n".join(lines + _shared_table(runs_t, runs_m, shared))
+
+
+def _shared_table(runs_t: list, runs_m: list, shared: set[str]) -> list[str]:
+    """The kernels both graphs run (PyTorch's own), by name: us per forward in each graph (median over the
+    replays), and each replay's span from the first start to the last end."""
+    def per_name(runs: list) -> dict[str, float]:
+        got: dict[str, list[float]] = {}
+        for run in runs:
+            acc: dict[str, float] = {}
+            for start, end, name in run:
+                if name in shared:
+                    acc[name] = acc.get(name, 0.0) + end - start
+            for name, v in acc.items():
+                got.setdefault(name, []).append(v)
+        return {name: statistics.median(v) for name, v in got.items()}
+
+    t, m = per_name(runs_t), per_name(runs_m)
+    span_t = statistics.median(r[-1][1] - r[0][0] for r in runs_t)
+    span_m = statistics.median(r[-1][1] - r[0][0] for r in runs_m)
+    lines = [f"--- PyTorch's kernels in both graphs: {sum(t.values()):.1f} us with cuDNN, {sum(m.values()):.1f} us "
+             f"with Tracea; a forward's span {span_t:.1f} / {span_m:.1f} us", "| kernel | cuDNN graph | Tracea graph |",
+             "|---|---|---|"]
+    for name in sorted(t, key=lambda n: -abs(m.get(n, 0.0) - t[n]))[:6]:
+        lines.append(f"| {name[:90]} | {t[name]:.1f} | {m.get(name, 0.0):.1f} |")
+    return lines
+
+
+def conv_shapes(model: torch.nn.Module, x: torch.Tensor) -> list[str]:
+    """Each convolution of one forward, in call order, as c_in x h x w -> c_out, k, stride."""
+    shapes: list[str] = []
+
+    def hook(mod, args, _out):
+        h, w = args[0].shape[-2:]
+        shapes.append(f"{mod.in_channels}x{h}x{w} -> {mod.out_channels}, {mod.kernel_size[0]}, {mod.stride[0]}")
+
+    hooks = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    model(x)
+    for h in hooks:
+        h.remove()
+    return shapes
+
+
 def ratio(theirs: tuple[float, float], mine: tuple[float, float]) -> str:
     if theirs[1] > UNSTABLE * theirs[0] or mine[1] > UNSTABLE * mine[0]:
         return "unstable"
@@ -144,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, nargs="+", default=[32, 1])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--kernels", action="store_true", help="each CUDA graph's kernels under torch.profiler")
+    ap.add_argument("--layers", action="store_true", help="each convolution's kernels in both graphs, side by side")
     ap.add_argument("--dump", metavar="FOLDER", help="write each captured graph as Graphviz (debug mode)")
     args = ap.parse_args(argv)
     if args.dump:
@@ -173,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.kernels:
                 kernels.append(kernel_table(f"batch {batch}, PyTorch (cuDNN), CUDA graph", replay_t_fn))
                 kernels.append(kernel_table(f"batch {batch}, patch_conv2d, CUDA graph", replay_m_fn))
+            if args.layers:
+                kernels.append(f"batch {batch}:\n" + layer_table(replay_t_fn, replay_m_fn, conv_shapes(model, x)))
             rows.append(f"| {batch} | eager | {eager_t[0]:.3f} / {eager_t[1]:.3f} | {eager_m[0]:.3f} / {eager_m[1]:.3f} "
                         f"| {ratio(eager_t, eager_m)} | {err:.1e} | {stats.get('tracea', 0)} Tracea, "
                         f"{stats.get('fallbacks', 0)} fallbacks (first forward) |")

@@ -5,7 +5,10 @@ width 8192). Each model is compiled by both backends, in the default mode and in
 (Inductor's CUDA graph trees); the first call's wall time (the compile, Tracea's per-shape measurements
 included) is reported for each, then every compiled form's output is checked against eager PyTorch and the
 two compiled forms are timed in alternating blocks of five forwards (CUDA events around each forward,
-median and p95 of ``--repeats`` each, after warm-up), so that a drift of the machine reaches both. The report of
+median and p95 of ``--repeats`` each, after warm-up), so that a drift of the machine reaches both; each pair
+of blocks is a round, and the median of the rounds' ratios is printed with the sign test's exact 95 %
+interval (``stability.paired_ratio``): two graphs that are nearly the same differ by less than the machine's
+spread, and the interval says so. The report of
 every graph the tracea backend compiled is printed: which nodes became Tracea kernels, and why the others
 did not.
 
@@ -20,6 +23,7 @@ import argparse
 import cProfile
 import io
 import pstats
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -76,17 +80,34 @@ def models(names: list[str]) -> list[tuple[str, nn.Module, torch.Tensor]]:
     return out
 
 
-def interleaved(fns: dict[str, Callable[[], object]], repeats: int, block: int = 5) -> dict[str, tuple[float, float]]:
-    """(median, p95) ms of each function's forwards, timed in alternating blocks."""
+def interleaved(fns: dict[str, Callable[[], object]], repeats: int,
+                block: int = 5) -> tuple[dict[str, tuple[float, float]], list[dict[str, float]]]:
+    """(median, p95) ms of each function's forwards, timed in alternating blocks, and the rounds: each round's
+    block median of every function (a round's ratio is one paired sample, ``stability.paired_ratio``)."""
     ms: dict[str, list[float]] = {name: [] for name in fns}
+    rounds: list[dict[str, float]] = []
     for fn in fns.values():
         for _ in range(5):
             fn()
     torch.cuda.synchronize()
     while min(len(v) for v in ms.values()) < repeats:
+        rounds.append({})
         for name, fn in fns.items():
-            ms[name] += [forward_ms(fn) for _ in range(block)]
-    return {name: median_p95(v) for name, v in ms.items()}
+            got = [forward_ms(fn) for _ in range(block)]
+            ms[name] += got
+            rounds[-1][name] = statistics.median(got)
+    return {name: median_p95(v) for name, v in ms.items()}, rounds
+
+
+def paired(rounds: list[dict[str, float]]) -> str:
+    """The per-round ratio Inductor / tracea: its median and the sign test's exact 95 % interval."""
+    from tracea.emitters.stability import paired_ratio
+
+    got = paired_ratio(rounds, "inductor", "tracea")
+    if got is None:
+        return f"{len(rounds)} rounds: too few for an interval"
+    mid, lo, hi, n = got
+    return f"{mid:.3f} [{lo:.3f}, {hi:.3f}] over {n} rounds"
 
 
 def first_call(fn: Callable[[torch.Tensor], object], x: torch.Tensor, profile: bool) -> tuple[float, str]:
@@ -122,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         for label, model, x in models(args.models):
             want = model(x).float()
             eager = timed(lambda model=model, x=x: model(x), args.repeats)
-            rows.append(f"| {label} | eager | | {eager[0]:.3f} / {eager[1]:.3f} | | |")
+            rows.append(f"| {label} | eager | | {eager[0]:.3f} / {eager[1]:.3f} | | | |")
             for mode in args.modes:
                 fns: dict[str, Callable[[], object]] = {}
                 for backend in ("inductor", "tracea"):
@@ -141,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                     if backend == "tracea":
                         for n, rep in enumerate(cb.REPORTS):
                             reports.append(f"--- {label}, mode {mode}, graph {n}:\n{cb.format_report(rep)}")
-                times = interleaved(fns, args.repeats)
+                times, rounds = interleaved(fns, args.repeats)
                 if args.kernels:
                     for name, fn in fns.items():
                         reports.append(kernel_table(f"{label}, {name}, {mode}", fn, top=16))
@@ -151,11 +172,13 @@ def main(argv: list[str] | None = None) -> int:
                 for idx, name in ((-2, "inductor"), (-1, "tracea")):  # the two rows this mode appended
                     label_, form, first, err = rows[idx]
                     rows[idx] = (f"| {label_} | {form} | {first:.1f} | {times[name][0]:.3f} / {times[name][1]:.3f} | "
-                                 f"{ratio if name == 'tracea' else ''} | {err:.1e} |")
+                                 f"{ratio if name == 'tracea' else ''} | {paired(rounds) if name == 'tracea' else ''} "
+                                 f"| {err:.1e} |")
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; ms per forward, median / p95 of "
           f"{args.repeats}\n")
-    print("| model | backend, mode | first call s (compile) | forward ms | Inductor / tracea | rel. err vs eager |")
-    print("|---|---|---|---|---|---|")
+    print("| model | backend, mode | first call s (compile) | forward ms | Inductor / tracea | per-round ratio [95 %] "
+          "| rel. err vs eager |")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     print()
     print("\n".join(reports))

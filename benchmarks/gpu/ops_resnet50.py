@@ -6,7 +6,10 @@ the host leaves idle. The two graphs of a batch are captured first and then time
 (``timed_pair``): a process's graphs all slow down together once it has captured a few. The counts say how
 many convolutions ran a Tracea kernel and how many fell back.
 
-    python benchmarks/gpu/ops_resnet50.py [--batch 32 1] [--repeats 30] [--kernels]
+    python benchmarks/gpu/ops_resnet50.py [--batch 32 1] [--repeats 30] [--turns] [--kernels] [--layers]
+
+``--turns``: the eager forwards of PyTorch's model (an unpatched copy) and the patched one timed in turns, as the
+graphs are, and the count of calls that took Tracea's slow path (a new signature or new pointers) while timed.
 
 ``--kernels``: each CUDA graph's kernels under torch.profiler (CUPTI) over ten replays: GPU time per forward
 by kernel name, their sum, and the forward's span, whose difference is the time the GPU spent between
@@ -20,6 +23,7 @@ Needs a GPU, PyTorch and torchvision.
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import sys
 from collections.abc import Callable
@@ -241,10 +245,50 @@ def ratio(theirs: tuple[float, float], mine: tuple[float, float]) -> str:
     return f"{theirs[0] / mine[0]:.2f}x"
 
 
+def one_batch(model: torch.nn.Module, theirs: torch.nn.Module | None, batch: int, args: argparse.Namespace,
+              kernels: list[str]) -> list[str]:
+    """The table's rows for one batch. ``theirs``: an unpatched copy of ``model`` (``--turns``), so that the eager
+    forwards are timed in turns with the patched ones (else PyTorch's first, then Tracea's)."""
+    x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    tracea.ops.unpatch_conv2d(model)
+    torch_model = theirs if theirs is not None else model
+    want = torch_model(x).float()
+    eager_t = timed(lambda: torch_model(x), args.repeats) if theirs is None else None
+    replay_t_fn, y_t = graphed(lambda: torch_model(x), f"torch_b{batch}")
+    tracea.ops.patch_conv2d(model)
+    tracea.ops.clear_cache()
+    got = model(x).float()
+    stats = tracea.ops.stats()
+    err = float((got - want).norm() / want.norm())
+    slow = stats.get("slow_path", 0)
+    if theirs is None:
+        eager_m = timed(lambda: model(x), args.repeats)
+    else:
+        eager_t, eager_m = timed_pair(lambda: theirs(x), lambda: model(x), args.repeats)
+    slow = tracea.ops.stats().get("slow_path", 0) - slow  # calls that took the slow path while timed
+    replay_m_fn, y_m = graphed(lambda: model(x), f"tracea_b{batch}")
+    graph_t, graph_m = timed_pair(replay_t_fn, replay_m_fn, args.repeats)  # both graphs in one state
+    torch.cuda.synchronize()
+    gerr = float((y_m.float() - y_t.float()).norm() / y_t.float().norm())
+    if args.kernels:
+        kernels.append(kernel_table(f"batch {batch}, PyTorch (cuDNN), CUDA graph", replay_t_fn))
+        kernels.append(kernel_table(f"batch {batch}, patch_conv2d, CUDA graph", replay_m_fn))
+    if args.layers:
+        kernels.append(f"batch {batch}:\n" + layer_table(replay_t_fn, replay_m_fn, conv_shapes(model, x)))
+    tracea.ops.unpatch_conv2d(model)
+    form = "eager, in turns" if theirs is not None else "eager"
+    return [f"| {batch} | {form} | {eager_t[0]:.3f} / {eager_t[1]:.3f} | {eager_m[0]:.3f} / {eager_m[1]:.3f} "
+            f"| {ratio(eager_t, eager_m)} | {err:.1e} | {stats.get('tracea', 0)} Tracea, "
+            f"{stats.get('fallbacks', 0)} fallbacks (first forward); {slow} slow-path calls while timed |",
+            f"| {batch} | CUDA graph | {graph_t[0]:.3f} / {graph_t[1]:.3f} | {graph_m[0]:.3f} / "
+            f"{graph_m[1]:.3f} | {ratio(graph_t, graph_m)} | {gerr:.1e} | |"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, nargs="+", default=[32, 1])
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--turns", action="store_true", help="time the eager forwards in turns with an unpatched copy")
     ap.add_argument("--kernels", action="store_true", help="each CUDA graph's kernels under torch.profiler")
     ap.add_argument("--layers", action="store_true", help="each convolution's kernels in both graphs, side by side")
     ap.add_argument("--dump", metavar="FOLDER", help="write each captured graph as Graphviz (debug mode)")
@@ -254,36 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     kernels: list[str] = []
     torch.manual_seed(0)
     model = torchvision.models.resnet50(weights=None).cuda().half().eval().to(memory_format=torch.channels_last)
+    theirs = copy.deepcopy(model) if args.turns else None
     rows = []
     with torch.inference_mode():
         for batch in args.batch:
-            x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(
-                memory_format=torch.channels_last)
-            tracea.ops.unpatch_conv2d(model)
-            want = model(x).float()
-            eager_t = timed(lambda x=x: model(x), args.repeats)
-            replay_t_fn, y_t = graphed(lambda x=x: model(x), f"torch_b{batch}")
-            tracea.ops.patch_conv2d(model)
-            tracea.ops.clear_cache()
-            got = model(x).float()
-            stats = tracea.ops.stats()
-            err = float((got - want).norm() / want.norm())
-            eager_m = timed(lambda x=x: model(x), args.repeats)
-            replay_m_fn, y_m = graphed(lambda x=x: model(x), f"tracea_b{batch}")
-            graph_t, graph_m = timed_pair(replay_t_fn, replay_m_fn, args.repeats)  # both graphs in one state
-            torch.cuda.synchronize()
-            gerr = float((y_m.float() - y_t.float()).norm() / y_t.float().norm())
-            if args.kernels:
-                kernels.append(kernel_table(f"batch {batch}, PyTorch (cuDNN), CUDA graph", replay_t_fn))
-                kernels.append(kernel_table(f"batch {batch}, patch_conv2d, CUDA graph", replay_m_fn))
-            if args.layers:
-                kernels.append(f"batch {batch}:\n" + layer_table(replay_t_fn, replay_m_fn, conv_shapes(model, x)))
-            rows.append(f"| {batch} | eager | {eager_t[0]:.3f} / {eager_t[1]:.3f} | {eager_m[0]:.3f} / {eager_m[1]:.3f} "
-                        f"| {ratio(eager_t, eager_m)} | {err:.1e} | {stats.get('tracea', 0)} Tracea, "
-                        f"{stats.get('fallbacks', 0)} fallbacks (first forward) |")
-            rows.append(f"| {batch} | CUDA graph | {graph_t[0]:.3f} / {graph_t[1]:.3f} | {graph_m[0]:.3f} / "
-                        f"{graph_m[1]:.3f} | {ratio(graph_t, graph_m)} | {gerr:.1e} | |")
-            tracea.ops.unpatch_conv2d(model)
+            rows += one_batch(model, theirs, batch, args, kernels)
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, torchvision {torchvision.__version__}")
     print(f"torchvision resnet50, fp16, channels_last, inference; ms per forward, median / p95 of {args.repeats}\n")
     print("| batch | form | PyTorch (cuDNN) | patch_conv2d | PyTorch / Tracea | rel. err of the logits | convs |")

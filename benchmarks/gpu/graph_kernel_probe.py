@@ -8,6 +8,7 @@ process, while each of its convolutions in ``tracea bench``, launched one by one
     python benchmarks/gpu/graph_kernel_probe.py --forms      # batch-1 1x1 convs: schedules in a graph of ten vs cuDNN
     python benchmarks/gpu/graph_kernel_probe.py --forms --swap   # ... the heuristic against swapped operands
     python benchmarks/gpu/graph_kernel_probe.py --forms --threes # batch-1 3x3 and strided convs: tiles and splits
+    python benchmarks/gpu/graph_kernel_probe.py --forms --threes --batch 8  # ... at batch 8, beside the prior hero
     python benchmarks/gpu/graph_kernel_probe.py --order      # the same graph captured 8 times: does the Nth run slower?
 
 Every device figure is a replay from an idle GPU (drained before each; the median of 30) or, "queued", 20
@@ -331,9 +332,31 @@ SWAP = False  # --swap: the heuristic and swapped-operand forms, on the shapes o
 THREES = False  # --threes: the 3x3 and strided convs, im2col tiles and splits
 
 
+BATCH = [1]  # --batch: the batch of the --threes shapes
+
+
+def prior_hero(c: int, hw: int, k: int, f: int, stride: int):
+    """The heuristic's schedule before ``few_pixels_im2col`` (0df931a) for that conv at ``BATCH``."""
+    from tracea.emitters.cuda.hopper import conv_heroes
+    from tracea.kernels import Conv2d
+
+    op = Conv2d(n=BATCH[0], c=c, h=hw, w=hw, k=k, r=f, s=f, stride=stride, padding=f // 2, layout="nhwc",
+                dtype="fp16")
+    rule, conv_heroes.few_pixels_im2col = conv_heroes.few_pixels_im2col, lambda *a: None
+    try:
+        return conv_heroes.conv_hero_schedule(op)
+    finally:
+        conv_heroes.few_pixels_im2col = rule
+
+
 def three_forms() -> list:
-    """im2col forms for few pixels: 64 x 64, 64 x 128 and 128 x 64 tiles, each whole and split-K (planned)."""
+    """im2col forms for few pixels: 64 x 64, 64 x 128 and 128 x 64 tiles, each whole and split-K (planned); past
+    batch 1 only 64 x 64 whole and split (beside the heuristic and the one before it)."""
     from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule
+
+    if BATCH[0] > 1:
+        return [WgmmaConvSchedule(bm=64, bn=64, stages=6, consumers=1, store="tma", path="im2col", split=sp)
+                for sp in (1, 0)]
 
     one = [WgmmaConvSchedule(bm=64, bn=bn, stages=6, consumers=1, store="tma", path="im2col", split=sp)
            for bn in (64, 128) for sp in (1, 0)]
@@ -342,12 +365,12 @@ def three_forms() -> list:
     return one + two + [dataclasses.replace(one[0], stages=4), dataclasses.replace(one[1], stages=4)]
 
 
-def _forms(hero) -> list:
+def _forms(hero, prior=None) -> list:
     r = dataclasses.replace
     if SWAP:
         return list(dict.fromkeys([hero] + swap_forms()))
     if THREES:
-        return list(dict.fromkeys([hero] + three_forms()))
+        return list(dict.fromkeys([hero] + ([prior] if prior is not None else []) + three_forms()))
     forms = [hero] + [r(hero, stages=s) for s in (2, 3, 4)]
     forms += [r(hero, bn=128, stages=4), r(hero, bn=128, stages=2), r(hero, split=2, stages=4),
               r(hero, persistent=False, stages=4), r(hero, store="direct", stages=4), r(hero, l2_hint="first")]
@@ -409,15 +432,16 @@ def forms() -> None:
         if SWAP and hw * hw > 784:
             continue
         GEOM.update(stride=stride, padding=f // 2)
-        x = torch.randn(1, c, hw, hw, device="cuda", dtype=h).contiguous(memory_format=torch.channels_last)
+        x = torch.randn(BATCH[0], c, hw, hw, device="cuda", dtype=h).contiguous(memory_format=torch.channels_last)
         w = (torch.randn(k, c, f, f, device="cuda", dtype=h) / (c * f * f) ** 0.5).contiguous(
             memory_format=torch.channels_last)
         graphs = {"cuDNN": capture(lambda x=x, w=w: [F.conv2d(x, w, **GEOM) for _ in range(10)], 1)}
         _pin(x, w, None)
         hero = next(iter(_engine._CHOICES.values()))[1]
         notes = {}
-        for s in _forms(hero):
-            label = "heuristic" if s == hero else _diff(hero, s)
+        prior = prior_hero(c, hw, k, f, stride) if THREES else None
+        for s in _forms(hero, prior):
+            label = "heuristic" if s == hero else ("prior heuristic: " if s == prior else "") + _diff(hero, s)
             g, kern, note = _form_graph(x, w, s)
             notes[label] = (kern, note)
             if g is not None:
@@ -449,7 +473,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument(f"--{flag}", action="store_true")
     ap.add_argument("--swap", action="store_true", help="--forms: the heuristic against swapped-operand forms")
     ap.add_argument("--threes", action="store_true", help="--forms: the 3x3 and strided convs, tiles and splits")
+    ap.add_argument("--batch", type=int, default=1, help="--threes: the convs' batch (1)")
     args = ap.parse_args(argv)
+    BATCH[0] = args.batch
     global SWAP, THREES
     SWAP, THREES = args.swap, args.threes
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")

@@ -92,7 +92,8 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int,
     torch.cuda.synchronize()
     while min(len(v) for v in ms.values()) < repeats:
         rounds.append({})
-        for name, fn in fns.items():
+        order = list(fns.items())
+        for name, fn in order if len(rounds) % 2 else order[::-1]:  # each first in every other round
             got = [forward_ms(fn) for _ in range(block)]
             ms[name] += got
             rounds[-1][name] = statistics.median(got)

@@ -9,7 +9,8 @@ import dataclasses, sys
 sys.path.insert(0, "benchmarks/gpu")
 from split_probe import _row, pinned
 from tracea.doctor import probe
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule, conv_hero_schedule
+from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
+from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule
 from tracea.kernels import Conv2d
 
 host = probe()

@@ -4,7 +4,7 @@
 # Tracea's stream, downloads synchronised), then ResNet-50 with patch_conv2d at batches 1 and 32 with each
 # convolution's kernels in both graphs side by side (ops_resnet50.py --layers), then the batch-1 3x3 and strided
 # convolutions' im2col forms in graphs of ten beside cuDNN's (graph_kernel_probe.py --forms --threes).
-# The first call of this script found the crash that IN_GRAPHS (runtime.py) mends and the layers behind
+# The first call of this script found the crash that graph_held.py mends and the layers behind
 # few_pixels_im2col (docs/device-runs/h200-resnet-b1-layers/).
 #     bash benchmarks/gpu/resnet_b1_layers_checks.sh
 # Knobs: N (pytest workers, 4), TEST_FILES (in place of those), TESTS (more pytest files), SKIP_TESTS=1, FORMS= (no

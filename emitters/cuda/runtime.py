@@ -19,6 +19,7 @@ import numpy as np
 
 from tracea.doctor.errors import BadInputError, LaunchError, UnsupportedError
 
+from .. import graph_held
 from ..artifact import Artifact  # the same record for every backend (language="cuda", binary: the cubin)
 from ..timing import HOLD_CYCLES, Timing, _p95
 from . import launches, modules
@@ -38,8 +39,6 @@ def _check(result: Any, what: str) -> Any:
     if isinstance(result, tuple):
         return result[1] if len(result) == 2 else result[1:]
     return None
-
-
 
 
 HOLD_SOURCE = r"""extern "C" __global__ void tracea_hold(long long cycles) {
@@ -188,9 +187,6 @@ def event_timing(dev: _Device, launch: Any, warmup: int, repeats: int, flush_l2:
 TAPES = 64  # recorded launches kept per kernel object (a model's layers of one shape, each on its own tensors)
 
 
-IN_GRAPHS: list[Any] = []  # kernels with scratch that a captured CUDA graph launches: alive until the process ends
-
-
 class OnCallerBuffers:
     """Launching a kernel object on the caller's device memory and stream (``tracea.ops`` on CUDA tensors):
     no copy, no host synchronisation. A host class provides ``_shapes`` (the op's inputs), ``_out_shape``,
@@ -206,7 +202,7 @@ class OnCallerBuffers:
     shared by its launches, so a launch on another stream than the last first waits for that one (an event,
     no host sync), except while the stream captures a CUDA graph: then nothing from outside the capture may
     be waited on, and work before the capture is complete (torch.cuda.graph synchronizes as it begins). A
-    kernel with scratch that a capture records is kept by the process from then on (``IN_GRAPHS``): the graph
+    kernel with scratch that a capture records is kept by the process from then on (``graph_held``): the graph
     holds the scratch's addresses, not the kernel, so ``tracea.ops.clear_cache()`` or a dropped kernel must not
     free the memory a later replay writes."""
 
@@ -214,7 +210,7 @@ class OnCallerBuffers:
     _tapes: collections.OrderedDict[tuple[int, ...], launches.Tape] | None = None  # by pointers, newest last
     _order: tuple[int, int] | None = None  # (event, stream) recorded after the last launch that used scratch
     _has_scratch: bool | None = None  # the kernel holds buffers of its own (None: not known yet)
-    _in_graph = False  # a CUDA graph's capture recorded a launch of this kernel (then it is in IN_GRAPHS)
+    _in_graph = False  # a CUDA graph's capture recorded a launch of this kernel (then graph_held keeps it)
     _names: tuple[str, ...] | None = None
     _sizes: tuple[int, ...] | None = None
 
@@ -261,8 +257,7 @@ class OnCallerBuffers:
             if self._has_scratch and capturing is None:  # scratch the preparation just made: asked now
                 capturing = launches.capturing(stream)
             if self._has_scratch and capturing and not self._in_graph:
-                self._in_graph = True
-                IN_GRAPHS.append(self)
+                graph_held.hold(self)
             if self._has_scratch and not capturing:
                 ev = self._order[0] if self._order else launches.event()
                 self._order = (ev, stream)
@@ -395,6 +390,12 @@ class CudaKernel(OnCallerBuffers):
         if buf is None or buf.nbytes != nbytes:
             buf = self._buffer(name, nbytes)
             _check(self._dev.driver.cuMemsetD8(buf.ptr, 0, nbytes), "cuMemsetD8")
+            real = getattr(self._dev, "_real", None)
+            if real is not None and launches.capturing(int(self._dev.stream.handle)):
+                # made while a CUDA graph captures: that memset is a node of the graph, run at its replays only;
+                # zeroed now on Tracea's own stream too, which the next launch outside the graph waits for
+                _check(real.driver.cuMemsetD8(buf.ptr, 0, nbytes), "cuMemsetD8")
+                self._order = None
         return buf
 
     def _check_inputs(self, inputs: Any) -> dict[str, np.ndarray]:

@@ -108,9 +108,12 @@ def _graph_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 15, ca
     a graph against cuDNN's 2.8, benchmarks/gpu/graph_launch_probe.py)."""
     import statistics
 
+    from tracea.emitters import graph_held
+
     for _ in range(3):
         fn()
     torch.cuda.synchronize(device)
+    mark = graph_held.mark()  # the kernels this graph keeps alive are let go with it
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g, capture_error_mode="thread_local"):
         for _ in range(calls):
@@ -127,6 +130,7 @@ def _graph_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 15, ca
     torch.cuda.synchronize(device)
     ms = statistics.median(s.elapsed_time(e) for s, e in pairs) / calls
     del g
+    graph_held.release(mark)
     return ms
 
 

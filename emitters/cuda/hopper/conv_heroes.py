@@ -18,7 +18,9 @@ def swapped_1x1(op: Any) -> WgmmaConvSchedule | None:
     """A 1x1 conv of few pixels over 256+ channels: swapped operands, 64 filters x 32 pixels a tile (16 where
     32 leave under 40 tiles; 16 and split-K over 32+ k steps), 8 stages; else None. An H200, ResNet-50's batch-1
     1x1 convs (docs/device-runs/h200-conv1x1-swapped-operands/): 1.00-1.09x cuDNN's time in graphs of ten against
-    1.03-1.21x with 64 x 64 tiles; 128 channels at 28x28 lost (1.19x against 1.04x)."""
+    1.03-1.21x with 64 x 64 tiles; 128 channels at 28x28 lost (1.19x against 1.04x). Those graphs' split-K forms
+    ran while ``clear_cache`` could free a captured graph's workspace (docs/device-runs/h200-resnet-b1-layers/); the
+    hero also held through ``tracea bench`` and the model's graph there."""
     if op.gemm_m > SWAP_ROWS or op.c < SWAP_CHANNELS:
         return None
     s = WgmmaConvSchedule(bm=64, bn=32, stages=8, consumers=1, store="tma", swap=True, path="gemm")
@@ -28,15 +30,21 @@ def swapped_1x1(op: Any) -> WgmmaConvSchedule | None:
 
 
 def few_pixels_im2col(op: Any, base: WgmmaConvSchedule, sm_count: int) -> WgmmaConvSchedule | None:
-    """64 x 64 im2col tiles where ``base``'s fill under half the SMs and 64 x 64 ones fit in one wave, split-K over
-    them from 32 k steps of 64 (None elsewhere). An H200, ResNet-50's batch-1 convs in graphs of ten calls beside
-    cuDNN's (docs/device-runs/h200-resnet-b1-layers/): 3x3 over 64-128 channels 0.72-0.77x cuDNN's time unsplit
+    """64 x 64 im2col tiles where ``base``'s fill under half the SMs and 64 x 64 ones fit in one wave: split-K over
+    them from 32 k steps of 64 where they fill a quarter of the SMs at most, unsplit below 64 k steps otherwise
+    (None elsewhere). At batch 4 and 8 (in graphs of ten, same file): 0.74-0.98x cuDNN's time against 0.95-1.13x
+    before on the convs it changes; at batch 8 a 3x3 conv over 512 channels (72 k steps, 56 tiles) keeps 64 x 128
+    split-K (0.90x, against 0.97x split and 1.04x unsplit over 64 x 64). An H200, ResNet-50's batch-1 convs in graphs of ten calls beside
+    cuDNN's (docs/device-runs/h200-resnet-b1-layers/): 3x3 over 64-128 channels 0.72-0.84x cuDNN's time unsplit
     (0.86-1.01x split), over 256-512 0.67-0.85x split (0.92-1.06x unsplit); strided 1x1 0.71-0.82x unsplit,
     against 1.07-1.15x with 128 x 128 ping-pong tiles."""
     quarter = WgmmaConvSchedule(bm=64, bn=64, stages=6, consumers=1, store="tma", path="im2col")
     if 2 * tile_count(base, op.gemm_m, op.k) >= sm_count or tile_count(quarter, op.gemm_m, op.k) > sm_count:
         return None
-    return dataclasses.replace(quarter, split=0) if op.r * op.s * -(-op.c // BK) >= 32 else quarter
+    tiles, k_steps = tile_count(quarter, op.gemm_m, op.k), op.r * op.s * -(-op.c // BK)
+    if k_steps >= 32 and 4 * tiles <= sm_count:
+        return dataclasses.replace(quarter, split=0)
+    return None if k_steps >= 64 else quarter  # many k steps over more tiles: with_split's 64 x 128 split-K
 
 
 def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule:

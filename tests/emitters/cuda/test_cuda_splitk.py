@@ -237,6 +237,21 @@ def test_split_kernels_compile_for_sm90a_without_spills(nvrtc):
         assert _compile(conv.render(op, sched), sched.name) == (0, 0, 0), sched.name
 
 
+def test_split_k_over_three_consumers_is_refused_and_not_searched():
+    """192 x 128 tiles on three consumers with split-K 2 or 4 ended in CUDA_ERROR_ILLEGAL_INSTRUCTION on an H200
+    (docs/device-runs/h200-resnet-b1-layers/three_consumer_split_forms.txt): refused with the field named, and
+    the GEMM's and the conv's spaces hold no such form."""
+    for split in (0, 2, 4):
+        with pytest.raises(BadInputError, match="split: split-K over three consumers"):
+            WgmmaSchedule(bm=192, bn=128, stages=4, consumers=3, split=split).validate()
+    WgmmaSchedule(bm=192, bn=128, stages=4, consumers=3).validate()
+    WgmmaSchedule(bm=128, bn=128, stages=4, consumers=2, split=4).validate()
+    gemm_space = search_space(Gemm(6272, 256, 2048, "fp16"))
+    conv_space = conv_search_space(Conv2d(32, 512, 28, 28, 256, 1, 1, layout="nhwc", dtype="fp16"))
+    assert any(s.consumers == 3 for s in gemm_space + conv_space)
+    assert not [s for s in gemm_space + conv_space if s.consumers == 3 and s.split != 1]
+
+
 def test_rendered_launch_carries_the_plan():
     from tracea.emitters.cuda.hopper import conv, gemm
 

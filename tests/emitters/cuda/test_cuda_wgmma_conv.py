@@ -84,14 +84,19 @@ def test_heroes_follow_k():
 def test_few_pixels_take_64_by_64_im2col_tiles_split_from_32_k_steps():
     """ResNet-50's batch-1 convs that the im2col path walks (few_pixels_im2col): 64 x 64 tiles where 128-row tiles
     fill under half of 132 SMs and 64 x 64 ones fit in one wave; split-K (planned at launch) from 32 k steps."""
-    cases = [  # (c, h, k, filter, stride, split): 9 x 1-2 k steps unsplit, 9 x 4-8 split; 1x1 strided 4-16 unsplit
-        (64, 56, 64, 3, 1, 1), (128, 56, 128, 3, 2, 1), (128, 28, 128, 3, 1, 1), (256, 28, 256, 3, 2, 0),
-        (256, 14, 256, 3, 1, 0), (512, 7, 512, 3, 1, 0), (256, 56, 512, 1, 2, 1), (1024, 14, 2048, 1, 2, 1)]
-    for c, h, k, f, stride, split in cases:
-        op = Conv2d(n=1, c=c, h=h, w=h, k=k, r=f, s=f, stride=stride, padding=f // 2, layout="nhwc", dtype="fp16")
+    cases = [  # (n, c, h, k, filter, stride, split): 9 x 1-2 k steps unsplit, 9 x 4-8 split over at most 33 tiles,
+        # 1x1 strided 4-16 unsplit; 36 k steps over 52-100 tiles unsplit (batch 4 and 8)
+        (1, 64, 56, 64, 3, 1, 1), (1, 128, 56, 128, 3, 2, 1), (1, 128, 28, 128, 3, 1, 1), (1, 256, 28, 256, 3, 2, 0),
+        (1, 256, 14, 256, 3, 1, 0), (1, 512, 7, 512, 3, 1, 0), (1, 256, 56, 512, 1, 2, 1), (1, 1024, 14, 2048, 1, 2, 1),
+        (4, 256, 14, 256, 3, 1, 1), (4, 512, 7, 512, 3, 1, 0), (8, 256, 28, 256, 3, 2, 1), (4, 1024, 14, 2048, 1, 2, 1)]
+    for n, c, h, k, f, stride, split in cases:
+        op = Conv2d(n=n, c=c, h=h, w=h, k=k, r=f, s=f, stride=stride, padding=f // 2, layout="nhwc", dtype="fp16")
         got = conv_hero_schedule(op)
-        assert (got.path, got.bm, got.bn, got.consumers, got.split) == ("im2col", 64, 64, 1, split), (c, h, k, f)
+        assert (got.path, got.bm, got.bn, got.consumers, got.split) == ("im2col", 64, 64, 1, split), (n, c, h, k, f)
         got.validate(op)
+    # 72 k steps over 56 tiles of 64 x 64 (batch 8, 512 channels at 7x7): 64 x 128 tiles split, as before
+    got = conv_hero_schedule(conv(n=8, c=512, h=7, w=7, k=512))
+    assert (got.bm, got.bn, got.split) == (64, 128, 0)
     # plenty of tiles (batch 32), or 64 x 64 tiles past one wave (batch 8's 64-channel 3x3): as before
     assert conv_hero_schedule(conv(n=32, c=512, h=7, w=7, k=512)).bn == 128
     assert (conv_hero_schedule(conv(n=8, c=64, h=56, w=56, k=64)).bm, conv_hero_schedule(conv(n=8, c=64, h=56, w=56,

@@ -1,0 +1,54 @@
+"""Which fields make a Hopper GEMM-path conv form fail on the device: a tune of ResNet-50's c512 28x28 k256 1x1
+conv at batch 32 recorded ``conv_wgmma_192x128x64_s4_c3_rm8_ts_sk4_ef_gemm`` (192 x 128 tiles, three consumers,
+split-K 4 ways, evict-first loads) as ``CUDA_ERROR_ILLEGAL_INSTRUCTION``
+(docs/device-runs/h200-resnet-b1-layers/tune_b32_1x1_candidates.txt). This script runs one form, by index, through
+``tracea bench`` (verified against the reference, then timed beside cuDNN); run each index in its own process, since
+a device fault ends the process's CUDA context.
+
+    python benchmarks/gpu/three_consumer_split_forms.py --list
+    for i in 0 1 2 3 4 5 6 7; do python benchmarks/gpu/three_consumer_split_forms.py $i; done
+
+Needs a GPU and PyTorch (the vendor side).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from split_probe import _row, pinned  # noqa: E402
+
+from tracea.doctor import probe  # noqa: E402
+from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule  # noqa: E402
+from tracea.kernels import Conv2d  # noqa: E402
+
+OP = Conv2d(n=32, c=512, h=28, w=28, k=256, r=1, s=1, layout="nhwc", dtype="fp16")
+BASE = dict(bm=192, bn=128, stages=4, consumers=3, store="tma", path="gemm")
+FORMS = [  # the failing form first, then one field changed at a time
+    dict(BASE, split=4, l2_hint="first"),
+    dict(BASE, split=4),
+    dict(BASE, split=2, l2_hint="first"),
+    dict(BASE, split=2),
+    dict(BASE, split=0),
+    dict(BASE, split=1, l2_hint="first"),
+    dict(BASE, bm=128, consumers=2, split=4, l2_hint="first"),
+    dict(BASE, bm=256, consumers=2, split=4, l2_hint="first"),
+]
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--list":
+        for i, f in enumerate(FORMS):
+            print(i, WgmmaConvSchedule(**f).name)
+        return 0
+    i = int(argv[0])
+    sched = WgmmaConvSchedule(**FORMS[i])
+    sched.validate(OP)
+    _row(str(i), pinned(OP, probe(), sched), sched.name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -252,6 +252,23 @@ def test_split_k_over_three_consumers_is_refused_and_not_searched():
     assert not [s for s in gemm_space + conv_space if s.consumers == 3 and s.split != 1]
 
 
+def test_the_fix_ups_shared_barrier_is_no_consumers_own():
+    """The consumers' own named barriers are 1 + cw (the epilogue's, the ping-pong fix-up's); the fix-up over every
+    consumer takes an id past them: with three consumers id 3 was consumer 2's (128 threads) and the fix-up's (384)
+    at once. The source of each non-ping-pong split form names its shared barrier with an id no consumer owns."""
+    import re as _re
+
+    from tracea.emitters.cuda.hopper import splitk as SK
+    from tracea.emitters.cuda.render import CudaRenderer
+
+    for consumers, want in ((1, 3), (2, 3), (3, 4)):
+        sched = WgmmaSchedule(bm=64 * consumers, bn=128, stages=4, consumers=consumers, split=2)
+        src = SK.fixup(sched, CudaRenderer())
+        shared = {(int(i), int(n)) for i, n in _re.findall(r"bar\.sync (\d+), (\d+);", src)}
+        assert shared == {(want, 128 * consumers)}, (consumers, shared)
+        assert want > consumers  # past every 1 + cw
+
+
 def test_rendered_launch_carries_the_plan():
     from tracea.emitters.cuda.hopper import conv, gemm
 

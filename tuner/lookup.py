@@ -2,7 +2,8 @@
 use automatically. A miss (no database, another fingerprint, nothing verified yet) is None.
 
 The database is opened read-only (a read-only file is still used), and a stored schedule that this
-Tracea's schedule class refuses is skipped with a warning naming its row, in favour of the next best."""
+Tracea's schedule class cannot read, or refuses for the op on this host, is skipped with a warning naming its row,
+in favour of the next best."""
 
 from __future__ import annotations
 
@@ -11,14 +12,23 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _parser(backend: str) -> Callable[[dict[str, Any]], Any] | None:
-    """The backend's ``schedule_from_json``, or None when it cannot be had here."""
+def _parser(backend: str, op: Any, variant: str, host: Any) -> Callable[[dict[str, Any]], Any] | None:
+    """The backend's ``schedule_from_json`` followed by its ``validate_schedule`` for ``op`` on ``host`` (a row
+    that a later Tracea refuses, say split-K over three consumers, is skipped), or None when it cannot be had."""
     from tracea.emitters import registry
 
     try:
-        return registry.backend(backend).schedule_from_json
+        b = registry.backend(backend)
+        parse, check = b.schedule_from_json, b.validate_schedule
     except Exception:  # noqa: BLE001 - no parser: the caller's own build says what is wrong
         return None
+
+    def parse_and_check(d: dict[str, Any]) -> Any:
+        schedule = parse(d)
+        check(op, variant, schedule, host)
+        return schedule
+
+    return parse_and_check
 
 
 def stored_schedule(op: Any, variant: str, host: Any, backend: str, db_path: str | None = None) -> dict[str, Any] | None:
@@ -33,7 +43,7 @@ def stored_schedule(op: Any, variant: str, host: Any, backend: str, db_path: str
         parse = None
         for row in db.ranked(tuning_key(op.signature, variant, fingerprint(host, backend))):
             schedule = json.loads(row["schedule"])
-            parse = parse or _parser(backend)
+            parse = parse or _parser(backend, op, variant, host)
             if parse is None:
                 return schedule
             try:

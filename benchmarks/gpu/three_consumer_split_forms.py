@@ -6,7 +6,11 @@ split-K 4 ways, evict-first loads) as ``CUDA_ERROR_ILLEGAL_INSTRUCTION``
 a device fault ends the process's CUDA context.
 
     python benchmarks/gpu/three_consumer_split_forms.py --list
-    for i in 0 1 2 3 4 5 6 7; do python benchmarks/gpu/three_consumer_split_forms.py $i; done
+    for i in 0 1 2 3 4 5 6 7; do python benchmarks/gpu/three_consumer_split_forms.py $i --unrefused; done
+
+``WgmmaSchedule.validate`` now refuses split-K over three consumers (forms 0-4); ``--unrefused`` lifts that one
+refusal in this process only (every other check is made as for two consumers), to run them and see whether the
+fix-up's barrier id (``splitk._barrier``) was the cause.
 
 Needs a GPU and PyTorch (the vendor side).
 """
@@ -38,7 +42,24 @@ FORMS = [  # the failing form first, then one field changed at a time
 ]
 
 
+def unrefused() -> None:
+    """In this process only: split-K over three consumers checked as for two (the refusal lifted, nothing else)."""
+    import dataclasses
+
+    from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule
+
+    checked = WgmmaSchedule._validate_split_and_cluster
+
+    def as_two(self: WgmmaSchedule) -> None:
+        return checked(dataclasses.replace(self, consumers=2) if self.consumers > 2 and self.split != 1 else self)
+
+    WgmmaSchedule._validate_split_and_cluster = as_two  # type: ignore[method-assign]
+
+
 def main(argv: list[str]) -> int:
+    if "--unrefused" in argv:
+        argv = [a for a in argv if a != "--unrefused"]
+        unrefused()
     if argv and argv[0] == "--list":
         for i, f in enumerate(FORMS):
             print(i, WgmmaConvSchedule(**f).name)

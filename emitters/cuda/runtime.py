@@ -210,7 +210,7 @@ class OnCallerBuffers:
     _tapes: collections.OrderedDict[tuple[int, ...], launches.Tape] | None = None  # by pointers, newest last
     _order: tuple[int, int] | None = None  # (event, stream) recorded after the last launch that used scratch
     _has_scratch: bool | None = None  # the kernel holds buffers of its own (None: not known yet)
-    _in_graph = False  # a CUDA graph's capture recorded a launch of this kernel (then graph_held keeps it)
+    _unzeroed: tuple[Any, ...] = ()  # buffers made inside a capture, zeroed only by its graph's memset so far
     _names: tuple[str, ...] | None = None
     _sizes: tuple[int, ...] | None = None
 
@@ -248,6 +248,8 @@ class OnCallerBuffers:
             capturing = launches.capturing(stream) if scratch else None
             if scratch and not capturing:
                 self._wait_for_scratch(stream)
+                if self._unzeroed:
+                    self._zero_on(stream)
             if tape is not None:
                 tape.replay(stream)
                 if len(tapes) > 1:  # type: ignore[arg-type]
@@ -256,7 +258,7 @@ class OnCallerBuffers:
                 self._record(ptrs, stream)
             if self._has_scratch and capturing is None:  # scratch the preparation just made: asked now
                 capturing = launches.capturing(stream)
-            if self._has_scratch and capturing and not self._in_graph:
+            if self._has_scratch and capturing:
                 graph_held.hold(self)
             if self._has_scratch and not capturing:
                 ev = self._order[0] if self._order else launches.event()
@@ -292,6 +294,14 @@ class OnCallerBuffers:
             self._dev, self._borrowing = saved_dev, False
             self._dbuf = {**{n: b for n, b in saved_dbuf.items() if n in names}, **scratch}
             self._has_scratch = bool(scratch)
+
+    def _zero_on(self, stream: int) -> None:
+        """Zero the buffers made inside a capture (``_zeroed``) on ``stream``, before the launch queued after."""
+        drv = self._dev.driver
+        raw = getattr(drv, "_driver", drv)
+        for buf in self._unzeroed:
+            _check(raw.cuMemsetD8Async(buf.ptr, 0, buf.nbytes, raw.CUstream(stream)), "cuMemsetD8Async")
+        self._unzeroed = ()
 
     def _wait_for_scratch(self, stream: int) -> None:
         """Order this launch after the last one that used the kernel's scratch, when that ran on another
@@ -390,12 +400,10 @@ class CudaKernel(OnCallerBuffers):
         if buf is None or buf.nbytes != nbytes:
             buf = self._buffer(name, nbytes)
             _check(self._dev.driver.cuMemsetD8(buf.ptr, 0, nbytes), "cuMemsetD8")
-            real = getattr(self._dev, "_real", None)
-            if real is not None and launches.capturing(int(self._dev.stream.handle)):
+            if getattr(self._dev, "_real", None) is not None and launches.capturing(int(self._dev.stream.handle)):
                 # made while a CUDA graph captures: that memset is a node of the graph, run at its replays only;
-                # zeroed now on Tracea's own stream too, which the next launch outside the graph waits for
-                _check(real.driver.cuMemsetD8(buf.ptr, 0, nbytes), "cuMemsetD8")
-                self._order = None
+                # the next launch outside the graph zeroes it first, on its own stream (``launch_ptrs``)
+                self._unzeroed = (*self._unzeroed, buf)
         return buf
 
     def _check_inputs(self, inputs: Any) -> dict[str, np.ndarray]:

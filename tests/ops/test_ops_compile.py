@@ -397,3 +397,52 @@ def test_the_rewritten_copy_keeps_dynamos_metadata() -> None:
     assert any(s is not None for s in sources)
     assert [getattr(n, "_dynamo_source", None) for n in new.graph.find_nodes(op="placeholder")] == sources
     assert new.graph is not gm.graph and len(new.graph.nodes) == len(gm.graph.nodes)
+
+
+def test_a_graph_timed_for_the_choice_holds_its_kernels_only_while_it_lives(monkeypatch) -> None:
+    """``_graph_ms`` captures, replays and destroys its graph inside ``graph_held.measuring()``: the kernels its
+    capture held are its own, let go with it (a user's graph keeps them; tests/ops/test_ops_launch_on.py). The CUDA
+    calls are stand-ins: each call of the op runs inside the measurement, and the graph is gone before it ends."""
+    from contextlib import contextmanager
+
+    from tracea.emitters import graph_held
+
+    log: list[str] = []
+
+    @contextmanager
+    def measuring():
+        log.append("open")
+        yield
+        log.append("closed")
+
+    class Graph:
+        def replay(self):
+            log.append("replay")
+
+        def __del__(self):
+            log.append("graph destroyed")
+
+    @contextmanager
+    def capture(g, capture_error_mode):
+        log.append("capture")
+        yield
+
+    class Event:
+        def __init__(self, enable_timing):
+            pass
+
+        def record(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 1.0
+
+    monkeypatch.setattr(graph_held, "measuring", measuring)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", capture)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    ms = cc._graph_ms(lambda: log.append("op"), torch.device("cpu"), repeats=2, calls=3)
+    assert ms == 1.0 / 3
+    assert log[:3] == ["op"] * 3 and log[3:6] == ["open", "capture", "op"]
+    assert log.index("closed") == len(log) - 1 and log.index("graph destroyed") == len(log) - 2

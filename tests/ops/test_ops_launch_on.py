@@ -288,10 +288,9 @@ def test_scratch_that_starts_at_zero_is_zeroed_once_not_per_preparation(cuda, mo
     k.launch_ptrs((7, 8, 9), 5)
     memsets = [c for c in k._dev.driver.calls if c[0].startswith("cuMemset")]
     assert memsets == [("cuMemsetD8Async", 5000, 0, 64, 5)] and len(cuda.launched) == 3
-    del k._dbuf["sem"]  # a buffer made again (another size, say) is zeroed again: still inside the capture, so on
-    k.launch_ptrs((10, 11, 12), 6)  # the captured stream and on Tracea's own (this stand-in's plain cuMemsetD8)
-    assert [c for c in k._dev.driver.calls if c[0].startswith("cuMemset")][-2:] == [
-        ("cuMemsetD8Async", 5100, 0, 64, 6), ("cuMemsetD8", 5100, 0, 64)]
+    del k._dbuf["sem"]  # a buffer made again (another size, say) is zeroed again
+    k.launch_ptrs((10, 11, 12), 6)
+    assert [c for c in k._dev.driver.calls if c[0].startswith("cuMemset")][-1] == ("cuMemsetD8Async", 5100, 0, 64, 6)
 
 
 def test_a_prepared_call_replays_its_last_launch_and_never_a_stale_one(cuda, monkeypatch):
@@ -326,7 +325,7 @@ def test_a_kernel_whose_scratch_a_graph_captured_outlives_every_other_reference(
     import gc
     import weakref
 
-    monkeypatch.setattr(graph_held, "HELD", [])
+    monkeypatch.setattr(graph_held, "HELD", {})
     outside, plain, captured = _kernel(), _kernel(workspace=False), _kernel()
     outside.launch_ptrs((1, 2, 3), 7)
     cuda.capturing = True
@@ -334,7 +333,7 @@ def test_a_kernel_whose_scratch_a_graph_captured_outlives_every_other_reference(
     captured.launch_ptrs((1, 2, 3), 7)
     captured.launch_ptrs((4, 5, 6), 7)  # kept once however often it is captured
     cuda.capturing = False
-    assert graph_held.HELD == [captured]
+    assert [k for k, _ in graph_held.HELD.values()] == [captured]
     refs = [weakref.ref(k) for k in (outside, plain, captured)]
     del outside, plain, captured
     gc.collect()
@@ -343,36 +342,41 @@ def test_a_kernel_whose_scratch_a_graph_captured_outlives_every_other_reference(
 
 def test_scratch_made_inside_a_capture_is_zeroed_for_the_graph_and_for_launches_outside_it(cuda, monkeypatch):
     """A buffer that must start at zero, first made while a graph captures: its memset on the capturing stream is
-    a node of the graph (run at replays only), so it is zeroed on Tracea's own stream too, and the next launch
-    outside the graph waits for that stream (its ordering starts over)."""
+    a node of the graph (run at replays only), so the next launch outside the graph zeroes it on its own stream
+    first, after that launch's wait for the last one that used the scratch; once."""
     made = iter(range(5000, 6000, 100))
     monkeypatch.setattr(runtime, "DeviceArray", lambda dev, nbytes: Own(next(made), nbytes))
     k = _kernel(Zeroing, workspace=False)
     raw = Driver()
     k._dev = SimpleNamespace(driver=runtime._StreamDriver(raw, 1234), stream=SimpleNamespace(handle=1234))
-    k._order = (77, 5)  # an earlier launch outside any graph
+    k._order = (77, 5)  # an earlier launch outside any graph, on stream 5
     cuda.capturing = True
     k.launch_ptrs((1, 2, 3), 5)
-    memsets = [c for c in raw.calls if c[0].startswith("cuMemset")]
-    assert memsets == [("cuMemsetD8Async", 5000, 0, 64, 5), ("cuMemsetD8Async", 5000, 0, 64, 1234)]
-    assert cuda.order == [] and k._order is None
+    assert [c for c in raw.calls if c[0].startswith("cuMemset")] == [("cuMemsetD8Async", 5000, 0, 64, 5)]
+    assert cuda.order == [] and len(k._unzeroed) == 1
     cuda.capturing = False
     k.launch_ptrs((1, 2, 3), 9)
-    assert cuda.order == [("record", 100, 0), ("wait", 1234, 100), ("record", 101, 1234), ("wait", 9, 101),
-                          ("record", 101, 9)]
+    k.launch_ptrs((1, 2, 3), 9)
+    assert [c for c in raw.calls if c[0].startswith("cuMemset")] == [("cuMemsetD8Async", 5000, 0, 64, 5),
+                                                                      ("cuMemsetD8Async", 5000, 0, 64, 9)]
+    assert cuda.order[:2] == [("wait", 9, 77), ("record", 77, 9)] and k._unzeroed == ()
 
 
-def test_a_measurement_graph_lets_go_of_the_kernels_it_kept(cuda, monkeypatch):
-    """``graph_held.release(mark)``: the kernels held since ``mark`` (a measurement's own graph, destroyed) are
-    no longer kept, and held again by a later capture; those held before stay."""
-    monkeypatch.setattr(graph_held, "HELD", [])
-    early, measured = _kernel(), _kernel()
+def test_a_measurement_graph_lets_go_of_its_kernels_but_not_of_anyone_elses(cuda, monkeypatch):
+    """``graph_held.measuring()``: the holds its thread makes inside are let go when it ends (the measurement's
+    graph destroyed), unless the process holds the kernel too: held before, captured meanwhile by a user's graph
+    in another thread, or captured again later."""
+    monkeypatch.setattr(graph_held, "HELD", {})
+    early, measured, shared, other = _kernel(), _kernel(), _kernel(), _kernel()
     cuda.capturing = True
     early.launch_ptrs((1, 2, 3), 7)
-    mark = graph_held.mark()
-    measured.launch_ptrs((1, 2, 3), 7)
-    assert graph_held.HELD == [early, measured]
-    graph_held.release(mark)
-    assert graph_held.HELD == [early] and not measured._in_graph
-    measured.launch_ptrs((4, 5, 6), 7)
-    assert graph_held.HELD == [early, measured]
+    with graph_held.measuring():
+        for k in (early, measured, shared):
+            k.launch_ptrs((1, 2, 3), 7)
+        elsewhere = threading.Thread(target=lambda: (shared.launch_ptrs((4, 5, 6), 8), other.launch_ptrs((1, 2, 3), 8)))
+        elsewhere.start()
+        elsewhere.join()
+        assert all(graph_held.held(k) for k in (early, measured, shared, other))
+    assert [graph_held.held(k) for k in (early, measured, shared, other)] == [True, False, True, True]
+    measured.launch_ptrs((4, 5, 6), 7)  # a capture outside any measurement: the process's
+    assert graph_held.held(measured)

@@ -237,6 +237,34 @@ def test_bench_skips_a_stored_schedule_this_tracea_refuses(tuned_home) -> None:
     assert any("its schedule is refused" in w for w in warnings), warnings
 
 
+def test_bench_skips_a_stored_schedule_refused_for_this_op_on_this_host(tuned_home) -> None:
+    """A row that parses but that the backend's ``validate_schedule`` refuses here (more threads than this host's
+    cores; on a GPU, split-K over three consumers since it was refused) is skipped like an unreadable one: the
+    build would raise on it, uncaught by ``tracea bench``."""
+    from tracea.doctor import probe
+    from tracea.tuner.lookup import stored_schedule
+
+    db_path = tuned_home / "tuning.sqlite"
+    db = TuningDB.reader(db_path)
+    best, k = db.best(db.find_keys("")[0]), db.keys()[0]
+    db.close()
+    refused = json.dumps({**json.loads(best["schedule"]), "threads": 4096})
+    _sql(db_path, "UPDATE trials SET schedule = ?, schedule_key = ?, p50_ms = 1e-6 WHERE id = ?",
+         (refused, json.dumps(json.loads(refused), sort_keys=True, separators=(",", ":")),
+          [r for r in range(1, 4) if r != best["id"]][0]))
+    warnings: list[str] = []
+    import tracea.tuner.db as dbmod
+
+    original = dbmod._stderr_warning
+    dbmod._stderr_warning = warnings.append
+    try:
+        got = stored_schedule(Gemm(m=64, n=64, k=64), k["variant"], probe(), "cpu", str(db_path))
+    finally:
+        dbmod._stderr_warning = original
+    assert got == json.loads(best["schedule"])
+    assert any("threads: 4096" in w for w in warnings), warnings
+
+
 def test_a_key_prefix_is_not_a_pattern(tuned_home) -> None:
     for prefix in ("%", "_"):
         done = tracea("cache", "show", prefix)

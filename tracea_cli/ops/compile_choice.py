@@ -113,25 +113,25 @@ def _graph_ms(fn: Callable[[], Any], device: torch.device, repeats: int = 15, ca
     for _ in range(3):
         fn()
     torch.cuda.synchronize(device)
-    mark = graph_held.mark()  # the kernels this graph keeps alive are let go with it
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, capture_error_mode="thread_local"):
-        for _ in range(calls):
-            fn()
-    g.replay()
-    torch.cuda.synchronize(device)
-    pairs = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        g.replay()
-        end.record()
-        pairs.append((start, end))
-    torch.cuda.synchronize(device)
-    ms = statistics.median(s.elapsed_time(e) for s, e in pairs) / calls
-    del g
-    graph_held.release(mark)
-    return ms
+    with graph_held.measuring():  # the kernels this graph keeps alive are let go with it
+        g = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(g, capture_error_mode="thread_local"):
+                for _ in range(calls):
+                    fn()
+            g.replay()
+            torch.cuda.synchronize(device)
+            pairs = []
+            for _ in range(repeats):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                g.replay()
+                end.record()
+                pairs.append((start, end))
+            torch.cuda.synchronize(device)
+        finally:
+            del g
+    return statistics.median(s.elapsed_time(e) for s, e in pairs) / calls
 
 
 def measure(kind: str, examples: tuple[Any, ...], graphed: bool = False) -> Choice:

@@ -32,12 +32,12 @@ def swapped_1x1(op: Any) -> WgmmaConvSchedule | None:
 def few_pixels_im2col(op: Any, base: WgmmaConvSchedule, sm_count: int) -> WgmmaConvSchedule | None:
     """64 x 64 im2col tiles where ``base``'s fill under half the SMs and 64 x 64 ones fit in one wave: split-K over
     them from 32 k steps of 64 where they fill a quarter of the SMs at most, unsplit below 64 k steps otherwise
-    (None elsewhere). At batch 4 and 8 (in graphs of ten, same file): 0.74-0.98x cuDNN's time against 0.95-1.13x
-    before on the convs it changes; at batch 8 a 3x3 conv over 512 channels (72 k steps, 56 tiles) keeps 64 x 128
-    split-K (0.90x, against 0.97x split and 1.04x unsplit over 64 x 64). An H200, ResNet-50's batch-1 convs in graphs of ten calls beside
-    cuDNN's (docs/device-runs/h200-resnet-b1-layers/): 3x3 over 64-128 channels 0.72-0.84x cuDNN's time unsplit
-    (0.86-1.01x split), over 256-512 0.67-0.85x split (0.92-1.06x unsplit); strided 1x1 0.71-0.82x unsplit,
-    against 1.07-1.15x with 128 x 128 ping-pong tiles."""
+    (None elsewhere). An H200, ResNet-50's convs in graphs of ten calls beside cuDNN's
+    (docs/device-runs/h200-resnet-b1-layers/). Batch 1: 3x3 over 64-128 channels 0.72-0.84x cuDNN's time unsplit
+    (0.86-1.01x split), over 256-512 0.67-0.85x split (0.92-1.06x unsplit); strided 1x1 0.71-0.82x unsplit, against
+    1.07-1.15x with 128 x 128 ping-pong tiles. Batches 4 and 8: 0.74-0.92x against 0.95-1.13x before on the convs
+    this changes; a 3x3 conv over 512 channels at batch 8 (72 k steps, 56 tiles) keeps 64 x 128 split-K (0.90x,
+    against 0.97x split and 1.04x unsplit over 64 x 64)."""
     quarter = WgmmaConvSchedule(bm=64, bn=64, stages=6, consumers=1, store="tma", path="im2col")
     if 2 * tile_count(base, op.gemm_m, op.k) >= sm_count or tile_count(quarter, op.gemm_m, op.k) > sm_count:
         return None

@@ -252,21 +252,27 @@ def test_split_k_over_three_consumers_is_refused_and_not_searched():
     assert not [s for s in gemm_space + conv_space if s.consumers == 3 and s.split != 1]
 
 
-def test_the_fix_ups_shared_barrier_is_no_consumers_own():
-    """The consumers' own named barriers are 1 + cw (the epilogue's, the ping-pong fix-up's); the fix-up over every
-    consumer takes an id past them: with three consumers id 3 was consumer 2's (128 threads) and the fix-up's (384)
-    at once. The source of each non-ping-pong split form names its shared barrier with an id no consumer owns."""
+def test_the_fix_ups_shared_barrier_is_no_consumers_own(monkeypatch):
+    """Each consumer's own named barrier is 1 + cw over 128 threads (the epilogue's); the fix-up over every consumer
+    takes a constant id past them, and each constant id is used with one thread count. With three consumers id 3
+    was consumer 2's and the fix-up's (384 threads) at once. Rendered whole (the GEMM with split-K 2), three
+    consumers with the refusal lifted for the render only."""
+    import dataclasses
     import re as _re
 
-    from tracea.emitters.cuda.hopper import splitk as SK
-    from tracea.emitters.cuda.render import CudaRenderer
+    from tracea.emitters.cuda.hopper import gemm
 
-    for consumers, want in ((1, 3), (2, 3), (3, 4)):
-        sched = WgmmaSchedule(bm=64 * consumers, bn=128, stages=4, consumers=consumers, split=2)
-        src = SK.fixup(sched, CudaRenderer())
-        shared = {(int(i), int(n)) for i, n in _re.findall(r"bar\.sync (\d+), (\d+);", src)}
-        assert shared == {(want, 128 * consumers)}, (consumers, shared)
-        assert want > consumers  # past every 1 + cw
+    checked = WgmmaSchedule._validate_split_and_cluster
+    monkeypatch.setattr(WgmmaSchedule, "_validate_split_and_cluster",
+                        lambda self: checked(dataclasses.replace(self, consumers=min(self.consumers, 2))))
+    for consumers in (1, 2, 3):
+        sched = WgmmaSchedule(bm=64 * consumers, bn=128, stages=4, consumers=consumers, split=2, store="tma")
+        src = gemm.rendered(Gemm(256 * consumers, 512, 4096, "fp16"), sched, 132).source
+        assert "bar.sync %0, 128;" in src and '"r"(1 + cw)' in src  # each consumer's own: ids 1 .. consumers
+        shared = set(_re.findall(r"bar\.sync (\d+), (\d+);", src))
+        assert len(shared) == 1, shared
+        ((bar_id, threads),) = shared
+        assert int(bar_id) > consumers and int(threads) == 128 * consumers, (consumers, shared)
 
 
 def test_rendered_launch_carries_the_plan():

@@ -298,9 +298,9 @@ class OnCallerBuffers:
     def _zero_on(self, stream: int) -> None:
         """Zero the buffers made inside a capture (``_zeroed``) on ``stream``, before the launch queued after."""
         drv = self._dev.driver
-        raw = getattr(drv, "_driver", drv)
+        on_stream = _StreamDriver(getattr(drv, "_driver", drv), stream)
         for buf in self._unzeroed:
-            _check(raw.cuMemsetD8Async(buf.ptr, 0, buf.nbytes, raw.CUstream(stream)), "cuMemsetD8Async")
+            _check(on_stream.cuMemsetD8(buf.ptr, 0, buf.nbytes), "cuMemsetD8")
         self._unzeroed = ()
 
     def _wait_for_scratch(self, stream: int) -> None:

@@ -211,7 +211,9 @@ def test_trials_of_no_run_are_never_used_and_can_be_cleared(tuned_home) -> None:
     assert_clean(db_path)
 
 
-def test_bench_skips_a_stored_schedule_this_tracea_refuses(tuned_home) -> None:
+def _lookup_past_a_cheaper_row(tuned_home, schedule_of) -> tuple[object, dict, list[str]]:
+    """A row other than the best given the schedule ``schedule_of(best's)`` (JSON text) and the lowest time, then
+    the stored schedule for it: (what the lookup returned, the best row, the warnings it printed)."""
     from tracea.doctor import probe
     from tracea.tuner.lookup import stored_schedule
 
@@ -219,38 +221,9 @@ def test_bench_skips_a_stored_schedule_this_tracea_refuses(tuned_home) -> None:
     db = TuningDB.reader(db_path)
     best, k = db.best(db.find_keys("")[0]), db.keys()[0]
     db.close()
-    broken = json.dumps({"schema_version": 1, "backend": "cpu", "mr": 4})  # parses as JSON, not as a schedule
+    text = schedule_of(json.loads(best["schedule"]))
     _sql(db_path, "UPDATE trials SET schedule = ?, schedule_key = ?, p50_ms = 1e-6 WHERE id = ?",
-         (broken, json.dumps(json.loads(broken), sort_keys=True, separators=(",", ":")),
-          [r for r in range(1, 4) if r != best["id"]][0]))
-    warnings: list[str] = []
-    import tracea.tuner.db as dbmod
-
-    original = dbmod._stderr_warning
-    dbmod._stderr_warning = warnings.append
-    try:
-        op = Gemm(m=64, n=64, k=64)
-        got = stored_schedule(op, k["variant"], probe(), "cpu", str(db_path))
-    finally:
-        dbmod._stderr_warning = original
-    assert got == json.loads(best["schedule"])
-    assert any("its schedule is refused" in w for w in warnings), warnings
-
-
-def test_bench_skips_a_stored_schedule_refused_for_this_op_on_this_host(tuned_home) -> None:
-    """A row that parses but that the backend's ``validate_schedule`` refuses here (more threads than this host's
-    cores; on a GPU, split-K over three consumers since it was refused) is skipped like an unreadable one: the
-    build would raise on it, uncaught by ``tracea bench``."""
-    from tracea.doctor import probe
-    from tracea.tuner.lookup import stored_schedule
-
-    db_path = tuned_home / "tuning.sqlite"
-    db = TuningDB.reader(db_path)
-    best, k = db.best(db.find_keys("")[0]), db.keys()[0]
-    db.close()
-    refused = json.dumps({**json.loads(best["schedule"]), "threads": 4096})
-    _sql(db_path, "UPDATE trials SET schedule = ?, schedule_key = ?, p50_ms = 1e-6 WHERE id = ?",
-         (refused, json.dumps(json.loads(refused), sort_keys=True, separators=(",", ":")),
+         (text, json.dumps(json.loads(text), sort_keys=True, separators=(",", ":")),
           [r for r in range(1, 4) if r != best["id"]][0]))
     warnings: list[str] = []
     import tracea.tuner.db as dbmod
@@ -261,6 +234,21 @@ def test_bench_skips_a_stored_schedule_refused_for_this_op_on_this_host(tuned_ho
         got = stored_schedule(Gemm(m=64, n=64, k=64), k["variant"], probe(), "cpu", str(db_path))
     finally:
         dbmod._stderr_warning = original
+    return got, best, warnings
+
+
+def test_bench_skips_a_stored_schedule_this_tracea_refuses(tuned_home) -> None:
+    broken = json.dumps({"schema_version": 1, "backend": "cpu", "mr": 4})  # parses as JSON, not as a schedule
+    got, best, warnings = _lookup_past_a_cheaper_row(tuned_home, lambda _best: broken)
+    assert got == json.loads(best["schedule"])
+    assert any("its schedule is refused" in w for w in warnings), warnings
+
+
+def test_bench_skips_a_stored_schedule_refused_for_this_op_on_this_host(tuned_home) -> None:
+    """A row that parses but that the backend's ``validate_schedule`` refuses here (more threads than this host's
+    cores; on a GPU, split-K over three consumers since it was refused) is skipped like an unreadable one: the
+    build would raise on it, uncaught by ``tracea bench``."""
+    got, best, warnings = _lookup_past_a_cheaper_row(tuned_home, lambda b: json.dumps({**b, "threads": 4096}))
     assert got == json.loads(best["schedule"])
     assert any("threads: 4096" in w for w in warnings), warnings
 

@@ -29,9 +29,9 @@ def swapped_1x1(op: Any) -> WgmmaConvSchedule | None:
     return dataclasses.replace(s, bn=16) if tile_count(s, op.k, op.gemm_m) < 40 else s
 
 
-def few_pixels_im2col(op: Any, base: WgmmaConvSchedule, sm_count: int) -> WgmmaConvSchedule | None:
+def few_pixels_im2col(op: Any, base: WgmmaConvSchedule, k_steps: int, sm_count: int) -> WgmmaConvSchedule | None:
     """64 x 64 im2col tiles where ``base``'s fill under half the SMs and 64 x 64 ones fit in one wave: split-K over
-    them from 32 k steps of 64 where they fill a quarter of the SMs at most, unsplit below 64 k steps otherwise
+    them from 32 ``k_steps`` of 64 where they fill a quarter of the SMs at most, unsplit below 64 k steps otherwise
     (None elsewhere). An H200, ResNet-50's convs in graphs of ten calls beside cuDNN's
     (docs/device-runs/h200-resnet-b1-layers/). Batch 1: 3x3 over 64-128 channels 0.72-0.84x cuDNN's time unsplit
     (0.86-1.01x split), over 256-512 0.67-0.85x split (0.92-1.06x unsplit); strided 1x1 0.71-0.82x unsplit, against
@@ -39,9 +39,9 @@ def few_pixels_im2col(op: Any, base: WgmmaConvSchedule, sm_count: int) -> WgmmaC
     this changes; a 3x3 conv over 512 channels at batch 8 (72 k steps, 56 tiles) keeps 64 x 128 split-K (0.90x,
     against 0.97x split and 1.04x unsplit over 64 x 64)."""
     quarter = WgmmaConvSchedule(bm=64, bn=64, stages=6, consumers=1, store="tma", path="im2col")
-    if 2 * tile_count(base, op.gemm_m, op.k) >= sm_count or tile_count(quarter, op.gemm_m, op.k) > sm_count:
+    tiles = tile_count(quarter, op.gemm_m, op.k)
+    if 2 * tile_count(base, op.gemm_m, op.k) >= sm_count or tiles > sm_count:
         return None
-    tiles, k_steps = tile_count(quarter, op.gemm_m, op.k), op.r * op.s * -(-op.c // BK)
     if k_steps >= 32 and 4 * tiles <= sm_count:
         return dataclasses.replace(quarter, split=0)
     return None if k_steps >= 64 else quarter  # many k steps over more tiles: with_split's 64 x 128 split-K
@@ -80,6 +80,7 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
         narrow = WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", publish="noinc")
     if op is None:
         return base
-    if base.path == "im2col" and (small := few_pixels_im2col(op, base, sm_count)) is not None:
+    k_steps = op.r * op.s * -(-op.c // BK)
+    if base.path == "im2col" and (small := few_pixels_im2col(op, base, k_steps, sm_count)) is not None:
         return small
-    return with_split(base, narrow, op.gemm_m, op.k, op.r * op.s * -(-op.c // BK), sm_count)
+    return with_split(base, narrow, op.gemm_m, op.k, k_steps, sm_count)

@@ -9,7 +9,9 @@ the K/V bandwidth each reaches. What the hero heuristic and the tuner's space ar
 ``--all`` prints every timed schedule (fastest first), not the five fastest; ``--rows`` picks rows by index;
 ``--match`` keeps the schedules whose name has one of its comma-separated parts (and the hero); ``--splits 2,33``
 adds each of them (the hero too) with those fixed key slices; ``--in-order`` deals a paged row's pages to its entries in
-pool order (the table of each entry counts up) instead of shuffled, to tell what the pages' scatter costs.
+pool order (the table of each entry counts up) instead of shuffled, to tell what the pages' scatter costs;
+``--slice-keys K`` sets the keys a slice of an uneven launch keeps at least (the run-time rule's constant). K/V TB/s
+counts the keys the entries hold (their lengths on the ragged rows).
 
 Needs a GPU.
 """
@@ -30,6 +32,8 @@ from tracea.kernels.dtypes import to_float64
 from tracea.kernels.ops.attention import Attention
 
 RAGGED = tuple(int(x) for x in np.random.default_rng(33).integers(1024, 16385, 16))  # attention_paged.py's lengths
+ONE_LONG = (32768,) + (1024,) * 15  # one long entry among short ones
+SHORT = tuple(int(x) for x in np.random.default_rng(34).integers(128, 4097, 32))  # many short entries
 
 ROWS = [
     ("b8 h32/8 q1 k8192 d128", Attention(8, 32, 1, 128, seq_k=8192, kv_heads=8, dtype="bf16")),
@@ -47,11 +51,26 @@ ROWS = [
                                            seq_lens=RAGGED)),
     ("b16 h32/8 q1 d128 ragged paged 16", Attention(16, 32, 1, 128, seq_k=max(RAGGED), kv_heads=8, dtype="bf16",
                                                    seq_lens=RAGGED, page_size=16)),
+    ("b16 h32/8 q1 d128 ragged paged 64", Attention(16, 32, 1, 128, seq_k=max(RAGGED), kv_heads=8, dtype="bf16",
+                                                   seq_lens=RAGGED, page_size=64)),
+    ("b16 h32/8 q1 d128 one 32768 + 15 x 1024", Attention(16, 32, 1, 128, seq_k=32768, kv_heads=8, dtype="bf16",
+                                                          seq_lens=ONE_LONG)),
+    ("b16 h32/8 q1 d128 one 32768 + 15 x 1024 paged 16", Attention(16, 32, 1, 128, seq_k=32768, kv_heads=8,
+                                                                   dtype="bf16", seq_lens=ONE_LONG, page_size=16)),
+    ("b32 h32/8 q1 d128 ragged 128-4096", Attention(32, 32, 1, 128, seq_k=max(SHORT), kv_heads=8, dtype="bf16",
+                                                    seq_lens=SHORT)),
+    ("b32 h32/8 q1 d128 ragged 128-4096 paged 16", Attention(32, 32, 1, 128, seq_k=max(SHORT), kv_heads=8,
+                                                             dtype="bf16", seq_lens=SHORT, page_size=16)),
+    ("b16 h16 q1 d64 ragged (MHA) paged 16", Attention(16, 16, 1, 64, seq_k=max(RAGGED), dtype="bf16",
+                                                       seq_lens=RAGGED, page_size=16)),
+    ("b16 h16 q1 d64 ragged (MHA)", Attention(16, 16, 1, 64, seq_k=max(RAGGED), dtype="bf16", seq_lens=RAGGED)),
 ]
 
 
 def kv_bytes(op: Attention) -> int:
-    return 2 * op.batch * op.kv_heads * op.seq_k * op.head_dim * op.dtype.itemsize
+    """K and V bytes of the keys the entries hold (their lengths where given, else the capacity each)."""
+    keys = sum(op.seq_lens) if op.seq_lens is not None else op.batch * op.seq_k
+    return 2 * op.kv_heads * keys * op.head_dim * op.dtype.itemsize
 
 
 def in_order(table: np.ndarray, pages: int) -> np.ndarray:
@@ -92,9 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--match", default="", help="schedule name parts, comma-separated (default: every schedule)")
     ap.add_argument("--splits", default="", help="key slices, comma-separated: each matched schedule also with each")
     ap.add_argument("--ragged-waves", type=int, default=0,
-                    help="blocks an SM the run-time slice rule aims at over uneven lengths (default: the product's)")
+                    help="blocks an SM an uneven launch's grid makes room for, twice over (default: the product's)")
     ap.add_argument("--in-order", action="store_true", help="paged rows: pages dealt in pool order, not shuffled")
+    ap.add_argument("--slice-keys", type=int, default=-1,
+                    help="uneven lengths: keys a slice keeps at least (default: the product's RAGGED_SLICE_KEYS)")
     args = ap.parse_args(argv)
+    if args.slice_keys >= 0:  # the rule's constant, explored (attention_decode.split_rule reads it at each render)
+        D.RAGGED_SLICE_KEYS = args.slice_keys
     picked = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS
     if args.ragged_waves:  # the rule's constant, explored (attention_decode.split_rule reads it at each render)
         D.RAGGED_WAVES = args.ragged_waves

@@ -107,6 +107,11 @@ CASES = [
                                                               pages=60), {"core": "attention-decode", "bulk": True}),
     ("attention-ragged", "cuda-wgmma.attention", Attention(4, 8, 1, 64, seq_k=2000, kv_heads=2, dtype="bf16",
                                                            seq_lens=(2000, 5, 0, 900), page_size=16)),
+    # head dim 128, pages of 16, uneven lengths: the hero on sm_90 (4 warps of 64-key TMA tiles, every entry the
+    # launch's slices)
+    ("attention-ragged-d128", "cuda-wgmma.attention", Attention(6, 16, 1, 128, seq_k=3000, kv_heads=4, dtype="bf16",
+                                                                seq_lens=(3000, 64, 0, 1500, 2999, 700),
+                                                                page_size=16)),
     # packed entries (varlen): empty, one-token and tile-crossing entries; the next entry's rows read past an end
     ("attention-packed", "cuda-wgmma.attention", Attention(4, 4, 300, 64, seq_k=300, kv_heads=2, dtype="bf16",
                                                            causal=True, seq_lens=(300, 0, 1, 150), packed=True)),

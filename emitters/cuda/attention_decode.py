@@ -203,18 +203,22 @@ def splits(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> int:
     return min(n for n, f in fill.items() if f >= best - 0.05)
 
 
-RAGGED_WAVES = 4  # blocks a SM the run-time slice rule aims at over uneven lengths
+RAGGED_WAVES = 4  # blocks an SM that the grid of an uneven launch makes room for, twice over
+RAGGED_SLICE_KEYS = 1024  # keys a slice of an uneven launch keeps at least
 
 
-def split_rule(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> tuple[int, tuple[int, int, int, int] | None]:
+def split_rule(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> tuple[int, tuple[int, int, int] | None]:
     """(slices the launch has room for, the run-time rule's constants or None). Lengths that come with the
     call (``seq_lens``, automatic split): the kernel reads every entry's length and picks each entry's slices
-    itself (attention_decode_kernel.py, ``ADAPT``): about even lengths take the capacity's plan (``splits``),
-    uneven ones slices of the launch's tiles over ``RAGGED_WAVES`` blocks a SM, so the longest entry does not
-    run alone. On an H200 (bf16, d128, 16 entries of 1k-16k keys, paged by 16) fixed counts gave 0.259 ms with
-    1 slice, 0.215 with 4, 0.202 with 6 and 8, and the rule 0.226
-    (docs/device-runs/h200-paged-decode/paged_table_fixed_slices.txt, paged_table.txt); the grid has room for
-    twice the slices a long entry would take at that rate."""
+    itself (attention_decode_kernel.py, ``ADAPT``): about even lengths take the capacity's plan (``splits``);
+    uneven ones each take the launch's slices (room for ``RAGGED_WAVES`` blocks a SM, twice over), as many as
+    keep ``RAGGED_SLICE_KEYS`` keys (and ``MIN_TILES`` tiles) a slice, so the longest entries do not run alone
+    and the short ones are not cut into slivers. On an H200 (bf16, d128, 10 slices; medians of 15,
+    docs/device-runs/h200-ragged-decode-slices/), against slices in proportion to each entry's length (the rule
+    before) and the launch's slices of 4 tiles at least: 16 entries of 1k-16k keys 0.1793 ms (0.1781, 0.1822),
+    paged by 16 0.1873 (0.1971, 0.1879); 32 entries of 128-4096 keys 0.0869 (0.0896, 0.0985), paged by 16
+    0.0910 (0.0958, 0.0995); head dim 64 (MHA) 0.1753 (0.1828, 0.1757), paged 0.1813 (0.1928, 0.1815); one
+    32k entry and 15 of 1k paged by 16 0.0858 (0.0846, 0.0832)."""
     auto = splits(op, s, sm_count)
     if op.seq_lens is None or s.split:
         return auto, None
@@ -222,23 +226,22 @@ def split_rule(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> tuple[int,
     pairs = op.batch * op.kv_heads * row_tiles(op)
     most = max(1, min((t1 - t0) // MIN_TILES, MAX_SPLITS))
     n = min(most, max(auto, 2 * -(-RAGGED_WAVES * sm_count // pairs)))
-    return (n, (auto, MIN_TILES, RAGGED_WAVES, sm_count)) if n > 1 else (auto, None)
+    return (n, (auto, MIN_TILES, max(MIN_TILES, RAGGED_SLICE_KEYS // s.bk))) if n > 1 else (auto, None)
 
 
-def entry_slices(op: Any, bk: int, lens: np.ndarray, klen: int, n: int, adapt: tuple[int, int, int, int] | None) -> int:
+def entry_slices(op: Any, bk: int, lens: np.ndarray, klen: int, n: int, adapt: tuple[int, int, int] | None) -> int:
     """The slices an entry of ``klen`` keys takes in a launch over ``lens`` (the kernel's ``nsl``, in the same
     integer arithmetic)."""
     t0, t1 = key_tiles(op, bk, klen)
     if adapt is None:
         return n
-    full, min_tiles, waves, sms = adapt
+    full, min_tiles, slice_tiles = adapt
     tiles = [max(0, b - a) for a, b in (key_tiles(op, bk, int(x)) for x in lens)]
     total, most = sum(tiles), max(tiles)
     mine = t1 - t0
     if 5 * total >= 4 * most * op.batch:
         return min(full, max(1, mine // min_tiles))
-    run = max(min_tiles, -(-(total * op.kv_heads * row_tiles(op)) // (waves * sms)))
-    return min(n, max(1, -(-mine // run)))
+    return min(n, max(1, mine // slice_tiles))
 
 
 def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
@@ -247,7 +250,10 @@ def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
     d64. On an H200 against the
     ``cp.async`` hero: b8 h32/8 k8192 d128 0.0813 ms against 0.0856, b1 k131072 0.1481 against 0.1560, b8 k65536
     d64 0.2618 against 0.2931, paged by 16 0.0867 against 0.0918; each within 2 % of the best of the space on
-    its row (docs/device-runs/h200-decode-tma/decode_space_tma.txt).
+    its row (docs/device-runs/h200-decode-tma/decode_space_tma.txt). A paged cache with per-entry lengths whose
+    pages are under 128 keys takes 4 warps of 64-key tiles at d128 too: on an H200, 16 entries of 1k-16k keys
+    paged by 16, 0.1865 ms against the wide tile's 0.2044, both with the run-time slice rule; paged by 64 0.1817
+    against 0.1815 (docs/device-runs/h200-ragged-decode-slices/decode_space_ragged_paged_tiles.txt).
 
     Elsewhere: 4 warps of 16 keys (64-key tiles), 3 stages (2 over head dim 128, whose rows are twice as long);
     on an H200 the space's best was within 2 % of this on four decode rows
@@ -259,8 +265,9 @@ def hero_schedule(op: Any, host: Any) -> AttentionDecodeSchedule:
     The split gives each SM a block."""
     cc, smem_optin = _target(host)
     if op.head_dim in (64, 128) and cc == (9, 0):  # measured on sm_90 only
-        tma_hero = AttentionDecodeSchedule(warps=8 if op.head_dim == 128 else 4, kw=1,
-                                           stages=3 if op.head_dim == 128 else 4, bulk=True)
+        wide = op.head_dim == 128 and not (op.seq_lens is not None and 0 < (op.page_size or 0) < 128)
+        tma_hero = AttentionDecodeSchedule(warps=8 if wide else 4, kw=1, stages=3 if op.head_dim == 128 else 4,
+                                           bulk=True)
         if tma.refusal(op, tma_hero.bk) is None and tma_hero.smem_bytes(op.head_dim) <= smem_optin:
             return tma_hero
     plain = AttentionDecodeSchedule(warps=4, kw=1, stages=3 if op.head_dim <= 128 else 2)
@@ -339,7 +346,7 @@ def render(op: Any, s: AttentionDecodeSchedule, arch: Any) -> tuple[Rendered, di
     smem = s.smem_bytes(op.head_dim)
     meta = {"name": name, "core": CORE, "tile": {"bq": 16, "bk": s.bk, "stages": s.stages, "warps": s.warps},
             "key_slices": {"splits": n, "rows": rows(op), "row_tiles": row_tiles(op),
-                           **({"at_run_time": dict(zip(("full", "min_tiles", "waves", "sms"), adapt, strict=True))}
+                           **({"at_run_time": dict(zip(("full", "min_tiles", "slice_tiles"), adapt, strict=True))}
                               if adapt else {})},
             "fragments": {"dtype_in": dt, "dtype_acc": "fp32", "mma": "m16n8k16"},
             "loads": "TMA (bulk)" if s.bulk else "cp.async",
@@ -390,7 +397,7 @@ def decode_kernel(op: Any, artifact: Any, rendered: Any, scalars: dict[str, Any]
 # ------------------------------------------------------------------------------- the kernel's indexing, in NumPy
 
 def model(op: Any, s: AttentionDecodeSchedule, n_splits: int, inputs: dict[str, np.ndarray],
-          adapt: tuple[int, int, int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+          adapt: tuple[int, int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(O, lse) in float64 computed the way the kernel walks: rows packed per kv head in 16-row tiles, key
     tiles [t_lo, t_hi) cut into ``n_splits`` slices of ``per`` tiles, each tile's keys dealt to the warps
     (16 kw keys each), every warp's online softmax, the warps combined in order, then the slices (the

@@ -50,8 +50,7 @@ HEAD = r"""
 #define ADAPT __ADAPT__
 #define FULL __FULL__
 #define MIN_TILES __MIN_TILES__
-#define WAVES __WAVES__
-#define SMS __SMS__
+#define SLICE_TILES __SLICE_TILES__
 #define BULK __BULK__
 #define KW (BK / (16 * WARPS))
 #define NT (WARPS * 32)
@@ -212,8 +211,8 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
 #if ADAPT
     /* Lengths known only now: this entry's slices from every entry's (each block reads them all and reaches
        the same rule, so a row tile's blocks agree on its count). About even lengths: the capacity's plan
-       (FULL slices, at least MIN_TILES tiles each). Uneven: slices of T tiles, T the launch's tiles over
-       WAVES x SMS blocks, so the longest entry is cut as fine as the rest and the SMs share the work. */
+       (FULL slices, at least MIN_TILES tiles each). Uneven: the launch's SPLITS slices, at least SLICE_TILES
+       tiles each, so the longest entries do not run alone and the short ones are not cut into slivers. */
     __shared__ int tr_red[2][NT / 32];
     int tsum = 0, tmax = 0;
     for (int i = tid; i < batch; i += NT) {
@@ -239,9 +238,7 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
     if (5 * all >= 4LL * most * batch) {
         nsl = min(FULL, max(1, mine / MIN_TILES));
     } else {
-        const long long work = all * kv_heads * row_tiles;
-        const int tile_run = (int)max((long long)MIN_TILES, (work + WAVES * SMS - 1) / (WAVES * SMS));
-        nsl = min(SPLITS, max(1, (mine + tile_run - 1) / tile_run));
+        nsl = min(SPLITS, max(1, mine / SLICE_TILES));
     }
     if (split >= nsl) return;  /* a slice this entry does not need (before any copy is in flight) */
 #else
@@ -442,18 +439,18 @@ extern "C" __global__ void __launch_bounds__(NT, NT > 128 || HD > 128 ? 1 : 2) _
 
 def kernel_source(r: CudaRenderer, name: str, dtype: str, *, head_dim: int, bk: int, warps: int, stages: int,
                   splits: int, masked: bool, counters: int, ragged: bool = False, page: int = 0,
-                  adapt: tuple[int, int, int, int] | None = None, bulk: bool = False) -> str:
+                  adapt: tuple[int, int, int] | None = None, bulk: bool = False) -> str:
     """The device code after the prelude. ``counters``: the floats the row tiles' counters take at the
     workspace's start (the parked slices follow); ``ragged``: lengths from ``seq_lens``; ``page``: keys a
-    page of a paged pool (0: contiguous K and V); ``adapt``: (full, min tiles, waves, SMs) of the slice rule
+    page of a paged pool (0: contiguous K and V); ``adapt``: (full, min tiles, slice tiles) of the slice rule
     made at run time from the lengths (``splits`` is then the most slices an entry takes); ``bulk``: K and V by
     TMA (attention_decode_tma.py; the prelude then holds the Hopper library and the 3-d TMA load)."""
     head = HEAD
-    full, min_tiles, waves, sms = adapt or (splits, 1, 1, 1)
+    full, min_tiles, slice_tiles = adapt or (splits, 1, 1)
     for key, value in (("__BK__", bk), ("__HD__", head_dim), ("__STAGES__", stages), ("__WARPS__", warps),
                        ("__SPLITS__", splits), ("__MASKED__", int(masked)), ("__RAGGED__", int(ragged)),
                        ("__PAGE__", page), ("__ADAPT__", int(adapt is not None)), ("__FULL__", full),
-                       ("__MIN_TILES__", min_tiles), ("__WAVES__", waves), ("__SMS__", sms), ("__BULK__", int(bulk)),
+                       ("__MIN_TILES__", min_tiles), ("__SLICE_TILES__", slice_tiles), ("__BULK__", int(bulk)),
                        ("__TMAPS__", ",\n    const __grid_constant__ TrTensorMap tmk, const __grid_constant__ TrTensorMap tmv"
                         if bulk else ""), ("__TMA_DEVICE__", TMA_DEVICE), ("__NAME__", name)):
         head = head.replace(key, str(value))

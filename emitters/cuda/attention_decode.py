@@ -213,9 +213,9 @@ def split_rule(op: Any, s: AttentionDecodeSchedule, sm_count: int) -> tuple[int,
     itself (attention_decode_kernel.py, ``ADAPT``): about even lengths take the capacity's plan (``splits``);
     uneven ones each take the launch's slices (room for ``RAGGED_WAVES`` blocks a SM, twice over), as many as
     keep ``RAGGED_SLICE_KEYS`` keys (and ``MIN_TILES`` tiles) a slice, so the longest entries do not run alone
-    and the short ones are not cut into slivers. On an H200 (bf16, d128, 10 slices; medians of 15,
-    docs/device-runs/h200-ragged-decode-slices/), against slices in proportion to each entry's length (the rule
-    before) and the launch's slices of 4 tiles at least: 16 entries of 1k-16k keys 0.1793 ms (0.1781, 0.1822),
+    and the short ones are not cut into slivers. On an H200 (bf16, d128 unless said, grids of 6-10 slices; medians
+    of 15, docs/device-runs/h200-ragged-decode-slices/), against slices in proportion to each entry's length (the
+    rule before) and the launch's slices of 4 tiles at least: 16 entries of 1k-16k keys 0.1793 ms (0.1781, 0.1822),
     paged by 16 0.1873 (0.1971, 0.1879); 32 entries of 128-4096 keys 0.0869 (0.0896, 0.0985), paged by 16
     0.0910 (0.0958, 0.0995); head dim 64 (MHA) 0.1753 (0.1828, 0.1757), paged 0.1813 (0.1928, 0.1815); one
     32k entry and 15 of 1k paged by 16 0.0858 (0.0846, 0.0832)."""

@@ -102,10 +102,18 @@ def expected_keys(report: HostReport) -> list[str]:
 
 
 async def select(pilot: Pilot, key: str) -> DetailsPanel:
+    """Put the cursor on ``key`` and wait for the details to show it. The move is made again while the cursor is
+    elsewhere: on a loaded machine the tree's first layout (its lines, and the cursor it places on the host node
+    after that refresh, ``DeviceTree.show``) can land after this move and undo it."""
     tree = pilot.app.query_one(DeviceTree)
-    tree.move_cursor(tree.node_for(key))
     details = pilot.app.query_one(DetailsPanel)
-    await wait_until(pilot, lambda: details.node_key == key)
+
+    def placed() -> bool:
+        if tree.cursor_key != key:
+            tree.move_cursor(tree.node_for(key))
+        return details.node_key == key
+
+    await wait_until(pilot, placed)
     return details
 
 

@@ -30,7 +30,11 @@ def _fail(exc: BaseException | str) -> dict[str, Any]:
 
 
 def measure_cpu(raw_cpu: dict[str, Any], fma_iters: int = 50_000_000, triad_floats: int = 32 * 1024 * 1024) -> dict[str, Any]:
-    cpu = interpret_cpu(raw_cpu)
+    return measure_cpu_info(interpret_cpu(raw_cpu), fma_iters, triad_floats)
+
+
+def measure_cpu_info(cpu: Any, fma_iters: int = 50_000_000, triad_floats: int = 32 * 1024 * 1024) -> dict[str, Any]:
+    """``measure_cpu`` from an interpreted ``CpuInfo`` (a report's ``cpu``)."""
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         err = _fail("no C compiler to build the measurement program")
@@ -313,6 +317,20 @@ def measure_cublas(ordinal: int, n: int = 8192) -> dict[str, Any]:
     return {"value": 2 * n**3 / (med * 1e-3), "unit": "FLOP/s",
             "method": f"cuBLAS bf16 GEMM {n}^3 via torch {torch.__version__}, random inputs, verified "
                       f"(rel err {rel:.1e}), CUDA events, median of {len(times)}"}
+
+
+def measure_gpu_copy(ordinal: int, nbytes: int = 1 << 30) -> dict[str, Any]:
+    """``measure_copy`` on device ``ordinal`` in a session of its own: {value, unit, method} or {error}."""
+    try:
+        cu = _Cuda(ordinal)
+    except Exception as exc:  # noqa: BLE001 - no driver, no device: the figure is missing, with why
+        return _fail(exc)
+    try:
+        return measure_copy(cu, nbytes)
+    except Exception as exc:  # noqa: BLE001 - out of memory, a failed copy
+        return _fail(exc)
+    finally:
+        cu.close()
 
 
 def measure_gpu(ordinal: int, uuid: str | None = None) -> dict[str, Any]:

@@ -130,6 +130,11 @@ class Backend(Protocol):
         ceiling of the device bounds it (roofline plots fall back to "fp32_flops")."""
         ...
 
+    def copy_bandwidth(self, host: Any) -> dict[str, Any] | None:
+        """The device's memory bandwidth, measured now ({"value": bytes/s, "unit", "method"} or {"error"}): what
+        a memory-bound kernel is held against (emitters/copy_bandwidth.py); None where no measurement exists."""
+        ...
+
     def environment(self, host: Any) -> dict[str, Any]:
         """This backend's facts for the environment fingerprint (compiler, driver, devices): a change in
         any of them makes a stored result a miss. JSON-able; added to doctor/fingerprint.py's common

@@ -69,6 +69,9 @@ class BenchResult:
     unstable: str | None = None  # why the timings do not make a ratio (emitters/stability.py), or None
     ratio_interval: tuple[float, float, int] | None = None  # (low, high, rounds): the ratio settled by pairing
     baseline_note: str | None = None  # why the baseline is not the library's best here (a pinned BLAS), or None
+    copy_gbps: float | None = None  # the device's copy bandwidth measured in the same run (copy_bandwidth.py)
+    copy_method: str | None = None  # how it was measured, or why it was not
+    memory_bound: bool | None = None  # the op's FLOPs a byte under the device's ridge point (None: unknown)
     fingerprint: str = ""
     timestamp: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 
@@ -79,6 +82,11 @@ class BenchResult:
     @property
     def gbps(self) -> float | None:
         return self.op.bytes / (self.tracea.p50_ms * 1e-3) / 1e9 if self.tracea else None  # type: ignore[attr-defined]
+
+    @property
+    def of_copy(self) -> float | None:
+        """The kernel's bytes a second over the copy bandwidth measured in the same run, or None."""
+        return self.gbps / self.copy_gbps if self.copy_gbps and self.gbps is not None else None
 
     @property
     def ratio(self) -> float | None:

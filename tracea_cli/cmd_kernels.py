@@ -141,6 +141,7 @@ def _require_registered(op: Any, host: Any, backend: str, precision: str | None)
 def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, warmup: int, seed: int | None,
              json_out: bool, csv_out: bool, dump_ir: Path | None = None, metrics: Path | None = None) -> None:
     from tracea.doctor.errors import TraceaError
+    from tracea.emitters import copy_bandwidth
     from tracea.emitters.bench import bench
     from tracea.kernels.footprint import require_host_memory
     from tracea.reports.metrics import bench_row, to_csv, to_jsonl
@@ -158,6 +159,7 @@ def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, w
 
         result = bench(op, host, backend=backend, precision=precision, repeats=repeat, warmup=warmup, seed=seed,
                        build=rec.build_hook(backend), tuned=tuned_lookup(host, backend))
+        result = copy_bandwidth.attach(result, host)  # the device's copy, measured in this run
         rec.bench_result(result, {"backend": backend, "precision": precision, "repeat": repeat, "warmup": warmup})
     if json_out:
         typer.echo(to_jsonl([bench_row(result)]), nl=False)

@@ -44,7 +44,7 @@ def run_suite(backend: str | None, *, repeat: int, warmup: int, seed: int | None
 
     from tracea.doctor import probe
     from tracea.doctor.errors import TraceaError
-    from tracea.emitters import registry
+    from tracea.emitters import copy_bandwidth, registry
     from tracea.emitters.bench import bench
     from tracea.kernels.workloads import check_suite
     from tracea.reports.record import RunRecorder
@@ -75,8 +75,8 @@ def run_suite(backend: str | None, *, repeat: int, warmup: int, seed: int | None
                 progress.update(task, description=f"{b} {name} {op.case_label()}")
                 with RunRecorder("bench", command_line(), host, metrics=metrics) as rec:
                     runs.append(rec.run.path)
-                    result = bench(op, host, backend=b, repeats=repeat, warmup=warmup, seed=seed,
-                                   build=rec.build_hook(b), tuned=tuned_lookup(host, b))
+                    result = copy_bandwidth.attach(bench(op, host, backend=b, repeats=repeat, warmup=warmup, seed=seed,
+                                                         build=rec.build_hook(b), tuned=tuned_lookup(host, b)), host)
                     rec.bench_result(result, {"backend": b, "suite": name, "quick": quick, "repeat": repeat,
                                               "warmup": warmup})
                 results.append((b, name, result))
@@ -109,7 +109,8 @@ def summarise(results: list[tuple[str, str, Any]], suite: str = "all", quick: bo
     geometric mean of the stable ratios, the worst row and the rows under 0.8x, overall and per suite."""
     from tracea.reports.metrics import bench_row
 
-    rows = [{**bench_row(r).to_json(), "case": r.op.case_label(), "suite": name} for _, name, r in results]
+    rows = [{**bench_row(r).to_json(), "case": r.op.case_label(), "suite": name, "memory_bound": r.memory_bound,
+             "copy_gbps": r.copy_gbps, "of_copy": r.of_copy} for _, name, r in results]
     for row, run in zip(rows, runs or [], strict=False):
         row["run"] = str(run)
     ratios = [(r.ratio, row) for (_, _, r), row in zip(results, rows, strict=True) if r.ratio]
@@ -133,8 +134,9 @@ def suite_table(results: list[tuple[str, str, Any]], summary: dict[str, Any]) ->
 
     console = make_console()
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("backend", "suite", "case", "variant", "schedule", "tracea ms", "vendor ms", "ratio"):
-        table.add_column(col, justify="right" if col.endswith("ms") or col == "ratio" else "left", no_wrap=True)
+    for col in ("backend", "suite", "case", "variant", "schedule", "tracea ms", "vendor ms", "ratio", "GB/s (of copy)"):
+        table.add_column(col, justify="left" if col in ("backend", "suite", "case", "variant", "schedule") else "right",
+                         no_wrap=True)
     vendors: list[str] = []
     for b, name, r in results:
         t, base = r.tracea, r.baseline
@@ -151,8 +153,11 @@ def suite_table(results: list[tuple[str, str, Any]], summary: dict[str, Any]) ->
             vendors.append(vendor)
         table.add_row(b, name, escape(r.op.case_label()), r.variant or "-", r.schedule_source or "-",
                       f"{t.p50_ms:.3f}" if t else "-",
-                      (f"{base.p50_ms:.3f}" if base else "-") + f" [{vendors.index(vendor) + 1}]", ratio)
+                      (f"{base.p50_ms:.3f}" if base else "-") + f" [{vendors.index(vendor) + 1}]", ratio,
+                      bandwidth_cell(r))
     console.print(table)
+    for line in copy_lines([r for _, _, r in results]):
+        console.print(escape(line), highlight=False)
     for i, v in enumerate(vendors, 1):
         console.print(f"[{i}] {escape(v)}", highlight=False)
     per_suite = summary["suites"]
@@ -181,3 +186,30 @@ def _op_of(row: dict[str, Any]) -> Any:
     from tracea.kernels import Op
 
     return Op.from_json({**row["shape"], "op": row["op"], "dtype": row["dtype"]})
+
+
+def bandwidth_cell(r: Any) -> str:
+    """A memory-bound row's bytes a second and their share of the copy measured in the same run; "-" else."""
+    if not r.memory_bound or r.of_copy is None:
+        return "-"
+    return f"{r.gbps:.0f} ({100 * r.of_copy:.0f} %)"
+
+
+def copy_lines(results: list[Any]) -> list[str]:
+    """What the bandwidth column is held against: each backend's copy measured in this run (or why not)."""
+    out, seen = [], set()
+    for r in results:
+        b = r.decision.backend
+        if b in seen or (r.copy_gbps is None and r.copy_method is None):
+            continue
+        seen.add(b)
+        if r.copy_gbps is None:
+            out.append(f"{b}: {r.copy_method}")
+            continue
+        out.append(f"GB/s (of copy): the kernel's bytes (each input read once, the output written once) a second, "
+                   f"on memory-bound rows; {b} copy measured in this run: {r.copy_gbps:.1f} GB/s ({r.copy_method})")
+        if any(x.decision.backend == b and x.memory_bound and (x.of_copy or 0) > 1 for x in results):
+            out.append(f"{b}: over 100 %: the row's bytes stayed partly in a cache between its timed calls, or the "
+                       "machine's bandwidth moved between the two measurements (a shared machine)")
+    return out
+

@@ -30,7 +30,7 @@ COMPILES_BUNDLED_FLAGS = True  # a bundle's gcc/clang flags: replay screens them
 LOAD_TIMEOUT_S = 60.0  # a bundled binary loaded in a child first (--binary): how long its loading may take
 
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "SOURCE_SUFFIX", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host",
-           "compute_metric", "layout_cost", "environment",
+           "compute_metric", "copy_bandwidth", "layout_cost", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "vendor_on_device",
            "suites", "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members"]
@@ -91,6 +91,14 @@ def layout_cost(op: Any, variant: Any) -> str | None:
 
 def compute_metric(dtype: str) -> str | None:
     return "fp32_flops" if dtype == "fp32" else None  # bf16 dot products beat fp32 FMAs: no ceiling bounds them
+
+
+def copy_bandwidth(host: Any) -> dict[str, Any] | None:
+    """A stream triad over every logical core (doctor/measure.py, as ``tracea doctor --measure`` runs it; its FMA
+    loop cut short): 3 x 128 MiB fp32 arrays, best of 5."""
+    from tracea.doctor.measure import measure_cpu_info
+
+    return measure_cpu_info(host.cpu, fma_iters=1000)["memory_bandwidth"]
 
 
 def environment(host: Any) -> dict[str, Any]:

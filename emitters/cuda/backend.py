@@ -31,7 +31,7 @@ COMPILES_BUNDLED_FLAGS = False  # NVRTC always runs with Tracea's options for th
 COMPUTE_METRIC = {"fp32": "fp32_flops", "fp16": "fp16_tensor_flops", "bf16": "bf16_tensor_flops",
                   "tf32": "tf32_tensor_flops", "fp64": "fp64_flops", "int8": "int8_tensor_flops"}
 
-__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "SOURCE_SUFFIX", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host", "compute_metric", "layout_cost", "environment",
+__all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "SOURCE_SUFFIX", "COMPILES_BUNDLED_FLAGS", "resolve", "present", "runs_kernels", "device_name", "target_host", "compute_metric", "copy_bandwidth", "layout_cost", "environment",
            "schedule_from_json", "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "vendor_on_device",
            "suites", "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members", "tuning_features", "bank_conflict_drop"]
@@ -98,6 +98,14 @@ def layout_cost(op: Any, variant: Any) -> str | None:
 
 def compute_metric(dtype: str) -> str | None:
     return COMPUTE_METRIC.get(dtype)
+
+
+def copy_bandwidth(host: Any) -> dict[str, Any] | None:
+    """A 1 GiB device-to-device copy on the GPU the kernels run on, bytes read + written, CUDA events, median of
+    20 (doctor/measure.py, as ``tracea doctor --measure`` runs it)."""
+    from tracea.doctor.measure import measure_gpu_copy
+
+    return measure_gpu_copy(0)
 
 
 def environment(host: Any) -> dict[str, Any]:

@@ -40,7 +40,7 @@ NO_GPU_HINT = ("on an AMD Instinct machine with ROCm; elsewhere `tracea emit ...
                "builds the code object")
 
 __all__ = ["NAME", "VARIANTS", "ON_DEVICE", "DEVICE", "LANGUAGE", "SOURCE_SUFFIX", "COMPILES_BUNDLED_FLAGS", "resolve", "present",
-           "runs_kernels", "device_name", "target_host", "compute_metric", "layout_cost", "environment", "schedule_from_json",
+           "runs_kernels", "device_name", "target_host", "compute_metric", "copy_bandwidth", "layout_cost", "environment", "schedule_from_json",
            "hero_schedule", "search_space", "validate_schedule", "build", "emit", "rendering", "export",
            "build_from_source", "load_binary", "compile_command", "baseline_for", "bench_on_device", "vendor_on_device", "suites",
            "MEMBER_RESOURCES", "worker_mismatch", "pool_filter", "default_workers", "tuning_members",
@@ -119,6 +119,10 @@ def layout_cost(op: Any, variant: Any) -> str | None:
 
 def compute_metric(dtype: str) -> str | None:
     return None  # the doctor has no AMD ceilings yet
+
+
+def copy_bandwidth(host: Any) -> dict[str, Any] | None:
+    return None  # no AMD GPU has run here: nothing measures its copy
 
 
 def environment(host: Any) -> dict[str, Any]:

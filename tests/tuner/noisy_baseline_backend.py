@@ -23,6 +23,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - the backend protocol, as 
     build_from_source,
     compile_command,
     compute_metric,
+    copy_bandwidth,
     default_workers,
     device_name,
     emit,

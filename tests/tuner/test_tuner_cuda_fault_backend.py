@@ -18,6 +18,7 @@ from test_tuner_fault_backend import (  # noqa: F401 - tests/tuner/ is on the pa
     bench_on_device,
     build_from_source,
     compute_metric,
+    copy_bandwidth,
     default_workers,
     device_name,
     emit,

@@ -144,6 +144,10 @@ def compute_metric(dtype: str) -> str | None:
     return None
 
 
+def copy_bandwidth(host: Any) -> dict[str, Any] | None:
+    return None
+
+
 def layout_cost(op: Any, variant: Any) -> str | None:
     return None
 

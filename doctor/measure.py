@@ -208,7 +208,8 @@ def measure_copy(cu: _Cuda, nbytes: int = 1 << 30) -> dict[str, Any]:
     d = cu.drv
     src, dst = cu.alloc(nbytes), cu.alloc(nbytes)
     _check((d.cuMemsetD32Async(src, 0x3F9E0651, nbytes // 4, cu.stream)[0], None), "cuMemsetD32")
-    times = cu.time_ms(lambda: d.cuMemcpyDtoDAsync(dst, src, nbytes, cu.stream), warmup=3, reps=20)
+    times = cu.time_ms(lambda: _check((d.cuMemcpyDtoDAsync(dst, src, nbytes, cu.stream)[0], None), "cuMemcpyDtoD"),
+                       warmup=3, reps=20)
     med = _median(times)
     return {"value": 2 * nbytes / (med * 1e-3), "unit": "B/s",
             "method": f"device-to-device copy of {nbytes >> 20} MiB, bytes read + written, CUDA events, "

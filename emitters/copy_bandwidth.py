@@ -4,9 +4,9 @@ bandwidth, measured in the same run.
 ``attach(result, host)`` measures the copy once a process and backend (the backend's ``copy_bandwidth``: a 1 GiB
 device copy on a GPU, a stream triad over every core on the CPU) and returns the row with ``copy_gbps`` and
 ``memory_bound``: the op's FLOPs a byte (``op.flops / op.bytes``, each input read once and the output written
-once) under the device's ridge point, its peak FLOP/s for the kernel's type (the report's ceiling: the larger of its
-spec and, where ``tracea doctor --measure`` ran, measured figures) over the copy bandwidth. A row whose peak no ceiling gives is
-neither (``None``). The row's own ``gbps`` counts the same bytes, so ``of_copy`` reads as the fraction of the
+once) under the device's ridge point, its peak FLOP/s for the kernel's type (the report's ceiling: its spec, or the larger
+of spec and measured in a report that holds measured figures) over the copy bandwidth. Where no ceiling gives the
+peak nothing is measured and the row is neither (``None``). The row's own ``gbps`` counts the same bytes, so ``of_copy`` reads as the fraction of the
 device's bandwidth the kernel reached.
 """
 
@@ -31,7 +31,7 @@ def measured(backend: str, host: Any) -> dict[str, Any] | None:
 def peak_flops(host: Any, backend: str, dtype: str) -> float | None:
     """The device's peak FLOP/s for kernels of ``dtype``: the larger of the report's spec and measured figures
     for the backend's ceiling (a measured figure over the spec means the spec's clock was low; one under it may be
-    an older instruction's, as mma.sync's on Hopper), or None."""
+    an older instruction's, as mma.sync's on Hopper; a live probe's report has the spec only), or None."""
     b = registry.backend(backend)
     metric = b.compute_metric(dtype) or "fp32_flops"  # as the roofline plots fall back
     for c in getattr(host, "ceilings", None) or []:
@@ -53,11 +53,12 @@ def attach(result: Any, host: Any) -> Any:
     backend = result.decision.backend
     if result.status != "ok" or result.tracea is None or not backend:
         return result
-    m = measured(backend, host)
+    peak = peak_flops(host, backend, result.op.dtype.value)
+    m = measured(backend, host) if peak else None  # no peak, no ridge point: nothing to hold the row against
     if m is None:
         return result
     value = m.get("value")
     if value is None:
         return dataclasses.replace(result, copy_method=f"copy bandwidth not measured: {m.get('error')}")
-    bound = memory_bound(result.op, peak_flops(host, backend, result.op.dtype.value), value)
+    bound = memory_bound(result.op, peak, value)
     return dataclasses.replace(result, copy_gbps=value / 1e9, copy_method=m.get("method"), memory_bound=bound)

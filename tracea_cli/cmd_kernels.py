@@ -159,7 +159,8 @@ def do_bench(op: Any, backend: str | None, precision: str | None, repeat: int, w
 
         result = bench(op, host, backend=backend, precision=precision, repeats=repeat, warmup=warmup, seed=seed,
                        build=rec.build_hook(backend), tuned=tuned_lookup(host, backend))
-        result = copy_bandwidth.attach(result, host)  # the device's copy, measured in this run
+        if not (json_out or csv_out):  # the metrics rows have no bandwidth fields: the table's line alone shows it
+            result = copy_bandwidth.attach(result, host)  # the device's copy, measured in this run
         rec.bench_result(result, {"backend": backend, "precision": precision, "repeat": repeat, "warmup": warmup})
     if json_out:
         typer.echo(to_jsonl([bench_row(result)]), nl=False)

@@ -98,7 +98,10 @@ def copy_bandwidth(host: Any) -> dict[str, Any] | None:
     loop cut short): 3 x 128 MiB fp32 arrays, best of 5."""
     from tracea.doctor.measure import measure_cpu_info
 
-    return measure_cpu_info(host.cpu, fma_iters=1000)["memory_bandwidth"]
+    try:
+        return measure_cpu_info(host.cpu, fma_iters=1000)["memory_bandwidth"]
+    except Exception as exc:  # noqa: BLE001 - a timeout, an unwritable temp folder: the figure is missing, with why
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def environment(host: Any) -> dict[str, Any]:

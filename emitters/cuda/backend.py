@@ -101,8 +101,8 @@ def compute_metric(dtype: str) -> str | None:
 
 
 def copy_bandwidth(host: Any) -> dict[str, Any] | None:
-    """A 1 GiB device-to-device copy on the GPU the kernels run on, bytes read + written, CUDA events, median of
-    20 (doctor/measure.py, as ``tracea doctor --measure`` runs it)."""
+    """A 1 GiB device-to-device copy on device 0 (the one the kernels run on: the runtime's current device),
+    bytes read + written, CUDA events, median of 20 (doctor/measure.py, as ``tracea doctor --measure`` runs it)."""
     from tracea.doctor.measure import measure_gpu_copy
 
     return measure_gpu_copy(0)

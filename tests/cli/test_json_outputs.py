@@ -103,6 +103,10 @@ def test_bench_suite_json(home) -> None:
     assert doc["quick"] is True and doc["suite"] == "all" and set(doc["suites"]) == set(suites(quick=True))
     assert [r["suite"] for r in doc["rows"]] == [n for n, ops in suites(quick=True).items() for _ in ops]
     assert all(r["status"] == "ok" and isinstance(r["schedule"], dict) for r in doc["rows"])
+    # the bandwidth column's fields (emitters/copy_bandwidth.py): the copy measured once for every row
+    assert all({"memory_bound", "copy_gbps", "of_copy"} <= set(r) for r in doc["rows"])
+    copies = {r["copy_gbps"] for r in doc["rows"]}
+    assert len(copies) == 1 and (None in copies or all(r["of_copy"] > 0 for r in doc["rows"]))
     runs = [Path(r["run"]) for r in doc["rows"]]  # each case's run folder, holding its metrics row
     assert len(set(runs)) == len(runs) and all((run / "metrics.jsonl").is_file() for run in runs)
     with_ratio = [r for r in doc["rows"] if r["ratio"]]

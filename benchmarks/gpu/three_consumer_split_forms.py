@@ -7,10 +7,12 @@ a device fault ends the process's CUDA context.
 
     python benchmarks/gpu/three_consumer_split_forms.py --list
     for i in 0 1 2 3 4 5 6 7; do python benchmarks/gpu/three_consumer_split_forms.py $i --unrefused; done
+    compute-sanitizer --tool racecheck python benchmarks/gpu/three_consumer_split_forms.py 0 --unrefused --once
 
 ``WgmmaSchedule.validate`` now refuses split-K over three consumers (forms 0-4); ``--unrefused`` lifts that one
 refusal in this process only (every other check is made as for two consumers), to run them and see whether the
-fix-up's barrier id (``splitk._barrier``) was the cause.
+fix-up's barrier id (``splitk._barrier``) was the cause. ``--once``: one verified launch, no timing (for the
+sanitizers).
 
 Needs a GPU and PyTorch (the vendor side).
 """
@@ -64,11 +66,31 @@ def main(argv: list[str]) -> int:
         for i, f in enumerate(FORMS):
             print(i, WgmmaConvSchedule(**f).name)
         return 0
+    once = "--once" in argv
+    argv = [a for a in argv if a != "--once"]
     i = int(argv[0])
     sched = WgmmaConvSchedule(**FORMS[i])
     sched.validate(OP)
+    if once:  # one launch, verified, no timing: what compute-sanitizer's racecheck and synccheck can afford
+        return run_once(str(i), sched)
     _row(str(i), pinned(OP, probe(), sched), sched.name)
     return 0
+
+
+def run_once(label: str, sched: WgmmaConvSchedule) -> int:
+    """Build the form, launch it once on fresh random inputs and verify the output against the reference."""
+    import numpy as np
+
+    from tracea.emitters import cuda
+    from tracea.kernels import relative_error, tolerance
+    from tracea.kernels.dtypes import to_float64
+
+    k = cuda.build(OP, "cuda-wgmma.conv2d", sched, probe())
+    inputs = OP.random_inputs(np.random.default_rng())
+    err = relative_error(to_float64(k(inputs), OP.dtype), OP.reference(inputs))
+    ok = bool(err <= tolerance(OP))
+    print(f"  {label:<9} {sched.name:<44} one launch, rel err {err:.2e} {'ok' if ok else 'WRONG'}", flush=True)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

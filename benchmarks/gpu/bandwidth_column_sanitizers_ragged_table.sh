@@ -5,12 +5,14 @@
 # 2. racecheck and synccheck over the three-consumer split-K conv form (memcheck ran clean,
 #    docs/device-runs/h200-three-consumer-split-barrier/): the condition for lifting WgmmaSchedule's refusal;
 # 3. the paged decode table through tracea.ops at the landed uneven-batch rule (issue 33; its ragged rows did not
-#    run at that rule).
+#    run at that rule);
+# 4. the one-long-entry rows (one 32k entry among fifteen of 1k, contiguous and paged by 16: paged ran at 0.82-0.84x
+#    its twin): more slices for the long entry (a wider grid, --ragged-waves 8) and fixed slice counts.
 #     bash benchmarks/gpu/bandwidth_column_sanitizers_ragged_table.sh
-# Knobs: PARTS ("1 2 3").
+# Knobs: PARTS ("1 2 3 4").
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
-for part in ${PARTS:-1 2 3}; do
+for part in ${PARTS:-1 2 3 4}; do
   case $part in
   1)
     COLUMNS=220 timeout 200 $PY -m tracea bench --suite llm-gemm --backend cuda --quick > "$RES/suite_llm_gemm_quick.txt" 2>&1
@@ -27,6 +29,12 @@ for part in ${PARTS:-1 2 3}; do
     done ;;
   3)
     timeout 240 $PY benchmarks/gpu/attention_paged.py --repeats 20 2>&1 | tee "$RES/paged_table.txt" | tail -8 | cut -c1-200 ;;
+  4)
+    for waves in 4 8; do
+      timeout 150 $PY benchmarks/gpu/attention_decode_space.py --rows 12,13 --match w8_k128_s3_tma,w4_k64_s3_tma \
+        --splits 16,24 --all --repeats 15 --ragged-waves $waves > "$RES/decode_space_one_long_waves$waves.txt" 2>&1
+      echo "one long, waves $waves rc=$?"; grep -E "^b[0-9]|hero\)" "$RES/decode_space_one_long_waves$waves.txt" | awk '!seen[$0]++'
+    done ;;
   esac
 done
 true

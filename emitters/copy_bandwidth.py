@@ -4,10 +4,10 @@ bandwidth, measured in the same run.
 ``attach(result, host)`` measures the copy once a process and backend (the backend's ``copy_bandwidth``: a 1 GiB
 device copy on a GPU, a stream triad over every core on the CPU) and returns the row with ``copy_gbps`` and
 ``memory_bound``: the op's FLOPs a byte (``op.flops / op.bytes``, each input read once and the output written
-once) under the device's ridge point, its peak FLOP/s for the kernel's type (the report's ceiling: its spec, or the larger
-of spec and measured in a report that holds measured figures) over the copy bandwidth. Where no ceiling gives the
-peak nothing is measured and the row is neither (``None``). The row's own ``gbps`` counts the same bytes, so ``of_copy`` reads as the fraction of the
-device's bandwidth the kernel reached.
+once) under the device's ridge point, its peak FLOP/s for the kernel's type (the report's ceiling: its spec, or
+the larger of spec and measured in a report that holds measured figures) over the copy bandwidth. Where no
+ceiling gives the peak nothing is measured and the row is neither (``None``). The row's own ``gbps`` counts the
+same bytes, so ``of_copy`` reads as the fraction of the device's bandwidth the kernel reached.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the CPU-only work of 2026-11-30 left for a GPU, in one call:
-# 1. the bandwidth column on a GPU (issue 34): `tracea bench`'s quick CUDA llm-gemm suite and one decode GEMM, the
-#    device copy measured through the driver API beside cuda-core's context and torch (emitters/copy_bandwidth.py);
+# 1. the bandwidth column on a GPU (issue 34): `tracea bench`'s quick CUDA llm-gemm suite, one decode GEMM and the
+#    issue-33 decode attention row, the device copy measured through the driver API beside cuda-core's context and
+#    torch (emitters/copy_bandwidth.py);
 # 2. racecheck and synccheck over the three-consumer split-K conv form (memcheck ran clean,
 #    docs/device-runs/h200-three-consumer-split-barrier/): the condition for lifting WgmmaSchedule's refusal;
 # 3. the paged decode table through tracea.ops at the landed uneven-batch rule (issue 33; its ragged rows did not
@@ -19,7 +20,10 @@ for part in ${PARTS:-1 2 3 4}; do
     echo "suite rc=$?"; tail -8 "$RES/suite_llm_gemm_quick.txt"
     COLUMNS=220 timeout 100 $PY -m tracea bench gemm --m 1 --n 4096 --k 14336 --dtype bf16 --backend cuda \
       > "$RES/bench_gemm_1x4096x14336.txt" 2>&1
-    echo "bench rc=$?"; grep -E "tracea|memory-bound|unstable" "$RES/bench_gemm_1x4096x14336.txt" | cut -c1-200 ;;
+    echo "bench rc=$?"; grep -E "tracea|memory-bound|unstable" "$RES/bench_gemm_1x4096x14336.txt" | cut -c1-200
+    COLUMNS=220 timeout 100 $PY -m tracea bench attention --batch 8 --heads 32 --kv-heads 8 --seq 1 --seq-k 8192 \
+      --head-dim 128 --dtype bf16 --backend cuda > "$RES/bench_attention_decode.txt" 2>&1
+    echo "decode rc=$?"; grep -E "tracea|memory-bound|unstable" "$RES/bench_attention_decode.txt" | cut -c1-200 ;;
   2)
     SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for tool in racecheck synccheck; do

@@ -10,7 +10,8 @@ the K/V bandwidth each reaches. What the hero heuristic and the tuner's space ar
 ``--match`` keeps the schedules whose name has one of its comma-separated parts (and the hero); ``--splits 2,33``
 adds each of them (the hero too) with those fixed key slices; ``--in-order`` deals a paged row's pages to its entries in
 pool order (the table of each entry counts up) instead of shuffled, to tell what the pages' scatter costs;
-``--slice-keys K`` sets the keys a slice of an uneven launch keeps at least (the run-time rule's constant). K/V TB/s
+``--slice-keys K`` sets the keys a slice of an uneven launch keeps at least (the run-time rule's constant);
+``--grid-cap`` sizes an uneven launch's grid for the slices an entry can take at that rule. K/V TB/s
 counts the keys the entries hold (their lengths on the ragged rows).
 
 Needs a GPU.
@@ -82,6 +83,21 @@ def in_order(table: np.ndarray, pages: int) -> np.ndarray:
     return out
 
 
+def capped(mod) -> None:
+    """In this process: ``split_rule`` sizes an uneven launch's grid for the slices an entry of the capacity can
+    take (its tiles over SLICE_TILES) where that is fewer, the dead blocks that read the lengths and exit gone."""
+    rule = mod.split_rule
+
+    def split_rule(op, s, sm_count):
+        n, adapt = rule(op, s, sm_count)
+        if adapt is None:
+            return n, adapt
+        t0, t1 = mod.key_tiles(op, s.bk)
+        return max(adapt[0], min(n, max(1, (t1 - t0) // adapt[2]))), adapt
+
+    mod.split_rule = split_rule
+
+
 def timed_schedules(op: Attention, arch: object, inputs: dict, ref: np.ndarray, schedules: list, repeats: int) -> list:
     """(schedule, timing or None, note) of each schedule the op and GPU take: built, verified, then timed."""
     results = []
@@ -115,7 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--in-order", action="store_true", help="paged rows: pages dealt in pool order, not shuffled")
     ap.add_argument("--slice-keys", type=int, default=-1,
                     help="uneven lengths: keys a slice keeps at least (default: the product's RAGGED_SLICE_KEYS)")
+    ap.add_argument("--grid-cap", action="store_true",
+                    help="uneven lengths: size the grid for the slices an entry can take (capacity tiles over "
+                         "SLICE_TILES), not for slices of MIN_TILES")
     args = ap.parse_args(argv)
+    if args.grid_cap:
+        capped(D)
+        print("uneven lengths: the grid capped at the capacity's tiles over SLICE_TILES")
     if args.slice_keys >= 0:  # the rule's constant, explored (attention_decode.split_rule reads it at each render)
         D.RAGGED_SLICE_KEYS = args.slice_keys
     picked = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS

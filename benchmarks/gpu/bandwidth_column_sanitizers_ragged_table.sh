@@ -8,7 +8,8 @@
 # 3. the paged decode table through tracea.ops at the landed uneven-batch rule (issue 33; its ragged rows did not
 #    run at that rule);
 # 4. the one-long-entry rows (one 32k entry among fifteen of 1k, contiguous and paged by 16: paged ran at 0.82-0.84x
-#    its twin): more slices for the long entry (a wider grid, --ragged-waves 8) and fixed slice counts.
+#    its twin): more slices for the long entry (a wider grid, --ragged-waves 8) and fixed slice counts; then the
+#    uneven rows with the grid capped at the slices an entry can take (--grid-cap) beside the landed grid.
 #     bash benchmarks/gpu/bandwidth_column_sanitizers_ragged_table.sh
 # Knobs: PARTS ("1 2 3 4").
 . benchmarks/gpu/gpu_run_env.sh
@@ -38,6 +39,11 @@ for part in ${PARTS:-1 2 3 4}; do
       timeout 150 $PY benchmarks/gpu/attention_decode_space.py --rows 12,13 --match w8_k128_s3_tma,w4_k64_s3_tma \
         --splits 16,24 --all --repeats 15 --ragged-waves $waves > "$RES/decode_space_one_long_waves$waves.txt" 2>&1
       echo "one long, waves $waves rc=$?"; grep -E "^b[0-9]|hero\)" "$RES/decode_space_one_long_waves$waves.txt" | awk '!seen[$0]++'
+    done
+    for cap in "" --grid-cap; do
+      timeout 200 $PY benchmarks/gpu/attention_decode_space.py --rows 9,10,14,15 --match hero-only --all --repeats 15 \
+        $cap > "$RES/decode_space_grid${cap:-_landed}.txt" 2>&1
+      echo "grid ${cap:-landed} rc=$?"; grep -E "^b[0-9]|hero\)" "$RES/decode_space_grid${cap:-_landed}.txt" | awk '!seen[$0]++'
     done ;;
   esac
 done

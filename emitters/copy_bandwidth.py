@@ -18,6 +18,9 @@ from typing import Any
 from . import registry
 
 _MEASURED: dict[str, dict[str, Any] | None] = {}  # backend -> its measurement, once a process
+# What a row over 100 % of the copy means (the tables' note)
+OVER_COPY = ("over 100 %: the row's bytes stayed partly in a cache between its timed calls, or the machine's "
+             "bandwidth moved between the two measurements (a shared machine)")
 
 
 def measured(backend: str, host: Any) -> dict[str, Any] | None:

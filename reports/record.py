@@ -185,8 +185,8 @@ def bench_result_json(result: Any) -> dict[str, Any]:
         "tolerance": result.tolerance, "tracea": timing(result.tracea), "baseline_name": result.baseline_name,
         "baseline": timing(result.baseline), "baseline_rel_err": result.baseline_rel_err,
         "baseline_reason": result.baseline_reason, "tflops": result.tflops, "gbps": result.gbps,
-        "copy_gbps": getattr(result, "copy_gbps", None), "copy_method": getattr(result, "copy_method", None),
-        "memory_bound": getattr(result, "memory_bound", None), "ratio": result.ratio, "compile_s": result.compile_s, "cache_hit": result.cache_hit,
+        "copy_gbps": result.copy_gbps, "copy_method": result.copy_method, "memory_bound": result.memory_bound,
+        "ratio": result.ratio, "compile_s": result.compile_s, "cache_hit": result.cache_hit,
         "fingerprint": result.fingerprint, "timestamp": result.timestamp, "row": bench_row(result).to_json(),
     }
 

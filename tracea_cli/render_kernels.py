@@ -69,11 +69,11 @@ def bench_table(result: Any) -> None:
                       f"{gbps:.1f}", err)
     console.print(table)
     if result.memory_bound and result.of_copy is not None:
+        from tracea.emitters.copy_bandwidth import OVER_COPY
+
         console.print(f"memory-bound: {result.gbps:.1f} GB/s, {100 * result.of_copy:.0f} % of the copy bandwidth "
                       f"measured in this run ({result.copy_gbps:.1f} GB/s: {escape(result.copy_method or '')})"
-                      + ("; over 100 %: the bytes stayed partly in a cache between timed calls, or the machine's "
-                         "bandwidth moved between the two measurements" if result.of_copy > 1 else ""),
-                      highlight=False)
+                      + (f"; {OVER_COPY}" if result.of_copy > 1 else ""), highlight=False)
     if not result.baseline:  # said whatever the timing was: an unstable one must not hide why there is no baseline
         console.print(f"baseline unavailable: {escape(result.baseline_reason or 'no reason recorded')}")
     if result.unstable:

@@ -197,6 +197,8 @@ def bandwidth_cell(r: Any) -> str:
 
 def copy_lines(results: list[Any]) -> list[str]:
     """What the bandwidth column is held against: each backend's copy measured in this run (or why not)."""
+    from tracea.emitters.copy_bandwidth import OVER_COPY
+
     out, seen = [], set()
     for r in results:
         b = r.decision.backend
@@ -209,7 +211,6 @@ def copy_lines(results: list[Any]) -> list[str]:
         out.append(f"GB/s (of copy): the kernel's bytes (each input read once, the output written once) a second, "
                    f"on memory-bound rows; {b} copy measured in this run: {r.copy_gbps:.1f} GB/s ({r.copy_method})")
         if any(x.decision.backend == b and x.memory_bound and (x.of_copy or 0) > 1 for x in results):
-            out.append(f"{b}: over 100 %: the row's bytes stayed partly in a cache between its timed calls, or the "
-                       "machine's bandwidth moved between the two measurements (a shared machine)")
+            out.append(f"{b}: {OVER_COPY}")
     return out
 

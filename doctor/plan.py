@@ -5,7 +5,7 @@
 2. A score orders what is left: the variant's priority (emitters rank their own families: tensor cores
    over CUDA cores, AVX-512 over AVX2 over portable C).
 3. Precision falls back BF16 -> FP16 -> FP32 when no variant can compute the requested one here; the
-   decision says so.
+   decision says so. 8-bit inputs (int8, FP8) do not fall back.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from .report import HostReport
 from .variants import PRECISIONS, Variant
 
 SCHEMA_VERSION = 1
-FALLBACK = {"bf16": ["bf16", "fp16", "fp32"], "fp16": ["fp16", "fp32"], "fp32": ["fp32"]}
+# 8-bit inputs have no fallback: their scales and ranges are part of what was asked (a scaled GEMM)
+FALLBACK = {"bf16": ["bf16", "fp16", "fp32"], "fp16": ["fp16", "fp32"], "fp32": ["fp32"], "int8": ["int8"],
+            "fp8e4m3": ["fp8e4m3"], "fp8e5m2": ["fp8e5m2"]}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 from .report import HostReport
 
-PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISIONS = ("fp32", "fp16", "bf16", "int8", "fp8e4m3", "fp8e5m2")
 
 
 @dataclass(frozen=True)

@@ -247,12 +247,12 @@ def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[s
                    tol: float, timing: dict[str, Any], base: dict[str, Any]) -> BenchResult:
     """Verify ``kernel`` in a forked child, then again in this process, then time it in alternating
     blocks with the backend's host baseline."""
-    out = np.empty(op.output_shape(), op.dtype.storage)  # type: ignore[attr-defined]
+    out = np.empty(op.output_shape(), op.output_dtype.storage)  # type: ignore[attr-defined]
 
     def first_run() -> float:
         out.fill(np.nan if out.dtype.kind == "f" else 0x7FC0)  # poison: every element must be written
         kernel(inputs, out)
-        return _rel_err_no_blas(to_float64(out, op.dtype), ref)  # type: ignore[attr-defined]
+        return _rel_err_no_blas(to_float64(out, op.output_dtype), ref)  # type: ignore[attr-defined]
 
     with nvtx_phase("host", "verify"):
         status, err, text = run_isolated(first_run, timing["timeout_s"])
@@ -268,7 +268,7 @@ def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[s
         contenders["baseline"] = baseline.run
     with nvtx_phase("host", "verify"):
         kernel(inputs, out)  # the same check in this process, on the buffers that will be timed
-        err = relative_error(to_float64(out, op.dtype), ref)  # type: ignore[attr-defined]
+        err = relative_error(to_float64(out, op.output_dtype), ref)  # type: ignore[attr-defined]
     if not err <= tol:
         return BenchResult(status="wrong_result", rel_err=err, tolerance=tol,
                            error=f"relative error {err:.3g} exceeds {tol:.1g} (in-process run)", **base)

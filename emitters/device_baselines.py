@@ -85,13 +85,13 @@ def bench_on_device(kernel: Any, op: Any, inputs: dict[str, np.ndarray], ref: np
                     warmup: int, repeats: int) -> dict[str, Any]:
     """Verify ``kernel`` on ``inputs`` (in this process: a CUDA context does not survive a fork), then time
     it and the torch baseline on the device. Returns BenchResult fields."""
-    out = np.empty(op.output_shape(), op.dtype.storage)
+    out = np.empty(op.output_shape(), op.output_dtype.storage)
     out.fill(np.nan if out.dtype.kind == "f" else 0x7FC0)  # poison: every element must be written
     try:
         kernel(inputs, out)
     except Exception as exc:  # noqa: BLE001 - a launch or memory error is a recorded result
         return {"status": "runtime_failed", "error": f"{type(exc).__name__}: {exc}"}
-    err = relative_error(to_float64(out, op.dtype), ref)
+    err = relative_error(to_float64(out, op.output_dtype), ref)
     if not err <= tol:
         return {"status": "wrong_result", "rel_err": err, "error": f"relative error {err:.3g} exceeds {tol:.1g}"}
     base = torch_baseline(op, inputs)

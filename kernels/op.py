@@ -112,6 +112,22 @@ class Op:
         unless the op says it otherwise."""
         return "x".join(map(str, self.output_shape()))  # type: ignore[attr-defined]
 
+    @property
+    def output_dtype(self) -> DType:
+        """The type of the op's output: its ``dtype`` unless the op says otherwise (a scaled GEMM's
+        ``out_dtype``). What a kernel's output buffer holds (``.storage``) and how it is read back
+        (``to_float64``)."""
+        return self.dtype  # type: ignore[attr-defined, no-any-return]
+
+    def tolerance_bound(self) -> float:
+        """Relative-error bound for a correct kernel (``tolerance``): the output's own rounding plus accumulation,
+        unless the op says otherwise. Attention shares it: a 16-bit kernel rounds P before P @ V and then O,
+        about 2u in all, inside 8u."""
+        dtype: DType = self.dtype  # type: ignore[attr-defined]
+        if dtype is DType.FP32:
+            return 1e-4
+        return 8 * dtype.unit_roundoff  # output rounding dominates: ~3e-2 bf16, ~4e-3 fp16
+
     def input_dtype(self, name: str) -> np.dtype:
         """The storage dtype of input ``name`` (a key of ``shapes()``): the op's own, unless the op says
         otherwise (attention's int32 block table and lengths)."""
@@ -163,10 +179,6 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def tolerance(op: Op) -> float:
-    """Relative-error bound for a correct kernel: the output's own rounding plus accumulation. Attention
-    shares it: a 16-bit kernel rounds P before P @ V and then O, about 2u in all, inside 8u."""
-    dtype: DType = op.dtype  # type: ignore[attr-defined]
-    if dtype is DType.FP32:
-        return 1e-4
-    return 8 * dtype.unit_roundoff  # output rounding dominates: ~3e-2 bf16, ~4e-3 fp16
+    """Relative-error bound for a correct kernel of ``op`` (its ``tolerance_bound``)."""
+    return op.tolerance_bound()
 

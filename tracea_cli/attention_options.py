@@ -15,7 +15,7 @@ from typing import Any
 from .op_options import DTYPE, option
 from .validate import FINITE, NON_NEGATIVE, SIZE
 
-ORDER = 3  # its commands' place among the ops' in a verb's help
+ORDER = 4  # its commands' place among the ops' in a verb's help
 HELP = "Fused scaled dot-product attention (FlashAttention-style), softmax(Q K^T * scale + mask) V."
 # The design documents' spellings, as the op's ``aliases`` has them (kernels.OP_ALIASES; spelt out here: the
 # app loads no NumPy, so no kernels/; tests/cli/test_attention_cli.py checks the two agree). Hidden commands.

@@ -8,7 +8,7 @@ from typing import Any
 from .op_options import DTYPE, option
 from .validate import COUNT, NON_NEGATIVE, SIZE
 
-ORDER = 1  # its commands' place among the ops' in a verb's help
+ORDER = 2  # its commands' place among the ops' in a verb's help
 HELP = "2-D convolution as implicit GEMM."
 PARAMS = [
     option("n", int, 1, "--n", help="Batch size.", domain=SIZE),

@@ -8,7 +8,7 @@ from typing import Any
 from .op_options import DTYPE, option
 from .validate import SIZE
 
-ORDER = 2  # its commands' place among the ops' in a verb's help
+ORDER = 3  # its commands' place among the ops' in a verb's help
 HELP = "Row-wise softmax, numerically stable."
 PARAMS = [
     option("rows", int, ..., "--rows", help="Rows (softmax is over each row).", domain=SIZE),

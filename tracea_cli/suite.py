@@ -19,11 +19,17 @@ import typer
 
 
 def selected_cases(backends: list[str], suite: str | None, quick: bool) -> list[tuple[str, str, Any]]:
-    """(backend, suite name, op) for every case to run, in suite order per backend."""
+    """(backend, suite name, op) for every case to run, in suite order per backend; a named suite no backend has
+    rows for (int8 GEMMs on a GPU) is UnsupportedError."""
+    from tracea.doctor.errors import UnsupportedError
     from tracea.emitters import registry
 
-    return [(b, name, op) for b in backends for name, ops in registry.backend(b).suites(quick).items()
-            if suite is None or name == suite for op in ops]
+    cases = [(b, name, op) for b in backends for name, ops in registry.backend(b).suites(quick).items()
+             if suite is None or name == suite for op in ops]
+    if suite is not None and not cases:
+        raise UnsupportedError(f"--suite {suite}: no rows for {', '.join(backends) or 'any backend here'}",
+                               "`tracea bench --list` shows each backend's suites")
+    return cases
 
 
 def list_suites(backend: str | None, quick: bool) -> None:

@@ -52,7 +52,7 @@ class _Session:
             self.data.clear()
             require_host_memory(op)  # "needs N GiB, has M": the trial's error, not a bare MemoryError
             inputs = op.random_inputs(np.random.default_rng(seed))  # fresh random values, never zeros
-            self.data[key] = (inputs, op.reference(inputs), np.empty(op.output_shape(), op.dtype.storage))
+            self.data[key] = (inputs, op.reference(inputs), np.empty(op.output_shape(), op.output_dtype.storage))
         return self.data[key]
 
     def resolve(self, req: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -113,7 +113,7 @@ class _Session:
             out.fill(float("nan") if out.dtype.kind == "f" else 0x7FC0)  # poison: every element must be written
             with phase("host", "verify"):
                 kernel(inputs, out)
-                err = relative_error(to_float64(out, op.dtype), ref)
+                err = relative_error(to_float64(out, op.output_dtype), ref)
         except Exception as exc:  # noqa: BLE001 - a launch failure is a result of this candidate
             return Measurement("runtime_failed", error=_one_line(f"{type(exc).__name__}: {exc}"),
                                compile_s=compile_s, cache_hit=hit)
@@ -180,7 +180,7 @@ class _Session:
         inputs, ref, out = self.op_data(op, int(req.get("seed", 0)))
         out.fill(float("nan") if out.dtype.kind == "f" else 0x7FC0)
         kernel(inputs, out)
-        err = relative_error(to_float64(out, op.dtype), ref)
+        err = relative_error(to_float64(out, op.output_dtype), ref)
         if not err <= tolerance(op):
             return {"error": f"the best candidate failed verification again (relative error {err:.3g})"}
         if _on_device(req):  # the vendor library on the same GPU, each side timed with CUDA events

@@ -115,6 +115,10 @@ def schedule_from_json(d: dict[str, Any]) -> Any:
         from .attention import AttentionSchedule
 
         return AttentionSchedule.from_json(d)
+    if isinstance(d, dict) and "pack" in d:  # the scaled 8-bit GEMM's (scaled_gemm.py)
+        from .scaled_gemm import ScaledGemmSchedule
+
+        return ScaledGemmSchedule.from_json(d)
     return CpuSchedule.from_json(d)
 
 

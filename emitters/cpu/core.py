@@ -35,3 +35,4 @@ class CpuCore(Core):
     tag: Callable[[Any], str]  # what the kernel's name says about the op
     shape_free: tuple[str, ...]  # the op's fields the source depends on (shapes are runtime arguments)
     metadata: Callable[[Any, CpuIsa, Any, str], dict[str, Any]]  # (op, isa, schedule, name)
+    precisions: tuple[str, ...] = ("fp32", "fp16", "bf16")  # the input types its variants compute

@@ -122,6 +122,7 @@ class CpuIsa(CStyleRenderer):
     fp16_requires: ClassVar[tuple[str, ...]] = ()  # extra for fp16 inputs
     flags: ClassVar[tuple[str, ...]] = ()
     fp16_flags: ClassVar[tuple[str, ...]] = ()
+    int8_flags: ClassVar[tuple[str, ...]] = ()  # an 8-bit kernel's (AVX-512: VNNI's vpdpbusd; variants.py requires it)
     isa_includes: ClassVar[tuple[str, ...]] = ()
     relax: ClassVar[str] = ""  # a spin-wait hint
     mma: ClassVar[str] = ""  # what the micro-kernel's inner instruction is, for the metadata
@@ -130,7 +131,8 @@ class CpuIsa(CStyleRenderer):
     kernel_prefix = '__attribute__((visibility("default"))) '  # everything else is static or hidden
 
     def compile_flags(self, dtype: str) -> list[str]:
-        return [*self.flags, *(self.fp16_flags if dtype == "fp16" else ())]
+        extra = {"fp16": self.fp16_flags, "int8": self.int8_flags}.get(dtype, ())
+        return [*self.flags, *extra]
 
     def prelude(self, dtypes: tuple[str, ...] = ("fp32",)) -> str:
         """Includes, the vector type and the dialect; 16-bit conversions only for the types used."""
@@ -173,6 +175,7 @@ class Avx512(CpuIsa):
     fp16_requires = ("f16c",)
     flags = ("-mavx512f", "-mavx2", "-mfma")
     fp16_flags = ("-mf16c",)
+    int8_flags = ("-mavx512bw", "-mavx512vl", "-mavx512vnni")
     isa_includes = ("immintrin.h",)
     relax = "_mm_pause();"
     mma = "vfmadd231ps zmm (broadcast A x B vector)"

@@ -79,7 +79,7 @@ class CpuKernel:
         self._in_slots = tuple(rendered.buffers.index(n) for n in self._in_names)
         self._out_slot = rendered.buffers.index("out")
         self._ptr_slots = (*self._in_slots, self._out_slot)  # launch_ptrs' order: ptr_names
-        self._dtype = op.dtype.storage
+        self._dtype = op.output_dtype.storage
         self._out_shape = tuple(op.output_shape())
         self._lock = threading.Lock()
 

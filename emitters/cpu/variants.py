@@ -29,17 +29,26 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], int
     "cpu-portable": ((), (), (), 10, "portable C11, register-blocked scalar code"),
 }
 REGISTERED_FAMILIES = ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")
+# family -> what it needs beside its own ISA to compute 8-bit inputs: AVX-512's kernel is VNNI's vpdpbusd (a host
+# with AVX-512 but no VNNI, a Skylake-X, runs the AVX2 family's plain int32 loops)
+INT8_ISA: dict[str, tuple[str, ...]] = {"cpu-avx512": ("avx512bw", "avx512vnni")}
 
 
 def make_variant(family: str, op: str, core: CpuCore) -> Variant:
     """The variant of ``family`` for ``op``: the family's requirements, the op's core's description."""
     machines, isa, fp16_isa, priority, text = FAMILIES[family]
+    extra = {"fp16": fp16_isa, "int8": INT8_ISA.get(family, ())}
+    if "int8" in core.precisions:
+        text = ("AVX-512 VNNI vpdpbusd, 32 zmm registers" if family in INT8_ISA else
+                "int32 multiply-adds in plain C, vectorised by the compiler")
+        how = "int8 products summed in int32, scaled in fp32"
+    else:
+        how = "16-bit inputs converted to fp32 when packed, fp32 accumulation, output rounded back"
     return Variant(
-        id=f"{family}.{op}", op=op, backend="cpu", family=family, precisions=("fp32", "fp16", "bf16"),
+        id=f"{family}.{op}", op=op, backend="cpu", family=family, precisions=core.precisions,
         requirements=Requirements(machine=machines, isa=isa, toolchain=TOOLCHAIN),
-        precision_requirements={"fp16": Requirements(isa=fp16_isa)} if fp16_isa else {},
-        priority=priority, description=f"{core.descriptions[op]}; {text}; 16-bit inputs converted to fp32 when "
-                                       "packed, fp32 accumulation, output rounded back",
+        precision_requirements={p: Requirements(isa=extra[p]) for p in core.precisions if extra.get(p)},
+        priority=priority, description=f"{core.descriptions[op]}; {text}; {how}",
     )
 
 

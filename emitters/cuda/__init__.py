@@ -5,7 +5,7 @@ events. No nvcc is needed, and no GPU to compile (``emit(..., arch="sm_90a")``).
     from tracea.emitters import cuda
     v = cuda.resolve("cuda-mma-sync.gemm")
     kernel = cuda.build(op, v, cuda.hero_schedule(op, v, host), host)
-    out = kernel(op.random_inputs(rng), np.empty(op.output_shape(), op.dtype.storage))
+    out = kernel(op.random_inputs(rng), np.empty(op.output_shape(), op.output_dtype.storage))
 
 Importing this package is light (no NumPy, no cuda-core): both load on first use of ``build``.
 """

@@ -339,7 +339,7 @@ class CudaKernel(OnCallerBuffers):
         self._grid3, self._block3 = launches.dims(rendered.grid), launches.dims(rendered.block)
         self._scalars = scalars
         self._shapes = {k: tuple(v) for k, v in op.shapes().items()}
-        self._dtype = op.dtype.storage
+        self._dtype = op.output_dtype.storage
         self._out_shape = tuple(op.output_shape())
         self._dbuf: dict[str, DeviceArray] = {}
         self._lock = threading.Lock()

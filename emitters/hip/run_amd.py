@@ -57,7 +57,7 @@ class HipKernel:
 
         from ..timing import Timing, _p95
 
-        run, bufs = self._launcher(inputs, np.empty(self.op.output_shape(), self.op.dtype.storage))
+        run, bufs = self._launcher(inputs, np.empty(self.op.output_shape(), self.op.output_dtype.storage))
         try:
             ms = sorted(self.rt.time_ms(run, warmup, repeats))
         finally:
@@ -75,7 +75,7 @@ def on_amd(op: Any, schedule: Any, target: str, seed: int, warmup: int = 3, repe
 
     kernel = HipKernel(op, schedule, target)
     inputs = op.random_inputs(np.random.default_rng(seed))
-    out = np.empty(op.output_shape(), op.dtype.storage)
+    out = np.empty(op.output_shape(), op.output_dtype.storage)
     out.view(np.uint8).fill(0xFF)  # poison: NaN in every float type
     kernel(inputs, out)
     result = verdict(op, out, inputs)

@@ -11,6 +11,6 @@ def verdict(op: Any, out: Any, inputs: dict[str, Any]) -> dict[str, Any]:
     from tracea.kernels import relative_error, tolerance
     from tracea.kernels.dtypes import to_float64
 
-    err = relative_error(to_float64(out, op.dtype), op.reference(inputs))
+    err = relative_error(to_float64(out, op.output_dtype), op.reference(inputs))
     tol = tolerance(op)
     return {"rel_err": float(err), "tolerance": tol, "ok": bool(err <= tol)}

@@ -47,7 +47,8 @@ def test_every_backends_cores_come_from_its_folder():
     from tracea.emitters.cuda import cores as cuda
     from tracea.emitters.hip import cores as hip
 
-    for registry, expected in ((cpu, {"gemm", "conv2d", "softmax", "attention"}), (hip, {"gemm", "conv2d", "softmax"})):
+    for registry, expected in ((cpu, {"gemm", "scaled_gemm", "conv2d", "softmax", "attention"}),
+                               (hip, {"gemm", "conv2d", "softmax"})):
         assert set(registry.CORES) == expected
     # CUDA: the variants' order is the core files' ORDER (mma, simt, softmax, attention-mma, wgmma x2, ...)
     assert [c.name for c in cuda.CORES] == ["mma", "simt", "softmax", "attention-mma", "wgmma", "wgmma",

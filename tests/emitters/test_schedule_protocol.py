@@ -22,7 +22,7 @@ from tracea.doctor.snapshot import read_snapshot
 from tracea.emitters import registry
 from tracea.emitters.core import Core
 from tracea.emitters.schedule import Schedule
-from tracea.kernels import Conv2d, Gemm, Softmax
+from tracea.kernels import Conv2d, Gemm, ScaledGemm, Softmax
 from tracea.kernels.ops.attention import Attention
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +55,7 @@ def _ops() -> list[Any]:
                 Conv2d(1, 3, 224, 224, 64, 7, 7, stride=2, padding=3, layout="nhwc", dtype=dtype),
                 Softmax(rows=4096, cols=1000, dtype=dtype), Attention(2, 4, 1000, 64, dtype=dtype, causal=True),
                 Attention(2, 8, 1, 64, seq_k=1000, kv_heads=2, dtype=dtype)]  # decode
-    return ops
+    return [*ops, ScaledGemm(64, 512, 512)]  # int8
 
 
 def _hosts() -> dict[str, Any]:

@@ -153,7 +153,7 @@ def test_element_bytes_answers_with_dtype_itemsize_for_every_ir_name():
 
     for name, dtype in ALIASES.items():
         assert element_bytes(name) == element_bytes(name.upper()) == dtype.itemsize
-    assert [element_bytes(d) for d in DType] == [4, 2, 2]
+    assert [element_bytes(d) for d in DType] == [4, 2, 2, 1, 1, 1, 4]  # fp32 fp16 bf16 int8 e4m3 e5m2 int32
     assert not set(STORAGE_ONLY_BYTES) & set(ALIASES)  # an IR type's size is DType's, never a second entry
     assert element_bytes("fp8") == 1 and element_bytes("tf32") == 4 and element_bytes("fp64") == 8
     assert element_bytes("fp7") is None and element_bytes("") is None

@@ -183,7 +183,7 @@ def test_the_pytorch_pieces_take_hostile_arguments() -> None:
     prop()
 
 
-COVERED = {"gemm", "conv2d", "softmax", "attention", "explain", "allow_fallback", "clear_cache", "stats", "Route",
+COVERED = {"gemm", "scaled_gemm", "conv2d", "softmax", "attention", "explain", "allow_fallback", "clear_cache", "stats", "Route",
            "TraceaConv2d", "patch_conv2d", "unpatch_conv2d", "register_compile_backend", "last_report",
            "format_report", "TraceaLinear", "patch_linear", "unpatch_linear"}
 
@@ -191,7 +191,8 @@ COVERED = {"gemm", "conv2d", "softmax", "attention", "explain", "allow_fallback"
 def test_every_public_name_has_a_property() -> None:
     """The public names are read from tracea.ops itself (``__all__``, the PyTorch pieces it loads on first use,
     any public function or class its modules put in its namespace): a new one fails here until a property
-    covers it (here, or in test_ops_properties_hostile.py and _numpy.py for the four ops) and its name is
+    covers it (here, in test_ops_properties_hostile.py and _numpy.py for the four ops, in test_ops_scaled_gemm.py
+    for scaled_gemm) and its name is
     added to COVERED."""
     public = set(ops.__all__) | set(ops._TORCH_PIECES) | {
         n for n, v in vars(ops).items() if not n.startswith("_") and (inspect.isfunction(v) or inspect.isclass(v))

@@ -11,6 +11,7 @@ import pytest
 from tracea.doctor.errors import BadInputError
 from tracea.doctor.plan import plan
 from tracea.doctor.snapshot import load_snapshot
+from tracea.doctor.variants import Requirements
 from tracea.emitters import cpu
 from tracea.emitters.cpu.isa import ISAS
 from tracea.emitters.cpu.schedule import FAMILY_REGISTERS, CpuSchedule
@@ -87,8 +88,9 @@ def test_the_validator_and_the_renderers_agree_on_the_registers():
 
 
 @pytest.mark.parametrize("host", [CI_VM, H100], ids=["ci_vm", "h100_host"])
-@pytest.mark.parametrize("variant", [v for v in cpu.ALL_VARIANTS if v.op != "attention"], ids=lambda v: v.id)
-def test_hero_schedules_are_valid_everywhere(host, variant):  # attention's: tests/emitters/cpu/test_cpu_attention.py
+@pytest.mark.parametrize("variant", [v for v in cpu.ALL_VARIANTS if v.op not in ("attention", "scaled_gemm")],
+                         ids=lambda v: v.id)
+def test_hero_schedules_are_valid_everywhere(host, variant):  # attention's, scaled_gemm's: their own test files
     op = {"gemm": Gemm(4096, 4096, 4096), "conv2d": Conv2d(8, 64, 56, 56, 64, 3, 3, padding=1),
           "softmax": Softmax(4096, 4096)}[variant.op]
     s = cpu.hero_schedule(op, variant, host)
@@ -100,14 +102,18 @@ def test_hero_schedules_are_valid_everywhere(host, variant):  # attention's: tes
 
 def test_registered_variants():
     ids = {v.id for v in cpu.VARIANTS}
-    assert ids == {f"{f}.{op}" for f in ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")
-                   for op in ("gemm", "conv2d", "softmax", "attention")}
+    ops = ("gemm", "scaled_gemm", "conv2d", "softmax", "attention")
+    assert ids == {f"{f}.{op}" for f in ("cpu-avx512", "cpu-avx2-fma", "cpu-portable") for op in ops}
     # NEON is rendered (and checked under emulation where a cross toolchain exists), not offered
-    assert {v.id for v in cpu.ALL_VARIANTS} - ids == {"cpu-neon.gemm", "cpu-neon.conv2d", "cpu-neon.softmax",
-                                                      "cpu-neon.attention"}
+    assert {v.id for v in cpu.ALL_VARIANTS} - ids == {f"cpu-neon.{op}" for op in ops}
     for v in cpu.VARIANTS:
-        assert v.backend == "cpu" and v.precisions == ("fp32", "fp16", "bf16")
-        assert v.requirements.toolchain == ("cc", "gcc", "clang")
+        assert v.backend == "cpu" and v.requirements.toolchain == ("cc", "gcc", "clang")
+        if v.op == "scaled_gemm":  # 8-bit inputs; AVX-512's kernel is VNNI's, the others plain int32 loops
+            assert v.precisions == ("int8",)
+            assert v.precision_requirements == ({"int8": Requirements(isa=("avx512bw", "avx512vnni"))}
+                                                if v.family == "cpu-avx512" else {})
+            continue
+        assert v.precisions == ("fp32", "fp16", "bf16")
         if v.family != "cpu-portable":
             assert v.precision_requirements["fp16"].isa == ("f16c",)
     prio = {v.family: v.priority for v in cpu.ALL_VARIANTS}

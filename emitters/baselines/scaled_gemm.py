@@ -1,0 +1,161 @@
+"""The scaled 8-bit GEMM's baselines on the host: the fastest int8 GEMM torch offers on this CPU for the op's
+function, chosen by timing each candidate a few calls; NumPy's float32 matmul of the 8-bit values where torch is
+absent (no int8 GEMM in NumPy, and its name says so).
+
+Candidates (each computes the op's output; bench verifies it against the reference before timing):
+- ``torch._int_mm`` (int8 x int8 -> int32, B read as given), the scales applied after in torch;
+- oneDNN's quantized linear (``torch.ops.onednn.qlinear_pointwise``, the kernel Inductor's x86 int8 path calls):
+  A as unsigned bytes with zero point 128 (the same values), B prepacked once outside the timing as a user's
+  weights are, B's scale per column inside, A's tensor scale inside or its row scales after, fp32 or bf16 out.
+
+Block scales have no int8 path in torch: the baseline there is torch's fp32 matmul of operands dequantized once
+outside the timing, named so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tracea.kernels.dtypes import to_float64
+
+from . import Baseline, blas_name, torch_or_none
+
+WARMUP, TRIES = 3, 5  # calls each candidate warms up with (oneDNN builds its kernel in its first calls), then is timed
+
+
+def _seconds(run: Callable[[], Any]) -> float:
+    """The fastest of ``TRIES`` calls after ``WARMUP``: the choice compares each library at its best."""
+    for _ in range(WARMUP):
+        run()
+    best = float("inf")
+    for _ in range(TRIES):
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _torch_candidates(op: Any, inputs: dict[str, np.ndarray], torch: Any) -> dict[str, Callable[[], Any]]:
+    a = torch.from_numpy(inputs["a"])
+    b = torch.from_numpy(inputs["b"])
+    b_kn = b.t() if op.layout_b == "col" else b  # k x n, column-major when B came n x k
+    out_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int32": torch.int32}[
+        op.out_dtype.value]
+    sa = torch.from_numpy(inputs["scale_a"]) if "scale_a" in inputs else None
+    sb = torch.from_numpy(inputs["scale_b"]) if "scale_b" in inputs else None
+
+    def scaled(acc: Any) -> Any:
+        if op.scale == "none":
+            return acc
+        y = acc.to(torch.float32)
+        y.mul_(sa[:, None] if op.scale == "row" else sa).mul_(sb[None, :] if op.scale == "row" else sb)
+        return y.to(out_dtype)
+
+    found = {"torch._int_mm": lambda: scaled(torch._int_mm(a, b_kn))}
+    qlinear = getattr(getattr(torch.ops, "onednn", None), "qlinear_pointwise", None)
+    if qlinear is not None and op.scale in ("tensor", "row") and op.out_dtype.value in ("fp32", "bf16"):
+        try:
+            w = torch.ops.onednn.qlinear_prepack(b_kn.t().contiguous(), None)
+        except RuntimeError:
+            return found
+        au8 = (a.to(torch.int16) + 128).to(torch.uint8)
+        w_scale = sb.expand(op.n).contiguous() if op.scale == "tensor" else sb
+        zeros = torch.zeros(op.n, dtype=torch.int32)
+        x_scale = float(sa[0]) if op.scale == "tensor" else 1.0
+        row = sa[:, None] if op.scale == "row" else None
+
+        def onednn() -> Any:
+            y = qlinear(au8, x_scale, 128, w, w_scale, zeros, None, 1.0, 0, out_dtype, "none", [], "")
+            return y.mul_(row) if row is not None else y
+
+        found["oneDNN qlinear_pointwise"] = onednn
+    return found
+
+
+def _block_dequantized(op: Any, inputs: dict[str, np.ndarray], torch: Any) -> Baseline:
+    """block128: the float32 matmul of the operands dequantized once (torch's where it is installed, else NumPy's)."""
+    a = to_float64(inputs["a"], op.dtype)
+    b = to_float64(inputs["b"], op.dtype)
+    b = b.T if op.layout_b == "col" else b
+    sa = np.repeat(inputs["scale_a"].astype(np.float64), 128, axis=1)
+    sb = np.repeat(np.repeat(inputs["scale_b"].astype(np.float64), 128, axis=0), 128, axis=1)[:, : op.n]
+    da, db = (a * sa).astype(np.float32), (b * sb).astype(np.float32)
+    if torch is None:
+        return Baseline(f"numpy.matmul ({blas_name()}) of operands dequantized once to fp32 (no block-scaled int8 GEMM)",
+                        lambda: da @ db)
+    ta, tb = torch.from_numpy(da), torch.from_numpy(db)
+    return Baseline(f"torch {torch.__version__} fp32 matmul of operands dequantized once (torch has no "
+                    "block-scaled int8 GEMM)", lambda: (ta @ tb).numpy())
+
+
+def _numpy(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
+    """NumPy's float32 matmul of the 8-bit values, then the scales (tensor, row) in place."""
+    a = to_float64(inputs["a"], op.dtype).astype(np.float32)
+    b = to_float64(inputs["b"], op.dtype).astype(np.float32)
+    b = b.T if op.layout_b == "col" else b
+    out = np.empty((op.m, op.n), np.float32)
+    sa, sb = inputs.get("scale_a"), inputs.get("scale_b")
+
+    def run() -> np.ndarray:
+        y = np.matmul(a, b, out=out)
+        if op.scale == "row":
+            y *= sa[:, None]
+            y *= sb[None, :]
+        elif op.scale == "tensor":
+            y *= sa[0] * sb[0]
+        return y
+
+    return Baseline(f"numpy.matmul ({blas_name()}, the 8-bit values widened to fp32: no int8 GEMM without torch)",
+                    run)
+
+
+def host(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
+    torch = torch_or_none()
+    if op.scale == "block128":
+        return _block_dequantized(op, inputs, torch)
+    if torch is None:
+        return _numpy(op, inputs)
+    found = _torch_candidates(op, inputs, torch)
+    timed = {name: _seconds(run) for name, run in found.items()}
+    best = min(timed, key=timed.__getitem__)
+    others = ", ".join(f"{n} {1e3 * s:.2f} ms" for n, s in timed.items() if n != best)
+    run = found[best]
+    return Baseline(f"torch {torch.__version__} {best} (CPU; the fastest of the int8 GEMMs tried"
+                    + (f"; {others}" if others else "") + ")", lambda: _numpy_out(run()))
+
+
+def _numpy_out(y: Any) -> np.ndarray:
+    import torch
+
+    return (y.float() if y.dtype in (torch.bfloat16, torch.float16) else y).numpy()
+
+
+def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
+    """On a GPU: ``torch._int_mm`` (int8) with the scales after, or ``torch._scaled_mm`` (FP8, tensor and row scales:
+    cuBLASLt), B column-major as both take it; block scales: the float32 matmul of operands dequantized once. Not
+    yet run on a GPU (no GPU backend computes the op; bench verifies a baseline's output before timing it)."""
+    fp8 = {"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}.get(op.dtype.value)
+    a = t["a"].view(getattr(torch, fp8)) if fp8 else t["a"]
+    b = t["b"].view(getattr(torch, fp8)) if fp8 else t["b"]
+    b_cm = b.t() if op.layout_b == "col" else b.t().contiguous().t()  # k x n, column-major
+    out_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int32": torch.int32}[
+        op.out_dtype.value]
+    if op.scale == "block128":
+        sa = t["scale_a"].repeat_interleave(128, 1)
+        sb = t["scale_b"].repeat_interleave(128, 0).repeat_interleave(128, 1)[:, : op.n]
+        da, db = a.float() * sa, b_cm.float() * sb
+        return "float32 matmul of operands dequantized once (no block-scaled GEMM)", lambda: (da @ db).to(out_dtype)
+    row = op.scale == "row"
+    if fp8:
+        sa = t["scale_a"].reshape(-1, 1) if row else t["scale_a"].reshape(())
+        sb = t["scale_b"].reshape(1, -1) if row else t["scale_b"].reshape(())
+        return "_scaled_mm (cuBLASLt)", lambda: torch._scaled_mm(a, b_cm, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+    if op.scale == "none":
+        return "_int_mm", lambda: torch._int_mm(a, b_cm)
+    sa = t["scale_a"][:, None] if row else t["scale_a"]
+    sb = t["scale_b"][None, :] if row else t["scale_b"]
+    return "_int_mm, scaled after", lambda: (torch._int_mm(a, b_cm).float() * sa * sb).to(out_dtype)

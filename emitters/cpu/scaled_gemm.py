@@ -1,0 +1,197 @@
+"""The CPU's scaled 8-bit GEMM (``kernels/ops/scaled_gemm.py``): int8 A x int8 B -> int32, scaled into fp32, bf16
+or fp16 (or the int32 accumulator itself).
+
+Every output is a dot product along K of a row of A and a row of B held n x k (``layout_b`` col: K contiguous, read
+in place; ``row`` B is transposed once a call into that form, each thread its own columns). A tile of ``mr`` rows of
+A x ``nr`` rows of B keeps ``mr x nr`` vector accumulators over a K chunk of ``kc`` bytes, then sums each
+accumulator's lanes. On AVX-512 VNNI the inner step is ``vpdpbusd`` (64 byte products a vector): it multiplies
+unsigned by signed bytes, so B is flipped to unsigned as it loads (b + 128, one xor) and each output gives back
+128 x its A row's sum (computed once a call), the convention oneDNN and FBGEMM use for signed activations. Other
+families run the same loops in plain C (int32 products; the compiler vectorises them). K chunks past the first add
+into an int32 scratch (fp32 for block scales); the last applies the scales and rounds to the output type.
+
+block128: each 128-deep block's int32 sum (less its 128 x A-block-sum in lane 0) converts to fp32 and adds into a
+float accumulator times sa[m, block] x sb[block, n / 128]: the fine-grained recipe's promotion at the block edge.
+
+Threads split N (each a run of whole ``nr`` tiles); within a thread, ``mc`` rows of A (a block kept in L2) meet each
+tile of B (``nr x kc`` bytes, kept in L1) before the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from tracea.doctor.errors import BadInputError
+
+from ..schedule import SCHEMA_VERSION, booleans, positive_ints, schedule_fields
+from .isa import CpuIsa
+from .schedule import FAMILY_REGISTERS, check_threads, family_of
+
+ENTRY = "tracea_scaled_gemm"
+BUFFERS = ("a", "b", "scale_a", "scale_b", "out")
+SCALE_MODE = {"none": 0, "tensor": 1, "row": 2, "block128": 3}
+OUT_KIND = {"fp32": 0, "bf16": 1, "fp16": 2, "int32": 3}
+VNNI_FAMILIES = ("cpu-avx512",)  # families whose kernel is the vpdpbusd one (their variants require VNNI for int8)
+
+
+@dataclass(frozen=True)
+class ScaledGemmSchedule:
+    """``mr`` rows of A x ``nr`` rows of B a tile, ``kc`` bytes of K a chunk, ``mc`` rows of A a block, threads."""
+
+    mr: int
+    nr: int
+    kc: int
+    mc: int
+    threads: int = 1
+    pack: bool = False  # B packed into VNNI panels, nr columns (16 a vector) x mr rows a tile (scaled_gemm_packed_c)
+
+    @property
+    def name(self) -> str:
+        return f"{'p' if self.pack else ''}{self.mr}x{self.nr}_kc{self.kc}_mc{self.mc}_t{self.threads}"
+
+    def registers(self, op: Any) -> int:
+        """Vector registers a VNNI tile holds. Dot form: accumulators (twice for block scales: int32 and fp32), B
+        rows, one A row and the flip constant; packed: accumulators, the panel's vectors and one broadcast."""
+        if self.pack:
+            return self.mr * (self.nr // 16) + self.nr // 16 + 1
+        acc = self.mr * self.nr * (2 if getattr(op, "scale", None) == "block128" else 1)
+        return acc + self.nr + 2
+
+    def validate(self, op: Any, host: Any, variant: Any = None) -> None:
+        positive_ints(self, ("mr", "nr", "kc", "mc", "threads"))
+        booleans(self, ("pack",))
+        family = family_of(variant, host)
+        if self.pack:
+            if family not in VNNI_FAMILIES or getattr(op, "scale", None) == "block128":
+                raise BadInputError(f"pack: the packed form is AVX-512 VNNI's, for tensor, row or no scales (not "
+                                    f"{family}, {getattr(op, 'scale', None)})")
+            if self.nr % 16 or self.nr > 128 or self.mr > 16:
+                raise BadInputError(f"nr: a packed tile is up to 16 rows x 128 columns, in vectors of 16 columns; got "
+                                    f"{self.mr} x {self.nr}")
+        elif self.mr > 8 or self.nr > 8:
+            raise BadInputError(f"mr/nr: at most 8 x 8 a tile, got {self.mr} x {self.nr}")
+        if self.kc % 128:
+            raise BadInputError(f"kc: {self.kc} is not a multiple of 128 (two 64-byte steps, one scale block)")
+        if self.kc > 1 << 16:
+            raise BadInputError(f"kc: {self.kc} bytes is beyond any cache a K chunk should fit (at most 65536)")
+        if self.mc % self.mr:
+            raise BadInputError(f"mc: {self.mc} is not a multiple of mr={self.mr}")
+        vregs = FAMILY_REGISTERS[family][1]
+        if family in VNNI_FAMILIES and self.registers(op) > vregs:
+            raise BadInputError(f"mr/nr: a {self.mr} x {self.nr} tile needs {self.registers(op)} vector registers, more "
+                                f"than the {vregs} of {family}")
+        check_threads(self.threads, host)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "backend": "cpu", **dataclasses.asdict(self)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> ScaledGemmSchedule:
+        return ScaledGemmSchedule(**schedule_fields(d, ScaledGemmSchedule, "cpu", "CPU", ("mr", "nr", "kc", "mc")))
+
+    def features(self, op: Any) -> dict[str, float]:
+        """None beside the fields (``Schedule``)."""
+        return {}
+
+
+def _cores(host: Any) -> int:
+    return max(1, getattr(getattr(host, "cpu", None), "logical_cores", None) or 1)
+
+
+# Up to this many multiply-adds a scaled GEMM runs on one thread (as the fp32 GEMM's SMALL_MACS: waking a second
+# thread costs more than it saves below it).
+SMALL_MACS = 128 ** 3
+PACK_FROM_M = 32  # rows of A from which the packed form is the hero (VNNI; tensor, row or no scales)
+
+
+def hero_schedule(op: Any, variant: Any, host: Any) -> ScaledGemmSchedule:
+    """On AVX-512 VNNI, measured on a 2-core Zen 4 against oneDNN's and ``torch._int_mm`` (docs/benchmarks.md):
+    the packed form (6 rows x 64 columns) from ``PACK_FROM_M`` rows of A, and for a row-major B at any M (its dot
+    form transposes B a byte at a time); K in 4 KiB chunks (2 KiB for 129-256 rows: the chunk of A then fits L2
+    beside a panel). Below, the dot form reading B in place: one row against 8 rows of B at M <= 2 (decode: the
+    weights streamed once), 4 x 6 otherwise. Block scales: the dot form's 2 x 4 tiles (fp32 accumulators beside
+    the int32 ones). Other families: the portable loops, 4 x 4. All cores, or one under ``SMALL_MACS``."""
+    vnni = family_of(variant, host) in VNNI_FAMILIES
+    threads = 1 if op.m * op.n * op.k <= SMALL_MACS else _cores(host)
+    if vnni and op.scale != "block128" and (op.m >= PACK_FROM_M or op.layout_b == "row"):
+        kc = 2048 if 128 < op.m <= 256 else 4096
+        return ScaledGemmSchedule(mr=6, nr=64, kc=kc, mc=96, threads=threads, pack=True)
+    if not vnni:
+        mr, nr = 4, 4
+    elif op.scale == "block128":
+        mr, nr = 2, 4
+    elif op.m <= 2:
+        mr, nr = op.m, 8
+    else:
+        mr, nr = 4, 6
+    return ScaledGemmSchedule(mr=mr, nr=nr, kc=4096, mc=max(mr, 128 // mr * mr), threads=threads)
+
+
+def schedule_space(op: Any, variant: Any, host: Any) -> list[ScaledGemmSchedule]:
+    """The hero, then dot-form tiles, packed tiles (VNNI), K chunks and thread counts around it, each valid for
+    this host and variant."""
+    hero = hero_schedule(op, variant, host)
+    out = [hero]
+    dot = [(mr, nr, False) for mr, nr in ((1, 8), (2, 6), (2, 8), (3, 6), (3, 7), (4, 4), (4, 5), (4, 6), (5, 4),
+                                           (2, 4), (3, 4))]
+    packed = [(mr, nr, True) for mr, nr in ((6, 64), (8, 48), (12, 32), (4, 96), (4, 64), (2, 128))]
+    for mr, nr, pack in dot + packed:
+        for kc in (1024, 2048, 4096, 8192):
+            for threads in sorted({hero.threads, _cores(host), 1}):
+                s = ScaledGemmSchedule(mr, nr, kc, max(mr, 96 // mr * mr), threads, pack)
+                try:
+                    s.validate(op, host, variant)
+                except BadInputError:
+                    continue
+                if s not in out:
+                    out.append(s)
+    return out
+
+
+def core_check(op: Any, variant: Any, schedule: Any, host: Any) -> None:
+    schedule.validate(op, host, variant)
+
+
+def core_arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    return (op.m, op.n, op.k, 0), ()
+
+
+def core_tag(op: Any) -> str:
+    return f"{op.scale}_{op.layout_b}_{op.out_dtype.value}"
+
+
+def core_metadata(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, name: str) -> dict[str, Any]:
+    vnni = isa.family in VNNI_FAMILIES
+    return {
+        "name": name, "tile": {"M": s.mr, "N": s.nr, "K": s.kc, "stages": 1},
+        "fragments": {"mma": "vpdpbusd" if vnni else "scalar int32 multiply-add", "dtype_in": op.dtype.value,
+                      "dtype_acc": "int32", "vector": "__m512i" if vnni else "int32_t", "lanes": 16 if vnni else 1},
+        "resources": {"regs_per_thread": None, "smem_per_cta": None, "packed_a_bytes": 0,
+                      "packed_b_bytes": op.n * op.k if op.layout_b == "row" else 0, "scratch_bytes_per_thread": 0},
+        "launch": {"grid": None, "block": None, "threads": s.threads},
+        "epilogue": ([] if op.scale == "none" else [f"scale {op.scale}"])
+        + ([] if op.out_dtype.value in ("fp32", "int32") else [f"round to {op.out_dtype.value}"]),
+    }
+
+
+def render_scaled_gemm(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, header: str) -> str:
+    from .pool import pool_c
+    from .scaled_gemm_c import DRIVER_C, TILE_PORTABLE_C, TILE_VNNI_C, tile_table
+    from .scaled_gemm_packed_c import PACKED_C, packed_table
+
+    vnni = isa.family in VNNI_FAMILIES
+    defines = "\n".join([
+        f"#define MR {s.mr}", f"#define NR {s.nr}", f"#define KC {s.kc}", f"#define MC {s.mc}",
+        f"#define NTHREADS {s.threads}", f"#define SCALE_MODE {SCALE_MODE[op.scale]}",
+        f"#define OUT_KIND {OUT_KIND[op.out_dtype.value]}", f"#define B_COL {int(op.layout_b == 'col')}",
+        f"#define FLIP {128 if vnni else 0}  /* what B's flip to unsigned adds to each product's B */",
+        f"#define PACKED {int(s.pack)}",
+    ])
+    tiles = [TILE_VNNI_C if vnni else TILE_PORTABLE_C,
+             packed_table(s.mr, s.nr) if s.pack else tile_table(s.mr, s.nr, op.scale == "block128", vnni)]
+    return "\n".join([header, isa.prelude(("fp16", "bf16")), "#include <immintrin.h>" if vnni else "", pool_c(),
+                      defines, *tiles, DRIVER_C.replace("@PACKED@", PACKED_C if s.pack else ""),
+                      f"{isa.kernel_prefix}int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams) "
+                      "{ (void)fparams; return tr_scaled_gemm(bufs, dims); }"])

@@ -1,0 +1,211 @@
+"""The scaled GEMM: C[m, n] = (A[m, k] @ B[k, n]) with 8-bit A and B (int8, FP8 e4m3 or e5m2) and fp32 scales, the
+form quantized LLM weights and activations take; and its suites.
+
+Scales (``scale``), as cuBLASLt's and ``torch._scaled_mm``'s modes and DeepSeek-V3's fine-grained recipe name them:
+
+- ``tensor``: one scale for A and one for B (``scale_a``, ``scale_b``: shape (1,));
+- ``row``: one a row of A and one a column of B (shapes (m,) and (n,)), C = (A @ B) * sa[m] * sb[n];
+- ``block128``: A's 1 x 128 blocks and B's 128 x 128 blocks (``scale_a`` (m, k/128), ``scale_b`` (k/128,
+  ceil(n/128))); each 128-deep block's product is scaled and summed in fp32, so long K does not drift;
+- ``none``: int8 only, the int32 accumulator itself (``torch._int_mm``'s function); ``out_dtype`` int32.
+
+B is given ``col`` (the default: n x k, K contiguous: ``nn.Linear``'s weight, and the operand FP8 tensor cores and
+cuBLASLt read) or ``row`` (k x n). int8 products accumulate in int32, exactly while k x 128 x 128 fits (k <=
+131071); FP8 ones in fp32. The reference decodes the stored values, applies the scales as stored (fp32, so
+exactly) and computes in float64; the tolerance is the output's rounding (fp32: a few ulps of the scaling).
+
+- ``llm-gemm-int8``: the llm-gemm projections (kernels/ops/gemm.py) in int8 with row scales, as a CPU runs them: at
+  M = 1, 16, 128 into fp32. A GPU backend has no rows until it computes int8 (nor an FP8 suite until FP8).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tracea.doctor.errors import BadInputError
+
+from .. import fields
+from ..dtypes import QUANTIZED, DType, parse_dtype, to_float64, to_storage
+from ..op import Op, Suite, register
+from .gemm import PROJECTIONS
+
+SCALES = ("tensor", "row", "block128", "none")
+BLOCK = 128  # block128's block depth (and B's block width)
+OUT_TYPES = (DType.FP32, DType.BF16, DType.FP16, DType.INT32)
+INT8_MAX_K = (2**31 - 1) // (128 * 128)  # int32 accumulation of int8 products is exact up to here
+LAYOUTS = ("col", "row")
+# the spread of random FP8 inputs: normals times this, so values use the type's exponents without saturating
+FP8_SPREAD = {DType.FP8E4M3: 64.0, DType.FP8E5M2: 1024.0}
+
+
+def _llm(dtype: str, out: str, tokens: tuple[int, ...], projections: tuple[tuple[int, int], ...]) -> list[Any]:
+    return [ScaledGemm(m=m, n=n, k=k, dtype=dtype, out_dtype=out, scale="row") for m in tokens for n, k in projections]
+
+
+def _llm_int8(target: str, quick: bool) -> list[Any]:
+    """A CPU's rows (M = 1, 16, 128 into fp32); none for a GPU until a GPU backend computes int8 (a backend lists
+    no suite without rows)."""
+    if target == "host":
+        return _llm("int8", "fp32", (1, 16), ((4096, 4096),)) if quick else _llm("int8", "fp32", (1, 16, 128), PROJECTIONS)
+    return []
+
+
+LLM_GEMM_INT8 = Suite("llm-gemm-int8", "the llm-gemm projections in int8 with row scales into fp32 (CPU: M = 1-128)",
+                      _llm_int8)
+
+
+@register
+@dataclass(frozen=True)
+class ScaledGemm(Op):
+    """C[m, n] = scaled(A[m, k] @ B[k, n]), 8-bit A and B; see the module's text for ``scale`` and ``layout_b``."""
+
+    m: int
+    n: int
+    k: int
+    dtype: DType = DType.INT8
+    out_dtype: DType = DType.FP32
+    scale: str = "row"
+    layout_b: str = "col"
+    kind: ClassVar[str] = "scaled_gemm"
+    phase: ClassVar[str] = "mma"
+    aliases: ClassVar[tuple[str, ...]] = ("qgemm", "scaled-gemm")
+    default_shape: ClassVar[dict[str, Any]] = {"m": 4096, "n": 4096, "k": 4096}
+    order: ClassVar[int] = 15
+    suites: ClassVar[tuple[Suite, ...]] = (LLM_GEMM_INT8,)
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k"):
+            object.__setattr__(self, name, fields.positive(name, getattr(self, name)))
+        object.__setattr__(self, "dtype", parse_dtype(self.dtype, "dtype", QUANTIZED))
+        object.__setattr__(self, "out_dtype", parse_dtype(self.out_dtype, "out_dtype", OUT_TYPES))
+        if self.scale not in SCALES:
+            raise BadInputError(f"scale: expected one of {', '.join(SCALES)}, got {self.scale!r}")
+        if self.layout_b not in LAYOUTS:
+            raise BadInputError(f"layout_b: expected 'col' (n x k) or 'row' (k x n), got {self.layout_b!r}")
+        raw = self.out_dtype is DType.INT32
+        if raw != (self.scale == "none") or (raw and self.dtype is not DType.INT8):
+            raise BadInputError(f"out_dtype {self.out_dtype.value} with scale {self.scale} and {self.dtype.value} inputs: "
+                                "the int32 accumulator is an int8 GEMM's output without scales (scale none), and only "
+                                "it; a scaled one is fp32, bf16 or fp16")
+        if self.scale == "block128" and self.k % BLOCK:
+            raise BadInputError(f"k: {self.k} is not a multiple of {BLOCK}, the depth of block128's scale blocks")
+        if self.dtype is DType.INT8 and self.k > INT8_MAX_K:
+            raise BadInputError(f"k: {self.k} int8 products can overflow the int32 accumulator (at most {INT8_MAX_K})")
+        fields.elements("A (m x k)", self.m, self.k)
+        fields.elements("B (k x n)", self.k, self.n)
+        fields.elements("C (m x n)", self.m, self.n)
+
+    @property
+    def output_dtype(self) -> DType:
+        return self.out_dtype
+
+    def tolerance_bound(self) -> float:
+        """0 for the int32 accumulator (exact); 8 units of a 16-bit output's rounding; in fp32, a few ulps of the
+        scaling for int8 (1e-6), a block sum's fp32 additions for block128 (1e-5), fp32 accumulation for FP8
+        (1e-4, as an fp32 GEMM)."""
+        if self.out_dtype is DType.INT32:
+            return 0.0
+        if self.out_dtype is not DType.FP32:
+            return 8 * self.out_dtype.unit_roundoff
+        if self.dtype is not DType.INT8:
+            return 1e-4
+        return 1e-5 if self.scale == "block128" else 1e-6
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    @property
+    def bytes(self) -> int:
+        """The fewest bytes a kernel moves: each input (and scale) read once, the output written once."""
+        scales = sum(math.prod(s) for name, s in self.shapes().items() if name.startswith("scale"))
+        return self.m * self.k + self.k * self.n + self.m * self.n * self.out_dtype.itemsize + 4 * scales
+
+    def scale_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The scales' shapes under ``scale``: none for ``none``."""
+        if self.scale == "tensor":
+            return {"scale_a": (1,), "scale_b": (1,)}
+        if self.scale == "row":
+            return {"scale_a": (self.m,), "scale_b": (self.n,)}
+        if self.scale == "block128":
+            kb = self.k // BLOCK
+            return {"scale_a": (self.m, kb), "scale_b": (kb, -(-self.n // BLOCK))}
+        return {}
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        b = (self.n, self.k) if self.layout_b == "col" else (self.k, self.n)
+        return {"a": (self.m, self.k), "b": b, **self.scale_shapes()}
+
+    def input_dtype(self, name: str) -> np.dtype:
+        return np.dtype(np.float32) if name.startswith("scale") else self.dtype.storage
+
+    def _values(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        """8-bit operand values: int8 over its whole range (-128 included), FP8 normals spread over its
+        exponents; never zero (a zero would hide a skipped element)."""
+        if self.dtype is DType.INT8:
+            x = rng.integers(-128, 128, size=shape, dtype=np.int8)
+            x[x == 0] = 1
+            return x
+        x = to_storage(rng.standard_normal(shape) * FP8_SPREAD[self.dtype], self.dtype)
+        x[(x & 0x7F) == 0] = 0x38  # +-0 -> 1.0 in e4m3 (0x38), 0.5 in e5m2: nonzero either way
+        return x
+
+    def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Operands and positive scales that bring each output near unit size whatever k is (a 16-bit output
+        stays in range): each scale about 1 / (typical operand value x k^(1/4))."""
+        typical = 74.0 if self.dtype is DType.INT8 else FP8_SPREAD[self.dtype]
+        inputs = {name: self._values(rng, shape) for name, shape in self.shapes().items() if name in ("a", "b")}
+        for name, shape in self.scale_shapes().items():
+            u = rng.uniform(0.5, 1.5, size=shape)
+            inputs[name] = (u / (typical * self.k ** 0.25)).astype(np.float32)
+        return inputs
+
+    def check_scales(self, scales: dict[str, Any]) -> None:
+        """Scales as a caller gives them (``tracea.ops.scaled_gemm``): each of ``scale_shapes``' shape, float32
+        and finite, or one line naming what is wrong."""
+        for name, shape in self.scale_shapes().items():
+            s = scales.get(name)
+            if s is None:
+                raise BadInputError(f"{name}: missing; scale {self.scale} takes {name} of shape {shape}")
+            got = tuple(getattr(s, "shape", ()))
+            if got != shape:
+                raise BadInputError(f"{name}: shape {got}, expected {shape} for scale {self.scale}")
+            values = np.asarray(s, dtype=np.float64)
+            if not np.all(np.isfinite(values)):
+                raise BadInputError(f"{name}: holds a non-finite value; scales must be finite")
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        a = to_float64(inputs["a"], self.dtype)
+        b = to_float64(inputs["b"], self.dtype)
+        b = b.T if self.layout_b == "col" else b
+        if self.scale == "none":
+            return a @ b
+        sa = np.asarray(inputs["scale_a"], dtype=np.float64)
+        sb = np.asarray(inputs["scale_b"], dtype=np.float64)
+        if self.scale == "tensor":
+            return (a @ b) * sa[0] * sb[0]
+        if self.scale == "row":
+            return (a @ b) * sa[:, None] * sb[None, :]
+        out = np.zeros((self.m, self.n))
+        for kb in range(self.k // BLOCK):
+            part = a[:, kb * BLOCK:(kb + 1) * BLOCK] @ b[kb * BLOCK:(kb + 1) * BLOCK]
+            out += part * sa[:, kb, None] * np.repeat(sb[kb], BLOCK)[None, : self.n]
+        return out
+
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.m, self.n)
+
+    def extent(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+    def case_label(self) -> str:
+        """scaled_gemm 16x4096x4096 int8 row->fp32"""
+        return f"scaled_gemm {self.m}x{self.n}x{self.k} {self.dtype.value} {self.scale}->{self.out_dtype.value}"
+
+    @classmethod
+    def shape_label(cls, shape: dict[str, Any]) -> str:
+        return f"{shape.get('m')}x{shape.get('n')}x{shape.get('k')} {shape.get('scale')}->{shape.get('out_dtype')}"

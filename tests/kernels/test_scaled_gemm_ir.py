@@ -1,0 +1,129 @@
+"""The 8-bit types (kernels/dtypes.py) and the scaled GEMM's IR (kernels/ops/scaled_gemm.py): FP8 codes against
+values worked out by hand from the formats' definitions (OCP FP8: e4m3 without infinities, e5m2 IEEE-like), the
+rounding to nearest even and the saturation, int8's storage, the scaled references against hand-computed cases,
+and every bad input one line naming its field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracea.doctor.errors import BadInputError
+from tracea.kernels import Gemm, Op, ScaledGemm, tolerance
+from tracea.kernels.dtypes import FP8_VALUES, DType, parse_dtype, to_float64, to_storage
+
+
+@pytest.mark.parametrize(("code", "value"), [
+    (0x00, 0.0), (0x80, -0.0), (0x01, 2.0**-9), (0x07, 7 * 2.0**-9), (0x08, 2.0**-6), (0x38, 1.0), (0x39, 1.125),
+    (0x7E, 448.0), (0xFE, -448.0), (0x3F, 1.875), (0x40, 2.0)])
+def test_e4m3_codes(code, value):
+    got = FP8_VALUES[DType.FP8E4M3][code]
+    assert got == value and np.signbit(got) == np.signbit(value)
+
+
+@pytest.mark.parametrize(("code", "value"), [
+    (0x00, 0.0), (0x01, 2.0**-16), (0x04, 2.0**-14), (0x3C, 1.0), (0x3D, 1.25), (0x7B, 57344.0), (0x7C, np.inf),
+    (0xFC, -np.inf)])
+def test_e5m2_codes(code, value):
+    assert FP8_VALUES[DType.FP8E5M2][code] == value
+
+
+def test_fp8_nans_and_the_finite_tables():
+    e4, e5 = FP8_VALUES[DType.FP8E4M3], FP8_VALUES[DType.FP8E5M2]
+    assert np.isnan(e4[0x7F]) and np.isnan(e4[0xFF]) and np.isnan(e4).sum() == 2  # e4m3fn: only S.1111.111
+    assert np.isnan(e5[[0x7D, 0x7E, 0x7F, 0xFD, 0xFE, 0xFF]]).all() and np.isnan(e5).sum() == 6
+    finite = e4[np.isfinite(e4)]
+    assert len(finite) == 254 and finite.max() == 448.0 == DType.FP8E4M3.max_finite
+
+
+def test_fp8_rounding_is_to_nearest_even_and_saturating():
+    e4 = DType.FP8E4M3
+    x = np.array([1.0625, 1.1875, 2.0**-10, 3 * 2.0**-10, 447.9, 464.0, 1e30, -1e30, np.inf, np.nan, -0.0])
+    codes = to_storage(x, e4)
+    # 1.0625: halfway 1 (0x38) / 1.125 (0x39) -> even 0x38; 1.1875 -> 1.25 (0x3A); 2^-10: halfway 0 / 2^-9 -> 0;
+    # 3 * 2^-10: halfway 2^-9 (0x01) / 2^-8 (0x02) -> 0x02; past 448 (even 464, the next step) -> 448
+    assert list(codes[:9]) == [0x38, 0x3A, 0x00, 0x02, 0x7E, 0x7E, 0x7E, 0xFE, 0x7E]
+    assert codes[9] == 0x7F and codes[10] == 0x80
+    e5 = DType.FP8E5M2
+    assert list(to_storage(np.array([1.125, 1.375, 6e4, -np.inf]), e5)) == [0x3C, 0x3E, 0x7B, 0xFB]
+    # every finite code decodes and encodes back to itself
+    for d in (e4, e5):
+        codes = np.array([c for c in range(256) if np.isfinite(FP8_VALUES[d][c])], dtype=np.uint8)
+        assert np.array_equal(to_storage(to_float64(codes, d), d), codes)
+
+
+def test_int_storage_rounds_and_saturates():
+    assert list(to_storage(np.array([1.5, 2.5, -2.5, -200.0, 300.0, 127.4]), DType.INT8)) == [2, 2, -2, -128, 127, 127]
+    assert to_storage(np.array([3e9]), DType.INT32)[0] == 2**31 - 1
+
+
+def test_float_ops_refuse_8_bit_types_with_a_pointer():
+    with pytest.raises(BadInputError, match=r"dtype: int8 is not taken here; use fp32, fp16, bf16 .*scaled_gemm"):
+        Gemm(4, 4, 4, dtype="int8")
+    assert parse_dtype("e4m3", allowed=(DType.FP8E4M3,)) is DType.FP8E4M3
+    with pytest.raises(BadInputError, match="unknown type 'fp12'"):
+        parse_dtype("fp12")
+
+
+def _hand(op: ScaledGemm, a, b, sa=None, sb=None):
+    inputs = {"a": np.array(a, dtype=op.dtype.storage), "b": np.array(b, dtype=op.dtype.storage)}
+    if sa is not None:
+        inputs["scale_a"] = np.array(sa, dtype=np.float32)
+        inputs["scale_b"] = np.array(sb, dtype=np.float32)
+    return op.reference(inputs)
+
+
+def test_references_against_hand_computed_cases():
+    # A = [[1, 2], [3, 4]], B (col: n x k) = [[5, 6], [7, 8]] -> A @ B^T = [[17, 23], [39, 53]]
+    raw = _hand(ScaledGemm(2, 2, 2, scale="none", out_dtype="int32"), [[1, 2], [3, 4]], [[5, 6], [7, 8]])
+    assert raw.tolist() == [[17, 23], [39, 53]]
+    row = ScaledGemm(2, 2, 2, scale="row", layout_b="row")  # B given k x n: [[5, 7], [6, 8]] is the same B
+    assert _hand(row, [[1, 2], [3, 4]], [[5, 7], [6, 8]], [0.5, 2.0], [1.0, 0.25]).tolist() == [[8.5, 2.875],
+                                                                                              [78.0, 26.5]]
+    assert _hand(ScaledGemm(2, 2, 2, scale="tensor"), [[1, 2], [3, 4]], [[5, 6], [7, 8]], [0.5], [4.0]).tolist() == \
+        [[34.0, 46.0], [78.0, 106.0]]
+    # block128: K = 256 in two blocks, each block's sum scaled by its own pair of scales
+    op = ScaledGemm(1, 1, 256, scale="block128")
+    a, b = np.ones((1, 256)), np.ones((1, 256))
+    a[0, 128:] = 2
+    assert _hand(op, a, b, [[1.0, 0.5]], [[3.0], [10.0]]).tolist() == [[128 * 3.0 + 256 * 0.5 * 10.0]]
+    # FP8: e4m3 codes 0x38 (1.0) and 0x40 (2.0), 0x39 (1.125) -> 1 * 1.125 + 2 * 2 = 5.125, times 0.5 * 2
+    fp8 = ScaledGemm(1, 1, 2, dtype="fp8e4m3", scale="tensor")
+    assert _hand(fp8, [[0x38, 0x40]], [[0x39, 0x40]], [0.5], [2.0]).tolist() == [[5.125]]
+
+
+def test_ir_values_round_trip_and_count():
+    op = ScaledGemm(16, 4096, 4096, scale="row", out_dtype="bf16")
+    assert Op.from_json(op.to_json()) == op and op.output_dtype is DType.BF16
+    assert op.shapes() == {"a": (16, 4096), "b": (4096, 4096), "scale_a": (16,), "scale_b": (4096,)}
+    assert op.bytes == 16 * 4096 + 4096 * 4096 + 2 * 16 * 4096 + 4 * (16 + 4096)
+    assert op.flops == 2 * 16 * 4096 * 4096 and tolerance(op) == 8 * 2.0**-8
+    assert tolerance(ScaledGemm(1, 1, 1, scale="none", out_dtype="int32")) == 0.0
+    block = ScaledGemm(3, 300, 256, scale="block128")
+    assert block.shapes()["scale_a"] == (3, 2) and block.shapes()["scale_b"] == (2, 3)
+    inputs = block.random_inputs(np.random.default_rng(0))
+    assert {k: v.dtype for k, v in inputs.items()} == {"a": np.int8, "b": np.int8, "scale_a": np.float32,
+                                                        "scale_b": np.float32}
+    assert (inputs["a"] != 0).all() and inputs["a"].min() == -128  # the whole range, never zero
+    assert 0.1 < np.abs(block.reference(inputs)).mean() < 10  # scales bring outputs near unit size
+
+
+@pytest.mark.parametrize(("fields", "word"), [
+    (dict(dtype="bf16"), "dtype: bf16 is not taken"), (dict(out_dtype="fp8e4m3"), "out_dtype"),
+    (dict(scale="rows"), "scale"), (dict(out_dtype="int32"), "int32 accumulator"),
+    (dict(scale="none"), "int32 accumulator"), (dict(dtype="fp8e5m2", scale="none", out_dtype="int32"), "only it"),
+    (dict(scale="block128", k=200), "multiple of 128"), (dict(k=131072), "overflow"), (dict(layout_b="nk"), "layout_b"),
+    (dict(m=0), "m: must be positive")])
+def test_bad_fields_are_one_line(fields, word):
+    with pytest.raises(BadInputError, match=word):
+        ScaledGemm(**{"m": 4, "n": 4, "k": 128, **fields})
+
+
+def test_check_scales_names_the_problem():
+    op = ScaledGemm(4, 8, 128, scale="row")
+    ok = {"scale_a": np.ones(4, np.float32), "scale_b": np.ones(8, np.float32)}
+    op.check_scales(ok)
+    for bad, word in [({"scale_a": ok["scale_a"]}, "scale_b: missing"), ({**ok, "scale_a": np.ones(5)}, "shape"),
+                      ({**ok, "scale_b": np.array([1.0] * 7 + [np.nan])}, "non-finite")]:
+        with pytest.raises(BadInputError, match=word):
+            op.check_scales(bad)

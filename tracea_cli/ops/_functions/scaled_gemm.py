@@ -1,0 +1,208 @@
+"""``tracea.ops.scaled_gemm``: an 8-bit GEMM with scales on the caller's arrays (kernels/ops/scaled_gemm.py is the
+function computed): its arguments checked, its IR value, the kernel where one runs it, the vendor call elsewhere."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from tracea.doctor.errors import BadInputError
+from tracea.kernels.dtypes import DType
+
+from .. import _engine
+from .._arrays import is_torch, overlapping, shown
+from .._dispatch import _LAST, EXPLAINING
+from .._engine import STATS, Fallback, Route
+
+ORDER = 15  # its place in tracea.ops (help, __all__)
+__all__ = ["scaled_gemm"]
+TORCH_PIECES: tuple[str, ...] = ()
+
+# the 8-bit input types by the name of their array dtype (NumPy's int8; ml_dtypes' and torch's float8)
+INPUTS = {"int8": DType.INT8, "float8_e4m3fn": DType.FP8E4M3, "float8_e5m2": DType.FP8E5M2}
+OUTPUTS = {"fp32": DType.FP32, "float32": DType.FP32, "bf16": DType.BF16, "bfloat16": DType.BF16,
+           "fp16": DType.FP16, "float16": DType.FP16, "int32": DType.INT32}
+
+
+def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out_dtype: Any = None,
+                out: Any = None) -> Any:
+    """``(a @ b)`` scaled, for 8-bit ``a`` (m, k) and ``b`` (k, n): int8 NumPy arrays or torch tensors (FP8:
+    torch's ``float8_e4m3fn``/``float8_e5m2``). ``b`` as ``torch._scaled_mm`` takes it: ``w.T`` of an
+    ``nn.Linear`` weight ``w`` (n, k) is read in place; a row-major (k, n) ``b`` is packed by the kernel.
+    ``scale_a``/``scale_b`` (float32): a number or shape (1,) each (per tensor); (m,) or (m, 1) and (n,) or (1, n)
+    (per row of ``a`` and column of ``b``); (m, k/128) and (k/128, ceil(n/128)) (``a``'s 1x128 and ``b``'s 128x128
+    blocks); or both None for int8's int32 accumulator itself (``torch._int_mm``'s function). ``out_dtype``:
+    fp32 (the default with scales), bf16, fp16 or int32 (without). Returns the same kind of array."""
+    route = Route(op="scaled_gemm")
+    _LAST.route = route
+    op, feeds = _checked(a, b, scale_a, scale_b, out_dtype)
+    result = _new_out(a, op) if out is None else _given_out(out, op, (a, b, scale_a, scale_b))
+    try:
+        if not isinstance(a, np.ndarray) and a.device.type != "cpu":
+            raise Fallback(f"the tensors are on {a.device}; no Tracea backend computes 8-bit GEMMs there yet")
+        k = _engine.kernel(op, "cpu", route, build=not EXPLAINING.get())
+        if EXPLAINING.get():
+            return route
+        k({n: _host(v) for n, v in feeds.items()}, out=_host(result))
+        STATS["tracea"] += 1
+        return result
+    except Fallback as fb:
+        route.path, route.reason = "fallback", fb.reason
+        on_host = isinstance(a, np.ndarray) or a.device.type == "cpu"
+        route.vendor = "the float64 reference (NumPy), rounded" if on_host else "a float64 matmul in torch, rounded"
+        if EXPLAINING.get():
+            return route
+        if not _engine.fallback_allowed():
+            from tracea.doctor.errors import UnsupportedError
+
+            raise UnsupportedError(f"tracea.ops.scaled_gemm: {fb.reason}",
+                                   "tracea.ops.allow_fallback(True) runs the vendor call instead") from None
+        STATS["fallbacks"] += 1
+        return _vendor(op, feeds, a, result)
+
+
+def _dtype_of(name: str, x: Any) -> DType:
+    if not (isinstance(x, np.ndarray) or is_torch(x)):
+        raise BadInputError(f"{name}: expected a NumPy array or a torch tensor, got {shown(x)}")
+    dt = INPUTS.get(str(x.dtype).removeprefix("torch."))
+    if dt is None:
+        raise BadInputError(f"{name}: dtype {x.dtype} is not an 8-bit type (int8, float8_e4m3fn, float8_e5m2)",
+                            "quantize first; float inputs take tracea.ops.gemm")
+    return dt
+
+
+def _scale_mode(m: int, n: int, k: int, sa: Any, sb: Any) -> tuple[str, Any, Any]:
+    """The scale mode the scales' shapes say, and the scales as float32 arrays of the IR's shapes."""
+    if sa is None and sb is None:
+        return "none", None, None
+    if sa is None or sb is None:
+        raise BadInputError("scale_a, scale_b: give both (or neither, for int8's int32 accumulator)")
+    arrays = []
+    for name, s in (("scale_a", sa), ("scale_b", sb)):
+        if is_torch(s):
+            if s.device.type != "cpu" or str(s.dtype) != "torch.float32":
+                raise BadInputError(f"{name}: a float32 CPU tensor is expected, got {s.dtype} on {s.device}")
+            s = s.detach().numpy()
+        arr = np.asarray(s)
+        if arr.dtype != np.float32 and not (arr.ndim == 0 and arr.dtype.kind in "fi"):
+            raise BadInputError(f"{name}: float32 scales are expected, got {arr.dtype}")
+        arrays.append(np.ascontiguousarray(arr, dtype=np.float32))
+    a, b = arrays
+    if a.size == 1 and b.size == 1 and a.ndim <= 1 and b.ndim <= 1:
+        return "tensor", a.reshape(1), b.reshape(1)
+    if a.shape in ((m,), (m, 1)) and b.shape in ((n,), (1, n)):
+        return "row", a.reshape(m), b.reshape(n)
+    if a.ndim == 2 and b.ndim == 2 and k % 128 == 0 and a.shape == (m, k // 128) and b.shape == (k // 128, -(-n // 128)):
+        return "block128", a, b
+    raise BadInputError(f"scale_a {a.shape}, scale_b {b.shape}: no scale mode has these shapes for m={m}, n={n}, "
+                        f"k={k}", "(1,) and (1,); (m,) and (n,); or (m, k/128) and (k/128, ceil(n/128))")
+
+
+def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any) -> tuple[Any, dict[str, Any]]:
+    from tracea.kernels import ScaledGemm
+
+    da, db = _dtype_of("a", a), _dtype_of("b", b)
+    if da is not db:
+        raise BadInputError(f"a is {a.dtype} and b is {b.dtype}: both operands take one 8-bit type")
+    if isinstance(a, np.ndarray) != isinstance(b, np.ndarray):
+        raise BadInputError("a: NumPy arrays and torch tensors mixed in one call")
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise BadInputError(f"scaled_gemm: a is {tuple(a.shape)} and b is {tuple(b.shape)}: expected (m, k) and (k, n)")
+    (m, k), n = a.shape, b.shape[1]
+    mode, sa, sb = _scale_mode(m, n, k, sa, sb)
+    key = str(out_dtype).removeprefix("torch.") if out_dtype is not None else ("int32" if mode == "none" else "fp32")
+    if key not in OUTPUTS:
+        raise BadInputError(f"out_dtype: {shown(out_dtype)} is not one of fp32, bf16, fp16, int32")
+    layout, b_fed = _b_layout(b)
+    op = ScaledGemm(m=m, n=n, k=k, dtype=da, out_dtype=OUTPUTS[key], scale=mode, layout_b=layout)
+    feeds = {"a": a, "b": b_fed}
+    if mode != "none":
+        op.check_scales({"scale_a": sa, "scale_b": sb})
+        feeds |= {"scale_a": sa, "scale_b": sb}
+    return op, feeds
+
+
+def _dense(x: Any) -> bool:
+    return bool(x.flags.c_contiguous) if isinstance(x, np.ndarray) else bool(x.is_contiguous())
+
+
+def _b_layout(b: Any) -> tuple[str, Any]:
+    """("col", b.T) when b (k, n) is column-major (read in place as n x k), ("row", b) when row-major."""
+    bt = b.T if isinstance(b, np.ndarray) else b.t()
+    if _dense(bt):
+        return "col", bt
+    if _dense(b):
+        return "row", b
+    raise BadInputError("b: neither row- nor column-major (a strided view)", "call .contiguous() on it")
+
+
+def _host(x: Any) -> np.ndarray:
+    """The kernel's NumPy view: int8 as is, float8 and bfloat16 as their bits."""
+    if isinstance(x, np.ndarray):
+        return x.view(np.uint8) if x.dtype.itemsize == 1 and x.dtype.kind == "V" or "float8" in str(x.dtype) \
+            else (x.view(np.uint16) if str(x.dtype) == "bfloat16" else x)
+    torch = sys.modules["torch"]
+    x = x.detach()
+    if "float8" in str(x.dtype):
+        return x.view(torch.uint8).numpy()
+    if x.dtype == torch.bfloat16:
+        return x.view(torch.int16).numpy().view(np.uint16)
+    return x.numpy()
+
+
+def _out_type(like: Any, op: Any) -> Any:
+    if isinstance(like, np.ndarray):
+        if op.out_dtype is DType.BF16:
+            try:
+                import ml_dtypes
+            except ImportError:
+                raise BadInputError("out_dtype: bf16 NumPy arrays need ml_dtypes", "pip install ml_dtypes, or ask "
+                                    "for fp32") from None
+            return ml_dtypes.bfloat16
+        return op.out_dtype.storage
+    torch = sys.modules["torch"]
+    return {DType.FP32: torch.float32, DType.BF16: torch.bfloat16, DType.FP16: torch.float16,
+            DType.INT32: torch.int32}[op.out_dtype]
+
+
+def _new_out(like: Any, op: Any) -> Any:
+    if isinstance(like, np.ndarray):
+        return np.empty((op.m, op.n), dtype=_out_type(like, op))
+    return sys.modules["torch"].empty((op.m, op.n), dtype=_out_type(like, op), device=like.device)
+
+
+def _given_out(out: Any, op: Any, inputs: tuple[Any, ...]) -> Any:
+    like = inputs[0]
+    want = _out_type(like, op)
+    if type(out) is not type(like) or tuple(out.shape) != (op.m, op.n) or out.dtype != want or not _dense(out):
+        raise BadInputError(f"out: expected a dense ({op.m}, {op.n}) {want} {type(like).__name__}, got {shown(out)}")
+    if any(x is not None and not np.isscalar(x) and overlapping(out, x) for x in inputs):
+        raise BadInputError("out: overlaps an input; give out= a buffer of its own")
+    return out
+
+
+def _vendor(op: Any, feeds: dict[str, Any], a: Any, result: Any) -> Any:
+    """The function in float64 from the stored values (exact until the output's rounding): NumPy's on the host, a
+    float64 matmul in torch for tensors on a device."""
+    from tracea.kernels.dtypes import to_storage
+
+    if isinstance(a, np.ndarray) or a.device.type == "cpu":
+        ref = op.reference({n: v if isinstance(v, np.ndarray) and v.dtype == np.float32 else _host(v)
+                            for n, v in feeds.items()})
+        _host(result)[...] = to_storage(ref, op.out_dtype)
+        return result
+    torch = sys.modules["torch"]
+    x, w = feeds["a"].double(), feeds["b"].double()
+    w = w.t() if op.layout_b == "col" else w
+    if op.scale == "none":
+        y = x @ w
+    elif op.scale in ("tensor", "row"):
+        sa, sb = (torch.as_tensor(feeds[s], device=a.device).double() for s in ("scale_a", "scale_b"))
+        y = (x @ w) * (sa[:, None] if op.scale == "row" else sa) * (sb[None, :] if op.scale == "row" else sb)
+    else:
+        sa, sb = (torch.as_tensor(feeds[s], device=a.device).double() for s in ("scale_a", "scale_b"))
+        y = (x * sa.repeat_interleave(128, 1)) @ (w * sb.repeat_interleave(128, 0).repeat_interleave(128, 1)[:, : op.n])
+    result.copy_(y.round() if op.out_dtype is DType.INT32 else y)
+    return result

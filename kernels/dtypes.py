@@ -101,14 +101,13 @@ def parse_dtype(value: str | DType, field: str = "dtype", allowed: tuple[DType, 
     """``value`` as a DType, one of ``allowed`` (the float types unless the caller says): a name no type has, or
     a type the field does not take, is one line naming both."""
     dtype = value if isinstance(value, DType) else ALIASES.get(str(value).strip().lower())
+    if dtype is not None and dtype in allowed:
+        return dtype
     names = ", ".join(d.value for d in allowed)
     if dtype is None:
         raise BadInputError(f"{field}: unknown type {value!r}; use {names}")
-    if dtype not in allowed:
-        hint = " (8-bit inputs take scales: `tracea bench scaled_gemm --dtype int8`)" \
-            if dtype in QUANTIZED else ""
-        raise BadInputError(f"{field}: {dtype.value} is not taken here; use {names}{hint}")
-    return dtype
+    hint = " (8-bit inputs take scales: `tracea bench scaled_gemm --dtype int8`)" if dtype in QUANTIZED else ""
+    raise BadInputError(f"{field}: {dtype.value} is not taken here; use {names}{hint}")
 
 
 def bf16_from_float(x: np.ndarray) -> np.ndarray:

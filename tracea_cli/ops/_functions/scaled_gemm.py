@@ -3,6 +3,7 @@ function computed): its arguments checked, its IR value, the kernel where one ru
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -63,7 +64,12 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
         return _vendor(op, feeds, a, result)
 
 
+_INT8 = np.dtype(np.int8)
+
+
 def _dtype_of(name: str, x: Any) -> DType:
+    if isinstance(x, np.ndarray) and x.dtype == _INT8:  # the common case, without str(dtype) (microseconds)
+        return DType.INT8
     if not (isinstance(x, np.ndarray) or is_torch(x)):
         raise BadInputError(f"{name}: expected a NumPy array or a torch tensor, got {shown(x)}")
     dt = INPUTS.get(str(x.dtype).removeprefix("torch."))
@@ -101,8 +107,6 @@ def _scale_mode(m: int, n: int, k: int, sa: Any, sb: Any) -> tuple[str, Any, Any
 
 
 def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any) -> tuple[Any, dict[str, Any]]:
-    from tracea.kernels import ScaledGemm
-
     da, db = _dtype_of("a", a), _dtype_of("b", b)
     if da is not db:
         raise BadInputError(f"a is {a.dtype} and b is {b.dtype}: both operands take one 8-bit type")
@@ -116,12 +120,20 @@ def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any) -> tuple[Any, dic
     if key not in OUTPUTS:
         raise BadInputError(f"out_dtype: {shown(out_dtype)} is not one of fp32, bf16, fp16, int32")
     layout, b_fed = _b_layout(b)
-    op = ScaledGemm(m=m, n=n, k=k, dtype=da, out_dtype=OUTPUTS[key], scale=mode, layout_b=layout)
+    op = _op(m, n, k, da, OUTPUTS[key], mode, layout)
     feeds = {"a": a, "b": b_fed}
     if mode != "none":
         op.check_scales({"scale_a": sa, "scale_b": sb})
         feeds |= {"scale_a": sa, "scale_b": sb}
     return op, feeds
+
+
+@functools.lru_cache(maxsize=256)
+def _op(m: int, n: int, k: int, dtype: DType, out: DType, scale: str, layout: str) -> Any:
+    """The IR value of a call's signature, validated once (a repeated call skips the checks' microseconds)."""
+    from tracea.kernels import ScaledGemm
+
+    return ScaledGemm(m=m, n=n, k=k, dtype=dtype, out_dtype=out, scale=scale, layout_b=layout)
 
 
 def _dense(x: Any) -> bool:
@@ -141,8 +153,9 @@ def _b_layout(b: Any) -> tuple[str, Any]:
 def _host(x: Any) -> np.ndarray:
     """The kernel's NumPy view: int8 as is, float8 and bfloat16 as their bits."""
     if isinstance(x, np.ndarray):
-        return x.view(np.uint8) if x.dtype.itemsize == 1 and x.dtype.kind == "V" or "float8" in str(x.dtype) \
-            else (x.view(np.uint16) if str(x.dtype) == "bfloat16" else x)
+        if x.dtype.kind in "fiu":  # NumPy's own types (int8, float32, float16, int32): as they are
+            return x
+        return x.view(np.uint8) if x.dtype.itemsize == 1 else x.view(np.uint16)  # ml_dtypes' float8, bfloat16
     torch = sys.modules["torch"]
     x = x.detach()
     if "float8" in str(x.dtype):

@@ -99,6 +99,7 @@ def test_hero_rule_and_space():
     v = cpu.resolve("cpu-avx512.scaled_gemm")
     decode = ScaledGemm(1, 4096, 4096)
     assert hero_schedule(decode, v, HOST) == ScaledGemmSchedule(1, 8, 4096, 128, HOST.cpu.logical_cores)
+    assert hero_schedule(ScaledGemm(16, 4096, 14300), v, HOST).kc == 14336  # all of K, in whole 128-byte blocks
     assert not hero_schedule(ScaledGemm(PACK_FROM_M - 1, 4096, 4096), v, HOST).pack
     assert hero_schedule(ScaledGemm(PACK_FROM_M, 4096, 4096), v, HOST).pack
     assert hero_schedule(ScaledGemm(4, 512, 512, layout_b="row"), v, HOST).pack  # the packed form transposes

@@ -180,10 +180,10 @@ static inline void tr_final(const tr_job* J, long i, long j, uint32_t sum) {
     const int32_t v = (int32_t)(sum - J->rs[i]);
 #if OUT_KIND == 3
     ((int32_t*)J->out)[i * J->n + j] = v;
-#elif SCALE_MODE == 1
-    tr_put(J, i * J->n + j, (float)v * (J->sa[0] * J->sb[0]));
+#elif SCALE_MODE == 1  /* the sum times each scale in turn: sa * sb alone can underflow where the result does not */
+    tr_put(J, i * J->n + j, (float)v * J->sa[0] * J->sb[0]);
 #elif SCALE_MODE == 2
-    tr_put(J, i * J->n + j, (float)v * (J->sa[i] * J->sb[j]));
+    tr_put(J, i * J->n + j, (float)v * J->sa[i] * J->sb[j]);
 #endif
 }
 

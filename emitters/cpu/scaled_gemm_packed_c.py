@@ -126,11 +126,12 @@ static void tr_finish_packed(const tr_job* J, long i, long j, int R, const int32
 #if OUT_KIND == 3
             _mm512_mask_storeu_epi32((int32_t*)J->out + at, mk, s);
 #else
-#if SCALE_MODE == 1
-            const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(J->sa[0] * J->sb[0]));
+#if SCALE_MODE == 1  /* the sum times each scale in turn (sa * sb alone can underflow) */
+            const __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(J->sa[0])),
+                                           _mm512_set1_ps(J->sb[0]));
 #else
-            const __m512 sc = _mm512_mul_ps(_mm512_set1_ps(J->sa[row]), _mm512_maskz_loadu_ps(mk, J->sb + j + v));
-            const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc);
+            const __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(J->sa[row])),
+                                           _mm512_maskz_loadu_ps(mk, J->sb + j + v));
 #endif
 #if OUT_KIND == 0
             _mm512_mask_storeu_ps((float*)J->out + at, mk, f);

@@ -31,7 +31,7 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], int
 REGISTERED_FAMILIES = ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")
 # family -> what it needs beside its own ISA to compute 8-bit inputs: AVX-512's kernel is VNNI's vpdpbusd (a host
 # with AVX-512 but no VNNI, a Skylake-X, runs the AVX2 family's plain int32 loops)
-INT8_ISA: dict[str, tuple[str, ...]] = {"cpu-avx512": ("avx512bw", "avx512vnni")}
+INT8_ISA: dict[str, tuple[str, ...]] = {"cpu-avx512": ("avx512bw", "avx512vl", "avx512vnni")}
 
 
 def make_variant(family: str, op: str, core: CpuCore) -> Variant:

@@ -185,3 +185,28 @@ def test_hostile_arguments_give_the_function_or_one_line():
         assert relative_error(np.where(keep, out, 0), np.where(keep, ref, 0)) <= op.tolerance_bound()
 
     prop()
+
+
+def test_one_scale_beside_per_column_ones_and_small_scales():
+    """W8A8's usual pair (one scale for the activations, one a column for the weights) is the row mode with the
+    single scale repeated; scales whose product underflows fp32 still give a result fp32 holds."""
+    a, w = _operands(5, 70, 300)
+    sb = RNG.uniform(0.5, 2, 70).astype(np.float32)
+    y = ops.scaled_gemm(a, w.T, np.float32(0.03), sb, out_dtype=np.float32)
+    assert relative_error(y, _exact(a, w, np.full(5, 0.03, np.float32), sb)) <= 1e-6
+    y2 = ops.scaled_gemm(a, w.T, np.full(5, 0.03, np.float32), np.ones(1, np.float32))
+    assert relative_error(y2, _exact(a, w, [0.03], [1.0])) <= 1e-6
+    tiny = np.full(1, 1e-20, np.float32)  # 1e-40 as a product: subnormal in fp32; times a sum of ~1e5, normal
+    for m in (3, 40):  # the dot form and the packed one
+        a, w = _operands(m, 64, 512)
+        y = ops.scaled_gemm(a, w.T, tiny, tiny)
+        exact = _exact(a, w, tiny, tiny)
+        assert np.abs(exact).max() > 1e-37 and relative_error(y, exact) <= 1e-6
+
+
+def test_read_only_out_is_refused():
+    a, w = _operands(4, 16, 64)
+    out = np.empty((4, 16), np.int32)
+    out.flags.writeable = False
+    with pytest.raises(BadInputError, match="read-only"):
+        ops.scaled_gemm(a, w.T, out=out)

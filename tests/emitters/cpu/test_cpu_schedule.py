@@ -110,7 +110,7 @@ def test_registered_variants():
         assert v.backend == "cpu" and v.requirements.toolchain == ("cc", "gcc", "clang")
         if v.op == "scaled_gemm":  # 8-bit inputs; AVX-512's kernel is VNNI's, the others plain int32 loops
             assert v.precisions == ("int8",)
-            assert v.precision_requirements == ({"int8": Requirements(isa=("avx512bw", "avx512vnni"))}
+            assert v.precision_requirements == ({"int8": Requirements(isa=("avx512bw", "avx512vl", "avx512vnni"))}
                                                 if v.family == "cpu-avx512" else {})
             continue
         assert v.precisions == ("fp32", "fp16", "bf16")

@@ -51,8 +51,8 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
         return result
     except Fallback as fb:
         route.path, route.reason = "fallback", fb.reason
-        on_host = isinstance(a, np.ndarray) or a.device.type == "cpu"
-        route.vendor = "the float64 reference (NumPy), rounded" if on_host else "a float64 matmul in torch, rounded"
+        on_cuda = not isinstance(a, np.ndarray) and a.device.type == "cuda"
+        route.vendor = "a float64 matmul in torch, rounded" if on_cuda else "the float64 reference (NumPy), rounded"
         if EXPLAINING.get():
             return route
         if not _engine.fallback_allowed():
@@ -79,31 +79,63 @@ def _dtype_of(name: str, x: Any) -> DType:
     return dt
 
 
-def _scale_mode(m: int, n: int, k: int, sa: Any, sb: Any) -> tuple[str, Any, Any]:
-    """The scale mode the scales' shapes say, and the scales as float32 arrays of the IR's shapes."""
-    if sa is None and sb is None:
-        return "none", None, None
-    if sa is None or sb is None:
-        raise BadInputError("scale_a, scale_b: give both (or neither, for int8's int32 accumulator)")
-    arrays = []
+def _numel(x: Any) -> int:
+    return int(x.numel()) if is_torch(x) else int(x.size)
+
+
+def _scales(sa: Any, sb: Any, where: str) -> list[Any]:
+    """The scales as float32: NumPy arrays (from numbers, arrays and CPU tensors), or tensors on ``where``, the
+    operands' device (a GPU's scales stay there for its vendor call)."""
+    out = []
     for name, s in (("scale_a", sa), ("scale_b", sb)):
         if is_torch(s):
-            if s.device.type != "cpu" or str(s.dtype) != "torch.float32":
-                raise BadInputError(f"{name}: a float32 CPU tensor is expected, got {s.dtype} on {s.device}")
+            if str(s.dtype) != "torch.float32" or str(s.device) not in ("cpu", where):
+                raise BadInputError(f"{name}: a float32 tensor on the CPU or {where} is expected, got {s.dtype} on "
+                                    f"{s.device}")
+            if s.device.type != "cpu":
+                if not bool(s.isfinite().all()):
+                    raise BadInputError(f"{name}: holds a non-finite value; scales must be finite")
+                out.append(s.detach().contiguous())
+                continue
             s = s.detach().numpy()
         arr = np.asarray(s)
         if arr.dtype != np.float32 and not (arr.ndim == 0 and arr.dtype.kind in "fi"):
             raise BadInputError(f"{name}: float32 scales are expected, got {arr.dtype}")
-        arrays.append(np.ascontiguousarray(arr, dtype=np.float32))
-    a, b = arrays
-    if a.size == 1 and b.size == 1 and a.ndim <= 1 and b.ndim <= 1:
+        out.append(np.ascontiguousarray(arr, dtype=np.float32))
+    return out
+
+
+def _scale_mode(m: int, n: int, k: int, sa: Any, sb: Any, where: str) -> tuple[str, Any, Any]:
+    """The scale mode the scales' shapes say, and the scales in the IR's shapes. One scale for A beside B's per
+    column (or A's per row beside one for B: W8A8's usual pair) is the row mode, the single one repeated."""
+    if sa is None and sb is None:
+        return "none", None, None
+    if sa is None or sb is None:
+        raise BadInputError("scale_a, scale_b: give both (or neither, for int8's int32 accumulator)")
+    a, b = _scales(sa, sb, where)
+    one_a, one_b = _numel(a) == 1 and a.ndim <= 2, _numel(b) == 1 and b.ndim <= 2
+    if one_a and one_b:
         return "tensor", a.reshape(1), b.reshape(1)
-    if a.shape in ((m,), (m, 1)) and b.shape in ((n,), (1, n)):
-        return "row", a.reshape(m), b.reshape(n)
-    if a.ndim == 2 and b.ndim == 2 and k % 128 == 0 and a.shape == (m, k // 128) and b.shape == (k // 128, -(-n // 128)):
+    rows_a, cols_b = tuple(a.shape) in ((m,), (m, 1)), tuple(b.shape) in ((n,), (1, n))
+    if (rows_a or one_a) and (cols_b or one_b):
+        return "row", _spread(a, m), _spread(b, n)
+    if a.ndim == 2 and b.ndim == 2 and k % 128 == 0 and tuple(a.shape) == (m, k // 128) \
+            and tuple(b.shape) == (k // 128, -(-n // 128)):
         return "block128", a, b
-    raise BadInputError(f"scale_a {a.shape}, scale_b {b.shape}: no scale mode has these shapes for m={m}, n={n}, "
-                        f"k={k}", "(1,) and (1,); (m,) and (n,); or (m, k/128) and (k/128, ceil(n/128))")
+    raise BadInputError(f"scale_a {tuple(a.shape)}, scale_b {tuple(b.shape)}: no scale mode has these shapes for m={m}, "
+                        f"n={n}, k={k}", "(1,) and (1,); (m,) or (1,) and (n,) or (1,); or (m, k/128) and (k/128, "
+                        "ceil(n/128))")
+
+
+def _spread(s: Any, size: int) -> Any:
+    """A scale of one value, or of ``size``, as ``size`` values."""
+    if _numel(s) == size:
+        return s.reshape(size)
+    return s.reshape(1).expand(size).contiguous() if is_torch(s) else np.full(size, s.reshape(1)[0], np.float32)
+
+
+def _where(x: Any) -> str:
+    return "cpu" if isinstance(x, np.ndarray) else str(x.device)
 
 
 def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any) -> tuple[Any, dict[str, Any]]:
@@ -112,10 +144,14 @@ def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any) -> tuple[Any, dic
         raise BadInputError(f"a is {a.dtype} and b is {b.dtype}: both operands take one 8-bit type")
     if isinstance(a, np.ndarray) != isinstance(b, np.ndarray):
         raise BadInputError("a: NumPy arrays and torch tensors mixed in one call")
+    if _where(a) != _where(b):
+        raise BadInputError(f"a is on {_where(a)} and b on {_where(b)}: both operands on one device")
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise BadInputError(f"scaled_gemm: a is {tuple(a.shape)} and b is {tuple(b.shape)}: expected (m, k) and (k, n)")
     (m, k), n = a.shape, b.shape[1]
-    mode, sa, sb = _scale_mode(m, n, k, sa, sb)
+    mode, sa, sb = _scale_mode(m, n, k, sa, sb, _where(a))
+    if isinstance(out_dtype, type):  # numpy.float32 and the like
+        out_dtype = np.dtype(out_dtype).name
     key = str(out_dtype).removeprefix("torch.") if out_dtype is not None else ("int32" if mode == "none" else "fp32")
     if key not in OUTPUTS:
         raise BadInputError(f"out_dtype: {shown(out_dtype)} is not one of fp32, bf16, fp16, int32")
@@ -123,7 +159,8 @@ def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any) -> tuple[Any, dic
     op = _op(m, n, k, da, OUTPUTS[key], mode, layout)
     feeds = {"a": a, "b": b_fed}
     if mode != "none":
-        op.check_scales({"scale_a": sa, "scale_b": sb})
+        if isinstance(sa, np.ndarray) and isinstance(sb, np.ndarray):  # (a device's are checked where they are)
+            op.check_scales({"scale_a": sa, "scale_b": sb})
         feeds |= {"scale_a": sa, "scale_b": sb}
     return op, feeds
 
@@ -189,8 +226,12 @@ def _new_out(like: Any, op: Any) -> Any:
 def _given_out(out: Any, op: Any, inputs: tuple[Any, ...]) -> Any:
     like = inputs[0]
     want = _out_type(like, op)
-    if type(out) is not type(like) or tuple(out.shape) != (op.m, op.n) or out.dtype != want or not _dense(out):
-        raise BadInputError(f"out: expected a dense ({op.m}, {op.n}) {want} {type(like).__name__}, got {shown(out)}")
+    if type(out) is not type(like) or tuple(out.shape) != (op.m, op.n) or out.dtype != want or not _dense(out) \
+            or _where(out) != _where(like):
+        raise BadInputError(f"out: expected a dense ({op.m}, {op.n}) {want} {type(like).__name__} on {_where(like)}, "
+                            f"got {shown(out)}")
+    if isinstance(out, np.ndarray) and not out.flags.writeable:
+        raise BadInputError("out: is read-only")
     if any(x is not None and not np.isscalar(x) and overlapping(out, x) for x in inputs):
         raise BadInputError("out: overlaps an input; give out= a buffer of its own")
     return out
@@ -201,12 +242,18 @@ def _vendor(op: Any, feeds: dict[str, Any], a: Any, result: Any) -> Any:
     float64 matmul in torch for tensors on a device."""
     from tracea.kernels.dtypes import to_storage
 
-    if isinstance(a, np.ndarray) or a.device.type == "cpu":
+    torch = sys.modules.get("torch")
+    if isinstance(a, np.ndarray) or a.device.type != "cuda":  # the host, or a device without float64 (MPS): copies
+        host = {n: v if isinstance(v, np.ndarray) else v.cpu() for n, v in feeds.items()}
         ref = op.reference({n: v if isinstance(v, np.ndarray) and v.dtype == np.float32 else _host(v)
-                            for n, v in feeds.items()})
-        _host(result)[...] = to_storage(ref, op.out_dtype)
+                            for n, v in host.items()})
+        if isinstance(result, np.ndarray) or result.device.type == "cpu":
+            _host(result)[...] = to_storage(ref, op.out_dtype)
+        else:
+            kept = torch.empty(result.shape, dtype=result.dtype)
+            _host(kept)[...] = to_storage(ref, op.out_dtype)
+            result.copy_(kept)
         return result
-    torch = sys.modules["torch"]
     x, w = feeds["a"].double(), feeds["b"].double()
     w = w.t() if op.layout_b == "col" else w
     if op.scale == "none":

@@ -12,7 +12,7 @@ from __future__ import annotations
 # scaled fp32 sums. VNNI's are generated one per size (``tile_table``); the portable ones are loops.
 TILE_VNNI_C = r"""
 /* acc += u (unsigned bytes) . s (signed bytes), four products a lane. In assembly: written with the intrinsic,
-   GCC 12 copies and spills a 4 x 5 tile's accumulators every step (2.5x slower); an in-place operand keeps them. */
+   GCC 12 copies and spills a 4 x 5 tile's accumulators every step; an in-place operand keeps them in registers. */
 #define TR_DPBUSD(acc, u, s) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s))
 static inline __attribute__((always_inline)) __m128i tr_sum4(__m512i a, __m512i b, __m512i c, __m512i d) {
     /* the lane sums of four vectors: [sum a, sum b, sum c, sum d] */

@@ -13,7 +13,7 @@ from tracea.doctor.errors import BadInputError
 from tracea.kernels.dtypes import DType
 
 from .. import _engine
-from .._arrays import is_torch, overlapping, shown
+from .._arrays import describe, device_ptr, is_torch, overlapping, shown
 from .._dispatch import _LAST, EXPLAINING
 from .._engine import STATS, Fallback, Route
 
@@ -41,18 +41,23 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
     op, feeds = _checked(a, b, scale_a, scale_b, out_dtype)
     result = _new_out(a, op) if out is None else _given_out(out, op, (a, b, scale_a, scale_b))
     try:
-        if not isinstance(a, np.ndarray) and a.device.type != "cpu":
-            raise Fallback(f"the tensors are on {a.device}; no Tracea backend computes 8-bit GEMMs there yet")
-        k = _engine.kernel(op, "cpu", route, build=not EXPLAINING.get())
+        from tracea.emitters import registry
+
+        backend = _engine.backend_for(describe("a", a).device)  # the backend where the data is, as every op
+        on_device = registry.backend(backend).ON_DEVICE
+        k = _engine.kernel(op, backend, route, build=not EXPLAINING.get(), on_device=on_device)
         if EXPLAINING.get():
             return route
-        k({n: _host(v) for n, v in feeds.items()}, out=_host(result))
+        if on_device:
+            stream = sys.modules["torch"].cuda.current_stream(a.device).cuda_stream
+            k.launch_on({**{n: device_ptr(v) for n, v in feeds.items()}, "out": device_ptr(result)}, stream)
+        else:
+            k({n: _host(v) for n, v in feeds.items()}, out=_host(result))
         STATS["tracea"] += 1
         return result
     except Fallback as fb:
         route.path, route.reason = "fallback", fb.reason
-        on_cuda = not isinstance(a, np.ndarray) and a.device.type == "cuda"
-        route.vendor = "a float64 matmul in torch, rounded" if on_cuda else "the float64 reference (NumPy), rounded"
+        route.vendor = "the float64 function of the stored values, rounded (NumPy on the host, torch on a device)"
         if EXPLAINING.get():
             return route
         if not _engine.fallback_allowed():
@@ -89,10 +94,10 @@ def _scales(sa: Any, sb: Any, where: str) -> list[Any]:
     out = []
     for name, s in (("scale_a", sa), ("scale_b", sb)):
         if is_torch(s):
-            if str(s.dtype) != "torch.float32" or str(s.device) not in ("cpu", where):
-                raise BadInputError(f"{name}: a float32 tensor on the CPU or {where} is expected, got {s.dtype} on "
+            if str(s.dtype) != "torch.float32" or not (s.is_cpu or str(s.device) == where):
+                raise BadInputError(f"{name}: a float32 tensor on the host or {where} is expected, got {s.dtype} on "
                                     f"{s.device}")
-            if s.device.type != "cpu":
+            if not s.is_cpu:
                 if not bool(s.isfinite().all()):
                     raise BadInputError(f"{name}: holds a non-finite value; scales must be finite")
                 out.append(s.detach().contiguous())
@@ -135,7 +140,7 @@ def _spread(s: Any, size: int) -> Any:
 
 
 def _where(x: Any) -> str:
-    return "cpu" if isinstance(x, np.ndarray) else str(x.device)
+    return "host" if isinstance(x, np.ndarray) else str(x.device)
 
 
 def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any) -> tuple[Any, dict[str, Any]]:
@@ -243,17 +248,25 @@ def _vendor(op: Any, feeds: dict[str, Any], a: Any, result: Any) -> Any:
     from tracea.kernels.dtypes import to_storage
 
     torch = sys.modules.get("torch")
-    if isinstance(a, np.ndarray) or a.device.type != "cuda":  # the host, or a device without float64 (MPS): copies
-        host = {n: v if isinstance(v, np.ndarray) else v.cpu() for n, v in feeds.items()}
-        ref = op.reference({n: v if isinstance(v, np.ndarray) and v.dtype == np.float32 else _host(v)
-                            for n, v in host.items()})
-        if isinstance(result, np.ndarray) or result.device.type == "cpu":
-            _host(result)[...] = to_storage(ref, op.out_dtype)
-        else:
-            kept = torch.empty(result.shape, dtype=result.dtype)
-            _host(kept)[...] = to_storage(ref, op.out_dtype)
-            result.copy_(kept)
-        return result
+    if not isinstance(a, np.ndarray) and not a.is_cpu:
+        try:
+            return _vendor_on_device(op, feeds, a, result, torch)
+        except (RuntimeError, TypeError):  # a device without float64 (MPS): the host's copies below
+            pass
+    host = {n: v if isinstance(v, np.ndarray) else v.cpu() for n, v in feeds.items()}
+    ref = op.reference({n: v if isinstance(v, np.ndarray) and v.dtype == np.float32 else _host(v)
+                        for n, v in host.items()})
+    if isinstance(result, np.ndarray) or result.is_cpu:
+        _host(result)[...] = to_storage(ref, op.out_dtype)
+    else:
+        kept = torch.empty(result.shape, dtype=result.dtype)
+        _host(kept)[...] = to_storage(ref, op.out_dtype)
+        result.copy_(kept)
+    return result
+
+
+def _vendor_on_device(op: Any, feeds: dict[str, Any], a: Any, result: Any, torch: Any) -> Any:
+    """A float64 matmul in torch where the tensors are (exact until the output's rounding)."""
     x, w = feeds["a"].double(), feeds["b"].double()
     w = w.t() if op.layout_b == "col" else w
     if op.scale == "none":

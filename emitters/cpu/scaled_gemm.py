@@ -34,6 +34,7 @@ BUFFERS = ("a", "b", "scale_a", "scale_b", "out")
 SCALE_MODE = {"none": 0, "tensor": 1, "row": 2, "block128": 3}
 OUT_KIND = {"fp32": 0, "bf16": 1, "fp16": 2, "int32": 3}
 VNNI_FAMILIES = ("cpu-avx512",)
+AVX2_FAMILIES = ("cpu-avx2-fma",)  # families whose integer tiles widen to 16 bits and use vpmaddwd (16 ymm registers)
 MAX_KC = 1 << 16  # the largest K chunk a schedule takes  # families whose kernel is the vpdpbusd one (their variants require VNNI for int8)
 
 
@@ -80,6 +81,9 @@ class ScaledGemmSchedule:
         if self.mc % self.mr:
             raise BadInputError(f"mc: {self.mc} is not a multiple of mr={self.mr}")
         vregs = FAMILY_REGISTERS[family][1]
+        if family in AVX2_FAMILIES and not _block(op) and self.mr * self.nr + self.nr + 1 > vregs:
+            raise BadInputError(f"mr/nr: a {self.mr} x {self.nr} tile needs {self.mr * self.nr + self.nr + 1} vector "
+                                f"registers, more than the {vregs} of {family}")
         if family in VNNI_FAMILIES and self.registers(op) > vregs:
             raise BadInputError(f"mr/nr: a {self.mr} x {self.nr} tile needs {self.registers(op)} vector registers, more "
                                 f"than the {vregs} of {family}")
@@ -95,6 +99,10 @@ class ScaledGemmSchedule:
     def features(self, op: Any) -> dict[str, float]:
         """None beside the fields (``Schedule``)."""
         return {}
+
+
+def _block(op: Any) -> bool:
+    return getattr(op, "scale", None) == "block128"
 
 
 def _cores(host: Any) -> int:
@@ -114,13 +122,16 @@ def hero_schedule(op: Any, variant: Any, host: Any) -> ScaledGemmSchedule:
     beside a panel). Below, the dot form reading B in place, all of K in one chunk (against 4 KiB chunks: 1x4096x14336
     1.17x oneDNN's speed against 0.97x, 16x4096x11008 0.97-1.01x against 0.79-0.88x): one row against 8 rows of B at
     M <= 2 (decode: the weights streamed once), 4 x 6 otherwise. Block scales: the dot form's 2 x 4 tiles (fp32 accumulators beside
-    the int32 ones). Other families: the portable loops, 4 x 4. All cores, or one under ``SMALL_MACS``."""
+    the int32 ones). AVX2: its 16-bit multiply-add tiles, 1 x 6 at M = 1 and 2 x 4 otherwise (16 ymm registers).
+    Other families: the portable loops, 4 x 4. All cores, or one under ``SMALL_MACS``."""
     vnni = family_of(variant, host) in VNNI_FAMILIES
     threads = 1 if op.m * op.n * op.k <= SMALL_MACS else _cores(host)
     if vnni and op.scale != "block128" and (op.m >= PACK_FROM_M or op.layout_b == "row"):
         kc = 2048 if 128 < op.m <= 256 else 4096
         return ScaledGemmSchedule(mr=6, nr=64, kc=kc, mc=96, threads=threads, pack=True)
-    if not vnni:
+    if family_of(variant, host) in AVX2_FAMILIES and op.scale != "block128":
+        mr, nr = (1, 6) if op.m == 1 else (2, 4)
+    elif not vnni:
         mr, nr = 4, 4
     elif op.scale == "block128":
         mr, nr = 2, 4
@@ -138,7 +149,7 @@ def schedule_space(op: Any, variant: Any, host: Any) -> list[ScaledGemmSchedule]
     hero = hero_schedule(op, variant, host)
     out = [hero]
     dot = [(mr, nr, False) for mr, nr in ((1, 8), (2, 6), (2, 8), (3, 6), (3, 7), (4, 4), (4, 5), (4, 6), (5, 4),
-                                           (2, 4), (3, 4))]
+                                           (2, 4), (3, 4), (1, 6), (2, 3), (3, 3))]  # the last: AVX2's 16 registers
     packed = [(mr, nr, True) for mr, nr in ((6, 64), (8, 48), (12, 32), (4, 96), (4, 64), (2, 128))]
     for mr, nr, pack in dot + packed:
         for kc in sorted({1024, 2048, 4096, 8192, hero.kc}):
@@ -167,10 +178,13 @@ def core_tag(op: Any) -> str:
 
 def core_metadata(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, name: str) -> dict[str, Any]:
     vnni = isa.family in VNNI_FAMILIES
+    avx2 = isa.family in AVX2_FAMILIES and not _block(op)
     return {
         "name": name, "tile": {"M": s.mr, "N": s.nr, "K": s.kc, "stages": 1},
-        "fragments": {"mma": "vpdpbusd" if vnni else "scalar int32 multiply-add", "dtype_in": op.dtype.value,
-                      "dtype_acc": "int32", "vector": "__m512i" if vnni else "int32_t", "lanes": 16 if vnni else 1},
+        "fragments": {"mma": "vpdpbusd" if vnni else "vpmaddwd (16-bit pairs)" if avx2 else "scalar int32 multiply-add",
+                      "dtype_in": op.dtype.value, "dtype_acc": "int32",
+                      "vector": "__m512i" if vnni else "__m256i" if avx2 else "int32_t",
+                      "lanes": 16 if vnni else 8 if avx2 else 1},
         "resources": {"regs_per_thread": None, "smem_per_cta": None, "packed_a_bytes": 0,
                       "packed_b_bytes": op.n * op.k if op.layout_b == "row" else 0, "scratch_bytes_per_thread": 0},
         "launch": {"grid": None, "block": None, "threads": s.threads},
@@ -181,7 +195,7 @@ def core_metadata(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, name: str) -> dic
 
 def render_scaled_gemm(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, header: str) -> str:
     from .pool import pool_c
-    from .scaled_gemm_c import DRIVER_C, TILE_PORTABLE_C, TILE_VNNI_C, tile_table
+    from .scaled_gemm_c import DRIVER_C, TILE_AVX2_C, TILE_PORTABLE_C, TILE_VNNI_C, tile_table
     from .scaled_gemm_packed_c import PACKED_C, packed_table
 
     vnni = isa.family in VNNI_FAMILIES
@@ -192,8 +206,9 @@ def render_scaled_gemm(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, header: str)
         f"#define FLIP {128 if vnni else 0}  /* what B's flip to unsigned adds to each product's B */",
         f"#define PACKED {int(s.pack)}",
     ])
-    tiles = [TILE_VNNI_C if vnni else TILE_PORTABLE_C,
-             packed_table(s.mr, s.nr) if s.pack else tile_table(s.mr, s.nr, op.scale == "block128", vnni)]
+    kind_of = "vnni" if vnni else "avx2" if isa.family in AVX2_FAMILIES else "portable"
+    tiles = [TILE_VNNI_C if vnni else TILE_PORTABLE_C, TILE_AVX2_C if kind_of == "avx2" else "",
+             packed_table(s.mr, s.nr) if s.pack else tile_table(s.mr, s.nr, op.scale == "block128", kind_of)]
     return "\n".join([header, isa.prelude(("fp16", "bf16")), "#include <immintrin.h>" if vnni else "", pool_c(),
                       defines, *tiles, DRIVER_C.replace("@PACKED@", PACKED_C if s.pack else ""),
                       f"{isa.kernel_prefix}int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams) "

@@ -118,9 +118,42 @@ def vnni_block_tile(r_n: int, c_n: int) -> str:
     return "\n".join([*lines, "}"])
 
 
-def tile_table(mr: int, nr: int, block: bool, vnni: bool) -> str:
-    """One function per tile size (R <= mr rows, C <= nr columns: the edges' smaller tiles) and their table: on
-    VNNI each written out (``vnni_tile``), elsewhere the portable loops with R and C as constants."""
+TILE_AVX2_C = r"""
+static inline int32_t tr_hsum8(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+"""
+
+
+def avx2_tile(r_n: int, c_n: int) -> str:
+    """The R x C integer tile without VNNI: 16 bytes of K a step, both operands widened to 16 bits and multiplied
+    in pairs into 32-bit lanes (``vpmaddwd``: exact, where ``vpmaddubsw``'s 16-bit sums saturate at int8's extremes),
+    the last K % 16 in scalar code."""
+    load = "_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)({q})))"
+    lines = [f"static void tr_t{r_n}_{c_n}(const int8_t* restrict a, long lda, const int8_t* restrict b, long ldb, "
+             "long kk, int32_t* restrict res) {",
+             *_zero(r_n, c_n, "__m256i", "_mm256_setzero_si256()"), "    long p = 0;",
+             "    for (; p + 16 <= kk; p += 16) {"]
+    lines += [f"        const __m256i b{c} = {load.format(q=f'b + {c} * ldb + p')};" for c in range(c_n)]
+    for r in range(r_n):
+        lines.append(f"        {{ const __m256i a{r} = {load.format(q=f'a + {r} * lda + p')}; "
+                     + " ".join(f"c{r}_{c} = _mm256_add_epi32(c{r}_{c}, _mm256_madd_epi16(a{r}, b{c}));"
+                                for c in range(c_n)) + " }")
+    lines.append("    }")
+    lines += [f"    res[{r} * NR + {c}] = tr_hsum8(c{r}_{c});" for r in range(r_n) for c in range(c_n)]
+    lines += ["    for (; p < kk; ++p) {"]
+    lines += [f"        res[{r} * NR + {c}] += (int32_t)a[{r} * lda + p] * (int32_t)b[{c} * ldb + p];"
+              for r in range(r_n) for c in range(c_n)]
+    return "\n".join([*lines, "    }", "}"])
+
+
+def tile_table(mr: int, nr: int, block: bool, kind_of: str) -> str:
+    """One function per tile size (R <= mr rows, C <= nr columns: the edges' smaller tiles) and their table:
+    ``kind_of`` "vnni" writes each out (``vnni_tile``), "avx2" the integer ones (``avx2_tile``; block scales take the
+    portable loops), "portable" calls the portable loops with R and C as constants."""
     if block:
         sig = ("const int8_t* a, long lda, const int8_t* b, long ldb, long kk, const float* sa, long sas, "
                "const float* sb, long sbs, const long* cb, const uint32_t* rs, long rss, float* res")
@@ -133,8 +166,10 @@ def tile_table(mr: int, nr: int, block: bool, vnni: bool) -> str:
     lines = [f"typedef void (*{kind})({sig});"]
     for r in range(1, mr + 1):
         for c in range(1, nr + 1):
-            if vnni:
+            if kind_of == "vnni":
                 lines.append(vnni_block_tile(r, c) if block else vnni_tile(r, c))
+            elif kind_of == "avx2" and not block:
+                lines.append(avx2_tile(r, c))
             else:
                 lines.append(f"static void tr_t{r}_{c}({sig}) {{ {call.format(r=r, c=c)}; }}")
     rows = ", ".join("{" + ", ".join(f"tr_t{r}_{c}" for c in range(1, nr + 1)) + "}" for r in range(1, mr + 1))

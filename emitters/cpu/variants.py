@@ -30,8 +30,10 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], int
 }
 REGISTERED_FAMILIES = ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")
 # family -> what it needs beside its own ISA to compute 8-bit inputs: AVX-512's kernel is VNNI's vpdpbusd (a host
-# with AVX-512 but no VNNI, a Skylake-X, runs the AVX2 family's plain int32 loops)
+# with AVX-512 but no VNNI, a Skylake-X, runs the AVX2 family's 16-bit multiply-adds)
 INT8_ISA: dict[str, tuple[str, ...]] = {"cpu-avx512": ("avx512bw", "avx512vl", "avx512vnni")}
+INT8_TEXT = {"cpu-avx512": "AVX-512 VNNI vpdpbusd, 32 zmm registers",
+             "cpu-avx2-fma": "AVX2 vpmaddwd on operands widened to 16 bits, 16 ymm registers"}
 
 
 def make_variant(family: str, op: str, core: CpuCore) -> Variant:
@@ -39,8 +41,7 @@ def make_variant(family: str, op: str, core: CpuCore) -> Variant:
     machines, isa, fp16_isa, priority, text = FAMILIES[family]
     extra = {"fp16": fp16_isa, "int8": INT8_ISA.get(family, ())}
     if "int8" in core.precisions:
-        text = ("AVX-512 VNNI vpdpbusd, 32 zmm registers" if family in INT8_ISA else
-                "int32 multiply-adds in plain C, vectorised by the compiler")
+        text = INT8_TEXT.get(family, "int32 multiply-adds in plain C, vectorised by the compiler")
         how = "int8 products summed in int32, scaled in fp32"
     else:
         how = "16-bit inputs converted to fp32 when packed, fp32 accumulation, output rounded back"

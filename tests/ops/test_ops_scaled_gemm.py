@@ -108,8 +108,11 @@ def test_torch_int8_and_fp8():
     torch = _needs_torch()
     a, w = _operands(16, 96, 256)
     sa, sb = torch.rand(16) + 0.5, torch.rand(96) + 0.5
-    y = ops.scaled_gemm(torch.from_numpy(a), torch.from_numpy(w).t(), sa, sb, out_dtype=torch.bfloat16)
-    assert y.dtype == torch.bfloat16 and relative_error(y.float().numpy(), _exact(a, w, sa, sb)) <= 8 * 2.0**-8
+    ops.clear_cache()
+    for _ in range(2):  # the second call: the prepared launch
+        y = ops.scaled_gemm(torch.from_numpy(a), torch.from_numpy(w).t(), sa, sb, out_dtype=torch.bfloat16)
+        assert y.dtype == torch.bfloat16 and relative_error(y.float().numpy(), _exact(a, w, sa, sb)) <= 8 * 2.0**-8
+    assert ops.stats().get("fast_path", 0) == 1
     f8 = torch.randn(8, 128).to(torch.float8_e4m3fn)
     g8 = torch.randn(32, 128).to(torch.float8_e4m3fn)
     one = torch.ones(1)
@@ -210,3 +213,22 @@ def test_read_only_out_is_refused():
     out.flags.writeable = False
     with pytest.raises(BadInputError, match="read-only"):
         ops.scaled_gemm(a, w.T, out=out)
+
+
+def test_a_repeated_call_takes_the_prepared_path_and_still_checks_values():
+    ops.clear_cache()
+    a, w = _operands(4, 48, 256)
+    sa, sb = RNG.uniform(0.5, 2, 4).astype(np.float32), RNG.uniform(0.5, 2, 48).astype(np.float32)
+    first = ops.scaled_gemm(a, w.T, sa, sb)
+    a2, sa2 = RNG.integers(-128, 128, a.shape, dtype=np.int8), (sa * 3).astype(np.float32)
+    again = ops.scaled_gemm(a2, w.T, sa2, sb)  # same signature, new values: the prepared launch
+    assert ops.stats().get("fast_path", 0) == 1
+    assert relative_error(first, _exact(a, w, sa, sb)) <= 1e-6
+    assert relative_error(again, _exact(a2, w, sa2, sb)) <= 1e-6 and again is not first
+    bad = sb.copy()
+    bad[5] = np.nan  # a non-finite scale on the prepared path: the checked one says so
+    with pytest.raises(BadInputError, match="non-finite"):
+        ops.scaled_gemm(a, w.T, sa, bad)
+    ops.clear_cache()
+    ops.scaled_gemm(a, w.T, sa, sb)
+    assert ops.stats().get("fast_path", 0) == 0

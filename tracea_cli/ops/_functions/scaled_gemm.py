@@ -12,10 +12,11 @@ import numpy as np
 from tracea.doctor.errors import BadInputError
 from tracea.kernels.dtypes import DType
 
-from .. import _engine
+from .. import _engine, _prepared
 from .._arrays import describe, device_ptr, is_torch, overlapping, shown
 from .._dispatch import _LAST, EXPLAINING
 from .._engine import STATS, Fallback, Route
+from .._prepared import Uncached, array_key, opt
 
 ORDER = 15  # its place in tracea.ops (help, __all__)
 __all__ = ["scaled_gemm"]
@@ -36,6 +37,18 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
     (per row of ``a`` and column of ``b``); (m, k/128) and (k/128, ceil(n/128)) (``a``'s 1x128 and ``b``'s 128x128
     blocks); or both None for int8's int32 accumulator itself (``torch._int_mm``'s function). ``out_dtype``:
     fp32 (the default with scales), bf16, fp16 or int32 (without). Returns the same kind of array."""
+    key = None
+    if out is None and not EXPLAINING.get():
+        try:
+            key = ("scaled_gemm", array_key(a), array_key(b), _scale_key(scale_a), _scale_key(scale_b),
+                   opt(out_dtype) if out_dtype is None or type(out_dtype) is str else (type(out_dtype), str(out_dtype)))
+            fast = _prepared.PREPARED.get(key)
+        except (Uncached, TypeError, ValueError):  # an argument the key cannot hold: the checked path says why
+            key = fast = None
+        if fast is not None:
+            y = fast(a, b, scale_a, scale_b)
+            if y is not None:
+                return y
     route = Route(op="scaled_gemm")
     _LAST.route = route
     op, feeds = _checked(a, b, scale_a, scale_b, out_dtype)
@@ -53,6 +66,8 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
             k.launch_on({**{n: device_ptr(v) for n, v in feeds.items()}, "out": device_ptr(result)}, stream)
         else:
             k({n: _host(v) for n, v in feeds.items()}, out=_host(result))
+            if key is not None and len(_prepared.PREPARED) < _prepared.LIMIT:
+                _prepared.PREPARED[key] = _Fast(op, k, a)
         STATS["tracea"] += 1
         return result
     except Fallback as fb:
@@ -279,3 +294,46 @@ def _vendor_on_device(op: Any, feeds: dict[str, Any], a: Any, result: Any, torch
         y = (x * sa.repeat_interleave(128, 1)) @ (w * sb.repeat_interleave(128, 0).repeat_interleave(128, 1)[:, : op.n])
     result.copy_(y.round() if op.out_dtype is DType.INT32 else y)
     return result
+
+
+def _scale_key(s: Any) -> Any:
+    """A scale as a call's key holds it: an array's type, dtype, shape and strides; a number's type."""
+    if s is None or isinstance(s, (float, int, np.floating)):
+        return None if s is None else type(s)
+    return array_key(s)
+
+
+class _Fast:
+    """A repeated call of a signature whose first call ran the host kernel: the key held every check's inputs (types,
+    dtypes, shapes, strides), so what is left is the scales' values (finite, else the checked path says why), the
+    result and the launch on the pointers. Anything else returns None: the checked path."""
+
+    def __init__(self, op: Any, kernel: Any, like: Any) -> None:
+        self.op, self.kernel, self.numpy = op, kernel, isinstance(like, np.ndarray)
+        self.col = op.layout_b == "col"
+        self.shapes = op.scale_shapes()
+
+    def _scale(self, name: str, s: Any) -> np.ndarray | None:
+        x = np.asarray(s if self.numpy or not is_torch(s) else s.detach().numpy(), dtype=np.float32)
+        if not np.isfinite(x).all():
+            return None
+        want = self.shapes[name]
+        return x.reshape(want) if x.size == want[0] or len(want) == 2 else np.full(want, x.reshape(-1)[0], np.float32)
+
+    def __call__(self, a: Any, b: Any, sa: Any, sb: Any) -> Any:
+        op = self.op
+        if not self.numpy:
+            a, b = a.detach(), b.detach()
+        bt = b.T if self.numpy else b.t()
+        arrays = [a, bt if self.col else b]
+        if op.scale != "none":
+            xs = [self._scale("scale_a", sa), self._scale("scale_b", sb)]
+            if xs[0] is None or xs[1] is None:
+                return None
+            arrays += xs
+        result = _new_out(a, op)
+        ptrs = [x.__array_interface__["data"][0] if isinstance(x, np.ndarray) else x.data_ptr() for x in arrays]
+        ptrs.append(result.__array_interface__["data"][0] if self.numpy else result.data_ptr())
+        self.kernel.launch_ptrs(tuple(ptrs))
+        STATS["fast_path"] += 1
+        return result

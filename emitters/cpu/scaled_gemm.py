@@ -6,9 +6,11 @@ in place; ``row`` B is transposed once a call into that form, each thread its ow
 A x ``nr`` rows of B keeps ``mr x nr`` vector accumulators over a K chunk of ``kc`` bytes, then sums each
 accumulator's lanes. On AVX-512 VNNI the inner step is ``vpdpbusd`` (64 byte products a vector): it multiplies
 unsigned by signed bytes, so B is flipped to unsigned as it loads (b + 128, one xor) and each output gives back
-128 x its A row's sum (computed once a call), the convention oneDNN and FBGEMM use for signed activations. Other
-families run the same loops in plain C (int32 products; the compiler vectorises them). K chunks past the first add
-into an int32 scratch (fp32 for block scales); the last applies the scales and rounds to the output type.
+128 x its A row's sum (computed once a call), the convention oneDNN and FBGEMM use for signed activations. The AVX2
+family widens both operands to 16 bits and multiplies them in pairs (``vpmaddwd``, exact); others run the same loops
+in plain C. K chunks past the first add into an int32 scratch (fp32 for block scales); the last applies the scales
+and rounds to the output type. From ``PACK_FROM_M`` rows VNNI takes the packed form instead
+(``scaled_gemm_packed_c.py``: B packed into ``vpdpbusd``'s operand layout, A's bytes broadcast, no lane sums).
 
 block128: each 128-deep block's int32 sum (less its 128 x A-block-sum in lane 0) converts to fp32 and adds into a
 float accumulator times sa[m, block] x sb[block, n / 128]: the fine-grained recipe's promotion at the block edge.
@@ -33,9 +35,9 @@ ENTRY = "tracea_scaled_gemm"
 BUFFERS = ("a", "b", "scale_a", "scale_b", "out")
 SCALE_MODE = {"none": 0, "tensor": 1, "row": 2, "block128": 3}
 OUT_KIND = {"fp32": 0, "bf16": 1, "fp16": 2, "int32": 3}
-VNNI_FAMILIES = ("cpu-avx512",)
+VNNI_FAMILIES = ("cpu-avx512",)  # families whose kernel is the vpdpbusd one (their variants require VNNI for int8)
 AVX2_FAMILIES = ("cpu-avx2-fma",)  # families whose integer tiles widen to 16 bits and use vpmaddwd (16 ymm registers)
-MAX_KC = 1 << 16  # the largest K chunk a schedule takes  # families whose kernel is the vpdpbusd one (their variants require VNNI for int8)
+MAX_KC = 1 << 16  # the largest K chunk a schedule takes
 
 
 @dataclass(frozen=True)
@@ -119,11 +121,11 @@ def hero_schedule(op: Any, variant: Any, host: Any) -> ScaledGemmSchedule:
     """On AVX-512 VNNI, measured on a 2-core Zen 4 against oneDNN's and ``torch._int_mm`` (docs/benchmarks.md):
     the packed form (6 rows x 64 columns) from ``PACK_FROM_M`` rows of A, and for a row-major B at any M (its dot
     form transposes B a byte at a time); K in 4 KiB chunks (2 KiB for 129-256 rows: the chunk of A then fits L2
-    beside a panel). Below, the dot form reading B in place, all of K in one chunk (against 4 KiB chunks: 1x4096x14336
-    1.17x oneDNN's speed against 0.97x, 16x4096x11008 0.97-1.01x against 0.79-0.88x): one row against 8 rows of B at
-    M <= 2 (decode: the weights streamed once), 4 x 6 otherwise. Block scales: the dot form's 2 x 4 tiles (fp32 accumulators beside
-    the int32 ones). AVX2: its 16-bit multiply-add tiles, 1 x 6 at M = 1 and 2 x 4 otherwise (16 ymm registers).
-    Other families: the portable loops, 4 x 4. All cores, or one under ``SMALL_MACS``."""
+    beside a panel). Below, the dot form reading B in place, all of K in one chunk (against 4 KiB chunks: 16 x 4096 x
+    14336 1.07x oneDNN against 0.84x, docs/cpu-runs/epyc-int8-gemm/probe_forms.txt): one row against 8 rows of B at
+    M <= 2 (decode: the weights streamed once), 4 x 6 otherwise. Block scales: the dot form's 2 x 4 tiles (fp32
+    accumulators beside the int32 ones). AVX2: its 16-bit multiply-add tiles, 1 x 6 at M = 1 and 2 x 4 otherwise
+    (16 ymm registers). Other families: the portable loops, 4 x 4. All cores, or one under ``SMALL_MACS``."""
     vnni = family_of(variant, host) in VNNI_FAMILIES
     threads = 1 if op.m * op.n * op.k <= SMALL_MACS else _cores(host)
     if vnni and op.scale != "block128" and (op.m >= PACK_FROM_M or op.layout_b == "row"):

@@ -12,7 +12,7 @@ import numpy as np
 
 from tracea.kernels import DType
 
-from . import Baseline, torch_or_none
+from . import Baseline, TorchOut, torch_or_none
 
 
 def _torch_version(torch: Any) -> tuple[int, int]:
@@ -176,18 +176,6 @@ def torch_flex(op: Any, t: dict[str, Any], torch: Any, compiled: bool = True) ->
             f"{1 - block.sparsity() / 100:.0%} of tiles; {op.dtype.value})"), call
 
 
-class _TorchOut:
-    """A torch result read as NumPy only when asked (np.asarray), so a 16-bit output is widened outside
-    the timed call."""
-
-    def __init__(self, y: Any) -> None:
-        self.y = y
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        out = self.y.float().numpy()
-        return out if dtype is None else out.astype(dtype)
-
-
 def host(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
     torch = torch_or_none()
     if torch is None:
@@ -209,7 +197,7 @@ def host(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
     def run() -> Any:
         with torch.no_grad():
             y = call()
-        return y.numpy() if op.dtype is DType.FP32 else _TorchOut(y)
+        return y.numpy() if op.dtype is DType.FP32 else TorchOut(y)
 
     return Baseline(f"torch {torch.__version__} {name}", run)
 

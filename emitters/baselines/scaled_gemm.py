@@ -22,7 +22,7 @@ import numpy as np
 
 from tracea.kernels.dtypes import to_float64
 
-from . import Baseline, blas_name, torch_or_none
+from . import Baseline, TorchOut, blas_name, torch_or_none
 
 WARMUP, TRIES = 3, 5  # calls each candidate warms up with (oneDNN builds its kernel in its first calls), then is timed
 
@@ -125,13 +125,7 @@ def host(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
     others = ", ".join(f"{n} {1e3 * s:.2f} ms" for n, s in timed.items() if n != best)
     run = found[best]
     return Baseline(f"torch {torch.__version__} {best} (CPU; the fastest of the int8 GEMMs tried"
-                    + (f"; {others}" if others else "") + ")", lambda: _numpy_out(run()))
-
-
-def _numpy_out(y: Any) -> np.ndarray:
-    import torch
-
-    return (y.float() if y.dtype in (torch.bfloat16, torch.float16) else y).numpy()
+                    + (f"; {others}" if others else "") + ")", lambda: TorchOut(run()))
 
 
 def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:

@@ -55,13 +55,18 @@ class ScaledGemmSchedule:
     def name(self) -> str:
         return f"{'p' if self.pack else ''}{self.mr}x{self.nr}_kc{self.kc}_mc{self.mc}_t{self.threads}"
 
-    def registers(self, op: Any) -> int:
-        """Vector registers a VNNI tile holds. Dot form: accumulators (twice for block scales: int32 and fp32), B
-        rows, one A row and the flip constant; packed: accumulators, the panel's vectors and one broadcast."""
-        if self.pack:
-            return self.mr * (self.nr // 16) + self.nr // 16 + 1
-        acc = self.mr * self.nr * (2 if getattr(op, "scale", None) == "block128" else 1)
-        return acc + self.nr + 2
+    def registers(self, op: Any, family: str) -> int | None:
+        """Vector registers a tile holds, where the family's tiles are vector code (None: the portable loops). VNNI's
+        dot form: accumulators (twice for block scales: int32 and fp32), B rows, one A row and the flip constant;
+        packed: accumulators, the panel's vectors and one broadcast. AVX2's: accumulators, B rows and one A row
+        (block scales take the portable loops there)."""
+        if family in VNNI_FAMILIES:
+            if self.pack:
+                return self.mr * (self.nr // 16) + self.nr // 16 + 1
+            return self.mr * self.nr * (2 if _block(op) else 1) + self.nr + 2
+        if family in AVX2_FAMILIES and not _block(op):
+            return self.mr * self.nr + self.nr + 1
+        return None
 
     def validate(self, op: Any, host: Any, variant: Any = None) -> None:
         positive_ints(self, ("mr", "nr", "kc", "mc", "threads"))
@@ -82,13 +87,10 @@ class ScaledGemmSchedule:
             raise BadInputError(f"kc: {self.kc} bytes is beyond any cache a K chunk should fit (at most {MAX_KC})")
         if self.mc % self.mr:
             raise BadInputError(f"mc: {self.mc} is not a multiple of mr={self.mr}")
-        vregs = FAMILY_REGISTERS[family][1]
-        if family in AVX2_FAMILIES and not _block(op) and self.mr * self.nr + self.nr + 1 > vregs:
-            raise BadInputError(f"mr/nr: a {self.mr} x {self.nr} tile needs {self.mr * self.nr + self.nr + 1} vector "
-                                f"registers, more than the {vregs} of {family}")
-        if family in VNNI_FAMILIES and self.registers(op) > vregs:
-            raise BadInputError(f"mr/nr: a {self.mr} x {self.nr} tile needs {self.registers(op)} vector registers, more "
-                                f"than the {vregs} of {family}")
+        vregs, need = FAMILY_REGISTERS[family][1], self.registers(op, family)
+        if need is not None and need > vregs:
+            raise BadInputError(f"mr/nr: a {self.mr} x {self.nr} tile needs {need} vector registers, more than the "
+                                f"{vregs} of {family}")
         check_threads(self.threads, host)
 
     def to_json(self) -> dict[str, Any]:

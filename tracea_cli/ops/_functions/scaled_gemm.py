@@ -318,7 +318,7 @@ class _Fast:
         if not np.isfinite(x).all():
             return None
         want = self.shapes[name]
-        return x.reshape(want) if x.size == want[0] or len(want) == 2 else np.full(want, x.reshape(-1)[0], np.float32)
+        return x.reshape(want) if len(want) == 2 else _spread(x, want[0])  # as the checked path shapes them
 
     def __call__(self, a: Any, b: Any, sa: Any, sb: Any) -> Any:
         op = self.op

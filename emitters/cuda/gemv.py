@@ -293,7 +293,7 @@ def _main_loop(op: Any, s: GemvSchedule) -> list[str]:
     return [*src, *mmas, "    }"]
 
 
-def _fragment_stores(op: Any) -> list[str]:
+def fragment_stores(op: Any) -> list[str]:
     """Each accumulator into red[warp][m][column] (the mma's rows are B's columns, its columns A's rows)."""
     mg = mpad(op) // 8
     out = []
@@ -325,10 +325,9 @@ static __device__ __forceinline__ float tr_dsmem_ld(const float* p, uint32_t ran
 """
 
 
-def _cluster_reduction(op: Any, s: GemvSchedule, store: str, r: CudaRenderer) -> list[str]:
+def _cluster_reduction(op: Any, s: Any, store: str, r: CudaRenderer, T: int) -> list[str]:
     """Each block sums its warps into red[0]; the cluster's blocks (its splits, rank = blockIdx.y) then
-    each finish a share of the outputs, reading every rank's red[0] in rank order."""
-    T = 32 * s.warps
+    each finish a share of the outputs, reading every rank's red[0] in rank order (``T`` threads a block)."""
     return ["    " + r.barrier,
             f"    for (int e = threadIdx.x; e < M * {NB}; e += {T}) {{",
             f"        const int m = e / {NB}, c = e % {NB};",
@@ -344,14 +343,16 @@ def _cluster_reduction(op: Any, s: GemvSchedule, store: str, r: CudaRenderer) ->
             "    tr_cluster_sync();  /* the other blocks read this block's red until here */"]
 
 
-def _reduction(op: Any, s: GemvSchedule, from_f: str, to_f: str, cluster: bool, r: CudaRenderer) -> list[str]:
-    """Warps' partials summed in warp order; with splits, the split partials in split order: across a
-    cluster's shared memory, or by the last block of the column tile from the global workspace
-    (``split_arrival.last_block``: the counter reset by thread 0 once the sum is stored)."""
-    T = 32 * s.warps
+def reduction(op: Any, s: Any, from_f: str, to_f: str, cluster: bool, r: CudaRenderer,
+              threads: int | None = None) -> list[str]:
+    """Warps' partials (``red[w]``, w < ``s.warps``) summed in warp order; with splits, the split partials in
+    split order: across a cluster's shared memory, or by the last block of the column tile from the global
+    workspace (``split_arrival.last_block``: the counter reset by thread 0 once the sum is stored). Every one
+    of the block's ``threads`` (default: ``s.warps`` warps) takes part."""
+    T = threads or 32 * s.warps
     store = _store(op, from_f, to_f)
     if cluster:
-        return _cluster_reduction(op, s, store, r)
+        return _cluster_reduction(op, s, store, r, T)
     src = ["    " + r.barrier,
            f"    for (int e = threadIdx.x; e < M * {NB}; e += {T}) {{",
            f"        const int m = e / {NB}, n = n0 + e % {NB};",
@@ -398,7 +399,7 @@ def render_gemv(op: Any, schedule: GemvSchedule, arch: Any, renderer: CudaRender
            f"    float acc[4][{mg}][4];",
            f"    #pragma unroll\n    for (int t = 0; t < 4; ++t)\n    #pragma unroll\n    for (int m = 0; m < {mg}; ++m)\n"
            "    #pragma unroll\n    for (int e = 0; e < 4; ++e) acc[t][m][e] = 0.0f;",
-           *_main_loop(op, s), *_fragment_stores(op), *_reduction(op, s, from_f, to_f, cluster, r), "}"]
+           *_main_loop(op, s), *fragment_stores(op), *reduction(op, s, from_f, to_f, cluster, r), "}"]
     grid = (tiles, s.splits, 1)
     meta = {"name": name, "tile": {"columns_per_block": NB, "rows": op.m, "rows_padded": mp, "warps": s.warps,
                                    "splits": s.splits, "unroll": s.unroll, "k_step": k_step(op)},

@@ -36,7 +36,8 @@ def test_the_variants_are_the_main_cores_lines_in_order():
 def test_registry_lines_are_unique():
     keys = [(c.name, op) for c in cores.CORES for op in c.ops]
     assert len(keys) == len(set(keys))
-    assert len({(c.family, op) for c in cores.CORES for op in c.ops}) == len(keys)
+    mains = [(c.family, op) for c in cores.CORES for op in c.ops if c.family]  # one main core a (family, op)
+    assert len(mains) == len(set(mains))
 
 
 def test_schedule_json_finds_its_core():

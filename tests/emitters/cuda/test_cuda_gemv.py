@@ -32,6 +32,9 @@ def test_hero_is_gemv_for_small_m(vid, m, n):
     for layout_b in ("row", "col"):
         op = Gemm(m, n, 4096, "bf16", layout_b=layout_b)
         hero = cuda.hero_schedule(op, vid, HOST)
+        if vid == "cuda-wgmma.gemm":  # Hopper feeds it by TMA (test_cuda_gemv_tma.py); registers on mma.sync
+            assert hero.core == "gemv_tma"
+            hero = gemv.hero_schedule(op, HOST)
         assert isinstance(hero, gemv.GemvSchedule) and hero.core == "gemv"
         assert cores.for_schedule(op, hero).name == "gemv"
         assert cuda.schedule_from_json(hero.to_json()) == hero
@@ -46,7 +49,10 @@ def test_hero_is_not_gemv_above_16_rows(vid):
                Gemm(16, 4096, 4096, "bf16"), Gemm(8, 4096, 11008, "fp16")):
         hero = cuda.hero_schedule(op, vid, HOST)
         assert getattr(hero, "core", None) != "gemv"
-        assert cores.for_schedule(op, hero) is cores.for_variant(cuda.resolve(vid), op)
+        if vid == "cuda-wgmma.gemm" and op.m <= 16:  # Hopper: TMA-fed gemv for every M <= 16 (test_cuda_gemv_tma.py)
+            assert hero.core == "gemv_tma"
+        else:
+            assert cores.for_schedule(op, hero) is cores.for_variant(cuda.resolve(vid), op)
         if op.m > 16:
             with pytest.raises(BadInputError):  # a gemv schedule is refused by the gemv core's own check
                 cuda.validate_schedule(op, vid, gemv.GemvSchedule(), HOST, "sm_90a")

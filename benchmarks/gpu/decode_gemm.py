@@ -3,7 +3,7 @@ kernel as a user runs it (the TMA-fed gemv on sm_90 where it applies), the regis
 and with ``--sweep`` other TMA rings and splits. Every figure is a full ``bench``: verified on fresh random
 inputs, then timed beside cuBLAS with CUDA events, L2 flushed before each call.
 
-    python benchmarks/gpu/decode_gemm.py [--rows suite|held|all] [--sweep] [--match TEXT]
+    python benchmarks/gpu/decode_gemm.py [--rows suite|held|all] [--sweep] [--match TEXT] [--ms 8,32]
 
 GB/s counts the op's bytes (A and B read once, C written once) over the median; "of copy" divides it by a 1 GiB
 device-to-device copy (bytes read + written) measured in the same run. Needs an sm_90 GPU and PyTorch.
@@ -78,6 +78,7 @@ def main() -> None:
     ap.add_argument("--rows", default="suite", choices=("suite", "held", "all"))
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--match", default="")
+    ap.add_argument("--ms", default="", help="rows of A to keep, e.g. 8,32 (default: every row's)")
     ap.add_argument("--budget", type=float, default=400.0, help="seconds; rows past it are skipped")
     a = ap.parse_args()
     HOST = probe()
@@ -87,7 +88,8 @@ def main() -> None:
     print("shape dtype B label schedule status tracea_ms cublas_ms cublas/tracea GB/s of_copy")
     t0 = time.time()
     for op in rows(a.rows):
-        if a.match not in f"{op.m}x{op.n}x{op.k}" or time.time() - t0 > a.budget:
+        keep = not a.ms or str(op.m) in a.ms.split(",")
+        if not keep or a.match not in f"{op.m}x{op.n}x{op.k}" or time.time() - t0 > a.budget:
             continue
         r = bench(op, HOST, backend="cuda", repeats=30)
         sched = r.schedule or {}

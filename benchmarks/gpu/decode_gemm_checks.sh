@@ -7,7 +7,8 @@
 # layers in sequence.
 #     bash benchmarks/gpu/decode_gemm_checks.sh
 # Knobs: PARTS ("1 2 3 4 5"; the second call ran "1 2 6 4 5" with SWEEP= ROWS=all TESTS="the gemv_tma file"),
-# SWEEP (--sweep), MATCH (""), ROWS (suite), TESTS (both gemv test files).
+# SWEEP (--sweep), MATCH (""), MS (""), ROWS (suite), ROWS_S (200), TESTS (both gemv test files). The third call:
+# PARTS=3 SWEEP= ROWS=held MS=8,32 ROWS_S=170.
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 for part in ${PARTS:-1 2 3 4 5}; do
@@ -24,7 +25,7 @@ for part in ${PARTS:-1 2 3 4 5}; do
       echo "$tool rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|WRONG' "$RES/sanitize_$tool.txt" | tr '\n' ' ')"
     done ;;
   3)
-    timeout ${ROWS_S:-200} $PY benchmarks/gpu/decode_gemm.py --rows ${ROWS:-suite} ${SWEEP---sweep} --match "${MATCH:-}" \
+    timeout ${ROWS_S:-200} $PY benchmarks/gpu/decode_gemm.py --rows ${ROWS:-suite} ${SWEEP---sweep} --match "${MATCH:-}" --ms "${MS:-}" \
       --budget $(( ${ROWS_S:-200} - 30 )) > "$RES/decode_rows.txt" 2>&1
     echo "rows rc=$?"; grep -E "planned|register|copy" "$RES/decode_rows.txt" | cut -c1-160 ;;
   4)

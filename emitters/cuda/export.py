@@ -129,7 +129,7 @@ def _ptx(source: str, name: str, arch: str) -> str:
 def _refuse_unknown(op: Any, r: Rendered, variant: Variant, scalars: dict[str, Any], maps: TensorMaps | None) -> None:
     """Every kernel parameter must be an op tensor, a known scratch buffer, a scalar or (the Hopper GEMM) a
     tensor map the launcher encodes; the other TMA kernels' maps are not."""
-    known = {*op.shapes(), *runtime_names()[0], *scratch_bytes(op, r), *scalars,
+    known = {*op.shapes(), *runtime_names()[0], "workspace", *scratch_bytes(op, r), *scalars,
              *((*MAP_OPERANDS, "store_tma") if maps is not None else ())}
     unknown = [p for p in r.params if p not in known]
     if unknown and all(p.startswith("tm") or p == "store_tma" for p in unknown):  # TMA alone: mma.sync takes none

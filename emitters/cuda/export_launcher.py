@@ -256,7 +256,7 @@ def _arguments(launcher: Launcher, r: Rendered, scalars: dict[str, Any], maps: T
             lines.append(f"    CUdeviceptr p_{p} = (CUdeviceptr)(uintptr_t){p}->data;")
         elif p in scratch:
             lines.append(f"    CUdeviceptr p_{p} = tr_scratch[{list(scratch).index(p)}];  /* scratch */")
-        elif p in buffers:
+        elif p in buffers or p == "workspace":  # a split workspace this schedule does not need: a null pointer
             lines.append(f"    CUdeviceptr p_{p} = 0;  /* not used by this op */")
         else:
             lines.append(f"    {_scalar(p, scalars[p])}")

@@ -75,9 +75,13 @@ class TensorMaps:
 
 
 def tensor_maps(op: Any, r: Rendered, schedule: Any) -> TensorMaps | None:
-    """The Hopper GEMM's maps (None for a kernel that takes none); an operand TMA cannot address is refused."""
+    """The Hopper GEMM's maps, or the TMA-fed decode GEMM's (None for a kernel that takes none); an operand TMA
+    cannot address is refused."""
+    from . import gemv_tma
     from .hopper import gemm
 
+    if op.kind == "gemm" and getattr(schedule, "core", None) == "gemv_tma":  # the decode GEMM: A and B by TMA
+        return TensorMaps(op.dtype.value, gemv_tma.map_geometry(op), False)
     if op.kind != "gemm" or r.entry != gemm.KERNEL_NAME:
         return None
     if getattr(schedule, "swap", False):  # the kernel's A map would be over B, and its M and N exchanged

@@ -198,7 +198,7 @@ def workspace_bytes(op: Any, schedule: Any, arch: Any = None) -> int:
 
 
 def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
-    return render_gemv(op, schedule, arch), {"alpha": op.alpha, "workspace": 0}
+    return render_gemv(op, schedule, arch), {"alpha": op.alpha}
 
 
 # ------------------------------------------------------------------------------------------ device code

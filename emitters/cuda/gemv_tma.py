@@ -201,7 +201,7 @@ def workspace_bytes(op: Any, s: GemvTmaSchedule, arch: Any = None) -> int:
 
 
 def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
-    return render_gemv_tma(op, schedule, arch), {"alpha": op.alpha, "workspace": 0}
+    return render_gemv_tma(op, schedule, arch), {"alpha": op.alpha}
 
 
 # ------------------------------------------------------------------------------------------ device code
@@ -355,16 +355,24 @@ def render_gemv_tma(op: Any, schedule: GemvTmaSchedule, arch: Any, renderer: Cud
 
 
 # ----------------------------------------------------------------------------------------- host side
+def map_geometry(op: Any) -> dict[str, tuple[int, int, int, int]]:
+    """The kernel's two maps as (inner, outer, box inner, box outer) of a row-major 16-bit matrix: B in 64 x 64
+    boxes (n x k: k inner; k x n: n inner), A in boxes of 64 k x ``mpad`` rows (rows past M read as zeros).
+    ``maps`` encodes them for Tracea's runs, an exported package's launcher (export_maps.py) for its own."""
+    b = (op.k, op.n, KB, gemv.NB) if op.layout_b == "col" else (op.n, op.k, gemv.NB, KB)
+    return {"tmB": b, "tmA": (op.k, op.m, KB, gemv.mpad(op))}
+
+
 def maps(op: Any, a_ptr: int, b_ptr: int) -> tuple[Any, Any]:
-    """The kernel's tensor maps over B (64 x 64 boxes) and A (64 k x mpad rows; rows past M read as zeros)."""
+    """The kernel's tensor maps over B and A (``map_geometry``)."""
     from .tma import encode_2d
 
-    if op.layout_b == "col":  # [n, k]
-        mb = encode_2d(b_ptr, op.dtype.value, op.k, op.n, op.k, (KB, gemv.NB))
-    else:  # [k, n]
-        mb = encode_2d(b_ptr, op.dtype.value, op.n, op.k, op.n, (gemv.NB, KB))
-    ma = encode_2d(a_ptr, op.dtype.value, op.k, op.m, op.k, (KB, gemv.mpad(op)))
-    return mb, ma
+    g = map_geometry(op)
+    out = []
+    for name, ptr in (("tmB", b_ptr), ("tmA", a_ptr)):
+        inner, outer, b0, b1 = g[name]
+        out.append(encode_2d(ptr, op.dtype.value, inner, outer, inner, (b0, b1)))
+    return out[0], out[1]
 
 
 _KERNEL_CLASS: list[type] = []

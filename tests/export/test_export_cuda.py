@@ -32,6 +32,10 @@ CUDA_CASES = {
     "gemm-bf16-wgmma-cluster-split": ["gemm", "--m", "512", "--n", "256", "--k", "2048", "--dtype", "bf16",
                                       "--layout-a", "col", "--epilogue", "bias,relu", "--variant", "cuda-wgmma.gemm",
                                       "--arch", "sm_90a", "--schedule", WGMMA_SPLIT],
+    # the decode GEMM fed by TMA (gemv_tma): two tensor maps (B in 64 x 64 boxes, A's 3 rows in 8-row boxes), the
+    # splits meeting in a cluster, no workspace (a null pointer where the kernel takes one)
+    "gemm-bf16-decode-tma": ["gemm", "--m", "3", "--n", "4096", "--k", "1024", "--dtype", "bf16", "--layout-b", "col",
+                             "--epilogue", "bias", "--variant", "cuda-wgmma.gemm", "--arch", "sm_90a"],
 }
 
 
@@ -57,7 +61,10 @@ def test_cuda_package_compiles_and_links(tmp_path, case):
         assert "cuLaunchCooperativeKernel" in launcher and "#define TR_NSCRATCH 2" in launcher
     if args[3:5] == ["--k", "8192"]:  # the SIMT K split: a zeroed workspace the launcher owns
         assert "p_workspace = tr_scratch[0]" in launcher and "#define TR_NSCRATCH 1" in launcher
-    if "cuda-wgmma.gemm" in args:
+    decode = "cuda-wgmma.gemm" in args and int(args[args.index("--m") + 1]) <= 16  # gemv_tma: the hero
+    if decode:
+        _check_decode_launcher(m, launcher)
+    elif "cuda-wgmma.gemm" in args:
         _check_wgmma_launcher(m, launcher)
     inc = cuda_include()
     objs = []
@@ -91,7 +98,9 @@ def test_cuda_package_compiles_and_links(tmp_path, case):
                          env={**os.environ, "LD_LIBRARY_PATH": str(tmp_path)})
     assert run.returncode == 1 and "cuInit failed" in run.stderr, run.stderr  # no GPU: said, not crashed
     # the launcher's whole path on a stand-in driver that answers as an sm_90 would
-    if "cuda-wgmma.gemm" in args:
+    if decode:
+        _check_fake_decode_run(m, _run_on_fake_driver(tmp_path, pkg, m, objs[:2], inc))
+    elif "cuda-wgmma.gemm" in args:
         _check_fake_wgmma_run(m, _run_on_fake_driver(tmp_path, pkg, m, objs[:2], inc, FAKE_CLUSTERS="3"), 3)
     else:
         _check_fake_run(m, _run_on_fake_driver(tmp_path, pkg, m, objs[:2], inc), launcher)
@@ -108,6 +117,26 @@ def test_cuda_package_compiles_and_links(tmp_path, case):
     run = subprocess.run([str(build_dir / "example")], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "LD_LIBRARY_PATH": str(tmp_path)})
     assert run.returncode == 1 and "cuInit failed" in run.stderr, run.stderr
+
+
+def _check_decode_launcher(m: dict, launcher: str) -> None:
+    """The TMA-fed decode GEMM: the launcher encodes B's and A's maps with gemv_tma.map_geometry and passes
+    them first; the unused split workspace is a null pointer (a pointer-sized argument, not an int)."""
+    from tracea.emitters.cuda import gemv_tma
+    from tracea.kernels import Op
+
+    op = Op.from_json(m["op"])
+    assert m["schedule"]["core"] == "gemv_tma" and m["kernel"]["entry"].startswith("tr_gemv_tma_bf16_c_")
+    maps, p = m["kernel"]["tensor_maps"]["maps"], m["prefix"]
+    assert set(maps) == {"tmA", "tmB"} and not m["kernel"]["tensor_maps"]["store_tma"]
+    for param, tensor, which in (("tmA", "a", 0), ("tmB", "b", 1)):
+        g = maps[param]
+        assert (g["inner"], g["outer"], g["box_inner"], g["box_outer"]) == gemv_tma.map_geometry(op)[param]
+        assert (f"tr_tensor_map(\"{p}_gemm\", \"{tensor}\", {which}, {tensor}->data, {g['inner']}, {g['outer']}, "
+                f"{g['box_inner']}, {g['box_outer']}, &m_{param});") in launcher
+    args = re.search(r"void\* args\[\] = \{(.*)\};", launcher).group(1).split(", ")
+    assert args == ["&m_tmB", "&m_tmA", "&p_out", "&p_bias", "&p_residual", "&p_workspace", "&s_alpha"]
+    assert "CUdeviceptr p_workspace = 0;" in launcher and "#define TR_NSCRATCH 0" in launcher
 
 
 def _check_wgmma_launcher(m: dict, launcher: str) -> None:
@@ -315,6 +344,35 @@ int main(void) {{
                               "FAKE_PARAMS": _param_kinds(ptx, m["kernel"]["entry"]), **env})
     assert run.returncode == 0, run.stdout + run.stderr
     return run.stdout
+
+
+def _check_fake_decode_run(m: dict, out: str) -> None:
+    """The TMA-fed decode GEMM on the stand-in driver: no scratch, B's and A's maps encoded once per address with
+    gemv_tma's geometry and passed by value first, the export's grid (its clusters compiled in), every pointer in
+    place and the unused workspace null; A 8 bytes off is refused before any launch."""
+    from tracea.emitters.cuda import gemv_tma
+    from tracea.kernels import Op
+
+    op = Op.from_json(m["op"])
+    lines = out.splitlines()
+    assert lines[1:3] == ["load cubin", f"function {m['kernel']['entry']}"] and not any(
+        ln.startswith("alloc ") for ln in lines)
+    addr = {t: (k + 1) << 28 for k, t in enumerate(m["tensors"])}
+    calls = out.split("call ")[1:]
+    assert all("status 0" in c for c in calls[:4]) and "status 1" in calls[4] and "not 16-byte aligned" in calls[4]
+    encoded = [[ln.split()[2] for ln in call.splitlines() if ln.startswith("encode ")] for call in calls]
+    assert encoded == [[str(addr["b"]), str(addr["a"])], [], [], [], []]
+    (gx, gy, gz), (bx, by, bz) = m["kernel"]["grid"], m["kernel"]["block"]
+    geometry = gemv_tma.map_geometry(op)
+    for i, call in enumerate(calls[:4]):
+        head, params = next(ln for ln in call.splitlines() if ln.startswith("launch ")).split(" params ")
+        assert head == f"launch grid {gx} {gy} {gz} block {bx} {by} {bz} smem {m['kernel']['smem_bytes']} stream 119"
+        words = params.split()
+        for word, (param, tensor) in zip(words[:2], (("tmB", "b"), ("tmA", "a")), strict=True):
+            inner, outer, b0, b1 = geometry[param]
+            assert word.split(":")[1:] == [str(v) for v in (addr[tensor], inner, outer, inner * 2, b0, b1, 1)] + [
+                "7ace"], word
+        assert words[2:6] == [str(addr["out"] + (8 if i == 3 else 0)), str(addr["bias"]), "0", "0"], words
 
 
 def _check_fake_run(m: dict, out: str, launcher: str) -> None:

@@ -55,6 +55,14 @@ WGMMA_CASES = {
     "gemm-fp16-wgmma-pingpong-direct": ["gemm", "--m", "384", "--n", "256", "--k", "192", "--dtype", "fp16", *WGMMA,
                                         "--schedule", _wgmma_schedule(bm=128, bn=128, stages=4, consumers=2,
                                                                       pingpong=True, store="direct")],
+    # the decode GEMM fed by TMA (gemv_tma, the hero at <= 16 rows): its two maps, splits in a cluster; and a
+    # row-major B with the splits' partials in the launcher's own workspace
+    "gemm-bf16-decode-tma": ["gemm", "--m", "3", "--n", "4096", "--k", "1024", "--dtype", "bf16", "--layout-b", "col",
+                             "--epilogue", "bias", *WGMMA],
+    "gemm-fp16-decode-tma-workspace": ["gemm", "--m", "16", "--n", "1000", "--k", "3000", "--dtype", "fp16", *WGMMA,
+                                       "--schedule", json.dumps({"schema_version": 1, "backend": "cuda",
+                                                                 "core": "gemv_tma", "warps": 2, "stages": 3,
+                                                                 "boxes": 1, "splits": 12})],
 }
 
 

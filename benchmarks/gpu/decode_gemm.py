@@ -31,8 +31,8 @@ def rows(which: str) -> list[Gemm]:
         out += [Gemm(m, n, k, "bf16", layout_b="col") for m in (1, 16) for n, k in LLM]
         out += [Gemm(m, n, k, "bf16") for m in (1, 16) for n, k in LLM[:2]]  # row-major B (the suites' layout)
     if which in ("held", "all"):
-        out += [Gemm(m, n, k, dt, layout_b="col") for m, dt in ((1, "fp16"), (4, "bf16"), (8, "fp16"), (32, "bf16"))
-                for n, k in HELD]
+        out += [Gemm(m, n, k, dt, layout_b="col") for m, dt in ((1, "fp16"), (4, "bf16"), (8, "fp16"), (24, "fp16"),
+                                                                (32, "bf16")) for n, k in HELD]
     return out
 
 

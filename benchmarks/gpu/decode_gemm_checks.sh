@@ -7,15 +7,17 @@
 # layers in sequence.
 #     bash benchmarks/gpu/decode_gemm_checks.sh
 # Knobs: PARTS ("1 2 3 4 5"; the second call ran "1 2 6 4 5" with SWEEP= ROWS=all TESTS="the gemv_tma file"),
-# SWEEP (--sweep), MATCH (""), MS (""), ROWS (suite), ROWS_S (200), TESTS (both gemv test files). The third call:
-# PARTS=3 SWEEP= ROWS=held MS=8,32 ROWS_S=170.
+# SWEEP (--sweep), MATCH (""), MS (""), ROWS (suite), ROWS_S (200), TESTS (both gemv test files), PYTEST_K (none).
+# The third call: PARTS=3 SWEEP= ROWS=held MS=8,32 ROWS_S=170. The fourth (gemv_tma up to 32 rows, its packages):
+# PARTS="1 2 3" SWEEP= ROWS=held MS=32,4 ROWS_S=120 TESTS="tests/emitters/cuda/test_cuda_gemv_tma.py
+# tests/export/test_export_gpu.py" PYTEST_K="gpu or decode".
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 for part in ${PARTS:-1 2 3 4 5}; do
   case $part in
   1)
     timeout 130 $PY -m pytest -q -p no:cacheprovider -n 8 ${TESTS:-tests/emitters/cuda/test_cuda_gemv_tma.py \
-      tests/emitters/cuda/test_cuda_gemv.py} > "$RES/gpu_tests.txt" 2>&1
+      tests/emitters/cuda/test_cuda_gemv.py} ${PYTEST_K:+-k "$PYTEST_K"} > "$RES/gpu_tests.txt" 2>&1
     echo "tests rc=$?"; tail -4 "$RES/gpu_tests.txt" | cut -c1-300 ;;
   2)
     SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)

@@ -1,6 +1,6 @@
 """Small launches of the TMA-fed decode GEMM (emitters/cuda/gemv_tma.py) for compute-sanitizer: every reduction
 form (one block a tile, a cluster's shared memory, the global workspace), both B layouts, one and two 8-row
-groups, K and N tails. Each is verified against the float64 reference, twice (the split counters reset).
+groups (up to four: 32 rows), K and N tails. Each is verified against the float64 reference, twice (the split counters reset).
 
     compute-sanitizer --tool racecheck python benchmarks/gpu/gemv_tma_sanitize.py
 """
@@ -24,6 +24,8 @@ CASES = [
     (Gemm(3, 136, 600, "fp16", layout_b="row", epilogue=("bias", "gelu")), GemvTmaSchedule(warps=4, stages=2, boxes=2, splits=3)),
     (Gemm(16, 64, 1000, "bf16", layout_b="col", epilogue=("residual",)), GemvTmaSchedule(warps=2, stages=3, boxes=1, splits=12)),
     (Gemm(9, 40, 136, "bf16", layout_b="row"), GemvTmaSchedule(warps=8, stages=2, boxes=2, splits=1)),
+    (Gemm(29, 200, 520, "bf16", layout_b="col", epilogue=("bias",)), GemvTmaSchedule(warps=4, stages=2, boxes=2, splits=2)),
+    (Gemm(32, 64, 256, "fp16", layout_b="row"), GemvTmaSchedule(warps=2, stages=2, boxes=1, splits=4)),
 ]
 
 

@@ -1,5 +1,5 @@
 """The decode GEMM on Hopper (issue 34): the gemv core's arithmetic (``gemv.py``: ``mma.sync.m16n8k16`` with B's
-outputs as the mma's 16 rows and A's <= 16 rows as its 8 columns) fed by TMA through a ring of shared-memory
+outputs as the mma's 16 rows and A's <= 32 rows as its 8 columns, in up to four groups) fed by TMA through a ring of shared-memory
 stages, so that every SM keeps tens of kilobytes of B in flight for the whole of K instead of what its warps'
 registers hold between two loads.
 
@@ -17,7 +17,7 @@ splits' in a cluster's shared memory or through the fp32 workspace, in split ord
 ring's memory holds the warps' partials once every stage is consumed.
 
 Needs A row-major with K a multiple of 8 and, for row-major B, N a multiple of 8 (TMA's 16-byte row
-strides); other GEMMs of <= 16 rows run on ``gemv.py``'s register path.
+strides); other GEMMs of <= 16 rows run on ``gemv.py``'s register path, of 17-32 rows on the tensor-core tiles.
 """
 
 from __future__ import annotations
@@ -41,6 +41,12 @@ WARPS = (2, 4, 8)
 BOXES = (1, 2, 4, 8)
 STAGES = (2, 3, 4, 5, 6, 8)
 SMEM_LIMIT = 227 * 1024  # an sm_90 block's opt-in shared memory
+MAX_M = 32  # rows of A: up to four 8-row mma groups
+
+
+def mpad(op: Any) -> int:
+    """A's rows as the kernel holds them: 8, 16 or 32 (its TMA box; rows past M read as zeros)."""
+    return 8 if op.m <= 8 else 16 if op.m <= 16 else 32
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,7 @@ class GemvTmaSchedule:
 
     @property
     def bm(self) -> int:
-        return gemv.MAX_M
+        return MAX_M
 
     @property
     def bn(self) -> int:
@@ -113,8 +119,8 @@ def refusal(op: Any) -> str | None:
     """Why TMA cannot feed ``op`` (None: it can)."""
     if getattr(op, "kind", None) != "gemm":
         return f"computes gemm, not {getattr(op, 'kind', op)}"
-    if op.m > gemv.MAX_M:
-        return f"computes at most {gemv.MAX_M} rows of A, not {op.m}"
+    if op.m > MAX_M:
+        return f"computes at most {MAX_M} rows of A, not {op.m}"
     if op.dtype.value not in gemv.DTYPES:
         return f"computes bf16 or fp16, not {op.dtype.value}"
     if op.layout_a != "row":
@@ -127,24 +133,25 @@ def refusal(op: Any) -> str | None:
 
 
 def applies(op: Any) -> bool:
-    """Whether gemv_tma can run ``op`` (and the tuner searches it)."""
+    """Whether gemv_tma can run ``op`` (a 16-bit GEMM of <= 32 rows TMA can address; the tuner searches it)."""
     return refusal(op) is None
 
 
 def prefers(op: Any) -> bool:
-    """The hero of the Hopper family for every GEMM of <= 16 rows TMA can feed. On an H200 (2026-11-30,
+    """The hero of the Hopper family for every GEMM of <= 32 rows TMA can feed. On an H200 (2026-11-30,
     docs/device-runs/h200-decode-gemm-tma/) it ran 1.10-1.21x cuBLAS at 16 rows where the tensor-core tiles ran
-    0.85-1.03x and the register gemv 0.76-1.03x, and 1.13-1.21x at one row (register gemv 0.83-1.05x)."""
+    0.85-1.03x and the register gemv 0.76-1.03x, 1.13-1.21x at one row (register gemv 0.83-1.05x), and 0.90-1.12x
+    at 24 and 32 rows where the tiles ran 0.80-0.95x."""
     return applies(op)
 
 
 def stage_bytes(op: Any, s: GemvTmaSchedule) -> int:
-    return s.boxes * (B_BOX + gemv.mpad(op) * KB * 2)
+    return s.boxes * (B_BOX + mpad(op) * KB * 2)
 
 
 def smem_bytes(op: Any, s: GemvTmaSchedule) -> int:
     """The ring (its memory later holds the warps' partials) and 1 KiB to align it to the swizzle's period."""
-    return max(s.stages * stage_bytes(op, s), s.warps * gemv.mpad(op) * gemv.NB * 4) + 1024
+    return max(s.stages * stage_bytes(op, s), s.warps * mpad(op) * gemv.NB * 4) + 1024
 
 
 def k_stages(op: Any, s: GemvTmaSchedule) -> int:
@@ -169,7 +176,7 @@ def hero_schedule(op: Any, host: Any) -> GemvTmaSchedule:
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[GemvTmaSchedule]:
     """4 or 8 consumer warps, 2 or 4 boxes a stage, 2-6 stages within the shared memory, K splits 1..16
-    (each split >= 1 stage): small M only."""
+    (each split >= 1 stage): at most 32 rows only."""
     if not prefers(op):
         return []
     out = []
@@ -251,14 +258,17 @@ A_LANES = ("((lane >> 4) << 3) + (lane & 7)", "2 * st + ((lane >> 3) & 1)")
 def _consumer(op: Any, s: GemvTmaSchedule) -> list[str]:
     """The consumer warps: each k16 step of a stage (warp w takes steps w, w + warps, ...): A's fragments of
     every 8-row group, then for each of the four 16-column tiles B's fragment and the mmas."""
-    mg = gemv.mpad(op) // 8
+    mg = mpad(op) // 8
     b_row, b_chunk, trans = B_LANES[op.layout_b]
     ldb = "tr_ldm4t" if trans else "tr_ldm4"
     a_row, a_chunk = A_LANES
-    if mg == 2:
-        lda = ["            uint32_t xa[4];",
-               f"            tr_ldm4(xa, sa + TR_SW({a_row}, {a_chunk}));",
-               "            const uint32_t x0[2] = {xa[0], xa[1]}, x1[2] = {xa[2], xa[3]};"]
+    if mg >= 2:  # an x4 a 16-row pair of groups
+        lda = []
+        for h in range(mg // 2):
+            lda += [f"            uint32_t xa{h}[4];",
+                    f"            tr_ldm4(xa{h}, sa + TR_SW({16 * h} + {a_row}, {a_chunk}));",
+                    f"            const uint32_t x{2 * h}[2] = {{xa{h}[0], xa{h}[1]}}, "
+                    f"x{2 * h + 1}[2] = {{xa{h}[2], xa{h}[3]}};"]
     else:
         lda = ["            uint32_t x0[2];",
                f"            tr_ldm2(x0, sa + TR_SW({a_row}, {a_chunk}));"]
@@ -278,8 +288,7 @@ def _consumer(op: Any, s: GemvTmaSchedule) -> list[str]:
         "            for (int t = 0; t < 4; ++t) {",
         "                uint32_t a[4];",
         f"                {ldb}(a, sw + TR_SW({b_row}, {b_chunk}));",
-        "                tr_mma(acc[t][0], a, x0);",
-        *(["                tr_mma(acc[t][1], a, x1);"] if mg == 2 else []),
+        *(f"                tr_mma(acc[t][{m}], a, x{m});" for m in range(mg)),
         "            }",
         "            }",
         "            __syncwarp();",
@@ -292,7 +301,7 @@ def _fragment_stores(op: Any) -> list[str]:
     """Each consumer's accumulators into red[warp][m][column] (the mma's rows are B's columns, 16t + g (+ 8))."""
     out = ["    if (warp < CW) {"]
     for t in range(4):
-        for m in range(gemv.mpad(op) // 8):
+        for m in range(mpad(op) // 8):
             for e in range(4):
                 out.append(f"        red[warp][{8 * m} + 2 * q + {e & 1}][{16 * t + 8 * (e >> 1)} + g] = acc[{t}][{m}][{e}];")
     return [*out, "    }"]
@@ -303,7 +312,7 @@ def render_gemv_tma(op: Any, schedule: GemvTmaSchedule, arch: Any, renderer: Cud
     s = schedule
     dtype = op.dtype.value
     to_f, from_f = r.converters(dtype)
-    mp, mg = gemv.mpad(op), gemv.mpad(op) // 8
+    mp, mg = mpad(op), mpad(op) // 8
     total = k_stages(op, s)
     per_split = -(-total // s.splits)
     tiles = -(-op.n // gemv.NB)
@@ -360,7 +369,7 @@ def map_geometry(op: Any) -> dict[str, tuple[int, int, int, int]]:
     boxes (n x k: k inner; k x n: n inner), A in boxes of 64 k x ``mpad`` rows (rows past M read as zeros).
     ``maps`` encodes them for Tracea's runs, an exported package's launcher (export_maps.py) for its own."""
     b = (op.k, op.n, KB, gemv.NB) if op.layout_b == "col" else (op.n, op.k, gemv.NB, KB)
-    return {"tmB": b, "tmA": (op.k, op.m, KB, gemv.mpad(op))}
+    return {"tmB": b, "tmA": (op.k, op.m, KB, mpad(op))}
 
 
 def maps(op: Any, a_ptr: int, b_ptr: int) -> tuple[Any, Any]:

@@ -25,14 +25,16 @@ HOPPER, AMPERE = "cuda-wgmma.gemm", "cuda-mma-sync.gemm"
 
 
 # ---------------------------------------------------------------------------------------------- registry
-@pytest.mark.parametrize("m,n,layout_b", [(1, 4096, "col"), (4, 4096, "row"), (8, 11008, "col"), (16, 14336, "row")])
+@pytest.mark.parametrize("m,n,layout_b", [(1, 4096, "col"), (4, 4096, "row"), (8, 11008, "col"), (16, 14336, "row"),
+                                          (32, 4096, "col")])
 def test_hopper_hero_is_gemv_tma_where_tma_can_feed_it(m, n, layout_b):
     op = Gemm(m, n, 4096, "bf16", layout_b=layout_b)
     hero = cuda.hero_schedule(op, HOPPER, HOST)
     assert isinstance(hero, gemv_tma.GemvTmaSchedule)
-    assert isinstance(cuda.hero_schedule(op, AMPERE, HOST), gemv.GemvSchedule)  # mma.sync: registers
+    if m <= gemv.MAX_M:  # mma.sync: registers
+        assert isinstance(cuda.hero_schedule(op, AMPERE, HOST), gemv.GemvSchedule)
     space = cuda.search_space(op, HOPPER, HOST, "sm_90a")
-    assert space[0] == hero and any(isinstance(c, gemv.GemvSchedule) for c in space)
+    assert space[0] == hero and any(isinstance(c, gemv.GemvSchedule) for c in space) == (m <= gemv.MAX_M)
 
 
 @pytest.mark.parametrize("op,why", [
@@ -40,13 +42,13 @@ def test_hopper_hero_is_gemv_tma_where_tma_can_feed_it(m, n, layout_b):
     (Gemm(1, 4100, 4096, "bf16", layout_b="row"), "multiple of 8"),
     (Gemm(2, 4096, 4096, "bf16", layout_a="col"), "row-major"),
     (Gemm(1, 4096, 4096, "fp32"), "bf16 or fp16"),
-    (Gemm(17, 4096, 4096, "bf16"), "16 rows"),
+    (Gemm(33, 4096, 4096, "bf16"), "32 rows"),
 ])
 def test_refusals_fall_back_to_the_register_gemv(op, why):
     assert why in gemv_tma.refusal(op)
     with pytest.raises(UnsupportedError):
         gemv_tma.GemvTmaSchedule().validate(op)
-    if op.m <= 16 and op.dtype.value != "fp32":
+    if op.m <= 16 and op.dtype.value != "fp32":  # the register gemv (above 16 rows: the tensor-core tiles)
         assert isinstance(cuda.hero_schedule(op, HOPPER, HOST), gemv.GemvSchedule)
     assert gemv_tma.refusal(Gemm(1, 4100, 4096, "bf16", layout_b="col")) is None  # n x k B: any N
 
@@ -84,7 +86,7 @@ def test_hero_fills_two_blocks_an_sm_in_one_wave(n, k, sms):
         class nvidia:  # noqa: N801
             devices = [Dev()]
 
-    for m in (1, 16):
+    for m in (1, 16, 32):
         op = Gemm(m, n, k, "bf16", layout_b="col")
         s = gemv_tma.hero_schedule(op, Host())
         tiles = -(-n // gemv.NB)
@@ -147,7 +149,7 @@ def _model(op: Gemm, x: np.ndarray, w: np.ndarray, s: gemv_tma.GemvTmaSchedule) 
     """The kernel's stages, warps and fragments with the lane addresses of ``gemv_tma.B_LANES``/``A_LANES``."""
     b_row, b_chunk, trans = gemv_tma.B_LANES[op.layout_b]
     a_row, a_chunk = gemv_tma.A_LANES
-    mp, mg = gemv.mpad(op), gemv.mpad(op) // 8
+    mp, mg = gemv_tma.mpad(op), gemv_tma.mpad(op) // 8
     total = gemv_tma.k_stages(op, s)
     per = -(-total // s.splits)
     out = np.zeros((op.m, op.n))
@@ -163,9 +165,12 @@ def _model(op: Gemm, x: np.ndarray, w: np.ndarray, s: gemv_tma.GemvTmaSchedule) 
                         bbox = _box(w, n0, k0, gemv.NB) if op.layout_b == "col" else _box(w, k0, n0, gemv_tma.KB)
                         abox = _box(x, 0, k0, mp)
                         ev = {"st": st}
-                        a_addr = [_sw(eval(a_row, {}, {**ev, "lane": ln}), eval(a_chunk, {}, {**ev, "lane": ln}))
-                                  for ln in range(32)]
-                        xa = _ldmatrix(abox, a_addr, 2 * mg, False)
+                        xa = [[] for _ in range(32)]
+                        for h in range(max(1, mg // 2)):  # an x4 a 16-row pair of groups (x2 for one group)
+                            a_addr = [_sw(16 * h + eval(a_row, {}, {**ev, "lane": ln}),
+                                          eval(a_chunk, {}, {**ev, "lane": ln})) for ln in range(32)]
+                            for ln, regs in enumerate(_ldmatrix(abox, a_addr, min(4, 2 * mg), False)):
+                                xa[ln] += regs
                         for t in range(4):
                             ev = {"st": st, "t": t}
                             b_addr = [_sw(eval(b_row, {}, {**ev, "lane": ln}), eval(b_chunk, {}, {**ev, "lane": ln}))
@@ -186,7 +191,7 @@ def _model(op: Gemm, x: np.ndarray, w: np.ndarray, s: gemv_tma.GemvTmaSchedule) 
 
 @pytest.mark.parametrize("layout_b", ["row", "col"])
 @pytest.mark.parametrize("m,n,k,boxes,splits", [(1, 70, 136, 1, 1), (7, 64, 200, 2, 2), (16, 40, 64, 1, 1),
-                                                (9, 130, 264, 2, 3)])
+                                                (9, 130, 264, 2, 3), (25, 72, 128, 2, 1), (32, 64, 64, 1, 1)])
 def test_fragment_index_math(layout_b, m, n, k, boxes, splits):
     op = Gemm(m, n, k, "bf16", layout_b=layout_b)
     rng = np.random.default_rng(11)
@@ -212,6 +217,8 @@ COMPILE = [
     Gemm(16, 14336, 4096, "bf16", layout_b="row"),
     Gemm(16, 4096, 14336, "fp16", layout_b="col", epilogue=("bias", "relu", "gelu", "scale", "residual"), alpha=0.5),
     Gemm(3, 40, 72, "bf16", layout_b="row", epilogue=("residual",)),
+    Gemm(32, 5120, 13824, "bf16", layout_b="col", epilogue=("bias", "gelu")),
+    Gemm(20, 4096, 4096, "fp16", layout_b="row"),
 ]
 
 
@@ -242,7 +249,9 @@ def test_render_is_stable_and_sized():
     assert a.smem == gemv_tma.smem_bytes(op, s) and a.params[:2] == ("tmB", "tmA")
     assert "tr_tma_load_2d_ef" in a.source and "tr_ldm4(a, " in a.source and "tr_ldm2(x0" in a.source
     row = gemv_tma.render_gemv_tma(Gemm(16, 4096, 4096, "bf16", layout_b="row"), s, parse_arch("sm_90a"))
-    assert "tr_ldm4t(a, " in row.source and "tr_ldm4(xa, " in row.source
+    assert "tr_ldm4t(a, " in row.source and "tr_ldm4(xa0, " in row.source and "xa1" not in row.source
+    wide = gemv_tma.render_gemv_tma(Gemm(32, 4096, 4096, "bf16"), s, parse_arch("sm_90a"))
+    assert "tr_ldm4(xa1, sa + TR_SW(16 + " in wide.source and "tr_mma(acc[t][3], a, x3);" in wide.source
 
 
 # ------------------------------------------------------------------------------------------ on a GPU
@@ -265,6 +274,9 @@ GPU = [
     (Gemm(5, 200, 1000, "bf16", layout_b="row"), gemv_tma.GemvTmaSchedule(warps=2, stages=3, boxes=1, splits=16)),
     (Gemm(16, 1000, 3000, "fp16", layout_b="col"), gemv_tma.GemvTmaSchedule(warps=8, stages=2, boxes=2, splits=4)),
     (Gemm(2, 14336, 4096, "bf16", layout_b="col"), gemv_tma.GemvTmaSchedule(warps=4, stages=6, boxes=4, splits=1)),
+    (Gemm(32, 4096, 4096, "bf16", layout_b="col", epilogue=("bias",)), None),
+    (Gemm(27, 1000, 2056, "fp16", layout_b="row", epilogue=("residual",)), None),
+    (Gemm(17, 333, 512, "bf16", layout_b="col"), gemv_tma.GemvTmaSchedule(warps=4, stages=2, boxes=2, splits=11)),
 ]
 
 

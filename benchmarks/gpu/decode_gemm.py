@@ -3,7 +3,7 @@ kernel as a user runs it (the TMA-fed gemv on sm_90 where it applies), the regis
 and with ``--sweep`` other TMA rings and splits. Every figure is a full ``bench``: verified on fresh random
 inputs, then timed beside cuBLAS with CUDA events, L2 flushed before each call.
 
-    python benchmarks/gpu/decode_gemm.py [--rows suite|held|all] [--sweep] [--match TEXT] [--ms 8,32]
+    python benchmarks/gpu/decode_gemm.py [--rows suite|held|all|wide] [--sweep] [--splits 1,2,4] [--match TEXT] [--ms 8,32]
 
 GB/s counts the op's bytes (A and B read once, C written once) over the median; "of copy" divides it by a 1 GiB
 device-to-device copy (bytes read + written) measured in the same run. Needs an sm_90 GPU and PyTorch.
@@ -23,6 +23,8 @@ from tracea.kernels import Gemm
 
 LLM = [(4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336)]
 HELD = [(3072, 8192), (8192, 3072), (6144, 4096), (5120, 13824), (28672, 8192), (1024, 4096), (2560, 2560)]
+# More column tiles than two blocks an SM hold (132 SMs: 264 of 64 columns): fused gate/up projections, vocabularies
+WIDE = [(1, 28672, 8192), (8, 28672, 8192), (1, 32000, 4096), (16, 32000, 4096), (1, 128256, 4096), (4, 22016, 8192)]
 
 
 def rows(which: str) -> list[Gemm]:
@@ -30,6 +32,8 @@ def rows(which: str) -> list[Gemm]:
     if which in ("suite", "all"):
         out += [Gemm(m, n, k, "bf16", layout_b="col") for m in (1, 16) for n, k in LLM]
         out += [Gemm(m, n, k, "bf16") for m in (1, 16) for n, k in LLM[:2]]  # row-major B (the suites' layout)
+    if which == "wide":
+        out += [Gemm(m, n, k, "bf16", layout_b="col") for m, n, k in WIDE]
     if which in ("held", "all"):
         out += [Gemm(m, n, k, dt, layout_b="col") for m, dt in ((1, "fp16"), (4, "bf16"), (8, "fp16"), (24, "fp16"),
                                                                 (32, "bf16")) for n, k in HELD]
@@ -75,7 +79,8 @@ HOST = None
 def main() -> None:
     global HOST
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", default="suite", choices=("suite", "held", "all"))
+    ap.add_argument("--rows", default="suite", choices=("suite", "held", "all", "wide"))
+    ap.add_argument("--splits", default="", help="the hero with each of these K splits, e.g. 1,2,4,8")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--match", default="")
     ap.add_argument("--ms", default="", help="rows of A to keep, e.g. 8,32 (default: every row's)")
@@ -97,6 +102,9 @@ def main() -> None:
         if op.m <= gemv.MAX_M:
             g = gemv.hero_schedule(op, HOST)
             line("register", op, pinned(op, g), g.name, gb)
+        for k in filter(None, a.splits.split(",")):
+            s = dataclasses.replace(gemv_tma.hero_schedule(op, HOST), splits=int(k))
+            line("splits", op, pinned(op, s), s.name, gb)
         if a.sweep and gemv_tma.applies(op):
             for s in sweep(op):
                 line("sweep", op, pinned(op, s), s.name, gb)

@@ -7,7 +7,7 @@
 # layers in sequence.
 #     bash benchmarks/gpu/decode_gemm_checks.sh
 # Knobs: PARTS ("1 2 3 4 5"; the second call ran "1 2 6 4 5" with SWEEP= ROWS=all TESTS="the gemv_tma file"),
-# SWEEP (--sweep), MATCH (""), MS (""), ROWS (suite), ROWS_S (200), TESTS (both gemv test files), PYTEST_K (none).
+# SWEEP (--sweep), MATCH (""), MS (""), SPLITS (""), ROWS (suite), ROWS_S (200), TESTS (both gemv test files), PYTEST_K (none).
 # The third call: PARTS=3 SWEEP= ROWS=held MS=8,32 ROWS_S=170. The fourth (gemv_tma up to 32 rows, its packages):
 # PARTS="1 2 3" SWEEP= ROWS=held MS=32,4 ROWS_S=120 TESTS="tests/emitters/cuda/test_cuda_gemv_tma.py
 # tests/export/test_export_gpu.py" PYTEST_K="gpu or decode".
@@ -27,7 +27,7 @@ for part in ${PARTS:-1 2 3 4 5}; do
       echo "$tool rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|WRONG' "$RES/sanitize_$tool.txt" | tr '\n' ' ')"
     done ;;
   3)
-    timeout ${ROWS_S:-200} $PY benchmarks/gpu/decode_gemm.py --rows ${ROWS:-suite} ${SWEEP---sweep} --match "${MATCH:-}" --ms "${MS:-}" \
+    timeout ${ROWS_S:-200} $PY benchmarks/gpu/decode_gemm.py --rows ${ROWS:-suite} ${SWEEP---sweep} --match "${MATCH:-}" --ms "${MS:-}" --splits "${SPLITS:-}" \
       --budget $(( ${ROWS_S:-200} - 30 )) > "$RES/decode_rows.txt" 2>&1
     echo "rows rc=$?"; grep -E "planned|register|copy" "$RES/decode_rows.txt" | cut -c1-160 ;;
   4)

@@ -9,9 +9,10 @@ a device fault ends the process's CUDA context.
     for i in 0 1 2 3 4 5 6 7; do python benchmarks/gpu/three_consumer_split_forms.py $i --unrefused; done
     compute-sanitizer --tool racecheck python benchmarks/gpu/three_consumer_split_forms.py 0 --unrefused --once
 
-``WgmmaSchedule.validate`` now refuses split-K over three consumers (forms 0-4); ``--unrefused`` lifts that one
-refusal in this process only (every other check is made as for two consumers), to run them and see whether the
-fix-up's barrier id (``splitk._barrier``) was the cause. ``--once``: one verified launch, no timing (for the
+``WgmmaSchedule.validate`` refused split-K over three consumers (forms 0-4) until the fix-up's barrier id
+(``splitk._barrier``) was mended and these forms ran right and sanitizer-clean on an H200
+(docs/device-runs/h200-three-consumer-split-forms/); ``--unrefused`` checked them as for two consumers while the
+refusal stood, and changes nothing now. ``--once``: one verified launch, no timing (for the
 sanitizers).
 
 Needs a GPU and PyTorch (the vendor side).

@@ -208,10 +208,6 @@ class WgmmaSchedule:
                                 "must all be resident: it needs split-K and a persistent schedule")
         if self.l2_hint not in L2_HINTS:
             raise BadInputError(f"l2_hint: expected 'normal' or 'first', got {self.l2_hint!r}")
-        if self.consumers > 2 and self.split != 1:
-            raise BadInputError("split: split-K over three consumers is not offered: on an H200 it ended in "
-                                "CUDA_ERROR_ILLEGAL_INSTRUCTION (192 x 128 tiles, 2 and 4 slices; "
-                                "docs/device-runs/h200-resnet-b1-layers/)", "split 1, or two consumers")
         if self.split_tail and self.split == 1:
             raise BadInputError("split_tail: splits the last wave's tiles, but split is 1 (none)", "split 0")
         if self.cluster_axis not in CLUSTER_AXES:

@@ -304,18 +304,33 @@ def streamed(s: WgmmaSchedule, base: WgmmaSchedule) -> WgmmaSchedule:
 def short_k_schedule(op: Any, sm_count: int) -> WgmmaSchedule:
     """K of 1024 or less (16 k steps; a 1x1 conv's channels): writing C is most of the work, so the tiles
     that keep most stores in flight. 128 x 128 (128 x 64 for 64 columns) with the TMA-store epilogue,
-    or 64 x 64 where those leave half the SMs idle. From the H100 probe of ResNet-50's 1x1 convs
+    or 64 x 64 where those leave half the SMs idle, or 192 x 128 on three consumers where those fill the waves
+    clearly better (``wave_fill``). From the H100 probe of ResNet-50's 1x1 convs
     (docs/device-runs/h100-cuda-suites-splitk-im2col-stem/conv1x1-short-k-probe): 1.03-1.20x cuDNN at batch 1 with 64 x 64 tiles, against
     0.57-0.91x with the long-K heroes; 0.90-1.14x at batch 32 with 128 x 128 TMA-store tiles, against
     0.57-0.88x (128 x 256, or direct stores)."""
     wide = WgmmaSchedule(bm=128, bn=64 if op.n <= 64 else 128, stages=6, consumers=2, store="tma")
     if 2 * tile_count(wide, op.m, op.n) < sm_count:
         return WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma")
+    three = WgmmaSchedule(bm=192, bn=128, stages=4, consumers=3, store="tma")
+    t_wide, t_three = tile_count(wide, op.m, op.n), tile_count(three, op.m, op.n)
+    if op.n > 64 and t_three >= 0.9 * sm_count and wave_fill(t_three, sm_count) >= wave_fill(t_wide, sm_count) + 0.15:
+        return three
     return wide
 
 
 def tile_count(s: WgmmaSchedule, m: int, n: int) -> int:
     return -(-m // s.bm) * -(-n // s.bn)
+
+
+def wave_fill(tiles: int, sm_count: int) -> float:
+    """The share of the SMs' turns the tiles use: ``tiles`` over whole waves of ``sm_count`` (1: whole waves).
+    ``short_k_schedule`` takes 192 x 128 tiles on three consumers where they fill waves clearly better than 128 x
+    128: on an H200 (docs/device-runs/h200-three-consumer-split-forms/short-k-forms/) every such shape tried gained,
+    n32 c1024 14x14 k512 0.83 -> 0.94x cuDNN (196 tiles against 132 on 132 SMs), 4096 x 768 x 768 0.77 -> 0.92x
+    cuBLAS, 8192 x 384 x 1024 0.84 -> 0.92x, n16 c512 28x28 k256 0.78 -> 0.85x, n32 c512 28x28 k128 0.96 -> 0.99x;
+    3000 x 1100 x 640, whose 192-row tiles fill fewer waves, lost with them (1.24 -> 0.97x)."""
+    return tiles / (sm_count * -(-tiles // sm_count))
 
 
 def with_split(base: Any, narrow: Any, m: int, n: int, k_iters: int, sm_count: int) -> Any:

@@ -249,6 +249,29 @@ def test_split_k_over_three_consumers_is_offered():
     assert any(s.consumers == 3 and s.split != 1 for s in gemm_space + conv_space)
 
 
+@pytest.mark.parametrize("op,three", [
+    (Gemm(6272, 512, 1024, "bf16"), True),  # 196 tiles of 128 x 128 on 132 SMs, 132 of 192 x 128
+    (Gemm(4096, 768, 768, "bf16"), True),
+    (Gemm(8192, 384, 1024, "fp16"), True),
+    (Conv2d(32, 1024, 14, 14, 512, 1, 1, layout="nhwc", dtype="fp16"), True),
+    (Conv2d(32, 512, 28, 28, 128, 1, 1, layout="nhwc", dtype="fp16"), True),
+    (Gemm(3000, 1100, 640, "bf16"), False),  # 216 tiles against 144: fewer waves filled by 192-row tiles
+    (Conv2d(32, 1024, 14, 14, 256, 1, 1, layout="nhwc", dtype="fp16"), False),
+    (Conv2d(32, 512, 7, 7, 2048, 1, 1, layout="nhwc", dtype="fp16"), False),
+    (Gemm(6272, 64, 1024, "bf16"), False),  # 64 columns: 128 x 64 tiles
+    (Gemm(8192, 4096, 4096, "bf16"), False),  # long K: not the short-K rule
+])
+def test_short_k_takes_192_row_tiles_where_they_fill_the_waves(op, three):
+    """``short_k_schedule``'s wave rule (H200: docs/device-runs/h200-three-consumer-split-forms/short-k-forms/)."""
+    from tracea.emitters.cuda.hopper.schedule import wave_fill
+
+    s = conv_hero_schedule(op) if op.kind == "conv2d" else hero_schedule(op)
+    assert ((s.bm, s.bn, s.consumers, s.split) == (192, 128, 3, 1)) == three, s.name
+    assert wave_fill(132, 132) == 1.0 and wave_fill(196, 132) == pytest.approx(196 / 264)
+    # another SM count moves the waves: 196 tiles fill 2 x 114 SMs better than 132 of 192 rows fill 2 x 114
+    assert hero_schedule(Gemm(6272, 512, 1024, "bf16"), sm_count=114).bm == 128
+
+
 def test_the_fix_ups_shared_barrier_is_no_consumers_own():
     """Each consumer's own named barrier is 1 + cw over 128 threads (the epilogue's); the fix-up over every consumer
     takes a constant id past them, and each constant id is used with one thread count. With three consumers id 3

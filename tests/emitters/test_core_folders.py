@@ -52,4 +52,4 @@ def test_every_backends_cores_come_from_its_folder():
         assert set(registry.CORES) == expected
     # CUDA: the variants' order is the core files' ORDER (mma, simt, softmax, attention-mma, wgmma x2, ...)
     assert [c.name for c in cuda.CORES] == ["mma", "simt", "softmax", "attention-mma", "wgmma", "wgmma",
-                                            "wgmma-attention", "stem", "gemv", "attention-decode"]
+                                            "wgmma-attention", "stem", "gemv_tma", "gemv", "attention-decode"]

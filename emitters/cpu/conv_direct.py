@@ -309,9 +309,14 @@ def in_place(op: Any) -> bool:
 
 def check(op: Any, schedule: CpuSchedule) -> None:
     """pack_a off on a conv2d means this path, pack_b off its small-M form: the op must be one they compute."""
-    if not schedule.pack_a and not schedule.pack_b:
-        raise BadInputError("pack_a: a conv2d reads either the input (pack_a off) or the filter (pack_b off) in "
-                            "place, not both")
+    if not schedule.pack_a and not schedule.pack_b:  # the direct small-channel form (conv_stem.py)
+        from .conv_stem import refusal
+
+        if why := refusal(op):
+            raise BadInputError("pack_a: a conv2d reads both the input and the filter in place (pack_a and pack_b "
+                                f"off) only in the direct small-channel form, and {why}",
+                                "turn one of them on: the input (pack_a off) or the filter (pack_b off) in place")
+        return
     if not schedule.pack_b and (why := unsupported(op)):
         raise BadInputError(f"pack_b: a conv2d reads its filter in place only in the small-M form, and {why}")
     if not schedule.pack_a and (why := unsupported(op)):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mma_fragments import mma  # tests/helpers/ (tests/conftest.py puts it on the path)
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.emitters import cuda
@@ -96,22 +97,6 @@ def test_tuning_features():
 
 
 # ------------------------------------------------------------------------------ NumPy model of the kernel
-def _mma(acc, a, b):
-    """m16n8k16 on fragments (PTX ISA layout): a[lane] = 4 pairs, b[lane] = 2 pairs, acc[lane] = 4 floats."""
-    A = np.zeros((16, 16))
-    B = np.zeros((16, 8))
-    for lane in range(32):
-        g, q = lane >> 2, lane & 3
-        for e in range(2):
-            A[g, 2 * q + e], A[g + 8, 2 * q + e] = a[lane][0][e], a[lane][1][e]
-            A[g, 2 * q + 8 + e], A[g + 8, 2 * q + 8 + e] = a[lane][2][e], a[lane][3][e]
-            B[2 * q + e, g], B[2 * q + 8 + e, g] = b[lane][0][e], b[lane][1][e]
-    C = A @ B
-    for lane in range(32):
-        g, q = lane >> 2, lane & 3
-        acc[lane] += [C[g, 2 * q], C[g, 2 * q + 1], C[g + 8, 2 * q], C[g + 8, 2 * q + 1]]
-
-
 def _model(op, x, w, s):
     """The kernel's index math in NumPy: x is A as [m, k], w is B as stored ([k, n] or [n, k])."""
     M, N, K = op.m, op.n, op.k
@@ -165,11 +150,11 @@ def _model(op, x, w, s):
                     for m in range(mg):
                         if row:
                             for i in range(4):
-                                _mma(acc[i][m], a_fr[i], x_fr[m])
+                                mma(acc[i][m], a_fr[i], x_fr[m])
                         else:
                             for h in range(2):
                                 for t in range(4):
-                                    _mma(acc[t][m], a_fr[4 * h + t], x_fr[2 * m + h])
+                                    mma(acc[t][m], a_fr[4 * h + t], x_fr[2 * m + h])
                 for lane in range(32):
                     g, q = lane >> 2, lane & 3
                     for t in range(4):

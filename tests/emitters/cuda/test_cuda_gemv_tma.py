@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mma_fragments import mma  # tests/helpers/ (tests/conftest.py puts it on the path)
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.emitters import cuda
@@ -130,21 +131,6 @@ def _ldmatrix(box: np.ndarray, addr: list[int], count: int, trans: bool) -> list
     return regs
 
 
-def _mma(acc, a, b):
-    """m16n8k16 on fragments (PTX ISA layout): a[lane] = 4 pairs, b[lane] = 2 pairs, acc[lane] = 4 floats."""
-    A, B = np.zeros((16, 16)), np.zeros((16, 8))
-    for lane in range(32):
-        g, q = lane >> 2, lane & 3
-        for e in range(2):
-            A[g, 2 * q + e], A[g + 8, 2 * q + e] = a[lane][0][e], a[lane][1][e]
-            A[g, 2 * q + 8 + e], A[g + 8, 2 * q + 8 + e] = a[lane][2][e], a[lane][3][e]
-            B[2 * q + e, g], B[2 * q + 8 + e, g] = b[lane][0][e], b[lane][1][e]
-    C = A @ B
-    for lane in range(32):
-        g, q = lane >> 2, lane & 3
-        acc[lane] += [C[g, 2 * q], C[g, 2 * q + 1], C[g + 8, 2 * q], C[g + 8, 2 * q + 1]]
-
-
 def _model(op: Gemm, x: np.ndarray, w: np.ndarray, s: gemv_tma.GemvTmaSchedule) -> np.ndarray:
     """The kernel's stages, warps and fragments with the lane addresses of ``gemv_tma.B_LANES``/``A_LANES``."""
     b_row, b_chunk, trans = gemv_tma.B_LANES[op.layout_b]
@@ -177,7 +163,7 @@ def _model(op: Gemm, x: np.ndarray, w: np.ndarray, s: gemv_tma.GemvTmaSchedule) 
                                       for ln in range(32)]
                             a = _ldmatrix(bbox, b_addr, 4, trans)
                             for m in range(mg):
-                                _mma(acc[t][m], a, [xa[ln][2 * m:2 * m + 2] for ln in range(32)])
+                                mma(acc[t][m], a, [xa[ln][2 * m:2 * m + 2] for ln in range(32)])
                 for lane in range(32):  # the kernel's fragment stores
                     g, q = lane >> 2, lane & 3
                     for t in range(4):
@@ -251,7 +237,7 @@ def test_render_is_stable_and_sized():
     row = gemv_tma.render_gemv_tma(Gemm(16, 4096, 4096, "bf16", layout_b="row"), s, parse_arch("sm_90a"))
     assert "tr_ldm4t(a, " in row.source and "tr_ldm4(xa0, " in row.source and "xa1" not in row.source
     wide = gemv_tma.render_gemv_tma(Gemm(32, 4096, 4096, "bf16"), s, parse_arch("sm_90a"))
-    assert "tr_ldm4(xa1, sa + TR_SW(16 + " in wide.source and "tr_mma(acc[t][3], a, x3);" in wide.source
+    assert "tr_ldm4(xa1, sa + TR_SW(16 + " in wide.source and "trmma(acc[t][3], a, x3);" in wide.source
 
 
 # ------------------------------------------------------------------------------------------ on a GPU

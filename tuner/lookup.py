@@ -14,7 +14,7 @@ from typing import Any
 
 def _parser(backend: str, op: Any, variant: str, host: Any) -> Callable[[dict[str, Any]], Any] | None:
     """The backend's ``schedule_from_json`` followed by its ``validate_schedule`` for ``op`` on ``host`` (a row
-    that a later Tracea refuses, say split-K over three consumers, is skipped), or None when it cannot be had."""
+    that a later Tracea refuses, say a field it no longer accepts, is skipped), or None when it cannot be had."""
     from tracea.emitters import registry
 
     try:

@@ -6,11 +6,13 @@
 # suites (other N x K, M = 1-32), 6. tracea.ops beside F.linear under two ways of emptying the L2, and as a model's
 # layers in sequence.
 #     bash benchmarks/gpu/decode_gemm_checks.sh
-# Knobs: PARTS ("1 2 3 4 5"; the second call ran "1 2 6 4 5" with SWEEP= ROWS=all TESTS="the gemv_tma file"),
-# SWEEP (--sweep), MATCH (""), MS (""), SPLITS (""), ROWS (suite), ROWS_S (200), TESTS (both gemv test files), PYTEST_K (none).
-# The third call: PARTS=3 SWEEP= ROWS=held MS=8,32 ROWS_S=170. The fourth (gemv_tma up to 32 rows, its packages):
-# PARTS="1 2 3" SWEEP= ROWS=held MS=32,4 ROWS_S=120 TESTS="tests/emitters/cuda/test_cuda_gemv_tma.py
-# tests/export/test_export_gpu.py" PYTEST_K="gpu or decode".
+# Knobs: PARTS ("1 2 3 4 5"), SWEEP (--sweep), MATCH (""), MS (""), SPLITS (""), ROWS (suite), ROWS_S (200), TESTS
+# (both gemv test files), PYTEST_K (none). The calls of docs/device-runs/h200-decode-gemm-tma/ (its README):
+#   1: as is;  2: PARTS="1 2 6 4 3" SWEEP= ROWS=all ROWS_S=100 TESTS=tests/emitters/cuda/test_cuda_gemv_tma.py;
+#   3: PARTS=3 SWEEP= ROWS=held MS=8,32 ROWS_S=170;
+#   4: PARTS="1 2 3" SWEEP= ROWS=held MS=32,24 ROWS_S=150 TESTS="tests/emitters/cuda/test_cuda_gemv_tma.py
+#      tests/export/test_export_gpu.py" PYTEST_K="gpu_ or decode";
+#   5: PARTS=3 SWEEP= ROWS=wide SPLITS=1,2,3,4,6,8 ROWS_S=240.
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 for part in ${PARTS:-1 2 3 4 5}; do

@@ -250,9 +250,9 @@ def _form(op: Any, s: CpuSchedule, family: str) -> CpuSchedule:
 
 def stem_schedule(op: Any, s: CpuSchedule, family: str) -> CpuSchedule:
     """The direct small-channel form (conv_stem.py: neither operand packed) with its micro-kernel's tile. On a
-    2-vCPU AMD EPYC (Zen 4) VM (2026-11-30, docs/cpu-runs/epyc-stem-direct/): ResNet-50's stem at batch 1 in
-    1.41 ms with 6 x 64 tiles, 2.5 ms on one thread (94 GFLOP/s, the core's FMA peak), where the direct GEMM
-    path's patches took 2.2 ms and oneDNN 1.41."""
+    2-vCPU AMD EPYC (Zen 4) VM (2026-11-30, docs/cpu-runs/epyc-stem-direct/): ResNet-50's stem with 6 x 64 tiles
+    in 1.29 ms against oneDNN's 1.32 at batch 1 (the GEMM path's patches: 2.2 ms, 0.75x), 44.3 against 85.9 ms at
+    batch 32; a probe of the same loop on one thread ran at 94 GFLOP/s, the core's FMA peak."""
     mr, nr = stem_tile(family, op.k)
     return dataclasses.replace(s, mr=mr, nr=nr, mc=mr, nc=nr, kc=op.r * op.s * op.c, pack_a=False, pack_b=False,
                                small_m=False)  # the blocking fields: one tile, the whole reduction

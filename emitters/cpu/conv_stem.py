@@ -6,8 +6,9 @@ element into a packed panel or copy the patches out first (7.4 MB for the stem a
 arithmetic's own time on a 2-core VM: 0.75x oneDNN there). Here an output tile is ``mr`` pixels of one output
 row by ``nr`` channels in registers; for each filter row r and each of its S*C values j, ``nr / VL`` filter
 vectors are loaded once and each of the ``mr`` pixels broadcasts its input value (pixel p's run starts
-``p * sw * C`` values after pixel 0's), one FMA a vector. The input is copied once into a zero-padded image
-(the padding and the tiles' overrun past Q read zeros: no edge case in the loop); the filter, OHWI, is
+``p * sw * C`` values after pixel 0's), one FMA a vector. The input is copied once into a zero-padded image wide
+enough for the last tile's overrun past Q (computed from whatever lies there, never stored): no edge case in the
+loop; the filter, OHWI, is
 repacked once a call to [r][s*C + c][K rounded up to nr] (the stem's 37 KB) with zero channels past K.
 
 Selected by ``pack_a=False`` and ``pack_b=False`` on a conv2d schedule (neither operand packed), where
@@ -150,7 +151,7 @@ static tr_buf st_img_buf, st_w_buf, st_bias_buf;
     J.Q = (W + 2 * pw - J.S) / J.sw + 1;
     J.Kp = (J.K + NR - 1) / NR * NR;
     J.Hp = (J.P - 1) * J.sh + J.R;
-    J.Wp = ((J.Q + MR - 1) / MR * MR - 1) * J.sw + J.S;  /* the last tile's overrun reads zeros */
+    J.Wp = ((J.Q + MR - 1) / MR * MR - 1) * J.sw + J.S;  /* room for the last tile's overrun (never stored) */
     const int threads = dims[14] > 0 ? (int)dims[14] : NTHREADS;
     int rc = 0;
     pthread_mutex_lock(&tr_call_mu);

@@ -293,15 +293,18 @@ def _main_loop(op: Any, s: GemvSchedule) -> list[str]:
     return [*src, *mmas, "    }"]
 
 
-def fragment_stores(op: Any) -> list[str]:
-    """Each accumulator into red[warp][m][column] (the mma's rows are B's columns, its columns A's rows)."""
-    mg = mpad(op) // 8
+def fragment_stores(op: Any, b_rows: bool | None = None, groups: int | None = None) -> list[str]:
+    """Each accumulator into red[warp][m][column] (the mma's rows are B's columns, its columns A's rows): the
+    columns as the row-major B's fragments hold them (``b_rows``; default: B's layout is "row"), else 16t + g
+    (+ 8); ``groups`` 8-row groups of A (default ``mpad(op) // 8``)."""
+    mg = groups or mpad(op) // 8
+    row = op.layout_b == "row" if b_rows is None else b_rows
     out = []
     for t in range(4):
         for m in range(mg):
             for e in range(4):
                 mm = f"{8 * m} + 2 * q + {e & 1}"
-                col = f"8 * g + {2 * t + (e >> 1)}" if op.layout_b == "row" else f"{16 * t + 8 * (e >> 1)} + g"
+                col = f"8 * g + {2 * t + (e >> 1)}" if row else f"{16 * t + 8 * (e >> 1)} + g"
                 out.append(f"    red[warp][{mm}][{col}] = acc[{t}][{m}][{e}];")
     return out
 

@@ -17,7 +17,8 @@ splits' in a cluster's shared memory or through the fp32 workspace, in split ord
 ring's memory holds the warps' partials once every stage is consumed.
 
 Needs A row-major with K a multiple of 8 and, for row-major B, N a multiple of 8 (TMA's 16-byte row
-strides); other GEMMs of <= 16 rows run on ``gemv.py``'s register path, of 17-32 rows on the tensor-core tiles.
+strides), and A and B at 16-byte aligned addresses (a launch over others raises; ``tracea.ops`` then runs the
+vendor's call, as for the Hopper tiles, and an exported launcher refuses the view); other GEMMs of <= 16 rows run on ``gemv.py``'s register path, of 17-32 rows on the tensor-core tiles.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class GemvTmaSchedule:
         return s
 
     def features(self, op: Any) -> dict[str, float]:
-        """Warps and the ring's shared memory over the nominal 16 x 64 tile (``tile_features``)."""
+        """Warps and the ring's shared memory over the nominal 32 x 64 tile (``tile_features``)."""
         return tile_features(op, self.warps + 1, smem_bytes(op, self), self.bm, self.bn)
 
 
@@ -139,9 +140,9 @@ def applies(op: Any) -> bool:
 
 def prefers(op: Any) -> bool:
     """The hero of the Hopper family for every GEMM of <= 32 rows TMA can feed. On an H200 (2026-11-30,
-    docs/device-runs/h200-decode-gemm-tma/) it ran 1.10-1.21x cuBLAS at 16 rows where the tensor-core tiles ran
-    0.85-1.03x and the register gemv 0.76-1.03x, 1.13-1.21x at one row (register gemv 0.83-1.05x), and 0.90-1.12x
-    at 24 and 32 rows where the tiles ran 0.80-0.95x."""
+    docs/device-runs/h200-decode-gemm-tma/, call 2) it ran 1.09-1.17x cuBLAS at 16 rows where the register gemv ran
+    0.73-1.05x (the tensor-core tiles, call 1: 0.85-1.03x), 1.12-1.20x at one row (register gemv 0.81-1.05x), and
+    0.90-1.12x at 24 and 32 rows (call 4) where the tiles ran 0.80-0.95x (call 3)."""
     return applies(op)
 
 
@@ -162,9 +163,10 @@ def hero_schedule(op: Any, host: Any) -> GemvTmaSchedule:
     """4 consumer warps, a ring of 4 stages of 2 boxes (128 of K; 64 KiB of B in flight a block); K split so
     that the column tiles' blocks fill the SMs once, one block an SM (a memory-bound kernel's blocks share DRAM,
     so equal blocks resident together finish together), each split >= 4 stages. On an H200 (2026-11-30,
-    docs/device-runs/h200-decode-gemm-tma/): N = 4096 (64 tiles) ran 1.13-1.21x cuBLAS split 2 ways, 1.08-1.16x
-    4 ways (two blocks an SM), 0.85-1.02x 8 ways; 2 stages of 4 boxes matched 4 of 2, and 6 of 2 or 4 of 4 lost
-    3-10 %; wider N (172+ tiles) ran best unsplit."""
+    docs/device-runs/h200-decode-gemm-tma/call1/decode_suite_sweep.txt): N = 4096 (64 tiles) ran 1.10-1.21x cuBLAS
+    split 2 ways, 0.92-1.16x 4 ways (two blocks an SM), 0.85-1.02x 8 ways; 2 stages of 4 boxes matched 4 of 2, and 6
+    of 2 or 4 of 4 lost 3-10 %; wider N (172+ tiles) ran best unsplit (call 5: unsplit within 3 % of any split, up
+    to 42 % faster than 8 splits)."""
     boxes = 2 if op.k > KB else 1
     base = GemvTmaSchedule(warps=4, stages=4, boxes=boxes)
     tiles = -(-op.n // gemv.NB)
@@ -193,7 +195,7 @@ def search_space(op: Any, hero: Any, arch: Any) -> list[GemvTmaSchedule]:
 
 
 def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
-    """A GemvTmaSchedule for a 16-bit GEMM of <= 16 rows that TMA can address, on sm_90 or later."""
+    """A GemvTmaSchedule for a 16-bit GEMM of <= 32 rows that TMA can address, on sm_90 or later."""
     if not isinstance(schedule, GemvTmaSchedule):
         raise BadInputError(f"schedule: the gemv_tma core takes a GemvTmaSchedule, got {type(schedule).__name__}")
     if op.dtype.value not in v.precisions:
@@ -298,13 +300,10 @@ def _consumer(op: Any, s: GemvTmaSchedule) -> list[str]:
 
 
 def _fragment_stores(op: Any) -> list[str]:
-    """Each consumer's accumulators into red[warp][m][column] (the mma's rows are B's columns, 16t + g (+ 8))."""
-    out = ["    if (warp < CW) {"]
-    for t in range(4):
-        for m in range(mpad(op) // 8):
-            for e in range(4):
-                out.append(f"        red[warp][{8 * m} + 2 * q + {e & 1}][{16 * t + 8 * (e >> 1)} + g] = acc[{t}][{m}][{e}];")
-    return [*out, "    }"]
+    """Each consumer's accumulators into red[warp][m][column]: ldmatrix gives both B layouts the mma's rows
+    16t + g (+ 8), the register gemv's column-major stores (``gemv.fragment_stores``)."""
+    stores = gemv.fragment_stores(op, b_rows=False, groups=mpad(op) // 8)
+    return ["    if (warp < CW) {", *("    " + line for line in stores), "    }"]
 
 
 def render_gemv_tma(op: Any, schedule: GemvTmaSchedule, arch: Any, renderer: CudaRenderer | None = None) -> Rendered:
@@ -322,7 +321,8 @@ def render_gemv_tma(op: Any, schedule: GemvTmaSchedule, arch: Any, renderer: Cud
     params = [Param("Cout", dtype, True, False, True), Param("bias", dtype, True, True, True),
               Param("resid", dtype, True, True, True), Param("ws", "fp32", True, False, True), Param("alpha", "float")]
     signature = r.render_kernel_signature(name, params, launch_bounds=(threads, 2))
-    maps = "const __grid_constant__ TrTensorMap tmB, const __grid_constant__ TrTensorMap tmA, "
+    maps = "const __grid_constant__ TrTensorMap tmA, const __grid_constant__ TrTensorMap tmB, "  # A first: the
+    # exported launcher takes its views in the kernel's order, (a, b, ...) as every GEMM package
     signature = signature.replace(f"{name}(", f"{name}({maps}", 1)
     if cluster:
         signature = signature.replace("__launch_bounds__", f"__cluster_dims__(1, {s.splits}, 1) __launch_bounds__")
@@ -360,7 +360,7 @@ def render_gemv_tma(op: Any, schedule: GemvTmaSchedule, arch: Any, renderer: Cud
             "workspace_bytes": workspace_bytes(op, s, arch),
             "reduction": "cluster" if cluster else "workspace" if s.splits > 1 else "block", "epilogue": list(op.epilogue)}
     return Rendered(name, name, "\n".join(src) + "\n",
-                    ("tmB", "tmA", "out", "bias", "residual", "workspace", "alpha"), grid, (threads, 1, 1), smem, meta)
+                    ("tmA", "tmB", "out", "bias", "residual", "workspace", "alpha"), grid, (threads, 1, 1), smem, meta)
 
 
 # ----------------------------------------------------------------------------------------- host side
@@ -369,16 +369,16 @@ def map_geometry(op: Any) -> dict[str, tuple[int, int, int, int]]:
     boxes (n x k: k inner; k x n: n inner), A in boxes of 64 k x ``mpad`` rows (rows past M read as zeros).
     ``maps`` encodes them for Tracea's runs, an exported package's launcher (export_maps.py) for its own."""
     b = (op.k, op.n, KB, gemv.NB) if op.layout_b == "col" else (op.n, op.k, gemv.NB, KB)
-    return {"tmB": b, "tmA": (op.k, op.m, KB, mpad(op))}
+    return {"tmA": (op.k, op.m, KB, mpad(op)), "tmB": b}
 
 
 def maps(op: Any, a_ptr: int, b_ptr: int) -> tuple[Any, Any]:
-    """The kernel's tensor maps over B and A (``map_geometry``)."""
+    """The kernel's tensor maps over A and B, its first two parameters (``map_geometry``)."""
     from .tma import encode_2d
 
     g = map_geometry(op)
     out = []
-    for name, ptr in (("tmB", b_ptr), ("tmA", a_ptr)):
+    for name, ptr in (("tmA", a_ptr), ("tmB", b_ptr)):
         inner, outer, b0, b1 = g[name]
         out.append(encode_2d(ptr, op.dtype.value, inner, outer, inner, (b0, b1)))
     return out[0], out[1]

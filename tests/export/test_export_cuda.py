@@ -61,7 +61,7 @@ def test_cuda_package_compiles_and_links(tmp_path, case):
         assert "cuLaunchCooperativeKernel" in launcher and "#define TR_NSCRATCH 2" in launcher
     if args[3:5] == ["--k", "8192"]:  # the SIMT K split: a zeroed workspace the launcher owns
         assert "p_workspace = tr_scratch[0]" in launcher and "#define TR_NSCRATCH 1" in launcher
-    decode = "cuda-wgmma.gemm" in args and int(args[args.index("--m") + 1]) <= 16  # gemv_tma: the hero
+    decode = "cuda-wgmma.gemm" in args and int(args[args.index("--m") + 1]) <= 32  # gemv_tma: the hero
     if decode:
         _check_decode_launcher(m, launcher)
     elif "cuda-wgmma.gemm" in args:
@@ -135,7 +135,8 @@ def _check_decode_launcher(m: dict, launcher: str) -> None:
         assert (f"tr_tensor_map(\"{p}_gemm\", \"{tensor}\", {which}, {tensor}->data, {g['inner']}, {g['outer']}, "
                 f"{g['box_inner']}, {g['box_outer']}, &m_{param});") in launcher
     args = re.search(r"void\* args\[\] = \{(.*)\};", launcher).group(1).split(", ")
-    assert args == ["&m_tmB", "&m_tmA", "&p_out", "&p_bias", "&p_residual", "&p_workspace", "&s_alpha"]
+    assert args == ["&m_tmA", "&m_tmB", "&p_out", "&p_bias", "&p_residual", "&p_workspace", "&s_alpha"]
+    assert f"TraceaStatus {p}_gemm(const TraceaConstTensorView* a, const TraceaConstTensorView* b, " in launcher
     assert "CUdeviceptr p_workspace = 0;" in launcher and "#define TR_NSCRATCH 0" in launcher
 
 
@@ -349,7 +350,7 @@ int main(void) {{
 def _check_fake_decode_run(m: dict, out: str) -> None:
     """The TMA-fed decode GEMM on the stand-in driver: no scratch, B's and A's maps encoded once per address with
     gemv_tma's geometry and passed by value first, the export's grid (its clusters compiled in), every pointer in
-    place and the unused workspace null; A 8 bytes off is refused before any launch."""
+    place and the unused workspace null; A (the first view) 8 bytes off is refused before any launch."""
     from tracea.emitters.cuda import gemv_tma
     from tracea.kernels import Op
 
@@ -361,14 +362,15 @@ def _check_fake_decode_run(m: dict, out: str) -> None:
     calls = out.split("call ")[1:]
     assert all("status 0" in c for c in calls[:4]) and "status 1" in calls[4] and "not 16-byte aligned" in calls[4]
     encoded = [[ln.split()[2] for ln in call.splitlines() if ln.startswith("encode ")] for call in calls]
-    assert encoded == [[str(addr["b"]), str(addr["a"])], [], [], [], []]
+    assert encoded == [[str(addr["a"]), str(addr["b"])], [], [], [], []]
+    assert list(m["tensors"])[:2] == ["a", "b"]  # the C function's views in the GEMM's order
     (gx, gy, gz), (bx, by, bz) = m["kernel"]["grid"], m["kernel"]["block"]
     geometry = gemv_tma.map_geometry(op)
     for i, call in enumerate(calls[:4]):
         head, params = next(ln for ln in call.splitlines() if ln.startswith("launch ")).split(" params ")
         assert head == f"launch grid {gx} {gy} {gz} block {bx} {by} {bz} smem {m['kernel']['smem_bytes']} stream 119"
         words = params.split()
-        for word, (param, tensor) in zip(words[:2], (("tmB", "b"), ("tmA", "a")), strict=True):
+        for word, (param, tensor) in zip(words[:2], (("tmA", "a"), ("tmB", "b")), strict=True):
             inner, outer, b0, b1 = geometry[param]
             assert word.split(":")[1:] == [str(v) for v in (addr[tensor], inner, outer, inner * 2, b0, b1, 1)] + [
                 "7ace"], word

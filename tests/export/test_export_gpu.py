@@ -55,7 +55,7 @@ WGMMA_CASES = {
     "gemm-fp16-wgmma-pingpong-direct": ["gemm", "--m", "384", "--n", "256", "--k", "192", "--dtype", "fp16", *WGMMA,
                                         "--schedule", _wgmma_schedule(bm=128, bn=128, stages=4, consumers=2,
                                                                       pingpong=True, store="direct")],
-    # the decode GEMM fed by TMA (gemv_tma, the hero at <= 16 rows): its two maps, splits in a cluster; and a
+    # the decode GEMM fed by TMA (gemv_tma, the hero at <= 32 rows): its two maps, splits in a cluster; and a
     # row-major B with the splits' partials in the launcher's own workspace
     "gemm-bf16-decode-tma": ["gemm", "--m", "3", "--n", "4096", "--k", "1024", "--dtype", "bf16", "--layout-b", "col",
                              "--epilogue", "bias", *WGMMA],

@@ -208,6 +208,10 @@ class WgmmaSchedule:
                                 "must all be resident: it needs split-K and a persistent schedule")
         if self.l2_hint not in L2_HINTS:
             raise BadInputError(f"l2_hint: expected 'normal' or 'first', got {self.l2_hint!r}")
+        if self.consumers > 2 and self.split != 1 and (self.split_fix == "spread" or self.split_tail):
+            raise BadInputError("split_fix: split-K over three consumers has run on a GPU with the last block's "
+                                "fix-up over whole splits only (docs/device-runs/h200-three-consumer-split-forms/); "
+                                "the spread fix-up and split_tail there have not", "split_fix 'last', split_tail off")
         if self.split_tail and self.split == 1:
             raise BadInputError("split_tail: splits the last wave's tiles, but split is 1 (none)", "split 0")
         if self.cluster_axis not in CLUSTER_AXES:

@@ -287,8 +287,8 @@ def _barrier(sched: WgmmaSchedule, r: CudaRenderer) -> tuple[str, str]:
     """(the barrier of the threads that share a unit, the thread that speaks for them). Every consumer's own
     barrier is named 1 + cw (the epilogue's too), so the consumers' shared one takes an id past them all: 3 up to
     two consumers, 1 + consumers beyond (with three, id 3 was consumer 2's 128-thread barrier and the fix-up's
-    384-thread one at once; such forms ended in CUDA_ERROR_ILLEGAL_INSTRUCTION on an H200, and
-    ``WgmmaSchedule.validate`` refuses them until a GPU run confirms this cause)."""
+    384-thread one at once; such forms ended in CUDA_ERROR_ILLEGAL_INSTRUCTION on an H200; with the id past them
+    they ran right and sanitizer-clean there, docs/device-runs/h200-three-consumer-split-forms/)."""
     if sched.pingpong:
         return r.asm("bar.sync", threads=128, id="1 + cw"), "tid == 0"
     return r.asm("bar.sync.const", id=max(3, 1 + sched.consumers), threads=128 * sched.consumers), \

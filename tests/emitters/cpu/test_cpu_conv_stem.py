@@ -28,7 +28,9 @@ CASES = [
     (1, 5, 17, 19, 40, 3, 3, 1, 1, True),  # K tail inside a vector block
     (3, 1, 12, 9, 100, 5, 3, (2, 1), (2, 0), False),  # several channel blocks, asymmetric stride and padding
     (1, 15, 8, 8, 7, 1, 1, 1, 0, True),  # the widest input, a 1x1 filter, fewer channels than a vector
-    (1, 4, 9, 40, 33, 4, 6, 3, (0, 5), False),  # stride past the filter's width, even filter
+    (1, 4, 9, 40, 33, 4, 6, 3, (0, 5), False),  # stride 3, an even filter, padding on one axis only
+    (1, 3, 11, 13, 16, 1, 1, 2, 0, False),  # a 1x1 filter at stride 2: the stride past the filter
+    (1, 2, 10, 11, 8, 2, 2, 3, 1, True),  # a 2x2 filter at stride 3
     (1, 2, 5, 5, 8, 5, 5, 1, 4, True),  # padding past the filter's reach: whole zero rows
 ]
 

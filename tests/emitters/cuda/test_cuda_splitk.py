@@ -244,9 +244,13 @@ def test_split_k_over_three_consumers_is_offered():
     (docs/device-runs/h200-three-consumer-split-forms/), so they are schedules like any other and searched."""
     for split in (0, 2, 4):
         WgmmaSchedule(bm=192, bn=128, stages=4, consumers=3, split=split).validate()
+    for unrun in ({"split_fix": "spread"}, {"split_tail": True, "split": 0}):  # not yet run there: still refused
+        with pytest.raises(BadInputError, match="split_fix: split-K over three consumers"):
+            WgmmaSchedule(**{"bm": 192, "bn": 128, "stages": 4, "consumers": 3, "split": 2, **unrun}).validate()
     gemm_space = search_space(Gemm(6272, 256, 2048, "fp16"))
     conv_space = conv_search_space(Conv2d(32, 512, 28, 28, 256, 1, 1, layout="nhwc", dtype="fp16"))
     assert any(s.consumers == 3 and s.split != 1 for s in gemm_space + conv_space)
+    assert not [s for s in gemm_space + conv_space if s.consumers == 3 and (s.split_tail or s.split_fix == "spread")]
 
 
 @pytest.mark.parametrize("op,three", [

@@ -284,3 +284,21 @@ def test_gpu_matches_the_reference(op, s, kernel_home, monkeypatch):
         assert np.isfinite(got).all(), (op.signature, sched)
         err = relative_error(got, op.reference(inputs))
         assert err <= tolerance(op), (op.signature, sched, err)
+
+
+def test_host_maps_follow_the_kernels_parameter_order(monkeypatch):
+    """The launch passes ``maps()`` first, in the kernel's parameter order (A's map, then B's), each with
+    ``map_geometry``'s boxes: checked without a driver by recording what would be encoded."""
+    from tracea.emitters.cuda import tma
+
+    seen = []
+    monkeypatch.setattr(tma, "encode_2d", lambda ptr, dtype, inner, outer, stride, box: seen.append(
+        (ptr, inner, outer, stride, box)) or len(seen))
+    for layout_b in ("col", "row"):
+        seen.clear()
+        op = Gemm(3, 4096, 1024, "bf16", layout_b=layout_b)
+        assert gemv_tma.maps(op, a_ptr=1 << 20, b_ptr=2 << 20) == (1, 2)
+        g = gemv_tma.map_geometry(op)
+        assert seen == [(1 << 20, *g["tmA"][:2], g["tmA"][0], g["tmA"][2:]), (2 << 20, *g["tmB"][:2], g["tmB"][0], g["tmB"][2:])]
+        src = gemv_tma.render_gemv_tma(op, gemv_tma.hero_schedule(op, HOST), parse_arch("sm_90a")).source
+        assert "(const __grid_constant__ TrTensorMap tmA, const __grid_constant__ TrTensorMap tmB, " in src

@@ -178,7 +178,7 @@ def hero_schedule(op: Any, host: Any) -> GemvTmaSchedule:
 
 def search_space(op: Any, hero: Any, arch: Any) -> list[GemvTmaSchedule]:
     """4 or 8 consumer warps, 2 or 4 boxes a stage, 2-6 stages within the shared memory, K splits 1..16
-    (each split >= 1 stage): at most 32 rows only."""
+    (each split >= 1 stage, none left empty by the rounding): at most 32 rows only."""
     if not prefers(op):
         return []
     out = []
@@ -189,7 +189,9 @@ def search_space(op: Any, hero: Any, arch: Any) -> list[GemvTmaSchedule]:
             for stages in (2, 3, 4, 6):
                 for splits in (1, 2, 3, 4, 6, 8, 12, 16):
                     s = GemvTmaSchedule(warps=warps, stages=stages, boxes=boxes, splits=splits)
-                    if smem_bytes(op, s) <= SMEM_LIMIT and (splits == 1 or k_stages(op, s) >= splits):
+                    total = k_stages(op, s)
+                    # every split gets stages: no block of the grid left idle by the rounding
+                    if smem_bytes(op, s) <= SMEM_LIMIT and -(-total // -(-total // splits)) == splits:
                         out.append(s)
     return out
 

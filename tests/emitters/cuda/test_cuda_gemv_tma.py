@@ -54,6 +54,14 @@ def test_refusals_fall_back_to_the_register_gemv(op, why):
     assert gemv_tma.refusal(Gemm(1, 4100, 4096, "bf16", layout_b="col")) is None  # n x k B: any N
 
 
+def test_the_space_leaves_no_split_without_stages():
+    for op in (Gemm(1, 4096, 640, "bf16"), Gemm(16, 1000, 4096, "fp16", layout_b="col"), Gemm(3, 64, 72, "bf16")):
+        space = gemv_tma.search_space(op, None, None)
+        assert space and all(-(-gemv_tma.k_stages(op, s) // -(-gemv_tma.k_stages(op, s) // s.splits)) == s.splits
+                             for s in space)
+        assert any(s.splits > 1 for s in space) == (gemv_tma.k_stages(op, gemv_tma.GemvTmaSchedule(boxes=2)) > 1)
+
+
 def test_schedule_checks_and_json():
     s = gemv_tma.GemvTmaSchedule(warps=8, stages=3, boxes=2, splits=5)
     assert gemv_tma.GemvTmaSchedule.from_json(s.to_json()) == s and s.block_threads == 288

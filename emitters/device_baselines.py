@@ -58,17 +58,21 @@ def torch_baseline(op: Any, inputs: dict[str, np.ndarray]) -> GpuBaseline:
 
 
 def time_torch(run: Callable[[], Any], warmup: int, repeats: int, flush_l2: bool = True,
-               hold_cycles: int = HOLD_CYCLES) -> Timing:
+               hold_cycles: int = HOLD_CYCLES, flush: Callable[[], Any] | None = None) -> Timing:
+    """Median and p95 of ``repeats`` calls of ``run`` between CUDA events, each after the L2 is emptied (``flush``,
+    default a memset over twice the L2 where ``flush_l2``) and the stream held busy for ``hold_cycles``."""
     import torch
 
-    flush = torch.empty(2 * max(torch.cuda.get_device_properties(0).L2_cache_size, 1 << 26), dtype=torch.uint8,
-                        device="cuda") if flush_l2 else None
+    if flush is None and flush_l2:
+        buf = torch.empty(2 * max(torch.cuda.get_device_properties(0).L2_cache_size, 1 << 26), dtype=torch.uint8,
+                          device="cuda")
+        flush = buf.zero_
     for _ in range(warmup):
         run()
     pairs = []
     for _ in range(repeats):
         if flush is not None:
-            flush.zero_()
+            flush()
         if hold_cycles:
             torch.cuda._sleep(hold_cycles)
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

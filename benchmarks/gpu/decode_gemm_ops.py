@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 import tracea
+from tracea.emitters.device_baselines import time_torch
 
 ROWS = [(1, 4096, 4096), (1, 4096, 14336), (1, 14336, 4096), (16, 4096, 4096), (16, 4096, 14336),
         (8, 6144, 4096), (4, 28672, 8192)]
@@ -51,20 +52,9 @@ def copy_gbps() -> float:
 
 
 def per_call(fn: Callable[[], Any], flush: Callable[[], Any], repeats: int) -> tuple[float, float]:
-    for _ in range(3):
-        fn()
-    pairs = []
-    for _ in range(repeats):
-        flush()
-        torch.cuda._sleep(HOLD)
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        pairs.append((s, e))
-    torch.cuda.synchronize()
-    ms = sorted(s.elapsed_time(e) for s, e in pairs)
-    return statistics.median(ms), ms[int(0.95 * (len(ms) - 1))]
+    """(median, p95) ms of one call, ``flush`` emptying the L2 before each (``device_baselines.time_torch``)."""
+    t = time_torch(fn, 3, repeats, flush=flush, hold_cycles=HOLD)
+    return t.p50_ms, t.p95_ms
 
 
 def layers(fns: list[Callable[[], Any]], rounds: int = 20) -> float:

@@ -207,10 +207,6 @@ def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
     schedule.validate(op, arch)
 
 
-def workspace_bytes(op: Any, s: GemvTmaSchedule, arch: Any = None) -> int:
-    return gemv.workspace_bytes(op, s, arch)
-
-
 def render(op: Any, schedule: Any, arch: Any) -> tuple[Rendered, dict[str, float | int]]:
     return render_gemv_tma(op, schedule, arch), {"alpha": op.alpha}
 
@@ -359,7 +355,7 @@ def render_gemv_tma(op: Any, schedule: GemvTmaSchedule, arch: Any, renderer: Cud
             "fragments": {"dtype_in": dtype, "dtype_acc": "fp32", "mma": "m16n8k16 (B as the 16 rows)",
                           "loads": "TMA 64 x 64 boxes, 128B swizzle; ldmatrix"},
             "launch": {"grid": list(grid), "block": [threads, 1, 1], "dynamic_smem": smem},
-            "workspace_bytes": workspace_bytes(op, s, arch),
+            "workspace_bytes": gemv.workspace_bytes(op, s, arch),  # the register gemv's split partials
             "reduction": "cluster" if cluster else "workspace" if s.splits > 1 else "block", "epilogue": list(op.epilogue)}
     return Rendered(name, name, "\n".join(src) + "\n",
                     ("tmA", "tmB", "out", "bias", "residual", "workspace", "alpha"), grid, (threads, 1, 1), smem, meta)

@@ -51,12 +51,21 @@ class GpuRenderer(CStyleRenderer):
         return self.render_signature(name, params, ret, self.kernel_prefix)
 
 
-def gpu_suites(quick: bool = False) -> dict[str, list[Any]]:
+def gpu_suites(quick: bool = False, variants: Any = None) -> dict[str, list[Any]]:
     """A GPU backend's `tracea bench` suites: each op's suites (kernels/workloads.py) as a GPU's users run
-    them (bf16 GEMMs, fp16 NHWC convolutions at batch 1 and 32, fp16 softmax). ``quick``: a few rows of each."""
+    them (bf16 GEMMs, fp16 NHWC convolutions at batch 1 and 32, fp16 softmax, 8-bit GEMMs). ``quick``: a few rows of
+    each. ``variants``: the backend's; a suite whose rows none of them computes (their op and input type) is left
+    out."""
     from tracea.kernels import workloads
 
-    return workloads.suites("device", quick)
+    found = workloads.suites("device", quick)
+    if variants is None:
+        return found
+
+    def computed(op: Any) -> bool:
+        return any(v.op == op.kind and op.dtype.value in v.precisions for v in variants)
+
+    return {name: ops for name, ops in found.items() if ops and computed(ops[0])}
 
 
 def worker_mismatch(head: dict[str, Any], worker: dict[str, Any]) -> str | None:

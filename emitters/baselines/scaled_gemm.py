@@ -128,10 +128,13 @@ def host(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
                     + (f"; {others}" if others else "") + ")", lambda: TorchOut(run()))
 
 
-def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], Any]]:
+def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     """On a GPU: ``torch._int_mm`` (int8) with the scales after, or ``torch._scaled_mm`` (FP8, tensor and row scales:
-    cuBLASLt), B column-major as both take it; block scales: the float32 matmul of operands dequantized once. Not
-    yet run on a GPU (no GPU backend computes the op; bench verifies a baseline's output before timing it)."""
+    cuBLASLt, its default accumulation, with its ``use_fast_accum`` form timed beside it as a reference), B
+    column-major as both take it. Block scales: torch's block-scaled
+    ``_scaled_mm`` (cuBLASLt's 1x128 / 128x128 mode, CUDA 12.9+) where this torch has it and it agrees with the
+    operands dequantized, else the float32 matmul of operands dequantized once (named so); either way, bf16 cuBLAS and
+    per-tensor FP8 on the same shape are timed beside it as speed references."""
     fp8 = {"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}.get(op.dtype.value)
     a = t["a"].view(getattr(torch, fp8)) if fp8 else t["a"]
     b = t["b"].view(getattr(torch, fp8)) if fp8 else t["b"]
@@ -139,17 +142,57 @@ def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[str, Callable[[], An
     out_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int32": torch.int32}[
         op.out_dtype.value]
     if op.scale == "block128":
-        sa = t["scale_a"].repeat_interleave(128, 1)
-        sb = t["scale_b"].repeat_interleave(128, 0).repeat_interleave(128, 1)[:, : op.n]
-        da, db = a.float() * sa, b_cm.float() * sb
-        return "float32 matmul of operands dequantized once (no block-scaled GEMM)", lambda: (da @ db).to(out_dtype)
+        return _block_scaled(op, a, b_cm, t, torch, out_dtype)
     row = op.scale == "row"
     if fp8:
         sa = t["scale_a"].reshape(-1, 1) if row else t["scale_a"].reshape(())
         sb = t["scale_b"].reshape(1, -1) if row else t["scale_b"].reshape(())
-        return "_scaled_mm (cuBLASLt)", lambda: torch._scaled_mm(a, b_cm, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+        fast = (("_scaled_mm use_fast_accum=True (cuBLASLt's faster, less exact accumulation: a reference, not the "
+                 "baseline)", lambda: torch._scaled_mm(a, b_cm, scale_a=sa, scale_b=sb, out_dtype=out_dtype,
+                                                       use_fast_accum=True)),)
+        return ("_scaled_mm (cuBLASLt, its default accumulation)",
+                lambda: torch._scaled_mm(a, b_cm, scale_a=sa, scale_b=sb, out_dtype=out_dtype), fast)
     if op.scale == "none":
         return "_int_mm", lambda: torch._int_mm(a, b_cm)
     sa = t["scale_a"][:, None] if row else t["scale_a"]
     sb = t["scale_b"][None, :] if row else t["scale_b"]
     return "_int_mm, scaled after", lambda: (torch._int_mm(a, b_cm).float() * sa * sb).to(out_dtype)
+
+
+def _block_scaled(op: Any, a: Any, b_cm: Any, t: dict[str, Any], torch: Any, out_dtype: Any) -> tuple[Any, ...]:
+    sa_full = t["scale_a"].repeat_interleave(128, 1)
+    sb_full = t["scale_b"].repeat_interleave(128, 0).repeat_interleave(128, 1)[:, : op.n]
+    da, db = a.float() * sa_full, b_cm.float() * sb_full
+    want = da @ db
+    d16a, d16b = da.to(torch.bfloat16), db.to(torch.bfloat16)
+    one = torch.ones((), device=a.device)
+    also = (("bf16 matmul (cuBLAS) of the operands dequantized, same shape (a speed reference)", lambda: d16a @ d16b),
+            ("_scaled_mm per-tensor FP8 (cuBLASLt) of the same bytes, scales 1 (a speed reference: another function)",
+             lambda: torch._scaled_mm(a, b_cm, scale_a=one, scale_b=one, out_dtype=out_dtype)))
+    found = _torch_blockwise(op, a, b_cm, t, torch, out_dtype, want)
+    if found is not None:
+        return found + (also,)
+    return ("float32 matmul of operands dequantized once (this torch has no block-scaled FP8 GEMM that agreed)",
+            lambda: (da @ db).to(out_dtype), also)
+
+
+def _torch_blockwise(op: Any, a: Any, b_cm: Any, t: dict[str, Any], torch: Any, out_dtype: Any,
+                     want: Any) -> tuple[str, Callable[[], Any]] | None:
+    """torch's block-scaled ``_scaled_mm`` (A's 1x128 scales (m, k/128) outer-dim-major; B's 128x128 ones K-major, the
+    k blocks padded to a multiple of 4 as cuBLASLt documents, or unpadded), the first form that runs and agrees with
+    the dequantized product within 2 % (a wrong layout reads the wrong scales); None where none does."""
+    kb = op.k // 128
+    sa = t["scale_a"].t().contiguous().t()
+    sb = t["scale_b"]
+    l4 = -(-kb // 4) * 4
+    padded = torch.zeros((sb.shape[1], l4), dtype=torch.float32, device=sb.device)
+    padded[:, :kb] = sb.t()
+    for label, sb_form in (("K blocks padded to 4", padded.t()), ("unpadded", sb.t().contiguous().t())):
+        try:
+            y = torch._scaled_mm(a, b_cm, scale_a=sa, scale_b=sb_form, out_dtype=out_dtype)
+        except (RuntimeError, ValueError, TypeError, IndexError):
+            continue
+        if float((y.float() - want).norm() / want.norm().clamp_min(1e-30)) < 2e-2:
+            return (f"_scaled_mm block-scaled 1x128 x 128x128 (cuBLASLt; B's scales {label})",
+                    lambda sb_form=sb_form: torch._scaled_mm(a, b_cm, scale_a=sa, scale_b=sb_form, out_dtype=out_dtype))
+    return None

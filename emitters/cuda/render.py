@@ -147,6 +147,7 @@ PTX_STATEMENTS: dict[str, str] = {
     "policy.evict_first": 'asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\\n" : "=l"({policy}));',
     "compiler.fence": 'asm volatile("" ::: "memory");',  # no instruction: memory accesses stay on their side
     "compiler.pin": 'asm volatile("" : "+f"({value}) :: "memory");',  # no instruction: the value is live here
+    "compiler.pin_int": 'asm volatile("" : "+r"({value}) :: "memory");',  # the same, for an int
 }
 
 class CudaRenderer(GpuRenderer):

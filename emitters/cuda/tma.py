@@ -169,6 +169,21 @@ class Launcher:
         launches.kernel(self.func_handle, grid, threads, self.smem_bytes, stream, args)
 
 
+def resident_grid(kernel: Any, geometry_op: Any, sched: WgmmaSchedule, artifact: Any,
+                  rendered: Any) -> tuple[Launcher, int]:
+    """(the launcher of ``artifact``'s cubin, the grid): the rendered grid, or for a persistent 2-block cluster as
+    many pairs as the driver says fit at once (``launch_geometry`` over ``geometry_op``, the GEMM the kernel walks)."""
+    from pathlib import Path
+
+    launcher = Launcher(Path(artifact.binary).read_bytes(), rendered.entry, rendered.smem)
+    grid = rendered.grid[0]
+    if sched.cluster > 1 and sched.persistent:
+        fit = launcher.max_active_clusters(rendered.block[0], sched.cluster)
+        sms = int(getattr(kernel._dev.dev.properties, "multiprocessor_count", 0) or 132)
+        grid = launch_geometry(geometry_op, sched, sms, fit)[0]
+    return launcher, grid
+
+
 def output_map(op: Any, sched: WgmmaSchedule, c_ptr: int) -> tuple[_Map, int]:
     """(tensor map over ``op``'s C for the TMA-store epilogue, store_tma flag): ``c_output_map``."""
     return c_output_map(op.m, op.n, op.dtype.value, sched, c_ptr)
@@ -245,6 +260,26 @@ def copy_2d(drv: Any, src: int, src_pitch: int, dst: int, dst_pitch: int, width:
     return cp
 
 
+class GemmViewKernel(CudaKernel):
+    """The kernel object of a kernel that runs the Hopper GEMM's kernel over another op's buffers (a 1x1 conv's,
+    ``hopper/conv1x1.py``; the scaled 8-bit GEMM's, ``hopper/scaled_gemm.py``): its launcher and grid over
+    ``view``, the GEMM it walks; a subclass's ``upload`` sets ``_wargs`` (the tensor maps over the device buffers)."""
+
+    what = "cuda-wgmma"
+
+    def __init__(self, op: Any, artifact: Any, rendered: Any, scalars: dict[str, Any], sched: WgmmaSchedule,
+                 view: Any) -> None:
+        super().__init__(op, artifact, rendered, scalars)
+        self.schedule, self.view = sched, view
+        self._launcher, self._grid = resident_grid(self, view, sched, artifact, rendered)
+        self._wargs: list[Any] | None = None
+
+    def launch(self) -> None:
+        if self._wargs is None:
+            raise LaunchError(f"{self.what}: launch before upload (no tensor maps yet)")
+        self._launcher.launch(self._grid, self.rendered.block[0], self._dev.stream.handle, self._wargs)
+
+
 class WgmmaKernel(CudaKernel):
     """The CUDA emitter's kernel object for cuda-wgmma: buffers, timing and verification as for every
     CUDA kernel; the launch builds the two tensor maps over the device buffers and passes them by value.
@@ -255,15 +290,8 @@ class WgmmaKernel(CudaKernel):
 
     def __init__(self, op: Any, artifact: Any, rendered: Any, scalars: dict[str, float | int]) -> None:
         super().__init__(op, artifact, rendered, scalars)
-        from pathlib import Path
-
         self.schedule = WgmmaSchedule.from_json(artifact.schedule)
-        self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered.entry, rendered.smem)
-        self._grid = rendered.grid[0]
-        if self.schedule.cluster > 1 and self.schedule.persistent:
-            fit = self._launcher.max_active_clusters(rendered.block[0], self.schedule.cluster)
-            sms = int(getattr(self._dev.dev.properties, "multiprocessor_count", 0) or 132)
-            self._grid = launch_geometry(op, self.schedule, sms, fit)[0]
+        self._launcher, self._grid = resident_grid(self, op, self.schedule, artifact, rendered)
         self._wargs: list[Any] | None = None
         self._copies: list[Any] = []
         self.padding = tma_unsupported(op)

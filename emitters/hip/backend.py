@@ -192,4 +192,4 @@ def vendor_on_device(op: Any, inputs: dict[str, Any], ref: Any, warmup: int, rep
 def suites(quick: bool = False) -> dict[str, list[Any]]:
     from ..gpu import gpu_suites
 
-    return gpu_suites(quick)
+    return gpu_suites(quick, VARIANTS)

@@ -303,4 +303,4 @@ def test_an_unknown_backend_is_bad_input_and_a_planned_one_unsupported(capsys, h
 def test_an_unknown_suite_is_one_line_and_exit_2(capsys, home) -> None:
     for args in (["bench", "--suite", "resnet"], ["bench", "--list", "--suite", "resnet"]):
         code, _, err = tracea(capsys, *args)
-        one_line_error(code, err, "no suite 'resnet'", "llm-gemm, llm-gemm-int8, resnet50, softmax")
+        one_line_error(code, err, "no suite 'resnet'", "llm-gemm, llm-gemm-int8, llm-gemm-fp8, resnet50, softmax")

@@ -50,6 +50,6 @@ def test_every_backends_cores_come_from_its_folder():
     for registry, expected in ((cpu, {"gemm", "scaled_gemm", "conv2d", "softmax", "attention"}),
                                (hip, {"gemm", "conv2d", "softmax"})):
         assert set(registry.CORES) == expected
-    # CUDA: the variants' order is the core files' ORDER (mma, simt, softmax, attention-mma, wgmma x2, ...)
-    assert [c.name for c in cuda.CORES] == ["mma", "simt", "softmax", "attention-mma", "wgmma", "wgmma",
+    # CUDA: the variants' order is the core files' ORDER (mma, simt, softmax, attention-mma, wgmma x3, ...)
+    assert [c.name for c in cuda.CORES] == ["mma", "simt", "softmax", "attention-mma", "wgmma", "wgmma", "wgmma",
                                             "wgmma-attention", "stem", "gemv_tma", "gemv", "attention-decode"]

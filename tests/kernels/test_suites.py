@@ -39,16 +39,18 @@ def test_softmax_rows_cover_attention_and_vocabulary():
 @pytest.mark.parametrize("quick", [False, True])
 def test_every_backend_offers_every_suite_it_has_rows_for(name, quick):
     suites = registry.backend(name).suites(quick)
-    assert list(w.named()) == ["llm-gemm", "llm-gemm-int8", "resnet50", "softmax"]
-    # int8 GEMMs have rows on a CPU only (no GPU backend computes int8 yet); the rest everywhere
-    assert list(suites) == (list(w.named()) if name == "cpu" else ["llm-gemm", "resnet50", "softmax"])
+    assert list(w.named()) == ["llm-gemm", "llm-gemm-int8", "llm-gemm-fp8", "resnet50", "softmax"]
+    # 8-bit GEMMs where a variant computes them (int8 on a CPU and CUDA's Hopper core, FP8 on that core only); the
+    # rest everywhere
+    assert list(suites) == {"cpu": ["llm-gemm", "llm-gemm-int8", "resnet50", "softmax"],
+                            "cuda": list(w.named()), "hip": ["llm-gemm", "resnet50", "softmax"]}[name]
     assert all(suites.values())
     if quick:  # a few rows: what CI runs
         assert sum(map(len, suites.values())) <= 14
 
 
 def test_an_unknown_suite_is_bad_input():
-    with pytest.raises(BadInputError, match="llm-gemm, llm-gemm-int8, resnet50, softmax"):
+    with pytest.raises(BadInputError, match="llm-gemm, llm-gemm-int8, llm-gemm-fp8, resnet50, softmax"):
         w.check_suite("resnet")
 
 
@@ -62,9 +64,14 @@ def test_each_suite_is_its_op_s_and_sized_for_its_target():
         assert isinstance(suite, Suite) and suite.summary == w.summary()[name]
         kinds = {o.kind for target in ("host", "device") for o in suite.ops(target)}
         assert len(kinds) == 1 and name in {s.name for s in OPS[kinds.pop()].suites}
-        if name == "llm-gemm-int8":  # 8-bit inputs, scaled into fp32, on a CPU only
+        if name == "llm-gemm-int8":  # 8-bit inputs: scaled into fp32 on a CPU, the int32 accumulator on a GPU
             assert {(o.dtype.value, o.out_dtype.value) for o in suite.ops("host")} == {("int8", "fp32")}
-            assert suite.ops("device") == []
+            assert {(o.dtype.value, o.out_dtype.value, o.scale) for o in suite.ops("device")} == {("int8", "int32", "none")}
+            assert min(o.m for o in suite.ops("device")) > 16  # the sizes torch._int_mm takes
+            continue
+        if name == "llm-gemm-fp8":  # a GPU's only
+            assert suite.ops("host") == []
+            assert {(o.dtype.value, o.out_dtype.value, o.scale) for o in suite.ops("device")} == {("fp8e4m3", "bf16", "row")}
             continue
         assert {o.dtype.value for o in suite.ops("host")} == {"fp32"}
         assert {o.dtype.value for o in suite.ops("device")} <= {"bf16", "fp16"}

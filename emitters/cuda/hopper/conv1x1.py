@@ -46,30 +46,16 @@ def tma_boxes(op: Any, sched: WgmmaConvSchedule) -> dict[str, dict[str, Any]]:
 def gemm_view_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any]) -> Any:
     """The kernel object of the "gemm" path: the conv's buffers (x, weight, bias, out), uploaded and
     checked as for every CUDA kernel, launched as the GEMM (``tma.WgmmaKernel``'s launch over them)."""
-    from pathlib import Path
-
-    from tracea.doctor.errors import LaunchError
-
-    from ..runtime import CudaKernel
-    from ..tma import Launcher, gemm_args, operand_maps, output_map, split_args
+    from ..tma import GemmViewKernel, gemm_args, operand_maps, output_map, split_args
 
     view = gemm_view(op)
     sched = WgmmaConvSchedule.from_json(artifact.schedule).as_gemm()
 
-    class WgmmaConv1x1Kernel(CudaKernel):
+    class WgmmaConv1x1Kernel(GemmViewKernel):
         """x, the filter and the output are the GEMM's A, B and C as they are: three tensor maps over
         the conv's device buffers, no copies."""
 
-        def __init__(self) -> None:
-            super().__init__(op, artifact, rendered_, scalars)
-            self.schedule = sched
-            self._launcher = Launcher(Path(artifact.binary).read_bytes(), rendered_.entry, rendered_.smem)
-            self._grid = rendered_.grid[0]
-            if sched.cluster > 1 and sched.persistent:
-                fit = self._launcher.max_active_clusters(rendered_.block[0], sched.cluster)
-                sms = int(getattr(self._dev.dev.properties, "multiprocessor_count", 0) or 132)
-                self._grid = gemm.launch_geometry(view, sched, sms, fit)[0]
-            self._wargs: list[Any] | None = None
+        what = "cuda-wgmma.conv2d (gemm path)"
 
         def upload(self, inputs: dict[str, Any]) -> None:
             super().upload(inputs)
@@ -81,9 +67,4 @@ def gemm_view_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, 
             self._wargs = gemm_args(ma, mb, mc, ptr["out"], ptr["bias"], 0, 1.0, kop.m, kop.n, view.k,
                                     store_tma) + split_args(self, self.rendered)
 
-        def launch(self) -> None:
-            if self._wargs is None:
-                raise LaunchError("cuda-wgmma.conv2d (gemm path): launch before upload (no tensor maps yet)")
-            self._launcher.launch(self._grid, self.rendered.block[0], self._dev.stream.handle, self._wargs)
-
-    return WgmmaConv1x1Kernel()
+    return WgmmaConv1x1Kernel(op, artifact, rendered_, scalars, sched, view)

@@ -35,20 +35,21 @@ def _operands(r: CudaRenderer, dtype: str, guard: str = "", swap: bool = False) 
 
 
 def tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
-              when: str = "store_tma") -> str:
+              when: str = "store_tma", dequant: tuple[str, ...] = ()) -> str:
     """``store="tma"``: each consumer warpgroup writes its part of C, 64 x 64 at a time, into a staging
     atom laid out as TMA's 128B swizzle (the same ``TileLayout`` algebra as the operands: the lanes of a
     warp hit 8 different 16-byte bank groups), fences it to the async proxy, and one thread issues the
     bulk tensor store; two atoms alternate so the next is written while the last is read out. TMA clips
     rows and columns past M and N. When ``store_tma`` is 0 (C rows not 16-byte aligned) the loop is
-    skipped and the direct stores after it run instead (``when``: the condition). Ends with ``continue``."""
+    skipped and the direct stores after it run instead (``when``: the condition). ``dequant``: lines over ``v``,
+    ``row`` and ``col`` (the kernel's) ahead of the epilogue (the scaled GEMM's scales). Ends with ``continue``."""
     if sched.store != "tma":
         return ""
     if sched.swap:  # one staging block a slice: C's bn rows x 64 columns
-        return _staged_stores(sched, r, when, None, "i", lambda w: _stage_swapped(w, r, dtype, epilogue, sched),
+        return _staged_stores(sched, r, when, None, "i", lambda w: _stage_swapped(w, r, dtype, epilogue, sched, dequant),
                               f"tm * {sched.bm} + part * {sched.wm} + i * 64, tn * {sched.bn}")
     return _staged_stores(sched, r, when, sched.bn // 64, f"(i * {sched.bn // 64} + a)",
-                          lambda w: _stage_atom(w, r, dtype, epilogue),
+                          lambda w: _stage_atom(w, r, dtype, epilogue, dequant),
                           f"tn * {sched.bn} + a * 64, tm * {sched.bm} + part * {sched.wm} + i * 64")
 
 
@@ -93,7 +94,8 @@ def _staged_stores(sched: WgmmaSchedule, r: CudaRenderer, when: str, atoms: int 
     return w.render().replace("\n", "\n            ")
 
 
-def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...]) -> None:
+def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
+                dequant: tuple[str, ...] = ()) -> None:
     """One 64 x 64 atom of C: the epilogue applied, two values packed per 32-bit shared store at the
     atom's 128B-swizzled offset."""
     lay = TileLayout(64, 64, ELEM_BYTES, "row", swizzle=SWIZZLE)
@@ -109,7 +111,7 @@ def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str,
     w("            const int col = col0 + (a * 8 + jj) * 8 + e;")
     w("            const bool inside = row < M && col < N;")
     w("            float v = acc[i][4 * (a * 8 + jj) + 2 * h + e];")
-    for line in element_ops(epilogue, _operands(r, dtype, "inside")):
+    for line in (*dequant, *element_ops(epilogue, _operands(r, dtype, "inside"))):
         w("            " + line)
     w("            out[e] = v;")
     w("        }")
@@ -119,7 +121,8 @@ def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str,
     w("}")
 
 
-def _stage_swapped(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...], sched: WgmmaSchedule) -> None:
+def _stage_swapped(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...], sched: WgmmaSchedule,
+                   dequant: tuple[str, ...] = ()) -> None:
     """``swap``: one m64 slice of the kernel's C^T tile (64 of C's columns x ``bn`` of its rows) staged as C's ``bn``
     x 64 block, row-major and 128B-swizzled (a line a row of C: the kernel's column), one 16-bit store an element,
     the epilogue applied (bias along the kernel's rows); the store then writes it at (C's column, C's row)."""
@@ -134,7 +137,7 @@ def _stage_swapped(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[s
     w("            const int c_in = j * 8 + 2 * (lane % 4) + e, col = col0 + j * 8 + e;")
     w("            const bool inside = row < M && col < N;")
     w("            float v = acc[i][4 * j + 2 * h + e];")
-    for line in element_ops(epilogue, _operands(r, dtype, "inside", swap=True)):
+    for line in (*dequant, *element_ops(epilogue, _operands(r, dtype, "inside", swap=True))):
         w("            " + line)
     conv = r.converters(dtype)[1]
     w("            " + r.asm("st.shared.b16", addr=f"buf + {lay.c_offset('c_in', 'r_in')}", value=f"{conv}(v)"))
@@ -143,7 +146,8 @@ def _stage_swapped(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[s
     w("}")
 
 
-def _swapped_direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...]) -> str:
+def _swapped_direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
+                          dequant: tuple[str, ...] = ()) -> str:
     """``swap``: register stores of the kernel's C^T tile into C transposed, one 16-bit store an element (the
     kernel's row ``row`` is C's column, its column ``col`` C's row: ``C[col * M + row]``), predicated on the
     kernel's M and N."""
@@ -160,7 +164,7 @@ def _swapped_direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epi
     w("                const int row = row0 + i * 64 + h * 8, col = col0 + j * 8 + e;")
     w("                if (row < M && col < N) {")
     w("                    float v = acc[i][4 * j + 2 * h + e];")
-    for line in element_ops(epilogue, _operands(r, dtype, swap=True)):
+    for line in (*dequant, *element_ops(epilogue, _operands(r, dtype, swap=True))):
         w("                    " + line)
     w(f"                    C[(int64_t)col * M + row] = {conv}(v);")
     w("                }")
@@ -172,19 +176,20 @@ def _swapped_direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epi
 
 
 def direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
-                 groups: bool = False) -> str:
+                 groups: bool = False, dequant: tuple[str, ...] = ()) -> str:
     """Register stores of the consumer's part of C (``gpu_epilogue.direct_store``), predicated on M and N:
     the epilogue applied per element, two columns packed into one 4-byte store where N is even.
     ``groups``: only the float4 groups ``g0 <= i * bn / 8 + j < g1`` (the spread split-K fix-up's share of
     a tile)."""
     if sched.swap:  # no spread fix-up with swapped operands (validate), so no groups
-        return _swapped_direct_store(sched, r, dtype, epilogue)
+        return _swapped_direct_store(sched, r, dtype, epilogue, dequant)
     g = sched.bn // 8
     share = f" && i * {g} + j >= g0 && i * {g} + j < g1" if groups else ""
     walk = Walk((Loop(f"for (int i = 0; i < {sched.m_slices}; ++i)"), Loop(f"for (int j = 0; j < {g}; ++j)"),
                  Loop("for (int h = 0; h < 2; ++h)", ("const int row = row0 + i * 64 + h * 8;", "const int c0 = col0 + j * 8;")),
                  Loop(f"if (row < M && c0 < N{share})", ("float out[2];",), unroll=False)),
-                ("const int col = c0 + e < N ? c0 + e : c0;", "float v = acc[i][4 * j + 2 * h + e];"), 2, "out")
+                ("const int col = c0 + e < N ? c0 + e : c0;", "float v = acc[i][4 * j + 2 * h + e];", *dequant), 2,
+                "out")
     dest = Dest("p[{k}]", r.converters(dtype)[1], "c0", "p", "(N & 1) == 0", 1, ("uint16_t* p = C + (int64_t)row * N + c0;",))
     return "\n".join(gpu_epilogue.direct_store(walk, epilogue, _operands(r, dtype), dest, Style("    ", 3))) + "\n"
 
@@ -203,18 +208,19 @@ class Stores:
     """The epilogue of one kernel, as the consumers place it (``mainloop.consumer_branch``): ``tma(when)``
     the TMA store of C where ``when`` holds, ``direct(groups)`` the register stores otherwise (``groups``:
     a spread split-K unit's share), ``drain()`` after the walk. ``dtype`` is C's, ``epilogue`` the fused ops
-    in order."""
+    in order, ``dequant`` lines ahead of them (``tma_store``)."""
 
     sched: WgmmaSchedule
     r: CudaRenderer
     dtype: str
     epilogue: tuple[str, ...]
+    dequant: tuple[str, ...] = ()
 
     def tma(self, when: str) -> str:
-        return tma_store(self.sched, self.r, self.dtype, self.epilogue, when)
+        return tma_store(self.sched, self.r, self.dtype, self.epilogue, when, self.dequant)
 
     def direct(self, groups: bool = False) -> str:
-        return direct_store(self.sched, self.r, self.dtype, self.epilogue, groups=groups)
+        return direct_store(self.sched, self.r, self.dtype, self.epilogue, groups=groups, dequant=self.dequant)
 
     def drain(self) -> str:
         return tma_store_drain(self.sched)

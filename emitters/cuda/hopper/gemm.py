@@ -71,21 +71,36 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     sched.validate(op)
     op = kernel_op(op, sched)
     dtype = op.dtype.value
-    r = CudaRenderer()
     a_k, b_k = operand_kmajor(op, "a"), operand_kmajor(op, "b")
+    r = CudaRenderer()
+    # No shape in the source: one binary serves every M, N, K of its kind (the cache key is the text).
+    title = (f"cuda-wgmma.gemm {sched.name}: {dtype}, A {op.layout_a}, B {op.layout_b}, "
+             f"epilogue {','.join(op.epilogue) or 'none'}{', C^T stored transposed' if sched.swap else ''}")
+    signature = ("    uint16_t* __restrict__ C, const uint16_t* __restrict__ bias, const uint16_t* __restrict__ residual,\n"
+                 "    float alpha, int M, int N, int K, int store_tma")
+    return compose(op, sched, title, wgmma_instruction(sched.bn, PTX_TYPE[dtype], 0 if a_k else 1, 0 if b_k else 1),
+                   signature, Stores(sched, r, dtype, tuple(op.epilogue)))
+
+
+def compose(kop: Any, sched: WgmmaSchedule, title: str, instruction: str, signature: str, stores: Any,
+            acc: str = "float", fold: Any = None, prologue: str = "") -> str:
+    """A Hopper GEMM kernel over the kernel op ``kop`` (its operands' layouts): the device library, ``instruction``
+    (``tr_wgmma``), the walk's functions, ``extern "C" tr_wgmma_gemm(tmA, tmB, tmC, <signature>, <walk's>)``, then
+    ``prologue`` (lines at the kernel's top), the kernel head, the TMA producer and the consumers with ``stores``
+    (``acc``: the accumulators' C type; ``fold``: the promoted mainloop, ``mainloop.Fold``). The scaled 8-bit GEMM
+    (``scaled_gemm.py``) composes its own over the same parts."""
+    r = CudaRenderer()
+    a_k, b_k = operand_kmajor(kop, "a"), operand_kmajor(kop, "b")
     a_bytes = sum(t.size_bytes for t in operand_layouts(sched.bm, a_k))
     b_bytes = sum(t.size_bytes for t in operand_layouts(sched.bn, b_k))
     assert a_bytes % SWIZZLE.period_bytes == 0 and b_bytes % SWIZZLE.period_bytes == 0
-
     w = CodeWriter()
-    # No shape in the source: one binary serves every M, N, K of its kind (the cache key is the text).
-    w(f"/* cuda-wgmma.gemm {sched.name}: {dtype}, A {op.layout_a}, B {op.layout_b}, "
-      f"epilogue {','.join(op.epilogue) or 'none'}{', C^T stored transposed' if sched.swap else ''} */")
+    w(f"/* {title} */")
     w.extend(r.prelude(1))
     w.extend(DEVICE_LIB)
     if sched.l2_hint != "normal":
         w.extend(HINT_LIB)
-    w.extend(wgmma_instruction(sched.bn, PTX_TYPE[dtype], 0 if a_k else 1, 0 if b_k else 1))
+    w.extend(instruction)
     walk = scheduler.TileScheduler(sched)
     for fn in walk.functions():
         w.extend(fn)
@@ -93,13 +108,14 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     w(f'extern "C" __global__ void {cluster_attr}__launch_bounds__({sched.threads}, 1) {KERNEL_NAME}(')
     w("    const __grid_constant__ TrTensorMap tmA, const __grid_constant__ TrTensorMap tmB,")
     w("    const __grid_constant__ TrTensorMap tmC,")
-    w("    uint16_t* __restrict__ C, const uint16_t* __restrict__ bias, const uint16_t* __restrict__ residual,")
-    w(f"    float alpha, int M, int N, int K, int store_tma{walk.signature()}) {{")
+    w(f"{signature}{walk.signature()}) {{")
+    if prologue:
+        w.extend(prologue)
     # the kernel joins its parts: the mainloop's producer and consumers walk the scheduler's tiles, and the
     # consumers end each tile with the epilogue's stores
     w.extend(kernel_head(sched, r, a_bytes, walk))
     w.extend(tma_producer(sched, r, a_k, b_k, walk))
-    w.extend(consumer_branch(sched, r, walk, Stores(sched, r, dtype, tuple(op.epilogue)), a_k, b_k))
+    w.extend(consumer_branch(sched, r, walk, stores, a_k, b_k, acc=acc, fold=fold))
     return w.render()
 
 

@@ -12,6 +12,9 @@ from ...cstyle import CodeWriter
 from ..render import CudaRenderer
 
 PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}  # the PTX names of the 16-bit input types
+# the 8-bit input types: (PTX name, accumulator's PTX type, its C type, its inline-asm constraint)
+PTX_TYPE_8BIT = {"fp8e4m3": ("e4m3", "f32", "float", "f"), "fp8e5m2": ("e5m2", "f32", "float", "f"),
+                 "int8": ("s8", "s32", "int", "r")}
 
 # mbarriers, TMA loads (multicast too) and stores, wgmma descriptors and fences: every Hopper kernel.
 DEVICE_LIB = r"""struct __align__(64) TrTensorMap { uint64_t opaque[16]; };
@@ -99,18 +102,39 @@ static __device__ __forceinline__ void tr_cp_async_16(uint32_t dst, const void* 
 
 def wgmma_instruction(bn: int, ptx_type: str, trans_a: int, trans_b: int) -> str:
     """``tr_wgmma(float* d, descA, descB)``: one m64n{bn}k16 wgmma accumulating into ``d[bn/2]``."""
+    return _wgmma_function(bn, "float* d, uint64_t da, uint64_t db", f"k16.f32.{ptx_type}.{ptx_type}",
+                           f", 1, 1, {trans_a}, {trans_b}", "f", "1")
+
+
+def wgmma_instruction_8bit(bn: int, dtype: str) -> str:
+    """``tr_wgmma(acc* d, descA, descB, int accumulate)``: one m64n{bn}k32 wgmma of 8-bit operands (``dtype``: fp8e4m3,
+    fp8e5m2 or int8), both K-major (8-bit wgmma has no transposed form), into fp32 (FP8) or s32 (int8) ``d[bn/2]``;
+    ``accumulate`` 0 overwrites ``d`` (the first k32 step of a promoted block). Integer wgmma has no operand scales
+    (negation) and takes n of 8, 16, 24 and multiples of 16 only (``INT8_WIDTHS``)."""
+    ptx, acc_ptx, ctype, con = PTX_TYPE_8BIT[dtype]
+    return _wgmma_function(bn, f"{ctype}* d, uint64_t da, uint64_t db, int accumulate = 1",
+                           f"k32.{acc_ptx}.{ptx}.{ptx}", "" if acc_ptx == "s32" else ", 1, 1", con, "accumulate")
+
+
+def _wgmma_function(bn: int, params: str, shape_types: str, tail: str, constraint: str, scale_d: str) -> str:
+    """The inline function ``tr_wgmma(params)`` issuing ``wgmma.mma_async...m64n{bn}{shape_types}`` on ``bn/2``
+    accumulator registers (inline-asm ``constraint``), the descriptors, ``scale_d`` (nonzero: accumulate) and the
+    instruction's immediates ``tail``."""
     n = bn // 2
     regs = ",".join(f"%{i}" for i in range(n))
     w = CodeWriter()
-    w("static __device__ __forceinline__ void tr_wgmma(float* d, uint64_t da, uint64_t db) {")
+    w(f"static __device__ __forceinline__ void tr_wgmma({params}) {{")
     w(f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n"')
-    w(f'                 "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{ptx_type}.{ptx_type} "')
-    w(f'                 "{{{regs}}}, %{n}, %{n + 1}, p, 1, 1, {trans_a}, {trans_b};\\n}}\\n"')
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(n))
+    w(f'                 "wgmma.mma_async.sync.aligned.m64n{bn}{shape_types} "')
+    w(f'                 "{{{regs}}}, %{n}, %{n + 1}, p{tail};\\n}}\\n"')
+    outs = ", ".join(f'"+{constraint}"(d[{i}])' for i in range(n))
     w(f"                 : {outs}")
-    w('                 : "l"(da), "l"(db), "r"(1));')
+    w(f'                 : "l"(da), "l"(db), "r"({scale_d}));')
     w("}")
     return w.render()
+
+
+INT8_WIDTHS = (8, 16, 24, *range(32, 257, 16))  # the n of integer wgmma
 
 
 def render_tma_probe() -> str:

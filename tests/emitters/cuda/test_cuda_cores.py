@@ -24,7 +24,8 @@ def test_the_variants_are_the_main_cores_lines_in_order():
     planner's and `tracea plan`'s order); cuda-wgmma (sm_90a only) stays out of ALL_VARIANTS."""
     assert [v.id for v in variants.VARIANTS] == [
         "cuda-mma-sync.gemm", "cuda-mma-sync.conv2d", "cuda-simt.gemm", "cuda-simt.conv2d", "cuda-simt.softmax",
-        "cuda-mma-sync.attention", "cuda-wgmma.gemm", "cuda-wgmma.conv2d", "cuda-wgmma.attention"]
+        "cuda-mma-sync.attention", "cuda-wgmma.gemm", "cuda-wgmma.conv2d", "cuda-wgmma.scaled_gemm",
+        "cuda-wgmma.attention"]
     assert variants.ALL_VARIANTS == variants.VARIANTS[:6] and variants.RENDERED == variants.VARIANTS
     for v in variants.RENDERED:
         core = cores.BY_VARIANT[(v.family, v.op)]

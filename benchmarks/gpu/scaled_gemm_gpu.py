@@ -1,0 +1,234 @@
+"""The Hopper 8-bit GEMM with scales (issue 35: emitters/cuda/hopper/scaled_gemm.py) on an sm_90 GPU.
+
+    python benchmarks/gpu/scaled_gemm_gpu.py --part check [--small]     # every mode verified (and for compute-sanitizer)
+    python benchmarks/gpu/scaled_gemm_gpu.py --part rows --rows fp8|fp8-tensor|int8|block|edge [--sweep] [--match T]
+
+``check`` builds each (op, schedule) of ``CASES`` (FP8 e4m3/e5m2 and int8; tensor, row, block128 and no scales; bf16,
+fp16, fp32 and int32 out; tile, split-K, cluster, ping-pong and swapped schedules; M, N, K off the tiles) and checks
+its output against the float64 reference on two fresh random inputs (``--small``: the few small ones, for
+compute-sanitizer). ``rows`` runs ``bench`` (verified on fresh random inputs, then timed beside the vendor with CUDA
+events, L2 flushed before each call) over the llm-gemm shapes: ``fp8`` (e4m3, row scales, bf16 out) and ``fp8-tensor``
+against ``torch._scaled_mm`` (cuBLASLt, its default accumulation), ``int8`` (int32 out) against ``torch._int_mm``,
+``block`` (1x128 / 128x128 scales) against torch's block-scaled ``_scaled_mm`` where it has one, and the hero beside
+bf16 cuBLAS on the same shape; ``--sweep`` adds other schedules of the search space for each row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+import numpy as np
+
+from tracea.doctor import probe
+from tracea.emitters import cuda
+from tracea.emitters.bench import bench
+from tracea.emitters.cuda import mma
+from tracea.emitters.cuda.hopper import scaled_gemm as sg
+from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule as W
+from tracea.kernels import Gemm, ScaledGemm, relative_error, tolerance
+from tracea.kernels.dtypes import to_float64
+from tracea.kernels.ops.gemm import PROJECTIONS, TOKENS
+
+VARIANT = "cuda-wgmma.scaled_gemm"
+TILE = W(bm=128, bn=128, stages=6, consumers=2, store="tma")
+NARROW = W(bm=64, bn=128, stages=8, consumers=1)
+SWAP = W(bm=64, bn=16, stages=8, consumers=1, swap=True)
+
+
+def _cases() -> list[tuple[ScaledGemm, W, bool]]:
+    """(op, schedule, small): every scale mode, output type and schedule form the kernel renders."""
+    c: list[tuple[ScaledGemm, W, bool]] = []
+    for dt in ("fp8e4m3", "fp8e5m2"):
+        c += [(ScaledGemm(256, 384, 512, dt, "bf16", "tensor"), TILE, True),
+              (ScaledGemm(200, 136, 1040, dt, "fp16", "row"), TILE, True),
+              (ScaledGemm(131, 250, 768, dt, "fp32", "row"), dataclasses.replace(TILE, store="direct"), True),
+              (ScaledGemm(384, 256, 1024, dt, "bf16", "block128"), TILE, True)]
+    c += [(ScaledGemm(300, 520, 2048, "fp8e4m3", "bf16", "row"), dataclasses.replace(TILE, split=2), True),
+          (ScaledGemm(128, 256, 4096, "fp8e4m3", "fp32", "block128"), dataclasses.replace(NARROW, split=4), True),
+          (ScaledGemm(256, 512, 1024, "fp8e4m3", "bf16", "row"), dataclasses.replace(TILE, cluster=2), False),
+          (ScaledGemm(256, 512, 1024, "fp8e4m3", "fp16", "tensor"), W(bm=64, bn=128, stages=6, consumers=2,
+                                                                     pingpong=True, store="tma"), False),
+          (ScaledGemm(512, 1000, 2048, "fp8e4m3", "bf16", "block128"), W(bm=128, bn=64, stages=8, consumers=2), False),
+          (ScaledGemm(256, 384, 4096, "fp8e4m3", "fp32", "row"), dataclasses.replace(TILE, store="direct"), False),
+          (ScaledGemm(200, 264, 1040, "fp8e5m2", "bf16", "tensor"), dataclasses.replace(TILE, cluster=2), True),
+          (ScaledGemm(1, 520, 1024, "fp8e4m3", "bf16", "row"), SWAP, True),
+          (ScaledGemm(5, 4096, 4096, "fp8e4m3", "bf16", "tensor"), dataclasses.replace(SWAP, bn=8, split=0), True),
+          (ScaledGemm(40, 1000, 2048, "fp8e5m2", "fp32", "row"), dataclasses.replace(SWAP, bn=40, split=3), False),
+          (ScaledGemm(16, 4096, 1024, "fp8e4m3", "bf16", "block128"), dataclasses.replace(NARROW, split=0), True),
+          (ScaledGemm(256, 384, 512, "int8", "int32", "none"), W(bm=128, bn=256, stages=4, consumers=2), True),
+          (ScaledGemm(129, 200, 1040, "int8", "int32", "none"), W(bm=128, bn=128, stages=6, consumers=2), True),
+          (ScaledGemm(16, 1000, 4096, "int8", "int32", "none"), dataclasses.replace(SWAP, bn=16), True),
+          (ScaledGemm(24, 300, 512, "int8", "int32", "none"), dataclasses.replace(SWAP, bn=24), False),
+          (ScaledGemm(260, 512, 768, "int8", "bf16", "row"), dataclasses.replace(TILE, bn=256, stages=4), True),
+          (ScaledGemm(100, 96, 1024, "int8", "fp32", "row"), W(bm=64, bn=64, stages=8, consumers=1), True),
+          (ScaledGemm(64, 512, 512, "int8", "fp16", "tensor"), dataclasses.replace(TILE, cluster=2), False),
+          (ScaledGemm(3, 700, 2048, "int8", "fp32", "tensor"), dataclasses.replace(SWAP, bn=8), True)]
+    return c
+
+
+class NoGpu:
+    nvidia = None
+
+
+def check(small: bool) -> int:
+    bad = 0
+    for op, s, is_small in _cases():
+        if small and not is_small:
+            continue
+        try:
+            k = cuda.build(op, VARIANT, s, NoGpu())
+        except Exception as exc:  # noqa: BLE001 - a refusal or compile error is a line, then the next case
+            bad += 1
+            print(f"{op.case_label():<52} {s.name:<40} BUILD {type(exc).__name__}: {exc}"[:240], flush=True)
+            continue
+        for seed in (1, 2):
+            inputs = op.random_inputs(np.random.default_rng(seed))
+            out = np.full(op.output_shape(), 0x7F, op.out_dtype.storage)
+            k(inputs, out)
+            got = out.astype(np.float64) if op.out_dtype.value in ("fp32", "int32") else to_float64(out, op.out_dtype)
+            err = relative_error(got, op.reference(inputs))
+            ok = err <= tolerance(op)
+            bad += not ok
+            print(f"{op.case_label():<52} {s.name:<40} seed {seed}: rel err {err:.2e} (bound {tolerance(op):.1e}) "
+                  f"{'ok' if ok else 'WRONG'}{'' if small else _vendor_error(op, inputs)}", flush=True)
+    print(f"check: {bad} wrong or failed")
+    return bad
+
+
+def _vendor_error(op: ScaledGemm, inputs: dict) -> str:
+    """torch._scaled_mm's (cuBLASLt's) relative error on the same inputs, for an FP8 op it computes (tensor or row
+    scales): the yardstick of the FP8 tolerance. "" without torch or for other ops."""
+    if op.dtype.value == "int8" or op.scale not in ("tensor", "row"):
+        return ""
+    try:
+        import torch
+    except ImportError:
+        return ""
+    from tracea.emitters.baselines.scaled_gemm import device
+
+    t = {n: torch.from_numpy(np.ascontiguousarray(v)).cuda() for n, v in inputs.items()}
+    try:
+        y = device(op, t, torch)[1]()
+    except RuntimeError as exc:  # a shape cuBLASLt refuses (N not a multiple of 16, ...)
+        return f"; _scaled_mm refuses it: {str(exc).splitlines()[0][:60]}"
+    except ValueError as exc:  # a type pair it refuses (e5m2 x e5m2)
+        return f"; _scaled_mm refuses it: {str(exc).splitlines()[0][:60]}"
+    return f"; _scaled_mm {relative_error(y.double().cpu().numpy(), op.reference(inputs)):.2e}"
+
+
+def row_ops(which: str) -> list[ScaledGemm]:
+    if which == "fp8":
+        return [ScaledGemm(m, n, k, "fp8e4m3", "bf16", "row") for m in TOKENS for n, k in PROJECTIONS]
+    if which == "fp8-tensor":
+        return [ScaledGemm(m, n, k, "fp8e4m3", "bf16", "tensor") for m in TOKENS for n, k in PROJECTIONS]
+    if which == "int8":
+        return [ScaledGemm(m, n, k, "int8", "int32", "none") for m in (128, 2048, 8192) for n, k in PROJECTIONS]
+    if which == "block":
+        return [ScaledGemm(m, n, k, "fp8e4m3", "bf16", "block128") for m, n, k in
+                ((4096, 4096, 4096), (8192, 8192, 8192), (2048, 14336, 4096), (2048, 4096, 14336), (128, 4096, 4096),
+                 (16, 4096, 4096))]
+    if which == "edge":  # outside the suites: other N x K, odd M
+        return [ScaledGemm(m, n, k, "fp8e4m3", "bf16", "row") for m, n, k in
+                ((4, 3072, 8192), (32, 8192, 3072), (100, 6144, 4096), (777, 5120, 13824), (3000, 1024, 4096))]
+    raise SystemExit(f"--rows: fp8, fp8-tensor, int8, block or edge, not {which}")
+
+
+def candidates(op: ScaledGemm) -> list[W]:
+    hero = sg.hero_schedule(op, HOST_SMS)
+    int8 = op.dtype.value == "int8"
+    if op.m <= 64 and op.scale != "block128":
+        forms = [dataclasses.replace(hero, split=0 if not int8 else 1, stages=st, bm=bm, consumers=c)
+                 for st in (6, 12) for bm, c in ((64, 1), (128, 2))]
+    elif op.m <= 256 and op.scale != "block128":
+        forms = [dataclasses.replace(NARROW, store="tma", split=0), dataclasses.replace(NARROW, store="tma", split=0,
+                 stages=5, l2_hint="first"), dataclasses.replace(NARROW, bn=192, store="tma", split=0, stages=5,
+                 l2_hint="first"), dataclasses.replace(TILE, split=2, stages=5)]
+    elif int8:
+        forms = [W(bm=128, bn=256, stages=4, consumers=2, store=hero.store), W(bm=128, bn=128, stages=6, consumers=2,
+                 store=hero.store), W(bm=128, bn=256, stages=4, consumers=2, cluster=2, store=hero.store),
+                 W(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store=hero.store)]
+    elif op.scale == "block128":
+        forms = [dataclasses.replace(TILE, cluster=2), dataclasses.replace(TILE, stages=4),
+                 dataclasses.replace(NARROW, store="tma"), dataclasses.replace(TILE, raster="n")]
+    else:
+        forms = [dataclasses.replace(TILE, cluster=2), dataclasses.replace(TILE, stages=4),
+                 dataclasses.replace(NARROW, bn=192, stages=6, store="tma"), dataclasses.replace(TILE, raster="n"),
+                 dataclasses.replace(TILE, split=0, stages=5, l2_hint="first")]
+    out = []
+    for s in forms:
+        try:
+            sg.check(op, s)
+        except Exception:  # noqa: BLE001 - a form this op cannot take
+            continue
+        if s != hero and s not in out:
+            out.append(s)
+    return out
+
+
+def bf16_line(op: ScaledGemm) -> None:
+    g = Gemm(op.m, op.n, op.k, "bf16", layout_b="col")
+    r = bench(g, HOST, backend="cuda", repeats=20)
+    base = r.baseline.p50_ms if r.baseline else None
+    print(f"    bf16 {g.m}x{g.n}x{g.k}: {r.baseline_name} {base and round(base, 4)} ms "
+          f"({base and round(op.flops / base / 1e9)} TFLOP/s)", flush=True)
+
+
+def line(op: ScaledGemm, label: str, name: str, r: object) -> None:
+    ms = r.tracea.p50_ms if r.tracea else None
+    p95 = r.tracea.p95_ms if r.tracea else None
+    base = r.baseline.p50_ms if r.baseline else None
+    ratio = "unstable" if r.unstable else (f"{r.ratio:.2f}" if r.ratio else "-")
+    tf = op.flops / (ms * 1e-3) / 1e12 if ms else None
+    print(f"{op.case_label():<50} {label:<6} {name:<44} {r.status:<10} {ms and round(ms, 4)!s:>8} "
+          f"{p95 and round(p95, 4)!s:>8} {base and round(base, 4)!s:>8} {ratio:>8} {tf and round(tf)!s:>5} "
+          f"{(r.error or '')[:120]}", flush=True)
+
+
+def rows(which: str, sweep: bool, match: str, budget: float, compare_bf16: bool) -> None:
+    t0, said = time.time(), False
+    print(f"{'row':<50} {'form':<6} {'schedule':<44} {'status':<10} {'p50 ms':>8} {'p95 ms':>8} {'vendor':>8} "
+          f"{'ratio':>8} {'TF/s':>5}")
+    for op in row_ops(which):
+        if match and not any(m in op.case_label() for m in match.split(",")):
+            continue
+        if time.time() - t0 > budget:
+            print(f"budget of {budget:.0f} s spent: the rows after {op.case_label()} were not run")
+            break
+        r = bench(op, HOST, backend="cuda", variant=VARIANT, repeats=30)
+        line(op, "hero", W.from_json(r.schedule).name if r.schedule else "-", r)
+        if r.baseline_name and (which in ("block", "fp8", "fp8-tensor") or not said):
+            print(f"    vendor: {r.baseline_name}", flush=True)
+            said = True
+        for s in candidates(op) if sweep else ():
+            rr = bench(op, HOST, backend="cuda", variant=VARIANT, repeats=30, tuned=lambda _o, _v, s=s: s.to_json())
+            line(op, "sweep", s.name, rr)
+        if compare_bf16:
+            bf16_line(op)
+
+
+HOST = None
+HOST_SMS = 132
+
+
+def main() -> None:
+    global HOST, HOST_SMS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--part", choices=("check", "rows"), required=True)
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--rows", default="fp8")
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--bf16", action="store_true", help="time bf16 cuBLAS on each row's shape too")
+    ap.add_argument("--match", default="", help="comma-separated parts of the rows' labels")
+    ap.add_argument("--budget", type=float, default=1e9)
+    a = ap.parse_args()
+    if a.part == "check":
+        raise SystemExit(1 if check(a.small) else 0)
+    HOST = probe()
+    HOST_SMS = mma.sm_count(HOST)
+    rows(a.rows, a.sweep, a.match, a.budget, a.bf16)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,371 @@
+"""The Hopper 8-bit GEMM with scales (``cuda-wgmma.scaled_gemm``, sm_90a): FP8 (e4m3, e5m2) or int8 A and B
+(``kernels/ops/scaled_gemm.py`` says what it computes), on the GEMM's parts: the TMA producer, the ring, the tile
+walk (split-K included) and the consumers of ``mainloop.py``, the epilogue of ``epilogue.py``.
+
+Bytes, not elements: 8-bit wgmma reads both operands K-major (it has no transposed form), so A is row-major and B
+is given n x k (``layout_b`` "col": an ``nn.Linear`` weight, the operand cuBLASLt's FP8 GEMM reads). A 128-byte line
+of k is then 128 8-bit values where the 16-bit GEMM has 64, and one m64nNk32 wgmma of 8-bit values reads the same
+32 bytes of each line as one m64nNk16 of 16-bit ones. So the kernel's geometry is the bf16 GEMM's over the operands'
+bytes taken two by two (``byte_view``: K/2 columns): its tensor maps (16-bit elements over K/2, the same boxes, the
+128B swizzle moving the same 16-byte chunks), its k steps (one stage = 128 values of k), its tiles and split-K plans;
+only the wgmma instruction (``ptx.wgmma_instruction_8bit``), the accumulators and the epilogue differ. K must be a
+multiple of 16 (TMA's 16-byte rows; cuBLASLt asks the same of FP8).
+
+- FP8 accumulates as cuBLASLt does by default and DeepSeek-V3's recipe prescribes: each k step's four wgmmas (128
+  values of k) from zero, then added into fp32 registers (``mainloop.Fold``), because the tensor cores' own FP8
+  accumulation keeps fewer bits than fp32 over a long K. That holds a second set of accumulators, so FP8 tiles
+  are at most 128 wide on two consumers (``check``).
+- int8 accumulates exactly in s32 registers (``int`` accumulators; integer wgmma takes n of 8, 16, 24 and
+  multiples of 16); without split-K (its fix-up sums fp32 partials).
+- Scales: ``tensor`` multiplies by scale_a[0] * scale_b[0] (read once at the kernel's start), ``row`` by
+  scale_a[row] * scale_b[col], ahead of the output's rounding: FP8's fp32 sums in place before the stores
+  (``scale_pass``), int8's per element as the stores convert them; ``block128`` inside the
+  mainloop, each k step's products times its 1 x 128 and 128 x 128 blocks' scales before they are added (the
+  scales loaded ahead of the step's full-barrier wait); ``none`` (int8 -> int32) stores the accumulators.
+- Outputs: bf16 and fp16 through the GEMM's stores (TMA or direct); fp32 and int32 by direct stores here
+  (``WideStores``). With ``swap`` (few rows of A: C^T = B^T A^T, ``gemm.kernel_op``) the scales swap roles.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from tracea.doctor.errors import BadInputError, UnsupportedError
+
+from ...cstyle import CodeWriter
+from ..render import CudaRenderer, Rendered
+from . import gemm
+from .epilogue import Stores
+from .mainloop import Fold
+from .ptx import INT8_WIDTHS, wgmma_instruction_8bit
+from .schedule import ADDRESS_REGS, SMEM_OPTIN_SM90, WgmmaSchedule, tile_count
+from .space import search_space
+
+PARAMS = ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "M", "N", "K", "store_tma")
+C_TYPES = {"bf16": "uint16_t", "fp16": "uint16_t", "fp32": "float", "int32": "int"}
+BLOCK = 128  # block128's block, and the k of one stage (128 8-bit values)
+
+
+def byte_view(op: Any) -> Any:
+    """The bf16 GEMM whose geometry the kernel runs: A (m x k/2) and B (n x k/2, K-major) as 16-bit pairs."""
+    from tracea.kernels import Gemm
+
+    return Gemm(m=op.m, n=op.n, k=op.k // 2, dtype="bf16", layout_a="row", layout_b="col")
+
+
+def unsupported(op: Any) -> str | None:
+    """Why the kernel cannot compute ``op`` as given (None: it can)."""
+    if op.layout_b != "col":
+        return ("B is k x n (row-major): 8-bit wgmma reads both operands K-major; give B as n x k (an nn.Linear "
+                "weight, or w.T of one to tracea.ops.scaled_gemm)")
+    if op.k % 16:
+        return f"k = {op.k}: TMA reads 8-bit rows in 16-byte steps; K must be a multiple of 16 (as for cuBLASLt's FP8)"
+    return None
+
+
+def promoted(op: Any) -> bool:
+    return op.dtype.value != "int8"
+
+
+def check(op: Any, sched: WgmmaSchedule, smem_optin: int = SMEM_OPTIN_SM90) -> None:
+    """``sched`` as the GEMM's over ``byte_view(op)``, and what the 8-bit kernel adds (``BadInputError``)."""
+    if (why := unsupported(op)) is not None:
+        raise UnsupportedError(f"cuda-wgmma.scaled_gemm: {why}")
+    sched.validate(byte_view(op), smem_optin)
+    if op.dtype.value == "int8":
+        if sched.bn not in INT8_WIDTHS:
+            raise BadInputError(f"bn: integer wgmma takes n of {', '.join(map(str, INT8_WIDTHS[:5]))}... (multiples "
+                                f"of 16 from 32), not {sched.bn}")
+        if sched.split != 1:
+            raise BadInputError("split: int8 accumulates in int32, and split-K's fix-up sums fp32 partials", "split 1")
+    elif 2 * sched.accumulators + ADDRESS_REGS > sched.register_split()[0]:
+        raise BadInputError(f"bn: FP8 keeps a k step's {sched.accumulators} products beside as many fp32 sums a "
+                            f"thread; with addresses they exceed the {sched.register_split()[0]} registers of a "
+                            f"{sched.threads}-thread block", "bn 128 on two consumers, or 64 rows on one")
+    if op.out_dtype.value in ("fp32", "int32") and sched.store == "tma":
+        raise BadInputError(f"store: the TMA store stages 16-bit C; a {op.out_dtype.value} C is stored directly",
+                            "store 'direct'")
+    if op.scale == "block128" and (sched.swap or sched.bn not in (64, 128)):
+        raise BadInputError("bn: block128's tiles lie within one 128-column scale block: unswapped, 64 or 128 wide",
+                            "swap off, bn 128")
+
+
+def _fold(op: Any, sched: WgmmaSchedule) -> Fold | None:
+    """FP8's promotion, with block128's scales of k step ``kk``: A's for the thread's two rows of each m64 slice, B's
+    for the tile's 128-column block (``check`` keeps block-scaled tiles 64 or 128 wide, within one block)."""
+    if not promoted(op):
+        return None
+    if op.scale != "block128":
+        return Fold()
+    ms = sched.m_slices
+    before = (f"float sa_k[{ms}][2];\n"
+              f"                for (int i = 0; i < {ms * 2}; ++i) {{  /* this thread's rows: A's block scales */\n"
+              f"                    const int r = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4 + (i >> 1) * 64"
+              " + (i & 1) * 8;\n"
+              "                    sa_k[i >> 1][i & 1] = r < M ? __ldg(scale_a + (int64_t)r * k_iters + kk) : 0.0f;\n"
+              "                }\n"
+              f"                const float sb_k = __ldg(scale_b + (int64_t)kk * ((N + {BLOCK - 1}) / {BLOCK}) + "
+              f"(tn * {sched.bn}) / {BLOCK});  /* B's block */")
+    return Fold(before=before, factor="sa_k[i][(j >> 1) & 1] * sb_k")
+
+
+def _dequant(op: Any, sched: WgmmaSchedule) -> tuple[str, ...]:
+    """The scaling of ``v`` at the kernel's (``row``, ``col``), per element in the stores: int8's (its accumulators are
+    ints) and FP8's row scales under split-K (``_per_element``); FP8's other accumulators are scaled in place before
+    the stores instead (``scale_pass``)."""
+    if (promoted(op) and not _per_element(op, sched)) or op.scale in ("none", "block128"):
+        return ()
+    if op.scale == "tensor":
+        return ("v *= sab;",)
+    a, b = ("col", "row") if sched.swap else ("row", "col")
+    return (f"v *= (row < M && col < N) ? __ldg(scale_a + {a}) * __ldg(scale_b + {b}) : 0.0f;",)
+
+
+def scale_pass(op: Any, sched: WgmmaSchedule) -> str:
+    """FP8 with tensor or row scales: the tile's fp32 sums times their scales, in registers, once the mainloop (and
+    split-K's fix-up) is done and before any store: the loads sit in a loop of their own, away from the stores'
+    shared-memory asm, so they overlap. Row ``r`` of the kernel's tile and column ``c`` (C's, or C^T's under
+    ``swap``, whose rows are B's and columns A's); a sum outside M x N is scaled by 0 (never stored)."""
+    if not promoted(op) or op.scale not in ("tensor", "row") or _per_element(op, sched):
+        return ""
+    ms, groups = sched.m_slices, sched.bn // 8
+    if op.scale == "tensor":
+        return (f"#pragma unroll\nfor (int i = 0; i < {ms}; ++i) {{\n    #pragma unroll\n"
+                f"    for (int j = 0; j < {4 * groups}; ++j) acc[i][j] *= sab;\n}}\n")
+    row_scale, col_scale = ("scale_b", "scale_a") if sched.swap else ("scale_a", "scale_b")
+    return f"""#pragma unroll
+for (int i = 0; i < {ms}; ++i) {{
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {{
+        const int r = row0 + i * 64 + h * 8;
+        const float sr = r < M ? __ldg({row_scale} + r) : 0.0f;
+        #pragma unroll
+        for (int j = 0; j < {groups}; ++j) {{
+            #pragma unroll
+            for (int e = 0; e < 2; ++e) {{
+                const int c = col0 + j * 8 + e;
+                acc[i][4 * j + 2 * h + e] *= sr * (c < N ? __ldg({col_scale} + c) : 0.0f);
+            }}
+        }}
+    }}
+}}
+"""
+
+
+def _per_element(op: Any, sched: WgmmaSchedule) -> bool:
+    """Row scales under split-K: scaled per element in the stores, as int8's, since the pass beside split-K's fix-up
+    spills (8-32 bytes, NVRTC 13.0)."""
+    return op.scale == "row" and sched.split != 1
+
+
+@dataclass(frozen=True)
+class ScaledStores:
+    """The stores of the scaled kernel (``base``: the GEMM's ``Stores`` for a 16-bit C, ``WideStores`` for a 4-byte
+    one), with ``scale_pass`` placed ahead of them: ``tma`` is the first text the consumers place after the tile's
+    ``row0``/``col0``."""
+
+    base: Any
+    pass_text: str = ""
+
+    def tma(self, when: str) -> str:
+        scaled = self.pass_text.replace("\n", "\n            ") if self.pass_text else ""
+        return scaled + self.base.tma(when)
+
+    def direct(self, groups: bool = False) -> str:
+        return self.base.direct(groups)
+
+    def drain(self) -> str:
+        return self.base.drain()
+
+
+@dataclass(frozen=True)
+class WideStores:
+    """Direct stores of a 4-byte C (fp32, or int32: the accumulators themselves) from the consumer's registers,
+    predicated on M and N: two columns as one 8-byte store where N is even, element by element otherwise; under
+    ``swap``, C^T's element (row, col) to ``C[col * M + row]``. No TMA store (``check``)."""
+
+    sched: WgmmaSchedule
+    ctype: str
+    dequant: tuple[str, ...] = ()
+
+    def tma(self, when: str) -> str:
+        return ""
+
+    def drain(self) -> str:
+        return ""
+
+    def _value(self, acc: str) -> list[str]:
+        if self.ctype == "int":
+            return [f"const int v = {acc};"]
+        return [f"float v = {acc};", *self.dequant]
+
+    def direct(self, groups: bool = False) -> str:
+        s = self.sched
+        w = CodeWriter()
+        for depth, head in enumerate((f"for (int i = 0; i < {s.m_slices}; ++i) {{",
+                                      f"for (int j = 0; j < {s.bn // 8}; ++j) {{", "for (int h = 0; h < 2; ++h) {")):
+            w("    " * depth + "#pragma unroll")
+            w("    " * depth + head)
+        if s.swap:
+            w("            #pragma unroll")
+            w("            for (int e = 0; e < 2; ++e) {")
+            w("                const int row = row0 + i * 64 + h * 8, col = col0 + j * 8 + e;")
+            w("                if (row < M && col < N) {")
+            for line in self._value("acc[i][4 * j + 2 * h + e]"):
+                w("                    " + line)
+            w("                    C[(int64_t)col * M + row] = v;")
+            w("                }")
+            w("            }")
+        else:
+            share = f" && i * {s.bn // 8} + j >= g0 && i * {s.bn // 8} + j < g1" if groups else ""
+            pair = "float2" if self.ctype == "float" else "int2"
+            w("            const int row = row0 + i * 64 + h * 8, c0 = col0 + j * 8;")
+            w(f"            if (row < M && c0 < N{share}) {{")
+            w(f"                {self.ctype} out[2];")
+            w("                #pragma unroll")
+            w("                for (int e = 0; e < 2; ++e) {")
+            w("                    const int col = c0 + e < N ? c0 + e : c0;")
+            for line in self._value("acc[i][4 * j + 2 * h + e]"):
+                w("                    " + line)
+            w("                    out[e] = v;")
+            w("                }")
+            w(f"                {self.ctype}* p = C + (int64_t)row * N + c0;")
+            w(f"                if (c0 + 1 < N && (N & 1) == 0) *({pair}*)p = make_{pair}(out[0], out[1]);")
+            w("                else { p[0] = out[0]; if (c0 + 1 < N) p[1] = out[1]; }")
+            w("            }")
+        w("        }")
+        w("    }")
+        w("}")
+        return "            " + w.render().replace("\n", "\n            ") + "\n"
+
+
+def render(op: Any, sched: WgmmaSchedule) -> str:
+    """CUDA C++ (NVRTC, ``-arch=sm_90a``) of ``extern "C" tr_wgmma_gemm`` for ``op``: parameters ``(tmA, tmB, tmC,
+    C, const float* scale_a, const float* scale_b, int M, int N, int K, int store_tma)`` with M, N the kernel op's
+    (exchanged under ``swap``) and K in byte pairs (``op.k / 2``); the launch as the GEMM's over ``byte_view``."""
+    check(op, sched)
+    view = byte_view(op)
+    kop = gemm.kernel_op(view, sched)
+    out, dtype = op.out_dtype.value, op.dtype.value
+    r = CudaRenderer()
+    title = (f"cuda-wgmma.scaled_gemm {sched.name}: {dtype} A row-major x B n x k, scale {op.scale}, C {out}"
+             f"{', C^T stored transposed' if sched.swap else ''}; K in byte pairs")
+    signature = (f"    {C_TYPES[out]}* __restrict__ C, const float* __restrict__ scale_a, const float* __restrict__ "
+                 "scale_b,\n    int M, int N, int K, int store_tma")
+    dequant = _dequant(op, sched)
+    base: Any = Stores(sched, r, out, (), dequant) if out in ("bf16", "fp16") else WideStores(sched, C_TYPES[out], dequant)
+    stores = ScaledStores(base, scale_pass(op, sched))
+    prologue = "    const float sab = __ldg(scale_a) * __ldg(scale_b);  /* per-tensor scales */" \
+        if op.scale == "tensor" else ""
+    return gemm.compose(kop, sched, title, wgmma_instruction_8bit(sched.bn, dtype), signature, stores,
+                        acc="float" if promoted(op) else "int", fold=_fold(op, sched), prologue=prologue)
+
+
+def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Rendered:
+    """The CUDA emitter's ``Rendered`` for ``op``: the source, the GEMM's launch over ``byte_view(op)``, metadata."""
+    src = render(op, sched)
+    view = byte_view(op)
+    grid, threads, smem = gemm.launch_geometry(view, sched, sm_count)
+    k32 = "s32.s8.s8" if op.dtype.value == "int8" else f"f32.{op.dtype.value[3:]}"
+    meta = {
+        "name": f"tr_scaled_{sched.name}",
+        "tile": {"M": sched.bm, "N": sched.bn, "K": BLOCK, "stages": sched.stages, "consumers": sched.consumers,
+                 "pingpong": sched.pingpong, "cluster": sched.cluster},
+        "fragments": {"mma": f"wgmma.mma_async m64n{sched.bn}k32 {k32}", "dtype_in": op.dtype.value,
+                      "dtype_acc": "fp32, promoted every 128 of k" if promoted(op) else "int32",
+                      "load": "TMA cp.async.bulk.tensor.2d, 128B swizzle, 8-bit rows as 16-bit pairs"},
+        "scales": op.scale, "out": op.out_dtype.value,
+        "launch": {"grid": [grid, 1, 1], "block": [threads, 1, 1], "dynamic_smem": smem, "persistent": sched.persistent},
+    }
+    params = PARAMS
+    if sched.split != 1:
+        meta["split_k"] = gemm.split_plan(view, sched, sm_count).to_json()
+        from .scheduler import TileScheduler
+
+        params += TileScheduler(sched).params()
+    if sched.swap:
+        meta["swapped"] = {"computes": f"C^T ({op.n} x {op.m}) = B^T A^T", "stores": "C transposed"}
+    return Rendered(f"tr_scaled_{sched.name}", gemm.KERNEL_NAME, src, params, (grid, 1, 1), (threads, 1, 1), smem, meta)
+
+
+def _width(m: int, int8: bool) -> int:
+    """A swapped tile's columns for ``m`` rows of A: the next multiple of 8 (of integer wgmma's n for int8)."""
+    w = -(-m // 8) * 8
+    return next(n for n in INT8_WIDTHS if n >= w) if int8 else w
+
+
+def hero_schedule(op: Any, sm_count: int = 132) -> WgmmaSchedule:
+    """The untuned schedule. Few rows (M <= 64, not block128): swapped operands, 64 of B's rows x M (rounded up) a
+    tile, one consumer, 8 stages, split-K (FP8) where the tiles leave half the SMs idle. Otherwise FP8 takes 128 x
+    128 tiles on two consumers (the widest the promotion's second accumulators allow), 6 stages, or where those
+    leave half the SMs idle over 16+ k steps 64 x 128 tiles on one consumer with split-K (H200,
+    docs/device-runs/h200-fp8-int8-gemm/); int8 the bf16 GEMM's hero for the byte view, unsplit."""
+    int8 = op.dtype.value == "int8"
+    store = "tma" if op.out_dtype.value in ("bf16", "fp16") else "direct"
+    k_steps = -(-op.k // BLOCK)
+    if op.m <= 64 and op.scale != "block128":
+        s = WgmmaSchedule(bm=64, bn=_width(op.m, int8), stages=8, consumers=1, store=store, swap=True)
+        if not int8 and 2 * tile_count(s, op.n, op.m) <= sm_count and k_steps >= 8:
+            s = dataclasses.replace(s, split=0)
+        return s
+    if int8:
+        base = gemm_hero(byte_view(op), sm_count)
+        return dataclasses.replace(base, split=1, split_tail=False, split_fix="last", store=store)
+    s = WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store=store)
+    if 2 * tile_count(s, op.m, op.n) <= sm_count and k_steps >= 16:
+        # 64-row tiles on one consumer, split: 128 x 4096 x 4096 0.86x cuBLASLt, against 0.77x split over 128 x 128
+        s = WgmmaSchedule(bm=64, bn=128, stages=5, consumers=1, store=store, split=0, l2_hint="first")
+    return s
+
+
+def gemm_hero(view: Any, sm_count: int) -> WgmmaSchedule:
+    from .schedule import hero_schedule as bf16_hero
+
+    return bf16_hero(view, sm_count)
+
+
+def search_space_scaled(op: Any, smem_optin: int = SMEM_OPTIN_SM90, sm_count: int = 132) -> list[WgmmaSchedule]:
+    """The GEMM's space over ``byte_view(op)`` (TMA stores made direct for a 4-byte C) kept where ``check`` passes,
+    the hero first."""
+    out = [hero_schedule(op, sm_count)]
+    wide = op.out_dtype.value in ("fp32", "int32")
+    for s in search_space(byte_view(op), smem_optin, sm_count):
+        s = dataclasses.replace(s, store="direct") if wide else s
+        try:
+            check(op, s, smem_optin)
+        except BadInputError:
+            continue
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def scaled_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any]) -> Any:
+    """The kernel object: the op's buffers (a, b, the scales, out) uploaded and checked as for every CUDA kernel;
+    the launch builds the two operand maps over a and b as 16-bit pairs (``byte_view``), and C's for a TMA store."""
+    from ..tma import GemmViewKernel, c_output_map, operand_maps, split_args
+
+    view = byte_view(op)
+    sched = WgmmaSchedule.from_json(artifact.schedule)
+
+    class ScaledWgmmaKernel(GemmViewKernel):
+        what = "cuda-wgmma.scaled_gemm"
+
+        def upload(self, inputs: dict[str, Any]) -> None:
+            super().upload(inputs)
+            ptr = {name: int(self._dbuf[name].ptr) if name in self._dbuf else 0
+                   for name in ("a", "b", "scale_a", "scale_b", "out")}
+            ma, mb = operand_maps(view, sched, ptr["a"], ptr["b"])
+            if op.out_dtype.value in ("bf16", "fp16"):
+                mc, store_tma = c_output_map(op.m, op.n, op.out_dtype.value, sched, ptr["out"])
+            else:
+                mc, store_tma = c_output_map(op.m, op.n, "fp32", dataclasses.replace(sched, store="direct"), 0)
+            kop = gemm.kernel_op(view, sched)
+            self._wargs = [ma, mb, mc, ctypes.c_uint64(ptr["out"]), ctypes.c_uint64(ptr["scale_a"]),
+                           ctypes.c_uint64(ptr["scale_b"]), ctypes.c_int(kop.m), ctypes.c_int(kop.n),
+                           ctypes.c_int(view.k), ctypes.c_int(store_tma)] + split_args(self, self.rendered)
+
+    return ScaledWgmmaKernel(op, artifact, rendered_, scalars, sched, view)

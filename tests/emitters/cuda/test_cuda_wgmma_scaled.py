@@ -1,0 +1,127 @@
+"""The Hopper 8-bit GEMM with scales (emitters/cuda/hopper/scaled_gemm.py) without a GPU: its checks and refusals,
+the byte-pair geometry it shares with the bf16 GEMM, what each scale mode and output type puts in the kernel, the
+heroes, and NVRTC compiles for sm_90a of every scaling mode without spills (the GPU run: test_cuda_wgmma_scaled_gpu.py,
+benchmarks/gpu/scaled_gemm_checks.sh)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.emitters.cuda.hopper import scaled_gemm as sg
+from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule as W
+from tracea.kernels import ScaledGemm
+
+TILE = W(bm=128, bn=128, stages=6, consumers=2, store="tma")
+
+
+def test_the_kernel_refuses_what_8_bit_wgmma_cannot_read():
+    with pytest.raises(UnsupportedError, match="K-major"):
+        sg.check(ScaledGemm(256, 256, 256, "fp8e4m3", "bf16", "row", layout_b="row"), TILE)
+    with pytest.raises(UnsupportedError, match="multiple of 16"):
+        sg.check(ScaledGemm(256, 256, 264 + 4, "fp8e4m3", "bf16", "row"), TILE)
+    fp8 = ScaledGemm(256, 256, 256, "fp8e4m3", "bf16", "row")
+    with pytest.raises(BadInputError, match="registers"):  # the promotion's second accumulators
+        sg.check(fp8, W(bm=128, bn=256, stages=4, consumers=2))
+    with pytest.raises(BadInputError, match="TMA store stages 16-bit"):
+        sg.check(ScaledGemm(256, 256, 256, "fp8e4m3", "fp32", "row"), TILE)
+    with pytest.raises(BadInputError, match="one 128-column scale block"):
+        sg.check(ScaledGemm(16, 256, 256, "fp8e4m3", "bf16", "block128"), W(bm=64, bn=16, consumers=1, swap=True))
+    i8 = ScaledGemm(256, 256, 256, "int8", "int32", "none")
+    with pytest.raises(BadInputError, match="integer wgmma"):
+        sg.check(i8, W(bm=64, bn=40, consumers=1, swap=True))
+    with pytest.raises(BadInputError, match="split-K"):
+        sg.check(i8, W(bm=128, bn=128, consumers=2, split=2))
+    sg.check(i8, W(bm=128, bn=256, stages=4, consumers=2))  # int8 keeps the bf16 GEMM's widest tile
+
+
+def test_the_geometry_is_the_bf16_gemms_over_byte_pairs():
+    op = ScaledGemm(300, 520, 2048, "fp8e4m3", "bf16", "row")
+    view = sg.byte_view(op)
+    assert (view.m, view.n, view.k, view.dtype.value, view.layout_a, view.layout_b) == (300, 520, 1024, "bf16", "row",
+                                                                                         "col")
+    r = sg.rendered(op, dataclasses.replace(TILE, split=2), 132)
+    assert r.params[:10] == ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "M", "N", "K", "store_tma")
+    assert r.metadata["split_k"]["splits"] == 2 and r.metadata["tile"]["K"] == 128
+    assert r.metadata["fragments"]["dtype_acc"].startswith("fp32, promoted")
+
+
+@pytest.mark.parametrize("dtype,ptx", [("fp8e4m3", "f32.e4m3.e4m3"), ("fp8e5m2", "f32.e5m2.e5m2"), ("int8", "s32.s8.s8")])
+def test_each_input_type_renders_its_wgmma(dtype, ptx):
+    out, scale = ("int32", "none") if dtype == "int8" else ("bf16", "tensor")
+    src = sg.render(ScaledGemm(256, 256, 512, dtype, out, scale), dataclasses.replace(TILE, store="direct"))
+    assert f"m64n128k32.{ptx}" in src
+    assert ("step_acc" in src) == (dtype != "int8")  # FP8 promotes every k step; int8 sums exactly in s32
+    assert ("int acc[" in src) == (dtype == "int8")
+
+
+def test_the_scale_modes_land_where_they_apply():
+    tensor = sg.render(ScaledGemm(256, 256, 512, "fp8e4m3", "bf16", "tensor"), TILE)
+    assert "const float sab = __ldg(scale_a) * __ldg(scale_b);" in tensor and "acc[i][j] *= sab;" in tensor
+    row = sg.render(ScaledGemm(256, 256, 512, "fp8e4m3", "bf16", "row"), TILE)
+    assert "__ldg(scale_a + r)" in row and "__ldg(scale_b + c)" in row  # the pass over the sums, before the stores
+    swapped = sg.render(ScaledGemm(16, 256, 512, "fp8e4m3", "bf16", "row"), W(bm=64, bn=16, consumers=1, swap=True))
+    assert "__ldg(scale_b + r)" in swapped and "__ldg(scale_a + c)" in swapped  # C^T: B's rows, A's columns
+    split = sg.render(ScaledGemm(256, 256, 512, "fp8e4m3", "fp16", "row"), dataclasses.replace(TILE, split=2))
+    assert "__ldg(scale_a + row) * __ldg(scale_b + col)" in split  # per element beside split-K's fix-up
+    block = sg.render(ScaledGemm(256, 256, 512, "fp8e4m3", "bf16", "block128"), TILE)
+    assert "sa_k[i][(j >> 1) & 1] * sb_k" in block and "(int64_t)r * k_iters + kk" in block
+    raw = sg.render(ScaledGemm(256, 256, 512, "int8", "int32", "none"), dataclasses.replace(TILE, store="direct"))
+    assert "int* __restrict__ C" in raw and "make_int2(out[0], out[1])" in raw and "scale_a[" not in raw
+
+
+def test_the_heroes():
+    decode = sg.hero_schedule(ScaledGemm(1, 4096, 4096, "fp8e4m3", "bf16", "row"), 132)
+    assert decode.swap and decode.bn == 8 and decode.split == 0
+    assert sg.hero_schedule(ScaledGemm(24, 4096, 4096, "int8", "int32", "none"), 132).bn == 24
+    assert sg.hero_schedule(ScaledGemm(40, 4096, 4096, "int8", "int32", "none"), 132).bn == 48  # integer n
+    small = sg.hero_schedule(ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16", "row"), 132)
+    assert (small.bm, small.bn, small.consumers, small.split) == (64, 128, 1, 0)
+    big = sg.hero_schedule(ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp32", "row"), 132)
+    assert (big.bm, big.bn, big.consumers, big.store) == (128, 128, 2, "direct")
+    wide = sg.hero_schedule(ScaledGemm(4096, 4096, 4096, "int8", "int32", "none"), 132)
+    assert (wide.bn, wide.split) == (256, 1)
+    block = sg.hero_schedule(ScaledGemm(16, 4096, 4096, "fp8e4m3", "bf16", "block128"), 132)
+    assert not block.swap
+    for op in (ScaledGemm(16, 4096, 4096, "fp8e4m3", "fp16", "tensor"), ScaledGemm(700, 1000, 1040, "int8", "bf16", "row")):
+        space = sg.search_space_scaled(op)
+        assert space[0] == sg.hero_schedule(op) and len(space) > 20
+        for s in space:
+            sg.check(op, s)
+
+
+@pytest.fixture(scope="module")
+def nvrtc():
+    pytest.importorskip("cuda.core")
+    from tracea.emitters.nvrtc import find_nvrtc
+
+    return find_nvrtc()
+
+
+FORMS = [
+    (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "tensor"), TILE),
+    (ScaledGemm(4096, 4096, 4096, "fp8e5m2", "fp16", "row"), dataclasses.replace(TILE, cluster=2)),
+    (ScaledGemm(300, 4096, 4096, "fp8e4m3", "fp32", "row"), dataclasses.replace(TILE, store="direct", split=0)),
+    (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "block128"), TILE),
+    (ScaledGemm(128, 4096, 4096, "fp8e4m3", "fp32", "block128"), W(bm=64, bn=128, stages=5, consumers=1, split=0)),
+    (ScaledGemm(1, 4096, 4096, "fp8e4m3", "bf16", "row"), None),
+    (ScaledGemm(16, 4096, 14336, "fp8e4m3", "fp32", "tensor"), None),
+    (ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16", "row"), None),
+    (ScaledGemm(4096, 4096, 4096, "int8", "int32", "none"), None),
+    (ScaledGemm(2048, 4096, 4096, "int8", "bf16", "row"), None),
+    (ScaledGemm(16, 4096, 4096, "int8", "int32", "none"), None),
+    (ScaledGemm(1, 4096, 4096, "int8", "fp32", "tensor"), None),
+]
+
+
+@pytest.mark.parametrize("op,sched", FORMS, ids=lambda x: x.case_label() if isinstance(x, ScaledGemm) else "")
+def test_every_scaling_mode_compiles_for_sm90a_without_spills(nvrtc, op, sched):
+    from tracea.emitters.nvrtc import compile_with_report, options_for
+
+    sched = sched or sg.hero_schedule(op, 132)
+    _, log = compile_with_report(sg.render(op, sched), "scaled.cu", None, options_for("sm_90a"))
+    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    assert m and m.groups() == ("0", "0", "0"), (sched.name, log[-400:])

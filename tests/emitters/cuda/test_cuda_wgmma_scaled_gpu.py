@@ -1,0 +1,115 @@
+"""The Hopper 8-bit GEMM with scales (emitters/cuda/hopper/scaled_gemm.py) on a real sm_90 GPU: FP8 e4m3 and e5m2 and
+int8, every scale mode, every output type, tile, split-K, cluster and swapped schedules, M, N and K off the tiles;
+each output poisoned first and verified against the float64 reference on fresh random inputs, twice (the split-K
+counters reset between launches); and through ``tracea.ops.scaled_gemm`` on torch tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracea.kernels import ScaledGemm, relative_error, tolerance
+from tracea.kernels.dtypes import to_float64
+
+pytestmark = pytest.mark.gpu
+
+VARIANT = "cuda-wgmma.scaled_gemm"
+
+
+class NoReport:
+    nvidia = None
+
+
+@pytest.fixture(autouse=True)
+def _cache(kernel_home, monkeypatch):
+    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
+
+
+@pytest.fixture(autouse=True)
+def _sm90():
+    from cuda.core import Device
+
+    if Device(0).compute_capability != (9, 0):
+        pytest.skip("the Hopper kernels need an sm_90 GPU")
+
+
+def _result(op, out):
+    return out.astype(np.float64) if op.out_dtype.value in ("fp32", "int32") else to_float64(out, op.out_dtype)
+
+
+def _check(op, sched):
+    from tracea.emitters import cuda
+
+    k = cuda.build(op, VARIANT, sched, NoReport())
+    for seed in (3, 4):
+        inputs = op.random_inputs(np.random.default_rng(seed))
+        out = np.full(op.output_shape(), 0x7F, op.out_dtype.storage)
+        k(inputs, out)
+        err = relative_error(_result(op, out), op.reference(inputs))
+        assert err <= tolerance(op), (op.case_label(), sched.name, seed, err)
+    assert k.artifact.metadata["resources"]["spills"] == 0
+
+
+def _w(**kw):
+    from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule
+
+    return WgmmaSchedule(**kw)
+
+
+@pytest.mark.parametrize("dtype", ["fp8e4m3", "fp8e5m2"])
+@pytest.mark.parametrize("scale,out", [("tensor", "bf16"), ("row", "fp16"), ("row", "fp32"), ("block128", "bf16")])
+@pytest.mark.parametrize("form", ["tile", "split", "swap", "narrow"])
+def test_fp8_modes_match_the_reference(dtype, scale, out, form):
+    m = 16 if form == "swap" else 200
+    if form == "swap" and scale == "block128":
+        pytest.skip("block128 runs unswapped tiles")
+    op = ScaledGemm(m, 264, 1024 if scale == "block128" else 1040, dtype, out, scale)
+    store = "tma" if out != "fp32" else "direct"
+    sched = {"tile": _w(bm=128, bn=128, stages=6, consumers=2, store=store),
+             "split": _w(bm=128, bn=128, stages=5, consumers=2, store=store, split=3),
+             "swap": _w(bm=64, bn=16, stages=8, consumers=1, store=store, swap=True, split=0),
+             "narrow": _w(bm=64, bn=64, stages=8, consumers=1, store=store)}[form]
+    _check(op, sched)
+
+
+@pytest.mark.parametrize("scale,out", [("none", "int32"), ("row", "bf16"), ("tensor", "fp32")])
+@pytest.mark.parametrize("form", ["wide", "tile", "swap", "cluster"])
+def test_int8_modes_match_the_reference(scale, out, form):
+    op = ScaledGemm(24 if form == "swap" else 260, 200, 1040, "int8", out, scale)
+    store = "tma" if out == "bf16" else "direct"
+    sched = {"wide": _w(bm=128, bn=256, stages=4, consumers=2, store=store),
+             "tile": _w(bm=64, bn=128, stages=6, consumers=1, store=store),
+             "swap": _w(bm=64, bn=24, stages=8, consumers=1, store=store, swap=True),
+             "cluster": _w(bm=128, bn=128, stages=6, consumers=2, store=store, cluster=2)}[form]
+    _check(op, sched)
+
+
+def test_the_heroes_of_the_suites_match_the_reference():
+    from tracea.emitters.cuda.hopper import scaled_gemm
+
+    for op in (ScaledGemm(1, 4096, 4096, "fp8e4m3", "bf16", "row"), ScaledGemm(16, 4096, 14336, "fp8e4m3", "bf16", "row"),
+               ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16", "row"), ScaledGemm(128, 4096, 4096, "int8", "int32", "none"),
+               ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16", "block128")):
+        _check(op, scaled_gemm.hero_schedule(op, 132))
+
+
+def test_tracea_ops_scaled_gemm_on_cuda_tensors_runs_the_kernel():
+    torch = pytest.importorskip("torch")
+    import tracea.ops as ops
+
+    g = torch.Generator(device="cuda").manual_seed(5)
+    a = (torch.randn(48, 512, device="cuda", generator=g) * 8).to(torch.float8_e4m3fn)
+    w = (torch.randn(384, 512, device="cuda", generator=g) * 8).to(torch.float8_e4m3fn)
+    sa = torch.rand(48, 1, device="cuda", generator=g) + 0.5
+    sb = torch.rand(1, 384, device="cuda", generator=g) + 0.5
+    before = ops.stats().get("tracea", 0)
+    y = ops.scaled_gemm(a, w.t(), sa, sb, out_dtype=torch.bfloat16)
+    assert ops.stats().get("tracea", 0) == before + 1
+    want = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)
+    err = float((y.float() - want).norm() / want.norm())
+    assert err < 8 * 2.0**-8, err
+    ref = (a.double() @ w.double().t()) * sa.double() * sb.double()
+    assert float((y.double() - ref).norm() / ref.norm()) < 8 * 2.0**-8
+    x8 = torch.randint(-128, 128, (64, 1024), dtype=torch.int8, device="cuda")
+    w8 = torch.randint(-128, 128, (256, 1024), dtype=torch.int8, device="cuda")
+    assert torch.equal(ops.scaled_gemm(x8, w8.t()), torch._int_mm(x8, w8.t()))

@@ -104,13 +104,29 @@ def bench_on_device(kernel: Any, op: Any, inputs: dict[str, np.ndarray], ref: np
     repeats = max(repeats, 10)
     fields["tracea"] = kernel.time(inputs, warmup=max(warmup, 1), repeats=repeats)
     if base.run is not None:
-        fields["baseline_rel_err"] = _torch_rel_err(base.run, ref)
-        fields["baseline"] = time_torch(base.run, max(warmup, 1), repeats)
+        try:
+            fields["baseline_rel_err"] = _torch_rel_err(base.run, ref)
+        except TORCH_REFUSALS as exc:  # a case the library does not take (torch._scaled_mm's N % 16, ...): no ratio
+            fields["baseline_reason"] = f"{base.name} refuses this case: {_first_line(exc)}"
+        else:
+            fields["baseline"] = time_torch(base.run, max(warmup, 1), repeats)
     for name, run in base.also:  # a second baseline: its figure joins the baseline's name (report and JSON)
-        err, t = _torch_rel_err(run, ref), time_torch(run, max(warmup, 1), repeats)
+        try:
+            err = _torch_rel_err(run, ref)
+        except TORCH_REFUSALS as exc:
+            fields["baseline_name"] += f"; also tried: {name}: refuses this case ({_first_line(exc)})"
+            continue
+        t = time_torch(run, max(warmup, 1), repeats)
         fields["baseline_name"] += (f"; also timed: {name}: p50 {t.p50_ms:.3f} ms, p95 {t.p95_ms:.3f} ms, "
                                     f"{t.p50_ms / fields['tracea'].p50_ms:.2f}x Tracea's time, rel err {err:.1e}")
     return fields
+
+
+TORCH_REFUSALS = (RuntimeError, ValueError, TypeError)  # how torch says a call does not take a case
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
 
 
 def _torch_rel_err(run: Callable[[], Any], ref: np.ndarray) -> float:
@@ -129,7 +145,10 @@ def vendor_on_device(op: Any, inputs: dict[str, np.ndarray], ref: np.ndarray, wa
     b = torch_baseline(op, inputs)
     if b.run is None:
         return {"name": b.name, "reason": b.reason}
-    err = _torch_rel_err(b.run, ref)
+    try:
+        err = _torch_rel_err(b.run, ref)
+    except TORCH_REFUSALS as exc:
+        return {"name": b.name, "reason": f"refuses this case: {_first_line(exc)}"}
     warmup, repeats = max(1, int(warmup)), max(10, int(repeats))
     if kernel is None:
         t = time_torch(b.run, warmup, repeats)

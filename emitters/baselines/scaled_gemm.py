@@ -187,7 +187,9 @@ def _torch_blockwise(op: Any, a: Any, b_cm: Any, t: dict[str, Any], torch: Any, 
     l4 = -(-kb // 4) * 4
     padded = torch.zeros((sb.shape[1], l4), dtype=torch.float32, device=sb.device)
     padded[:, :kb] = sb.t()
-    for label, sb_form in (("K blocks padded to 4", padded.t()), ("unpadded", sb.t().contiguous().t())):
+    forms = (("K blocks padded to 4", padded.t()), ("K blocks padded to 4 in the stride only", padded.t()[:kb]),
+             ("unpadded", sb.t().contiguous().t()))
+    for label, sb_form in forms:
         try:
             y = torch._scaled_mm(a, b_cm, scale_a=sa, scale_b=sb_form, out_dtype=out_dtype)
         except (RuntimeError, ValueError, TypeError, IndexError):

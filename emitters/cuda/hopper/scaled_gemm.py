@@ -74,6 +74,9 @@ def check(op: Any, sched: WgmmaSchedule, smem_optin: int = SMEM_OPTIN_SM90) -> N
     """``sched`` as the GEMM's over ``byte_view(op)``, and what the 8-bit kernel adds (``BadInputError``)."""
     if (why := unsupported(op)) is not None:
         raise UnsupportedError(f"cuda-wgmma.scaled_gemm: {why}")
+    if op.scale == "block128" and not promoted(op):
+        raise UnsupportedError("cuda-wgmma.scaled_gemm: int8 with block scales is not computed on the GPU (its exact "
+                               "int32 sums have no per-step promotion to scale)", "--backend cpu, or row scales")
     sched.validate(byte_view(op), smem_optin)
     if op.dtype.value == "int8":
         if sched.bn not in INT8_WIDTHS:
@@ -88,9 +91,9 @@ def check(op: Any, sched: WgmmaSchedule, smem_optin: int = SMEM_OPTIN_SM90) -> N
     if op.out_dtype.value in ("fp32", "int32") and sched.store == "tma":
         raise BadInputError(f"store: the TMA store stages 16-bit C; a {op.out_dtype.value} C is stored directly",
                             "store 'direct'")
-    if op.scale == "block128" and (sched.swap or sched.bn not in (64, 128)):
-        raise BadInputError("bn: block128's tiles lie within one 128-column scale block: unswapped, 64 or 128 wide",
-                            "swap off, bn 128")
+    if op.scale == "block128" and (sched.swap or sched.bn not in (64, 128) or sched.cluster_axis == "n"):
+        raise BadInputError("bn: block128's tiles lie within one 128-column scale block: unswapped, 64 or 128 wide, "
+                            "never the empty tile past N of a pair along N", "swap off, bn 128, cluster_axis 'm'")
 
 
 def _fold(op: Any, sched: WgmmaSchedule) -> Fold | None:

@@ -27,9 +27,15 @@ from tracea.kernels import OPS, DType, Op
 
 # 2: per-package prefixes (symbols, macros, guards, namespace), const input views (TraceaConstTensorView),
 # the shared types guarded once per translation unit, tracea_view() an inline function of the header.
-ABI_VERSION = 2
+# 3: a dtype a tensor (8-bit inputs, fp32 scales, an int32 output: the scaled GEMM), codes for int8, int32 and FP8.
+ABI_VERSION = 3
 MAX_DIMS = 8
-DTYPES = {"fp32": "TRACEA_DTYPE_F32", "fp16": "TRACEA_DTYPE_F16", "bf16": "TRACEA_DTYPE_BF16"}  # the ABI's dtype codes
+# the ABI's dtype codes: name -> (its TraceaDType enumerator, the enumerator's value, the C type of an element)
+DTYPE_CODES = {"fp32": ("TRACEA_DTYPE_F32", 0, "float"), "fp16": ("TRACEA_DTYPE_F16", 1, "uint16_t"),
+               "bf16": ("TRACEA_DTYPE_BF16", 2, "uint16_t"), "int8": ("TRACEA_DTYPE_I8", 3, "int8_t"),
+               "int32": ("TRACEA_DTYPE_I32", 4, "int32_t"), "fp8e4m3": ("TRACEA_DTYPE_F8E4M3", 5, "uint8_t"),
+               "fp8e5m2": ("TRACEA_DTYPE_F8E5M2", 6, "uint8_t")}
+DTYPES = {name: code[0] for name, code in DTYPE_CODES.items()}
 
 # ------------------------------------------------------------------------------------------- the prefix
 
@@ -95,6 +101,15 @@ class Tensor:
     name: str
     shape: tuple[int, ...]
     output: bool = False
+    dtype: str = "fp32"  # a DTYPES name
+
+    @property
+    def code(self) -> str:
+        return DTYPES[self.dtype]
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * DType(self.dtype).itemsize
 
     @property
     def numel(self) -> int:
@@ -139,6 +154,7 @@ class Launcher:
 
     @property
     def dtype(self) -> str:
+        """The op's input type (every tensor's but a scaled GEMM's scales and output: ``Tensor.dtype``)."""
         return self.op.dtype.value
 
     @property
@@ -166,15 +182,29 @@ def launcher_for(op: Any, order: tuple[str, ...] | list[str], prefix: str) -> La
         raise UnsupportedError("export: attention with --seq-lens or --page-size cannot be exported yet (ABI "
                                f"version {ABI_VERSION} has views of the op's dtype only)",
                                "export the contiguous op without them")
-    if op.dtype.value not in DTYPES:
-        raise UnsupportedError(f"export: dtype {op.dtype.value} has no tensor-view type")
     shapes = {k: tuple(int(d) for d in v) for k, v in op.shapes().items()}
-    inputs = [Tensor(n, shapes[n]) for n in order if n in shapes]
+    inputs = [Tensor(n, shapes[n], dtype=_input_dtype(op, n)) for n in order if n in shapes]
     missing = set(shapes) - {t.name for t in inputs}
     if missing:
         raise UnsupportedError(f"export: the kernel takes no buffer for {sorted(missing)[0]!r}")
-    out = Tensor("out", tuple(int(d) for d in op.output_shape()), output=True)
+    out = Tensor("out", tuple(int(d) for d in op.output_shape()), output=True, dtype=op.output_dtype.value)
+    if out.dtype not in DTYPES:
+        raise UnsupportedError(f"export: dtype {out.dtype} has no tensor-view type")
     return Launcher(op, (*inputs, out), check_prefix(prefix))
+
+
+def _input_dtype(op: Any, name: str) -> str:
+    """The DTYPES name of input ``name``: the op's type where its storage is the op's, else fp32 or int32 by storage
+    (a scaled GEMM's scales)."""
+    import numpy as np
+
+    want = np.dtype(op.input_dtype(name))
+    if want == np.dtype(op.dtype.storage) and op.dtype.value in DTYPES:
+        return op.dtype.value
+    found = next((d for d in ("fp32", "int32") if want == np.dtype(DType(d).storage)), None)
+    if found is None:
+        raise UnsupportedError(f"export: {name} ({want}) has no tensor-view type")
+    return found
 
 
 # ------------------------------------------------------------------------------------- the C behind it
@@ -204,7 +234,8 @@ static TraceaStatus tr_fail(TraceaStatus status, const char* fmt, ...) {
 }
 
 static const char* tr_dtype_name(int32_t d) {
-    return d == TRACEA_DTYPE_F32 ? "f32" : d == TRACEA_DTYPE_F16 ? "f16" : d == TRACEA_DTYPE_BF16 ? "bf16" : "unknown";
+    static const char* names[] = {"f32", "f16", "bf16", "i8", "i32", "f8e4m3", "f8e5m2"};
+    return d >= 0 && d < (int32_t)(sizeof names / sizeof names[0]) ? names[d] : "unknown";
 }
 
 /* One view's fields (input or output view alike) against the export's dtype and shape. */
@@ -258,17 +289,16 @@ def abi_c(launcher: Launcher) -> str:
 
 def checks_c(launcher: Launcher) -> str:
     """The launcher's opening lines: clear the error, check each view, then that out overlaps no input."""
-    code, esize = DTYPES[launcher.dtype], DType(launcher.dtype).itemsize
     fn = launcher.name
     lines = [f"    {launcher.api('clear_error')}();"]
     for t in launcher.tensors:
         m = launcher.shape_macro(t)
         lines += [f"    static const int64_t shape_{t.name}[] = {m}_SHAPE;",
-                  f"    if (TR_CHECK_VIEW(\"{fn}\", \"{t.name}\", {t.name}, {code}, {m}_NDIM, shape_{t.name}))"
+                  f"    if (TR_CHECK_VIEW(\"{fn}\", \"{t.name}\", {t.name}, {t.code}, {m}_NDIM, shape_{t.name}))"
                   " return TRACEA_ERROR_INVALID_ARGUMENT;"]
     ins = ", ".join(f"{t.name}->data" for t in launcher.inputs)
-    sizes = ", ".join(str(t.numel * esize) for t in launcher.inputs)
+    sizes = ", ".join(str(t.nbytes) for t in launcher.inputs)
     lines += [f"    const void* ins[] = {{{ins}}};", f"    static const int64_t in_bytes[] = {{{sizes}}};",
-              f"    if (tr_check_disjoint(\"{fn}\", out->data, {launcher.out.numel * esize}, ins, in_bytes, "
+              f"    if (tr_check_disjoint(\"{fn}\", out->data, {launcher.out.nbytes}, ins, in_bytes, "
               f"{len(launcher.inputs)})) return TRACEA_ERROR_INVALID_ARGUMENT;"]
     return "\n".join(lines)

@@ -8,10 +8,8 @@ and a message, not a crash. The backend supplies the memory functions (host or d
 
 from __future__ import annotations
 
-from tracea.kernels import DType
-
 from .cstyle import C_REFERENCE
-from .export_abi import DTYPES, Launcher
+from .export_abi import Launcher
 
 BITS = """static uint32_t ex_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float ex_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -37,10 +35,40 @@ static uint16_t ex_f2h(float f) {  /* round to nearest even; inputs here are sma
 }
 """
 
-STORAGE = {"fp32": "", "bf16": BITS + BF16, "fp16": BITS + FP16}
-LOADS = {"fp32": ("float", "((const float*)p)[i]", "((float*)p)[i] = v;"),
-         "bf16": ("uint16_t", "ex_bf2f(((const uint16_t*)p)[i])", "((uint16_t*)p)[i] = ex_f2bf(v);"),
-         "fp16": ("uint16_t", "ex_h2f(((const uint16_t*)p)[i])", "((uint16_t*)p)[i] = ex_f2h(v);")}
+FP8 = """static double ex_f8(uint8_t b, int mant, int bias) {  /* a finite FP8 code: e4m3 (3, 7), e5m2 (2, 15) */
+    int e = (b & 0x7f) >> mant, m = b & ((1 << mant) - 1);
+    double v = e ? ldexp(1.0 + m / (double)(1 << mant), e - bias) : ldexp(m / (double)(1 << mant), 1 - bias);
+    return b & 0x80 ? -v : v;
+}
+"""
+
+STORAGE = {"fp32": "", "bf16": BITS + BF16, "fp16": BITS + FP16, "int8": "", "int32": "", "fp8e4m3": FP8,
+           "fp8e5m2": FP8}
+# dtype -> (the element at p[i] as a double, a random element written at p[i]): floats uniform in [-1, 1) rounded to
+# the type; int8 in [-15, 15] and never 0, FP8 of magnitude 1/8 to 15 (exponents -3..3), so that sums over any K stay
+# inside a 16-bit output; int32 in [-100, 100]
+ELEMENTS = {
+    "fp32": ("((const float*)p)[i]", "((float*)p)[i] = ex_rand();"),
+    "bf16": ("ex_bf2f(((const uint16_t*)p)[i])", "((uint16_t*)p)[i] = ex_f2bf(ex_rand());"),
+    "fp16": ("ex_h2f(((const uint16_t*)p)[i])", "((uint16_t*)p)[i] = ex_f2h(ex_rand());"),
+    "int8": ("((const int8_t*)p)[i]", "int v = (int)(ex_next() % 31) - 15; ((int8_t*)p)[i] = (int8_t)(v ? v : 1);"),
+    "int32": ("((const int32_t*)p)[i]", "((int32_t*)p)[i] = (int32_t)(ex_next() % 201) - 100;"),
+    "fp8e4m3": ("ex_f8(((const uint8_t*)p)[i], 3, 7)",
+                "((uint8_t*)p)[i] = (uint8_t)((ex_next() & 0x80) | ((4 + ex_next() % 7) << 3) | (ex_next() & 7));"),
+    "fp8e5m2": ("ex_f8(((const uint8_t*)p)[i], 2, 15)",
+                "((uint8_t*)p)[i] = (uint8_t)((ex_next() & 0x80) | ((12 + ex_next() % 7) << 2) | (ex_next() & 3));"),
+}
+
+
+def _elements(launcher: Launcher) -> str:
+    """The conversions the tensors' types need, then ``ex_load_<type>`` and ``ex_fill_<type>`` for each."""
+    types = list(dict.fromkeys(t.dtype for t in launcher.tensors))
+    helpers = list(dict.fromkeys(STORAGE[d] for d in types if STORAGE[d]))
+    if "bf16" in types and "fp16" in types:  # one copy of the bit casts they share
+        helpers = [BITS + BF16, FP16] + [h for h in helpers if h not in (BITS + BF16, BITS + FP16)]
+    funcs = "".join(f"static double ex_load_{d}(const void* p, long i) {{ return {ELEMENTS[d][0]}; }}\n"
+                    f"static void ex_fill_{d}(void* p, long i) {{ {ELEMENTS[d][1]} }}\n" for d in types)
+    return "".join(helpers) + funcs
 
 
 def _main(launcher: Launcher, tolerance: float) -> str:
@@ -50,21 +78,19 @@ def _main(launcher: Launcher, tolerance: float) -> str:
 def _setup(launcher: Launcher) -> str:
     """``main``'s opening: the arguments, the ABI check, host and device buffers, random inputs (rounded to
     the storage type; the reference reads the stored values), the tensor views."""
-    code = DTYPES[launcher.dtype]
-    esize = DType(launcher.dtype).itemsize
     ts = launcher.tensors
     api = launcher.api
     decl = "\n".join(f"    static const int64_t shape_{t.name}[] = {launcher.shape_macro(t)}_SHAPE;" for t in ts)
     alloc = "\n".join(
-        f"    void* h_{t.name} = malloc({t.numel * esize}); double* {t.name} = malloc({t.numel} * sizeof(double));\n"
-        f"    void* d_{t.name} = ex_alloc({t.numel * esize});\n"
+        f"    void* h_{t.name} = malloc({t.nbytes}); double* {t.name} = malloc({t.numel} * sizeof(double));\n"
+        f"    void* d_{t.name} = ex_alloc({t.nbytes});\n"
         f"    if (!h_{t.name} || !{t.name} || !d_{t.name}) {{ fprintf(stderr, \"example: out of memory\\n\"); return 1; }}"
         for t in ts)
-    fill = "\n".join(f"    for (long i = 0; i < {t.numel}; ++i) {{ ex_store(h_{t.name}, i, ex_rand()); "
-                     f"{t.name}[i] = ex_load(h_{t.name}, i); }}\n"
-                     f"    if (ex_upload(d_{t.name}, h_{t.name}, {t.numel * esize})) return 1;" for t in launcher.inputs)
-    views = "\n".join(f"    {t.view_type} v_{t.name} = {t.view_maker}(d_{t.name}, {code}, {len(t.shape)}, shape_{t.name});"
-                      for t in ts)
+    fill = "\n".join(f"    for (long i = 0; i < {t.numel}; ++i) {{ ex_fill_{t.dtype}(h_{t.name}, i); "
+                     f"{t.name}[i] = ex_load_{t.dtype}(h_{t.name}, i); }}\n"
+                     f"    if (ex_upload(d_{t.name}, h_{t.name}, {t.nbytes})) return 1;" for t in launcher.inputs)
+    views = "\n".join(f"    {t.view_type} v_{t.name} = {t.view_maker}(d_{t.name}, {t.code}, {len(t.shape)}, "
+                      f"shape_{t.name});" for t in ts)
     n_out = launcher.out.numel
     return f"""int main(int argc, char** argv) {{
     int perturb = 0;
@@ -91,15 +117,14 @@ def _run_and_compare(launcher: Launcher, tolerance: float) -> str:
     """The call, the result downloaded, the C reference and the relative error against ``tolerance``
     (``--perturb`` makes the result wrong on purpose)."""
     api = launcher.api
-    esize = DType(launcher.dtype).itemsize
     args = ", ".join(f"&v_{t.name}" for t in launcher.tensors)
-    n_out = launcher.out.numel
+    n_out, out = launcher.out.numel, launcher.out
     return f"""    if ({launcher.name}({args}, NULL) != TRACEA_SUCCESS) {{
         fprintf(stderr, "example: {launcher.name} failed: %s\\n", {api("get_last_error")}());
         return 1;
     }}
-    if (ex_sync() || ex_download(h_out, d_out, {n_out * esize})) return 1;
-    for (long i = 0; i < {n_out}; ++i) out[i] = ex_load(h_out, i);
+    if (ex_sync() || ex_download(h_out, d_out, {out.nbytes})) return 1;
+    for (long i = 0; i < {n_out}; ++i) out[i] = ex_load_{out.dtype}(h_out, i);
     reference({", ".join(t.name for t in launcher.inputs)}, ref);
     if (perturb) out[{n_out // 2}] = ref[{n_out // 2}] + 1.0 + ex_norm(ref, {n_out});  /* a wrong result */
     double err = 0, norm = ex_norm(ref, {n_out}), worst = 0;
@@ -145,7 +170,6 @@ def _refusal_and_teardown(launcher: Launcher) -> str:
 def example_c(launcher: Launcher, tolerance: float, device_c: str) -> str:
     """The example program; ``device_c`` defines ex_setup/alloc/upload/download/sync/free/teardown."""
     op = launcher.op
-    _, load, store = LOADS[launcher.dtype]
     params = ", ".join(f"const double* {t.name}" for t in launcher.inputs)
     return f"""/* example.c: calls {launcher.name} on random inputs and checks it against a plain C reference
  * (double accumulation). Exit status 0: verified. `--seed N`: other random inputs. `--perturb` corrupts one
@@ -159,15 +183,14 @@ def example_c(launcher: Launcher, tolerance: float, device_c: str) -> str:
 #include "{launcher.prefix}/tracea.h"
 
 {device_c}
-{STORAGE[launcher.dtype]}static float ex_load(const void* p, long i) {{ return {load}; }}
-static void ex_store(void* p, long i, float v) {{ {store} }}
-
 static uint64_t ex_state = 0x9e3779b97f4a7c15ull;
-static float ex_rand(void) {{  /* uniform in [-1, 1) */
+static uint64_t ex_next(void) {{  /* xorshift64 */
     ex_state ^= ex_state << 13; ex_state ^= ex_state >> 7; ex_state ^= ex_state << 17;
-    return (float)((ex_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
+    return ex_state;
 }}
+static float ex_rand(void) {{ return (float)((ex_next() >> 40) * (1.0 / 8388608.0)) - 1.0f; }}  /* in [-1, 1) */
 
+{_elements(launcher)}
 static double ex_norm(const double* v, long n) {{
     double s = 0;
     for (long i = 0; i < n; ++i) s += v[i] * v[i];

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from .export_abi import ABI_VERSION, DTYPES, MAX_DIMS, Launcher
+from .export_abi import ABI_VERSION, DTYPE_CODES, MAX_DIMS, Launcher
 
 # ------------------------------------------------------------------------------------------- tracea.h
 
@@ -27,7 +27,7 @@ typedef enum {{
     TRACEA_ERROR_ABI_MISMATCH = 5       /* header and library of different ABI versions */
 }} TraceaStatus;
 
-typedef enum {{ TRACEA_DTYPE_F32 = 0, TRACEA_DTYPE_F16 = 1, TRACEA_DTYPE_BF16 = 2 }} TraceaDType;
+typedef enum {{ {", ".join(f"{code} = {value}" for code, value, _ in DTYPE_CODES.values())} }} TraceaDType;
 
 /* An input tensor (read, never written): strides in elements; exported kernels take contiguous row-major tensors. */
 typedef struct {{
@@ -124,7 +124,8 @@ extern "C" {{
 {COMMON_H}
 #define {m}_ABI_VERSION {ABI_VERSION}  /* {api("abi_version")}() of the library must equal it */
 
-/* The exported shapes as stored (dtype {DTYPES[launcher.dtype]}; a 'col' layout is the row-major transpose). */
+/* The exported shapes as stored ({", ".join(f"{t.name}: {t.code}" for t in launcher.tensors)}; a 'col' layout is the
+ * row-major transpose). */
 {shapes}
 
 int {api("abi_version")}(void);

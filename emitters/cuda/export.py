@@ -206,10 +206,9 @@ def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: s
 def example_cpp(launcher: Launcher) -> str:
     """tracea.hpp in use on the GPU: a Module, and a wrong view turned into a ``tracea::Error``."""
     first = launcher.tensors[0]
-    code = {"fp32": "TRACEA_DTYPE_F32", "fp16": "TRACEA_DTYPE_F16", "bf16": "TRACEA_DTYPE_BF16"}[launcher.dtype]
     views = "\n".join(
         f"        static const int64_t s_{t.name}[] = {launcher.shape_macro(t)}_SHAPE;\n"
-        f"        {t.view_type} {t.name} = {t.view_maker}(&dummy, {code}, {len(t.shape)}, s_{t.name});"
+        f"        {t.view_type} {t.name} = {t.view_maker}(&dummy, {t.code}, {len(t.shape)}, s_{t.name});"
         for t in launcher.tensors)
     args = ", ".join(t.name for t in launcher.tensors)
     ns = launcher.prefix

@@ -12,7 +12,8 @@ Scales (``scale``), as cuBLASLt's and ``torch._scaled_mm``'s modes and DeepSeek-
 B is given ``col`` (the default: n x k, K contiguous: ``nn.Linear``'s weight, and the operand FP8 tensor cores and
 cuBLASLt read) or ``row`` (k x n). int8 products accumulate in int32, exactly while k x 128 x 128 fits (k <=
 131071); FP8 ones in fp32. The reference decodes the stored values, applies the scales as stored (fp32, so
-exactly) and computes in float64; the tolerance is the output's rounding (fp32: a few ulps of the scaling).
+exactly) and computes in float64; the tolerance is the output's rounding (fp32: a few ulps of the scaling for int8,
+and for FP8 the tensor cores' narrower sums, ``tolerance_bound``).
 
 - ``llm-gemm-int8``: the llm-gemm projections (kernels/ops/gemm.py) in int8: on a CPU with row scales at M = 1, 16, 128
   into fp32; on a GPU the int32 accumulator at M = 128, 2048, 8192 (``torch._int_mm``'s function and sizes).
@@ -209,6 +210,29 @@ class ScaledGemm(Op):
             part = a[:, kb * BLOCK:(kb + 1) * BLOCK] @ b[kb * BLOCK:(kb + 1) * BLOCK]
             out += part * sa[:, kb, None] * np.repeat(sb[kb], BLOCK)[None, : self.n]
         return out
+
+    def c_reference(self, epilogue: Any) -> str:
+        """The function in plain C over the stored values as doubles (an exported package's example): the products
+        summed in double, each 128-deep block scaled on its own for block128, the scales as given."""
+        b = "b[j * K + p]" if self.layout_b == "col" else "b[p * N + j]"
+        kb, nb = max(1, self.k // BLOCK), -(-self.n // BLOCK)
+        scaled = {"none": "v", "tensor": "v * scale_a[0] * scale_b[0]", "row": "v * scale_a[i] * scale_b[j]",
+                  "block128": "v"}[self.scale]
+        if self.scale == "block128":
+            body = f"""for (long q = 0; q < KB; ++q) {{
+                double part = 0;
+                for (long p = q * {BLOCK}; p < (q + 1) * {BLOCK}; ++p) part += a[i * K + p] * {b};
+                v += part * scale_a[i * KB + q] * scale_b[q * NB + j / {BLOCK}];
+            }}"""
+        else:
+            body = f"for (long p = 0; p < K; ++p) v += a[i * K + p] * {b};"
+        return f"""enum {{ M = {self.m}, N = {self.n}, K = {self.k}, KB = {kb}, NB = {nb} }};
+    for (long i = 0; i < M; ++i)
+        for (long j = 0; j < N; ++j) {{
+            double v = 0;
+            {body}
+            ref[i * N + j] = {scaled};
+        }}"""
 
     def output_shape(self) -> tuple[int, ...]:
         return (self.m, self.n)

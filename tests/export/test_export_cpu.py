@@ -1,6 +1,6 @@
 """`tracea export` for the CPU: a package is built by CMake with the system compiler and its example verifies
-against a C reference (fresh inputs beside CTest's fixed ones, 16-bit storage too) and fails on a wrong
-result; the example's 16-bit conversions are NumPy's."""
+against a C reference (fresh inputs beside CTest's fixed ones, 16-bit storage too, the scaled 8-bit GEMM's tensors
+of several types) and fails on a wrong result; the example's 16-bit and FP8 conversions are NumPy's and the IR's."""
 
 from __future__ import annotations
 
@@ -24,6 +24,14 @@ CPU_CASES = {
                                  "--head-dim", "64", "--causal", "--backend", "cpu"],
     "attention-window-bf16": ["attention", "--batch", "2", "--heads", "2", "--seq", "50", "--head-dim", "64",
                               "--window", "5,3", "--dtype", "bf16", "--backend", "cpu"],
+    # ABI 3: a dtype a tensor (int8 operands, fp32 scales, int32 or 16-bit outputs), every scale mode, both B layouts
+    "scaled-gemm-row-col": ["scaled_gemm", "--m", "37", "--n", "29", "--k", "200", "--scale", "row", "--backend", "cpu"],
+    "scaled-gemm-none-int32": ["scaled_gemm", "--m", "16", "--n", "40", "--k", "96", "--scale", "none", "--out-dtype",
+                               "int32", "--backend", "cpu"],
+    "scaled-gemm-tensor-rowmajor-bf16": ["scaled_gemm", "--m", "33", "--n", "24", "--k", "64", "--scale", "tensor",
+                                         "--layout-b", "row", "--out-dtype", "bf16", "--backend", "cpu"],
+    "scaled-gemm-block128-fp16": ["scaled_gemm", "--m", "9", "--n", "200", "--k", "256", "--scale", "block128",
+                                  "--out-dtype", "fp16", "--backend", "cpu"],
 }
 
 
@@ -108,3 +116,30 @@ int main(void) {
     from tracea.kernels.dtypes import DType, to_storage
 
     assert np.array_equal(rounded[:, 1], to_storage(floats, DType.BF16).view(np.uint16))
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is missing")
+def test_the_examples_fp8_decoding_is_the_irs(tmp_path):
+    """ex_f8 decodes every finite e4m3 and e5m2 code as kernels/dtypes.py does (the reference's values)."""
+    import numpy as np
+
+    from tracea.emitters.export_example import FP8
+    from tracea.kernels import DType
+    from tracea.kernels.dtypes import to_float64
+
+    src = tmp_path / "f8.c"
+    src.write_text("#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n" + FP8 + """
+int main(void) {
+    for (int b = 0; b < 256; ++b) printf("%.17g %.17g\\n", ex_f8((uint8_t)b, 3, 7), ex_f8((uint8_t)b, 2, 15));
+    return 0;
+}
+""")
+    exe = tmp_path / "f8"
+    subprocess.run(["gcc", "-O1", str(src), "-o", str(exe), "-lm"], check=True, timeout=60)
+    got = np.array([[float(x) for x in line.split()] for line in subprocess.run(
+        [str(exe)], capture_output=True, text=True, check=True, timeout=60).stdout.splitlines()])
+    codes = np.arange(256, dtype=np.uint8)
+    for col, dt in ((0, DType.FP8E4M3), (1, DType.FP8E5M2)):
+        want = to_float64(codes, dt)
+        finite = np.isfinite(want)
+        assert np.array_equal(got[finite, col], want[finite]), dt

@@ -154,6 +154,16 @@ def kernel_cache(kernel_home):
 
 
 @pytest.fixture
+def hopper_gpu():
+    """Skip unless GPU 0 is an sm_90 (Hopper) GPU: the wgmma/TMA kernels' GPU tests take it with
+    ``pytest.mark.usefixtures("hopper_gpu")`` beside their ``gpu`` mark."""
+    from cuda.core import Device
+
+    if Device(0).compute_capability != (9, 0):
+        pytest.skip("the Hopper kernels need an sm_90 GPU")
+
+
+@pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     """A fresh ``TRACEA_HOME`` for a test that runs commands (a test module may define its own)."""
     monkeypatch.setenv("TRACEA_HOME", str(tmp_path / "home"))

@@ -9,8 +9,9 @@ its output against the float64 reference on two fresh random inputs (``--small``
 compute-sanitizer). ``rows`` runs ``bench`` (verified on fresh random inputs, then timed beside the vendor with CUDA
 events, L2 flushed before each call) over the llm-gemm shapes: ``fp8`` (e4m3, row scales, bf16 out) and ``fp8-tensor``
 against ``torch._scaled_mm`` (cuBLASLt, its default accumulation), ``int8`` (int32 out) against ``torch._int_mm``,
-``block`` (1x128 / 128x128 scales) against torch's block-scaled ``_scaled_mm`` where it has one, and the hero beside
-bf16 cuBLAS on the same shape; ``--sweep`` adds other schedules of the search space for each row.
+``block`` (1x128 / 128x128 scales) against torch's block-scaled ``_scaled_mm`` where it has one (the baseline times
+bf16 cuBLAS and per-tensor FP8 on the same shape beside it), ``edge`` shapes outside the suites; ``--sweep`` adds
+other schedules for each row.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tracea.emitters.bench import bench
 from tracea.emitters.cuda import mma
 from tracea.emitters.cuda.hopper import scaled_gemm as sg
 from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule as W
-from tracea.kernels import Gemm, ScaledGemm, relative_error, tolerance
+from tracea.kernels import ScaledGemm, relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
 from tracea.kernels.ops.gemm import PROJECTIONS, TOKENS
 
@@ -167,14 +168,6 @@ def candidates(op: ScaledGemm) -> list[W]:
     return out
 
 
-def bf16_line(op: ScaledGemm) -> None:
-    g = Gemm(op.m, op.n, op.k, "bf16", layout_b="col")
-    r = bench(g, HOST, backend="cuda", repeats=20)
-    base = r.baseline.p50_ms if r.baseline else None
-    print(f"    bf16 {g.m}x{g.n}x{g.k}: {r.baseline_name} {base and round(base, 4)} ms "
-          f"({base and round(op.flops / base / 1e9)} TFLOP/s)", flush=True)
-
-
 def line(op: ScaledGemm, label: str, name: str, r: object) -> None:
     ms = r.tracea.p50_ms if r.tracea else None
     p95 = r.tracea.p95_ms if r.tracea else None
@@ -186,7 +179,7 @@ def line(op: ScaledGemm, label: str, name: str, r: object) -> None:
           f"{(r.error or '')[:120]}", flush=True)
 
 
-def rows(which: str, sweep: bool, match: str, budget: float, compare_bf16: bool) -> None:
+def rows(which: str, sweep: bool, match: str, budget: float) -> None:
     t0, said = time.time(), False
     print(f"{'row':<50} {'form':<6} {'schedule':<44} {'status':<10} {'p50 ms':>8} {'p95 ms':>8} {'vendor':>8} "
           f"{'ratio':>8} {'TF/s':>5}")
@@ -204,8 +197,6 @@ def rows(which: str, sweep: bool, match: str, budget: float, compare_bf16: bool)
         for s in candidates(op) if sweep else ():
             rr = bench(op, HOST, backend="cuda", variant=VARIANT, repeats=30, tuned=lambda _o, _v, s=s: s.to_json())
             line(op, "sweep", s.name, rr)
-        if compare_bf16:
-            bf16_line(op)
 
 
 HOST = None
@@ -219,7 +210,6 @@ def main() -> None:
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--rows", default="fp8")
     ap.add_argument("--sweep", action="store_true")
-    ap.add_argument("--bf16", action="store_true", help="time bf16 cuBLAS on each row's shape too")
     ap.add_argument("--match", default="", help="comma-separated parts of the rows' labels")
     ap.add_argument("--budget", type=float, default=1e9)
     a = ap.parse_args()
@@ -227,7 +217,7 @@ def main() -> None:
         raise SystemExit(1 if check(a.small) else 0)
     HOST = probe()
     HOST_SMS = mma.sm_count(HOST)
-    rows(a.rows, a.sweep, a.match, a.budget, a.bf16)
+    rows(a.rows, a.sweep, a.match, a.budget)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from .epilogue import Stores
 from .mainloop import Fold
 from .ptx import INT8_WIDTHS, wgmma_instruction_8bit
 from .schedule import ADDRESS_REGS, SMEM_OPTIN_SM90, WgmmaSchedule, tile_count
+from .schedule import hero_schedule as bf16_hero
 from .space import search_space
 
 PARAMS = ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "M", "N", "K", "store_tma")
@@ -315,19 +316,13 @@ def hero_schedule(op: Any, sm_count: int = 132) -> WgmmaSchedule:
             s = dataclasses.replace(s, split=0)
         return s
     if int8:
-        base = gemm_hero(byte_view(op), sm_count)
+        base = bf16_hero(byte_view(op), sm_count)
         return dataclasses.replace(base, split=1, split_tail=False, split_fix="last", store=store)
     s = WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store=store)
     if 2 * tile_count(s, op.m, op.n) <= sm_count and k_steps >= 16:
         # 64-row tiles on one consumer, split: 128 x 4096 x 4096 0.86x cuBLASLt, against 0.77x split over 128 x 128
         s = WgmmaSchedule(bm=64, bn=128, stages=5, consumers=1, store=store, split=0, l2_hint="first")
     return s
-
-
-def gemm_hero(view: Any, sm_count: int) -> WgmmaSchedule:
-    from .schedule import hero_schedule as bf16_hero
-
-    return bf16_hero(view, sm_count)
 
 
 def search_space_scaled(op: Any, smem_optin: int = SMEM_OPTIN_SM90, sm_count: int = 132) -> list[WgmmaSchedule]:
@@ -362,10 +357,8 @@ def scaled_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any
             ptr = {name: int(self._dbuf[name].ptr) if name in self._dbuf else 0
                    for name in ("a", "b", "scale_a", "scale_b", "out")}
             ma, mb = operand_maps(view, sched, ptr["a"], ptr["b"])
-            if op.out_dtype.value in ("bf16", "fp16"):
-                mc, store_tma = c_output_map(op.m, op.n, op.out_dtype.value, sched, ptr["out"])
-            else:
-                mc, store_tma = c_output_map(op.m, op.n, "fp32", dataclasses.replace(sched, store="direct"), 0)
+            # (a 4-byte C's schedules store directly, ``check``: an empty map and the flag 0)
+            mc, store_tma = c_output_map(op.m, op.n, op.out_dtype.value, sched, ptr["out"])
             kop = gemm.kernel_op(view, sched)
             self._wargs = [ma, mb, mc, ctypes.c_uint64(ptr["out"]), ctypes.c_uint64(ptr["scale_a"]),
                            ctypes.c_uint64(ptr["scale_b"]), ctypes.c_int(kop.m), ctypes.c_int(kop.n),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fp32_checks import verify_on_fresh_inputs  # tests/helpers/ (tests/conftest.py puts it on the path)
 
 from tracea.doctor import probe
 from tracea.emitters import cpu
@@ -166,14 +167,7 @@ def test_small_m_form_matches_the_reference(family, threads, case):
         pytest.skip(f"{v.id} cannot run here")
     s = dataclasses.replace(cpu.hero_schedule(op, v, HOST), pack_a=True, pack_b=False,
                             threads=min(threads, HOST.cpu.logical_cores or 1))
-    kernel = cpu.build(op, v, s, HOST)
-    rng = np.random.default_rng()
-    for _ in range(2):
-        inputs = op.random_inputs(rng)
-        out = np.full(op.output_shape(), np.nan, np.float32)
-        kernel(inputs, out)
-        err = relative_error(out.astype(np.float64), op.reference(inputs))
-        assert err <= tolerance(op), f"{op.signature} {s.name}: relative error {err:.3g}"
+    verify_on_fresh_inputs(cpu.build(op, v, s, HOST), op, s.name)
 
 
 def test_heuristic_picks_a_form_per_shape():

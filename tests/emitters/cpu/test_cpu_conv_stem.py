@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
+from fp32_checks import verify_on_fresh_inputs  # tests/helpers/ (tests/conftest.py puts it on the path)
 
 from tracea.doctor import probe
 from tracea.doctor.errors import BadInputError
 from tracea.emitters import cpu
 from tracea.emitters.cpu import conv_stem
-from tracea.kernels import Conv2d, relative_error, tolerance
+from tracea.kernels import Conv2d
 
 HOST = probe()
 FAMILIES = ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")
@@ -52,14 +52,7 @@ def test_stem_form_matches_the_reference(family, threads, case):
     assert (hero.pack_a, hero.pack_b) == (False, False)
     assert (hero.mr, hero.nr) == conv_stem.tile(family, op.k)
     s = dataclasses.replace(hero, threads=min(threads, HOST.cpu.logical_cores or 1))
-    kernel = cpu.build(op, v, s, HOST)
-    rng = np.random.default_rng()
-    for _ in range(2):
-        inputs = op.random_inputs(rng)
-        out = np.full(op.output_shape(), np.nan, np.float32)
-        kernel(inputs, out)
-        err = relative_error(out.astype(np.float64), op.reference(inputs))
-        assert np.isfinite(out).all() and err <= tolerance(op), f"{op.signature} {s.name}: relative error {err:.3g}"
+    verify_on_fresh_inputs(cpu.build(op, v, s, HOST), op, s.name)
 
 
 @pytest.mark.parametrize("kwargs, why", [

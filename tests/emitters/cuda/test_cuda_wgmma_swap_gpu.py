@@ -13,24 +13,11 @@ import pytest
 from tracea.kernels import Conv2d, Gemm, relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("kernel_cache", "hopper_gpu")]
 
 
 class NoReport:
     nvidia = None
-
-
-@pytest.fixture(autouse=True)
-def _cache(kernel_home, monkeypatch):
-    monkeypatch.setenv("TRACEA_HOME", str(kernel_home))
-
-
-@pytest.fixture(autouse=True)
-def _sm90():
-    from cuda.core import Device
-
-    if Device(0).compute_capability != (9, 0):
-        pytest.skip("the Hopper kernels need an sm_90 GPU")
 
 
 def _check(op, vid, sched):

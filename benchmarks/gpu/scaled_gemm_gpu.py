@@ -36,6 +36,7 @@ VARIANT = "cuda-wgmma.scaled_gemm"
 TILE = W(bm=128, bn=128, stages=6, consumers=2, store="tma")
 NARROW = W(bm=64, bn=128, stages=8, consumers=1)
 SWAP = W(bm=64, bn=16, stages=8, consumers=1, swap=True)
+WIDE = W(bm=128, bn=256, stages=4, consumers=2, store="tma")
 
 
 def _cases() -> list[tuple[ScaledGemm, W, bool]]:
@@ -66,6 +67,15 @@ def _cases() -> list[tuple[ScaledGemm, W, bool]]:
           (ScaledGemm(100, 96, 1024, "int8", "fp32", "row"), W(bm=64, bn=64, stages=8, consumers=1), True),
           (ScaledGemm(64, 512, 512, "int8", "fp16", "tensor"), dataclasses.replace(TILE, cluster=2), False),
           (ScaledGemm(3, 700, 2048, "int8", "fp32", "tensor"), dataclasses.replace(SWAP, bn=8), True)]
+    # wide FP8 tiles: 128 x 192 folded whole, 128 x 256 folded in two column parts (block128: one scale block each)
+    c += [(ScaledGemm(300, 520, 1024, "fp8e4m3", "bf16", "row"), WIDE, True),
+          (ScaledGemm(260, 600, 1040, "fp8e5m2", "fp16", "tensor"), dataclasses.replace(WIDE, bn=192), True),
+          (ScaledGemm(384, 520, 1024, "fp8e4m3", "bf16", "block128"), WIDE, True),
+          (ScaledGemm(256, 1000, 2048, "fp8e4m3", "bf16", "row"), W(bm=64, bn=256, stages=4, consumers=2,
+                                                                 pingpong=True, store="tma"), False),
+          (ScaledGemm(300, 520, 2048, "fp8e4m3", "fp32", "row"), dataclasses.replace(WIDE, split=2, store="direct"),
+           False),
+          (ScaledGemm(512, 768, 1024, "fp8e4m3", "bf16", "tensor"), dataclasses.replace(WIDE, cluster=2), False)]
     return c
 
 
@@ -145,18 +155,18 @@ def candidates(op: ScaledGemm) -> list[W]:
     elif op.m <= 256 and op.scale != "block128":
         forms = [dataclasses.replace(NARROW, store="tma", split=0), dataclasses.replace(NARROW, store="tma", split=0,
                  stages=5, l2_hint="first"), dataclasses.replace(NARROW, bn=192, store="tma", split=0, stages=5,
-                 l2_hint="first"), dataclasses.replace(TILE, split=2, stages=5)]
+                 l2_hint="first"), dataclasses.replace(TILE, split=2, stages=5),
+                 dataclasses.replace(NARROW, bn=256, store="tma", split=0, stages=4, l2_hint="first"),
+                 dataclasses.replace(WIDE, split=0, l2_hint="first")]
     elif int8:
         forms = [W(bm=128, bn=256, stages=4, consumers=2, store=hero.store), W(bm=128, bn=128, stages=6, consumers=2,
                  store=hero.store), W(bm=128, bn=256, stages=4, consumers=2, cluster=2, store=hero.store),
                  W(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store=hero.store)]
     elif op.scale == "block128":
-        forms = [dataclasses.replace(TILE, cluster=2), dataclasses.replace(TILE, stages=4),
-                 dataclasses.replace(NARROW, store="tma"), dataclasses.replace(TILE, raster="n")]
+        forms = [TILE, WIDE, dataclasses.replace(TILE, cluster=2), dataclasses.replace(TILE, stages=5)]
     else:
-        forms = [dataclasses.replace(TILE, cluster=2), dataclasses.replace(TILE, stages=4),
-                 dataclasses.replace(NARROW, bn=192, stages=6, store="tma"), dataclasses.replace(TILE, raster="n"),
-                 dataclasses.replace(TILE, split=0, stages=5, l2_hint="first")]
+        forms = [TILE, WIDE, dataclasses.replace(TILE, cluster=2), dataclasses.replace(TILE, stages=5),
+                 dataclasses.replace(TILE, raster="n")]
     out = []
     for s in forms:
         try:
@@ -210,11 +220,17 @@ def main() -> None:
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--rows", default="fp8")
     ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--producer-regs", type=int, default=0, help="registers the producer keeps (0: the schedule's)")
+    ap.add_argument("--fast-accum", action="store_true", help="probe: FP8 accumulated by the tensor cores alone")
     ap.add_argument("--match", default="", help="comma-separated parts of the rows' labels")
     ap.add_argument("--budget", type=float, default=1e9)
     a = ap.parse_args()
     if a.part == "check":
         raise SystemExit(1 if check(a.small) else 0)
+    if a.producer_regs:
+        W.producer_regs = a.producer_regs
+    if a.fast_accum:
+        sg._fold = lambda op, sched: None
     HOST = probe()
     HOST_SMS = mma.sm_count(HOST)
     rows(a.rows, a.sweep, a.match, a.budget)

@@ -4,7 +4,9 @@
         --section MemoryWorkloadAnalysis --section WarpStateStats python benchmarks/gpu/scaled_gemm_profile.py [M N K]
 
 Each kernel's first launch is its verification against the float64 reference (hence ``--launch-skip 2``); the
-second of each is profiled, FP8 first (the script prints which launch is which)."""
+second of each is profiled, FP8 first (the script prints which launch is which). ``--wide``: the FP8 kernel on 128 x
+256 tiles (folded in two column parts) instead of its hero; ``--vendor``: then ``torch._scaled_mm`` (default
+accumulation) twice on the same shape, for a filter that also matches cuBLASLt's kernel (``-k regex:"gemm|xmma"``)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from tracea.emitters import cuda
 from tracea.emitters.cuda.hopper import scaled_gemm as sg
-from tracea.emitters.cuda.hopper.schedule import hero_schedule
+from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule, hero_schedule
 from tracea.kernels import Gemm, ScaledGemm, relative_error, tolerance
 from tracea.kernels.dtypes import to_float64
 
@@ -24,11 +26,14 @@ class NoGpu:
 
 
 def main() -> None:
-    m, n, k = (int(x) for x in sys.argv[1:4]) if len(sys.argv) > 3 else (2048, 4096, 4096)
+    args = [x for x in sys.argv[1:] if not x.startswith("--")]
+    m, n, k = (int(x) for x in args[:3]) if len(args) > 2 else (2048, 4096, 4096)
     fp8 = ScaledGemm(m, n, k, "fp8e4m3", "bf16", "row")
     bf16 = Gemm(m, n, k, "bf16", layout_b="col")
+    fp8_sched = WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma") if "--wide" in sys.argv \
+        else sg.hero_schedule(fp8, 132)
     runs = []
-    for op, variant, sched in ((fp8, "cuda-wgmma.scaled_gemm", sg.hero_schedule(fp8, 132)),
+    for op, variant, sched in ((fp8, "cuda-wgmma.scaled_gemm", fp8_sched),
                                (bf16, "cuda-wgmma.gemm", hero_schedule(bf16, 132))):
         kern = cuda.build(op, variant, sched, NoGpu())
         inputs = op.random_inputs(np.random.default_rng(1))
@@ -40,6 +45,16 @@ def main() -> None:
     for i, (kern, inputs, out, name) in enumerate(runs):
         print(f"profiled launch {i + 1}: {name}", flush=True)
         kern(inputs, out)
+    if "--vendor" in sys.argv:
+        import torch
+
+        a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()
+        sa, sb = torch.rand(m, 1, device="cuda") + 0.5, torch.rand(1, n, device="cuda") + 0.5
+        for _ in range(2):
+            print("vendor launch: torch._scaled_mm", flush=True)
+            torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+        torch.cuda.synchronize()
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ def compose(kop: Any, sched: WgmmaSchedule, title: str, instruction: str, signat
     """A Hopper GEMM kernel over the kernel op ``kop`` (its operands' layouts): the device library, ``instruction``
     (``tr_wgmma``), the walk's functions, ``extern "C" tr_wgmma_gemm(tmA, tmB, tmC, <signature>, <walk's>)``, then
     ``prologue`` (lines at the kernel's top), the kernel head, the TMA producer and the consumers with ``stores``
-    (``acc``: the accumulators' C type; ``fold``: the promoted mainloop, ``mainloop.Fold``). The scaled 8-bit GEMM
+    (``acc``: the accumulators' C type; ``fold``: the promoted mainloop, ``promotion.Fold``). The scaled 8-bit GEMM
     (``scaled_gemm.py``) composes its own over the same parts."""
     r = CudaRenderer()
     a_k, b_k = operand_kmajor(kop, "a"), operand_kmajor(kop, "b")

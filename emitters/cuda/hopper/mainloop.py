@@ -32,7 +32,6 @@ The PTX wrappers the kernels call (mbarrier, TMA, wgmma fences) are in ``ptx.py`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from tracea.doctor.errors import BadInputError
@@ -282,7 +281,7 @@ def _drain(sched: WgmmaConvSchedule, r: CudaRenderer) -> str:
 
 def consumer_branch(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, stores: Any,
                     a_k: bool = True, b_k: bool = True, proxy_fence: bool = False, acc: str = "float",
-                    fold: Fold | None = None) -> str:
+                    fold: Any = None) -> str:
     """The consumer warpgroups' side of the kernel, from ``} else {`` after the producer's branch to the
     kernel's closing brace: the walk's loop (``walk``), ring waits, wgmma mainloop, stage releases, the
     walk's fix-up (split-K), then ``stores``' epilogue (direct or TMA store, with the fused ops in order).
@@ -293,14 +292,16 @@ def consumer_branch(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, stores: An
     ``a_k``/``b_k``: the operands are K-major in shared memory. ``proxy_fence``: a ``fence.proxy.async``
     after each full-barrier wait, for stages written through the generic proxy (cp.async) and
     published without a producer-side fence. ``acc``: the accumulators' C type ("int" for integer wgmma). ``fold``:
-    the promoted mainloop (``Fold``) instead of one accumulation over the whole k range."""
+    the promoted mainloop (``promotion.Fold``) instead of one accumulation over the whole k range."""
     w = CodeWriter()
     spread = sched.split != 1 and sched.split_fix == "spread"
-    w.extend(_consumer_entry(sched, r, walk, acc, fold is not None))
+    w.extend(_consumer_entry(sched, r, walk, acc, fold))
     if fold is None:
         w.extend(_consumer_mainloop(sched, a_k, b_k, proxy_fence, r, walk, acc))
     else:
-        w.extend(_promoted_mainloop(sched, r, walk, fold))
+        from .promotion import promoted_mainloop  # (it reads this module's layouts and barriers)
+
+        w.extend(promoted_mainloop(sched, r, walk, fold))
     if fixup := walk.fixup(r):
         w.extend(fixup)
     w.extend(f"""            /* wgmma m64nN accumulator layout: thread (warp, lane) holds rows warp*16 + lane/4 (+8),
@@ -327,12 +328,12 @@ def _store_when(sched: WgmmaSchedule) -> str:
 
 
 def _consumer_entry(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, acc: str = "float",
-                    promoted: bool = False) -> str:
+                    fold: Any = None) -> str:
     """Registers taken, the accumulators declared (of C type ``acc``; with the k step's ``step_acc`` beside them when
-    ``promoted``), and the head of the consumer's tile walk: its tile's coordinates, where the ring stands at the
+    ``fold`` promotes: as many as it keeps), and the head of the consumer's tile walk: its tile's coordinates, where the ring stands at the
     tile's first k step, the ping-pong turn, zeroed sums."""
     m_slices, n_regs = sched.m_slices, sched.bn // 2
-    step = f"\n        {acc} step_acc[{m_slices}][{n_regs}];  /* one k step's products, folded into acc */" if promoted else ""
+    step = fold.declarations(m_slices, n_regs, acc) if fold is not None else ""
     return f"""    }} else {{
         {r.asm("setmaxnreg", how="inc", n=sched.register_split()[2])}
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
@@ -394,62 +395,6 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
                 #pragma unroll
                 for (int j = 0; j < {n_regs}; ++j) {r.asm("compiler.pin" if acc == "float" else "compiler.pin_int",
                                                            value="acc[i][j]")}
-            }}"""
-
-
-@dataclass(frozen=True)
-class Fold:
-    """The promoted mainloop (FP8's, as cuBLASLt's default and DeepSeek-V3's recipe accumulate): each k step's
-    wgmmas (128 8-bit k values) accumulate from zero into ``step_acc``, are awaited, and ``step_acc`` is added into ``acc`` in
-    the CUDA cores' fp32, so the tensor cores' narrower accumulation never runs over more than one step. ``before``:
-    lines at the top of each k step, ahead of the full-barrier wait (block scales' loads, whose latency the wait
-    hides); ``factor``: a C expression of ``i`` (m slice) and ``j`` (accumulator) that multiplies ``step_acc[i][j]``
-    ("": none)."""
-
-    before: str = ""
-    factor: str = ""
-
-
-def _promoted_mainloop(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, fold: Fold) -> str:
-    """The k loop of one tile under ``fold`` (fp32 accumulators), both operands K-major: each step's wgmma group
-    accumulates into ``step_acc`` from zero, is awaited, its stage released, and ``step_acc`` added into ``acc``.
-    (Promoting every second or fourth step instead, the step in flight while the next is issued, measured no faster
-    on an H200: 0.81-0.86x cuBLASLt against 0.85x at 2048 x 4096 x 4096, docs/device-runs/h200-fp8-int8-gemm/.)"""
-    a_lay, b_lay = operand_layouts(sched.bm, True), operand_layouts(sched.bn, True)
-    a_lbo, a_sbo = descriptor_strides(a_lay)
-    b_lbo, b_sbo = descriptor_strides(b_lay)
-    a_bytes, a_mstep = sum(t.size_bytes for t in a_lay), 64 * a_lay[0].pitch_bytes
-    S, m_slices, n_regs = sched.stages, sched.m_slices, sched.bn // 2
-    times = f" * ({fold.factor})" if fold.factor else ""
-    before = f"\n                {fold.before}" if fold.before else ""
-    return f"""            for ({walk.k_range()}) {{{before}
-                tr_mbar_wait(bars + 8u * s, phase);
-                const uint32_t sa = smem + s * {sched.stage_bytes}u + part * {sched.m_slices * a_mstep}u;
-                const uint32_t sb = smem + s * {sched.stage_bytes}u + {a_bytes}u;
-                TR_WGMMA_FENCE();
-                #pragma unroll
-                for (int k16 = 0; k16 < {BK // 16}; ++k16) {{
-                    const uint64_t db = tr_desc(sb + k16 * {16 * ELEM_BYTES}u, {b_lbo}u, {b_sbo}u);
-                    #pragma unroll
-                    for (int i = 0; i < {m_slices}; ++i)
-                        tr_wgmma(step_acc[i], tr_desc(sa + i * {a_mstep}u + k16 * {16 * ELEM_BYTES}u, {a_lbo}u, {a_sbo}u),
-                                 db, k16);
-                }}
-                TR_WGMMA_COMMIT();
-                TR_WGMMA_WAIT(0);
-                if (lane == 0) {_release("s", sched)}
-                #pragma unroll
-                for (int i = 0; i < {m_slices}; ++i) {{
-                    #pragma unroll
-                    for (int j = 0; j < {n_regs}; ++j) acc[i][j] += step_acc[i][j]{times};
-                }}
-                if (++s == {S}) {{ s = 0; phase ^= 1u; }}
-            }}
-            {_turn_pass(sched)}
-            #pragma unroll
-            for (int i = 0; i < {m_slices}; ++i) {{
-                #pragma unroll
-                for (int j = 0; j < {n_regs}; ++j) {r.asm("compiler.pin", value="acc[i][j]")}
             }}"""
 
 

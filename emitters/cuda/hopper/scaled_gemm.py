@@ -12,9 +12,10 @@ only the wgmma instruction (``ptx.wgmma_instruction_8bit``), the accumulators an
 multiple of 16 (TMA's 16-byte rows; cuBLASLt asks the same of FP8).
 
 - FP8 accumulates as cuBLASLt does by default and DeepSeek-V3's recipe prescribes: each k step's four wgmmas (128
-  values of k) from zero, then added into fp32 registers (``mainloop.Fold``), because the tensor cores' own FP8
-  accumulation keeps fewer bits than fp32 over a long K. That holds a second set of accumulators, so FP8 tiles
-  are at most 128 wide on two consumers (``check``).
+  values of k) from zero, then added into fp32 registers (``promotion.py``), because the tensor cores' own FP8
+  accumulation keeps fewer bits than fp32 over a long K. The step's products take registers beside the sums:
+  ``fold_form`` picks two sets (a step issued while the last is added: 128 x 128 on two consumers), one, or one of
+  half the columns (128 x 256), by what fits a consumer's registers (``check``).
 - int8 accumulates exactly in s32 registers (``int`` accumulators; integer wgmma takes n of 8, 16, 24 and
   multiples of 16); without split-K (its fix-up sums fp32 partials).
 - Scales: ``tensor`` multiplies by scale_a[0] * scale_b[0] (read once at the kernel's start), ``row`` by
@@ -39,7 +40,7 @@ from ...cstyle import CodeWriter
 from ..render import CudaRenderer, Rendered
 from . import gemm
 from .epilogue import Stores
-from .mainloop import Fold
+from .promotion import Fold
 from .ptx import INT8_WIDTHS, wgmma_instruction_8bit
 from .schedule import ADDRESS_REGS, SMEM_OPTIN_SM90, WgmmaSchedule, tile_count
 from .schedule import hero_schedule as bf16_hero
@@ -85,35 +86,61 @@ def check(op: Any, sched: WgmmaSchedule, smem_optin: int = SMEM_OPTIN_SM90) -> N
                                 f"of 16 from 32), not {sched.bn}")
         if sched.split != 1:
             raise BadInputError("split: int8 accumulates in int32, and split-K's fix-up sums fp32 partials", "split 1")
-    elif 2 * sched.accumulators + ADDRESS_REGS > sched.register_split()[0]:
-        raise BadInputError(f"bn: FP8 keeps a k step's {sched.accumulators} products beside as many fp32 sums a "
-                            f"thread; with addresses they exceed the {sched.register_split()[0]} registers of a "
-                            f"{sched.threads}-thread block", "bn 128 on two consumers, or 64 rows on one")
+    elif fold_chunks(sched) is None:
+        raise BadInputError(f"bn: FP8 keeps a k step's products (of half the tile's columns at least) beside its "
+                            f"{sched.accumulators} fp32 sums a thread; with addresses they exceed the "
+                            f"{sched.register_split()[2]} registers of a consumer", "bn 256 or less on two consumers")
     if op.out_dtype.value in ("fp32", "int32") and sched.store == "tma":
         raise BadInputError(f"store: the TMA store stages 16-bit C; a {op.out_dtype.value} C is stored directly",
                             "store 'direct'")
-    if op.scale == "block128" and (sched.swap or sched.bn not in (64, 128) or sched.cluster_axis == "n"):
-        raise BadInputError("bn: block128's tiles lie within one 128-column scale block: unswapped, 64 or 128 wide, "
-                            "never the empty tile past N of a pair along N", "swap off, bn 128, cluster_axis 'm'")
+    if op.scale == "block128" and (sched.swap or sched.bn not in (64, 128, 256) or sched.cluster_axis == "n"
+                                   or sched.bn // (fold_chunks(sched) or 1) > BLOCK):
+        raise BadInputError("bn: block128's tiles are folded in parts that lie within one 128-column scale block: "
+                            "unswapped, 64, 128 or (two parts) 256 wide, never the empty tile past N of a pair along "
+                            "N", "swap off, bn 128, cluster_axis 'm'")
+
+
+def fold_form(sched: WgmmaSchedule) -> tuple[int, int] | None:
+    """FP8's promotion for ``sched`` as (product sets, column parts), by what fits beside the sums in a consumer's
+    registers (setmaxnreg's budget: ptxas allocates the consumers' branch under it): two sets where three times the
+    accumulators fit without split-K (128 x 128 on two consumers: one step issued while the last is added), one set where twice
+    them fit (128 x 192), one set of half the columns where 1.5 times them fit (128 x 256); None where none does."""
+    budget, acc = sched.register_split()[2], sched.accumulators
+    # (split-K's fix-up beside two sets spills: 576 bytes at 64 x 128 on one consumer, NVRTC 13.0)
+    for sets, chunks in ((2, 1), (1, 1), (1, 2))[0 if sched.split == 1 else 1:]:
+        if (sched.bn // chunks) % 8 == 0 and acc + sets * acc // chunks + ADDRESS_REGS <= budget:
+            return sets, chunks
+    return None
+
+
+def fold_chunks(sched: WgmmaSchedule) -> int | None:
+    """The column parts of ``fold_form`` (None: no form fits)."""
+    form = fold_form(sched)
+    return form[1] if form else None
 
 
 def _fold(op: Any, sched: WgmmaSchedule) -> Fold | None:
-    """FP8's promotion, with block128's scales of k step ``kk``: A's for the thread's two rows of each m64 slice, B's
-    for the tile's 128-column block (``check`` keeps block-scaled tiles 64 or 128 wide, within one block)."""
+    """FP8's promotion (``fold_form``), with block128's scales of k step ``kk``: A's for the thread's two rows of
+    each m64 slice, B's for each column part's 128-column block (``check`` keeps each part of a block-scaled tile 64
+    or 128 wide, within one block; a part past N reads no scale)."""
     if not promoted(op):
         return None
+    sets, chunks = fold_form(sched) or (1, 1)
     if op.scale != "block128":
-        return Fold()
-    ms = sched.m_slices
-    before = (f"float sa_k[{ms}][2];\n"
-              f"                for (int i = 0; i < {ms * 2}; ++i) {{  /* this thread's rows: A's block scales */\n"
+        return Fold(chunks=chunks, buffers=sets)
+    ms, width = sched.m_slices, sched.bn // chunks
+    before = (f"for (int i = 0; i < {ms * 2}; ++i) {{  /* this thread's rows: A's block scales */\n"
               f"                    const int r = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4 + (i >> 1) * 64"
               " + (i & 1) * 8;\n"
               "                    sa_k[i >> 1][i & 1] = r < M ? __ldg(scale_a + (int64_t)r * k_iters + kk) : 0.0f;\n"
               "                }\n"
-              f"                const float sb_k = __ldg(scale_b + (int64_t)kk * ((N + {BLOCK - 1}) / {BLOCK}) + "
-              f"(tn * {sched.bn}) / {BLOCK});  /* B's block */")
-    return Fold(before=before, factor="sa_k[i][(j >> 1) & 1] * sb_k")
+              f"                for (int c = 0; c < {chunks}; ++c) {{  /* B's block of each part */\n"
+              f"                    const int c0 = tn * {sched.bn} + c * {width};\n"
+              f"                    sb_k[c] = c0 < N ? __ldg(scale_b + (int64_t)kk * ((N + {BLOCK - 1}) / {BLOCK}) + c0 / "
+              f"{BLOCK}) : 0.0f;\n"
+              "                }")
+    return Fold(before=before, factor="sa_k[i][(j >> 1) & 1] * sb_k[c]", chunks=chunks, buffers=sets,
+                names=("sa_k", "sb_k"), decl=f"float sa_k[{ms}][2], sb_k[{chunks}];")
 
 
 def _dequant(op: Any, sched: WgmmaSchedule) -> tuple[str, ...]:
@@ -264,8 +291,10 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     stores = ScaledStores(base, scale_pass(op, sched))
     prologue = "    const float sab = __ldg(scale_a) * __ldg(scale_b);  /* per-tensor scales */" \
         if op.scale == "tensor" else ""
-    return gemm.compose(kop, sched, title, wgmma_instruction_8bit(sched.bn, dtype), signature, stores,
-                        acc="float" if promoted(op) else "int", fold=_fold(op, sched), prologue=prologue)
+    fold = _fold(op, sched)
+    width = sched.bn // (fold.chunks if fold else 1)
+    return gemm.compose(kop, sched, title, wgmma_instruction_8bit(width, dtype), signature, stores,
+                        acc="float" if promoted(op) else "int", fold=fold, prologue=prologue)
 
 
 def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Rendered:
@@ -274,12 +303,13 @@ def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Rendered:
     view = byte_view(op)
     grid, threads, smem = gemm.launch_geometry(view, sched, sm_count)
     k32 = "s32.s8.s8" if op.dtype.value == "int8" else f"f32.{op.dtype.value[3:]}"
+    chunks = (fold_form(sched) or (1, 1))[1] if promoted(op) else 1
     meta = {
         "name": f"tr_scaled_{sched.name}",
         "tile": {"M": sched.bm, "N": sched.bn, "K": BLOCK, "stages": sched.stages, "consumers": sched.consumers,
                  "pingpong": sched.pingpong, "cluster": sched.cluster},
-        "fragments": {"mma": f"wgmma.mma_async m64n{sched.bn}k32 {k32}", "dtype_in": op.dtype.value,
-                      "dtype_acc": "fp32, promoted every 128 of k" if promoted(op) else "int32",
+        "fragments": {"mma": f"wgmma.mma_async m64n{sched.bn // chunks}k32 {k32}", "dtype_in": op.dtype.value,
+                      "dtype_acc": _acc_text(op, sched),
                       "load": "TMA cp.async.bulk.tensor.2d, 128B swizzle, 8-bit rows as 16-bit pairs"},
         "scales": op.scale, "out": op.out_dtype.value,
         "launch": {"grid": [grid, 1, 1], "block": [threads, 1, 1], "dynamic_smem": smem, "persistent": sched.persistent},
@@ -295,6 +325,14 @@ def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Rendered:
     return Rendered(f"tr_scaled_{sched.name}", gemm.KERNEL_NAME, src, params, (grid, 1, 1), (threads, 1, 1), smem, meta)
 
 
+def _acc_text(op: Any, sched: WgmmaSchedule) -> str:
+    if not promoted(op):
+        return "int32"
+    sets, chunks = fold_form(sched) or (1, 1)
+    how = f", {chunks} column parts" if chunks > 1 else (", two product sets" if sets > 1 else "")
+    return f"fp32, promoted every 128 of k{how}"
+
+
 def _width(m: int, int8: bool) -> int:
     """A swapped tile's columns for ``m`` rows of A: the next multiple of 8 (of integer wgmma's n for int8)."""
     w = -(-m // 8) * 8
@@ -304,9 +342,10 @@ def _width(m: int, int8: bool) -> int:
 def hero_schedule(op: Any, sm_count: int = 132) -> WgmmaSchedule:
     """The untuned schedule. Few rows (M <= 64, not block128): swapped operands, 64 of B's rows x M (rounded up) a
     tile, one consumer, 8 stages, split-K (FP8) where the tiles leave half the SMs idle. Otherwise FP8 takes 128 x
-    128 tiles on two consumers (the widest the promotion's second accumulators allow), 6 stages, or where those
-    leave half the SMs idle over 16+ k steps 64 x 128 tiles on one consumer with split-K (H200,
-    docs/device-runs/h200-fp8-int8-gemm/); int8 the bf16 GEMM's hero for the byte view, unsplit."""
+    128 tiles on two consumers with two product sets (``fold_form``; cuBLASLt's FP8 tile), 6 stages (block scales
+    with a 16-bit C: 128 x 256 in two column parts, 4 stages), or where those leave half the SMs idle over 16+ k
+    steps 64 x 128 tiles on one consumer with split-K (H200, docs/device-runs/h200-fp8-int8-gemm/); int8 the bf16
+    GEMM's hero for the byte view, unsplit."""
     int8 = op.dtype.value == "int8"
     store = "tma" if op.out_dtype.value in ("bf16", "fp16") else "direct"
     k_steps = -(-op.k // BLOCK)
@@ -319,6 +358,10 @@ def hero_schedule(op: Any, sm_count: int = 132) -> WgmmaSchedule:
         base = bf16_hero(byte_view(op), sm_count)
         return dataclasses.replace(base, split=1, split_tail=False, split_fix="last", store=store)
     s = WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store=store)
+    if op.scale == "block128" and store == "tma" and op.n > 128:
+        # block scales: 128 x 256 folded in two parts (one scale block each), 0.86x torch's block-scaled _scaled_mm
+        # at 4096^3 against 0.78x for 128 x 128 with two product sets (H200); a 4-byte C's stores spill beside them
+        s = WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, store=store)
     if 2 * tile_count(s, op.m, op.n) <= sm_count and k_steps >= 16:
         # 64-row tiles on one consumer, split: 128 x 4096 x 4096 0.86x cuBLASLt, against 0.77x split over 128 x 128
         s = WgmmaSchedule(bm=64, bn=128, stages=5, consumers=1, store=store, split=0, l2_hint="first")

@@ -73,9 +73,14 @@ class TileScheduler:
 {indent}    int tm, tn;
 {indent}    tr_tile_coords(tile, {rows}, {cols}, tm, tn);"""
 
+    def k_bounds(self) -> tuple[str, str]:
+        """The first k step of the current tile (or unit) and the one past its last, as C expressions."""
+        return ("kb", "ke") if self.split else ("0", "k_iters")
+
     def k_range(self) -> str:
         """The k steps of the current tile (or unit), as a C for-loop header."""
-        return "int kk = kb; kk < ke; ++kk" if self.split else "int kk = 0; kk < k_iters; ++kk"
+        first, end = self.k_bounds()
+        return f"int kk = {first}; kk < {end}; ++kk"
 
     def rank_fix(self) -> str:
         return rank_fix(self.sched)

@@ -25,7 +25,8 @@ def test_the_kernel_refuses_what_8_bit_wgmma_cannot_read():
         sg.check(ScaledGemm(256, 256, 264 + 4, "fp8e4m3", "bf16", "row"), TILE)
     fp8 = ScaledGemm(256, 256, 256, "fp8e4m3", "bf16", "row")
     with pytest.raises(BadInputError, match="registers"):  # the promotion's second accumulators
-        sg.check(fp8, W(bm=128, bn=256, stages=4, consumers=2))
+        sg.check(fp8, W(bm=128, bn=256, stages=4, consumers=2, pingpong=True))  # 256 sums a thread, 128 products
+    sg.check(fp8, W(bm=128, bn=256, stages=4, consumers=2))  # folded in two column parts: 128 sums, 64 products
     with pytest.raises(BadInputError, match="TMA store stages 16-bit"):
         sg.check(ScaledGemm(256, 256, 256, "fp8e4m3", "fp32", "row"), TILE)
     block = ScaledGemm(16, 384, 256, "fp8e4m3", "bf16", "block128")
@@ -73,7 +74,7 @@ def test_the_scale_modes_land_where_they_apply():
     split = sg.render(ScaledGemm(256, 256, 512, "fp8e4m3", "fp16", "row"), dataclasses.replace(TILE, split=2))
     assert "__ldg(scale_a + row) * __ldg(scale_b + col)" in split  # per element beside split-K's fix-up
     block = sg.render(ScaledGemm(256, 256, 512, "fp8e4m3", "bf16", "block128"), TILE)
-    assert "sa_k[i][(j >> 1) & 1] * sb_k" in block and "(int64_t)r * k_iters + kk" in block
+    assert "sa_k1[i][(j >> 1) & 1] * sb_k1[c]" in block and "(int64_t)r * k_iters + (kk + 1)" in block
     raw = sg.render(ScaledGemm(256, 256, 512, "int8", "int32", "none"), dataclasses.replace(TILE, store="direct"))
     assert "int* __restrict__ C" in raw and "make_int2(out[0], out[1])" in raw and "__ldg(scale_a" not in raw
 
@@ -86,7 +87,9 @@ def test_the_heroes():
     small = sg.hero_schedule(ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16", "row"), 132)
     assert (small.bm, small.bn, small.consumers, small.split) == (64, 128, 1, 0)
     big = sg.hero_schedule(ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp32", "row"), 132)
-    assert (big.bm, big.bn, big.consumers, big.store) == (128, 128, 2, "direct")
+    assert (big.bm, big.bn, big.consumers, big.store) == (128, 128, 2, "direct") and sg.fold_form(big) == (2, 1)
+    blocks = sg.hero_schedule(ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "block128"), 132)
+    assert (blocks.bm, blocks.bn) == (128, 256) and sg.fold_form(blocks) == (1, 2)
     wide = sg.hero_schedule(ScaledGemm(4096, 4096, 4096, "int8", "int32", "none"), 132)
     assert (wide.bn, wide.split) == (256, 1)
     block = sg.hero_schedule(ScaledGemm(16, 4096, 4096, "fp8e4m3", "bf16", "block128"), 132)
@@ -104,11 +107,30 @@ def nvrtc():
     return find_nvrtc()
 
 
+def test_the_promotion_takes_the_first_form_that_fits_a_consumers_registers():
+    assert sg.fold_form(TILE) == (2, 1)  # 64 sums + 2 x 64 products a thread: one step issued while one is added
+    assert sg.fold_form(dataclasses.replace(TILE, split=2)) == (1, 1)  # split-K's fix-up beside two sets spills
+    assert sg.fold_form(dataclasses.replace(TILE, bn=192, stages=4)) == (1, 1)
+    assert sg.fold_form(dataclasses.replace(TILE, bn=256, stages=4)) == (1, 2)  # 128 sums + 64 products
+    assert sg.fold_form(W(bm=128, bn=256, stages=4, consumers=2, pingpong=True)) is None
+    op = ScaledGemm(256, 512, 1024, "fp8e4m3", "bf16", "block128")
+    wide = sg.render(op, dataclasses.replace(TILE, bn=256, stages=4))
+    assert "m64n128k32.f32.e4m3.e4m3" in wide and "sb_k[c] = c0 < N" in wide  # a scale block a column part
+    double = sg.render(op, TILE)
+    assert "step_acc0" in double and "step_acc1" in double and "TR_WGMMA_WAIT(1)" in double
+    assert "sa_k0" in double and "sa_k1" in double  # each set's step keeps its own block scales
+    assert sg.rendered(op, TILE, 132).metadata["fragments"]["dtype_acc"].endswith("two product sets")
+
+
 FORMS = [
     (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "tensor"), TILE),
+    (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "row"), W(bm=128, bn=256, stages=4, consumers=2, store="tma")),
+    (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp16", "tensor"), W(bm=128, bn=192, stages=4, consumers=2)),
+    (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp32", "row"), dataclasses.replace(TILE, store="direct")),
     (ScaledGemm(4096, 4096, 4096, "fp8e5m2", "fp16", "row"), dataclasses.replace(TILE, cluster=2)),
     (ScaledGemm(300, 4096, 4096, "fp8e4m3", "fp32", "row"), dataclasses.replace(TILE, store="direct", split=0)),
     (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "block128"), TILE),
+    (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "block128"), None),
     (ScaledGemm(128, 4096, 4096, "fp8e4m3", "fp32", "block128"), W(bm=64, bn=128, stages=5, consumers=1, split=0)),
     (ScaledGemm(1, 4096, 4096, "fp8e4m3", "bf16", "row"), None),
     (ScaledGemm(16, 4096, 14336, "fp8e4m3", "fp32", "tensor"), None),
@@ -128,3 +150,4 @@ def test_every_scaling_mode_compiles_for_sm90a_without_spills(nvrtc, op, sched):
     _, log = compile_with_report(sg.render(op, sched), "scaled.cu", None, options_for("sm_90a"))
     m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert m and m.groups() == ("0", "0", "0"), (sched.name, log[-400:])
+    assert "C7517" not in log, log  # no wait of ptxas's own between a step's issue and the last one's additions

@@ -46,8 +46,10 @@ def _w(**kw):
 
 @pytest.mark.parametrize("dtype", ["fp8e4m3", "fp8e5m2"])
 @pytest.mark.parametrize("scale,out", [("tensor", "bf16"), ("row", "fp16"), ("row", "fp32"), ("block128", "bf16")])
-@pytest.mark.parametrize("form", ["tile", "split", "swap", "narrow"])
+@pytest.mark.parametrize("form", ["tile", "split", "swap", "narrow", "wide"])
 def test_fp8_modes_match_the_reference(dtype, scale, out, form):
+    """(K 1040: 9 k steps, an odd count for the two product sets' pairs; block128's 1024: 8. "wide": 128 x 256 in
+    two column parts, its second tile 8 columns wide, so a part lies past N.)"""
     m = 16 if form == "swap" else 200
     if form == "swap" and scale == "block128":
         pytest.skip("block128 runs unswapped tiles")
@@ -56,7 +58,8 @@ def test_fp8_modes_match_the_reference(dtype, scale, out, form):
     sched = {"tile": _w(bm=128, bn=128, stages=6, consumers=2, store=store),
              "split": _w(bm=128, bn=128, stages=5, consumers=2, store=store, split=3),
              "swap": _w(bm=64, bn=16, stages=8, consumers=1, store=store, swap=True, split=0),
-             "narrow": _w(bm=64, bn=64, stages=8, consumers=1, store=store)}[form]
+             "narrow": _w(bm=64, bn=64, stages=8, consumers=1, store=store),
+             "wide": _w(bm=128, bn=256, stages=4, consumers=2, store=store, split=2 if out == "fp32" else 1)}[form]
     _check(op, sched)
 
 
@@ -77,7 +80,9 @@ def test_the_heroes_of_the_suites_match_the_reference():
 
     for op in (ScaledGemm(1, 4096, 4096, "fp8e4m3", "bf16", "row"), ScaledGemm(16, 4096, 14336, "fp8e4m3", "bf16", "row"),
                ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16", "row"), ScaledGemm(128, 4096, 4096, "int8", "int32", "none"),
-               ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16", "block128")):
+               ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16", "block128"),
+               ScaledGemm(1024, 4096, 4096, "fp8e4m3", "bf16", "block128"), ScaledGemm(640, 1024, 1040, "fp8e4m3", "bf16",
+                                                                              "row")):
         _check(op, scaled_gemm.hero_schedule(op, 132))
 
 

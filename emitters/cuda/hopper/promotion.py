@@ -1,0 +1,182 @@
+"""The promoted mainloop of the Hopper 8-bit GEMM (FP8's, as cuBLASLt's default and DeepSeek-V3's recipe accumulate):
+each k step's wgmmas (128 8-bit k values) accumulate from zero into a register set of their own, are awaited, and are
+added into the tile's fp32 sums ``acc`` by the CUDA cores, so the tensor cores' narrower accumulation never runs over
+more than one step. Two forms, by the registers a consumer has (``Fold``, chosen in ``scaled_gemm.fold_form``):
+
+- ``buffers`` 2: two sets of step products. Step k's wgmmas are issued into one while step k-1's, done, are added
+  from the other (``wgmma.wait_group 1``), so the tensor cores never wait for the additions. Three sets of the
+  tile's accumulators a thread: 128 x 128 tiles on two consumers (cuBLASLt's FP8 tile on an H200, named by its
+  kernels: ``nvjet_sm90_qqtst_128x128_128x6``).
+- ``buffers`` 1: one set, each step awaited before its products are added (the tensor cores then run the other
+  consumer's step); ``chunks`` 2 issues and adds a wide tile's columns in two parts (``step_acc`` half as wide, each
+  part's wgmmas on its own rows of B's stage), so 128 x 256 tiles keep their sums and half a step's products.
+
+It reads the mainloop's layouts and barriers (``mainloop.py``); the consumers' branch there calls it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..render import CudaRenderer
+from .mainloop import _release, _turn_pass, descriptor_strides, operand_layouts
+from .schedule import BK, ELEM_BYTES, WgmmaSchedule
+
+
+@dataclass(frozen=True)
+class Fold:
+    """How a k step's products are added into the sums. ``before``: lines at the top of each step, ahead of the
+    full-barrier wait (block scales' loads, whose latency the wait hides) into ``names``, which ``decl`` declares
+    ahead of the k loop (once a product set); ``factor``: a C
+    expression of ``i`` (m slice), ``j`` (accumulator) and ``c`` (column part) that multiplies a product ("": none);
+    ``chunks``: column parts (``buffers`` 1 only); ``buffers``: sets of step products (2: a step issued while the one
+    before is added)."""
+
+    before: str = ""
+    factor: str = ""
+    chunks: int = 1
+    buffers: int = 1
+    names: tuple[str, ...] = ()
+    decl: str = ""
+
+    def declarations(self, m_slices: int, n_regs: int, acc: str) -> str:
+        """The step products' registers, declared beside ``acc``."""
+        width = n_regs // self.chunks
+        sets = ", ".join(f"step_acc{b if self.buffers > 1 else ''}[{m_slices}][{width}]" for b in range(self.buffers))
+        return f"\n        {acc} {sets};  /* one k step's products (of one column part), added into acc */"
+
+    def renamed(self, text: str, b: int) -> str:
+        """``text`` with ``names`` (and ``step_acc``) of product set ``b``."""
+        for name in (*self.names, "step_acc"):
+            text = re.sub(rf"\b{name}\b", f"{name}{b}", text)
+        return text
+
+
+def promoted_mainloop(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, fold: Fold) -> str:
+    """The k loop of one tile under ``fold`` (fp32 accumulators), both operands K-major, then the sums pinned."""
+    loop = _double(sched, walk, fold) if fold.buffers == 2 else _single(sched, walk, fold)
+    return loop + f"""
+            {_turn_pass(sched)}
+            #pragma unroll
+            for (int i = 0; i < {sched.m_slices}; ++i) {{
+                #pragma unroll
+                for (int j = 0; j < {sched.bn // 2}; ++j) {r.asm("compiler.pin", value="acc[i][j]")}
+            }}"""
+
+
+def _geometry(sched: WgmmaSchedule) -> dict[str, int]:
+    a_lay, b_lay = operand_layouts(sched.bm, True), operand_layouts(sched.bn, True)
+    (a_lbo, a_sbo), (b_lbo, b_sbo) = descriptor_strides(a_lay), descriptor_strides(b_lay)
+    return {"a_lbo": a_lbo, "a_sbo": a_sbo, "b_lbo": b_lbo, "b_sbo": b_sbo, "a_bytes": sum(t.size_bytes for t in a_lay),
+            "a_mstep": 64 * a_lay[0].pitch_bytes, "b_pitch": b_lay[0].pitch_bytes}
+
+
+def _issue(sched: WgmmaSchedule, g: dict[str, int], target: str, b_offset: str = "") -> str:
+    """One step's (or column part's) wgmma group on stage ``s`` into ``target``, committed."""
+    return f"""TR_WGMMA_FENCE();
+                    #pragma unroll
+                    for (int k16 = 0; k16 < {BK // 16}; ++k16) {{
+                        const uint64_t db = tr_desc(sb{b_offset} + k16 * {16 * ELEM_BYTES}u, {g['b_lbo']}u, {g['b_sbo']}u);
+                        #pragma unroll
+                        for (int i = 0; i < {sched.m_slices}; ++i)
+                            tr_wgmma({target}[i], tr_desc(sa + i * {g['a_mstep']}u + k16 * {16 * ELEM_BYTES}u,
+                                     {g['a_lbo']}u, {g['a_sbo']}u), db, k16);
+                    }}
+                    TR_WGMMA_COMMIT();"""
+
+
+def _stage_bases(sched: WgmmaSchedule, g: dict[str, int]) -> str:
+    return (f"const uint32_t sa = smem + s * {sched.stage_bytes}u + part * {sched.m_slices * g['a_mstep']}u;\n"
+            f"                    const uint32_t sb = smem + s * {sched.stage_bytes}u + {g['a_bytes']}u;")
+
+
+def _add(sched: WgmmaSchedule, source: str, factor: str, part_regs: int, first: str = "0") -> str:
+    """``acc`` += ``source`` (times ``factor``), ``source`` holding columns ``first`` * ``part_regs`` on."""
+    times = f" * ({factor})" if factor else ""
+    part = "" if first == "c" else f"const int c = {first}; (void)c;\n                    "
+    return f"""{part}#pragma unroll
+                    for (int i = 0; i < {sched.m_slices}; ++i) {{
+                        #pragma unroll
+                        for (int jj = 0; jj < {part_regs}; ++jj) {{
+                            const int j = {first} * {part_regs} + jj;
+                            acc[i][j] += {source}[i][jj]{times};
+                        }}
+                    }}"""
+
+
+def _single(sched: WgmmaSchedule, walk: Any, fold: Fold) -> str:
+    """One set of products: each step (each of its column parts) awaited, then added; the stage released after the
+    last part's wait."""
+    g = _geometry(sched)
+    chunks, part_regs = fold.chunks, sched.bn // 2 // fold.chunks
+    before = f"\n                {fold.before}" if fold.before else ""
+    b_part = sched.bn // chunks * g["b_pitch"]  # a part's rows of B (K-major: one line a row)
+    decl = f"{fold.decl}\n" if fold.decl else ""
+    return f"""            {decl}for ({walk.k_range()}) {{{before}
+                tr_mbar_wait(bars + 8u * s, phase);
+                {{
+                    {_stage_bases(sched, g)}
+                    #pragma unroll
+                    for (int c = 0; c < {chunks}; ++c) {{
+                    {_issue(sched, g, "step_acc", f" + c * {b_part}u")}
+                    TR_WGMMA_WAIT(0);
+                    if (c == {chunks - 1} && lane == 0) {_release("s", sched)}
+                    {_add(sched, "step_acc", fold.factor, part_regs, "c")}
+                    }}
+                }}
+                if (++s == {sched.stages}) {{ s = 0; phase ^= 1u; }}
+            }}"""
+
+
+def _double(sched: WgmmaSchedule, walk: Any, fold: Fold) -> str:
+    """Two sets of products: the first step issued into set 0, then steps in pairs (into set 1, then set 0), each
+    issue followed by ``wait_group 1`` (the step before done: its stage released, its products added from the other
+    set), and the last one or two steps after the loop. Each pair leaves the loop as it found it (set 0's group in
+    flight), so ptxas sees one state at the loop's head and waits for nothing more. ``ps``: the stage of the step in
+    flight before the last issue (``pp``: the one before it); ``kk`` in ``before`` is the step whose scales it loads."""
+    g = _geometry(sched)
+    first, end = walk.k_bounds()
+    n_regs = sched.bn // 2
+    advance = f"pp = ps; ps = s; if (++s == {sched.stages}) {{ s = 0; phase ^= 1u; }}"
+
+    def issue(b: int, step: str) -> str:
+        before = re.sub(r"\bkk\b", step, fold.renamed(fold.before, b))
+        return f"""{before}
+                    tr_mbar_wait(bars + 8u * s, phase);
+                    {{
+                    {_stage_bases(sched, g)}
+                    {_issue(sched, g, f"step_acc{b}")}
+                    }}
+                    {advance}"""
+
+    def add(b: int, wait: int = 1) -> str:
+        return f"""TR_WGMMA_WAIT({wait});
+                    if (lane == 0) {_release("pp" if wait else "ps", sched)}
+                    {{
+                    {_add(sched, f"step_acc{b}", fold.renamed(fold.factor, b), n_regs)}
+                    }}"""
+
+    decl = "\n                ".join(fold.renamed(fold.decl, b) for b in range(2)) if fold.decl else ""
+    return f"""            if (({end}) > ({first})) {{
+                uint32_t ps = 0, pp = 0;  /* the stages of the last step issued and of the one before */
+                {decl}
+                {{
+                    {issue(0, first)}
+                }}
+                int kk = ({first}) + 1;
+                for (; kk + 1 < ({end}); kk += 2) {{
+                    {issue(1, "kk")}
+                    {add(0)}
+                    {issue(0, "(kk + 1)")}
+                    {add(1)}
+                }}
+                if (kk < ({end})) {{
+                    {issue(1, "kk")}
+                    {add(0)}
+                    {add(1, 0)}
+                }} else {{
+                    {add(0, 0)}
+                }}
+            }}"""

@@ -299,9 +299,7 @@ def consumer_branch(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, stores: An
     if fold is None:
         w.extend(_consumer_mainloop(sched, a_k, b_k, proxy_fence, r, walk, acc))
     else:
-        from .promotion import promoted_mainloop  # (it reads this module's layouts and barriers)
-
-        w.extend(promoted_mainloop(sched, r, walk, fold))
+        w.extend(fold.mainloop(sched, r, walk))  # (promotion.py: it reads this module's layouts and barriers)
     if fixup := walk.fixup(r):
         w.extend(fixup)
     w.extend(f"""            /* wgmma m64nN accumulator layout: thread (warp, lane) holds rows warp*16 + lane/4 (+8),

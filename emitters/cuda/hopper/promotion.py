@@ -47,6 +47,10 @@ class Fold:
         sets = ", ".join(f"step_acc{b if self.buffers > 1 else ''}[{m_slices}][{width}]" for b in range(self.buffers))
         return f"\n        {acc} {sets};  /* one k step's products (of one column part), added into acc */"
 
+    def mainloop(self, sched: WgmmaSchedule, r: CudaRenderer, walk: Any) -> str:
+        """The consumers' k loop under this fold (``mainloop.consumer_branch`` calls it)."""
+        return promoted_mainloop(sched, r, walk, self)
+
     def renamed(self, text: str, b: int) -> str:
         """``text`` with ``names`` (and ``step_acc``) of product set ``b``."""
         for name in (*self.names, "step_acc"):

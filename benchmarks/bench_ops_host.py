@@ -2,7 +2,8 @@
 
 NumPy (any machine): ``tracea.ops.gemm`` on float32 64x64x64 arrays against ``numpy.matmul``. CUDA tensors
 (with ``--cuda``, a GPU and PyTorch): gemm, conv2d (channels_last), softmax and attention against
-``a @ b``, ``F.conv2d``, ``torch.softmax`` and ``F.scaled_dot_product_attention``, on shapes whose kernels
+``a @ b``, ``F.conv2d``, ``torch.softmax`` and ``F.scaled_dot_product_attention`` (and on an sm_90 GPU, scaled_gemm
+in FP8 against ``torch._scaled_mm``), on shapes whose kernels
 run for less time than a call's host time, so that the wall time of queued calls is the host's.
 
 Each output is first checked against the framework's on fresh random inputs. Then blocks of ``--calls``
@@ -131,6 +132,13 @@ def cuda_rows(calls: int, blocks: int) -> list[str]:
         ("attention bf16 b1 h8 s128 d64 causal", lambda: ops.attention(q, kv, kv, causal=True),
          "F.scaled_dot_product_attention", lambda: F.scaled_dot_product_attention(q, kv, kv, is_causal=True)),
     ]
+    if torch.cuda.get_device_capability() == (9, 0):  # the FP8 kernel (cuda-wgmma.scaled_gemm) runs on sm_90
+        f8 = torch.float8_e4m3fn
+        a8, w8 = torch.randn(64, 64, device=dev).to(f8), torch.randn(64, 64, device=dev).to(f8)
+        sa, sw = torch.rand(64, 1, device=dev) + 0.5, torch.rand(1, 64, device=dev) + 0.5
+        cases.append(("scaled_gemm fp8e4m3 64x64x64, row scales -> bf16",
+                      lambda: ops.scaled_gemm(a8, w8.T, sa, sw, out_dtype="bf16"), "torch._scaled_mm",
+                      lambda: torch._scaled_mm(a8, w8.T, scale_a=sa, scale_b=sw, out_dtype=bf)))
     PROFILED.extend((label, mine) for label, mine, _, _ in cases)
     with torch.inference_mode():
         for label, mine, vendor, theirs in cases:

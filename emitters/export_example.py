@@ -11,22 +11,22 @@ from __future__ import annotations
 from .cstyle import C_REFERENCE
 from .export_abi import Launcher
 
-BITS = """static uint32_t ex_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static float ex_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+BITS = """static inline uint32_t ex_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float ex_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 """
-BF16 = """static float ex_bf2f(uint16_t h) { return ex_u2f((uint32_t)h << 16); }
-static uint16_t ex_f2bf(float f) {  /* round to nearest even */
+BF16 = """static inline float ex_bf2f(uint16_t h) { return ex_u2f((uint32_t)h << 16); }
+static inline uint16_t ex_f2bf(float f) {  /* round to nearest even */
     uint32_t u = ex_f2u(f);
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 """
-FP16 = """static float ex_h2f(uint16_t h) {
+FP16 = """static inline float ex_h2f(uint16_t h) {
     uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff;
     if (e == 0x1f) return ex_u2f(s | 0x7f800000u | (m << 13));
     if (e == 0) return (s ? -1.0f : 1.0f) * ldexpf((float)m, -24);
     return ex_u2f(s | ((e + 112) << 23) | (m << 13));
 }
-static uint16_t ex_f2h(float f) {  /* round to nearest even; inputs here are small and finite */
+static inline uint16_t ex_f2h(float f) {  /* round to nearest even; inputs here are small and finite */
     uint32_t u = ex_f2u(f), s = (u >> 16) & 0x8000u;
     float a = fabsf(f);
     if (a < 6.103515625e-05f) return (uint16_t)(s | (uint32_t)lrintf(a * 16777216.0f));
@@ -35,7 +35,7 @@ static uint16_t ex_f2h(float f) {  /* round to nearest even; inputs here are sma
 }
 """
 
-FP8 = """static double ex_f8(uint8_t b, int mant, int bias) {  /* a finite FP8 code: e4m3 (3, 7), e5m2 (2, 15) */
+FP8 = """static inline double ex_f8(uint8_t b, int mant, int bias) {  /* a finite FP8 code: e4m3 (3, 7), e5m2 (2, 15) */
     int e = (b & 0x7f) >> mant, m = b & ((1 << mant) - 1);
     double v = e ? ldexp(1.0 + m / (double)(1 << mant), e - bias) : ldexp(m / (double)(1 << mant), 1 - bias);
     return b & 0x80 ? -v : v;
@@ -61,13 +61,16 @@ ELEMENTS = {
 
 
 def _elements(launcher: Launcher) -> str:
-    """The conversions the tensors' types need, then ``ex_load_<type>`` and ``ex_fill_<type>`` for each."""
+    """The conversions the tensors' types need, then ``ex_load_<type>`` for each and ``ex_fill_<type>`` for the
+    inputs'."""
     types = list(dict.fromkeys(t.dtype for t in launcher.tensors))
     helpers = list(dict.fromkeys(STORAGE[d] for d in types if STORAGE[d]))
     if "bf16" in types and "fp16" in types:  # one copy of the bit casts they share
         helpers = [BITS + BF16, FP16] + [h for h in helpers if h not in (BITS + BF16, BITS + FP16)]
+    filled = {t.dtype for t in launcher.inputs}  # (an output's type is read back, never filled)
     funcs = "".join(f"static double ex_load_{d}(const void* p, long i) {{ return {ELEMENTS[d][0]}; }}\n"
-                    f"static void ex_fill_{d}(void* p, long i) {{ {ELEMENTS[d][1]} }}\n" for d in types)
+                    + (f"static void ex_fill_{d}(void* p, long i) {{ {ELEMENTS[d][1]} }}\n" if d in filled else "")
+                    for d in types)
     return "".join(helpers) + funcs
 
 
@@ -188,7 +191,7 @@ static uint64_t ex_next(void) {{  /* xorshift64 */
     ex_state ^= ex_state << 13; ex_state ^= ex_state >> 7; ex_state ^= ex_state << 17;
     return ex_state;
 }}
-static float ex_rand(void) {{ return (float)((ex_next() >> 40) * (1.0 / 8388608.0)) - 1.0f; }}  /* in [-1, 1) */
+static inline float ex_rand(void) {{ return (float)((ex_next() >> 40) * (1.0 / 8388608.0)) - 1.0f; }}  /* in [-1, 1) */
 
 {_elements(launcher)}
 static double ex_norm(const double* v, long n) {{

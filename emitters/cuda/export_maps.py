@@ -6,7 +6,7 @@ each operand (``TMA_C``), and the launcher's lines that fill each map. An operan
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tracea.doctor.errors import UnsupportedError
@@ -62,15 +62,19 @@ MAP_OPERANDS = {"tmA": ("a", 0), "tmB": ("b", 1), "tmC": ("out", 2)}  # kernel p
 class TensorMaps:
     """What the launcher encodes for the Hopper GEMM: per map (inner, outer, box inner, box outer) of a
     row-major 16-bit matrix, and whether C is stored through its map (``tma.c_output_map``'s rule; the
-    launcher also needs C's address 16-byte aligned, else the kernel's direct stores run)."""
+    launcher also needs C's address 16-byte aligned, else the kernel's direct stores run). ``operands``: the
+    tensor each map is over (and its row of the launcher's map cache): A's, B's and C's, or with swapped operands
+    the kernel's A over B and its B over A. The scaled 8-bit GEMM's maps are over its bytes taken two by two."""
 
     dtype: str
     geometry: dict[str, tuple[int, int, int, int]]
     store_tma: bool
+    operands: dict[str, tuple[str, int]] = field(default_factory=lambda: dict(MAP_OPERANDS))
 
     def to_json(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "store_tma": self.store_tma, "encoding": "tiled 2-D, 128B swizzle, zero fill",
-                "maps": {p: dict(zip(("inner", "outer", "box_inner", "box_outer"), g, strict=True))
+                "maps": {p: {"tensor": self.operands[p][0],
+                             **dict(zip(("inner", "outer", "box_inner", "box_outer"), g, strict=True))}
                          for p, g in self.geometry.items()}}
 
 
@@ -82,6 +86,8 @@ def tensor_maps(op: Any, r: Rendered, schedule: Any) -> TensorMaps | None:
 
     if op.kind == "gemm" and getattr(schedule, "core", None) == "gemv_tma":  # the decode GEMM: A and B by TMA
         return TensorMaps(op.dtype.value, gemv_tma.map_geometry(op), False)
+    if op.kind == "scaled_gemm" and r.entry == gemm.KERNEL_NAME:
+        return _scaled_maps(op, schedule)
     if op.kind != "gemm" or r.entry != gemm.KERNEL_NAME:
         return None
     if getattr(schedule, "swap", False):  # the kernel's A map would be over B, and its M and N exchanged
@@ -96,9 +102,24 @@ def tensor_maps(op: Any, r: Rendered, schedule: Any) -> TensorMaps | None:
     return TensorMaps(op.dtype.value, geometry, schedule.store == "tma" and (op.n * 2) % 16 == 0)
 
 
+def _scaled_maps(op: Any, schedule: Any) -> TensorMaps:
+    """The scaled 8-bit GEMM's maps, as ``scaled_gemm.scaled_kernel`` encodes them: the bf16 GEMM's over the operands'
+    byte pairs (``byte_view``: K/2 16-bit columns, K % 16 == 0 by the kernel's check), exchanged under ``swap``
+    (C^T = B^T A^T: the kernel's A is B); C's for a 16-bit output only (``tma.c_output_map``: boxes of 64 x 64, or
+    64 columns x ``bn`` rows swapped)."""
+    from .hopper import gemm, scaled_gemm
+
+    boxes = gemm.tma_boxes(scaled_gemm.byte_view(op), schedule)
+    geometry = {f"tm{w.upper()}": (*boxes[w]["dims"], *boxes[w]["box"]) for w in ("a", "b")}
+    geometry["tmC"] = (op.n, op.m, 64, schedule.bn if schedule.swap else 64)
+    store_tma = schedule.store == "tma" and op.out_dtype.value in ("bf16", "fp16") and (op.n * 2) % 16 == 0
+    operands = {"tmA": ("b", 1), "tmB": ("a", 0), "tmC": ("out", 2)} if schedule.swap else dict(MAP_OPERANDS)
+    return TensorMaps("bf16", geometry, store_tma, operands)
+
+
 def map_lines(launcher: Launcher, maps: TensorMaps, param: str) -> list[str]:
     """The launcher's lines that fill ``m_<param>`` (and ``s_store_tma`` with C's map)."""
-    tensor, which = MAP_OPERANDS[param]
+    tensor, which = maps.operands[param]
     inner, outer, b0, b1 = maps.geometry[param]
     encode = [f"s = tr_tensor_map(\"{launcher.name}\", \"{tensor}\", {which}, {tensor}->data, {inner}, {outer}, "
               f"{b0}, {b1}, &m_{param});", "if (s != TRACEA_SUCCESS) return s;"]

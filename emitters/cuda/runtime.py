@@ -28,7 +28,7 @@ from .stream_driver import Borrowed as _Borrowed
 from .stream_driver import OnStream as _OnStream
 from .stream_driver import StreamDriver as _StreamDriver
 
-BUFFERS = ("a", "b", "x", "weight", "bias", "residual", "out")
+BUFFERS = ("a", "b", "x", "weight", "bias", "residual", "out", "scale_a", "scale_b")
 FLOAT_SCALARS = ("alpha",)
 
 

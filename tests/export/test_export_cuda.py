@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 from export_packages import CMAKE, cuda_include, defined_symbols, export, needs_nvrtc
 
-from tracea.emitters.export_abi import DTYPES
-
 WGMMA_SPLIT = json.dumps({"schema_version": 1, "backend": "cuda", "core": "wgmma", "bm": 128, "bn": 128, "stages": 4,
                           "consumers": 2, "cluster": 2, "split": 2, "store": "tma"})
 CUDA_CASES = {
@@ -305,12 +303,16 @@ def _param_kinds(ptx: str, entry: str) -> str:
 def _run_on_fake_driver(tmp_path: Path, pkg: Path, m: dict, library: list[Path], inc: Path, **env: str) -> str:
     """A program that calls the package's launcher three times over fixed device addresses (then once more
     with C's address 8 bytes off, and once with A's), run on the stand-in driver; its output."""
-    p, kind, code = m["prefix"], m["op"]["op"], DTYPES[m["op"]["dtype"]]
+    from tracea.emitters.export_abi import launcher_for
+    from tracea.kernels import Op
+
+    p, kind = m["prefix"], m["op"]["op"]
     names = list(m["tensors"])
+    code = {t.name: t.code for t in launcher_for(Op.from_json(m["op"]), names[:-1], p).tensors}  # a type a view
     views = "\n".join(
         f"    static const int64_t s_{t}[] = {p.upper()}_{t.upper()}_SHAPE;\n"
         f"    {'TraceaTensorView' if t == 'out' else 'TraceaConstTensorView'} v_{t} = "
-        f"{'tracea_view' if t == 'out' else 'tracea_const_view'}((void*)(uintptr_t){(i + 1) << 28}ull, {code}, "
+        f"{'tracea_view' if t == 'out' else 'tracea_const_view'}((void*)(uintptr_t){(i + 1) << 28}ull, {code[t]}, "
         f"{len(m['tensors'][t])}, s_{t});" for i, t in enumerate(names))
     call = f"{p}_{kind}({', '.join(f'&v_{t}' for t in names)}, (void*)0x77)"
     (tmp_path / "fake_main.c").write_text(f"""#include <stdint.h>

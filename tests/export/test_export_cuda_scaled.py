@@ -1,0 +1,89 @@
+"""`tracea export scaled_gemm --backend cuda` without a GPU: the Hopper 8-bit GEMM's package (FP8 tiles with the TMA
+store, the swapped decode form with split-K, int8 into int32) renders, its launcher encodes the kernel's tensor maps
+over the operands' byte pairs with the geometry Tracea's own runs use (``scaled_gemm.byte_view``, exchanged under
+``swap``), passes M, N and K as the kernel takes them, compiles and links with its example, and on a stand-in driver
+answering as an sm_90 encodes each map once per address and launches with every argument in place. The GPU run:
+tests/export/test_export_gpu.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+from export_packages import cuda_include, export, needs_nvrtc
+from test_export_cuda import _run_on_fake_driver
+
+CASES = {
+    "fp8-row-tile-tma-store": ["--m", "256", "--n", "512", "--k", "1024", "--dtype", "fp8e4m3", "--out-dtype", "bf16",
+                               "--scale", "row"],
+    "fp8-tensor-decode-swapped-split": ["--m", "16", "--n", "4096", "--k", "1024", "--dtype", "fp8e4m3",
+                                        "--out-dtype", "fp16", "--scale", "tensor"],
+    "int8-int32-wide-direct": ["--m", "256", "--n", "512", "--k", "1024", "--dtype", "int8", "--out-dtype", "int32",
+                               "--scale", "none"],
+}
+
+
+def _expected(m: dict):
+    from tracea.emitters import registry
+    from tracea.emitters.cuda.hopper import gemm, scaled_gemm
+    from tracea.kernels import Op
+
+    op = Op.from_json(m["op"])
+    sched = registry.backend("cuda").schedule_from_json(m["schedule"])
+    return op, sched, gemm.tma_boxes(scaled_gemm.byte_view(op), sched), scaled_gemm.scalars(op, sched)
+
+
+@needs_nvrtc
+@pytest.mark.skipif(cuda_include() is None or shutil.which("gcc") is None, reason="cuda.h or gcc is missing")
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_scaled_gemm_package_encodes_its_byte_pair_maps_and_launches(tmp_path, case):
+    from tracea.emitters.cuda.hopper import scaled_gemm
+
+    pkg = export(tmp_path, "scaled_gemm", *CASES[case], "--arch", "sm_90a", "--backend", "cuda")
+    m = json.loads((pkg / "manifest.json").read_text())
+    op, sched, boxes, mnk = _expected(m)
+    assert m["variant"] == "cuda-wgmma.scaled_gemm" and m["abi_version"] == 3
+    assert sched.swap == (op.m <= 64)
+    maps = m["kernel"]["tensor_maps"]["maps"]
+    # the kernel's A is op's B under swap (C^T = B^T A^T), and the maps are over 16-bit pairs: K/2 columns
+    assert (maps["tmA"]["tensor"], maps["tmB"]["tensor"]) == (("b", "a") if sched.swap else ("a", "b"))
+    for which in ("a", "b"):
+        g = maps[f"tm{which.upper()}"]
+        assert (g["inner"], g["outer"], g["box_inner"], g["box_outer"]) == (*boxes[which]["dims"], *boxes[which]["box"])
+        assert g["inner"] == op.k // 2
+    assert m["kernel"]["tensor_maps"]["store_tma"] == (op.out_dtype.value in ("bf16", "fp16") and sched.store == "tma")
+    launcher = (pkg / "src" / "launcher.c").read_text()
+    for name, value in mnk.items():
+        assert f"int s_{name} = {value};" in launcher
+    args = re.search(r"void\* args\[\] = \{(.*)\};", launcher).group(1).split(", ")
+    names = [a.lstrip("&").split("_", 1)[1] for a in args]
+    assert names[:len(scaled_gemm.PARAMS)] == list(scaled_gemm.PARAMS)
+    # the library and its example compile and link (-Werror), and say there is no GPU on a driver without one
+    inc = cuda_include()
+    objs = []
+    for src in ("src/launcher.c", "src/kernel_image.c", "example.c"):
+        obj = tmp_path / f"{src.split('/')[-1]}.o"
+        r = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-c", str(pkg / src), "-I",
+                            str(pkg / "include"), "-I", str(pkg / "src"), "-I", str(inc), "-o", str(obj)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        objs.append(obj)
+    out = _run_on_fake_driver(tmp_path, pkg, m, objs[:2], inc, FAKE_CLUSTERS="3")
+    addr = {t: (k + 1) << 28 for k, t in enumerate(m["tensors"])}
+    calls = out.split("call ")[1:]
+    assert all("status 0" in c for c in calls[:4]), out[-2000:]
+    assert "status 1" in calls[4] and "not 16-byte aligned" in calls[4]  # A moved by 8 bytes: refused, not launched
+    encoded = [[ln.split()[2] for ln in call.splitlines() if ln.startswith("encode ")] for call in calls]
+    mapped = [maps["tmA"]["tensor"], maps["tmB"]["tensor"]] + (["out"] if m["kernel"]["tensor_maps"]["store_tma"] else [])
+    assert encoded[0] == [str(addr[t]) for t in mapped] and encoded[1] == encoded[2] == []  # once per address
+    for call in calls[:3]:
+        words = next(ln for ln in call.splitlines() if ln.startswith("launch ")).split(" params ")[1].split()
+        for word, param in zip(words[:2], ("tmA", "tmB"), strict=True):
+            g = maps[param]
+            assert word.split(":")[1:4] == [str(addr[g["tensor"]]), str(g["inner"]), str(g["outer"])], word
+        # (int8 into int32 without scales: the scale pointers the kernel takes are null)
+        assert words[3:6] == [str(addr["out"]), str(addr.get("scale_a", 0)), str(addr.get("scale_b", 0))], words
+        assert words[6:9] == [str(mnk["M"]), str(mnk["N"]), str(mnk["K"])], words

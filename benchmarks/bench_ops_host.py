@@ -92,7 +92,7 @@ def path_of(before: dict[str, int]) -> str:
 
 
 def numpy_rows(calls: int, blocks: int) -> list[str]:
-    from tracea.emitters.baselines import _blas_name
+    from tracea.emitters.baselines import blas_name
 
     rng = np.random.default_rng()
     a = rng.standard_normal((64, 64), dtype=np.float32)
@@ -105,7 +105,7 @@ def numpy_rows(calls: int, blocks: int) -> list[str]:
     before = ops.stats()
     times = measure({"tracea": lambda: ops.gemm(a, b), "numpy.matmul": lambda: np.matmul(a, b)}, calls, blocks,
                     lambda: None)
-    print(f"NumPy side: {_blas_name()}")
+    print(f"NumPy side: {blas_name()}")
     return [row("gemm fp32 64x64x64, NumPy arrays", times, "numpy.matmul", path_of(before))]
 
 

@@ -33,7 +33,7 @@ def _expected(m: dict):
 
     op = Op.from_json(m["op"])
     sched = registry.backend("cuda").schedule_from_json(m["schedule"])
-    return op, sched, gemm.tma_boxes(scaled_gemm.byte_view(op), sched), scaled_gemm.scalars(op, sched)
+    return op, sched, gemm.tma_boxes(scaled_gemm.byte_view(op), sched), scaled_gemm.kernel_scalars(op, sched)
 
 
 @needs_nvrtc

@@ -30,7 +30,7 @@ CORES = (
              space=lambda op, _hero, arch: scaled_gemm.search_space_scaled(
                  op, arch.smem_optin, arch.sm_count if arch.sm_count > 1 else 132),
              check=check, render=lambda op, s, arch: (scaled_gemm.rendered(op, s, arch.sm_count),
-                                                      scaled_gemm.scalars(op, s)),
+                                                      scaled_gemm.kernel_scalars(op, s)),
              kernel=scaled_gemm.scaled_kernel, precisions=("fp8e4m3", "fp8e5m2", "int8"), smem=230512,
              descriptions={"scaled_gemm": "Hopper 8-bit GEMM with scales: FP8 (e4m3, e5m2) wgmma promoted to fp32 "
                                           "every 128 of k, or int8 wgmma into int32; per-tensor, per-row or 1x128/"

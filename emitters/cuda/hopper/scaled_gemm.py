@@ -325,7 +325,7 @@ def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Rendered:
     return Rendered(f"tr_scaled_{sched.name}", gemm.KERNEL_NAME, src, params, (grid, 1, 1), (threads, 1, 1), smem, meta)
 
 
-def scalars(op: Any, sched: WgmmaSchedule) -> dict[str, int]:
+def kernel_scalars(op: Any, sched: WgmmaSchedule) -> dict[str, int]:
     """The kernel's integer arguments: the kernel op's M and N (exchanged under ``swap``) and K in byte pairs, as
     ``scaled_kernel`` passes them (an exported launcher passes these)."""
     kop = gemm.kernel_op(byte_view(op), sched)
@@ -409,7 +409,7 @@ def scaled_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any
             ma, mb = operand_maps(view, sched, ptr["a"], ptr["b"])
             # (a 4-byte C's schedules store directly, ``check``: an empty map and the flag 0)
             mc, store_tma = c_output_map(op.m, op.n, op.out_dtype.value, sched, ptr["out"])
-            mnk = scalars(op, sched)
+            mnk = kernel_scalars(op, sched)
             self._wargs = [ma, mb, mc, ctypes.c_uint64(ptr["out"]), ctypes.c_uint64(ptr["scale_a"]),
                            ctypes.c_uint64(ptr["scale_b"]), ctypes.c_int(mnk["M"]), ctypes.c_int(mnk["N"]),
                            ctypes.c_int(mnk["K"]), ctypes.c_int(store_tma)] + split_args(self, self.rendered)

@@ -160,7 +160,8 @@ def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: s
     if plan is not None and "dp_tiles" in r.params:  # the Hopper split-K's slicing, as tma.split_args passes it
         scalars = {**scalars, "splits": plan["splits"], "dp_tiles": plan["dp_tiles"]}
     _refuse_unknown(op, r, v, scalars, maps)
-    order = [maps.operands[p][0] if maps is not None and p in MAP_OPERANDS else p for p in r.params]
+    # the C function's views in the op's order (A, B, ...), whichever tensor each of the kernel's maps is over
+    order = [MAP_OPERANDS[p][0] if maps is not None and p in MAP_OPERANDS else p for p in r.params]
     launcher = launcher_for(op, list(dict.fromkeys(p for p in order if p in runtime_names()[0])), prefix)
     target = artifact.metadata["arch"]
     cubin = Path(artifact.binary).read_bytes()

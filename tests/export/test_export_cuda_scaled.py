@@ -55,6 +55,9 @@ def test_the_scaled_gemm_package_encodes_its_byte_pair_maps_and_launches(tmp_pat
         assert (g["inner"], g["outer"], g["box_inner"], g["box_outer"]) == (*boxes[which]["dims"], *boxes[which]["box"])
         assert g["inner"] == op.k // 2
     assert m["kernel"]["tensor_maps"]["store_tma"] == (op.out_dtype.value in ("bf16", "fp16") and sched.store == "tma")
+    # the C function takes the op's views in the op's order, whichever map each one feeds
+    assert list(m["tensors"]) == ["a", "b", *(["scale_a", "scale_b"] if op.scale != "none" else []), "out"]
+    assert re.search(r"_scaled_gemm\(const TraceaConstTensorView\* a, const TraceaConstTensorView\* b,", m["launcher"])
     launcher = (pkg / "src" / "launcher.c").read_text()
     for name, value in mnk.items():
         assert f"int s_{name} = {value};" in launcher

@@ -327,9 +327,9 @@ def _store_when(sched: WgmmaSchedule) -> str:
 
 def _consumer_entry(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, acc: str = "float",
                     fold: Any = None) -> str:
-    """Registers taken, the accumulators declared (of C type ``acc``; with the k step's ``step_acc`` beside them when
-    ``fold`` promotes: as many as it keeps), and the head of the consumer's tile walk: its tile's coordinates, where the ring stands at the
-    tile's first k step, the ping-pong turn, zeroed sums."""
+    """Registers taken, the accumulators declared (of C type ``acc``; with the k step's products beside them when
+    ``fold`` promotes: as many sets as it keeps), and the head of the consumer's tile walk: its tile's coordinates,
+    where the ring stands at the tile's first k step, the ping-pong turn, zeroed sums."""
     m_slices, n_regs = sched.m_slices, sched.bn // 2
     step = fold.declarations(m_slices, n_regs, acc) if fold is not None else ""
     return f"""    }} else {{

@@ -117,7 +117,7 @@ def _single(sched: WgmmaSchedule, walk: Any, fold: Fold) -> str:
     chunks, part_regs = fold.chunks, sched.bn // 2 // fold.chunks
     before = f"\n                {fold.before}" if fold.before else ""
     b_part = sched.bn // chunks * g["b_pitch"]  # a part's rows of B (K-major: one line a row)
-    decl = f"{fold.decl}\n" if fold.decl else ""
+    decl = f"{fold.decl}\n            " if fold.decl else ""
     return f"""            {decl}for ({walk.k_range()}) {{{before}
                 tr_mbar_wait(bars + 8u * s, phase);
                 {{
@@ -138,8 +138,10 @@ def _double(sched: WgmmaSchedule, walk: Any, fold: Fold) -> str:
     """Two sets of products: the first step issued into set 0, then steps in pairs (into set 1, then set 0), each
     issue followed by ``wait_group 1`` (the step before done: its stage released, its products added from the other
     set), and the last one or two steps after the loop. Each pair leaves the loop as it found it (set 0's group in
-    flight), so ptxas sees one state at the loop's head and waits for nothing more. ``ps``: the stage of the step in
-    flight before the last issue (``pp``: the one before it); ``kk`` in ``before`` is the step whose scales it loads."""
+    flight), so ptxas sees one state at the loop's head and waits for nothing more. After each issue ``ps`` is the
+    stage of the step just issued and ``pp`` that of the one before it; ``kk`` in ``before`` is the step whose scales
+    it loads. One column part only (``fold_form`` pairs two sets with one part)."""
+    assert fold.chunks == 1, "two product sets take the tile's columns whole"
     g = _geometry(sched)
     first, end = walk.k_bounds()
     n_regs = sched.bn // 2
@@ -167,7 +169,7 @@ def _double(sched: WgmmaSchedule, walk: Any, fold: Fold) -> str:
                 uint32_t ps = 0, pp = 0;  /* the stages of the last step issued and of the one before */
                 {decl}
                 {{
-                    {issue(0, first)}
+                    {issue(0, f"({first})")}
                 }}
                 int kk = ({first}) + 1;
                 for (; kk + 1 < ({end}); kk += 2) {{

@@ -89,7 +89,9 @@ def check(op: Any, sched: WgmmaSchedule, smem_optin: int = SMEM_OPTIN_SM90) -> N
     elif fold_chunks(sched) is None:
         raise BadInputError(f"bn: FP8 keeps a k step's products (of half the tile's columns at least) beside its "
                             f"{sched.accumulators} fp32 sums a thread; with addresses they exceed the "
-                            f"{sched.register_split()[2]} registers of a consumer", "bn 256 or less on two consumers")
+                            f"{sched.register_split()[2]} registers of a consumer",
+                            "at most 128 sums a thread: 128 x 256 cooperative on two consumers, 64-row tiles each "
+                            "under ping-pong")
     if op.out_dtype.value in ("fp32", "int32") and sched.store == "tma":
         raise BadInputError(f"store: the TMA store stages 16-bit C; a {op.out_dtype.value} C is stored directly",
                             "store 'direct'")
@@ -103,8 +105,9 @@ def check(op: Any, sched: WgmmaSchedule, smem_optin: int = SMEM_OPTIN_SM90) -> N
 def fold_form(sched: WgmmaSchedule) -> tuple[int, int] | None:
     """FP8's promotion for ``sched`` as (product sets, column parts), by what fits beside the sums in a consumer's
     registers (setmaxnreg's budget: ptxas allocates the consumers' branch under it): two sets where three times the
-    accumulators fit without split-K (128 x 128 on two consumers: one step issued while the last is added), one set where twice
-    them fit (128 x 192), one set of half the columns where 1.5 times them fit (128 x 256); None where none does."""
+    accumulators fit without split-K (128 x 128 on two consumers: one step issued while the last is added), one set
+    where twice them fit (128 x 192), one set of half the columns where 1.5 times them fit (128 x 256); None where
+    none does."""
     budget, acc = sched.register_split()[2], sched.accumulators
     # (split-K's fix-up beside two sets spills: 576 bytes at 64 x 128 on one consumer, NVRTC 13.0)
     for sets, chunks in ((2, 1), (1, 1), (1, 2))[0 if sched.split == 1 else 1:]:
@@ -349,10 +352,10 @@ def _width(m: int, int8: bool) -> int:
 def hero_schedule(op: Any, sm_count: int = 132) -> WgmmaSchedule:
     """The untuned schedule. Few rows (M <= 64, not block128): swapped operands, 64 of B's rows x M (rounded up) a
     tile, one consumer, 8 stages, split-K (FP8) where the tiles leave half the SMs idle. Otherwise FP8 takes 128 x
-    128 tiles on two consumers with two product sets (``fold_form``; cuBLASLt's FP8 tile), 6 stages (block scales
-    with a 16-bit C: 128 x 256 in two column parts, 4 stages), or where those leave half the SMs idle over 16+ k
-    steps 64 x 128 tiles on one consumer with split-K (H200, docs/device-runs/h200-fp8-int8-gemm/); int8 the bf16
-    GEMM's hero for the byte view, unsplit."""
+    128 tiles on two consumers with two product sets (``fold_form``; cuBLASLt's FP8 tile), 6 stages, or where those
+    leave half the SMs idle over 16+ k steps 64 x 128 tiles on one consumer with split-K; otherwise block scales
+    with a 16-bit C and N > 128 take 128 x 256 in two column parts, 4 stages (H200,
+    docs/device-runs/h200-fp8-int8-gemm/); int8 the bf16 GEMM's hero for the byte view, unsplit."""
     int8 = op.dtype.value == "int8"
     store = "tma" if op.out_dtype.value in ("bf16", "fp16") else "direct"
     k_steps = -(-op.k // BLOCK)
@@ -365,13 +368,13 @@ def hero_schedule(op: Any, sm_count: int = 132) -> WgmmaSchedule:
         base = bf16_hero(byte_view(op), sm_count)
         return dataclasses.replace(base, split=1, split_tail=False, split_fix="last", store=store)
     s = WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store=store)
+    if 2 * tile_count(s, op.m, op.n) <= sm_count and k_steps >= 16:
+        # 64-row tiles on one consumer, split: 128 x 4096 x 4096 0.86x cuBLASLt, against 0.77x split over 128 x 128
+        return WgmmaSchedule(bm=64, bn=128, stages=5, consumers=1, store=store, split=0, l2_hint="first")
     if op.scale == "block128" and store == "tma" and op.n > 128:
         # block scales: 128 x 256 folded in two parts (one scale block each), 0.86x torch's block-scaled _scaled_mm
         # at 4096^3 against 0.78x for 128 x 128 with two product sets (H200); a 4-byte C's stores spill beside them
-        s = WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, store=store)
-    if 2 * tile_count(s, op.m, op.n) <= sm_count and k_steps >= 16:
-        # 64-row tiles on one consumer, split: 128 x 4096 x 4096 0.86x cuBLASLt, against 0.77x split over 128 x 128
-        s = WgmmaSchedule(bm=64, bn=128, stages=5, consumers=1, store=store, split=0, l2_hint="first")
+        return WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, store=store)
     return s
 
 

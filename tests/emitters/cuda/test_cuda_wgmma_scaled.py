@@ -24,7 +24,7 @@ def test_the_kernel_refuses_what_8_bit_wgmma_cannot_read():
     with pytest.raises(UnsupportedError, match="multiple of 16"):
         sg.check(ScaledGemm(256, 256, 264 + 4, "fp8e4m3", "bf16", "row"), TILE)
     fp8 = ScaledGemm(256, 256, 256, "fp8e4m3", "bf16", "row")
-    with pytest.raises(BadInputError, match="registers"):  # the promotion's second accumulators
+    with pytest.raises(BadInputError, match="registers"):
         sg.check(fp8, W(bm=128, bn=256, stages=4, consumers=2, pingpong=True))  # 256 sums a thread, 128 products
     sg.check(fp8, W(bm=128, bn=256, stages=4, consumers=2))  # folded in two column parts: 128 sums, 64 products
     with pytest.raises(BadInputError, match="TMA store stages 16-bit"):
@@ -90,6 +90,9 @@ def test_the_heroes():
     assert (big.bm, big.bn, big.consumers, big.store) == (128, 128, 2, "direct") and sg.fold_form(big) == (2, 1)
     blocks = sg.hero_schedule(ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "block128"), 132)
     assert (blocks.bm, blocks.bn) == (128, 256) and sg.fold_form(blocks) == (1, 2)
+    # split-K is chosen on 128 x 128 tile counts, as for row scales: 512 rows keep whole tiles
+    mid = sg.hero_schedule(ScaledGemm(512, 4096, 4096, "fp8e4m3", "bf16", "block128"), 132)
+    assert (mid.bn, mid.split) == (256, 1)
     wide = sg.hero_schedule(ScaledGemm(4096, 4096, 4096, "int8", "int32", "none"), 132)
     assert (wide.bn, wide.split) == (256, 1)
     block = sg.hero_schedule(ScaledGemm(16, 4096, 4096, "fp8e4m3", "bf16", "block128"), 132)

@@ -1,5 +1,6 @@
 """Probe: the CPU small-M GEMM path's K chunk (kc) and block width (nr) on decode-size GEMMs (row-major B, fp32),
-each form verified against float64, then timed in alternating blocks with NumPy's matmul (timing.interleaved).
+and unroll (u), each form verified against float64, then timed in alternating blocks with NumPy's matmul
+(timing.interleaved).
 ``default``: the path's defaults without a host rule (kc 32; 8 vectors a block for one row); ``hero``: this host's
 hero (``gemm._small_m_on``). What the AMD rule rests on.
 
@@ -36,8 +37,9 @@ def main(shapes: list[str]) -> None:
         ref = a.astype(np.float64) @ b.astype(np.float64)
         forms = {"default": default, "hero": hero}
         for kc in (8, 16):
-            for nr in ((64, 128) if m == 1 else (16, 32, 48)):
-                forms.setdefault(f"kc{kc} nr{nr}", dataclasses.replace(default, kc=kc, nr=nr, nc=nr))
+            for nr in ((32, 64, 128) if m == 1 else (16, 32, 48)):
+                for u in (1, 4):
+                    forms.setdefault(f"kc{kc} nr{nr} u{u}", dataclasses.replace(default, kc=kc, nr=nr, nc=nr, unroll=u))
         fns = {}
         for name, s in forms.items():
             try:

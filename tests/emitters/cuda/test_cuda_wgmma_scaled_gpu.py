@@ -106,3 +106,34 @@ def test_tracea_ops_scaled_gemm_on_cuda_tensors_runs_the_kernel():
     x8 = torch.randint(-128, 128, (64, 1024), dtype=torch.int8, device="cuda")
     w8 = torch.randint(-128, 128, (256, 1024), dtype=torch.int8, device="cuda")
     assert torch.equal(ops.scaled_gemm(x8, w8.t()), torch._int_mm(x8, w8.t()))
+
+
+def test_a_repeated_tracea_ops_scaled_gemm_on_cuda_takes_the_prepared_launch():
+    """The first call of a signature checks and prepares; later ones launch on their own pointers (no argument
+    checks, no reading the scales back), with new values in new tensors of the same signature; a non-finite scale
+    on a signature's first call is refused."""
+    torch = pytest.importorskip("torch")
+    import tracea.ops as ops
+    from tracea.doctor.errors import BadInputError
+
+    g = torch.Generator(device="cuda").manual_seed(6)
+
+    def operands():
+        a = (torch.randn(64, 256, device="cuda", generator=g) * 8).to(torch.float8_e4m3fn)
+        w = (torch.randn(128, 256, device="cuda", generator=g) * 8).to(torch.float8_e4m3fn)
+        return a, w, torch.rand(64, 1, device="cuda", generator=g) + 0.5, torch.rand(1, 128, device="cuda", generator=g)
+
+    a, w, sa, sb = operands()
+    ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="bf16")  # the signature's first call: checked, then prepared
+    before = ops.stats()
+    for _ in range(3):
+        a, w, sa, sb = operands()
+        y = ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="bf16")
+        want = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)
+        assert float((y.float() - want).norm() / want.norm()) < 8 * 2.0**-8
+    after = ops.stats()
+    assert after.get("fast_path", 0) == before.get("fast_path", 0) + 3  # each a prepared launch
+    assert after.get("tracea", 0) == before.get("tracea", 0) + 3 and after.get("fallbacks", 0) == before.get("fallbacks", 0)
+    a, w, sa, sb = operands()
+    with pytest.raises(BadInputError, match="non-finite"):  # a new signature (fp16 out): checked, refused
+        ops.scaled_gemm(a, w.t(), sa * float("nan"), sb, out_dtype="fp16")

@@ -14,11 +14,12 @@ from tracea.kernels.dtypes import DType
 
 from .. import _engine, _prepared
 from .._arrays import describe, device_ptr, is_torch, overlapping, shown
-from .._dispatch import _LAST, EXPLAINING
+from .._dispatch import _LAST, EXPLAINING, prepared
 from .._engine import STATS, Fallback, Route
 from .._prepared import Uncached, array_key, opt
 
 ORDER = 15  # its place in tracea.ops (help, __all__)
+NAMES = ("a", "b", "scale_a", "scale_b")  # the call's arrays, as the prepared launch finds the kernel's buffers
 __all__ = ["scaled_gemm"]
 TORCH_PIECES: tuple[str, ...] = ()
 
@@ -45,9 +46,13 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
             fast = _prepared.PREPARED.get(key)
         except (Uncached, TypeError, ValueError):  # an argument the key cannot hold: the checked path says why
             key = fast = None
-        if fast is not None:
+        if type(fast) is _Fast:  # the host kernel's: the scales' values checked, the launch on the pointers
             y = fast(a, b, scale_a, scale_b)
             if y is not None:
+                return y
+        elif fast is not None:  # a GPU's: the prepared launch every op has (_prepared.Prepared)
+            y = prepared(key, (a, b, scale_a, scale_b), None)
+            if y is not _prepared.MISS and y is not _prepared.RETRY:
                 return y
     route = Route(op="scaled_gemm")
     _LAST.route = route
@@ -64,6 +69,11 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
         if on_device:
             stream = sys.modules["torch"].cuda.current_stream(a.device).cuda_stream
             k.launch_on({**{n: device_ptr(v) for n, v in feeds.items()}, "out": device_ptr(result)}, stream)
+            if key is not None and out is None and all(is_torch(v) for v in feeds.values()):
+                # later calls of this signature launch on their pointers: the key pinned every check but the
+                # scales' finiteness, which a GPU's scales would have to be read back for (not done again)
+                _prepared.keep(key, NAMES, (a, b, scale_a, scale_b), k, feeds, result, result, route, "torch",
+                               a.device.index)
         else:
             k({n: _host(v) for n, v in feeds.items()}, out=_host(result))
             if key is not None and len(_prepared.PREPARED) < _prepared.LIMIT:

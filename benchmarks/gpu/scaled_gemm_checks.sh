@@ -8,7 +8,7 @@
 # launch of the FP8 hero and of the bf16 GEMM's on PROFILE_SHAPE (2048 4096 4096).
 #     bash benchmarks/gpu/scaled_gemm_checks.sh
 # Knobs: PARTS ("1 2 3"), SWEEP (set: --sweep), MATCH (""), ROWS_S (seconds a rows part may take: 150), PYTEST_K
-# (none), PROFILE_SHAPE. The calls of docs/device-runs/h200-fp8-int8-gemm/ (its README) set these per call.
+# (none), PROFILE_SHAPE, PROFILE_VENDOR ("--vendor": cuBLASLt's kernel profiled too). The calls of docs/device-runs/h200-fp8-int8-gemm/ (its README) set these per call.
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 $PY -c "import torch; print('torch', torch.__version__, torch.version.cuda)" | tee -a "$RES/device.txt"
@@ -39,9 +39,11 @@ for part in ${PARTS:-1 2 3}; do
   7) rows edge rows_edge.txt ;;
   9)
     NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-    timeout 240 $NCU --clock-control none -k regex:tr_wgmma_gemm --launch-skip 2 -c 2 --section SpeedOfLight \
+    # every launch of the FP8 kernel, the bf16 GEMM's and (with PROFILE_VENDOR=--vendor) cuBLASLt's nvjet kernel
+    timeout 240 $NCU --clock-control none -k regex:"tr_wgmma_gemm|nvjet|gemm" --section SpeedOfLight \
       --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
-      $PY benchmarks/gpu/scaled_gemm_profile.py ${PROFILE_SHAPE:-2048 4096 4096} > "$RES/ncu_profile.txt" 2>&1
+      $PY benchmarks/gpu/scaled_gemm_profile.py ${PROFILE_SHAPE:-2048 4096 4096} ${PROFILE_VENDOR:-} \
+      > "$RES/ncu_profile.txt" 2>&1
     echo "ncu rc=$?"; grep -E "profiled|rel err|Duration|Throughput|Pipe|Stall|Bank|Issue Slots|Executed Ipc|L2 Hit" \
       "$RES/ncu_profile.txt" | cut -c1-150 | head -60 ;;
   8)

@@ -5,7 +5,8 @@
 # 3. the llm-gemm rows in FP8 (row scales) beside torch._scaled_mm, 4. per-tensor scales, 5. int8 beside torch._int_mm,
 # 6. block128 beside torch's block-scaled _scaled_mm (and bf16 cuBLAS, per-tensor FP8), 7. rows outside the suites,
 # 8. `tracea bench --suite llm-gemm-fp8` and `--suite llm-gemm-int8` as a user types them, 9. Nsight Compute over one
-# launch of the FP8 hero and of the bf16 GEMM's on PROFILE_SHAPE (2048 4096 4096).
+# launch of the FP8 hero and of the bf16 GEMM's on PROFILE_SHAPE (2048 4096 4096), 10. tracea.ops' host time a call
+# beside torch._scaled_mm and the ops and export GPU tests of the scaled GEMM.
 #     bash benchmarks/gpu/scaled_gemm_checks.sh
 # Knobs: PARTS ("1 2 3"), SWEEP (set: --sweep), MATCH (""), ROWS_S (seconds a rows part may take: 150), PYTEST_K
 # (none), PROFILE_SHAPE, PROFILE_VENDOR ("--vendor": cuBLASLt's kernel profiled too). The calls of docs/device-runs/h200-fp8-int8-gemm/ (its README) set these per call.
@@ -46,6 +47,12 @@ for part in ${PARTS:-1 2 3}; do
       > "$RES/ncu_profile.txt" 2>&1
     echo "ncu rc=$?"; grep -E "profiled|rel err|Duration|Throughput|Pipe|Stall|Bank|Issue Slots|Executed Ipc|L2 Hit" \
       "$RES/ncu_profile.txt" | cut -c1-150 | head -60 ;;
+  10)  # the user's side: tracea.ops' host time a call (and its prepared launch), exported CUDA packages
+    timeout 90 $PY benchmarks/bench_ops_host.py --cuda --calls 100 --blocks 11 > "$RES/ops_host.txt" 2>&1
+    echo "ops host rc=$?"; grep -E "scaled_gemm|gemm fp16" "$RES/ops_host.txt" | cut -c1-220
+    timeout 120 $PY -m pytest -q -p no:cacheprovider -n 4 tests/emitters/cuda/test_cuda_wgmma_scaled_gpu.py \
+      tests/export/test_export_gpu.py -k "tracea_ops or (package and scaled)" -rA > "$RES/ops_export_tests.txt" 2>&1
+    echo "ops/export tests rc=$?"; tail -3 "$RES/ops_export_tests.txt" | cut -c1-300 ;;
   8)
     for suite in llm-gemm-fp8 llm-gemm-int8; do
       COLUMNS=240 timeout 150 $PY -m tracea bench --suite $suite --backend cuda > "$RES/suite_$suite.txt" 2>&1

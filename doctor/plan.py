@@ -1,7 +1,8 @@
 """The decision engine: which variant runs an operation on this host, and why every other one does not.
 
 1. Hard requirements filter (backend present, ISA, compute capability, shared memory, toolchain,
-   precision); each rejection keeps its reasons.
+   precision, and the op's own shape or layout where a variant's kernels cannot take it: ``Variant.refuses``);
+   each rejection keeps its reasons.
 2. A score orders what is left: the variant's priority (emitters rank their own families: tensor cores
    over CUDA cores, AVX-512 over AVX2 over portable C).
 3. Precision falls back BF16 -> FP16 -> FP32 when no variant can compute the requested one here; the
@@ -103,6 +104,9 @@ def plan(op: Any, host: HostReport, variants: Iterable[Variant], precision: str 
     candidates = []
     for v in mine:
         reasons = list(v.unmet(host, judged, device))
+        why = v.refuses(op) if v.refuses is not None else None
+        if why:
+            reasons.append(why)
         if backend and v.backend != backend:
             reasons.insert(0, f"backend {v.backend}, not the requested {backend}")
         candidates.append(Candidate(v.id, v.backend, v.family, judged, float(v.priority), not reasons, tuple(reasons)))

@@ -8,6 +8,7 @@ them, and this module only says whether a host meets a variant's requirements, a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +93,9 @@ class Variant:
     precision_requirements: dict[str, Requirements] = field(default_factory=dict)
     priority: int = 0  # higher is preferred when several fit
     description: str = ""
+    # Why it cannot compute an op of its kind as given (the op's own shape or layout: a kernel's limit that no
+    # host changes), or None where it can; None: it takes every op its precisions allow. Given by the emitter.
+    refuses: Callable[[Any], str | None] | None = field(default=None, compare=False, repr=False)
 
     def unmet(self, host: HostReport, precision: str, device: int | None = None) -> list[str]:
         reasons = self.requirements.unmet(host, device)

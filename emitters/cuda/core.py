@@ -31,8 +31,9 @@ class CudaCore(Core):
 
     A main core's line also states its variants (variants.py makes one per op it computes): ``precisions``,
     ``smem`` (the opt-in shared memory per block its largest hero schedule takes; None: no opt-in),
-    ``descriptions`` and ``verified`` (its kernels ran and verified against the float64 references on a
-    GPU: only then is the variant offered to the planner)."""
+    ``descriptions``, ``verified`` (its kernels ran and verified against the float64 references on a
+    GPU: only then is the variant offered to the planner) and ``refuses`` (an op of its kinds whose shape or layout
+    its kernels cannot take, with the reason: the planner then ranks the next variant)."""
 
     family: str  # the variant family (variants.py) whose kernels it renders; "": an alternate core
     serves: tuple[str, ...] = ()
@@ -41,6 +42,7 @@ class CudaCore(Core):
     precisions: tuple[str, ...] = ()
     smem: int | None = None
     verified: bool = False
+    refuses: Callable[[Any], str | None] | None = None  # the variant's: an op its kernels cannot take, and why
 
 
 def tiled_check(core: str) -> Callable[[Any, Variant, Any, Arch], None]:

@@ -39,7 +39,7 @@ def make_variant(core: CudaCore, op: str) -> Variant:
                    requirements=Requirements(toolchain=TOOLCHAIN, min_compute_capability=cc,
                                              max_compute_capability=max_cc,
                                              min_shared_memory_per_block_bytes=core.smem),
-                   priority=priority, description=core.descriptions[op])
+                   priority=priority, description=core.descriptions[op], refuses=core.refuses)
 
 
 RENDERED: tuple[Variant, ...] = tuple(make_variant(c, op) for c in CORES if c.family for op in c.ops)

@@ -35,7 +35,7 @@ CORES = (
              descriptions={"scaled_gemm": "Hopper 8-bit GEMM with scales: FP8 (e4m3, e5m2) wgmma promoted to fp32 "
                                           "every 128 of k, or int8 wgmma into int32; per-tensor, per-row or 1x128/"
                                           "128x128 block scales; TMA ring, warp-specialised consumers, split-K"},
-             verified=True),
+             verified=True, refuses=scaled_gemm.refusal),
 )
 
 

@@ -68,6 +68,18 @@ def unsupported(op: Any) -> str | None:
     return None
 
 
+def refusal(op: Any) -> str | None:
+    """Why no schedule of the kernel computes ``op`` (its layout, K, int8 with block scales), for the planner
+    (``Variant.refuses``: the next variant is ranked instead); None: a schedule can."""
+    if getattr(op, "kind", None) != "scaled_gemm":
+        return None
+    if (why := unsupported(op)) is not None:
+        return why
+    if op.scale == "block128" and not promoted(op):
+        return "int8 with block scales is not computed on the GPU (its exact int32 sums have no per-step promotion)"
+    return None
+
+
 def promoted(op: Any) -> bool:
     return op.dtype.value != "int8"
 

@@ -154,3 +154,31 @@ def test_every_scaling_mode_compiles_for_sm90a_without_spills(nvrtc, op, sched):
     m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert m and m.groups() == ("0", "0", "0"), (sched.name, log[-400:])
     assert "C7517" not in log, log  # no wait of ptxas's own between a step's issue and the last one's additions
+
+
+def test_the_planner_ranks_the_next_variant_where_the_kernel_refuses_the_op():
+    """On a recorded H200 the Hopper variant is chosen for what it computes; for an op its kernels refuse (B k x n,
+    int8 with block scales) it is rejected with the kernel's reason and the CPU's int8 variant is chosen, or, for
+    FP8, nothing (the reason said)."""
+    from pathlib import Path
+
+    from tracea.doctor.plan import plan
+    from tracea.doctor.snapshot import read_snapshot
+    from tracea.emitters import cpu, cuda
+
+    host, _ = read_snapshot(Path(__file__).parents[3] / "tests/fixtures/snapshots/h200_live.json")
+    variants = cuda.VARIANTS + cpu.VARIANTS
+
+    def decide(**kw):
+        d = plan(ScaledGemm(256, 256, 256, **kw), host, variants)
+        return d.chosen, {c.variant: c.reasons for c in d.candidates}
+
+    chosen, _ = decide(dtype="fp8e4m3", out_dtype="bf16", scale="row")
+    assert chosen == "cuda-wgmma.scaled_gemm"
+    chosen, why = decide(dtype="int8", out_dtype="fp32", scale="row", layout_b="row")
+    assert chosen.startswith("cpu-") and "K-major" in why["cuda-wgmma.scaled_gemm"][-1]
+    chosen, why = decide(dtype="int8", out_dtype="fp32", scale="block128")
+    assert chosen.startswith("cpu-") and "block scales" in why["cuda-wgmma.scaled_gemm"][-1]
+    chosen, why = decide(dtype="fp8e4m3", out_dtype="fp32", scale="row", layout_b="row")
+    assert chosen is None and "K-major" in why["cuda-wgmma.scaled_gemm"][-1]
+    assert sg.refusal(ScaledGemm(256, 256, 264 + 4, "fp8e4m3", "bf16", "row")).startswith("k = 268")

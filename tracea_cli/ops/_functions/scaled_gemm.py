@@ -46,14 +46,9 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
             fast = _prepared.PREPARED.get(key)
         except (Uncached, TypeError, ValueError):  # an argument the key cannot hold: the checked path says why
             key = fast = None
-        if type(fast) is _Fast:  # the host kernel's: the scales' values checked, the launch on the pointers
-            y = fast(a, b, scale_a, scale_b)
-            if y is not None:
-                return y
-        elif fast is not None:  # a GPU's: the prepared launch every op has (_prepared.Prepared)
-            y = prepared(key, (a, b, scale_a, scale_b), None)
-            if y is not _prepared.MISS and y is not _prepared.RETRY:
-                return y
+        y = _repeated(fast, key, (a, b, scale_a, scale_b)) if fast is not None else None
+        if y is not None:
+            return y
     route = Route(op="scaled_gemm")
     _LAST.route = route
     op, feeds = _checked(a, b, scale_a, scale_b, out_dtype)
@@ -92,6 +87,15 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
                                    "tracea.ops.allow_fallback(True) runs the vendor call instead") from None
         STATS["fallbacks"] += 1
         return _vendor(op, feeds, a, result)
+
+
+def _repeated(fast: Any, key: tuple[Any, ...], arrays: tuple[Any, ...]) -> Any:
+    """A prepared signature's call, or None (the checked path): the host kernel's ``_Fast`` (the scales' values
+    checked, the launch on the pointers), or a GPU's ``_prepared.Prepared`` (the launch every op has)."""
+    if type(fast) is _Fast:
+        return fast(*arrays)
+    y = prepared(key, arrays, None)
+    return None if y is _prepared.MISS or y is _prepared.RETRY else y
 
 
 _INT8 = np.dtype(np.int8)

@@ -97,7 +97,7 @@ def plan(op: Any, host: HostReport, variants: Iterable[Variant], precision: str 
 
     chosen_precision = None
     for p in chain:
-        if any(_fits(v, host, p, backend, device) for v in mine):
+        if any(_fits(v, op, host, p, backend, device) for v in mine):
             chosen_precision = p
             break
     judged = chosen_precision or requested
@@ -123,5 +123,8 @@ def plan(op: Any, host: HostReport, variants: Iterable[Variant], precision: str 
                     fallback=fallback, chosen=chosen, candidates=tuple(candidates))
 
 
-def _fits(v: Variant, host: HostReport, precision: str, backend: str | None, device: int | None) -> bool:
-    return (backend is None or v.backend == backend) and not v.unmet(host, precision, device)
+def _fits(v: Variant, op: Any, host: HostReport, precision: str, backend: str | None, device: int | None) -> bool:
+    """``v`` runs ``op`` at ``precision`` here (a kernel's refusal of the op's shape or layout included: the op's
+    other fields do not change with its precision)."""
+    return ((backend is None or v.backend == backend) and not v.unmet(host, precision, device)
+            and not (v.refuses is not None and v.refuses(op)))

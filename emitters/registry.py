@@ -88,7 +88,9 @@ def default_backend(op: Any, host: Any, precision: str | None = None, runs_here:
     while True:
         decision = plan(op, host, variants, precision=precision)
         if decision.chosen is None or decision.backend is None:
-            return "cpu", "; ".join(["no variant can run it here; trying the CPU", *passed])
+            stops = _gpu_stops(decision)
+            head = "no variant can run it here" + (f" ({'; '.join(stops)})" if stops else "") + "; trying the CPU"
+            return "cpu", "; ".join([head, *passed])
         problem = backend(decision.backend).runs_kernels(host) if runs_here else None
         if not problem:
             break
@@ -99,15 +101,25 @@ def default_backend(op: Any, host: Any, precision: str | None = None, runs_here:
     if device:
         why += f" on {device}"
     elif decision.backend == "cpu":
-        stops = []  # per GPU backend, what stops every one of its variants
-        for name in dict.fromkeys(c.backend for c in decision.candidates if c.backend != "cpu"):
-            shared = sorted(set.intersection(*(set(c.reasons) for c in decision.candidates if c.backend == name)),
-                            key=lambda r: (r.split(" ")[0].endswith(":"), r))  # a precision's own reason last
-            if shared:
-                stops.append(f"{name}: {shared[0]}")
+        stops = _gpu_stops(decision)
         if stops:
             why += f"; no GPU variant fits ({'; '.join(stops)})"
     return decision.backend, "; ".join([why, *passed])
+
+
+def _gpu_stops(decision: Any) -> list[str]:
+    """Per GPU backend of ``decision``'s candidates, what stops every one of its variants (its first shared reason;
+    a precision's own reason last): "cuda: ...". Empty where a GPU variant was accepted or none was ranked."""
+    stops = []
+    for name in dict.fromkeys(c.backend for c in decision.candidates if c.backend != "cpu"):
+        mine = [c for c in decision.candidates if c.backend == name]
+        if any(c.accepted for c in mine):
+            continue
+        shared = sorted(set.intersection(*(set(c.reasons) for c in mine)),
+                        key=lambda r: (r.split(" ")[0].endswith(":"), r))
+        if shared:
+            stops.append(f"{name}: {shared[0]}")
+    return stops
 
 
 def require_runnable(name: str, host: Any) -> None:

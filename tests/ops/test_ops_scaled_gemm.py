@@ -232,3 +232,20 @@ def test_a_repeated_call_takes_the_prepared_path_and_still_checks_values():
     ops.clear_cache()
     ops.scaled_gemm(a, w.T, sa, sb)
     assert ops.stats().get("fast_path", 0) == 0
+
+
+def test_repeated_calls_on_strided_views_read_them_as_the_first_call_does():
+    """A strided A (a slice of a wider buffer) and a strided scale: the prepared launch of a repeated call copies them
+    as the checked first call does, instead of reading their memory as dense (every call matches the reference)."""
+    rng = np.random.default_rng(11)
+    m, n, k = 48, 64, 128
+    a = rng.integers(-20, 20, (m, k + 32), dtype=np.int8)[:, :k]
+    w = rng.integers(-20, 20, (n, k), dtype=np.int8)
+    sa = (rng.random(2 * m) + 0.5).astype(np.float32)[::2]
+    sb = (rng.random(n) + 0.5).astype(np.float32)
+    want = (a.astype(np.float64) @ w.T.astype(np.float64)) * sa[:, None] * sb[None, :]
+    before = ops.stats().get("fast_path", 0)
+    for _ in range(3):
+        y = ops.scaled_gemm(a, w.T, sa, sb)
+        assert float(np.abs(y - want).max() / np.abs(want).max()) < 1e-6
+    assert ops.stats().get("fast_path", 0) == before + 2  # the two repeated calls took the prepared launch

@@ -245,7 +245,14 @@ def keep(key: tuple[Any, ...] | None, names: tuple[str, ...], arrays: tuple[Any,
             nbytes.append(0)
             continue
         i = names.index(name) if name in names else -1
-        if i < 0 or arrays[i] is None or name not in feeds or ptr(feeds[name]) != ptr(arrays[i]):
+        if i < 0 or arrays[i] is None or name not in feeds:
+            return
+        if kind == "numpy":  # an argument the kernel read a copy of (a number, a host array beside tensors): none
+            if type(arrays[i]) is not np.ndarray or not isinstance(feeds[name], np.ndarray):
+                return
+        elif type(arrays[i]) not in _TENSORS or not hasattr(feeds[name], "data_ptr"):
+            return
+        if ptr(feeds[name]) != ptr(arrays[i]):
             return
         slots.append(i)
         nbytes.append(size(arrays[i]))

@@ -181,4 +181,10 @@ def test_the_planner_ranks_the_next_variant_where_the_kernel_refuses_the_op():
     assert chosen.startswith("cpu-") and "block scales" in why["cuda-wgmma.scaled_gemm"][-1]
     chosen, why = decide(dtype="fp8e4m3", out_dtype="fp32", scale="row", layout_b="row")
     assert chosen is None and "K-major" in why["cuda-wgmma.scaled_gemm"][-1]
+    assert plan(ScaledGemm(256, 256, 256, "fp8e4m3", "fp32", "row", layout_b="row"), host, variants).precision is None
+    from tracea.emitters.registry import default_backend
+
+    backend, sentence = default_backend(ScaledGemm(256, 256, 256, "fp8e4m3", "fp32", "row", layout_b="row"), host,
+                                        runs_here=False)
+    assert backend == "cpu" and "no variant can run it here (cuda: B is k x n" in sentence  # the GPU's reason said
     assert sg.refusal(ScaledGemm(256, 256, 264 + 4, "fp8e4m3", "bf16", "row")).startswith("k = 268")

@@ -137,3 +137,13 @@ def test_a_repeated_tracea_ops_scaled_gemm_on_cuda_takes_the_prepared_launch():
     a, w, sa, sb = operands()
     with pytest.raises(BadInputError, match="non-finite"):  # a new signature (fp16 out): checked, refused
         ops.scaled_gemm(a, w.t(), sa * float("nan"), sb, out_dtype="fp16")
+    # host scales beside the GPU's operands (a number, a NumPy array): moved to the device, not prepared
+    y = ops.scaled_gemm(a, w.t(), 0.5, sb.cpu().numpy().reshape(-1), out_dtype="bf16")
+    want = torch._scaled_mm(a, w.t(), scale_a=torch.full((64, 1), 0.5, device="cuda"), scale_b=sb,
+                            out_dtype=torch.float32)
+    assert float((y.float() - want).norm() / want.norm()) < 8 * 2.0**-8
+    # a strided A (a column slice) is copied as the kernels read A densely, and matches
+    wide = (torch.randn(64, 384, device="cuda", generator=g) * 8).to(torch.float8_e4m3fn)
+    y = ops.scaled_gemm(wide[:, :256], w.t(), sa, sb, out_dtype="bf16")
+    want = torch._scaled_mm(wide[:, :256].contiguous(), w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)
+    assert float((y.float() - want).norm() / want.norm()) < 8 * 2.0**-8

@@ -191,10 +191,22 @@ def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any) -> tuple[Any, dic
         raise BadInputError(f"out_dtype: {shown(out_dtype)} is not one of fp32, bf16, fp16, int32")
     layout, b_fed = _b_layout(b)
     op = _op(m, n, k, da, OUTPUTS[key], mode, layout)
-    feeds = {"a": a, "b": b_fed}
+    # a row-major A the kernels read densely: a strided view of one is copied (the copy is the kernel's buffer)
+    feeds = {"a": a if _dense(a) else (np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a.contiguous()),
+             "b": b_fed}
     if mode != "none":
         if isinstance(sa, np.ndarray) and isinstance(sb, np.ndarray):  # (a device's are checked where they are)
             op.check_scales({"scale_a": sa, "scale_b": sb})
+        if _where(a) != "host":  # host scales (numbers, arrays) beside a device's operands: checked, then moved
+            torch = sys.modules["torch"]
+            moved = []
+            for name, s in (("scale_a", sa), ("scale_b", sb)):
+                if isinstance(s, np.ndarray):
+                    if not np.isfinite(s).all():
+                        raise BadInputError(f"{name}: holds a non-finite value; scales must be finite")
+                    s = torch.as_tensor(s, device=a.device)
+                moved.append(s)
+            sa, sb = moved
         feeds |= {"scale_a": sa, "scale_b": sb}
     return op, feeds
 
@@ -328,7 +340,7 @@ class _Fast:
         self.shapes = op.scale_shapes()
 
     def _scale(self, name: str, s: Any) -> np.ndarray | None:
-        x = np.asarray(s if self.numpy or not is_torch(s) else s.detach().numpy(), dtype=np.float32)
+        x = np.ascontiguousarray(s if self.numpy or not is_torch(s) else s.detach().numpy(), dtype=np.float32)
         if not np.isfinite(x).all():
             return None
         want = self.shapes[name]
@@ -338,6 +350,8 @@ class _Fast:
         op = self.op
         if not self.numpy:
             a, b = a.detach(), b.detach()
+        if not _dense(a):  # as the checked path feeds it (the key pins the strides: every call of it is strided)
+            a = np.ascontiguousarray(a) if self.numpy else a.contiguous()
         bt = b.T if self.numpy else b.t()
         arrays = [a, bt if self.col else b]
         if op.scale != "none":

@@ -1,6 +1,7 @@
 """Probe: the CPU small-M GEMM path's K chunk (kc) and block width (nr) on decode-size GEMMs (row-major B, fp32),
 and unroll (u), each form verified against float64, then timed in alternating blocks with NumPy's matmul
-(timing.interleaved).
+(``probe_cpu_gemm_blocks.time_forms``: OpenBLAS's workers told to sleep after 2^12 cycles, as ``tracea bench`` runs
+it).
 ``default``: the path's defaults without a host rule (kc 32; 8 vectors a block for one row); ``hero``: this host's
 hero (``gemm._small_m_on``). What the AMD rule rests on.
 
@@ -13,10 +14,9 @@ import dataclasses
 import importlib
 import sys
 
-import numpy as np
+from probe_cpu_gemm_blocks import time_forms  # first: it quiets OpenBLAS's workers before NumPy loads
 
 from tracea.doctor import probe
-from tracea.emitters.timing import interleaved
 from tracea.kernels import Gemm
 
 
@@ -31,27 +31,12 @@ def main(shapes: list[str]) -> None:
         op = Gemm(m=m, n=n, k=k)
         hero = build.hero_schedule(op, v, host)
         default = small_m_schedule(op, "cpu-avx512", hero.threads)
-        x = op.random_inputs(np.random.default_rng(0))
-        out = np.empty(op.output_shape(), np.float32)
-        a, b = x["a"], x["b"]
-        ref = a.astype(np.float64) @ b.astype(np.float64)
         forms = {"default": default, "hero": hero}
         for kc in (8, 16):
             for nr in ((32, 64, 128) if m == 1 else (16, 32, 48)):
                 for u in (1, 4):
                     forms.setdefault(f"kc{kc} nr{nr} u{u}", dataclasses.replace(default, kc=kc, nr=nr, nc=nr, unroll=u))
-        fns = {}
-        for name, s in forms.items():
-            try:
-                kern = build.build(op, v, s, host)
-            except Exception:  # noqa: BLE001 - a block too wide for the registers at this M
-                continue
-            kern(x, out)
-            err = float(np.abs(out - ref).max() / np.abs(ref).max())
-            assert err < 1e-4, f"{shp} {name}: relative error {err}"
-            fns[name] = (lambda kern=kern, x=x, out=out: kern(x, out))
-        fns["numpy"] = (lambda a=a, b=b: np.matmul(a, b))
-        t = interleaved(fns, repeats=9, min_seconds=1.5, block=3, gap_s=0.005)
+        t = time_forms(build, op, v, host, forms)
         print(f"{shp}: default {str(default)[11:60]}...; hero kc {hero.kc} nr {hero.nr}", flush=True)
         print("   " + " | ".join(f"{name} {tm.p50_ms:.2f} ms" for name, tm in t.items()), flush=True)
 

@@ -48,26 +48,22 @@ class Fold:
         return f"\n        {acc} {sets};  /* one k step's products (of one column part), added into acc */"
 
     def mainloop(self, sched: WgmmaSchedule, r: CudaRenderer, walk: Any) -> str:
-        """The consumers' k loop under this fold (``mainloop.consumer_branch`` calls it)."""
-        return promoted_mainloop(sched, r, walk, self)
-
-    def renamed(self, text: str, b: int) -> str:
-        """``text`` with ``names`` (and ``step_acc``) of product set ``b``."""
-        for name in (*self.names, "step_acc"):
-            text = re.sub(rf"\b{name}\b", f"{name}{b}", text)
-        return text
-
-
-def promoted_mainloop(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, fold: Fold) -> str:
-    """The k loop of one tile under ``fold`` (fp32 accumulators), both operands K-major, then the sums pinned."""
-    loop = _double(sched, walk, fold) if fold.buffers == 2 else _single(sched, walk, fold)
-    return loop + f"""
+        """The consumers' k loop of one tile under this fold (fp32 accumulators), both operands K-major, then the
+        sums pinned (``mainloop.consumer_branch`` calls it)."""
+        loop = _double(sched, walk, self) if self.buffers == 2 else _single(sched, walk, self)
+        return loop + f"""
             {_turn_pass(sched)}
             #pragma unroll
             for (int i = 0; i < {sched.m_slices}; ++i) {{
                 #pragma unroll
                 for (int j = 0; j < {sched.bn // 2}; ++j) {r.asm("compiler.pin", value="acc[i][j]")}
             }}"""
+
+    def renamed(self, text: str, b: int) -> str:
+        """``text`` with ``names`` (and ``step_acc``) of product set ``b``."""
+        for name in (*self.names, "step_acc"):
+            text = re.sub(rf"\b{name}\b", f"{name}{b}", text)
+        return text
 
 
 def _geometry(sched: WgmmaSchedule) -> dict[str, int]:

@@ -98,7 +98,7 @@ def check(op: Any, sched: WgmmaSchedule, smem_optin: int = SMEM_OPTIN_SM90) -> N
                                 f"of 16 from 32), not {sched.bn}")
         if sched.split != 1:
             raise BadInputError("split: int8 accumulates in int32, and split-K's fix-up sums fp32 partials", "split 1")
-    elif fold_chunks(sched) is None:
+    elif fold_form(sched) is None:
         raise BadInputError(f"bn: FP8 keeps a k step's products (of half the tile's columns at least) beside its "
                             f"{sched.accumulators} fp32 sums a thread; with addresses they exceed the "
                             f"{sched.register_split()[2]} registers of a consumer",
@@ -108,7 +108,7 @@ def check(op: Any, sched: WgmmaSchedule, smem_optin: int = SMEM_OPTIN_SM90) -> N
         raise BadInputError(f"store: the TMA store stages 16-bit C; a {op.out_dtype.value} C is stored directly",
                             "store 'direct'")
     if op.scale == "block128" and (sched.swap or sched.bn not in (64, 128, 256) or sched.cluster_axis == "n"
-                                   or sched.bn // (fold_chunks(sched) or 1) > BLOCK):
+                                   or sched.bn // (fold_form(sched) or (1, 1))[1] > BLOCK):
         raise BadInputError("bn: block128's tiles are folded in parts that lie within one 128-column scale block: "
                             "unswapped, 64, 128 or (two parts) 256 wide, never the empty tile past N of a pair along "
                             "N", "swap off, bn 128, cluster_axis 'm'")
@@ -126,12 +126,6 @@ def fold_form(sched: WgmmaSchedule) -> tuple[int, int] | None:
         if (sched.bn // chunks) % 8 == 0 and acc + sets * acc // chunks + ADDRESS_REGS <= budget:
             return sets, chunks
     return None
-
-
-def fold_chunks(sched: WgmmaSchedule) -> int | None:
-    """The column parts of ``fold_form`` (None: no form fits)."""
-    form = fold_form(sched)
-    return form[1] if form else None
 
 
 def _fold(op: Any, sched: WgmmaSchedule) -> Fold | None:

@@ -118,8 +118,9 @@ def _numel(x: Any) -> int:
 
 
 def _scales(sa: Any, sb: Any, where: str) -> list[Any]:
-    """The scales as float32: NumPy arrays (from numbers, arrays and CPU tensors), or tensors on ``where``, the
-    operands' device (a GPU's scales stay there for its vendor call)."""
+    """The scales as float32: NumPy arrays (from numbers, arrays and CPU tensors) beside host operands; tensors on
+    ``where``, the operands' device, beside a device's (a GPU's own scales stay there; host ones are checked for
+    finiteness here, where reading them is free, and moved there)."""
     out = []
     for name, s in (("scale_a", sa), ("scale_b", sb)):
         if is_torch(s):
@@ -135,7 +136,12 @@ def _scales(sa: Any, sb: Any, where: str) -> list[Any]:
         arr = np.asarray(s)
         if arr.dtype != np.float32 and not (arr.ndim == 0 and arr.dtype.kind in "fi"):
             raise BadInputError(f"{name}: float32 scales are expected, got {arr.dtype}")
-        out.append(np.ascontiguousarray(arr, dtype=np.float32))
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        if where != "host":
+            if not np.isfinite(arr).all():
+                raise BadInputError(f"{name}: holds a non-finite value; scales must be finite")
+            arr = sys.modules["torch"].as_tensor(arr, device=where)
+        out.append(arr)
     return out
 
 
@@ -191,22 +197,11 @@ def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any) -> tuple[Any, dic
         raise BadInputError(f"out_dtype: {shown(out_dtype)} is not one of fp32, bf16, fp16, int32")
     layout, b_fed = _b_layout(b)
     op = _op(m, n, k, da, OUTPUTS[key], mode, layout)
-    # a row-major A the kernels read densely: a strided view of one is copied (the copy is the kernel's buffer)
-    feeds = {"a": a if _dense(a) else (np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a.contiguous()),
-             "b": b_fed}
+    # a strided view of A is copied (on a GPU the copy is the kernel's buffer: no launch of it is prepared)
+    feeds = {"a": _row_major(a), "b": b_fed}
     if mode != "none":
         if isinstance(sa, np.ndarray) and isinstance(sb, np.ndarray):  # (a device's are checked where they are)
             op.check_scales({"scale_a": sa, "scale_b": sb})
-        if _where(a) != "host":  # host scales (numbers, arrays) beside a device's operands: checked, then moved
-            torch = sys.modules["torch"]
-            moved = []
-            for name, s in (("scale_a", sa), ("scale_b", sb)):
-                if isinstance(s, np.ndarray):
-                    if not np.isfinite(s).all():
-                        raise BadInputError(f"{name}: holds a non-finite value; scales must be finite")
-                    s = torch.as_tensor(s, device=a.device)
-                moved.append(s)
-            sa, sb = moved
         feeds |= {"scale_a": sa, "scale_b": sb}
     return op, feeds
 
@@ -221,6 +216,13 @@ def _op(m: int, n: int, k: int, dtype: DType, out: DType, scale: str, layout: st
 
 def _dense(x: Any) -> bool:
     return bool(x.flags.c_contiguous) if isinstance(x, np.ndarray) else bool(x.is_contiguous())
+
+
+def _row_major(x: Any) -> Any:
+    """``x`` where it is dense row-major, else a dense copy (the kernels read A densely)."""
+    if _dense(x):
+        return x
+    return np.ascontiguousarray(x) if isinstance(x, np.ndarray) else x.contiguous()
 
 
 def _b_layout(b: Any) -> tuple[str, Any]:
@@ -350,8 +352,7 @@ class _Fast:
         op = self.op
         if not self.numpy:
             a, b = a.detach(), b.detach()
-        if not _dense(a):  # as the checked path feeds it (the key pins the strides: every call of it is strided)
-            a = np.ascontiguousarray(a) if self.numpy else a.contiguous()
+        a = _row_major(a)  # as the checked path feeds it (the key pins the strides: every call of it is alike)
         bt = b.T if self.numpy else b.t()
         arrays = [a, bt if self.col else b]
         if op.scale != "none":

@@ -6,7 +6,8 @@
 # 6. block128 beside torch's block-scaled _scaled_mm (and bf16 cuBLAS, per-tensor FP8), 7. rows outside the suites,
 # 8. `tracea bench --suite llm-gemm-fp8` and `--suite llm-gemm-int8` as a user types them, 9. Nsight Compute over one
 # launch of the FP8 hero and of the bf16 GEMM's on PROFILE_SHAPE (2048 4096 4096), 10. tracea.ops' host time a call
-# beside torch._scaled_mm and the ops and export GPU tests of the scaled GEMM.
+# beside torch._scaled_mm and the ops and export GPU tests of the scaled GEMM, 11. the FP8 rows without and with the
+# overlap of a tile's stores with the next tile's first k step (scaled_gemm.AHEAD; --ahead 0 and 1).
 #     bash benchmarks/gpu/scaled_gemm_checks.sh
 # Knobs: PARTS ("1 2 3"), SWEEP (set: --sweep), MATCH (""), ROWS_S (seconds a rows part may take: 150), PYTEST_K
 # (none), PROFILE_SHAPE, PROFILE_VENDOR ("--vendor": cuBLASLt's kernel profiled too). The calls of docs/device-runs/h200-fp8-int8-gemm/ (its README) set these per call.
@@ -43,9 +44,10 @@ for part in ${PARTS:-1 2 3}; do
     # every launch of the FP8 kernel, the bf16 GEMM's and (with PROFILE_VENDOR=--vendor) cuBLASLt's nvjet kernel
     timeout 240 $NCU --clock-control none -k regex:"tr_wgmma_gemm|nvjet|gemm" --section SpeedOfLight \
       --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section LaunchStats --section Occupancy --section SchedulerStats --section MemoryWorkloadAnalysis_Tables \
       $PY benchmarks/gpu/scaled_gemm_profile.py ${PROFILE_SHAPE:-2048 4096 4096} ${PROFILE_VENDOR:-} \
       > "$RES/ncu_profile.txt" 2>&1
-    echo "ncu rc=$?"; grep -E "profiled|rel err|Duration|Throughput|Pipe|Stall|Bank|Issue Slots|Executed Ipc|L2 Hit" \
+    echo "ncu rc=$?"; grep -E "profiled|rel err|Duration|Throughput|Pipe|Stall|Bank|Issue Slots|Executed Ipc|L2 Hit|Cluster|Grid Size|Block Size|Registers|Shared Memory Config" \
       "$RES/ncu_profile.txt" | cut -c1-150 | head -60 ;;
   10)  # the user's side: tracea.ops' host time a call (and its prepared launch), exported CUDA packages
     timeout 90 $PY benchmarks/bench_ops_host.py --cuda --calls 100 --blocks 11 > "$RES/ops_host.txt" 2>&1
@@ -53,6 +55,12 @@ for part in ${PARTS:-1 2 3}; do
     timeout 120 $PY -m pytest -q -p no:cacheprovider -n 4 tests/emitters/cuda/test_cuda_wgmma_scaled_gpu.py \
       tests/export/test_export_gpu.py -k "tracea_ops or (package and scaled)" -rA > "$RES/ops_export_tests.txt" 2>&1
     echo "ops/export tests rc=$?"; tail -3 "$RES/ops_export_tests.txt" | cut -c1-300 ;;
+  11)  # the FP8 tiles without (--ahead 0) and with the overlap of a tile's stores with the next tile's first step
+    for a in 0 1; do
+      timeout ${ROWS_S:-90} $PY benchmarks/gpu/scaled_gemm_gpu.py --part rows --rows fp8 --ahead $a --match "${MATCH:-}" \
+        --budget $(( ${ROWS_S:-90} - 25 )) > "$RES/rows_ahead$a.txt" 2>&1
+      echo "ahead $a rc=$?"; cut -c1-130 "$RES/rows_ahead$a.txt" | grep -vE "^\s*$|vendor:"
+    done ;;
   8)
     for suite in llm-gemm-fp8 llm-gemm-int8; do
       COLUMNS=240 timeout 150 $PY -m tracea bench --suite $suite --backend cuda > "$RES/suite_$suite.txt" 2>&1

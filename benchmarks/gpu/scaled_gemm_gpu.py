@@ -6,7 +6,8 @@
 ``check`` builds each (op, schedule) of ``CASES`` (FP8 e4m3/e5m2 and int8; tensor, row, block128 and no scales; bf16,
 fp16, fp32 and int32 out; tile, split-K, cluster, ping-pong and swapped schedules; M, N, K off the tiles) and checks
 its output against the float64 reference on two fresh random inputs (``--small``: the few small ones, for
-compute-sanitizer). ``rows`` runs ``bench`` (verified on fresh random inputs, then timed beside the vendor with CUDA
+compute-sanitizer); ``--ahead 0`` renders the FP8 tiles without the overlap of a tile's stores with the next
+tile's first steps (a probe beside the kernel's own). ``rows`` runs ``bench`` (verified on fresh random inputs, then timed beside the vendor with CUDA
 events, L2 flushed before each call) over the llm-gemm shapes: ``fp8`` (e4m3, row scales, bf16 out) and ``fp8-tensor``
 against ``torch._scaled_mm`` (cuBLASLt, its default accumulation), ``int8`` (int32 out) against ``torch._int_mm``,
 ``block`` (1x128 / 128x128 scales) against torch's block-scaled ``_scaled_mm`` where it has one (the baseline times
@@ -76,6 +77,12 @@ def _cases() -> list[tuple[ScaledGemm, W, bool]]:
           (ScaledGemm(300, 520, 2048, "fp8e4m3", "fp32", "row"), dataclasses.replace(WIDE, split=2, store="direct"),
            False),
           (ScaledGemm(512, 768, 1024, "fp8e4m3", "bf16", "tensor"), dataclasses.replace(WIDE, cluster=2), False)]
+    # more tiles than blocks: each block stores a tile while the next one's first steps run (promotion._overlapped);
+    # odd and even k-step counts, one k step (the walk without the overlap), edges, direct stores
+    c += [(ScaledGemm(2000, 2100, 1152, "fp8e4m3", "bf16", "row"), TILE, True),
+          (ScaledGemm(1536, 2048, 128, "fp8e4m3", "fp16", "tensor"), TILE, True),
+          (ScaledGemm(1100, 2500, 1024, "fp8e5m2", "fp32", "row"), dataclasses.replace(TILE, store="direct"), False),
+          (ScaledGemm(4096, 4096, 256, "fp8e4m3", "bf16", "row"), TILE, False)]
     return c
 
 
@@ -222,9 +229,13 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--producer-regs", type=int, default=0, help="registers the producer keeps (0: the schedule's)")
     ap.add_argument("--fast-accum", action="store_true", help="probe: FP8 accumulated by the tensor cores alone")
+    ap.add_argument("--ahead", type=int, default=-1, help="probe: the next tile's k steps issued before a tile is "
+                    "stored (0: none; -1: the kernel's own, scaled_gemm.AHEAD)")
     ap.add_argument("--match", default="", help="comma-separated parts of the rows' labels")
     ap.add_argument("--budget", type=float, default=1e9)
     a = ap.parse_args()
+    if a.ahead >= 0:
+        sg.AHEAD = a.ahead
     if a.part == "check":
         raise SystemExit(1 if check(a.small) else 0)
     if a.producer_regs:

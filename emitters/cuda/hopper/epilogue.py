@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 from ... import gpu_epilogue
 from ...cstyle import CodeWriter
-from ...gpu_epilogue import Dest, Loop, Operands, Style, Walk, element_ops, pack2
+from ...gpu_epilogue import Dest, Loop, Operands, Style, Walk, element_ops
 from ...layout import TileLayout
 from ..render import CudaRenderer
+from .ptx import PACK2
 from .schedule import C_ATOM_BYTES, ELEM_BYTES, SWIZZLE, WgmmaSchedule
 
 
@@ -96,8 +97,8 @@ def _staged_stores(sched: WgmmaSchedule, r: CudaRenderer, when: str, atoms: int 
 
 def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
                 dequant: tuple[str, ...] = ()) -> None:
-    """One 64 x 64 atom of C: the epilogue applied, two values packed per 32-bit shared store at the
-    atom's 128B-swizzled offset."""
+    """One 64 x 64 atom of C: the epilogue applied, two values packed by one conversion (``PACK2``) per 32-bit
+    shared store at the atom's 128B-swizzled offset."""
     lay = TileLayout(64, 64, ELEM_BYTES, "row", swizzle=SWIZZLE)
     w("#pragma unroll")
     w("for (int jj = 0; jj < 8; ++jj) {")
@@ -115,7 +116,7 @@ def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str,
         w("            " + line)
     w("            out[e] = v;")
     w("        }")
-    w(f"        const uint32_t word = {pack2(r.converters(dtype)[1], 'out[0]', 'out[1]')};")
+    w(f"        const uint32_t word = {PACK2[dtype]}(out[0], out[1]);")
     w("        " + r.asm("st.shared.b32", addr=f"buf + {lay.c_offset('r_in', 'c_in')}", value="word"))
     w("    }")
     w("}")

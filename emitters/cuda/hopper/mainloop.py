@@ -295,21 +295,30 @@ def consumer_branch(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, stores: An
     the promoted mainloop (``promotion.Fold``) instead of one accumulation over the whole k range."""
     w = CodeWriter()
     spread = sched.split != 1 and sched.split_fix == "spread"
-    w.extend(_consumer_entry(sched, r, walk, acc, fold))
+    epilogue = f"""            /* wgmma m64nN accumulator layout: thread (warp, lane) holds rows warp*16 + lane/4 (+8),
+               columns 8*j + 2*(lane%4) (+1) in acc[4j..4j+3] = (r, c), (r, c+1), (r+8, c), (r+8, c+1). */
+            const int row0 = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4;
+            const int col0 = tn * {sched.bn} + 2 * (lane % 4);
+            {stores.tma(_store_when(sched))}"""
+    w.extend(_consumer_decls(sched, r, acc, fold))
+    ahead = fold is not None and fold.ahead
+    if ahead:  # (promotion.py: the next tile's first steps issued before the tile before is stored)
+        w.extend(f"        if (k_iters >= {fold.ahead}) {{")
+        w.extend(fold.overlapped(sched, r, walk, epilogue + "\n" + stores.direct(groups=spread)))
+        w.extend("        } else {")
+    w.extend(_tile_head(sched, r, walk, acc))
     if fold is None:
         w.extend(_consumer_mainloop(sched, a_k, b_k, proxy_fence, r, walk, acc))
     else:
         w.extend(fold.mainloop(sched, r, walk))  # (promotion.py: it reads this module's layouts and barriers)
     if fixup := walk.fixup(r):
         w.extend(fixup)
-    w.extend(f"""            /* wgmma m64nN accumulator layout: thread (warp, lane) holds rows warp*16 + lane/4 (+8),
-               columns 8*j + 2*(lane%4) (+1) in acc[4j..4j+3] = (r, c), (r, c+1), (r+8, c), (r+8, c+1). */
-            const int row0 = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4;
-            const int col0 = tn * {sched.bn} + 2 * (lane % 4);
-            {stores.tma(_store_when(sched))}""")
+    w.extend(epilogue)
     w.extend(stores.direct(groups=spread))
-    w.extend(f"""        }}
-        {stores.drain()}
+    w.extend("        }")
+    if ahead:
+        w.extend("        }")
+    w.extend(f"""        {stores.drain()}
     }}
     {_cluster_exit(sched, r)}
 }}""")
@@ -325,11 +334,9 @@ def _store_when(sched: WgmmaSchedule) -> str:
     return when + (f" && tn * {sched.bn} < N" if sched.cluster_axis == "n" else "")
 
 
-def _consumer_entry(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, acc: str = "float",
-                    fold: Any = None) -> str:
-    """Registers taken, the accumulators declared (of C type ``acc``; with the k step's products beside them when
-    ``fold`` promotes: as many sets as it keeps), and the head of the consumer's tile walk: its tile's coordinates,
-    where the ring stands at the tile's first k step, the ping-pong turn, zeroed sums."""
+def _consumer_decls(sched: WgmmaSchedule, r: CudaRenderer, acc: str = "float", fold: Any = None) -> str:
+    """Registers taken and the accumulators declared (of C type ``acc``; with the k step's products beside them
+    when ``fold`` promotes: as many sets as it keeps)."""
     m_slices, n_regs = sched.m_slices, sched.bn // 2
     step = fold.declarations(m_slices, n_regs, acc) if fold is not None else ""
     return f"""    }} else {{
@@ -340,13 +347,18 @@ def _consumer_entry(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, acc: str =
         const int part = {"0" if sched.pingpong else "cw"}, walk = {"cw" if sched.pingpong else "0"};
         {acc} acc[{m_slices}][{n_regs}];{step}
         int cstep = 0;  /* TMA-store epilogue: which staging atom is next */
-        (void)cstep;
-{walk.consumer_loop()}
+        (void)cstep;"""
+
+
+def _tile_head(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, acc: str = "float") -> str:
+    """The head of the consumer's tile walk: its tile's coordinates, where the ring stands at the tile's first k
+    step, the ping-pong turn, zeroed sums."""
+    return f"""{walk.consumer_loop()}
             {_turn_wait(sched)}
             #pragma unroll
-            for (int i = 0; i < {m_slices}; ++i) {{
+            for (int i = 0; i < {sched.m_slices}; ++i) {{
                 #pragma unroll
-                for (int j = 0; j < {n_regs}; ++j) acc[i][j] = {"0.0f" if acc == "float" else "0"};
+                for (int j = 0; j < {sched.bn // 2}; ++j) acc[i][j] = {"0.0f" if acc == "float" else "0"};
             }}"""
 
 

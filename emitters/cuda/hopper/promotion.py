@@ -32,7 +32,8 @@ class Fold:
     ahead of the k loop (once a product set); ``factor``: a C
     expression of ``i`` (m slice), ``j`` (accumulator) and ``c`` (column part) that multiplies a product ("": none);
     ``chunks``: column parts (``buffers`` 1 only); ``buffers``: sets of step products (2: a step issued while the one
-    before is added)."""
+    before is added); ``ahead`` (two sets, a walk of whole tiles, nothing in ``before``): the next tile's first
+    ``ahead`` steps issued before the tile before it is stored (``overlapped``), 0: none."""
 
     before: str = ""
     factor: str = ""
@@ -40,6 +41,7 @@ class Fold:
     buffers: int = 1
     names: tuple[str, ...] = ()
     decl: str = ""
+    ahead: int = 0
 
     def declarations(self, m_slices: int, n_regs: int, acc: str) -> str:
         """The step products' registers, declared beside ``acc``."""
@@ -58,6 +60,11 @@ class Fold:
                 #pragma unroll
                 for (int j = 0; j < {sched.bn // 2}; ++j) {r.asm("compiler.pin", value="acc[i][j]")}
             }}"""
+
+    def overlapped(self, sched: WgmmaSchedule, r: CudaRenderer, walk: Any, epilogue: str) -> str:
+        """The consumers' walk with each tile's epilogue moved after the next tile's first ``ahead`` steps are
+        issued (``_overlapped``); ``epilogue`` stores the tile (``tm``, ``tn``) from ``acc``."""
+        return _overlapped(sched, r, walk, self, epilogue)
 
     def renamed(self, text: str, b: int) -> str:
         """``text`` with ``names`` (and ``step_acc``) of product set ``b``."""
@@ -182,3 +189,91 @@ def _double(sched: WgmmaSchedule, walk: Any, fold: Fold) -> str:
                     {add(0, 0)}
                 }}
             }}"""
+
+
+def _step(sched: WgmmaSchedule, g: dict[str, int], b: int) -> str:
+    """One k step issued into product set ``b`` on ring stage ``s`` once it is full; the ring advanced (``ps``: its
+    stage, ``pp``: the step before's)."""
+    return f"""tr_mbar_wait(bars + 8u * s, phase);
+                {{
+                {_stage_bases(sched, g)}
+                {_issue(sched, g, f"step_acc{b}")}
+                }}
+                pp = ps; ps = s; if (++s == {sched.stages}) {{ s = 0; phase ^= 1u; }}"""
+
+
+def _added(sched: WgmmaSchedule, b: int, wait: int = 1) -> str:
+    """Set ``b``'s step awaited (``wait_group wait``), its stage released, its products added into the sums."""
+    return f"""TR_WGMMA_WAIT({wait});
+                if (lane == 0) {_release("pp" if wait else "ps", sched)}
+                {{
+                {_add(sched, f"step_acc{b}", "", sched.bn // 2)}
+                }}"""
+
+
+def _stored(epilogue: str, when: str) -> str:
+    """The stores of the tile whose sums ``acc`` holds (``ptm``, ``ptn``), in a ``do ... while (0)`` that the
+    epilogue's ``continue`` leaves."""
+    store = epilogue.replace("\n", "\n    ")
+    return f"""if (ptm >= 0) {{  /* the tile before, stored {when} */
+                const int tm = ptm, tn = ptn;
+                do {{
+    {store}
+                }} while (0);
+            }}"""
+
+
+def _overlapped(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, fold: Fold, epilogue: str) -> str:
+    """Two product sets over a walk of whole tiles, the tile before stored while this one's first steps run: at a
+    tile's head its first ``fold.ahead`` steps (1 or 2) are issued, then the sums ``acc`` still hold, of the tile
+    before (``ptm``, ``ptn``), are stored (``_stored``), and only then are this tile's products added. The tensor
+    cores so run one or two steps (about 0.3 us each on 128 x 128) while the consumers scale, convert and store; the
+    last tile is stored after the walk. Every tile ends with no group in flight, and the state at each join is one:
+    the sets in flight before the stores on both sides of ``ptm >= 0``, set ``ahead - 1`` at the head of the pairs
+    (``ahead`` 2 runs ``_double``'s pairs with the sets' roles exchanged), so ptxas injects no wait. Needs
+    ``k_iters >= ahead`` (the caller's branch). ``ahead`` 2 holds three sets of sums through the stores: ptxas
+    serializes the wgmmas and spills (NVRTC 13.0, 128 x 128), so the kernel takes 1 (``scaled_gemm.AHEAD``)."""
+    g = _geometry(sched)
+    first, end = walk.k_bounds()
+    ahead = fold.ahead
+    stored = _stored(epilogue, "while this tile's first steps run")
+    init = "step_acc0[i][j]" if ahead == 2 else "0.0f"
+    zero = f"""#pragma unroll
+            for (int i = 0; i < {sched.m_slices}; ++i) {{
+                #pragma unroll
+                for (int j = 0; j < {sched.bn // 2}; ++j) acc[i][j] = {init};
+            }}"""
+    x, y = (0, 1) if ahead == 2 else (1, 0)  # the set issued first in a pair, and the other
+    head = f"{_step(sched, g, 0)}\n            {_step(sched, g, 1)}" if ahead == 2 else _step(sched, g, 0)
+    wait0 = f"""TR_WGMMA_WAIT(1);  /* step 0 done: the sums start from its products */
+            if (lane == 0) {_release("pp", sched)}
+            """ if ahead == 2 else ""
+    pin = r.asm("compiler.pin", value="acc[i][j]")
+    return f"""        int ptm = -1, ptn = 0;  /* the tile whose sums acc holds until they are stored */
+{walk.consumer_loop()}
+            uint32_t ps = 0, pp = 0;  /* the stages of the last step issued and of the one before */
+            {head}
+            {stored}
+            {wait0}{zero}
+            int kk = ({first}) + {ahead};
+            for (; kk + 1 < ({end}); kk += 2) {{
+                {_step(sched, g, x)}
+                {_added(sched, y)}
+                {_step(sched, g, y)}
+                {_added(sched, x)}
+            }}
+            if (kk < ({end})) {{
+                {_step(sched, g, x)}
+                {_added(sched, y)}
+                {_added(sched, x, 0)}
+            }} else {{
+                {_added(sched, y, 0)}
+            }}
+            #pragma unroll
+            for (int i = 0; i < {sched.m_slices}; ++i) {{
+                #pragma unroll
+                for (int j = 0; j < {sched.bn // 2}; ++j) {pin}
+            }}
+            ptm = tm; ptn = tn;
+        }}
+        {_stored(epilogue, "after the walk: nothing else runs")}"""

@@ -12,6 +12,7 @@ from ...cstyle import CodeWriter
 from ..render import CudaRenderer
 
 PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}  # the PTX names of the 16-bit input types
+PACK2 = {"bf16": "tr_f2bf2", "fp16": "tr_f2h2"}  # DEVICE_LIB's packed conversions of two fp32 values
 # the 8-bit input types: (PTX name, accumulator's PTX type, its C type, its inline-asm constraint)
 PTX_TYPE_8BIT = {"fp8e4m3": ("e4m3", "f32", "float", "f"), "fp8e5m2": ("e5m2", "f32", "float", "f"),
                  "int8": ("s8", "s32", "int", "r")}
@@ -57,6 +58,18 @@ static __device__ __forceinline__ void tr_tma_store_2d(const TrTensorMap* map, i
 }
 static __device__ __forceinline__ void tr_prefetch_map(const TrTensorMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" :: "l"((uint64_t)map) : "memory");
+}
+/* Two fp32 values as one word of 16-bit C, ``lo`` in the low half, rounded to nearest even by one instruction
+   (the epilogue's staging stores: the per-value software rounding took ~6 instructions a value). */
+static __device__ __forceinline__ uint32_t tr_f2bf2(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+static __device__ __forceinline__ uint32_t tr_f2h2(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
 }
 /* wgmma shared-memory descriptor: start, LBO, SBO in 16-byte units; layout type 1 = 128B swizzle. */
 static __device__ __forceinline__ uint64_t tr_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {

@@ -49,6 +49,7 @@ from .space import search_space
 PARAMS = ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "M", "N", "K", "store_tma")
 C_TYPES = {"bf16": "uint16_t", "fp16": "uint16_t", "fp32": "float", "int32": "int"}
 BLOCK = 128  # block128's block, and the k of one stage (128 8-bit values)
+AHEAD = 1  # two product sets: the next tile's steps issued before a tile is stored (``promotion._overlapped``)
 
 
 def byte_view(op: Any) -> Any:
@@ -136,7 +137,8 @@ def _fold(op: Any, sched: WgmmaSchedule) -> Fold | None:
         return None
     sets, chunks = fold_form(sched) or (1, 1)
     if op.scale != "block128":
-        return Fold(chunks=chunks, buffers=sets)
+        ahead = AHEAD if sets == 2 and sched.split == 1 and not sched.pingpong else 0
+        return Fold(chunks=chunks, buffers=sets, ahead=ahead)
     ms, width = sched.m_slices, sched.bn // chunks
     before = (f"for (int i = 0; i < {ms * 2}; ++i) {{  /* this thread's rows: A's block scales */\n"
               f"                    const int r = tm * {sched.bm} + part * {sched.wm} + warp * 16 + lane / 4 + (i >> 1) * 64"
@@ -176,21 +178,29 @@ def scale_pass(op: Any, sched: WgmmaSchedule) -> str:
         return (f"#pragma unroll\nfor (int i = 0; i < {ms}; ++i) {{\n    #pragma unroll\n"
                 f"    for (int j = 0; j < {4 * groups}; ++j) acc[i][j] *= sab;\n}}\n")
     row_scale, col_scale = ("scale_b", "scale_a") if sched.swap else ("scale_a", "scale_b")
-    return f"""#pragma unroll
+    return f"""{{
+float srow[{ms}][2];  /* the thread's rows' scales */
+#pragma unroll
 for (int i = 0; i < {ms}; ++i) {{
     #pragma unroll
     for (int h = 0; h < 2; ++h) {{
         const int r = row0 + i * 64 + h * 8;
-        const float sr = r < M ? __ldg({row_scale} + r) : 0.0f;
+        srow[i][h] = r < M ? __ldg({row_scale} + r) : 0.0f;
+    }}
+}}
+#pragma unroll
+for (int j = 0; j < {groups}; ++j) {{
+    #pragma unroll
+    for (int e = 0; e < 2; ++e) {{  /* each of the thread's columns' scales read once */
+        const int c = col0 + j * 8 + e;
+        const float sc = c < N ? __ldg({col_scale} + c) : 0.0f;
         #pragma unroll
-        for (int j = 0; j < {groups}; ++j) {{
+        for (int i = 0; i < {ms}; ++i) {{
             #pragma unroll
-            for (int e = 0; e < 2; ++e) {{
-                const int c = col0 + j * 8 + e;
-                acc[i][4 * j + 2 * h + e] *= sr * (c < N ? __ldg({col_scale} + c) : 0.0f);
-            }}
+            for (int h = 0; h < 2; ++h) acc[i][4 * j + 2 * h + e] *= srow[i][h] * sc;
         }}
     }}
+}}
 }}
 """
 

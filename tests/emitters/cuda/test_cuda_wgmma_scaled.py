@@ -154,6 +154,20 @@ def test_every_scaling_mode_compiles_for_sm90a_without_spills(nvrtc, op, sched):
     m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert m and m.groups() == ("0", "0", "0"), (sched.name, log[-400:])
     assert "C7517" not in log, log  # no wait of ptxas's own between a step's issue and the last one's additions
+    assert "C7511" not in log, log  # nor wgmmas serialized for want of registers (the overlapped walk's risk)
+
+
+def test_two_product_sets_store_a_tile_while_the_next_ones_first_step_runs():
+    op = ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "row")
+    src = sg.render(op, TILE)
+    head = src.index("int ptm = -1")
+    issued, stored = src.index("tr_wgmma(step_acc0", head), src.index("if (ptm >= 0)", head)
+    assert issued < stored < src.index("TR_WGMMA_WAIT", head)  # issued, then the tile before stored, then awaited
+    assert "if (k_iters >= 1) {" in src and src.count("} while (0);") == 2  # in the walk, and after it
+    assert src.index("__ldg(scale_b + c)", stored) < src.index("tr_f2bf2(out[0], out[1])", stored)
+    for form in (dataclasses.replace(TILE, split=2), W(bm=64, bn=128, stages=6, consumers=2, pingpong=True)):
+        assert "int ptm" not in sg.render(op, form)  # split-K's units and ping-pong's turns walk as before
+    assert "int ptm" not in sg.render(ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "block128"), TILE)
 
 
 def test_the_planner_ranks_the_next_variant_where_the_kernel_refuses_the_op():

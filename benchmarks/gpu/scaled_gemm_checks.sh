@@ -35,7 +35,7 @@ for part in ${PARTS:-1 2 3}; do
       echo "$tool rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|WRONG|check:' "$RES/sanitize_$tool.txt" | tr '\n' ' ')"
     done ;;
   3) rows fp8 rows_fp8.txt ;;
-  4) MATCH=${TENSOR_MATCH:-$MATCH} rows fp8-tensor rows_fp8_tensor.txt ;;
+  4) MATCH=${TENSOR_MATCH:-${MATCH:-}} rows fp8-tensor rows_fp8_tensor.txt ;;
   5) rows int8 rows_int8.txt ;;
   6) rows block rows_block.txt ;;
   7) rows edge rows_edge.txt ;;

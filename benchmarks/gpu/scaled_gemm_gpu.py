@@ -82,7 +82,12 @@ def _cases() -> list[tuple[ScaledGemm, W, bool]]:
     c += [(ScaledGemm(2000, 2100, 1152, "fp8e4m3", "bf16", "row"), TILE, True),
           (ScaledGemm(1536, 2048, 128, "fp8e4m3", "fp16", "tensor"), TILE, True),
           (ScaledGemm(1100, 2500, 1024, "fp8e5m2", "fp32", "row"), dataclasses.replace(TILE, store="direct"), False),
-          (ScaledGemm(4096, 4096, 256, "fp8e4m3", "bf16", "row"), TILE, False)]
+          (ScaledGemm(4096, 4096, 256, "fp8e4m3", "bf16", "row"), TILE, False),
+          # 64 x 64 on one consumer (the few-row hero): more tiles than blocks, odd k steps, edges
+          (ScaledGemm(200, 4000, 768, "fp8e4m3", "bf16", "row"), W(bm=64, bn=64, stages=12, consumers=1, store="tma",
+                                                                 l2_hint="first"), True),
+          (ScaledGemm(130, 4100, 1152, "fp8e5m2", "fp16", "tensor"), W(bm=64, bn=64, stages=12, consumers=1,
+                                                                      store="tma"), False)]
     return c
 
 
@@ -164,7 +169,13 @@ def candidates(op: ScaledGemm) -> list[W]:
                  stages=5, l2_hint="first"), dataclasses.replace(NARROW, bn=192, store="tma", split=0, stages=5,
                  l2_hint="first"), dataclasses.replace(TILE, split=2, stages=5),
                  dataclasses.replace(NARROW, bn=256, store="tma", split=0, stages=4, l2_hint="first"),
-                 dataclasses.replace(WIDE, split=0, l2_hint="first")]
+                 dataclasses.replace(WIDE, split=0, l2_hint="first"),
+                 # 64 x 64 tiles unsplit (cuBLASLt's per-tensor tile at 128 x 4096 x 4096: 64 x 64, 13 stages), two
+                 # product sets with the stores overlapped; and split
+                 W(bm=64, bn=64, stages=12, consumers=1, store="tma"),
+                 W(bm=64, bn=64, stages=12, consumers=1, store="tma", l2_hint="first"),
+                 W(bm=64, bn=64, stages=8, consumers=1, store="tma"),
+                 W(bm=64, bn=64, stages=12, consumers=1, store="tma", split=0)]
     elif int8:
         forms = [W(bm=128, bn=256, stages=4, consumers=2, store=hero.store), W(bm=128, bn=128, stages=6, consumers=2,
                  store=hero.store), W(bm=128, bn=256, stages=4, consumers=2, cluster=2, store=hero.store),
@@ -212,16 +223,19 @@ def rows(which: str, sweep: bool, match: str, budget: float) -> None:
             print(f"    vendor: {r.baseline_name}", flush=True)
             said = True
         for s in candidates(op) if sweep else ():
+            if ONLY and not any(x in s.name for x in ONLY.split(",")):
+                continue
             rr = bench(op, HOST, backend="cuda", variant=VARIANT, repeats=30, tuned=lambda _o, _v, s=s: s.to_json())
             line(op, "sweep", s.name, rr)
 
 
 HOST = None
 HOST_SMS = 132
+ONLY = ""
 
 
 def main() -> None:
-    global HOST, HOST_SMS
+    global HOST, HOST_SMS, ONLY
     ap = argparse.ArgumentParser()
     ap.add_argument("--part", choices=("check", "rows"), required=True)
     ap.add_argument("--small", action="store_true")
@@ -232,8 +246,10 @@ def main() -> None:
     ap.add_argument("--ahead", type=int, default=-1, help="probe: the next tile's k steps issued before a tile is "
                     "stored (0: none; -1: the kernel's own, scaled_gemm.AHEAD)")
     ap.add_argument("--match", default="", help="comma-separated parts of the rows' labels")
+    ap.add_argument("--only", default="", help="comma-separated parts of the swept schedules' names (--sweep)")
     ap.add_argument("--budget", type=float, default=1e9)
     a = ap.parse_args()
+    ONLY = a.only
     if a.ahead >= 0:
         sg.AHEAD = a.ahead
     if a.part == "check":

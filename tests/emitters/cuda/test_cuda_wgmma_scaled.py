@@ -85,7 +85,14 @@ def test_the_heroes():
     assert sg.hero_schedule(ScaledGemm(24, 4096, 4096, "int8", "int32", "none"), 132).bn == 24
     assert sg.hero_schedule(ScaledGemm(40, 4096, 4096, "int8", "int32", "none"), 132).bn == 48  # integer n
     small = sg.hero_schedule(ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16", "row"), 132)
-    assert (small.bm, small.bn, small.consumers, small.split) == (64, 128, 1, 0)
+    assert (small.bm, small.bn, small.consumers, small.split) == (64, 64, 1, 1)  # one wave of 128 tiles
+    assert sg.fold_form(small) == (2, 1) and "int ptm" in sg.render(ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16",
+                                                                               "row"), small)
+    assert sg.hero_schedule(ScaledGemm(128, 4096, 14336, "fp8e4m3", "bf16", "tensor"), 132) == small  # long K too
+    for op in (ScaledGemm(256, 4096, 4096, "fp8e4m3", "bf16", "tensor"),
+               ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16", "block128")):  # two waves of 64 x 64; block scales
+        split = sg.hero_schedule(op, 132)
+        assert (split.bm, split.bn, split.consumers, split.split) == (64, 128, 1, 0), op
     big = sg.hero_schedule(ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp32", "row"), 132)
     assert (big.bm, big.bn, big.consumers, big.store) == (128, 128, 2, "direct") and sg.fold_form(big) == (2, 1)
     blocks = sg.hero_schedule(ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "block128"), 132)

@@ -141,17 +141,25 @@ FP8_VALUES = {d: _fp8_values(d) for d in (DType.FP8E4M3, DType.FP8E5M2)}
 
 def fp8_from_float(x: np.ndarray, dtype: DType) -> np.ndarray:
     """Real values -> FP8 codes, to nearest (ties to the even code), saturated to the largest finite value (an
-    infinity too); NaN stays NaN."""
-    x = np.asarray(x, dtype=np.float64)
-    table = FP8_VALUES[dtype][:128]
-    finite = table[: int(np.flatnonzero(table == dtype.max_finite)[0]) + 1]  # codes 0.. max, increasing
-    mag = np.minimum(np.abs(np.nan_to_num(x, nan=0.0)), dtype.max_finite)
-    hi = np.minimum(np.searchsorted(finite, mag), len(finite) - 1)
-    lo = np.maximum(hi - 1, 0)
-    d_lo, d_hi = mag - finite[lo], finite[hi] - mag
-    code = np.where((d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0)), hi, lo).astype(np.uint8)
-    code = np.where(np.signbit(x), code | 0x80, code).astype(np.uint8)
-    return np.where(np.isnan(x), np.uint8(0x7F), code).astype(np.uint8)
+    infinity too); NaN stays NaN. On the float64 bits, as hardware converters do: rounding half to even at the
+    type's last mantissa bit is an integer add (a carry moves into the exponent), the code is the rebiased exponent
+    and the kept mantissa bits; magnitudes under the smallest normal are counted in subnormal steps instead."""
+    shape = np.shape(x)
+    x = np.asarray(x, dtype=np.float64).reshape(-1)
+    man_bits, bias = (3, 7) if dtype is DType.FP8E4M3 else (2, 15)
+    mag = np.abs(x)
+    np.minimum(mag, dtype.max_finite, out=mag)  # (NaN stays NaN, and is set below)
+    shift = 52 - man_bits
+    u = mag.view(np.uint64)
+    u = u + ((u >> np.uint64(shift)) & np.uint64(1)) + np.uint64((1 << (shift - 1)) - 1)
+    u >>= np.uint64(shift)  # exponent and kept mantissa bits, rounded
+    code = (u - np.uint64((1023 - bias) << man_bits)).astype(np.uint8)
+    sub = mag < 2.0 ** (1 - bias)
+    if sub.any():  # 0 .. 2^man_bits steps of the subnormal quantum (2^man_bits: the smallest normal's code)
+        code[sub] = np.rint(mag[sub] * 2.0 ** (bias - 1 + man_bits)).astype(np.uint8)
+    code[np.signbit(x)] |= np.uint8(0x80)
+    code[np.isnan(x)] = np.uint8(0x7F)
+    return code.reshape(shape)
 
 
 def to_storage(x: np.ndarray, dtype: DType) -> np.ndarray:

@@ -52,6 +52,28 @@ def test_fp8_rounding_is_to_nearest_even_and_saturating():
         assert np.array_equal(to_storage(to_float64(codes, d), d), codes)
 
 
+@pytest.mark.parametrize("d", [DType.FP8E4M3, DType.FP8E5M2])
+def test_fp8_rounding_matches_a_search_over_the_codes(d):
+    """The bit-level conversion against the plain definition: the nearest finite code, ties to the even code, on
+    every value, every midpoint between neighbours (and the doubles either side), subnormals and saturation."""
+    table = FP8_VALUES[d][:128]
+    finite = table[np.isfinite(table)]  # codes 0 .. max, increasing
+    mids = (finite[1:] + finite[:-1]) / 2
+    rng = np.random.default_rng(7)
+    x = np.concatenate([finite, mids, np.nextafter(mids, np.inf), np.nextafter(mids, -np.inf), [0.0, 5e-324, 1e300],
+                        rng.standard_normal(20000) * 10.0 ** rng.uniform(-4, 5, 20000)])
+    x = np.concatenate([x, -x])
+    mag = np.minimum(np.abs(x), d.max_finite)
+    dist = np.abs(mag[:, None] - finite[None, :])
+    best = dist.min(axis=1, keepdims=True)
+    ties = dist == best  # one or two codes: of two, the even one
+    expected = np.where(ties.sum(axis=1) > 1, np.argmax(ties & (np.arange(len(finite)) % 2 == 0), axis=1),
+                        np.argmax(ties, axis=1)).astype(np.uint8)
+    expected = np.where(np.signbit(x), expected | 0x80, expected)
+    assert np.array_equal(to_storage(x, d), expected)
+    assert to_storage(np.float64(-0.0), d) == 0x80 and to_storage(np.array([np.nan]), d)[0] == 0x7F
+
+
 def test_int_storage_rounds_and_saturates():
     assert list(to_storage(np.array([1.5, 2.5, -2.5, -200.0, 300.0, 127.4]), DType.INT8)) == [2, 2, -2, -128, 127, 127]
     assert to_storage(np.array([3e9]), DType.INT32)[0] == 2**31 - 1

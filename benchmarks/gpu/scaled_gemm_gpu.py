@@ -244,14 +244,14 @@ def main() -> None:
     ap.add_argument("--producer-regs", type=int, default=0, help="registers the producer keeps (0: the schedule's)")
     ap.add_argument("--fast-accum", action="store_true", help="probe: FP8 accumulated by the tensor cores alone")
     ap.add_argument("--ahead", type=int, default=-1, help="probe: the next tile's k steps issued before a tile is "
-                    "stored (0: none; -1: the kernel's own, scaled_gemm.AHEAD)")
+                    "stored, block scales too (0: none; -1: the kernel's own, scaled_gemm.AHEAD and BLOCK_AHEAD)")
     ap.add_argument("--match", default="", help="comma-separated parts of the rows' labels")
     ap.add_argument("--only", default="", help="comma-separated parts of the swept schedules' names (--sweep)")
     ap.add_argument("--budget", type=float, default=1e9)
     a = ap.parse_args()
     ONLY = a.only
     if a.ahead >= 0:
-        sg.AHEAD = a.ahead
+        sg.AHEAD = sg.BLOCK_AHEAD = a.ahead
     if a.part == "check":
         raise SystemExit(1 if check(a.small) else 0)
     if a.producer_regs:

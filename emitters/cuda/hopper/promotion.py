@@ -147,54 +147,37 @@ def _double(sched: WgmmaSchedule, walk: Any, fold: Fold) -> str:
     assert fold.chunks == 1, "two product sets take the tile's columns whole"
     g = _geometry(sched)
     first, end = walk.k_bounds()
-    n_regs = sched.bn // 2
-    advance = f"pp = ps; ps = s; if (++s == {sched.stages}) {{ s = 0; phase ^= 1u; }}"
-
-    def issue(b: int, step: str) -> str:
-        before = re.sub(r"\bkk\b", step, fold.renamed(fold.before, b))
-        return f"""{before}
-                    tr_mbar_wait(bars + 8u * s, phase);
-                    {{
-                    {_stage_bases(sched, g)}
-                    {_issue(sched, g, f"step_acc{b}")}
-                    }}
-                    {advance}"""
-
-    def add(b: int, wait: int = 1) -> str:
-        return f"""TR_WGMMA_WAIT({wait});
-                    if (lane == 0) {_release("pp" if wait else "ps", sched)}
-                    {{
-                    {_add(sched, f"step_acc{b}", fold.renamed(fold.factor, b), n_regs)}
-                    }}"""
-
     decl = "\n                ".join(fold.renamed(fold.decl, b) for b in range(2)) if fold.decl else ""
     return f"""            if (({end}) > ({first})) {{
                 uint32_t ps = 0, pp = 0;  /* the stages of the last step issued and of the one before */
                 {decl}
                 {{
-                    {issue(0, f"({first})")}
+                    {_step(sched, g, fold, 0, f"({first})")}
                 }}
                 int kk = ({first}) + 1;
                 for (; kk + 1 < ({end}); kk += 2) {{
-                    {issue(1, "kk")}
-                    {add(0)}
-                    {issue(0, "(kk + 1)")}
-                    {add(1)}
+                    {_step(sched, g, fold, 1, "kk")}
+                    {_added(sched, fold, 0)}
+                    {_step(sched, g, fold, 0, "(kk + 1)")}
+                    {_added(sched, fold, 1)}
                 }}
                 if (kk < ({end})) {{
-                    {issue(1, "kk")}
-                    {add(0)}
-                    {add(1, 0)}
+                    {_step(sched, g, fold, 1, "kk")}
+                    {_added(sched, fold, 0)}
+                    {_added(sched, fold, 1, 0)}
                 }} else {{
-                    {add(0, 0)}
+                    {_added(sched, fold, 0, 0)}
                 }}
             }}"""
 
 
-def _step(sched: WgmmaSchedule, g: dict[str, int], b: int) -> str:
-    """One k step issued into product set ``b`` on ring stage ``s`` once it is full; the ring advanced (``ps``: its
-    stage, ``pp``: the step before's)."""
-    return f"""tr_mbar_wait(bars + 8u * s, phase);
+def _step(sched: WgmmaSchedule, g: dict[str, int], fold: Fold, b: int, step: str) -> str:
+    """k step ``step`` (a C expression) issued into product set ``b`` on ring stage ``s`` once it is full, after
+    ``fold.before`` (its block scales' loads, into set ``b``'s names); the ring advanced (``ps``: its stage, ``pp``:
+    the step before's)."""
+    before = re.sub(r"\bkk\b", step, fold.renamed(fold.before, b))
+    return f"""{before}
+                tr_mbar_wait(bars + 8u * s, phase);
                 {{
                 {_stage_bases(sched, g)}
                 {_issue(sched, g, f"step_acc{b}")}
@@ -202,12 +185,13 @@ def _step(sched: WgmmaSchedule, g: dict[str, int], b: int) -> str:
                 pp = ps; ps = s; if (++s == {sched.stages}) {{ s = 0; phase ^= 1u; }}"""
 
 
-def _added(sched: WgmmaSchedule, b: int, wait: int = 1) -> str:
-    """Set ``b``'s step awaited (``wait_group wait``), its stage released, its products added into the sums."""
+def _added(sched: WgmmaSchedule, fold: Fold, b: int, wait: int = 1) -> str:
+    """Set ``b``'s step awaited (``wait_group wait``), its stage released, its products (times ``fold.factor``)
+    added into the sums."""
     return f"""TR_WGMMA_WAIT({wait});
                 if (lane == 0) {_release("pp" if wait else "ps", sched)}
                 {{
-                {_add(sched, f"step_acc{b}", "", sched.bn // 2)}
+                {_add(sched, f"step_acc{b}", fold.renamed(fold.factor, b), sched.bn // 2)}
                 }}"""
 
 
@@ -237,37 +221,42 @@ def _overlapped(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, fold: Fold, ep
     first, end = walk.k_bounds()
     ahead = fold.ahead
     stored = _stored(epilogue, "while this tile's first steps run")
-    init = "step_acc0[i][j]" if ahead == 2 else "0.0f"
     zero = f"""#pragma unroll
             for (int i = 0; i < {sched.m_slices}; ++i) {{
                 #pragma unroll
-                for (int j = 0; j < {sched.bn // 2}; ++j) acc[i][j] = {init};
+                for (int j = 0; j < {sched.bn // 2}; ++j) acc[i][j] = 0.0f;
             }}"""
     x, y = (0, 1) if ahead == 2 else (1, 0)  # the set issued first in a pair, and the other
-    head = f"{_step(sched, g, 0)}\n            {_step(sched, g, 1)}" if ahead == 2 else _step(sched, g, 0)
-    wait0 = f"""TR_WGMMA_WAIT(1);  /* step 0 done: the sums start from its products */
+    head = _step(sched, g, fold, 0, f"({first})")
+    if ahead == 2:
+        head += f"\n            {_step(sched, g, fold, 1, f'({first} + 1)')}"
+    decl = "\n            ".join(fold.renamed(fold.decl, b) for b in range(2)) if fold.decl else ""
+    if ahead == 2:  # step 0 done: the sums start from its products
+        zero = f"""TR_WGMMA_WAIT(1);
             if (lane == 0) {_release("pp", sched)}
-            """ if ahead == 2 else ""
+            {zero}
+            {_add(sched, "step_acc0", fold.renamed(fold.factor, 0), sched.bn // 2)}"""
     pin = r.asm("compiler.pin", value="acc[i][j]")
     return f"""        int ptm = -1, ptn = 0;  /* the tile whose sums acc holds until they are stored */
 {walk.consumer_loop()}
             uint32_t ps = 0, pp = 0;  /* the stages of the last step issued and of the one before */
+            {decl}
             {head}
             {stored}
-            {wait0}{zero}
+            {zero}
             int kk = ({first}) + {ahead};
             for (; kk + 1 < ({end}); kk += 2) {{
-                {_step(sched, g, x)}
-                {_added(sched, y)}
-                {_step(sched, g, y)}
-                {_added(sched, x)}
+                {_step(sched, g, fold, x, "kk")}
+                {_added(sched, fold, y)}
+                {_step(sched, g, fold, y, "(kk + 1)")}
+                {_added(sched, fold, x)}
             }}
             if (kk < ({end})) {{
-                {_step(sched, g, x)}
-                {_added(sched, y)}
-                {_added(sched, x, 0)}
+                {_step(sched, g, fold, x, "kk")}
+                {_added(sched, fold, y)}
+                {_added(sched, fold, x, 0)}
             }} else {{
-                {_added(sched, y, 0)}
+                {_added(sched, fold, y, 0)}
             }}
             #pragma unroll
             for (int i = 0; i < {sched.m_slices}; ++i) {{

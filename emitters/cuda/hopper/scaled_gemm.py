@@ -50,6 +50,8 @@ PARAMS = ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "M", "N", "K", "stor
 C_TYPES = {"bf16": "uint16_t", "fp16": "uint16_t", "fp32": "float", "int32": "int"}
 BLOCK = 128  # block128's block, and the k of one stage (128 8-bit values)
 AHEAD = 1  # two product sets: the next tile's steps issued before a tile is stored (``promotion._overlapped``)
+BLOCK_AHEAD = 0  # block scales: the overlap renders and compiles (promotion._step loads each step's scales) but has
+# not run on a GPU; the GPU probe's --ahead sets it (benchmarks/gpu/scaled_gemm_gpu.py)
 
 
 def byte_view(op: Any) -> Any:
@@ -136,8 +138,9 @@ def _fold(op: Any, sched: WgmmaSchedule) -> Fold | None:
     if not promoted(op):
         return None
     sets, chunks = fold_form(sched) or (1, 1)
+    ahead = (AHEAD if op.scale != "block128" else BLOCK_AHEAD) if sets == 2 and sched.split == 1 and \
+        not sched.pingpong else 0
     if op.scale != "block128":
-        ahead = AHEAD if sets == 2 and sched.split == 1 and not sched.pingpong else 0
         return Fold(chunks=chunks, buffers=sets, ahead=ahead)
     ms, width = sched.m_slices, sched.bn // chunks
     before = (f"for (int i = 0; i < {ms * 2}; ++i) {{  /* this thread's rows: A's block scales */\n"
@@ -151,7 +154,7 @@ def _fold(op: Any, sched: WgmmaSchedule) -> Fold | None:
               f"{BLOCK}) : 0.0f;\n"
               "                }")
     return Fold(before=before, factor="sa_k[i][(j >> 1) & 1] * sb_k[c]", chunks=chunks, buffers=sets,
-                names=("sa_k", "sb_k"), decl=f"float sa_k[{ms}][2], sb_k[{chunks}];")
+                names=("sa_k", "sb_k"), decl=f"float sa_k[{ms}][2], sb_k[{chunks}];", ahead=ahead)
 
 
 def _dequant(op: Any, sched: WgmmaSchedule) -> tuple[str, ...]:

@@ -154,17 +154,21 @@ FORMS = [
 
 @pytest.mark.parametrize("op,sched", FORMS, ids=lambda x: x.case_label() if isinstance(x, ScaledGemm) else "")
 def test_every_scaling_mode_compiles_for_sm90a_without_spills(nvrtc, op, sched):
+    sched = sched or sg.hero_schedule(op, 132)
+    _compiles_clean(sg.render(op, sched), sched.name)
+
+
+def _compiles_clean(source: str, what: str) -> None:
     from tracea.emitters.nvrtc import compile_with_report, options_for
 
-    sched = sched or sg.hero_schedule(op, 132)
-    _, log = compile_with_report(sg.render(op, sched), "scaled.cu", None, options_for("sm_90a"))
+    _, log = compile_with_report(source, "scaled.cu", None, options_for("sm_90a"))
     m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
-    assert m and m.groups() == ("0", "0", "0"), (sched.name, log[-400:])
+    assert m and m.groups() == ("0", "0", "0"), (what, log[-400:])
     assert "C7517" not in log, log  # no wait of ptxas's own between a step's issue and the last one's additions
     assert "C7511" not in log, log  # nor wgmmas serialized for want of registers (the overlapped walk's risk)
 
 
-def test_two_product_sets_store_a_tile_while_the_next_ones_first_step_runs():
+def test_two_product_sets_store_a_tile_while_the_next_ones_first_step_runs(nvrtc, monkeypatch):
     op = ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "row")
     src = sg.render(op, TILE)
     head = src.index("int ptm = -1")
@@ -174,7 +178,13 @@ def test_two_product_sets_store_a_tile_while_the_next_ones_first_step_runs():
     assert src.index("__ldg(scale_b + c)", stored) < src.index("tr_f2bf2(out[0], out[1])", stored)
     for form in (dataclasses.replace(TILE, split=2), W(bm=64, bn=128, stages=6, consumers=2, pingpong=True)):
         assert "int ptm" not in sg.render(op, form)  # split-K's units and ping-pong's turns walk as before
-    assert "int ptm" not in sg.render(ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "block128"), TILE)
+    op = ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "block128")
+    assert "int ptm" not in sg.render(op, TILE)  # block scales: not yet run on a GPU with the overlap
+    monkeypatch.setattr(sg, "BLOCK_AHEAD", 1)
+    blocks = sg.render(op, TILE)  # the first step's block scales loaded before the tile before is stored
+    assert "int ptm" in blocks
+    assert blocks.index("sa_k0[i >> 1][i & 1] = ", blocks.index("int ptm")) < blocks.index("if (ptm >= 0)")
+    _compiles_clean(blocks, "block128 overlapped")
 
 
 def test_the_planner_ranks_the_next_variant_where_the_kernel_refuses_the_op():

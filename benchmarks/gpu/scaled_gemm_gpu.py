@@ -164,6 +164,8 @@ def candidates(op: ScaledGemm) -> list[W]:
     if op.m <= 64 and op.scale != "block128":
         forms = [dataclasses.replace(hero, split=0 if not int8 else 1, stages=st, bm=bm, consumers=c)
                  for st in (6, 12) for bm, c in ((64, 1), (128, 2))]
+        # unsplit, deep rings (cuBLASLt's per-tensor decode: 64 x 8 tiles, 16 stages, no split, call 21)
+        forms += [dataclasses.replace(hero, split=1, stages=st) for st in (8, 12)]
     elif op.m <= 256 and op.scale != "block128":
         forms = [dataclasses.replace(NARROW, store="tma", split=0), dataclasses.replace(NARROW, store="tma", split=0,
                  stages=5, l2_hint="first"), dataclasses.replace(NARROW, bn=192, store="tma", split=0, stages=5,

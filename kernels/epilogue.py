@@ -76,6 +76,35 @@ def apply(chain: Sequence[str], c: Any, operands: Mapping[str, Any], alpha: floa
     return c
 
 
+def parse_chain(value: Any) -> tuple[str, ...]:
+    """An op's ``epilogue`` field ("bias,relu" or a sequence of names) as a tuple of known, distinct op names."""
+    from tracea.doctor.errors import BadInputError
+
+    epi = tuple(value.split(",")) if isinstance(value, str) else tuple(value)
+    if not all(isinstance(e, str) for e in epi):
+        raise BadInputError(f"epilogue: expected op names, got {value!r}")
+    epi = tuple(e.strip() for e in epi if e.strip())
+    for e in epi:
+        if e not in EPILOGUES:
+            raise BadInputError(f"epilogue: unknown op {e!r}; choose from {', '.join(EPILOGUES)}")
+    if len(set(epi)) != len(epi):
+        raise BadInputError(f"epilogue: an op appears twice in {','.join(epi)}")
+    return epi
+
+
+def parse_alpha(value: Any) -> float:
+    """An op's ``alpha`` (the ``scale`` op's factor): a finite number."""
+    import numpy as np
+
+    from tracea.doctor.errors import BadInputError
+
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise BadInputError(f"alpha: expected a number, got {value!r}")
+    if not math.isfinite(float(value)):
+        raise BadInputError(f"alpha: must be finite, got {value}")
+    return float(value)
+
+
 def flops_per_element(chain: Sequence[str]) -> int:
     return sum(VOCABULARY[e].flops for e in chain)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from .op_options import option
-from .validate import SIZE
+from .validate import FINITE, SIZE
 
 ORDER = 1  # its commands' place among the ops' in a verb's help
-HELP = ("C = scaled(A @ B), 8-bit A m x k and B (n x k, or k x n with --layout-b row) with fp32 scales: int8 "
-        "(int32 accumulation), FP8 e4m3/e5m2.")
+HELP = ("C = epilogue(scaled(A @ B)), 8-bit A m x k and B (n x k, or k x n with --layout-b row) with fp32 scales: "
+        "int8 (int32 accumulation), FP8 e4m3/e5m2.")
 # the IR's other spellings of the op (kernels.OP_ALIASES; tests/cli/test_attention_cli.py checks they agree)
 ALIASES = ("qgemm", "scaled-gemm")
 PARAMS = [
@@ -24,6 +24,9 @@ PARAMS = [
                                                 "(A 1x128, B 128x128 blocks) or none."),
     option("layout_b", str, "col", "--layout-b", help="B is n x k 'col' (K contiguous: nn.Linear's weight) or k x n "
                                                       "'row'."),
+    option("epilogue", str, "", "--epilogue", help="Fused ops on the scaled output, in order, comma-separated: "
+                                                   "bias,relu,gelu,scale,residual (bias and residual in C's type)."),
+    option("alpha", float, 1.0, "--alpha", help="The factor of the 'scale' epilogue.", domain=FINITE),
 ]
 
 
@@ -34,4 +37,4 @@ def make_op(values: dict[str, Any]) -> Any:
     m = values["m"]
     return ScaledGemm(m=m, n=m if values["n"] is None else values["n"], k=m if values["k"] is None else values["k"],
                       dtype=values["dtype"], out_dtype=values["out_dtype"], scale=values["scale"],
-                      layout_b=values["layout_b"])
+                      layout_b=values["layout_b"], epilogue=values["epilogue"], alpha=values["alpha"])

@@ -78,11 +78,13 @@ def _cases() -> list[tuple[ScaledGemm, W, bool]]:
            False),
           (ScaledGemm(512, 768, 1024, "fp8e4m3", "bf16", "tensor"), dataclasses.replace(WIDE, cluster=2), False)]
     # more tiles than blocks: each block stores a tile while the next one's first steps run (promotion._overlapped);
-    # odd and even k-step counts, one k step (the walk without the overlap), edges, direct stores
+    # odd and even k-step counts, one k step, edges, direct stores; the swapped decode form unsplit (N = 11008's
+    # heroes take the overlap with 172 tiles)
     c += [(ScaledGemm(2000, 2100, 1152, "fp8e4m3", "bf16", "row"), TILE, True),
           (ScaledGemm(1536, 2048, 128, "fp8e4m3", "fp16", "tensor"), TILE, True),
           (ScaledGemm(1100, 2500, 1024, "fp8e5m2", "fp32", "row"), dataclasses.replace(TILE, store="direct"), False),
           (ScaledGemm(4096, 4096, 256, "fp8e4m3", "bf16", "row"), TILE, False),
+          (ScaledGemm(3, 11008, 1024, "fp8e4m3", "bf16", "row"), SWAP, True),
           # 64 x 64 on one consumer (the few-row hero): more tiles than blocks, odd k steps, edges
           (ScaledGemm(200, 4000, 768, "fp8e4m3", "bf16", "row"), W(bm=64, bn=64, stages=12, consumers=1, store="tma",
                                                                  l2_hint="first"), True),

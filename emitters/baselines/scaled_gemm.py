@@ -9,7 +9,8 @@ Candidates (each computes the op's output; bench verifies it against the referen
   weights are, B's scale per column inside, A's tensor scale inside or its row scales after, fp32 or bf16 out.
 
 Block scales have no int8 path in torch: the baseline there is torch's fp32 matmul of operands dequantized once
-outside the timing, named so.
+outside the timing, named so. A fused epilogue (bias, activation, residual) runs after each, in fp32, as torch or
+NumPy ops.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from tracea.kernels.dtypes import to_float64
+from tracea.kernels.epilogue import apply as apply_epilogue
 
-from . import Baseline, TorchOut, blas_name, torch_or_none
+from . import NUMPY_INPLACE, Baseline, TorchOut, blas_name, f32, torch_math, torch_or_none
 
 WARMUP, TRIES = 3, 5  # calls each candidate warms up with (oneDNN builds its kernel in its first calls), then is timed
 
@@ -48,12 +50,18 @@ def _torch_candidates(op: Any, inputs: dict[str, np.ndarray], torch: Any) -> dic
     sa = torch.from_numpy(inputs["scale_a"]) if "scale_a" in inputs else None
     sb = torch.from_numpy(inputs["scale_b"]) if "scale_b" in inputs else None
 
+    extra = {k: torch.from_numpy(f32(v, op.out_dtype)) for k, v in inputs.items() if k in ("bias", "residual")}
+    math = torch_math(torch)
+
+    def fused(y: Any) -> Any:  # the op's epilogue in fp32 on the scaled product, then C's type
+        return apply_epilogue(op.epilogue, y, extra, op.alpha, math).to(out_dtype)
+
     def scaled(acc: Any) -> Any:
         if op.scale == "none":
             return acc
         y = acc.to(torch.float32)
         y.mul_(sa[:, None] if op.scale == "row" else sa).mul_(sb[None, :] if op.scale == "row" else sb)
-        return y.to(out_dtype)
+        return fused(y)
 
     found = {"torch._int_mm": lambda: scaled(torch._int_mm(a, b_kn))}
     qlinear = getattr(getattr(torch.ops, "onednn", None), "qlinear_pointwise", None)
@@ -70,7 +78,8 @@ def _torch_candidates(op: Any, inputs: dict[str, np.ndarray], torch: Any) -> dic
 
         def onednn() -> Any:
             y = qlinear(au8, x_scale, 128, w, w_scale, zeros, None, 1.0, 0, out_dtype, "none", [], "")
-            return y.mul_(row) if row is not None else y
+            y = y.mul_(row) if row is not None else y
+            return fused(y.float()) if op.epilogue else y
 
         found["oneDNN qlinear_pointwise"] = onednn
     return found
@@ -84,12 +93,14 @@ def _block_dequantized(op: Any, inputs: dict[str, np.ndarray], torch: Any) -> Ba
     sa = np.repeat(inputs["scale_a"].astype(np.float64), 128, axis=1)
     sb = np.repeat(np.repeat(inputs["scale_b"].astype(np.float64), 128, axis=0), 128, axis=1)[:, : op.n]
     da, db = (a * sa).astype(np.float32), (b * sb).astype(np.float32)
+    extra = {k: f32(v, op.out_dtype) for k, v in inputs.items() if k in ("bias", "residual")}
     if torch is None:
         return Baseline(f"numpy.matmul ({blas_name()}) of operands dequantized once to fp32 (no block-scaled int8 GEMM)",
-                        lambda: da @ db)
+                        lambda: apply_epilogue(op.epilogue, da @ db, extra, op.alpha, NUMPY_INPLACE))
     ta, tb = torch.from_numpy(da), torch.from_numpy(db)
     return Baseline(f"torch {torch.__version__} fp32 matmul of operands dequantized once (torch has no "
-                    "block-scaled int8 GEMM)", lambda: (ta @ tb).numpy())
+                    "block-scaled int8 GEMM)",
+                    lambda: apply_epilogue(op.epilogue, (ta @ tb).numpy(), extra, op.alpha, NUMPY_INPLACE))
 
 
 def _numpy(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
@@ -99,6 +110,7 @@ def _numpy(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
     b = b.T if op.layout_b == "col" else b
     out = np.empty((op.m, op.n), np.float32)
     sa, sb = inputs.get("scale_a"), inputs.get("scale_b")
+    extra = {k: f32(v, op.out_dtype) for k, v in inputs.items() if k in ("bias", "residual")}
 
     def run() -> np.ndarray:
         y = np.matmul(a, b, out=out)
@@ -107,7 +119,7 @@ def _numpy(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
             y *= sb[None, :]
         elif op.scale == "tensor":
             y *= sa[0] * sb[0]
-        return y
+        return apply_epilogue(op.epilogue, y, extra, op.alpha, NUMPY_INPLACE)
 
     return Baseline(f"numpy.matmul ({blas_name()}, the 8-bit values widened to fp32: no int8 GEMM without torch)",
                     run)

@@ -32,7 +32,7 @@ from .isa import CpuIsa
 from .schedule import FAMILY_REGISTERS, check_threads, family_of
 
 ENTRY = "tracea_scaled_gemm"
-BUFFERS = ("a", "b", "scale_a", "scale_b", "out")
+BUFFERS = ("a", "b", "scale_a", "scale_b", "out", "bias", "residual")  # (the epilogue's after out: ABI 3's order)
 SCALE_MODE = {"none": 0, "tensor": 1, "row": 2, "block128": 3}
 OUT_KIND = {"fp32": 0, "bf16": 1, "fp16": 2, "int32": 3}
 VNNI_FAMILIES = ("cpu-avx512",)  # families whose kernel is the vpdpbusd one (their variants require VNNI for int8)
@@ -173,11 +173,11 @@ def core_check(op: Any, variant: Any, schedule: Any, host: Any) -> None:
 
 
 def core_arguments(op: Any) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    return (op.m, op.n, op.k, 0), ()
+    return (op.m, op.n, op.k, 0), (op.alpha,)
 
 
 def core_tag(op: Any) -> str:
-    return f"{op.scale}_{op.layout_b}_{op.out_dtype.value}"
+    return f"{op.scale}_{op.layout_b}_{op.out_dtype.value}" + "".join(f"_{e}" for e in op.epilogue)
 
 
 def core_metadata(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, name: str) -> dict[str, Any]:
@@ -192,7 +192,7 @@ def core_metadata(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, name: str) -> dic
         "resources": {"regs_per_thread": None, "smem_per_cta": None, "packed_a_bytes": 0,
                       "packed_b_bytes": op.n * op.k if op.layout_b == "row" else 0, "scratch_bytes_per_thread": 0},
         "launch": {"grid": None, "block": None, "threads": s.threads},
-        "epilogue": ([] if op.scale == "none" else [f"scale {op.scale}"])
+        "epilogue": ([] if op.scale == "none" else [f"scale {op.scale}"]) + list(op.epilogue)
         + ([] if op.out_dtype.value in ("fp32", "int32") else [f"round to {op.out_dtype.value}"]),
     }
 
@@ -208,7 +208,8 @@ def render_scaled_gemm(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, header: str)
         f"#define NTHREADS {s.threads}", f"#define SCALE_MODE {SCALE_MODE[op.scale]}",
         f"#define OUT_KIND {OUT_KIND[op.out_dtype.value]}", f"#define B_COL {int(op.layout_b == 'col')}",
         f"#define FLIP {128 if vnni else 0}  /* what B's flip to unsigned adds to each product's B */",
-        f"#define PACKED {int(s.pack)}",
+        f"#define PACKED {int(s.pack)}", f"#define HAS_EPILOGUE {int(bool(op.epilogue))}",
+        f"#define TR_EPILOGUE {epilogue_c(op)}",
     ])
     kind_of = "vnni" if vnni else "avx2" if isa.family in AVX2_FAMILIES else "portable"
     tiles = [TILE_VNNI_C if vnni else TILE_PORTABLE_C, TILE_AVX2_C if kind_of == "avx2" else "",
@@ -216,4 +217,25 @@ def render_scaled_gemm(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, header: str)
     return "\n".join([header, isa.prelude(("fp16", "bf16")), "#include <immintrin.h>" if vnni else "", pool_c(),
                       defines, *tiles, DRIVER_C.replace("@PACKED@", PACKED_C if s.pack else ""),
                       f"{isa.kernel_prefix}int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams) "
-                      "{ (void)fparams; return tr_scaled_gemm(bufs, dims); }"])
+                      "{ return tr_scaled_gemm(bufs, dims, fparams); }"])
+
+
+# The epilogue's ops on one fp32 value ``v`` of C at (i, j) (``kernels/epilogue.py``'s vocabulary), its operands
+# read in C's type; GELU's tanh form in float.
+SCALAR_EPILOGUE = {
+    "bias": "v += {bias};",
+    "relu": "v = v < 0.0f ? 0.0f : v;",  # a NaN stays NaN
+    "gelu": "v = 0.5f * v * (1.0f + tanhf({c0}f * (v + {c1}f * v * v * v)));",
+    "scale": "v *= J->alpha;",
+    "residual": "v += {residual};",
+}
+
+
+def epilogue_c(op: Any) -> str:
+    """``TR_EPILOGUE``: the op's chain as one line of C statements over ``v`` (empty without one)."""
+    from tracea.kernels.epilogue import GELU_C0, GELU_C1, statements
+
+    load = {"fp32": "((const float*)J->{})[{}]", "bf16": "tr_bf2f(((const uint16_t*)J->{})[{}])",
+            "fp16": "tr_h2f(((const uint16_t*)J->{})[{}])"}.get(op.out_dtype.value, "0")
+    table = {k: v.replace("{c0}", repr(GELU_C0)).replace("{c1}", repr(GELU_C1)) for k, v in SCALAR_EPILOGUE.items()}
+    return " ".join(statements(op.epilogue, table, bias=load.format("bias", "j"), residual=load.format("resid", "at")))

@@ -187,6 +187,9 @@ typedef struct {
     const float* sa;
     const float* sb;
     void* out;
+    const void* bias;                /* the fused epilogue's operands (C's type) and factor */
+    const void* resid;
+    float alpha;
     uint32_t* part;                  /* K in several chunks: the running sums, m x n (fp32 bits for block scales) */
     uint32_t* rs;                    /* FLIP x each A row's sum (block scales: each row's per block), wrapping */
     uint8_t* bp;                     /* packed form: B's panels */
@@ -198,7 +201,10 @@ typedef struct {
 
 static tr_buf tr_bt_buf, tr_rs_buf, tr_part_buf;
 
-static inline void tr_put(const tr_job* J, long at, float v) {
+/* element (i, j) of C: the fused epilogue (TR_EPILOGUE, the op's chain) on the scaled value, then stored */
+static inline void tr_put(const tr_job* J, long i, long j, float v) {
+    const long at = i * J->n + j;
+    TR_EPILOGUE
 #if OUT_KIND == 0
     ((float*)J->out)[at] = v;
 #elif OUT_KIND == 1
@@ -206,7 +212,7 @@ static inline void tr_put(const tr_job* J, long at, float v) {
 #elif OUT_KIND == 2
     ((uint16_t*)J->out)[at] = tr_f2h(v);
 #else
-    (void)J; (void)at; (void)v;
+    (void)J; (void)at; (void)v; (void)i; (void)j;
 #endif
 }
 
@@ -216,9 +222,9 @@ static inline void tr_final(const tr_job* J, long i, long j, uint32_t sum) {
 #if OUT_KIND == 3
     ((int32_t*)J->out)[i * J->n + j] = v;
 #elif SCALE_MODE == 1  /* the sum times each scale in turn: sa * sb alone can underflow where the result does not */
-    tr_put(J, i * J->n + j, (float)v * J->sa[0] * J->sb[0]);
+    tr_put(J, i, j, (float)v * J->sa[0] * J->sb[0]);
 #elif SCALE_MODE == 2
-    tr_put(J, i * J->n + j, (float)v * J->sa[i] * J->sb[j]);
+    tr_put(J, i, j, (float)v * J->sa[i] * J->sb[j]);
 #endif
 }
 
@@ -240,7 +246,7 @@ static void tr_finish_block(const tr_job* J, long i, long j, int R, int C, const
             const long at = (i + r) * J->n + j + c;
             float s = res[r * NR + c];
             if (!first) s += part[at];
-            if (last) tr_put(J, at, s);
+            if (last) tr_put(J, i + r, j + c, s);
             else part[at] = s;
         }
 }
@@ -317,7 +323,7 @@ static void tr_pad_rows(tr_job* J, long i0, long i1) {
 }
 
 @PACKED@
-static int tr_scaled_gemm(void* const* bufs, const int64_t* dims) {
+static int tr_scaled_gemm(void* const* bufs, const int64_t* dims, const double* fparams) {
     tr_job J;
     memset(&J, 0, sizeof J);
     J.m = (long)dims[0]; J.n = (long)dims[1]; J.k = (long)dims[2];
@@ -325,6 +331,7 @@ static int tr_scaled_gemm(void* const* bufs, const int64_t* dims) {
     J.nbs = tr_cdiv(J.n, 128);
     J.a = (const int8_t*)bufs[0]; J.braw = (const int8_t*)bufs[1];
     J.sa = (const float*)bufs[2]; J.sb = (const float*)bufs[3]; J.out = bufs[4];
+    J.bias = bufs[5]; J.resid = bufs[6]; J.alpha = (float)fparams[0];
     int t = dims[3] > 0 ? (int)dims[3] : NTHREADS;
     const long tiles = tr_cdiv(J.n, NR);
     if ((long)t > tiles) t = (int)tiles;

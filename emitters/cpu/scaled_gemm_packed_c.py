@@ -133,7 +133,11 @@ static void tr_finish_packed(const tr_job* J, long i, long j, int R, const int32
             const __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(J->sa[row])),
                                            _mm512_maskz_loadu_ps(mk, J->sb + j + v));
 #endif
-#if OUT_KIND == 0
+#if HAS_EPILOGUE  /* the fused epilogue element by element (tr_put) */
+            float t[16];
+            _mm512_storeu_ps(t, f);
+            for (int l = 0; l < nl; ++l) tr_put(J, row, j + v + l, t[l]);
+#elif OUT_KIND == 0
             _mm512_mask_storeu_ps((float*)J->out + at, mk, f);
 #elif OUT_KIND == 2
             _mm256_mask_storeu_epi16((uint16_t*)J->out + at, mk, _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));

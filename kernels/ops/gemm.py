@@ -20,7 +20,7 @@ from tracea.doctor.errors import BadInputError
 
 from .. import fields
 from ..dtypes import DType, parse_dtype, to_float64
-from ..epilogue import EPILOGUES, GELU_C0, GELU_C1, NUMPY, flops_per_element, statements
+from ..epilogue import GELU_C0, GELU_C1, NUMPY, flops_per_element, parse_alpha, parse_chain, statements
 from ..epilogue import apply as apply_epilogue
 from ..op import Op, Suite, register
 
@@ -73,21 +73,8 @@ class Gemm(Op):
         for name in ("layout_a", "layout_b"):
             if getattr(self, name) not in LAYOUTS:
                 raise BadInputError(f"{name}: expected 'row' or 'col', got {getattr(self, name)!r}")
-        epi = tuple(self.epilogue.split(",")) if isinstance(self.epilogue, str) else tuple(self.epilogue)
-        if not all(isinstance(e, str) for e in epi):
-            raise BadInputError(f"epilogue: expected op names, got {self.epilogue!r}")
-        epi = tuple(e.strip() for e in epi if e.strip())
-        for e in epi:
-            if e not in EPILOGUES:
-                raise BadInputError(f"epilogue: unknown op {e!r}; choose from {', '.join(EPILOGUES)}")
-        if len(set(epi)) != len(epi):
-            raise BadInputError(f"epilogue: an op appears twice in {','.join(epi)}")
-        object.__setattr__(self, "epilogue", epi)
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float, np.number)):
-            raise BadInputError(f"alpha: expected a number, got {self.alpha!r}")
-        if not math.isfinite(float(self.alpha)):
-            raise BadInputError(f"alpha: must be finite, got {self.alpha}")
-        object.__setattr__(self, "alpha", float(self.alpha))
+        object.__setattr__(self, "epilogue", parse_chain(self.epilogue))
+        object.__setattr__(self, "alpha", parse_alpha(self.alpha))
         fields.elements("A (m x k)", self.m, self.k)
         fields.elements("B (k x n)", self.k, self.n)
         fields.elements("C (m x n)", self.m, self.n)

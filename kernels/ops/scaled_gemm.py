@@ -32,6 +32,8 @@ from tracea.doctor.errors import BadInputError
 
 from .. import fields
 from ..dtypes import QUANTIZED, DType, parse_dtype, to_float64, to_storage
+from ..epilogue import GELU_C0, GELU_C1, NUMPY, flops_per_element, parse_alpha, parse_chain, statements
+from ..epilogue import apply as apply_epilogue
 from ..op import Op, Suite, register
 from .gemm import PROJECTIONS, TOKENS
 
@@ -83,6 +85,8 @@ class ScaledGemm(Op):
     out_dtype: DType = DType.FP32
     scale: str = "row"
     layout_b: str = "col"
+    epilogue: tuple[str, ...] = ()
+    alpha: float = 1.0
     kind: ClassVar[str] = "scaled_gemm"
     phase: ClassVar[str] = "mma"
     aliases: ClassVar[tuple[str, ...]] = ("qgemm", "scaled-gemm")
@@ -99,11 +103,16 @@ class ScaledGemm(Op):
             raise BadInputError(f"scale: expected one of {', '.join(SCALES)}, got {self.scale!r}")
         if self.layout_b not in LAYOUTS:
             raise BadInputError(f"layout_b: expected 'col' (n x k) or 'row' (k x n), got {self.layout_b!r}")
+        object.__setattr__(self, "epilogue", parse_chain(self.epilogue))
+        object.__setattr__(self, "alpha", parse_alpha(self.alpha))
         raw = self.out_dtype is DType.INT32
         if raw != (self.scale == "none") or (raw and self.dtype is not DType.INT8):
             raise BadInputError(f"out_dtype {self.out_dtype.value} with scale {self.scale} and {self.dtype.value} inputs: "
                                 "the int32 accumulator is an int8 GEMM's output without scales (scale none), and only "
                                 "it; a scaled one is fp32, bf16 or fp16")
+        if self.epilogue and raw:
+            raise BadInputError(f"epilogue: {','.join(self.epilogue)} applies to a scaled output (fp32, bf16 or fp16), "
+                                "not to the int32 accumulator")
         if self.scale == "block128" and self.k % BLOCK:
             raise BadInputError(f"k: {self.k} is not a multiple of {BLOCK}, the depth of block128's scale blocks")
         if self.dtype is DType.INT8 and self.k > INT8_MAX_K:
@@ -132,13 +141,14 @@ class ScaledGemm(Op):
 
     @property
     def flops(self) -> int:
-        return 2 * self.m * self.n * self.k
+        return 2 * self.m * self.n * self.k + flops_per_element(self.epilogue) * self.m * self.n
 
     @property
     def bytes(self) -> int:
         """The fewest bytes a kernel moves: each input (and scale) read once, the output written once."""
         scales = sum(math.prod(s) for name, s in self.shapes().items() if name.startswith("scale"))
-        return self.m * self.k + self.k * self.n + self.m * self.n * self.out_dtype.itemsize + 4 * scales
+        extra = sum(math.prod(s) for name, s in self.epilogue_shapes().items()) * self.out_dtype.itemsize
+        return self.m * self.k + self.k * self.n + self.m * self.n * self.out_dtype.itemsize + 4 * scales + extra
 
     def scale_shapes(self) -> dict[str, tuple[int, ...]]:
         """The scales' shapes under ``scale``: none for ``none``."""
@@ -151,11 +161,22 @@ class ScaledGemm(Op):
             return {"scale_a": (self.m, kb), "scale_b": (kb, -(-self.n // BLOCK))}
         return {}
 
+    def epilogue_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The fused epilogue's operands, in C's type: ``bias`` (n,), ``residual`` (m, n), as the chain reads them."""
+        s: dict[str, tuple[int, ...]] = {}
+        if "bias" in self.epilogue:
+            s["bias"] = (self.n,)
+        if "residual" in self.epilogue:
+            s["residual"] = (self.m, self.n)
+        return s
+
     def shapes(self) -> dict[str, tuple[int, ...]]:
         b = (self.n, self.k) if self.layout_b == "col" else (self.k, self.n)
-        return {"a": (self.m, self.k), "b": b, **self.scale_shapes()}
+        return {"a": (self.m, self.k), "b": b, **self.scale_shapes(), **self.epilogue_shapes()}
 
     def input_dtype(self, name: str) -> np.dtype:
+        if name in ("bias", "residual"):
+            return self.out_dtype.storage
         return np.dtype(np.float32) if name.startswith("scale") else self.dtype.storage
 
     def _values(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -177,6 +198,8 @@ class ScaledGemm(Op):
         for name, shape in self.scale_shapes().items():
             u = rng.uniform(0.5, 1.5, size=shape)
             inputs[name] = (u / (typical * self.k ** 0.25)).astype(np.float32)
+        for name, shape in self.epilogue_shapes().items():  # about the size of the scaled products
+            inputs[name] = fields.random(rng, shape, self.out_dtype, 1.0)
         return inputs
 
     def check_scales(self, scales: dict[str, Any]) -> None:
@@ -194,6 +217,16 @@ class ScaledGemm(Op):
                 raise BadInputError(f"{name}: holds a non-finite value; scales must be finite")
 
     def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """The scaled product in float64, then the fused epilogue on it (its operands as stored, in C's type)."""
+        c = self._scaled_reference(inputs)
+        if not self.epilogue:
+            return c
+        extra = {k: to_float64(inputs[k], self.out_dtype) for k in self.epilogue_shapes()}
+        if "bias" in extra:
+            extra["bias"] = extra["bias"][None, :]
+        return apply_epilogue(self.epilogue, c, extra, self.alpha, NUMPY)
+
+    def _scaled_reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         a = to_float64(inputs["a"], self.dtype)
         b = to_float64(inputs["b"], self.dtype)
         b = b.T if self.layout_b == "col" else b
@@ -213,7 +246,8 @@ class ScaledGemm(Op):
 
     def c_reference(self, epilogue: Any) -> str:
         """The function in plain C over the stored values as doubles (an exported package's example): the products
-        summed in double, each 128-deep block scaled on its own for block128, the scales as given."""
+        summed in double, each 128-deep block scaled on its own for block128, the scales as given, then the fused
+        epilogue (``epilogue``: the language's statement table)."""
         b = "b[j * K + p]" if self.layout_b == "col" else "b[p * N + j]"
         kb, nb = max(1, self.k // BLOCK), -(-self.n // BLOCK)
         scaled = {"none": "v", "tensor": "v * scale_a[0] * scale_b[0]", "row": "v * scale_a[i] * scale_b[j]",
@@ -226,12 +260,17 @@ class ScaledGemm(Op):
             }}"""
         else:
             body = f"for (long p = 0; p < K; ++p) v += a[i * K + p] * {b};"
+        epi = statements(self.epilogue, epilogue, bias="bias[j]", residual="residual[i * N + j]")
         return f"""enum {{ M = {self.m}, N = {self.n}, K = {self.k}, KB = {kb}, NB = {nb} }};
+    const double alpha = {self.alpha!r}, GELU_C0 = {GELU_C0!r}, GELU_C1 = {GELU_C1!r};
+    (void)alpha; (void)GELU_C0; (void)GELU_C1;
     for (long i = 0; i < M; ++i)
         for (long j = 0; j < N; ++j) {{
             double v = 0;
             {body}
-            ref[i * N + j] = {scaled};
+            v = {scaled};
+            {' '.join(epi)}
+            ref[i * N + j] = v;
         }}"""
 
     def output_shape(self) -> tuple[int, ...]:
@@ -241,8 +280,9 @@ class ScaledGemm(Op):
         return f"{self.m}x{self.n}x{self.k}"
 
     def case_label(self) -> str:
-        """scaled_gemm 16x4096x4096 int8 row->fp32"""
-        return f"scaled_gemm {self.m}x{self.n}x{self.k} {self.dtype.value} {self.scale}->{self.out_dtype.value}"
+        """scaled_gemm 16x4096x4096 int8 row->fp32 (then the epilogue's ops: bias gelu)"""
+        return (f"scaled_gemm {self.m}x{self.n}x{self.k} {self.dtype.value} {self.scale}->{self.out_dtype.value}"
+                + "".join(f" {e}" for e in self.epilogue))
 
     @classmethod
     def shape_label(cls, shape: dict[str, Any]) -> str:

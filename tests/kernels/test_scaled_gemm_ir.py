@@ -74,6 +74,28 @@ def test_fp8_rounding_matches_a_search_over_the_codes(d):
     assert to_storage(np.float64(-0.0), d) == 0x80 and to_storage(np.array([np.nan]), d)[0] == 0x7F
 
 
+def test_the_fused_epilogue_follows_the_scaling():
+    op = ScaledGemm(2, 3, 128, "int8", "fp32", "tensor", epilogue="bias,relu,scale,residual", alpha=2.0)
+    assert op.shapes()["bias"] == (3,) and op.shapes()["residual"] == (2, 3)
+    assert op.input_dtype("bias") == np.float32 and ScaledGemm(2, 3, 128, out_dtype="bf16",
+                                                               epilogue="bias").input_dtype("bias") == np.uint16
+    a = np.ones((2, 128), np.int8)
+    b = np.full((3, 128), 2, np.int8)
+    b[1] = -2
+    inputs = {"a": a, "b": b, "scale_a": np.array([0.5], np.float32), "scale_b": np.array([0.25], np.float32),
+              "bias": np.array([1.0, 0.0, -100.0], np.float32), "residual": np.full((2, 3), 0.5, np.float32)}
+    # 128 * 2 * 0.5 * 0.25 = 32 (or -32): + bias, relu, * 2, + 0.5
+    assert np.array_equal(op.reference(inputs), [[66.5, 0.5, 0.5], [66.5, 0.5, 0.5]])
+    assert ScaledGemm.from_json(op.to_json()) == op and op.case_label().endswith("tensor->fp32 bias relu scale residual")
+    assert op.flops == 2 * 2 * 3 * 128 + 4 * 6
+    with pytest.raises(BadInputError, match="int32 accumulator"):
+        ScaledGemm(2, 3, 128, "int8", "int32", "none", epilogue="relu")
+    with pytest.raises(BadInputError, match="unknown op"):
+        ScaledGemm(2, 3, 128, epilogue="bias,swish")
+    with pytest.raises(BadInputError, match="alpha"):
+        ScaledGemm(2, 3, 128, epilogue="scale", alpha=float("inf"))
+
+
 def test_int_storage_rounds_and_saturates():
     assert list(to_storage(np.array([1.5, 2.5, -2.5, -200.0, 300.0, 127.4]), DType.INT8)) == [2, 2, -2, -128, 127, 127]
     assert to_storage(np.array([3e9]), DType.INT32)[0] == 2**31 - 1

@@ -68,6 +68,9 @@ def unsupported(op: Any) -> str | None:
                 "weight, or w.T of one to tracea.ops.scaled_gemm)")
     if op.k % 16:
         return f"k = {op.k}: TMA reads 8-bit rows in 16-byte steps; K must be a multiple of 16 (as for cuBLASLt's FP8)"
+    if getattr(op, "epilogue", ()):
+        return (f"epilogue {','.join(op.epilogue)}: the GPU's scaled GEMM fuses no epilogue yet (the CPU's does); "
+                "apply it to the output")
     return None
 
 
@@ -372,8 +375,8 @@ def hero_schedule(op: Any, sm_count: int = 132) -> WgmmaSchedule:
     """The untuned schedule. Few rows (M <= 64, not block128): swapped operands, 64 of B's rows x M (rounded up) a
     tile, one consumer, 8 stages, split-K (FP8) where the tiles leave half the SMs idle. Otherwise FP8 takes 128 x
     128 tiles on two consumers with two product sets (``fold_form``; cuBLASLt's FP8 tile), 6 stages, or where those
-    leave half the SMs idle over 16+ k steps 64 x 64 tiles unsplit where they fit one wave (tensor and row
-    scales), else 64 x 128 tiles on one consumer with split-K; otherwise block scales
+    leave half the SMs idle over 16+ k steps 64 x 64 tiles unsplit where they fill more than half the SMs in one
+    wave (tensor and row scales), else 64 x 128 tiles on one consumer with split-K; otherwise block scales
     with a 16-bit C and N > 128 take 128 x 256 in two column parts, 4 stages (H200,
     docs/device-runs/h200-fp8-int8-gemm/); int8 the bf16 GEMM's hero for the byte view, unsplit."""
     int8 = op.dtype.value == "int8"
@@ -390,11 +393,12 @@ def hero_schedule(op: Any, sm_count: int = 132) -> WgmmaSchedule:
     s = WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store=store)
     if 2 * tile_count(s, op.m, op.n) <= sm_count and k_steps >= 16:
         small = WgmmaSchedule(bm=64, bn=64, stages=12, consumers=1, store=store, l2_hint="first")
-        if op.scale != "block128" and tile_count(small, op.m, op.n) <= sm_count:
+        if op.scale != "block128" and sm_count // 2 < tile_count(small, op.m, op.n) <= sm_count:
             # 64 x 64 unsplit in one wave (cuBLASLt's per-tensor tile there), two product sets, the stores
             # overlapped: 128 x 4096 x 4096 1.42x (row) and 0.98x (tensor) _scaled_mm, against 0.87x and 0.79x
             # for 64 x 128 split; at K = 11008 and 14336 1.64x and 1.70x against 1.23x and 1.31x (H200,
-            # docs/device-runs/h200-fp8-int8-gemm/call21, call22)
+            # docs/device-runs/h200-fp8-int8-gemm/call21, call22). Only where they fill over half the SMs: fewer
+            # blocks would each walk all of K where split-K's units fill them (not measured on 64 x 64)
             return small
         # 64-row tiles on one consumer, split: 128 x 4096 x 4096 0.86x cuBLASLt, against 0.77x split over 128 x 128
         return WgmmaSchedule(bm=64, bn=128, stages=5, consumers=1, store=store, split=0, l2_hint="first")

@@ -78,6 +78,30 @@ def test_both_vnni_forms_on_odd_shapes(pack, threads):
         check(ScaledGemm(m, n, k, scale=scale, out_dtype=out, layout_b=layout), v, s)
 
 
+EPILOGUES = [
+    # m, n, k, scale, out_dtype, layout_b, epilogue, alpha: every op, each output type, both forms, chunks, blocks
+    (1, 300, 1000, "row", "fp32", "col", "bias,relu", 1.0),
+    (3, 130, 640, "tensor", "bf16", "col", "bias,gelu,scale,residual", 0.75),
+    (70, 200, 1024, "row", "fp16", "col", "residual,relu", 1.0),  # the packed form from 32 rows (VNNI)
+    (40, 96, 256, "block128", "fp32", "col", "scale,bias", -2.0),
+    (64, 100, 8448, "row", "bf16", "row", "gelu", 1.0),  # K in chunks, B transposed
+]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("case", EPILOGUES, ids=lambda c: f"{c[0]}x{c[1]}x{c[2]}-{c[3]}-{c[4]}-{c[6]}")
+def test_the_fused_epilogue_on_every_form(family, case):
+    """The epilogue (bias and residual in C's type, ``alpha``) on the scaled value before C's rounding, as the
+    reference applies it after the scaling; the store of each form (dot, packed, block scales) goes through it."""
+    m, n, k, scale, out, layout, epi, alpha = case
+    v = runnable(family)
+    op = ScaledGemm(m, n, k, scale=scale, out_dtype=out, layout_b=layout, epilogue=epi, alpha=alpha)
+    check(op, v, hero_schedule(op, v, HOST))
+    plain = ScaledGemm(m, n, k, scale=scale, out_dtype=out, layout_b=layout)
+    inputs = op.random_inputs(np.random.default_rng(3))
+    assert not np.allclose(op.reference(inputs), plain.reference(inputs))  # the chain changes the function
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_int8_extremes_over_the_largest_k(family):
     """-128 x -128 summed over INT8_MAX_K: 2^31 - 16384, the largest the int32 accumulator must hold (the flipped

@@ -89,8 +89,9 @@ def test_the_heroes():
     assert sg.fold_form(small) == (2, 1) and "int ptm" in sg.render(ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16",
                                                                                "row"), small)
     assert sg.hero_schedule(ScaledGemm(128, 4096, 14336, "fp8e4m3", "bf16", "tensor"), 132) == small  # long K too
-    for op in (ScaledGemm(256, 4096, 4096, "fp8e4m3", "bf16", "tensor"),
-               ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16", "block128")):  # two waves of 64 x 64; block scales
+    for op in (ScaledGemm(256, 4096, 4096, "fp8e4m3", "bf16", "tensor"), ScaledGemm(128, 2048, 8192, "fp8e4m3",
+                                                                                     "bf16", "row"),  # 64 blocks
+               ScaledGemm(128, 4096, 4096, "fp8e4m3", "bf16", "block128")):  # two waves; half the SMs; block scales
         split = sg.hero_schedule(op, 132)
         assert (split.bm, split.bn, split.consumers, split.split) == (64, 128, 1, 0), op
     big = sg.hero_schedule(ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp32", "row"), 132)

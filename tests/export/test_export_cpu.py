@@ -32,6 +32,9 @@ CPU_CASES = {
                                          "--layout-b", "row", "--out-dtype", "bf16", "--backend", "cpu"],
     "scaled-gemm-block128-fp16": ["scaled_gemm", "--m", "9", "--n", "200", "--k", "256", "--scale", "block128",
                                   "--out-dtype", "fp16", "--backend", "cpu"],
+    # the fused epilogue: bias and residual views in C's type (bf16 here), after the scales
+    "scaled-gemm-epilogue-bf16": ["scaled_gemm", "--m", "16", "--n", "64", "--k", "256", "--out-dtype", "bf16",
+                                  "--epilogue", "bias,gelu,scale,residual", "--alpha", "0.5", "--backend", "cpu"],
 }
 
 

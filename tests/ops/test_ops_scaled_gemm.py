@@ -249,3 +249,33 @@ def test_repeated_calls_on_strided_views_read_them_as_the_first_call_does():
         y = ops.scaled_gemm(a, w.T, sa, sb)
         assert float(np.abs(y - want).max() / np.abs(want).max()) < 1e-6
     assert ops.stats().get("fast_path", 0) == before + 2  # the two repeated calls took the prepared launch
+
+
+def test_the_fused_epilogue_on_the_host_and_its_prepared_calls():
+    """``bias``/``residual``/``epilogue``/``alpha`` as tracea.ops.gemm takes them, after the scales: the checked call,
+    then repeated calls on new bias values through the prepared launch (it reads each call's pointers), torch's bf16
+    bias, and one line for each wrong operand."""
+    ops.clear_cache()
+    a, w = _operands(16, 48, 256)
+    sa, sb = RNG.uniform(1e-3, 3e-3, 16).astype(np.float32), RNG.uniform(1e-3, 3e-3, 48).astype(np.float32)
+    res = RNG.standard_normal((16, 48)).astype(np.float32)
+    for i in range(3):
+        bias = RNG.standard_normal(48).astype(np.float32) + i
+        y = ops.scaled_gemm(a, w.T, sa, sb, bias=bias, residual=res, epilogue="bias,relu,scale,residual", alpha=0.5)
+        want = np.maximum(_exact(a, w, sa, sb) + bias, 0) * 0.5 + res
+        assert relative_error(y, want) <= 1e-6
+    assert ops.stats().get("fast_path", 0) == 2
+    assert relative_error(ops.scaled_gemm(a, w.T, sa, sb, bias=bias), _exact(a, w, sa, sb) + bias) <= 1e-6  # default
+    for bad, word in ((dict(bias=bias[:5]), "dense"), (dict(bias=bias.astype(np.float64)), "C's type"),
+                      (dict(bias=bias, epilogue="relu"), "not named"), (dict(residual=res[:, ::2]), "dense"),
+                      (dict(epilogue="relu", alpha=2.0), "scale is not named")):
+        with pytest.raises(BadInputError, match=word):
+            ops.scaled_gemm(a, w.T, sa, sb, **bad)
+    torch = pytest.importorskip("torch")
+    tb = torch.from_numpy(bias).to(torch.bfloat16)
+    y = ops.scaled_gemm(torch.from_numpy(a), torch.from_numpy(w).t(), torch.from_numpy(sa), torch.from_numpy(sb),
+                        out_dtype=torch.bfloat16, bias=tb)
+    assert y.dtype == torch.bfloat16
+    assert relative_error(y.double().numpy(), _exact(a, w, sa, sb) + tb.double().numpy()) <= 2**-7
+    with pytest.raises(BadInputError, match="like a"):
+        ops.scaled_gemm(a, w.T, sa, sb, bias=torch.from_numpy(bias))

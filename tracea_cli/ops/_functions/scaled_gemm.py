@@ -14,6 +14,7 @@ from tracea.kernels.dtypes import DType
 
 from .. import _engine, _prepared
 from .._arrays import describe, device_ptr, is_torch, overlapping, shown
+from .._checks import alpha_value, chain
 from .._dispatch import _LAST, EXPLAINING, prepared
 from .._engine import STATS, Fallback, Route
 from .._prepared import Uncached, array_key, opt
@@ -30,6 +31,7 @@ OUTPUTS = {"fp32": DType.FP32, "float32": DType.FP32, "bf16": DType.BF16, "bfloa
 
 
 def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out_dtype: Any = None,
+                bias: Any = None, residual: Any = None, epilogue: Any = None, alpha: float = 1.0,
                 out: Any = None) -> Any:
     """``(a @ b)`` scaled, for 8-bit ``a`` (m, k) and ``b`` (k, n): int8 NumPy arrays or torch tensors (FP8:
     torch's ``float8_e4m3fn``/``float8_e5m2``). ``b`` as ``torch._scaled_mm`` takes it: ``w.T`` of an
@@ -37,22 +39,20 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
     ``scale_a``/``scale_b`` (float32): a number or shape (1,) each (per tensor); (m,) or (m, 1) and (n,) or (1, n)
     (per row of ``a`` and column of ``b``); (m, k/128) and (k/128, ceil(n/128)) (``a``'s 1x128 and ``b``'s 128x128
     blocks); or both None for int8's int32 accumulator itself (``torch._int_mm``'s function). ``out_dtype``:
-    fp32 (the default with scales), bf16, fp16 or int32 (without). Returns the same kind of array."""
+    fp32 (the default with scales), bf16, fp16 or int32 (without). ``bias`` (n,), ``residual`` (m, n) (dense, in
+    C's type), ``epilogue`` and ``alpha`` as ``tracea.ops.gemm`` takes them, applied to the scaled product before
+    C's rounding (``torch._scaled_mm``'s ``bias`` is ``bias=``). Returns the same kind of array."""
     key = None
+    extras = (bias, residual, epilogue, alpha)
     if out is None and not EXPLAINING.get():
-        try:
-            key = ("scaled_gemm", array_key(a), array_key(b), _scale_key(scale_a), _scale_key(scale_b),
-                   opt(out_dtype) if out_dtype is None or type(out_dtype) is str else (type(out_dtype), str(out_dtype)))
-            fast = _prepared.PREPARED.get(key)
-        except (Uncached, TypeError, ValueError):  # an argument the key cannot hold: the checked path says why
-            key = fast = None
-        y = _repeated(fast, key, (a, b, scale_a, scale_b)) if fast is not None else None
+        key, fast = _call_key(a, b, scale_a, scale_b, out_dtype, extras)
+        y = _repeated(fast, key, (a, b, scale_a, scale_b, bias, residual)) if fast is not None else None
         if y is not None:
             return y
     route = Route(op="scaled_gemm")
     _LAST.route = route
-    op, feeds = _checked(a, b, scale_a, scale_b, out_dtype)
-    result = _new_out(a, op) if out is None else _given_out(out, op, (a, b, scale_a, scale_b))
+    op, feeds = _checked(a, b, scale_a, scale_b, out_dtype, extras)
+    result = _new_out(a, op) if out is None else _given_out(out, op, (a, b, scale_a, scale_b, bias, residual))
     try:
         from tracea.emitters import registry
 
@@ -89,12 +89,25 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
         return _vendor(op, feeds, a, result)
 
 
+def _call_key(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any, extras: tuple[Any, ...]) -> tuple[Any, Any]:
+    """(the call's signature as the prepared calls key it, the prepared call of it or None); (None, None) where an
+    argument cannot be held in a key (the checked path says why)."""
+    bias, residual, epilogue, alpha = extras
+    try:
+        key = ("scaled_gemm", array_key(a), array_key(b), _scale_key(sa), _scale_key(sb),
+               opt(out_dtype) if out_dtype is None or type(out_dtype) is str else (type(out_dtype), str(out_dtype)),
+               array_key(bias), array_key(residual), opt(epilogue), opt(alpha))
+        return key, _prepared.PREPARED.get(key)
+    except (Uncached, TypeError, ValueError):
+        return None, None
+
+
 def _repeated(fast: Any, key: tuple[Any, ...], arrays: tuple[Any, ...]) -> Any:
     """A prepared signature's call, or None (the checked path): the host kernel's ``_Fast`` (the scales' values
     checked, the launch on the pointers), or a GPU's ``_prepared.Prepared`` (the launch every op has)."""
     if type(fast) is _Fast:
         return fast(*arrays)
-    y = prepared(key, arrays, None)
+    y = prepared(key, arrays[:4], None)  # (a device's prepared launch takes no epilogue: the GPU kernel has none)
     return None if y is _prepared.MISS or y is _prepared.RETRY else y
 
 
@@ -178,7 +191,8 @@ def _where(x: Any) -> str:
     return "host" if isinstance(x, np.ndarray) else str(x.device)
 
 
-def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any) -> tuple[Any, dict[str, Any]]:
+def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any,
+             extras: tuple[Any, ...] = (None, None, None, 1.0)) -> tuple[Any, dict[str, Any]]:
     da, db = _dtype_of("a", a), _dtype_of("b", b)
     if da is not db:
         raise BadInputError(f"a is {a.dtype} and b is {b.dtype}: both operands take one 8-bit type")
@@ -196,22 +210,41 @@ def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any) -> tuple[Any, dic
     if key not in OUTPUTS:
         raise BadInputError(f"out_dtype: {shown(out_dtype)} is not one of fp32, bf16, fp16, int32")
     layout, b_fed = _b_layout(b)
-    op = _op(m, n, k, da, OUTPUTS[key], mode, layout)
+    bias, residual, epilogue, alpha = extras
+    alpha = alpha_value(alpha)
+    chain_ = chain(epilogue, {"bias": bias is not None, "residual": residual is not None}, alpha)
+    op = _op(m, n, k, da, OUTPUTS[key], mode, layout, chain_, alpha)
+    operands = {n_: _operand(n_, v, want, a, op) for n_, v, want in (("bias", bias, (n,)), ("residual", residual,
+                                                                                              (m, n))) if v is not None}
     # a strided view of A is copied (on a GPU the copy is the kernel's buffer: no launch of it is prepared)
     feeds = {"a": _row_major(a), "b": b_fed}
     if mode != "none":
         if isinstance(sa, np.ndarray) and isinstance(sb, np.ndarray):  # (a device's are checked where they are)
             op.check_scales({"scale_a": sa, "scale_b": sb})
         feeds |= {"scale_a": sa, "scale_b": sb}
-    return op, feeds
+    return op, feeds | operands
+
+
+def _operand(name: str, v: Any, want: tuple[int, ...], a: Any, op: Any) -> Any:
+    """An epilogue operand as the kernel reads it: ``want``'s shape, dense, in C's type, beside ``a``."""
+    if isinstance(v, np.ndarray) != isinstance(a, np.ndarray) or (is_torch(v) and _where(v) != _where(a)):
+        raise BadInputError(f"{name}: expected a {type(a).__name__} on {_where(a)} like a, got {shown(v)}")
+    if tuple(v.shape) != want or not _dense(v):
+        raise BadInputError(f"{name}: expected a dense {want} array, got {shown(v)}",
+                            "bias has one value per output column; residual is the output's shape")
+    if v.dtype != _out_type(a, op):
+        raise BadInputError(f"{name}: expected C's type {op.out_dtype.value}, got {v.dtype}")
+    return v
 
 
 @functools.lru_cache(maxsize=256)
-def _op(m: int, n: int, k: int, dtype: DType, out: DType, scale: str, layout: str) -> Any:
+def _op(m: int, n: int, k: int, dtype: DType, out: DType, scale: str, layout: str, epilogue: tuple[str, ...] = (),
+        alpha: float = 1.0) -> Any:
     """The IR value of a call's signature, validated once (a repeated call skips the checks' microseconds)."""
     from tracea.kernels import ScaledGemm
 
-    return ScaledGemm(m=m, n=n, k=k, dtype=dtype, out_dtype=out, scale=scale, layout_b=layout)
+    return ScaledGemm(m=m, n=n, k=k, dtype=dtype, out_dtype=out, scale=scale, layout_b=layout, epilogue=epilogue,
+                      alpha=alpha)
 
 
 def _dense(x: Any) -> bool:
@@ -309,7 +342,7 @@ def _vendor(op: Any, feeds: dict[str, Any], a: Any, result: Any) -> Any:
 
 
 def _vendor_on_device(op: Any, feeds: dict[str, Any], a: Any, result: Any, torch: Any) -> Any:
-    """A float64 matmul in torch where the tensors are (exact until the output's rounding)."""
+    """A float64 matmul in torch where the tensors are (exact until the output's rounding), then the epilogue."""
     x, w = feeds["a"].double(), feeds["b"].double()
     w = w.t() if op.layout_b == "col" else w
     if op.scale == "none":
@@ -320,6 +353,13 @@ def _vendor_on_device(op: Any, feeds: dict[str, Any], a: Any, result: Any, torch
     else:
         sa, sb = (torch.as_tensor(feeds[s], device=a.device).double() for s in ("scale_a", "scale_b"))
         y = (x * sa.repeat_interleave(128, 1)) @ (w * sb.repeat_interleave(128, 0).repeat_interleave(128, 1)[:, : op.n])
+    if op.epilogue:
+        from tracea.kernels.epilogue import apply
+
+        from .._vendor import torch_math
+
+        extra = {n: feeds[n].double() for n in ("bias", "residual") if n in feeds}
+        y = apply(op.epilogue, y, extra, op.alpha, torch_math())
     result.copy_(y.round() if op.out_dtype is DType.INT32 else y)
     return result
 
@@ -348,7 +388,7 @@ class _Fast:
         want = self.shapes[name]
         return x.reshape(want) if len(want) == 2 else _spread(x, want[0])  # as the checked path shapes them
 
-    def __call__(self, a: Any, b: Any, sa: Any, sb: Any) -> Any:
+    def __call__(self, a: Any, b: Any, sa: Any, sb: Any, bias: Any = None, residual: Any = None) -> Any:
         op = self.op
         if not self.numpy:
             a, b = a.detach(), b.detach()
@@ -360,6 +400,9 @@ class _Fast:
             if xs[0] is None or xs[1] is None:
                 return None
             arrays += xs
+        if not self.numpy:
+            bias, residual = (None if x is None else x.detach() for x in (bias, residual))
+        arrays += [x for x in (bias, residual) if x is not None]  # (the key pinned their types, shapes and strides)
         result = _new_out(a, op)
         ptrs = [x.__array_interface__["data"][0] if isinstance(x, np.ndarray) else x.data_ptr() for x in arrays]
         ptrs.append(result.__array_interface__["data"][0] if self.numpy else result.data_ptr())

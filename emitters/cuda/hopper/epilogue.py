@@ -25,7 +25,7 @@ from .ptx import PACK2
 from .schedule import C_ATOM_BYTES, ELEM_BYTES, SWIZZLE, WgmmaSchedule
 
 
-def _operands(r: CudaRenderer, dtype: str, guard: str = "", swap: bool = False) -> Operands:
+def operands(r: CudaRenderer, dtype: str, guard: str = "", swap: bool = False) -> Operands:
     """Bias and residual at (``row``, ``col``), read in place; ``guard``: only where it holds (the TMA-store
     path visits rows past M). ``swap``: the kernel's tile is of C^T, so C's column is the kernel's row."""
     if swap:
@@ -112,7 +112,7 @@ def _stage_atom(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[str,
     w("            const int col = col0 + (a * 8 + jj) * 8 + e;")
     w("            const bool inside = row < M && col < N;")
     w("            float v = acc[i][4 * (a * 8 + jj) + 2 * h + e];")
-    for line in (*dequant, *element_ops(epilogue, _operands(r, dtype, "inside"))):
+    for line in (*dequant, *element_ops(epilogue, operands(r, dtype, "inside"))):
         w("            " + line)
     w("            out[e] = v;")
     w("        }")
@@ -138,7 +138,7 @@ def _stage_swapped(w: CodeWriter, r: CudaRenderer, dtype: str, epilogue: tuple[s
     w("            const int c_in = j * 8 + 2 * (lane % 4) + e, col = col0 + j * 8 + e;")
     w("            const bool inside = row < M && col < N;")
     w("            float v = acc[i][4 * j + 2 * h + e];")
-    for line in (*dequant, *element_ops(epilogue, _operands(r, dtype, "inside", swap=True))):
+    for line in (*dequant, *element_ops(epilogue, operands(r, dtype, "inside", swap=True))):
         w("            " + line)
     conv = r.converters(dtype)[1]
     w("            " + r.asm("st.shared.b16", addr=f"buf + {lay.c_offset('c_in', 'r_in')}", value=f"{conv}(v)"))
@@ -165,7 +165,7 @@ def _swapped_direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epi
     w("                const int row = row0 + i * 64 + h * 8, col = col0 + j * 8 + e;")
     w("                if (row < M && col < N) {")
     w("                    float v = acc[i][4 * j + 2 * h + e];")
-    for line in (*dequant, *element_ops(epilogue, _operands(r, dtype, swap=True))):
+    for line in (*dequant, *element_ops(epilogue, operands(r, dtype, swap=True))):
         w("                    " + line)
     w(f"                    C[(int64_t)col * M + row] = {conv}(v);")
     w("                }")
@@ -192,7 +192,7 @@ def direct_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tu
                 ("const int col = c0 + e < N ? c0 + e : c0;", "float v = acc[i][4 * j + 2 * h + e];", *dequant), 2,
                 "out")
     dest = Dest("p[{k}]", r.converters(dtype)[1], "c0", "p", "(N & 1) == 0", 1, ("uint16_t* p = C + (int64_t)row * N + c0;",))
-    return "\n".join(gpu_epilogue.direct_store(walk, epilogue, _operands(r, dtype), dest, Style("    ", 3))) + "\n"
+    return "\n".join(gpu_epilogue.direct_store(walk, epilogue, operands(r, dtype), dest, Style("    ", 3))) + "\n"
 
 
 def tma_store_drain(sched: WgmmaSchedule) -> str:

@@ -37,21 +37,24 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
 from ...cstyle import CodeWriter
+from ...gpu_epilogue import element_ops
 from ..render import CudaRenderer, Rendered
 from . import gemm
-from .epilogue import Stores
+from .epilogue import Stores, operands
 from .promotion import Fold
 from .ptx import INT8_WIDTHS, wgmma_instruction_8bit
 from .schedule import ADDRESS_REGS, SMEM_OPTIN_SM90, WgmmaSchedule, tile_count
 from .schedule import hero_schedule as bf16_hero
 from .space import search_space
 
-PARAMS = ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "M", "N", "K", "store_tma")
+PARAMS = ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "bias", "residual", "alpha", "M", "N", "K", "store_tma")
 C_TYPES = {"bf16": "uint16_t", "fp16": "uint16_t", "fp32": "float", "int32": "int"}
 BLOCK = 128  # block128's block, and the k of one stage (128 8-bit values)
 AHEAD = 1  # two product sets: the next tile's steps issued before a tile is stored (``promotion._overlapped``)
 BLOCK_AHEAD = 0  # block scales: the overlap renders and compiles (promotion._step loads each step's scales) but has
 # not run on a GPU; the GPU probe's --ahead sets it (benchmarks/gpu/scaled_gemm_gpu.py)
+EPILOGUE_ON_GPU = False  # the fused epilogue (bias, residual, ...): renders and compiles clean (CI), refused until it
+# has run on a GPU; the GPU probe's --epilogue sets it (benchmarks/gpu/scaled_gemm_gpu.py)
 
 
 def byte_view(op: Any) -> Any:
@@ -68,7 +71,7 @@ def unsupported(op: Any) -> str | None:
                 "weight, or w.T of one to tracea.ops.scaled_gemm)")
     if op.k % 16:
         return f"k = {op.k}: TMA reads 8-bit rows in 16-byte steps; K must be a multiple of 16 (as for cuBLASLt's FP8)"
-    if getattr(op, "epilogue", ()):
+    if getattr(op, "epilogue", ()) and not EPILOGUE_ON_GPU:
         return (f"epilogue {','.join(op.epilogue)}: the GPU's scaled GEMM fuses no epilogue yet (the CPU's does); "
                 "apply it to the output")
     return None
@@ -246,6 +249,7 @@ class WideStores:
     sched: WgmmaSchedule
     ctype: str
     dequant: tuple[str, ...] = ()
+    epilogue: tuple[str, ...] = ()
 
     def tma(self, when: str) -> str:
         return ""
@@ -256,7 +260,8 @@ class WideStores:
     def _value(self, acc: str) -> list[str]:
         if self.ctype == "int":
             return [f"const int v = {acc};"]
-        return [f"float v = {acc};", *self.dequant]
+        ops = element_ops(self.epilogue, operands(CudaRenderer(), "fp32", swap=self.sched.swap))
+        return [f"float v = {acc};", *self.dequant, *ops]
 
     def direct(self, groups: bool = False) -> str:
         s = self.sched
@@ -300,7 +305,8 @@ class WideStores:
 
 def render(op: Any, sched: WgmmaSchedule) -> str:
     """CUDA C++ (NVRTC, ``-arch=sm_90a``) of ``extern "C" tr_wgmma_gemm`` for ``op``: parameters ``(tmA, tmB, tmC,
-    C, const float* scale_a, const float* scale_b, int M, int N, int K, int store_tma)`` with M, N the kernel op's
+    C, const float* scale_a, const float* scale_b, const T* bias, const T* residual, float alpha, int M, int N, int K,
+    int store_tma)`` (T: C's type; the epilogue's operands, null without it) with M, N the kernel op's
     (exchanged under ``swap``) and K in byte pairs (``op.k / 2``); the launch as the GEMM's over ``byte_view``."""
     check(op, sched)
     view = byte_view(op)
@@ -309,10 +315,13 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     r = CudaRenderer()
     title = (f"cuda-wgmma.scaled_gemm {sched.name}: {dtype} A row-major x B n x k, scale {op.scale}, C {out}"
              f"{', C^T stored transposed' if sched.swap else ''}; K in byte pairs")
-    signature = (f"    {C_TYPES[out]}* __restrict__ C, const float* __restrict__ scale_a, const float* __restrict__ "
-                 "scale_b,\n    int M, int N, int K, int store_tma")
-    dequant = _dequant(op, sched)
-    base: Any = Stores(sched, r, out, (), dequant) if out in ("bf16", "fp16") else WideStores(sched, C_TYPES[out], dequant)
+    ct = C_TYPES[out]
+    signature = (f"    {ct}* __restrict__ C, const float* __restrict__ scale_a, const float* __restrict__ scale_b,\n"
+                 f"    const {ct}* __restrict__ bias, const {ct}* __restrict__ residual, float alpha,\n"
+                 "    int M, int N, int K, int store_tma")
+    dequant, epi = _dequant(op, sched), tuple(op.epilogue)
+    base: Any = Stores(sched, r, out, epi, dequant) if out in ("bf16", "fp16") else \
+        WideStores(sched, ct, dequant, epi)
     stores = ScaledStores(base, scale_pass(op, sched))
     prologue = "    const float sab = __ldg(scale_a) * __ldg(scale_b);  /* per-tensor scales */" \
         if op.scale == "tensor" else ""
@@ -354,7 +363,7 @@ def kernel_scalars(op: Any, sched: WgmmaSchedule) -> dict[str, int]:
     """The kernel's integer arguments: the kernel op's M and N (exchanged under ``swap``) and K in byte pairs, as
     ``scaled_kernel`` passes them (an exported launcher passes these)."""
     kop = gemm.kernel_op(byte_view(op), sched)
-    return {"M": kop.m, "N": kop.n, "K": op.k // 2}
+    return {"M": kop.m, "N": kop.n, "K": op.k // 2, "alpha": op.alpha}
 
 
 def _acc_text(op: Any, sched: WgmmaSchedule) -> str:
@@ -439,13 +448,15 @@ def scaled_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any
         def upload(self, inputs: dict[str, Any]) -> None:
             super().upload(inputs)
             ptr = {name: int(self._dbuf[name].ptr) if name in self._dbuf else 0
-                   for name in ("a", "b", "scale_a", "scale_b", "out")}
+                   for name in ("a", "b", "scale_a", "scale_b", "bias", "residual", "out")}
             ma, mb = operand_maps(view, sched, ptr["a"], ptr["b"])
             # (a 4-byte C's schedules store directly, ``check``: an empty map and the flag 0)
             mc, store_tma = c_output_map(op.m, op.n, op.out_dtype.value, sched, ptr["out"])
             mnk = kernel_scalars(op, sched)
             self._wargs = [ma, mb, mc, ctypes.c_uint64(ptr["out"]), ctypes.c_uint64(ptr["scale_a"]),
-                           ctypes.c_uint64(ptr["scale_b"]), ctypes.c_int(mnk["M"]), ctypes.c_int(mnk["N"]),
-                           ctypes.c_int(mnk["K"]), ctypes.c_int(store_tma)] + split_args(self, self.rendered)
+                           ctypes.c_uint64(ptr["scale_b"]), ctypes.c_uint64(ptr["bias"]),
+                           ctypes.c_uint64(ptr["residual"]), ctypes.c_float(op.alpha), ctypes.c_int(mnk["M"]),
+                           ctypes.c_int(mnk["N"]), ctypes.c_int(mnk["K"]), ctypes.c_int(store_tma)] \
+                + split_args(self, self.rendered)
 
     return ScaledWgmmaKernel(op, artifact, rendered_, scalars, sched, view)

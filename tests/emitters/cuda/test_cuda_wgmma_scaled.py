@@ -50,7 +50,8 @@ def test_the_geometry_is_the_bf16_gemms_over_byte_pairs():
     assert (view.m, view.n, view.k, view.dtype.value, view.layout_a, view.layout_b) == (300, 520, 1024, "bf16", "row",
                                                                                          "col")
     r = sg.rendered(op, dataclasses.replace(TILE, split=2), 132)
-    assert r.params[:10] == ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "M", "N", "K", "store_tma")
+    assert r.params[:13] == ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "bias", "residual", "alpha", "M", "N",
+                             "K", "store_tma")
     assert r.metadata["split_k"]["splits"] == 2 and r.metadata["tile"]["K"] == 128
     assert r.metadata["fragments"]["dtype_acc"].startswith("fp32, promoted")
 
@@ -167,6 +168,27 @@ def _compiles_clean(source: str, what: str) -> None:
     assert m and m.groups() == ("0", "0", "0"), (what, log[-400:])
     assert "C7517" not in log, log  # no wait of ptxas's own between a step's issue and the last one's additions
     assert "C7511" not in log, log  # nor wgmmas serialized for want of registers (the overlapped walk's risk)
+
+
+def test_the_fused_epilogue_renders_after_the_scales_and_compiles_clean(nvrtc, monkeypatch):
+    """Not run on a GPU yet: refused by default (one line), rendered and compiled for sm_90a when let through: the
+    chain after the scales in each store form (TMA staging, direct fp32, swapped decode), bias along C's columns."""
+    op = ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16", "row", epilogue="bias,gelu,residual")
+    assert "no epilogue yet" in sg.refusal(op)
+    with pytest.raises(UnsupportedError):
+        sg.render(op, TILE)
+    monkeypatch.setattr(sg, "EPILOGUE_ON_GPU", True)
+    src = sg.render(op, TILE)
+    stored = src.index("if (ptm >= 0)")
+    assert src.index("__ldg(scale_b + c)", stored) < src.index("bias[col]", stored) \
+        < src.index("tr_gelu(v)", stored) < src.index("residual[(int64_t)row * N + col]", stored)
+    _compiles_clean(src, "epilogue, TMA store")
+    wide = ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp32", "tensor", epilogue="bias,relu,scale", alpha=0.5)
+    _compiles_clean(sg.render(wide, dataclasses.replace(TILE, store="direct")), "epilogue, fp32 direct")
+    decode = ScaledGemm(1, 4096, 4096, "fp8e4m3", "bf16", "row", epilogue="bias,relu")
+    swapped = sg.render(decode, sg.hero_schedule(decode, 132))
+    assert "bias[row]" in swapped  # the kernel's rows are C's columns under swap
+    _compiles_clean(swapped, "epilogue, swapped decode")
 
 
 def test_two_product_sets_store_a_tile_while_the_next_ones_first_step_runs(nvrtc, monkeypatch):

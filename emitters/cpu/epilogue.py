@@ -4,7 +4,7 @@ prelude); the plain-C reference the exported packages check against is ``cstyle.
 
 from __future__ import annotations
 
-from tracea.kernels.epilogue import statements
+from tracea.kernels.epilogue import GELU_C0, GELU_C1, statements
 
 C_SIMD = {
     "bias": "v = vf_add(v, {bias});",
@@ -14,4 +14,14 @@ C_SIMD = {
     "residual": "v = vf_add(v, {residual});",
 }
 
-__all__ = ["C_SIMD", "statements"]
+# The same ops on one fp32 value ``v`` in plain C (a kernel's scalar store path, e.g. the scaled 8-bit GEMM's):
+# ``alpha`` a float in scope, GELU's tanh form in float.
+C_SCALAR = {
+    "bias": "v += {bias};",
+    "relu": "v = v < 0.0f ? 0.0f : v;",  # a NaN stays NaN
+    "gelu": f"v = 0.5f * v * (1.0f + tanhf({GELU_C0!r}f * (v + {GELU_C1!r}f * v * v * v)));",
+    "scale": "v *= alpha;",
+    "residual": "v += {residual};",
+}
+
+__all__ = ["C_SCALAR", "C_SIMD", "statements"]

@@ -220,22 +220,13 @@ def render_scaled_gemm(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, header: str)
                       "{ return tr_scaled_gemm(bufs, dims, fparams); }"])
 
 
-# The epilogue's ops on one fp32 value ``v`` of C at (i, j) (``kernels/epilogue.py``'s vocabulary), its operands
-# read in C's type; GELU's tanh form in float.
-SCALAR_EPILOGUE = {
-    "bias": "v += {bias};",
-    "relu": "v = v < 0.0f ? 0.0f : v;",  # a NaN stays NaN
-    "gelu": "v = 0.5f * v * (1.0f + tanhf({c0}f * (v + {c1}f * v * v * v)));",
-    "scale": "v *= J->alpha;",
-    "residual": "v += {residual};",
-}
-
-
 def epilogue_c(op: Any) -> str:
-    """``TR_EPILOGUE``: the op's chain as one line of C statements over ``v`` (empty without one)."""
-    from tracea.kernels.epilogue import GELU_C0, GELU_C1, statements
+    """``TR_EPILOGUE``: the op's chain as one line of C statements over ``v`` (``epilogue.C_SCALAR``; empty without
+    one), its operands read in C's type."""
+    from .epilogue import C_SCALAR, statements
 
     load = {"fp32": "((const float*)J->{})[{}]", "bf16": "tr_bf2f(((const uint16_t*)J->{})[{}])",
             "fp16": "tr_h2f(((const uint16_t*)J->{})[{}])"}.get(op.out_dtype.value, "0")
-    table = {k: v.replace("{c0}", repr(GELU_C0)).replace("{c1}", repr(GELU_C1)) for k, v in SCALAR_EPILOGUE.items()}
-    return " ".join(statements(op.epilogue, table, bias=load.format("bias", "j"), residual=load.format("resid", "at")))
+    alpha = ["const float alpha = J->alpha;"] if "scale" in op.epilogue else []
+    return " ".join(alpha + statements(op.epilogue, C_SCALAR, bias=load.format("bias", "j"),
+                                       residual=load.format("resid", "at")))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tracea.emitters.baselines import NUMPY_INPLACE
-from tracea.emitters.cpu.epilogue import C_SIMD
+from tracea.emitters.cpu.epilogue import C_SCALAR, C_SIMD
 from tracea.emitters.cstyle import C_REFERENCE
 from tracea.emitters.gpu import EPILOGUE as GPU
 from tracea.kernels import Gemm
@@ -19,7 +19,8 @@ from tracea.kernels.epilogue import EPILOGUES, NUMPY, VOCABULARY, apply, stateme
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("table", [C_SIMD, GPU, C_REFERENCE], ids=["c-simd", "cuda-hip", "c-reference"])
+@pytest.mark.parametrize("table", [C_SIMD, GPU, C_REFERENCE, C_SCALAR], ids=["c-simd", "cuda-hip", "c-reference",
+                                                                             "c-scalar"])
 def test_each_language_table_covers_the_vocabulary_exactly(table):
     assert set(table) == set(EPILOGUES)
     for name, op in VOCABULARY.items():

@@ -146,7 +146,22 @@ def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     column-major as both take it. Block scales: torch's block-scaled
     ``_scaled_mm`` (cuBLASLt's 1x128 / 128x128 mode, CUDA 12.9+) where this torch has it and it agrees with the
     operands dequantized, else the float32 matmul of operands dequantized once (named so); either way, bf16 cuBLAS and
-    per-tensor FP8 on the same shape are timed beside it as speed references."""
+    per-tensor FP8 on the same shape are timed beside it as speed references. A fused epilogue runs after the
+    library's call, in torch, fp32 (its own references beside stay the plain product)."""
+    found = _device_calls(op, t, torch)
+    if not op.epilogue:
+        return found
+    extra = {k: t[k].float() for k in ("bias", "residual") if k in t}
+    math = torch_math(torch)
+    out_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[op.out_dtype.value]
+
+    def fused(run: Callable[[], Any]) -> Callable[[], Any]:  # the chain after the library's call, in fp32 (unfused)
+        return lambda: apply_epilogue(op.epilogue, run().float(), extra, op.alpha, math).to(out_dtype)
+
+    return (f"{found[0]}, then the epilogue in torch", fused(found[1]), *found[2:])
+
+
+def _device_calls(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     fp8 = {"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}.get(op.dtype.value)
     a = t["a"].view(getattr(torch, fp8)) if fp8 else t["a"]
     b = t["b"].view(getattr(torch, fp8)) if fp8 else t["b"]

@@ -277,5 +277,9 @@ def test_the_fused_epilogue_on_the_host_and_its_prepared_calls():
                         out_dtype=torch.bfloat16, bias=tb)
     assert y.dtype == torch.bfloat16
     assert relative_error(y.double().numpy(), _exact(a, w, sa, sb) + tb.double().numpy()) <= 2**-7
-    with pytest.raises(BadInputError, match="like a"):
-        ops.scaled_gemm(a, w.T, sa, sb, bias=torch.from_numpy(bias))
+    for other in (torch.from_numpy(bias), [1.0] * 48, 2.0):
+        with pytest.raises(BadInputError, match="like a"):
+            ops.scaled_gemm(a, w.T, sa, sb, bias=other)
+        with pytest.raises(BadInputError, match="like a"):  # (torch operands: a list or a number, one line too)
+            ops.scaled_gemm(torch.from_numpy(a), torch.from_numpy(w).t(), torch.from_numpy(sa), torch.from_numpy(sb),
+                            bias=bias if isinstance(other, torch.Tensor) else other)

@@ -227,7 +227,8 @@ def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any,
 
 def _operand(name: str, v: Any, want: tuple[int, ...], a: Any, op: Any) -> Any:
     """An epilogue operand as the kernel reads it: ``want``'s shape, dense, in C's type, beside ``a``."""
-    if isinstance(v, np.ndarray) != isinstance(a, np.ndarray) or (is_torch(v) and _where(v) != _where(a)):
+    if not (isinstance(v, np.ndarray) or is_torch(v)) or isinstance(v, np.ndarray) != isinstance(a, np.ndarray) \
+            or (is_torch(v) and _where(v) != _where(a)):
         raise BadInputError(f"{name}: expected a {type(a).__name__} on {_where(a)} like a, got {shown(v)}")
     if tuple(v.shape) != want or not _dense(v):
         raise BadInputError(f"{name}: expected a dense {want} array, got {shown(v)}",

@@ -266,7 +266,7 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--producer-regs", type=int, default=0, help="registers the producer keeps (0: the schedule's)")
     ap.add_argument("--fast-accum", action="store_true", help="probe: FP8 accumulated by the tensor cores alone")
-    ap.add_argument("--ahead", type=int, default=-1, help="probe: the next tile's k steps issued before a tile is "
+    ap.add_argument("--ahead", type=int, default=-1, choices=(-1, 0, 1), help="probe: the next tile's k steps issued before a tile is "
                     "stored, block scales too (0: none; -1: the kernel's own, scaled_gemm.AHEAD and BLOCK_AHEAD)")
     ap.add_argument("--match", default="", help="comma-separated parts of the rows' labels")
     ap.add_argument("--only", default="", help="comma-separated parts of the swept schedules' names (--sweep)")

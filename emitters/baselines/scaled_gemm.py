@@ -29,6 +29,17 @@ from . import NUMPY_INPLACE, Baseline, TorchOut, blas_name, f32, torch_math, tor
 WARMUP, TRIES = 3, 5  # calls each candidate warms up with (oneDNN builds its kernel in its first calls), then is timed
 
 
+def _torch_out(op: Any, torch: Any) -> Any:
+    """C's torch dtype."""
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int32": torch.int32}[
+        op.out_dtype.value]
+
+
+def _epilogue_operands(op: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The fused epilogue's bias and residual as float32 (stored in C's type)."""
+    return {k: f32(inputs[k], op.out_dtype) for k in op.epilogue_shapes()}
+
+
 def _seconds(run: Callable[[], Any]) -> float:
     """The fastest of ``TRIES`` calls after ``WARMUP``: the choice compares each library at its best."""
     for _ in range(WARMUP):
@@ -45,12 +56,11 @@ def _torch_candidates(op: Any, inputs: dict[str, np.ndarray], torch: Any) -> dic
     a = torch.from_numpy(inputs["a"])
     b = torch.from_numpy(inputs["b"])
     b_kn = b.t() if op.layout_b == "col" else b  # k x n, column-major when B came n x k
-    out_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int32": torch.int32}[
-        op.out_dtype.value]
+    out_dtype = _torch_out(op, torch)
     sa = torch.from_numpy(inputs["scale_a"]) if "scale_a" in inputs else None
     sb = torch.from_numpy(inputs["scale_b"]) if "scale_b" in inputs else None
 
-    extra = {k: torch.from_numpy(f32(v, op.out_dtype)) for k, v in inputs.items() if k in ("bias", "residual")}
+    extra = {k: torch.from_numpy(v) for k, v in _epilogue_operands(op, inputs).items()}
     math = torch_math(torch)
 
     def fused(y: Any) -> Any:  # the op's epilogue in fp32 on the scaled product, then C's type
@@ -93,7 +103,7 @@ def _block_dequantized(op: Any, inputs: dict[str, np.ndarray], torch: Any) -> Ba
     sa = np.repeat(inputs["scale_a"].astype(np.float64), 128, axis=1)
     sb = np.repeat(np.repeat(inputs["scale_b"].astype(np.float64), 128, axis=0), 128, axis=1)[:, : op.n]
     da, db = (a * sa).astype(np.float32), (b * sb).astype(np.float32)
-    extra = {k: f32(v, op.out_dtype) for k, v in inputs.items() if k in ("bias", "residual")}
+    extra = _epilogue_operands(op, inputs)
     if torch is None:
         return Baseline(f"numpy.matmul ({blas_name()}) of operands dequantized once to fp32 (no block-scaled int8 GEMM)",
                         lambda: apply_epilogue(op.epilogue, da @ db, extra, op.alpha, NUMPY_INPLACE))
@@ -110,7 +120,7 @@ def _numpy(op: Any, inputs: dict[str, np.ndarray]) -> Baseline:
     b = b.T if op.layout_b == "col" else b
     out = np.empty((op.m, op.n), np.float32)
     sa, sb = inputs.get("scale_a"), inputs.get("scale_b")
-    extra = {k: f32(v, op.out_dtype) for k, v in inputs.items() if k in ("bias", "residual")}
+    extra = _epilogue_operands(op, inputs)
 
     def run() -> np.ndarray:
         y = np.matmul(a, b, out=out)
@@ -153,7 +163,7 @@ def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
         return found
     extra = {k: t[k].float() for k in ("bias", "residual") if k in t}
     math = torch_math(torch)
-    out_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[op.out_dtype.value]
+    out_dtype = _torch_out(op, torch)
 
     def fused(run: Callable[[], Any]) -> Callable[[], Any]:  # the chain after the library's call, in fp32 (unfused)
         return lambda: apply_epilogue(op.epilogue, run().float(), extra, op.alpha, math).to(out_dtype)
@@ -166,8 +176,7 @@ def _device_calls(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     a = t["a"].view(getattr(torch, fp8)) if fp8 else t["a"]
     b = t["b"].view(getattr(torch, fp8)) if fp8 else t["b"]
     b_cm = b.t() if op.layout_b == "col" else b.t().contiguous().t()  # k x n, column-major
-    out_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "int32": torch.int32}[
-        op.out_dtype.value]
+    out_dtype = _torch_out(op, torch)
     if op.scale == "block128":
         return _block_scaled(op, a, b_cm, t, torch, out_dtype)
     row = op.scale == "row"

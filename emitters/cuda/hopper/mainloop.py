@@ -302,7 +302,7 @@ def consumer_branch(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, stores: An
             {stores.tma(_store_when(sched))}"""
     w.extend(_consumer_decls(sched, r, acc, fold))
     ahead = fold is not None and fold.ahead
-    if ahead:  # (promotion.py: the next tile's first steps issued before the tile before is stored)
+    if ahead:  # (promotion.py: the next tile's first step issued before the tile before is stored)
         w.extend(f"        if (k_iters >= {fold.ahead}) {{")
         w.extend(fold.overlapped(sched, r, walk, epilogue + "\n" + stores.direct(groups=spread)))
         w.extend("        } else {")

@@ -32,8 +32,8 @@ class Fold:
     ahead of the k loop (once a product set); ``factor``: a C
     expression of ``i`` (m slice), ``j`` (accumulator) and ``c`` (column part) that multiplies a product ("": none);
     ``chunks``: column parts (``buffers`` 1 only); ``buffers``: sets of step products (2: a step issued while the one
-    before is added); ``ahead`` (two sets, a walk of whole tiles, nothing in ``before``): the next tile's first
-    ``ahead`` steps issued before the tile before it is stored (``overlapped``), 0: none."""
+    before is added); ``ahead`` (two sets over a walk of whole tiles): 1, the next tile's first step issued before
+    the tile before it is stored (``overlapped``), 0: none."""
 
     before: str = ""
     factor: str = ""
@@ -55,15 +55,11 @@ class Fold:
         loop = _double(sched, walk, self) if self.buffers == 2 else _single(sched, walk, self)
         return loop + f"""
             {_turn_pass(sched)}
-            #pragma unroll
-            for (int i = 0; i < {sched.m_slices}; ++i) {{
-                #pragma unroll
-                for (int j = 0; j < {sched.bn // 2}; ++j) {r.asm("compiler.pin", value="acc[i][j]")}
-            }}"""
+            {_pinned(sched, r)}"""
 
     def overlapped(self, sched: WgmmaSchedule, r: CudaRenderer, walk: Any, epilogue: str) -> str:
-        """The consumers' walk with each tile's epilogue moved after the next tile's first ``ahead`` steps are
-        issued (``_overlapped``); ``epilogue`` stores the tile (``tm``, ``tn``) from ``acc``."""
+        """The consumers' walk with each tile's epilogue moved after the next tile's first step is issued
+        (``_overlapped``); ``epilogue`` stores the tile (``tm``, ``tn``) from ``acc``."""
         return _overlapped(sched, r, walk, self, epilogue)
 
     def renamed(self, text: str, b: int) -> str:
@@ -155,19 +151,7 @@ def _double(sched: WgmmaSchedule, walk: Any, fold: Fold) -> str:
                     {_step(sched, g, fold, 0, f"({first})")}
                 }}
                 int kk = ({first}) + 1;
-                for (; kk + 1 < ({end}); kk += 2) {{
-                    {_step(sched, g, fold, 1, "kk")}
-                    {_added(sched, fold, 0)}
-                    {_step(sched, g, fold, 0, "(kk + 1)")}
-                    {_added(sched, fold, 1)}
-                }}
-                if (kk < ({end})) {{
-                    {_step(sched, g, fold, 1, "kk")}
-                    {_added(sched, fold, 0)}
-                    {_added(sched, fold, 1, 0)}
-                }} else {{
-                    {_added(sched, fold, 0, 0)}
-                }}
+                {_pairs(sched, g, fold, end)}
             }}"""
 
 
@@ -207,62 +191,63 @@ def _stored(epilogue: str, when: str) -> str:
             }}"""
 
 
+def _pairs(sched: WgmmaSchedule, g: dict[str, int], fold: Fold, end: str) -> str:
+    """From step ``kk`` with set 0's group in flight: the steps in pairs (into set 1, then set 0), each issue followed
+    by the other set's addition, then the last one or two steps; nothing in flight after."""
+    return f"""for (; kk + 1 < ({end}); kk += 2) {{
+                {_step(sched, g, fold, 1, "kk")}
+                {_added(sched, fold, 0)}
+                {_step(sched, g, fold, 0, "(kk + 1)")}
+                {_added(sched, fold, 1)}
+            }}
+            if (kk < ({end})) {{
+                {_step(sched, g, fold, 1, "kk")}
+                {_added(sched, fold, 0)}
+                {_added(sched, fold, 1, 0)}
+            }} else {{
+                {_added(sched, fold, 0, 0)}
+            }}"""
+
+
 def _overlapped(sched: WgmmaSchedule, r: CudaRenderer, walk: Any, fold: Fold, epilogue: str) -> str:
-    """Two product sets over a walk of whole tiles, the tile before stored while this one's first steps run: at a
-    tile's head its first ``fold.ahead`` steps (1 or 2) are issued, then the sums ``acc`` still hold, of the tile
-    before (``ptm``, ``ptn``), are stored (``_stored``), and only then are this tile's products added. The tensor
-    cores so run one or two steps (about 0.3 us each on 128 x 128) while the consumers scale, convert and store; the
-    last tile is stored after the walk. Every tile ends with no group in flight, and the state at each join is one:
-    the sets in flight before the stores on both sides of ``ptm >= 0``, set ``ahead - 1`` at the head of the pairs
-    (``ahead`` 2 runs ``_double``'s pairs with the sets' roles exchanged), so ptxas injects no wait. Needs
-    ``k_iters >= ahead`` (the caller's branch). ``ahead`` 2 holds three sets of sums through the stores: ptxas
-    serializes the wgmmas and spills (NVRTC 13.0, 128 x 128), so the kernel takes 1 (``scaled_gemm.AHEAD``)."""
+    """Two product sets over a walk of whole tiles, the tile before stored while this one's first step runs: at a
+    tile's head its first step is issued, then the sums ``acc`` still hold, of the tile before (``ptm``, ``ptn``),
+    are stored (``_stored``), and only then are this tile's products added. The tensor cores so run a step (about
+    0.3 us on 128 x 128) while the consumers scale, convert and store; the last tile is stored after the walk. Every
+    tile ends with no group in flight, and the state at each join is one (set 0's group in flight on both sides of
+    ``ptm >= 0`` and at the pairs' head), so ptxas injects no wait. Two steps ahead would hold three sets of sums
+    through the stores: ptxas serializes the wgmmas and spills (NVRTC 13.0, 128 x 128), so one it is. Needs
+    ``k_iters >= 1`` (the caller's branch)."""
     g = _geometry(sched)
     first, end = walk.k_bounds()
-    ahead = fold.ahead
-    stored = _stored(epilogue, "while this tile's first steps run")
-    zero = f"""#pragma unroll
-            for (int i = 0; i < {sched.m_slices}; ++i) {{
-                #pragma unroll
-                for (int j = 0; j < {sched.bn // 2}; ++j) acc[i][j] = 0.0f;
-            }}"""
-    x, y = (0, 1) if ahead == 2 else (1, 0)  # the set issued first in a pair, and the other
-    head = _step(sched, g, fold, 0, f"({first})")
-    if ahead == 2:
-        head += f"\n            {_step(sched, g, fold, 1, f'({first} + 1)')}"
     decl = "\n            ".join(fold.renamed(fold.decl, b) for b in range(2)) if fold.decl else ""
-    if ahead == 2:  # step 0 done: the sums start from its products
-        zero = f"""TR_WGMMA_WAIT(1);
-            if (lane == 0) {_release("pp", sched)}
-            {zero}
-            {_add(sched, "step_acc0", fold.renamed(fold.factor, 0), sched.bn // 2)}"""
-    pin = r.asm("compiler.pin", value="acc[i][j]")
     return f"""        int ptm = -1, ptn = 0;  /* the tile whose sums acc holds until they are stored */
 {walk.consumer_loop()}
             uint32_t ps = 0, pp = 0;  /* the stages of the last step issued and of the one before */
             {decl}
-            {head}
-            {stored}
-            {zero}
-            int kk = ({first}) + {ahead};
-            for (; kk + 1 < ({end}); kk += 2) {{
-                {_step(sched, g, fold, x, "kk")}
-                {_added(sched, fold, y)}
-                {_step(sched, g, fold, y, "(kk + 1)")}
-                {_added(sched, fold, x)}
-            }}
-            if (kk < ({end})) {{
-                {_step(sched, g, fold, x, "kk")}
-                {_added(sched, fold, y)}
-                {_added(sched, fold, x, 0)}
-            }} else {{
-                {_added(sched, fold, y, 0)}
-            }}
-            #pragma unroll
-            for (int i = 0; i < {sched.m_slices}; ++i) {{
-                #pragma unroll
-                for (int j = 0; j < {sched.bn // 2}; ++j) {pin}
-            }}
+            {_step(sched, g, fold, 0, f"({first})")}
+            {_stored(epilogue, "while this tile's first step runs")}
+            {_zeroed(sched)}
+            int kk = ({first}) + 1;
+            {_pairs(sched, g, fold, end)}
+            {_pinned(sched, r)}
             ptm = tm; ptn = tn;
         }}
         {_stored(epilogue, "after the walk: nothing else runs")}"""
+
+
+def _zeroed(sched: WgmmaSchedule) -> str:
+    return f"""#pragma unroll
+            for (int i = 0; i < {sched.m_slices}; ++i) {{
+                #pragma unroll
+                for (int j = 0; j < {sched.bn // 2}; ++j) acc[i][j] = 0.0f;
+            }}"""
+
+
+def _pinned(sched: WgmmaSchedule, r: CudaRenderer) -> str:
+    """The sums pinned in registers where the loop leaves them (the compiler moves nothing across)."""
+    return f"""#pragma unroll
+            for (int i = 0; i < {sched.m_slices}; ++i) {{
+                #pragma unroll
+                for (int j = 0; j < {sched.bn // 2}; ++j) {r.asm("compiler.pin", value="acc[i][j]")}
+            }}"""

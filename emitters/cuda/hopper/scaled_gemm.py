@@ -47,7 +47,8 @@ from .schedule import ADDRESS_REGS, SMEM_OPTIN_SM90, WgmmaSchedule, tile_count
 from .schedule import hero_schedule as bf16_hero
 from .space import search_space
 
-PARAMS = ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "bias", "residual", "alpha", "M", "N", "K", "store_tma")
+PARAMS = ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "M", "N", "K", "store_tma")
+EPILOGUE_PARAMS = ("bias", "residual", "alpha")  # after the scales, in a kernel with a fused epilogue only
 C_TYPES = {"bf16": "uint16_t", "fp16": "uint16_t", "fp32": "float", "int32": "int"}
 BLOCK = 128  # block128's block, and the k of one stage (128 8-bit values)
 AHEAD = 1  # two product sets: the next tile's steps issued before a tile is stored (``promotion._overlapped``)
@@ -305,8 +306,8 @@ class WideStores:
 
 def render(op: Any, sched: WgmmaSchedule) -> str:
     """CUDA C++ (NVRTC, ``-arch=sm_90a``) of ``extern "C" tr_wgmma_gemm`` for ``op``: parameters ``(tmA, tmB, tmC,
-    C, const float* scale_a, const float* scale_b, const T* bias, const T* residual, float alpha, int M, int N, int K,
-    int store_tma)`` (T: C's type; the epilogue's operands, null without it) with M, N the kernel op's
+    C, const float* scale_a, const float* scale_b, [const T* bias, const T* residual, float alpha,] int M, int N,
+    int K, int store_tma)`` (T: C's type; the bracketed three with a fused epilogue only) with M, N the kernel op's
     (exchanged under ``swap``) and K in byte pairs (``op.k / 2``); the launch as the GEMM's over ``byte_view``."""
     check(op, sched)
     view = byte_view(op)
@@ -316,9 +317,9 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     title = (f"cuda-wgmma.scaled_gemm {sched.name}: {dtype} A row-major x B n x k, scale {op.scale}, C {out}"
              f"{', C^T stored transposed' if sched.swap else ''}; K in byte pairs")
     ct = C_TYPES[out]
+    fused = f"    const {ct}* __restrict__ bias, const {ct}* __restrict__ residual, float alpha,\n" if op.epilogue else ""
     signature = (f"    {ct}* __restrict__ C, const float* __restrict__ scale_a, const float* __restrict__ scale_b,\n"
-                 f"    const {ct}* __restrict__ bias, const {ct}* __restrict__ residual, float alpha,\n"
-                 "    int M, int N, int K, int store_tma")
+                 f"{fused}    int M, int N, int K, int store_tma")
     dequant, epi = _dequant(op, sched), tuple(op.epilogue)
     base: Any = Stores(sched, r, out, epi, dequant) if out in ("bf16", "fp16") else \
         WideStores(sched, ct, dequant, epi)
@@ -348,7 +349,7 @@ def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Rendered:
         "scales": op.scale, "out": op.out_dtype.value,
         "launch": {"grid": [grid, 1, 1], "block": [threads, 1, 1], "dynamic_smem": smem, "persistent": sched.persistent},
     }
-    params = PARAMS
+    params = params_of(op)
     if sched.split != 1:
         meta["split_k"] = gemm.split_plan(view, sched, sm_count).to_json()
         from .scheduler import TileScheduler
@@ -363,7 +364,13 @@ def kernel_scalars(op: Any, sched: WgmmaSchedule) -> dict[str, int]:
     """The kernel's integer arguments: the kernel op's M and N (exchanged under ``swap``) and K in byte pairs, as
     ``scaled_kernel`` passes them (an exported launcher passes these)."""
     kop = gemm.kernel_op(byte_view(op), sched)
-    return {"M": kop.m, "N": kop.n, "K": op.k // 2, "alpha": op.alpha}
+    return {"M": kop.m, "N": kop.n, "K": op.k // 2, **({"alpha": op.alpha} if op.epilogue else {})}
+
+
+def params_of(op: Any) -> tuple[str, ...]:
+    """The kernel's parameters (``PARAMS``, with ``EPILOGUE_PARAMS`` after the scales where ``op`` fuses an
+    epilogue: a kernel without one keeps the signature it had)."""
+    return PARAMS[:6] + EPILOGUE_PARAMS + PARAMS[6:] if op.epilogue else PARAMS
 
 
 def _acc_text(op: Any, sched: WgmmaSchedule) -> str:
@@ -453,10 +460,10 @@ def scaled_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any
             # (a 4-byte C's schedules store directly, ``check``: an empty map and the flag 0)
             mc, store_tma = c_output_map(op.m, op.n, op.out_dtype.value, sched, ptr["out"])
             mnk = kernel_scalars(op, sched)
+            fused = [ctypes.c_uint64(ptr["bias"]), ctypes.c_uint64(ptr["residual"]), ctypes.c_float(op.alpha)] \
+                if op.epilogue else []
             self._wargs = [ma, mb, mc, ctypes.c_uint64(ptr["out"]), ctypes.c_uint64(ptr["scale_a"]),
-                           ctypes.c_uint64(ptr["scale_b"]), ctypes.c_uint64(ptr["bias"]),
-                           ctypes.c_uint64(ptr["residual"]), ctypes.c_float(op.alpha), ctypes.c_int(mnk["M"]),
-                           ctypes.c_int(mnk["N"]), ctypes.c_int(mnk["K"]), ctypes.c_int(store_tma)] \
-                + split_args(self, self.rendered)
+                           ctypes.c_uint64(ptr["scale_b"]), *fused, ctypes.c_int(mnk["M"]), ctypes.c_int(mnk["N"]),
+                           ctypes.c_int(mnk["K"]), ctypes.c_int(store_tma)] + split_args(self, self.rendered)
 
     return ScaledWgmmaKernel(op, artifact, rendered_, scalars, sched, view)

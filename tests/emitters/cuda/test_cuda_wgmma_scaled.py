@@ -50,8 +50,7 @@ def test_the_geometry_is_the_bf16_gemms_over_byte_pairs():
     assert (view.m, view.n, view.k, view.dtype.value, view.layout_a, view.layout_b) == (300, 520, 1024, "bf16", "row",
                                                                                          "col")
     r = sg.rendered(op, dataclasses.replace(TILE, split=2), 132)
-    assert r.params[:13] == ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "bias", "residual", "alpha", "M", "N",
-                             "K", "store_tma")
+    assert r.params[:10] == ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "M", "N", "K", "store_tma")
     assert r.metadata["split_k"]["splits"] == 2 and r.metadata["tile"]["K"] == 128
     assert r.metadata["fragments"]["dtype_acc"].startswith("fp32, promoted")
 
@@ -183,6 +182,8 @@ def test_the_fused_epilogue_renders_after_the_scales_and_compiles_clean(nvrtc, m
     assert src.index("__ldg(scale_b + c)", stored) < src.index("bias[col]", stored) \
         < src.index("tr_gelu(v)", stored) < src.index("residual[(int64_t)row * N + col]", stored)
     _compiles_clean(src, "epilogue, TMA store")
+    assert sg.rendered(op, TILE, 132).params[4:9] == ("scale_a", "scale_b", "bias", "residual", "alpha")
+    assert sg.kernel_scalars(op, TILE)["alpha"] == 1.0 and "bias" not in sg.render(ScaledGemm(4096, 4096, 4096, "fp8e4m3", "bf16"), TILE)
     wide = ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp32", "tensor", epilogue="bias,relu,scale", alpha=0.5)
     _compiles_clean(sg.render(wide, dataclasses.replace(TILE, store="direct")), "epilogue, fp32 direct")
     decode = ScaledGemm(1, 4096, 4096, "fp8e4m3", "bf16", "row", epilogue="bias,relu")

@@ -9,20 +9,21 @@
 # beside torch._scaled_mm and the ops and export GPU tests of the scaled GEMM, 11. the FP8 rows without and with the
 # overlap of a tile's stores with the next tile's first k step (scaled_gemm.AHEAD; --ahead 0 and 1).
 #     bash benchmarks/gpu/scaled_gemm_checks.sh
-# Knobs: PARTS ("1 2 3"), SWEEP (set: --sweep), EPILOGUE (set: the fused epilogue's check cases, --epilogue), MATCH (""), ROWS_S (seconds a rows part may take: 150), PYTEST_K
+# Knobs: PARTS ("1 2 3"), SWEEP (set: --sweep), AHEAD
+# (0 or 1: --ahead for the check, the sanitizers and the rows), AHEAD_ROWS (part 11's row set: fp8), MATCH (""), ROWS_S (seconds a rows part may take: 150), PYTEST_K
 # (none), PROFILE_SHAPE, PROFILE_VENDOR ("--vendor": cuBLASLt's kernel profiled too). The calls of docs/device-runs/h200-fp8-int8-gemm/ (its README) set these per call.
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
 $PY -c "import torch; print('torch', torch.__version__, torch.version.cuda)" | tee -a "$RES/device.txt"
 rows() {  # rows WHICH FILE
-  timeout ${ROWS_S:-150} $PY benchmarks/gpu/scaled_gemm_gpu.py --part rows --rows $1 ${SWEEP:+--sweep} \
+  timeout ${ROWS_S:-150} $PY benchmarks/gpu/scaled_gemm_gpu.py --part rows --rows $1 ${SWEEP:+--sweep} ${AHEAD:+--ahead $AHEAD} \
     --match "${MATCH:-}" --budget $(( ${ROWS_S:-150} - 25 )) > "$RES/$2" 2>&1
   echo "$1 rc=$?"; cut -c1-175 "$RES/$2" | grep -vE "^\s*$" | tail -40
 }
 for part in ${PARTS:-1 2 3}; do
   case $part in
   1)
-    timeout 200 $PY benchmarks/gpu/scaled_gemm_gpu.py --part check ${EPILOGUE:+--epilogue} > "$RES/check.txt" 2>&1
+    timeout 200 $PY benchmarks/gpu/scaled_gemm_gpu.py --part check ${AHEAD:+--ahead $AHEAD} > "$RES/check.txt" 2>&1
     echo "check rc=$?"; grep -E "WRONG|BUILD|check:" "$RES/check.txt" | cut -c1-220
     timeout 120 $PY -m pytest -q -p no:cacheprovider -n 8 tests/emitters/cuda/test_cuda_wgmma_scaled_gpu.py \
       ${PYTEST_K:+-k "$PYTEST_K"} > "$RES/gpu_tests.txt" 2>&1
@@ -31,7 +32,7 @@ for part in ${PARTS:-1 2 3}; do
     SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for tool in memcheck racecheck synccheck; do
       timeout 100 $SAN --tool $tool --report-api-errors no --print-limit 10 --error-exitcode 99 \
-        $PY benchmarks/gpu/scaled_gemm_gpu.py --part check --small ${EPILOGUE:+--epilogue} > "$RES/sanitize_$tool.txt" 2>&1
+        $PY benchmarks/gpu/scaled_gemm_gpu.py --part check --small ${AHEAD:+--ahead $AHEAD} > "$RES/sanitize_$tool.txt" 2>&1
       echo "$tool rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|WRONG|check:' "$RES/sanitize_$tool.txt" | tr '\n' ' ')"
     done ;;
   3) rows fp8 rows_fp8.txt ;;
@@ -57,7 +58,7 @@ for part in ${PARTS:-1 2 3}; do
     echo "ops/export tests rc=$?"; tail -3 "$RES/ops_export_tests.txt" | cut -c1-300 ;;
   11)  # the FP8 tiles without (--ahead 0) and with the overlap of a tile's stores with the next tile's first step
     for a in 0 1; do
-      timeout ${ROWS_S:-90} $PY benchmarks/gpu/scaled_gemm_gpu.py --part rows --rows fp8 --ahead $a --match "${MATCH:-}" \
+      timeout ${ROWS_S:-90} $PY benchmarks/gpu/scaled_gemm_gpu.py --part rows --rows ${AHEAD_ROWS:-fp8} --ahead $a --match "${MATCH:-}" \
         --budget $(( ${ROWS_S:-90} - 25 )) > "$RES/rows_ahead$a.txt" 2>&1
       echo "ahead $a rc=$?"; cut -c1-130 "$RES/rows_ahead$a.txt" | grep -vE "^\s*$|vendor:"
     done ;;

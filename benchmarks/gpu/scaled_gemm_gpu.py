@@ -90,11 +90,11 @@ def _cases() -> list[tuple[ScaledGemm, W, bool]]:
                                                                  l2_hint="first"), True),
           (ScaledGemm(130, 4100, 1152, "fp8e5m2", "fp16", "tensor"), W(bm=64, bn=64, stages=12, consumers=1,
                                                                       store="tma"), False)]
-    return c + (_epilogue_cases() if sg.EPILOGUE_ON_GPU else [])
+    return c + _epilogue_cases()
 
 
 def _epilogue_cases() -> list[tuple[ScaledGemm, W, bool]]:
-    """--epilogue: the fused chain after the scales, in every store form (TMA staging, direct fp32, swapped, split-K
+    """The fused chain after the scales, in every store form (TMA staging, direct fp32, swapped, split-K
     per element, int8's per-element scales, the overlapped walk over more tiles than blocks)."""
     return [
         (ScaledGemm(256, 384, 512, "fp8e4m3", "bf16", "row", epilogue="bias,gelu,residual"), TILE, True),
@@ -270,12 +270,9 @@ def main() -> None:
                     "stored, block scales too (0: none; -1: the kernel's own, scaled_gemm.AHEAD and BLOCK_AHEAD)")
     ap.add_argument("--match", default="", help="comma-separated parts of the rows' labels")
     ap.add_argument("--only", default="", help="comma-separated parts of the swept schedules' names (--sweep)")
-    ap.add_argument("--epilogue", action="store_true", help="the fused epilogue let through to the GPU (not yet run "
-                    "there: scaled_gemm.EPILOGUE_ON_GPU) and its check cases added")
     ap.add_argument("--budget", type=float, default=1e9)
     a = ap.parse_args()
     ONLY = a.only
-    sg.EPILOGUE_ON_GPU = a.epilogue
     if a.ahead >= 0:
         sg.AHEAD = sg.BLOCK_AHEAD = a.ahead
     if a.part == "check":

@@ -147,3 +147,31 @@ def test_a_repeated_tracea_ops_scaled_gemm_on_cuda_takes_the_prepared_launch():
     y = ops.scaled_gemm(wide[:, :256], w.t(), sa, sb, out_dtype="bf16")
     want = torch._scaled_mm(wide[:, :256].contiguous(), w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)
     assert float((y.float() - want).norm() / want.norm()) < 8 * 2.0**-8
+
+
+def test_tracea_ops_scaled_gemm_fuses_bias_and_residual_on_cuda_through_the_prepared_launch():
+    """bias, gelu, residual in the kernel: the first call checked, later ones prepared with each call's own bias and
+    residual (new values in new tensors), each against torch's product with the same chain after it."""
+    torch = pytest.importorskip("torch")
+    import tracea.ops as ops
+
+    g = torch.Generator(device="cuda").manual_seed(7)
+
+    def operands():
+        a = (torch.randn(200, 512, device="cuda", generator=g) * 8).to(torch.float8_e4m3fn)
+        w = (torch.randn(384, 512, device="cuda", generator=g) * 8).to(torch.float8_e4m3fn)
+        sa, sb = torch.rand(200, 1, device="cuda", generator=g) + 0.5, torch.rand(1, 384, device="cuda", generator=g)
+        bias = (torch.randn(384, device="cuda", generator=g) * 500).to(torch.bfloat16)
+        residual = (torch.randn(200, 384, device="cuda", generator=g) * 500).to(torch.bfloat16)
+        return a, w, sa, sb, bias, residual
+
+    before = None
+    for i in range(4):
+        a, w, sa, sb, bias, residual = operands()
+        y = ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="bf16", bias=bias, residual=residual,
+                            epilogue="bias,gelu,residual")
+        before = ops.stats() if i == 0 else before
+        prod = (a.double() @ w.double().t()) * sa.double() * sb.double() + bias.double()
+        want = torch.nn.functional.gelu(prod, approximate="tanh") + residual.double()
+        assert float((y.double() - want).norm() / want.norm()) < 8 * 2.0**-8, i
+    assert ops.stats().get("fast_path", 0) == before.get("fast_path", 0) + 3  # each later call a prepared launch

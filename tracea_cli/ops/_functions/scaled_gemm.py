@@ -20,7 +20,7 @@ from .._engine import STATS, Fallback, Route
 from .._prepared import Uncached, array_key, opt
 
 ORDER = 15  # its place in tracea.ops (help, __all__)
-NAMES = ("a", "b", "scale_a", "scale_b")  # the call's arrays, as the prepared launch finds the kernel's buffers
+NAMES = ("a", "b", "scale_a", "scale_b", "bias", "residual")  # the call's arrays, as the prepared launch finds the kernel's buffers
 __all__ = ["scaled_gemm"]
 TORCH_PIECES: tuple[str, ...] = ()
 
@@ -67,7 +67,7 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
             if key is not None and out is None and all(is_torch(v) for v in feeds.values()):
                 # later calls of this signature launch on their pointers: the key pinned every check but the
                 # scales' finiteness, which a GPU's scales would have to be read back for (not done again)
-                _prepared.keep(key, NAMES, (a, b, scale_a, scale_b), k, feeds, result, result, route, "torch",
+                _prepared.keep(key, NAMES, (a, b, scale_a, scale_b, bias, residual), k, feeds, result, result, route, "torch",
                                a.device.index)
         else:
             k({n: _host(v) for n, v in feeds.items()}, out=_host(result))
@@ -107,7 +107,7 @@ def _repeated(fast: Any, key: tuple[Any, ...], arrays: tuple[Any, ...]) -> Any:
     checked, the launch on the pointers), or a GPU's ``_prepared.Prepared`` (the launch every op has)."""
     if type(fast) is _Fast:
         return fast(*arrays)
-    y = prepared(key, arrays[:4], None)  # (a device's prepared launch takes no epilogue: the GPU kernel has none)
+    y = prepared(key, arrays, None)
     return None if y is _prepared.MISS or y is _prepared.RETRY else y
 
 

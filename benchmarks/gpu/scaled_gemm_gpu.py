@@ -26,7 +26,8 @@ import numpy as np
 from tracea.doctor import probe
 from tracea.emitters import cuda
 from tracea.emitters.bench import bench
-from tracea.emitters.cuda import mma
+from tracea.emitters.cuda import mma, schedule_from_json
+from tracea.emitters.cuda.gemv_tma import GemvTmaSchedule as G
 from tracea.emitters.cuda.hopper import scaled_gemm as sg
 from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule as W
 from tracea.kernels import ScaledGemm, relative_error, tolerance
@@ -90,7 +91,22 @@ def _cases() -> list[tuple[ScaledGemm, W, bool]]:
                                                                  l2_hint="first"), True),
           (ScaledGemm(130, 4100, 1152, "fp8e5m2", "fp16", "tensor"), W(bm=64, bn=64, stages=12, consumers=1,
                                                                       store="tma"), False)]
-    return c + _epilogue_cases()
+    return c + _epilogue_cases() + _gemv_cases()
+
+
+def _gemv_cases() -> list[tuple[ScaledGemm, G, bool]]:
+    """FP8 decode on the TMA-fed gemv (``emitters/cuda/gemv_tma.py``, m16n8k32): one and two 8-row groups, N and K
+    off the boxes, long K in fp32, splits in a cluster and through the workspace, e5m2,
+    the epilogue."""
+    return [(ScaledGemm(1, 4096, 4096, "fp8e4m3", "bf16", "tensor"), G(boxes=2, splits=2), True),
+            (ScaledGemm(5, 520, 1040, "fp8e4m3", "fp32", "row"), G(), True),
+            (ScaledGemm(16, 1000, 14336, "fp8e4m3", "fp32", "row"), G(splits=4), True),
+            (ScaledGemm(16, 700, 2048, "fp8e5m2", "fp16", "tensor"), G(boxes=4, stages=3), True),
+            (ScaledGemm(9, 4096, 11008, "fp8e4m3", "bf16", "row"), G(splits=11), False),
+            (ScaledGemm(12, 11008, 4096, "fp8e4m3", "bf16", "row", epilogue="bias,gelu,residual"), G(), False),
+            (ScaledGemm(16, 4096, 14336, "fp8e4m3", "fp32", "tensor"), G(boxes=2, splits=2), False),
+            (ScaledGemm(3, 136, 4096, "fp8e4m3", "fp32", "tensor", epilogue="bias,relu,scale", alpha=0.5),
+             G(warps=8, boxes=4, splits=3), True)]
 
 
 def _epilogue_cases() -> list[tuple[ScaledGemm, W, bool]]:
@@ -183,8 +199,9 @@ def candidates(op: ScaledGemm) -> list[W]:
     hero = sg.hero_schedule(op, HOST_SMS)
     int8 = op.dtype.value == "int8"
     if op.m <= 64 and op.scale != "block128":
-        forms = [dataclasses.replace(hero, split=0 if not int8 else 1, stages=st, bm=bm, consumers=c)
-                 for st in (6, 12) for bm, c in ((64, 1), (128, 2))]
+        # the swapped wgmma tiles' own hero (FP8 decode of <= 16 rows is the TMA gemv's: the sweep's gemv forms)
+        forms = [hero] + [dataclasses.replace(hero, split=0 if not int8 else 1, stages=st, bm=bm, consumers=c)
+                          for st in (6, 12) for bm, c in ((64, 1), (128, 2))]
         # unsplit, deep rings (cuBLASLt's per-tensor decode: 64 x 8 tiles, 16 stages, no split, call 21)
         forms += [dataclasses.replace(hero, split=1, stages=st) for st in (8, 12)]
     elif op.m <= 256 and op.scale != "block128":
@@ -214,9 +231,20 @@ def candidates(op: ScaledGemm) -> list[W]:
             sg.check(op, s)
         except Exception:  # noqa: BLE001 - a form this op cannot take
             continue
-        if s != hero and s not in out:
+        if s not in out and (s != hero or op.m <= 64):
             out.append(s)
-    return out
+    return out + _gemv_forms(op)
+
+
+def _gemv_forms(op: ScaledGemm) -> list[G]:
+    """The TMA gemv's forms for an FP8 decode row: rings of 4-8 stages of 2 or 4 boxes, splits 1, 2 and 4."""
+    from tracea.emitters.cuda import gemv_tma
+
+    if gemv_tma.refusal(op):
+        return []
+    forms = [G(warps=w, stages=st, boxes=b, splits=k) for w, st, b in ((4, 4, 2), (4, 8, 2), (4, 4, 4), (8, 4, 4)) if w == 4 or op.m <= 8
+             for k in (1, 2, 4)]
+    return [f for f in forms if gemv_tma.smem_bytes(op, f) <= gemv_tma.SMEM_LIMIT]
 
 
 def line(op: ScaledGemm, label: str, name: str, r: object) -> None:
@@ -241,7 +269,7 @@ def rows(which: str, sweep: bool, match: str, budget: float) -> None:
             print(f"budget of {budget:.0f} s spent: the rows after {op.case_label()} were not run")
             break
         r = bench(op, HOST, backend="cuda", variant=VARIANT, repeats=30)
-        line(op, "hero", W.from_json(r.schedule).name if r.schedule else "-", r)
+        line(op, "hero", schedule_from_json(r.schedule).name if r.schedule else "-", r)
         if r.baseline_name and (which in ("block", "fp8", "fp8-tensor") or not said):
             print(f"    vendor: {r.baseline_name}", flush=True)
             said = True

@@ -84,8 +84,8 @@ def tensor_maps(op: Any, r: Rendered, schedule: Any) -> TensorMaps | None:
     from . import gemv_tma
     from .hopper import gemm
 
-    if op.kind == "gemm" and getattr(schedule, "core", None) == "gemv_tma":  # the decode GEMM: A and B by TMA
-        return TensorMaps(op.dtype.value, gemv_tma.map_geometry(op), False)
+    if getattr(schedule, "core", None) == "gemv_tma":  # the decode GEMM: A and B by TMA (8-bit ones as byte pairs)
+        return TensorMaps(gemv_tma.view(op).dtype.value, gemv_tma.map_geometry(op), False)
     if op.kind == "scaled_gemm" and r.entry == gemm.KERNEL_NAME:
         return _scaled_maps(op, schedule)
     if op.kind != "gemm" or r.entry != gemm.KERNEL_NAME:

@@ -347,13 +347,14 @@ def _cluster_reduction(op: Any, s: Any, store: str, r: CudaRenderer, T: int) -> 
 
 
 def reduction(op: Any, s: Any, from_f: str, to_f: str, cluster: bool, r: CudaRenderer,
-              threads: int | None = None) -> list[str]:
+              threads: int | None = None, store: str | None = None) -> list[str]:
     """Warps' partials (``red[w]``, w < ``s.warps``) summed in warp order; with splits, the split partials in
     split order: across a cluster's shared memory, or by the last block of the column tile from the global
     workspace (``split_arrival.last_block``: the counter reset by thread 0 once the sum is stored). Every one
-    of the block's ``threads`` (default: ``s.warps`` warps) takes part."""
+    of the block's ``threads`` (default: ``s.warps`` warps) takes part; ``store`` stores the sum ``v`` of (m, n)
+    (default: the epilogue into ``Cout`` by ``_store``)."""
     T = threads or 32 * s.warps
-    store = _store(op, from_f, to_f)
+    store = store or _store(op, from_f, to_f)
     if cluster:
         return _cluster_reduction(op, s, store, r, T)
     src = ["    " + r.barrier,

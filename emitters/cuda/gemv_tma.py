@@ -19,6 +19,9 @@ ring's memory holds the warps' partials once every stage is consumed.
 Needs A row-major with K a multiple of 8 and, for row-major B, N a multiple of 8 (TMA's 16-byte row
 strides), and A and B at 16-byte aligned addresses (a launch over others raises; ``tracea.ops`` then runs the
 vendor's call, as for the Hopper tiles, and an exported launcher refuses the view); other GEMMs of <= 16 rows run on ``gemv.py``'s register path, of 17-32 rows on the tensor-core tiles.
+
+It serves the 8-bit scaled GEMM too (issue 35): FP8 of at most 16 rows with per-tensor or per-row scales walks
+the operands as byte pairs (``view``), the same boxes and addresses; ``gemv_tma_fp8.py`` says what changes.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, LaunchError, UnsupportedError
 
 from ..cstyle import Param
-from . import gemv
+from . import gemv, gemv_tma_fp8
+from .gemv_tma_fp8 import Io
 from .hopper.ptx import DEVICE_LIB, HINT_LIB
 from .render import CudaRenderer, Rendered
 from .schedule import tile_features
@@ -43,6 +47,17 @@ BOXES = (1, 2, 4, 8)
 STAGES = (2, 3, 4, 5, 6, 8)
 SMEM_LIMIT = 227 * 1024  # an sm_90 block's opt-in shared memory
 MAX_M = 32  # rows of A: up to four 8-row mma groups
+SPLIT_BYTES = 8192  # bytes of K a column from which an FP8 GEMV splits K (hero_schedule)
+
+
+def view(op: Any) -> Any:
+    """The 16-bit GEMM whose geometry the kernel walks: ``op`` itself, or an 8-bit scaled GEMM's operands as byte
+    pairs (``scaled_gemm.byte_view``: K/2 columns; a box's 128 bytes are 64 pairs, 128 8-bit values)."""
+    if op.kind == "scaled_gemm":
+        from .hopper.scaled_gemm import byte_view
+
+        return byte_view(op)
+    return op
 
 
 def mpad(op: Any) -> int:
@@ -95,6 +110,9 @@ class GemvTmaSchedule:
         why = refusal(op)
         if why:
             raise UnsupportedError(f"gemv_tma: {why}", "the gemv core (registers) runs it")
+        if op.kind == "scaled_gemm" and self.warps == 8 and mpad(op) == 16:  # 96 registers a thread (2 blocks)
+            raise BadInputError("warps: 8 consumer warps spill with 16 rows of FP8 A (its unpacked fragments); "
+                                "take 4")
         need = smem_bytes(op, self)
         if need > SMEM_LIMIT:
             raise BadInputError(f"stages: {self.stages} stages of {self.boxes} boxes take {need} bytes of shared "
@@ -118,10 +136,12 @@ class GemvTmaSchedule:
 
 def refusal(op: Any) -> str | None:
     """Why TMA cannot feed ``op`` (None: it can)."""
-    if getattr(op, "kind", None) != "gemm":
-        return f"computes gemm, not {getattr(op, 'kind', op)}"
+    if getattr(op, "kind", None) not in ("gemm", "scaled_gemm"):
+        return f"computes gemm and scaled_gemm, not {getattr(op, 'kind', op)}"
     if op.m > MAX_M:
         return f"computes at most {MAX_M} rows of A, not {op.m}"
+    if op.kind == "scaled_gemm":
+        return gemv_tma_fp8.refusal(op)
     if op.dtype.value not in gemv.DTYPES:
         return f"computes bf16 or fp16, not {op.dtype.value}"
     if op.layout_a != "row":
@@ -138,12 +158,16 @@ def applies(op: Any) -> bool:
     return refusal(op) is None
 
 
+SCALED_HERO = ("tensor", "row")  # the scale modes of FP8 decode GEMMs whose hero this core is
+
+
 def prefers(op: Any) -> bool:
     """The hero of the Hopper family for every GEMM of <= 32 rows TMA can feed. On an H200 (2026-11-30,
     docs/device-runs/h200-decode-gemm-tma/, call 2) it ran 1.09-1.17x cuBLAS at 16 rows where the register gemv ran
     0.73-1.05x (the tensor-core tiles, call 1: 0.85-1.03x), 1.12-1.20x at one row (register gemv 0.81-1.05x), and
-    0.90-1.12x at 24 and 32 rows (call 4) where the tiles ran 0.80-0.95x (call 3)."""
-    return applies(op)
+    0.90-1.12x at 24 and 32 rows (call 4) where the tiles ran 0.80-0.95x (call 3). FP8 with the scale modes
+    of ``SCALED_HERO``."""
+    return applies(op) and (op.kind == "gemm" or op.scale in SCALED_HERO)
 
 
 def stage_bytes(op: Any, s: GemvTmaSchedule) -> int:
@@ -156,7 +180,7 @@ def smem_bytes(op: Any, s: GemvTmaSchedule) -> int:
 
 
 def k_stages(op: Any, s: GemvTmaSchedule) -> int:
-    return -(-op.k // (KB * s.boxes))
+    return -(-view(op).k // (KB * s.boxes))
 
 
 def hero_schedule(op: Any, host: Any) -> GemvTmaSchedule:
@@ -167,11 +191,17 @@ def hero_schedule(op: Any, host: Any) -> GemvTmaSchedule:
     split 2 ways, 0.92-1.16x 4 ways (two blocks an SM), 0.85-1.02x 8 ways; 2 stages of 4 boxes matched 4 of 2, and 6
     of 2 or 4 of 4 lost 3-10 %; wider N (172+ tiles) ran best unsplit (call 5: unsplit within 3 % of any split, up
     to 42 % faster than 8 splits)."""
-    boxes = 2 if op.k > KB else 1
+    boxes = 2 if view(op).k > KB else 1
     base = GemvTmaSchedule(warps=4, stages=4, boxes=boxes)
     tiles = -(-op.n // gemv.NB)
     total = k_stages(op, base)
     splits = max(1, min(gemv.sm_count(host) // tiles, total // 4, gemv.MAX_SPLITS))
+    if op.kind == "scaled_gemm" and splits > 1 and op.k < SPLIT_BYTES:
+        # FP8 with under 8 KiB of K a column: unsplit, 4 boxes a stage (128 KiB of B in flight a block): on an
+        # H200 (docs/device-runs/h200-fp8-int8-gemm/call26) 1 and 16 x 4096 x 4096 ran 0.0111 and 0.0123 ms so
+        # (4 stages of 2 boxes: 0.0113, 0.0126) against 0.0114 and 0.0126 split 2; from 11008 of K split 2 won
+        deep = GemvTmaSchedule(warps=4, stages=4, boxes=4)
+        return dataclasses.replace(deep, stages=max(2, min(4, k_stages(op, deep))))
     per_split = -(-total // splits)  # a ring deeper than a split's stages holds nothing more
     return dataclasses.replace(base, stages=max(2, min(base.stages, per_split)), splits=splits)
 
@@ -191,7 +221,8 @@ def search_space(op: Any, hero: Any, arch: Any) -> list[GemvTmaSchedule]:
                     s = GemvTmaSchedule(warps=warps, stages=stages, boxes=boxes, splits=splits)
                     total = k_stages(op, s)
                     # every split gets stages: no block of the grid left idle by the rounding
-                    if smem_bytes(op, s) <= SMEM_LIMIT and -(-total // -(-total // splits)) == splits:
+                    if smem_bytes(op, s) <= SMEM_LIMIT and -(-total // -(-total // splits)) == splits and not (
+                            op.kind == "scaled_gemm" and warps == 8 and mpad(op) == 16):
                         out.append(s)
     return out
 
@@ -304,20 +335,30 @@ def _fragment_stores(op: Any) -> list[str]:
     return ["    if (warp < CW) {", *("    " + line for line in stores), "    }"]
 
 
+def _io(op: Any, r: CudaRenderer) -> Io:
+    """The 16-bit GEMM's element type, parameters, tensor-core helpers and store (an FP8 one's: ``gemv_tma_fp8``)."""
+    if op.kind == "scaled_gemm":
+        return gemv_tma_fp8.io(op, r)
+    dtype = op.dtype.value
+    to_f, from_f = r.converters(dtype)
+    return Io(dtype, (Param("Cout", dtype, True, False, True), Param("bias", dtype, True, True, True),
+                      Param("resid", dtype, True, True, True), Param("ws", "fp32", True, False, True),
+                      Param("alpha", "float")),
+              ("out", "bias", "residual", "workspace", "alpha"), r.tensor_prelude(dtype), gemv._store(op, from_f, to_f))
+
+
 def render_gemv_tma(op: Any, schedule: GemvTmaSchedule, arch: Any, renderer: CudaRenderer | None = None) -> Rendered:
     r = renderer or CudaRenderer()
     s = schedule
-    dtype = op.dtype.value
-    to_f, from_f = r.converters(dtype)
+    io = _io(op, r)
     mp, mg = mpad(op), mpad(op) // 8
     total = k_stages(op, s)
     per_split = -(-total // s.splits)
     tiles = -(-op.n // gemv.NB)
     cluster = gemv.clustered(s, arch)
     threads = s.block_threads
-    name = f"tr_gemv_tma_{dtype}_{op.layout_b[0]}_{s.name}" + ("_cl" if cluster else "")
-    params = [Param("Cout", dtype, True, False, True), Param("bias", dtype, True, True, True),
-              Param("resid", dtype, True, True, True), Param("ws", "fp32", True, False, True), Param("alpha", "float")]
+    name = f"tr_gemv_tma_{io.tag}_{op.layout_b[0]}_{s.name}" + ("_cl" if cluster else "")
+    params = list(io.params)
     signature = r.render_kernel_signature(name, params, launch_bounds=(threads, 2))
     maps = "const __grid_constant__ TrTensorMap tmA, const __grid_constant__ TrTensorMap tmB, "  # A first: the
     # exported launcher takes its views in the kernel's order, (a, b, ...) as every GEMM package
@@ -326,7 +367,7 @@ def render_gemv_tma(op: Any, schedule: GemvTmaSchedule, arch: Any, renderer: Cud
         signature = signature.replace("__launch_bounds__", f"__cluster_dims__(1, {s.splits}, 1) __launch_bounds__")
     defines = (f"#define M {op.m}\n#define N {op.n}\n#define K {op.k}\n#define MP {mp}\n#define CW {s.warps}\n"
                f"#define STAGES {s.stages}\n#define BOXES {s.boxes}\n#define STAGE_BYTES {stage_bytes(op, s)}u")
-    src = [r.prelude(1), r.tensor_prelude(dtype), DEVICE_LIB, HINT_LIB, *([gemv.CLUSTER_LIB] if cluster else []),
+    src = [r.prelude(1), io.prelude, DEVICE_LIB, HINT_LIB, *([gemv.CLUSTER_LIB] if cluster else []),
            LDM2, defines, signature + " {",
            "    extern __shared__ unsigned char tr_dyn[];",
            "    __shared__ __align__(8) uint64_t bars[2 * STAGES];",
@@ -346,19 +387,20 @@ def render_gemv_tma(op: Any, schedule: GemvTmaSchedule, arch: Any, renderer: Cud
            "    #pragma unroll\n    for (int e = 0; e < 4; ++e) acc[t][m][e] = 0.0f;",
            *_producer(op, s), *_consumer(op, s),
            "    " + r.barrier + "  /* every stage consumed: the ring's memory holds the partials now */",
-           *_fragment_stores(op), *gemv.reduction(op, s, from_f, to_f, cluster, r, threads), "}"]
+           *_fragment_stores(op), *gemv.reduction(op, s, "", "", cluster, r, threads, io.store), "}"]
     grid = (tiles, s.splits, 1)
     smem = smem_bytes(op, s)
     meta = {"name": name, "tile": {"columns_per_block": gemv.NB, "rows": op.m, "rows_padded": mp, "warps": s.warps,
                                    "producer_warps": 1, "splits": s.splits, "stages": s.stages, "boxes": s.boxes,
                                    "k_per_stage": KB * s.boxes},
-            "fragments": {"dtype_in": dtype, "dtype_acc": "fp32", "mma": "m16n8k16 (B as the 16 rows)",
+            "fragments": {"dtype_in": op.dtype.value, "dtype_acc": "fp32",
+                          "mma": ("m16n8k32" if op.kind == "scaled_gemm" else "m16n8k16") + " (B as the 16 rows)",
                           "loads": "TMA 64 x 64 boxes, 128B swizzle; ldmatrix"},
             "launch": {"grid": list(grid), "block": [threads, 1, 1], "dynamic_smem": smem},
             "workspace_bytes": gemv.workspace_bytes(op, s, arch),  # the register gemv's split partials
             "reduction": "cluster" if cluster else "workspace" if s.splits > 1 else "block", "epilogue": list(op.epilogue)}
     return Rendered(name, name, "\n".join(src) + "\n",
-                    ("tmA", "tmB", "out", "bias", "residual", "workspace", "alpha"), grid, (threads, 1, 1), smem, meta)
+                    ("tmA", "tmB", *io.names), grid, (threads, 1, 1), smem, meta)
 
 
 # ----------------------------------------------------------------------------------------- host side
@@ -366,8 +408,9 @@ def map_geometry(op: Any) -> dict[str, tuple[int, int, int, int]]:
     """The kernel's two maps as (inner, outer, box inner, box outer) of a row-major 16-bit matrix: B in 64 x 64
     boxes (n x k: k inner; k x n: n inner), A in boxes of 64 k x ``mpad`` rows (rows past M read as zeros).
     ``maps`` encodes them for Tracea's runs, an exported package's launcher (export_maps.py) for its own."""
-    b = (op.k, op.n, KB, gemv.NB) if op.layout_b == "col" else (op.n, op.k, gemv.NB, KB)
-    return {"tmA": (op.k, op.m, KB, mpad(op)), "tmB": b}
+    g = view(op)
+    b = (g.k, g.n, KB, gemv.NB) if g.layout_b == "col" else (g.n, g.k, gemv.NB, KB)
+    return {"tmA": (g.k, g.m, KB, mpad(op)), "tmB": b}
 
 
 def maps(op: Any, a_ptr: int, b_ptr: int) -> tuple[Any, Any]:
@@ -378,7 +421,7 @@ def maps(op: Any, a_ptr: int, b_ptr: int) -> tuple[Any, Any]:
     out = []
     for name, ptr in (("tmA", a_ptr), ("tmB", b_ptr)):
         inner, outer, b0, b1 = g[name]
-        out.append(encode_2d(ptr, op.dtype.value, inner, outer, inner, (b0, b1)))
+        out.append(encode_2d(ptr, view(op).dtype.value, inner, outer, inner, (b0, b1)))
     return out[0], out[1]
 
 

@@ -1,5 +1,5 @@
 """`tracea export scaled_gemm --backend cuda` without a GPU: the Hopper 8-bit GEMM's package (FP8 tiles with the TMA
-store, the swapped decode form with split-K, int8 into int32) renders, its launcher encodes the kernel's tensor maps
+store, the swapped decode form with split-K, int8 into int32; FP8 decode of at most 16 rows on the TMA gemv) renders, its launcher encodes the kernel's tensor maps
 over the operands' byte pairs with the geometry Tracea's own runs use (``scaled_gemm.byte_view``, exchanged under
 ``swap``), passes M, N and K as the kernel takes them, compiles and links with its example, and on a stand-in driver
 answering as an sm_90 encodes each map once per address and launches with every argument in place. The GPU run:
@@ -19,7 +19,7 @@ from test_export_cuda import _run_on_fake_driver
 CASES = {
     "fp8-row-tile-tma-store": ["--m", "256", "--n", "512", "--k", "1024", "--dtype", "fp8e4m3", "--out-dtype", "bf16",
                                "--scale", "row"],
-    "fp8-tensor-decode-swapped-split": ["--m", "16", "--n", "4096", "--k", "1024", "--dtype", "fp8e4m3",
+    "fp8-tensor-decode-swapped-split": ["--m", "24", "--n", "4096", "--k", "1024", "--dtype", "fp8e4m3",
                                         "--out-dtype", "fp16", "--scale", "tensor"],
     "int8-int32-wide-direct": ["--m", "256", "--n", "512", "--k", "1024", "--dtype", "int8", "--out-dtype", "int32",
                                "--scale", "none"],
@@ -90,3 +90,45 @@ def test_the_scaled_gemm_package_encodes_its_byte_pair_maps_and_launches(tmp_pat
         # (int8 into int32 without scales: the scale pointers the kernel takes are null)
         assert words[3:6] == [str(addr["out"]), str(addr.get("scale_a", 0)), str(addr.get("scale_b", 0))], words
         assert words[6:9] == [str(mnk["M"]), str(mnk["N"]), str(mnk["K"])], words
+
+
+@needs_nvrtc
+@pytest.mark.skipif(cuda_include() is None or shutil.which("gcc") is None, reason="cuda.h or gcc is missing")
+def test_the_fp8_decode_package_runs_the_tma_gemv_over_byte_pairs(tmp_path):
+    """M <= 16 FP8 exports the gemv (emitters/cuda/gemv_tma.py): A's and B's maps over byte pairs (K/2 columns, 64
+    pairs x 16 rows and 64 x 64 boxes), no C map, the launch taking the maps, then out, the scales, the epilogue's
+    operands (none: null), the workspace (none: null) and alpha."""
+    from tracea.emitters import registry
+    from tracea.emitters.cuda import gemv_tma
+    from tracea.kernels import Op
+
+    pkg = export(tmp_path, "scaled_gemm", "--m", "16", "--n", "4096", "--k", "1024", "--dtype", "fp8e4m3",
+                 "--out-dtype", "bf16", "--scale", "row", "--arch", "sm_90a", "--backend", "cuda")
+    m = json.loads((pkg / "manifest.json").read_text())
+    op = Op.from_json(m["op"])
+    sched = registry.backend("cuda").schedule_from_json(m["schedule"])
+    assert sched.core == "gemv_tma" and m["abi_version"] == 3
+    maps = m["kernel"]["tensor_maps"]["maps"]
+    assert (maps["tmA"]["tensor"], maps["tmB"]["tensor"]) == ("a", "b") and not m["kernel"]["tensor_maps"]["store_tma"]
+    geometry = gemv_tma.map_geometry(op)
+    for p in ("tmA", "tmB"):
+        g = maps[p]
+        assert (g["inner"], g["outer"], g["box_inner"], g["box_outer"]) == geometry[p] and g["inner"] == op.k // 2
+    assert list(m["tensors"]) == ["a", "b", "scale_a", "scale_b", "out"]
+    inc = cuda_include()
+    objs = []
+    for src in ("src/launcher.c", "src/kernel_image.c", "example.c"):
+        obj = tmp_path / f"{src.split('/')[-1]}.o"
+        r = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-c", str(pkg / src), "-I",
+                            str(pkg / "include"), "-I", str(pkg / "src"), "-I", str(inc), "-o", str(obj)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        objs.append(obj)
+    out = _run_on_fake_driver(tmp_path, pkg, m, objs[:2], inc)
+    addr = {t: (k + 1) << 28 for k, t in enumerate(m["tensors"])}
+    call = out.split("call ")[1]
+    assert "status 0" in call, out[-2000:]
+    words = next(ln for ln in call.splitlines() if ln.startswith("launch ")).split(" params ")[1].split()
+    for word, p in zip(words[:2], ("tmA", "tmB"), strict=True):
+        assert word.split(":")[1:4] == [str(addr[maps[p]["tensor"]]), str(maps[p]["inner"]), str(maps[p]["outer"])]
+    assert words[2:7] == [str(addr["out"]), str(addr["scale_a"]), str(addr["scale_b"]), "0", "0"], words

@@ -65,14 +65,17 @@ WGMMA_CASES = {
                                                                  "boxes": 1, "splits": 12})],
 }
 # The scaled 8-bit GEMM (cuda-wgmma.scaled_gemm): FP8 row scales on 128 x 128 tiles with C's TMA store (N off the
-# tiles), block scales on 128 x 256 tiles, the swapped decode form with split-K (its maps exchanged), int8 into int32
+# tiles), block scales on 128 x 256 tiles, the swapped decode form with split-K (its maps exchanged), FP8 decode of
+# at most 16 rows on the TMA gemv (maps over byte pairs), int8 into int32
 SCALED_CASES = {
     "scaled-fp8-row-tile": ["scaled_gemm", "--m", "256", "--n", "520", "--k", "1040", "--dtype", "fp8e4m3",
                             "--out-dtype", "bf16", "--scale", "row"],
     "scaled-fp8-block128-wide": ["scaled_gemm", "--m", "256", "--n", "640", "--k", "1024", "--dtype", "fp8e4m3",
                                  "--out-dtype", "bf16", "--scale", "block128"],
-    "scaled-fp8-decode-swapped": ["scaled_gemm", "--m", "5", "--n", "4096", "--k", "1024", "--dtype", "fp8e5m2",
+    "scaled-fp8-decode-swapped": ["scaled_gemm", "--m", "24", "--n", "4096", "--k", "1024", "--dtype", "fp8e5m2",
                                   "--out-dtype", "fp16", "--scale", "tensor"],
+    "scaled-fp8-decode-gemv": ["scaled_gemm", "--m", "5", "--n", "4096", "--k", "1024", "--dtype", "fp8e5m2",
+                               "--out-dtype", "fp16", "--scale", "tensor"],
     "scaled-int8-int32": ["scaled_gemm", "--m", "300", "--n", "512", "--k", "1024", "--dtype", "int8",
                           "--out-dtype", "int32", "--scale", "none"],
 }

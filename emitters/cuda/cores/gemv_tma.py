@@ -10,7 +10,7 @@ from ..core import CudaCore
 ORDER = 79  # the registry's order: before gemv, so that it is the first alternate the Hopper family asks
 
 CORES = (
-    CudaCore(name="gemv_tma", family="", ops=("gemm",), schedule=gemv_tma.GemvTmaSchedule,
+    CudaCore(name="gemv_tma", family="", ops=("gemm", "scaled_gemm"), schedule=gemv_tma.GemvTmaSchedule,
              hero=gemv_tma.hero_schedule, space=gemv_tma.search_space, check=gemv_tma.check,
              render=gemv_tma.render, kernel=gemv_tma.gemv_tma_kernel, serves=("cuda-wgmma",),
              prefers=gemv_tma.prefers, applies=gemv_tma.applies),

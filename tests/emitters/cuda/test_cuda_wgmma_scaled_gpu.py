@@ -86,6 +86,24 @@ def test_the_heroes_of_the_suites_match_the_reference():
         _check(op, scaled_gemm.hero_schedule(op, 132))
 
 
+@pytest.mark.parametrize("op,form", [
+    (ScaledGemm(1, 4096, 4096, "fp8e4m3", "bf16", "tensor"), None),
+    (ScaledGemm(16, 4096, 14336, "fp8e4m3", "fp32", "row"), None),
+    (ScaledGemm(5, 520, 1040, "fp8e5m2", "fp16", "tensor", epilogue="bias,gelu,residual"), None),
+    (ScaledGemm(9, 1000, 4096, "fp8e4m3", "bf16", "row"), {"warps": 4, "stages": 3, "boxes": 2, "splits": 11}),
+    (ScaledGemm(3, 136, 2048, "fp8e4m3", "fp32", "row", epilogue="bias,relu,scale", alpha=0.5),
+     {"warps": 8, "stages": 2, "boxes": 4, "splits": 3}),
+], ids=lambda x: x.case_label() if isinstance(x, ScaledGemm) else str(x))
+def test_fp8_decode_on_the_tma_gemv_matches_the_reference(op, form):
+    """The planner's hero for FP8 decode (emitters/cuda/gemv_tma.py's m16n8k32 over the byte pairs), and forms that
+    split K through the workspace and in a cluster."""
+    from tracea.emitters.cuda import cores, gemv_tma, resolve
+
+    core = cores.hero_core(resolve(VARIANT), op)
+    assert core.name == "gemv_tma"
+    _check(op, gemv_tma.GemvTmaSchedule(**form) if form else core.hero(op, NoReport()))
+
+
 def test_tracea_ops_scaled_gemm_on_cuda_tensors_runs_the_kernel():
     torch = pytest.importorskip("torch")
     import tracea.ops as ops

@@ -64,7 +64,7 @@ for part in ${PARTS:-1 2 3}; do
     done ;;
   8)
     for suite in llm-gemm-fp8 llm-gemm-int8; do
-      COLUMNS=240 timeout 150 $PY -m tracea bench --suite $suite --backend cuda > "$RES/suite_$suite.txt" 2>&1
+      COLUMNS=240 timeout 240 $PY -m tracea bench --suite $suite --backend cuda > "$RES/suite_$suite.txt" 2>&1
       echo "$suite rc=$?"; grep -E "scaled_gemm|geometric" "$RES/suite_$suite.txt" | cut -c1-200
     done ;;
   esac

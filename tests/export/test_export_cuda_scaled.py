@@ -36,6 +36,19 @@ def _expected(m: dict):
     return op, sched, gemm.tma_boxes(scaled_gemm.byte_view(op), sched), scaled_gemm.kernel_scalars(op, sched)
 
 
+def _compiled(tmp_path, pkg, inc) -> list:
+    """The package's library and example compiled (-Werror): their object files."""
+    objs = []
+    for src in ("src/launcher.c", "src/kernel_image.c", "example.c"):
+        obj = tmp_path / f"{src.split('/')[-1]}.o"
+        r = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-c", str(pkg / src), "-I",
+                            str(pkg / "include"), "-I", str(pkg / "src"), "-I", str(inc), "-o", str(obj)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        objs.append(obj)
+    return objs
+
+
 @needs_nvrtc
 @pytest.mark.skipif(cuda_include() is None or shutil.which("gcc") is None, reason="cuda.h or gcc is missing")
 @pytest.mark.parametrize("case", list(CASES))
@@ -66,14 +79,7 @@ def test_the_scaled_gemm_package_encodes_its_byte_pair_maps_and_launches(tmp_pat
     assert names[:len(scaled_gemm.PARAMS)] == list(scaled_gemm.PARAMS)
     # the library and its example compile and link (-Werror), and say there is no GPU on a driver without one
     inc = cuda_include()
-    objs = []
-    for src in ("src/launcher.c", "src/kernel_image.c", "example.c"):
-        obj = tmp_path / f"{src.split('/')[-1]}.o"
-        r = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-c", str(pkg / src), "-I",
-                            str(pkg / "include"), "-I", str(pkg / "src"), "-I", str(inc), "-o", str(obj)],
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr
-        objs.append(obj)
+    objs = _compiled(tmp_path, pkg, inc)
     out = _run_on_fake_driver(tmp_path, pkg, m, objs[:2], inc, FAKE_CLUSTERS="3")
     addr = {t: (k + 1) << 28 for k, t in enumerate(m["tensors"])}
     calls = out.split("call ")[1:]
@@ -116,14 +122,7 @@ def test_the_fp8_decode_package_runs_the_tma_gemv_over_byte_pairs(tmp_path):
         assert (g["inner"], g["outer"], g["box_inner"], g["box_outer"]) == geometry[p] and g["inner"] == op.k // 2
     assert list(m["tensors"]) == ["a", "b", "scale_a", "scale_b", "out"]
     inc = cuda_include()
-    objs = []
-    for src in ("src/launcher.c", "src/kernel_image.c", "example.c"):
-        obj = tmp_path / f"{src.split('/')[-1]}.o"
-        r = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-c", str(pkg / src), "-I",
-                            str(pkg / "include"), "-I", str(pkg / "src"), "-I", str(inc), "-o", str(obj)],
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr
-        objs.append(obj)
+    objs = _compiled(tmp_path, pkg, inc)
     out = _run_on_fake_driver(tmp_path, pkg, m, objs[:2], inc)
     addr = {t: (k + 1) << 28 for k, t in enumerate(m["tensors"])}
     call = out.split("call ")[1]

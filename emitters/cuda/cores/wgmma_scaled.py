@@ -34,7 +34,8 @@ CORES = (
              kernel=scaled_gemm.scaled_kernel, precisions=("fp8e4m3", "fp8e5m2", "int8"), smem=230512,
              descriptions={"scaled_gemm": "Hopper 8-bit GEMM with scales: FP8 (e4m3, e5m2) wgmma promoted to fp32 "
                                           "every 128 of k, or int8 wgmma into int32; per-tensor, per-row or 1x128/"
-                                          "128x128 block scales; TMA ring, warp-specialised consumers, split-K"},
+                                          "128x128 block scales; TMA ring, warp-specialised consumers, split-K; "
+                                          "FP8 decode (<= 16 rows) on the TMA-fed gemv"},
              verified=True, refuses=scaled_gemm.refusal),
 )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mma_fragments import mma  # tests/helpers/ (tests/conftest.py puts it on the path)
+from mma_fragments import mma, tma_gemv_walk  # tests/helpers/ (tests/conftest.py puts it on the path)
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.emitters import cuda
@@ -145,43 +145,32 @@ def _model(op: Gemm, x: np.ndarray, w: np.ndarray, s: gemv_tma.GemvTmaSchedule) 
     b_row, b_chunk, trans = gemv_tma.B_LANES[op.layout_b]
     a_row, a_chunk = gemv_tma.A_LANES
     mp, mg = gemv_tma.mpad(op), gemv_tma.mpad(op) // 8
-    total = gemv_tma.k_stages(op, s)
-    per = -(-total // s.splits)
-    out = np.zeros((op.m, op.n))
-    for n0 in range(0, op.n, gemv.NB):
-        summed = np.zeros((mp, gemv.NB))
-        for sp in range(s.splits):
-            for warp in range(s.warps):
-                acc = np.zeros((4, mg, 32, 4))
-                for j in range(sp * per, min(sp * per + per, total)):
-                    for kk in range(warp, 4 * s.boxes, s.warps):
-                        bx, st = kk >> 2, kk & 3
-                        k0 = (j * s.boxes + bx) * gemv_tma.KB
-                        bbox = _box(w, n0, k0, gemv.NB) if op.layout_b == "col" else _box(w, k0, n0, gemv_tma.KB)
-                        abox = _box(x, 0, k0, mp)
-                        ev = {"st": st}
-                        xa = [[] for _ in range(32)]
-                        for h in range(max(1, mg // 2)):  # an x4 a 16-row pair of groups (x2 for one group)
-                            a_addr = [_sw(16 * h + eval(a_row, {}, {**ev, "lane": ln}),
-                                          eval(a_chunk, {}, {**ev, "lane": ln})) for ln in range(32)]
-                            for ln, regs in enumerate(_ldmatrix(abox, a_addr, min(4, 2 * mg), False)):
-                                xa[ln] += regs
-                        for t in range(4):
-                            ev = {"st": st, "t": t}
-                            b_addr = [_sw(eval(b_row, {}, {**ev, "lane": ln}), eval(b_chunk, {}, {**ev, "lane": ln}))
-                                      for ln in range(32)]
-                            a = _ldmatrix(bbox, b_addr, 4, trans)
-                            for m in range(mg):
-                                mma(acc[t][m], a, [xa[ln][2 * m:2 * m + 2] for ln in range(32)])
-                for lane in range(32):  # the kernel's fragment stores
-                    g, q = lane >> 2, lane & 3
-                    for t in range(4):
-                        for m in range(mg):
-                            for e in range(4):
-                                summed[8 * m + 2 * q + (e & 1), 16 * t + 8 * (e >> 1) + g] += acc[t][m][lane][e]
-        width = min(gemv.NB, op.n - n0)
-        out[:, n0:n0 + width] = summed[:op.m, :width]
-    return out
+
+    def warp_sums(n0: int, j0: int, j1: int, warp: int) -> np.ndarray:
+        acc = np.zeros((4, mg, 32, 4))
+        for j in range(j0, j1):
+            for kk in range(warp, 4 * s.boxes, s.warps):
+                bx, st = kk >> 2, kk & 3
+                k0 = (j * s.boxes + bx) * gemv_tma.KB
+                bbox = _box(w, n0, k0, gemv.NB) if op.layout_b == "col" else _box(w, k0, n0, gemv_tma.KB)
+                abox = _box(x, 0, k0, mp)
+                ev = {"st": st}
+                xa = [[] for _ in range(32)]
+                for h in range(max(1, mg // 2)):  # an x4 a 16-row pair of groups (x2 for one group)
+                    a_addr = [_sw(16 * h + eval(a_row, {}, {**ev, "lane": ln}),
+                                  eval(a_chunk, {}, {**ev, "lane": ln})) for ln in range(32)]
+                    for ln, regs in enumerate(_ldmatrix(abox, a_addr, min(4, 2 * mg), False)):
+                        xa[ln] += regs
+                for t in range(4):
+                    ev = {"st": st, "t": t}
+                    b_addr = [_sw(eval(b_row, {}, {**ev, "lane": ln}), eval(b_chunk, {}, {**ev, "lane": ln}))
+                              for ln in range(32)]
+                    a = _ldmatrix(bbox, b_addr, 4, trans)
+                    for m in range(mg):
+                        mma(acc[t][m], a, [xa[ln][2 * m:2 * m + 2] for ln in range(32)])
+        return acc
+
+    return tma_gemv_walk(op, s, gemv_tma, gemv.NB, warp_sums)
 
 
 @pytest.mark.parametrize("layout_b", ["row", "col"])

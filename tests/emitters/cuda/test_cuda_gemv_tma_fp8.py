@@ -10,6 +10,7 @@ import importlib
 
 import numpy as np
 import pytest
+from mma_fragments import mma8, tma_gemv_walk  # tests/helpers/ (tests/conftest.py puts it on the path)
 
 from tracea.emitters.cuda import cores, gemv, gemv_tma, gemv_tma_fp8
 from tracea.emitters.cuda.arch import parse_arch
@@ -83,23 +84,6 @@ def _ldmatrix8(box: np.ndarray, addr: list[int], count: int) -> list[list[np.nda
             for lane in range(32)]
 
 
-def _mma8(acc: np.ndarray, a: list[list[np.ndarray]], b: list[list[np.ndarray]]) -> None:
-    """m16n8k32 with 8-bit operands (PTX ISA, "mma.m16n8k32"): lane (g, q)'s a0/a1/a2/a3 hold rows g, g+8, g, g+8
-    at k 4q..4q+3, 4q..4q+3, 16+4q.., 16+4q..; b0/b1 column g at k 4q.. and 16+4q..; c0..c3 (g, 2q), (g, 2q+1),
-    (g+8, 2q), (g+8, 2q+1)."""
-    A, B = np.zeros((16, 32)), np.zeros((32, 8))
-    for lane in range(32):
-        g, q = lane >> 2, lane & 3
-        for reg, (row, k0) in enumerate(((g, 4 * q), (g + 8, 4 * q), (g, 16 + 4 * q), (g + 8, 16 + 4 * q))):
-            A[row, k0:k0 + 4] = a[lane][reg]
-        for reg, k0 in enumerate((4 * q, 16 + 4 * q)):
-            B[k0:k0 + 4, g] = b[lane][reg]
-    C = A @ B
-    for lane in range(32):
-        g, q = lane >> 2, lane & 3
-        acc[lane] += (C[g, 2 * q], C[g, 2 * q + 1], C[g + 8, 2 * q], C[g + 8, 2 * q + 1])
-
-
 def _warp(op, x, w, n0, j0, j1, warp, s) -> np.ndarray:
     """One consumer warp's sums over stages j0..j1 of column tile n0: acc[t][m][lane][e]."""
     b_row, b_chunk, _ = gemv_tma.B_LANES["col"]
@@ -123,28 +107,12 @@ def _warp(op, x, w, n0, j0, j1, warp, s) -> np.ndarray:
                         for ln in range(32)]
                 a = _ldmatrix8(bbox, addr, 4)
                 for m in range(mg):
-                    _mma8(acc[t][m], a, [xa[ln][2 * m:2 * m + 2] for ln in range(32)])
+                    mma8(acc[t][m], a, [xa[ln][2 * m:2 * m + 2] for ln in range(32)])
     return acc
 
 
 def _model(op: ScaledGemm, x: np.ndarray, w: np.ndarray, s: gemv_tma.GemvTmaSchedule, sa, sb) -> np.ndarray:
-    mp, mg = gemv_tma.mpad(op), gemv_tma.mpad(op) // 8
-    total = gemv_tma.k_stages(op, s)
-    per = -(-total // s.splits)
-    out = np.zeros((op.m, op.n))
-    for n0 in range(0, op.n, gemv.NB):
-        summed = np.zeros((mp, gemv.NB))
-        for sp in range(s.splits):
-            for warp in range(s.warps):
-                acc = _warp(op, x, w, n0, sp * per, min(sp * per + per, total), warp, s)
-                for lane in range(32):  # the kernel's fragment stores
-                    g, q = lane >> 2, lane & 3
-                    for t in range(4):
-                        for m in range(mg):
-                            for e in range(4):
-                                summed[8 * m + 2 * q + (e & 1), 16 * t + 8 * (e >> 1) + g] += acc[t][m][lane][e]
-        width = min(gemv.NB, op.n - n0)
-        out[:, n0:n0 + width] = summed[:op.m, :width]
+    out = tma_gemv_walk(op, s, gemv_tma, gemv.NB, lambda n0, j0, j1, warp: _warp(op, x, w, n0, j0, j1, warp, s))
     return out * sa.reshape(-1, 1) * sb.reshape(1, -1)
 
 

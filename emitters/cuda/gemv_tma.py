@@ -18,7 +18,7 @@ ring's memory holds the warps' partials once every stage is consumed.
 
 Needs A row-major with K a multiple of 8 and, for row-major B, N a multiple of 8 (TMA's 16-byte row
 strides), and A and B at 16-byte aligned addresses (a launch over others raises; ``tracea.ops`` then runs the
-vendor's call, as for the Hopper tiles, and an exported launcher refuses the view); other GEMMs of <= 16 rows run on ``gemv.py``'s register path, of 17-32 rows on the tensor-core tiles.
+vendor's call, as for the Hopper tiles, and an exported launcher refuses the view); other 16-bit GEMMs of <= 16 rows run on ``gemv.py``'s register path, of 17-32 rows on the tensor-core tiles.
 
 It serves the 8-bit scaled GEMM too (issue 35): FP8 of at most 16 rows with per-tensor or per-row scales walks
 the operands as byte pairs (``view``), the same boxes and addresses; ``gemv_tma_fp8.py`` says what changes.
@@ -47,7 +47,7 @@ BOXES = (1, 2, 4, 8)
 STAGES = (2, 3, 4, 5, 6, 8)
 SMEM_LIMIT = 227 * 1024  # an sm_90 block's opt-in shared memory
 MAX_M = 32  # rows of A: up to four 8-row mma groups
-SPLIT_BYTES = 8192  # bytes of K a column from which an FP8 GEMV splits K (hero_schedule)
+SPLIT_BYTES = 8192  # bytes of K a column from which an FP8 GEMV splits K in two (hero_schedule)
 
 
 def view(op: Any) -> Any:
@@ -138,10 +138,10 @@ def refusal(op: Any) -> str | None:
     """Why TMA cannot feed ``op`` (None: it can)."""
     if getattr(op, "kind", None) not in ("gemm", "scaled_gemm"):
         return f"computes gemm and scaled_gemm, not {getattr(op, 'kind', op)}"
-    if op.m > MAX_M:
-        return f"computes at most {MAX_M} rows of A, not {op.m}"
     if op.kind == "scaled_gemm":
         return gemv_tma_fp8.refusal(op)
+    if op.m > MAX_M:
+        return f"computes at most {MAX_M} rows of A, not {op.m}"
     if op.dtype.value not in gemv.DTYPES:
         return f"computes bf16 or fp16, not {op.dtype.value}"
     if op.layout_a != "row":
@@ -154,7 +154,8 @@ def refusal(op: Any) -> str | None:
 
 
 def applies(op: Any) -> bool:
-    """Whether gemv_tma can run ``op`` (a 16-bit GEMM of <= 32 rows TMA can address; the tuner searches it)."""
+    """Whether gemv_tma can run ``op`` (a 16-bit GEMM of <= 32 rows, or an FP8 one of <= 16 with tensor or row
+    scales, that TMA can address; the tuner searches it)."""
     return refusal(op) is None
 
 
@@ -162,7 +163,7 @@ SCALED_HERO = ("tensor", "row")  # the scale modes of FP8 decode GEMMs whose her
 
 
 def prefers(op: Any) -> bool:
-    """The hero of the Hopper family for every GEMM of <= 32 rows TMA can feed. On an H200 (2026-11-30,
+    """The hero of the Hopper family for every GEMM it ``applies`` to. On an H200 (2026-11-30,
     docs/device-runs/h200-decode-gemm-tma/, call 2) it ran 1.09-1.17x cuBLAS at 16 rows where the register gemv ran
     0.73-1.05x (the tensor-core tiles, call 1: 0.85-1.03x), 1.12-1.20x at one row (register gemv 0.81-1.05x), and
     0.90-1.12x at 24 and 32 rows (call 4) where the tiles ran 0.80-0.95x (call 3). FP8 with the scale modes
@@ -196,10 +197,11 @@ def hero_schedule(op: Any, host: Any) -> GemvTmaSchedule:
     tiles = -(-op.n // gemv.NB)
     total = k_stages(op, base)
     splits = max(1, min(gemv.sm_count(host) // tiles, total // 4, gemv.MAX_SPLITS))
-    if op.kind == "scaled_gemm" and splits > 1 and op.k < SPLIT_BYTES:
-        # FP8 with under 8 KiB of K a column: unsplit, 4 boxes a stage (128 KiB of B in flight a block): on an
-        # H200 (docs/device-runs/h200-fp8-int8-gemm/call26) 1 and 16 x 4096 x 4096 ran 0.0111 and 0.0123 ms so
-        # (4 stages of 2 boxes: 0.0113, 0.0126) against 0.0114 and 0.0126 split 2; from 11008 of K split 2 won
+    if op.kind == "scaled_gemm" and splits == 2 and op.k < SPLIT_BYTES:
+        # FP8 with under 8 KiB of K a column where the tiles fill a third to a half of the SMs: unsplit, 4 boxes a
+        # stage (128 KiB of B in flight a block): on an H200 (docs/device-runs/h200-fp8-int8-gemm/call26) 1 and 16
+        # x 4096 x 4096 ran 0.0111 and 0.0123 ms so (4 stages of 2 boxes: 0.0113, 0.0126) against 0.0114 and 0.0126
+        # split 2; from 11008 of K split 2 won. Fewer tiles keep their splits (not measured unsplit)
         deep = GemvTmaSchedule(warps=4, stages=4, boxes=4)
         return dataclasses.replace(deep, stages=max(2, min(4, k_stages(op, deep))))
     per_split = -(-total // splits)  # a ring deeper than a split's stages holds nothing more
@@ -228,7 +230,7 @@ def search_space(op: Any, hero: Any, arch: Any) -> list[GemvTmaSchedule]:
 
 
 def check(op: Any, v: Any, schedule: Any, arch: Any) -> None:
-    """A GemvTmaSchedule for a 16-bit GEMM of <= 32 rows that TMA can address, on sm_90 or later."""
+    """A GemvTmaSchedule for a GEMM it ``applies`` to, on sm_90 or later."""
     if not isinstance(schedule, GemvTmaSchedule):
         raise BadInputError(f"schedule: the gemv_tma core takes a GemvTmaSchedule, got {type(schedule).__name__}")
     if op.dtype.value not in v.precisions:

@@ -35,13 +35,15 @@ def _variant():
                                 ScaledGemm(16, 14336, 4096, "fp8e4m3", "bf16", "row"),
                                 ScaledGemm(4, 4096, 14336, "fp8e4m3", "bf16", "row"),
                                 ScaledGemm(2, 2048, 1024, "fp8e4m3", "bf16", "row"),
+                                ScaledGemm(1, 1024, 4096, "fp8e4m3", "bf16", "tensor"),
+                                ScaledGemm(1, 256, 7168, "fp8e4m3", "bf16", "tensor"),
                                 ScaledGemm(9, 4096, 11008, "fp8e5m2", "fp32", "row", epilogue="bias,relu")])
 def test_fp8_decode_takes_the_tma_gemv(op):
     core = cores.hero_core(_variant(), op)
     assert core.name == "gemv_tma"
     hero = core.hero(op, NoGpu())
     bf16 = gemv_tma.hero_schedule(gemv_tma.view(op), NoGpu())
-    if op.k >= gemv_tma.SPLIT_BYTES or bf16.splits == 1:
+    if op.k >= gemv_tma.SPLIT_BYTES or bf16.splits != 2:
         assert hero == bf16  # the byte geometry of the bf16 GEMM of K/2 columns: the same ring, boxes and splits
     else:  # under 8 KiB of K a column: unsplit, with 128 KiB of B in flight a block
         assert (hero.splits, hero.boxes, hero.stages) == (1, 4, 4)
@@ -49,6 +51,7 @@ def test_fp8_decode_takes_the_tma_gemv(op):
 
 @pytest.mark.parametrize("op,why", [
     (ScaledGemm(17, 4096, 4096, "fp8e4m3", "bf16", "row"), "at most 16 rows of an FP8 A"),
+    (ScaledGemm(40, 4096, 4096, "fp8e4m3", "bf16", "row"), "at most 16 rows of an FP8 A"),
     (ScaledGemm(16, 4096, 4096, "int8", "int32", "none"), "int8 runs the wgmma tiles"),
     (ScaledGemm(8, 4096, 4096, "fp8e4m3", "bf16", "block128"), "block scales run the wgmma tiles"),
     (ScaledGemm(8, 4096, 4096, "fp8e4m3", "bf16", "row", layout_b="row"), "n x k"),
@@ -150,6 +153,15 @@ def test_fp8_gemv_compiles_without_spills(op, kernel_home, monkeypatch):
         t = gemv_tma_fp8.MMA_8BIT[op.dtype.value]
         assert f"mma.sync.aligned.m16n8k32.row.col.f32.{t}.{t}.f32" in r.source and "m16n8k16" not in r.source
         assert r.params == ("tmA", "tmB", "out", "scale_a", "scale_b", "bias", "residual", "workspace", "alpha")
+
+
+def test_narrow_fp8_decode_keeps_its_k_split():
+    """Few column tiles (16 at N = 1024, 4 at N = 256) still split K to fill the SMs: the unsplit rule is for tiles
+    filling a third to a half of them (measured at N = 4096)."""
+    for n, k in ((1024, 4096), (256, 7168)):
+        op = ScaledGemm(1, n, k, "fp8e4m3", "bf16", "tensor")
+        hero = gemv_tma.hero_schedule(op, NoGpu())
+        assert hero.splits >= 4 and hero == gemv_tma.hero_schedule(gemv_tma.view(op), NoGpu())
 
 
 def test_eight_warps_are_refused_where_sixteen_fp8_rows_would_spill():

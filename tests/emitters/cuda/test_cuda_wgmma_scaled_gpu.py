@@ -193,3 +193,25 @@ def test_tracea_ops_scaled_gemm_fuses_bias_and_residual_on_cuda_through_the_prep
         want = torch.nn.functional.gelu(prod, approximate="tanh") + residual.double()
         assert float((y.double() - want).norm() / want.norm()) < 8 * 2.0**-8, i
     assert ops.stats().get("fast_path", 0) == before.get("fast_path", 0) + 3  # each later call a prepared launch
+
+
+def test_tracea_ops_fp8_decode_runs_the_tma_gemv_through_the_prepared_launch():
+    """FP8 of 1 and 16 rows through tracea.ops (the TMA gemv, emitters/cuda/gemv_tma.py): per-tensor and row scales,
+    a fused bias, each later call prepared on its own tensors; against torch's product."""
+    torch = pytest.importorskip("torch")
+    import tracea.ops as ops
+
+    g = torch.Generator(device="cuda").manual_seed(8)
+    for m, per_row in ((1, False), (16, True)):
+        before = None
+        for i in range(3):
+            a = (torch.randn(m, 4096, device="cuda", generator=g) * 8).to(torch.float8_e4m3fn)
+            w = (torch.randn(1024, 4096, device="cuda", generator=g) * 8).to(torch.float8_e4m3fn)
+            sa = torch.rand(m, 1, device="cuda", generator=g) + 0.5 if per_row else torch.rand(1, device="cuda") + 0.5
+            sb = torch.rand(1, 1024, device="cuda", generator=g) + 0.5 if per_row else torch.rand(1, device="cuda") + 0.5
+            bias = (torch.randn(1024, device="cuda", generator=g) * 500).to(torch.bfloat16)
+            y = ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="bf16", bias=bias)
+            before = ops.stats() if i == 0 else before
+            want = (a.double() @ w.double().t()) * sa.double() * sb.double().reshape(1, -1) + bias.double()
+            assert float((y.double() - want).norm() / want.norm()) < 8 * 2.0**-8, (m, i)
+        assert ops.stats().get("fast_path", 0) == before.get("fast_path", 0) + 2, m

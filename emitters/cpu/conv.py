@@ -232,10 +232,10 @@ def core_hero(op: Any, v: Any, host: Any) -> CpuSchedule:
     channels (1.3x the small-M form, 2-5x the packed path), unless its rows alias (``_rows_alias``); else the
     packed path. The micro-kernel's
     width fitted to the GEMM's columns."""
-    return _form(op, hero_schedule(op, v, host), v.family)
+    return _form(op, hero_schedule(op, v, host), v.family, host)
 
 
-def _form(op: Any, s: CpuSchedule, family: str) -> CpuSchedule:
+def _form(op: Any, s: CpuSchedule, family: str, host: Any = None) -> CpuSchedule:
     if stem_refusal(op) is None:
         return stem_schedule(op, s, family)
     if unsupported(op):
@@ -243,7 +243,7 @@ def _form(op: Any, s: CpuSchedule, family: str) -> CpuSchedule:
     m, n, _ = gemm_dims(op)
     if m * 16 <= n:
         return _small_m(op, s)
-    if (in_place(op) or op.c < SMALL_CHANNELS or m < n) and not _rows_alias(op):
+    if (in_place(op) or op.c < SMALL_CHANNELS or m < n or _strided_filter(op)) and not _rows_alias(op, host):
         return dataclasses.replace(_micro_kernel(op, s), pack_a=False)
     return _micro_kernel(op, s)
 
@@ -258,13 +258,27 @@ def stem_schedule(op: Any, s: CpuSchedule, family: str) -> CpuSchedule:
                                small_m=False)  # the blocking fields: one tile, the whole reduction
 
 
-def _rows_alias(op: Any) -> bool:
-    """A 1x1 stride-1 conv whose pixels lie a multiple of 4 KiB apart (1024 or 2048 fp32 channels): the direct
-    path's micro-kernel reads its rows in place at that pitch, and ran 1.7-1.9x slower than the packed path
-    (an AMD EPYC VM, 2026-11-29, docs/cpu-runs/epyc-paired-rounds/probe_conv_pitch.txt: c1024 14x14 k512 2.55
-    against 1.43 ms, k256 1.35 against 0.82, c2048 7x7 k512 2.44 against 1.33), where 1040 and 1008 channels ran
-    the direct path 1.1x faster. Stride 2 is left to the direct path (packed 1.0-1.1x there, within this
-    machine's noise)."""
+def _strided_filter(op: Any) -> bool:
+    """A strided filter wider than 1x1: the direct path's patches copied once (im2col), then read in place, beat the
+    packed path's gather of them block by block on every such shape timed on the CI-class Intel Xeon (2026-11-30,
+    docs/cpu-runs/xeon-amx-cpu-suites/probe_strided_3x3.txt, nine 3x3 stride-2 shapes of 32-512 channels:
+    1.13-2.10x; c128 56x56 k128 1.213 against 1.537 ms, c256 28x28 k128 0.771 against 1.618), where more pixels than
+    output channels had kept it packed; not measured on an AMD host."""
+    return max(op.stride) > 1 and op.r * op.s > 1
+
+
+def _rows_alias(op: Any, host: Any = None) -> bool:
+    """On an AMD host, a 1x1 stride-1 conv whose pixels lie a multiple of 4 KiB apart (1024 or 2048 fp32
+    channels): the direct path's micro-kernel reads its rows in place at that pitch, and ran 1.7-1.9x slower than
+    the packed path (an AMD EPYC VM, 2026-11-29, docs/cpu-runs/epyc-paired-rounds/probe_conv_pitch.txt: c1024
+    14x14 k512 2.55 against 1.43 ms, k256 1.35 against 0.82, c2048 7x7 k512 2.44 against 1.33), where 1040 and
+    1008 channels ran the direct path 1.1x faster. Stride 2 is left to the direct path (packed 1.0-1.1x there,
+    within that machine's noise). On the CI-class Intel Xeon the direct path ran those three 1.6-2.0x faster than
+    the packed one (2026-11-30, docs/cpu-runs/xeon-amx-cpu-suites/probe_conv_pitch.txt: 1.006 against 1.645,
+    0.494 against 0.978, 0.918 against 1.807 ms): there, and on a host not known, the pitch changes nothing."""
+    cpu = getattr(host, "cpu", None)
+    if getattr(cpu, "vendor", None) != "AuthenticAMD":
+        return False
     pitch = (op.c // op.groups) * op.dtype.itemsize
     return op.r == op.s == 1 and tuple(op.stride) == (1, 1) and pitch % 4096 == 0
 
@@ -279,7 +293,7 @@ def core_space(op: Any, v: Any, host: Any) -> list[CpuSchedule]:
     candidate also with the input, and with the filter, read in place; where the direct small-channel form
     applies (the hero then), it on one thread too."""
     packed = blocked_space(op, v, host, gemm_dims(op))  # the clamped hero first
-    hero = _form(op, packed[0], v.family)
+    hero = _form(op, packed[0], v.family, host)
     if unsupported(op):
         return packed if hero == packed[0] else [hero, *packed]
     # the direct small-channel form (the hero where it applies) on one thread too, beside the other forms

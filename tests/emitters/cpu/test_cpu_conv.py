@@ -4,6 +4,8 @@ strides, padding, dilation, groups (depthwise too), bias, 1x1 filters, fp32/fp16
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from fp32_checks import verify_on_fresh_inputs  # tests/helpers/ (tests/conftest.py puts it on the path)
@@ -172,8 +174,8 @@ def test_small_m_form_matches_the_reference(family, threads, case):
 
 def test_heuristic_picks_a_form_per_shape():
     """The filter in place where it outweighs the pixels 16 to 1; the input in place (direct) for 1x1 and
-    stride-1 filters, few channels, or fewer pixels than channels, unless a 1x1 stride-1 conv's pixels lie a
-    multiple of 4 KiB apart; the packed path otherwise; both operands in place (the direct small-channel form)
+    stride-1 filters, strided ones (their patches copied once), few channels, or fewer pixels than channels, unless
+    a 1x1 stride-1 conv's pixels lie a multiple of 4 KiB apart on an AMD host; the packed path otherwise; both operands in place (the direct small-channel form)
     below 16 input channels only."""
     import dataclasses
 
@@ -184,15 +186,22 @@ def test_heuristic_picks_a_form_per_shape():
     def conv(c, hw, k, r, stride):
         return Conv2d(1, c, hw, hw, k, r, r, stride=stride, padding=r // 2, layout="nhwc", dtype="fp32")
 
+    from tracea.doctor.snapshot import read_snapshot
+
+    snaps = Path(__file__).parents[2] / "fixtures" / "snapshots"
+    amd, xeon = (read_snapshot(snaps / f"{n}.json")[0] for n in ("ci_vm", "h100_live"))
+    assert amd.cpu.vendor == "AuthenticAMD" and xeon.cpu.vendor == "GenuineIntel"
     cases = {conv(1024, 14, 2048, 1, 2): (True, False), conv(64, 14, 512, 3, 1): (False, True),
              conv(512, 14, 512, 3, 2): (False, True), conv(3, 64, 64, 7, 2): (False, False),  # the stem form
-             conv(64, 56, 64, 3, 2): (True, True),
-             # 1x1 stride 1 over pixels 4 KiB apart (1024, 2048 fp32 channels): the packed path; 1040 apart, 2 KiB
-             # apart, or stride 2: the direct one
-             conv(1024, 14, 512, 1, 1): (True, True), conv(2048, 7, 512, 1, 1): (True, True),
+             conv(64, 56, 64, 3, 2): (False, True),  # strided 3x3: the patches copied once, read in place
              conv(1040, 14, 512, 1, 1): (False, True), conv(512, 28, 256, 1, 1): (False, True),
              conv(512, 28, 1024, 1, 2): (False, True)}
-    assert {op: (s.pack_a, s.pack_b) for op in cases for s in [cpu.hero_schedule(op, v, HOST)]} == cases
+    # 1x1 stride 1 over pixels 4 KiB apart (1024, 2048 fp32 channels): the packed path on an AMD host, the direct
+    # one on an Intel one; 1040 apart, 2 KiB apart, or stride 2: the direct one on both
+    aliased = (conv(1024, 14, 512, 1, 1), conv(2048, 7, 512, 1, 1))
+    for host, pitch in ((amd, (True, True)), (xeon, (False, True))):
+        want = {**cases, **{op: pitch for op in aliased}}
+        assert {op: (s.pack_a, s.pack_b) for op in want for s in [cpu.hero_schedule(op, v, host)]} == want
     small = conv(1024, 14, 2048, 1, 2)
     space = cpu.search_space(small, v, HOST)
     assert (space[0].pack_a, space[0].pack_b) == (True, False) and any(not s.pack_a for s in space)

@@ -50,10 +50,12 @@ class ScaledGemmSchedule:
     mc: int
     threads: int = 1
     pack: bool = False  # B packed into VNNI panels, nr columns (16 a vector) x mr rows a tile (scaled_gemm_packed_c)
+    amx: bool = False  # the packed form's tile of AMX tiles, 32 x 32 (scaled_gemm_amx_c; hosts with AMX-INT8)
 
     @property
     def name(self) -> str:
-        return f"{'p' if self.pack else ''}{self.mr}x{self.nr}_kc{self.kc}_mc{self.mc}_t{self.threads}"
+        form = "amx" if self.amx else "p" if self.pack else ""
+        return f"{form}{self.mr}x{self.nr}_kc{self.kc}_mc{self.mc}_t{self.threads}"
 
     def registers(self, op: Any, family: str) -> int | None:
         """Vector registers a tile holds, where the family's tiles are vector code (None: the portable loops). VNNI's
@@ -61,6 +63,8 @@ class ScaledGemmSchedule:
         packed: accumulators, the panel's vectors and one broadcast. AVX2's: accumulators, B rows and one A row
         (block scales take the portable loops there)."""
         if family in VNNI_FAMILIES:
+            if self.amx:
+                return None  # tiles, not vector registers
             if self.pack:
                 return self.mr * (self.nr // 16) + self.nr // 16 + 1
             return self.mr * self.nr * (2 if _block(op) else 1) + self.nr + 2
@@ -70,9 +74,11 @@ class ScaledGemmSchedule:
 
     def validate(self, op: Any, host: Any, variant: Any = None) -> None:
         positive_ints(self, ("mr", "nr", "kc", "mc", "threads"))
-        booleans(self, ("pack",))
+        booleans(self, ("pack", "amx"))
         family = family_of(variant, host)
-        if self.pack:
+        if self.amx:
+            _check_amx(self, op, host, family)
+        elif self.pack:
             if family not in VNNI_FAMILIES or getattr(op, "scale", None) == "block128":
                 raise BadInputError(f"pack: the packed form is AVX-512 VNNI's, for tensor, row or no scales (not "
                                     f"{family}, {getattr(op, 'scale', None)})")
@@ -105,6 +111,22 @@ class ScaledGemmSchedule:
         return {}
 
 
+def has_amx(host: Any) -> bool:
+    """Whether the host's CPU has AMX's int8 tiles (its ISA list: amx-tile and amx-int8)."""
+    isa = getattr(getattr(host, "cpu", None), "isa", None) or ()
+    return "amx-tile" in isa and "amx-int8" in isa
+
+
+def _check_amx(s: ScaledGemmSchedule, op: Any, host: Any, family: str) -> None:
+    if not s.pack or (s.mr, s.nr) != (32, 32):
+        raise BadInputError(f"amx: the AMX form is the packed form's 32 x 32 tile (pack true, mr 32, nr 32), got "
+                            f"pack {s.pack}, {s.mr} x {s.nr}")
+    if family not in VNNI_FAMILIES or getattr(op, "scale", None) == "block128" or not has_amx(host):
+        raise BadInputError(f"amx: the AMX form needs AMX-INT8 (Sapphire Rapids and later Xeons) under {VNNI_FAMILIES[0]}"
+                            f", for tensor, row or no scales (here: {family}, "
+                            f"{'AMX' if has_amx(host) else 'no AMX'}, {getattr(op, 'scale', None)})")
+
+
 def _block(op: Any) -> bool:
     return getattr(op, "scale", None) == "block128"
 
@@ -117,6 +139,7 @@ def _cores(host: Any) -> int:
 # thread costs more than it saves below it).
 SMALL_MACS = 128 ** 3
 PACK_FROM_M = 32  # rows of A from which the packed form is the hero (VNNI; tensor, row or no scales)
+AMX_FROM_M = 32  # rows of A from which the AMX form is, on a host with AMX-INT8
 
 
 def hero_schedule(op: Any, variant: Any, host: Any) -> ScaledGemmSchedule:
@@ -130,6 +153,8 @@ def hero_schedule(op: Any, variant: Any, host: Any) -> ScaledGemmSchedule:
     (16 ymm registers). Other families: the portable loops, 4 x 4. All cores, or one under ``SMALL_MACS``."""
     vnni = family_of(variant, host) in VNNI_FAMILIES
     threads = 1 if op.m * op.n * op.k <= SMALL_MACS else _cores(host)
+    if vnni and op.scale != "block128" and op.m >= AMX_FROM_M and has_amx(host):
+        return ScaledGemmSchedule(mr=32, nr=32, kc=4096, mc=96, threads=threads, pack=True, amx=True)
     if vnni and op.scale != "block128" and (op.m >= PACK_FROM_M or op.layout_b == "row"):
         kc = 2048 if 128 < op.m <= 256 else 4096
         return ScaledGemmSchedule(mr=6, nr=64, kc=kc, mc=96, threads=threads, pack=True)
@@ -148,17 +173,17 @@ def hero_schedule(op: Any, variant: Any, host: Any) -> ScaledGemmSchedule:
 
 
 def schedule_space(op: Any, variant: Any, host: Any) -> list[ScaledGemmSchedule]:
-    """The hero, then dot-form tiles, packed tiles (VNNI), K chunks and thread counts around it, each valid for
-    this host and variant."""
+    """The hero, then dot-form tiles, packed tiles (VNNI), the AMX tile (AMX-INT8 hosts), K chunks and thread counts
+    around it, each valid for this host and variant."""
     hero = hero_schedule(op, variant, host)
     out = [hero]
     dot = [(mr, nr, False) for mr, nr in ((1, 8), (2, 6), (2, 8), (3, 6), (3, 7), (4, 4), (4, 5), (4, 6), (5, 4),
                                            (2, 4), (3, 4), (1, 6), (2, 3), (3, 3))]  # the last: AVX2's 16 registers
-    packed = [(mr, nr, True) for mr, nr in ((6, 64), (8, 48), (12, 32), (4, 96), (4, 64), (2, 128))]
-    for mr, nr, pack in dot + packed:
+    packed = [(mr, nr, True, False) for mr, nr in ((6, 64), (8, 48), (12, 32), (4, 96), (4, 64), (2, 128))]
+    for mr, nr, pack, amx in [(mr, nr, False, False) for mr, nr, _ in dot] + packed + [(32, 32, True, True)]:
         for kc in sorted({1024, 2048, 4096, 8192, hero.kc}):
             for threads in sorted({hero.threads, _cores(host), 1}):
-                s = ScaledGemmSchedule(mr, nr, kc, max(mr, 96 // mr * mr), threads, pack)
+                s = ScaledGemmSchedule(mr, nr, kc, max(mr, 96 // mr * mr), threads, pack, amx)
                 try:
                     s.validate(op, host, variant)
                 except BadInputError:
@@ -185,7 +210,8 @@ def core_metadata(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, name: str) -> dic
     avx2 = isa.family in AVX2_FAMILIES and not _block(op)
     return {
         "name": name, "tile": {"M": s.mr, "N": s.nr, "K": s.kc, "stages": 1},
-        "fragments": {"mma": "vpdpbusd" if vnni else "vpmaddwd (16-bit pairs)" if avx2 else "scalar int32 multiply-add",
+        "fragments": {"mma": "tdpbsud (AMX tiles)" if s.amx else "vpdpbusd" if vnni else "vpmaddwd (16-bit pairs)"
+                      if avx2 else "scalar int32 multiply-add",
                       "dtype_in": op.dtype.value, "dtype_acc": "int32",
                       "vector": "__m512i" if vnni else "__m256i" if avx2 else "int32_t",
                       "lanes": 16 if vnni else 8 if avx2 else 1},
@@ -199,6 +225,7 @@ def core_metadata(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, name: str) -> dic
 
 def render_scaled_gemm(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, header: str) -> str:
     from .pool import pool_c
+    from .scaled_gemm_amx_c import AMX_C
     from .scaled_gemm_c import DRIVER_C, TILE_AVX2_C, TILE_PORTABLE_C, TILE_VNNI_C, tile_table
     from .scaled_gemm_packed_c import PACKED_C, packed_table
 
@@ -208,12 +235,16 @@ def render_scaled_gemm(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, header: str)
         f"#define NTHREADS {s.threads}", f"#define SCALE_MODE {SCALE_MODE[op.scale]}",
         f"#define OUT_KIND {OUT_KIND[op.out_dtype.value]}", f"#define B_COL {int(op.layout_b == 'col')}",
         f"#define FLIP {128 if vnni else 0}  /* what B's flip to unsigned adds to each product's B */",
-        f"#define PACKED {int(s.pack)}", f"#define HAS_EPILOGUE {int(bool(op.epilogue))}",
+        f"#define PACKED {int(s.pack)}", f"#define AMX {int(s.amx)}",
+        f"#define KALIGN {64 if s.amx else 4}  /* the packed form's K padding (bytes) */",
+        "#define TR_PTILE(R, ...) " + ("tr_amx_tile(R, __VA_ARGS__)" if s.amx else "TR_PTILES[(R) - 1](__VA_ARGS__)"),
+        f"#define HAS_EPILOGUE {int(bool(op.epilogue))}",
         f"#define TR_EPILOGUE {epilogue_c(op)}",
     ])
     kind_of = "vnni" if vnni else "avx2" if isa.family in AVX2_FAMILIES else "portable"
     tiles = [TILE_VNNI_C if vnni else TILE_PORTABLE_C, TILE_AVX2_C if kind_of == "avx2" else "",
-             packed_table(s.mr, s.nr) if s.pack else tile_table(s.mr, s.nr, op.scale == "block128", kind_of)]
+             AMX_C if s.amx else packed_table(s.mr, s.nr) if s.pack else tile_table(s.mr, s.nr, op.scale == "block128",
+                                                                                 kind_of)]
     return "\n".join([header, isa.prelude(("fp16", "bf16")), "#include <immintrin.h>" if vnni else "", pool_c(),
                       defines, *tiles, DRIVER_C.replace("@PACKED@", PACKED_C if s.pack else ""),
                       f"{isa.kernel_prefix}int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams) "

@@ -340,12 +340,12 @@ static int tr_scaled_gemm(void* const* bufs, const int64_t* dims, const double* 
     J.rs = (uint32_t*)tr_reserve(&tr_rs_buf, sizeof(uint32_t) * (size_t)(J.m * J.kbs));
     J.b = J.braw;
 #if PACKED
-    const long kp = (J.k + 3) & ~3L;  /* the packed form's K: whole 4-byte words */
+    const long kp = (J.k + KALIGN - 1) & ~(KALIGN - 1L);  /* the packed form's K: whole words (AMX: 64 bytes) */
     /* every panel, or (few rows: packed as used) a K chunk of one a thread */
     const size_t whole = (size_t)(tr_cdiv(J.n, NR) * NR * kp), chunks = (size_t)t * NR * KC;
     J.bp = (uint8_t*)tr_reserve(&tr_bp_buf, whole > chunks ? whole : chunks);
     J.lda = kp;
-    J.apad = J.k % 4 ? (const int8_t*)tr_reserve(&tr_apad_buf, (size_t)(J.m * kp)) : J.a;
+    J.apad = J.k % KALIGN ? (const int8_t*)tr_reserve(&tr_apad_buf, (size_t)(J.m * kp)) : J.a;
     if (J.bp == NULL) J.b = NULL;
 #else
     const long kp = J.k;
@@ -359,6 +359,12 @@ static int tr_scaled_gemm(void* const* bufs, const int64_t* dims, const double* 
         pthread_mutex_unlock(&tr_call_mu);
         return 1;
     }
+#if AMX
+    if (tr_amx_permit() != 0) {  /* the OS gives no AMX tile state: no launch */
+        pthread_mutex_unlock(&tr_call_mu);
+        return 2;
+    }
+#endif
     t = tr_pool_ensure(t);
     J.nth = t;
     if (t > 1) tr_barrier_init(&J.bar, t);

@@ -6,7 +6,8 @@ output and no lane sums are needed. Each output gives back 128 x its A row's sum
 (``scaled_gemm_c.py``, whose driver pieces, row sums and output rounding this reuses).
 
 Each thread packs the panels of its own columns, so only the row sums wait for a barrier. A K not a multiple of 4
-reads A through a copy padded with zeros (a broadcast reads four bytes); B's padding is zero after the flip.
+reads A through a copy padded with zeros (a broadcast reads four bytes); B's padding is zero after the flip. The AMX
+form (``scaled_gemm_amx_c.py``) runs this driver with its own tile and K padded to 64 bytes (``KALIGN``).
 """
 
 from __future__ import annotations
@@ -162,11 +163,11 @@ static void tr_work_packed(void* arg, int tid, int nth) {
     tr_job* J = (tr_job*)arg;
     const long panels = tr_cdiv(J->n, NR), per = tr_cdiv(panels, nth);
     const long p0 = tid * per, p1 = tr_min(panels, p0 + per);
-    const long kp = (J->k + 3) & ~3L;
+    const long kp = (J->k + KALIGN - 1) & ~(KALIGN - 1L);
     const long rows = tr_cdiv(J->m, nth);
     const int as_used = J->m * tr_min(KC, kp) <= TR_PACK_AS_USED_BYTES;
     tr_row_sums(J, tr_min(J->m, tid * rows), tr_min(J->m, (tid + 1) * rows));
-    if (J->k % 4) tr_pad_rows(J, tr_min(J->m, tid * rows), tr_min(J->m, (tid + 1) * rows));
+    if (J->k % KALIGN) tr_pad_rows(J, tr_min(J->m, tid * rows), tr_min(J->m, (tid + 1) * rows));
     if (!as_used)
         for (long p = p0; p < p1; ++p) tr_pack_panel(J, p, 0, kp, J->bp + p * NR * kp);  /* this thread's panels */
     if (nth > 1) { int sense = 0; tr_barrier_wait(&J->bar, &sense); }  /* every row sum (and padded row) is in */
@@ -182,11 +183,14 @@ static void tr_work_packed(void* arg, int tid, int nth) {
                 if (as_used) { tr_pack_panel(J, p, k0, k0 + kk, scratch); panel = scratch; }
                 for (long i = m0; i < m1; i += MR) {
                     const int R = (int)tr_min(MR, m1 - i);
-                    TR_PTILES[R - 1](J->apad + i * J->lda + k0, J->lda, panel, kk / 4, res);
+                    TR_PTILE(R, J->apad + i * J->lda + k0, J->lda, panel, kk / 4, res);
                     tr_finish_packed(J, i, p * NR, R, res, first, last);
                 }
             }
         }
     }
+#if AMX
+    tr_amx_release();  /* this thread's tiles */
+#endif
 }
 """

@@ -22,6 +22,9 @@ from tracea.kernels.dtypes import to_float64
 from tracea.kernels.ops.scaled_gemm import INT8_MAX_K
 
 HOST = probe()
+# this machine without AMX (the VNNI forms' rules, whatever the CPU): the AMX form's own tests below
+VNNI_HOST = dataclasses.replace(HOST, cpu=dataclasses.replace(HOST.cpu, isa=[i for i in HOST.cpu.isa
+                                                                               if not i.startswith("amx")]))
 FAMILIES = ("cpu-avx512", "cpu-avx2-fma", "cpu-portable")
 pytestmark = pytest.mark.usefixtures("kernel_cache")
 
@@ -124,18 +127,18 @@ def test_int8_extremes_over_the_largest_k(family):
 def test_hero_rule_and_space():
     v = cpu.resolve("cpu-avx512.scaled_gemm")
     decode = ScaledGemm(1, 4096, 4096)
-    assert hero_schedule(decode, v, HOST) == ScaledGemmSchedule(1, 8, 4096, 128, HOST.cpu.logical_cores)
-    assert hero_schedule(ScaledGemm(16, 4096, 14300), v, HOST).kc == 14336  # all of K, in whole 128-byte blocks
-    assert not hero_schedule(ScaledGemm(PACK_FROM_M - 1, 4096, 4096), v, HOST).pack
-    assert hero_schedule(ScaledGemm(PACK_FROM_M, 4096, 4096), v, HOST).pack
-    assert hero_schedule(ScaledGemm(4, 512, 512, layout_b="row"), v, HOST).pack  # the packed form transposes
-    assert not hero_schedule(ScaledGemm(512, 512, 512, scale="block128"), v, HOST).pack
-    assert hero_schedule(ScaledGemm(8, 16, 16), v, HOST).threads == 1  # tiny: one thread
+    assert hero_schedule(decode, v, VNNI_HOST) == ScaledGemmSchedule(1, 8, 4096, 128, HOST.cpu.logical_cores)
+    assert hero_schedule(ScaledGemm(16, 4096, 14300), v, VNNI_HOST).kc == 14336  # all of K, in whole 128-byte blocks
+    assert not hero_schedule(ScaledGemm(PACK_FROM_M - 1, 4096, 4096), v, VNNI_HOST).pack
+    assert hero_schedule(ScaledGemm(PACK_FROM_M, 4096, 4096), v, VNNI_HOST).pack
+    assert hero_schedule(ScaledGemm(4, 512, 512, layout_b="row"), v, VNNI_HOST).pack  # the packed form transposes
+    assert not hero_schedule(ScaledGemm(512, 512, 512, scale="block128"), v, VNNI_HOST).pack
+    assert hero_schedule(ScaledGemm(8, 16, 16), v, VNNI_HOST).threads == 1  # tiny: one thread
     for family in FAMILIES:
         fv = cpu.resolve(f"{family}.scaled_gemm")
         for op in (decode, ScaledGemm(300, 4096, 4096, layout_b="row"), ScaledGemm(64, 512, 1024, scale="block128")):
-            space = schedule_space(op, fv, HOST)
-            assert space[0] == hero_schedule(op, fv, HOST) and len(space) == len(set(space)) > 10
+            space = schedule_space(op, fv, VNNI_HOST)
+            assert space[0] == hero_schedule(op, fv, VNNI_HOST) and len(space) == len(set(space)) > 10
             assert all(s.pack == (family == "cpu-avx512") for s in space if s.pack)
             assert not any(s.pack for s in space) or op.scale != "block128"
 
@@ -143,7 +146,7 @@ def test_hero_rule_and_space():
 def test_json_round_trip_and_validation():
     v = cpu.resolve("cpu-avx512.scaled_gemm")
     op = ScaledGemm(64, 512, 512)
-    s = hero_schedule(op, v, HOST)
+    s = hero_schedule(op, v, VNNI_HOST)
     assert schedule_from_json(s.to_json()) == s and s.name.startswith("p")
     bad = [(dict(pack=1), "pack"), (dict(kc=100), "kc"), (dict(mr=9, pack=False), "mr"), (dict(nr=40), "nr"),
            (dict(mr=8, nr=128), "registers")]
@@ -170,3 +173,47 @@ def test_variants_need_vnni_for_the_avx512_kernel():
     assert any("avx512vnni" in r for c in d.rejected for r in c.reasons)
     with pytest.raises(Exception, match="fp8e4m3"):
         plan(ScaledGemm(16, 64, 64, dtype="fp8e4m3"), HOST, cpu.VARIANTS, backend="cpu").require()
+
+
+AMX = [(128, 4096, 4096, "row", "fp32", "col", ""), (33, 100, 200, "row", "bf16", "col", ""),
+       (5, 70, 130, "tensor", "fp32", "row", ""), (64, 520, 1040, "none", "int32", "col", ""),
+       (77, 300, 1000, "row", "fp16", "row", "bias,relu"), (40, 96, 9001, "tensor", "bf16", "col", "residual")]
+
+
+@pytest.mark.parametrize("case", AMX, ids=lambda c: f"{c[0]}x{c[1]}x{c[2]}-{c[3]}-{c[4]}-{c[5]}")
+def test_the_amx_form_matches_the_reference(case):
+    """The AMX tile (tdpbsud over the packed panels, 32 x 32) on a host with AMX-INT8: edges of M (fewer than 16 and
+    than 32 rows), N past a panel, K off 64 bytes (the padded copy) and in chunks, both B layouts, every output."""
+    if "amx-int8" not in HOST.cpu.isa:
+        pytest.skip("this CPU has no AMX-INT8")
+    v = runnable("cpu-avx512")
+    m, n, k, scale, out, layout, epi = case
+    op = ScaledGemm(m, n, k, scale=scale, out_dtype=out, layout_b=layout, epilogue=epi)
+    for threads in sorted({1, HOST.cpu.logical_cores or 1}):
+        check(op, v, ScaledGemmSchedule(mr=32, nr=32, kc=4096, mc=96, threads=threads, pack=True, amx=True))
+
+
+def test_the_amx_form_is_the_hero_on_a_recorded_amx_xeon():
+    """On a recorded Sapphire Rapids Xeon (h100_live: amx-tile, amx-int8) from 32 rows of A with tensor, row or no
+    scales; fewer rows, block scales and a host without AMX keep the VNNI forms; the schedule refused there."""
+    from pathlib import Path
+
+    from tracea.doctor.snapshot import read_snapshot
+
+    xeon = read_snapshot(Path(__file__).parents[2] / "fixtures" / "snapshots" / "h100_live.json")[0]
+    v = cpu.resolve("cpu-avx512.scaled_gemm")
+    amx = hero_schedule(ScaledGemm(128, 4096, 4096), v, xeon)
+    assert amx.amx and amx.pack and (amx.mr, amx.nr) == (32, 32) and amx.name.startswith("amx")
+    assert not hero_schedule(ScaledGemm(16, 4096, 4096), v, xeon).amx
+    assert not hero_schedule(ScaledGemm(128, 4096, 4096, scale="block128"), v, xeon).amx
+    assert not hero_schedule(ScaledGemm(128, 4096, 4096), v, VNNI_HOST).amx
+    assert amx in schedule_space(ScaledGemm(128, 4096, 4096), v, xeon)
+    assert schedule_from_json(amx.to_json()) == amx
+    with pytest.raises(BadInputError, match="AMX-INT8"):
+        amx.validate(ScaledGemm(128, 4096, 4096), VNNI_HOST, v)
+    with pytest.raises(BadInputError, match="32 x 32"):
+        dataclasses.replace(amx, nr=64).validate(ScaledGemm(128, 4096, 4096), xeon, v)
+    from tracea.emitters.cpu.backend import rendering
+
+    src = rendering(ScaledGemm(128, 4096, 4096), v, amx, xeon).source
+    assert "#define AMX 1" in src and "#define KALIGN 64" in src and "_tile_dpbsud(3, 5, 7);" in src

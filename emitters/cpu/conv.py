@@ -228,9 +228,9 @@ def core_hero(op: Any, v: Any, host: Any) -> CpuSchedule:
     """Per shape (CI machine, 2026-11-25, ResNet-50 rows at batch 1): the filter read in place
     (conv_small.py) where it outweighs the pixels 16 to 1 (2048 channels over 49 pixels: 1.3x the
     direct path); the direct path (conv_direct.py) where it reads the input in place, where few
-    channels make the packed path's gather slow (the stem: 2x), or where pixels are fewer than
-    channels (1.3x the small-M form, 2-5x the packed path), unless its rows alias (``_rows_alias``); else the
-    packed path. The micro-kernel's
+    channels make the packed path's gather slow (the stem: 2x), where pixels are fewer than
+    channels (1.3x the small-M form, 2-5x the packed path), or for strided filters off AMD hosts
+    (``_strided_filter``), unless its rows alias (``_rows_alias``, AMD hosts); else the packed path. The micro-kernel's
     width fitted to the GEMM's columns."""
     return _form(op, hero_schedule(op, v, host), v.family, host)
 
@@ -243,7 +243,7 @@ def _form(op: Any, s: CpuSchedule, family: str, host: Any = None) -> CpuSchedule
     m, n, _ = gemm_dims(op)
     if m * 16 <= n:
         return _small_m(op, s)
-    if (in_place(op) or op.c < SMALL_CHANNELS or m < n or _strided_filter(op)) and not _rows_alias(op, host):
+    if (in_place(op) or op.c < SMALL_CHANNELS or m < n or _strided_filter(op, host)) and not _rows_alias(op, host):
         return dataclasses.replace(_micro_kernel(op, s), pack_a=False)
     return _micro_kernel(op, s)
 
@@ -258,12 +258,14 @@ def stem_schedule(op: Any, s: CpuSchedule, family: str) -> CpuSchedule:
                                small_m=False)  # the blocking fields: one tile, the whole reduction
 
 
-def _strided_filter(op: Any) -> bool:
+def _strided_filter(op: Any, host: Any = None) -> bool:
     """A strided filter wider than 1x1: the direct path's patches copied once (im2col), then read in place, beat the
     packed path's gather of them block by block on every such shape timed on the CI-class Intel Xeon (2026-11-30,
     docs/cpu-runs/xeon-amx-cpu-suites/probe_strided_3x3.txt, nine 3x3 stride-2 shapes of 32-512 channels:
     1.13-2.10x; c128 56x56 k128 1.213 against 1.537 ms, c256 28x28 k128 0.771 against 1.618), where more pixels than
-    output channels had kept it packed; not measured on an AMD host."""
+    output channels had kept it packed. Not on an AMD host, where it was not measured (the packed path stays)."""
+    if getattr(getattr(host, "cpu", None), "vendor", None) == "AuthenticAMD":
+        return False
     return max(op.stride) > 1 and op.r * op.s > 1
 
 
@@ -273,9 +275,9 @@ def _rows_alias(op: Any, host: Any = None) -> bool:
     the packed path (an AMD EPYC VM, 2026-11-29, docs/cpu-runs/epyc-paired-rounds/probe_conv_pitch.txt: c1024
     14x14 k512 2.55 against 1.43 ms, k256 1.35 against 0.82, c2048 7x7 k512 2.44 against 1.33), where 1040 and
     1008 channels ran the direct path 1.1x faster. Stride 2 is left to the direct path (packed 1.0-1.1x there,
-    within that machine's noise). On the CI-class Intel Xeon the direct path ran those three 1.6-2.0x faster than
-    the packed one (2026-11-30, docs/cpu-runs/xeon-amx-cpu-suites/probe_conv_pitch.txt: 1.006 against 1.645,
-    0.494 against 0.978, 0.918 against 1.807 ms): there, and on a host not known, the pitch changes nothing."""
+    within that machine's noise). On the CI-class Intel Xeon the direct path ran those three 1.6-1.8x faster than
+    the packed one (2026-11-30, docs/cpu-runs/xeon-amx-cpu-suites/probe_conv_pitch.txt: 0.991 against 1.631,
+    0.650 against 1.028, 1.085 against 1.917 ms): there, and on a host not known, the pitch changes nothing."""
     cpu = getattr(host, "cpu", None)
     if getattr(cpu, "vendor", None) != "AuthenticAMD":
         return False

@@ -36,3 +36,4 @@ class CpuCore(Core):
     shape_free: tuple[str, ...]  # the op's fields the source depends on (shapes are runtime arguments)
     metadata: Callable[[Any, CpuIsa, Any, str], dict[str, Any]]  # (op, isa, schedule, name)
     precisions: tuple[str, ...] = ("fp32", "fp16", "bf16")  # the input types its variants compute
+    flags: Callable[[Any], tuple[str, ...]] | None = None  # schedule -> compiler flags beyond the ISA's (None: none)

@@ -87,9 +87,7 @@ void {launcher.api("shutdown")}(void) {{}}
     pthread_mutex_lock(&tr_lock);  /* the kernel keeps its packing buffers and thread pool between calls */
     int rc = {_entry(launcher)}(bufs, dims, fparams);
     pthread_mutex_unlock(&tr_lock);
-{give}    if (rc == 2) return tr_fail(TRACEA_ERROR_CPU, "{launcher.name}: the OS gives this process no AMX tile state "
-                                "(the AMX form: Linux 5.16 or later)");
-    if (rc != 0) return tr_fail(TRACEA_ERROR_CPU, "{launcher.name}: the kernel could not allocate its packing buffers "
+{give}    if (rc != 0) return tr_fail(TRACEA_ERROR_CPU, "{launcher.name}: the kernel could not allocate its packing buffers "
                                 "(code %d)", rc);
     return TRACEA_SUCCESS;
 }}

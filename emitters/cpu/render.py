@@ -48,7 +48,8 @@ def render(op: Any, family: str, s: CpuSchedule) -> Rendered:
     name = kernel_name(op, family, s)
     dims, fparams = core.arguments(op)
     return Rendered(name=name, source=core.render(op, isa, s, _header(op, family, s, name)), entry=core.entry,
-                    flags=tuple(isa.compile_flags(op.dtype.value)), buffers=core.buffers, dims=dims, fparams=fparams,
+                    flags=(*isa.compile_flags(op.dtype.value), *(core.flags(s) if core.flags else ())),
+                    buffers=core.buffers, dims=dims, fparams=fparams,
                     metadata=core.metadata(op, isa, s, name))
 
 

@@ -149,7 +149,8 @@ class CpuKernel:
             bufs[self._out_slot] = optr
             rc = self._fn(bufs, self._dims, self._fparams)
         if rc != 0:
-            _failed(self.artifact.name, rc)
+            raise LaunchError(f"{self.artifact.name}: the kernel could not allocate its packing buffers (code {rc})",
+                              "free memory or use smaller mc/kc/nc blocks")
         return out
 
     @property
@@ -167,16 +168,8 @@ class CpuKernel:
                 bufs[i] = p
             rc = self._fn(bufs, self._dims, self._fparams)
         if rc != 0:
-            _failed(self.artifact.name, rc)
+            raise LaunchError(f"{self.artifact.name}: the kernel could not allocate its packing buffers (code {rc})",
+                              "free memory or use smaller mc/kc/nc blocks")
 
     def __repr__(self) -> str:
         return f"CpuKernel({self.artifact.name}, variant={self.artifact.variant}, threads={self.threads})"
-
-
-def _failed(name: str, rc: int) -> None:
-    """A kernel's nonzero return: 2, the OS refused the AMX tile state; else its packing buffers were not had."""
-    if rc == 2:
-        raise LaunchError(f"{name}: the operating system gives this process no AMX tile state (arch_prctl "
-                          "ARCH_REQ_XCOMP_PERM: Linux 5.16 or later)", "pass a schedule with amx: false")
-    raise LaunchError(f"{name}: the kernel could not allocate its packing buffers (code {rc})",
-                      "free memory or use smaller mc/kc/nc blocks")

@@ -10,7 +10,8 @@ unsigned by signed bytes, so B is flipped to unsigned as it loads (b + 128, one 
 family widens both operands to 16 bits and multiplies them in pairs (``vpmaddwd``, exact); others run the same loops
 in plain C. K chunks past the first add into an int32 scratch (fp32 for block scales); the last applies the scales
 and rounds to the output type. From ``PACK_FROM_M`` rows VNNI takes the packed form instead
-(``scaled_gemm_packed_c.py``: B packed into ``vpdpbusd``'s operand layout, A's bytes broadcast, no lane sums).
+(``scaled_gemm_packed_c.py``: B packed into ``vpdpbusd``'s operand layout, A's bytes broadcast, no lane sums); on
+a Xeon with AMX-INT8 the packed form's tile is made of AMX tiles (``scaled_gemm_amx_c.py``, a schedule's ``amx``).
 
 block128: each 128-deep block's int32 sum (less its 128 x A-block-sum in lane 0) converts to fp32 and adds into a
 float accumulator times sa[m, block] x sb[block, n / 128]: the fine-grained recipe's promotion at the block edge.
@@ -112,9 +113,22 @@ class ScaledGemmSchedule:
 
 
 def has_amx(host: Any) -> bool:
-    """Whether the host's CPU has AMX's int8 tiles (its ISA list: amx-tile and amx-int8)."""
+    """Whether the host's CPU has AMX's int8 tiles (its ISA list: amx-tile and amx-int8) and the C compiler the
+    kernels take (the first of cc, gcc, clang the doctor found) knows them (its ``-march=native`` enables
+    amx-int8: GCC 11 and Clang 12 on)."""
     isa = getattr(getattr(host, "cpu", None), "isa", None) or ()
-    return "amx-tile" in isa and "amx-int8" in isa
+    if "amx-tile" not in isa or "amx-int8" not in isa or not hasattr(host, "tool"):
+        return False
+    tool = next((t for t in map(host.tool, ("cc", "gcc", "clang")) if t is not None and t.found), None)
+    return tool is not None and "amx-int8" in (tool.details.get("march_native_enables") or ())
+
+
+AMX_FLAGS = ("-mamx-tile", "-mamx-int8")
+
+
+def core_flags(s: Any) -> tuple[str, ...]:
+    """The AMX form's compiler flags beside the family's (its tile functions also carry the target attribute)."""
+    return AMX_FLAGS if getattr(s, "amx", False) else ()
 
 
 def _check_amx(s: ScaledGemmSchedule, op: Any, host: Any, family: str) -> None:
@@ -150,7 +164,9 @@ def hero_schedule(op: Any, variant: Any, host: Any) -> ScaledGemmSchedule:
     14336 1.07x oneDNN against 0.84x, docs/cpu-runs/epyc-int8-gemm/probe_forms.txt): one row against 8 rows of B at
     M <= 2 (decode: the weights streamed once), 4 x 6 otherwise. Block scales: the dot form's 2 x 4 tiles (fp32
     accumulators beside the int32 ones). AVX2: its 16-bit multiply-add tiles, 1 x 6 at M = 1 and 2 x 4 otherwise
-    (16 ymm registers). Other families: the portable loops, 4 x 4. All cores, or one under ``SMALL_MACS``."""
+    (16 ymm registers). Other families: the portable loops, 4 x 4. All cores, or one under ``SMALL_MACS``. On a Xeon
+    with AMX-INT8 (``has_amx``), from ``AMX_FROM_M`` rows: the AMX form (32 x 32 tiles over the packed panels), 1.08-
+    1.50x the packed VNNI form there (docs/cpu-runs/xeon-amx-int8-gemm/probe_amx_vs_vnni.txt)."""
     vnni = family_of(variant, host) in VNNI_FAMILIES
     threads = 1 if op.m * op.n * op.k <= SMALL_MACS else _cores(host)
     if vnni and op.scale != "block128" and op.m >= AMX_FROM_M and has_amx(host):
@@ -237,14 +253,15 @@ def render_scaled_gemm(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, header: str)
         f"#define FLIP {128 if vnni else 0}  /* what B's flip to unsigned adds to each product's B */",
         f"#define PACKED {int(s.pack)}", f"#define AMX {int(s.amx)}",
         f"#define KALIGN {64 if s.amx else 4}  /* the packed form's K padding (bytes) */",
-        "#define TR_PTILE(R, ...) " + ("tr_amx_tile(R, __VA_ARGS__)" if s.amx else "TR_PTILES[(R) - 1](__VA_ARGS__)"),
+        "#define TR_PTILE(R, ...) " + ("tr_amx_or_vnni(R, __VA_ARGS__, &tr_amx_rows)" if s.amx
+                                       else "TR_PTILES[(R) - 1](__VA_ARGS__)"),
         f"#define HAS_EPILOGUE {int(bool(op.epilogue))}",
         f"#define TR_EPILOGUE {epilogue_c(op)}",
     ])
     kind_of = "vnni" if vnni else "avx2" if isa.family in AVX2_FAMILIES else "portable"
     tiles = [TILE_VNNI_C if vnni else TILE_PORTABLE_C, TILE_AVX2_C if kind_of == "avx2" else "",
-             AMX_C if s.amx else packed_table(s.mr, s.nr) if s.pack else tile_table(s.mr, s.nr, op.scale == "block128",
-                                                                                 kind_of)]
+             packed_table(12, s.nr) + AMX_C if s.amx else packed_table(s.mr, s.nr) if s.pack
+             else tile_table(s.mr, s.nr, op.scale == "block128", kind_of)]
     return "\n".join([header, isa.prelude(("fp16", "bf16")), "#include <immintrin.h>" if vnni else "", pool_c(),
                       defines, *tiles, DRIVER_C.replace("@PACKED@", PACKED_C if s.pack else ""),
                       f"{isa.kernel_prefix}int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams) "

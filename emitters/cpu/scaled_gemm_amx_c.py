@@ -7,20 +7,26 @@ two B tiles (16 words of K x 16 columns: the packed panel's rows as they are, at
 int32 C tiles, multiplied by ``tdpbsud`` (signed A bytes by the unsigned flipped B) over the K chunk, then stored
 into the packed form's result block for its finish (scales, epilogue, C's type). K is padded to 64 bytes (``KALIGN``:
 A through the padded copy where K is not a multiple of 64, B's panels zero there). Fewer than 32 rows (M's edge)
-configure the tiles with fewer rows; ``ldtilecfg`` zeroes the tiles, so each tile call starts from its own
-configuration, and each thread releases its tiles after its work (the tile state is the thread's).
+configure the tiles with fewer rows. A thread configures its tiles when a tile's rows differ from the last one's
+(``ldtilecfg`` zeroes them; else the C tiles are zeroed) within one call of its work, and releases them after it
+(the tile state is the thread's, and other code may use AMX on that thread between calls).
 
 Linux hands a process the AMX tile state only on request (``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``):
-made once per call before the workers start; a kernel that cannot have it returns 2.
+asked once, before the first call's workers start. Where it is refused (a kernel before 5.16) the same panels run
+the VNNI form's 12-row tiles instead (``tr_amx_or_vnni``): slower, never a failed call; so do they where the
+environment sets ``TRACEA_NO_AMX`` (not "0") when a process's first AMX-form call runs. The tile functions carry
+the target attribute and the source is compiled with ``-mamx-tile -mamx-int8`` (``core_flags``), which GCC 11 and
+Clang 12 on accept; ``has_amx`` asks that the compiler know AMX before the form is chosen.
 """
 
 from __future__ import annotations
 
 AMX_C = r"""
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#pragma GCC push_options
-#pragma GCC target("amx-tile,amx-int8")
+#define TR_AMX_FN __attribute__((target("amx-tile,amx-int8")))
 typedef struct __attribute__((aligned(64))) {
     uint8_t palette, start_row, reserved[14];
     uint16_t colsb[16];
@@ -29,7 +35,7 @@ typedef struct __attribute__((aligned(64))) {
 
 /* tmm0, tmm1: C's rows 0-15 (columns 0-15, 16-31); tmm2, tmm3: its rows 16-31; tmm4, tmm5: A's two 16-row groups;
    tmm6, tmm7: B's two 16-column groups (16 words of K) */
-static void tr_amx_config(int R) {
+TR_AMX_FN static void tr_amx_config(int R) {
     tr_tilecfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
@@ -46,9 +52,17 @@ static void tr_amx_config(int R) {
 }
 
 /* R (<= 32) rows of A at a (row stride lda) x the panel's 32 columns over k4n words of K (a multiple of 16): the
-   int32 sums to res[r * NR + c] */
-static void tr_amx_tile(int R, const int8_t* a, long lda, const uint8_t* bp, long k4n, int32_t* res) {
-    tr_amx_config(R);  /* (zeroes every tile) */
+   int32 sums to res[r * NR + c]. *rows: the rows the thread's tiles are configured for (-1: none yet this call) */
+TR_AMX_FN static void tr_amx_tile(int R, const int8_t* a, long lda, const uint8_t* bp, long k4n, int32_t* res,
+                                  int* rows) {
+    if (R != *rows) {
+        tr_amx_config(R);  /* (zeroes every tile) */
+        *rows = R;
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        if (R > 16) { _tile_zero(2); _tile_zero(3); }
+    }
     if (R > 16) {
         for (long q = 0; q < k4n; q += 16) {
             _tile_loadd(4, a + 4 * q, lda);
@@ -75,16 +89,30 @@ static void tr_amx_tile(int R, const int8_t* a, long lda, const uint8_t* bp, lon
     _tile_stored(1, res + 16, 4 * NR);
 }
 
-static void tr_amx_release(void) { _tile_release(); }
-#pragma GCC pop_options
+TR_AMX_FN static void tr_amx_release(void) { _tile_release(); }
 
-/* the process's permission to use the AMX tile data (Linux 5.16+): 0 when it has it */
-static int tr_amx_permit(void) {
-    static int done = 0, rc = 0;
+/* Without the OS's tile state the same panels run the VNNI tiles (packed_table's 12-row tiles of two vectors), R
+   rows of the block 12 at a time, into the same result block */
+static int tr_amx_ok = 0;
+static void tr_amx_or_vnni(int R, const int8_t* a, long lda, const uint8_t* bp, long k4n, int32_t* res, int* rows) {
+    if (tr_amx_ok) {
+        tr_amx_tile(R, a, lda, bp, k4n, res, rows);
+        return;
+    }
+    for (int r = 0; r < R; r += 12) {
+        const int n = R - r < 12 ? R - r : 12;
+        TR_PTILES[n - 1](a + r * lda, lda, bp, k4n, res + r * NR);
+    }
+}
+
+/* the process's permission to use the AMX tile data (Linux 5.16+), asked once (under the call mutex): tr_amx_ok */
+static void tr_amx_permit(void) {
+    static int done = 0;
     if (!done) {
-        rc = (int)syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */);
+        const char* no = getenv("TRACEA_NO_AMX");  /* set (not "0"): the VNNI tiles, as where the OS refuses */
+        tr_amx_ok = !(no && *no && strcmp(no, "0")) &&
+                    syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
         done = 1;
     }
-    return rc;
 }
 """

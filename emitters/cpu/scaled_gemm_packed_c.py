@@ -173,6 +173,9 @@ static void tr_work_packed(void* arg, int tid, int nth) {
     if (nth > 1) { int sense = 0; tr_barrier_wait(&J->bar, &sense); }  /* every row sum (and padded row) is in */
     int32_t res[MR * NR] __attribute__((aligned(64)));
     uint8_t* scratch = J->bp + (size_t)tid * NR * KC;
+#if AMX
+    int tr_amx_rows = -1;  /* the rows this thread's tiles are configured for (none yet) */
+#endif
     for (long k0 = 0; k0 < kp; k0 += KC) {
         const long kk = tr_min(KC, kp - k0);
         const int first = k0 == 0, last = k0 + kk == kp;
@@ -190,7 +193,7 @@ static void tr_work_packed(void* arg, int tid, int nth) {
         }
     }
 #if AMX
-    tr_amx_release();  /* this thread's tiles */
+    if (tr_amx_rows >= 0) tr_amx_release();  /* this thread's tiles */
 #endif
 }
 """

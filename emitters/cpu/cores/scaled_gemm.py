@@ -12,6 +12,6 @@ CORES = (CpuCore(name="scaled_gemm", ops=("scaled_gemm",), schedule=scaled_gemm.
                  render=scaled_gemm.render_scaled_gemm, entry=scaled_gemm.ENTRY, buffers=scaled_gemm.BUFFERS,
                  arguments=scaled_gemm.core_arguments, tag=scaled_gemm.core_tag,
                  shape_free=("dtype", "out_dtype", "scale", "layout_b"), metadata=scaled_gemm.core_metadata,
-                 precisions=("int8",),
+                 precisions=("int8",), flags=scaled_gemm.core_flags,
                  descriptions={"scaled_gemm": "int8 GEMM with scales (dot products along K reading B in place at small M; "
-                                              "packed panels from 32 rows)"}),)
+                                              "packed panels from 32 rows; AMX tiles over them on Xeons with AMX-INT8)"}),)

@@ -85,7 +85,7 @@ EPILOGUES = [
     # m, n, k, scale, out_dtype, layout_b, epilogue, alpha: every op, each output type, both forms, chunks, blocks
     (1, 300, 1000, "row", "fp32", "col", "bias,relu", 1.0),
     (3, 130, 640, "tensor", "bf16", "col", "bias,gelu,scale,residual", 0.75),
-    (70, 200, 1024, "row", "fp16", "col", "residual,relu", 1.0),  # the packed form from 32 rows (VNNI)
+    (70, 200, 1024, "row", "fp16", "col", "residual,relu", 1.0),  # the packed form from 32 rows (AMX where it is)
     (40, 96, 256, "block128", "fp32", "col", "scale,bias", -2.0),
     (64, 100, 8448, "row", "bf16", "row", "gelu", 1.0),  # K in chunks, B transposed
 ]
@@ -176,6 +176,7 @@ def test_variants_need_vnni_for_the_avx512_kernel():
 
 
 AMX = [(128, 4096, 4096, "row", "fp32", "col", ""), (33, 100, 200, "row", "bf16", "col", ""),
+       (50, 90, 333, "row", "fp32", "col", ""),  # the last block's 18 rows: the second row group's tiles part-filled
        (5, 70, 130, "tensor", "fp32", "row", ""), (64, 520, 1040, "none", "int32", "col", ""),
        (77, 300, 1000, "row", "fp16", "row", "bias,relu"), (40, 96, 9001, "tensor", "bf16", "col", "residual")]
 
@@ -217,3 +218,40 @@ def test_the_amx_form_is_the_hero_on_a_recorded_amx_xeon():
 
     src = rendering(ScaledGemm(128, 4096, 4096), v, amx, xeon).source
     assert "#define AMX 1" in src and "#define KALIGN 64" in src and "_tile_dpbsud(3, 5, 7);" in src
+
+
+def test_the_amx_form_runs_the_vnni_tiles_where_amx_is_refused(tmp_path):
+    """TRACEA_NO_AMX (as where the OS refuses the tile state): the AMX form's call runs the VNNI 12-row tiles over the
+    same panels, and matches (a process of its own: the choice is made at a process's first call)."""
+    import os
+    import subprocess
+    import sys
+
+    if "amx-int8" not in HOST.cpu.isa:
+        pytest.skip("this CPU has no AMX-INT8")
+    code = (
+        "import numpy as np\n"
+        "from tracea.doctor import probe\n"
+        "from tracea.emitters import cpu\n"
+        "from tracea.emitters.cpu.scaled_gemm import ScaledGemmSchedule\n"
+        "from tracea.kernels import ScaledGemm, relative_error\n"
+        "from tracea.kernels.dtypes import to_float64\n"
+        "h = probe()\n"
+        "op = ScaledGemm(45, 70, 300, scale='row', out_dtype='fp32')\n"
+        "k = cpu.build(op, cpu.resolve('cpu-avx512.scaled_gemm'), ScaledGemmSchedule(32, 32, 4096, 96, 1, True, True), h)\n"
+        "x = op.random_inputs(np.random.default_rng(7))\n"
+        "print(relative_error(to_float64(k(x, None), op.output_dtype), op.reference(x)))\n")
+    env = {**os.environ, "TRACEA_NO_AMX": "1", "TRACEA_HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert float(r.stdout.split()[-1]) <= ScaledGemm(45, 70, 300, scale="row", out_dtype="fp32").tolerance_bound()
+
+
+def test_vnni_packed_form_where_amx_would_be_the_hero():
+    """The VNNI packed hero (6 x 64) on the shapes an AMX host gives the AMX form, so both are run here."""
+    v = runnable("cpu-avx512")
+    for m, n, k, scale, out, layout in [(128, 300, 1000, "row", "fp32", "col"), (40, 96, 9001, "tensor", "bf16", "row")]:
+        op = ScaledGemm(m, n, k, scale=scale, out_dtype=out, layout_b=layout)
+        s = hero_schedule(op, v, VNNI_HOST)
+        assert s.pack and not s.amx
+        check(op, v, s)

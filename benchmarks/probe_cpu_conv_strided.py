@@ -10,10 +10,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-import numpy as np
+from cpu_forms import timed_forms  # benchmarks/ (this script's folder)
 
 from tracea.doctor import probe
-from tracea.emitters.timing import interleaved
 from tracea.kernels import Conv2d
 
 B = importlib.import_module("tracea.emitters.cpu.build")
@@ -25,16 +24,7 @@ print(f"{host.cpu.model} ({host.cpu.vendor}), {v}")
 for c, hw, k in CASES:
     op = Conv2d(1, c, hw, hw, k, 3, 3, stride=2, padding=1, layout="nhwc")
     s = B.hero_schedule(op, v, host)
-    x = op.random_inputs(np.random.default_rng(0))
-    out = np.empty(op.output_shape(), np.float32)
-    ref = op.reference(x)
-    fns = {}
-    for name, pa in (("direct", False), ("packed", True)):
-        kk = B.build(op, v, dataclasses.replace(s, pack_a=pa, pack_b=True), host)
-        kk(x, out)
-        err = float(np.abs(out - ref).max() / np.abs(ref).max())
-        assert err < 1e-4, f"c{c} {name}: relative error {err}"
-        fns[name] = (lambda kk=kk, x=x, out=out: kk(x, out))
-    t = interleaved(fns, repeats=20, min_seconds=0.4, block=5, gap_s=0.01)
+    forms = {name: dataclasses.replace(s, pack_a=pa, pack_b=True) for name, pa in (("direct", False), ("packed", True))}
+    t = timed_forms(op, v, forms, host, 1e-4, repeats=20, min_seconds=0.4, block=5, gap_s=0.01)
     print(f"c{c} {hw}x{hw} k{k} 3x3 stride 2, hero pack_a={s.pack_a} mr={s.mr}: direct {t['direct'].p50_ms:.3f} ms, "
           f"packed {t['packed'].p50_ms:.3f} ms ({t['packed'].p50_ms / t['direct'].p50_ms:.2f}x)", flush=True)

@@ -7,16 +7,12 @@ packed form (6 x 64, the hero before it) on a host with AMX-INT8, each verified,
 
 from __future__ import annotations
 
-import importlib
-
-import numpy as np
+from cpu_forms import timed_forms  # benchmarks/ (this script's folder)
 
 from tracea.doctor import probe
 from tracea.emitters.cpu.scaled_gemm import ScaledGemmSchedule as S
-from tracea.emitters.timing import interleaved
 from tracea.kernels import ScaledGemm
 
-B = importlib.import_module("tracea.emitters.cpu.build")
 host = probe()
 v = "cpu-avx512.scaled_gemm"
 threads = host.cpu.logical_cores or 1
@@ -26,18 +22,9 @@ if "amx-int8" not in host.cpu.isa:
 for m, n, k in [(2048, 2048, 2048), (128, 4096, 4096), (128, 4096, 14336), (64, 4096, 4096), (32, 4096, 4096),
                 (16, 4096, 4096)]:
     op = ScaledGemm(m, n, k)
-    x = op.random_inputs(np.random.default_rng(0))
-    out = np.empty(op.output_shape(), np.float32)
-    ref = op.reference(x)
-    fns = {}
     kc = 2048 if 128 < m <= 256 else 4096
-    for name, s in [("amx", S(mr=32, nr=32, kc=4096, mc=96, threads=threads, pack=True, amx=True)),
-                    ("vnni", S(mr=6, nr=64, kc=kc, mc=96, threads=threads, pack=True))]:
-        kk = B.build(op, v, s, host)
-        kk(x, out)
-        err = float(np.abs(out - ref).max() / np.abs(ref).max())
-        assert err < 1e-5, f"{name} {m}x{n}x{k}: relative error {err}"
-        fns[name] = (lambda kk=kk, x=x, out=out: kk(x, out))
-    t = interleaved(fns, repeats=12, min_seconds=0.3, block=3, gap_s=0.01)
+    forms = {"amx": S(mr=32, nr=32, kc=4096, mc=96, threads=threads, pack=True, amx=True),
+             "vnni": S(mr=6, nr=64, kc=kc, mc=96, threads=threads, pack=True)}
+    t = timed_forms(op, v, forms, host, 1e-5, repeats=12, min_seconds=0.3, block=3, gap_s=0.01)
     print(f"{m}x{n}x{k}: AMX {t['amx'].p50_ms:.3f} ms, VNNI packed {t['vnni'].p50_ms:.3f} ms "
           f"({t['vnni'].p50_ms / t['amx'].p50_ms:.2f}x)", flush=True)

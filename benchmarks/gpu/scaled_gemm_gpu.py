@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from tracea.doctor import probe
+from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.emitters import cuda
 from tracea.emitters.bench import bench
 from tracea.emitters.cuda import mma, schedule_from_json
@@ -242,9 +243,15 @@ def _gemv_forms(op: ScaledGemm) -> list[G]:
 
     if gemv_tma.refusal(op):
         return []
-    forms = [G(warps=w, stages=st, boxes=b, splits=k) for w, st, b in ((4, 4, 2), (4, 8, 2), (4, 4, 4), (8, 4, 4)) if w == 4 or op.m <= 8
-             for k in (1, 2, 4)]
-    return [f for f in forms if gemv_tma.smem_bytes(op, f) <= gemv_tma.SMEM_LIMIT]
+    out = []
+    for w, st, b in ((4, 4, 2), (4, 8, 2), (4, 4, 4), (8, 4, 4)):
+        for k in (1, 2, 4):
+            try:
+                G(warps=w, stages=st, boxes=b, splits=k).validate(op)
+            except (BadInputError, UnsupportedError):
+                continue
+            out.append(G(warps=w, stages=st, boxes=b, splits=k))
+    return out
 
 
 def line(op: ScaledGemm, label: str, name: str, r: object) -> None:

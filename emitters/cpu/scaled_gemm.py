@@ -135,10 +135,11 @@ def _check_amx(s: ScaledGemmSchedule, op: Any, host: Any, family: str) -> None:
     if not s.pack or (s.mr, s.nr) != (32, 32):
         raise BadInputError(f"amx: the AMX form is the packed form's 32 x 32 tile (pack true, mr 32, nr 32), got "
                             f"pack {s.pack}, {s.mr} x {s.nr}")
-    if family not in VNNI_FAMILIES or getattr(op, "scale", None) == "block128" or not has_amx(host):
+    amx = has_amx(host)
+    if family not in VNNI_FAMILIES or getattr(op, "scale", None) == "block128" or not amx:
         raise BadInputError(f"amx: the AMX form needs AMX-INT8 (Sapphire Rapids and later Xeons) under {VNNI_FAMILIES[0]}"
-                            f", for tensor, row or no scales (here: {family}, "
-                            f"{'AMX' if has_amx(host) else 'no AMX'}, {getattr(op, 'scale', None)})")
+                            f", for tensor, row or no scales (here: {family}, {'AMX' if amx else 'no AMX'}, "
+                            f"{getattr(op, 'scale', None)})")
 
 
 def _block(op: Any) -> bool:
@@ -165,8 +166,8 @@ def hero_schedule(op: Any, variant: Any, host: Any) -> ScaledGemmSchedule:
     M <= 2 (decode: the weights streamed once), 4 x 6 otherwise. Block scales: the dot form's 2 x 4 tiles (fp32
     accumulators beside the int32 ones). AVX2: its 16-bit multiply-add tiles, 1 x 6 at M = 1 and 2 x 4 otherwise
     (16 ymm registers). Other families: the portable loops, 4 x 4. All cores, or one under ``SMALL_MACS``. On a Xeon
-    with AMX-INT8 (``has_amx``), from ``AMX_FROM_M`` rows: the AMX form (32 x 32 tiles over the packed panels), 1.08-
-    1.50x the packed VNNI form there (docs/cpu-runs/xeon-amx-int8-gemm/probe_amx_vs_vnni.txt)."""
+    with AMX-INT8 (``has_amx``), from ``AMX_FROM_M`` rows: the AMX form (32 x 32 tiles over the packed panels), 1.06-
+    1.36x the packed VNNI form there (docs/cpu-runs/xeon-amx-int8-gemm/probe_amx_vs_vnni.txt)."""
     vnni = family_of(variant, host) in VNNI_FAMILIES
     threads = 1 if op.m * op.n * op.k <= SMALL_MACS else _cores(host)
     if vnni and op.scale != "block128" and op.m >= AMX_FROM_M and has_amx(host):

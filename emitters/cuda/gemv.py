@@ -346,15 +346,13 @@ def _cluster_reduction(op: Any, s: Any, store: str, r: CudaRenderer, T: int) -> 
             "    tr_cluster_sync();  /* the other blocks read this block's red until here */"]
 
 
-def reduction(op: Any, s: Any, from_f: str, to_f: str, cluster: bool, r: CudaRenderer,
-              threads: int | None = None, store: str | None = None) -> list[str]:
+def reduction(op: Any, s: Any, store: str, cluster: bool, r: CudaRenderer, threads: int | None = None) -> list[str]:
     """Warps' partials (``red[w]``, w < ``s.warps``) summed in warp order; with splits, the split partials in
     split order: across a cluster's shared memory, or by the last block of the column tile from the global
     workspace (``split_arrival.last_block``: the counter reset by thread 0 once the sum is stored). Every one
     of the block's ``threads`` (default: ``s.warps`` warps) takes part; ``store`` stores the sum ``v`` of (m, n)
-    (default: the epilogue into ``Cout`` by ``_store``)."""
+    (``_store``: the epilogue into ``Cout``)."""
     T = threads or 32 * s.warps
-    store = store or _store(op, from_f, to_f)
     if cluster:
         return _cluster_reduction(op, s, store, r, T)
     src = ["    " + r.barrier,
@@ -403,7 +401,7 @@ def render_gemv(op: Any, schedule: GemvSchedule, arch: Any, renderer: CudaRender
            f"    float acc[4][{mg}][4];",
            f"    #pragma unroll\n    for (int t = 0; t < 4; ++t)\n    #pragma unroll\n    for (int m = 0; m < {mg}; ++m)\n"
            "    #pragma unroll\n    for (int e = 0; e < 4; ++e) acc[t][m][e] = 0.0f;",
-           *_main_loop(op, s), *fragment_stores(op), *reduction(op, s, from_f, to_f, cluster, r), "}"]
+           *_main_loop(op, s), *fragment_stores(op), *reduction(op, s, _store(op, from_f, to_f), cluster, r), "}"]
     grid = (tiles, s.splits, 1)
     meta = {"name": name, "tile": {"columns_per_block": NB, "rows": op.m, "rows_padded": mp, "warps": s.warps,
                                    "splits": s.splits, "unroll": s.unroll, "k_step": k_step(op)},

@@ -110,7 +110,7 @@ class GemvTmaSchedule:
         why = refusal(op)
         if why:
             raise UnsupportedError(f"gemv_tma: {why}", "the gemv core (registers) runs it")
-        if op.kind == "scaled_gemm" and self.warps == 8 and mpad(op) == 16:  # 96 registers a thread (2 blocks)
+        if _spills(op, self.warps):
             raise BadInputError("warps: 8 consumer warps spill with 16 rows of FP8 A (its unpacked fragments); "
                                 "take 4")
         need = smem_bytes(op, self)
@@ -132,6 +132,12 @@ class GemvTmaSchedule:
     def features(self, op: Any) -> dict[str, float]:
         """Warps and the ring's shared memory over the nominal 32 x 64 tile (``tile_features``)."""
         return tile_features(op, self.warps + 1, smem_bytes(op, self), self.bm, self.bn)
+
+
+def _spills(op: Any, warps: int) -> bool:
+    """8 consumer warps with 16 rows of FP8 A: 96 registers a thread (two blocks an SM) hold too few of the unpacked
+    fragments (NVRTC 13.0: spills)."""
+    return op.kind == "scaled_gemm" and warps == 8 and mpad(op) == 16
 
 
 def refusal(op: Any) -> str | None:
@@ -159,16 +165,13 @@ def applies(op: Any) -> bool:
     return refusal(op) is None
 
 
-SCALED_HERO = ("tensor", "row")  # the scale modes of FP8 decode GEMMs whose hero this core is
-
-
 def prefers(op: Any) -> bool:
     """The hero of the Hopper family for every GEMM it ``applies`` to. On an H200 (2026-11-30,
     docs/device-runs/h200-decode-gemm-tma/, call 2) it ran 1.09-1.17x cuBLAS at 16 rows where the register gemv ran
     0.73-1.05x (the tensor-core tiles, call 1: 0.85-1.03x), 1.12-1.20x at one row (register gemv 0.81-1.05x), and
-    0.90-1.12x at 24 and 32 rows (call 4) where the tiles ran 0.80-0.95x (call 3). FP8 with the scale modes
-    of ``SCALED_HERO``."""
-    return applies(op) and (op.kind == "gemm" or op.scale in SCALED_HERO)
+    0.90-1.12x at 24 and 32 rows (call 4) where the tiles ran 0.80-0.95x (call 3); FP8 decode (tensor or row
+    scales) 0.95-1.21x and 1.23-2.09x ``torch._scaled_mm`` (docs/device-runs/h200-fp8-int8-gemm/call27)."""
+    return applies(op)
 
 
 def stage_bytes(op: Any, s: GemvTmaSchedule) -> int:
@@ -223,8 +226,8 @@ def search_space(op: Any, hero: Any, arch: Any) -> list[GemvTmaSchedule]:
                     s = GemvTmaSchedule(warps=warps, stages=stages, boxes=boxes, splits=splits)
                     total = k_stages(op, s)
                     # every split gets stages: no block of the grid left idle by the rounding
-                    if smem_bytes(op, s) <= SMEM_LIMIT and -(-total // -(-total // splits)) == splits and not (
-                            op.kind == "scaled_gemm" and warps == 8 and mpad(op) == 16):
+                    if smem_bytes(op, s) <= SMEM_LIMIT and -(-total // -(-total // splits)) == splits and not \
+                            _spills(op, warps):
                         out.append(s)
     return out
 
@@ -389,7 +392,7 @@ def render_gemv_tma(op: Any, schedule: GemvTmaSchedule, arch: Any, renderer: Cud
            "    #pragma unroll\n    for (int e = 0; e < 4; ++e) acc[t][m][e] = 0.0f;",
            *_producer(op, s), *_consumer(op, s),
            "    " + r.barrier + "  /* every stage consumed: the ring's memory holds the partials now */",
-           *_fragment_stores(op), *gemv.reduction(op, s, "", "", cluster, r, threads, io.store), "}"]
+           *_fragment_stores(op), *gemv.reduction(op, s, io.store, cluster, r, threads), "}"]
     grid = (tiles, s.splits, 1)
     smem = smem_bytes(op, s)
     meta = {"name": name, "tile": {"columns_per_block": gemv.NB, "rows": op.m, "rows_padded": mp, "warps": s.warps,

@@ -83,5 +83,4 @@ static __device__ __forceinline__ void tr_mma(float* c, const uint32_t* a, const
 def prelude(r: CudaRenderer, t: str) -> str:
     """The 16-bit kernel's tensor-core helpers but its mma (ldmatrix moves 8-bit data as byte pairs), with
     ``tr_mma`` the m16n8k32 of 8-bit type ``t`` (e4m3, e5m2)."""
-    kept = "".join(text for key, text in r.tensor_library if key != "mma.sync").replace("MMA_T", "bf16")
-    return kept + MMA8.replace("T8", t)
+    return r.tensor_prelude("bf16", leave_out=("mma.sync",)) + MMA8.replace("T8", t)

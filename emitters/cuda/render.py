@@ -187,10 +187,12 @@ class CudaRenderer(GpuRenderer):
         w.extend("".join(text for _, text in self.library).replace("NARGS", str(nargs)))
         return w.render()
 
-    def tensor_prelude(self, dtype: str) -> str:
-        """The tensor-core wrappers (cp.async, ldmatrix, mma.sync, packing) for 16-bit ``dtype``."""
+    def tensor_prelude(self, dtype: str, leave_out: tuple[str, ...] = ()) -> str:
+        """The tensor-core wrappers (cp.async, ldmatrix, mma.sync, packing) for 16-bit ``dtype``, but the pieces
+        named in ``leave_out`` (a kernel that brings its own)."""
         w = CodeWriter()
-        w.extend("".join(text for _, text in self.tensor_library).replace("MMA_T", self.mma_types[dtype]))
+        w.extend("".join(text for key, text in self.tensor_library if key not in leave_out)
+                 .replace("MMA_T", self.mma_types[dtype]))
         return w.render()
 
     def asm(self, name: str, **operands: object) -> str:

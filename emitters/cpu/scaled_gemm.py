@@ -52,10 +52,11 @@ class ScaledGemmSchedule:
     threads: int = 1
     pack: bool = False  # B packed into VNNI panels, nr columns (16 a vector) x mr rows a tile (scaled_gemm_packed_c)
     amx: bool = False  # the packed form's tile of AMX tiles, 32 x 32 (scaled_gemm_amx_c; hosts with AMX-INT8)
+    swap: bool = False  # AMX, col B: C^T = B A^T, the weights read in place, A packed (scaled_gemm_amx_swapped_c)
 
     @property
     def name(self) -> str:
-        form = "amx" if self.amx else "p" if self.pack else ""
+        form = "amxs" if self.swap else "amx" if self.amx else "p" if self.pack else ""
         return f"{form}{self.mr}x{self.nr}_kc{self.kc}_mc{self.mc}_t{self.threads}"
 
     def registers(self, op: Any, family: str) -> int | None:
@@ -75,7 +76,10 @@ class ScaledGemmSchedule:
 
     def validate(self, op: Any, host: Any, variant: Any = None) -> None:
         positive_ints(self, ("mr", "nr", "kc", "mc", "threads"))
-        booleans(self, ("pack", "amx"))
+        booleans(self, ("pack", "amx", "swap"))
+        if self.swap and (not self.amx or getattr(op, "layout_b", None) != "col"):
+            raise BadInputError(f"swap: the swapped form is the AMX form's (amx true) for a col B (n x k); got amx "
+                                f"{self.amx}, {getattr(op, 'layout_b', None)}")
         family = family_of(variant, host)
         if self.amx:
             _check_amx(self, op, host, family)
@@ -155,6 +159,7 @@ def _cores(host: Any) -> int:
 SMALL_MACS = 128 ** 3
 PACK_FROM_M = 32  # rows of A from which the packed form is the hero (VNNI; tensor, row or no scales)
 AMX_FROM_M = 32  # rows of A from which the AMX form is, on a host with AMX-INT8
+SWAP_FROM_M = 8  # rows of A from which the swapped AMX form is, for a col B (n x k), on a host with AMX-INT8
 
 
 def hero_schedule(op: Any, variant: Any, host: Any) -> ScaledGemmSchedule:
@@ -170,6 +175,8 @@ def hero_schedule(op: Any, variant: Any, host: Any) -> ScaledGemmSchedule:
     1.36x the packed VNNI form there (docs/cpu-runs/xeon-amx-int8-gemm/probe_amx_vs_vnni.txt)."""
     vnni = family_of(variant, host) in VNNI_FAMILIES
     threads = 1 if op.m * op.n * op.k <= SMALL_MACS else _cores(host)
+    if vnni and op.scale != "block128" and op.layout_b == "col" and op.m >= SWAP_FROM_M and has_amx(host):
+        return ScaledGemmSchedule(mr=32, nr=32, kc=4096, mc=256, threads=threads, pack=True, amx=True, swap=True)
     if vnni and op.scale != "block128" and op.m >= AMX_FROM_M and has_amx(host):
         return ScaledGemmSchedule(mr=32, nr=32, kc=4096, mc=96, threads=threads, pack=True, amx=True)
     if vnni and op.scale != "block128" and (op.m >= PACK_FROM_M or op.layout_b == "row"):
@@ -196,11 +203,13 @@ def schedule_space(op: Any, variant: Any, host: Any) -> list[ScaledGemmSchedule]
     out = [hero]
     dot = [(mr, nr, False) for mr, nr in ((1, 8), (2, 6), (2, 8), (3, 6), (3, 7), (4, 4), (4, 5), (4, 6), (5, 4),
                                            (2, 4), (3, 4), (1, 6), (2, 3), (3, 3))]  # the last: AVX2's 16 registers
-    packed = [(mr, nr, True, False) for mr, nr in ((6, 64), (8, 48), (12, 32), (4, 96), (4, 64), (2, 128))]
-    for mr, nr, pack, amx in [(mr, nr, False, False) for mr, nr, _ in dot] + packed + [(32, 32, True, True)]:
+    packed = [(mr, nr, True, False, False) for mr, nr in ((6, 64), (8, 48), (12, 32), (4, 96), (4, 64), (2, 128))]
+    tiles = [(32, 32, True, True, False), (32, 32, True, True, True)]  # AMX: the form, then the swapped form
+    for mr, nr, pack, amx, swap in [(mr, nr, False, False, False) for mr, nr, _ in dot] + packed + tiles:
         for kc in sorted({1024, 2048, 4096, 8192, hero.kc}):
             for threads in sorted({hero.threads, _cores(host), 1}):
-                s = ScaledGemmSchedule(mr, nr, kc, max(mr, 96 // mr * mr), threads, pack, amx)
+                mc = 256 if swap else max(mr, 96 // mr * mr)
+                s = ScaledGemmSchedule(mr, nr, kc, mc, threads, pack, amx, swap)
                 try:
                     s.validate(op, host, variant)
                 except BadInputError:
@@ -243,6 +252,7 @@ def core_metadata(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, name: str) -> dic
 def render_scaled_gemm(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, header: str) -> str:
     from .pool import pool_c
     from .scaled_gemm_amx_c import AMX_C
+    from .scaled_gemm_amx_swapped_c import SWAPPED_C
     from .scaled_gemm_c import DRIVER_C, TILE_AVX2_C, TILE_PORTABLE_C, TILE_VNNI_C, tile_table
     from .scaled_gemm_packed_c import PACKED_C, packed_table
 
@@ -263,10 +273,12 @@ def render_scaled_gemm(op: Any, isa: CpuIsa, s: ScaledGemmSchedule, header: str)
     tiles = [TILE_VNNI_C if vnni else TILE_PORTABLE_C, TILE_AVX2_C if kind_of == "avx2" else "",
              packed_table(12, s.nr) + AMX_C if s.amx else packed_table(s.mr, s.nr) if s.pack
              else tile_table(s.mr, s.nr, op.scale == "block128", kind_of)]
+    call = "tr_scaled_gemm_swapped" if s.swap else "tr_scaled_gemm"
     return "\n".join([header, isa.prelude(("fp16", "bf16")), "#include <immintrin.h>" if vnni else "", pool_c(),
                       defines, *tiles, DRIVER_C.replace("@PACKED@", PACKED_C if s.pack else ""),
+                      SWAPPED_C if s.swap else "",
                       f"{isa.kernel_prefix}int {ENTRY}(void* const* bufs, const int64_t* dims, const double* fparams) "
-                      "{ return tr_scaled_gemm(bufs, dims, fparams); }"])
+                      f"{{ return {call}(bufs, dims, fparams); }}"])
 
 
 def epilogue_c(op: Any) -> str:

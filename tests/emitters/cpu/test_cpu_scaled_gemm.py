@@ -203,12 +203,15 @@ def test_the_amx_form_is_the_hero_on_a_recorded_amx_xeon():
 
     xeon = read_snapshot(Path(__file__).parents[2] / "fixtures" / "snapshots" / "h100_live.json")[0]
     v = cpu.resolve("cpu-avx512.scaled_gemm")
-    amx = hero_schedule(ScaledGemm(128, 4096, 4096), v, xeon)
-    assert amx.amx and amx.pack and (amx.mr, amx.nr) == (32, 32) and amx.name.startswith("amx")
-    assert not hero_schedule(ScaledGemm(16, 4096, 4096), v, xeon).amx
+    amx = hero_schedule(ScaledGemm(128, 4096, 4096, layout_b="row"), v, xeon)
+    assert amx.amx and amx.pack and not amx.swap and (amx.mr, amx.nr) == (32, 32) and amx.name.startswith("amx32")
+    assert not hero_schedule(ScaledGemm(16, 4096, 4096, layout_b="row"), v, xeon).amx
+    # a col B (n x k): the swapped form from SWAP_FROM_M rows, the dot form below
+    assert all(hero_schedule(ScaledGemm(m, n, k), v, xeon).swap for m, n, k in ((8, 4096, 4096), (2048, 64, 64)))
+    assert not hero_schedule(ScaledGemm(4, 4096, 4096), v, xeon).amx
     assert not hero_schedule(ScaledGemm(128, 4096, 4096, scale="block128"), v, xeon).amx
     assert not hero_schedule(ScaledGemm(128, 4096, 4096), v, VNNI_HOST).amx
-    assert amx in schedule_space(ScaledGemm(128, 4096, 4096), v, xeon)
+    assert amx in schedule_space(ScaledGemm(128, 4096, 4096, layout_b="row"), v, xeon)
     assert schedule_from_json(amx.to_json()) == amx
     with pytest.raises(BadInputError, match="AMX-INT8"):
         amx.validate(ScaledGemm(128, 4096, 4096), VNNI_HOST, v)

@@ -133,6 +133,26 @@ class Op:
         otherwise (attention's int32 block table and lengths)."""
         return self.dtype.storage  # type: ignore[attr-defined]
 
+    def side_outputs(self) -> dict[str, tuple[int, ...]]:
+        """Buffers a kernel writes beside its output, passed among the inputs (keys of ``shapes()``, their contents
+        on entry ignored): an FP8 scaled GEMM's amax. None unless the op says so."""
+        return {}
+
+    def side_problem(self, inputs: dict[str, np.ndarray]) -> str | None:
+        """What is wrong with the ``side_outputs`` a call left in ``inputs`` against the op's ``side_reference``
+        (each within the bound of an fp32 result of the op's accumulation), or None."""
+        want = getattr(self, "side_reference", dict)(inputs)
+        bound = self.side_tolerance()
+        for name, ref in want.items():
+            err = relative_error(np.asarray(inputs[name], dtype=np.float64), ref)
+            if not err <= bound:
+                return f"{name}: {np.asarray(inputs[name]).ravel()[:4]} against {ref.ravel()[:4]} (relative error " \
+                       f"{err:.3g} exceeds {bound:.1g})"
+        return None
+
+    def side_tolerance(self) -> float:
+        return 1e-4
+
     def c_reference(self, epilogue: Mapping[str, str]) -> str | None:
         """The op's reference in plain C, for an exported package's example (naive loops, double
         accumulation): the body of a function of double arrays named as its buffers that fills ``ref``, its

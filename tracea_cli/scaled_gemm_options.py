@@ -18,8 +18,9 @@ PARAMS = [
     option("n", int | None, None, "--n", help="Columns of C: rows of B (default: m).", domain=SIZE),
     option("k", int | None, None, "--k", help="The reduction size (default: m).", domain=SIZE),
     option("dtype", str, "int8", "--dtype", help="A's and B's type: int8, fp8e4m3 or fp8e5m2."),
-    option("out_dtype", str, "fp32", "--out-dtype", help="C's type: fp32, bf16, fp16, or int32 (int8 with --scale "
-                                                        "none: the accumulator itself)."),
+    option("out_dtype", str, "fp32", "--out-dtype", help="C's type: fp32, bf16, fp16, int32 (int8 with --scale "
+                                                        "none: the accumulator itself), or fp8e4m3/fp8e5m2 (FP8 inputs: "
+                                                        "C quantized by a scale_out, its amax written)."),
     option("scale", str, "row", "--scale", help="tensor (one scale each), row (A's rows, B's columns), block128 "
                                                 "(A 1x128, B 128x128 blocks) or none."),
     option("layout_b", str, "col", "--layout-b", help="B is n x k 'col' (K contiguous: nn.Linear's weight) or k x n "

@@ -129,13 +129,53 @@ def _epilogue_cases() -> list[tuple[ScaledGemm, W, bool]]:
     ]
 
 
+def _fp8_out_cases() -> list[tuple[ScaledGemm, W, bool]]:
+    """FP8 C with its amax (hopper/fp8_out.py) in every store form: tiles, a 2-block cluster, split-K (row scales
+    per element), the overlapped walk over more tiles than blocks, block scales, swapped decode tiles split,
+    an odd N (byte stores), e5m2 and e4m3 in and out, a fused chain (bf16 operands)."""
+    d = dataclasses.replace(TILE, store="direct")
+    return [
+        (ScaledGemm(256, 384, 512, "fp8e4m3", "fp8e4m3", "tensor"), d, True),
+        (ScaledGemm(131, 250, 768, "fp8e4m3", "fp8e5m2", "row", epilogue="bias,relu"), d, True),
+        (ScaledGemm(5, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"), dataclasses.replace(SWAP, bn=8, split=0), True),
+        (ScaledGemm(40, 1000, 2048, "fp8e5m2", "fp8e4m3", "row", epilogue="residual"),
+         dataclasses.replace(SWAP, bn=40, split=3, store="direct"), True),
+        (ScaledGemm(384, 256, 1024, "fp8e4m3", "fp8e4m3", "block128"), d, True),
+        (ScaledGemm(300, 520, 2048, "fp8e4m3", "fp8e4m3", "row"), dataclasses.replace(d, split=2), True),
+        (ScaledGemm(129, 333, 512, "fp8e4m3", "fp8e4m3", "row"), d, True),
+        (ScaledGemm(200, 264, 1040, "fp8e4m3", "fp8e4m3", "tensor"), dataclasses.replace(d, cluster=2), False),
+        (ScaledGemm(2000, 2100, 1152, "fp8e5m2", "fp8e4m3", "row", epilogue="bias,gelu,residual"), d, False),
+        (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"), sg.hero_schedule(
+            ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor")), False),
+    ]
+
+
+def _run_case(k: object, op: ScaledGemm, seed: int) -> tuple[float, str]:
+    """The case's relative error on fresh inputs, and what is wrong beside C (an FP8 C's amax; the second seed
+    saturates: scale_out 64 times the usual, so values past the type's range are clamped)."""
+    inputs = op.random_inputs(np.random.default_rng(seed))
+    if op.fp8_out and seed == 2:
+        inputs["scale_out"] = inputs["scale_out"] * np.float32(64)
+    if op.fp8_out:
+        inputs["amax"][:] = -1.0  # written, not raised: a value left from before must not survive
+    out = np.full(op.output_shape(), 0x7F, op.out_dtype.storage)
+    k(inputs, out)
+    got = out.astype(np.float64) if op.out_dtype.value in ("fp32", "int32") else to_float64(out, op.out_dtype)
+    err = relative_error(got, op.reference(inputs))
+    side = op.side_problem(inputs)
+    if op.fp8_out:
+        ref = op.reference(inputs)
+        side = (side or "") + f" amax {inputs['amax'][0]:.6g}, saturated {np.mean(np.abs(ref) == op.out_dtype.max_finite):.1%}"
+    return err, side or ""
+
+
 class NoGpu:
     nvidia = None
 
 
 def check(small: bool) -> int:
     bad = 0
-    for op, s, is_small in _cases():
+    for op, s, is_small in _cases() + _fp8_out_cases():
         if small and not is_small:
             continue
         try:
@@ -145,15 +185,12 @@ def check(small: bool) -> int:
             print(f"{op.case_label():<52} {s.name:<40} BUILD {type(exc).__name__}: {exc}"[:240], flush=True)
             continue
         for seed in (1, 2):
-            inputs = op.random_inputs(np.random.default_rng(seed))
-            out = np.full(op.output_shape(), 0x7F, op.out_dtype.storage)
-            k(inputs, out)
-            got = out.astype(np.float64) if op.out_dtype.value in ("fp32", "int32") else to_float64(out, op.out_dtype)
-            err = relative_error(got, op.reference(inputs))
-            ok = err <= tolerance(op)
+            err, side = _run_case(k, op, seed)
+            ok = err <= tolerance(op) and "exceeds" not in side
             bad += not ok
+            inputs = op.random_inputs(np.random.default_rng(seed))
             print(f"{op.case_label():<52} {s.name:<40} seed {seed}: rel err {err:.2e} (bound {tolerance(op):.1e}) "
-                  f"{'ok' if ok else 'WRONG'}{'' if small else _vendor_error(op, inputs)}", flush=True)
+                  f"{'ok' if ok else 'WRONG'}{side}{'' if small else _vendor_error(op, inputs)}", flush=True)
     print(f"check: {bad} wrong or failed")
     return bad
 
@@ -176,7 +213,7 @@ def _vendor_error(op: ScaledGemm, inputs: dict) -> str:
         return f"; _scaled_mm refuses it: {str(exc).splitlines()[0][:60]}"
     except ValueError as exc:  # a type pair it refuses (e5m2 x e5m2)
         return f"; _scaled_mm refuses it: {str(exc).splitlines()[0][:60]}"
-    return f"; _scaled_mm {relative_error(y.double().cpu().numpy(), op.reference(inputs)):.2e}"
+    return f"; _scaled_mm {relative_error(y.float().double().cpu().numpy(), op.reference(inputs)):.2e}"
 
 
 def row_ops(which: str) -> list[ScaledGemm]:
@@ -190,10 +227,13 @@ def row_ops(which: str) -> list[ScaledGemm]:
         return [ScaledGemm(m, n, k, "fp8e4m3", "bf16", "block128") for m, n, k in
                 ((4096, 4096, 4096), (8192, 8192, 8192), (2048, 14336, 4096), (2048, 4096, 14336), (128, 4096, 4096),
                  (16, 4096, 4096))]
+    if which == "fp8-out":  # FP8 C with its amax, per tensor (cuBLASLt's D scale fuses only there)
+        return [ScaledGemm(m, n, k, "fp8e4m3", "fp8e4m3", "tensor") for m in (1, 16, 128, 2048, 8192)
+                for n, k in PROJECTIONS[:3]]
     if which == "edge":  # outside the suites: other N x K, odd M
         return [ScaledGemm(m, n, k, "fp8e4m3", "bf16", "row") for m, n, k in
                 ((4, 3072, 8192), (32, 8192, 3072), (100, 6144, 4096), (777, 5120, 13824), (3000, 1024, 4096))]
-    raise SystemExit(f"--rows: fp8, fp8-tensor, int8, block or edge, not {which}")
+    raise SystemExit(f"--rows: fp8, fp8-tensor, fp8-out, int8, block or edge, not {which}")
 
 
 def candidates(op: ScaledGemm) -> list[W]:
@@ -277,7 +317,7 @@ def rows(which: str, sweep: bool, match: str, budget: float) -> None:
             break
         r = bench(op, HOST, backend="cuda", variant=VARIANT, repeats=30)
         line(op, "hero", schedule_from_json(r.schedule).name if r.schedule else "-", r)
-        if r.baseline_name and (which in ("block", "fp8", "fp8-tensor") or not said):
+        if r.baseline_name and (which in ("block", "fp8", "fp8-tensor", "fp8-out") or not said):
             print(f"    vendor: {r.baseline_name}", flush=True)
             said = True
         for s in candidates(op) if sweep else ():

@@ -15,6 +15,7 @@ NumPy ops.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -158,10 +159,12 @@ def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     operands dequantized, else the float32 matmul of operands dequantized once (named so); either way, bf16 cuBLAS and
     per-tensor FP8 on the same shape are timed beside it as speed references. A fused epilogue runs after the
     library's call, in torch, fp32 (its own references beside stay the plain product)."""
+    if op.fp8_out:
+        return _fp8_out_calls(op, t, torch)
     found = _device_calls(op, t, torch)
     if not op.epilogue:
         return found
-    extra = {k: t[k].float() for k in ("bias", "residual") if k in t}
+    extra = _operands_on_device(op, t, torch)
     math = torch_math(torch)
     out_dtype = _torch_out(op, torch)
 
@@ -193,6 +196,43 @@ def _device_calls(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     sa = t["scale_a"][:, None] if row else t["scale_a"]
     sb = t["scale_b"][None, :] if row else t["scale_b"]
     return "_int_mm, scaled after", lambda: (torch._int_mm(a, b_cm).float() * sa * sb).to(out_dtype)
+
+
+def _operands_on_device(op: Any, t: dict[str, Any], torch: Any) -> dict[str, Any]:
+    """The epilogue's bias and residual as fp32 tensors (bf16 ones arrive as their 16-bit patterns)."""
+    bf16 = op.operand_dtype.value == "bf16"
+    return {k: (t[k].view(torch.bfloat16) if bf16 and t[k].dtype != torch.bfloat16 else t[k]).float()
+            for k in ("bias", "residual") if k in t}
+
+
+def _fp8_out_calls(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
+    """An FP8 C: ``_scaled_mm`` with ``scale_result`` and the FP8 out_dtype (cuBLASLt's D scale; torch returns no
+    amax) where it takes the case and no epilogue is fused; beside it (or as the baseline), what a user writes
+    without that: the product in fp32 (``_scaled_mm``, or the block-scaled path), the epilogue, the amax
+    (``torch.amax``), then the quantization (clamped to the finite range, as the kernel saturates)."""
+    fp8 = getattr(torch, {"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}[op.out_dtype.value])
+    wide = _device_calls(dataclasses.replace(op, out_dtype="fp32", epilogue=(), alpha=1.0), t, torch)
+    so, top = t["scale_out"].reshape(()), op.out_dtype.max_finite
+    extra = _operands_on_device(op, t, torch)
+    math = torch_math(torch)
+
+    def unfused() -> Any:
+        y = apply_epilogue(op.epilogue, wide[1](), extra, op.alpha, math) if op.epilogue else wide[1]()
+        t["amax"].copy_(y.abs().amax().reshape(1))
+        return (y * so).clamp(-top, top).to(fp8)
+
+    named = f"{wide[0]} into fp32, {'the epilogue, ' if op.epilogue else ''}torch.amax, quantized (clamped, .to)"
+    if op.epilogue or op.scale == "block128":
+        return named, unfused
+    fp8_in = {"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}[op.dtype.value]
+    a, b = t["a"].view(getattr(torch, fp8_in)), t["b"].view(getattr(torch, fp8_in))
+    b_cm = b.t() if op.layout_b == "col" else b.t().contiguous().t()
+    row = op.scale == "row"
+    sa = t["scale_a"].reshape(-1, 1) if row else t["scale_a"].reshape(())
+    sb = t["scale_b"].reshape(1, -1) if row else t["scale_b"].reshape(())
+    return ("_scaled_mm with scale_result into FP8 (cuBLASLt's D scale; no amax)",
+            lambda: torch._scaled_mm(a, b_cm, scale_a=sa, scale_b=sb, scale_result=so, out_dtype=fp8),
+            ((named, unfused),))
 
 
 def _block_scaled(op: Any, a: Any, b_cm: Any, t: dict[str, Any], torch: Any, out_dtype: Any) -> tuple[Any, ...]:

@@ -51,6 +51,8 @@ def refusal(op: Any) -> str | None:
         return f"computes FP8 (e4m3, e5m2), not {op.dtype.value} (int8 runs the wgmma tiles)"
     if op.scale not in ("tensor", "row"):
         return f"applies per-tensor or per-row scales, not {op.scale} (block scales run the wgmma tiles)"
+    if op.fp8_out:
+        return f"stores bf16, fp16 or fp32, not {op.out_dtype.value} (an FP8 C and its amax: the wgmma tiles)"
     if op.layout_b != "col" or op.k % 16:
         return "B must be n x k with K a multiple of 16 (TMA's 16-byte rows)"
     return None

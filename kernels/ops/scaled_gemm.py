@@ -9,6 +9,13 @@ Scales (``scale``), as cuBLASLt's and ``torch._scaled_mm``'s modes and DeepSeek-
   ceil(n/128))); each 128-deep block's product is scaled and summed in fp32, so long K does not drift;
 - ``none``: int8 only, the int32 accumulator itself (``torch._int_mm``'s function); ``out_dtype`` int32.
 
+FP8 outputs (``out_dtype`` fp8e4m3 or fp8e5m2, from FP8 inputs), as cuBLASLt's D scale and amax and the delayed-scaling
+recipes use them: the value v (scaled product, then the epilogue) times ``scale_out`` (shape (1,)), rounded to
+nearest even and saturated to the type's finite range (NaN stays NaN); the kernel also writes ``amax`` (shape (1,),
+fp32): the largest |v| over C, before ``scale_out``, so a caller can pick the next call's scale. ``amax`` is an
+output passed as a buffer (``side_outputs``): its contents on entry are ignored. The epilogue's bias and residual
+are bf16 there (``operand_dtype``).
+
 B is given ``col`` (the default: n x k, K contiguous: ``nn.Linear``'s weight, and the operand FP8 tensor cores and
 cuBLASLt read) or ``row`` (k x n). int8 products accumulate in int32, exactly while k x 128 x 128 fits (k <=
 131071); FP8 ones in fp32. The reference decodes the stored values, applies the scales as stored (fp32, so
@@ -39,7 +46,8 @@ from .gemm import PROJECTIONS, TOKENS
 
 SCALES = ("tensor", "row", "block128", "none")
 BLOCK = 128  # block128's block depth (and B's block width)
-OUT_TYPES = (DType.FP32, DType.BF16, DType.FP16, DType.INT32)
+FP8_OUT = (DType.FP8E4M3, DType.FP8E5M2)  # outputs quantized with scale_out, their amax written beside
+OUT_TYPES = (DType.FP32, DType.BF16, DType.FP16, DType.INT32, *FP8_OUT)
 INT8_MAX_K = (2**31 - 1) // (128 * 128)  # int32 accumulation of int8 products is exact up to here
 LAYOUTS = ("col", "row")
 # the spread of random FP8 inputs: normals times this, so values use the type's exponents without saturating
@@ -110,6 +118,9 @@ class ScaledGemm(Op):
             raise BadInputError(f"out_dtype {self.out_dtype.value} with scale {self.scale} and {self.dtype.value} inputs: "
                                 "the int32 accumulator is an int8 GEMM's output without scales (scale none), and only "
                                 "it; a scaled one is fp32, bf16 or fp16")
+        if self.out_dtype in FP8_OUT and self.dtype not in FP8_OUT:
+            raise BadInputError(f"out_dtype {self.out_dtype.value}: an FP8 output takes FP8 inputs (fp8e4m3, fp8e5m2); "
+                                f"{self.dtype.value}'s scaled outputs are fp32, bf16 or fp16")
         if self.epilogue and raw:
             raise BadInputError(f"epilogue: {','.join(self.epilogue)} applies to a scaled output (fp32, bf16 or fp16), "
                                 "not to the int32 accumulator")
@@ -125,6 +136,31 @@ class ScaledGemm(Op):
     def output_dtype(self) -> DType:
         return self.out_dtype
 
+    @property
+    def fp8_out(self) -> bool:
+        """C is FP8: quantized by ``scale_out``, its amax written beside (``side_outputs``)."""
+        return self.out_dtype in FP8_OUT
+
+    @property
+    def operand_dtype(self) -> DType:
+        """The epilogue operands' type (bias, residual): C's, or bf16 beside an FP8 C (cuBLASLt's bias type there)."""
+        return DType.BF16 if self.fp8_out else self.out_dtype
+
+    def side_outputs(self) -> dict[str, tuple[int, ...]]:
+        """Buffers the kernel writes beside C, passed with the inputs (their contents on entry ignored): an FP8
+        C's ``amax``."""
+        return {"amax": (1,)} if self.fp8_out else {}
+
+    def side_tolerance(self) -> float:
+        """amax's bound: an fp32 C's from FP8 inputs (the tensor cores' accumulation, ``tolerance_bound``)."""
+        return 2.0**-11
+
+    def side_reference(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """What ``side_outputs`` should hold after a call on ``inputs``: the largest |v| before ``scale_out``."""
+        if not self.fp8_out:
+            return {}
+        return {"amax": np.array([np.max(np.abs(self._value(inputs)))])}
+
     def tolerance_bound(self) -> float:
         """0 for the int32 accumulator (exact); 8 units of a 16-bit output's rounding; in fp32, a few ulps of the
         scaling for int8 (1e-6), a block sum's fp32 additions for block128 (1e-5), and for FP8 the tensor cores'
@@ -133,6 +169,8 @@ class ScaledGemm(Op):
         docs/device-runs/h200-fp8-int8-gemm/), so 2^-11 (4.9e-4), four such units."""
         if self.out_dtype is DType.INT32:
             return 0.0
+        if self.fp8_out:  # the reference rounds as the kernel does: elements whose sums differ within the FP8
+            return self.out_dtype.unit_roundoff / 4  # accumulation's error round apart, one code each (rare)
         if self.out_dtype is not DType.FP32:
             return 8 * self.out_dtype.unit_roundoff
         if self.dtype is not DType.INT8:
@@ -147,7 +185,7 @@ class ScaledGemm(Op):
     def bytes(self) -> int:
         """The fewest bytes a kernel moves: each input (and scale) read once, the output written once."""
         scales = sum(math.prod(s) for name, s in self.shapes().items() if name.startswith("scale"))
-        extra = sum(math.prod(s) for name, s in self.epilogue_shapes().items()) * self.out_dtype.itemsize
+        extra = sum(math.prod(s) for name, s in self.epilogue_shapes().items()) * self.operand_dtype.itemsize
         return self.m * self.k + self.k * self.n + self.m * self.n * self.out_dtype.itemsize + 4 * scales + extra
 
     def scale_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -161,8 +199,13 @@ class ScaledGemm(Op):
             return {"scale_a": (self.m, kb), "scale_b": (kb, -(-self.n // BLOCK))}
         return {}
 
+    def output_scale_shapes(self) -> dict[str, tuple[int, ...]]:
+        """An FP8 C's ``scale_out`` and its ``amax`` (written: ``side_outputs``); none for other outputs."""
+        return {"scale_out": (1,), "amax": (1,)} if self.fp8_out else {}
+
     def epilogue_shapes(self) -> dict[str, tuple[int, ...]]:
-        """The fused epilogue's operands, in C's type: ``bias`` (n,), ``residual`` (m, n), as the chain reads them."""
+        """The fused epilogue's operands, in ``operand_dtype``: ``bias`` (n,), ``residual`` (m, n), as the chain
+        reads them."""
         s: dict[str, tuple[int, ...]] = {}
         if "bias" in self.epilogue:
             s["bias"] = (self.n,)
@@ -172,12 +215,13 @@ class ScaledGemm(Op):
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         b = (self.n, self.k) if self.layout_b == "col" else (self.k, self.n)
-        return {"a": (self.m, self.k), "b": b, **self.scale_shapes(), **self.epilogue_shapes()}
+        return {"a": (self.m, self.k), "b": b, **self.scale_shapes(), **self.epilogue_shapes(),
+                **self.output_scale_shapes()}
 
     def input_dtype(self, name: str) -> np.dtype:
         if name in ("bias", "residual"):
-            return self.out_dtype.storage
-        return np.dtype(np.float32) if name.startswith("scale") else self.dtype.storage
+            return self.operand_dtype.storage
+        return np.dtype(np.float32) if name.startswith("scale") or name == "amax" else self.dtype.storage
 
     def _values(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         """8-bit operand values: int8 over its whole range (-128 included), FP8 normals spread over its
@@ -199,13 +243,17 @@ class ScaledGemm(Op):
             u = rng.uniform(0.5, 1.5, size=shape)
             inputs[name] = (u / (typical * self.k ** 0.25)).astype(np.float32)
         for name, shape in self.epilogue_shapes().items():  # about the size of the scaled products
-            inputs[name] = fields.random(rng, shape, self.out_dtype, 1.0)
+            inputs[name] = fields.random(rng, shape, self.operand_dtype, 1.0)
+        if self.fp8_out:  # values of a few units to within a fraction of the range (saturation: tests of its own)
+            inputs["scale_out"] = np.array([rng.uniform(0.5, 1.5) * self.out_dtype.max_finite / 16], np.float32)
+            inputs["amax"] = np.zeros(1, np.float32)
         return inputs
 
     def check_scales(self, scales: dict[str, Any]) -> None:
-        """Scales as a caller gives them (``tracea.ops.scaled_gemm``): each of ``scale_shapes``' shape, float32
-        and finite, or one line naming what is wrong."""
-        for name, shape in self.scale_shapes().items():
+        """Scales as a caller gives them (``tracea.ops.scaled_gemm``): each of ``scale_shapes``' shape (and an FP8
+        C's ``scale_out``), float32 and finite, or one line naming what is wrong."""
+        wanted = {**self.scale_shapes(), **({"scale_out": (1,)} if self.fp8_out else {})}
+        for name, shape in wanted.items():
             s = scales.get(name)
             if s is None:
                 raise BadInputError(f"{name}: missing; scale {self.scale} takes {name} of shape {shape}")
@@ -217,11 +265,19 @@ class ScaledGemm(Op):
                 raise BadInputError(f"{name}: holds a non-finite value; scales must be finite")
 
     def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
-        """The scaled product in float64, then the fused epilogue on it (its operands as stored, in C's type)."""
+        """The scaled product in float64, then the fused epilogue on it (its operands as stored); an FP8 C's is that
+        times ``scale_out``, rounded and saturated as the kernel stores it (the values of its codes)."""
+        v = self._value(inputs)
+        if not self.fp8_out:
+            return v
+        so = float(np.asarray(inputs["scale_out"], dtype=np.float64).reshape(-1)[0])
+        return to_float64(to_storage(v * so, self.out_dtype), self.out_dtype)
+
+    def _value(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         c = self._scaled_reference(inputs)
         if not self.epilogue:
             return c
-        extra = {k: to_float64(inputs[k], self.out_dtype) for k in self.epilogue_shapes()}
+        extra = {k: to_float64(inputs[k], self.operand_dtype) for k in self.epilogue_shapes()}
         if "bias" in extra:
             extra["bias"] = extra["bias"][None, :]
         return apply_epilogue(self.epilogue, c, extra, self.alpha, NUMPY)

@@ -171,3 +171,62 @@ def test_check_scales_names_the_problem():
                       ({**ok, "scale_b": np.array([1.0] * 7 + [np.nan])}, "non-finite")]:
         with pytest.raises(BadInputError, match=word):
             op.check_scales(bad)
+
+
+def _fp8_out_inputs(op: ScaledGemm, a: np.ndarray, b: np.ndarray, so: float) -> dict[str, np.ndarray]:
+    return {"a": to_storage(a, op.dtype), "b": to_storage(b, op.dtype), "scale_a": np.array([0.5], np.float32),
+            "scale_b": np.array([0.25], np.float32), "scale_out": np.array([so], np.float32),
+            "amax": np.full(1, -7.0, np.float32)}
+
+
+def test_an_fp8_output_is_the_scaled_value_times_scale_out_rounded_and_saturated():
+    """By hand: A = [[1, 2], [3, 4]] (e4m3), B n x k = [[1, 1], [2, -1]], scales 0.5 and 0.25: v = (A @ B^T) / 8 =
+    [[3, 0], [7, 2]] / 8; scale_out 100: 37.5, 0, 87.5, 25. e4m3 (3 mantissa bits): 37.5 -> 36 (steps of 4 from 32),
+    87.5 -> 88 (steps of 8 from 64), 25 -> 24 (steps of 2 from 16: a tie between 24 and 26, to the even code 24 =
+    1.100b x 2^4). scale_out 2000: 750, 1750 saturate to 448; 500
+    too. amax is the largest |v| before scale_out: 7/8, whatever the buffer held."""
+    op = ScaledGemm(m=2, n=2, k=2, dtype="fp8e4m3", out_dtype="fp8e4m3", scale="tensor")
+    a, b = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[1.0, 1.0], [2.0, -1.0]])
+    inputs = _fp8_out_inputs(op, a, b, 100.0)
+    assert op.reference(inputs).tolist() == [[36.0, 0.0], [88.0, 24.0]]
+    assert op.side_reference(inputs)["amax"].tolist() == [7 / 8]
+    assert op.reference(_fp8_out_inputs(op, a, b, 2000.0)).tolist() == [[448.0, 0.0], [448.0, 448.0]]
+    neg = _fp8_out_inputs(op, a, -b, 2000.0)
+    assert op.reference(neg).tolist() == [[-448.0, 0.0], [-448.0, -448.0]]
+    assert op.side_problem(inputs) is not None  # the buffer still holds -7: the check names it
+    inputs["amax"][:] = 7 / 8
+    assert op.side_problem(inputs) is None
+    e5 = ScaledGemm(m=2, n=2, k=2, dtype="fp8e4m3", out_dtype="fp8e5m2", scale="tensor")
+    # e5m2 (2 mantissa bits): 37.5 -> 40 (32, 40, 48 ..), 87.5 -> 80 (64, 80, 96 ..), 25 -> 24 (16, 20, 24, 28 ..)
+    assert e5.reference(_fp8_out_inputs(e5, a, b, 100.0)).tolist() == [[40.0, 0.0], [80.0, 24.0]]
+    assert e5.reference(_fp8_out_inputs(e5, a, b, 1e5)).tolist() == [[40960.0, 0.0], [57344.0, 24576.0]]
+
+
+def test_an_fp8_output_takes_its_scale_and_amax_beside_the_operands():
+    op = ScaledGemm(m=4, n=8, k=64, dtype="fp8e5m2", out_dtype="fp8e4m3", scale="row", epilogue="bias,residual")
+    shapes = op.shapes()
+    assert shapes["scale_out"] == (1,) and shapes["amax"] == (1,) and op.side_outputs() == {"amax": (1,)}
+    assert op.input_dtype("amax") == np.float32 and op.input_dtype("scale_out") == np.float32
+    assert op.operand_dtype is DType.BF16 and op.input_dtype("bias") == np.uint16  # bf16 operands beside FP8 C
+    assert op.output_dtype.storage == np.uint8 and tolerance(op) == DType.FP8E4M3.unit_roundoff / 4
+    inputs = op.random_inputs(np.random.default_rng(0))
+    assert set(inputs) == set(shapes) and 0 < inputs["scale_out"][0] < 448
+    v = op._value(inputs)
+    assert np.allclose(op.reference(inputs), to_float64(to_storage(v * inputs["scale_out"][0], op.out_dtype),
+                                                       op.out_dtype))
+    assert op.side_reference(inputs)["amax"][0] == np.abs(v).max()
+    plain = ScaledGemm(m=4, n=8, k=64, dtype="fp8e4m3", out_dtype="bf16", scale="row")
+    assert "amax" not in plain.shapes() and plain.side_outputs() == {} and plain.side_problem({}) is None
+    with pytest.raises(BadInputError, match="scale_out: holds a non-finite"):
+        op.check_scales({"scale_a": inputs["scale_a"], "scale_b": inputs["scale_b"],
+                         "scale_out": np.array([np.inf], np.float32)})
+
+
+@pytest.mark.parametrize(("kw", "word"), [
+    ({"dtype": "int8", "out_dtype": "fp8e4m3", "scale": "row"}, "FP8 output takes FP8 inputs"),
+    ({"dtype": "int8", "out_dtype": "fp8e5m2", "scale": "none"}, "out_dtype fp8e5m2"),
+    ({"dtype": "fp8e4m3", "out_dtype": "fp8e4m3", "scale": "none"}, "int32 accumulator"),
+])
+def test_fp8_outputs_refuse_what_they_cannot_be(kw, word):
+    with pytest.raises(BadInputError, match=word):
+        ScaledGemm(m=16, n=16, k=128, **kw)

@@ -283,3 +283,33 @@ def test_the_fused_epilogue_on_the_host_and_its_prepared_calls():
         with pytest.raises(BadInputError, match="like a"):  # (torch operands: a list or a number, one line too)
             ops.scaled_gemm(torch.from_numpy(a), torch.from_numpy(w).t(), torch.from_numpy(sa), torch.from_numpy(sb),
                             bias=bias if isinstance(other, torch.Tensor) else other)
+
+
+def test_an_fp8_output_with_scale_out_and_amax_on_torch_tensors():
+    """out_dtype float8 (the fallback on a CPU: no FP8 kernel runs there): C = saturate(v * scale_out) as torch
+    quantizes it, amax written (not raised) with the largest |v|; what only an FP8 C takes, refused beside others."""
+    torch = _needs_torch()
+    g = torch.Generator().manual_seed(5)
+    a = (torch.randn(8, 128, generator=g) * 8).to(torch.float8_e4m3fn)
+    w = (torch.randn(32, 128, generator=g) * 8).to(torch.float8_e4m3fn)
+    sa, sb = torch.full((8, 1), 0.01), torch.full((1, 32), 0.02)
+    v = (a.double() @ w.double().t()) * 0.01 * 0.02
+    for so, kind in ((40.0, torch.float8_e4m3fn), (4000.0, torch.float8_e4m3fn), (1.0, torch.float8_e5m2)):
+        amax = torch.full((1,), -3.0)
+        y = ops.scaled_gemm(a, w.t(), sa, sb, out_dtype=kind, scale_out=torch.tensor([so]), amax=amax)
+        top = 448.0 if kind == torch.float8_e4m3fn else 57344.0
+        assert y.dtype == kind and torch.equal(y.float(), (v * so).clamp(-top, top).float().to(kind).float())
+        assert float(amax) == pytest.approx(float(v.abs().max()), rel=1e-6)
+    bias = torch.randn(32).to(torch.bfloat16)
+    y = ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="fp8e4m3", scale_out=2.0, bias=bias)  # bf16 operands
+    assert torch.equal(y.float(), ((v + bias.double()) * 2).clamp(-448, 448).float().to(torch.float8_e4m3fn).float())
+    with pytest.raises(BadInputError, match="scale_out: an FP8 C"):
+        ops.scaled_gemm(a, w.t(), sa, sb, out_dtype=torch.float8_e4m3fn)
+    with pytest.raises(BadInputError, match="apply to an FP8 out_dtype"):
+        ops.scaled_gemm(a, w.t(), sa, sb, out_dtype=torch.bfloat16, amax=torch.zeros(1))
+    with pytest.raises(BadInputError, match="amax: expected a float32"):
+        ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="fp8e4m3", scale_out=1.0, amax=torch.zeros(1, dtype=torch.float64))
+    with pytest.raises(BadInputError, match="non-finite"):
+        ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="fp8e4m3", scale_out=float("nan"))
+    with pytest.raises(BadInputError, match="expected bf16"):
+        ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="fp8e4m3", scale_out=1.0, bias=bias.float())

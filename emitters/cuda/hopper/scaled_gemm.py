@@ -24,7 +24,8 @@ multiple of 16 (TMA's 16-byte rows; cuBLASLt asks the same of FP8).
   mainloop, each k step's products times its 1 x 128 and 128 x 128 blocks' scales before they are added (the
   scales loaded ahead of the step's full-barrier wait); ``none`` (int8 -> int32) stores the accumulators.
 - Outputs: bf16 and fp16 through the GEMM's stores (TMA or direct); fp32 and int32 by direct stores here
-  (``WideStores``). With ``swap`` (few rows of A: C^T = B^T A^T, ``gemm.kernel_op``) the scales swap roles.
+  (``WideStores``); FP8 (e4m3, e5m2) quantized by ``scale_out`` with its amax written, by direct stores
+  (``fp8_out.py``). With ``swap`` (few rows of A: C^T = B^T A^T, ``gemm.kernel_op``) the scales swap roles.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 from ...cstyle import CodeWriter
 from ...gpu_epilogue import element_ops
 from ..render import CudaRenderer, Rendered
-from . import gemm
+from . import fp8_out, gemm
 from .epilogue import Stores, operands
 from .promotion import Fold
 from .ptx import INT8_WIDTHS, wgmma_instruction_8bit
@@ -49,7 +50,8 @@ from .space import search_space
 
 PARAMS = ("tmA", "tmB", "tmC", "out", "scale_a", "scale_b", "M", "N", "K", "store_tma")
 EPILOGUE_PARAMS = ("bias", "residual", "alpha")  # after the scales, in a kernel with a fused epilogue only
-C_TYPES = {"bf16": "uint16_t", "fp16": "uint16_t", "fp32": "float", "int32": "int"}
+C_TYPES = {"bf16": "uint16_t", "fp16": "uint16_t", "fp32": "float", "int32": "int", "fp8e4m3": "unsigned char",
+           "fp8e5m2": "unsigned char"}
 BLOCK = 128  # block128's block, and the k of one stage (128 8-bit values)
 AHEAD = 1  # two product sets: the next tile's steps issued before a tile is stored (``promotion._overlapped``)
 BLOCK_AHEAD = 1  # block scales too (promotion._step loads each step's scales first): verified and sanitized on an H200,
@@ -109,7 +111,7 @@ def check(op: Any, sched: WgmmaSchedule, smem_optin: int = SMEM_OPTIN_SM90) -> N
                             f"{sched.register_split()[2]} registers of a consumer",
                             "at most 128 sums a thread: 128 x 256 cooperative on two consumers, 64-row tiles each "
                             "under ping-pong")
-    if op.out_dtype.value in ("fp32", "int32") and sched.store == "tma":
+    if op.out_dtype.value not in ("bf16", "fp16") and sched.store == "tma":
         raise BadInputError(f"store: the TMA store stages 16-bit C; a {op.out_dtype.value} C is stored directly",
                             "store 'direct'")
     if op.scale == "block128" and (sched.swap or sched.bn not in (64, 128, 256) or sched.cluster_axis == "n"
@@ -311,19 +313,22 @@ def render(op: Any, sched: WgmmaSchedule) -> str:
     r = CudaRenderer()
     title = (f"cuda-wgmma.scaled_gemm {sched.name}: {dtype} A row-major x B n x k, scale {op.scale}, C {out}"
              f"{', C^T stored transposed' if sched.swap else ''}; K in byte pairs")
-    ct = C_TYPES[out]
-    fused = f"    const {ct}* __restrict__ bias, const {ct}* __restrict__ residual, float alpha,\n" if op.epilogue else ""
+    ct, ot = C_TYPES[out], C_TYPES[op.operand_dtype.value]
+    fused = f"    const {ot}* __restrict__ bias, const {ot}* __restrict__ residual, float alpha,\n" if op.epilogue else ""
     signature = (f"    {ct}* __restrict__ C, const float* __restrict__ scale_a, const float* __restrict__ scale_b,\n"
-                 f"{fused}    int M, int N, int K, int store_tma")
+                 f"{fused}{fp8_out.signature(op)}    int M, int N, int K, int store_tma")
     dequant, epi = _dequant(op, sched), tuple(op.epilogue)
     base: Any = Stores(sched, r, out, epi, dequant) if out in ("bf16", "fp16") else \
-        WideStores(sched, ct, dequant, epi)
+        fp8_out.ByteStores(sched, dequant, epi) if op.fp8_out else WideStores(sched, ct, dequant, epi)
     stores = ScaledStores(base, scale_pass(op, sched))
     prologue = "    const float sab = __ldg(scale_a) * __ldg(scale_b);  /* per-tensor scales */" \
         if op.scale == "tensor" else ""
+    if op.fp8_out:
+        prologue = "\n".join(filter(None, (prologue, fp8_out.prologue())))
     fold = _fold(op, sched)
     width = sched.bn // (fold.chunks if fold else 1)
-    return gemm.compose(kop, sched, title, wgmma_instruction_8bit(width, dtype), signature, stores,
+    instruction = wgmma_instruction_8bit(width, dtype) + (fp8_out.device_code(op) if op.fp8_out else "")
+    return gemm.compose(kop, sched, title, instruction, signature, stores,
                         acc="float" if promoted(op) else "int", fold=fold, prologue=prologue)
 
 
@@ -342,6 +347,7 @@ def rendered(op: Any, sched: WgmmaSchedule, sm_count: int) -> Rendered:
                       "dtype_acc": _acc_text(op, sched),
                       "load": "TMA cp.async.bulk.tensor.2d, 128B swizzle, 8-bit rows as 16-bit pairs"},
         "scales": op.scale, "out": op.out_dtype.value,
+        **({"amax": "written (fp8_out.py)"} if op.fp8_out else {}),
         "launch": {"grid": [grid, 1, 1], "block": [threads, 1, 1], "dynamic_smem": smem, "persistent": sched.persistent},
     }
     params = params_of(op)
@@ -364,8 +370,9 @@ def kernel_scalars(op: Any, sched: WgmmaSchedule) -> dict[str, int]:
 
 def params_of(op: Any) -> tuple[str, ...]:
     """The kernel's parameters (``PARAMS``, with ``EPILOGUE_PARAMS`` after the scales where ``op`` fuses an
-    epilogue: a kernel without one keeps the signature it had)."""
-    return PARAMS[:6] + EPILOGUE_PARAMS + PARAMS[6:] if op.epilogue else PARAMS
+    epilogue, then ``fp8_out.PARAMS`` for an FP8 C: a kernel without them keeps the signature it had)."""
+    return (PARAMS[:6] + (EPILOGUE_PARAMS if op.epilogue else ()) + (fp8_out.PARAMS if op.fp8_out else ())
+            + PARAMS[6:])
 
 
 def _acc_text(op: Any, sched: WgmmaSchedule) -> str:
@@ -424,7 +431,7 @@ def search_space_scaled(op: Any, smem_optin: int = SMEM_OPTIN_SM90, sm_count: in
     """The GEMM's space over ``byte_view(op)`` (TMA stores made direct for a 4-byte C) kept where ``check`` passes,
     the hero first."""
     out = [hero_schedule(op, sm_count)]
-    wide = op.out_dtype.value in ("fp32", "int32")
+    wide = op.out_dtype.value not in ("bf16", "fp16")
     for s in search_space(byte_view(op), smem_optin, sm_count):
         s = dataclasses.replace(s, store="direct") if wide else s
         try:
@@ -450,7 +457,7 @@ def scaled_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any
         def upload(self, inputs: dict[str, Any]) -> None:
             super().upload(inputs)
             ptr = {name: int(self._dbuf[name].ptr) if name in self._dbuf else 0
-                   for name in ("a", "b", "scale_a", "scale_b", "bias", "residual", "out")}
+                   for name in ("a", "b", "scale_a", "scale_b", "bias", "residual", "scale_out", "amax", "out")}
             ma, mb = operand_maps(view, sched, ptr["a"], ptr["b"])
             # (a 4-byte C's schedules store directly, ``check``: an empty map and the flag 0)
             mc, store_tma = c_output_map(op.m, op.n, op.out_dtype.value, sched, ptr["out"])
@@ -458,7 +465,8 @@ def scaled_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any
             fused = [ctypes.c_uint64(ptr["bias"]), ctypes.c_uint64(ptr["residual"]), ctypes.c_float(op.alpha)] \
                 if op.epilogue else []
             self._wargs = [ma, mb, mc, ctypes.c_uint64(ptr["out"]), ctypes.c_uint64(ptr["scale_a"]),
-                           ctypes.c_uint64(ptr["scale_b"]), *fused, ctypes.c_int(mnk["M"]), ctypes.c_int(mnk["N"]),
+                           ctypes.c_uint64(ptr["scale_b"]), *fused, *fp8_out.kernel_args(op, ptr, self),
+                           ctypes.c_int(mnk["M"]), ctypes.c_int(mnk["N"]),
                            ctypes.c_int(mnk["K"]), ctypes.c_int(store_tma)] + split_args(self, self.rendered)
 
     return ScaledWgmmaKernel(op, artifact, rendered_, scalars, sched, view)

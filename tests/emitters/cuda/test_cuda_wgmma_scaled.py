@@ -150,6 +150,14 @@ FORMS = [
     (ScaledGemm(2048, 4096, 4096, "int8", "bf16", "row"), None),
     (ScaledGemm(16, 4096, 4096, "int8", "int32", "none"), None),
     (ScaledGemm(1, 4096, 4096, "int8", "fp32", "tensor"), None),
+    # FP8 C with its amax (hopper/fp8_out.py): the heroes (direct stores), split-K, cluster, swapped, a chain
+    (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"), None),
+    (ScaledGemm(128, 4096, 4096, "fp8e4m3", "fp8e4m3", "row"), None),
+    (ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e5m2", "tensor"), None),
+    (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp8e4m3", "block128"), None),
+    (ScaledGemm(300, 520, 2048, "fp8e5m2", "fp8e4m3", "row"), dataclasses.replace(TILE, store="direct", split=2)),
+    (ScaledGemm(256, 512, 1024, "fp8e4m3", "fp8e4m3", "row", epilogue="bias,gelu,residual"),
+     dataclasses.replace(TILE, store="direct", cluster=2)),
 ]
 
 
@@ -241,3 +249,29 @@ def test_the_planner_ranks_the_next_variant_where_the_kernel_refuses_the_op():
                                         runs_here=False)
     assert backend == "cpu" and "no variant can run it here (cuda: B is k x n" in sentence  # the GPU's reason said
     assert sg.refusal(ScaledGemm(256, 256, 264 + 4, "fp8e4m3", "bf16", "row")).startswith("k = 268")
+
+
+def test_an_fp8_output_stores_directly_and_writes_its_amax_once_a_launch():
+    """hopper/fp8_out.py in the rendered kernel: the TMA store refused (it stages 16-bit C), the hero stores directly;
+    two values a cvt (its first source the high byte: PTX's order), the amax raised before scale_out, and the last
+    warp of the launch writing it and leaving its scratch zero; the gemv (which stores no FP8) refuses."""
+    from tracea.emitters.cuda import gemv_tma_fp8
+
+    op = ScaledGemm(256, 384, 512, "fp8e4m3", "fp8e4m3", "row", epilogue="bias")
+    with pytest.raises(BadInputError, match="TMA store stages 16-bit C"):
+        sg.check(op, TILE)
+    hero = sg.hero_schedule(op)
+    assert hero.store == "direct" and all(s.store == "direct" for s in sg.search_space_scaled(op))
+    src = sg.render(op, hero)
+    assert "cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\" : \"=h\"(d) : \"f\"(hi), \"f\"(lo)" in src
+    raise_at, scale_at = src.index("amax_t = max(amax_t, __float_as_uint(fabsf(v)));"), src.index("v *= so;")
+    assert raise_at < scale_at and "const uint16_t* __restrict__ bias" in src  # bf16 operands beside an FP8 C
+    assert "amax[0] = __uint_as_float(atomicExch(amax_ws, 0u));" in src and "atomicExch(amax_ws + 1, 0u);" in src
+    assert "gridDim.x * gridDim.y * gridDim.z * 8u" in src  # 2 consumers x 4 warps arrive a block
+    assert sg.params_of(op)[-7:-4] == ("scale_out", "amax", "amax_ws")
+    e5 = sg.render(ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e5m2", "tensor"), sg.hero_schedule(
+        ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e5m2", "tensor")))
+    assert "e5m2x2" in e5 and "C[(int64_t)col * M + row] = (unsigned char)tr_fp8x2(v, 0.0f);" in e5  # swapped
+    assert "FP8 C" in gemv_tma_fp8.refusal(ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"))
+    plain = sg.render(ScaledGemm(256, 384, 512, "fp8e4m3", "bf16", "row"), TILE)
+    assert "amax" not in plain and "tr_fp8x2" not in plain  # other outputs keep the kernel they had

@@ -30,11 +30,15 @@ def _check(op, sched):
     k = cuda.build(op, VARIANT, sched, NoReport())
     for seed in (3, 4):
         inputs = op.random_inputs(np.random.default_rng(seed))
-        poison = {"bf16": 0x7FC0, "int32": 0x7FFFFFFF}.get(op.out_dtype.value, np.nan)  # every element must be written
-        out = np.full(op.output_shape(), poison, op.out_dtype.storage)
+        poison = {"bf16": 0x7FC0, "int32": 0x7FFFFFFF, "fp8e4m3": 0x7F, "fp8e5m2": 0x7F}.get(op.out_dtype.value, np.nan)
+        out = np.full(op.output_shape(), poison, op.out_dtype.storage)  # every element must be written
+        if op.fp8_out:
+            inputs["scale_out"] *= np.float32(1 if seed == 3 else 64)  # the second saturates part of C
+            inputs["amax"][:] = -1.0  # written by the launch, not raised from what was there
         k(inputs, out)
         err = relative_error(_result(op, out), op.reference(inputs))
         assert err <= tolerance(op), (op.case_label(), sched.name, seed, err)
+        assert op.side_problem(inputs) is None, (op.case_label(), sched.name, seed, op.side_problem(inputs))
     assert k.artifact.metadata["resources"]["spills"] == 0
 
 
@@ -214,4 +218,46 @@ def test_tracea_ops_fp8_decode_runs_the_tma_gemv_through_the_prepared_launch():
             before = ops.stats() if i == 0 else before
             want = (a.double() @ w.double().t()) * sa.double() * sb.double().reshape(1, -1) + bias.double()
             assert float((y.double() - want).norm() / want.norm()) < 8 * 2.0**-8, (m, i)
+        assert ops.stats().get("fast_path", 0) == before.get("fast_path", 0) + 2, m
+
+
+@pytest.mark.parametrize("op,form", [
+    (ScaledGemm(256, 384, 512, "fp8e4m3", "fp8e4m3", "tensor"), {}),
+    (ScaledGemm(131, 250, 768, "fp8e4m3", "fp8e5m2", "row", epilogue="bias,relu"), {}),
+    (ScaledGemm(129, 333, 512, "fp8e5m2", "fp8e4m3", "row"), {}),
+    (ScaledGemm(300, 520, 2048, "fp8e4m3", "fp8e4m3", "row"), {"split": 2}),
+    (ScaledGemm(384, 256, 1024, "fp8e4m3", "fp8e4m3", "block128"), {}),
+    (ScaledGemm(200, 264, 1040, "fp8e4m3", "fp8e4m3", "tensor", epilogue="residual"), {"cluster": 2}),
+    (ScaledGemm(5, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"), {"bm": 64, "bn": 8, "stages": 8, "consumers": 1,
+                                                                  "swap": True, "split": 0}),
+])
+def test_fp8_outputs_and_their_amax_match_the_reference(op, form):
+    """An FP8 C (hopper/fp8_out.py): quantized by scale_out, rounded and saturated as the reference, and the amax
+    written (not raised) by each launch, in every store form."""
+    base = {"bm": 128, "bn": 128, "stages": 6, "consumers": 2, "store": "direct"}
+    _check(op, _w(**{**base, **form}))
+
+
+def test_tracea_ops_fp8_output_writes_the_amax_of_each_call_through_the_prepared_launch():
+    """tracea.ops.scaled_gemm into float8_e4m3fn with scale_out and amax tensors: C against torch's quantization of
+    the float64 product, amax against its largest |v| at every call (a smaller one after a larger: written, not
+    kept), later calls prepared on their own tensors; 1 row (the swapped tiles: the gemv stores no FP8) and 256."""
+    torch = pytest.importorskip("torch")
+    import tracea.ops as ops
+
+    g = torch.Generator(device="cuda").manual_seed(11)
+    for m in (1, 256):
+        before = None
+        for i, spread in enumerate((8.0, 2.0, 0.5)):
+            a = (torch.randn(m, 1024, device="cuda", generator=g) * spread).to(torch.float8_e4m3fn)
+            w = (torch.randn(512, 1024, device="cuda", generator=g) * 8).to(torch.float8_e4m3fn)
+            sa, sb = torch.full((1,), 0.01, device="cuda"), torch.full((1,), 0.02, device="cuda")
+            so, amax = torch.full((1,), 40.0, device="cuda"), torch.full((1,), -1.0, device="cuda")
+            y = ops.scaled_gemm(a, w.t(), sa, sb, out_dtype=torch.float8_e4m3fn, scale_out=so, amax=amax)
+            before = ops.stats() if i == 0 else before
+            v = (a.double() @ w.double().t()) * 0.01 * 0.02
+            want = (v * 40.0).clamp(-448, 448).float().to(torch.float8_e4m3fn).double()
+            assert y.dtype == torch.float8_e4m3fn
+            assert float((y.double() - want).norm() / want.norm()) < 2.0**-6, (m, i)
+            assert abs(float(amax) - float(v.abs().max())) <= 2.0**-11 * float(v.abs().max()), (m, i, float(amax))
         assert ops.stats().get("fast_path", 0) == before.get("fast_path", 0) + 2, m

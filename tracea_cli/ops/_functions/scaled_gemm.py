@@ -20,39 +20,44 @@ from .._engine import STATS, Fallback, Route
 from .._prepared import Uncached, array_key, opt
 
 ORDER = 15  # its place in tracea.ops (help, __all__)
-NAMES = ("a", "b", "scale_a", "scale_b", "bias", "residual")  # the call's arrays, as the prepared launch finds the kernel's buffers
+NAMES = ("a", "b", "scale_a", "scale_b", "bias", "residual", "scale_out", "amax")  # the call's arrays, as the prepared launch finds the kernel's buffers
 __all__ = ["scaled_gemm"]
 TORCH_PIECES: tuple[str, ...] = ()
 
 # the 8-bit input types by the name of their array dtype (NumPy's int8; ml_dtypes' and torch's float8)
 INPUTS = {"int8": DType.INT8, "float8_e4m3fn": DType.FP8E4M3, "float8_e5m2": DType.FP8E5M2}
 OUTPUTS = {"fp32": DType.FP32, "float32": DType.FP32, "bf16": DType.BF16, "bfloat16": DType.BF16,
-           "fp16": DType.FP16, "float16": DType.FP16, "int32": DType.INT32}
+           "fp16": DType.FP16, "float16": DType.FP16, "int32": DType.INT32, "fp8e4m3": DType.FP8E4M3,
+           "float8_e4m3fn": DType.FP8E4M3, "fp8e5m2": DType.FP8E5M2, "float8_e5m2": DType.FP8E5M2}
 
 
 def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out_dtype: Any = None,
                 bias: Any = None, residual: Any = None, epilogue: Any = None, alpha: float = 1.0,
-                out: Any = None) -> Any:
+                scale_out: Any = None, amax: Any = None, out: Any = None) -> Any:
     """``(a @ b)`` scaled, for 8-bit ``a`` (m, k) and ``b`` (k, n): int8 NumPy arrays or torch tensors (FP8:
     torch's ``float8_e4m3fn``/``float8_e5m2``). ``b`` as ``torch._scaled_mm`` takes it: ``w.T`` of an
     ``nn.Linear`` weight ``w`` (n, k) is read in place; a row-major (k, n) ``b`` is packed by the kernel.
     ``scale_a``/``scale_b`` (float32): a number or shape (1,) each (per tensor); (m,) or (m, 1) and (n,) or (1, n)
     (per row of ``a`` and column of ``b``); (m, k/128) and (k/128, ceil(n/128)) (``a``'s 1x128 and ``b``'s 128x128
     blocks); or both None for int8's int32 accumulator itself (``torch._int_mm``'s function). ``out_dtype``:
-    fp32 (the default with scales), bf16, fp16 or int32 (without). ``bias`` (n,), ``residual`` (m, n) (dense, in
-    C's type), ``epilogue`` and ``alpha`` as ``tracea.ops.gemm`` takes them, applied to the scaled product before
+    fp32 (the default with scales), bf16, fp16 or int32 (without), or FP8 (``float8_e4m3fn``/``float8_e5m2``, from
+    FP8 inputs): C = saturate(v * ``scale_out``) (a number or a float32 (1,) tensor: cuBLASLt's D scale) and the
+    largest |v| written into ``amax`` (a float32 (1,) array beside the operands, where given: the next call's
+    scale comes from it). ``bias`` (n,), ``residual`` (m, n) (dense, in C's type; bf16 beside an FP8 C),
+    ``epilogue`` and ``alpha`` as ``tracea.ops.gemm`` takes them, applied to the scaled product before
     C's rounding (``torch._scaled_mm``'s ``bias`` is ``bias=``). Returns the same kind of array."""
     key = None
-    extras = (bias, residual, epilogue, alpha)
+    extras = (bias, residual, epilogue, alpha, scale_out, amax)
+    arrays = (a, b, scale_a, scale_b, bias, residual, scale_out, amax)
     if out is None and not EXPLAINING.get():
         key, fast = _call_key(a, b, scale_a, scale_b, out_dtype, extras)
-        y = _repeated(fast, key, (a, b, scale_a, scale_b, bias, residual)) if fast is not None else None
+        y = _repeated(fast, key, arrays) if fast is not None else None
         if y is not None:
             return y
     route = Route(op="scaled_gemm")
     _LAST.route = route
     op, feeds = _checked(a, b, scale_a, scale_b, out_dtype, extras)
-    result = _new_out(a, op) if out is None else _given_out(out, op, (a, b, scale_a, scale_b, bias, residual))
+    result = _new_out(a, op) if out is None else _given_out(out, op, arrays)
     try:
         from tracea.emitters import registry
 
@@ -67,8 +72,7 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
             if key is not None and out is None and all(is_torch(v) for v in feeds.values()):
                 # later calls of this signature launch on their pointers: the key pinned every check but the
                 # scales' finiteness, which a GPU's scales would have to be read back for (not done again)
-                _prepared.keep(key, NAMES, (a, b, scale_a, scale_b, bias, residual), k, feeds, result, result, route, "torch",
-                               a.device.index)
+                _prepared.keep(key, NAMES, arrays, k, feeds, result, result, route, "torch", a.device.index)
         else:
             k({n: _host(v) for n, v in feeds.items()}, out=_host(result))
             if key is not None and len(_prepared.PREPARED) < _prepared.LIMIT:
@@ -92,11 +96,12 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
 def _call_key(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any, extras: tuple[Any, ...]) -> tuple[Any, Any]:
     """(the call's signature as the prepared calls key it, the prepared call of it or None); (None, None) where an
     argument cannot be held in a key (the checked path says why)."""
-    bias, residual, epilogue, alpha = extras
+    bias, residual, epilogue, alpha, scale_out, amax = extras
     try:
         key = ("scaled_gemm", array_key(a), array_key(b), _scale_key(sa), _scale_key(sb),
                opt(out_dtype) if out_dtype is None or type(out_dtype) is str else (type(out_dtype), str(out_dtype)),
-               array_key(bias), array_key(residual), opt(epilogue), opt(alpha))
+               array_key(bias), array_key(residual), opt(epilogue), opt(alpha), _scale_key(scale_out),
+               array_key(amax))
         return key, _prepared.PREPARED.get(key)
     except (Uncached, TypeError, ValueError):
         return None, None
@@ -192,7 +197,7 @@ def _where(x: Any) -> str:
 
 
 def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any,
-             extras: tuple[Any, ...] = (None, None, None, 1.0)) -> tuple[Any, dict[str, Any]]:
+             extras: tuple[Any, ...] = (None, None, None, 1.0, None, None)) -> tuple[Any, dict[str, Any]]:
     da, db = _dtype_of("a", a), _dtype_of("b", b)
     if da is not db:
         raise BadInputError(f"a is {a.dtype} and b is {b.dtype}: both operands take one 8-bit type")
@@ -208,9 +213,9 @@ def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any,
         out_dtype = np.dtype(out_dtype).name
     key = str(out_dtype).removeprefix("torch.") if out_dtype is not None else ("int32" if mode == "none" else "fp32")
     if key not in OUTPUTS:
-        raise BadInputError(f"out_dtype: {shown(out_dtype)} is not one of fp32, bf16, fp16, int32")
+        raise BadInputError(f"out_dtype: {shown(out_dtype)} is not one of fp32, bf16, fp16, int32, fp8e4m3, fp8e5m2")
     layout, b_fed = _b_layout(b)
-    bias, residual, epilogue, alpha = extras
+    bias, residual, epilogue, alpha, scale_out, amax = extras
     alpha = alpha_value(alpha)
     chain_ = chain(epilogue, {"bias": bias is not None, "residual": residual is not None}, alpha)
     op = _op(m, n, k, da, OUTPUTS[key], mode, layout, chain_, alpha)
@@ -222,7 +227,28 @@ def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any,
         if isinstance(sa, np.ndarray) and isinstance(sb, np.ndarray):  # (a device's are checked where they are)
             op.check_scales({"scale_a": sa, "scale_b": sb})
         feeds |= {"scale_a": sa, "scale_b": sb}
-    return op, feeds | operands
+    return op, feeds | operands | _fp8_out_feeds(op, scale_out, amax, a)
+
+
+def _fp8_out_feeds(op: Any, scale_out: Any, amax: Any, a: Any) -> dict[str, Any]:
+    """An FP8 C's ``scale_out`` (float32, finite: checked as the scales are) and ``amax`` (the caller's float32
+    (1,) array beside ``a``, or a new one); neither is taken beside another C."""
+    if not op.fp8_out:
+        if scale_out is not None or amax is not None:
+            raise BadInputError(f"scale_out, amax: apply to an FP8 out_dtype (fp8e4m3, fp8e5m2), not {op.out_dtype.value}")
+        return {}
+    if scale_out is None:
+        raise BadInputError(f"scale_out: an FP8 C ({op.out_dtype.value}) is quantized by it; give a number or a float32 "
+                            "(1,) tensor", "1.0 keeps the values as they are")
+    so = _scales(scale_out, scale_out, _where(a))[0].reshape(1)
+    if isinstance(so, np.ndarray):
+        op.check_scales({"scale_out": so})
+    if amax is None:
+        amax = np.zeros(1, np.float32) if isinstance(a, np.ndarray) else sys.modules["torch"].zeros(1, device=a.device)
+    elif not (isinstance(amax, np.ndarray) or is_torch(amax)) or isinstance(amax, np.ndarray) != isinstance(a, np.ndarray) \
+            or _where(amax) != _where(a) or tuple(amax.shape) != (1,) or str(amax.dtype).removeprefix("torch.") != "float32":
+        raise BadInputError(f"amax: expected a float32 (1,) {type(a).__name__} on {_where(a)}, got {shown(amax)}")
+    return {"scale_out": so, "amax": amax}
 
 
 def _operand(name: str, v: Any, want: tuple[int, ...], a: Any, op: Any) -> Any:
@@ -233,8 +259,8 @@ def _operand(name: str, v: Any, want: tuple[int, ...], a: Any, op: Any) -> Any:
     if tuple(v.shape) != want or not _dense(v):
         raise BadInputError(f"{name}: expected a dense {want} array, got {shown(v)}",
                             "bias has one value per output column; residual is the output's shape")
-    if v.dtype != _out_type(a, op):
-        raise BadInputError(f"{name}: expected C's type {op.out_dtype.value}, got {v.dtype}")
+    if v.dtype != _out_type(a, op, op.operand_dtype):
+        raise BadInputError(f"{name}: expected {op.operand_dtype.value} (C's type; bf16 beside an FP8 C), got {v.dtype}")
     return v
 
 
@@ -284,19 +310,24 @@ def _host(x: Any) -> np.ndarray:
     return x.numpy()
 
 
-def _out_type(like: Any, op: Any) -> Any:
+_ML_DTYPES = {DType.BF16: "bfloat16", DType.FP8E4M3: "float8_e4m3fn", DType.FP8E5M2: "float8_e5m2"}
+
+
+def _out_type(like: Any, op: Any, dtype: DType | None = None) -> Any:
+    """The array dtype of C (or of ``dtype``) beside ``like``: ml_dtypes' bf16 and float8 for NumPy arrays."""
+    dtype = op.out_dtype if dtype is None else dtype
     if isinstance(like, np.ndarray):
-        if op.out_dtype is DType.BF16:
+        if dtype in _ML_DTYPES:
             try:
                 import ml_dtypes
             except ImportError:
-                raise BadInputError("out_dtype: bf16 NumPy arrays need ml_dtypes", "pip install ml_dtypes, or ask "
-                                    "for fp32") from None
-            return ml_dtypes.bfloat16
-        return op.out_dtype.storage
+                raise BadInputError(f"out_dtype: {dtype.value} NumPy arrays need ml_dtypes", "pip install ml_dtypes, "
+                                    "or ask for fp32") from None
+            return getattr(ml_dtypes, _ML_DTYPES[dtype])
+        return dtype.storage
     torch = sys.modules["torch"]
     return {DType.FP32: torch.float32, DType.BF16: torch.bfloat16, DType.FP16: torch.float16,
-            DType.INT32: torch.int32}[op.out_dtype]
+            DType.INT32: torch.int32, DType.FP8E4M3: torch.float8_e4m3fn, DType.FP8E5M2: torch.float8_e5m2}[dtype]
 
 
 def _new_out(like: Any, op: Any) -> Any:
@@ -331,8 +362,11 @@ def _vendor(op: Any, feeds: dict[str, Any], a: Any, result: Any) -> Any:
         except (RuntimeError, TypeError):  # a device without float64 (MPS): the host's copies below
             pass
     host = {n: v if isinstance(v, np.ndarray) else v.cpu() for n, v in feeds.items()}
-    ref = op.reference({n: v if isinstance(v, np.ndarray) and v.dtype == np.float32 else _host(v)
-                        for n, v in host.items()})
+    stored = {n: v if isinstance(v, np.ndarray) and v.dtype == np.float32 else _host(v) for n, v in host.items()}
+    ref = op.reference(stored)
+    for name, value in op.side_reference(stored).items():  # an FP8 C's amax, into the caller's array
+        feeds[name][...] = value.astype(np.float32) if isinstance(feeds[name], np.ndarray) else \
+            torch.as_tensor(value, dtype=torch.float32)
     if isinstance(result, np.ndarray) or result.is_cpu:
         _host(result)[...] = to_storage(ref, op.out_dtype)
     else:
@@ -359,8 +393,13 @@ def _vendor_on_device(op: Any, feeds: dict[str, Any], a: Any, result: Any, torch
 
         from .._vendor import torch_math
 
-        extra = {n: feeds[n].double() for n in ("bias", "residual") if n in feeds}
+        extra = {n: (feeds[n] if feeds[n].dtype != torch.uint16 else feeds[n].view(torch.bfloat16)).double()
+                 for n in ("bias", "residual") if n in feeds}
         y = apply(op.epilogue, y, extra, op.alpha, torch_math())
+    if op.fp8_out:  # the amax before the scale, then saturated as the kernel stores
+        feeds["amax"].copy_(y.abs().max().reshape(1))
+        top = op.out_dtype.max_finite
+        y = (y * feeds["scale_out"].double()).clamp(-top, top)
     result.copy_(y.round() if op.out_dtype is DType.INT32 else y)
     return result
 
@@ -389,7 +428,7 @@ class _Fast:
         want = self.shapes[name]
         return x.reshape(want) if len(want) == 2 else _spread(x, want[0])  # as the checked path shapes them
 
-    def __call__(self, a: Any, b: Any, sa: Any, sb: Any, bias: Any = None, residual: Any = None) -> Any:
+    def __call__(self, a: Any, b: Any, sa: Any, sb: Any, bias: Any = None, residual: Any = None, *_fp8: Any) -> Any:
         op = self.op
         if not self.numpy:
             a, b = a.detach(), b.detach()

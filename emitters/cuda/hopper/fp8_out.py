@@ -1,0 +1,137 @@
+"""FP8 outputs of the Hopper scaled GEMM (``scaled_gemm.py``; ``kernels/ops/scaled_gemm.py`` says what is computed):
+C in e4m3 or e5m2, quantized by ``scale_out``, with the output's amax written beside it, as cuBLASLt's D scale and
+amax pointers do and the delayed-scaling recipes read them.
+
+- Stores (``ByteStores``): direct from the consumer's registers, predicated on M and N. Each value ``v`` (scaled,
+  then the fused epilogue, whose bias and residual are bf16) raises the thread's amax, is multiplied by
+  ``scale_out`` and rounded to nearest even, saturated to the type's finite range, two at a time by
+  ``cvt.rn.satfinite.{e4m3,e5m2}x2.f32`` (its first source in the high byte): a row's two columns are one 2-byte
+  store where N is even, else a byte each; under ``swap`` (C^T's tile) a byte each at ``C[col * M + row]``.
+- amax: a thread keeps the largest |v| as its fp32 bits (unsigned order is the magnitudes' order, and a NaN's
+  bits, sign cleared, are above every number's: a NaN in C makes the amax NaN, as the reference's max does). After
+  its last tile each consumer warp takes its lanes' largest (``__reduce_max_sync``), raises the launch's word in
+  the kernel's scratch (``amax_ws``: zeroed when it is made) by ``atomicMax``, fences and counts itself in; the last
+  warp of the launch to arrive reads the largest, writes ``amax[0]`` and leaves both words zero for the next launch
+  (no memset between launches, none in a CUDA graph).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...cstyle import CodeWriter
+from ...gpu_epilogue import element_ops
+from ..render import CudaRenderer
+from .epilogue import operands
+from .schedule import WgmmaSchedule
+
+PARAMS = ("scale_out", "amax", "amax_ws")  # after the scales (and a fused epilogue's), with an FP8 C only
+SCRATCH_BYTES = 8  # amax_ws: the launch's largest |v| (as bits) and the count of consumer warps arrived
+CVT = {"fp8e4m3": "e4m3x2", "fp8e5m2": "e5m2x2"}
+
+
+def signature(op: Any) -> str:
+    return ("    const float* __restrict__ scale_out, float* __restrict__ amax, unsigned* __restrict__ amax_ws,\n"
+            if op.fp8_out else "")
+
+
+def device_code(op: Any) -> str:
+    """``tr_fp8x2(lo, hi)``: two fp32 values as two FP8 codes in a 16-bit word, ``lo`` in the low byte."""
+    return f"""static __device__ __forceinline__ unsigned short tr_fp8x2(float lo, float hi) {{
+    unsigned short d;
+    asm("cvt.rn.satfinite.{CVT[op.out_dtype.value]}.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+    return d;
+}}
+"""
+
+
+def prologue() -> str:
+    return ("    const float so = __ldg(scale_out);  /* C's quantization scale */\n"
+            "    unsigned amax_t = 0u;  /* this thread's largest |v|, as fp32 bits */\n"
+            "    (void)so; (void)amax_t;")
+
+
+@dataclass(frozen=True)
+class ByteStores:
+    """Direct stores of an FP8 C (module text); ``dequant``: per-element scaling lines before the epilogue."""
+
+    sched: WgmmaSchedule
+    dequant: tuple[str, ...] = ()
+    epilogue: tuple[str, ...] = ()
+
+    def tma(self, when: str) -> str:
+        return ""
+
+    def _value(self, acc: str) -> list[str]:
+        ops = element_ops(self.epilogue, operands(CudaRenderer(), "bf16", swap=self.sched.swap))
+        return [f"float v = {acc};", *self.dequant, *ops,
+                "amax_t = max(amax_t, __float_as_uint(fabsf(v)));", "v *= so;"]
+
+    def direct(self, groups: bool = False) -> str:
+        s = self.sched
+        w = CodeWriter()
+        for depth, head in enumerate((f"for (int i = 0; i < {s.m_slices}; ++i) {{",
+                                      f"for (int j = 0; j < {s.bn // 8}; ++j) {{", "for (int h = 0; h < 2; ++h) {")):
+            w("    " * depth + "#pragma unroll")
+            w("    " * depth + head)
+        share = f" && i * {s.bn // 8} + j >= g0 && i * {s.bn // 8} + j < g1" if groups and not s.swap else ""
+        if s.swap:
+            w("            #pragma unroll")
+            w("            for (int e = 0; e < 2; ++e) {")
+            w("                const int row = row0 + i * 64 + h * 8, col = col0 + j * 8 + e;")
+            w("                if (row < M && col < N) {")
+            for line in self._value("acc[i][4 * j + 2 * h + e]"):
+                w("                    " + line)
+            w("                    C[(int64_t)col * M + row] = (unsigned char)tr_fp8x2(v, 0.0f);")
+            w("                }")
+            w("            }")
+        else:
+            w("            const int row = row0 + i * 64 + h * 8, c0 = col0 + j * 8;")
+            w(f"            if (row < M && c0 < N{share}) {{")
+            w("                float out[2];")
+            w("                #pragma unroll")
+            w("                for (int e = 0; e < 2; ++e) {")
+            w("                    const int col = c0 + e;")
+            w("                    if (col < N) {")
+            for line in self._value("acc[i][4 * j + 2 * h + e]"):
+                w("                        " + line)
+            w("                        out[e] = v;")
+            w("                    } else out[e] = 0.0f;")
+            w("                }")
+            w("                const unsigned short pair = tr_fp8x2(out[0], out[1]);")
+            w("                unsigned char* p = C + (int64_t)row * N + c0;")
+            w("                if (c0 + 1 < N && (N & 1) == 0) *(unsigned short*)p = pair;")
+            w("                else { p[0] = (unsigned char)pair; if (c0 + 1 < N) p[1] = (unsigned char)(pair >> 8); }")
+            w("            }")
+        w("        }")
+        w("    }")
+        w("}")
+        return "            " + w.render().replace("\n", "\n            ") + "\n"
+
+    def drain(self) -> str:
+        warps = 4 * self.sched.consumers
+        return f"""{{  /* the launch's amax (fp8_out.py): the warp's, raised into the scratch word; the last warp writes it */
+            const unsigned wmax = __reduce_max_sync(0xffffffffu, amax_t);
+            if (lane == 0) {{
+                atomicMax(amax_ws, wmax);
+                __threadfence();
+                const unsigned warps = gridDim.x * gridDim.y * gridDim.z * {warps}u;
+                if (atomicAdd(amax_ws + 1, 1u) == warps - 1u) {{
+                    __threadfence();
+                    amax[0] = __uint_as_float(atomicExch(amax_ws, 0u));
+                    atomicExch(amax_ws + 1, 0u);
+                }}
+            }}
+        }}"""
+
+
+def kernel_args(op: Any, ptr: dict[str, int], kernel: Any) -> list[Any]:
+    """The launch's arguments for ``PARAMS`` (none without an FP8 C): the caller's scale_out and amax, and the
+    kernel's own scratch, zeroed once (``_zeroed``)."""
+    import ctypes
+
+    if not op.fp8_out:
+        return []
+    ws = kernel._zeroed("amax_ws", SCRATCH_BYTES)
+    return [ctypes.c_uint64(ptr["scale_out"]), ctypes.c_uint64(ptr["amax"]), ctypes.c_uint64(int(ws.ptr))]

@@ -10,7 +10,10 @@ its kernel alone; ``torch._int_mm`` with the scales applied after; oneDNN's ``ql
 prepacked once outside the timing, A as unsigned bytes with zero point 128, prepared once); the best of the two is
 the baseline. The ``fp32`` row times Tracea's own fp32 GEMM on the same shape (the issue's ">= 2x" bar).
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/bench_cpu_int8.py [--rounds 20] [SHAPE ...]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/bench_cpu_int8.py [--rounds 20] [--threads N] [SHAPE ...]
+
+``--threads N``: Tracea's kernel on N threads and torch's too (``torch.set_num_threads``); the ``tracea.ops`` side,
+which takes the hero's own count, is left out then.
 
 SHAPE is MxNxK (default: 2048x2048x2048 and the llm-gemm projections at M = 1, 16, 128).
 """
@@ -18,6 +21,7 @@ SHAPE is MxNxK (default: 2048x2048x2048 and the llm-gemm projections at M = 1, 1
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 import numpy as np
@@ -54,7 +58,7 @@ def _ratio(rounds, num, den):
     return f"{med:.2f} [{lo:.2f}, {hi:.2f}]" if hi / lo <= LIMIT else f"unstable [{lo:.2f}, {hi:.2f}]"
 
 
-def row(shape: str, rounds: int, host) -> None:
+def row(shape: str, rounds: int, host, threads: int = 0) -> None:
     import tracea
     from tracea.emitters import cpu
 
@@ -63,10 +67,14 @@ def row(shape: str, rounds: int, host) -> None:
     x = op.random_inputs(np.random.default_rng())
     ref = op.reference(x)
     variant = tracea.ops.explain(tracea.ops.scaled_gemm, x["a"], x["b"].T, x["scale_a"], x["scale_b"]).variant
-    kernel = cpu.build(op, variant, cpu.hero_schedule(op, variant, host), host)
+    hero = cpu.hero_schedule(op, variant, host)
+    hero = dataclasses.replace(hero, threads=threads) if threads else hero
+    kernel = cpu.build(op, variant, hero, host)
     out = np.empty((m, n), np.float32)
     sides = {"tracea.ops": lambda: tracea.ops.scaled_gemm(x["a"], x["b"].T, x["scale_a"], x["scale_b"]),
              "kernel": lambda: kernel(x, out), **_torch_sides(op, x)}
+    if threads:
+        del sides["tracea.ops"]
     for name, fn in sides.items():
         err = relative_error(np.asarray(fn(), np.float64), ref)
         assert err <= 1e-5, f"{name} {shape}: relative error {err:.2e}"
@@ -80,8 +88,9 @@ def row(shape: str, rounds: int, host) -> None:
     t = interleaved(sides, warmup=2, repeats=5 * rounds, block=5, gap_s=0.02, rounds_out=per_round)
     best = min(("torch._int_mm", "oneDNN"), key=lambda s: t[s].p50_ms)
     cells = "  ".join(f"{s} {t[s].p50_ms:.3f}/{t[s].p95_ms:.3f}" for s in sides)
-    line = f"{shape:<16} {cells}  | {best}/ops {_ratio(per_round, best, 'tracea.ops')}"
-    line += f"  {best}/kernel {_ratio(per_round, best, 'kernel')}"
+    line = f"{shape:<16} {hero.name:<24} {cells}  | " + ("" if threads else
+                                                             f"{best}/ops {_ratio(per_round, best, 'tracea.ops')}  ")
+    line += f"{best}/kernel {_ratio(per_round, best, 'kernel')}"
     if "fp32 GEMM" in sides:
         line += f"  fp32/kernel {_ratio(per_round, 'fp32 GEMM', 'kernel')}"
     print(line, flush=True)
@@ -91,11 +100,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("shapes", nargs="*")
     p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--threads", type=int, default=0, help="Tracea's kernel and torch on this many threads")
     args = p.parse_args()
     shapes = args.shapes or ["2048x2048x2048"] + [f"{m}x{n}x{k}" for m in (1, 16, 128) for n, k in PROJECTIONS]
     host = probe()
     import torch
     from threadpoolctl import threadpool_info
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     print(f"CPU: {host.cpu.vendor} {host.cpu.model}, {host.cpu.logical_cores} threads, isa {' '.join(host.cpu.isa)}")
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads); BLAS "
@@ -103,7 +116,7 @@ def main() -> None:
     print("times: median/p95 ms; ratios: median of per-round ratios [95 % interval], > 1: Tracea faster",
           flush=True)
     for shape in shapes:
-        row(shape, args.rounds, host)
+        row(shape, args.rounds, host, args.threads)
 
 
 if __name__ == "__main__":

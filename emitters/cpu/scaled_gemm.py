@@ -11,7 +11,9 @@ family widens both operands to 16 bits and multiplies them in pairs (``vpmaddwd`
 in plain C. K chunks past the first add into an int32 scratch (fp32 for block scales); the last applies the scales
 and rounds to the output type. From ``PACK_FROM_M`` rows VNNI takes the packed form instead
 (``scaled_gemm_packed_c.py``: B packed into ``vpdpbusd``'s operand layout, A's bytes broadcast, no lane sums); on
-a Xeon with AMX-INT8 the packed form's tile is made of AMX tiles (``scaled_gemm_amx_c.py``, a schedule's ``amx``).
+a Xeon with AMX-INT8 the packed form's tile is made of AMX tiles (``scaled_gemm_amx_c.py``, a schedule's ``amx``),
+and for a col B the swapped AMX form computes C^T = B A^T with the weights read in place (``swap``,
+``scaled_gemm_amx_swapped_c.py``).
 
 block128: each 128-deep block's int32 sum (less its 128 x A-block-sum in lane 0) converts to fp32 and adds into a
 float accumulator times sa[m, block] x sb[block, n / 128]: the fine-grained recipe's promotion at the block edge.
@@ -172,7 +174,11 @@ def hero_schedule(op: Any, variant: Any, host: Any) -> ScaledGemmSchedule:
     accumulators beside the int32 ones). AVX2: its 16-bit multiply-add tiles, 1 x 6 at M = 1 and 2 x 4 otherwise
     (16 ymm registers). Other families: the portable loops, 4 x 4. All cores, or one under ``SMALL_MACS``. On a Xeon
     with AMX-INT8 (``has_amx``), from ``AMX_FROM_M`` rows: the AMX form (32 x 32 tiles over the packed panels), 1.06-
-    1.36x the packed VNNI form there (docs/cpu-runs/xeon-amx-int8-gemm/probe_amx_vs_vnni.txt)."""
+    1.36x the packed VNNI form there (docs/cpu-runs/xeon-amx-int8-gemm/probe_amx_vs_vnni.txt). For a col B (the
+    weights n x k) on such a host, from ``SWAP_FROM_M`` rows: the swapped AMX form (the weights never packed; A's
+    panels in blocks of 256 rows): on the 2-vCPU Xeon 1.37-1.46x the AMX form at 8-32 rows and 1.27x the dot form
+    at 8 (0.73x at 4: the dot form keeps M < 8), docs/cpu-runs/xeon-amx-int8-gemm/probe_amx_swapped.txt; from 128
+    rows the two AMX forms traded places between runs of that noisy host (0.73-1.84x in the kept probe)."""
     vnni = family_of(variant, host) in VNNI_FAMILIES
     threads = 1 if op.m * op.n * op.k <= SMALL_MACS else _cores(host)
     if vnni and op.scale != "block128" and op.layout_b == "col" and op.m >= SWAP_FROM_M and has_amx(host):

@@ -33,7 +33,7 @@ from tracea.doctor.errors import CompileError, LaunchError, ToolchainMissingErro
 from tracea.doctor.plan import Decision, plan
 from tracea.doctor.report import HostReport
 from tracea.kernels import Op, relative_error, tolerance
-from tracea.kernels.dtypes import to_float64
+from tracea.kernels.dtypes import poison, to_float64
 from tracea.kernels.footprint import require_host_memory
 
 from . import registry
@@ -93,9 +93,19 @@ class BenchResult:
     def ratio(self) -> float | None:
         """Baseline time / Tracea time, from timings that agree with themselves (or whose paired rounds hold it
         within a narrow interval: ``ratio_interval``); None when unstable."""
-        if self.tracea and self.baseline and not self.unstable:
+        if self.tracea and self.baseline and not self.unstable and not self.baseline_wrong:
             return self.baseline.p50_ms / self.tracea.p50_ms
         return None
+
+    @property
+    def baseline_wrong(self) -> str | None:
+        """Why the baseline's time makes no ratio because its output is not the op's (off the reference by more
+        than a tenth and ten times Tracea's bound: another function, such as a library ignoring an argument), or
+        None."""
+        e = self.baseline_rel_err
+        if e is None or e <= max(0.1, 10 * (self.tolerance or 0.0)):
+            return None
+        return f"the baseline's output is off the reference by {e:.2g}: it computes something else (no ratio)"
 
     @property
     def paired_note(self) -> str | None:
@@ -110,7 +120,8 @@ class BenchResult:
     def note(self) -> str | None:
         """What a reader of the ratio must know: why there is none, how pairing settled it, or why it flatters
         Tracea."""
-        return "; ".join(n for n in (self.unstable, self.paired_note, self.baseline_note) if n) or None
+        return "; ".join(n for n in (self.unstable, self.baseline_wrong, self.paired_note, self.baseline_note)
+                         if n) or None
 
     def row_fields(self) -> dict[str, Any]:
         """The metrics row's fields (reports/metrics.py ``bench_row`` makes the row: reports sits above
@@ -250,7 +261,7 @@ def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[s
     out = np.empty(op.output_shape(), op.output_dtype.storage)  # type: ignore[attr-defined]
 
     def first_run() -> float:
-        out.fill(np.nan if out.dtype.kind == "f" else 0x7FC0)  # poison: every element must be written
+        out.fill(poison(out.dtype))  # every element must be written
         kernel(inputs, out)
         return _rel_err_no_blas(to_float64(out, op.output_dtype), ref)  # type: ignore[attr-defined]
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tracea.kernels import relative_error
-from tracea.kernels.dtypes import to_float64
+from tracea.kernels.dtypes import poison, to_float64
 
 from .baselines import device_call
 from .timing import HOLD_CYCLES, Timing, _p95
@@ -90,7 +90,7 @@ def bench_on_device(kernel: Any, op: Any, inputs: dict[str, np.ndarray], ref: np
     """Verify ``kernel`` on ``inputs`` (in this process: a CUDA context does not survive a fork), then time
     it and the torch baseline on the device. Returns BenchResult fields."""
     out = np.empty(op.output_shape(), op.output_dtype.storage)
-    out.fill(np.nan if out.dtype.kind == "f" else 0x7FC0)  # poison: every element must be written
+    out.fill(poison(out.dtype))  # every element must be written
     try:
         kernel(inputs, out)
     except Exception as exc:  # noqa: BLE001 - a launch or memory error is a recorded result

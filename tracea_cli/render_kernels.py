@@ -79,6 +79,8 @@ def bench_table(result: Any) -> None:
     if result.unstable:
         console.print(f"[yellow]{'no ratio: ' if result.baseline else ''}the measurement was "
                       f"{escape(result.unstable)}[/yellow] (something else is using the cores; rerun on a quiet machine)")
+    elif result.baseline_wrong:
+        console.print(f"[yellow]{escape(result.baseline_wrong)}[/yellow]")
     elif result.ratio is not None:
         verdict = "faster" if result.ratio >= 1 else "slower"
         console.print(f"ratio baseline/tracea = {result.ratio:.2f} (Tracea is {verdict})"

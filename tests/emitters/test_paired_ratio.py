@@ -112,3 +112,22 @@ def test_a_result_settled_by_pairing_keeps_the_medians_ratio_and_says_how():
     shaky = BenchResult(op=Softmax(4, 8), decision=None, status="ok", seed=1, tracea=t, baseline=b,
                         unstable="unstable in 3 measurements: ...")
     assert shaky.ratio is None
+
+
+def test_a_baseline_whose_output_is_another_function_makes_no_ratio():
+    """torch 2.11's _scaled_mm ignored scale_result into FP8 (pytorch#190449): its output 0.94 off the reference.
+    A baseline off by more than a tenth (and ten times Tracea's bound) times something else: no ratio, the note says
+    why; one within it (a library's own rounding) keeps its ratio."""
+    from tracea.emitters.bench import BenchResult
+    from tracea.kernels import Softmax
+
+    t, b = Timing(1.0, 1.1, 0.9, 30), Timing(0.8, 0.9, 0.7, 30)
+    wrong = BenchResult(op=Softmax(4, 8), decision=None, status="ok", seed=1, tracea=t, baseline=b, tolerance=0.0156,
+                        baseline_rel_err=0.94)
+    assert wrong.ratio is None and "computes something else" in wrong.note
+    nan = BenchResult(op=Softmax(4, 8), decision=None, status="ok", seed=1, tracea=t, baseline=b, tolerance=1e-3,
+                      baseline_rel_err=float("nan"))
+    assert nan.ratio is None
+    close = BenchResult(op=Softmax(4, 8), decision=None, status="ok", seed=1, tracea=t, baseline=b, tolerance=4.9e-4,
+                        baseline_rel_err=1.3e-4)
+    assert close.ratio == pytest.approx(0.8) and close.note is None

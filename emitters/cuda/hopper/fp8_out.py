@@ -5,8 +5,10 @@ amax pointers do and the delayed-scaling recipes read them.
 - Stores (``ByteStores``): direct from the consumer's registers, predicated on M and N. Each value ``v`` (scaled,
   then the fused epilogue, whose bias and residual are bf16) raises the thread's amax, is multiplied by
   ``scale_out`` and rounded to nearest even, saturated to the type's finite range, two at a time by
-  ``cvt.rn.satfinite.{e4m3,e5m2}x2.f32`` (its first source in the high byte): a row's two columns are one 2-byte
-  store where N is even, else a byte each; under ``swap`` (C^T's tile) a byte each at ``C[col * M + row]``.
+  ``cvt.rn.satfinite.{e4m3,e5m2}x2.f32`` (its first source in the high byte). Tiles of 32-column multiples
+  gather each 8-column group's codes in one lane of the quad by shuffles and store 8 bytes a lane (``_lines``:
+  a warp's store covers 8 rows x 32 bytes, whole sectors); under ``swap`` (C^T's tile) a byte each at
+  ``C[col * M + row]``.
 - amax: a thread keeps the largest |v| as its fp32 bits (unsigned order is the magnitudes' order, and a NaN's
   bits, sign cleared, are above every number's: a NaN in C makes the amax NaN, as the reference's max does). After
   its last tile each consumer warp takes its lanes' largest (``__reduce_max_sync``), raises the launch's word in
@@ -69,6 +71,8 @@ class ByteStores:
                 "amax_t = max(amax_t, __float_as_uint(fabsf(v)));", "v *= so;"]
 
     def direct(self, groups: bool = False) -> str:
+        if not self.sched.swap and self.sched.bn % 32 == 0:
+            return self._lines(groups)
         s = self.sched
         w = CodeWriter()
         for depth, head in enumerate((f"for (int i = 0; i < {s.m_slices}; ++i) {{",
@@ -104,6 +108,58 @@ class ByteStores:
             w("                if (c0 + 1 < N && (N & 1) == 0) *(unsigned short*)p = pair;")
             w("                else { p[0] = (unsigned char)pair; if (c0 + 1 < N) p[1] = (unsigned char)(pair >> 8); }")
             w("            }")
+        w("        }")
+        w("    }")
+        w("}")
+        return "            " + w.render().replace("\n", "\n            ") + "\n"
+
+    def _lines(self, groups: bool) -> str:
+        """Eight bytes a lane: for each row and four 8-column groups j, the quad's lanes hold two codes of each
+        group (columns 8j + 2q, +1: ``pr[t]`` for j = 4jj + t); four shuffles within the quad give lane q group
+        4jj + q's eight codes (the pair of lane s at bytes 2s, 2s + 1), stored as one 8-byte word where C's rows
+        and base allow (N and the address multiples of 8), byte by byte at the edge. Every lane shuffles; only the
+        values inside M x N (and the split unit's share of groups) are computed, raise the amax and are stored."""
+        s = self.sched
+        share = (lambda j: f" && i * {s.bn // 8} + {j} >= g0 && i * {s.bn // 8} + {j} < g1") if groups else (lambda j: "")
+        w = CodeWriter()
+        w("#pragma unroll")
+        w(f"for (int i = 0; i < {s.m_slices}; ++i) {{")
+        w("    #pragma unroll")
+        w("    for (int h = 0; h < 2; ++h) {")
+        w("        const int row = row0 + i * 64 + h * 8, q = lane & 3, tc = col0 - 2 * q;")
+        w("        #pragma unroll")
+        w(f"        for (int jj = 0; jj < {s.bn // 32}; ++jj) {{")
+        w("            unsigned pr[4];")
+        w("            #pragma unroll")
+        w("            for (int t = 0; t < 4; ++t) {")
+        w("                const int j = 4 * jj + t;")
+        w("                float out[2];")
+        w("                #pragma unroll")
+        w("                for (int e = 0; e < 2; ++e) {")
+        w("                    const int col = col0 + j * 8 + e;")
+        w("                    out[e] = 0.0f;")
+        w(f"                    if (row < M && col < N{share('j')}) {{")
+        for line in self._value("acc[i][4 * j + 2 * h + e]"):
+            w("                        " + line)
+        w("                        out[e] = v;")
+        w("                    }")
+        w("                }")
+        w("                pr[t] = tr_fp8x2(out[0], out[1]);")
+        w("            }")
+        w("            unsigned long long line = 0ull;")
+        w("            #pragma unroll")
+        w("            for (int r = 0; r < 4; ++r) {  /* from lane q ^ r: its pair of group 4jj + q */")
+        w("                const int src = q ^ r;")
+        w("                const unsigned send = src == 0 ? pr[0] : src == 1 ? pr[1] : src == 2 ? pr[2] : pr[3];")
+        w("                const unsigned got = __shfl_xor_sync(0xffffffffu, send, r);")
+        w("                line |= (unsigned long long)(got & 0xffffu) << (16 * src);")
+        w("            }")
+        w("            const int c8 = tc + (4 * jj + q) * 8;")
+        w(f"            if (row < M && c8 < N{share('4 * jj + q')}) {{")
+        w("                unsigned char* p = C + (int64_t)row * N + c8;")
+        w("                if (((N | (int)((size_t)C & 7)) & 7) == 0) *(unsigned long long*)p = line;")
+        w("                else for (int b = 0; b < 8 && c8 + b < N; ++b) p[b] = (unsigned char)(line >> (8 * b));")
+        w("            }")
         w("        }")
         w("    }")
         w("}")

@@ -268,6 +268,7 @@ def test_an_fp8_output_stores_directly_and_writes_its_amax_once_a_launch():
     assert raise_at < scale_at and "const uint16_t* __restrict__ bias" in src  # bf16 operands beside an FP8 C
     assert "amax[0] = __uint_as_float(atomicExch(amax_ws, 0u));" in src and "atomicExch(amax_ws + 1, 0u);" in src
     assert "gridDim.x * gridDim.y * gridDim.z * 8u" in src  # 2 consumers x 4 warps arrive a block
+    assert "__shfl_xor_sync(0xffffffffu, send, r)" in src and "*(unsigned long long*)p = line;" in src  # 8 bytes a lane
     assert sg.params_of(op)[-7:-4] == ("scale_out", "amax", "amax_ws")
     e5 = sg.render(ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e5m2", "tensor"), sg.hero_schedule(
         ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e5m2", "tensor")))

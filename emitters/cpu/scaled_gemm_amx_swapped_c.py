@@ -39,29 +39,15 @@ static void tr_swap_pack(const tr_job* J, long pm, long kp, uint8_t* restrict ds
     }
 }
 
-/* tmm0, tmm1: C^T's weight rows 0-15 (activation columns 0-15, 16-31); tmm2, tmm3: its rows 16-31; tmm4, tmm5:
-   the weights' two 16-row groups; tmm6, tmm7: the activations' two 16-column groups (16 words of K) */
-TR_AMX_FN static void tr_swap_config(int R) {
-    tr_tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    const int r0 = R < 16 ? R : 16, r1 = R > 16 ? R - 16 : 0;
-    c.rows[0] = c.rows[1] = c.rows[4] = (uint8_t)r0;
-    c.colsb[0] = c.colsb[1] = c.colsb[4] = 64;
-    if (r1) {
-        c.rows[2] = c.rows[3] = c.rows[5] = (uint8_t)r1;
-        c.colsb[2] = c.colsb[3] = c.colsb[5] = 64;
-    }
-    c.rows[6] = c.rows[7] = 16;
-    c.colsb[6] = c.colsb[7] = 64;
-    _tile_loadconfig(&c);
-}
+/* The tiles as the AMX form configures them (tr_amx_config, scaled_gemm_amx_c.py, always beside this form): tmm0,
+   tmm1: C^T's weight rows 0-15 (activation columns 0-15, 16-31); tmm2, tmm3: its rows 16-31; tmm4, tmm5: the
+   weights' two 16-row groups; tmm6, tmm7: the activations' two 16-column groups (16 words of K) */
 
 /* R (<= 32) weight rows at w (stride ld) x C (<= 32) packed activation columns at ap over nw 64-byte steps of K,
    then (tail) one step from wt (the padded copy, stride 64): C^T's int32 sums to ct[n * 32 + m] */
 TR_AMX_FN static void tr_swap_tile(int R, int C, const int8_t* w, long ld, long nw, const int8_t* wt, int tail,
                                    const uint8_t* ap, int32_t* ct, int* rows) {
-    if (R != *rows) { tr_swap_config(R); *rows = R; }  /* (zeroes every tile) */
+    if (R != *rows) { tr_amx_config(R); *rows = R; }  /* (zeroes every tile) */
     else {
         _tile_zero(0);
         _tile_zero(1);

@@ -35,6 +35,29 @@ def operands(r: CudaRenderer, dtype: str, guard: str = "", swap: bool = False) -
                     preload=False)
 
 
+def register_walk(w: CodeWriter, sched: WgmmaSchedule) -> None:
+    """The heads of the direct stores' walk over a consumer's accumulators (m64 slice ``i``, 8-column group ``j``,
+    row half ``h``), each unrolled; the caller writes the body at 12 spaces and closes the three."""
+    for depth, head in enumerate((f"for (int i = 0; i < {sched.m_slices}; ++i) {{",
+                                  f"for (int j = 0; j < {sched.bn // 8}; ++j) {{", "for (int h = 0; h < 2; ++h) {")):
+        w("    " * depth + "#pragma unroll")
+        w("    " * depth + head)
+
+
+def swapped_elements(w: CodeWriter, value: list[str], store: str) -> None:
+    """The body of ``register_walk`` under ``swap`` (C^T's tile): each of the thread's two columns of the group,
+    inside M x N, its ``value`` lines and then ``store`` (C's element at ``C[col * M + row]``)."""
+    w("            #pragma unroll")
+    w("            for (int e = 0; e < 2; ++e) {")
+    w("                const int row = row0 + i * 64 + h * 8, col = col0 + j * 8 + e;")
+    w("                if (row < M && col < N) {")
+    for line in value:
+        w("                    " + line)
+    w("                    " + store)
+    w("                }")
+    w("            }")
+
+
 def tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple[str, ...],
               when: str = "store_tma", dequant: tuple[str, ...] = ()) -> str:
     """``store="tma"``: each consumer warpgroup writes its part of C, 64 x 64 at a time, into a staging

@@ -25,7 +25,7 @@ from typing import Any
 from ...cstyle import CodeWriter
 from ...gpu_epilogue import element_ops
 from ..render import CudaRenderer
-from .epilogue import operands
+from .epilogue import operands, register_walk, swapped_elements
 from .schedule import WgmmaSchedule
 
 PARAMS = ("scale_out", "amax", "amax_ws")  # after the scales (and a fused epilogue's), with an FP8 C only
@@ -75,21 +75,11 @@ class ByteStores:
             return self._lines(groups)
         s = self.sched
         w = CodeWriter()
-        for depth, head in enumerate((f"for (int i = 0; i < {s.m_slices}; ++i) {{",
-                                      f"for (int j = 0; j < {s.bn // 8}; ++j) {{", "for (int h = 0; h < 2; ++h) {")):
-            w("    " * depth + "#pragma unroll")
-            w("    " * depth + head)
+        register_walk(w, s)
         share = f" && i * {s.bn // 8} + j >= g0 && i * {s.bn // 8} + j < g1" if groups and not s.swap else ""
         if s.swap:
-            w("            #pragma unroll")
-            w("            for (int e = 0; e < 2; ++e) {")
-            w("                const int row = row0 + i * 64 + h * 8, col = col0 + j * 8 + e;")
-            w("                if (row < M && col < N) {")
-            for line in self._value("acc[i][4 * j + 2 * h + e]"):
-                w("                    " + line)
-            w("                    C[(int64_t)col * M + row] = (unsigned char)tr_fp8x2(v, 0.0f);")
-            w("                }")
-            w("            }")
+            swapped_elements(w, self._value("acc[i][4 * j + 2 * h + e]"),
+                             "C[(int64_t)col * M + row] = (unsigned char)tr_fp8x2(v, 0.0f);")
         else:
             w("            const int row = row0 + i * 64 + h * 8, c0 = col0 + j * 8;")
             w(f"            if (row < M && c0 < N{share}) {{")

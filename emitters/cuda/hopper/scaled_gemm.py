@@ -41,7 +41,7 @@ from ...cstyle import CodeWriter
 from ...gpu_epilogue import element_ops
 from ..render import CudaRenderer, Rendered
 from . import fp8_out, gemm
-from .epilogue import Stores, operands
+from .epilogue import Stores, operands, register_walk, swapped_elements
 from .promotion import Fold
 from .ptx import INT8_WIDTHS, wgmma_instruction_8bit
 from .schedule import ADDRESS_REGS, SMEM_OPTIN_SM90, WgmmaSchedule, tile_count
@@ -264,20 +264,9 @@ class WideStores:
     def direct(self, groups: bool = False) -> str:
         s = self.sched
         w = CodeWriter()
-        for depth, head in enumerate((f"for (int i = 0; i < {s.m_slices}; ++i) {{",
-                                      f"for (int j = 0; j < {s.bn // 8}; ++j) {{", "for (int h = 0; h < 2; ++h) {")):
-            w("    " * depth + "#pragma unroll")
-            w("    " * depth + head)
+        register_walk(w, s)
         if s.swap:
-            w("            #pragma unroll")
-            w("            for (int e = 0; e < 2; ++e) {")
-            w("                const int row = row0 + i * 64 + h * 8, col = col0 + j * 8 + e;")
-            w("                if (row < M && col < N) {")
-            for line in self._value("acc[i][4 * j + 2 * h + e]"):
-                w("                    " + line)
-            w("                    C[(int64_t)col * M + row] = v;")
-            w("                }")
-            w("            }")
+            swapped_elements(w, self._value("acc[i][4 * j + 2 * h + e]"), "C[(int64_t)col * M + row] = v;")
         else:
             share = f" && i * {s.bn // 8} + j >= g0 && i * {s.bn // 8} + j < g1" if groups else ""
             pair = "float2" if self.ctype == "float" else "int2"

@@ -164,8 +164,8 @@ def fp8_from_float(x: np.ndarray, dtype: DType) -> np.ndarray:
 
 def poison(storage: np.dtype) -> float | int:
     """A value no kernel writes by chance, to fill an output before a call (every element must be written): NaN
-    for float storage, a NaN's bits for bf16 (0x7FC0) and FP8 (0x7F: NaN in e4m3 and e5m2), and such bits in an
-    int8 or int32 output (0x7F, 0x7FC0: values a test's random sums are unlikely to give exactly)."""
+    for float storage, a NaN's bits for bf16 (0x7FC0) and FP8 (0x7F: NaN in e4m3 and e5m2), and the same bits in
+    an int8 or int32 output (127 is int8's saturation value: there the poison shows only as a wrong value)."""
     if storage.kind == "f":
         return float("nan")
     return 0x7F if storage.itemsize == 1 else 0x7FC0

@@ -250,9 +250,9 @@ class ScaledGemm(Op):
         return inputs
 
     def check_scales(self, scales: dict[str, Any]) -> None:
-        """Scales as a caller gives them (``tracea.ops.scaled_gemm``): each of ``scale_shapes``' shape (and an FP8
-        C's ``scale_out``), float32 and finite, or one line naming what is wrong."""
-        wanted = {**self.scale_shapes(), **({"scale_out": (1,)} if self.fp8_out else {})}
+        """Scales as a caller gives them (``tracea.ops.scaled_gemm``): each of ``scale_shapes``' shape (and
+        ``scale_out``'s, where given), float32 and finite, or one line naming what is wrong."""
+        wanted = {**self.scale_shapes(), **({"scale_out": (1,)} if "scale_out" in scales else {})}
         for name, shape in wanted.items():
             s = scales.get(name)
             if s is None:

@@ -217,6 +217,9 @@ def test_an_fp8_output_takes_its_scale_and_amax_beside_the_operands():
     assert op.side_reference(inputs)["amax"][0] == np.abs(v).max()
     plain = ScaledGemm(m=4, n=8, k=64, dtype="fp8e4m3", out_dtype="bf16", scale="row")
     assert "amax" not in plain.shapes() and plain.side_outputs() == {} and plain.side_problem({}) is None
+    gemm = Gemm(m=4, n=8, k=16)  # an op without side outputs reads none (an inf input is no side problem)
+    assert gemm.side_reference({"a": np.full((4, 16), np.inf)}) == {}
+    assert gemm.side_problem({"a": np.full((4, 16), np.inf)}) is None
     with pytest.raises(BadInputError, match="scale_out: holds a non-finite"):
         op.check_scales({"scale_a": inputs["scale_a"], "scale_b": inputs["scale_b"],
                          "scale_out": np.array([np.inf], np.float32)})

@@ -311,5 +311,14 @@ def test_an_fp8_output_with_scale_out_and_amax_on_torch_tensors():
         ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="fp8e4m3", scale_out=1.0, amax=torch.zeros(1, dtype=torch.float64))
     with pytest.raises(BadInputError, match="non-finite"):
         ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="fp8e4m3", scale_out=float("nan"))
+    with pytest.raises(BadInputError, match="scale_out: 2 values"):
+        ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="fp8e4m3", scale_out=torch.ones(2))
+    with pytest.raises(BadInputError, match="scale_out: holds a non-finite"):
+        ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="fp8e4m3", scale_out=torch.tensor([float("inf")]))
+    so = torch.ones(1)
+    with pytest.raises(BadInputError, match="amax: is written by the call"):
+        ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="fp8e4m3", scale_out=so, amax=so)
+    with pytest.raises(BadInputError, match="amax: is written by the call"):
+        ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="fp8e4m3", scale_out=1.0, amax=torch.zeros(1, requires_grad=True))
     with pytest.raises(BadInputError, match="expected bf16"):
         ops.scaled_gemm(a, w.t(), sa, sb, out_dtype="fp8e4m3", scale_out=1.0, bias=bias.float())

@@ -71,33 +71,16 @@ class ByteStores:
                 "amax_t = max(amax_t, __float_as_uint(fabsf(v)));", "v *= so;"]
 
     def direct(self, groups: bool = False) -> str:
-        if not self.sched.swap and self.sched.bn % 32 == 0:
-            return self._lines(groups)
+        """Under ``swap`` a byte an element at ``C[col * M + row]``; else ``_lines`` (unswapped tiles are 64, 128,
+        192 or 256 columns wide: whole 32-column groups)."""
         s = self.sched
+        if not s.swap:
+            assert s.bn % 32 == 0, s.bn
+            return self._lines(groups)
         w = CodeWriter()
         register_walk(w, s)
-        share = f" && i * {s.bn // 8} + j >= g0 && i * {s.bn // 8} + j < g1" if groups and not s.swap else ""
-        if s.swap:
-            swapped_elements(w, self._value("acc[i][4 * j + 2 * h + e]"),
-                             "C[(int64_t)col * M + row] = (unsigned char)tr_fp8x2(v, 0.0f);")
-        else:
-            w("            const int row = row0 + i * 64 + h * 8, c0 = col0 + j * 8;")
-            w(f"            if (row < M && c0 < N{share}) {{")
-            w("                float out[2];")
-            w("                #pragma unroll")
-            w("                for (int e = 0; e < 2; ++e) {")
-            w("                    const int col = c0 + e;")
-            w("                    if (col < N) {")
-            for line in self._value("acc[i][4 * j + 2 * h + e]"):
-                w("                        " + line)
-            w("                        out[e] = v;")
-            w("                    } else out[e] = 0.0f;")
-            w("                }")
-            w("                const unsigned short pair = tr_fp8x2(out[0], out[1]);")
-            w("                unsigned char* p = C + (int64_t)row * N + c0;")
-            w("                if (c0 + 1 < N && (N & 1) == 0) *(unsigned short*)p = pair;")
-            w("                else { p[0] = (unsigned char)pair; if (c0 + 1 < N) p[1] = (unsigned char)(pair >> 8); }")
-            w("            }")
+        swapped_elements(w, self._value("acc[i][4 * j + 2 * h + e]"),
+                         "C[(int64_t)col * M + row] = (unsigned char)tr_fp8x2(v, 0.0f);")
         w("        }")
         w("    }")
         w("}")

@@ -221,7 +221,7 @@ def _per_element(op: Any, sched: WgmmaSchedule) -> bool:
 @dataclass(frozen=True)
 class ScaledStores:
     """The stores of the scaled kernel (``base``: the GEMM's ``Stores`` for a 16-bit C, ``WideStores`` for a 4-byte
-    one), with ``scale_pass`` placed ahead of them: ``tma`` is the first text the consumers place after the tile's
+    one, ``fp8_out.ByteStores`` for an FP8 one), with ``scale_pass`` placed ahead of them: ``tma`` is the first text the consumers place after the tile's
     ``row0``/``col0``."""
 
     base: Any
@@ -292,9 +292,11 @@ class WideStores:
 
 def render(op: Any, sched: WgmmaSchedule) -> str:
     """CUDA C++ (NVRTC, ``-arch=sm_90a``) of ``extern "C" tr_wgmma_gemm`` for ``op``: parameters ``(tmA, tmB, tmC,
-    C, const float* scale_a, const float* scale_b, [const T* bias, const T* residual, float alpha,] int M, int N,
-    int K, int store_tma)`` (T: C's type; the bracketed three with a fused epilogue only) with M, N the kernel op's
-    (exchanged under ``swap``) and K in byte pairs (``op.k / 2``); the launch as the GEMM's over ``byte_view``."""
+    C, const float* scale_a, const float* scale_b, [const T* bias, const T* residual, float alpha,] [const float*
+    scale_out, float* amax, unsigned* amax_ws,] int M, int N, int K, int store_tma)`` (T: the epilogue operands'
+    type, C's or bf16 beside an FP8 C; the first bracket with a fused epilogue only, the second with an FP8 C) with
+    M, N the kernel op's (exchanged under ``swap``) and K in byte pairs (``op.k / 2``); the launch as the GEMM's over
+    ``byte_view``."""
     check(op, sched)
     view = byte_view(op)
     kop = gemm.kernel_op(view, sched)

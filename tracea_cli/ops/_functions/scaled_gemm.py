@@ -75,7 +75,7 @@ def scaled_gemm(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, *, out
                 _prepared.keep(key, NAMES, arrays, k, feeds, result, result, route, "torch", a.device.index)
         else:
             k({n: _host(v) for n, v in feeds.items()}, out=_host(result))
-            if key is not None and len(_prepared.PREPARED) < _prepared.LIMIT:
+            if key is not None and len(_prepared.PREPARED) < _prepared.LIMIT and not op.fp8_out:
                 _prepared.PREPARED[key] = _Fast(op, k, a)
         STATS["tracea"] += 1
         return result
@@ -135,12 +135,12 @@ def _numel(x: Any) -> int:
     return int(x.numel()) if is_torch(x) else int(x.size)
 
 
-def _scales(sa: Any, sb: Any, where: str) -> list[Any]:
+def _scales(named: tuple[tuple[str, Any], ...], where: str) -> list[Any]:
     """The scales as float32: NumPy arrays (from numbers, arrays and CPU tensors) beside host operands; tensors on
     ``where``, the operands' device, beside a device's (a GPU's own scales stay there; host ones are checked for
     finiteness here, where reading them is free, and moved there)."""
     out = []
-    for name, s in (("scale_a", sa), ("scale_b", sb)):
+    for name, s in named:
         if is_torch(s):
             if str(s.dtype) != "torch.float32" or not (s.is_cpu or str(s.device) == where):
                 raise BadInputError(f"{name}: a float32 tensor on the host or {where} is expected, got {s.dtype} on "
@@ -170,7 +170,7 @@ def _scale_mode(m: int, n: int, k: int, sa: Any, sb: Any, where: str) -> tuple[s
         return "none", None, None
     if sa is None or sb is None:
         raise BadInputError("scale_a, scale_b: give both (or neither, for int8's int32 accumulator)")
-    a, b = _scales(sa, sb, where)
+    a, b = _scales((("scale_a", sa), ("scale_b", sb)), where)
     one_a, one_b = _numel(a) == 1 and a.ndim <= 2, _numel(b) == 1 and b.ndim <= 2
     if one_a and one_b:
         return "tensor", a.reshape(1), b.reshape(1)
@@ -227,10 +227,10 @@ def _checked(a: Any, b: Any, sa: Any, sb: Any, out_dtype: Any,
         if isinstance(sa, np.ndarray) and isinstance(sb, np.ndarray):  # (a device's are checked where they are)
             op.check_scales({"scale_a": sa, "scale_b": sb})
         feeds |= {"scale_a": sa, "scale_b": sb}
-    return op, feeds | operands | _fp8_out_feeds(op, scale_out, amax, a)
+    return op, feeds | operands | _fp8_out_feeds(op, scale_out, amax, a, (a, b, sa, sb, bias, residual, scale_out))
 
 
-def _fp8_out_feeds(op: Any, scale_out: Any, amax: Any, a: Any) -> dict[str, Any]:
+def _fp8_out_feeds(op: Any, scale_out: Any, amax: Any, a: Any, others: tuple[Any, ...] = ()) -> dict[str, Any]:
     """An FP8 C's ``scale_out`` (float32, finite: checked as the scales are) and ``amax`` (the caller's float32
     (1,) array beside ``a``, or a new one); neither is taken beside another C."""
     if not op.fp8_out:
@@ -240,7 +240,10 @@ def _fp8_out_feeds(op: Any, scale_out: Any, amax: Any, a: Any) -> dict[str, Any]
     if scale_out is None:
         raise BadInputError(f"scale_out: an FP8 C ({op.out_dtype.value}) is quantized by it; give a number or a float32 "
                             "(1,) tensor", "1.0 keeps the values as they are")
-    so = _scales(scale_out, scale_out, _where(a))[0].reshape(1)
+    so = _scales((("scale_out", scale_out),), _where(a))[0]
+    if _numel(so) != 1:
+        raise BadInputError(f"scale_out: {_numel(so)} values; one scale quantizes the whole C (a number or shape (1,))")
+    so = so.reshape(1)
     if isinstance(so, np.ndarray):
         op.check_scales({"scale_out": so})
     if amax is None:
@@ -248,11 +251,16 @@ def _fp8_out_feeds(op: Any, scale_out: Any, amax: Any, a: Any) -> dict[str, Any]
     elif not (isinstance(amax, np.ndarray) or is_torch(amax)) or isinstance(amax, np.ndarray) != isinstance(a, np.ndarray) \
             or _where(amax) != _where(a) or tuple(amax.shape) != (1,) or str(amax.dtype).removeprefix("torch.") != "float32":
         raise BadInputError(f"amax: expected a float32 (1,) {type(a).__name__} on {_where(a)}, got {shown(amax)}")
+    elif (not amax.flags.writeable if isinstance(amax, np.ndarray) else amax.requires_grad) \
+            or any(x is not None and not np.isscalar(x) and overlapping(amax, x) for x in others):
+        raise BadInputError("amax: is written by the call: give a writable buffer of its own (not an input's memory, "
+                            "not one autograd tracks)")
     return {"scale_out": so, "amax": amax}
 
 
 def _operand(name: str, v: Any, want: tuple[int, ...], a: Any, op: Any) -> Any:
-    """An epilogue operand as the kernel reads it: ``want``'s shape, dense, in C's type, beside ``a``."""
+    """An epilogue operand as the kernel reads it: ``want``'s shape, dense, in ``operand_dtype`` (C's type; bf16
+    beside an FP8 C), beside ``a``."""
     if not (isinstance(v, np.ndarray) or is_torch(v)) or isinstance(v, np.ndarray) != isinstance(a, np.ndarray) \
             or (is_torch(v) and _where(v) != _where(a)):
         raise BadInputError(f"{name}: expected a {type(a).__name__} on {_where(a)} like a, got {shown(v)}")

@@ -15,7 +15,7 @@ for part in ${PARTS:-1 2 3 4}; do
     timeout 150 $PY benchmarks/gpu/scaled_gemm_gpu.py --part check --cases fp8-out > "$RES/check_fp8_out.txt" 2>&1
     echo "check rc=$?"; grep -E "WRONG|BUILD|check:" "$RES/check_fp8_out.txt" | cut -c1-220
     timeout 150 $PY -m pytest -q -p no:cacheprovider -n 8 tests/emitters/cuda/test_cuda_wgmma_scaled_gpu.py \
-      -k "fp8_output or tracea_ops" -rA > "$RES/gpu_tests.txt" 2>&1
+      -k "fp8_output or tracea_ops or tma_gemv" -rA > "$RES/gpu_tests.txt" 2>&1
     echo "tests rc=$?"; grep -E "^(PASSED|FAILED|ERROR)" "$RES/gpu_tests.txt" | cut -c1-200; tail -2 "$RES/gpu_tests.txt" | cut -c1-300 ;;
   2)
     SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)

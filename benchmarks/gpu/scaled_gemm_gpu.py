@@ -129,7 +129,7 @@ def _epilogue_cases() -> list[tuple[ScaledGemm, W, bool]]:
     ]
 
 
-def _fp8_out_cases() -> list[tuple[ScaledGemm, W, bool]]:
+def _fp8_out_cases() -> list[tuple[ScaledGemm, W | G, bool]]:
     """FP8 C with its amax (hopper/fp8_out.py) in every store form: tiles, a 2-block cluster, split-K (row scales
     per element), the overlapped walk over more tiles than blocks, block scales, swapped decode tiles split,
     an odd N (byte stores), e5m2 and e4m3 in and out, a fused chain (bf16 operands)."""
@@ -147,6 +147,11 @@ def _fp8_out_cases() -> list[tuple[ScaledGemm, W, bool]]:
         (ScaledGemm(2000, 2100, 1152, "fp8e5m2", "fp8e4m3", "row", epilogue="bias,gelu,residual"), d, False),
         (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"), sg.hero_schedule(
             ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor")), False),
+        # decode on the TMA gemv (gemv_tma_fp8._fp8_c): unsplit, a cluster's split, the workspace's
+        (ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"), G(boxes=4), True),
+        (ScaledGemm(16, 4096, 14336, "fp8e4m3", "fp8e4m3", "row", epilogue="bias,gelu"), G(splits=4), True),
+        (ScaledGemm(9, 1000, 4096, "fp8e5m2", "fp8e5m2", "row", epilogue="residual"), G(stages=3, splits=11), True),
+        (ScaledGemm(5, 520, 1040, "fp8e4m3", "fp8e4m3", "row"), G(warps=8, stages=2, splits=3), False),
     ]
 
 

@@ -340,10 +340,10 @@ def _fragment_stores(op: Any) -> list[str]:
     return ["    if (warp < CW) {", *("    " + line for line in stores), "    }"]
 
 
-def _io(op: Any, r: CudaRenderer) -> Io:
+def _io(op: Any, r: CudaRenderer, stores_end: str = "") -> Io:
     """The 16-bit GEMM's element type, parameters, tensor-core helpers and store (an FP8 one's: ``gemv_tma_fp8``)."""
     if op.kind == "scaled_gemm":
-        return gemv_tma_fp8.io(op, r)
+        return gemv_tma_fp8.io(op, r, stores_end)
     dtype = op.dtype.value
     to_f, from_f = r.converters(dtype)
     return Io(dtype, (Param("Cout", dtype, True, False, True), Param("bias", dtype, True, True, True),
@@ -355,12 +355,13 @@ def _io(op: Any, r: CudaRenderer) -> Io:
 def render_gemv_tma(op: Any, schedule: GemvTmaSchedule, arch: Any, renderer: CudaRenderer | None = None) -> Rendered:
     r = renderer or CudaRenderer()
     s = schedule
-    io = _io(op, r)
+    cluster = gemv.clustered(s, arch)
+    # the blocks that reach the kernel's end: a workspace split's last block of each column tile, else every one
+    io = _io(op, r, "gridDim.x" if s.splits > 1 and not cluster else "gridDim.x * gridDim.y")
     mp, mg = mpad(op), mpad(op) // 8
     total = k_stages(op, s)
     per_split = -(-total // s.splits)
     tiles = -(-op.n // gemv.NB)
-    cluster = gemv.clustered(s, arch)
     threads = s.block_threads
     name = f"tr_gemv_tma_{io.tag}_{op.layout_b[0]}_{s.name}" + ("_cl" if cluster else "")
     params = list(io.params)
@@ -392,7 +393,7 @@ def render_gemv_tma(op: Any, schedule: GemvTmaSchedule, arch: Any, renderer: Cud
            "    #pragma unroll\n    for (int e = 0; e < 4; ++e) acc[t][m][e] = 0.0f;",
            *_producer(op, s), *_consumer(op, s),
            "    " + r.barrier + "  /* every stage consumed: the ring's memory holds the partials now */",
-           *_fragment_stores(op), *gemv.reduction(op, s, io.store, cluster, r, threads), "}"]
+           *_fragment_stores(op), *io.head, *gemv.reduction(op, s, io.store, cluster, r, threads), *io.tail, "}"]
     grid = (tiles, s.splits, 1)
     smem = smem_bytes(op, s)
     meta = {"name": name, "tile": {"columns_per_block": gemv.NB, "rows": op.m, "rows_padded": mp, "warps": s.warps,
@@ -431,6 +432,7 @@ def maps(op: Any, a_ptr: int, b_ptr: int) -> tuple[Any, Any]:
 
 
 _KERNEL_CLASS: list[type] = []
+FP8_C = ("scale_out", "amax", "amax_ws")  # an FP8 C's buffers (gemv_tma_fp8._fp8_c)
 
 
 def gemv_tma_kernel(op: Any, artifact: Any, rendered: Rendered, scalars: dict[str, Any]) -> Any:
@@ -449,12 +451,14 @@ def _make_class() -> type:
 
         def upload(self, inputs: dict[str, Any]) -> None:
             super().upload(inputs)
+            if getattr(self.op, "fp8_out", False):  # the launch amax's two words, left zero by every launch
+                self._zeroed("amax_ws", 8)
             self._maps = maps(self.op, int(self._dbuf["a"].ptr), int(self._dbuf["b"].ptr))
 
         def _args(self) -> list[Any]:
             if self._maps is None:
                 raise LaunchError("gemv_tma: launch before upload (no tensor maps yet)")
-            rest = pack_args(self.rendered.params[2:], (*BUFFERS, "workspace"), FLOAT_SCALARS, self._dbuf,
+            rest = pack_args(self.rendered.params[2:], (*BUFFERS, "workspace", *FP8_C), FLOAT_SCALARS, self._dbuf,
                              self._scalars)
             return [*self._maps, *rest]
 

@@ -37,6 +37,8 @@ class Io:
     names: tuple[str, ...]
     prelude: str
     store: str
+    head: tuple[str, ...] = ()  # lines before the reduction (an FP8 C's scale and the thread's amax: live only there)
+    tail: tuple[str, ...] = ()  # lines at its end, in every block that stores (an FP8 C's launch amax)
 
 
 MAX_M = 16  # rows of A: two 8-row groups (four spill, above)
@@ -51,14 +53,16 @@ def refusal(op: Any) -> str | None:
         return f"computes FP8 (e4m3, e5m2), not {op.dtype.value} (int8 runs the wgmma tiles)"
     if op.scale not in ("tensor", "row"):
         return f"applies per-tensor or per-row scales, not {op.scale} (block scales run the wgmma tiles)"
-    if op.fp8_out:
-        return f"stores bf16, fp16 or fp32, not {op.out_dtype.value} (an FP8 C and its amax: the wgmma tiles)"
     if op.layout_b != "col" or op.k % 16:
         return "B must be n x k with K a multiple of 16 (TMA's 16-byte rows)"
     return None
 
 
-def io(op: Any, r: CudaRenderer) -> Io:
+def io(op: Any, r: CudaRenderer, stores_end: str = "") -> Io:
+    """The FP8 kernel's element type, parameters, helpers and store; an FP8 C (``fp8_out``) also its head and tail,
+    ``stores_end`` the count of the launch's blocks that reach the kernel's end (those that store)."""
+    if op.fp8_out:
+        return _fp8_c(op, r, stores_end)
     out, t = op.out_dtype.value, MMA_8BIT[op.dtype.value]
     to_f, from_f = r.converters(out) if out != "fp32" else ("", "")
     scale = "__ldg(scale_a) * __ldg(scale_b)" if op.scale == "tensor" else "__ldg(scale_a + m) * __ldg(scale_b + n)"
@@ -86,3 +90,46 @@ def prelude(r: CudaRenderer, t: str) -> str:
     """The 16-bit kernel's tensor-core helpers but its mma (ldmatrix moves 8-bit data as byte pairs), with
     ``tr_mma`` the m16n8k32 of 8-bit type ``t`` (e4m3, e5m2)."""
     return r.tensor_prelude("bf16", leave_out=("mma.sync",)) + MMA8.replace("T8", t)
+
+
+def _fp8_c(op: Any, r: CudaRenderer, stores_end: str) -> Io:
+    """An FP8 C (``hopper/fp8_out.py``'s function): each element's v raises the thread's amax, then v x scale_out
+    is rounded and saturated into one byte (``tr_fp8q``); bias and residual bf16. At the end every warp of the
+    blocks that stored (``stores_end`` of them; a split's other blocks left after parking their partials) raises
+    the launch's amax word and counts itself in; the last writes ``amax`` and zeroes the two words."""
+    from .hopper import fp8_out
+
+    t = MMA_8BIT[op.dtype.value]
+    to_f = r.converters("bf16")[0]
+    scale = "__ldg(scale_a) * __ldg(scale_b)" if op.scale == "tensor" else "__ldg(scale_a + m) * __ldg(scale_b + n)"
+    ops = Operands(f"{to_f}(bias[n])", f"{to_f}(resid[(size_t)m * N + n])", preload=False)
+    store = " ".join(direct_store(Walk((), element=(f"v *= {scale};",)), op.epilogue, ops,
+                                  Dest("Cout[(size_t)m * N + n]", "TR_FP8Q")))
+    quantize = fp8_out.device_code(op) + """static __device__ __forceinline__ unsigned char tr_fp8q(float v, unsigned& amax_t, float so) {
+    amax_t = max(amax_t, __float_as_uint(fabsf(v)));
+    return (unsigned char)tr_fp8x2(v * so, 0.0f);
+}
+#define TR_FP8Q(v) tr_fp8q((v), amax_t, so)
+"""
+    params = (Param("Cout", "unsigned char", True, False, True), Param("scale_a", "fp32", True, True, True),
+              Param("scale_b", "fp32", True, True, True), Param("bias", "bf16", True, True, True),
+              Param("resid", "bf16", True, True, True), Param("scale_out", "fp32", True, True, True),
+              Param("amax", "fp32", True, False, True), Param("amax_ws", "u32", True, False, True),
+              Param("ws", "fp32", True, False, True), Param("alpha", "float"))
+    head = ("    const float so = __ldg(scale_out);", "    unsigned amax_t = 0u;  /* this thread's largest |v|, as bits */")
+    tail = ("    {  /* the launch's amax: the warp's, raised into the scratch word; the last warp to arrive writes it */",
+            "        const unsigned wmax = __reduce_max_sync(0xffffffffu, amax_t);",
+            "        if (lane == 0) {",
+            "            atomicMax(amax_ws, wmax);",
+            "            __threadfence();",
+            f"            const unsigned warps = ({stores_end}) * (blockDim.x / 32u);",
+            "            if (atomicAdd(amax_ws + 1, 1u) == warps - 1u) {",
+            "                __threadfence();",
+            "                amax[0] = __uint_as_float(atomicExch(amax_ws, 0u));",
+            "                atomicExch(amax_ws + 1, 0u);",
+            "            }",
+            "        }",
+            "    }")
+    return Io(f"{op.dtype.value}_{op.scale}_{op.out_dtype.value}", params,
+              ("out", "scale_a", "scale_b", "bias", "residual", "scale_out", "amax", "amax_ws", "workspace", "alpha"),
+              prelude(r, t) + quantize, store, head, tail)

@@ -254,7 +254,7 @@ def test_the_planner_ranks_the_next_variant_where_the_kernel_refuses_the_op():
 def test_an_fp8_output_stores_directly_and_writes_its_amax_once_a_launch():
     """hopper/fp8_out.py in the rendered kernel: the TMA store refused (it stages 16-bit C), the hero stores directly;
     two values a cvt (its first source the high byte: PTX's order), the amax raised before scale_out, and the last
-    warp of the launch writing it and leaving its scratch zero; the gemv (which stores no FP8) refuses."""
+    warp of the launch writing it and leaving its scratch zero."""
     from tracea.emitters.cuda import gemv_tma_fp8
 
     op = ScaledGemm(256, 384, 512, "fp8e4m3", "fp8e4m3", "row", epilogue="bias")
@@ -273,6 +273,24 @@ def test_an_fp8_output_stores_directly_and_writes_its_amax_once_a_launch():
     e5 = sg.render(ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e5m2", "tensor"), sg.hero_schedule(
         ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e5m2", "tensor")))
     assert "e5m2x2" in e5 and "C[(int64_t)col * M + row] = (unsigned char)tr_fp8x2(v, 0.0f);" in e5  # swapped
-    assert "FP8 C" in gemv_tma_fp8.refusal(ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"))
+    assert gemv_tma_fp8.refusal(ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor")) is None
     plain = sg.render(ScaledGemm(256, 384, 512, "fp8e4m3", "bf16", "row"), TILE)
     assert "amax" not in plain and "tr_fp8x2" not in plain  # other outputs keep the kernel they had
+
+
+@pytest.mark.parametrize("form,ends", [({}, "gridDim.x * gridDim.y"), ({"splits": 4}, "gridDim.x * gridDim.y"),
+                                       ({"splits": 11}, "gridDim.x")])
+def test_the_gemv_stores_an_fp8_output_and_counts_the_blocks_that_end(nvrtc, form, ends):
+    """FP8 decode into an FP8 C on the TMA gemv (gemv_tma_fp8._fp8_c): each element raises the amax then is
+    quantized; every warp of the blocks that reach the end counts in (a workspace split's other blocks leave after
+    parking their partials: one block a column tile ends; unsplit and cluster forms all end); no spills (the scale
+    and the amax live only from the reduction on)."""
+    from tracea.emitters.cuda import gemv_tma
+    from tracea.emitters.cuda.arch import parse_arch
+
+    op = ScaledGemm(16, 4096, 11008, "fp8e4m3", "fp8e4m3", "row", epilogue="bias")
+    r = gemv_tma.render_gemv_tma(op, gemv_tma.GemvTmaSchedule(**form), parse_arch("sm_90a"))
+    assert f"const unsigned warps = ({ends}) * (blockDim.x / 32u);" in r.source
+    assert "amax_t = max(amax_t, __float_as_uint(fabsf(v)));" in r.source and "TR_FP8Q(" in r.source
+    assert r.params[-5:-2] == ("scale_out", "amax", "amax_ws")
+    _compiles_clean(r.source, r.name)

@@ -97,6 +97,12 @@ def test_the_heroes_of_the_suites_match_the_reference():
     (ScaledGemm(9, 1000, 4096, "fp8e4m3", "bf16", "row"), {"warps": 4, "stages": 3, "boxes": 2, "splits": 11}),
     (ScaledGemm(3, 136, 2048, "fp8e4m3", "fp32", "row", epilogue="bias,relu,scale", alpha=0.5),
      {"warps": 8, "stages": 2, "boxes": 4, "splits": 3}),
+    # an FP8 C and its amax (the second seed saturates part of it), unsplit, in a cluster and through the workspace
+    (ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"), None),
+    (ScaledGemm(16, 4096, 14336, "fp8e4m3", "fp8e4m3", "row", epilogue="bias,gelu"), {"splits": 4}),
+    (ScaledGemm(9, 1000, 4096, "fp8e5m2", "fp8e5m2", "row", epilogue="residual"),
+     {"warps": 4, "stages": 3, "boxes": 2, "splits": 11}),
+    (ScaledGemm(5, 520, 1040, "fp8e4m3", "fp8e4m3", "row"), {"warps": 8, "stages": 2, "boxes": 4, "splits": 3}),
 ], ids=lambda x: x.case_label() if isinstance(x, ScaledGemm) else str(x))
 def test_fp8_decode_on_the_tma_gemv_matches_the_reference(op, form):
     """The planner's hero for FP8 decode (emitters/cuda/gemv_tma.py's m16n8k32 over the byte pairs), and forms that
@@ -241,7 +247,7 @@ def test_fp8_outputs_and_their_amax_match_the_reference(op, form):
 def test_tracea_ops_fp8_output_writes_the_amax_of_each_call_through_the_prepared_launch():
     """tracea.ops.scaled_gemm into float8_e4m3fn with scale_out and amax tensors: C against torch's quantization of
     the float64 product, amax against its largest |v| at every call (a smaller one after a larger: written, not
-    kept), later calls prepared on their own tensors; 1 row (the swapped tiles: the gemv stores no FP8) and 256."""
+    kept), later calls prepared on their own tensors; 1 row (the TMA gemv) and 256 (the tiles)."""
     torch = pytest.importorskip("torch")
     import tracea.ops as ops
 

@@ -147,6 +147,16 @@ def _fp8_out_cases() -> list[tuple[ScaledGemm, W | G, bool]]:
         (ScaledGemm(2000, 2100, 1152, "fp8e5m2", "fp8e4m3", "row", epilogue="bias,gelu,residual"), d, False),
         (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"), sg.hero_schedule(
             ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor")), False),
+        # staged for the TMA store (fp8_out.ByteStores.tma): tiles, split-K, a cluster, 128 x 256 block-scaled, a
+        # chain; N = 2100 and 520 make no map (rows not 16-byte multiples): the direct stores behind the same kernel
+        (ScaledGemm(256, 384, 512, "fp8e4m3", "fp8e4m3", "tensor"), TILE, True),
+        (ScaledGemm(300, 1024, 2048, "fp8e4m3", "fp8e5m2", "row"), dataclasses.replace(TILE, split=2), True),
+        (ScaledGemm(256, 512, 1024, "fp8e5m2", "fp8e4m3", "tensor", epilogue="bias,relu"),
+         dataclasses.replace(TILE, cluster=2), True),
+        (ScaledGemm(384, 512, 1024, "fp8e4m3", "fp8e4m3", "block128"), WIDE, True),
+        (ScaledGemm(2000, 2048, 1152, "fp8e4m3", "fp8e4m3", "row", epilogue="bias,gelu,residual"), TILE, False),
+        (ScaledGemm(2000, 2100, 1152, "fp8e4m3", "fp8e4m3", "row"), TILE, False),
+        (ScaledGemm(300, 520, 2048, "fp8e4m3", "fp8e4m3", "tensor"), TILE, True),
         # decode on the TMA gemv (gemv_tma_fp8._fp8_c): unsplit, a cluster's split, the workspace's
         (ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"), G(boxes=4), True),
         (ScaledGemm(16, 4096, 14336, "fp8e4m3", "fp8e4m3", "row", epilogue="bias,gelu"), G(splits=4), True),

@@ -117,19 +117,7 @@ def _fp8_c(op: Any, r: CudaRenderer, stores_end: str) -> Io:
               Param("amax", "fp32", True, False, True), Param("amax_ws", "u32", True, False, True),
               Param("ws", "fp32", True, False, True), Param("alpha", "float"))
     head = ("    const float so = __ldg(scale_out);", "    unsigned amax_t = 0u;  /* this thread's largest |v|, as bits */")
-    tail = ("    {  /* the launch's amax: the warp's, raised into the scratch word; the last warp to arrive writes it */",
-            "        const unsigned wmax = __reduce_max_sync(0xffffffffu, amax_t);",
-            "        if (lane == 0) {",
-            "            atomicMax(amax_ws, wmax);",
-            "            __threadfence();",
-            f"            const unsigned warps = ({stores_end}) * (blockDim.x / 32u);",
-            "            if (atomicAdd(amax_ws + 1, 1u) == warps - 1u) {",
-            "                __threadfence();",
-            "                amax[0] = __uint_as_float(atomicExch(amax_ws, 0u));",
-            "                atomicExch(amax_ws + 1, 0u);",
-            "            }",
-            "        }",
-            "    }")
+    tail = tuple("    " + line for line in fp8_out.amax_arrival(f"({stores_end}) * (blockDim.x / 32u)"))
     return Io(f"{op.dtype.value}_{op.scale}_{op.out_dtype.value}", params,
               ("out", "scale_a", "scale_b", "bias", "residual", "scale_out", "amax", "amax_ws", "workspace", "alpha"),
               prelude(r, t) + quantize, store, head, tail)

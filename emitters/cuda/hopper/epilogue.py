@@ -70,14 +70,14 @@ def tma_store(sched: WgmmaSchedule, r: CudaRenderer, dtype: str, epilogue: tuple
     if sched.store != "tma":
         return ""
     if sched.swap:  # one staging block a slice: C's bn rows x 64 columns
-        return _staged_stores(sched, r, when, None, "i", lambda w: _stage_swapped(w, r, dtype, epilogue, sched, dequant),
+        return staged_stores(sched, r, when, None, "i", lambda w: _stage_swapped(w, r, dtype, epilogue, sched, dequant),
                               f"tm * {sched.bm} + part * {sched.wm} + i * 64, tn * {sched.bn}")
-    return _staged_stores(sched, r, when, sched.bn // 64, f"(i * {sched.bn // 64} + a)",
+    return staged_stores(sched, r, when, sched.bn // 64, f"(i * {sched.bn // 64} + a)",
                           lambda w: _stage_atom(w, r, dtype, epilogue, dequant),
                           f"tn * {sched.bn} + a * 64, tm * {sched.bm} + part * {sched.wm} + i * 64")
 
 
-def _staged_stores(sched: WgmmaSchedule, r: CudaRenderer, when: str, atoms: int | None, even_buf: str,
+def staged_stores(sched: WgmmaSchedule, r: CudaRenderer, when: str, atoms: int | None, even_buf: str,
                    stage: Callable[[CodeWriter], None], coords: str) -> str:
     """The TMA store's walk over a consumer's part of C: each m64 slice's ``atoms`` staging atoms (None: one, no
     loop), each written by ``stage`` into one of two alternating buffers (named where it is written when a tile

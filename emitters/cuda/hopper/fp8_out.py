@@ -24,9 +24,10 @@ from typing import Any
 
 from ...cstyle import CodeWriter
 from ...gpu_epilogue import element_ops
+from ...layout import TileLayout
 from ..render import CudaRenderer
-from .epilogue import operands, register_walk, swapped_elements
-from .schedule import WgmmaSchedule
+from .epilogue import operands, register_walk, staged_stores, swapped_elements, tma_store_drain
+from .schedule import ELEM_BYTES, SWIZZLE, WgmmaSchedule
 
 PARAMS = ("scale_out", "amax", "amax_ws")  # after the scales (and a fused epilogue's), with an FP8 C only
 SCRATCH_BYTES = 8  # amax_ws: the launch's largest |v| (as bits) and the count of consumer warps arrived
@@ -63,7 +64,42 @@ class ByteStores:
     epilogue: tuple[str, ...] = ()
 
     def tma(self, when: str) -> str:
-        return ""
+        """``store="tma"`` (unswapped tiles of 128-column multiples): each m64 slice's 128 columns staged as the
+        16-bit GEMM's 64 x 64 atom of byte pairs (128 codes a 128-byte row, the same 128B swizzle and 8 KiB), then
+        one bulk tensor store through C's map over pairs (``tensor_map``); the direct stores where it is 0."""
+        s = self.sched
+        if s.store != "tma":
+            return ""
+        return staged_stores(s, CudaRenderer(), when, s.bn // 128, f"(i * {s.bn // 128} + a)", self._stage,
+                             f"(tn * {s.bn} + a * 128) / 2, tm * {s.bm} + part * {s.wm} + i * 64")
+
+    def _stage(self, w: CodeWriter) -> None:
+        """One atom: the thread's two codes of each 8-column group (a pair column 4jj + q of the atom) as one
+        16-bit shared store at the swizzled offset (the quad's 8 bytes of a row in one 16-byte chunk, the 8 rows
+        of a warp's store in 8 chunks: no conflicts); only values inside M x N raise the amax."""
+        lay = TileLayout(64, 64, ELEM_BYTES, "row", swizzle=SWIZZLE)
+        r = CudaRenderer()
+        ops = element_ops(self.epilogue, operands(r, "bf16", "inside"))
+        w("#pragma unroll")
+        w("for (int jj = 0; jj < 16; ++jj) {")
+        w("    #pragma unroll")
+        w("    for (int h = 0; h < 2; ++h) {")
+        w("        const int row = row0 + i * 64 + h * 8, r_in = warp * 16 + lane / 4 + h * 8, c_in = jj * 4 + lane % 4;")
+        w("        float out[2];")
+        w("        #pragma unroll")
+        w("        for (int e = 0; e < 2; ++e) {")
+        w("            const int col = col0 + (a * 16 + jj) * 8 + e;")
+        w("            const bool inside = row < M && col < N;")
+        w("            float v = acc[i][4 * (a * 16 + jj) + 2 * h + e];")
+        for line in (*self.dequant, *ops):
+            w("            " + line)
+        w("            if (inside) amax_t = max(amax_t, __float_as_uint(fabsf(v)));")
+        w("            out[e] = v * so;")
+        w("        }")
+        w("        " + r.asm("st.shared.b16", addr=f"buf + {lay.c_offset('r_in', 'c_in')}",
+                          value="tr_fp8x2(out[0], out[1])"))
+        w("    }")
+        w("}")
 
     def _value(self, acc: str) -> list[str]:
         ops = element_ops(self.epilogue, operands(CudaRenderer(), "bf16", swap=self.sched.swap))
@@ -139,20 +175,28 @@ class ByteStores:
         return "            " + w.render().replace("\n", "\n            ") + "\n"
 
     def drain(self) -> str:
-        warps = 4 * self.sched.consumers
-        return f"""{{  /* the launch's amax (fp8_out.py): the warp's, raised into the scratch word; the last warp writes it */
-            const unsigned wmax = __reduce_max_sync(0xffffffffu, amax_t);
-            if (lane == 0) {{
-                atomicMax(amax_ws, wmax);
-                __threadfence();
-                const unsigned warps = gridDim.x * gridDim.y * gridDim.z * {warps}u;
-                if (atomicAdd(amax_ws + 1, 1u) == warps - 1u) {{
-                    __threadfence();
-                    amax[0] = __uint_as_float(atomicExch(amax_ws, 0u));
-                    atomicExch(amax_ws + 1, 0u);
-                }}
-            }}
-        }}"""
+        return tma_store_drain(self.sched) + "\n        " + "\n        ".join(
+            amax_arrival(f"gridDim.x * gridDim.y * gridDim.z * {4 * self.sched.consumers}u"))
+
+
+def amax_arrival(warps: str) -> list[str]:
+    """The launch's amax, once every warp that stored has its own (``amax_t``): the warp's largest (a reduction),
+    raised into the scratch word ``amax_ws[0]`` by ``atomicMax``; a fence, then a ticket on ``amax_ws[1]``; the warp
+    whose ticket is ``warps`` - 1 (an unsigned expression: every warp of the launch that reaches this point)
+    fences, writes ``amax[0]`` and zeroes both words. A protocol of its own (tests/emitters/cuda/
+    test_split_arrival.py): warps, not blocks, arrive; none waits or leaves early. Also the TMA gemv's tail."""
+    return ["{  /* the launch's amax (fp8_out.amax_arrival) */",
+            "    const unsigned wmax = __reduce_max_sync(0xffffffffu, amax_t);",
+            "    if (lane == 0) {",
+            "        atomicMax(amax_ws, wmax);",
+            "        __threadfence();",
+            f"        if (atomicAdd(amax_ws + 1, 1u) == ({warps}) - 1u) {{",
+            "            __threadfence();",
+            "            amax[0] = __uint_as_float(atomicExch(amax_ws, 0u));",
+            "            atomicExch(amax_ws + 1, 0u);",
+            "        }",
+            "    }",
+            "}"]
 
 
 def kernel_args(op: Any, ptr: dict[str, int], kernel: Any) -> list[Any]:
@@ -164,3 +208,18 @@ def kernel_args(op: Any, ptr: dict[str, int], kernel: Any) -> list[Any]:
         return []
     ws = kernel._zeroed("amax_ws", SCRATCH_BYTES)
     return [ctypes.c_uint64(ptr["scale_out"]), ctypes.c_uint64(ptr["amax"]), ctypes.c_uint64(int(ws.ptr))]
+
+
+def tma_ok(sched: WgmmaSchedule) -> bool:
+    """An FP8 C's TMA store takes unswapped tiles of 128-column multiples (whole staging atoms of 128 codes)."""
+    return not sched.swap and sched.bn % 128 == 0
+
+
+def tensor_map(op: Any, sched: WgmmaSchedule, c_ptr: int) -> tuple[Any, int]:
+    """C's map for the TMA store: the row-major m x n bytes as 16-bit pairs (n / 2 columns), where n is even (TMA's
+    16-byte rows then ask n % 16 and an aligned C, ``c_output_map``); else none and the flag 0 (direct stores)."""
+    from ..tma import _Map, c_output_map
+
+    if op.n % 2:
+        return _Map(), 0
+    return c_output_map(op.m, op.n // 2, "bf16", sched, c_ptr)

@@ -111,9 +111,10 @@ def check(op: Any, sched: WgmmaSchedule, smem_optin: int = SMEM_OPTIN_SM90) -> N
                             f"{sched.register_split()[2]} registers of a consumer",
                             "at most 128 sums a thread: 128 x 256 cooperative on two consumers, 64-row tiles each "
                             "under ping-pong")
-    if op.out_dtype.value not in ("bf16", "fp16") and sched.store == "tma":
-        raise BadInputError(f"store: the TMA store stages 16-bit C; a {op.out_dtype.value} C is stored directly",
-                            "store 'direct'")
+    if op.out_dtype.value not in ("bf16", "fp16") and sched.store == "tma" and \
+            not (op.fp8_out and fp8_out.tma_ok(sched)):
+        raise BadInputError(f"store: the TMA store stages 16-bit C (an FP8 C's pairs on unswapped tiles of 128-column "
+                            f"multiples); this {op.out_dtype.value} C is stored directly", "store 'direct'")
     if op.scale == "block128" and (sched.swap or sched.bn not in (64, 128, 256) or sched.cluster_axis == "n"
                                    or sched.bn // (fold_form(sched) or (1, 1))[1] > BLOCK):
         raise BadInputError("bn: block128's tiles are folded in parts that lie within one 128-column scale block: "
@@ -381,6 +382,12 @@ def _width(m: int, int8: bool) -> int:
 
 
 def hero_schedule(op: Any, sm_count: int = 132) -> WgmmaSchedule:
+    """``_hero``'s schedule, an FP8 C's staged for the TMA store where its tile allows (``fp8_out.tma_ok``)."""
+    s = _hero(op, sm_count)
+    return dataclasses.replace(s, store="tma") if op.fp8_out and fp8_out.tma_ok(s) else s
+
+
+def _hero(op: Any, sm_count: int) -> WgmmaSchedule:
     """The untuned schedule. Few rows (M <= 64, not block128): swapped operands, 64 of B's rows x M (rounded up) a
     tile, one consumer, 8 stages, split-K (FP8) where the tiles leave half the SMs idle. Otherwise FP8 takes 128 x
     128 tiles on two consumers with two product sets (``fold_form``; cuBLASLt's FP8 tile), 6 stages, or where those
@@ -411,7 +418,7 @@ def hero_schedule(op: Any, sm_count: int = 132) -> WgmmaSchedule:
             return small
         # 64-row tiles on one consumer, split: 128 x 4096 x 4096 0.86x cuBLASLt, against 0.77x split over 128 x 128
         return WgmmaSchedule(bm=64, bn=128, stages=5, consumers=1, store=store, split=0, l2_hint="first")
-    if op.scale == "block128" and store == "tma" and op.n > 128:
+    if op.scale == "block128" and (store == "tma" or op.fp8_out) and op.n > 128:
         # block scales: 128 x 256 folded in two parts (one scale block each), 0.86x torch's block-scaled _scaled_mm
         # at 4096^3 against 0.78x for 128 x 128 with two product sets (H200); a 4-byte C's stores spill beside them
         return WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, store=store)
@@ -422,9 +429,9 @@ def search_space_scaled(op: Any, smem_optin: int = SMEM_OPTIN_SM90, sm_count: in
     """The GEMM's space over ``byte_view(op)`` (TMA stores made direct for a 4-byte C) kept where ``check`` passes,
     the hero first."""
     out = [hero_schedule(op, sm_count)]
-    wide = op.out_dtype.value not in ("bf16", "fp16")
+    wide = op.out_dtype.value in ("fp32", "int32")
     for s in search_space(byte_view(op), smem_optin, sm_count):
-        s = dataclasses.replace(s, store="direct") if wide else s
+        s = dataclasses.replace(s, store="direct") if wide or (op.fp8_out and not fp8_out.tma_ok(s)) else s
         try:
             check(op, s, smem_optin)
         except BadInputError:
@@ -451,7 +458,8 @@ def scaled_kernel(op: Any, artifact: Any, rendered_: Any, scalars: dict[str, Any
                    for name in ("a", "b", "scale_a", "scale_b", "bias", "residual", "scale_out", "amax", "out")}
             ma, mb = operand_maps(view, sched, ptr["a"], ptr["b"])
             # (a 4-byte C's schedules store directly, ``check``: an empty map and the flag 0)
-            mc, store_tma = c_output_map(op.m, op.n, op.out_dtype.value, sched, ptr["out"])
+            mc, store_tma = fp8_out.tensor_map(op, sched, ptr["out"]) if op.fp8_out else \
+                c_output_map(op.m, op.n, op.out_dtype.value, sched, ptr["out"])
             mnk = kernel_scalars(op, sched)
             fused = [ctypes.c_uint64(ptr["bias"]), ctypes.c_uint64(ptr["residual"]), ctypes.c_float(op.alpha)] \
                 if op.epilogue else []

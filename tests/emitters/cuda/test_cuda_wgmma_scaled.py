@@ -251,23 +251,30 @@ def test_the_planner_ranks_the_next_variant_where_the_kernel_refuses_the_op():
     assert sg.refusal(ScaledGemm(256, 256, 264 + 4, "fp8e4m3", "bf16", "row")).startswith("k = 268")
 
 
-def test_an_fp8_output_stores_directly_and_writes_its_amax_once_a_launch():
-    """hopper/fp8_out.py in the rendered kernel: the TMA store refused (it stages 16-bit C), the hero stores directly;
+def test_an_fp8_output_is_staged_or_stored_directly_and_writes_its_amax_once_a_launch():
+    """hopper/fp8_out.py in the rendered kernel: the TMA store of byte pairs on unswapped 128-column multiples (refused
+    elsewhere), the hero staged; the direct stores:
     two values a cvt (its first source the high byte: PTX's order), the amax raised before scale_out, and the last
     warp of the launch writing it and leaving its scratch zero."""
     from tracea.emitters.cuda import gemv_tma_fp8
 
     op = ScaledGemm(256, 384, 512, "fp8e4m3", "fp8e4m3", "row", epilogue="bias")
-    with pytest.raises(BadInputError, match="TMA store stages 16-bit C"):
-        sg.check(op, TILE)
+    swap = W(bm=64, bn=16, stages=8, consumers=1, swap=True, store="tma")
+    for refused in (W(bm=128, bn=192, stages=4, consumers=2, store="tma"), swap):
+        with pytest.raises(BadInputError, match="TMA store stages 16-bit C"):
+            sg.check(op, refused)
     hero = sg.hero_schedule(op)
-    assert hero.store == "direct" and all(s.store == "direct" for s in sg.search_space_scaled(op))
-    src = sg.render(op, hero)
+    assert hero.store == "tma" and hero.bn == 128  # staged as byte pairs
+    assert all(s.store == "direct" or s.bn % 128 == 0 for s in sg.search_space_scaled(op))
+    staged = sg.render(op, hero)
+    assert "st.shared.b16 [%0], %1" in staged and "tr_tma_store_2d(&tmC, (tn * 128 + a * 128) / 2" in staged
+    assert "if (inside) amax_t = max(amax_t, __float_as_uint(fabsf(v)));" in staged
+    src = sg.render(op, dataclasses.replace(hero, store="direct"))
     assert "cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\" : \"=h\"(d) : \"f\"(hi), \"f\"(lo)" in src
     raise_at, scale_at = src.index("amax_t = max(amax_t, __float_as_uint(fabsf(v)));"), src.index("v *= so;")
     assert raise_at < scale_at and "const uint16_t* __restrict__ bias" in src  # bf16 operands beside an FP8 C
     assert "amax[0] = __uint_as_float(atomicExch(amax_ws, 0u));" in src and "atomicExch(amax_ws + 1, 0u);" in src
-    assert "gridDim.x * gridDim.y * gridDim.z * 8u" in src  # 2 consumers x 4 warps arrive a block
+    assert "== (gridDim.x * gridDim.y * gridDim.z * 8u) - 1u" in src  # 2 consumers x 4 warps arrive a block
     assert "__shfl_xor_sync(0xffffffffu, send, r)" in src and "*(unsigned long long*)p = line;" in src  # 8 bytes a lane
     assert sg.params_of(op)[-7:-4] == ("scale_out", "amax", "amax_ws")
     e5 = sg.render(ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e5m2", "tensor"), sg.hero_schedule(
@@ -290,7 +297,7 @@ def test_the_gemv_stores_an_fp8_output_and_counts_the_blocks_that_end(nvrtc, for
 
     op = ScaledGemm(16, 4096, 11008, "fp8e4m3", "fp8e4m3", "row", epilogue="bias")
     r = gemv_tma.render_gemv_tma(op, gemv_tma.GemvTmaSchedule(**form), parse_arch("sm_90a"))
-    assert f"const unsigned warps = ({ends}) * (blockDim.x / 32u);" in r.source
+    assert f"== (({ends}) * (blockDim.x / 32u)) - 1u" in r.source
     assert "amax_t = max(amax_t, __float_as_uint(fabsf(v)));" in r.source and "TR_FP8Q(" in r.source
     assert r.params[-5:-2] == ("scale_out", "amax", "amax_ws")
     _compiles_clean(r.source, r.name)

@@ -236,6 +236,10 @@ def test_tracea_ops_fp8_decode_runs_the_tma_gemv_through_the_prepared_launch():
     (ScaledGemm(200, 264, 1040, "fp8e4m3", "fp8e4m3", "tensor", epilogue="residual"), {"cluster": 2}),
     (ScaledGemm(5, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"), {"bm": 64, "bn": 8, "stages": 8, "consumers": 1,
                                                                   "swap": True, "split": 0}),
+    (ScaledGemm(256, 384, 512, "fp8e4m3", "fp8e4m3", "row", epilogue="bias"), {"store": "tma"}),
+    (ScaledGemm(300, 1024, 2048, "fp8e5m2", "fp8e4m3", "tensor"), {"store": "tma", "split": 2}),
+    (ScaledGemm(384, 512, 1024, "fp8e4m3", "fp8e5m2", "block128"), {"bn": 256, "stages": 4, "store": "tma"}),
+    (ScaledGemm(129, 330, 512, "fp8e4m3", "fp8e4m3", "row"), {"store": "tma"}),  # no map: the direct stores
 ])
 def test_fp8_outputs_and_their_amax_match_the_reference(op, form):
     """An FP8 C (hopper/fp8_out.py): quantized by scale_out, rounded and saturated as the reference, and the amax

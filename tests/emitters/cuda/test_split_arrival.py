@@ -22,8 +22,9 @@ TICKET = re.compile(r"atomicAdd\([^;]*\)\s*==")
 # Modules that take a ticket on a counter of their own protocol, not this one: the split softmax's parts of a
 # row meet at a grid-wide barrier (a generation counter each part waits on, no early return), and the
 # Hopper split-K walk's fix-up runs on a pair of semaphores a tile with PTX release/acquire and a run-time
-# split count.
-OTHER_PROTOCOLS = {"emitters/cuda/softmax_split.py", "emitters/cuda/hopper/splitk.py"}
+# split count; an FP8 C's amax is met by warps, not blocks, none waiting or leaving early (fp8_out.amax_arrival,
+# the wgmma tiles' and the TMA gemv's).
+OTHER_PROTOCOLS = {"emitters/cuda/softmax_split.py", "emitters/cuda/hopper/splitk.py", "emitters/cuda/hopper/fp8_out.py"}
 KERNELS = ("emitters/cuda/simt_split.py", "emitters/cuda/simt_gemv.py", "emitters/cuda/gemv.py")
 
 

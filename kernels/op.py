@@ -159,12 +159,6 @@ class Op:
     def side_tolerance(self) -> float:
         return 1e-4
 
-    def output_problem(self, out: np.ndarray, ref: np.ndarray) -> str | None:
-        """What is wrong with a verified output element by element, beyond the norm-wise bound (``out`` decoded to
-        float64, ``ref`` the reference), or None: an op whose reference rounds as the kernel stores may ask more
-        (an FP8 C's codes). None unless the op says so."""
-        return None
-
     def c_reference(self, epilogue: Mapping[str, str]) -> str | None:
         """The op's reference in plain C, for an exported package's example (naive loops, double
         accumulation): the body of a function of double arrays named as its buffers that fills ``ref``, its

@@ -121,9 +121,8 @@ class _Session:
         if not err <= tol:  # NaN fails too
             return Measurement("wrong_result", rel_err=_finite(err), compile_s=compile_s, cache_hit=hit,
                                error=f"relative error {err:.3g} exceeds {tol:.1g}")
-        # element by element (an FP8 C's codes), then what the kernel writes beside C (its amax)
-        if (problem := op.output_problem(to_float64(out, op.output_dtype), ref) or op.side_problem(inputs)) is not None:
-            return Measurement("wrong_result", rel_err=_finite(err), compile_s=compile_s, cache_hit=hit, error=problem)
+        if (side := op.side_problem(inputs)) is not None:  # what the kernel writes beside C (an FP8 C's amax)
+            return Measurement("wrong_result", rel_err=_finite(err), compile_s=compile_s, cache_hit=hit, error=side)
         self.timing_starts(req)
         warmup, repeats = int(req.get("warmup", 2)), int(req.get("repeats", 10))
         try:

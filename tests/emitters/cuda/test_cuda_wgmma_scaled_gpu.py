@@ -38,7 +38,6 @@ def _check(op, sched):
         k(inputs, out)
         err = relative_error(_result(op, out), op.reference(inputs))
         assert err <= tolerance(op), (op.case_label(), sched.name, seed, err)
-        assert op.output_problem(_result(op, out), op.reference(inputs)) is None, (op.case_label(), sched.name, seed)
         assert op.side_problem(inputs) is None, (op.case_label(), sched.name, seed, op.side_problem(inputs))
     assert k.artifact.metadata["resources"]["spills"] == 0
 

@@ -35,6 +35,7 @@ from tracea.doctor.errors import BadInputError, LaunchError, UnsupportedError
 from ..cstyle import Param
 from . import gemv, gemv_tma_fp8
 from .gemv_tma_fp8 import Io
+from .hopper import fp8_out
 from .hopper.ptx import DEVICE_LIB, HINT_LIB
 from .render import CudaRenderer, Rendered
 from .schedule import tile_features
@@ -452,7 +453,7 @@ def _make_class() -> type:
         def upload(self, inputs: dict[str, Any]) -> None:
             super().upload(inputs)
             if getattr(self.op, "fp8_out", False):  # the launch amax's two words, left zero by every launch
-                self._zeroed("amax_ws", 8)
+                self._zeroed("amax_ws", fp8_out.SCRATCH_BYTES)
             self._maps = maps(self.op, int(self._dbuf["a"].ptr), int(self._dbuf["b"].ptr))
 
         def _args(self) -> list[Any]:

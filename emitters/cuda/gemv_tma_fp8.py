@@ -6,7 +6,8 @@ serve ``mma.sync``'s m16n8k32 with 8-bit operands unchanged: PTX lays out its fr
 m16n8k16's 16-bit ones (A: rows g and g + 8 at bytes 4q.. and 16 + 4q.. of a 32-byte k step; B: column g at the
 same bytes), which ``tests/emitters/cuda/test_cuda_gemv_tma_fp8.py`` models. What differs: ``tr_mma`` (an m16n8k32
 e4m3/e5m2), the scales (per tensor or per row of A and column of B) applied to each finished sum before the
-epilogue, and C in bf16, fp16 or fp32 with bias and residual in C's type.
+epilogue, and C in bf16, fp16 or fp32 with bias and residual in C's type, or FP8 with its amax (``_fp8_c``; bias
+and residual bf16).
 
 sm_90 has no 8-bit ``mma.sync`` unit: ptxas unpacks each fragment to f16 pairs (``F2FP.F16.E4M3.UNPACK``) and runs
 ``HMMA.16816.F32`` twice (NVRTC 13.0's SASS). Every e4m3 and e5m2 value is an f16 value, so the products are exact
@@ -62,6 +63,7 @@ def io(op: Any, r: CudaRenderer, stores_end: str = "") -> Io:
     """The FP8 kernel's element type, parameters, helpers and store; an FP8 C (``fp8_out``) also its head and tail,
     ``stores_end`` the count of the launch's blocks that reach the kernel's end (those that store)."""
     if op.fp8_out:
+        assert stores_end, "an FP8 C's amax counts the blocks that reach the kernel's end"
         return _fp8_c(op, r, stores_end)
     out, t = op.out_dtype.value, MMA_8BIT[op.dtype.value]
     to_f, from_f = r.converters(out) if out != "fp32" else ("", "")

@@ -2,10 +2,12 @@
 C in e4m3 or e5m2, quantized by ``scale_out``, with the output's amax written beside it, as cuBLASLt's D scale and
 amax pointers do and the delayed-scaling recipes read them.
 
-- Stores (``ByteStores``): direct from the consumer's registers, predicated on M and N. Each value ``v`` (scaled,
-  then the fused epilogue, whose bias and residual are bf16) raises the thread's amax, is multiplied by
-  ``scale_out`` and rounded to nearest even, saturated to the type's finite range, two at a time by
-  ``cvt.rn.satfinite.{e4m3,e5m2}x2.f32`` (its first source in the high byte). Tiles of 32-column multiples
+- Stores (``ByteStores``). Each value ``v`` inside M x N (scaled, then the fused epilogue, whose bias and residual
+  are bf16) raises the thread's amax, is multiplied by ``scale_out`` and rounded to nearest even, saturated to
+  the type's finite range, two at a time by ``cvt.rn.satfinite.{e4m3,e5m2}x2.f32`` (its first source in the high
+  byte). ``store="tma"`` (unswapped tiles of 128-column multiples, ``tma_ok``) stages each m64 slice's 128 columns
+  as the 16-bit GEMM's 64 x 64 atom of byte pairs for a bulk tensor store through C's map over pairs
+  (``tensor_map``); without a map (N odd or not a multiple of 16, C unaligned) and for direct schedules, tiles
   gather each 8-column group's codes in one lane of the quad by shuffles and store 8 bytes a lane (``_lines``:
   a warp's store covers 8 rows x 32 bytes, whole sectors); under ``swap`` (C^T's tile) a byte each at
   ``C[col * M + row]``.
@@ -57,7 +59,8 @@ def prologue() -> str:
 
 @dataclass(frozen=True)
 class ByteStores:
-    """Direct stores of an FP8 C (module text); ``dequant``: per-element scaling lines before the epilogue."""
+    """The stores of an FP8 C, staged or direct (module text); ``dequant``: per-element scaling lines before the
+    epilogue."""
 
     sched: WgmmaSchedule
     dequant: tuple[str, ...] = ()

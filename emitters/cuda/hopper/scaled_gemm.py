@@ -24,8 +24,8 @@ multiple of 16 (TMA's 16-byte rows; cuBLASLt asks the same of FP8).
   mainloop, each k step's products times its 1 x 128 and 128 x 128 blocks' scales before they are added (the
   scales loaded ahead of the step's full-barrier wait); ``none`` (int8 -> int32) stores the accumulators.
 - Outputs: bf16 and fp16 through the GEMM's stores (TMA or direct); fp32 and int32 by direct stores here
-  (``WideStores``); FP8 (e4m3, e5m2) quantized by ``scale_out`` with its amax written, by direct stores
-  (``fp8_out.py``). With ``swap`` (few rows of A: C^T = B^T A^T, ``gemm.kernel_op``) the scales swap roles.
+  (``WideStores``); FP8 (e4m3, e5m2) quantized by ``scale_out`` with its amax written, staged for the TMA store
+  as byte pairs or stored directly (``fp8_out.py``). With ``swap`` (few rows of A: C^T = B^T A^T, ``gemm.kernel_op``) the scales swap roles.
 """
 
 from __future__ import annotations
@@ -393,7 +393,7 @@ def _hero(op: Any, sm_count: int) -> WgmmaSchedule:
     128 tiles on two consumers with two product sets (``fold_form``; cuBLASLt's FP8 tile), 6 stages, or where those
     leave half the SMs idle over 16+ k steps 64 x 64 tiles unsplit where they fill more than half the SMs in one
     wave (tensor and row scales), else 64 x 128 tiles on one consumer with split-K; otherwise block scales
-    with a 16-bit C and N > 128 take 128 x 256 in two column parts, 4 stages (H200,
+    with a 16-bit or FP8 C and N > 128 take 128 x 256 in two column parts, 4 stages (H200,
     docs/device-runs/h200-fp8-int8-gemm/); int8 the bf16 GEMM's hero for the byte view, unsplit."""
     int8 = op.dtype.value == "int8"
     store = "tma" if op.out_dtype.value in ("bf16", "fp16") else "direct"
@@ -426,7 +426,8 @@ def _hero(op: Any, sm_count: int) -> WgmmaSchedule:
 
 
 def search_space_scaled(op: Any, smem_optin: int = SMEM_OPTIN_SM90, sm_count: int = 132) -> list[WgmmaSchedule]:
-    """The GEMM's space over ``byte_view(op)`` (TMA stores made direct for a 4-byte C) kept where ``check`` passes,
+    """The GEMM's space over ``byte_view(op)`` (TMA stores made direct for a 4-byte C, and for an FP8 C where the
+    tile cannot stage it) kept where ``check`` passes,
     the hero first."""
     out = [hero_schedule(op, sm_count)]
     wide = op.out_dtype.value in ("fp32", "int32")

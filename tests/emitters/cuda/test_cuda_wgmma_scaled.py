@@ -150,7 +150,8 @@ FORMS = [
     (ScaledGemm(2048, 4096, 4096, "int8", "bf16", "row"), None),
     (ScaledGemm(16, 4096, 4096, "int8", "int32", "none"), None),
     (ScaledGemm(1, 4096, 4096, "int8", "fp32", "tensor"), None),
-    # FP8 C with its amax (hopper/fp8_out.py): the heroes (direct stores), split-K, cluster, swapped, a chain
+    # FP8 C with its amax (hopper/fp8_out.py): the heroes (staged, 64 x 64 direct, the gemv), split-K, cluster,
+    # swapped, a chain; the 64 x 128 split-K hero of 128 rows (one consumer: the staging atom's parity carried)
     (ScaledGemm(4096, 4096, 4096, "fp8e4m3", "fp8e4m3", "tensor"), None),
     (ScaledGemm(128, 4096, 4096, "fp8e4m3", "fp8e4m3", "row"), None),
     (ScaledGemm(1, 4096, 4096, "fp8e4m3", "fp8e5m2", "tensor"), None),
@@ -158,6 +159,7 @@ FORMS = [
     (ScaledGemm(300, 520, 2048, "fp8e5m2", "fp8e4m3", "row"), dataclasses.replace(TILE, store="direct", split=2)),
     (ScaledGemm(256, 512, 1024, "fp8e4m3", "fp8e4m3", "row", epilogue="bias,gelu,residual"),
      dataclasses.replace(TILE, store="direct", cluster=2)),
+    (ScaledGemm(128, 1024, 4096, "fp8e4m3", "fp8e4m3", "tensor"), None),
 ]
 
 

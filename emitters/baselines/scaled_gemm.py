@@ -174,18 +174,32 @@ def device(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     return (f"{found[0]}, then the epilogue in torch", fused(found[1]), *found[2:])
 
 
-def _device_calls(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
-    fp8 = {"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}.get(op.dtype.value)
+TORCH_FP8 = {"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}
+
+
+def _operands(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, Any]:
+    """A and B as ``_scaled_mm``/``_int_mm`` take them: FP8 bytes viewed as torch's float8, B k x n column-major."""
+    fp8 = TORCH_FP8.get(op.dtype.value)
     a = t["a"].view(getattr(torch, fp8)) if fp8 else t["a"]
     b = t["b"].view(getattr(torch, fp8)) if fp8 else t["b"]
-    b_cm = b.t() if op.layout_b == "col" else b.t().contiguous().t()  # k x n, column-major
+    return a, b.t() if op.layout_b == "col" else b.t().contiguous().t()
+
+
+def _fp8_scales(op: Any, t: dict[str, Any]) -> tuple[Any, Any]:
+    """Tensor or row scales in ``_scaled_mm``'s shapes: () each, or (m, 1) and (1, n)."""
+    row = op.scale == "row"
+    return (t["scale_a"].reshape(-1, 1) if row else t["scale_a"].reshape(()),
+            t["scale_b"].reshape(1, -1) if row else t["scale_b"].reshape(()))
+
+
+def _device_calls(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
+    a, b_cm = _operands(op, t, torch)
     out_dtype = _torch_out(op, torch)
     if op.scale == "block128":
         return _block_scaled(op, a, b_cm, t, torch, out_dtype)
     row = op.scale == "row"
-    if fp8:
-        sa = t["scale_a"].reshape(-1, 1) if row else t["scale_a"].reshape(())
-        sb = t["scale_b"].reshape(1, -1) if row else t["scale_b"].reshape(())
+    if op.dtype.value in TORCH_FP8:
+        sa, sb = _fp8_scales(op, t)
         fast = (("_scaled_mm use_fast_accum=True (cuBLASLt's faster, less exact accumulation: a reference, not the "
                  "baseline)", lambda: torch._scaled_mm(a, b_cm, scale_a=sa, scale_b=sb, out_dtype=out_dtype,
                                                        use_fast_accum=True)),)
@@ -211,7 +225,7 @@ def _fp8_out_calls(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     an H200; torch returns no amax either) where no epilogue is fused; beside it (or as the baseline), what a user
     writes for the whole function: the product in fp32 (``_scaled_mm``, or the block-scaled path), the epilogue,
     the amax (``torch.amax``), then the quantization (clamped to the finite range, as the kernel saturates)."""
-    fp8 = getattr(torch, {"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}[op.out_dtype.value])
+    fp8 = getattr(torch, TORCH_FP8[op.out_dtype.value])
     wide = _device_calls(dataclasses.replace(op, out_dtype="fp32", epilogue=(), alpha=1.0), t, torch)
     so, top = t["scale_out"].reshape(()), op.out_dtype.max_finite
     extra = _operands_on_device(op, t, torch)
@@ -225,12 +239,8 @@ def _fp8_out_calls(op: Any, t: dict[str, Any], torch: Any) -> tuple[Any, ...]:
     named = f"{wide[0]} into fp32, {'the epilogue, ' if op.epilogue else ''}torch.amax, quantized (clamped, .to)"
     if op.epilogue or op.scale == "block128":
         return named, unfused
-    fp8_in = {"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}[op.dtype.value]
-    a, b = t["a"].view(getattr(torch, fp8_in)), t["b"].view(getattr(torch, fp8_in))
-    b_cm = b.t() if op.layout_b == "col" else b.t().contiguous().t()
-    row = op.scale == "row"
-    sa = t["scale_a"].reshape(-1, 1) if row else t["scale_a"].reshape(())
-    sb = t["scale_b"].reshape(1, -1) if row else t["scale_b"].reshape(())
+    a, b_cm = _operands(op, t, torch)
+    sa, sb = _fp8_scales(op, t)
     sa_so = (sa * so).contiguous()  # (once, outside the timing: a caller's scales are ready)
     return ("_scaled_mm into FP8 with scale_out folded into scale_a (no amax; torch 2.10-2.11 ignore scale_result "
             "there, pytorch#190449)",

@@ -252,9 +252,14 @@ class AmdSection(Record):
 
 @dataclass(frozen=True)
 class AppleGpu(Record):
+    """One Apple-silicon GPU. ``metal_family`` is the Metal version system_profiler says it supports ("Metal 3");
+    ``gpu_family`` the Apple GPU family ("apple7", "apple8", "apple9": Apple's Metal feature set tables), what
+    a Metal kernel's features depend on (sources/apple.py derives it from the chip)."""
+
     chip: str | None = None
     gpu_cores: int | None = None
     metal_family: str | None = None
+    gpu_family: str | None = None
     unified_memory_bytes: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)

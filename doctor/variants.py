@@ -28,6 +28,7 @@ class Requirements:
     max_compute_capability: tuple[int, int] | None = None  # e.g. sm_90a-only instructions
     min_shared_memory_per_block_bytes: int | None = None  # opt-in, NVIDIA
     amd_targets: tuple[str, ...] = ()  # AMD GPU ISA targets (gfx90a, gfx942, ...), any of
+    apple_families: tuple[str, ...] = ()  # Apple GPU families (apple7, apple8, apple9: AppleGpu.gpu_family), any of
 
     def to_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -51,7 +52,20 @@ class Requirements:
             reasons += self._gpu_unmet(host, device)
         if self.amd_targets:
             reasons += self._amd_unmet(host, device)
+        if self.apple_families:
+            reasons += self._apple_unmet(host, device)
         return reasons
+
+    def _apple_unmet(self, host: HostReport, device: int | None) -> list[str]:
+        gpus = host.apple.devices
+        if not gpus:
+            return [f"no Apple GPU ({host.apple.reason or 'none found'})"]
+        g = gpus[device or 0]
+        if g.gpu_family not in self.apple_families:
+            have = g.gpu_family or f"of unknown family: {g.unavailable.get('gpu_family', 'not reported')}"
+            return [f"needs an Apple GPU of family {' or '.join(self.apple_families)} "
+                    f"(Apple GPU {device or 0}, {g.chip or 'unnamed'}, is {have})"]
+        return []
 
     def _amd_unmet(self, host: HostReport, device: int | None) -> list[str]:
         gpus = host.amd.devices

@@ -110,7 +110,9 @@ def amd_lines(g: AmdGpu) -> Iterator[tuple[str, str]]:
 
 def apple_lines(g: AppleGpu) -> Iterator[tuple[str, str]]:
     yield "device", f"{g.chip or '?'} · {g.gpu_cores or '?'} GPU cores · {g.metal_family or '?'}"
-    yield "memory", f"{human_bytes(g.unified_memory_bytes)} unified"
+    yield "family", g.gpu_family or _na(g, "gpu_family")
+    unified = g.unified_memory_bytes
+    yield "memory", f"{human_bytes(unified)} unified" if unified else _na(g, "unified_memory_bytes")
 
 
 def toolchain_lines(report: HostReport) -> Iterator[tuple[str, str]]:

@@ -18,7 +18,7 @@ import pytest
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 RECORDED = FIXTURES / "doctor_render"
-SNAPSHOTS = ("ci_vm", "h100_live", "h100_measured", "h200_live", "mi300x_cpx_kfd")
+SNAPSHOTS = ("ci_vm", "h100_live", "h100_measured", "h200_live", "mi300x_cpx_kfd", "m1_pro_spdisplays")
 CASES = [f"{name}.{style}" for name in (*SNAPSHOTS, "ci_vm_apple_saved") for style in ("plain", "styled")]
 
 

@@ -1,0 +1,269 @@
+"""The Metal attention forward: O = softmax(scale Q K^T [+ causal mask]) V per head, FlashAttention-2's
+online softmax (a running row maximum and sum, the accumulator rescaled when the maximum grows), grouped-query
+heads, any seq_q and seq_k, head dims that are multiples of 8 (the op's), fp32, fp16 or bf16 in and out
+(bf16 as ``ushort`` bits) with fp32 arithmetic throughout.
+
+Tiling. A threadgroup takes ``8 * simdgroups`` queries of one head (grid: query blocks x heads x batch), each
+simdgroup 8 query rows. Its Q rows (scaled by scale * log2(e), so the exponentials are ``exp2``) live in
+registers as head_dim / 8 ``simdgroup_float8x8`` matrices beside the head_dim / 8 of its O accumulator. The
+keys go ``bk`` a step: each step's K block (and V block) is converted to float into a threadgroup tile of
+``bk`` rows of head_dim + 4 floats (``kv_tiles`` = 2: K and V each their tile, loaded together, two barriers a
+step; 1: one tile, V loaded over K once the scores are made, four barriers a step, half the memory). Q is
+staged through the K tile before the loop. S = Q K^T takes ``simdgroup_load`` of K with ``transpose = true``
+(the block's transpose, as Apple's MSL specification defines the flag; llama.cpp's Metal flash attention loads
+K^T so); P V multiplies the probabilities in place in S's matrices by V's blocks.
+
+The softmax runs on S's matrices in registers through ``thread_elements()``: a lane holds elements (r, c)
+and (r, c + 1) of each 8 x 8 matrix, r = (qid & 4) + (lane / 2) % 4 and c = (qid & 2) * 2 + (lane % 2) * 2
+with qid = lane / 4 (MLX's layout, mlx/backend/metal/kernels/steel/attn/mma.h ``get_coord``; Apple does not
+document it), so a row's 8 columns sit on the 4 lanes that differ in lane bits 0 and 3, and its maximum and
+sum are two ``simd_shuffle_xor`` steps (masks 1 and 8). The same layout scales O's rows.
+
+Masks, as the op's reference (kernels/ops/attention.py): key j of query i is kept when j < seq_k and, causal,
+j <= i + (seq_k - seq_q) (the diagonal aligned bottom-right); the causal key loop ends at the block's last
+row's diagonal. A row that keeps no key writes 0. No infinity enters the arithmetic (masked scores are the
+lowest finite float, probabilities of masked keys are set to 0 by a test), so the result does not hang on how
+Metal's fast math treats infinities. Keys past seq_k and queries past seq_q are zero rows in the tiles.
+
+Refused with one line (``check_attention``): sliding windows, block masks and the serving forms (per-entry
+seq_lens, paged K/V, packed entries); they run on the CPU backend.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tracea.doctor.errors import BadInputError, UnsupportedError
+
+from ..schedule import positive_ints
+from .core import KERNEL_BUILTINS, SIMD_WIDTH, THREADGROUP_MEMORY
+from .softmax import MAX_OFFSET, PRELUDE, STORE, read_schedule, schedule_json
+
+KIND = "metal-attention"  # the schedule JSON's "kind"
+KERNEL = "tr_metal_attention"
+SIMDGROUPS = (1, 2, 4, 8)  # 8 query rows each
+BKS = (8, 16, 32, 64)
+KV_TILES = (1, 2)
+PAD = 4  # floats after each tile row (not measured: no Apple GPU here)
+CPU_HINT = "it runs on the CPU backend (--backend cpu)"
+
+
+@dataclass(frozen=True)
+class MetalAttentionSchedule:
+    """``simdgroups`` simdgroups of 8 query rows a threadgroup, ``bk`` keys a step, ``kv_tiles`` threadgroup
+    tiles for K and V (1: shared, 2: one each)."""
+
+    simdgroups: int = 4
+    bk: int = 32
+    kv_tiles: int = 2
+
+    @property
+    def bq(self) -> int:
+        return 8 * self.simdgroups
+
+    @property
+    def threads(self) -> int:
+        return SIMD_WIDTH * self.simdgroups
+
+    @property
+    def name(self) -> str:
+        return f"attn_q{self.bq}_k{self.bk}_t{self.kv_tiles}"
+
+    def threadgroup_bytes(self, head_dim: int) -> int:
+        return 4 * self.kv_tiles * self.bk * (head_dim + PAD)
+
+    def to_json(self) -> dict[str, Any]:
+        return schedule_json(self, KIND)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> MetalAttentionSchedule:
+        return read_schedule(MetalAttentionSchedule, d, KIND)  # type: ignore[no-any-return]
+
+    def features(self, op: Any) -> dict[str, float]:
+        """Threads and threadgroup memory at ``op``'s head dim, and the query blocks that cover it."""
+        return {"threads": float(self.threads), "threadgroup_bytes": float(self.threadgroup_bytes(op.head_dim)),
+                "query_blocks": float(-(-op.seq_q // self.bq) * op.heads * op.batch)}
+
+    def validate(self, op: Any = None, target: Any = None) -> None:
+        """The fields; with ``op``, what the kernel computes and the tiles' threadgroup memory at its head dim."""
+        positive_ints(self, ("simdgroups", "bk", "kv_tiles"))
+        for name, allowed in (("simdgroups", SIMDGROUPS), ("bk", BKS), ("kv_tiles", KV_TILES)):
+            if getattr(self, name) not in allowed:
+                raise BadInputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got "
+                                    f"{getattr(self, name)}")
+        if op is None:
+            return
+        check_attention(op)
+        used = self.threadgroup_bytes(op.head_dim)
+        if used > THREADGROUP_MEMORY:
+            raise BadInputError(f"bk/kv_tiles: {self.kv_tiles} tile(s) of {self.bk} x {op.head_dim + PAD} floats are "
+                                f"{used} B of threadgroup memory, over Metal's {THREADGROUP_MEMORY} B")
+
+
+def check_attention(op: Any) -> None:
+    """``UnsupportedError`` (one line, a hint) for an attention the kernel does not compute."""
+    if getattr(op, "serving", False):
+        raise UnsupportedError("the Metal attention does not compute serving forms (per-entry seq_lens, paged K/V, "
+                               "packed entries)", CPU_HINT)
+    if op.window is not None:
+        raise UnsupportedError("the Metal attention does not compute sliding windows", CPU_HINT)
+    if op.block_mask is not None:
+        raise UnsupportedError("the Metal attention does not compute block masks", CPU_HINT)
+    if op.dtype.value not in STORE:
+        raise UnsupportedError(f"the Metal attention computes fp32, fp16 or bf16, not {op.dtype.value}")
+    if op.head_dim % 8:
+        raise UnsupportedError(f"head_dim: the Metal attention takes multiples of 8 (8 x 8 simdgroup matrices), "
+                               f"not {op.head_dim}")
+    if max(op.batch * op.heads * op.seq_q, op.batch * op.kv_heads * op.seq_k) * op.head_dim > MAX_OFFSET:
+        raise UnsupportedError(f"the Metal attention indexes with 32-bit offsets: q or k is over {MAX_OFFSET} "
+                               "elements", "split the batch over several calls")
+
+
+def _load(tile: str, src: str, s: MetalAttentionSchedule, d: int) -> str:
+    """Keys j0.. j0 + bk - 1 of ``src`` (K or V of this head) as float into ``tile``; rows past seq_k zero."""
+    ld = d + PAD
+    return f"""        for (uint e = tidx; e < {s.bk * d}u; e += {s.threads}u) {{
+            const uint j = uint(j0) + e / {d}u;
+            {tile}[(e / {d}u) * {ld}u + e % {d}u] = j < nk ? tr_in({src}[j * {d}u + e % {d}u]) : 0.0f;
+        }}
+"""
+
+
+def _stage_q(s: MetalAttentionSchedule, d: int) -> str:
+    """Q's rows, scaled, into each simdgroup's matrices through the K tile, min(bq, bk) rows at a time."""
+    ch, ld = min(s.bq, s.bk), d + PAD
+    return f"""    for (uint c0 = 0; c0 < {s.bq}u; c0 += {ch}u) {{
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint e = tidx; e < {ch * d}u; e += {s.threads}u) {{
+            const int qi = q0 + int(c0 + e / {d}u);
+            kt[(e / {d}u) * {ld}u + e % {d}u] = qi < seq_q ? tr_in(qh[uint(qi) * {d}u + e % {d}u]) * scale : 0.0f;
+        }}
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (sgid * 8u >= c0 && sgid * 8u < c0 + {ch}u) {{
+            for (uint i = 0; i < {d // 8}u; ++i) simdgroup_load(qm[i], kt + (sgid * 8u - c0) * {ld}u + i * 8u, {ld});
+        }}
+    }}
+"""
+
+
+def _scores(s: MetalAttentionSchedule, d: int) -> str:
+    """S = Q K^T for the step's keys: bk / 8 matrices, K's blocks loaded transposed."""
+    ld = d + PAD
+    return f"""        for (uint n = 0; n < {s.bk // 8}u; ++n) {{
+            sm[n] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+            for (uint i = 0; i < {d // 8}u; ++i) {{
+                simdgroup_float8x8 km;
+                simdgroup_load(km, kt + n * {8 * ld}u + i * 8u, {ld}, ulong2(0, 0), true);
+                simdgroup_multiply_accumulate(sm[n], qm[i], km, sm[n]);
+            }}
+        }}
+"""
+
+
+def _online_softmax(s: MetalAttentionSchedule, d: int) -> str:
+    """The mask, the rows' new maximum and sum, S's matrices turned into P, O's rows rescaled."""
+    return f"""        float bm = TR_LOWEST;
+        for (uint n = 0; n < {s.bk // 8}u; ++n) {{
+            for (uint t = 0; t < 2u; ++t) {{
+                const int j = j0 + int(n * 8u + fc + t);
+                const bool keep = j < seq_k && (causal == 0 || j <= row + shift);
+                const float x = keep ? sm[n].thread_elements()[t] : TR_LOWEST;
+                sm[n].thread_elements()[t] = x;
+                bm = max(bm, x);
+            }}
+        }}
+        bm = max(bm, simd_shuffle_xor(bm, 1));
+        bm = max(bm, simd_shuffle_xor(bm, 8));
+        const float mn = max(m, bm), alpha = exp2(m - mn);
+        float rs = 0.0f;
+        for (uint n = 0; n < {s.bk // 8}u; ++n) {{
+            for (uint t = 0; t < 2u; ++t) {{
+                const float x = sm[n].thread_elements()[t];
+                const float p = x > TR_LOWEST ? exp2(x - mn) : 0.0f;
+                sm[n].thread_elements()[t] = p;
+                rs += p;
+            }}
+        }}
+        rs += simd_shuffle_xor(rs, 1);
+        rs += simd_shuffle_xor(rs, 8);
+        l = l * alpha + rs;
+        m = mn;
+        for (uint i = 0; i < {d // 8}u; ++i) {{
+            om[i].thread_elements()[0] *= alpha;
+            om[i].thread_elements()[1] *= alpha;
+        }}
+"""
+
+
+def _step(s: MetalAttentionSchedule, d: int) -> str:
+    """One step of bk keys: K (and V) in, S, the softmax, O += P V."""
+    vtile = "vt" if s.kv_tiles == 2 else "kt"
+    sync = "        threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+    loads = _load("kt", "kh", s, d) + (_load("vt", "vh", s, d) if s.kv_tiles == 2 else "")
+    v_over_k = "" if s.kv_tiles == 2 else sync + _load("kt", "vh", s, d) + sync
+    ld = d + PAD
+    return f"""    for (int j0 = 0; j0 < kend; j0 += {s.bk}) {{
+{sync}{loads}{sync}{_scores(s, d)}{v_over_k}{_online_softmax(s, d)}        for (uint i = 0; i < {d // 8}u; ++i) {{
+            for (uint n = 0; n < {s.bk // 8}u; ++n) {{
+                simdgroup_float8x8 vm;
+                simdgroup_load(vm, {vtile} + n * {8 * ld}u + i * 8u, {ld});
+                simdgroup_multiply_accumulate(om[i], sm[n], vm, om[i]);
+            }}
+        }}
+    }}
+"""
+
+
+def render(dtype: str, head_dim: int, s: MetalAttentionSchedule) -> str:
+    """The kernel's MSL for ``dtype`` and ``head_dim``: q, k, v in, o out, then seq_q, seq_k, heads, kv_heads,
+    causal (``constant int``) and scale * log2(e) (``constant float``)."""
+    if dtype not in STORE:
+        raise BadInputError(f"dtype: the Metal attention takes fp32, fp16 or bf16, not {dtype}")
+    s.validate()
+    d, t = head_dim, STORE[dtype]
+    if d % 8 or not 8 <= d or 4 * s.kv_tiles * s.bk * (d + PAD) > THREADGROUP_MEMORY:
+        raise BadInputError(f"head_dim: {d} does not fit {s.name} (a multiple of 8 whose tiles fit 32 KiB)")
+    vt = f"    threadgroup float vt[{s.bk * (d + PAD)}];\n" if s.kv_tiles == 2 else ""
+    builtins = ",\n        ".join(KERNEL_BUILTINS)
+    return PRELUDE + f"""
+// {s.name}, head_dim {d}: {s.bq} queries a threadgroup ({s.simdgroups} simdgroups of 8 rows), {s.bk} keys a step,
+// {"K and V each their tile" if s.kv_tiles == 2 else "K and V in turn in one tile"} of {s.bk} x {d + PAD} floats
+kernel void {KERNEL}(device const {t}* q [[buffer(0)]], device const {t}* k [[buffer(1)]],
+        device const {t}* v [[buffer(2)]], device {t}* o [[buffer(3)]],
+        constant int& seq_q [[buffer(4)]], constant int& seq_k [[buffer(5)]], constant int& heads [[buffer(6)]],
+        constant int& kv_heads [[buffer(7)]], constant int& causal [[buffer(8)]], constant float& scale [[buffer(9)]],
+        {builtins}) {{
+    threadgroup float kt[{s.bk * (d + PAD)}];
+{vt}    const uint h = tgid.y, kvh = h / uint(heads / kv_heads), nk = uint(seq_k);
+    const int q0 = int(tgid.x) * {s.bq}, shift = seq_k - seq_q;  // the causal diagonal aligned bottom-right
+    device const {t}* qh = q + (tgid.z * uint(heads) + h) * uint(seq_q) * {d}u;
+    device const {t}* kh = k + (tgid.z * uint(kv_heads) + kvh) * nk * {d}u;
+    device const {t}* vh = v + (tgid.z * uint(kv_heads) + kvh) * nk * {d}u;
+    const uint fr = ((lane >> 2) & 4u) | ((lane >> 1) & 3u);  // the lane's row in an 8 x 8 matrix (MLX's layout)
+    const uint fc = (lane & 8u) / 2u + (lane & 1u) * 2u;      // and its first column
+    const int row = q0 + int(sgid * 8u + fr);
+    simdgroup_float8x8 qm[{d // 8}], om[{d // 8}], sm[{s.bk // 8}];
+    for (uint i = 0; i < {d // 8}u; ++i) om[i] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+{_stage_q(s, d)}    const int kend = causal != 0 ? min(max(q0 + {s.bq} + shift, 0), seq_k) : seq_k;
+    float m = TR_LOWEST, l = 0.0f;
+{_step(s, d)}    if (row < seq_q) {{
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row that keeps no key: 0
+        device {t}* orow = o + ((tgid.z * uint(heads) + h) * uint(seq_q) + uint(row)) * {d}u + fc;
+        for (uint i = 0; i < {d // 8}u; ++i) {{
+            orow[i * 8u] = tr_out_{t}(om[i].thread_elements()[0] * inv);
+            orow[i * 8u + 1u] = tr_out_{t}(om[i].thread_elements()[1] * inv);
+        }}
+    }}
+}}
+"""
+
+
+def grid(op: Any, s: MetalAttentionSchedule) -> tuple[int, int, int]:
+    return (-(-op.seq_q // s.bq), op.heads, op.batch)
+
+
+def scale_log2(op: Any) -> float:
+    """The kernel's Q scale: the op's scale times log2(e), so that exp(x) is exp2 of the scaled x."""
+    return float(op.scale) * math.log2(math.e)

@@ -1,0 +1,230 @@
+"""Runs a Metal kernel's own MSL source on the CPU: the source is compiled as C++17 against ``compat.HEADER``
+(a model of the ``<metal_stdlib>`` subset Tracea's kernels use) and every threadgroup of the launch is run,
+each of its threads a fiber, barriers and SIMD-group functions as rendezvous (compat.py says how, and where
+the model can differ from an Apple GPU).
+
+``run(launch, buffers, out, seed=0)`` raises ``SimulationError`` (one line) where the kernel does not
+compile against the model (the compiler's first error line), leaves the subset (a threadgroup pointer, more
+than 1024 threads or 32 KiB of threadgroup memory), or where its threads do not all reach a barrier or
+SIMD-group function together (divergence, deadlock). The build is a shared library in the CPU backend's
+content-hash cache (``host_compiler.compile_cached``), keyed by the kernel, the harness, the header and the
+flags, so a kernel is compiled once per machine and compiler.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tracea.doctor.errors import CompileError, ToolchainMissingError, TraceaError
+
+from .compat import HEADER
+from .core import KERNEL_BUILTINS, MAX_THREADS, SIMD_WIDTH, THREADGROUP_MEMORY, Launch
+
+# -O2: the run is dominated by fiber switches, not arithmetic, and -O2 compiles a kernel in about half a
+# second; -fno-strict-aliasing: MSL lets a kernel read a buffer through another type (half2 loads, bf16 bits);
+# -Wno-attributes: the [[buffer(i)]] and built-in attributes mean nothing to g++; -pthread: threadgroups
+# spread over OS threads.
+FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-fno-strict-aliasing", "-Wno-attributes")
+CXX_HINT = "install a C++ compiler (`sudo apt install g++`), or point TRACEA_CXX at one (g++ 9+ or clang++ 12+)"
+
+# numpy dtype -> the C++ element type its buffer parameter must have (bf16 travels as ushort bits)
+ELEMENT = {"float32": "float", "float16": "half", "uint16": "ushort", "int16": "short", "int32": "int",
+           "uint32": "uint", "uint8": "uchar", "int8": "char", "bool": "bool"}
+SCALAR = {"i32": ("int", ctypes.c_int32), "u32": ("uint", ctypes.c_uint32), "f32": ("float", ctypes.c_float)}
+
+_KERNEL = re.compile(r"\bkernel\s+void\s+([A-Za-z_]\w*)\s*\(")
+_THREADGROUP = re.compile(r"\bthreadgroup\b(?!_)")
+_THREADGROUP_ARRAY = re.compile(r"threadgroup\s+(?:const\s+)?[A-Za-z_]\w*\s+[A-Za-z_]\w*\s*(?:\[[^\];{}]+\]\s*)+;")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+class SimulationError(TraceaError):
+    """The kernel cannot run in the model, or its threads broke a rule of Metal's execution model."""
+
+
+def run(launch: Launch, buffers: dict[str, Any], out: Any, *, seed: int = 0) -> None:
+    """Run ``launch`` on the CPU. ``buffers`` maps each ("in", name) argument to a C-contiguous numpy array
+    in storage dtype (fp32 float32, fp16 float16, bf16 uint16 bits); ``out`` is written in place; scalars
+    come from the Launch. ``seed`` picks the order in which fibers resume after each barrier."""
+    arrays = _arrays(launch, buffers, out)
+    _check_launch(launch)
+    library = _build(launch, [ELEMENT[str(a.dtype)] if a is not None else "" for a in arrays])
+    scalars = [SCALAR[kind][1](value) for kind, value in launch.args if kind in SCALAR]
+    pointers, s = [], iter(scalars)
+    for array in arrays:
+        pointers.append(array.ctypes.data if array is not None else ctypes.addressof(next(s)))
+    args = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
+    geom = (ctypes.c_long * 6)(*launch.grid, *launch.block)
+    groups = launch.grid[0] * launch.grid[1] * launch.grid[2]
+    workers = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+                         groups))
+    err = ctypes.create_string_buffer(512)
+    if library.metal_sim_run(args, geom, workers, seed & (2**64 - 1), err, len(err)):
+        raise SimulationError(f"{launch.name}: {err.value.decode(errors='replace')}")
+
+
+def _arrays(launch: Launch, buffers: dict[str, Any], out: Any) -> list[Any]:
+    """The array of each argument in order (None for a scalar); SimulationError for a missing or unfit one."""
+    import numpy as np
+
+    arrays: list[Any] = []
+    for kind, value in launch.args:
+        if kind in SCALAR:
+            arrays.append(None)
+            continue
+        if kind == "in":
+            if value not in buffers:
+                raise SimulationError(f"{launch.name}: no array given for its input {value!r}")
+            array, what = buffers[value], f"input {value!r}"
+        elif kind == "out":
+            array, what = out, "output"
+        else:
+            raise SimulationError(f"{launch.name}: argument kind {kind!r} is none of in, out, i32, u32, f32")
+        if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
+            raise SimulationError(f"{launch.name}: the {what} must be a C-contiguous numpy array")
+        if str(array.dtype) not in ELEMENT:
+            raise SimulationError(f"{launch.name}: the {what} has dtype {array.dtype}, none of {', '.join(ELEMENT)}")
+        if kind == "out" and not array.flags.writeable:
+            raise SimulationError(f"{launch.name}: the output array is read-only")
+        arrays.append(array)
+    return arrays
+
+
+def _check_launch(launch: Launch) -> None:
+    threads = launch.threads
+    if min(launch.block) < 1 or min(launch.grid) < 1:
+        raise SimulationError(f"{launch.name}: grid {launch.grid} and block {launch.block} must be positive")
+    if threads % SIMD_WIDTH or threads > MAX_THREADS:
+        raise SimulationError(f"{launch.name}: a threadgroup of {threads} threads; the model runs a multiple of "
+                              f"{SIMD_WIDTH} up to {MAX_THREADS}")
+    source = _COMMENT.sub(" ", launch.source)
+    for m in _THREADGROUP.finditer(source):
+        if not _THREADGROUP_ARRAY.match(source, m.start()):
+            line = source.count("\n", 0, m.start()) + 1
+            raise SimulationError(f"{launch.name}: line {line}: threadgroup memory is modelled only as "
+                                  "`threadgroup T name[N];` arrays in the kernel body (no threadgroup pointers)")
+    names = _KERNEL.findall(source)
+    if names != [launch.name]:
+        raise SimulationError(f"{launch.name}: the source must define exactly one kernel, named {launch.name} "
+                              f"(it defines {', '.join(names) or 'none'})")
+
+
+def harness(launch: Launch, elements: list[str]) -> str:
+    """The C++ appended to the kernel's source: its entry point, which calls the kernel once per thread with
+    each argument's proxy (compat.HEADER's Buffer and Scalar check the parameter types at compile time)."""
+    params = []
+    for i, ((kind, _), element) in enumerate(zip(launch.args, elements, strict=True)):
+        if kind in SCALAR:
+            params.append(f"metal_sim::Scalar<{SCALAR[kind][0]}>{{a[{i}]}}")
+        else:
+            params.append(f"metal_sim::Buffer<{element}>{{a[{i}]}}")
+    builtins = [b.split()[1] for b in KERNEL_BUILTINS]
+    call = ", ".join(params + [f"b.{name}" for name in builtins])
+    return (f"\n// ---- the simulator's harness\nnamespace {{ void metal_sim_body(void* const* a, "
+            f"const metal_sim::Builtins& b) {{\n  {launch.name}({call});\n}} }}\n"
+            'extern "C" int metal_sim_run(void* const* a, const long* geom, int workers, unsigned long long seed, '
+            "char* err, int n) {\n  return metal_sim::run(metal_sim_body, a, geom, workers, seed, err, n);\n}\n")
+
+
+def _build(launch: Launch, elements: list[str]) -> Any:
+    from tracea.emitters import host_compiler
+
+    compiler = find_cxx()
+    include = _include_dir()
+    flags = [*FLAGS, "-I", str(include)]
+    source = launch.source + harness(launch, elements)
+    try:
+        binary, _, _ = host_compiler.compile_cached(source, f"metal_sim_{launch.name}", flags, compiler)
+    except CompileError as exc:
+        raise SimulationError(f"{launch.name}: does not compile against the Metal model: "
+                              f"{_first_error(exc.message)}") from None
+    used = threadgroup_bytes(str(binary))
+    if used > THREADGROUP_MEMORY:
+        raise SimulationError(f"{launch.name}: declares {used} bytes of threadgroup memory, over the "
+                              f"{THREADGROUP_MEMORY} a threadgroup may use")
+    if used > launch.threadgroup_bytes:
+        raise SimulationError(f"{launch.name}: declares {used} bytes of threadgroup memory but its Launch says "
+                              f"threadgroup_bytes={launch.threadgroup_bytes}")
+    return _load(str(binary))
+
+
+def _first_error(log: str) -> str:
+    """The compiler's first error line, its file named by the line in the kernel's source (or the header)."""
+    lines = log.splitlines()
+    line = next((x for x in lines if "error:" in x), lines[-1] if lines else log).strip()
+    m = re.match(r"(\S+?):(\d+):(?:\d+:)?\s*(.*)", line)
+    if m is None:
+        return line
+    name = os.path.basename(m.group(1))
+    return f"line {m.group(2)}: {m.group(3)}" if name.endswith(".c") else f"{name}:{m.group(2)}: {m.group(3)}"
+
+
+@functools.lru_cache(maxsize=256)
+def _load(path: str) -> Any:
+    library = ctypes.CDLL(path)
+    library.metal_sim_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_ulonglong,
+                                      ctypes.c_char_p, ctypes.c_int]
+    library.metal_sim_run.restype = ctypes.c_int
+    return library
+
+
+def find_cxx() -> Any:
+    """TRACEA_CXX if set, else the first of g++, clang++, c++ on PATH (host_compiler's Compiler record)."""
+    from tracea.emitters import host_compiler
+
+    env = os.environ.get("TRACEA_CXX")
+    for name in ([env] if env else ["g++", "clang++", "c++"]):
+        path = shutil.which(name)
+        if path:
+            return host_compiler.Compiler(path, host_compiler._version_line(path))
+    raise ToolchainMissingError(f"TRACEA_CXX={env} is not an executable compiler" if env else
+                                "no C++ compiler found (looked for g++, clang++ and c++)", CXX_HINT)
+
+
+def _include_dir() -> Path:
+    """A folder holding the header as `metal_stdlib`, named by its hash (so the flags carry the header)."""
+    from tracea.doctor.files import write_atomic
+    from tracea.emitters.host_compiler import cache_dir
+
+    folder = cache_dir("metal") / f"include-{hashlib.sha256(HEADER.encode()).hexdigest()[:16]}"
+    header = folder / "metal_stdlib"
+    if not header.is_file() or header.read_text() != HEADER:
+        write_atomic(header, HEADER)
+    return folder
+
+
+@functools.lru_cache(maxsize=256)
+def threadgroup_bytes(path: str) -> int:
+    """Bytes of threadgroup memory the library's kernel declares: its thread-local arrays (each threadgroup
+    array is a `static thread_local` one in the model), from the symbol table, less the model's own."""
+    tool = shutil.which("readelf")
+    if tool is None:  # no binutils: the size of the thread-local segment, less the model's one pointer
+        return max(0, _tls_segment(path) - 8)
+    table = subprocess.run([tool, "-sW", path], capture_output=True, text=True, timeout=60).stdout
+    total = 0
+    for row in table.splitlines():
+        cols = row.split()
+        if len(cols) >= 8 and cols[3] == "TLS" and "metal_sim" not in cols[7]:
+            total += int(cols[2], 0)
+    return total
+
+
+def _tls_segment(path: str) -> int:
+    import struct
+
+    data = Path(path).read_bytes()
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    size, count = struct.unpack_from("<HH", data, 0x36)
+    for i in range(count):
+        kind, = struct.unpack_from("<I", data, phoff + i * size)
+        if kind == 7:  # PT_TLS
+            return struct.unpack_from("<Q", data, phoff + i * size + 0x28)[0]
+    return 0

@@ -15,10 +15,11 @@ from tracea.doctor.variants import Variant
 from .backend import Backend
 
 BACKENDS = {"cpu": "tracea.emitters.cpu.backend", "cuda": "tracea.emitters.cuda.backend",
-            "hip": "tracea.emitters.hip.backend"}  # Backend modules
+            "hip": "tracea.emitters.hip.backend",
+            "metal": "tracea.emitters.metal.backend"}  # Backend modules
 
 
-PLANNED = ("metal",)  # backends the design names whose emitters have not landed: unsupported, not a typo
+PLANNED: tuple[str, ...] = ()  # backends the design names whose emitters have not landed: unsupported, not a typo
 
 
 def backend(name: str) -> Backend:

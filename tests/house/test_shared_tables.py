@@ -170,7 +170,8 @@ def test_each_backend_names_its_sources_with_its_renderers_suffix(name):
 
 
 def test_the_suffixes_are_what_the_compilers_take():
-    assert {n: registry.backend(n).SOURCE_SUFFIX for n in BACKENDS} == {"cpu": ".c", "cuda": ".cu", "hip": ".hip"}
+    assert {n: registry.backend(n).SOURCE_SUFFIX for n in BACKENDS} == \
+        {"cpu": ".c", "cuda": ".cu", "hip": ".hip", "metal": ".metal"}
 
 
 # ------------------------------------------------------------------------------------------- the readers
@@ -188,7 +189,7 @@ def test_an_ir_dump_names_the_source_with_its_backends_suffix(name, tmp_path):
     assert [p.name for p in paths if p.name.startswith("03_")] == [f"03_source{b.SOURCE_SUFFIX}"]
 
 
-@pytest.mark.parametrize("language", ["fortran", "ptx", "cu", "metal", "C", "../../etc", 7])
+@pytest.mark.parametrize("language", ["fortran", "ptx", "cu", "msl", "C", "../../etc", 7])
 def test_an_ir_dump_of_a_language_no_backend_compiles_is_text(language, tmp_path):
     from tracea.reports.irdump import compile_record, dump_kernel, source_suffix
 

@@ -12,6 +12,13 @@ kernel core is a ``core.Core`` (or the backend's subclass), held in the backend'
 
 Optional hooks, looked up with ``getattr`` where used: ``tuning_features(op, schedule_json)`` (the tuner's
 model inputs), ``bank_conflict_drop(op, variant, schedule)`` (the tuner's shared-memory pruning).
+
+An ``ON_DEVICE`` backend's kernels take a caller's device tensors in place (``tracea.ops``, which finds the
+backend whose ``DEVICE`` type is the tensors' torch device type) through one of two optional kernel members:
+``launch_on(pointers, stream)`` (the buffers' addresses on the caller's stream: CUDA) or
+``launch_tensors(feeds, out)`` (the tensors themselves, where the device's API binds tensors rather than
+addresses: Metal through ``torch.mps.compile_shader`` on ``mps`` tensors). A kernel with neither is passed over
+for device tensors.
 """
 
 from __future__ import annotations

@@ -216,6 +216,10 @@ def _launch(k: Any, backend: str, first: Arg, feeds: dict[str, Any], out: Any) -
         inputs = {n: host_view(first, obj) for n, obj in feeds.items()}
         k(inputs, out=host_view(first, out))
         return
+    on_tensors = getattr(k, "launch_tensors", None)
+    if on_tensors is not None:  # a device whose API takes the tensors themselves (torch's own stream, in order)
+        on_tensors(feeds, out)
+        return
     torch = sys.modules["torch"]
     stream = torch.cuda.current_stream(first.obj.device).cuda_stream
     k.launch_on({**{n: device_ptr(obj) for n, obj in feeds.items()}, "out": device_ptr(out)}, stream)

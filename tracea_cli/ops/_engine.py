@@ -107,8 +107,15 @@ def clear() -> None:
         STATS.clear()
 
 
+def launches_in_place(k: Any) -> bool:
+    """Whether kernel ``k`` launches on a caller's device buffers: their pointers on a stream (``launch_on``)
+    or the tensors themselves (``launch_tensors``, where the device's API takes tensors, not pointers)."""
+    return hasattr(k, "launch_on") or hasattr(k, "launch_tensors")
+
+
 def backend_for(device: str) -> str:
-    """The registered backend whose kernels run where the data is ("cpu", "cuda")."""
+    """The registered backend whose kernels run where the data is: its ``DEVICE``'s type is the tensors' torch
+    device type ("cpu", "cuda", "mps")."""
     from tracea.emitters import registry
 
     for name in registry.BACKENDS:
@@ -213,7 +220,7 @@ def kernel(op: Any, backend: str, route: Route | None = None, build: bool = True
             STATS["builds"] += 1
         elif k is not None and build:
             STATS["kernel_hits"] += 1
-        if on_device and k is not None and not hasattr(k, "launch_on"):
+        if on_device and k is not None and not launches_in_place(k):
             _NO_LAUNCH_ON.add(variant)
             passed[variant] = NO_LAUNCH_ON
             continue

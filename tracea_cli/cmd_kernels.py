@@ -12,7 +12,7 @@ from .op_options import add_op_commands, option
 from .validate import OUTPUT, REPEATS, SEED, WARMUP, checked
 
 BACKEND = option("backend", str | None, None, "--backend",
-                 help="cpu, cuda or hip. Default: the backend of the planner's first choice on this machine "
+                 help="cpu, cuda, hip or metal. Default: the backend of the planner's first choice on this machine "
                       "(a GPU when one can run the op); the first line says which and why.")
 PRECISION = option("precision", str | None, None, "--precision", help="Requested precision (default: --dtype); falls back BF16 -> FP16 -> FP32.")
 JSON = option("json_out", bool, False, "--json", help="Print JSON.")
@@ -113,7 +113,7 @@ def targeted(host: Any, backend: str | None, arch: str) -> tuple[str, Any]:
     from tracea.emitters import registry
 
     if not arch.strip():
-        raise BadInputError("--arch: empty; name a GPU target (e.g. sm_90a, gfx90a)")
+        raise BadInputError("--arch: empty; name a GPU target (e.g. sm_90a, gfx90a, apple8)")
     if backend is not None:  # its own refusal of a target it does not have is the error
         return backend, registry.backend(backend).target_host(host, arch)
     refusals = []
@@ -186,7 +186,7 @@ bench_app = typer.Typer(
 @bench_app.callback()
 def bench_suite(
     ctx: typer.Context,
-    backend: Annotated[str | None, typer.Option("--backend", help="Only this backend's suite (cpu, cuda or hip).")] = None,
+    backend: Annotated[str | None, typer.Option("--backend", help="Only this backend's suite (cpu, cuda, hip or metal).")] = None,
     repeat: Annotated[int, checked(REPEATS, "--repeat", help="Timed runs of each contender (at least)")] = 10,
     warmup: Annotated[int, checked(WARMUP, "--warmup", help="Untimed runs of each contender first")] = 2,
     seed: Annotated[int | None, checked(SEED, "--seed", help="Random inputs' seed (default: fresh, recorded)")] = None,
@@ -218,8 +218,9 @@ add_op_commands(plan_app, [BACKEND, PRECISION, JSON, option(
 add_op_commands(
     emit_app,
     [BACKEND, PRECISION, option("out", Path, ..., *OUTPUT, help="Folder to write into."), JSON, DUMP_IR,
-     option("arch", str | None, None, "--arch", help="GPU target to compile for: CUDA (sm_80, sm_90a, ...) or AMD (gfx90a, gfx942, ...); no GPU needed. "
-                      "Picks the backend when --backend is not given.")],
+     option("arch", str | None, None, "--arch",
+            help="GPU target to compile for: CUDA (sm_80, sm_90a, ...), AMD (gfx90a, gfx942, ...) or an Apple GPU "
+                 "family (apple7, apple8, apple9); no GPU needed. Picks the backend when --backend is not given.")],
     do_emit, "Emit",
 )
 add_op_commands(

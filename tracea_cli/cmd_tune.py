@@ -20,7 +20,7 @@ from .validate import COUNT, FILE, NON_NEGATIVE, REPEATS, SECONDS, SEED, WARMUP,
 
 PARAMS = [
     option("backend", str | None, None, "--backend",
-           help="cpu, cuda or hip. Default: the backend of the planner's first choice on this machine (a GPU when "
+           help="cpu, cuda, hip or metal. Default: the backend of the planner's first choice on this machine (a GPU when "
                 "one can run the op); the first line says which and why."),
     option("precision", str | None, None, "--precision", help="Requested precision (default: --dtype); falls back BF16 -> FP16 -> FP32."),
     option("variant", str | None, None, "--variant", help="Tune this variant (e.g. cpu-avx2-fma.gemm) instead of the planner's choice."),

@@ -1,4 +1,4 @@
-"""`--backend cuda` (or `hip`) on a machine without that GPU is an expected condition, not a crash: one line
+"""`--backend cuda` (or `hip`, `metal`) on a machine without that GPU is an expected condition, not a crash: one line
 naming the backend and why it is not here, exit 3 (unsupported on this host), before any run folder, and no
 crash bundle. Run on this machine's real probe: where the GPU is present the case does not exist, and the
 test skips."""
@@ -12,7 +12,7 @@ from tracea.doctor import probe
 from tracea.doctor.errors import EXIT_UNSUPPORTED, UnsupportedError
 from tracea.emitters import registry
 
-WHY = {"cuda": "no NVIDIA GPU", "hip": "no AMD GPU"}
+WHY = {"cuda": "no NVIDIA GPU", "hip": "no AMD GPU", "metal": "no Apple GPU"}
 COMMANDS = {
     "bench op": ["bench", "gemm", "--m", "64"],
     "bench attention": ["bench", "attention", "--heads", "2", "--seq", "64", "--head-dim", "64"],

@@ -18,6 +18,11 @@ aten/src/ATen/native/mps/OperationUtils.mm, ``MetalShaderLibrary`` and ``MetalKe
 * a Python number is passed as an int64 or a float by ``setBytes`` (a cast to int32 exists only in newer
   versions), so each ``constant`` scalar goes as a one-element tensor of its own type (int32, uint32 bits in
   an int32, float32): a buffer bound to a ``constant`` argument, made once per device.
+
+The same shader runs NumPy storage arrays where PyObjC's Metal is not installed (``run_arrays``,
+``time_arrays``: runtime.py's ``OpKernel`` falls back to it): each array's bytes copied into a ``uint8`` mps
+tensor (a kernel binds a buffer's address, whatever its tensor's dtype), the output's bytes copied back, and
+the launches timed with MPS events as PyTorch's own calls are (torch_mps.py ``time_mps``).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError, CompileError, UnsupportedError
 
+from ..timing import Timing
 from .core import THREADGROUP_MEMORY, Launch
 from .runtime import check_launch, scalar_array
 
@@ -115,3 +121,31 @@ class MpsShader:
             scalars = self._scalars[key] = scalar_tensors(self.launch,
                                                           lambda a: torch.from_numpy(a).to(out.device))
         self.fn(*launch_args(self.launch, feeds, out, scalars), threads=self.threads, group_size=self.group)
+
+    def _on_device(self, inputs: dict[str, Any], out: Any) -> tuple[dict[str, Any], Any]:
+        """Byte copies of NumPy storage arrays on the mps device (checked as runtime.pack checks them)."""
+        from .runtime import pack
+
+        pack(self.launch, inputs, out)
+        torch = self.torch
+
+        def dev(arr: Any) -> Any:
+            return torch.from_numpy(arr.reshape(-1).view("uint8")).to("mps")
+
+        names = {v for k, v in self.launch.args if k == "in"}
+        return {n: dev(inputs[n]) for n in names}, dev(out)
+
+    def run_arrays(self, inputs: dict[str, Any], out: Any) -> None:
+        """One launch on copies of NumPy storage arrays; ``out`` is copied in first (an element the kernel does
+        not write keeps its value) and back after."""
+        feeds, dev_out = self._on_device(inputs, out)
+        self(feeds, dev_out)
+        if out.nbytes:
+            out.reshape(-1).view("uint8")[:] = dev_out.cpu().numpy()
+
+    def time_arrays(self, inputs: dict[str, Any], out: Any, warmup: int, repeats: int, flush: bool = True) -> Timing:
+        """The launch on copies of the arrays timed between MPS events (torch_mps.py ``time_mps``)."""
+        from .torch_mps import time_mps
+
+        feeds, dev_out = self._on_device(inputs, out)
+        return time_mps(lambda: self(feeds, dev_out), max(warmup, 0), max(repeats, 1), flush)

@@ -292,12 +292,22 @@ class MetalKernel:
         return seconds
 
 
+def kernels_problem() -> str | None:
+    """None when this process runs the kernels one way or the other: Metal through PyObjC (``metal_problem``)
+    or PyTorch's MPS shader library (ops_mps.py ``mps_problem``); otherwise both reasons, in one line."""
+    from .ops_mps import mps_problem
+
+    metal, mps = metal_problem(), mps_problem()
+    return None if metal is None or mps is None else f"{metal}; and on mps tensors: {mps}"
+
+
 class OpKernel:
-    """What the backend builds for one op: ``kernel(inputs, out)`` runs it on NumPy storage arrays through
-    Metal (``MetalKernel``); ``kernel.time(inputs, warmup, repeats, flush_l2)`` gives a ``Timing`` of GPU
-    times; ``kernel.launch_tensors(feeds, out)`` launches it on the caller's ``mps`` tensors in place
-    (ops_mps.py, for ``tracea.ops``). Each runner is made on first use, so a process with only one of them
-    (PyTorch without PyObjC, or the reverse) still runs what it can."""
+    """What the backend builds for one op. ``kernel(inputs, out)`` runs it on NumPy storage arrays and
+    ``kernel.time(inputs, warmup, repeats, flush_l2)`` gives a ``Timing``: through Metal with PyObjC
+    (``MetalKernel``, GPU timestamps) where it loads, else through PyTorch's MPS shader library (byte copies
+    of the arrays, MPS events). ``kernel.launch_tensors(feeds, out)`` launches it on a caller's ``mps``
+    tensors in place (ops_mps.py, for ``tracea.ops``). ``check()`` compiles it now with the runner this
+    process has, so that a compile error is the build's."""
 
     def __init__(self, op: Any, launch: Launch, artifact: Any = None) -> None:
         self.op, self.launch, self.artifact = op, launch, artifact
@@ -309,19 +319,41 @@ class OpKernel:
             self._metal = MetalKernel(self.launch)
         return self._metal
 
-    def __call__(self, inputs: dict[str, np.ndarray], out: np.ndarray) -> None:
-        self.metal().run(inputs, out)
-
-    def time(self, inputs: dict[str, np.ndarray], warmup: int = 3, repeats: int = 20, flush_l2: bool = True) -> Timing:
-        out = np.zeros(self.op.output_shape(), self.op.output_dtype.storage)
-        return timing_of(self.metal().time(inputs, out, warmup, repeats, flush_l2))
-
-    def launch_tensors(self, feeds: dict[str, Any], out: Any) -> None:
+    def shader(self) -> Any:
         if self._shader is None:
             from .ops_mps import MpsShader
 
             self._shader = MpsShader(self.launch)
-        self._shader(feeds, out)
+        return self._shader
+
+    @property
+    def runner(self) -> str:
+        """Which runner ``__call__`` and ``time`` use here."""
+        return "Metal (PyObjC)" if metal_problem() is None else "PyTorch's MPS shader library"
+
+    def check(self) -> None:
+        why = kernels_problem()
+        if why is not None:
+            raise UnsupportedError(f"Metal kernels cannot run here: {why}", HINT)
+        if metal_problem() is None:
+            self.metal()
+        else:
+            self.shader()
+
+    def __call__(self, inputs: dict[str, np.ndarray], out: np.ndarray) -> None:
+        if metal_problem() is None:
+            self.metal().run(inputs, out)
+        else:
+            self.shader().run_arrays(inputs, out)
+
+    def time(self, inputs: dict[str, np.ndarray], warmup: int = 3, repeats: int = 20, flush_l2: bool = True) -> Timing:
+        out = np.zeros(self.op.output_shape(), self.op.output_dtype.storage)
+        if metal_problem() is None:
+            return timing_of(self.metal().time(inputs, out, warmup, repeats, flush_l2))
+        return self.shader().time_arrays(inputs, out, warmup, repeats, flush_l2)
+
+    def launch_tensors(self, feeds: dict[str, Any], out: Any) -> None:
+        self.shader()(feeds, out)
 
 
 # ----------------------------------------------------------------------------- the backend's device bench

@@ -108,6 +108,10 @@ def test_a_gemm_on_mps_tensors_in_place():
     got = out.float().cpu().double().numpy()
     ref = op.reference(inputs)
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) <= tolerance(op)
+    arrays = np.full((op.m, op.n), np.nan, np.float16)  # the runner for NumPy arrays without PyObjC
+    kernel.shader().run_arrays(inputs, arrays)
+    assert np.linalg.norm(arrays.astype(np.float64) - ref) / np.linalg.norm(ref) <= tolerance(op)
+    assert kernel.shader().time_arrays(inputs, arrays, 1, 5).runs == 5
 
 
 @pytest.mark.skipif(ops_mps.mps_problem() is not None or runtime.metal_problem() is not None,

@@ -57,8 +57,14 @@ def test_without_metal_a_kernel_and_an_op_kernel_refuse_in_one_line():
     assert "pyobjc-framework-Metal" in info.value.hint
     op = Gemm(m=4, n=4, k=4, dtype=DType.FP32)
     kernel = runtime.OpKernel(op, LAUNCH)  # made lazily: refuses only when asked to run
-    with pytest.raises(UnsupportedError):
-        kernel(op.random_inputs(np.random.default_rng(0)), np.zeros((4, 4), np.float32))
+    why = runtime.kernels_problem()
+    if why is not None:  # neither PyObjC's Metal nor PyTorch's MPS: both reasons
+        assert _one_line(why).startswith(f"{runtime.metal_problem()}; and on mps tensors: ")
+        with pytest.raises(UnsupportedError) as info:
+            kernel.check()
+        assert _one_line(info.value) == f"Metal kernels cannot run here: {why}"
+        with pytest.raises(UnsupportedError):
+            kernel(op.random_inputs(np.random.default_rng(0)), np.zeros((4, 4), np.float32))
 
 
 # ---------------------------------------------------------------------------------- the offline compiler

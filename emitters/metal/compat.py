@@ -481,6 +481,6 @@ template <class E> struct Scalar {
 #define device
 #define constant const
 #define thread
-#define threadgroup static thread_local
+#define threadgroup __attribute__((used)) static thread_local
 #endif
 """

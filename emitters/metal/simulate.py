@@ -138,7 +138,7 @@ def _build(launch: Launch, elements: list[str]) -> Any:
     from tracea.emitters import host_compiler
 
     compiler = find_cxx()
-    include = _include_dir()
+    include = _include_dir(compiler)
     flags = [*FLAGS, "-I", str(include)]
     source = launch.source + harness(launch, elements)
     try:
@@ -189,15 +189,27 @@ def find_cxx() -> Any:
                                 "no C++ compiler found (looked for g++, clang++ and c++)", CXX_HINT)
 
 
-def _include_dir() -> Path:
-    """A folder holding the header as `metal_stdlib`, named by its hash (so the flags carry the header)."""
+def _include_dir(compiler: Any) -> Path:
+    """A folder holding the header as `metal_stdlib` and, where the compiler makes one, its precompiled form
+    (`metal_stdlib.gch`, which gcc reads instead when the flags match: a third of a small kernel's compile);
+    named by the hash of the header, flags and compiler, so the compile flags that name it key the cache."""
     from tracea.doctor.files import write_atomic
     from tracea.emitters.host_compiler import cache_dir
 
-    folder = cache_dir("metal") / f"include-{hashlib.sha256(HEADER.encode()).hexdigest()[:16]}"
+    key = hashlib.sha256("\0".join([HEADER, *FLAGS, compiler.path, compiler.version]).encode()).hexdigest()
+    folder = cache_dir("metal") / f"include-{key[:16]}"
     header = folder / "metal_stdlib"
     if not header.is_file() or header.read_text() != HEADER:
         write_atomic(header, HEADER)
+    pch = folder / "metal_stdlib.gch"
+    if "g++" in os.path.basename(compiler.path) and not pch.is_file():
+        tmp = folder / f".metal_stdlib.{os.getpid()}.gch"
+        try:  # optional: without it the header is parsed with each kernel
+            subprocess.run([compiler.path, *[f for f in FLAGS if f != "-shared"], "-x", "c++-header", str(header),
+                            "-o", str(tmp)], capture_output=True, timeout=120, check=True)
+            os.replace(tmp, pch)
+        except (OSError, subprocess.SubprocessError):
+            tmp.unlink(missing_ok=True)
     return folder
 
 

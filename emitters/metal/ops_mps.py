@@ -35,7 +35,7 @@ from tracea.doctor.errors import BadInputError, CompileError, UnsupportedError
 
 from ..timing import Timing
 from .core import THREADGROUP_MEMORY, Launch
-from .runtime import check_launch, scalar_array
+from .dispatch import check_launch, pack, scalar_array
 
 HINT = "on a Mac with Apple silicon: a PyTorch with MPS (2.7 or later), tensors on device='mps'"
 
@@ -124,8 +124,6 @@ class MpsShader:
 
     def _on_device(self, inputs: dict[str, Any], out: Any) -> tuple[dict[str, Any], Any]:
         """Byte copies of NumPy storage arrays on the mps device (checked as runtime.pack checks them)."""
-        from .runtime import pack
-
         pack(self.launch, inputs, out)
         torch = self.torch
 

@@ -35,7 +35,7 @@ from tracea.kernels.dtypes import poison, to_float64
 from ..baselines import device_call
 from ..device_baselines import TORCH_REFUSALS, GpuBaseline, _first_line
 from ..timing import Timing, _p95
-from .runtime import FLUSH_BYTES
+from .dispatch import FLUSH_BYTES
 
 VENDOR_WORDS = re.compile(r"\s*\((?:cuBLAS|cuDNN|CPU)\b[^)]*\)")  # the CUDA/CPU baselines' notes: not what runs here
 

@@ -1,4 +1,4 @@
-"""The Metal backend's host side (emitters/metal/compiler.py, runtime.py, torch_mps.py) where no Mac is: one
+"""The Metal backend's host side (emitters/metal/compiler.py, dispatch.py, runtime.py, torch_mps.py) where no Mac is: one
 clear line where Metal or its compiler is absent; the offline compile's commands, cache and errors through a
 stand-in ``xcrun``; the argument packing, launch limits and timings with real NumPy; PyTorch's baseline calls
 (the same code, on the CPU device) against the references; the verify-then-time's result fields. On a Mac
@@ -22,7 +22,7 @@ from tracea.doctor.errors import (
     ToolchainMissingError,
     UnsupportedError,
 )
-from tracea.emitters.metal import compiler, runtime, torch_mps
+from tracea.emitters.metal import compiler, dispatch, runtime, torch_mps
 from tracea.emitters.metal.core import Launch
 from tracea.emitters.timing import Timing
 from tracea.kernels import Attention, Conv2d, Gemm, Softmax, relative_error, tolerance
@@ -170,7 +170,7 @@ def test_xcode_without_its_metal_toolchain_component_says_which_command_installs
 
 def test_arguments_are_packed_in_buffer_order_with_the_scalars_bytes():
     a, b, out = np.arange(6, dtype=np.float32), np.arange(3, dtype=np.uint16), np.zeros((2, 2), np.float16)
-    packed = runtime.pack(LAUNCH, {"b": b, "a": a, "unused": a}, out)
+    packed = dispatch.pack(LAUNCH, {"b": b, "a": a, "unused": a}, out)
     assert [(i, kind) for i, kind, _ in packed] == [(0, "buffer"), (1, "buffer"), (2, "buffer"), (3, "bytes"),
                                                     (4, "bytes"), (5, "bytes")]
     assert packed[0][2] is a and packed[1][2] is b and packed[2][2] is out  # no copy of any array
@@ -200,39 +200,39 @@ def _bad_buffers(case):
 def test_bad_buffers_are_refused_in_one_line(case, message):
     bufs, out = _bad_buffers(case)
     with pytest.raises(BadInputError) as info:
-        runtime.pack(LAUNCH, bufs, out)
+        dispatch.pack(LAUNCH, bufs, out)
     assert message in _one_line(info.value)
 
 
 def test_scalars_of_the_wrong_kind_or_range_and_launches_without_one_output_are_refused():
-    assert runtime.scalar_array("u32", 2**32 - 1).tobytes() == b"\xff\xff\xff\xff"
+    assert dispatch.scalar_array("u32", 2**32 - 1).tobytes() == b"\xff\xff\xff\xff"
     for kind, value in (("i32", 2**31), ("u32", -1), ("i32", True), ("i32", 1.5), ("f64", 1.0)):
         with pytest.raises(BadInputError):
-            runtime.scalar_array(kind, value)
+            dispatch.scalar_array(kind, value)
     two = Launch("k", "", (1, 1, 1), (32, 1, 1), (("out", None), ("out", None)))
     with pytest.raises(BadInputError, match="names 2"):
-        runtime.pack(two, {}, np.zeros(1, np.float32))
+        dispatch.pack(two, {}, np.zeros(1, np.float32))
 
 
 def test_the_launch_must_fit_its_pipeline_and_the_threadgroup_memory():
-    runtime.check_launch(LAUNCH, 1024, 32768, 0)  # fits
+    dispatch.check_launch(LAUNCH, 1024, 32768, 0)  # fits
     with pytest.raises(LaunchError, match="its pipeline takes at most 96"):
-        runtime.check_launch(LAUNCH, 96, 32768)
+        dispatch.check_launch(LAUNCH, 96, 32768)
     with pytest.raises(LaunchError, match="5000 bytes of threadgroup memory"):
-        runtime.check_launch(LAUNCH, 1024, 4096, static_memory=5000)
+        dispatch.check_launch(LAUNCH, 1024, 4096, static_memory=5000)
     odd = Launch("k", "", (1, 1, 1), (48, 1, 1), ())
     with pytest.raises(LaunchError, match="not a multiple of 32"):
-        runtime.check_launch(odd, 1024, 32768)
+        dispatch.check_launch(odd, 1024, 32768)
     empty = Launch("k", "", (0, 1, 1), (32, 1, 1), ())
     with pytest.raises(BadInputError, match="must be positive"):
-        runtime.check_launch(empty, 1024, 32768)
+        dispatch.check_launch(empty, 1024, 32768)
 
 
 def test_gpu_seconds_become_a_timing_in_milliseconds():
-    t = runtime.timing_of([0.003, 0.001, 0.002, 0.010])
+    t = dispatch.timing_of([0.003, 0.001, 0.002, 0.010])
     assert (t.p50_ms, t.min_ms, t.p95_ms, t.runs) == (pytest.approx(2.5), pytest.approx(1.0), pytest.approx(10.0), 4)
     with pytest.raises(LaunchError):
-        runtime.timing_of([0.001, 0.0])  # a command buffer the GPU did not run has no time
+        dispatch.timing_of([0.001, 0.0])  # a command buffer the GPU did not run has no time
 
 
 # ------------------------------------------------------------- PyTorch's calls (on the CPU device here)

@@ -21,8 +21,9 @@ Where any of it is absent, ``find_toolchain`` says why in one line and ``compile
   numbers on every path; fast math may assume no infinities, which the masked softmax's ``-INFINITY`` needs.
 
 AIR is not specific to one Apple GPU family ("a GPU-independent bytecode" that Metal compiles for the host's
-GPU at run time: developer.apple.com/documentation/metal/metal-libraries), so ``arch`` checks the target name and keys the cache; it adds no flag. Libraries are cached under
-``$TRACEA_HOME/cache/metal``, keyed by sha256(source, arch, flags, compiler version), written atomically.
+GPU at run time: developer.apple.com/documentation/metal/metal-libraries), so ``arch`` checks the target name
+and keys the cache; it adds no flag. Libraries are cached under ``$TRACEA_HOME/cache/metal``, keyed by
+sha256(source, arch, flags, compiler version), written atomically.
 """
 
 from __future__ import annotations

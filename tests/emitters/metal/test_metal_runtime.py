@@ -1,8 +1,8 @@
-"""The Metal backend's host side (emitters/metal/compiler.py, dispatch.py, runtime.py, torch_mps.py) where no Mac is: one
-clear line where Metal or its compiler is absent; the offline compile's commands, cache and errors through a
-stand-in ``xcrun``; the argument packing, launch limits and timings with real NumPy; PyTorch's baseline calls
-(the same code, on the CPU device) against the references; the verify-then-time's result fields. On a Mac
-with Metal, a GEMM through ``MetalKernel`` against the reference (skipped elsewhere)."""
+"""The Metal backend's host side (emitters/metal/compiler.py, dispatch.py, runtime.py, torch_mps.py) where no
+Mac is: one clear line where Metal or its compiler is absent; the offline compile's commands, cache and errors
+through a stand-in ``xcrun``; the argument packing, launch limits and timings with real NumPy; PyTorch's
+baseline calls (the same code, on the CPU device) against the references; the verify-then-time's result
+fields. On a Mac with Metal, a GEMM through ``MetalKernel`` against the reference (skipped elsewhere)."""
 
 from __future__ import annotations
 

@@ -43,18 +43,26 @@ DTYPES = ("fp32", "fp16", "bf16")
 MAX_FRAGMENTS = 16  # accumulators a simdgroup holds: 32 floats a lane, as MLX's 64x64 tile over 2x2 simdgroups
 MAX_ELEMENTS = 1 << 32  # buffers are indexed by 32-bit unsigned offsets
 
-# dtype -> (device element type, staged type, a device element read as staged, the staged zero,
-#           a device element read as float, an fp32 value written as a device element)
+# dtype -> (device element type, the type staged in threadgroup memory (an IR dtype: bf16 is widened to fp32,
+#           exactly), a device element read as staged, the staged zero, a device element read as float,
+#           an fp32 value written as a device element)
 TYPES = {
-    "fp32": ("float", "float", "{x}", "0.0f", "{x}", "{v}"),
-    "fp16": ("half", "half", "{x}", "half(0.0f)", "float({x})", "half({v})"),
-    "bf16": ("ushort", "float", "tr_bf2f({x})", "0.0f", "tr_bf2f({x})", "tr_f2bf({v})"),
+    "fp32": ("float", "fp32", "{x}", "0.0f", "{x}", "{v}"),
+    "fp16": ("half", "fp16", "{x}", "half(0.0f)", "float({x})", "half({v})"),
+    "bf16": ("ushort", "fp32", "tr_bf2f({x})", "0.0f", "tr_bf2f({x})", "tr_f2bf({v})"),
 }
+
+
+def staged_type(dtype: str) -> str:
+    """The MSL type of ``dtype``'s staged elements (float or half)."""
+    return TYPES[TYPES[dtype][1]][0]
 
 
 def staged_bytes(dtype: str) -> int:
     """Bytes of one staged element: fp16 stays half, fp32 and bf16 are float in threadgroup memory."""
-    return 2 if TYPES[dtype][1] == "half" else 4
+    from tracea.kernels import DType
+
+    return DType(TYPES[dtype][1]).itemsize
 
 
 @dataclass(frozen=True)
@@ -266,7 +274,7 @@ def _signature(prob: Problem, dtype: str) -> str:
 
 
 def _body(prob: Problem, dtype: str, s: MetalGemmSchedule, chain: tuple[str, ...]) -> str:
-    staged = TYPES[dtype][1]
+    staged = staged_type(dtype)
     tm, tn = s.fragments
     frag = f"simdgroup_{staged}8x8"
     lines = [
@@ -301,7 +309,7 @@ def _stage(what: str, rows: int, cols: int, down: bool, rname: str, cname: str, 
            load: str, dtype: str, s: MetalGemmSchedule) -> list[str]:
     """The loop staging one operand's ``rows x cols`` tile: element ``f`` of the walk at (f / cols, f % cols),
     or (f % rows, f / rows) where consecutive threads go ``down`` the rows (the operand's contiguous axis)."""
-    staged, zero = TYPES[dtype][1], TYPES[dtype][3]
+    staged, zero = staged_type(dtype), TYPES[dtype][3]
     r, c = (f"f % {rows}", f"f / {rows}") if down else (f"f / {cols}", f"f % {cols}")
     return [f"        for (int f = int(tidx); f < {rows * cols}; f += {s.threads}) {{  // {what}",
             f"            const int r = {r}, c = {c};",

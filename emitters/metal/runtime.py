@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import platform
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -230,7 +231,9 @@ class OpKernel:
     process has, so that a compile error is the build's."""
 
     def __init__(self, op: Any, launch: Launch, artifact: Any = None) -> None:
-        self.op, self.launch, self.artifact = op, launch, artifact
+        # the build's record (emitters/artifact.py); without one, what tracea.ops' route reads of it
+        self.artifact = artifact if artifact is not None else SimpleNamespace(name=launch.name, cache_hit=None)
+        self.op, self.launch = op, launch
         self._metal: MetalKernel | None = None
         self._shader: Any = None
 

@@ -4,8 +4,8 @@ of a Tracea kernel beside it: what emitters/device_baselines.py does for CUDA, w
 * The calls are PyTorch's own, the ones the CUDA baseline makes (emitters/baselines/<op>.py ``device``):
   ``torch.matmul`` with the epilogue in torch, ``F.conv2d`` (an NHWC op's tensors permuted to NCHW views of the
   same bytes, the result permuted back), ``torch.softmax``, ``F.scaled_dot_product_attention`` (``is_causal``
-  or a lower-right causal bias, ``enable_gqa`` for grouped heads). On MPS they run Apple's MPSGraph and Metal
-  Performance Shaders kernels; the name says "PyTorch MPS" and torch's version.
+  or a lower-right causal bias, ``enable_gqa`` for grouped heads). On MPS they run MPSGraph, Metal Performance
+  Shaders or PyTorch's own Metal kernels; the name says "PyTorch MPS" and torch's version.
 * Timing: ``torch.mps.Event(enable_timing=True)`` around each call (``record``, then ``elapsed_time`` in
   milliseconds after ``torch.mps.synchronize``: docs.pytorch.org/docs/stable/generated/torch.mps.event.Event
   .html), each after a write of ``runtime.FLUSH_BYTES`` so it starts from memory, after a warm-up; median, p95

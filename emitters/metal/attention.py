@@ -6,12 +6,19 @@ heads, any seq_q and seq_k, head dims that are multiples of 8 (the op's), fp32, 
 Tiling. A threadgroup takes ``8 * simdgroups`` queries of one head (grid: query blocks x heads x batch), each
 simdgroup 8 query rows. Its Q rows (scaled by scale * log2(e), so the exponentials are ``exp2``) live in
 registers as head_dim / 8 ``simdgroup_float8x8`` matrices beside the head_dim / 8 of its O accumulator. The
-keys go ``bk`` a step: each step's K block (and V block) is converted to float into a threadgroup tile of
-``bk`` rows of head_dim + 4 floats (``kv_tiles`` = 2: K and V each their tile, loaded together, two barriers a
-step; 1: one tile, V loaded over K once the scores are made, four barriers a step, half the memory). Q is
-staged through the K tile before the loop. S = Q K^T takes ``simdgroup_load`` of K with ``transpose = true``
-(the block's transpose, as Apple's MSL specification defines the flag; llama.cpp's Metal flash attention loads
-K^T so); P V multiplies the probabilities in place in S's matrices by V's blocks.
+keys go ``bk`` a step: each step's K block and V block are converted to float into threadgroup memory
+(``kv_tiles`` = 2: K and V each their tile, loaded together, two barriers a step; 1: one tile, V loaded over K
+once the scores are made, four barriers a step, about half the memory); all of it within 32 KiB. Q is staged
+through the V tile (the one tile) before the loop. S = Q K^T takes ``simdgroup_load`` of K with ``transpose = true`` (the
+block's transpose, as Apple's MSL specification defines the flag; llama.cpp's Metal flash attention loads K^T
+so); P V multiplies the probabilities in place in S's matrices by V's blocks.
+
+Row strides, under the bank model tg_banks.py assumes for Apple GPUs (NVIDIA's 32 banks of 4 bytes: an
+assumption, no public measurement exists) and MLX's element placement below: a transposed K load reads, in
+one 4-byte access a lane, the words c * ld + r (r < 8, c in 0, 2, 4, 6), distinct banks when ld is 4 mod 8,
+so K rows take head_dim + 4 floats (``k_stride``); a V (or Q) load reads a lane's pair as one 8-byte access,
+half a simdgroup 4 rows x 8 words, distinct banks when ld is 8 mod 16, so V rows take the head dim padded
+to 8 mod 16 (``v_stride``). The one-tile form writes each at its own stride.
 
 The softmax runs on S's matrices in registers through ``thread_elements()``: a lane holds elements (r, c)
 and (r, c + 1) of each 8 x 8 matrix, r = (qid & 4) + (lane / 2) % 4 and c = (qid & 2) * 2 + (lane % 2) * 2
@@ -46,7 +53,22 @@ KERNEL = "tr_metal_attention"
 SIMDGROUPS = (1, 2, 4, 8)  # 8 query rows each
 BKS = (8, 16, 32, 64)
 KV_TILES = (1, 2)
-PAD = 4  # floats after each tile row (not measured: no Apple GPU here)
+
+
+def k_stride(head_dim: int) -> int:
+    """Floats a K row takes in threadgroup memory: head_dim + 4, 4 mod 8 (the module docstring says why)."""
+    return head_dim + 4
+
+
+def v_stride(head_dim: int) -> int:
+    """Floats a V (or staged Q) row takes: the head dim padded to 8 mod 16."""
+    return head_dim + (8 if head_dim % 16 == 0 else 0)
+
+
+def tile_floats(head_dim: int, bk: int, kv_tiles: int) -> tuple[int, int]:
+    """(K tile, V tile) floats: one tile holds K, then V, then is as long as the longer; two are each theirs."""
+    k, v = bk * k_stride(head_dim), bk * v_stride(head_dim)
+    return (k, v) if kv_tiles == 2 else (max(k, v), 0)
 CPU_HINT = "it runs on the CPU backend (--backend cpu)"
 
 
@@ -72,7 +94,7 @@ class MetalAttentionSchedule:
         return f"attn_q{self.bq}_k{self.bk}_t{self.kv_tiles}"
 
     def threadgroup_bytes(self, head_dim: int) -> int:
-        return 4 * self.kv_tiles * self.bk * (head_dim + PAD)
+        return 4 * sum(tile_floats(head_dim, self.bk, self.kv_tiles))
 
     def to_json(self) -> dict[str, Any]:
         return schedule_json(self, KIND)
@@ -98,8 +120,8 @@ class MetalAttentionSchedule:
         check_attention(op)
         used = self.threadgroup_bytes(op.head_dim)
         if used > THREADGROUP_MEMORY:
-            raise BadInputError(f"bk/kv_tiles: {self.kv_tiles} tile(s) of {self.bk} x {op.head_dim + PAD} floats are "
-                                f"{used} B of threadgroup memory, over Metal's {THREADGROUP_MEMORY} B")
+            raise BadInputError(f"bk/kv_tiles: {self.kv_tiles} tile(s) of {self.bk} keys at head dim {op.head_dim} "
+                                f"are {used} B of threadgroup memory, over Metal's {THREADGROUP_MEMORY} B")
 
 
 def check_attention(op: Any) -> None:
@@ -121,9 +143,9 @@ def check_attention(op: Any) -> None:
                                "elements", "split the batch over several calls")
 
 
-def _load(tile: str, src: str, s: MetalAttentionSchedule, d: int) -> str:
-    """Keys j0.. j0 + bk - 1 of ``src`` (K or V of this head) as float into ``tile``; rows past seq_k zero."""
-    ld = d + PAD
+def _load(tile: str, src: str, ld: int, s: MetalAttentionSchedule, d: int) -> str:
+    """Keys j0.. j0 + bk - 1 of ``src`` (K or V of this head) as float into ``tile`` at ``ld`` floats a row;
+    rows past seq_k zero."""
     return f"""        for (uint e = tidx; e < {s.bk * d}u; e += {s.threads}u) {{
             const uint j = uint(j0) + e / {d}u;
             {tile}[(e / {d}u) * {ld}u + e % {d}u] = j < nk ? tr_in({src}[j * {d}u + e % {d}u]) : 0.0f;
@@ -132,17 +154,18 @@ def _load(tile: str, src: str, s: MetalAttentionSchedule, d: int) -> str:
 
 
 def _stage_q(s: MetalAttentionSchedule, d: int) -> str:
-    """Q's rows, scaled, into each simdgroup's matrices through the K tile, min(bq, bk) rows at a time."""
-    ch, ld = min(s.bq, s.bk), d + PAD
+    """Q's rows, scaled, into each simdgroup's matrices through the V tile (the one tile), min(bq, bk) rows at a
+    time at V's stride."""
+    ch, ld, tile = min(s.bq, s.bk), v_stride(d), "vt" if s.kv_tiles == 2 else "kt"
     return f"""    for (uint c0 = 0; c0 < {s.bq}u; c0 += {ch}u) {{
         threadgroup_barrier(mem_flags::mem_threadgroup);
         for (uint e = tidx; e < {ch * d}u; e += {s.threads}u) {{
             const int qi = q0 + int(c0 + e / {d}u);
-            kt[(e / {d}u) * {ld}u + e % {d}u] = qi < seq_q ? tr_in(qh[uint(qi) * {d}u + e % {d}u]) * scale : 0.0f;
+            {tile}[(e / {d}u) * {ld}u + e % {d}u] = qi < seq_q ? tr_in(qh[uint(qi) * {d}u + e % {d}u]) * scale : 0.0f;
         }}
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (sgid * 8u >= c0 && sgid * 8u < c0 + {ch}u) {{
-            for (uint i = 0; i < {d // 8}u; ++i) simdgroup_load(qm[i], kt + (sgid * 8u - c0) * {ld}u + i * 8u, {ld});
+            for (uint i = 0; i < {d // 8}u; ++i) simdgroup_load(qm[i], {tile} + (sgid * 8u - c0) * {ld}u + i * 8u, {ld});
         }}
     }}
 """
@@ -150,7 +173,7 @@ def _stage_q(s: MetalAttentionSchedule, d: int) -> str:
 
 def _scores(s: MetalAttentionSchedule, d: int) -> str:
     """S = Q K^T for the step's keys: bk / 8 matrices, K's blocks loaded transposed."""
-    ld = d + PAD
+    ld = k_stride(d)
     return f"""        for (uint n = 0; n < {s.bk // 8}u; ++n) {{
             sm[n] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
             for (uint i = 0; i < {d // 8}u; ++i) {{
@@ -201,9 +224,9 @@ def _step(s: MetalAttentionSchedule, d: int) -> str:
     """One step of bk keys: K (and V) in, S, the softmax, O += P V."""
     vtile = "vt" if s.kv_tiles == 2 else "kt"
     sync = "        threadgroup_barrier(mem_flags::mem_threadgroup);\n"
-    loads = _load("kt", "kh", s, d) + (_load("vt", "vh", s, d) if s.kv_tiles == 2 else "")
-    v_over_k = "" if s.kv_tiles == 2 else sync + _load("kt", "vh", s, d) + sync
-    ld = d + PAD
+    ld = v_stride(d)
+    loads = _load("kt", "kh", k_stride(d), s, d) + (_load("vt", "vh", ld, s, d) if s.kv_tiles == 2 else "")
+    v_over_k = "" if s.kv_tiles == 2 else sync + _load("kt", "vh", ld, s, d) + sync
     return f"""    for (int j0 = 0; j0 < kend; j0 += {s.bk}) {{
 {sync}{loads}{sync}{_scores(s, d)}{v_over_k}{_online_softmax(s, d)}        for (uint i = 0; i < {d // 8}u; ++i) {{
             for (uint n = 0; n < {s.bk // 8}u; ++n) {{
@@ -223,19 +246,20 @@ def render(dtype: str, head_dim: int, s: MetalAttentionSchedule) -> str:
         raise BadInputError(f"dtype: the Metal attention takes fp32, fp16 or bf16, not {dtype}")
     s.validate()
     d, t = head_dim, STORE[dtype]
-    if d % 8 or not 8 <= d or 4 * s.kv_tiles * s.bk * (d + PAD) > THREADGROUP_MEMORY:
+    if d % 8 or not 8 <= d or s.threadgroup_bytes(d) > THREADGROUP_MEMORY:
         raise BadInputError(f"head_dim: {d} does not fit {s.name} (a multiple of 8 whose tiles fit 32 KiB)")
-    vt = f"    threadgroup float vt[{s.bk * (d + PAD)}];\n" if s.kv_tiles == 2 else ""
+    k_floats, v_floats = tile_floats(d, s.bk, s.kv_tiles)
+    vt = f"    threadgroup float vt[{v_floats}];\n" if s.kv_tiles == 2 else ""
     builtins = ",\n        ".join(KERNEL_BUILTINS)
     return PRELUDE + f"""
 // {s.name}, head_dim {d}: {s.bq} queries a threadgroup ({s.simdgroups} simdgroups of 8 rows), {s.bk} keys a step,
-// {"K and V each their tile" if s.kv_tiles == 2 else "K and V in turn in one tile"} of {s.bk} x {d + PAD} floats
+// {"K and V each their tile" if s.kv_tiles == 2 else "K and V in turn in one tile"}, rows of {k_stride(d)} (K) and {v_stride(d)} (V, Q) floats
 kernel void {KERNEL}(device const {t}* q [[buffer(0)]], device const {t}* k [[buffer(1)]],
         device const {t}* v [[buffer(2)]], device {t}* o [[buffer(3)]],
         constant int& seq_q [[buffer(4)]], constant int& seq_k [[buffer(5)]], constant int& heads [[buffer(6)]],
         constant int& kv_heads [[buffer(7)]], constant int& causal [[buffer(8)]], constant float& scale [[buffer(9)]],
         {builtins}) {{
-    threadgroup float kt[{s.bk * (d + PAD)}];
+    threadgroup float kt[{k_floats}];
 {vt}    const uint h = tgid.y, kvh = h / uint(heads / kv_heads), nk = uint(seq_k);
     const int q0 = int(tgid.x) * {s.bq}, shift = seq_k - seq_q;  // the causal diagonal aligned bottom-right
     device const {t}* qh = q + (tgid.z * uint(heads) + h) * uint(seq_q) * {d}u;

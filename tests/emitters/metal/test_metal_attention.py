@@ -111,6 +111,31 @@ def test_every_form_of_the_space_renders_in_the_subset(dtype):
     assert len(sources) == 20
 
 
+@pytest.mark.parametrize("head_dim", [40, 64, 128, 256])
+def test_the_fragment_loads_are_conflict_free_under_the_assumed_bank_model(head_dim):
+    """K^T loads (a 4-byte word a lane, two accesses) at k_stride and V loads (a lane's pair, 8 bytes) at
+    v_stride take one wavefront each under tg_banks.py's assumed Apple model; K at V's stride would not."""
+    from tracea.emitters.bank_access import AccessBatch
+    from tracea.emitters.bank_sim import simulate as score
+    from tracea.emitters.metal.tg_banks import MODEL, fragment_place
+
+    r, c = fragment_place(np.arange(32))
+
+    def wavefronts(rows: list, nbytes: int) -> tuple[int, int]:
+        t = score(AccessBatch.uniform("ld", nbytes, np.array(rows), model=MODEL)).totals()
+        return t["wavefronts"], t["ideal"]
+
+    def k_loads(ld: int) -> list:
+        return [4 * ((n * 8 + c + t) * ld + i * 8 + r) for n in range(4) for i in range(head_dim // 8) for t in (0, 1)]
+
+    kt, vt = at.k_stride(head_dim), at.v_stride(head_dim)
+    v_loads = [4 * ((n * 8 + r) * vt + i * 8 + c) for n in range(4) for i in range(head_dim // 8)]
+    assert kt % 8 == 4 and vt % 16 == 8
+    k_cost, v_cost = wavefronts(k_loads(kt), 4), wavefronts(v_loads, 8)
+    assert k_cost[0] == k_cost[1] and v_cost[0] == v_cost[1]
+    assert wavefronts(k_loads(vt), 4)[0] >= 2 * k_cost[1]
+
+
 # ---------------------------------------------------------------------------------------- run on the CPU
 
 def run_attention(op: Attention, schedule: at.MetalAttentionSchedule | None = None, seed: int = 0) -> np.ndarray:

@@ -7,8 +7,9 @@ What PyTorch does with the call (torch/csrc/mps/Module.cpp, ``_mps_ShaderLibrary
 aten/src/ATen/native/mps/OperationUtils.mm, ``MetalShaderLibrary`` and ``MetalKernelFunction``):
 
 * ``torch.mps.compile_shader(source)`` compiles with ``newLibraryWithSource`` (a Metal language version from
-  3.0 up, by macOS release; safe math unless ``PYTORCH_MPS_FAST_MATH`` is set), after inlining the ``#include``s it finds under torch's own
-  include folder (``<metal_stdlib>`` is left for Metal); a kernel is the library's attribute of its name.
+  3.0 up, by macOS release; safe math unless ``PYTORCH_MPS_FAST_MATH`` is set), after inlining the
+  ``#include``s it finds under torch's own include folder (``<metal_stdlib>`` is left for Metal); a kernel is
+  the library's attribute of its name.
   Documented from PyTorch 2.7 (docs.pytorch.org/docs/2.7/generated/torch.mps.compile_shader.html);
 * ``kernel(*args, threads=(x, y, z), group_size=(x, y, z))`` binds a tensor argument i with ``setBuffer`` at
   its storage offset (index i: the kernel's ``[[buffer(i)]]``) and calls ``dispatchThreads(threads,

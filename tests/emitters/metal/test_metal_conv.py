@@ -81,6 +81,14 @@ def test_convolutions_on_the_simulator(simulate, case, dtype):
     run_conv(simulate, op, SMALL)
 
 
+@pytest.mark.parametrize("schedule", [g.MetalGemmSchedule(128, 64, 32, 4, 2, 4), g.MetalGemmSchedule(64, 128, 8, 2, 4, 0),
+                                      g.MetalGemmSchedule(32, 32, 32, 1, 1, 16)], ids=lambda s: s.name)
+def test_other_tiles_of_the_space_on_the_simulator(simulate, schedule):
+    op = Conv2d(2, 7, 12, 9, 70, 3, 3, stride=(2, 1), padding=(1, 1), layout="nhwc", dtype="bf16", bias=True)
+    schedule.validate(op)
+    run_conv(simulate, op, schedule, seed=2)
+
+
 def test_the_hero_on_the_simulator(simulate):
     op = Conv2d(1, 16, 10, 10, 70, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True)
     hero = CORE.hero(op, 2)

@@ -203,6 +203,13 @@ def test_odd_shapes_in_every_layout(simulate, dtype, layouts):
     run_gemm(simulate, op, g.MetalGemmSchedule(32, 32, 16, 2, 2, 8))
 
 
+@pytest.mark.parametrize("m,n,k", [(1, 45, 29), (37, 1, 5), (1, 1, 1), (9, 130, 3)])
+def test_degenerate_shapes_with_the_hero(simulate, m, n, k):
+    """A row, a column, one element, K below one 8-wide step: every tile but one element empty."""
+    op = Gemm(m, n, k, dtype="fp16", epilogue=("bias",))
+    run_gemm(simulate, op, CORE.hero(op, 10), seed=m + n + k)
+
+
 ORDERS = [("bias", "relu"), ("relu", "bias"), ("scale", "residual"), ("residual", "scale"), ("gelu", "scale"),
           ("bias", "gelu", "scale", "residual"), ("residual", "relu", "scale", "bias")]
 

@@ -8,10 +8,10 @@ simdgroup 8 query rows. Its Q rows (scaled by scale * log2(e), so the exponentia
 registers as head_dim / 8 ``simdgroup_float8x8`` matrices beside the head_dim / 8 of its O accumulator. The
 keys go ``bk`` a step: each step's K block and V block are converted to float into threadgroup memory
 (``kv_tiles`` = 2: K and V each their tile, loaded together, two barriers a step; 1: one tile, V loaded over K
-once the scores are made, four barriers a step, about half the memory); all of it within 32 KiB. Q is staged
-through the V tile (the one tile) before the loop. S = Q K^T takes ``simdgroup_load`` of K with ``transpose = true`` (the
-block's transpose, as Apple's MSL specification defines the flag; llama.cpp's Metal flash attention loads K^T
-so); P V multiplies the probabilities in place in S's matrices by V's blocks.
+once the scores are made, four barriers a step, about half the memory); all of it within 32 KiB. Q is
+staged through the V tile (the one tile) before the loop. S = Q K^T takes ``simdgroup_load`` of K with
+``transpose = true`` (the block's transpose, as Apple's MSL specification defines the flag; llama.cpp's Metal
+flash attention loads K^T so); P V multiplies the probabilities in place in S's matrices by V's blocks.
 
 Row strides, under the bank model tg_banks.py assumes for Apple GPUs (NVIDIA's 32 banks of 4 bytes: an
 assumption, no public measurement exists) and MLX's element placement below: a transposed K load reads, in
@@ -53,6 +53,7 @@ KERNEL = "tr_metal_attention"
 SIMDGROUPS = (1, 2, 4, 8)  # 8 query rows each
 BKS = (8, 16, 32, 64)
 KV_TILES = (1, 2)
+CPU_HINT = "it runs on the CPU backend (--backend cpu)"
 
 
 def k_stride(head_dim: int) -> int:
@@ -69,7 +70,6 @@ def tile_floats(head_dim: int, bk: int, kv_tiles: int) -> tuple[int, int]:
     """(K tile, V tile) floats: one tile holds K, then V, then is as long as the longer; two are each theirs."""
     k, v = bk * k_stride(head_dim), bk * v_stride(head_dim)
     return (k, v) if kv_tiles == 2 else (max(k, v), 0)
-CPU_HINT = "it runs on the CPU backend (--backend cpu)"
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,8 @@ def _stage_q(s: MetalAttentionSchedule, d: int) -> str:
         }}
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (sgid * 8u >= c0 && sgid * 8u < c0 + {ch}u) {{
-            for (uint i = 0; i < {d // 8}u; ++i) simdgroup_load(qm[i], {tile} + (sgid * 8u - c0) * {ld}u + i * 8u, {ld});
+            for (uint i = 0; i < {d // 8}u; ++i)
+                simdgroup_load(qm[i], {tile} + (sgid * 8u - c0) * {ld}u + i * 8u, {ld});
         }}
     }}
 """
@@ -253,7 +254,8 @@ def render(dtype: str, head_dim: int, s: MetalAttentionSchedule) -> str:
     builtins = ",\n        ".join(KERNEL_BUILTINS)
     return PRELUDE + f"""
 // {s.name}, head_dim {d}: {s.bq} queries a threadgroup ({s.simdgroups} simdgroups of 8 rows), {s.bk} keys a step,
-// {"K and V each their tile" if s.kv_tiles == 2 else "K and V in turn in one tile"}, rows of {k_stride(d)} (K) and {v_stride(d)} (V, Q) floats
+// {"K and V each their tile" if s.kv_tiles == 2 else "K and V in turn in one tile"}; rows of {k_stride(d)} floats (K),
+// {v_stride(d)} (V, Q)
 kernel void {KERNEL}(device const {t}* q [[buffer(0)]], device const {t}* k [[buffer(1)]],
         device const {t}* v [[buffer(2)]], device {t}* o [[buffer(3)]],
         constant int& seq_q [[buffer(4)]], constant int& seq_k [[buffer(5)]], constant int& heads [[buffer(6)]],

@@ -168,7 +168,8 @@ def test_the_hero_matches_the_reference(case, dtype):
 
 
 @pytest.mark.parametrize("fields, schedule", [
-    (dict(batch=1, heads=4, seq_q=21, head_dim=40, seq_k=27, kv_heads=1, dtype="fp16"), at.MetalAttentionSchedule(2, 8, 1)),
+    (dict(batch=1, heads=4, seq_q=21, head_dim=40, seq_k=27, kv_heads=1, dtype="fp16"),
+     at.MetalAttentionSchedule(2, 8, 1)),
     (dict(batch=1, heads=2, seq_q=11, head_dim=256, seq_k=24, causal=True, dtype="bf16"), None),
     (dict(batch=1, heads=3, seq_q=9, head_dim=64, seq_k=70, kv_heads=1, scale=0.5, dtype="fp32"), None),
 ], ids=["d40,mqa,fp16", "d256,causal,bf16", "multi-query,scale,fp32"])

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
-from tracea.kernels.epilogue import GELU_C0, GELU_C1
+from tracea.kernels.epilogue import GELU_C0, GELU_C1, parse_chain
 
 from ..gpu_epilogue import Operands, element_ops
 from ..schedule import positive_ints
-from .core import MAX_THREADS, SIMD_WIDTH, THREADGROUP_MEMORY
+from .core import KERNEL_BUILTINS, MAX_THREADS, SIMD_WIDTH, THREADGROUP_MEMORY
 
 KIND = "metal-gemm"  # the schedule JSON's "kind"
 KERNEL = "tr_metal_gemm"
@@ -249,8 +249,8 @@ def render(dtype: str, sched: MetalGemmSchedule, problem: str = "gemm", chain: t
         raise BadInputError(f"dtype: the Metal simdgroup GEMM takes {', '.join(DTYPES)}, not {dtype}")
     if layout_a not in ("row", "col") or layout_b not in ("row", "col"):
         raise BadInputError(f"layouts: row or col, not {layout_a}/{layout_b}")
-    from tracea.kernels.epilogue import parse_chain
-
+    if problem not in ("gemm", "conv"):
+        raise BadInputError(f"problem: gemm or conv, not {problem!r}")
     chain = parse_chain(chain)
     if problem == "conv" and set(chain) - {"bias"}:
         raise BadInputError(f"epilogue: the conv takes a bias only, not {','.join(chain)}")
@@ -262,8 +262,6 @@ def render(dtype: str, sched: MetalGemmSchedule, problem: str = "gemm", chain: t
 
 
 def _signature(prob: Problem, dtype: str) -> str:
-    from .core import KERNEL_BUILTINS
-
     elem = TYPES[dtype][0]
     args = [f"device {'' if written else 'const '}{elem}* {name} [[buffer({i})]]"
             for i, (name, written) in enumerate(prob.buffers)]

@@ -39,17 +39,13 @@ HEADER = r"""// A model of the subset of <metal_stdlib> Tracea's Metal kernels u
 #include <ucontext.h>
 #include <sys/mman.h>
 #include <pthread.h>
-#include <unistd.h>
 #include <link.h>
 #include <type_traits>
 #include <stdarg.h>
 #include <stddef.h>
 #define METAL_SIM_COMMA ,
 typedef _Float16 half;
-typedef unsigned char uchar;
-typedef unsigned short ushort;
-typedef unsigned int uint;
-typedef unsigned long ulong;
+typedef unsigned char uchar; typedef unsigned short ushort; typedef unsigned int uint; typedef unsigned long ulong;
 namespace metal {
 // ---- vectors: vec<T, N>, .x .y .z .w, elementwise arithmetic, explicit conversion between element types
 template <class T, int N> struct vec;
@@ -60,18 +56,15 @@ template <class T, int N> struct vec;
   const T& operator[](int i) const { return (&x)[i]; }                           \
   template <class U> explicit vec(const vec<U, N>& o) { for (int i = 0; i < N; ++i) (*this)[i] = T(o[i]); }
 template <class T> struct vec<T, 2> {
-  T x, y;
-  METAL_SIM_VEC_COMMON(2)
+  T x, y; METAL_SIM_VEC_COMMON(2)
   vec(T s) : x(s), y(s) {}
   vec(T a, T b) : x(a), y(b) {} };
 template <class T> struct vec<T, 3> {
-  T x, y, z;
-  METAL_SIM_VEC_COMMON(3)
+  T x, y, z; METAL_SIM_VEC_COMMON(3)
   vec(T s) : x(s), y(s), z(s) {}
   vec(T a, T b, T c) : x(a), y(b), z(c) {} };
 template <class T> struct vec<T, 4> {
-  T x, y, z, w;
-  METAL_SIM_VEC_COMMON(4)
+  T x, y, z, w; METAL_SIM_VEC_COMMON(4)
   vec(T s) : x(s), y(s), z(s), w(s) {}
   vec(T a, T b, T c, T d) : x(a), y(b), z(c), w(d) {}
   vec(vec<T, 2> a, vec<T, 2> b) : x(a.x), y(a.y), z(b.x), w(b.y) {} };
@@ -138,33 +131,67 @@ template <class T> T select(T a, T b, bool c) { return c ? b : a; }
 // ---- the execution model: one threadgroup's threads are fibers of one OS thread --------------------
 namespace metal_sim {
 using metal::vec;
+// A fiber's saved context. On Linux x86-64 and AArch64 a switch saves only the callee-saved registers and the
+// stack pointer (a few ns); elsewhere it is ucontext's swapcontext (a system call for the signal mask).
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+extern "C" __attribute__((visibility("hidden"))) void metal_sim_switch(void** save_sp, void* sp);
+#if defined(__x86_64__)
+asm(".text\n.globl metal_sim_switch\n.hidden metal_sim_switch\n.type metal_sim_switch,@function\nmetal_sim_switch:\n"
+    "pushq %rbp\npushq %rbx\npushq %r12\npushq %r13\npushq %r14\npushq %r15\nmovq %rsp, (%rdi)\nmovq %rsi, %rsp\n"
+    "popq %r15\npopq %r14\npopq %r13\npopq %r12\npopq %rbx\npopq %rbp\nret\n.size metal_sim_switch, .-metal_sim_switch\n");
+static const int SAVED_WORDS = 6, RETURN_WORD = 6;  // six registers, then the return address
+#else
+asm(".text\n.globl metal_sim_switch\n.hidden metal_sim_switch\n.type metal_sim_switch,%function\nmetal_sim_switch:\n"
+    "sub sp, sp, #176\nstp x19, x20, [sp, #0]\nstp x21, x22, [sp, #16]\nstp x23, x24, [sp, #32]\n"
+    "stp x25, x26, [sp, #48]\nstp x27, x28, [sp, #64]\nstp x29, x30, [sp, #80]\nstp d8, d9, [sp, #96]\n"
+    "stp d10, d11, [sp, #112]\nstp d12, d13, [sp, #128]\nstp d14, d15, [sp, #144]\nmov x9, sp\nstr x9, [x0]\n"
+    "mov sp, x1\nldp x19, x20, [sp, #0]\nldp x21, x22, [sp, #16]\nldp x23, x24, [sp, #32]\nldp x25, x26, [sp, #48]\n"
+    "ldp x27, x28, [sp, #64]\nldp x29, x30, [sp, #80]\nldp d8, d9, [sp, #96]\nldp d10, d11, [sp, #112]\n"
+    "ldp d12, d13, [sp, #128]\nldp d14, d15, [sp, #144]\nadd sp, sp, #176\nret\n.size metal_sim_switch, .-metal_sim_switch\n");
+static const int SAVED_WORDS = 22, RETURN_WORD = 11;  // a 176-byte frame; x30 (the return address) is word 11
+#endif
+struct Context { void* sp; };
+static inline void switch_to(Context* from, Context* to) { metal_sim_switch(&from->sp, to->sp); }
+static void start_context(Context* c, char* stack, size_t bytes, void (*entry)()) {
+  uintptr_t top = (uintptr_t(stack) + bytes) & ~uintptr_t(15);
+  void** frame = (void**)(top - 16) - SAVED_WORDS;  // x86-64: entry is "called" with rsp = top - 8
+  memset(frame, 0, SAVED_WORDS * sizeof(void*) + 16);
+  frame[RETURN_WORD] = (void*)entry;
+  c->sp = frame; }
+#else
+struct Context { ucontext_t uc; };
+static inline void switch_to(Context* from, Context* to) { swapcontext(&from->uc, &to->uc); }
+static void start_context(Context* c, char* stack, size_t bytes, void (*entry)()) {
+  getcontext(&c->uc); c->uc.uc_stack.ss_sp = stack; c->uc.uc_stack.ss_size = bytes; c->uc.uc_link = nullptr;
+  makecontext(&c->uc, entry, 0); }
+#endif
 enum { RUNNABLE, AT_BARRIER, AT_SIMD, FINISHED };
 // A SIMD-group function, run by the last of the 32 lanes to arrive: reads every lane's input, writes every
 // lane's output (pointers into the waiting fibers' stacks); returns why the call is invalid, or null.
 typedef const char* (*SimdOp)(void* const* in, void* const* out);
-struct Fiber { ucontext_t ctx; int state, line; const char* what; void* in; void* out; };
+struct Fiber { Context ctx; int state, line; const char* what; void* in; void* out; };
 struct Builtins { vec<uint, 3> tgid, tpos; uint tidx, sgid, lane; };
 typedef void (*Body)(void* const* args, const Builtins& b);
 struct Group {
   int n; Fiber* f; char* stacks; size_t stack_bytes;
-  ucontext_t sched; int cur, at_barrier, barrier_line, nready;
-  int* ready; int* arrived;
+  Context sched; int cur, at_barrier, barrier_line, nready;
+  int* ready; int* arrived; int* first;
   uint64_t rng; int failed; char err[400];
   Body body; void* const* args; vec<uint, 3> tgid; uint bx, by; };
 static thread_local Group* current;
 static uint64_t mix(uint64_t x) {  // splitmix64
   x += 0x9E3779B97F4A7C15ull; x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull; return x ^ (x >> 31); }
-static void yield() { Group* g = current; swapcontext(&g->f[g->cur].ctx, &g->sched); }
-__attribute__((format(printf, 1, 2))) static void fail(const char* fmt, ...) {
+static void yield() { Group* g = current; switch_to(&g->f[g->cur].ctx, &g->sched); }
+__attribute__((format(printf, 1, 2), noinline, cold)) static void fail(const char* fmt, ...) {
   Group* g = current;
   if (!g->failed) { va_list ap; va_start(ap, fmt); vsnprintf(g->err, sizeof g->err, fmt, ap); va_end(ap); }
   g->failed = 1;
-  swapcontext(&g->f[g->cur].ctx, &g->sched);  // never resumed: the threadgroup is abandoned
+  switch_to(&g->f[g->cur].ctx, &g->sched);  // never resumed: the threadgroup is abandoned
 }
 static void make_ready(Group* g, int i) { g->f[i].state = RUNNABLE; g->ready[g->nready++] = i; }
 static uint lane_id() { return uint(current->cur) & 31u; }
-static void barrier(int line) {
+__attribute__((noinline)) static void barrier(int line) {
   Group* g = current;
   if (g->at_barrier == 0) g->barrier_line = line;
   else if (g->barrier_line != line)
@@ -174,12 +201,13 @@ static void barrier(int line) {
   yield(); }
 // A rendezvous of the 32 lanes of the caller's simdgroup at one SIMD-group function (same function, same
 // line): each deposits pointers to its input and output, the 32nd runs `op` for all, all continue.
-static void simd_meet(const char* what, int line, void* in, void* out, SimdOp op) {
+__attribute__((noinline)) static void simd_meet(const char* what, int line, void* in, void* out, SimdOp op) {
   Group* g = current; int id = g->cur, s = id >> 5;
   Fiber& me = g->f[id];
-  for (int j = s * 32; j < s * 32 + 32; ++j) {
-    Fiber& o = g->f[j];
-    if (o.state == AT_SIMD && (o.what != what || o.line != line))
+  if (g->arrived[s] == 0) g->first[s] = id;
+  else {
+    Fiber& o = g->f[g->first[s]];
+    if (o.what != what || o.line != line)
       fail("lanes of simdgroup %d reached different SIMD-group functions (%s at line %d, %s at line %d): "
            "a SIMD-group function in divergent control flow", s, o.what, o.line, what, line); }
   me.state = AT_SIMD; me.what = what; me.line = line; me.in = in; me.out = out;
@@ -191,13 +219,11 @@ static void simd_meet(const char* what, int line, void* in, void* out, SimdOp op
     for (int l = 0; l < 32; ++l) make_ready(g, s * 32 + l); }
   yield(); }
 static void fiber_main() {
-  Group* g = current; int i = g->cur;
-  Builtins b;
+  Group* g = current; int i = g->cur; Builtins b;
   b.tgid = g->tgid; b.tidx = uint(i); b.sgid = uint(i) >> 5; b.lane = uint(i) & 31u;
   b.tpos = vec<uint, 3>(uint(i) % g->bx, (uint(i) / g->bx) % g->by, uint(i) / (g->bx * g->by));
   g->body(g->args, b);
-  g = current; g->f[g->cur].state = FINISHED;
-  swapcontext(&g->f[g->cur].ctx, &g->sched); }
+  g = current; g->f[g->cur].state = FINISHED; switch_to(&g->f[g->cur].ctx, &g->sched); }
 static void describe_stall(Group* g) {
   int fin = -1, bar = -1, sim = -1, n_bar = 0;
   for (int i = 0; i < g->n; ++i) {
@@ -239,15 +265,15 @@ static bool setup_group(Group* g, int n) {
   memset(g, 0, sizeof *g);
   g->n = n; g->stack_bytes = STACK_BYTES;
   g->f = (Fiber*)calloc(n, sizeof(Fiber)); g->ready = (int*)calloc(n, sizeof(int));
-  g->arrived = (int*)calloc(n / 32, sizeof(int));
+  g->arrived = (int*)calloc(n / 32, sizeof(int)); g->first = (int*)calloc(n / 32, sizeof(int));
   void* m = mmap(nullptr, n * STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED || !g->f || !g->ready || !g->arrived) return false;
+  if (m == MAP_FAILED || !g->f || !g->ready || !g->arrived || !g->first) return false;
   g->stacks = (char*)m;
   for (int i = 0; i < n; ++i) mprotect(g->stacks + i * STACK_BYTES, 4096, PROT_NONE);  // a guard page each
   return true; }
 static void free_group(Group* g) {
   if (g->stacks) munmap(g->stacks, g->n * g->stack_bytes);
-  free(g->f); free(g->ready); free(g->arrived); }
+  free(g->f); free(g->ready); free(g->arrived); free(g->first); }
 // Runs one threadgroup to its end; false (with g->err) on a divergence or deadlock.
 static bool run_group(Group* g, uint64_t seed) {
   poison_threadgroup_memory();
@@ -256,10 +282,7 @@ static bool run_group(Group* g, uint64_t seed) {
   for (int s = 0; s < g->n / 32; ++s) g->arrived[s] = 0;
   for (int i = 0; i < g->n; ++i) {
     Fiber& f = g->f[i];
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = g->stacks + i * g->stack_bytes + 4096;
-    f.ctx.uc_stack.ss_size = g->stack_bytes - 4096; f.ctx.uc_link = nullptr;
-    makecontext(&f.ctx, fiber_main, 0);
+    start_context(&f.ctx, g->stacks + i * g->stack_bytes + 4096, g->stack_bytes - 4096, fiber_main);
     make_ready(g, i); }
   for (;;) {
     while (g->nready > 0) {  // resume the ready fibers in a seeded random order
@@ -267,7 +290,7 @@ static bool run_group(Group* g, uint64_t seed) {
       int k = int(g->rng % uint64_t(g->nready)), i = g->ready[k];
       g->ready[k] = g->ready[--g->nready];
       g->cur = i;
-      swapcontext(&g->sched, &g->f[i].ctx);
+      switch_to(&g->sched, &g->f[i].ctx);
       if (g->failed) return false; }
     int fin = 0;
     for (int i = 0; i < g->n; ++i) fin += g->f[i].state == FINISHED;
@@ -281,15 +304,17 @@ static bool run_group(Group* g, uint64_t seed) {
 struct Launch {
   Body body; void* const* args; long grid[3], block[3]; uint64_t seed;
   long next; int failed; pthread_mutex_t lock; char err[400]; };
+__attribute__((format(printf, 2, 3))) static void report(Launch* L, const char* fmt, ...) {  // the first failure wins
+  pthread_mutex_lock(&L->lock);
+  if (!L->failed) { va_list ap; va_start(ap, fmt); vsnprintf(L->err, sizeof L->err, fmt, ap); va_end(ap); }
+  L->failed = 1; pthread_mutex_unlock(&L->lock); }
 static void* worker(void* p) {
   Launch* L = (Launch*)p;
   int n = int(L->block[0] * L->block[1] * L->block[2]);
   long total = L->grid[0] * L->grid[1] * L->grid[2];
   Group* g = (Group*)malloc(sizeof(Group));
   if (!g || !setup_group(g, n)) {
-    pthread_mutex_lock(&L->lock);
-    if (!L->failed) snprintf(L->err, sizeof L->err, "cannot allocate %d fiber stacks", n);
-    L->failed = 1; pthread_mutex_unlock(&L->lock);
+    report(L, "cannot allocate the stacks of %d fibers", n);
     if (g) { free_group(g); free(g); }
     return nullptr; }
   for (;;) {
@@ -298,9 +323,7 @@ static void* worker(void* p) {
     g->body = L->body; g->args = L->args; g->bx = uint(L->block[0]); g->by = uint(L->block[1]);
     g->tgid = vec<uint, 3>(uint(t % L->grid[0]), uint(t / L->grid[0] % L->grid[1]), uint(t / (L->grid[0] * L->grid[1])));
     if (!run_group(g, L->seed * 0x100000001B3ull + uint64_t(t))) {
-      pthread_mutex_lock(&L->lock);
-      if (!L->failed) snprintf(L->err, sizeof L->err, "threadgroup (%u, %u, %u): %s", g->tgid.x, g->tgid.y, g->tgid.z, g->err);
-      L->failed = 1; pthread_mutex_unlock(&L->lock);
+      report(L, "threadgroup (%u, %u, %u): %s", g->tgid.x, g->tgid.y, g->tgid.z, g->err);
       break; } }
   current = nullptr;
   free_group(g); free(g);
@@ -458,23 +481,6 @@ void simdgroup_multiply(simdgroup_matrix<D, 8, 8>& d, const simdgroup_matrix<A, 
   metal_sim::Mma<D, A, B, D> p = {&ca.e, &cb.e, nullptr, &d.e};
   metal_sim::simd_meet("simdgroup_multiply", line, &p, nullptr, metal_sim::op_mma<D, A, B, D>); }
 }  // namespace metal
-// ---- what the simulator's harness passes for each argument: a buffer converts to a pointer of its
-// element type (or a vector of it), a scalar to a const reference of exactly the Launch's kind
-namespace metal_sim {
-template <class T, class E> struct element_of : std::is_same<T, E> {};
-template <class E, int N> struct element_of<metal::vec<E, N>, E> : std::true_type {};
-template <class E> struct Buffer {
-  void* p;
-  template <class T> operator T*() const {
-    static_assert(element_of<typename std::remove_cv<T>::type, E>::value,
-                  "a buffer parameter's element type differs from the dtype of the array passed for it");
-    return (T*)p; } };
-template <class E> struct Scalar {
-  const void* p;
-  template <class T> operator const T&() const {
-    static_assert(std::is_same<T, E>::value, "a constant parameter's type differs from the Launch's scalar kind");
-    return *(const E*)p; } };
-}  // namespace metal_sim
 // ---- address spaces and kernel attributes. A threadgroup array is one object per OS thread, which runs one
 // threadgroup at a time: the threads (fibers) of that threadgroup share it.
 #define kernel

@@ -153,6 +153,18 @@ def test_the_hero_pads_make_the_fragment_loads_conflict_free(dtype):
         assert tb.tg_report(dataclasses.replace(s, bk=16, pad=0), dtype)["A fragment load"]["conflicts"] > 0
 
 
+def test_the_hero_staging_stores_under_the_model():
+    """Row-major operands stage with consecutive lanes on consecutive elements: B's rows of 64 + 8 never
+    conflict, A's rows of 16 + 8 only in 4-byte elements (two rows of a simdgroup's 32 lanes overlap 8 banks);
+    a column-major A goes down the rows, 4 to 8 ways (the layout is chosen for the fragment loads)."""
+    s = g.MetalGemmSchedule()
+    for dtype in DTYPES:
+        report = tb.tg_report(s, dtype)
+        assert report["B staging store"]["conflicts"] == 0
+        assert report["A staging store"]["conflict_degree"] == (1 if dtype == "fp16" else 2)
+        assert tb.tg_report(s, dtype, a_down=True)["A staging store"]["conflict_degree"] == (4 if dtype == "fp16" else 8)
+
+
 def test_the_fragment_placement_covers_the_8x8_tile_once():
     row, col = tb.fragment_place(np.arange(32))
     cells = {(int(r), int(c) + e) for r, c in zip(row, col, strict=True) for e in (0, 1)}

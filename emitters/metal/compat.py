@@ -131,32 +131,20 @@ template <class T> T select(T a, T b, bool c) { return c ? b : a; }
 // ---- the execution model: one threadgroup's threads are fibers of one OS thread --------------------
 namespace metal_sim {
 using metal::vec;
-// A fiber's saved context. On Linux x86-64 and AArch64 a switch saves only the callee-saved registers and the
-// stack pointer (a few ns); elsewhere it is ucontext's swapcontext (a system call for the signal mask).
-#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+// A fiber's saved context. On Linux x86-64 a switch saves only the callee-saved registers and the stack
+// pointer (a few ns); elsewhere it is ucontext's swapcontext (a system call for the signal mask each time).
+#if defined(__linux__) && defined(__x86_64__) && !defined(METAL_SIM_UCONTEXT)
 extern "C" __attribute__((visibility("hidden"))) void metal_sim_switch(void** save_sp, void* sp);
-#if defined(__x86_64__)
 asm(".text\n.globl metal_sim_switch\n.hidden metal_sim_switch\n.type metal_sim_switch,@function\nmetal_sim_switch:\n"
     "pushq %rbp\npushq %rbx\npushq %r12\npushq %r13\npushq %r14\npushq %r15\nmovq %rsp, (%rdi)\nmovq %rsi, %rsp\n"
     "popq %r15\npopq %r14\npopq %r13\npopq %r12\npopq %rbx\npopq %rbp\nret\n.size metal_sim_switch, .-metal_sim_switch\n");
-static const int SAVED_WORDS = 6, RETURN_WORD = 6;  // six registers, then the return address
-#else
-asm(".text\n.globl metal_sim_switch\n.hidden metal_sim_switch\n.type metal_sim_switch,%function\nmetal_sim_switch:\n"
-    "sub sp, sp, #176\nstp x19, x20, [sp, #0]\nstp x21, x22, [sp, #16]\nstp x23, x24, [sp, #32]\n"
-    "stp x25, x26, [sp, #48]\nstp x27, x28, [sp, #64]\nstp x29, x30, [sp, #80]\nstp d8, d9, [sp, #96]\n"
-    "stp d10, d11, [sp, #112]\nstp d12, d13, [sp, #128]\nstp d14, d15, [sp, #144]\nmov x9, sp\nstr x9, [x0]\n"
-    "mov sp, x1\nldp x19, x20, [sp, #0]\nldp x21, x22, [sp, #16]\nldp x23, x24, [sp, #32]\nldp x25, x26, [sp, #48]\n"
-    "ldp x27, x28, [sp, #64]\nldp x29, x30, [sp, #80]\nldp d8, d9, [sp, #96]\nldp d10, d11, [sp, #112]\n"
-    "ldp d12, d13, [sp, #128]\nldp d14, d15, [sp, #144]\nadd sp, sp, #176\nret\n.size metal_sim_switch, .-metal_sim_switch\n");
-static const int SAVED_WORDS = 22, RETURN_WORD = 11;  // a 176-byte frame; x30 (the return address) is word 11
-#endif
 struct Context { void* sp; };
 static inline void switch_to(Context* from, Context* to) { metal_sim_switch(&from->sp, to->sp); }
 static void start_context(Context* c, char* stack, size_t bytes, void (*entry)()) {
-  uintptr_t top = (uintptr_t(stack) + bytes) & ~uintptr_t(15);
-  void** frame = (void**)(top - 16) - SAVED_WORDS;  // x86-64: entry is "called" with rsp = top - 8
-  memset(frame, 0, SAVED_WORDS * sizeof(void*) + 16);
-  frame[RETURN_WORD] = (void*)entry;
+  // six zeroed registers, then `entry` as the return address at a 16-byte boundary: entry starts as if called
+  void** frame = (void**)(((uintptr_t(stack) + bytes) & ~uintptr_t(15)) - 16) - 6;
+  memset(frame, 0, 8 * sizeof(void*));
+  frame[6] = (void*)entry;
   c->sp = frame; }
 #else
 struct Context { ucontext_t uc; };

@@ -42,6 +42,7 @@ CONV_KERNEL = "tr_metal_conv2d"
 DTYPES = ("fp32", "fp16", "bf16")
 MAX_FRAGMENTS = 16  # accumulators a simdgroup holds: 32 floats a lane, as MLX's 64x64 tile over 2x2 simdgroups
 MAX_ELEMENTS = 1 << 32  # buffers are indexed by 32-bit unsigned offsets
+MAX_DIM = (1 << 31) - 256  # M, N, K are int arguments; a tile's rows past the edge must not overflow
 
 # dtype -> (device element type, the type staged in threadgroup memory (an IR dtype: bf16 is widened to fp32,
 #           exactly), a device element read as staged, the staged zero, a device element read as float,
@@ -169,6 +170,13 @@ def check_elements(what: str, *sizes: int) -> None:
         total *= s
     if total >= MAX_ELEMENTS:
         raise UnsupportedError(f"{what} has {total} elements; the Metal kernels index buffers below 2^32 elements")
+
+
+def check_dims(**dims: int) -> None:
+    """UnsupportedError for an extent of the GEMM past ``MAX_DIM`` (the kernels' M, N, K are 32-bit ints)."""
+    for name, v in dims.items():
+        if v > MAX_DIM:
+            raise UnsupportedError(f"{name} = {v}: the Metal kernels take GEMM extents up to {MAX_DIM}")
 
 
 def grid(m: int, n: int, sched: MetalGemmSchedule) -> tuple[int, int, int]:

@@ -22,6 +22,7 @@ def conv_check(op: Any) -> None:
     g.check_elements("the input", op.n, op.h, op.w, op.c)
     g.check_elements("the filter", op.k, op.r, op.s, op.c)
     g.check_elements("the output", op.gemm_m, op.gemm_n)
+    g.check_dims(**{"N*P*Q (the GEMM's M)": op.gemm_m, "R*S*C (its K)": op.gemm_k})
 
 
 def conv_launch(op: Any, schedule: g.MetalGemmSchedule) -> Launch:

@@ -16,6 +16,7 @@ def gemm_check(op: Any) -> None:
     g.check_elements("A", op.m, op.k)
     g.check_elements("B", op.k, op.n)
     g.check_elements("C", op.m, op.n)
+    g.check_dims(m=op.m, n=op.n, k=op.k)
 
 
 def schedule_check(op: Any, variant: Any, schedule: Any, host: Any) -> None:

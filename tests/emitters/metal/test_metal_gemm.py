@@ -81,6 +81,8 @@ def test_what_the_core_refuses_is_one_line():
         CORE.check_op(SimpleNamespace(kind="gemm", dtype=DType.INT8, m=8, n=8, k=8))  # a Gemm takes no int8
     with pytest.raises(UnsupportedError, match="2\\^32"):
         core_for(Gemm(1 << 17, 1 << 16, 8))
+    with pytest.raises(UnsupportedError, match="m = 2147483600: the Metal kernels take GEMM extents up to"):
+        core_for(Gemm(2_147_483_600, 1, 1))  # a tile past the edge would overflow its int rows
 
 
 def test_the_hero_fills_the_gpu_before_it_grows_the_tile():

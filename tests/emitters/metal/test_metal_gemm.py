@@ -20,7 +20,7 @@ from tracea.emitters.metal import gemm as g
 from tracea.emitters.metal import tg_banks as tb
 from tracea.emitters.metal.core import KERNEL_BUILTINS, THREADGROUP_MEMORY
 from tracea.emitters.metal.cores import core_for
-from tracea.kernels import DType, Gemm
+from tracea.kernels import Conv2d, DType, Gemm
 from tracea.kernels.dtypes import to_float64
 from tracea.kernels.op import relative_error, tolerance
 
@@ -165,6 +165,21 @@ def test_the_hero_staging_stores_under_the_model():
         assert report["B staging store"]["conflicts"] == 0
         assert report["A staging store"]["conflict_degree"] == (1 if dtype == "fp16" else 2)
         assert tb.tg_report(s, dtype, a_down=True)["A staging store"]["conflict_degree"] == (4 if dtype == "fp16" else 8)
+
+
+@pytest.mark.parametrize("op", [Gemm(40, 40, 40, layout_a="col"), Gemm(40, 40, 40, layout_b="col"),
+                                Conv2d(1, 4, 6, 6, 8, 3, 3, layout="nhwc")], ids=lambda op: op.case_label())
+def test_the_scored_walks_are_the_rendered_ones(op):
+    """tg_banks.staging_walks says which way each operand's staging goes; the kernel's text agrees."""
+    core = core_for(op)
+    s = g.MetalGemmSchedule(64, 32, 16, 2, 1, 8)
+    src = core.render(op, s).source
+    a_down, b_down = tb.staging_walks(op)
+    assert (f"const int r = f % {s.bm}, c = f / {s.bm};" in src) == a_down
+    assert (f"const int r = f / {s.bk}, c = f % {s.bk};" in src) == (not a_down)
+    assert (f"const int r = f % {s.bk}, c = f / {s.bk};" in src) == b_down
+    assert (f"const int r = f / {s.bn}, c = f % {s.bn};" in src) == (not b_down)
+    assert "fr = (q & 4) + (int(lane) / 2) % 4, fc = (q & 2) * 2 + (int(lane) % 2) * 2;" in src  # fragment_place's
 
 
 def test_the_fragment_placement_covers_the_8x8_tile_once():

@@ -3,8 +3,11 @@ online softmax (a running row maximum and sum, the accumulator rescaled when the
 heads, any seq_q and seq_k, head dims that are multiples of 8 (the op's), fp32, fp16 or bf16 in and out
 (bf16 as ``ushort`` bits) with fp32 arithmetic throughout.
 
-Tiling. A threadgroup takes ``8 * simdgroups`` queries of one head (grid: query blocks x heads x batch), each
-simdgroup 8 query rows. Its Q rows (scaled by scale * log2(e), so the exponentials are ``exp2``) live in
+Tiling. A threadgroup takes ``8 * simdgroups`` query rows of one K/V head's group (grid: row blocks x
+kv_heads x batch): the rows of the group's query heads one head after another (heads kvh * group to kvh *
+group + group - 1 are adjacent in q and O, so row r is q's row r from the group's first), so that the heads
+sharing a K/V head share its reads where a block spans them (a decode step: one block for the whole group);
+each simdgroup takes 8 rows. Its Q rows (scaled by scale * log2(e), so the exponentials are ``exp2``) live in
 registers as head_dim / 8 ``simdgroup_float8x8`` matrices beside the head_dim / 8 of its O accumulator. The
 keys go ``bk`` a step: each step's K block and V block are converted to float into threadgroup memory
 (``kv_tiles`` = 2: K and V each their tile, loaded together, two barriers a step; 1: one tile, V loaded over K
@@ -27,8 +30,8 @@ document it), so a row's 8 columns sit on the 4 lanes that differ in lane bits 0
 sum are two ``simd_shuffle_xor`` steps (masks 1 and 8). The same layout scales O's rows.
 
 Masks, as the op's reference (kernels/ops/attention.py): key j of query i is kept when j < seq_k and, causal,
-j <= i + (seq_k - seq_q) (the diagonal aligned bottom-right); the causal key loop ends at the block's last
-row's diagonal. A row that keeps no key writes 0. No infinity enters the arithmetic (masked scores are the
+j <= i + (seq_k - seq_q) (the diagonal aligned bottom-right); the causal key loop ends at the diagonal of
+the block's last query (of seq_q's last where the block spans two heads). A row that keeps no key writes 0. No infinity enters the arithmetic (masked scores are the
 lowest finite float, probabilities of masked keys are set to 0 by a test), so the result does not hang on how
 Metal's fast math treats infinities. Keys past seq_k and queries past seq_q are zero rows in the tiles.
 
@@ -160,8 +163,8 @@ def _stage_q(s: MetalAttentionSchedule, d: int) -> str:
     return f"""    for (uint c0 = 0; c0 < {s.bq}u; c0 += {ch}u) {{
         threadgroup_barrier(mem_flags::mem_threadgroup);
         for (uint e = tidx; e < {ch * d}u; e += {s.threads}u) {{
-            const int qi = q0 + int(c0 + e / {d}u);
-            {tile}[(e / {d}u) * {ld}u + e % {d}u] = qi < seq_q ? tr_in(qh[uint(qi) * {d}u + e % {d}u]) * scale : 0.0f;
+            const uint r = r0 + c0 + e / {d}u;
+            {tile}[(e / {d}u) * {ld}u + e % {d}u] = r < rows ? tr_in(qg[r * {d}u + e % {d}u]) * scale : 0.0f;
         }}
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (sgid * 8u >= c0 && sgid * 8u < c0 + {ch}u) {{
@@ -192,7 +195,7 @@ def _online_softmax(s: MetalAttentionSchedule, d: int) -> str:
         for (uint n = 0; n < {s.bk // 8}u; ++n) {{
             for (uint t = 0; t < 2u; ++t) {{
                 const int j = j0 + int(n * 8u + fc + t);
-                const bool keep = j < seq_k && (causal == 0 || j <= row + shift);
+                const bool keep = j < seq_k && (causal == 0 || j <= qi + shift);
                 const float x = keep ? sm[n].thread_elements()[t] : TR_LOWEST;
                 sm[n].thread_elements()[t] = x;
                 bm = max(bm, x);
@@ -253,7 +256,8 @@ def render(dtype: str, head_dim: int, s: MetalAttentionSchedule) -> str:
     vt = f"    threadgroup float vt[{v_floats}];\n" if s.kv_tiles == 2 else ""
     builtins = ",\n        ".join(KERNEL_BUILTINS)
     return PRELUDE + f"""
-// {s.name}, head_dim {d}: {s.bq} queries a threadgroup ({s.simdgroups} simdgroups of 8 rows), {s.bk} keys a step,
+// {s.name}, head_dim {d}: {s.bq} query rows of a K/V head's group a threadgroup ({s.simdgroups} simdgroups of 8),
+// {s.bk} keys a step,
 // {"K and V each their tile" if s.kv_tiles == 2 else "K and V in turn in one tile"}; rows of {k_stride(d)} floats (K),
 // {v_stride(d)} (V, Q)
 kernel void {KERNEL}(device const {t}* q [[buffer(0)]], device const {t}* k [[buffer(1)]],
@@ -262,21 +266,25 @@ kernel void {KERNEL}(device const {t}* q [[buffer(0)]], device const {t}* k [[bu
         constant int& kv_heads [[buffer(7)]], constant int& causal [[buffer(8)]], constant float& scale [[buffer(9)]],
         {builtins}) {{
     threadgroup float kt[{k_floats}];
-{vt}    const uint h = tgid.y, kvh = h / uint(heads / kv_heads), nk = uint(seq_k);
-    const int q0 = int(tgid.x) * {s.bq}, shift = seq_k - seq_q;  // the causal diagonal aligned bottom-right
-    device const {t}* qh = q + (tgid.z * uint(heads) + h) * uint(seq_q) * {d}u;
+{vt}    const uint kvh = tgid.y, group = uint(heads / kv_heads), nq = uint(seq_q), nk = uint(seq_k);
+    const uint rows = group * nq, r0 = tgid.x * {s.bq}u;  // the group's query rows, head after head; ours from r0
+    const uint head0 = (tgid.z * uint(heads) + kvh * group) * nq * {d}u;  // its first head's first row
+    device const {t}* qg = q + head0;
     device const {t}* kh = k + (tgid.z * uint(kv_heads) + kvh) * nk * {d}u;
     device const {t}* vh = v + (tgid.z * uint(kv_heads) + kvh) * nk * {d}u;
     const uint fr = ((lane >> 2) & 4u) | ((lane >> 1) & 3u);  // the lane's row in an 8 x 8 matrix (MLX's layout)
     const uint fc = (lane & 8u) / 2u + (lane & 1u) * 2u;      // and its first column
-    const int row = q0 + int(sgid * 8u + fr);
+    const uint row = r0 + sgid * 8u + fr;                      // the lane's row of the group
+    const int qi = int(row % nq), shift = seq_k - seq_q;       // its query; the causal diagonal aligned bottom-right
     simdgroup_float8x8 qm[{d // 8}], om[{d // 8}], sm[{s.bk // 8}];
     for (uint i = 0; i < {d // 8}u; ++i) om[i] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-{_stage_q(s, d)}    const int kend = causal != 0 ? min(max(q0 + {s.bq} + shift, 0), seq_k) : seq_k;
+{_stage_q(s, d)}    const uint last = min(r0 + {s.bq}u, rows) - 1u;  // the causal keys end at the block's last query's diagonal
+    const int qlast = int(r0 / nq == last / nq ? last % nq : nq - 1u);  // (any query, where two heads share it)
+    const int kend = causal != 0 ? min(max(qlast + 1 + shift, 0), seq_k) : seq_k;
     float m = TR_LOWEST, l = 0.0f;
-{_step(s, d)}    if (row < seq_q) {{
+{_step(s, d)}    if (row < rows) {{
         const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row that keeps no key: 0
-        device {t}* orow = o + ((tgid.z * uint(heads) + h) * uint(seq_q) + uint(row)) * {d}u + fc;
+        device {t}* orow = o + head0 + row * {d}u + fc;
         for (uint i = 0; i < {d // 8}u; ++i) {{
             orow[i * 8u] = tr_out_{t}(om[i].thread_elements()[0] * inv);
             orow[i * 8u + 1u] = tr_out_{t}(om[i].thread_elements()[1] * inv);
@@ -287,7 +295,12 @@ kernel void {KERNEL}(device const {t}* q [[buffer(0)]], device const {t}* k [[bu
 
 
 def grid(op: Any, s: MetalAttentionSchedule) -> tuple[int, int, int]:
-    return (-(-op.seq_q // s.bq), op.heads, op.batch)
+    return (-(-group_rows(op) // s.bq), op.kv_heads, op.batch)
+
+
+def group_rows(op: Any) -> int:
+    """The query rows a K/V head serves: its group's heads' rows, one head after another."""
+    return op.heads // op.kv_heads * op.seq_q
 
 
 def scale_log2(op: Any) -> float:

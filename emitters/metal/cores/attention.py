@@ -12,10 +12,10 @@ ORDER = 40  # the registry's order, and its variants'
 
 
 def attention_hero(op: Any, gpu_cores: int) -> at.MetalAttentionSchedule:
-    """32 queries a threadgroup (fewer where that leaves GPU cores idle or seq_q is short); 32 keys a step in
+    """32 query rows a threadgroup (fewer where that leaves GPU cores idle or a group's rows are few); 32 keys a step in
     two tiles up to head dim 64, 16 in two tiles up to 128, 16 in one tile beyond (about 17 KiB each)."""
-    sg = 4
-    while sg > 1 and (8 * sg >= 2 * op.seq_q or -(-op.seq_q // (8 * sg)) * op.heads * op.batch < gpu_cores):
+    sg, rows = 4, at.group_rows(op)
+    while sg > 1 and (8 * sg >= 2 * rows or -(-rows // (8 * sg)) * op.kv_heads * op.batch < gpu_cores):
         sg //= 2
     if op.head_dim <= 64:
         return at.MetalAttentionSchedule(simdgroups=sg, bk=32, kv_tiles=2)

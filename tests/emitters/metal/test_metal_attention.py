@@ -61,9 +61,12 @@ def test_offsets_past_32_bits_are_refused():
 
 
 def test_the_hero_fills_the_gpu_before_it_grows_the_block():
+    """Blocks of a K/V head's group's rows: as many as fill the GPU's cores, 32 rows at most."""
     assert CORE.hero(Attention(4, 32, 4096, 128), 10) == at.MetalAttentionSchedule(4, 16, 2)
     assert CORE.hero(Attention(4, 32, 4096, 64), 10) == at.MetalAttentionSchedule(4, 32, 2)
     assert CORE.hero(Attention(1, 8, 1, 128, seq_k=4096), 10).simdgroups == 1  # decode: one query a head
+    assert CORE.hero(Attention(1, 32, 1, 128, seq_k=4096, kv_heads=8), 10).simdgroups == 1  # a group's 4 rows
+    assert CORE.hero(Attention(2, 32, 16, 128, kv_heads=4), 10).simdgroups == 4  # 8 heads x 16: 128 rows
     assert CORE.hero(Attention(1, 2, 64, 64), 10).simdgroups == 1  # 4 heads-blocks of 32 would idle cores
     assert CORE.hero(Attention(1, 2, 64, 256), 10) == at.MetalAttentionSchedule(1, 16, 1)
 
@@ -103,7 +106,7 @@ def test_every_form_of_the_space_renders_in_the_subset(dtype):
     for s in CORE.space(op, CORE.hero(op, 10)):
         launch = CORE.render(op, s)
         plausible_msl(launch)
-        assert launch.grid == (-(-100 // s.bq), 8, 2) and launch.block == (32 * s.simdgroups, 1, 1)
+        assert launch.grid == (-(-400 // s.bq), 2, 2) and launch.block == (32 * s.simdgroups, 1, 1)
         assert launch.args[:-1] == (("in", "q"), ("in", "k"), ("in", "v"), ("out", None), ("i32", 100),
                                     ("i32", 70), ("i32", 8), ("i32", 2), ("i32", 1))
         assert launch.args[-1] == ("f32", pytest.approx(0.2 / np.log(2)))
@@ -155,6 +158,7 @@ CASES = {
     "seq_q>seq_k": dict(batch=1, heads=2, seq_q=20, head_dim=64, seq_k=13),
     "causal,gqa,seq_q<seq_k": dict(batch=2, heads=4, seq_q=37, head_dim=64, seq_k=50, kv_heads=2, causal=True),
     "causal,seq_q>seq_k,d128": dict(batch=1, heads=2, seq_q=29, head_dim=128, seq_k=19, causal=True),
+    "decode,gqa": dict(batch=2, heads=8, seq_q=1, head_dim=64, seq_k=45, kv_heads=2, causal=True),
 }
 
 
@@ -172,8 +176,12 @@ def test_the_hero_matches_the_reference(case, dtype):
      at.MetalAttentionSchedule(2, 8, 1)),
     (dict(batch=1, heads=2, seq_q=11, head_dim=256, seq_k=24, causal=True, dtype="bf16"), None),
     (dict(batch=1, heads=3, seq_q=9, head_dim=64, seq_k=70, kv_heads=1, scale=0.5, dtype="fp32"), None),
-], ids=["d40,mqa,fp16", "d256,causal,bf16", "multi-query,scale,fp32"])
-def test_other_head_dims_multi_query_and_a_scale(fields, schedule):
+    (dict(batch=1, heads=4, seq_q=13, head_dim=64, seq_k=30, kv_heads=1, causal=True, dtype="fp32"),
+     at.MetalAttentionSchedule(2, 8, 2)),
+], ids=["d40,mqa,fp16", "d256,causal,bf16", "multi-query,scale,fp32", "causal,blocks-spanning-heads,fp32"])
+def test_other_head_dims_multi_query_a_scale_and_blocks_across_heads(fields, schedule):
+    """The last: 16-row blocks of a group of 4 heads of 13 queries, so a block holds the end of one head and
+    the start of the next, and its causal keys run to the first head's last query's diagonal."""
     run_attention(Attention(**fields), schedule, seed=11)
 
 

@@ -12,9 +12,10 @@ accumulators, a barrier before the next tile overwrites them. One buffer, as lla
 keeps (ggml-metal.metal).
 
 The staged type: fp32 and fp16 as they are (fp16 fragments are ``simdgroup_half8x8`` multiplied into the
-float accumulators, mixed types that Apple's compiler takes: llama.cpp's ``kernel_mul_mm`` (ggml-metal.metal)
-multiplies half fragments by float or half ones into float accumulators); bf16 converted to float while staged (exact: a bf16 is the high half of a float's
-bits), since MSL before 3.1 has no bfloat and no kernel here needs it.
+float accumulators, mixed types that Apple's compiler takes: llama.cpp's ``kernel_mul_mm``
+(ggml-metal.metal) multiplies half fragments by float or half ones into float accumulators); bf16
+converted to float while staged (exact: a bf16 is the high half of a float's bits), since MSL before 3.1
+has no bfloat and no kernel here needs it.
 
 The epilogue (kernels/epilogue.py's chain, emitters/gpu.py's statements, ``tr_gelu`` the tanh form) runs on
 each lane's two accumulator elements (``thread_elements()``) at their place in the fragment: element ``e``

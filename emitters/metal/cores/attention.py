@@ -13,8 +13,8 @@ ORDER = 40  # the registry's order, and its variants'
 
 def attention_hero(op: Any, gpu_cores: int) -> at.MetalAttentionSchedule:
     """32 query rows a threadgroup (fewer where that leaves GPU cores idle or a K/V head's group has few rows);
-    32 keys a step in two tiles up to head dim 64, 16 in two tiles up to 128, 16 in one tile beyond (17-18 KiB
-    of threadgroup memory each). Not measured: no Apple GPU here."""
+    32 keys a step in two tiles up to head dim 64, 16 in two tiles up to 128, 16 in one tile beyond (at most 18 KiB
+    of threadgroup memory). Not measured: no Apple GPU here."""
     sg, rows = 4, at.group_rows(op)
     while sg > 1 and (8 * sg >= 2 * rows or -(-rows // (8 * sg)) * op.kv_heads * op.batch < gpu_cores):
         sg //= 2

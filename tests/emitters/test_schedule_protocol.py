@@ -63,7 +63,8 @@ def _hosts() -> dict[str, Any]:
 
     ci = read_snapshot(FIXTURES / "snapshots" / "ci_vm.json")[0]
     h100 = read_snapshot(FIXTURES / "snapshots" / "h100_live.json")[0]
-    return {"cpu": ci, "cuda": target_host(h100, "sm_90a"), "hip": registry.backend("hip").target_host(ci, "gfx942")}
+    return {"cpu": ci, "cuda": target_host(h100, "sm_90a"), "hip": registry.backend("hip").target_host(ci, "gfx942"),
+            "metal": registry.backend("metal").target_host(ci, "apple8")}
 
 
 def heroes() -> dict[type, tuple[str, Any, Any, Any]]:
@@ -115,14 +116,14 @@ def test_the_class_follows_the_schedule_protocol(cls):
 
 
 def test_the_heroes_are_valid_on_their_own_target_through_the_protocol():
-    """``validate(op, target)`` with each backend's target: the host (CPU, HIP), the Arch (CUDA; the Hopper
+    """``validate(op, target)`` with each backend's target: the host (CPU, HIP, Metal), the Arch (CUDA; the Hopper
     schedules its opt-in shared memory)."""
     from tracea.emitters.cuda.arch import target_of
 
     hosts = _hosts()
     arch = target_of(hosts["cuda"], "sm_90a")
     for cls, (backend, _, op, hero) in HEROES.items():
-        target = {"cpu": hosts["cpu"], "hip": hosts["hip"]}.get(backend, arch)
+        target = {"cpu": hosts["cpu"], "hip": hosts["hip"], "metal": hosts["metal"]}.get(backend, arch)
         if cls.__module__.startswith("tracea.emitters.cuda.hopper"):
             target = arch.smem_optin
         hero.validate(op, target)
@@ -132,14 +133,16 @@ def test_every_backends_cores_are_the_one_core_type():
     from tracea.emitters.cpu.cores import CORES as CPU
     from tracea.emitters.cuda.cores import CORES as CUDA
     from tracea.emitters.hip.cores import CORES as HIP
+    from tracea.emitters.metal.cores import CORES as METAL
 
-    for core in (*CPU.values(), *CUDA, *HIP.values()):
+    for core in (*CPU.values(), *CUDA, *HIP.values(), *METAL.values()):
         assert isinstance(core, Core), core
         assert core.ops and all(isinstance(k, str) for k in core.ops)
         assert isinstance(core.schedule, type) and callable(core.schedule.from_json)
     assert set(CPU) == {k for c in CPU.values() for k in c.ops} and set(HIP) == {k for c in HIP.values() for k in c.ops}
+    assert set(METAL) == {k for c in METAL.values() for k in c.ops}
     shared = {f.name for f in dataclasses.fields(Core)}
-    for core in (*CPU.values(), *CUDA, *HIP.values()):  # a backend adds fields; it renames none
+    for core in (*CPU.values(), *CUDA, *HIP.values(), *METAL.values()):  # a backend adds fields; it renames none
         assert shared <= {f.name for f in dataclasses.fields(core)}
 
 

@@ -43,7 +43,8 @@ def test_every_backend_offers_every_suite_it_has_rows_for(name, quick):
     # 8-bit GEMMs where a variant computes them (int8 on a CPU and CUDA's Hopper core, FP8 on that core only); the
     # rest everywhere
     assert list(suites) == {"cpu": ["llm-gemm", "llm-gemm-int8", "resnet50", "softmax"],
-                            "cuda": list(w.named()), "hip": ["llm-gemm", "resnet50", "softmax"]}[name]
+                            "cuda": list(w.named()), "hip": ["llm-gemm", "resnet50", "softmax"],
+                            "metal": ["llm-gemm", "resnet50", "softmax"]}[name]
     assert all(suites.values())
     if quick:  # a few rows: what CI runs
         assert sum(map(len, suites.values())) <= 14

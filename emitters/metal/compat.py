@@ -39,6 +39,7 @@ HEADER = r"""// A model of the subset of <metal_stdlib> Tracea's Metal kernels u
 #include <ucontext.h>
 #include <sys/mman.h>
 #include <pthread.h>
+#include <signal.h>
 #include <link.h>
 #include <type_traits>
 #include <stdarg.h>
@@ -162,7 +163,7 @@ struct Builtins { vec<uint, 3> tgid, tpos; uint tidx, sgid, lane; };
 typedef void (*Body)(void* const* args, const Builtins& b);
 struct Group {
   int n; Fiber* f; char* stacks; size_t stack_bytes;
-  Context sched; int cur, at_barrier, barrier_line, nready;
+  Context sched; int cur, at_barrier, barrier_line, nready, in_fiber;
   int* ready; int* arrived; int* first;
   uint64_t rng; int failed; char err[400];
   Body body; void* const* args; vec<uint, 3> tgid; uint bx, by; };
@@ -278,7 +279,7 @@ static bool run_group(Group* g, uint64_t seed) {
       int k = int(g->rng % uint64_t(g->nready)), i = g->ready[k];
       g->ready[k] = g->ready[--g->nready];
       g->cur = i;
-      switch_to(&g->sched, &g->f[i].ctx);
+      g->in_fiber = 1; switch_to(&g->sched, &g->f[i].ctx); g->in_fiber = 0;
       if (g->failed) return false; }
     int fin = 0;
     for (int i = 0; i < g->n; ++i) fin += g->f[i].state == FINISHED;
@@ -301,9 +302,13 @@ static void* worker(void* p) {
   int n = int(L->block[0] * L->block[1] * L->block[2]);
   long total = L->grid[0] * L->grid[1] * L->grid[2];
   Group* g = (Group*)malloc(sizeof(Group));
+  stack_t alt, old_alt;  // a signal stack: the harness's fault handler runs there, even for a fiber stack overflow
+  alt.ss_sp = malloc(1 << 16); alt.ss_size = 1 << 16; alt.ss_flags = 0;
+  if (alt.ss_sp) sigaltstack(&alt, &old_alt);
   if (!g || !setup_group(g, n)) {
     report(L, "cannot allocate the stacks of %d fibers", n);
     if (g) { free_group(g); free(g); }
+    if (alt.ss_sp) { sigaltstack(&old_alt, nullptr); free(alt.ss_sp); }
     return nullptr; }
   for (;;) {
     long t = __atomic_fetch_add(&L->next, 1, __ATOMIC_RELAXED);
@@ -315,6 +320,7 @@ static void* worker(void* p) {
       break; } }
   current = nullptr;
   free_group(g); free(g);
+  if (alt.ss_sp) { sigaltstack(&old_alt, nullptr); free(alt.ss_sp); }
   return nullptr; }
 // Runs the whole grid on `workers` OS threads; 0, or 1 with the reason in err.
 static int run(Body body, void* const* args, const long* geom, int workers, uint64_t seed, char* err, int errlen) {

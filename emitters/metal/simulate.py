@@ -5,8 +5,9 @@ the model can differ from an Apple GPU).
 
 ``run(launch, buffers, out, seed=0)`` raises ``SimulationError`` (one line) where the kernel does not
 compile against the model (the compiler's first error line), leaves the subset (a threadgroup pointer, more
-than 1024 threads or 32 KiB of threadgroup memory), or where its threads do not all reach a barrier or
-SIMD-group function together (divergence, deadlock). The build is a shared library in the CPU backend's
+than 1024 threads or 32 KiB of threadgroup memory), where its threads do not all reach a barrier or
+SIMD-group function together (divergence, deadlock), or where a thread reads or writes past a buffer (each
+buffer ends at an inaccessible page: GUARD) or overflows its fiber's stack. The build is a shared library in the CPU backend's
 content-hash cache (``host_compiler.compile_cached``), keyed by the kernel, the harness, the header and the
 flags, so a kernel is compiled once per machine and compiler.
 """
@@ -25,6 +26,7 @@ from typing import Any
 
 from tracea.doctor.errors import CompileError, ToolchainMissingError, TraceaError
 
+from .. import host_compiler
 from .compat import HEADER
 from .core import KERNEL_BUILTINS, MAX_THREADS, SIMD_WIDTH, THREADGROUP_MEMORY, Launch
 
@@ -32,13 +34,16 @@ from .core import KERNEL_BUILTINS, MAX_THREADS, SIMD_WIDTH, THREADGROUP_MEMORY, 
 # third faster than -O2 (gcc 12: 0.2 s of CPU for a 64-line GEMM with the header precompiled);
 # -fno-strict-aliasing: MSL lets a kernel read a buffer through another type (half2 loads, bf16 bits);
 # -Wno-attributes: [[buffer(i)]] and the built-ins' attributes mean nothing to g++; -pthread: threadgroups
-# spread over OS threads.
-FLAGS = ("-std=c++17", "-O1", "-fPIC", "-shared", "-pthread", "-fno-strict-aliasing", "-Wno-attributes")
+# spread over OS threads; -fstack-clash-protection: a frame larger than a fiber's stack touches the guard
+# page below it (and is reported) instead of stepping over it into another fiber's stack.
+FLAGS = ("-std=c++17", "-O1", "-fPIC", "-shared", "-pthread", "-fno-strict-aliasing", "-Wno-attributes",
+         "-fstack-clash-protection")
 CXX_HINT = "install a C++ compiler (`sudo apt install g++`), or point TRACEA_CXX at one (g++ 9+ or clang++ 12+)"
 
 # numpy dtype -> the C++ element type its buffer parameter must have (bf16 travels as ushort bits)
 ELEMENT = {"float32": "float", "float16": "half", "uint16": "ushort", "int16": "short", "int32": "int",
            "uint32": "uint", "uint8": "uchar", "int8": "char", "bool": "bool"}
+STACK_KIB = 124  # a fiber's usable stack (compat.HEADER's STACK_BYTES less its guard page)
 SCALAR = {"i32": ("int", ctypes.c_int32), "u32": ("uint", ctypes.c_uint32), "f32": ("float", ctypes.c_float)}
 
 _KERNEL = re.compile(r"\bkernel\s+void\s+([A-Za-z_]\w*)\s*\(")
@@ -51,10 +56,12 @@ class SimulationError(TraceaError):
     """The kernel cannot run in the model, or its threads broke a rule of Metal's execution model."""
 
 
-def run(launch: Launch, buffers: dict[str, Any], out: Any, *, seed: int = 0) -> None:
+def run(launch: Launch, buffers: dict[str, Any], out: Any, *, seed: int = 0, bounds: bool = True) -> None:
     """Run ``launch`` on the CPU. ``buffers`` maps each ("in", name) argument to a C-contiguous numpy array
     in storage dtype (fp32 float32, fp16 float16, bf16 uint16 bits); ``out`` is written in place; scalars
-    come from the Launch. ``seed`` picks the order in which fibers resume after each barrier."""
+    come from the Launch. ``seed`` picks the order in which fibers resume after each barrier. ``bounds``:
+    every buffer ends at an inaccessible page (GUARD), so that an access past a buffer is a SimulationError
+    naming it and the thread, not a silent read of a neighbour or a crash."""
     arrays = _arrays(launch, buffers, out)
     _check_launch(launch)
     library = _build(launch, [ELEMENT[str(a.dtype)] if a is not None else "" for a in arrays])
@@ -62,14 +69,38 @@ def run(launch: Launch, buffers: dict[str, Any], out: Any, *, seed: int = 0) -> 
     pointers, s = [], iter(scalars)
     for array in arrays:
         pointers.append(array.ctypes.data if array is not None else ctypes.addressof(next(s)))
-    args = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
+    n = max(1, len(pointers))
+    args = (ctypes.c_void_p * n)(*pointers)
     geom = (ctypes.c_long * 6)(*launch.grid, *launch.block)
     groups = launch.grid[0] * launch.grid[1] * launch.grid[2]
     workers = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
                          groups))
-    err = ctypes.create_string_buffer(512)
-    if library.metal_sim_run(args, geom, workers, seed & (2**64 - 1), err, len(err)):
+    err, where = ctypes.create_string_buffer(512), (ctypes.c_long * 6)()
+    if bounds:
+        sizes = (ctypes.c_long * n)(*[a.nbytes if a is not None else 0 for a in arrays])
+        rc = library.metal_sim_run_guarded(args, sizes, len(pointers), geom, workers, seed & (2**64 - 1), err,
+                                           len(err), where)
+    else:
+        rc = library.metal_sim_run(args, geom, workers, seed & (2**64 - 1), err, len(err))
+    if rc == 2:
+        raise SimulationError(f"{launch.name}: {_out_of_bounds(launch, arrays, list(where))}")
+    if rc:
         raise SimulationError(f"{launch.name}: {err.value.decode(errors='replace')}")
+
+
+def _out_of_bounds(launch: Launch, arrays: list[Any], where: list[int]) -> str:
+    arg, offset, thread = where[:3]
+    who = f"thread {thread} of threadgroup ({where[3]}, {where[4]}, {where[5]})" if thread >= 0 else "a thread"
+    if arg == -2:
+        return f"{who} overflowed its fiber's stack ({STACK_KIB} KiB in the model)"
+    if arg < 0:
+        return f"{who} accessed memory outside every buffer (a wild index)"
+    kind, name = launch.args[arg]
+    what = f"input {name!r}" if kind == "in" else "output"
+    size = arrays[arg].nbytes
+    if offset < 0:
+        return f"{who} wrote {-offset} bytes before the start of the {what} ({size} bytes)"
+    return f"{who} accessed byte {offset} of the {what}, which has {size} bytes"
 
 
 def _arrays(launch: Launch, buffers: dict[str, Any], out: Any) -> list[Any]:
@@ -103,6 +134,8 @@ def _check_launch(launch: Launch) -> None:
     threads = launch.threads
     if min(launch.block) < 1 or min(launch.grid) < 1:
         raise SimulationError(f"{launch.name}: grid {launch.grid} and block {launch.block} must be positive")
+    if len(launch.args) > 64:
+        raise SimulationError(f"{launch.name}: {len(launch.args)} arguments; the model takes at most 64")
     if threads % SIMD_WIDTH or threads > MAX_THREADS:
         raise SimulationError(f"{launch.name}: a threadgroup of {threads} threads; the model runs a multiple of "
                               f"{SIMD_WIDTH} up to {MAX_THREADS}")
@@ -144,6 +177,66 @@ template <class E> struct Scalar {
 }  // namespace metal_sim
 """
 
+# The guarded entry (run's default): each buffer is copied into memory that ends where an inaccessible page
+# begins, so that a read or write past a buffer's end faults at once; the fault handler (on the worker's signal
+# stack, so a fiber's stack overflow is caught too) records where, and the faulting threadgroup stops as a
+# divergence does. A write into the bytes before a buffer's start (its first page's slack, filled with a
+# pattern) is found after the run. A fault outside a simulated fiber goes to the handler that was there before.
+GUARD = r"""
+namespace metal_sim_guard {
+struct Fault { int hit, arg, who; long offset; uint tg[3]; };
+static Fault fault; static char* starts[64]; static char* bases[64]; static long sizes[64], spans[64]; static int count;
+static struct sigaction old_segv, old_bus;
+static void on_fault(int sig, siginfo_t* info, void*) {
+  metal_sim::Group* g = metal_sim::current;
+  if (!g || !g->in_fiber) { sigaction(sig, sig == SIGSEGV ? &old_segv : &old_bus, nullptr); return; }  // not ours
+  if (!__atomic_exchange_n(&fault.hit, 1, __ATOMIC_SEQ_CST)) {
+    char* a = (char*)info->si_addr;
+    fault.arg = -1; fault.who = g->cur; fault.tg[0] = g->tgid.x; fault.tg[1] = g->tgid.y; fault.tg[2] = g->tgid.z;
+    for (int i = 0; i < count; ++i)
+      if (sizes[i] && a >= bases[i] && a < bases[i] + spans[i]) { fault.arg = i; fault.offset = a - starts[i]; }
+    if (fault.arg < 0 && a >= g->stacks && a < g->stacks + size_t(g->n) * g->stack_bytes) fault.arg = -2;
+  }
+  metal_sim::fail("a memory fault");
+}
+}  // namespace metal_sim_guard
+extern "C" int metal_sim_run_guarded(void* const* args, const long* bytes, int n, const long* geom, int workers,
+                                     unsigned long long seed, char* err, int errlen, long* where) {
+  using namespace metal_sim_guard;
+  const long page = sysconf(_SC_PAGESIZE);
+  void* moved[64];
+  count = n; memset(&fault, 0, sizeof fault);
+  for (int i = 0; i < n; ++i) {
+    sizes[i] = bytes[i]; bases[i] = nullptr; moved[i] = args[i];
+    if (!bytes[i]) continue;
+    long body = (bytes[i] + page - 1) / page * page;
+    spans[i] = body + 2 * page;
+    bases[i] = (char*)mmap(nullptr, spans[i], PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (bases[i] == (char*)MAP_FAILED) { snprintf(err, errlen, "cannot map %ld bytes", spans[i]); return 1; }
+    mprotect(bases[i], page, PROT_NONE); mprotect(bases[i] + page + body, page, PROT_NONE);
+    starts[i] = bases[i] + page + body - bytes[i];
+    memset(bases[i] + page, 0xA5, body - bytes[i]); memcpy(starts[i], args[i], bytes[i]); moved[i] = starts[i];
+  }
+  struct sigaction sa; memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_fault; sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  sigaction(SIGSEGV, &sa, &old_segv); sigaction(SIGBUS, &sa, &old_bus);
+  int rc = metal_sim::run(metal_sim_body, moved, geom, workers, seed, err, errlen);
+  sigaction(SIGSEGV, &old_segv, nullptr); sigaction(SIGBUS, &old_bus, nullptr);
+  if (fault.hit) {
+    rc = 2; where[0] = fault.arg; where[1] = fault.offset; where[2] = fault.who;
+    for (int k = 0; k < 3; ++k) where[3 + k] = fault.tg[k];
+  }
+  for (int i = 0; i < n && rc == 0; ++i) {
+    long slack = spans[i] - 2 * page - bytes[i];
+    for (long k = 0; bytes[i] && k < slack; ++k)
+      if ((uchar)bases[i][page + k] != 0xA5) { rc = 2; where[0] = i; where[1] = k - slack; where[2] = -1; break; }
+  }
+  for (int i = 0; i < n; ++i)
+    if (bases[i]) { memcpy(args[i], starts[i], bytes[i]); munmap(bases[i], spans[i]); }
+  return rc;
+}
+"""
+
 
 def harness(launch: Launch, elements: list[str]) -> str:
     """The C++ appended to the kernel's source: its entry point, which calls the kernel in every thread
@@ -159,12 +252,10 @@ def harness(launch: Launch, elements: list[str]) -> str:
     return (f"{PROXIES}namespace {{ void metal_sim_body(void* const* a, const metal_sim::Builtins& b) {{\n"
             f"  {launch.name}({call});\n}} }}\n"
             'extern "C" int metal_sim_run(void* const* a, const long* geom, int workers, unsigned long long seed, '
-            "char* err, int n) {\n  return metal_sim::run(metal_sim_body, a, geom, workers, seed, err, n);\n}\n")
+            "char* err, int n) {\n  return metal_sim::run(metal_sim_body, a, geom, workers, seed, err, n);\n}\n" + GUARD)
 
 
 def _build(launch: Launch, elements: list[str]) -> Any:
-    from tracea.emitters import host_compiler
-
     compiler = find_cxx()
     include = _include_dir(compiler)
     flags = [*FLAGS, "-I", str(include)]
@@ -201,13 +292,15 @@ def _load(path: str) -> Any:
     library.metal_sim_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_ulonglong,
                                       ctypes.c_char_p, ctypes.c_int]
     library.metal_sim_run.restype = ctypes.c_int
+    library.metal_sim_run_guarded.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                              ctypes.c_int, ctypes.c_ulonglong, ctypes.c_char_p, ctypes.c_int,
+                                              ctypes.c_void_p]
+    library.metal_sim_run_guarded.restype = ctypes.c_int
     return library
 
 
 def find_cxx() -> Any:
     """TRACEA_CXX if set, else the first of g++, clang++, c++ on PATH (host_compiler's Compiler record)."""
-    from tracea.emitters import host_compiler
-
     env = os.environ.get("TRACEA_CXX")
     for name in ([env] if env else ["g++", "clang++", "c++"]):
         path = shutil.which(name)
@@ -222,10 +315,9 @@ def _include_dir(compiler: Any) -> Path:
     (`metal_stdlib.gch`, which gcc reads instead when the flags match: a third of a small kernel's compile);
     named by the hash of the header, flags and compiler, so the compile flags that name it key the cache."""
     from tracea.doctor.files import write_atomic
-    from tracea.emitters.host_compiler import cache_dir
 
     key = hashlib.sha256("\0".join([HEADER, *FLAGS, compiler.path, compiler.version]).encode()).hexdigest()
-    folder = cache_dir("metal") / f"include-{key[:16]}"
+    folder = host_compiler.cache_dir("metal") / f"include-{key[:16]}"
     header = folder / "metal_stdlib"
     if not header.is_file() or header.read_text() != HEADER:
         write_atomic(header, HEADER)

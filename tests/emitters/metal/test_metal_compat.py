@@ -217,6 +217,14 @@ BROKEN = kernel("tr_broken", "device const float* x [[buffer(0)]], device float*
         simdgroup_load(m, x, 8, ulong2(1, 0), true);
     } else if (mode == 5) {
         if (lane < 16) v = simd_max(v); else v = simd_min(v);
+    } else if (mode == 6) {
+        y[tidx + 1] = v;
+    } else if (mode == 7) {
+        y[int(tidx) - 1] = v;
+    } else if (mode == 8) {
+        v = x[tidx + 8];
+    } else if (mode == 9) {
+        y[tidx * 100000000u] = v;
     }
     y[tidx] = v;
 """)
@@ -228,14 +236,19 @@ BREAKS = {
     3: r"simd_shuffle_down at line \d+: its lane, mask or delta argument differs between lanes",
     4: r"simdgroup_load at line \d+: a transposed access with a non-zero matrix_origin is outside the modelled",
     5: r"lanes of simdgroup 0 reached different SIMD-group functions \(simd_(max|min) at line \d+",
+    6: r"thread 63 of threadgroup \(\d, 0, 0\) accessed byte 256 of the output, which has 256 bytes",
+    7: r"a thread wrote 4 bytes before the start of the output \(256 bytes\)",
+    8: r"thread (5[6-9]|6[0-3]) of threadgroup \(\d, 0, 0\) accessed byte 2(5[6-9]|[6-8]\d) of the input 'x'",
+    9: r"thread \d+ of threadgroup \(\d, 0, 0\) accessed memory outside every buffer",
 }
 
 
 @pytest.mark.parametrize("mode", sorted(BREAKS))
-def test_divergence_is_one_line_error(mode):
+def test_divergence_and_out_of_bounds_are_one_line_errors(mode):
     x = np.ones(64, np.float32)
     launch = Launch("tr_broken", BROKEN, (2, 1, 1), (64, 1, 1), (("in", "x"), ("out", None), ("i32", mode)))
-    with pytest.raises(SimulationError, match=r"^tr_broken: threadgroup \(\d, 0, 0\): " + BREAKS[mode]) as info:
+    where = r"threadgroup \(\d, 0, 0\): " if mode < 6 else ""
+    with pytest.raises(SimulationError, match=r"^tr_broken: " + where + BREAKS[mode]) as info:
         run(launch, {"x": x}, np.zeros(64, np.float32))
     assert "\n" not in str(info.value)
 
@@ -264,6 +277,16 @@ def test_a_missing_barrier_gives_a_wrong_answer_and_the_barrier_the_right_one():
     np.testing.assert_array_equal(once(0, 1), racy[1])  # one seed, one order
     for seed in range(3):
         np.testing.assert_array_equal(once(1, seed), want)
+
+
+def test_a_fiber_stack_overflow_is_an_error_not_a_crash():
+    source = kernel("tr_deep", "device float* y [[buffer(0)]]", """
+    volatile float big[40000];
+    for (int i = 0; i < 40000; i += 1000) big[i] = float(i + tidx);
+    y[tidx] = big[tidx * 100];
+""")
+    with pytest.raises(SimulationError, match=r"^tr_deep: thread \d+ of threadgroup \(0, 0, 0\) overflowed its fiber"):
+        run(Launch("tr_deep", source, (1, 1, 1), (32, 1, 1), (("out", None),)), {}, np.zeros(32, np.float32))
 
 
 def test_a_compile_error_is_one_line_with_the_kernels_line():

@@ -4,16 +4,20 @@
 What is modelled, and on whose word:
 - Address spaces vanish (``device``, ``thread``; ``constant`` is ``const``); a ``threadgroup T name[N];``
   array is ``static thread_local``: one OS thread runs one threadgroup at a time, its threads as fibers
-  (ucontext), so they share the array. Any other ``threadgroup`` use fails to compile or is refused by
-  simulate.py. Threadgroup memory starts as all-ones bytes (NaN in float and half) in every threadgroup.
+  (a register-only switch on x86-64, ucontext elsewhere; 124 KiB stacks), so they share the array. Any
+  other ``threadgroup`` use fails to compile or is refused by simulate.py. Threadgroup memory starts as
+  all-ones bytes (NaN in float and half, -1 in integers) in every threadgroup.
 - ``half`` is ``_Float16``; vectors ``vec<T, N>`` (float2..., half4, uint3, ulong2) with .x .y .z .w,
   elementwise arithmetic and explicit conversion; ``as_type`` is a bit copy; math functions compute a half
   in float and round once; ``max``/``min`` of floats are fmax/fmin, a NaN giving the other operand (MSL
-  specification 6.5, Table 6.4); ``fast::`` and ``precise::`` are the same (precise) functions.
+  specification 6.5, Table 6.4); ``fast::`` and ``precise::`` are the same (precise) functions;
+  ``mem_flags`` combine with ``|``.
 - Barriers (``threadgroup_barrier``) and SIMD-group functions (simd_sum/max/min, simd_shuffle, _xor, _down,
   _up, simd_broadcast, simdgroup_barrier and every simdgroup_matrix load, store and product) are
   rendezvous: a fiber waits there until every thread that must come has come to the same call (same source
-  line); the last lane of a simdgroup computes the result for all 32. A thread that finishes while others
+  line: a call site, not a loop iteration); the last lane of a simdgroup computes the result for all 32.
+  MSL 6.9.1 lets a thread that has ended stop counting at a barrier on Apple silicon; the subset does
+  not (barriers in threadgroup-uniform control flow only), so here a thread that finishes while others
   wait, lanes at different calls, or threads stuck with none runnable are a ``SimulationError``. After every
   barrier and collective the waiting fibers resume in a seeded pseudo-random order.
 - simd_shuffle_down/up leave a lane whose source is out of range with its own value (MSL spec 6.9.2); the
@@ -123,6 +127,9 @@ template <class T> T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
 template <class T> typename std::enable_if<is_real<T>::value, T>::type fma(T a, T b, T c) {
   return T(::fmaf(float(a), float(b), float(c))); }
 template <class T> T select(T a, T b, bool c) { return c ? b : a; }
+template <class T> typename std::enable_if<is_real<T>::value, bool>::type isnan(T x) { return __builtin_isnan(float(x)); }
+template <class T> typename std::enable_if<is_real<T>::value, bool>::type isinf(T x) { return __builtin_isinf(float(x)); }
+template <class T> typename std::enable_if<is_real<T>::value, bool>::type isfinite(T x) { return __builtin_isfinite(float(x)); }
 }  // namespace metal
 #define M_PI_F 3.14159265358979323846f
 #define M_LOG2E_F 1.44269504088896340736f
@@ -296,7 +303,7 @@ struct Launch {
 __attribute__((format(printf, 2, 3))) static void report(Launch* L, const char* fmt, ...) {  // the first failure wins
   pthread_mutex_lock(&L->lock);
   if (!L->failed) { va_list ap; va_start(ap, fmt); vsnprintf(L->err, sizeof L->err, fmt, ap); va_end(ap); }
-  L->failed = 1; pthread_mutex_unlock(&L->lock); }
+  __atomic_store_n(&L->failed, 1, __ATOMIC_RELAXED); pthread_mutex_unlock(&L->lock); }
 static void* worker(void* p) {
   Launch* L = (Launch*)p;
   int n = int(L->block[0] * L->block[1] * L->block[2]);
@@ -372,6 +379,7 @@ template <class T> static T collective(const char* what, int line, T v, uint k, 
 }  // namespace metal_sim
 namespace metal {
 enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4 };
+inline mem_flags operator|(mem_flags a, mem_flags b) { return mem_flags(int(a) | int(b)); }
 inline void threadgroup_barrier(mem_flags, int line = __builtin_LINE()) { metal_sim::barrier(line); }
 inline void simdgroup_barrier(mem_flags, int line = __builtin_LINE()) {
   int none = 0; metal_sim::simd_meet("simdgroup_barrier", line, &none, &none, metal_sim::op_none); }

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ CXX_HINT = "install a C++ compiler (`sudo apt install g++`), or point TRACEA_CXX
 ELEMENT = {"float32": "float", "float16": "half", "uint16": "ushort", "int16": "short", "int32": "int",
            "uint32": "uint", "uint8": "uchar", "int8": "char", "bool": "bool"}
 STACK_KIB = 124  # a fiber's usable stack (compat.HEADER's STACK_BYTES less its guard page)
+_RUN_LOCK = threading.Lock()  # a library's fault handler and guard state serve one run at a time
 SCALAR = {"i32": ("int", ctypes.c_int32), "u32": ("uint", ctypes.c_uint32), "f32": ("float", ctypes.c_float)}
 
 _KERNEL = re.compile(r"\bkernel\s+void\s+([A-Za-z_]\w*)\s*\(")
@@ -76,12 +78,13 @@ def run(launch: Launch, buffers: dict[str, Any], out: Any, *, seed: int = 0, bou
     workers = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
                          groups))
     err, where = ctypes.create_string_buffer(512), (ctypes.c_long * 6)()
-    if bounds:
-        sizes = (ctypes.c_long * n)(*[a.nbytes if a is not None else 0 for a in arrays])
-        rc = library.metal_sim_run_guarded(args, sizes, len(pointers), geom, workers, seed & (2**64 - 1), err,
-                                           len(err), where)
-    else:
-        rc = library.metal_sim_run(args, geom, workers, seed & (2**64 - 1), err, len(err))
+    with _RUN_LOCK:
+        if bounds:
+            sizes = (ctypes.c_long * n)(*[a.nbytes if a is not None else 0 for a in arrays])
+            rc = library.metal_sim_run_guarded(args, sizes, len(pointers), geom, workers, seed & (2**64 - 1), err,
+                                               len(err), where)
+        else:
+            rc = library.metal_sim_run(args, geom, workers, seed & (2**64 - 1), err, len(err))
     if rc == 2:
         raise SimulationError(f"{launch.name}: {_out_of_bounds(launch, arrays, list(where))}")
     if rc:

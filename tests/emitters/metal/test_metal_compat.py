@@ -179,6 +179,8 @@ BITS = kernel("tr_bits", "device const ushort* x [[buffer(0)]], device ushort* y
     half4 h = half4(v);
     float2 w = float2(v.x, float(h.y)) / float2(1.0f, 2.0f);
     float r = w.x - w.y + v[2] + v.w;
+    if (isnan(half(r)) || isinf(r) || !isfinite(r)) r = 0.0f;
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     uint u = as_type<uint>(r);
     u += 0x7FFFu + ((u >> 16) & 1u);
     y[i] = ushort(u >> 16);

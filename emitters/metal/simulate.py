@@ -142,7 +142,7 @@ def _check_launch(launch: Launch) -> None:
     if threads % SIMD_WIDTH or threads > MAX_THREADS:
         raise SimulationError(f"{launch.name}: a threadgroup of {threads} threads; the model runs a multiple of "
                               f"{SIMD_WIDTH} up to {MAX_THREADS}")
-    source = _COMMENT.sub(" ", launch.source)
+    source = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n") or " ", launch.source)  # lines kept
     for m in _THREADGROUP.finditer(source):
         if not _THREADGROUP_ARRAY.match(source, m.start()):
             line = source.count("\n", 0, m.start()) + 1

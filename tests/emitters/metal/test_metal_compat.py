@@ -306,8 +306,8 @@ def test_the_subsets_limits_before_and_after_compiling():
         run(Launch("tr_plain", plain, (1, 1, 1), (16, 3, 1), (("out", None),)), {}, out)
     with pytest.raises(SimulationError, match="a threadgroup of 2048 threads"):
         run(Launch("tr_plain", plain, (1, 1, 1), (1024, 2, 1), (("out", None),)), {}, out)
-    pointer = plain.replace("y[tidx] = 1.0f;", "threadgroup float* p = nullptr;")
-    with pytest.raises(SimulationError, match=r"line 8: threadgroup memory is modelled only as"):
+    pointer = plain.replace("y[tidx] = 1.0f;", "/* a comment of\n two lines */ threadgroup float* p = nullptr;")
+    with pytest.raises(SimulationError, match=r"line 9: threadgroup memory is modelled only as"):
         run(Launch("tr_plain", pointer, (1, 1, 1), (32, 1, 1), (("out", None),)), {}, out)
     with pytest.raises(SimulationError, match="must define exactly one kernel, named tr_other"):
         run(Launch("tr_other", plain, (1, 1, 1), (32, 1, 1), (("out", None),)), {}, out)

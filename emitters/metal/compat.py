@@ -1,17 +1,16 @@
 """The C++17 model of the ``<metal_stdlib>`` subset Tracea's Metal kernels use (docs/metal.md lists it), as
 ``HEADER``: simulate.py compiles a kernel's own MSL source against it with g++ and runs it on the CPU.
 
-What is modelled, and on whose word:
+What is modelled, and on whose word (Linux; macOS builds are untested):
 - Address spaces vanish (``device``, ``thread``; ``constant`` is ``const``); a ``threadgroup T name[N];``
   array is ``static thread_local``: one OS thread runs one threadgroup at a time, its threads as fibers
   (a register-only switch on x86-64, ucontext elsewhere; 124 KiB stacks), so they share the array. Any
   other ``threadgroup`` use fails to compile or is refused by simulate.py. Threadgroup memory starts as
   all-ones bytes (NaN in float and half, -1 in integers) in every threadgroup.
-- ``half`` is ``_Float16``; vectors ``vec<T, N>`` (float2..., half4, uint3, ulong2) with .x .y .z .w,
-  elementwise arithmetic and explicit conversion; ``as_type`` is a bit copy; math functions compute a half
-  in float and round once; ``max``/``min`` of floats are fmax/fmin, a NaN giving the other operand (MSL
-  specification 6.5, Table 6.4); ``fast::`` and ``precise::`` are the same (precise) functions;
-  ``mem_flags`` combine with ``|``.
+- ``half`` is ``_Float16``; ``vec<T, N>`` (float2..., half4, uint3, ulong2): .x .y .z .w, elementwise
+  arithmetic, explicit conversion; ``as_type`` is a bit copy; math on a half is done in float, rounded once;
+  ``max``/``min`` of floats are fmax/fmin, a NaN giving the other operand (MSL 6.5, Table 6.4); ``fast::``
+  and ``precise::`` are the same (precise) functions; ``mem_flags`` combine with ``|``.
 - Barriers (``threadgroup_barrier``) and SIMD-group functions (simd_sum/max/min, simd_shuffle, _xor, _down,
   _up, simd_broadcast, simdgroup_barrier and every simdgroup_matrix load, store and product) are
   rendezvous: a fiber waits there until every thread that must come has come to the same call (same source
@@ -20,16 +19,14 @@ What is modelled, and on whose word:
   not (barriers in threadgroup-uniform control flow only), so here a thread that finishes while others
   wait, lanes at different calls, or threads stuck with none runnable are a ``SimulationError``. After every
   barrier and collective the waiting fibers resume in a seeded pseudo-random order.
-- simd_shuffle_down/up leave a lane whose source is out of range with its own value (MSL spec 6.9.2); the
-  lane, mask or delta must be below 32 and, but for simd_shuffle, the same in every lane. simd_sum adds in
-  lane order in the operand's own type.
-- ``simdgroup_matrix<T, 8, 8>`` (MSL spec 6.7): each lane holds 2 elements in MLX's layout
-  (mlx/backend/metal/kernels/steel/gemm/mma.h; Apple does not document one); ``simdgroup_load``/``_store``
-  address element (r, c) at ``(origin.y + r) * elements_per_row + origin.x + c`` (origin.x is the column,
-  as in metal-flash-attention's simdgroup_matrix_storage ``apply_offset``), transposed at
-  ``c * elements_per_row + r``; a transposed access with a non-zero origin is refused (which matrix the
-  origin indexes then is not documented). ``simdgroup_multiply_accumulate`` forms each element in fp32:
-  c, then the 8 products added in k order, rounded to d's type once.
+- simd_shuffle_down/up leave a lane whose source is out of range with its own value (MSL 6.9.2); lane, mask
+  and delta are below 32 and but for simd_shuffle uniform. simd_sum adds in lane order, in the operand's type.
+- ``simdgroup_matrix<T, 8, 8>`` (MSL 6.7): each lane holds 2 elements in MLX's layout (Apple documents none;
+  mlx/backend/metal/kernels/steel/gemm/mma.h). ``simdgroup_load``/``_store`` put element (r, c) at
+  ``(origin.y + r) * elements_per_row + origin.x + c`` (origin.x the column, as metal-flash-attention's
+  simdgroup_matrix_storage ``apply_offset``), transposed at ``c * elements_per_row + r``; a transposed access
+  with a non-zero origin is refused (which matrix that origin indexes is undocumented). A product forms each
+  element in fp32 (c, then the 8 products in k order) and rounds it to the destination's type once.
 """
 
 HEADER = r"""// A model of the subset of <metal_stdlib> Tracea's Metal kernels use (emitters/metal/compat.py).
@@ -40,11 +37,16 @@ HEADER = r"""// A model of the subset of <metal_stdlib> Tracea's Metal kernels u
 #include <stdlib.h>
 #include <stdio.h>
 #include <math.h>
+#if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 700  // macOS declares the ucontext calls only then
+#endif
 #include <ucontext.h>
 #include <sys/mman.h>
 #include <pthread.h>
 #include <signal.h>
+#if defined(__linux__)
 #include <link.h>
+#endif
 #include <type_traits>
 #include <stdarg.h>
 #include <stddef.h>
@@ -240,6 +242,7 @@ static void describe_stall(Group* g) {
   g->failed = 1; }
 // Threadgroup memory (the kernel's `static thread_local` arrays, this module's TLS block) starts as all-ones
 // bytes, a NaN in every float and half: a kernel reading threadgroup memory it never wrote sees NaN or -1.
+#if defined(__linux__)
 struct TlsQuery { void* inside; void* block; size_t bytes; };
 static int tls_block(struct dl_phdr_info* info, size_t size, void* data) {
   TlsQuery* q = (TlsQuery*)data; bool ours = false; size_t tls = 0;
@@ -256,6 +259,9 @@ static void poison_threadgroup_memory() {
   TlsQuery q = {(void*)&tls_block, nullptr, 0};
   dl_iterate_phdr(tls_block, &q);
   if (q.block) memset(q.block, 0xFF, q.bytes); }
+#else
+static void poison_threadgroup_memory() {}  // elsewhere threadgroup memory keeps what the last threadgroup left
+#endif
 static const size_t STACK_BYTES = 128 * 1024;
 static bool setup_group(Group* g, int n) {
   memset(g, 0, sizeof *g);

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from .core import KERNEL_BUILTINS, MAX_THREADS, SIMD_WIDTH, THREADGROUP_MEMORY, 
 # spread over OS threads; -fstack-clash-protection: a frame larger than a fiber's stack touches the guard
 # page below it (and is reported) instead of stepping over it into another fiber's stack.
 FLAGS = ("-std=c++17", "-O1", "-fPIC", "-shared", "-pthread", "-fno-strict-aliasing", "-Wno-attributes",
-         "-fstack-clash-protection")
+         *(("-fstack-clash-protection",) if sys.platform.startswith("linux") else ()))
 CXX_HINT = "install a C++ compiler (`sudo apt install g++`), or point TRACEA_CXX at one (g++ 9+ or clang++ 12+)"
 
 # numpy dtype -> the C++ element type its buffer parameter must have (bf16 travels as ushort bits)
@@ -340,6 +341,8 @@ def _include_dir(compiler: Any) -> Path:
 def threadgroup_bytes(path: str) -> int:
     """Bytes of threadgroup memory the library's kernel declares: its thread-local arrays (each threadgroup
     array is a `static thread_local` one in the model), from the symbol table, less the model's own."""
+    if not host_compiler.SHARED_OBJECTS_ARE_ELF:  # the model's own sizes are read from ELF files only
+        return 0
     tool = shutil.which("readelf")
     if tool is None:  # no binutils: the size of the thread-local segment, less the model's one pointer
         return max(0, _tls_segment(path) - 8)

@@ -17,9 +17,11 @@ from tracea.doctor.variants import Variant
 
 from ..backend import Builder, Rendering
 from .build import (
+    LANGUAGE,
     SOURCE_SUFFIX,
     apple_gpus,
     emit,
+    family_of,
     hero_schedule,
     resolve,
     schedule_from_json,
@@ -27,12 +29,11 @@ from .build import (
     target_for,
     validate_schedule,
 )
-from .variants import FAMILIES_OF_GPU, VARIANTS
+from .variants import VARIANTS
 
 NAME = "metal"
 ON_DEVICE = True
 DEVICE = "mps:0"  # torch's device type for an Apple GPU's tensors (tracea.ops matches on it); no doctor ceiling has it yet
-LANGUAGE = "metal"
 COMPILES_BUNDLED_FLAGS = False  # the runtime compiles with Metal's own options; replay of a bundle is not built
 MEMBER_RESOURCES = {"num_gpus": 1, "num_cpus": 1}
 NO_GPU_HINT = ("on a Mac with Apple silicon (pip install pyobjc-framework-Metal); elsewhere `tracea emit ... "
@@ -74,9 +75,7 @@ def target_host(host: Any, arch: str) -> Any:
 
     from tracea.doctor.report import AppleGpu, AppleSection
 
-    family = str(arch).replace(" ", "").lower()
-    if family not in FAMILIES_OF_GPU:
-        raise BadInputError(f"--arch {arch}: not an Apple GPU family; use one of {', '.join(FAMILIES_OF_GPU)}")
+    family = family_of(arch)
     gpu = AppleGpu(chip=f"target {family}", gpu_family=family, sources={"gpu_family": f"--arch {family}"},
                    unavailable={"gpu_cores": "an --arch target has no core count"})
     return dataclasses.replace(host, apple=AppleSection(devices=[gpu], sources={"devices": f"--arch {family} (not a probed GPU)"}))

@@ -24,6 +24,7 @@ from .variants import FAMILIES_OF_GPU, VARIANTS
 
 DEFAULT_GPU_CORES = 10  # the GPU of a base M2, M3 or M4 (an M1's has 7 or 8): what a target without a count plans for
 SOURCE_SUFFIX = ".metal"
+LANGUAGE = "metal"
 
 
 def resolve(variant: Any) -> Any:
@@ -95,14 +96,19 @@ def launch(op: Any, schedule: Any) -> Launch:
     return core_for(op).render(op, schedule)  # type: ignore[no-any-return]
 
 
+def family_of(arch: str) -> str:
+    """``--arch`` as an Apple GPU family the kernels are written for (case and spaces aside); ``BadInputError``
+    naming them otherwise."""
+    family = str(arch).replace(" ", "").lower()
+    if family not in FAMILIES_OF_GPU:
+        raise BadInputError(f"--arch {arch}: not an Apple GPU family; use one of {', '.join(FAMILIES_OF_GPU)}")
+    return family
+
+
 def target_for(host: Any, arch: str | None) -> str:
     """The Apple GPU family to build for: ``arch`` (apple7, apple8, apple9), else this host's GPU's."""
     if arch is not None:
-        family = str(arch).replace(" ", "").lower()
-        if family not in FAMILIES_OF_GPU:
-            raise BadInputError(f"--arch {arch}: not an Apple GPU family the Metal kernels are written for; "
-                                f"use one of {', '.join(FAMILIES_OF_GPU)}")
-        return family
+        return family_of(arch)
     gpus = apple_gpus(host)
     if gpus and gpus[0].gpu_family:
         return str(gpus[0].gpu_family)
@@ -145,7 +151,7 @@ def artifact(op: Any, variant: Any, schedule: Any, ln: Launch, target: str, comp
     from ..artifact import Artifact
 
     return Artifact(name=ln.name, op=op.to_json(), variant=variant.id, schedule=schedule.to_json(), source=ln.source,
-                    language="metal", entry=ln.name, compiler=compiler, compiler_version=platform.mac_ver()[0] or "",
+                    language=LANGUAGE, entry=ln.name, compiler=compiler, compiler_version=platform.mac_ver()[0] or "",
                     flags=(), binary="", cache_hit=False, compile_seconds=0.0,
                     metadata=metadata(op, variant, ln, target, {}))
 

@@ -114,6 +114,10 @@ def _arrays(launch: Launch, buffers: dict[str, Any], out: Any) -> list[Any]:
     arrays: list[Any] = []
     for kind, value in launch.args:
         if kind in SCALAR:
+            fits = isinstance(value, float | int) if kind == "f32" else isinstance(value, int) and (
+                -2**31 <= value < 2**31 if kind == "i32" else 0 <= value < 2**32)
+            if isinstance(value, bool) or not fits:
+                raise SimulationError(f"{launch.name}: the {kind} argument {value!r} does not fit its kind")
             arrays.append(None)
             continue
         if kind == "in":

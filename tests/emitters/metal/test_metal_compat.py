@@ -314,5 +314,7 @@ def test_the_subsets_limits_before_and_after_compiling():
     big = plain.replace("y[tidx] = 1.0f;", "threadgroup float t[8193];\n    t[tidx] = 1.0f;\n    y[tidx] = t[tidx];")
     with pytest.raises(SimulationError, match="declares 32772 bytes of threadgroup memory, over the 32768"):
         run(Launch("tr_plain", big, (1, 1, 1), (32, 1, 1), (("out", None),), threadgroup_bytes=32772), {}, out)
+    with pytest.raises(SimulationError, match=r"the u32 argument -1 does not fit its kind"):
+        run(Launch("tr_plain", plain, (1, 1, 1), (32, 1, 1), (("out", None), ("u32", -1))), {}, out)
     with pytest.raises(SimulationError, match="no array given for its input 'x'"):
         run(Launch("tr_plain", plain, (1, 1, 1), (32, 1, 1), (("in", "x"), ("out", None))), {}, out)

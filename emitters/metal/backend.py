@@ -55,9 +55,9 @@ def present(host: Any) -> bool:
 def runs_kernels(host: Any) -> str | None:
     if not present(host):
         return f"no Apple GPU ({getattr(getattr(host, 'apple', None), 'reason', None) or 'none found'})"
-    from .runtime import metal_problem
+    from .runtime import kernels_problem  # PyObjC's Metal, else PyTorch's MPS shader library
 
-    return metal_problem()
+    return kernels_problem()
 
 
 def device_name(host: Any) -> str | None:

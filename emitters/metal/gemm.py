@@ -187,19 +187,17 @@ def grid(m: int, n: int, sched: MetalGemmSchedule) -> tuple[int, int, int]:
 
 # --------------------------------------------------------------------------------------------- the source
 
-HELPERS = {
-    "bf16": """static inline float tr_bf2f(ushort x) { return as_type<float>(uint(x) << 16); }
+BF16_HELPERS = """static inline float tr_bf2f(ushort x) { return as_type<float>(uint(x) << 16); }
 static inline ushort tr_f2bf(float f) {  // round to nearest even; a NaN stays a quiet NaN
     const uint u = as_type<uint>(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return ushort((u >> 16) | 0x40u);
     return ushort((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-""",
-    "gelu": f"""static inline float tr_gelu(float x) {{  // tanh form, as the IR's reference
+"""
+GELU_HELPER = f"""static inline float tr_gelu(float x) {{  // tanh form, as the IR's reference
     return 0.5f * x * (1.0f + precise::tanh({GELU_C0!r}f * (x + {GELU_C1!r}f * x * x * x)));
 }}
-""",
-}
+"""
 
 
 @dataclass(frozen=True)
@@ -265,9 +263,9 @@ def render(dtype: str, sched: MetalGemmSchedule, problem: str = "gemm", chain: t
         raise BadInputError(f"epilogue: the conv takes a bias only, not {','.join(chain)}")
     sched.validate_dtype(dtype)
     prob = gemm_problem(dtype, chain, layout_a, layout_b) if problem == "gemm" else conv_problem(dtype, "bias" in chain)
-    helpers = "".join(HELPERS[h] for h in ("bf16", "gelu") if h == dtype or h in chain)
-    return ("#include <metal_stdlib>\nusing namespace metal;\n\n" + helpers + ("\n" if helpers else "")
-            + _signature(prob, dtype) + _body(prob, dtype, sched, chain))
+    kernel = _signature(prob, dtype) + _body(prob, dtype, sched, chain)
+    helpers = (BF16_HELPERS if dtype == "bf16" else "") + (GELU_HELPER if "tr_gelu(" in kernel else "")
+    return "#include <metal_stdlib>\nusing namespace metal;\n\n" + helpers + ("\n" if helpers else "") + kernel
 
 
 def _signature(prob: Problem, dtype: str) -> str:

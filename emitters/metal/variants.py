@@ -6,7 +6,9 @@ The requirement is an Apple GPU of family Apple7, Apple8 or Apple9 (the doctor's
 the M1 to M4 series, Apple's Metal feature set tables). ``simdgroup_matrix`` (the GEMM, conv and attention
 cores' 8x8 tiles) is an Apple7 feature in those tables, and the kernels use no later one: bf16 is stored as
 ``ushort`` bits and converted in float arithmetic (no Metal 3.1 ``bfloat``), so every precision runs on every
-listed family. Apple10 (M5) is not listed: nothing here was checked against it.
+listed family. An Apple10 GPU (M5) meets the requirement too: Apple's families are cumulative (a GPU of
+family N supports every feature of the families below it, ``MTLGPUFamily``), as the runtime's
+``supportsFamily(Apple7)`` check says; ``--arch`` offers the three families the kernels were written against.
 
 No toolchain is required at plan time: the runtime compiles the MSL source in the process
 (``MTLDevice.newLibraryWithSource:options:error:``, runtime.py), which needs Metal itself, not Xcode's
@@ -36,7 +38,7 @@ def make_variant(op: str, core: MetalCore) -> Variant:
     """The variant of ``core``'s family for ``op``: every listed Apple GPU family, the family's precisions and rank."""
     precisions, per_precision, priority = FAMILIES[core.family]
     return Variant(id=f"{core.family}.{op}", op=op, backend="metal", family=core.family, precisions=precisions,
-                   requirements=Requirements(apple_families=FAMILIES_OF_GPU),
+                   requirements=Requirements(apple_families=(*FAMILIES_OF_GPU, "apple10")),
                    precision_requirements=dict(per_precision), priority=priority, description=core.descriptions[op])
 
 

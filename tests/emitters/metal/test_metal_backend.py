@@ -60,13 +60,13 @@ def test_the_backend_is_registered_with_its_constants():
     assert METAL.compute_metric("fp16") is None and METAL.copy_bandwidth(_m1_pro()) is None
 
 
-def test_every_core_is_one_variant_for_apple7_to_apple9():
+def test_every_core_is_one_variant_for_apple7_on():
     from tracea.emitters.metal.cores import CORES
 
     assert OPS and set(OPS) == set(CORES)
     for v in METAL.VARIANTS:
         assert v.backend == "metal" and v.id == f"{v.family}.{v.op}" and v.description
-        assert v.requirements.apple_families == ("apple7", "apple8", "apple9") and v.requirements.toolchain == ()
+        assert v.requirements.apple_families == ("apple7", "apple8", "apple9", "apple10") and v.requirements.toolchain == ()
         assert v.priority == {"metal-simdgroup": 70, "metal-simd": 50}[v.family]
         assert set(v.precisions) == {"fp32", "fp16", "bf16"}
     assert [v.id for v in METAL.VARIANTS if v.op in CASES] == \
@@ -215,16 +215,25 @@ def test_plan_offers_every_other_metal_variant_there(capsys, home, kind):
     assert code == 0 and json.loads(out)["chosen"] == variant, (out, err)
 
 
-def test_an_apple_gpu_of_another_family_is_rejected_with_its_reason():
+def test_a_later_family_is_accepted_and_an_unknown_one_rejected_with_its_reason():
+    """Apple's GPU families are cumulative: an M5 (apple10) runs the Apple7 kernels; a chip the doctor cannot
+    place has no family, and the plan says so."""
     from tracea.doctor.plan import plan
     from tracea.kernels import Softmax
 
     host = _m1_pro()
-    m5 = dataclasses.replace(host, apple=dataclasses.replace(host.apple, devices=[
-        dataclasses.replace(host.apple.devices[0], chip="Apple M5", gpu_family="apple10")]))
-    d = plan(Softmax(4, 100), m5, registry.all_variants("metal"), backend="metal")
-    [c] = d.candidates
-    assert not c.accepted and "needs an Apple GPU of family apple7 or apple8 or apple9" in c.reasons[0]
+
+    def gpu(**fields):
+        return dataclasses.replace(host, apple=dataclasses.replace(host.apple, devices=[
+            dataclasses.replace(host.apple.devices[0], **fields)]))
+
+    [c] = plan(Softmax(4, 100), gpu(chip="Apple M5", gpu_family="apple10"), registry.all_variants("metal"),
+               backend="metal").candidates
+    assert c.accepted, c.reasons
+    unknown = gpu(chip="Apple M12", gpu_family=None, unavailable={"gpu_family": "M12 is not in the table"})
+    [c] = plan(Softmax(4, 100), unknown, registry.all_variants("metal"), backend="metal").candidates
+    assert not c.accepted and "needs an Apple GPU of family apple7 or apple8 or apple9 or apple10" in c.reasons[0]
+    assert "M12 is not in the table" in c.reasons[0]
 
 
 # ----------------------------------------------------------------------- where Metal does not run

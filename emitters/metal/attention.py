@@ -48,8 +48,8 @@ from typing import Any
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
 from ..schedule import positive_ints
-from .core import KERNEL_BUILTINS, SIMD_WIDTH, THREADGROUP_MEMORY
-from .softmax import MAX_OFFSET, PRELUDE, STORE, read_schedule, schedule_json
+from .core import KERNEL_BUILTINS, SIMD_WIDTH, THREADGROUP_MEMORY, read_schedule, schedule_json
+from .softmax import MAX_OFFSET, PRELUDE, STORE
 
 KIND = "metal-attention"  # the schedule JSON's "kind"
 KERNEL = "tr_metal_attention"

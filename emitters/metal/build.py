@@ -101,7 +101,8 @@ def family_of(arch: str) -> str:
     naming them otherwise."""
     family = str(arch).replace(" ", "").lower()
     if family not in FAMILIES_OF_GPU:
-        raise BadInputError(f"--arch {arch}: not an Apple GPU family; use one of {', '.join(FAMILIES_OF_GPU)}")
+        raise BadInputError(f"--arch {arch}: not an Apple GPU family these kernels target; use one of "
+                            f"{', '.join(FAMILIES_OF_GPU)}")
     return family
 
 

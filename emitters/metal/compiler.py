@@ -18,7 +18,8 @@ Where any of it is absent, ``find_toolchain`` says why in one line and ``compile
   what the arch names (``apple7``-``apple9``) promise;
 * ``-fno-fast-math``: IEEE arithmetic, as the run-time compile (runtime.py: ``MTLMathModeSafe``) and PyTorch's
   own ``compile_shader`` (safe math unless ``PYTORCH_MPS_FAST_MATH``) do, so a kernel computes the same
-  numbers on every path; fast math may assume no infinities, which the masked softmax's ``-INFINITY`` needs.
+  numbers on every path (the kernels keep infinities out of their arithmetic, but fast math may also
+  drop the NaN a NaN input must give).
 
 AIR is not specific to one Apple GPU family ("a GPU-independent bytecode" that Metal compiles for the host's
 GPU at run time: developer.apple.com/documentation/metal/metal-libraries), so ``arch`` checks the target name

@@ -9,11 +9,15 @@ kernel body; 32-lane simdgroups; ``simdgroup_matrix`` 8x8 operations in simdgrou
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tracea.doctor.errors import BadInputError
+
 from ..core import Core
+from ..schedule import schedule_fields
 
 SIMD_WIDTH = 32  # lanes of an Apple GPU simdgroup (Apple7-Apple9)
 THREADGROUP_MEMORY = 32 * 1024  # bytes of threadgroup memory a threadgroup may use (Apple7-Apple9)
@@ -58,3 +62,21 @@ class MetalCore(Core):
 
     check_op: Callable[[Any], None]
     family: str
+
+
+def schedule_json(s: Any, kind: str) -> dict[str, Any]:
+    """A Metal schedule's JSON: the backend, its kind and its fields (every op's)."""
+    return {"backend": "metal", "kind": kind, **dataclasses.asdict(s)}
+
+
+def read_schedule(cls: type, d: Any, kind: str) -> Any:
+    """A schedule of ``cls`` from ``schedule_json``'s document, its fields checked (``BadInputError``)."""
+    if not isinstance(d, dict):
+        raise BadInputError(f"a Metal schedule is a JSON object, not {type(d).__name__}")
+    if d.get("kind") != kind:
+        raise BadInputError(f"schedule kind {d.get('kind')!r} is not a {kind} schedule")
+    fields = schedule_fields({k: v for k, v in d.items() if k != "kind"}, cls, "metal", "Metal",
+                             tuple(f.name for f in dataclasses.fields(cls)))
+    s = cls(**fields)
+    s.validate()
+    return s

@@ -26,7 +26,6 @@ Apple does not document that placement; it is MLX's (mlx/backend/metal/kernels/s
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +34,7 @@ from tracea.kernels.epilogue import GELU_C0, GELU_C1, parse_chain
 
 from ..gpu_epilogue import Operands, element_ops
 from ..schedule import positive_ints
-from .core import KERNEL_BUILTINS, MAX_THREADS, SIMD_WIDTH, THREADGROUP_MEMORY
+from .core import KERNEL_BUILTINS, MAX_THREADS, SIMD_WIDTH, THREADGROUP_MEMORY, read_schedule, schedule_json
 
 KIND = "metal-gemm"  # the schedule JSON's "kind"
 KERNEL = "tr_metal_gemm"
@@ -109,19 +108,11 @@ class MetalGemmSchedule:
         return staged_bytes(dtype) * (self.bm * self.lda + self.bk * self.ldb)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": KIND, **dataclasses.asdict(self)}
+        return schedule_json(self, KIND)
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> MetalGemmSchedule:
-        if not isinstance(d, dict):
-            raise BadInputError(f"a {KIND} schedule is a JSON object, not {type(d).__name__}")
-        if d.get("kind") != KIND:
-            raise BadInputError(f"schedule kind {d.get('kind')!r} is not a {KIND} schedule")
-        fields = {k: v for k, v in d.items() if k != "kind"}
-        allowed = {f.name for f in dataclasses.fields(MetalGemmSchedule)}
-        if set(fields) - allowed or any(isinstance(v, bool) or not isinstance(v, int) for v in fields.values()):
-            raise BadInputError(f"a {KIND} schedule has integer fields {', '.join(sorted(allowed))}; got {fields}")
-        return MetalGemmSchedule(**fields)
+        return read_schedule(MetalGemmSchedule, d, KIND)  # type: ignore[no-any-return]
 
     def features(self, op: Any) -> dict[str, float]:
         """Threads, threadgroup memory and the threadgroups that cover ``op`` (a GEMM or a conv)."""

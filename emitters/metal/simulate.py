@@ -53,6 +53,14 @@ _KERNEL = re.compile(r"\bkernel\s+void\s+([A-Za-z_]\w*)\s*\(")
 _THREADGROUP = re.compile(r"\bthreadgroup\b(?!_)")
 _THREADGROUP_ARRAY = re.compile(r"threadgroup\s+(?:const\s+)?[A-Za-z_]\w*\s+[A-Za-z_]\w*\s*(?:\[[^\];{}]+\]\s*)+;")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# C++ the model would compile and Apple's compiler would not (MSL 2.1-2.4: no double, no long long, no
+# new/delete, no goto, no lambdas, no C++ standard library, no printf), and a pointer of the subset's element
+# types declared or cast without an address space (MSL 2.10: every pointer names device, constant, thread or
+# threadgroup). A pointer of a typedef'd type is not seen: the subset's kernels use none.
+_NOT_MSL = re.compile(r"\bdouble\b|\blong\s+long\b|\bnew\b|\bdelete\b|\bgoto\b|\bprintf\b|\bstd::|"
+                      r"\[[&=]?\]\s*\(|#\s*pragma\b")
+_ELEMENT = r"(?:bool|char|uchar|short|ushort|int|uint|long|ulong|half|float)(?:[234])?"
+_POINTER = re.compile(r"(?:\b(device|constant|thread|threadgroup)\s+)?(?:const\s+)?\b" + _ELEMENT + r"\s*(?:const\s*)?\*")
 
 
 class SimulationError(TraceaError):
@@ -153,10 +161,26 @@ def _check_launch(launch: Launch) -> None:
             line = source.count("\n", 0, m.start()) + 1
             raise SimulationError(f"{launch.name}: line {line}: threadgroup memory is modelled only as "
                                   "`threadgroup T name[N];` arrays in the kernel body (no threadgroup pointers)")
+    _check_msl(launch.name, source)
     names = _KERNEL.findall(source)
     if names != [launch.name]:
         raise SimulationError(f"{launch.name}: the source must define exactly one kernel, named {launch.name} "
                               f"(it defines {', '.join(names) or 'none'})")
+
+
+def _check_msl(name: str, source: str) -> None:
+    """SimulationError for what the model would accept and MSL does not (``_NOT_MSL``, ``_POINTER``)."""
+    def line(at: int) -> int:
+        return source.count("\n", 0, at) + 1
+
+    bad = _NOT_MSL.search(source)
+    if bad:
+        raise SimulationError(f"{name}: line {line(bad.start())}: {bad.group(0).strip()!r} is not in the Metal "
+                              "Shading Language subset the model accepts")
+    for m in _POINTER.finditer(source):
+        if m.group(1) is None:
+            raise SimulationError(f"{name}: line {line(m.start())}: a pointer without an address space "
+                                  f"({m.group(0).strip()!r}); MSL pointers name device, constant, thread or threadgroup")
 
 
 # What the harness passes for each argument: a buffer converts to a pointer to its element type (or a vector

@@ -16,14 +16,13 @@ found by their bits, so the result does not hang on how Metal's fast math treats
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
-from ..schedule import positive_ints, schedule_fields
-from .core import KERNEL_BUILTINS, MAX_THREADS, SIMD_WIDTH
+from ..schedule import positive_ints
+from .core import KERNEL_BUILTINS, MAX_THREADS, SIMD_WIDTH, read_schedule, schedule_json
 
 KIND = "metal-softmax"  # the schedule JSON's "kind"
 KERNEL = "tr_metal_softmax"
@@ -48,24 +47,6 @@ static inline ushort tr_out_ushort(float y) {
     return ushort((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 """
-
-
-def schedule_json(s: Any, kind: str) -> dict[str, Any]:
-    """A Metal schedule's JSON: the backend, its kind and its fields (attention.py's too)."""
-    return {"backend": "metal", "kind": kind, **dataclasses.asdict(s)}
-
-
-def read_schedule(cls: type, d: Any, kind: str) -> Any:
-    """A schedule of ``cls`` from ``schedule_json``'s document, its fields checked (``BadInputError``)."""
-    if not isinstance(d, dict):
-        raise BadInputError(f"a Metal schedule is a JSON object, not {type(d).__name__}")
-    if d.get("kind") != kind:
-        raise BadInputError(f"schedule kind {d.get('kind')!r} is not a {kind} schedule")
-    fields = schedule_fields({k: v for k, v in d.items() if k != "kind"}, cls, "metal", "Metal",
-                             tuple(f.name for f in dataclasses.fields(cls)))
-    s = cls(**fields)
-    s.validate()
-    return s
 
 
 @dataclass(frozen=True)
@@ -118,6 +99,9 @@ def check_softmax(op: Any) -> None:
     """``UnsupportedError`` for a softmax the kernel does not compute."""
     if op.dtype.value not in STORE:
         raise UnsupportedError(f"the Metal softmax computes fp32, fp16 or bf16, not {op.dtype.value}")
+    if max(op.rows, op.cols) > (1 << 31) - 1:
+        raise UnsupportedError(f"the Metal softmax takes rows and columns as 32-bit ints: {op.rows} x {op.cols}",
+                               "split the rows over several calls")
     if op.rows * op.cols > MAX_OFFSET:
         raise UnsupportedError(f"the Metal softmax indexes with 32-bit offsets: {op.rows} x {op.cols} is over "
                                f"{MAX_OFFSET} elements", "split the rows over several calls")

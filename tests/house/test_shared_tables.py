@@ -277,7 +277,7 @@ def test_a_real_cpu_emit_is_what_the_record_reads():
     assert language == "c" and source and "Tracea CPU kernel" in source
 
 
-TARGETS = {"cpu": None, "cuda": "sm_90a", "hip": "gfx90a"}
+TARGETS = {"cpu": None, "cuda": "sm_90a", "hip": "gfx90a", "metal": "apple8"}
 
 
 @pytest.mark.parametrize("name", BACKENDS)

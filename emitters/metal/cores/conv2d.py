@@ -23,6 +23,9 @@ def conv_check(op: Any) -> None:
     g.check_elements("the filter", op.k, op.r, op.s, op.c)
     g.check_elements("the output", op.gemm_m, op.gemm_n)
     g.check_dims(**{"N*P*Q (the GEMM's M)": op.gemm_m, "R*S*C (its K)": op.gemm_k})
+    (sh, sw), (ph, pw), (dh, dw) = op.stride, op.padding, op.dilation  # the kernel's coordinates are 32-bit ints
+    g.check_dims(**{"the input row (P-1)*stride + (R-1)*dilation + padding": (op.p - 1) * sh + (op.r - 1) * dh + ph,
+                    "the input column (Q-1)*stride + (S-1)*dilation + padding": (op.q - 1) * sw + (op.s - 1) * dw + pw})
 
 
 def conv_launch(op: Any, schedule: g.MetalGemmSchedule) -> Launch:

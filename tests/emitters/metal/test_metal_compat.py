@@ -7,6 +7,8 @@ function, a missing barrier (a wrong answer under some seed), a compile error, t
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -309,6 +311,17 @@ def test_the_subsets_limits_before_and_after_compiling():
     pointer = plain.replace("y[tidx] = 1.0f;", "/* a comment of\n two lines */ threadgroup float* p = nullptr;")
     with pytest.raises(SimulationError, match=r"line 9: threadgroup memory is modelled only as"):
         run(Launch("tr_plain", pointer, (1, 1, 1), (32, 1, 1), (("out", None),)), {}, out)
+    for line, what in (("const float* p = y; y[tidx] = p[0];", "a pointer without an address space"),
+                       ("y[tidx] = *(float*)y;", "a pointer without an address space"),
+                       ("double d = 1.0; y[tidx] = float(d);", "'double' is not in the Metal Shading Language"),
+                       ("auto f = [&](int i) { return i; }; y[tidx] = f(1);", "'[&](' is not in the Metal"),
+                       ("long long big = 1; y[tidx] = float(big);", "'long long' is not in")):
+        with pytest.raises(SimulationError, match=r"line 8: " + re.escape(what)):
+            run(Launch("tr_plain", plain.replace("y[tidx] = 1.0f;", line), (1, 1, 1), (32, 1, 1), (("out", None),)),
+                {}, out)
+    thread_ok = plain.replace("y[tidx] = 1.0f;", "float v[2] = {1.0f, 2.0f}; thread const float* p = v; y[tidx] = p[1];")
+    run(Launch("tr_plain", thread_ok, (1, 1, 1), (32, 1, 1), (("out", None),)), {}, out)
+    assert (out[:32] == 2.0).all()
     with pytest.raises(SimulationError, match="must define exactly one kernel, named tr_other"):
         run(Launch("tr_other", plain, (1, 1, 1), (32, 1, 1), (("out", None),)), {}, out)
     big = plain.replace("y[tidx] = 1.0f;", "threadgroup float t[8193];\n    t[tidx] = 1.0f;\n    y[tidx] = t[tidx];")

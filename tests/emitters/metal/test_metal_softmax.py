@@ -68,6 +68,8 @@ def test_the_core_refuses_what_the_kernel_does_not_compute():
         sm.check_softmax(SimpleNamespace(dtype=DType.INT8, rows=4, cols=8))
     with pytest.raises(UnsupportedError, match="32-bit offsets"):
         core_for(Softmax(rows=1 << 16, cols=1 << 16))
+    with pytest.raises(UnsupportedError, match="rows and columns as 32-bit ints"):
+        sm.check_softmax(SimpleNamespace(dtype=DType.FP32, rows=1, cols=3_000_000_000))
     assert core_for(Softmax(rows=4, cols=8)) is CORE
 
 

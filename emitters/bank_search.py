@@ -5,7 +5,7 @@ emitter's choice of swizzle, both scored by the bank simulator on the tile sweep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -67,3 +67,36 @@ def should_drop(layout: TileLayout, accesses: Sequence[str],
     if score(layout, accesses, model)["conflicts"] == 0:
         return False
     return any(s.conflict_free for s in rank_swizzles(layout, accesses, candidates, model))
+
+
+# ------------------------------------------------------------------ padded rows (the HIP and Metal GEMMs' pads)
+
+def conflict_free_pads(schedule: Any, pads: Iterable[int], conflicts: Callable[[Any], int]) -> list[int]:
+    """The ``pads`` with which ``schedule`` (a dataclass with a ``pad`` field) makes ``conflicts`` 0; a pad whose
+    schedule ``conflicts`` refuses (``BadInputError``: one the schedule does not build) is passed over."""
+    out = []
+    for pad in pads:
+        try:
+            if conflicts(replace(schedule, pad=pad)) == 0:
+                out.append(pad)
+        except BadInputError:
+            continue
+    return out
+
+
+def pad_drop(op: Any, schedule: Any, pads: Iterable[int], conflicts: Callable[[Any], int], what: str) -> str | None:
+    """The tuner's pruning rule for padded rows (tuner/space.py's ``bank_conflict_drop`` hook): why ``schedule``
+    is dropped, when ``conflicts`` (cycles lost a k tile in ``what``) is not 0 for it and is 0 for another of
+    ``pads`` whose schedule validates for ``op``; None to keep it."""
+    mine = conflicts(schedule)
+    if mine == 0:
+        return None
+    for pad in pads:
+        other = replace(schedule, pad=pad)
+        try:
+            other.validate(op)
+        except BadInputError:
+            continue
+        if conflicts(other) == 0:
+            return f"pad {schedule.pad}: {mine} conflict cycles per k tile in {what}; pad {pad} has none"
+    return None

@@ -151,10 +151,9 @@ def bank_conflict_drop(op: Any, variant: Any, schedule: Any) -> str | None:
     """The tuner's pruning rule (tuner/space.py): drop a GEMM or conv schedule whose MFMA fragment reads
     conflict in LDS, by the CDNA bank model, when another pad of the search space makes the same tile
     conflict-free; None to keep it."""
-    import dataclasses
-
     if not isinstance(schedule, g.HipGemmSchedule):
         return None
+    from ..bank_search import pad_drop
     from .lds_banks import READS, gemm_lds_report
 
     dtype = op.dtype.value
@@ -163,15 +162,4 @@ def bank_conflict_drop(op: Any, variant: Any, schedule: Any) -> str | None:
         report = gemm_lds_report(s, dtype)
         return sum(report[k]["conflicts"] for k in READS)
 
-    mine = conflicts(schedule)
-    if mine == 0:
-        return None
-    for pad in PADS[dtype]:
-        other = dataclasses.replace(schedule, pad=pad)
-        try:
-            other.validate(op)
-        except BadInputError:
-            continue
-        if conflicts(other) == 0:
-            return f"pad {schedule.pad}: {mine} conflict cycles per k tile in its fragment reads; pad {pad} has none"
-    return None
+    return pad_drop(op, schedule, PADS[dtype], conflicts, "its fragment reads")

@@ -103,19 +103,15 @@ def gemm_lds_report(s: Any, dtype: str = "bf16", fragment_vector: bool = True) -
 def conflict_free_pads(s: Any, pads: Iterable[int] = range(0, 65, 4), dtype: str = "bf16",
                        kinds: Iterable[str] = READS, fragment_vector: bool = True) -> list[int]:
     """The ``pads`` (that the schedule accepts) with which ``s``'s accesses of ``kinds`` do not conflict."""
-    import dataclasses
+    from ..bank_search import conflict_free_pads as free
 
     kinds = tuple(kinds)
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise BadInputError(f"unknown access kind(s) {', '.join(sorted(unknown))}", f"use {', '.join(KINDS)}")
-    out = []
-    for pad in pads:
-        t = dataclasses.replace(s, pad=pad)
-        try:
-            report = gemm_lds_report(t, dtype, fragment_vector)
-        except BadInputError:
-            continue  # a pad the schedule refuses (not a multiple of 4, or past 64 KiB of LDS)
-        if all(report[k]["conflicts"] == 0 for k in kinds):
-            out.append(pad)
-    return out
+
+    def conflicts(t: Any) -> int:  # a pad the schedule refuses (not a multiple of 4, past 64 KiB of LDS) raises
+        report = gemm_lds_report(t, dtype, fragment_vector)
+        return sum(report[k]["conflicts"] for k in kinds)
+
+    return free(s, pads, conflicts)

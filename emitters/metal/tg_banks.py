@@ -30,7 +30,6 @@ Both arrays are scored from offset 0: a base that is a multiple of 4 bytes moves
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -120,20 +119,18 @@ def tg_report(s: g.MetalGemmSchedule, dtype: str = "fp16", a_down: bool = False,
 def conflict_free_pads(s: g.MetalGemmSchedule, pads: Iterable[int] = g.PADS, dtype: str = "fp16",
                        kinds: Iterable[str] = READS, a_down: bool = False, b_down: bool = False) -> list[int]:
     """The ``pads`` (that the schedule accepts) with which ``s``'s accesses of ``kinds`` do not conflict."""
+    from ..bank_search import conflict_free_pads as free
+
     kinds = tuple(kinds)
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise BadInputError(f"unknown access kind(s) {', '.join(sorted(unknown))}", f"use {', '.join(KINDS)}")
-    out = []
-    for pad in pads:
-        t = dataclasses.replace(s, pad=pad)
-        try:
-            report = tg_report(t, dtype, a_down, b_down)
-        except BadInputError:
-            continue  # a pad the schedule refuses (odd, or past 32 KiB)
-        if all(report[k]["conflicts"] == 0 for k in kinds):
-            out.append(pad)
-    return out
+
+    def conflicts(t: g.MetalGemmSchedule) -> int:  # a pad the schedule refuses (odd, past 32 KiB) raises
+        report = tg_report(t, dtype, a_down, b_down)
+        return sum(report[k]["conflicts"] for k in kinds)
+
+    return free(s, pads, conflicts)
 
 
 def bank_conflict_drop(op: Any, variant: Any, schedule: Any) -> str | None:
@@ -142,22 +139,12 @@ def bank_conflict_drop(op: Any, variant: Any, schedule: Any) -> str | None:
     conflict-free; None to keep it."""
     if not isinstance(schedule, g.MetalGemmSchedule):
         return None
+    from ..bank_search import pad_drop
+
     dtype = op.dtype.value
 
     def conflicts(t: g.MetalGemmSchedule) -> int:
         report = tg_report(t, dtype)
         return sum(report[k]["conflicts"] for k in READS)
 
-    mine = conflicts(schedule)
-    if mine == 0:
-        return None
-    for pad in g.PADS:
-        other = dataclasses.replace(schedule, pad=pad)
-        try:
-            other.validate(op)
-        except BadInputError:
-            continue
-        if conflicts(other) == 0:
-            return (f"pad {schedule.pad}: {mine} conflict cycles per k tile in its fragment loads (assumed Apple "
-                    f"bank model); pad {pad} has none")
-    return None
+    return pad_drop(op, schedule, g.PADS, conflicts, "its fragment loads (assumed Apple bank model)")

@@ -86,6 +86,17 @@ def refuse_serving(core: Core, op: Any, backend: str) -> None:
                                "kernel", "they run on the CUDA decode core (at most 16 queries) and on the CPU")
 
 
+def check_schedule(core: Core, op: Any, variant: Any, schedule: Any, target: Any, backend: str) -> None:
+    """``schedule`` checked for ``op`` on ``core``: of the core's schedule type (``BadInputError`` otherwise), the op
+    not in a serving form the core lacks (``refuse_serving``), then the core's own check."""
+    from tracea.doctor.errors import BadInputError
+
+    if not isinstance(schedule, core.schedule):
+        raise BadInputError(f"a {op.kind} on {backend} takes a {core.schedule.__name__}, not {type(schedule).__name__}")
+    refuse_serving(core, op, backend)
+    core.check(op, variant, schedule, target)
+
+
 def ordered_modules(package: str, path: Iterable[str]) -> list[Any]:
     """Every module of a folder that is a list (a backend's ``cores/``, ``tracea.ops``' per-op folders), each
     with its ``ORDER`` (an int, unique in the folder), imported and sorted by it: the folder is the list, so a

@@ -13,6 +13,7 @@ This module imports neither NumPy nor the IR, so the planner and the CLI can rea
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from tracea.doctor.errors import BadInputError
@@ -90,3 +91,17 @@ def schedule_fields(d: dict[str, Any], cls: type, backend: str, label: str, requ
     if missing:
         raise BadInputError(f"schedule: missing field {missing[0]!r}")
     return d
+
+
+def valid_space(op: Any, hero: Any, candidates: Iterable[Any]) -> list[Any]:
+    """``hero`` first, then each of ``candidates`` (other than it) whose ``validate(op)`` passes: a tuner's space
+    over a grid of fields (the HIP and Metal GEMMs')."""
+    out = [hero]
+    for s in candidates:
+        try:
+            s.validate(op)
+        except BadInputError:
+            continue
+        if s != hero:
+            out.append(s)
+    return out

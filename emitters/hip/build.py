@@ -13,7 +13,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
-from ..core import refuse_serving
+from ..core import check_schedule
 from . import gemm as g
 from . import softmax as sm
 from .core import PADS, Launch
@@ -66,11 +66,7 @@ def hero_schedule(op: Any, variant: Any, host: Any) -> HipSchedule:
 
 
 def validate_schedule(op: Any, variant: Any, schedule: Any, host: Any) -> None:
-    core = core_for(op)
-    if not isinstance(schedule, core.schedule):
-        raise BadInputError(f"a {op.kind} on HIP takes a {core.schedule.__name__}, not {type(schedule).__name__}")
-    refuse_serving(core, op, "HIP")
-    core.check(op, variant, schedule, host)
+    check_schedule(core_for(op), op, variant, schedule, host, "HIP")
 
 
 def search_space(op: Any, variant: Any, host: Any) -> list[HipSchedule]:

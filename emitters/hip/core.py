@@ -15,9 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tracea.doctor.errors import BadInputError, UnsupportedError
+from tracea.doctor.errors import UnsupportedError
 
 from ..core import Core
+from ..schedule import valid_space
 from . import gemm as g
 
 # LDS row pads whose fragment reads the CDNA bank model (emitters/hip/lds_banks.py) finds conflict-free on
@@ -81,18 +82,9 @@ def tiled_hero(m: int, n: int, dtype: str, cus: int) -> g.HipGemmSchedule:
 def tiled_space(op: Any, hero: g.HipGemmSchedule) -> list[g.HipGemmSchedule]:
     """Every MFMA schedule that builds for ``op``'s dtype, the heuristic's first: tiles of 32-256 over 1-8
     wavefronts, bk 8-64 and four LDS pads (``PADS``)."""
-    out = [hero]
     tiles = (32, 64, 128, 256)
-    for bm, bn, wm, wn, bk, pad in itertools.product(tiles, tiles, (1, 2, 4), (1, 2, 4), (8, 16, 32, 64),
-                                                     PADS[op.dtype.value]):
-        s = g.HipGemmSchedule(bm, bn, bk, wm, wn, pad)
-        try:
-            s.validate(op)
-        except BadInputError:
-            continue
-        if s != hero:
-            out.append(s)
-    return out
+    grid = itertools.product(tiles, tiles, (1, 2, 4), (1, 2, 4), (8, 16, 32, 64), PADS[op.dtype.value])
+    return valid_space(op, hero, (g.HipGemmSchedule(bm, bn, bk, wm, wn, pad) for bm, bn, wm, wn, bk, pad in grid))
 
 
 def schedule_check(op: Any, variant: Any, schedule: Any, host: Any) -> None:

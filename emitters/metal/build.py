@@ -17,7 +17,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError, UnsupportedError
 
-from ..core import refuse_serving
+from ..core import check_schedule
 from .core import Launch
 from .cores import CORES, core_for
 from .variants import FAMILIES_OF_GPU, VARIANTS
@@ -78,11 +78,7 @@ def hero_schedule(op: Any, variant: Any, host: Any) -> Any:
 
 
 def validate_schedule(op: Any, variant: Any, schedule: Any, host: Any) -> None:
-    core = core_for(op)
-    if not isinstance(schedule, core.schedule):
-        raise BadInputError(f"a {op.kind} on Metal takes a {core.schedule.__name__}, not {type(schedule).__name__}")
-    refuse_serving(core, op, "Metal")
-    core.check(op, variant, schedule, host)
+    check_schedule(core_for(op), op, variant, schedule, host, "Metal")
 
 
 def search_space(op: Any, variant: Any, host: Any) -> list[Any]:

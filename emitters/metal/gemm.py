@@ -33,7 +33,7 @@ from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.kernels.epilogue import GELU_C0, GELU_C1, parse_chain
 
 from ..gpu_epilogue import Operands, element_ops
-from ..schedule import positive_ints
+from ..schedule import positive_ints, valid_space
 from .core import KERNEL_BUILTINS, MAX_THREADS, SIMD_WIDTH, THREADGROUP_MEMORY, read_schedule, schedule_json
 
 KIND = "metal-gemm"  # the schedule JSON's "kind"
@@ -375,13 +375,5 @@ def tiled_space(op: Any, hero: MetalGemmSchedule) -> list[MetalGemmSchedule]:
     simdgroups each way, bk 8, 16 or 32 and the row pads ``PADS``."""
     import itertools
 
-    out = [hero]
-    for bm, bn, wm, wn, bk, pad in itertools.product(SPACE_TILES, SPACE_TILES, (1, 2, 4), (1, 2, 4), (8, 16, 32), PADS):
-        s = MetalGemmSchedule(bm, bn, bk, wm, wn, pad)
-        try:
-            s.validate(op)
-        except BadInputError:
-            continue
-        if s != hero:
-            out.append(s)
-    return out
+    grid = itertools.product(SPACE_TILES, SPACE_TILES, (1, 2, 4), (1, 2, 4), (8, 16, 32), PADS)
+    return valid_space(op, hero, (MetalGemmSchedule(bm, bn, bk, wm, wn, pad) for bm, bn, wm, wn, bk, pad in grid))

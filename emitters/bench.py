@@ -10,7 +10,9 @@
    a pause, then of the other: neither side's spinning idle threads land in the other's samples):
    median and p95; the ratio is baseline time / Tracea time (> 1: Tracea is faster). Where each side's
    spread is too wide for that, the rounds of every attempt so far (a block of each side, milliseconds
-   apart) may still settle the ratio: their 95 % interval, narrow and holding it (stability.paired_verdict).
+   apart) may still settle the ratio: their 95 % interval, narrow and holding the ratio of the pooled
+   medians (stability.paired_verdict); attempts go on while more rounds may narrow it (measure_stable's
+   ``extend``), and a ratio so settled reports the medians of every attempt's samples.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from . import registry
 from .baselines import pinned_note
 from .nvtx import phase as nvtx_phase
 from .stability import measure_stable, paired_verdict, spread_problem
-from .timing import Timing, interleaved, min_time_s
+from .timing import Timing, interleaved, min_time_s, pooled
 
 # Host timing in alternating blocks: samples per turn, and the pause before a turn (libgomp's idle
 # workers, torch's, spin up to a few milliseconds after a call before they sleep)
@@ -68,7 +70,8 @@ class BenchResult:
     compile_s: float | None = None
     cache_hit: bool | None = None
     unstable: str | None = None  # why the timings do not make a ratio (emitters/stability.py), or None
-    ratio_interval: tuple[float, float, int] | None = None  # (low, high, rounds): the ratio settled by pairing
+    # (low, high, rounds, ratio): the ratio settled by pairing (stability.paired_verdict)
+    ratio_interval: tuple[float, float, int, float] | None = None
     baseline_note: str | None = None  # why the baseline is not the library's best here (a pinned BLAS), or None
     copy_gbps: float | None = None  # the device's copy bandwidth measured in the same run (copy_bandwidth.py)
     copy_method: str | None = None  # how it was measured, or why it was not
@@ -94,7 +97,7 @@ class BenchResult:
         """Baseline time / Tracea time, from timings that agree with themselves (or whose paired rounds hold it
         within a narrow interval: ``ratio_interval``); None when unstable."""
         if self.tracea and self.baseline and not self.unstable and not self.baseline_wrong:
-            return self.baseline.p50_ms / self.tracea.p50_ms
+            return self.ratio_interval[3] if self.ratio_interval else self.baseline.p50_ms / self.tracea.p50_ms
         return None
 
     @property
@@ -112,9 +115,14 @@ class BenchResult:
         """How a ratio settled by pairing was settled (``ratio_interval``), or None."""
         if not self.ratio_interval or self.ratio is None:
             return None
-        lo, hi, n = self.ratio_interval
-        return (f"each side's timings spread wide (a noisy machine); {n} paired rounds put the ratio at "
+        lo, hi, n, _ratio = self.ratio_interval
+        note = (f"each side's timings spread wide (a noisy machine); {n} paired rounds put the ratio at "
                 f"{lo:.2f}-{hi:.2f} (95 %)")
+        medians = self.baseline.p50_ms / self.tracea.p50_ms  # type: ignore[union-attr]
+        if not lo <= medians <= hi:
+            note += (f", the ratio printed is their median; the two medians' ratio, {medians:.2f}, lies outside "
+                     "(both sides' times moved while they were measured)")
+        return note
 
     @property
     def note(self) -> str | None:
@@ -288,16 +296,25 @@ def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[s
         names = {"tracea": "Tracea", "baseline": baseline.name}
         settled: dict[str, Any] = {}
         rounds: list[dict[str, float]] = []  # every attempt's paired rounds: each is a sample of the ratio
+        samples: dict[str, list[float]] = {}  # every attempt's samples: the times a settled pairing reports
 
         def measure() -> dict[str, Timing]:
             return interleaved(contenders, warmup=timing["warmup"], repeats=timing["repeats"],
-                               min_seconds=timing["min_seconds"], block=HOST_BLOCK, gap_s=HOST_GAP_S, rounds_out=rounds)
+                               min_seconds=timing["min_seconds"], block=HOST_BLOCK, gap_s=HOST_GAP_S,
+                               rounds_out=rounds, samples_out=samples)
 
         def problem(t: dict[str, Timing]) -> str | None:  # without a baseline: the spread alone
-            why, settled["interval"] = paired_verdict(t, rounds, "baseline", "tracea", names)
+            settled["interval"], settled["timings"] = None, t
+            if spread_problem(t) is None:  # this measurement agrees with itself
+                return None
+            every = pooled(samples)  # the pairing pools every attempt, its times too
+            why, settled["interval"] = paired_verdict(every, rounds, "baseline", "tracea", names)
+            if why is None:
+                settled["timings"] = every
             return why
 
-        timings, unstable = measure_stable(measure, problem)
+        last, unstable = measure_stable(measure, problem, extend="baseline" in contenders)
+        timings = last if unstable else settled.get("timings", last)
     return BenchResult(
         status="ok", rel_err=err, tolerance=tol, tracea=timings["tracea"], baseline_name=baseline.name,
         baseline=timings.get("baseline"), baseline_rel_err=base_err, baseline_reason=baseline.reason,

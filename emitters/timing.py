@@ -77,7 +77,8 @@ def _calls_per_sample(fn: Callable[[], object]) -> int:
 
 def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, repeats: int = 10,
                 min_seconds: float = 0.0, max_repeats: int = 200, block: int = 1,
-                gap_s: float = 0.0, rounds_out: list[dict[str, float]] | None = None) -> dict[str, Timing]:
+                gap_s: float = 0.0, rounds_out: list[dict[str, float]] | None = None,
+                samples_out: dict[str, list[float]] | None = None) -> dict[str, Timing]:
     """Time each callable ``repeats`` times, round-robin, after ``warmup`` calls each; keep going
     (up to ``max_repeats``) until the total measured time reaches ``min_seconds``.
 
@@ -88,7 +89,9 @@ def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, re
     untimed call wakes this side's own pool, so each side is timed back-to-back, at its best.
 
     ``rounds_out``: each round's median of every contender's block is appended to it, one dict a round (the
-    sides of a round ran a few milliseconds apart, so their ratio is one paired sample: stability.paired_ratio)."""
+    sides of a round ran a few milliseconds apart, so their ratio is one paired sample: stability.paired_ratio).
+    ``samples_out``: every sample of each contender is appended to its list (several calls pool their samples:
+    ``pooled``)."""
     for _ in range(warmup):
         for fn in contenders.values():
             fn()
@@ -112,8 +115,16 @@ def interleaved(contenders: dict[str, Callable[[], object]], warmup: int = 2, re
         if rounds_out is not None:
             rounds_out.append({name: statistics.median(ms[-block:]) for name, ms in samples.items()})
         rounds += block
+    if samples_out is not None:
+        for name, ms in samples.items():
+            samples_out.setdefault(name, []).extend(ms)
+    return pooled(samples)
+
+
+def pooled(samples: dict[str, list[float]]) -> dict[str, Timing]:
+    """Each contender's median, p95 and fastest over its samples (ms a call)."""
     out = {}
     for name, ms in samples.items():
-        ms.sort()
+        ms = sorted(ms)
         out[name] = Timing(statistics.median(ms), _p95(ms), ms[0], len(ms))
     return out

@@ -247,7 +247,7 @@ def test_without_torch_bench_says_once_that_the_baseline_is_missing_and_why(caps
         pytest.skip(f"no CPU {op[0]} variant is registered")
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails, find_spec("torch") is None
     why = "unstable in 3 measurements: Tracea's p95 is 2.0x its p50" if unstable else None
-    monkeypatch.setattr(bench_module, "measure_stable", lambda measure, problem: (measure(), why))
+    monkeypatch.setattr(bench_module, "measure_stable", lambda measure, problem, **kw: (measure(), why))
     code, out, err = tracea(capsys, "bench", *op, "--backend", "cpu", "--repeat", "1", "--warmup", "0")
     assert code == 0, err
     assert out.count("baseline unavailable: torch is not installed (pip install 'tracea[torch]')") == 1, out

@@ -32,7 +32,7 @@ def test_a_bench_suite_names_the_run_folder_of_every_case(capsys, home, monkeypa
 
     # one measurement a case, settled or not (the timings are not what this test is about; a loaded test
     # machine would otherwise take each case up to three times)
-    monkeypatch.setattr(bench_module, "measure_stable", lambda measure, problem: (measure(), None))
+    monkeypatch.setattr(bench_module, "measure_stable", lambda measure, problem, **kw: (measure(), None))
     code = main(["bench", "--backend", "cpu", "--quick", "--suite", "softmax", *FAST])
     out, err = capsys.readouterr()
     assert code == 0, err

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -132,7 +133,8 @@ def test_a_bench_with_a_noisy_baseline_prints_no_ratio(monkeypatch, tmp_path) ->
     monkeypatch.setattr(registry.backend("cpu"), "baseline_for", lambda op, inputs: noisy.baseline_for(op, inputs))
     result = bench_mod.bench(Gemm(m=64, n=64, k=64), probe(), backend="cpu", repeats=12, warmup=1, min_seconds=0.0)
     assert result.status == "ok" and result.baseline is not None
-    assert result.ratio is None and result.unstable.startswith("unstable in 3 measurements:")
+    # three attempts at least, more while pooled rounds might settle it (stability.measure_stable's extend)
+    assert result.ratio is None and re.match(r"unstable in ([3-9]|1[0-2]) measurements:", result.unstable)
     row = bench_row(result)
     assert row.ratio is None and "noisy matmul (test) p95/p50" in row.note
     assert isinstance(Baseline, type) and np is not None

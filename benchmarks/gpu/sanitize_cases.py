@@ -54,6 +54,15 @@ CASES = [
     ("wgmma-conv", "cuda-wgmma.conv2d", Conv2d(2, 64, 30, 30, 96, 3, 3, padding=1, stride=2, layout="nhwc",
                                               dtype="fp16")),
     ("wgmma-conv1x1", "cuda-wgmma.conv2d", Conv2d(2, 256, 14, 14, 128, 1, 1, layout="nhwc", dtype="fp16")),
+    # the 1x1 conv's ping-pong heroes (conv_heroes.pingpong_1x1): 64 x 128 and 128 x 128 tiles on two ping-pong
+    # consumers, partial tiles both ways, several tiles a consumer (M = 2 x 14 x 13 = 364 pixels, 200 filters)
+    ("wgmma-conv1x1-pp64", "cuda-wgmma.conv2d", Conv2d(2, 256, 14, 13, 200, 1, 1, layout="nhwc", dtype="fp16",
+                                                      bias=True),
+     {"core": "wgmma", "kernel": "conv2d", "path": "gemm", "bm": 64, "bn": 128, "stages": 8, "consumers": 2,
+      "pingpong": True, "store": "tma"}),
+    ("wgmma-conv1x1-pp128", "cuda-wgmma.conv2d", Conv2d(2, 256, 14, 13, 200, 1, 1, layout="nhwc", dtype="bf16"),
+     {"core": "wgmma", "kernel": "conv2d", "path": "gemm", "bm": 128, "bn": 128, "stages": 6, "consumers": 2,
+      "pingpong": True, "store": "tma"}),
     # swapped operands (C^T's tiles stored transposed through C's map; partial tiles both ways) and, on a GEMM of
     # nn.Linear's layout, with split-K's fix-up and the direct transposed stores
     ("wgmma-conv1x1-swap", "cuda-wgmma.conv2d", Conv2d(1, 1024, 7, 5, 200, 1, 1, layout="nhwc", dtype="fp16",

@@ -1,7 +1,7 @@
-"""The Hopper conv's hero schedules (what ``tracea.ops`` and the planner run untuned): the GEMM's hero for a 1x1
-conv that is a plain GEMM, swapped operands for one of few pixels, TMA's im2col path for the rest it can walk
-(64 x 64 tiles where there are few pixels), and the gathering producer for the others. The fields and their
-checks are ``schedule.py``'s."""
+"""The Hopper conv's hero schedules (what ``tracea.ops`` and the planner run untuned): for a 1x1 conv that is a plain
+GEMM, swapped operands where it has few pixels, else GEMM tiles chosen by how they fill the waves (``pingpong_1x1``);
+TMA's im2col path for the rest it can walk (64 x 64 tiles where there are few pixels), and the gathering producer
+for the others. The fields and their checks are ``schedule.py``'s."""
 
 from __future__ import annotations
 
@@ -9,24 +9,59 @@ import dataclasses
 from typing import Any
 
 from .conv_paths import gemm_view, gemm_view_unsupported, im2col_unsupported
-from .schedule import BK, WgmmaConvSchedule, hero_schedule, tile_count, with_split
+from .schedule import BK, WgmmaConvSchedule, hero_schedule, tile_count, wave_fill, with_split
 
 SWAP_ROWS, SWAP_CHANNELS = 784, 256  # C's rows (pixels) up to which operands swap: searched, and a 1x1 conv's hero
 
 
-def swapped_1x1(op: Any) -> WgmmaConvSchedule | None:
-    """A 1x1 conv of few pixels over 256+ channels: swapped operands, 64 filters x 32 pixels a tile (16 where
-    32 leave under 40 tiles; 16 and split-K over 32+ k steps), 8 stages; else None. An H200, ResNet-50's batch-1
-    1x1 convs (docs/device-runs/h200-conv1x1-swapped-operands/): 1.00-1.09x cuDNN's time in graphs of ten against
-    1.03-1.21x with 64 x 64 tiles; 128 channels at 28x28 lost (1.19x against 1.04x). Those graphs' split-K forms
-    ran while ``clear_cache`` could free a captured graph's workspace (docs/device-runs/h200-resnet-b1-layers/); the
-    hero also held through ``tracea bench`` and the model's graph there."""
+def swapped_1x1(op: Any, sm_count: int = 132) -> WgmmaConvSchedule | None:
+    """A 1x1 conv of few pixels over 256+ channels whose swapped tiles fit in one wave: swapped operands, 64
+    filters x 32 pixels a tile (16 where 32 leave under 40 tiles; 16 and split-K over 32+ k steps), 8 stages; else
+    None. An H200, ResNet-50's batch-1 1x1 convs (docs/device-runs/h200-conv1x1-swapped-operands/): 1.00-1.09x
+    cuDNN's time in graphs of ten against 1.03-1.21x with 64 x 64 tiles; 128 channels at 28x28 lost (1.19x against
+    1.04x). Those graphs' split-K forms ran while ``clear_cache`` could free a captured graph's workspace
+    (docs/device-runs/h200-resnet-b1-layers/); the hero also held through ``tracea bench`` and the model's graph
+    there. Past one wave of swapped tiles (more pixels or more filters: batches 2-16) they lost on every shape
+    tried, 0.54-0.99x cuDNN against 0.86-1.35x on ``pingpong_1x1``'s tiles, and won on every one within it
+    (docs/device-runs/h200-conv1x1-tune/call3)."""
     if op.gemm_m > SWAP_ROWS or op.c < SWAP_CHANNELS:
         return None
     s = WgmmaConvSchedule(bm=64, bn=32, stages=8, consumers=1, store="tma", swap=True, path="gemm")
     if -(-op.c // BK) >= 32:
-        return dataclasses.replace(s, bn=16, split=0)
-    return dataclasses.replace(s, bn=16) if tile_count(s, op.k, op.gemm_m) < 40 else s
+        s = dataclasses.replace(s, bn=16, split=0)
+    elif tile_count(s, op.k, op.gemm_m) < 40:
+        s = dataclasses.replace(s, bn=16)
+    return s if tile_count(s, op.k, op.gemm_m) <= sm_count else None
+
+
+PP64 = WgmmaConvSchedule(bm=64, bn=128, stages=8, consumers=2, pingpong=True, store="tma", path="gemm")
+PP128 = WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", path="gemm")
+NARROW_1X1 = WgmmaConvSchedule(bm=64, bn=128, stages=8, consumers=1, store="tma", path="gemm")
+
+
+def pingpong_1x1(op: Any, sm_count: int = 132) -> WgmmaConvSchedule:
+    """A 1x1 conv (a plain GEMM) of 128+ output channels not swapped: ping-pong consumers on 128 x 128 tiles where
+    they make three waves or more, else on 64 x 128 or 128 x 128 tiles, whichever fills its waves better by more
+    than 0.05 (the wider on a tie); the GEMM's 192 x 128 tiles on three consumers where its wave rule takes them
+    (``short_k_schedule``); where 64 x 128 tiles fill half the SMs or less, the GEMM's hero for a K of 16 steps or
+    fewer (64 x 64 tiles) and unsplit 64 x 128 tiles for a longer one (never the GEMM's split 128 x 256 tiles: n32
+    c1536 7x7 k384 ran 0.46x cuDNN on them, 0.90x so). An H200 beside cuDNN (docs/device-runs/h200-conv1x1-tune/):
+    the first form of the rule on ResNet-50's 15 1x1 shapes at batches 1-32, fitted there, took the geometric mean
+    from 0.967x to 1.022x and the rows under 0.8x from 9 to 0 (call 5), and on 70 shapes of other networks' channel
+    counts, not fitted, from 0.955x to 1.012x (under 0.8x: 13 -> 3); it lost there where it replaced 192 x 128
+    tiles (1.09x -> 0.84x, 0.77x -> 0.54x) and, at four or more waves, cooperative 128 x 128 ones (0.96x -> 0.86x),
+    which this form keeps or takes (call 6 measured it). 64 x 128 wins where its tiles fill whole waves that
+    128 x 128 ones leave partial (196 of those against 392), 128 x 128 at three or more waves and at under one
+    (98-112 tiles)."""
+    gemm = hero_schedule(gemm_view(op), sm_count)
+    if op.k < 128 or gemm.consumers == 3:  # 64 filters (128 x 64 tiles); 192-row tiles filling the waves
+        return WgmmaConvSchedule.of_gemm(gemm)
+    wide, narrow = tile_count(PP128, op.gemm_m, op.k), tile_count(PP64, op.gemm_m, op.k)
+    if 2 * narrow <= sm_count:
+        return WgmmaConvSchedule.of_gemm(gemm) if -(-op.c // BK) <= 16 else NARROW_1X1
+    if wide >= 3 * sm_count:
+        return PP128
+    return PP64 if wave_fill(narrow, sm_count) > wave_fill(wide, sm_count) + 0.05 else PP128
 
 
 def few_pixels_im2col(op: Any, base: WgmmaConvSchedule, k_steps: int, sm_count: int) -> WgmmaConvSchedule | None:
@@ -48,8 +83,8 @@ def few_pixels_im2col(op: Any, base: WgmmaConvSchedule, k_steps: int, sm_count: 
 
 
 def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule:
-    """A conv that is a plain GEMM (1x1, stride 1, no padding, NHWC) takes the GEMM's hero for
-    ``gemm_view(op)``, or swapped operands where it has few pixels (``swapped_1x1``). Any other whose activations TMA's im2col mode can walk (``im2col_unsupported``)
+    """A conv that is a plain GEMM (1x1, stride 1, no padding, NHWC) takes swapped operands where it has few pixels
+    (``swapped_1x1``), else ``pingpong_1x1``'s tiles over ``gemm_view(op)``. Any other whose activations TMA's im2col mode can walk (``im2col_unsupported``)
     takes the im2col path: 128 x 128 ping-pong tiles (128 x 64 for 64 output channels), 6 stages, and
     ``few_pixels_im2col``'s 64 x 64 tiles or ``with_split``'s 64 x 128 tiles or split-K where those leave SMs idle. From the H100 probe
     (docs/device-runs/h100-cuda-suites-splitk-im2col-stem/im2col-probe), ResNet-50's 3x3 convs at batch 32: 1.01-1.14x cuDNN
@@ -57,8 +92,8 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
     keep the gather (picked from the H200 runs, docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/publish-noinc):
     128 x 256 tiles, 4 stages, stages published by ``cp.async.mbarrier.arrive.noinc``; 128 x 128 (or
     128 x 64) ping-pong for K <= 128."""
-    if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: the GEMM's own hero, or swapped
-        return swapped_1x1(op) or WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(op), sm_count))
+    if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: swapped, or ping-pong GEMM tiles
+        return swapped_1x1(op, sm_count) or pingpong_1x1(op, sm_count)
     wide = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col")
     if op is not None and im2col_unsupported(op) is None and op.k >= 256 and op.r * op.s > 1 \
             and tile_count(wide, op.gemm_m, op.k) >= 2 * sm_count:

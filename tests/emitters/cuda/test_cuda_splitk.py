@@ -266,10 +266,12 @@ def test_split_k_over_three_consumers_is_offered():
     (Gemm(8192, 4096, 4096, "bf16"), False),  # long K: not the short-K rule
 ])
 def test_short_k_takes_192_row_tiles_where_they_fill_the_waves(op, three):
-    """``short_k_schedule``'s wave rule (H200: docs/device-runs/h200-three-consumer-split-forms/short-k-forms/)."""
+    """``short_k_schedule``'s wave rule (H200: docs/device-runs/h200-three-consumer-split-forms/short-k-forms/), for
+    GEMMs and the GEMMs of 1x1 convs (whose own hero is ``conv_heroes.pingpong_1x1``'s since)."""
+    from tracea.emitters.cuda.hopper.conv_paths import gemm_view
     from tracea.emitters.cuda.hopper.schedule import wave_fill
 
-    s = conv_hero_schedule(op) if op.kind == "conv2d" else hero_schedule(op)
+    s = hero_schedule(gemm_view(op) if op.kind == "conv2d" else op)
     assert ((s.bm, s.bn, s.consumers, s.split) == (192, 128, 3, 1)) == three, s.name
     assert wave_fill(132, 132) == 1.0 and wave_fill(196, 132) == pytest.approx(196 / 264)
     # another SM count moves the waves: 196 tiles fill 2 x 114 SMs better than 132 of 192 rows fill 2 x 114

@@ -13,7 +13,7 @@ import pytest
 from tracea.doctor.errors import BadInputError
 from tracea.emitters.cuda import tma
 from tracea.emitters.cuda.hopper import conv as WC
-from tracea.emitters.cuda.hopper import conv1x1, gemm
+from tracea.emitters.cuda.hopper import conv1x1, conv_heroes, gemm
 from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
 from tracea.emitters.cuda.hopper.conv_paths import gemm_view, gemm_view_unsupported
 from tracea.emitters.cuda.hopper.schedule import BK, WgmmaConvSchedule, WgmmaSchedule, hero_schedule
@@ -34,6 +34,15 @@ def one(n=1, c=64, h=56, k=256, dtype="fp16", **kw) -> Conv2d:
 # ------------------------------------------------------------------------------------------ routing
 
 
+# the tiles pingpong_1x1 gives ResNet-50's stride-1 1x1 convs that are not swapped ("gemm": the GEMM's own hero):
+# at batch 32 chosen by which of 64 x 128 and 128 x 128 fills its waves better (docs/device-runs/h200-conv1x1-tune/)
+PICKS = {(1, 64, 64, 56): "gemm", (1, 64, 256, 56): "pp64", (1, 256, 64, 56): "gemm", (1, 256, 128, 56): "gemm",
+         (1, 128, 512, 28): "gemm", (32, 64, 64, 56): "gemm", (32, 64, 256, 56): "pp128", (32, 256, 64, 56): "gemm",
+         (32, 256, 128, 56): "pp128", (32, 128, 512, 28): "pp128", (32, 512, 128, 28): "gemm",
+         (32, 512, 256, 28): "pp128", (32, 256, 1024, 14): "pp128", (32, 1024, 256, 14): "pp128",
+         (32, 1024, 512, 14): "gemm", (32, 512, 2048, 7): "pp128", (32, 2048, 512, 7): "pp64"}
+
+
 @pytest.mark.parametrize("n", [1, 32])
 @pytest.mark.parametrize("c,k,h", RESNET_1X1)
 def test_resnet_stride1_1x1_convs_take_the_gemm_path(c, k, h, n):
@@ -42,9 +51,40 @@ def test_resnet_stride1_1x1_convs_take_the_gemm_path(c, k, h, n):
     hero = conv_hero_schedule(op)
     swapped = n * h * h <= 784 and c >= 256  # few pixels over many channels: swapped operands (swapped_1x1)
     assert hero.path == "gemm" and hero.swap == swapped
-    assert swapped or hero.as_gemm() == hero_schedule(gemm_view(op))
+    want = {"gemm": WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(op))), "pp64": conv_heroes.PP64,
+            "pp128": conv_heroes.PP128}
+    assert swapped or hero == want[PICKS[n, c, k, h]]
+    hero.validate(op)
     assert gemm_view(op) == Gemm(m=n * h * h, n=k, k=c, dtype="fp16", layout_a="row", layout_b="col",
                                  epilogue=("bias",) if n == 1 else ())
+
+
+def test_swapped_tiles_past_one_wave_take_the_pingpong_tiles():
+    """Batches 2-16 of few pixels over many filters: swapped tiles past one wave of 132 SMs lost on every shape the
+    H200 ran (0.54-0.99x cuDNN); the ping-pong tiles or unsplit 64 x 128 ones take them. Within one wave, swapped."""
+    cases = {(16, 2048, 512, 7): conv_heroes.NARROW_1X1,  # 392 swapped tiles; 64 x 128: 52 tiles, 32 k steps
+             (8, 512, 2048, 7): conv_heroes.PP64,  # 416 swapped; 64 x 128 fill 112 of 132 SMs, 128 x 128 64
+             (16, 512, 2048, 7): conv_heroes.PP128,  # 112 tiles of 128 x 128 against 208 of 64 x 128
+             (4, 384, 1536, 14): conv_heroes.PP128}
+    for (n, c, k, h), want in cases.items():
+        op = one(n=n, c=c, h=h, k=k)
+        assert conv_heroes.swapped_1x1(op) is None and conv_hero_schedule(op) == want, (n, c, k, h)
+        want.validate(op)
+    for n, c, k, h in ((2, 512, 2048, 7), (4, 1024, 256, 14), (1, 256, 1024, 14)):  # 128, 100, 112 tiles
+        assert conv_hero_schedule(one(n=n, c=c, h=h, k=k)).swap
+    # on a GPU of fewer SMs the same conv leaves the swap
+    assert not conv_hero_schedule(one(n=1, c=256, h=14, k=1024), sm_count=66).swap
+
+
+def test_few_narrow_tiles_keep_small_tiles():
+    """Where 64 x 128 tiles fill at most half the SMs: the GEMM's 64 x 64 tiles over a K of 16 steps or fewer,
+    unsplit 64 x 128 over a longer one (never the GEMM's split 128 x 256 tiles: n32 c1536 7x7 k384 ran 0.46x cuDNN on them)."""
+    small = one(n=2, c=512, h=28, k=256)  # 50 tiles of 64 x 128
+    assert conv_hero_schedule(small) == WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(small)))
+    assert (conv_hero_schedule(small).bm, conv_hero_schedule(small).bn) == (64, 64)
+    assert conv_hero_schedule(one(n=8, c=2048, h=7, k=1024)) == conv_heroes.NARROW_1X1  # 56 tiles, 32 k steps
+    odd = one(n=32, c=1536, h=7, k=384)  # 75 tiles of 64 x 128: whole-wave share 0.57 against 0.30 for 128 x 128
+    assert hero_schedule(gemm_view(odd)).split != 1 and conv_hero_schedule(odd) == conv_heroes.PP64
 
 
 @pytest.mark.parametrize("c,k,h", RESNET_1X1_S2)
@@ -110,8 +150,8 @@ def test_gemm_path_renders_the_gemm_cores_kernel_byte_for_byte():
         sched = cuda.hero_schedule(op, "cuda-wgmma.conv2d", host, arch=arch)
         view = gemm_view(op)
         r, _ = render(op, sched, arch)
-        g, _ = render(view, sched.as_gemm(), arch)  # the same fields (the GEMM's hero, or swapped: c2048 7x7)
-        assert sched.swap or sched.as_gemm() == cuda.hero_schedule(view, "cuda-wgmma.gemm", host, arch=arch)
+        g, _ = render(view, sched.as_gemm(), arch)  # the same fields (pingpong_1x1's tiles, or swapped: c2048 7x7)
+        assert sched == conv_hero_schedule(op)
         assert (r.source, r.entry, r.params, r.grid, r.block, r.smem, r.name) == \
             (g.source, g.entry, g.params, g.grid, g.block, g.smem, g.name)
         assert r.metadata["conv_as_gemm"]["M"] == op.gemm_m and r.entry == gemm.KERNEL_NAME

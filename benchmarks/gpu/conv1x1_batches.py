@@ -1,0 +1,90 @@
+"""ResNet-50's 1x1 convs over batches 1-64 on the Hopper GEMM path (issue 34: rows outside the suites): the hero
+beside fixed forms, each a full ``tracea bench`` (verified on fresh random inputs, then timed beside cuDNN with CUDA
+events). A first probe (docs/device-runs/h200-conv1x1-tune/, ``conv1x1_raster.py``) found the hero at 0.46-0.81x on
+five 1x1 convs of few pixels outside the suites (swapped operands at 392-784 pixels, 128 x 256 split-K at 1568),
+where 64 x 128 tiles on two ping-pong consumers ran 0.86-1.01x. One line a shape: the 64 x 128 tiles' count, the k
+steps, and each form's ratio to cuDNN (> 1: Tracea faster).
+
+    python benchmarks/gpu/conv1x1_batches.py [--batches 1,2,4,8,16,32,64] [--match TEXT]
+    python benchmarks/gpu/conv1x1_batches.py --compare [--held-out]   # the hero against the rule before it
+
+``--compare``: the hero (``conv_heroes.pingpong_1x1`` since call 3) beside the rule before it (swapped operands at
+any tile count, else the GEMM's own hero), one ``tracea bench`` each; ``--held-out``: 1x1 shapes of other networks
+(EfficientNet's and RegNet's channel counts), which the rule was not fitted on.
+
+Needs an sm_90 GPU and PyTorch.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tracea.doctor import probe
+from tracea.emitters.bench import bench
+from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule, swapped_1x1
+from tracea.emitters.cuda.hopper.conv_paths import gemm_view
+from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule, hero_schedule, tile_count
+from tracea.kernels import Conv2d
+
+CHANNELS = [(64, 56, 64), (64, 56, 256), (256, 56, 64), (256, 56, 128), (128, 28, 512), (512, 28, 128),
+            (512, 28, 256), (256, 14, 1024), (1024, 14, 256), (1024, 14, 512), (512, 7, 2048), (2048, 7, 512),
+            (768, 14, 192), (1536, 7, 384), (384, 14, 1536)]
+HELD_OUT = [(672, 14, 112), (112, 14, 672), (1152, 7, 192), (192, 7, 1152), (1280, 7, 320), (320, 7, 1280),
+            (1024, 14, 1024), (2048, 7, 1024), (440, 14, 440), (888, 7, 888)]
+FORMS = {"pp64": WgmmaSchedule(bm=64, bn=128, stages=8, consumers=2, pingpong=True, store="tma"),
+         "pp64 split": WgmmaSchedule(bm=64, bn=128, stages=8, consumers=2, pingpong=True, store="tma", split=0),
+         "c1 64": WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, store="tma"),
+         "c1 64 split": WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, store="tma", split=0),
+         "pp128": WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma")}
+
+
+def ratio(op: Conv2d, host: object, s: object | None) -> str:
+    kw = {} if s is None else {"tuned": lambda _o, _v: s.to_json(), "variant": "cuda-wgmma.conv2d"}
+    r = bench(op, host, backend="cuda", repeats=30, **kw)
+    if r.status != "ok":
+        return r.status
+    return f"{r.ratio:.3f}" if r.ratio is not None else "unstable"
+
+
+def before(op: Conv2d) -> WgmmaConvSchedule:
+    """The 1x1 hero before ``pingpong_1x1``: swapped operands whatever their tile count, else the GEMM's hero."""
+    return swapped_1x1(op, sm_count=1 << 30) or WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(op)))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batches", default="1,2,4,8,16,32,64")
+    ap.add_argument("--match", default="")
+    ap.add_argument("--compare", action="store_true")
+    ap.add_argument("--held-out", action="store_true")
+    a = ap.parse_args()
+    host = probe()
+    forms = {} if a.compare else FORMS
+    print("n c hw k | pixels tiles64x128 ksteps | hero (name) | " + " | ".join(forms or ["before (name)"]),
+          flush=True)
+    for n in [int(x) for x in a.batches.split(",")]:
+        for c, hw, k in HELD_OUT if a.held_out else CHANNELS:
+            op = Conv2d(n, c, hw, hw, k, 1, 1, layout="nhwc", dtype="fp16")
+            if a.match not in op.signature:
+                continue
+            hero = conv_hero_schedule(op)
+            cols = [ratio(op, host, None)]
+            if a.compare:
+                old = before(op)
+                cols.append(f"{cols[0] if old == hero else ratio(op, host, old)} ({old.name})")
+            for s in forms.values():
+                sched = WgmmaConvSchedule.of_gemm(s)
+                try:
+                    sched.validate(op)
+                except Exception:  # noqa: BLE001 - a form this op refuses prints as such
+                    cols.append("refused")
+                    continue
+                cols.append(ratio(op, host, sched))
+            tiles = tile_count(FORMS["c1 64"], op.gemm_m, op.k)
+            print(f"{n} {c} {hw} {k} | {op.gemm_m} {tiles} {-(-c // 64)} | {cols[0]} ({hero.name}) | "
+                  + " | ".join(cols[1:]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

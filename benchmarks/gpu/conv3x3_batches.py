@@ -1,0 +1,76 @@
+"""3x3 convs over batches 1-64 on the Hopper conv (issue 34: rows outside the suites stay at or above 0.9x): ResNet-50's
+3x3 shapes (stride 1 and the strided ones) and other channel counts, the hero as a full ``tracea bench`` (verified on
+fresh random inputs, then timed beside cuDNN with CUDA events); where the hero is under ``--retry`` of cuDNN's speed,
+the same conv on other im2col forms, to show what a rule could take there. One line a shape.
+
+    python benchmarks/gpu/conv3x3_batches.py [--batches 1,2,4,8,16,32,64] [--retry 0.9] [--match TEXT]
+
+Needs an sm_90 GPU and PyTorch.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tracea.doctor import probe
+from tracea.emitters.bench import bench
+from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
+from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule
+from tracea.kernels import Conv2d
+
+# (c, h, k, stride): ResNet-50's 3x3 convs, then channel counts of other networks (not multiples of 128 among them)
+SHAPES = [(64, 56, 64, 1), (128, 28, 128, 1), (256, 14, 256, 1), (512, 7, 512, 1), (128, 56, 128, 2),
+          (256, 28, 256, 2), (512, 14, 512, 2), (96, 56, 96, 1), (192, 28, 192, 1), (384, 14, 384, 1),
+          (320, 14, 320, 1), (48, 112, 48, 1), (768, 7, 768, 1)]
+FORMS = {"pp128": WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", path="im2col"),
+         "pp128 split": WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma",
+                                          path="im2col", split=0),
+         "64x128": WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", path="im2col"),
+         "64x128 split": WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", path="im2col", split=0),
+         "64x64": WgmmaConvSchedule(bm=64, bn=64, stages=6, consumers=1, store="tma", path="im2col"),
+         "64x64 split": WgmmaConvSchedule(bm=64, bn=64, stages=6, consumers=1, store="tma", path="im2col", split=0),
+         "128x256": WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col")}
+
+
+def ratio(op: Conv2d, host: object, s: object | None) -> float | str:
+    kw = {} if s is None else {"tuned": lambda _o, _v: s.to_json(), "variant": "cuda-wgmma.conv2d"}
+    r = bench(op, host, backend="cuda", repeats=30, **kw)
+    if r.status != "ok":
+        return r.status
+    return r.ratio if r.ratio is not None else "unstable"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batches", default="1,2,4,8,16,32,64")
+    ap.add_argument("--retry", type=float, default=0.9)
+    ap.add_argument("--match", default="")
+    a = ap.parse_args()
+    host = probe()
+    print("n c h k stride | hero ratio (name) | forms tried where the hero is under --retry", flush=True)
+    for n in [int(x) for x in a.batches.split(",")]:
+        for c, h, k, stride in SHAPES:
+            op = Conv2d(n, c, h, h, k, 3, 3, stride=stride, padding=1, layout="nhwc", dtype="fp16")
+            if a.match not in op.signature:
+                continue
+            hero = conv_hero_schedule(op)
+            got = ratio(op, host, None)
+            line = f"{n} {c} {h} {k} {stride} | {got if isinstance(got, str) else f'{got:.3f}'} ({hero.name})"
+            if isinstance(got, float) and got < a.retry:
+                tried = []
+                for label, s in FORMS.items():
+                    if s == hero:
+                        continue
+                    try:
+                        s.validate(op)
+                    except Exception:  # noqa: BLE001 - a form this op refuses is left out
+                        continue
+                    r = ratio(op, host, s)
+                    tried.append(f"{label} {r if isinstance(r, str) else f'{r:.3f}'}")
+                line += " | " + ", ".join(tried)
+            print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -4,6 +4,11 @@ fresh random inputs, then timed beside cuDNN with CUDA events); where the hero i
 the same conv on other im2col forms, to show what a rule could take there. One line a shape.
 
     python benchmarks/gpu/conv3x3_batches.py [--batches 1,2,4,8,16,32,64] [--retry 0.9] [--match TEXT]
+    python benchmarks/gpu/conv3x3_batches.py --batches 8,16,32,64 --channels 192,320,384,768 --retry 9   # every form
+    python benchmarks/gpu/conv3x3_batches.py --compare --held-out --batches 4,8,16,32,64
+
+``--compare``: the hero beside the rule before ``conv_heroes.columns_192`` (the same function with that rule off),
+where they differ; ``--held-out``: channel counts and sizes the rule was not fitted on.
 
 Needs an sm_90 GPU and PyTorch.
 """
@@ -14,6 +19,7 @@ import argparse
 
 from tracea.doctor import probe
 from tracea.emitters.bench import bench
+from tracea.emitters.cuda.hopper import conv_heroes
 from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
 from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule
 from tracea.kernels import Conv2d
@@ -22,6 +28,9 @@ from tracea.kernels import Conv2d
 SHAPES = [(64, 56, 64, 1), (128, 28, 128, 1), (256, 14, 256, 1), (512, 7, 512, 1), (128, 56, 128, 2),
           (256, 28, 256, 2), (512, 14, 512, 2), (96, 56, 96, 1), (192, 28, 192, 1), (384, 14, 384, 1),
           (320, 14, 320, 1), (48, 112, 48, 1), (768, 7, 768, 1)]
+HELD_OUT = [(576, 14, 576, 1), (576, 7, 576, 1), (640, 14, 640, 1), (960, 7, 960, 1), (192, 14, 192, 1),
+            (192, 56, 192, 1), (320, 28, 320, 1), (384, 7, 384, 1), (384, 28, 384, 1), (192, 28, 384, 2),
+            (384, 14, 768, 2)]
 FORMS = {"pp128": WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", path="im2col"),
          "pp128 split": WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma",
                                           path="im2col", split=0),
@@ -29,7 +38,9 @@ FORMS = {"pp128": WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingp
          "64x128 split": WgmmaConvSchedule(bm=64, bn=128, stages=6, consumers=1, store="tma", path="im2col", split=0),
          "64x64": WgmmaConvSchedule(bm=64, bn=64, stages=6, consumers=1, store="tma", path="im2col"),
          "64x64 split": WgmmaConvSchedule(bm=64, bn=64, stages=6, consumers=1, store="tma", path="im2col", split=0),
-         "128x256": WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col")}
+         "128x256": WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col"),
+         "128x192": WgmmaConvSchedule(bm=128, bn=192, stages=4, consumers=2, store="tma", path="im2col"),
+         "64x192": WgmmaConvSchedule(bm=64, bn=192, stages=6, consumers=1, store="tma", path="im2col")}
 
 
 def ratio(op: Conv2d, host: object, s: object | None) -> float | str:
@@ -40,22 +51,41 @@ def ratio(op: Conv2d, host: object, s: object | None) -> float | str:
     return r.ratio if r.ratio is not None else "unstable"
 
 
+def before(op: Conv2d) -> WgmmaConvSchedule:
+    """The hero without ``columns_192`` (what the rule replaced)."""
+    keep = conv_heroes.columns_192
+    conv_heroes.columns_192 = lambda _op, _sm: None
+    try:
+        return conv_hero_schedule(op)
+    finally:
+        conv_heroes.columns_192 = keep
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", default="1,2,4,8,16,32,64")
     ap.add_argument("--retry", type=float, default=0.9)
     ap.add_argument("--match", default="")
+    ap.add_argument("--channels", default="", help="only these input channel counts (comma-separated)")
+    ap.add_argument("--compare", action="store_true")
+    ap.add_argument("--held-out", action="store_true")
     a = ap.parse_args()
+    only = {int(x) for x in a.channels.split(",") if x}
     host = probe()
     print("n c h k stride | hero ratio (name) | forms tried where the hero is under --retry", flush=True)
     for n in [int(x) for x in a.batches.split(",")]:
-        for c, h, k, stride in SHAPES:
+        for c, h, k, stride in HELD_OUT if a.held_out else SHAPES:
             op = Conv2d(n, c, h, h, k, 3, 3, stride=stride, padding=1, layout="nhwc", dtype="fp16")
-            if a.match not in op.signature:
+            if a.match not in op.signature or (only and c not in only):
                 continue
             hero = conv_hero_schedule(op)
             got = ratio(op, host, None)
             line = f"{n} {c} {h} {k} {stride} | {got if isinstance(got, str) else f'{got:.3f}'} ({hero.name})"
+            if a.compare:
+                old = before(op)
+                was = got if old == hero else ratio(op, host, old)
+                print(f"{line} | {was if isinstance(was, str) else f'{was:.3f}'} ({old.name})", flush=True)
+                continue
             if isinstance(got, float) and got < a.retry:
                 tried = []
                 for label, s in FORMS.items():

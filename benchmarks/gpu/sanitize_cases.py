@@ -63,6 +63,15 @@ CASES = [
     ("wgmma-conv1x1-pp128", "cuda-wgmma.conv2d", Conv2d(2, 256, 14, 13, 200, 1, 1, layout="nhwc", dtype="bf16"),
      {"core": "wgmma", "kernel": "conv2d", "path": "gemm", "bm": 128, "bn": 128, "stages": 6, "consumers": 2,
       "pingpong": True, "store": "tma"}),
+    # the 192-wide im2col heroes of columns_192 (3x3, 320 filters: the second column tile partial; ragged pixels)
+    ("wgmma-conv3x3-128x192", "cuda-wgmma.conv2d", Conv2d(2, 192, 13, 11, 320, 3, 3, padding=1, layout="nhwc",
+                                                         dtype="fp16", bias=True),
+     {"core": "wgmma", "kernel": "conv2d", "path": "im2col", "bm": 128, "bn": 192, "stages": 4, "consumers": 2,
+      "store": "tma"}),
+    ("wgmma-conv3x3-64x192", "cuda-wgmma.conv2d", Conv2d(2, 192, 13, 11, 320, 3, 3, padding=1, layout="nhwc",
+                                                        dtype="bf16"),
+     {"core": "wgmma", "kernel": "conv2d", "path": "im2col", "bm": 64, "bn": 192, "stages": 6, "consumers": 1,
+      "store": "tma"}),
     # swapped operands (C^T's tiles stored transposed through C's map; partial tiles both ways) and, on a GEMM of
     # nn.Linear's layout, with split-K's fix-up and the direct transposed stores
     ("wgmma-conv1x1-swap", "cuda-wgmma.conv2d", Conv2d(1, 1024, 7, 5, 200, 1, 1, layout="nhwc", dtype="fp16",

@@ -64,6 +64,30 @@ def pingpong_1x1(op: Any, sm_count: int = 132) -> WgmmaConvSchedule:
     return PP64 if wave_fill(narrow, sm_count) > wave_fill(wide, sm_count) + 0.05 else PP128
 
 
+COLUMNS_192 = (WgmmaConvSchedule(bm=128, bn=192, stages=4, consumers=2, store="tma", path="im2col"),
+               WgmmaConvSchedule(bm=64, bn=192, stages=6, consumers=1, store="tma", path="im2col"))
+TWO_CONSUMERS = 1.6  # the rate of two consumers over one on an SM, as columns_192 weighs 128- against 64-row tiles
+
+
+def columns_192(op: Any, sm_count: int) -> WgmmaConvSchedule | None:
+    """192-wide im2col tiles for filter counts they cover with no more columns than 128-wide ones (192, 320, 384,
+    576, 768, ...), where 64 x 192 tiles fill half the SMs or more: 128 x 192 on two consumers or 64 x 192 on one,
+    whichever takes fewer SM turns (waves x rows, two consumers counted ``TWO_CONSUMERS`` times as fast); else None.
+    An H200 (docs/device-runs/h200-conv1x1-tune/call9): 3x3 convs of 192-768 channels at batches 8-64, the heroes of
+    128-wide tiles 0.62-1.18x cuDNN, the picks of this rule 1.02-1.36x on the twelve it takes."""
+    n = op.k
+    if -(-n // 192) * 192 > -(-n // 128) * 128:
+        return None
+    wide, narrow = COLUMNS_192
+    if 2 * tile_count(narrow, op.gemm_m, n) < sm_count:
+        return None
+
+    def turns(s: WgmmaConvSchedule, rate: float) -> float:
+        return -(-tile_count(s, op.gemm_m, n) // sm_count) * s.bm / rate
+
+    return wide if turns(wide, TWO_CONSUMERS) <= turns(narrow, 1.0) else narrow
+
+
 def few_pixels_im2col(op: Any, base: WgmmaConvSchedule, k_steps: int, sm_count: int) -> WgmmaConvSchedule | None:
     """64 x 64 im2col tiles where ``base``'s fill under half the SMs and 64 x 64 ones fit in one wave: split-K over
     them from 32 ``k_steps`` of 64 where they fill a quarter of the SMs at most, unsplit below 64 k steps otherwise
@@ -96,12 +120,16 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
         return swapped_1x1(op, sm_count) or pingpong_1x1(op, sm_count)
     wide = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col")
     if op is not None and im2col_unsupported(op) is None and op.k >= 256 and op.r * op.s > 1 \
-            and tile_count(wide, op.gemm_m, op.k) >= 2 * sm_count:
+            and tile_count(wide, op.gemm_m, op.k) >= 2 * sm_count and -(-op.k // 256) * 2 <= -(-op.k // 128):
         # plenty of 128 x 256 tiles of a filter wider than 1x1: the wide tile's operand reuse wins (N32 C256
         # 56x56 K256 3x3: 1.02x cuDNN, against 0.84x with 128 x 128 ping-pong; with fewer tiles it loses:
         # 0.73x against 1.14x at 14x14; docs/device-runs/h100-cuda-suites-splitk-im2col-stem/big-convs,
-        # docs/device-runs/h100-cuda-suites-splitk-im2col-stem/im2col-probe)
+        # docs/device-runs/h100-cuda-suites-splitk-im2col-stem/im2col-probe); only where 256-wide tiles cover the
+        # filters with no more columns than 128-wide ones (320-640 filters ran 0.56-0.74x on them at batches 32-64,
+        # docs/device-runs/h200-conv1x1-tune/call10)
         return wide
+    if op is not None and im2col_unsupported(op) is None and (cols := columns_192(op, sm_count)) is not None:
+        return cols
     if op is not None and im2col_unsupported(op) is None:
         base = WgmmaConvSchedule(bm=128, bn=64 if op.k <= 64 else 128, stages=6, consumers=2, pingpong=True,
                                  store="tma", path="im2col")

@@ -81,6 +81,31 @@ def test_heroes_follow_k():
     assert (big.path, big.bm, big.bn, big.publish, big.store) == ("gather", 128, 256, "noinc", "tma")
 
 
+def test_filter_counts_that_192_wide_tiles_cover_take_them():
+    """``columns_192``: 3x3 convs whose filters 192-wide tiles cover with no more columns than 128-wide ones, where
+    64 x 192 tiles fill half of 132 SMs or more; 128 x 192 on two consumers where it takes fewer SM turns (an H200,
+    docs/device-runs/h200-conv1x1-tune/, calls 9-11). Filter counts 128-wide tiles cover exactly (256, 512) and
+    small ones (64, 128) keep the rules before; 128 x 256 tiles only where they waste no columns (320-640 filters
+    ran 0.56-0.74x on them)."""
+    from tracea.emitters.cuda.hopper.conv_heroes import COLUMNS_192
+
+    wide, narrow = COLUMNS_192
+    picks = {(8, 192, 28): narrow, (16, 192, 28): wide, (16, 384, 14): narrow, (32, 320, 14): wide,
+             (32, 768, 7): narrow, (64, 768, 7): wide, (32, 320, 28): wide, (64, 576, 14): wide}
+    for (n, c, h), want in picks.items():
+        op = conv(n=n, c=c, h=h, w=h, k=c)
+        assert conv_hero_schedule(op) == want, (n, c, h)
+        want.validate(op)
+    for n, c, h in ((8, 320, 14), (8, 768, 7), (16, 768, 7)):  # 64 x 192 tiles under half the SMs: the rules before
+        assert conv_hero_schedule(conv(n=n, c=c, h=h, w=h, k=c)).bn != 192
+    for k in (64, 128, 256, 512, 640):  # covered as well or better by 128-wide tiles
+        assert conv_hero_schedule(conv(n=32, c=k, h=14, w=14, k=k)).bn != 192, k
+    assert conv_hero_schedule(conv(n=32, c=256, h=56, w=56, k=256)).bn == 256  # 128 x 256 where it wastes nothing
+    assert conv_hero_schedule(conv(n=64, c=640, h=14, w=14, k=640)).bn == 128  # 768 columns of 256 for 640: not
+    # on a GPU of fewer SMs fewer tiles fill it
+    assert conv_hero_schedule(conv(n=8, c=320, h=14, w=14, k=320), sm_count=66) == narrow
+
+
 def test_few_pixels_take_64_by_64_im2col_tiles_split_from_32_k_steps():
     """ResNet-50's batch-1 convs that the im2col path walks (few_pixels_im2col): 64 x 64 tiles where 128-row tiles
     fill under half of 132 SMs and 64 x 64 ones fit in one wave; split-K (planned at launch) from 32 k steps."""

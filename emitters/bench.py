@@ -41,7 +41,7 @@ from tracea.kernels.footprint import require_host_memory
 from . import registry
 from .baselines import pinned_note
 from .nvtx import phase as nvtx_phase
-from .stability import measure_stable, paired_verdict, spread_problem
+from .stability import measure_stable, paired_ratio, paired_verdict, pairing_may_settle, spread_problem
 from .timing import Timing, interleaved, min_time_s, pooled
 
 # Host timing in alternating blocks: samples per turn, and the pause before a turn (libgomp's idle
@@ -94,8 +94,9 @@ class BenchResult:
 
     @property
     def ratio(self) -> float | None:
-        """Baseline time / Tracea time, from timings that agree with themselves (or whose paired rounds hold it
-        within a narrow interval: ``ratio_interval``); None when unstable."""
+        """Baseline time / Tracea time: the ratio of the two medians where they agree with themselves, or the
+        ratio a settled pairing gives (``ratio_interval``'s last member: the medians' ratio, or the rounds' median
+        where the medians' lies just outside the interval); None when unstable."""
         if self.tracea and self.baseline and not self.unstable and not self.baseline_wrong:
             return self.ratio_interval[3] if self.ratio_interval else self.baseline.p50_ms / self.tracea.p50_ms
         return None
@@ -305,15 +306,21 @@ def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[s
 
         def problem(t: dict[str, Timing]) -> str | None:  # without a baseline: the spread alone
             settled["interval"], settled["timings"] = None, t
-            if spread_problem(t) is None:  # this measurement agrees with itself
-                return None
-            every = pooled(samples)  # the pairing pools every attempt, its times too
-            why, settled["interval"] = paired_verdict(every, rounds, "baseline", "tracea", names)
+            why_now = spread_problem({names.get(k, k): v for k, v in t.items()})
+            if why_now is None or "baseline" not in t:  # this measurement agrees with itself (or has no pair)
+                return why_now
+            every = pooled(samples)  # the pairing pools every attempt, its times too; only its interval settles
+            why, settled["interval"] = paired_verdict(every, rounds, "baseline", "tracea", names, need_pairing=True)
             if why is None:
                 settled["timings"] = every
-            return why
+                return None
+            pr = paired_ratio(rounds, "baseline", "tracea")
+            return why_now + (f"; the paired ratio's 95 % interval over {pr[3]} rounds is {pr[1]:.3f}-{pr[2]:.3f}"
+                              if pr else "")
 
-        last, unstable = measure_stable(measure, problem, extend="baseline" in contenders)
+        last, unstable = measure_stable(
+            measure, problem,
+            extend=(lambda: pairing_may_settle(rounds, "baseline", "tracea")) if "baseline" in contenders else None)
         timings = last if unstable else settled.get("timings", last)
     return BenchResult(
         status="ok", rel_err=err, tolerance=tol, tracea=timings["tracea"], baseline_name=baseline.name,

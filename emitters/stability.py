@@ -101,19 +101,22 @@ def paired_ratio(rounds: list[Mapping[str, float]], num: str, den: str) -> tuple
 
 
 def paired_verdict(timings: Mapping[str, Any], rounds: list[Mapping[str, float]], num: str, den: str,
-                   names: Mapping[str, str] | None = None
+                   names: Mapping[str, str] | None = None, need_pairing: bool = False
                    ) -> tuple[str | None, tuple[float, float, int, float] | None]:
     """(problem, interval): the spread problem of ``timings`` (None: stable as they are), unless the rounds pin
     the ratio ``num / den`` down: ``paired_ratio``'s interval within ``PAIRED_LIMIT`` and the ratio of the two
     medians near it; then (None, (low, high, rounds, ratio)). The ratio is the medians' where the interval holds
     it (the row's times agree with its ratio), else the rounds' median, where the medians' ratio lies outside
-    the interval by less than ``PAIRED_LIMIT`` (both sides' times moved while they were measured, the rounds'
+    the interval by at most ``PAIRED_LIMIT`` (both sides' times moved while they were measured, the rounds'
     ratios did not: the note says so, ``BenchResult.paired_note``). An unsettled pairing adds its interval to the
-    problem. ``names``: how the problem names each contender (default: its key)."""
+    problem. ``names``: how the problem names each contender (default: its key). ``need_pairing``: timings that
+    agree with themselves settle nothing (pooled attempts, each too spread alone, may pass the spread check while
+    they came from two states of the machine): only the interval does."""
     names = names or {}
     why = spread_problem({names.get(k, k): v for k, v in timings.items()})
-    if why is None:
+    if why is None and not need_pairing:
         return None, None
+    why = why or "the attempts' timings differ"
     pr = paired_ratio(rounds, num, den)
     p50n, p50d = _ms(timings.get(num), "p50_ms"), _ms(timings.get(den), "p50_ms")
     if pr is None or not p50n or not p50d:
@@ -127,6 +130,14 @@ def paired_verdict(timings: Mapping[str, Any], rounds: list[Mapping[str, float]]
     return f"{why}; the paired ratio's 95 % interval over {n} rounds is {lo:.3f}-{hi:.3f}", None
 
 
+def pairing_may_settle(rounds: list[Mapping[str, float]], num: str, den: str) -> bool:
+    """Whether more rounds may still narrow the paired interval of ``num / den`` to ``PAIRED_LIMIT``: too few
+    rounds for one yet, or one at most twice as wide (in log terms) as the limit, which four times the rounds
+    would about halve. Wider intervals (the rounds disagree) stop ``measure_stable``'s extension."""
+    pr = paired_ratio(rounds, num, den)
+    return pr is None or math.log(pr[2] / pr[1]) <= 2 * math.log(PAIRED_LIMIT)
+
+
 def drift_problem(name: str, before_ms: float | None, after_ms: float | None) -> str | None:
     """Why two medians of the same measurement disagree too much for either to be trusted, or None."""
     if not before_ms or not after_ms or before_ms <= 0 or after_ms <= 0:
@@ -137,13 +148,14 @@ def drift_problem(name: str, before_ms: float | None, after_ms: float | None) ->
 
 
 def measure_stable(measure: Callable[[], T], problem: Callable[[T], str | None], attempts: int = ATTEMPTS,
-                   pause_s: float | None = None, extend: bool = False) -> tuple[T, str | None]:
+                   pause_s: float | None = None, extend: Callable[[], bool] | None = None) -> tuple[T, str | None]:
     """Run ``measure`` until ``problem(result)`` is None, at most ``attempts`` times: (the last result, None)
     when it settled, else (the last result, "unstable in N measurements: <the last problem>"). ``pause_s``
     between attempts: None for ``PAUSE_S``, or less where ``$TRACEA_MIN_TIME`` asks for shorter timing
     (``timing.min_time_s``). ``extend``: the measurements pool their rounds (``paired_verdict``), so more of
-    them may settle the ratio: attempts go on past ``attempts``, up to ``PAIRED_ATTEMPTS``, while measuring has
-    taken less than ``PAIRED_SECONDS`` times ``min_time_s()`` (at least ``attempts`` are always made)."""
+    them may settle the ratio: while it returns True, attempts go on past ``attempts``, up to
+    ``PAIRED_ATTEMPTS``, while measuring has taken less than ``PAIRED_SECONDS`` times ``min_time_s()`` (an
+    unsettled measurement is always taken ``attempts`` times)."""
     if pause_s is None:
         pause_s = min(PAUSE_S, min_time_s())
     most = max(attempts, PAIRED_ATTEMPTS) if extend else attempts
@@ -155,7 +167,8 @@ def measure_stable(measure: Callable[[], T], problem: Callable[[T], str | None],
         why = problem(result)
         if why is None:
             return result, None
-        if attempt >= most or (attempt >= attempts and time.perf_counter() - start >= budget_s):
+        if attempt >= most or (attempt >= attempts and (time.perf_counter() - start >= budget_s
+                                                        or not (extend and extend()))):
             return result, f"unstable in {attempt} measurements: {why}"
         time.sleep(pause_s)
         result = measure()

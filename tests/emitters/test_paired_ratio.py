@@ -163,8 +163,8 @@ def test_interleaved_pools_every_calls_samples():
 
 
 def test_attempts_go_on_while_pooled_rounds_may_settle_the_ratio(monkeypatch):
-    """``extend``: past the three attempts while the pairing is open, up to PAIRED_ATTEMPTS, within the budget of
-    PAIRED_SECONDS x min_time_s; without it (a side alone, a device pair) three attempts as before."""
+    """``extend``: past the three attempts while it says the pairing may settle, up to PAIRED_ATTEMPTS, within the
+    budget of PAIRED_SECONDS x min_time_s; without it (a side alone, a device pair) three attempts as before."""
     from tracea.emitters import stability
 
     monkeypatch.setattr(stability.time, "sleep", lambda s: None)
@@ -179,11 +179,38 @@ def test_attempts_go_on_while_pooled_rounds_may_settle_the_ratio(monkeypatch):
 
         return stability.measure_stable(measure, lambda n: None if n == settles_at else f"open after {n}", **kw), made
 
-    assert run(5, extend=True) == ((5, None), [1, 2, 3, 4, 5])
+    assert run(5, extend=lambda: True) == ((5, None), [1, 2, 3, 4, 5])
     (last, why), made = run(5)
     assert last == 3 and why == "unstable in 3 measurements: open after 3" and made == [1, 2, 3]
-    (last, why), made = run(99, extend=True)
+    (last, why), made = run(99, extend=lambda: True)
     assert last == stability.PAIRED_ATTEMPTS and why.startswith(f"unstable in {stability.PAIRED_ATTEMPTS} measurements")
     monkeypatch.setenv("TRACEA_MIN_TIME", "0")  # no budget: the three attempts only, extended or not
-    (last, why), made = run(5, extend=True)
+    (last, why), made = run(5, extend=lambda: True)
     assert last == 3 and why.startswith("unstable in 3 measurements")
+    monkeypatch.setenv("TRACEA_MIN_TIME", "30")  # rounds that disagree: no more than the three attempts
+    (last, why), made = run(5, extend=lambda: False)
+    assert last == 3 and why.startswith("unstable in 3 measurements")
+
+
+def test_more_rounds_are_taken_only_while_the_interval_might_narrow_to_the_limit():
+    from tracea.emitters.stability import pairing_may_settle
+
+    assert pairing_may_settle(_rounds([1.2] * (MIN_PAIRED_ROUNDS - 1)), "baseline", "tracea")  # too few yet
+    near = _rounds([1.20 + 0.002 * ((i * 5) % 41 - 20) for i in range(41)])  # about 1.16-1.24: 1.07x wide
+    assert pairing_may_settle(near, "baseline", "tracea")
+    apart = _rounds([0.8, 1.6, 1.0, 1.9, 1.2, 0.7, 1.5] * 6)
+    assert not pairing_may_settle(apart, "baseline", "tracea")
+
+
+def test_pooled_timings_that_agree_settle_nothing_without_the_interval():
+    """Two attempts, each too spread alone, pooled into samples that pass the spread check (two states of the
+    machine 30 % apart): with ``need_pairing`` only the rounds' interval may settle the ratio."""
+    t = {"tracea": Timing(1.15, 1.40, 1.0, 60), "baseline": Timing(2.0, 2.2, 1.9, 60)}
+    assert spread_problem(t) is None
+    disagree = _rounds([1.3, 2.2, 1.5, 2.6, 1.4, 2.4] * 5)
+    why, interval = paired_verdict(t, disagree, "baseline", "tracea", need_pairing=True)
+    assert interval is None and "paired ratio's 95 % interval" in why
+    assert paired_verdict(t, disagree, "baseline", "tracea") == (None, None)  # a single attempt's timings do
+    agree = _rounds([1.74 + 0.002 * ((i * 3) % 7 - 3) for i in range(30)])
+    why, interval = paired_verdict(t, agree, "baseline", "tracea", need_pairing=True)
+    assert why is None and interval[0] <= 2.0 / 1.15 * 1.0 and interval[3] == pytest.approx(2.0 / 1.15)

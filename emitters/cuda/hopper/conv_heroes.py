@@ -26,12 +26,15 @@ def swapped_1x1(op: Any, sm_count: int = 132) -> WgmmaConvSchedule | None:
     (docs/device-runs/h200-conv1x1-tune/call3)."""
     if op.gemm_m > SWAP_ROWS or op.c < SWAP_CHANNELS:
         return None
-    s = WgmmaConvSchedule(bm=64, bn=32, stages=8, consumers=1, store="tma", swap=True, path="gemm")
+    s32 = WgmmaConvSchedule(bm=64, bn=32, stages=8, consumers=1, store="tma", swap=True, path="gemm")
+    s = s32
     if -(-op.c // BK) >= 32:
         s = dataclasses.replace(s, bn=16, split=0)
     elif tile_count(s, op.k, op.gemm_m) < 40:
         s = dataclasses.replace(s, bn=16)
-    return s if tile_count(s, op.k, op.gemm_m) <= sm_count else None
+    if tile_count(s, op.k, op.gemm_m) <= sm_count:
+        return s
+    return s32 if tile_count(s32, op.k, op.gemm_m) <= sm_count else None  # fewer SMs: the wider tiles, or none
 
 
 PP64 = WgmmaConvSchedule(bm=64, bn=128, stages=8, consumers=2, pingpong=True, store="tma", path="gemm")
@@ -70,13 +73,13 @@ TWO_CONSUMERS = 1.6  # the rate of two consumers over one on an SM, as columns_1
 
 
 def columns_192(op: Any, sm_count: int) -> WgmmaConvSchedule | None:
-    """192-wide im2col tiles for filter counts they cover with no more columns than 128-wide ones (192, 320, 384,
-    576, 768, ...), where 64 x 192 tiles fill half the SMs or more: 128 x 192 on two consumers or 64 x 192 on one,
+    """192-wide im2col tiles for 3x3 convs of filter counts they cover with no more columns than 128-wide ones (192,
+    320, 384, 576, 768, ...), where 64 x 192 tiles fill half the SMs or more: 128 x 192 on two consumers or 64 x 192 on one,
     whichever takes fewer SM turns (waves x rows, two consumers counted ``TWO_CONSUMERS`` times as fast); else None.
     An H200 (docs/device-runs/h200-conv1x1-tune/call9): 3x3 convs of 192-768 channels at batches 8-64, the heroes of
     128-wide tiles 0.62-1.18x cuDNN, the picks of this rule 1.02-1.36x on the twelve it takes."""
     n = op.k
-    if -(-n // 192) * 192 > -(-n // 128) * 128:
+    if (op.r, op.s) != (3, 3) or -(-n // 192) * 192 > -(-n // 128) * 128:  # measured on 3x3 filters only
         return None
     wide, narrow = COLUMNS_192
     if 2 * tile_count(narrow, op.gemm_m, n) < sm_count:
@@ -109,7 +112,9 @@ def few_pixels_im2col(op: Any, base: WgmmaConvSchedule, k_steps: int, sm_count: 
 def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule:
     """A conv that is a plain GEMM (1x1, stride 1, no padding, NHWC) takes swapped operands where it has few pixels
     (``swapped_1x1``), else ``pingpong_1x1``'s tiles over ``gemm_view(op)``. Any other whose activations TMA's im2col mode can walk (``im2col_unsupported``)
-    takes the im2col path: 128 x 128 ping-pong tiles (128 x 64 for 64 output channels), 6 stages, and
+    takes the im2col path: 128 x 256 tiles where they are many and cover the filters with no more columns than
+    128-wide ones, ``columns_192``'s 192-wide tiles for 3x3 convs whose filters those cover as well, else 128 x 128
+    ping-pong tiles (128 x 64 for 64 output channels), 6 stages, and
     ``few_pixels_im2col``'s 64 x 64 tiles or ``with_split``'s 64 x 128 tiles or split-K where those leave SMs idle. From the H100 probe
     (docs/device-runs/h100-cuda-suites-splitk-im2col-stem/im2col-probe), ResNet-50's 3x3 convs at batch 32: 1.01-1.14x cuDNN
     this way, against 0.68-0.76x gathered by the producer's threads; at batch 1, 0.84-1.08x. The rest

@@ -104,6 +104,10 @@ def test_filter_counts_that_192_wide_tiles_cover_take_them():
     assert conv_hero_schedule(conv(n=64, c=640, h=14, w=14, k=640)).bn == 128  # 768 columns of 256 for 640: not
     # on a GPU of fewer SMs fewer tiles fill it
     assert conv_hero_schedule(conv(n=8, c=320, h=14, w=14, k=320), sm_count=66) == narrow
+    # measured on 3x3 filters only: strided 1x1 and 7x7 convs of 192 filters keep the rules before
+    strided = Conv2d(32, 384, 28, 28, 192, 1, 1, stride=2, layout="nhwc", dtype="fp16")
+    seven = Conv2d(8, 64, 56, 56, 192, 7, 7, padding=3, layout="nhwc", dtype="fp16")
+    assert conv_hero_schedule(strided).bn != 192 and conv_hero_schedule(seven).bn != 192
 
 
 def test_few_pixels_take_64_by_64_im2col_tiles_split_from_32_k_steps():

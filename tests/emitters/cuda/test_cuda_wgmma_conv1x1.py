@@ -307,3 +307,12 @@ def test_a_cluster_schedule_of_the_space_compiles(compiled):
     sched = next(s for s in conv_search_space(op) if s.path == "gemm" and s.cluster == 2 and s.store == "tma")
     _, r, _, art = compiled(op, sched)
     assert "__cluster_dims__(2, 1, 1)" in r.source and art.metadata["resources"]["spills"] == 0
+
+
+def test_a_swap_narrowed_past_one_wave_keeps_the_wider_swapped_tiles():
+    """On fewer SMs: 16-pixel swapped tiles (under 40 of 32) that no longer fit one wave give way to the 32-pixel ones
+    where those fit (n2 c512 14x14 k192: 39 tiles of 32 pixels, 75 of 16), and to no swap where neither does."""
+    op = one(n=2, c=512, h=14, k=192)
+    assert conv_heroes.swapped_1x1(op).bn == 16  # 132 SMs: 75 tiles fit
+    assert conv_heroes.swapped_1x1(op, sm_count=66).bn == 32
+    assert conv_heroes.swapped_1x1(op, sm_count=32) is None

@@ -263,6 +263,41 @@ def bench(op: Op, host: HostReport, backend: str = "cpu", precision: str | None 
     return _bench_on_host(b, kernel, op, host, inputs, ref, tol, timing, base)
 
 
+def _time_pair(contenders: dict[str, Callable[[], object]], baseline_name: str, timing: dict[str, Any]
+               ) -> tuple[dict[str, Timing], str | None, tuple[float, float, int, float] | None]:
+    """Tracea and its baseline timed in alternating blocks, attempts pooled while pairing may settle the ratio:
+    (timings to report, why unstable or None, the settled pairing's interval or None)."""
+    names = {"tracea": "Tracea", "baseline": baseline_name}
+    settled: dict[str, Any] = {}
+    rounds: list[dict[str, float]] = []  # every attempt's paired rounds: each is a sample of the ratio
+    samples: dict[str, list[float]] = {}  # every attempt's samples: the times a settled pairing reports
+
+    def measure() -> dict[str, Timing]:
+        return interleaved(contenders, warmup=timing["warmup"], repeats=timing["repeats"],
+                           min_seconds=timing["min_seconds"], block=HOST_BLOCK, gap_s=HOST_GAP_S,
+                           rounds_out=rounds, samples_out=samples)
+
+    def problem(t: dict[str, Timing]) -> str | None:  # without a baseline: the spread alone
+        settled["interval"], settled["timings"] = None, t
+        why_now = spread_problem({names.get(k, k): v for k, v in t.items()})
+        if why_now is None or "baseline" not in t:  # this measurement agrees with itself (or has no pair)
+            return why_now
+        every = pooled(samples)  # the pairing pools every attempt, its times too; only its interval settles
+        why, settled["interval"] = paired_verdict(every, rounds, "baseline", "tracea", names, need_pairing=True)
+        if why is None:
+            settled["timings"] = every
+            return None
+        pr = paired_ratio(rounds, "baseline", "tracea")
+        return why_now + (f"; the paired ratio's 95 % interval over {pr[3]} rounds is {pr[1]:.3f}-{pr[2]:.3f}"
+                          if pr else "")
+
+    last, unstable = measure_stable(
+        measure, problem,
+        extend=(lambda: pairing_may_settle(rounds, "baseline", "tracea")) if "baseline" in contenders else None)
+    timings = last if unstable else settled.get("timings", last)
+    return timings, unstable, None if unstable else settled.get("interval")
+
+
 def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[str, Any], ref: np.ndarray,
                    tol: float, timing: dict[str, Any], base: dict[str, Any]) -> BenchResult:
     """Verify ``kernel`` in a forked child, then again in this process, then time it in alternating
@@ -294,37 +329,10 @@ def _bench_on_host(b: Any, kernel: Any, op: Op, host: HostReport, inputs: dict[s
                            error=f"relative error {err:.3g} exceeds {tol:.1g} (in-process run)", **base)
     base_err = relative_error(np.asarray(baseline.run(), dtype=np.float64), ref) if baseline.run else None
     with nvtx_phase(op.phase, "time"):
-        names = {"tracea": "Tracea", "baseline": baseline.name}
-        settled: dict[str, Any] = {}
-        rounds: list[dict[str, float]] = []  # every attempt's paired rounds: each is a sample of the ratio
-        samples: dict[str, list[float]] = {}  # every attempt's samples: the times a settled pairing reports
-
-        def measure() -> dict[str, Timing]:
-            return interleaved(contenders, warmup=timing["warmup"], repeats=timing["repeats"],
-                               min_seconds=timing["min_seconds"], block=HOST_BLOCK, gap_s=HOST_GAP_S,
-                               rounds_out=rounds, samples_out=samples)
-
-        def problem(t: dict[str, Timing]) -> str | None:  # without a baseline: the spread alone
-            settled["interval"], settled["timings"] = None, t
-            why_now = spread_problem({names.get(k, k): v for k, v in t.items()})
-            if why_now is None or "baseline" not in t:  # this measurement agrees with itself (or has no pair)
-                return why_now
-            every = pooled(samples)  # the pairing pools every attempt, its times too; only its interval settles
-            why, settled["interval"] = paired_verdict(every, rounds, "baseline", "tracea", names, need_pairing=True)
-            if why is None:
-                settled["timings"] = every
-                return None
-            pr = paired_ratio(rounds, "baseline", "tracea")
-            return why_now + (f"; the paired ratio's 95 % interval over {pr[3]} rounds is {pr[1]:.3f}-{pr[2]:.3f}"
-                              if pr else "")
-
-        last, unstable = measure_stable(
-            measure, problem,
-            extend=(lambda: pairing_may_settle(rounds, "baseline", "tracea")) if "baseline" in contenders else None)
-        timings = last if unstable else settled.get("timings", last)
+        timings, unstable, interval = _time_pair(contenders, baseline.name, timing)
     return BenchResult(
         status="ok", rel_err=err, tolerance=tol, tracea=timings["tracea"], baseline_name=baseline.name,
         baseline=timings.get("baseline"), baseline_rel_err=base_err, baseline_reason=baseline.reason,
-        unstable=unstable, ratio_interval=None if unstable else settled.get("interval"),
+        unstable=unstable, ratio_interval=interval,
         baseline_note=pinned_note(host) if baseline.run is not None else None, **base,
     )

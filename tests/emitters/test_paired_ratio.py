@@ -198,6 +198,8 @@ def test_more_rounds_are_taken_only_while_the_interval_might_narrow_to_the_limit
     assert pairing_may_settle(_rounds([1.2] * (MIN_PAIRED_ROUNDS - 1)), "baseline", "tracea")  # too few yet
     near = _rounds([1.20 + 0.002 * ((i * 5) % 41 - 20) for i in range(41)])  # about 1.16-1.24: 1.07x wide
     assert pairing_may_settle(near, "baseline", "tracea")
+    wider = _rounds([1.20 + 0.01 * ((i * 5) % 41 - 20) for i in range(41)])  # 1.00-1.40: under 1.33x wide
+    assert pairing_may_settle(wider, "baseline", "tracea")
     apart = _rounds([0.8, 1.6, 1.0, 1.9, 1.2, 0.7, 1.5] * 6)
     assert not pairing_may_settle(apart, "baseline", "tracea")
 

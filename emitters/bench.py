@@ -41,7 +41,7 @@ from tracea.kernels.footprint import require_host_memory
 from . import registry
 from .baselines import pinned_note
 from .nvtx import phase as nvtx_phase
-from .stability import measure_stable, paired_ratio, paired_verdict, pairing_may_settle, spread_problem
+from .stability import interval_text, measure_stable, paired_verdict, pairing_may_settle, spread_problem
 from .timing import Timing, interleaved, min_time_s, pooled
 
 # Host timing in alternating blocks: samples per turn, and the pause before a turn (libgomp's idle
@@ -287,9 +287,7 @@ def _time_pair(contenders: dict[str, Callable[[], object]], baseline_name: str, 
         if why is None:
             settled["timings"] = every
             return None
-        pr = paired_ratio(rounds, "baseline", "tracea")
-        return why_now + (f"; the paired ratio's 95 % interval over {pr[3]} rounds is {pr[1]:.3f}-{pr[2]:.3f}"
-                          if pr else "")
+        return why_now + interval_text(rounds, "baseline", "tracea")  # the attempt it reports, and the rounds
 
     last, unstable = measure_stable(
         measure, problem,

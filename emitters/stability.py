@@ -127,7 +127,13 @@ def paired_verdict(timings: Mapping[str, Any], rounds: list[Mapping[str, float]]
         return None, (lo, hi, n, medians)
     if hi / lo <= PAIRED_LIMIT and lo / PAIRED_LIMIT <= medians <= hi * PAIRED_LIMIT:
         return None, (lo, hi, n, mid)
-    return f"{why}; the paired ratio's 95 % interval over {n} rounds is {lo:.3f}-{hi:.3f}", None
+    return why + interval_text(rounds, num, den), None
+
+
+def interval_text(rounds: list[Mapping[str, float]], num: str, den: str) -> str:
+    """What an unsettled problem adds about the rounds: their interval, or nothing with too few rounds."""
+    pr = paired_ratio(rounds, num, den)
+    return f"; the paired ratio's 95 % interval over {pr[3]} rounds is {pr[1]:.3f}-{pr[2]:.3f}" if pr else ""
 
 
 def pairing_may_settle(rounds: list[Mapping[str, float]], num: str, den: str) -> bool:

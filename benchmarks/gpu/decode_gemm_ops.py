@@ -12,7 +12,7 @@ For each row:
 GB/s counts the weights, x and the output once; "of copy" divides by a 1 GiB device-to-device copy (bytes read +
 written) measured here. Medians of ``--repeats``; p95/p50 printed beside.
 
-    python benchmarks/gpu/decode_gemm_ops.py [--repeats 30]
+    python benchmarks/gpu/decode_gemm_ops.py [--repeats 30] [--rows decode|mid]
 
 Needs a CUDA GPU and PyTorch.
 """
@@ -32,6 +32,8 @@ from tracea.emitters.device_baselines import time_torch
 
 ROWS = [(1, 4096, 4096), (1, 4096, 14336), (1, 14336, 4096), (16, 4096, 4096), (16, 4096, 14336),
         (8, 6144, 4096), (4, 28672, 8192)]
+MID_ROWS = [(64, 4096, 4096), (128, 4096, 4096), (128, 11008, 4096), (128, 4096, 11008), (128, 14336, 4096),
+            (192, 6144, 4096), (256, 4096, 14336)]  # batched decode / chunked prefill: gemm_heroes.one_wave's tiles
 HOLD = 2_000_000  # GPU clocks the stream is held before each timed call (about 1 ms)
 
 
@@ -74,6 +76,7 @@ def layers(fns: list[Callable[[], Any]], rounds: int = 20) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--rows", choices=("decode", "mid"), default="decode")
     a = ap.parse_args()
     torch.manual_seed(0)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
@@ -84,7 +87,7 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name(0)}; device copy {copy:.0f} GB/s (1 GiB, read + written)")
     print("row             flush   tracea_ms (p95/p50)   F.linear_ms (p95/p50)  F/tracea  tracea GB/s (of copy)  "
           "F GB/s (of copy)")
-    for m, n, k in ROWS:
+    for m, n, k in ROWS if a.rows == "decode" else MID_ROWS:
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         ws = [(torch.randn(n, k, device="cuda") / k ** 0.5).to(torch.bfloat16) for _ in range(8)]
         ref = x.double() @ ws[0].double().T

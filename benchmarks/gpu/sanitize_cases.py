@@ -81,6 +81,14 @@ CASES = [
     ("wgmma-gemm-swap-split", "cuda-wgmma.gemm", Gemm(24, 1000, 2048, "bf16", layout_b="col",
                                                       epilogue=("bias", "gelu", "residual")),
      {"core": "wgmma", "bm": 64, "bn": 16, "stages": 6, "consumers": 1, "store": "direct", "split": 4, "swap": True}),
+    # the one-wave GEMM tiles of gemm_heroes.one_wave (33-512 rows): partial tiles both ways, a ragged K, 64 x 64 on
+    # a 12-deep ring with a bias, 64 x 256 over nn.Linear's weights, 128 x 192 on two consumers; evict-first loads
+    ("wgmma-one-wave-64x64", "cuda-wgmma.gemm", Gemm(100, 520, 1200, "bf16", epilogue=("bias",)),
+     {"core": "wgmma", "bm": 64, "bn": 64, "stages": 12, "consumers": 1, "store": "tma", "l2_hint": "first"}),
+    ("wgmma-one-wave-64x256", "cuda-wgmma.gemm", Gemm(70, 700, 1100, "fp16", layout_b="col"),
+     {"core": "wgmma", "bm": 64, "bn": 256, "stages": 5, "consumers": 1, "store": "tma", "l2_hint": "first"}),
+    ("wgmma-one-wave-128x192", "cuda-wgmma.gemm", Gemm(200, 400, 1200, "bf16", epilogue=("relu", "residual")),
+     {"core": "wgmma", "bm": 128, "bn": 192, "stages": 4, "consumers": 2, "store": "tma", "l2_hint": "first"}),
     # few pixels on the im2col path (the heroes of few_pixels_im2col): 64 x 64 tiles split over the K of a 3x3 conv
     # of 512 channels (partial tiles: 7 x 5 pixels), and unsplit over a strided 1x1 with a ragged K
     ("wgmma-conv-few-split", "cuda-wgmma.conv2d", Conv2d(1, 512, 7, 5, 200, 3, 3, padding=1, layout="nhwc",

@@ -13,6 +13,7 @@ from ..core import CudaCore
 from ..hopper import conv as hopper_conv
 from ..hopper import conv_heroes as hopper_conv_heroes
 from ..hopper import gemm as hopper_gemm
+from ..hopper import gemm_heroes as hopper_gemm_heroes
 from ..hopper import schedule as hopper_schedule
 from ..hopper import space as hopper_space
 
@@ -35,7 +36,7 @@ def hopper(kind: str, schedule_class: type, hero: Callable[..., Any], space: Cal
 CORES = (
     # hopper/gemm.py, tma.py (issue 5): the hero's 230480 B (WgmmaSchedule().smem_bytes); verified on an
     # H200 (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma/, docs/hopper.md)
-    hopper("gemm", hopper_schedule.WgmmaSchedule, hopper_schedule.hero_schedule, hopper_space.search_space,
+    hopper("gemm", hopper_schedule.WgmmaSchedule, hopper_gemm_heroes.gemm_hero_schedule, hopper_space.search_space,
            hopper_gemm.rendered, tma.WgmmaKernel, lambda op: {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha},
            230480, "Hopper GEMM: TMA into 128B-swizzled shared memory, wgmma.mma_async on warpgroups, "
                    "producer/consumer warp specialisation over an mbarrier ring, setmaxnreg, "

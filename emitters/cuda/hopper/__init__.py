@@ -1,6 +1,7 @@
 """The Hopper (sm_90a) kernels, in the parts CUTLASS 3 composes a kernel from:
 
-- ``schedule.py``: ``WgmmaSchedule`` / ``WgmmaConvSchedule`` (checks, JSON, heroes), the constants.
+- ``schedule.py``: ``WgmmaSchedule`` / ``WgmmaConvSchedule`` (checks, JSON, heroes), the constants;
+  ``gemm_heroes.py`` the GEMM core's hero (one-wave tiles for 33-512 rows), ``conv_heroes.py`` the conv's.
 - ``space.py``: their search spaces (split-K and cluster variants; the conv's paths).
 - ``mainloop.py``: the producer warpgroup (TMA loads, or the conv's cp.async gather) and the consumer
   warpgroups (wgmma on swizzled-layout descriptors) around the mbarrier ring.
@@ -17,6 +18,7 @@ is ``hopper.conv``, imported on its own (its host side imports ``..tma``, which 
 
 from .conv_heroes import conv_hero_schedule
 from .gemm import KERNEL_NAME, launch_geometry, render, rendered, tma_boxes, tma_unsupported
+from .gemm_heroes import gemm_hero_schedule
 from .mainloop import descriptor_strides, operand_layouts
 from .ptx import render_tma_probe
 from .schedule import (
@@ -31,6 +33,7 @@ from .schedule import (
 from .space import conv_search_space, search_space
 
 __all__ = ["BK", "HERO", "KERNEL_NAME", "SMEM_OPTIN_SM90", "SWIZZLE", "WgmmaConvSchedule", "WgmmaSchedule",
-           "conv_hero_schedule", "conv_search_space", "descriptor_strides", "hero_schedule", "launch_geometry",
+           "conv_hero_schedule", "conv_search_space", "descriptor_strides", "gemm_hero_schedule", "hero_schedule",
+           "launch_geometry",
            "operand_layouts", "render", "render_tma_probe", "rendered", "search_space", "tma_boxes",
            "tma_unsupported"]

@@ -17,6 +17,7 @@ from tracea.doctor.errors import BadInputError
 
 from .conv_heroes import SWAP_ROWS, conv_hero_schedule
 from .conv_paths import gemm_view, gemm_view_unsupported
+from .gemm_heroes import ONE_WAVE_FORMS, gemm_hero_schedule
 from .schedule import (
     PUBLISH,
     RASTERS,
@@ -24,7 +25,6 @@ from .schedule import (
     STORES,
     WgmmaConvSchedule,
     WgmmaSchedule,
-    hero_schedule,
     tile_count,
 )
 
@@ -35,13 +35,14 @@ SPREAD_SPLITS = (0, 8)  # and with the spread fix-up (more slices: its sum is sh
 def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90, sm_count: int = 132) -> list[WgmmaSchedule]:
     """Every valid schedule over a grid of the searchable fields (hero first); split-K on a smaller grid
     (4 or 6 stages, raster m, no cluster) for shapes whose tiles can leave SMs idle; then clusters along N
-    and swapped operands (``swap_candidates``)."""
-    out = [hero_schedule(op, sm_count)]
+    and swapped operands (``swap_candidates``); the one-wave forms of ``gemm_heroes`` (deeper rings than the grid's)."""
+    out = [gemm_hero_schedule(op, sm_count)]
     shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (192, 3, False), (256, 2, False),
               (64, 2, True), (128, 2, True))
     grid = itertools.product(shapes, (64, 128, 192, 256), (3, 4, 5, 6, 8), RASTERS, (1, 2), STORES)
     out = keep_valid(out, (WgmmaSchedule(bm=bm, bn=bn, stages=st, consumers=c, raster=ra, pingpong=pp, cluster=cl,
                                          store=so) for (bm, c, pp), bn, st, ra, cl, so in grid), op, smem_optin)
+    out = keep_valid(out, ONE_WAVE_FORMS, op, smem_optin)
     out = keep_valid(out, split_candidates(out, op, sm_count), op, smem_optin)
     out = keep_valid(out, cluster_n_candidates(op, sm_count), op, smem_optin)
     return keep_valid(out, swap_candidates(op), op, smem_optin)

@@ -35,6 +35,9 @@ CASES = [
     ("cuda-wgmma.gemm", Gemm(520, 264, 328, "fp16", layout_a="col", layout_b="col", epilogue=("scale", "residual"),
                              alpha=0.5)),
     ("cuda-wgmma.gemm", Gemm(1024, 1024, 1024, "bf16")),
+    # the one-wave tiles of gemm_heroes.one_wave: 64 x 64 on 12 stages (64 tiles), 64 x 192 (partial last column tile)
+    ("cuda-wgmma.gemm", Gemm(100, 2000, 1300, "bf16", layout_b="col", epilogue=("bias",))),
+    ("cuda-wgmma.gemm", Gemm(300, 4000, 1200, "fp16")),
     ("cuda-wgmma.conv2d", Conv2d(2, 64, 30, 30, 96, 3, 3, padding=1, stride=2, layout="nhwc", dtype="fp16")),
     ("cuda-wgmma.conv2d", Conv2d(1, 24, 17, 19, 40, 3, 3, padding=1, layout="nhwc", dtype="bf16")),
 ]

@@ -1,0 +1,53 @@
+"""The Hopper GEMM's hero schedule (the cores' ``hero``): ``schedule.hero_schedule``'s tiles, or for 33-512 rows over
+a long K the tiles that stream the weights in one wave (``one_wave``). The 1x1 conv heroes and the int8 tiles keep
+``schedule.hero_schedule`` itself: they were measured on it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .schedule import BK, WgmmaSchedule, hero_schedule, tile_count
+
+ONE_WAVE_FORMS = (  # most tiles first; a tie keeps the earlier (one consumer)
+    WgmmaSchedule(bm=64, bn=64, stages=12, consumers=1, store="tma", l2_hint="first"),
+    WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, store="tma", l2_hint="first"),
+    WgmmaSchedule(bm=64, bn=192, stages=6, consumers=1, store="tma", l2_hint="first"),
+    WgmmaSchedule(bm=64, bn=256, stages=5, consumers=1, store="tma", l2_hint="first"),
+    WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", l2_hint="first"),
+    WgmmaSchedule(bm=128, bn=192, stages=4, consumers=2, store="tma", l2_hint="first"),
+)
+ROWS = (33, 512)  # the rows measured: fewer run the TMA gemv; more, with 128 x 256 tiles, are compute-bound
+MIN_K_STEPS = 18  # as ``with_split``: shorter K keeps ``short_k_schedule``'s tiles (1x1 convs, projections)
+LEAST_FILL = 0.45  # the smallest share of the SMs a wave may use: 64 tiles of 132 won, 16 would not
+
+
+def one_wave(op: Any, sm_count: int) -> WgmmaSchedule | None:
+    """For ``ROWS`` rows and a K of ``MIN_K_STEPS`` k steps or more, the form of ``ONE_WAVE_FORMS`` with the most
+    tiles that still fit one wave of ``sm_count`` blocks, unsplit, if it uses ``LEAST_FILL`` of the SMs; else None.
+
+    Why (an H200 beside cuBLAS, docs/device-runs/h200-mid-m-gemm/, ``benchmarks/gpu/mid_m_gemm_forms.py``): at these
+    rows the weights' stream is most of the time, and every SM's share of it is its tiles' A and B panels. The
+    heuristic before split K over 64 x 128 tiles (5 stages) or ran them unsplit over 1.3-2.6 waves: 128 x 4096 x
+    4096 19.6 us (0.95x) where 128 64 x 64 tiles on 12 stages take 16.0 (1.17x); 128 x 11008 x 4096 38.0 (0.92x)
+    where 116 64 x 192 tiles take 30.7 (1.14x); 256 x 11008 x 4096 46.8 where 116 128 x 192 tiles take 38.1;
+    320 x 4096 x 4096 32.9 where 110 64 x 192 tiles take 22.8. Split-K over the same one-wave tiles lost (64 x 4096
+    x 4096: 64 tiles unsplit 15.6 us, split in two 18.3). Where no form fits one wave (160 x 13824 x 5120), or
+    the fullest leaves over half the SMs idle (64 x 1024 x 4096: 16 tiles), the heuristic's tiles stay
+    (128 x 256 there, split-K over 64 x 64 here)."""
+    if op is None or getattr(op, "kind", "gemm") != "gemm" or not ROWS[0] <= op.m <= ROWS[1]:
+        return None
+    if -(-op.k // BK) < MIN_K_STEPS:
+        return None
+    best: tuple[int, WgmmaSchedule] | None = None
+    for s in ONE_WAVE_FORMS:
+        tiles = tile_count(s, op.m, op.n)
+        if tiles <= sm_count and (best is None or tiles > best[0]):
+            best = (tiles, s)
+    if best is None or best[0] < LEAST_FILL * sm_count:
+        return None
+    return best[1]
+
+
+def gemm_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaSchedule:
+    """The GEMM core's hero: ``one_wave``'s tiles where it names some, else ``schedule.hero_schedule``'s."""
+    return one_wave(op, sm_count) or hero_schedule(op, sm_count)

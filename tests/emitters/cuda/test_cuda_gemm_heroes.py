@@ -1,0 +1,95 @@
+"""The Hopper GEMM's hero for 33-512 rows (``gemm_heroes.one_wave``): which tiles it takes, where it leaves the
+heuristic alone, the conv and int8 heroes it does not reach, the tuner's space, and NVRTC compiles of its forms for
+sm_90a without spills (no GPU needed). Its GPU runs: tests/emitters/cuda/test_cuda_gpu.py, the sanitizer cases
+``wgmma-one-wave-*`` and benchmarks/gpu/mid_m_gemm_checks.sh."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from test_cuda_wgmma import nvrtc, nvrtc_compile, spills  # noqa: F401 - the fixture is used by name
+
+from tracea.emitters.cuda import hopper as W
+from tracea.emitters.cuda.hopper import gemm_heroes as G
+from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
+from tracea.emitters.cuda.hopper.schedule import tile_count
+from tracea.kernels import Conv2d, Gemm
+
+
+@pytest.mark.parametrize("m,n,k,want", [
+    (128, 4096, 4096, (64, 64, 12, 1)),     # 128 tiles of 132
+    (128, 11008, 4096, (64, 192, 6, 1)),    # 116: 64 x 64 (344) and 64 x 128 (172) take more than a wave
+    (128, 14336, 4096, (64, 256, 5, 1)),    # 112, level with 128 x 128's 112: the earlier form
+    (128, 4096, 14336, (64, 64, 12, 1)),
+    (64, 4096, 4096, (64, 64, 12, 1)),      # 64 tiles: 48 % of the SMs
+    (64, 11008, 4096, (64, 128, 8, 1)),
+    (256, 11008, 4096, (128, 192, 4, 2)),   # only 128 x 192 (116) fits a wave
+    (320, 4096, 4096, (64, 192, 6, 1)),
+    (512, 4096, 4096, (64, 256, 5, 1)),
+])
+def test_one_wave_takes_the_fullest_form_that_fits(m, n, k, want):
+    op = Gemm(m, n, k, "bf16")
+    s = G.gemm_hero_schedule(op)
+    assert (s.bm, s.bn, s.stages, s.consumers) == want
+    assert s.split == 1 and s.l2_hint == "first" and s.store == "tma"
+    tiles = tile_count(s, m, n)
+    assert G.LEAST_FILL * 132 <= tiles <= 132
+    assert not any(tiles < tile_count(f, m, n) <= 132 for f in G.ONE_WAVE_FORMS)
+    s.validate(op)
+
+
+@pytest.mark.parametrize("op", [
+    Gemm(2048, 4096, 4096, "bf16"),         # past 512 rows: compute-bound, 128 x 256 tiles
+    Gemm(513, 4096, 4096, "bf16"),
+    Gemm(32, 4096, 4096, "bf16"),           # the TMA gemv's rows (this hero only where it is refused)
+    Gemm(128, 4096, 1024, "bf16"),          # 16 k steps: short_k_schedule's tiles
+    Gemm(128, 4096, 1088, "bf16"),          # 17 k steps: with_split's threshold
+    Gemm(64, 1024, 4096, "bf16"),           # 16 tiles: a split fills the SMs better
+    Gemm(48, 3072, 4096, "fp16"),           # 48 tiles, 36 % of the SMs
+    Gemm(160, 13824, 5120, "bf16"),         # no form fits one wave
+])
+def test_the_heuristic_stays_outside_the_rule(op):
+    assert G.one_wave(op, 132) is None
+    assert G.gemm_hero_schedule(op) == W.hero_schedule(op)
+
+
+def test_the_rule_follows_the_sm_count():
+    op = Gemm(128, 4096, 4096, "bf16")
+    assert G.gemm_hero_schedule(op, 114).bn == 128  # an H100 PCIe: 128 64 x 64 tiles no longer fit one wave
+    for sms in (66, 78, 114, 132, 144):
+        s = G.one_wave(op, sms)
+        assert s is None or G.LEAST_FILL * sms <= tile_count(s, op.m, op.n) <= sms
+
+
+def test_every_form_fits_sm90():
+    for s in G.ONE_WAVE_FORMS:
+        s.validate(Gemm(128, 4096, 4096, "fp16"), W.SMEM_OPTIN_SM90)
+        assert s.smem_bytes <= W.SMEM_OPTIN_SM90
+    assert len(set(G.ONE_WAVE_FORMS)) == len(G.ONE_WAVE_FORMS)
+
+
+def test_convs_keep_their_heroes():
+    # conv_heroes (and the int8 tiles) build on schedule.hero_schedule, on which they were measured: a batch-2 1x1
+    # conv whose GEMM view alone would take 64 x 64 one-wave tiles keeps its swapped ones
+    conv = Conv2d(2, 2048, 7, 7, 2048, 1, 1, layout="nhwc", dtype="fp16")
+    assert G.one_wave(Gemm(conv.gemm_m, conv.k, conv.c, "fp16", layout_b="col"), 132) is not None
+    assert G.one_wave(conv, 132) is None
+    hero = conv_hero_schedule(conv)
+    assert hero.swap and hero.bn == 32
+
+
+def test_the_tuner_space_starts_at_the_hero_and_holds_every_form():
+    op = Gemm(128, 11008, 4096, "bf16", layout_b="col")
+    space = W.search_space(op)
+    assert space[0] == G.gemm_hero_schedule(op)
+    assert set(G.ONE_WAVE_FORMS) <= set(space)
+    assert len(set(space)) == len(space)
+    assert dataclasses.replace(G.ONE_WAVE_FORMS[2], split=0) in space  # split-K over a one-wave form, for the tuner
+
+
+def test_the_forms_compile_for_sm90a_without_spills(nvrtc):  # noqa: F811 - the fixture
+    op = Gemm(200, 4000, 4096, "bf16", layout_b="col", epilogue=("bias",))
+    for s in G.ONE_WAVE_FORMS:
+        log = nvrtc_compile(W.render(op, s), s.name)
+        assert spills(log) == (0, 0, 0), f"{s.name}: {log}"

@@ -7,6 +7,7 @@ steps, and each form's ratio to cuDNN (> 1: Tracea faster).
 
     python benchmarks/gpu/conv1x1_batches.py [--batches 1,2,4,8,16,32,64] [--match TEXT]
     python benchmarks/gpu/conv1x1_batches.py --compare [--held-out]   # the hero against the rule before it
+    python benchmarks/gpu/conv1x1_batches.py --odd --batches 32,64 --forms pp128,coop128,128x64   # odd channel counts
 
 ``--compare``: the hero (``conv_heroes.pingpong_1x1`` since call 3) beside the rule before it (swapped operands at
 any tile count, else the GEMM's own hero), one ``tracea bench`` each; ``--held-out``: 1x1 shapes of other networks
@@ -36,6 +37,19 @@ FORMS = {"pp64": WgmmaSchedule(bm=64, bn=128, stages=8, consumers=2, pingpong=Tr
          "c1 64": WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, store="tma"),
          "c1 64 split": WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, store="tma", split=0),
          "pp128": WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma")}
+MORE_FORMS = {  # --forms: odd channel counts (issue 34: n64 c440 14x14 k440 0.66x, c888 7x7 k888 0.78x)
+    "coop128": WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma"),
+    "128x64": WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, store="tma"),
+    "pp128x64": WgmmaSchedule(bm=128, bn=64, stages=8, consumers=2, pingpong=True, store="tma"),
+    "64x64": WgmmaSchedule(bm=64, bn=64, stages=12, consumers=1, store="tma"),
+    "192x128": WgmmaSchedule(bm=192, bn=128, stages=4, consumers=3, store="tma"),
+    "128x192": WgmmaSchedule(bm=128, bn=192, stages=4, consumers=2, store="tma"),
+    "64x192": WgmmaSchedule(bm=64, bn=192, stages=6, consumers=1, store="tma"),
+    "256x128": WgmmaSchedule(bm=256, bn=128, stages=4, consumers=2, store="tma"),
+    "pp64x192": WgmmaSchedule(bm=64, bn=192, stages=6, consumers=2, pingpong=True, store="tma"),
+}
+ODD = [(440, 14, 440), (888, 7, 888), (1280, 7, 320), (1152, 7, 192), (2048, 7, 1024), (672, 14, 112),
+       (440, 28, 440), (888, 14, 888)]
 
 
 def ratio(op: Conv2d, host: object, s: object | None) -> str:
@@ -57,13 +71,16 @@ def main() -> int:
     ap.add_argument("--match", default="")
     ap.add_argument("--compare", action="store_true")
     ap.add_argument("--held-out", action="store_true")
+    ap.add_argument("--odd", action="store_true", help="the odd channel counts (ODD) instead")
+    ap.add_argument("--forms", default="", help="comma-separated names of FORMS and MORE_FORMS (default: FORMS)")
     a = ap.parse_args()
     host = probe()
-    forms = {} if a.compare else FORMS
+    every = FORMS | MORE_FORMS
+    forms = {} if a.compare else {f: every[f] for f in a.forms.split(",")} if a.forms else FORMS
     print("n c hw k | pixels tiles64x128 ksteps | hero (name) | " + " | ".join(forms or ["before (name)"]),
           flush=True)
     for n in [int(x) for x in a.batches.split(",")]:
-        for c, hw, k in HELD_OUT if a.held_out else CHANNELS:
+        for c, hw, k in ODD if a.odd else HELD_OUT if a.held_out else CHANNELS:
             op = Conv2d(n, c, hw, hw, k, 1, 1, layout="nhwc", dtype="fp16")
             if a.match not in op.signature:
                 continue

@@ -72,6 +72,11 @@ COLUMNS_192 = (WgmmaConvSchedule(bm=128, bn=192, stages=4, consumers=2, store="t
 TWO_CONSUMERS = 1.6  # the rate of two consumers over one on an SM, as columns_192 weighs 128- against 64-row tiles
 
 
+def columns(filters: int, width: int) -> int:
+    """The columns tiles ``width`` wide spend on ``filters`` output channels (the last tile's idle ones included)."""
+    return -(-filters // width) * width
+
+
 def columns_192(op: Any, sm_count: int) -> WgmmaConvSchedule | None:
     """192-wide im2col tiles for 3x3 convs of filter counts they cover with no more columns than 128-wide ones (192,
     320, 384, 576, 768, ...), where 64 x 192 tiles fill half the SMs or more: 128 x 192 on two consumers or 64 x 192 on one,
@@ -79,7 +84,7 @@ def columns_192(op: Any, sm_count: int) -> WgmmaConvSchedule | None:
     An H200 (docs/device-runs/h200-conv1x1-tune/call9): 3x3 convs of 192-768 channels at batches 8-64, the heroes of
     128-wide tiles 0.62-1.18x cuDNN, the picks of this rule 1.02-1.36x on the twelve it takes."""
     n = op.k
-    if (op.r, op.s) != (3, 3) or -(-n // 192) * 192 > -(-n // 128) * 128:  # measured on 3x3 filters only
+    if (op.r, op.s) != (3, 3) or columns(n, 192) > columns(n, 128):  # measured on 3x3 filters only
         return None
     wide, narrow = COLUMNS_192
     if 2 * tile_count(narrow, op.gemm_m, n) < sm_count:
@@ -125,7 +130,7 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
         return swapped_1x1(op, sm_count) or pingpong_1x1(op, sm_count)
     wide = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col")
     if op is not None and im2col_unsupported(op) is None and op.k >= 256 and op.r * op.s > 1 \
-            and tile_count(wide, op.gemm_m, op.k) >= 2 * sm_count and -(-op.k // 256) * 2 <= -(-op.k // 128):
+            and tile_count(wide, op.gemm_m, op.k) >= 2 * sm_count and columns(op.k, 256) <= columns(op.k, 128):
         # plenty of 128 x 256 tiles of a filter wider than 1x1: the wide tile's operand reuse wins (N32 C256
         # 56x56 K256 3x3: 1.02x cuDNN, against 0.84x with 128 x 128 ping-pong; with fewer tiles it loses:
         # 0.73x against 1.14x at 14x14; docs/device-runs/h100-cuda-suites-splitk-im2col-stem/big-convs,

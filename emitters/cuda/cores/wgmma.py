@@ -34,11 +34,11 @@ def hopper(kind: str, schedule_class: type, hero: Callable[..., Any], space: Cal
 
 
 CORES = (
-    # hopper/gemm.py, tma.py (issue 5): the hero's 230480 B (WgmmaSchedule().smem_bytes); verified on an
+    # hopper/gemm.py, tma.py (issue 5): the hero's ring (gemm_heroes.largest_smem: 230480 B); verified on an
     # H200 (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma/, docs/hopper.md)
     hopper("gemm", hopper_schedule.WgmmaSchedule, hopper_gemm_heroes.gemm_hero_schedule, hopper_space.search_space,
            hopper_gemm.rendered, tma.WgmmaKernel, lambda op: {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha},
-           230480, "Hopper GEMM: TMA into 128B-swizzled shared memory, wgmma.mma_async on warpgroups, "
+           hopper_gemm_heroes.largest_smem(), "Hopper GEMM: TMA into 128B-swizzled shared memory, wgmma.mma_async on warpgroups, "
                    "producer/consumer warp specialisation over an mbarrier ring, setmaxnreg, "
                    "persistent L2-grouped tile order, fused epilogue, fp32 accumulation"),
     # hopper/conv.py: the GEMM's parts with a producer warpgroup that gathers the activations by cp.async

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .schedule import BK, WgmmaSchedule, hero_schedule, tile_count
+from .schedule import BK, HERO, WgmmaSchedule, hero_schedule, tile_count
 
-ONE_WAVE_FORMS = (  # most tiles first; a tie keeps the earlier (one consumer)
+ONE_WAVE_FORMS = (  # most tiles first; a tie keeps the earlier
     WgmmaSchedule(bm=64, bn=64, stages=12, consumers=1, store="tma", l2_hint="first"),
     WgmmaSchedule(bm=64, bn=128, stages=8, consumers=1, store="tma", l2_hint="first"),
     WgmmaSchedule(bm=64, bn=192, stages=6, consumers=1, store="tma", l2_hint="first"),
     WgmmaSchedule(bm=64, bn=256, stages=5, consumers=1, store="tma", l2_hint="first"),
-    WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, store="tma", l2_hint="first"),
+    # where no 64-row form fits one wave and a 128-row tile's rows are all used at least once (M >= 128): 256 x 11008
+    # x 4096 and 192 x 12288 x 4096 (the only forms there in one wave, and the fastest measured). 128 x 128 on two
+    # consumers ran level with the 64-row form of as many tiles (128 x 14336 x 4096, 384 x 5120 x 5120), never ahead:
+    # not a form of the rule
     WgmmaSchedule(bm=128, bn=192, stages=4, consumers=2, store="tma", l2_hint="first"),
 )
 ROWS = (33, 512)  # the rows measured: fewer run the TMA gemv; more, with 128 x 256 tiles, are compute-bound
@@ -29,9 +32,10 @@ def one_wave(op: Any, sm_count: int) -> WgmmaSchedule | None:
     rows the weights' stream is most of the time, and every SM's share of it is its tiles' A and B panels. The
     heuristic before split K over 64 x 128 tiles (5 stages) or ran them unsplit over 1.3-2.6 waves: 128 x 4096 x
     4096 19.6 us (0.95x) where 128 64 x 64 tiles on 12 stages take 16.0 (1.17x); 128 x 11008 x 4096 38.0 (0.92x)
-    where 116 64 x 192 tiles take 30.7 (1.14x); 256 x 11008 x 4096 46.8 where 116 128 x 192 tiles take 38.1;
-    320 x 4096 x 4096 32.9 where 110 64 x 192 tiles take 22.8. Split-K over the same one-wave tiles lost (64 x 4096
-    x 4096: 64 tiles unsplit 15.6 us, split in two 18.3). Where no form fits one wave (160 x 13824 x 5120), or
+    where 116 64 x 192 tiles take 30.7 (1.16x); 256 x 11008 x 4096 46.8 where 116 128 x 192 tiles take 38.1;
+    320 x 4096 x 4096 32.9 where 110 64 x 192 tiles take 22.8. Split-K over 64 x 64 tiles lost where they fill half
+    a wave (64 x 4096 x 4096: 64 tiles unsplit 15.6 us, split in two 18.3). Fewer stages can win by a few per cent
+    (64 x 11008 x 4096: 64 x 128 on 5 stages 29.6 us, on 8 31.1). Where no form fits one wave (160 x 13824 x 5120), or
     the fullest leaves over half the SMs idle (64 x 1024 x 4096: 16 tiles), the heuristic's tiles stay
     (128 x 256 there, split-K over 64 x 64 here)."""
     if op is None or getattr(op, "kind", "gemm") != "gemm" or not ROWS[0] <= op.m <= ROWS[1]:
@@ -40,12 +44,19 @@ def one_wave(op: Any, sm_count: int) -> WgmmaSchedule | None:
         return None
     best: tuple[int, WgmmaSchedule] | None = None
     for s in ONE_WAVE_FORMS:
+        if s.bm > 64 and op.m < s.bm:
+            continue  # a 128-row tile over fewer rows (128 x 192 below 128 rows): not measured
         tiles = tile_count(s, op.m, op.n)
         if tiles <= sm_count and (best is None or tiles > best[0]):
             best = (tiles, s)
     if best is None or best[0] < LEAST_FILL * sm_count:
         return None
     return best[1]
+
+
+def largest_smem() -> int:
+    """The most shared memory the GEMM core's hero takes: ``schedule.HERO``'s or a one-wave form's."""
+    return max(HERO.smem_bytes, *(s.smem_bytes for s in ONE_WAVE_FORMS))
 
 
 def gemm_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaSchedule:

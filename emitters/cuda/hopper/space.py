@@ -35,7 +35,8 @@ SPREAD_SPLITS = (0, 8)  # and with the spread fix-up (more slices: its sum is sh
 def search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90, sm_count: int = 132) -> list[WgmmaSchedule]:
     """Every valid schedule over a grid of the searchable fields (hero first); split-K on a smaller grid
     (4 or 6 stages, raster m, no cluster) for shapes whose tiles can leave SMs idle; then clusters along N
-    and swapped operands (``swap_candidates``); the one-wave forms of ``gemm_heroes`` (deeper rings than the grid's)."""
+    and swapped operands (``swap_candidates``); the one-wave forms of ``gemm_heroes`` (deeper rings than the grid's)
+    come after the grid, before the split candidates."""
     out = [gemm_hero_schedule(op, sm_count)]
     shapes = ((64, 1, False), (128, 1, False), (128, 2, False), (192, 3, False), (256, 2, False),
               (64, 2, True), (128, 2, True))
@@ -83,8 +84,10 @@ def split_candidates(space: list[Any], op: Any, sm_count: int) -> Iterable[Any]:
             continue
         if op is not None and tile_count(s, m, n) >= 2 * sm_count:
             continue
+        if s.l2_hint == "first":  # evict-first forms split at most 5 stages deep (``streamed``: deeper was bimodal)
+            s = dataclasses.replace(s, stages=min(s.stages, 5))
         for k in SPLITS:
-            yield dataclasses.replace(s, split=k)  # and with evict-first operand loads (``streamed``)
+            yield dataclasses.replace(s, split=k)
             yield dataclasses.replace(s, split=k, stages=min(s.stages, 5), l2_hint="first")
         yield dataclasses.replace(s, split=0, split_tail=True)
         if s.persistent:

@@ -1,6 +1,6 @@
 """The Hopper GEMM's hero for 33-512 rows (``gemm_heroes.one_wave``): which tiles it takes, where it leaves the
-heuristic alone, the conv and int8 heroes it does not reach, the tuner's space, and NVRTC compiles of its forms for
-sm_90a without spills (no GPU needed). Its GPU runs: tests/emitters/cuda/test_cuda_gpu.py, the sanitizer cases
+heuristic alone, the int8 tiles it does not reach, the tuner's space, and NVRTC compiles of its forms for sm_90a
+without spills (no GPU needed). Its GPU runs: tests/emitters/cuda/test_cuda_gpu.py, the sanitizer cases
 ``wgmma-one-wave-*`` and benchmarks/gpu/mid_m_gemm_checks.sh."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from test_cuda_wgmma import nvrtc, nvrtc_compile, spills  # noqa: F401 - the fix
 
 from tracea.emitters.cuda import hopper as W
 from tracea.emitters.cuda.hopper import gemm_heroes as G
-from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
 from tracea.emitters.cuda.hopper.schedule import tile_count
 from tracea.kernels import Conv2d, Gemm
 
@@ -27,6 +26,9 @@ from tracea.kernels import Conv2d, Gemm
     (256, 11008, 4096, (128, 192, 4, 2)),   # only 128 x 192 (116) fits a wave
     (320, 4096, 4096, (64, 192, 6, 1)),
     (512, 4096, 4096, (64, 256, 5, 1)),
+    (192, 12288, 4096, (128, 192, 4, 2)),
+    (100, 2000, 1300, (64, 64, 12, 1)),     # the GPU tests' cases (test_cuda_gpu.py)
+    (300, 4000, 1200, (64, 192, 6, 1)),
 ])
 def test_one_wave_takes_the_fullest_form_that_fits(m, n, k, want):
     op = Gemm(m, n, k, "bf16")
@@ -35,7 +37,7 @@ def test_one_wave_takes_the_fullest_form_that_fits(m, n, k, want):
     assert s.split == 1 and s.l2_hint == "first" and s.store == "tma"
     tiles = tile_count(s, m, n)
     assert G.LEAST_FILL * 132 <= tiles <= 132
-    assert not any(tiles < tile_count(f, m, n) <= 132 for f in G.ONE_WAVE_FORMS)
+    assert not any(tiles < tile_count(f, m, n) <= 132 for f in G.ONE_WAVE_FORMS if f.bm == 64 or m >= f.bm)
     s.validate(op)
 
 
@@ -48,6 +50,7 @@ def test_one_wave_takes_the_fullest_form_that_fits(m, n, k, want):
     Gemm(64, 1024, 4096, "bf16"),           # 16 tiles: a split fills the SMs better
     Gemm(48, 3072, 4096, "fp16"),           # 48 tiles, 36 % of the SMs
     Gemm(160, 13824, 5120, "bf16"),         # no form fits one wave
+    Gemm(100, 20000, 4096, "bf16"),         # only a 128-row tile would, over 100 rows: not measured
 ])
 def test_the_heuristic_stays_outside_the_rule(op):
     assert G.one_wave(op, 132) is None
@@ -69,14 +72,18 @@ def test_every_form_fits_sm90():
     assert len(set(G.ONE_WAVE_FORMS)) == len(G.ONE_WAVE_FORMS)
 
 
-def test_convs_keep_their_heroes():
-    # conv_heroes (and the int8 tiles) build on schedule.hero_schedule, on which they were measured: a batch-2 1x1
-    # conv whose GEMM view alone would take 64 x 64 one-wave tiles keeps its swapped ones
-    conv = Conv2d(2, 2048, 7, 7, 2048, 1, 1, layout="nhwc", dtype="fp16")
-    assert G.one_wave(Gemm(conv.gemm_m, conv.k, conv.c, "fp16", layout_b="col"), 132) is not None
-    assert G.one_wave(conv, 132) is None
-    hero = conv_hero_schedule(conv)
-    assert hero.swap and hero.bn == 32
+def test_int8_and_convs_keep_their_heroes():
+    # the int8 tiles (scaled_gemm, over the byte view) and the conv heroes build on schedule.hero_schedule, on which
+    # they were measured: at 128 x 4096 x 4096 the int8 hero keeps 64 x 128 split-K where one_wave would take 64 x 64
+    from tracea.emitters.cuda.hopper import scaled_gemm as sg
+    from tracea.kernels import ScaledGemm
+
+    op = ScaledGemm(128, 4096, 4096, "int8")
+    old = W.hero_schedule(sg.byte_view(op))
+    hero = sg.hero_schedule(op)
+    assert (hero.bm, hero.bn, hero.stages) == (old.bm, old.bn, old.stages)
+    assert G.one_wave(sg.byte_view(op), 132) not in (None, old)
+    assert G.one_wave(Conv2d(2, 2048, 7, 7, 2048, 1, 1, layout="nhwc", dtype="fp16"), 132) is None
 
 
 def test_the_tuner_space_starts_at_the_hero_and_holds_every_form():
@@ -85,7 +92,9 @@ def test_the_tuner_space_starts_at_the_hero_and_holds_every_form():
     assert space[0] == G.gemm_hero_schedule(op)
     assert set(G.ONE_WAVE_FORMS) <= set(space)
     assert len(set(space)) == len(space)
-    assert dataclasses.replace(G.ONE_WAVE_FORMS[2], split=0) in space  # split-K over a one-wave form, for the tuner
+    # split-K over a one-wave form, for the tuner, at most 5 stages deep with evict-first loads (schedule.streamed)
+    assert dataclasses.replace(G.ONE_WAVE_FORMS[2], split=0, stages=5) in space
+    assert not any(s.split != 1 and s.l2_hint == "first" and s.stages > 5 for s in space)
 
 
 def test_the_forms_compile_for_sm90a_without_spills(nvrtc):  # noqa: F811 - the fixture

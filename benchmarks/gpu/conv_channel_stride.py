@@ -1,8 +1,8 @@
 """Convolutions whose channel count is not a multiple of 64 (issue 34: n64 c440 14x14 k440 1x1 ran 0.66x cuDNN, 3x3
 convs of 96 channels 0.43-0.63x). A first probe (docs/device-runs/h200-mid-m-gemm/call7/odd_channels_probe.txt) found the input channels,
 not the filters, set the cost: n64 c440 28x28 k440 took 80 us, c448 45 us, c448 k440 47 us; c888 14x14 238 us, c896
-123 us. TMA reads each pixel's channels as a 128-byte box row; at a channel stride that is not a multiple of 128 bytes
-those rows straddle cache lines. Each shape here: the hero, then its tile on each activation path (TMA over the GEMM
+123 us. TMA reads each pixel's channels as a 128-byte box row; at 880- or 1776-byte strides those rows start off
+32-byte sectors (a likely cause, not isolated: c672's 1344-byte stride, 32-byte aligned, ran 1.14x). Each shape here: the hero, then its tile on each activation path (TMA over the GEMM
 view, TMA im2col, the cp.async gathering producer), each a full ``tracea bench`` (verified, then timed beside cuDNN).
 
     python benchmarks/gpu/conv_channel_stride.py [--match TEXT]

@@ -1,11 +1,12 @@
 """GEMMs of 33-512 rows on the Hopper tiles (issue 34: the llm-gemm suite's M = 128 rows ran 0.92-1.08x cuBLAS on an
-H200, where the weights' stream is most of the time: 43-72 % of the device copy). Each shape: the heuristic's
-schedule beside fixed tile forms (64 x 64 deep rings, 64 x 128, 128 x 64 and 128 x 128 on two consumers, ping-pong,
+H200, where the weights' stream is most of the time: 43-72 % of the device copy). Each shape: the hero's schedule
+(``gemm_hero_schedule``; before ``gemm_heroes.one_wave`` it was the heuristic's) beside fixed tile forms (64 x 64 deep rings, 64 x 128, 128 x 64 and 128 x 128 on two consumers, ping-pong,
 split-K or not, the swapped form for 64 rows or fewer), each a full ``tracea bench`` (verified on fresh random
 inputs, then timed beside cuBLAS with CUDA events, the L2 emptied before each call). One line a shape: each form's
 ratio to cuBLAS (> 1: Tracea faster) and Tracea's own median in us, so forms compare by time as well as by ratio.
 
-    python benchmarks/gpu/mid_m_gemm_forms.py [--set fitted|held-out] [--match TEXT] [--forms a,b] [--deadline S]
+    python benchmarks/gpu/mid_m_gemm_forms.py [--set fitted|held-out|check|all] [--match TEXT] [--forms a,b]
+        [--deadline S]    # --forms: names from FORMS, comma-separated (default: all of them)
     python benchmarks/gpu/mid_m_gemm_forms.py --compare [--set ...]   # the hero against the rule before it
 
 ``fitted``: the suite's five projections at M = 128 and three of them at 64 and 256; ``held-out``: other

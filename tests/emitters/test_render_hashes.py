@@ -31,8 +31,8 @@ def _ops() -> list[Any]:
         ops += [Gemm(m=256, n=192, k=128, dtype=dtype), Gemm(m=1000, n=999, k=1001, dtype=dtype),
                 Gemm(m=512, n=512, k=256, dtype=dtype, epilogue="bias,gelu,scale,residual", alpha=0.5),
                 Gemm(m=128, n=256, k=64, dtype=dtype, layout_a="col", layout_b="col", epilogue="relu"),
-                Gemm(m=512, n=512, k=16384, dtype=dtype),  # one wave of unsplit tiles, evict-first, on sm_90a
-                Gemm(m=64, n=512, k=16384, dtype=dtype),  # split-K with evict-first operand loads on sm_90a
+                Gemm(m=512, n=512, k=16384, dtype=dtype),  # split-K with evict-first operand loads on sm_90a
+                Gemm(m=64, n=512, k=16384, dtype=dtype),  # the same, 64 x 64 tiles
                 Conv2d(n=2, c=64, h=30, w=30, k=96, r=3, s=3, padding=1, stride=2, layout="nhwc", dtype=dtype),
                 Conv2d(n=1, c=3, h=224, w=224, k=64, r=7, s=7, padding=3, stride=2, layout="nchw", dtype=dtype,
                        bias=True),

@@ -22,6 +22,7 @@ ONE_WAVE_FORMS = (  # most tiles first; a tie keeps the earlier
 ROWS = (33, 512)  # the rows measured: fewer run the TMA gemv; more, with 128 x 256 tiles, are compute-bound
 MIN_K_STEPS = 18  # as ``with_split``: shorter K keeps ``short_k_schedule``'s tiles (1x1 convs, projections)
 LEAST_FILL = 0.45  # the smallest share of the SMs a wave may use: 64 tiles of 132 won, 16 would not
+WEIGHT_SHARE = 4  # N / M at least this: the weights (K x N) at least 4x the activations (M x K), as every shape measured
 
 
 def one_wave(op: Any, sm_count: int) -> WgmmaSchedule | None:
@@ -37,8 +38,13 @@ def one_wave(op: Any, sm_count: int) -> WgmmaSchedule | None:
     a wave (64 x 4096 x 4096: 64 tiles unsplit 15.6 us, split in two 18.3). Fewer stages can win by a few per cent
     (64 x 11008 x 4096: 64 x 128 on 5 stages 29.6 us, on 8 31.1). Where no form fits one wave (160 x 13824 x 5120), or
     the fullest leaves over half the SMs idle (64 x 1024 x 4096: 16 tiles), the heuristic's tiles stay
-    (128 x 256 there, split-K over 64 x 64 here)."""
+    (128 x 256 there, split-K over 64 x 64 here). So do they where the activations are not the small operand
+    (N < ``WEIGHT_SHARE`` x M; the shapes measured had N / M from 4.6 up): 512 x 512 x 16384 on 64 one-wave tiles ran
+    0.62x (38 us against cuBLAS's 23.5, docs/device-runs/h200-mid-m-gemm/call9), each SM streaming 4 MB of panels
+    that eight tiles share, where split-K over every SM had run 0.95x."""
     if op is None or getattr(op, "kind", "gemm") != "gemm" or not ROWS[0] <= op.m <= ROWS[1]:
+        return None
+    if op.n < WEIGHT_SHARE * op.m:
         return None
     if -(-op.k // BK) < MIN_K_STEPS:
         return None

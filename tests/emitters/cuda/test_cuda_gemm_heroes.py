@@ -51,6 +51,8 @@ def test_one_wave_takes_the_fullest_form_that_fits(m, n, k, want):
     Gemm(48, 3072, 4096, "fp16"),           # 48 tiles, 36 % of the SMs
     Gemm(160, 13824, 5120, "bf16"),         # no form fits one wave
     Gemm(100, 20000, 4096, "bf16"),         # only a 128-row tile would, over 100 rows: not measured
+    Gemm(512, 512, 16384, "bf16"),          # N = M: 64 one-wave tiles ran 0.62x, split-K 0.95x
+    Gemm(256, 1000, 8192, "fp16"),          # N < 4 M: the activations are no small operand
 ])
 def test_the_heuristic_stays_outside_the_rule(op):
     assert G.one_wave(op, 132) is None

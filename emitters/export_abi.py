@@ -130,10 +130,11 @@ class Tensor:
 
 @dataclass(frozen=True)
 class Launcher:
-    """One exported op: ``<prefix>_<kind>(inputs..., out, stream)`` in the kernel's buffer order."""
+    """One exported op: ``<prefix>_<kind>(inputs..., out, side outputs..., stream)``, the inputs in the kernel's
+    buffer order; the side outputs are what the kernel writes beside C (``Op.side_outputs``: an FP8 C's amax)."""
 
     op: Any
-    tensors: tuple[Tensor, ...]  # inputs first, the output last
+    tensors: tuple[Tensor, ...]  # the inputs, then the outputs: C ("out") first, then the side outputs
     prefix: str
 
     @property
@@ -159,15 +160,25 @@ class Launcher:
 
     @property
     def inputs(self) -> tuple[Tensor, ...]:
-        return self.tensors[:-1]
+        return tuple(t for t in self.tensors if not t.output)
+
+    @property
+    def outputs(self) -> tuple[Tensor, ...]:
+        """C, then the side outputs."""
+        return tuple(t for t in self.tensors if t.output)
 
     @property
     def out(self) -> Tensor:
-        return self.tensors[-1]
+        return self.outputs[0]
+
+    @property
+    def side_outputs(self) -> tuple[Tensor, ...]:
+        return self.outputs[1:]
 
     def signature(self) -> str:
-        args = [f"const {t.view_type}* {t.name}" for t in self.inputs]
-        return f"TraceaStatus {self.name}({', '.join([*args, f'TraceaTensorView* {self.out.name}', 'void* stream'])})"
+        args = [f"const {t.view_type}* {t.name}" for t in self.inputs] + [f"TraceaTensorView* {t.name}"
+                                                                          for t in self.outputs]
+        return f"TraceaStatus {self.name}({', '.join([*args, 'void* stream'])})"
 
 
 def launcher_for(op: Any, order: tuple[str, ...] | list[str], prefix: str) -> Launcher:
@@ -183,14 +194,16 @@ def launcher_for(op: Any, order: tuple[str, ...] | list[str], prefix: str) -> La
                                f"version {ABI_VERSION} has views of the op's dtype only)",
                                "export the contiguous op without them")
     shapes = {k: tuple(int(d) for d in v) for k, v in op.shapes().items()}
-    inputs = [Tensor(n, shapes[n], dtype=_input_dtype(op, n)) for n in order if n in shapes]
-    missing = set(shapes) - {t.name for t in inputs}
+    side = op.side_outputs()  # written by the kernel, so output views after C, whatever their place among its buffers
+    inputs = [Tensor(n, shapes[n], dtype=_input_dtype(op, n)) for n in order if n in shapes and n not in side]
+    missing = set(shapes) - {t.name for t in inputs} - set(side)
     if missing:
         raise UnsupportedError(f"export: the kernel takes no buffer for {sorted(missing)[0]!r}")
     out = Tensor("out", tuple(int(d) for d in op.output_shape()), output=True, dtype=op.output_dtype.value)
     if out.dtype not in DTYPES:
         raise UnsupportedError(f"export: dtype {out.dtype} has no tensor-view type")
-    return Launcher(op, (*inputs, out), check_prefix(prefix))
+    sides = [Tensor(n, tuple(int(d) for d in shapes[n]), output=True, dtype=_input_dtype(op, n)) for n in side]
+    return Launcher(op, (*inputs, out, *sides), check_prefix(prefix))
 
 
 def _input_dtype(op: Any, name: str) -> str:
@@ -272,13 +285,16 @@ static TraceaStatus tr_check_view(const char* fn, const char* name, const void* 
                  : tr_check_view(fn, name, (v)->data, (v)->dtype, (v)->ndim, (v)->shape, (v)->strides, w_dtype,   \\
                                  w_ndim, w_shape))
 
-static TraceaStatus tr_check_disjoint(const char* fn, const void* out, int64_t out_bytes, const void* const* ins,
-                                      const int64_t* in_bytes, int n) {
+/* An output's bytes against each of n other views' (the inputs, then the outputs before it). */
+static TraceaStatus tr_check_disjoint(const char* fn, const char* name, const void* out, int64_t out_bytes,
+                                      const void* const* others, const int64_t* other_bytes,
+                                      const char* const* other_names, int n) {
     uintptr_t o = (uintptr_t)out;
     for (int i = 0; i < n; ++i) {
-        uintptr_t p = (uintptr_t)ins[i];
-        if (p < o + (uintptr_t)out_bytes && o < p + (uintptr_t)in_bytes[i])
-            return tr_fail(TRACEA_ERROR_INVALID_ARGUMENT, "%s: out overlaps input %d; give a separate buffer", fn, i);
+        uintptr_t p = (uintptr_t)others[i];
+        if (p < o + (uintptr_t)out_bytes && o < p + (uintptr_t)other_bytes[i])
+            return tr_fail(TRACEA_ERROR_INVALID_ARGUMENT, "%s: %s overlaps %s; give a separate buffer", fn, name,
+                           other_names[i]);
     }
     return TRACEA_SUCCESS;
 }
@@ -291,7 +307,8 @@ def abi_c(launcher: Launcher) -> str:
 
 
 def checks_c(launcher: Launcher) -> str:
-    """The launcher's opening lines: clear the error, check each view, then that out overlaps no input."""
+    """The launcher's opening lines: clear the error, check each view, then that no output overlaps an input or
+    another output."""
     fn = launcher.name
     lines = [f"    {launcher.api('clear_error')}();"]
     for t in launcher.tensors:
@@ -299,9 +316,12 @@ def checks_c(launcher: Launcher) -> str:
         lines += [f"    static const int64_t shape_{t.name}[] = {m}_SHAPE;",
                   f"    if (TR_CHECK_VIEW(\"{fn}\", \"{t.name}\", {t.name}, {t.code}, {m}_NDIM, shape_{t.name}))"
                   " return TRACEA_ERROR_INVALID_ARGUMENT;"]
-    ins = ", ".join(f"{t.name}->data" for t in launcher.inputs)
-    sizes = ", ".join(str(t.nbytes) for t in launcher.inputs)
-    lines += [f"    const void* ins[] = {{{ins}}};", f"    static const int64_t in_bytes[] = {{{sizes}}};",
-              f"    if (tr_check_disjoint(\"{fn}\", out->data, {launcher.out.nbytes}, ins, in_bytes, "
-              f"{len(launcher.inputs)})) return TRACEA_ERROR_INVALID_ARGUMENT;"]
+    views = [*launcher.inputs, *launcher.outputs]  # each output against the inputs and the outputs before it
+    n_in = len(launcher.inputs)
+    lines += [f"    const void* views[] = {{{', '.join(f'{t.name}->data' for t in views)}}};",
+              f"    static const int64_t view_bytes[] = {{{', '.join(str(t.nbytes) for t in views)}}};",
+              f"    static const char* const view_names[] = {{{', '.join(f'{chr(34)}{t.name}{chr(34)}' for t in views)}}};"]
+    for k, t in enumerate(launcher.outputs):
+        lines.append(f"    if (tr_check_disjoint(\"{fn}\", \"{t.name}\", {t.name}->data, {t.nbytes}, views, view_bytes, "
+                     f"view_names, {n_in + k})) return TRACEA_ERROR_INVALID_ARGUMENT;")
     return "\n".join(lines)

@@ -42,6 +42,21 @@ FP8 = """static inline double ex_f8(uint8_t b, int mant, int bias) {  /* a finit
 }
 """
 
+# An FP8 C as the kernel stores it: rounded to nearest even (the mantissa's quantum from the leading bit's exponent,
+# never below the subnormals' one), saturated to the largest finite value.
+FP8_ROUND = """static double ex_q8(double x, int mant, int bias, double maxv) {
+    double a = fabs(x);
+    if (a != a) return x;
+    int e = 0;
+    (void)frexp(a, &e);  /* a = f 2^e, f in [0.5, 1): the leading bit's exponent is e - 1 */
+    int lead = a > 0 && e - 1 > 1 - bias ? e - 1 : 1 - bias;
+    double q = ldexp(1.0, lead - mant), r = nearbyint(a / q) * q;  /* the default rounding: to nearest even */
+    r = r > maxv ? maxv : r;
+    return x < 0 ? -r : r;
+}
+"""
+FP8_FORMAT = {"fp8e4m3": (3, 7), "fp8e5m2": (2, 15)}  # mantissa bits, exponent bias (as ex_f8 takes them)
+
 STORAGE = {"fp32": "", "bf16": BITS + BF16, "fp16": BITS + FP16, "int8": "", "int32": "", "fp8e4m3": FP8,
            "fp8e5m2": FP8}
 # dtype -> (the element at p[i] as a double, a random element written at p[i]): floats uniform in [-1, 1) rounded to
@@ -64,7 +79,7 @@ def _elements(launcher: Launcher) -> str:
     """The conversions the tensors' types need, then ``ex_load_<type>`` for each and ``ex_fill_<type>`` for the
     inputs'."""
     types = list(dict.fromkeys(t.dtype for t in launcher.tensors))
-    helpers = list(dict.fromkeys(STORAGE[d] for d in types if STORAGE[d]))
+    helpers = list(dict.fromkeys(STORAGE[d] for d in types if STORAGE[d])) + ([FP8_ROUND] if _fp8_c(launcher) else [])
     if "bf16" in types and "fp16" in types:  # one copy of the bit casts they share
         helpers = [BITS + BF16, FP16] + [h for h in helpers if h not in (BITS + BF16, BITS + FP16)]
     filled = {t.dtype for t in launcher.inputs}  # (an output's type is read back, never filled)
@@ -90,8 +105,8 @@ def _setup(launcher: Launcher) -> str:
         f"    if (!h_{t.name} || !{t.name} || !d_{t.name}) {{ fprintf(stderr, \"example: out of memory\\n\"); return 1; }}"
         for t in ts)
     fill = "\n".join(f"    for (long i = 0; i < {t.numel}; ++i) {{ ex_fill_{t.dtype}(h_{t.name}, i); "
-                     f"{t.name}[i] = ex_load_{t.dtype}(h_{t.name}, i); }}\n"
-                     f"    if (ex_upload(d_{t.name}, h_{t.name}, {t.nbytes})) return 1;" for t in launcher.inputs)
+                     f"{t.name}[i] = ex_load_{t.dtype}(h_{t.name}, i); }}" for t in launcher.inputs)
+    upload = "\n".join(f"    if (ex_upload(d_{t.name}, h_{t.name}, {t.nbytes})) return 1;" for t in launcher.inputs)
     views = "\n".join(f"    {t.view_type} v_{t.name} = {t.view_maker}(d_{t.name}, {t.code}, {len(t.shape)}, "
                       f"shape_{t.name});" for t in ts)
     n_out = launcher.out.numel
@@ -112,6 +127,8 @@ def _setup(launcher: Launcher) -> str:
     double* ref = malloc({n_out} * sizeof(double));
     if (!ref) return 1;
 {fill}
+    reference({", ".join(t.name for t in launcher.inputs)}, ref);
+{_fp8_scale(launcher)}{upload}
 {views}
 """
 
@@ -121,15 +138,17 @@ def _run_and_compare(launcher: Launcher, tolerance: float) -> str:
     (``--perturb`` makes the result wrong on purpose)."""
     api = launcher.api
     args = ", ".join(f"&v_{t.name}" for t in launcher.tensors)
-    n_out, out = launcher.out.numel, launcher.out
+    n_out = launcher.out.numel
+    downloads = "\n".join(f"    if (ex_download(h_{t.name}, d_{t.name}, {t.nbytes})) return 1;\n"
+                          f"    for (long i = 0; i < {t.numel}; ++i) {t.name}[i] = ex_load_{t.dtype}(h_{t.name}, i);"
+                          for t in launcher.outputs)
     return f"""    if ({launcher.name}({args}, NULL) != TRACEA_SUCCESS) {{
         fprintf(stderr, "example: {launcher.name} failed: %s\\n", {api("get_last_error")}());
         return 1;
     }}
-    if (ex_sync() || ex_download(h_out, d_out, {out.nbytes})) return 1;
-    for (long i = 0; i < {n_out}; ++i) out[i] = ex_load_{out.dtype}(h_out, i);
-    reference({", ".join(t.name for t in launcher.inputs)}, ref);
-    if (perturb) out[{n_out // 2}] = ref[{n_out // 2}] + 1.0 + ex_norm(ref, {n_out});  /* a wrong result */
+    if (ex_sync()) return 1;
+{downloads}
+{_fp8_round(launcher)}    if (perturb) out[{n_out // 2}] = ref[{n_out // 2}] + 1.0 + ex_norm(ref, {n_out});  /* a wrong result */
     double err = 0, norm = ex_norm(ref, {n_out}), worst = 0;
     int finite = 1;
     for (long i = 0; i < {n_out}; ++i) {{
@@ -142,6 +161,52 @@ def _run_and_compare(launcher: Launcher, tolerance: float) -> str:
     int ok = finite && rel <= {tolerance!r};
     printf("{launcher.name}: relative error %.3g (tolerance %.3g), max abs error %.3g: %s\\n", rel, {tolerance!r},
            worst, ok ? "ok" : "MISMATCH");
+{_fp8_amax_check(launcher)}"""
+
+
+def _fp8_c(launcher: Launcher) -> bool:
+    """C is FP8 with its amax beside it (a scaled GEMM's ``--out-dtype fp8e4m3|fp8e5m2``)."""
+    return launcher.out.dtype in FP8_FORMAT and any(t.name == "amax" for t in launcher.side_outputs)
+
+
+def _fp8_scale(launcher: Launcher) -> str:
+    """An FP8 C's ``scale_out``, chosen from the reference's amax as a delayed-scaling recipe would: the largest
+    |v| lands at half the type's largest finite value, so the codes span the type's exponents and none
+    saturates. ``ref`` holds the values before C's scale, ``amax_ref`` their largest magnitude."""
+    if not _fp8_c(launcher):
+        return ""
+    from tracea.kernels import DType
+
+    top = DType(launcher.out.dtype).max_finite
+    return f"""    double amax_ref = 0;
+    for (long i = 0; i < {launcher.out.numel}; ++i) amax_ref = fabs(ref[i]) > amax_ref ? fabs(ref[i]) : amax_ref;
+    ((float*)h_scale_out)[0] = (float)(amax_ref > 0 ? {top / 2!r} / amax_ref : 1.0);
+    scale_out[0] = ((const float*)h_scale_out)[0];
+"""
+
+
+def _fp8_round(launcher: Launcher) -> str:
+    """The reference times ``scale_out``, rounded and saturated as the kernel stores C."""
+    if not _fp8_c(launcher):
+        return ""
+    mant, bias = FP8_FORMAT[launcher.out.dtype]
+    from tracea.kernels import DType
+
+    top = DType(launcher.out.dtype).max_finite
+    return (f"    for (long i = 0; i < {launcher.out.numel}; ++i) ref[i] = ex_q8(ref[i] * scale_out[0], {mant}, {bias}, "
+            f"{top!r});\n")
+
+
+def _fp8_amax_check(launcher: Launcher) -> str:
+    """The amax the kernel wrote against the reference's, to the op's bound (``side_tolerance``)."""
+    if not _fp8_c(launcher):
+        return ""
+    bound = launcher.op.side_tolerance()
+    return f"""    double amax_err = fabs(amax[0] - amax_ref) / (amax_ref > 0 ? amax_ref : 1.0);
+    int amax_ok = amax_err <= {bound!r};
+    printf("amax %.9g, reference %.9g: relative error %.3g (tolerance %.3g): %s\\n", amax[0], amax_ref, amax_err,
+           {bound!r}, amax_ok ? "ok" : "MISMATCH");
+    ok = ok && amax_ok;
 """
 
 
@@ -201,6 +266,7 @@ static double ex_norm(const double* v, long n) {{
 }}
 
 static void reference({params}, double* ref) {{
+    {" ".join(f"(void){t.name};" for t in launcher.inputs)}
     {op.c_reference(C_REFERENCE)}
 }}
 

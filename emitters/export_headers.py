@@ -205,8 +205,9 @@ inline TraceaConstTensorView as_const(const TraceaTensorView& v) {{ return trace
 
 def _package_hpp(launcher: Launcher) -> str:
     """``namespace <prefix>``: ``check`` and the ``Module`` that loads the kernel and calls it."""
-    ins = ", ".join(f"const {t.view_type}& {t.name}" for t in launcher.inputs)
-    args = ", ".join(f"&{t.name}" for t in launcher.inputs)
+    ins = ", ".join([*(f"const {t.view_type}& {t.name}" for t in launcher.inputs),
+                     *(f"TraceaTensorView& {t.name}" for t in launcher.outputs)])
+    args = ", ".join(f"&{t.name}" for t in (*launcher.inputs, *launcher.outputs))
     m, api = launcher.macro, launcher.api
     return f"""namespace {launcher.prefix} {{
 
@@ -229,8 +230,8 @@ public:
     Module(const Module&) = delete;
     Module& operator=(const Module&) = delete;
 
-    void {launcher.op.kind}({ins}, TraceaTensorView& out, void* stream = nullptr) const {{
-        check({launcher.name}({args}, &out, stream));
+    void {launcher.op.kind}({ins}, void* stream = nullptr) const {{
+        check({launcher.name}({args}, stream));
     }}
 }};
 

@@ -91,7 +91,7 @@ From another CMake project: `find_package({prefix} REQUIRED)` (with `-DCMAKE_PRE
 `target_link_libraries(app PRIVATE {prefix}::{prefix})`, or `add_subdirectory` of this folder.
 
 - `include/{prefix}/tracea.h` (`#include <{prefix}/tracea.h>`): the C ABI, `{signature}`;
-  inputs are `TraceaConstTensorView` (`tracea_const_view`), the output a `TraceaTensorView` (`tracea_view`).
+  inputs are `TraceaConstTensorView` (`tracea_const_view`), the outputs `TraceaTensorView` (`tracea_view`).
   `include/{prefix}/tracea.hpp`: C++17, `{prefix}::Module` (checks the ABI version at load, RAII) and
   `tracea::Error`.
 - `src/`: the launcher, the tensor-view checks and the kernel.

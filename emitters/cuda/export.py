@@ -129,9 +129,6 @@ def _ptx(source: str, name: str, arch: str) -> str:
 def _refuse_unknown(op: Any, r: Rendered, variant: Variant, scalars: dict[str, Any], maps: TensorMaps | None) -> None:
     """Every kernel parameter must be an op tensor, a known scratch buffer, a scalar or (the Hopper GEMM) a
     tensor map the launcher encodes; the other TMA kernels' maps are not."""
-    if getattr(op, "fp8_out", False):
-        raise UnsupportedError(f"export: an FP8 C ({op.out_dtype.value}) with its amax is not exported yet (the package's "
-                               "example checks no FP8 rounding or amax)", "--out-dtype bf16 or fp16")
     known = {*op.shapes(), *runtime_names()[0], "workspace", *scratch_bytes(op, r), *scalars,
              *((*MAP_OPERANDS, "store_tma") if maps is not None else ())}
     unknown = [p for p in r.params if p not in known]
@@ -165,7 +162,7 @@ def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: s
     _refuse_unknown(op, r, v, scalars, maps)
     # the C function's views in the op's order (A, B, ...), whichever tensor each of the kernel's maps is over
     order = [MAP_OPERANDS[p][0] if maps is not None and p in MAP_OPERANDS else p for p in r.params]
-    launcher = launcher_for(op, list(dict.fromkeys(p for p in order if p in runtime_names()[0])), prefix)
+    launcher = launcher_for(op, list(dict.fromkeys(p for p in order if p in runtime_names()[0] or p in op.shapes())), prefix)
     target = artifact.metadata["arch"]
     cubin = Path(artifact.binary).read_bytes()
     ptx = _ptx(r.source, r.name, target)

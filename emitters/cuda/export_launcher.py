@@ -166,7 +166,10 @@ def runtime_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
 def scratch_bytes(op: Any, r: Rendered) -> dict[str, int]:
     """The kernel's own device buffers by parameter, as its kernel object allocates them: the K split's and
     gemv's ``workspace`` (runtime.py, gemv.py), the Hopper split-K's partials and semaphores
-    (``tma.split_args``), the split softmax's partials and counters (softmax_split.py)."""
+    (``tma.split_args``), the split softmax's partials and counters (softmax_split.py), an FP8 C's amax words
+    (``hopper/fp8_out.py``: left zero by every launch)."""
+    from .hopper import fp8_out
+
     out = {}
     if "workspace" in r.params and r.metadata.get("workspace_bytes"):
         out["workspace"] = int(r.metadata["workspace_bytes"])
@@ -177,6 +180,8 @@ def scratch_bytes(op: Any, r: Rendered) -> dict[str, int]:
     elif "ws" in r.params and "sem" in r.params:
         out["ws"] = 8 * op.rows * max(1, r.grid[0] // op.rows)
         out["sem"] = 8 * op.rows
+    if "amax_ws" in r.params:
+        out["amax_ws"] = fp8_out.SCRATCH_BYTES
     return out
 
 

@@ -302,27 +302,33 @@ def _param_kinds(ptx: str, entry: str) -> str:
 
 def _run_on_fake_driver(tmp_path: Path, pkg: Path, m: dict, library: list[Path], inc: Path, **env: str) -> str:
     """A program that calls the package's launcher three times over fixed device addresses (then once more
-    with C's address 8 bytes off, and once with A's), run on the stand-in driver; its output."""
+    with C's address 8 bytes off, once with A's, and where the op writes a side output such as an FP8 C's amax,
+    once with that output over C), run on the stand-in driver; its output."""
     from tracea.emitters.export_abi import launcher_for
     from tracea.kernels import Op
 
     p, kind = m["prefix"], m["op"]["op"]
+    op = Op.from_json(m["op"])
     names = list(m["tensors"])
-    code = {t.name: t.code for t in launcher_for(Op.from_json(m["op"]), names[:-1], p).tensors}  # a type a view
+    outs = {"out", *op.side_outputs()}
+    code = {t.name: t.code for t in launcher_for(op, [n for n in names if n not in outs], p).tensors}  # a type a view
     views = "\n".join(
         f"    static const int64_t s_{t}[] = {p.upper()}_{t.upper()}_SHAPE;\n"
-        f"    {'TraceaTensorView' if t == 'out' else 'TraceaConstTensorView'} v_{t} = "
-        f"{'tracea_view' if t == 'out' else 'tracea_const_view'}((void*)(uintptr_t){(i + 1) << 28}ull, {code[t]}, "
+        f"    {'TraceaTensorView' if t in outs else 'TraceaConstTensorView'} v_{t} = "
+        f"{'tracea_view' if t in outs else 'tracea_const_view'}((void*)(uintptr_t){(i + 1) << 28}ull, {code[t]}, "
         f"{len(m['tensors'][t])}, s_{t});" for i, t in enumerate(names))
     call = f"{p}_{kind}({', '.join(f'&v_{t}' for t in names)}, (void*)0x77)"
+    side = sorted(op.side_outputs())
+    over = f"        if (i == 5) v_{side[0]}.data = v_out.data;\n" if side else ""
     (tmp_path / "fake_main.c").write_text(f"""#include <stdint.h>
 #include <stdio.h>
 #include "{p}/tracea.h"
 int main(void) {{
 {views}
-    for (int i = 0; i < 5; ++i) {{
+    for (int i = 0; i < {6 if side else 5}; ++i) {{
         if (i == 3) v_out.data = (char*)v_out.data + 8;
         if (i == 4) v_{names[0]}.data = (const char*)v_{names[0]}.data + 8;
+{over}
         printf("call %d\\n", i);
         TraceaStatus s = {call};
         printf("status %d %s\\n", (int)s, {p}_get_last_error());

@@ -131,3 +131,96 @@ def test_the_fp8_decode_package_runs_the_tma_gemv_over_byte_pairs(tmp_path):
     for word, p in zip(words[:2], ("tmA", "tmB"), strict=True):
         assert word.split(":")[1:4] == [str(addr[maps[p]["tensor"]]), str(maps[p]["inner"]), str(maps[p]["outer"])]
     assert words[2:7] == [str(addr["out"]), str(addr["scale_a"]), str(addr["scale_b"]), "0", "0"], words
+
+
+FP8_C = {  # an FP8 C with its amax: the Hopper tiles with row scales (N off the tiles), the TMA gemv at 5 rows
+    "tiles-e4m3-row": ["--m", "256", "--n", "520", "--k", "1024", "--dtype", "fp8e4m3", "--out-dtype", "fp8e4m3",
+                       "--scale", "row"],
+    "gemv-e5m2-tensor": ["--m", "5", "--n", "4096", "--k", "1024", "--dtype", "fp8e4m3", "--out-dtype", "fp8e5m2",
+                         "--scale", "tensor"],
+}
+
+
+@needs_nvrtc
+@pytest.mark.skipif(cuda_include() is None or shutil.which("gcc") is None, reason="cuda.h or gcc is missing")
+@pytest.mark.parametrize("case", list(FP8_C))
+def test_an_fp8_c_exports_with_its_amax_as_a_second_output(tmp_path, case):
+    """C quantized by ``scale_out`` and the amax written beside it: the C function takes ``scale_out`` among its
+    inputs and ``amax`` as a second output view after ``out``; the kernel's amax words are a scratch buffer the
+    library allocates and zeroes once (every launch leaves them zero); an amax over C's memory is refused; the
+    example picks ``scale_out`` from the reference's amax and rounds the reference to the FP8 type as the kernel
+    stores C, then checks the amax too."""
+    from tracea.emitters.export_example import FP8_FORMAT
+    from tracea.kernels import DType, Op
+
+    pkg = export(tmp_path, "scaled_gemm", *FP8_C[case], "--arch", "sm_90a", "--backend", "cuda")
+    m = json.loads((pkg / "manifest.json").read_text())
+    op = Op.from_json(m["op"])
+    assert op.fp8_out and list(m["tensors"]) == ["a", "b", "scale_a", "scale_b", "scale_out", "out", "amax"]
+    assert m["tensors"]["amax"] == [1] and m["tensors"]["scale_out"] == [1]
+    assert re.search(r"const TraceaConstTensorView\* scale_out, TraceaTensorView\* out, TraceaTensorView\* amax, "
+                     r"void\* stream\)", m["launcher"])
+    launcher = (pkg / "src" / "launcher.c").read_text()
+    args = re.search(r"void\* args\[\] = \{(.*)\};", launcher).group(1).split(", ")
+    names = [a.lstrip("&").split("_", 1)[1] for a in args]
+    at = names.index("scale_out")
+    assert names[at:at + 3] == ["scale_out", "amax", "amax_ws"], names
+    slot = int(re.search(r"p_amax_ws = tr_scratch\[(\d+)\]", launcher).group(1))
+    sizes = re.search(r"tr_scratch_bytes\[TR_NSCRATCH \+ 1\] = \{(.*)\};", launcher).group(1).split(", ")
+    assert sizes[slot] == "8"
+    mant, bias = FP8_FORMAT[op.out_dtype.value]
+    example = (pkg / "example.c").read_text()
+    assert f"ex_q8(ref[i] * scale_out[0], {mant}, {bias}, {DType(op.out_dtype.value).max_finite!r})" in example
+    assert f"{DType(op.out_dtype.value).max_finite / 2!r} / amax_ref" in example and "amax_ok" in example
+    inc = cuda_include()
+    objs = _compiled(tmp_path, pkg, inc)
+    out = _run_on_fake_driver(tmp_path, pkg, m, objs[:2], inc, FAKE_CLUSTERS="3")
+    addr = {t: (k + 1) << 28 for k, t in enumerate(m["tensors"])}
+    lines = out.splitlines()
+    allocs = [ln.split()[1:] for ln in lines if ln.startswith("alloc ")]
+    assert [a[1] for a in allocs][slot] == "8" and ["memset", allocs[slot][0], "0", "8"] in [ln.split() for ln in lines]
+    calls = out.split("call ")[1:]
+    assert all("status 0" in c for c in calls[:3]), out[-2000:]
+    assert "status 1" in calls[5] and "amax overlaps out" in calls[5], calls[5]
+    for call in calls[:3]:
+        words = next(ln for ln in call.splitlines() if ln.startswith("launch ")).split(" params ")[1].split()
+        assert words[at:at + 3] == [str(addr["scale_out"]), str(addr["amax"]), allocs[slot][0]], words
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is missing")
+@pytest.mark.parametrize("dtype", ["fp8e4m3", "fp8e5m2"])
+def test_the_examples_fp8_rounding_is_the_references(tmp_path, dtype):
+    """``ex_q8`` (the example's FP8 rounding of C) against the reference's own (``to_storage``, as the kernel
+    stores C): nearest even, ties included, subnormals, the largest finite value, saturation beyond it."""
+    import numpy as np
+
+    from tracea.emitters.export_example import FP8_FORMAT, FP8_ROUND
+    from tracea.kernels import DType
+    from tracea.kernels.dtypes import to_float64, to_storage
+
+    t = DType(dtype)
+    mant, bias = FP8_FORMAT[dtype]
+    codes = np.arange(256, dtype=np.uint8)
+    grid = to_float64(codes, t)  # every code's value
+    grid = np.unique(np.abs(grid[np.isfinite(grid)]))
+    ties = (grid[:-1] + grid[1:]) / 2  # exactly halfway: nearest even decides
+    rng = np.random.default_rng(7)
+    x = np.concatenate([grid, ties, np.nextafter(ties, 0), np.nextafter(ties, np.inf),
+                        rng.standard_normal(4000) * 10.0 ** rng.uniform(-4, 5, 4000),
+                        [t.max_finite * 1.01, t.max_finite * 4, 1e30, 0.0]])
+    x = np.concatenate([x, -x])
+    want = to_float64(to_storage(x, t), t)
+    (tmp_path / "q8.c").write_text("#include <math.h>\n#include <stdio.h>\n" + FP8_ROUND + f"""
+int main(void) {{
+    double v;
+    while (scanf("%lf", &v) == 1) printf("%.17g\\n", ex_q8(v, {mant}, {bias}, {t.max_finite!r}));
+    return 0;
+}}
+""")
+    subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", str(tmp_path / "q8.c"), "-lm", "-o",
+                    str(tmp_path / "q8")], check=True, capture_output=True, text=True)
+    r = subprocess.run([str(tmp_path / "q8")], input="\n".join(repr(float(v)) for v in x), capture_output=True,
+                       text=True, check=True, timeout=60)
+    got = np.array([float(v) for v in r.stdout.split()])
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, [(x[i], got[i], want[i]) for i in bad[:5]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,13 @@ SCALED_CASES = {
                                "--out-dtype", "fp16", "--scale", "tensor"],
     "scaled-int8-int32": ["scaled_gemm", "--m", "300", "--n", "512", "--k", "1024", "--dtype", "int8",
                           "--out-dtype", "int32", "--scale", "none"],
+    # an FP8 C quantized by scale_out, its amax a second output: tiles, the swapped decode form, the TMA gemv
+    "scaled-fp8-out-e4m3-tile": ["scaled_gemm", "--m", "256", "--n", "520", "--k", "1040", "--dtype", "fp8e4m3",
+                                 "--out-dtype", "fp8e4m3", "--scale", "row"],
+    "scaled-fp8-out-e4m3-swapped": ["scaled_gemm", "--m", "24", "--n", "4096", "--k", "1024", "--dtype", "fp8e4m3",
+                                    "--out-dtype", "fp8e4m3", "--scale", "tensor"],
+    "scaled-fp8-out-e5m2-gemv": ["scaled_gemm", "--m", "5", "--n", "4096", "--k", "1024", "--dtype", "fp8e4m3",
+                                 "--out-dtype", "fp8e5m2", "--scale", "row"],
 }
 WGMMA_CASES.update(SCALED_CASES)
 
@@ -119,6 +127,8 @@ def _run_package(tmp_path: Path, args: list[str]) -> None:
     run = subprocess.run([str(pkg / "build" / "example"), "--seed", seed], capture_output=True, text=True,
                          timeout=120)
     print(manifest["variant"], manifest["kernel"]["name"], run.stdout)
+    if "fp8" in manifest["op"].get("out_dtype", ""):  # an FP8 C's amax, checked by the example beside C
+        assert re.search(r"^amax .*: ok$", run.stdout, re.M), run.stdout
     assert run.returncode == 0 and ": ok" in run.stdout and "wrong shape refused" in run.stdout, \
         run.stdout + run.stderr
 

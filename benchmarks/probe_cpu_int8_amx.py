@@ -8,6 +8,10 @@ form (6 x 64) and, below 32 rows, the VNNI dot form (the hero there before). Wha
 
 ``--blocks``: the swapped form alone at 32 rows and more, its K chunk (4096, 8192, all of K) and block of A's rows
 (128, 256, 512) against the hero's (kc 4096, mc 256).
+
+``--against FILE``: the swapped form as this checkout renders it against the same schedule rendered from another
+version of ``scaled_gemm_amx_swapped_c.py`` (FILE, e.g. ``git show HEAD~1:emitters/cpu/scaled_gemm_amx_swapped_c.py``),
+both verified, then timed in alternating blocks in one process (a host whose speed drifts between runs moves both).
 """
 
 from __future__ import annotations
@@ -20,12 +24,54 @@ from tracea.doctor import probe
 from tracea.emitters.cpu.scaled_gemm import ScaledGemmSchedule as S
 from tracea.kernels import ScaledGemm
 
+
+def against(path: str, threads: int) -> None:
+    """This checkout's swapped form against FILE's, on the shapes its changes were for."""
+    import importlib.util
+
+    import numpy as np
+
+    from tracea.emitters.cpu import build
+    from tracea.emitters.cpu import scaled_gemm_amx_swapped_c as here
+    from tracea.emitters.stability import paired_ratio
+    from tracea.emitters.timing import interleaved
+
+    spec = importlib.util.spec_from_file_location("swapped_other", path)
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    ours = here.SWAPPED_C
+    for m, n, k in [(2048, 2048, 2048), (128, 4096, 4096), (2048, 4096, 4096), (16, 4096, 4096)]:
+        op = ScaledGemm(m, n, k)
+        s = S(mr=32, nr=32, kc=4096, mc=256, threads=threads, pack=True, amx=True, swap=True)
+        x = op.random_inputs(np.random.default_rng())
+        ref = op.reference(x)
+        fns = {}
+        for name, src in (("this", ours), ("other", other.SWAPPED_C)):
+            here.SWAPPED_C = src
+            kernel = build(op, v, s, host)
+            out = np.empty(op.output_shape(), np.float32)
+            kernel(x, out)
+            err = float(np.abs(out - ref).max() / np.abs(ref).max())
+            assert err < 1e-5, f"{name} {op.signature}: relative error {err}"
+            fns[name] = (lambda kernel=kernel, out=out, x=x: kernel(x, out))
+        here.SWAPPED_C = ours
+        rounds: list[dict[str, float]] = []
+        t = interleaved(fns, repeats=45, min_seconds=0.5, block=3, gap_s=0.01, rounds_out=rounds)
+        r = paired_ratio(rounds, "other", "this")
+        ratio = "too few rounds" if r is None else f"{r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}]"
+        print(f"{m}x{n}x{k}: this {t['this'].p50_ms:.3f} (p95 {t['this'].p95_ms:.3f}), other {t['other'].p50_ms:.3f} "
+              f"(p95 {t['other'].p95_ms:.3f}); other / this, per round: {ratio}", flush=True)
+
+
 host = probe()
 v = "cpu-avx512.scaled_gemm"
 threads = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else host.cpu.logical_cores or 1
 print(host.cpu.model, host.cpu.vendor, "AMX-INT8" if "amx-int8" in host.cpu.isa else "no AMX-INT8", f"{threads} threads")
 if "amx-int8" not in host.cpu.isa:
     raise SystemExit("this CPU has no AMX-INT8")
+if "--against" in sys.argv:
+    against(sys.argv[sys.argv.index("--against") + 1], threads)
+    raise SystemExit(0)
 if "--blocks" in sys.argv:
     for m, n, k in [(128, 4096, 11008), (128, 11008, 4096), (128, 4096, 4096), (2048, 2048, 2048), (2048, 4096, 4096)]:
         op = ScaledGemm(m, n, k)

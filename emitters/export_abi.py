@@ -207,13 +207,14 @@ def launcher_for(op: Any, order: tuple[str, ...] | list[str], prefix: str) -> La
 
 
 def _input_dtype(op: Any, name: str) -> str:
-    """The DTYPES name of input ``name``: C's type for an epilogue operand of an op whose output type differs from
-    its inputs' (``epilogue_shapes``), the op's type where its storage is the op's, else fp32 or int32 by storage
-    (a scaled GEMM's scales)."""
+    """The DTYPES name of input ``name``: the epilogue operands' type (``operand_dtype``: C's, bf16 beside an FP8 C)
+    for an epilogue operand of an op whose output type differs from its inputs' (``epilogue_shapes``), the op's
+    type where its storage is the op's, else fp32 or int32 by storage (a scaled GEMM's scales)."""
     import numpy as np
 
-    if name in getattr(op, "epilogue_shapes", dict)() and op.output_dtype.value in DTYPES:
-        return op.output_dtype.value  # an epilogue operand in C's type (a scaled GEMM's bias, residual)
+    operand = getattr(op, "operand_dtype", op.output_dtype)  # C's type, or bf16 beside a scaled GEMM's FP8 C
+    if name in getattr(op, "epilogue_shapes", dict)() and operand.value in DTYPES:
+        return operand.value  # an epilogue operand in the type the kernel reads it (a scaled GEMM's bias, residual)
     want = np.dtype(op.input_dtype(name))
     if want == np.dtype(op.dtype.storage) and op.dtype.value in DTYPES:
         return op.dtype.value

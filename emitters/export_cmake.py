@@ -69,6 +69,10 @@ option({p}_EXAMPLES "Build the examples and their CTest checks" ${{{p}_TOP_LEVEL
 def cmake_examples(launcher: Launcher, c_libs: str = "") -> str:
     """The examples (``build/example``, ``build/example_cpp``) and their CTest checks."""
     p = launcher.prefix
+    amax = "" if not any(t.name == "amax" for t in launcher.side_outputs) else f"""
+  # and the amax beside an FP8 C: a wrong one is reported too
+  add_test(NAME {p}_example_detects_wrong_amax COMMAND {p}_example --perturb-amax)
+  set_tests_properties({p}_example_detects_wrong_amax PROPERTIES PASS_REGULAR_EXPRESSION "amax .*MISMATCH")"""
     return f"""
 if({p}_EXAMPLES)
   enable_testing()
@@ -78,7 +82,7 @@ if({p}_EXAMPLES)
   add_test(NAME {p}_example COMMAND {p}_example)
   # the check must be able to fail: one output element moved far off is reported as a mismatch
   add_test(NAME {p}_example_detects_wrong_result COMMAND {p}_example --perturb)
-  set_tests_properties({p}_example_detects_wrong_result PROPERTIES PASS_REGULAR_EXPRESSION "MISMATCH")
+  set_tests_properties({p}_example_detects_wrong_result PROPERTIES PASS_REGULAR_EXPRESSION "MISMATCH"){amax}
   add_executable({p}_example_cpp example.cpp)
   set_target_properties({p}_example_cpp PROPERTIES OUTPUT_NAME example_cpp)
   target_link_libraries({p}_example_cpp PRIVATE {p})

@@ -2,7 +2,8 @@
 plain C (naive loops, double accumulation) and a relative-error check; nonzero exit on a mismatch.
 
 ``--perturb`` moves one output element far off after the launch, so a test can show that the check
-fails on a wrong result. The example also calls the launcher with a wrong shape and expects a status
+fails on a wrong result (``--perturb-amax``: an FP8 C's amax). The outputs are poisoned (every bit set) before the
+call, so an element the kernel leaves unwritten is a NaN the check refuses. The example also calls the launcher with a wrong shape and expects a status
 and a message, not a crash. The backend supplies the memory functions (host or device).
 """
 
@@ -35,8 +36,10 @@ static inline uint16_t ex_f2h(float f) {  /* round to nearest even; inputs here 
 }
 """
 
-FP8 = """static inline double ex_f8(uint8_t b, int mant, int bias) {  /* a finite FP8 code: e4m3 (3, 7), e5m2 (2, 15) */
-    int e = (b & 0x7f) >> mant, m = b & ((1 << mant) - 1);
+FP8 = """static inline double ex_f8(uint8_t b, int mant, int bias) {  /* an FP8 code: e4m3 (3, 7), e5m2 (2, 15) */
+    int e = (b & 0x7f) >> mant, m = b & ((1 << mant) - 1), top = 0x7f >> mant;
+    if (e == top && (mant == 2 || m == (1 << mant) - 1))  /* e5m2's infinities and NaNs, e4m3's NaN (no infinity) */
+        return mant == 2 && m == 0 ? (b & 0x80 ? -INFINITY : INFINITY) : NAN;
     double v = e ? ldexp(1.0 + m / (double)(1 << mant), e - bias) : ldexp(m / (double)(1 << mant), 1 - bias);
     return b & 0x80 ? -v : v;
 }
@@ -107,15 +110,19 @@ def _setup(launcher: Launcher) -> str:
     fill = "\n".join(f"    for (long i = 0; i < {t.numel}; ++i) {{ ex_fill_{t.dtype}(h_{t.name}, i); "
                      f"{t.name}[i] = ex_load_{t.dtype}(h_{t.name}, i); }}" for t in launcher.inputs)
     upload = "\n".join(f"    if (ex_upload(d_{t.name}, h_{t.name}, {t.nbytes})) return 1;" for t in launcher.inputs)
+    # the outputs poisoned (all bits set: a NaN in every float type) so that an element the call leaves unwritten shows
+    poison = "\n".join(f"    memset(h_{t.name}, 0xff, {t.nbytes});\n"
+                       f"    if (ex_upload(d_{t.name}, h_{t.name}, {t.nbytes})) return 1;" for t in launcher.outputs)
     views = "\n".join(f"    {t.view_type} v_{t.name} = {t.view_maker}(d_{t.name}, {t.code}, {len(t.shape)}, "
                       f"shape_{t.name});" for t in ts)
     n_out = launcher.out.numel
+    amax_flag = '\n        else if (strcmp(argv[i], "--perturb-amax") == 0) perturb = 2;' if _fp8_c(launcher) else ""
     return f"""int main(int argc, char** argv) {{
     int perturb = 0;
     for (int i = 1; i < argc; ++i) {{
-        if (strcmp(argv[i], "--perturb") == 0) perturb = 1;
+        if (strcmp(argv[i], "--perturb") == 0) perturb = 1;{amax_flag}
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) ex_state = strtoull(argv[++i], NULL, 10) * 2654435761ull + 1;
-        else {{ fprintf(stderr, "usage: %s [--seed N] [--perturb]\\n", argv[0]); return 2; }}
+        else {{ fprintf(stderr, "usage: %s [--seed N] [--perturb]{' [--perturb-amax]' if _fp8_c(launcher) else ''}\\n", argv[0]); return 2; }}
     }}
     if ({api("abi_version")}() != {launcher.macro}_ABI_VERSION) {{
         fprintf(stderr, "example: library ABI %d, header ABI %d\\n", {api("abi_version")}(), {launcher.macro}_ABI_VERSION);
@@ -129,6 +136,7 @@ def _setup(launcher: Launcher) -> str:
 {fill}
     reference({", ".join(t.name for t in launcher.inputs)}, ref);
 {_fp8_scale(launcher)}{upload}
+{poison}
 {views}
 """
 
@@ -148,7 +156,7 @@ def _run_and_compare(launcher: Launcher, tolerance: float) -> str:
     }}
     if (ex_sync()) return 1;
 {downloads}
-{_fp8_round(launcher)}    if (perturb) out[{n_out // 2}] = ref[{n_out // 2}] + 1.0 + ex_norm(ref, {n_out});  /* a wrong result */
+{_fp8_round(launcher)}    if (perturb == 1) out[{n_out // 2}] = ref[{n_out // 2}] + 1.0 + ex_norm(ref, {n_out});  /* a wrong result */
     double err = 0, norm = ex_norm(ref, {n_out}), worst = 0;
     int finite = 1;
     for (long i = 0; i < {n_out}; ++i) {{
@@ -202,7 +210,8 @@ def _fp8_amax_check(launcher: Launcher) -> str:
     if not _fp8_c(launcher):
         return ""
     bound = launcher.op.side_tolerance()
-    return f"""    double amax_err = fabs(amax[0] - amax_ref) / (amax_ref > 0 ? amax_ref : 1.0);
+    return f"""    if (perturb == 2) amax[0] = 1.01 * amax_ref + 1.0;  /* a wrong amax */
+    double amax_err = fabs(amax[0] - amax_ref) / (amax_ref > 0 ? amax_ref : 1.0);
     int amax_ok = amax_err <= {bound!r};
     printf("amax %.9g, reference %.9g: relative error %.3g (tolerance %.3g): %s\\n", amax[0], amax_ref, amax_err,
            {bound!r}, amax_ok ? "ok" : "MISMATCH");

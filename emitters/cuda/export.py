@@ -162,6 +162,8 @@ def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: s
     _refuse_unknown(op, r, v, scalars, maps)
     # the C function's views in the op's order (A, B, ...), whichever tensor each of the kernel's maps is over
     order = [MAP_OPERANDS[p][0] if maps is not None and p in MAP_OPERANDS else p for p in r.params]
+    # the runtime's buffers and the op's own tensors beside them (an FP8 C's scale_out and amax); kernels whose other
+    # parameters no launcher provides were refused above (_refuse_unknown)
     launcher = launcher_for(op, list(dict.fromkeys(p for p in order if p in runtime_names()[0] or p in op.shapes())), prefix)
     target = artifact.metadata["arch"]
     cubin = Path(artifact.binary).read_bytes()

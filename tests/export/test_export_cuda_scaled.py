@@ -138,6 +138,8 @@ FP8_C = {  # an FP8 C with its amax: the Hopper tiles with row scales (N off the
                        "--scale", "row"],
     "gemv-e5m2-tensor": ["--m", "5", "--n", "4096", "--k", "1024", "--dtype", "fp8e4m3", "--out-dtype", "fp8e5m2",
                          "--scale", "tensor"],
+    "tiles-e4m3-bias-relu-residual": ["--m", "256", "--n", "512", "--k", "1024", "--dtype", "fp8e4m3",
+                                      "--out-dtype", "fp8e4m3", "--scale", "row", "--epilogue", "bias,relu,residual"],
 }
 
 
@@ -156,8 +158,12 @@ def test_an_fp8_c_exports_with_its_amax_as_a_second_output(tmp_path, case):
     pkg = export(tmp_path, "scaled_gemm", *FP8_C[case], "--arch", "sm_90a", "--backend", "cuda")
     m = json.loads((pkg / "manifest.json").read_text())
     op = Op.from_json(m["op"])
-    assert op.fp8_out and list(m["tensors"]) == ["a", "b", "scale_a", "scale_b", "scale_out", "out", "amax"]
+    epilogue = [n for n in ("bias", "residual") if n in op.epilogue]
+    assert op.fp8_out and list(m["tensors"]) == ["a", "b", "scale_a", "scale_b", *epilogue, "scale_out", "out", "amax"]
     assert m["tensors"]["amax"] == [1] and m["tensors"]["scale_out"] == [1]
+    header = next((pkg / "include").glob("*/tracea.h")).read_text()
+    for name in epilogue:  # the kernel reads them in bf16 beside an FP8 C (ScaledGemm.operand_dtype), not in C's type
+        assert f"{name}: TRACEA_DTYPE_BF16" in header
     assert re.search(r"const TraceaConstTensorView\* scale_out, TraceaTensorView\* out, TraceaTensorView\* amax, "
                      r"void\* stream\)", m["launcher"])
     launcher = (pkg / "src" / "launcher.c").read_text()
@@ -172,6 +178,7 @@ def test_an_fp8_c_exports_with_its_amax_as_a_second_output(tmp_path, case):
     example = (pkg / "example.c").read_text()
     assert f"ex_q8(ref[i] * scale_out[0], {mant}, {bias}, {DType(op.out_dtype.value).max_finite!r})" in example
     assert f"{DType(op.out_dtype.value).max_finite / 2!r} / amax_ref" in example and "amax_ok" in example
+    assert "--perturb-amax" in example and "--perturb-amax" in (pkg / "CMakeLists.txt").read_text()
     inc = cuda_include()
     objs = _compiled(tmp_path, pkg, inc)
     out = _run_on_fake_driver(tmp_path, pkg, m, objs[:2], inc, FAKE_CLUSTERS="3")
@@ -224,3 +231,32 @@ int main(void) {{
     got = np.array([float(v) for v in r.stdout.split()])
     bad = np.flatnonzero(got != want)
     assert bad.size == 0, [(x[i], got[i], want[i]) for i in bad[:5]]
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is missing")
+def test_the_examples_fp8_codes_decode_as_the_references(tmp_path):
+    """``ex_f8`` (how the example reads FP8 elements) against ``to_float64`` on all 256 codes of each type: the
+    subnormals, e5m2's infinities, and the NaNs (e4m3's two, e5m2's six), so an unwritten or NaN element of an FP8 C
+    fails the example's finiteness check."""
+    import numpy as np
+
+    from tracea.emitters.export_example import FP8, FP8_FORMAT
+    from tracea.kernels import DType
+    from tracea.kernels.dtypes import to_float64
+
+    src, exe = tmp_path / "f8.c", tmp_path / "f8"
+    src.write_text("#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n" + FP8 + """
+int main(int argc, char** argv) {
+    int mant = argv[1][0] - '0', bias = atoi(argv[2]);
+    for (int b = 0; b < 256; ++b) printf("%.17g\\n", ex_f8((uint8_t)b, mant, bias));
+    return argc == 3 ? 0 : 1;
+}
+""")
+    subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", str(src), "-lm", "-o", str(exe)], check=True,
+                   capture_output=True, text=True)
+    for dtype, (mant, bias) in FP8_FORMAT.items():
+        r = subprocess.run([str(exe), str(mant), str(bias)], capture_output=True, text=True, check=True, timeout=60)
+        got = np.array([float(v) for v in r.stdout.split()])
+        want = to_float64(np.arange(256, dtype=np.uint8), DType(dtype))
+        assert np.array_equal(got, want, equal_nan=True), dtype
+        assert np.isnan(got).sum() == (2 if dtype == "fp8e4m3" else 6)

@@ -86,6 +86,8 @@ SCALED_CASES = {
                                     "--out-dtype", "fp8e4m3", "--scale", "tensor"],
     "scaled-fp8-out-e5m2-gemv": ["scaled_gemm", "--m", "5", "--n", "4096", "--k", "1024", "--dtype", "fp8e4m3",
                                  "--out-dtype", "fp8e5m2", "--scale", "row"],
+    "scaled-fp8-out-e4m3-epilogue": ["scaled_gemm", "--m", "256", "--n", "512", "--k", "1024", "--dtype", "fp8e4m3",
+                                     "--out-dtype", "fp8e4m3", "--scale", "row", "--epilogue", "bias,relu,residual"],
 }
 WGMMA_CASES.update(SCALED_CASES)
 

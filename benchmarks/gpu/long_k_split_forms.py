@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from mid_m_gemm_forms import _ts, measure  # benchmarks/gpu/ (this script's folder)
+from mid_m_gemm_forms import _ts, cells, in_time, line, measure  # benchmarks/gpu/ (this script's folder)
 
 from tracea.doctor import probe
 from tracea.emitters.cuda.hopper.gemm_heroes import gemm_hero_schedule
@@ -47,22 +47,10 @@ def main() -> int:
     start = time.monotonic()
     host = probe()
     print("op | hero (name) | " + " | ".join(FORMS) + "   [cells: ratio/us]", flush=True)
-    for op in SHAPES:
-        if a.match not in op.signature:
-            continue
-        if time.monotonic() - start > a.deadline:
-            print(f"deadline: {op.signature[:60]} and later shapes not run", flush=True)
-            break
+    for op in in_time(SHAPES, a.match, start + a.deadline):
         hero = gemm_hero_schedule(op)
-        cols = [f"{measure(op, host, None)[0]} ({hero.name})"]
-        for s in FORMS.values():
-            try:
-                s.validate(op)
-            except Exception:  # noqa: BLE001 - a form this op refuses prints as such
-                cols.append("refused")
-                continue
-            cols.append(measure(op, host, s)[0])
-        print(f"{op.m}x{op.n}x{op.k} {op.dtype.value} {op.layout_b} | " + " | ".join(cols), flush=True)
+        cols = [f"{measure(op, host, None)[0]} ({hero.name})", *cells(op, host, list(FORMS.values()))]
+        print(line(op, cols), flush=True)
     return 0
 
 

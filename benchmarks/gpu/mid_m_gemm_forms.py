@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+from collections.abc import Iterator
 
 from tracea.doctor import probe
 from tracea.emitters.bench import bench
@@ -79,6 +80,39 @@ def measure(op: Gemm, host: object, s: WgmmaSchedule | None) -> tuple[str, float
     return (f"{r.ratio:.3f}" if r.ratio is not None else "unstable") + f"/{us:.1f}", r.tracea.p50_ms
 
 
+def in_time(ops: list[Gemm], match: str, end: float) -> Iterator[Gemm]:
+    """The ops whose signature holds ``match``, each started before ``end`` (``time.monotonic``); a line says where
+    the deadline stopped them."""
+    for op in ops:
+        if match not in op.signature:
+            continue
+        if time.monotonic() > end:
+            print(f"deadline: {op.signature[:60]} and later shapes not run", flush=True)
+            return
+        yield op
+
+
+def line(op: Gemm, cols: list[str]) -> str:
+    return f"{op.m}x{op.n}x{op.k} {op.dtype.value} {op.layout_b} | " + " | ".join(cols)
+
+
+def cells(op: Gemm, host: object, forms: list[WgmmaSchedule | None]) -> list[str]:
+    """One cell a form on ``op``: its ratio and time (``measure``), "refused" where the op refuses the form, "-"
+    where the form does not apply (None)."""
+    out = []
+    for s in forms:
+        if s is None:
+            out.append("-")
+            continue
+        try:
+            s.validate(op)
+        except Exception:  # noqa: BLE001 - a form this op refuses prints as such
+            out.append("refused")
+            continue
+        out.append(measure(op, host, s)[0])
+    return out
+
+
 def before(op: Gemm) -> WgmmaSchedule:
     """The heuristic before ``gemm_heroes.one_wave``: ``schedule.hero_schedule``."""
     return hero_schedule(op)
@@ -109,28 +143,14 @@ def main() -> int:
     ops = {"fitted": FITTED, "held-out": HELD_OUT, "check": CHECK, "all": FITTED + HELD_OUT + CHECK}[a.set]
     names = [] if a.compare else [f for f in a.forms.split(",") if f]
     print("op | hero (name) | " + " | ".join(names or ["before (name)"]) + "   [cells: ratio/us]", flush=True)
-    for op in ops:
-        if a.match not in op.signature:
-            continue
-        if time.monotonic() - start > a.deadline:
-            print(f"deadline: {op.signature[:60]} and later shapes not run", flush=True)
-            break
+    for op in in_time(ops, a.match, start + a.deadline):
         hero = gemm_hero_schedule(op)
         cols = [f"{measure(op, host, None)[0]} ({hero.name})"]
         if a.compare:
             old = before(op)
             cols.append(f"{'same' if old == hero else measure(op, host, old)[0]} ({old.name})")
-        for _name, s in _forms(op, names):
-            if s is None:
-                cols.append("-")
-                continue
-            try:
-                s.validate(op)
-            except Exception:  # noqa: BLE001 - a form this op refuses prints as such
-                cols.append("refused")
-                continue
-            cols.append(measure(op, host, s)[0])
-        print(f"{op.m}x{op.n}x{op.k} {op.dtype.value} {op.layout_b} | " + " | ".join(cols), flush=True)
+        cols += cells(op, host, [s for _name, s in _forms(op, names)])
+        print(line(op, cols), flush=True)
     return 0
 
 

@@ -202,7 +202,7 @@ def launcher_for(op: Any, order: tuple[str, ...] | list[str], prefix: str) -> La
     out = Tensor("out", tuple(int(d) for d in op.output_shape()), output=True, dtype=op.output_dtype.value)
     if out.dtype not in DTYPES:
         raise UnsupportedError(f"export: dtype {out.dtype} has no tensor-view type")
-    sides = [Tensor(n, tuple(int(d) for d in shapes[n]), output=True, dtype=_input_dtype(op, n)) for n in side]
+    sides = [Tensor(n, shapes[n], output=True, dtype=_input_dtype(op, n)) for n in side]
     return Launcher(op, (*inputs, out, *sides), check_prefix(prefix))
 
 

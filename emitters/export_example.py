@@ -82,7 +82,7 @@ def _elements(launcher: Launcher) -> str:
     """The conversions the tensors' types need, then ``ex_load_<type>`` for each and ``ex_fill_<type>`` for the
     inputs'."""
     types = list(dict.fromkeys(t.dtype for t in launcher.tensors))
-    helpers = list(dict.fromkeys(STORAGE[d] for d in types if STORAGE[d])) + ([FP8_ROUND] if _fp8_c(launcher) else [])
+    helpers = list(dict.fromkeys(STORAGE[d] for d in types if STORAGE[d])) + ([FP8_ROUND] if fp8_c(launcher) else [])
     if "bf16" in types and "fp16" in types:  # one copy of the bit casts they share
         helpers = [BITS + BF16, FP16] + [h for h in helpers if h not in (BITS + BF16, BITS + FP16)]
     filled = {t.dtype for t in launcher.inputs}  # (an output's type is read back, never filled)
@@ -116,13 +116,13 @@ def _setup(launcher: Launcher) -> str:
     views = "\n".join(f"    {t.view_type} v_{t.name} = {t.view_maker}(d_{t.name}, {t.code}, {len(t.shape)}, "
                       f"shape_{t.name});" for t in ts)
     n_out = launcher.out.numel
-    amax_flag = '\n        else if (strcmp(argv[i], "--perturb-amax") == 0) perturb = 2;' if _fp8_c(launcher) else ""
+    amax_flag = '\n        else if (strcmp(argv[i], "--perturb-amax") == 0) perturb = 2;' if fp8_c(launcher) else ""
     return f"""int main(int argc, char** argv) {{
     int perturb = 0;
     for (int i = 1; i < argc; ++i) {{
         if (strcmp(argv[i], "--perturb") == 0) perturb = 1;{amax_flag}
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) ex_state = strtoull(argv[++i], NULL, 10) * 2654435761ull + 1;
-        else {{ fprintf(stderr, "usage: %s [--seed N] [--perturb]{' [--perturb-amax]' if _fp8_c(launcher) else ''}\\n", argv[0]); return 2; }}
+        else {{ fprintf(stderr, "usage: %s [--seed N] [--perturb]{' [--perturb-amax]' if fp8_c(launcher) else ''}\\n", argv[0]); return 2; }}
     }}
     if ({api("abi_version")}() != {launcher.macro}_ABI_VERSION) {{
         fprintf(stderr, "example: library ABI %d, header ABI %d\\n", {api("abi_version")}(), {launcher.macro}_ABI_VERSION);
@@ -172,20 +172,24 @@ def _run_and_compare(launcher: Launcher, tolerance: float) -> str:
 {_fp8_amax_check(launcher)}"""
 
 
-def _fp8_c(launcher: Launcher) -> bool:
-    """C is FP8 with its amax beside it (a scaled GEMM's ``--out-dtype fp8e4m3|fp8e5m2``)."""
-    return launcher.out.dtype in FP8_FORMAT and any(t.name == "amax" for t in launcher.side_outputs)
+def fp8_c(launcher: Launcher) -> tuple[int, int, float] | None:
+    """An FP8 C with its amax beside it (a scaled GEMM's ``--out-dtype fp8e4m3|fp8e5m2``): its mantissa bits,
+    exponent bias and largest finite value; None for any other output."""
+    from tracea.kernels import DType
+
+    if launcher.out.dtype not in FP8_FORMAT or not any(t.name == "amax" for t in launcher.side_outputs):
+        return None
+    return (*FP8_FORMAT[launcher.out.dtype], DType(launcher.out.dtype).max_finite)
 
 
 def _fp8_scale(launcher: Launcher) -> str:
     """An FP8 C's ``scale_out``, chosen from the reference's amax as a delayed-scaling recipe would: the largest
     |v| lands at half the type's largest finite value, so the codes span the type's exponents and none
     saturates. ``ref`` holds the values before C's scale, ``amax_ref`` their largest magnitude."""
-    if not _fp8_c(launcher):
+    fmt = fp8_c(launcher)
+    if fmt is None:
         return ""
-    from tracea.kernels import DType
-
-    top = DType(launcher.out.dtype).max_finite
+    top = fmt[2]
     return f"""    double amax_ref = 0;
     for (long i = 0; i < {launcher.out.numel}; ++i) amax_ref = fabs(ref[i]) > amax_ref ? fabs(ref[i]) : amax_ref;
     ((float*)h_scale_out)[0] = (float)(amax_ref > 0 ? {top / 2!r} / amax_ref : 1.0);
@@ -195,19 +199,17 @@ def _fp8_scale(launcher: Launcher) -> str:
 
 def _fp8_round(launcher: Launcher) -> str:
     """The reference times ``scale_out``, rounded and saturated as the kernel stores C."""
-    if not _fp8_c(launcher):
+    fmt = fp8_c(launcher)
+    if fmt is None:
         return ""
-    mant, bias = FP8_FORMAT[launcher.out.dtype]
-    from tracea.kernels import DType
-
-    top = DType(launcher.out.dtype).max_finite
+    mant, bias, top = fmt
     return (f"    for (long i = 0; i < {launcher.out.numel}; ++i) ref[i] = ex_q8(ref[i] * scale_out[0], {mant}, {bias}, "
             f"{top!r});\n")
 
 
 def _fp8_amax_check(launcher: Launcher) -> str:
     """The amax the kernel wrote against the reference's, to the op's bound (``side_tolerance``)."""
-    if not _fp8_c(launcher):
+    if fp8_c(launcher) is None:
         return ""
     bound = launcher.op.side_tolerance()
     return f"""    if (perturb == 2) amax[0] = 1.01 * amax_ref + 1.0;  /* a wrong amax */

@@ -12,7 +12,7 @@ For each row:
 GB/s counts the weights, x and the output once; "of copy" divides by a 1 GiB device-to-device copy (bytes read +
 written) measured here. Medians of ``--repeats``; p95/p50 printed beside.
 
-    python benchmarks/gpu/decode_gemm_ops.py [--repeats 30] [--rows decode|mid]
+    python benchmarks/gpu/decode_gemm_ops.py [--repeats 30] [--rows decode|mid|few]
 
 Needs a CUDA GPU and PyTorch.
 """
@@ -34,6 +34,7 @@ ROWS = [(1, 4096, 4096), (1, 4096, 14336), (1, 14336, 4096), (16, 4096, 4096), (
         (8, 6144, 4096), (4, 28672, 8192)]
 MID_ROWS = [(64, 4096, 4096), (128, 4096, 4096), (128, 11008, 4096), (128, 4096, 11008), (128, 14336, 4096),
             (192, 6144, 4096), (256, 4096, 14336)]  # batched decode / chunked prefill: gemm_heroes.one_wave's tiles
+FEW_ROWS = [(256, 256, 16384), (128, 128, 32768), (192, 320, 16384), (64, 1024, 4096)]  # gemm_heroes.few_tiles'
 HOLD = 2_000_000  # GPU clocks the stream is held before each timed call (about 1 ms)
 
 
@@ -76,7 +77,7 @@ def layers(fns: list[Callable[[], Any]], rounds: int = 20) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=30)
-    ap.add_argument("--rows", choices=("decode", "mid"), default="decode")
+    ap.add_argument("--rows", choices=("decode", "mid", "few"), default="decode")
     a = ap.parse_args()
     torch.manual_seed(0)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
@@ -87,7 +88,7 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name(0)}; device copy {copy:.0f} GB/s (1 GiB, read + written)")
     print("row             flush   tracea_ms (p95/p50)   F.linear_ms (p95/p50)  F/tracea  tracea GB/s (of copy)  "
           "F GB/s (of copy)")
-    for m, n, k in ROWS if a.rows == "decode" else MID_ROWS:
+    for m, n, k in {"decode": ROWS, "mid": MID_ROWS, "few": FEW_ROWS}[a.rows]:
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         ws = [(torch.randn(n, k, device="cuda") / k ** 0.5).to(torch.bfloat16) for _ in range(8)]
         ref = x.double() @ ws[0].double().T

@@ -37,6 +37,14 @@ CASES = [
                                                 bias=True)),
     ("wgmma-gemm", "cuda-wgmma.gemm", Gemm(520, 264, 328, "fp16", layout_a="col", epilogue=("bias", "relu"))),
     ("wgmma-splitk", "cuda-wgmma.gemm", Gemm(256, 256, 8192, "bf16")),
+    # the spread fix-up's flat walk of (group, slice) pairs: 24 slices of 64 x 64 tiles (a share of at most one
+    # group), and 2 slices of 64 x 128 (eight groups a share: two windows of loads); partial tiles, a bias
+    ("wgmma-spread-24", "cuda-wgmma.gemm", Gemm(200, 136, 6000, "fp16", epilogue=("bias",)),
+     {"core": "wgmma", "bm": 64, "bn": 64, "stages": 8, "consumers": 1, "store": "tma", "l2_hint": "first",
+      "split": 24, "split_fix": "spread"}),
+    ("wgmma-spread-2", "cuda-wgmma.gemm", Gemm(200, 136, 6000, "bf16", layout_b="col"),
+     {"core": "wgmma", "bm": 64, "bn": 128, "stages": 6, "consumers": 1, "store": "tma", "split": 2,
+      "split_fix": "spread"}),
     ("wgmma-gemv", "cuda-wgmma.gemm", Gemm(1, 1024, 2048, "bf16")),
     # 16 splits, past a cluster's: the parts meet in the global workspace (split_arrival.py's last block)
     ("gemv-workspace", "cuda-wgmma.gemm", Gemm(3, 1000, 4096, "fp16"), {"core": "gemv", "warps": 8, "splits": 16,

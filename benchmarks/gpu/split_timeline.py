@@ -18,7 +18,8 @@ import numpy as np
 from tracea.doctor import probe
 from tracea.emitters import nvrtc as nv
 from tracea.emitters.cuda.build import build
-from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule, hero_schedule
+from tracea.emitters.cuda.hopper.gemm_heroes import gemm_hero_schedule
+from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule
 from tracea.emitters.cuda.tma import Launcher
 from tracea.emitters.device_baselines import time_torch, torch_baseline
 from tracea.kernels import Gemm
@@ -210,7 +211,7 @@ def main() -> None:
     inputs = op.random_inputs(rng)
     ref = op.reference(inputs).astype(np.float64)
     base = torch_baseline(op, inputs)
-    hero = hero_schedule(op)
+    hero = gemm_hero_schedule(op)
     forms = forms_of(hero)
     if args.once:
         launch_once(args.once, forms, op, host, inputs, ref, base)

@@ -1,6 +1,7 @@
 """The Hopper GEMM's hero schedule (the cores' ``hero``): ``schedule.hero_schedule``'s tiles, or for 33-512 rows over
-a long K the tiles that stream the weights in one wave (``one_wave``). The 1x1 conv heroes and the int8 tiles keep
-``schedule.hero_schedule`` itself: they were measured on it."""
+a long K the tiles that stream the weights in one wave (``one_wave``), or for a small output over a long K 64 x 64
+tiles split to fill the SMs (``few_tiles``). The 1x1 conv heroes and the int8 tiles keep ``schedule.hero_schedule``
+itself: they were measured on it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ ONE_WAVE_FORMS = (  # most tiles first; a tie keeps the earlier
 ROWS = (33, 512)  # the rows measured: fewer run the TMA gemv; more, with 128 x 256 tiles, are compute-bound
 MIN_K_STEPS = 18  # as ``with_split``: shorter K keeps ``short_k_schedule``'s tiles (1x1 convs, projections)
 LEAST_FILL = 0.45  # the smallest share of the SMs a wave may use: 64 tiles of 132 won, 16 would not
+FEW_TILES = WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma", l2_hint="first", split=0,
+                          split_fix="spread")
 WEIGHT_SHARE = 4  # N / M at least this: the weights (K x N) at least 4x the activations (M x K), as every shape measured
 
 
@@ -60,11 +63,27 @@ def one_wave(op: Any, sm_count: int) -> WgmmaSchedule | None:
     return best[1]
 
 
+def few_tiles(op: Any, sm_count: int) -> WgmmaSchedule | None:
+    """``FEW_TILES`` where the output is at most a quarter wave of 64 x 64 tiles over a K of ``MIN_K_STEPS`` k steps
+    or more (a 256 x 256 output over 16384 of k: 16 tiles), so that each tile is cut into four or more slices whose
+    sum is shared among their blocks (the spread fix-up); else None.
+
+    Why (an H200 beside cuBLAS, docs/device-runs/h200-mid-m-gemm/call13): there, the heuristic's 64 x 128 tiles
+    split to fill the SMs ran 0.58-0.66x (256 x 256 x 16384 22.6 us against cuBLAS's 13.8); bigger tiles over more
+    slices read each operand panel fewer times but write a partial tile a slice, and lost (128 x 128 over 32 slices
+    21.9 us, over 16 18.6); 64 x 64 tiles over 8 slices with the spread fix-up took 16.6 us (the last block's sum
+    18.2)."""
+    if op is None or getattr(op, "kind", "gemm") != "gemm" or -(-op.k // BK) < MIN_K_STEPS:
+        return None
+    return FEW_TILES if 4 * tile_count(FEW_TILES, op.m, op.n) <= sm_count else None
+
+
 def largest_smem() -> int:
     """The most shared memory the GEMM core's hero takes: ``schedule.HERO``'s or a one-wave form's."""
-    return max(HERO.smem_bytes, *(s.smem_bytes for s in ONE_WAVE_FORMS))
+    return max(HERO.smem_bytes, FEW_TILES.smem_bytes, *(s.smem_bytes for s in ONE_WAVE_FORMS))
 
 
 def gemm_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaSchedule:
-    """The GEMM core's hero: ``one_wave``'s tiles where it names some, else ``schedule.hero_schedule``'s."""
-    return one_wave(op, sm_count) or hero_schedule(op, sm_count)
+    """The GEMM core's hero: ``one_wave``'s tiles where it names some, else ``few_tiles``', else
+    ``schedule.hero_schedule``'s."""
+    return one_wave(op, sm_count) or few_tiles(op, sm_count) or hero_schedule(op, sm_count)

@@ -29,6 +29,7 @@ SWIZZLE = TmaSwizzle("128B")
 RASTERS = ("m", "n")
 STORES = ("direct", "tma")
 SPLIT_FIXES = ("last", "spread")
+MAX_SPLIT = 64  # k slices a tile: a 256 x 256 output over 16384 of k fills 128 SMs with 32 slices of 128 x 128
 L2_HINTS = ("normal", "first")
 CLUSTER_AXES = ("m", "n")
 C_ATOM_BYTES = 64 * 64 * 2  # one 64 x 64 16-bit tile of C staged for a TMA store
@@ -50,7 +51,7 @@ class WgmmaSchedule:
     blocks sharing an operand tile through TMA multicast; ``cluster_axis``: the pair are neighbouring tile
     rows sharing B ("m"), or neighbouring tile columns sharing A ("n", cuBLAS's split-K form on 512 x 512 x
     16384: each block loads half of A for both and its own B). ``split``: k slices per tile (split-K,
-    ``splitk.py``): 1 none, 0 as many as fill the SMs, 2..16 that many; ``split_tail``: split only the
+    ``splitk.py``): 1 none, 0 as many as fill the SMs, 2..``MAX_SPLIT`` that many; ``split_tail``: split only the
     tiles of the last, partial wave; ``split_fix``: who sums the slices, "last" (the tile's last block,
     alone) or "spread" (every slice's block a share of the tile, once all have arrived; persistent only).
     ``l2_hint``: the operands' TMA loads as they come ("normal"), or marked evict-first in L2 ("first"):
@@ -167,8 +168,9 @@ class WgmmaSchedule:
     def _validate_fields(self) -> None:
         """Each field's type and, for the named choices, its value."""
         positive_ints(self, ("bm", "bn", "stages", "consumers", "group", "cluster"))
-        if isinstance(self.split, bool) or not isinstance(self.split, int) or not 0 <= self.split <= 16:
-            raise BadInputError(f"split: expected 0 (fill the SMs), 1 (none) or 2..16 k slices, got {self.split!r}")
+        if isinstance(self.split, bool) or not isinstance(self.split, int) or not 0 <= self.split <= MAX_SPLIT:
+            raise BadInputError(f"split: expected 0 (fill the SMs), 1 (none) or 2..{MAX_SPLIT} k slices, "
+                                f"got {self.split!r}")
         booleans(self, ("persistent", "pingpong", "split_tail", "swap"))
         if self.store not in STORES:
             raise BadInputError(f"store: expected 'direct' or 'tma', got {self.store!r}")

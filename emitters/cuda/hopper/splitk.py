@@ -47,6 +47,7 @@ AUTO_MAX = 16
 # 0.83-0.84x, 2 slices 0.78x; docs/device-runs/h100-splitk-tail-and-suite/conv1x1-split-forms)
 MIN_STEPS = 8
 WINDOW = 3  # other slices whose loads the last unit keeps in flight at once
+SHARE_WINDOW = 8  # (group, slice) loads a spread unit keeps in flight at once (``_sum_share``)
 
 UNIT_FN = r"""/* Work unit u -> (tile, k steps [kb, ke), slice index; -1 for a whole tile). */
 static __device__ __forceinline__ void tr_unit(int u, int k_iters, int splits, int dp_tiles, int& tile, int& kb,
@@ -350,24 +351,35 @@ def spread(sched: WgmmaSchedule, r: CudaRenderer) -> str:
             }}"""
 
 
-def _sum_share(floats4: int, q4: int, tile4: int, r: CudaRenderer) -> str:
-    """The spread fix-up's sum of groups [g0, g1) over every slice in order; chunks of 8 groups behind a
-    compiler barrier where a thread holds more than 16 (as ``_sum_slices``: hoisted loads spilled)."""
-    chunk = floats4 if floats4 <= 16 else 8
-    fence = "" if chunk == floats4 else "\n                    " + r.asm("compiler.fence")
-    return f"""                #pragma unroll
-                for (int c = 0; c < {floats4 // chunk}; ++c) {{
-                    if ((c + 1) * {chunk} <= g0 || c * {chunk} >= g1) continue;
-                    for (int s2 = 0; s2 < splits; ++s2) {{  /* slice order: the same sum on every run */
-                        const float4* const src = part_ws + (size_t)s2 * {tile4} + c * {chunk * 128} + tid;
+def _sum_share(floats4: int, q4: int, tile4: int, r: CudaRenderer, window: int = SHARE_WINDOW) -> str:
+    """The spread fix-up's sum of groups [g0, g1) over every slice in order. The (group, slice) pairs of the share
+    are walked flat, ``window`` loads in flight at a time whatever the split: a share is one group of 32 slices at
+    32 slices of a 128 x 128 tile, eight groups of 2 at 2. A group's running sum goes into its accumulators once its
+    last slice is added, through a select over every group (registers are indexed only by constants). Loading one
+    slice at a time instead left one L2 round trip a slice on the critical path: 128 x 128 tiles at 256 x 256 x 16384
+    ran 23.8 us over 16 slices and 31.9 over 32 (H200, docs/device-runs/h200-mid-m-gemm/call13)."""
+    del r  # (the signature of the other sums)
+    sel = "\n".join(f"                            if (g == {g}) {{ acc[{g // q4}][{4 * (g % q4)}] = run.x; "
+                     f"acc[{g // q4}][{4 * (g % q4) + 1}] = run.y; acc[{g // q4}][{4 * (g % q4) + 2}] = run.z; "
+                     f"acc[{g // q4}][{4 * (g % q4) + 3}] = run.w; }}" for g in range(floats4))
+    return f"""                {{
+                    const int pairs = (g1 - g0) * splits;  /* (group, slice) pairs of this unit's share */
+                    float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
+                    for (int t0 = 0; t0 < pairs; t0 += {window}) {{
+                        float4 v[{window}];
                         #pragma unroll
-                        for (int e = 0; e < {chunk}; ++e) {{
-                            const int g = c * {chunk} + e;
-                            if (g < g0 || g >= g1) continue;
-                            const float4 v = __ldcg(src + e * 128);
-                            float* const a = &acc[g / {q4}][4 * (g % {q4})];
-                            if (s2 == 0) {{ a[0] = v.x; a[1] = v.y; a[2] = v.z; a[3] = v.w; }}
-                            else {{ a[0] += v.x; a[1] += v.y; a[2] += v.z; a[3] += v.w; }}
+                        for (int j = 0; j < {window}; ++j) {{
+                            const int t = t0 + j, gq = t / splits, g = g0 + gq, s2 = t - gq * splits;
+                            if (t < pairs) v[j] = __ldcg(part_ws + (size_t)s2 * {tile4} + g * 128 + tid);
                         }}
-                    }}{fence}
+                        #pragma unroll
+                        for (int j = 0; j < {window}; ++j) {{  /* slice order: the same sum on every run */
+                            const int t = t0 + j, gq = t / splits, g = g0 + gq, s2 = t - gq * splits;
+                            if (t >= pairs) break;
+                            if (s2 == 0) run = v[j];
+                            else {{ run.x += v[j].x; run.y += v[j].y; run.z += v[j].z; run.w += v[j].w; }}
+                            if (s2 != splits - 1) continue;
+{sel}
+                        }}
+                    }}
                 }}"""

@@ -12,6 +12,7 @@ from test_cuda_wgmma import nvrtc, nvrtc_compile, spills  # noqa: F401 - the fix
 
 from tracea.emitters.cuda import hopper as W
 from tracea.emitters.cuda.hopper import gemm_heroes as G
+from tracea.emitters.cuda.hopper import splitk
 from tracea.emitters.cuda.hopper.schedule import tile_count
 from tracea.kernels import Conv2d, Gemm
 
@@ -47,7 +48,6 @@ def test_one_wave_takes_the_fullest_form_that_fits(m, n, k, want):
     Gemm(32, 4096, 4096, "bf16"),           # the TMA gemv's rows (this hero only where it is refused)
     Gemm(128, 4096, 1024, "bf16"),          # 16 k steps: short_k_schedule's tiles
     Gemm(128, 4096, 1088, "bf16"),          # 17 k steps: with_split's threshold
-    Gemm(64, 1024, 4096, "bf16"),           # 16 tiles: a split fills the SMs better
     Gemm(48, 3072, 4096, "fp16"),           # 48 tiles, 36 % of the SMs
     Gemm(160, 13824, 5120, "bf16"),         # no form fits one wave
     Gemm(100, 20000, 4096, "bf16"),         # only a 128-row tile would, over 100 rows: not measured
@@ -55,8 +55,40 @@ def test_one_wave_takes_the_fullest_form_that_fits(m, n, k, want):
     Gemm(256, 1000, 8192, "fp16"),          # N < 4 M: the activations are no small operand
 ])
 def test_the_heuristic_stays_outside_the_rule(op):
-    assert G.one_wave(op, 132) is None
+    assert G.one_wave(op, 132) is None and G.few_tiles(op, 132) is None
     assert G.gemm_hero_schedule(op) == W.hero_schedule(op)
+
+
+@pytest.mark.parametrize("m, n, k", [
+    (256, 256, 16384), (128, 128, 32768), (256, 512, 16384), (64, 1024, 4096), (200, 136, 30000),
+    (96, 384, 16384), (32, 2048, 8192),
+])
+def test_few_tiles_splits_small_outputs_over_long_k(m, n, k):
+    """At most a quarter wave of 64 x 64 tiles over 18+ k steps: those tiles, each cut into 4 or more slices summed
+    by the spread fix-up (the split chosen at launch from the SM count)."""
+    op = Gemm(m, n, k, "bf16")
+    s = G.gemm_hero_schedule(op)
+    assert s == G.FEW_TILES and (s.split, s.split_fix, s.bm, s.bn) == (0, "spread", 64, 64)
+    plan = splitk.plan(s, m, n, -(-k // 64), 132)
+    assert plan.splits >= 4 and plan.units <= 132 and plan.spread
+    s.validate(op)
+
+
+@pytest.mark.parametrize("op", [
+    Gemm(384, 384, 12288, "bf16"),          # 36 tiles: over a quarter wave, the heuristic's split (level there)
+    Gemm(512, 512, 16384, "bf16"),          # 64 tiles: 64 x 128 split 4 ways ran 27.2 us, 64 x 64 30.2
+    Gemm(256, 256, 1088, "bf16"),           # 17 k steps: too short to split
+    Gemm(128, 4096, 4096, "bf16"),          # one_wave's
+])
+def test_few_tiles_leaves_the_rest(op):
+    s = G.gemm_hero_schedule(op)
+    assert s != G.FEW_TILES
+    assert G.few_tiles(op, 132) is None or G.one_wave(op, 132) is not None
+
+
+def test_few_tiles_follows_the_sm_count():
+    op = Gemm(256, 512, 16384, "bf16")  # 32 tiles of 64 x 64
+    assert G.few_tiles(op, 132) == G.FEW_TILES and G.few_tiles(op, 114) is None  # an H100 PCIe: over a quarter
 
 
 def test_the_rule_follows_the_sm_count():

@@ -6,18 +6,10 @@
 #     [FORMS="a,b"] [DEADLINE=S] bash benchmarks/gpu/few_tiles_split_checks.sh
 . benchmarks/gpu/gpu_run_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RES/device.txt"
-SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 timeout 200 $PY -m pytest -q -p no:cacheprovider -rf tests/emitters/cuda/test_cuda_splitk.py \
   tests/emitters/cuda/test_cuda_gemm_heroes.py > "$RES/gpu_tests_split.txt" 2>&1
 tail -3 "$RES/gpu_tests_split.txt"
-for tool in memcheck racecheck synccheck; do
-  extra=$([ $tool = memcheck ] && echo "--leak-check full" || ([ $tool = racecheck ] && echo "--racecheck-report all"))
-  timeout 100 $SAN --tool $tool --report-api-errors no --print-limit 20 --error-exitcode 99 $extra \
-    $PY benchmarks/gpu/sanitize_cases.py wgmma-splitk wgmma-spread-24 wgmma-spread-2 --under-sanitizer \
-    > "$RES/sanitize_split_$tool.txt" 2>&1
-  echo "$tool rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$RES/sanitize_split_$tool.txt" | sort | uniq -c | tr '\n' ' ')" \
-    | tee -a "$RES/sanitize_split_summary.txt"
-done
+sanitize split wgmma-splitk wgmma-spread-24 wgmma-spread-2
 F=${FORMS:-"64x64 s8 auto spread,64x64 s5 auto spread,64x64 s12 auto spread,64x64 s8 k32 spread,64x64 s12 auto,64x128 s5 auto"}
 $PY benchmarks/gpu/long_k_split_forms.py --forms "$F" --deadline ${DEADLINE:-240} > "$RES/long_k_split_forms.txt" 2>&1
 cat "$RES/long_k_split_forms.txt"

@@ -5,13 +5,15 @@ split-K or not, the swapped form for 64 rows or fewer), each a full ``tracea ben
 inputs, then timed beside cuBLAS with CUDA events, the L2 emptied before each call). One line a shape: each form's
 ratio to cuBLAS (> 1: Tracea faster) and Tracea's own median in us, so forms compare by time as well as by ratio.
 
-    python benchmarks/gpu/mid_m_gemm_forms.py [--set fitted|held-out|check|all] [--match TEXT] [--forms a,b]
+    python benchmarks/gpu/mid_m_gemm_forms.py [--set fitted|held-out|check|many-waves|many-waves-check|all] [--match TEXT] [--forms a,b]
         [--deadline S]    # --forms: names from FORMS, comma-separated (default: all of them)
     python benchmarks/gpu/mid_m_gemm_forms.py --compare [--set ...]   # the hero against the rule before it
 
 ``fitted``: the suite's five projections at M = 128 and three of them at 64 and 256; ``held-out``: other
 projections (Llama 3 70B's, Mistral's, GPT-style) at other M, fp16 and ``nn.Linear``'s column-major weights among
-them; ``check``: twelve more shapes (Qwen's, TinyLlama's, odd M), not looked at before the rule was written.
+them; ``check``: twelve more shapes (Qwen's, TinyLlama's, odd M), not looked at before the rule was written;
+``many-waves``: shapes no one-wave form fits (``MANY_WAVES``), ``many-waves-check`` more of them, not looked at
+before ``gemm_heroes.many_waves`` was written.
 ``--deadline``: seconds after which no new shape starts (a device call's limit).
 
 Needs an sm_90 GPU and PyTorch.
@@ -45,6 +47,18 @@ CHECK = [Gemm(80, 5120, 5120, "bf16"), Gemm(144, 8192, 2048, "fp16"), Gemm(224, 
          Gemm(100, 7168, 2048, "fp16"), Gemm(256, 1536, 8960, "bf16"), Gemm(128, 6144, 16384, "bf16", layout_b="col"),
          Gemm(192, 12288, 4096, "fp16"), Gemm(96, 4096, 4096, "bf16"), Gemm(384, 3072, 3072, "bf16"),
          Gemm(160, 11008, 4096, "bf16", layout_b="col")]
+
+
+# more tiles than one wave holds in every one-wave form (lm_head projections over a 32000- or 128256-word vocabulary,
+# wide MLPs at a few hundred rows): where ``gemm_heroes.one_wave`` names none and the heuristic's tiles run
+MANY_WAVES = [Gemm(160, 13824, 5120, "bf16"), Gemm(100, 20000, 4096, "bf16"), Gemm(128, 32000, 4096, "bf16"),
+              Gemm(96, 32000, 4096, "fp16", layout_b="col"), Gemm(256, 14336, 4096, "bf16"),
+              Gemm(128, 28672, 4096, "bf16", layout_b="col"), Gemm(320, 12288, 4096, "bf16"),
+              Gemm(64, 65536, 4096, "bf16"), Gemm(128, 128256, 4096, "bf16", layout_b="col"),
+              Gemm(200, 24576, 3072, "fp16")]
+MANY_WAVES_CHECK = [Gemm(448, 16384, 4096, "bf16"), Gemm(80, 40960, 4096, "bf16", layout_b="col"),
+                    Gemm(288, 8192, 8192, "bf16"), Gemm(176, 22016, 4096, "fp16"), Gemm(480, 11008, 4096, "bf16"),
+                    Gemm(40, 65536, 4096, "bf16"), Gemm(384, 11008, 4096, "fp16"), Gemm(224, 18944, 3584, "bf16")]
 
 
 def _ts(**kw: object) -> WgmmaSchedule:
@@ -132,7 +146,8 @@ def _forms(op: Gemm, names: list[str]) -> list[tuple[str, WgmmaSchedule | None]]
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--set", choices=("fitted", "held-out", "check", "all"), default="fitted")
+    ap.add_argument("--set", choices=("fitted", "held-out", "check", "many-waves", "many-waves-check", "all"),
+                    default="fitted")
     ap.add_argument("--match", default="")
     ap.add_argument("--forms", default=",".join(FORMS))
     ap.add_argument("--compare", action="store_true")
@@ -140,7 +155,8 @@ def main() -> int:
     a = ap.parse_args()
     start = time.monotonic()
     host = probe()
-    ops = {"fitted": FITTED, "held-out": HELD_OUT, "check": CHECK, "all": FITTED + HELD_OUT + CHECK}[a.set]
+    ops = {"fitted": FITTED, "held-out": HELD_OUT, "check": CHECK, "many-waves": MANY_WAVES,
+           "many-waves-check": MANY_WAVES_CHECK, "all": FITTED + HELD_OUT + CHECK}[a.set]
     names = [] if a.compare else [f for f in a.forms.split(",") if f]
     print("op | hero (name) | " + " | ".join(names or ["before (name)"]) + "   [cells: ratio/us]", flush=True)
     for op in in_time(ops, a.match, start + a.deadline):

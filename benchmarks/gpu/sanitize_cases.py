@@ -97,6 +97,12 @@ CASES = [
      {"core": "wgmma", "bm": 64, "bn": 256, "stages": 5, "consumers": 1, "store": "tma", "l2_hint": "first"}),
     ("wgmma-one-wave-128x192", "cuda-wgmma.gemm", Gemm(200, 400, 1200, "bf16", epilogue=("relu", "residual")),
      {"core": "wgmma", "bm": 128, "bn": 192, "stages": 4, "consumers": 2, "store": "tma", "l2_hint": "first"}),
+    # gemm_heroes.many_waves' tiles over more tiles than SMs (a block walks two): 64 x 256 on one consumer with a
+    # bias, partial tiles both ways; 128 x 192 on two consumers over 100 rows (the second consumer's rows partly past M)
+    ("wgmma-many-waves-64x256", "cuda-wgmma.gemm", Gemm(300, 8200, 1100, "fp16", epilogue=("bias",)),
+     {"core": "wgmma", "bm": 64, "bn": 256, "stages": 5, "consumers": 1, "store": "tma", "l2_hint": "first"}),
+    ("wgmma-many-waves-128x192", "cuda-wgmma.gemm", Gemm(100, 26000, 640, "bf16", layout_b="col"),
+     {"core": "wgmma", "bm": 128, "bn": 192, "stages": 4, "consumers": 2, "store": "tma", "l2_hint": "first"}),
     # few pixels on the im2col path (the heroes of few_pixels_im2col): 64 x 64 tiles split over the K of a 3x3 conv
     # of 512 channels (partial tiles: 7 x 5 pixels), and unsplit over a strided 1x1 with a ragged K
     ("wgmma-conv-few-split", "cuda-wgmma.conv2d", Conv2d(1, 512, 7, 5, 200, 3, 3, padding=1, layout="nhwc",

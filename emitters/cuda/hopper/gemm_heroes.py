@@ -1,5 +1,6 @@
 """The Hopper GEMM's hero schedule (the cores' ``hero``): ``schedule.hero_schedule``'s tiles, or for 33-512 rows over
-a long K the tiles that stream the weights in one wave (``one_wave``), or for a small output over a long K 64 x 64
+a long K the tiles that stream the weights in one wave (``one_wave``) or, where none fits one, the tiles whose whole
+waves cost least (``many_waves``), or for a small output over a long K 64 x 64
 tiles split to fill the SMs (``few_tiles``). The 1x1 conv heroes and the int8 tiles keep ``schedule.hero_schedule``
 itself: they were measured on it."""
 
@@ -63,6 +64,38 @@ def one_wave(op: Any, sm_count: int) -> WgmmaSchedule | None:
     return best[1]
 
 
+WAVE_FORMS = (HERO, ONE_WAVE_FORMS[4], ONE_WAVE_FORMS[3], ONE_WAVE_FORMS[2])  # largest tile first: a tie keeps it
+WAVE_MARGIN = 0.9  # another form replaces 128 x 256 only where its waves cost at most this share of 128 x 256's
+
+
+def wave_cost(s: WgmmaSchedule, m: int, n: int, sm_count: int) -> int:
+    """What a block's share of the work costs in waves of ``s``'s tiles: whole waves times a tile's area."""
+    return -(-tile_count(s, m, n) // sm_count) * s.bm * s.bn
+
+
+def many_waves(op: Any, sm_count: int) -> WgmmaSchedule | None:
+    """Where ``one_wave``'s rows, weights and K hold but none of its forms fits one wave: of ``WAVE_FORMS`` (128 x
+    256, 128 x 192, 64 x 256, 64 x 192; a 128-row tile over fewer rows too) the one whose whole waves of tiles cost
+    the least (``wave_cost``: at these rows a wave of bigger tiles takes about as much longer as its tiles are
+    bigger), the biggest tile on a tie; 128 x 256 unless another costs ``WAVE_MARGIN`` of it or less.
+
+    Why (an H200 beside cuBLAS, docs/device-runs/h200-mid-m-gemm/call19): the heuristic's 128 x 256 tiles over 320 rows
+    take three tile rows and a second wave of 12 tiles, 0.64x at 320 x 12288 x 4096, where 240 64 x 256 tiles in two
+    waves ran 1.17x; 160 x 13824 x 5120 0.80x -> 0.89x on 64 x 192; 100 x 20000 x 4096 0.85x (64 x 128 tiles over 2.4
+    waves) -> 1.09x on 105 128 x 192 tiles in one. Where the cost ties the heuristic's tiles stayed level with the
+    rest (128 x 32000 x 4096, 256 x 14336 x 4096, 128 x 28672 x 4096: 0.99-1.04x)."""
+    if op is None or getattr(op, "kind", "gemm") != "gemm" or not ROWS[0] <= op.m <= ROWS[1]:
+        return None
+    if op.n < WEIGHT_SHARE * op.m or -(-op.k // BK) < MIN_K_STEPS:
+        return None
+    if any(tile_count(s, op.m, op.n) <= sm_count for s in ONE_WAVE_FORMS if s.bm == 64 or op.m >= s.bm):
+        return None  # one_wave's, or too few tiles for a wave (the heuristic's split)
+    best = min(WAVE_FORMS, key=lambda s: wave_cost(s, op.m, op.n, sm_count))
+    if wave_cost(best, op.m, op.n, sm_count) > WAVE_MARGIN * wave_cost(HERO, op.m, op.n, sm_count):
+        return HERO  # within 10 %: the two-consumer 128 x 256 tiles do more per wave than the model counts
+    return best
+
+
 def few_tiles(op: Any, sm_count: int) -> WgmmaSchedule | None:
     """``FEW_TILES`` where the output is at most a quarter wave of 64 x 64 tiles over a K of ``MIN_K_STEPS`` k steps
     or more (a 256 x 256 output over 16384 of k: 16 tiles), so that each tile is cut into four or more slices whose
@@ -84,6 +117,6 @@ def largest_smem() -> int:
 
 
 def gemm_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaSchedule:
-    """The GEMM core's hero: ``one_wave``'s tiles where it names some, else ``few_tiles``', else
-    ``schedule.hero_schedule``'s."""
-    return one_wave(op, sm_count) or few_tiles(op, sm_count) or hero_schedule(op, sm_count)
+    """The GEMM core's hero: ``one_wave``'s tiles where it names some, else ``many_waves``', else ``few_tiles``',
+    else ``schedule.hero_schedule``'s."""
+    return one_wave(op, sm_count) or many_waves(op, sm_count) or few_tiles(op, sm_count) or hero_schedule(op, sm_count)

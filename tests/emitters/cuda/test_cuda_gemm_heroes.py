@@ -49,14 +49,42 @@ def test_one_wave_takes_the_fullest_form_that_fits(m, n, k, want):
     Gemm(128, 4096, 1024, "bf16"),          # 16 k steps: short_k_schedule's tiles
     Gemm(128, 4096, 1088, "bf16"),          # 17 k steps: with_split's threshold
     Gemm(48, 3072, 4096, "fp16"),           # 48 tiles, 36 % of the SMs
-    Gemm(160, 13824, 5120, "bf16"),         # no form fits one wave
-    Gemm(100, 20000, 4096, "bf16"),         # only a 128-row tile would, over 100 rows: not measured
     Gemm(512, 512, 16384, "bf16"),          # N = M: 64 one-wave tiles ran 0.62x, split-K 0.95x
     Gemm(256, 1000, 8192, "fp16"),          # N < 4 M: the activations are no small operand
 ])
 def test_the_heuristic_stays_outside_the_rule(op):
-    assert G.one_wave(op, 132) is None and G.few_tiles(op, 132) is None
+    assert G.one_wave(op, 132) is None and G.few_tiles(op, 132) is None and G.many_waves(op, 132) is None
     assert G.gemm_hero_schedule(op) == W.hero_schedule(op)
+
+
+@pytest.mark.parametrize("m, n, k, want", [
+    (320, 12288, 4096, (64, 256)),     # 128 x 256: three tile rows, a second wave of 12 tiles (0.64x -> 1.20x)
+    (160, 13824, 5120, (64, 192)),     # 0.80x -> 0.91x
+    (100, 20000, 4096, (128, 192)),    # 105 128-row tiles over 100 rows: one wave (0.85x -> 1.09x)
+    (176, 22016, 4096, (64, 256)),     # held out: 0.58x -> 0.95x
+    (480, 11008, 4096, (128, 192)),    # held out: 0.64x -> 0.83x
+    (224, 18944, 3584, (64, 192)),     # held out: 0.68x -> 1.08x
+    (64, 65536, 4096, (64, 256)),      # a wide vocabulary at 64 rows: 0.90x -> 0.94x
+    (128, 32000, 4096, (128, 256)),    # ties: the two-consumer 128 x 256 tiles stay (1.01x)
+    (448, 16384, 4096, (128, 256)),    # 64 x 192 within WAVE_MARGIN: stays (0.98x)
+    (128, 128256, 4096, (128, 256)),
+])
+def test_many_waves_takes_the_cheapest_whole_waves(m, n, k, want):
+    op = Gemm(m, n, k, "bf16")
+    s = G.gemm_hero_schedule(op)
+    assert G.one_wave(op, 132) is None and G.many_waves(op, 132) == s and (s.bm, s.bn) == want
+    cost = {f: G.wave_cost(f, m, n, 132) for f in G.WAVE_FORMS}
+    assert cost[s] == min(cost.values()) or (s == G.HERO and min(cost.values()) > G.WAVE_MARGIN * cost[s])
+    s.validate(op)
+
+
+def test_many_waves_leaves_one_wave_shapes_and_short_k():
+    assert G.many_waves(Gemm(128, 4096, 4096, "bf16"), 132) is None       # one_wave's
+    assert G.many_waves(Gemm(288, 8192, 8192, "bf16"), 132) is None       # one_wave's: 129 128 x 192 tiles
+    assert G.many_waves(Gemm(64, 1024, 4096, "bf16"), 132) is None        # few tiles: split-K's
+    assert G.many_waves(Gemm(320, 12288, 1024, "bf16"), 132) is None      # 16 k steps: short_k_schedule's
+    assert G.many_waves(Gemm(600, 12288, 4096, "bf16"), 132) is None      # past 512 rows
+    assert G.many_waves(Gemm(320, 1200, 4096, "bf16"), 132) is None       # N < 4 M
 
 
 @pytest.mark.parametrize("m, n, k", [

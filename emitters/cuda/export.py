@@ -27,6 +27,7 @@ from ..export_example import example_c
 from ..export_package import manifest, package_files, prepare_out, readme, write_package
 from .export_launcher import launcher_c, runtime_names, scratch_bytes
 from .export_maps import MAP_OPERANDS, TensorMaps, tensor_maps
+from .hopper.splitk import spread_blocks
 from .render import Rendered
 
 DEVICE_C = """/* The CUDA backend: tensors live in device memory (the primary context of device 0). */
@@ -141,9 +142,10 @@ def _refuse_unknown(op: Any, r: Rendered, variant: Variant, scalars: dict[str, A
         raise UnsupportedError(f"export: {variant.id} ({r.name}) takes {', '.join(unknown)}, which exported "
                                "launchers do not provide yet", "pass another --variant or --schedule")
     plan = r.metadata.get("split_k") or {}
-    if plan.get("spread") and plan["splits"] > r.grid[0]:
+    if (need := spread_blocks(plan, r.metadata)) > r.grid[0]:
         raise UnsupportedError(f"export: the split-K spread fix-up needs all {plan['splits']} slices of a tile "
-                               f"resident, but the grid holds {r.grid[0]} blocks", "a schedule with split_fix 'last'")
+                               f"resident ({need} blocks), but the grid holds {r.grid[0]}",
+                               "a schedule with split_fix 'last'")
 
 
 def export(op: Any, variant: Variant | str, schedule: Any, host: Any, out_dir: str | Path, arch: str | None = None,

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..export_abi import Launcher, checks_c
 from .export_maps import MAP_OPERANDS, TMA_C, TensorMaps, map_lines
+from .hopper.splitk import spread_blocks
 from .render import Rendered
 
 RUNTIME_C = """#include <cuda.h>
@@ -226,7 +227,7 @@ def launcher_c(launcher: Launcher, r: Rendered, scalars: dict[str, Any], arch: s
 #define TR_BLOCK_X {bx}
 #define TR_PERSISTENT {int(persistent)}
 #define TR_CLUSTER {cluster}
-#define TR_MIN_GRID {int(plan["splits"]) if plan.get("spread") else 1}
+#define TR_MIN_GRID {spread_blocks(plan, r.metadata)}
 static const size_t tr_scratch_bytes[TR_NSCRATCH + 1] = {{{", ".join([*map(str, scratch.values()), "0"])}}};
 {RUNTIME_C.replace("@P@", launcher.prefix)}{tma}
 {launcher.signature()} {{

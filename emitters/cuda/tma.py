@@ -213,9 +213,12 @@ def split_args(kernel: Any, rendered: Any) -> list[Any]:
     plan = rendered.metadata.get("split_k")
     if plan is None:
         return []
-    if plan.get("spread") and plan["splits"] > rendered.grid[0]:  # a slice would wait on one never started
-        raise LaunchError(f"split-K: the spread fix-up needs all {plan['splits']} slices of a tile resident, "
-                          f"but the grid holds {rendered.grid[0]} blocks", "split_fix 'last'")
+    from .hopper.splitk import spread_blocks
+
+    need = spread_blocks(plan, rendered.metadata)
+    if need > rendered.grid[0]:  # a slice would wait on one never started
+        raise LaunchError(f"split-K: the spread fix-up needs all {plan['splits']} slices of a tile resident "
+                          f"({need} blocks), but the grid holds {rendered.grid[0]}", "split_fix 'last'")
     ws = kernel._buffer("split_ws", max(16, plan["workspace_bytes"]))
     sem = kernel._zeroed("split_sem", max(4, 4 * plan["semaphores"]))
     return [ctypes.c_uint64(int(ws.ptr)), ctypes.c_uint64(int(sem.ptr)), ctypes.c_int(plan["splits"]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .schedule import BK, HERO, WgmmaSchedule, hero_schedule, tile_count
+from .splitk import MIN_STEPS
 
 ONE_WAVE_FORMS = (  # most tiles first; a tie keeps the earlier
     WgmmaSchedule(bm=64, bn=64, stages=12, consumers=1, store="tma", l2_hint="first"),
@@ -25,7 +26,9 @@ ROWS = (33, 512)  # the rows measured: fewer run the TMA gemv; more, with 128 x 
 MIN_K_STEPS = 18  # as ``with_split``: shorter K keeps ``short_k_schedule``'s tiles (1x1 convs, projections)
 LEAST_FILL = 0.45  # the smallest share of the SMs a wave may use: 64 tiles of 132 won, 16 would not
 FEW_TILES = WgmmaSchedule(bm=64, bn=64, stages=8, consumers=1, store="tma", l2_hint="first", split=0,
-                          split_fix="spread")
+                          split_fix="spread")  # 8 stages, past ``schedule.streamed``'s 5 for evict-first split forms:
+# level with or ahead of 5 and 12 on every few-tile shape measured (docs/device-runs/h200-mid-m-gemm/call15)
+FEW_TILES_MIN_SLICES = 4  # the rule's K: enough k steps for this many slices of ``splitk.MIN_STEPS``
 WEIGHT_SHARE = 4  # N / M at least this: the weights (K x N) at least 4x the activations (M x K), as every shape measured
 
 
@@ -97,18 +100,19 @@ def many_waves(op: Any, sm_count: int) -> WgmmaSchedule | None:
 
 
 def few_tiles(op: Any, sm_count: int) -> WgmmaSchedule | None:
-    """``FEW_TILES`` where the output is at most a quarter wave of 64 x 64 tiles over a K of ``MIN_K_STEPS`` k steps
-    or more (a 256 x 256 output over 16384 of k: 16 tiles), so that each tile is cut into four or more slices whose
-    sum is shared among their blocks (the spread fix-up); else None.
+    """``FEW_TILES`` where the output is at most a quarter wave of 64 x 64 tiles over a K of four slices' k steps or
+    more (``splitk.MIN_STEPS`` each: 2048 of k; a 256 x 256 output over 16384 of k is 16 tiles), so that each tile is
+    cut into four or more slices whose sum is shared among their blocks (the spread fix-up); else None. (The
+    shortest K measured was 4096; shorter ones keep the heuristic's split.)
 
     Why (an H200 beside cuBLAS, docs/device-runs/h200-mid-m-gemm/call13): there, the heuristic's 64 x 128 tiles
     split to fill the SMs ran 0.58-0.66x (256 x 256 x 16384 22.6 us against cuBLAS's 13.8); bigger tiles over more
     slices read each operand panel fewer times but write a partial tile a slice, and lost (128 x 128 over 32 slices
     21.9 us, over 16 18.6); 64 x 64 tiles over 8 slices with the spread fix-up took 16.6 us (the last block's sum
     18.2)."""
-    if op is None or getattr(op, "kind", "gemm") != "gemm" or -(-op.k // BK) < MIN_K_STEPS:
+    if op is None or getattr(op, "kind", "gemm") != "gemm" or -(-op.k // BK) < FEW_TILES_MIN_SLICES * MIN_STEPS:
         return None
-    return FEW_TILES if 4 * tile_count(FEW_TILES, op.m, op.n) <= sm_count else None
+    return FEW_TILES if FEW_TILES_MIN_SLICES * tile_count(FEW_TILES, op.m, op.n) <= sm_count else None
 
 
 def largest_smem() -> int:

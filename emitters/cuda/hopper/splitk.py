@@ -108,6 +108,15 @@ def plan(sched: WgmmaSchedule, m: int, n: int, k_iters: int, sm_count: int) -> P
                 sched.split_fix == "spread")
 
 
+def spread_blocks(plan: dict, metadata: dict) -> int:
+    """The blocks a split-K plan needs resident at once: with the spread fix-up every slice of a tile waits for all
+    the others, and a cluster of blocks takes one slice (its blocks the tile's parts), so ``splits`` clusters; 1
+    otherwise. (A grid of fewer clusters would have a cluster wait on a slice it is to run itself later.)"""
+    if not plan.get("spread"):
+        return 1
+    return int(plan["splits"]) * int(metadata.get("tile", {}).get("cluster", 1))
+
+
 def k_steps(k: int) -> int:
     return -(-k // BK)
 

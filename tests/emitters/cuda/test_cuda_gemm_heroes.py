@@ -106,6 +106,7 @@ def test_few_tiles_splits_small_outputs_over_long_k(m, n, k):
     Gemm(384, 384, 12288, "bf16"),          # 36 tiles: over a quarter wave, the heuristic's split (level there)
     Gemm(512, 512, 16384, "bf16"),          # 64 tiles: 64 x 128 split 4 ways ran 27.2 us, 64 x 64 30.2
     Gemm(256, 256, 1088, "bf16"),           # 17 k steps: too short to split
+    Gemm(256, 256, 1984, "bf16"),           # 31 k steps: under four slices of 8 (not measured)
     Gemm(128, 4096, 4096, "bf16"),          # one_wave's
 ])
 def test_few_tiles_leaves_the_rest(op):

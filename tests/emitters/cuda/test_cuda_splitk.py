@@ -15,6 +15,7 @@ import pytest
 from tracea.doctor.errors import BadInputError
 from tracea.emitters.cuda.hopper import splitk
 from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
+from tracea.emitters.cuda.hopper.gemm_heroes import gemm_hero_schedule
 from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule, hero_schedule
 from tracea.emitters.cuda.hopper.space import conv_search_space, search_space
 from tracea.kernels import Conv2d, Gemm
@@ -85,6 +86,25 @@ def test_plan_fills_the_sms_and_keeps_whole_tiles_otherwise():
     p = splitk.plan(pair, 256, 1024, 128, 132)  # 1 pair row x 4 = 4 cluster tiles on 66 pair slots
     assert p.splits == 16 and p.sem_count == 16 and p.ws_bytes == 8 * 16 * 128 * 256 * 4
     assert splitk.plan(WgmmaSchedule(), 128, 4096, 64, 132).splits == 1  # split = 1: off
+
+
+def test_the_spread_fix_up_needs_a_cluster_a_slice_resident():
+    """Every slice of a spread tile waits for the others, and a cluster takes one slice: 64 slices of pairs need 128
+    blocks at once, which a 114-SM grid of 57 pairs cannot hold (a pair would wait on a slice it runs later)."""
+    from tracea.doctor.errors import LaunchError
+    from tracea.emitters.cuda import tma
+    from tracea.emitters.cuda.hopper import gemm
+
+    op = Gemm(256, 256, 65536, "bf16")
+    s = WgmmaSchedule(bm=128, bn=128, stages=4, consumers=2, cluster=2, split=64, split_fix="spread", store="tma")
+    r = gemm.rendered(op, s, 114)
+    assert r.grid[0] == 114 and splitk.spread_blocks(r.metadata["split_k"], r.metadata) == 128
+    with pytest.raises(LaunchError, match="128 blocks"):  # refused before any buffer is made
+        tma.split_args(None, r)
+    single = gemm.rendered(op, dataclasses.replace(s, cluster=1, split=32), 132)
+    assert splitk.spread_blocks(single.metadata["split_k"], single.metadata) == 32 <= single.grid[0]
+    last = gemm.rendered(op, dataclasses.replace(s, split_fix="last"), 114)
+    assert splitk.spread_blocks(last.metadata["split_k"], last.metadata) == 1
 
 
 def test_schedule_fields_validate_and_round_trip():
@@ -234,7 +254,7 @@ def test_split_kernels_compile_for_sm90a_without_spills(nvrtc):
     from tracea.emitters.cuda.hopper import conv, gemm
 
     for op, sched in SPLIT_CASES:
-        sched = sched or hero_schedule(op)
+        sched = sched or gemm_hero_schedule(op)  # the GEMM core's hero, as the GPU test builds it
         src = gemm.render(op, sched)
         fix = {"spread": "  /* arrived: every thread's stores released */"}.get(
             sched.split_fix, "atomicAdd(sem + 2 * slot, 1) == splits - 1;  /* the tile's ticket */")

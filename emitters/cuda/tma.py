@@ -19,6 +19,7 @@ from tracea.doctor.errors import BadInputError, LaunchError, TraceaError, Unsupp
 from . import modules
 from .hopper.gemm import kernel_op, launch_geometry, tma_boxes, tma_unsupported
 from .hopper.schedule import BK, WgmmaSchedule
+from .hopper.splitk import spread_blocks
 from .runtime import CudaKernel
 
 MAP_BYTES = 128
@@ -213,8 +214,6 @@ def split_args(kernel: Any, rendered: Any) -> list[Any]:
     plan = rendered.metadata.get("split_k")
     if plan is None:
         return []
-    from .hopper.splitk import spread_blocks
-
     need = spread_blocks(plan, rendered.metadata)
     if need > rendered.grid[0]:  # a slice would wait on one never started
         raise LaunchError(f"split-K: the spread fix-up needs all {plan['splits']} slices of a tile resident "

@@ -32,6 +32,21 @@ FEW_TILES_MIN_SLICES = 4  # the rule's K: enough k steps for this many slices of
 WEIGHT_SHARE = 4  # N / M at least this: the weights (K x N) at least 4x the activations (M x K), as every shape measured
 
 
+def _is_gemm(op: Any) -> bool:
+    return op is not None and getattr(op, "kind", "gemm") == "gemm"
+
+
+def _streams_weights(op: Any) -> bool:
+    """``ROWS`` rows, the weights at least ``WEIGHT_SHARE`` times the activations, ``MIN_K_STEPS`` k steps or more:
+    where ``one_wave`` and ``many_waves`` choose."""
+    return _is_gemm(op) and ROWS[0] <= op.m <= ROWS[1] and op.n >= WEIGHT_SHARE * op.m and -(-op.k // BK) >= MIN_K_STEPS
+
+
+def _one_wave_forms(op: Any) -> list[WgmmaSchedule]:
+    """``ONE_WAVE_FORMS`` but a 128-row tile over fewer rows (128 x 192 below 128 rows: not measured in one wave)."""
+    return [s for s in ONE_WAVE_FORMS if s.bm == 64 or op.m >= s.bm]
+
+
 def one_wave(op: Any, sm_count: int) -> WgmmaSchedule | None:
     """For ``ROWS`` rows and a K of ``MIN_K_STEPS`` k steps or more, the form of ``ONE_WAVE_FORMS`` with the most
     tiles that still fit one wave of ``sm_count`` blocks, unsplit, if it uses ``LEAST_FILL`` of the SMs; else None.
@@ -43,22 +58,16 @@ def one_wave(op: Any, sm_count: int) -> WgmmaSchedule | None:
     where 116 64 x 192 tiles take 30.7 (1.16x); 256 x 11008 x 4096 46.8 where 116 128 x 192 tiles take 38.1;
     320 x 4096 x 4096 32.9 where 110 64 x 192 tiles take 22.8. Split-K over 64 x 64 tiles lost where they fill half
     a wave (64 x 4096 x 4096: 64 tiles unsplit 15.6 us, split in two 18.3). Fewer stages can win by a few per cent
-    (64 x 11008 x 4096: 64 x 128 on 5 stages 29.6 us, on 8 31.1). Where no form fits one wave (160 x 13824 x 5120), or
-    the fullest leaves over half the SMs idle (64 x 1024 x 4096: 16 tiles), the heuristic's tiles stay
-    (128 x 256 there, split-K over 64 x 64 here). So do they where the activations are not the small operand
+    (64 x 11008 x 4096: 64 x 128 on 5 stages 29.6 us, on 8 31.1). Where no form fits one wave (160 x 13824 x 5120)
+    ``many_waves`` chooses; where the fullest leaves over half the SMs idle (64 x 1024 x 4096: 16 tiles), split-K over
+    64 x 64 tiles (``few_tiles``, or the heuristic's). So do they where the activations are not the small operand
     (N < ``WEIGHT_SHARE`` x M; the shapes measured had N / M from 4.6 up): 512 x 512 x 16384 on 64 one-wave tiles ran
     0.62x (38 us against cuBLAS's 23.5, docs/device-runs/h200-mid-m-gemm/call9), each SM streaming 4 MB of panels
     that eight tiles share, where split-K over every SM had run 0.95x."""
-    if op is None or getattr(op, "kind", "gemm") != "gemm" or not ROWS[0] <= op.m <= ROWS[1]:
-        return None
-    if op.n < WEIGHT_SHARE * op.m:
-        return None
-    if -(-op.k // BK) < MIN_K_STEPS:
+    if not _streams_weights(op):
         return None
     best: tuple[int, WgmmaSchedule] | None = None
-    for s in ONE_WAVE_FORMS:
-        if s.bm > 64 and op.m < s.bm:
-            continue  # a 128-row tile over fewer rows (128 x 192 below 128 rows): not measured
+    for s in _one_wave_forms(op):
         tiles = tile_count(s, op.m, op.n)
         if tiles <= sm_count and (best is None or tiles > best[0]):
             best = (tiles, s)
@@ -87,11 +96,9 @@ def many_waves(op: Any, sm_count: int) -> WgmmaSchedule | None:
     waves ran 1.17x; 160 x 13824 x 5120 0.80x -> 0.89x on 64 x 192; 100 x 20000 x 4096 0.85x (64 x 128 tiles over 2.4
     waves) -> 1.09x on 105 128 x 192 tiles in one. Where the cost ties the heuristic's tiles stayed level with the
     rest (128 x 32000 x 4096, 256 x 14336 x 4096, 128 x 28672 x 4096: 0.99-1.04x)."""
-    if op is None or getattr(op, "kind", "gemm") != "gemm" or not ROWS[0] <= op.m <= ROWS[1]:
+    if not _streams_weights(op):
         return None
-    if op.n < WEIGHT_SHARE * op.m or -(-op.k // BK) < MIN_K_STEPS:
-        return None
-    if any(tile_count(s, op.m, op.n) <= sm_count for s in ONE_WAVE_FORMS if s.bm == 64 or op.m >= s.bm):
+    if any(tile_count(s, op.m, op.n) <= sm_count for s in _one_wave_forms(op)):
         return None  # one_wave's, or too few tiles for a wave (the heuristic's split)
     best = min(WAVE_FORMS, key=lambda s: wave_cost(s, op.m, op.n, sm_count))
     if wave_cost(best, op.m, op.n, sm_count) > WAVE_MARGIN * wave_cost(HERO, op.m, op.n, sm_count):
@@ -110,7 +117,7 @@ def few_tiles(op: Any, sm_count: int) -> WgmmaSchedule | None:
     slices read each operand panel fewer times but write a partial tile a slice, and lost (128 x 128 over 32 slices
     21.9 us, over 16 18.6); 64 x 64 tiles over 8 slices with the spread fix-up took 16.6 us (the last block's sum
     18.2)."""
-    if op is None or getattr(op, "kind", "gemm") != "gemm" or -(-op.k // BK) < FEW_TILES_MIN_SLICES * MIN_STEPS:
+    if not _is_gemm(op) or -(-op.k // BK) < FEW_TILES_MIN_SLICES * MIN_STEPS:
         return None
     return FEW_TILES if FEW_TILES_MIN_SLICES * tile_count(FEW_TILES, op.m, op.n) <= sm_count else None
 

@@ -351,7 +351,7 @@ def spread(sched: WgmmaSchedule, r: CudaRenderer) -> str:
                 {sync}  /* the leader's acquire, then the barrier: as the last fix-up's wait */
                 g0 = (int)((long long)sidx * {floats4} / splits);
                 g1 = (int)((long long)(sidx + 1) * {floats4} / splits);
-{_sum_share(floats4, q4, tile4, r)}
+{_sum_share(floats4, q4, tile4)}
                 {sync}
                 if ({leader} && atomicAdd(sem + 2 * slot + 1, 1) == splits - 1) {{
                     sem[2 * slot] = 0;  /* every slice has passed its wait: ready for the next launch */
@@ -360,14 +360,13 @@ def spread(sched: WgmmaSchedule, r: CudaRenderer) -> str:
             }}"""
 
 
-def _sum_share(floats4: int, q4: int, tile4: int, r: CudaRenderer, window: int = SHARE_WINDOW) -> str:
+def _sum_share(floats4: int, q4: int, tile4: int, window: int = SHARE_WINDOW) -> str:
     """The spread fix-up's sum of groups [g0, g1) over every slice in order. The (group, slice) pairs of the share
     are walked flat, ``window`` loads in flight at a time whatever the split: a share is one group of 32 slices at
     32 slices of a 128 x 128 tile, eight groups of 2 at 2. A group's running sum goes into its accumulators once its
     last slice is added, through a select over every group (registers are indexed only by constants). Loading one
     slice at a time instead left one L2 round trip a slice on the critical path: 128 x 128 tiles at 256 x 256 x 16384
     ran 23.8 us over 16 slices and 31.9 over 32 (H200, docs/device-runs/h200-mid-m-gemm/call13)."""
-    del r  # (the signature of the other sums)
     sel = "\n".join(f"                            if (g == {g}) {{ acc[{g // q4}][{4 * (g % q4)}] = run.x; "
                      f"acc[{g // q4}][{4 * (g % q4) + 1}] = run.y; acc[{g // q4}][{4 * (g % q4) + 2}] = run.z; "
                      f"acc[{g // q4}][{4 * (g % q4) + 3}] = run.w; }}" for g in range(floats4))

@@ -276,8 +276,9 @@ def _tma_c(maps: TensorMaps | None) -> str:
     """The tensor-map encoder and its element type and L2 promotion (Hopper kernels); nothing otherwise."""
     if maps is None:
         return ""
-    from .tma import L2_PROMOTION
+    from .tma import L2_PROMOTION, OFF_LINE_PROMOTION
 
     dtype = "BFLOAT16" if maps.dtype == "bf16" else "FLOAT16"
     return (f"#define TR_MAP_DTYPE CU_TENSOR_MAP_DATA_TYPE_{dtype}\n"
-            f"#define TR_MAP_L2_PROMOTION CU_TENSOR_MAP_L2_PROMOTION_{L2_PROMOTION}\n" + TMA_C)
+            f"#define TR_MAP_L2_PROMOTION CU_TENSOR_MAP_L2_PROMOTION_{L2_PROMOTION}\n"
+            f"#define TR_MAP_OFF_LINE_PROMOTION CU_TENSOR_MAP_L2_PROMOTION_{OFF_LINE_PROMOTION}\n" + TMA_C)

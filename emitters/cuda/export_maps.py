@@ -15,8 +15,9 @@ from ..export_abi import Launcher
 from .render import Rendered
 
 # The Hopper GEMM's tensor maps (tma.py's encoding: 2-D, 128B swizzle, zero fill out of bounds). A map holds
-# only the address and the geometry, and the geometry is the export's: the maps of the last TR_MAP_SLOTS
-# addresses of each operand are kept, so a call with the same buffers encodes nothing.
+# only the address and the geometry, and the geometry is the export's (its L2 promotion by tma.promotion_for's
+# rule): the maps of the last TR_MAP_SLOTS addresses of each operand are kept, so a call with the same buffers
+# encodes nothing.
 TMA_C = """
 #define TR_MAP_SLOTS 8
 typedef struct { const void* ptr; CUtensorMap map; } TrMapSlot;
@@ -43,7 +44,8 @@ static TraceaStatus tr_tensor_map(const char* fn, const char* name, int which, c
     const cuuint32_t steps[2] = {1, 1};
     TraceaStatus s = tr_cu(cuTensorMapEncodeTiled(map, TR_MAP_DTYPE, 2, (void*)ptr, dims, strides, box, steps,
                                                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                                  TR_MAP_L2_PROMOTION, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                                                  inner * 2 % 128 ? TR_MAP_OFF_LINE_PROMOTION : TR_MAP_L2_PROMOTION,
+                                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                            "cuTensorMapEncodeTiled");
     if (s != TRACEA_SUCCESS) return s;
     pthread_mutex_lock(&tr_map_lock);

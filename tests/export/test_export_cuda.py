@@ -26,8 +26,9 @@ CUDA_CASES = {
     "softmax-split-cooperative": ["softmax", "--rows", "4", "--cols", "100000", "--arch", "sm_80"],
     "gemm-fp32-split-k-workspace": ["gemm", "--m", "64", "--k", "8192", "--arch", "sm_80"],
     # the Hopper GEMM, its three tensor maps encoded by the launcher (A column-major: MN-major boxes), a 2-block
-    # cluster sharing B, split-K (its workspace and semaphores), the TMA store of C, bias and relu
-    "gemm-bf16-wgmma-cluster-split": ["gemm", "--m", "512", "--n", "256", "--k", "2048", "--dtype", "bf16",
+    # cluster sharing B, split-K (its workspace and semaphores), the TMA store of C, bias and relu; N = 264: B's and
+    # C's 528-byte rows start off 128-byte lines, so their maps take the other L2 promotion (tma.promotion_for)
+    "gemm-bf16-wgmma-cluster-split": ["gemm", "--m", "512", "--n", "264", "--k", "2048", "--dtype", "bf16",
                                       "--layout-a", "col", "--epilogue", "bias,relu", "--variant", "cuda-wgmma.gemm",
                                       "--arch", "sm_90a", "--schedule", WGMMA_SPLIT],
     # the decode GEMM fed by TMA (gemv_tma): two tensor maps (B in 64 x 64 boxes, A's 3 rows in 8-row boxes), the
@@ -246,7 +247,7 @@ CUresult cuTensorMapEncodeTiled(CUtensorMap* m, CUtensorMapDataType t, cuuint32_
     const char* type = t == CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 ? "bf16" : t == CU_TENSOR_MAP_DATA_TYPE_FLOAT16 ? "fp16" : "?";
     int ok = rank == 2 && steps[0] == 1 && steps[1] == 1 && il == CU_TENSOR_MAP_INTERLEAVE_NONE &&
              sw == CU_TENSOR_MAP_SWIZZLE_128B && oob == CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE &&
-             l2 == CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+             l2 == (strides[0] % 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B : CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
     memset(m, 0, sizeof *m);
     cuuint64_t f[8] = {(cuuint64_t)(uintptr_t)addr, dims[0], dims[1], strides[0], box[0], box[1], (cuuint64_t)ok, 0x7ace};
     memcpy(m->opaque, f, sizeof f);

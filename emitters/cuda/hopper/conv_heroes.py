@@ -67,6 +67,32 @@ def pingpong_1x1(op: Any, sm_count: int = 132) -> WgmmaConvSchedule:
     return PP64 if wave_fill(narrow, sm_count) > wave_fill(wide, sm_count) + 0.05 else PP128
 
 
+OFF_LINE_WIDE = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", cluster=2, path="gemm")
+OFF_LINE_PAIR = dataclasses.replace(PP128, cluster=2)
+WIDE_RATE = 1.1  # 128 x 256 pairs' rate over 128 x 128 ones at equal turns (1.08-1.16 measured on four shapes)
+
+
+def off_line_1x1(op: Any, pick: WgmmaConvSchedule, sm_count: int = 132) -> WgmmaConvSchedule:
+    """``pick`` (``pingpong_1x1``'s) for a 1x1 conv whose x or filter rows start off 128-byte lines (C or K no
+    multiple of 64: most TMA box rows then straddle two lines), as blocks in pairs that share the filter's boxes
+    (TMA multicast: half the filter rows a block asks for): 128 x 256 tiles on two consumers where they take no
+    more SM turns than 128 x 128 ones (counted ``WIDE_RATE`` times as fast), else 128 x 128 ping-pong tiles where
+    they make two waves or more; ``pick`` where it is not on 128 x 128 or 64 x 128 ping-pong tiles, where short K
+    (under 4 k steps) meets fewer than two waves of 128 x 256 tiles, and on fewer tiles. An H200
+    (docs/device-runs/h200-odd-channels/): fitted on 24 such shapes (440-1512 channels, RegNet's and EfficientNet's
+    widths, batches 16 and 64), where it takes the fastest of the three forms or one within 2 % (geometric mean
+    0.859x -> 0.980x cuDNN, under 0.8x 11 -> 4); on 24 shapes of other widths at batches 8-64, not fitted, 0.806x
+    -> 0.918x (under 0.8x 11 -> 2; one lost more than 3 %: 98 128 x 256 tiles under one wave)."""
+    if (op.c % 64 == 0 and op.k % 64 == 0) or pick not in (PP128, PP64):  # 16-bit elements: 64 a 128-byte line
+        return pick
+    wide, square = tile_count(OFF_LINE_WIDE, op.gemm_m, op.k), tile_count(PP128, op.gemm_m, op.k)
+    if -(-op.c // BK) < 4 and wide < 2 * sm_count:
+        return pick
+    if -(-wide // sm_count) * 2 / WIDE_RATE <= -(-square // sm_count):
+        return OFF_LINE_WIDE
+    return OFF_LINE_PAIR if square >= 2 * sm_count else pick
+
+
 COLUMNS_192 = (WgmmaConvSchedule(bm=128, bn=192, stages=4, consumers=2, store="tma", path="im2col"),
                WgmmaConvSchedule(bm=64, bn=192, stages=6, consumers=1, store="tma", path="im2col"))
 TWO_CONSUMERS = 1.6  # the rate of two consumers over one on an SM, as columns_192 weighs 128- against 64-row tiles
@@ -116,7 +142,8 @@ def few_pixels_im2col(op: Any, base: WgmmaConvSchedule, k_steps: int, sm_count: 
 
 def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule:
     """A conv that is a plain GEMM (1x1, stride 1, no padding, NHWC) takes swapped operands where it has few pixels
-    (``swapped_1x1``), else ``pingpong_1x1``'s tiles over ``gemm_view(op)``. Any other whose activations TMA's im2col mode can walk (``im2col_unsupported``)
+    (``swapped_1x1``), else ``pingpong_1x1``'s tiles over ``gemm_view(op)`` (in pairs, ``off_line_1x1``, where its
+    rows start off 128-byte lines). Any other whose activations TMA's im2col mode can walk (``im2col_unsupported``)
     takes the im2col path: 128 x 256 tiles where they are many and cover the filters with no more columns than
     128-wide ones, ``columns_192``'s 192-wide tiles for 3x3 convs whose filters those cover as well, else 128 x 128
     ping-pong tiles (128 x 64 for 64 output channels), 6 stages, and
@@ -127,7 +154,7 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
     128 x 256 tiles, 4 stages, stages published by ``cp.async.mbarrier.arrive.noinc``; 128 x 128 (or
     128 x 64) ping-pong for K <= 128."""
     if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: swapped, or ping-pong GEMM tiles
-        return swapped_1x1(op, sm_count) or pingpong_1x1(op, sm_count)
+        return swapped_1x1(op, sm_count) or off_line_1x1(op, pingpong_1x1(op, sm_count), sm_count)
     wide = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col")
     if op is not None and im2col_unsupported(op) is None and op.k >= 256 and op.r * op.s > 1 \
             and tile_count(wide, op.gemm_m, op.k) >= 2 * sm_count and columns(op.k, 256) <= columns(op.k, 128):

@@ -69,7 +69,7 @@ def activation_map(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
 
     if x_ptr % 16:
         raise ValueError(f"TMA needs a 16-byte aligned base, not {x_ptr:#x}")
-    return tma.cached_map(("im2col", x_ptr, op, sched.bm, tma.L2_PROMOTION),
+    return tma.cached_map(("im2col", x_ptr, op, sched.bm, tma.L2_PROMOTION, tma.OFF_LINE_PROMOTION),
                           lambda: _encode_activation(op, sched, x_ptr))
 
 
@@ -90,7 +90,7 @@ def _encode_activation(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
         [drv.cuuint32_t(v) for v in (1, sw, sh, 1)],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        l2_promotion(drv),
+        l2_promotion(drv, cp * 2),
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeIm2col")
     out = _Map()
     import ctypes

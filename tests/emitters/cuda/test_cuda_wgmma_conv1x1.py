@@ -76,6 +76,31 @@ def test_swapped_tiles_past_one_wave_take_the_pingpong_tiles():
     assert not conv_hero_schedule(one(n=1, c=256, h=14, k=1024), sm_count=66).swap
 
 
+def test_rows_off_lines_take_pairs_sharing_the_filter():
+    """off_line_1x1: 1x1 convs whose C or K is no multiple of 64 (rows off 128-byte lines) run in 2-block clusters
+    multicasting the filter's boxes; the picks the H200 measured fastest (docs/device-runs/h200-odd-channels/call4)."""
+    wide, pair = conv_heroes.OFF_LINE_WIDE, conv_heroes.OFF_LINE_PAIR
+    cases = {(64, 440, 440, 28): wide,  # 784 tiles of 128 x 256: as few turns as 1568 of 128 x 128
+             (64, 888, 888, 14): wide, (64, 40, 240, 56): wide,  # one k step, but 12 waves of 128 x 256 tiles
+             (16, 696, 696, 14): wide,  # 75 tiles of 128 x 256 in one turn, 150 of 128 x 128 in two
+             (64, 440, 440, 14): pair,  # 196 wide tiles (two turns) against 392 square ones (three)
+             (64, 216, 576, 28): pair,  # 576 filters: 256-wide tiles spend 768 columns
+             (64, 1512, 1512, 7): pair,  # pingpong_1x1's 64 x 128 tiles before (0.48x cuDNN; the pair 0.73x)
+             (16, 440, 440, 14): conv_heroes.PP128,  # 100 square tiles: under two waves, the pick stays
+             (16, 80, 480, 28): conv_heroes.PP128,  # 2 k steps and under two waves of wide tiles
+             (64, 888, 888, 7): WgmmaConvSchedule.of_gemm(hero_schedule(gemm_view(one(n=64, c=888, h=7, k=888))))}
+    for (n, c, k, h), want in cases.items():
+        op = one(n=n, c=c, h=h, k=k)
+        assert conv_hero_schedule(op) == want, (n, c, k, h, conv_hero_schedule(op).name)
+        want.validate(op)
+    assert wide.cluster == pair.cluster == 2 and wide.cluster_axis == pair.cluster_axis == "m"
+    # rows on lines keep pingpong_1x1's tiles, at every batch and width of ResNet-50's and others
+    for n in (8, 16, 32, 64):
+        for c, k, h in (*RESNET_1X1, (448, 448, 28), (1280, 320, 7), (576, 1152, 14)):
+            op = one(n=n, c=c, h=h, k=k)
+            assert conv_hero_schedule(op) == (conv_heroes.swapped_1x1(op) or conv_heroes.pingpong_1x1(op))
+
+
 def test_few_narrow_tiles_keep_small_tiles():
     """Where 64 x 128 tiles fill at most half the SMs: the GEMM's 64 x 64 tiles over a K of 16 steps or fewer,
     unsplit 64 x 128 over a longer one (never the GEMM's split 128 x 256 tiles: n32 c1536 7x7 k384 ran 0.46x cuDNN on them)."""
@@ -316,3 +341,16 @@ def test_a_swap_narrowed_past_one_wave_keeps_the_wider_swapped_tiles():
     assert conv_heroes.swapped_1x1(op).bn == 16  # 132 SMs: 75 tiles fit
     assert conv_heroes.swapped_1x1(op, sm_count=66).bn == 32
     assert conv_heroes.swapped_1x1(op, sm_count=32) is None
+
+
+def test_maps_over_rows_off_lines_promote_128_bytes():
+    """Rows whose stride is no multiple of 128 bytes (440 channels: 880-byte rows) straddle two lines; their maps
+    take OFF_LINE_PROMOTION (256-byte promotion cost an H200 13 % there), rows on lines keep L2_PROMOTION."""
+    assert [tma.promotion_for(st) for st in (880, 1776, 192, 16)] == ["L2_128B"] * 4
+    assert [tma.promotion_for(st) for st in (896, 128, 8192, 0)] == ["L2_256B"] * 4
+
+    class Drv:
+        CUtensorMapL2promotion = type("P", (), {"CU_TENSOR_MAP_L2_PROMOTION_L2_128B": 128,
+                                                "CU_TENSOR_MAP_L2_PROMOTION_L2_256B": 256})
+
+    assert (tma.l2_promotion(Drv, 880), tma.l2_promotion(Drv, 896), tma.l2_promotion(Drv)) == (128, 256, 256)

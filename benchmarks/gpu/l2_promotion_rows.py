@@ -1,9 +1,10 @@
 """The tensor maps' L2 promotion rule (``tma.promotion_for``: 128-byte promotion for maps whose rows start off
 128-byte lines, 256-byte for the rest) against 256-byte promotion everywhere (the rule before it), on the rows the
 rule changes: 1x1 and 3x3 convs over channel counts whose rows are no multiple of 128 bytes, GEMMs and a decode
-GEMM with such a K or N, attention with head dims of 80 and 96. Each row is planned as a user runs it (the hero),
-verified, then timed beside the vendor library by ``bench``, twice under each setting in alternation (rule, before,
-rule, before); each cell is the faster of the two medians, with its ratio to the vendor's time in that run.
+GEMM with such a K or N, attention with head dims of 32, 40, 80 and 96 (and decode at 80). Each row is planned as a
+user runs it (the hero), verified, then timed beside the vendor library by ``bench``, twice under each setting in
+alternation (rule, before, rule, before); each cell is the faster of the two medians, with its ratio to the
+vendor's time in that run.
 
     python benchmarks/gpu/l2_promotion_rows.py [--match TEXT]
 
@@ -30,7 +31,8 @@ ROWS = [conv(64, 440, 28, 440, 1), conv(64, 440, 14, 440, 1), conv(64, 888, 7, 8
         Gemm(2048, 2048, 2056, "bf16"), Gemm(100, 20000, 4096, "bf16"), Gemm(4096, 4104, 4096, "bf16"),
         Gemm(1, 4096, 4104, "bf16", layout_b="col"), Gemm(16, 11000, 4096, "bf16", layout_b="col"),
         Attention(4, 32, 4096, 80, dtype="bf16"), Attention(4, 32, 4096, 96, dtype="bf16"),
-        Attention(8, 16, 2048, 96, dtype="bf16", causal=True)]
+        Attention(8, 16, 2048, 96, dtype="bf16", causal=True), Attention(8, 16, 2048, 32, dtype="bf16"),
+        Attention(8, 16, 2048, 40, dtype="bf16"), Attention(16, 32, 1, 80, seq_k=4096, dtype="bf16")]
 
 
 def timed(op: object, host: object, before: bool) -> tuple[float, float | None, str]:

@@ -50,6 +50,9 @@ def cases(dev: str) -> list[tuple[str, Any, Any, dict[str, torch.Tensor], torch.
     x = r(32, 256, 14, 14).contiguous(memory_format=torch.channels_last)
     w = (r(256, 256, 3, 3) * 0.05).contiguous(memory_format=torch.channels_last)
     s = r(4096, 4096)
+    # 1x1 convs over 440 channels (880-byte rows): conv_heroes.off_line_1x1's pairs of 128 x 256 and 128 x 128 tiles
+    xo = [r(64, 440, hw, hw).contiguous(memory_format=torch.channels_last) for hw in (28, 14)]
+    wo = (r(440, 440, 1, 1) * 0.05).contiguous(memory_format=torch.channels_last)
     q, k, v = r(2, 16, 2048, 128, dtype=bf), r(2, 16, 2048, 128, dtype=bf), r(2, 16, 2048, 128, dtype=bf)
     q6, k6, v6 = r(16, 32, 512, 64, dtype=bf), r(16, 32, 512, 64, dtype=bf), r(16, 32, 512, 64, dtype=bf)
     return [
@@ -63,6 +66,11 @@ def cases(dev: str) -> list[tuple[str, Any, Any, dict[str, torch.Tensor], torch.
          lambda out: ops.conv2d(x, w, padding=1, out=out), lambda: F.conv2d(x, w, padding=1),
          {"x": x.permute(0, 2, 3, 1), "weight": w.permute(0, 2, 3, 1)},
          torch.empty(32, 256, 14, 14, device=dev, dtype=torch.float16).contiguous(memory_format=torch.channels_last)),
+        *[(f"conv2d fp16 64x440x{x_.shape[2]}x{x_.shape[2]}, 440 1x1, channels_last",
+           lambda out, x_=x_: ops.conv2d(x_, wo, out=out), lambda x_=x_: F.conv2d(x_, wo),
+           {"x": x_.permute(0, 2, 3, 1), "weight": wo.permute(0, 2, 3, 1)},
+           torch.empty(64, 440, x_.shape[2], x_.shape[2], device=dev, dtype=torch.float16)
+           .contiguous(memory_format=torch.channels_last)) for x_ in xo],
         ("softmax fp16 4096x4096", lambda out: ops.softmax(s, out=out), lambda: torch.softmax(s, -1), {"x": s},
          torch.empty(4096, 4096, device=dev, dtype=torch.float16)),
         ("attention bf16 b2 h16 s2048 d128 causal", lambda out: ops.attention(q, k, v, causal=True, out=out),

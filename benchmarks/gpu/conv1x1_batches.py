@@ -54,6 +54,7 @@ MORE_FORMS = {  # --forms: odd channel counts (issue 34: n64 c440 14x14 k440 0.6
     "128x256 cl2": WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", cluster=2),
     "pp64 cl2": WgmmaSchedule(bm=64, bn=128, stages=8, consumers=2, pingpong=True, store="tma", cluster=2),
     "192x128 cl2": WgmmaSchedule(bm=192, bn=128, stages=4, consumers=3, store="tma", cluster=2),
+    "256x128 cl2": WgmmaSchedule(bm=256, bn=128, stages=4, consumers=2, store="tma", cluster=2),
 }
 # channel counts whose rows are no multiple of 128 bytes (fp16: C % 64 != 0), of RegNet's and EfficientNet's widths
 OFF_LINE = [(440, 28, 440), (440, 14, 440), (888, 14, 888), (888, 7, 888), (232, 28, 232), (696, 14, 696),

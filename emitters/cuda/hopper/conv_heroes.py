@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from . import gemm_heroes
 from .conv_paths import gemm_view, gemm_view_unsupported, im2col_unsupported
 from .schedule import BK, WgmmaConvSchedule, hero_schedule, tile_count, wave_fill, with_split
 
@@ -67,30 +68,23 @@ def pingpong_1x1(op: Any, sm_count: int = 132) -> WgmmaConvSchedule:
     return PP64 if wave_fill(narrow, sm_count) > wave_fill(wide, sm_count) + 0.05 else PP128
 
 
-OFF_LINE_WIDE = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", cluster=2, path="gemm")
-OFF_LINE_PAIR = dataclasses.replace(PP128, cluster=2)
-WIDE_RATE = 1.1  # 128 x 256 pairs' rate over 128 x 128 ones at equal turns (1.08-1.16 measured on four shapes)
+OFF_LINE_WIDE = WgmmaConvSchedule.of_gemm(gemm_heroes.OFF_LINE_WIDE)
+OFF_LINE_PAIR = WgmmaConvSchedule.of_gemm(gemm_heroes.OFF_LINE_PAIR)
 
 
 def off_line_1x1(op: Any, pick: WgmmaConvSchedule, sm_count: int = 132) -> WgmmaConvSchedule:
     """``pick`` (``pingpong_1x1``'s) for a 1x1 conv whose x or filter rows start off 128-byte lines (C or K no
-    multiple of 64: most TMA box rows then straddle two lines), as blocks in pairs that share the filter's boxes
-    (TMA multicast: half the filter rows a block asks for): 128 x 256 tiles on two consumers where they take no
-    more SM turns than 128 x 128 ones (counted ``WIDE_RATE`` times as fast), else 128 x 128 ping-pong tiles where
-    they make two waves or more; ``pick`` where it is not on 128 x 128 or 64 x 128 ping-pong tiles, where short K
-    (under 4 k steps) meets fewer than two waves of 128 x 256 tiles, and on fewer tiles. An H200
+    multiple of 64: most TMA box rows then straddle two lines) as ``gemm_heroes.off_line_pairs``' pairs of blocks
+    sharing the filter's boxes (TMA multicast: half the filter rows a block asks for), where ``pick`` is on 128 x 128
+    or 64 x 128 ping-pong tiles; ``pick`` where those pairs do not pay. An H200
     (docs/device-runs/h200-odd-channels/): fitted on 24 such shapes (440-1512 channels, RegNet's and EfficientNet's
     widths, batches 16 and 64), where it takes the fastest of the three forms or one within 2 % (geometric mean
     0.859x -> 0.980x cuDNN, under 0.8x 11 -> 4); on 24 shapes of other widths at batches 8-64, not fitted, 0.806x
     -> 0.918x (under 0.8x 11 -> 2; one lost more than 3 %: 98 128 x 256 tiles under one wave)."""
-    if (op.c % 64 == 0 and op.k % 64 == 0) or pick not in (PP128, PP64):  # 16-bit elements: 64 a 128-byte line
+    if not gemm_heroes.rows_off_lines(op.c, op.k) or pick not in (PP128, PP64):
         return pick
-    wide, square = tile_count(OFF_LINE_WIDE, op.gemm_m, op.k), tile_count(PP128, op.gemm_m, op.k)
-    if -(-op.c // BK) < 4 and wide < 2 * sm_count:
-        return pick
-    if -(-wide // sm_count) * 2 / WIDE_RATE <= -(-square // sm_count):
-        return OFF_LINE_WIDE
-    return OFF_LINE_PAIR if square >= 2 * sm_count else pick
+    pairs = gemm_heroes.off_line_pairs(op.gemm_m, op.k, -(-op.c // BK), sm_count)
+    return pick if pairs is None else WgmmaConvSchedule.of_gemm(pairs)
 
 
 COLUMNS_192 = (WgmmaConvSchedule(bm=128, bn=192, stages=4, consumers=2, store="tma", path="im2col"),

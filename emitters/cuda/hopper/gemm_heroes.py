@@ -1,7 +1,8 @@
 """The Hopper GEMM's hero schedule (the cores' ``hero``): ``schedule.hero_schedule``'s tiles, or for 33-512 rows over
 a long K the tiles that stream the weights in one wave (``one_wave``) or, where none fits one, the tiles whose whole
 waves cost least (``many_waves``), or for a small output over a long K 64 x 64
-tiles split to fill the SMs (``few_tiles``). The 1x1 conv heroes and the int8 tiles keep ``schedule.hero_schedule``
+tiles split to fill the SMs (``few_tiles``), in pairs sharing B where the rows start off 128-byte lines
+(``off_line``). The 1x1 conv heroes and the int8 tiles keep ``schedule.hero_schedule``
 itself: they were measured on it."""
 
 from __future__ import annotations
@@ -122,12 +123,53 @@ def few_tiles(op: Any, sm_count: int) -> WgmmaSchedule | None:
     return FEW_TILES if FEW_TILES_MIN_SLICES * tile_count(FEW_TILES, op.m, op.n) <= sm_count else None
 
 
+# Pairs of blocks sharing B's boxes (2-block clusters along M, TMA multicast) for operands whose rows start off
+# 128-byte lines (``off_line``, and the 1x1 convs' ``conv_heroes.off_line_1x1``)
+OFF_LINE_WIDE = WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", cluster=2)
+OFF_LINE_PAIR = WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", cluster=2)
+WIDE_RATE = 1.1  # 128 x 256 pairs' rate over 128 x 128 ones at equal turns (1.08-1.16 measured on four shapes)
+
+
+def off_line_pairs(m: int, n: int, k_steps: int, sm_count: int) -> WgmmaSchedule | None:
+    """Pairs for an m x n output over ``k_steps`` k steps whose operand rows start off 128-byte lines: 128 x 256 tiles
+    where they take no more SM turns than 128 x 128 ones (counted ``WIDE_RATE`` times as fast), else 128 x 128
+    ping-pong tiles where they make two waves or more; None where short K (under 4 k steps) meets fewer than two
+    waves of 128 x 256 tiles, and on fewer tiles. Why: most TMA box rows then straddle two lines, and a pair asks
+    for half of B's rows a block (docs/device-runs/h200-odd-channels/: n64 c440 28x28 k440 as a GEMM, 80 us on
+    128 x 128 tiles, 48 in 128 x 256 pairs)."""
+    wide, square = tile_count(OFF_LINE_WIDE, m, n), tile_count(OFF_LINE_PAIR, m, n)
+    if k_steps < 4 and wide < 2 * sm_count:
+        return None
+    if -(-wide // sm_count) * 2 / WIDE_RATE <= -(-square // sm_count):
+        return OFF_LINE_WIDE
+    return OFF_LINE_PAIR if square >= 2 * sm_count else None
+
+
+def rows_off_lines(k: int, n: int) -> bool:
+    """Whether a K-major A's or B's rows (K long) or C's (N long) start off 128-byte lines (16-bit elements)."""
+    return k % 64 != 0 or n % 64 != 0
+
+
+def off_line(op: Any, pick: WgmmaSchedule, sm_count: int) -> WgmmaSchedule:
+    """``pick`` as ``off_line_pairs``' pairs for a 16-bit GEMM of both operands K-major (``nn.Linear``'s: A row-major,
+    B an n x k weight) whose rows start off 128-byte lines, where ``pick`` is an unsplit 128-row tile on two
+    consumers (the 1x1 convs' GEMM, on which the pairs were measured); ``pick`` otherwise."""
+    if not (_is_gemm(op) and op.dtype.value in ("bf16", "fp16") and (op.layout_a, op.layout_b) == ("row", "col")
+            and rows_off_lines(op.k, op.n)):
+        return pick
+    if (pick.bm, pick.consumers, pick.split, pick.cluster, pick.swap) != (128, 2, 1, 1, False) or pick.bn not in (128, 256):
+        return pick
+    return off_line_pairs(op.m, op.n, -(-op.k // BK), sm_count) or pick
+
+
 def largest_smem() -> int:
-    """The most shared memory the GEMM core's hero takes: ``schedule.HERO``'s or a one-wave form's."""
-    return max(HERO.smem_bytes, FEW_TILES.smem_bytes, *(s.smem_bytes for s in ONE_WAVE_FORMS))
+    """The most shared memory the GEMM core's hero takes: ``schedule.HERO``'s or another form's."""
+    return max(HERO.smem_bytes, FEW_TILES.smem_bytes, OFF_LINE_WIDE.smem_bytes, OFF_LINE_PAIR.smem_bytes,
+               *(s.smem_bytes for s in ONE_WAVE_FORMS))
 
 
 def gemm_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaSchedule:
     """The GEMM core's hero: ``one_wave``'s tiles where it names some, else ``many_waves``', else ``few_tiles``',
-    else ``schedule.hero_schedule``'s."""
-    return one_wave(op, sm_count) or many_waves(op, sm_count) or few_tiles(op, sm_count) or hero_schedule(op, sm_count)
+    else ``schedule.hero_schedule``'s (in pairs, ``off_line``, where the rows start off 128-byte lines)."""
+    return one_wave(op, sm_count) or many_waves(op, sm_count) or few_tiles(op, sm_count) or \
+        off_line(op, hero_schedule(op, sm_count), sm_count)

@@ -149,6 +149,42 @@ def test_int8_and_convs_keep_their_heroes():
     assert G.one_wave(Conv2d(2, 2048, 7, 7, 2048, 1, 1, layout="nhwc", dtype="fp16"), 132) is None
 
 
+@pytest.mark.parametrize("m,n,k,want", [
+    (50176, 440, 440, "wide"),    # 784 128 x 256 tiles: 6 turns, against 12 of 1568 128 x 128 ones
+    (4096, 4096, 1000, "wide"),   # K = 1000: A's and B's 2000-byte rows off lines
+    (8192, 11000, 4096, "wide"),  # N = 11000: C's rows off lines
+    (16384, 360, 360, "pair"),    # 256 128 x 256 tiles: 2 turns (3.6 counted), 384 128 x 128 ones 3
+    (100352, 96, 864, "pair"),    # 96 columns: a 256-wide tile spends 160 on nothing
+    (2048, 2056, 2048, "pair"),
+])
+def test_rows_off_lines_take_pairs_sharing_b(m, n, k, want):
+    op = Gemm(m, n, k, "bf16", layout_b="col")
+    hero = G.gemm_hero_schedule(op)
+    assert hero == {"wide": G.OFF_LINE_WIDE, "pair": G.OFF_LINE_PAIR}[want], hero.name
+    hero.validate(op)
+    assert G.off_line(op, W.hero_schedule(op), 132) == hero
+
+
+@pytest.mark.parametrize("op", [
+    Gemm(50176, 440, 440, "bf16"),                 # row-major B: not measured in pairs
+    Gemm(50176, 440, 440, "fp32", layout_b="col"),  # not 16-bit
+    Gemm(4096, 4096, 4096, "bf16", layout_b="col"),  # every row on a line
+    Gemm(4096, 440, 4096, "bf16", layout_b="col"),  # 64 x 128 split tiles: not a 128-row unsplit pick
+    Gemm(128, 11008, 4104, "bf16", layout_b="col"),  # one_wave's
+])
+def test_off_line_leaves_the_rest(op):
+    assert G.gemm_hero_schedule(op) not in (G.OFF_LINE_WIDE, G.OFF_LINE_PAIR)
+    assert G.off_line(op, W.hero_schedule(op), 132) == W.hero_schedule(op)
+
+
+def test_off_line_pairs_need_waves_or_k():
+    assert G.off_line_pairs(3136, 440, 7, 132) is None  # 100 tiles of 128 x 128: under two waves
+    assert G.off_line_pairs(12544, 480, 2, 132) is None  # two k steps, 196 wide tiles
+    assert G.off_line_pairs(50176, 480, 2, 132) == G.OFF_LINE_WIDE  # two k steps, 784 wide tiles
+    assert G.off_line_pairs(2048, 2048, 40, 66) == G.OFF_LINE_WIDE  # 66 SMs: 128 wide tiles in 2 turns, 256 in 4
+    assert G.largest_smem() >= max(G.OFF_LINE_WIDE.smem_bytes, G.OFF_LINE_PAIR.smem_bytes)
+
+
 def test_the_tuner_space_starts_at_the_hero_and_holds_every_form():
     op = Gemm(128, 11008, 4096, "bf16", layout_b="col")
     space = W.search_space(op)

@@ -33,8 +33,10 @@ SHAPES = [conv(64, 440, 28, 440, 1), conv(64, 448, 28, 448, 1), conv(64, 440, 14
           conv(16, 48, 112, 48, 3), conv(16, 200, 28, 200, 3)]
 
 
-def cell(op: Conv2d, host: object, s: object | None) -> str:
-    kw = {} if s is None else {"tuned": lambda _o, _v: s.to_json(), "variant": "cuda-wgmma.conv2d"}
+def cell(op: object, host: object, s: object | None) -> str:
+    """``tracea bench`` of ``op`` on the hero (``s`` None) or ``s``: "ratio/Tracea us", or the status."""
+    variant = "cuda-wgmma.conv2d" if op.kind == "conv2d" else "cuda-wgmma.gemm"
+    kw = {} if s is None else {"tuned": lambda _o, _v: s.to_json(), "variant": variant}
     r = bench(op, host, backend="cuda", repeats=30, **kw)
     if r.status != "ok" or r.tracea is None:
         return f"{r.status} {(r.error or '')[:60]}"

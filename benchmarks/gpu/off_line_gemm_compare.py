@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 
+from conv_channel_stride import cell  # the benchmarks/gpu script beside this one
+
 from tracea.doctor import probe
-from tracea.emitters.bench import bench
 from tracea.emitters.cuda.hopper import gemm_heroes
 from tracea.emitters.cuda.hopper.schedule import hero_schedule
 from tracea.kernels import Gemm
@@ -28,14 +29,6 @@ def before(op: Gemm) -> object:
     sm = 132
     return gemm_heroes.one_wave(op, sm) or gemm_heroes.many_waves(op, sm) or gemm_heroes.few_tiles(op, sm) or \
         hero_schedule(op, sm)
-
-
-def cell(op: Gemm, host: object, s: object | None) -> str:
-    kw = {} if s is None else {"tuned": lambda _o, _v: s.to_json(), "variant": "cuda-wgmma.gemm"}
-    r = bench(op, host, backend="cuda", repeats=30, **kw)
-    if r.status != "ok" or r.tracea is None:
-        return f"{r.status} {(r.error or '')[:60]}"
-    return (f"{r.ratio:.3f}" if r.ratio is not None else "unstable") + f"/{r.tracea.p50_ms * 1000:.1f}"
 
 
 def main() -> int:

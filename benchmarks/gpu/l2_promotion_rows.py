@@ -1,6 +1,6 @@
 """The tensor maps' L2 promotion rule (``tma.promotion_for``: 128-byte promotion for maps whose rows start off
-128-byte lines, 256-byte for the rest) against 256-byte promotion everywhere (the rule before it), on the rows the
-rule changes: 1x1 and 3x3 convs over channel counts whose rows are no multiple of 128 bytes, GEMMs and a decode
+128-byte lines, 256-byte for the rest) against 256-byte promotion everywhere (the rule before it), on rows chosen
+for it: 1x1 and 3x3 convs over channel counts whose rows are no multiple of 128 bytes, GEMMs and a decode
 GEMM with such a K or N, attention with head dims of 32, 40, 80 and 96 (and decode at 80). Each row is planned as a
 user runs it (the hero), verified, then timed beside the vendor library by ``bench``, twice under each setting in
 alternation (rule, before, rule, before); each cell is the faster of the two medians, with its ratio to the

@@ -203,7 +203,7 @@ def main() -> None:
     if args.promotion:
         from tracea.emitters.cuda import tma
 
-        tma.L2_PROMOTION = args.promotion
+        tma.L2_PROMOTION = tma.OFF_LINE_PROMOTION = args.promotion
     m, n, k = (int(x) for x in args.shape.split("x"))
     op = Gemm(m, n, k, "bf16")
     host = probe()

@@ -46,7 +46,7 @@ MAP_CACHE = 1024  # tensor maps kept: a model's buffers come back at the same ad
 
 
 # How far L2 widens a tensor map's DRAM fetches (CUtensorMapL2promotion's suffix: NONE, L2_64B, L2_128B,
-# L2_256B): L2_PROMOTION for a map whose rows start on 128-byte lines, OFF_LINE_PROMOTION for one whose row stride
+# L2_256B): L2_PROMOTION for a map whose rows start on 128-byte lines, OFF_LINE_PROMOTION for one with a stride that
 # is no multiple of 128 bytes, so that most box rows straddle two lines (a 1x1 conv over 440 channels: 880-byte
 # rows). An H200 (docs/device-runs/h200-odd-channels/): n64 c440 28x28 k440 took 81.7 us with 256-byte promotion,
 # 70.4-71.1 with 128, 64 or none; with both operands' rows padded to 896 bytes, 49.6-52.1 with any of the four.
@@ -56,14 +56,15 @@ L2_PROMOTION = "L2_256B"
 OFF_LINE_PROMOTION = "L2_128B"
 
 
-def promotion_for(row_stride_bytes: int) -> str:
-    """The L2 promotion of a map whose rows (its second dimension) are ``row_stride_bytes`` apart."""
-    return L2_PROMOTION if row_stride_bytes % 128 == 0 else OFF_LINE_PROMOTION
+def promotion_for(*strides_bytes: int) -> str:
+    """The L2 promotion of a map whose outer dimensions are ``strides_bytes`` apart: OFF_LINE_PROMOTION where any of
+    them is no multiple of 128 bytes (a box's rows, whichever dimension they walk, then start off lines)."""
+    return L2_PROMOTION if all(st % 128 == 0 for st in strides_bytes) else OFF_LINE_PROMOTION
 
 
-def l2_promotion(drv: Any, row_stride_bytes: int = 0) -> Any:
-    """The driver's enum value of ``promotion_for(row_stride_bytes)`` (tiled and im2col maps alike)."""
-    return getattr(drv.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{promotion_for(row_stride_bytes)}")
+def l2_promotion(drv: Any, *strides_bytes: int) -> Any:
+    """The driver's enum value of ``promotion_for(*strides_bytes)`` (tiled and im2col maps alike)."""
+    return getattr(drv.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{promotion_for(*strides_bytes)}")
 
 
 def encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tuple[int, ...],
@@ -108,7 +109,7 @@ def _encode_tiled(ptr: int, dtype: str, dims: tuple[int, ...], strides_bytes: tu
         [drv.cuuint32_t(b) for b in box], [drv.cuuint32_t(1)] * len(dims),
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(drv.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
-        l2_promotion(drv, strides_bytes[0] if strides_bytes else 0),
+        l2_promotion(drv, *strides_bytes),
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
     out = _Map()
     ctypes.memmove(ctypes.addressof(out), m.getPtr(), MAP_BYTES)

@@ -34,7 +34,7 @@ def hopper(kind: str, schedule_class: type, hero: Callable[..., Any], space: Cal
 
 
 CORES = (
-    # hopper/gemm.py, tma.py (issue 5): the hero's ring (gemm_heroes.largest_smem: 230480 B); verified on an
+    # hopper/gemm.py, tma.py (issue 5): the heroes' largest ring (gemm_heroes.largest_smem: 230512 B); verified on an
     # H200 (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma/, docs/hopper.md)
     hopper("gemm", hopper_schedule.WgmmaSchedule, hopper_gemm_heroes.gemm_hero_schedule, hopper_space.search_space,
            hopper_gemm.rendered, tma.WgmmaKernel, lambda op: {"M": op.m, "N": op.n, "K": op.k, "alpha": op.alpha},

@@ -11,6 +11,7 @@ from typing import Any
 
 from .schedule import BK, HERO, WgmmaSchedule, hero_schedule, tile_count
 from .splitk import MIN_STEPS
+from .tiles import cluster_tiles
 
 ONE_WAVE_FORMS = (  # most tiles first; a tie keeps the earlier
     WgmmaSchedule(bm=64, bn=64, stages=12, consumers=1, store="tma", l2_hint="first"),
@@ -127,17 +128,23 @@ def few_tiles(op: Any, sm_count: int) -> WgmmaSchedule | None:
 # 128-byte lines (``off_line``, and the 1x1 convs' ``conv_heroes.off_line_1x1``)
 OFF_LINE_WIDE = WgmmaSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", cluster=2)
 OFF_LINE_PAIR = WgmmaSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", cluster=2)
-WIDE_RATE = 1.1  # 128 x 256 pairs' rate over 128 x 128 ones at equal turns (1.08-1.16 measured on four shapes)
+# 128 x 256 pairs' rate over 128 x 128 ones at equal turns (docs/device-runs/h200-odd-channels/call4, 11 shapes):
+# 1.05-1.16 where they make 6 turns or more, 0.91-1.06 at 2
+WIDE_RATE = 1.1
 
 
 def off_line_pairs(m: int, n: int, k_steps: int, sm_count: int) -> WgmmaSchedule | None:
     """Pairs for an m x n output over ``k_steps`` k steps whose operand rows start off 128-byte lines: 128 x 256 tiles
     where they take no more SM turns than 128 x 128 ones (counted ``WIDE_RATE`` times as fast), else 128 x 128
     ping-pong tiles where they make two waves or more; None where short K (under 4 k steps) meets fewer than two
-    waves of 128 x 256 tiles, and on fewer tiles. Why: most TMA box rows then straddle two lines, and a pair asks
-    for half of B's rows a block (docs/device-runs/h200-odd-channels/: n64 c440 28x28 k440 as a GEMM, 80 us on
-    128 x 128 tiles, 48 in 128 x 256 pairs)."""
-    wide, square = tile_count(OFF_LINE_WIDE, m, n), tile_count(OFF_LINE_PAIR, m, n)
+    waves of 128 x 256 tiles, on fewer tiles, and for one row of tiles. Why: most TMA box rows then straddle two
+    lines, and a pair asks for half of B's rows a block (docs/device-runs/h200-odd-channels/: n64 c440 28x28 k440,
+    80.0 us on 128 x 128 ping-pong tiles and 54.5 in 128 x 256 pairs under 256-byte promotion, call 2; as a GEMM
+    under the promotion rule 68.4 us on 128 x 128 tiles and 48.6 in pairs, call 9)."""
+    if -(-m // OFF_LINE_PAIR.bm) < 2:  # one row of tiles: each pair's second block would have none
+        return None
+    # blocks, not tiles: with an odd count of tile rows the last pairs' second blocks idle
+    wide, square = (s.cluster * cluster_tiles(s, m, n) for s in (OFF_LINE_WIDE, OFF_LINE_PAIR))
     if k_steps < 4 and wide < 2 * sm_count:
         return None
     if -(-wide // sm_count) * 2 / WIDE_RATE <= -(-square // sm_count):

@@ -90,7 +90,7 @@ def _encode_activation(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
         [drv.cuuint32_t(v) for v in (1, sw, sh, 1)],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        l2_promotion(drv, cp * 2),
+        l2_promotion(drv, *strides),
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeIm2col")
     out = _Map()
     import ctypes

@@ -177,6 +177,16 @@ def test_off_line_leaves_the_rest(op):
     assert G.off_line(op, W.hero_schedule(op), 132) == W.hero_schedule(op)
 
 
+def test_off_line_pairs_count_blocks_not_tiles():
+    """A pair's blocks take two neighbouring tile rows: one row of tiles leaves every second block idle (no pairs), and
+    an odd count leaves the last pairs' second blocks idle (counted as blocks)."""
+    for m in (100, 128):
+        assert G.off_line_pairs(m, 40000, 7, 132) is None and G.off_line_pairs(m, 20000, 16, 132) is None
+        assert G.gemm_hero_schedule(Gemm(m, 40000, 440, "bf16", layout_b="col")).cluster == 1
+    # 49 tile rows (n32 c1000 14x14): 25 pairs of rows; 128 x 256 in 200 blocks (2 turns), 128 x 128 in 400 (4)
+    assert G.off_line_pairs(6272, 1000, 16, 132) == G.OFF_LINE_WIDE
+
+
 def test_off_line_pairs_need_waves_or_k():
     assert G.off_line_pairs(3136, 440, 7, 132) is None  # 100 tiles of 128 x 128: under two waves
     assert G.off_line_pairs(12544, 480, 2, 132) is None  # two k steps, 196 wide tiles

@@ -343,14 +343,33 @@ def test_a_swap_narrowed_past_one_wave_keeps_the_wider_swapped_tiles():
     assert conv_heroes.swapped_1x1(op, sm_count=32) is None
 
 
-def test_maps_over_rows_off_lines_promote_128_bytes():
-    """Rows whose stride is no multiple of 128 bytes (440 channels: 880-byte rows) straddle two lines; their maps
-    take OFF_LINE_PROMOTION (256-byte promotion cost an H200 13 % there), rows on lines keep L2_PROMOTION."""
+def test_maps_over_rows_off_lines_promote_128_bytes(monkeypatch):
+    """Maps with a stride that is no multiple of 128 bytes (440 channels: 880-byte rows) have box rows that straddle two
+    lines; they take OFF_LINE_PROMOTION (256-byte promotion cost an H200 13 % there), maps on lines keep L2_PROMOTION.
+    Every stride counts (a packed attention map's rows walk its second one); the encoders pass them all."""
     assert [tma.promotion_for(st) for st in (880, 1776, 192, 16)] == ["L2_128B"] * 4
     assert [tma.promotion_for(st) for st in (896, 128, 8192, 0)] == ["L2_256B"] * 4
+    assert (tma.promotion_for(5120, 160), tma.promotion_for(), tma.promotion_for(256, 1024)) == \
+        ("L2_128B", "L2_256B", "L2_256B")
+    drv = pytest.importorskip("cuda.bindings.driver")
+    seen = []
 
-    class Drv:
-        CUtensorMapL2promotion = type("P", (), {"CU_TENSOR_MAP_L2_PROMOTION_L2_128B": 128,
-                                                "CU_TENSOR_MAP_L2_PROMOTION_L2_256B": 256})
+    def encode(*args):  # either encoder: the strides are the 5th argument, the promotion the one of its type
+        seen.append((list(args[4]), next(a for a in args if isinstance(a, drv.CUtensorMapL2promotion))))
+        return 0, drv.CUtensorMap()
 
-    assert (tma.l2_promotion(Drv, 880), tma.l2_promotion(Drv, 896), tma.l2_promotion(Drv)) == (128, 256, 256)
+    monkeypatch.setattr(drv, "cuTensorMapEncodeTiled", encode)
+    monkeypatch.setattr(drv, "cuTensorMapEncodeIm2col", encode)
+    tma._encode_tiled(0x1000, "fp16", (440, 64), (880,), (64, 128))
+    tma._encode_tiled(0x1000, "bf16", (80, 4096, 32), (5120, 160), (64, 64, 1))
+    tma._encode_tiled(0x1000, "bf16", (4096, 4096), (8192,), (64, 128))
+    from tracea.emitters.cuda.hopper import im2col
+
+    sched = WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", path="im2col")
+    for c in (200, 256):
+        im2col._encode_activation(Conv2d(2, c, 14, 14, 128, 3, 3, padding=1, layout="nhwc", dtype="fp16"), sched,
+                                  0x1000)
+    assert [int(x[0]) for x, _ in seen] == [880, 5120, 8192, 400, 512]
+    p = drv.CUtensorMapL2promotion
+    off, on = p.CU_TENSOR_MAP_L2_PROMOTION_L2_128B, p.CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+    assert [promo for _, promo in seen] == [off, off, on, off, on]

@@ -25,7 +25,7 @@ from three_consumer_split_forms import unrefused  # noqa: E402
 
 from tracea.doctor import probe  # noqa: E402
 from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule  # noqa: E402
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule  # noqa: E402
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule  # noqa: E402
 from tracea.kernels import Conv2d  # noqa: E402
 
 SHAPES = [(1024, 14, 512), (512, 7, 2048), (1024, 14, 256), (256, 14, 1024), (2048, 7, 512), (512, 28, 256),

@@ -23,7 +23,7 @@ from split_probe import _row, pinned  # noqa: E402
 
 from tracea.doctor import probe  # noqa: E402
 from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule  # noqa: E402
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule  # noqa: E402
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule  # noqa: E402
 from tracea.kernels import Conv2d  # noqa: E402
 
 SHAPES = [(1, 2048, 7, 512), (1, 1024, 14, 256), (1, 1024, 14, 512), (1, 512, 28, 128), (1, 64, 56, 256),

@@ -26,7 +26,8 @@ from tracea.doctor import probe
 from tracea.emitters.bench import bench
 from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule, pingpong_1x1, swapped_1x1
 from tracea.emitters.cuda.hopper.conv_paths import gemm_view
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule, hero_schedule, tile_count
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
+from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule, hero_schedule, tile_count
 from tracea.kernels import Conv2d
 
 CHANNELS = [(64, 56, 64), (64, 56, 256), (256, 56, 64), (256, 56, 128), (128, 28, 512), (512, 28, 128),

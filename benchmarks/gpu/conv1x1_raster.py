@@ -19,7 +19,8 @@ import statistics
 from tracea.doctor import probe
 from tracea.emitters.bench import bench
 from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule, hero_schedule
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
+from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule, hero_schedule
 from tracea.kernels import Conv2d, Gemm
 
 

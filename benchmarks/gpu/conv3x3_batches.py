@@ -21,7 +21,7 @@ from tracea.doctor import probe
 from tracea.emitters.bench import bench
 from tracea.emitters.cuda.hopper import conv_heroes
 from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
 from tracea.kernels import Conv2d
 
 # (c, h, k, stride): ResNet-50's 3x3 convs, then channel counts of other networks (not multiples of 128 among them)

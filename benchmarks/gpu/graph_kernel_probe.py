@@ -352,7 +352,7 @@ def prior_hero(c: int, hw: int, k: int, f: int, stride: int):
 def three_forms() -> list:
     """im2col forms for few pixels: 64 x 64, 64 x 128 and 128 x 64 tiles, each whole and split-K (planned); past
     batch 1 only 64 x 64 whole and split (beside the heuristic and the one before it)."""
-    from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule
+    from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
 
     if BATCH[0] > 1:
         return [WgmmaConvSchedule(bm=64, bn=64, stages=6, consumers=1, store="tma", path="im2col", split=sp)
@@ -379,7 +379,7 @@ def _forms(hero, prior=None) -> list:
 
 def swap_forms() -> list:
     """Swapped operands (C^T's tiles: 64 filters x bn pixels), bn 8-64, without and with split-K."""
-    from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule
+    from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
 
     return [WgmmaConvSchedule(bm=64, bn=bn, stages=8, consumers=1, store="tma", split=sp, swap=True, path="gemm")
             for bn in (8, 16, 32, 64) for sp in (1, 0)]

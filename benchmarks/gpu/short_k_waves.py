@@ -20,7 +20,8 @@ from split_probe import _row  # noqa: E402
 
 from tracea.doctor import probe  # noqa: E402
 from tracea.emitters.bench import bench  # noqa: E402
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule  # noqa: E402
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule  # noqa: E402
+from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule  # noqa: E402
 from tracea.kernels import Conv2d, Gemm  # noqa: E402
 
 CASES = [Conv2d(32, 1024, 14, 14, 512, 1, 1, layout="nhwc", dtype="fp16"),

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from split_probe import _row, pinned  # noqa: E402
 
 from tracea.doctor import probe  # noqa: E402
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule  # noqa: E402
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule  # noqa: E402
 from tracea.kernels import Conv2d  # noqa: E402
 
 OP = Conv2d(n=32, c=512, h=28, w=28, k=256, r=1, s=1, layout="nhwc", dtype="fp16")

@@ -12,6 +12,7 @@ from .. import mma, tma
 from ..core import CudaCore
 from ..hopper import conv as hopper_conv
 from ..hopper import conv_heroes as hopper_conv_heroes
+from ..hopper import conv_schedule as hopper_conv_schedule
 from ..hopper import gemm as hopper_gemm
 from ..hopper import gemm_heroes as hopper_gemm_heroes
 from ..hopper import schedule as hopper_schedule
@@ -44,7 +45,7 @@ CORES = (
     # hopper/conv.py: the GEMM's parts with a producer warpgroup that gathers the activations by cp.async
     # (NHWC; NCHW through transposes inside the call); its larger hero's 230512 B (128x128 ping-pong,
     # 6 stages); verified on an H200 (docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/)
-    hopper("conv2d", hopper_schedule.WgmmaConvSchedule, hopper_conv_heroes.conv_hero_schedule,
+    hopper("conv2d", hopper_conv_schedule.WgmmaConvSchedule, hopper_conv_heroes.conv_hero_schedule,
            hopper_space.conv_search_space, hopper_conv.rendered, hopper_conv.conv_kernel,
            lambda op: dict(hopper_conv.conv_scalars(op)),
            230512, "Hopper implicit-GEMM convolution (NHWC; NCHW via transposes): filter by TMA, "

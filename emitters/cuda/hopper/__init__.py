@@ -1,6 +1,7 @@
 """The Hopper (sm_90a) kernels, in the parts CUTLASS 3 composes a kernel from:
 
-- ``schedule.py``: ``WgmmaSchedule`` / ``WgmmaConvSchedule`` (checks, JSON, heroes), the constants;
+- ``schedule.py``: ``WgmmaSchedule`` (checks, JSON, the hero), the constants; ``conv_schedule.py``
+  ``WgmmaConvSchedule``;
   ``gemm_heroes.py`` the GEMM core's hero (one-wave tiles for 33-512 rows), ``conv_heroes.py`` the conv's.
 - ``space.py``: their search spaces (split-K and cluster variants; the conv's paths).
 - ``mainloop.py``: the producer warpgroup (TMA loads, or the conv's cp.async gather) and the consumer
@@ -17,6 +18,7 @@ is ``hopper.conv``, imported on its own (its host side imports ``..tma``, which 
 """
 
 from .conv_heroes import conv_hero_schedule
+from .conv_schedule import WgmmaConvSchedule
 from .gemm import KERNEL_NAME, launch_geometry, render, rendered, tma_boxes, tma_unsupported
 from .gemm_heroes import gemm_hero_schedule
 from .mainloop import descriptor_strides, operand_layouts
@@ -26,7 +28,6 @@ from .schedule import (
     HERO,
     SMEM_OPTIN_SM90,
     SWIZZLE,
-    WgmmaConvSchedule,
     WgmmaSchedule,
     hero_schedule,
 )

@@ -44,10 +44,11 @@ from typing import Any
 from ...cstyle import CodeWriter
 from ..render import CudaRenderer, Rendered
 from . import conv1x1, im2col, scheduler
+from .conv_schedule import WgmmaConvSchedule
 from .epilogue import Stores
 from .mainloop import consumer_branch, gather_producer, kernel_head, operand_layouts
 from .ptx import DEVICE_LIB, GATHER_LIB, PTX_TYPE, wgmma_instruction
-from .schedule import BK, WgmmaConvSchedule
+from .schedule import BK
 
 KERNEL_NAME = "tr_wgmma_conv"
 INT_PARAMS = ("M", "N", "Cp", "H", "W", "P", "Q", "R", "S", "stride_h", "stride_w", "pad_h", "pad_w",

@@ -16,7 +16,7 @@ from typing import Any
 
 from . import gemm
 from .conv_paths import gemm_view
-from .schedule import WgmmaConvSchedule
+from .conv_schedule import WgmmaConvSchedule
 
 
 def render(op: Any, sched: WgmmaConvSchedule) -> str:

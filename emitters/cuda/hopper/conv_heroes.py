@@ -10,7 +10,8 @@ from typing import Any
 
 from . import gemm_heroes
 from .conv_paths import gemm_view, gemm_view_unsupported, im2col_unsupported
-from .schedule import BK, WgmmaConvSchedule, hero_schedule, tile_count, wave_fill, with_split
+from .conv_schedule import WgmmaConvSchedule
+from .schedule import BK, hero_schedule, tile_count, wave_fill, with_split
 
 SWAP_ROWS, SWAP_CHANNELS = 784, 256  # C's rows (pixels) up to which operands swap: searched, and a 1x1 conv's hero
 

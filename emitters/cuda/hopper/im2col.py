@@ -18,8 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..render import CudaRenderer
+from .conv_schedule import WgmmaConvSchedule
 from .mainloop import filter_start
-from .schedule import BK, WgmmaConvSchedule
+from .schedule import BK
 
 IM2COL_LIB = r"""/* 4-d TMA in im2col mode: bm pixels x 64 channels from anchor (c, w, h, n), shifted by (ow, oh). */
 static __device__ __forceinline__ void tr_tma_load_im2col(uint32_t dst, const TrTensorMap* map, int c, int w, int h,

@@ -39,7 +39,8 @@ from tracea.doctor.errors import BadInputError
 from ...cstyle import CodeWriter
 from ...layout import TileLayout
 from ..render import CudaRenderer
-from .schedule import BK, ELEM_BYTES, SWIZZLE, WgmmaConvSchedule, WgmmaSchedule
+from .conv_schedule import WgmmaConvSchedule
+from .schedule import BK, ELEM_BYTES, SWIZZLE, WgmmaSchedule
 
 # ---------------------------------------------------------------------------------------- layouts
 

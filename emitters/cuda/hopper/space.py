@@ -17,16 +17,9 @@ from tracea.doctor.errors import BadInputError
 
 from .conv_heroes import SWAP_ROWS, conv_hero_schedule
 from .conv_paths import gemm_view, gemm_view_unsupported
+from .conv_schedule import PUBLISH, WgmmaConvSchedule
 from .gemm_heroes import ONE_WAVE_FORMS, gemm_hero_schedule
-from .schedule import (
-    PUBLISH,
-    RASTERS,
-    SMEM_OPTIN_SM90,
-    STORES,
-    WgmmaConvSchedule,
-    WgmmaSchedule,
-    tile_count,
-)
+from .schedule import RASTERS, SMEM_OPTIN_SM90, STORES, WgmmaSchedule, tile_count
 
 SPLITS = (0, 2, 4, 8)  # split-K values searched besides 1, where a shape's tiles can leave SMs idle
 SPREAD_SPLITS = (0, 8)  # and with the spread fix-up (more slices: its sum is shared among them)

@@ -16,7 +16,8 @@ import pytest
 
 from tracea.doctor.errors import BadInputError
 from tracea.emitters.cuda.hopper import gemm, scheduler, splitk, tiles
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
+from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule
 from tracea.emitters.cuda.hopper.space import conv_search_space, search_space
 from tracea.kernels import Conv2d, Gemm
 

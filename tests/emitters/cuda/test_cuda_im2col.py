@@ -11,7 +11,7 @@ import pytest
 
 from tracea.doctor.errors import BadInputError
 from tracea.emitters.cuda.hopper.conv_paths import im2col_unsupported
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
 from tracea.emitters.cuda.hopper.space import conv_search_space
 from tracea.kernels import Conv2d
 

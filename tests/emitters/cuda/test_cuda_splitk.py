@@ -15,8 +15,9 @@ import pytest
 from tracea.doctor.errors import BadInputError
 from tracea.emitters.cuda.hopper import splitk
 from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
 from tracea.emitters.cuda.hopper.gemm_heroes import gemm_hero_schedule
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule, hero_schedule
+from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule, hero_schedule
 from tracea.emitters.cuda.hopper.space import conv_search_space, search_space
 from tracea.kernels import Conv2d, Gemm
 

@@ -17,7 +17,8 @@ import pytest
 from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.emitters.cuda.hopper import conv as WC
 from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
-from tracea.emitters.cuda.hopper.schedule import BK, SWIZZLE, WgmmaConvSchedule
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
+from tracea.emitters.cuda.hopper.schedule import BK, SWIZZLE
 from tracea.emitters.cuda.hopper.space import conv_search_space
 from tracea.emitters.layout import TileLayout
 from tracea.kernels import Conv2d, Gemm

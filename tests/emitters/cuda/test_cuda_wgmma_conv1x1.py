@@ -16,7 +16,8 @@ from tracea.emitters.cuda.hopper import conv as WC
 from tracea.emitters.cuda.hopper import conv1x1, conv_heroes, gemm
 from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
 from tracea.emitters.cuda.hopper.conv_paths import gemm_view, gemm_view_unsupported
-from tracea.emitters.cuda.hopper.schedule import BK, WgmmaConvSchedule, WgmmaSchedule, hero_schedule
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
+from tracea.emitters.cuda.hopper.schedule import BK, WgmmaSchedule, hero_schedule
 from tracea.emitters.cuda.hopper.space import conv_search_space, search_space
 from tracea.kernels import Conv2d, Gemm, relative_error, tolerance
 from tracea.kernels.dtypes import to_float64

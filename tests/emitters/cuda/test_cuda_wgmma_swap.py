@@ -13,7 +13,8 @@ import pytest
 from tracea.doctor.errors import BadInputError, UnsupportedError
 from tracea.emitters.cuda.hopper import conv1x1, gemm
 from tracea.emitters.cuda.hopper.conv_paths import gemm_view
-from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule, WgmmaSchedule
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
+from tracea.emitters.cuda.hopper.schedule import WgmmaSchedule
 from tracea.kernels import Conv2d, Gemm
 
 SWAP = WgmmaSchedule(bm=64, bn=16, stages=6, consumers=1, store="tma", swap=True)

@@ -44,7 +44,7 @@ CONVS = [Conv2d(1, 1024, 14, 14, 256, 1, 1, layout="nhwc", dtype="fp16"),
 @pytest.mark.parametrize("bn,store,split", [(8, "tma", 1), (16, "tma", 1), (32, "direct", 1), (56, "tma", 1),
                                             (64, "tma", 1), (16, "tma", 0), (24, "direct", 3)])
 def test_swapped_1x1_convs_match_the_reference(op, bn, store, split):
-    from tracea.emitters.cuda.hopper.schedule import WgmmaConvSchedule
+    from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
 
     sched = WgmmaConvSchedule(bm=64, bn=bn, stages=6, consumers=1, store=store, split=split, swap=True, path="gemm")
     _check(op, "cuda-wgmma.conv2d", sched)

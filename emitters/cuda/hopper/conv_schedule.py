@@ -1,0 +1,122 @@
+"""The Hopper conv's schedule: ``WgmmaConvSchedule``, the GEMM's fields (``schedule.py``) as the implicit-GEMM conv
+uses them, plus how its gathering producer publishes a stage, its ``path`` (a 1x1 stride-1 NHWC conv is a plain GEMM,
+``gemm_view``, and runs the GEMM's kernel, "gemm"; TMA's im2col mode, "im2col"; or the gather, "gather";
+``conv_paths.py`` says which paths a conv can take) and, on the im2col path, the channels a TMA box holds
+(``chunk``) and output-channel tiles of any multiple of 8 (``bn``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tracea.doctor.errors import BadInputError
+
+from .conv_paths import gemm_view_unsupported, im2col_unsupported
+from .ptx import PTX_TYPE
+from .schedule import SMEM_OPTIN_SM90, WgmmaSchedule
+
+PUBLISH = ("wait", "noinc")
+PATHS = ("gather", "gemm", "im2col")
+CONV_PRODUCER_REGS = 96  # the gathering producer holds (n, h0, w0) of up to 16 lines and their addresses
+
+
+@dataclass(frozen=True)
+class WgmmaConvSchedule(WgmmaSchedule):
+    """The Hopper GEMM's schedule fields, as the conv uses them: ``bm`` output pixels x ``bn`` output
+    channels per tile, ``stages`` ring depth, ``consumers`` (and ``pingpong``), ``raster``/``group``
+    (persistent tile order), ``store``. ``cluster`` is 1 (the gathering producer does not multicast).
+    ``publish``: how a gathered stage is handed to the consumers: "wait" (each producer thread waits for
+    its copies ``lag`` steps back, fences the proxy, arrives) or "noinc" (``cp.async.mbarrier.arrive.noinc``
+    arrives when the thread's copies land, without blocking it; the consumers fence after the wait).
+    ``path``: "gather" (the implicit GEMM above); "im2col": the activations loaded by TMA in im2col mode
+    (one bulk copy per k step, no gathering threads; ``im2col_unsupported`` says where it cannot); or
+    "gemm": the Hopper GEMM's kernel over ``gemm_view(op)`` with these fields as its ``WgmmaSchedule``
+    (``as_gemm``; clusters allowed). ``publish`` matters to "gather" only."""
+
+    publish: str = "wait"
+    path: str = "gather"
+    producer_regs: ClassVar[int] = CONV_PRODUCER_REGS
+
+    @staticmethod
+    def of_gemm(s: WgmmaSchedule) -> WgmmaConvSchedule:
+        """The GEMM schedule ``s`` as the conv's "gemm" path."""
+        return WgmmaConvSchedule(**{f.name: getattr(s, f.name) for f in dataclasses.fields(WgmmaSchedule)},
+                                 path="gemm")
+
+    def as_gemm(self) -> WgmmaSchedule:
+        """The GEMM's schedule with these fields (what the "gemm" path renders and launches)."""
+        return WgmmaSchedule(**{f.name: getattr(self, f.name) for f in dataclasses.fields(WgmmaSchedule)})
+
+    @property
+    def lag(self) -> int:
+        """k steps a producer thread keeps in flight before it publishes a stage (see the module doc)."""
+        return min(2, self.stages - 2)
+
+    @property
+    def lines_per_thread(self) -> int:
+        return self.bm // 16
+
+    @property
+    def name(self) -> str:
+        return "conv_" + super().name + ("_ni" if self.publish == "noinc" else "") + \
+            {"gemm": "_gemm", "im2col": "_i2c"}.get(self.path, "")
+
+    def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
+        if self.cluster_axis != "m":
+            raise BadInputError(f"cluster_axis: the conv pairs blocks along M only ('m'), not {self.cluster_axis!r}")
+        if self.path == "gemm":
+            return self._validate_gemm_path(op, smem_optin)
+        super().validate(None, smem_optin)
+        if self.path not in PATHS:
+            raise BadInputError(f"path: expected 'gather', 'gemm' or 'im2col', got {self.path!r}")
+        if self.path == "im2col" and self.publish != "wait":
+            raise BadInputError("publish: the im2col path loads x by TMA; it has no publish mode (leave 'wait')")
+        if self.publish not in PUBLISH:
+            raise BadInputError(f"publish: expected 'wait' or 'noinc', got {self.publish!r}")
+        if self.cluster != 1:
+            raise BadInputError("cluster: the conv's gathering producer runs one block per cluster (cluster 1)")
+        if self.swap:
+            raise BadInputError("swap: only the 1x1 conv's gemm path swaps its operands", "swap: false")
+        if self.l2_hint != "normal":
+            raise BadInputError("l2_hint: the conv's gathering and im2col producers load without L2 hints; "
+                                "'first' is the GEMM's (and the 1x1 conv's gemm path)", "l2_hint 'normal'")
+        if self.stages < 3:
+            raise BadInputError(f"stages: {self.stages}; the conv's producer needs 3 or more to overlap its copies")
+        if op is not None:
+            if getattr(op, "kind", None) != "conv2d":
+                raise BadInputError(f"cuda-wgmma.conv2d computes conv2d, not {getattr(op, 'kind', None)}")
+            if op.dtype.value not in PTX_TYPE:
+                raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
+            if op.groups != 1:
+                raise BadInputError("groups: grouped convolution is not implemented on CUDA")
+            why = im2col_unsupported(op) if self.path == "im2col" else None
+            if why is not None:
+                raise BadInputError(f"path: TMA's im2col mode cannot walk {why}", "path 'gather'")
+
+    def _validate_gemm_path(self, op: Any, smem_optin: int) -> None:
+        """The GEMM's checks on its fields, then: is ``op`` a plain GEMM (``gemm_view_unsupported``)."""
+        self.as_gemm().validate(None, smem_optin)
+        if self.publish != "wait":
+            raise BadInputError("publish: the gemm path loads x by TMA; it has no publish mode (leave 'wait')")
+        if op is not None:
+            if getattr(op, "kind", None) != "conv2d":
+                raise BadInputError(f"cuda-wgmma.conv2d computes conv2d, not {getattr(op, 'kind', None)}")
+            why = gemm_view_unsupported(op)
+            if why is not None:
+                raise BadInputError(f"path: the gemm path runs 1x1 stride-1 unpadded NHWC convs, not {why}",
+                                    "path 'gather'")
+
+    def to_json(self) -> dict[str, Any]:
+        d = {**super().to_json(), "core": "wgmma", "kernel": "conv2d"}
+        if self.path == "gather":  # the JSON of every gather schedule stays as it was before paths
+            del d["path"]
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> WgmmaConvSchedule:
+        d = dict(d)
+        if d.pop("kernel", "conv2d") != "conv2d":
+            raise BadInputError("schedule: not a cuda-wgmma conv2d schedule")
+        publish, path = d.pop("publish", "wait"), d.pop("path", "gather")
+        return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish, path=path)

@@ -95,6 +95,22 @@ CASES = [
                                                         dtype="bf16"),
      {"core": "wgmma", "kernel": "conv2d", "path": "im2col", "bm": 64, "bn": 192, "stages": 6, "consumers": 1,
       "store": "tma"}),
+    # boxes of 32 or 16 channels (WgmmaConvSchedule.chunk) and filter-wide tiles of 96 or 40 (direct stores): 96
+    # channels (9 x 3 = 27 boxes of 32: the last stage's second box past the walk, zeros), ragged pixels; 40
+    # channels in boxes of 16 (3 a tap, 27 boxes: a stage of 4 with one past the walk) with bias; 3 k slices of boxes of
+    # 32 (14 stages: slices of 5, 5 and 4, the second starting mid-tap) on one 160-wide tile
+    ("wgmma-conv3x3-k32-w96", "cuda-wgmma.conv2d", Conv2d(2, 96, 13, 11, 96, 3, 3, padding=1, layout="nhwc",
+                                                         dtype="fp16", bias=True),
+     {"core": "wgmma", "kernel": "conv2d", "path": "im2col", "bm": 128, "bn": 96, "stages": 6, "consumers": 2,
+      "pingpong": True, "chunk": 32}),
+    ("wgmma-conv3x3-k16-w40", "cuda-wgmma.conv2d", Conv2d(2, 40, 13, 11, 40, 3, 3, padding=1, layout="nhwc",
+                                                         dtype="bf16", bias=True),
+     {"core": "wgmma", "kernel": "conv2d", "path": "im2col", "bm": 256, "bn": 40, "stages": 4, "consumers": 2,
+      "chunk": 16}),
+    ("wgmma-conv3x3-k32-split", "cuda-wgmma.conv2d", Conv2d(1, 96, 9, 7, 160, 3, 3, padding=1, layout="nhwc",
+                                                           dtype="fp16"),
+     {"core": "wgmma", "kernel": "conv2d", "path": "im2col", "bm": 64, "bn": 160, "stages": 6, "consumers": 1,
+      "chunk": 32, "split": 3}),
     # swapped operands (C^T's tiles stored transposed through C's map; partial tiles both ways) and, on a GEMM of
     # nn.Linear's layout, with split-K's fix-up and the direct transposed stores
     ("wgmma-conv1x1-swap", "cuda-wgmma.conv2d", Conv2d(1, 1024, 7, 5, 200, 1, 1, layout="nhwc", dtype="fp16",

@@ -14,9 +14,9 @@ pack(s[8t+6], s[8t+7])`` with no data movement (``fragment_model`` in attention.
 from __future__ import annotations
 
 from ...cstyle import CodeWriter
+from .ptx import desc_name, swizzled_desc_lib
 
 SWIZZLE_LINE = 128  # bytes of one 64-element 16-bit line of a 128B-swizzled TMA box
-LAYOUT_TYPE = {128: 1, 64: 2, 32: 3}  # the wgmma descriptor's swizzle field (bits 62-63) by line bytes
 
 
 def head_chunk(d: int) -> int:
@@ -53,19 +53,12 @@ def swizzle_mode(d: int) -> str:
 
 def desc_fn(d: int) -> str:
     """The descriptor function for head dim ``d``'s tiles: ``tr_desc`` (128B) or ``desc_lib``'s."""
-    return "tr_desc" if line_bytes(d) == 128 else f"tr_desc{line_bytes(d)}"
+    return desc_name(line_bytes(d))
 
 
 def desc_lib(d: int) -> str:
     """A descriptor function for the 64B or 32B swizzle (the shared ``tr_desc`` is 128B's); none at 128B."""
-    line = line_bytes(d)
-    if line == 128:
-        return ""
-    return f"""/* wgmma shared-memory descriptor with the {line}B swizzle (layout type {LAYOUT_TYPE[line]}). */
-static __device__ __forceinline__ uint64_t {desc_fn(d)}(uint32_t addr, uint32_t lbo, uint32_t sbo) {{
-    return (tr_desc(addr, lbo, sbo) & ~(3ull << 62)) | ({LAYOUT_TYPE[line]}ull << 62);
-}}
-"""
+    return swizzled_desc_lib(line_bytes(d))
 
 
 def wgmma_ss(n: int, ptx: str) -> str:

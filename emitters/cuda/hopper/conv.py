@@ -44,10 +44,10 @@ from typing import Any
 from ...cstyle import CodeWriter
 from ..render import CudaRenderer, Rendered
 from . import conv1x1, im2col, scheduler
-from .conv_schedule import WgmmaConvSchedule
+from .conv_schedule import WgmmaConvSchedule, channels_padded
 from .epilogue import Stores
 from .mainloop import consumer_branch, gather_producer, kernel_head, operand_layouts
-from .ptx import DEVICE_LIB, GATHER_LIB, PTX_TYPE, wgmma_instruction
+from .ptx import DEVICE_LIB, GATHER_LIB, PTX_TYPE, swizzled_desc_lib, wgmma_instruction
 from .schedule import BK
 
 KERNEL_NAME = "tr_wgmma_conv"
@@ -55,17 +55,13 @@ INT_PARAMS = ("M", "N", "Cp", "H", "W", "P", "Q", "R", "S", "stride_h", "stride_
               "dil_h", "dil_w", "cblk", "store_tma")
 
 
-def channels_padded(op: Any) -> int:
-    """The channel stride the kernel reads: C rounded up to 8 (16 bytes, TMA's and cp.async's unit)."""
-    return (op.c + 7) // 8 * 8
-
-
-def conv_scalars(op: Any) -> dict[str, int]:
-    """The kernel's integer arguments for ``op`` (``INT_PARAMS`` but ``store_tma``, which the host sets)."""
+def conv_scalars(op: Any, chunk: int = BK) -> dict[str, int]:
+    """The kernel's integer arguments for ``op`` (``INT_PARAMS`` but ``store_tma``, which the host sets); ``cblk``:
+    the schedule's boxes of ``chunk`` channels a filter tap."""
     cp = channels_padded(op)
     return {"M": op.gemm_m, "N": op.k, "Cp": cp, "H": op.h, "W": op.w, "P": op.p, "Q": op.q, "R": op.r,
             "S": op.s, "stride_h": op.stride[0], "stride_w": op.stride[1], "pad_h": op.padding[0],
-            "pad_w": op.padding[1], "dil_h": op.dilation[0], "dil_w": op.dilation[1], "cblk": -(-cp // BK)}
+            "pad_w": op.padding[1], "dil_h": op.dilation[0], "dil_w": op.dilation[1], "cblk": -(-cp // chunk)}
 
 
 def render(op: Any, sched: WgmmaConvSchedule) -> str:
@@ -78,7 +74,7 @@ def render(op: Any, sched: WgmmaConvSchedule) -> str:
     sched.validate(op)
     dtype = op.dtype.value
     r = CudaRenderer()
-    a_bytes = operand_layouts(sched.bm, True)[0].size_bytes
+    a_bytes = sched.bm * BK * 2
     w = CodeWriter()
     w(f"/* cuda-wgmma.conv2d {sched.name}: {dtype}, NHWC, implicit GEMM, bias {'yes' if op.bias else 'no'} */")
     w.extend(r.prelude(1))
@@ -87,6 +83,7 @@ def render(op: Any, sched: WgmmaConvSchedule) -> str:
     tma_a = sched.path == "im2col"
     if tma_a:
         w.extend(im2col.IM2COL_LIB)
+    w.extend(swizzled_desc_lib(2 * sched.chunk))
     w.extend(wgmma_instruction(sched.bn, PTX_TYPE[dtype], 0, 0))
     walk = scheduler.TileScheduler(sched)
     for fn in walk.functions():
@@ -98,7 +95,7 @@ def render(op: Any, sched: WgmmaConvSchedule) -> str:
     w("    int M, int N, int Cp, int H, int W, int P, int Q, int R, int S, int stride_h, int stride_w,")
     w(f"    int pad_h, int pad_w, int dil_h, int dil_w, int cblk, int store_tma{walk.signature()}) {{")
     # the kernel joins its parts (as the GEMM does): the scheduler's walk, a producer, the consumers, the stores
-    w.extend(kernel_head(sched, r, a_bytes, walk, k_iters="R * S * cblk", maps=("tmA", "tmB") if tma_a else ("tmB",),
+    w.extend(kernel_head(sched, r, a_bytes, walk, k_iters=_k_iters(sched), maps=("tmA", "tmB") if tma_a else ("tmB",),
                          full_arrivals=1 if tma_a else 129))
     w.extend(im2col.producer(sched, r, a_bytes, walk) if tma_a else gather_producer(sched, r, walk))
     stores = Stores(sched, r, dtype, ("bias",) if op.bias else ())
@@ -106,6 +103,12 @@ def render(op: Any, sched: WgmmaConvSchedule) -> str:
     if op.layout == "nchw":
         w.extend(TRANSPOSE)
     return w.render()
+
+
+def _k_iters(sched: WgmmaConvSchedule) -> str:
+    """The C expression of a tile's ring stages: taps x channel blocks, ``chunks_per_step`` boxes a stage."""
+    per = sched.chunks_per_step
+    return "R * S * cblk" if per == 1 else f"(R * S * cblk + {per - 1}) / {per}"
 
 
 TRANSPOSE = r"""/* dst[b][c][r] = src[b][r][c] for a batch of R x C 16-bit matrices; dst rows ldd apart (>= R).
@@ -136,7 +139,7 @@ def launch_geometry(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> tuple[i
 
 
 def split_plan(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> scheduler.Plan:
-    return scheduler.TileScheduler(sched).plan(op.gemm_m, op.k, op.r * op.s * -(-channels_padded(op) // BK), sm_count)
+    return scheduler.TileScheduler(sched).plan(op.gemm_m, op.k, sched.k_steps(op), sm_count)
 
 
 def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
@@ -146,17 +149,18 @@ def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
         return conv1x1.rendered(op, sched, sm_count)
     src = render(op, sched)
     grid, threads, smem = launch_geometry(op, sched, sm_count)
-    a_lay = operand_layouts(sched.bm, True)[0]
-    cp = channels_padded(op)
+    a_lay, b_lay = operand_layouts(sched.bm, True, sched.chunk), operand_layouts(sched.bn, True, sched.chunk)
+    cp, swizzle = channels_padded(op), f"{2 * sched.chunk}B swizzle"
+    boxes = "" if sched.chunk == BK else f", {sched.chunks_per_step} boxes of {sched.chunk} channels a stage"
     meta = {
         "name": f"tr_{sched.name}",
         "tile": {"M": sched.bm, "N": sched.bn, "K": BK, "stages": sched.stages, "consumers": sched.consumers,
                  "pingpong": sched.pingpong},
         "fragments": {"mma": f"wgmma.mma_async m64n{sched.bn}k16", "dtype_in": op.dtype.value, "dtype_acc": "fp32",
-                      "load": ("A: TMA cp.async.bulk.tensor.4d im2col, 128B swizzle; " if sched.path == "im2col" else
+                      "load": (f"A: TMA cp.async.bulk.tensor.4d im2col, {swizzle}; " if sched.path == "im2col" else
                                "A: cp.async.cg gather (zero fill) into the 128B swizzle, fence.proxy.async, mbarrier; ")
-                              + "B: TMA cp.async.bulk.tensor.3d"},
-        "smem": {"a": [a_lay.describe()], "b": [f"{sched.bn}x{BK}x2B row-major, swizzle 128B"],
+                              + f"B: TMA cp.async.bulk.tensor.3d, {swizzle}{boxes}"},
+        "smem": {"a": [t.describe() for t in a_lay], "b": [t.describe() for t in b_lay],
                  "stage_bytes": sched.stage_bytes},
         "registers": dict(zip(("entry", "producer", "consumer"), sched.register_split(), strict=True)),
         "launch": {"grid": [grid, 1, 1], "block": [threads, 1, 1], "dynamic_smem": smem,
@@ -179,12 +183,13 @@ def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
 
 
 def filter_map(op: Any, sched: WgmmaConvSchedule, w_ptr: int) -> Any:
-    """The filter (K x R x S x Cp) as a 3-d tensor map (Cp, R*S, K), one ``{64, 1, bn}`` box per k step."""
+    """The filter (K x R x S x Cp) as a 3-d tensor map (Cp, R*S, K), ``{chunk, 1, bn}`` boxes (``64 / chunk`` a k
+    step) with the swizzle of their ``2 chunk``-byte lines."""
     from ..tma import encode_tiled
 
     cp = channels_padded(op)
     return encode_tiled(w_ptr, op.dtype.value, (cp, op.r * op.s, op.k), (cp * 2, op.r * op.s * cp * 2),
-                        (BK, 1, sched.bn))
+                        (sched.chunk, 1, sched.bn), f"{2 * sched.chunk}B")
 
 
 def nhwc_inputs(op: Any, drv: Any, ptrs: dict[str, int], zeroed: Callable[[str, int], Any]) -> tuple[list, dict]:
@@ -231,7 +236,7 @@ def kernel_args(op: Any, kernel: Any, ptrs: dict[str, int], out: int, bias: int)
     from ..tma import c_output_map, split_args
 
     mc, store_tma = c_output_map(op.gemm_m, op.k, op.dtype.value, kernel.schedule, out)
-    ints = {**conv_scalars(op), "store_tma": store_tma}
+    ints = {**conv_scalars(op, kernel.schedule.chunk), "store_tma": store_tma}
     first = [im2col.activation_map(op, kernel.schedule, ptrs["x"])] if kernel.schedule.path == "im2col" else []
     return [*first, filter_map(op, kernel.schedule, ptrs["weight"]), mc, ctypes.c_uint64(ptrs["x"]),
             ctypes.c_uint64(out), ctypes.c_uint64(bias), *[ctypes.c_int(ints[k]) for k in INT_PARAMS],

@@ -14,9 +14,10 @@ from tracea.doctor.errors import BadInputError
 
 from .conv_paths import gemm_view_unsupported, im2col_unsupported
 from .ptx import PTX_TYPE
-from .schedule import SMEM_OPTIN_SM90, WgmmaSchedule
+from .schedule import BK, SMEM_OPTIN_SM90, WgmmaSchedule
 
 PUBLISH = ("wait", "noinc")
+CHUNKS = (64, 32, 16)  # channels of a TMA box: one 128-, 64- or 32-byte swizzled line of 16-bit elements
 PATHS = ("gather", "gemm", "im2col")
 CONV_PRODUCER_REGS = 96  # the gathering producer holds (n, h0, w0) of up to 16 lines and their addresses
 
@@ -32,10 +33,16 @@ class WgmmaConvSchedule(WgmmaSchedule):
     ``path``: "gather" (the implicit GEMM above); "im2col": the activations loaded by TMA in im2col mode
     (one bulk copy per k step, no gathering threads; ``im2col_unsupported`` says where it cannot); or
     "gemm": the Hopper GEMM's kernel over ``gemm_view(op)`` with these fields as its ``WgmmaSchedule``
-    (``as_gemm``; clusters allowed). ``publish`` matters to "gather" only."""
+    (``as_gemm``; clusters allowed). ``publish`` matters to "gather" only.
+    ``chunk`` (im2col path): channels a TMA box of x or of the filter holds, 64 (128B swizzle), 32 (64B) or 16
+    (32B); a ring stage holds ``64 / chunk`` boxes of each, from consecutive (filter tap, channel chunk) steps of
+    the k walk, so that C = 96 takes 3 boxes of 32 a tap and not 2 of 64 (a quarter of them zeros). Off the
+    gemm path ``bn`` is any multiple of 8 up to 256 (the filter's boxes are K-major), so that 96 filters take one
+    96-wide tile; widths that are not multiples of 64 store C directly (``store`` "direct")."""
 
     publish: str = "wait"
     path: str = "gather"
+    chunk: int = 64
     producer_regs: ClassVar[int] = CONV_PRODUCER_REGS
 
     @staticmethod
@@ -49,6 +56,15 @@ class WgmmaConvSchedule(WgmmaSchedule):
         return WgmmaSchedule(**{f.name: getattr(self, f.name) for f in dataclasses.fields(WgmmaSchedule)})
 
     @property
+    def chunks_per_step(self) -> int:
+        """TMA boxes of each operand in one ring stage (one 64-deep k step)."""
+        return BK // self.chunk
+
+    def k_steps(self, op: Any) -> int:
+        """Ring stages a tile's k walk takes: filter taps x channel chunks, ``chunks_per_step`` a stage."""
+        return -(-op.r * op.s * -(-channels_padded(op) // self.chunk) // self.chunks_per_step)
+
+    @property
     def lag(self) -> int:
         """k steps a producer thread keeps in flight before it publishes a stage (see the module doc)."""
         return min(2, self.stages - 2)
@@ -60,7 +76,7 @@ class WgmmaConvSchedule(WgmmaSchedule):
     @property
     def name(self) -> str:
         return "conv_" + super().name + ("_ni" if self.publish == "noinc" else "") + \
-            {"gemm": "_gemm", "im2col": "_i2c"}.get(self.path, "")
+            {"gemm": "_gemm", "im2col": "_i2c"}.get(self.path, "") + ("" if self.chunk == BK else f"_k{self.chunk}")
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
         if self.cluster_axis != "m":
@@ -72,6 +88,10 @@ class WgmmaConvSchedule(WgmmaSchedule):
             raise BadInputError(f"path: expected 'gather', 'gemm' or 'im2col', got {self.path!r}")
         if self.path == "im2col" and self.publish != "wait":
             raise BadInputError("publish: the im2col path loads x by TMA; it has no publish mode (leave 'wait')")
+        if self.chunk not in CHUNKS:
+            raise BadInputError(f"chunk: {self.chunk!r} channels a TMA box (64, 32 or 16)")
+        if self.chunk != BK and self.path != "im2col":
+            raise BadInputError(f"chunk: boxes of {self.chunk} channels are the im2col path's", "chunk 64")
         if self.publish not in PUBLISH:
             raise BadInputError(f"publish: expected 'wait' or 'noinc', got {self.publish!r}")
         if self.cluster != 1:
@@ -94,11 +114,24 @@ class WgmmaConvSchedule(WgmmaSchedule):
             if why is not None:
                 raise BadInputError(f"path: TMA's im2col mode cannot walk {why}", "path 'gather'")
 
+    def _validate_width(self) -> None:
+        """Off the gemm path the filter is K-major: ``bn`` any multiple of 8 (wgmma n) up to 256; C's 64-column
+        staging atoms need a multiple of 64 for the TMA store."""
+        if self.path == "gemm":
+            return super()._validate_width()
+        if self.bn % 8 or not 8 <= self.bn <= 256:
+            raise BadInputError(f"bn: {self.bn} output channels a tile is not a multiple of 8 up to 256 (wgmma n)")
+        if self.bn % 64 and self.store == "tma":
+            raise BadInputError(f"store: the TMA store writes C in 64-column atoms; bn {self.bn} is not a multiple "
+                                "of 64", "store 'direct'")
+
     def _validate_gemm_path(self, op: Any, smem_optin: int) -> None:
         """The GEMM's checks on its fields, then: is ``op`` a plain GEMM (``gemm_view_unsupported``)."""
         self.as_gemm().validate(None, smem_optin)
         if self.publish != "wait":
             raise BadInputError("publish: the gemm path loads x by TMA; it has no publish mode (leave 'wait')")
+        if self.chunk != BK:
+            raise BadInputError(f"chunk: boxes of {self.chunk} channels are the im2col path's", "chunk 64")
         if op is not None:
             if getattr(op, "kind", None) != "conv2d":
                 raise BadInputError(f"cuda-wgmma.conv2d computes conv2d, not {getattr(op, 'kind', None)}")
@@ -111,6 +144,8 @@ class WgmmaConvSchedule(WgmmaSchedule):
         d = {**super().to_json(), "core": "wgmma", "kernel": "conv2d"}
         if self.path == "gather":  # the JSON of every gather schedule stays as it was before paths
             del d["path"]
+        if self.chunk == BK:  # and of every schedule before chunks
+            del d["chunk"]
         return d
 
     @staticmethod
@@ -118,5 +153,11 @@ class WgmmaConvSchedule(WgmmaSchedule):
         d = dict(d)
         if d.pop("kernel", "conv2d") != "conv2d":
             raise BadInputError("schedule: not a cuda-wgmma conv2d schedule")
-        publish, path = d.pop("publish", "wait"), d.pop("path", "gather")
-        return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish, path=path)
+        publish, path, chunk = d.pop("publish", "wait"), d.pop("path", "gather"), d.pop("chunk", BK)
+        return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish, path=path,
+                                 chunk=chunk)
+
+
+def channels_padded(op: Any) -> int:
+    """The channel stride the kernel reads: C rounded up to 8 (16 bytes, TMA's and cp.async's unit)."""
+    return (op.c + 7) // 8 * 8

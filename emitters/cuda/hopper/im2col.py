@@ -7,7 +7,9 @@ walking it with traversal strides ``stride`` visits exactly the P x Q anchor pix
 copy loads ``bm`` consecutive anchors (the tile's output pixels in (n, p, q) order, continuing across
 rows and images) starting at the tile's first, each shifted by the k step's filter tap (16-bit offsets
 ``s x dil_w``, ``r x dil_h``), 64 channels a pixel: a ``bm x 64`` tile with the 128B swizzle, byte for
-byte what the 2-d GEMM's TMA writes, so the consumers, split-K and the epilogue are unchanged. Pixels in
+byte what the 2-d GEMM's TMA writes, so the consumers, split-K and the epilogue are unchanged. With
+``chunk`` 32 or 16 (channel counts that boxes of 64 would pad by a quarter or more) a stage takes 2 or 4 boxes
+of that many channels (64B or 32B swizzle), from consecutive steps of the walk over taps and channel blocks. Pixels in
 the padding, past the last image or channels past C read as zero. The filter arrives by the same 3-d TMA
 as on the gather path. One producer thread issues both copies; the full barrier expects its
 ``expect_tx`` only.
@@ -20,7 +22,6 @@ from typing import Any
 from ..render import CudaRenderer
 from .conv_schedule import WgmmaConvSchedule
 from .mainloop import filter_start
-from .schedule import BK
 
 IM2COL_LIB = r"""/* 4-d TMA in im2col mode: bm pixels x 64 channels from anchor (c, w, h, n), shifted by (ow, oh). */
 static __device__ __forceinline__ void tr_tma_load_im2col(uint32_t dst, const TrTensorMap* map, int c, int w, int h,
@@ -53,14 +54,28 @@ def producer(sched: WgmmaConvSchedule, r: CudaRenderer, a_bytes: int, walk: Any)
                     tr_mbar_wait(bars + 8u * ({S} + s), phase ^ 1u);
                     const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
                     tr_mbar_expect_tx(full, {sched.stage_bytes}u);
-                    tr_tma_load_im2col(sa, &tmA, cb * {BK}, w0, h0, n0, (uint16_t)(fs * dil_w), (uint16_t)(fr * dil_h),
-                                       full);
-                    tr_tma_load_3d(sb, &tmB, cb * {BK}, fr * S + fs, tn * {sched.bn}, full);
+{_boxes(sched, a_bytes)}
                     if (++s == {S}) {{ s = 0; phase ^= 1u; }}
-                    if (++cb == cblk) {{ cb = 0; if (++fs == S) {{ fs = 0; ++fr; }} }}
                 }}
             }}
         }}"""
+
+
+def _boxes(sched: WgmmaConvSchedule, a_bytes: int) -> str:
+    """One k step's copies: the activations' im2col box and the filter's box of each of the stage's
+    ``chunks_per_step`` (tap, channel block) steps, the walk's counters advanced after each. A stage past the
+    walk's last box (an odd count of boxes) takes boxes of channels past every pixel's (``cblk x chunk`` >= Cp) at
+    tap (0, 0): TMA fills them with zeros and counts their bytes, so the stage's products add nothing."""
+    pad = " " * 20
+    per, ch = sched.chunks_per_step, sched.chunk
+    load = (f"tr_tma_load_im2col(sa{{a}}, &tmA, {{c}}, w0, h0, n0, (uint16_t)(fs * dil_w), (uint16_t)({{r}} * dil_h), "
+            f"full);\n{pad}tr_tma_load_3d(sb{{b}}, &tmB, {{c}}, {{r}} * S + fs, tn * {sched.bn}, full);\n{pad}"
+            "if (++cb == cblk) {{ cb = 0; if (++fs == S) {{ fs = 0; ++fr; }} }}")
+    if per == 1:
+        return pad + load.format(a="", b="", c=f"cb * {ch}", r="fr")
+    lines = [load.format(a=f" + {j * a_bytes // per}u", b=f" + {j * sched.bn * ch * 2}u",
+                         c=f"(fr < R ? cb : cblk) * {ch}", r="(fr < R ? fr : 0)") for j in range(per)]
+    return pad + f"\n{pad}".join(lines)
 
 
 def activation_map(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
@@ -70,7 +85,7 @@ def activation_map(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
 
     if x_ptr % 16:
         raise ValueError(f"TMA needs a 16-byte aligned base, not {x_ptr:#x}")
-    return tma.cached_map(("im2col", x_ptr, op, sched.bm, tma.L2_PROMOTION, tma.OFF_LINE_PROMOTION),
+    return tma.cached_map(("im2col", x_ptr, op, sched.bm, sched.chunk, tma.L2_PROMOTION, tma.OFF_LINE_PROMOTION),
                           lambda: _encode_activation(op, sched, x_ptr))
 
 
@@ -87,10 +102,10 @@ def _encode_activation(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:
     strides = (cp * 2, op.w * cp * 2, op.h * op.w * cp * 2)
     m = driver_call(drv.cuTensorMapEncodeIm2col(
         dt, 4, x_ptr, [drv.cuuint64_t(d) for d in dims], [drv.cuuint64_t(st) for st in strides],
-        [-pw, -ph], [pw - dw * (op.s - 1), ph - dh * (op.r - 1)], BK, sched.bm,
+        [-pw, -ph], [pw - dw * (op.s - 1), ph - dh * (op.r - 1)], sched.chunk, sched.bm,
         [drv.cuuint32_t(v) for v in (1, sw, sh, 1)],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        getattr(drv.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{2 * sched.chunk}B"),
         l2_promotion(drv, *strides),
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeIm2col")
     out = _Map()

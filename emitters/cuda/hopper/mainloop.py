@@ -37,9 +37,10 @@ from typing import Any
 from tracea.doctor.errors import BadInputError
 
 from ...cstyle import CodeWriter
-from ...layout import TileLayout
+from ...layout import TileLayout, TmaSwizzle
 from ..render import CudaRenderer
 from .conv_schedule import WgmmaConvSchedule
+from .ptx import desc_name
 from .schedule import BK, ELEM_BYTES, SWIZZLE, WgmmaSchedule
 
 # ---------------------------------------------------------------------------------------- layouts
@@ -50,10 +51,16 @@ def operand_kmajor(op: Any, which: str) -> bool:
     return op.layout_a == "row" if which == "a" else op.layout_b == "col"
 
 
-def operand_layouts(rows: int, kmajor: bool) -> list[TileLayout]:
+def operand_layouts(rows: int, kmajor: bool, chunk: int = BK) -> list[TileLayout]:
     """The shared-memory atoms of one operand tile (``rows`` of the m or n extent by 64 k) in one stage,
     as TMA writes them with the 128B swizzle. K-major: one ``rows x 64`` row-major layout (a line per
-    m/n row, 128 bytes of k). MN-major: ``rows / 64`` atoms of ``64 (k) x 64 (m/n)``, a line per k."""
+    m/n row, 128 bytes of k), or ``64 / chunk`` of ``rows x chunk`` one after another, each with the swizzle of
+    its ``2 chunk``-byte lines (the conv's boxes of 32 or 16 channels). MN-major: ``rows / 64`` atoms of
+    ``64 (k) x 64 (m/n)``, a line per k."""
+    if kmajor and chunk != BK:
+        size = rows * chunk * ELEM_BYTES
+        return [TileLayout(rows, chunk, ELEM_BYTES, "row", swizzle=TmaSwizzle(f"{2 * chunk}B"), base_bytes=j * size)
+                for j in range(BK // chunk)]
     if kmajor:
         return [TileLayout(rows, BK, ELEM_BYTES, "row", swizzle=SWIZZLE)]
     atom = BK * 64 * ELEM_BYTES
@@ -245,11 +252,13 @@ def gather_producer(sched: WgmmaConvSchedule, r: CudaRenderer, walk: Any) -> str
 
 
 def filter_start(sched: WgmmaConvSchedule) -> str:
-    """The filter row, column and 64-channel block of the walk's first k step (``kb`` under split-K)."""
+    """The filter row, column and channel block (``chunk`` channels; ``cblk`` a tap) of the walk's first k step
+    (``kb`` under split-K: its first box is box ``kb x chunks_per_step`` of the walk)."""
     if sched.split == 1:
-        return "int fr = 0, fs = 0, cb = 0;  /* this k step's filter row, column and 64-channel block */"
-    return ("int cb = kb % cblk, fs = (kb / cblk) % S, fr = kb / cblk / S;  /* filter row, column, "
-            "64-channel block of step kb */")
+        return f"int fr = 0, fs = 0, cb = 0;  /* this box's filter row, column and {sched.chunk}-channel block */"
+    first = "kb" if sched.chunks_per_step == 1 else f"kb * {sched.chunks_per_step}"
+    return (f"int cb = {first} % cblk, fs = ({first} / cblk) % S, fr = {first} / cblk / S;  /* filter row, "
+            f"column, {sched.chunk}-channel block of step kb's first box */")
 
 
 def _publish(sched: WgmmaConvSchedule, r: CudaRenderer) -> str:
@@ -368,13 +377,15 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
     """The k loop of one tile: wait for a full stage, ``bk / 16`` wgmma per m64 slice on descriptors
     read off the operand layouts, one group kept in flight, the stage before it released; then the
     last group awaited and its stage released."""
-    a_lay, b_lay = operand_layouts(sched.bm, a_k), operand_layouts(sched.bn, b_k)
+    chunk = getattr(sched, "chunk", BK)
+    a_lay, b_lay = operand_layouts(sched.bm, a_k, chunk), operand_layouts(sched.bn, b_k, chunk)
     a_lbo, a_sbo = descriptor_strides(a_lay)
     b_lbo, b_sbo = descriptor_strides(b_lay)
     a_bytes = sum(t.size_bytes for t in a_lay)
-    # A k16 step moves 32 bytes along a K-major line, or 16 lines down an MN-major atom.
-    a_kstep = 16 * ELEM_BYTES if a_k else 16 * a_lay[0].pitch_bytes
-    b_kstep = 16 * ELEM_BYTES if b_k else 16 * b_lay[0].pitch_bytes
+    # A k16 step moves 32 bytes along a K-major line (into the next box past its end), or 16 lines down an MN-major atom.
+    a_kstep = _k16_offset(a_lay, chunk) if a_k else f"k16 * {16 * a_lay[0].pitch_bytes}u"
+    b_kstep = _k16_offset(b_lay, chunk) if b_k else f"k16 * {16 * b_lay[0].pitch_bytes}u"
+    desc = desc_name(2 * chunk)
     # An m64 slice starts 64 lines into a K-major tile, or one atom further along an MN-major one.
     a_mstep = 64 * a_lay[0].pitch_bytes if a_k else a_lay[1].base_bytes if len(a_lay) > 1 else 0
     S, m_slices, n_regs = sched.stages, sched.m_slices, sched.bn // 2
@@ -387,10 +398,10 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
                 TR_WGMMA_FENCE();
                 #pragma unroll
                 for (int k16 = 0; k16 < {BK // 16}; ++k16) {{
-                    const uint64_t db = tr_desc(sb + k16 * {b_kstep}u, {b_lbo}u, {b_sbo}u);
+                    const uint64_t db = {desc}(sb + {b_kstep}, {b_lbo}u, {b_sbo}u);
                     #pragma unroll
                     for (int i = 0; i < {m_slices}; ++i)
-                        tr_wgmma(acc[i], tr_desc(sa + i * {a_mstep}u + k16 * {a_kstep}u, {a_lbo}u, {a_sbo}u), db);
+                        tr_wgmma(acc[i], {desc}(sa + i * {a_mstep}u + {a_kstep}, {a_lbo}u, {a_sbo}u), db);
                 }}
                 TR_WGMMA_COMMIT();
                 TR_WGMMA_WAIT(1);
@@ -407,6 +418,15 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
                 for (int j = 0; j < {n_regs}; ++j) {r.asm("compiler.pin" if acc == "float" else "compiler.pin_int",
                                                            value="acc[i][j]")}
             }}"""
+
+
+def _k16_offset(layouts: list[TileLayout], chunk: int) -> str:
+    """The C expression of k16 step ``k16``'s byte offset in a K-major operand tile stored as ``layouts``: 32
+    bytes a step along a line, and past a box's ``chunk`` elements into the next box."""
+    if len(layouts) == 1:
+        return f"k16 * {16 * ELEM_BYTES}u"
+    per = chunk // 16
+    return f"(k16 / {per}) * {layouts[1].base_bytes}u + (k16 % {per}) * {16 * ELEM_BYTES}u"
 
 
 def _cluster_sync(sched: WgmmaSchedule, r: CudaRenderer) -> str:

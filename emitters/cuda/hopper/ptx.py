@@ -2,8 +2,8 @@
 with (``DEVICE_LIB``: mbarriers, TMA loads, multicast and stores, wgmma descriptors and fences), the GEMM
 producer's TMA loads with an L2 cache policy (``HINT_LIB``), the gathering producer's (``GATHER_LIB``: a 3-d
 TMA load, a zero-filling ``cp.async``), the wgmma instruction of one tile width (``wgmma_instruction``),
-``render_tma_probe``, the GPU check of TMA's swizzled byte placement, and the PTX names of the input
-types (``PTX_TYPE``).
+``render_tma_probe``, the GPU check of TMA's swizzled byte placement, the descriptor functions of the 64B and
+32B swizzles (``swizzled_desc_lib``), and the PTX names of the input types (``PTX_TYPE``).
 """
 
 from __future__ import annotations
@@ -110,6 +110,27 @@ static __device__ __forceinline__ void tr_cp_async_16(uint32_t dst, const void* 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                  :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
+"""
+
+
+LAYOUT_TYPE = {128: 1, 64: 2, 32: 3}  # the wgmma descriptor's swizzle field (bits 62-63) by swizzled line bytes
+
+
+def desc_name(line: int) -> str:
+    """The descriptor function of tiles whose swizzled lines are ``line`` bytes: ``tr_desc`` (128B, in
+    ``DEVICE_LIB``) or ``swizzled_desc_lib``'s."""
+    return "tr_desc" if line == 128 else f"tr_desc{line}"
+
+
+def swizzled_desc_lib(line: int) -> str:
+    """A wgmma descriptor function for the 64B or 32B swizzle (``tr_desc`` with its layout field replaced); none
+    at 128B."""
+    if line == 128:
+        return ""
+    return f"""/* wgmma shared-memory descriptor with the {line}B swizzle (layout type {LAYOUT_TYPE[line]}). */
+static __device__ __forceinline__ uint64_t {desc_name(line)}(uint32_t addr, uint32_t lbo, uint32_t sbo) {{
+    return (tr_desc(addr, lbo, sbo) & ~(3ull << 62)) | ({LAYOUT_TYPE[line]}ull << 62);
+}}
 """
 
 

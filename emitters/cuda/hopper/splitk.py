@@ -262,15 +262,18 @@ def _sum_all(floats4: int, q4: int, tile4: int, r: CudaRenderer) -> str:
     chunks so the loads are not all hoisted above the adds (that spilled)."""
     chunk = floats4 if floats4 <= 16 else 8
     fence = "" if chunk == floats4 else "\n                        " + r.asm("compiler.fence")
+    tail = floats4 % chunk != 0  # (tiles of a width off 64: 20 groups of 8, say; the last chunk's missing are skipped)
+    guard = f"if (c * {chunk} + e < {floats4}) " if tail else ""
+    stop = f"\n                            if (c * {chunk} + e >= {floats4}) break;" if tail else ""
     return f"""                #pragma unroll
-                for (int c = 0; c < {floats4 // chunk}; ++c) {{
+                for (int c = 0; c < {-(-floats4 // chunk)}; ++c) {{
                     for (int s2 = 0; s2 < splits; ++s2) {{  /* slice order: the same sum whoever came last */
                         const float4* const src = part_ws + (size_t)s2 * {tile4} + c * {chunk * 128} + tid;
                         float4 v[{chunk}];
                         #pragma unroll
-                        for (int e = 0; e < {chunk}; ++e) v[e] = __ldcg(src + e * 128);
+                        for (int e = 0; e < {chunk}; ++e) {guard}v[e] = __ldcg(src + e * 128);
                         #pragma unroll
-                        for (int e = 0; e < {chunk}; ++e) {{
+                        for (int e = 0; e < {chunk}; ++e) {{{stop}
                             float* const a = &acc[(c * {chunk} + e) / {q4}][4 * ((c * {chunk} + e) % {q4})];
                             if (s2 == 0) {{ a[0] = v[e].x; a[1] = v[e].y; a[2] = v[e].z; a[3] = v[e].w; }}
                             else {{ a[0] += v[e].x; a[1] += v[e].y; a[2] += v[e].z; a[3] += v[e].w; }}

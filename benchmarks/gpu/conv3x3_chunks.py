@@ -1,7 +1,7 @@
 """3x3 convs whose channel counts are not multiples of 64 (issue 34: 96 channels at 56x56 ran 0.43-0.63x cuDNN, 48 at
 112x112 0.57-0.78x): the im2col path's boxes of 32 or 16 channels (``WgmmaConvSchedule.chunk``: 96 channels take 3
-boxes of 32 a tap, not 2 of 64 with a quarter zeros) and tiles as wide as the filters (``bn`` any multiple of 8, C
-stored directly). Every figure is a ``tracea bench`` row: verified on fresh random inputs, then timed beside cuDNN with
+boxes of 32 a tap, not 2 of 64 with a quarter zeros), a tap's last box of 64 overlapping the one before (``overlap``:
+2 boxes of 64 a tap, 6 k16 steps) and tiles as wide as the filters (``bn`` any multiple of 8, C stored directly). Every figure is a ``tracea bench`` row: verified on fresh random inputs, then timed beside cuDNN with
 CUDA events in the same process (cuDNN's time / Tracea's). One line a shape.
 
     python benchmarks/gpu/conv3x3_chunks.py --forms [--batches 8,32] [--held-out]   # the hero, then every form
@@ -65,8 +65,12 @@ def forms(op: Conv2d) -> dict[str, WgmmaConvSchedule]:
     """Every tile of ``TILES`` as wide as the filters (``fitted_width``) with every box of ``chunks``, as many stages
     as shared memory holds."""
     bn = fitted_width(op.k)
-    return {f"{label} k{ch}": deepest(WgmmaConvSchedule(bn=bn, path="im2col", chunk=ch, **tile))
-            for ch in chunks(op) for label, tile in TILES.items()}
+    out = {f"{label} k{ch}": deepest(WgmmaConvSchedule(bn=bn, path="im2col", chunk=ch, **tile))
+           for ch in chunks(op) for label, tile in TILES.items()}
+    if channels_padded(op) > 64 and channels_padded(op) % 64:  # the tap's last box overlapping the one before
+        out.update({f"{label} ov": deepest(WgmmaConvSchedule(bn=bn, path="im2col", overlap=True, **tile))
+                    for label, tile in TILES.items()})
+    return out
 
 
 def main() -> int:

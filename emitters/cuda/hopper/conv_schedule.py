@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from tracea.doctor.errors import BadInputError
 
+from ...schedule import booleans
 from .conv_paths import gemm_view_unsupported, im2col_unsupported
 from .ptx import PTX_TYPE
 from .schedule import BK, SMEM_OPTIN_SM90, WgmmaSchedule
@@ -38,11 +39,15 @@ class WgmmaConvSchedule(WgmmaSchedule):
     (32B); a ring stage holds ``64 / chunk`` boxes of each, from consecutive (filter tap, channel chunk) steps of
     the k walk, so that C = 96 takes 3 boxes of 32 a tap and not 2 of 64 (a quarter of them zeros). Off the
     gemm path ``bn`` is any multiple of 8 up to 256 (the filter's boxes are K-major), so that 96 filters take one
-    96-wide tile; widths that are not multiples of 64 store C directly (``store`` "direct")."""
+    96-wide tile; widths that are not multiples of 64 store C directly (``store`` "direct"). ``overlap`` (im2col path,
+    boxes of 64): a tap's last box of x and of the filter ends at the tap's last channel (C rounded up to 16) instead
+    of past it, overlapping the box before, and the consumers skip its k16 steps that box already multiplied: C = 96
+    takes 2 boxes of 64 a tap (as many TMA rows as before) and 6 k16 steps, not 8 with a quarter of zeros."""
 
     publish: str = "wait"
     path: str = "gather"
     chunk: int = 64
+    overlap: bool = False
     producer_regs: ClassVar[int] = CONV_PRODUCER_REGS
 
     @staticmethod
@@ -76,7 +81,8 @@ class WgmmaConvSchedule(WgmmaSchedule):
     @property
     def name(self) -> str:
         return "conv_" + super().name + ("_ni" if self.publish == "noinc" else "") + \
-            {"gemm": "_gemm", "im2col": "_i2c"}.get(self.path, "") + ("" if self.chunk == BK else f"_k{self.chunk}")
+            {"gemm": "_gemm", "im2col": "_i2c"}.get(self.path, "") + ("" if self.chunk == BK else f"_k{self.chunk}") + \
+            ("_ov" if self.overlap else "")
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
         if self.cluster_axis != "m":
@@ -92,6 +98,10 @@ class WgmmaConvSchedule(WgmmaSchedule):
             raise BadInputError(f"chunk: {self.chunk!r} channels a TMA box (64, 32 or 16)")
         if self.chunk != BK and self.path != "im2col":
             raise BadInputError(f"chunk: boxes of {self.chunk} channels are the im2col path's", "chunk 64")
+        booleans(self, ("overlap",))
+        if self.overlap and (self.path != "im2col" or self.chunk != BK):
+            raise BadInputError("overlap: the tap's overlapping last box is the im2col path's, with boxes of 64",
+                                "overlap false")
         if self.publish not in PUBLISH:
             raise BadInputError(f"publish: expected 'wait' or 'noinc', got {self.publish!r}")
         if self.cluster != 1:
@@ -110,6 +120,8 @@ class WgmmaConvSchedule(WgmmaSchedule):
                 raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
             if op.groups != 1:
                 raise BadInputError("groups: grouped convolution is not implemented on CUDA")
+            if self.overlap and channels_padded(op) <= BK:
+                raise BadInputError(f"overlap: C = {op.c} fills one box of 64; no box to overlap", "overlap false")
             why = im2col_unsupported(op) if self.path == "im2col" else None
             if why is not None:
                 raise BadInputError(f"path: TMA's im2col mode cannot walk {why}", "path 'gather'")
@@ -130,8 +142,8 @@ class WgmmaConvSchedule(WgmmaSchedule):
         self.as_gemm().validate(None, smem_optin)
         if self.publish != "wait":
             raise BadInputError("publish: the gemm path loads x by TMA; it has no publish mode (leave 'wait')")
-        if self.chunk != BK:
-            raise BadInputError(f"chunk: boxes of {self.chunk} channels are the im2col path's", "chunk 64")
+        if self.chunk != BK or self.overlap:
+            raise BadInputError("chunk, overlap: the im2col path's boxes", "chunk 64, overlap false")
         if op is not None:
             if getattr(op, "kind", None) != "conv2d":
                 raise BadInputError(f"cuda-wgmma.conv2d computes conv2d, not {getattr(op, 'kind', None)}")
@@ -146,6 +158,8 @@ class WgmmaConvSchedule(WgmmaSchedule):
             del d["path"]
         if self.chunk == BK:  # and of every schedule before chunks
             del d["chunk"]
+        if not self.overlap:
+            del d["overlap"]
         return d
 
     @staticmethod
@@ -154,8 +168,9 @@ class WgmmaConvSchedule(WgmmaSchedule):
         if d.pop("kernel", "conv2d") != "conv2d":
             raise BadInputError("schedule: not a cuda-wgmma conv2d schedule")
         publish, path, chunk = d.pop("publish", "wait"), d.pop("path", "gather"), d.pop("chunk", BK)
+        overlap = d.pop("overlap", False)
         return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish, path=path,
-                                 chunk=chunk)
+                                 chunk=chunk, overlap=overlap)
 
 
 def channels_padded(op: Any) -> int:

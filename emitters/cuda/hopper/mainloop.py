@@ -390,14 +390,20 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
     a_mstep = 64 * a_lay[0].pitch_bytes if a_k else a_lay[1].base_bytes if len(a_lay) > 1 else 0
     S, m_slices, n_regs = sched.stages, sched.m_slices, sched.bn // 2
     fence = "\n                " + r.asm("fence.proxy.async") if proxy_fence else ""
-    return f"""            int prev = -1;
+    first, skip, step = "", "", ""
+    if getattr(sched, "overlap", False):  # a tap's last box overlaps the one before: its first k16 steps are skipped
+        first = f"\n            int cbc = {walk.k_bounds()[0]} % cblk;  /* the stage's box of its tap */"
+        skip = (f"\n                const int first = cbc == cblk - 1 ? (cblk * {BK} - ((Cp + 15) & ~15)) / 16 : 0;"
+                "\n                if (++cbc == cblk) cbc = 0;")
+        step = "\n                    if (k16 < first) continue;"
+    return f"""            int prev = -1;{first}
             for ({walk.k_range()}) {{
-                tr_mbar_wait(bars + 8u * s, phase);{fence}
+                tr_mbar_wait(bars + 8u * s, phase);{fence}{skip}
                 const uint32_t sa = smem + s * {sched.stage_bytes}u + part * {sched.m_slices * a_mstep}u;
                 const uint32_t sb = smem + s * {sched.stage_bytes}u + {a_bytes}u;
                 TR_WGMMA_FENCE();
                 #pragma unroll
-                for (int k16 = 0; k16 < {BK // 16}; ++k16) {{
+                for (int k16 = 0; k16 < {BK // 16}; ++k16) {{{step}
                     const uint64_t db = {desc}(sb + {b_kstep}, {b_lbo}u, {b_sbo}u);
                     #pragma unroll
                     for (int i = 0; i < {m_slices}; ++i)

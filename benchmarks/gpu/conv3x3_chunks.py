@@ -112,15 +112,14 @@ def main() -> int:
 
 
 def before(op: Conv2d) -> WgmmaConvSchedule:
-    """The hero without ``conv_heroes.fitted_channels`` (the rule before boxes of 32 or 16 and filter-wide tiles)."""
-    keep = getattr(conv_heroes, "fitted_channels", None)
-    if keep is None:
-        return conv_hero_schedule(op)
-    conv_heroes.fitted_channels = lambda _op, _sm: None
+    """The hero without ``conv_heroes.fitted_width`` and ``conv_heroes.overlapped`` (the rule before boxes that
+    overlap and filter-wide tiles)."""
+    keep = conv_heroes.fitted_width, conv_heroes.overlapped
+    conv_heroes.fitted_width, conv_heroes.overlapped = (lambda _op, _sm: None), (lambda _op, s: s)
     try:
         return conv_hero_schedule(op)
     finally:
-        conv_heroes.fitted_channels = keep
+        conv_heroes.fitted_width, conv_heroes.overlapped = keep
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ from typing import Any
 
 from . import gemm_heroes
 from .conv_paths import gemm_view, gemm_view_unsupported, im2col_unsupported
-from .conv_schedule import WgmmaConvSchedule
-from .schedule import BK, hero_schedule, tile_count, wave_fill, with_split
+from .conv_schedule import WgmmaConvSchedule, channels_padded
+from .schedule import BK, SMEM_OPTIN_SM90, hero_schedule, tile_count, wave_fill, with_split
 
 SWAP_ROWS, SWAP_CHANNELS = 784, 256  # C's rows (pixels) up to which operands swap: searched, and a 1x1 conv's hero
 
@@ -135,6 +135,33 @@ def few_pixels_im2col(op: Any, base: WgmmaConvSchedule, k_steps: int, sm_count: 
     return None if k_steps >= 64 else quarter  # many k steps over more tiles: with_split's 64 x 128 split-K
 
 
+FITTED_TILES = (WgmmaConvSchedule(bm=192, stages=5, consumers=3, path="im2col"),
+                WgmmaConvSchedule(bm=64, stages=8, consumers=1, path="im2col"))
+FITTED_MAX_FILTERS = 192  # widths measured: 80-160 filters gained on filter-wide tiles, 200 lost (too few tiles)
+
+
+def fitted_width(op: Any, sm_count: int) -> WgmmaConvSchedule | None:
+    """For a conv that is not 1x1 whose filters are more than 64, at most ``FITTED_MAX_FILTERS`` and no multiple of 64,
+    tiles as wide as the filters (a multiple of 8; C stored directly): 192-row tiles on three consumers where they fill
+    most SMs, else 64-row tiles on one; as many stages as shared memory holds. None elsewhere. Fitted on an H200
+    (docs/device-runs/h200-conv-channel-boxes/)."""
+    if op.r * op.s == 1 or op.k % BK == 0 or not BK < op.k <= FITTED_MAX_FILTERS or im2col_unsupported(op) is not None:
+        return None
+    wide, narrow = (dataclasses.replace(t, bn=-(-op.k // 8) * 8) for t in FITTED_TILES)
+    pick = wide if tile_count(wide, op.gemm_m, op.k) >= 0.75 * sm_count else narrow
+    return next(s for st in range(pick.stages, 2, -1)
+                if (s := dataclasses.replace(pick, stages=st)).smem_bytes <= SMEM_OPTIN_SM90)
+
+
+def overlapped(op: Any, s: WgmmaConvSchedule) -> WgmmaConvSchedule:
+    """``s`` with the tap's last box overlapping the one before (``overlap``) where its path is im2col over boxes of
+    64 and C (rounded up to 8) is more than 64 and no multiple of 64; ``s`` elsewhere."""
+    cp = channels_padded(op)
+    if s.path != "im2col" or s.chunk != BK or cp <= BK or cp % BK == 0:
+        return s
+    return dataclasses.replace(s, overlap=True)
+
+
 def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule:
     """A conv that is a plain GEMM (1x1, stride 1, no padding, NHWC) takes swapped operands where it has few pixels
     (``swapped_1x1``), else ``pingpong_1x1``'s tiles over ``gemm_view(op)`` (in pairs, ``off_line_1x1``, where its
@@ -147,7 +174,14 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
     this way, against 0.68-0.76x gathered by the producer's threads; at batch 1, 0.84-1.08x. The rest
     keep the gather (picked from the H200 runs, docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/publish-noinc):
     128 x 256 tiles, 4 stages, stages published by ``cp.async.mbarrier.arrive.noinc``; 128 x 128 (or
-    128 x 64) ping-pong for K <= 128."""
+    128 x 64) ping-pong for K <= 128. Filters off multiples of 64 take ``fitted_width``'s tiles, and on the im2col
+    path channels off multiples of 64 the tap's overlapping last box (``overlapped``)."""
+    s = _tiles(op, sm_count)
+    return s if op is None else overlapped(op, s)
+
+
+def _tiles(op: Any, sm_count: int) -> WgmmaConvSchedule:
+    """``conv_hero_schedule``'s tiles and path, before ``overlapped``."""
     if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: swapped, or ping-pong GEMM tiles
         return swapped_1x1(op, sm_count) or off_line_1x1(op, pingpong_1x1(op, sm_count), sm_count)
     wide = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col")
@@ -160,6 +194,8 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
         # filters with no more columns than 128-wide ones (320-640 filters ran 0.56-0.74x on them at batches 32-64,
         # docs/device-runs/h200-conv1x1-tune/call10)
         return wide
+    if op is not None and (fitted := fitted_width(op, sm_count)) is not None:
+        return fitted
     if op is not None and im2col_unsupported(op) is None and (cols := columns_192(op, sm_count)) is not None:
         return cols
     if op is not None and im2col_unsupported(op) is None:

@@ -51,6 +51,35 @@ def ratio(op: Conv2d, host: object, s: object | None) -> float | str:
     return r.ratio if r.ratio is not None else "unstable"
 
 
+def shown(r: float | str) -> str:
+    return r if isinstance(r, str) else f"{r:.3f}"
+
+
+def hero_line(op: Conv2d, host: object, old: WgmmaConvSchedule | None) -> tuple[str, WgmmaConvSchedule, float | str]:
+    """(the shape's line: its hero's ratio and name, then ``old``'s where given, the hero, its ratio)."""
+    hero = conv_hero_schedule(op)
+    got = ratio(op, host, None)
+    line = f"{op.n} {op.c} {op.h} {op.k} {op.stride[0]} | {shown(got)} ({hero.name})"
+    if old is not None:
+        was = got if old == hero else ratio(op, host, old)
+        line += f" | {shown(was)} ({old.name})"
+    return line, hero, got
+
+
+def tried_forms(op: Conv2d, host: object, forms: dict, hero: WgmmaConvSchedule) -> list[tuple[str, float | str]]:
+    """(label, ratio) of each of ``forms`` but the hero that ``op`` accepts, in order."""
+    out = []
+    for label, s in forms.items():
+        if s == hero:
+            continue
+        try:
+            s.validate(op)
+        except Exception:  # noqa: BLE001 - a form this op refuses is left out
+            continue
+        out.append((label, ratio(op, host, s)))
+    return out
+
+
 def before(op: Conv2d) -> WgmmaConvSchedule:
     """The hero without ``columns_192`` (what the rule replaced)."""
     keep = conv_heroes.columns_192
@@ -78,26 +107,12 @@ def main() -> int:
             op = Conv2d(n, c, h, h, k, 3, 3, stride=stride, padding=1, layout="nhwc", dtype="fp16")
             if a.match not in op.signature or (only and c not in only):
                 continue
-            hero = conv_hero_schedule(op)
-            got = ratio(op, host, None)
-            line = f"{n} {c} {h} {k} {stride} | {got if isinstance(got, str) else f'{got:.3f}'} ({hero.name})"
+            line, hero, got = hero_line(op, host, before(op) if a.compare else None)
             if a.compare:
-                old = before(op)
-                was = got if old == hero else ratio(op, host, old)
-                print(f"{line} | {was if isinstance(was, str) else f'{was:.3f}'} ({old.name})", flush=True)
+                print(line, flush=True)
                 continue
             if isinstance(got, float) and got < a.retry:
-                tried = []
-                for label, s in FORMS.items():
-                    if s == hero:
-                        continue
-                    try:
-                        s.validate(op)
-                    except Exception:  # noqa: BLE001 - a form this op refuses is left out
-                        continue
-                    r = ratio(op, host, s)
-                    tried.append(f"{label} {r if isinstance(r, str) else f'{r:.3f}'}")
-                line += " | " + ", ".join(tried)
+                line += " | " + ", ".join(f"{label} {shown(r)}" for label, r in tried_forms(op, host, FORMS, hero))
             print(line, flush=True)
     return 0
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from conv3x3_batches import ratio
+from conv3x3_batches import hero_line, shown, tried_forms
 
 from tracea.doctor import probe
 from tracea.emitters.cuda.hopper import conv_heroes
@@ -88,25 +88,12 @@ def main() -> int:
             op = Conv2d(n, c, h, h, k, 3, 3, stride=stride, padding=1, layout="nhwc", dtype="fp16")
             if a.match not in op.signature:
                 continue
-            hero = conv_hero_schedule(op)
-            got = ratio(op, host, None)
-            line = f"{n} {c} {h} {k} {stride} | {got if isinstance(got, str) else f'{got:.3f}'} ({hero.name})"
-            if a.compare:
-                old = before(op)
-                was = got if old == hero else ratio(op, host, old)
-                line += f" | {was if isinstance(was, str) else f'{was:.3f}'} ({old.name})"
+            line, hero, _ = hero_line(op, host, before(op) if a.compare else None)
             if a.forms:
-                tried = []
-                for label, s in forms(op).items():
-                    if s == hero:
-                        continue
-                    try:
-                        s.validate(op)
-                    except Exception:  # noqa: BLE001 - a form this op refuses is left out
-                        continue
-                    r = ratio(op, host, s)
-                    tried.append((r if isinstance(r, float) else 0.0, f"{label} {r if isinstance(r, str) else f'{r:.3f}'}"))
-                line += f" | best {max(tried)[1] if tried else '-'} | " + ", ".join(t for _, t in tried)
+                tried = tried_forms(op, host, forms(op), hero)
+                best = max(tried, key=lambda t: t[1] if isinstance(t[1], float) else 0.0, default=None)
+                line += f" | best {best[0] + ' ' + shown(best[1]) if best else '-'} | " + \
+                    ", ".join(f"{label} {shown(r)}" for label, r in tried)
             print(line, flush=True)
     return 0
 

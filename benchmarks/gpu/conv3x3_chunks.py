@@ -1,7 +1,7 @@
 """3x3 convs whose channel counts are not multiples of 64 (issue 34: 96 channels at 56x56 ran 0.43-0.63x cuDNN, 48 at
 112x112 0.57-0.78x): the im2col path's boxes of 32 or 16 channels (``WgmmaConvSchedule.chunk``: 96 channels take 3
-boxes of 32 a tap, not 2 of 64 with a quarter zeros), a tap's last box of 64 overlapping the one before (``overlap``:
-2 boxes of 64 a tap, 6 k16 steps) and tiles as wide as the filters (``bn`` any multiple of 8, C stored directly). Every figure is a ``tracea bench`` row: verified on fresh random inputs, then timed beside cuDNN with
+boxes of 32 a tap, not 2 of 64 with a quarter zeros), the zero k16 steps of a tap's last box of 64 skipped (``trim``: 2
+boxes of 64 a tap, 6 k16 steps) and tiles as wide as the filters (``bn`` any multiple of 8, C stored directly). Every figure is a ``tracea bench`` row: verified on fresh random inputs, then timed beside cuDNN with
 CUDA events in the same process (cuDNN's time / Tracea's). One line a shape.
 
     python benchmarks/gpu/conv3x3_chunks.py --forms [--batches 8,32] [--held-out]   # the hero, then every form
@@ -20,7 +20,12 @@ from conv3x3_batches import hero_line, shown, tried_forms
 from tracea.doctor import probe
 from tracea.emitters.cuda.hopper import conv_heroes
 from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
-from tracea.emitters.cuda.hopper.conv_schedule import CHUNKS, WgmmaConvSchedule, channels_padded
+from tracea.emitters.cuda.hopper.conv_schedule import (
+    CHUNKS,
+    WgmmaConvSchedule,
+    channels_padded,
+    trimmed_steps,
+)
 from tracea.emitters.cuda.hopper.schedule import SMEM_OPTIN_SM90
 from tracea.kernels import Conv2d
 
@@ -67,8 +72,8 @@ def forms(op: Conv2d) -> dict[str, WgmmaConvSchedule]:
     bn = fitted_width(op.k)
     out = {f"{label} k{ch}": deepest(WgmmaConvSchedule(bn=bn, path="im2col", chunk=ch, **tile))
            for ch in chunks(op) for label, tile in TILES.items()}
-    if channels_padded(op) > 64 and channels_padded(op) % 64:  # the tap's last box overlapping the one before
-        out.update({f"{label} ov": deepest(WgmmaConvSchedule(bn=bn, path="im2col", overlap=True, **tile))
+    if trimmed_steps(op):  # a tap's zero k16 steps skipped
+        out.update({f"{label} tr": deepest(WgmmaConvSchedule(bn=bn, path="im2col", trim=True, **tile))
                     for label, tile in TILES.items()})
     return out
 
@@ -99,14 +104,14 @@ def main() -> int:
 
 
 def before(op: Conv2d) -> WgmmaConvSchedule:
-    """The hero without ``conv_heroes.fitted_width`` and ``conv_heroes.overlapped`` (the rule before boxes that
-    overlap and filter-wide tiles)."""
-    keep = conv_heroes.fitted_width, conv_heroes.overlapped
-    conv_heroes.fitted_width, conv_heroes.overlapped = (lambda _op, _sm: None), (lambda _op, s: s)
+    """The hero without ``conv_heroes.fitted_width`` and ``conv_heroes.trimmed`` (the rule before trimmed taps and
+    filter-wide tiles)."""
+    keep = conv_heroes.fitted_width, conv_heroes.trimmed
+    conv_heroes.fitted_width, conv_heroes.trimmed = (lambda _op, _sm: None), (lambda _op, s: s)
     try:
         return conv_hero_schedule(op)
     finally:
-        conv_heroes.fitted_width, conv_heroes.overlapped = keep
+        conv_heroes.fitted_width, conv_heroes.trimmed = keep
 
 
 if __name__ == "__main__":

@@ -111,16 +111,16 @@ CASES = [
                                                            dtype="fp16"),
      {"core": "wgmma", "kernel": "conv2d", "path": "im2col", "bm": 64, "bn": 160, "stages": 6, "consumers": 1,
       "chunk": 32, "split": 3}),
-    # the tap's last box of 64 overlapping the one before (``overlap``): 200 channels (208: box 3 at channel 144, its
-    # first 3 k16 steps skipped) over 3 k slices starting mid-tap, 72 filters; 96 channels on 256 x 96 tiles
-    ("wgmma-conv3x3-overlap-split", "cuda-wgmma.conv2d", Conv2d(1, 200, 9, 7, 72, 5, 3, padding=(4, 1),
+    # a tap's zero k16 steps skipped (``trim``): 200 channels (208: steps 1-3 of box 3) over 3 k slices starting
+    # mid-tap, 72 filters; 96 channels on 256 x 96 tiles
+    ("wgmma-conv3x3-trim-split", "cuda-wgmma.conv2d", Conv2d(1, 200, 9, 7, 72, 5, 3, padding=(4, 1),
                                                                dilation=(2, 1), layout="nhwc", dtype="bf16"),
      {"core": "wgmma", "kernel": "conv2d", "path": "im2col", "bm": 64, "bn": 72, "stages": 6, "consumers": 1,
-      "overlap": True, "split": 3}),
-    ("wgmma-conv3x3-overlap", "cuda-wgmma.conv2d", Conv2d(2, 96, 13, 11, 96, 3, 3, padding=1, layout="nhwc",
+      "trim": True, "split": 3}),
+    ("wgmma-conv3x3-trim", "cuda-wgmma.conv2d", Conv2d(2, 96, 13, 11, 96, 3, 3, padding=1, layout="nhwc",
                                                          dtype="fp16", bias=True),
      {"core": "wgmma", "kernel": "conv2d", "path": "im2col", "bm": 256, "bn": 96, "stages": 4, "consumers": 2,
-      "overlap": True}),
+      "trim": True}),
     # swapped operands (C^T's tiles stored transposed through C's map; partial tiles both ways) and, on a GEMM of
     # nn.Linear's layout, with split-K's fix-up and the direct transposed stores
     ("wgmma-conv1x1-swap", "cuda-wgmma.conv2d", Conv2d(1, 1024, 7, 5, 200, 1, 1, layout="nhwc", dtype="fp16",

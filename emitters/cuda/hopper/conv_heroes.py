@@ -10,7 +10,7 @@ from typing import Any
 
 from . import gemm_heroes
 from .conv_paths import gemm_view, gemm_view_unsupported, im2col_unsupported
-from .conv_schedule import WgmmaConvSchedule, channels_padded
+from .conv_schedule import WgmmaConvSchedule, trimmed_steps
 from .schedule import BK, SMEM_OPTIN_SM90, hero_schedule, tile_count, wave_fill, with_split
 
 SWAP_ROWS, SWAP_CHANNELS = 784, 256  # C's rows (pixels) up to which operands swap: searched, and a 1x1 conv's hero
@@ -153,13 +153,12 @@ def fitted_width(op: Any, sm_count: int) -> WgmmaConvSchedule | None:
                 if (s := dataclasses.replace(pick, stages=st)).smem_bytes <= SMEM_OPTIN_SM90)
 
 
-def overlapped(op: Any, s: WgmmaConvSchedule) -> WgmmaConvSchedule:
-    """``s`` with the tap's last box overlapping the one before (``overlap``) where its path is im2col over boxes of
-    64 and C (rounded up to 8) is more than 64 and no multiple of 64; ``s`` elsewhere."""
-    cp = channels_padded(op)
-    if s.path != "im2col" or s.chunk != BK or cp <= BK or cp % BK == 0:
+def trimmed(op: Any, s: WgmmaConvSchedule) -> WgmmaConvSchedule:
+    """``s`` with the consumers skipping the k16 steps of a tap's last box past C (``trim``) where its path is im2col
+    over boxes of 64 and there are such steps (C rounded up to 16 no multiple of 64); ``s`` elsewhere."""
+    if s.path != "im2col" or s.chunk != BK or trimmed_steps(op) == 0:
         return s
-    return dataclasses.replace(s, overlap=True)
+    return dataclasses.replace(s, trim=True)
 
 
 def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule:
@@ -175,13 +174,13 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
     keep the gather (picked from the H200 runs, docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/publish-noinc):
     128 x 256 tiles, 4 stages, stages published by ``cp.async.mbarrier.arrive.noinc``; 128 x 128 (or
     128 x 64) ping-pong for K <= 128. Filters off multiples of 64 take ``fitted_width``'s tiles, and on the im2col
-    path channels off multiples of 64 the tap's overlapping last box (``overlapped``)."""
+    path channels off multiples of 64 skip a tap's zero k16 steps (``trimmed``)."""
     s = _tiles(op, sm_count)
-    return s if op is None else overlapped(op, s)
+    return s if op is None else trimmed(op, s)
 
 
 def _tiles(op: Any, sm_count: int) -> WgmmaConvSchedule:
-    """``conv_hero_schedule``'s tiles and path, before ``overlapped``."""
+    """``conv_hero_schedule``'s tiles and path, before ``trimmed``."""
     if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: swapped, or ping-pong GEMM tiles
         return swapped_1x1(op, sm_count) or off_line_1x1(op, pingpong_1x1(op, sm_count), sm_count)
     wide = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col")

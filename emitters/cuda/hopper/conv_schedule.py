@@ -39,15 +39,14 @@ class WgmmaConvSchedule(WgmmaSchedule):
     (32B); a ring stage holds ``64 / chunk`` boxes of each, from consecutive (filter tap, channel chunk) steps of
     the k walk, so that C = 96 takes 3 boxes of 32 a tap and not 2 of 64 (a quarter of them zeros). Off the
     gemm path ``bn`` is any multiple of 8 up to 256 (the filter's boxes are K-major), so that 96 filters take one
-    96-wide tile; widths that are not multiples of 64 store C directly (``store`` "direct"). ``overlap`` (im2col path,
-    boxes of 64): a tap's last box of x and of the filter ends at the tap's last channel (C rounded up to 16) instead
-    of past it, overlapping the box before, and the consumers skip its k16 steps that box already multiplied: C = 96
-    takes 2 boxes of 64 a tap (as many TMA rows as before) and 6 k16 steps, not 8 with a quarter of zeros."""
+    96-wide tile; widths that are not multiples of 64 store C directly (``store`` "direct"). ``trim`` (im2col path,
+    boxes of 64): the consumers skip the k16 steps of a tap's last box that lie past C rounded up to 16 (TMA's zeros):
+    C = 96 takes 6 k16 steps a tap, not 8, and C = 48 three, not 4; the boxes are as before."""
 
     publish: str = "wait"
     path: str = "gather"
     chunk: int = 64
-    overlap: bool = False
+    trim: bool = False
     producer_regs: ClassVar[int] = CONV_PRODUCER_REGS
 
     @staticmethod
@@ -82,7 +81,7 @@ class WgmmaConvSchedule(WgmmaSchedule):
     def name(self) -> str:
         return "conv_" + super().name + ("_ni" if self.publish == "noinc" else "") + \
             {"gemm": "_gemm", "im2col": "_i2c"}.get(self.path, "") + ("" if self.chunk == BK else f"_k{self.chunk}") + \
-            ("_ov" if self.overlap else "")
+            ("_tr" if self.trim else "")
 
     def validate(self, op: Any = None, smem_optin: int = SMEM_OPTIN_SM90) -> None:
         if self.cluster_axis != "m":
@@ -98,10 +97,10 @@ class WgmmaConvSchedule(WgmmaSchedule):
             raise BadInputError(f"chunk: {self.chunk!r} channels a TMA box (64, 32 or 16)")
         if self.chunk != BK and self.path != "im2col":
             raise BadInputError(f"chunk: boxes of {self.chunk} channels are the im2col path's", "chunk 64")
-        booleans(self, ("overlap",))
-        if self.overlap and (self.path != "im2col" or self.chunk != BK):
-            raise BadInputError("overlap: the tap's overlapping last box is the im2col path's, with boxes of 64",
-                                "overlap false")
+        booleans(self, ("trim",))
+        if self.trim and (self.path != "im2col" or self.chunk != BK):
+            raise BadInputError("trim: skipping a tap's zero k16 steps is the im2col path's, with boxes of 64",
+                                "trim false")
         if self.publish not in PUBLISH:
             raise BadInputError(f"publish: expected 'wait' or 'noinc', got {self.publish!r}")
         if self.cluster != 1:
@@ -120,8 +119,9 @@ class WgmmaConvSchedule(WgmmaSchedule):
                 raise BadInputError(f"dtype: cuda-wgmma takes bf16 or fp16 inputs, not {op.dtype.value}")
             if op.groups != 1:
                 raise BadInputError("groups: grouped convolution is not implemented on CUDA")
-            if self.overlap and channels_padded(op) <= BK:
-                raise BadInputError(f"overlap: C = {op.c} fills one box of 64; no box to overlap", "overlap false")
+            if self.trim and trimmed_steps(op) == 0:
+                raise BadInputError(f"trim: C = {op.c} fills its boxes of 64 to within 16 channels; no k16 step to "
+                                    "skip", "trim false")
             why = im2col_unsupported(op) if self.path == "im2col" else None
             if why is not None:
                 raise BadInputError(f"path: TMA's im2col mode cannot walk {why}", "path 'gather'")
@@ -142,8 +142,8 @@ class WgmmaConvSchedule(WgmmaSchedule):
         self.as_gemm().validate(None, smem_optin)
         if self.publish != "wait":
             raise BadInputError("publish: the gemm path loads x by TMA; it has no publish mode (leave 'wait')")
-        if self.chunk != BK or self.overlap:
-            raise BadInputError("chunk, overlap: the im2col path's boxes", "chunk 64, overlap false")
+        if self.chunk != BK or self.trim:
+            raise BadInputError("chunk, trim: the im2col path's boxes", "chunk 64, trim false")
         if op is not None:
             if getattr(op, "kind", None) != "conv2d":
                 raise BadInputError(f"cuda-wgmma.conv2d computes conv2d, not {getattr(op, 'kind', None)}")
@@ -158,8 +158,8 @@ class WgmmaConvSchedule(WgmmaSchedule):
             del d["path"]
         if self.chunk == BK:  # and of every schedule before chunks
             del d["chunk"]
-        if not self.overlap:
-            del d["overlap"]
+        if not self.trim:
+            del d["trim"]
         return d
 
     @staticmethod
@@ -168,11 +168,16 @@ class WgmmaConvSchedule(WgmmaSchedule):
         if d.pop("kernel", "conv2d") != "conv2d":
             raise BadInputError("schedule: not a cuda-wgmma conv2d schedule")
         publish, path, chunk = d.pop("publish", "wait"), d.pop("path", "gather"), d.pop("chunk", BK)
-        overlap = d.pop("overlap", False)
+        trim = d.pop("trim", False)
         return WgmmaConvSchedule(**dataclasses.asdict(WgmmaSchedule.from_json(d)), publish=publish, path=path,
-                                 chunk=chunk, overlap=overlap)
+                                 chunk=chunk, trim=trim)
 
 
 def channels_padded(op: Any) -> int:
     """The channel stride the kernel reads: C rounded up to 8 (16 bytes, TMA's and cp.async's unit)."""
     return (op.c + 7) // 8 * 8
+
+
+def trimmed_steps(op: Any) -> int:
+    """k16 steps of a tap's last box of 64 channels that lie past C rounded up to 16 (``trim`` skips them)."""
+    return (-(-channels_padded(op) // BK) * BK - -(-op.c // 16) * 16) // 16

@@ -71,8 +71,6 @@ def _boxes(sched: WgmmaConvSchedule, a_bytes: int) -> str:
     load = (f"tr_tma_load_im2col(sa{{a}}, &tmA, {{c}}, w0, h0, n0, (uint16_t)(fs * dil_w), (uint16_t)({{r}} * dil_h), "
             f"full);\n{pad}tr_tma_load_3d(sb{{b}}, &tmB, {{c}}, {{r}} * S + fs, tn * {sched.bn}, full);\n{pad}"
             "if (++cb == cblk) {{ cb = 0; if (++fs == S) {{ fs = 0; ++fr; }} }}")
-    if per == 1 and sched.overlap:  # the tap's last box ends at its last channel (C rounded up to 16)
-        return pad + load.format(a="", b="", c=f"(cb == cblk - 1 ? ((Cp + 15) & ~15) - {ch} : cb * {ch})", r="fr")
     if per == 1:
         return pad + load.format(a="", b="", c=f"cb * {ch}", r="fr")
     lines = [load.format(a=f" + {j * a_bytes // per}u", b=f" + {j * sched.bn * ch * 2}u",

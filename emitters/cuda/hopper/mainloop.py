@@ -391,11 +391,11 @@ def _consumer_mainloop(sched: WgmmaSchedule, a_k: bool, b_k: bool, proxy_fence: 
     S, m_slices, n_regs = sched.stages, sched.m_slices, sched.bn // 2
     fence = "\n                " + r.asm("fence.proxy.async") if proxy_fence else ""
     first, skip, step = "", "", ""
-    if getattr(sched, "overlap", False):  # a tap's last box overlaps the one before: its first k16 steps are skipped
+    if getattr(sched, "trim", False):  # a tap's last box: its k16 steps past C (rounded up to 16) are skipped
         first = f"\n            int cbc = {walk.k_bounds()[0]} % cblk;  /* the stage's box of its tap */"
-        skip = (f"\n                const int first = cbc == cblk - 1 ? (cblk * {BK} - ((Cp + 15) & ~15)) / 16 : 0;"
-                "\n                if (++cbc == cblk) cbc = 0;")
-        step = "\n                    if (k16 < first) continue;"
+        skip = (f"\n                const int kend = cbc == cblk - 1 ? (((Cp + 15) & ~15) - (cblk - 1) * {BK}) / 16 : "
+                f"{BK // 16};\n                if (++cbc == cblk) cbc = 0;")
+        step = "\n                    if (k16 >= kend) continue;"
     return f"""            int prev = -1;{first}
             for ({walk.k_range()}) {{
                 tr_mbar_wait(bars + 8u * s, phase);{fence}{skip}

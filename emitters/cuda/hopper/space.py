@@ -15,7 +15,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
-from .conv_heroes import SWAP_ROWS, conv_hero_schedule, overlapped
+from .conv_heroes import SWAP_ROWS, conv_hero_schedule, trimmed
 from .conv_paths import gemm_view, gemm_view_unsupported
 from .conv_schedule import PUBLISH, WgmmaConvSchedule
 from .gemm_heroes import ONE_WAVE_FORMS, gemm_hero_schedule
@@ -123,12 +123,12 @@ def conv_search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90,
 
 
 def fitted_candidates(space: list[Any], op: Any) -> Iterable[Any]:
-    """For channels or filters off multiples of 64 (``conv_heroes.overlapped``, ``fitted_width``): ``space``'s im2col
-    schedules with the tap's overlapping last box, and with tiles as wide as the filters (C stored directly)."""
+    """For channels or filters off multiples of 64 (``conv_heroes.trimmed``, ``fitted_width``): ``space``'s im2col
+    schedules that skip a tap's zero k16 steps, and with tiles as wide as the filters (C stored directly)."""
     if op is None or op.r * op.s == 1:
         return
     for s in [s for s in space if s.path == "im2col" and s.split == 1]:
-        if (ov := overlapped(op, s)) != s:
+        if (ov := trimmed(op, s)) != s:
             yield ov
         if op.k % 64 and 64 < op.k <= 256 and s.bn == -(-op.k // 64) * 64:
             yield dataclasses.replace(ov, bn=-(-op.k // 8) * 8, store="direct")

@@ -13,7 +13,7 @@ import pytest
 
 from tracea.doctor.errors import BadInputError
 from tracea.emitters.cuda.hopper.conv_paths import im2col_unsupported
-from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule
+from tracea.emitters.cuda.hopper.conv_schedule import WgmmaConvSchedule, trimmed_steps
 from tracea.emitters.cuda.hopper.space import conv_search_space
 from tracea.kernels import Conv2d
 
@@ -33,9 +33,9 @@ CASES = [
 # boxes of 32 and 16 channels (``chunk``) and tiles as wide as the filters: 27 boxes of 32 (the last stage's second
 # past the walk); 40 channels as 3 boxes of 16 a tap on 40-wide tiles with bias; a 5x3 filter dilated, 3 k slices
 # starting mid-tap; channels off 8 (C = 20, padded to 24: 2 boxes of 16 a tap, 18 boxes, the last stage of 4 with 2
-# past the walk) in NCHW, strided; 96 channels on the TMA store with a 128-wide tile; then the tap's last box of 64
-# overlapping the one before (``overlap``): 96 channels (its k16 steps 0-1 skipped), 200 (208: box 3 at channel 144,
-# 3 skipped) over 3 k slices starting mid-tap, 84 (88 -> 96: box 1 at channel 32, 2 skipped) in NCHW
+# past the walk) in NCHW, strided; 96 channels on the TMA store with a 128-wide tile; then the zero k16 steps of a
+# tap's last box skipped (``trim``): 96 channels (k16 steps 2-3 of box 1), 200 (208: steps 1-3 of box 3) over 3 k
+# slices starting mid-tap, 84 (88 -> 96: steps 2-3 of box 1) in NCHW, 40 (one box: step 3)
 CHUNKED = [
     (Conv2d(2, 96, 13, 11, 96, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True),
      WgmmaConvSchedule(bm=128, bn=96, stages=6, consumers=2, pingpong=True, path="im2col", chunk=32)),
@@ -48,11 +48,13 @@ CHUNKED = [
     (Conv2d(2, 96, 13, 11, 128, 3, 3, padding=1, layout="nhwc", dtype="fp16"),
      WgmmaConvSchedule(bm=128, bn=128, stages=6, consumers=2, pingpong=True, store="tma", path="im2col", chunk=32)),
     (Conv2d(2, 96, 13, 11, 96, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True),
-     WgmmaConvSchedule(bm=256, bn=96, stages=4, consumers=2, path="im2col", overlap=True)),
+     WgmmaConvSchedule(bm=256, bn=96, stages=4, consumers=2, path="im2col", trim=True)),
     (Conv2d(1, 200, 9, 7, 72, 5, 3, padding=(4, 1), dilation=(2, 1), layout="nhwc", dtype="bf16"),
-     WgmmaConvSchedule(bm=64, bn=72, stages=6, consumers=1, path="im2col", overlap=True, split=3)),
+     WgmmaConvSchedule(bm=64, bn=72, stages=6, consumers=1, path="im2col", trim=True, split=3)),
     (Conv2d(2, 84, 10, 9, 64, 3, 3, padding=1, stride=2, layout="nchw", dtype="fp16"),
-     WgmmaConvSchedule(bm=128, bn=64, stages=6, consumers=2, pingpong=True, store="tma", path="im2col", overlap=True)),
+     WgmmaConvSchedule(bm=128, bn=64, stages=6, consumers=2, pingpong=True, store="tma", path="im2col", trim=True)),
+    (Conv2d(2, 40, 12, 11, 40, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True),
+     WgmmaConvSchedule(bm=192, bn=40, stages=5, consumers=3, path="im2col", trim=True)),
 ]
 
 
@@ -97,16 +99,19 @@ def test_chunked_schedule_values_and_limits():
     assert conv.conv_scalars(op, 32)["cblk"] == 3 and conv.conv_scalars(op)["cblk"] == 2
     assert CHUNKED[3][1].k_steps(CHUNKED[3][0]) == 5  # C 20 -> 24: 2 boxes of 16 a tap, 18 boxes, 4 a stage
     assert conv.split_plan(*CHUNKED[2], 132).to_json()["splits"] == 3
-    ov = CHUNKED[5][1]
-    assert ov.name.endswith("_i2c_ov") and WgmmaConvSchedule.from_json(ov.to_json()) == ov
-    assert "overlap" not in I2C.to_json() and ov.k_steps(CHUNKED[5][0]) == 18
-    with pytest.raises(BadInputError, match="overlap"):
-        WgmmaConvSchedule(path="im2col", chunk=32, overlap=True).validate()
-    with pytest.raises(BadInputError, match="overlap"):
-        WgmmaConvSchedule(path="im2col", overlap=True).validate(Conv2d(1, 64, 9, 9, 64, 3, 3, layout="nhwc",
-                                                                         dtype="fp16"))
+    tr = CHUNKED[5][1]
+    assert tr.name.endswith("_i2c_tr") and WgmmaConvSchedule.from_json(tr.to_json()) == tr
+    assert "trim" not in I2C.to_json() and tr.k_steps(CHUNKED[5][0]) == 18
+    assert [trimmed_steps(op) for op, _ in CHUNKED[5:]] == [2, 3, 2, 1]
+    with pytest.raises(BadInputError, match="trim"):
+        WgmmaConvSchedule(path="im2col", chunk=32, trim=True).validate()
+    for c in (64, 120, 128):  # boxes of 64 filled to within 16 channels: nothing to skip
+        with pytest.raises(BadInputError, match="trim"):
+            WgmmaConvSchedule(path="im2col", trim=True).validate(Conv2d(1, c, 9, 9, 64, 3, 3, layout="nhwc",
+                                                                          dtype="fp16"))
     src = conv.render(*CHUNKED[5])
-    assert "(cb == cblk - 1 ? ((Cp + 15) & ~15) - 64 : cb * 64)" in src and "if (k16 < first) continue;" in src
+    assert "const int kend = cbc == cblk - 1 ? (((Cp + 15) & ~15) - (cblk - 1) * 64) / 16 : 4;" in src
+    assert "if (k16 >= kend) continue;" in src and "tr_tma_load_im2col(sa, &tmA, cb * 64," in src
     assert "int cbc = 0 % cblk;" in src and "int cbc = kb % cblk;" in conv.render(*CHUNKED[6])
 
 

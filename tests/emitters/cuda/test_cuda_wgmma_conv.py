@@ -314,33 +314,35 @@ def test_emitter_compiles_and_emits_for_sm90a_only(compiled, tmp_path):
     assert np.isfinite(art.compile_seconds)
 
 
-def test_channels_and_filters_off_64_take_overlapping_boxes_and_fitted_tiles():
-    """``conv_heroes.overlapped``: on the im2col path, C (rounded up to 8) over 64 and no multiple of 64 takes the tap's
-    overlapping last box; ``fitted_width``: 65-192 filters no multiple of 64 take tiles as wide as the filters (192
-    rows on three consumers where they fill most SMs, else 64 on one) with direct stores. Channel and filter counts
-    that are multiples of 64 (ResNet-50's) and C up to 64 keep the rules before; 1x1 convs are GEMMs."""
-    from tracea.emitters.cuda.hopper.conv_heroes import fitted_width, overlapped
+def test_channels_and_filters_off_64_skip_zero_steps_and_take_fitted_tiles():
+    """``conv_heroes.trimmed``: on the im2col path, C rounded up to 16 no multiple of 64 skips a tap's zero k16 steps
+    (``trim``); ``fitted_width``: 65-192 filters no multiple of 64 take tiles as wide as the filters (192 rows on three
+    consumers where they fill most SMs, else 64 on one) with direct stores. Channel and filter counts that are
+    multiples of 64 (ResNet-50's) keep the rules before; 1x1 convs are GEMMs."""
+    from tracea.emitters.cuda.hopper.conv_heroes import fitted_width, trimmed
 
     def hero(n, c, h, k, f=3):
         return conv_hero_schedule(Conv2d(n, c, h, h, k, f, f, padding=f // 2, layout="nhwc", dtype="fp16"))
 
     s = hero(32, 96, 56, 96)
-    assert (s.bm, s.bn, s.consumers, s.overlap, s.store, s.path) == (192, 96, 3, True, "direct", "im2col")
+    assert (s.bm, s.bn, s.consumers, s.trim, s.store, s.path) == (192, 96, 3, True, "direct", "im2col")
     s = hero(8, 96, 28, 96)  # 33 tiles of 192 rows on 132 SMs: 64-row tiles
-    assert (s.bm, s.bn, s.consumers, s.overlap) == (64, 96, 1, True)
+    assert (s.bm, s.bn, s.consumers, s.trim) == (64, 96, 1, True)
     assert hero(8, 96, 28, 96).smem_bytes <= 232448 and hero(32, 160, 28, 160).bn == 160
-    for n, c, h, k in ((32, 64, 56, 64), (32, 128, 28, 128), (32, 256, 14, 256), (8, 512, 7, 512), (32, 48, 112, 48),
-                       (32, 40, 112, 40)):
+    for n, c, h, k in ((32, 64, 56, 64), (32, 128, 28, 128), (32, 256, 14, 256), (8, 512, 7, 512), (32, 120, 28, 128)):
         got = hero(n, c, h, k)
-        assert not got.overlap and got.bn % 64 == 0, (n, c, h, k)
-    s = hero(32, 200, 14, 200)  # 200 filters: the rule before's tiles, its boxes overlapped (208: last box at 144)
-    assert s.overlap and s.bn == 128 and s.store == "tma"
-    assert hero(32, 96, 28, 192).bn == 192 and hero(32, 96, 28, 192).overlap  # 192 filters: the 192-wide rule
-    assert not hero(32, 96, 28, 96, f=1).overlap  # a 1x1 conv is the GEMM's
+        assert not got.trim and got.bn % 64 == 0, (n, c, h, k)
+    for c in (48, 40):  # one box a tap, its last k16 step zeros: the tiles before, the step skipped
+        got = hero(32, c, 112, c)
+        assert got.trim and (got.bm, got.bn, got.pingpong) == (128, 64, True)
+    s = hero(32, 200, 14, 200)  # 200 filters: the rule before's tiles, the last box's 3 zero steps skipped
+    assert s.trim and s.bn == 128 and s.store == "tma"
+    assert hero(32, 96, 28, 192).bn == 192 and hero(32, 96, 28, 192).trim  # 192 filters: the 192-wide rule
+    assert not hero(32, 96, 28, 96, f=1).trim  # a 1x1 conv is the GEMM's
     gather = Conv2d(4, 96, 28, 28, 128, 3, 3, padding=1, stride=9, layout="nhwc", dtype="fp16")  # im2col refuses
-    assert conv_hero_schedule(gather).path == "gather" and not conv_hero_schedule(gather).overlap
+    assert conv_hero_schedule(gather).path == "gather" and not conv_hero_schedule(gather).trim
     assert fitted_width(Conv2d(4, 96, 28, 28, 96, 3, 3, padding=1, stride=9, layout="nhwc", dtype="fp16"), 132) is None
-    assert overlapped(conv(c=96), WgmmaConvSchedule(path="gemm", bn=128)).overlap is False
+    assert trimmed(conv(c=96), WgmmaConvSchedule(path="gemm", bn=128)).trim is False
     for n, c, h, k in ((4, 96, 56, 96), (64, 80, 56, 80), (8, 120, 28, 120), (32, 144, 56, 144), (16, 240, 14, 240)):
         op = Conv2d(n, c, h, h, k, 3, 3, padding=1, layout="nhwc", dtype="fp16")
         conv_hero_schedule(op).validate(op)

@@ -104,14 +104,13 @@ def main() -> int:
 
 
 def before(op: Conv2d) -> WgmmaConvSchedule:
-    """The hero without ``conv_heroes.fitted_width`` and ``conv_heroes.trimmed`` (the rule before trimmed taps and
-    filter-wide tiles)."""
-    keep = conv_heroes.fitted_width, conv_heroes.trimmed
-    conv_heroes.fitted_width, conv_heroes.trimmed = (lambda _op, _sm: None), (lambda _op, s: s)
+    """The hero without ``conv_heroes.fitted_width`` (the rule before filter-wide tiles)."""
+    keep = conv_heroes.fitted_width
+    conv_heroes.fitted_width = lambda _op, _sm: None
     try:
         return conv_hero_schedule(op)
     finally:
-        conv_heroes.fitted_width, conv_heroes.trimmed = keep
+        conv_heroes.fitted_width = keep
 
 
 if __name__ == "__main__":

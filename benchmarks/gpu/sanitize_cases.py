@@ -121,6 +121,15 @@ CASES = [
                                                          dtype="fp16", bias=True),
      {"core": "wgmma", "kernel": "conv2d", "path": "im2col", "bm": 256, "bn": 96, "stages": 4, "consumers": 2,
       "trim": True}),
+    # fitted_width's hero forms: 72 filters on 192 x 72 tiles over three consumers, 112 on 128 x 112 ping-pong tiles,
+    # both stored directly, ragged pixels, channels off 64
+    ("wgmma-conv3x3-fitted-c3", "cuda-wgmma.conv2d", Conv2d(3, 80, 13, 11, 72, 3, 3, padding=1, layout="nhwc",
+                                                           dtype="fp16", bias=True),
+     {"core": "wgmma", "kernel": "conv2d", "path": "im2col", "bm": 192, "bn": 72, "stages": 5, "consumers": 3}),
+    ("wgmma-conv3x3-fitted-pp", "cuda-wgmma.conv2d", Conv2d(3, 112, 13, 11, 112, 3, 3, padding=1, layout="nhwc",
+                                                           dtype="bf16"),
+     {"core": "wgmma", "kernel": "conv2d", "path": "im2col", "bm": 128, "bn": 112, "stages": 6, "consumers": 2,
+      "pingpong": True}),
     # swapped operands (C^T's tiles stored transposed through C's map; partial tiles both ways) and, on a GEMM of
     # nn.Linear's layout, with split-K's fix-up and the direct transposed stores
     ("wgmma-conv1x1-swap", "cuda-wgmma.conv2d", Conv2d(1, 1024, 7, 5, 200, 1, 1, layout="nhwc", dtype="fp16",

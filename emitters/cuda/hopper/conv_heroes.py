@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tracea.doctor.errors import BadInputError
+
 from . import gemm_heroes
 from .conv_paths import gemm_view, gemm_view_unsupported, im2col_unsupported
 from .conv_schedule import WgmmaConvSchedule, trimmed_steps
@@ -135,22 +137,36 @@ def few_pixels_im2col(op: Any, base: WgmmaConvSchedule, k_steps: int, sm_count: 
     return None if k_steps >= 64 else quarter  # many k steps over more tiles: with_split's 64 x 128 split-K
 
 
-FITTED_TILES = (WgmmaConvSchedule(bm=192, stages=5, consumers=3, path="im2col"),
-                WgmmaConvSchedule(bm=64, stages=8, consumers=1, path="im2col"))
-FITTED_MAX_FILTERS = 192  # widths measured: 80-160 filters gained on filter-wide tiles, 200 lost (too few tiles)
+# (form, its SM's rate counted in rows of 64 a turn): three consumers 2.3, two 1.6 (as columns_192's), one 1
+FITTED_FORMS = ((WgmmaConvSchedule(bm=192, stages=5, consumers=3, path="im2col"), 2.3),
+                (WgmmaConvSchedule(bm=128, stages=6, consumers=2, pingpong=True, path="im2col"), TWO_CONSUMERS),
+                (WgmmaConvSchedule(bm=128, stages=6, consumers=2, path="im2col"), TWO_CONSUMERS),
+                (WgmmaConvSchedule(bm=64, stages=8, consumers=1, path="im2col"), 1.0))
+FITTED_MAX_FILTERS = 192  # widths measured: 48-160 filters gained on filter-wide tiles, 200 lost (too few tiles)
 
 
 def fitted_width(op: Any, sm_count: int) -> WgmmaConvSchedule | None:
-    """For a conv that is not 1x1 whose filters are more than 64, at most ``FITTED_MAX_FILTERS`` and no multiple of 64,
-    tiles as wide as the filters (a multiple of 8; C stored directly): 192-row tiles on three consumers where they fill
-    most SMs, else 64-row tiles on one; as many stages as shared memory holds. None elsewhere. Fitted on an H200
-    (docs/device-runs/h200-conv-channel-boxes/)."""
-    if op.r * op.s == 1 or op.k % BK == 0 or not BK < op.k <= FITTED_MAX_FILTERS or im2col_unsupported(op) is not None:
+    """For a conv that is not 1x1 whose filters are at most ``FITTED_MAX_FILTERS`` and no multiple of 64, tiles as
+    wide as the filters (a multiple of 8; C stored directly) on whichever of ``FITTED_FORMS`` takes the fewest SM
+    turns (waves x rows over the form's rate; the first on a tie), as many stages as shared memory holds. None
+    elsewhere. An H200 (docs/device-runs/h200-conv-channel-boxes/): on 3x3 convs of 72-160 filters at 14x14-56x56,
+    192-row tiles on three consumers took 0.59-0.81x cuDNN to 0.93-1.24x where they fill the SMs (call 2), 64-row
+    ones on one consumer took the few-pixel shapes (96 filters at 28x28, batch 8: 0.93x -> 1.09-1.33x)."""
+    if op.r * op.s == 1 or op.k % BK == 0 or op.k > FITTED_MAX_FILTERS or im2col_unsupported(op) is not None:
         return None
-    wide, narrow = (dataclasses.replace(t, bn=-(-op.k // 8) * 8) for t in FITTED_TILES)
-    pick = wide if tile_count(wide, op.gemm_m, op.k) >= 0.75 * sm_count else narrow
-    return next(s for st in range(pick.stages, 2, -1)
-                if (s := dataclasses.replace(pick, stages=st)).smem_bytes <= SMEM_OPTIN_SM90)
+    best, fewest = None, 0.0
+    for form, rate in FITTED_FORMS:
+        s = dataclasses.replace(form, bn=-(-op.k // 8) * 8)
+        s = next((t for st in range(s.stages, 2, -1)
+                  if (t := dataclasses.replace(s, stages=st)).smem_bytes <= SMEM_OPTIN_SM90), s)
+        try:
+            s.validate()
+        except BadInputError:  # wider tiles than a form's registers hold (ping-pong from 144 filters)
+            continue
+        turns = -(-tile_count(s, op.gemm_m, op.k) // sm_count) * s.bm / rate
+        if best is None or turns < fewest:
+            best, fewest = s, turns
+    return best
 
 
 def trimmed(op: Any, s: WgmmaConvSchedule) -> WgmmaConvSchedule:
@@ -173,14 +189,7 @@ def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule
     this way, against 0.68-0.76x gathered by the producer's threads; at batch 1, 0.84-1.08x. The rest
     keep the gather (picked from the H200 runs, docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/publish-noinc):
     128 x 256 tiles, 4 stages, stages published by ``cp.async.mbarrier.arrive.noinc``; 128 x 128 (or
-    128 x 64) ping-pong for K <= 128. Filters off multiples of 64 take ``fitted_width``'s tiles, and on the im2col
-    path channels off multiples of 64 skip a tap's zero k16 steps (``trimmed``)."""
-    s = _tiles(op, sm_count)
-    return s if op is None else trimmed(op, s)
-
-
-def _tiles(op: Any, sm_count: int) -> WgmmaConvSchedule:
-    """``conv_hero_schedule``'s tiles and path, before ``trimmed``."""
+    128 x 64) ping-pong for K <= 128. Filters off multiples of 64 take ``fitted_width``'s tiles."""
     if op is not None and gemm_view_unsupported(op) is None:  # a 1x1 conv: swapped, or ping-pong GEMM tiles
         return swapped_1x1(op, sm_count) or off_line_1x1(op, pingpong_1x1(op, sm_count), sm_count)
     wide = WgmmaConvSchedule(bm=128, bn=256, stages=4, consumers=2, store="tma", path="im2col")

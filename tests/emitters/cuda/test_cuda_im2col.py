@@ -55,6 +55,10 @@ CHUNKED = [
      WgmmaConvSchedule(bm=128, bn=64, stages=6, consumers=2, pingpong=True, store="tma", path="im2col", trim=True)),
     (Conv2d(2, 40, 12, 11, 40, 3, 3, padding=1, layout="nhwc", dtype="fp16", bias=True),
      WgmmaConvSchedule(bm=192, bn=40, stages=5, consumers=3, path="im2col", trim=True)),
+    (Conv2d(3, 112, 13, 11, 112, 3, 3, padding=1, layout="nhwc", dtype="bf16", bias=True),  # fitted_width's forms
+     WgmmaConvSchedule(bm=128, bn=112, stages=6, consumers=2, pingpong=True, path="im2col")),
+    (Conv2d(3, 80, 13, 11, 72, 3, 3, padding=1, layout="nhwc", dtype="fp16"),
+     WgmmaConvSchedule(bm=192, bn=72, stages=5, consumers=3, path="im2col")),
 ]
 
 
@@ -102,7 +106,7 @@ def test_chunked_schedule_values_and_limits():
     tr = CHUNKED[5][1]
     assert tr.name.endswith("_i2c_tr") and WgmmaConvSchedule.from_json(tr.to_json()) == tr
     assert "trim" not in I2C.to_json() and tr.k_steps(CHUNKED[5][0]) == 18
-    assert [trimmed_steps(op) for op, _ in CHUNKED[5:]] == [2, 3, 2, 1]
+    assert [trimmed_steps(op) for op, _ in CHUNKED[5:9]] == [2, 3, 2, 1]
     with pytest.raises(BadInputError, match="trim"):
         WgmmaConvSchedule(path="im2col", chunk=32, trim=True).validate()
     for c in (64, 120, 128):  # boxes of 64 filled to within 16 channels: nothing to skip

@@ -83,7 +83,8 @@ def render(op: Any, sched: WgmmaConvSchedule) -> str:
     tma_a = sched.path == "im2col"
     if tma_a:
         w.extend(im2col.IM2COL_LIB)
-    w.extend(swizzled_desc_lib(2 * sched.chunk))
+    if sched.chunk != BK:
+        w.extend(swizzled_desc_lib(2 * sched.chunk))
     w.extend(wgmma_instruction(sched.bn, PTX_TYPE[dtype], 0, 0))
     walk = scheduler.TileScheduler(sched)
     for fn in walk.functions():

@@ -55,7 +55,7 @@ def producer(sched: WgmmaConvSchedule, r: CudaRenderer, a_bytes: int, walk: Any)
                     const uint32_t full = bars + 8u * s, sa = smem + s * {sched.stage_bytes}u, sb = sa + {a_bytes}u;
                     tr_mbar_expect_tx(full, {sched.stage_bytes}u);
 {_boxes(sched, a_bytes)}
-                    if (++s == {S}) {{ s = 0; phase ^= 1u; }}
+                    if (++s == {S}) {{ s = 0; phase ^= 1u; }}{_advance(sched)}
                 }}
             }}
         }}"""
@@ -71,11 +71,20 @@ def _boxes(sched: WgmmaConvSchedule, a_bytes: int) -> str:
     load = (f"tr_tma_load_im2col(sa{{a}}, &tmA, {{c}}, w0, h0, n0, (uint16_t)(fs * dil_w), (uint16_t)({{r}} * dil_h), "
             f"full);\n{pad}tr_tma_load_3d(sb{{b}}, &tmB, {{c}}, {{r}} * S + fs, tn * {sched.bn}, full);\n{pad}"
             "if (++cb == cblk) {{ cb = 0; if (++fs == S) {{ fs = 0; ++fr; }} }}")
-    if per == 1:
-        return pad + load.format(a="", b="", c=f"cb * {ch}", r="fr")
+    if per == 1:  # one box a stage: the counters advance after the stage (``_advance``)
+        return (f"{pad}tr_tma_load_im2col(sa, &tmA, cb * {ch}, w0, h0, n0, (uint16_t)(fs * dil_w), "
+                f"(uint16_t)(fr * dil_h),\n{pad}                   full);\n"
+                f"{pad}tr_tma_load_3d(sb, &tmB, cb * {ch}, fr * S + fs, tn * {sched.bn}, full);")
     lines = [load.format(a=f" + {j * a_bytes // per}u", b=f" + {j * sched.bn * ch * 2}u",
                          c=f"(fr < R ? cb : cblk) * {ch}", r="(fr < R ? fr : 0)") for j in range(per)]
     return pad + f"\n{pad}".join(lines)
+
+
+def _advance(sched: WgmmaConvSchedule) -> str:
+    """After a stage of one box: the walk's counters moved to the next (tap, channel block)."""
+    if sched.chunks_per_step != 1:
+        return ""
+    return "\n                    if (++cb == cblk) { cb = 0; if (++fs == S) { fs = 0; ++fr; } }"
 
 
 def activation_map(op: Any, sched: WgmmaConvSchedule, x_ptr: int) -> Any:

@@ -255,8 +255,11 @@ def filter_start(sched: WgmmaConvSchedule) -> str:
     """The filter row, column and channel block (``chunk`` channels; ``cblk`` a tap) of the walk's first k step
     (``kb`` under split-K: its first box is box ``kb x chunks_per_step`` of the walk)."""
     if sched.split == 1:
-        return f"int fr = 0, fs = 0, cb = 0;  /* this box's filter row, column and {sched.chunk}-channel block */"
-    first = "kb" if sched.chunks_per_step == 1 else f"kb * {sched.chunks_per_step}"
+        return f"int fr = 0, fs = 0, cb = 0;  /* this k step's filter row, column and {sched.chunk}-channel block */"
+    if sched.chunks_per_step == 1:
+        return ("int cb = kb % cblk, fs = (kb / cblk) % S, fr = kb / cblk / S;  /* filter row, column, "
+                "64-channel block of step kb */")
+    first = f"kb * {sched.chunks_per_step}"
     return (f"int cb = {first} % cblk, fs = ({first} / cblk) % S, fr = {first} / cblk / S;  /* filter row, "
             f"column, {sched.chunk}-channel block of step kb's first box */")
 

@@ -80,14 +80,19 @@ def tried_forms(op: Conv2d, host: object, forms: dict, hero: WgmmaConvSchedule) 
     return out
 
 
-def before(op: Conv2d) -> WgmmaConvSchedule:
-    """The hero without ``columns_192`` (what the rule replaced)."""
-    keep = conv_heroes.columns_192
-    conv_heroes.columns_192 = lambda _op, _sm: None
+def hero_without(op: Conv2d, rule: str) -> WgmmaConvSchedule:
+    """The hero with ``conv_heroes``' rule ``rule`` (a function of (op, sm_count) returning a schedule or None) off."""
+    keep = getattr(conv_heroes, rule)
+    setattr(conv_heroes, rule, lambda _op, _sm: None)
     try:
         return conv_hero_schedule(op)
     finally:
-        conv_heroes.columns_192 = keep
+        setattr(conv_heroes, rule, keep)
+
+
+def before(op: Conv2d) -> WgmmaConvSchedule:
+    """The hero without ``columns_192`` (what the rule replaced)."""
+    return hero_without(op, "columns_192")
 
 
 def main() -> int:

@@ -15,11 +15,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from conv3x3_batches import hero_line, shown, tried_forms
+from conv3x3_batches import hero_line, hero_without, shown, tried_forms
 
 from tracea.doctor import probe
-from tracea.emitters.cuda.hopper import conv_heroes
-from tracea.emitters.cuda.hopper.conv_heroes import conv_hero_schedule
 from tracea.emitters.cuda.hopper.conv_schedule import (
     CHUNKS,
     WgmmaConvSchedule,
@@ -105,12 +103,7 @@ def main() -> int:
 
 def before(op: Conv2d) -> WgmmaConvSchedule:
     """The hero without ``conv_heroes.fitted_width`` (the rule before filter-wide tiles)."""
-    keep = conv_heroes.fitted_width
-    conv_heroes.fitted_width = lambda _op, _sm: None
-    try:
-        return conv_hero_schedule(op)
-    finally:
-        conv_heroes.fitted_width = keep
+    return hero_without(op, "fitted_width")
 
 
 if __name__ == "__main__":

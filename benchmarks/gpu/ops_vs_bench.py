@@ -52,6 +52,9 @@ def cases(dev: str) -> list[tuple[str, Any, Any, dict[str, torch.Tensor], torch.
     s = r(4096, 4096)
     # 1x1 convs over 440 channels (880-byte rows): conv_heroes.off_line_1x1's pairs of 128 x 256 and 128 x 128 tiles
     xo = [r(64, 440, hw, hw).contiguous(memory_format=torch.channels_last) for hw in (28, 14)]
+    # 3x3 convs of filters off 64 (conv_heroes.fitted_width: 192 x 96 tiles on three consumers, 64 x 96 on one)
+    x96 = [r(n, 96, hw, hw).contiguous(memory_format=torch.channels_last) for n, hw in ((32, 56), (8, 28))]
+    w96 = (r(96, 96, 3, 3) * 0.05).contiguous(memory_format=torch.channels_last)
     wo = (r(440, 440, 1, 1) * 0.05).contiguous(memory_format=torch.channels_last)
     q, k, v = r(2, 16, 2048, 128, dtype=bf), r(2, 16, 2048, 128, dtype=bf), r(2, 16, 2048, 128, dtype=bf)
     q6, k6, v6 = r(16, 32, 512, 64, dtype=bf), r(16, 32, 512, 64, dtype=bf), r(16, 32, 512, 64, dtype=bf)
@@ -71,6 +74,11 @@ def cases(dev: str) -> list[tuple[str, Any, Any, dict[str, torch.Tensor], torch.
            {"x": x_.permute(0, 2, 3, 1), "weight": wo.permute(0, 2, 3, 1)},
            torch.empty(64, 440, x_.shape[2], x_.shape[2], device=dev, dtype=torch.float16)
            .contiguous(memory_format=torch.channels_last)) for x_ in xo],
+        *[(f"conv2d fp16 {x_.shape[0]}x96x{x_.shape[2]}x{x_.shape[2]}, 96 3x3, pad 1, channels_last",
+           lambda out, x_=x_: ops.conv2d(x_, w96, padding=1, out=out), lambda x_=x_: F.conv2d(x_, w96, padding=1),
+           {"x": x_.permute(0, 2, 3, 1), "weight": w96.permute(0, 2, 3, 1)},
+           torch.empty(x_.shape[0], 96, x_.shape[2], x_.shape[2], device=dev, dtype=torch.float16)
+           .contiguous(memory_format=torch.channels_last)) for x_ in x96],
         ("softmax fp16 4096x4096", lambda out: ops.softmax(s, out=out), lambda: torch.softmax(s, -1), {"x": s},
          torch.empty(4096, 4096, device=dev, dtype=torch.float16)),
         ("attention bf16 b2 h16 s2048 d128 causal", lambda out: ops.attention(q, k, v, causal=True, out=out),

@@ -345,3 +345,18 @@ def test_filters_off_64_take_tiles_as_wide_as_the_filters():
     assert fitted_width(Conv2d(4, 96, 28, 28, 96, 3, 3, padding=1, stride=9, layout="nhwc", dtype="fp16"), 132) is None
     op = Conv2d(8, 96, 28, 28, 96, 3, 3, padding=1, layout="nhwc", dtype="fp16")
     assert trimmed(op, conv_hero_schedule(op)).trim and not trimmed(op, WgmmaConvSchedule(path="gemm", bn=128)).trim
+
+
+def test_the_resnet50_suite_keeps_its_heroes():
+    """Every conv of the resnet50 suite has channel and filter counts that are multiples of 64 (or the stem's 3 channels,
+    64 filters): ``fitted_width`` takes none of them, so their heroes are the rules' before it (boxes of 64, tiles of
+    64-multiple widths; the H200 suite figures stand)."""
+    from tracea.emitters.cuda.hopper.conv_heroes import fitted_width
+    from tracea.kernels.workloads import suites
+
+    convs = [op for op in suites("device")["resnet50"] if getattr(op, "kind", None) == "conv2d"]
+    assert len(convs) >= 40
+    for op in convs:
+        assert fitted_width(op, 132) is None, op.signature
+        s = conv_hero_schedule(op)
+        assert s.chunk == 64 and not s.trim and (s.swap or s.bn % 64 == 0), op.signature  # swapped: C^T rows

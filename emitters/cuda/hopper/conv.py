@@ -153,6 +153,7 @@ def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
     a_lay, b_lay = operand_layouts(sched.bm, True, sched.chunk), operand_layouts(sched.bn, True, sched.chunk)
     cp, swizzle = channels_padded(op), f"{2 * sched.chunk}B swizzle"
     boxes = "" if sched.chunk == BK else f", {sched.chunks_per_step} boxes of {sched.chunk} channels a stage"
+    b_smem = [f"{sched.bn}x{BK}x2B row-major, swizzle 128B"] if sched.chunk == BK else [t.describe() for t in b_lay]
     meta = {
         "name": f"tr_{sched.name}",
         "tile": {"M": sched.bm, "N": sched.bn, "K": BK, "stages": sched.stages, "consumers": sched.consumers,
@@ -160,8 +161,9 @@ def rendered(op: Any, sched: WgmmaConvSchedule, sm_count: int) -> Any:
         "fragments": {"mma": f"wgmma.mma_async m64n{sched.bn}k16", "dtype_in": op.dtype.value, "dtype_acc": "fp32",
                       "load": (f"A: TMA cp.async.bulk.tensor.4d im2col, {swizzle}; " if sched.path == "im2col" else
                                "A: cp.async.cg gather (zero fill) into the 128B swizzle, fence.proxy.async, mbarrier; ")
-                              + f"B: TMA cp.async.bulk.tensor.3d, {swizzle}{boxes}"},
-        "smem": {"a": [t.describe() for t in a_lay], "b": [t.describe() for t in b_lay],
+                              + ("B: TMA cp.async.bulk.tensor.3d" if sched.chunk == BK else
+                                 f"B: TMA cp.async.bulk.tensor.3d, {swizzle}{boxes}")},
+        "smem": {"a": [t.describe() for t in a_lay], "b": b_smem,
                  "stage_bytes": sched.stage_bytes},
         "registers": dict(zip(("entry", "producer", "consumer"), sched.register_split(), strict=True)),
         "launch": {"grid": [grid, 1, 1], "block": [threads, 1, 1], "dynamic_smem": smem,

@@ -142,17 +142,19 @@ FITTED_FORMS = ((WgmmaConvSchedule(bm=192, stages=5, consumers=3, path="im2col")
                 (WgmmaConvSchedule(bm=128, stages=6, consumers=2, pingpong=True, path="im2col"), TWO_CONSUMERS),
                 (WgmmaConvSchedule(bm=128, stages=6, consumers=2, path="im2col"), TWO_CONSUMERS),
                 (WgmmaConvSchedule(bm=64, stages=8, consumers=1, path="im2col"), 1.0))
-FITTED_MAX_FILTERS = 192  # widths measured: 48-160 filters gained on filter-wide tiles, 200 lost (too few tiles)
+FITTED_FILTERS = (40, 192)  # widths measured: 40-160 filters gained on filter-wide tiles, 200 lost (too few tiles)
 
 
 def fitted_width(op: Any, sm_count: int) -> WgmmaConvSchedule | None:
-    """For a conv that is not 1x1 whose filters are at most ``FITTED_MAX_FILTERS`` and no multiple of 64, tiles as
-    wide as the filters (a multiple of 8; C stored directly) on whichever of ``FITTED_FORMS`` takes the fewest SM
-    turns (waves x rows over the form's rate; the first on a tie), as many stages as shared memory holds. None
-    elsewhere. An H200 (docs/device-runs/h200-conv-channel-boxes/): on 3x3 convs of 72-160 filters at 14x14-56x56,
+    """For a conv that is not 1x1 whose filters are within ``FITTED_FILTERS`` and no multiple of 64, tiles as wide as
+    the filters (a multiple of 8; C stored directly) on whichever of ``FITTED_FORMS`` takes the fewest SM turns (waves
+    x rows over the form's rate; the first on a tie), its stages or as many as shared memory holds. None elsewhere,
+    and where even the pick's tiles fill under half the SMs (few pixels: ``few_pixels_im2col``'s tiles or
+    ``with_split``'s split-K, which this rule has not been measured against). An H200 (docs/device-runs/h200-conv-channel-boxes/): on 3x3 convs of 72-160 filters at 14x14-56x56,
     192-row tiles on three consumers took 0.59-0.81x cuDNN to 0.93-1.24x where they fill the SMs (call 2), 64-row
     ones on one consumer took the few-pixel shapes (96 filters at 28x28, batch 8: 0.93x -> 1.09-1.33x)."""
-    if op.r * op.s == 1 or op.k % BK == 0 or op.k > FITTED_MAX_FILTERS or im2col_unsupported(op) is not None:
+    low, high = FITTED_FILTERS
+    if op.r * op.s == 1 or op.k % BK == 0 or not low <= op.k <= high or im2col_unsupported(op) is not None:
         return None
     best, fewest = None, 0.0
     for form, rate in FITTED_FORMS:
@@ -166,12 +168,14 @@ def fitted_width(op: Any, sm_count: int) -> WgmmaConvSchedule | None:
         turns = -(-tile_count(s, op.gemm_m, op.k) // sm_count) * s.bm / rate
         if best is None or turns < fewest:
             best, fewest = s, turns
-    return best
+    return None if best is None or 2 * tile_count(best, op.gemm_m, op.k) < sm_count else best
 
 
 def trimmed(op: Any, s: WgmmaConvSchedule) -> WgmmaConvSchedule:
     """``s`` with the consumers skipping the k16 steps of a tap's last box past C (``trim``) where its path is im2col
-    over boxes of 64 and there are such steps (C rounded up to 16 no multiple of 64); ``s`` elsewhere."""
+    over boxes of 64 and there are such steps (C rounded up to 16 no multiple of 64); ``s`` elsewhere. Not the hero's,
+    nor in the tuner's space: ptxas serialises the wgmma of a k16 loop with a skipped step (C7519/C7520, NVRTC 13.0),
+    and on an H200 it lost up to 37 % on ping-pong tiles (docs/device-runs/h200-conv-channel-boxes/, call 2)."""
     if s.path != "im2col" or s.chunk != BK or trimmed_steps(op) == 0:
         return s
     return dataclasses.replace(s, trim=True)

@@ -93,7 +93,7 @@ class WgmmaConvSchedule(WgmmaSchedule):
             raise BadInputError(f"path: expected 'gather', 'gemm' or 'im2col', got {self.path!r}")
         if self.path == "im2col" and self.publish != "wait":
             raise BadInputError("publish: the im2col path loads x by TMA; it has no publish mode (leave 'wait')")
-        if self.chunk not in CHUNKS:
+        if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or self.chunk not in CHUNKS:
             raise BadInputError(f"chunk: {self.chunk!r} channels a TMA box (64, 32 or 16)")
         if self.chunk != BK and self.path != "im2col":
             raise BadInputError(f"chunk: boxes of {self.chunk} channels are the im2col path's", "chunk 64")

@@ -15,7 +15,7 @@ from typing import Any
 
 from tracea.doctor.errors import BadInputError
 
-from .conv_heroes import SWAP_ROWS, conv_hero_schedule, trimmed
+from .conv_heroes import FITTED_FILTERS, SWAP_ROWS, conv_hero_schedule
 from .conv_paths import gemm_view, gemm_view_unsupported
 from .conv_schedule import PUBLISH, WgmmaConvSchedule
 from .gemm_heroes import ONE_WAVE_FORMS, gemm_hero_schedule
@@ -123,12 +123,18 @@ def conv_search_space(op: Any = None, smem_optin: int = SMEM_OPTIN_SM90,
 
 
 def fitted_candidates(space: list[Any], op: Any) -> Iterable[Any]:
-    """For channels or filters off multiples of 64 (``conv_heroes.trimmed``, ``fitted_width``): ``space``'s im2col
-    schedules that skip a tap's zero k16 steps, and with tiles as wide as the filters (C stored directly)."""
+    """For filters off multiples of 64 (``conv_heroes.fitted_width``'s): ``space``'s unsplit im2col schedules as wide as
+    the filters (C stored directly); for channels that boxes of 32 pad less than boxes of 64, the same with boxes of
+    32 (``chunk``)."""
     if op is None or op.r * op.s == 1:
         return
-    for s in [s for s in space if s.path == "im2col" and s.split == 1]:
-        if (ov := trimmed(op, s)) != s:
-            yield ov
-        if op.k % 64 and 64 < op.k <= 256 and s.bn == -(-op.k // 64) * 64:
-            yield dataclasses.replace(ov, bn=-(-op.k // 8) * 8, store="direct")
+    cp, low, high = (op.c + 7) // 8 * 8, *FITTED_FILTERS
+    narrow = -(-cp // 32) * 32 < -(-cp // 64) * 64
+    for s in [s for s in space if s.path == "im2col" and s.split == 1 and s.chunk == 64]:
+        fitted = s.bn == -(-op.k // 64) * 64 and op.k % 64 != 0 and low <= op.k <= high
+        if fitted:
+            yield dataclasses.replace(s, bn=-(-op.k // 8) * 8, store="direct")
+        if narrow:
+            yield dataclasses.replace(s, chunk=32)
+            if fitted:
+                yield dataclasses.replace(s, bn=-(-op.k // 8) * 8, store="direct", chunk=32)

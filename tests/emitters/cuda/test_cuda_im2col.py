@@ -88,8 +88,9 @@ def test_chunked_schedule_values_and_limits():
         sched.validate(op)
     with pytest.raises(BadInputError, match="chunk"):
         WgmmaConvSchedule(chunk=32).validate()  # the gather path
-    with pytest.raises(BadInputError, match="chunk"):
-        WgmmaConvSchedule(path="im2col", chunk=8).validate()
+    for bad in (8, 32.0, True, "32"):
+        with pytest.raises(BadInputError, match="chunk"):
+            WgmmaConvSchedule(path="im2col", chunk=bad).validate()
     with pytest.raises(BadInputError, match="chunk"):
         WgmmaConvSchedule(path="gemm", bn=128, chunk=32).validate()
     with pytest.raises(BadInputError, match="store"):

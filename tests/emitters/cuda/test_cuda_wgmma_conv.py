@@ -318,8 +318,9 @@ def test_filters_off_64_take_tiles_as_wide_as_the_filters():
     """``conv_heroes.fitted_width``: up to 192 filters no multiple of 64 take tiles as wide as the filters (a multiple
     of 8, C stored directly) on the form of ``FITTED_FORMS`` with the fewest SM turns: 192 rows on three consumers
     where they fill the SMs, 64 rows on one for few pixels, 128 rows on two between. Filter counts that are multiples
-    of 64 (ResNet-50's) and over 192 keep the rules before, 1x1 convs are GEMMs, and the hero skips no k16 steps
-    (``trim`` lost up to 37 % where the hero was ping-pong: the H200's call 2)."""
+    of 64 (ResNet-50's), under 40 or over 192, and shapes whose picks fill under half the SMs keep the rules before,
+    1x1 convs are GEMMs, and the hero skips no k16 steps (``trim`` lost up to 37 % where the hero was ping-pong: the
+    H200's call 2)."""
     from tracea.emitters.cuda.hopper.conv_heroes import fitted_width, trimmed
 
     def hero(n, c, h, k, f=3, sm=132):
@@ -339,7 +340,11 @@ def test_filters_off_64_take_tiles_as_wide_as_the_filters():
                        (32, 200, 14, 200), (16, 240, 14, 240)):
         got = hero(n, c, h, k)
         assert not got.trim and got.bn % 64 == 0, (n, c, h, k)
-    assert hero(8, 96, 28, 96, sm=66).bm >= 64  # fewer SMs: the turns of each form on those
+    assert hero(8, 96, 28, 96, sm=66).bm == 128  # fewer SMs: 98 tiles of 64 rows take two waves, 49 of 128 one
+    # few pixels: where even the pick fills under half the SMs, the rules before (split-K over 64 x 64 tiles here)
+    few = hero(1, 512, 7, 96)
+    assert (few.bn, few.split) == (64, 0)
+    assert hero(4, 96, 28, 96).bn % 64 == 0 and hero(32, 16, 56, 24).bn % 64 == 0  # 25 tiles; 24 filters: unmeasured
     assert hero(32, 96, 28, 192).bn == 192  # 192 filters: the 192-wide rule
     assert hero(32, 96, 28, 96, f=1).path == "gemm"  # a 1x1 conv is the GEMM's
     assert fitted_width(Conv2d(4, 96, 28, 28, 96, 3, 3, padding=1, stride=9, layout="nhwc", dtype="fp16"), 132) is None

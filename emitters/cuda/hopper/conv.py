@@ -48,7 +48,7 @@ from .conv_schedule import WgmmaConvSchedule, channels_padded
 from .epilogue import Stores
 from .mainloop import consumer_branch, gather_producer, kernel_head, operand_layouts
 from .ptx import DEVICE_LIB, GATHER_LIB, PTX_TYPE, swizzled_desc_lib, wgmma_instruction
-from .schedule import BK
+from .schedule import BK, ELEM_BYTES
 
 KERNEL_NAME = "tr_wgmma_conv"
 INT_PARAMS = ("M", "N", "Cp", "H", "W", "P", "Q", "R", "S", "stride_h", "stride_w", "pad_h", "pad_w",
@@ -74,7 +74,7 @@ def render(op: Any, sched: WgmmaConvSchedule) -> str:
     sched.validate(op)
     dtype = op.dtype.value
     r = CudaRenderer()
-    a_bytes = sched.bm * BK * 2
+    a_bytes = sched.bm * BK * ELEM_BYTES
     w = CodeWriter()
     w(f"/* cuda-wgmma.conv2d {sched.name}: {dtype}, NHWC, implicit GEMM, bias {'yes' if op.bias else 'no'} */")
     w.extend(r.prelude(1))

@@ -12,7 +12,7 @@ from tracea.doctor.errors import BadInputError
 
 from . import gemm_heroes
 from .conv_paths import gemm_view, gemm_view_unsupported, im2col_unsupported
-from .conv_schedule import WgmmaConvSchedule, trimmed_steps
+from .conv_schedule import WgmmaConvSchedule
 from .schedule import BK, SMEM_OPTIN_SM90, hero_schedule, tile_count, wave_fill, with_split
 
 SWAP_ROWS, SWAP_CHANNELS = 784, 256  # C's rows (pixels) up to which operands swap: searched, and a 1x1 conv's hero
@@ -169,16 +169,6 @@ def fitted_width(op: Any, sm_count: int) -> WgmmaConvSchedule | None:
         if best is None or turns < fewest:
             best, fewest = s, turns
     return None if best is None or 2 * tile_count(best, op.gemm_m, op.k) < sm_count else best
-
-
-def trimmed(op: Any, s: WgmmaConvSchedule) -> WgmmaConvSchedule:
-    """``s`` with the consumers skipping the k16 steps of a tap's last box past C (``trim``) where its path is im2col
-    over boxes of 64 and there are such steps (C rounded up to 16 no multiple of 64); ``s`` elsewhere. Not the hero's,
-    nor in the tuner's space: ptxas serialises the wgmma of a k16 loop with a skipped step (C7519/C7520, NVRTC 13.0),
-    and on an H200 it lost up to 37 % on ping-pong tiles (docs/device-runs/h200-conv-channel-boxes/, call 2)."""
-    if s.path != "im2col" or s.chunk != BK or trimmed_steps(op) == 0:
-        return s
-    return dataclasses.replace(s, trim=True)
 
 
 def conv_hero_schedule(op: Any = None, sm_count: int = 132) -> WgmmaConvSchedule:

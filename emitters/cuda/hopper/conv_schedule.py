@@ -41,7 +41,9 @@ class WgmmaConvSchedule(WgmmaSchedule):
     gemm path ``bn`` is any multiple of 8 up to 256 (the filter's boxes are K-major), so that 96 filters take one
     96-wide tile; widths that are not multiples of 64 store C directly (``store`` "direct"). ``trim`` (im2col path,
     boxes of 64): the consumers skip the k16 steps of a tap's last box that lie past C rounded up to 16 (TMA's zeros):
-    C = 96 takes 6 k16 steps a tap, not 8, and C = 48 three, not 4; the boxes are as before."""
+    C = 96 takes 6 k16 steps a tap, not 8, and C = 48 three, not 4; the boxes are as before. Neither a hero nor the
+    tuner's space takes it: ptxas serialises the wgmma of a k16 loop with a skipped step (C7519/C7520, NVRTC 13.0),
+    and on an H200 it lost up to 37 % on ping-pong tiles (docs/device-runs/h200-conv-channel-boxes/, call 2)."""
 
     publish: str = "wait"
     path: str = "gather"

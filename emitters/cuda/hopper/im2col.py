@@ -68,16 +68,16 @@ def _boxes(sched: WgmmaConvSchedule, a_bytes: int) -> str:
     tap (0, 0): TMA fills them with zeros and counts their bytes, so the stage's products add nothing."""
     pad = " " * 20
     per, ch = sched.chunks_per_step, sched.chunk
-    load = (f"tr_tma_load_im2col(sa{{a}}, &tmA, {{c}}, w0, h0, n0, (uint16_t)(fs * dil_w), (uint16_t)({{r}} * dil_h), "
-            f"full);\n{pad}tr_tma_load_3d(sb{{b}}, &tmB, {{c}}, {{r}} * S + fs, tn * {sched.bn}, full);\n{pad}"
-            "if (++cb == cblk) {{ cb = 0; if (++fs == S) {{ fs = 0; ++fr; }} }}")
     if per == 1:  # one box a stage: the counters advance after the stage (``_advance``)
         return (f"{pad}tr_tma_load_im2col(sa, &tmA, cb * {ch}, w0, h0, n0, (uint16_t)(fs * dil_w), "
                 f"(uint16_t)(fr * dil_h),\n{pad}                   full);\n"
                 f"{pad}tr_tma_load_3d(sb, &tmB, cb * {ch}, fr * S + fs, tn * {sched.bn}, full);")
-    lines = [load.format(a=f" + {j * a_bytes // per}u", b=f" + {j * sched.bn * ch * 2}u",
-                         c=f"(fr < R ? cb : cblk) * {ch}", r="(fr < R ? fr : 0)") for j in range(per)]
-    return pad + f"\n{pad}".join(lines)
+    c, r = f"(fr < R ? cb : cblk) * {ch}", "(fr < R ? fr : 0)"  # past the walk: channels past Cp at tap (0, 0)
+    return "\n".join(
+        f"{pad}tr_tma_load_im2col(sa + {j * a_bytes // per}u, &tmA, {c}, w0, h0, n0, (uint16_t)(fs * dil_w), "
+        f"(uint16_t)({r} * dil_h), full);\n"
+        f"{pad}tr_tma_load_3d(sb + {j * sched.bn * ch * 2}u, &tmB, {c}, {r} * S + fs, tn * {sched.bn}, full);\n"
+        f"{pad}if (++cb == cblk) {{ cb = 0; if (++fs == S) {{ fs = 0; ++fr; }} }}" for j in range(per))
 
 
 def _advance(sched: WgmmaConvSchedule) -> str:

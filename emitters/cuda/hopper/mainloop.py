@@ -256,12 +256,10 @@ def filter_start(sched: WgmmaConvSchedule) -> str:
     (``kb`` under split-K: its first box is box ``kb x chunks_per_step`` of the walk)."""
     if sched.split == 1:
         return f"int fr = 0, fs = 0, cb = 0;  /* this k step's filter row, column and {sched.chunk}-channel block */"
-    if sched.chunks_per_step == 1:
-        return ("int cb = kb % cblk, fs = (kb / cblk) % S, fr = kb / cblk / S;  /* filter row, column, "
-                "64-channel block of step kb */")
-    first = f"kb * {sched.chunks_per_step}"
+    one = sched.chunks_per_step == 1
+    first, box = ("kb", "step kb") if one else (f"kb * {sched.chunks_per_step}", "step kb's first box")
     return (f"int cb = {first} % cblk, fs = ({first} / cblk) % S, fr = {first} / cblk / S;  /* filter row, "
-            f"column, {sched.chunk}-channel block of step kb's first box */")
+            f"column, {sched.chunk}-channel block of {box} */")
 
 
 def _publish(sched: WgmmaConvSchedule, r: CudaRenderer) -> str:

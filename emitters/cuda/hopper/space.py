@@ -17,7 +17,7 @@ from tracea.doctor.errors import BadInputError
 
 from .conv_heroes import FITTED_FILTERS, SWAP_ROWS, conv_hero_schedule
 from .conv_paths import gemm_view, gemm_view_unsupported
-from .conv_schedule import PUBLISH, WgmmaConvSchedule
+from .conv_schedule import PUBLISH, WgmmaConvSchedule, channels_padded
 from .gemm_heroes import ONE_WAVE_FORMS, gemm_hero_schedule
 from .schedule import RASTERS, SMEM_OPTIN_SM90, STORES, WgmmaSchedule, tile_count
 
@@ -128,7 +128,7 @@ def fitted_candidates(space: list[Any], op: Any) -> Iterable[Any]:
     32 (``chunk``)."""
     if op is None or op.r * op.s == 1:
         return
-    cp, low, high = (op.c + 7) // 8 * 8, *FITTED_FILTERS
+    cp, (low, high) = channels_padded(op), FITTED_FILTERS
     narrow = -(-cp // 32) * 32 < -(-cp // 64) * 64
     for s in [s for s in space if s.path == "im2col" and s.split == 1 and s.chunk == 64]:
         fitted = s.bn == -(-op.k // 64) * 64 and op.k % 64 != 0 and low <= op.k <= high

@@ -7,6 +7,7 @@ docs/device-runs/h200-cuda-kernels-and-tuner/wgmma_conv/).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from pathlib import Path
@@ -321,7 +322,7 @@ def test_filters_off_64_take_tiles_as_wide_as_the_filters():
     of 64 (ResNet-50's), under 40 or over 192, and shapes whose picks fill under half the SMs keep the rules before,
     1x1 convs are GEMMs, and the hero skips no k16 steps (``trim`` lost up to 37 % where the hero was ping-pong: the
     H200's call 2)."""
-    from tracea.emitters.cuda.hopper.conv_heroes import fitted_width, trimmed
+    from tracea.emitters.cuda.hopper.conv_heroes import fitted_width
 
     def hero(n, c, h, k, f=3, sm=132):
         return conv_hero_schedule(Conv2d(n, c, h, h, k, f, f, padding=f // 2, layout="nhwc", dtype="fp16"), sm)
@@ -349,7 +350,9 @@ def test_filters_off_64_take_tiles_as_wide_as_the_filters():
     assert hero(32, 96, 28, 96, f=1).path == "gemm"  # a 1x1 conv is the GEMM's
     assert fitted_width(Conv2d(4, 96, 28, 28, 96, 3, 3, padding=1, stride=9, layout="nhwc", dtype="fp16"), 132) is None
     op = Conv2d(8, 96, 28, 28, 96, 3, 3, padding=1, layout="nhwc", dtype="fp16")
-    assert trimmed(op, conv_hero_schedule(op)).trim and not trimmed(op, WgmmaConvSchedule(path="gemm", bn=128)).trim
+    dataclasses.replace(conv_hero_schedule(op), trim=True).validate(op)  # the hero's form takes trim, a gemm path not
+    with pytest.raises(BadInputError, match="trim"):
+        WgmmaConvSchedule(path="gemm", bn=128, trim=True).validate()
 
 
 def test_the_resnet50_suite_keeps_its_heroes():

@@ -239,7 +239,7 @@ BREAKS = {
     2: r"threads reached different threadgroup_barrier calls \(lines \d+ and \d+\)",
     3: r"simd_shuffle_down at line \d+: its lane, mask or delta argument differs between lanes",
     4: r"simdgroup_load at line \d+: a transposed access with a non-zero matrix_origin is outside the modelled",
-    5: r"lanes of simdgroup 0 reached different SIMD-group functions \(simd_(max|min) at line \d+",
+    5: r"lanes of simdgroup [01] reached different SIMD-group functions \(simd_(max|min) at line \d+",
     6: r"thread 63 of threadgroup \(\d, 0, 0\) accessed byte 256 of the output, which has 256 bytes",
     7: r"a thread wrote 4 bytes before the start of the output \(256 bytes\)",
     8: r"thread (5[6-9]|6[0-3]) of threadgroup \(\d, 0, 0\) accessed byte 2(5[6-9]|[6-8]\d) of the input 'x'",
